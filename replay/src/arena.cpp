@@ -4,6 +4,7 @@
 #include <cassert>
 
 #include "mhc/common/error.hpp"
+#include "mhc/trace/model.hpp"
 
 namespace mhc::replay {
 
@@ -238,6 +239,16 @@ int64_t Arena::allocate(int32_t key, int64_t bytes, int64_t stream, int64_t pool
     block_[key] = block;
     const Range& segment = seg_[static_cast<size_t>(ca_.block_segment(block))];
     return segment.va + ca_.block_offset(block);
+}
+
+void Arena::give_pools_back(const std::vector<int64_t>& given_back_at) {
+    if (!caching_) return;
+    for (size_t q = 1; q < given_back_at.size(); ++q)
+        if (given_back_at[q] != trace::kNoTime) ca_.give_back_at(static_cast<int64_t>(q), given_back_at[q]);
+}
+
+void Arena::pools_due(int64_t recorded) {
+    if (caching_ && ca_.pools_due(recorded)) follow_log();   // the pools' free segments go, as simulated
 }
 
 void Arena::free(int32_t key) {

@@ -493,6 +493,7 @@ void Executor::setup() {
     arena = std::make_unique<Arena>(plan.allocator, cap, pm,
                                     plan.allocator == "caching" ? sim::allocator_settings_for(trace_data.meta, plan.allocator_conf)
                                                              : sim::AllocatorSettings{});
+    arena->give_pools_back(plan.pool_given_back_at);
     // Host arena: what the simulator held on the host at once, with room for placement (it
     // is a first-fit free list, so it fragments), never more than all the bytes swapped out.
     const int64_t host_need = host_arena_bytes(trace_data, plan);
@@ -582,6 +583,7 @@ void Executor::execute(const Action& x, size_t i) {
     const int32_t a = x.alloc;
     switch (x.op) {
         case Op::Alloc:
+            arena->pools_due(x.recorded);   // private pools the recording gave back before it (the simulator's rule)
             if (place(a, i)) {
                 state[a] = Gpu;
                 fill_pattern(a);
@@ -589,6 +591,7 @@ void Executor::execute(const Action& x, size_t i) {
             note_lag(x.recorded);
             break;
         case Op::Free:
+            arena->pools_due(x.recorded);
             // The simulator frees the block here even with a copy of it in flight; the
             // range is reusable only once the copy lands, so wait for it (measured) and
             // give the allocator model the free at the simulator's point.

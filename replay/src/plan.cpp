@@ -163,7 +163,10 @@ Plan make_plan(const trace::TraceData& t, const sim::Result& r) {
     plan.predicted_host_peak = r.host_peak;
     if (plan.allocator == "caching") {   // blocks of a private pool come from its own segments, as simulated
         sim::PrivatePools pools = sim::private_pools(t, plan.device);
-        if (pools.pools > 0) plan.pool_of = std::move(pools.allocation);
+        if (pools.pools > 0 && pools.allocations > 0) {
+            plan.pool_given_back_at = pools.given_back_at;
+            plan.pool_of = std::move(pools.allocation);
+        }
     }
     // The recorded event order of the simulator (one definition: sim::event_streams).
     const sim::EventStreams ev = sim::event_streams(t, plan.device);

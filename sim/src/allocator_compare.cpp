@@ -46,19 +46,27 @@ struct Run {
     std::vector<CachingAllocator::SegmentEvent> log;
 };
 
-// One torch.cuda.empty_cache() as the recording shows it: segment frees from `first` to `last`.
+// One torch.cuda.empty_cache() as the recording shows it: segment frees from `first` to `last`;
+// whose segments they were: the default pool's (any), private pools' (their numbers: a pool let go
+// of, or emptied by empty_cache of that pool).
 struct CacheCall {
     int64_t first = 0, last = 0, frees = 0;
+    bool of_default = false;
+    std::set<int64_t> pools;
 };
 
 // Segment frees at times when nothing is allocated, grouped into calls: consecutive ones with no
 // allocation between them are one call (empty_cache frees its segments one cudaFree at a time).
-std::vector<CacheCall> empty_cache_calls(const std::vector<const trace::Segment*>& S, const std::set<int64_t>& alloc_times) {
-    std::map<int64_t, int64_t> frees_at;
-    for (const auto* s : S)
-        if (s->t_free != trace::kNoTime && !alloc_times.count(s->t_free)) ++frees_at[s->t_free];
+std::vector<CacheCall> empty_cache_calls(const std::vector<const trace::Segment*>& segments,
+                                         const std::set<int64_t>& alloc_times, const PrivatePools& pools) {
+    std::map<int64_t, std::vector<int64_t>> frees_at;   // time -> the pools of the segments freed then
+    for (const auto* seg : segments)
+        if (seg->t_free != trace::kNoTime && !alloc_times.count(seg->t_free)) {
+            auto pool_of = pools.segment.find(seg);
+            frees_at[seg->t_free].push_back(pool_of == pools.segment.end() ? 0 : pool_of->second);
+        }
     std::vector<CacheCall> calls;
-    for (auto [tm, n] : frees_at) {
+    for (const auto& [tm, of] : frees_at) {
         bool same_call = !calls.empty();
         if (same_call) {
             auto next_alloc = alloc_times.upper_bound(calls.back().last);
@@ -66,9 +74,13 @@ std::vector<CacheCall> empty_cache_calls(const std::vector<const trace::Segment*
         }
         if (same_call) {
             calls.back().last = tm;
-            calls.back().frees += n;
         } else {
-            calls.push_back({tm, tm, n});
+            calls.push_back({tm, tm, 0});
+        }
+        calls.back().frees += static_cast<int64_t>(of.size());
+        for (int64_t pool : of) {
+            if (pool == 0) calls.back().of_default = true;
+            else calls.back().pools.insert(pool);
         }
     }
     return calls;
@@ -189,25 +201,27 @@ int64_t blocks_outside_segments(const trace::TraceData& t, const std::vector<con
 // What the model replays: allocations of the device, and the recording's torch.cuda.empty_cache()
 // calls (segment frees that no allocation explains), mirrored at each call's last segment free.
 std::vector<Ev> model_events(const trace::TraceData& t, const std::vector<const trace::Segment*>& segments,
-                             int32_t device, std::vector<CacheCall>& calls, AllocatorComparison& c) {
+                             int32_t device, const PrivatePools& pools, std::vector<CacheCall>& calls,
+                             AllocatorComparison& cmp) {
     const auto& a = t.allocations;
     std::vector<Ev> evs;
     std::set<int64_t> alloc_times;
     for (size_t i = 0; i < a.size(); ++i) {
         if (a.device[i] != device) continue;
-        ++c.allocations;
+        ++cmp.allocations;
         evs.push_back({a.t_alloc[i], 2, static_cast<int64_t>(i)});
         alloc_times.insert(a.t_alloc[i]);
         if (a.t_free[i] == a.t_alloc[i]) evs.push_back({a.t_free[i], 2, static_cast<int64_t>(i), true});
         else if (a.t_free[i] != trace::kNoTime) evs.push_back({a.t_free[i], 0, static_cast<int64_t>(i)});
     }
-    calls = empty_cache_calls(segments, alloc_times);
-    for (const CacheCall& call : calls) {
-        evs.push_back({call.last, 1, -1});
-        c.empty_cache_segment_frees += call.frees;
-        c.empty_cache_span_ns += call.last - call.first;
+    calls = empty_cache_calls(segments, alloc_times, pools);
+    for (size_t k = 0; k < calls.size(); ++k) {
+        const CacheCall& call = calls[k];
+        evs.push_back({call.last, 1, static_cast<int64_t>(k)});
+        cmp.empty_cache_segment_frees += call.frees;
+        cmp.empty_cache_span_ns += call.last - call.first;
     }
-    c.empty_cache_calls = static_cast<int64_t>(calls.size());
+    cmp.empty_cache_calls = static_cast<int64_t>(calls.size());
     std::sort(evs.begin(), evs.end());
     return evs;
 }
@@ -216,9 +230,9 @@ std::vector<Ev> model_events(const trace::TraceData& t, const std::vector<const 
 // segments the recording held when it began, their blocks placed where recorded.
 class ModelRun {
 public:
-    ModelRun(const trace::TraceData& t, const std::vector<const trace::Segment*>& segments, const AllocatorSettings& set,
-             bool warm, const PrivatePools& pools)
-        : t_(t), warm_(warm), pools_(pools), ca_(INT64_MAX / 2, set), block_(t.allocations.size(), -1) {
+    ModelRun(const trace::TraceData& trace_data, const std::vector<const trace::Segment*>& segments,
+             const AllocatorSettings& set, bool warm, const PrivatePools& pools, const std::vector<CacheCall>& calls)
+        : t_(trace_data), warm_(warm), pools_(pools), calls_(calls), ca_(INT64_MAX / 2, set), block_(trace_data.allocations.size(), -1) {
         ca_.set_log(&r_.log);
         if (warm)
             for (const auto* s : segments)
@@ -244,7 +258,10 @@ public:
                     if (block_[static_cast<size_t>(e.i)] >= 0) ca_.free(block_[static_cast<size_t>(e.i)]);
                     block_[static_cast<size_t>(e.i)] = -1;
                 } else if (e.kind == 1) {
-                    ca_.empty_cache();
+                    // The call's pools: the default one (empty_cache), private ones let go of.
+                    const CacheCall& call = calls_[static_cast<size_t>(e.i)];
+                    if (call.of_default || call.pools.empty()) ca_.empty_cache();
+                    for (int64_t pool : call.pools) ca_.release_pool(pool);
                 } else {
                     if (first_alloc < 0) first_alloc = e.i;
                     allocate(static_cast<size_t>(e.i));
@@ -283,6 +300,7 @@ private:
     const trace::TraceData& t_;
     const bool warm_;
     const PrivatePools& pools_;
+    const std::vector<CacheCall>& calls_;
     Run r_;
     CachingAllocator ca_;
     std::map<int64_t, std::pair<int32_t, int64_t>> seeded_;   // address -> (segment, bytes)
@@ -367,7 +385,101 @@ void compare_reserved(const trace::TraceData& t, const std::vector<const trace::
 
 }  // namespace
 
+namespace {
+
+using PoolRows = std::vector<std::pair<std::pair<int64_t, int64_t>, std::vector<std::pair<int64_t, int64_t>>>>;
+
+// meta snapshot.allocation_pools or snapshot.segment_row_pools: per pool, its row id ranges.
+PoolRows parse_pool_rows(const trace::TraceData& trace_data, const char* key) {
+    PoolRows out;
+    auto it = trace_data.meta.find(key);
+    if (it == trace_data.meta.end()) return out;
+    std::istringstream in(it->second);
+    std::string entry;
+    auto bad = [&](const std::string& why) {
+        return Error(trace_data.path + ": meta " + key + ": entry '" + entry + "' " + why + " (import the snapshot again)");
+    };
+    while (in >> entry) {
+        long long first = 0, second = 0;
+        int used = 0;
+        if (std::sscanf(entry.c_str(), "%lld,%lld:%n", &first, &second, &used) != 2 || used == 0)
+            throw bad("is not FIRST,SECOND:ID-ID,ID...");
+        auto& rows = out.emplace_back(std::make_pair(first, second), std::vector<std::pair<int64_t, int64_t>>{}).second;
+        std::istringstream list(entry.substr(static_cast<size_t>(used)));
+        std::string range;
+        while (std::getline(list, range, ',')) {
+            // LO or LO-HI, digits only.
+            auto number = [](const std::string& text, int64_t& value) {
+                if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos)
+                    return false;
+                value = std::stoll(text);
+                return value > 0;
+            };
+            const size_t dash = range.find('-');
+            int64_t lo = 0, hi = 0;
+            const bool ok = dash == std::string::npos
+                                ? number(range, lo) && number(range, hi)
+                                : number(range.substr(0, dash), lo) && number(range.substr(dash + 1), hi) && hi >= lo;
+            if (!ok) throw bad("has a bad id range '" + range + "'");
+            rows.emplace_back(lo, hi);
+        }
+    }
+    return out;
+}
+
+// The exact rule: each row in the pool the trace events named (pool_id).
+PrivatePools exact_pools(const trace::TraceData& trace_data, const std::vector<const trace::Segment*>& segments,
+                         int32_t device) {
+    PrivatePools pools;
+    pools.exact = true;
+    pools.allocation.assign(trace_data.allocations.size(), 0);
+    std::map<std::pair<int64_t, int64_t>, int64_t> number;
+    auto number_of = [&](const std::pair<int64_t, int64_t>& id) {
+        return number.try_emplace(id, static_cast<int64_t>(number.size()) + 1).first->second;
+    };
+    const auto& allocs = trace_data.allocations;
+    for (const auto& [id, ranges] : parse_pool_rows(trace_data, "snapshot.allocation_pools"))
+        for (auto [lo, hi] : ranges) {
+            auto at = std::lower_bound(allocs.id.begin(), allocs.id.end(), lo);   // ids ascend with the rows
+            for (; at != allocs.id.end() && *at <= hi; ++at) {
+                const auto row = static_cast<size_t>(at - allocs.id.begin());
+                if (allocs.device[row] != device) continue;
+                pools.allocation[row] = number_of(id);
+                ++pools.allocations;
+            }
+        }
+    std::map<int64_t, const trace::Segment*> by_id;
+    for (const auto* seg : segments) by_id[seg->id] = seg;
+    std::vector<std::pair<const trace::Segment*, int64_t>> seg_rows;
+    for (const auto& [id, ranges] : parse_pool_rows(trace_data, "snapshot.segment_row_pools"))
+        for (auto [lo, hi] : ranges)
+            for (auto it = by_id.lower_bound(lo); it != by_id.end() && it->first <= hi; ++it)
+                seg_rows.emplace_back(it->second, number_of(id));
+    pools.pools = static_cast<int64_t>(number.size());
+    pools.given_back_at.assign(static_cast<size_t>(pools.pools) + 1, trace::kNoTime);
+    std::vector<bool> held(static_cast<size_t>(pools.pools) + 1, false);
+    std::vector<int64_t> last_free(static_cast<size_t>(pools.pools) + 1, trace::kNoTime);
+    for (auto [seg, pool] : seg_rows) {
+        pools.segment[seg] = pool;
+        const auto pool_no = static_cast<size_t>(pool);
+        if (seg->t_free == trace::kNoTime) {
+            held[pool_no] = true;
+            ++pools.segments_held;
+        } else {
+            last_free[pool_no] = last_free[pool_no] == trace::kNoTime ? seg->t_free : std::max(last_free[pool_no], seg->t_free);
+        }
+    }
+    for (size_t pool_no = 1; pool_no < held.size(); ++pool_no)
+        if (!held[pool_no]) pools.given_back_at[pool_no] = last_free[pool_no];
+    return pools;
+}
+
+}   // namespace
+
 PrivatePools private_pools(const trace::TraceData& t, const std::vector<const trace::Segment*>& S, int32_t device) {
+    if (auto from = t.meta.find("snapshot.pools_from");
+        from != t.meta.end() && from->second.rfind("trace events", 0) == 0)
+        return exact_pools(t, S, device);
     PrivatePools m;
     m.allocation.assign(t.allocations.size(), 0);
     auto it = t.meta.find("snapshot.segment_pools");
@@ -413,6 +525,7 @@ PrivatePools private_pools(const trace::TraceData& t, const std::vector<const tr
         m.allocation[i] = r->pool;
         ++m.allocations;
     }
+    m.given_back_at.assign(static_cast<size_t>(m.pools) + 1, trace::kNoTime);   // end-state pools are held
     return m;
 }
 
@@ -442,8 +555,9 @@ AllocatorComparison compare_allocator(const trace::TraceData& t, const std::vect
     }
     c.blocks_outside_segments = blocks_outside_segments(t, S, device);
 
+    const PrivatePools pools = private_pools(t, S, device);
     std::vector<CacheCall> calls;
-    const std::vector<Ev> evs = model_events(t, S, device, calls, c);
+    const std::vector<Ev> evs = model_events(t, S, device, pools, calls, c);
     // Samples at the model's events. A recorded segment event counts at the next of them: a
     // snapshot records the cudaMalloc an allocation needs (and the frees of an out-of-memory
     // retry) just before that allocation, 1 ns apart in the trace (docs/import.md).
@@ -452,24 +566,25 @@ AllocatorComparison compare_allocator(const trace::TraceData& t, const std::vect
     times.erase(std::unique(times.begin(), times.end()), times.end());
     if (!rec.empty() && (times.empty() || rec.back().first > times.back())) times.push_back(rec.back().first);
 
-    const PrivatePools pools = private_pools(t, S, device);
     c.private_pools = pools.pools;
     c.private_pool_segments = pools.segments_held;
     c.private_pool_allocations = pools.allocations;
-    Run w = ModelRun(t, S, set, true, pools).run(evs, times);
-    c.seeded_segments = w.seeded;
-    c.seeded_bytes = w.seeded_bytes;
-    c.seeded_blocks = w.seeded_blocks;
-    c.model_peak = w.peak;
-    c.model_segments = w.segments;
-    c.model_mallocs = w.mallocs;
-    c.model_frees = w.frees;
+    c.private_pools_exact = pools.exact;
+    for (int64_t at : pools.given_back_at) c.private_pools_given_back += at != trace::kNoTime;
+    Run warm = ModelRun(t, S, set, true, pools, calls).run(evs, times);
+    c.seeded_segments = warm.seeded;
+    c.seeded_bytes = warm.seeded_bytes;
+    c.seeded_blocks = warm.seeded_blocks;
+    c.model_peak = warm.peak;
+    c.model_segments = warm.segments;
+    c.model_mallocs = warm.mallocs;
+    c.model_frees = warm.frees;
     c.sample_times = times;
-    c.model_reserved = w.reserved_at;
-    Run cold = ModelRun(t, S, set, false, pools).run(evs, times);
+    c.model_reserved = warm.reserved_at;
+    Run cold = ModelRun(t, S, set, false, pools, calls).run(evs, times);
     c.cold_peak = cold.peak;
     c.cold_segments = cold.segments;
-    compare_reserved(t, S, rec, calls, times, w, c);
+    compare_reserved(t, S, rec, calls, times, warm, c);
     return c;
 }
 
@@ -491,7 +606,12 @@ std::string to_text(const AllocatorComparison& c) {
         o << " (" << c.empty_cache_segment_frees << " segment frees over " << format_ns(c.empty_cache_span_ns)
           << "; the model empties its cache at each call's last free)";
     o << "\n";
-    if (c.private_pools > 0)
+    if (c.private_pools > 0 && c.private_pools_exact)
+        o << "private pools " << c.private_pools << " (CUDA graph or torch.cuda.MemPool, as the trace events name them): "
+          << c.private_pool_allocations << " allocations modelled in their pool; " << c.private_pool_segments
+          << " of their segments held at the end (empty_cache keeps their memory); " << c.private_pools_given_back
+          << " pools given back during the trace, released by the model too\n";
+    else if (c.private_pools > 0)
         o << "private pools " << c.private_pools << " (CUDA graph or torch.cuda.MemPool): " << c.private_pool_allocations
           << " allocations lie in their " << c.private_pool_segments
           << " segments held at the end and are modelled in their pool (empty_cache keeps its memory)\n";
@@ -534,7 +654,9 @@ std::string to_json(const AllocatorComparison& c) {
       << ",\"blocks_outside_segments\":" << c.blocks_outside_segments;
     if (c.private_pools > 0)
         o << ",\"private_pools\":" << c.private_pools << ",\"private_pool_segments\":" << c.private_pool_segments
-          << ",\"private_pool_allocations\":" << c.private_pool_allocations;
+          << ",\"private_pool_allocations\":" << c.private_pool_allocations
+          << ",\"private_pools_given_back\":" << c.private_pools_given_back
+          << ",\"private_pools_exact\":" << (c.private_pools_exact ? "true" : "false");
     o
       << ",\"recorded\":{\"reserved_peak\":" << c.recorded_peak << ",\"segments\":" << c.recorded_segments
       << ",\"device_allocs\":" << c.recorded_mallocs << ",\"device_frees\":" << c.recorded_frees << "}"

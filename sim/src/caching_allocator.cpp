@@ -541,18 +541,22 @@ bool CachingAllocator::release_available(int p, int64_t stream, int64_t size) {
     return total >= want;
 }
 
-void CachingAllocator::release_cached() {
+void CachingAllocator::release_cached(int64_t pool) {
     // release_cached_blocks / release_blocks: every free whole segment; the free pages of
     // expandable segments are unmapped, and a segment left wholly unmapped goes too.
     // The whole segments are kept apart (whole_) in the pool's order, so that a failed
     // allocation does not walk every free block. The held bytes (top_up) are free: they go first.
-    reserved_ -= held_;
-    held_ = 0;
+    if (pool == 0) {
+        reserved_ -= held_;
+        held_ = 0;
+    }
     for (int p = 0; p < 2; ++p) {
         std::vector<int32_t> segments, unmap;
         // release_cached_blocks((0, 0)): the default pool's blocks; a private pool's only once the
-        // program has let go of the pool (graph_pools_freeable), which a trace does not say.
-        auto of_default = [&](int32_t b) { return segs_[static_cast<size_t>(blocks_[static_cast<size_t>(b)].segment)].pool == 0; };
+        // program has let go of the pool (graph_pools_freeable): release_pool says when.
+        auto of_default = [&](int32_t block) {
+            return segs_[static_cast<size_t>(blocks_[static_cast<size_t>(block)].segment)].pool == pool;
+        };
         for (const Key& entry : whole_[p])
             if (of_default(entry.block)) segments.push_back(entry.block);
         if (set_.expandable_segments)   // only then are there expandable segments
@@ -570,7 +574,7 @@ void CachingAllocator::release_cached() {
         std::vector<int32_t> gone;
         for (const Key& k : un) {
             const Block& x = blocks_[static_cast<size_t>(k.block)];
-            if (x.prev < 0 && x.next < 0 && segs_[static_cast<size_t>(x.segment)].pool == 0) gone.push_back(k.block);
+            if (x.prev < 0 && x.next < 0 && segs_[static_cast<size_t>(x.segment)].pool == pool) gone.push_back(k.block);
         }
         for (int32_t b : gone) {   // release_expandable_segment: address space only, no event
             take(un, key(b));
@@ -719,7 +723,7 @@ int32_t CachingAllocator::allocate(int64_t bytes, int64_t stream, int64_t pool) 
         b = alloc_block(p, stream, size, alloc_size);
         if (b < 0 && release_available(p, stream, size)) b = alloc_block(p, stream, size, alloc_size);
         if (b < 0) {
-            release_cached();
+            release_cached(0);
             b = alloc_block(p, stream, size, alloc_size);
         }
         if (b < 0) return -1;
@@ -739,6 +743,16 @@ void CachingAllocator::free(int32_t b) {
     merge(b, blocks_[static_cast<size_t>(b)].prev);
     merge(b, blocks_[static_cast<size_t>(b)].next);
     to_pool(b);
+}
+
+bool CachingAllocator::pools_due(int64_t recorded_time) {
+    bool any = false;
+    while (!give_back_.empty() && give_back_.begin()->first < recorded_time) {
+        release_pool(give_back_.begin()->second);
+        give_back_.erase(give_back_.begin());
+        any = true;
+    }
+    return any;
 }
 
 int64_t CachingAllocator::largest_free_block() const {

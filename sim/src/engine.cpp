@@ -35,7 +35,11 @@ Engine<Policy>::Engine(const Prepared& p, const Config& c, Result& r, int64_t ca
     pins.assign(na, 0);
     epoch.assign(na, 0);
     ready_at.assign(na, 0);
-    if (allocator_kind == AllocatorKind::Caching) block.assign(na, -1);
+    if (allocator_kind == AllocatorKind::Caching) {
+        block.assign(na, -1);
+        prepared.give_pools_back(ca);
+        if (!prepared.alloc_pool.empty()) pending_pool.assign(prepared.pool_given_back_at.size(), 0);
+    }
     protect_stamp.assign(na, 0);
     rc_active.assign(na, 0);
     cached_host.init(na);
@@ -92,7 +96,11 @@ template <class Policy>
 bool Engine<Policy>::fits_after_pending(int32_t a) const {
     int64_t b = prepared.t->allocations.bytes[a];
     if (allocator_kind == AllocatorKind::Ideal) return used - pending_release + b <= cap;
-    return pending_release >= ca.rounded(b);
+    // Only swap-outs of the pool the request goes to free blocks it can use (a private pool's
+    // blocks never serve another pool's requests).
+    const int64_t pending = pending_pool.empty() ? pending_release
+                                                 : pending_pool[static_cast<size_t>(prepared.pool_of(a))];
+    return pending >= ca.rounded(b);
 }
 
 template <class Policy>
@@ -169,7 +177,7 @@ void Engine<Policy>::complete_landed(int64_t until) {
         } else {
             state[a] = Residency::Host;
             ctx.host_valid[a] = 1;
-            pending_release -= prepared.t->allocations.bytes[a];
+            add_pending(a, -prepared.t->allocations.bytes[a]);
             release_bytes(a);
             if (config.record_events) result.plan_log.releases.push_back({a, static_cast<int32_t>(result.events.size()), origin});
         }
@@ -236,7 +244,7 @@ void Engine<Policy>::evict(int32_t v, int64_t t) {
         host_used += b;
         result.host_peak = std::max(result.host_peak, host_used + program_host);
         if (config.check_invariants && host_used > host_cap) fail_invariant("host bytes exceed the host buffer");
-        pending_release += b;
+        add_pending(v, b);
         ++epoch[v];
         ready_at[v] = start_transfer(v, false, t);   // when the copy lands (recompute inputs)
     }
@@ -388,6 +396,10 @@ template <class Policy>
 bool Engine<Policy>::on_alloc(int32_t a) {
     int64_t now = prepared.t->allocations.t_alloc[a] + shift;
     int64_t t = now;
+    if (!pending_pool.empty()) {   // the swap-outs landed by now first, as make room's first step
+        complete_until(now);
+        pools_due(prepared.t->allocations.t_alloc[a]);
+    }
     ctx.last_touch[a] = ++tick;
     ctx.last_time[a] = now;
     if (!make_room(a, t, false)) {
@@ -409,6 +421,7 @@ template <class Policy>
 void Engine<Policy>::on_free(int32_t a) {
     int64_t now = prepared.t->allocations.t_free[a] + shift;
     complete_until(now);
+    pools_due(prepared.t->allocations.t_free[a]);
     ctx.now = now;
     if (config.check_invariants && pins[a] > 0) fail_invariant("allocation " + std::to_string(alloc_id(a)) + " freed while a running kernel uses it");
     int64_t b = prepared.t->allocations.bytes[a];
@@ -417,9 +430,15 @@ void Engine<Policy>::on_free(int32_t a) {
     switch (state[a]) {
         case Residency::Gpu: pol.erase(a); release_bytes(a); break;
         case Residency::InH2D: release_bytes(a); ++epoch[a]; break;
-        case Residency::InD2H: release_bytes(a); pending_release -= b; host_used -= b; ++epoch[a]; break;
+        case Residency::InD2H:
+            release_bytes(a);
+            add_pending(a, -b);
+            host_used -= b;
+            ++epoch[a];
+            break;
         default: break;
     }
+
     if (ctx.host_valid[a]) {
         ctx.host_valid[a] = 0;
         host_used -= b;
@@ -453,7 +472,7 @@ bool Engine<Policy>::on_kernel_start(int32_t s) {
             case Residency::InD2H:   // still on the GPU: cancel the eviction
                 state[a] = Residency::Gpu;
                 resident_bytes += prepared.t->allocations.bytes[a];
-                pending_release -= prepared.t->allocations.bytes[a];
+                add_pending(a, -prepared.t->allocations.bytes[a]);
                 host_used -= prepared.t->allocations.bytes[a];
                 ++epoch[a];
                 break;

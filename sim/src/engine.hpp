@@ -187,6 +187,17 @@ private:
     Inflight inflight;
 
     int64_t used = 0, pending_release = 0, host_used = 0, shift = 0, tick = 0;
+    // Bytes of swap-outs in flight per pool number (caching model with private pools; else empty).
+    std::vector<int64_t> pending_pool;
+    // Private pools the recording gave back before `recorded` (a recorded allocation or free time).
+    void pools_due(int64_t recorded) {
+        if (allocator_kind == AllocatorKind::Caching && !pending_pool.empty() && ca.pools_due(recorded))
+            used = ca.reserved();
+    }
+    void add_pending(int32_t alloc, int64_t bytes) {
+        pending_release += bytes;
+        if (!pending_pool.empty()) pending_pool[static_cast<size_t>(prepared.pool_of(alloc))] += bytes;
+    }
     // The program's own host memory (the trace's device -1 allocations), live at the current
     // recorded time: counted in host bytes, not against the host buffer (docs/simulator.md).
     int64_t program_host = 0;

@@ -105,13 +105,16 @@ void build_on_device(Prepared& p) {
     }
 }
 
-// Private pools of the device's allocations (meta snapshot.segment_pools: a snapshot's CUDA graph
-// or torch.cuda.MemPool segments), by the rule mhc allocator reads them with.
+// Private pools of the device's allocations (meta snapshot.allocation_pools, from the trace events'
+// pool_id, else snapshot.segment_pools: a snapshot's CUDA graph or torch.cuda.MemPool segments), by
+// the rule mhc allocator reads them with.
 void build_pools(Prepared& p) {
-    if (p.device < 0 || !p.t->meta.count("snapshot.segment_pools")) return;
+    if (p.device < 0 || (!p.t->meta.count("snapshot.segment_pools") && !p.t->meta.count("snapshot.allocation_pools")))
+        return;
     const PrivatePools pools = private_pools(*p.t, p.device);
     if (pools.allocations == 0) return;
     p.alloc_pool.assign(pools.allocation.begin(), pools.allocation.end());
+    p.pool_given_back_at = pools.given_back_at;
 }
 
 // Accesses in seq order. When the device has none (no kernel of the device accesses one of
@@ -281,15 +284,19 @@ struct CachingWalk {
     bool warm, warmed = false;
     std::vector<int32_t> block;
     int64_t peak = 0;
-    CachingWalk(const AllocatorSettings& set, bool from_first_event, size_t rows)
-        : ca(INT64_MAX / 2, set), warm(from_first_event), block(rows, -1) {}
+    CachingWalk(const Prepared& prepared, const AllocatorSettings& set, bool from_first_event, size_t rows)
+        : ca(INT64_MAX / 2, set), warm(from_first_event), block(rows, -1) {
+        prepared.give_pools_back(ca);
+    }
     void allocate(const Prepared& prepared, size_t al) {
         const auto& rows = prepared.t->allocations;
         if (warm && !warmed) warmed = warm_start(prepared, ca, rows.t_alloc[al]);
+        ca.pools_due(rows.t_alloc[al]);
         block[al] = ca.allocate(rows.bytes[al], rows.stream[al], prepared.pool_of(static_cast<int32_t>(al)));
         peak = std::max(peak, ca.reserved());
     }
-    void free(size_t al) {
+    void free(const Prepared& prepared, size_t al) {
+        ca.pools_due(prepared.t->allocations.t_free[al]);
         if (block[al] >= 0) ca.free(block[al]);
         block[al] = -1;
     }
@@ -308,12 +315,13 @@ void build_live(Prepared& p) {
     const AllocatorSettings recorded = allocator_settings_for(p.t->meta, "");
     std::vector<CachingWalk> walks;
     walks.reserve(3);
-    walks.emplace_back(recorded, true, a.size());
+    walks.emplace_back(p, recorded, true, a.size());
     const bool compared = p.t->meta.count("kineto.reserved_peak" + dev) > 0;
     if (compared) {
-        walks.emplace_back(recorded, false, a.size());   // from an empty cache
+        walks.emplace_back(p, recorded, false, a.size());   // from an empty cache
         if (!recorded.expandable_segments)
-            walks.emplace_back(parse_allocator_conf("expandable_segments:True", "what-if", recorded), true, a.size());
+            walks.emplace_back(p, parse_allocator_conf("expandable_segments:True", "what-if", recorded), true,
+                               a.size());
     }
     int64_t live = 0;
     EventCursor events(p, *p.t);
@@ -323,7 +331,7 @@ void build_live(Prepared& p) {
         switch (e.what) {
             case Recorded::Free:
                 live -= a.bytes[al];
-                for (auto& walk : walks) walk.free(al);
+                for (auto& walk : walks) walk.free(p, al);
                 break;
             case Recorded::Allocation:
                 live += a.bytes[al];
@@ -584,6 +592,9 @@ void each_array(P& p, F&& f) {
 // before pools (2026-12-05) lacks it and reads as absent, so its caching peak, made with one pool
 // per stream, is not served. Empty in a trace without private pools.
 constexpr const char* kAllocPool = "alloc_pool";
+// Per pool, when the recording gave it back (build_pools); an entry kept by a version before it
+// (2026-12-05) lacks it and reads as absent.
+constexpr const char* kPoolRelease = "pool_given_back_at";
 
 // The program's host events in event order (build_on_device). Named anew when that order changed
 // (2026-12-05): an entry kept in a trace file by an earlier version lacks it and reads as absent.
@@ -623,7 +634,7 @@ std::shared_ptr<Prepared> read_prepared(const trace::TraceData& t, int32_t devic
     std::vector<PreparedScalars> s;
     std::vector<int64_t> host;
     bool ok = c->get("scalars", s) && s.size() == 1 && c->get(kHostEvents, host) && host.size() % 2 == 0 &&
-              c->get(kAllocPool, p->alloc_pool);
+              c->get(kAllocPool, p->alloc_pool) && c->get(kPoolRelease, p->pool_given_back_at);
     each_array(*p, [&](const char* name, auto& v) { ok = ok && c->get(name, v); });
     if (!ok || !c->finish()) return nullptr;
     p->t_begin = s[0].t_begin; p->t_end = s[0].t_end; p->rows = s[0].rows;
@@ -646,6 +657,7 @@ void write_prepared(const Prepared& p, const trace::TraceData& t, int32_t device
     w.put("scalars", scalars);
     w.put(kHostEvents, host);
     w.put(kAllocPool, p.alloc_pool);
+    w.put(kPoolRelease, p.pool_given_back_at);
     each_array(p, [&](const char* name, const auto& v) { w.put(name, v); });
     std::vector<std::pair<std::string, const trace::CacheWriter*>> entries = {{cache_key(device), &w}};
     if (!t.from_cache) {   // the trace's columns too, in the same transaction

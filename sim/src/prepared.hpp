@@ -72,6 +72,15 @@ struct Prepared : EventStreams {
     int64_t pool_of(int32_t allocation) const {
         return alloc_pool.empty() ? 0 : alloc_pool[static_cast<size_t>(allocation)];
     }
+    // Per pool number: when the recording gave the pool back (PrivatePools::given_back_at; the
+    // caching model gives it back at the first allocation or free recorded after it:
+    // CachingAllocator::give_back_at), trace::kNoTime for any other. Empty without private pools.
+    std::vector<int64_t> pool_given_back_at;
+    void give_pools_back(CachingAllocator& ca) const {
+        for (size_t q = 1; q < pool_given_back_at.size(); ++q)
+            if (pool_given_back_at[q] != trace::kNoTime)
+                ca.give_back_at(static_cast<int64_t>(q), pool_given_back_at[q]);
+    }
     // The trace's host allocations (device -1) when a GPU is simulated: (recorded time, +bytes
     // at an allocation, -bytes at a free), by time, frees before allocations at one instant.
     std::vector<std::pair<int64_t, int64_t>> host_events;

@@ -1,5 +1,5 @@
 #pragma once
-// A small pickle writer (protocol 2 opcodes: dict, list, str, int, bool, float, None) for tests that
+// A small pickle writer (protocol 2 opcodes: dict, list, tuple, str, int, bool, float, None) for tests that
 // build PyTorch memory snapshots by hand: Py::dict({{"action", "alloc"}, {"size", 512}}).
 #include <cstdint>
 #include <cstring>
@@ -10,11 +10,11 @@
 namespace test {
 
 struct Py {
-    enum Kind { Int, Str, Bool, Float, List, Dict, None } kind = Int;
+    enum Kind { Int, Str, Bool, Float, List, Tuple, Dict, None } kind = Int;
     int64_t i = 0;
     double f = 0;
     std::string s;
-    std::vector<Py> items;                          // List
+    std::vector<Py> items;                          // List, Tuple
     std::vector<std::pair<std::string, Py>> kv;     // Dict
 
     Py(int v) : kind(Int), i(v) {}
@@ -30,6 +30,14 @@ struct Py {
         return value;
     }
     static Py list(std::vector<Py> v) { Py p(0); p.kind = List; p.items = std::move(v); return p; }
+    static Py tuple(std::vector<Py> values) {
+        Py value(0);
+        value.kind = Tuple;
+        value.items = std::move(values);
+        return value;
+    }
+    // A memory pool's id as PyTorch pickles it (segment_pool_id, a trace entry's pool_id): (first, second).
+    static Py pool(int64_t first, int64_t second) { return tuple({Py(first), Py(second)}); }
     static Py dict(std::vector<std::pair<std::string, Py>> v) { Py p(0); p.kind = Dict; p.kv = std::move(v); return p; }
 
     void write(std::string& o) const {
@@ -63,6 +71,11 @@ struct Py {
                 for (const auto& x : items) x.write(o);
                 o += 'e';
                 break;
+            case Tuple:   // MARK items TUPLE
+                o += '(';
+                for (const auto& item : items) item.write(o);
+                o += 't';
+                break;
             case Dict:
                 o += '}';
                 if (kv.empty()) break;
@@ -87,6 +100,14 @@ inline Py event(const char* action, int64_t addr, int64_t size, int64_t stream =
     std::vector<std::pair<std::string, Py>> kv{{"action", action}, {"addr", addr}, {"size", size}, {"stream", stream}};
     if (time_us >= 0) kv.push_back({"time_us", time_us});
     return Py::dict(std::move(kv));
+}
+
+// One trace entry as torch 2.15 writes it: with the pool it acts in (pool_id; (0, 0) the default pool).
+inline Py pool_event(const char* action, int64_t addr, int64_t size, int64_t pool_second, double time_us,
+                     int64_t pool_first = 0) {
+    Py entry = event(action, addr, size, 0, time_us);
+    entry.kv.emplace_back("pool_id", Py::pool(pool_first, pool_second));
+    return entry;
 }
 
 }  // namespace test

@@ -28,6 +28,7 @@ None, a segment's total_size as a str, a block in a state PyTorch does not write
 exit 2, in one line naming the file and the event or block.
 Exit status 1 on a mismatch, with one line per figure.
 """
+import bisect
 import gzip
 import json
 import math
@@ -293,17 +294,35 @@ def two_devices(snap):
 
 def newer_fields(snap):
     """The snapshot as a newer PyTorch writes it (torch.cuda.memory._snapshot's TraceEntry): each
-    event with `pool_id` (a tuple), `user_metadata` (_set_memory_metadata) and, on OOMs,
-    `device_free`; an `annotate` event (_annotate_tensor: the allocation's address and metadata, no
-    size) after every tenth alloc. None of them allocates or frees: every figure stays."""
-    def entries(t):
+    event with `pool_id` (a tuple: the pool of the end-state segment its address lies in, from the
+    last segment_alloc or segment_map inside that segment on, else the default pool's (0, 0)),
+    `user_metadata` (_set_memory_metadata) and, on OOMs, `device_free`; an `annotate` event
+    (_annotate_tensor: the allocation's address and metadata, no size) after every tenth alloc.
+    None of them allocates or frees: every figure stays."""
+    def pools_of(dev, t):
+        segs = sorted((s["address"], s["address"] + s["total_size"], tuple(s.get("segment_pool_id") or (0, 0)))
+                      for s in snap.get("segments") or [] if s.get("device", 0) == dev and "address" in s)
+        starts = [s[0] for s in segs]
+
+        def seg_of(e):
+            i = bisect.bisect_right(starts, e.get("addr", -1)) - 1
+            return i if i >= 0 and e.get("addr", -1) < segs[i][1] and len(segs[i][2]) == 2 else None
+        made = {}
         for k, e in enumerate(t):
-            yield dict(e, pool_id=(0, 0), user_metadata=f"step {k // 1000}",
+            if e["action"] in ("segment_alloc", "segment_map") and seg_of(e) is not None:
+                made[seg_of(e)] = k
+        return [segs[i][2] if (i := seg_of(e)) is not None and k >= made.get(i, -1) else (0, 0)
+                for k, e in enumerate(t)]
+
+    def entries(dev, t):
+        pools = pools_of(dev, t)
+        for k, e in enumerate(t):
+            yield dict(e, pool_id=pools[k], user_metadata=f"step {k // 1000}",
                        **({"device_free": 0} if e["action"] == "oom" else {}))
             if e["action"] == "alloc" and k % 10 == 0:
                 yield {k2: v for k2, v in e.items() if k2 not in ("size",)} | {"action": "annotate",
                                                                                 "user_metadata": "{\"kind\": \"x\"}"}
-    return dict(snap, device_traces=[list(entries(t)) for t in snap["device_traces"]])
+    return dict(snap, device_traces=[list(entries(d, t)) for d, t in enumerate(snap["device_traces"])])
 
 
 def ring_variants(snap):

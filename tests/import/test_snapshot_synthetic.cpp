@@ -830,3 +830,102 @@ TEST_CASE("snapshot: a field of the wrong type or a missing one is refused, nami
     CHECK(untimed.meta.at("snapshot.events_without_time_us") == "1 of 5");
     CHECK(ok.meta.count("snapshot.events_without_time_us") == 0);
 }
+
+TEST_CASE("snapshot: torch 2.15's pool_id on trace events names each row's pool, also of a pool given back",
+          "[import][snapshot][pools]") {
+    // Synthetic, in the shape torch 2.15 writes (no CUDA device here to record one): every trace
+    // entry carries pool_id, a tuple, the pool of the block or segment it acts on (PyTorch's
+    // record_trace passes pool->owner_MempoolId(): (0, 0) the default pool). A torch.cuda.MemPool
+    // (0, 1) gets a 20 MiB segment and a 9 MiB block, frees it, and is destroyed: its segment is
+    // given back (segment_free, pool_id (0, 1)) before the snapshot, so the end state holds no
+    // segment of it. Before 2026-12-05 pool_id was not read and such a pool was the default one.
+    using test::pool_event;
+    using test::Py;
+    const int64_t MiB = 1 << 20, seg_d = 0x7f0000000000, seg_p = 0x7f1000000000, seg_e = 0x7f2000000000;
+    std::vector<Py> evs{
+        pool_event("segment_alloc", seg_d, 20 * MiB, 0, 1000), pool_event("alloc", seg_d, 9 * MiB, 0, 1000),
+        pool_event("segment_alloc", seg_p, 14 * MiB, 1, 1010), pool_event("alloc", seg_p, 14 * MiB, 1, 1010),
+        pool_event("free_requested", seg_p, 14 * MiB, 1, 1020), pool_event("free_completed", seg_p, 14 * MiB, 1, 1020),
+        pool_event("segment_alloc", seg_e, 12 * MiB, 0, 1030), pool_event("alloc", seg_e, 12 * MiB, 0, 1030),
+        pool_event("segment_free", seg_p, 14 * MiB, 1, 1040),  pool_event("free_requested", seg_e, 12 * MiB, 0, 1050),
+        pool_event("free_completed", seg_e, 12 * MiB, 0, 1050)};
+    auto block = [](int64_t addr, int64_t bytes, bool live) {
+        return Py::dict({{"address", addr},
+                         {"size", bytes},
+                         {"requested_size", live ? bytes : 0},
+                         {"state", live ? "active_allocated" : "inactive"},
+                         {"frames", Py::list({})}});
+    };
+    auto segment = [&](int64_t addr, int64_t bytes, std::vector<Py> blocks) {
+        return Py::dict({{"device", 0},
+                         {"address", addr},
+                         {"total_size", bytes},
+                         {"stream", 0},
+                         {"segment_type", "large"},
+                         {"segment_pool_id", Py::pool(0, 0)},
+                         {"is_expandable", Py::boolean(false)},
+                         {"blocks", Py::list(std::move(blocks))}});
+    };
+    Py snap = Py::dict(
+        {{"segments", Py::list({segment(seg_d, 20 * MiB, {block(seg_d, 9 * MiB, true), block(seg_d + 9 * MiB, 11 * MiB, false)}),
+                                segment(seg_e, 12 * MiB, {block(seg_e, 12 * MiB, false)})})},
+         {"device_traces", Py::list({Py::list(evs)})}});
+    test::TempDir dir;
+    mhc::trace::import::Result res;
+    auto trace = import_snap(dir, snap, &res);
+    REQUIRE(trace.allocations.size() == 3);   // rows 1 (seg_d), 2 (the MemPool's), 3 (seg_e), in event order
+    CHECK(trace.allocations.address[1] == seg_p);
+    CHECK(trace.meta.at("snapshot.pools_from") == "trace events (pool_id): exact");
+    CHECK(trace.meta.at("snapshot.allocation_pools") == "0,1:2");
+    CHECK(trace.meta.at("snapshot.segment_row_pools") == "0,1:2");   // segment rows by t_alloc: seg_d, seg_p, seg_e
+    CHECK(trace.meta.at("snapshot.private_pools_given_back") == "(0, 1): 1 segment rows");
+    CHECK(trace.meta.count("snapshot.private_pools") == 0);   // the end state holds no private segment
+    CHECK(trace.meta.count("snapshot.event_keys_not_read") == 0);
+    CHECK(std::any_of(res.warnings.begin(), res.warnings.end(), [](const std::string& warning) {
+        return warning.find("gave all their segments back") != std::string::npos;
+    }));
+    // A pool_id PyTorch never writes (not a pair of ints) is refused, naming the event and field.
+    evs[3].kv.back().second = Py("0,1");
+    test::TempDir dir2;
+    const std::string in = dir2.file("bad.pickle");
+    test::write_file(in, Py::dict({{"device_traces", Py::list({Py::list(evs)})}}).pickle());
+    CHECK_THROWS_WITH(mhc::trace::import::import_file(in, dir2.file("bad.db")),
+                      Catch::Contains("device_traces[0][3]: 'pool_id' is a str, not a pair of ints"));
+}
+
+TEST_CASE("snapshot: pool_id names the pool of rows made before recording, from their free events or the end state",
+          "[import][snapshot][pools]") {
+    // Synthetic, torch 2.15's shape. A CUDA graph's pool (2, 0) made segment Q and a 4 MiB block in
+    // it before recording: the trace holds only their free_completed and segment_free, each with
+    // pool_id (2, 0). A MemPool (0, 3) holds segment R with a 6 MiB block no event names: the end
+    // state's segment_pool_id says its pool. A default-pool segment D and block come after.
+    // Rows: allocations in the order the import meets them (Q's block at its free, D's at its
+    // alloc, R's from the end state); segments by t_alloc then address (Q and R from 0, then D).
+    using test::pool_event;
+    using test::Py;
+    const int64_t MiB = 1 << 20, seg_d = 0x7f0000000000, seg_q = 0x7f0800000000, seg_r = 0x7f0900000000;
+    std::vector<Py> evs{pool_event("free_requested", seg_q, 4 * MiB, 0, 1000, 2),
+                        pool_event("free_completed", seg_q, 4 * MiB, 0, 1000, 2),
+                        pool_event("segment_free", seg_q, 20 * MiB, 0, 1001, 2),
+                        pool_event("segment_alloc", seg_d, 20 * MiB, 0, 1002), pool_event("alloc", seg_d, 8 * MiB, 0, 1002)};
+    auto block = [](int64_t addr, int64_t bytes, bool live) {
+        return Py::dict({{"address", addr}, {"size", bytes}, {"requested_size", live ? bytes : 0},
+                         {"state", live ? "active_allocated" : "inactive"}, {"frames", Py::list({})}});
+    };
+    auto segment = [&](int64_t addr, int64_t used, const Py& pool) {
+        return Py::dict({{"device", 0}, {"address", addr}, {"total_size", 20 * MiB}, {"stream", 0},
+                         {"segment_type", "large"}, {"segment_pool_id", pool}, {"is_expandable", Py::boolean(false)},
+                         {"blocks", Py::list({block(addr, used, true), block(addr + used, 20 * MiB - used, false)})}});
+    };
+    Py snap = Py::dict({{"segments", Py::list({segment(seg_d, 8 * MiB, Py::pool(0, 0)), segment(seg_r, 6 * MiB, Py::pool(0, 3))})},
+                        {"device_traces", Py::list({Py::list(evs)})}});
+    test::TempDir dir;
+    auto trace = import_snap(dir, snap);
+    REQUIRE(trace.allocations.size() == 3);
+    CHECK(trace.allocations.address[0] == seg_q);
+    CHECK(trace.allocations.address[2] == seg_r);
+    CHECK(trace.meta.at("snapshot.allocation_pools") == "0,3:3 2,0:1");
+    CHECK(trace.meta.at("snapshot.segment_row_pools") == "0,3:2 2,0:1");
+    CHECK(trace.meta.at("snapshot.private_pools_given_back") == "(2, 0): 1 segment rows");
+    CHECK(trace.meta.at("snapshot.private_pools") == "device 0 pool (0, 3): 1 segments, 20971520 B");
+}

@@ -256,6 +256,18 @@ class CachingAllocator:
             elif len(seg.blocks) == 1 and seg.blocks[0].free:
                 self._release_segment(seg)
 
+    def release_pool(self, pool):
+        """A private pool given back (its CUDA graph or torch.cuda.MemPool let go of): its wholly free
+        segments go, and the free whole pages of its expandable ones, as empty_cache's of the
+        default pool."""
+        for seg in list(self.segments):
+            if not (seg.private and seg.stream[1] == pool):
+                continue
+            if seg.expandable:
+                self._unmap_free(seg)
+            elif len(seg.blocks) == 1 and seg.blocks[0].free:
+                self._release_segment(seg)
+
     def _release_oversize(self, stream, small, size):
         """max_split_size_mb: one cached oversize block >= max(request, N), else the largest down;
         True when that much was given back."""

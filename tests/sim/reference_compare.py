@@ -18,6 +18,10 @@ lru, belady and dtr, 90/70/50%, pcie4 and pcie5 with latency, both allocators.
 --policies=A,B: these policies instead (e.g. dtr,cost_aware).
 --confs: instead, the caching allocator under each setting of CONFS (lru and belady, 90/70/50%,
 none and lookahead:8 (--quick: none), pcie4) on those traces.
+--pools: instead, the generated traces with private memory pools as a torch 2.15 snapshot's import
+names them (every third allocation in pool (0, 1), every seventh in pool (1, 0), which the recording
+gives back at 40% of the trace), under the caching allocator (lru, largest, belady; 90/70/50/30%;
+pcie4 and pcie3 with one copy engine; lookahead 0 and 8).
 --sample=N: one configuration in N, chosen by its label's CRC-32 (the same ones every time).
 Exit 0 when every run agrees, 1 otherwise (each difference printed).
 """
@@ -292,6 +296,46 @@ def run_public(mhc, work, public, chosen, tally):
         tally.report(f"{label}: loss {got.get('throughput_loss')}", problems)
 
 
+def pooled(work, path):
+    """A copy of a generated trace with private pools as meta snapshot.pools_from,
+    snapshot.allocation_pools and snapshot.segment_row_pools name them (docs/import.md): allocation
+    ids 3, 6, ... in the MemPool (0, 1), whose segment row is held at the end; 7, 14, ... (not also
+    a multiple of 3) in the CUDA graph pool (1, 0), whose one segment row the recording frees at
+    40% of the trace: the pool is given back then."""
+    out = work / f"pools-{path.name}"
+    shutil.copy(path, out)
+    db = sqlite3.connect(str(out))
+    ids = [i for (i,) in db.execute("SELECT id FROM allocations WHERE device >= 0 ORDER BY id")]
+    dev = db.execute("SELECT device FROM allocations WHERE device >= 0 LIMIT 1").fetchone()[0]
+    t0, t1 = db.execute("SELECT min(t_alloc), max(coalesce(t_free, t_alloc)) FROM allocations").fetchone()
+    mempool = [i for i in ids if i % 3 == 0]
+    graph = [i for i in ids if i % 7 == 0 and i % 3 != 0]
+    nxt = (db.execute("SELECT max(id) FROM segments").fetchone()[0] or 0) + 1
+    db.execute("INSERT INTO segments VALUES (?, ?, 0, ?, ?, ?, NULL, 0, 0)", (nxt, dev, 1 << 40, 1 << 30, t0))
+    db.execute("INSERT INTO segments VALUES (?, ?, 0, ?, ?, ?, ?, 0, 0)",
+               (nxt + 1, dev, 1 << 41, 1 << 30, t0, t0 + (t1 - t0) * 2 // 5))
+    meta = {"snapshot.pools_from": "trace events (pool_id): exact",
+            "snapshot.allocation_pools": "0,1:" + ",".join(map(str, mempool)) + " 1,0:" + ",".join(map(str, graph)),
+            "snapshot.segment_row_pools": f"0,1:{nxt} 1,0:{nxt + 1}"}
+    for k, v in meta.items():
+        db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (k, v))
+    db.commit()
+    db.close()
+    return out
+
+
+def run_pools(mhc, work, traces, chosen, tally):
+    for path in traces:
+        p = pooled(work, path)
+        for policy, cap, (lname, link, largs), k in itertools.product(
+                chosen or ["lru", "largest", "belady"], ["90%", "70%", "50%", "30%"], [LINKS[0], LINKS[1]], [0, 8]):
+            label = f"{p.name} caching {policy} {cap} {lname} lookahead:{k}"
+            if not tally.takes(label):
+                continue
+            problems, got = compare(mhc, fresh_copy(work, p), policy, cap, link, largs, k, "caching")
+            tally.report(f"{label}: loss {got.get('throughput_loss')}", problems)
+
+
 def run_generated(mhc, work, traces, chosen, quick, tally):
     for path in traces:
         for policy, cap, (lname, link, largs), k, alloc in itertools.product(
@@ -318,7 +362,9 @@ def main():
     traces = generated_traces(mhc, work, quick)
     only = option("public-filter").split(",") if option("public-filter") else None
     every = traces + (public_traces(mhc, work, public, only) if public else [])
-    if "--periodic" in sys.argv:
+    if "--pools" in sys.argv:
+        run_pools(mhc, work, traces, chosen, tally)
+    elif "--periodic" in sys.argv:
         run_learning(mhc, work, every, chosen, tally)
     elif "--confs" in sys.argv:
         run_confs(mhc, work, every, option("conf-filter") or "", quick, tally)

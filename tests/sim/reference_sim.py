@@ -74,7 +74,7 @@ class Trace:
         self.alloc_index = {a[0]: i for i, a in enumerate(self.allocs)}
         stream = dict(db.execute("SELECT id, stream FROM allocations"))
         self.streams = [stream[a[0]] for a in self.allocs]
-        self.pools = Trace.private_pools(db, device, self.allocs)
+        self.pools, self.pools_given_back = Trace.private_pools(db, device, self.allocs)
         category = dict(db.execute("SELECT id, category FROM allocations"))
         self.categories = [category[a[0]] for a in self.allocs]
         own = [k for k in kernels if k[1] == device]
@@ -107,15 +107,48 @@ class Trace:
         db.close()
 
     @staticmethod
+    def pool_rows(db, key):
+        """meta snapshot.allocation_pools or snapshot.segment_row_pools: {row id: (first, second)}."""
+        row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        out = {}
+        for entry in (row[0].split() if row else []):
+            pool_id, ids = entry.split(":")
+            pool_id = tuple(map(int, pool_id.split(",")))
+            for r in ids.split(","):
+                lo, _, hi = r.partition("-")
+                for i in range(int(lo), int(hi or lo) + 1):
+                    out[i] = pool_id
+        return out
+
+    @staticmethod
     def private_pools(db, device, allocs):
         """docs/simulator.md, "Comparing with a recording", private pools: each allocation's pool,
-        None for the default one, else the (first, second) id meta snapshot.segment_pools gives the
+        None for the default one, else its (first, second) id; and {pool id: recorded time} of the
+        pools given back during the trace. When the trace events named the pools (meta
+        snapshot.pools_from "trace events ..."), the lists snapshot.allocation_pools and
+        snapshot.segment_row_pools say them; a pool none of whose segment rows is held at the end
+        was given back when its last one was freed. Else the id meta snapshot.segment_pools gives the
         end-state segment range its first byte lies in, once a segment row of that range held at
-        the end (or an expandable one) had been made."""
-        row = db.execute("SELECT value FROM meta WHERE key = 'snapshot.segment_pools'").fetchone()
+        the end (or an expandable one) had been made; such pools are never given back."""
         pools = [None] * len(allocs)
+        row = db.execute("SELECT value FROM meta WHERE key = 'snapshot.pools_from'").fetchone()
+        if row and row[0].startswith("trace events"):
+            of_alloc = Trace.pool_rows(db, "snapshot.allocation_pools")
+            for i, a in enumerate(allocs):
+                pools[i] = of_alloc.get(a[0])
+            of_seg = Trace.pool_rows(db, "snapshot.segment_row_pools")
+            held, last_free = set(), {}
+            for sid, t_free in db.execute("SELECT id, t_free FROM segments WHERE device = ?", (device,)):
+                if sid not in of_seg:
+                    continue
+                if t_free is None:
+                    held.add(of_seg[sid])
+                else:
+                    last_free[of_seg[sid]] = max(last_free.get(of_seg[sid], t_free), t_free)
+            return pools, {p: t for p, t in last_free.items() if p not in held}
+        row = db.execute("SELECT value FROM meta WHERE key = 'snapshot.segment_pools'").fetchone()
         if not row:
-            return pools
+            return pools, {}
         ranges = []   # [address, end, pool id, earliest row's t_alloc]
         for entry in row[0].split():
             dev, pool_id, address, size = entry.split(":")
@@ -135,7 +168,7 @@ class Trace:
             r = range_of(address[a[0]])
             if r is not None and r[3] is not None and a[3] >= r[3]:
                 pools[i] = r[2]
-        return pools
+        return pools, {}
 
     @staticmethod
     def steps(kernels, markers):
@@ -233,6 +266,7 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
         self.host_cap = host_cap   # the host buffer ("Limits"); 0: unlimited
         self.cached = []           # resident allocations whose host copy is valid, in the order cached
         # `caching`: device bytes are the model's reserved bytes ("Allocator models")
+        self.given_back = set()   # private pools given back so far (pools_due)
         self.caching = (reference_caching.CachingAllocator(capacity, ",".join(
             c for c in (tr.allocator_conf, allocator_conf) if c)) if allocator == "caching" else None)
         self.warmed = False          # the caching model's warm start made (or nothing to make)
@@ -438,10 +472,10 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
             self.used -= self.tr.allocs[a][2]
 
     def needs_victim(self, a):
-        """Rule 6: will the swap-outs in flight not free enough?"""
+        """Rule 6: will the swap-outs in flight not free enough? (Caching: only those of a's pool.)"""
         b = self.tr.allocs[a][2]
         if self.caching:
-            return self.pending_out() < self.caching.round(b)
+            return self.pending_out(self.tr.pools[a]) < self.caching.round(b)
         return self.used - self.pending_out() + b > self.cap
 
     def short_by(self, a):
@@ -470,9 +504,20 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
         return dict(oom_bytes_needed=needed, oom_bytes_pinned=pinned,
                     oom_fragmentation=int(self.cap - in_use >= needed))
 
-    def pending_out(self):
-        """Rule 6's pending: the allocation bytes of the swap-outs in flight."""
-        return sum(self.tr.allocs[tf.alloc][2] for tf in self.flight if tf.live and not tf.to_gpu)
+    def pending_out(self, pool=False):
+        """Rule 6's pending: the allocation bytes of the swap-outs in flight (of pool `pool` only,
+        None the default one, when given)."""
+        return sum(self.tr.allocs[tf.alloc][2] for tf in self.flight
+                   if tf.live and not tf.to_gpu and (pool is False or self.tr.pools[tf.alloc] == pool))
+
+    def pools_due(self, r):
+        """Private pools the recording gave back before recorded time r go (caching model)."""
+        if not self.caching:
+            return
+        for pool, when in sorted(self.tr.pools_given_back.items(), key=lambda kv: (kv[1], kv[0])):
+            if when < r and pool not in self.given_back:
+                self.given_back.add(pool)
+                self.caching.release_pool(pool)
 
     def restore_aside(self, aside):
         """The sampled policies' victims set aside become evictable again, in the order set aside."""
@@ -577,6 +622,8 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
                 self.host_peak = max(self.host_peak, self.host + self.program_host)
             t = r + self.shift
             self.complete_by(t)
+            if kind in ("alloc", "free"):
+                self.pools_due(r)
             if kind == "alloc":
                 self.last_use[x] = t   # dtr: its allocation's time, before any wait
                 t2 = self.make_room(x, t)

@@ -339,6 +339,22 @@ TEST_CASE("mhc allocator: segment frees with an allocation between them are two 
     CHECK(c.model_reserved == std::vector<int64_t>{24 * MiB, 24 * MiB, 0, 14 * MiB, 14 * MiB, 0});
 }
 
+TEST_CASE("private pools: a malformed exact pool list is bad input naming the meta key", "[sim][allocator][pools]") {
+    auto trace_data = allocations({{6 * MiB, 10, 20}, {6 * MiB, 30, 40}});
+    trace_data.meta["snapshot.pools_from"] = "trace events (pool_id): exact";
+    trace_data.meta["snapshot.allocation_pools"] = "0,1:2";
+    auto pools = sim::private_pools(trace_data, 0);
+    CHECK(pools.exact);
+    CHECK(pools.allocation == std::vector<int64_t>{0, 1});   // row id 2 is the second row
+    CHECK(pools.given_back_at == std::vector<int64_t>{trace::kNoTime, trace::kNoTime});   // no segment row said
+    trace_data.meta["snapshot.allocation_pools"] = "0,1:2-x";
+    CHECK_THROWS_WITH(sim::private_pools(trace_data, 0),
+                      "hand.db: meta snapshot.allocation_pools: entry '0,1:2-x' has a bad id range '2-x' (import the "
+                      "snapshot again)");
+    trace_data.meta["snapshot.allocation_pools"] = "pool:2";
+    CHECK_THROWS_WITH(sim::private_pools(trace_data, 0), Catch::Contains("is not FIRST,SECOND:ID-ID,ID..."));
+}
+
 TEST_CASE("mhc allocator: a trace without segments is refused", "[sim][allocator][compare]") {
     auto t = allocations({{6 * MiB, 10, 20}});
     CHECK_THROWS_WITH(sim::compare_allocator(t, {}, -1, ""),
@@ -434,6 +450,113 @@ TEST_CASE("mhc allocator: a private pool's expandable segment keeps its blocks f
     CHECK_FALSE(c.diverged);
     std::filesystem::remove(db);
     std::filesystem::remove(in);
+}
+
+namespace {
+// A snapshot in the shape torch 2.15 writes (synthetic: no CUDA device here; pool_id on every
+// trace entry, a tuple), with PyTorch's sizes (a request under 10 MiB gets a 20 MiB segment, a
+// larger one a segment of its size rounded to 2 MiB; a large block is split when more than 1 MiB
+// is left): 9 MiB of the default pool in a 20 MiB segment D (1000 us); a torch.cuda.MemPool (0, 1)
+// makes a 14 MiB segment P for 14 MiB (1010: D's 11 MiB free block is too small, and the default
+// pool's anyway) and frees the block (1020); 12 MiB of the default pool: D's free block is too
+// small and P's is the MemPool's: a new 12 MiB segment E (1030); the MemPool, destroyed, gives P
+// back (segment_free, 1040); E's block is freed (1050); 22 MiB: no free block that large (D 11,
+// E 12 MiB): a 22 MiB segment F (1060). Recorded reserved: 20, 34, 46 (1030), 32 (1040), 54 MiB.
+// `pool_ids` false: the same file as torch before 2.15 writes it (no pool_id).
+trace::TraceData mempool_given_back(const std::string& name, bool pool_ids, std::vector<trace::Segment>* segments) {
+    using test::Py;
+    const int64_t seg_d = 0x7f0000000000, seg_p = 0x7f1000000000, seg_e = 0x7f2000000000, seg_f = 0x7f3000000000;
+    auto ev = [&](const char* action, int64_t addr, int64_t bytes, int64_t pool, double us) {
+        return pool_ids ? test::pool_event(action, addr, bytes, pool, us) : test::event(action, addr, bytes, 0, us);
+    };
+    std::vector<Py> evs{ev("segment_alloc", seg_d, 20 * MiB, 0, 1000),  ev("alloc", seg_d, 9 * MiB, 0, 1000),
+                        ev("segment_alloc", seg_p, 14 * MiB, 1, 1010),  ev("alloc", seg_p, 14 * MiB, 1, 1010),
+                        ev("free_requested", seg_p, 14 * MiB, 1, 1020),  ev("free_completed", seg_p, 14 * MiB, 1, 1020),
+                        ev("segment_alloc", seg_e, 12 * MiB, 0, 1030),  ev("alloc", seg_e, 12 * MiB, 0, 1030),
+                        ev("segment_free", seg_p, 14 * MiB, 1, 1040),   ev("free_requested", seg_e, 12 * MiB, 0, 1050),
+                        ev("free_completed", seg_e, 12 * MiB, 0, 1050), ev("segment_alloc", seg_f, 22 * MiB, 0, 1060),
+                        ev("alloc", seg_f, 22 * MiB, 0, 1060)};
+    auto block = [](int64_t addr, int64_t bytes, bool live) {
+        return Py::dict({{"address", addr},
+                         {"size", bytes},
+                         {"requested_size", live ? bytes : 0},
+                         {"state", live ? "active_allocated" : "inactive"}});
+    };
+    auto segment = [&](int64_t addr, int64_t bytes, std::vector<Py> blocks) {
+        return Py::dict({{"device", 0},
+                         {"address", addr},
+                         {"total_size", bytes},
+                         {"stream", 0},
+                         {"segment_type", "large"},
+                         {"segment_pool_id", Py::pool(0, 0)},
+                         {"is_expandable", Py::boolean(false)},
+                         {"blocks", Py::list(std::move(blocks))}});
+    };
+    Py snap = Py::dict(
+        {{"segments", Py::list({segment(seg_d, 20 * MiB, {block(seg_d, 9 * MiB, true), block(seg_d + 9 * MiB, 11 * MiB, false)}),
+                                segment(seg_e, 12 * MiB, {block(seg_e, 12 * MiB, false)}),
+                                segment(seg_f, 22 * MiB, {block(seg_f, 22 * MiB, true)})})},
+         {"device_traces", Py::list({Py::list(evs)})}});
+    const std::string in = temp_path(name + ".pickle"), db = temp_path(name + ".db");
+    std::filesystem::remove(db);
+    { std::ofstream(in, std::ios::binary) << snap.pickle(); }
+    trace::import::import_file(in, db);
+    auto trace_data = trace::load_trace(db);
+    if (segments) trace::Reader(db).for_each([&](const trace::Segment& seg) { segments->push_back(seg); });
+    std::filesystem::remove(in);
+    return trace_data;
+}
+}   // namespace
+
+TEST_CASE("mhc allocator and simulate: a private pool given back during the trace releases its memory",
+          "[sim][allocator][compare][pools]") {
+    std::vector<trace::Segment> segs;
+    auto trace_data = mempool_given_back("mempool-given-back", true, &segs);
+    auto pools = sim::private_pools(trace_data, 0);
+    CHECK(pools.exact);
+    CHECK(pools.pools == 1);
+    CHECK(pools.allocations == 1);
+    CHECK(pools.segments_held == 0);
+    CHECK(pools.given_back_at[1] == 1040 * 1000 - 1000 * 1000 + 1);   // ns from the first event, +1
+    auto cmp = sim::compare_allocator(trace_data, segs, -1, "");
+    INFO(sim::to_text(cmp));
+    CHECK(cmp.private_pools == 1);
+    CHECK(cmp.private_pool_allocations == 1);
+    CHECK(cmp.private_pools_given_back == 1);
+    CHECK(sim::to_text(cmp).find("1 pools given back during the trace, released by the model too") != std::string::npos);
+    CHECK(cmp.recorded_peak == 54 * MiB);
+    // The model: D and P (in its pool) 34 MiB; E's 12 MiB cannot use P's free block: a new segment
+    // (46 MiB); the recording's segment_free of P, when nothing is allocated, is an empty_cache
+    // of that pool: P goes (32 MiB), as recorded; F's 22 MiB fits no free block: 54 MiB.
+    CHECK(cmp.model_peak == 54 * MiB);
+    CHECK(cmp.model_mallocs == 4);
+    CHECK(cmp.model_frees == 1);
+    CHECK(cmp.empty_cache_calls == 1);
+    CHECK(cmp.max_abs_diff == 0);
+    CHECK_FALSE(cmp.diverged);
+    // simulate --allocator caching at unlimited capacity (prepare's baseline and the engine):
+    // the pool is given back at the first allocation or free recorded after 1040 us (E's free:
+    // 32 MiB), so F's segment makes 54 MiB, as recorded; kept, the pool made it 68 MiB.
+    sim::Config config;
+    config.allocator = "caching";
+    config.capacity = sim::parse_capacity("unlimited");
+    const auto run = sim::simulate(*sim::prepare(trace_data), config);
+    CHECK(run.baseline_peak == 54 * MiB);
+    CHECK(run.simulated_peak == 54 * MiB);
+    // The same file as older PyTorch writes it (no pool_id): nothing says the segment P was a
+    // pool's, so the model puts its block in the default pool, where E's request reuses it: the
+    // model diverges at 1030 (34 MiB where the recording made a 12 MiB segment; docs/import.md)
+    // and ends at 56 MiB (F beside P's segment, which E held when the recording gave P back).
+    std::vector<trace::Segment> s_old;
+    auto old = mempool_given_back("mempool-given-back-old", false, &s_old);
+    CHECK(old.meta.count("snapshot.pools_from") == 0);
+    auto old_cmp = sim::compare_allocator(old, s_old, -1, "");
+    CHECK(old_cmp.private_pools == 0);
+    CHECK(old_cmp.model_mallocs == 3);
+    CHECK(old_cmp.model_peak == 56 * MiB);
+    CHECK(old_cmp.diverged);
+    std::filesystem::remove(temp_path("mempool-given-back.db"));
+    std::filesystem::remove(temp_path("mempool-given-back-old.db"));
 }
 
 TEST_CASE("mhc allocator: one empty_cache() freeing 597 segments over 53 ms is one call", "[sim][allocator][compare]") {

@@ -124,3 +124,49 @@ TEST_CASE("an OOM's pinned bytes leave out a recomputation's inputs in every bra
     CHECK(run.oom.allocation == 4);
     CHECK(run.oom.bytes_pinned == 104'857'600 + 512);
 }
+
+TEST_CASE("caching model: make room counts only swap-outs of the request's own pool", "[sim][transfers][pools]") {
+    // Five 10 MiB tensors (each its own 10 MiB segment: a request of 10 MiB or more gets a segment
+    // of its size), a 30 MiB capacity, A (row 2) in a private pool (a torch.cuda.MemPool: meta as
+    // a torch 2.15 snapshot's import writes it), lru.
+    // - Dd at 4 ms: B, A, C fill the capacity; LRU: B (k0), A (1.5 ms), C (2 ms). B (dirty) goes
+    //   out 4-14 ms; Dd waits for it: 10 ms stall (shift 10).
+    // - k3 (7 + 10 = 17 ms) reads B: Dd was freed at 16, B comes back into its block 17-27 ms:
+    //   10 ms stall (shift 20). B's host copy stays valid (k3 only reads it).
+    // - R at 10 + 20 = 30 ms: A, B, C fill the capacity; LRU: A (1.5), B (17), C (k4, 28.5). A
+    //   (dirty) goes out 30-40 ms, but its block then goes back to A's pool, where R cannot use
+    //   it: make room does not count it as room for R, evicts B too (clean: at once), and R takes
+    //   B's block at 30 ms, no stall. k6 (32 ms) reads A during its copy: cancelled, no stall.
+    // Total stall 20 ms. Before 2026-12-05 every swap-out in flight counted: R waited for A's copy
+    // (30-40 ms), then evicted B; k6 (at 42) swapped A back in (10 ms): 40 ms of stalls.
+    auto trace_data = build({{10 * MiB, 0, kNoTime},          // 0 B
+                    {10 * MiB, 0, kNoTime},          // 1 A, the private pool's
+                    {10 * MiB, 2 * ms, kNoTime},     // 2 C
+                    {10 * MiB, 4 * ms, 6 * ms},      // 3 Dd
+                    {10 * MiB, 10 * ms, kNoTime}},   // 4 R
+                   {{0, 1 * ms, {{0, 'w'}}},
+                    {15 * us100, 18 * us100, {{1, 'w'}}},
+                    {2 * ms, 3 * ms, {{2, 'w'}}},
+                    {4 * ms, 5 * ms, {{3, 'w'}}},
+                    {7 * ms, 8 * ms, {{0, 'r'}}},
+                    {85 * us100, 9 * ms, {{2, 'r'}}},
+                    {10 * ms, 11 * ms, {{4, 'w'}}},
+                    {12 * ms, 13 * ms, {{1, 'r'}}}});
+    trace_data.meta["snapshot.pools_from"] = "trace events (pool_id): exact";
+    trace_data.meta["snapshot.allocation_pools"] = "0,1:2";
+    auto cfg = config("lru", 30 * MiB);
+    cfg.allocator = "caching";
+    cfg.early_swap_out = false;
+    auto res = sim::simulate(trace_data, cfg);
+    REQUIRE_FALSE(res.oom.happened);
+    std::vector<std::array<int64_t, 4>> evs;   // (kind, allocation id, start, end) of the transfers and evictions
+    for (const auto& ev : res.events)
+        if (ev.kind != trace::EventKind::Stall) evs.push_back({static_cast<int64_t>(ev.kind), ev.allocation, ev.t_start, ev.t_end});
+    const auto out = static_cast<int64_t>(trace::EventKind::SwapOut), in = static_cast<int64_t>(trace::EventKind::SwapIn),
+               clean = static_cast<int64_t>(trace::EventKind::EvictClean);
+    CHECK(evs == std::vector<std::array<int64_t, 4>>{{out, 1, 4 * ms, 14 * ms},
+                                                     {in, 1, 17 * ms, 27 * ms},
+                                                     {out, 2, 30 * ms, 40 * ms},
+                                                     {clean, 1, 30 * ms, 30 * ms}});
+    CHECK(res.stall_time == 20 * ms);
+}

@@ -98,11 +98,18 @@ int64_t int_field(const PickleDoc& doc, Id value, const char* key, const Bad& ba
     return doc.as_int(value);
 }
 
-// One trace entry, decoded with a single pass over its dict.
+// A memory pool's id (MempoolId_t): (0, 0) the default pool; any other a private pool (a CUDA
+// graph's, a torch.cuda.MemPool's).
+using PoolKey = std::pair<int64_t, int64_t>;
+bool is_private(const PoolKey& pool) { return pool.first != 0 || pool.second != 0; }
+
+// One trace entry, decoded with a single pass over its dict. pool: the entry's 'pool_id' (torch
+// 2.15: every entry, the pool of the block or segment it acts on; has_pool false without it).
 struct Event {
     Action action = Action::Unknown;
-    bool has_action = false, timed = false, has_addr = false, has_size = false;
+    bool has_action = false, timed = false, has_addr = false, has_size = false, has_pool = false;
     int64_t addr = 0, size = 0, stream = 0;
+    PoolKey pool{0, 0};
     double time_us = 0;
     std::optional<Id> frames;
 };
@@ -218,7 +225,20 @@ struct Decoded {
     std::map<std::string, int64_t> unknown_actions;   // action names mhc does not know, and their events
     std::map<std::string, int64_t> unknown_keys;      // event keys mhc does not know, and their events
     int64_t timed = 0;                                 // events with time_us
+    int64_t pooled = 0;                                // events with pool_id
 };
+
+// A trace entry's 'pool_id': a pair of ints (a tuple in the pickle, a list in JSON), else refused.
+template <class Bad> PoolKey pool_field(const PickleDoc& doc, Id value, const Bad& bad) {
+    const auto kind = doc.kind(value);
+    if (kind == PickleDoc::Kind::Tuple || kind == PickleDoc::Kind::List) {
+        const auto items = doc.items(value);
+        if (items.size() == 2 && doc.kind(items[0]) == PickleDoc::Kind::Int &&
+            doc.kind(items[1]) == PickleDoc::Kind::Int)
+            return {doc.as_int(items[0]), doc.as_int(items[1])};
+    }
+    throw bad(std::string("'pool_id' is ") + type_name(doc, value) + ", not a pair of ints");
+}
 
 Decoded decode_events(const PickleDoc& d, Id traces, NodeCodes& keys, const std::string& in) {
     NodeCodes actions(d.node_count());
@@ -267,6 +287,10 @@ Decoded decode_events(const PickleDoc& d, Id traces, NodeCodes& keys, const std:
                         ev.timed = true;
                         break;
                     case KeyCode::Frames: ev.frames = v; break;
+                    case KeyCode::PoolId:
+                        ev.pool = pool_field(d, v, bad);
+                        ev.has_pool = true;
+                        break;
                     case KeyCode::Other: ++out.unknown_keys[std::string(d.as_str(k))]; break;
                     default: break;
                 }
@@ -277,6 +301,7 @@ Decoded decode_events(const PickleDoc& d, Id traces, NodeCodes& keys, const std:
             if (moves_memory(ev.action) && !ev.has_size && ev.action != Action::FreeRequested &&
                 ev.action != Action::FreeCompleted && ev.action != Action::Free)
                 throw bad(std::string(name_of(ev.action)) + " event has no 'size'");
+            out.pooled += ev.has_pool;
             if (ev.timed) {
                 out.t_min = have_t ? std::min(out.t_min, ev.time_us) : ev.time_us;
                 have_t = true;
@@ -299,8 +324,11 @@ public:
 
     void replay(const Decoded& ev);
     void end_state(std::optional<Id> segments);
-    void note_pool(Id seg, int32_t dev, int64_t address, int64_t bytes);
+    PoolKey note_pool(Id seg, int32_t dev, int64_t address, int64_t bytes);
     void say_private_pools(std::map<std::string, std::string>& meta, Result& result) const;
+    // The rows of private pools the trace events name (pool_id), for meta snapshot.allocation_pools
+    // and snapshot.segment_row_pools; nothing when no event has a pool_id.
+    void pool_rows(const std::vector<Segment>& segments, int64_t pooled_events);
     // Segment rows, or none when the allocations do not fit in them (said in meta).
     std::vector<Segment> segment_rows();
     void block_sizes(const std::vector<Segment>& segments, const BlockRules& rules);
@@ -310,7 +338,7 @@ public:
 private:
     void replay_device(size_t dev, const std::vector<Event>& evs, const std::vector<int64_t>& times);
     void free_block(size_t dev, size_t k, const Event& e, int64_t t);
-    void end_block(int32_t dev, int64_t stream, Id block, int64_t addr, const std::string& at);
+    void end_block(int32_t dev, int64_t stream, Id block, int64_t addr, const std::string& at, const PoolKey& pool);
     void reborn_times();
     size_t add(int32_t dev, int64_t addr, int64_t bytes, int64_t requested, int64_t t_alloc, int64_t t_free,
                int64_t stream, int64_t label);
@@ -369,6 +397,15 @@ private:
     // Meta snapshot.segment_pools: each end-state segment of a private pool, as
     // "DEVICE:FIRST,SECOND:ADDRESS:BYTES" (space-separated), for the caching model's pools.
     std::string segment_pools_;
+    // Private pools by the trace events' pool_id (torch 2.15): per allocation row index; per
+    // (device, address, time) of a segment_alloc or segment_map (the row's t_alloc) and of a
+    // segment_free or segment_unmap (its t_free); the end state's private segments per (device,
+    // address): (end, pool), for the rows of blocks and segments that began before recording.
+    std::unordered_map<size_t, PoolKey> row_pool_;
+    std::map<std::tuple<int32_t, int64_t, int64_t>, PoolKey> seg_made_pool_, seg_freed_pool_;
+    std::map<std::pair<int32_t, int64_t>, std::pair<int64_t, PoolKey>> end_pool_;
+    int64_t pooled_events_ = 0;
+    std::string allocation_pools_, segment_row_pools_, pools_gone_;
     BlockReport blocks_;
     std::string segments_dropped_;
 };
@@ -429,7 +466,9 @@ void SnapshotImport::free_block(size_t dev, size_t k, const Event& e, int64_t t)
         if (e.size <= 0)
             throw Error(where(in_, at_event(dev, k) + " (" + name_of(e.action) +
                                        "): frees an unknown block of unknown size"));
-        size_from_[add(static_cast<int32_t>(dev), e.addr, e.size, e.size, 0, t, e.stream, pre_label_)] = SizeFrom::Rounding;
+        const size_t row = add(static_cast<int32_t>(dev), e.addr, e.size, e.size, 0, t, e.stream, pre_label_);
+        size_from_[row] = SizeFrom::Rounding;
+        if (e.has_pool && is_private(e.pool)) row_pool_[row] = e.pool;   // free_completed names the block's pool
         ++reconstructed_;
         ++freed_unknown_;
     }
@@ -465,6 +504,7 @@ void SnapshotImport::replay_device(size_t dev, const std::vector<Event>& evs, co
                 freed_[dev].erase(e.addr);
                 size_t i = add(static_cast<int32_t>(dev), e.addr, e.size, e.size, t, kNoTime, e.stream, labels_.of(e.frames));
                 size_from_[i] = SizeFrom::Layout;
+                if (e.has_pool && is_private(e.pool)) row_pool_[i] = e.pool;
                 live.emplace(e.addr, i);
                 break;
             }
@@ -478,6 +518,7 @@ void SnapshotImport::replay_device(size_t dev, const std::vector<Event>& evs, co
                 ++segment_events_;
                 seglog_.alloc(static_cast<int32_t>(dev), k, name_of(e.action), t, e.addr, e.size, e.stream,
                               e.action == Action::SegMap);
+                if (e.has_pool && is_private(e.pool)) seg_made_pool_[{static_cast<int32_t>(dev), e.addr, t}] = e.pool;
                 add_bytes(reserved.at_end, e.size);
                 reserved.highest = std::max(reserved.highest, reserved.at_end);
                 reserved.seen = true;
@@ -487,6 +528,7 @@ void SnapshotImport::replay_device(size_t dev, const std::vector<Event>& evs, co
                 ++segment_events_;
                 seglog_.free(static_cast<int32_t>(dev), k, name_of(e.action), t, e.addr, e.size, e.stream,
                              e.action == Action::SegUnmap);
+                if (e.has_pool && is_private(e.pool)) seg_freed_pool_[{static_cast<int32_t>(dev), e.addr, t}] = e.pool;
                 reserved.at_end -= e.size;
                 reserved.lowest = std::min(reserved.lowest, reserved.at_end);
                 reserved.seen = true;
@@ -507,7 +549,8 @@ void SnapshotImport::replay_device(size_t dev, const std::vector<Event>& evs, co
 
 // One end-state block at `addr` (old snapshots give no address: the caller counts it from the
 // segment's start). An allocated block no trace event accounts for existed before recording.
-void SnapshotImport::end_block(int32_t dev, int64_t stream, Id block, int64_t addr, const std::string& at) {
+void SnapshotImport::end_block(int32_t dev, int64_t stream, Id block, int64_t addr, const std::string& at,
+                               const PoolKey& pool) {
     auto bad = [&](const std::string& what) { return Error(where(in_, at + ": " + what)); };
     auto state = d_.get(block, "state");
     auto size_v = d_.get(block, "size");
@@ -551,6 +594,7 @@ void SnapshotImport::end_block(int32_t dev, int64_t stream, Id block, int64_t ad
     int64_t label = labels_.of(frames);
     const size_t row = add(dev, addr, size, requested, 0, kNoTime, stream, label == kNoString ? pre_label_ : label);
     if (known_dev) reborn_.push_back({dev, addr, row});
+    if (is_private(pool) && pool.first >= 0) row_pool_[row] = pool;   // a block never leaves its segment
     ++reconstructed_;
 }
 
@@ -571,9 +615,9 @@ void SnapshotImport::reborn_times() {
 // A segment's pool (segment_pool_id, PyTorch 2.1 on: a pair of ints, a tuple in the pickle, a list
 // in JSON), counted for meta snapshot.private_pools. A value of another shape is not a pool id
 // mhc knows: the segment is counted as of an unknown pool.
-void SnapshotImport::note_pool(Id seg, int32_t dev, int64_t address, int64_t bytes) {
+PoolKey SnapshotImport::note_pool(Id seg, int32_t dev, int64_t address, int64_t bytes) {
     auto id = d_.get(seg, "segment_pool_id");
-    if (!id) return;
+    if (!id) return {0, 0};
     int64_t first = -1, second = -1;
     const auto kind = d_.kind(*id);
     if (kind == PickleDoc::Kind::Tuple || kind == PickleDoc::Kind::List) {
@@ -584,11 +628,14 @@ void SnapshotImport::note_pool(Id seg, int32_t dev, int64_t address, int64_t byt
         }
     }
     auto& pool = pools_[{dev, first, second}];
-    if (first >= 0 && !(first == 0 && second == 0))
+    if (first >= 0 && !(first == 0 && second == 0)) {
         segment_pools_ += (segment_pools_.empty() ? "" : " ") + std::to_string(dev) + ":" + std::to_string(first) + "," +
                           std::to_string(second) + ":" + std::to_string(address) + ":" + std::to_string(bytes);
+        end_pool_[{dev, address}] = {address + bytes, {first, second}};
+    }
     ++pool.first;
     add_bytes(pool.second, bytes);
+    return {first, second};
 }
 
 // snapshot['segments']: the allocator's end state. What the trace's live segments and blocks
@@ -610,6 +657,7 @@ void SnapshotImport::end_state(std::optional<Id> segments) {
         auto sz = d_.get(seg, "total_size");
         auto ex = d_.get(seg, "is_expandable");
         const bool has_address = sa.has_value();
+        PoolKey seg_pool{0, 0};
         if (sa) int_field(d_, *sa, "address", bad);
         if (!sz) throw bad("segment has no 'total_size'");
         int_field(d_, *sz, "total_size", bad);
@@ -621,7 +669,7 @@ void SnapshotImport::end_state(std::optional<Id> segments) {
             reserved.seen = true;
             seglog_.end_state(static_cast<size_t>(end_segments_), dev, d_.as_int(*sa), d_.as_int(*sz), stream,
                               ex && d_.is_int(*ex) && d_.as_int(*ex) != 0);
-            note_pool(seg, dev, d_.as_int(*sa), d_.as_int(*sz));
+            seg_pool = note_pool(seg, dev, d_.as_int(*sa), d_.as_int(*sz));
         }
         ++end_segments_;
         auto blocks = d_.get(seg, "blocks");
@@ -643,7 +691,7 @@ void SnapshotImport::end_state(std::optional<Id> segments) {
                 end_unplaced_ = true;
                 break;
             }
-            end_block(dev, stream, b, addr, block_at);
+            end_block(dev, stream, b, addr, block_at, seg_pool);
             if (size_v && d_.is_int(*size_v) && d_.as_int(*size_v) > 0 && d_.as_int(*size_v) <= kMaxBytes)
                 next = addr + d_.as_int(*size_v);
         }
@@ -762,6 +810,20 @@ void SnapshotImport::say_private_pools(std::map<std::string, std::string>& meta,
         segments += counts.first;
         bytes += counts.second;
     }
+    if (pooled_events_ > 0) {
+        meta["snapshot.pools_from"] = "trace events (pool_id): exact";
+        if (!allocation_pools_.empty()) meta["snapshot.allocation_pools"] = allocation_pools_;
+        if (!segment_row_pools_.empty()) meta["snapshot.segment_row_pools"] = segment_row_pools_;
+        if (!pools_gone_.empty()) {
+            meta["snapshot.private_pools_given_back"] = pools_gone_;
+            result.warnings.push_back("private memory pools gave all their segments back during the trace (" +
+                                      pools_gone_ +
+                                      "): a CUDA graph or torch.cuda.MemPool let go of; the caching model gives "
+                                      "their memory back too (meta snapshot.private_pools_given_back)");
+        }
+    } else if (!said.empty()) {
+        meta["snapshot.pools_from"] = "end-state segments (segment_pool_id): the events name no pool";
+    }
     if (said.empty()) return;
     meta["snapshot.private_pools"] = said;
     if (!segment_pools_.empty()) meta["snapshot.segment_pools"] = segment_pools_;
@@ -769,8 +831,65 @@ void SnapshotImport::say_private_pools(std::map<std::string, std::string>& meta,
         "the end state holds " + std::to_string(segments) + " segments (" + std::to_string(bytes) +
         " B) of private memory pools (" + said +
         "): a CUDA graph's or a torch.cuda.MemPool's, whose blocks never share the default pool's "
-        "segments; the caching model (mhc allocator, simulate, sweep, advise) puts each allocation in the "
-        "pool of the end-state segment it lies in (meta snapshot.segment_pools)");
+        "segments; the caching model (mhc allocator, simulate, sweep, advise) puts each allocation in " +
+        (pooled_events_ > 0
+             ? std::string("the pool its event names (pool_id; meta snapshot.allocation_pools)")
+             : std::string("the pool of the end-state segment it lies in (meta snapshot.segment_pools)")));
+}
+
+// "FIRST,SECOND:ID-ID,ID ..." (space-separated per pool; ids ascending, runs as LO-HI): the rows
+// of each private pool, by row id.
+std::string rows_by_pool(const std::map<PoolKey, std::vector<int64_t>>& rows) {
+    std::string out;
+    for (const auto& [pool, ids] : rows) {
+        out += (out.empty() ? "" : " ") + std::to_string(pool.first) + "," + std::to_string(pool.second) + ":";
+        for (size_t k = 0; k < ids.size();) {
+            size_t end = k + 1;
+            while (end < ids.size() && ids[end] == ids[end - 1] + 1) ++end;
+            out += (k > 0 ? "," : "") + std::to_string(ids[k]) +
+                   (end - k > 1 ? "-" + std::to_string(ids[end - 1]) : "");
+            k = end;
+        }
+    }
+    return out;
+}
+
+// Each allocation row's pool is the one its alloc event names (free_completed for a block
+// allocated before recording; the end-state segment for a block no event names). A segment
+// row's: its segment_alloc or segment_map event's, else its segment_free or segment_unmap
+// event's (a segment made before recording), else the end-state segment it lies in.
+void SnapshotImport::pool_rows(const std::vector<Segment>& segments, int64_t pooled_events) {
+    pooled_events_ = pooled_events;
+    if (pooled_events == 0) return;
+    std::map<PoolKey, std::vector<int64_t>> allocs, segs;
+    for (const auto& [row, pool] : row_pool_) allocs[pool].push_back(allocs_[row].id);
+    std::set<PoolKey> held;
+    auto end_pool = [&](int32_t dev, int64_t address) -> const PoolKey* {
+        auto it = end_pool_.upper_bound({dev, address});
+        if (it == end_pool_.begin()) return nullptr;
+        --it;
+        return it->first.first == dev && address < it->second.first ? &it->second.second : nullptr;
+    };
+    for (const Segment& seg : segments) {
+        const PoolKey* pool = nullptr;
+        if (auto it = seg_made_pool_.find({seg.device, seg.address, seg.t_alloc}); it != seg_made_pool_.end())
+            pool = &it->second;
+        else if (auto freed = seg_freed_pool_.find({seg.device, seg.address, seg.t_free});
+                 seg.t_free != kNoTime && freed != seg_freed_pool_.end())
+            pool = &freed->second;
+        else if (seg.t_free == kNoTime) pool = end_pool(seg.device, seg.address);
+        if (!pool) continue;
+        segs[*pool].push_back(seg.id);
+        if (seg.t_free == kNoTime) held.insert(*pool);
+    }
+    for (auto& [pool, ids] : allocs) std::sort(ids.begin(), ids.end());
+    for (auto& [pool, ids] : segs) std::sort(ids.begin(), ids.end());
+    allocation_pools_ = rows_by_pool(allocs);
+    segment_row_pools_ = rows_by_pool(segs);
+    for (const auto& [pool, ids] : segs)
+        if (!held.count(pool))
+            pools_gone_ += (pools_gone_.empty() ? "(" : ", (") + std::to_string(pool.first) + ", " +
+                           std::to_string(pool.second) + "): " + std::to_string(ids.size()) + " segment rows";
 }
 
 void SnapshotImport::meta(Result& r, const Decoded& ev) const {
@@ -1125,6 +1244,7 @@ void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_inp
         conf = "expandable_segments:True" + (conf.empty() ? "" : "," + conf);
     }
     imp.block_sizes(segments, block_rules);
+    imp.pool_rows(segments, ev.pooled);
     imp.write(segments);
     if (const std::string said = add_annotation_markers(doc, field("external_annotations"), ev, w, in); !said.empty())
         r.meta["snapshot.annotations"] = said;

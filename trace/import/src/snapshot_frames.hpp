@@ -91,7 +91,7 @@ private:
 // The keys of a snapshot's dicts that the importer reads.
 // Known: a trace event's keys PyTorch writes that the import does not need (they allocate and
 // free nothing: docs/import.md); Other: any key this reader does not know.
-enum class KeyCode : uint8_t { Other, Action, Addr, Size, Stream, TimeUs, Frames, Name, Filename, Line, Known };
+enum class KeyCode : uint8_t { Other, Action, Addr, Size, Stream, TimeUs, Frames, Name, Filename, Line, PoolId, Known };
 
 inline KeyCode key_code(std::string_view k) {
     if (k == "action") return KeyCode::Action;
@@ -103,11 +103,12 @@ inline KeyCode key_code(std::string_view k) {
     if (k == "name") return KeyCode::Name;
     if (k == "filename") return KeyCode::Filename;
     if (k == "line") return KeyCode::Line;
+    if (k == "pool_id") return KeyCode::PoolId;
     // torch 2.15's _snapshot() TraceEntry: compile_context, user_metadata (_set_memory_metadata),
-    // internal_metadata (the allocator's own tag, "mallocWithAddress"), pool_id, device_free (on
-    // oom), forward_frames (the forward's stack of a backward allocation).
+    // internal_metadata (the allocator's own tag, "mallocWithAddress"), device_free (on oom),
+    // forward_frames (the forward's stack of a backward allocation). pool_id is read (PoolId).
     for (std::string_view known :
-         {"compile_context", "user_metadata", "internal_metadata", "pool_id", "device_free", "forward_frames"})
+         {"compile_context", "user_metadata", "internal_metadata", "device_free", "forward_frames"})
         if (k == known) return KeyCode::Known;
     return KeyCode::Other;
 }

@@ -69,6 +69,11 @@ public:
     // `pool`: its private memory pool (0: the default pool), as the caching model takes it.
     int64_t allocate(int32_t key, int64_t bytes, int64_t stream = 0, int64_t pool = 0);
     void free(int32_t key);
+    // Private pools the recording gave back (per pool number: its recorded time, trace::kNoTime
+    // for none), given back at the first allocation or free recorded after it, as the simulator
+    // does (sim::CachingAllocator::give_back_at); pools_due: an allocation or free recorded then.
+    void give_pools_back(const std::vector<int64_t>& given_back_at);
+    void pools_due(int64_t recorded);
     int64_t in_use() const { return (pages_ - static_cast<int64_t>(free_pages_.size())) * kPage; }
     int64_t peak() const { return peak_; }
     int64_t capacity() const { return capacity_; }

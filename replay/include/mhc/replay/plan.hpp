@@ -59,6 +59,9 @@ struct Plan {
     // the caching arena; empty when the trace names none (every allocation in the default pool).
     std::vector<int64_t> pool_of;
     int64_t pool(int32_t alloc) const { return pool_of.empty() ? 0 : pool_of[static_cast<size_t>(alloc)]; }
+    // Per pool number: when the recording gave the pool back (sim::PrivatePools::given_back_at, as
+    // the simulator reads it); empty without private pools.
+    std::vector<int64_t> pool_given_back_at;
     // A window (with_window): the actions before window_begin only bring the replay to the
     // state the run had when the window began (executed at once, unpaced, not timed); time is
     // measured from action window_begin on, whose recorded time is window_t. 0: no window.

@@ -88,7 +88,17 @@ public:
     void free(int32_t block);
     // torch.cuda.empty_cache(): every fully free segment and free expandable page of the default
     // pool is given back.
-    void empty_cache() { release_cached(); }
+    void empty_cache() { release_cached(0); }
+    // A private pool let go of (a CUDA graph or torch.cuda.MemPool destroyed: releasePool, then
+    // release_cached_blocks frees the pool's free blocks, graph_pools_freeable): its fully free
+    // segments and free expandable pages are given back, as empty_cache gives the default pool's.
+    // Blocks of it still in use stay. `pool` > 0.
+    void release_pool(int64_t pool) { release_cached(pool); }
+    // A private pool the recording gave back during the trace (PrivatePools::given_back_at): it is
+    // given back (release_pool) at the first allocation or free recorded after `recorded_time`,
+    // which the caller announces with pools_due(its recorded time); true when that gave one back.
+    void give_back_at(int64_t pool, int64_t recorded_time) { give_back_.emplace(recorded_time, pool); }
+    bool pools_due(int64_t recorded_time);
     // Reserved bytes of private pools (included in reserved()).
     int64_t reserved_private() const;
 
@@ -182,7 +192,7 @@ private:
     int32_t merge(int32_t dst, int32_t src);   // src into dst when both free and alike; returns dst
     bool release_available(int p, int64_t stream, int64_t size);
     void release_block(int32_t b);
-    void release_cached();
+    void release_cached(int64_t pool);   // the default pool's (0, with the held bytes) or one private pool's
     void garbage_collect();
     void log(bool alloc, int32_t seg, int64_t offset, int64_t bytes);
     // A lane is what best fit keys free blocks by: the stream itself in the default pool; a
@@ -212,6 +222,7 @@ private:
     int64_t first_stream_ = 0;
     bool any_alloc_ = false;
     std::vector<SegmentEvent>* log_ = nullptr;
+    std::multimap<int64_t, int64_t> give_back_;   // recorded time -> pool to give back after it
     std::vector<KeySet::node_type> nodes_;   // nodes of erased keys, for put()
 };
 

@@ -32,9 +32,11 @@ struct AllocatorComparison {
     // (by address): a recording whose segments cannot hold its own blocks, which no allocator
     // model can reproduce (e.g. a synthetic snapshot); 0 for a consistent recording.
     int64_t blocks_outside_segments = 0;
-    // Private memory pools of the device (meta snapshot.segment_pools): pools, their segment rows
-    // held at the end, and the allocations that lie in those segments (modelled in their pool).
-    int64_t private_pools = 0, private_pool_segments = 0, private_pool_allocations = 0;
+    // Private memory pools of the device (PrivatePools): pools, their segment rows held at the end,
+    // the allocations in them (modelled in their pool), the pools the recording gave back during
+    // the trace (released by the model too), and whether the trace events named the pools (exact).
+    int64_t private_pools = 0, private_pool_segments = 0, private_pool_allocations = 0, private_pools_given_back = 0;
+    bool private_pools_exact = false;
     // Reserved peak; segments (cudaMalloc'd segments or mapped ranges over the run, warm start
     // included); cudaMalloc/map and cudaFree/unmap calls during the trace.
     int64_t recorded_peak = 0, model_peak = 0;
@@ -65,10 +67,19 @@ struct AllocatorComparison {
 // their allocations stay in the default pool. Pools are numbered 1.. in the order the meta first
 // names them; 0 is the default pool. The one rule: `mhc allocator` and the simulator's caching
 // model (prepare: Prepared::alloc_pool) both read it here.
+//
+// A snapshot whose trace events name their pool (pool_id, torch 2.15) says each row's pool exactly
+// (meta snapshot.pools_from "trace events ...", snapshot.allocation_pools and
+// snapshot.segment_row_pools: "FIRST,SECOND:ID-ID,ID ..." of allocation and segment row ids); then
+// those rows are the pools', also the rows of segments freed before the end (exact = true).
+// A pool none of whose segment rows is held at the end was given back during the trace (its graph
+// or MemPool let go of): given_back_at[pool] is when its last segment row was freed (else kNoTime).
 struct PrivatePools {
     std::map<const trace::Segment*, int64_t> segment;   // the device's segment rows in a private pool
     std::vector<int64_t> allocation;   // per allocation row of the trace: its pool (0 off the device)
     int64_t pools = 0, segments_held = 0, allocations = 0;   // pools; their rows held at the end; allocations in them
+    bool exact = false;                                      // from the trace events' pool_id
+    std::vector<int64_t> given_back_at;                      // per pool number (0: the default pool, never): see above
 };
 // `segments`: the trace's segment rows of `device`. Throws mhc::Error on a malformed meta entry.
 PrivatePools private_pools(const trace::TraceData& t, const std::vector<const trace::Segment*>& segments, int32_t device);
