@@ -1095,3 +1095,74 @@ def test_streamed_prefetch_from_any_save_of_a_storage(tmp_path, mhc_exe):
     setting = {"offload": {"mode": "streamed", "modules": None, "min_bytes": 1024}}
     doc, captured = _predicted_and_captured(tmp_path, mhc_exe, source, setting, loss_fn=lambda m, b: m(*b))
     assert doc["rows"][0]["peak_bytes"] == captured.peak_bytes
+
+
+def _advise_json(mhc_exe, path, setting):
+    out = subprocess.run([mhc_exe, "advise", str(path), "--setting", json.dumps(setting), "--json"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+PASTED_ALLOCATOR = 'import os                          # before torch touches the GPU\n' \
+                   'os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"\n'
+
+
+def test_allocator_settings_the_script_sets_are_captured(tmp_path, mhc_exe, monkeypatch):
+    """`mhc advise` prints `os.environ["PYTORCH_CUDA_ALLOC_CONF"] = ...` to paste at the top of the
+    script; PyTorch reads it when CUDA initialises. The capture did not see it: the step captured
+    again after pasting was simulated with the default allocator (here 94,371,840 B reserved
+    where expandable segments reserve less). The settings in the environment when build_model()
+    returns are recorded (meta allocator.conf, which the caching model follows)."""
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+    monkeypatch.delenv("PYTORCH_ALLOC_CONF", raising=False)
+    plain, pasted = tmp_path / "plain.py", tmp_path / "pasted.py"
+    plain.write_text(LOSS_INSIDE_FILE)
+    pasted.write_text(PASTED_ALLOCATOR + LOSS_INSIDE_FILE)
+    for f in (plain, pasted):
+        r = _cli_here("capture", f, "--autocast", "none", "-o", tmp_path / f"{f.stem}.db")
+        assert r.returncode == 0, r.stderr
+        assert "PYTORCH_CUDA_ALLOC_CONF" not in r.stderr
+    assert store.read_meta(tmp_path / "pasted.db")["allocator.conf"] == "expandable_segments:True"
+    assert "allocator.conf" not in store.read_meta(tmp_path / "plain.db")
+    expandable = _advise_json(mhc_exe, tmp_path / "plain.db", {"allocator": "expandable_segments:True"})
+    default = _advise_json(mhc_exe, tmp_path / "plain.db", {})["baseline"]["reserved_bytes"]
+    captured = _advise_json(mhc_exe, tmp_path / "pasted.db", {})["baseline"]["reserved_bytes"]
+    assert captured == expandable["rows"][0]["reserved_bytes"] < default
+
+
+LATE_ALLOCATOR_FILE = LOSS_INSIDE_FILE.replace('''def make_batch():
+''', '''def make_batch():
+    import os
+
+    os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"   # after the model is on the GPU
+''')
+
+
+def test_allocator_settings_set_too_late_are_said(tmp_path, monkeypatch):
+    """Set after the model is built (CUDA initialised), PyTorch ignores the variable: the step
+    runs with the default settings, as captured, and the capture says so."""
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+    monkeypatch.delenv("PYTORCH_ALLOC_CONF", raising=False)
+    f = tmp_path / "late.py"
+    f.write_text(LATE_ALLOCATOR_FILE)
+    r = _cli_here("capture", f, "--autocast", "none", "-o", tmp_path / "late.db")
+    assert r.returncode == 0, r.stderr
+    meta = store.read_meta(tmp_path / "late.db")
+    assert "allocator.conf" not in meta
+    assert meta["capture.allocator_conf_late"] == "expandable_segments:True"
+    assert "warning: PYTORCH_CUDA_ALLOC_CONF was set to 'expandable_segments:True' after build_model()" in r.stderr
+    assert "captured with the default settings; set it at the top of the script" in r.stderr
+
+
+def test_setting_allocator_recorded_and_environment_kept(tmp_path, monkeypatch):
+    """A setting's allocator (mhc_torch.apply sets it at run time) is recorded over the
+    environment's, and the capture leaves the process's environment as it found it (a later
+    capture in the same process is not run with it)."""
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:64")
+    path = tmp_path / "s.db"
+    _capture(tmp_path, {"allocator": "expandable_segments:True"}, name="s.db")
+    assert os.environ["PYTORCH_CUDA_ALLOC_CONF"] == "max_split_size_mb:64"
+    meta = store.read_meta(path)
+    assert meta["allocator.conf"] == "max_split_size_mb:64,expandable_segments:True"
+    assert "capture.allocator_conf_late" not in meta
