@@ -900,6 +900,15 @@ def model_facts(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dic
             by_dtype[p.dtype] = by_dtype.get(p.dtype, 0) + p.numel() * p.element_size()
     if by_dtype:
         facts["capture.weights_dtype"] = str(max(by_dtype, key=by_dtype.get)).replace("torch.", "")
+    # The dtype of the tensors the optimizer steps (most of their bytes): fp32 masters of bf16
+    # weights, or the weights. With its state on the host the optimizer steps fp32 copies of them
+    # (mhc_torch.apply): mhc advise sizes the host's copies, state and temporaries by it.
+    stepped: dict[torch.dtype, int] = {}
+    for g in optimizer.param_groups:
+        for p in g["params"]:
+            stepped[p.dtype] = stepped.get(p.dtype, 0) + p.numel() * p.element_size()
+    if stepped:
+        facts["capture.optimizer_dtype"] = str(max(stepped, key=stepped.get)).replace("torch.", "")
     hf = sys.modules.get("transformers.modeling_utils")
     layers_mod = sys.modules.get("transformers.modeling_layers")
     if hf is not None and isinstance(model, hf.PreTrainedModel) and getattr(model, "supports_gradient_checkpointing", False):

@@ -624,6 +624,7 @@ def test_gradient_accumulation_settings_predicted_as_captured(tmp_path, mhc_exe,
         row = doc["rows"][0]
         assert row["peak_bytes"] < doc["baseline"]["peak_bytes"] or "optimizer" in setting, setting
         assert row["peak_bytes"] == captured.peak_bytes, setting
+        assert row["host_peak_bytes"] == int(captured.meta["capture.host_peak_bytes"]), setting
     out = subprocess.run([mhc_exe, "advise", str(tmp_path / "base.db"), "--capacity", "89MiB", "--json"],
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
@@ -1166,3 +1167,23 @@ def test_setting_allocator_recorded_and_environment_kept(tmp_path, monkeypatch):
     meta = store.read_meta(path)
     assert meta["allocator.conf"] == "max_split_size_mb:64,expandable_segments:True"
     assert "capture.allocator_conf_late" not in meta
+
+
+@pytest.mark.parametrize("weights", [None, torch.bfloat16])
+def test_host_optimizer_host_bytes_predicted_as_captured(tmp_path, mhc_exe, weights):
+    """The optimizer on the host (mhc_torch.apply: fp32 master copies, their gradient buffers,
+    state and the step's temporaries, all on the host), with gradient accumulation (3
+    micro-batches, one step): the predicted host peak left out the host step's temporaries
+    (foreach AdamW's square roots of all the second moments, one parameter's worth: 24,576 B
+    here), made the first step's state after the step instead of in it, and sized 16-bit
+    parameters' copies at 16 bits: 98,328 B (bf16: 49,176) predicted against 122,904 captured
+    (masters, gradient buffers, 2 moments and the temporaries, 5 x 24,576 B, and 6 fp32 step
+    counters)."""
+    source = ACCUM_FILE.split("\n\ndef step(")[0]
+    recipe = {"micro_batches": 3}
+    if weights is not None:
+        recipe.update(param_dtype=weights, autocast_dtype=weights)
+    doc, captured = _predicted_and_captured(tmp_path, mhc_exe, source, {"optimizer": {"state": "host"}}, **recipe)
+    row = doc["rows"][0]
+    assert row["peak_bytes"] == captured.peak_bytes
+    assert row["host_peak_bytes"] == int(captured.meta["capture.host_peak_bytes"]) == 5 * 6 * 1024 * 4 + 6 * 4
