@@ -742,17 +742,17 @@ TEST_CASE("optimizer on the host: 16-bit parameters are stepped as fp32 copies",
     // mhc_torch.apply's host optimizer steps fp32 master copies, with fp32 gradient buffers,
     // state and temporaries: a bf16 parameter of 64 MiB takes 128 MiB in each (the prediction was
     // 49,176 B of host memory where the capture of a bf16 tiny net held 122,904 B).
-    TinyTrace t = advisetest::chain({8}, true);
-    t.meta = {{"capture.optimizer_dtype", "bfloat16"}};
-    Fixture f(t);
+    TinyTrace tiny = advisetest::chain({8}, true);
+    tiny.meta = {{"capture.optimizer_dtype", "bfloat16"}};
+    Fixture fix(tiny);
     HostModel host;
     host.bandwidth_Bps = 1e9;
     host.per_tensor_s = 1e-6;
-    Prediction p = predict(f, R"({"optimizer": {"state": "host"}})", host);
-    CHECK(p.memory.peak == 176 * MiB);   // the device is as for fp32 (the trace's bytes)
-    CHECK(p.host_peak == 640 * MiB);     // 2 x (master, grad buffer, m, v, temporaries)
+    Prediction pred = predict(fix, R"({"optimizer": {"state": "host"}})", host);
+    CHECK(pred.memory.peak == 176 * MiB);   // the device is as for fp32 (the trace's bytes)
+    CHECK(pred.host_peak == 640 * MiB);     // 2 x (master, grad buffer, m, v, temporaries)
     // the host step streams the fp32 copies: 2 x 448 MiB; the copies move the device's bytes
-    CHECK(p.step_time == 2 * (50 + 64 * MiB + 2 * 448 * MiB + 1000 + 64 * MiB));
+    CHECK(pred.step_time == 2 * (50 + 64 * MiB + 2 * 448 * MiB + 1000 + 64 * MiB));
 }
 
 TEST_CASE("settings that cannot apply are bad input naming the field", "[advise][transform]") {

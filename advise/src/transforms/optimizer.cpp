@@ -109,8 +109,8 @@ int32_t grad_life(const Base& base, Plan& plan, int32_t grad, int32_t pass) {
 // Host bytes of a device tensor the host optimizer keeps a copy of: the optimizer steps fp32
 // copies of its parameters (mhc_torch.apply's master copies; their gradient buffers, state and
 // temporaries are fp32 too), so a 16-bit tensor takes twice its bytes there.
-int64_t host_bytes(const Base& b, int64_t bytes) {
-    const std::string& dtype = b.info.optimizer_dtype;
+int64_t host_bytes(const Base& base, int64_t bytes) {
+    const std::string& dtype = base.info.optimizer_dtype;
     if (dtype == "bfloat16" || dtype == "float16") return bytes * 2;
     if (dtype == "float64") return bytes / 2;
     return bytes;
@@ -118,20 +118,20 @@ int64_t host_bytes(const Base& b, int64_t bytes) {
 
 // The most bytes the recorded step's temporaries (what its optimizer kernels made, other than
 // state and parameters: foreach AdamW's square roots of every second moment) held at once.
-int64_t step_temporaries(const Base& b, const Plan& p, size_t si) {
+int64_t step_temporaries(const Base& base, const Plan& plan, size_t si) {
     std::vector<int32_t> temps;
-    for (int32_t s = b.opt_first[si]; s >= 0 && s <= b.opt_last[si]; ++s)
-        if (b.phase[static_cast<size_t>(s)] == Phase::Optimizer)
-            b.for_made(s, [&](int32_t a) {
-                const Alloc& al = p.allocs[static_cast<size_t>(a)];   // (a fused step's are gone)
+    for (int32_t s = base.opt_first[si]; s >= 0 && s <= base.opt_last[si]; ++s)
+        if (base.phase[static_cast<size_t>(s)] == Phase::Optimizer)
+            base.for_made(s, [&](int32_t made) {
+                const Alloc& al = plan.allocs[static_cast<size_t>(made)];   // (a fused step's are gone)
                 if (!al.removed && al.category != trace::Category::Optimizer && al.category != trace::Category::Param)
-                    temps.push_back(a);
+                    temps.push_back(made);
             });
     int64_t most = 0;
-    for (int32_t s = b.opt_first[si]; s >= 0 && s <= b.opt_last[si]; ++s) {
+    for (int32_t s = base.opt_first[si]; s >= 0 && s <= base.opt_last[si]; ++s) {
         int64_t live = 0;
-        for (int32_t a : temps) {
-            const Alloc& al = p.allocs[static_cast<size_t>(a)];
+        for (int32_t temp : temps) {
+            const Alloc& al = plan.allocs[static_cast<size_t>(temp)];
             if (al.made.op <= s && (al.freed.op == kNoFree || al.freed.op >= s)) live += al.bytes;
         }
         most = std::max(most, live);
@@ -154,9 +154,10 @@ public:
             // (a 4-byte fp32 scalar) is one whatever the parameters are.
             std::set<int64_t> param_sizes;
             for (int32_t prm : st.params) param_sizes.insert(b.plan.allocs[static_cast<size_t>(prm)].bytes);
-            auto to_host = [&](int32_t a) {
-                Alloc& al = p.allocs[static_cast<size_t>(a)];
-                if (on_host.insert(a).second && param_sizes.count(al.bytes)) al.bytes = host_bytes(b, al.bytes);
+            auto to_host = [&](int32_t moved_alloc) {
+                Alloc& al = p.allocs[static_cast<size_t>(moved_alloc)];
+                if (on_host.insert(moved_alloc).second && param_sizes.count(al.bytes))
+                    al.bytes = host_bytes(b, al.bytes);
                 al.device = -1;
             };
             const int64_t temporaries = host_bytes(b, step_temporaries(b, p, si));
@@ -180,7 +181,7 @@ public:
                     }
                 });
             }
-            for (int32_t a : st.state) to_host(a);
+            for (int32_t state : st.state) to_host(state);
             Op host;
             host.kind = OpKind::HostWork;
             host.name = p.intern("host optimizer step");
@@ -234,8 +235,8 @@ public:
                 }
             const int32_t host_op = p.add_op(host);
             p.insert_before(b.opt_first[si], host_op);
-            for (int32_t a : made_here) {
-                Alloc& al = p.allocs[static_cast<size_t>(a)];
+            for (int32_t made : made_here) {
+                Alloc& al = p.allocs[static_cast<size_t>(made)];
                 al.made = {host_op, false};
                 al.made_offset = 0;
             }
