@@ -167,6 +167,7 @@ void read_model_facts(const trace::TraceData& trace_data, CaptureInfo& info) {
         throw bad("capture.optimizer_defaults", "not a JSON object");
     info.optimizer_groups = !trace_data.meta_or("capture.optimizer_groups", "").empty();
     info.param_dtype = trace_data.meta_or("capture.weights_dtype", trace_data.meta_or("capture.param_dtype", ""));
+    info.optimizer_dtype = trace_data.meta_or("capture.optimizer_dtype", info.param_dtype);
     auto whole = [&](const std::string& key, int64_t fallback) {
         const std::string text = trace_data.meta_or(key, "");
         if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 9)

@@ -8,6 +8,7 @@ Mixed into capturing.Recording; the methods here read and extend its allocations
 from __future__ import annotations
 
 import json
+import weakref
 from typing import Callable
 
 import torch
@@ -30,6 +31,8 @@ class SettingsRecording:
         self.module_types: dict[str, str] = {}  # fqn -> class name, in the order they first ran
         self.active: list[str] = []  # modules running (forward, or backward), innermost last
         self.name_of: Callable[[torch.nn.Module], str | None] = lambda m: None
+        self.callee_names = weakref.WeakKeyDictionary()   # module -> its name under its caller
+        self.callee_prefixes: dict[str, str] = {}   # ModTracker's name of such a module -> its name here
         self.side_free = 0  # when the copy stream is next free (ns)
         self.host_live = self.host_peak = 0
         self.host_seen = False  # an allocation was recorded as host memory (else no op is host work)
@@ -169,20 +172,48 @@ class SettingsRecording:
         The innermost running module is the one entered last: a module called from inside a
         sibling's forward (an mHC connection running its sublayer) is inside it while it runs."""
         self.name_of = tracker.get_known_fqn
-        tracker.register_user_hooks(pre_fw_hook=lambda m, _: self.on_module(m, True),
-                                    post_fw_hook=lambda m, _, __: self.on_module(m, False),
-                                    pre_bw_hook=lambda m, _: self.on_module(m, True),
-                                    post_bw_hook=lambda m, _: self.on_module(m, False))
+        tracker.register_user_hooks(pre_fw_hook=lambda m, _: self.on_module(m, True, True),
+                                    post_fw_hook=lambda m, _, __: self.on_module(m, False, True),
+                                    pre_bw_hook=lambda m, _: self.on_module(m, True, False),
+                                    post_bw_hook=lambda m, _: self.on_module(m, False, False))
 
-    def on_module(self, module: torch.nn.Module | None, entering: bool) -> None:
+    def on_module(self, module: torch.nn.Module | None, entering: bool, forward: bool = True) -> None:
         name = self.name_of(module) if module is not None else None
         if not name:
             return
+        if entering and forward:
+            name = self._called_name(module, name)
+        else:
+            name = self.callee_names.get(module, name)
         if entering:
             self.active.append(name)
             self.module_types.setdefault(name, type(module).__name__)
         elif name in self.active:
             del self.active[len(self.active) - 1 - self.active[::-1].index(name)]
+
+    def _called_name(self, module: torch.nn.Module, name: str) -> str:
+        """The name a module is recorded under when its forward starts. A module the model does
+        not register (a loss built inside the model's forward, as T5 and BART do; an activation
+        made on each call) is one ModTracker names by its class alone, as if it were a model of its
+        own: it runs inside the module that calls it (a saved_tensors_hooks or a checkpoint around
+        that module covers its ops), so it is recorded as a child of its caller, "Caller.Class".
+        Its own children follow it; a module called with nothing running keeps its name."""
+        caller = self.active[-1] if self.active else ""
+        outermost = next((n for n in self.active if n), "")
+        if not caller or name.split(".")[0] == outermost.split(".")[0]:
+            self.callee_names.pop(module, None)
+            return name
+        parts = name.split(".")
+        for i in range(len(parts) - 1, 0, -1):   # a child of such a module, as ModTracker names it
+            under = self.callee_prefixes.get(".".join(parts[:i]))
+            if under is not None and under in self.active:
+                called = under + "." + ".".join(parts[i:])
+                break
+        else:
+            called = f"{caller}.{name}"
+            self.callee_prefixes[name] = called
+        self.callee_names[module] = called
+        return called
 
     def module_of(self) -> str:
         """The innermost module running now ("" outside every module)."""

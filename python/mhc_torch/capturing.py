@@ -15,6 +15,7 @@ import contextlib
 import functools
 import gc
 import logging
+import os
 import sys
 import weakref
 from dataclasses import dataclass, field
@@ -806,7 +807,8 @@ def capture(build_model: Callable[[], torch.nn.Module],
     fake_log_level = fake_log.level
     fake_log.setLevel(logging.CRITICAL)
     try:
-        with _older_objects_frozen(), _module_conversion_in_place(), _trunc_normal_without_values():
+        with _older_objects_frozen(), _module_conversion_in_place(), _trunc_normal_without_values(), \
+                _environment_kept(ALLOCATOR_ENV):
             with _grad_scaler_on_fake_tensors(device), _compiled_functions_refused():
                 result = _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting,
                               build_optimizer)
@@ -898,6 +900,15 @@ def model_facts(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dic
             by_dtype[p.dtype] = by_dtype.get(p.dtype, 0) + p.numel() * p.element_size()
     if by_dtype:
         facts["capture.weights_dtype"] = str(max(by_dtype, key=by_dtype.get)).replace("torch.", "")
+    # The dtype of the tensors the optimizer steps (most of their bytes): fp32 masters of bf16
+    # weights, or the weights. With its state on the host the optimizer steps fp32 copies of them
+    # (mhc_torch.apply): mhc advise sizes the host's copies, state and temporaries by it.
+    stepped: dict[torch.dtype, int] = {}
+    for g in optimizer.param_groups:
+        for p in g["params"]:
+            stepped[p.dtype] = stepped.get(p.dtype, 0) + p.numel() * p.element_size()
+    if stepped:
+        facts["capture.optimizer_dtype"] = str(max(stepped, key=stepped.get)).replace("torch.", "")
     hf = sys.modules.get("transformers.modeling_utils")
     layers_mod = sys.modules.get("transformers.modeling_layers")
     if hf is not None and isinstance(model, hf.PreTrainedModel) and getattr(model, "supports_gradient_checkpointing", False):
@@ -1040,6 +1051,30 @@ def _build_optimizer(build_optimizer, model):
     return opt
 
 
+# The variables PyTorch reads its caching allocator's settings from, the one it follows first
+# (torch 2.15 takes PYTORCH_CUDA_ALLOC_CONF when both are set).
+ALLOCATOR_ENV = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
+
+
+def allocator_env() -> str:
+    """The allocator settings PyTorch would read from the environment now ("" for none)."""
+    return next((os.environ[v].strip() for v in ALLOCATOR_ENV if os.environ.get(v, "").strip()), "")
+
+
+@contextlib.contextmanager
+def _environment_kept(names):
+    """The environment variables `names` as they were before, whatever the code inside sets."""
+    before = {n: os.environ.get(n) for n in names}
+    try:
+        yield
+    finally:
+        for n, v in before.items():
+            if v is None:
+                os.environ.pop(n, None)
+            else:
+                os.environ[n] = v
+
+
 def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting, build_optimizer=None):
     from torch.distributed._tools.mod_tracker import ModTracker
 
@@ -1050,6 +1085,9 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
     with fake:
         with torch.device(device):
             model = build_model()
+        # PyTorch reads the allocator's settings once, when CUDA initialises: by the time the model
+        # is built and on the GPU, what the script set before (its first lines, build_model) counts
+        allocator_conf = allocator_at_build = allocator_env()
         if not isinstance(model, torch.nn.Module):
             raise CaptureError(f"build_model() returned {a_kind(model)}, not a torch.nn.Module")
         _refuse_compiled(model)
@@ -1080,7 +1118,10 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
             if recipe.step is not None and setting.get("optimizer"):
                 optimizer_setting = setting["optimizer"]
                 setting = {k: v for k, v in setting.items() if k != "optimizer"}
-            model, opt = apply(model, opt, setting)
+            with _environment_kept(ALLOCATOR_ENV):   # its allocator is set at run time: recorded below
+                model, opt = apply(model, opt, setting)
+            if setting.get("allocator"):
+                allocator_conf = ",".join(c for c in (allocator_conf, setting["allocator"]) if c)
         facts.update(data_parallel.prepare(model, rec))
         for n, p in model.named_parameters():
             rec.set_category(p, store.PARAM, n)
@@ -1133,6 +1174,10 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
                 rec.markers.append(store.Marker("step", t0, rec.t, store.MARKER_STEP, s))
                 step_times.append(rec.t - t0)
         rec.phase = "end"
+        if allocator_conf:
+            facts["allocator.conf"] = allocator_conf
+        if allocator_env() != allocator_at_build:
+            facts["capture.allocator_conf_late"] = allocator_env()
         if fsdp2 is not None:
             facts.update(fsdp2.meta())
         facts.update(holds.meta({a for a, _, _ in rec.saved_pairs()}))

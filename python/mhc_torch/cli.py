@@ -301,6 +301,8 @@ def _capture(a, parser: argparse.ArgumentParser) -> int:
           f"peak {r.peak_bytes / 2**30:.2f} GiB; estimated step time {step_ms} ms on {a.gpu}; "
           f"captured in {wall:.1f} s")
     print(_flops_line(r, a.gpu))
+    if r.meta.get("capture.allocator_conf_late") is not None:
+        print(_allocator_late(r.meta), file=sys.stderr)
     if r.meta.get("capture.hf_checkpointing_on") == "true" and setting is None and not a.forward_only:
         off = _without_hf_checkpointing(r, build, make_batch, a, capture_kwargs=dict(
             steps=a.steps, gpu=a.gpu, loss_fn=loss_fn, optimizer=optimizer, autocast_dtype=dtype,
@@ -313,6 +315,16 @@ def _capture(a, parser: argparse.ArgumentParser) -> int:
         print(f"kernel times: {m['capture.kernel_times.matched']} measured in {a.kernel_times} "
               f"({m['capture.kernel_times.device']}); the roofline for the rest: {m['capture.kernel_times.unmatched']}")
     return 0
+
+
+def _allocator_late(meta: dict) -> str:
+    """The warning for allocator settings the script set after CUDA would have initialised."""
+    late = meta["capture.allocator_conf_late"]
+    used = meta.get("allocator.conf", "")
+    return (f"mhc-torch: warning: PYTORCH_CUDA_ALLOC_CONF was set to '{late}' after build_model() had returned: "
+            "PyTorch reads it once, when CUDA initialises (the model's first CUDA tensor), so the step runs and was "
+            f"captured with {repr(used) if used else 'the default settings'}; set it at the top of the script, "
+            "before the model is built")
 
 
 def _without_hf_checkpointing(r, build, make_batch, a, capture_kwargs) -> str | None:

@@ -122,8 +122,12 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
         return rank_left != rank_right ? rank_left < rank_right : left.alloc < right.alloc;
     });
     std::unordered_map<int32_t, size_t> first_pack;   // storage -> its first eligible pack
+    std::unordered_map<int32_t, std::vector<size_t>> pack_places;   // storage -> all its packs
     for (size_t i = 0; i < packs.size(); ++i)
-        if (eligible(base, plan, packs[i].alloc)) first_pack.emplace(packs[i].alloc, i);
+        if (eligible(base, plan, packs[i].alloc)) {
+            first_pack.emplace(packs[i].alloc, i);
+            pack_places[packs[i].alloc].push_back(i);
+        }
     const int32_t fwd_end = base.pass_fwd_last[static_cast<size_t>(pass)];
     // A backward node unpacks all it saved before its first kernel (capture.unpacks).
     auto unpack_at = [&](int32_t storage) { return base.unpack_in_pass(storage, pass); };
@@ -274,16 +278,23 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
         int32_t bring = u;
         // Which unpack brings it: the save the hook unpacks (own, i) or a later one whose
         // prefetch reaches it (q); at one instant the hook copies in the order it runs.
-        size_t trigger = i;
+        // Any save of the storage is one the hook looks back to: a storage saved twice (a ReLU's
+        // output, saved by the ReLU and by the matmul that reads it) comes back with the unpack
+        // of a save up to `prefetch` after either (offload.py, _unpack: saves index-1 ..
+        // index-prefetch, whichever storage they hold).
+        // Among the unpacks at one kernel, the earliest pack's; it reaches back to the nearest.
+        size_t trigger = i, distance = 0;
         if (streamed)
-            for (size_t q = i + 1; q <= i + static_cast<size_t>(prefetch) && q < packs.size(); ++q) {
-                if (!copied_back.count(packs[q].alloc)) continue;   // kept on the device: no prefetch
-                int32_t uq = save_unpack_at(q);
-                if (uq >= 0 && uq < bring) {
-                    bring = uq;
-                    trigger = q;
+            for (size_t place : pack_places[x])
+                for (size_t q = place + 1; q <= place + static_cast<size_t>(prefetch) && q < packs.size(); ++q) {
+                    if (!copied_back.count(packs[q].alloc)) continue;   // kept on the device: no prefetch
+                    int32_t uq = save_unpack_at(q);
+                    if (uq >= 0 && (uq < bring || (uq == bring && trigger != i && q < trigger))) {
+                        bring = uq;
+                        trigger = q;
+                    }
+                    if (trigger == q) distance = q - place;   // places ascend: the last is the nearest
                 }
-            }
         // The hook lets go of the device copy at the storage's last unpack: it dies when that
         // backward node returns.
         Alloc device_copy = saved;
@@ -306,7 +317,7 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
         device_copy.made_offset = 0;
         host_copy.freed = device_copy.made;
         plan.add_alloc(host_copy);
-        backs.push_back({trigger, trigger - i, x, device_copy});
+        backs.push_back({trigger, trigger == i ? 0 : distance, x, device_copy});
     }
     // The device copies in the order the hook makes them at one instant (allocations made at one
     // point keep the order they are added in, and so do their frees at one instant): at each

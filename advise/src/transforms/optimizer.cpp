@@ -106,16 +106,62 @@ int32_t grad_life(const Base& base, Plan& plan, int32_t grad, int32_t pass) {
     return dev;
 }
 
+// Host bytes of a device tensor the host optimizer keeps a copy of: the optimizer steps fp32
+// copies of its parameters (mhc_torch.apply's master copies; their gradient buffers, state and
+// temporaries are fp32 too), so a 16-bit tensor takes twice its bytes there.
+int64_t host_bytes(const Base& base, int64_t bytes) {
+    const std::string& dtype = base.info.optimizer_dtype;
+    if (dtype == "bfloat16" || dtype == "float16") return bytes * 2;
+    if (dtype == "float64") return bytes / 2;
+    return bytes;
+}
+
+// The most bytes the recorded step's temporaries (what its optimizer kernels made, other than
+// state and parameters: foreach AdamW's square roots of every second moment) held at once.
+int64_t step_temporaries(const Base& base, const Plan& plan, size_t si) {
+    std::vector<int32_t> temps;
+    for (int32_t s = base.opt_first[si]; s >= 0 && s <= base.opt_last[si]; ++s)
+        if (base.phase[static_cast<size_t>(s)] == Phase::Optimizer)
+            base.for_made(s, [&](int32_t made) {
+                const Alloc& al = plan.allocs[static_cast<size_t>(made)];   // (a fused step's are gone)
+                if (!al.removed && al.category != trace::Category::Optimizer && al.category != trace::Category::Param)
+                    temps.push_back(made);
+            });
+    int64_t most = 0;
+    for (int32_t s = base.opt_first[si]; s >= 0 && s <= base.opt_last[si]; ++s) {
+        int64_t live = 0;
+        for (int32_t temp : temps) {
+            const Alloc& al = plan.allocs[static_cast<size_t>(temp)];
+            if (al.made.op <= s && (al.freed.op == kNoFree || al.freed.op >= s)) live += al.bytes;
+        }
+        most = std::max(most, live);
+    }
+    return most;
+}
+
 class HostOptimizer final : public Transform {
 public:
     void apply(const Context& c, Plan& p) const override {
         const Base& b = c.base;
         std::set<int64_t> host_grads_made;   // by label: one host buffer per parameter
+        std::set<int32_t> on_host;           // allocations moved to the host (sized once)
         for (size_t si = 0; si < b.steps.size(); ++si) {
             if (b.opt_first[si] < 0) continue;
             const int32_t step = b.steps[si];
             StepTensors st = step_tensors(b, si);
-            const int64_t moved = st.adam_bytes(b.plan);
+            const int64_t moved = host_bytes(b, st.adam_bytes(b.plan));
+            // State of a parameter's size (the moments) is in the host copy's dtype; a step counter
+            // (a 4-byte fp32 scalar) is one whatever the parameters are.
+            std::set<int64_t> param_sizes;
+            for (int32_t prm : st.params) param_sizes.insert(b.plan.allocs[static_cast<size_t>(prm)].bytes);
+            auto to_host = [&](int32_t moved_alloc) {
+                Alloc& al = p.allocs[static_cast<size_t>(moved_alloc)];
+                if (on_host.insert(moved_alloc).second && param_sizes.count(al.bytes))
+                    al.bytes = host_bytes(b, al.bytes);
+                al.device = -1;
+            };
+            const int64_t temporaries = host_bytes(b, step_temporaries(b, p, si));
+            std::vector<int32_t> made_here;   // state the step makes (its first): made by the host step
             // The GPU runs no optimizer kernel (recorded or made by another setting).
             for (int32_t s = b.opt_first[si]; s <= b.opt_last[si]; ++s) {
                 for (auto* side : {&p.before[static_cast<size_t>(s)], &p.after[static_cast<size_t>(s)]})
@@ -124,14 +170,18 @@ public:
                             p.remove_op(op);
                 if (b.phase[static_cast<size_t>(s)] != Phase::Optimizer) continue;
                 p.remove_op(s);
-                // state it made lives on the host; the host step's temporaries are not counted
+                // state it made lives on the host; its temporaries are the host step's (below)
                 b.for_made(s, [&](int32_t a) {
                     Alloc& al = p.allocs[static_cast<size_t>(a)];
-                    if (al.category == trace::Category::Optimizer) al.device = -1;
-                    else if (al.category != trace::Category::Param) al.removed = true;
+                    if (al.category == trace::Category::Optimizer) {
+                        to_host(a);
+                        made_here.push_back(a);
+                    } else if (al.category != trace::Category::Param) {
+                        al.removed = true;
+                    }
                 });
             }
-            for (int32_t a : st.state) p.allocs[static_cast<size_t>(a)].device = -1;
+            for (int32_t state : st.state) to_host(state);
             Op host;
             host.kind = OpKind::HostWork;
             host.name = p.intern("host optimizer step");
@@ -161,13 +211,14 @@ public:
                     p.copies.push_back({false, life.bytes, last, false});
                     host.waits.push_back(static_cast<int32_t>(p.copies.size() - 1));
                     if (host_grads_made.insert(life.label).second) {
-                        Alloc on_host = life;
-                        on_host.src = -1;
-                        on_host.device = -1;
-                        on_host.made = {last, true};
-                        on_host.freed = {kNoFree, false};
-                        on_host.made_offset = on_host.freed_offset = 0;
-                        p.add_alloc(on_host);
+                        Alloc buffer = life;
+                        buffer.src = -1;
+                        buffer.device = -1;
+                        buffer.bytes = host_bytes(b, life.bytes);
+                        buffer.made = {last, true};
+                        buffer.freed = {kNoFree, false};
+                        buffer.made_offset = buffer.freed_offset = 0;
+                        p.add_alloc(buffer);
                     }
                 }
             }
@@ -176,12 +227,29 @@ public:
                     Alloc m = b.plan.allocs[static_cast<size_t>(prm)];
                     m.src = -1;
                     m.device = -1;
+                    m.bytes = host_bytes(b, m.bytes);
                     m.made = {p.begin_op(), false};
                     m.freed = {kNoFree, false};
                     m.made_offset = m.freed_offset = 0;
                     p.add_alloc(m);
                 }
-            p.insert_before(b.opt_first[si], p.add_op(host));
+            const int32_t host_op = p.add_op(host);
+            p.insert_before(b.opt_first[si], host_op);
+            for (int32_t made : made_here) {
+                Alloc& al = p.allocs[static_cast<size_t>(made)];
+                al.made = {host_op, false};
+                al.made_offset = 0;
+            }
+            if (temporaries > 0) {   // the host step's temporaries, for as long as it runs
+                Alloc temp;
+                temp.bytes = temporaries;
+                temp.device = -1;
+                temp.category = trace::Category::Workspace;
+                temp.label = p.intern("host optimizer step temporaries");
+                temp.made = {host_op, false};
+                temp.freed = {host_op, true};
+                p.add_alloc(temp);
+            }
             Op up;
             up.kind = OpKind::CopyH2D;
             up.name = p.intern("parameters H2D");

@@ -69,6 +69,9 @@ struct CaptureInfo {
     std::string optimizer_defaults;                  // its hyperparameters, a JSON object
     bool optimizer_groups = false;                   // its parameter groups (capture.optimizer_groups)
     std::string param_dtype;   // the trained weights' dtype (capture.weights_dtype; before it, the recipe's cast)
+    // The dtype of what the optimizer steps (capture.optimizer_dtype; before it, param_dtype): a host
+    // optimizer steps fp32 copies of them, so its host bytes are those at 4 bytes an element.
+    std::string optimizer_dtype;
     int64_t batch = 0, micro_batches = 1;            // the recipe's (batch 0: not known)
     // A data-parallel wrapper the capture found: "ddp" (DistributedDataParallel on fake ranks, its
     // gradient buckets in the trace) or "fsdp2" (fully_shard: one rank's shards, unsharded
