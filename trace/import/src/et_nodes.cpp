@@ -66,11 +66,11 @@ int64_t int_of(const json& value, const char* what, std::string& bad) {
     return -1;
 }
 
-int64_t as_i64(const json& v) {
-    if (v.is_number_integer() || v.is_number_unsigned()) return v.get<int64_t>();
-    if (v.is_number_float()) {
-        double d = v.get<double>();
-        return d > -9e18 && d < 9e18 ? static_cast<int64_t>(d) : -1;
+int64_t as_i64(const json& value) {
+    if (value.is_number_integer() || value.is_number_unsigned()) return value.get<int64_t>();
+    if (value.is_number_float()) {
+        double number = value.get<double>();
+        return number > -9e18 && number < 9e18 ? static_cast<int64_t>(number) : -1;
     }
     return -1;
 }
@@ -104,15 +104,15 @@ void tensor_from(const json& value, std::vector<TensorUse>& out, std::string& ba
     }
     static const char* names[] = {"tensor_id", "storage_id", "offset", "numel", "itemsize"};
     static const int64_t max[] = {INT64_MAX, INT64_MAX, INT64_C(1) << 40, INT64_C(1) << 40, 64};
-    int64_t f[5] = {};
+    int64_t parsed[5] = {};
     for (int k = 1; k < 5; ++k) {
-        f[k] = value[k].is_number_integer() ? as_i64(value[k]) : -1;
-        if (f[k] < 0 || f[k] > max[k]) {
+        parsed[k] = value[k].is_number_integer() ? as_i64(value[k]) : -1;
+        if (parsed[k] < 0 || parsed[k] > max[k]) {
             if (bad.empty()) bad = std::string(names[k]) + " " + value[k].dump() + " is out of range";
             return;
         }
     }
-    int64_t storage = f[1], offset = f[2], numel = f[3], item = f[4];
+    int64_t storage = parsed[1], offset = parsed[2], numel = parsed[3], item = parsed[4];
     if (storage == 0 || numel == 0 || item == 0) return;
     const int32_t device = device_of(value[5], types, bad);
     if (device == kNoMemory) return;
@@ -179,36 +179,37 @@ Node node_from(const std::string& in, const json& n, size_t row, DeviceTypes& de
     const json& id = n["id"];
     if (!id.is_number_integer() || (id.is_number_unsigned() && id.get<uint64_t>() > INT64_MAX))
         throw Error(where(in, "nodes[" + std::to_string(row) + "]: 'id' " + id.dump() + " is not an int64 integer"));
-    Node x;
-    x.id = id.get<int64_t>();
+    Node node;
+    node.id = id.get<int64_t>();
     std::string bad, field_bad;
-    if (n.contains("name") && n["name"].is_string()) x.name = n["name"].get<std::string>();
+    if (n.contains("name") && n["name"].is_string()) node.name = n["name"].get<std::string>();
     auto ins = n.find("inputs");
     auto outs = n.find("outputs");
     if (ins != n.end() && ins->is_object()) {   // Chakra style: {values, shapes, types}, attrs list
-        values_from(ins->value("values", json()), ins->value("types", json()), "inputs.values", x.ins, bad, devices);
+        values_from(ins->value("values", json()), ins->value("types", json()), "inputs.values", node.ins, bad, devices);
         if (outs != n.end() && outs->is_object())
-            values_from(outs->value("values", json()), outs->value("types", json()), "outputs.values", x.outs, bad,
+            values_from(outs->value("values", json()), outs->value("types", json()), "outputs.values", node.outs, bad,
                         devices);
-        if (n.contains("ctrl_deps")) x.parent = int_of(n["ctrl_deps"], "ctrl_deps", field_bad);
+        if (n.contains("ctrl_deps")) node.parent = int_of(n["ctrl_deps"], "ctrl_deps", field_bad);
         if (n.contains("attrs") && n["attrs"].is_array())
-            for (const auto& a : n["attrs"]) {
-                if (!a.is_object() || !a.contains("name") || !a.contains("value")) continue;
-                if (a["name"] == "rf_id") x.rf_id = int_of(a["value"], "attrs rf_id", field_bad);
-                if (a["name"] == "tid") x.tid = int_of(a["value"], "attrs tid", field_bad);
-                if (a["name"] == "seq_id") x.seq = int_of(a["value"], "attrs seq_id", field_bad);
+            for (const auto& attr : n["attrs"]) {
+                if (!attr.is_object() || !attr.contains("name") || !attr.contains("value")) continue;
+                if (attr["name"] == "rf_id") node.rf_id = int_of(attr["value"], "attrs rf_id", field_bad);
+                if (attr["name"] == "tid") node.tid = int_of(attr["value"], "attrs tid", field_bad);
+                if (attr["name"] == "seq_id") node.seq = int_of(attr["value"], "attrs seq_id", field_bad);
             }
     } else {   // 1.0.x style: inputs / input_types lists
-        if (ins != n.end()) values_from(*ins, n.value("input_types", json()), "inputs", x.ins, bad, devices);
-        if (outs != n.end()) values_from(*outs, n.value("output_types", json()), "outputs", x.outs, bad, devices);
-        if (n.contains("parent")) x.parent = int_of(n["parent"], "parent", field_bad);
-        if (n.contains("rf_id")) x.rf_id = int_of(n["rf_id"], "rf_id", field_bad);
-        if (n.contains("tid")) x.tid = int_of(n["tid"], "tid", field_bad);
-        if (n.contains("seq_id")) x.seq = int_of(n["seq_id"], "seq_id", field_bad);
+        if (ins != n.end()) values_from(*ins, n.value("input_types", json()), "inputs", node.ins, bad, devices);
+        if (outs != n.end()) values_from(*outs, n.value("output_types", json()), "outputs", node.outs, bad, devices);
+        if (n.contains("parent")) node.parent = int_of(n["parent"], "parent", field_bad);
+        if (n.contains("rf_id")) node.rf_id = int_of(n["rf_id"], "rf_id", field_bad);
+        if (n.contains("tid")) node.tid = int_of(n["tid"], "tid", field_bad);
+        if (n.contains("seq_id")) node.seq = int_of(n["seq_id"], "seq_id", field_bad);
     }
-    if (!field_bad.empty()) throw Error(where(in, "nodes[" + std::to_string(row) + "] (id " + std::to_string(x.id) + "): " + field_bad));
+    if (!field_bad.empty())
+        throw Error(where(in, "nodes[" + std::to_string(row) + "] (id " + std::to_string(node.id) + "): " + field_bad));
     if (!bad.empty()) throw Error(where(in, "nodes[" + std::to_string(row) + "]: tensor " + bad));
-    return x;
+    return node;
 }
 
 // SAX over the streamed JSON: each element of the top-level "nodes" array is built as a small
@@ -221,36 +222,37 @@ public:
         : in_(in), src_(src), buf_(buf), out_(out) {}
 
     bool null() { return scalar(json(nullptr)); }
-    bool boolean(bool v) { return scalar(json(v)); }
-    bool number_integer(json::number_integer_t v) { return scalar(json(v)); }
-    bool number_unsigned(json::number_unsigned_t v) { return scalar(json(v)); }
-    bool number_float(json::number_float_t v, const json::string_t&) { return scalar(json(v)); }
-    bool string(json::string_t& v) { return scalar(json(std::move(v))); }
+    bool boolean(bool value) { return scalar(json(value)); }
+    bool number_integer(json::number_integer_t value) { return scalar(json(value)); }
+    bool number_unsigned(json::number_unsigned_t value) { return scalar(json(value)); }
+    bool number_float(json::number_float_t value, const json::string_t&) { return scalar(json(value)); }
+    bool string(json::string_t& value) { return scalar(json(std::move(value))); }
     bool binary(json::binary_t&) { return scalar(json()); }   // not produced by JSON text
     bool start_object(std::size_t) { return open(json::object()); }
     bool start_array(std::size_t) { return open(json::array()); }
-    bool key(json::string_t& k) {
+    bool key(json::string_t& name) {
         if (depth_ == 1) {
             // The members this reader reads, written twice: JSON readers keep the first or the last
             // (Python's json: the last), so the file has no one meaning. Before 2026-12-05 a second
             // "nodes" array was read after the first, where Python's json sees only the second.
-            if ((k == "nodes" || k == "pid") && !top_keys_.insert(k).second)
+            if ((name == "nodes" || name == "pid") && !top_keys_.insert(name).second)
                 throw Error(
-                    where(in_, "the top-level key '" + k +
+                    where(in_, "the top-level key '" + name +
                                    "' appears twice: JSON readers take either one, so the file has no one meaning"));
-            top_key_ = k;
+            top_key_ = name;
             boundary();
         } else if (depth_ >= 3 && in_nodes_) {
-            key_ = std::move(k);
+            key_ = std::move(name);
         }
         return true;
     }
     bool end_object() { return close(); }
     bool end_array() { return close(); }
-    bool parse_error(std::size_t pos, const std::string&, const nlohmann::detail::exception& e) {
-        std::string m = e.what();
-        auto p = m.find("] ");   // drop nlohmann's "[json.exception.parse_error.101] "
-        error_ = "invalid JSON at byte " + std::to_string(pos) + ": " + (p == std::string::npos ? m : m.substr(p + 2));
+    bool parse_error(std::size_t pos, const std::string&, const nlohmann::detail::exception& failure) {
+        std::string message = failure.what();
+        auto cut = message.find("] ");   // drop nlohmann's "[json.exception.parse_error.101] "
+        error_ = "invalid JSON at byte " + std::to_string(pos) + ": " +
+                 (cut == std::string::npos ? message : message.substr(cut + 2));
         return false;
     }
 
@@ -263,7 +265,7 @@ private:
     void boundary() {
         if (depth_ <= 2) src_.mark(buf_.pos());
     }
-    json* insert(json v) {
+    json* insert(json value) {
         json* parent = stack_.back();
         if (parent->is_object()) {
             // A key twice in one object of a node ("id" twice): its value is not one (nlohmann and
@@ -272,23 +274,23 @@ private:
                 throw Error(where(in_, "nodes[" + std::to_string(out_.size()) + "]: key '" + key_ +
                                            "' appears twice in one object: its value is not one"));
             json& slot = (*parent)[key_];
-            slot = std::move(v);
+            slot = std::move(value);
             return &slot;
         }
-        parent->push_back(std::move(v));
+        parent->push_back(std::move(value));
         return &parent->back();
     }
-    bool open(json v) {
+    bool open(json value) {
         if (++depth_ > kMaxNesting) throw Error(where(in_, nesting_message()));
-        if (depth_ == 1) root_object_ = v.is_object();
-        if (depth_ == 2 && root_object_ && top_key_ == "pid") pid_of(v);   // an array or object: refused
-        if (depth_ == 2 && root_object_ && top_key_ == "nodes" && v.is_array()) {
+        if (depth_ == 1) root_object_ = value.is_object();
+        if (depth_ == 2 && root_object_ && top_key_ == "pid") pid_of(value);   // an array or object: refused
+        if (depth_ == 2 && root_object_ && top_key_ == "nodes" && value.is_array()) {
             in_nodes_ = saw_nodes_ = true;
         } else if (depth_ == 3 && in_nodes_) {
-            node_ = std::move(v);
+            node_ = std::move(value);
             stack_.assign(1, &node_);
         } else if (depth_ > 3 && in_nodes_) {
-            stack_.push_back(insert(std::move(v)));
+            stack_.push_back(insert(std::move(value)));
         }
         return true;
     }
@@ -300,13 +302,13 @@ private:
         boundary();
         return true;
     }
-    bool scalar(json v) {
-        if (depth_ == 1 && root_object_ && top_key_ == "pid") pid_ = pid_of(v);
+    bool scalar(json value) {
+        if (depth_ == 1 && root_object_ && top_key_ == "pid") pid_ = pid_of(value);
         if (in_nodes_ && depth_ == 2) {   // a node that is not an object
-            node_ = std::move(v);
+            node_ = std::move(value);
             finish();
         } else if (in_nodes_ && depth_ >= 3) {
-            insert(std::move(v));
+            insert(std::move(value));
         }
         boundary();
         return true;
@@ -353,13 +355,13 @@ std::vector<Node> parse_nodes(const std::string& in, uint64_t max_input_size, in
     if (!reader.saw_nodes()) throw Error(where(in, "not an execution trace: no top-level 'nodes' array"));
     pid = reader.pid();
     devices = reader.devices();
-    std::sort(nodes.begin(), nodes.end(), [](const Node& a, const Node& b) { return a.id < b.id; });
+    std::sort(nodes.begin(), nodes.end(), [](const Node& lhs, const Node& rhs) { return lhs.id < rhs.id; });
     std::unordered_map<int64_t, size_t> at;
     for (size_t i = 0; i < nodes.size(); ++i) at[nodes[i].id] = i;
-    for (auto& x : nodes) {
-        if (x.parent == x.id) continue;
-        auto p = at.find(x.parent);
-        if (p != at.end()) nodes[p->second].has_children = true;
+    for (auto& node : nodes) {
+        if (node.parent == node.id) continue;
+        auto parent_at = at.find(node.parent);
+        if (parent_at != at.end()) nodes[parent_at->second].has_children = true;
     }
     return nodes;
 }

@@ -12,12 +12,12 @@
 
 namespace mhc::trace::import {
 
-uint32_t KStrings::intern(std::string_view s) {
-    auto it = index.find(s);   // heterogeneous lookup: no string built for known names
+uint32_t KStrings::intern(std::string_view name) {
+    auto it = index.find(name);   // heterogeneous lookup: no string built for known names
     if (it != index.end()) return it->second;
     uint32_t id = static_cast<uint32_t>(list.size());
-    list.emplace_back(s);
-    index.emplace(std::string(s), id);
+    list.emplace_back(name);
+    index.emplace(std::string(name), id);
     return id;
 }
 

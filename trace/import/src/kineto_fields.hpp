@@ -99,31 +99,42 @@ inline bool is_read_top_key(std::string_view key) {
 }
 
 // Key lookups switch on length first: they run for every key of every event.
-inline F event_key(const char* k, size_t n) {
-    std::string_view s(k, n);
+inline F event_key(const char* key, size_t n) {
+    std::string_view text(key, n);
     switch (n) {
-        case 2: return s == "ph" ? F::Ph : s == "ts" ? F::Ts : s == "id" ? F::Id : F::None;
-        case 3: return s == "cat" ? F::Cat : s == "pid" ? F::Pid : s == "tid" ? F::Tid : s == "dur" ? F::Dur : F::None;
-        case 4: return s == "name" ? F::Name : s == "args" ? F::Args : F::None;
+        case 2: return text == "ph" ? F::Ph : text == "ts" ? F::Ts : text == "id" ? F::Id : F::None;
+        case 3:
+            return text == "cat"   ? F::Cat
+                   : text == "pid" ? F::Pid
+                   : text == "tid" ? F::Tid
+                   : text == "dur" ? F::Dur
+                                   : F::None;
+        case 4: return text == "name" ? F::Name : text == "args" ? F::Args : F::None;
         default: return F::None;
     }
 }
 
-inline F arg_key(const char* k, size_t n) {
-    std::string_view s(k, n);
+inline F arg_key(const char* key, size_t n) {
+    std::string_view text(key, n);
     switch (n) {
-        case 4: return s == "grid" ? F::Grid : s == "Addr" ? F::Addr : s == "name" ? F::ArgName : F::None;
-        case 5: return s == "bytes" ? F::Bytes : s == "Bytes" ? F::MemBytes : s == "block" ? F::Block : F::None;
-        case 6: return s == "device" ? F::Device : s == "stream" ? F::Stream : s == "Ev Idx" ? F::EvIdx : F::None;
-        case 8: return s == "inDevice" ? F::InDevice : F::None;
-        case 9: return s == "Device Id" ? F::DevId : F::None;
-        case 10: return s == "sycl queue" ? F::SyclQueue : F::None;
-        case 11: return s == "correlation" ? F::Corr : s == "External id" ? F::ExtId : s == "Device Type" ? F::DevType : F::None;
-        case 13: return s == "shared memory" ? F::Smem : F::None;
-        case 14: return s == "Total Reserved" ? F::Reserved : F::None;
-        case 15: return s == "Total Allocated" ? F::Total : s == "Sequence number" ? F::SeqNr : F::None;
-        case 18: return s == "Record function id" ? F::RfId : F::None;
-        case 20: return s == "registers per thread" ? F::Regs : F::None;
+        case 4: return text == "grid" ? F::Grid : text == "Addr" ? F::Addr : text == "name" ? F::ArgName : F::None;
+        case 5:
+            return text == "bytes" ? F::Bytes : text == "Bytes" ? F::MemBytes : text == "block" ? F::Block : F::None;
+        case 6:
+            return text == "device" ? F::Device : text == "stream" ? F::Stream : text == "Ev Idx" ? F::EvIdx : F::None;
+        case 8: return text == "inDevice" ? F::InDevice : F::None;
+        case 9: return text == "Device Id" ? F::DevId : F::None;
+        case 10: return text == "sycl queue" ? F::SyclQueue : F::None;
+        case 11:
+            return text == "correlation"   ? F::Corr
+                   : text == "External id" ? F::ExtId
+                   : text == "Device Type" ? F::DevType
+                                           : F::None;
+        case 13: return text == "shared memory" ? F::Smem : F::None;
+        case 14: return text == "Total Reserved" ? F::Reserved : F::None;
+        case 15: return text == "Total Allocated" ? F::Total : text == "Sequence number" ? F::SeqNr : F::None;
+        case 18: return text == "Record function id" ? F::RfId : F::None;
+        case 20: return text == "registers per thread" ? F::Regs : F::None;
         default: return F::None;
     }
 }

@@ -59,13 +59,14 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
     bool too_deep = false;       // nesting past kMaxNesting: stops the parse
     GzSource* src = nullptr;     // streamed parse: marked between events (the input limit)
 
-    Handler(KinetoData& data, const std::string& p) : d(data), path(p) { stack.reserve(16); }
+    Handler(KinetoData& data, const std::string& file) : d(data), path(file) { stack.reserve(16); }
 
-    bool at(In w) const { return !stack.empty() && stack.back() == w; }
+    bool at(In container) const { return !stack.empty() && stack.back() == container; }
     bool in_event() const {
         if (stack.empty()) return false;
-        In w = stack.back();
-        return w == In::Event || w == In::Args || w == In::GridDims || w == In::BlockDims || w == In::EventOther;
+        In top = stack.back();
+        return top == In::Event || top == In::Args || top == In::GridDims || top == In::BlockDims ||
+               top == In::EventOther;
     }
     // Between top-level members and between the items of a top-level array (the events)
     // nothing of the input is held: the streamed parse may forget what it has read.
@@ -75,9 +76,9 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
     // The windowed parse walks the root object itself and hands each member value over.
     void open_root() { stack.assign(1, In::Root); }
     void close_root() { stack.clear(); }
-    bool enter(In w) {
+    bool enter(In container) {
         boundary();
-        stack.push_back(w);
+        stack.push_back(container);
         if (stack.size() > static_cast<size_t>(kMaxNesting)) too_deep = true;
         return !too_deep;
     }
@@ -125,19 +126,23 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
 
     bool StartObject() {
         not_number("an object");
-        In w = stack.empty()                     ? In::Root
-               : at(In::Events)                  ? In::Event
-               : at(In::Event) && key == F::Args ? In::Args
-               : at(In::Props)                   ? In::Prop
-               : at(In::Root) && key == F::TopKey && top_key == "distributedInfo" ? In::Dist
-               : in_event()                      ? In::EventOther
-                                                 : In::Other;
-        if (!enter(w) || !bad.empty()) return false;
-        if (w == In::Event) {
+        In opened = stack.empty()                                                      ? In::Root
+                    : at(In::Events)                                                   ? In::Event
+                    : at(In::Event) && key == F::Args                                  ? In::Args
+                    : at(In::Props)                                                    ? In::Prop
+                    : at(In::Root) && key == F::TopKey && top_key == "distributedInfo" ? In::Dist
+                    : in_event()                                                       ? In::EventOther
+                                                                                       : In::Other;
+        if (!enter(opened) || !bad.empty()) return false;
+        if (opened == In::Event) {
             e = KEvent{};
             seen_keys = 0;
         }
-        if (w == In::Prop) { dp_name.clear(); dp_id = -1; dp_mem = 0; }
+        if (opened == In::Prop) {
+            dp_name.clear();
+            dp_id = -1;
+            dp_mem = 0;
+        }
         key = F::None;
         return true;
     }
@@ -206,15 +211,15 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
             bad = std::string("'") + field_name(field) + "' appears twice in the event: its value is not one";
         return false;
     }
-    bool Key(const char* s, rapidjson::SizeType n, bool) {
-        const std::string_view name(s, n);
+    bool Key(const char* text, rapidjson::SizeType n, bool) {
+        const std::string_view name(text, n);
         switch (stack.empty() ? In::Other : stack.back()) {
             case In::Event:
-                key = event_key(s, n);
+                key = event_key(text, n);
                 if (key != F::None && !once(key)) return false;
                 break;
             case In::Args:
-                key = arg_key(s, n);
+                key = arg_key(text, n);
                 if (key != F::None && !once(key)) return false;
                 break;
             case In::Root:
@@ -227,7 +232,7 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
                     }
                     return false;
                 }
-                top_key.assign(s, n);
+                top_key.assign(text, n);
                 key = F::TopKey;
                 if (name.rfind("roctracer", 0) == 0 || name.rfind("rocprofiler", 0) == 0 || name.rfind("hip_", 0) == 0)
                     d.rocm = true;
@@ -239,42 +244,45 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
         return true;
     }
     // One integer field: parsed, then checked against [lo, hi]; otherwise `bad` names it.
-    bool field(const char* s, size_t n, const char* name, int64_t& out, int64_t lo, int64_t hi, bool addr = false) {
-        int64_t v = 0;
-        bool number = addr ? parse_addr(s, n, v) : parse_int(s, n, v);
-        if (!number || v < lo || v > hi) {
-            if (bad.empty()) bad = std::string(name) + " " + std::string(s, n) + (number ? " is out of range" : " is not an integer");
+    bool field(const char* text, size_t n, const char* name, int64_t& out, int64_t lo, int64_t hi, bool addr = false) {
+        int64_t value = 0;
+        bool number = addr ? parse_addr(text, n, value) : parse_int(text, n, value);
+        if (!number || value < lo || value > hi) {
+            if (bad.empty())
+                bad = std::string(name) + " " + std::string(text, n) +
+                      (number ? " is out of range" : " is not an integer");
             return false;
         }
-        out = v;
+        out = value;
         return true;
     }
     // A number: one dispatch on the container it is in (this runs for every number of the input).
-    void num(const char* s, size_t n) {
+    void num(const char* text, size_t n) {
         if (stack.empty()) return;
         switch (stack.back()) {
-            case In::Args: args_number(s, n); break;
-            case In::Event: event_number(s, n); break;
+            case In::Args: args_number(text, n); break;
+            case In::Event: event_number(text, n); break;
             case In::EventOther: break;
             case In::GridDims:
             case In::BlockDims: {
                 bool grid = stack.back() == In::GridDims;
                 int64_t value = 0;
-                if (dim_i < 3 && field(s, n, grid ? "args.grid" : "args.block", value, 0, INT32_MAX))
+                if (dim_i < 3 && field(text, n, grid ? "args.grid" : "args.block", value, 0, INT32_MAX))
                     (grid ? e.grid : e.block)[dim_i++] = static_cast<int32_t>(value);
                 return;
             }
             case In::Dist:   // the job identity (docs/trace-format.md): a rank below 2^24
-                if (key == F::DistRank) field(s, n, "distributedInfo.rank", d.rank, 0, 1 << 24);
-                if (key == F::DistWorld) field(s, n, "distributedInfo.world_size", d.world_size, 1, 1 << 24);
+                if (key == F::DistRank) field(text, n, "distributedInfo.rank", d.rank, 0, 1 << 24);
+                if (key == F::DistWorld) field(text, n, "distributedInfo.world_size", d.world_size, 1, 1 << 24);
                 break;
             case In::Root:   // the recording's own flags (docs/import.md): profile_memory only
-                if (key == F::TopKey && top_key == "profile_memory") root_flag(std::string_view(s, n));
+                if (key == F::TopKey && top_key == "profile_memory") root_flag(std::string_view(text, n));
                 break;
             case In::Prop: {
                 int64_t value = 0;
-                if (key == F::DpId && parse_int(s, n, value)) dp_id = value;
-                if (key == F::DpMem && field(s, n, "deviceProperties.totalGlobalMem", value, 0, kMaxBytes)) dp_mem = value;
+                if (key == F::DpId && parse_int(text, n, value)) dp_id = value;
+                if (key == F::DpMem && field(text, n, "deviceProperties.totalGlobalMem", value, 0, kMaxBytes))
+                    dp_mem = value;
                 return;
             }
             default: return;
@@ -335,49 +343,57 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
         }
     }
     std::string bad;   // set when a number cannot be used: stops the parse
-    bool RawNumber(const char* s, rapidjson::SizeType n, bool) {
-        num(s, n);
+    bool RawNumber(const char* text, rapidjson::SizeType n, bool) {
+        num(text, n);
         boundary();
         return bad.empty();
     }
-    bool String(const char* s, rapidjson::SizeType n, bool) {
+    bool String(const char* text, rapidjson::SizeType n, bool) {
         boundary();
         not_number("a string");
-        if (at(In::Prop) && key == F::DpName) dp_name.assign(s, n);
+        if (at(In::Prop) && key == F::DpName) dp_name.assign(text, n);
         if (at(In::Args) && key == F::ArgName) {
-            if (copy_strings) { own_arg_name.assign(s, n); e.arg_name = own_arg_name; }
-            else e.arg_name = {s, n};
+            if (copy_strings) {
+                own_arg_name.assign(text, n);
+                e.arg_name = own_arg_name;
+            } else e.arg_name = {text, n};
         }
-        if (at(In::Root) && key == F::TopKey && top_key == "profile_memory") root_flag({s, n});
+        if (at(In::Root) && key == F::TopKey && top_key == "profile_memory") root_flag({text, n});
         if (at(In::Event)) {
             switch (key) {
-                case F::Ph: e.ph = n ? s[0] : 0; break;
+                case F::Ph: e.ph = n ? text[0] : 0; break;
                 case F::Cat:
-                    if (copy_strings) { own_cat.assign(s, n); e.cat = own_cat; }
-                    else e.cat = {s, n};
+                    if (copy_strings) {
+                        own_cat.assign(text, n);
+                        e.cat = own_cat;
+                    } else e.cat = {text, n};
                     break;
                 case F::Name:
-                    if (copy_strings) { own_name.assign(s, n); e.name = own_name; }
-                    else e.name = {s, n};
+                    if (copy_strings) {
+                        own_name.assign(text, n);
+                        e.name = own_name;
+                    } else e.name = {text, n};
                     break;
                 // string pids/tids ("Traces", "stream 7"): a stable number
                 case F::Pid:
-                    e.pid = static_cast<int64_t>(std::hash<std::string_view>{}({s, n}) >> 2);
+                    e.pid = static_cast<int64_t>(std::hash<std::string_view>{}({text, n}) >> 2);
                     // The autograd profiler's own export (before Kineto): its processes by name
-                    if (std::string_view(s, n) == "CPU functions" || std::string_view(s, n) == "CUDA functions")
+                    if (std::string_view(text, n) == "CPU functions" || std::string_view(text, n) == "CUDA functions")
                         d.autograd_legacy = true;
                     break;
                 case F::Tid: {
-                    e.tid = static_cast<int64_t>(std::hash<std::string_view>{}({s, n}) >> 2);
-                    const std::string_view tid(s, n);   // "stream 7" (PyTorch 1.9), "Stream 7" (converters)
+                    e.tid = static_cast<int64_t>(std::hash<std::string_view>{}({text, n}) >> 2);
+                    const std::string_view tid(text, n);   // "stream 7" (PyTorch 1.9), "Stream 7" (converters)
                     int64_t stream = -1;
                     if (n > 7 && (tid.substr(0, 7) == "stream " || tid.substr(0, 7) == "Stream ") &&
-                        parse_int(s + 7, n - 7, stream) && stream >= 0)
+                        parse_int(text + 7, n - 7, stream) && stream >= 0)
                         e.tid_stream = stream;
                 } break;
                 case F::Id: {   // flow ids are sometimes strings: a number when they are one
-                    int64_t v = 0;
-                    e.id = parse_int(s, n, v) ? v : static_cast<int64_t>(std::hash<std::string_view>{}({s, n}) >> 2);
+                    int64_t number = 0;
+                    e.id = parse_int(text, n, number)
+                               ? number
+                               : static_cast<int64_t>(std::hash<std::string_view>{}({text, n}) >> 2);
                 } break;
                 default: break;
             }

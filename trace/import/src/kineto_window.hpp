@@ -23,7 +23,11 @@ constexpr unsigned kInsituFlags = kStreamFlags | rapidjson::kParseInsituFlag | r
 struct KeyCatcher : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, KeyCatcher> {
     std::string_view s;
     bool ok = false;
-    bool String(const char* p, rapidjson::SizeType n, bool) { s = {p, n}; ok = true; return true; }
+    bool String(const char* text, rapidjson::SizeType n, bool) {
+        s = {text, n};
+        ok = true;
+        return true;
+    }
     bool Default() { return false; }   // a key must be a string
 };
 
@@ -85,10 +89,10 @@ public:
                             if (split && base_ + beg_ == split->at && split->take_over()) return true;
                             if (stop && stop->load(std::memory_order_relaxed)) return false;
                             if (!value(h_) || !ws()) return false;
-                            char c = at();
+                            char next = at();
                             ++beg_;
-                            if (c == ']') break;
-                            if (c != ',' || !ws()) return false;
+                            if (next == ']') break;
+                            if (next != ',' || !ws()) return false;
                         }
                     }
                     h_.EndArray(0);
@@ -96,10 +100,10 @@ public:
                     return false;
                 }
                 if (!ws()) return false;
-                char c = at();
+                char next = at();
                 ++beg_;
-                if (c == '}') break;
-                if (c != ',') return false;
+                if (next == '}') break;
+                if (next != ',') return false;
             }
         }
         h_.close_root();
@@ -108,7 +112,7 @@ public:
     }
 
 private:
-    static constexpr size_t kCap = size_t(32) << 20, kKeep = size_t(4) << 20, kPad = 64;
+    static constexpr size_t kCap = size_t{32} << 20, kKeep = size_t{4} << 20, kPad = 64;
 
     // A member's key and the ':' after it, up to its value.
     bool member_key() {
@@ -146,8 +150,8 @@ private:
         while (true) {
             fill();
             while (beg_ < end_) {
-                char c = buf_[beg_];
-                if (c != ' ' && c != '\n' && c != '\r' && c != '\t') return true;
+                char ch = buf_[beg_];
+                if (ch != ' ' && ch != '\n' && ch != '\r' && ch != '\t') return true;
                 ++beg_;
             }
             if (eof_) return false;
@@ -169,7 +173,7 @@ private:
     Handler& h_;
     rapidjson::Reader reader_;
     std::vector<char> buf_;
-    size_t beg_ = 0, end_ = 0, cap_ = size_t(256) << 10, max_cap_, keep_;
+    size_t beg_ = 0, end_ = 0, cap_ = size_t{256} << 10, max_cap_, keep_;
     uint64_t base_ = 0;   // offset in the input of buf_[0]
     uint64_t limit_;      // the most bytes of one value (gzip input; plain files: no limit)
     bool eof_ = false;
