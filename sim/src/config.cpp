@@ -201,7 +201,7 @@ PrefetchSpec parse_prefetch(const std::string& text) {
         if (p.kind == PrefetchKind::Capuchin || p.kind == PrefetchKind::None)
             throw Error("prefetch policy '" + base + "' takes no argument");
         // The window follows the options' number grammar (docs/cli.md, "Numbers"): 08 was read as 8.
-        const std::string_view digits = std::string_view(text).substr(colon + 1);
+        const std::string_view digits = std::string_view{text}.substr(colon + 1);
         if (const std::string why = whole_number_refusal(digits, false); !why.empty())
             throw Error("prefetch '" + text + "': the window " + why);
         const auto window = parse_integer<int>(digits);

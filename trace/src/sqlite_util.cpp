@@ -128,11 +128,11 @@ sqlite3* open_existing(const std::string& file, bool writable, std::string& prob
 }
 
 std::string gzip_note(const std::string& file) {
-    std::FILE* f = std::fopen(file.c_str(), "rb");
-    if (!f) return "";
+    std::FILE* stream = std::fopen(file.c_str(), "rb");
+    if (!stream) return "";
     unsigned char magic[2] = {0, 0};
-    const size_t got = std::fread(magic, 1, 2, f);
-    std::fclose(f);
+    const size_t got = std::fread(magic, 1, 2, stream);
+    std::fclose(stream);
     if (got != 2 || magic[0] != 0x1f || magic[1] != 0x8b) return "";
     const bool gz = file.size() > 3 && file.compare(file.size() - 3, 3, ".gz") == 0;
     const std::string how = gz ? "gunzip -k " + file : "gunzip -c " + file + " > trace.db";

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string_view>
 
+#include "kineto_numbers.hpp"   // parse_int
 #include "kineto_parse.hpp"
 
 namespace mhc::trace::import {
@@ -113,9 +114,5 @@ std::optional<CopyKind> copy_direction(std::string_view memcpy_name);
 // The same, device to device where the name gives none (the mapping counts those:
 // KinetoData::copies_without_direction).
 CopyKind copy_kind_of(std::string_view memcpy_name);
-
-// An integer as written (a JSON number; an integral float such as 1e3 is taken too). False for
-// NaN, Inf, fractions beyond int64 and anything else (kineto_parse.cpp).
-bool parse_int(const char* s, size_t n, int64_t& out);
 
 }  // namespace mhc::trace::import

@@ -1,0 +1,465 @@
+// Real public Nsight Systems exports (2021 to 2025.5 schemas) and variants of them made with SQL:
+// NVTX rows, memory kinds and GPU tables mhc does not read, CUDA graphs traced whole, two
+// processes on one GPU, unified-memory migrations, exports without GPU tables and launches
+// without their kernel rows. The figures were read from the files with Python's sqlite3
+// (tests/data/public/SOURCES.md); tests/import/public_traces.py checks the same files against their
+// own accounting.
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <string>
+#include <tuple>
+#include <utility>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <sqlite3.h>
+
+#include "mhc/common/error.hpp"
+#include "mhc/trace/check.hpp"
+#include "public_variants.hpp"
+#include "util.hpp"
+
+namespace imp = mhc::trace::import;
+using mhc::trace::TraceData;
+
+TEST_CASE("nsys: a 2024.5 export (META_DATA_EXPORT, four A100s, one MPI rank's kernels)", "[import][nsys][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    TraceData trace = test::import_public(dir, "nsys/pipit-perlmutter-cloverleaf-cuda.sqlite", result);
+    CHECK(trace.kernels.size() == 1312);
+    REQUIRE(trace.copies.size() == 279);
+    CHECK(std::count(trace.copies.kind.begin(), trace.copies.kind.end(), mhc::trace::CopyKind::H2D) == 254);
+    CHECK(std::count(trace.copies.kind.begin(), trace.copies.kind.end(), mhc::trace::CopyKind::D2H) == 25);
+    CHECK(trace.meta.at("device_name") == "NVIDIA A100-SXM4-80GB");
+    CHECK(trace.meta.at("device_memory") == "84990623744");
+    // The version table was renamed META_DATA_EXPORT; it was read as "unknown" before.
+    CHECK(trace.meta.at("nsys.version") == "2024.5.1.113");
+    CHECK(trace.meta.at("nsys.schema_version") == "3.13.2");
+    int64_t kernel_ns = 0;
+    for (size_t i = 0; i < trace.kernels.size(); ++i) kernel_ns += trace.kernels.t_end[i] - trace.kernels.t_start[i];
+    CHECK(kernel_ns == 294404540);
+}
+
+TEST_CASE("nsys: NVTX rows that are no range or mark (a domain's creation, thread names) are not markers",
+          "[import][nsys][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // extra-p's export: 76 push/pop ranges (eventType 59) and the creation of the domain
+    // de.tu-darmstadt.parallel.extra_prof (75), which was a zero-length range at t = 0.
+    TraceData trace = test::import_public(dir, "nsys/extrap-concurrent-16-streams.sqlite", result);
+    CHECK(trace.markers.size() == 76);
+    for (size_t i = 0; i < trace.markers.size(); ++i)
+        CHECK(trace.str(trace.markers.name[i]) != "de.tu-darmstadt.parallel.extra_prof");
+    CHECK(trace.meta.at("nsys.nvtx_rows_not_ranges") == "1 (domain, category and thread names: not markers)");
+    // Time 0 is the earliest range ('main'), no longer the domain's creation 8,209 ns before it.
+    auto first = std::min_element(trace.markers.t_start.begin(), trace.markers.t_start.end());
+    CHECK(*first == 0);
+    CHECK(trace.str(trace.markers.name[static_cast<size_t>(first - trace.markers.t_start.begin())]) == "main");
+}
+
+TEST_CASE("nsys: a 2024.6 export of an H200 run with NVTX ranges", "[import][nsys][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // nvFuser's report1.sqlite: schema 3.16.1, 19 kernels (393,539 ns), one DtoH memcpy of 1 B and
+    // one memset of 4 B, 652 NVTX push/pop ranges (eventType 59), no CUDA_GPU_MEMORY_USAGE_EVENTS.
+    TraceData trace = test::import_public(dir, "nsys/fuser-h200-nsys-2024.6.sqlite", result);
+    CHECK(trace.kernels.size() == 19);
+    CHECK(test::kernel_time(trace) == 393539);
+    REQUIRE(trace.copies.size() == 2);
+    CHECK(std::count(trace.copies.kind.begin(), trace.copies.kind.end(), mhc::trace::CopyKind::D2H) == 1);
+    CHECK(std::count(trace.copies.kind.begin(), trace.copies.kind.end(), mhc::trace::CopyKind::Memset) == 1);
+    CHECK(trace.markers.size() == 652);
+    CHECK(trace.meta.at("nsys.version") == "2024.6.2.25");
+    CHECK(trace.meta.at("nsys.schema_version") == "3.16.1");
+    CHECK(trace.meta.at("device_name") == "NVIDIA H200");
+    CHECK(trace.meta.at("device_memory") == "150137864192");
+    CHECK(trace.meta.at("nsys.missing_tables") == "CUDA_GPU_MEMORY_USAGE_EVENTS");
+}
+
+TEST_CASE("nsys: a 2025.1 export (schema 3.17.1) of an H200 run with 13,513 NVTX ranges", "[import][nsys][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // nvFuser's report1.sqlite of March 2025: 18 kernels on stream 7 (10,167,602 ns), memcpys of
+    // 394,002,432 B and 2 B HtoD (copyKind 1) and 62,914,560 B DtoD (copyKind 8), three 4 B memsets.
+    TraceData trace = test::import_public(dir, "nsys/fuser-h200-nsys-2025.1.sqlite", result);
+    CHECK(trace.kernels.size() == 18);
+    CHECK(test::kernel_time(trace) == 10167602);
+    REQUIRE(trace.copies.size() == 6);
+    CHECK(std::count(trace.copies.kind.begin(), trace.copies.kind.end(), mhc::trace::CopyKind::H2D) == 2);
+    CHECK(std::count(trace.copies.kind.begin(), trace.copies.kind.end(), mhc::trace::CopyKind::D2D) == 1);
+    CHECK(std::count(trace.copies.kind.begin(), trace.copies.kind.end(), mhc::trace::CopyKind::Memset) == 3);
+    CHECK(std::accumulate(trace.copies.bytes.begin(), trace.copies.bytes.end(), int64_t{0}) ==
+          394002432 + 2 + 62914560 + 3 * 4);
+    CHECK(trace.markers.size() == 13513);
+    CHECK(trace.meta.at("nsys.version") == "2025.1.1.110");
+    CHECK(trace.meta.at("nsys.schema_version") == "3.17.1");
+    CHECK(trace.meta.at("device_memory") == "150121545728");
+    // Its META_DATA_CAPTURE row PROCESS_0:CUDA_GRAPH_TRACE_OPTIONS:MODE is Graph: a graph launch
+    // would be one CUPTI_ACTIVITY_KIND_GRAPH_TRACE row (it has none).
+    CHECK(trace.meta.at("nsys.cuda_graph_trace").rfind("Graph (META_DATA_CAPTURE", 0) == 0);
+    CHECK(trace.meta.count("nsys.graph_launches") == 0);
+}
+
+// A memory event's memKind is host memory (0 pageable, 1 pinned) or the GPU's (2-7: device,
+// array, managed, static, unknown; ENUM_CUDA_MEM_KIND of nsys 2022 to 2026). A kind a later nsys
+// adds is read as the GPU's, as before, but said: extra-p's con_kernel export (no enum table: the
+// eight kinds) with its first device allocation and its free (rowids 2 and 11, 40,000 B at
+// 47,315,943,424) of kind 9.
+TEST_CASE("nsys: a memory event of a memKind the export does not list is said", "[import][nsys][public]") {
+    test::TempDir dir;
+    const std::string in = dir.file("kind.sqlite");
+    test::public_variant("nsys/con_kernel.sqlite", in,
+                         "UPDATE CUDA_GPU_MEMORY_USAGE_EVENTS SET memKind = 9 WHERE address = 47315943424;");
+    imp::Result result;
+    TraceData trace = test::import_public_path(dir, in, result);
+    CHECK(mhc::trace::live_peak(trace, 0).bytes == 40160000);   // as the original: the GPU's
+    CHECK(trace.meta.at("nsys.unknown_memory_kinds") ==
+          "2 memory events of a memKind the export's ENUM_CUDA_MEM_KIND does not list (the first: 9) were read as "
+          "the GPU's memory");
+    CHECK(test::warned(result, "does not list"));
+    TraceData plain = test::import_public(dir, "nsys/con_kernel.sqlite", result);
+    CHECK(plain.meta.count("nsys.unknown_memory_kinds") == 0);
+}
+
+// NVTX_EVENTS.end may be NULL (the schema allows it): a mark has none, and a range that was
+// pushed or started and never ended while nsys recorded has none either. Such a range is a
+// marker of no length at its start, as before, but no longer in silence. The 2024.6 export's
+// first push/pop range (rowid 1, 'Fusion::resetTvUses', 4,130 ns) without its end, and a mark.
+// Tables of GPU memory and GPU samples the trace has no rows for are named with their row
+// counts: extra-p's 2022.1 exports hold Windows' per-process video memory usage and budget
+// (219 and 130 rows in con_kernel, sqlite3 2026-12-03), left out in silence before; a CUDA memory
+// pool's reservations (cudaMallocAsync: CUDA_GPU_MEMORY_POOL_EVENTS, added to a copy) likewise.
+TEST_CASE("nsys: rows of GPU memory tables mhc does not read are named and counted", "[import][nsys][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    TraceData plain = test::import_public(dir, "nsys/con_kernel.sqlite", result);
+    CHECK(plain.meta.at("nsys.unread_tables") == "GPU_MEMORY_USAGE_EVENTS 219, GPU_MEMORY_BUDGET_EVENTS 130");
+    CHECK(test::warned(result, "rows of tables mhc does not read were left out (GPU_MEMORY_USAGE_EVENTS 219"));
+    const std::string in = dir.file("pool.sqlite");
+    test::public_variant(
+        "nsys/con_kernel.sqlite", in,
+        "CREATE TABLE CUDA_GPU_MEMORY_POOL_EVENTS (start INTEGER NOT NULL, globalPid INTEGER, deviceId "
+        "INTEGER, address INTEGER, operationType INTEGER, poolType INTEGER, size INTEGER); INSERT INTO "
+        "CUDA_GPU_MEMORY_POOL_EVENTS VALUES (1, 1, 0, 4096, 0, 0, 33554432), (2, 1, 0, 4096, 1, 0, 0);");
+    TraceData pool = test::import_public_path(dir, in, result);
+    CHECK(pool.meta.at("nsys.unread_tables") ==
+          "CUDA_GPU_MEMORY_POOL_EVENTS 2, GPU_MEMORY_USAGE_EVENTS 219, GPU_MEMORY_BUDGET_EVENTS 130");
+    CHECK(pool.allocations.size() == plain.allocations.size());
+    // A 2025.1 export holds none of them: no line.
+    test::import_public(dir, "nsys/fuser-h200-nsys-2025.1.sqlite", result);
+    CHECK(!test::warned(result, "tables mhc does not read"));
+}
+
+TEST_CASE("nsys: an NVTX range without an end is said", "[import][nsys][public]") {
+    test::TempDir dir;
+    const std::string in = dir.file("open.sqlite");
+    test::public_variant("nsys/fuser-h200-nsys-2024.6.sqlite", in,
+                         "UPDATE NVTX_EVENTS SET end = NULL WHERE rowid = 1;"
+                         "UPDATE NVTX_EVENTS SET end = NULL, eventType = 34 WHERE rowid = 2;");
+    imp::Result result;
+    TraceData trace = test::import_public_path(dir, in, result);
+    CHECK(trace.markers.size() == 652);
+    CHECK(trace.meta.at("nsys.nvtx_unended_ranges") ==
+          "1 NVTX ranges have no end (pushed or started and never ended while nsys recorded; the first: "
+          "'Fusion::resetTvUses'): each is a marker of no length at its start");
+    CHECK(test::warned(result, "NVTX ranges have no end"));
+    TraceData plain = test::import_public(dir, "nsys/fuser-h200-nsys-2024.6.sqlite", result);
+    CHECK(plain.meta.count("nsys.nvtx_unended_ranges") == 0);
+}
+
+// nsys --cuda-graph-trace=graph writes each CUDA graph launch as one row of
+// CUPTI_ACTIVITY_KIND_GRAPH_TRACE and none of the graph's kernels in CUPTI_ACTIVITY_KIND_KERNEL:
+// read alone, such an export lost every graph's GPU time without a word.
+TEST_CASE("nsys: CUDA graph launches traced whole are kernel rows, said, not dropped", "[import][nsys][public]") {
+    test::TempDir dir;
+    // The 2025.1 export (18 kernels on device 0, stream 7, the last ending at 9,034,955,316 ns,
+    // correlation ids 167 to 2200) with the table and columns CUPTI_ActivityGraphTrace2 gives it:
+    // graph 4 twice (10,000 and 20,000 ns), graph 6 once (15,000 ns, starting 5,000 ns before
+    // graph 4's second launch ends: clamped to 10,000 ns), one launch of correlation 2200, whose
+    // kernel the kernel table holds (node-level tracing: not added again), and one launch that
+    // CUPTI could not time (start = end = 0: left out).
+    const std::string table =
+        "CREATE TABLE CUPTI_ACTIVITY_KIND_GRAPH_TRACE (start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER "
+        "NOT NULL, contextId INTEGER NOT NULL, streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER, "
+        "graphId INTEGER NOT NULL);"
+        "INSERT INTO CUPTI_ACTIVITY_KIND_GRAPH_TRACE VALUES (9034956316, 9034966316, 0, 1, 7, 3001, 1, 4),"
+        "(9034970000, 9034990000, 0, 1, 7, 3002, 1, 4), (9034985000, 9035000000, 0, 1, 7, 3004, 1, 6),"
+        "(9032815243, 9034955316, 0, 1, 7, 2200, 1, 5), (0, 0, 0, 1, 7, 3003, 1, 4);";
+    const std::string in = dir.file("graphs.sqlite");
+    test::public_variant("nsys/fuser-h200-nsys-2025.1.sqlite", in, table);
+    imp::Options opt;
+    opt.warn = false;
+    imp::Result result = imp::import_file(in, dir.file("graphs.db"), opt);
+    TraceData trace = mhc::trace::load_trace(dir.file("graphs.db"));
+    REQUIRE(mhc::trace::check_trace(trace).ok());
+    REQUIRE(trace.kernels.size() == 18 + 3);
+    CHECK(test::kernel_time(trace) == 10167602 + 10000 + 20000 + 10000);
+    int graph4 = 0, graph6 = 0;
+    for (size_t i = 0; i < trace.kernels.size(); ++i) {
+        graph4 += trace.str(trace.kernels.name[i]) == "CUDA graph 4";
+        graph6 += trace.str(trace.kernels.name[i]) == "CUDA graph 6";
+    }
+    CHECK(graph4 == 2);
+    CHECK(graph6 == 1);
+    CHECK(trace.meta.at("nsys.kernel_starts_clamped") == "1");
+    CHECK(trace.meta.at("nsys.graph_launches") ==
+          "3 CUDA graph launches of 2 graphs traced whole (CUPTI_ACTIVITY_KIND_GRAPH_TRACE, nsys "
+          "--cuda-graph-trace=graph; 45000 ns on the GPU): each is one kernel row named 'CUDA graph G'; 1 more whose "
+          "kernels the kernel table holds were not added; 1 without timestamps (start and end 0) left out");
+    CHECK(test::warned(result, "the graphs' own kernels are not in the file"));
+
+    // An export whose only GPU table is the graph trace is read, not refused for having none.
+    const std::string alone = dir.file("graphs-alone.sqlite");
+    test::public_variant("nsys/fuser-h200-nsys-2025.1.sqlite", alone,
+                         "DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL; DROP TABLE CUPTI_ACTIVITY_KIND_MEMCPY; "
+                         "DROP TABLE CUPTI_ACTIVITY_KIND_MEMSET;" +
+                             table);
+    TraceData only = test::import_public_path(dir, alone, result);
+    CHECK(only.kernels.size() == 4);   // with the launch of correlation 2200: no kernel holds it now
+    CHECK(only.meta.at("nsys.missing_tables").find("CUPTI_ACTIVITY_KIND_KERNEL") != std::string::npos);
+}
+
+// nsys profile over a launcher records several processes in one export (globalPid): each numbers
+// its streams and holds its address space on its own. Two processes on one GPU both had stream 7
+// (one lane: the second's kernels clamped behind the first's) and the same addresses (one
+// process's allocation freed the other's block).
+TEST_CASE("nsys: two processes on one GPU keep their own lanes and their own allocations", "[import][nsys][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // The 2025.1 export's 18 kernels (device 0, stream 7, 10,167,602 ns, none clamped) again as a
+    // second process's, 1,000 ns later: they overlap the first process's on the same stream number.
+    const std::string kernels = dir.file("two-processes.sqlite");
+    test::public_variant(
+        "nsys/fuser-h200-nsys-2025.1.sqlite", kernels,
+        "CREATE TEMP TABLE second AS SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL; UPDATE second SET globalPid = "
+        "globalPid + 1, start = start + 1000, end = end + 1000, correlationId = correlationId + 100000; "
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM second;");
+    TraceData two = test::import_public_path(dir, kernels, result);
+    REQUIRE(two.kernels.size() == 36);
+    CHECK(test::kernel_time(two) == 2 * 10167602);
+    CHECK(two.meta.at("nsys.kernel_starts_clamped") == "0");
+    CHECK(std::count(two.kernels.stream.begin(), two.kernels.stream.end(), 7) == 18);
+    CHECK(std::count(two.kernels.stream.begin(), two.kernels.stream.end(), (int64_t{1} << 40) + 7) == 18);
+    CHECK(two.meta.at("nsys.processes").rfind("2 processes (globalPid) in the export; 2 on device 0: ", 0) == 0);
+    CHECK(test::warned(result, "streams are per process"));
+
+    // extra-p's con_kernel export: 20 memory events of one process (device 0 and pinned host
+    // memory, each peaking at 40,160,000 B) again as a second process's, 1 ns later, at the same
+    // addresses. The file's own signed sum (frees first at one start) peaks at 80,320,000 B on
+    // each and ends at 0.
+    const std::string memory = dir.file("two-processes-memory.sqlite");
+    test::public_variant(
+        "nsys/con_kernel.sqlite", memory,
+        "CREATE TEMP TABLE second AS SELECT * FROM CUDA_GPU_MEMORY_USAGE_EVENTS; UPDATE second SET globalPid = "
+        "globalPid + 1, start = start + 1; INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS SELECT * FROM second;");
+    TraceData mem = test::import_public_path(dir, memory, result);
+    for (int32_t device : {-1, 0}) {
+        std::vector<std::pair<int64_t, int64_t>> changes;   // frees before allocations at one instant
+        for (size_t i = 0; i < mem.allocations.size(); ++i) {
+            if (mem.allocations.device[i] != device) continue;
+            changes.emplace_back(mem.allocations.t_alloc[i], mem.allocations.bytes[i]);
+            if (mem.allocations.t_free[i] != mhc::trace::kNoTime)
+                changes.emplace_back(mem.allocations.t_free[i], -mem.allocations.bytes[i]);
+        }
+        std::sort(changes.begin(), changes.end());
+        int64_t live = 0, peak = 0;
+        for (const auto& change : changes) peak = std::max(peak, live += change.second);
+        INFO("device " << device);
+        CHECK(peak == 80320000);
+        CHECK(live == 0);
+    }
+    CHECK(mem.meta.at("nsys.memory_processes").rfind("20 memory events of processes after the first", 0) == 0);
+}
+
+TEST_CASE("nsys: a 2021 export without a version table, with memcpys, memsets and synchronisation rows",
+          "[import][nsys][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // Mordred's report1.sqlite (July 2021, a Quadro RTX 6000): no EXPORT_META_DATA, 12 kernels on
+    // one stream (8,544,420 ns), 48 memcpys (45 HtoD of 126,162 B, 3 DtoH of 504,000 B), 12 memsets
+    // (21,651,120 B), CUPTI_ACTIVITY_KIND_SYNCHRONIZATION rows (not device work), no NVTX or memory table.
+    TraceData trace = test::import_public(dir, "nsys/mordred-quadro-rtx6000-nsys-2021.sqlite", result);
+    CHECK(trace.kernels.size() == 12);
+    CHECK(test::kernel_time(trace) == 8544420);
+    REQUIRE(trace.copies.size() == 60);
+    int64_t h2d = 0, d2h = 0, memset = 0;
+    for (size_t i = 0; i < trace.copies.size(); ++i) {
+        const auto kind = trace.copies.kind[i];
+        (kind == mhc::trace::CopyKind::H2D ? h2d : kind == mhc::trace::CopyKind::D2H ? d2h : memset) += trace.copies.bytes[i];
+    }
+    CHECK(h2d == 126162);
+    CHECK(d2h == 504000);
+    CHECK(memset == 21651120);
+    CHECK(std::count(trace.copies.kind.begin(), trace.copies.kind.end(), mhc::trace::CopyKind::Memset) == 12);
+    CHECK(trace.meta.at("nsys.schema_version") == "unknown");
+    CHECK(trace.meta.at("device_name") == "Quadro RTX 6000");
+    CHECK(trace.meta.at("device_memory") == "25396838400");
+    CHECK(trace.meta.at("nsys.missing_tables") == "CUDA_GPU_MEMORY_USAGE_EVENTS,NVTX_EVENTS");
+}
+
+TEST_CASE("nsys: a 2025.5 export (schema 3.23.3) whose run made one memset and no kernel", "[import][nsys][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // WeatherBench2's report1.sqlite (November 2025, a GeForce RTX 4060): 23 CUDA API calls, one
+    // cudaMemsetAsync (4,608 B, 1,472 ns on the GPU), no kernel, memcpy, memory or NVTX table;
+    // recorded with CUDA_GRAPH_TRACE_OPTIONS:MODE Graph and COLLECT_GPU_MEMORY_USAGE false.
+    TraceData trace = test::import_public(dir, "nsys/weatherbench2-rtx4060-nsys-2025.5.sqlite", result);
+    CHECK(trace.kernels.size() == 0);
+    REQUIRE(trace.copies.size() == 1);
+    CHECK(trace.copies.kind[0] == mhc::trace::CopyKind::Memset);
+    CHECK(trace.copies.bytes[0] == 4608);
+    CHECK(trace.copies.t_end[0] - trace.copies.t_start[0] == 1472);
+    CHECK(trace.meta.at("nsys.version") == "2025.5.1.121");
+    CHECK(trace.meta.at("nsys.schema_version") == "3.23.3");
+    CHECK(trace.meta.at("device_name") == "NVIDIA GeForce RTX 4060");
+    CHECK(trace.meta.at("nsys.cuda_graph_trace").rfind("Graph", 0) == 0);
+    CHECK(trace.meta.at("allocations").find("COLLECT_GPU_MEMORY_USAGE=false") != std::string::npos);
+}
+
+TEST_CASE("nsys: an export without GPU tables says whether CUDA was traced, from its capture options",
+          "[import][nsys][public]") {
+    test::TempDir dir;
+    // nsys 2025.1's META_DATA_CAPTURE has PROCESS_0:COLLECT_CUDA_TRACE=true and
+    // PROCESS_0:COLLECT_GPU_MEMORY_USAGE=false (sqlite3, SOURCES.md): no memory table, and why.
+    imp::Result result;
+    TraceData trace = test::import_public(dir, "nsys/fuser-h200-nsys-2025.1.sqlite", result);
+    CHECK(trace.meta.at("allocations").find("COLLECT_GPU_MEMORY_USAGE=false") != std::string::npos);
+    const std::string no_gpu_tables =
+        "DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL; DROP TABLE CUPTI_ACTIVITY_KIND_MEMCPY;"
+        "DROP TABLE CUPTI_ACTIVITY_KIND_MEMSET;";
+    SECTION("memory usage recorded, nothing allocated: the advice to record it is not given") {
+        const std::string in = dir.file("memory-on.sqlite");
+        test::public_variant(
+            "nsys/fuser-h200-nsys-2025.1.sqlite", in,
+            "UPDATE META_DATA_CAPTURE SET value = 'true' WHERE name LIKE '%COLLECT_GPU_MEMORY_USAGE';");
+        imp::Options opt;
+        opt.warn = false;
+        imp::import_file(in, dir.file("memory-on.db"), opt);
+        const TraceData on = mhc::trace::load_trace(dir.file("memory-on.db"));
+        CHECK(on.meta.at("allocations").rfind("none (GPU memory usage was recorded", 0) == 0);
+        CHECK(on.meta.at("allocations").find("--cuda-memory-usage") == std::string::npos);
+    }
+    SECTION("CUDA traced, no GPU work recorded (as an RTX 5060 Ti run of nsys 2025.1 whose kernels never ran)") {
+        const std::string in = dir.file("runtime-only.sqlite");
+        test::public_variant("nsys/fuser-h200-nsys-2025.1.sqlite", in, no_gpu_tables);
+        const std::string error = test::import_error(dir, in);
+        CHECK(error.find("none of the tables mhc reads") != std::string::npos);
+        CHECK(error.find("CUDA was traced (CUPTI_ACTIVITY_KIND_RUNTIME holds its API calls)") != std::string::npos);
+    }
+    SECTION("CUDA tracing on, nothing recorded (as a 2023.3 export of an OpenMP offload run)") {
+        const std::string in = dir.file("nothing.sqlite");
+        test::public_variant("nsys/fuser-h200-nsys-2025.1.sqlite", in,
+                             no_gpu_tables + "DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME;");
+        const std::string error = test::import_error(dir, in);
+        CHECK(error.find(
+                  "CUDA tracing was on (META_DATA_CAPTURE COLLECT_CUDA_TRACE=true) but nsys recorded no CUDA call") !=
+              std::string::npos);
+    }
+    SECTION("CUDA not traced (as nsys 2026.1 and 2026.2 exports of NVTX only)") {
+        const std::string in = dir.file("no-cuda.sqlite");
+        test::public_variant("nsys/fuser-h200-nsys-2025.1.sqlite", in,
+                             no_gpu_tables +
+                                 "DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME;"
+                                 "UPDATE META_DATA_CAPTURE SET value = 'false' WHERE name LIKE '%COLLECT_CUDA_TRACE';");
+        const std::string error = test::import_error(dir, in);
+        CHECK(error.find("CUDA was not traced (META_DATA_CAPTURE COLLECT_CUDA_TRACE=false") != std::string::npos);
+    }
+    // nsys 2023.1 (schema 3.1.2) writes its version and no capture options: three such exports
+    // of a Python process whose CUDA calls were not traced (nikitinvv/recon-stream, not kept: no
+    // licence) were refused as "unknown version or nothing was traced", their version in the file.
+    SECTION("a known version without capture options, nothing traced (as three nsys 2023.1 exports)") {
+        const std::string in = dir.file("known-version.sqlite");
+        test::public_variant("nsys/fuser-h200-nsys-2025.1.sqlite", in,
+                             no_gpu_tables + "DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME; DROP TABLE META_DATA_CAPTURE;");
+        const std::string error = test::import_error(dir, in);
+        CHECK(error.find("(schema 3.17.1) has none of the tables mhc reads") != std::string::npos);
+        CHECK(error.find("no CUDA call and no GPU activity was traced (no CUPTI_ACTIVITY_KIND_RUNTIME: record with "
+                         "nsys profile --trace=cuda)") != std::string::npos);
+        CHECK(error.find("unknown version") == std::string::npos);
+        // Without its version table too, the version is unknown, and the refusal says so.
+        const std::string unknown = dir.file("unknown-version.sqlite");
+        test::public_variant("nsys/fuser-h200-nsys-2025.1.sqlite", unknown,
+                             no_gpu_tables +
+                                 "DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME; DROP TABLE META_DATA_CAPTURE; DROP TABLE "
+                                 "META_DATA_EXPORT;");
+        CHECK(test::import_error(dir, unknown).find("unknown version or nothing was traced") != std::string::npos);
+    }
+}
+
+TEST_CASE("nsys: unified-memory page migrations (memcpy copyKind 11-13) are copies on stream 0, said",
+          "[import][nsys][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // cestwc/balinski-and-gomory-cuda's Nsight Systems 2025.5.1 export (schema 3.23.3) of a
+    // cudaMallocManaged solver on one of two RTX 3090s (Python's sqlite3): 86 kernels on stream 7
+    // of device 0 (4,566,039 ns), 56 memcpy rows and 2 memsets; 49 of the memcpys are unified
+    // memory's migrations (copyKind 11 UVM HtoD: 25 rows, 274,432 B; 12 UVM DtoH: 24, 212,992 B;
+    // migrationCause 2 "Page fault" 44, 3 "Speculative prefecth" 5, as the export's
+    // ENUM_CUDA_UNIF_MEM_MIGRATION spells it), all with streamId 0; the other 7 are cudaMemcpy
+    // calls on stream 7 (4 HtoD, 160 B; 3 DtoH, 72 B). Before 2026-12-05 the migrations were read
+    // as the program's copies without a word.
+    TraceData uvm = test::import_public(dir, "nsys/cestwc-rtx3090-uvm-nsys-2025.5.sqlite", result);
+    CHECK(uvm.kernels.size() == 86);
+    int64_t kernel_ns = 0;
+    for (size_t i = 0; i < uvm.kernels.size(); ++i) kernel_ns += uvm.kernels.t_end[i] - uvm.kernels.t_start[i];
+    CHECK(kernel_ns == 4566039);
+    CHECK(uvm.copies.size() == 58);
+    std::map<std::tuple<int, int64_t>, std::pair<int64_t, int64_t>> lanes;   // (kind, stream) -> rows, bytes
+    for (size_t i = 0; i < uvm.copies.size(); ++i) {
+        auto& lane = lanes[{static_cast<int>(uvm.copies.kind[i]), uvm.copies.stream[i]}];
+        ++lane.first;
+        lane.second += uvm.copies.bytes[i];
+    }
+    const int h2d = static_cast<int>(mhc::trace::CopyKind::H2D), d2h = static_cast<int>(mhc::trace::CopyKind::D2H);
+    CHECK(lanes.at({h2d, 0}) == std::pair<int64_t, int64_t>{25, 274432});
+    CHECK(lanes.at({d2h, 0}) == std::pair<int64_t, int64_t>{24, 212992});
+    CHECK(lanes.at({h2d, 7}) == std::pair<int64_t, int64_t>{4, 160});
+    CHECK(lanes.at({d2h, 7}) == std::pair<int64_t, int64_t>{3, 72});
+    CHECK(uvm.meta.at("nsys.version") == "2025.5.1.121");
+    CHECK(uvm.meta.at("nsys.uvm_migrations") ==
+          "49 memcpy rows are unified-memory page migrations (25 UVM HtoD (274432 B), 24 UVM DtoH (212992 B); "
+          "migration cause: 44 Page fault, 5 Speculative prefecth): the driver moving managed memory, not "
+          "cudaMemcpy calls; imported as copies on stream 0 (CUPTI gives them no stream)");
+    CHECK(test::warned(result, "49 memcpy rows are unified-memory page migrations"));
+    // An export without such rows says nothing of them (the 2024.6 H200 export: a DtoH memcpy).
+    TraceData h200 = test::import_public(dir, "nsys/fuser-h200-nsys-2024.6.sqlite", result);
+    CHECK(h200.meta.count("nsys.uvm_migrations") == 0);
+}
+
+// The same for an Nsight Systems export: a CUPTI_ACTIVITY_KIND_RUNTIME launch that returned success
+// and whose correlationId no kernel, memcpy, memset or graph row carries. None in any export read
+// here; con_kernel (extra-p, nsys 2022.1: 7 cudaLaunchKernel_v7000 calls, correlation ids 122, 124,
+// 129, 133, 135, 138, 141, Python's sqlite3) with the kernels of 124 and 133 deleted, as a recording
+// that lost them; then with a stream capture begun before the first launch (captured, not run).
+TEST_CASE("nsys: kernel launches without their kernel rows are said (captured ones apart)", "[import][nsys][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    const std::string key = "nsys.launches_without_kernel";
+    TraceData whole = test::import_public(dir, "nsys/con_kernel.sqlite", result);
+    CHECK(whole.meta.count(key) == 0);
+    const std::string lost = dir.file("lost.sqlite");
+    test::public_variant("nsys/con_kernel.sqlite", lost,
+                         "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE correlationId IN (124, 133);");
+    TraceData missing = test::import_public_path(dir, lost, result);
+    CHECK(missing.kernels.size() == whole.kernels.size() - 2);
+    CHECK(missing.meta.at(key) ==
+          "2 of 7 kernel launches (CUPTI_ACTIVITY_KIND_RUNTIME calls that launch kernels or CUDA graphs, returning "
+          "success) have no kernel, memcpy, memset or graph row of their correlationId: 2 not recorded (the first: "
+          "CUPTI_ACTIVITY_KIND_RUNTIME row 25 'cudaLaunchKernel_v7000')");
+    CHECK(test::warned(result, "2 of the export's 7 kernel launches have no kernel, memcpy, memset or graph row"));
+    const std::string captured = dir.file("captured.sqlite");
+    test::public_variant(
+        "nsys/con_kernel.sqlite", captured,
+        "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE correlationId IN (124, 133);"
+        "INSERT INTO StringIds (id, value) VALUES (99999, 'cudaStreamBeginCapture_v10000');"
+        "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, eventClass, globalTid, correlationId, nameId, "
+        "returnValue) SELECT MIN(start) - 1, MIN(start) - 1, 0, 72058132318159760, 0, 99999, 0 "
+        "FROM CUPTI_ACTIVITY_KIND_RUNTIME;");
+    TraceData in_capture = test::import_public_path(dir, captured, result);
+    CHECK(in_capture.meta.at(key) ==
+          "2 of 7 kernel launches (CUPTI_ACTIVITY_KIND_RUNTIME calls that launch kernels or CUDA graphs, returning "
+          "success) have no kernel, memcpy, memset or graph row of their correlationId: 2 made while a stream capture "
+          "was open (captured into a CUDA graph, not run)");
+    CHECK_FALSE(test::warned(result, "kernel launches have no kernel"));
+}

@@ -1,0 +1,369 @@
+// Reading an execution trace's nodes (et_nodes.hpp): a streamed SAX parse of the JSON, each
+// element of "nodes" built as a small DOM and decoded (ids, name, tensors and their devices).
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <istream>
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "et_nodes.hpp"
+#include "limits.hpp"
+#include "mhc/common/error.hpp"
+#include "source.hpp"
+
+namespace mhc::trace::import {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr int32_t kNoMemory = INT32_MIN;   // a meta tensor: a shape without storage
+
+// A tensor's device: -1 for the host ("cpu", or none named), kNoMemory for "meta", else the
+// index of any accelerator ("cuda" alone is cuda:0; ROCm builds write "cuda" too). Before
+// 2026-12-03 only "cuda" was a device: an XPU, HPU, MTIA or custom-backend trace's device
+// memory was imported as the host's, without a word.
+// A device written otherwise (a number, "cuda:x", an index past 4095) is bad input (`bad` names
+// it): before 2026-12-03 it was the host's, without a word.
+int32_t device_of(const json& value, DeviceTypes& types, std::string& bad) {
+    if (value.is_null()) return -1;
+    if (!value.is_string()) {
+        if (bad.empty()) bad = "device " + value.dump() + " is not a device name";
+        return -1;
+    }
+    const std::string& text = value.get_ref<const std::string&>();
+    const size_t colon = text.find(':');
+    const std::string type = text.substr(0, colon);
+    if (type.empty()) return -1;
+    ++types[type];
+    if (type == "cpu") return -1;
+    if (type == "meta") return kNoMemory;
+    if (colon == std::string::npos) return 0;
+    const char* digits = text.c_str() + colon + 1;
+    char* end = nullptr;
+    const long index = std::strtol(digits, &end, 10);
+    if (end == digits || *end != '\0' || index < 0 || index >= 4096) {
+        if (bad.empty()) bad = "device '" + text + "' is not TYPE:N with N in [0, 4096)";
+        return -1;
+    }
+    return static_cast<int32_t>(index);
+}
+
+// An integer field of a node (ctrl_deps or parent, rf_id, tid, seq_id): PyTorch writes integers;
+// anything else is bad input (`bad` names it), where it was read as -1 (no parent, no thread)
+// before 2026-12-03.
+int64_t int_of(const json& value, const char* what, std::string& bad) {
+    if (value.is_number_integer() && !(value.is_number_unsigned() && value.get<uint64_t>() > INT64_MAX)) return value.get<int64_t>();
+    if (value.is_number_unsigned()) return -1;   // a uint64 handle past int64: no id this import can use
+    if (bad.empty()) bad = std::string(what) + " " + value.dump() + " is not an integer";
+    return -1;
+}
+
+int64_t as_i64(const json& value) {
+    if (value.is_number_integer() || value.is_number_unsigned()) return value.get<int64_t>();
+    if (value.is_number_float()) {
+        double number = value.get<double>();
+        return number > -9e18 && number < 9e18 ? static_cast<int64_t>(number) : -1;
+    }
+    return -1;
+}
+
+// [tensor_id, storage_id, offset, numel, itemsize, device] (schema 1.0.1 on: PyTorch's
+// execution_graph_observer.cpp, later execution_trace_observer.cpp). Zero storage, numel or itemsize is an undefined
+// tensor (skipped); a field that is not an integer, is negative, or is past 2^40 elements/offset or 64-byte items is
+// bad input (`bad` names it). So is a tensor of another length: schema 1.0.0 (PyTorch's
+// execution_graph_observer.cpp) wrote [tensor_id, storage_id, offset, numel, itemsize], without
+// the device, and before 2026-12-03 such a tensor was the host's, in silence.
+void tensor_from(const json& value, std::vector<TensorUse>& out, std::string& bad, DeviceTypes& types) {
+    // An empty array is an undefined tensor (skipped). Anything else that is not an array of
+    // numbers was skipped in silence before 2026-12-03: its op lost the access.
+    if (value.is_array() && value.empty()) return;
+    if (!value.is_array() || !value[0].is_number()) {
+        if (bad.empty()) {
+            std::string shown = value.dump();
+            if (shown.size() > 40) shown = shown.substr(0, 40) + "...";
+            bad = (value.is_array() ? "has a first field (tensor_id) that is not a number: " : "is not an array: ") +
+                  shown + ", not [tensor_id, storage_id, offset, numel, itemsize, device]";
+        }
+        return;
+    }
+    if (value.size() != 6) {
+        if (bad.empty())
+            bad = value.size() == 5 ? "has 5 fields, no device (schema 1.0.0's [tensor_id, storage_id, offset, numel, "
+                                      "itemsize]): its memory's device is unknown; recorded before schema 1.0.1"
+                                    : "has " + std::to_string(value.size()) +
+                                          " fields, not 6 ([tensor_id, storage_id, offset, numel, itemsize, device])";
+        return;
+    }
+    static const char* names[] = {"tensor_id", "storage_id", "offset", "numel", "itemsize"};
+    static const int64_t max[] = {INT64_MAX, INT64_MAX, INT64_C(1) << 40, INT64_C(1) << 40, 64};
+    int64_t parsed[5] = {};
+    for (int k = 1; k < 5; ++k) {
+        parsed[k] = value[k].is_number_integer() ? as_i64(value[k]) : -1;
+        if (parsed[k] < 0 || parsed[k] > max[k]) {
+            if (bad.empty()) bad = std::string(names[k]) + " " + value[k].dump() + " is out of range";
+            return;
+        }
+    }
+    int64_t storage = parsed[1], offset = parsed[2], numel = parsed[3], item = parsed[4];
+    if (storage == 0 || numel == 0 || item == 0) return;
+    const int32_t device = device_of(value[5], types, bad);
+    if (device == kNoMemory) return;
+    out.push_back({storage, device, (offset + numel) * item});   // < 2^47
+}
+
+// The element types of "GenericList[A,B[C,D],E]": A, B[C,D] and E (split at its top level).
+std::vector<std::string_view> element_types(std::string_view type) {
+    std::vector<std::string_view> out;
+    const size_t open = type.find('[');
+    if (open == std::string_view::npos || type.back() != ']') return out;
+    int depth = 0;
+    size_t start = open + 1;
+    for (size_t i = start; i + 1 < type.size(); ++i) {
+        const char ch = type[i];
+        if (ch == '[' || ch == '(') ++depth;
+        else if (ch == ']' || ch == ')') --depth;
+        else if (ch == ',' && depth == 0) {
+            out.push_back(type.substr(start, i - start));
+            start = i + 1;
+        }
+    }
+    out.push_back(type.substr(start, type.size() - 1 - start));
+    return out;
+}
+
+// One value of `type`: a tensor, or a list holding tensors at any depth (a collective's list of
+// lists: c10d::allgather_'s GenericList[GenericList[Tensor(float),Tensor(float)]]), each element
+// by its own type. Before 2026-12-03 only one level was read: the tensors of nested lists were
+// no access of their op, and their storages' lifetimes could end early.
+void typed_value(std::string_view type, const json& value, std::vector<TensorUse>& out, std::string& bad,
+                 DeviceTypes& devices, int depth) {
+    if (type.rfind("Tensor", 0) == 0) {
+        tensor_from(value, out, bad, devices);
+        return;
+    }
+    if (type.rfind("GenericList", 0) != 0 || type.find("Tensor") == std::string_view::npos || !value.is_array() ||
+        depth >= 16)
+        return;
+    const std::vector<std::string_view> types = element_types(type);
+    for (size_t i = 0; i < value.size(); ++i) {
+        if (types.size() == value.size()) typed_value(types[i], value[i], out, bad, devices, depth + 1);
+        else tensor_from(value[i], out, bad, devices);   // types not one per element: a list of tensors
+    }
+}
+
+// The tensors of one list of values (`field`: "inputs", "outputs.values", ...); a bad tensor's
+// message ends with the value it is in ("(inputs[2])").
+void values_from(const json& values, const json& types, const char* field, std::vector<TensorUse>& out,
+                 std::string& bad, DeviceTypes& devices) {
+    if (!values.is_array() || !types.is_array()) return;
+    for (size_t i = 0; i < values.size() && i < types.size(); ++i) {
+        if (!types[i].is_string()) continue;
+        const bool was_good = bad.empty();
+        typed_value(types[i].get_ref<const std::string&>(), values[i], out, bad, devices, 0);
+        if (was_good && !bad.empty()) bad += " (" + std::string(field) + "[" + std::to_string(i) + "])";
+    }
+}
+
+// One element of "nodes" (a small DOM) -> Node.
+Node node_from(const std::string& in, const json& n, size_t row, DeviceTypes& devices) {
+    if (!n.is_object() || !n.contains("id") || !n["id"].is_number())
+        throw Error(where(in, "nodes[" + std::to_string(row) + "]: no numeric 'id'"));
+    const json& id = n["id"];
+    if (!id.is_number_integer() || (id.is_number_unsigned() && id.get<uint64_t>() > INT64_MAX))
+        throw Error(where(in, "nodes[" + std::to_string(row) + "]: 'id' " + id.dump() + " is not an int64 integer"));
+    Node node;
+    node.id = id.get<int64_t>();
+    std::string bad, field_bad;
+    if (n.contains("name") && n["name"].is_string()) node.name = n["name"].get<std::string>();
+    auto ins = n.find("inputs");
+    auto outs = n.find("outputs");
+    if (ins != n.end() && ins->is_object()) {   // Chakra style: {values, shapes, types}, attrs list
+        values_from(ins->value("values", json()), ins->value("types", json()), "inputs.values", node.ins, bad, devices);
+        if (outs != n.end() && outs->is_object())
+            values_from(outs->value("values", json()), outs->value("types", json()), "outputs.values", node.outs, bad,
+                        devices);
+        if (n.contains("ctrl_deps")) node.parent = int_of(n["ctrl_deps"], "ctrl_deps", field_bad);
+        if (n.contains("attrs") && n["attrs"].is_array())
+            for (const auto& attr : n["attrs"]) {
+                if (!attr.is_object() || !attr.contains("name") || !attr.contains("value")) continue;
+                if (attr["name"] == "rf_id") node.rf_id = int_of(attr["value"], "attrs rf_id", field_bad);
+                if (attr["name"] == "tid") node.tid = int_of(attr["value"], "attrs tid", field_bad);
+                if (attr["name"] == "seq_id") node.seq = int_of(attr["value"], "attrs seq_id", field_bad);
+            }
+    } else {   // 1.0.x style: inputs / input_types lists
+        if (ins != n.end()) values_from(*ins, n.value("input_types", json()), "inputs", node.ins, bad, devices);
+        if (outs != n.end()) values_from(*outs, n.value("output_types", json()), "outputs", node.outs, bad, devices);
+        if (n.contains("parent")) node.parent = int_of(n["parent"], "parent", field_bad);
+        if (n.contains("rf_id")) node.rf_id = int_of(n["rf_id"], "rf_id", field_bad);
+        if (n.contains("tid")) node.tid = int_of(n["tid"], "tid", field_bad);
+        if (n.contains("seq_id")) node.seq = int_of(n["seq_id"], "seq_id", field_bad);
+    }
+    if (!field_bad.empty())
+        throw Error(where(in, "nodes[" + std::to_string(row) + "] (id " + std::to_string(node.id) + "): " + field_bad));
+    if (!bad.empty()) throw Error(where(in, "nodes[" + std::to_string(row) + "]: tensor " + bad));
+    return node;
+}
+
+// SAX over the streamed JSON: each element of the top-level "nodes" array is built as a small
+// DOM, turned into a Node and dropped, so memory holds the Nodes kept, not the JSON (a DOM of
+// the whole file took several bytes per input byte). Depth is bounded (kMaxNesting), and the
+// gzip input limit counts the bytes of one node or top-level member.
+class NodeReader {
+public:
+    NodeReader(const std::string& in, GzSource& src, GzStreamBuf& buf, std::vector<Node>& out)
+        : in_(in), src_(src), buf_(buf), out_(out) {}
+
+    bool null() { return scalar(json(nullptr)); }
+    bool boolean(bool value) { return scalar(json(value)); }
+    bool number_integer(json::number_integer_t value) { return scalar(json(value)); }
+    bool number_unsigned(json::number_unsigned_t value) { return scalar(json(value)); }
+    bool number_float(json::number_float_t value, const json::string_t&) { return scalar(json(value)); }
+    bool string(json::string_t& value) { return scalar(json(std::move(value))); }
+    bool binary(json::binary_t&) { return scalar(json()); }   // not produced by JSON text
+    bool start_object(std::size_t) { return open(json::object()); }
+    bool start_array(std::size_t) { return open(json::array()); }
+    bool key(json::string_t& name) {
+        if (depth_ == 1) {
+            // The members this reader reads, written twice: JSON readers keep the first or the last
+            // (Python's json: the last), so the file has no one meaning. Before 2026-12-05 a second
+            // "nodes" array was read after the first, where Python's json sees only the second.
+            if ((name == "nodes" || name == "pid") && !top_keys_.insert(name).second)
+                throw Error(
+                    where(in_, "the top-level key '" + name +
+                                   "' appears twice: JSON readers take either one, so the file has no one meaning"));
+            top_key_ = name;
+            boundary();
+        } else if (depth_ >= 3 && in_nodes_) {
+            key_ = std::move(name);
+        }
+        return true;
+    }
+    bool end_object() { return close(); }
+    bool end_array() { return close(); }
+    bool parse_error(std::size_t pos, const std::string&, const nlohmann::detail::exception& failure) {
+        std::string message = failure.what();
+        auto cut = message.find("] ");   // drop nlohmann's "[json.exception.parse_error.101] "
+        error_ = "invalid JSON at byte " + std::to_string(pos) + ": " +
+                 (cut == std::string::npos ? message : message.substr(cut + 2));
+        return false;
+    }
+
+    const std::string& error() const { return error_; }
+    bool saw_nodes() const { return saw_nodes_; }
+    int64_t pid() const { return pid_; }
+    const DeviceTypes& devices() const { return devices_; }
+
+private:
+    void boundary() {
+        if (depth_ <= 2) src_.mark(buf_.pos());
+    }
+    json* insert(json value) {
+        json* parent = stack_.back();
+        if (parent->is_object()) {
+            // A key twice in one object of a node ("id" twice): its value is not one (nlohmann and
+            // Python's json keep the last; other readers the first). Before 2026-12-05 the last, in silence.
+            if (parent->contains(key_))
+                throw Error(where(in_, "nodes[" + std::to_string(out_.size()) + "]: key '" + key_ +
+                                           "' appears twice in one object: its value is not one"));
+            json& slot = (*parent)[key_];
+            slot = std::move(value);
+            return &slot;
+        }
+        parent->push_back(std::move(value));
+        return &parent->back();
+    }
+    bool open(json value) {
+        if (++depth_ > kMaxNesting) throw Error(where(in_, nesting_message()));
+        if (depth_ == 1) root_object_ = value.is_object();
+        if (depth_ == 2 && root_object_ && top_key_ == "pid") pid_of(value);   // an array or object: refused
+        if (depth_ == 2 && root_object_ && top_key_ == "nodes" && value.is_array()) {
+            in_nodes_ = saw_nodes_ = true;
+        } else if (depth_ == 3 && in_nodes_) {
+            node_ = std::move(value);
+            stack_.assign(1, &node_);
+        } else if (depth_ > 3 && in_nodes_) {
+            stack_.push_back(insert(std::move(value)));
+        }
+        return true;
+    }
+    bool close() {
+        if (in_nodes_ && depth_ >= 3) stack_.pop_back();
+        if (in_nodes_ && depth_ == 3) finish();
+        if (depth_ == 2) in_nodes_ = false;
+        --depth_;
+        boundary();
+        return true;
+    }
+    bool scalar(json value) {
+        if (depth_ == 1 && root_object_ && top_key_ == "pid") pid_ = pid_of(value);
+        if (in_nodes_ && depth_ == 2) {   // a node that is not an object
+            node_ = std::move(value);
+            finish();
+        } else if (in_nodes_ && depth_ >= 3) {
+            insert(std::move(value));
+        }
+        boundary();
+        return true;
+    }
+    // The top-level "pid": PyTorch writes the recording process's id, an integer (-1 when the
+    // observer had none). Anything else is bad input: before 2026-12-03 it was read as "no process"
+    // (a float was truncated), in silence, and a Kineto trace of another run was joined by chance.
+    int64_t pid_of(const json& value) const {
+        if (value.is_number_integer() && !(value.is_number_unsigned() && value.get<uint64_t>() > INT64_MAX))
+            return value.get<int64_t>();
+        const std::string shown = value.is_array() ? "an array" : value.is_object() ? "an object" : value.dump();
+        throw Error(where(in_, "'pid' " + (shown.size() > 40 ? shown.substr(0, 40) + "..." : shown) +
+                                   " is not an integer (the recording process's id)"));
+    }
+    void finish() {
+        out_.push_back(node_from(in_, node_, out_.size(), devices_));
+        node_ = json();
+    }
+
+    const std::string& in_;
+    GzSource& src_;
+    GzStreamBuf& buf_;
+    std::vector<Node>& out_;
+    int depth_ = 0;
+    int64_t pid_ = -1;   // the top-level "pid" (the recording process), -1 when absent
+    bool root_object_ = false, in_nodes_ = false, saw_nodes_ = false;
+    std::string top_key_, key_, error_;
+    std::set<std::string> top_keys_;   // "nodes" and "pid" once read
+    json node_;
+    std::vector<json*> stack_;
+    DeviceTypes devices_;
+};
+
+}  // namespace
+
+// The nodes in id order; `pid` is the recording process's (-1 when the trace does not say).
+std::vector<Node> parse_nodes(const std::string& in, uint64_t max_input_size, int64_t& pid, DeviceTypes& devices) {
+    std::vector<Node> nodes;
+    GzSource src(in, max_input_size);
+    GzStreamBuf buf(src);
+    std::istream is(&buf);
+    NodeReader reader(in, src, buf, nodes);
+    if (!json::sax_parse(is, &reader)) throw Error(where(in, reader.error().empty() ? "invalid JSON" : reader.error()));
+    if (!reader.saw_nodes()) throw Error(where(in, "not an execution trace: no top-level 'nodes' array"));
+    pid = reader.pid();
+    devices = reader.devices();
+    std::sort(nodes.begin(), nodes.end(), [](const Node& lhs, const Node& rhs) { return lhs.id < rhs.id; });
+    std::unordered_map<int64_t, size_t> at;
+    for (size_t i = 0; i < nodes.size(); ++i) at[nodes[i].id] = i;
+    for (auto& node : nodes) {
+        if (node.parent == node.id) continue;
+        auto parent_at = at.find(node.parent);
+        if (parent_at != at.end()) nodes[parent_at->second].has_children = true;
+    }
+    return nodes;
+}
+
+}  // namespace mhc::trace::import

@@ -1,0 +1,34 @@
+#pragma once
+// The nodes of a PyTorch execution trace (ExecutionTraceObserver / Chakra JSON), read by a SAX
+// parse that keeps each op's name, ids and tensors and drops the rest (et_nodes.cpp); the
+// importer (et.cpp) maps them to the trace.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mhc::trace::import {
+
+struct TensorUse {
+    int64_t storage;
+    int32_t device;
+    int64_t bytes;
+};
+
+struct Node {
+    int64_t id = 0, parent = -1, rf_id = -1, tid = 0, seq = -1;   // seq: autograd seq_id
+    std::string name;
+    std::vector<TensorUse> ins, outs;
+    bool has_children = false;
+};
+
+// The tensors of each device type the trace names (c10::Device::str(): "cuda:0", "xpu:1",
+// "cpu", "meta", a backend's own name such as "npu:0"), counted as they are read.
+using DeviceTypes = std::map<std::string, int64_t>;
+
+// The nodes in id order, each marked when another node names it as parent; `pid` is the
+// recording process's (-1 when the trace does not say), `devices` the tensors of each device
+// type. Bad input throws mhc::Error naming the file.
+std::vector<Node> parse_nodes(const std::string& in, uint64_t max_input_size, int64_t& pid, DeviceTypes& devices);
+
+}  // namespace mhc::trace::import

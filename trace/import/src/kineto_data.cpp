@@ -1,0 +1,138 @@
+// The parsed Kineto data's own bookkeeping (kineto_parse.hpp): interned names, the runtime calls
+// and flows that launched kernels (several processes may use one correlation id), and the
+// ProfilerStep#N ranges.
+#include <algorithm>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "kineto_parse.hpp"
+
+namespace mhc::trace::import {
+
+uint32_t KStrings::intern(std::string_view name) {
+    auto it = index.find(name);   // heterogeneous lookup: no string built for known names
+    if (it != index.end()) return it->second;
+    uint32_t id = static_cast<uint32_t>(list.size());
+    list.emplace_back(name);
+    index.emplace(std::string(name), id);
+    return id;
+}
+
+namespace {
+
+// Records `call` as the last call of `id`; where another process's call of the id was read
+// before, every process's last call of it is kept in `shared`.
+void add_call(std::unordered_map<int64_t, KLaunch>& last, std::unordered_map<int64_t, std::vector<KLaunch>>& shared,
+              int64_t id, const KLaunch& call) {
+    auto [it, fresh] = last.try_emplace(id, call);
+    if (fresh) return;
+    auto all = shared.find(id);
+    if (all == shared.end()) {
+        if (it->second.pid == call.pid) {
+            it->second = call;
+            return;
+        }
+        all = shared.emplace(id, std::vector<KLaunch>{it->second}).first;
+    }
+    auto same = std::find_if(all->second.begin(), all->second.end(),
+                             [&](const KLaunch& other) { return other.pid == call.pid; });
+    if (same != all->second.end()) *same = call;
+    else all->second.push_back(call);
+    it->second = call;
+}
+
+// The call of `id` that launched kernel k: the only one, or among several processes' calls the
+// one of the process that drove k's GPU lane, else the latest one made before k started (a
+// launch precedes its kernel), else the earliest.
+const KLaunch* pick_call(const std::unordered_map<int64_t, KLaunch>& last,
+                         const std::unordered_map<int64_t, std::vector<KLaunch>>& shared,
+                         const std::map<std::pair<int64_t, int32_t>, int64_t>& lane_process, const KKernel& kernel,
+                         LaunchPick& how) {
+    auto all = shared.find(kernel.correlation);
+    if (all == shared.end()) {
+        auto it = last.find(kernel.correlation);
+        how = it == last.end() ? LaunchPick::None : LaunchPick::Only;
+        return it == last.end() ? nullptr : &it->second;
+    }
+    const std::vector<KLaunch>& calls = all->second;
+    auto lane = lane_process.find({kernel.pid, kernel.device});
+    if (lane != lane_process.end() && lane->second >= 0)
+        for (const KLaunch& call : calls)
+            if (call.pid == lane->second) {
+                how = LaunchPick::ByProcess;
+                return &call;
+            }
+    how = LaunchPick::ByTime;
+    const KLaunch* best = nullptr;
+    for (const KLaunch& call : calls)
+        if (call.ts <= kernel.ts && (best == nullptr || call.ts > best->ts)) best = &call;
+    if (best != nullptr) return best;
+    return &*std::min_element(calls.begin(), calls.end(),
+                              [](const KLaunch& lhs, const KLaunch& rhs) { return lhs.ts < rhs.ts; });
+}
+
+}   // namespace
+
+void KinetoData::add_launch(int64_t correlation, const KLaunch& call) {
+    add_call(launches, shared_launches, correlation, call);
+    if (launch_pids.size() < kMaxLaunchPids) launch_pids.insert(call.pid);
+}
+
+void KinetoData::add_flow(int64_t id, const KLaunch& start) {
+    add_call(flow_starts, shared_flows, id, start);
+    if (launch_pids.size() < kMaxLaunchPids) launch_pids.insert(start.pid);
+}
+
+void KinetoData::learn_lanes() {
+    lane_process.clear();
+    if (shared_launches.empty() && shared_flows.empty()) return;
+    // Per lane, how many of its kernels each process launched (ids one process used only).
+    std::map<std::pair<int64_t, int32_t>, std::map<int64_t, int64_t>> votes;
+    for (const KKernel& kernel : kernels) {
+        if (kernel.is_copy || kernel.is_memset) continue;
+        LaunchPick how = LaunchPick::None;
+        const KLaunch* call = launch_of(kernel, &how);
+        if (how == LaunchPick::Only) ++votes[{kernel.pid, kernel.device}][call->pid];
+    }
+    // A lane is one process's where that process launched at least 99% of them (a stray kernel
+    // whose own launch was not recorded can take another process's call of its id); a lane that
+    // two processes drove (two ranks' GPU 0 under one pid) has no process: -1.
+    for (const auto& [lane, counts] : votes) {
+        int64_t process = -1, most = 0, total = 0;
+        for (const auto& [pid, count] : counts) {
+            total += count;
+            if (count > most) {
+                process = pid;
+                most = count;
+            }
+        }
+        lane_process[lane] = most * 100 >= total * 99 ? process : -1;
+    }
+}
+
+const KLaunch* KinetoData::launch_of(const KKernel& kernel, LaunchPick* how) const {
+    LaunchPick pick = LaunchPick::None;
+    const KLaunch* call = pick_call(launches, shared_launches, lane_process, kernel, pick);
+    if (call == nullptr) call = pick_call(flow_starts, shared_flows, lane_process, kernel, pick);
+    if (how != nullptr) *how = pick;
+    return call;
+}
+
+StepRanges::StepRanges(const std::vector<KRange>& ranges) {
+    for (const auto& range : ranges)
+        if (range.step >= 0) steps_.push_back(&range);
+    std::sort(steps_.begin(), steps_.end(), [](const KRange* lhs, const KRange* rhs) { return lhs->ts < rhs->ts; });
+}
+
+int32_t StepRanges::at(int64_t time) const {
+    auto after = std::upper_bound(steps_.begin(), steps_.end(), time,
+                                  [](int64_t value, const KRange* step) { return value < step->ts; });
+    if (after == steps_.begin()) return -1;
+    const KRange* step = *(after - 1);
+    return time <= step->ts + step->dur ? step->step : -1;
+}
+
+}  // namespace mhc::trace::import
