@@ -32,13 +32,19 @@ public:
     const std::string& temp_path() const { return temp_; }
     // Moves the temporary file into place. With Refuse, a target that appeared meanwhile (another
     // process) is not replaced: commit() throws and the temporary file is removed.
+    // From then on, a SIGINT, SIGTERM or SIGHUP that stops the command says on stderr that this
+    // file was written whole, as one that comes while it is written says that no part of it is left.
     void commit();
     bool committed() const { return committed_; }
+    // A file the command makes for its own use, not an output the user asked for (an empty runs
+    // database made before the first store): a signal's line does not name it as written.
+    void not_an_output() { output_ = false; }
 
 private:
     std::string path_, temp_;
     IfExists if_exists_;
     bool committed_ = false;
+    bool output_ = true;
     int slot_ = -1;   // in the signal handler's list of files to remove
 };
 
