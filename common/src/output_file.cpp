@@ -277,7 +277,30 @@ std::string descriptor_link(const std::string& path) {
 
 }   // namespace
 
+void refuse_sqlite_side_file(const std::string& path) {
+    static const char* const kSides[][2] = {
+        {"-journal", "journal"}, {"-wal", "write-ahead log"}, {"-shm", "shared-memory index"}};
+    for (const auto& [suffix, name] : kSides) {
+        const size_t n = std::strlen(suffix);
+        if (path.size() <= n || path.compare(path.size() - n, n, suffix) != 0) continue;
+        const std::string db = path.substr(0, path.size() - n);
+        struct stat st {};
+        if (::stat(db.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
+        char head[16] = {};
+        FILE* f = std::fopen(db.c_str(), "rb");
+        const bool sqlite = f && std::fread(head, 1, sizeof head, f) == sizeof head &&
+                            std::memcmp(head, "SQLite format 3", sizeof head) == 0;
+        if (f) std::fclose(f);
+        if (sqlite)
+            throw Error(path + ": is the name of " + db + "'s " + name + " (" + db +
+                        " is an SQLite database): SQLite would take the file for an interrupted write of " + db +
+                        " and remove it when " + db + " is next opened; name another file");
+        return;
+    }
+}
+
 void refuse_special_file(const std::string& path) {
+    refuse_sqlite_side_file(path);
     // Written through, or replaced, such a link would be the shell's redirection target or the
     // link itself (as root, /dev/stdout): neither is the file the user named.
     if (const std::string fd = descriptor_link(path); !fd.empty())
@@ -323,6 +346,7 @@ int remove_stale_temps(const std::string& path) {
 
 OutputFile::OutputFile(std::string path, IfExists if_exists)
     : path_(std::move(path)), if_exists_(if_exists) {
+    refuse_sqlite_side_file(path_);
     struct stat lst {};
     if (::lstat(path_.c_str(), &lst) == 0) {
         const bool link = S_ISLNK(lst.st_mode);
@@ -404,6 +428,7 @@ void OutputFile::commit() {
 
 MadeDirectory::MadeDirectory(const std::string& path) {
     namespace fs = std::filesystem;
+    refuse_sqlite_side_file(path);   // a folder named T.db-wal: SQLite can no longer open T.db
     std::error_code ec;
     // The folders that do not exist yet, deepest first: those this object makes.
     for (fs::path p = fs::path(path).lexically_normal(); !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {

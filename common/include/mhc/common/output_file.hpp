@@ -54,6 +54,11 @@ private:
 // open on): what mhc writes into or beside a file (a runs database and its journal) must be a
 // regular file the user named.
 void refuse_special_file(const std::string& path);
+// Throws mhc::Error (bad input) when `path` is the name SQLite gives a side file of an existing
+// SQLite database ("T.db-journal", "-wal", "-shm" of T.db): SQLite takes such a file for an
+// interrupted write of T.db and removes it (an export, a runs database) when T.db is next opened.
+// refuse_special_file and OutputFile check it.
+void refuse_sqlite_side_file(const std::string& path);
 
 // The name of the temporary file beside `path` that process `pid` writes: "<name>.mhc-tmp-<pid>",
 // with <name> shortened (its start and a hash of it) when the whole would leave no room for
