@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Hostile pass 3: outputs named as SQLite's side files of a trace (T.db-journal, -wal, -shm),
-# and such a name taken by something that is no file.
+# and such a name taken by something that is no file; meta device_memory that is no size.
 # Usage: hostile_pass3_test.sh MHC
 set -u
 mhc=$1
@@ -35,4 +35,17 @@ for side in journal wal; do
     rmdir "t.db-$side"
 done
 "$mhc" check t.db >/dev/null || fail "t.db after the folders went"
+
+# meta device_memory that is no size: `info` printed "1e400" as "(1 B)" (std::stoll stopped at
+# the 'e') and "9223372036854775807" as 8.00 EiB, `check` said ok. Now check names it and info
+# prints no size.
+for bad in 1e400 abc -1 9223372036854775807; do
+    cp t.db m.db
+    sqlite3 m.db "UPDATE meta SET value = '$bad' WHERE key = 'device_memory'" || fail "sqlite3"
+    "$mhc" check m.db >out 2>&1; rc=$?
+    [ $rc = 2 ] && grep -qF "m.db: meta device_memory: '$bad' is not a size in bytes in [0, 2^56] [meta]" out ||
+        fail "check of device_memory '$bad' exited $rc: $(cat out)"
+    "$mhc" info m.db >out 2>err || fail "info of device_memory '$bad': $(cat err)"
+    grep -q '^device .*(' out && fail "info printed a device size for '$bad': $(grep '^device' out)"
+done
 echo ok
