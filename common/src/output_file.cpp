@@ -56,6 +56,7 @@ size_t g_note_size = 0;
 // The outputs this process moved into place (OutputFile::commit): how many, and the last one's
 // name (a copy published whole, never freed: the handler may be reading an older one).
 std::atomic<int64_t> g_written{0};
+thread_local int t_not_outputs = 0;   // NotOutputs alive on this thread
 std::atomic<const char*> g_last_written{nullptr};
 
 // Async-signal-safe pieces of the line the handler says.
@@ -287,10 +288,10 @@ void refuse_sqlite_side_file(const std::string& path) {
         struct stat st {};
         if (::stat(db.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
         char head[16] = {};
-        FILE* f = std::fopen(db.c_str(), "rb");
-        const bool sqlite = f && std::fread(head, 1, sizeof head, f) == sizeof head &&
+        FILE* file = std::fopen(db.c_str(), "rb");
+        const bool sqlite = file && std::fread(head, 1, sizeof head, file) == sizeof head &&
                             std::memcmp(head, "SQLite format 3", sizeof head) == 0;
-        if (f) std::fclose(f);
+        if (file) std::fclose(file);
         if (sqlite)
             throw Error(path + ": is the name of " + db + "'s " + name + " (" + db +
                         " is an SQLite database): SQLite would take the file for an interrupted write of " + db +
@@ -412,7 +413,7 @@ void OutputFile::commit() {
     }
     committed_ = true;
     // Said by the line of a signal that stops the command from here on (say_what_is_left).
-    char* name = output_ ? new (std::nothrow) char[path_.size() + 1] : nullptr;
+    char* name = output_ && t_not_outputs == 0 ? new (std::nothrow) char[path_.size() + 1] : nullptr;
     if (name) {
         std::memcpy(name, path_.c_str(), path_.size() + 1);
         g_last_written.store(name);   // the one before is not freed: the handler may be reading it
@@ -425,6 +426,9 @@ void OutputFile::commit() {
     if (const char* hook = std::getenv("MHC_TEST_SIGNAL_AFTER_COMMIT"); hook && std::atoi(hook) > 0)
         ::raise(std::atoi(hook));
 }
+
+NotOutputs::NotOutputs() { ++t_not_outputs; }
+NotOutputs::~NotOutputs() { --t_not_outputs; }
 
 MadeDirectory::MadeDirectory(const std::string& path) {
     namespace fs = std::filesystem;

@@ -59,6 +59,14 @@ after_commit 15 "mhc: stopped by SIGTERM after csv/run_memory.csv and $((tables 
 MHC_TEST_SIGNAL_AFTER_COMMIT=15 "$mhc" simulate g.db --capacity 90% --runs-db runs.db >out 2>err; rc=$?
 [ $rc = 143 ] && [ "$(cat err)" = "mhc: interrupted: storing the runs whole first, then stopping
 mhc: stopped by SIGTERM after the runs were stored whole in runs.db" ] || fail "simulate --runs-db exited $rc: $(cat err)"
+# validate --link auto writes its calibration to a cache: a signal after that (mid-replay) said
+# "stopped by SIGTERM after ~/.cache/mhc/replay-link-....json was written whole", as if that were
+# the command's output. The cache is not named.
+XDG_CACHE_HOME=$tmp/cache MHC_TEST_SIGNAL_AFTER_COMMIT=15 "$mhc" validate g.db --capacity 90% --link auto \
+    --recalibrate --repeat 1 --no-store >out 2>err; rc=$?
+[ $rc = 143 ] || fail "validate --link auto with a signal after the cache's rename exited $rc: $(tail -3 err)"
+[ -n "$(ls "$tmp/cache/mhc/"replay-link-*.json 2>/dev/null)" ] || fail "no calibration cached: $(tail -3 err)"
+grep -q "written whole" err && fail "validate named its cache as written: $(grep 'written whole' err)"
 # A signal while the output is written: the line says that no part of it is left.
 mid=0
 for try in 1 2 3 4 5 6; do

@@ -48,6 +48,17 @@ private:
     int slot_ = -1;   // in the signal handler's list of files to remove
 };
 
+// While one lives on a thread, the files that thread moves into place are the command's own (a
+// cache: validate --link auto's calibration), not outputs the user asked for: a signal's line
+// does not name them as written (OutputFile::not_an_output for each).
+class NotOutputs {
+public:
+    NotOutputs();
+    ~NotOutputs();
+    NotOutputs(const NotOutputs&) = delete;
+    NotOutputs& operator=(const NotOutputs&) = delete;
+};
+
 // Throws mhc::Error (bad input) when `path` exists and is not a regular file once symbolic links
 // are followed (a directory, a device such as /dev/null, a FIFO, a socket), or when one of its
 // links points into /proc or /dev/fd (/dev/stdout: a descriptor of this process, whatever it is
