@@ -206,6 +206,10 @@ int run(const Options& o) {
     // --trace-out naming the capture itself (any name: a link, a hard link) with --force replaced the
     // capture with the predicted step: the one file the prediction came from, lost.
     if (!o.trace_out.empty()) mhc::refuse_input_as_output(o.trace, o.trace_out);
+    // So did --trace-out naming the --setting file (with --force): the setting, replaced by a trace.
+    if (!o.trace_out.empty() && !o.setting.empty() && o.setting.find_first_not_of(" \t\r\n") != std::string::npos &&
+        o.setting[o.setting.find_first_not_of(" \t\r\n")] != '{')
+        mhc::refuse_input_as_output(o.setting, o.trace_out);
     // The search's options with one given setting: it is predicted as given, nothing is searched
     // or ranked, and no capacity is compared (refused, as --trace-out without --setting is).
     if (!o.setting.empty())

@@ -319,11 +319,12 @@ int run(const Options& o) {
     } catch (const Cancelled&) {
         sigaction(SIGINT, &old, nullptr);
         if (progress) std::fprintf(stderr, "\n");
+        // As a signal's line says elsewhere (output_file.cpp, say_what_is_left).
         if (o.all_ranks)
-            std::fprintf(stderr, "mhc: generate interrupted; none of the job's files (%s, ...) was written\n",
+            std::fprintf(stderr, "mhc: stopped by SIGINT before the job's files (%s, ...) were written (no part of them left)\n",
                          rank_path(o.output, 0).c_str());
         else
-            std::fprintf(stderr, "mhc: generate interrupted; %s was not written\n", o.output.c_str());
+            std::fprintf(stderr, "mhc: stopped by SIGINT before %s was written (no part of it left)\n", o.output.c_str());
         return 130;
     } catch (...) {
         sigaction(SIGINT, &old, nullptr);

@@ -105,10 +105,16 @@ void check_options(const Args& args) {
 }
 
 // The same file by name (it need not exist yet).
+// The same file under two names: existing (a hard or symbolic link), or to be made (P.f32 and
+// ./P.f32: weakly_canonical leaves a relative name whose start does not exist as it is, so the
+// two names stayed apart and both outputs were written to one file).
 bool same_path(const std::string& first, const std::string& second) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (fs::equivalent(first, second, ec) && !ec) return true;
     std::error_code efirst, esecond;
-    const auto cfirst = std::filesystem::weakly_canonical(first, efirst),
-               csecond = std::filesystem::weakly_canonical(second, esecond);
+    const auto cfirst = fs::weakly_canonical(fs::absolute(first, efirst), efirst),
+               csecond = fs::weakly_canonical(fs::absolute(second, esecond), esecond);
     return efirst || esecond ? first == second : cfirst == csecond;
 }
 

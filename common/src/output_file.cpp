@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -34,6 +35,10 @@ struct Slot {
     std::atomic<bool> directory{false};   // a folder made for outputs (MadeDirectory): rmdir, after the files
     char* name = nullptr;
     size_t capacity = 0;
+    // The file the temporary one becomes (an OutputFile's target; "" for a TempFile or a
+    // folder): named by the line the handler says.
+    char* target = nullptr;
+    size_t target_capacity = 0;
 };
 Slot g_slots[kSlots];
 std::mutex g_mutex;   // guards claiming slots and installing handlers (not the handler itself)
@@ -48,6 +53,69 @@ std::atomic<int> g_held{0};
 // The line said at once when a SignalsDeferred holds the first signal (set before it holds).
 std::atomic<const char*> g_note{nullptr};
 size_t g_note_size = 0;
+// The outputs this process moved into place (OutputFile::commit): how many, and the last one's
+// name (a copy published whole, never freed: the handler may be reading an older one).
+std::atomic<int64_t> g_written{0};
+thread_local int t_not_outputs = 0;   // NotOutputs alive on this thread
+std::atomic<const char*> g_last_written{nullptr};
+
+// Async-signal-safe pieces of the line the handler says.
+void append(char* line, size_t& at, size_t cap, const char* text) {
+    for (; text && *text && at + 1 < cap; ++text) line[at++] = *text;
+}
+void append_count(char* line, size_t& at, size_t cap, int64_t n) {
+    char digits[24];
+    int k = 0;
+    do digits[k++] = static_cast<char>('0' + n % 10);
+    while ((n /= 10) > 0 && k < 20);
+    while (k > 0 && at + 1 < cap) line[at++] = digits[--k];
+}
+void append_files(char* line, size_t& at, size_t cap, const char* first, int64_t count) {
+    append(line, at, cap, first);
+    if (count < 2) return;
+    append(line, at, cap, " and ");
+    append_count(line, at, cap, count - 1);
+    append(line, at, cap, count == 2 ? " other file" : " other files");
+}
+
+// On a signal that stops the command: one line naming what it leaves, the outputs written whole
+// before it and those it was writing (their temporary files are removed: nothing of them
+// appears, and a file of that name already there is left as it was). Nothing when neither.
+void say_what_is_left(int sig) {
+    const char* first_pending = nullptr;
+    int64_t pending = 0;
+    for (auto& slot : g_slots)
+        if (slot.used.load() && !slot.directory.load() && slot.target && slot.target[0]) {
+            if (!first_pending) first_pending = slot.target;
+            ++pending;
+        }
+    const int64_t written = g_written.load();
+    const char* last = g_last_written.load();
+    if (pending == 0 && (written == 0 || !last)) return;
+    char line[2048];
+    size_t at = 0;
+    const size_t cap = sizeof line - 1;
+    append(line, at, cap, "mhc: stopped by ");
+    append(line, at, cap,
+           sig == SIGINT    ? "SIGINT"
+           : sig == SIGTERM ? "SIGTERM"
+           : sig == SIGHUP  ? "SIGHUP"
+                            : "a signal");
+    if (written > 0 && last) {
+        append(line, at, cap, " after ");
+        append_files(line, at, cap, last, written);
+        append(line, at, cap, written == 1 ? " was written whole" : " were written whole");
+    }
+    if (pending > 0) {
+        append(line, at, cap, written > 0 && last ? ", before " : " before ");
+        append_files(line, at, cap, first_pending, pending);
+        append(line, at, cap,
+               pending == 1 ? " was written (no part of it left)" : " were written (no part of them left)");
+    }
+    line[at++] = '\n';
+    ssize_t ignored = ::write(STDERR_FILENO, line, at);
+    (void)ignored;
+}
 
 extern "C" void remove_temps_and_die(int sig) {
     if (g_hold_depth.load() > 0) {
@@ -58,6 +126,7 @@ extern "C" void remove_temps_and_die(int sig) {
         }
         return;
     }
+    say_what_is_left(sig);
     for (auto& slot : g_slots)
         if (slot.used.load() && !slot.directory.load()) ::unlink(slot.name);
     // Then the folders made for outputs, when empty: a parent before its child fails, so again.
@@ -87,19 +156,25 @@ void install_handlers() {
     }
 }
 
-int claim(const std::string& name, bool directory = false) {
+// Copies `text` into a slot's buffer, growing it first (unused: the handler does not read it).
+bool fill(char*& buffer, size_t& capacity, const std::string& text) {
+    if (capacity < text.size() + 1) {
+        char* bigger = new (std::nothrow) char[text.size() + 1];
+        if (!bigger) return false;
+        buffer = bigger;   // the old buffer is dropped, not freed (see above)
+        capacity = text.size() + 1;
+    }
+    std::memcpy(buffer, text.c_str(), text.size() + 1);
+    return true;
+}
+
+int claim(const std::string& name, bool directory = false, const std::string& target = "") {
     std::lock_guard<std::mutex> lock(g_mutex);
     install_handlers();
     for (int i = 0; i < kSlots; ++i) {
         Slot& s = g_slots[i];
         if (s.used.load()) continue;
-        if (s.capacity < name.size() + 1) {   // unused: the handler does not read it
-            char* bigger = new (std::nothrow) char[name.size() + 1];
-            if (!bigger) return -1;
-            s.name = bigger;   // the old buffer is dropped, not freed (see above)
-            s.capacity = name.size() + 1;
-        }
-        std::memcpy(s.name, name.c_str(), name.size() + 1);
+        if (!fill(s.name, s.capacity, name) || !fill(s.target, s.target_capacity, target)) return -1;
         s.directory.store(directory);
         s.used.store(true);
         return i;
@@ -203,7 +278,30 @@ std::string descriptor_link(const std::string& path) {
 
 }   // namespace
 
+void refuse_sqlite_side_file(const std::string& path) {
+    static const char* const kSides[][2] = {
+        {"-journal", "journal"}, {"-wal", "write-ahead log"}, {"-shm", "shared-memory index"}};
+    for (const auto& [suffix, name] : kSides) {
+        const size_t n = std::strlen(suffix);
+        if (path.size() <= n || path.compare(path.size() - n, n, suffix) != 0) continue;
+        const std::string db = path.substr(0, path.size() - n);
+        struct stat st {};
+        if (::stat(db.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
+        char head[16] = {};
+        FILE* file = std::fopen(db.c_str(), "rb");
+        const bool sqlite = file && std::fread(head, 1, sizeof head, file) == sizeof head &&
+                            std::memcmp(head, "SQLite format 3", sizeof head) == 0;
+        if (file) std::fclose(file);
+        if (sqlite)
+            throw Error(path + ": is the name of " + db + "'s " + name + " (" + db +
+                        " is an SQLite database): SQLite would take the file for an interrupted write of " + db +
+                        " and remove it when " + db + " is next opened; name another file");
+        return;
+    }
+}
+
 void refuse_special_file(const std::string& path) {
+    refuse_sqlite_side_file(path);
     // Written through, or replaced, such a link would be the shell's redirection target or the
     // link itself (as root, /dev/stdout): neither is the file the user named.
     if (const std::string fd = descriptor_link(path); !fd.empty())
@@ -249,6 +347,7 @@ int remove_stale_temps(const std::string& path) {
 
 OutputFile::OutputFile(std::string path, IfExists if_exists)
     : path_(std::move(path)), if_exists_(if_exists) {
+    refuse_sqlite_side_file(path_);
     struct stat lst {};
     if (::lstat(path_.c_str(), &lst) == 0) {
         const bool link = S_ISLNK(lst.st_mode);
@@ -283,7 +382,7 @@ OutputFile::OutputFile(std::string path, IfExists if_exists)
     remove_stale_temps(path_);
     temp_ = temp_name(path_, ::getpid());
     ::unlink(temp_.c_str());   // ours from an earlier object of this process, never another's
-    slot_ = claim(temp_);
+    slot_ = claim(temp_, false, path_);
 }
 
 OutputFile::~OutputFile() {
@@ -313,12 +412,27 @@ void OutputFile::commit() {
         throw Error(path_ + ": cannot move the new file into place: " + std::strerror(err));
     }
     committed_ = true;
+    // Said by the line of a signal that stops the command from here on (say_what_is_left).
+    char* name = output_ && t_not_outputs == 0 ? new (std::nothrow) char[path_.size() + 1] : nullptr;
+    if (name) {
+        std::memcpy(name, path_.c_str(), path_.size() + 1);
+        g_last_written.store(name);   // the one before is not freed: the handler may be reading it
+        g_written.fetch_add(1);
+    }
     release(slot_);
     slot_ = -1;
+    // A test's signal at this very moment, the file in place and the command not done
+    // (tests/cli/interrupt_output_test.sh): MHC_TEST_SIGNAL_AFTER_COMMIT=15.
+    if (const char* hook = std::getenv("MHC_TEST_SIGNAL_AFTER_COMMIT"); hook && std::atoi(hook) > 0)
+        ::raise(std::atoi(hook));
 }
+
+NotOutputs::NotOutputs() { ++t_not_outputs; }
+NotOutputs::~NotOutputs() { --t_not_outputs; }
 
 MadeDirectory::MadeDirectory(const std::string& path) {
     namespace fs = std::filesystem;
+    refuse_sqlite_side_file(path);   // a folder named T.db-wal: SQLite can no longer open T.db
     std::error_code ec;
     // The folders that do not exist yet, deepest first: those this object makes.
     for (fs::path p = fs::path(path).lexically_normal(); !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "mhc/common/error.hpp"
+#include "mhc/common/output_file.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/kernels/device.hpp"
 #include "mhc/kernels/standin.hpp"
@@ -322,6 +323,7 @@ LinkCalibration replay_link(const CalibrationSpec& spec, bool recalibrate, doubl
     std::vector<std::string> notes;
     if (lock >= 0 || !ec) {
         try {
+            const NotOutputs cache;   // a signal later does not name the cache as the command's output
             notes = sim::write_link_profile(path, out.link);
             out.link = sim::load_link_profile(path);   // as it will be read next time: clamped
             out.cache_path = path;

@@ -54,6 +54,19 @@ public:
     int64_t distinct_pages() const override { return distinct_; }
     int64_t mapped_pages() const override { return mapped_; }
     int64_t pages_remapped() const override { return remapped_; }
+    // Virtual pages showing a pool page less the distinct memfd pages they show (pages.hpp).
+    int64_t aliased_host_bytes() const override {
+        std::vector<uint8_t> seen(static_cast<size_t>(distinct_), 0);
+        int64_t shown = 0, distinct = 0;
+        for (const int32_t page : shown_) {
+            if (page < 0) continue;
+            ++shown;
+            uint8_t& once = seen[static_cast<size_t>(physical(page))];
+            distinct += once == 0;
+            once = 1;
+        }
+        return (shown - distinct) * kPage;
+    }
     int32_t shown_page(int64_t va_off) const override {
         return va_off >= 0 && va_off < va_ ? shown_[static_cast<size_t>(va_off / kPage)] : -1;
     }

@@ -277,7 +277,8 @@ public:
         const detail::CpuSample cpu_after = detail::cpu_sample();
         rep_.load.after = detail::load_average();
         detail::measure_others_share(rep_.load, cpu_before_, cpu_after);
-        rep_.process_peak_rss = detail::peak_resident_bytes();
+        sample_resident();
+        rep_.process_peak_rss = resident_.bytes();
         rep_.baseline.verdict = "baseline";
         for (Row& x : rep_.rows) x.verdict = verdict(x, spec_.target_pp, rep_.load);
         if (spec_.before_store) spec_.before_store(rep_);
@@ -298,6 +299,7 @@ private:
         if (pool > 0) rep_.phases.push_back({"page pool and host arena", pool, pool_cpu});
         rep_.phases.push_back({name, wall - pool, cpu - pool_cpu});
         phase_start_ = now;
+        sample_resident();
         phase_cpu_start_ = cpu_now;
     }
 
@@ -509,6 +511,7 @@ private:
         }
         std::exception_ptr pool_error;
         if (new_pool) {
+            sample_resident();   // the old pool's aliases, before they go
             pool_.reset();
             try {
                 pool_ = spec_.replay.backend == Backend::Cuda
@@ -770,6 +773,7 @@ private:
             }
         }
         replay_repeats(plan, ro, baseline, row);
+        sample_resident();
         const int64_t bm = compare(baseline, plan, row);
         tell_measured(baseline, row);
         // Runs predicted on the retimed trace say so: their times are the baseline replay's.
@@ -800,6 +804,9 @@ private:
         rep_.stored = rep_.store_error.empty();
     }
 
+    // The process's memory now, its pool's pages mapped twice counted once (detail::ResidentPeak).
+    void sample_resident() { resident_.sample(pool_ ? pool_->aliased_host_bytes() : 0); }
+
     const std::string& path_;
     const ValidateSpec& spec_;
     const std::function<void(const std::string&)>& note_;
@@ -817,6 +824,7 @@ private:
     std::shared_ptr<unsigned char> host_mem_;   // host: anonymous memory; CUDA: pinned (kernels::pinned_host_memory)
     size_t host_mem_bytes_ = 0;
     bool shared_pool_ = true;
+    detail::ResidentPeak resident_;
     int config_no_ = 0;
     std::chrono::steady_clock::time_point started_;   // --time-limit counts from here
     double overhead_s_ = 0;                           // a replay's largest cost beyond its makespan x scale

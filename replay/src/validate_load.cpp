@@ -2,6 +2,7 @@
 #include "validate_load.hpp"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -35,6 +36,28 @@ int64_t peak_resident_bytes() {
     rusage ru{};
     if (getrusage(RUSAGE_SELF, &ru) != 0 || ru.ru_maxrss <= 0) return -1;
     return static_cast<int64_t>(ru.ru_maxrss) * 1024;   // Linux counts it in KiB
+}
+
+int64_t resident_bytes() {
+    FILE* statm = std::fopen("/proc/self/statm", "r");
+    if (!statm) return -1;
+    long long size = 0, resident = -1;
+    const int got = std::fscanf(statm, "%lld %lld", &size, &resident);
+    std::fclose(statm);
+    const long page = sysconf(_SC_PAGESIZE);
+    return got == 2 && resident >= 0 && page > 0 ? resident * page : -1;
+}
+
+void ResidentPeak::sample(int64_t aliased_bytes) {
+    if (most_aliased_ == 0 && aliased_bytes == 0) peak_ = std::max(peak_, peak_resident_bytes());
+    const int64_t now = resident_bytes();
+    if (now >= 0) peak_ = std::max(peak_, now - aliased_bytes);
+    most_aliased_ = std::max(most_aliased_, aliased_bytes);
+}
+
+int64_t ResidentPeak::bytes() const {
+    const int64_t hwm = peak_resident_bytes();
+    return std::max(peak_, hwm >= 0 ? hwm - most_aliased_ : -1);
 }
 
 double load_average() {

@@ -126,7 +126,7 @@ std::string to_text(const Report& r) {
     if (r.process_peak_rss >= 0)
         out +=
             " (its peak resident set over the whole\n  validation, trace, host arena and page pool "
-            "included: " +
+            "included, each page once: " +
             format_bytes(r.process_peak_rss) + ")";
     out += "\njudged: the peak (caching: to the byte), swap-in and swap-out (to the byte), the loss (--target)\n";
     if (!r.phases.empty()) {

@@ -178,6 +178,32 @@ expect2 "$mhc" simulate "$t" --capacity 50% --link "$tmp/link.json"
 grep -q "copy_engines" "$tmp/err" || fail "copy_engines not named: $(cat "$tmp/err")"
 sed -i 's/4294967297/2/; s/"latency_s": 6e-6}, "copy/"latency_s": 1e10}, "copy/' "$tmp/link.json"
 expect2 "$mhc" simulate "$t" --capacity 50% --link "$tmp/link.json"
+# The check of --runs-db before the work reads the database's meta and tables, not its runs: it
+# listed every run with its metrics and config (100,000 runs: 12.5 s and 500 MiB before a
+# simulate of a tiny trace; bench/trace/runs_db_precheck.sh). 20,000 runs copied by SQL: the
+# simulate's peak memory, 100 MiB before, stays under 48 MiB.
+"$mhc" -q generate --preset gpt2-small --steps 1 --layers 1 --hidden 64 --heads 2 --seq 32 --micro-batch 1 --vocab 1000 \
+    -o "$tmp/tiny.db" >/dev/null && "$mhc" -q simulate "$tmp/tiny.db" --capacity 90% --runs-db "$tmp/many.db" >/dev/null ||
+    fail "tiny trace and its runs database"
+sqlite3 "$tmp/many.db" >/dev/null <<'SQL' || fail "copying runs in $tmp/many.db"
+PRAGMA journal_mode=OFF;
+CREATE TEMP TABLE k(v INTEGER PRIMARY KEY);
+WITH RECURSIVE c(v) AS (SELECT 1 UNION ALL SELECT v + 1 FROM c WHERE v < 20000) INSERT INTO k SELECT v FROM c;
+BEGIN;
+INSERT INTO runs SELECT id + v, kind, name, status, created, base_run FROM runs, k WHERE id = 1;
+INSERT INTO run_config SELECT run + v, key, value FROM run_config, k WHERE run = 1;
+INSERT INTO run_metrics SELECT run + v, key, value FROM run_metrics, k WHERE run = 1;
+INSERT INTO run_trace SELECT run + v, trace FROM run_trace, k WHERE run = 1;
+COMMIT;
+SQL
+python3 - "$mhc" "$tmp/tiny.db" "$tmp/many.db" <<'PY' || fail "simulate --runs-db of 20,000 runs"
+import resource, subprocess, sys
+mhc, trace, runs = sys.argv[1:]
+subprocess.run([mhc, "-q", "simulate", trace, "--capacity", "90%", "--runs-db", runs], check=True, stdout=subprocess.DEVNULL)
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+assert peak < 48, f"peak memory {peak:.1f} MiB"
+PY
+[ "$(sqlite3 "$tmp/many.db" 'SELECT count(*) FROM runs')" = 20002 ] || fail "the run was not stored among 20,000"
 [ "$("$mhc" info "$t" | grep -c "simulated")" = "$runs_before" ] || fail "a refused simulate stored a run"
 if [ -n "$ro_skipped" ]; then echo "skipped: $ro_skipped"; exit 77; fi
 echo ok

@@ -81,6 +81,12 @@ expect_bad "gradient as gradient output" "is the input file G.f32" -- kernels si
     --backward --grad G.f32 --grad-output G.f32
 expect_bad "two outputs in one file" "^mhc: --grad-output dH.f32 is also --output" -- kernels sinkhorn --input H.f32 \
     --output dH.f32 --backward --grad G.f32 --grad-output dH.f32
+# The same new file under two names (dH.f32, ./dH.f32): both were written to it (with --force, exit
+# 0), or the first was and the second refused as existing (exit 2, half the outputs written).
+rm -f dH.f32
+expect_bad "two outputs in one new file, two names" "^mhc: --grad-output ./dH.f32 is also --output" -- kernels sinkhorn \
+    --input H.f32 --output dH.f32 --backward --grad G.f32 --grad-output ./dH.f32 --force
+[ ! -e dH.f32 ] || fail "a refused run wrote dH.f32"
 cmp -s H.f32 H-keep.f32 || fail "a refused run changed the input"
 floats G2.f32 $((999 * 16))
 expect_bad "gradient of another size" "^mhc: G2.f32: " -- kernels sinkhorn --input H.f32 --output P.f32 \

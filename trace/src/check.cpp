@@ -595,6 +595,13 @@ void check_job_meta(const TraceData& trace, CheckReport& report) {
     };
     const auto rank = number("rank", false), world = number("world_size", false);
     number("time_origin_ns", true);
+    // The device's memory in bytes (mhc info prints it): "1e400" read as 1 B, "abc" as nothing.
+    if (auto it = trace.meta.find("device_memory"); it != trace.meta.end()) {
+        const std::optional<int64_t> bytes = parse_integer<int64_t>(it->second);
+        if (!bytes || *bytes < 0 || *bytes > limits::kMaxBytes)
+            report.problems.push_back(
+                {"meta", "meta", 0, "device_memory: " + quoted(it->second) + " is not a size in bytes in [0, 2^56]"});
+    }
     if (rank && world && *rank >= *world)
         report.problems.push_back(
             {"meta", "meta", 0,

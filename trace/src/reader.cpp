@@ -28,6 +28,7 @@ std::string validate(sqlite3* db, const std::string& path) {
         int code = sqlite3_extended_errcode(db);
         std::string m = sqlite3_errmsg(db);
         sqlite3_finalize(s);
+        if (std::string side = sql::side_file_in_the_way(path); !side.empty()) return path + ": cannot read: " + side;
         if ((code & 0xff) == SQLITE_NOTADB) {
             const std::string gz = sql::gzip_note(path);
             return path + ": not an mhc trace" + (gz.empty() ? " (not an SQLite database)" : ": the file is " + gz);

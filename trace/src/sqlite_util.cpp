@@ -127,6 +127,21 @@ sqlite3* open_existing(const std::string& file, bool writable, std::string& prob
     return db;
 }
 
+std::string side_file_in_the_way(const std::string& file) {
+    static const char* const kSides[][2] = {
+        {"-journal", "journal"}, {"-wal", "write-ahead log"}, {"-shm", "shared-memory index"}};
+    for (const auto& [suffix, name] : kSides) {
+        const std::string side = file + suffix;
+        struct stat st {};
+        if (::lstat(side.c_str(), &st) != 0 || S_ISREG(st.st_mode)) continue;
+        const char* what = S_ISDIR(st.st_mode)   ? "a directory"
+                           : S_ISLNK(st.st_mode) ? "a symbolic link"
+                                                 : "a special file";
+        return side + " is " + what + ", where SQLite keeps " + file + "'s " + name + ": move it away and rerun";
+    }
+    return "";
+}
+
 std::string gzip_note(const std::string& file) {
     std::FILE* stream = std::fopen(file.c_str(), "rb");
     if (!stream) return "";
@@ -154,6 +169,8 @@ void fail(sqlite3* db, const std::string& file, const std::string& what) {
         msg = "an interrupted write left " + file + "-journal, which only a process that can write "
               "the file and its directory can roll back: make them writable and rerun";
     else if (code == SQLITE_CORRUPT) msg = "the file is corrupt or truncated (" + msg + ")";
+    if (code == SQLITE_CANTOPEN || code == SQLITE_IOERR || code == SQLITE_ERROR)
+        if (std::string side = side_file_in_the_way(file); !side.empty()) msg = side;
     throw Error(file + ": " + what + ": " + msg);
 }
 

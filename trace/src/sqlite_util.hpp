@@ -34,6 +34,9 @@ sqlite3* open_existing(const std::string& file, bool writable, std::string& prob
 
 // What a file SQLite calls "not a database" is when it is gzip-compressed (a trace downloaded or
 // kept as .db.gz): "gzip-compressed: decompress it first (gunzip ...)"; "" otherwise.
+// "" or why SQLite cannot open `file`: one of the files it keeps beside it ("-journal", "-wal",
+// "-shm") is there but no regular file (a folder: SQLite says only "unable to open database file").
+std::string side_file_in_the_way(const std::string& file);
 std::string gzip_note(const std::string& file);
 
 // Throws mhc::Error "<file>: <what>: <sqlite message>" (Busy for a lock held past the timeout).

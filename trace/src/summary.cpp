@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <unordered_map>
 #include <utility>
@@ -11,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mhc/common/numbers.hpp"
+#include "mhc/trace/limits.hpp"
 
 #include "mhc/common/units.hpp"
 #include "mhc/trace/event_order.hpp"
@@ -92,7 +94,9 @@ Summary summarize(const TraceData& t, int top_n) {
     s.path = t.path;
     s.source = t.meta_or("source", "unknown");
     s.device_name = t.meta_or("device_name", "unknown");
-    try { s.device_memory = std::stoll(t.meta_or("device_memory", "0")); } catch (...) {}
+    // A whole number of bytes, else unknown (0): std::stoll read "1e400" as 1 (`mhc check` says which).
+    const std::optional<int64_t> memory = parse_integer<int64_t>(t.meta_or("device_memory", "0"));
+    s.device_memory = memory && *memory > 0 && *memory <= limits::kMaxBytes ? *memory : 0;
     s.t_begin = t.t_begin();
     s.t_end = t.t_end();
     s.allocations = static_cast<int64_t>(t.allocations.size());

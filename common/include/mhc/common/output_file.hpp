@@ -32,14 +32,31 @@ public:
     const std::string& temp_path() const { return temp_; }
     // Moves the temporary file into place. With Refuse, a target that appeared meanwhile (another
     // process) is not replaced: commit() throws and the temporary file is removed.
+    // From then on, a SIGINT, SIGTERM or SIGHUP that stops the command says on stderr that this
+    // file was written whole, as one that comes while it is written says that no part of it is left.
     void commit();
     bool committed() const { return committed_; }
+    // A file the command makes for its own use, not an output the user asked for (an empty runs
+    // database made before the first store): a signal's line does not name it as written.
+    void not_an_output() { output_ = false; }
 
 private:
     std::string path_, temp_;
     IfExists if_exists_;
     bool committed_ = false;
+    bool output_ = true;
     int slot_ = -1;   // in the signal handler's list of files to remove
+};
+
+// While one lives on a thread, the files that thread moves into place are the command's own (a
+// cache: validate --link auto's calibration), not outputs the user asked for: a signal's line
+// does not name them as written (OutputFile::not_an_output for each).
+class NotOutputs {
+public:
+    NotOutputs();
+    ~NotOutputs();
+    NotOutputs(const NotOutputs&) = delete;
+    NotOutputs& operator=(const NotOutputs&) = delete;
 };
 
 // Throws mhc::Error (bad input) when `path` exists and is not a regular file once symbolic links
@@ -48,6 +65,11 @@ private:
 // open on): what mhc writes into or beside a file (a runs database and its journal) must be a
 // regular file the user named.
 void refuse_special_file(const std::string& path);
+// Throws mhc::Error (bad input) when `path` is the name SQLite gives a side file of an existing
+// SQLite database ("T.db-journal", "-wal", "-shm" of T.db): SQLite takes such a file for an
+// interrupted write of T.db and removes it (an export, a runs database) when T.db is next opened.
+// refuse_special_file and OutputFile check it.
+void refuse_sqlite_side_file(const std::string& path);
 
 // The name of the temporary file beside `path` that process `pid` writes: "<name>.mhc-tmp-<pid>",
 // with <name> shortened (its start and a hash of it) when the whole would leave no room for

@@ -35,6 +35,11 @@ public:
     virtual int32_t shown_page(int64_t /*va_off*/) const { return -1; }
     // Pages whose page tables map() had to build (the host mapper's mmap calls; 0 where not counted).
     virtual int64_t pages_remapped() const { return 0; }
+    // Host memory mapped at more than one virtual page now, counted once per extra mapping: the
+    // kernel's resident set (RSS, ru_maxrss) counts a page once per page-table entry, so a pool
+    // page shown by two virtual pages (an alias of distinct_pages, or a freed range left mapped
+    // beside the range that took its page) is counted twice there. 0 for device memory.
+    virtual int64_t aliased_host_bytes() const { return 0; }
 };
 
 // Throws mhc::Error when the kernel refuses (memfd_create, ftruncate, mmap). `premap`: the

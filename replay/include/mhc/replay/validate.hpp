@@ -183,8 +183,9 @@ struct Report {
     std::string time_scale_origin;  // why this scale (set by the caller: "--time-scale 20", auto: ...)
     bool retimed = false;           // limited runs predicted on the baseline's clock
     bool paced = false;             // the host replay's copies emulated the link (ValidateSpec::pace)
-    // This process's peak resident memory over the whole validation (getrusage; -1: unknown): a
-    // device-independent figure beside the arena's measured peak, which it is not comparable
+    // This process's peak resident memory over the whole validation, each page counted once (the
+    // page pool maps some twice, which ru_maxrss counts twice: detail::ResidentPeak; -1: unknown):
+    // a device-independent figure beside the arena's measured peak, which it is not comparable
     // with (it holds the trace, the host arena and the page pool's pages too).
     int64_t process_peak_rss = -1;
     RetimeSummary retime;
