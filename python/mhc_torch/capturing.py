@@ -898,6 +898,14 @@ def model_facts(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dic
             by_dtype[p.dtype] = by_dtype.get(p.dtype, 0) + p.numel() * p.element_size()
     if by_dtype:
         facts["capture.weights_dtype"] = str(max(by_dtype, key=by_dtype.get)).replace("torch.", "")
+    # Recurrent layers run cuDNN's fused RNN kernel on a GPU (aten::_cudnn_rnn: a reserve space kept
+    # for the backward; under autocast fp16 inputs and a fresh fp16 copy of the weights, whatever the
+    # autocast dtype: ATen's cudnn/AutocastRNN.cpp). Fake CPU tensors run the CPU's RNN ops instead
+    # (aten::mkldnn_rnn_layer, uncast, no FLOPs counted), which the capture records as they come:
+    # the modules are named so that the user is told (mhc-torch capture warns).
+    rnns = [f"{type(model).__name__}.{n}" for n, m in model.named_modules() if isinstance(m, torch.nn.RNNBase)]
+    if rnns:
+        facts["capture.unmodelled_modules"] = json.dumps(rnns)
     hf = sys.modules.get("transformers.modeling_utils")
     layers_mod = sys.modules.get("transformers.modeling_layers")
     if hf is not None and isinstance(model, hf.PreTrainedModel) and getattr(model, "supports_gradient_checkpointing", False):
