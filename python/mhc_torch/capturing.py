@@ -606,7 +606,19 @@ def _fake_error(e: BaseException, outer: BaseException | None = None) -> Capture
 
     at = where(user_frame(outer or e) or user_frame(e))
     return CaptureError(f"op {op} cannot run on fake tensors{f' (at {at})' if at else ''}: {why}"
-                        f"{_eager_experts_hint(outer or e)}")
+                        f"{_eager_experts_hint(outer or e) or _mask_hint(func)}")
+
+
+def _mask_hint(func) -> str:
+    """What to write instead of a selection by a boolean mask (x[mask], masked_select: nonzero's
+    output, as many rows as the mask has True values), said after the error's line: a loss over
+    the masked rows only (a GNN's training nodes, a masked language model's masked tokens) keeps
+    its shapes with ignore_index or a weighted mean."""
+    if getattr(func, "_overloadpacket", None) not in (torch.ops.aten.nonzero, torch.ops.aten.masked_select):
+        return ""
+    return ("; a selection by a boolean mask (x[mask], masked_select, nonzero) keeps as many elements as the mask "
+            "has True values: for a loss over the masked rows keep the shapes, as in cross_entropy(logits, "
+            "labels.masked_fill(~mask, -100)) (its ignore_index) or (loss * mask).sum() / mask.sum()")
 
 
 def _eager_experts_hint(e: BaseException) -> str:
