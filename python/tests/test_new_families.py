@@ -77,3 +77,53 @@ def test_a_loss_over_a_boolean_mask_says_what_captures(tmp_path, capsys):
         "cross_entropy(logits, labels.masked_fill(~mask, -100))" in err, err
     model.write_text(textwrap.dedent(body.replace("LOGITS", "").replace("LABELS", 'b["y"].masked_fill(~b["mask"], -100)')))
     assert main(["capture", str(model), "-o", str(tmp_path / "m.db")]) == 0, capsys.readouterr().err
+
+
+class _Attn(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv, self.out = torch.nn.Linear(16, 48), torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).view(2, 8, 3, 2, 8).permute(2, 0, 3, 1, 4)
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return x + self.out(torch.nn.functional.gelu(y.transpose(1, 2).reshape(2, 8, 16)))
+
+
+class _Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(_Attn() for _ in range(2))
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return x.float().pow(2).mean()
+
+
+def test_printed_selective_checkpoint_keeps_what_apply_keeps(mhc_exe, tmp_path):
+    """The printed save_matmuls policy listed the GPU attention kernels only, where mhc_torch.apply
+    (--verify) and the simulator keep any attention: the printed code, pasted and run on a CPU (a
+    capture, a CPU test of the printed code), recomputed the attention (torchvision's ViT-B/16,
+    bench/advise/new_user/tv_vit.py at 4GiB: reserved 0.50% off the prediction, 4,185,915,392 B
+    captured against 4,206,886,912 predicted). The pasted printed code now captures the same step as
+    the setting applied."""
+    import subprocess
+
+    batch = lambda: (torch.randn(2, 8, 16),)  # noqa: E731
+    kw = dict(loss_fn=lambda m, b: m(*b), autocast_dtype=None)
+    base = str(tmp_path / "base.db")
+    mhc_torch.capture(_Net, batch, path=base, **kw)
+    setting = {"checkpoint": {"modules": ["_Net.blocks.1"], "policy": "save_matmuls"}}
+    out = subprocess.run([mhc_exe, "advise", base, "--setting", json.dumps(setting), "--json"],
+                         capture_output=True, text=True, check=True)
+    printed = json.loads(out.stdout)["rows"][0]["code"].split("# or, the same in one line")[0]
+
+    def pasted():
+        ns = {"model": _Net(), "torch": torch}
+        exec(printed, ns)  # noqa: S102 - the printed code, as a user pastes it
+        return ns["model"]
+
+    a = mhc_torch.capture(pasted, batch, path=str(tmp_path / "pasted.db"), **kw)
+    b = mhc_torch.capture(_Net, batch, path=str(tmp_path / "applied.db"), setting=setting, **kw)
+    assert (a.kernels, a.peak_bytes) == (b.kernels, b.peak_bytes)
