@@ -127,3 +127,22 @@ def test_printed_selective_checkpoint_keeps_what_apply_keeps(mhc_exe, tmp_path):
     a = mhc_torch.capture(pasted, batch, path=str(tmp_path / "pasted.db"), **kw)
     b = mhc_torch.capture(_Net, batch, path=str(tmp_path / "applied.db"), setting=setting, **kw)
     assert (a.kernels, a.peak_bytes) == (b.kernels, b.peak_bytes)
+
+
+def test_selective_checkpoint_of_a_compiled_module_caches_no_out_results():
+    """mhc_torch.apply's save_matmuls kept every overload of a matmul; a torch.compile'd block runs
+    its matmuls as aten.mm.out into buffers the compiled code reuses, so apply's selective
+    checkpoint of such a block stopped in the backward ('Tensor cached during selective activation
+    checkpoint has been mutated': bench/advise/new_user/mlp_compiled.py's small copy, every
+    answer's one-line form), where the printed policy (`.default` overloads) runs. Now apply keeps
+    the functional overloads only, as the printed code does."""
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    from mhc_torch.checkpointing import _save_matmuls_policy
+
+    aten = torch.ops.aten
+    assert _save_matmuls_policy(None, aten.mm.default) == CheckpointPolicy.MUST_SAVE
+    assert _save_matmuls_policy(None, aten.addmm.default) == CheckpointPolicy.MUST_SAVE
+    assert _save_matmuls_policy(None, aten.mm.out) == CheckpointPolicy.PREFER_RECOMPUTE
+    assert _save_matmuls_policy(None, aten.addmm.out) == CheckpointPolicy.PREFER_RECOMPUTE
+    assert _save_matmuls_policy(None, aten.gelu.default) == CheckpointPolicy.PREFER_RECOMPUTE
