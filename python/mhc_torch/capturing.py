@@ -202,6 +202,13 @@ class _RecordingFakeMode(FakeTensorMode):
         self.recording: Recording | None = None
         self._depth = 0  # ops of this mode's running now (>1: run by FakeTensorMode itself)
 
+    def __deepcopy__(self, memo):
+        """The mode itself: copy.deepcopy of a fake tensor (a module cloned with deepcopy, as
+        nn.TransformerEncoder and nn.Transformer clone their layers) copies the tensor's __dict__,
+        which holds its fake mode, and a copied mode made the clone's first op fail with `Mixing
+        fake modes NYI`."""
+        return self
+
     def dispatch(self, func, types, args=(), kwargs=None):
         rec = self.recording
         if rec is None or self._depth:

@@ -146,3 +146,23 @@ def test_selective_checkpoint_of_a_compiled_module_caches_no_out_results():
     assert _save_matmuls_policy(None, aten.mm.out) == CheckpointPolicy.PREFER_RECOMPUTE
     assert _save_matmuls_policy(None, aten.addmm.out) == CheckpointPolicy.PREFER_RECOMPUTE
     assert _save_matmuls_policy(None, aten.gelu.default) == CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def test_layers_cloned_with_deepcopy_capture(tmp_path):
+    """nn.Transformer (and nn.TransformerEncoder, and the _get_clones pattern of many codebases)
+    clones its layers with copy.deepcopy, which copied the fake tensors' mode: the capture stopped
+    in build_model ('Mixing fake modes NYI', bench/advise/new_user/nn_transformer.py). Now each clone
+    has parameters of its own on the capture's mode."""
+    def build():
+        layer = torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+        return torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+
+    path = str(tmp_path / "enc.db")
+    mhc_torch.capture(build, lambda: (torch.randn(2, 5, 16),), path=path, loss_fn=lambda m, b: m(*b).float().mean(),
+                      autocast_dtype=None)
+    a = mhc_torch.read_table(path, "allocations")
+    params = a[a.category_name == "param"]
+    # per layer: in_proj 3*16*16 + 3*16, out_proj 16*16 + 16, linear1 32*16 + 32, linear2 16*32 + 16,
+    # two LayerNorms 2*(16 + 16): 2,224 floats = 8,896 bytes; two layers (the layer cloned from is
+    # not the model's)
+    assert params.bytes.sum() == 2 * 8896
