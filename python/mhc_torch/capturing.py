@@ -1167,6 +1167,7 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         facts.update(_accumulation(recipe, rec, run, steps))
         facts.update(rec.unpack_meta())
         facts.update(rec.pack_meta())
+        facts.update(rec.calls_meta())
         modules = rec.module_records(model)
         del run, opt, model, batch
     return list(layers), step_times, modules, facts
