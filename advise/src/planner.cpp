@@ -141,11 +141,11 @@ struct BlockEffects {
 // from its cache, while each call's recomputation casts them again, an op its forward did not
 // run ("aten._to_copy.default invocation index 6 encountered during backward but not found in
 // storage": ALBERT's shared layer, bf16 autocast). Not offered for such a block.
-bool selective_runs(const Base& b, size_t block) {
-    if (b.trace->meta_or("capture.autocast", "none") == "none") return true;
-    const int32_t blk = b.info.block_module[block];
-    for (const auto& [module, row] : b.info.call_starts)
-        if (b.info.within(module, blk) || b.info.within(blk, module)) return false;
+bool selective_runs(const Base& base, size_t block) {
+    if (base.trace->meta_or("capture.autocast", "none") == "none") return true;
+    const int32_t blk = base.info.block_module[block];
+    for (const auto& [module, row] : base.info.call_starts)
+        if (base.info.within(module, blk) || base.info.within(blk, module)) return false;
     return true;
 }
 
