@@ -181,8 +181,9 @@ class SettingsRecording:
             return
         if entering:
             self.active.append(name)
-            if self.phase == "forward":
-                self.call_starts.setdefault(name, []).append(len(self.kernels) + 1)
+            starts = self.call_starts.setdefault(name, []) if self.phase == "forward" else None
+            if starts is not None and (not starts or starts[-1] != len(self.kernels) + 1):
+                starts.append(len(self.kernels) + 1)  # a call entered twice (a checkpoint's wrapper too): once
             self.module_types.setdefault(name, type(module).__name__)
         elif name in self.active:
             del self.active[len(self.active) - 1 - self.active[::-1].index(name)]
