@@ -232,6 +232,31 @@ void read_frame_holds(const trace::TraceData& trace_data, CaptureInfo& info) {
                [&](int32_t row_a, int32_t row_k) { info.held_until[static_cast<size_t>(row_a)] = row_k; });
 }
 
+// Meta capture.module_calls (python/mhc_torch/capture_tables.py, calls_meta): absent when no
+// module is called more often than the model.
+void read_module_calls(const trace::TraceData& trace_data, CaptureInfo& info) {
+    const std::string text = trace_data.meta_or("capture.module_calls", "");
+    if (text.empty()) return;
+    const nlohmann::json calls = nlohmann::json::parse(text, nullptr, false);
+    auto bad = [&](const std::string& why) {
+        return Error(trace_data.path + ": meta capture.module_calls: " + why +
+                     " (capture the step again with mhc-torch capture)");
+    };
+    if (!calls.is_object()) throw bad("not a JSON object of module names and kernel ids");
+    for (const auto& [name, ids] : calls.items()) {
+        const int32_t module = info.find_module(name);
+        if (module < 0) throw bad("names module '" + name + "', which the trace lacks");
+        if (!ids.is_array()) throw bad("not a JSON object of module names and kernel ids");
+        for (const auto& id : ids) {
+            if (!id.is_number_integer()) throw bad("not a JSON object of module names and kernel ids");
+            const int64_t row = trace_data.kernel_at(id.get<int64_t>());
+            if (row < 0) throw bad("names kernel " + std::to_string(id.get<int64_t>()) + ", which the trace lacks");
+            info.call_starts.emplace_back(module, static_cast<int32_t>(row));
+        }
+    }
+    std::sort(info.call_starts.begin(), info.call_starts.end());
+}
+
 // Meta capture.unpacks (python/mhc_torch/capture_tables.py, on_unpacked): absent in older
 // captures (then a storage is taken as unpacked where the backward first reads it).
 void read_unpacks(const trace::TraceData& trace_data, CaptureInfo& info) {
@@ -355,6 +380,7 @@ CaptureInfo load_capture_info(const trace::TraceData& t) {
     read_model_facts(t, c);
     read_frame_holds(t, c);   // python/mhc_torch/frame_holds.py; absent: free at the last use
     read_unpacks(t, c);
+    read_module_calls(t, c);
     return c;
 }
 

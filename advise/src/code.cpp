@@ -206,6 +206,7 @@ void checkpoint_code(std::ostringstream& o, const Setting& s, const CaptureInfo&
               << "MATMULS = {aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.default,\n"
               << "           aten.convolution.default,\n"
               << "           aten._scaled_dot_product_flash_attention.default,\n"
+              << "           aten._scaled_dot_product_flash_attention_for_cpu.default,   # the same on a CPU\n"
               << "           aten._scaled_dot_product_efficient_attention.default,\n"
               << "           aten._scaled_dot_product_cudnn_attention.default}\n"
               << "def save_matmuls(ctx, op, *args, **kwargs):\n"

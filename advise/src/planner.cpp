@@ -136,6 +136,19 @@ struct BlockEffects {
     std::vector<std::vector<int64_t>> time;
 };
 
+// Selective checkpointing of a module called several times a pass under autocast stops in the
+// backward: autocast casts the shared weights in the first call only and serves the later calls
+// from its cache, while each call's recomputation casts them again, an op its forward did not
+// run ("aten._to_copy.default invocation index 6 encountered during backward but not found in
+// storage": ALBERT's shared layer, bf16 autocast). Not offered for such a block.
+bool selective_runs(const Base& base, size_t block) {
+    if (base.trace->meta_or("capture.autocast", "none") == "none") return true;
+    const int32_t blk = base.info.block_module[block];
+    for (const auto& [module, row] : base.info.call_starts)
+        if (base.info.within(module, blk) || base.info.within(blk, module)) return false;
+    return true;
+}
+
 BlockEffects block_effects(const Evaluator& ev, const PlannerOptions& o, int64_t& evaluations) {
     const Base& b = ev.base();
     const size_t nb = b.info.block_name.size();
@@ -149,8 +162,10 @@ BlockEffects block_effects(const Evaluator& ev, const PlannerOptions& o, int64_t
     for (size_t k = 0; k < nb; ++k) {
         e.delta[k][0].assign(e.base_window.size(), 0);
         const bool mhc = block_has_type(b, k, kMhcMaps);
+        const bool selective = selective_runs(b, k);
         for (int c = 1; c < kChoices; ++c) {
             if (c == static_cast<int>(BlockChoice::Mhc) && !mhc) continue;
+            if (c == static_cast<int>(BlockChoice::SaveMatmuls) && !selective) continue;
             std::vector<BlockChoice> per(nb, BlockChoice::Keep);
             per[k] = static_cast<BlockChoice>(c);
             Evaluator::Quick q = ev.quick(combine(b, Setting{}, per, o.offload));

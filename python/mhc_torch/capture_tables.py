@@ -30,6 +30,7 @@ class SettingsRecording:
         self.unpacks: dict[tuple[int, int], int] = {}  # (allocation, graph task) -> the kernel after its first unpack
         self.module_types: dict[str, str] = {}  # fqn -> class name, in the order they first ran
         self.active: list[str] = []  # modules running (forward, or backward), innermost last
+        self.call_starts: dict[str, list[int]] = {}  # fqn -> the kernel id each forward call starts at
         self.name_of: Callable[[torch.nn.Module], str | None] = lambda m: None
         self.callee_names = weakref.WeakKeyDictionary()   # module -> its name under its caller
         self.callee_prefixes: dict[str, str] = {}   # ModTracker's name of such a module -> its name here
@@ -187,6 +188,9 @@ class SettingsRecording:
             name = self.callee_names.get(module, name)
         if entering:
             self.active.append(name)
+            starts = self.call_starts.setdefault(name, []) if self.phase == "forward" else None
+            if starts is not None and (not starts or starts[-1] != len(self.kernels) + 1):
+                starts.append(len(self.kernels) + 1)  # a call entered twice (a checkpoint's wrapper too): once
             self.module_types.setdefault(name, type(module).__name__)
         elif name in self.active:
             del self.active[len(self.active) - 1 - self.active[::-1].index(name)]
@@ -214,6 +218,16 @@ class SettingsRecording:
             self.callee_prefixes[name] = called
         self.callee_names[module] = called
         return called
+
+    def calls_meta(self) -> dict[str, str]:
+        """Meta capture.module_calls: {module: [kernel id, ...]}, the kernel each forward call
+        starts at, for the modules called more often than the model (a layer whose weights are
+        shared, called again and again: ALBERT's one layer, 12 calls a pass). Calls one after
+        another run kernels of one module without a break, which only these ids tell apart: a
+        checkpoint of such a module is one checkpoint per call (mhc advise's checkpoint transform)."""
+        passes = len(next(iter(self.call_starts.values()), ()))  # the model's own: entered first, once a pass
+        many = {n: [k for k in ks if k <= len(self.kernels)] for n, ks in self.call_starts.items() if len(ks) > passes}
+        return {"capture.module_calls": json.dumps(many, separators=(",", ":"))} if many else {}
 
     def module_of(self) -> str:
         """The innermost module running now ("" outside every module)."""

@@ -203,6 +203,13 @@ class _RecordingFakeMode(FakeTensorMode):
         self.recording: Recording | None = None
         self._depth = 0  # ops of this mode's running now (>1: run by FakeTensorMode itself)
 
+    def __deepcopy__(self, memo):
+        """The mode itself: copy.deepcopy of a fake tensor (a module cloned with deepcopy, as
+        nn.TransformerEncoder and nn.Transformer clone their layers) copies the tensor's __dict__,
+        which holds its fake mode, and a copied mode made the clone's first op fail with `Mixing
+        fake modes NYI`."""
+        return self
+
     def dispatch(self, func, types, args=(), kwargs=None):
         rec = self.recording
         if rec is None or self._depth:
@@ -607,7 +614,19 @@ def _fake_error(e: BaseException, outer: BaseException | None = None) -> Capture
 
     at = where(user_frame(outer or e) or user_frame(e))
     return CaptureError(f"op {op} cannot run on fake tensors{f' (at {at})' if at else ''}: {why}"
-                        f"{_eager_experts_hint(outer or e)}")
+                        f"{_eager_experts_hint(outer or e) or _mask_hint(func)}")
+
+
+def _mask_hint(func) -> str:
+    """What to write instead of a selection by a boolean mask (x[mask], masked_select: nonzero's
+    output, as many rows as the mask has True values), said after the error's line: a loss over
+    the masked rows only (a GNN's training nodes, a masked language model's masked tokens) keeps
+    its shapes with ignore_index or a weighted mean."""
+    if getattr(func, "_overloadpacket", None) not in (torch.ops.aten.nonzero, torch.ops.aten.masked_select):
+        return ""
+    return ("; a selection by a boolean mask (x[mask], masked_select, nonzero) keeps as many elements as the mask "
+            "has True values: for a loss over the masked rows keep the shapes, as in cross_entropy(logits, "
+            "labels.masked_fill(~mask, -100)) (its ignore_index) or (loss * mask).sum() / mask.sum()")
 
 
 def _eager_experts_hint(e: BaseException) -> str:
@@ -909,6 +928,14 @@ def model_facts(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dic
             stepped[p.dtype] = stepped.get(p.dtype, 0) + p.numel() * p.element_size()
     if stepped:
         facts["capture.optimizer_dtype"] = str(max(stepped, key=stepped.get)).replace("torch.", "")
+    # Recurrent layers run cuDNN's fused RNN kernel on a GPU (aten::_cudnn_rnn: a reserve space kept
+    # for the backward; under autocast fp16 inputs and a fresh fp16 copy of the weights, whatever the
+    # autocast dtype: ATen's cudnn/AutocastRNN.cpp). Fake CPU tensors run the CPU's RNN ops instead
+    # (aten::mkldnn_rnn_layer, uncast, no FLOPs counted), which the capture records as they come:
+    # the modules are named so that the user is told (mhc-torch capture warns).
+    rnns = [f"{type(model).__name__}.{n}" for n, m in model.named_modules() if isinstance(m, torch.nn.RNNBase)]
+    if rnns:
+        facts["capture.unmodelled_modules"] = json.dumps(rnns)
     hf = sys.modules.get("transformers.modeling_utils")
     layers_mod = sys.modules.get("transformers.modeling_layers")
     if hf is not None and isinstance(model, hf.PreTrainedModel) and getattr(model, "supports_gradient_checkpointing", False):
@@ -1185,6 +1212,7 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         facts.update(_accumulation(recipe, rec, run, steps))
         facts.update(rec.unpack_meta())
         facts.update(rec.pack_meta())
+        facts.update(rec.calls_meta())
         modules = rec.module_records(model)
         del run, opt, model, batch
     return list(layers), step_times, modules, facts

@@ -33,7 +33,11 @@ _MATMULS = {getattr(_aten, n) for n in (
 
 
 def _save_matmuls_policy(ctx, op, *args, **kwargs):
-    return CheckpointPolicy.MUST_SAVE if op.overloadpacket in _MATMULS else CheckpointPolicy.PREFER_RECOMPUTE
+    # Functional overloads only, as the printed policy's `.default` ops: a torch.compile'd module
+    # runs its matmuls as `mm.out` into buffers the compiled code reuses, and a cached `out=` result
+    # is then mutated ("Tensor cached during selective activation checkpoint has been mutated").
+    keep = op.overloadpacket in _MATMULS and not op._schema.is_mutable
+    return CheckpointPolicy.MUST_SAVE if keep else CheckpointPolicy.PREFER_RECOMPUTE
 
 
 def _checkpointed(fn, module: torch.nn.Module, context_fn=None):

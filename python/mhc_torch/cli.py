@@ -303,6 +303,12 @@ def _capture(a, parser: argparse.ArgumentParser) -> int:
     print(_flops_line(r, a.gpu))
     if r.meta.get("capture.allocator_conf_late") is not None:
         print(_allocator_late(r.meta), file=sys.stderr)
+    if r.meta.get("capture.unmodelled_modules"):
+        rnns = json.loads(r.meta["capture.unmodelled_modules"])
+        print(f"mhc-torch: warning: {_rnn_names(rnns)} run cuDNN's RNN kernel on a GPU, which a capture does not "
+              "model: the trace has the CPU's RNN ops (no cuDNN reserve space, uncast under autocast where cuDNN "
+              "runs fp16, no FLOPs counted), so its memory and time in these modules are not a GPU's",
+              file=sys.stderr)
     if r.meta.get("capture.hf_checkpointing_on") == "true" and setting is None and not a.forward_only:
         off = _without_hf_checkpointing(r, build, make_batch, a, capture_kwargs=dict(
             steps=a.steps, gpu=a.gpu, loss_fn=loss_fn, optimizer=optimizer, autocast_dtype=dtype,
@@ -325,6 +331,12 @@ def _allocator_late(meta: dict) -> str:
             "PyTorch reads it once, when CUDA initialises (the model's first CUDA tensor), so the step runs and was "
             f"captured with {repr(used) if used else 'the default settings'}; set it at the top of the script, "
             "before the model is built")
+
+
+def _rnn_names(names: list[str]) -> str:
+    """'LstmLm.rnns.0, LstmLm.rnns.1 and 2 more (nn.RNNBase modules)'-style: the first two named."""
+    more = f" and {len(names) - 2} more" if len(names) > 2 else ""
+    return ", ".join(names[:2]) + more + (" (recurrent layers)" if len(names) > 1 else " (a recurrent layer)")
 
 
 def _without_hf_checkpointing(r, build, make_batch, a, capture_kwargs) -> str | None:

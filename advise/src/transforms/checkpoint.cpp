@@ -92,9 +92,12 @@ private:
 
     // The forward calls of each region: maximal seq ranges of a pass's forward kernels inside it,
     // by the module whose call runs each (Context::caller: an op of a module the region calls
-    // that is not registered under the model runs, and is recomputed, with the region's).
+    // that is not registered under the model runs, and is recomputed, with the region's), cut
+    // where the capture saw a call of the module begin (a layer with shared weights called 12
+    // times one after another, as ALBERT's, is 12 checkpoints, not one).
     std::vector<Run> runs(const Context& ctx) const {
         const Base& base = ctx.base;
+        const auto& starts = base.info.call_starts;
         std::vector<Run> out;
         for (const Region& g : regions_) {
             Run cur;
@@ -103,7 +106,10 @@ private:
                 if (base.phase[s] != Phase::Forward) continue;
                 bool in = base.info.within(ctx.caller[s], g.module);
                 const int32_t pass = base.pass[s];
-                if (open && (!in || pass != cur.pass)) {
+                const bool begins = in && open && !starts.empty() &&
+                                    std::binary_search(starts.begin(), starts.end(),
+                                                       std::make_pair(g.module, base.korder[s]));
+                if (open && (!in || pass != cur.pass || begins)) {
                     out.push_back(cur);
                     open = false;
                 }
@@ -139,6 +145,12 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
     // is where the recomputation stops (early stop); the first backward op reading one of them
     // unpacks first and triggers the recomputation.
     int32_t stop = -1, trigger = -1;
+    // A module called many times a pass (shared weights): its backward nodes are every call's, and
+    // what all calls save (the weights) is read back first by the last call's; this call's own
+    // saves alone say when its backward begins and ends.
+    const auto& starts = b.info.call_starts;
+    const auto first_start = std::lower_bound(starts.begin(), starts.end(), std::make_pair(r.module, INT32_MIN));
+    const bool repeated = first_start != starts.end() && first_start->first == r.module;
     std::vector<int32_t> saved;
     std::vector<uint8_t> only_here(static_cast<size_t>(nrec), 0);
     for (int32_t x : touched) {
@@ -150,6 +162,7 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
         if (!any) continue;
         saved.push_back(x);
         only_here[static_cast<size_t>(x)] = all;
+        if (repeated && !all) continue;
         // the module's own backward nodes unpack what it saved (a storage saved by many
         // modules, such as rotary tables, is read back first by the last module's backward)
         b.for_acc(x, [&](int32_t s, trace::AccessMode) {
@@ -182,6 +195,7 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
             region_bwd_last = std::max(region_bwd_last, b.last_access_in_pass(storage, Phase::Backward, r.pass));
             continue;
         }
+        if (repeated) continue;
         b.for_acc(storage, [&](int32_t seq, trace::AccessMode) {
             if (b.phase[static_cast<size_t>(seq)] == Phase::Backward && b.pass[static_cast<size_t>(seq)] == r.pass &&
                 b.info.within(b.module[static_cast<size_t>(seq)], r.module))

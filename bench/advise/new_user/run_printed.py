@@ -56,9 +56,15 @@ def _step(mod, model, optimizer, batch, autocast, micro_batches=1):
 
 
 def _diff(a, b):
+    if b == {} and a:  # an optimizer on the host takes the gradients off the parameters (.grad is None)
+        return None
     if a.keys() != b.keys():
         return float("inf")
     return max([(a[k].float() - b[k].float()).abs().max().item() for k in a] or [0.0])
+
+
+def _fmt(d):
+    return "n/a (on the host optimizer, not .grad)" if d is None else f"{d:.3g}"
 
 
 def _optimizer(mod, model):  # what the capture's optimizer was: the file's build_optimizer(model), else
@@ -119,7 +125,7 @@ def main():
                     continue
                 print(f"{i}. {row['description']} [{form}, {'bf16' if autocast else 'fp32'}]: "
                       f"loss equal {r['loss_equal']} ({r['loss'][0]:.6f} vs {r['loss'][1]:.6f}), "
-                      f"grads max diff {r['grad_diff']:.3g}, params after step {r['param_diff']:.3g}, "
+                      f"grads max diff {_fmt(r['grad_diff'])}, params after step {r['param_diff']:.3g}, "
                       f"buffers {r['buffer_diff']:.3g}")
     return 0
 

@@ -52,6 +52,10 @@ struct CaptureInfo {
     // (allocation row, kernel row) of every save in the order autograd packed them (meta
     // capture.pack_order; empty in captures before it): an offload hook's order.
     std::vector<std::pair<int32_t, int32_t>> pack_order;
+    // (module, kernel row) where each forward call of a module called more often than the model
+    // starts (meta capture.module_calls: a layer whose weights are shared, called many times a
+    // pass), sorted; calls one after another are one run of kernels without them.
+    std::vector<std::pair<int32_t, int32_t>> call_starts;
 
     // What the printed code needs to know of the user's model and optimizer (meta that
     // mhc-torch capture writes; empty in a capture that lacks it).
