@@ -346,10 +346,15 @@ int run(const Options& o) {
                 mhc::format_rate(host.bandwidth_Bps).c_str(), mhc::format_ns(std::llround(host.per_tensor_s * 1e9)).c_str());
     if (const std::string comm = comm_line(base, a.baseline); !comm.empty())
         std::printf("comm       %s\n", comm.c_str());
-    std::printf("baseline   peak %s, reserved %s, step %s%s\n", mhc::format_bytes(a.baseline.memory.peak).c_str(),
-                mhc::format_bytes(a.baseline.memory.reserved).c_str(), baseline_time(a.baseline, cal).c_str(),
+    // A time is the whole captured trace's: with several steps, say so rather than call it a step.
+    const size_t steps = base.steps.size();
+    const std::string time_of = steps > 1 ? std::to_string(steps) + " steps" : "step";
+    std::printf("baseline   peak %s, reserved %s, %s %s%s\n", mhc::format_bytes(a.baseline.memory.peak).c_str(),
+                mhc::format_bytes(a.baseline.memory.reserved).c_str(), time_of.c_str(),
+                baseline_time(a.baseline, cal).c_str(),
                 capacity > 0 && a.baseline.memory.reserved > capacity ? ": does not fit" : "");
-    std::printf("\n%-4s %10s %10s %10s %11s %7s", "rank", "peak", "reserved", "host", "step (est.)", "loss");
+    std::printf("\n%-4s %10s %10s %10s %11s %7s", "rank", "peak", "reserved", "host",
+                steps > 1 ? "time (est.)" : "step (est.)", "loss");
     if (o.verify) std::printf(" %11s %11s %7s %7s", "capt. peak", "capt. res.", "err pk", "err res");
     std::printf("  setting\n");
     for (size_t i = 0; i < rows.size(); ++i) {
@@ -365,7 +370,8 @@ int run(const Options& o) {
                         100 * relative_error(p.memory.reserved, r.captured.memory.reserved));
         std::printf("  %s\n", row_description(r, base.info).c_str());
     }
-    std::printf("(%s)\n", cal ? kCalibratedTimeNote : kTimeNote);
+    std::printf("(%s%s)\n", steps > 1 ? ("time: the " + time_of + " of the capture together; ").c_str() : "",
+                cal ? kCalibratedTimeNote : kTimeNote);
     for (size_t i = 0; i < rows.size(); ++i)
         std::printf("\n# %zu. %s\n%s\n", i + 1, row_description(rows[i], base.info).c_str(),
                     row_code(rows[i], base.info).c_str());

@@ -44,6 +44,10 @@ TEST_CASE("mhc advise ranks settings that fit and prints their code", "[advise][
     REQUIRE(o.status == 0);
     CHECK(o.out.find("rank") != std::string::npos);
     CHECK(o.out.find("estimates") != std::string::npos);   // times are said to be estimates
+    // The chain holds 2 steps: a time is theirs together, not a step's (it was printed as "step").
+    CHECK(o.out.find(", 2 steps ") != std::string::npos);
+    CHECK(o.out.find("time (est.)") != std::string::npos);
+    CHECK(o.out.find("(time: the 2 steps of the capture together; ") != std::string::npos);
     CHECK(o.out.find("mhc_torch.apply(model, optimizer, {") != std::string::npos);
     Out j = run("advise " + t.path + " --capacity 400MiB --json --top 2");
     REQUIRE(j.status == 0);
