@@ -110,4 +110,25 @@ inline Py pool_event(const char* action, int64_t addr, int64_t size, int64_t poo
     return entry;
 }
 
+// A block of an end-state segment: live (active_allocated, its request its size) or free.
+inline Py snapshot_block(int64_t addr, int64_t bytes, bool live) {
+    return Py::dict({{"address", addr},
+                     {"size", bytes},
+                     {"requested_size", live ? bytes : 0},
+                     {"state", live ? "active_allocated" : "inactive"},
+                     {"frames", Py::list({})}});
+}
+
+// An end-state segment of the default pool (device 0, stream 0, large, not expandable).
+inline Py snapshot_segment(int64_t addr, int64_t bytes, std::vector<Py> blocks) {
+    return Py::dict({{"device", 0},
+                     {"address", addr},
+                     {"total_size", bytes},
+                     {"stream", 0},
+                     {"segment_type", "large"},
+                     {"segment_pool_id", Py::pool(0, 0)},
+                     {"is_expandable", Py::boolean(false)},
+                     {"blocks", Py::list(std::move(blocks))}});
+}
+
 }  // namespace test

@@ -849,23 +849,8 @@ TEST_CASE("snapshot: torch 2.15's pool_id on trace events names each row's pool,
         pool_event("segment_alloc", seg_e, 12 * MiB, 0, 1030), pool_event("alloc", seg_e, 12 * MiB, 0, 1030),
         pool_event("segment_free", seg_p, 14 * MiB, 1, 1040),  pool_event("free_requested", seg_e, 12 * MiB, 0, 1050),
         pool_event("free_completed", seg_e, 12 * MiB, 0, 1050)};
-    auto block = [](int64_t addr, int64_t bytes, bool live) {
-        return Py::dict({{"address", addr},
-                         {"size", bytes},
-                         {"requested_size", live ? bytes : 0},
-                         {"state", live ? "active_allocated" : "inactive"},
-                         {"frames", Py::list({})}});
-    };
-    auto segment = [&](int64_t addr, int64_t bytes, std::vector<Py> blocks) {
-        return Py::dict({{"device", 0},
-                         {"address", addr},
-                         {"total_size", bytes},
-                         {"stream", 0},
-                         {"segment_type", "large"},
-                         {"segment_pool_id", Py::pool(0, 0)},
-                         {"is_expandable", Py::boolean(false)},
-                         {"blocks", Py::list(std::move(blocks))}});
-    };
+    auto block = test::snapshot_block;
+    auto segment = test::snapshot_segment;
     Py snap = Py::dict(
         {{"segments", Py::list({segment(seg_d, 20 * MiB, {block(seg_d, 9 * MiB, true), block(seg_d + 9 * MiB, 11 * MiB, false)}),
                                 segment(seg_e, 12 * MiB, {block(seg_e, 12 * MiB, false)})})},

@@ -476,22 +476,8 @@ trace::TraceData mempool_given_back(const std::string& name, bool pool_ids, std:
                         ev("segment_free", seg_p, 14 * MiB, 1, 1040),   ev("free_requested", seg_e, 12 * MiB, 0, 1050),
                         ev("free_completed", seg_e, 12 * MiB, 0, 1050), ev("segment_alloc", seg_f, 22 * MiB, 0, 1060),
                         ev("alloc", seg_f, 22 * MiB, 0, 1060)};
-    auto block = [](int64_t addr, int64_t bytes, bool live) {
-        return Py::dict({{"address", addr},
-                         {"size", bytes},
-                         {"requested_size", live ? bytes : 0},
-                         {"state", live ? "active_allocated" : "inactive"}});
-    };
-    auto segment = [&](int64_t addr, int64_t bytes, std::vector<Py> blocks) {
-        return Py::dict({{"device", 0},
-                         {"address", addr},
-                         {"total_size", bytes},
-                         {"stream", 0},
-                         {"segment_type", "large"},
-                         {"segment_pool_id", Py::pool(0, 0)},
-                         {"is_expandable", Py::boolean(false)},
-                         {"blocks", Py::list(std::move(blocks))}});
-    };
+    auto block = test::snapshot_block;
+    auto segment = test::snapshot_segment;
     Py snap = Py::dict(
         {{"segments", Py::list({segment(seg_d, 20 * MiB, {block(seg_d, 9 * MiB, true), block(seg_d + 9 * MiB, 11 * MiB, false)}),
                                 segment(seg_e, 12 * MiB, {block(seg_e, 12 * MiB, false)}),
