@@ -1,0 +1,132 @@
+// Screenshots of the compare view: runs' curves overlaid, the run picker at 70 runs.
+// (shots.hpp: how a screenshot is taken and read.)
+#include "shots.hpp"
+
+TEST_CASE("compare screenshot: both runs' curves overlaid") {
+    fixture::TempPath db("known.db");
+    fixture::write_known_trace(db.path);
+    Shot s = shoot(db.path, "--view compare --run 1 --run 2");
+    REQUIRE(s.rc == 0);
+    const auto& cmp = s.layout["compare"];
+    REQUIRE(cmp["runs"].size() == 2);
+    const auto& c = cmp["curve"];
+    // Each run's line at its own peak height in the middle of its peak (500 us).
+    double x = x_at(c, cmp, 500 * us);
+    double y1 = c["y1"], h = y1 - c["y0"].get<double>(), y_max = cmp["y_max"];
+    for (int k = 0; k < 2; ++k) {
+        double peak = cmp["runs"][k]["peak"];
+        double y = y1 - peak / y_max * h;
+        bool found = false;
+        for (double dy = -2; dy <= 2; ++dy)
+            found = found || near(s.img.at(x, y + dy), series_color(static_cast<size_t>(k)), 6);
+        CHECK(found);
+    }
+    // The metrics table: readable names, values in the key's unit.
+    std::map<std::string, nlohmann::json> rows;
+    for (const auto& r : cmp["metrics"]) rows[r["key"].get<std::string>()] = r;
+    REQUIRE(rows.count("stall_ns"));
+    CHECK(rows["stall_ns"]["label"] == "stall time");
+    CHECK(rows["stall_ns"]["values"][0] == "50.0 us");
+    CHECK(rows["stall_ns"]["values"][1] == "10.0 us");
+    for (const auto& [key, r] : rows) CHECK(r["label"].get<std::string>().find('_') == std::string::npos);
+    // "recorded (grey)" sits over the plot's top left, clear of every byte label (it was drawn in
+    // the label column, over the top one).
+    const auto& cap = cmp["caption"];
+    CHECK(cap["x0"].get<double>() >= c["x0"].get<double>());
+    CHECK(cap["y0"].get<double>() >= c["y0"].get<double>());
+    REQUIRE(cmp["axis_labels"].size() >= 2);
+    for (const auto& label : cmp["axis_labels"])
+        CHECK(!(label["x0"].get<double>() < cap["x1"].get<double>() &&
+                cap["x0"].get<double>() < label["x1"].get<double>() &&
+                label["y0"].get<double>() < cap["y1"].get<double>() &&
+                cap["y0"].get<double>() < label["y1"].get<double>()));
+}
+
+namespace {
+
+// 68 more runs on the known trace (70 in all, as a sweep of the demo stores): five policies,
+// three prefetchers, two links; kernels shifted by 10 us x (i % 7); the last one is slow (its
+// kernels 5 ms later: it ends near 5.9 ms on a 1 ms trace).
+void add_sweep_runs(const std::string& path) {
+    using namespace mhc::trace;
+    const char* policies[] = {"lru", "largest", "belady", "dtr", "cost_aware"};
+    const char* prefetchers[] = {"none", "periodic", "lookahead:500"};
+    std::vector<Run> runs;
+    for (int i = 0; i < 68; ++i) {
+        Run r;
+        int64_t shift = i == 67 ? 5000 * us : 10 * us * (i % 7);
+        std::string pol = policies[i % 5], pre = prefetchers[i % 3], link = i % 2 ? "pcie5" : "pcie4";
+        r.name = pol + "+" + pre + "@" + std::to_string(50 + i % 4 * 10) + "%/" + link + "/caching";
+        r.config = {{"eviction", pol}, {"prefetch", pre}, {"link", link}};
+        r.metrics = {{"capacity_bytes", (900.0 + i) * MiB},
+                     {"simulated_peak_bytes", (890.0 + i) * MiB},
+                     {"peak_reduction", 0.3 + 0.001 * i},
+                     {"throughput_loss", 0.01 * i},
+                     {"simulated_makespan_ns", 1e6 + static_cast<double>(shift)}};
+        for (int k = 1; k <= 202; ++k) {
+            int64_t t = k == 1 ? 100 * us : k == 2 ? 500 * us : 800 * us + (k - 3) * 500;
+            int64_t d = k == 1 || k == 2 ? 200 * us : 100;
+            r.kernel_times.push_back({k, t + (k > 1 ? shift : 0), t + d + (k > 1 ? shift : 0)});
+        }
+        r.memory = {{0, 400 * MiB, 0}, {600 * us + shift, 500 * MiB, 0}};
+        runs.push_back(std::move(r));
+    }
+    add_runs(path, runs);
+}
+
+}   // namespace
+
+TEST_CASE("compare at scale: 70 runs in a table, timelines scroll, the axis reaches the slowest ticked run") {
+    fixture::TempPath db("sweep.db");
+    fixture::write_known_trace(db.path);
+    add_sweep_runs(db.path);
+    // Default: the first six ticked; none is the slow run (#70), so the axis ends near 1.06 ms.
+    Shot s = shoot(db.path, "--view compare --size 1400x900");
+    INFO(s.err);
+    REQUIRE(s.rc == 0);
+    const auto& cmp = s.layout["compare"];
+    const auto& picker = cmp["picker"];
+    CHECK(picker["total"] == 70);
+    CHECK(picker["shown"] == 70);
+    REQUIRE(picker["rows"].size() >= 6);
+    for (size_t i = 0; i < picker["rows"].size(); ++i) {
+        CHECK(picker["rows"][i]["id"] == static_cast<int64_t>(i) + 1);   // by id
+        CHECK(picker["rows"][i]["ticked"] == (i < 6));
+    }
+    // Row #3: the sweep's first run: lru, none, pcie4, its figures.
+    CHECK(picker["rows"][2]["cells"] == nlohmann::json({"3", "lru", "none", "pcie4", "900.00 MiB", "890.00 MiB",
+                                                        "30.00 %", "0.00 %", "1.00 ms", "complete"}));
+    // The picker takes a part of the window, the plots the rest; nothing runs off the window.
+    double pick_h = picker["rect"]["y1"].get<double>() - picker["rect"]["y0"].get<double>();
+    CHECK(pick_h < 0.35 * s.img.h);
+    CHECK(cmp["curve"]["y0"].get<double>() > picker["rect"]["y1"].get<double>());
+    CHECK(cmp["timelines"]["rect"]["y1"].get<double>() < s.layout["status"]["y0"].get<double>());
+    CHECK(cmp["t1"].get<int64_t>() < 2000 * us);
+
+    // Nine runs ticked, the slow one among them: the axis reaches its end; the list scrolls.
+    std::string ticks;
+    for (int id : {70, 1, 2, 3, 4, 5, 6, 7, 8}) ticks += " --run " + std::to_string(id);
+    Shot n = shoot(db.path, "--view compare --size 1400x900" + ticks);
+    REQUIRE(n.rc == 0);
+    const auto& c9 = n.layout["compare"];
+    REQUIRE(c9["runs"].size() == 9);
+    int64_t slowest = 0;
+    for (const auto& r : c9["runs"]) slowest = std::max(slowest, r["t_end"].get<int64_t>());
+    CHECK(slowest > 5800 * us);
+    CHECK(c9["t1"].get<int64_t>() >= slowest);
+    const auto& tl = c9["timelines"];
+    REQUIRE(tl["runs"].size() == 9);
+    double visible_h = tl["rect"]["y1"].get<double>() - tl["rect"]["y0"].get<double>();
+    CHECK(tl["content_height"].get<double>() > visible_h);   // more than fit: a scrolling list
+    int visible = 0;
+    for (const auto& r : tl["runs"]) visible += r["visible"].get<bool>();
+    CHECK(visible >= 2);
+    CHECK(visible < 9);
+    // The slow run's curve (the ninth colour) runs on at 500 MiB to the right of the others' ends.
+    const auto& c = c9["curve"];
+    double y = c["y1"].get<double>() -
+               500.0 * MiB / c9["y_max"].get<double>() * (c["y1"].get<double>() - c["y0"].get<double>());
+    bool found = false;
+    for (double dy = -2; dy <= 2; ++dy) found |= near(n.img.at(x_at(c, c9, 5700 * us), y + dy), series_color(8), 6);
+    CHECK(found);
+}

@@ -1,0 +1,387 @@
+// Screenshots of the memory view: the peak, allocation bands and their colours, reserved bytes
+// from segments, fit y, the device picker.
+// (shots.hpp: how a screenshot is taken and read.)
+#include "shots.hpp"
+
+TEST_CASE("memory screenshot: the peak's column, its height, and the bands") {
+    fixture::TempPath db("known.db");
+    fixture::write_known_trace(db.path);
+    Shot s = shoot(db.path, "--view memory");
+    REQUIRE(s.rc == 0);
+    const auto& m = s.layout["memory"];
+    const auto& c = m["curve"];
+    CHECK(m["peak_bytes"] == Approx(1424.0 * MiB));
+    // The peak starts at 450 us: its column is where 450 us falls.
+    double w = c["x1"].get<double>() - c["x0"].get<double>();
+    int expect_col = static_cast<int>(std::floor(450.0 / 1000.0 * static_cast<int>(w)));
+    CHECK(std::abs(m["peak_col"].get<int>() - expect_col) <= 1);
+    // Top of the filled curve (its opaque edge) in a column, searched from the top down.
+    auto top = [&](int64_t t) {
+        double x = x_at(c, m, t);
+        for (double y = c["y0"].get<double>() + 1; y < c["y1"].get<double>(); ++y)
+            if (near(s.img.at(x, y), kCurve, 6)) return y;
+        return c["y1"].get<double>();
+    };
+    double h = c["y1"].get<double>() - c["y0"].get<double>();
+    double y_max = m["y_max"];
+    CHECK(top(500 * us) == Approx(c["y1"].get<double>() - 1424.0 * MiB / y_max * h).margin(2.5));
+    CHECK(top(200 * us) == Approx(c["y1"].get<double>() - 464.0 * MiB / y_max * h).margin(2.5));
+    // Bands: weights (param) at the bottom, act_big (activation) above it at 500 us.
+    const auto& b = m["bands"];
+    double by = b["y1"].get<double>(), bh = by - b["y0"].get<double>(), bmax = m["band_y_max"];
+    double xb = x_at(b, m, 500 * us);
+    CHECK(near(s.img.at(xb, by - 200.0 * MiB / bmax * bh), band_of(db.path, BandColoring::Category, 1)));   // weights
+    CHECK(near(s.img.at(xb, by - 900.0 * MiB / bmax * bh), band_of(db.path, BandColoring::Category, 2)));   // act_big
+    CHECK(near(s.img.at(x_at(b, m, 200 * us), by - 430.0 * MiB / bmax * bh),
+               band_of(db.path, BandColoring::Category, 3)));
+    // Bands keep their category's hue, a little lighter or darker each.
+    CHECK(std::abs(blue(band_of(db.path, BandColoring::Category, 1)) -
+                   blue(category_color(mhc::trace::Category::Param))) < 40);
+    CHECK(m["coloring"] == "category");
+    // No legend entry overlaps a byte label of either axis.
+    auto overlap = [](const nlohmann::json& p, const nlohmann::json& q) {
+        return p["x0"].get<double>() < q["x1"].get<double>() && q["x0"].get<double>() < p["x1"].get<double>() &&
+               p["y0"].get<double>() < q["y1"].get<double>() && q["y0"].get<double>() < p["y1"].get<double>();
+    };
+    REQUIRE(m["legend"].size() >= 4);
+    REQUIRE(m["axis_labels"].size() >= 4);
+    for (const auto& e : m["legend"])
+        for (const auto& l : m["axis_labels"]) CHECK(!overlap(e, l));
+    // Legends sit over the plots, right of the byte labels' column; also in a short window,
+    // where a list down the label column would run into the labels.
+    for (const auto& e : m["legend"]) CHECK(e["x0"].get<double>() >= c["x0"].get<double>() - 1);
+    Shot small = shoot(db.path, "--view memory --size 1400x380");
+    INFO(small.err);
+    REQUIRE(small.rc == 0);
+    const auto& sm = small.layout["memory"];
+    for (const auto& e : sm["legend"])
+        for (const auto& l : sm["axis_labels"]) CHECK(!overlap(e, l));
+}
+
+TEST_CASE("memory screenshot of an imported trace: bands by source frame, not one grey") {
+    fixture::TempPath db("imported.db");
+    fixture::write_imported_trace(db.path);
+    Shot s = shoot(db.path, "--view memory");
+    REQUIRE(s.rc == 0);
+    const auto& m = s.layout["memory"];
+    CHECK(m["coloring"] == "source frame");
+    // Stacked in id order: A [0, 256), A [256, 512), B [512, 1024), C [1024, 1088) MiB.
+    const auto& b = m["bands"];
+    double by = b["y1"].get<double>(), bh = by - b["y0"].get<double>(), bmax = m["band_y_max"];
+    double x = x_at(b, m, 500 * us);
+    uint32_t a = s.img.at(x, by - 128.0 * MiB / bmax * bh), bb = s.img.at(x, by - 768.0 * MiB / bmax * bh),
+             c = s.img.at(x, by - 1056.0 * MiB / bmax * bh);
+    CHECK(near(a, band_of(db.path, BandColoring::Label, 1)));
+    CHECK(near(bb, band_of(db.path, BandColoring::Label, 3)));
+    CHECK(near(c, band_of(db.path, BandColoring::Label, 4)));
+    CHECK(!near(a, bb, 20));
+    for (uint32_t px : {a, bb, c}) {
+        CHECK(!near(px, kSummary, 20));
+        CHECK(!near(px, category_color(mhc::trace::Category::Other), 20));
+    }
+    // The legend names the frames with their bytes at the peak, in their colours.
+    std::set<std::string> texts;
+    for (const auto& e : m["legend"]) texts.insert(e["text"].get<std::string>());
+    CHECK(texts.count(std::string(fixture::kFrameA) + ": 512 MiB"));
+    CHECK(texts.count(std::string(fixture::kFrameB) + ": 512 MiB"));
+    CHECK(texts.count(std::string(fixture::kFrameC) + ": 64 MiB"));
+}
+
+TEST_CASE("memory screenshot of a trace with segments: recorded reserved over allocated") {
+    // Segments (docs/viewer.md): 2 GiB of segments from 0 to the end over the imported fixture's 1088 MiB of
+    // allocations; the upper plot scales to the reserved bytes and names the curve.
+    fixture::TempPath db("segments.db");
+    {
+        using namespace mhc::trace;
+        Writer w(db.path);
+        w.set_meta("source", "viewer-test-segments");
+        int64_t a = w.intern(fixture::kFrameA);
+        w.add(Allocation{1, 0, 0x1000, 1088 * MiB, 0, 1000 * us, 1, Category::Other, a});
+        Segment s;
+        s.id = 1;
+        s.address = 0x1000;
+        s.bytes = 2048 * MiB;
+        s.t_alloc = 0;
+        s.reconstructed = true;
+        w.add(s);
+        w.finish();
+    }
+    Shot s = shoot(db.path, "--view memory");
+    INFO(s.err);
+    REQUIRE(s.rc == 0);
+    const auto& m = s.layout["memory"];
+    CHECK(m["y_max"].get<double>() == Approx(2048.0 * MiB * 1.08));
+    bool named = false, model = false;
+    for (const auto& e : m["legend"]) {
+        named |= e["text"] == "recorded reserved (segments)";
+        model |= e["text"] == "model reserved (caching allocator, device 0)";
+    }
+    CHECK(named);
+    // The model, warm-started from the recorded 2 GiB segment, places the allocation in it:
+    // its reserved curve is drawn (named) and reaches the same 2 GiB, not above.
+    CHECK(model);
+    CHECK(m["y_max"].get<double>() == Approx(2048.0 * MiB * 1.08));
+}
+
+TEST_CASE("memory screenshot: segments that cannot be read are said in the window, the rest drawn") {
+    fixture::TempPath db("broken-segments.db");
+    fixture::write_segments_trace(db.path);
+    sqlite3* h = nullptr;
+    REQUIRE(sqlite3_open(db.path.c_str(), &h) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(h, "UPDATE segments SET bytes = 'lots' WHERE id = 2", nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(h);
+    Shot s = shoot(db.path, "--view memory");
+    INFO(s.err);
+    REQUIRE(s.rc == 0);
+    const auto& m = s.layout["memory"];
+    const std::string message = m["message"];
+    CHECK_THAT(message, Catch::StartsWith("reserved memory not shown: ") && Catch::Contains(db.path) &&
+                            Catch::Contains("segments"));
+    for (const auto& e : m["legend"]) CHECK(e["text"] != "recorded reserved (segments)");
+    // The live bytes are drawn as without segments: 1088 MiB, the plot scaled to them.
+    CHECK(m["peak_bytes"].get<double>() == 1088.0 * MiB);
+    // The line is drawn over the plot: its warm text colour at the plot's top left.
+    const auto& c = m["curve"];
+    bool lit = false;
+    for (double x = c["x0"].get<double>() + 6; x < c["x0"].get<double>() + 200; x += 1)
+        for (double y = c["y0"].get<double>() + 4; y < c["y0"].get<double>() + 18; y += 1)
+            lit |= near(s.img.at(x, y), rgb(255, 200, 120), 40);
+    CHECK(lit);
+    // A good trace has no message once its curves are made.
+    fixture::TempPath good("segments.db");
+    fixture::write_segments_trace(good.path);
+    Shot g = shoot(good.path, "--view memory");
+    REQUIRE(g.rc == 0);
+    CHECK(g.layout["memory"]["message"] == "");
+}
+
+TEST_CASE("memory bands people can read: long-lived state at the bottom, the rest summarised by bytes") {
+    // A 512 MiB activation made first, the 1 GiB weights made after it (memory_viz's allocation
+    // order would put them on top), one 512 MiB activation and 2000 activations of 1 MiB, too
+    // thin to draw (half a pixel is ~5 MiB here), over [200, 800) us.
+    using namespace mhc::trace;
+    fixture::TempPath db("layers.db");
+    {
+        Writer w(db.path);
+        w.set_meta("source", "viewer-test-bands");
+        int64_t act = w.intern("act"), wt = w.intern("weights");
+        w.add(Allocation{1, 0, 0, 512 * MiB, 0, 1000 * us, 7, Category::Activation, act});
+        w.add(Allocation{2, 0, 0, 1024 * MiB, 100 * us, kNoTime, 7, Category::Param, wt});
+        w.add(Allocation{3, 0, 0, 512 * MiB, 300 * us, 700 * us, 7, Category::Activation, act});
+        for (int i = 0; i < 2000; ++i)
+            w.add(Allocation{4 + i, 0, 0, MiB, 200 * us + i, 800 * us - i, 7, Category::Activation, act});
+        w.finish();
+    }
+    Shot s = shoot(db.path, "--view memory --size 1400x700");
+    INFO(s.err);
+    REQUIRE(s.rc == 0);
+    const auto& m = s.layout["memory"];
+    const auto& b = m["bands"];
+    double by = b["y1"].get<double>(), bh = by - b["y0"].get<double>(), bmax = m["band_y_max"];
+    double x = x_at(b, m, 500 * us);
+    auto at = [&](double mib) { return s.img.at(x, by - mib * MiB / bmax * bh); };
+    // At 500 us, bottom up: weights [0, 1024), activation #1 [1024, 1536), #3 [1536, 2048), the
+    // 2000 small ones drawn together, muted, [2048, 4048) MiB.
+    CHECK(near(at(500), band_of(db.path, BandColoring::Category, 2)));
+    CHECK(near(at(1300), band_of(db.path, BandColoring::Category, 1)));
+    CHECK(near(at(1800), band_of(db.path, BandColoring::Category, 3)));
+    BandKeys keys = band_keys(load_view_trace(db.path), BandColoring::Category);
+    const auto activation = static_cast<uint8_t>(Category::Activation);
+    CHECK(near(at(3000), summary_color(keys, activation)));
+    CHECK(near(at(3900), summary_color(keys, activation)));
+    CHECK(!near(at(4200), summary_color(keys, activation), 20));
+    // The muted colour is its key's hue, not one slate for everything.
+    CHECK(green(summary_color(keys, activation)) > red(summary_color(keys, activation)));
+    // The legend says bytes at the peak: the muted bytes, then each category.
+    std::vector<std::string> texts;   // the bands' legend: from its head on
+    for (const auto& e : m["legend"])
+        if (!texts.empty() || e["text"].get<std::string>().rfind("by category", 0) == 0) texts.push_back(e["text"]);
+    REQUIRE(texts.size() == 4);
+    CHECK(texts[0] == "by category, at the peak (3.95 GiB at 300 us):");
+    CHECK(texts[1] == "muted: 2000 smaller allocations, 1.95 GiB");
+    CHECK(texts[2] == "activation: 2.95 GiB");
+    CHECK(texts[3] == "param: 1 GiB");
+    CHECK(m["summarised"] == 2000);
+}
+
+TEST_CASE("memory bands of a real Kineto trace: size classes from its own sizes, told apart") {
+    // ResNet-50 (tests/data/public): no categories, no labels; 6 MiB to 98 MiB activations. Fixed
+    // classes put every drawn band in "16-128 MiB"; the trace's own fifths of bytes separate them.
+    fixture::TempPath db("resnet.db");
+    mhc::trace::import::Options opt;
+    opt.warn = false;
+    mhc::trace::import::import_file(
+        std::string(MHC_PUBLIC_DATASETS) + "/kineto/tb-plugin-resnet50-worker0.1623143089861.pt.trace.json.gz", db.path,
+        opt);
+    Shot s = shoot(db.path, "--view memory --size 1400x700");
+    INFO(s.err);
+    REQUIRE(s.rc == 0);
+    const auto& m = s.layout["memory"];
+    CHECK(m["coloring"] == "size");
+    ViewTrace t = load_view_trace(db.path);
+    BandKeys keys = band_keys(t, BandColoring::SizeClass);
+    REQUIRE(keys.count() == 5);
+    // Every class holds bytes at the peak, and the legend says how many.
+    int classes = 0;
+    for (const auto& e : m["legend"]) {
+        std::string text = e["text"];
+        for (const std::string& n : keys.name)
+            if (text.rfind(n + ": ", 0) == 0) ++classes;
+    }
+    CHECK(classes == 5);
+    // Down the peak's column, the drawn bands take at least four classes' colours.
+    const auto& b = m["bands"];
+    double x = b["x0"].get<double>() + m["band_peak_col"].get<double>() + 0.5;
+    std::set<int> seen;
+    for (double y = b["y0"].get<double>() + 2; y < b["y1"].get<double>() - 1; y += 1)
+        for (size_t k = 0; k < keys.count(); ++k) {
+            uint32_t px = s.img.at(x, y), c = keys.color[k];
+            double f = static_cast<double>(red(px) + green(px) + blue(px) + 1) / (red(c) + green(c) + blue(c) + 1);
+            // The same hue, 0.86-1.14 as bright (each band's shade).
+            if (f > 0.8 && f < 1.2 && std::abs(red(px) - red(c) * f) < 12 && std::abs(green(px) - green(c) * f) < 12 &&
+                std::abs(blue(px) - blue(c) * f) < 12)
+                seen.insert(static_cast<int>(k));
+        }
+    CHECK(seen.size() >= 4);
+}
+
+TEST_CASE("fit y: a curve over a 141 GiB baseline fills the memory plot, its labels readable") {
+    // SGLang's decode capture: 141.4 GiB held from before recording, moving by about 10 MB. From
+    // 0 B the curve is a flat line at the top; fitted, its moves span most of the plot.
+    fixture::TempPath db("sglang-fit.db");
+    import_public("kineto/tracelens-mi300x-sglang-decode-capture-bs32.json.gz", db.path);
+    constexpr double GiB = 1024.0 * 1024.0 * 1024.0;
+    Shot zero = shoot(db.path, "--view memory --size 1400x700");
+    INFO(zero.err);
+    REQUIRE(zero.rc == 0);
+    CHECK(zero.layout["memory"]["y_min"] == 0.0);
+    CHECK(zero.layout["memory"]["fit_y"] == false);
+    CHECK(zero.layout["memory"]["axis_labels"][0]["text"] == "50 GiB");
+    Shot fit = shoot(db.path, "--view memory --size 1400x700 --fit-y");
+    REQUIRE(fit.rc == 0);
+    const auto& mem = fit.layout["memory"];
+    CHECK(mem["fit_y"] == true);
+    CHECK(mem["y_min"].get<double>() > 141.3 * GiB);
+    CHECK(mem["y_max"].get<double>() - mem["y_min"].get<double>() < 20e6);
+    // The curve's labels: the lowest line whole, the others above it ("+2 MiB"); the bands' plot
+    // below stays from 0 B ("50 GiB").
+    std::vector<std::string> labels;
+    const double curve_y1 = mem["curve"]["y1"];
+    for (const auto& label : mem["axis_labels"])
+        if (label["y1"].get<double>() <= curve_y1 + 8) labels.push_back(label["text"]);
+    REQUIRE(labels.size() >= 3);
+    CHECK(labels[0].rfind("141.", 0) == 0);
+    CHECK(labels[0].find(" GiB") != std::string::npos);
+    for (size_t i = 1; i < labels.size(); ++i) CHECK(labels[i] == "+" + std::to_string(2 * i) + " MiB");
+    // Pixels: in the fitted plot the filled curve's top moves over more than half the height
+    // (column by column: the topmost pixel in the curve's colour); from 0 B by under 3 px.
+    auto top_spread = [](const Shot& shot) {
+        const auto& plot = shot.layout["memory"]["curve"];
+        double lowest = 0, highest = 1e9;
+        for (double x = plot["x0"].get<double>() + 2; x < plot["x1"].get<double>() - 2; x += 3)
+            for (double y = plot["y0"].get<double>() + 1; y < plot["y1"].get<double>(); ++y)
+                if (near(shot.img.at(x, y), kCurve, 40)) {
+                    lowest = std::max(lowest, y);
+                    highest = std::min(highest, y);
+                    break;
+                }
+        return (lowest - highest) / (plot["y1"].get<double>() - plot["y0"].get<double>());
+    };
+    CHECK(top_spread(fit) > 0.5);
+    CHECK(top_spread(zero) < 0.05);
+    // "fit y" in the toolbar's options does the same as --fit-y, and the timeline's strip follows it.
+    const std::string options = " --click " + centre_of(zero.layout["toolbar"]["options"]);
+    Shot menu = shoot(db.path, "--view memory --size 1400x700" + options);
+    REQUIRE(menu.rc == 0);
+    REQUIRE(menu.layout["toolbar"].contains("fit_y"));
+    Shot clicked = shoot(
+        db.path, "--view memory --size 1400x700" + options + " --click " + centre_of(menu.layout["toolbar"]["fit_y"]));
+    REQUIRE(clicked.rc == 0);
+    CHECK(clicked.layout["memory"]["fit_y"] == true);
+    CHECK(clicked.layout["toolbar"]["options"]["fit_y"] == true);
+    CHECK(clicked.layout["memory"]["y_min"] == mem["y_min"]);
+    Shot strip = shoot(db.path, "--size 1400x700 --fit-y");
+    REQUIRE(strip.rc == 0);
+    CHECK(strip.layout["timeline"]["memory_strip"]["y_min"].get<double>() > 141.3 * GiB);
+}
+
+TEST_CASE("the memory device picker: a trace with GPU 0 and the host shows either in the window") {
+    // con_kernel: GPU 0 (the larger peak, shown first) and the host's pinned buffers.
+    fixture::TempPath db("con-devices.db");
+    import_public("nsys/con_kernel.sqlite", db.path);
+    Shot first = shoot(db.path, "--size 1400x700");
+    REQUIRE(first.rc == 0);
+    const auto& device = first.layout["toolbar"]["device"];
+    CHECK(device["current"] == 0);
+    CHECK(device["text"].get<std::string>().rfind("GPU 0 (peak ", 0) == 0);
+    Shot open = shoot(db.path, "--size 1400x700 --click " + centre_of(device));
+    REQUIRE(open.rc == 0);
+    const auto& entries = open.layout["toolbar"]["device"]["entries"];
+    REQUIRE(entries.size() == 2);
+    const nlohmann::json* host = nullptr;
+    for (const auto& entry : entries)
+        if (entry["device"] == -1) host = &entry;
+    REQUIRE(host);
+    Shot picked = shoot(db.path, "--size 1400x700 --click " + centre_of(device) + " --click " + centre_of(*host));
+    INFO(picked.err);
+    REQUIRE(picked.rc == 0);
+    CHECK(picked.layout["toolbar"]["device"]["current"] == -1);
+    CHECK(picked.layout["timeline"]["memory_strip"]["title"].get<std::string>().find("host") != std::string::npos);
+    // The range is kept across the switch (the trace is read again for the host).
+    Shot zoomed = shoot(
+        db.path, "--size 1400x700 --range 20ms:120ms --click " + centre_of(device) + " --click " + centre_of(*host));
+    REQUIRE(zoomed.rc == 0);
+    CHECK(zoomed.layout["toolbar"]["device"]["current"] == -1);
+    CHECK(zoomed.layout["timeline"]["t0"] == 20'000'000);
+    CHECK(zoomed.layout["timeline"]["t1"] == 120'000'000);
+    // As --device -1 draws it.
+    Shot flag = shoot(db.path, "--size 1400x700 --device -1");
+    REQUIRE(flag.rc == 0);
+    CHECK(flag.layout["timeline"]["memory_strip"]["peak_bytes"] ==
+          picked.layout["timeline"]["memory_strip"]["peak_bytes"]);
+    CHECK(flag.layout["timeline"]["memory_strip"]["title"] == picked.layout["timeline"]["memory_strip"]["title"]);
+}
+
+TEST_CASE("thin allocation bands keep their colours: no dark edge on a band a few pixels tall") {
+    // HTA's V100 trace (df_index_resolver): between 4 and 5 GiB hundreds of 14-24 MiB activations
+    // stack 1-3 px tall each. Each band had a dark line on its top edge, so that the stack read as
+    // brown stripes, not as the legend's orange (and red, green) it holds. A band's own colour is its
+    // key's, 0.86-1.14 as bright (band_color): no channel under 110 for these keys; the dark edge
+    // (20, 20, 25 at 160/255 over it) is.
+    fixture::TempPath db("df-index-bands.db");
+    import_public("kineto/hta-df-index-resolver.json.gz", db.path);
+    Shot shot = shoot(db.path, "--view memory --range 150ms:200ms --size 1400x900");
+    REQUIRE(shot.rc == 0);
+    const auto& mem = shot.layout["memory"];
+    const double y0 = mem["bands"]["y0"], y1 = mem["bands"]["y1"], top = mem["band_y_max"];
+    auto y_of = [&](double bytes) { return y1 - bytes / top * (y1 - y0); };
+    const double gib = 1024.0 * 1024 * 1024;
+    size_t dark = 0, all = 0;
+    for (double y = y_of(4.9 * gib); y < y_of(4.1 * gib); y += 1)
+        for (double x = mem["bands"]["x0"].get<double>() + 2; x < mem["bands"]["x1"].get<double>() - 2; x += 3) {
+            const uint32_t px = shot.img.at(x, y);
+            dark += std::max({red(px), green(px), blue(px)}) < 110;
+            ++all;
+        }
+    INFO(dark << " dark of " << all);
+    REQUIRE(all > 10000);
+    CHECK(dark * 20 < all);   // under 5%
+}
+
+TEST_CASE("the peak's label never covers its dot") {
+    // SGLang's decode capture peaks 8 px from the plot's right edge: the label was pushed back over
+    // the dot ("pea" + dot + "k"). Whole traces and ranges that put the peak at either edge.
+    fixture::TempPath db("sglang-peak.db");
+    import_public("kineto/tracelens-mi300x-sglang-decode-capture-bs32.json.gz", db.path);
+    for (const std::string args : {"", " --range 0:31500100", " --range 31499000:33000000", " --fit-y"}) {
+        INFO(args);
+        Shot shot = shoot(db.path, "--view memory --size 1400x560" + args);
+        REQUIRE(shot.rc == 0);
+        const auto& label = shot.layout["memory"]["peak_label"];
+        REQUIRE(label.is_object());
+        const double dot = label["dot_x"];
+        CHECK((label["x1"].get<double>() <= dot - 4 || label["x0"].get<double>() >= dot + 4));
+        CHECK(label["x0"].get<double>() >= shot.layout["memory"]["curve"]["x0"].get<double>());
+        CHECK(label["x1"].get<double>() <= shot.layout["memory"]["curve"]["x1"].get<double>());
+    }
+}
