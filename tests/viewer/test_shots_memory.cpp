@@ -385,3 +385,36 @@ TEST_CASE("the peak's label never covers its dot") {
         CHECK(label["x1"].get<double>() <= shot.layout["memory"]["curve"]["x1"].get<double>());
     }
 }
+
+TEST_CASE("memory view with a run that ends after the recording: no bands past the recording's end") {
+    // The known trace (0..1 ms; "weights" 400 MiB never freed) and a run whose kernels after the
+    // first are 1 ms later, so that it ends near 1.9 ms and the view spans it. The bands are the
+    // recording's: "weights" ran on at the bottom of the plot to the run's end, where nothing was
+    // recorded (a generated GPT-2's optimizer state drew 2 GiB out to 830 ms of a 128 ms trace).
+    fixture::TempPath db("late-run.db");
+    fixture::write_known_trace(db.path, false);
+    mhc::trace::Run run;
+    run.name = "lru@1GiB";
+    run.config = {{"policy", "lru"}, {"capacity_bytes", std::to_string(1024 * MiB)}};
+    run.kernel_times.push_back({1, 100 * us, 300 * us});
+    run.kernel_times.push_back({2, 1500 * us, 1700 * us});
+    for (int i = 0; i < 200; ++i) run.kernel_times.push_back({3 + i, 1800 * us + i * 500, 1800 * us + i * 500 + 100});
+    run.memory = {{0, 400 * MiB, 0}, {1500 * us, 1000 * MiB, 0}, {1700 * us, 400 * MiB, 0}};
+    mhc::trace::add_run(db.path, run);
+    Shot s = shoot(db.path, "--view memory --run 1 --size 1400x800");
+    INFO(s.err);
+    REQUIRE(s.rc == 0);
+    const auto& m = s.layout["memory"];
+    REQUIRE(m["t1"].get<double>() > 1800 * us);   // the view reaches the run's end
+    const auto& b = m["bands"];
+    const double y = b["y1"].get<double>() - 3;   // inside the bottom band ("weights")
+    const uint32_t background = s.img.at(b["x1"].get<double>() - 2, b["y0"].get<double>() + 2);
+    CHECK(!near(s.img.at(x_at(b, m, 200 * us), y), background, 6));   // recorded: weights drawn
+    CHECK(near(s.img.at(x_at(b, m, 1200 * us), y), background, 6));   // past the recording: empty
+    CHECK(near(s.img.at(x_at(b, m, 1800 * us), y), background, 6));
+    // The legend says the bands are the recording's, not the run's.
+    std::string head;
+    for (const auto& e : m["legend"])
+        if (e["text"].get<std::string>().find(", at the peak (") != std::string::npos) head = e["text"];
+    CHECK(head.rfind("recorded, by ", 0) == 0);
+}

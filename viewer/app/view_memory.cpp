@@ -227,6 +227,7 @@ void draw_memory(App& app) {
     int bh = static_cast<int>(b1.y - b0.y);
     layout_bands(allocs, app.trace->live, &keys, app.range, W, bh, kMaxBands, bands, kBandsPerColumn,
                  run_curve ? nullptr : &cols);   // the upper plot's columns, when it shows the same curve
+    clip_bands(bands, rec_end);   // a run that ends later widens the range: nothing was recorded past its end
     double by_max = bands.y_max * 1.05;
     auto y_of = [&](double v) { return b1.y - static_cast<float>(v / by_max) * (b1.y - b0.y); };
     draw_bytes_axis(dl, b0, b1, ByteRange{0, by_max}, &axis_labels);   // bands stack from 0 B
@@ -252,8 +253,9 @@ void draw_memory(App& app) {
     {
         double at_peak = 0;
         for (double v : bands.peak_key_bytes) at_peak += v;
-        std::string head = std::string("by ") + coloring_name(coloring) + ", at the peak (" +
-                           short_bytes(static_cast<int64_t>(at_peak)) + " at " +
+        // With a run selected the curve above is the run's; the bands are still the recording's.
+        std::string head = std::string(run_curve ? "recorded, by " : "by ") + coloring_name(coloring) +
+                           ", at the peak (" + short_bytes(static_cast<int64_t>(at_peak)) + " at " +
                            app.times().at(bands.peak_time, std::max<int64_t>(app.range.span() / 1000, 1)) + "):";
         std::vector<LegendEntry> e{{0, head}};
         for (LegendEntry& x : band_legend(keys, bands)) e.push_back(std::move(x));
