@@ -198,3 +198,26 @@ TEST_CASE("the step field of a trace without steps is off and says why, one with
     CHECK(late.layout["toolbar"]["step"]["first"] == 134);
     CHECK(late.layout["toolbar"]["step"]["value"] == 134);
 }
+
+TEST_CASE("the statistics' At the peak tab lists what is live at the recorded peak, largest first") {
+    // The known trace peaks at 1424 MiB from 450 us: act_big (1024 MiB, id 2) and weights (400
+    // MiB, id 1) are live; ws (64 MiB) was freed at 300 us. Before, no view said what was live at
+    // the peak: a user hovered bands one by one.
+    fixture::TempPath db("known.db");
+    fixture::write_known_trace(db.path);
+    Shot first = shoot(db.path, "--view statistics --size 1400x700");
+    INFO(first.err);
+    REQUIRE(first.rc == 0);
+    Shot s = shoot(db.path, "--view statistics --size 1400x700 --click " +
+                                centre_of(first.layout["statistics"]["tabs"]["at_peak"]));
+    REQUIRE(s.rc == 0);
+    const auto& p = s.layout["statistics"]["at_peak"];
+    REQUIRE(p.contains("rows"));
+    CHECK(p["rows"] == 2);
+    CHECK(p["bytes"].get<double>() == 1424.0 * MiB);
+    CHECK(p["time"] == 450 * us);
+    REQUIRE(p["first"].size() == 2);
+    CHECK(p["first"][0]["id"] == 2);   // act_big
+    CHECK(p["first"][1]["id"] == 1);   // weights
+    CHECK(p["head"].get<std::string>().rfind("2 allocations live at the recorded peak: 1.39 GiB at 450", 0) == 0);
+}

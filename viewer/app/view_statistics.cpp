@@ -20,6 +20,7 @@ struct StatisticsUi {
     bool stats_ready = false;
     std::vector<CategoryStat> categories;
     std::vector<StepStat> steps;
+    PeakLive at_peak;   // what is live at the recorded peak
 };
 
 namespace {
@@ -159,6 +160,62 @@ void allocations_tab(App& app, StatisticsUi& ui, bool changed) {
     ImGui::EndTable();
 }
 
+// What is live at the recorded peak of the memory views' device, largest first: the question a
+// peak raises. A click selects the allocation as in the Allocations tab.
+void peak_tab(App& app, const StatisticsUi& ui, nlohmann::json& out) {
+    const ViewTrace& t = *app.trace;
+    const AllocationTable& a = t.allocations;
+    if (a.size() == 0) {
+        ImGui::TextDisabled("%s", empty_table_text(t, StatsTable::Allocations, 0).c_str());
+        return;
+    }
+    const PeakLive& p = ui.at_peak;
+    const std::string device = memory_device_text(t);
+    const std::string head = std::to_string(p.rows.size()) + (p.rows.size() == 1 ? " allocation" : " allocations") +
+                             " live at the recorded peak" +
+                             (device.empty() ? "" : " of " + device_name(t.memory_device)) + ": " +
+                             format_bytes(static_cast<int64_t>(p.bytes)) + " at " + app.times().at(p.time, 1000) +
+                             "; click a row: its details in the memory view, its kernels on the timeline";
+    ImGui::TextDisabled("%s", head.c_str());
+    nlohmann::json first = nlohmann::json::array();
+    for (size_t r = 0; r < std::min<size_t>(p.rows.size(), 8); ++r)
+        first.push_back({{"id", a.id[p.rows[r]]}, {"bytes", a.bytes[p.rows[r]]}});
+    out = {{"head", head}, {"rows", p.rows.size()}, {"bytes", p.bytes}, {"time", p.time}, {"first", first}};
+    if (!ImGui::BeginTable("at_peak", 6, kTable & ~ImGuiTableFlags_Sortable)) return;
+    ImGui::TableSetupScrollFreeze(0, 1);
+    ImGui::TableSetupColumn("label", ImGuiTableColumnFlags_WidthStretch);
+    number_column("bytes", "888.88 MiB");
+    number_column("of the peak", "88.8%");
+    number_column("category", "activation");
+    number_column("allocated at", "88.888 s");
+    number_column("freed at", "88.888 s");
+    ImGui::TableHeadersRow();
+    ImGuiListClipper clip;
+    clip.Begin(static_cast<int>(p.rows.size()));
+    while (clip.Step())
+        for (int r = clip.DisplayStart; r < clip.DisplayEnd; ++r) {
+            const size_t i = p.rows[static_cast<size_t>(r)];
+            ImGui::TableNextRow();
+            ImGui::TableNextColumn();
+            std::string label = (t.str(a.label[i]).empty() ? "#" + std::to_string(a.id[i]) : t.str(a.label[i])) +
+                                "##peak" + std::to_string(a.id[i]);
+            if (ImGui::Selectable(label.c_str(), app.highlight_alloc == a.id[i], ImGuiSelectableFlags_SpanAllColumns))
+                app.select_allocation(a.id[i]);
+            if (r == 0) out["first_row"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+            ImGui::TableNextColumn();
+            ImGui::TextUnformatted(format_bytes(a.bytes[i]).c_str());
+            ImGui::TableNextColumn();
+            ImGui::Text("%.1f%%", p.bytes > 0 ? 100.0 * static_cast<double>(a.bytes[i]) / p.bytes : 0.0);
+            ImGui::TableNextColumn();
+            ImGui::TextUnformatted(std::string(trace::to_string(a.category[i])).c_str());
+            ImGui::TableNextColumn();
+            ImGui::TextUnformatted(app.times().at(a.t_alloc[i], 1000).c_str());
+            ImGui::TableNextColumn();
+            ImGui::TextUnformatted(a.t_free[i] == trace::kNoTime ? "never" : app.times().at(a.t_free[i], 1000).c_str());
+        }
+    ImGui::EndTable();
+}
+
 void categories_tab(const App& app, StatisticsUi& ui) {
     if (app.trace->allocations.size() == 0) {
         ImGui::TextDisabled("%s", empty_table_text(*app.trace, StatsTable::Allocations, 0).c_str());
@@ -218,6 +275,7 @@ void draw_statistics(App& app) {
     if (!ui.stats_ready) {
         ui.categories = category_stats(*app.trace);
         ui.steps = step_stats(*app.trace);
+        ui.at_peak = live_at_peak(*app.trace);
         ui.stats_ready = true;
     }
     ImGui::SetNextItemWidth(320);
@@ -237,6 +295,13 @@ void draw_statistics(App& app) {
         allocations_tab(app, ui, changed);
         ImGui::EndTabItem();
     }
+    nlohmann::json at_peak, tabs;
+    const bool peak_open = ImGui::BeginTabItem("At the peak");
+    tabs["at_peak"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    if (peak_open) {
+        peak_tab(app, ui, at_peak);
+        ImGui::EndTabItem();
+    }
     if (ImGui::BeginTabItem("Categories")) {
         categories_tab(app, ui);
         ImGui::EndTabItem();
@@ -246,7 +311,7 @@ void draw_statistics(App& app) {
         ImGui::EndTabItem();
     }
     ImGui::EndTabBar();
-    app.layout["statistics"] = {{"kernels", kernels}};
+    app.layout["statistics"] = {{"kernels", kernels}, {"at_peak", at_peak}, {"tabs", tabs}};
 }
 
 }  // namespace mhc::viewer

@@ -68,6 +68,25 @@ std::vector<uint32_t> allocation_table(const ViewTrace& t, std::string_view filt
     return out;
 }
 
+std::vector<uint32_t> live_at(const AllocationTable& a, int64_t at) {
+    std::vector<uint32_t> out;
+    if (a.size() == 0) return out;
+    a.list_overlapping(at, at + 1, out);   // t_alloc < at + 1 and t_free > at
+    std::sort(out.begin(), out.end(), [&](uint32_t p, uint32_t q) {
+        return a.bytes[p] != a.bytes[q] ? a.bytes[p] > a.bytes[q] : a.id[p] < a.id[q];
+    });
+    return out;
+}
+
+PeakLive live_at_peak(const ViewTrace& t) {
+    PeakLive out;
+    if (t.live.empty() || t.allocations.size() == 0) return out;
+    out.time = t.live.peak_time();
+    out.bytes = t.live.peak();
+    out.rows = live_at(t.allocations, out.time);
+    return out;
+}
+
 std::vector<CategoryStat> category_stats(const ViewTrace& t) {
     const AllocationTable& a = t.allocations;
     std::vector<CategoryStat> out(trace::kCategoryCount);

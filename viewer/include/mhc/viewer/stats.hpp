@@ -21,6 +21,18 @@ enum class AllocSort { Label, Bytes, Category, Lifetime, Alloc };
 std::vector<uint32_t> allocation_table(const ViewTrace& t, std::string_view filter, AllocSort by,
                                        bool ascending, size_t limit);
 
+// What is live at the recorded peak of the memory views' device (t.live's first maximum, at
+// peak_time): the allocations with t_alloc <= time < t_free, largest first (ties by id). Their
+// bytes add up to the peak, as the curve counts an allocation from its t_alloc up to its t_free.
+struct PeakLive {
+    int64_t time = 0;
+    double bytes = 0;             // the curve's peak
+    std::vector<uint32_t> rows;   // allocation indices
+};
+PeakLive live_at_peak(const ViewTrace& t);
+// The same at any time `at`.
+std::vector<uint32_t> live_at(const AllocationTable& a, int64_t at);
+
 struct CategoryStat {
     trace::Category category = trace::Category::Other;
     int64_t count = 0, bytes = 0, largest = 0;

@@ -1,0 +1,57 @@
+// What is live at the peak (the statistics view's "At the peak" tab): the allocations alive at the
+// recorded curve's first maximum, largest first, whose bytes add up to it.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "fixtures.hpp"
+#include "mhc/trace/import/import.hpp"
+#include "mhc/viewer/data.hpp"
+#include "mhc/viewer/stats.hpp"
+
+using namespace mhc::viewer;
+using fixture::MiB;
+using fixture::us;
+namespace fs = std::filesystem;
+
+TEST_CASE("live at the peak of the known trace: act_big and weights, 1424 MiB at 450 us") {
+    // fixtures.hpp: "weights" 400 MiB [0, end), "act_big" 1024 MiB [450, 550) us, "ws" 64 MiB
+    // [100, 300) us. The peak is 400 + 1024 = 1424 MiB from 450 us; ws was freed at 300 us.
+    fixture::TempPath db("known.db");
+    fixture::write_known_trace(db.path, false);
+    const ViewTrace t = load_view_trace(db.path);
+    const PeakLive p = live_at_peak(t);
+    CHECK(p.time == 450 * us);
+    CHECK(p.bytes == 1424.0 * MiB);
+    REQUIRE(p.rows.size() == 2);
+    CHECK(t.str(t.allocations.label[p.rows[0]]) == "act_big");   // largest first
+    CHECK(t.str(t.allocations.label[p.rows[1]]) == "weights");
+    // At an allocation's free it is no longer live; at its allocation it is.
+    CHECK(live_at(t.allocations, 550 * us).size() == 1);
+    CHECK(live_at(t.allocations, 100 * us).size() == 2);   // weights and ws
+    CHECK(live_at(t.allocations, 300 * us).size() == 1);   // ws freed at 300 us
+}
+
+TEST_CASE("live at the peak of the public PyTorch snapshots: their bytes add up to the curve's peak") {
+    // Snapshots free and allocate at the same microsecond; the rows listed must be exactly the
+    // curve's (t_alloc <= t < t_free), whatever the order of events at the peak's time.
+    int checked = 0;
+    for (const auto& e : fs::directory_iterator(fs::path(MHC_PUBLIC_DATASETS) / "torch-snapshot")) {
+        INFO(e.path().filename().string());
+        fixture::TempPath db("peak.db");
+        mhc::trace::import::Options opt;
+        opt.warn = false;
+        mhc::trace::import::import_file(e.path().string(), db.path, opt);
+        const ViewTrace t = load_view_trace(db.path);
+        if (t.allocations.size() == 0) continue;
+        const PeakLive p = live_at_peak(t);
+        double sum = 0;
+        for (uint32_t i : p.rows) sum += static_cast<double>(t.allocations.bytes[i]);
+        CHECK(sum == p.bytes);
+        CHECK(p.bytes == t.live.peak());
+        for (size_t k = 1; k < p.rows.size(); ++k)
+            CHECK(t.allocations.bytes[p.rows[k - 1]] >= t.allocations.bytes[p.rows[k]]);
+        ++checked;
+    }
+    CHECK(checked >= 8);
+}
