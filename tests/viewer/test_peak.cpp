@@ -55,3 +55,16 @@ TEST_CASE("live at the peak of the public PyTorch snapshots: their bytes add up 
     }
     CHECK(checked >= 8);
 }
+
+TEST_CASE("the header's counts: one of a thing in the singular") {
+    // The known trace: 202 kernels, 3 allocations, 2 copies; a generated trace with one simulated
+    // run read "4 copies, 1 runs".
+    fixture::TempPath db("known.db");
+    fixture::write_known_trace(db.path, false);
+    ViewTrace t = load_view_trace(db.path);
+    CHECK(header_counts(t, 2, false, "") == "202 kernels, 3 allocations, 2 copies, 2 runs");
+    CHECK(header_counts(t, 1, false, " on GPU 0") == "202 kernels, 3 allocations on GPU 0, 2 copies, 1 run");
+    t.kernel_count = 1;
+    t.copy_count = 1;
+    CHECK(header_counts(t, 0, true, "") == "1 op, 3 allocations, 1 copy, 0 runs");
+}

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <numeric>
+#include <string>
 
 namespace mhc::viewer {
 
@@ -66,6 +67,15 @@ std::vector<uint32_t> allocation_table(const ViewTrace& t, std::string_view filt
                            [&](uint32_t p, uint32_t q) { return cmp(q, p); });
     out.resize(k);
     return out;
+}
+
+std::string header_counts(const ViewTrace& t, size_t runs, bool ops, const std::string& on) {
+    auto count = [](int64_t n, const char* one, const char* many) {
+        return std::to_string(n) + " " + (n == 1 ? one : many);
+    };
+    return count(t.kernel_count, ops ? "op" : "kernel", ops ? "ops" : "kernels") + ", " +
+           count(static_cast<int64_t>(t.allocations.size()), "allocation", "allocations") + on + ", " +
+           count(t.copy_count, "copy", "copies") + ", " + count(static_cast<int64_t>(runs), "run", "runs");
 }
 
 std::vector<uint32_t> live_at(const AllocationTable& a, int64_t at) {

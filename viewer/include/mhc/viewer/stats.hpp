@@ -50,6 +50,11 @@ enum class StepSort { Step, Start, Time, Peak };
 // Sorts the step table by `by` (stable: equal keys keep their order).
 void sort_steps(std::vector<StepStat>& steps, StepSort by, bool ascending);
 
+// The window header's counts: "942 kernels, 1583 allocations, 4 copies, 2 runs", a count of one
+// in the singular ("1 run", "1 copy": the header read "1 runs"), ops for an execution trace's
+// kernels, and `on` after the allocations (" on GPU 0" when several devices have memory).
+std::string header_counts(const ViewTrace& t, size_t runs, bool ops, const std::string& on);
+
 // What a view shows instead of an empty table or plot: why it is empty, in the trace's terms (a
 // memory snapshot has no kernels, a timeline-only trace no allocations, a search matched
 // nothing); "" when `rows` > 0. Categories and the memory views read as Allocations.
