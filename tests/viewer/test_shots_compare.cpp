@@ -130,3 +130,31 @@ TEST_CASE("compare at scale: 70 runs in a table, timelines scroll, the axis reac
     for (double dy = -2; dy <= 2; ++dy) found |= near(n.img.at(x_at(c, c9, 5700 * us), y + dy), series_color(8), 6);
     CHECK(found);
 }
+
+TEST_CASE("compare: the recording's kernels first, in their own block, on the same axis as the runs'") {
+    // The known trace's "beta" kernel ran at [500, 700) us; run #1 moved it to [550, 750) us. The
+    // compare view drew only the runs' kernels: where the recording had them took a switch to the
+    // timeline without a run.
+    fixture::TempPath db("known.db");
+    fixture::write_known_trace(db.path);
+    Shot s = shoot(db.path, "--view compare --run 1 --size 1400x900");
+    INFO(s.err);
+    REQUIRE(s.rc == 0);
+    const auto& cmp = s.layout["compare"];
+    const auto& tl = cmp["timelines"];
+    REQUIRE(tl["recorded"].is_object());
+    CHECK(tl["recorded"]["tracks"] == 2);   // streams 7 and 8
+    REQUIRE(tl["runs"].size() == 1);
+    CHECK(tl["recorded"]["y1"].get<double>() <= tl["runs"][0]["y0"].get<double>());
+    // Stream 7 is each block's first row, under its 18 px title; its top pixel row is clear of
+    // the boxes' centred labels.
+    const double rec_y = tl["recorded"]["y0"].get<double>() + 18 + 1,
+                 run_y = tl["runs"][0]["y0"].get<double>() + 18 + 1;
+    const auto& c = cmp["curve"];
+    auto rec = [&](int64_t t) { return s.img.at(x_at(c, cmp, t), rec_y); };
+    auto ran = [&](int64_t t) { return s.img.at(x_at(c, cmp, t), run_y); };
+    CHECK(near(rec(505 * us), rec(690 * us)));        // beta, recorded: [500, 700) us
+    CHECK(near(ran(560 * us), rec(505 * us)));        // beta, run #1: from 550 us, the same colour
+    CHECK(!near(ran(520 * us), rec(505 * us), 10));   // not yet started in the run
+    CHECK(!near(rec(720 * us), rec(505 * us), 10));   // over in the recording
+}
