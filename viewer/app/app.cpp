@@ -268,7 +268,8 @@ void App::select_kernel(int64_t kernel_id) {
 
 Job<ReservedCurves>* App::reserved_curves() {
     if (!reserved_) {
-        reserved_ = std::make_unique<Job<ReservedCurves>>([path = trace->path] { return viewer::reserved_curves(path); });
+        reserved_ = std::make_unique<Job<ReservedCurves>>(
+            [path = trace->path, device = trace->memory_device] { return viewer::reserved_curves(path, device); });
         if (!opt.screenshot.empty()) {
             reserved_->wait();
             loaded_this_frame = true;
