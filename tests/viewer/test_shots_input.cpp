@@ -18,6 +18,34 @@ TEST_CASE("screenshot mode: bad trace, unknown run, bad range exit 2 with one li
     CHECK(range.err.find("--range") != std::string::npos);
 }
 
+TEST_CASE("the window is not opened on a file that is no trace: one line naming mhc import, exit 2") {
+    // A Kineto JSON passed to mhc-view as it is. Without --screenshot the window opened, said "not
+    // an mhc trace (not an SQLite database)" and stayed open: no exit status, nothing on stderr,
+    // and no word of `mhc import`. (timeout: the window, if it opens, is killed after 30 s.)
+    fixture::TempPath json("kineto.json"), err("stderr.txt");
+    std::ofstream(json.path) << R"({"traceEvents": []})";
+    const std::string cmd = std::string("timeout 30 '") + MHC_VIEW_EXE + "' '" + json.path + "' 2>'" + err.path + "'";
+    const int st = std::system(cmd.c_str());
+    REQUIRE(WIFEXITED(st));
+    CHECK(WEXITSTATUS(st) == 2);
+    std::stringstream text;
+    text << std::ifstream(err.path).rdbuf();
+    const std::string line = text.str();
+    CHECK(std::count(line.begin(), line.end(), '\n') == 1);
+    CHECK(line.find("not an mhc trace") != std::string::npos);
+    CHECK(line.find("`mhc import " + json.path + " -o TRACE.db`") != std::string::npos);
+    // Screenshot mode says the same.
+    Shot shot = shoot(json.path, "");
+    CHECK(shot.rc == 2);
+    CHECK(shot.err.find("mhc import") != std::string::npos);
+    // A missing file: one line, no window, no hint (there is no file to import).
+    fixture::TempPath none("none.db");
+    const int missing = std::system(
+        (std::string("timeout 30 '") + MHC_VIEW_EXE + "' '" + none.path + "' 2>/dev/null").c_str());
+    REQUIRE(WIFEXITED(missing));
+    CHECK(WEXITSTATUS(missing) == 2);
+}
+
 TEST_CASE("an execution trace is drawn by op number: axis, range, hover and details say ops, no times") {
     // param's PT2 execution trace (4 ops, order only). The axis read "event #N", the order-only note
     // took a second line under the toolbar at 1400 px (the plots 19 px lower than at 2400 px), and
