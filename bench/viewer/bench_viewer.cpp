@@ -212,7 +212,7 @@ int main(int argc, char** argv) {
         c0 = cpu_ms();
         run = load_view_run(t, run_id);
         size_t events = 0;
-        for (const Lane& l : run.event_lanes) events += l.size();
+        for (const Lane& lane : run.event_lanes) events += lane.size();
         std::printf(
             "run %lld (load_view_run): %.2f s wall, %.2f s CPU; %zu event tracks, %zu events, %zu memory samples\n",
             static_cast<long long>(run_id), wall_s() - w0, (cpu_ms() - c0) / 1e3, run.event_lanes.size(), events,

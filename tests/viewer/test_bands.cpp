@@ -238,20 +238,20 @@ TEST_CASE("bands: clipped at the recording's end, nothing drawn or hit past it")
     add(table, 64 * MiB, 0, mhc::trace::kNoTime);
     add(table, 32 * MiB, 100, 600);
     Curve live = finish(table);
-    BandLayout b;
-    layout_bands(table, live, nullptr, {0, 2000}, 200, 300, 64, b);
+    BandLayout layout;
+    layout_bands(table, live, nullptr, {0, 2000}, 200, 300, 64, layout);
     int past = 0;
-    for (const BandSegment& s : b.segments) past += s.x1 > 100;
+    for (const BandSegment& seg : layout.segments) past += seg.x1 > 100;
     REQUIRE(past > 0);   // the unclipped layout draws past the end
-    clip_bands(b, 100);
-    REQUIRE(!b.segments.empty());
-    for (const BandSegment& s : b.segments) CHECK(s.x1 <= 100);
-    for (const SummarySegment& s : b.summaries) CHECK(s.x1 <= 100);
-    CHECK(b.total.size() == 100);
-    CHECK(b.hit(150, 1.0) == -2);   // a hover past the end finds nothing
-    CHECK(b.hit(50, 1.0) == 0);     // the 64 MiB allocation (index 0) at the bottom before it
-    CHECK(b.peak_col >= 10);        // the peak (96 MiB on [100, 600)) is kept
-    CHECK(b.peak_col < 60);
-    clip_bands(b, 500);   // more columns than the layout has: unchanged
-    CHECK(b.total.size() == 100);
+    clip_bands(layout, 100);
+    REQUIRE(!layout.segments.empty());
+    for (const BandSegment& seg : layout.segments) CHECK(seg.x1 <= 100);
+    for (const SummarySegment& seg : layout.summaries) CHECK(seg.x1 <= 100);
+    CHECK(layout.total.size() == 100);
+    CHECK(layout.hit(150, 1.0) == -2);   // a hover past the end finds nothing
+    CHECK(layout.hit(50, 1.0) == 0);     // the 64 MiB allocation (index 0) at the bottom before it
+    CHECK(layout.peak_col >= 10);        // the peak (96 MiB on [100, 600)) is kept
+    CHECK(layout.peak_col < 60);
+    clip_bands(layout, 500);   // more columns than the layout has: unchanged
+    CHECK(layout.total.size() == 100);
 }

@@ -156,13 +156,13 @@ TEST_CASE("a folded run of kernels says whether it holds more than one family") 
     four.finish();
     one.classify({0, 1}, 0, 2);
     four.classify({0, 1}, 0, 2);
-    auto a = prepare_lane(one, {0, 20000}, 500.f), b = prepare_lane(four, {0, 20000}, 500.f);
-    REQUIRE(a.size() == 1);
-    REQUIRE(b.size() == 1);
-    CHECK(a[0].cls == 0);
-    CHECK(!a[0].mixed);
-    CHECK(b[0].cls == 0);   // three quarters of the time
-    CHECK(b[0].mixed);
+    auto alone = prepare_lane(one, {0, 20000}, 500.f), mixed = prepare_lane(four, {0, 20000}, 500.f);
+    REQUIRE(alone.size() == 1);
+    REQUIRE(mixed.size() == 1);
+    CHECK(alone[0].cls == 0);
+    CHECK(!alone[0].mixed);
+    CHECK(mixed[0].cls == 0);   // three quarters of the time
+    CHECK(mixed[0].mixed);
     // Zoomed in, each kernel alone: never mixed.
-    for (const DrawItem& d : prepare_lane(four, {0, 200}, 500.f)) CHECK(!d.mixed);
+    for (const DrawItem& item : prepare_lane(four, {0, 200}, 500.f)) CHECK(!item.mixed);
 }

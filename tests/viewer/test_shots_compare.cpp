@@ -137,10 +137,10 @@ TEST_CASE("compare: the recording's kernels first, in their own block, on the sa
     // timeline without a run.
     fixture::TempPath db("known.db");
     fixture::write_known_trace(db.path);
-    Shot s = shoot(db.path, "--view compare --run 1 --size 1400x900");
-    INFO(s.err);
-    REQUIRE(s.rc == 0);
-    const auto& cmp = s.layout["compare"];
+    Shot shot = shoot(db.path, "--view compare --run 1 --size 1400x900");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    const auto& cmp = shot.layout["compare"];
     const auto& tl = cmp["timelines"];
     REQUIRE(tl["recorded"].is_object());
     CHECK(tl["recorded"]["tracks"] == 2);   // streams 7 and 8
@@ -150,9 +150,9 @@ TEST_CASE("compare: the recording's kernels first, in their own block, on the sa
     // the boxes' centred labels.
     const double rec_y = tl["recorded"]["y0"].get<double>() + 18 + 1,
                  run_y = tl["runs"][0]["y0"].get<double>() + 18 + 1;
-    const auto& c = cmp["curve"];
-    auto rec = [&](int64_t t) { return s.img.at(x_at(c, cmp, t), rec_y); };
-    auto ran = [&](int64_t t) { return s.img.at(x_at(c, cmp, t), run_y); };
+    const auto& curve = cmp["curve"];
+    auto rec = [&](int64_t when) { return shot.img.at(x_at(curve, cmp, when), rec_y); };
+    auto ran = [&](int64_t when) { return shot.img.at(x_at(curve, cmp, when), run_y); };
     CHECK(near(rec(505 * us), rec(690 * us)));        // beta, recorded: [500, 700) us
     CHECK(near(ran(560 * us), rec(505 * us)));        // beta, run #1: from 550 us, the same colour
     CHECK(!near(ran(520 * us), rec(505 * us), 10));   // not yet started in the run

@@ -208,16 +208,16 @@ TEST_CASE("the statistics' At the peak tab lists what is live at the recorded pe
     Shot first = shoot(db.path, "--view statistics --size 1400x700");
     INFO(first.err);
     REQUIRE(first.rc == 0);
-    Shot s = shoot(db.path, "--view statistics --size 1400x700 --click " +
-                                centre_of(first.layout["statistics"]["tabs"]["at_peak"]));
-    REQUIRE(s.rc == 0);
-    const auto& p = s.layout["statistics"]["at_peak"];
-    REQUIRE(p.contains("rows"));
-    CHECK(p["rows"] == 2);
-    CHECK(p["bytes"].get<double>() == 1424.0 * MiB);
-    CHECK(p["time"] == 450 * us);
-    REQUIRE(p["first"].size() == 2);
-    CHECK(p["first"][0]["id"] == 2);   // act_big
-    CHECK(p["first"][1]["id"] == 1);   // weights
-    CHECK(p["head"].get<std::string>().rfind("2 allocations live at the recorded peak: 1.39 GiB at 450", 0) == 0);
+    Shot shot = shoot(db.path, "--view statistics --size 1400x700 --click " +
+                                   centre_of(first.layout["statistics"]["tabs"]["at_peak"]));
+    REQUIRE(shot.rc == 0);
+    const auto& peak = shot.layout["statistics"]["at_peak"];
+    REQUIRE(peak.contains("rows"));
+    CHECK(peak["rows"] == 2);
+    CHECK(peak["bytes"].get<double>() == 1424.0 * MiB);
+    CHECK(peak["time"] == 450 * us);
+    REQUIRE(peak["first"].size() == 2);
+    CHECK(peak["first"][0]["id"] == 2);   // act_big
+    CHECK(peak["first"][1]["id"] == 1);   // weights
+    CHECK(peak["head"].get<std::string>().rfind("2 allocations live at the recorded peak: 1.39 GiB at 450", 0) == 0);
 }

@@ -401,21 +401,21 @@ TEST_CASE("memory view with a run that ends after the recording: no bands past t
     for (int i = 0; i < 200; ++i) run.kernel_times.push_back({3 + i, 1800 * us + i * 500, 1800 * us + i * 500 + 100});
     run.memory = {{0, 400 * MiB, 0}, {1500 * us, 1000 * MiB, 0}, {1700 * us, 400 * MiB, 0}};
     mhc::trace::add_run(db.path, run);
-    Shot s = shoot(db.path, "--view memory --run 1 --size 1400x800");
-    INFO(s.err);
-    REQUIRE(s.rc == 0);
-    const auto& m = s.layout["memory"];
-    REQUIRE(m["t1"].get<double>() > 1800 * us);   // the view reaches the run's end
-    const auto& b = m["bands"];
-    const double y = b["y1"].get<double>() - 3;   // inside the bottom band ("weights")
-    const uint32_t background = s.img.at(b["x1"].get<double>() - 2, b["y0"].get<double>() + 2);
-    CHECK(!near(s.img.at(x_at(b, m, 200 * us), y), background, 6));   // recorded: weights drawn
-    CHECK(near(s.img.at(x_at(b, m, 1200 * us), y), background, 6));   // past the recording: empty
-    CHECK(near(s.img.at(x_at(b, m, 1800 * us), y), background, 6));
-    // The legend says the bands are the recording's, not the run's.
+    Shot shot = shoot(db.path, "--view memory --run 1 --size 1400x800");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    const auto& mem = shot.layout["memory"];
+    REQUIRE(mem["t1"].get<double>() > 1800 * us);   // the view reaches the run's end
+    const auto& bands = mem["bands"];
+    const double bottom = bands["y1"].get<double>() - 3;   // inside the bottom band ("weights")
+    const uint32_t background = shot.img.at(bands["x1"].get<double>() - 2, bands["y0"].get<double>() + 2);
+    CHECK(!near(shot.img.at(x_at(bands, mem, 200 * us), bottom), background, 6));   // recorded: weights drawn
+    CHECK(near(shot.img.at(x_at(bands, mem, 1200 * us), bottom), background, 6));   // past the recording: empty
+    CHECK(near(shot.img.at(x_at(bands, mem, 1800 * us), bottom), background, 6));
+    // The legend says the bands are the recording's, not the run'shot.
     std::string head;
-    for (const auto& e : m["legend"])
-        if (e["text"].get<std::string>().find(", at the peak (") != std::string::npos) head = e["text"];
+    for (const auto& entry : mem["legend"])
+        if (entry["text"].get<std::string>().find(", at the peak (") != std::string::npos) head = entry["text"];
     CHECK(head.rfind("recorded, by ", 0) == 0);
 }
 
@@ -425,23 +425,23 @@ TEST_CASE("memory screenshot: the live bytes in private pools drawn over the liv
     // MemPool's pool held (slime's Megatron snapshot: 31.98 of its 33.75 GiB).
     fixture::TempPath db("pools.db");
     fixture::write_pools_trace(db.path);
-    Shot s = shoot(db.path, "--view memory --size 1400x800");
-    INFO(s.err);
-    REQUIRE(s.rc == 0);
-    const auto& m = s.layout["memory"];
+    Shot shot = shoot(db.path, "--view memory --size 1400x800");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    const auto& mem = shot.layout["memory"];
     bool named = false;
-    for (const auto& e : m["legend"]) named |= e["text"] == "live in private pools (1 pool, peak 384.00 MiB)";
+    for (const auto& entry : mem["legend"]) named |= entry["text"] == "live in private pools (1 pool, peak 384.00 MiB)";
     CHECK(named);
-    const auto& c = m["curve"];
-    const double y_min = m["y_min"], y_max = m["y_max"];
+    const auto& rect = mem["curve"];
+    const double y_min = mem["y_min"], y_max = mem["y_max"];
     auto y_of = [&](double bytes) {
-        return c["y1"].get<double>() -
-               (bytes - y_min) / (y_max - y_min) * (c["y1"].get<double>() - c["y0"].get<double>());
+        return rect["y1"].get<double>() -
+               (bytes - y_min) / (y_max - y_min) * (rect["y1"].get<double>() - rect["y0"].get<double>());
     };
-    auto pink_near = [&](int64_t t, double bytes) {
+    auto pink_near = [&](int64_t when, double bytes) {
         bool found = false;
         for (double dy = -2; dy <= 2; ++dy)
-            found |= near(s.img.at(x_at(c, m, t), y_of(bytes) + dy), rgb(255, 105, 180), 12);
+            found |= near(shot.img.at(x_at(rect, mem, when), y_of(bytes) + dy), rgb(255, 105, 180), 12);
         return found;
     };
     CHECK(pink_near(350 * us, 384.0 * MiB));

@@ -149,16 +149,17 @@ nlohmann::json run_timelines(App& app, CompareUi& ui, const std::vector<const Vi
         recorded = {{"y0", y}, {"y1", y + block}, {"visible", visible}, {"tracks", kernels.size()}};
         if (visible) {
             std::vector<Track> tracks;
-            for (const Lane& l : kernels) tracks.push_back({&l, false});
+            tracks.reserve(kernels.size());
+            for (const Lane& lane : kernels) tracks.push_back({&lane, false});
             prepare_timeline(tracks, app.range, plot_w, ui.recorded);
             const uint32_t grey = IM_COL32(150, 150, 160, 255);
             dl->AddRectFilled({origin.x, y}, {plot_x + plot_w, y + 16}, IM_COL32(50, 50, 60, 255));
             dl->AddRectFilled({origin.x, y}, {origin.x + 4, y + 16}, grey);
             dl->AddText({origin.x + 8, y + 1}, grey, "recorded");
             float ty = y + kRunHeader;
-            for (const TrackFrame& f : ui.recorded) {
-                draw_track_label(dl, *f.lane, {origin.x + 10, ty}, kRow, true);
-                draw_track(app, dl, f, {plot_x, ty}, plot_w, kRow);
+            for (const TrackFrame& frame : ui.recorded) {
+                draw_track_label(dl, *frame.lane, {origin.x + 10, ty}, kRow, true);
+                draw_track(app, dl, frame, {plot_x, ty}, plot_w, kRow);
                 ty += kRow + 1;
             }
         }

@@ -163,24 +163,24 @@ void allocations_tab(App& app, StatisticsUi& ui, bool changed) {
 // What is live at the recorded peak of the memory views' device, largest first: the question a
 // peak raises. A click selects the allocation as in the Allocations tab.
 void peak_tab(App& app, const StatisticsUi& ui, nlohmann::json& out) {
-    const ViewTrace& t = *app.trace;
-    const AllocationTable& a = t.allocations;
-    if (a.size() == 0) {
-        ImGui::TextDisabled("%s", empty_table_text(t, StatsTable::Allocations, 0).c_str());
+    const ViewTrace& view = *app.trace;
+    const AllocationTable& allocs = view.allocations;
+    if (allocs.size() == 0) {
+        ImGui::TextDisabled("%s", empty_table_text(view, StatsTable::Allocations, 0).c_str());
         return;
     }
-    const PeakLive& p = ui.at_peak;
-    const std::string device = memory_device_text(t);
-    const std::string head = std::to_string(p.rows.size()) + (p.rows.size() == 1 ? " allocation" : " allocations") +
+    const PeakLive& peak = ui.at_peak;
+    const std::string device = memory_device_text(view);
+    const std::string head = std::to_string(peak.rows.size()) + (peak.rows.size() == 1 ? " allocation" : " allocations") +
                              " live at the recorded peak" +
-                             (device.empty() ? "" : " of " + device_name(t.memory_device)) + ": " +
-                             format_bytes(static_cast<int64_t>(p.bytes)) + " at " + app.times().at(p.time, 1000) +
+                             (device.empty() ? "" : " of " + device_name(view.memory_device)) + ": " +
+                             format_bytes(static_cast<int64_t>(peak.bytes)) + " at " + app.times().at(peak.time, 1000) +
                              "; click a row: its details in the memory view, its kernels on the timeline";
     ImGui::TextDisabled("%s", head.c_str());
     nlohmann::json first = nlohmann::json::array();
-    for (size_t r = 0; r < std::min<size_t>(p.rows.size(), 8); ++r)
-        first.push_back({{"id", a.id[p.rows[r]]}, {"bytes", a.bytes[p.rows[r]]}});
-    out = {{"head", head}, {"rows", p.rows.size()}, {"bytes", p.bytes}, {"time", p.time}, {"first", first}};
+    for (size_t r = 0; r < std::min<size_t>(peak.rows.size(), 8); ++r)
+        first.push_back({{"id", allocs.id[peak.rows[r]]}, {"bytes", allocs.bytes[peak.rows[r]]}});
+    out = {{"head", head}, {"rows", peak.rows.size()}, {"bytes", peak.bytes}, {"time", peak.time}, {"first", first}};
     if (!ImGui::BeginTable("at_peak", 6, kTable & ~ImGuiTableFlags_Sortable)) return;
     ImGui::TableSetupScrollFreeze(0, 1);
     ImGui::TableSetupColumn("label", ImGuiTableColumnFlags_WidthStretch);
@@ -191,27 +191,30 @@ void peak_tab(App& app, const StatisticsUi& ui, nlohmann::json& out) {
     number_column("freed at", "88.888 s");
     ImGui::TableHeadersRow();
     ImGuiListClipper clip;
-    clip.Begin(static_cast<int>(p.rows.size()));
+    clip.Begin(static_cast<int>(peak.rows.size()));
     while (clip.Step())
         for (int r = clip.DisplayStart; r < clip.DisplayEnd; ++r) {
-            const size_t i = p.rows[static_cast<size_t>(r)];
+            const size_t row = peak.rows[static_cast<size_t>(r)];
             ImGui::TableNextRow();
             ImGui::TableNextColumn();
-            std::string label = (t.str(a.label[i]).empty() ? "#" + std::to_string(a.id[i]) : t.str(a.label[i])) +
-                                "##peak" + std::to_string(a.id[i]);
-            if (ImGui::Selectable(label.c_str(), app.highlight_alloc == a.id[i], ImGuiSelectableFlags_SpanAllColumns))
-                app.select_allocation(a.id[i]);
+            std::string label = (view.str(allocs.label[row]).empty() ? "#" + std::to_string(allocs.id[row])
+                                                                     : view.str(allocs.label[row])) +
+                                "##peak" + std::to_string(allocs.id[row]);
+            if (ImGui::Selectable(label.c_str(), app.highlight_alloc == allocs.id[row],
+                                  ImGuiSelectableFlags_SpanAllColumns))
+                app.select_allocation(allocs.id[row]);
             if (r == 0) out["first_row"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
             ImGui::TableNextColumn();
-            ImGui::TextUnformatted(format_bytes(a.bytes[i]).c_str());
+            ImGui::TextUnformatted(format_bytes(allocs.bytes[row]).c_str());
             ImGui::TableNextColumn();
-            ImGui::Text("%.1f%%", p.bytes > 0 ? 100.0 * static_cast<double>(a.bytes[i]) / p.bytes : 0.0);
+            ImGui::Text("%.1f%%", peak.bytes > 0 ? 100.0 * static_cast<double>(allocs.bytes[row]) / peak.bytes : 0.0);
             ImGui::TableNextColumn();
-            ImGui::TextUnformatted(std::string(trace::to_string(a.category[i])).c_str());
+            ImGui::TextUnformatted(std::string(trace::to_string(allocs.category[row])).c_str());
             ImGui::TableNextColumn();
-            ImGui::TextUnformatted(app.times().at(a.t_alloc[i], 1000).c_str());
+            ImGui::TextUnformatted(app.times().at(allocs.t_alloc[row], 1000).c_str());
             ImGui::TableNextColumn();
-            ImGui::TextUnformatted(a.t_free[i] == trace::kNoTime ? "never" : app.times().at(a.t_free[i], 1000).c_str());
+            ImGui::TextUnformatted(
+                allocs.t_free[row] == trace::kNoTime ? "never" : app.times().at(allocs.t_free[row], 1000).c_str());
         }
     ImGui::EndTable();
 }

@@ -366,9 +366,9 @@ void clip_bands(BandLayout& out, size_t columns) {
     if (columns >= out.total.size()) return;
     const auto end = static_cast<int16_t>(columns);
     auto cut = [end](auto& rects) {
-        rects.erase(std::remove_if(rects.begin(), rects.end(), [end](const auto& r) { return r.x0 >= end; }),
+        rects.erase(std::remove_if(rects.begin(), rects.end(), [end](const auto& rect) { return rect.x0 >= end; }),
                     rects.end());
-        for (auto& r : rects) r.x1 = std::min(r.x1, end);
+        for (auto& rect : rects) rect.x1 = std::min(rect.x1, end);
     };
     cut(out.segments);
     cut(out.summaries);

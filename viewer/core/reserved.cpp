@@ -18,12 +18,12 @@ void private_pool_curve(const trace::TraceData& data, int32_t device, ReservedCu
         const sim::PrivatePools pools = sim::private_pools(data, device);
         if (pools.allocations == 0) return;
         std::vector<int64_t> t_alloc, t_free, bytes;
-        const auto& a = data.allocations;
-        for (size_t i = 0; i < a.size(); ++i) {
+        const auto& allocations = data.allocations;
+        for (size_t i = 0; i < allocations.size(); ++i) {
             if (pools.allocation[i] == 0) continue;
-            t_alloc.push_back(a.t_alloc[i]);
-            t_free.push_back(a.t_free[i]);
-            bytes.push_back(a.bytes[i]);
+            t_alloc.push_back(allocations.t_alloc[i]);
+            t_free.push_back(allocations.t_free[i]);
+            bytes.push_back(allocations.bytes[i]);
         }
         curves.pool_live = Curve::from_intervals(t_alloc, t_free, bytes);
         curves.pools = pools.pools;

@@ -69,31 +69,33 @@ std::vector<uint32_t> allocation_table(const ViewTrace& t, std::string_view filt
     return out;
 }
 
-std::string header_counts(const ViewTrace& t, size_t runs, bool ops, const std::string& on) {
-    auto count = [](int64_t n, const char* one, const char* many) {
-        return std::to_string(n) + " " + (n == 1 ? one : many);
+std::string header_counts(const ViewTrace& view, size_t runs, bool ops, const std::string& on) {
+    auto count = [](int64_t number, const char* one, const char* many) {
+        return std::to_string(number) + " " + (number == 1 ? one : many);
     };
-    return count(t.kernel_count, ops ? "op" : "kernel", ops ? "ops" : "kernels") + ", " +
-           count(static_cast<int64_t>(t.allocations.size()), "allocation", "allocations") + on + ", " +
-           count(t.copy_count, "copy", "copies") + ", " + count(static_cast<int64_t>(runs), "run", "runs");
+    return count(view.kernel_count, ops ? "op" : "kernel", ops ? "ops" : "kernels") + ", " +
+           count(static_cast<int64_t>(view.allocations.size()), "allocation", "allocations") + on + ", " +
+           count(view.copy_count, "copy", "copies") + ", " + count(static_cast<int64_t>(runs), "run", "runs");
 }
 
-std::vector<uint32_t> live_at(const AllocationTable& a, int64_t at) {
+std::vector<uint32_t> live_at(const AllocationTable& allocations, int64_t at) {
     std::vector<uint32_t> out;
-    if (a.size() == 0) return out;
-    a.list_overlapping(at, at + 1, out);   // t_alloc < at + 1 and t_free > at
-    std::sort(out.begin(), out.end(), [&](uint32_t p, uint32_t q) {
-        return a.bytes[p] != a.bytes[q] ? a.bytes[p] > a.bytes[q] : a.id[p] < a.id[q];
+    if (allocations.size() == 0) return out;
+    allocations.list_overlapping(at, at + 1, out);   // t_alloc < at + 1 and t_free > at
+    const auto& bytes = allocations.bytes;
+    const auto& id = allocations.id;
+    std::sort(out.begin(), out.end(), [&](uint32_t first, uint32_t second) {
+        return bytes[first] != bytes[second] ? bytes[first] > bytes[second] : id[first] < id[second];
     });
     return out;
 }
 
-PeakLive live_at_peak(const ViewTrace& t) {
+PeakLive live_at_peak(const ViewTrace& view) {
     PeakLive out;
-    if (t.live.empty() || t.allocations.size() == 0) return out;
-    out.time = t.live.peak_time();
-    out.bytes = t.live.peak();
-    out.rows = live_at(t.allocations, out.time);
+    if (view.live.empty() || view.allocations.size() == 0) return out;
+    out.time = view.live.peak_time();
+    out.bytes = view.live.peak();
+    out.rows = live_at(view.allocations, out.time);
     return out;
 }
 

@@ -29,9 +29,9 @@ struct PeakLive {
     double bytes = 0;             // the curve's peak
     std::vector<uint32_t> rows;   // allocation indices
 };
-PeakLive live_at_peak(const ViewTrace& t);
+PeakLive live_at_peak(const ViewTrace& view);
 // The same at any time `at`.
-std::vector<uint32_t> live_at(const AllocationTable& a, int64_t at);
+std::vector<uint32_t> live_at(const AllocationTable& allocations, int64_t at);
 
 struct CategoryStat {
     trace::Category category = trace::Category::Other;
@@ -53,7 +53,7 @@ void sort_steps(std::vector<StepStat>& steps, StepSort by, bool ascending);
 // The window header's counts: "942 kernels, 1583 allocations, 4 copies, 2 runs", a count of one
 // in the singular ("1 run", "1 copy": the header read "1 runs"), ops for an execution trace's
 // kernels, and `on` after the allocations (" on GPU 0" when several devices have memory).
-std::string header_counts(const ViewTrace& t, size_t runs, bool ops, const std::string& on);
+std::string header_counts(const ViewTrace& view, size_t runs, bool ops, const std::string& on);
 
 // What a view shows instead of an empty table or plot: why it is empty, in the trace's terms (a
 // memory snapshot has no kernels, a timeline-only trace no allocations, a search matched
