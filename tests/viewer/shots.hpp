@@ -4,7 +4,7 @@
 // gives the plot rectangles; the pixel colours are then checked independently. The helpers
 // every test_shots_*.cpp file shares: taking a screenshot, reading its pixels and layout.
 #include <catch2/catch.hpp>
-#include <stb_image.h>   // implementation compiled into Debian's libstb
+#include <stb/stb_image.h>   // implementation compiled into Debian's libstb
 #include <sqlite3.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -31,20 +31,21 @@ using fixture::us;
 struct Image {
     int w = 0, h = 0;
     std::vector<unsigned char> px;
-    uint32_t at(double x, double y) const {
-        int xi = static_cast<int>(x), yi = static_cast<int>(y);
+    uint32_t at(double xpos, double ypos) const {
+        int xi = static_cast<int>(xpos), yi = static_cast<int>(ypos);
         REQUIRE(xi >= 0);
         REQUIRE(xi < w);
         REQUIRE(yi >= 0);
         REQUIRE(yi < h);
-        const unsigned char* p = &px[(static_cast<size_t>(yi) * static_cast<size_t>(w) + static_cast<size_t>(xi)) * 4];
-        return rgb(p[0], p[1], p[2]);
+        const unsigned char* pixel =
+            &px[(static_cast<size_t>(yi) * static_cast<size_t>(w) + static_cast<size_t>(xi)) * 4];
+        return rgb(pixel[0], pixel[1], pixel[2]);
     }
 };
 
-inline bool near(uint32_t a, uint32_t b, int tol = 3) {
-    return std::abs(red(a) - red(b)) <= tol && std::abs(green(a) - green(b)) <= tol &&
-           std::abs(blue(a) - blue(b)) <= tol;
+inline bool near(uint32_t one, uint32_t other, int tol = 3) {
+    return std::abs(red(one) - red(other)) <= tol && std::abs(green(one) - green(other)) <= tol &&
+           std::abs(blue(one) - blue(other)) <= tol;
 }
 
 struct Shot {
@@ -60,25 +61,25 @@ inline Shot shoot(const std::string& trace, const std::string& args) {
                       json.path + "'" + (args.find("--size") == std::string::npos ? " --size 1400x700 " : " ") + args +
                       " 2>'" + err.path + "'";
     int st = std::system(cmd.c_str());
-    Shot s;
-    s.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    Shot shot;
+    shot.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     std::stringstream ss;
     ss << std::ifstream(err.path).rdbuf();
-    s.err = ss.str();
-    if (s.rc != 0) return s;
-    int n = 0;
-    unsigned char* data = stbi_load(png.path.c_str(), &s.img.w, &s.img.h, &n, 4);
+    shot.err = ss.str();
+    if (shot.rc != 0) return shot;
+    int channels = 0;
+    unsigned char* data = stbi_load(png.path.c_str(), &shot.img.w, &shot.img.h, &channels, 4);
     REQUIRE(data);
-    s.img.px.assign(data, data + static_cast<size_t>(s.img.w) * static_cast<size_t>(s.img.h) * 4);
+    shot.img.px.assign(data, data + static_cast<size_t>(shot.img.w) * static_cast<size_t>(shot.img.h) * 4);
     stbi_image_free(data);
-    s.layout = nlohmann::json::parse(std::ifstream(json.path));
-    return s;
+    shot.layout = nlohmann::json::parse(std::ifstream(json.path));
+    return shot;
 }
 
-inline double x_at(const nlohmann::json& rect, const nlohmann::json& view, int64_t t) {
+inline double x_at(const nlohmann::json& rect, const nlohmann::json& view, int64_t when) {
     double x0 = rect["x0"], x1 = rect["x1"];
     double t0 = view["t0"].get<double>(), t1 = view["t1"].get<double>();
-    return x0 + (static_cast<double>(t) - t0) / (t1 - t0) * (x1 - x0);
+    return x0 + (static_cast<double>(when) - t0) / (t1 - t0) * (x1 - x0);
 }
 
 inline const nlohmann::json& track(const nlohmann::json& tl, const std::string& title) {
@@ -90,23 +91,23 @@ inline const nlohmann::json& track(const nlohmann::json& tl, const std::string& 
 }
 
 inline size_t distinct_colours(const Image& img) {
-    std::set<uint32_t> c;
-    for (size_t i = 0; i + 3 < img.px.size(); i += 4 * 7) c.insert(rgb(img.px[i], img.px[i + 1], img.px[i + 2]));
-    return c.size();
+    std::set<uint32_t> colours;
+    for (size_t i = 0; i + 3 < img.px.size(); i += 4 * 7) colours.insert(rgb(img.px[i], img.px[i + 1], img.px[i + 2]));
+    return colours.size();
 }
 
-// The colour the memory view gives allocation `id`'s band under colouring `c` (computed by the
-// core from the same trace, independently of the window).
-inline uint32_t band_of(const std::string& db, BandColoring c, int64_t id) {
-    ViewTrace t = load_view_trace(db);
-    BandKeys keys = band_keys(t, c);
-    int64_t i = t.allocations.index_of(id);
-    REQUIRE(i >= 0);
-    return band_color(keys, t.allocations, static_cast<size_t>(i));
+// The colour the memory view gives allocation `id`'s band under colouring `coloring` (computed by
+// the core from the same trace, independently of the window).
+inline uint32_t band_of(const std::string& db, BandColoring coloring, int64_t id) {
+    ViewTrace view = load_view_trace(db);
+    BandKeys keys = band_keys(view, coloring);
+    int64_t index = view.allocations.index_of(id);
+    REQUIRE(index >= 0);
+    return band_color(keys, view.allocations, static_cast<size_t>(index));
 }
 
 // A point inside a track's boxes clear of their centred label text.
-inline double row_y(const nlohmann::json& t) { return t["y1"].get<double>() - 4; }
+inline double row_y(const nlohmann::json& track) { return track["y1"].get<double>() - 4; }
 
 // The centre of the box showing `id` in a track, and the track's middle height.
 inline std::pair<double, double> box_of(const nlohmann::json& track, int64_t id) {
@@ -125,8 +126,9 @@ inline std::string field_of(const nlohmann::json& details, const std::string& ke
     return "";
 }
 
-inline std::string click_at(std::pair<double, double> p) {
-    return " --click " + std::to_string(static_cast<int>(p.first)) + "," + std::to_string(static_cast<int>(p.second));
+inline std::string click_at(std::pair<double, double> point) {
+    return " --click " + std::to_string(static_cast<int>(point.first)) + "," +
+           std::to_string(static_cast<int>(point.second));
 }
 
 inline std::string import_public(const std::string& relative, const std::string& db) {

@@ -5,35 +5,35 @@
 TEST_CASE("compare screenshot: both runs' curves overlaid") {
     fixture::TempPath db("known.db");
     fixture::write_known_trace(db.path);
-    Shot s = shoot(db.path, "--view compare --run 1 --run 2");
-    REQUIRE(s.rc == 0);
-    const auto& cmp = s.layout["compare"];
+    Shot shot = shoot(db.path, "--view compare --run 1 --run 2");
+    REQUIRE(shot.rc == 0);
+    const auto& cmp = shot.layout["compare"];
     REQUIRE(cmp["runs"].size() == 2);
-    const auto& c = cmp["curve"];
+    const auto& curve_rect = cmp["curve"];
     // Each run's line at its own peak height in the middle of its peak (500 us).
-    double x = x_at(c, cmp, 500 * us);
-    double y1 = c["y1"], h = y1 - c["y0"].get<double>(), y_max = cmp["y_max"];
+    double xpos = x_at(curve_rect, cmp, 500 * us);
+    double y1 = curve_rect["y1"], tall = y1 - curve_rect["y0"].get<double>(), y_max = cmp["y_max"];
     for (int k = 0; k < 2; ++k) {
         double peak = cmp["runs"][k]["peak"];
-        double y = y1 - peak / y_max * h;
+        double ypos = y1 - peak / y_max * tall;
         bool found = false;
         for (double dy = -2; dy <= 2; ++dy)
-            found = found || near(s.img.at(x, y + dy), series_color(static_cast<size_t>(k)), 6);
+            found = found || near(shot.img.at(xpos, ypos + dy), series_color(static_cast<size_t>(k)), 6);
         CHECK(found);
     }
     // The metrics table: readable names, values in the key's unit.
     std::map<std::string, nlohmann::json> rows;
-    for (const auto& r : cmp["metrics"]) rows[r["key"].get<std::string>()] = r;
+    for (const auto& area : cmp["metrics"]) rows[area["key"].get<std::string>()] = area;
     REQUIRE(rows.count("stall_ns"));
     CHECK(rows["stall_ns"]["label"] == "stall time");
     CHECK(rows["stall_ns"]["values"][0] == "50.0 us");
     CHECK(rows["stall_ns"]["values"][1] == "10.0 us");
-    for (const auto& [key, r] : rows) CHECK(r["label"].get<std::string>().find('_') == std::string::npos);
+    for (const auto& [key, area] : rows) CHECK(area["label"].get<std::string>().find('_') == std::string::npos);
     // "recorded (grey)" sits over the plot's top left, clear of every byte label (it was drawn in
     // the label column, over the top one).
     const auto& cap = cmp["caption"];
-    CHECK(cap["x0"].get<double>() >= c["x0"].get<double>());
-    CHECK(cap["y0"].get<double>() >= c["y0"].get<double>());
+    CHECK(cap["x0"].get<double>() >= curve_rect["x0"].get<double>());
+    CHECK(cap["y0"].get<double>() >= curve_rect["y0"].get<double>());
     REQUIRE(cmp["axis_labels"].size() >= 2);
     for (const auto& label : cmp["axis_labels"])
         CHECK(!(label["x0"].get<double>() < cap["x1"].get<double>() &&
@@ -53,23 +53,23 @@ void add_sweep_runs(const std::string& path) {
     const char* prefetchers[] = {"none", "periodic", "lookahead:500"};
     std::vector<Run> runs;
     for (int i = 0; i < 68; ++i) {
-        Run r;
+        Run rect;
         int64_t shift = i == 67 ? 5000 * us : 10 * us * (i % 7);
         std::string pol = policies[i % 5], pre = prefetchers[i % 3], link = i % 2 ? "pcie5" : "pcie4";
-        r.name = pol + "+" + pre + "@" + std::to_string(50 + i % 4 * 10) + "%/" + link + "/caching";
-        r.config = {{"eviction", pol}, {"prefetch", pre}, {"link", link}};
-        r.metrics = {{"capacity_bytes", (900.0 + i) * MiB},
-                     {"simulated_peak_bytes", (890.0 + i) * MiB},
-                     {"peak_reduction", 0.3 + 0.001 * i},
-                     {"throughput_loss", 0.01 * i},
-                     {"simulated_makespan_ns", 1e6 + static_cast<double>(shift)}};
+        rect.name = pol + "+" + pre + "@" + std::to_string(50 + i % 4 * 10) + "%/" + link + "/caching";
+        rect.config = {{"eviction", pol}, {"prefetch", pre}, {"link", link}};
+        rect.metrics = {{"capacity_bytes", (900.0 + i) * MiB},
+                        {"simulated_peak_bytes", (890.0 + i) * MiB},
+                        {"peak_reduction", 0.3 + 0.001 * i},
+                        {"throughput_loss", 0.01 * i},
+                        {"simulated_makespan_ns", 1e6 + static_cast<double>(shift)}};
         for (int k = 1; k <= 202; ++k) {
-            int64_t t = k == 1 ? 100 * us : k == 2 ? 500 * us : 800 * us + (k - 3) * 500;
-            int64_t d = k == 1 || k == 2 ? 200 * us : 100;
-            r.kernel_times.push_back({k, t + (k > 1 ? shift : 0), t + d + (k > 1 ? shift : 0)});
+            int64_t when = k == 1 ? 100 * us : k == 2 ? 500 * us : 800 * us + (k - 3) * 500;
+            int64_t delta = k == 1 || k == 2 ? 200 * us : 100;
+            rect.kernel_times.push_back({k, when + (k > 1 ? shift : 0), when + delta + (k > 1 ? shift : 0)});
         }
-        r.memory = {{0, 400 * MiB, 0}, {600 * us + shift, 500 * MiB, 0}};
-        runs.push_back(std::move(r));
+        rect.memory = {{0, 400 * MiB, 0}, {600 * us + shift, 500 * MiB, 0}};
+        runs.push_back(std::move(rect));
     }
     add_runs(path, runs);
 }
@@ -81,10 +81,10 @@ TEST_CASE("compare at scale: 70 runs in a table, timelines scroll, the axis reac
     fixture::write_known_trace(db.path);
     add_sweep_runs(db.path);
     // Default: the first six ticked; none is the slow run (#70), so the axis ends near 1.06 ms.
-    Shot s = shoot(db.path, "--view compare --size 1400x900");
-    INFO(s.err);
-    REQUIRE(s.rc == 0);
-    const auto& cmp = s.layout["compare"];
+    Shot shot = shoot(db.path, "--view compare --size 1400x900");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    const auto& cmp = shot.layout["compare"];
     const auto& picker = cmp["picker"];
     CHECK(picker["total"] == 70);
     CHECK(picker["shown"] == 70);
@@ -98,20 +98,20 @@ TEST_CASE("compare at scale: 70 runs in a table, timelines scroll, the axis reac
                                                         "30.00 %", "0.00 %", "1.00 ms", "complete"}));
     // The picker takes a part of the window, the plots the rest; nothing runs off the window.
     double pick_h = picker["rect"]["y1"].get<double>() - picker["rect"]["y0"].get<double>();
-    CHECK(pick_h < 0.35 * s.img.h);
+    CHECK(pick_h < 0.35 * shot.img.h);
     CHECK(cmp["curve"]["y0"].get<double>() > picker["rect"]["y1"].get<double>());
-    CHECK(cmp["timelines"]["rect"]["y1"].get<double>() < s.layout["status"]["y0"].get<double>());
+    CHECK(cmp["timelines"]["rect"]["y1"].get<double>() < shot.layout["status"]["y0"].get<double>());
     CHECK(cmp["t1"].get<int64_t>() < 2000 * us);
 
     // Nine runs ticked, the slow one among them: the axis reaches its end; the list scrolls.
     std::string ticks;
     for (int id : {70, 1, 2, 3, 4, 5, 6, 7, 8}) ticks += " --run " + std::to_string(id);
-    Shot n = shoot(db.path, "--view compare --size 1400x900" + ticks);
-    REQUIRE(n.rc == 0);
-    const auto& c9 = n.layout["compare"];
+    Shot count = shoot(db.path, "--view compare --size 1400x900" + ticks);
+    REQUIRE(count.rc == 0);
+    const auto& c9 = count.layout["compare"];
     REQUIRE(c9["runs"].size() == 9);
     int64_t slowest = 0;
-    for (const auto& r : c9["runs"]) slowest = std::max(slowest, r["t_end"].get<int64_t>());
+    for (const auto& run_json : c9["runs"]) slowest = std::max(slowest, run_json["t_end"].get<int64_t>());
     CHECK(slowest > 5800 * us);
     CHECK(c9["t1"].get<int64_t>() >= slowest);
     const auto& tl = c9["timelines"];
@@ -119,15 +119,17 @@ TEST_CASE("compare at scale: 70 runs in a table, timelines scroll, the axis reac
     double visible_h = tl["rect"]["y1"].get<double>() - tl["rect"]["y0"].get<double>();
     CHECK(tl["content_height"].get<double>() > visible_h);   // more than fit: a scrolling list
     int visible = 0;
-    for (const auto& r : tl["runs"]) visible += r["visible"].get<bool>();
+    for (const auto& area : tl["runs"]) visible += area["visible"].get<bool>();
     CHECK(visible >= 2);
     CHECK(visible < 9);
     // The slow run's curve (the ninth colour) runs on at 500 MiB to the right of the others' ends.
-    const auto& c = c9["curve"];
-    double y = c["y1"].get<double>() -
-               500.0 * MiB / c9["y_max"].get<double>() * (c["y1"].get<double>() - c["y0"].get<double>());
+    const auto& curve_rect = c9["curve"];
+    double ypos = curve_rect["y1"].get<double>() -
+                  500.0 * MiB / c9["y_max"].get<double>() *
+                      (curve_rect["y1"].get<double>() - curve_rect["y0"].get<double>());
     bool found = false;
-    for (double dy = -2; dy <= 2; ++dy) found |= near(n.img.at(x_at(c, c9, 5700 * us), y + dy), series_color(8), 6);
+    for (double dy = -2; dy <= 2; ++dy)
+        found |= near(count.img.at(x_at(curve_rect, c9, 5700 * us), ypos + dy), series_color(8), 6);
     CHECK(found);
 }
 

@@ -13,83 +13,83 @@ TEST_CASE("a click on a kernel selects it: outlined, its details pane with both 
     CHECK(before.layout["timeline"]["selected_kernel"] == 0);
     CHECK(before.layout["timeline"]["details"].is_null());
 
-    Shot s = shoot(db.path, args + click_at(at));
-    INFO(s.err);
-    REQUIRE(s.rc == 0);
-    const auto& tl = s.layout["timeline"];
+    Shot shot = shoot(db.path, args + click_at(at));
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    const auto& tl = shot.layout["timeline"];
     CHECK(tl["selected_kernel"] == 2);
-    const auto& d = tl["details"];
-    CHECK(d["title"] == fixture::kBeta);
-    CHECK(field_of(d, "family") == "attention");
-    CHECK(field_of(d, "recorded") == "start 500.000 us, end 700.000 us (200 us)");
-    CHECK(field_of(d, "run #1 lru@1GiB") == "start 550.000 us (+50.0 us), end 750.000 us");
-    CHECK(field_of(d, "stalled") == "50.0 us waiting for its operands");
-    REQUIRE(d["rows"].size() == 2);
-    CHECK(d["rows"][0][1] == "weights");
-    CHECK(d["rows"][0][2] == "400.00 MiB");
-    CHECK(d["rows"][0][3] == "param");
-    CHECK(d["rows"][0][5] ==
+    const auto& delta = tl["details"];
+    CHECK(delta["title"] == fixture::kBeta);
+    CHECK(field_of(delta, "family") == "attention");
+    CHECK(field_of(delta, "recorded") == "start 500.000 us, end 700.000 us (200 us)");
+    CHECK(field_of(delta, "run #1 lru@1GiB") == "start 550.000 us (+50.0 us), end 750.000 us");
+    CHECK(field_of(delta, "stalled") == "50.0 us waiting for its operands");
+    REQUIRE(delta["rows"].size() == 2);
+    CHECK(delta["rows"][0][1] == "weights");
+    CHECK(delta["rows"][0][2] == "400.00 MiB");
+    CHECK(delta["rows"][0][3] == "param");
+    CHECK(delta["rows"][0][5] ==
           "swapped out 40.0 us of 400.00 MiB, 110 us before; swapped in 50.0 us of 400.00 MiB, up to the start");
-    CHECK(d["rows"][1][1] == "act_big");
-    CHECK(d["rows"][1][4] == "write");
+    CHECK(delta["rows"][1][1] == "act_big");
+    CHECK(delta["rows"][1][4] == "write");
     // The pane sits under the plots, above the status bar, inside the window.
-    CHECK(d["rect"]["y0"].get<double>() >= tl["plot"]["y1"].get<double>());
-    CHECK(d["rect"]["y1"].get<double>() <= s.layout["status"]["y0"].get<double>());
+    CHECK(delta["rect"]["y0"].get<double>() >= tl["plot"]["y1"].get<double>());
+    CHECK(delta["rect"]["y1"].get<double>() <= shot.layout["status"]["y0"].get<double>());
     // The selected box is outlined in white, just outside its left edge.
     const auto& st7 = track(tl, "stream 7");
     auto box = box_of(st7, 2);
     double left = 0;
-    for (const auto& b : st7["boxes"])
-        if (b[2] == 2) left = b[0].get<double>();
+    for (const auto& band_rect : st7["boxes"])
+        if (band_rect[2] == 2) left = band_rect[0].get<double>();
     // (the line is antialiased over the pixel columns around the edge)
     auto outlined = [&](const Image& img) {
         bool white = false;
         for (double dx = -2; dx <= 1; ++dx) white |= near(img.at(left + dx, box.second), kSelected, 30);
         return white;
     };
-    CHECK(outlined(s.img));
+    CHECK(outlined(shot.img));
     CHECK(!outlined(before.img));
-    CHECK(s.layout["status"]["text"] == "kernel #2 selected");
+    CHECK(shot.layout["status"]["text"] == "kernel #2 selected");
 }
 
 TEST_CASE("a click on a folded box zooms to it, a click on a band shows the allocation's details") {
     fixture::TempPath db("known.db");
     fixture::write_known_trace(db.path);
-    Shot s = shoot(db.path, "--view timeline");
-    REQUIRE(s.rc == 0);
-    const auto& st8 = track(s.layout["timeline"], "stream 8");
+    Shot shot = shoot(db.path, "--view timeline");
+    REQUIRE(shot.rc == 0);
+    const auto& st8 = track(shot.layout["timeline"], "stream 8");
     REQUIRE(st8["boxes"].size() == 1);
     CHECK(st8["boxes"][0][2] == -200);   // 200 kernels folded
     auto fold = std::pair<double, double>{(st8["boxes"][0][0].get<double>() + st8["boxes"][0][1].get<double>()) / 2,
                                           (st8["y0"].get<double>() + st8["y1"].get<double>()) / 2};
-    Shot z = shoot(db.path, "--view timeline" + click_at(fold));
-    REQUIRE(z.rc == 0);
+    Shot last = shoot(db.path, "--view timeline" + click_at(fold));
+    REQUIRE(last.rc == 0);
     // The 200 kernels span [800, 899.6] us; the view pads by a twentieth.
-    CHECK(z.layout["timeline"]["t0"].get<int64_t>() == Approx(800 * us - 4980).margin(2));
-    CHECK(z.layout["timeline"]["t1"].get<int64_t>() == Approx(899.6 * us + 4980).margin(2));
-    CHECK(track(z.layout["timeline"], "stream 8")["items"] == 200);
+    CHECK(last.layout["timeline"]["t0"].get<int64_t>() == Approx(800 * us - 4980).margin(2));
+    CHECK(last.layout["timeline"]["t1"].get<int64_t>() == Approx(899.6 * us + 4980).margin(2));
+    CHECK(track(last.layout["timeline"], "stream 8")["items"] == 200);
 
     // Memory view: "weights" is the bottom band at 500 us.
-    Shot m = shoot(db.path, "--view memory --run 1");
-    REQUIRE(m.rc == 0);
-    const auto& b = m.layout["memory"]["bands"];
-    double x = x_at(b, m.layout["memory"], 500 * us), y = b["y1"].get<double>() - 6;
-    Shot c = shoot(db.path, "--view memory --run 1 --click " + std::to_string(static_cast<int>(x)) + "," +
-                                std::to_string(static_cast<int>(y)));
-    REQUIRE(c.rc == 0);
-    const auto& mem = c.layout["memory"];
+    Shot memory_json = shoot(db.path, "--view memory --run 1");
+    REQUIRE(memory_json.rc == 0);
+    const auto& band_rect = memory_json.layout["memory"]["bands"];
+    double xpos = x_at(band_rect, memory_json.layout["memory"], 500 * us), ypos = band_rect["y1"].get<double>() - 6;
+    Shot curve_rect = shoot(db.path, "--view memory --run 1 --click " + std::to_string(static_cast<int>(xpos)) + "," +
+                                         std::to_string(static_cast<int>(ypos)));
+    REQUIRE(curve_rect.rc == 0);
+    const auto& mem = curve_rect.layout["memory"];
     CHECK(mem["selected_allocation"] == 1);
-    const auto& d = mem["details"];
-    CHECK(d["title"] == "weights");
-    CHECK(field_of(d, "allocation") == "#1, 400.00 MiB, param, GPU 0, stream 7");
-    CHECK(field_of(d, "lifetime") == "allocated 0 ns, alive at the end of the trace (1.00 ms)");
-    CHECK(field_of(d, "label (source frame)") == "weights");
-    CHECK(field_of(d, "accesses") == "2: 2 reading, 0 writing");
-    CHECK(field_of(d, "run #1 lru@1GiB") == "swap_out x1, swap_in x1; first at 400.000 us");
-    REQUIRE(d["rows"].size() == 2);
-    CHECK(d["rows"][1][1] == fixture::kBeta);
-    CHECK(d["rows"][1][3] == "500.000 us");
-    CHECK(d["rows"][1][4] == "550.000 us");
+    const auto& delta = mem["details"];
+    CHECK(delta["title"] == "weights");
+    CHECK(field_of(delta, "allocation") == "#1, 400.00 MiB, param, GPU 0, stream 7");
+    CHECK(field_of(delta, "lifetime") == "allocated 0 ns, alive at the end of the trace (1.00 ms)");
+    CHECK(field_of(delta, "label (source frame)") == "weights");
+    CHECK(field_of(delta, "accesses") == "2: 2 reading, 0 writing");
+    CHECK(field_of(delta, "run #1 lru@1GiB") == "swap_out x1, swap_in x1; first at 400.000 us");
+    REQUIRE(delta["rows"].size() == 2);
+    CHECK(delta["rows"][1][1] == fixture::kBeta);
+    CHECK(delta["rows"][1][3] == "500.000 us");
+    CHECK(delta["rows"][1][4] == "550.000 us");
 }
 
 TEST_CASE("Go does not move the toolbar or the plots, statistics give names the width") {
@@ -109,24 +109,24 @@ TEST_CASE("Go does not move the toolbar or the plots, statistics give names the 
     CHECK(go.layout["timeline"]["t0"] != plain.layout["timeline"]["t0"]);
     CHECK(go.layout["timeline"]["plot"]["y0"] == plain.layout["timeline"]["plot"]["y0"]);
     CHECK(go.layout["toolbar"]["step_input"]["y0"] == plain.layout["toolbar"]["step_input"]["y0"]);
-    for (const auto& t : go.layout["timeline"]["tracks"])
-        CHECK(t["y0"] == track(plain.layout["timeline"], t["title"])["y0"]);
+    for (const auto& when : go.layout["timeline"]["tracks"])
+        CHECK(when["y0"] == track(plain.layout["timeline"], when["title"])["y0"]);
 
     Shot st = shoot(db.path, "--view statistics --size 1400x500");
     REQUIRE(st.rc == 0);
-    const auto& k = st.layout["statistics"]["kernels"];
-    REQUIRE(k["column_widths"].size() == 5);
-    double name_w = k["column_widths"][0], numbers = 0;
-    for (size_t c = 1; c < 5; ++c) {
-        CHECK(k["column_widths"][c].get<double>() < 160);   // as wide as their figures
-        numbers += k["column_widths"][c].get<double>();
+    const auto& idx = st.layout["statistics"]["kernels"];
+    REQUIRE(idx["column_widths"].size() == 5);
+    double name_w = idx["column_widths"][0], numbers = 0;
+    for (size_t curve_rect = 1; curve_rect < 5; ++curve_rect) {
+        CHECK(idx["column_widths"][curve_rect].get<double>() < 160);   // as wide as their figures
+        numbers += idx["column_widths"][curve_rect].get<double>();
     }
     CHECK(name_w > 2.5 * numbers);
     // Every name ends inside the name column (none cut): beta's 70 characters included.
     bool beta = false;
-    for (const auto& n : k["names"]) {
-        CHECK(n["x1"].get<double>() < k["table_x0"].get<double>() + name_w + 30);
-        beta |= n["name"] == fixture::kBeta;
+    for (const auto& count : idx["names"]) {
+        CHECK(count["x1"].get<double>() < idx["table_x0"].get<double>() + name_w + 30);
+        beta |= count["name"] == fixture::kBeta;
     }
     CHECK(beta);
 }
@@ -139,10 +139,10 @@ double cpu_seconds(pid_t pid) {
     std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     std::istringstream rest(stat.substr(stat.rfind(')') + 2));   // after "pid (comm) "
     std::string field;
-    std::vector<std::string> f;
-    while (rest >> field) f.push_back(field);
-    REQUIRE(f.size() > 13);
-    return static_cast<double>(std::stoll(f[11]) + std::stoll(f[12])) / static_cast<double>(sysconf(_SC_CLK_TCK));
+    std::vector<std::string> frac;
+    while (rest >> field) frac.push_back(field);
+    REQUIRE(frac.size() > 13);
+    return static_cast<double>(std::stoll(frac[11]) + std::stoll(frac[12])) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 }   // namespace

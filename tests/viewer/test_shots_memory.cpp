@@ -6,82 +6,88 @@
 TEST_CASE("memory screenshot: the peak's column, its height, and the bands") {
     fixture::TempPath db("known.db");
     fixture::write_known_trace(db.path);
-    Shot s = shoot(db.path, "--view memory");
-    REQUIRE(s.rc == 0);
-    const auto& m = s.layout["memory"];
-    const auto& c = m["curve"];
-    CHECK(m["peak_bytes"] == Approx(1424.0 * MiB));
+    Shot shot = shoot(db.path, "--view memory");
+    REQUIRE(shot.rc == 0);
+    const auto& mem = shot.layout["memory"];
+    const auto& curve_rect = mem["curve"];
+    CHECK(mem["peak_bytes"] == Approx(1424.0 * MiB));
     // The peak starts at 450 us: its column is where 450 us falls.
-    double w = c["x1"].get<double>() - c["x0"].get<double>();
-    int expect_col = static_cast<int>(std::floor(450.0 / 1000.0 * static_cast<int>(w)));
-    CHECK(std::abs(m["peak_col"].get<int>() - expect_col) <= 1);
+    double width = curve_rect["x1"].get<double>() - curve_rect["x0"].get<double>();
+    int expect_col = static_cast<int>(std::floor(450.0 / 1000.0 * static_cast<int>(width)));
+    CHECK(std::abs(mem["peak_col"].get<int>() - expect_col) <= 1);
     // Top of the filled curve (its opaque edge) in a column, searched from the top down.
-    auto top = [&](int64_t t) {
-        double x = x_at(c, m, t);
-        for (double y = c["y0"].get<double>() + 1; y < c["y1"].get<double>(); ++y)
-            if (near(s.img.at(x, y), kCurve, 6)) return y;
-        return c["y1"].get<double>();
+    auto top = [&](int64_t when) {
+        double xpos = x_at(curve_rect, mem, when);
+        for (double y = curve_rect["y0"].get<double>() + 1; y < curve_rect["y1"].get<double>(); ++y)
+            if (near(shot.img.at(xpos, y), kCurve, 6)) return y;
+        return curve_rect["y1"].get<double>();
     };
-    double h = c["y1"].get<double>() - c["y0"].get<double>();
-    double y_max = m["y_max"];
-    CHECK(top(500 * us) == Approx(c["y1"].get<double>() - 1424.0 * MiB / y_max * h).margin(2.5));
-    CHECK(top(200 * us) == Approx(c["y1"].get<double>() - 464.0 * MiB / y_max * h).margin(2.5));
+    double tall = curve_rect["y1"].get<double>() - curve_rect["y0"].get<double>();
+    double y_max = mem["y_max"];
+    CHECK(top(500 * us) == Approx(curve_rect["y1"].get<double>() - 1424.0 * MiB / y_max * tall).margin(2.5));
+    CHECK(top(200 * us) == Approx(curve_rect["y1"].get<double>() - 464.0 * MiB / y_max * tall).margin(2.5));
     // Bands: weights (param) at the bottom, act_big (activation) above it at 500 us.
-    const auto& b = m["bands"];
-    double by = b["y1"].get<double>(), bh = by - b["y0"].get<double>(), bmax = m["band_y_max"];
-    double xb = x_at(b, m, 500 * us);
-    CHECK(near(s.img.at(xb, by - 200.0 * MiB / bmax * bh), band_of(db.path, BandColoring::Category, 1)));   // weights
-    CHECK(near(s.img.at(xb, by - 900.0 * MiB / bmax * bh), band_of(db.path, BandColoring::Category, 2)));   // act_big
-    CHECK(near(s.img.at(x_at(b, m, 200 * us), by - 430.0 * MiB / bmax * bh),
+    const auto& band_rect = mem["bands"];
+    double by = band_rect["y1"].get<double>(), bh = by - band_rect["y0"].get<double>(), bmax = mem["band_y_max"];
+    double xb = x_at(band_rect, mem, 500 * us);
+    CHECK(
+        near(shot.img.at(xb, by - 200.0 * MiB / bmax * bh), band_of(db.path, BandColoring::Category, 1)));   // weights
+    CHECK(
+        near(shot.img.at(xb, by - 900.0 * MiB / bmax * bh), band_of(db.path, BandColoring::Category, 2)));   // act_big
+    CHECK(near(shot.img.at(x_at(band_rect, mem, 200 * us), by - 430.0 * MiB / bmax * bh),
                band_of(db.path, BandColoring::Category, 3)));
     // Bands keep their category's hue, a little lighter or darker each.
     CHECK(std::abs(blue(band_of(db.path, BandColoring::Category, 1)) -
                    blue(category_color(mhc::trace::Category::Param))) < 40);
-    CHECK(m["coloring"] == "category");
+    CHECK(mem["coloring"] == "category");
     // No legend entry overlaps a byte label of either axis.
-    auto overlap = [](const nlohmann::json& p, const nlohmann::json& q) {
-        return p["x0"].get<double>() < q["x1"].get<double>() && q["x0"].get<double>() < p["x1"].get<double>() &&
-               p["y0"].get<double>() < q["y1"].get<double>() && q["y0"].get<double>() < p["y1"].get<double>();
+    auto overlap = [](const nlohmann::json& point, const nlohmann::json& other) {
+        return point["x0"].get<double>() < other["x1"].get<double>() &&
+               other["x0"].get<double>() < point["x1"].get<double>() &&
+               point["y0"].get<double>() < other["y1"].get<double>() &&
+               other["y0"].get<double>() < point["y1"].get<double>();
     };
-    REQUIRE(m["legend"].size() >= 4);
-    REQUIRE(m["axis_labels"].size() >= 4);
-    for (const auto& e : m["legend"])
-        for (const auto& l : m["axis_labels"]) CHECK(!overlap(e, l));
+    REQUIRE(mem["legend"].size() >= 4);
+    REQUIRE(mem["axis_labels"].size() >= 4);
+    for (const auto& legend_entry : mem["legend"])
+        for (const auto& label : mem["axis_labels"]) CHECK(!overlap(legend_entry, label));
     // Legends sit over the plots, right of the byte labels' column; also in a short window,
     // where a list down the label column would run into the labels.
-    for (const auto& e : m["legend"]) CHECK(e["x0"].get<double>() >= c["x0"].get<double>() - 1);
+    for (const auto& legend_entry : mem["legend"])
+        CHECK(legend_entry["x0"].get<double>() >= curve_rect["x0"].get<double>() - 1);
     Shot small = shoot(db.path, "--view memory --size 1400x380");
     INFO(small.err);
     REQUIRE(small.rc == 0);
     const auto& sm = small.layout["memory"];
-    for (const auto& e : sm["legend"])
-        for (const auto& l : sm["axis_labels"]) CHECK(!overlap(e, l));
+    for (const auto& item : sm["legend"])
+        for (const auto& lane : sm["axis_labels"]) CHECK(!overlap(item, lane));
 }
 
 TEST_CASE("memory screenshot of an imported trace: bands by source frame, not one grey") {
     fixture::TempPath db("imported.db");
     fixture::write_imported_trace(db.path);
-    Shot s = shoot(db.path, "--view memory");
-    REQUIRE(s.rc == 0);
-    const auto& m = s.layout["memory"];
-    CHECK(m["coloring"] == "source frame");
+    Shot shot = shoot(db.path, "--view memory");
+    REQUIRE(shot.rc == 0);
+    const auto& mem = shot.layout["memory"];
+    CHECK(mem["coloring"] == "source frame");
     // Stacked in id order: A [0, 256), A [256, 512), B [512, 1024), C [1024, 1088) MiB.
-    const auto& b = m["bands"];
-    double by = b["y1"].get<double>(), bh = by - b["y0"].get<double>(), bmax = m["band_y_max"];
-    double x = x_at(b, m, 500 * us);
-    uint32_t a = s.img.at(x, by - 128.0 * MiB / bmax * bh), bb = s.img.at(x, by - 768.0 * MiB / bmax * bh),
-             c = s.img.at(x, by - 1056.0 * MiB / bmax * bh);
-    CHECK(near(a, band_of(db.path, BandColoring::Label, 1)));
+    const auto& band_rect = mem["bands"];
+    double by = band_rect["y1"].get<double>(), bh = by - band_rect["y0"].get<double>(), bmax = mem["band_y_max"];
+    double xpos = x_at(band_rect, mem, 500 * us);
+    uint32_t first = shot.img.at(xpos, by - 128.0 * MiB / bmax * bh),
+             bb = shot.img.at(xpos, by - 768.0 * MiB / bmax * bh),
+             curve_rect = shot.img.at(xpos, by - 1056.0 * MiB / bmax * bh);
+    CHECK(near(first, band_of(db.path, BandColoring::Label, 1)));
     CHECK(near(bb, band_of(db.path, BandColoring::Label, 3)));
-    CHECK(near(c, band_of(db.path, BandColoring::Label, 4)));
-    CHECK(!near(a, bb, 20));
-    for (uint32_t px : {a, bb, c}) {
+    CHECK(near(curve_rect, band_of(db.path, BandColoring::Label, 4)));
+    CHECK(!near(first, bb, 20));
+    for (uint32_t px : {first, bb, curve_rect}) {
         CHECK(!near(px, kSummary, 20));
         CHECK(!near(px, category_color(mhc::trace::Category::Other), 20));
     }
     // The legend names the frames with their bytes at the peak, in their colours.
     std::set<std::string> texts;
-    for (const auto& e : m["legend"]) texts.insert(e["text"].get<std::string>());
+    for (const auto& entry : mem["legend"]) texts.insert(entry["text"].get<std::string>());
     CHECK(texts.count(std::string(fixture::kFrameA) + ": 512 MiB"));
     CHECK(texts.count(std::string(fixture::kFrameB) + ": 512 MiB"));
     CHECK(texts.count(std::string(fixture::kFrameC) + ": 64 MiB"));
@@ -93,66 +99,67 @@ TEST_CASE("memory screenshot of a trace with segments: recorded reserved over al
     fixture::TempPath db("segments.db");
     {
         using namespace mhc::trace;
-        Writer w(db.path);
-        w.set_meta("source", "viewer-test-segments");
-        int64_t a = w.intern(fixture::kFrameA);
-        w.add(Allocation{1, 0, 0x1000, 1088 * MiB, 0, 1000 * us, 1, Category::Other, a});
-        Segment s;
-        s.id = 1;
-        s.address = 0x1000;
-        s.bytes = 2048 * MiB;
-        s.t_alloc = 0;
-        s.reconstructed = true;
-        w.add(s);
-        w.finish();
+        Writer width(db.path);
+        width.set_meta("source", "viewer-test-segments");
+        int64_t first = width.intern(fixture::kFrameA);
+        width.add(Allocation{1, 0, 0x1000, 1088 * MiB, 0, 1000 * us, 1, Category::Other, first});
+        Segment taken;
+        taken.id = 1;
+        taken.address = 0x1000;
+        taken.bytes = 2048 * MiB;
+        taken.t_alloc = 0;
+        taken.reconstructed = true;
+        width.add(taken);
+        width.finish();
     }
-    Shot s = shoot(db.path, "--view memory");
-    INFO(s.err);
-    REQUIRE(s.rc == 0);
-    const auto& m = s.layout["memory"];
-    CHECK(m["y_max"].get<double>() == Approx(2048.0 * MiB * 1.08));
+    Shot shot = shoot(db.path, "--view memory");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    const auto& mem = shot.layout["memory"];
+    CHECK(mem["y_max"].get<double>() == Approx(2048.0 * MiB * 1.08));
     bool named = false, model = false;
-    for (const auto& e : m["legend"]) {
-        named |= e["text"] == "recorded reserved (segments)";
-        model |= e["text"] == "model reserved (caching allocator, device 0)";
+    for (const auto& entry : mem["legend"]) {
+        named |= entry["text"] == "recorded reserved (segments)";
+        model |= entry["text"] == "model reserved (caching allocator, device 0)";
     }
     CHECK(named);
     // The model, warm-started from the recorded 2 GiB segment, places the allocation in it:
     // its reserved curve is drawn (named) and reaches the same 2 GiB, not above.
     CHECK(model);
-    CHECK(m["y_max"].get<double>() == Approx(2048.0 * MiB * 1.08));
+    CHECK(mem["y_max"].get<double>() == Approx(2048.0 * MiB * 1.08));
 }
 
 TEST_CASE("memory screenshot: segments that cannot be read are said in the window, the rest drawn") {
     fixture::TempPath db("broken-segments.db");
     fixture::write_segments_trace(db.path);
-    sqlite3* h = nullptr;
-    REQUIRE(sqlite3_open(db.path.c_str(), &h) == SQLITE_OK);
-    REQUIRE(sqlite3_exec(h, "UPDATE segments SET bytes = 'lots' WHERE id = 2", nullptr, nullptr, nullptr) == SQLITE_OK);
-    sqlite3_close(h);
-    Shot s = shoot(db.path, "--view memory");
-    INFO(s.err);
-    REQUIRE(s.rc == 0);
-    const auto& m = s.layout["memory"];
-    const std::string message = m["message"];
+    sqlite3* height = nullptr;
+    REQUIRE(sqlite3_open(db.path.c_str(), &height) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(height, "UPDATE segments SET bytes = 'lots' WHERE id = 2", nullptr, nullptr, nullptr) ==
+            SQLITE_OK);
+    sqlite3_close(height);
+    Shot shot = shoot(db.path, "--view memory");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    const auto& mem = shot.layout["memory"];
+    const std::string message = mem["message"];
     CHECK_THAT(message, Catch::StartsWith("reserved memory not shown: ") && Catch::Contains(db.path) &&
                             Catch::Contains("segments"));
-    for (const auto& e : m["legend"]) CHECK(e["text"] != "recorded reserved (segments)");
+    for (const auto& entry : mem["legend"]) CHECK(entry["text"] != "recorded reserved (segments)");
     // The live bytes are drawn as without segments: 1088 MiB, the plot scaled to them.
-    CHECK(m["peak_bytes"].get<double>() == 1088.0 * MiB);
+    CHECK(mem["peak_bytes"].get<double>() == 1088.0 * MiB);
     // The line is drawn over the plot: its warm text colour at the plot's top left.
-    const auto& c = m["curve"];
+    const auto& curve_rect = mem["curve"];
     bool lit = false;
-    for (double x = c["x0"].get<double>() + 6; x < c["x0"].get<double>() + 200; x += 1)
-        for (double y = c["y0"].get<double>() + 4; y < c["y0"].get<double>() + 18; y += 1)
-            lit |= near(s.img.at(x, y), rgb(255, 200, 120), 40);
+    for (double xpos = curve_rect["x0"].get<double>() + 6; xpos < curve_rect["x0"].get<double>() + 200; xpos += 1)
+        for (double y = curve_rect["y0"].get<double>() + 4; y < curve_rect["y0"].get<double>() + 18; y += 1)
+            lit |= near(shot.img.at(xpos, y), rgb(255, 200, 120), 40);
     CHECK(lit);
     // A good trace has no message once its curves are made.
     fixture::TempPath good("segments.db");
     fixture::write_segments_trace(good.path);
-    Shot g = shoot(good.path, "--view memory");
-    REQUIRE(g.rc == 0);
-    CHECK(g.layout["memory"]["message"] == "");
+    Shot grey = shoot(good.path, "--view memory");
+    REQUIRE(grey.rc == 0);
+    CHECK(grey.layout["memory"]["message"] == "");
 }
 
 TEST_CASE("memory bands people can read: long-lived state at the bottom, the rest summarised by bytes") {
@@ -162,24 +169,24 @@ TEST_CASE("memory bands people can read: long-lived state at the bottom, the res
     using namespace mhc::trace;
     fixture::TempPath db("layers.db");
     {
-        Writer w(db.path);
-        w.set_meta("source", "viewer-test-bands");
-        int64_t act = w.intern("act"), wt = w.intern("weights");
-        w.add(Allocation{1, 0, 0, 512 * MiB, 0, 1000 * us, 7, Category::Activation, act});
-        w.add(Allocation{2, 0, 0, 1024 * MiB, 100 * us, kNoTime, 7, Category::Param, wt});
-        w.add(Allocation{3, 0, 0, 512 * MiB, 300 * us, 700 * us, 7, Category::Activation, act});
+        Writer width(db.path);
+        width.set_meta("source", "viewer-test-bands");
+        int64_t act = width.intern("act"), wt = width.intern("weights");
+        width.add(Allocation{1, 0, 0, 512 * MiB, 0, 1000 * us, 7, Category::Activation, act});
+        width.add(Allocation{2, 0, 0, 1024 * MiB, 100 * us, kNoTime, 7, Category::Param, wt});
+        width.add(Allocation{3, 0, 0, 512 * MiB, 300 * us, 700 * us, 7, Category::Activation, act});
         for (int i = 0; i < 2000; ++i)
-            w.add(Allocation{4 + i, 0, 0, MiB, 200 * us + i, 800 * us - i, 7, Category::Activation, act});
-        w.finish();
+            width.add(Allocation{4 + i, 0, 0, MiB, 200 * us + i, 800 * us - i, 7, Category::Activation, act});
+        width.finish();
     }
-    Shot s = shoot(db.path, "--view memory --size 1400x700");
-    INFO(s.err);
-    REQUIRE(s.rc == 0);
-    const auto& m = s.layout["memory"];
-    const auto& b = m["bands"];
-    double by = b["y1"].get<double>(), bh = by - b["y0"].get<double>(), bmax = m["band_y_max"];
-    double x = x_at(b, m, 500 * us);
-    auto at = [&](double mib) { return s.img.at(x, by - mib * MiB / bmax * bh); };
+    Shot shot = shoot(db.path, "--view memory --size 1400x700");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    const auto& mem = shot.layout["memory"];
+    const auto& band_rect = mem["bands"];
+    double by = band_rect["y1"].get<double>(), bh = by - band_rect["y0"].get<double>(), bmax = mem["band_y_max"];
+    double xpos = x_at(band_rect, mem, 500 * us);
+    auto at = [&](double mib) { return shot.img.at(xpos, by - mib * MiB / bmax * bh); };
     // At 500 us, bottom up: weights [0, 1024), activation #1 [1024, 1536), #3 [1536, 2048), the
     // 2000 small ones drawn together, muted, [2048, 4048) MiB.
     CHECK(near(at(500), band_of(db.path, BandColoring::Category, 2)));
@@ -194,14 +201,15 @@ TEST_CASE("memory bands people can read: long-lived state at the bottom, the res
     CHECK(green(summary_color(keys, activation)) > red(summary_color(keys, activation)));
     // The legend says bytes at the peak: the muted bytes, then each category.
     std::vector<std::string> texts;   // the bands' legend: from its head on
-    for (const auto& e : m["legend"])
-        if (!texts.empty() || e["text"].get<std::string>().rfind("by category", 0) == 0) texts.push_back(e["text"]);
+    for (const auto& entry : mem["legend"])
+        if (!texts.empty() || entry["text"].get<std::string>().rfind("by category", 0) == 0)
+            texts.push_back(entry["text"]);
     REQUIRE(texts.size() == 4);
     CHECK(texts[0] == "by category, at the peak (3.95 GiB at 300 us):");
     CHECK(texts[1] == "muted: 2000 smaller allocations, 1.95 GiB");
     CHECK(texts[2] == "activation: 2.95 GiB");
     CHECK(texts[3] == "param: 1 GiB");
-    CHECK(m["summarised"] == 2000);
+    CHECK(mem["summarised"] == 2000);
 }
 
 TEST_CASE("memory bands of a real Kineto trace: size classes from its own sizes, told apart") {
@@ -213,33 +221,35 @@ TEST_CASE("memory bands of a real Kineto trace: size classes from its own sizes,
     mhc::trace::import::import_file(
         std::string(MHC_PUBLIC_DATASETS) + "/kineto/tb-plugin-resnet50-worker0.1623143089861.pt.trace.json.gz", db.path,
         opt);
-    Shot s = shoot(db.path, "--view memory --size 1400x700");
-    INFO(s.err);
-    REQUIRE(s.rc == 0);
-    const auto& m = s.layout["memory"];
-    CHECK(m["coloring"] == "size");
-    ViewTrace t = load_view_trace(db.path);
-    BandKeys keys = band_keys(t, BandColoring::SizeClass);
+    Shot shot = shoot(db.path, "--view memory --size 1400x700");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    const auto& mem = shot.layout["memory"];
+    CHECK(mem["coloring"] == "size");
+    ViewTrace when = load_view_trace(db.path);
+    BandKeys keys = band_keys(when, BandColoring::SizeClass);
     REQUIRE(keys.count() == 5);
     // Every class holds bytes at the peak, and the legend says how many.
     int classes = 0;
-    for (const auto& e : m["legend"]) {
-        std::string text = e["text"];
-        for (const std::string& n : keys.name)
-            if (text.rfind(n + ": ", 0) == 0) ++classes;
+    for (const auto& entry : mem["legend"]) {
+        std::string text = entry["text"];
+        for (const std::string& number : keys.name)
+            if (text.rfind(number + ": ", 0) == 0) ++classes;
     }
     CHECK(classes == 5);
     // Down the peak's column, the drawn bands take at least four classes' colours.
-    const auto& b = m["bands"];
-    double x = b["x0"].get<double>() + m["band_peak_col"].get<double>() + 0.5;
+    const auto& band_rect = mem["bands"];
+    double xpos = band_rect["x0"].get<double>() + mem["band_peak_col"].get<double>() + 0.5;
     std::set<int> seen;
-    for (double y = b["y0"].get<double>() + 2; y < b["y1"].get<double>() - 1; y += 1)
+    for (double y = band_rect["y0"].get<double>() + 2; y < band_rect["y1"].get<double>() - 1; y += 1)
         for (size_t k = 0; k < keys.count(); ++k) {
-            uint32_t px = s.img.at(x, y), c = keys.color[k];
-            double f = static_cast<double>(red(px) + green(px) + blue(px) + 1) / (red(c) + green(c) + blue(c) + 1);
+            uint32_t px = shot.img.at(xpos, y), curve_rect = keys.color[k];
+            double frac = static_cast<double>(red(px) + green(px) + blue(px) + 1) /
+                          (red(curve_rect) + green(curve_rect) + blue(curve_rect) + 1);
             // The same hue, 0.86-1.14 as bright (each band's shade).
-            if (f > 0.8 && f < 1.2 && std::abs(red(px) - red(c) * f) < 12 && std::abs(green(px) - green(c) * f) < 12 &&
-                std::abs(blue(px) - blue(c) * f) < 12)
+            if (frac > 0.8 && frac < 1.2 && std::abs(red(px) - red(curve_rect) * frac) < 12 &&
+                std::abs(green(px) - green(curve_rect) * frac) < 12 &&
+                std::abs(blue(px) - blue(curve_rect) * frac) < 12)
                 seen.insert(static_cast<int>(k));
         }
     CHECK(seen.size() >= 4);
@@ -278,9 +288,9 @@ TEST_CASE("fit y: a curve over a 141 GiB baseline fills the memory plot, its lab
     auto top_spread = [](const Shot& shot) {
         const auto& plot = shot.layout["memory"]["curve"];
         double lowest = 0, highest = 1e9;
-        for (double x = plot["x0"].get<double>() + 2; x < plot["x1"].get<double>() - 2; x += 3)
+        for (double xpos = plot["x0"].get<double>() + 2; xpos < plot["x1"].get<double>() - 2; xpos += 3)
             for (double y = plot["y0"].get<double>() + 1; y < plot["y1"].get<double>(); ++y)
-                if (near(shot.img.at(x, y), kCurve, 40)) {
+                if (near(shot.img.at(xpos, y), kCurve, 40)) {
                     lowest = std::max(lowest, y);
                     highest = std::min(highest, y);
                     break;
@@ -358,8 +368,9 @@ TEST_CASE("thin allocation bands keep their colours: no dark edge on a band a fe
     const double gib = 1024.0 * 1024 * 1024;
     size_t dark = 0, all = 0;
     for (double y = y_of(4.9 * gib); y < y_of(4.1 * gib); y += 1)
-        for (double x = mem["bands"]["x0"].get<double>() + 2; x < mem["bands"]["x1"].get<double>() - 2; x += 3) {
-            const uint32_t px = shot.img.at(x, y);
+        for (double xpos = mem["bands"]["x0"].get<double>() + 2; xpos < mem["bands"]["x1"].get<double>() - 2;
+             xpos += 3) {
+            const uint32_t px = shot.img.at(xpos, y);
             dark += std::max({red(px), green(px), blue(px)}) < 110;
             ++all;
         }

@@ -7,16 +7,16 @@
 TEST_CASE("timeline screenshot: kernels where they belong, in their family's colour, the dense stream folded") {
     fixture::TempPath db("known.db");
     fixture::write_known_trace(db.path);
-    Shot s = shoot(db.path, "--view timeline");
-    REQUIRE(s.rc == 0);
-    CHECK(s.img.w == 1400);
-    CHECK(distinct_colours(s.img) > 15);
-    const auto& tl = s.layout["timeline"];
+    Shot shot = shoot(db.path, "--view timeline");
+    REQUIRE(shot.rc == 0);
+    CHECK(shot.img.w == 1400);
+    CHECK(distinct_colours(shot.img) > 15);
+    const auto& tl = shot.layout["timeline"];
     const auto& st7 = track(tl, "stream 7");
     double y7 = row_y(st7);
-    CHECK(near(s.img.at(x_at(tl["plot"], tl, 110 * us), y7), kernel_color(fixture::kAlpha)));
-    CHECK(near(s.img.at(x_at(tl["plot"], tl, 690 * us), y7), kernel_color(fixture::kBeta)));
-    uint32_t gap = s.img.at(x_at(tl["plot"], tl, 400 * us), y7);
+    CHECK(near(shot.img.at(x_at(tl["plot"], tl, 110 * us), y7), kernel_color(fixture::kAlpha)));
+    CHECK(near(shot.img.at(x_at(tl["plot"], tl, 690 * us), y7), kernel_color(fixture::kBeta)));
+    uint32_t gap = shot.img.at(x_at(tl["plot"], tl, 400 * us), y7);
     CHECK(!near(gap, kernel_color(fixture::kAlpha), 20));
     CHECK(!near(gap, kernel_color(fixture::kBeta), 20));
     // GEMM is blue, attention red: families, not hashes of the name.
@@ -27,48 +27,48 @@ TEST_CASE("timeline screenshot: kernels where they belong, in their family's col
     const auto& st8 = track(tl, "stream 8");
     CHECK(st8["items"] == 1);
     double y8 = row_y(st8);
-    CHECK(near(s.img.at(x_at(tl["plot"], tl, 805 * us), y8), family_color(KernelFamily::Elementwise)));
-    CHECK(!near(s.img.at(x_at(tl["plot"], tl, 805 * us), y8), kFolded, 20));
-    CHECK(!near(s.img.at(x_at(tl["plot"], tl, 700 * us), y8), family_color(KernelFamily::Elementwise), 20));
+    CHECK(near(shot.img.at(x_at(tl["plot"], tl, 805 * us), y8), family_color(KernelFamily::Elementwise)));
+    CHECK(!near(shot.img.at(x_at(tl["plot"], tl, 805 * us), y8), kFolded, 20));
+    CHECK(!near(shot.img.at(x_at(tl["plot"], tl, 700 * us), y8), family_color(KernelFamily::Elementwise), 20));
     // The legend names the families present, each swatch in its colour.
     std::set<std::string> fams;
-    for (const auto& e : tl["legend"]) {
-        fams.insert(e["family"].get<std::string>());
-        double x = (e["x0"].get<double>() + e["x1"].get<double>()) / 2,
-               y = (e["y0"].get<double>() + e["y1"].get<double>()) / 2;
-        CHECK(near(s.img.at(x, y), e["color"].get<uint32_t>()));
+    for (const auto& entry : tl["legend"]) {
+        fams.insert(entry["family"].get<std::string>());
+        double xpos = (entry["x0"].get<double>() + entry["x1"].get<double>()) / 2,
+               ypos = (entry["y0"].get<double>() + entry["y1"].get<double>()) / 2;
+        CHECK(near(shot.img.at(xpos, ypos), entry["color"].get<uint32_t>()));
     }
     CHECK(fams == std::set<std::string>{"GEMM", "attention", "elementwise"});
 
     // Zoomed in on them, every kernel is drawn alone.
-    Shot z = shoot(db.path, "--view timeline --range 800us:900us");
-    REQUIRE(z.rc == 0);
-    CHECK(track(z.layout["timeline"], "stream 8")["items"] == 200);
+    Shot zoomed = shoot(db.path, "--view timeline --range 800us:900us");
+    REQUIRE(zoomed.rc == 0);
+    CHECK(track(zoomed.layout["timeline"], "stream 8")["items"] == 200);
 }
 
 TEST_CASE("timeline screenshot: rows and the memory strip fill the window") {
     fixture::TempPath db("known.db");
     fixture::write_known_trace(db.path);
-    Shot s = shoot(db.path, "--view timeline");
-    REQUIRE(s.rc == 0);
-    const auto& tl = s.layout["timeline"];
+    Shot shot = shoot(db.path, "--view timeline");
+    REQUIRE(shot.rc == 0);
+    const auto& tl = shot.layout["timeline"];
     // Kernel rows grow past the old fixed 20 px.
     const auto& st7 = track(tl, "stream 7");
     CHECK(st7["y1"].get<double>() - st7["y0"].get<double>() > 40);
     // The strip ends near the status bar at the window's bottom edge: no empty two thirds.
     const auto& strip = tl["memory_strip"];
     REQUIRE(strip.contains("rect"));
-    CHECK(strip["rect"]["y1"].get<double>() > s.layout["status"]["y0"].get<double>() - 12);
-    CHECK(s.layout["status"]["y1"].get<double>() > s.img.h - 12);
+    CHECK(strip["rect"]["y1"].get<double>() > shot.layout["status"]["y0"].get<double>() - 12);
+    CHECK(shot.layout["status"]["y1"].get<double>() > shot.img.h - 12);
     CHECK(strip["rect"]["y0"].get<double>() >= tl["tracks"].back()["y1"].get<double>());
     // Its curve: the recorded peak (1424 MiB) at 500 us, at its height (+-2.5 px).
-    const auto& r = strip["rect"];
-    double h = r["y1"].get<double>() - r["y0"].get<double>();
-    double x = x_at(r, tl, 500 * us);
-    double expect = r["y1"].get<double>() - 1424.0 * MiB / strip["y_max"].get<double>() * h;
-    double top = r["y1"];
-    for (double y = r["y0"].get<double>() + 1; y < r["y1"].get<double>(); ++y)
-        if (near(s.img.at(x, y), kCurve, 6)) {
+    const auto& strip_rect = strip["rect"];
+    double tall = strip_rect["y1"].get<double>() - strip_rect["y0"].get<double>();
+    double xpos = x_at(strip_rect, tl, 500 * us);
+    double expect = strip_rect["y1"].get<double>() - 1424.0 * MiB / strip["y_max"].get<double>() * tall;
+    double top = strip_rect["y1"];
+    for (double y = strip_rect["y0"].get<double>() + 1; y < strip_rect["y1"].get<double>(); ++y)
+        if (near(shot.img.at(xpos, y), kCurve, 6)) {
             top = y;
             break;
         }
@@ -79,17 +79,17 @@ TEST_CASE("timeline screenshot: rows and the memory strip fill the window") {
 TEST_CASE("timeline screenshot of a run: run kernel times and event tracks") {
     fixture::TempPath db("known.db");
     fixture::write_known_trace(db.path);
-    Shot s = shoot(db.path, "--view timeline --run 1");
-    REQUIRE(s.rc == 0);
-    const auto& tl = s.layout["timeline"];
+    Shot shot = shoot(db.path, "--view timeline --run 1");
+    REQUIRE(shot.rc == 0);
+    const auto& tl = shot.layout["timeline"];
     const auto& st7 = track(tl, "stream 7");
     double y7 = row_y(st7);
     // Run 1 delays "beta" by 50 us: it starts at 550 us, not 500 us.
-    CHECK(!near(s.img.at(x_at(tl["plot"], tl, 520 * us), y7), kernel_color(fixture::kBeta), 20));
-    CHECK(near(s.img.at(x_at(tl["plot"], tl, 560 * us), y7), kernel_color(fixture::kBeta)));
+    CHECK(!near(shot.img.at(x_at(tl["plot"], tl, 520 * us), y7), kernel_color(fixture::kBeta), 20));
+    CHECK(near(shot.img.at(x_at(tl["plot"], tl, 560 * us), y7), kernel_color(fixture::kBeta)));
     const auto& stall = track(tl, "stall");
     double ys = row_y(stall);
-    CHECK(near(s.img.at(x_at(tl["plot"], tl, 545 * us), ys), event_color(mhc::trace::EventKind::Stall)));
+    CHECK(near(shot.img.at(x_at(tl["plot"], tl, 545 * us), ys), event_color(mhc::trace::EventKind::Stall)));
 }
 
 TEST_CASE("timeline screenshot: markers and copies move with a selected run's kernels") {
@@ -99,37 +99,38 @@ TEST_CASE("timeline screenshot: markers and copies move with a selected run's ke
     // Recorded: layer 3 at [720, 780) us, the second H2D copy at [750, 790) us.
     Shot rec = shoot(db.path, "--view timeline --range 600us:1100us");
     REQUIRE(rec.rc == 0);
-    const auto& a = rec.layout["timeline"];
-    double ly = row_y(track(a, "layer markers")), cy = row_y(track(a, "copies H2D"));
-    CHECK(near(rec.img.at(x_at(a["plot"], a, 740 * us), ly), layer_c));
-    CHECK(!near(rec.img.at(x_at(a["plot"], a, 810 * us), ly), layer_c, 20));
-    CHECK(near(rec.img.at(x_at(a["plot"], a, 760 * us), cy), h2d));
-    CHECK(!near(rec.img.at(x_at(a["plot"], a, 820 * us), cy), h2d, 20));
+    const auto& first = rec.layout["timeline"];
+    double ly = row_y(track(first, "layer markers")), cy = row_y(track(first, "copies H2D"));
+    CHECK(near(rec.img.at(x_at(first["plot"], first, 740 * us), ly), layer_c));
+    CHECK(!near(rec.img.at(x_at(first["plot"], first, 810 * us), ly), layer_c, 20));
+    CHECK(near(rec.img.at(x_at(first["plot"], first, 760 * us), cy), h2d));
+    CHECK(!near(rec.img.at(x_at(first["plot"], first, 820 * us), cy), h2d, 20));
     // Run 1 moved beta (the kernel before both) by 50 us: [770, 830) and [800, 840) us.
     Shot run = shoot(db.path, "--view timeline --run 1 --range 600us:1100us");
     REQUIRE(run.rc == 0);
-    const auto& b = run.layout["timeline"];
-    ly = row_y(track(b, "layer markers"));
-    cy = row_y(track(b, "copies H2D"));
-    CHECK(!near(run.img.at(x_at(b["plot"], b, 740 * us), ly), layer_c, 20));
-    CHECK(near(run.img.at(x_at(b["plot"], b, 810 * us), ly), layer_c));
-    CHECK(!near(run.img.at(x_at(b["plot"], b, 780 * us), cy), h2d, 20));
-    CHECK(near(run.img.at(x_at(b["plot"], b, 820 * us), cy), h2d));
+    const auto& band_rect = run.layout["timeline"];
+    ly = row_y(track(band_rect, "layer markers"));
+    cy = row_y(track(band_rect, "copies H2D"));
+    CHECK(!near(run.img.at(x_at(band_rect["plot"], band_rect, 740 * us), ly), layer_c, 20));
+    CHECK(near(run.img.at(x_at(band_rect["plot"], band_rect, 810 * us), ly), layer_c));
+    CHECK(!near(run.img.at(x_at(band_rect["plot"], band_rect, 780 * us), cy), h2d, 20));
+    CHECK(near(run.img.at(x_at(band_rect["plot"], band_rect, 820 * us), cy), h2d));
     // The step marker ends at 1050 us on the run's clock (past the recording's 1 ms).
-    CHECK(b["t1"].get<int64_t>() >= 1050 * us);
-    double sy = row_y(track(b, "step markers"));
-    CHECK(near(run.img.at(x_at(b["plot"], b, 1030 * us), sy), marker_color(mhc::trace::MarkerKind::Step)));
+    CHECK(band_rect["t1"].get<int64_t>() >= 1050 * us);
+    double sy = row_y(track(band_rect, "step markers"));
+    CHECK(near(run.img.at(x_at(band_rect["plot"], band_rect, 1030 * us), sy),
+               marker_color(mhc::trace::MarkerKind::Step)));
 }
 
 TEST_CASE("timeline screenshot: nested ranges on rows of their own, the toolbar's labels before their fields") {
     fixture::TempPath db("imported.db");
     fixture::write_imported_trace(db.path);
-    Shot s = shoot(db.path, "--view timeline");
-    REQUIRE(s.rc == 0);
-    const auto& tl = s.layout["timeline"];
+    Shot shot = shoot(db.path, "--view timeline");
+    REQUIRE(shot.rc == 0);
+    const auto& tl = shot.layout["timeline"];
     std::vector<nlohmann::json> rows;
-    for (const auto& t : tl["tracks"])
-        if (t["kind"] == 2) rows.push_back(t);   // LaneKind::Markers
+    for (const auto& when : tl["tracks"])
+        if (when["kind"] == 2) rows.push_back(when);   // LaneKind::Markers
     REQUIRE(rows.size() == 3);
     uint32_t range_c = marker_color(mhc::trace::MarkerKind::Range);
     for (size_t i = 0; i < rows.size(); ++i) {
@@ -139,12 +140,12 @@ TEST_CASE("timeline screenshot: nested ranges on rows of their own, the toolbar'
     // At 250 us: forward (row 0), layer.0 (row 1), attention (row 2), each in its own row; at
     // 475 us only forward; at 600 us forward and layer.1.
     double x250 = x_at(tl["plot"], tl, 250 * us), x475 = x_at(tl["plot"], tl, 475 * us);
-    for (size_t i = 0; i < 3; ++i) CHECK(near(s.img.at(x250, rows[i]["y1"].get<double>() - 2), range_c));
-    CHECK(near(s.img.at(x475, rows[0]["y1"].get<double>() - 2), range_c));
-    CHECK(!near(s.img.at(x475, rows[1]["y1"].get<double>() - 2), range_c, 20));
+    for (size_t i = 0; i < 3; ++i) CHECK(near(shot.img.at(x250, rows[i]["y1"].get<double>() - 2), range_c));
+    CHECK(near(shot.img.at(x475, rows[0]["y1"].get<double>() - 2), range_c));
+    CHECK(!near(shot.img.at(x475, rows[1]["y1"].get<double>() - 2), range_c, 20));
 
     // Toolbar: "run" [combo]  "step" [field]: each label left of its own field, in that order.
-    const auto& tb = s.layout["toolbar"];
+    const auto& tb = shot.layout["toolbar"];
     CHECK(tb["run_label"]["x1"].get<double>() <= tb["run_combo"]["x0"].get<double>());
     CHECK(tb["run_combo"]["x1"].get<double>() < tb["step_label"]["x0"].get<double>());
     CHECK(tb["step_label"]["x1"].get<double>() <= tb["step_input"]["x0"].get<double>());
