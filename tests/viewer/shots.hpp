@@ -20,6 +20,9 @@
 #include <sstream>
 
 #include "fixtures.hpp"
+#ifndef MHC_VIEW_EXE   // set for the screenshot program (CMakeLists.txt); clang-tidy reads this header alone
+#define MHC_VIEW_EXE "mhc-view"
+#endif
 #include "mhc/trace/import/import.hpp"
 #include "mhc/viewer/band_colors.hpp"
 #include "mhc/viewer/colors.hpp"
@@ -83,8 +86,8 @@ inline double x_at(const nlohmann::json& rect, const nlohmann::json& view, int64
 }
 
 inline const nlohmann::json& track(const nlohmann::json& tl, const std::string& title) {
-    for (const auto& t : tl["tracks"])
-        if (t["title"] == title) return t;
+    for (const auto& each : tl["tracks"])
+        if (each["title"] == title) return each;
     FAIL("no track " << title);
     static nlohmann::json none;
     return none;
@@ -111,17 +114,17 @@ inline double row_y(const nlohmann::json& track) { return track["y1"].get<double
 
 // The centre of the box showing `id` in a track, and the track's middle height.
 inline std::pair<double, double> box_of(const nlohmann::json& track, int64_t id) {
-    for (const auto& b : track["boxes"])
-        if (b[2].get<int64_t>() == id)
-            return {(b[0].get<double>() + b[1].get<double>()) / 2,
+    for (const auto& box : track["boxes"])
+        if (box[2].get<int64_t>() == id)
+            return {(box[0].get<double>() + box[1].get<double>()) / 2,
                     (track["y0"].get<double>() + track["y1"].get<double>()) / 2};
     FAIL("no box " << id << " in " << track["title"]);
     return {0, 0};
 }
 
 inline std::string field_of(const nlohmann::json& details, const std::string& key) {
-    for (const auto& f : details["fields"])
-        if (f[0] == key) return f[1].get<std::string>();
+    for (const auto& field : details["fields"])
+        if (field[0] == key) return field[1].get<std::string>();
     FAIL("no field " << key);
     return "";
 }

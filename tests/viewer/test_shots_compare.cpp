@@ -53,23 +53,23 @@ void add_sweep_runs(const std::string& path) {
     const char* prefetchers[] = {"none", "periodic", "lookahead:500"};
     std::vector<Run> runs;
     for (int i = 0; i < 68; ++i) {
-        Run rect;
+        Run sweep_run;
         int64_t shift = i == 67 ? 5000 * us : 10 * us * (i % 7);
         std::string pol = policies[i % 5], pre = prefetchers[i % 3], link = i % 2 ? "pcie5" : "pcie4";
-        rect.name = pol + "+" + pre + "@" + std::to_string(50 + i % 4 * 10) + "%/" + link + "/caching";
-        rect.config = {{"eviction", pol}, {"prefetch", pre}, {"link", link}};
-        rect.metrics = {{"capacity_bytes", (900.0 + i) * MiB},
-                        {"simulated_peak_bytes", (890.0 + i) * MiB},
-                        {"peak_reduction", 0.3 + 0.001 * i},
-                        {"throughput_loss", 0.01 * i},
-                        {"simulated_makespan_ns", 1e6 + static_cast<double>(shift)}};
+        sweep_run.name = pol + "+" + pre + "@" + std::to_string(50 + i % 4 * 10) + "%/" + link + "/caching";
+        sweep_run.config = {{"eviction", pol}, {"prefetch", pre}, {"link", link}};
+        sweep_run.metrics = {{"capacity_bytes", (900.0 + i) * MiB},
+                             {"simulated_peak_bytes", (890.0 + i) * MiB},
+                             {"peak_reduction", 0.3 + 0.001 * i},
+                             {"throughput_loss", 0.01 * i},
+                             {"simulated_makespan_ns", 1e6 + static_cast<double>(shift)}};
         for (int k = 1; k <= 202; ++k) {
             int64_t when = k == 1 ? 100 * us : k == 2 ? 500 * us : 800 * us + (k - 3) * 500;
             int64_t delta = k == 1 || k == 2 ? 200 * us : 100;
-            rect.kernel_times.push_back({k, when + (k > 1 ? shift : 0), when + delta + (k > 1 ? shift : 0)});
+            sweep_run.kernel_times.push_back({k, when + (k > 1 ? shift : 0), when + delta + (k > 1 ? shift : 0)});
         }
-        rect.memory = {{0, 400 * MiB, 0}, {600 * us + shift, 500 * MiB, 0}};
-        runs.push_back(std::move(rect));
+        sweep_run.memory = {{0, 400 * MiB, 0}, {600 * us + shift, 500 * MiB, 0}};
+        runs.push_back(std::move(sweep_run));
     }
     add_runs(path, runs);
 }
@@ -106,9 +106,9 @@ TEST_CASE("compare at scale: 70 runs in a table, timelines scroll, the axis reac
     // Nine runs ticked, the slow one among them: the axis reaches its end; the list scrolls.
     std::string ticks;
     for (int id : {70, 1, 2, 3, 4, 5, 6, 7, 8}) ticks += " --run " + std::to_string(id);
-    Shot count = shoot(db.path, "--view compare --size 1400x900" + ticks);
-    REQUIRE(count.rc == 0);
-    const auto& c9 = count.layout["compare"];
+    Shot ticked_shot = shoot(db.path, "--view compare --size 1400x900" + ticks);
+    REQUIRE(ticked_shot.rc == 0);
+    const auto& c9 = ticked_shot.layout["compare"];
     REQUIRE(c9["runs"].size() == 9);
     int64_t slowest = 0;
     for (const auto& run_json : c9["runs"]) slowest = std::max(slowest, run_json["t_end"].get<int64_t>());
@@ -129,7 +129,7 @@ TEST_CASE("compare at scale: 70 runs in a table, timelines scroll, the axis reac
                       (curve_rect["y1"].get<double>() - curve_rect["y0"].get<double>());
     bool found = false;
     for (double dy = -2; dy <= 2; ++dy)
-        found |= near(count.img.at(x_at(curve_rect, c9, 5700 * us), ypos + dy), series_color(8), 6);
+        found |= near(ticked_shot.img.at(x_at(curve_rect, c9, 5700 * us), ypos + dy), series_color(8), 6);
     CHECK(found);
 }
 

@@ -18,23 +18,23 @@ TEST_CASE("a click on a kernel selects it: outlined, its details pane with both 
     REQUIRE(shot.rc == 0);
     const auto& tl = shot.layout["timeline"];
     CHECK(tl["selected_kernel"] == 2);
-    const auto& delta = tl["details"];
-    CHECK(delta["title"] == fixture::kBeta);
-    CHECK(field_of(delta, "family") == "attention");
-    CHECK(field_of(delta, "recorded") == "start 500.000 us, end 700.000 us (200 us)");
-    CHECK(field_of(delta, "run #1 lru@1GiB") == "start 550.000 us (+50.0 us), end 750.000 us");
-    CHECK(field_of(delta, "stalled") == "50.0 us waiting for its operands");
-    REQUIRE(delta["rows"].size() == 2);
-    CHECK(delta["rows"][0][1] == "weights");
-    CHECK(delta["rows"][0][2] == "400.00 MiB");
-    CHECK(delta["rows"][0][3] == "param");
-    CHECK(delta["rows"][0][5] ==
+    const auto& details_json = tl["details"];
+    CHECK(details_json["title"] == fixture::kBeta);
+    CHECK(field_of(details_json, "family") == "attention");
+    CHECK(field_of(details_json, "recorded") == "start 500.000 us, end 700.000 us (200 us)");
+    CHECK(field_of(details_json, "run #1 lru@1GiB") == "start 550.000 us (+50.0 us), end 750.000 us");
+    CHECK(field_of(details_json, "stalled") == "50.0 us waiting for its operands");
+    REQUIRE(details_json["rows"].size() == 2);
+    CHECK(details_json["rows"][0][1] == "weights");
+    CHECK(details_json["rows"][0][2] == "400.00 MiB");
+    CHECK(details_json["rows"][0][3] == "param");
+    CHECK(details_json["rows"][0][5] ==
           "swapped out 40.0 us of 400.00 MiB, 110 us before; swapped in 50.0 us of 400.00 MiB, up to the start");
-    CHECK(delta["rows"][1][1] == "act_big");
-    CHECK(delta["rows"][1][4] == "write");
+    CHECK(details_json["rows"][1][1] == "act_big");
+    CHECK(details_json["rows"][1][4] == "write");
     // The pane sits under the plots, above the status bar, inside the window.
-    CHECK(delta["rect"]["y0"].get<double>() >= tl["plot"]["y1"].get<double>());
-    CHECK(delta["rect"]["y1"].get<double>() <= shot.layout["status"]["y0"].get<double>());
+    CHECK(details_json["rect"]["y0"].get<double>() >= tl["plot"]["y1"].get<double>());
+    CHECK(details_json["rect"]["y1"].get<double>() <= shot.layout["status"]["y0"].get<double>());
     // The selected box is outlined in white, just outside its left edge.
     const auto& st7 = track(tl, "stream 7");
     auto box = box_of(st7, 2);
@@ -62,34 +62,34 @@ TEST_CASE("a click on a folded box zooms to it, a click on a band shows the allo
     CHECK(st8["boxes"][0][2] == -200);   // 200 kernels folded
     auto fold = std::pair<double, double>{(st8["boxes"][0][0].get<double>() + st8["boxes"][0][1].get<double>()) / 2,
                                           (st8["y0"].get<double>() + st8["y1"].get<double>()) / 2};
-    Shot last = shoot(db.path, "--view timeline" + click_at(fold));
-    REQUIRE(last.rc == 0);
+    Shot zoomed = shoot(db.path, "--view timeline" + click_at(fold));
+    REQUIRE(zoomed.rc == 0);
     // The 200 kernels span [800, 899.6] us; the view pads by a twentieth.
-    CHECK(last.layout["timeline"]["t0"].get<int64_t>() == Approx(800 * us - 4980).margin(2));
-    CHECK(last.layout["timeline"]["t1"].get<int64_t>() == Approx(899.6 * us + 4980).margin(2));
-    CHECK(track(last.layout["timeline"], "stream 8")["items"] == 200);
+    CHECK(zoomed.layout["timeline"]["t0"].get<int64_t>() == Approx(800 * us - 4980).margin(2));
+    CHECK(zoomed.layout["timeline"]["t1"].get<int64_t>() == Approx(899.6 * us + 4980).margin(2));
+    CHECK(track(zoomed.layout["timeline"], "stream 8")["items"] == 200);
 
     // Memory view: "weights" is the bottom band at 500 us.
-    Shot memory_json = shoot(db.path, "--view memory --run 1");
-    REQUIRE(memory_json.rc == 0);
-    const auto& band_rect = memory_json.layout["memory"]["bands"];
-    double xpos = x_at(band_rect, memory_json.layout["memory"], 500 * us), ypos = band_rect["y1"].get<double>() - 6;
-    Shot curve_rect = shoot(db.path, "--view memory --run 1 --click " + std::to_string(static_cast<int>(xpos)) + "," +
-                                         std::to_string(static_cast<int>(ypos)));
-    REQUIRE(curve_rect.rc == 0);
-    const auto& mem = curve_rect.layout["memory"];
+    Shot shot2 = shoot(db.path, "--view memory --run 1");
+    REQUIRE(shot2.rc == 0);
+    const auto& band_rect = shot2.layout["memory"]["bands"];
+    double xpos = x_at(band_rect, shot2.layout["memory"], 500 * us), ypos = band_rect["y1"].get<double>() - 6;
+    Shot clicked = shoot(db.path, "--view memory --run 1 --click " + std::to_string(static_cast<int>(xpos)) + "," +
+                                      std::to_string(static_cast<int>(ypos)));
+    REQUIRE(clicked.rc == 0);
+    const auto& mem = clicked.layout["memory"];
     CHECK(mem["selected_allocation"] == 1);
-    const auto& delta = mem["details"];
-    CHECK(delta["title"] == "weights");
-    CHECK(field_of(delta, "allocation") == "#1, 400.00 MiB, param, GPU 0, stream 7");
-    CHECK(field_of(delta, "lifetime") == "allocated 0 ns, alive at the end of the trace (1.00 ms)");
-    CHECK(field_of(delta, "label (source frame)") == "weights");
-    CHECK(field_of(delta, "accesses") == "2: 2 reading, 0 writing");
-    CHECK(field_of(delta, "run #1 lru@1GiB") == "swap_out x1, swap_in x1; first at 400.000 us");
-    REQUIRE(delta["rows"].size() == 2);
-    CHECK(delta["rows"][1][1] == fixture::kBeta);
-    CHECK(delta["rows"][1][3] == "500.000 us");
-    CHECK(delta["rows"][1][4] == "550.000 us");
+    const auto& pane = mem["details"];
+    CHECK(pane["title"] == "weights");
+    CHECK(field_of(pane, "allocation") == "#1, 400.00 MiB, param, GPU 0, stream 7");
+    CHECK(field_of(pane, "lifetime") == "allocated 0 ns, alive at the end of the trace (1.00 ms)");
+    CHECK(field_of(pane, "label (source frame)") == "weights");
+    CHECK(field_of(pane, "accesses") == "2: 2 reading, 0 writing");
+    CHECK(field_of(pane, "run #1 lru@1GiB") == "swap_out x1, swap_in x1; first at 400.000 us");
+    REQUIRE(pane["rows"].size() == 2);
+    CHECK(pane["rows"][1][1] == fixture::kBeta);
+    CHECK(pane["rows"][1][3] == "500.000 us");
+    CHECK(pane["rows"][1][4] == "550.000 us");
 }
 
 TEST_CASE("Go does not move the toolbar or the plots, statistics give names the width") {
@@ -114,18 +114,18 @@ TEST_CASE("Go does not move the toolbar or the plots, statistics give names the 
 
     Shot st = shoot(db.path, "--view statistics --size 1400x500");
     REQUIRE(st.rc == 0);
-    const auto& idx = st.layout["statistics"]["kernels"];
-    REQUIRE(idx["column_widths"].size() == 5);
-    double name_w = idx["column_widths"][0], numbers = 0;
+    const auto& kernel_table = st.layout["statistics"]["kernels"];
+    REQUIRE(kernel_table["column_widths"].size() == 5);
+    double name_w = kernel_table["column_widths"][0], numbers = 0;
     for (size_t curve_rect = 1; curve_rect < 5; ++curve_rect) {
-        CHECK(idx["column_widths"][curve_rect].get<double>() < 160);   // as wide as their figures
-        numbers += idx["column_widths"][curve_rect].get<double>();
+        CHECK(kernel_table["column_widths"][curve_rect].get<double>() < 160);   // as wide as their figures
+        numbers += kernel_table["column_widths"][curve_rect].get<double>();
     }
     CHECK(name_w > 2.5 * numbers);
     // Every name ends inside the name column (none cut): beta's 70 characters included.
     bool beta = false;
-    for (const auto& count : idx["names"]) {
-        CHECK(count["x1"].get<double>() < idx["table_x0"].get<double>() + name_w + 30);
+    for (const auto& count : kernel_table["names"]) {
+        CHECK(count["x1"].get<double>() < kernel_table["table_x0"].get<double>() + name_w + 30);
         beta |= count["name"] == fixture::kBeta;
     }
     CHECK(beta);
@@ -139,10 +139,11 @@ double cpu_seconds(pid_t pid) {
     std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     std::istringstream rest(stat.substr(stat.rfind(')') + 2));   // after "pid (comm) "
     std::string field;
-    std::vector<std::string> frac;
-    while (rest >> field) frac.push_back(field);
-    REQUIRE(frac.size() > 13);
-    return static_cast<double>(std::stoll(frac[11]) + std::stoll(frac[12])) / static_cast<double>(sysconf(_SC_CLK_TCK));
+    std::vector<std::string> texts;
+    while (rest >> field) texts.push_back(field);
+    REQUIRE(texts.size() > 13);
+    return static_cast<double>(std::stoll(texts[11]) + std::stoll(texts[12])) /
+           static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 }   // namespace

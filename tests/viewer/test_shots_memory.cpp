@@ -99,18 +99,18 @@ TEST_CASE("memory screenshot of a trace with segments: recorded reserved over al
     fixture::TempPath db("segments.db");
     {
         using namespace mhc::trace;
-        Writer width(db.path);
-        width.set_meta("source", "viewer-test-segments");
-        int64_t first = width.intern(fixture::kFrameA);
-        width.add(Allocation{1, 0, 0x1000, 1088 * MiB, 0, 1000 * us, 1, Category::Other, first});
-        Segment taken;
-        taken.id = 1;
-        taken.address = 0x1000;
-        taken.bytes = 2048 * MiB;
-        taken.t_alloc = 0;
-        taken.reconstructed = true;
-        width.add(taken);
-        width.finish();
+        Writer writer(db.path);
+        writer.set_meta("source", "viewer-test-segments");
+        int64_t first = writer.intern(fixture::kFrameA);
+        writer.add(Allocation{1, 0, 0x1000, 1088 * MiB, 0, 1000 * us, 1, Category::Other, first});
+        Segment seg;
+        seg.id = 1;
+        seg.address = 0x1000;
+        seg.bytes = 2048 * MiB;
+        seg.t_alloc = 0;
+        seg.reconstructed = true;
+        writer.add(seg);
+        writer.finish();
     }
     Shot shot = shoot(db.path, "--view memory");
     INFO(shot.err);
@@ -159,7 +159,7 @@ TEST_CASE("memory screenshot: segments that cannot be read are said in the windo
     fixture::write_segments_trace(good.path);
     Shot grey = shoot(good.path, "--view memory");
     REQUIRE(grey.rc == 0);
-    CHECK(grey.layout["memory"]["message"] == "");
+    CHECK(grey.layout["memory"]["message"].get<std::string>().empty());
 }
 
 TEST_CASE("memory bands people can read: long-lived state at the bottom, the rest summarised by bytes") {
@@ -169,15 +169,15 @@ TEST_CASE("memory bands people can read: long-lived state at the bottom, the res
     using namespace mhc::trace;
     fixture::TempPath db("layers.db");
     {
-        Writer width(db.path);
-        width.set_meta("source", "viewer-test-bands");
-        int64_t act = width.intern("act"), wt = width.intern("weights");
-        width.add(Allocation{1, 0, 0, 512 * MiB, 0, 1000 * us, 7, Category::Activation, act});
-        width.add(Allocation{2, 0, 0, 1024 * MiB, 100 * us, kNoTime, 7, Category::Param, wt});
-        width.add(Allocation{3, 0, 0, 512 * MiB, 300 * us, 700 * us, 7, Category::Activation, act});
+        Writer writer(db.path);
+        writer.set_meta("source", "viewer-test-bands");
+        int64_t act = writer.intern("act"), wt = writer.intern("weights");
+        writer.add(Allocation{1, 0, 0, 512 * MiB, 0, 1000 * us, 7, Category::Activation, act});
+        writer.add(Allocation{2, 0, 0, 1024 * MiB, 100 * us, kNoTime, 7, Category::Param, wt});
+        writer.add(Allocation{3, 0, 0, 512 * MiB, 300 * us, 700 * us, 7, Category::Activation, act});
         for (int i = 0; i < 2000; ++i)
-            width.add(Allocation{4 + i, 0, 0, MiB, 200 * us + i, 800 * us - i, 7, Category::Activation, act});
-        width.finish();
+            writer.add(Allocation{4 + i, 0, 0, MiB, 200 * us + i, 800 * us - i, 7, Category::Activation, act});
+        writer.finish();
     }
     Shot shot = shoot(db.path, "--view memory --size 1400x700");
     INFO(shot.err);
@@ -226,8 +226,8 @@ TEST_CASE("memory bands of a real Kineto trace: size classes from its own sizes,
     REQUIRE(shot.rc == 0);
     const auto& mem = shot.layout["memory"];
     CHECK(mem["coloring"] == "size");
-    ViewTrace when = load_view_trace(db.path);
-    BandKeys keys = band_keys(when, BandColoring::SizeClass);
+    ViewTrace loaded = load_view_trace(db.path);
+    BandKeys keys = band_keys(loaded, BandColoring::SizeClass);
     REQUIRE(keys.count() == 5);
     // Every class holds bytes at the peak, and the legend says how many.
     int classes = 0;

@@ -99,27 +99,26 @@ TEST_CASE("timeline screenshot: markers and copies move with a selected run's ke
     // Recorded: layer 3 at [720, 780) us, the second H2D copy at [750, 790) us.
     Shot rec = shoot(db.path, "--view timeline --range 600us:1100us");
     REQUIRE(rec.rc == 0);
-    const auto& first = rec.layout["timeline"];
-    double ly = row_y(track(first, "layer markers")), cy = row_y(track(first, "copies H2D"));
-    CHECK(near(rec.img.at(x_at(first["plot"], first, 740 * us), ly), layer_c));
-    CHECK(!near(rec.img.at(x_at(first["plot"], first, 810 * us), ly), layer_c, 20));
-    CHECK(near(rec.img.at(x_at(first["plot"], first, 760 * us), cy), h2d));
-    CHECK(!near(rec.img.at(x_at(first["plot"], first, 820 * us), cy), h2d, 20));
+    const auto& rec_tl = rec.layout["timeline"];
+    double ly = row_y(track(rec_tl, "layer markers")), cy = row_y(track(rec_tl, "copies H2D"));
+    CHECK(near(rec.img.at(x_at(rec_tl["plot"], rec_tl, 740 * us), ly), layer_c));
+    CHECK(!near(rec.img.at(x_at(rec_tl["plot"], rec_tl, 810 * us), ly), layer_c, 20));
+    CHECK(near(rec.img.at(x_at(rec_tl["plot"], rec_tl, 760 * us), cy), h2d));
+    CHECK(!near(rec.img.at(x_at(rec_tl["plot"], rec_tl, 820 * us), cy), h2d, 20));
     // Run 1 moved beta (the kernel before both) by 50 us: [770, 830) and [800, 840) us.
     Shot run = shoot(db.path, "--view timeline --run 1 --range 600us:1100us");
     REQUIRE(run.rc == 0);
-    const auto& band_rect = run.layout["timeline"];
-    ly = row_y(track(band_rect, "layer markers"));
-    cy = row_y(track(band_rect, "copies H2D"));
-    CHECK(!near(run.img.at(x_at(band_rect["plot"], band_rect, 740 * us), ly), layer_c, 20));
-    CHECK(near(run.img.at(x_at(band_rect["plot"], band_rect, 810 * us), ly), layer_c));
-    CHECK(!near(run.img.at(x_at(band_rect["plot"], band_rect, 780 * us), cy), h2d, 20));
-    CHECK(near(run.img.at(x_at(band_rect["plot"], band_rect, 820 * us), cy), h2d));
+    const auto& run_tl = run.layout["timeline"];
+    ly = row_y(track(run_tl, "layer markers"));
+    cy = row_y(track(run_tl, "copies H2D"));
+    CHECK(!near(run.img.at(x_at(run_tl["plot"], run_tl, 740 * us), ly), layer_c, 20));
+    CHECK(near(run.img.at(x_at(run_tl["plot"], run_tl, 810 * us), ly), layer_c));
+    CHECK(!near(run.img.at(x_at(run_tl["plot"], run_tl, 780 * us), cy), h2d, 20));
+    CHECK(near(run.img.at(x_at(run_tl["plot"], run_tl, 820 * us), cy), h2d));
     // The step marker ends at 1050 us on the run's clock (past the recording's 1 ms).
-    CHECK(band_rect["t1"].get<int64_t>() >= 1050 * us);
-    double sy = row_y(track(band_rect, "step markers"));
-    CHECK(near(run.img.at(x_at(band_rect["plot"], band_rect, 1030 * us), sy),
-               marker_color(mhc::trace::MarkerKind::Step)));
+    CHECK(run_tl["t1"].get<int64_t>() >= 1050 * us);
+    double sy = row_y(track(run_tl, "step markers"));
+    CHECK(near(run.img.at(x_at(run_tl["plot"], run_tl, 1030 * us), sy), marker_color(mhc::trace::MarkerKind::Step)));
 }
 
 TEST_CASE("timeline screenshot: nested ranges on rows of their own, the toolbar's labels before their fields") {
