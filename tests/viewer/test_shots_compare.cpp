@@ -48,7 +48,8 @@ namespace {
 // three prefetchers, two links; kernels shifted by 10 us x (i % 7); the last one is slow (its
 // kernels 5 ms later: it ends near 5.9 ms on a 1 ms trace).
 void add_sweep_runs(const std::string& path) {
-    using namespace mhc::trace;
+    using mhc::trace::add_runs;
+    using mhc::trace::Run;
     const char* policies[] = {"lru", "largest", "belady", "dtr", "cost_aware"};
     const char* prefetchers[] = {"none", "periodic", "lookahead:500"};
     std::vector<Run> runs;

@@ -98,7 +98,10 @@ TEST_CASE("memory screenshot of a trace with segments: recorded reserved over al
     // allocations; the upper plot scales to the reserved bytes and names the curve.
     fixture::TempPath db("segments.db");
     {
-        using namespace mhc::trace;
+        using mhc::trace::Allocation;
+        using mhc::trace::Category;
+        using mhc::trace::Segment;
+        using mhc::trace::Writer;
         Writer writer(db.path);
         writer.set_meta("source", "viewer-test-segments");
         int64_t first = writer.intern(fixture::kFrameA);
@@ -166,7 +169,10 @@ TEST_CASE("memory bands people can read: long-lived state at the bottom, the res
     // A 512 MiB activation made first, the 1 GiB weights made after it (memory_viz's allocation
     // order would put them on top), one 512 MiB activation and 2000 activations of 1 MiB, too
     // thin to draw (half a pixel is ~5 MiB here), over [200, 800) us.
-    using namespace mhc::trace;
+    using mhc::trace::Allocation;
+    using mhc::trace::Category;
+    using mhc::trace::kNoTime;
+    using mhc::trace::Writer;
     fixture::TempPath db("layers.db");
     {
         Writer writer(db.path);
