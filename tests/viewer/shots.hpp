@@ -28,8 +28,8 @@
 #include "mhc/viewer/colors.hpp"
 
 using namespace mhc::viewer;
-using fixture::MiB;
-using fixture::us;
+inline constexpr int64_t MiB = fixture::MiB;   // (using-declarations read as unused in the header alone)
+inline constexpr int64_t us = fixture::us;
 
 struct Image {
     int w = 0, h = 0;
