@@ -1,5 +1,5 @@
 // bench_viewer [--kernels N] [--allocations M] [--trace PATH] [--width PX]
-// bench_viewer --open TRACE [--width PX]
+// bench_viewer --open TRACE [--width PX] [--run ID]
 // Writes a synthetic trace with mhc::trace::Writer (kept at PATH between runs; rewritten when
 // its size differs), or opens the given TRACE as it is (--open: a generated or imported trace,
 // with accesses), through the viewer's loading path (load_view_trace), then times the
@@ -7,7 +7,10 @@
 // list, for the 1,000 allocations with the most accesses and 1,000 drawn at random), and the
 // per-frame preparation of the timeline (folded lanes) and the memory view (curve columns
 // from the pyramid + band layout) at several zoom levels (worst and median of 20 random ranges
-// per zoom, process CPU time). Prints figures; not a test.
+// per zoom, process CPU time). With --run ID, the run is read as the viewer selects it
+// (load_view_run) and the timeline has its kernel times and event tracks (swap-outs, swap-ins,
+// stalls, prefetches, ...), the memory view its device-bytes curve over the recorded one. Prints
+// figures; not a test.
 #include <time.h>
 
 #include <algorithm>
@@ -158,7 +161,9 @@ int main(int argc, char** argv) {
     std::string path = (std::filesystem::temp_directory_path() / "mhc-bench-viewer.db").string();
     int width = 1600;
     bool open_as_is = false;
-    const bench::Args args(argc, argv, "[--kernels N] [--allocations M] [--trace PATH | --open TRACE] [--width PX]");
+    int64_t run_id = 0;
+    const bench::Args args(argc, argv,
+                           "[--kernels N] [--allocations M] [--trace PATH | --open TRACE] [--width PX] [--run ID]");
     for (size_t i = 0; i < args.size(); ++i) {
         const std::string& option = args.word(i);
         if (option == "--kernels") kernels = args.whole(args.value_after(i), "--kernels", 1, int64_t{1} << 40);
@@ -167,7 +172,8 @@ int main(int argc, char** argv) {
         else if (option == "--open") {
             path = args.value_after(i);
             open_as_is = true;
-        } else if (option == "--width") width = static_cast<int>(args.whole(args.value_after(i), "--width", 64, 16384));
+        } else if (option == "--run") run_id = args.whole(args.value_after(i), "--run", 1, int64_t{1} << 62);
+        else if (option == "--width") width = static_cast<int>(args.whole(args.value_after(i), "--width", 64, 16384));
         else args.refuse("unknown option '" + option + "'");
     }
     std::string want = std::to_string(kernels) + "/" + std::to_string(allocations) + "/v3";
@@ -200,9 +206,21 @@ int main(int argc, char** argv) {
 
     hover_figures(t);
 
-    std::vector<Track> tracks = timeline_tracks(t, nullptr);
+    ViewRun run;
+    if (run_id) {
+        w0 = wall_s();
+        c0 = cpu_ms();
+        run = load_view_run(t, run_id);
+        size_t events = 0;
+        for (const Lane& lane : run.event_lanes) events += lane.size();
+        std::printf(
+            "run %lld (load_view_run): %.2f s wall, %.2f s CPU; %zu event tracks, %zu events, %zu memory samples\n",
+            static_cast<long long>(run_id), wall_s() - w0, (cpu_ms() - c0) / 1e3, run.event_lanes.size(), events,
+            run.memory.size());
+    }
+    std::vector<Track> tracks = timeline_tracks(t, run_id ? &run : nullptr);
     std::vector<TrackFrame> frame;
-    CurveColumns cols;
+    CurveColumns cols, run_cols;
     BandLayout bands;
     std::printf("%-14s %12s %12s %12s %12s %12s %10s\n", "span", "timeline ms", "(median)", "items", "memory ms", "(median)",
                 "bands");
@@ -222,6 +240,7 @@ int main(int argc, char** argv) {
             tl.push_back(cpu_ms() - c);
             max_items = std::max(max_items, draw_item_count(frame));
             c = cpu_ms();
+            if (run_id) prepare_curve(run.memory, range, width, run_cols);   // the run's curve over the recorded one
             prepare_curve(t.live, range, width, cols, true);   // as the memory view: its curve, then the bands
             layout_bands(t.allocations, t.live, &keys, range, width, 300, 1024, bands, kBandsPerColumn, &cols);
             mem.push_back(cpu_ms() - c);

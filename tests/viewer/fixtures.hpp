@@ -139,4 +139,36 @@ inline void write_segments_trace(const std::string& path) {
     writer.finish();
 }
 
+// A snapshot's trace with a private pool: two segments held to the end, 2 GiB at 0x1000 from 0 (the
+// default pool) and 512 MiB at 0x100000000 from 100 us, which the end state puts in private pool
+// (0, 1) (meta snapshot.segment_pools "DEVICE:FIRST,SECOND:ADDRESS:BYTES"). Allocations: 1088 MiB
+// in the first [0, 1000) us, 256 MiB [200, 600) us and 128 MiB [300, 400) us in the second.
+inline void write_pools_trace(const std::string& path) {
+    using mhc::trace::Allocation;
+    using mhc::trace::Category;
+    using mhc::trace::Segment;
+    using mhc::trace::Writer;
+    {
+        Writer writer(path);
+        writer.set_meta("source", "viewer-test-pools");
+        writer.set_meta("snapshot.segment_pools", "0:0,1:4294967296:536870912");
+        const int64_t frame = writer.intern(kFrameA);
+        writer.add(Allocation{1, 0, 0x1000, 1088 * MiB, 0, 1000 * us, 1, Category::Other, frame});
+        writer.add(Allocation{2, 0, 0x100000000, 256 * MiB, 200 * us, 600 * us, 1, Category::Other, frame});
+        writer.add(Allocation{3, 0, 0x100000000 + 256 * MiB, 128 * MiB, 300 * us, 400 * us, 1, Category::Other, frame});
+        Segment shared;
+        shared.id = 1;
+        shared.address = 0x1000;
+        shared.bytes = 2048 * MiB;
+        writer.add(shared);
+        Segment pooled;
+        pooled.id = 2;
+        pooled.address = 0x100000000;
+        pooled.bytes = 512 * MiB;
+        pooled.t_alloc = 100 * us;
+        writer.add(pooled);
+        writer.finish();
+    }
+}
+
 }  // namespace fixture

@@ -228,3 +228,30 @@ TEST_CASE("bands: a zoomed-in layout equals the layout of only the allocations i
     }
     CHECK(listed_ranges >= 10);   // the index was used (far fewer overlapping than drawable)
 }
+
+TEST_CASE("bands: clipped at the recording's end, nothing drawn or hit past it") {
+    // A trace of 1000 ns: a 64 MiB allocation alive at its end (never freed) and a 32 MiB one on
+    // [100, 600). A run that ends at 2000 ns widens the memory view's range to [0, 2000): on 200
+    // columns of 10 ns the recording ends at column 100 (columns_before), and without the clip
+    // the never-freed band ran on to column 200, where nothing was recorded.
+    AllocationTable table;
+    add(table, 64 * MiB, 0, mhc::trace::kNoTime);
+    add(table, 32 * MiB, 100, 600);
+    Curve live = finish(table);
+    BandLayout layout;
+    layout_bands(table, live, nullptr, {0, 2000}, 200, 300, 64, layout);
+    int past = 0;
+    for (const BandSegment& seg : layout.segments) past += seg.x1 > 100;
+    REQUIRE(past > 0);   // the unclipped layout draws past the end
+    clip_bands(layout, 100);
+    REQUIRE(!layout.segments.empty());
+    for (const BandSegment& seg : layout.segments) CHECK(seg.x1 <= 100);
+    for (const SummarySegment& seg : layout.summaries) CHECK(seg.x1 <= 100);
+    CHECK(layout.total.size() == 100);
+    CHECK(layout.hit(150, 1.0) == -2);   // a hover past the end finds nothing
+    CHECK(layout.hit(50, 1.0) == 0);     // the 64 MiB allocation (index 0) at the bottom before it
+    CHECK(layout.peak_col >= 10);        // the peak (96 MiB on [100, 600)) is kept
+    CHECK(layout.peak_col < 60);
+    clip_bands(layout, 500);   // more columns than the layout has: unchanged
+    CHECK(layout.total.size() == 100);
+}

@@ -269,3 +269,20 @@ TEST_CASE("one GPU other than GPU 0 is named on its lanes") {
     CHECK(view.memory_devices.empty());
     CHECK(memory_device_text(view).empty());   // GPU 0 alone (no allocations): the titles read as before
 }
+
+TEST_CASE("a file that is no mhc trace is refused with the import that reads it") {
+    CHECK(with_import_hint("k.json: not an mhc trace (not an SQLite database)", "k.json") ==
+          "k.json: not an mhc trace (not an SQLite database); a profiler's file (Kineto JSON, Nsight Systems SQLite "
+          "export, PyTorch memory snapshot, execution trace) is viewed after `mhc import k.json -o TRACE.db`");
+    CHECK(with_import_hint("nope.db: no such file", "nope.db") == "nope.db: no such file");
+    // The refusal itself, from the loader: a Nsight Systems export is an SQLite file without a meta table.
+    const std::string nsys = std::string(MHC_PUBLIC_DATASETS) + "/nsys/con_kernel.sqlite";
+    try {
+        load_view_trace(nsys);
+        FAIL("loaded an Nsight Systems export as a trace");
+    } catch (const mhc::Error& e) {
+        const std::string said = with_import_hint(e.what(), nsys);
+        CHECK(said.find("without a meta table") != std::string::npos);
+        CHECK(said.find("`mhc import " + nsys + " -o TRACE.db`") != std::string::npos);
+    }
+}

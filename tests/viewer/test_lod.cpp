@@ -142,3 +142,27 @@ TEST_CASE("timeline frames are bounded by tracks x width / fold width") {
         CHECK(draw_item_count(frame) > 0);
     }
 }
+
+TEST_CASE("a folded run of kernels says whether it holds more than one family") {
+    // 1000 kernels of 10 ns every 20 ns keyed 0 (class 0), and the same keyed by i % 4 == 0 (class
+    // 1 every fourth: a quarter of the time). Folded at full zoom-out into one run each: the first
+    // all class 0, the second mostly class 0 and mixed.
+    Lane one, four;
+    for (int64_t i = 0; i < 1000; ++i) {
+        one.push(i * 20, i * 20 + 10, 0, i);
+        four.push(i * 20, i * 20 + 10, i % 4 == 0 ? 1 : 0, i);
+    }
+    one.finish();
+    four.finish();
+    one.classify({0, 1}, 0, 2);
+    four.classify({0, 1}, 0, 2);
+    auto alone = prepare_lane(one, {0, 20000}, 500.f), mixed = prepare_lane(four, {0, 20000}, 500.f);
+    REQUIRE(alone.size() == 1);
+    REQUIRE(mixed.size() == 1);
+    CHECK(alone[0].cls == 0);
+    CHECK(!alone[0].mixed);
+    CHECK(mixed[0].cls == 0);   // three quarters of the time
+    CHECK(mixed[0].mixed);
+    // Zoomed in, each kernel alone: never mixed.
+    for (const DrawItem& item : prepare_lane(four, {0, 200}, 500.f)) CHECK(!item.mixed);
+}

@@ -97,3 +97,24 @@ TEST_CASE("jobs: a value once done, an exception's message kept") {
     CHECK(bad.value() == nullptr);
     CHECK(bad.error() == "disk on fire");
 }
+
+TEST_CASE("reserved curves: the live bytes in private pools, by the simulator's rule") {
+    // fixtures.hpp's pools trace. In the pool: 256 MiB at 250 us, 384 MiB at 350 us, 256 MiB at
+    // 500 us, none at 700 us.
+    fixture::TempPath db("pools.db");
+    fixture::write_pools_trace(db.path);
+    ReservedCurves curves = reserved_curves(db.path, 0);
+    CHECK(curves.pool_error.empty());
+    CHECK(curves.pools == 1);
+    REQUIRE(!curves.pool_live.empty());
+    CHECK(curves.pool_live.value_at(250 * us) == 256.0 * MiB);
+    CHECK(curves.pool_live.value_at(350 * us) == 384.0 * MiB);
+    CHECK(curves.pool_live.value_at(500 * us) == 256.0 * MiB);
+    CHECK(curves.pool_live.value_at(700 * us) == 0.0);
+    CHECK(curves.pool_live.peak() == 384.0 * MiB);
+    // Another device has no pools; a trace without the meta entry neither.
+    CHECK(reserved_curves(db.path, 1).pool_live.empty());
+    fixture::TempPath plain("segments.db");
+    fixture::write_segments_trace(plain.path);
+    CHECK(reserved_curves(plain.path).pools == 0);
+}

@@ -198,4 +198,12 @@ TEST_CASE("a folded box's count is whole or absent, never cut into another numbe
     CHECK(folded_noun(ranges, nullptr) == "steps");
     Lane kernels;
     CHECK(folded_noun(kernels, "GEMM") == "GEMM");
+    // A run of several families: "kernels, mostly GEMM", which gives up "mostly GEMM" before it
+    // is cut (at 7 px a character: 27 characters need 189 px; "673000 kernels" 98 px).
+    CHECK(folded_noun(kernels, "GEMM", true) == "kernels, mostly GEMM");
+    CHECK(folded_label(673000, "kernels, mostly GEMM", 189, 7) == "673000 kernels, mostly GEMM");
+    CHECK(folded_label(673000, "kernels, mostly GEMM", 188, 7) == "673000 kernels");
+    CHECK(folded_label(673000, "kernels, mostly GEMM", 98, 7) == "673000 kernels");
+    CHECK(folded_label(673000, "kernels, mostly GEMM", 97, 7) == "673000 ker...");
+    CHECK(folded_label(673000, "kernels, mostly GEMM", 83, 7) == "673000");
 }

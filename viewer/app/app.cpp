@@ -15,6 +15,7 @@
 #include "mhc/viewer/axis.hpp"
 #include "mhc/viewer/controls.hpp"
 #include "mhc/viewer/run_table.hpp"
+#include "mhc/viewer/stats.hpp"
 #include "widgets.hpp"
 
 namespace mhc::viewer {
@@ -267,7 +268,8 @@ void App::select_kernel(int64_t kernel_id) {
 
 Job<ReservedCurves>* App::reserved_curves() {
     if (!reserved_) {
-        reserved_ = std::make_unique<Job<ReservedCurves>>([path = trace->path] { return viewer::reserved_curves(path); });
+        reserved_ = std::make_unique<Job<ReservedCurves>>(
+            [path = trace->path, device = trace->memory_device] { return viewer::reserved_curves(path, device); });
         if (!opt.screenshot.empty()) {
             reserved_->wait();
             loaded_this_frame = true;
@@ -424,11 +426,8 @@ void App::frame(float width, float height) {
 
     // With several devices the allocations counted are those of the device the memory views show.
     const std::string on = trace->memory_devices.size() > 1 ? " on " + device_name(trace->memory_device) : "";
-    char header[512];
-    std::snprintf(header, sizeof header, "  |  %lld %s, %zu allocations%s, %lld copies, %zu runs  |  ",
-                  static_cast<long long>(trace->kernel_count), ops() ? "ops" : "kernels", trace->allocations.size(),
-                  on.c_str(), static_cast<long long>(trace->copy_count), run_list.size());
-    const std::string header_text = trace->path + header + times().span(trace->t_end - trace->t_begin);
+    const std::string header_text = trace->path + "  |  " + header_counts(*trace, run_list.size(), ops(), on) +
+                                    "  |  " + times().span(trace->t_end - trace->t_begin);
     ImGui::TextUnformatted(header_text.c_str());
     layout["header"] = header_text;
     notes_line();

@@ -250,7 +250,7 @@ int main(int argc, char** argv) {
         try {
             app.load_now();
         } catch (const mhc::Error& e) {
-            std::fprintf(stderr, "mhc-view: %s\n", e.what());
+            std::fprintf(stderr, "mhc-view: %s\n", mhc::viewer::with_import_hint(e.what(), o.trace).c_str());
             return e.exit_code();
         } catch (const std::exception& e) {
             std::fprintf(stderr, "mhc-view: %s\n", e.what());
@@ -258,12 +258,15 @@ int main(int argc, char** argv) {
         }
     } else {
         try {
+            // A file that is no trace (missing, a profiler's JSON, a directory): one line and exit
+            // 2 before any window opens; the window said it and stayed open.
+            const mhc::trace::Reader opened(o.trace);
             if (!o.range.empty()) mhc::viewer::parse_range(o.range);
             if (!o.families.empty()) mhc::viewer::FamilyRules().load_file(o.families);
             // A runs database of another trace: one line and exit 2, before the window opens.
             if (!o.runs_db.empty()) mhc::trace::list_runs(o.trace, o.runs_db);
         } catch (const mhc::Error& e) {
-            std::fprintf(stderr, "mhc-view: %s\n", e.what());
+            std::fprintf(stderr, "mhc-view: %s\n", mhc::viewer::with_import_hint(e.what(), o.trace).c_str());
             return 2;
         }
         app.load_async();

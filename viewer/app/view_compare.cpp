@@ -26,6 +26,7 @@ struct CompareUi {
     bool ascending = true;
     std::vector<CurveColumns> curves;
     std::vector<std::vector<TrackFrame>> frames;
+    std::vector<TrackFrame> recorded;   // the recording's kernel lanes, first in the list
 };
 
 namespace {
@@ -137,6 +138,33 @@ nlohmann::json run_timelines(App& app, CompareUi& ui, const std::vector<const Vi
     ui.frames.resize(runs.size());
     nlohmann::json jr = nlohmann::json::array();
     float y = top.y;
+    // The recording first, in grey as its curve: what each run is compared with, on the same axis
+    // (before, only the runs' kernels were drawn and a user had to switch to the timeline without
+    // a run to see where the recorded kernels lay).
+    nlohmann::json recorded;
+    if (!runs.empty() && !app.trace->kernel_lanes.empty()) {
+        const auto& kernels = app.trace->kernel_lanes;
+        const float block = kRunHeader + static_cast<float>(kernels.size()) * (kRow + 1) + 6;
+        const bool visible = y + block >= top.y + scroll && y <= top.y + scroll + height;
+        recorded = {{"y0", y}, {"y1", y + block}, {"visible", visible}, {"tracks", kernels.size()}};
+        if (visible) {
+            std::vector<Track> tracks;
+            tracks.reserve(kernels.size());
+            for (const Lane& lane : kernels) tracks.push_back({&lane, false});
+            prepare_timeline(tracks, app.range, plot_w, ui.recorded);
+            const uint32_t grey = IM_COL32(150, 150, 160, 255);
+            dl->AddRectFilled({origin.x, y}, {plot_x + plot_w, y + 16}, IM_COL32(50, 50, 60, 255));
+            dl->AddRectFilled({origin.x, y}, {origin.x + 4, y + 16}, grey);
+            dl->AddText({origin.x + 8, y + 1}, grey, "recorded");
+            float ty = y + kRunHeader;
+            for (const TrackFrame& frame : ui.recorded) {
+                draw_track_label(dl, *frame.lane, {origin.x + 10, ty}, kRow, true);
+                draw_track(app, dl, frame, {plot_x, ty}, plot_w, kRow);
+                ty += kRow + 1;
+            }
+        }
+        y += block;
+    }
     for (size_t k = 0; k < runs.size(); ++k) {
         const ViewRun& r = *runs[k];
         const std::vector<Lane>& kernels = r.kernel_lanes.empty() ? app.trace->kernel_lanes : r.kernel_lanes;
@@ -171,8 +199,11 @@ nlohmann::json run_timelines(App& app, CompareUi& ui, const std::vector<const Vi
     ImGui::Dummy({1, y - top.y});
     draw_selection(app, dl, {plot_x, top.y + scroll}, {plot_x + plot_w, top.y + scroll + height});
     ImGui::EndChild();
-    return {{"rect", rect_json(origin, {plot_x + plot_w, origin.y + height})}, {"content_height", y - top.y},
-            {"scroll", scroll}, {"runs", jr}};
+    return {{"rect", rect_json(origin, {plot_x + plot_w, origin.y + height})},
+            {"content_height", y - top.y},
+            {"scroll", scroll},
+            {"runs", jr},
+            {"recorded", recorded}};
 }
 
 nlohmann::json metrics_table(const std::vector<const ViewRun*>& runs, bool order_only) {

@@ -20,6 +20,7 @@ struct StatisticsUi {
     bool stats_ready = false;
     std::vector<CategoryStat> categories;
     std::vector<StepStat> steps;
+    PeakLive at_peak;   // what is live at the recorded peak
 };
 
 namespace {
@@ -159,6 +160,65 @@ void allocations_tab(App& app, StatisticsUi& ui, bool changed) {
     ImGui::EndTable();
 }
 
+// What is live at the recorded peak of the memory views' device, largest first: the question a
+// peak raises. A click selects the allocation as in the Allocations tab.
+void peak_tab(App& app, const StatisticsUi& ui, nlohmann::json& out) {
+    const ViewTrace& view = *app.trace;
+    const AllocationTable& allocs = view.allocations;
+    if (allocs.size() == 0) {
+        ImGui::TextDisabled("%s", empty_table_text(view, StatsTable::Allocations, 0).c_str());
+        return;
+    }
+    const PeakLive& peak = ui.at_peak;
+    const std::string device = memory_device_text(view);
+    const std::string head = std::to_string(peak.rows.size()) + (peak.rows.size() == 1 ? " allocation" : " allocations") +
+                             " live at the recorded peak" +
+                             (device.empty() ? "" : " of " + device_name(view.memory_device)) + ": " +
+                             format_bytes(static_cast<int64_t>(peak.bytes)) + " at " + app.times().at(peak.time, 1000) +
+                             "; click a row: its details in the memory view, its kernels on the timeline";
+    ImGui::TextDisabled("%s", head.c_str());
+    nlohmann::json first = nlohmann::json::array();
+    for (size_t r = 0; r < std::min<size_t>(peak.rows.size(), 8); ++r)
+        first.push_back({{"id", allocs.id[peak.rows[r]]}, {"bytes", allocs.bytes[peak.rows[r]]}});
+    out = {{"head", head}, {"rows", peak.rows.size()}, {"bytes", peak.bytes}, {"time", peak.time}, {"first", first}};
+    if (!ImGui::BeginTable("at_peak", 6, kTable & ~ImGuiTableFlags_Sortable)) return;
+    ImGui::TableSetupScrollFreeze(0, 1);
+    ImGui::TableSetupColumn("label", ImGuiTableColumnFlags_WidthStretch);
+    number_column("bytes", "888.88 MiB");
+    number_column("of the peak", "88.8%");
+    number_column("category", "activation");
+    number_column("allocated at", "88.888 s");
+    number_column("freed at", "88.888 s");
+    ImGui::TableHeadersRow();
+    ImGuiListClipper clip;
+    clip.Begin(static_cast<int>(peak.rows.size()));
+    while (clip.Step())
+        for (int r = clip.DisplayStart; r < clip.DisplayEnd; ++r) {
+            const size_t row = peak.rows[static_cast<size_t>(r)];
+            ImGui::TableNextRow();
+            ImGui::TableNextColumn();
+            std::string label = (view.str(allocs.label[row]).empty() ? "#" + std::to_string(allocs.id[row])
+                                                                     : view.str(allocs.label[row])) +
+                                "##peak" + std::to_string(allocs.id[row]);
+            if (ImGui::Selectable(label.c_str(), app.highlight_alloc == allocs.id[row],
+                                  ImGuiSelectableFlags_SpanAllColumns))
+                app.select_allocation(allocs.id[row]);
+            if (r == 0) out["first_row"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+            ImGui::TableNextColumn();
+            ImGui::TextUnformatted(format_bytes(allocs.bytes[row]).c_str());
+            ImGui::TableNextColumn();
+            ImGui::Text("%.1f%%", peak.bytes > 0 ? 100.0 * static_cast<double>(allocs.bytes[row]) / peak.bytes : 0.0);
+            ImGui::TableNextColumn();
+            ImGui::TextUnformatted(std::string(trace::to_string(allocs.category[row])).c_str());
+            ImGui::TableNextColumn();
+            ImGui::TextUnformatted(app.times().at(allocs.t_alloc[row], 1000).c_str());
+            ImGui::TableNextColumn();
+            ImGui::TextUnformatted(
+                allocs.t_free[row] == trace::kNoTime ? "never" : app.times().at(allocs.t_free[row], 1000).c_str());
+        }
+    ImGui::EndTable();
+}
+
 void categories_tab(const App& app, StatisticsUi& ui) {
     if (app.trace->allocations.size() == 0) {
         ImGui::TextDisabled("%s", empty_table_text(*app.trace, StatsTable::Allocations, 0).c_str());
@@ -218,6 +278,7 @@ void draw_statistics(App& app) {
     if (!ui.stats_ready) {
         ui.categories = category_stats(*app.trace);
         ui.steps = step_stats(*app.trace);
+        ui.at_peak = live_at_peak(*app.trace);
         ui.stats_ready = true;
     }
     ImGui::SetNextItemWidth(320);
@@ -237,6 +298,13 @@ void draw_statistics(App& app) {
         allocations_tab(app, ui, changed);
         ImGui::EndTabItem();
     }
+    nlohmann::json at_peak, tabs;
+    const bool peak_open = ImGui::BeginTabItem("At the peak");
+    tabs["at_peak"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    if (peak_open) {
+        peak_tab(app, ui, at_peak);
+        ImGui::EndTabItem();
+    }
     if (ImGui::BeginTabItem("Categories")) {
         categories_tab(app, ui);
         ImGui::EndTabItem();
@@ -246,7 +314,7 @@ void draw_statistics(App& app) {
         ImGui::EndTabItem();
     }
     ImGui::EndTabBar();
-    app.layout["statistics"] = {{"kernels", kernels}};
+    app.layout["statistics"] = {{"kernels", kernels}, {"at_peak", at_peak}, {"tabs", tabs}};
 }
 
 }  // namespace mhc::viewer

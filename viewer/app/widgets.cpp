@@ -239,7 +239,7 @@ void draw_track(App& app, ImDrawList* dl, const TrackFrame& f, ImVec2 p0, float 
             if (right - a.x > 12) {
                 const char* family = l.kind == LaneKind::Kernels ? family_name(static_cast<KernelFamily>(item.cls))
                                                                  : nullptr;
-                label = folded_label(item.count, folded_noun(l, family), right - a.x - 6, char_width);
+                label = folded_label(item.count, folded_noun(l, family, item.mixed), right - a.x - 6, char_width);
                 dl->AddText(nullptr, 0, {a.x + 3, a.y + (b.y - a.y - ImGui::GetFontSize()) / 2},
                             IM_COL32(20, 20, 20, 255), label.c_str(), nullptr, 0, &clip);
             }

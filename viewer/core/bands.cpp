@@ -362,4 +362,19 @@ void layout_bands(const AllocationTable& a, const Curve& live, const BandKeys* k
     st.peak(live, col_t0, col_t1);
 }
 
+void clip_bands(BandLayout& out, size_t columns) {
+    if (columns >= out.total.size()) return;
+    const auto end = static_cast<int16_t>(columns);
+    auto cut = [end](auto& rects) {
+        rects.erase(std::remove_if(rects.begin(), rects.end(), [end](const auto& rect) { return rect.x0 >= end; }),
+                    rects.end());
+        for (auto& rect : rects) rect.x1 = std::min(rect.x1, end);
+    };
+    cut(out.segments);
+    cut(out.summaries);
+    out.drawn_top.resize(columns);
+    out.stack_top.resize(columns);
+    out.total.resize(columns);
+}
+
 }  // namespace mhc::viewer

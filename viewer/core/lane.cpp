@@ -56,7 +56,8 @@ void Lane::classify(const std::vector<uint8_t>& class_of_key, uint8_t fallback, 
     }
 }
 
-uint8_t Lane::dominant_class(size_t first, size_t count) const {
+uint8_t Lane::dominant_class(size_t first, size_t count, bool* mixed) const {
+    if (mixed) *mixed = false;
     if (cls_.empty() || count == 0) return 0;
     auto C = static_cast<size_t>(classes_);
     int64_t sum[256] = {};
@@ -76,6 +77,8 @@ uint8_t Lane::dominant_class(size_t first, size_t count) const {
     uint8_t best = cls_[first];
     for (size_t c = 0; c < C; ++c)
         if (sum[c] > sum[best]) best = static_cast<uint8_t>(c);
+    if (mixed)
+        for (size_t c = 0; c < C; ++c) *mixed = *mixed || (c != best && sum[c] > 0);
     return best;
 }
 
@@ -146,13 +149,17 @@ std::string folded_label(uint32_t count, const std::string& what, float room, fl
     const auto fits = static_cast<size_t>(room / char_width);
     std::string whole = what.empty() ? number : number + " " + what;
     if (whole.size() <= fits) return whole;
+    const size_t comma = what.find(", ");
+    if (comma != std::string::npos) return folded_label(count, what.substr(0, comma), room, char_width);
     if (!what.empty() && number.size() + 6 <= fits) return fit_label(whole, room, char_width);   // "373 NCCL..."
     return number.size() <= fits ? number : "";
 }
 
-std::string folded_noun(const Lane& lane, const char* family) {
+std::string folded_noun(const Lane& lane, const char* family, bool mixed) {
     switch (lane.kind) {
-        case LaneKind::Kernels: return family ? family : "kernels";
+        case LaneKind::Kernels:
+            if (!family) return "kernels";
+            return mixed ? std::string("kernels, mostly ") + family : family;
         case LaneKind::Copies: return "copies";
         case LaneKind::Markers:
             if (lane.stream == static_cast<int64_t>(trace::MarkerKind::Step)) return "steps";

@@ -458,4 +458,12 @@ uint32_t ViewTrace::color_of(int64_t name_id) const {
                                                                         : family_color(KernelFamily::Other);
 }
 
+std::string with_import_hint(const std::string& message, const std::string& path) {
+    if (message.find(": not an mhc trace") == std::string::npos) return message;
+    return message +
+           "; a profiler's file (Kineto JSON, Nsight Systems SQLite export, PyTorch memory snapshot, "
+           "execution trace) is viewed after `mhc import " +
+           path + " -o TRACE.db`";
+}
+
 }  // namespace mhc::viewer

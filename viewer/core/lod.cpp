@@ -46,7 +46,7 @@ void prepare_lane(const Lane& lane, TimeRange range, float width, float min_px,
         }
         DrawItem d{x_of(st[i]), x_of(std::max(end, st[i])), static_cast<uint32_t>(i),
                    static_cast<uint32_t>(j - i), 0};
-        if (lane.classified()) d.cls = j - i == 1 ? lane.item_class(i) : lane.dominant_class(i, j - i);
+        if (lane.classified()) d.cls = j - i == 1 ? lane.item_class(i) : lane.dominant_class(i, j - i, &d.mixed);
         // A run is drawn at least min_px wide so that it stays visible.
         if (d.x1 - d.x0 < min_px) d.x1 = std::min(width, d.x0 + min_px);
         out.push_back(d);

@@ -10,7 +10,29 @@
 
 namespace mhc::viewer {
 
-ReservedCurves reserved_curves(const std::string& path) {
+namespace {
+
+// The live bytes of `device`'s allocations in private pools (ReservedCurves::pool_live).
+void private_pool_curve(const trace::TraceData& data, int32_t device, ReservedCurves& curves) {
+    try {
+        const sim::PrivatePools pools = sim::private_pools(data, device);
+        if (pools.allocations == 0) return;
+        std::vector<int64_t> t_alloc, t_free, bytes;
+        const auto& allocations = data.allocations;
+        for (size_t i = 0; i < allocations.size(); ++i) {
+            if (pools.allocation[i] == 0) continue;
+            t_alloc.push_back(allocations.t_alloc[i]);
+            t_free.push_back(allocations.t_free[i]);
+            bytes.push_back(allocations.bytes[i]);
+        }
+        curves.pool_live = Curve::from_intervals(t_alloc, t_free, bytes);
+        curves.pools = pools.pools;
+    } catch (const std::exception& e) { curves.pool_error = e.what(); }
+}
+
+}   // namespace
+
+ReservedCurves reserved_curves(const std::string& path, int32_t device) {
     ReservedCurves curves;
     if (!trace::Reader(path).has_segments()) return curves;
     const trace::TraceData data = trace::load_trace(path);
@@ -30,6 +52,7 @@ ReservedCurves reserved_curves(const std::string& path) {
     } catch (const std::exception& e) {
         curves.model_error = std::string("the caching allocator model: ") + e.what();
     }
+    private_pool_curve(data, device, curves);
     return curves;
 }
 

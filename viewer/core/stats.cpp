@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <numeric>
+#include <string>
 
 namespace mhc::viewer {
 
@@ -65,6 +66,36 @@ std::vector<uint32_t> allocation_table(const ViewTrace& t, std::string_view filt
     else std::partial_sort(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(k), out.end(),
                            [&](uint32_t p, uint32_t q) { return cmp(q, p); });
     out.resize(k);
+    return out;
+}
+
+std::string header_counts(const ViewTrace& view, size_t runs, bool ops, const std::string& on) {
+    auto count = [](int64_t number, const char* one, const char* many) {
+        return std::to_string(number) + " " + (number == 1 ? one : many);
+    };
+    return count(view.kernel_count, ops ? "op" : "kernel", ops ? "ops" : "kernels") + ", " +
+           count(static_cast<int64_t>(view.allocations.size()), "allocation", "allocations") + on + ", " +
+           count(view.copy_count, "copy", "copies") + ", " + count(static_cast<int64_t>(runs), "run", "runs");
+}
+
+std::vector<uint32_t> live_at(const AllocationTable& allocations, int64_t at) {
+    std::vector<uint32_t> out;
+    if (allocations.size() == 0) return out;
+    allocations.list_overlapping(at, at + 1, out);   // t_alloc < at + 1 and t_free > at
+    const auto& bytes = allocations.bytes;
+    const auto& id = allocations.id;
+    std::sort(out.begin(), out.end(), [&](uint32_t first, uint32_t second) {
+        return bytes[first] != bytes[second] ? bytes[first] > bytes[second] : id[first] < id[second];
+    });
+    return out;
+}
+
+PeakLive live_at_peak(const ViewTrace& view) {
+    PeakLive out;
+    if (view.live.empty() || view.allocations.size() == 0) return out;
+    out.time = view.live.peak_time();
+    out.bytes = view.live.peak();
+    out.rows = live_at(view.allocations, out.time);
     return out;
 }
 

@@ -76,4 +76,10 @@ void layout_bands(const AllocationTable& allocs, const Curve& live, const BandKe
                   int height_px, size_t max_bands, BandLayout& out, size_t per_column = kBandsPerColumn,
                   const CurveColumns* columns = nullptr);
 
+// Keeps the first `columns` columns of a layout: the memory view's range reaches past the
+// recording's end when a selected run ends later, and allocations alive at the end (t_free
+// kNoTime) would be drawn on to the run's end, where nothing was recorded. Segments and summaries
+// are cut at the column, the per-column figures shortened (hit() then finds nothing past it).
+void clip_bands(BandLayout& out, size_t columns);
+
 }  // namespace mhc::viewer

@@ -192,6 +192,11 @@ struct LoadOptions {
 
 // Opens and loads a trace through the trace library. Throws mhc::Error naming the file.
 ViewTrace load_view_trace(const std::string& path, const LoadOptions& options = {});
+// A refusal to open `path` as a trace (mhc::Error's message), with what to do when the file is a
+// profiler's: one that is "not an mhc trace" gets "; a profiler's file (...) is viewed after
+// `mhc import PATH -o TRACE.db`" (a Kineto JSON or a snapshot passed to mhc-view read "not an mhc
+// trace (not an SQLite database)" and nothing more). Other messages are returned as they are.
+std::string with_import_hint(const std::string& message, const std::string& path);
 // Loads run `run_id`. Throws mhc::Error naming the file when the id does not exist.
 ViewRun load_view_run(const ViewTrace& t, int64_t run_id);
 

@@ -38,8 +38,9 @@ struct Lane {
     void classify(const std::vector<uint8_t>& class_of_key, uint8_t fallback, int classes);
     bool classified() const { return !cls_.empty(); }
     uint8_t item_class(size_t i) const { return cls_.empty() ? 0 : cls_[i]; }
-    // The class with the largest total duration among items [first, first + count).
-    uint8_t dominant_class(size_t first, size_t count) const;
+    // The class with the largest total duration among items [first, first + count); `mixed`, when
+    // given, is set when another class has time among them too.
+    uint8_t dominant_class(size_t first, size_t count, bool* mixed = nullptr) const;
 
 private:
     static constexpr size_t kClassBlock = 64;
@@ -67,10 +68,13 @@ std::string fit_label(const std::string& text, float room, float char_width);
 
 // The label of a folded box of `count` items, `room` pixels wide: "4744 GEMM" (the count and
 // what they are) when it fits, else the count alone, else nothing. A count is never cut: fit_label
-// made "47..." of "4744 GEMM", a number that read as 47.
+// made "47..." of "4744 GEMM", a number that read as 47. A `what` of two parts ("kernels, mostly
+// GEMM") gives up its second before being cut: "673000 kernels".
 std::string folded_label(uint32_t count, const std::string& what, float room, float char_width);
-// What a folded box of `lane` counts, for folded_label: kernels their dominant family's name (given),
-// else "copies", "steps"/"layers"/"ranges" (markers), "events", "accesses".
-std::string folded_noun(const Lane& lane, const char* family);
+// What a folded box of `lane` counts, for folded_label: kernels their family's name (given) when
+// they are all of it, "kernels, mostly GEMM" when `mixed` (DrawItem::mixed: "673000 GEMM" counted
+// every kernel of a stream as GEMMs, 48% of its time), else "copies", "steps"/"layers"/"ranges"
+// (markers), "events", "accesses".
+std::string folded_noun(const Lane& lane, const char* family, bool mixed = false);
 
 }  // namespace mhc::viewer

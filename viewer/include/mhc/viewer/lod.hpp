@@ -26,6 +26,7 @@ struct DrawItem {
     uint32_t first = 0;     // index into the lane
     uint32_t count = 1;     // 1: one item; >1: a folded run of `count` items from `first`
     uint8_t cls = 0;        // classified lanes: the item's class, or the run's dominant class by time
+    bool mixed = false;     // a folded run of a classified lane with time in more than one class
 };
 
 inline constexpr float kFoldPx = 3.0f;   // Tracy's MinVisSize

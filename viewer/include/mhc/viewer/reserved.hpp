@@ -19,13 +19,21 @@ struct ReservedCurves {
     // Why the model curve is missing when the recorded one was made (one line, naming the
     // file); "" otherwise.
     std::string model_error;
+    // The live bytes of the allocations in private pools (a CUDA graph's, a torch.cuda.MemPool's:
+    // meta snapshot.segment_pools) on the device asked for, by sim::private_pools' rule (the one
+    // `mhc allocator` and the simulator's caching model read them by), and how many pools there
+    // are; empty and 0 without private pools. `pool_error`: why they are not shown (a malformed
+    // meta entry), "" otherwise.
+    Curve pool_live;
+    int64_t pools = 0;
+    std::string pool_error;
 };
 
 // Reads the trace at `path` on a connection of its own (so it may run on a worker thread while
 // the view queries the viewer's Reader). A trace without segments gives two empty curves; it
 // loads the whole trace only when there are segments. Throws mhc::Error naming the file and row
-// when the segments cannot be read.
-ReservedCurves reserved_curves(const std::string& path);
+// when the segments cannot be read. `device`: whose private pools (the memory views' device).
+ReservedCurves reserved_curves(const std::string& path, int32_t device = 0);
 
 // Why the recorded reserved curve is not to be drawn over `live` (the allocations' curve), or "":
 // segments holding fewer bytes than the live allocations at their peak do not hold them (an old

@@ -21,6 +21,18 @@ enum class AllocSort { Label, Bytes, Category, Lifetime, Alloc };
 std::vector<uint32_t> allocation_table(const ViewTrace& t, std::string_view filter, AllocSort by,
                                        bool ascending, size_t limit);
 
+// What is live at the recorded peak of the memory views' device (t.live's first maximum, at
+// peak_time): the allocations with t_alloc <= time < t_free, largest first (ties by id). Their
+// bytes add up to the peak, as the curve counts an allocation from its t_alloc up to its t_free.
+struct PeakLive {
+    int64_t time = 0;
+    double bytes = 0;             // the curve's peak
+    std::vector<uint32_t> rows;   // allocation indices
+};
+PeakLive live_at_peak(const ViewTrace& view);
+// The same at any time `at`.
+std::vector<uint32_t> live_at(const AllocationTable& allocations, int64_t at);
+
 struct CategoryStat {
     trace::Category category = trace::Category::Other;
     int64_t count = 0, bytes = 0, largest = 0;
@@ -37,6 +49,11 @@ std::vector<StepStat> step_stats(const ViewTrace& t);
 enum class StepSort { Step, Start, Time, Peak };
 // Sorts the step table by `by` (stable: equal keys keep their order).
 void sort_steps(std::vector<StepStat>& steps, StepSort by, bool ascending);
+
+// The window header's counts: "942 kernels, 1583 allocations, 4 copies, 2 runs", a count of one
+// in the singular ("1 run", "1 copy": the header read "1 runs"), ops for an execution trace's
+// kernels, and `on` after the allocations (" on GPU 0" when several devices have memory).
+std::string header_counts(const ViewTrace& view, size_t runs, bool ops, const std::string& on);
 
 // What a view shows instead of an empty table or plot: why it is empty, in the trace's terms (a
 // memory snapshot has no kernels, a timeline-only trace no allocations, a search matched

@@ -1,0 +1,163 @@
+// Screenshots of the compare view: runs' curves overlaid, the run picker at 70 runs.
+// (shots.hpp: how a screenshot is taken and read.)
+#include "shots.hpp"
+
+TEST_CASE("compare screenshot: both runs' curves overlaid") {
+    fixture::TempPath db("known.db");
+    fixture::write_known_trace(db.path);
+    Shot shot = shoot(db.path, "--view compare --run 1 --run 2");
+    REQUIRE(shot.rc == 0);
+    const auto& cmp = shot.layout["compare"];
+    REQUIRE(cmp["runs"].size() == 2);
+    const auto& curve_rect = cmp["curve"];
+    // Each run's line at its own peak height in the middle of its peak (500 us).
+    double xpos = x_at(curve_rect, cmp, 500 * us);
+    double y1 = curve_rect["y1"], tall = y1 - curve_rect["y0"].get<double>(), y_max = cmp["y_max"];
+    for (int k = 0; k < 2; ++k) {
+        double peak = cmp["runs"][k]["peak"];
+        double ypos = y1 - peak / y_max * tall;
+        bool found = false;
+        for (double dy = -2; dy <= 2; ++dy)
+            found = found || near(shot.img.at(xpos, ypos + dy), series_color(static_cast<size_t>(k)), 6);
+        CHECK(found);
+    }
+    // The metrics table: readable names, values in the key's unit.
+    std::map<std::string, nlohmann::json> rows;
+    for (const auto& area : cmp["metrics"]) rows[area["key"].get<std::string>()] = area;
+    REQUIRE(rows.count("stall_ns"));
+    CHECK(rows["stall_ns"]["label"] == "stall time");
+    CHECK(rows["stall_ns"]["values"][0] == "50.0 us");
+    CHECK(rows["stall_ns"]["values"][1] == "10.0 us");
+    for (const auto& [key, area] : rows) CHECK(area["label"].get<std::string>().find('_') == std::string::npos);
+    // "recorded (grey)" sits over the plot's top left, clear of every byte label (it was drawn in
+    // the label column, over the top one).
+    const auto& cap = cmp["caption"];
+    CHECK(cap["x0"].get<double>() >= curve_rect["x0"].get<double>());
+    CHECK(cap["y0"].get<double>() >= curve_rect["y0"].get<double>());
+    REQUIRE(cmp["axis_labels"].size() >= 2);
+    for (const auto& label : cmp["axis_labels"])
+        CHECK(!(label["x0"].get<double>() < cap["x1"].get<double>() &&
+                cap["x0"].get<double>() < label["x1"].get<double>() &&
+                label["y0"].get<double>() < cap["y1"].get<double>() &&
+                cap["y0"].get<double>() < label["y1"].get<double>()));
+}
+
+namespace {
+
+// 68 more runs on the known trace (70 in all, as a sweep of the demo stores): five policies,
+// three prefetchers, two links; kernels shifted by 10 us x (i % 7); the last one is slow (its
+// kernels 5 ms later: it ends near 5.9 ms on a 1 ms trace).
+void add_sweep_runs(const std::string& path) {
+    using mhc::trace::add_runs;
+    using mhc::trace::Run;
+    const char* policies[] = {"lru", "largest", "belady", "dtr", "cost_aware"};
+    const char* prefetchers[] = {"none", "periodic", "lookahead:500"};
+    std::vector<Run> runs;
+    for (int i = 0; i < 68; ++i) {
+        Run sweep_run;
+        int64_t shift = i == 67 ? 5000 * us : 10 * us * (i % 7);
+        std::string pol = policies[i % 5], pre = prefetchers[i % 3], link = i % 2 ? "pcie5" : "pcie4";
+        sweep_run.name = pol + "+" + pre + "@" + std::to_string(50 + i % 4 * 10) + "%/" + link + "/caching";
+        sweep_run.config = {{"eviction", pol}, {"prefetch", pre}, {"link", link}};
+        sweep_run.metrics = {{"capacity_bytes", (900.0 + i) * MiB},
+                             {"simulated_peak_bytes", (890.0 + i) * MiB},
+                             {"peak_reduction", 0.3 + 0.001 * i},
+                             {"throughput_loss", 0.01 * i},
+                             {"simulated_makespan_ns", 1e6 + static_cast<double>(shift)}};
+        for (int k = 1; k <= 202; ++k) {
+            int64_t when = k == 1 ? 100 * us : k == 2 ? 500 * us : 800 * us + (k - 3) * 500;
+            int64_t delta = k == 1 || k == 2 ? 200 * us : 100;
+            sweep_run.kernel_times.push_back({k, when + (k > 1 ? shift : 0), when + delta + (k > 1 ? shift : 0)});
+        }
+        sweep_run.memory = {{0, 400 * MiB, 0}, {600 * us + shift, 500 * MiB, 0}};
+        runs.push_back(std::move(sweep_run));
+    }
+    add_runs(path, runs);
+}
+
+}   // namespace
+
+TEST_CASE("compare at scale: 70 runs in a table, timelines scroll, the axis reaches the slowest ticked run") {
+    fixture::TempPath db("sweep.db");
+    fixture::write_known_trace(db.path);
+    add_sweep_runs(db.path);
+    // Default: the first six ticked; none is the slow run (#70), so the axis ends near 1.06 ms.
+    Shot shot = shoot(db.path, "--view compare --size 1400x900");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    const auto& cmp = shot.layout["compare"];
+    const auto& picker = cmp["picker"];
+    CHECK(picker["total"] == 70);
+    CHECK(picker["shown"] == 70);
+    REQUIRE(picker["rows"].size() >= 6);
+    for (size_t i = 0; i < picker["rows"].size(); ++i) {
+        CHECK(picker["rows"][i]["id"] == static_cast<int64_t>(i) + 1);   // by id
+        CHECK(picker["rows"][i]["ticked"] == (i < 6));
+    }
+    // Row #3: the sweep's first run: lru, none, pcie4, its figures.
+    CHECK(picker["rows"][2]["cells"] == nlohmann::json({"3", "lru", "none", "pcie4", "900.00 MiB", "890.00 MiB",
+                                                        "30.00 %", "0.00 %", "1.00 ms", "complete"}));
+    // The picker takes a part of the window, the plots the rest; nothing runs off the window.
+    double pick_h = picker["rect"]["y1"].get<double>() - picker["rect"]["y0"].get<double>();
+    CHECK(pick_h < 0.35 * shot.img.h);
+    CHECK(cmp["curve"]["y0"].get<double>() > picker["rect"]["y1"].get<double>());
+    CHECK(cmp["timelines"]["rect"]["y1"].get<double>() < shot.layout["status"]["y0"].get<double>());
+    CHECK(cmp["t1"].get<int64_t>() < 2000 * us);
+
+    // Nine runs ticked, the slow one among them: the axis reaches its end; the list scrolls.
+    std::string ticks;
+    for (int id : {70, 1, 2, 3, 4, 5, 6, 7, 8}) ticks += " --run " + std::to_string(id);
+    Shot ticked_shot = shoot(db.path, "--view compare --size 1400x900" + ticks);
+    REQUIRE(ticked_shot.rc == 0);
+    const auto& c9 = ticked_shot.layout["compare"];
+    REQUIRE(c9["runs"].size() == 9);
+    int64_t slowest = 0;
+    for (const auto& run_json : c9["runs"]) slowest = std::max(slowest, run_json["t_end"].get<int64_t>());
+    CHECK(slowest > 5800 * us);
+    CHECK(c9["t1"].get<int64_t>() >= slowest);
+    const auto& tl = c9["timelines"];
+    REQUIRE(tl["runs"].size() == 9);
+    double visible_h = tl["rect"]["y1"].get<double>() - tl["rect"]["y0"].get<double>();
+    CHECK(tl["content_height"].get<double>() > visible_h);   // more than fit: a scrolling list
+    int visible = 0;
+    for (const auto& area : tl["runs"]) visible += area["visible"].get<bool>();
+    CHECK(visible >= 2);
+    CHECK(visible < 9);
+    // The slow run's curve (the ninth colour) runs on at 500 MiB to the right of the others' ends.
+    const auto& curve_rect = c9["curve"];
+    double ypos = curve_rect["y1"].get<double>() -
+                  500.0 * MiB / c9["y_max"].get<double>() *
+                      (curve_rect["y1"].get<double>() - curve_rect["y0"].get<double>());
+    bool found = false;
+    for (double dy = -2; dy <= 2; ++dy)
+        found |= near(ticked_shot.img.at(x_at(curve_rect, c9, 5700 * us), ypos + dy), series_color(8), 6);
+    CHECK(found);
+}
+
+TEST_CASE("compare: the recording's kernels first, in their own block, on the same axis as the runs'") {
+    // The known trace's "beta" kernel ran at [500, 700) us; run #1 moved it to [550, 750) us. The
+    // compare view drew only the runs' kernels: where the recording had them took a switch to the
+    // timeline without a run.
+    fixture::TempPath db("known.db");
+    fixture::write_known_trace(db.path);
+    Shot shot = shoot(db.path, "--view compare --run 1 --size 1400x900");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    const auto& cmp = shot.layout["compare"];
+    const auto& tl = cmp["timelines"];
+    REQUIRE(tl["recorded"].is_object());
+    CHECK(tl["recorded"]["tracks"] == 2);   // streams 7 and 8
+    REQUIRE(tl["runs"].size() == 1);
+    CHECK(tl["recorded"]["y1"].get<double>() <= tl["runs"][0]["y0"].get<double>());
+    // Stream 7 is each block's first row, under its 18 px title; its top pixel row is clear of
+    // the boxes' centred labels.
+    const double rec_y = tl["recorded"]["y0"].get<double>() + 18 + 1,
+                 run_y = tl["runs"][0]["y0"].get<double>() + 18 + 1;
+    const auto& curve = cmp["curve"];
+    auto rec = [&](int64_t when) { return shot.img.at(x_at(curve, cmp, when), rec_y); };
+    auto ran = [&](int64_t when) { return shot.img.at(x_at(curve, cmp, when), run_y); };
+    CHECK(near(rec(505 * us), rec(690 * us)));        // beta, recorded: [500, 700) us
+    CHECK(near(ran(560 * us), rec(505 * us)));        // beta, run #1: from 550 us, the same colour
+    CHECK(!near(ran(520 * us), rec(505 * us), 10));   // not yet started in the run
+    CHECK(!near(rec(720 * us), rec(505 * us), 10));   // over in the recording
+}

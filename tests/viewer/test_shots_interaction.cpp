@@ -1,0 +1,224 @@
+// Screenshots after input: clicks on kernels, folded boxes and bands, Go to step, the step field,
+// and the idle window's CPU cost.
+// (shots.hpp: how a screenshot is taken and read.)
+#include "shots.hpp"
+
+TEST_CASE("a click on a kernel selects it: outlined, its details pane with both clocks and what the run did") {
+    fixture::TempPath db("known.db");
+    fixture::write_known_trace(db.path);
+    const std::string args = "--view timeline --run 1 --size 1400x800";
+    Shot before = shoot(db.path, args);
+    REQUIRE(before.rc == 0);
+    auto at = box_of(track(before.layout["timeline"], "stream 7"), 2);   // beta, at [550, 750) us in run 1
+    CHECK(before.layout["timeline"]["selected_kernel"] == 0);
+    CHECK(before.layout["timeline"]["details"].is_null());
+
+    Shot shot = shoot(db.path, args + click_at(at));
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    const auto& tl = shot.layout["timeline"];
+    CHECK(tl["selected_kernel"] == 2);
+    const auto& details_json = tl["details"];
+    CHECK(details_json["title"] == fixture::kBeta);
+    CHECK(field_of(details_json, "family") == "attention");
+    CHECK(field_of(details_json, "recorded") == "start 500.000 us, end 700.000 us (200 us)");
+    CHECK(field_of(details_json, "run #1 lru@1GiB") == "start 550.000 us (+50.0 us), end 750.000 us");
+    CHECK(field_of(details_json, "stalled") == "50.0 us waiting for its operands");
+    REQUIRE(details_json["rows"].size() == 2);
+    CHECK(details_json["rows"][0][1] == "weights");
+    CHECK(details_json["rows"][0][2] == "400.00 MiB");
+    CHECK(details_json["rows"][0][3] == "param");
+    CHECK(details_json["rows"][0][5] ==
+          "swapped out 40.0 us of 400.00 MiB, 110 us before; swapped in 50.0 us of 400.00 MiB, up to the start");
+    CHECK(details_json["rows"][1][1] == "act_big");
+    CHECK(details_json["rows"][1][4] == "write");
+    // The pane sits under the plots, above the status bar, inside the window.
+    CHECK(details_json["rect"]["y0"].get<double>() >= tl["plot"]["y1"].get<double>());
+    CHECK(details_json["rect"]["y1"].get<double>() <= shot.layout["status"]["y0"].get<double>());
+    // The selected box is outlined in white, just outside its left edge.
+    const auto& st7 = track(tl, "stream 7");
+    auto box = box_of(st7, 2);
+    double left = 0;
+    for (const auto& band_rect : st7["boxes"])
+        if (band_rect[2] == 2) left = band_rect[0].get<double>();
+    // (the line is antialiased over the pixel columns around the edge)
+    auto outlined = [&](const Image& img) {
+        bool white = false;
+        for (double dx = -2; dx <= 1; ++dx) white |= near(img.at(left + dx, box.second), kSelected, 30);
+        return white;
+    };
+    CHECK(outlined(shot.img));
+    CHECK(!outlined(before.img));
+    CHECK(shot.layout["status"]["text"] == "kernel #2 selected");
+}
+
+TEST_CASE("a click on a folded box zooms to it, a click on a band shows the allocation's details") {
+    fixture::TempPath db("known.db");
+    fixture::write_known_trace(db.path);
+    Shot shot = shoot(db.path, "--view timeline");
+    REQUIRE(shot.rc == 0);
+    const auto& st8 = track(shot.layout["timeline"], "stream 8");
+    REQUIRE(st8["boxes"].size() == 1);
+    CHECK(st8["boxes"][0][2] == -200);   // 200 kernels folded
+    auto fold = std::pair<double, double>{(st8["boxes"][0][0].get<double>() + st8["boxes"][0][1].get<double>()) / 2,
+                                          (st8["y0"].get<double>() + st8["y1"].get<double>()) / 2};
+    Shot zoomed = shoot(db.path, "--view timeline" + click_at(fold));
+    REQUIRE(zoomed.rc == 0);
+    // The 200 kernels span [800, 899.6] us; the view pads by a twentieth.
+    CHECK(zoomed.layout["timeline"]["t0"].get<int64_t>() == Approx(800 * us - 4980).margin(2));
+    CHECK(zoomed.layout["timeline"]["t1"].get<int64_t>() == Approx(899.6 * us + 4980).margin(2));
+    CHECK(track(zoomed.layout["timeline"], "stream 8")["items"] == 200);
+
+    // Memory view: "weights" is the bottom band at 500 us.
+    Shot shot2 = shoot(db.path, "--view memory --run 1");
+    REQUIRE(shot2.rc == 0);
+    const auto& band_rect = shot2.layout["memory"]["bands"];
+    double xpos = x_at(band_rect, shot2.layout["memory"], 500 * us), ypos = band_rect["y1"].get<double>() - 6;
+    Shot clicked = shoot(db.path, "--view memory --run 1 --click " + std::to_string(static_cast<int>(xpos)) + "," +
+                                      std::to_string(static_cast<int>(ypos)));
+    REQUIRE(clicked.rc == 0);
+    const auto& mem = clicked.layout["memory"];
+    CHECK(mem["selected_allocation"] == 1);
+    const auto& pane = mem["details"];
+    CHECK(pane["title"] == "weights");
+    CHECK(field_of(pane, "allocation") == "#1, 400.00 MiB, param, GPU 0, stream 7");
+    CHECK(field_of(pane, "lifetime") == "allocated 0 ns, alive at the end of the trace (1.00 ms)");
+    CHECK(field_of(pane, "label (source frame)") == "weights");
+    CHECK(field_of(pane, "accesses") == "2: 2 reading, 0 writing");
+    CHECK(field_of(pane, "run #1 lru@1GiB") == "swap_out x1, swap_in x1; first at 400.000 us");
+    REQUIRE(pane["rows"].size() == 2);
+    CHECK(pane["rows"][1][1] == fixture::kBeta);
+    CHECK(pane["rows"][1][3] == "500.000 us");
+    CHECK(pane["rows"][1][4] == "550.000 us");
+}
+
+TEST_CASE("Go does not move the toolbar or the plots, statistics give names the width") {
+    fixture::TempPath db("known.db");
+    fixture::write_known_trace(db.path);
+    Shot plain = shoot(db.path, "--view timeline --range 100us:200us");
+    Shot go = shoot(db.path, "--view timeline --range 100us:200us --step 0");
+    REQUIRE(plain.rc == 0);
+    REQUIRE(go.rc == 0);
+    // The step's range is shown and said in the status bar; nothing under the toolbar moved.
+    CHECK(go.layout["status"]["text"] == "step 0");
+    // The status bar shows the frame time, as Tracy does: "frame 1.2 ms (mean 1.0, worst 3.4)".
+    const std::string frame = go.layout["status"]["frame"];
+    CHECK(frame.rfind("frame ", 0) == 0);
+    CHECK(frame.find(" ms (mean ") != std::string::npos);
+    CHECK(go.layout["status"]["frame_ms"].get<double>() > 0);
+    CHECK(go.layout["timeline"]["t0"] != plain.layout["timeline"]["t0"]);
+    CHECK(go.layout["timeline"]["plot"]["y0"] == plain.layout["timeline"]["plot"]["y0"]);
+    CHECK(go.layout["toolbar"]["step_input"]["y0"] == plain.layout["toolbar"]["step_input"]["y0"]);
+    for (const auto& when : go.layout["timeline"]["tracks"])
+        CHECK(when["y0"] == track(plain.layout["timeline"], when["title"])["y0"]);
+
+    Shot st = shoot(db.path, "--view statistics --size 1400x500");
+    REQUIRE(st.rc == 0);
+    const auto& kernel_table = st.layout["statistics"]["kernels"];
+    REQUIRE(kernel_table["column_widths"].size() == 5);
+    double name_w = kernel_table["column_widths"][0], numbers = 0;
+    for (size_t curve_rect = 1; curve_rect < 5; ++curve_rect) {
+        CHECK(kernel_table["column_widths"][curve_rect].get<double>() < 160);   // as wide as their figures
+        numbers += kernel_table["column_widths"][curve_rect].get<double>();
+    }
+    CHECK(name_w > 2.5 * numbers);
+    // Every name ends inside the name column (none cut): beta's 70 characters included.
+    bool beta = false;
+    for (const auto& count : kernel_table["names"]) {
+        CHECK(count["x1"].get<double>() < kernel_table["table_x0"].get<double>() + name_w + 30);
+        beta |= count["name"] == fixture::kBeta;
+    }
+    CHECK(beta);
+}
+
+namespace {
+
+// CPU time (user + system) of process `pid` so far, in seconds (/proc/PID/stat, fields 14-15).
+double cpu_seconds(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::istringstream rest(stat.substr(stat.rfind(')') + 2));   // after "pid (comm) "
+    std::string field;
+    std::vector<std::string> texts;
+    while (rest >> field) texts.push_back(field);
+    REQUIRE(texts.size() > 13);
+    return static_cast<double>(std::stoll(texts[11]) + std::stoll(texts[12])) /
+           static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+}   // namespace
+
+TEST_CASE("an idle window waits for events: it costs (almost) no CPU") {
+    // The interactive viewer on the known trace, in this test's X server (xvfb-run): once loaded
+    // and settled it must sleep in the event wait, not draw frames in a loop (a polling loop took
+    // 73-98% of a core).
+    fixture::TempPath db("known.db");
+    fixture::write_known_trace(db.path);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        execl(MHC_VIEW_EXE, MHC_VIEW_EXE, db.path.c_str(), static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    usleep(2'500'000);   // start, load on the worker thread, settle
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, WNOHANG) == 0);   // still running
+    double before = cpu_seconds(pid);
+    usleep(3'000'000);
+    double used = cpu_seconds(pid) - before;
+    kill(pid, SIGTERM);
+    waitpid(pid, &status, 0);
+    INFO("CPU seconds over 3 s idle: " << used);
+    CHECK(used < 0.15);   // under 5% of one core
+}
+
+TEST_CASE("the step field of a trace without steps is off and says why, one with steps starts at its first") {
+    // con_kernel's Nsight export has no steps: the field read 0, its buttons stayed on and Go said
+    // "no step 0 in this trace".
+    fixture::TempPath db("con-steps.db");
+    import_public("nsys/con_kernel.sqlite", db.path);
+    Shot shot = shoot(db.path, "--size 1400x700");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    const auto& tb = shot.layout["toolbar"];
+    REQUIRE(tb.contains("step"));
+    CHECK(tb["step"]["enabled"] == false);
+    CHECK(!tb["step"].contains("tooltip"));
+    Shot hover = shoot(db.path, "--size 1400x700 --hover " + centre_of(tb["step_input"]));
+    REQUIRE(hover.rc == 0);
+    CHECK(hover.layout["toolbar"]["step"].value("tooltip", "").rfind("no steps in this trace", 0) == 0);
+    Shot go = shoot(db.path, "--size 1400x700 --step 0");
+    REQUIRE(go.rc == 0);
+    CHECK(go.layout["status"]["text"].get<std::string>().rfind("no steps in this trace", 0) == 0);
+    // SGLang's decode capture starts at step 134: the field reads 134, on.
+    fixture::TempPath sg("sglang-steps.db");
+    import_public("kineto/tracelens-mi300x-sglang-decode-capture-bs32.json.gz", sg.path);
+    Shot late = shoot(sg.path, "--size 1400x700");
+    REQUIRE(late.rc == 0);
+    CHECK(late.layout["toolbar"]["step"]["enabled"] == true);
+    CHECK(late.layout["toolbar"]["step"]["first"] == 134);
+    CHECK(late.layout["toolbar"]["step"]["value"] == 134);
+}
+
+TEST_CASE("the statistics' At the peak tab lists what is live at the recorded peak, largest first") {
+    // The known trace peaks at 1424 MiB from 450 us: act_big (1024 MiB, id 2) and weights (400
+    // MiB, id 1) are live; ws (64 MiB) was freed at 300 us. Before, no view said what was live at
+    // the peak: a user hovered bands one by one.
+    fixture::TempPath db("known.db");
+    fixture::write_known_trace(db.path);
+    Shot first = shoot(db.path, "--view statistics --size 1400x700");
+    INFO(first.err);
+    REQUIRE(first.rc == 0);
+    Shot shot = shoot(db.path, "--view statistics --size 1400x700 --click " +
+                                   centre_of(first.layout["statistics"]["tabs"]["at_peak"]));
+    REQUIRE(shot.rc == 0);
+    const auto& peak = shot.layout["statistics"]["at_peak"];
+    REQUIRE(peak.contains("rows"));
+    CHECK(peak["rows"] == 2);
+    CHECK(peak["bytes"].get<double>() == 1424.0 * MiB);
+    CHECK(peak["time"] == 450 * us);
+    REQUIRE(peak["first"].size() == 2);
+    CHECK(peak["first"][0]["id"] == 2);   // act_big
+    CHECK(peak["first"][1]["id"] == 1);   // weights
+    CHECK(peak["head"].get<std::string>().rfind("2 allocations live at the recorded peak: 1.39 GiB at 450", 0) == 0);
+}
