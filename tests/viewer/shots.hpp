@@ -27,7 +27,15 @@
 #include "mhc/viewer/band_colors.hpp"
 #include "mhc/viewer/colors.hpp"
 
-using namespace mhc::viewer;
+using mhc::viewer::BandColoring;
+using mhc::viewer::BandKeys;
+using mhc::viewer::ViewTrace;
+using mhc::viewer::band_color;
+using mhc::viewer::blue;
+using mhc::viewer::green;
+using mhc::viewer::red;
+using mhc::viewer::rgb;
+using mhc::viewer::load_view_trace;
 inline constexpr int64_t MiB = fixture::MiB;   // (using-declarations read as unused in the header alone)
 inline constexpr int64_t us = fixture::us;
 

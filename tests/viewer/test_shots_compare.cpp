@@ -2,6 +2,8 @@
 // (shots.hpp: how a screenshot is taken and read.)
 #include "shots.hpp"
 
+using namespace mhc::viewer;
+
 TEST_CASE("compare screenshot: both runs' curves overlaid") {
     fixture::TempPath db("known.db");
     fixture::write_known_trace(db.path);

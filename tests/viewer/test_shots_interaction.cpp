@@ -3,6 +3,8 @@
 // (shots.hpp: how a screenshot is taken and read.)
 #include "shots.hpp"
 
+using namespace mhc::viewer;
+
 TEST_CASE("a click on a kernel selects it: outlined, its details pane with both clocks and what the run did") {
     fixture::TempPath db("known.db");
     fixture::write_known_trace(db.path);

@@ -3,6 +3,8 @@
 // (shots.hpp: how a screenshot is taken and read.)
 #include "shots.hpp"
 
+using namespace mhc::viewer;
+
 TEST_CASE("memory screenshot: the peak's column, its height, and the bands") {
     fixture::TempPath db("known.db");
     fixture::write_known_trace(db.path);

@@ -4,6 +4,8 @@
 // (shots.hpp: how a screenshot is taken and read.)
 #include "shots.hpp"
 
+using namespace mhc::viewer;
+
 TEST_CASE("timeline screenshot: kernels where they belong, in their family's colour, the dense stream folded") {
     fixture::TempPath db("known.db");
     fixture::write_known_trace(db.path);
