@@ -65,10 +65,10 @@ void append(char* line, size_t& at, size_t cap, const char* text) {
 }
 void append_count(char* line, size_t& at, size_t cap, int64_t n) {
     char digits[24];
-    int k = 0;
-    do digits[k++] = static_cast<char>('0' + n % 10);
-    while ((n /= 10) > 0 && k < 20);
-    while (k > 0 && at + 1 < cap) line[at++] = digits[--k];
+    int used = 0;
+    do digits[used++] = static_cast<char>('0' + n % 10);
+    while ((n /= 10) > 0 && used < 20);
+    while (used > 0 && at + 1 < cap) line[at++] = digits[--used];
 }
 void append_files(char* line, size_t& at, size_t cap, const char* first, int64_t count) {
     append(line, at, cap, first);
@@ -282,9 +282,9 @@ void refuse_sqlite_side_file(const std::string& path) {
     static const char* const kSides[][2] = {
         {"-journal", "journal"}, {"-wal", "write-ahead log"}, {"-shm", "shared-memory index"}};
     for (const auto& [suffix, name] : kSides) {
-        const size_t n = std::strlen(suffix);
-        if (path.size() <= n || path.compare(path.size() - n, n, suffix) != 0) continue;
-        const std::string db = path.substr(0, path.size() - n);
+        const size_t length = std::strlen(suffix);
+        if (path.size() <= length || path.compare(path.size() - length, length, suffix) != 0) continue;
+        const std::string db = path.substr(0, path.size() - length);
         struct stat st {};
         if (::stat(db.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
         char head[16] = {};

@@ -557,7 +557,7 @@ TEST_CASE("mhc allocator: one empty_cache() freeing 597 segments over 53 ms is o
         const int64_t bytes = (12 + 2 * (i % 14)) * MiB;
         evs.push_back(event("segment_alloc", addr, bytes, 0, us += 6));   // the cudaMalloc, then the block in it
         evs.push_back(event("alloc", addr, bytes, 0, us));
-        step.push_back({addr, bytes});
+        step.emplace_back(addr, bytes);
         total += bytes;
         addr += bytes + 2 * MiB;
     }
