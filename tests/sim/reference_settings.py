@@ -102,6 +102,12 @@ class Captured:
         for a, i in self.made_by.items():
             self.made.setdefault(i, []).append(a)
         # docs/trace-format.md: the latest kernel before a module's forward returned still holding it
+        # docs/simulator.md: where the capture saw a call of a module begin, for modules called
+        # more often than the model (capture.module_calls: module name -> kernel ids)
+        self.call_starts = set()
+        for name, ids in json.loads(self.meta.get("capture.module_calls", "{}")).items():
+            m = self.module_id(name)
+            self.call_starts.update((m, self.kidx[k]) for k in ids)
         self.frame_hold = {a: self.kidx[k] for a, k in json.loads(self.meta.get("capture.frame_holds", "[]"))
                            if a in self.allocs and k in self.kidx}
         # the kernel that ran right after the backward first unpacked a saved storage, one per backward
@@ -477,11 +483,14 @@ def is_must_save(name):
 
 
 def calls_of(cap, ks, mod):
-    """Maximal runs of a pass's forward kernels inside the module."""
+    """Maximal runs of a pass's forward kernels inside the module, cut where a call of it began."""
     runs, cur = [], []
     for i in ks:
         k = cap.kernels[i]
         if k["phase"] == FWD and cap.inside(cap.caller[i], mod):
+            if cur and (mod, i) in cap.call_starts:
+                runs.append(cur)
+                cur = []
             cur.append(i)
         elif cur:
             runs.append(cur)
@@ -557,17 +566,20 @@ def checkpoint_call(plan, cap, ks, mod, call, policy):
     stop = max(i for i in call if i in cap.saved_at)
     kset = set(ks)
     bwd_users = lambda a: [i for i, _m in cap.uses[a] if i in kset and cap.kernels[i]["phase"] == BWD]  # noqa: E731
-    users = sorted({i for a in saved for i in bwd_users(a)})
+    only = [a for a in saved if all(i in callset for i in cap.saves_of.get(a, []))]
+    # a module called several times a pass: only what this call alone saved says when its
+    # backward begins and ends (every call saves the shared weights)
+    repeated = any(m == mod for m, _i in cap.call_starts)
+    users = sorted({i for a in (only if repeated else saved) for i in bwd_users(a)})
     trig = next((i for i in users if cap.inside(cap.kernels[i]["module"], mod)), None)
     if trig is None:
         return
     # what only the call saved is read from its recomputed copy: recomputed before any backward use of it
-    only = [a for a in saved if all(i in callset for i in cap.saves_of.get(a, []))]
     trig = min([trig] + [i for a in only for i in bwd_users(a)])
     # the frame: until the last backward read of a saved storage; of one that kernels outside the
     # call saved too, only the reads inside the module (the others' nodes read it later)
     frame_users = [i for a in saved for i in bwd_users(a)
-                   if a in only or cap.inside(cap.kernels[i]["module"], mod)]
+                   if a in only or (not repeated and cap.inside(cap.kernels[i]["module"], mod))]
     frame_last = max(frame_users + [trig])
     frame_end = (plan.op_of[frame_last], "after", 0)
     stop_reruns = any(cap.made_by.get(a) == stop for a in cap.saved_at[stop])
@@ -835,12 +847,17 @@ def apply_offload(plan, cap, off, checkpointed):
             al.freed = early
             x = u
             by = j   # the pack whose unpack brings it back
+            distance = 0
             if streamed and prefetch > 0:   # only a pack whose storage also comes back prefetches
-                cands = [(save_unpack(i2, b), q) for q, (i2, _o, b) in enumerate(packs[j + 1:j + 1 + prefetch], j + 1)
-                         if comes_back(b)]
+                # any pack of the storage looks back: a save up to `prefetch` packs after any of them
+                places = [q for q, (_i, _o, b) in enumerate(packs) if b == a]
+                cands = {(save_unpack(packs[q][0], packs[q][2]), q)
+                         for pl in places for q in range(pl + 1, min(pl + 1 + prefetch, len(packs)))
+                         if comes_back(packs[q][2])}
                 cands = [c for c in cands if c[0] is not None]
                 if cands and min(cands)[0] < x:
-                    x, by = min(cands)
+                    x, by = min(cands)   # the earliest unpack; of equal ones the earliest pack
+                    distance = by - max(pl for pl in places if pl < by)   # from the nearest pack before it
             xop = plan.op_of[x]
             if streamed:
                 c = Copy(H2D, al.nbytes, xop, False)
@@ -852,7 +869,7 @@ def apply_offload(plan, cap, off, checkpointed):
                 cop = plan.insert_before(plan.op_of[u], Op("copy", "H2D", copy=(H2D, al.nbytes)))
                 made = (cop, "before", 0)
             plan.allocs[host].freed = made
-            backs.append((by, by - j, a, al, made, recorded_free))
+            backs.append((by, distance, a, al, made, recorded_free))
         # the device copies in the hook's order: by the pack whose unpack brings them, that pack's
         # own storage first, then the prefetched ones nearest first
         for _by, _d, a, al, made, recorded_free in sorted(backs, key=lambda b: (b[0], b[1])):
@@ -932,21 +949,57 @@ def reads_gradients_between(cap):
                                  f"optimizer step ({k['name']} (kernel {k['id']}))")
 
 
+def host_factor(cap):
+    """docs/simulator.md: the host holds fp32 copies; with 16-bit parameters (capture.optimizer_dtype,
+    else capture.weights_dtype) they take twice the trace's bytes, with float64 half."""
+    dtype = cap.meta.get("capture.optimizer_dtype", cap.meta.get("capture.weights_dtype",
+                                                                 cap.meta.get("capture.param_dtype", "")))
+    return 2.0 if dtype in ("bfloat16", "float16") else 0.5 if dtype == "float64" else 1.0
+
+
 def apply_host_optimizer(plan, cap, host_bw, tensor_cost_ns):
     steps = optimizer_steps(cap)
     gradient_buffer = {}
     master = False
+    factor = host_factor(cap)
+    on_host = set()
     for si, ks in enumerate(steps):
         step = cap.kernels[ks[0]]["step"]
         grads, params, state = touched(cap, ks)
         rset = set(ks)
         first_op = plan.op_of[ks[0]]
-        # temporaries the step made are not counted; state moves to the host
+        param_sizes = {cap.allocs[a]["bytes"] for a in params}
+
+        def to_host(a):
+            al = plan.allocs[a]
+            if a not in on_host and al.nbytes in param_sizes:   # moments: the host copy's dtype
+                al.nbytes = int(al.nbytes * factor)
+            on_host.add(a)
+            al.device = -1
+        # the host step's temporaries: the most bytes the recorded step's temporaries (made by its
+        # kernels, other than state and parameters) held at once
+        temps = [a for a, i in cap.made_by.items() if i in rset and a in plan.allocs
+                 and cap.allocs[a]["category"] not in (OPTSTATE, PARAM)]
+        most = 0
+        for k in range(ks[0], ks[-1] + 1):
+            live = 0
+            for a in temps:
+                al = plan.allocs[a]
+                if al.made[0].anchor <= k and (al.freed is None or al.freed[0].anchor >= k):
+                    live += al.nbytes
+            most = max(most, live)
+        temporaries = int(most * factor)
+        # state moves to the host (the first step's moments are made by the host step)
+        made_here = []
         for a, i in list(cap.made_by.items()):
-            if i in rset and a in plan.allocs and cap.allocs[a]["category"] != OPTSTATE:
-                del plan.allocs[a]
+            if i in rset and a in plan.allocs:
+                if cap.allocs[a]["category"] == OPTSTATE:
+                    to_host(a)
+                    made_here.append(a)
+                elif cap.allocs[a]["category"] != PARAM:
+                    del plan.allocs[a]
         for a in state:
-            plan.allocs[a].device = -1
+            to_host(a)
         copies = []
         passes = [ks_ for ks_ in cap.passes if any(cap.kernels[i]["step"] == step and
                                                    cap.kernels[i]["phase"] == BWD for i in ks_)]
@@ -971,18 +1024,24 @@ def apply_host_optimizer(plan, cap, host_bw, tensor_cost_ns):
                 plan.copies.append(c)
                 copies.append(c)
                 if al.label not in gradient_buffer:   # one per parameter, kept
-                    gradient_buffer[al.label] = plan.add_alloc(-1, al.nbytes, al.stream, GRAD, (last, "after", 0),
-                                                        label=al.label)
+                    gradient_buffer[al.label] = plan.add_alloc(-1, int(al.nbytes * factor), al.stream, GRAD,
+                                                               (last, "after", 0), label=al.label)
         pbytes = sum(cap.allocs[a]["bytes"] for a in params)
         nbytes = sum(cap.allocs[a]["bytes"] for a in grads) + 2 * (pbytes + sum(cap.allocs[a]["bytes"]
                                                                               for a in state))
-        dur = int(nbytes / host_bw * 1e9) + len(params) * tensor_cost_ns
+        dur = int(int(nbytes * factor) / host_bw * 1e9) + len(params) * tensor_cost_ns
         hop = plan.insert_before(first_op, Op("host", "host optimizer step", dur))
         hop.waits += copies
+        for a in made_here:
+            plan.allocs[a].made = (hop, "before", 0)
+        if temporaries > 0:   # held while the host step runs
+            plan.add_alloc(-1, temporaries, 0, WORKSPACE, (hop, "before", 0), (hop, "after", 0),
+                           label="host optimizer step temporaries")
         if not master:
             for a in sorted(params):
                 al = plan.allocs[a]
-                plan.add_alloc(-1, al.nbytes, al.stream, PARAM, (plan.ops[0], "before", 0), label=al.label)
+                plan.add_alloc(-1, int(al.nbytes * factor), al.stream, PARAM, (plan.ops[0], "before", 0),
+                               label=al.label)
             master = True
         plan.insert_after(hop, Op("copy", "H2D", copy=(H2D, pbytes)))
         for i in ks:
