@@ -18,3 +18,19 @@ def mhc_exe():
         if cand and os.access(cand, os.X_OK):
             return cand
     pytest.skip("no mhc binary (build the C++ tree or set MHC_EXE)")
+
+
+@pytest.fixture(autouse=True)
+def _allocator_environment_kept():
+    """mhc_torch.apply sets PYTORCH_CUDA_ALLOC_CONF for the process, as a user's script wants; a
+    test that applies an allocator setting must not leave it to the captures of later tests, which
+    record the environment's allocator settings (test_capture_h200_gpt2 read expandable segments
+    after test_apply had run)."""
+    names = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
+    before = {n: os.environ.get(n) for n in names}
+    yield
+    for n, v in before.items():
+        if v is None:
+            os.environ.pop(n, None)
+        else:
+            os.environ[n] = v
