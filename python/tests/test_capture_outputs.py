@@ -124,7 +124,10 @@ def test_data_dependent_op_names_the_users_line(tmp_path, _cli):
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [
         "mhc-torch: nz.py: op aten.nonzero.default cannot run on fake tensors (at nz.py:10 in forward): "
-        "its output shape depends on tensor values"]
+        "its output shape depends on tensor values; a selection by a boolean mask (x[mask], masked_select, "
+        "nonzero) keeps as many elements as the mask has True values: for a loss over the masked rows keep "
+        "the shapes, as in cross_entropy(logits, labels.masked_fill(~mask, -100)) (its ignore_index) or "
+        "(loss * mask).sum() / mask.sum()"]
 
 
 def test_existing_output_refused_without_force_and_model_never_overwritten(tmp_path, _cli):
