@@ -811,17 +811,9 @@ def _mlp(block, x):
 ''')
 
 
-def test_checkpointed_storages_live_while_a_helper_function_holds_them(tmp_path, mhc_exe):
-    """A plain function of the model's code (not a module's forward) holds its locals until it
-    returns too: `h` and `g` live in `_mlp`'s frame. Only the modules' forwards were read before
-    (2026-12-04): the prediction freed them at their last use (OLMoE with 2 of 4 layers
-    checkpointed, whose experts function holds the gathered inputs: reserved 1.1% under the
-    capture, and an answer predicted to fit 9.6 GiB reserved 9.68 GiB)."""
-    assert "_mlp(self, x)" in HELPER_FILE
-    path = tmp_path / "helper_model.py"   # a file of its own, as a user's model is
-    path.write_text(HELPER_FILE)
-    ns = {}
-    exec(compile(HELPER_FILE, str(path), "exec"), ns)  # noqa: S102 - the model text of this file
+def _check_helper_holds(ns, tmp_path, mhc_exe):
+    """The helper model's blocks hold their addmm and gelu outputs in the helper's frame (recorded
+    as frame holds), and a checkpoint of every block is predicted event for event as captured."""
     kw = {"loss_fn": lambda m, b: m(*b), "autocast_dtype": None, "steps": 2}
     setting = {"checkpoint": {"modules": [f"Net.blocks.{i}" for i in range(3)]}}
     base = tmp_path / "base.db"
@@ -836,6 +828,20 @@ def test_checkpointed_storages_live_while_a_helper_function_holds_them(tmp_path,
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert _alloc_events(str(pred), 1) == _alloc_events(str(tmp_path / "set.db"), 1)
+
+
+def test_checkpointed_storages_live_while_a_helper_function_holds_them(tmp_path, mhc_exe):
+    """A plain function of the model's code (not a module's forward) holds its locals until it
+    returns too: `h` and `g` live in `_mlp`'s frame. Only the modules' forwards were read before
+    (2026-12-04): the prediction freed them at their last use (OLMoE with 2 of 4 layers
+    checkpointed, whose experts function holds the gathered inputs: reserved 1.1% under the
+    capture, and an answer predicted to fit 9.6 GiB reserved 9.68 GiB)."""
+    assert "_mlp(self, x)" in HELPER_FILE
+    path = tmp_path / "helper_model.py"   # a file of its own, as a user's model is
+    path.write_text(HELPER_FILE)
+    ns = {}
+    exec(compile(HELPER_FILE, str(path), "exec"), ns)  # noqa: S102 - the model text of this file
+    _check_helper_holds(ns, tmp_path, mhc_exe)
 
 
 def test_frame_holds_of_a_decorated_forward(tmp_path):
@@ -973,20 +979,7 @@ def test_frame_holds_of_code_from_a_string_and_nested_containers(tmp_path, mhc_e
     ns = {}
     exec(source, ns)  # noqa: S102 - the model text of this file, compiled from the string
     assert ns["_mlp"].__code__.co_filename == "<string>"
-    kw = {"loss_fn": lambda m, b: m(*b), "autocast_dtype": None, "steps": 2}
-    setting = {"checkpoint": {"modules": [f"Net.blocks.{i}" for i in range(3)]}}
-    base = tmp_path / "base.db"
-    mhc_torch.capture(ns["build_model"], ns["make_batch"], path=str(base), **kw)
-    meta = dict(_rows(str(base), "SELECT key, value FROM meta"))
-    labels = dict(_rows(str(base), "SELECT a.id, s.text FROM allocations a JOIN strings s ON s.id = a.label"))
-    held = {labels[a] for a, _ in json.loads(meta["capture.frame_holds"])}
-    assert {f"Net.blocks.{i}.a:aten::addmm" for i in range(3)} | {f"Net.blocks.{i}:aten::gelu" for i in range(3)} <= held
-    mhc_torch.capture(ns["build_model"], ns["make_batch"], path=str(tmp_path / "set.db"), setting=setting, **kw)
-    pred = tmp_path / "pred.db"
-    out = subprocess.run([mhc_exe, "advise", str(base), "--setting", json.dumps(setting), "--trace-out", str(pred)],
-                         capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    assert _alloc_events(str(pred), 1) == _alloc_events(str(tmp_path / "set.db"), 1)
+    _check_helper_holds(ns, tmp_path, mhc_exe)
 
 
 class _IdentitySkip(nn.Module):
