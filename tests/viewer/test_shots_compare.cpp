@@ -2,7 +2,7 @@
 // (shots.hpp: how a screenshot is taken and read.)
 #include "shots.hpp"
 
-using namespace mhc::viewer;
+using mhc::viewer::series_color;
 
 TEST_CASE("compare screenshot: both runs' curves overlaid") {
     fixture::TempPath db("known.db");

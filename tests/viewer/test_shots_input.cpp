@@ -3,8 +3,6 @@
 // (shots.hpp: how a screenshot is taken and read.)
 #include "shots.hpp"
 
-using namespace mhc::viewer;
-
 TEST_CASE("screenshot mode: bad trace, unknown run, bad range exit 2 with one line") {
     Shot missing = shoot("/nonexistent/none.db", "");
     CHECK(missing.rc == 2);

@@ -3,7 +3,7 @@
 // (shots.hpp: how a screenshot is taken and read.)
 #include "shots.hpp"
 
-using namespace mhc::viewer;
+using mhc::viewer::kSelected;
 
 TEST_CASE("a click on a kernel selects it: outlined, its details pane with both clocks and what the run did") {
     fixture::TempPath db("known.db");

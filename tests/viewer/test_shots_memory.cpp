@@ -3,7 +3,9 @@
 // (shots.hpp: how a screenshot is taken and read.)
 #include "shots.hpp"
 
-using namespace mhc::viewer;
+using mhc::viewer::category_color;
+using mhc::viewer::kCurve;
+using mhc::viewer::kSummary;
 
 TEST_CASE("memory screenshot: the peak's column, its height, and the bands") {
     fixture::TempPath db("known.db");

@@ -4,7 +4,15 @@
 // (shots.hpp: how a screenshot is taken and read.)
 #include "shots.hpp"
 
-using namespace mhc::viewer;
+using mhc::viewer::KernelFamily;
+using mhc::viewer::LaneKind;
+using mhc::viewer::event_color;
+using mhc::viewer::family_color;
+using mhc::viewer::kCurve;
+using mhc::viewer::kFolded;
+using mhc::viewer::kernel_color;
+using mhc::viewer::marker_color;
+using mhc::viewer::copy_color;
 
 TEST_CASE("timeline screenshot: kernels where they belong, in their family's colour, the dense stream folded") {
     fixture::TempPath db("known.db");

@@ -3,8 +3,6 @@
 // (shots.hpp: how a screenshot is taken and read.)
 #include "shots.hpp"
 
-using namespace mhc::viewer;
-
 TEST_CASE("an import's warnings are said by the header, the strip's one line ends inside the view") {
     // nvFuser's 2025.1 Nsight export: no CUDA_GPU_MEMORY_USAGE_EVENTS (an import warning and
     // meta allocations' reason). Nothing in the window said so, and the strip's line "no
