@@ -58,6 +58,13 @@ size_t g_note_size = 0;
 std::atomic<int64_t> g_written{0};
 thread_local int t_not_outputs = 0;   // NotOutputs alive on this thread
 std::atomic<const char*> g_last_written{nullptr};
+// Every name published, chained from here: kept for the process's life, and reachable, so
+// that a leak checker (the fuzzers' sanitizer) does not take the older ones for leaks.
+struct WrittenName {
+    WrittenName* before;
+    std::string name;
+};
+std::atomic<WrittenName*> g_written_names{nullptr};
 
 // Async-signal-safe pieces of the line the handler says.
 void append(char* line, size_t& at, size_t cap, const char* text) {
@@ -413,10 +420,10 @@ void OutputFile::commit() {
     }
     committed_ = true;
     // Said by the line of a signal that stops the command from here on (say_what_is_left).
-    char* name = output_ && t_not_outputs == 0 ? new (std::nothrow) char[path_.size() + 1] : nullptr;
-    if (name) {
-        std::memcpy(name, path_.c_str(), path_.size() + 1);
-        g_last_written.store(name);   // the one before is not freed: the handler may be reading it
+    if (output_ && t_not_outputs == 0) {
+        auto* written = new WrittenName{g_written_names.load(), path_};
+        while (!g_written_names.compare_exchange_weak(written->before, written)) {}
+        g_last_written.store(written->name.c_str());   // the one before stays: the handler may be reading it
         g_written.fetch_add(1);
     }
     release(slot_);
