@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 
 #include "helpers.hpp"
@@ -151,51 +152,47 @@ TEST_CASE("kernels: asking for CUDA without it fails clearly", "[kernels][cuda][
     CHECK_NOTHROW(k::require_device(k::Device::Cpu));
 }
 
+// Every option the kernels branch on (order, domain, a tolerance's early stop) and both kernel
+// sets, for each n; n != 4 runs the fused kernels only (the baseline's are the same there).
+template <class Check>
+void for_each_cuda_variant(std::initializer_list<int> sizes, int tol_iters, Check&& check) {
+    for (int n : sizes)
+        for (int variant = 0; variant < 8; ++variant) {
+            k::SinkhornOptions opt;
+            opt.device = k::Device::Cuda;
+            opt.n = n;
+            opt.column_first = variant & 1;
+            opt.log_domain = variant & 2;
+            if (variant & 4) {
+                opt.tol = 1e-4f;
+                opt.iters = tol_iters;
+            }
+            for (auto kernels : {k::CudaSinkhornKernels::Fused, k::CudaSinkhornKernels::Baseline}) {
+                if (n != 4 && kernels == k::CudaSinkhornKernels::Baseline) continue;
+                opt.cuda_kernels = kernels;
+                check(opt);
+            }
+        }
+}
+
 TEST_CASE("kernels: CUDA Sinkhorn forward matches the CPU", "[kernels][cuda][gpu]") {
     require_gpu();
     std::mt19937_64 rng(ref::seed() + 30);
-    for (int n : {2, 4, 5, 16})
-        for (int variant = 0; variant < 8; ++variant) {
-            k::SinkhornOptions o;
-            o.device = k::Device::Cuda;
-            o.n = n;
-            o.column_first = variant & 1;
-            o.log_domain = variant & 2;
-            if (variant & 4) {
-                o.tol = 1e-4f;
-                o.iters = 200;
-            }
-            for (auto kernels : {k::CudaSinkhornKernels::Fused, k::CudaSinkhornKernels::Baseline}) {
-                if (n != 4 && kernels == k::CudaSinkhornKernels::Baseline) continue;   // the same kernels
-                o.cuda_kernels = kernels;
-                compare_with_cpu<float, float>(rng, o, false);
-                compare_with_cpu<k::bf16, k::bf16>(rng, o, false);
-                compare_with_cpu<k::bf16, float>(rng, o, false);
-            }
-        }
+    for_each_cuda_variant({2, 4, 5, 16}, 200, [&](const k::SinkhornOptions& opt) {
+        compare_with_cpu<float, float>(rng, opt, false);
+        compare_with_cpu<k::bf16, k::bf16>(rng, opt, false);
+        compare_with_cpu<k::bf16, float>(rng, opt, false);
+    });
 }
 
 TEST_CASE("kernels: CUDA Sinkhorn backward matches the CPU", "[kernels][cuda][gpu]") {
     require_gpu();
     std::mt19937_64 rng(ref::seed() + 31);
-    for (int n : {2, 4, 7, 16})
-        for (int variant = 0; variant < 8; ++variant) {
-            k::SinkhornOptions o;
-            o.device = k::Device::Cuda;
-            o.n = n;
-            o.column_first = variant & 1;
-            o.log_domain = variant & 2;
-            if (variant & 4) {
-                o.tol = 1e-4f;
-                o.iters = 40;   // the fused backward's history (iters x 2 KiB a block) must fit twice
-            }
-            for (auto kernels : {k::CudaSinkhornKernels::Fused, k::CudaSinkhornKernels::Baseline}) {
-                if (n != 4 && kernels == k::CudaSinkhornKernels::Baseline) continue;
-                o.cuda_kernels = kernels;
-                compare_with_cpu<float, float>(rng, o, true);
-                compare_with_cpu<k::bf16, k::bf16>(rng, o, true);
-            }
-        }
+    // 40 iterations: the fused backward's history (iters x 2 KiB a block) must fit twice.
+    for_each_cuda_variant({2, 4, 7, 16}, 40, [&](const k::SinkhornOptions& opt) {
+        compare_with_cpu<float, float>(rng, opt, true);
+        compare_with_cpu<k::bf16, k::bf16>(rng, opt, true);
+    });
 }
 
 TEST_CASE("kernels: CUDA Sinkhorn on buffers that are not 16-byte aligned", "[kernels][cuda][gpu]") {
