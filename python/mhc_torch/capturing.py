@@ -25,7 +25,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
-from . import cudnn_rnn, gpu_paths, inplace_backward, recipes, store, workspaces
+from . import ctc_loss, cudnn_rnn, gpu_paths, inplace_backward, recipes, store, workspaces
 from .capture_tables import HOST, SettingsRecording
 from .errors import a_kind
 from .recipes import Recipe, StepRun, cast_model
@@ -1184,10 +1184,11 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         on_cpu = torch.device(device).type == "cpu"
         kernels = gpu_paths.kernels_as_on_gpu() if on_cpu else contextlib.nullcontext()
         rnns = cudnn_rnn.rnn_as_on_gpu(recipe.autocast_policy == "cuda") if on_cpu else contextlib.nullcontext()
+        ctc = ctc_loss.ctc_on_fake()
         foreach = gpu_paths.foreach_as_on_gpu() if on_cpu else contextlib.nullcontext()
         holds = FrameHolds(rec, model)
         with placement.listening(rec), recipes.autocast_kernels(device, recipe), tracker, fake.recording_to(rec), run, \
-                _collector_at_step_ends(), kernels, rnns, foreach, gpu_paths.transformers_masks_as_on_gpu(), holds, \
+                _collector_at_step_ends(), kernels, rnns, ctc, foreach, gpu_paths.transformers_masks_as_on_gpu(), holds, \
                 data_parallel.following_fsdp2(model, rec, fake) as fsdp2:
             for s in range(steps):
                 rec.step, rec.phase = s, "forward"

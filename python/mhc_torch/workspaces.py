@@ -57,7 +57,7 @@ import re
 
 import torch
 
-from . import cudnn_rnn, store
+from . import ctc_loss, cudnn_rnn, store
 
 # ops that run a cuBLAS (or cuBLASLt) GEMM/GEMV on the thread that calls them
 CUBLAS_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::addmv", "aten::mv",
@@ -282,6 +282,8 @@ class Workspaces:
             return attention_backward_buffers(func, args, kwargs)
         if name in (cudnn_rnn.FORWARD, cudnn_rnn.BACKWARD):
             return cudnn_rnn.transient_buffers(func, args, kwargs, name)
+        if name == ctc_loss.BACKWARD:
+            return ctc_loss.transient_buffers(func, args, kwargs, name)
         if name in ("aten::index_put", "aten::index_put_", "aten::_index_put_impl_") and \
                 _arg(func, args, kwargs, "accumulate", False):
             indices = [i for i in _arg(func, args, kwargs, "indices", []) if isinstance(i, torch.Tensor)]
