@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-FEATS, HIDDEN, LAYERS, CHARS, BATCH, FRAMES = 80, 1024, 5, 29, 32, 1600
+FEATS, HIDDEN, LAYERS, CHARS, BATCH, FRAMES, TARGET = 80, 1024, 5, 29, 32, 1600, 200
 
 
 class SpeechGru(nn.Module):
@@ -33,9 +33,11 @@ def build_model(small=False):
 
 
 def make_batch(small=False):
-    b, t = (2, 40) if small else (BATCH, FRAMES)
-    return {"feats": torch.randn(b, t, FEATS), "labels": torch.randint(0, CHARS, (b, t // 2))}
+    b, t, n = (2, 40, 5) if small else (BATCH, FRAMES, TARGET)
+    return {"feats": torch.randn(b, t, FEATS), "targets": torch.randint(1, CHARS, (b, n)),
+            "feat_lens": [t // 2] * b, "target_lens": [n] * b}
 
 
 def loss_fn(model, batch):
-    return F.cross_entropy(model(batch["feats"]).flatten(0, 1).float(), batch["labels"].flatten())
+    logp = model(batch["feats"]).float().log_softmax(-1).transpose(0, 1)   # frames x batch x chars
+    return F.ctc_loss(logp, batch["targets"], batch["feat_lens"], batch["target_lens"])
