@@ -22,6 +22,12 @@ _cudnn_rnn; AutocastRNN.cpp; read, not copied):
   weight gradient (`zeros(weight_buf)`), whose slices are the parameters' gradients (fp32: the
   `.grad` of every parameter of the module is a view of that one allocation).
 
+nn.LSTMCell and nn.GRUCell (aten::lstm_cell, gru_cell) take CUDA's fused cell on fake tensors too
+(RNN.cpp's LSTMCell and GRUCell on a CUDA input): the two gate matmuls, then
+_thnn_fused_lstm_cell / _thnn_fused_gru_cell, which keep one workspace of the gates for the
+backward (batch x 4 hidden, GRU batch x 5 hidden) where the CPU's composite keeps each gate's
+activations and products.
+
 Estimated (cuDNN's own sizes need a GPU: cudnnGetRNNTempSpaceSizes): the reserve space, sized as
 what the backward cannot do without, in the input's dtype: for every layer, direction and time
 step the gates' activations (LSTM 4 x hidden, GRU 3 gates and the hidden's candidate term, 4 x
@@ -224,7 +230,21 @@ def _kernels(cast: Cast):
             return out, hy
         return kernel
 
-    return {"lstm.input": lstm, "gru.input": one_hidden(_aten.gru.input, GRU),
+    def lstm_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+        if not isinstance(input, FakeTensor):
+            return _composite(_aten.lstm_cell.default, input, hx, w_ih, w_hh, b_ih, b_hh)
+        igates, hgates = torch.matmul(input, w_ih.t()), torch.matmul(hx[0], w_hh.t())
+        hy, cy, _ = _aten._thnn_fused_lstm_cell.default(igates, hgates, hx[1], b_ih, b_hh)
+        return hy, cy
+
+    def gru_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+        if not isinstance(input, FakeTensor):
+            return _composite(_aten.gru_cell.default, input, hx, w_ih, w_hh, b_ih, b_hh)
+        igates, hgates = torch.matmul(input, w_ih.t()), torch.matmul(hx, w_hh.t())
+        return _aten._thnn_fused_gru_cell.default(igates, hgates, hx, b_ih, b_hh)[0]
+
+    return {"lstm_cell": lstm_cell, "gru_cell": gru_cell,
+            "lstm.input": lstm, "gru.input": one_hidden(_aten.gru.input, GRU),
             "rnn_tanh.input": one_hidden(_aten.rnn_tanh.input, TANH),
             "rnn_relu.input": one_hidden(_aten.rnn_relu.input, RELU)}
 

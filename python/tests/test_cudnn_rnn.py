@@ -151,3 +151,22 @@ def test_real_cpu_rnns_elsewhere_keep_their_path():
     with rnn_as_on_gpu(True):
         got = m(x)[0]
     assert torch.equal(want, got)
+
+
+@pytest.mark.parametrize("kind,fused,gates", [("LSTMCell", "aten::_thnn_fused_lstm_cell", 4),
+                                              ("GRUCell", "aten::_thnn_fused_gru_cell", 5)])
+def test_cells_run_cudas_fused_cell(tmp_path, kind, fused, gates):
+    """nn.LSTMCell / nn.GRUCell on a CUDA input: two gate matmuls, then the fused cell, whose
+    workspace (batch x 4 hidden; GRU's 5) and the gate matmuls' outputs (batch x 4 or 3 hidden)
+    autograd keeps; the CPU composite (sigmoid_, mul, ...) ran before, keeping other tensors."""
+    path = str(tmp_path / "cell.db")
+    mhc_torch.capture(lambda: getattr(torch.nn, kind)(I, H), lambda: (torch.randn(B, I),), path=path,
+                      autocast_dtype=None, loss_fn=lambda m, b: (m(*b)[0] if kind == "LSTMCell" else m(*b)).sum())
+    names = [n for (n,) in _rows(path, "SELECT name FROM K")]
+    assert "aten::sigmoid_" not in names and "aten::sigmoid" not in names
+    fwd = _kernel(path, fused)
+    bwd = [k for k in names if k.startswith(fused) and k != fused]
+    assert len(bwd) == 1, names
+    bwd = _kernel(path, bwd[0])
+    workspace = [r for r in _written_by(path, fwd[0]) if r[0] == B * gates * H * 4]
+    assert workspace and workspace[0][2] >= bwd[2], _written_by(path, fwd[0])   # kept for the backward
