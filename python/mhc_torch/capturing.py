@@ -1188,8 +1188,8 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         foreach = gpu_paths.foreach_as_on_gpu() if on_cpu else contextlib.nullcontext()
         holds = FrameHolds(rec, model)
         with placement.listening(rec), recipes.autocast_kernels(device, recipe), tracker, fake.recording_to(rec), run, \
-                _collector_at_step_ends(), kernels, rnns, ctc, foreach, gpu_paths.transformers_masks_as_on_gpu(), holds, \
-                data_parallel.following_fsdp2(model, rec, fake) as fsdp2:
+                _collector_at_step_ends(), kernels, rnns, ctc, foreach, gpu_paths.transformers_masks_as_on_gpu(), \
+                holds, data_parallel.following_fsdp2(model, rec, fake) as fsdp2:
             for s in range(steps):
                 rec.step, rec.phase = s, "forward"
                 t0 = rec.t
