@@ -28,11 +28,15 @@ _thnn_fused_lstm_cell / _thnn_fused_gru_cell, which keep one workspace of the ga
 backward (batch x 4 hidden, GRU batch x 5 hidden) where the CPU's composite keeps each gate's
 activations and products.
 
-Estimated (cuDNN's own sizes need a GPU: cudnnGetRNNTempSpaceSizes): the reserve space, sized as
-what the backward cannot do without, in the input's dtype: for every layer, direction and time
-step the gates' activations (LSTM 4 x hidden, GRU 3 gates and the hidden's candidate term, 4 x
-hidden, RNN 1 x hidden) and LSTM's cell state (hidden), and the output of every layer but the
-last (hidden x directions), twice with dropout between layers (the mask). Not modelled: cuDNN's
+Estimated (cuDNN's own sizes need a GPU: cudnnGetRNNTempSpaceSizes): the reserve space, in the
+input's dtype, per time step: for every layer and direction LSTM 5 x hidden (its 4 gates and the
+cell state), GRU 6 x hidden, RNN 1 x hidden (its activation; not checked), and the output of every
+layer but the last (hidden x directions), twice with dropout between layers (the mask; not
+checked). Checked on the two fp32 reserve sizes cuDNN reported in pytorch/pytorch#2895 (a P100,
+2017), 4 layers of 320 units over 123 inputs (what the issue's parameter counts give): LSTM
+736,000,000 B gives steps x batch = 25,000 (the issue does not state them), and with it the GRU
+rule gives the GRU's 864,000,000 B exactly (GRU 4 x hidden, the backward's minimum, would give
+672,000,000). Newer cuDNN versions may size it otherwise. Not modelled: cuDNN's
 workspaces (taken and given back inside each call), the dropout state (about 2 MiB, made once
 per device for a module with dropout between layers), packed sequences (PackedSequence inputs
 keep the CPU's path). The capture's meta says so (`capture.cudnn_rnn*`).
@@ -54,8 +58,8 @@ _KEYS = ("AutogradCPU", "CPU")
 # cuDNN's modes (cudnnRNNMode_t) and the gate blocks of each.
 RELU, TANH, LSTM, GRU = 0, 1, 2, 3
 _GATES = {RELU: 1, TANH: 1, LSTM: 4, GRU: 3}
-# What the backward needs per step and direction, in hidden sizes (the module's docstring).
-_KEPT = {RELU: 1, TANH: 1, LSTM: 5, GRU: 4}
+# What the reserve keeps per step, layer and direction, in hidden sizes (the module's docstring).
+_KEPT = {RELU: 1, TANH: 1, LSTM: 5, GRU: 6}
 
 FORWARD = "aten::_cudnn_rnn"
 BACKWARD = "aten::_cudnn_rnn_backward"
@@ -273,8 +277,8 @@ def meta(model: torch.nn.Module) -> dict[str, str]:
     if not names:
         return {}
     return {"capture.cudnn_rnn": json.dumps(names),
-            "capture.cudnn_rnn.estimated": "reserve space (sized as what the backward needs: gates, LSTM cell "
-                                           "state, outputs of inner layers, dropout masks)",
+            "capture.cudnn_rnn.estimated": "reserve space (per step, layer and direction LSTM 5, GRU 6, RNN 1 x "
+                                           "hidden, and inner layers' outputs: docs/torch.md)",
             "capture.cudnn_rnn.unmodelled": "cuDNN workspaces, the dropout state, packed sequences (CPU path)"}
 
 

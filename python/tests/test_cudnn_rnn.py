@@ -110,8 +110,18 @@ def test_gru_flops_count_the_gates_gemms(tmp_path):
     flops = dict(_rows(path, "SELECT k.name, i.flops FROM K k JOIN kernel_info i ON i.kernel = k.id "
                              "WHERE k.name LIKE 'aten::_cudnn_rnn%'"))
     assert flops == {"aten::_cudnn_rnn": 80640, "aten::_cudnn_rnn_backward": 161280}
-    # GRU's reserve: 4 x 16 per step and layer + the inner output: (2 x 64 + 16) x 15 x 4 B = 8,640 B
-    assert _rows(path, "SELECT count(*) FROM A WHERE bytes = 8640")[0][0] == 1
+    # GRU's reserve: 6 x 16 per step and layer + the inner output: (2 x 96 + 16) x 15 x 4 B = 12,480 B
+    assert _rows(path, "SELECT count(*) FROM A WHERE bytes = 12480")[0][0] == 1
+
+
+def test_reserve_rule_gives_the_sizes_cudnn_reported():
+    """pytorch/pytorch#2895 (P100, fp32): cuDNN's reserve for a 4-layer LSTM and GRU of 320 units
+    over 123 inputs was 736,000,000 B and 864,000,000 B. The LSTM's size gives steps x batch =
+    736,000,000 / 4 / (4 x 5 x 320 + 3 x 320) = 25,000; the GRU's then follows."""
+    from mhc_torch.cudnn_rnn import GRU, LSTM, reserve_bytes
+
+    assert reserve_bytes(LSTM, 25000, 1, 320, 320, 4, 1, 0.0, 4) == 736_000_000
+    assert reserve_bytes(GRU, 500, 50, 320, 320, 4, 1, 0.0, 4) == 864_000_000
 
 
 def test_capture_says_what_is_estimated(tmp_path, capsys):
