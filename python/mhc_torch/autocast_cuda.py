@@ -24,8 +24,8 @@ The policy (facts, not code, from PyTorch 2.15):
   argument is eligible; promote runs in float32 if any eligible argument is float32;
 - `linalg_matrix_sqrth` (registered for CUDA autocast in 2.15 outside these lists) runs in fp32
   under real CUDA autocast: observed on fake CUDA tensors, whose forward does run CUDA autocast.
-`_cudnn_rnn` (cuDNN's RNN, cast by `aten/src/ATen/cudnn/AutocastRNN.cpp`) is not emulated: CPU
-RNNs take other ops. The table is checked against the installed torch's CUDA registrations by the
+`_cudnn_rnn` (cuDNN's RNN, cast to fp16 by `aten/src/ATen/cudnn/AutocastRNN.cpp`) is not in the
+table: the capture's RNN path (cudnn_rnn.py) applies that cast itself. The table is checked against the installed torch's CUDA registrations by the
 tests (python/tests/test_autocast_cuda.py), and ops registered for CUDA autocast but missing from
 the table are listed in the capture's meta (`capture.autocast_unmodelled`).
 """
@@ -74,7 +74,7 @@ PROMOTE = "addcdiv addcmul atan2 bilinear cross dot vdot grid_sampler index_put 
 REFUSED = {"binary_cross_entropy": "torch.nn.functional.binary_cross_entropy is unsafe to autocast and CUDA "
                                    "autocast refuses it; use binary_cross_entropy_with_logits"}
 
-NOT_EMULATED = {"_cudnn_rnn": "cuDNN's RNN kernel; CPU RNNs run other ops"}
+NOT_EMULATED = {"_cudnn_rnn": "cuDNN's RNN kernel; cast to fp16 by the capture's RNN path (cudnn_rnn.py)"}
 
 _KEY = torch._C.DispatchKey.AutocastCPU
 

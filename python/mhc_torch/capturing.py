@@ -25,7 +25,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
-from . import gpu_paths, inplace_backward, recipes, store, workspaces
+from . import ctc_loss, cudnn_rnn, gpu_paths, inplace_backward, recipes, store, workspaces
 from .capture_tables import HOST, SettingsRecording
 from .errors import a_kind
 from .recipes import Recipe, StepRun, cast_model
@@ -180,6 +180,8 @@ def _flops_of(func, args, kwargs, out) -> int:
         f = _flop_registry.get(_FLOPS_AS.get(func._overloadpacket.__name__))
     if f is None and func._overloadpacket.__name__ == "_grouped_mm":
         return _grouped_mm_flops(out, *args)
+    if f is None and func._overloadpacket.__name__.startswith("_cudnn_rnn"):
+        return cudnn_rnn.flops(func, args, kwargs) or 0
     if f is None:
         return 0
     try:
@@ -928,14 +930,9 @@ def model_facts(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dic
             stepped[p.dtype] = stepped.get(p.dtype, 0) + p.numel() * p.element_size()
     if stepped:
         facts["capture.optimizer_dtype"] = str(max(stepped, key=stepped.get)).replace("torch.", "")
-    # Recurrent layers run cuDNN's fused RNN kernel on a GPU (aten::_cudnn_rnn: a reserve space kept
-    # for the backward; under autocast fp16 inputs and a fresh fp16 copy of the weights, whatever the
-    # autocast dtype: ATen's cudnn/AutocastRNN.cpp). Fake CPU tensors run the CPU's RNN ops instead
-    # (aten::mkldnn_rnn_layer, uncast, no FLOPs counted), which the capture records as they come:
-    # the modules are named so that the user is told (mhc-torch capture warns).
-    rnns = [f"{type(model).__name__}.{n}" for n, m in model.named_modules() if isinstance(m, torch.nn.RNNBase)]
-    if rnns:
-        facts["capture.unmodelled_modules"] = json.dumps(rnns)
+    # Recurrent layers run cuDNN's fused RNN kernel on a GPU, which the capture runs too, its reserve
+    # space estimated (cudnn_rnn.py): the modules and what is estimated are named.
+    facts.update(cudnn_rnn.meta(model))
     hf = sys.modules.get("transformers.modeling_utils")
     layers_mod = sys.modules.get("transformers.modeling_layers")
     if hf is not None and isinstance(model, hf.PreTrainedModel) and getattr(model, "supports_gradient_checkpointing", False):
@@ -1186,11 +1183,13 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         run = StepRun(rec, model, opt, loss_fn, recipe, device, param_name, optimizer_setting)
         on_cpu = torch.device(device).type == "cpu"
         kernels = gpu_paths.kernels_as_on_gpu() if on_cpu else contextlib.nullcontext()
+        rnns = cudnn_rnn.rnn_as_on_gpu(recipe.autocast_policy == "cuda") if on_cpu else contextlib.nullcontext()
+        ctc = ctc_loss.ctc_on_fake()
         foreach = gpu_paths.foreach_as_on_gpu() if on_cpu else contextlib.nullcontext()
         holds = FrameHolds(rec, model)
         with placement.listening(rec), recipes.autocast_kernels(device, recipe), tracker, fake.recording_to(rec), run, \
-                _collector_at_step_ends(), kernels, foreach, gpu_paths.transformers_masks_as_on_gpu(), holds, \
-                data_parallel.following_fsdp2(model, rec, fake) as fsdp2:
+                _collector_at_step_ends(), kernels, rnns, ctc, foreach, gpu_paths.transformers_masks_as_on_gpu(), \
+                holds, data_parallel.following_fsdp2(model, rec, fake) as fsdp2:
             for s in range(steps):
                 rec.step, rec.phase = s, "forward"
                 t0 = rec.t

@@ -303,12 +303,11 @@ def _capture(a, parser: argparse.ArgumentParser) -> int:
     print(_flops_line(r, a.gpu))
     if r.meta.get("capture.allocator_conf_late") is not None:
         print(_allocator_late(r.meta), file=sys.stderr)
-    if r.meta.get("capture.unmodelled_modules"):
-        rnns = json.loads(r.meta["capture.unmodelled_modules"])
-        print(f"mhc-torch: warning: {_rnn_names(rnns)} run cuDNN's RNN kernel on a GPU, which a capture does not "
-              "model: the trace has the CPU's RNN ops (no cuDNN reserve space, uncast under autocast where cuDNN "
-              "runs fp16, no FLOPs counted), so its memory and time in these modules are not a GPU's",
-              file=sys.stderr)
+    if r.meta.get("capture.cudnn_rnn"):
+        rnns = json.loads(r.meta["capture.cudnn_rnn"])
+        print(f"mhc-torch: note: {_rnn_names(rnns)} captured as cuDNN's RNN kernel (aten::_cudnn_rnn, fp16 under "
+              "autocast); its reserve space is estimated (cuDNN sizes it on the GPU) and its workspaces are not "
+              "modelled: meta capture.cudnn_rnn.estimated", file=sys.stderr)
     if r.meta.get("capture.hf_checkpointing_on") == "true" and setting is None and not a.forward_only:
         off = _without_hf_checkpointing(r, build, make_batch, a, capture_kwargs=dict(
             steps=a.steps, gpu=a.gpu, loss_fn=loss_fn, optimizer=optimizer, autocast_dtype=dtype,

@@ -57,7 +57,7 @@ import re
 
 import torch
 
-from . import store
+from . import ctc_loss, cudnn_rnn, store
 
 # ops that run a cuBLAS (or cuBLASLt) GEMM/GEMV on the thread that calls them
 CUBLAS_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::addmv", "aten::mv",
@@ -280,6 +280,10 @@ class Workspaces:
             return [(buf, f"reduction staging ({name})"), (sem, f"reduction semaphores ({name})")] if buf else []
         if name == ATTENTION_BACKWARD:
             return attention_backward_buffers(func, args, kwargs)
+        if name in (cudnn_rnn.FORWARD, cudnn_rnn.BACKWARD):
+            return cudnn_rnn.transient_buffers(func, args, kwargs, name)
+        if name == ctc_loss.BACKWARD:
+            return ctc_loss.transient_buffers(func, args, kwargs, name)
         if name in ("aten::index_put", "aten::index_put_", "aten::_index_put_impl_") and \
                 _arg(func, args, kwargs, "accumulate", False):
             indices = [i for i in _arg(func, args, kwargs, "indices", []) if isinstance(i, torch.Tensor)]

@@ -11,38 +11,6 @@ torch = pytest.importorskip("torch")
 import mhc_torch  # noqa: E402
 from mhc_torch.cli import main  # noqa: E402
 
-LSTM = """
-    import torch
-    class Lm(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.embed = torch.nn.Embedding(64, 8)
-            self.rnns = torch.nn.ModuleList([torch.nn.LSTM(8, 16, batch_first=True), torch.nn.GRU(16, 16)])
-            self.head = torch.nn.Linear(16, 64)
-        def forward(self, ids):
-            x, _ = self.rnns[0](self.embed(ids))
-            x, _ = self.rnns[1](x)
-            return self.head(x)
-    def build_model(): return Lm()
-    def make_batch(): return {"ids": torch.randint(0, 64, (2, 5))}
-    def loss_fn(model, batch): return model(batch["ids"]).float().mean()
-"""
-
-
-def test_recurrent_layers_are_named_as_not_modelled(tmp_path, capsys):
-    """nn.LSTM and nn.GRU run cuDNN's RNN kernel on a GPU (a reserve space; fp16 under autocast);
-    the capture records the CPU's aten::mkldnn_rnn_layer in its place, silently before: the trace
-    now names the modules (meta capture.unmodelled_modules) and the capture warns in one line."""
-    model = tmp_path / "lstm.py"
-    model.write_text(textwrap.dedent(LSTM))
-    out = str(tmp_path / "lstm.db")
-    assert main(["capture", str(model), "-o", out]) == 0
-    err = capsys.readouterr().err
-    assert "warning: Lm.rnns.0, Lm.rnns.1 (recurrent layers) run cuDNN's RNN kernel on a GPU" in err, err
-    meta = dict(mhc_torch.read_table(out, "meta")[["key", "value"]].values)
-    assert json.loads(meta["capture.unmodelled_modules"]) == ["Lm.rnns.0", "Lm.rnns.1"]
-
-
 def test_a_model_without_recurrent_layers_gets_no_such_warning(tmp_path, capsys):
     model = tmp_path / "mlp.py"
     model.write_text(textwrap.dedent("""
@@ -54,7 +22,7 @@ def test_a_model_without_recurrent_layers_gets_no_such_warning(tmp_path, capsys)
     out = str(tmp_path / "mlp.db")
     assert main(["capture", str(model), "-o", out]) == 0
     assert "cuDNN" not in capsys.readouterr().err
-    assert "capture.unmodelled_modules" not in set(mhc_torch.read_table(out, "meta")["key"])
+    assert "capture.cudnn_rnn" not in set(mhc_torch.read_table(out, "meta")["key"])
 
 
 def test_a_loss_over_a_boolean_mask_says_what_captures(tmp_path, capsys):

@@ -1,8 +1,7 @@
 """An LSTM language model (AWD-LSTM's shape without its regularisers): embedding 1024, 4 stacked
 nn.LSTM layers of 2048 units kept in an nn.ModuleList with dropout between them (cuDNN's RNN
-kernel on a GPU), batch 64 x 256 tokens, vocabulary 32,000. The capture records the CPU's RNN op
-(aten::mkldnn_rnn_layer) where a GPU runs cuDNN's, and says so in a warning (docs/torch.md,
-"Recurrent layers")."""
+kernel on a GPU), batch 64 x 256 tokens, vocabulary 32,000. The capture runs cuDNN's kernel as a GPU
+does, its reserve space estimated, and says so in a note (docs/torch.md, "Recurrent layers")."""
 import torch
 import torch.nn.functional as F
 from torch import nn

@@ -1,0 +1,52 @@
+"""F.ctc_loss in a captured step (python/mhc_torch/ctc_loss.py): refused before, whatever the
+lengths ("aten._ctc_loss cannot run on fake tensors: its output shape depends on tensor values");
+with the lengths as Python lists it now captures with CUDA's outputs."""
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn.functional as F  # noqa: E402
+
+import mhc_torch  # noqa: E402
+from mhc_torch.capturing import CaptureError  # noqa: E402
+
+T, N, C, S = 50, 3, 29, 10  # frames, batch, classes, target length
+
+
+def _capture(path, lengths=list):
+    def loss(m, b):
+        lp = m(b[0]).float().log_softmax(-1).transpose(0, 1)   # T x N x C
+        return F.ctc_loss(lp, b[1], lengths([T] * N), lengths([S] * N))
+    return mhc_torch.capture(lambda: torch.nn.Linear(8, C), lambda: (torch.randn(N, T, 8), torch.randint(1, C, (N, S))),
+                             path=path, loss_fn=loss)
+
+
+def test_ctc_loss_with_list_lengths_captures_cudas_buffers(tmp_path):
+    path = str(tmp_path / "ctc.db")
+    _capture(path)
+    a = mhc_torch.read_table(path, "allocations")
+    made = sorted(a[a.label == "aten::_ctc_loss"].bytes)
+    # the loss per sample (3 x 4 B) and log_alpha: 3 x 50 x (2 x 10 + 1) fp32 = 12,600 B
+    assert made == [12, 12600]
+    alpha = a[(a.label == "aten::_ctc_loss") & (a.bytes == 12600)].iloc[0]
+    bwd = a[a.label == "aten::_ctc_loss_backward"].iloc[0]
+    assert bwd.bytes == T * N * C * 4              # the gradient, like log_probs
+    assert alpha.t_free >= bwd.t_alloc             # log_alpha kept for the backward
+    beta = a[a.label == "CTC loss backward: log_beta"]
+    assert list(beta.bytes) == [12600]
+
+
+def test_tensor_lengths_still_say_why(tmp_path):
+    with pytest.raises(CaptureError, match="_ctc_loss"):
+        _capture(str(tmp_path / "ctc.db"), lengths=lambda xs: torch.tensor(xs))
+
+
+def test_real_tensors_keep_torchs_ctc_loss():
+    from mhc_torch.ctc_loss import ctc_on_fake
+
+    torch.manual_seed(0)
+    lp = torch.randn(T, N, C).log_softmax(-1)
+    tg = torch.randint(1, C, (N, S))
+    want = F.ctc_loss(lp, tg, [T] * N, [S] * N)
+    with ctc_on_fake():
+        got = F.ctc_loss(lp, tg, [T] * N, [S] * N)
+    assert torch.equal(want, got)
