@@ -33,10 +33,12 @@ FLOAT_METRICS = ["throughput_loss", "peak_reduction", "oom_slowdown"]
 
 def generated(mhc, work):
     specs = [["--preset", "gpt2-small", "--layers", "2", "--steps", "2", "--seq", "128"],
-             ["--preset", "gpt2-small", "--layers", "1", "--steps", "3", "--seq", "64", "--seed", "5", "--jitter", "0.3"],
+             ["--preset", "gpt2-small", "--layers", "1", "--steps", "3", "--seq", "64", "--seed", "5",
+              "--jitter", "0.3"],
              ["--preset", "llama2-7b", "--layers", "1", "--steps", "2", "--seq", "128", "--seed", "11",
               "--jitter", "0.1"],
-             ["--preset", "mhc-27b", "--layers", "2", "--steps", "2", "--seq", "64", "--tp", "2", "--dp", "1", "--pp", "1"]]
+             ["--preset", "mhc-27b", "--layers", "2", "--steps", "2", "--seq", "64", "--tp", "2", "--dp", "1",
+              "--pp", "1"]]
     out = []
     for i, args in enumerate(specs):
         path = work / f"gen-{i}.db"
@@ -138,7 +140,8 @@ def simulate_case(mhc, trace, rng, work):
     db = work / "sim-runs.db"
     if db.exists():
         db.unlink()
-    tag = f"simulate {trace.name} {' '.join(args)} ({', '.join(k + '=' + env[k] for k in sorted(env) if k.startswith('MHC_'))})"
+    env_text = ", ".join(k + "=" + env[k] for k in sorted(env) if k.startswith("MHC_"))
+    tag = f"simulate {trace.name} {' '.join(args)} ({env_text})"
     p = subprocess.run([mhc, "simulate", str(trace), "--json", "--runs-db", str(db)] + args, capture_output=True,
                        text=True, env=env)
     if p.returncode not in (0, 3):
@@ -248,7 +251,7 @@ def sweep_case(mhc, trace, rng, work):
                         problems += [f"{name}: {x}" for x in compare_metrics(want.metrics, runs[name][0]["metrics"],
                                                                                  stored=True)]
                 share, at, n, what = ref.bisect(trace, policy, pf, link, allocator, ratio, b, steps)
-                probes += n
+                probes += steps + 1   # "Sweep": counted for every answer, run or not (n were run)
                 answers += 1
                 line = got["answers"].get((policy, pf), "")
                 if what == "answer":
@@ -263,9 +266,9 @@ def sweep_case(mhc, trace, rng, work):
                         if "bisect_budget" not in runs[bname][0]["config"]:
                             problems.append(f"{bname}: no bisect_budget in its config")
                 elif what == "no saving":
-                    want_line = "no saving within the"
+                    want_line = f"no saving within the {budget} budget"
                 else:
-                    want_line = "not within the budget even at 100%"
+                    want_line = f"not within the {budget} budget even at 100%"
                 if not line.startswith(want_line):
                     problems.append(f"answer {link} {policy} {pf}: mhc '{line}', reference '{want_line}'")
     stored_bisect = sum(len(v) for k, v in runs.items() if k.startswith("bisect:"))
