@@ -130,33 +130,82 @@ def prefetch_args(prefetch):
     return {}
 
 
+def parse_rate(text):
+    """A bandwidth: a size per second (25GB/s; "/s" may be left out)."""
+    return parse_size(text.strip().removesuffix("/s"))
+
+
+def parse_duration(text):
+    """A number and ns, us, ms or s, in seconds."""
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*(ns|us|ms|s)\s*", text)
+    return float(Fraction(m.group(1)) / {"ns": 10 ** 9, "us": 10 ** 6, "ms": 10 ** 3, "s": 1}[m.group(2)])
+
+
+def link_with(name, over):
+    """A preset with the options that override its figures ("Link models"): over maps an option's
+    name (h2d-bandwidth, d2h-bandwidth, latency, copy-engines, duplex-factor, nccl-share, memcpy-share,
+    max-swap-ops-per-sec) to its text."""
+    lk = link(name)
+    for key, text in over.items():
+        if key == "h2d-bandwidth":
+            lk.h2d_bps = parse_rate(text)
+        elif key == "d2h-bandwidth":
+            lk.d2h_bps = parse_rate(text)
+        elif key == "latency":   # both directions
+            lk.h2d_latency_s = lk.d2h_latency_s = parse_duration(text)
+        elif key == "copy-engines":
+            lk.copy_engines = int(text)
+        elif key == "duplex-factor":
+            lk.duplex_factor = float(text)
+        elif key == "nccl-share":
+            lk.nccl_share = float(text)
+        elif key == "memcpy-share":
+            lk.memcpy_share = float(text)
+        elif key == "max-swap-ops-per-sec":
+            lk.max_ops_per_sec = float(text)
+    return lk
+
+
 class Run:
     """One run as `mhc simulate` reports it: the engine's figures and the command's around them."""
 
     def __init__(self, path, cap_text, policy="lru", prefetch="none", link_name="pcie4", allocator="caching",
-                 ratio="0", device=None, share=None):
+                 ratio="0", device=None, share=None, over=None, samples=engine.MEMORY_SAMPLES):
         self.device = pick_device(path, device)
         self.baseline_peak = baseline_peak(path, self.device, allocator)
         self.cap = (math.floor(share * self.baseline_peak) if share is not None
                     else capacity_bytes(cap_text, self.baseline_peak))
         self.host_cap = host_capacity_bytes(ratio, self.cap)
-        res, tr = engine.simulate(str(path), UNLIMITED if self.cap < 0 else self.cap, policy, link(link_name),
-                                 self.device, allocator=allocator, host_cap=max(self.host_cap, 0),
-                                 **prefetch_args(prefetch))
+        tr = engine.Trace(str(path), self.device)
+        sim = engine.Sim(tr, UNLIMITED if self.cap < 0 else self.cap, policy, link_with(link_name, over or {}),
+                         allocator=allocator, host_cap=max(self.host_cap, 0), **prefetch_args(prefetch))
+        kept, engine.MEMORY_SAMPLES = engine.MEMORY_SAMPLES, samples   # --memory-samples
+        try:
+            res = sim.run()
+        finally:
+            engine.MEMORY_SAMPLES = kept
+        self.memory = res.memory
         m = dict(res.metrics)
         m["baseline_peak_bytes"] = self.baseline_peak
         m["capacity_bytes"] = self.cap
         m["host_capacity_bytes"] = self.host_cap
         self.oom = res.oom
-        base, sim = m["baseline_makespan_ns"], m["simulated_makespan_ns"]
+        self.oom_report = None
+        base, sim_ns = m["baseline_makespan_ns"], m["simulated_makespan_ns"]
         if res.oom:
             ev = next(e for e in res.events if e[0] == "oom")
             alloc = tr.allocs[ev[3]][0] if ev[3] is not None else None
             ran = recorded_time_of(path, alloc, ev[4]) - first_recorded(path, self.device)
-            m["oom_slowdown"] = sim / ran - 1 if ran > 0 else 0.0
+            m["oom_slowdown"] = sim_ns / ran - 1 if ran > 0 else 0.0
             m["throughput_loss"] = m["peak_reduction"] = None
+            # rule 7: where, when and the figures (the state is the OOM's: the run stopped there)
+            self.oom_report = dict(sim.oom_report, oom_time_ns=ev[1], oom_bytes_short=ev[5], allocation=alloc,
+                                   kernel=ev[4] or 0)
+            if sim.caching:
+                self.oom_report["largest_free_block"] = sim.caching.largest_free_block()
+            m.update({k: v for k, v in self.oom_report.items() if k.startswith("oom_")})
         else:
-            m["throughput_loss"] = sim / base - 1 if base > 0 else 0.0
+            m["throughput_loss"] = sim_ns / base - 1 if base > 0 else 0.0
             m["peak_reduction"] = 1 - m["simulated_peak_bytes"] / self.baseline_peak
         self.metrics = m
 
@@ -166,16 +215,16 @@ def within(run, budget):
     return not run.oom and run.metrics["throughput_loss"] <= budget
 
 
-def bisect(path, policy, prefetch, link_name, allocator, ratio, budget, steps):
+def bisect(path, policy, prefetch, link_name, allocator, ratio, budget, steps, over=None):
     """"Sweep": the run at 100% first; then lo = 0, hi = 1, `steps` midpoints. Returns (answer share
     or None, the run at it or None, runs made, 'not within' when even 100% is not)."""
-    top = Run(path, "100%", policy, prefetch, link_name, allocator, ratio, share=1.0)
+    top = Run(path, "100%", policy, prefetch, link_name, allocator, ratio, share=1.0, over=over)
     if not within(top, budget):
         return None, None, 1, "not within"
     lo, hi, at, runs = 0.0, 1.0, top, 1
     for _ in range(steps):
         mid = (lo + hi) / 2
-        r = Run(path, None, policy, prefetch, link_name, allocator, ratio, share=mid)
+        r = Run(path, None, policy, prefetch, link_name, allocator, ratio, share=mid, over=over)
         runs += 1
         if within(r, budget):
             hi, at = mid, r
@@ -216,10 +265,14 @@ def cap_name(cap_text):
     return fmt_size(parse_size(t))
 
 
-def run_name(policy, prefetch, cap_text, link_name, allocator):
+def run_name(policy, prefetch, cap_text, link_name, allocator, over=None):
     """The stored run's name (the text output's first line): policy+prefetch@capacity/link, then
-    /caching for the caching allocator (the ideal one is not named)."""
-    return f"{policy}+{prefetch}@{cap_name(cap_text)}/{link_name}" + ("/caching" if allocator == "caching" else "")
+    /caching for the caching allocator (the ideal one is not named); a link whose figures an option
+    overrides (any of them given, whatever its value; --max-swap-ops-per-sec is no figure of the
+    link) is LINK-custom."""
+    custom = any(k != "max-swap-ops-per-sec" for k in (over or {}))
+    return (f"{policy}+{prefetch}@{cap_name(cap_text)}/{link_name}" + ("-custom" if custom else "") +
+            ("/caching" if allocator == "caching" else ""))
 
 
 def share_text(share):

@@ -83,6 +83,15 @@ def random_capacity(rng, peak):
     return f"{frac / scale:.3f}{unit}" if scale >= 10 ** 9 else f"{frac / scale:.1f}{unit}"
 
 
+def random_overrides(rng):
+    """Some of the options that override a link's figures ("Link models"), as a user writes them."""
+    choices = {"h2d-bandwidth": ["20GB/s", "12.5GiB/s", "40 GB/s"], "d2h-bandwidth": ["18GB/s", "30GB"],
+               "latency": ["3us", "0.5 us", "20us", "0ns"], "copy-engines": ["1", "2", "4"],
+               "duplex-factor": ["0.7", "1", "0.25"], "nccl-share": ["0", "0.2"], "memcpy-share": ["0", "0.9"],
+               "max-swap-ops-per-sec": ["5000", "200000", "0"]}
+    return {k: rng.choice(v) for k, v in choices.items() if rng.random() < 0.3}
+
+
 def stored_runs(db):
     q = sqlite3.connect(str(db))
     runs = q.execute("SELECT id, kind, name, status FROM runs ORDER BY id").fetchall()
@@ -133,10 +142,22 @@ def simulate_case(mhc, trace, rng, work):
     prefetch = rng.choice(["none", "none", "lookahead:4", "periodic", "forecast:2", "capuchin"])
     link = rng.choice(list(ref.PRESETS))
     ratio = rng.choice(["0", "0", "0.5", "0.35", "1", "0.123"])
+    over = random_overrides(rng)
+    samples = rng.choice([4096, 4096, 1, 7, 100, 5000])
     env = dict(os.environ)
-    env.pop("MHC_CPU_BUFFER_RATIO", None)
-    env.pop("MHC_EVICTION_STRATEGY", None)
+    for k in ["MHC_CPU_BUFFER_RATIO", "MHC_EVICTION_STRATEGY", "MHC_MAX_SWAP_OPS_PER_SEC"]:
+        env.pop(k, None)
     args = ["--capacity", cap, "--prefetch", prefetch, "--link", link, "--allocator", allocator]
+    if "max-swap-ops-per-sec" in over and rng.random() < 0.5:   # by environment ("Limits")
+        env["MHC_MAX_SWAP_OPS_PER_SEC"] = over["max-swap-ops-per-sec"]
+        args += [] if rng.random() < 0.6 else ["--max-swap-ops-per-sec", over["max-swap-ops-per-sec"]]
+    elif "max-swap-ops-per-sec" in over:
+        args += ["--max-swap-ops-per-sec", over["max-swap-ops-per-sec"]]
+    for k, v in over.items():
+        if k != "max-swap-ops-per-sec":
+            args += [f"--{k}", v]
+    if samples != 4096:
+        args += ["--memory-samples", str(samples)]
     how = rng.random()   # the host buffer and the policy by option, by environment, or both (the option wins)
     if how < 0.25:
         env["MHC_CPU_BUFFER_RATIO"] = ratio
@@ -159,16 +180,17 @@ def simulate_case(mhc, trace, rng, work):
     if p.returncode not in (0, 3):
         return tag, [f"exit {p.returncode}: {p.stderr.strip()[:300]}"]
     out = json.loads(p.stdout)
-    want = ref.Run(trace, cap, policy, prefetch, link, allocator, ratio)
+    want = ref.Run(trace, cap, policy, prefetch, link, allocator, ratio, over=over, samples=samples)
     problems = []
     if out["device"] != want.device:
         problems.append(f"device: mhc {out['device']}, reference {want.device}")
     if (p.returncode == 3) != want.oom:
         problems.append(f"exit {p.returncode}, reference {'OOM' if want.oom else 'finishes'}")
     problems += compare_metrics(want.metrics, out["metrics"])
+    problems += oom_report(want, out, allocator)
     # the stored run: its name, kind and status, and the figures --json printed
     runs = stored_runs(db)
-    name = ref.run_name(policy, prefetch, cap, link, allocator)
+    name = ref.run_name(policy, prefetch, cap, link, allocator, over)
     if name not in runs:
         problems.append(f"stored run names {sorted(runs)}, reference {name}")
     else:
@@ -176,6 +198,14 @@ def simulate_case(mhc, trace, rng, work):
         if (r["kind"], r["status"]) != ("simulated", "oom" if want.oom else "complete"):
             problems.append(f"stored kind/status {r['kind']}/{r['status']}")
         problems += ["stored " + x for x in compare_metrics(want.metrics, r["metrics"], stored=True)]
+        q = sqlite3.connect(str(db))
+        mem = [(t, int(d), int(h)) for t, d, h in q.execute(
+            "SELECT t, device_bytes, host_bytes FROM run_memory ORDER BY t, rowid").fetchall()]
+        q.close()
+        if mem != [(t, int(d), int(h)) for t, d, h in want.memory]:   # "Outputs": the memory timeline
+            diff = next((f"mhc {y}, reference {x}" for x, y in zip(want.memory, mem) if tuple(x) != y),
+                        f"{len(mem)} rows, reference {len(want.memory)}")
+            problems.append(f"run_memory ({samples} samples): {diff}")
     # the text output: first line, capacity line, the figures in the document's words
     t = subprocess.run([mhc, "simulate", str(trace), "--no-store"] + args, capture_output=True, text=True, env=env)
     text = " ".join(t.stdout.split())
@@ -186,6 +216,14 @@ def simulate_case(mhc, trace, rng, work):
     order_only = is_order_only(trace)
     if order_only and not want.oom:   # "Inputs": memory figures stand, times are event numbers
         expect += ["makespan not a time"]
+    if want.oom:   # rule 7's figures in words
+        o = want.oom_report
+        expect += [f"needs {ref.fmt_size(o['oom_bytes_needed'])}",
+                   f"{ref.fmt_size(o['oom_bytes_pinned'])} pinned by running kernels"]
+        if allocator == "ideal":
+            expect += [f"short by {ref.fmt_size(o['oom_bytes_short'])}"]
+        elif o["oom_fragmentation"]:
+            expect += [f"largest free block {ref.fmt_size(o['largest_free_block'])}"]
     if not want.oom:
         expect += [f"(peak reduction {m['peak_reduction'] * 100:.1f}%)",
                    f"simulated {ref.fmt_size(m['simulated_peak_bytes'])}"]
@@ -194,6 +232,26 @@ def simulate_case(mhc, trace, rng, work):
         if e not in text:
             problems.append(f"text output lacks '{e}'")
     return tag, problems
+
+
+def oom_report(want, out, allocator):
+    """Rule 7: --json's oom object and metrics against the reference's."""
+    got = out.get("oom")
+    if not want.oom:
+        return [f"an oom object {got}, reference finishes"] if got else []
+    if not got:
+        return ["no oom object, reference OOM"]
+    o = want.oom_report
+    pairs = [("allocation", o["allocation"]), ("kernel", o["kernel"]), ("time_ns", o["oom_time_ns"]),
+             ("bytes_needed", o["oom_bytes_needed"]), ("bytes_pinned", o["oom_bytes_pinned"]),
+             ("bytes_short", o["oom_bytes_short"]), ("fragmentation", bool(o["oom_fragmentation"]))]
+    if allocator == "caching":
+        pairs.append(("largest_free_block", o["largest_free_block"]))
+    problems = [f"oom {k}: mhc {got.get(k)}, reference {v}" for k, v in pairs if got.get(k) != v]
+    for k in ["oom_bytes_needed", "oom_bytes_pinned", "oom_bytes_short", "oom_fragmentation", "oom_time_ns"]:
+        if int(out["metrics"].get(k, -1)) != int(o[k]):
+            problems.append(f"{k}: mhc {out['metrics'].get(k)}, reference {o[k]}")
+    return problems
 
 
 def parse_sweep(stdout):
@@ -227,12 +285,14 @@ def sweep_case(mhc, trace, rng, work):
     budget = rng.choice(["3%", "50%", "250%", "1000%", "2.5%"])
     steps = rng.choice([2, 3, 4, 5])
     ratio = rng.choice(["0", "0.5"])
+    over = {k: v for k, v in random_overrides(rng).items() if k == "max-swap-ops-per-sec"}   # the one sweep takes
     db = work / "sweep-runs.db"
     if db.exists():
         db.unlink()
     args = ["--policies", ",".join(policies), "--prefetchers", ",".join(prefetchers), "--capacities", ",".join(caps),
             "--links", ",".join(links), "--budget", budget, "--bisect-steps", str(steps), "--allocator", allocator,
-            "--cpu-buffer-ratio", ratio, "-j", "1"]
+            "--cpu-buffer-ratio", ratio, "-j", rng.choice(["1", "1", "2"])]
+    args += [x for k, v in over.items() for x in (f"--{k}", v)]
     tag = f"sweep {trace.name} {' '.join(args)}"
     p = subprocess.run([mhc, "sweep", str(trace), "--runs-db", str(db)] + args, capture_output=True, text=True)
     if p.returncode != 0:
@@ -250,7 +310,7 @@ def sweep_case(mhc, trace, rng, work):
             for pf in prefetchers:
                 rows = got["grid"].get((policy, pf), [])
                 for cap in caps:
-                    want = ref.Run(trace, cap, policy, pf, link, allocator, ratio)
+                    want = ref.Run(trace, cap, policy, pf, link, allocator, ratio, over=over)
                     grid_runs += 1
                     fig = ref.grid_figures(want, cap)
                     fig = " ".join(order_only_row(fig, want.oom) if order_only else fig)
@@ -265,7 +325,7 @@ def sweep_case(mhc, trace, rng, work):
                                                                                  stored=True)]
                 if order_only:
                     continue
-                share, at, n, what = ref.bisect(trace, policy, pf, link, allocator, ratio, b, steps)
+                share, at, n, what = ref.bisect(trace, policy, pf, link, allocator, ratio, b, steps, over)
                 probes += steps + 1   # "Sweep": counted for every answer, run or not (n were run)
                 answers += 1
                 line = got["answers"].get((policy, pf), "")
@@ -362,6 +422,22 @@ def no_events_case(mhc, trace, rng, work):
     return tag, problems
 
 
+def names_case(mhc, trace, rng, work):
+    """"Outputs", **Run names**: each option that overrides a figure of the link, alone, names the link
+    LINK-custom (whatever its value, the preset's own included); --max-swap-ops-per-sec does not."""
+    problems = []
+    for key, value in [("nccl-share", "0.5"), ("memcpy-share", "0.2"), ("copy-engines", "2"), ("latency", "6us"),
+                       ("duplex-factor", "0.5"), ("h2d-bandwidth", "25GB/s"), ("d2h-bandwidth", "1GB/s"),
+                       ("max-swap-ops-per-sec", "5000")]:
+        p = subprocess.run([mhc, "simulate", str(trace), "--capacity", "90%", "--no-store", f"--{key}", value],
+                           capture_output=True, text=True)
+        want = f"run {ref.run_name('lru', 'none', '90%', 'pcie4', 'caching', {key: value})} (device "
+        if want not in " ".join(p.stdout.split()):
+            problems.append(f"--{key} {value}: mhc '{p.stdout.splitlines()[0] if p.stdout else p.stderr.strip()}', "
+                            f"reference '{want}'")
+    return "simulate: run names under each link override", problems
+
+
 def main():
     mhc, work = sys.argv[1], Path(sys.argv[2])
     opt = lambda name, d: next((a.split("=", 1)[1] for a in sys.argv if a.startswith(f"--{name}=")), d)  # noqa
@@ -374,8 +450,9 @@ def main():
     runs = differ = 0
     cases = [("sim", t) for t in traces for _ in range(int(opt("runs", "4")))]
     cases += [("sweep", t) for t in traces for _ in range(int(opt("sweeps", "1")))]
-    cases += [("order", traces[0]), ("noevents", traces[1])]
-    kinds = {"sim": simulate_case, "sweep": sweep_case, "order": order_only_case, "noevents": no_events_case}
+    cases += [("order", traces[0]), ("noevents", traces[1]), ("names", traces[0])]
+    kinds = {"sim": simulate_case, "sweep": sweep_case, "order": order_only_case, "noevents": no_events_case,
+             "names": names_case}
     for kind, trace in cases:
         tag, problems = kinds[kind](mhc, trace, rng, work)
         runs += 1
