@@ -170,15 +170,18 @@ class Run:
     """One run as `mhc simulate` reports it: the engine's figures and the command's around them."""
 
     def __init__(self, path, cap_text, policy="lru", prefetch="none", link_name="pcie4", allocator="caching",
-                 ratio="0", device=None, share=None, over=None, samples=engine.MEMORY_SAMPLES):
+                 ratio="0", device=None, share=None, over=None, samples=engine.MEMORY_SAMPLES, conf=""):
         self.device = pick_device(path, device)
+        # "Capacity": the caching baseline is the recorded settings' (without --allocator-conf), so that a
+        # share is the same bytes under every what-if and the peak reduction is against what was recorded
         self.baseline_peak = baseline_peak(path, self.device, allocator)
         self.cap = (math.floor(share * self.baseline_peak) if share is not None
                     else capacity_bytes(cap_text, self.baseline_peak))
         self.host_cap = host_capacity_bytes(ratio, self.cap)
         tr = engine.Trace(str(path), self.device)
         sim = engine.Sim(tr, UNLIMITED if self.cap < 0 else self.cap, policy, link_with(link_name, over or {}),
-                         allocator=allocator, host_cap=max(self.host_cap, 0), **prefetch_args(prefetch))
+                         allocator=allocator, host_cap=max(self.host_cap, 0), allocator_conf=conf,
+                         **prefetch_args(prefetch))
         kept, engine.MEMORY_SAMPLES = engine.MEMORY_SAMPLES, samples   # --memory-samples
         try:
             res = sim.run()
@@ -215,16 +218,16 @@ def within(run, budget):
     return not run.oom and run.metrics["throughput_loss"] <= budget
 
 
-def bisect(path, policy, prefetch, link_name, allocator, ratio, budget, steps, over=None):
+def bisect(path, policy, prefetch, link_name, allocator, ratio, budget, steps, over=None, conf=""):
     """"Sweep": the run at 100% first; then lo = 0, hi = 1, `steps` midpoints. Returns (answer share
     or None, the run at it or None, runs made, 'not within' when even 100% is not)."""
-    top = Run(path, "100%", policy, prefetch, link_name, allocator, ratio, share=1.0, over=over)
+    top = Run(path, "100%", policy, prefetch, link_name, allocator, ratio, share=1.0, over=over, conf=conf)
     if not within(top, budget):
         return None, None, 1, "not within"
     lo, hi, at, runs = 0.0, 1.0, top, 1
     for _ in range(steps):
         mid = (lo + hi) / 2
-        r = Run(path, None, policy, prefetch, link_name, allocator, ratio, share=mid, over=over)
+        r = Run(path, None, policy, prefetch, link_name, allocator, ratio, share=mid, over=over, conf=conf)
         runs += 1
         if within(r, budget):
             hi, at = mid, r
@@ -265,14 +268,15 @@ def cap_name(cap_text):
     return fmt_size(parse_size(t))
 
 
-def run_name(policy, prefetch, cap_text, link_name, allocator, over=None):
+def run_name(policy, prefetch, cap_text, link_name, allocator, over=None, conf=""):
     """The stored run's name (the text output's first line): policy+prefetch@capacity/link, then
-    /caching for the caching allocator (the ideal one is not named); a link whose figures an option
+    /caching for the caching allocator (the ideal one is not named) with [CONF], the --allocator-conf
+    given, as given; a link whose figures an option
     overrides (any of them given, whatever its value; --max-swap-ops-per-sec is no figure of the
     link) is LINK-custom."""
     custom = any(k != "max-swap-ops-per-sec" for k in (over or {}))
     return (f"{policy}+{prefetch}@{cap_name(cap_text)}/{link_name}" + ("-custom" if custom else "") +
-            ("/caching" if allocator == "caching" else ""))
+            ("/caching" if allocator == "caching" else "") + (f"[{conf}]" if conf else ""))
 
 
 def share_text(share):

@@ -92,6 +92,10 @@ def random_overrides(rng):
     return {k: rng.choice(v) for k, v in choices.items() if rng.random() < 0.3}
 
 
+CONFS = ["expandable_segments:True", "max_split_size_mb:64", "garbage_collection_threshold:0.8",
+         "roundup_power2_divisions:4"]
+
+
 def stored_runs(db):
     q = sqlite3.connect(str(db))
     runs = q.execute("SELECT id, kind, name, status FROM runs ORDER BY id").fetchall()
@@ -147,7 +151,9 @@ def simulate_case(mhc, trace, rng, work):
     env = dict(os.environ)
     for k in ["MHC_CPU_BUFFER_RATIO", "MHC_EVICTION_STRATEGY", "MHC_MAX_SWAP_OPS_PER_SEC"]:
         env.pop(k, None)
+    conf = rng.choice(CONFS) if allocator == "caching" and rng.random() < 0.3 else ""
     args = ["--capacity", cap, "--prefetch", prefetch, "--link", link, "--allocator", allocator]
+    args += ["--allocator-conf", conf] if conf else []
     if "max-swap-ops-per-sec" in over and rng.random() < 0.5:   # by environment ("Limits")
         env["MHC_MAX_SWAP_OPS_PER_SEC"] = over["max-swap-ops-per-sec"]
         args += [] if rng.random() < 0.6 else ["--max-swap-ops-per-sec", over["max-swap-ops-per-sec"]]
@@ -180,7 +186,7 @@ def simulate_case(mhc, trace, rng, work):
     if p.returncode not in (0, 3):
         return tag, [f"exit {p.returncode}: {p.stderr.strip()[:300]}"]
     out = json.loads(p.stdout)
-    want = ref.Run(trace, cap, policy, prefetch, link, allocator, ratio, over=over, samples=samples)
+    want = ref.Run(trace, cap, policy, prefetch, link, allocator, ratio, over=over, samples=samples, conf=conf)
     problems = []
     if out["device"] != want.device:
         problems.append(f"device: mhc {out['device']}, reference {want.device}")
@@ -190,7 +196,7 @@ def simulate_case(mhc, trace, rng, work):
     problems += oom_report(want, out, allocator)
     # the stored run: its name, kind and status, and the figures --json printed
     runs = stored_runs(db)
-    name = ref.run_name(policy, prefetch, cap, link, allocator, over)
+    name = ref.run_name(policy, prefetch, cap, link, allocator, over, conf)
     if name not in runs:
         problems.append(f"stored run names {sorted(runs)}, reference {name}")
     else:
@@ -286,13 +292,14 @@ def sweep_case(mhc, trace, rng, work):
     steps = rng.choice([2, 3, 4, 5])
     ratio = rng.choice(["0", "0.5"])
     over = {k: v for k, v in random_overrides(rng).items() if k == "max-swap-ops-per-sec"}   # the one sweep takes
+    conf = rng.choice(CONFS) if allocator == "caching" and rng.random() < 0.3 else ""
     db = work / "sweep-runs.db"
     if db.exists():
         db.unlink()
     args = ["--policies", ",".join(policies), "--prefetchers", ",".join(prefetchers), "--capacities", ",".join(caps),
             "--links", ",".join(links), "--budget", budget, "--bisect-steps", str(steps), "--allocator", allocator,
             "--cpu-buffer-ratio", ratio, "-j", rng.choice(["1", "1", "2"])]
-    args += [x for k, v in over.items() for x in (f"--{k}", v)]
+    args += [x for k, v in over.items() for x in (f"--{k}", v)] + (["--allocator-conf", conf] if conf else [])
     tag = f"sweep {trace.name} {' '.join(args)}"
     p = subprocess.run([mhc, "sweep", str(trace), "--runs-db", str(db)] + args, capture_output=True, text=True)
     if p.returncode != 0:
@@ -310,14 +317,14 @@ def sweep_case(mhc, trace, rng, work):
             for pf in prefetchers:
                 rows = got["grid"].get((policy, pf), [])
                 for cap in caps:
-                    want = ref.Run(trace, cap, policy, pf, link, allocator, ratio, over=over)
+                    want = ref.Run(trace, cap, policy, pf, link, allocator, ratio, over=over, conf=conf)
                     grid_runs += 1
                     fig = ref.grid_figures(want, cap)
                     fig = " ".join(order_only_row(fig, want.oom) if order_only else fig)
                     if fig not in [" ".join(r) for r in rows]:
                         problems.append(f"grid {link} {policy} {pf} {cap}: mhc {[' '.join(r) for r in rows]}, "
                                         f"reference {fig}")
-                    name = ref.run_name(policy, pf, cap, link, allocator)
+                    name = ref.run_name(policy, pf, cap, link, allocator, conf=conf)
                     if name not in runs:
                         problems.append(f"grid run {name} not stored")
                     else:
@@ -325,14 +332,14 @@ def sweep_case(mhc, trace, rng, work):
                                                                                  stored=True)]
                 if order_only:
                     continue
-                share, at, n, what = ref.bisect(trace, policy, pf, link, allocator, ratio, b, steps, over)
+                share, at, n, what = ref.bisect(trace, policy, pf, link, allocator, ratio, b, steps, over, conf)
                 probes += steps + 1   # "Sweep": counted for every answer, run or not (n were run)
                 answers += 1
                 line = got["answers"].get((policy, pf), "")
                 if what == "answer":
                     want_line = ref.answer_figures(share, at)
                     stored_answers += 1
-                    bname = "bisect:" + ref.run_name(policy, pf, ref.share_text(share), link, allocator)
+                    bname = "bisect:" + ref.run_name(policy, pf, ref.share_text(share), link, allocator, conf=conf)
                     if bname not in runs:
                         problems.append(f"bisection run {bname} not stored ({[n for n in runs if 'bisect' in n]})")
                     else:
