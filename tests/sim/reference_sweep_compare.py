@@ -212,6 +212,7 @@ def simulate_case(mhc, trace, rng, work):
             diff = next((f"mhc {y}, reference {x}" for x, y in zip(want.memory, mem) if tuple(x) != y),
                         f"{len(mem)} rows, reference {len(want.memory)}")
             problems.append(f"run_memory ({samples} samples): {diff}")
+    problems += info_line(mhc, trace, db, name, want)
     # the text output: first line, capacity line, the figures in the document's words
     t = subprocess.run([mhc, "simulate", str(trace), "--no-store"] + args, capture_output=True, text=True, env=env)
     text = " ".join(t.stdout.split())
@@ -238,6 +239,26 @@ def simulate_case(mhc, trace, rng, work):
         if e not in text:
             problems.append(f"text output lacks '{e}'")
     return tag, problems
+
+
+def info_line(mhc, trace, db, name, want):
+    """docs/cli.md "What the commands print": `mhc info` lists each stored run with its id, kind, status,
+    peak, peak reduction, throughput loss and name (an OOM run: OOM and what was short); an order-only
+    trace's runs without a loss ("Inputs")."""
+    p = subprocess.run([mhc, "info", str(trace), "--runs-db", str(db)], capture_output=True, text=True)
+    text = " ".join(p.stdout.split())
+    m = want.metrics
+    if want.oom:   # the name on a line of its own, indented 6, cut to 100 columns with ... (docs/cli.md)
+        second = f"      {name} (out of memory, short by {ref.fmt_size(m['oom_bytes_short'])})"
+        second = second if len(second) <= 100 else second[:97] + "..."
+        expect = f"1 simulated oom - - OOM {' '.join(second.split())}"
+    else:
+        loss = "-" if is_order_only(trace) else f"{m['throughput_loss'] * 100:.2f}%"
+        expect = (f"1 simulated complete {ref.fmt_size(m['simulated_peak_bytes'])} {m['peak_reduction'] * 100:.1f}% "
+                  f"{loss} {name}")
+    if expect not in text:
+        return [f"mhc info lacks '{expect}': {[x for x in p.stdout.splitlines() if 'simulated' in x]}"]
+    return []
 
 
 def oom_report(want, out, allocator):
