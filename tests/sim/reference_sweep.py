@@ -10,6 +10,7 @@ and figures of the text output. The engine under it (which victim, which transfe
 first reading, reference_sim.py; this file adds what the command does around it.
 reference_sweep_compare.py runs it beside `mhc`.
 """
+import json
 import math
 import re
 import sqlite3
@@ -33,8 +34,20 @@ UNITS = {"b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20, "g"
 
 
 def link(name):
-    bw, duplex = PRESETS[name]
-    return engine.Link(h2d_bps=bw, d2h_bps=bw, duplex_factor=duplex)
+    """A preset, or a link profile file ("Link models": nccl_share and memcpy_share 0.5 when absent)."""
+    if name in PRESETS:
+        bw, duplex = PRESETS[name]
+        return engine.Link(h2d_bps=bw, d2h_bps=bw, duplex_factor=duplex)
+    p = json.loads(Path(name).read_text())
+    return engine.Link(h2d_bps=p["h2d"]["bandwidth_Bps"], d2h_bps=p["d2h"]["bandwidth_Bps"],
+                       h2d_latency_s=p["h2d"]["latency_s"], d2h_latency_s=p["d2h"]["latency_s"],
+                       copy_engines=p["copy_engines"], duplex_factor=p["duplex_factor"],
+                       nccl_share=p.get("nccl_share", 0.5), memcpy_share=p.get("memcpy_share", 0.5))
+
+
+def link_label(name):
+    """How a run names its link: the preset's name, or the profile's `name`."""
+    return name if name in PRESETS else json.loads(Path(name).read_text())["name"]
 
 
 def parse_size(text):
@@ -275,7 +288,7 @@ def run_name(policy, prefetch, cap_text, link_name, allocator, over=None, conf="
     overrides (any of them given, whatever its value; --max-swap-ops-per-sec is no figure of the
     link) is LINK-custom."""
     custom = any(k != "max-swap-ops-per-sec" for k in (over or {}))
-    return (f"{policy}+{prefetch}@{cap_name(cap_text)}/{link_name}" + ("-custom" if custom else "") +
+    return (f"{policy}+{prefetch}@{cap_name(cap_text)}/{link_label(link_name)}" + ("-custom" if custom else "") +
             ("/caching" if allocator == "caching" else "") + (f"[{conf}]" if conf else ""))
 
 

@@ -96,6 +96,20 @@ CONFS = ["expandable_segments:True", "max_split_size_mb:64", "garbage_collection
          "roundup_power2_divisions:4"]
 
 
+def profile(work, rng):
+    """A link profile file as `mhc calibrate` writes one ("Link models"), sometimes without the shares."""
+    doc = {"name": f"node-{rng.randint(1, 99)}", "h2d": {"bandwidth_Bps": rng.choice([8e9, 2.45e10, 6e10]),
+                                                        "latency_s": rng.choice([0, 6e-6, 2.5e-5])},
+           "d2h": {"bandwidth_Bps": rng.choice([5e9, 2.5e10]), "latency_s": rng.choice([3e-6, 1e-5])},
+           "copy_engines": rng.choice([1, 2, 3]), "duplex_factor": rng.choice([0.5, 0.9, 1]),
+           "source": "reference_sweep_compare.py", "notes": ["written by hand"]}
+    if rng.random() < 0.5:
+        doc.update(nccl_share=rng.choice([0, 0.3]), memcpy_share=rng.choice([0.1, 0.7]))
+    path = work / f"{doc['name']}.json"
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
 def stored_runs(db):
     q = sqlite3.connect(str(db))
     runs = q.execute("SELECT id, kind, name, status FROM runs ORDER BY id").fetchall()
@@ -144,7 +158,7 @@ def simulate_case(mhc, trace, rng, work):
     cap = random_capacity(rng, peak)
     policy = rng.choice(POLICIES)
     prefetch = rng.choice(["none", "none", "lookahead:4", "periodic", "forecast:2", "capuchin"])
-    link = rng.choice(list(ref.PRESETS))
+    link = rng.choice(list(ref.PRESETS)) if rng.random() < 0.75 else profile(work, rng)
     ratio = rng.choice(["0", "0", "0.5", "0.35", "1", "0.123"])
     over = random_overrides(rng)
     samples = rng.choice([4096, 4096, 1, 7, 100, 5000])
@@ -308,7 +322,7 @@ def sweep_case(mhc, trace, rng, work):
     policies = rng.sample(POLICIES, 2)
     prefetchers = rng.sample(["none", "lookahead:8", "periodic:4"], rng.choice([1, 2]))
     caps = rng.sample(["90%", "75.5%", "50%", "unlimited", f"{peak * 0.8 / (1 << 20):.2f}MiB"], 2)
-    links = rng.sample(["pcie4", "pcie3", "nvlink-c2c", "pcie5"], rng.choice([1, 2]))
+    links = rng.sample(["pcie4", "pcie3", "nvlink-c2c", "pcie5", profile(work, rng)], rng.choice([1, 2]))
     budget = rng.choice(["3%", "50%", "250%", "1000%", "2.5%"])
     steps = rng.choice([2, 3, 4, 5])
     ratio = rng.choice(["0", "0.5"])
@@ -330,9 +344,9 @@ def sweep_case(mhc, trace, rng, work):
     order_only = is_order_only(trace)   # "Inputs": no bisection, - for loss and stall
     b = float(budget.rstrip("%")) / 100
     for link in links:
-        got = shown.get(link)
+        got = shown.get(ref.link_label(link))
         if got is None:
-            problems.append(f"no 'link {link}' heading")
+            problems.append(f"no 'link {ref.link_label(link)}' heading: {sorted(shown)}")
             continue
         for policy in policies:
             for pf in prefetchers:
