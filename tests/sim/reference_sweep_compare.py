@@ -388,6 +388,12 @@ def sweep_case(mhc, trace, rng, work):
                     want_line = f"not within the {budget} budget even at 100%"
                 if not line.startswith(want_line):
                     problems.append(f"answer {link} {policy} {pf}: mhc '{line}', reference '{want_line}'")
+    intro = f"smallest capacity within the loss budget of {budget} (baseline peak {ref.fmt_size(peak)}):"
+    if intro not in p.stdout:
+        problems.append(f"no line '{intro}': {[x for x in p.stdout.splitlines() if x.startswith('smallest')][:1]}")
+    oracle = any(x == "belady" for x in policies) or any(x.startswith("lookahead") for x in prefetchers)
+    if oracle != ("* oracle:" in p.stdout):
+        problems.append(f"the oracle's note {'missing' if oracle else 'printed without an oracle'}")
     stored_bisect = sum(len(v) for k, v in runs.items() if k.startswith("bisect:"))
     if stored_bisect != stored_answers:
         problems.append(f"stored {stored_bisect} bisection runs, reference {stored_answers}")
