@@ -114,7 +114,9 @@ std::function<int()> setup(CLI::App& app) {
         // -1 alone means the link's; any other value is the user's, range-checked with the link (-5 is refused).
         if (o->nccl_share != -1) c.link.nccl_share = o->nccl_share;
         if (o->memcpy_share != -1) c.link.memcpy_share = o->memcpy_share;
-        if (!o->h2d_bw.empty() || !o->d2h_bw.empty() || !o->latency.empty() || o->copy_engines || o->duplex)
+        // Any figure of the link given (the contention shares too: two runs that differ only there had one name).
+        if (!o->h2d_bw.empty() || !o->d2h_bw.empty() || !o->latency.empty() || o->copy_engines || o->duplex ||
+            o->nccl_share != -1 || o->memcpy_share != -1)
             c.link.name += "-custom";
         c.memory_samples = o->samples;
         // A run that is not stored needs no timeline (the printed result and metrics do not read it), as in sweep.
