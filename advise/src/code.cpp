@@ -237,7 +237,7 @@ void offload_code(std::ostringstream& o, const OffloadSetting& f, const CaptureI
     }
     const std::string indent = f.modules ? "    " : "";
     o << indent << "m.register_forward_pre_hook(lambda *_: offload.__enter__())\n"
-      << indent << "m.register_forward_hook(lambda *_: offload.__exit__(None, None, None))\n";
+      << indent << "m.register_forward_hook(lambda *_: offload.__exit__(None, None, None), always_call=True)\n";
     if (streamed && f.prefetch_or_default() > 0)
         o << "# torchtune copies a tensor back when the backward needs it; the prediction (and mhc_torch.apply)\n"
           << "# also brings the next " << f.prefetch_or_default() << " back ahead\n";

@@ -53,9 +53,10 @@ def enter_around_forward(module: torch.nn.Module, context) -> None:
     """Enters `context` (a saved-tensor hooks object, entered again on each call) before the module's
     forward and leaves it after: forward hooks, the very lines `mhc advise` prints around its
     OffloadActivations (around the model itself when the offload is of the whole forward), so that
-    what --verify captures is what the printed code runs."""
+    what --verify captures is what the printed code runs. The exit runs also when the forward
+    raises (always_call), so no hook stays on autograd's stack after an error."""
     module.register_forward_pre_hook(lambda *_: context.__enter__())
-    module.register_forward_hook(lambda *_: context.__exit__(None, None, None))
+    module.register_forward_hook(lambda *_: context.__exit__(None, None, None), always_call=True)
 
 
 def _allocator(conf: str) -> None:
