@@ -1277,3 +1277,28 @@ def test_modules_made_in_forward_are_never_named(tmp_path, mhc_exe):
         "mhc: setting: field 'checkpoint.modules': module 'MadeInForward.Sequential.0' is made inside the forward of "
         "'MadeInForward' on each call, not registered under the model (model.get_submodule cannot reach it); name "
         "'MadeInForward' instead"]
+
+
+@pytest.mark.parametrize("optimizer, micro_batches, host_peak", [
+    # AdamW left to pick (foreach=None): on the host's CPU copies PyTorch runs the for-loop. Masters,
+    # gradient buffers, exp_avg, exp_avg_sq: 4 x 24,576 B (6 weights of 1,024 fp32), 6 step counters
+    # (24 B), and the for-loop's temporaries at their most: a weight's sqrt and quotient while the
+    # previous weight's quotient is held, 3 x 4,096 = 12,288 B. The capture stepped the host copies
+    # with foreach (its fake CPU tensors count as a GPU's), 24,576 B of square roots: 122,904 B.
+    ("adamw", 1, 4 * 24576 + 24 + 3 * 4096),
+    # SGD with momentum, 3 micro-batches, 2 steps: masters, gradient buffers and momentum
+    # (3 x 24,576 B), and in the second step's later passes the host copy of a pass's gradient
+    # added to its buffer, one weight's 4,096 B at a time: the prediction left it out (73,728 B).
+    ("sgd", 3, 3 * 24576 + 4096),
+])
+def test_host_optimizer_as_pytorch_runs_it_on_the_cpu(tmp_path, mhc_exe, optimizer, micro_batches, host_peak):
+    """The optimizer on the host steps with the implementation PyTorch picks for CPU tensors, and
+    gradient accumulation's host copies are in the prediction: predicted = captured = worked out."""
+    make = {"adamw": lambda ps: torch.optim.AdamW(ps, lr=1e-4),
+            "sgd": lambda ps: torch.optim.SGD(ps, lr=1e-2, momentum=0.9)}[optimizer]
+    source = ACCUM_FILE.split("\n\ndef step(")[0]
+    doc, captured = _predicted_and_captured(tmp_path, mhc_exe, source, {"optimizer": {"state": "host"}},
+                                            micro_batches=micro_batches, steps=2, optimizer=make)
+    row = doc["rows"][0]
+    assert row["peak_bytes"] == captured.peak_bytes
+    assert row["host_peak_bytes"] == int(captured.meta["capture.host_peak_bytes"]) == host_peak
