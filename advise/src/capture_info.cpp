@@ -50,6 +50,7 @@ void find_blocks(CaptureInfo& c) {
     std::map<std::string, std::vector<int32_t>> named;
     std::map<std::string, int64_t> work;
     for (size_t m = 0; m < c.module_name.size(); ++m) {
+        if (!c.made_in.empty() && c.made_in[m] >= 0) continue;   // made in a forward: not the user's to name
         std::string prefix;
         int number = 0;
         if (split_numbered(c.module_name[m], prefix, number)) {
@@ -257,6 +258,28 @@ void read_module_calls(const trace::TraceData& trace_data, CaptureInfo& info) {
     std::sort(info.call_starts.begin(), info.call_starts.end());
 }
 
+// Meta capture.unregistered_modules (python/mhc_torch/capture_tables.py, unregistered_meta): absent
+// when the model's forward makes no module of its own.
+void read_unregistered(const trace::TraceData& trace_data, CaptureInfo& info) {
+    info.made_in.assign(info.module_name.size(), -1);
+    const std::string text = trace_data.meta_or("capture.unregistered_modules", "");
+    if (text.empty()) return;
+    const nlohmann::json made = nlohmann::json::parse(text, nullptr, false);
+    auto bad = [&](const std::string& why) {
+        return Error(trace_data.path + ": meta capture.unregistered_modules: " + why +
+                     " (capture the step again with mhc-torch capture)");
+    };
+    if (!made.is_object()) throw bad("not a JSON object of module names");
+    for (const auto& [name, caller] : made.items()) {
+        const int32_t module = info.find_module(name);
+        if (module < 0) throw bad("names module '" + name + "', which the trace lacks");
+        if (!caller.is_string()) throw bad("not a JSON object of module names");
+        const int32_t registered = info.find_module(caller.get<std::string>());
+        if (registered < 0) throw bad("names module '" + caller.get<std::string>() + "', which the trace lacks");
+        info.made_in[static_cast<size_t>(module)] = registered;
+    }
+}
+
 // Meta capture.unpacks (python/mhc_torch/capture_tables.py, on_unpacked): absent in older
 // captures (then a storage is taken as unpacked where the backward first reads it).
 void read_unpacks(const trace::TraceData& trace_data, CaptureInfo& info) {
@@ -376,6 +399,7 @@ CaptureInfo load_capture_info(const trace::TraceData& t) {
         c.saved_by[i] = std::get<1>(saved[i]);
         c.saved_packs[i] = std::get<2>(saved[i]);
     }
+    read_unregistered(t, c);   // before the blocks: such a module is never one
     find_blocks(c);
     read_model_facts(t, c);
     read_frame_holds(t, c);   // python/mhc_torch/frame_holds.py; absent: free at the last use

@@ -226,15 +226,18 @@ void offload_code(std::ostringstream& o, const OffloadSetting& f, const CaptureI
       << "offload = OffloadActivations(use_streams=" << (streamed ? "True" : "False");
     if (streamed) o << ", max_fwd_stash_size=" << f.max_fwd_stash;
     o << ", min_offload_size=" << f.min_bytes << ")\n";
+    // Entered and left by forward hooks, as mhc_torch.apply (enter_around_forward) does: the code
+    // printed is the code --verify captures. The whole forward: around the model's own call (a
+    // loss the model computes inside forward is offloaded, one computed after it is not).
     if (!f.modules) {
-        o << "with offload:                      # around the forward (and the loss)\n"
-          << "    loss = model(**batch).loss\n";
+        o << "m = model                          # around the model's forward (not a loss computed after it)\n";
     } else {
         o << "for name in " << names_expr(*f.modules, info) << ":\n"
-          << "    m = model.get_submodule(name)\n"
-          << "    m.register_forward_pre_hook(lambda *_: offload.__enter__())\n"
-          << "    m.register_forward_hook(lambda *_: offload.__exit__(None, None, None))\n";
+          << "    m = model.get_submodule(name)\n";
     }
+    const std::string indent = f.modules ? "    " : "";
+    o << indent << "m.register_forward_pre_hook(lambda *_: offload.__enter__())\n"
+      << indent << "m.register_forward_hook(lambda *_: offload.__exit__(None, None, None), always_call=True)\n";
     if (streamed && f.prefetch_or_default() > 0)
         o << "# torchtune copies a tensor back when the backward needs it; the prediction (and mhc_torch.apply)\n"
           << "# also brings the next " << f.prefetch_or_default() << " back ahead\n";

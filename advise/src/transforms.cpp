@@ -16,6 +16,13 @@ std::vector<int32_t> resolve_modules(const CaptureInfo& info, const std::vector<
             throw Error("setting: field '" + field + "': the model has no module '" + n + "' (" + info.path + " records " +
                         std::to_string(info.module_name.size()) + " modules, e.g. '" + hint + "')");
         }
+        if (!info.made_in.empty() && info.made_in[static_cast<size_t>(m)] >= 0) {
+            const int32_t made_in = info.made_in[static_cast<size_t>(m)];
+            const std::string caller = info.user_name(made_in).empty() ? info.root : info.user_name(made_in);
+            throw Error("setting: field '" + field + "': module '" + n + "' is made inside the forward of '" + caller +
+                        "' on each call, not registered under the model (model.get_submodule cannot reach it); "
+                        "name '" + caller + "' instead");
+        }
         out.push_back(m);
     }
     return out;

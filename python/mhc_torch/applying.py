@@ -49,17 +49,14 @@ def _suggest(name: str, by_name: dict) -> str:
     return f"names start with the model's class name, e.g. '{example}'"
 
 
-def _wrap_forward_in(module: torch.nn.Module, hooks_of) -> None:
-    """Runs the module's forward inside the context manager hooks_of() returns."""
-    import functools
-
-    inner = module.forward
-
-    @functools.wraps(inner)
-    def forward(*args, **kwargs):
-        with hooks_of():
-            return inner(*args, **kwargs)
-    module.forward = forward
+def enter_around_forward(module: torch.nn.Module, context) -> None:
+    """Enters `context` (a saved-tensor hooks object, entered again on each call) before the module's
+    forward and leaves it after: forward hooks, the very lines `mhc advise` prints around its
+    OffloadActivations (around the model itself when the offload is of the whole forward), so that
+    what --verify captures is what the printed code runs. The exit runs also when the forward
+    raises (always_call), so no hook stays on autograd's stack after an error."""
+    module.register_forward_pre_hook(lambda *_: context.__enter__())
+    module.register_forward_hook(lambda *_: context.__exit__(None, None, None), always_call=True)
 
 
 def _allocator(conf: str) -> None:
@@ -114,8 +111,9 @@ def apply(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, setti
         checkpointing.checkpoint_module(m, policy)
     if off:
         manager = SavedTensorOffload(model, off["mode"], off["min_bytes"], off["max_fwd_stash"], off["prefetch"])
+        hooks = manager.hooks()
         for m in off_modules:
-            _wrap_forward_in(m, manager.hooks)
+            enter_around_forward(m, hooks)
     optimizer = _optimizer_part(optimizer, opt, options)
     if "allocator" in s:
         _allocator(s["allocator"])

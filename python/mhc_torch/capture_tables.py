@@ -34,6 +34,7 @@ class SettingsRecording:
         self.name_of: Callable[[torch.nn.Module], str | None] = lambda m: None
         self.callee_names = weakref.WeakKeyDictionary()   # module -> its name under its caller
         self.callee_prefixes: dict[str, str] = {}   # ModTracker's name of such a module -> its name here
+        self.made_in: dict[str, str] = {}   # such a module's name here -> the registered module that made it
         self.side_free = 0  # when the copy stream is next free (ns)
         self.host_live = self.host_peak = 0
         self.host_seen = False  # an allocation was recorded as host memory (else no op is host work)
@@ -217,7 +218,16 @@ class SettingsRecording:
             called = f"{caller}.{name}"
             self.callee_prefixes[name] = called
         self.callee_names[module] = called
+        # the model's own module whose forward makes it: what a user's code can name instead
+        self.made_in[called] = self.made_in.get(caller, caller)
         return called
+
+    def unregistered_meta(self) -> dict[str, str]:
+        """Meta capture.unregistered_modules: {recorded name: the registered module whose forward
+        made it}, for the modules recorded as "Caller.Class" (model.get_submodule cannot reach
+        them: `mhc advise` names the registered module instead)."""
+        made = dict(sorted(self.made_in.items()))
+        return {"capture.unregistered_modules": json.dumps(made, separators=(",", ":"))} if made else {}
 
     def calls_meta(self) -> dict[str, str]:
         """Meta capture.module_calls: {module: [kernel id, ...]}, the kernel each forward call

@@ -26,6 +26,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from . import ctc_loss, cudnn_rnn, gpu_paths, inplace_backward, recipes, store, workspaces
+from .built_for_gpu import BuiltForGpu, cuda_calls_on_fake_device
 from .capture_tables import HOST, SettingsRecording
 from .errors import a_kind
 from .recipes import Recipe, StepRun, cast_model
@@ -1107,11 +1108,14 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
 
     loss_fn = loss_fn or _default_loss
     with fake:
-        with torch.device(device):
+        # PyTorch reads the allocator's settings once, when CUDA initialises: at build_model()'s
+        # first CUDA tensor or CUDA call if it makes one (built_for_gpu.py), else by the time the
+        # model is built and goes to the GPU, what the script set before (its first lines) counts
+        at_init: list[str] = []
+        building = BuiltForGpu(device, lambda: at_init.append(allocator_env()))
+        with torch.device(device), building, cuda_calls_on_fake_device(building):
             model = build_model()
-        # PyTorch reads the allocator's settings once, when CUDA initialises: by the time the model
-        # is built and on the GPU, what the script set before (its first lines, build_model) counts
-        allocator_conf = allocator_at_build = allocator_env()
+        allocator_conf = allocator_at_build = at_init[0] if at_init else allocator_env()
         if not isinstance(model, torch.nn.Module):
             raise CaptureError(f"build_model() returned {a_kind(model)}, not a torch.nn.Module")
         _refuse_compiled(model)
@@ -1151,6 +1155,11 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
             rec.set_category(p, store.PARAM, n)
         for n, b in model.named_buffers():
             rec.set_category(b, store.OTHER, f"buffer {n}")
+        gc.collect()
+        for st in building.alive():   # held since build_model (a plain attribute, a cache): on the device all along
+            rec._track_storage(st, store.OTHER, "held since build_model")
+        if building.cuda_initialised:
+            facts["capture.cuda_init"] = "build_model"
         param_name = {id(p): n for n, p in params}
         param_name.update({id(h): param_name.get(id(p), "?") for p, h in getattr(opt, "offloaded_params", ())})
         layers = _layer_lists(model)
@@ -1166,8 +1175,9 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         rec.layer_of = layer_of
         rec.track_modules(tracker)
         step_times = []
-        with torch.device(device):
-            batch = make_batch()
+        with torch.device(device), BuiltForGpu(device, lambda: None) as making:
+            with cuda_calls_on_fake_device(making):
+                batch = make_batch()
         # a batch made on "cuda" (as the training script has it) goes where the model went
         batch = tree_map(lambda t: t.to(device) if isinstance(t, torch.Tensor) and t.device.type != torch.device(
             device).type else t, batch)
@@ -1212,6 +1222,7 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         facts.update(rec.unpack_meta())
         facts.update(rec.pack_meta())
         facts.update(rec.calls_meta())
+        facts.update(rec.unregistered_meta())
         modules = rec.module_records(model)
         del run, opt, model, batch
     return list(layers), step_times, modules, facts

@@ -24,7 +24,9 @@ from . import placement
 
 _aten = torch.ops.aten
 # Ops whose outputs save_matmuls keeps: matmuls, convolutions (a CNN's matmuls) and attention
-# (CUDA kernels and their CPU twins).
+# (CUDA kernels and their CPU twins). Not a mixture of experts' aten._grouped_mm: torchtitan's
+# default save list (mm and the attention kernels) recomputes it too (its output's size follows the
+# routing; torchtitan adds it only in an experiment), so "keep matmuls" means what it means there.
 _MATMULS = {getattr(_aten, n) for n in (
     "mm", "bmm", "addmm", "baddbmm", "convolution", "_scaled_dot_product_flash_attention",
     "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention",

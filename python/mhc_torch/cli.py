@@ -326,7 +326,9 @@ def _allocator_late(meta: dict) -> str:
     """The warning for allocator settings the script set after CUDA would have initialised."""
     late = meta["capture.allocator_conf_late"]
     used = meta.get("allocator.conf", "")
-    return (f"mhc-torch: warning: PYTORCH_CUDA_ALLOC_CONF was set to '{late}' after build_model() had returned: "
+    when = ("after build_model() had initialised CUDA (its first CUDA tensor or torch.cuda call)"
+            if meta.get("capture.cuda_init") == "build_model" else "after build_model() had returned")
+    return (f"mhc-torch: warning: PYTORCH_CUDA_ALLOC_CONF was set to '{late}' {when}: "
             "PyTorch reads it once, when CUDA initialises (the model's first CUDA tensor), so the step runs and was "
             f"captured with {repr(used) if used else 'the default settings'}; set it at the top of the script, "
             "before the model is built")

@@ -121,6 +121,18 @@ def _grad_to_host(optimizer: "_HostStep", host: torch.Tensor, param: torch.Tenso
             host.grad.add_(g)
     optimizer._fresh.add(id(host))
     param.grad = None
+def _on_cpu(options: dict) -> dict:
+    """The implementation PyTorch picks for the host copies, said explicitly: `foreach=None` (the
+    default) on CPU tensors is the for-loop (torch.optim.optimizer._default_to_fused_or_foreach
+    gives foreach only to parameters on a device with foreach kernels: cuda, xpu, mtia, a
+    privateuse1 backend). A capture counts its fake CPU tensors as such a device (the GPU's
+    choice for the device step: gpu_paths.foreach_as_on_gpu), which would have stepped the host
+    copies with foreach's temporaries; an explicit foreach=True (or a setting's impl) is kept."""
+    if "foreach" in options and options["foreach"] is None and not options.get("fused"):
+        return {**options, "foreach": False}
+    return options
+
+
 def state_on_host(optimizer: torch.optim.Optimizer, options: dict) -> torch.optim.Optimizer:
     """The optimizer rebuilt over host copies of its parameters (see the module's docstring)."""
     if optimizer.state:
@@ -130,8 +142,8 @@ def state_on_host(optimizer: torch.optim.Optimizer, options: dict) -> torch.opti
     for g in optimizer.param_groups:
         hosts = [_master_copy(p) for p in g["params"]]
         pairs += zip(g["params"], hosts)
-        groups.append({**g, **options, "params": hosts})
-    new = _host_class(type(optimizer))(groups, **_constructor_args(optimizer, options))
+        groups.append(_on_cpu({**g, **options, "params": hosts}))
+    new = _host_class(type(optimizer))(groups, **_on_cpu(_constructor_args(optimizer, options)))
     new.offloaded_params = pairs
     new._fresh = set()
     for p, h in pairs:

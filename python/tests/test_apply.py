@@ -196,3 +196,18 @@ def test_apply_twice_and_after_steps_refused(mhc_model):
     opt2.step()
     with pytest.raises(mhc_torch.SettingError, match="apply the setting before the first step"):
         mhc_torch.apply(m2, opt2, {"optimizer": {"state": "host"}})
+
+
+@pytest.mark.parametrize("modules", [None, ["Sequential.0"]])
+def test_offload_hooks_leave_autograd_after_a_failed_forward(modules):
+    """apply's offload enters its saved-tensor hooks by forward hooks (the printed code's): a forward
+    that raises left them on autograd's stack (every later save of the thread offloaded, outside
+    any chosen module); the exit hook runs also then (always_call)."""
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+    mhc_torch.apply(model, None, {"offload": {"mode": "sync", "modules": modules, "min_bytes": 0}})
+    top = torch._C._autograd._top_saved_tensors_default_hooks
+    with pytest.raises(RuntimeError):
+        model(torch.randn(4, 7))   # wrong width: Linear raises
+    assert top(False) is None
+    model(torch.randn(4, 8)).sum().backward()   # and the model still trains
+    assert top(False) is None

@@ -1180,3 +1180,125 @@ def test_host_optimizer_host_bytes_predicted_as_captured(tmp_path, mhc_exe, weig
     row = doc["rows"][0]
     assert row["peak_bytes"] == captured.peak_bytes
     assert row["host_peak_bytes"] == int(captured.meta["capture.host_peak_bytes"]) == 5 * 6 * 1024 * 4 + 6 * 4
+
+
+def _ce_loss(m, b):
+    """A loss computed after the model's forward (log_softmax saves its 2,048 B output)."""
+    return torch.nn.functional.cross_entropy(m(*b), torch.zeros(32, dtype=torch.long))
+
+
+def _torchtune_stand_in(monkeypatch, model_of):
+    """`from torchtune.training import OffloadActivations` (not installed here): a class with its
+    constructor, giving mhc_torch.offload's hooks of the same semantics over the model that
+    model_of() returns (the printed code's own lines around it are what is tested)."""
+    import types
+
+    from mhc_torch.offload import SavedTensorOffload
+
+    def offload_activations(use_pin_memory=True, use_streams=False, max_fwd_stash_size=5, min_offload_size=1024):
+        mode = "streamed" if use_streams else "sync"
+        return SavedTensorOffload(model_of(), mode, min_offload_size, max_fwd_stash_size if use_streams else 0,
+                                  2 if use_streams else 0).hooks()
+    pkg, training = types.ModuleType("torchtune"), types.ModuleType("torchtune.training")
+    training.OffloadActivations = offload_activations
+    pkg.training = training
+    monkeypatch.setitem(sys.modules, "torchtune", pkg)
+    monkeypatch.setitem(sys.modules, "torchtune.training", training)
+
+
+@pytest.mark.parametrize("offload", [{"mode": "sync"}, {"mode": "streamed", "prefetch": 2},
+                                     {"mode": "sync", "modules": ["Net.blocks.1", "Net.blocks.2"]}])
+def test_printed_offload_code_is_what_verify_captures(tmp_path, mhc_exe, monkeypatch, offload):
+    """The offload code `mhc advise` prints, run as printed (torchtune's class stood in for), and
+    mhc_torch.apply (what --verify captures) enter the hooks at the same places, and the prediction
+    holds for both: the same peak, copies and host peak. The whole forward's printed code was
+    `with offload: loss = model(**batch).loss` (forward and loss inside, and a Hugging Face loss
+    only) where apply and the prediction offload the model's forward alone; now both are the
+    model's forward hooks."""
+    batch = lambda: (torch.randn(32, 16),)   # noqa: E731
+    base = str(tmp_path / "base.db")
+    mhc_torch.capture(Net, batch, steps=1, path=base, autocast_dtype=None, loss_fn=_ce_loss)
+    setting = {"offload": offload}
+    row = _advise_json(mhc_exe, base, setting)["rows"][0]
+    printed = row["code"].split("# or, the same in one line")[0]
+    holder = {}
+    _torchtune_stand_in(monkeypatch, lambda: holder["model"])
+
+    def build_pasted():
+        model = holder["model"] = Net()
+        exec(printed, {"model": model, "torch": torch})
+        return model
+    pasted = mhc_torch.capture(build_pasted, batch, steps=1, path=str(tmp_path / "pasted.db"), autocast_dtype=None,
+                               loss_fn=_ce_loss)
+    applied = mhc_torch.capture(Net, batch, steps=1, path=str(tmp_path / "applied.db"), autocast_dtype=None,
+                                loss_fn=_ce_loss, setting=setting)
+    assert pasted.peak_bytes == applied.peak_bytes == row["peak_bytes"]
+    moved = _copies(str(tmp_path / "pasted.db"))
+    assert moved == _copies(str(tmp_path / "applied.db")) and moved
+    host = [store.read_meta(str(tmp_path / f"{n}.db"))["capture.host_peak_bytes"] for n in ("pasted", "applied")]
+    assert host[0] == host[1] == str(row["host_peak_bytes"])
+
+
+class MadeInForward(nn.Module):
+    """Most of the forward's work runs in modules the forward makes on each call (an nn.Sequential
+    of activations): recorded as "MadeInForward.Sequential.0", ..., which model.get_submodule
+    cannot resolve."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(256, 256)
+
+    def forward(self, x):
+        stack = nn.Sequential(*[nn.GELU() for _ in range(6)])
+        return stack(self.proj(x))
+
+
+def test_modules_made_in_forward_are_never_named(tmp_path, mhc_exe):
+    """Such modules were the model's blocks ("6 blocks (MadeInForward.Sequential)": the planner's
+    checkpoint code would name 'Sequential.0', ..., which get_submodule cannot resolve), and a
+    setting naming one was predicted although mhc_torch.apply (so --verify) refuses it. Now the
+    capture records who made them (meta capture.unregistered_modules), they are never blocks, and a
+    setting naming one is one line saying which registered module to name instead."""
+    path = str(tmp_path / "made.db")
+    r = mhc_torch.capture(MadeInForward, lambda: (torch.randn(4096, 256),), steps=1, path=path, autocast_dtype=None,
+                          loss_fn=lambda m, b: m(*b).sum())
+    made = json.loads(r.meta["capture.unregistered_modules"])
+    assert made["MadeInForward.Sequential"] == "MadeInForward"
+    assert made["MadeInForward.Sequential.5"] == "MadeInForward"
+    out = subprocess.run([mhc_exe, "advise", path, "--capacity", "110MiB"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0].endswith("0 blocks (), 1 step")   # "6 blocks (MadeInForward.Sequential)" before
+    assert "Sequential" not in out.stdout
+    bad = subprocess.run([mhc_exe, "advise", path, "--setting",
+                          json.dumps({"checkpoint": {"modules": ["MadeInForward.Sequential.0"]}})],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines() == [
+        "mhc: setting: field 'checkpoint.modules': module 'MadeInForward.Sequential.0' is made inside the forward of "
+        "'MadeInForward' on each call, not registered under the model (model.get_submodule cannot reach it); name "
+        "'MadeInForward' instead"]
+
+
+@pytest.mark.parametrize("optimizer, micro_batches, host_peak", [
+    # AdamW left to pick (foreach=None): on the host's CPU copies PyTorch runs the for-loop. Masters,
+    # gradient buffers, exp_avg, exp_avg_sq: 4 x 24,576 B (6 weights of 1,024 fp32), 6 step counters
+    # (24 B), and the for-loop's temporaries at their most: a weight's sqrt and quotient while the
+    # previous weight's quotient is held, 3 x 4,096 = 12,288 B. The capture stepped the host copies
+    # with foreach (its fake CPU tensors count as a GPU's), 24,576 B of square roots: 122,904 B.
+    ("adamw", 1, 4 * 24576 + 24 + 3 * 4096),
+    # SGD with momentum, 3 micro-batches, 2 steps: masters, gradient buffers and momentum
+    # (3 x 24,576 B), and in the second step's later passes the host copy of a pass's gradient
+    # added to its buffer, one weight's 4,096 B at a time: the prediction left it out (73,728 B).
+    ("sgd", 3, 3 * 24576 + 4096),
+])
+def test_host_optimizer_as_pytorch_runs_it_on_the_cpu(tmp_path, mhc_exe, optimizer, micro_batches, host_peak):
+    """The optimizer on the host steps with the implementation PyTorch picks for CPU tensors, and
+    gradient accumulation's host copies are in the prediction: predicted = captured = worked out."""
+    make = {"adamw": lambda ps: torch.optim.AdamW(ps, lr=1e-4),
+            "sgd": lambda ps: torch.optim.SGD(ps, lr=1e-2, momentum=0.9)}[optimizer]
+    source = ACCUM_FILE.split("\n\ndef step(")[0]
+    doc, captured = _predicted_and_captured(tmp_path, mhc_exe, source, {"optimizer": {"state": "host"}},
+                                            micro_batches=micro_batches, steps=2, optimizer=make)
+    row = doc["rows"][0]
+    assert row["peak_bytes"] == captured.peak_bytes
+    assert row["host_peak_bytes"] == int(captured.meta["capture.host_peak_bytes"]) == host_peak

@@ -41,7 +41,7 @@ def blocks(cap):
     """docs/advise.md "Search": the numbered children of the module path with the most forward
     kernels (else its named children when they are two or more of one type); when those are all of
     one module type, also every other such stack of one type neither inside nor around it, in
-    forward order."""
+    forward order; never a module the forward makes on each call."""
     fwd_kernels = {}
     for k in cap.kernels:
         if k["phase"] == ref.FWD:
@@ -49,9 +49,12 @@ def blocks(cap):
             while m:
                 fwd_kernels[m] = fwd_kernels.get(m, 0) + 1
                 m = cap.modules.get(m, {}).get("parent", 0)
+    # never a module the forward makes on each call (meta capture.unregistered_modules)
+    made = json.loads(cap.meta.get("capture.unregistered_modules", "") or "{}")
     children = {}
     for mid, m in cap.modules.items():
-        children.setdefault(m["parent"], []).append(mid)
+        if m["name"] not in made:
+            children.setdefault(m["parent"], []).append(mid)
     numbered = {p: [c for c in cs if cap.modules[c]["name"].rpartition(".")[2].isdigit()]
                 for p, cs in children.items()}
     stacks = {p: cs for p, cs in numbered.items() if cs}

@@ -957,7 +957,27 @@ def host_factor(cap):
     return 2.0 if dtype in ("bfloat16", "float16") else 0.5 if dtype == "float64" else 1.0
 
 
-def apply_host_optimizer(plan, cap, host_bw, tensor_cost_ns):
+def host_forloop_adam(cap, impl):
+    """docs/simulator.md: the host step is torch's plain for-loop Adam/AdamW when the setting asks
+    for the for-loop, or asks for nothing and the captured optimizer has neither foreach nor fused
+    true (foreach=None on the host's CPU tensors is the for-loop), and none of amsgrad, maximize,
+    capturable, differentiable."""
+    cls = cap.meta.get("capture.optimizer_class", "")
+    if cls not in ("", "torch.optim.adamw.AdamW", "torch.optim.adam.Adam"):
+        return False
+    try:
+        defaults = json.loads(cap.meta.get("capture.optimizer_defaults", ""))
+    except ValueError:
+        return False
+    if not isinstance(defaults, dict) or any(defaults.get(k) is True for k in
+                                             ("amsgrad", "maximize", "capturable", "differentiable")):
+        return False
+    if impl == "forloop":
+        return True
+    return impl is None and defaults.get("foreach") is not True and defaults.get("fused") is not True
+
+
+def apply_host_optimizer(plan, cap, host_bw, tensor_cost_ns, impl=None):
     steps = optimizer_steps(cap)
     gradient_buffer = {}
     master = False
@@ -989,6 +1009,10 @@ def apply_host_optimizer(plan, cap, host_bw, tensor_cost_ns):
                     live += al.nbytes
             most = max(most, live)
         temporaries = int(most * factor)
+        if host_forloop_adam(cap, impl):
+            # each parameter's sqrt and quotient, the previous parameter's quotient still held
+            sizes = [int(cap.allocs[a]["bytes"] * factor) for a in sorted(params)]
+            temporaries = max((prev + 2 * b for prev, b in zip([0] + sizes, sizes)), default=0)
         # state moves to the host (the first step's moments are made by the host step)
         made_here = []
         for a, i in list(cap.made_by.items()):
@@ -1004,6 +1028,7 @@ def apply_host_optimizer(plan, cap, host_bw, tensor_cost_ns):
         passes = [ks_ for ks_ in cap.passes if any(cap.kernels[i]["step"] == step and
                                                    cap.kernels[i]["phase"] == BWD for i in ks_)]
         pass_sets = [set(pks) for pks in passes]
+        accumulated = {}   # op -> the largest host copy added to a buffer there (passes after the first)
         for g in sorted(grads):
             for pn, pset in enumerate(pass_sets):
                 # the pass's backward kernels that accessed it in the capture, in order
@@ -1018,6 +1043,8 @@ def apply_host_optimizer(plan, cap, host_bw, tensor_cost_ns):
                     key = plan.add_alloc(al.device, al.nbytes, al.stream, al.category,
                                          (plan.op_of[bw_acc[0]], "before", 0), label=al.label)
                     plan.redirect(pset, g, key)
+                    accumulated[id(last)] = (last, max(accumulated.get(id(last), (None, 0))[1],
+                                                       int(al.nbytes * factor)))
                 plan.allocs[key].freed = (last, "after", 0)
                 c = Copy(D2H, al.nbytes, last, True)
                 last.issue_end.append(c)
@@ -1026,6 +1053,9 @@ def apply_host_optimizer(plan, cap, host_bw, tensor_cost_ns):
                 if al.label not in gradient_buffer:   # one per parameter, kept
                     gradient_buffer[al.label] = plan.add_alloc(-1, int(al.nbytes * factor), al.stream, GRAD,
                                                                (last, "after", 0), label=al.label)
+        for op, nbytes in accumulated.values():   # held around that op
+            plan.add_alloc(-1, nbytes, 0, WORKSPACE, (op, "before", 0), (op, "after", 0),
+                           label="gradient accumulation on the host")
         pbytes = sum(cap.allocs[a]["bytes"] for a in params)
         nbytes = sum(cap.allocs[a]["bytes"] for a in grads) + 2 * (pbytes + sum(cap.allocs[a]["bytes"]
                                                                               for a in state))
@@ -1073,7 +1103,7 @@ def transform(path, setting, host_bw=100e9, host_tensor_cost_ns=15000, cap=None)
     if opt.get("impl") == "fused":
         apply_fused(plan, cap)
     if opt.get("state") == "host":
-        apply_host_optimizer(plan, cap, host_bw, host_tensor_cost_ns)
+        apply_host_optimizer(plan, cap, host_bw, host_tensor_cost_ns, opt.get("impl"))
     return cap, plan
 
 

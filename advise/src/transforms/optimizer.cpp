@@ -3,6 +3,8 @@
 // docs/simulator.md "Settings: optimizer" states the rules this file follows.
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "mhc/advise/transforms.hpp"
@@ -139,6 +141,36 @@ int64_t step_temporaries(const Base& base, const Plan& plan, size_t si) {
     return most;
 }
 
+// Whether the host step is torch's for-loop Adam/AdamW, whose temporaries follow from the
+// parameters' sizes (docs/simulator.md "Settings: optimizer"): the implementation PyTorch picks
+// for the host's CPU copies is the for-loop unless foreach or fused is asked for (the setting's
+// impl, else the captured optimizer's foreach/fused; foreach=None on CPU tensors is the for-loop),
+// and the for-loop path is the plain one (no amsgrad, maximize, capturable, differentiable).
+bool host_forloop_adam(const Base& base, const Setting& setting) {
+    if (!base.info.adam_optimizer() || base.info.optimizer_defaults.empty()) return false;
+    const nlohmann::json defaults = nlohmann::json::parse(base.info.optimizer_defaults, nullptr, false);
+    if (!defaults.is_object()) return false;
+    auto on = [&](const char* key) { return defaults.contains(key) && defaults[key].is_boolean() && defaults[key].get<bool>(); };
+    if (on("amsgrad") || on("maximize") || on("capturable") || on("differentiable")) return false;
+    if (setting.optimizer_impl == OptimizerImpl::Forloop) return true;
+    if (setting.optimizer_impl != OptimizerImpl::AsCaptured) return false;
+    return !on("foreach") && !on("fused");
+}
+
+// The for-loop Adam/AdamW step's temporaries at their most: for each parameter in turn (the
+// trace's order of their allocations) `exp_avg_sq.sqrt()` and its quotient `denom`, while the
+// previous parameter's `denom` is still held (the loop's variable until it is reassigned):
+// max over i of bytes[i-1] + 2 x bytes[i], in host bytes.
+int64_t forloop_adam_temporaries(const Base& base, const StepTensors& st) {
+    int64_t most = 0, previous = 0;
+    for (int32_t prm : st.params) {
+        const int64_t bytes = host_bytes(base, base.plan.allocs[static_cast<size_t>(prm)].bytes);
+        most = std::max(most, previous + 2 * bytes);
+        previous = bytes;
+    }
+    return most;
+}
+
 class HostOptimizer final : public Transform {
 public:
     void apply(const Context& c, Plan& p) const override {
@@ -160,7 +192,8 @@ public:
                     al.bytes = host_bytes(b, al.bytes);
                 al.device = -1;
             };
-            const int64_t temporaries = host_bytes(b, step_temporaries(b, p, si));
+            const int64_t temporaries = host_forloop_adam(b, c.setting) ? forloop_adam_temporaries(b, st)
+                                                                        : host_bytes(b, step_temporaries(b, p, si));
             std::vector<int32_t> made_here;   // state the step makes (its first): made by the host step
             // The GPU runs no optimizer kernel (recorded or made by another setting).
             for (int32_t s = b.opt_first[si]; s <= b.opt_last[si]; ++s) {
@@ -194,6 +227,9 @@ public:
             // gradient accumulation that happens in every pass (mhc_torch.apply adds each pass's
             // gradient to the host buffer): one device life per pass, from its first backward
             // access in the pass to its last.
+            // Per op that ends a gradient's life in a pass after the first: the largest host copy
+            // its hooks add to a buffer (one after another, each freed before the next is made).
+            std::map<int32_t, int64_t> accumulated;
             for (int32_t g : st.grads) {
                 if (g >= static_cast<int32_t>(b.creator.size())) continue;
                 bool first_life = true;
@@ -203,7 +239,8 @@ public:
                     const int32_t last = b.last_access_in_pass(g, Phase::Backward, pass);
                     if (last < 0) continue;
                     int32_t dev = g;
-                    if (!first_life) dev = grad_life(b, p, g, pass);
+                    const bool accumulates = !first_life;
+                    if (accumulates) dev = grad_life(b, p, g, pass);
                     first_life = false;
                     Alloc& life = p.allocs[static_cast<size_t>(dev)];
                     life.freed = {last, true};
@@ -220,7 +257,21 @@ public:
                         buffer.made_offset = buffer.freed_offset = 0;
                         p.add_alloc(buffer);
                     }
+                    if (accumulates) {   // the host's copy of this pass's gradient, added to the buffer
+                        int64_t& most = accumulated[last];
+                        most = std::max(most, host_bytes(b, life.bytes));
+                    }
                 }
+            }
+            for (const auto& [op, bytes] : accumulated) {   // held around that op
+                Alloc added;
+                added.bytes = bytes;
+                added.device = -1;
+                added.category = trace::Category::Workspace;
+                added.label = p.intern("gradient accumulation on the host");
+                added.made = {op, false};
+                added.freed = {op, true};
+                p.add_alloc(added);
             }
             if (si == 0)
                 for (int32_t prm : st.params) {   // the fp32 master copies the host steps on

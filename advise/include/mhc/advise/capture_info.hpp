@@ -28,6 +28,11 @@ struct CaptureInfo {
     std::vector<std::string> block_name;
     std::vector<int32_t> block_module;    // module index of each block
     std::vector<int32_t> module_block;    // per module: its block, -1 outside every block
+    // Per module: -1 for a module the model registers, else the registered module whose forward
+    // makes it (recorded as "Caller.Class": a loss or an activation built on each call, meta
+    // capture.unregistered_modules); model.get_submodule cannot reach such a module, so it is
+    // never a block and a setting cannot name it.
+    std::vector<int32_t> made_in;
 
     // Per kernel row of the trace.
     std::vector<int32_t> kernel_module;   // -1: outside every module

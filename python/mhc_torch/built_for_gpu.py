@@ -1,0 +1,135 @@
+"""build_model() and make_batch() written for the GPU, captured on the CPU's fake tensors.
+
+A training script's model code does CUDA work of its own while it builds: `model.cuda()`,
+`torch.zeros(..., device="cuda")` kept in a plain attribute or a global cache,
+`torch.cuda.set_device(0)`, `torch.cuda.get_rng_state()` / `torch.random.fork_rng()`. The capture
+runs on fake tensors of its own device (the CPU), so while build_model() and make_batch() run:
+
+- every tensor asked for on a CUDA device is made on the capture's device instead (the `device`
+  argument of factories, `Tensor.to`, `Tensor.cuda`, `Module.cuda`/`Module.to` through them): a
+  tensor the model keeps outside its parameters and buffers is then on the device its forward
+  runs on (it was left on `cuda` and the forward failed with a device mismatch);
+- the point where CUDA initialises is the first such request, or the first torch.cuda call that
+  initialises CUDA (`set_device`, `current_device`, `get_rng_state`, `synchronize`): PyTorch reads
+  the allocator's settings (PYTORCH_CUDA_ALLOC_CONF) there, so the capture takes the environment
+  as it is then, not when build_model() returns;
+- on a machine without CUDA those torch.cuda calls act on the fake device (one device, 0; the RNG
+  state is the CPU generator's) instead of raising "Found no NVIDIA driver";
+- the storages made on "cuda" (or computed from such) are remembered (weak references), so that
+  those still alive after build_model() returned (a scratch tensor the model holds in a plain
+  attribute) are recorded as device memory held from the step's start, as a GPU holds them; a
+  tensor made on the CPU and kept outside the parameters and buffers stays host memory there
+  (Module.cuda() does not move it) and is not recorded.
+"""
+from __future__ import annotations
+
+import contextlib
+import weakref
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_flatten
+
+
+def _is_cuda(d) -> bool:
+    if isinstance(d, torch.device):
+        return d.type == "cuda"
+    if isinstance(d, str):
+        return d == "cuda" or d.startswith("cuda:")
+    return False
+
+
+class BuiltForGpu(TorchFunctionMode):
+    """The mode of the module docstring; `on_cuda_init()` is called once, at the CUDA init point."""
+
+    def __init__(self, device: str, on_cuda_init):
+        super().__init__()
+        self.device = torch.device(device)
+        self._on_cuda_init = on_cuda_init
+        self.cuda_initialised = False
+        self.made: dict[int, weakref.ref] = {}   # id -> the GPU's untyped storages made inside, weakly
+        self._asked_cuda = False
+
+    def cuda_init(self) -> None:
+        if not self.cuda_initialised:
+            self.cuda_initialised = True
+            self._on_cuda_init()
+
+    def _mapped(self, d):
+        if _is_cuda(d):
+            self.cuda_init()
+            self._asked_cuda = True
+            return self.device
+        return d
+
+    def _on_gpu(self, t) -> bool:
+        """Whether tensor t is one of the GPU's: made on "cuda" here, or computed from one."""
+        try:
+            st = t.untyped_storage()
+        except (RuntimeError, TypeError):   # a tensor without storage (sparse, nested)
+            return False
+        ref = self.made.get(id(st))
+        return ref is not None and ref() is st
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        self._asked_cuda = False
+        if "device" in kwargs:
+            kwargs["device"] = self._mapped(kwargs["device"])
+        if func is torch.Tensor.cuda:
+            self.cuda_init()
+            self._asked_cuda = True
+            func, args = torch.Tensor.to, (args[0], self.device)
+            kwargs = {k: v for k, v in kwargs.items() if k in ("non_blocking", "memory_format")}
+        elif func is torch.Tensor.to and len(args) > 1:
+            args = (args[0], self._mapped(args[1]), *args[2:])
+        on_gpu = self._asked_cuda or any(isinstance(t, torch.Tensor) and self._on_gpu(t)
+                                         for t in tree_flatten((args, kwargs))[0])
+        out = func(*args, **kwargs)
+        if on_gpu:
+            for t in tree_flatten(out)[0]:
+                if isinstance(t, torch.Tensor) and t.device == self.device:
+                    try:
+                        st = t.untyped_storage()
+                    except (RuntimeError, TypeError):
+                        continue
+                    self.made[id(st)] = weakref.ref(st)
+        return out
+
+    def alive(self) -> list:
+        """The GPU's storages made inside (on "cuda", or computed from such) still alive."""
+        return [st for st in (ref() for ref in self.made.values()) if st is not None]
+
+
+@contextlib.contextmanager
+def cuda_calls_on_fake_device(mode: BuiltForGpu):
+    """The torch.cuda calls a model's build makes, acting on the capture's fake device when this
+    machine has no CUDA (each initialises CUDA, as on a GPU: mode.cuda_init())."""
+    if torch.cuda.is_available():
+        yield
+        return
+    cuda = torch.cuda
+
+    def initialising(result):
+        def call(*args, **kwargs):
+            mode.cuda_init()
+            return result(*args, **kwargs)
+        return call
+
+    patched = {
+        "set_device": initialising(lambda *a, **k: None),
+        "current_device": initialising(lambda *a, **k: 0),
+        "synchronize": initialising(lambda *a, **k: None),
+        "get_rng_state": initialising(lambda *a, **k: torch.get_rng_state()),
+        "get_rng_state_all": initialising(lambda *a, **k: [torch.get_rng_state()]),
+        "set_rng_state": initialising(lambda *a, **k: None),
+        "set_rng_state_all": initialising(lambda *a, **k: None),
+    }
+    saved = {name: getattr(cuda, name) for name in patched}
+    for name, fn in patched.items():
+        setattr(cuda, name, fn)
+    try:
+        yield
+    finally:
+        for name, fn in saved.items():
+            setattr(cuda, name, fn)
