@@ -708,3 +708,43 @@ TEST_CASE("kineto: kernel launches whose kernels are not in the trace are said (
                                        "recorded (the first: traceEvents[") != std::string::npos);
     CHECK(test::warned(result, "544 of the Kineto trace's 546 kernel launches have no kernel"));
 }
+
+TEST_CASE("kineto: a trace without ProfilerStep#N takes its steps from the optimizer's step ranges",
+          "[import][kineto][public][steps]") {
+    test::TempDir dir;
+    imp::Result result;
+    // param's ResNet trace (recorded without a profiler schedule) has no ProfilerStep#N and 30
+    // Optimizer.step#SGD.step user_annotation ranges. Step k ends where the k-th ends; a kernel is
+    // in the step its launch fell in. Counted from the JSON by public_traces.py (cpu_steps): step 0
+    // 318 kernels, steps 1-29 321 each, 1 launched after the last optimizer step. Before
+    // 2026-12-05 every kernel was in no step and `mhc info` said "steps none marked".
+    TraceData trace = test::import_public(dir, "kineto/param-resnet-kineto.json.gz", result);
+    std::map<int32_t, int64_t> per_step;
+    for (int32_t step : trace.kernels.step) ++per_step[step];
+    REQUIRE(per_step.size() == 31);
+    CHECK(per_step[-1] == 1);
+    CHECK(per_step[0] == 318);
+    for (int32_t step = 1; step < 30; ++step) CHECK(per_step[step] == 321);
+    CHECK(mhc::trace::summarize(trace).steps == 30);
+    CHECK(trace.meta.at("steps_from") == "Optimizer.step#SGD.step ranges (no ProfilerStep#N in the trace)");
+    // A trace with ProfilerStep#N keeps them (HTA's sampled rank: Shampoo and EMA optimizers too).
+    TraceData sampled = test::import_public(dir, "kineto/hta-sampled-rank-0.json.gz", result);
+    CHECK(sampled.meta.at("steps_from") == "ProfilerStep#N ranges (the profiler's step markers)");
+    CHECK(mhc::trace::summarize(sampled).steps == 2);
+    // PyTorch 1.8's traces name the range's category Operator: read the same way (they have
+    // ProfilerStep#N, so a copy without them is made here). 6 steps: ProfilerStep#5-#10.
+    const std::string in = dir.file("no-profiler-steps.json");
+    {
+        auto doc = nlohmann::json::parse(
+            test::gunzip(test::pub("kineto/tb-plugin-resnet50-worker0.1623143089861.pt.trace.json.gz")));
+        auto& events = doc["traceEvents"];
+        events.erase(
+            std::remove_if(events.begin(), events.end(),
+                           [](const nlohmann::json& e) { return e.value("name", "").rfind("ProfilerStep#", 0) == 0; }),
+            events.end());
+        test::write_file(in, doc.dump());
+    }
+    TraceData old = test::import_public_path(dir, in, result);
+    CHECK(mhc::trace::summarize(old).steps == 6);
+    CHECK(old.meta.at("steps_from") == "Optimizer.step#SGD.step ranges (no ProfilerStep#N in the trace)");
+}

@@ -51,13 +51,19 @@ TEST_CASE("snapshot: a real snapshot's user-annotated region is a range marker",
     // record_function range, START at time_us 1773270053883781 and END at 1773270053896695; its
     // earliest event is at 1773270053858957 (Python's pickle): 24,824 us and 37,738 us in, so the
     // marker runs from 24,824,000 ns to the end of the END's microsecond, 37,739,000 ns. Before
-    // 2026-12-03 the region was dropped in silence (no marker).
+    // 2026-12-03 the region was dropped in silence (no marker). Since 2026-12-05 it also makes the
+    // trace's one step (no ProfilerStep#N): from the trace's start to the end of the optimizer's.
     TraceData trace = test::import_public(dir, "torch-snapshot/cs336-bcrafton-benchmark.pickle.gz", result);
-    REQUIRE(trace.markers.size() == 1);
+    REQUIRE(trace.markers.size() == 2);
     CHECK(trace.str(trace.markers.name[0]) == "Optimizer.step#AdamW.step");
     CHECK(trace.markers.t_start[0] == 24824000);
     CHECK(trace.markers.t_end[0] == 37739000);
     CHECK(trace.markers.kind[0] == mhc::trace::MarkerKind::Range);
+    CHECK(trace.str(trace.markers.name[1]) == "step#0");
+    CHECK(trace.markers.t_start[1] == 0);
+    CHECK(trace.markers.t_end[1] == 37739000);
+    CHECK(trace.markers.kind[1] == mhc::trace::MarkerKind::Step);
+    CHECK(trace.meta.at("steps_from") == "Optimizer.step#AdamW.step ranges (no ProfilerStep#N in the trace)");
     CHECK(trace.meta.at("snapshot.annotations") ==
           "1 range markers from 2 START/END entries (record_function ranges of user scope)");
 }
