@@ -621,12 +621,15 @@ TEST_CASE("kineto: GPU work beside [memory] events that are all the host's says 
     TraceData ddp = test::import_public(dir, "kineto/tracelens-mi300x-ddp-resnet18-no-pool-pid1.json.gz", result);
     CHECK(ddp.kernels.size() == 2360);
     CHECK(std::all_of(ddp.kernels.device.begin(), ddp.kernels.device.end(), [](int32_t dev) { return dev == 2; }));
-    CHECK(std::all_of(ddp.kernels.step.begin(), ddp.kernels.step.end(), [](int64_t step) { return step == -1; }));
+    // No ProfilerStep#N: its 5 Optimizer.step#SGD.step ranges make 5 steps of 472 kernels each
+    // (public_traces.py's cpu_steps counts the same; before 2026-12-05 every kernel was in none).
+    for (int32_t step = 0; step < 5; ++step)
+        CHECK(std::count(ddp.kernels.step.begin(), ddp.kernels.step.end(), step) == 472);
     int64_t kernel_ns = 0;
     for (size_t i = 0; i < ddp.kernels.size(); ++i) kernel_ns += ddp.kernels.t_end[i] - ddp.kernels.t_start[i];
     CHECK(kernel_ns == 358908852);   // the sum of the kernels' dur, none clamped
     CHECK(ddp.copies.size() == 15);
-    CHECK(ddp.markers.size() == 15);
+    CHECK(ddp.markers.size() == 20);   // the 15 annotations and the 5 steps
     CHECK(ddp.allocations.size() == 105);
     CHECK(std::all_of(ddp.allocations.device.begin(), ddp.allocations.device.end(),
                       [](int32_t dev) { return dev == -1; }));
