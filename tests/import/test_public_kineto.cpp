@@ -756,3 +756,35 @@ TEST_CASE("kineto: a trace without ProfilerStep#N takes its steps from the optim
     CHECK(mhc::trace::summarize(old).steps == 6);
     CHECK(old.meta.at("steps_from") == "Optimizer.step#SGD.step ranges (no ProfilerStep#N in the trace)");
 }
+
+TEST_CASE("kineto: ranks merged into one file without ProfilerStep#N join their k-th optimizer steps",
+          "[import][kineto][public][steps]") {
+    // param's ResNet trace twice in one file, the second copy's pids (CPU and GPU lanes) moved by
+    // 1,000,000 as a merging tool makes ranks distinct: two processes, 30 optimizer steps each, the
+    // k-th of both joined into step k (the same times): 30 steps, each with twice one copy's
+    // kernels (636, then 642; 2 after the last step).
+    test::TempDir dir;
+    const std::string in = dir.file("two-ranks.json");
+    {
+        auto doc = nlohmann::json::parse(test::gunzip(test::pub("kineto/param-resnet-kineto.json.gz")));
+        auto& events = doc["traceEvents"];
+        const size_t n = events.size();
+        for (size_t i = 0; i < n; ++i) {
+            nlohmann::json copy = events[i];
+            if (copy.contains("pid") && copy["pid"].is_number_integer())
+                copy["pid"] = copy["pid"].get<int64_t>() + 1000000;
+            events.push_back(copy);
+        }
+        test::write_file(in, doc.dump());
+    }
+    imp::Result result;
+    TraceData trace = test::import_public_path(dir, in, result);
+    std::map<int32_t, int64_t> per_step;
+    for (int32_t step : trace.kernels.step) ++per_step[step];
+    REQUIRE(per_step.size() == 31);
+    CHECK(per_step[-1] == 2);
+    CHECK(per_step[0] == 636);
+    for (int32_t step = 1; step < 30; ++step) CHECK(per_step[step] == 642);
+    CHECK(mhc::trace::summarize(trace).steps == 30);
+    CHECK(test::warned(result, "30 optimizer steps of the same number joined, one step marker each"));
+}

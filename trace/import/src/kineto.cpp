@@ -140,7 +140,9 @@ void merge_process_steps(KinetoData& data, Result& result) {
                        " processes' traces in one file (their runtime calls or ProfilerStep#N ranges carry " +
                        std::to_string(processes) +
                        " pids; a profiler writes one process a file: ranks merged?): " + std::to_string(merged) +
-                       " ProfilerStep#N ranges of the same N joined, one step marker each";
+                       (result.meta.count("steps_from") == 0 || result.meta.at("steps_from") == kStepsFromProfiler
+                            ? " ProfilerStep#N ranges of the same N joined, one step marker each"
+                            : " optimizer steps of the same number joined, one step marker each");
     said_and_warned(result, "kineto.processes", said);
 }
 
