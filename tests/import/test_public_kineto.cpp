@@ -746,10 +746,11 @@ TEST_CASE("kineto: a trace without ProfilerStep#N takes its steps from the optim
         auto doc = nlohmann::json::parse(
             test::gunzip(test::pub("kineto/tb-plugin-resnet50-worker0.1623143089861.pt.trace.json.gz")));
         auto& events = doc["traceEvents"];
-        events.erase(
-            std::remove_if(events.begin(), events.end(),
-                           [](const nlohmann::json& e) { return e.value("name", "").rfind("ProfilerStep#", 0) == 0; }),
-            events.end());
+        events.erase(std::remove_if(events.begin(), events.end(),
+                                    [](const nlohmann::json& event) {
+                                        return event.value("name", "").rfind("ProfilerStep#", 0) == 0;
+                                    }),
+                     events.end());
         test::write_file(in, doc.dump());
     }
     TraceData old = test::import_public_path(dir, in, result);
@@ -768,8 +769,8 @@ TEST_CASE("kineto: ranks merged into one file without ProfilerStep#N join their 
     {
         auto doc = nlohmann::json::parse(test::gunzip(test::pub("kineto/param-resnet-kineto.json.gz")));
         auto& events = doc["traceEvents"];
-        const size_t n = events.size();
-        for (size_t i = 0; i < n; ++i) {
+        const size_t count = events.size();
+        for (size_t i = 0; i < count; ++i) {
             nlohmann::json copy = events[i];
             if (copy.contains("pid") && copy["pid"].is_number_integer())
                 copy["pid"] = copy["pid"].get<int64_t>() + 1000000;

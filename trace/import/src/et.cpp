@@ -142,6 +142,7 @@ private:
             it->second.t_end = std::max(it->second.t_end, nodes_[i].id + 1);
         }
         std::vector<NamedSpan> spans;
+        spans.reserve(outermost.size());
         for (auto& [index, span] : outermost) spans.push_back(std::move(span));
         optimizer_ = optimizer_steps(spans, INT64_MIN);
         use_optimizer_ = !optimizer_.steps.empty();

@@ -727,22 +727,23 @@ private:
     // export had no steps at all.
     void find_steps() {
         if (!has("NVTX_EVENTS")) return;
-        auto c = db_.columns("NVTX_EVENTS");
-        if (!c.count("end")) return;
-        const std::string text = c.count("textId") && has("StringIds")
+        auto cols = db_.columns("NVTX_EVENTS");
+        if (!cols.count("end")) return;
+        const std::string text = cols.count("textId") && has("StringIds")
                                      ? "COALESCE(n.text, (SELECT value FROM StringIds WHERE id = n.textId))"
                                      : "n.text";
-        const std::string q = "SELECT n.start, n.end, " + (c.count("text") ? text : std::string("NULL")) +
-                              " FROM NVTX_EVENTS n WHERE typeof(n.start) = 'integer' AND typeof(n.end) = 'integer'" +
-                              nvtx_ranges_and_marks();
-        sql::Stmt s(db_.db, in_, q.c_str());
+        const std::string query =
+            "SELECT n.start, n.end, " + (cols.count("text") ? text : std::string("NULL")) +
+            " FROM NVTX_EVENTS n WHERE typeof(n.start) = 'integer' AND typeof(n.end) = 'integer'" +
+            nvtx_ranges_and_marks();
+        sql::Stmt rows(db_.db, in_, query.c_str());
         std::vector<NamedSpan> spans;
-        while (s.step()) {
-            if (s.is_null(2)) continue;
-            const std::string name = s.text(2);
-            const int64_t t_start = rel(s.i64(0), "NVTX_EVENTS"),
-                          t_end = std::max(t_start, rel(s.i64(1), "NVTX_EVENTS"));
-            if (auto n = profiler_step_number(name)) profiler_steps_.push_back(StepSpan{*n, t_start, t_end});
+        while (rows.step()) {
+            if (rows.is_null(2)) continue;
+            const std::string name = rows.text(2);
+            const int64_t t_start = rel(rows.i64(0), "NVTX_EVENTS"),
+                          t_end = std::max(t_start, rel(rows.i64(1), "NVTX_EVENTS"));
+            if (auto number = profiler_step_number(name)) profiler_steps_.push_back(StepSpan{*number, t_start, t_end});
             else if (is_optimizer_step(name)) spans.push_back(NamedSpan{name, t_start, t_end});
         }
         if (!profiler_steps_.empty()) {
@@ -755,7 +756,7 @@ private:
             if (const std::string warning = found.warning(); !warning.empty()) r_.warnings.push_back(warning);
         }
         std::sort(steps_.begin(), steps_.end(),
-                  [](const StepSpan& a, const StepSpan& b) { return a.t_start < b.t_start; });
+                  [](const StepSpan& lhs, const StepSpan& rhs) { return lhs.t_start < rhs.t_start; });
         if (steps_.empty() || !has("CUPTI_ACTIVITY_KIND_RUNTIME")) return;
         auto rc = db_.columns("CUPTI_ACTIVITY_KIND_RUNTIME");
         if (!rc.count("correlationId") || !rc.count("start") || !rc.count("globalTid")) return;

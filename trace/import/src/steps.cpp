@@ -8,11 +8,12 @@ namespace mhc::trace::import {
 std::optional<int32_t> profiler_step_number(std::string_view name) {
     constexpr std::string_view prefix = "ProfilerStep#";
     if (name.substr(0, prefix.size()) != prefix) return std::nullopt;
-    size_t i = prefix.size();
-    int64_t n = 0;
-    while (i < name.size() && name[i] >= '0' && name[i] <= '9' && n <= INT32_MAX) n = n * 10 + (name[i++] - '0');
-    if (i == prefix.size() || n > INT32_MAX || (i < name.size() && name[i] != ',')) return std::nullopt;
-    return static_cast<int32_t>(n);
+    size_t at = prefix.size();
+    int64_t number = 0;
+    while (at < name.size() && name[at] >= '0' && name[at] <= '9' && number <= INT32_MAX)
+        number = number * 10 + (name[at++] - '0');
+    if (at == prefix.size() || number > INT32_MAX || (at < name.size() && name[at] != ',')) return std::nullopt;
+    return static_cast<int32_t>(number);
 }
 
 bool is_optimizer_step(std::string_view name) {
