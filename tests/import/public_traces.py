@@ -210,6 +210,36 @@ def optimizer_step_name(name):
     return head.startswith("Optimizer.step#") and head.endswith(".step") and len(head) > len("Optimizer.step#.step")
 
 
+def optimizer_step_ends(ranges):
+    """docs/import.md "Steps": given optimizer-step ranges (name, start, end), the ends of the steps
+    they delimit: one inside another (beginning before the one before it ends) is left out; with
+    several optimizer names, a step begins with each range of the most frequent name (the first
+    seen among equals) and takes the others' ranges after it (those before its first one are in
+    step 0); a step ends where its last range ends."""
+    outer = []
+    for name, start, end in sorted(ranges, key=lambda r: (r[1], -r[2])):
+        if outer and start < outer[-1][2]:
+            continue
+        outer.append((str(name).split(",")[0], start, end))
+    if not outer:
+        return []
+    names = []
+    for name, _, _ in outer:
+        if name not in names:
+            names.append(name)
+    anchor = max(names, key=lambda n: (sum(1 for r in outer if r[0] == n), -names.index(n)))
+    ends, anchored = [], False
+    for name, _, end in outer:
+        if name == anchor and (anchored or not ends):
+            ends.append(end)
+        elif not ends:
+            ends.append(end)
+        else:
+            ends[-1] = end
+        anchored = anchored or name == anchor
+    return ends
+
+
 def cpu_steps(events, devices):
     """The steps of a Kineto trace as (start, end, N), in microseconds: its CPU ProfilerStep#N ranges;
     where it has none, docs/import.md "Steps": each process's optimizer-step ranges (any category but
@@ -223,18 +253,14 @@ def cpu_steps(events, devices):
         return steps
     joined = {}
     for pid in sorted({e.get("pid") for e in cpu}, key=str):
-        ranges = sorted(((decimal_of(e["ts"]), -(decimal_of(e["ts"]) + max(0, decimal_of(e.get("dur", 0)))))
-                         for e in cpu if e.get("pid") == pid and optimizer_step_name(e.get("name", ""))))
-        prev_end = None
-        k = 0
-        for start, neg_end in ranges:
-            if prev_end is not None and start < prev_end:
-                continue   # inside the one before
-            begin = float("-inf") if prev_end is None else prev_end
-            end = max(-neg_end, begin)
+        ranges = [(e["name"], decimal_of(e["ts"]), decimal_of(e["ts"]) + max(0, decimal_of(e.get("dur", 0))))
+                  for e in cpu if e.get("pid") == pid and optimizer_step_name(e.get("name", ""))]
+        begin = float("-inf")
+        for k, end in enumerate(optimizer_step_ends(ranges)):
+            end = max(end, begin)
             a, b = joined.get(k, (begin, end))
             joined[k] = (min(a, begin), max(b, end))
-            prev_end, k = end, k + 1
+            begin = end
     return sorted((a, b, k) for k, (a, b) in joined.items())
 
 
@@ -1049,7 +1075,8 @@ def check_et_steps(name, path, db):
                 m = by_id[p]
             if top is not None:
                 optimizer_last[top["id"]] = max(optimizer_last.get(top["id"], top["id"]), n["id"])
-    ends = [optimizer_last[k] for k in sorted(optimizer_last)]
+    ends = [end - 1 for end in optimizer_step_ends(
+        [(by_id[k]["name"], k, last + 1) for k, last in optimizer_last.items()])]
     want = {}
     for n in nodes:
         ts = et_node_tensors(n)

@@ -416,19 +416,34 @@ def annotation_ranges(snap):
 def annotation_steps(ranges):
     """The step markers (name, t_start, t_end) docs/import.md "Steps" derives from the annotation
     ranges: where no range is ProfilerStep#N, the optimizer's step ranges (Optimizer.step#<Class>.step;
-    one beginning inside the one before is not counted) end the steps: step k from the end of the one
-    before (step 0 from 0) to the end of the k-th, named step#k. ProfilerStep#N ranges are step
-    markers themselves (in `ranges` already)."""
+    one beginning inside the one before is not counted; with several optimizer names, a step begins
+    with each range of the most frequent name, the first seen among equals, and holds the others'
+    after it) end the steps: step k from the end of the one before (step 0 from 0) to the end of the
+    k-th, named step#k. ProfilerStep#N ranges are step markers themselves (in `ranges` already)."""
     if any(re.fullmatch(r"ProfilerStep#\d+", n) for n, _, _ in ranges):
         return set()
-    steps, end = [], None
+    outer = []
     for name, t0, t1 in sorted((r for r in ranges if re.fullmatch(r"Optimizer\.step#.+\.step", r[0])),
                                key=lambda r: (r[1], -r[2])):
-        if end is not None and t0 < end:
+        if outer and t0 < outer[-1][2]:
             continue
-        begin = 0 if end is None else end
-        end = max(t1, begin)
-        steps.append((f"step#{len(steps)}", begin, end))
+        outer.append((name, t0, t1))
+    names = list(dict.fromkeys(n for n, _, _ in outer))
+    if not names:
+        return set()
+    anchor = max(names, key=lambda n: (sum(1 for r in outer if r[0] == n), -names.index(n)))
+    ends, anchored = [], False
+    for name, _, t1 in outer:
+        if (name == anchor and anchored) or not ends:
+            ends.append(t1)
+        else:
+            ends[-1] = t1
+        anchored = anchored or name == anchor
+    steps, begin = [], 0
+    for k, end in enumerate(ends):
+        end = max(end, begin)
+        steps.append((f"step#{k}", begin, end))
+        begin = end
     return set(steps)
 
 

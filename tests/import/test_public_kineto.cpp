@@ -739,6 +739,28 @@ TEST_CASE("kineto: a trace without ProfilerStep#N takes its steps from the optim
     TraceData sampled = test::import_public(dir, "kineto/hta-sampled-rank-0.json.gz", result);
     CHECK(sampled.meta.at("steps_from") == "ProfilerStep#N ranges (the profiler's step markers)");
     CHECK(mhc::trace::summarize(sampled).steps == 2);
+    // The same rank with its ProfilerStep#N taken out: each step runs Optimizer.step#Shampoo.step
+    // then Optimizer.step#EMAOptimizer.step, twice. One step per Shampoo range with EMA's after it:
+    // 2 steps of 526 and 578 kernels, 50 after (public_traces.py's check_kernel_steps on the same
+    // file: equal; ProfilerStep#551 and #552 hold 577 each). Before this rule: 4 steps (518, 8,
+    // 570, 8), one per optimizer range.
+    const std::string stripped = dir.file("sampled-no-profiler-steps.json");
+    {
+        auto doc = nlohmann::json::parse(test::gunzip(test::pub("kineto/hta-sampled-rank-0.json.gz")));
+        auto& events = doc["traceEvents"];
+        events.erase(std::remove_if(events.begin(), events.end(),
+                                    [](const nlohmann::json& event) {
+                                        return event.value("name", "").rfind("ProfilerStep#", 0) == 0;
+                                    }),
+                     events.end());
+        test::write_file(stripped, doc.dump());
+    }
+    TraceData two = test::import_public_path(dir, stripped, result);
+    std::map<int32_t, int64_t> two_steps;
+    for (int32_t step : two.kernels.step) ++two_steps[step];
+    CHECK(two_steps == std::map<int32_t, int64_t>{{-1, 50}, {0, 526}, {1, 578}});
+    CHECK(test::warned(
+        result, "one step per Optimizer.step#Shampoo.step range (the most frequent; the first seen among equals)"));
     // PyTorch 1.8's traces name the range's category Operator: read the same way (they have
     // ProfilerStep#N, so a copy without them is made here). 6 steps: ProfilerStep#5-#10.
     const std::string in = dir.file("no-profiler-steps.json");

@@ -760,15 +760,25 @@ TEST_CASE("snapshot: steps come from ProfilerStep#N regions, else from the optim
         CHECK(got == std::vector<Step>{{"ProfilerStep#7", 0, 40000, 7}});
         CHECK(profiled_result.meta.at("steps_from") == "ProfilerStep#N ranges (the profiler's step markers)");
     }
-    SECTION("two optimizers stepping one after the other: said, a step may be counted twice") {
+    SECTION("two optimizers stepping one after the other: one step for both, said") {
         const std::string two = "\"external_annotations\": [" + note(adam, "START", 120) + ", " +
                                 note(adam, "END", 130) + ", " + note("Optimizer.step#SGD.step", "START", 140) + ", " +
                                 note("Optimizer.step#SGD.step", "END", 145) + "]";
         test::write_file(in, "{" + events + ", " + two + "}");
         const auto two_result = mhc::trace::import::import_file(in, dir.file("two.db"));
+        // AdamW's and SGD's range once each: the step begins with AdamW's (the first seen of the
+        // two, each stepping once) and holds SGD's: one step, from 0 to the end of 145 us.
         CHECK(two_result.meta.at("steps_from") ==
-              "Optimizer.step#AdamW.step, Optimizer.step#SGD.step ranges (no ProfilerStep#N in the trace)");
+              "Optimizer.step#AdamW.step, Optimizer.step#SGD.step ranges (no ProfilerStep#N in the trace): a "
+              "step per Optimizer.step#AdamW.step with the others' after it");
         CHECK(test::warned(two_result, "optimizer-step ranges of 2 optimizers"));
+        const auto two_trace = mhc::trace::load_trace(dir.file("two.db"));
+        std::vector<Step> got;
+        for (size_t i = 0; i < two_trace.markers.size(); ++i)
+            if (two_trace.markers.kind[i] == mhc::trace::MarkerKind::Step)
+                got.emplace_back(two_trace.str(two_trace.markers.name[i]), two_trace.markers.t_start[i],
+                                 two_trace.markers.t_end[i], two_trace.markers.index[i]);
+        CHECK(got == std::vector<Step>{{"step#0", 0, 46000, 0}});
     }
     SECTION("no optimizer region: no step, nothing said") {
         test::write_file(in, "{" + events + ", \"external_annotations\": [" + note(zero, "START", 131) + ", " +

@@ -39,10 +39,11 @@ struct OptimizerSteps {
     std::vector<StepSpan> steps;      // in time order, numbered from 0
     int64_t nested = 0;               // optimizer-step ranges inside another (a wrapper's): not steps
     std::vector<std::string> names;   // the distinct optimizer-step names, as first seen
+    std::string anchor;               // the name whose ranges begin the steps (the most frequent)
     // The words of meta `steps_from`: where the steps came from and how they were cut.
     std::string said() const;
-    // A warning where several optimizers step (a GAN's two, ...): a step may be counted once per
-    // optimizer. Empty otherwise.
+    // A warning where several optimizers step (Shampoo and an EMA's, a GAN's two): the steps are
+    // cut at the most frequent one's ranges. Empty otherwise.
     std::string warning() const;
 };
 
