@@ -27,7 +27,7 @@ trace (chakra/*.json.gz):
   - with one GPU, its kernels are on the device of its memory;
   - `mhc info`'s counts of kernels and copies (memcpy and memset) and its kernel time (the sum
     of the kernels' durations) must equal the file's; Kineto: also its count of events and its
-    steps (distinct ProfilerStep#N on the CPU), and every kernel's start relative to the first
+    steps (distinct ProfilerStep#N on the CPU; without any, the optimizer's steps: cpu_steps), and every kernel's start relative to the first
     equal to the file's to the nanosecond (read as decimals: epoch `ts` carry 19 digits), its kernels
     per step (check_kernel_steps), its kernels per (device, stream) and copies per (device, kind) with
     their bytes (check_placement), every event on a device's lane accounted for (check_device_lanes),
@@ -137,8 +137,7 @@ def kineto_timeline(path):
     gpu = [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e]
     kernels = [e for e in gpu if e.get("cat") in ("kernel", "Kernel")]
     copies = [e for e in gpu if e.get("cat") in ("gpu_memcpy", "Memcpy", "gpu_memset", "Memset")]
-    steps = {e["name"] for e in gpu if e.get("cat") != "gpu_user_annotation" and
-             str(e.get("name", "")).startswith("ProfilerStep#")}
+    steps = {n for _, _, n in cpu_steps(gpu, cpu_lanes(events)[1])}
     # docs/import.md: a kernel that starts before the previous one on its stream (device, args.stream)
     # ended starts at that end (its end kept): CUDA graph branches and programmatic dependent launch
     # overlap on one stream; the trace keeps one kernel at a time per stream.
@@ -205,6 +204,75 @@ def cpu_lanes(events):
     return cpu, {p for p in labels if p not in cpu}
 
 
+def optimizer_step_name(name):
+    """'Optimizer.step#<Class>.step' (what torch.optim's step() records), anything after a comma."""
+    head = str(name).split(",")[0]
+    return head.startswith("Optimizer.step#") and head.endswith(".step") and len(head) > len("Optimizer.step#.step")
+
+
+def optimizer_step_ends(ranges):
+    """docs/import.md "Steps": given optimizer-step ranges (name, start, end), the ends of the steps
+    they delimit: one inside another (beginning before the one before it ends) is left out; with
+    several optimizer names, a step begins with each range of the most frequent name (the first
+    seen among equals) and takes the others' ranges after it (those before its first one are in
+    step 0); a step ends where its last range ends."""
+    outer = []
+    for name, start, end in sorted(ranges, key=lambda r: (r[1], -r[2])):
+        if outer and start < outer[-1][2]:
+            continue
+        outer.append((str(name).split(",")[0], start, end))
+    if not outer:
+        return []
+    names = []
+    for name, _, _ in outer:
+        if name not in names:
+            names.append(name)
+    anchor = max(names, key=lambda n: (sum(1 for r in outer if r[0] == n), -names.index(n)))
+    ends, anchored = [], False
+    for name, _, end in outer:
+        if name == anchor and (anchored or not ends):
+            ends.append(end)
+        elif not ends:
+            ends.append(end)
+        else:
+            ends[-1] = end
+        anchored = anchored or name == anchor
+    return ends
+
+
+def cpu_steps(events, devices):
+    """The steps of a Kineto trace as (start, end, N), in microseconds: its CPU ProfilerStep#N ranges;
+    where it has none, docs/import.md "Steps": each process's optimizer-step ranges (any category but
+    gpu_user_annotation; one inside another is not counted), step k from the end of the one before
+    (step 0 from minus infinity: the trace's start) to the end of the k-th; the processes' ranges of
+    one k joined, from the earliest start to the latest end."""
+    cpu = [e for e in events if e.get("cat") != "gpu_user_annotation" and e.get("pid") not in devices]
+    steps = sorted((decimal_of(e["ts"]), decimal_of(e["ts"]) + decimal_of(e.get("dur", 0)), int(e["name"][13:]))
+                   for e in cpu if str(e.get("name", "")).startswith("ProfilerStep#") and e["name"][13:].isdigit())
+    if steps:
+        return steps
+    joined = {}
+    for pid in sorted({e.get("pid") for e in cpu}, key=str):
+        ranges = [(e["name"], decimal_of(e["ts"]), decimal_of(e["ts"]) + max(0, decimal_of(e.get("dur", 0))))
+                  for e in cpu if e.get("pid") == pid and optimizer_step_name(e.get("name", ""))]
+        begin = float("-inf")
+        for k, end in enumerate(optimizer_step_ends(ranges)):
+            end = max(end, begin)
+            a, b = joined.get(k, (begin, end))
+            joined[k] = (min(a, begin), max(b, end))
+            begin = end
+    return sorted((a, b, k) for k, (a, b) in joined.items())
+
+
+def step_of(steps, t):
+    """The latest step begun at or before t, if t is within it; else -1."""
+    begun = [(a, b, n) for a, b, n in steps if a <= t]
+    if not begun:
+        return -1
+    a, b, n = max(begun, key=lambda s: s[0])
+    return n if t <= b else -1
+
+
 def check_kernel_steps(name, path, db):
     """Kernels per step: a kernel belongs to the ProfilerStep#N (a CPU range) its launch fell in, the
     launch being the CPU-side event with the kernel's correlation id (any category), else the kernel's
@@ -213,9 +281,7 @@ def check_kernel_steps(name, path, db):
     events = [e for e in kineto_events(path) if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e]
     cpu, devices = cpu_lanes(kineto_events(path))
     kernel_cats = ("kernel", "Kernel")
-    steps = sorted((decimal_of(e["ts"]), decimal_of(e["ts"]) + decimal_of(e.get("dur", 0)), int(e["name"][13:]))
-                   for e in events if str(e.get("name", "")).startswith("ProfilerStep#") and e["name"][13:].isdigit()
-                   and e.get("cat") != "gpu_user_annotation" and e.get("pid") not in devices)
+    steps = cpu_steps(events, devices)
     launch = {}
     for e in events:
         corr = e.get("args", {}).get("correlation") if isinstance(e.get("args"), dict) else None
@@ -227,7 +293,7 @@ def check_kernel_steps(name, path, db):
             continue
         linked += e.get("args", {}).get("correlation") in launch
         t = launch.get(e.get("args", {}).get("correlation"), decimal_of(e["ts"]))
-        step = next((n for a, b, n in steps if a <= t <= b), -1)
+        step = step_of(steps, t)
         want[step] = want.get(step, 0) + 1
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     got = dict(conn.execute("SELECT step, COUNT(*) FROM kernels GROUP BY step"))
@@ -993,14 +1059,34 @@ def check_et_steps(name, path, db):
         if step >= 0:
             lo, hi = ranges.get(step, (n["id"], n["id"]))
             ranges[step] = (min(lo, n["id"]), max(hi, n["id"]))
+    # Without ProfilerStep#N (docs/import.md "Steps"): the outermost Optimizer.step#... nodes, in id
+    # order; step k holds the ids after the last id under the one before (step 0: from the first)
+    # through the last id under its own.
+    optimizer_last = {}
+    if not ranges:
+        for n in nodes:
+            top, m = None, n
+            for _ in range(256):
+                if optimizer_step_name(m["name"]):
+                    top = m
+                p = parent(m)
+                if p is None or p == m["id"] or p not in by_id:
+                    break
+                m = by_id[p]
+            if top is not None:
+                optimizer_last[top["id"]] = max(optimizer_last.get(top["id"], top["id"]), n["id"])
+    ends = [end - 1 for end in optimizer_step_ends(
+        [(by_id[k]["name"], k, last + 1) for k, last in optimizer_last.items()])]
     want = {}
     for n in nodes:
         ts = et_node_tensors(n)
         if n["id"] in parents or not ts or n["name"].startswith("[pytorch|"):
             continue
         step = in_tree(n)
-        if step < 0:
+        if step < 0 and ranges:
             step = next((k for k, (lo, hi) in ranges.items() if lo <= n["id"] <= hi), -1)
+        elif step < 0:
+            step = next((k for k, end in enumerate(ends) if n["id"] <= end), -1)
         want[step] = want.get(step, 0) + 1
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     got = dict(conn.execute("SELECT step, COUNT(*) FROM kernels GROUP BY step"))

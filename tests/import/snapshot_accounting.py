@@ -22,7 +22,7 @@ and with time_us rounded down to 100 us (blocks allocated and freed within one m
 A pickle of torch.cuda.memory_snapshot() (the segments list alone) or a snapshot recorded without
 trace events is its end state: the blocks alive then, from t = 0 (timing order-only).
 The snapshot's external_annotations (record_function ranges) must be mhc's range markers, placed
-by the rule of annotation_ranges().
+by the rule of annotation_ranges(), and its steps the step markers of annotation_steps().
 Copies of each file with one field of the wrong type (an event's addr or size as a str, its stream
 None, a segment's total_size as a str, a block in a state PyTorch does not write) must be refused,
 exit 2, in one line naming the file and the event or block.
@@ -34,6 +34,7 @@ import json
 import math
 import os
 import pickle
+import re
 import sqlite3
 import subprocess
 import sys
@@ -412,6 +413,40 @@ def annotation_ranges(snap):
     return ranges
 
 
+def annotation_steps(ranges):
+    """The step markers (name, t_start, t_end) docs/import.md "Steps" derives from the annotation
+    ranges: where no range is ProfilerStep#N, the optimizer's step ranges (Optimizer.step#<Class>.step;
+    one beginning inside the one before is not counted; with several optimizer names, a step begins
+    with each range of the most frequent name, the first seen among equals, and holds the others'
+    after it) end the steps: step k from the end of the one before (step 0 from 0) to the end of the
+    k-th, named step#k. ProfilerStep#N ranges are step markers themselves (in `ranges` already)."""
+    if any(re.fullmatch(r"ProfilerStep#\d+", n) for n, _, _ in ranges):
+        return set()
+    outer = []
+    for name, t0, t1 in sorted((r for r in ranges if re.fullmatch(r"Optimizer\.step#.+\.step", r[0])),
+                               key=lambda r: (r[1], -r[2])):
+        if outer and t0 < outer[-1][2]:
+            continue
+        outer.append((name, t0, t1))
+    names = list(dict.fromkeys(n for n, _, _ in outer))
+    if not names:
+        return set()
+    anchor = max(names, key=lambda n: (sum(1 for r in outer if r[0] == n), -names.index(n)))
+    ends, anchored = [], False
+    for name, _, t1 in outer:
+        if (name == anchor and anchored) or not ends:
+            ends.append(t1)
+        else:
+            ends[-1] = t1
+        anchored = anchored or name == anchor
+    steps, begin = [], 0
+    for k, end in enumerate(ends):
+        end = max(end, begin)
+        steps.append((f"step#{k}", begin, end))
+        begin = end
+    return set(steps)
+
+
 def check(exe, name, snap, timing, path, tmp, full=None, simulate=True):
     failures = 0
     db = os.path.join(tmp, "t.db")
@@ -479,13 +514,16 @@ def check(exe, name, snap, timing, path, tmp, full=None, simulate=True):
     markers = {(n, t0, t1) for n, t0, t1 in conn.execute(
         "SELECT s.text, m.t_start, m.t_end FROM markers m JOIN strings s ON s.id = m.name") if not n.startswith("oom: ")}
     conn.close()
-    want_markers = annotation_ranges(snap)
+    ranges = annotation_ranges(snap)
+    steps = annotation_steps(ranges)
+    want_markers = ranges | steps
     if markers != want_markers:
         print(f"{name}: annotation markers mhc {sorted(markers)[:3]} ({len(markers)}), snapshot "
               f"{sorted(want_markers)[:3]} ({len(want_markers)})  MISMATCH")
         failures += 1
     elif want_markers:
-        print(f"{name}: {len(markers)} annotation range markers equal")
+        print(f"{name}: {len(markers)} annotation range and step markers equal "
+              f"({len(steps)} of them steps)")
     # Every block the trace leaves alive is in the end state (the replay above checks the same):
     # the import says when it is not (frees missing from the trace).
     said = info.get("meta", {}).get("snapshot.live_not_in_end_state")

@@ -47,9 +47,18 @@ TEST_CASE("et: an execution trace alone marks its ProfilerStep#N steps, as info 
     REQUIRE(gpt2.markers.size() == 1);
     CHECK(gpt2.str(gpt2.markers.name[0]) == "ProfilerStep#0");
     CHECK(gpt2.meta.at("et.step_markers") == "1");
-    // No ProfilerStep#N node: no marker.
+    // No ProfilerStep#N node: the optimizer's step node ends the one step (docs/import.md "Steps").
+    // param's ResNet ET of schema 1.0.1 records one iteration: 681 leaf ops with tensors, 678 up to
+    // the last id under its Optimizer.step#SGD.step node, 3 after it (public_traces.py's
+    // check_et_steps counts the same). Before 2026-12-05: no step, no marker.
     TraceData plain = test::import_public(dir, "chakra/param-resnet-et-1.0.1.json.gz", result);
-    CHECK(plain.markers.size() == 0);
+    REQUIRE(plain.markers.size() == 1);
+    CHECK(plain.str(plain.markers.name[0]) == "step#0");
+    CHECK(plain.meta.at("steps_from") == "Optimizer.step#SGD.step ranges (no ProfilerStep#N in the trace)");
+    std::map<int32_t, int64_t> per_step;
+    for (int32_t step : plain.kernels.step) ++per_step[step];
+    CHECK(per_step == std::map<int32_t, int64_t>{{-1, 3}, {0, 678}});
+    CHECK(gpt2.meta.at("steps_from") == "ProfilerStep#N ranges (the profiler's step markers)");
 }
 
 TEST_CASE("et: newer execution-trace schemas (1.0.3, a torch.compile trace in 1.1.1) written in finish order",
@@ -88,8 +97,8 @@ TEST_CASE("et: the autograd thread's ops take the step whose ids they fall withi
             CHECK(std::count(trace.kernels.step.begin(), trace.kernels.step.end(), step) == 2584);
         CHECK(trace.meta.at("et.steps_by_id").rfind("3195 ops under no ProfilerStep#N", 0) == 0);
     }
-    // Traces without ProfilerStep#N nodes keep every op in no step and say nothing.
+    // A trace without ProfilerStep#N nodes takes its steps from its optimizer step's node instead
+    // (the test above), and says nothing of steps by ProfilerStep#N ids.
     TraceData plain = test::import_public(dir, "chakra/param-resnet-et-1.0.1.json.gz", result);
-    CHECK(std::all_of(plain.kernels.step.begin(), plain.kernels.step.end(), [](int32_t step) { return step == -1; }));
     CHECK(plain.meta.count("et.steps_by_id") == 0);
 }

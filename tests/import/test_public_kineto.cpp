@@ -621,12 +621,15 @@ TEST_CASE("kineto: GPU work beside [memory] events that are all the host's says 
     TraceData ddp = test::import_public(dir, "kineto/tracelens-mi300x-ddp-resnet18-no-pool-pid1.json.gz", result);
     CHECK(ddp.kernels.size() == 2360);
     CHECK(std::all_of(ddp.kernels.device.begin(), ddp.kernels.device.end(), [](int32_t dev) { return dev == 2; }));
-    CHECK(std::all_of(ddp.kernels.step.begin(), ddp.kernels.step.end(), [](int64_t step) { return step == -1; }));
+    // No ProfilerStep#N: its 5 Optimizer.step#SGD.step ranges make 5 steps of 472 kernels each
+    // (public_traces.py's cpu_steps counts the same; before 2026-12-05 every kernel was in none).
+    for (int32_t step = 0; step < 5; ++step)
+        CHECK(std::count(ddp.kernels.step.begin(), ddp.kernels.step.end(), step) == 472);
     int64_t kernel_ns = 0;
     for (size_t i = 0; i < ddp.kernels.size(); ++i) kernel_ns += ddp.kernels.t_end[i] - ddp.kernels.t_start[i];
     CHECK(kernel_ns == 358908852);   // the sum of the kernels' dur, none clamped
     CHECK(ddp.copies.size() == 15);
-    CHECK(ddp.markers.size() == 15);
+    CHECK(ddp.markers.size() == 20);   // the 15 annotations and the 5 steps
     CHECK(ddp.allocations.size() == 105);
     CHECK(std::all_of(ddp.allocations.device.begin(), ddp.allocations.device.end(),
                       [](int32_t dev) { return dev == -1; }));
@@ -707,4 +710,104 @@ TEST_CASE("kineto: kernel launches whose kernels are not in the trace are said (
     CHECK(uncaptured.meta.at(key).find("have no kernel, memcpy or memset event of their correlation id: 544 not "
                                        "recorded (the first: traceEvents[") != std::string::npos);
     CHECK(test::warned(result, "544 of the Kineto trace's 546 kernel launches have no kernel"));
+}
+
+TEST_CASE("kineto: a trace without ProfilerStep#N takes its steps from the optimizer's step ranges",
+          "[import][kineto][public][steps]") {
+    test::TempDir dir;
+    imp::Result result;
+    // param's ResNet trace (recorded without a profiler schedule) has no ProfilerStep#N and 30
+    // Optimizer.step#SGD.step user_annotation ranges. Step k ends where the k-th ends; a kernel is
+    // in the step its launch fell in. Counted from the JSON by public_traces.py (cpu_steps): step 0
+    // 318 kernels, steps 1-29 321 each, 1 launched after the last optimizer step. Before
+    // 2026-12-05 every kernel was in no step and `mhc info` said "steps none marked".
+    TraceData trace = test::import_public(dir, "kineto/param-resnet-kineto.json.gz", result);
+    std::map<int32_t, int64_t> per_step;
+    for (int32_t step : trace.kernels.step) ++per_step[step];
+    REQUIRE(per_step.size() == 31);
+    CHECK(per_step[-1] == 1);
+    CHECK(per_step[0] == 318);
+    for (int32_t step = 1; step < 30; ++step) CHECK(per_step[step] == 321);
+    CHECK(mhc::trace::summarize(trace).steps == 30);
+    CHECK(trace.meta.at("steps_from") == "Optimizer.step#SGD.step ranges (no ProfilerStep#N in the trace)");
+    // `mhc info` says where they came from. The 30 steps tile the trace from its time 0 to the end
+    // of the 30th optimizer step, 14,415,075,000 ns in: a mean of 480,502,500 ns.
+    CHECK_THAT(mhc::trace::to_text(mhc::trace::summarize(trace)),
+               Catch::Contains("steps       30 (mean 480.50 ms)\n            from Optimizer.step#SGD.step ranges (no "
+                               "ProfilerStep#N in the trace)\n"));
+    // A trace with ProfilerStep#N keeps them (HTA's sampled rank: Shampoo and EMA optimizers too).
+    TraceData sampled = test::import_public(dir, "kineto/hta-sampled-rank-0.json.gz", result);
+    CHECK(sampled.meta.at("steps_from") == "ProfilerStep#N ranges (the profiler's step markers)");
+    CHECK(mhc::trace::summarize(sampled).steps == 2);
+    // The same rank with its ProfilerStep#N taken out: each step runs Optimizer.step#Shampoo.step
+    // then Optimizer.step#EMAOptimizer.step, twice. One step per Shampoo range with EMA's after it:
+    // 2 steps of 526 and 578 kernels, 50 after (public_traces.py's check_kernel_steps on the same
+    // file: equal; ProfilerStep#551 and #552 hold 577 each). Before this rule: 4 steps (518, 8,
+    // 570, 8), one per optimizer range.
+    const std::string stripped = dir.file("sampled-no-profiler-steps.json");
+    {
+        auto doc = nlohmann::json::parse(test::gunzip(test::pub("kineto/hta-sampled-rank-0.json.gz")));
+        auto& events = doc["traceEvents"];
+        events.erase(std::remove_if(events.begin(), events.end(),
+                                    [](const nlohmann::json& event) {
+                                        return event.value("name", "").rfind("ProfilerStep#", 0) == 0;
+                                    }),
+                     events.end());
+        test::write_file(stripped, doc.dump());
+    }
+    TraceData two = test::import_public_path(dir, stripped, result);
+    std::map<int32_t, int64_t> two_steps;
+    for (int32_t step : two.kernels.step) ++two_steps[step];
+    CHECK(two_steps == std::map<int32_t, int64_t>{{-1, 50}, {0, 526}, {1, 578}});
+    CHECK(test::warned(
+        result, "one step per Optimizer.step#Shampoo.step range (the most frequent; the first seen among equals)"));
+    // PyTorch 1.8's traces name the range's category Operator: read the same way (they have
+    // ProfilerStep#N, so a copy without them is made here). 6 steps: ProfilerStep#5-#10.
+    const std::string in = dir.file("no-profiler-steps.json");
+    {
+        auto doc = nlohmann::json::parse(
+            test::gunzip(test::pub("kineto/tb-plugin-resnet50-worker0.1623143089861.pt.trace.json.gz")));
+        auto& events = doc["traceEvents"];
+        events.erase(std::remove_if(events.begin(), events.end(),
+                                    [](const nlohmann::json& event) {
+                                        return event.value("name", "").rfind("ProfilerStep#", 0) == 0;
+                                    }),
+                     events.end());
+        test::write_file(in, doc.dump());
+    }
+    TraceData old = test::import_public_path(dir, in, result);
+    CHECK(mhc::trace::summarize(old).steps == 6);
+    CHECK(old.meta.at("steps_from") == "Optimizer.step#SGD.step ranges (no ProfilerStep#N in the trace)");
+}
+
+TEST_CASE("kineto: ranks merged into one file without ProfilerStep#N join their k-th optimizer steps",
+          "[import][kineto][public][steps]") {
+    // param's ResNet trace twice in one file, the second copy's pids (CPU and GPU lanes) moved by
+    // 1,000,000 as a merging tool makes ranks distinct: two processes, 30 optimizer steps each, the
+    // k-th of both joined into step k (the same times): 30 steps, each with twice one copy's
+    // kernels (636, then 642; 2 after the last step).
+    test::TempDir dir;
+    const std::string in = dir.file("two-ranks.json");
+    {
+        auto doc = nlohmann::json::parse(test::gunzip(test::pub("kineto/param-resnet-kineto.json.gz")));
+        auto& events = doc["traceEvents"];
+        const size_t count = events.size();
+        for (size_t i = 0; i < count; ++i) {
+            nlohmann::json copy = events[i];
+            if (copy.contains("pid") && copy["pid"].is_number_integer())
+                copy["pid"] = copy["pid"].get<int64_t>() + 1000000;
+            events.push_back(copy);
+        }
+        test::write_file(in, doc.dump());
+    }
+    imp::Result result;
+    TraceData trace = test::import_public_path(dir, in, result);
+    std::map<int32_t, int64_t> per_step;
+    for (int32_t step : trace.kernels.step) ++per_step[step];
+    REQUIRE(per_step.size() == 31);
+    CHECK(per_step[-1] == 2);
+    CHECK(per_step[0] == 636);
+    for (int32_t step = 1; step < 30; ++step) CHECK(per_step[step] == 642);
+    CHECK(mhc::trace::summarize(trace).steps == 30);
+    CHECK(test::warned(result, "30 optimizer steps of the same number joined, one step marker each"));
 }

@@ -463,3 +463,43 @@ TEST_CASE("nsys: kernel launches without their kernel rows are said (captured on
           "was open (captured into a CUDA graph, not run)");
     CHECK_FALSE(test::warned(result, "kernel launches have no kernel"));
 }
+
+TEST_CASE("nsys: steps from NVTX ProfilerStep#N ranges, else from the optimizer's step ranges",
+          "[import][nsys][public][steps]") {
+    // The 2024.6 export's 19 kernels with two Optimizer.step#AdamW.step ranges added as emit_nvtx
+    // writes them (", op_id = N" appended), from 1.0 to 1.1 s and 1.2 to 1.25 s of its clock. A
+    // kernel is in the step its launch (the runtime call of its correlationId) fell in; counted with
+    // sqlite3 (2026-12-05): launches up to 1,100,000,000 ns: 2 kernels (step 0), up to
+    // 1,250,000,000: 6 (step 1; by the kernels' own starts 5: the one launched at 1,248,567,740
+    // starts at 1,250,330,764), after: 11 in no step. Before 2026-12-05 an nsys export had no steps.
+    test::TempDir dir;
+    const std::string in = dir.file("steps.sqlite");
+    test::public_variant("nsys/fuser-h200-nsys-2024.6.sqlite", in,
+                         "INSERT INTO NVTX_EVENTS (start, end, eventType, text) VALUES "
+                         "(1000000000, 1100000000, 59, 'Optimizer.step#AdamW.step, op_id = 12'), "
+                         "(1200000000, 1250000000, 59, 'Optimizer.step#AdamW.step, op_id = 40');");
+    imp::Result result;
+    TraceData trace = test::import_public_path(dir, in, result);
+    std::map<int32_t, int64_t> per_step;
+    for (int32_t step : trace.kernels.step) ++per_step[step];
+    CHECK(per_step == std::map<int32_t, int64_t>{{-1, 11}, {0, 2}, {1, 6}});
+    CHECK(mhc::trace::summarize(trace).steps == 2);
+    CHECK(trace.meta.at("steps_from") == "Optimizer.step#AdamW.step ranges (no ProfilerStep#N in the trace)");
+    // A ProfilerStep#N range is the step N itself (the optimizer's ranges then delimit nothing):
+    // from 1.0 to 1.25 s, the 6 kernels launched in it; the 2 launched before 1.0 s are in none.
+    const std::string profiled = dir.file("profiled.sqlite");
+    test::public_variant("nsys/fuser-h200-nsys-2024.6.sqlite", profiled,
+                         "INSERT INTO NVTX_EVENTS (start, end, eventType, text) VALUES "
+                         "(1000000000, 1250000000, 59, 'ProfilerStep#3'), "
+                         "(1200000000, 1250000000, 59, 'Optimizer.step#AdamW.step, op_id = 40');");
+    TraceData marked = test::import_public_path(dir, profiled, result);
+    per_step.clear();
+    for (int32_t step : marked.kernels.step) ++per_step[step];
+    CHECK(per_step == std::map<int32_t, int64_t>{{-1, 13}, {3, 6}});
+    CHECK(mhc::trace::summarize(marked).steps == 1);
+    CHECK(marked.meta.at("steps_from") == "ProfilerStep#N ranges (the profiler's step markers)");
+    // The export as recorded: no step, nothing said.
+    TraceData plain = test::import_public(dir, "nsys/fuser-h200-nsys-2024.6.sqlite", result);
+    CHECK(plain.meta.count("steps_from") == 0);
+    CHECK(std::all_of(plain.kernels.step.begin(), plain.kernels.step.end(), [](int32_t step) { return step == -1; }));
+}

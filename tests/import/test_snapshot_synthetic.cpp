@@ -10,6 +10,7 @@
 
 #include "mhc/trace/check.hpp"
 #include "pickle_writer.hpp"
+#include "public_variants.hpp"
 #include "util.hpp"
 
 namespace {
@@ -652,6 +653,140 @@ TEST_CASE("snapshot: user-annotated regions (external_annotations) are range mar
             "device": 0, "time_us": "100"}]})");
         CHECK_THROWS_WITH(mhc::trace::import::import_file(in, dir.file("bad2.db")),
                           Catch::Contains("external_annotations[0]: 'time_us' is a str, not a number"));
+    }
+}
+
+TEST_CASE("snapshot: pools that cannot be known exactly are said", "[import][snapshot][pools]") {
+    // A 2 MiB segment of private pool (1, 2) in the end state (its program uses a CUDA graph or a
+    // MemPool) and a segment of 2 MiB made and freed during the trace.
+    auto snapshot = [](const std::string& pool_a, const std::string& pool_b) {
+        return R"({"segments": [{"device": 0, "address": 4194304, "total_size": 2097152, "stream": 0,
+            "segment_type": "large", "segment_pool_id": [1, 2], "is_expandable": false,
+            "blocks": [{"address": 4194304, "size": 2097152, "requested_size": 2097152, "state": "active_allocated"}]}],
+          "device_traces": [[
+            {"action": "segment_alloc", "addr": 8388608, "size": 2097152, "stream": 0, "time_us": 1)" +
+               pool_a + R"(},
+            {"action": "alloc", "addr": 8388608, "size": 2097152, "stream": 0, "time_us": 2)" +
+               pool_a + R"(},
+            {"action": "free_completed", "addr": 8388608, "size": 2097152, "stream": 0, "time_us": 3)" +
+               pool_b + R"(},
+            {"action": "segment_free", "addr": 8388608, "size": 2097152, "stream": 0, "time_us": 4)" +
+               pool_b + R"(}]]})";
+    };
+    test::TempDir dir;
+    const std::string in = dir.file("snap.json");
+    SECTION("before torch 2.15 (no pool_id): the freed segment's pool is unknown, said and warned") {
+        // Before 2026-12-05 nothing was said: the freed segment's blocks were modelled in the default
+        // pool whether or not a private pool (given back) held them.
+        test::write_file(in, snapshot("", ""));
+        const auto result = mhc::trace::import::import_file(in, dir.file("old.db"));
+        CHECK(result.meta.at("snapshot.pools_unknown") ==
+              "1 segment rows freed during the trace: their pool is unknown (the events name none, before torch "
+              "2.15; the end state shows only the pools still held), taken as the default pool's");
+        CHECK(test::warned(result, "where one was a private pool given back"));
+        CHECK(result.meta.at("snapshot.pools_from") == "end-state segments (segment_pool_id): the events name no pool");
+    }
+    SECTION("pool_id on some events only: said and warned, not called exact") {
+        // Before 2026-12-05: "trace events (pool_id): exact" with 2 of the 4 events naming a pool.
+        test::write_file(in, snapshot(R"(, "pool_id": [1, 2])", ""));
+        const auto result = mhc::trace::import::import_file(in, dir.file("partial.db"));
+        CHECK(result.meta.at("snapshot.pools_from") ==
+              "trace events (pool_id) on 2 of 4 events: the blocks and segments of the others are taken as the "
+              "default pool's (not exact where they were a private pool's)");
+        CHECK(test::warned(result, "pool_id on 2 of 4 events"));
+    }
+    SECTION("pool_id on every event: exact, no word of it") {
+        test::write_file(in, snapshot(R"(, "pool_id": [1, 2])", R"(, "pool_id": [1, 2])"));
+        const auto result = mhc::trace::import::import_file(in, dir.file("full.db"));
+        CHECK(result.meta.at("snapshot.pools_from") == "trace events (pool_id): exact");
+        CHECK_FALSE(test::warned(result, "pool_id on"));
+        CHECK(result.meta.count("snapshot.pools_unknown") == 0);
+    }
+}
+
+TEST_CASE("snapshot: steps come from ProfilerStep#N regions, else from the optimizer's step regions",
+          "[import][snapshot][steps]") {
+    // Events at 100 to 200 us (t_min 100). Two Optimizer.step#AdamW.step regions, 120-130 and
+    // 160-170 us, each with a zero_grad after it, and an SGD step nested in the first (a wrapper's):
+    // step 0 from 0 to the end of the first's microsecond, 31,000 ns; step 1 from there to 71,000 ns;
+    // the events after 170 us are in no step. Before 2026-12-05 such a snapshot had no step
+    // ("steps none marked" of the H200 GPT-2 snapshot's 20 AdamW steps).
+    const std::string events = R"("device_traces": [[
+        {"action": "alloc", "addr": 4096, "size": 512, "stream": 0, "time_us": 100},
+        {"action": "free_completed", "addr": 4096, "size": 512, "stream": 0, "time_us": 150},
+        {"action": "alloc", "addr": 8192, "size": 512, "stream": 0, "time_us": 200}]])";
+    auto note = [](const std::string& name, const char* stage, int us) {
+        return R"({"name": ")" + name + R"(", "stage": ")" + stage + R"(", "device": 0, "time_us": )" +
+               std::to_string(us) + "}";
+    };
+    const std::string adam = "Optimizer.step#AdamW.step", zero = "Optimizer.zero_grad#AdamW.zero_grad";
+    const std::string notes = "\"external_annotations\": [" + note(adam, "START", 120) + ", " +
+                              note("Optimizer.step#SGD.step", "START", 122) + ", " +
+                              note("Optimizer.step#SGD.step", "END", 125) + ", " + note(adam, "END", 130) + ", " +
+                              note(zero, "START", 131) + ", " + note(zero, "END", 132) + ", " +
+                              note(adam, "START", 160) + ", " + note(adam, "END", 170) + "]";
+    test::TempDir dir;
+    const std::string in = dir.file("snap.json"), out = dir.file("snap.db");
+    test::write_file(in, "{" + events + ", " + notes + "}");
+    const auto result = mhc::trace::import::import_file(in, out);
+    const auto trace = mhc::trace::load_trace(out);
+    REQUIRE(mhc::trace::check_trace(trace).ok());
+    std::vector<std::tuple<std::string, int64_t, int64_t, int32_t>> steps;
+    size_t ranges = 0;
+    for (size_t i = 0; i < trace.markers.size(); ++i) {
+        if (trace.markers.kind[i] == mhc::trace::MarkerKind::Step)
+            steps.emplace_back(trace.str(trace.markers.name[i]), trace.markers.t_start[i], trace.markers.t_end[i],
+                               trace.markers.index[i]);
+        else ++ranges;
+    }
+    CHECK(ranges == 4);   // the regions stay range markers
+    using Step = std::tuple<std::string, int64_t, int64_t, int32_t>;
+    CHECK(steps == std::vector<Step>{{"step#0", 0, 31000, 0}, {"step#1", 31000, 71000, 1}});
+    CHECK(result.meta.at("steps_from") ==
+          "Optimizer.step#AdamW.step ranges (no ProfilerStep#N in the trace) (1 inside another not counted)");
+    CHECK(result.warnings.empty());
+    SECTION("ProfilerStep#N regions are the steps, numbered as the profiler numbered them") {
+        const std::string profiled = "\"external_annotations\": [" + note("ProfilerStep#7", "START", 100) + ", " +
+                                     note("ProfilerStep#7", "END", 139) + ", " + note(adam, "START", 120) + ", " +
+                                     note(adam, "END", 130) + "]";
+        test::write_file(in, "{" + events + ", " + profiled + "}");
+        const auto profiled_result = mhc::trace::import::import_file(in, dir.file("profiled.db"));
+        const auto marked = mhc::trace::load_trace(dir.file("profiled.db"));
+        std::vector<Step> got;
+        for (size_t i = 0; i < marked.markers.size(); ++i)
+            if (marked.markers.kind[i] == mhc::trace::MarkerKind::Step)
+                got.emplace_back(marked.str(marked.markers.name[i]), marked.markers.t_start[i], marked.markers.t_end[i],
+                                 marked.markers.index[i]);
+        CHECK(got == std::vector<Step>{{"ProfilerStep#7", 0, 40000, 7}});
+        CHECK(profiled_result.meta.at("steps_from") == "ProfilerStep#N ranges (the profiler's step markers)");
+    }
+    SECTION("two optimizers stepping one after the other: one step for both, said") {
+        const std::string two = "\"external_annotations\": [" + note(adam, "START", 120) + ", " +
+                                note(adam, "END", 130) + ", " + note("Optimizer.step#SGD.step", "START", 140) + ", " +
+                                note("Optimizer.step#SGD.step", "END", 145) + "]";
+        test::write_file(in, "{" + events + ", " + two + "}");
+        const auto two_result = mhc::trace::import::import_file(in, dir.file("two.db"));
+        // AdamW's and SGD's range once each: the step begins with AdamW's (the first seen of the
+        // two, each stepping once) and holds SGD's: one step, from 0 to the end of 145 us.
+        CHECK(two_result.meta.at("steps_from") ==
+              "Optimizer.step#AdamW.step, Optimizer.step#SGD.step ranges (no ProfilerStep#N in the trace): a "
+              "step per Optimizer.step#AdamW.step with the others' after it");
+        CHECK(test::warned(two_result, "optimizer-step ranges of 2 optimizers"));
+        const auto two_trace = mhc::trace::load_trace(dir.file("two.db"));
+        std::vector<Step> got;
+        for (size_t i = 0; i < two_trace.markers.size(); ++i)
+            if (two_trace.markers.kind[i] == mhc::trace::MarkerKind::Step)
+                got.emplace_back(two_trace.str(two_trace.markers.name[i]), two_trace.markers.t_start[i],
+                                 two_trace.markers.t_end[i], two_trace.markers.index[i]);
+        CHECK(got == std::vector<Step>{{"step#0", 0, 46000, 0}});
+    }
+    SECTION("no optimizer region: no step, nothing said") {
+        test::write_file(in, "{" + events + ", \"external_annotations\": [" + note(zero, "START", 131) + ", " +
+                                 note(zero, "END", 132) + "]}");
+        const auto none = mhc::trace::import::import_file(in, dir.file("none.db"));
+        CHECK(none.meta.count("steps_from") == 0);
+        const auto unmarked = mhc::trace::load_trace(dir.file("none.db"));
+        CHECK(unmarked.markers.size() == 1);
     }
 }
 

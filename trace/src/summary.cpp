@@ -272,6 +272,9 @@ std::string to_text(const Summary& s) {
             line("steps       %lld (mean %lld events)\n", static_cast<long long>(s.steps), static_cast<long long>(tot / s.steps));
         else
             line("steps       %lld (mean %s)\n", static_cast<long long>(s.steps), format_ns(tot / s.steps).c_str());
+        // Where the importer found them, when not from the trace's own step markers (steps_from).
+        for (const auto& [k, v] : s.meta)
+            if (k == "steps_from" && v.rfind("ProfilerStep#", 0) != 0) line("            from %s\n", v.c_str());
     } else {
         o += "steps       none marked\n";
     }

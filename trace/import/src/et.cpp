@@ -17,6 +17,7 @@
 #include "kineto_write.hpp"
 #include "limits.hpp"
 #include "mhc/common/error.hpp"
+#include "steps.hpp"
 
 namespace mhc::trace::import {
 
@@ -84,6 +85,7 @@ private:
     // step's ops hold the ids from the ProfilerStep#N node's to the last one below it.
     int32_t step_of(size_t i) const {
         int32_t step = step_in_tree(i);
+        if (step_ids_.empty() && use_optimizer_) return step_at(optimizer_.steps, nodes_[i].id);
         if (step >= 0 || step_ids_.empty()) return step;
         int64_t id = nodes_[i].id;
         auto after = std::upper_bound(step_ids_.begin(), step_ids_.end(), id,
@@ -116,6 +118,34 @@ private:
         }
         std::sort(step_ids_.begin(), step_ids_.end(),
                   [](const StepIds& lhs, const StepIds& rhs) { return lhs.first < rhs.first; });
+        if (step_ids_.empty()) index_optimizer_steps();
+    }
+
+    // Without ProfilerStep#N, the optimizer's step nodes delimit the steps (steps.hpp), by id: ids
+    // are given as ops start, on every thread, so step k holds the ids after the last one of the
+    // optimizer step before it, through the last one below its own (the outermost
+    // Optimizer.step#... node; step 0 from the first id). Used where a joined Kineto trace has no
+    // ProfilerStep#N either; meta steps_from says so.
+    void index_optimizer_steps() {
+        std::unordered_map<size_t, NamedSpan> outermost;   // node index -> (name, its id, last id below + 1)
+        for (size_t i = 0; i < nodes_.size(); ++i) {
+            size_t top = SIZE_MAX, index = i;
+            for (int depth = 0; depth < 256; ++depth) {
+                if (is_optimizer_step(nodes_[index].name)) top = index;
+                auto parent = node_at_.find(nodes_[index].parent);
+                if (parent == node_at_.end() || parent->second == index) break;
+                index = parent->second;
+            }
+            if (top == SIZE_MAX) continue;
+            auto [it, fresh] = outermost.try_emplace(top,
+                                                     NamedSpan{nodes_[top].name, nodes_[top].id, nodes_[top].id + 1});
+            it->second.t_end = std::max(it->second.t_end, nodes_[i].id + 1);
+        }
+        std::vector<NamedSpan> spans;
+        spans.reserve(outermost.size());
+        for (auto& [index, span] : outermost) spans.push_back(std::move(span));
+        optimizer_ = optimizer_steps(spans, INT64_MIN);
+        use_optimizer_ = !optimizer_.steps.empty();
     }
 
     // The ProfilerStep#N above a node (or the node itself), -1 if none.
@@ -214,6 +244,7 @@ private:
 
     void units_from_ops(const std::vector<int32_t>& node_op) {
         const StepRanges kineto_steps(kd_.ranges);   // for an execution trace without ProfilerStep#
+        if (kineto_steps.size() > 0) use_optimizer_ = false;   // the profiler's steps, better
         for (size_t i = 0; i < nodes_.size(); ++i) {
             if (!is_unit(nodes_[i])) continue;
             int32_t op = node_op[i];
@@ -368,9 +399,10 @@ private:
                 it->second = {std::min(it->second.first, unit.t_start), std::max(it->second.second, unit.t_end)};
         }
         int64_t id = 0;
+        const std::string prefix = step_ids_.empty() ? "step#" : "ProfilerStep#";
         for (const auto& [step, times] : span)
-            w_.add(Marker{++id, w_.intern("ProfilerStep#" + std::to_string(step)), times.first, times.second,
-                          MarkerKind::Step, step});
+            w_.add(Marker{++id, w_.intern(prefix + std::to_string(step)), times.first, times.second, MarkerKind::Step,
+                          step});
         if (!span.empty()) r_.meta["et.step_markers"] = std::to_string(span.size());
     }
 
@@ -431,6 +463,13 @@ private:
             meta["et.storages_left_out"] = std::to_string(std::max<int64_t>(0, left_out_));
         }
         meta["et.op_starts_clamped"] = std::to_string(clamped_);
+        if (joined_ && gpu_) {   // kernels take Kineto's steps: write_kineto_timeline said where from
+        } else if (!step_ids_.empty()) {
+            meta["steps_from"] = kStepsFromProfiler;
+        } else if (use_optimizer_) {
+            meta["steps_from"] = optimizer_.said();
+            if (const std::string warning = optimizer_.warning(); !warning.empty()) r_.warnings.push_back(warning);
+        }
         if (steps_by_id_ > 0)
             meta["et.steps_by_id"] = std::to_string(steps_by_id_) +
                                      " ops under no ProfilerStep#N (another thread's: the backward) took the step "
@@ -447,6 +486,8 @@ private:
     std::vector<StepIds> step_ids_;     // ProfilerStep#N id ranges, by first id
     std::vector<int32_t> tree_step_;    // per node: the ProfilerStep#N above it, -1 if none
     mutable int64_t steps_by_id_ = 0;   // ops given a step by their id (not under a ProfilerStep#N)
+    OptimizerSteps optimizer_;          // steps by id from the optimizer's step nodes (no ProfilerStep#N)
+    bool use_optimizer_ = false;
     Rows& w_;
     Result& r_;
     KinetoData kd_;

@@ -11,6 +11,7 @@
 
 #include "kineto_memory.hpp"
 #include "kineto_write.hpp"
+#include "steps.hpp"
 #include "mhc/common/error.hpp"
 
 namespace mhc::trace::import {
@@ -71,6 +72,40 @@ void clamp_stream_overlaps(KinetoData& data, Result& result) {
         said + ": their starts were moved to that end, since a trace keeps one kernel at a time per stream");
 }
 
+// Where no CPU range is a ProfilerStep#N, each process's optimizer-step ranges delimit its steps
+// (steps.hpp), added to the ranges as step#0, step#1, ... ranges of those step numbers; step 0 begins
+// at the trace's first event (`base`). Meta steps_from says where the steps came from. Before
+// 2026-12-05 such a trace had no steps (param's ResNet trace: 30 Optimizer.step#SGD.step ranges).
+void add_optimizer_steps(KinetoData& data, int64_t base, Result& result) {
+    std::map<int64_t, std::vector<NamedSpan>> by_process;
+    for (const auto& range : data.ranges) {
+        if (range.step >= 0) {
+            result.meta["steps_from"] = kStepsFromProfiler;
+            return;
+        }
+        if (!range.gpu)
+            by_process[range.pid].push_back(NamedSpan{data.strings.list[range.name], range.ts, range.ts + range.dur});
+    }
+    std::string said, warning;
+    for (const auto& [pid, spans] : by_process) {
+        const OptimizerSteps found = optimizer_steps(spans, base);
+        if (found.steps.empty()) continue;
+        if (said.empty()) said = found.said(), warning = found.warning();
+        for (const StepSpan& step : found.steps) {
+            KRange range;
+            range.ts = step.t_start;
+            range.dur = step.t_end - step.t_start;
+            range.pid = pid;
+            range.step = step.step;
+            range.name = data.strings.intern("step#" + std::to_string(step.step));
+            data.ranges.push_back(range);
+        }
+    }
+    if (said.empty()) return;
+    result.meta["steps_from"] = said;
+    if (!warning.empty()) result.warnings.push_back(warning);
+}
+
 // A file of several processes' traces (ranks a tool merged into one file: their runtime calls or
 // ProfilerStep#N ranges carry several pids; a trace the profiler writes has one) has each
 // process's ProfilerStep#N: the step is one marker, from the earliest start of its ranges to
@@ -105,7 +140,9 @@ void merge_process_steps(KinetoData& data, Result& result) {
                        " processes' traces in one file (their runtime calls or ProfilerStep#N ranges carry " +
                        std::to_string(processes) +
                        " pids; a profiler writes one process a file: ranks merged?): " + std::to_string(merged) +
-                       " ProfilerStep#N ranges of the same N joined, one step marker each";
+                       (result.meta.count("steps_from") == 0 || result.meta.at("steps_from") == kStepsFromProfiler
+                            ? " ProfilerStep#N ranges of the same N joined, one step marker each"
+                            : " optimizer steps of the same number joined, one step marker each");
     said_and_warned(result, "kineto.processes", said);
 }
 
@@ -281,6 +318,7 @@ void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
     if (!std::is_sorted(d.kernels.begin(), d.kernels.end(), by_ts))
         std::stable_sort(d.kernels.begin(), d.kernels.end(), by_ts);
     // Steps from ProfilerStep#N (CPU side): a kernel belongs to the step its launch fell in.
+    add_optimizer_steps(d, base, r);
     merge_process_steps(d, r);
     const StepRanges steps(d.ranges);
     separate_process_streams(d, r);

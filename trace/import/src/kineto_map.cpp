@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "quoted_name.hpp"
+#include "steps.hpp"
 
 namespace mhc::trace::import {
 
@@ -195,7 +196,9 @@ bool map_timed_event(const KEvent& e, KinetoData& d) {
         } else if (c == "cpu_op" || c == "user_annotation" || c == "Operator" || c == "python_function" ||
                    c == "gpu_user_annotation") {
             bool step = e.name.substr(0, 13) == "ProfilerStep#";
-            if (c == "gpu_user_annotation" || c == "user_annotation" || step) {
+            // An optimizer's step range is kept whatever its category (cpu_op and Operator before
+            // about PyTorch 1.10): steps come from it where the trace has no ProfilerStep#N.
+            if (c == "gpu_user_annotation" || c == "user_annotation" || step || is_optimizer_step(e.name)) {
                 KRange r;
                 r.ts = e.ts;
                 r.dur = std::max<int64_t>(0, e.dur);

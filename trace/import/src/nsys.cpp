@@ -19,6 +19,7 @@
 #include "mhc/trace/import/import.hpp"
 #include "mhc/trace/import/rows.hpp"
 #include "sqlite_util.hpp"
+#include "steps.hpp"
 
 namespace mhc::trace::import {
 
@@ -121,6 +122,7 @@ public:
         find_base_time();
         read_gpu();
         read_allocations();
+        find_steps();
         read_kernels();
         read_graph_launches();
         write_kernels();
@@ -468,6 +470,7 @@ private:
             k.t_start = rel(ks, "CUPTI_ACTIVITY_KIND_KERNEL");
             k.t_end = rel(ke, "CUPTI_ACTIVITY_KIND_KERNEL");
             k.correlation = cell.get(5, "correlationId", INT64_MIN, INT64_MAX, false);
+            k.step = kernel_step(k, cell.get(14, "globalPid", INT64_MIN, INT64_MAX, false));
             static const char* grid[] = {"gridX", "gridY", "gridZ"}, *block[] = {"blockX", "blockY", "blockZ"};
             for (int i = 0; i < 3; ++i) {
                 k.grid[i] = static_cast<int32_t>(cell.get(6 + i, grid[i], 0, INT32_MAX, false));
@@ -716,6 +719,61 @@ private:
         r_.meta["nsys.launches_without_kernel"] = said;
     }
 
+    // Steps (steps.hpp): NVTX ranges named ProfilerStep#N (torch.profiler under emit_nvtx appends
+    // ", op_id = ..."), else the optimizer's step ranges (Optimizer.step#<Class>.step, recorded under
+    // emit_nvtx or pushed by hand). A kernel is in the step its launch (the CUPTI runtime call of its
+    // correlation id and process) fell in, else the step its start falls in; read_markers writes
+    // the step markers. Meta steps_from says where they came from. Before 2026-12-05 an nsys
+    // export had no steps at all.
+    void find_steps() {
+        if (!has("NVTX_EVENTS")) return;
+        auto cols = db_.columns("NVTX_EVENTS");
+        if (!cols.count("end")) return;
+        const std::string text = cols.count("textId") && has("StringIds")
+                                     ? "COALESCE(n.text, (SELECT value FROM StringIds WHERE id = n.textId))"
+                                     : "n.text";
+        const std::string query =
+            "SELECT n.start, n.end, " + (cols.count("text") ? text : std::string("NULL")) +
+            " FROM NVTX_EVENTS n WHERE typeof(n.start) = 'integer' AND typeof(n.end) = 'integer'" +
+            nvtx_ranges_and_marks();
+        sql::Stmt rows(db_.db, in_, query.c_str());
+        std::vector<NamedSpan> spans;
+        while (rows.step()) {
+            if (rows.is_null(2)) continue;
+            const std::string name = rows.text(2);
+            const int64_t t_start = rel(rows.i64(0), "NVTX_EVENTS"),
+                          t_end = std::max(t_start, rel(rows.i64(1), "NVTX_EVENTS"));
+            if (auto number = profiler_step_number(name)) profiler_steps_.push_back(StepSpan{*number, t_start, t_end});
+            else if (is_optimizer_step(name)) spans.push_back(NamedSpan{name, t_start, t_end});
+        }
+        if (!profiler_steps_.empty()) {
+            steps_ = profiler_steps_;
+            r_.meta["steps_from"] = kStepsFromProfiler;
+        } else {
+            const OptimizerSteps found = optimizer_steps(spans, 0);
+            steps_ = found.steps;
+            if (!steps_.empty()) r_.meta["steps_from"] = found.said();
+            if (const std::string warning = found.warning(); !warning.empty()) r_.warnings.push_back(warning);
+        }
+        std::sort(steps_.begin(), steps_.end(),
+                  [](const StepSpan& lhs, const StepSpan& rhs) { return lhs.t_start < rhs.t_start; });
+        if (steps_.empty() || !has("CUPTI_ACTIVITY_KIND_RUNTIME")) return;
+        auto rc = db_.columns("CUPTI_ACTIVITY_KIND_RUNTIME");
+        if (!rc.count("correlationId") || !rc.count("start") || !rc.count("globalTid")) return;
+        sql::Stmt calls(db_.db, in_,
+                        "SELECT globalTid, correlationId, start FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE typeof(start) = "
+                        "'integer' AND typeof(correlationId) = 'integer' AND typeof(globalTid) = 'integer'");
+        while (calls.step())   // globalTid = globalPid + thread id (the low 24 bits)
+            launch_at_[{calls.i64(0) & ~int64_t{0xFFFFFF}, calls.i64(1)}] = rel(calls.i64(2),
+                                                                                "CUPTI_ACTIVITY_KIND_RUNTIME");
+    }
+
+    int32_t kernel_step(const Kernel& kernel, int64_t global_pid) const {
+        if (steps_.empty()) return -1;
+        auto call = launch_at_.find({global_pid & ~int64_t{0xFFFFFF}, kernel.correlation});
+        return step_at(steps_, call != launch_at_.end() ? call->second : kernel.t_start);
+    }
+
     // NVTX_EVENTS also holds rows that are no range or mark (ENUM_NSYS_EVENT_TYPE): domain
     // creation (75, 76), category and thread names (33, 39, 64, 72-74), CUDA object names (97-99).
     // Only marks and ranges are markers: 34 Mark, 35/37 Push/Start, 59 PushPop, 60 StartEnd, and
@@ -752,9 +810,15 @@ private:
             m.t_start = rel(cell.get(0, "start", -kMaxTime, kMaxTime), "NVTX_EVENTS");
             m.t_end = s.is_null(1) ? m.t_start : rel(cell.interval(0, 1).second, "NVTX_EVENTS");
             if (s.is_null(1) && s.i64(4) == 1 && open_ranges++ == 0) first_open_range_ = quoted_name(text);
-            m.kind = MarkerKind::Range;
+            const std::optional<int32_t> step = s.is_null(1) ? std::nullopt : profiler_step_number(text);
+            m.kind = step ? MarkerKind::Step : MarkerKind::Range;
+            m.index = step.value_or(-1);
             w_.add(m);
         }
+        if (profiler_steps_.empty())   // steps from the optimizer's ranges (find_steps)
+            for (const StepSpan& step : steps_)
+                w_.add(Marker{++markers, w_.intern("step#" + std::to_string(step.step)), step.t_start, step.t_end,
+                              MarkerKind::Step, step.step});
         if (open_ranges > 0) {
             const std::string said = std::to_string(open_ranges) +
                                      " NVTX ranges have no end (pushed or started and never ended while nsys "
@@ -815,6 +879,8 @@ private:
     int64_t base_ = INT64_MAX;
     int64_t events_ = 0, allocations_ = 0, reconstructed_ = 0, clamped_ = 0, copies_ = 0;
     int64_t clamp_largest_ns_ = 0, clamp_lost_ns_ = 0;
+    std::vector<StepSpan> steps_, profiler_steps_;               // find_steps
+    std::map<std::pair<int64_t, int64_t>, int64_t> launch_at_;   // (globalPid, correlationId) -> call start
     std::string first_open_range_;   // the first NVTX range without an end, for the warning   // the clamped starts'
                                      // largest move, the kernel time taken off
 };

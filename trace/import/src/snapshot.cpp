@@ -28,6 +28,7 @@
 #include "snapshot_blocks.hpp"
 #include "snapshot_frames.hpp"
 #include "source.hpp"
+#include "steps.hpp"
 
 namespace mhc::trace::import {
 
@@ -328,7 +329,7 @@ public:
     void say_private_pools(std::map<std::string, std::string>& meta, Result& result) const;
     // The rows of private pools the trace events name (pool_id), for meta snapshot.allocation_pools
     // and snapshot.segment_row_pools; nothing when no event has a pool_id.
-    void pool_rows(const std::vector<Segment>& segments, int64_t pooled_events);
+    void pool_rows(const std::vector<Segment>& segments, int64_t pooled_events, int64_t events);
     // Segment rows, or none when the allocations do not fit in them (said in meta).
     std::vector<Segment> segment_rows();
     void block_sizes(const std::vector<Segment>& segments, const BlockRules& rules);
@@ -404,7 +405,7 @@ private:
     std::unordered_map<size_t, PoolKey> row_pool_;
     std::map<std::tuple<int32_t, int64_t, int64_t>, PoolKey> seg_made_pool_, seg_freed_pool_;
     std::map<std::pair<int32_t, int64_t>, std::pair<int64_t, PoolKey>> end_pool_;
-    int64_t pooled_events_ = 0;
+    int64_t pooled_events_ = 0, events_ = 0, freed_segments_ = 0;
     std::string allocation_pools_, segment_row_pools_, pools_gone_;
     BlockReport blocks_;
     std::string segments_dropped_;
@@ -810,8 +811,31 @@ void SnapshotImport::say_private_pools(std::map<std::string, std::string>& meta,
         segments += counts.first;
         bytes += counts.second;
     }
-    if (pooled_events_ > 0) {
+    if (pooled_events_ > 0 && pooled_events_ < events_) {
+        // Some events name their pool and some do not (a file put together from two PyTorch
+        // versions' entries, or damaged): those without are the default pool's. Said, not exact.
+        const std::string partial = "trace events (pool_id) on " + std::to_string(pooled_events_) + " of " +
+                                    std::to_string(events_) +
+                                    " events: the blocks and segments of the others are taken as the default "
+                                    "pool's (not exact where they were a private pool's)";
+        meta["snapshot.pools_from"] = partial;
+        result.warnings.push_back("pool_id " + partial.substr(partial.find(" on ") + 1));
+    } else if (pooled_events_ > 0) {
         meta["snapshot.pools_from"] = "trace events (pool_id): exact";
+    } else if (freed_segments_ > 0) {
+        // Before torch 2.15 events name no pool: a private pool that gave all its segments back
+        // during the trace (a CUDA graph or MemPool let go of) leaves no end-state segment to tell.
+        const std::string unknown = std::to_string(freed_segments_) +
+                                    " segment rows freed during the trace: their pool is unknown (the events name "
+                                    "none, before torch 2.15; the end state shows only the pools still held), "
+                                    "taken as the default pool's";
+        meta["snapshot.pools_unknown"] = unknown;
+        if (!said.empty())   // the program uses private pools: one given back may be among them
+            result.warnings.push_back(unknown +
+                                      ": where one was a private pool given back, its blocks are "
+                                      "modelled sharing the default pool's segments");
+    }
+    if (pooled_events_ > 0) {
         if (!allocation_pools_.empty()) meta["snapshot.allocation_pools"] = allocation_pools_;
         if (!segment_row_pools_.empty()) meta["snapshot.segment_row_pools"] = segment_row_pools_;
         if (!pools_gone_.empty()) {
@@ -858,9 +882,13 @@ std::string rows_by_pool(const std::map<PoolKey, std::vector<int64_t>>& rows) {
 // allocated before recording; the end-state segment for a block no event names). A segment
 // row's: its segment_alloc or segment_map event's, else its segment_free or segment_unmap
 // event's (a segment made before recording), else the end-state segment it lies in.
-void SnapshotImport::pool_rows(const std::vector<Segment>& segments, int64_t pooled_events) {
+void SnapshotImport::pool_rows(const std::vector<Segment>& segments, int64_t pooled_events, int64_t events) {
     pooled_events_ = pooled_events;
-    if (pooled_events == 0) return;
+    events_ = events;
+    if (pooled_events == 0) {   // no event names its pool: a segment freed during the trace has none known
+        for (const Segment& seg : segments) freed_segments_ += seg.t_free != kNoTime;
+        return;
+    }
     std::map<PoolKey, std::vector<int64_t>> allocs, segs;
     for (const auto& [row, pool] : row_pool_) allocs[pool].push_back(allocs_[row].id);
     std::set<PoolKey> held;
@@ -1087,6 +1115,36 @@ std::string json_as_pickle(std::string_view json, const std::string& in) {
     return std::move(pickle.out);
 }
 
+// Step markers from the annotations (steps.hpp): a ProfilerStep#N region (a snapshot recorded under
+// torch.profiler's schedule) is step N (the caller marks it so); without one, the optimizer's step regions delimit the
+// steps. Meta steps_from says which; before 2026-12-05 a snapshot had no steps ("steps none
+// marked" of the H200 GPT-2 snapshot's 20 Optimizer.step#AdamW.step regions).
+void add_step_markers(const std::set<std::tuple<std::string, int64_t, int64_t>>& ranges, int64_t id, Rows& rows,
+                      Result& result) {
+    std::vector<NamedSpan> spans;
+    for (const auto& [name, t_start, t_end] : ranges) {
+        if (profiler_step_number(name)) {   // written as step markers by the caller
+            result.meta["steps_from"] = kStepsFromProfiler;
+            return;
+        }
+        spans.push_back(NamedSpan{name, t_start, t_end});
+    }
+    const OptimizerSteps found = optimizer_steps(spans, 0);
+    if (found.steps.empty()) return;
+    result.meta["steps_from"] = found.said();
+    if (const std::string warning = found.warning(); !warning.empty()) result.warnings.push_back(warning);
+    for (const StepSpan& step : found.steps) {
+        Marker marker;
+        marker.id = ++id;
+        marker.name = rows.intern("step#" + std::to_string(step.step));
+        marker.t_start = step.t_start;
+        marker.t_end = step.t_end;
+        marker.kind = MarkerKind::Step;
+        marker.index = step.step;
+        rows.add(marker);
+    }
+}
+
 // snapshot['external_annotations'] (PyTorch 2.5 on): the record_function ranges of user scope
 // (torch.profiler.record_function, Optimizer.step's own) that the allocator noted while it
 // recorded history, one entry per START or END, with 'name', 'stage', 'device' and 'time_us'.
@@ -1098,7 +1156,7 @@ std::string json_as_pickle(std::string_view json, const std::string& in) {
 // Without time_us they cannot be placed: counted, not imported. Before 2026-12-03 they were
 // dropped without a word. Returns what meta snapshot.annotations says.
 std::string add_annotation_markers(const PickleDoc& doc, std::optional<Id> list, const Decoded& ev, Rows& rows,
-                                   const std::string& in) {
+                                   const std::string& in, Result& result) {
     if (!list || doc.kind(*list) != PickleDoc::Kind::List || doc.size(*list) == 0) return {};
     const auto entries = doc.items(*list);
     if (!ev.all_timed || ev.events == 0)
@@ -1152,9 +1210,12 @@ std::string add_annotation_markers(const PickleDoc& doc, std::optional<Id> list,
         marker.name = rows.intern(name);
         marker.t_start = t_start;
         marker.t_end = t_end;
-        marker.kind = MarkerKind::Range;
+        const std::optional<int32_t> step = profiler_step_number(name);
+        marker.kind = step ? MarkerKind::Step : MarkerKind::Range;
+        marker.index = step.value_or(-1);
         rows.add(marker);
     }
+    add_step_markers(ranges, id, rows, result);
     return std::to_string(ranges.size()) + " range markers from " + std::to_string(entries.size()) +
            " START/END entries (record_function ranges of user scope)";
 }
@@ -1244,9 +1305,10 @@ void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_inp
         conf = "expandable_segments:True" + (conf.empty() ? "" : "," + conf);
     }
     imp.block_sizes(segments, block_rules);
-    imp.pool_rows(segments, ev.pooled);
+    imp.pool_rows(segments, ev.pooled, ev.events);
     imp.write(segments);
-    if (const std::string said = add_annotation_markers(doc, field("external_annotations"), ev, w, in); !said.empty())
+    if (const std::string said = add_annotation_markers(doc, field("external_annotations"), ev, w, in, r);
+        !said.empty())
         r.meta["snapshot.annotations"] = said;
     r.meta["segments"] = std::to_string(segments.size()) + " rows (segment events and end state)";
     // A PyTorch allocator's blocks lie in its segments: mhc check holds the trace to it (outside-segment).

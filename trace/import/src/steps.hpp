@@ -1,0 +1,60 @@
+// Training steps where a trace marks none of its own: from the optimizer's step annotations.
+//
+// A PyTorch optimizer's step() runs inside record_function("Optimizer.step#<Class>.step") (PyTorch
+// 1.8 on), which every profiler that records user ranges keeps: the snapshot's
+// external_annotations, Kineto's user_annotation (cpu_op before about PyTorch 1.10), NVTX under
+// emit_nvtx (", op_id = N" and more appended), the execution trace's nodes. A training loop calls
+// it once a step, so where the trace has no ProfilerStep#N, step k is taken to end where the k-th
+// optimizer step ends and to begin where the one before it ended (step 0 at the trace's start);
+// what follows the last optimizer step is in no step. Each reader says in meta `steps_from` where
+// its steps came from (docs/import.md, "Steps").
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mhc::trace::import {
+
+// N of a range named "ProfilerStep#N" (followed by nothing or by ", ..." as NVTX appends), none
+// for any other name.
+std::optional<int32_t> profiler_step_number(std::string_view name);
+
+// Whether a range is an optimizer's step: "Optimizer.step#<Class>.step", with anything after it.
+bool is_optimizer_step(std::string_view name);
+
+struct NamedSpan {
+    std::string name;
+    int64_t t_start = 0, t_end = 0;
+};
+
+struct StepSpan {
+    int32_t step = 0;
+    int64_t t_start = 0, t_end = 0;
+};
+
+struct OptimizerSteps {
+    std::vector<StepSpan> steps;      // in time order, numbered from 0
+    int64_t nested = 0;               // optimizer-step ranges inside another (a wrapper's): not steps
+    std::vector<std::string> names;   // the distinct optimizer-step names, as first seen
+    std::string anchor;               // the name whose ranges begin the steps (the most frequent)
+    // The words of meta `steps_from`: where the steps came from and how they were cut.
+    std::string said() const;
+    // A warning where several optimizers step (Shampoo and an EMA's, a GAN's two): the steps are
+    // cut at the most frequent one's ranges. Empty otherwise.
+    std::string warning() const;
+};
+
+// The steps that the optimizer-step ranges among `ranges` delimit (any order; other names are
+// ignored); step 0 begins at `t_first`. No steps where there is no such range.
+OptimizerSteps optimizer_steps(const std::vector<NamedSpan>& ranges, int64_t t_first);
+
+// The step a time falls in (-1 before the first or after the last); steps sorted by start.
+int32_t step_at(const std::vector<StepSpan>& steps, int64_t time);
+
+// The meta value `steps_from` of a trace whose steps are ProfilerStep#N ranges.
+inline constexpr const char* kStepsFromProfiler = "ProfilerStep#N ranges (the profiler's step markers)";
+
+}   // namespace mhc::trace::import
