@@ -186,7 +186,7 @@ void draw_memory(App& app) {
     draw_bytes_axis(dl, c0, c1, y_range, &axis_labels);
     if (!reserved.empty()) draw_curve(dl, res, c0, c1, y_range, kReserved, false, rec_end);
     if (!model.empty()) draw_curve(dl, mres, c0, c1, y_range, kModelReserved, false, rec_end);
-    if (run_curve) draw_curve(dl, rec, c0, c1, y_range, IM_COL32(150, 150, 160, 255), false, rec_end);
+    if (run_curve) draw_curve(dl, rec, c0, c1, y_range, kRecorded, false, rec_end);
     draw_curve(dl, cols, c0, c1, y_range, kCurve, true, cols_end);
     // Over the live curve: a pool's allocations are most of it on CUDA-graph traces (slime's
     // Megatron snapshot: 31.98 of 33.75 GiB), where a line under it would be hidden.
@@ -214,7 +214,7 @@ void draw_memory(App& app) {
         const std::string device = memory_device_text(*app.trace);
         const std::string recorded = "recorded live bytes" + (device.empty() ? "" : ", " + device);
         std::vector<LegendEntry> entries{{kCurve, run_curve ? run->label() + ": device bytes" : recorded}};
-        if (run_curve) entries.push_back({IM_COL32(150, 150, 160, 255), recorded});
+        if (run_curve) entries.push_back({kRecorded, recorded});
         if (!reserved.empty()) entries.push_back({kReserved, "recorded reserved (segments)"});
         if (!model.empty())
             entries.push_back({kModelReserved, "model reserved (caching allocator, device " +
