@@ -256,3 +256,27 @@ TEST_CASE("the At the peak tab with a run selected: the run's peak, on the devic
     REQUIRE(peak.contains("first_row"));
     CHECK(peak["first_row"]["y0"].get<double>() > first.layout["statistics"]["tabs"]["at_peak"]["y1"].get<double>());
 }
+
+TEST_CASE("a Kineto trace without step markers: steps from its optimizer's ranges, and Go goes there") {
+    // TraceLens's MI300X ResNet-18 DDP trace has no ProfilerStep#N, only 10 Optimizer.step#SGD.step
+    // ranges nested in pairs: steps 0..4. Before, the step field read "none" and was greyed out.
+    fixture::TempPath db("ddp-steps.db");
+    import_public("kineto/tracelens-mi300x-ddp-resnet18-no-pool-pid1.json.gz", db.path);
+    const ViewTrace view = load_view_trace(db.path);
+    REQUIRE(view.steps.size() == 5);
+    Shot shot = shoot(db.path, "--size 1400x700 --step 2");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    const auto& step = shot.layout["toolbar"]["step"];
+    INFO(step.dump());
+    CHECK(step["enabled"] == true);
+    CHECK(step["first"] == 0);
+    CHECK(step["last"] == 4);
+    CHECK(step["origin"].get<std::string>().find("Optimizer.step#SGD.step") != std::string::npos);
+    // Go to step 2: the view spans step 2 (with its 2% margins).
+    const auto& axis = shot.layout["timeline"];
+    const double t0 = axis["t0"], t1 = axis["t1"];
+    CHECK(t0 <= static_cast<double>(view.steps[2].t0));
+    CHECK(t1 >= static_cast<double>(view.steps[2].t1));
+    CHECK(t1 - t0 < 1.1 * static_cast<double>(view.steps[2].t1 - view.steps[2].t0));
+}

@@ -6,6 +6,7 @@
 #include "mhc/common/units.hpp"
 #include "mhc/viewer/axis.hpp"
 #include "mhc/viewer/colors.hpp"
+#include "mhc/viewer/controls.hpp"
 #include "mhc/viewer/details.hpp"
 #include "mhc/viewer/stats.hpp"
 #include "widgets.hpp"
@@ -346,6 +347,8 @@ void steps_tab(App& app, StatisticsUi& ui) {
         ImGui::TextDisabled("%s", empty_table_text(*app.trace, StatsTable::Steps, 0).c_str());
         return;
     }
+    const std::string origin = steps_origin(*app.trace);
+    if (!origin.empty()) ImGui::TextDisabled("%s", origin.c_str());
     if (!ImGui::BeginTable("steps", 4, kTable)) return;
     ImGui::TableSetupScrollFreeze(0, 1);
     for (const char* h : {"step", "start", "time", "peak live"}) ImGui::TableSetupColumn(h);

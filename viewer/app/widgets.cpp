@@ -499,6 +499,12 @@ void toolbar(App& app, const std::function<void(nlohmann::json&)>& view_options)
         ImGui::SetTooltip("%s", steps.why.c_str());
         jt["step"]["tooltip"] = steps.why;
     }
+    // Steps the trace does not mark but its optimizer's ranges give: said where the field is.
+    const std::string origin = steps_origin(*app.trace);
+    if (!origin.empty()) {
+        jt["step"]["origin"] = origin;
+        if (steps.enabled && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", origin.c_str());
+    }
     ImGui::SameLine();
     if (ImGui::Button(compact ? "Zoom sel" : "Zoom to selection") && app.sel.active) {
         app.range = clamp({app.sel.t0, app.sel.t1}, app.limits);
