@@ -136,6 +136,13 @@ TEST_CASE("bands: category colours on generated traces, source frames on importe
     CHECK(legend[0].text == std::string(fixture::kFrameA) + ": 512 MiB");
     CHECK(legend[1].text == std::string(fixture::kFrameB) + ": 512 MiB");
     CHECK(legend[2].text == std::string(fixture::kFrameC) + ": 64 MiB");
+    // Muted allocations none of which is live at the range's peak: said so, not "..., 0 B".
+    BandLayout muted = b;
+    muted.summarised = 64;
+    muted.peak_summarised_bytes = 0;
+    CHECK(band_legend(labels, muted)[0].text == "muted: 64 smaller allocations, none live at the peak");
+    muted.peak_summarised_bytes = 282.0 * 1024;
+    CHECK(band_legend(labels, muted)[0].text == "muted: 64 smaller allocations, 282 KiB");
     CHECK(short_bytes(1536 * MiB) == "1.5 GiB");
     CHECK(short_bytes(int64_t{25690112}) == "24.5 MiB");
     CHECK(short_bytes(1000) == "1000 B");
