@@ -208,6 +208,9 @@ TEST_CASE("a folded box's count is whole or absent, never cut into another numbe
     // A run of several families: "kernels, mostly GEMM", which gives up "mostly GEMM" before it
     // is cut (at 7 px a character: 27 characters need 189 px; "673000 kernels" 98 px).
     CHECK(folded_noun(kernels, "GEMM", true) == "kernels, mostly GEMM");
+    // An execution trace's kernels are its ops (the header and the legend say ops).
+    CHECK(folded_noun(kernels, "memory/copy", true, true) == "ops, mostly memory/copy");
+    CHECK(folded_noun(kernels, nullptr, false, true) == "ops");
     CHECK(folded_label(673000, "kernels, mostly GEMM", 189, 7) == "673000 kernels, mostly GEMM");
     CHECK(folded_label(673000, "kernels, mostly GEMM", 188, 7) == "673000 kernels");
     CHECK(folded_label(673000, "kernels, mostly GEMM", 98, 7) == "673000 kernels");

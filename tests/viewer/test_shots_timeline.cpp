@@ -416,3 +416,22 @@ TEST_CASE("a snapshot's timeline at 900 px: the sentence for its missing kernels
     CHECK(shown.substr(shown.size() - 3) == "...");
     check_one_line(shot.layout["toolbar"], 900);
 }
+
+TEST_CASE("an execution trace's folded boxes count ops, as its header and legend do") {
+    // param's GPT-2 execution trace (14254 ops) at 1400 px: its folded boxes read "2841 kernels,
+    // mostly memory/copy" under a header of "14254 ops" and a legend of "op families".
+    fixture::TempPath db("et-folded.db");
+    import_public("chakra/param-hf-gpt2-et-1.1.0.json.gz", db.path);
+    Shot shot = shoot(db.path, "--size 1400x700");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    size_t ops = 0;
+    for (const auto& track_json : shot.layout["timeline"]["tracks"])
+        for (const auto& box : track_json["boxes"]) {
+            const std::string label = box[3];
+            INFO(track_json["title"] << ": '" << label << "'");
+            CHECK(label.find("kernel") == std::string::npos);
+            if (label.find(" ops") != std::string::npos) ++ops;
+        }
+    CHECK(ops >= 2);
+}
