@@ -132,6 +132,18 @@ TEST_CASE("live at a run's peak: what is on the device, on the host and dropped,
     REQUIRE(peak.rows[1].after >= 0);
     CHECK(shown.events[static_cast<size_t>(peak.rows[1].before)].kind == EventKind::SwapOut);
     CHECK(shown.events[static_cast<size_t>(peak.rows[1].after)].kind == EventKind::SwapIn);
+    CHECK(peak.placement_known);
+    // Stored without its events (--no-events) but counting a swap-out: where each row was is not
+    // known, and said so rather than read "device" for all.
+    run.events.clear();
+    run.metrics["swap_outs"] = 1;
+    const auto bare = load_view_run(view, mhc::trace::add_run(db.path, run));
+    const RunPeakLive unknown = live_at_run_peak(view, bare);
+    CHECK(!unknown.placement_known);
+    CHECK(unknown.moves == 1);
+    CHECK(unknown.rows.size() == 2);
+    run.metrics["swap_outs"] = 0;   // a run that moved nothing: all on the device, known
+    CHECK(live_at_run_peak(view, load_view_run(view, mhc::trace::add_run(db.path, run))).placement_known);
     // During the swap-out (420 us) weights still hold the device; the recording's peak is not the run's.
     CHECK(live_at_peak(view).bytes == 1424.0 * MiB);
 }

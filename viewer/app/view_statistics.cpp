@@ -237,18 +237,22 @@ void run_peak_tab(App& app, StatisticsUi& ui, const ViewRun& run, nlohmann::json
     auto count = [](size_t rows, const char* what) {
         return std::to_string(rows) + (rows == 1 ? " allocation " : " allocations ") + what;
     };
-    const std::string head = run.label() + " at its peak: " + format_bytes(static_cast<int64_t>(peak.bytes)) + " on " +
-                             device_name(view.memory_device) + " at " + app.times().at(peak.time, 1000) + " (host " +
-                             format_bytes(static_cast<int64_t>(peak.host_bytes)) + "); " +
-                             count(peak.device_rows, "on the device") + " (" + format_bytes(peak.on_device) + "), " +
-                             count(peak.host_rows, "on the host") + " (" + format_bytes(peak.on_host) + "), " +
-                             count(peak.dropped_rows, "dropped") + " (" + format_bytes(peak.dropped) + ")" +
-                             // The caching model's device bytes are its segments: the rest is its free cache.
-                             (peak.bytes > static_cast<double>(peak.on_device)
-                                  ? "; the allocator model holds " +
-                                        format_bytes(static_cast<int64_t>(peak.bytes) - peak.on_device) +
-                                        " more (its cache)"
-                                  : "");
+    const std::string at = run.label() + " at its peak: " + format_bytes(static_cast<int64_t>(peak.bytes)) + " on " +
+                           device_name(view.memory_device) + " at " + app.times().at(peak.time, 1000) + " (host " +
+                           format_bytes(static_cast<int64_t>(peak.host_bytes)) + "); ";
+    // A run stored without its events that moved allocations: where each was is not known, said.
+    const std::string head =
+        !peak.placement_known
+            ? at + count(peak.rows.size(), "alive then") + "; where each was is not known: the run moved allocations " +
+                  std::to_string(peak.moves) + " times but was stored without its events (mhc simulate --no-events)"
+            : at + count(peak.device_rows, "on the device") + " (" + format_bytes(peak.on_device) + "), " +
+                  count(peak.host_rows, "on the host") + " (" + format_bytes(peak.on_host) + "), " +
+                  count(peak.dropped_rows, "dropped") + " (" + format_bytes(peak.dropped) + ")" +
+                  // The caching model's device bytes are its segments: the rest is its free cache.
+                  (peak.bytes > static_cast<double>(peak.on_device)
+                       ? "; the allocator model holds " +
+                             format_bytes(static_cast<int64_t>(peak.bytes) - peak.on_device) + " more (its cache)"
+                       : "");
     // Wrapped: with the host and the allocator's cache it is longer than a 1400 px window.
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
     ImGui::TextWrapped("%s", head.c_str());
@@ -260,10 +264,17 @@ void run_peak_tab(App& app, StatisticsUi& ui, const ViewRun& run, nlohmann::json
     for (size_t r = 0; r < std::min<size_t>(peak.rows.size(), 8); ++r)
         first.push_back({{"id", allocs.id[peak.rows[r].row]},
                          {"bytes", allocs.bytes[peak.rows[r].row]},
-                         {"where", to_string(peak.rows[r].where)}});
-    out = {{"head", head},      {"run", run.info.id},          {"rows", peak.rows.size()}, {"bytes", peak.bytes},
-           {"time", peak.time}, {"on_device", peak.on_device}, {"on_host", peak.on_host},  {"dropped", peak.dropped},
-           {"first", first}};
+                         {"where", peak.placement_known ? to_string(peak.rows[r].where) : "?"}});
+    out = {{"head", head},
+           {"run", run.info.id},
+           {"rows", peak.rows.size()},
+           {"bytes", peak.bytes},
+           {"time", peak.time},
+           {"on_device", peak.on_device},
+           {"on_host", peak.on_host},
+           {"dropped", peak.dropped},
+           {"first", first},
+           {"placement_known", peak.placement_known}};
     if (!ImGui::BeginTable("at_run_peak", 8, kTable & ~ImGuiTableFlags_Sortable)) return;
     ImGui::TableSetupScrollFreeze(0, 1);
     ImGui::TableSetupColumn("label", ImGuiTableColumnFlags_WidthStretch);
@@ -297,7 +308,7 @@ void run_peak_tab(App& app, StatisticsUi& ui, const ViewRun& run, nlohmann::json
             ImGui::TableNextColumn();
             ImGui::TextUnformatted(format_bytes(allocs.bytes[row]).c_str());
             ImGui::TableNextColumn();
-            ImGui::TextUnformatted(to_string(each.where));
+            ImGui::TextUnformatted(peak.placement_known ? to_string(each.where) : "?");
             ImGui::TableNextColumn();
             if (each.where == Residence::Device)
                 ImGui::Text("%.1f%%",

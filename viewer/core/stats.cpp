@@ -134,6 +134,9 @@ RunPeakLive live_at_run_peak(const ViewTrace& view, const ViewRun& run) {
     out.time = run.memory.peak_time();
     out.bytes = run.memory.peak();
     out.host_bytes = run.host.empty() ? 0.0 : run.host.value_at(out.time);
+    for (const char* moved : {"swap_outs", "clean_evictions", "drops"})
+        if (auto it = run.metrics.find(moved); it != run.metrics.end()) out.moves += static_cast<int64_t>(it->second);
+    out.placement_known = !run.events.empty() || out.moves == 0;
     const AllocationTable& allocs = view.allocations;
     auto on_run = [&](int64_t recorded) {
         return recorded == trace::kNoTime || run.clock.empty() ? recorded : run.clock.map(recorded);

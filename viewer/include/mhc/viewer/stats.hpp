@@ -58,6 +58,11 @@ struct RunPeakLive {
     double host_bytes = 0;                             // the run's host bytes then
     int64_t on_device = 0, on_host = 0, dropped = 0;   // the rows' bytes by where
     size_t device_rows = 0, host_rows = 0, dropped_rows = 0;
+    // False when the run moved allocations (its metrics count swap-outs, clean evictions or drops)
+    // but was stored without its events (mhc simulate --no-events): where each row was is not known
+    // (every row then reads "device").
+    bool placement_known = true;
+    int64_t moves = 0;              // those metrics' sum
     std::vector<RunPeakRow> rows;   // on the device first, then on the host, then dropped; largest first in each
 };
 RunPeakLive live_at_run_peak(const ViewTrace& view, const ViewRun& run);
