@@ -156,11 +156,11 @@ std::string folded_label(uint32_t count, const std::string& what, float room, fl
 }
 
 std::string folded_noun(const Lane& lane, const char* family, bool mixed, bool ops) {
-    const std::string items = ops ? "ops" : "kernels";
+    const char* items = ops ? "ops" : "kernels";
     switch (lane.kind) {
         case LaneKind::Kernels:
             if (!family) return items;
-            return mixed ? items + ", mostly " + family : family;
+            return mixed ? std::string(items) + ", mostly " + family : family;
         case LaneKind::Copies: return "copies";
         case LaneKind::Markers:
             if (lane.stream == static_cast<int64_t>(trace::MarkerKind::Step)) return "steps";

@@ -157,18 +157,18 @@ RunPeakLive live_at_run_peak(const ViewTrace& view, const ViewRun& run) {
             std::stable_sort(it->second.begin(), it->second.end(), [&](size_t first, size_t second) {
                 return run.events[first].t_start < run.events[second].t_start;
             });
-            for (size_t e : it->second) {
-                const trace::RunEvent& event = run.events[e];
+            for (size_t event_index : it->second) {
+                const trace::RunEvent& event = run.events[event_index];
                 const auto change = residence_change(event);
                 const int64_t at = change ? change->first : event.t_start;
                 if (at <= out.time) {
-                    row.before = static_cast<int64_t>(e);
+                    row.before = static_cast<int64_t>(event_index);
                     if (change && at >= changed_at) {
                         changed_at = at;
                         row.where = change->second;
                     }
                 } else if (row.after < 0) {
-                    row.after = static_cast<int64_t>(e);
+                    row.after = static_cast<int64_t>(event_index);
                 }
             }
         }
