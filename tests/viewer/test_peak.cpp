@@ -118,6 +118,10 @@ TEST_CASE("live at a run's peak: what is on the device, on the host and dropped,
     CHECK(peak.time == 450 * us);
     CHECK(peak.bytes == 1024.0 * MiB);
     CHECK(peak.host_bytes == 400.0 * MiB);
+    // The kernel the run started last by 450 us is kernel 1 (run 100 us; kernel 2 starts at 550 us),
+    // recorded at 100 us: where an order-only trace's tab places the peak (its run's times are not
+    // op numbers: param's ResNet ET's peak read "op #49494549" of 681 ops).
+    CHECK(peak.recorded_time == 100 * us);
     CHECK(peak.on_device == 1024 * MiB);
     CHECK(peak.on_host == 400 * MiB);
     CHECK(peak.dropped == 0);

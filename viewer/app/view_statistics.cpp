@@ -237,8 +237,14 @@ void run_peak_tab(App& app, StatisticsUi& ui, const ViewRun& run, nlohmann::json
     auto count = [](size_t rows, const char* what) {
         return std::to_string(rows) + (rows == 1 ? " allocation " : " allocations ") + what;
     };
+    // An order-only trace's run has no times to show: its peak is placed by the op (or event) it ran
+    // then, and the rows' lifetimes are the recorded ones (they read "op #49494549" on param's ResNet ET).
+    const bool order_only = app.order_only();
+    const std::string when = !order_only               ? app.times().at(peak.time, 1000)
+                             : peak.recorded_time >= 0 ? app.times().at(peak.recorded_time, 1000)
+                                                       : std::string("its start");
     const std::string at = run.label() + " at its peak: " + format_bytes(static_cast<int64_t>(peak.bytes)) + " on " +
-                           device_name(view.memory_device) + " at " + app.times().at(peak.time, 1000) + " (host " +
+                           device_name(view.memory_device) + " at " + when + " (host " +
                            format_bytes(static_cast<int64_t>(peak.host_bytes)) + "); ";
     // A run stored without its events that moved allocations: where each was is not known, said.
     const std::string head =
@@ -258,8 +264,11 @@ void run_peak_tab(App& app, StatisticsUi& ui, const ViewRun& run, nlohmann::json
     ImGui::TextWrapped("%s", head.c_str());
     ImGui::PopStyleColor();
     ImGui::TextDisabled(
-        "times on the run's clock; the recording's peak: pick \"recorded\" in the run field; click a "
-        "row: its details in the memory view");
+        order_only
+            ? "op and event numbers as recorded (the run's times are not); the recording's peak: pick \"recorded\" in "
+              "the run field; click a row: its details in the memory view"
+            : "times on the run's clock; the recording's peak: pick \"recorded\" in the run field; click a "
+              "row: its details in the memory view");
     nlohmann::json first = nlohmann::json::array();
     for (size_t r = 0; r < std::min<size_t>(peak.rows.size(), 8); ++r)
         first.push_back({{"id", allocs.id[peak.rows[r].row]},
@@ -315,9 +324,11 @@ void run_peak_tab(App& app, StatisticsUi& ui, const ViewRun& run, nlohmann::json
                             peak.bytes > 0 ? 100.0 * static_cast<double>(allocs.bytes[row]) / peak.bytes : 0.0);
             else ImGui::TextUnformatted("-");
             ImGui::TableNextColumn();
-            ImGui::TextUnformatted(app.times().at(each.t_alloc, 1000).c_str());
+            const int64_t t_alloc = order_only ? allocs.t_alloc[row] : each.t_alloc;
+            const int64_t t_free = order_only ? allocs.t_free[row] : each.t_free;
+            ImGui::TextUnformatted(app.times().at(t_alloc, 1000).c_str());
             ImGui::TableNextColumn();
-            ImGui::TextUnformatted(each.t_free == trace::kNoTime ? "never" : app.times().at(each.t_free, 1000).c_str());
+            ImGui::TextUnformatted(t_free == trace::kNoTime ? "never" : app.times().at(t_free, 1000).c_str());
             ImGui::TableNextColumn();
             name_cell(event_text(each.before, true));
             ImGui::TableNextColumn();

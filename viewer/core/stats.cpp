@@ -137,6 +137,25 @@ RunPeakLive live_at_run_peak(const ViewTrace& view, const ViewRun& run) {
     for (const char* moved : {"swap_outs", "clean_evictions", "drops"})
         if (auto it = run.metrics.find(moved); it != run.metrics.end()) out.moves += static_cast<int64_t>(it->second);
     out.placement_known = !run.events.empty() || out.moves == 0;
+    // The kernel the run started last by its peak, and its recorded start.
+    int64_t best_start = INT64_MIN, best_kernel = 0;
+    size_t best_lane = 0;
+    for (size_t lane = 0; lane < run.kernel_lanes.size(); ++lane) {
+        const Lane& ran = run.kernel_lanes[lane];
+        const auto it = std::upper_bound(ran.t_start.begin(), ran.t_start.end(), out.time);
+        if (it == ran.t_start.begin()) continue;
+        const auto item = static_cast<size_t>(it - ran.t_start.begin()) - 1;
+        if (ran.t_start[item] > best_start) {
+            best_start = ran.t_start[item];
+            best_kernel = ran.ref[item];
+            best_lane = lane;
+        }
+    }
+    if (best_start != INT64_MIN && best_lane < view.kernel_lanes.size()) {
+        const Lane& recorded = view.kernel_lanes[best_lane];
+        for (size_t item = 0; item < recorded.size(); ++item)
+            if (recorded.ref[item] == best_kernel) out.recorded_time = recorded.t_start[item];
+    }
     const AllocationTable& allocs = view.allocations;
     auto on_run = [&](int64_t recorded) {
         return recorded == trace::kNoTime || run.clock.empty() ? recorded : run.clock.map(recorded);

@@ -54,6 +54,10 @@ struct RunPeakRow {
 struct RunPeakLive {
     bool has_peak = false;                             // the run has a device-bytes curve
     int64_t time = 0;                                  // on the run's clock
+    // The recorded start of the kernel the run started last at or before its peak (-1: none): where
+    // the peak falls in the recording, which an order-only trace's texts give (its run's times are
+    // not op or event numbers).
+    int64_t recorded_time = -1;
     double bytes = 0;                                  // the run's device-bytes peak
     double host_bytes = 0;                             // the run's host bytes then
     int64_t on_device = 0, on_host = 0, dropped = 0;   // the rows' bytes by where
