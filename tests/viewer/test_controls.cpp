@@ -8,6 +8,9 @@
 #include "mhc/viewer/axis.hpp"
 #include "mhc/viewer/controls.hpp"
 #include "mhc/viewer/curve.hpp"
+#include "mhc/viewer/data.hpp"
+#include "fixtures.hpp"
+#include "mhc/trace/import/import.hpp"
 
 using mhc::viewer::byte_range;
 using mhc::viewer::byte_tick_labels;
@@ -18,11 +21,14 @@ using mhc::viewer::columns_min_max;
 using mhc::viewer::Curve;
 using mhc::viewer::CurveColumns;
 using mhc::viewer::device_choices;
+using mhc::viewer::load_view_trace;
 using mhc::viewer::prepare_curve;
 using mhc::viewer::snap_step;
 using mhc::viewer::step_control;
 using mhc::viewer::StepControl;
+using mhc::viewer::steps_origin;
 using mhc::viewer::StepSpan;
+using mhc::viewer::ViewTrace;
 
 TEST_CASE("the step field is off for a trace without steps, and starts at the first step there is") {
     // No steps: off, with the reason (the field read 0 and Go said "no step 0 in this trace").
@@ -140,4 +146,73 @@ TEST_CASE("a fitted plot spans the columns drawn") {
     CHECK(first3.min == 5.0);
     CHECK(first3.max == 9.0);
     CHECK(columns_min_max(cols, 0).max == 0);
+}
+
+TEST_CASE("steps from the optimizer's ranges, for a trace without step markers or step numbers") {
+    // A Kineto trace profiled without schedule() has no ProfilerStep#N but one range
+    // "Optimizer.step#SGD.step" per optimizer.step(). Here: a kernel from 0 (the trace's start),
+    // optimizer ranges [100, 200) us with one nested in it [120, 180) us (DDP's and the optimizer's
+    // own: one step), and [500, 600) us; an unrelated range "forward" [300, 400) us.
+    // Steps: 0 = [0, 200) us, 1 = [200, 600) us. Before, the step field read "none" on such traces.
+    using fixture::us;
+    using mhc::trace::Kernel;
+    using mhc::trace::Marker;
+    using mhc::trace::MarkerKind;
+    fixture::TempPath db("optsteps.db");
+    {
+        mhc::trace::Writer writer(db.path);
+        writer.set_meta("source", "viewer-test-optimizer");
+        Kernel kernel;
+        kernel.id = 1;
+        kernel.name = writer.intern("gemm");
+        kernel.t_start = 0;
+        kernel.t_end = 50 * us;
+        writer.add(kernel);
+        const int64_t opt = writer.intern("Optimizer.step#SGD.step");
+        writer.add(Marker{1, opt, 100 * us, 200 * us, MarkerKind::Range, -1});
+        writer.add(Marker{2, opt, 120 * us, 180 * us, MarkerKind::Range, -1});
+        writer.add(Marker{3, writer.intern("forward"), 300 * us, 400 * us, MarkerKind::Range, -1});
+        writer.add(Marker{4, opt, 500 * us, 600 * us, MarkerKind::Range, -1});
+        writer.finish();
+    }
+    const ViewTrace view = load_view_trace(db.path);
+    REQUIRE(view.steps.size() == 2);
+    CHECK(view.steps[0].step == 0);
+    CHECK(view.steps[0].t0 == 0);
+    CHECK(view.steps[0].t1 == 200 * us);
+    CHECK(view.steps[1].step == 1);
+    CHECK(view.steps[1].t0 == 200 * us);
+    CHECK(view.steps[1].t1 == 600 * us);
+    CHECK(view.steps_from == "Optimizer.step#SGD.step");
+    CHECK(steps_origin(view).find("Optimizer.step#SGD.step") != std::string::npos);
+    CHECK(step_control(view.steps).enabled);
+    // A trace with step markers keeps them (the known trace: step 0 [0, 1000) us), and says nothing.
+    fixture::TempPath known("known.db");
+    fixture::write_known_trace(known.path, false);
+    const ViewTrace marked = load_view_trace(known.path);
+    REQUIRE(marked.steps.size() == 1);
+    CHECK(marked.steps_from.empty());
+    CHECK(steps_origin(marked).empty());
+}
+
+TEST_CASE("steps from the optimizer's ranges of the public Kineto traces that have no step markers") {
+    // TraceLens's MI300X ResNet-18 DDP trace: 10 Optimizer.step#SGD.step ranges, nested in pairs:
+    // 5 steps. param's ResNet Kineto trace: 30 ranges, none nested: 30 steps. Each step ends where
+    // its optimizer step ends, after the one before.
+    for (const auto& [file, count] :
+         std::vector<std::pair<std::string, size_t>>{{"kineto/tracelens-mi300x-ddp-resnet18-no-pool-pid1.json.gz", 5},
+                                                     {"kineto/param-resnet-kineto.json.gz", 30}}) {
+        INFO(file);
+        fixture::TempPath db("public-steps.db");
+        mhc::trace::import::Options options;
+        options.warn = false;
+        mhc::trace::import::import_file(std::string(MHC_PUBLIC_DATASETS) + "/" + file, db.path, options);
+        const ViewTrace view = load_view_trace(db.path);
+        CHECK(view.steps.size() == count);
+        CHECK(view.steps_from == "Optimizer.step#SGD.step");
+        for (size_t k = 1; k < view.steps.size(); ++k) {
+            CHECK(view.steps[k].t0 == view.steps[k - 1].t1);
+            CHECK(view.steps[k].t1 > view.steps[k].t0);
+        }
+    }
 }

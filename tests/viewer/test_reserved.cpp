@@ -118,3 +118,29 @@ TEST_CASE("reserved curves: the live bytes in private pools, by the simulator's 
     fixture::write_segments_trace(plain.path);
     CHECK(reserved_curves(plain.path).pools == 0);
 }
+
+TEST_CASE("reserved curves: the reserved bytes by pool, where the device has private pools") {
+    // fixtures.hpp's pools trace: segment 1 (2 GiB at 0x1000, held from 0) lies in no private pool,
+    // segment 2 (512 MiB at 0x100000000, held from 100 us) in private pool (0, 1). So the default
+    // pool reserves 2 GiB throughout, pool 1 nothing before 100 us and 512 MiB from then; their sum
+    // is the recorded reserved curve. Before, the view drew the reserved bytes of all pools as one line.
+    fixture::TempPath db("pools.db");
+    fixture::write_pools_trace(db.path);
+    const ReservedCurves curves = reserved_curves(db.path, 0);
+    REQUIRE(curves.pool_reserved.size() == 1);
+    CHECK(curves.pool_reserved[0].name == "pool 1");
+    CHECK(curves.pool_reserved[0].reserved.value_at(50 * us) == 0.0);
+    CHECK(curves.pool_reserved[0].reserved.value_at(100 * us) == 512.0 * MiB);
+    CHECK(curves.pool_reserved[0].reserved.value_at(900 * us) == 512.0 * MiB);
+    CHECK(curves.default_reserved.value_at(50 * us) == 2048.0 * MiB);
+    CHECK(curves.default_reserved.value_at(900 * us) == 2048.0 * MiB);
+    for (int64_t when : {50 * us, 100 * us, 500 * us})
+        CHECK(curves.default_reserved.value_at(when) + curves.pool_reserved[0].reserved.value_at(when) ==
+              curves.recorded.value_at(when));
+    // Without private pools (another device, a trace without the meta entry): no lines by pool.
+    CHECK(reserved_curves(db.path, 1).pool_reserved.empty());
+    fixture::TempPath plain("segments.db");
+    fixture::write_segments_trace(plain.path);
+    CHECK(reserved_curves(plain.path).pool_reserved.empty());
+    CHECK(reserved_curves(plain.path).default_reserved.empty());
+}

@@ -136,6 +136,13 @@ TEST_CASE("bands: category colours on generated traces, source frames on importe
     CHECK(legend[0].text == std::string(fixture::kFrameA) + ": 512 MiB");
     CHECK(legend[1].text == std::string(fixture::kFrameB) + ": 512 MiB");
     CHECK(legend[2].text == std::string(fixture::kFrameC) + ": 64 MiB");
+    // Muted allocations none of which is live at the range's peak: said so, not "..., 0 B".
+    BandLayout muted = b;
+    muted.summarised = 64;
+    muted.peak_summarised_bytes = 0;
+    CHECK(band_legend(labels, muted)[0].text == "muted: 64 smaller allocations, none live at the peak");
+    muted.peak_summarised_bytes = 282.0 * 1024;
+    CHECK(band_legend(labels, muted)[0].text == "muted: 64 smaller allocations, 282 KiB");
     CHECK(short_bytes(1536 * MiB) == "1.5 GiB");
     CHECK(short_bytes(int64_t{25690112}) == "24.5 MiB");
     CHECK(short_bytes(1000) == "1000 B");
@@ -201,6 +208,9 @@ TEST_CASE("a folded box's count is whole or absent, never cut into another numbe
     // A run of several families: "kernels, mostly GEMM", which gives up "mostly GEMM" before it
     // is cut (at 7 px a character: 27 characters need 189 px; "673000 kernels" 98 px).
     CHECK(folded_noun(kernels, "GEMM", true) == "kernels, mostly GEMM");
+    // An execution trace's kernels are its ops (the header and the legend say ops).
+    CHECK(folded_noun(kernels, "memory/copy", true, true) == "ops, mostly memory/copy");
+    CHECK(folded_noun(kernels, nullptr, false, true) == "ops");
     CHECK(folded_label(673000, "kernels, mostly GEMM", 189, 7) == "673000 kernels, mostly GEMM");
     CHECK(folded_label(673000, "kernels, mostly GEMM", 188, 7) == "673000 kernels");
     CHECK(folded_label(673000, "kernels, mostly GEMM", 98, 7) == "673000 kernels");

@@ -224,3 +224,59 @@ TEST_CASE("the statistics' At the peak tab lists what is live at the recorded pe
     CHECK(peak["first"][1]["id"] == 1);   // weights
     CHECK(peak["head"].get<std::string>().rfind("2 allocations live at the recorded peak: 1.39 GiB at 450", 0) == 0);
 }
+
+TEST_CASE("the At the peak tab with a run selected: the run's peak, on the device and on the host") {
+    // The known trace's run #1 (lru@1GiB) peaks at 1000 MiB of device bytes at 450 us on its
+    // clock: act_big (id 2, 1024 MiB, [450, 600) us on the run's clock) on the device, weights (id 1,
+    // 400 MiB) on the host (swapped out [400, 440) us, swapped in from 500 us). (The fixture's samples
+    // are not its rows' sum: the rows say 1024 MiB, the head says both.) Before, the tab showed the
+    // recording's peak (1424 MiB, both on the device) with the run selected.
+    fixture::TempPath db("known.db");
+    fixture::write_known_trace(db.path);
+    Shot first = shoot(db.path, "--view statistics --run 1 --size 1400x700");
+    INFO(first.err);
+    REQUIRE(first.rc == 0);
+    Shot shot = shoot(db.path, "--view statistics --run 1 --size 1400x700 --click " +
+                                   centre_of(first.layout["statistics"]["tabs"]["at_peak"]));
+    REQUIRE(shot.rc == 0);
+    const auto& peak = shot.layout["statistics"]["at_peak"];
+    INFO(peak.dump());
+    CHECK(peak["run"] == 1);
+    CHECK(peak["bytes"].get<double>() == 1000.0 * MiB);
+    CHECK(peak["time"] == 450 * us);
+    CHECK(peak["on_device"] == 1024 * MiB);
+    CHECK(peak["on_host"] == 400 * MiB);
+    REQUIRE(peak["first"].size() == 2);
+    CHECK(peak["first"][0]["id"] == 2);
+    CHECK(peak["first"][0]["where"] == "device");
+    CHECK(peak["first"][1]["id"] == 1);
+    CHECK(peak["first"][1]["where"] == "host");
+    CHECK(peak["head"].get<std::string>().rfind("#1 lru@1GiB at its peak: 1000.00 MiB on GPU 0 at 450", 0) == 0);
+    // The rows are drawn: the first (act_big) is a row of the table, under the tab bar.
+    REQUIRE(peak.contains("first_row"));
+    CHECK(peak["first_row"]["y0"].get<double>() > first.layout["statistics"]["tabs"]["at_peak"]["y1"].get<double>());
+}
+
+TEST_CASE("a Kineto trace without step markers: steps from its optimizer's ranges, and Go goes there") {
+    // TraceLens's MI300X ResNet-18 DDP trace has no ProfilerStep#N, only 10 Optimizer.step#SGD.step
+    // ranges nested in pairs: steps 0..4. Before, the step field read "none" and was greyed out.
+    fixture::TempPath db("ddp-steps.db");
+    import_public("kineto/tracelens-mi300x-ddp-resnet18-no-pool-pid1.json.gz", db.path);
+    const ViewTrace view = load_view_trace(db.path);
+    REQUIRE(view.steps.size() == 5);
+    Shot shot = shoot(db.path, "--size 1400x700 --step 2");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    const auto& step = shot.layout["toolbar"]["step"];
+    INFO(step.dump());
+    CHECK(step["enabled"] == true);
+    CHECK(step["first"] == 0);
+    CHECK(step["last"] == 4);
+    CHECK(step["origin"].get<std::string>().find("Optimizer.step#SGD.step") != std::string::npos);
+    // Go to step 2: the view spans step 2 (with its 2% margins).
+    const auto& axis = shot.layout["timeline"];
+    const double t0 = axis["t0"], t1 = axis["t1"];
+    CHECK(t0 <= static_cast<double>(view.steps[2].t0));
+    CHECK(t1 >= static_cast<double>(view.steps[2].t1));
+    CHECK(t1 - t0 < 1.1 * static_cast<double>(view.steps[2].t1 - view.steps[2].t0));
+}

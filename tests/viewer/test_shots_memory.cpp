@@ -469,3 +469,44 @@ TEST_CASE("memory screenshot: the live bytes in private pools drawn over the liv
     CHECK(pink_near(500 * us, 256.0 * MiB));
     CHECK(!pink_near(500 * us, 384.0 * MiB));
 }
+
+TEST_CASE("memory screenshot: the reserved bytes by pool, where the trace has private pools") {
+    // fixtures.hpp's pools trace: the default pool reserves 2 GiB throughout, private pool 1 512 MiB
+    // from 100 us (its one segment). At 700 us the pool's line runs at 512 MiB (over the 1088 MiB of
+    // live bytes' fill) and the default pool's at 2 GiB; both are named with their peaks. Before,
+    // the reserved bytes of all pools were one violet line (2.5 GiB) and no line said what the
+    // private pool held.
+    fixture::TempPath db("pools.db");
+    fixture::write_pools_trace(db.path);
+    Shot shot = shoot(db.path, "--view memory --size 1400x800");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    const auto& mem = shot.layout["memory"];
+    std::set<std::string> names;
+    for (const auto& entry : mem["legend"]) names.insert(entry["text"].get<std::string>());
+    INFO(mem["legend"].dump());
+    CHECK(names.count("reserved by pool:") == 1);
+    CHECK(names.count("default (peak 2.00 GiB)") == 1);
+    CHECK(names.count("pool 1 (peak 512.00 MiB)") == 1);
+    // The legend's rows end above the plot; its entries lie inside the window.
+    const auto& rect = mem["curve"];
+    for (const auto& entry : mem["legend"]) {
+        if (entry["y1"].get<double>() > rect["y1"].get<double>()) continue;   // the bands' legend
+        CHECK(entry["y1"].get<double>() <= rect["y0"].get<double>() + 1);
+        CHECK(entry["x1"].get<double>() <= shot.img.w);
+    }
+    const double y_min = mem["y_min"], y_max = mem["y_max"];
+    auto y_of = [&](double bytes) {
+        return rect["y1"].get<double>() -
+               (bytes - y_min) / (y_max - y_min) * (rect["y1"].get<double>() - rect["y0"].get<double>());
+    };
+    auto line_near = [&](int64_t when, double bytes, uint32_t colour) {
+        bool found = false;
+        for (double dy = -2; dy <= 2; ++dy)
+            found |= near(shot.img.at(x_at(rect, mem, when), y_of(bytes) + dy), colour, 12);
+        return found;
+    };
+    CHECK(line_near(700 * us, 512.0 * MiB, rgb(110, 225, 235)));
+    CHECK(line_near(700 * us, 2048.0 * MiB, rgb(100, 220, 120)));
+    CHECK(!line_near(50 * us, 512.0 * MiB, rgb(110, 225, 235)));   // the pool's segment came at 100 us
+}

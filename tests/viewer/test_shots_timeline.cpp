@@ -4,15 +4,16 @@
 // (shots.hpp: how a screenshot is taken and read.)
 #include "shots.hpp"
 
-using mhc::viewer::KernelFamily;
-using mhc::viewer::LaneKind;
+using mhc::viewer::copy_color;
 using mhc::viewer::event_color;
 using mhc::viewer::family_color;
 using mhc::viewer::kCurve;
-using mhc::viewer::kFolded;
 using mhc::viewer::kernel_color;
+using mhc::viewer::KernelFamily;
+using mhc::viewer::kFolded;
+using mhc::viewer::kRecorded;
+using mhc::viewer::LaneKind;
 using mhc::viewer::marker_color;
-using mhc::viewer::copy_color;
 
 TEST_CASE("timeline screenshot: kernels where they belong, in their family's colour, the dense stream folded") {
     fixture::TempPath db("known.db");
@@ -84,6 +85,44 @@ TEST_CASE("timeline screenshot: rows and the memory strip fill the window") {
         }
     CHECK(top == Approx(expect).margin(2.5));
     // Without the strip's area taken, no strip.
+}
+
+TEST_CASE("the memory strip with a run: the run's device bytes and the recorded live bytes, both") {
+    // The known trace's run #1 holds 1000 MiB from 450 us where the recording held 1424 MiB (act_big
+    // and weights; the run swapped weights out): at 500 us the strip's blue fill tops at 1000 MiB and
+    // the grey recorded line runs at 1424 MiB above it. Before, the strip drew the run's curve
+    // alone, with its y axis up to the 1 GiB capacity: 1424 MiB was off the strip.
+    fixture::TempPath db("known.db");
+    fixture::write_known_trace(db.path);
+    Shot shot = shoot(db.path, "--view timeline --run 1");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    const auto& tl = shot.layout["timeline"];
+    const auto& strip = tl["memory_strip"];
+    INFO(strip.dump());
+    CHECK(strip["recorded"] == true);
+    CHECK(strip["recorded_peak_bytes"].get<double>() == 1424.0 * MiB);
+    CHECK(strip["peak_bytes"].get<double>() == 1000.0 * MiB);
+    CHECK(strip["y_max"].get<double>() >= 1424.0 * MiB);
+    const auto& rect = strip["rect"];
+    const double y0 = rect["y0"], y1 = rect["y1"], tall = y1 - y0, y_max = strip["y_max"];
+    auto y_of = [&](double bytes) { return y1 - bytes / y_max * tall; };
+    const double xpos = x_at(rect, tl, 500 * us);
+    // From the top down (the title ends left of 500 us): the first grey pixel, the first blue one.
+    double grey = y1, blue_top = y1;
+    for (double y = y0 + 1; y < y1; ++y) {
+        if (grey == y1 && near(shot.img.at(xpos, y), kRecorded, 8)) grey = y;
+        if (blue_top == y1 && near(shot.img.at(xpos, y), kCurve, 6)) blue_top = y;
+    }
+    CHECK(grey == Approx(y_of(1424.0 * MiB)).margin(2.5));
+    CHECK(blue_top == Approx(y_of(1000.0 * MiB)).margin(2.5));
+    // The title names both, each in its curve's colour.
+    CHECK(strip["title"] == "device bytes, #1 lru@1GiB");
+    CHECK(strip["recorded_title"] == "  recorded live bytes");
+    // Without a run, the recorded curve alone, as before.
+    Shot plain = shoot(db.path, "--view timeline");
+    REQUIRE(plain.rc == 0);
+    CHECK(plain.layout["timeline"]["memory_strip"]["recorded"] == false);
 }
 
 TEST_CASE("timeline screenshot of a run: run kernel times and event tracks") {
@@ -376,4 +415,23 @@ TEST_CASE("a snapshot's timeline at 900 px: the sentence for its missing kernels
     const std::string shown = legend[0]["shown"];
     CHECK(shown.substr(shown.size() - 3) == "...");
     check_one_line(shot.layout["toolbar"], 900);
+}
+
+TEST_CASE("an execution trace's folded boxes count ops, as its header and legend do") {
+    // param's GPT-2 execution trace (14254 ops) at 1400 px: its folded boxes read "2841 kernels,
+    // mostly memory/copy" under a header of "14254 ops" and a legend of "op families".
+    fixture::TempPath db("et-folded.db");
+    import_public("chakra/param-hf-gpt2-et-1.1.0.json.gz", db.path);
+    Shot shot = shoot(db.path, "--size 1400x700");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    size_t ops = 0;
+    for (const auto& track_json : shot.layout["timeline"]["tracks"])
+        for (const auto& box : track_json["boxes"]) {
+            const std::string label = box[3];
+            INFO(track_json["title"] << ": '" << label << "'");
+            CHECK(label.find("kernel") == std::string::npos);
+            if (label.find(" ops") != std::string::npos) ++ops;
+        }
+    CHECK(ops >= 2);
 }

@@ -21,6 +21,12 @@ constexpr ImU32 kReserved = IM_COL32(190, 120, 230, 255);
 constexpr ImU32 kModelReserved = IM_COL32(240, 170, 60, 255);
 constexpr ImU32 kPoolLive = IM_COL32(255, 105, 180, 255);   // live bytes in private pools
 constexpr ImU32 kMessage = IM_COL32(255, 200, 120, 255);
+// Reserved by pool, where the device has private pools: the default pool's, then each private
+// pool's (ReservedCurves::kPoolLines and the rest summed).
+constexpr ImU32 kDefaultPoolReserved = IM_COL32(100, 220, 120, 255);
+constexpr ImU32 kPoolReserved[] = {IM_COL32(110, 225, 235, 255), IM_COL32(250, 225, 110, 255),
+                                   IM_COL32(255, 150, 110, 255), IM_COL32(200, 200, 200, 255),
+                                   IM_COL32(240, 240, 240, 255)};
 
 // Bands drawn individually; the layout costs O(bands x width) per frame (about 3 ms at 1600 px).
 constexpr size_t kMaxBands = 1024;
@@ -30,7 +36,8 @@ constexpr float kBandEdgeMinPx = 5.f;   // a band's dark top edge only from this
 }  // namespace
 
 struct MemoryUi {
-    CurveColumns cols, rec, res, mres, pool;
+    CurveColumns cols, rec, res, mres, pool, default_pool;
+    std::vector<CurveColumns> pool_reserved;   // one per ReservedCurves::pool_reserved entry
     BandLayout bands;
     int64_t tooltip_id = -1, tooltip_count = 0;   // access count of the hovered band, queried once
 };
@@ -139,9 +146,16 @@ void draw_memory(App& app) {
 
     // Upper plot: the curve, under its legend row (legends sit over the plots, right of the
     // byte labels, never in the label column where the byte labels are).
-    const float legend_h = 18.f;
+    // The reserved curves come from a worker; until they arrive (or when they cannot be made)
+    // the plot shows the rest, and a line over it says which.
+    Job<ReservedCurves>& job = *app.reserved_curves();
+    const ReservedCurves none;
+    const ReservedCurves& curves = job.value() ? *job.value() : none;
+    // Two legend rows with the reserved bytes by pool (they do not fit on one beside the others).
+    const bool by_pool = !curves.pool_reserved.empty();
+    const float legend_h = 18.f, curve_legend_h = by_pool ? legend_h + kLegendRow : legend_h;
     float top_h = std::max((avail.y - kAxisHeight) * 0.42f, 60.f);
-    ImVec2 c0{plot_x, origin.y + kAxisHeight + 4 + legend_h}, c1{plot_x + plot_w, origin.y + kAxisHeight + top_h};
+    ImVec2 c0{plot_x, origin.y + kAxisHeight + 4 + curve_legend_h}, c1{plot_x + plot_w, origin.y + kAxisHeight + top_h};
     dl->AddRectFilled(c0, c1, IM_COL32(36, 36, 42, 255));
     prepare_curve(curve, app.range, W, cols, !run_curve);   // the bands' column instants, when they share it
     const size_t rec_end = columns_before(app.range, W, app.trace->t_end);
@@ -151,11 +165,6 @@ void draw_memory(App& app) {
         prepare_curve(app.trace->live, app.range, W, rec);
         drawn.emplace_back(&rec, rec_end);
     }
-    // The reserved curves come from a worker; until they arrive (or when they cannot be made)
-    // the plot shows the rest, and a line over it says which.
-    Job<ReservedCurves>& job = *app.reserved_curves();
-    const ReservedCurves none;
-    const ReservedCurves& curves = job.value() ? *job.value() : none;
     std::string message = !job.error().empty() ? "reserved memory not shown: " + job.error()
                           : !job.value()       ? std::string("reading the segments and replaying the caching allocator model...")
                           : curves.model_error.empty() ? std::string() : "model reserved not shown: " + curves.model_error;
@@ -181,16 +190,32 @@ void draw_memory(App& app) {
         prepare_curve(curves.pool_live, app.range, W, pool);
         drawn.emplace_back(&pool, rec_end);
     }
+    // Reserved by pool (a private pool's blocks serve only its own requests: what each holds is
+    // what a user sizes a CUDA graph's or a MemPool's memory by).
+    ui.pool_reserved.resize(curves.pool_reserved.size());
+    if (by_pool) {
+        prepare_curve(curves.default_reserved, app.range, W, ui.default_pool);
+        drawn.emplace_back(&ui.default_pool, rec_end);
+        for (size_t k = 0; k < curves.pool_reserved.size(); ++k) {
+            prepare_curve(curves.pool_reserved[k].reserved, app.range, W, ui.pool_reserved[k]);
+            drawn.emplace_back(&ui.pool_reserved[k], rec_end);
+        }
+    }
     const ByteRange y_range = plot_range(app, drawn, run && run->capacity > 0 ? static_cast<double>(run->capacity) : 0, 0.08);
     nlohmann::json axis_labels = nlohmann::json::array(), legend = nlohmann::json::array();
     draw_bytes_axis(dl, c0, c1, y_range, &axis_labels);
     if (!reserved.empty()) draw_curve(dl, res, c0, c1, y_range, kReserved, false, rec_end);
     if (!model.empty()) draw_curve(dl, mres, c0, c1, y_range, kModelReserved, false, rec_end);
-    if (run_curve) draw_curve(dl, rec, c0, c1, y_range, IM_COL32(150, 150, 160, 255), false, rec_end);
+    if (run_curve) draw_curve(dl, rec, c0, c1, y_range, kRecorded, false, rec_end);
     draw_curve(dl, cols, c0, c1, y_range, kCurve, true, cols_end);
     // Over the live curve: a pool's allocations are most of it on CUDA-graph traces (slime's
     // Megatron snapshot: 31.98 of 33.75 GiB), where a line under it would be hidden.
     if (!curves.pool_live.empty()) draw_curve(dl, pool, c0, c1, y_range, kPoolLive, false, rec_end);
+    if (by_pool) {
+        draw_curve(dl, ui.default_pool, c0, c1, y_range, kDefaultPoolReserved, false, rec_end);
+        for (size_t k = 0; k < ui.pool_reserved.size(); ++k)
+            draw_curve(dl, ui.pool_reserved[k], c0, c1, y_range, kPoolReserved[std::min<size_t>(k, 4)], false, rec_end);
+    }
     if (run && run->capacity > 0) {
         std::string s = "capacity " + format_bytes(run->capacity);
         draw_hline(dl, c0, c1, static_cast<double>(run->capacity), y_range, kCapacity, s.c_str());
@@ -214,7 +239,7 @@ void draw_memory(App& app) {
         const std::string device = memory_device_text(*app.trace);
         const std::string recorded = "recorded live bytes" + (device.empty() ? "" : ", " + device);
         std::vector<LegendEntry> entries{{kCurve, run_curve ? run->label() + ": device bytes" : recorded}};
-        if (run_curve) entries.push_back({IM_COL32(150, 150, 160, 255), recorded});
+        if (run_curve) entries.push_back({kRecorded, recorded});
         if (!reserved.empty()) entries.push_back({kReserved, "recorded reserved (segments)"});
         if (!model.empty())
             entries.push_back({kModelReserved, "model reserved (caching allocator, device " +
@@ -223,8 +248,19 @@ void draw_memory(App& app) {
             entries.push_back({kPoolLive, "live in private pools (" + std::to_string(curves.pools) +
                                               (curves.pools == 1 ? " pool" : " pools") + ", peak " +
                                               format_bytes(static_cast<int64_t>(curves.pool_live.peak())) + ")"});
+        if (by_pool) {
+            entries.push_back({0, "reserved by pool:"});
+            entries.push_back(
+                {kDefaultPoolReserved,
+                 "default (peak " + format_bytes(static_cast<int64_t>(curves.default_reserved.peak())) + ")"});
+            for (size_t k = 0; k < curves.pool_reserved.size(); ++k)
+                entries.push_back({kPoolReserved[std::min<size_t>(k, 4)],
+                                   curves.pool_reserved[k].name + " (peak " +
+                                       format_bytes(static_cast<int64_t>(curves.pool_reserved[k].reserved.peak())) +
+                                       ")"});
+        }
         if (run && run->capacity > 0) entries.push_back({kCapacity, "capacity"});
-        legend_row(dl, {c0.x, c0.y - legend_h}, c1.x, entries, legend);
+        legend_row(dl, {c0.x, c0.y - curve_legend_h}, c1.x, entries, legend, by_pool ? 2 : 1);
     }
     if (!message.empty()) message_line(dl, {c0.x + 6, c0.y + 4}, c1.x - 6, message);
 

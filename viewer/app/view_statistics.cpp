@@ -6,6 +6,8 @@
 #include "mhc/common/units.hpp"
 #include "mhc/viewer/axis.hpp"
 #include "mhc/viewer/colors.hpp"
+#include "mhc/viewer/controls.hpp"
+#include "mhc/viewer/details.hpp"
 #include "mhc/viewer/stats.hpp"
 #include "widgets.hpp"
 
@@ -21,6 +23,8 @@ struct StatisticsUi {
     std::vector<CategoryStat> categories;
     std::vector<StepStat> steps;
     PeakLive at_peak;   // what is live at the recorded peak
+    RunPeakLive at_run_peak;    // what is live at the selected run's peak
+    int64_t run_peak_of = -1;   // the run it was computed for (its id; -1: none yet)
 };
 
 namespace {
@@ -219,6 +223,120 @@ void peak_tab(App& app, const StatisticsUi& ui, nlohmann::json& out) {
     ImGui::EndTable();
 }
 
+// With a simulated run selected: what is live at the run's peak of device bytes, on its clock, and
+// where the run's policy had put each allocation then (on the device, on the host, dropped), with
+// its last decision before the peak and its next after it. A click selects the allocation.
+void run_peak_tab(App& app, StatisticsUi& ui, const ViewRun& run, nlohmann::json& out) {
+    const ViewTrace& view = *app.trace;
+    const AllocationTable& allocs = view.allocations;
+    if (ui.run_peak_of != run.info.id) {
+        ui.at_run_peak = live_at_run_peak(view, run);
+        ui.run_peak_of = run.info.id;
+    }
+    const RunPeakLive& peak = ui.at_run_peak;
+    auto count = [](size_t rows, const char* what) {
+        return std::to_string(rows) + (rows == 1 ? " allocation " : " allocations ") + what;
+    };
+    // An order-only trace's run has no times to show: its peak is placed by the op (or event) it ran
+    // then, and the rows' lifetimes are the recorded ones (they read "op #49494549" on param's ResNet ET).
+    const bool order_only = app.order_only();
+    const std::string when = !order_only               ? app.times().at(peak.time, 1000)
+                             : peak.recorded_time >= 0 ? app.times().at(peak.recorded_time, 1000)
+                                                       : std::string("its start");
+    const std::string at = run.label() + " at its peak: " + format_bytes(static_cast<int64_t>(peak.bytes)) + " on " +
+                           device_name(view.memory_device) + " at " + when + " (host " +
+                           format_bytes(static_cast<int64_t>(peak.host_bytes)) + "); ";
+    // A run stored without its events that moved allocations: where each was is not known, said.
+    const std::string head =
+        !peak.placement_known
+            ? at + count(peak.rows.size(), "alive then") + "; where each was is not known: the run moved allocations " +
+                  std::to_string(peak.moves) + " times but was stored without its events (mhc simulate --no-events)"
+            : at + count(peak.device_rows, "on the device") + " (" + format_bytes(peak.on_device) + "), " +
+                  count(peak.host_rows, "on the host") + " (" + format_bytes(peak.on_host) + "), " +
+                  count(peak.dropped_rows, "dropped") + " (" + format_bytes(peak.dropped) + ")" +
+                  // The caching model's device bytes are its segments: the rest is its free cache.
+                  (peak.bytes > static_cast<double>(peak.on_device)
+                       ? "; the allocator model holds " +
+                             format_bytes(static_cast<int64_t>(peak.bytes) - peak.on_device) + " more (its cache)"
+                       : "");
+    // Wrapped: with the host and the allocator's cache it is longer than a 1400 px window.
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    ImGui::TextWrapped("%s", head.c_str());
+    ImGui::PopStyleColor();
+    ImGui::TextDisabled(
+        order_only
+            ? "op and event numbers as recorded (the run's times are not); the recording's peak: pick \"recorded\" in "
+              "the run field; click a row: its details in the memory view"
+            : "times on the run's clock; the recording's peak: pick \"recorded\" in the run field; click a "
+              "row: its details in the memory view");
+    nlohmann::json first = nlohmann::json::array();
+    for (size_t r = 0; r < std::min<size_t>(peak.rows.size(), 8); ++r)
+        first.push_back({{"id", allocs.id[peak.rows[r].row]},
+                         {"bytes", allocs.bytes[peak.rows[r].row]},
+                         {"where", peak.placement_known ? to_string(peak.rows[r].where) : "?"}});
+    out = {{"head", head},
+           {"run", run.info.id},
+           {"rows", peak.rows.size()},
+           {"bytes", peak.bytes},
+           {"time", peak.time},
+           {"on_device", peak.on_device},
+           {"on_host", peak.on_host},
+           {"dropped", peak.dropped},
+           {"first", first},
+           {"placement_known", peak.placement_known}};
+    if (!ImGui::BeginTable("at_run_peak", 8, kTable & ~ImGuiTableFlags_Sortable)) return;
+    ImGui::TableSetupScrollFreeze(0, 1);
+    ImGui::TableSetupColumn("label", ImGuiTableColumnFlags_WidthStretch);
+    number_column("bytes", "888.88 MiB");
+    number_column("where", "dropped");
+    number_column("of the peak", "88.8%");
+    number_column("allocated at", "88.888 s");
+    number_column("freed at", "88.888 s");
+    ImGui::TableSetupColumn("the policy before the peak", ImGuiTableColumnFlags_WidthStretch);
+    ImGui::TableSetupColumn("after it", ImGuiTableColumnFlags_WidthStretch);
+    ImGui::TableHeadersRow();
+    auto event_text = [&](int64_t index, bool before) {
+        if (index < 0) return std::string("-");
+        return describe_events({run.events[static_cast<size_t>(index)]}, peak.time, before);
+    };
+    ImGuiListClipper clip;
+    clip.Begin(static_cast<int>(peak.rows.size()));
+    while (clip.Step())
+        for (int r = clip.DisplayStart; r < clip.DisplayEnd; ++r) {
+            const RunPeakRow& each = peak.rows[static_cast<size_t>(r)];
+            const size_t row = each.row;
+            ImGui::TableNextRow();
+            ImGui::TableNextColumn();
+            std::string label = (view.str(allocs.label[row]).empty() ? "#" + std::to_string(allocs.id[row])
+                                                                     : view.str(allocs.label[row])) +
+                                "##runpeak" + std::to_string(allocs.id[row]);
+            if (ImGui::Selectable(label.c_str(), app.highlight_alloc == allocs.id[row],
+                                  ImGuiSelectableFlags_SpanAllColumns))
+                app.select_allocation(allocs.id[row]);
+            if (r == 0) out["first_row"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+            ImGui::TableNextColumn();
+            ImGui::TextUnformatted(format_bytes(allocs.bytes[row]).c_str());
+            ImGui::TableNextColumn();
+            ImGui::TextUnformatted(peak.placement_known ? to_string(each.where) : "?");
+            ImGui::TableNextColumn();
+            if (each.where == Residence::Device)
+                ImGui::Text("%.1f%%",
+                            peak.bytes > 0 ? 100.0 * static_cast<double>(allocs.bytes[row]) / peak.bytes : 0.0);
+            else ImGui::TextUnformatted("-");
+            ImGui::TableNextColumn();
+            const int64_t t_alloc = order_only ? allocs.t_alloc[row] : each.t_alloc;
+            const int64_t t_free = order_only ? allocs.t_free[row] : each.t_free;
+            ImGui::TextUnformatted(app.times().at(t_alloc, 1000).c_str());
+            ImGui::TableNextColumn();
+            ImGui::TextUnformatted(t_free == trace::kNoTime ? "never" : app.times().at(t_free, 1000).c_str());
+            ImGui::TableNextColumn();
+            name_cell(event_text(each.before, true));
+            ImGui::TableNextColumn();
+            name_cell(event_text(each.after, false));
+        }
+    ImGui::EndTable();
+}
+
 void categories_tab(const App& app, StatisticsUi& ui) {
     if (app.trace->allocations.size() == 0) {
         ImGui::TextDisabled("%s", empty_table_text(*app.trace, StatsTable::Allocations, 0).c_str());
@@ -251,6 +369,8 @@ void steps_tab(App& app, StatisticsUi& ui) {
         ImGui::TextDisabled("%s", empty_table_text(*app.trace, StatsTable::Steps, 0).c_str());
         return;
     }
+    const std::string origin = steps_origin(*app.trace);
+    if (!origin.empty()) ImGui::TextDisabled("%s", origin.c_str());
     if (!ImGui::BeginTable("steps", 4, kTable)) return;
     ImGui::TableSetupScrollFreeze(0, 1);
     for (const char* h : {"step", "start", "time", "peak live"}) ImGui::TableSetupColumn(h);
@@ -302,7 +422,10 @@ void draw_statistics(App& app) {
     const bool peak_open = ImGui::BeginTabItem("At the peak");
     tabs["at_peak"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     if (peak_open) {
-        peak_tab(app, ui, at_peak);
+        // With a run selected, the run's peak (the curve the memory views show is the run's).
+        const ViewRun* run = app.selected_run();
+        if (run && !run->memory.empty() && app.trace->allocations.size() > 0) run_peak_tab(app, ui, *run, at_peak);
+        else peak_tab(app, ui, at_peak);
         ImGui::EndTabItem();
     }
     if (ImGui::BeginTabItem("Categories")) {

@@ -14,7 +14,7 @@ namespace mhc::viewer {
 
 struct TimelineUi {
     std::vector<TrackFrame> frame;   // folded items per track, reused across frames
-    CurveColumns strip;
+    CurveColumns strip, strip_recorded;   // the strip's curve; the recorded one beside a run's
 };
 
 namespace {
@@ -48,9 +48,11 @@ void family_legend(App& app, ImDrawList* dl, ImVec2 p, float x_max, nlohmann::js
     }
 }
 
-// The selected run's device bytes (or the recorded live bytes) under the tracks.
-void memory_strip(App& app, const ViewRun* run, ImDrawList* dl, ImVec2 p0, ImVec2 p1, CurveColumns& cols,
+// The selected run's device bytes with the recorded live bytes as a grey line over them (so that
+// what the run changed shows), or the recorded live bytes alone, under the tracks.
+void memory_strip(App& app, const ViewRun* run, ImDrawList* dl, ImVec2 p0, ImVec2 p1, TimelineUi& ui,
                   nlohmann::json& out) {
+    CurveColumns& cols = ui.strip;
     const bool run_curve = run && !run->memory.empty();
     const Curve& curve = run_curve ? run->memory : app.trace->live;
     if (curve.empty() || curve.peak() <= 0) {
@@ -79,12 +81,23 @@ void memory_strip(App& app, const ViewRun* run, ImDrawList* dl, ImVec2 p0, ImVec
     int W = static_cast<int>(p1.x - p0.x);
     prepare_curve(curve, app.range, W, cols);
     const size_t drawn = columns_before(app.range, W, run_curve ? run->t_end : app.trace->t_end);
-    const ByteRange y_range = plot_range(app, {{&cols, drawn}},
-                                   run && run->capacity > 0 ? static_cast<double>(run->capacity) : 0, 0.1);
+    std::vector<std::pair<const CurveColumns*, size_t>> curves{{&cols, drawn}};
+    // Beside a run's curve, the recorded one (it stops where the recording ends); before, the strip
+    // showed the run's alone and a user switched the run field back and forth to compare.
+    const bool recorded_too = run_curve && !app.trace->live.empty() && app.trace->live.peak() > 0;
+    const size_t recorded_drawn = columns_before(app.range, W, app.trace->t_end);
+    if (recorded_too) {
+        prepare_curve(app.trace->live, app.range, W, ui.strip_recorded);
+        curves.emplace_back(&ui.strip_recorded, recorded_drawn);
+    }
+    const ByteRange y_range = plot_range(app, curves, run && run->capacity > 0 ? static_cast<double>(run->capacity) : 0,
+                                         0.1);
     dl->AddRectFilled(p0, p1, IM_COL32(36, 36, 42, 255));
     nlohmann::json labels = nlohmann::json::array();
     draw_bytes_axis(dl, p0, p1, y_range, &labels);
     draw_curve(dl, cols, p0, p1, y_range, kCurve, true, drawn);
+    // Over the run's fill, so that it shows where the run holds more as where it holds less.
+    if (recorded_too) draw_curve(dl, ui.strip_recorded, p0, p1, y_range, kRecorded, false, recorded_drawn);
     if (run && run->capacity > 0) {
         std::string s = "capacity " + format_bytes(run->capacity);
         draw_hline(dl, p0, p1, static_cast<double>(run->capacity), y_range, kCapacity, s.c_str());
@@ -92,11 +105,24 @@ void memory_strip(App& app, const ViewRun* run, ImDrawList* dl, ImVec2 p0, ImVec
     const std::string device = memory_device_text(*app.trace);
     std::string title = run_curve ? "device bytes, " + run->label()
                                   : "live bytes (recorded)" + (device.empty() ? "" : ", " + device);
+    // With a run: its title in its colour, then the recorded curve's in grey.
+    const std::string recorded_title = recorded_too ? "  recorded live bytes" + (device.empty() ? "" : ", " + device)
+                                                    : std::string();
     ImVec2 ts = ImGui::CalcTextSize(title.c_str());
-    dl->AddRectFilled({p0.x + 2, p0.y + 1}, {p0.x + 8 + ts.x, p0.y + 3 + ts.y}, IM_COL32(36, 36, 42, 220));
+    const float rw = ImGui::CalcTextSize(recorded_title.c_str()).x;
+    dl->AddRectFilled({p0.x + 2, p0.y + 1}, {p0.x + 8 + ts.x + rw, p0.y + 3 + ts.y}, IM_COL32(36, 36, 42, 220));
     dl->AddText({p0.x + 4, p0.y + 2}, kCurve, title.c_str());
-    out = {{"rect", rect_json(p0, p1)}, {"title", title},       {"y_max", y_range.hi},         {"y_min", y_range.lo},
-           {"peak_bytes", cols.y_max},   {"peak_col", cols.peak_col}, {"axis_labels", labels}};
+    if (recorded_too) dl->AddText({p0.x + 4 + ts.x, p0.y + 2}, kRecorded, recorded_title.c_str());
+    out = {{"rect", rect_json(p0, p1)},
+           {"title", title},
+           {"y_max", y_range.hi},
+           {"y_min", y_range.lo},
+           {"peak_bytes", cols.y_max},
+           {"peak_col", cols.peak_col},
+           {"axis_labels", labels},
+           {"recorded", recorded_too},
+           {"recorded_title", recorded_title},
+           {"recorded_peak_bytes", recorded_too ? ui.strip_recorded.y_max : 0.0}};
 }
 
 }  // namespace
@@ -199,7 +225,7 @@ void draw_timeline(App& app) {
     if (app.memory_strip) {
         dl = ImGui::GetWindowDrawList();
         ImVec2 s0{plot_x, ImGui::GetCursorScreenPos().y + 4}, s1{plot_x + plot_w - 2, s0.y + strip_h};
-        memory_strip(app, run, dl, s0, s1, ui.strip, strip);
+        memory_strip(app, run, dl, s0, s1, ui, strip);
         ImGui::Dummy({avail.x, strip_h + 4});
         draw_selection(app, dl, s0, s1);
         nav_bottom = s1.y;

@@ -159,7 +159,8 @@ void tooltip(App& app, const Lane& l, const DrawItem& d) {
         int64_t a = l.t_start[d.first], b = l.end_max(d.first + d.count - 1);
         ImGui::Text("%u items folded (%s)", d.count, l.title.c_str());
         if (l.kind == LaneKind::Kernels)
-            ImGui::Text("mostly %s kernels (by time)", family_name(static_cast<KernelFamily>(d.cls)));
+            ImGui::Text(app.ops() ? "mostly %s ops" : "mostly %s kernels (by time)",
+                        family_name(static_cast<KernelFamily>(d.cls)));
         const std::string when = app.times().range(a, b, 1000);
         ImGui::TextUnformatted(when.c_str());
         app.layout["hover"] = {{"folded", d.count}, {"when", when}};
@@ -239,7 +240,8 @@ void draw_track(App& app, ImDrawList* dl, const TrackFrame& f, ImVec2 p0, float 
             if (right - a.x > 12) {
                 const char* family = l.kind == LaneKind::Kernels ? family_name(static_cast<KernelFamily>(item.cls))
                                                                  : nullptr;
-                label = folded_label(item.count, folded_noun(l, family, item.mixed), right - a.x - 6, char_width);
+                label = folded_label(item.count, folded_noun(l, family, item.mixed, app.ops()), right - a.x - 6,
+                                     char_width);
                 dl->AddText(nullptr, 0, {a.x + 3, a.y + (b.y - a.y - ImGui::GetFontSize()) / 2},
                             IM_COL32(20, 20, 20, 255), label.c_str(), nullptr, 0, &clip);
             }
@@ -498,6 +500,12 @@ void toolbar(App& app, const std::function<void(nlohmann::json&)>& view_options)
     if (!steps.enabled && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) {
         ImGui::SetTooltip("%s", steps.why.c_str());
         jt["step"]["tooltip"] = steps.why;
+    }
+    // Steps the trace does not mark but its optimizer's ranges give: said where the field is.
+    const std::string origin = steps_origin(*app.trace);
+    if (!origin.empty()) {
+        jt["step"]["origin"] = origin;
+        if (steps.enabled && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", origin.c_str());
     }
     ImGui::SameLine();
     if (ImGui::Button(compact ? "Zoom sel" : "Zoom to selection") && app.sel.active) {

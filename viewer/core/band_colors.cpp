@@ -180,10 +180,13 @@ uint32_t summary_color(const BandKeys& k, uint8_t key) {
 std::vector<LegendEntry> band_legend(const BandKeys& k, const BandLayout& b) {
     std::vector<LegendEntry> out;
     if (b.summarised > 0) {
-        char buf[160];
-        std::snprintf(buf, sizeof buf, "muted: %zu smaller allocations, %s", b.summarised,
-                      short_bytes(static_cast<int64_t>(b.peak_summarised_bytes)).c_str());
-        out.push_back({0, buf});
+        // None of them live at the peak: said so, not "64 smaller allocations, 0 B" (TraceLens's
+        // H100 FalconsAI trace), which read as allocations of no bytes.
+        const std::string text = "muted: " + std::to_string(b.summarised) + " smaller allocations" +
+                                 (b.peak_summarised_bytes < 1
+                                      ? std::string(", none live at the peak")
+                                      : ", " + short_bytes(static_cast<int64_t>(b.peak_summarised_bytes)));
+        out.push_back({0, text});
     }
     std::vector<size_t> order;
     for (size_t key = 0; key < b.peak_key_bytes.size(); ++key)

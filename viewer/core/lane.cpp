@@ -155,11 +155,12 @@ std::string folded_label(uint32_t count, const std::string& what, float room, fl
     return number.size() <= fits ? number : "";
 }
 
-std::string folded_noun(const Lane& lane, const char* family, bool mixed) {
+std::string folded_noun(const Lane& lane, const char* family, bool mixed, bool ops) {
+    const char* items = ops ? "ops" : "kernels";
     switch (lane.kind) {
         case LaneKind::Kernels:
-            if (!family) return "kernels";
-            return mixed ? std::string("kernels, mostly ") + family : family;
+            if (!family) return items;
+            return mixed ? std::string(items) + ", mostly " + family : family;
         case LaneKind::Copies: return "copies";
         case LaneKind::Markers:
             if (lane.stream == static_cast<int64_t>(trace::MarkerKind::Step)) return "steps";

@@ -1,5 +1,6 @@
 #include "mhc/viewer/reserved.hpp"
 
+#include <algorithm>
 #include <exception>
 #include <vector>
 
@@ -12,10 +13,38 @@ namespace mhc::viewer {
 
 namespace {
 
+// The reserved bytes by pool of `device` (ReservedCurves::pool_reserved, default_reserved): its
+// segment rows, each in the pool private_pools gives it (the default pool when none).
+void pool_reserved_curves(const trace::TraceData& data, int32_t device, const sim::PrivatePools& pools,
+                          ReservedCurves& curves) {
+    const size_t lines = std::min<size_t>(static_cast<size_t>(pools.pools), ReservedCurves::kPoolLines);
+    const bool rest = static_cast<size_t>(pools.pools) > lines;
+    // Per line (0: the default pool, 1..lines: a pool, lines + 1: the rest): the rows' intervals.
+    std::vector<std::vector<int64_t>> t_alloc(lines + 2), t_free(lines + 2), bytes(lines + 2);
+    for (const trace::Segment& segment : data.segments) {
+        if (segment.device != device) continue;
+        const auto it = pools.segment.find(&segment);
+        const auto pool = static_cast<size_t>(it == pools.segment.end() ? 0 : it->second);
+        const size_t line = pool <= lines ? pool : lines + 1;
+        t_alloc[line].push_back(segment.t_alloc);
+        t_free[line].push_back(segment.t_free);
+        bytes[line].push_back(segment.bytes);
+    }
+    curves.default_reserved = Curve::from_intervals(t_alloc[0], t_free[0], bytes[0]);
+    for (size_t line = 1; line <= lines; ++line)
+        curves.pool_reserved.push_back(
+            {"pool " + std::to_string(line), Curve::from_intervals(t_alloc[line], t_free[line], bytes[line])});
+    if (rest)
+        curves.pool_reserved.push_back(
+            {std::to_string(pools.pools - static_cast<int64_t>(lines)) + " other pools",
+             Curve::from_intervals(t_alloc[lines + 1], t_free[lines + 1], bytes[lines + 1])});
+}
+
 // The live bytes of `device`'s allocations in private pools (ReservedCurves::pool_live).
 void private_pool_curve(const trace::TraceData& data, int32_t device, ReservedCurves& curves) {
     try {
         const sim::PrivatePools pools = sim::private_pools(data, device);
+        if (pools.pools > 0) pool_reserved_curves(data, device, pools, curves);
         if (pools.allocations == 0) return;
         std::vector<int64_t> t_alloc, t_free, bytes;
         const auto& allocations = data.allocations;

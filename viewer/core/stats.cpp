@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <numeric>
+#include <optional>
+#include <unordered_map>
 #include <string>
 
 namespace mhc::viewer {
@@ -96,6 +98,121 @@ PeakLive live_at_peak(const ViewTrace& view) {
     out.time = view.live.peak_time();
     out.bytes = view.live.peak();
     out.rows = live_at(view.allocations, out.time);
+    return out;
+}
+
+const char* to_string(Residence where) {
+    switch (where) {
+        case Residence::Device: return "device";
+        case Residence::Host: return "host";
+        case Residence::Dropped: return "dropped";
+    }
+    return "device";
+}
+
+namespace {
+
+// When an event changes where its allocation is, and to where (nullopt: it does not: a stall, a
+// prefetch decision, an OOM).
+std::optional<std::pair<int64_t, Residence>> residence_change(const trace::RunEvent& event) {
+    switch (event.kind) {
+        case trace::EventKind::SwapOut: return std::make_pair(event.t_end, Residence::Host);
+        case trace::EventKind::EvictClean: return std::make_pair(event.t_start, Residence::Host);
+        case trace::EventKind::Drop: return std::make_pair(event.t_start, Residence::Dropped);
+        case trace::EventKind::SwapIn:
+        case trace::EventKind::Recompute: return std::make_pair(event.t_start, Residence::Device);
+        default: return std::nullopt;
+    }
+}
+
+}   // namespace
+
+RunPeakLive live_at_run_peak(const ViewTrace& view, const ViewRun& run) {
+    RunPeakLive out;
+    if (run.memory.empty() || view.allocations.size() == 0) return out;
+    out.has_peak = true;
+    out.time = run.memory.peak_time();
+    out.bytes = run.memory.peak();
+    out.host_bytes = run.host.empty() ? 0.0 : run.host.value_at(out.time);
+    for (const char* moved : {"swap_outs", "clean_evictions", "drops"})
+        if (auto it = run.metrics.find(moved); it != run.metrics.end()) out.moves += static_cast<int64_t>(it->second);
+    out.placement_known = !run.events.empty() || out.moves == 0;
+    // The kernel the run started last by its peak, and its recorded start.
+    int64_t best_start = INT64_MIN, best_kernel = 0;
+    size_t best_lane = 0;
+    for (size_t lane = 0; lane < run.kernel_lanes.size(); ++lane) {
+        const Lane& ran = run.kernel_lanes[lane];
+        const auto it = std::upper_bound(ran.t_start.begin(), ran.t_start.end(), out.time);
+        if (it == ran.t_start.begin()) continue;
+        const auto item = static_cast<size_t>(it - ran.t_start.begin()) - 1;
+        if (ran.t_start[item] > best_start) {
+            best_start = ran.t_start[item];
+            best_kernel = ran.ref[item];
+            best_lane = lane;
+        }
+    }
+    if (best_start != INT64_MIN && best_lane < view.kernel_lanes.size()) {
+        const Lane& recorded = view.kernel_lanes[best_lane];
+        for (size_t item = 0; item < recorded.size(); ++item)
+            if (recorded.ref[item] == best_kernel) out.recorded_time = recorded.t_start[item];
+    }
+    const AllocationTable& allocs = view.allocations;
+    auto on_run = [&](int64_t recorded) {
+        return recorded == trace::kNoTime || run.clock.empty() ? recorded : run.clock.map(recorded);
+    };
+    // The run's events by allocation, in time order (events are stored in the order they happened).
+    std::unordered_map<int64_t, std::vector<size_t>> events_of;
+    for (size_t i = 0; i < run.events.size(); ++i)
+        if (run.events[i].allocation != 0) events_of[run.events[i].allocation].push_back(i);
+    for (size_t i = 0; i < allocs.size(); ++i) {
+        const int64_t t_alloc = on_run(allocs.t_alloc[i]), t_free = on_run(allocs.t_free[i]);
+        if (t_alloc > out.time || t_free <= out.time) continue;
+        RunPeakRow row;
+        row.row = static_cast<uint32_t>(i);
+        row.t_alloc = t_alloc;
+        row.t_free = t_free;
+        int64_t changed_at = INT64_MIN;
+        if (auto it = events_of.find(allocs.id[i]); it != events_of.end()) {
+            std::stable_sort(it->second.begin(), it->second.end(), [&](size_t first, size_t second) {
+                return run.events[first].t_start < run.events[second].t_start;
+            });
+            for (size_t event_index : it->second) {
+                const trace::RunEvent& event = run.events[event_index];
+                const auto change = residence_change(event);
+                const int64_t at = change ? change->first : event.t_start;
+                if (at <= out.time) {
+                    row.before = static_cast<int64_t>(event_index);
+                    if (change && at >= changed_at) {
+                        changed_at = at;
+                        row.where = change->second;
+                    }
+                } else if (row.after < 0) {
+                    row.after = static_cast<int64_t>(event_index);
+                }
+            }
+        }
+        const int64_t bytes = allocs.bytes[i];
+        switch (row.where) {
+            case Residence::Device:
+                out.on_device += bytes;
+                ++out.device_rows;
+                break;
+            case Residence::Host:
+                out.on_host += bytes;
+                ++out.host_rows;
+                break;
+            case Residence::Dropped:
+                out.dropped += bytes;
+                ++out.dropped_rows;
+                break;
+        }
+        out.rows.push_back(row);
+    }
+    std::sort(out.rows.begin(), out.rows.end(), [&](const RunPeakRow& first, const RunPeakRow& second) {
+        if (first.where != second.where) return first.where < second.where;
+        const int64_t one = allocs.bytes[first.row], other = allocs.bytes[second.row];
+        return one != other ? one > other : allocs.id[first.row] < allocs.id[second.row];
+    });
     return out;
 }
 

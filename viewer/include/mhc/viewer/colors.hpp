@@ -22,6 +22,7 @@ inline constexpr uint32_t kHighlight = rgb(255, 230, 40);
 inline constexpr uint32_t kSelected = rgb(255, 255, 255);     // outline of the selected kernel
 inline constexpr uint32_t kCapacity = rgb(230, 60, 60);
 inline constexpr uint32_t kCurve = rgb(90, 170, 250);
+inline constexpr uint32_t kRecorded = rgb(150, 150, 160);   // the recorded curve beside a run's
 // The memory view's summary band (allocations too small to draw): a dark slate, distinct from
 // every category colour (the "other" category included) and from the size-class colours.
 inline constexpr uint32_t kSummary = rgb(72, 78, 104);

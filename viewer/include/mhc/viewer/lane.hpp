@@ -74,7 +74,8 @@ std::string folded_label(uint32_t count, const std::string& what, float room, fl
 // What a folded box of `lane` counts, for folded_label: kernels their family's name (given) when
 // they are all of it, "kernels, mostly GEMM" when `mixed` (DrawItem::mixed: "673000 GEMM" counted
 // every kernel of a stream as GEMMs, 48% of its time), else "copies", "steps"/"layers"/"ranges"
-// (markers), "events", "accesses".
-std::string folded_noun(const Lane& lane, const char* family, bool mixed = false);
+// (markers), "events", "accesses". `ops`: an execution trace's "kernels" are its ops ("2841 ops, mostly
+// memory/copy"; it read "2841 kernels, ..." under a header counting ops).
+std::string folded_noun(const Lane& lane, const char* family, bool mixed = false, bool ops = false);
 
 }  // namespace mhc::viewer

@@ -3,6 +3,7 @@
 // (docs/trace-format.md): reserved vs allocated, as memory_viz's segment view shows them.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "mhc/viewer/curve.hpp"
 
@@ -27,6 +28,17 @@ struct ReservedCurves {
     Curve pool_live;
     int64_t pools = 0;
     std::string pool_error;
+    // Reserved memory by pool on that device, where it has private pools: each private pool's
+    // segment rows (by the same rule), pool 1 first, at most kPoolLines of them with the rest summed
+    // in one more entry ("N other pools"); and the default pool's (the device's other segment rows).
+    // Empty without private pools.
+    struct PoolReserved {
+        std::string name;   // "pool 1", ..., or "3 other pools"
+        Curve reserved;
+    };
+    static constexpr size_t kPoolLines = 4;
+    std::vector<PoolReserved> pool_reserved;
+    Curve default_reserved;
 };
 
 // Reads the trace at `path` on a connection of its own (so it may run on a worker thread while

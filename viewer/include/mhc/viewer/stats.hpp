@@ -33,6 +33,44 @@ PeakLive live_at_peak(const ViewTrace& view);
 // The same at any time `at`.
 std::vector<uint32_t> live_at(const AllocationTable& allocations, int64_t at);
 
+// What is live at a simulated run's peak (the "At the peak" tab with a run selected): the run's
+// device-bytes peak (ViewRun::memory's first maximum, on the run's clock), and every allocation
+// alive then on the run's clock (its recorded allocation and free mapped by RunClock), with where
+// the run's policy had put it: on the device, on the host (swapped out, or evicted clean), or
+// dropped (to be recomputed). Where an allocation is at time T is what its last event by T made it:
+// a swap-out's bytes leave the device at its end, a swap-in's or a recomputation's are held from
+// its start (the run's device bytes count in-flight reservations), an evict-clean and a drop act at
+// once; an allocation without such an event is on the device. The rows' device bytes add up to the
+// run's peak (the simulator counts the same). `before` and `after`: the run's last event on the row
+// by the peak and its first after it (indices into ViewRun::events, -1: none).
+enum class Residence : uint8_t { Device, Host, Dropped };
+const char* to_string(Residence where);
+struct RunPeakRow {
+    uint32_t row = 0;   // allocation index
+    Residence where = Residence::Device;
+    int64_t t_alloc = 0, t_free = 0;   // on the run's clock (t_free kNoTime: never freed)
+    int64_t before = -1, after = -1;
+};
+struct RunPeakLive {
+    bool has_peak = false;                             // the run has a device-bytes curve
+    int64_t time = 0;                                  // on the run's clock
+    // The recorded start of the kernel the run started last at or before its peak (-1: none): where
+    // the peak falls in the recording, which an order-only trace's texts give (its run's times are
+    // not op or event numbers).
+    int64_t recorded_time = -1;
+    double bytes = 0;                                  // the run's device-bytes peak
+    double host_bytes = 0;                             // the run's host bytes then
+    int64_t on_device = 0, on_host = 0, dropped = 0;   // the rows' bytes by where
+    size_t device_rows = 0, host_rows = 0, dropped_rows = 0;
+    // False when the run moved allocations (its metrics count swap-outs, clean evictions or drops)
+    // but was stored without its events (mhc simulate --no-events): where each row was is not known
+    // (every row then reads "device").
+    bool placement_known = true;
+    int64_t moves = 0;              // those metrics' sum
+    std::vector<RunPeakRow> rows;   // on the device first, then on the host, then dropped; largest first in each
+};
+RunPeakLive live_at_run_peak(const ViewTrace& view, const ViewRun& run);
+
 struct CategoryStat {
     trace::Category category = trace::Category::Other;
     int64_t count = 0, bytes = 0, largest = 0;
