@@ -148,45 +148,43 @@ TEST_CASE("a fitted plot spans the columns drawn") {
     CHECK(columns_min_max(cols, 0).max == 0);
 }
 
-TEST_CASE("steps from the optimizer's ranges, for a trace without step markers or step numbers") {
-    // A Kineto trace profiled without schedule() has no ProfilerStep#N but one range
-    // "Optimizer.step#SGD.step" per optimizer.step(). Here: a kernel from 0 (the trace's start),
-    // optimizer ranges [100, 200) us with one nested in it [120, 180) us (DDP's and the optimizer's
-    // own: one step), and [500, 600) us; an unrelated range "forward" [300, 400) us.
-    // Steps: 0 = [0, 200) us, 1 = [200, 600) us. Before, the step field read "none" on such traces.
+TEST_CASE("where the steps came from is said only when the importer took them from the optimizer") {
+    // The importer writes meta steps_from; the viewer says it where the steps are not the profiler's
+    // own markers. A trace of step markers with steps_from naming the optimizer's ranges, and the
+    // known trace (steps from its markers, no steps_from).
     using fixture::us;
     using mhc::trace::Kernel;
     using mhc::trace::Marker;
     using mhc::trace::MarkerKind;
-    fixture::TempPath db("optsteps.db");
-    {
-        mhc::trace::Writer writer(db.path);
-        writer.set_meta("source", "viewer-test-optimizer");
-        Kernel kernel;
-        kernel.id = 1;
-        kernel.name = writer.intern("gemm");
-        kernel.t_start = 0;
-        kernel.t_end = 50 * us;
-        writer.add(kernel);
-        const int64_t opt = writer.intern("Optimizer.step#SGD.step");
-        writer.add(Marker{1, opt, 100 * us, 200 * us, MarkerKind::Range, -1});
-        writer.add(Marker{2, opt, 120 * us, 180 * us, MarkerKind::Range, -1});
-        writer.add(Marker{3, writer.intern("forward"), 300 * us, 400 * us, MarkerKind::Range, -1});
-        writer.add(Marker{4, opt, 500 * us, 600 * us, MarkerKind::Range, -1});
-        writer.finish();
+    const std::string said = "Optimizer.step#SGD.step ranges (no ProfilerStep#N in the trace)";
+    for (const std::string& from : {said, std::string("ProfilerStep#N ranges (the profiler's step markers)")}) {
+        INFO(from);
+        fixture::TempPath db("optsteps.db");
+        {
+            mhc::trace::Writer writer(db.path);
+            writer.set_meta("source", "viewer-test-optimizer");
+            writer.set_meta("steps_from", from);
+            Kernel kernel;
+            kernel.id = 1;
+            kernel.name = writer.intern("gemm");
+            kernel.t_start = 0;
+            kernel.t_end = 50 * us;
+            writer.add(kernel);
+            writer.add(Marker{1, writer.intern("step 0"), 0, 200 * us, MarkerKind::Step, 0});
+            writer.add(Marker{2, writer.intern("step 1"), 200 * us, 600 * us, MarkerKind::Step, 1});
+            writer.finish();
+        }
+        const ViewTrace view = load_view_trace(db.path);
+        REQUIRE(view.steps.size() == 2);
+        CHECK(step_control(view.steps).enabled);
+        if (from == said) {
+            CHECK(view.steps_from == said);
+            CHECK(steps_origin(view).find("Optimizer.step#SGD.step") != std::string::npos);
+        } else {
+            CHECK(view.steps_from.empty());
+            CHECK(steps_origin(view).empty());
+        }
     }
-    const ViewTrace view = load_view_trace(db.path);
-    REQUIRE(view.steps.size() == 2);
-    CHECK(view.steps[0].step == 0);
-    CHECK(view.steps[0].t0 == 0);
-    CHECK(view.steps[0].t1 == 200 * us);
-    CHECK(view.steps[1].step == 1);
-    CHECK(view.steps[1].t0 == 200 * us);
-    CHECK(view.steps[1].t1 == 600 * us);
-    CHECK(view.steps_from == "Optimizer.step#SGD.step");
-    CHECK(steps_origin(view).find("Optimizer.step#SGD.step") != std::string::npos);
-    CHECK(step_control(view.steps).enabled);
-    // A trace with step markers keeps them (the known trace: step 0 [0, 1000) us), and says nothing.
     fixture::TempPath known("known.db");
     fixture::write_known_trace(known.path, false);
     const ViewTrace marked = load_view_trace(known.path);
@@ -209,7 +207,7 @@ TEST_CASE("steps from the optimizer's ranges of the public Kineto traces that ha
         mhc::trace::import::import_file(std::string(MHC_PUBLIC_DATASETS) + "/" + file, db.path, options);
         const ViewTrace view = load_view_trace(db.path);
         CHECK(view.steps.size() == count);
-        CHECK(view.steps_from == "Optimizer.step#SGD.step");
+        CHECK(view.steps_from.rfind("Optimizer.step#SGD.step ranges", 0) == 0);
         for (size_t k = 1; k < view.steps.size(); ++k) {
             CHECK(view.steps[k].t0 == view.steps[k - 1].t1);
             CHECK(view.steps[k].t1 > view.steps[k].t0);

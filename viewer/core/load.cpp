@@ -18,7 +18,6 @@
 #include "mhc/viewer/band_colors.hpp"
 #include "mhc/viewer/bands.hpp"
 #include "mhc/viewer/colors.hpp"
-#include "mhc/viewer/controls.hpp"
 #include "mhc/viewer/data.hpp"
 #include "accesses.hpp"
 
@@ -363,9 +362,11 @@ ViewTrace load_view_trace(const std::string& path, const LoadOptions& options) {
     l.copies();
     l.markers();
     l.bounds();
-    // A trace without step markers or step numbers: steps from the optimizer's ranges, if any (a
-    // Kineto trace profiled without schedule() has no ProfilerStep#N, only Optimizer.step#SGD.step).
-    if (t.steps.empty()) t.steps = optimizer_steps(t, t.steps_from);
+    // Where the importer found the steps when not in the profiler's own step markers (meta
+    // steps_from: the optimizer's step ranges of a trace profiled without schedule()).
+    if (auto from = t.meta.find("steps_from");
+        !t.steps.empty() && from != t.meta.end() && from->second.rfind("ProfilerStep#", 0) != 0)
+        t.steps_from = from->second;
     finish_allocations(t.allocations, t.t_begin, t.t_end);
     // The live bytes and the memory view's colour keys from one ordering of the events.
     const std::vector<trace::MemoryEvent> ev = trace::memory_events(t.allocations.t_alloc, t.allocations.t_free);

@@ -24,15 +24,8 @@ StepControl step_control(const std::vector<StepSpan>& steps);
 // [first, last]. `previous` for a value typed in: the value shown before.
 int32_t snap_step(const std::vector<StepSpan>& steps, int32_t value, int32_t previous);
 
-// The steps of a trace that has neither step markers nor kernels with step numbers, from PyTorch's
-// optimizer annotations (the profiler's range "Optimizer.step#SGD.step" around each
-// optimizer.step()): step k (from 0) ends where the k-th such range ends and begins where the one
-// before ended, the first at the trace's start; ranges nested in or overlapping another (DDP's and
-// the optimizer's own, as TraceLens's MI300X ResNet-18 DDP trace has them) count once. `name`
-// gets the range's name ("Optimizer.step#SGD.step"). Empty when the trace has no such range.
-std::vector<StepSpan> optimizer_steps(const ViewTrace& view, std::string& name);
-// Where the trace's steps come from when not from step markers or kernels' step numbers (the
-// step field's tooltip and the Steps tab say it); "" otherwise.
+// Where the trace's steps come from when the importer took them from the optimizer's step ranges
+// (meta steps_from; the step field's tooltip and the Steps tab say it); "" otherwise.
 std::string steps_origin(const ViewTrace& view);
 
 // The memory device picker: one entry per device with allocations ("GPU 0 (peak 305.18 MiB)"),

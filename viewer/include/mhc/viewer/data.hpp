@@ -122,9 +122,9 @@ struct ViewTrace {
     std::vector<DeviceMemory> memory_devices;
     AllocationTable allocations;
     Curve live;                       // live bytes of memory_device
-    std::vector<StepSpan> steps;      // from step markers, else from kernels' step column, else
-                                      // from the optimizer's ranges (optimizer_steps, controls.hpp)
-    std::string steps_from;           // the optimizer range's name when steps came from them, else ""
+    std::vector<StepSpan> steps;      // from step markers, else from kernels' step column
+    std::string steps_from;           // meta steps_from when the importer took the steps from the
+                                      // optimizer's ranges (no ProfilerStep#N), else ""
     std::vector<KernelNameStat> kernel_stats;   // one per kernel name, unsorted
     int64_t kernel_count = 0, copy_count = 0, marker_count = 0, access_count = 0;
     int64_t t_begin = 0, t_end = 1;
