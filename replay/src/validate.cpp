@@ -414,6 +414,32 @@ private:
         }
         rep_.estimated_seconds = estimated_replay_seconds(makespans, spec_.replay.time_scale, spec_.repeat);
         check_replay_duration(path_, spec_, on_recorded_, rep_.estimated_seconds);
+        check_time_limit(makespans);
+    }
+
+    // A --time-limit that leaves the first limited configuration no replay validates nothing:
+    // the baseline's first replay and that configuration's take at least their predicted
+    // makespans x the time scale (the configurations run in order, and the first that does not
+    // fit stops them all). Below that it is refused before any replay; it was said as "not run"
+    // after the baseline's, with exit status 0.
+    // The predictions alone decide (not the time spent so far), so that the same command is
+    // refused or not whatever the machine's load; a limit they allow and the replays' real cost
+    // exceeds is said after them (the command line's exit status 2).
+    void check_time_limit(const std::vector<int64_t>& makespans) const {
+        if (spec_.time_limit_s <= 0 || makespans.size() < 2) return;
+        const double least = 1e-9 *
+                             static_cast<double>(std::max<int64_t>(makespans[0], 0) +
+                                                 std::max<int64_t>(makespans[1], 0)) *
+                             spec_.replay.time_scale;
+        if (least <= spec_.time_limit_s) return;
+        char why[512];
+        std::snprintf(why, sizeof why,
+                      "--time-limit %g s leaves no limited configuration a replay: the baseline's first replay and "
+                      "%s's take at least %.3g s (predicted %s and %s at time scale x%g); nothing would be "
+                      "validated: give a longer limit, or 0 for none",
+                      spec_.time_limit_s, sim::run_name(on_recorded_[1].config).c_str(), least,
+                      format_ns(makespans[0]).c_str(), format_ns(makespans[1]).c_str(), spec_.replay.time_scale);
+        throw Error(path_ + ": " + why);
     }
 
     // Storing: each replayed run is begun ("incomplete") before its replay, so that an
