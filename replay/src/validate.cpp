@@ -43,6 +43,28 @@ sim::LinkModel scaled_link(const sim::LinkModel& link, double scale) {
     return l;
 }
 
+namespace {
+// A time scale that takes the replay's link past the simulator's bounds on a bandwidth (pcie4
+// x1e5 moves 2.5e15 B/s): said as the time scale's fault, with the range this link allows; it
+// was said as "link pcie4 x100000: field 'h2d.bandwidth_Bps': must be a number in [1e3, 1e15]
+// B/s", a field of a file the user never wrote.
+void refuse_scale_past_bounds(const sim::LinkModel& unscaled, double scale) {
+    for (const auto& [name, direction] : {std::pair{"H2D", &unscaled.h2d}, std::pair{"D2H", &unscaled.d2h}}) {
+        const double rate = direction->bandwidth_Bps * scale;
+        if (rate >= sim::kMinBandwidthBps && rate <= sim::kMaxBandwidthBps) continue;
+        char why[512];
+        std::snprintf(
+            why, sizeof why,
+            "--time-scale: at x%g the replay's link %s moves %s at %.3g B/s, outside the [1e3, 1e15] B/s a "
+            "link may have; with this link the time scale must be in [%.3g, %.3g]",
+            scale, unscaled.name.c_str(), name, rate,
+            std::max(1e-3, sim::kMinBandwidthBps / std::min(unscaled.h2d.bandwidth_Bps, unscaled.d2h.bandwidth_Bps)),
+            std::min(1e6, sim::kMaxBandwidthBps / std::max(unscaled.h2d.bandwidth_Bps, unscaled.d2h.bandwidth_Bps)));
+        throw Error(why);
+    }
+}
+}   // namespace
+
 sim::LinkModel link_at_chunk(const sim::LinkModel& link, int64_t chunk) {
     const auto& rows = link.by_chunk;
     if (rows.empty() || chunk <= 0) return link;
@@ -171,13 +193,14 @@ trace::Run replay_run(const Row& row, const sim::Config& c, const Options& o, in
     return run;
 }
 
-
-// "3.2 h", "14 min", "42 s".
+// "3.2 h", "14 min", "42 s", "0.11 s", "6e-08 s" (below 10 s, two digits: --max-replay-minutes
+// 1e-9 was refused as "at least 0 s ... more than the 0 s allowed").
 std::string human_seconds(double s) {
     char b[64];
     if (s >= 3600) std::snprintf(b, sizeof b, "%.1f h", s / 3600);
     else if (s >= 60) std::snprintf(b, sizeof b, "%.0f min", s / 60);
-    else std::snprintf(b, sizeof b, "%.0f s", s);
+    else if (s >= 10) std::snprintf(b, sizeof b, "%.0f s", s);
+    else std::snprintf(b, sizeof b, "%.2g s", s);
     return b;
 }
 
@@ -324,8 +347,9 @@ private:
         base_ = spec_.base;
         // Replay copies in chunks of spec.replay.chunk_bytes: a calibrated profile's rate for that
         // chunk size is the rate to predict with, not its best one.
-        base_.link = scaled_link(link_at_chunk(spec_.base.link, static_cast<int64_t>(spec_.replay.chunk_bytes)),
-                                 spec_.replay.time_scale);
+        const sim::LinkModel at_chunk = link_at_chunk(spec_.base.link, static_cast<int64_t>(spec_.replay.chunk_bytes));
+        refuse_scale_past_bounds(at_chunk, spec_.replay.time_scale);
+        base_.link = scaled_link(at_chunk, spec_.replay.time_scale);
         // Replay runs NCCL and memcpy kernels as stand-ins, which do not load the link: the
         // prediction of a replay must not take bandwidth away for them (a prediction of the real
         // training run does, with the profile's shares).

@@ -6,7 +6,9 @@
 #   - `export` to Perfetto of a trace `check` refuses (a kernel ending before it starts): exit 2
 #     naming the row, no file (it drew the kernel with no length and said success);
 #   - `validate --time-limit` too short for any limited configuration: exit 2 before any replay
-#     (it replayed the baseline, said "not run" and exited 0).
+#     (it replayed the baseline, said "not run" and exited 0);
+#   - numbers past what they can mean: 1e999 in a link profile, --cpu-buffer-ratio 1e308,
+#     --time-scale 1e5 with pcie4, --max-replay-minutes 1e-9.
 # Usage: hostile_pass4_test.sh MHC
 set -u
 mhc=$1
@@ -70,4 +72,26 @@ for limit in 0.000001 0.001; do
     grep -qF "nothing would be validated" err || fail "validate --time-limit $limit: $(cat err)"
 done
 [ "$(sqlite3 t.db 'SELECT count(*) FROM runs')" = 0 ] || fail "a refused validate stored runs"
+
+# Numbers past what they can mean.
+# A link profile with a number beyond a double: "internal error: [json.exception.out_of_range.406]
+# number overflow parsing '1e999'", exit 1.
+cat >l.json <<'JSON'
+{"name": "x", "h2d": {"bandwidth_Bps": 1e999, "latency_s": 6e-6}, "d2h": {"bandwidth_Bps": 25e9, "latency_s": 6e-6},
+ "duplex_factor": 0.5, "copy_engines": 2}
+JSON
+refused "l.json: not a link profile: not valid JSON (number overflow parsing '1e999')" simulate t.db --capacity 90% --link l.json --no-store
+# A host buffer of 1e308 x the capacity overflowed to -8 EiB: an OOM at once, exit 3.
+refused "--cpu-buffer-ratio must be at most 1000" simulate t.db --capacity 90% --cpu-buffer-ratio 1e308 --no-store
+MHC_CPU_BUFFER_RATIO=1e300 "$mhc" simulate t.db --capacity 90% --no-store >out 2>err; rc=$?
+[ $rc = 2 ] && grep -qF "at most 1000" err || fail "MHC_CPU_BUFFER_RATIO=1e300 exited $rc: $(cat err)"
+"$mhc" simulate t.db --capacity 90% --cpu-buffer-ratio 1000 --no-store >out 2>err || fail "--cpu-buffer-ratio 1000: $(cat err)"
+grep -q "host buffer 36.91 GiB" out || fail "--cpu-buffer-ratio 1000: $(grep 'host buffer' out)"
+# A time scale that takes the replay's link past a link's bounds was said as a field of a link
+# profile ("link pcie4 x100000: field 'h2d.bandwidth_Bps' ..."); --max-replay-minutes 1e-9 as
+# "at least 0 s ... more than the 0 s allowed".
+refused "--time-scale: at x100000 the replay's link pcie4 moves H2D at 2.5e+15 B/s, outside the [1e3, 1e15] B/s a link may have; with this link the time scale must be in [0.001, 4e+04]" \
+    validate t.db --capacity 90% --link pcie4 --no-store --time-scale 1e5
+refused "more than the 6e-08 s allowed" validate t.db --capacity 90% --link pcie4 --no-store --max-replay-minutes 1e-9
+grep -qF "would take at least 0 s" err && fail "--max-replay-minutes 1e-9: $(cat err)"
 echo ok
