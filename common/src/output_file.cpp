@@ -64,6 +64,11 @@ struct WrittenName {
     std::atomic<bool> gone{false};
 };
 std::atomic<WrittenName*> g_written_names{nullptr};
+// What the command leaves besides its files (set_stop_note), said after them: the current one,
+// and every one set before, kept for the process's life as the names are (the handler may be
+// reading an older one).
+std::atomic<const char*> g_stop_note{nullptr};
+std::atomic<WrittenName*> g_stop_notes{nullptr};
 
 // Async-signal-safe pieces of the line the handler says.
 void append(char* line, size_t& at, size_t cap, const char* text) {
@@ -161,7 +166,9 @@ void say_what_is_left(int sig) {
         if (from_oldest < kShown - 1) written.shown[from_oldest] = w->name.c_str();
     }
     if (newest) written.last = newest->name.c_str();
-    if (pending.count == 0 && written.count == 0) return;
+    const char* note = g_stop_note.load();
+    if (note && !*note) note = nullptr;
+    if (pending.count == 0 && written.count == 0 && !note) return;
     char line[2048];
     size_t at = 0;
     const size_t cap = sizeof line - 1;
@@ -181,6 +188,10 @@ void say_what_is_left(int sig) {
         append_set(line, at, cap, pending);
         append(line, at, cap,
                pending.count == 1 ? " was written (no part of it left)" : " were written (no part of them left)");
+    }
+    if (note) {
+        append(line, at, cap, "; ");
+        append(line, at, cap, note);
     }
     line[at++] = '\n';
     ssize_t ignored = ::write(STDERR_FILENO, line, at);
@@ -493,6 +504,20 @@ void OutputFile::commit() {
     // (tests/cli/interrupt_output_test.sh): MHC_TEST_SIGNAL_AFTER_COMMIT=15.
     if (const char* hook = std::getenv("MHC_TEST_SIGNAL_AFTER_COMMIT"); hook && std::atoi(hook) > 0)
         ::raise(std::atoi(hook));
+}
+
+void set_stop_note(const std::string& note) {
+    {
+        std::lock_guard<std::mutex> lock(g_mutex);
+        install_handlers();
+    }
+    if (note.empty()) {
+        g_stop_note.store(nullptr);
+        return;
+    }
+    auto* kept = new WrittenName{g_stop_notes.load(), note};
+    while (!g_stop_notes.compare_exchange_weak(kept->before, kept)) {}
+    g_stop_note.store(kept->name.c_str());
 }
 
 NotOutputs::NotOutputs() { ++t_not_outputs; }

@@ -18,6 +18,7 @@
 
 #include "mhc/common/environment.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/output_file.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/kernels/swap.hpp"
 #include "mhc/replay/arena.hpp"
@@ -304,6 +305,7 @@ public:
         rep_.process_peak_rss = resident_.bytes();
         rep_.baseline.verdict = "baseline";
         for (Row& x : rep_.rows) x.verdict = verdict(x, spec_.target_pp, rep_.load);
+        set_stop_note("");   // from here a signal waits for the store (cmd_validate's StorePhase)
         if (spec_.before_store) spec_.before_store(rep_);
         if (spec_.store) store();
         return std::move(rep_);
@@ -818,6 +820,7 @@ private:
             try {
                 id = trace::begin_run(path_, trace::RunKind::Replayed, row.name + "/" + to_string(spec_.replay.backend), spec_.runs_db,
                                       t_.fingerprint);
+                note_begun(id);
             } catch (const std::exception& e) {
                 store_failed(e);
             }
@@ -835,6 +838,18 @@ private:
         row.replay_record.config["timing"] = timing;
         row.replay_run = id;
         return true;
+    }
+
+    // A signal that stops the validation before its store leaves the replayed runs begun so far
+    // marked incomplete: said in the signal's line (it stopped with nothing said, exit 143).
+    void note_begun(int64_t id) {
+        begun_.push_back(id);
+        std::string ids;
+        for (size_t i = 0; i < begun_.size(); ++i)
+            ids += (i == 0 ? "" : i + 1 == begun_.size() ? " and " : ", ") + std::to_string(begun_[i]);
+        set_stop_note((begun_.size() == 1 ? "run " : "runs ") + ids +
+                      (begun_.size() == 1 ? " (a replay begun) is" : " (replays begun) are") + " left in " +
+                      (spec_.runs_db.empty() ? path_ : spec_.runs_db) + " marked incomplete");
     }
 
     void store() {
@@ -878,6 +893,7 @@ private:
     int config_no_ = 0;
     std::chrono::steady_clock::time_point started_;   // --time-limit counts from here
     double overhead_s_ = 0;                           // a replay's largest cost beyond its makespan x scale
+    std::vector<int64_t> begun_;                      // replayed runs begun (stored "incomplete") so far
     int32_t window_kernel_ = -1;   // dense index of the window's first kernel; -1: the whole trace
     std::chrono::steady_clock::time_point phase_start_;
     double phase_cpu_start_ = 0;

@@ -7,6 +7,7 @@
 #     naming the row, no file (it drew the kernel with no length and said success);
 #   - `validate --time-limit` too short for any limited configuration: exit 2 before any replay
 #     (it replayed the baseline, said "not run" and exited 0);
+#   - a signal mid-replay says which runs it leaves marked incomplete;
 #   - numbers past what they can mean: 1e999 in a link profile, --cpu-buffer-ratio 1e308,
 #     --time-scale 1e5 with pcie4, --max-replay-minutes 1e-9.
 # Usage: hostile_pass4_test.sh MHC
@@ -41,6 +42,13 @@ for table in run_events run_metrics runs; do
         fail "check --runs-db of a damaged $table page exited $rc: $(cat out err)"
 done
 "$mhc" -q simulate t.db --capacity 90% --no-store >/dev/null || fail "--no-store is not held by a runs database it leaves alone"
+# A runs database given where a trace goes was "schema version 0 is not supported (this mhc reads
+# version 1)", as if another mhc had written it.
+runs_db_said="r.db: is a runs database (simulate --runs-db), not a trace: give its trace and --runs-db r.db (it was made for $tmp/t.db)"
+refused "$runs_db_said" info r.db
+refused "$runs_db_said" check r.db
+refused "$runs_db_said" simulate r.db --capacity 90%
+refused "$runs_db_said" export r.db -o x.json
 # The same in the trace's own run tables, where the runs go without --runs-db.
 cp t.db s.db
 "$mhc" -q simulate s.db --capacity 90% >/dev/null || fail "simulate s.db"
@@ -72,6 +80,25 @@ for limit in 0.000001 0.001; do
     grep -qF "nothing would be validated" err || fail "validate --time-limit $limit: $(cat err)"
 done
 [ "$(sqlite3 t.db 'SELECT count(*) FROM runs')" = 0 ] || fail "a refused validate stored runs"
+
+# A signal mid-replay left the replayed run begun ("incomplete") in the trace and stopped with
+# nothing said (exit 143, no line): the line says what is left.
+cp t.db v.db
+"$mhc" validate v.db --capacity 90% --link pcie4 --time-scale 3000 --repeat 1 >out 2>err &
+pid=$!
+for _ in $(seq 1 400); do
+    [ "$(sqlite3 v.db 'SELECT count(*) FROM runs' 2>/dev/null)" = 1 ] && break
+    kill -0 $pid 2>/dev/null || break
+    sleep 0.02
+done
+kill -TERM $pid 2>/dev/null
+{ wait $pid; } 2>/dev/null; rc=$?
+if [ $rc = 143 ] && [ "$(sqlite3 v.db 'SELECT count(*) FROM runs')" = 1 ]; then
+    [ "$(tail -1 err)" = "mhc: stopped by SIGTERM; run 1 (a replay begun) is left in v.db marked incomplete" ] ||
+        fail "validate stopped mid-replay said: $(tail -2 err)"
+else
+    echo "note: validate was not stopped mid-replay (exit $rc, $(sqlite3 v.db 'SELECT count(*) FROM runs') runs)"
+fi
 
 # Numbers past what they can mean.
 # A link profile with a number beyond a double: "internal error: [json.exception.out_of_range.406]
