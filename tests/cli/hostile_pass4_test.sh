@@ -81,6 +81,12 @@ for limit in 0.000001 0.001; do
 done
 [ "$(sqlite3 t.db 'SELECT count(*) FROM runs')" = 0 ] || fail "a refused validate stored runs"
 
+# A --runs-db that is another kind of file (the link profile named twice): "cannot prepare query:
+# not an SQLite database (wrong format or corrupt header)".
+echo '{"name": "x"}' >p.json
+refused "p.json: not an mhc runs database (not an SQLite database)" simulate t.db --capacity 90% --link pcie4 --runs-db p.json
+refused "p.json: not an mhc runs database (not an SQLite database)" info t.db --runs-db p.json
+
 # A signal mid-replay left the replayed run begun ("incomplete") in the trace and stopped with
 # nothing said (exit 143, no line): the line says what is left.
 cp t.db v.db
