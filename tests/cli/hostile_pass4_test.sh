@@ -127,4 +127,8 @@ refused "--time-scale: at x100000 the replay's link pcie4 moves H2D at 2.5e+15 B
     validate t.db --capacity 90% --link pcie4 --no-store --time-scale 1e5
 refused "more than the 6e-08 s allowed" validate t.db --capacity 90% --link pcie4 --no-store --max-replay-minutes 1e-9
 grep -qF "would take at least 0 s" err && fail "--max-replay-minutes 1e-9: $(cat err)"
+
+# One of a thing is not "1 simulations ... 1 grid runs".
+"$mhc" sweep t.db --capacities 90% --policies lru --no-bisect --no-store >out 2>err || fail "sweep: $(cat err)"
+grep -q "^1 simulation in [0-9.]* s: 1 grid run$" out || fail "sweep of one run said: $(tail -1 out)"
 echo ok
