@@ -87,6 +87,11 @@ echo '{"name": "x"}' >p.json
 refused "p.json: not an mhc runs database (not an SQLite database)" simulate t.db --capacity 90% --link pcie4 --runs-db p.json
 refused "p.json: not an mhc runs database (not an SQLite database)" info t.db --runs-db p.json
 
+# A runs database cut short: "cannot prepare query: the file is corrupt or truncated".
+head -c 4096 r.db >rt.db
+refused "rt.db: the file is truncated or corrupt (database disk image is malformed)" simulate t.db --capacity 90% --runs-db rt.db
+refused "rt.db: the file is truncated or corrupt (database disk image is malformed)" info t.db --runs-db rt.db
+
 # A signal mid-replay left the replayed run begun ("incomplete") in the trace and stopped with
 # nothing said (exit 143, no line): the line says what is left.
 cp t.db v.db

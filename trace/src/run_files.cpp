@@ -368,7 +368,10 @@ RunReader::RunReader(const std::string& trace_path, const std::string& runs_db) 
     } catch (const sql::Busy&) { throw; } catch (const Error&) {
         // Another kind of file (a link profile named twice, a CSV): it said "cannot prepare query:
         // not an SQLite database (wrong format or corrupt header)".
-        if ((sqlite3_extended_errcode(own_) & 0xff) != SQLITE_NOTADB) throw;
+        const int code = sqlite3_extended_errcode(own_) & 0xff;
+        if (code == SQLITE_CORRUPT)   // was "cannot prepare query: the file is corrupt or truncated (...)"
+            throw Error(runs_db + ": the file is truncated or corrupt (" + sqlite3_errmsg(own_) + ")");
+        if (code != SQLITE_NOTADB) throw;
         throw Error(runs_db + ": not an mhc runs database (not an SQLite database)");
     }
     if (!meta) throw Error(runs_db + ": not an mhc runs database (no meta table)");
