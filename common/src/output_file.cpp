@@ -83,16 +83,16 @@ void append_count(char* line, size_t& at, size_t cap, int64_t n) {
 }
 // The length of `path`'s folder part, its last '/' included (0: none).
 size_t folder_length(const char* path) {
-    size_t n = 0;
+    size_t length = 0;
     for (size_t i = 0; path[i]; ++i)
-        if (path[i] == '/') n = i + 1;
-    return n;
+        if (path[i] == '/') length = i + 1;
+    return length;
 }
-bool same_folder(const char* a, const char* b) {
-    const size_t n = folder_length(a);
-    if (n != folder_length(b)) return false;
-    for (size_t i = 0; i < n; ++i)
-        if (a[i] != b[i]) return false;
+bool same_folder(const char* first, const char* second) {
+    const size_t length = folder_length(first);
+    if (length != folder_length(second)) return false;
+    for (size_t i = 0; i < length; ++i)
+        if (first[i] != second[i]) return false;
     return true;
 }
 

@@ -64,9 +64,9 @@ std::string validate(sqlite3* db, const std::string& path) {
         SQLITE_OK) {
         std::map<std::string, std::string> kind;
         while (sqlite3_step(s) == SQLITE_ROW) {
-            const unsigned char* k = sqlite3_column_text(s, 0);
-            const unsigned char* v = sqlite3_column_text(s, 1);
-            if (k && v) kind[reinterpret_cast<const char*>(k)] = reinterpret_cast<const char*>(v);
+            const unsigned char* key = sqlite3_column_text(s, 0);
+            const unsigned char* value = sqlite3_column_text(s, 1);
+            if (key && value) kind[reinterpret_cast<const char*>(key)] = reinterpret_cast<const char*>(value);
         }
         sqlite3_finalize(s);
         if (kind["format"] == kRunsFormatName)
