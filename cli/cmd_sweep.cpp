@@ -156,9 +156,13 @@ std::function<int()> setup(CLI::App& app) {
         if (tty) std::fprintf(stderr, "\r%40s\r", "");
         std::cout << sim::to_text(s, sim::baseline_peak(*prepared, o->base.allocator));
         // The bisection simulates bisect-steps + 1 capacities per combination and keeps one.
-        std::printf("%zu simulations in %.2f s: %zu grid runs", s.simulations, s.seconds, s.grid.size());
+        // "1 simulations ... 1 grid runs" read wrong: a word's plural only past one.
+        auto many = [](size_t n, const char* word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); };
+        std::printf("%s in %.2f s: %s", many(s.simulations, "simulation").c_str(), s.seconds,
+                    many(s.grid.size(), "grid run").c_str());
         if (!s.answers.empty())
-            std::printf(", %zu bisection probes for %zu answers", s.simulations - s.grid.size(), s.answers.size());
+            std::printf(", %s for %s", many(s.simulations - s.grid.size(), "bisection probe").c_str(),
+                        many(s.answers.size(), "answer").c_str());
         std::printf("\n");
         bool stored = true;
         std::optional<StorePhase> phase;   // a signal from here on lets the store finish first
@@ -184,8 +188,9 @@ std::function<int()> setup(CLI::App& app) {
             auto ids = store_runs(o->trace, t.fingerprint, runs, o->store);   // one transaction: all or none
             stored = ids.has_value();
             if (ids)
-                std::printf("stored %zu runs in %s:\n  the %zu grid runs and %zu bisection answers with a saving (bisect:*)\n",
-                            runs.size(), store_target(o->trace, o->store).c_str(), s.grid.size(), found);
+                std::printf("stored %s in %s:\n  the %s and %s with a saving (bisect:*)\n",
+                            many(runs.size(), "run").c_str(), store_target(o->trace, o->store).c_str(),
+                            many(s.grid.size(), "grid run").c_str(), many(found, "bisection answer").c_str());
         }
         if (stored) sim::keep_prepared(*prepared, writes_into_trace(o->store));   // after the store, as simulate
         if (phase)

@@ -310,6 +310,15 @@ std::function<int()> setup(CLI::App& app) {
             std::fprintf(stderr, "mhc: validation failed (see the status column)\n");
             return kExitInternal;
         }
+        // A --time-limit that cut every limited configuration (the up-front estimate allowed the
+        // first, the replays took longer): the baseline alone was measured, nothing was validated.
+        if (r.rows.empty() && !r.not_run.empty()) {
+            std::fprintf(stderr,
+                         "mhc: --time-limit %g s: no limited configuration was replayed (%s's first replay "
+                         "would have ended past it): nothing was validated; give a longer limit, or 0 for none\n",
+                         o->time_limit_s, r.not_run.front().c_str());
+            return kExitBadInput;
+        }
         if (spec.store && !r.stored) return kExitNotStored;
         return kExitOk;
     };

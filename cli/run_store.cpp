@@ -88,20 +88,28 @@ std::string runs_db_to_read(const std::string& runs_db, const std::string& trace
 }
 
 void check_runs_db_of(const std::string& trace, StoreOptions& options) {
-    if (options.no_store || options.runs_db.empty() || trace.empty()) return;
+    if (options.no_store || trace.empty()) return;
     options.runs_db = runs_db_to_read(options.runs_db, trace);
-    if (options.runs_db.empty()) return;
+    if (options.runs_db.empty()) {
+        trace::check_run_pages(trace);   // the trace's run tables, where the runs go
+        return;
+    }
     std::error_code ec;
     const auto bytes = std::filesystem::file_size(options.runs_db, ec);
     if (ec || bytes == 0) return;               // not there yet, or empty: a runs database to be, made by the store
     // Refuses what is not this trace's runs database: its meta, its traces' fingerprints and its
     // tables, never its rows (listing every run took 12.5 s and 500 MiB on 100,000 runs:
-    // bench/trace/runs_db_precheck.sh).
-    trace::RunsDbReader check(trace, options.runs_db);
+    // bench/trace/runs_db_precheck.sh); then a damaged page (SQLite's quick_check), which the
+    // store would otherwise meet after the work.
+    trace::check_run_pages(trace, options.runs_db);
 }
 
 void check_runs_db_of_job(const std::vector<std::string>& ranks, const StoreOptions& options) {
-    if (options.no_store || options.runs_db.empty() || ranks.empty()) return;
+    if (options.no_store || ranks.empty()) return;
+    if (options.runs_db.empty()) {
+        for (const auto& rank : ranks) trace::check_run_pages(rank);   // each rank's runs go into its trace
+        return;
+    }
     for (const auto& rank : ranks)
         if (runs_db_to_read(options.runs_db, rank).empty())
             throw Error(options.runs_db + ": --runs-db names one of the job's traces (" + rank +
@@ -113,10 +121,14 @@ void check_runs_db_of_job(const std::vector<std::string>& ranks, const StoreOpti
     for (const auto& rank : ranks) {
         try {
             trace::RunsDbReader check(rank, options.runs_db);
-            return;   // a runs database of the job (or of one of its ranks): the store decides
         } catch (const Error& e) {
             if (first.empty()) first = e.what();
+            continue;
         }
+        // A runs database of the job (or of one of its ranks): the store decides, once its pages
+        // are known sound.
+        trace::check_run_pages(rank, options.runs_db);
+        return;
     }
     throw Error(first);
 }

@@ -33,11 +33,13 @@ void check_store_environment(const StoreOptions& options);
 // stored into the trace, ./T.db computed, then refused the result as "not an mhc runs
 // database", exit 4); an existing, non-empty --runs-db that is no runs database of this trace
 // (another trace's, a trace, another program's database) is refused now, exit 2, not after the
-// work (exit 4).
+// work (exit 4); so is a damaged page where the runs go, the runs database's or the trace's run
+// tables' (trace::check_run_pages).
 void check_runs_db_of(const std::string& trace, StoreOptions& options);
 // The same for a coupled job (simulate --ranks): a --runs-db that is one of its traces is refused
 // (it was found after the work, exit 4), and an existing one that none of its ranks' runs can be
-// read from (another trace's, a trace, another program's database).
+// read from (another trace's, a trace, another program's database), and damaged pages where the
+// runs go.
 void check_runs_db_of_job(const std::vector<std::string>& ranks, const StoreOptions& options);
 // A --runs-db to read (info, check, export): "" when it names the trace itself, under any name.
 std::string runs_db_to_read(const std::string& runs_db, const std::string& trace);

@@ -53,18 +53,22 @@ std::atomic<int> g_held{0};
 // The line said at once when a SignalsDeferred holds the first signal (set before it holds).
 std::atomic<const char*> g_note{nullptr};
 size_t g_note_size = 0;
-// The outputs this process moved into place (OutputFile::commit): how many, and the last one's
-// name (a copy published whole, never freed: the handler may be reading an older one).
-std::atomic<int64_t> g_written{0};
+// The outputs this process moved into place (OutputFile::commit), newest first, chained from
+// here: each name published whole and kept for the process's life (the handler may be reading
+// it), and reachable, so that a leak checker (the fuzzers' sanitizer) does not take the older
+// ones for leaks. One that commit_together removed again is marked gone.
 thread_local int t_not_outputs = 0;   // NotOutputs alive on this thread
-std::atomic<const char*> g_last_written{nullptr};
-// Every name published, chained from here: kept for the process's life, and reachable, so
-// that a leak checker (the fuzzers' sanitizer) does not take the older ones for leaks.
 struct WrittenName {
     WrittenName* before;
     std::string name;
+    std::atomic<bool> gone{false};
 };
 std::atomic<WrittenName*> g_written_names{nullptr};
+// What the command leaves besides its files (set_stop_note), said after them: the current one,
+// and every one set before, kept for the process's life as the names are (the handler may be
+// reading an older one).
+std::atomic<const char*> g_stop_note{nullptr};
+std::atomic<WrittenName*> g_stop_notes{nullptr};
 
 // Async-signal-safe pieces of the line the handler says.
 void append(char* line, size_t& at, size_t cap, const char* text) {
@@ -77,28 +81,94 @@ void append_count(char* line, size_t& at, size_t cap, int64_t n) {
     while ((n /= 10) > 0 && used < 20);
     while (used > 0 && at + 1 < cap) line[at++] = digits[--used];
 }
-void append_files(char* line, size_t& at, size_t cap, const char* first, int64_t count) {
-    append(line, at, cap, first);
-    if (count < 2) return;
-    append(line, at, cap, " and ");
-    append_count(line, at, cap, count - 1);
-    append(line, at, cap, count == 2 ? " other file" : " other files");
+// The length of `path`'s folder part, its last '/' included (0: none).
+size_t folder_length(const char* path) {
+    size_t length = 0;
+    for (size_t i = 0; path[i]; ++i)
+        if (path[i] == '/') length = i + 1;
+    return length;
+}
+bool same_folder(const char* first, const char* second) {
+    const size_t length = folder_length(first);
+    if (length != folder_length(second)) return false;
+    for (size_t i = 0; i < length; ++i)
+        if (first[i] != second[i]) return false;
+    return true;
+}
+
+// A set of files, named in one line: up to kShown of them (the first ones and the last).
+constexpr int kShown = 6;
+struct FileSet {
+    const char* shown[kShown] = {};   // the first kShown - 1, then the last (in `last`)
+    const char* last = nullptr;
+    int64_t count = 0;
+    bool one_folder = true;   // every file in the folder of the first
+    void add(const char* name) {
+        if (count > 0 && !same_folder(shown[0], name)) one_folder = false;
+        if (count < kShown - 1) shown[count] = name;
+        last = name;
+        ++count;
+    }
+};
+
+// "csv/a.csv"; "16 files in csv/ (a.csv, b.csv, c.csv, d.csv, e.csv, ..., z.csv)";
+// "a.db and b.json"; "a.db, b.json, ..., z.csv (9 files)": every file is counted, and each shown
+// is named as given.
+void append_set(char* line, size_t& at, size_t cap, const FileSet& set) {
+    if (set.count == 1) return append(line, at, cap, set.last);
+    const int64_t listed = set.count <= kShown ? set.count : kShown - 1;
+    const size_t skip = set.one_folder ? folder_length(set.last) : 0;
+    if (set.one_folder && skip > 0) {
+        append_count(line, at, cap, set.count);
+        append(line, at, cap, " files in ");
+        const size_t start = at;
+        append(line, at, cap, set.last);
+        at = start + skip < at ? start + skip : at;   // the folder alone
+        append(line, at, cap, " (");
+    }
+    for (int64_t i = 0; i < listed; ++i) {
+        const char* name = i < kShown - 1 ? set.shown[i] : set.last;
+        if (i > 0) append(line, at, cap, i + 1 == set.count && !(set.one_folder && skip > 0) ? " and " : ", ");
+        append(line, at, cap, name + skip);
+    }
+    if (set.count > kShown) {
+        append(line, at, cap, ", ..., ");
+        append(line, at, cap, set.last + skip);
+    }
+    if (set.one_folder && skip > 0) append(line, at, cap, ")");
+    else if (set.count > kShown) {
+        append(line, at, cap, " (");
+        append_count(line, at, cap, set.count);
+        append(line, at, cap, " files)");
+    }
 }
 
 // On a signal that stops the command: one line naming what it leaves, the outputs written whole
 // before it and those it was writing (their temporary files are removed: nothing of them
 // appears, and a file of that name already there is left as it was). Nothing when neither.
 void say_what_is_left(int sig) {
-    const char* first_pending = nullptr;
-    int64_t pending = 0;
+    FileSet pending, written;
     for (auto& slot : g_slots)
-        if (slot.used.load() && !slot.directory.load() && slot.target && slot.target[0]) {
-            if (!first_pending) first_pending = slot.target;
-            ++pending;
-        }
-    const int64_t written = g_written.load();
-    const char* last = g_last_written.load();
-    if (pending == 0 && (written == 0 || !last)) return;
+        if (slot.used.load() && !slot.directory.load() && slot.target && slot.target[0]) pending.add(slot.target);
+    // The chain is newest first: every name is counted and its folder compared, and the oldest
+    // kShown - 1 (those met last) are kept, as FileSet::add keeps the first.
+    const WrittenName* newest = nullptr;
+    for (const WrittenName* w = g_written_names.load(); w; w = w->before) {
+        if (w->gone.load()) continue;
+        if (!newest) newest = w;
+        else if (!same_folder(newest->name.c_str(), w->name.c_str())) written.one_folder = false;
+        ++written.count;
+    }
+    int64_t seen = 0;
+    for (const WrittenName* w = g_written_names.load(); w; w = w->before) {
+        if (w->gone.load()) continue;
+        const int64_t from_oldest = written.count - 1 - seen++;
+        if (from_oldest < kShown - 1) written.shown[from_oldest] = w->name.c_str();
+    }
+    if (newest) written.last = newest->name.c_str();
+    const char* note = g_stop_note.load();
+    if (note && !*note) note = nullptr;
+    if (pending.count == 0 && written.count == 0 && !note) return;
     char line[2048];
     size_t at = 0;
     const size_t cap = sizeof line - 1;
@@ -108,16 +178,20 @@ void say_what_is_left(int sig) {
            : sig == SIGTERM ? "SIGTERM"
            : sig == SIGHUP  ? "SIGHUP"
                             : "a signal");
-    if (written > 0 && last) {
+    if (written.count > 0) {
         append(line, at, cap, " after ");
-        append_files(line, at, cap, last, written);
-        append(line, at, cap, written == 1 ? " was written whole" : " were written whole");
+        append_set(line, at, cap, written);
+        append(line, at, cap, written.count == 1 ? " was written whole" : " were written whole");
     }
-    if (pending > 0) {
-        append(line, at, cap, written > 0 && last ? ", before " : " before ");
-        append_files(line, at, cap, first_pending, pending);
+    if (pending.count > 0) {
+        append(line, at, cap, written.count > 0 ? ", before " : " before ");
+        append_set(line, at, cap, pending);
         append(line, at, cap,
-               pending == 1 ? " was written (no part of it left)" : " were written (no part of them left)");
+               pending.count == 1 ? " was written (no part of it left)" : " were written (no part of them left)");
+    }
+    if (note) {
+        append(line, at, cap, "; ");
+        append(line, at, cap, note);
     }
     line[at++] = '\n';
     ssize_t ignored = ::write(STDERR_FILENO, line, at);
@@ -423,8 +497,6 @@ void OutputFile::commit() {
     if (output_ && t_not_outputs == 0) {
         auto* written = new WrittenName{g_written_names.load(), path_};
         while (!g_written_names.compare_exchange_weak(written->before, written)) {}
-        g_last_written.store(written->name.c_str());   // the one before stays: the handler may be reading it
-        g_written.fetch_add(1);
     }
     release(slot_);
     slot_ = -1;
@@ -432,6 +504,20 @@ void OutputFile::commit() {
     // (tests/cli/interrupt_output_test.sh): MHC_TEST_SIGNAL_AFTER_COMMIT=15.
     if (const char* hook = std::getenv("MHC_TEST_SIGNAL_AFTER_COMMIT"); hook && std::atoi(hook) > 0)
         ::raise(std::atoi(hook));
+}
+
+void set_stop_note(const std::string& note) {
+    {
+        std::lock_guard<std::mutex> lock(g_mutex);
+        install_handlers();
+    }
+    if (note.empty()) {
+        g_stop_note.store(nullptr);
+        return;
+    }
+    auto* kept = new WrittenName{g_stop_notes.load(), note};
+    while (!g_stop_notes.compare_exchange_weak(kept->before, kept)) {}
+    g_stop_note.store(kept->name.c_str());
 }
 
 NotOutputs::NotOutputs() { ++t_not_outputs; }
@@ -530,7 +616,15 @@ void commit_together(const std::vector<OutputFile*>& files) {
     try {
         for (; done < files.size(); ++done) files[done]->commit();
     } catch (...) {
-        for (size_t i = 0; i < done; ++i) ::unlink(files[i]->path().c_str());
+        for (size_t i = 0; i < done; ++i) {
+            ::unlink(files[i]->path().c_str());
+            // No longer written whole: a signal's line does not name it.
+            for (WrittenName* w = g_written_names.load(); w; w = w->before)
+                if (w->name == files[i]->path() && !w->gone.load()) {
+                    w->gone.store(true);
+                    break;
+                }
+        }
         release();
         throw;
     }

@@ -18,6 +18,7 @@
 
 #include "mhc/common/environment.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/output_file.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/kernels/swap.hpp"
 #include "mhc/replay/arena.hpp"
@@ -42,6 +43,28 @@ sim::LinkModel scaled_link(const sim::LinkModel& link, double scale) {
     }
     return l;
 }
+
+namespace {
+// A time scale that takes the replay's link past the simulator's bounds on a bandwidth (pcie4
+// x1e5 moves 2.5e15 B/s): said as the time scale's fault, with the range this link allows; it
+// was said as "link pcie4 x100000: field 'h2d.bandwidth_Bps': must be a number in [1e3, 1e15]
+// B/s", a field of a file the user never wrote.
+void refuse_scale_past_bounds(const sim::LinkModel& unscaled, double scale) {
+    for (const auto& [name, direction] : {std::pair{"H2D", &unscaled.h2d}, std::pair{"D2H", &unscaled.d2h}}) {
+        const double rate = direction->bandwidth_Bps * scale;
+        if (rate >= sim::kMinBandwidthBps && rate <= sim::kMaxBandwidthBps) continue;
+        char why[512];
+        std::snprintf(
+            why, sizeof why,
+            "--time-scale: at x%g the replay's link %s moves %s at %.3g B/s, outside the [1e3, 1e15] B/s a "
+            "link may have; with this link the time scale must be in [%.3g, %.3g]",
+            scale, unscaled.name.c_str(), name, rate,
+            std::max(1e-3, sim::kMinBandwidthBps / std::min(unscaled.h2d.bandwidth_Bps, unscaled.d2h.bandwidth_Bps)),
+            std::min(1e6, sim::kMaxBandwidthBps / std::max(unscaled.h2d.bandwidth_Bps, unscaled.d2h.bandwidth_Bps)));
+        throw Error(why);
+    }
+}
+}   // namespace
 
 sim::LinkModel link_at_chunk(const sim::LinkModel& link, int64_t chunk) {
     const auto& rows = link.by_chunk;
@@ -171,13 +194,14 @@ trace::Run replay_run(const Row& row, const sim::Config& c, const Options& o, in
     return run;
 }
 
-
-// "3.2 h", "14 min", "42 s".
+// "3.2 h", "14 min", "42 s", "0.11 s", "6e-08 s" (below 10 s, two digits: --max-replay-minutes
+// 1e-9 was refused as "at least 0 s ... more than the 0 s allowed").
 std::string human_seconds(double s) {
     char b[64];
     if (s >= 3600) std::snprintf(b, sizeof b, "%.1f h", s / 3600);
     else if (s >= 60) std::snprintf(b, sizeof b, "%.0f min", s / 60);
-    else std::snprintf(b, sizeof b, "%.0f s", s);
+    else if (s >= 10) std::snprintf(b, sizeof b, "%.0f s", s);
+    else std::snprintf(b, sizeof b, "%.2g s", s);
     return b;
 }
 
@@ -281,6 +305,7 @@ public:
         rep_.process_peak_rss = resident_.bytes();
         rep_.baseline.verdict = "baseline";
         for (Row& x : rep_.rows) x.verdict = verdict(x, spec_.target_pp, rep_.load);
+        set_stop_note("");   // from here a signal waits for the store (cmd_validate's StorePhase)
         if (spec_.before_store) spec_.before_store(rep_);
         if (spec_.store) store();
         return std::move(rep_);
@@ -324,8 +349,9 @@ private:
         base_ = spec_.base;
         // Replay copies in chunks of spec.replay.chunk_bytes: a calibrated profile's rate for that
         // chunk size is the rate to predict with, not its best one.
-        base_.link = scaled_link(link_at_chunk(spec_.base.link, static_cast<int64_t>(spec_.replay.chunk_bytes)),
-                                 spec_.replay.time_scale);
+        const sim::LinkModel at_chunk = link_at_chunk(spec_.base.link, static_cast<int64_t>(spec_.replay.chunk_bytes));
+        refuse_scale_past_bounds(at_chunk, spec_.replay.time_scale);
+        base_.link = scaled_link(at_chunk, spec_.replay.time_scale);
         // Replay runs NCCL and memcpy kernels as stand-ins, which do not load the link: the
         // prediction of a replay must not take bandwidth away for them (a prediction of the real
         // training run does, with the profile's shares).
@@ -414,6 +440,32 @@ private:
         }
         rep_.estimated_seconds = estimated_replay_seconds(makespans, spec_.replay.time_scale, spec_.repeat);
         check_replay_duration(path_, spec_, on_recorded_, rep_.estimated_seconds);
+        check_time_limit(makespans);
+    }
+
+    // A --time-limit that leaves the first limited configuration no replay validates nothing:
+    // the baseline's first replay and that configuration's take at least their predicted
+    // makespans x the time scale (the configurations run in order, and the first that does not
+    // fit stops them all). Below that it is refused before any replay; it was said as "not run"
+    // after the baseline's, with exit status 0.
+    // The predictions alone decide (not the time spent so far), so that the same command is
+    // refused or not whatever the machine's load; a limit they allow and the replays' real cost
+    // exceeds is said after them (the command line's exit status 2).
+    void check_time_limit(const std::vector<int64_t>& makespans) const {
+        if (spec_.time_limit_s <= 0 || makespans.size() < 2) return;
+        const double least = 1e-9 *
+                             static_cast<double>(std::max<int64_t>(makespans[0], 0) +
+                                                 std::max<int64_t>(makespans[1], 0)) *
+                             spec_.replay.time_scale;
+        if (least <= spec_.time_limit_s) return;
+        char why[512];
+        std::snprintf(why, sizeof why,
+                      "--time-limit %g s leaves no limited configuration a replay: the baseline's first replay and "
+                      "%s's take at least %.3g s (predicted %s and %s at time scale x%g); nothing would be "
+                      "validated: give a longer limit, or 0 for none",
+                      spec_.time_limit_s, sim::run_name(on_recorded_[1].config).c_str(), least,
+                      format_ns(makespans[0]).c_str(), format_ns(makespans[1]).c_str(), spec_.replay.time_scale);
+        throw Error(path_ + ": " + why);
     }
 
     // Storing: each replayed run is begun ("incomplete") before its replay, so that an
@@ -768,6 +820,7 @@ private:
             try {
                 id = trace::begin_run(path_, trace::RunKind::Replayed, row.name + "/" + to_string(spec_.replay.backend), spec_.runs_db,
                                       t_.fingerprint);
+                note_begun(id);
             } catch (const std::exception& e) {
                 store_failed(e);
             }
@@ -785,6 +838,18 @@ private:
         row.replay_record.config["timing"] = timing;
         row.replay_run = id;
         return true;
+    }
+
+    // A signal that stops the validation before its store leaves the replayed runs begun so far
+    // marked incomplete: said in the signal's line (it stopped with nothing said, exit 143).
+    void note_begun(int64_t id) {
+        begun_.push_back(id);
+        std::string ids;
+        for (size_t i = 0; i < begun_.size(); ++i)
+            ids += (i == 0 ? "" : i + 1 == begun_.size() ? " and " : ", ") + std::to_string(begun_[i]);
+        set_stop_note((begun_.size() == 1 ? "run " : "runs ") + ids +
+                      (begun_.size() == 1 ? " (a replay begun) is" : " (replays begun) are") + " left in " +
+                      (spec_.runs_db.empty() ? path_ : spec_.runs_db) + " marked incomplete");
     }
 
     void store() {
@@ -828,6 +893,7 @@ private:
     int config_no_ = 0;
     std::chrono::steady_clock::time_point started_;   // --time-limit counts from here
     double overhead_s_ = 0;                           // a replay's largest cost beyond its makespan x scale
+    std::vector<int64_t> begun_;                      // replayed runs begun (stored "incomplete") so far
     int32_t window_kernel_ = -1;   // dense index of the window's first kernel; -1: the whole trace
     std::chrono::steady_clock::time_point phase_start_;
     double phase_cpu_start_ = 0;

@@ -166,6 +166,10 @@ void validate(const Config& c) {
         throw Error("capacity must be positive");
     if (!std::isfinite(c.cpu_buffer_ratio) || c.cpu_buffer_ratio < 0)
         throw Error("--cpu-buffer-ratio must be >= 0 (0: unlimited host buffer)");
+    // 1e308 x the capacity overflowed the host buffer's bytes to -8 EiB: a run that could not swap.
+    if (c.cpu_buffer_ratio > kMaxCpuBufferRatio)
+        throw Error("--cpu-buffer-ratio must be at most " + std::to_string(static_cast<int>(kMaxCpuBufferRatio)) +
+                    " (0: unlimited host buffer)");
     if (!std::isfinite(c.max_swap_ops_per_sec) || c.max_swap_ops_per_sec < 0)
         throw Error("--max-swap-ops-per-sec must be >= 0 (0: unlimited)");
     parse_eviction(c.eviction);

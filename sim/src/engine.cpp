@@ -813,6 +813,8 @@ template class Engine<CostAwarePolicy>;
 namespace {
 int64_t share_of(double share, int64_t bytes) {
     const double product = share * static_cast<double>(bytes);
+    // Past int64 the cast is undefined (a host buffer of 1000 x a capacity near 2^63 bytes).
+    if (!(product < static_cast<double>(kUnlimited))) return kUnlimited;
     const double whole = std::nearbyint(product);
     if (std::abs(product - whole) <= 4 * std::numeric_limits<double>::epsilon() * std::abs(product))
         return static_cast<int64_t>(whole);

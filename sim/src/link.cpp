@@ -104,9 +104,10 @@ LinkModel load_link_profile(const std::string& path) {
     json root;
     try {
         root = json::parse(ss.str());
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {
         // "[json.exception.parse_error.101] parse error at line 1, column 1: ...; last read: '<bytes>'":
         // the place, without the library's tag and the raw bytes (a binary file's are control bytes).
+        // A number beyond a double ("1e999": out_of_range.406) is said so too (it was an internal error).
         std::string what = e.what();
         if (const size_t tag = what.find("] "); tag != std::string::npos) what = what.substr(tag + 2);
         if (const size_t raw = what.find("; last read"); raw != std::string::npos) what.resize(raw);

@@ -27,6 +27,10 @@ for try in $(seq 1 12); do
         continue
     fi
     [ $rc -gt 128 ] || fail "export exited $rc: $(cat err)"
+    # The tables begun are counted and named, in the folder they were for (it said "before
+    # out/meta.csv and 2 other files were written").
+    grep -qE "^mhc: stopped by SIG$sig before [0-9]+ files in $dir/ \(meta.csv, .*\) were written \(no part of them left\)|^mhc: stopped by SIG$sig before $dir/meta.csv was written \(no part of it left\)$" err ||
+        [ ! -s err ] || fail "SIG$sig mid-export said: $(cat err)"
     killed=$((killed + 1))
     [ ! -e out ] && [ ! -e nested ] || fail "SIG$sig mid-export left: $(find out nested 2>/dev/null | head -5)"
     [ -z "$(ls -A | grep -v -e '^t.db$' -e '^whole$' -e '^err$')" ] || fail "SIG$sig left: $(ls -A)"
@@ -51,7 +55,9 @@ after_commit 1 "mhc: stopped by SIGHUP after i.db was written whole" import "$fi
 after_commit 2 "mhc: stopped by SIGINT after e.json was written whole" export g.db -o e.json
 python3 -c 'import json, sys; json.load(open(sys.argv[1]))' e.json || fail "the export said whole is not"
 rm -rf csv
-after_commit 15 "mhc: stopped by SIGTERM after csv/run_memory.csv and $((tables - 1)) other files were written whole" \
+# Every table is named or counted (it said "after csv/run_memory.csv and 15 other files", as if
+# one table were whole and the others something else).
+after_commit 15 "mhc: stopped by SIGTERM after $tables files in csv/ (meta.csv, allocations.csv, kernels.csv, accesses.csv, copies.csv, ..., run_memory.csv) were written whole" \
     export t.db --format csv -o csv
 [ "$(ls csv | wc -l)" = "$tables" ] || fail "the csv export said whole has $(ls csv | wc -l) files"
 # A runs database made before the first store is no output of its own: the store's lines say

@@ -746,12 +746,11 @@ CheckReport check_file(const std::string& path, bool full) {
             // quick_check reads every page: a truncated or corrupt file shows up here. The full
             // integrity_check also matches every index entry with its row (an index damaged by
             // a half-written transaction: "row 99825 missing from index").
-            sql::Stmt s(reader.handle(), path, full ? "PRAGMA integrity_check" : "PRAGMA quick_check");
-            while (s.step()) {
-                std::string m = s.text(0);
-                if (m == "ok") continue;
-                const bool index = m.find("index") != std::string::npos;
-                r.problems.push_back({"corrupt", "file", 0, path + (index ? ": an index is damaged: " : ": the file is truncated or corrupt: ") + m});
+            for (const std::string& damage : sql::quick_check(reader.handle(), path, "", full)) {
+                const bool index = damage.find("index") != std::string::npos;
+                r.problems.push_back(
+                    {"corrupt", "file", 0,
+                     path + (index ? ": an index is damaged: " : ": the file is truncated or corrupt: ") + damage});
             }
         }
         if (!r.ok()) return r;
@@ -777,7 +776,16 @@ CheckReport check_runs_db(const std::string& trace, const std::string& runs_db) 
     CheckReport report;
     std::vector<RunInfo> runs;
     try {
-        runs = list_runs(trace, runs_db);   // refuses another trace's runs (fingerprint), a non-runs database
+        {
+            // Every page first, as check_file does for the trace: a damaged one is listed by its
+            // number (reading the runs would stop at it, saying only "malformed").
+            RunsDbReader pages(trace, runs_db);   // refuses another trace's runs (fingerprint), a non-runs database
+            for (const std::string& damage : sql::quick_check(pages.handle(), runs_db))
+                report.problems.push_back(
+                    {"corrupt", "file", 0, runs_db + ": the file is truncated or corrupt: " + damage});
+        }
+        if (!report.ok()) return report;
+        runs = list_runs(trace, runs_db);
         for (const RunInfo& run : runs) {
             try {
                 load_run(trace, run.id, runs_db);
@@ -841,7 +849,7 @@ void require_ok(const CheckReport& report, const std::string& path) {
                                           : where_row(path, p.table, p.row, p.message + " [" + p.rule + "]");
     if (report.problems.size() > 1)
         msg += " (and " + std::to_string(report.problems.size() - 1) +
-               " more problems; run `mhc check` for the list)";
+               (report.problems.size() == 2 ? " more problem" : " more problems") + "; run `mhc check` for the list)";
     throw Error(msg);
 }
 

@@ -8,6 +8,7 @@
 #include "mhc/common/output_file.hpp"
 #include "mhc/trace/store.hpp"
 #include "mhc/trace/cache.hpp"
+#include "mhc/trace/runs.hpp"
 #include "rules.hpp"
 #include "schema.hpp"
 #include "sqlite_util.hpp"
@@ -57,6 +58,23 @@ std::string validate(sqlite3* db, const std::string& path) {
     bool has_meta = false;
     for (auto& t : tables) has_meta |= (t == "meta");
     if (!has_meta) return path + ": not an mhc trace (an SQLite database without a meta table)";
+    // A runs database (simulate --runs-db) given as a trace was "schema version 0 is not
+    // supported", as if a newer or older mhc had written it: say what it is and how to read it.
+    if (sqlite3_prepare_v2(db, "SELECT key, value FROM meta WHERE key IN ('format', 'trace')", -1, &s, nullptr) ==
+        SQLITE_OK) {
+        std::map<std::string, std::string> kind;
+        while (sqlite3_step(s) == SQLITE_ROW) {
+            const unsigned char* key = sqlite3_column_text(s, 0);
+            const unsigned char* value = sqlite3_column_text(s, 1);
+            if (key && value) kind[reinterpret_cast<const char*>(key)] = reinterpret_cast<const char*>(value);
+        }
+        sqlite3_finalize(s);
+        if (kind["format"] == kRunsFormatName)
+            return path + ": is a runs database (simulate --runs-db), not a trace: give its trace and --runs-db " +
+                   path + (kind["trace"].empty() ? "" : " (it was made for " + kind["trace"] + ")");
+    } else {
+        sqlite3_finalize(s);
+    }
 
     int version = -1;
     if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &s, nullptr) == SQLITE_OK &&

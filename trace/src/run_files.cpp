@@ -362,8 +362,19 @@ RunReader::RunReader(const std::string& trace_path, const std::string& runs_db) 
     own_ = sql::open_existing(runs_db, true, problem);
     if (!own_) throw Error(problem);
     sqlite3_exec(own_, "PRAGMA query_only=1", nullptr, nullptr, nullptr);
-    if (!has_table(own_, file, "meta"))
-        throw Error(runs_db + ": not an mhc runs database (no meta table)");
+    bool meta = false;
+    try {
+        meta = has_table(own_, file, "meta");
+    } catch (const sql::Busy&) { throw; } catch (const Error&) {
+        // Another kind of file (a link profile named twice, a CSV): it said "cannot prepare query:
+        // not an SQLite database (wrong format or corrupt header)".
+        const int code = sqlite3_extended_errcode(own_) & 0xff;
+        if (code == SQLITE_CORRUPT)   // was "cannot prepare query: the file is corrupt or truncated (...)"
+            throw Error(runs_db + ": the file is truncated or corrupt (" + sqlite3_errmsg(own_) + ")");
+        if (code != SQLITE_NOTADB) throw;
+        throw Error(runs_db + ": not an mhc runs database (not an SQLite database)");
+    }
+    if (!meta) throw Error(runs_db + ": not an mhc runs database (no meta table)");
     const std::string print = fingerprint(trace->meta(), trace->counts());
     std::map<std::string, int64_t> own = runs_db_traces(own_, file);
     auto it = own.find(print);

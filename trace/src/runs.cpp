@@ -434,6 +434,29 @@ void finish_run(const std::string& trace_path, int64_t run_id, const Run& run,
     }
 }
 
+void check_run_pages(const std::string& trace_path, const std::string& runs_db) {
+    runfiles::RunReader reader(trace_path, runs_db);
+    std::vector<std::string> problems;
+    if (!runs_db.empty() && reader.file == runs_db) {
+        problems = sql::quick_check(reader.db(), reader.file);
+    } else {
+        // The tables of runs (runs, run_*), not the trace's own, which the command reads whole.
+        std::vector<std::string> tables;
+        sql::Stmt names(reader.db(), reader.file,
+                        "SELECT name FROM sqlite_master WHERE type = 'table' AND "
+                        "(name = 'runs' OR name LIKE 'run\\_%' ESCAPE '\\')");
+        while (names.step()) tables.push_back(names.text(0));
+        for (size_t i = 0; i < tables.size() && problems.empty(); ++i)
+            problems = sql::quick_check(reader.db(), reader.file, tables[i]);
+    }
+    if (problems.empty()) return;
+    const std::string more = problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more)" : "";
+    throw Error(reader.file + ": the file is truncated or corrupt: " + problems.front() + more +
+                "; runs cannot be stored in it " + "(mhc check " +
+                (reader.file == trace_path ? trace_path : trace_path + " --runs-db " + reader.file) +
+                " lists the damage; --no-store or --runs-db FILE leaves it alone)");
+}
+
 std::vector<RunInfo> list_runs(const std::string& trace_path, const std::string& runs_db) {
     runfiles::RunReader r(trace_path, runs_db);
     const std::string& trace_path_ = r.file;

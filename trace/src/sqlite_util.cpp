@@ -221,4 +221,31 @@ std::string Stmt::text(int col) const {
              : std::string();
 }
 
+std::vector<std::string> quick_check(sqlite3* db, const std::string& file, const std::string& table, bool full) {
+    std::string pragma = full ? "PRAGMA integrity_check" : "PRAGMA quick_check";
+    if (!table.empty()) pragma += "(\"" + table + "\")";   // names of the schema's own tables: no quote in them
+    std::vector<std::string> problems;
+    Stmt check(db, file, pragma.c_str());
+    for (;;) {
+        const int rc = sqlite3_step(check.get());
+        if (rc == SQLITE_DONE) break;
+        if (rc != SQLITE_ROW) {
+            // A page too damaged for the check to go on (a table's root): what it found so far,
+            // then SQLite's word. A lock is no damage: said as such (Busy).
+            if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED) fail(db, file, "cannot read");
+            problems.emplace_back(sqlite3_errmsg(db));
+            break;
+        }
+        std::string line = check.text(0);
+        if (line == "ok") continue;
+        // SQLite heads its first problem with "*** in database main ***" and a newline.
+        if (const auto head = line.find("***\n"); line.rfind("*** in database", 0) == 0 && head != std::string::npos)
+            line.erase(0, head + 4);
+        for (char& byte : line)
+            if (byte == '\n' || byte == '\r') byte = ' ';
+        problems.push_back(line);
+    }
+    return problems;
+}
+
 }  // namespace mhc::trace::sql

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "mhc/common/error.hpp"
 
@@ -43,6 +44,12 @@ std::string gzip_note(const std::string& file);
 [[noreturn]] void fail(sqlite3* db, const std::string& file, const std::string& what);
 
 void exec(sqlite3* db, const std::string& file, const char* sql);
+
+// SQLite's quick_check of `db` (every page of the file), or of one table and its indexes when
+// `table` is given: each problem it finds, on one line ("Page 16: btreeInitPage() returns error
+// code 11"; SQLite's "*** in database main ***" heading left out). Empty when the pages are sound.
+std::vector<std::string> quick_check(sqlite3* db, const std::string& file, const std::string& table = "",
+                                     bool full = false);
 
 class Stmt {
 public:

@@ -8,6 +8,7 @@
 
 #include "mhc/common/error.hpp"
 #include "mhc/common/json.hpp"
+#include "mhc/trace/check.hpp"
 #include "mhc/trace/export/export.hpp"
 #include "mhc/trace/runs.hpp"
 #include "mhc/trace/store.hpp"
@@ -100,6 +101,10 @@ int64_t export_perfetto(const std::string& trace_path, const std::string& out, c
     refuse_input_as_output(trace_path, out);
     if (!opt.runs_db.empty()) refuse_input_as_output(opt.runs_db, out);
     Reader reader(trace_path);
+    // The rows that `mhc check` refuses (a kernel ending before it starts, a free before its
+    // allocation, an unknown kernel) are refused here too, naming the first: drawn, they were
+    // clamped or left out, and the export said it succeeded.
+    require_ok(check_trace(load_trace(trace_path)), trace_path);
     Run run;
     // Throws for an unknown id, and for a runs database of another trace.
     if (opt.run_id > 0) run = load_run(trace_path, opt.run_id, opt.runs_db);

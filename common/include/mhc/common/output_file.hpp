@@ -59,6 +59,12 @@ public:
     NotOutputs& operator=(const NotOutputs&) = delete;
 };
 
+// What a SIGINT, SIGTERM or SIGHUP that stops the command from now on leaves besides its output
+// files, said at the end of the handler's line ("mhc: stopped by SIGTERM; runs 1 and 2 are left in
+// t.db marked incomplete"); "" says nothing more. Installs the handler (without an output file,
+// such a signal stopped the command without a word).
+void set_stop_note(const std::string& note);
+
 // Throws mhc::Error (bad input) when `path` exists and is not a regular file once symbolic links
 // are followed (a directory, a device such as /dev/null, a FIFO, a socket), or when one of its
 // links points into /proc or /dev/fd (/dev/stdout: a descriptor of this process, whatever it is

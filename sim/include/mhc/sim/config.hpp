@@ -11,6 +11,9 @@
 namespace mhc::sim {
 
 inline constexpr int64_t kUnlimited = INT64_MAX / 4;
+// The largest host buffer ratio (Config::cpu_buffer_ratio): a larger buffer is no limit on any
+// machine (0 says unlimited); the engine holds a product past kUnlimited at kUnlimited.
+inline constexpr double kMaxCpuBufferRatio = 1000;
 // Config::device when none is given: the GPU device (>= 0) with the largest live peak. The
 // host (device -1, pinned buffers of nsys/ET imports) is simulated only when asked for.
 inline constexpr int32_t kAutoDevice = INT32_MIN;
