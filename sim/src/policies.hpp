@@ -367,19 +367,19 @@ template <class Record> struct ScoredSet {
         pos.assign(n, -1);
         items.clear();
     }
-    bool contains(int32_t a) const { return pos[a] >= 0; }
+    bool contains(int32_t alloc) const { return pos[alloc] >= 0; }
     void insert(const Record& rec) {
         pos[rec.a] = static_cast<int32_t>(items.size());
         items.push_back(rec);
     }
-    void erase(int32_t a) {
-        int32_t i = pos[a];
-        if (i < 0) return;
+    void erase(int32_t alloc) {
+        const int32_t at = pos[alloc];
+        if (at < 0) return;
         const Record last = items.back();
-        items[i] = last;
-        pos[last.a] = i;
+        items[at] = last;
+        pos[last.a] = at;
         items.pop_back();
-        pos[a] = -1;
+        pos[alloc] = -1;
     }
     // SampledSet::best over the records: the largest score(record), ties by smaller allocation.
     template <class Score> int32_t best(Score score) {
@@ -411,8 +411,8 @@ template <class Record> struct SampledPolicy {
         c = ctx;
         set.init(n);
     }
-    bool contains(int32_t a) const { return set.contains(a); }
-    void erase(int32_t a) { set.erase(a); }
+    bool contains(int32_t alloc) const { return set.contains(alloc); }
+    void erase(int32_t alloc) { set.erase(alloc); }
 };
 
 // DTR (Kirisame et al., ICLR 2021): evict the smallest h = cost / (size x staleness).
@@ -426,7 +426,9 @@ struct DtrPolicy : SampledPolicy<DtrRecord> {
     double cost(int32_t a) const {
         return std::min(c->recompute_ns(a), c->swap_out_ns(a) + c->swap_in_ns(a));
     }
-    void insert(int32_t a) { set.insert({cost(a), static_cast<double>(c->bytes[a]), c->last_time[a], a}); }
+    void insert(int32_t alloc) {
+        set.insert({cost(alloc), static_cast<double>(c->bytes[alloc]), c->last_time[alloc], alloc});
+    }
     int32_t pick() {
         const int64_t now = c->now;
         return set.best([now](const DtrRecord& rec) {
@@ -450,18 +452,18 @@ struct CostAwareRecord {
 };
 struct CostAwarePolicy : SampledPolicy<CostAwareRecord> {
     double reload_ns(int32_t a) const { return std::min(c->swap_in_ns(a), c->recompute_ns(a)); }
-    void insert(int32_t a) {
+    void insert(int32_t alloc) {
         const Prepared& prep = *c->P;
-        const int32_t nu = c->next_of[a];
+        const int32_t nu = c->next_of[alloc];
         double depth = 0.5;   // position in its step of its producer, 0 first .. 1 last
-        const int32_t producer = c->writer[a];
+        const int32_t producer = c->writer[alloc];
         if (producer >= 0 && prep.step_of[producer] >= 0) {
             const int32_t st = prep.step_of[producer];
             double len = prep.step_begin[st + 1] - prep.step_begin[st];
             depth = (producer - prep.step_begin[st]) / std::max(len, 1.0);
         }
-        set.insert({nu == kNever ? 0 : prep.kstart[nu], std::max(reload_ns(a), 1.0), c->swap_out_ns(a),
-                    1.25 - 0.5 * depth, a, nu == kNever});
+        set.insert({nu == kNever ? 0 : prep.kstart[nu], std::max(reload_ns(alloc), 1.0), c->swap_out_ns(alloc),
+                    1.25 - 0.5 * depth, alloc, nu == kNever});
     }
     int32_t pick() {
         const std::vector<int64_t>& kstart = c->P->kstart;
