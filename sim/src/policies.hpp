@@ -349,26 +349,91 @@ private:
     size_t used = kBlock;
 };
 
-// The evictable set of a score policy: a sampled set, scored when a victim is picked.
-struct SampledPolicy {
+// The evictable set of a score policy, scored when a victim is picked: SampledSet's order and
+// sample (every member while there are at most kSample, else kSample drawn from
+// SampledSet::next()'s sequence), each member kept with the parts of its score that cannot change
+// while it is a member. Those parts read its size, its last access (time and next use) and its
+// producer, and an allocation is evictable only while no kernel uses it: the engine pins a kernel's
+// operands (erasing them) before it stamps them, and inserts only after the stamps. So a pick scores
+// one record per candidate, read from one place, instead of gathering from a dozen arrays, and draws
+// its sample in blocks (XorshiftBlocks) with the remainder by multiplication (Remainder): the same
+// candidates, the same scores, bit for bit.
+template <class Record> struct ScoredSet {
+    std::vector<Record> items;   // Record::a is the allocation
+    std::vector<int32_t> pos;
+    XorshiftBlocks draws{SampledSet::kSeed};
+    static constexpr size_t kSample = SampledSet::kSample;
+    void init(size_t n) {
+        pos.assign(n, -1);
+        items.clear();
+    }
+    bool contains(int32_t alloc) const { return pos[alloc] >= 0; }
+    void insert(const Record& rec) {
+        pos[rec.a] = static_cast<int32_t>(items.size());
+        items.push_back(rec);
+    }
+    void erase(int32_t alloc) {
+        const int32_t at = pos[alloc];
+        if (at < 0) return;
+        const Record last = items.back();
+        items[at] = last;
+        pos[last.a] = at;
+        items.pop_back();
+        pos[alloc] = -1;
+    }
+    // SampledSet::best over the records: the largest score(record), ties by smaller allocation.
+    template <class Score> int32_t best(Score score) {
+        if (items.empty()) return -1;
+        int32_t arg = -1;
+        double top = -INFINITY;
+        auto consider = [&](const Record& rec) {
+            double value = score(rec);
+            if (arg < 0 || value > top || (value == top && rec.a < arg)) {
+                top = value;
+                arg = rec.a;
+            }
+        };
+        if (items.size() <= kSample) {
+            for (const Record& rec : items) consider(rec);
+        } else {
+            const uint64_t* drawn = draws.take(kSample);
+            const Remainder within(items.size());
+            for (size_t i = 0; i < kSample; ++i) consider(items[within.of(drawn[i])]);
+        }
+        return arg;
+    }
+};
+
+template <class Record> struct SampledPolicy {
     const Ctx* c = nullptr;
-    SampledSet s;
-    void init(const Ctx* ctx, size_t n) { c = ctx; s.init(n); }
-    bool contains(int32_t a) const { return s.contains(a); }
-    void insert(int32_t a) { s.insert(a); }
-    void erase(int32_t a) { s.erase(a); }
+    ScoredSet<Record> set;
+    void init(const Ctx* ctx, size_t n) {
+        c = ctx;
+        set.init(n);
+    }
+    bool contains(int32_t alloc) const { return set.contains(alloc); }
+    void erase(int32_t alloc) { set.erase(alloc); }
 };
 
 // DTR (Kirisame et al., ICLR 2021): evict the smallest h = cost / (size x staleness).
 // cost = recompute time for an activation with a known producer, else the swap round trip.
-struct DtrPolicy : SampledPolicy {
+struct DtrRecord {
+    double cost, bytes;
+    int64_t last_time;
+    int32_t a;
+};
+struct DtrPolicy : SampledPolicy<DtrRecord> {
     double cost(int32_t a) const {
         return std::min(c->recompute_ns(a), c->swap_out_ns(a) + c->swap_in_ns(a));
     }
+    void insert(int32_t alloc) {
+        set.insert({cost(alloc), static_cast<double>(c->bytes[alloc]), c->last_time[alloc], alloc});
+    }
     int32_t pick() {
-        return s.best([&](int32_t a) {
-            double staleness = static_cast<double>(c->now - c->last_time[a]) + 1.0;
-            return -cost(a) / (static_cast<double>(c->bytes[a]) * staleness);
+        const int64_t now = c->now;
+        return set.best([now](const DtrRecord& rec) {
+            double staleness = static_cast<double>(now - rec.last_time) + 1.0;
+            return -rec.cost / (rec.bytes * staleness);
         });
     }
     bool may_drop(int32_t a) const {
@@ -379,27 +444,39 @@ struct DtrPolicy : SampledPolicy {
 // The cost-aware scheduler claimed for mHC: prefer allocations whose next use is far
 // relative to what bringing them back costs, that were produced early in the step, and
 // whose round trip hides behind the time until their next use (link backlog included).
-struct CostAwarePolicy : SampledPolicy {
+struct CostAwareRecord {
+    int64_t next_start;   // kstart of its next use; never used again: `never`
+    double reload, swap_out, depth_factor;
+    int32_t a;
+    bool never;
+};
+struct CostAwarePolicy : SampledPolicy<CostAwareRecord> {
     double reload_ns(int32_t a) const { return std::min(c->swap_in_ns(a), c->recompute_ns(a)); }
-    double score(int32_t a) const {
-        const Prepared& P = *c->P;
-        int32_t nu = c->next_of[a];
-        double ttnu = nu == kNever ? 1e18
-                                   : static_cast<double>(P.kstart[nu] - P.kstart[std::min<size_t>(c->cur_seq, P.kstart.size() - 1)]);
-        ttnu = std::max(ttnu, 1.0);
-        double reload = std::max(reload_ns(a), 1.0);
-        double backlog = static_cast<double>(std::max<int64_t>(0, c->d2h_busy_until - c->now));
-        bool hides = ttnu >= backlog + c->swap_out_ns(a) + reload;
+    void insert(int32_t alloc) {
+        const Prepared& prep = *c->P;
+        const int32_t nu = c->next_of[alloc];
         double depth = 0.5;   // position in its step of its producer, 0 first .. 1 last
-        int32_t w = c->writer[a];
-        if (w >= 0 && P.step_of[w] >= 0) {
-            int32_t st = P.step_of[w];
-            double len = P.step_begin[st + 1] - P.step_begin[st];
-            depth = (w - P.step_begin[st]) / std::max(len, 1.0);
+        const int32_t producer = c->writer[alloc];
+        if (producer >= 0 && prep.step_of[producer] >= 0) {
+            const int32_t st = prep.step_of[producer];
+            double len = prep.step_begin[st + 1] - prep.step_begin[st];
+            depth = (producer - prep.step_begin[st]) / std::max(len, 1.0);
         }
-        return ttnu / reload * (hides ? 1.0 : 0.1) * (1.25 - 0.5 * depth);
+        set.insert({nu == kNever ? 0 : prep.kstart[nu], std::max(reload_ns(alloc), 1.0), c->swap_out_ns(alloc),
+                    1.25 - 0.5 * depth, alloc, nu == kNever});
     }
-    int32_t pick() { return s.best([&](int32_t a) { return score(a); }); }
+    int32_t pick() {
+        const std::vector<int64_t>& kstart = c->P->kstart;
+        // a trace without kernels has no next use to measure from (every record is `never`)
+        const int64_t current = kstart.empty() ? 0 : kstart[std::min<size_t>(c->cur_seq, kstart.size() - 1)];
+        const double backlog = static_cast<double>(std::max<int64_t>(0, c->d2h_busy_until - c->now));
+        return set.best([current, backlog](const CostAwareRecord& rec) {
+            double ttnu = rec.never ? 1e18 : static_cast<double>(rec.next_start - current);
+            ttnu = std::max(ttnu, 1.0);
+            bool hides = ttnu >= backlog + rec.swap_out + rec.reload;
+            return ttnu / rec.reload * (hides ? 1.0 : 0.1) * rec.depth_factor;
+        });
+    }
     bool may_drop(int32_t a) const { return c->recompute_ns(a) < c->swap_in_ns(a); }
 };
 
