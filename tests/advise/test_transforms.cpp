@@ -887,3 +887,61 @@ TEST_CASE("checkpoint: a weight's upcast, or a frozen weight's cast, is not auto
     Fixture frozen(cast_weight(8192, 4096, true));
     CHECK(predict(frozen, ckpt).memory.peak == 13388);
 }
+
+namespace {
+
+// A cell called twice a pass under autocast (an RNN decoder's nn.LSTMCell): autocast casts its
+// weight w in the first call (k0) and serves the second call from its cache.
+//   k0 cell _to_copy  w -> c (4096)        k3 M    sum  h2 -> loss (10)
+//   k1 cell mm  x, c -> h1 (1000), saves x, c      k4 cell mm_backward (call 2) c, h1 -> g1 (3000)
+//   k2 cell mm  h1, c -> h2 (1000), saves h1, c    k5 cell mm_backward (call 1) c, x, g1 -> g0 (100)
+// w 8192 and x 100 live throughout (8292).
+TinyTrace cached_cast_cell() {
+    using mhc::trace::Category;
+    using mhc::trace::Phase;
+    TinyTrace tiny;
+    tiny.modules = {{"M", "Tiny"}, {"M.cell", "LSTMCell"}};
+    tiny.meta = {{"capture.autocast", "bfloat16"}, {"capture.module_calls", R"({"M.cell": [1, 3]})"}};
+    const int weight = tiny.alloc(8192, Category::Param, "w", -1, -1);
+    const int batch = tiny.alloc(100, Category::Other, "batch", -1, -1);
+    const int cast = tiny.alloc(4096, Category::Activation, "c", 0, 5);
+    const int h1 = tiny.alloc(1000, Category::Activation, "h1", 1, 4);
+    const int h2 = tiny.alloc(1000, Category::Activation, "h2", 2, 3);
+    const int loss = tiny.alloc(10, Category::Workspace, "loss", 3, 3);
+    const int g1 = tiny.alloc(3000, Category::Workspace, "g1", 4, 5);
+    const int g0 = tiny.alloc(100, Category::Grad, "w.grad", 5, -1);
+    tiny.kernel({"aten::_to_copy", "M.cell", Phase::Forward, {{weight, 'r'}, {cast, 'w'}}, {}});
+    tiny.kernel({"aten::mm", "M.cell", Phase::Forward, {{batch, 'r'}, {cast, 'r'}, {h1, 'w'}}, {batch, cast}});
+    tiny.kernel({"aten::mm", "M.cell", Phase::Forward, {{h1, 'r'}, {cast, 'r'}, {h2, 'w'}}, {h1, cast}});
+    tiny.kernel({"aten::sum", "M", Phase::Forward, {{h2, 'r'}, {loss, 'w'}}, {}});
+    tiny.kernel({"aten::mm_backward", "M.cell", Phase::Backward, {{cast, 'r'}, {h1, 'r'}, {g1, 'w'}}, {}});
+    tiny.kernel({"aten::mm_backward", "M.cell", Phase::Backward, {{cast, 'r'}, {batch, 'r'}, {g1, 'r'}, {g0, 'w'}}, {}});
+    return tiny;
+}
+
+}   // namespace
+
+TEST_CASE("checkpoint: each recomputation of a cell called many times under autocast casts its weights anew",
+          "[advise][transform]") {
+    // torch.utils.checkpoint recomputes each call inside an autocast region of its own, outside the
+    // forward's: the cache is empty there and cleared when the region ends. So the forward's cast c
+    // dies with the forward's autocast region (k3: nothing the checkpoints keep holds it), and each
+    // recomputation casts w again (c2' before k4, c1' before k5), the copy living until the
+    // backward node that unpacked it returns.
+    //   k3 8292 + c 4096 + h1 1000 + h2 1000 + loss 10 = 14398; after it 8292 + h1 (call 2's input) = 9292
+    //   r(call 2): cast c2' 13388 (the stop k2 packs h1 and c2' before its kernel: not rerun)
+    //   k4 + g1 3000 = 16388; after it c2' and h1 die: 11292
+    //   r(call 1): cast c1' 15388 (k1 packs its inputs: the stop); k5 + g0 100 = 15488. Peak 16388.
+    // (Holding the forward's c through the backward, as if autocast's cache outlived the forward,
+    // gave 8292 + 4096 + 3000 + c1' 4096 = 19484 at call 1's recomputation.)
+    Fixture fix(cached_cast_cell());
+    CHECK(predict(fix, "{}").memory.peak == 16388);
+    const std::string ckpt = R"({"checkpoint": {"modules": ["M.cell"]}})";
+    CHECK(predict(fix, ckpt).memory.peak == 16388);
+    const mhc::trace::TraceData out = fix.ev().trace(parse_setting(ckpt));
+    CHECK(mhc::trace::check_trace(out).ok());
+    int casts = 0;
+    for (size_t k = 0; k < out.kernels.size(); ++k) casts += out.str(out.kernels.name[k]) == "aten::_to_copy";
+    CHECK(casts == 3);   // the forward's and one per recomputation
+    CHECK(out.kernels.size() == 8);
+}

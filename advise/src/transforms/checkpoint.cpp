@@ -5,6 +5,9 @@
 // Sinkhorn-Knopp iterations of a hyper-connection, inside the named modules).
 // docs/simulator.md "Settings: checkpoint" states the rules this file follows.
 #include <algorithm>
+#include <array>
+#include <climits>
+#include <tuple>
 #include <unordered_map>
 
 #include "mhc/advise/transforms.hpp"
@@ -80,11 +83,20 @@ int32_t live_param(const Plan& plan, int32_t alloc, int32_t trigger) {
     return alloc;
 }
 
+// A weight cast other calls saved too, which a call's recomputation made anew (or made again).
+struct Recast {
+    int32_t cast = 0, copy = 0;   // the recorded cast, the recomputation's copy
+    int32_t trigger = 0, pass = 0, module = -1;
+};
+
 class Checkpoint final : public Transform {
 public:
     explicit Checkpoint(std::vector<Region> regions) : regions_(std::move(regions)) {}
     void apply(const Context& ctx, Plan& plan) const override {
-        for (const Run& run : runs(ctx)) apply_run(ctx.base, plan, run);
+        const std::vector<Run> all = runs(ctx);
+        std::vector<Recast> casts;
+        for (const Run& run : all) apply_run(ctx.base, plan, run, casts);
+        release_forward_casts(ctx.base, plan, all, std::move(casts));
     }
 
 private:
@@ -124,10 +136,63 @@ private:
         return out;
     }
 
-    void apply_run(const Base& b, Plan& p, const Run& r) const;
+    void apply_run(const Base& b, Plan& p, const Run& r, std::vector<Recast>& casts) const;
+    static void release_forward_casts(const Base& b, Plan& p, const std::vector<Run>& all, std::vector<Recast> casts);
 };
 
-void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
+// A weight cast that several calls saved (a cell called many times a pass: every call saves the
+// cast of its shared weights) is read by each call's backward nodes from that call's
+// recomputation: a backward read of the module goes to the copy of the call whose recomputation
+// came last before it (the calls' backwards run one after another, the last call's first), and
+// the copy lives until the last such read is done. Autocast's cached casts that only checkpointed
+// calls saved are then kept by nothing once the forward's autocast region ends: the forward's
+// cast dies at the forward's end (or after a read no recomputation took over).
+void Checkpoint::release_forward_casts(const Base& b, Plan& p, const std::vector<Run>& all, std::vector<Recast> casts) {
+    std::sort(casts.begin(), casts.end(),
+              [](const Recast& l, const Recast& r) { return std::tie(l.cast, l.trigger) < std::tie(r.cast, r.trigger); });
+    for (size_t i = 0; i < casts.size();) {
+        size_t j = i;
+        while (j < casts.size() && casts[j].cast == casts[i].cast) ++j;
+        const int32_t x = casts[i].cast;
+        b.for_acc(x, [&](int32_t s, trace::AccessMode) {
+            if (b.phase[static_cast<size_t>(s)] != Phase::Backward) return;
+            const Recast* owner = nullptr;
+            for (size_t q = i; q < j && casts[q].trigger <= s; ++q)
+                if (casts[q].pass == b.pass[static_cast<size_t>(s)] && b.info.within(b.module[static_cast<size_t>(s)], casts[q].module))
+                    owner = &casts[q];
+            if (owner == nullptr) return;
+            for (PlanAccess& pa : p.ops[static_cast<size_t>(s)].acc)
+                if (pa.alloc == x) pa.alloc = owner->copy;
+            Alloc& c = p.allocs[static_cast<size_t>(owner->copy)];
+            c.freed = p.later(c.freed, Point{s, true});
+        });
+        i = j;
+    }
+    const int32_t nrec = static_cast<int32_t>(b.trace->allocations.size());
+    std::vector<uint8_t> in_run(b.korder.size(), 0);
+    for (const Run& r : all)
+        for (int32_t s = r.first; s <= r.last; ++s) in_run[static_cast<size_t>(s)] = 1;
+    for (int32_t x = 0; x < nrec; ++x) {
+        Alloc& a = p.allocs[static_cast<size_t>(x)];
+        const int32_t made = b.creator[static_cast<size_t>(x)];
+        if (!b.param_cast[static_cast<size_t>(x)] || made < 0 || a.device != b.device || a.freed.op == kNoFree ||
+            !b.saved(x))
+            continue;
+        bool only_runs = true;
+        b.for_savers(x, [&](int32_t s) { only_runs = only_runs && in_run[static_cast<size_t>(s)]; });
+        if (!only_runs) continue;
+        const int32_t pass = b.pass[static_cast<size_t>(made)];
+        Point end{std::max(b.last_access_in_pass(x, Phase::Forward, pass), b.pass_fwd_last[static_cast<size_t>(pass)]),
+                  true};
+        b.for_acc(x, [&](int32_t s, trace::AccessMode) {   // reads no recomputation took over
+            for (const PlanAccess& pa : p.ops[static_cast<size_t>(s)].acc)
+                if (pa.alloc == x) end = p.later(end, Point{s, true});
+        });
+        if (p.key(end) < p.key(a.freed)) { a.freed = end; a.freed_offset = 0; }
+    }
+}
+
+void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r, std::vector<Recast>& casts) const {
     const trace::TraceData& t = *b.trace;
     const int32_t nrec = static_cast<int32_t>(t.allocations.size());
     auto in_run = [&](int32_t s) { return s >= r.first && s <= r.last; };
@@ -220,9 +285,74 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
     std::unordered_map<int32_t, int32_t> replayed_at;   // cached op seq -> its position in the recomputation
     std::unordered_map<int32_t, int32_t> rerun_of;      // op seq -> its recomputed op
     int32_t last_recompute = -1;
-    for (int32_t s = r.first; s <= recompute_last; ++s) {
+    // The recomputation runs in an autocast region of its own, outside the forward's (the
+    // backward runs outside autocast): its cache starts empty. A weight cast that the forward
+    // served from the cache (cast by an earlier call of a module called many times) is cast again
+    // by the op that first uses it, the stop included (autocast casts before the op packs its
+    // inputs), and a cached op of selective checkpointing too (the cast is not one). Autocast
+    // casts an op's arguments before its kernels: the casts go before the casts of inputs that
+    // precede the first op reading them, and casts one op made together in the call that made them
+    // (an LSTM cell's weights and biases, read by its two matmuls and its fused kernel) stay
+    // together, at the earliest of their places, in the order they ran.
+    auto is_cast = [&](int32_t s) { return p.strings[static_cast<size_t>(p.ops[static_cast<size_t>(s)].name)] == "aten::_to_copy"; };
+    std::vector<std::array<int32_t, 3>> recasts;   // (place, creator, cast)
+    for (int32_t s = r.first; s <= stop; ++s) {
+        if (p.ops[static_cast<size_t>(s)].kind != OpKind::Kernel) continue;
+        for (const PlanAccess& a : b.plan.ops[static_cast<size_t>(s)].acc) {
+            const int32_t x = a.alloc, made = x < nrec ? b.creator[static_cast<size_t>(x)] : -1;
+            if (made < 0 || !b.param_cast[static_cast<size_t>(x)] || in_run(made) ||
+                std::any_of(recasts.begin(), recasts.end(), [&](const auto& e) { return e[2] == x; }))
+                continue;
+            int32_t at = s;
+            while (at > r.first && is_cast(at - 1)) --at;
+            recasts.push_back({at, made, x});
+        }
+    }
+    std::sort(recasts.begin(), recasts.end(), [](const auto& l, const auto& r) { return l[1] < r[1]; });
+    for (size_t i = 1, g = 0; i <= recasts.size(); ++i) {   // groups [g, i) of casts made together
+        bool together = i < recasts.size();
+        for (int32_t q = recasts[i - 1][1] + 1; together && q < recasts[i][1]; ++q) together = is_cast(q);
+        if (together) continue;
+        int32_t at = INT32_MAX;
+        for (size_t q = g; q < i; ++q) at = std::min(at, recasts[q][0]);
+        for (size_t q = g; q < i; ++q) recasts[q][0] = at;
+        g = i;
+    }
+    std::sort(recasts.begin(), recasts.end());
+    size_t next_cast = 0;
+    auto cast_again = [&](int32_t x, int32_t made, int32_t s) {
+        const Op cast = p.ops[static_cast<size_t>(made)];
+        Op o;
+        o.src = made;
+        o.name = cast.name;
+        o.module = p.ops[static_cast<size_t>(s)].module;
+        o.step = cast.step;
+        o.phase = Phase::Recompute;
+        o.anchor = trigger;
+        o.kind = OpKind::Kernel;
+        o.duration = cast.duration;
+        const int32_t id = p.add_op(o);
+        p.insert_before(trigger, id);
+        Alloc c = p.allocs[static_cast<size_t>(x)];
+        c.src = -1;
+        c.made = {id, false};
+        c.freed = {id, true};
+        c.made_offset = c.freed_offset = 0;
+        const int32_t xc = p.add_alloc(c);
+        std::vector<PlanAccess> acc;
+        for (const PlanAccess& in : cast.acc)
+            acc.push_back(in.alloc == x ? PlanAccess{xc, in.mode} : PlanAccess{live_param(p, in.alloc, trigger), in.mode});
+        p.ops[static_cast<size_t>(id)].acc = std::move(acc);
+        copy_of[x] = xc;
+        last_use[xc] = id;   // autocast's cache of the recomputation holds it to the region's end
+        last_recompute = id;
+    };
+    for (int32_t s = r.first; s <= std::max(recompute_last, stop); ++s) {
+        for (; next_cast < recasts.size() && recasts[next_cast][0] == s; ++next_cast)
+            cast_again(recasts[next_cast][2], recasts[next_cast][1], s);
         const Op src = p.ops[static_cast<size_t>(s)];   // a copy: add_op below may move p.ops
         if (src.kind != OpKind::Kernel) continue;
+        if (s > recompute_last) break;
         Op o;
         o.src = s;
         o.name = src.name;
@@ -321,6 +451,12 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
         }
         c.freed = end;
     }
+    // A weight cast that other calls saved as well: this call's backward nodes read this
+    // recomputation's copy (release_forward_casts hands them over).
+    for (auto& [x, xc] : copy_of)
+        if (b.param_cast[static_cast<size_t>(x)] &&
+            !(only_here[static_cast<size_t>(x)] && std::find(saved.begin(), saved.end(), x) != saved.end()))
+            casts.push_back({x, xc, trigger, r.pass, r.module});
     // Outputs the selective policy cached live until the recomputation takes them back (or the
     // checkpoint's frame dies, when the recomputation stopped before them).
     for (int32_t s = r.first; s <= r.last; ++s) {
