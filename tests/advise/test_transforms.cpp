@@ -945,3 +945,66 @@ TEST_CASE("checkpoint: each recomputation of a cell called many times under auto
     CHECK(casts == 3);   // the forward's and one per recomputation
     CHECK(out.kernels.size() == 8);
 }
+
+TEST_CASE("checkpoint: a linear called twice under autocast: the node reading the shared weight first "
+          "triggers the call's recomputation, and the bias's cached cast is no input of the call",
+          "[advise][transform]") {
+    using mhc::trace::Category;
+    using mhc::trace::Phase;
+    // A Linear called twice (M.lin): autocast casts w (c) and the bias (cb) in the first call only.
+    //   k0 lin _to_copy w -> c (4096)          k5 lin mm (call 2's node: input's gradient) c -> gh1 (1000)
+    //   k1 lin _to_copy bias -> cb (200)       k6 lin mm (call 2's node: w's) h1, gh1 -> w.grad 8192, bias.grad 400
+    //   k2 lin addmm x, c, cb -> h1 (1000), saves x, c    k7 lin mm (call 1's node) c, gh1 -> gx (100)
+    //   k3 lin addmm h1, c, cb -> h2 (1000), saves h1, c  k8 lin mm (call 1's node) x, gh1 -> w.grad
+    //   k4 M sum h2 -> loss (10)
+    // capture.unpacks: each node unpacks before its first kernel (h1 before k5, x before k7).
+    TinyTrace tiny;
+    tiny.modules = {{"M", "Tiny"}, {"M.lin", "Linear"}};
+    const int weight = tiny.alloc(8192, Category::Param, "w", -1, -1);
+    const int bias = tiny.alloc(400, Category::Param, "bias", -1, -1);
+    const int batch = tiny.alloc(100, Category::Other, "batch", -1, -1);
+    const int cast = tiny.alloc(4096, Category::Activation, "c", 0, 7);
+    const int bcast = tiny.alloc(200, Category::Workspace, "cb", 1, 4);
+    const int h1 = tiny.alloc(1000, Category::Activation, "h1", 2, 6);
+    const int h2 = tiny.alloc(1000, Category::Activation, "h2", 3, 4);
+    const int loss = tiny.alloc(10, Category::Workspace, "loss", 4, 4);
+    const int gh1 = tiny.alloc(1000, Category::Workspace, "gh1", 5, 8);
+    const int wgrad = tiny.alloc(8192, Category::Grad, "w.grad", 6, -1);
+    const int bgrad = tiny.alloc(400, Category::Grad, "bias.grad", 6, -1);
+    const int gx = tiny.alloc(100, Category::Workspace, "gx", 7, 7);
+    tiny.meta = {{"capture.autocast", "bfloat16"},
+                 {"capture.module_calls", R"({"M.lin": [1, 4]})"},
+                 {"capture.unpacks", "[[" + std::to_string(h1 + 1) + ", 6], [" + std::to_string(batch + 1) + ", 8]]"}};
+    tiny.kernel({"aten::_to_copy", "M.lin", Phase::Forward, {{weight, 'r'}, {cast, 'w'}}, {}});
+    tiny.kernel({"aten::_to_copy", "M.lin", Phase::Forward, {{bias, 'r'}, {bcast, 'w'}}, {}});
+    tiny.kernel({"aten::addmm", "M.lin", Phase::Forward, {{batch, 'r'}, {cast, 'r'}, {bcast, 'r'}, {h1, 'w'}}, {batch, cast}});
+    tiny.kernel({"aten::addmm", "M.lin", Phase::Forward, {{h1, 'r'}, {cast, 'r'}, {bcast, 'r'}, {h2, 'w'}}, {h1, cast}});
+    tiny.kernel({"aten::sum", "M", Phase::Forward, {{h2, 'r'}, {loss, 'w'}}, {}});
+    tiny.kernel({"aten::mm", "M.lin", Phase::Backward, {{cast, 'r'}, {gh1, 'w'}}, {}});
+    tiny.kernel({"aten::mm", "M.lin", Phase::Backward, {{h1, 'r'}, {gh1, 'r'}, {wgrad, 'w'}, {bgrad, 'w'}}, {}});
+    tiny.kernel({"aten::mm", "M.lin", Phase::Backward, {{cast, 'r'}, {gh1, 'r'}, {gx, 'w'}}, {}});
+    tiny.kernel({"aten::mm", "M.lin", Phase::Backward, {{batch, 'r'}, {gh1, 'r'}, {wgrad, 'x'}}, {}});
+    Fixture fix(tiny);
+    // w, bias, x: 8692 throughout. Forward: k3 14988, k4 14998; then loss, h2, c and cb die (the
+    // forward's autocast region ends; no checkpoint holds cb): 9692 (h1, call 2's input).
+    // Call 2's recomputation before k5 (h1's unpack): c2' then cb2' (one op's casts, in their
+    // order; the stop k3 packs its inputs: not rerun): 13988; cb2' dies at its end. k5 reads c2'
+    // and writes gh1: 14788; c2' dies after it: 10692. k6 + 8592 = 19284; h1 dies: 18284.
+    // Call 1's recomputation before k7 (x's unpack): k0' c1' 22380, k1' cb1' 22580 (the peak);
+    // cb1' dies there; k7 reads c1' (+ gx 100: 22480), then c1' dies; k8 18284.
+    const std::string ckpt = R"({"checkpoint": {"modules": ["M.lin"]}})";
+    CHECK(predict(fix, ckpt).memory.peak == 22580);
+    const mhc::trace::TraceData out = fix.ev().trace(parse_setting(ckpt));
+    CHECK(mhc::trace::check_trace(out).ok());
+    CHECK(out.kernels.size() == 13);
+    // the forward's cb dies with the forward (after k4), not with call 2's backward (after k6)
+    int64_t forward_end = -1, cb_free = -1, cb_made = INT64_MAX;
+    for (size_t k = 0; k < out.kernels.size(); ++k)
+        if (out.str(out.kernels.name[k]) == "aten::sum") forward_end = out.kernels.t_end[k];
+    for (size_t a = 0; a < out.allocations.size(); ++a)
+        if (out.str(out.allocations.label[a]) == "cb" && out.allocations.t_alloc[a] < cb_made) {
+            cb_made = out.allocations.t_alloc[a];
+            cb_free = out.allocations.t_free[a];
+        }
+    CHECK(cb_free == forward_end);
+}

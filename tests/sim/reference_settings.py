@@ -576,6 +576,9 @@ def checkpoint_call(plan, cap, ks, mod, call, policy, recasts):
         return
     # what only the call saved is read from its recomputed copy: recomputed before any backward use of it
     trig = min([trig] + [i for a in only for i in bwd_users(a)])
+    if repeated:   # the node unpacking the call's own saves may read the shared weights first
+        trig = min([trig] + [i for a in only for i in cap.unpacks.get(a, [])
+                             if i in kset and cap.kernels[i]["phase"] == BWD])
     # the frame: until the last backward read of a saved storage; of one that kernels outside the
     # call saved too, only the reads inside the module (the others' nodes read it later)
     frame_users = [i for a in saved for i in bwd_users(a)
@@ -712,7 +715,7 @@ def checkpoint_call(plan, cap, ks, mod, call, policy, recasts):
     for i in call:
         for a, m in cap.acc[i].items():
             al = cap.allocs[a]
-            if not cap.is_param(a) and al["t_alloc"] < t_first:
+            if not cap.is_param(a) and not cap.is_cached_cast(a) and al["t_alloc"] < t_first:
                 plan.allocs[a].freed = plan.later(plan.allocs[a].freed, input_end)
 
 

@@ -247,6 +247,14 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r, std::vector<Rec
                 seq < trigger)
                 trigger = seq;
         });
+        // A node unpacks everything it saved before its first kernel: for a module called many
+        // times, the node that unpacks this call's own saves may read the shared weights first
+        // (addmm's backward: the input's gradient from the weight, then the weight's from the
+        // input), and that read is this call's, from its recomputation (capture.unpacks).
+        if (repeated) {
+            const int32_t unpacked = b.unpack_in_pass(storage, r.pass);
+            if (unpacked >= 0 && unpacked < trigger) trigger = unpacked;
+        }
     }
     // The checkpoint's frame (and the inputs it holds) lives until the last backward node
     // holding one of its saved tensors is done. A storage that ops outside the run saved too (a
@@ -485,6 +493,9 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r, std::vector<Rec
     for (int32_t x : touched) {
         Alloc& a = p.allocs[static_cast<size_t>(x)];
         if (a.freed.op == kNoFree || a.category == trace::Category::Param) continue;
+        // autocast's cached cast of a weight an earlier call made is no argument of the call
+        // (the module reads its parameters; the recomputation casts them again)
+        if (x < nrec && b.param_cast[static_cast<size_t>(x)]) continue;
         if (p.key(a.made) >= p.key(Point{r.first, false})) continue;
         Point until{inputs_end, true};
         if (p.key(until) > p.key(a.freed)) { a.freed = until; a.freed_offset = 0; }
