@@ -1008,3 +1008,67 @@ TEST_CASE("checkpoint: a linear called twice under autocast: the node reading th
         }
     CHECK(cb_free == forward_end);
 }
+
+TEST_CASE("checkpoint save_matmuls: a kept output, once its op is replayed, dies as a recomputed copy",
+          "[advise][transform]") {
+    using mhc::trace::Category;
+    using mhc::trace::Phase;
+    const std::string ckpt = R"({"checkpoint": {"modules": ["M.blk"], "policy": "save_matmuls"}})";
+    auto free_of = [](const mhc::trace::TraceData& out, const std::string& label) {
+        for (size_t a = 0; a < out.allocations.size(); ++a)
+            if (out.str(out.allocations.label[a]) == label) return out.allocations.t_free[a];
+        return int64_t{-1};
+    };
+    {
+        // Nothing saves m: the forward's code holds it until k2 (a frame), so the recomputation
+        // does too: it dies after k2', not after k1', its last recomputed reader.
+        //   k0 blk mm x, w -> m (kept)   k1 blk relu m -> r   k2 blk mul r -> q, saves q (the stop, reruns)
+        //   k3 M sum q -> loss           k4 blk mul_backward q -> g
+        // Plan: k0 k1 k2 k3 | k0' (no kernel) k1' k2' | k4: kernels 0 1 2 3 4 5 6, k2' the 6th (index 5).
+        TinyTrace tiny;
+        tiny.modules = {{"M", "Tiny"}, {"M.blk", "Block"}};
+        const int weight = tiny.alloc(1000, Category::Param, "w", -1, -1);
+        const int batch = tiny.alloc(100, Category::Other, "batch", -1, -1);
+        const int m = tiny.alloc(1000, Category::Activation, "m", 0, 2);
+        const int r = tiny.alloc(500, Category::Activation, "r", 1, 2);
+        const int q = tiny.alloc(300, Category::Activation, "q", 2, 4);
+        const int loss = tiny.alloc(10, Category::Workspace, "loss", 3, 3);
+        const int g = tiny.alloc(100, Category::Workspace, "g", 4, 4);
+        tiny.kernel({"aten::mm", "M.blk", Phase::Forward, {{batch, 'r'}, {weight, 'r'}, {m, 'w'}}, {}});
+        tiny.kernel({"aten::relu", "M.blk", Phase::Forward, {{m, 'r'}, {r, 'w'}}, {}});
+        tiny.kernel({"aten::mul", "M.blk", Phase::Forward, {{r, 'r'}, {q, 'w'}}, {q}});
+        tiny.kernel({"aten::sum", "M", Phase::Forward, {{q, 'r'}, {loss, 'w'}}, {}});
+        tiny.kernel({"aten::mul_backward", "M.blk", Phase::Backward, {{q, 'r'}, {g, 'w'}}, {}});
+        Fixture fix(tiny);
+        const mhc::trace::TraceData out = fix.ev().trace(parse_setting(ckpt));
+        REQUIRE(out.kernels.size() == 7);
+        CHECK(out.str(out.kernels.name[5]) == "aten::mul");
+        CHECK(free_of(out, "m") == out.kernels.t_end[5]);
+    }
+    {
+        // Only the call saves m (k1 packs its input: the stop, not rerun): the node that unpacks it
+        // (k3) returns before the engine's sum of its gradient (k4), and m dies then; the capture
+        // without checkpointing freed it after k4.
+        //   k0 blk mm x, w -> m (kept)   k1 blk mul m -> h, saves m   k2 M sum h -> loss
+        //   k3 blk mul_backward m -> g   k4 blk sum g -> gs
+        // Plan: k0 k1 k2 | k0' (no kernel) | k3 k4: kernels 0 1 2 3 4.
+        TinyTrace tiny;
+        tiny.modules = {{"M", "Tiny"}, {"M.blk", "Block"}};
+        const int weight = tiny.alloc(1000, Category::Param, "w", -1, -1);
+        const int batch = tiny.alloc(100, Category::Other, "batch", -1, -1);
+        const int m = tiny.alloc(1000, Category::Activation, "m", 0, 4);
+        const int h = tiny.alloc(500, Category::Activation, "h", 1, 2);
+        const int loss = tiny.alloc(10, Category::Workspace, "loss", 2, 2);
+        const int g = tiny.alloc(100, Category::Workspace, "g", 3, 4);
+        const int gs = tiny.alloc(10, Category::Workspace, "gs", 4, -1);
+        tiny.kernel({"aten::mm", "M.blk", Phase::Forward, {{batch, 'r'}, {weight, 'r'}, {m, 'w'}}, {}});
+        tiny.kernel({"aten::mul", "M.blk", Phase::Forward, {{m, 'r'}, {h, 'w'}}, {m}});
+        tiny.kernel({"aten::sum", "M", Phase::Forward, {{h, 'r'}, {loss, 'w'}}, {}});
+        tiny.kernel({"aten::mul_backward", "M.blk", Phase::Backward, {{m, 'r'}, {g, 'w'}}, {}});
+        tiny.kernel({"aten::sum", "M.blk", Phase::Backward, {{g, 'r'}, {gs, 'w'}}, {}});
+        Fixture fix(tiny);
+        const mhc::trace::TraceData out = fix.ev().trace(parse_setting(ckpt));
+        REQUIRE(out.kernels.size() == 5);
+        CHECK(free_of(out, "m") == out.kernels.t_end[3]);
+    }
+}

@@ -697,11 +697,34 @@ def checkpoint_call(plan, cap, ks, mod, call, policy, recasts):
                     end = rec_end
                 elif j in placed and placed[j].kind != "removed":
                     end = plan.later(end, (placed[j], recorded[1], 0))
+                elif j in placed:   # a kept matmul's place
+                    end = plan.later(end, (placed[j], "after", 0))
             plan.allocs[key].freed = end
     # matmul outputs (save_matmuls): at least until their place and their last recomputed reader
+    # torch's cache lets go of it at its replay: then it is the recomputation's tensor, dying as a
+    # recomputed copy does (only the call saved it: when the node that unpacked it returns; nothing
+    # saved it: where the captured forward freed it, moved to that kernel's place in the recomputation)
     for a in keep:
         need = (last_use[a], "after", 0)
-        plan.allocs[a].freed = plan.later(plan.allocs[a].freed, need)
+        recorded = plan.allocs[a].freed
+        if recorded is None:
+            continue
+        j = recorded[0].kernel
+        if a in saved and all(i in callset for i in cap.saves_of.get(a, [])):
+            freed = before_sums(cap, plan, recorded)
+            reads = [i for i, _m in cap.uses[a] if i in kset and cap.kernels[i]["phase"] == BWD]
+            if reads:
+                freed = plan.later(freed, (plan.op_of[max(reads)], "after", 0))
+            plan.allocs[a].freed = plan.later(need, freed)
+        elif not cap.saves_of.get(a) and j in callset:
+            end = need
+            if j > rerun[-1]:
+                end = plan.later(end, rec_end)
+            elif j in placed:
+                end = plan.later(end, (placed[j], recorded[1] if placed[j].kind != "removed" else "after", 0))
+            plan.allocs[a].freed = end
+        else:
+            plan.allocs[a].freed = plan.later(recorded, need)
     for i in call:
         if i in placed or cap.kernels[i]["name"] is None:
             continue

@@ -454,8 +454,10 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r, std::vector<Rec
             end = {last_recompute, true};
         } else if (freed.op != kNoFree && freed.op >= r.first && freed.op <= r.last) {
             auto it = rerun_of.find(freed.op);
+            auto replay = replayed_at.find(freed.op);   // a kept matmul's place (save_matmuls)
             if (freed.op > recompute_last) end = {last_recompute, true};
             else if (it != rerun_of.end()) end = p.later(end, Point{it->second, freed.at_end});
+            else if (replay != replayed_at.end()) end = p.later(end, Point{replay->second, true});
         }
         c.freed = end;
     }
@@ -466,18 +468,47 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r, std::vector<Rec
             !(only_here[static_cast<size_t>(x)] && std::find(saved.begin(), saved.end(), x) != saved.end()))
             casts.push_back({x, xc, trigger, r.pass, r.module});
     // Outputs the selective policy cached live until the recomputation takes them back (or the
-    // checkpoint's frame dies, when the recomputation stopped before them).
+    // checkpoint's frame dies, when the recomputation stopped before them). torch's cache
+    // (create_selective_checkpoint_contexts) lets go of an output when the recomputation replays
+    // its op; from there it is the recomputation's tensor, as a recomputed copy is: one that only
+    // the call saved is handed to the node that unpacks it and dies when that node returns (before
+    // the engine's sums of the node's gradients); one nothing saved dies where the captured
+    // forward's code dropped it, at the rerun of that kernel of the call (the hyper-connection's
+    // bmm output, held by its frame until the residual add; the recomputation's end when that
+    // kernel comes after the stop). Never before its replay and its last recomputed reader.
     for (int32_t s = r.first; s <= r.last; ++s) {
         if (!cached(s)) continue;
         for (const PlanAccess& pa : p.ops[static_cast<size_t>(s)].acc) {
-            if (pa.alloc >= nrec || b.creator[static_cast<size_t>(pa.alloc)] != s) continue;
-            Alloc& a = p.allocs[static_cast<size_t>(pa.alloc)];
+            const int32_t x = pa.alloc;
+            if (x >= nrec || b.creator[static_cast<size_t>(x)] != s) continue;
+            Alloc& a = p.allocs[static_cast<size_t>(x)];
             if (a.freed.op == kNoFree) continue;
             auto it = replayed_at.find(s);
             Point until = it != replayed_at.end() ? Point{it->second, true} : Point{region_bwd_last, true};
             for (int32_t q : p.before[static_cast<size_t>(trigger)])
                 for (const PlanAccess& u : p.ops[static_cast<size_t>(q)].acc)
-                    if (u.alloc == pa.alloc) until = p.later(until, Point{q, true});
+                    if (u.alloc == x) until = p.later(until, Point{q, true});
+            const Point recorded = b.plan.allocs[static_cast<size_t>(x)].freed;
+            const bool saved_here = only_here[static_cast<size_t>(x)] != 0 &&
+                                    std::binary_search(saved.begin(), saved.end(), x);
+            if (it != replayed_at.end() && saved_here) {
+                Point end = recorded;
+                if (auto back = b.node_return(x, r.pass, recorded)) end = *back;
+                a.freed = p.later(until, end);
+                a.freed_offset = 0;
+                continue;
+            }
+            if (it != replayed_at.end() && !b.saved(x) && recorded.op >= r.first && recorded.op <= r.last) {
+                Point end = until;
+                auto rerun = rerun_of.find(recorded.op);
+                auto replay = replayed_at.find(recorded.op);
+                if (recorded.op > recompute_last) end = p.later(end, Point{last_recompute, true});
+                else if (rerun != rerun_of.end()) end = p.later(end, Point{rerun->second, recorded.at_end});
+                else if (replay != replayed_at.end()) end = p.later(end, Point{replay->second, true});
+                a.freed = end;
+                a.freed_offset = 0;
+                continue;
+            }
             if (p.key(until) > p.key(a.freed)) { a.freed = until; a.freed_offset = 0; }
         }
     }
