@@ -17,14 +17,16 @@ namespace mhc::advise {
 
 const std::string kMhcMaps = "HcMaps";
 
-namespace {
-
 // Ops whose outputs selective checkpointing caches instead of recomputing: matmuls, attention,
 // and convolutions (a CNN's matmuls: without them its selective checkpoint recomputed everything).
-bool is_matmul(const std::string& name) {
+bool kept_by_save_matmuls(const std::string& name) {
     return name == "aten::mm" || name == "aten::bmm" || name == "aten::addmm" || name == "aten::baddbmm" ||
            name == "aten::convolution" || name.rfind("aten::_scaled_dot_product_", 0) == 0;
 }
+
+namespace {
+
+bool is_matmul(const std::string& name) { return kept_by_save_matmuls(name); }
 
 // The recomputation runs in the backward, on the autograd engine's device thread, which keeps
 // cuBLAS and cuBLASLt workspaces of its own (one of each per thread, taken at the thread's first
