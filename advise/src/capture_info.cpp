@@ -301,13 +301,13 @@ std::string blocks_note(const CaptureInfo& info) {
     if (!info.block_name.empty() || info.module_name.empty()) return "";
     // the root's children (the root is the module every other one is inside)
     std::string root = info.module_name[0];
-    for (const std::string& n : info.module_name)
-        if (n.find('.') == std::string::npos) root = n;
+    for (const std::string& name : info.module_name)
+        if (name.find('.') == std::string::npos) root = name;
     std::vector<std::string> children;
-    for (const std::string& n : info.module_name)
-        if (n.size() > root.size() + 1 && n.compare(0, root.size() + 1, root + ".") == 0 &&
-            n.find('.', root.size() + 1) == std::string::npos)
-            children.push_back(n);
+    for (const std::string& name : info.module_name)
+        if (name.size() > root.size() + 1 && name.compare(0, root.size() + 1, root + ".") == 0 &&
+            name.find('.', root.size() + 1) == std::string::npos)
+            children.push_back(name);
     std::string names;
     for (size_t i = 0; i < children.size() && i < 3; ++i) names += (i ? ", " : "") + children[i];
     if (children.size() > 3) names += ", ...";

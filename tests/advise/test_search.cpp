@@ -295,8 +295,8 @@ TEST_CASE("the planner offers no selective checkpoint of a block whose forward r
     // name, the same figures printed twice. Blocks 0 and 2 keep their matmul and are offered it.
     mhc::test::TempPath path{"rnn_chain.db"};
     advisetest::TinyTrace tiny = advisetest::chain({64, 96, 32}, false);
-    for (auto& k : tiny.kernels)
-        if (k.module == "M.blocks.1" && k.name == "aten::mm") k.name = "aten::_cudnn_rnn";
+    for (auto& kern : tiny.kernels)
+        if (kern.module == "M.blocks.1" && kern.name == "aten::mm") kern.name = "aten::_cudnn_rnn";
     tiny.write(path.path);
     auto data = mhc::trace::load_checked_trace(path.path);
     Base base = make_base(data);
@@ -312,9 +312,9 @@ TEST_CASE("a model without blocks: advise says what blocks are and how to name a
     mhc::test::TempPath path{"no_blocks.db"};
     advisetest::TinyTrace tiny = advisetest::two_blocks();
     tiny.modules = {{"M", "Tiny"}, {"M.enc", "Encoder"}, {"M.dec", "Decoder"}};
-    for (auto& k : tiny.kernels) {
-        if (k.module == "M.blocks.0") k.module = "M.enc";
-        if (k.module == "M.blocks.1") k.module = "M.dec";
+    for (auto& kern : tiny.kernels) {
+        if (kern.module == "M.blocks.0") kern.module = "M.enc";
+        if (kern.module == "M.blocks.1") kern.module = "M.dec";
     }
     tiny.write(path.path);
     auto data = mhc::trace::load_checked_trace(path.path);

@@ -96,9 +96,10 @@ public:
     explicit Checkpoint(std::vector<Region> regions) : regions_(std::move(regions)) {}
     void apply(const Context& ctx, Plan& plan) const override {
         const std::vector<Run> all = runs(ctx);
-        std::vector<Recast> casts;
-        for (const Run& run : all) apply_run(ctx.base, plan, run, casts);
-        release_forward_casts(ctx.base, plan, all, std::move(casts));
+        recasts_.clear();
+        for (const Run& run : all) apply_run(ctx.base, plan, run);
+        release_forward_casts(ctx.base, plan, all, std::move(recasts_));
+        recasts_.clear();
     }
 
 private:
@@ -138,8 +139,12 @@ private:
         return out;
     }
 
-    void apply_run(const Base& b, Plan& p, const Run& r, std::vector<Recast>& casts) const;
-    static void release_forward_casts(const Base& b, Plan& p, const std::vector<Run>& all, std::vector<Recast> casts);
+    // The casts other calls saved too that apply_run cast again: filled by it, handed over by apply.
+    mutable std::vector<Recast> recasts_;
+
+    void apply_run(const Base& b, Plan& p, const Run& r) const;
+    static void release_forward_casts(const Base& base, Plan& plan, const std::vector<Run>& all,
+                                      std::vector<Recast> casts);
 };
 
 // A weight cast that several calls saved (a cell called many times a pass: every call saves the
@@ -149,52 +154,59 @@ private:
 // the copy lives until the last such read is done. Autocast's cached casts that only checkpointed
 // calls saved are then kept by nothing once the forward's autocast region ends: the forward's
 // cast dies at the forward's end (or after a read no recomputation took over).
-void Checkpoint::release_forward_casts(const Base& b, Plan& p, const std::vector<Run>& all, std::vector<Recast> casts) {
-    std::sort(casts.begin(), casts.end(),
-              [](const Recast& l, const Recast& r) { return std::tie(l.cast, l.trigger) < std::tie(r.cast, r.trigger); });
-    for (size_t i = 0; i < casts.size();) {
-        size_t j = i;
-        while (j < casts.size() && casts[j].cast == casts[i].cast) ++j;
-        const int32_t x = casts[i].cast;
-        b.for_acc(x, [&](int32_t s, trace::AccessMode) {
-            if (b.phase[static_cast<size_t>(s)] != Phase::Backward) return;
+void Checkpoint::release_forward_casts(const Base& base, Plan& plan, const std::vector<Run>& all,
+                                       std::vector<Recast> casts) {
+    std::sort(casts.begin(), casts.end(), [](const Recast& lhs, const Recast& rhs) {
+        return std::tie(lhs.cast, lhs.trigger) < std::tie(rhs.cast, rhs.trigger);
+    });
+    for (size_t first = 0; first < casts.size();) {
+        size_t end = first;
+        while (end < casts.size() && casts[end].cast == casts[first].cast) ++end;
+        const int32_t cast = casts[first].cast;
+        base.for_acc(cast, [&](int32_t seq, trace::AccessMode) {
+            if (base.phase[static_cast<size_t>(seq)] != Phase::Backward) return;
             const Recast* owner = nullptr;
-            for (size_t q = i; q < j && casts[q].trigger <= s; ++q)
-                if (casts[q].pass == b.pass[static_cast<size_t>(s)] && b.info.within(b.module[static_cast<size_t>(s)], casts[q].module))
+            for (size_t q = first; q < end && casts[q].trigger <= seq; ++q)
+                if (casts[q].pass == base.pass[static_cast<size_t>(seq)] &&
+                    base.info.within(base.module[static_cast<size_t>(seq)], casts[q].module))
                     owner = &casts[q];
             if (owner == nullptr) return;
-            for (PlanAccess& pa : p.ops[static_cast<size_t>(s)].acc)
-                if (pa.alloc == x) pa.alloc = owner->copy;
-            Alloc& c = p.allocs[static_cast<size_t>(owner->copy)];
-            c.freed = p.later(c.freed, Point{s, true});
+            for (PlanAccess& pa : plan.ops[static_cast<size_t>(seq)].acc)
+                if (pa.alloc == cast) pa.alloc = owner->copy;
+            Alloc& copy = plan.allocs[static_cast<size_t>(owner->copy)];
+            copy.freed = plan.later(copy.freed, Point{seq, true});
         });
-        i = j;
+        first = end;
     }
-    const int32_t nrec = static_cast<int32_t>(b.trace->allocations.size());
-    std::vector<uint8_t> in_run(b.korder.size(), 0);
-    for (const Run& r : all)
-        for (int32_t s = r.first; s <= r.last; ++s) in_run[static_cast<size_t>(s)] = 1;
-    for (int32_t x = 0; x < nrec; ++x) {
-        Alloc& a = p.allocs[static_cast<size_t>(x)];
-        const int32_t made = b.creator[static_cast<size_t>(x)];
-        if (!b.param_cast[static_cast<size_t>(x)] || made < 0 || a.device != b.device || a.freed.op == kNoFree ||
-            !b.saved(x))
+    const int32_t nrec = static_cast<int32_t>(base.trace->allocations.size());
+    std::vector<uint8_t> in_run(base.korder.size(), 0);
+    for (const Run& run : all)
+        for (int32_t seq = run.first; seq <= run.last; ++seq) in_run[static_cast<size_t>(seq)] = 1;
+    for (int32_t cast = 0; cast < nrec; ++cast) {
+        Alloc& alloc = plan.allocs[static_cast<size_t>(cast)];
+        const int32_t made = base.creator[static_cast<size_t>(cast)];
+        if (!base.param_cast[static_cast<size_t>(cast)] || made < 0 || alloc.device != base.device ||
+            alloc.freed.op == kNoFree || !base.saved(cast))
             continue;
         bool only_runs = true;
-        b.for_savers(x, [&](int32_t s) { only_runs = only_runs && in_run[static_cast<size_t>(s)]; });
+        base.for_savers(cast, [&](int32_t seq) { only_runs = only_runs && in_run[static_cast<size_t>(seq)]; });
         if (!only_runs) continue;
-        const int32_t pass = b.pass[static_cast<size_t>(made)];
-        Point end{std::max(b.last_access_in_pass(x, Phase::Forward, pass), b.pass_fwd_last[static_cast<size_t>(pass)]),
+        const int32_t pass = base.pass[static_cast<size_t>(made)];
+        Point end{std::max(base.last_access_in_pass(cast, Phase::Forward, pass),
+                           base.pass_fwd_last[static_cast<size_t>(pass)]),
                   true};
-        b.for_acc(x, [&](int32_t s, trace::AccessMode) {   // reads no recomputation took over
-            for (const PlanAccess& pa : p.ops[static_cast<size_t>(s)].acc)
-                if (pa.alloc == x) end = p.later(end, Point{s, true});
+        base.for_acc(cast, [&](int32_t seq, trace::AccessMode) {   // reads no recomputation took over
+            for (const PlanAccess& pa : plan.ops[static_cast<size_t>(seq)].acc)
+                if (pa.alloc == cast) end = plan.later(end, Point{seq, true});
         });
-        if (p.key(end) < p.key(a.freed)) { a.freed = end; a.freed_offset = 0; }
+        if (plan.key(end) < plan.key(alloc.freed)) {
+            alloc.freed = end;
+            alloc.freed_offset = 0;
+        }
     }
 }
 
-void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r, std::vector<Recast>& casts) const {
+void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
     const trace::TraceData& t = *b.trace;
     const int32_t nrec = static_cast<int32_t>(t.allocations.size());
     auto in_run = [&](int32_t s) { return s >= r.first && s <= r.last; };
@@ -304,21 +316,23 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r, std::vector<Rec
     // precede the first op reading them, and casts one op made together in the call that made them
     // (an LSTM cell's weights and biases, read by its two matmuls and its fused kernel) stay
     // together, at the earliest of their places, in the order they ran.
-    auto is_cast = [&](int32_t s) { return p.strings[static_cast<size_t>(p.ops[static_cast<size_t>(s)].name)] == "aten::_to_copy"; };
+    auto is_cast = [&](int32_t seq) {
+        return p.strings[static_cast<size_t>(p.ops[static_cast<size_t>(seq)].name)] == "aten::_to_copy";
+    };
     std::vector<std::array<int32_t, 3>> recasts;   // (place, creator, cast)
-    for (int32_t s = r.first; s <= stop; ++s) {
-        if (p.ops[static_cast<size_t>(s)].kind != OpKind::Kernel) continue;
-        for (const PlanAccess& a : b.plan.ops[static_cast<size_t>(s)].acc) {
-            const int32_t x = a.alloc, made = x < nrec ? b.creator[static_cast<size_t>(x)] : -1;
-            if (made < 0 || !b.param_cast[static_cast<size_t>(x)] || in_run(made) ||
-                std::any_of(recasts.begin(), recasts.end(), [&](const auto& e) { return e[2] == x; }))
+    for (int32_t seq = r.first; seq <= stop; ++seq) {
+        if (p.ops[static_cast<size_t>(seq)].kind != OpKind::Kernel) continue;
+        for (const PlanAccess& read : b.plan.ops[static_cast<size_t>(seq)].acc) {
+            const int32_t cast = read.alloc, made = cast < nrec ? b.creator[static_cast<size_t>(cast)] : -1;
+            if (made < 0 || !b.param_cast[static_cast<size_t>(cast)] || in_run(made) ||
+                std::any_of(recasts.begin(), recasts.end(), [&](const auto& entry) { return entry[2] == cast; }))
                 continue;
-            int32_t at = s;
+            int32_t at = seq;
             while (at > r.first && is_cast(at - 1)) --at;
-            recasts.push_back({at, made, x});
+            recasts.push_back({at, made, cast});
         }
     }
-    std::sort(recasts.begin(), recasts.end(), [](const auto& l, const auto& r) { return l[1] < r[1]; });
+    std::sort(recasts.begin(), recasts.end(), [](const auto& lhs, const auto& rhs) { return lhs[1] < rhs[1]; });
     for (size_t i = 1, g = 0; i <= recasts.size(); ++i) {   // groups [g, i) of casts made together
         bool together = i < recasts.size();
         for (int32_t q = recasts[i - 1][1] + 1; together && q < recasts[i][1]; ++q) together = is_cast(q);
@@ -330,31 +344,32 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r, std::vector<Rec
     }
     std::sort(recasts.begin(), recasts.end());
     size_t next_cast = 0;
-    auto cast_again = [&](int32_t x, int32_t made, int32_t s) {
-        const Op cast = p.ops[static_cast<size_t>(made)];
-        Op o;
-        o.src = made;
-        o.name = cast.name;
-        o.module = p.ops[static_cast<size_t>(s)].module;
-        o.step = cast.step;
-        o.phase = Phase::Recompute;
-        o.anchor = trigger;
-        o.kind = OpKind::Kernel;
-        o.duration = cast.duration;
-        const int32_t id = p.add_op(o);
+    auto cast_again = [&](int32_t cast, int32_t made, int32_t seq) {
+        const Op recorded = p.ops[static_cast<size_t>(made)];
+        Op op;
+        op.src = made;
+        op.name = recorded.name;
+        op.module = p.ops[static_cast<size_t>(seq)].module;
+        op.step = recorded.step;
+        op.phase = Phase::Recompute;
+        op.anchor = trigger;
+        op.kind = OpKind::Kernel;
+        op.duration = recorded.duration;
+        const int32_t id = p.add_op(op);
         p.insert_before(trigger, id);
-        Alloc c = p.allocs[static_cast<size_t>(x)];
-        c.src = -1;
-        c.made = {id, false};
-        c.freed = {id, true};
-        c.made_offset = c.freed_offset = 0;
-        const int32_t xc = p.add_alloc(c);
+        Alloc copy = p.allocs[static_cast<size_t>(cast)];
+        copy.src = -1;
+        copy.made = {id, false};
+        copy.freed = {id, true};
+        copy.made_offset = copy.freed_offset = 0;
+        const int32_t copy_id = p.add_alloc(copy);
         std::vector<PlanAccess> acc;
-        for (const PlanAccess& in : cast.acc)
-            acc.push_back(in.alloc == x ? PlanAccess{xc, in.mode} : PlanAccess{live_param(p, in.alloc, trigger), in.mode});
+        for (const PlanAccess& in : recorded.acc)
+            acc.push_back(in.alloc == cast ? PlanAccess{copy_id, in.mode}
+                                           : PlanAccess{live_param(p, in.alloc, trigger), in.mode});
         p.ops[static_cast<size_t>(id)].acc = std::move(acc);
-        copy_of[x] = xc;
-        last_use[xc] = id;   // autocast's cache of the recomputation holds it to the region's end
+        copy_of[cast] = copy_id;
+        last_use[copy_id] = id;   // autocast's cache of the recomputation holds it to the region's end
         last_recompute = id;
     };
     for (int32_t s = r.first; s <= std::max(recompute_last, stop); ++s) {
@@ -468,7 +483,7 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r, std::vector<Rec
     for (auto& [x, xc] : copy_of)
         if (b.param_cast[static_cast<size_t>(x)] &&
             !(only_here[static_cast<size_t>(x)] && std::find(saved.begin(), saved.end(), x) != saved.end()))
-            casts.push_back({x, xc, trigger, r.pass, r.module});
+            recasts_.push_back({x, xc, trigger, r.pass, r.module});
     // Outputs the selective policy cached live until the recomputation takes them back (or the
     // checkpoint's frame dies, when the recomputation stopped before them). torch's cache
     // (create_selective_checkpoint_contexts) lets go of an output when the recomputation replays
@@ -481,37 +496,37 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r, std::vector<Rec
     for (int32_t s = r.first; s <= r.last; ++s) {
         if (!cached(s)) continue;
         for (const PlanAccess& pa : p.ops[static_cast<size_t>(s)].acc) {
-            const int32_t x = pa.alloc;
-            if (x >= nrec || b.creator[static_cast<size_t>(x)] != s) continue;
-            Alloc& a = p.allocs[static_cast<size_t>(x)];
-            if (a.freed.op == kNoFree) continue;
+            const int32_t kept = pa.alloc;
+            if (kept >= nrec || b.creator[static_cast<size_t>(kept)] != s) continue;
+            Alloc& out = p.allocs[static_cast<size_t>(kept)];
+            if (out.freed.op == kNoFree) continue;
             auto it = replayed_at.find(s);
             Point until = it != replayed_at.end() ? Point{it->second, true} : Point{region_bwd_last, true};
             for (int32_t q : p.before[static_cast<size_t>(trigger)])
                 for (const PlanAccess& u : p.ops[static_cast<size_t>(q)].acc)
-                    if (u.alloc == x) until = p.later(until, Point{q, true});
-            const Point recorded = b.plan.allocs[static_cast<size_t>(x)].freed;
-            const bool saved_here = only_here[static_cast<size_t>(x)] != 0 &&
-                                    std::binary_search(saved.begin(), saved.end(), x);
+                    if (u.alloc == kept) until = p.later(until, Point{q, true});
+            const Point recorded = b.plan.allocs[static_cast<size_t>(kept)].freed;
+            const bool saved_here = only_here[static_cast<size_t>(kept)] != 0 &&
+                                    std::binary_search(saved.begin(), saved.end(), kept);
             if (it != replayed_at.end() && saved_here) {
                 Point end = recorded;
-                if (auto back = b.node_return(x, r.pass, recorded)) end = *back;
-                a.freed = p.later(until, end);
-                a.freed_offset = 0;
+                if (auto back = b.node_return(kept, r.pass, recorded)) end = *back;
+                out.freed = p.later(until, end);
+                out.freed_offset = 0;
                 continue;
             }
-            if (it != replayed_at.end() && !b.saved(x) && recorded.op >= r.first && recorded.op <= r.last) {
+            if (it != replayed_at.end() && !b.saved(kept) && recorded.op >= r.first && recorded.op <= r.last) {
                 Point end = until;
                 auto rerun = rerun_of.find(recorded.op);
                 auto replay = replayed_at.find(recorded.op);
                 if (recorded.op > recompute_last) end = p.later(end, Point{last_recompute, true});
                 else if (rerun != rerun_of.end()) end = p.later(end, Point{rerun->second, recorded.at_end});
                 else if (replay != replayed_at.end()) end = p.later(end, Point{replay->second, true});
-                a.freed = end;
-                a.freed_offset = 0;
+                out.freed = end;
+                out.freed_offset = 0;
                 continue;
             }
-            if (p.key(until) > p.key(a.freed)) { a.freed = until; a.freed_offset = 0; }
+            if (p.key(until) > p.key(out.freed)) { out.freed = until; out.freed_offset = 0; }
         }
     }
     // The checkpoint keeps its inputs (storages made before the call) until its backward ends:
