@@ -297,6 +297,27 @@ void read_unpacks(const trace::TraceData& trace_data, CaptureInfo& info) {
 
 }  // namespace
 
+std::string blocks_note(const CaptureInfo& info) {
+    if (!info.block_name.empty() || info.module_name.empty()) return "";
+    // the root's children (the root is the module every other one is inside)
+    std::string root = info.module_name[0];
+    for (const std::string& name : info.module_name)
+        if (name.find('.') == std::string::npos) root = name;
+    std::vector<std::string> children;
+    for (const std::string& name : info.module_name)
+        if (name.size() > root.size() + 1 && name.compare(0, root.size() + 1, root + ".") == 0 &&
+            name.find('.', root.size() + 1) == std::string::npos)
+            children.push_back(name);
+    std::string names;
+    for (size_t i = 0; i < children.size() && i < 3; ++i) names += (i ? ", " : "") + children[i];
+    if (children.size() > 3) names += ", ...";
+    return "no blocks: the search checkpoints and offloads blocks, the numbered layers of an nn.ModuleList or "
+           "nn.Sequential (model.layers.0, model.layers.1, ...) or two or more children of one type, and this "
+           "model has none, so only the global settings are searched; predict any module with --setting "
+           "'{\"checkpoint\": {\"modules\": [\"NAME\"]}}' (names as the capture spells them" +
+           (names.empty() ? std::string(")") : ": " + names + ")");
+}
+
 std::string data_parallel_note(const CaptureInfo& info) {
     if (info.data_parallel == "fsdp2")
         return "FSDP2 (" + info.data_parallel_detail +

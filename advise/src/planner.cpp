@@ -141,13 +141,26 @@ struct BlockEffects {
 // from its cache, while each call's recomputation casts them again, an op its forward did not
 // run ("aten._to_copy.default invocation index 6 encountered during backward but not found in
 // storage": ALBERT's shared layer, bf16 autocast). Not offered for such a block.
-bool selective_runs(const Base& base, size_t block) {
-    if (base.trace->meta_or("capture.autocast", "none") == "none") return true;
+//
+// A block whose forward runs no op selective checkpointing keeps (an nn.LSTM block: cuDNN's fused
+// aten::_cudnn_rnn is no matmul of the save list, as in torchtitan's) would be checkpointed in
+// full by it: the same figures as full checkpointing, a duplicate answer. Not offered either.
+}  // namespace
+
+bool offers_selective(const Base& base, size_t block) {
     const int32_t blk = base.info.block_module[block];
+    bool keeps = false;
+    for (size_t s = 0; s < base.korder.size() && !keeps; ++s)
+        keeps = base.phase[s] == Phase::Forward && base.info.within(base.module[s], blk) &&
+                kept_by_save_matmuls(base.plan.strings[static_cast<size_t>(base.plan.ops[s].name)]);
+    if (!keeps) return false;
+    if (base.trace->meta_or("capture.autocast", "none") == "none") return true;
     for (const auto& [module, row] : base.info.call_starts)
         if (base.info.within(module, blk) || base.info.within(blk, module)) return false;
     return true;
 }
+
+namespace {
 
 BlockEffects block_effects(const Evaluator& ev, const PlannerOptions& o, int64_t& evaluations) {
     const Base& b = ev.base();
@@ -162,7 +175,7 @@ BlockEffects block_effects(const Evaluator& ev, const PlannerOptions& o, int64_t
     for (size_t k = 0; k < nb; ++k) {
         e.delta[k][0].assign(e.base_window.size(), 0);
         const bool mhc = block_has_type(b, k, kMhcMaps);
-        const bool selective = selective_runs(b, k);
+        const bool selective = offers_selective(b, k);
         for (int c = 1; c < kChoices; ++c) {
             if (c == static_cast<int>(BlockChoice::Mhc) && !mhc) continue;
             if (c == static_cast<int>(BlockChoice::SaveMatmuls) && !selective) continue;

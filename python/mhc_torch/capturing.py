@@ -617,7 +617,18 @@ def _fake_error(e: BaseException, outer: BaseException | None = None) -> Capture
 
     at = where(user_frame(outer or e) or user_frame(e))
     return CaptureError(f"op {op} cannot run on fake tensors{f' (at {at})' if at else ''}: {why}"
-                        f"{_eager_experts_hint(outer or e) or _mask_hint(func)}")
+                        f"{_eager_experts_hint(outer or e) or _mask_hint(func) or _ctc_hint(func)}")
+
+
+def _ctc_hint(func) -> str:
+    """What to write instead of F.ctc_loss with tensor lengths (python/mhc_torch/ctc_loss.py): its
+    log_alpha's shape comes from the longest target length, a value the capture's fake tensors do
+    not hold; given as Python lists the lengths are known."""
+    packets = tuple(getattr(torch.ops.aten, n) for n in ("_ctc_loss", "ctc_loss") if hasattr(torch.ops.aten, n))
+    if getattr(func, "_overloadpacket", None) not in packets:
+        return ""
+    return ("; F.ctc_loss's buffers are sized by the lengths' values: give input_lengths and target_lengths "
+            "as Python lists (lengths.tolist()), which the capture supports")
 
 
 def _mask_hint(func) -> str:

@@ -133,6 +133,8 @@ class StepRun:
         self.state: dict[str, Any] = {}
         self.step = -1
         self._param_name = param_name
+        self._grad_names: dict[int, list[str]] = {}   # a gradient storage's record -> its parameters
+        self._param_order: dict[str, int] = {}
         self._handles = []
         self._t_opt = None
         self._opt_depth = 0
@@ -273,8 +275,21 @@ class StepRun:
             self._optimizer_begins(opt, args, kwargs)
 
     def _grad_ready(self, p) -> None:
-        if p.grad is not None:  # None: a hook registered before this one took it (optimizer state on the host)
-            self._rec.set_category(p.grad, store.GRAD, self._param_name.get(id(p), "?") + ".grad")
+        if p.grad is None:  # None: a hook registered before this one took it (optimizer state on the host)
+            return
+        name = self._param_name.get(id(p), "?")
+        local = getattr(p.grad, "_local_tensor", None)   # a DTensor (FSDP2): its shard is the memory
+        s = self._rec.track(local if isinstance(local, torch.Tensor) else p.grad, store.GRAD, name + ".grad")
+        # Gradients that are views of one storage (cuDNN's RNN: one flat weight gradient whose
+        # slices are the module's parameters' .grad) are labelled by all of them, not the last.
+        names = self._grad_names.setdefault(id(s), []) if s is not None else [name]
+        if name not in names:
+            names.append(name)
+            if len(names) > 1:   # in the model's order
+                if len(self._param_order) != len(self._param_name):
+                    self._param_order = {n: i for i, n in enumerate(self._param_name.values())}
+                names.sort(key=lambda n: self._param_order.get(n, len(self._param_order)))
+        self._rec.set_category(p.grad, store.GRAD, grads_label(names))
 
     def _optimizer_begins(self, opt, args, kwargs) -> None:
         # An optimizer class whose step() calls its base class's (mhc_torch.optimizers' host step)
@@ -356,3 +371,16 @@ def _on_optimizer_init(callback):
             torch.optim.Optimizer.__init__ = original
 
     return Handle()
+
+
+def grads_label(names: list[str]) -> str:
+    """The label of a gradient storage: "<parameter>.grad", or for the views of one storage
+    (cuDNN's flat RNN weight gradient) "<module>.(<first> … <last>: N parameters).grad"."""
+    if len(names) == 1:
+        return names[0] + ".grad"
+    parents = {n.rpartition(".")[0] for n in names}
+    if len(parents) == 1:
+        parent = parents.pop()
+        leaf = [n.rpartition(".")[2] for n in names]
+        return f"{parent + '.' if parent else ''}({leaf[0]} … {leaf[-1]}: {len(names)} parameters).grad"
+    return f"({names[0]} … {names[-1]}: {len(names)} parameters).grad"

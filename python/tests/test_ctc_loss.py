@@ -36,8 +36,10 @@ def test_ctc_loss_with_list_lengths_captures_cudas_buffers(tmp_path):
 
 
 def test_tensor_lengths_still_say_why(tmp_path):
-    with pytest.raises(CaptureError, match="_ctc_loss"):
+    with pytest.raises(CaptureError, match="_ctc_loss") as err:
         _capture(str(tmp_path / "ctc.db"), lengths=lambda xs: torch.tensor(xs))
+    # the message says what to write instead, not only that tensor values are to blame
+    assert "as Python lists" in str(err.value) and "lengths.tolist()" in str(err.value)
 
 
 def test_real_tensors_keep_torchs_ctc_loss():

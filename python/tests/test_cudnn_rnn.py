@@ -81,8 +81,9 @@ def test_lstm_runs_cudnn_with_its_reserve_kept_for_the_backward(tmp_path):
                                                     "WHERE label LIKE 'cuDNN RNN%'"))
     assert transient == [384, 384, 480, 480, 960]
     # The weights' gradient is one flat buffer (the parameters' .grad are views of it): 3,840 x 4 B.
-    grads = _rows(path, "SELECT bytes FROM A WHERE label LIKE 'rnn.%.grad'")
-    assert grads == [(PARAMS * 4,)]
+    grads = _rows(path, "SELECT bytes, label FROM A WHERE label LIKE 'rnn.%.grad'")
+    # labelled by the module's parameters whose gradients it holds, not by the last one alone
+    assert grads == [(PARAMS * 4, "rnn.(weight_ih_l0 … bias_hh_l1: 8 parameters).grad")]
 
 
 def test_lstm_under_autocast_runs_fp16_with_an_fp16_copy_of_its_weights(tmp_path):

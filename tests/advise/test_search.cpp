@@ -288,3 +288,45 @@ TEST_CASE("answers that read the same are ranked once", "[advise][dp]") {
         CHECK(reads.insert(describe(setting, base.info)).second);
     }
 }
+
+TEST_CASE("the planner offers no selective checkpoint of a block whose forward runs no kept matmul", "[advise][dp]") {
+    // Block 1 runs cuDNN's fused RNN instead of a matmul (an nn.LSTM block): selective
+    // checkpointing ("keep matmuls") keeps nothing there and is full checkpointing under another
+    // name, the same figures printed twice. Blocks 0 and 2 keep their matmul and are offered it.
+    mhc::test::TempPath path{"rnn_chain.db"};
+    advisetest::TinyTrace tiny = advisetest::chain({64, 96, 32}, false);
+    for (auto& kern : tiny.kernels)
+        if (kern.module == "M.blocks.1" && kern.name == "aten::mm") kern.name = "aten::_cudnn_rnn";
+    tiny.write(path.path);
+    auto data = mhc::trace::load_checked_trace(path.path);
+    Base base = make_base(data);
+    REQUIRE(base.info.block_name.size() == 3);
+    CHECK(offers_selective(base, 0));
+    CHECK_FALSE(offers_selective(base, 1));
+    CHECK(offers_selective(base, 2));
+}
+
+TEST_CASE("a model without blocks: advise says what blocks are and how to name a module", "[advise][dp]") {
+    // Two children of different types (an encoder and a decoder, no nn.ModuleList): no blocks.
+    // `mhc advise` printed "0 blocks ()" and nothing more.
+    mhc::test::TempPath path{"no_blocks.db"};
+    advisetest::TinyTrace tiny = advisetest::two_blocks();
+    tiny.modules = {{"M", "Tiny"}, {"M.enc", "Encoder"}, {"M.dec", "Decoder"}};
+    for (auto& kern : tiny.kernels) {
+        if (kern.module == "M.blocks.0") kern.module = "M.enc";
+        if (kern.module == "M.blocks.1") kern.module = "M.dec";
+    }
+    tiny.write(path.path);
+    auto data = mhc::trace::load_checked_trace(path.path);
+    Base base = make_base(data);
+    REQUIRE(base.info.block_name.empty());
+    const std::string note = blocks_note(base.info);
+    CHECK(note.find("no blocks: the search checkpoints and offloads blocks, the numbered layers of an nn.ModuleList") == 0);
+    CHECK(note.find(R"(--setting '{"checkpoint": {"modules": ["NAME"]}}' (names as the capture spells them: M.enc, M.dec))") !=
+          std::string::npos);
+    // with blocks, nothing to say
+    mhc::test::TempPath with{"blocks.db"};
+    advisetest::two_blocks().write(with.path);
+    auto data2 = mhc::trace::load_checked_trace(with.path);
+    CHECK(blocks_note(make_base(data2).info).empty());
+}

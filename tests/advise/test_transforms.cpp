@@ -887,3 +887,188 @@ TEST_CASE("checkpoint: a weight's upcast, or a frozen weight's cast, is not auto
     Fixture frozen(cast_weight(8192, 4096, true));
     CHECK(predict(frozen, ckpt).memory.peak == 13388);
 }
+
+namespace {
+
+// A cell called twice a pass under autocast (an RNN decoder's nn.LSTMCell): autocast casts its
+// weight w in the first call (k0) and serves the second call from its cache.
+//   k0 cell _to_copy  w -> c (4096)        k3 M    sum  h2 -> loss (10)
+//   k1 cell mm  x, c -> h1 (1000), saves x, c      k4 cell mm_backward (call 2) c, h1 -> g1 (3000)
+//   k2 cell mm  h1, c -> h2 (1000), saves h1, c    k5 cell mm_backward (call 1) c, x, g1 -> g0 (100)
+// w 8192 and x 100 live throughout (8292).
+TinyTrace cached_cast_cell() {
+    using mhc::trace::Category;
+    using mhc::trace::Phase;
+    TinyTrace tiny;
+    tiny.modules = {{"M", "Tiny"}, {"M.cell", "LSTMCell"}};
+    tiny.meta = {{"capture.autocast", "bfloat16"}, {"capture.module_calls", R"({"M.cell": [1, 3]})"}};
+    const int weight = tiny.alloc(8192, Category::Param, "w", -1, -1);
+    const int batch = tiny.alloc(100, Category::Other, "batch", -1, -1);
+    const int cast = tiny.alloc(4096, Category::Activation, "c", 0, 5);
+    const int h1 = tiny.alloc(1000, Category::Activation, "h1", 1, 4);
+    const int h2 = tiny.alloc(1000, Category::Activation, "h2", 2, 3);
+    const int loss = tiny.alloc(10, Category::Workspace, "loss", 3, 3);
+    const int g1 = tiny.alloc(3000, Category::Workspace, "g1", 4, 5);
+    const int g0 = tiny.alloc(100, Category::Grad, "w.grad", 5, -1);
+    tiny.kernel({"aten::_to_copy", "M.cell", Phase::Forward, {{weight, 'r'}, {cast, 'w'}}, {}});
+    tiny.kernel({"aten::mm", "M.cell", Phase::Forward, {{batch, 'r'}, {cast, 'r'}, {h1, 'w'}}, {batch, cast}});
+    tiny.kernel({"aten::mm", "M.cell", Phase::Forward, {{h1, 'r'}, {cast, 'r'}, {h2, 'w'}}, {h1, cast}});
+    tiny.kernel({"aten::sum", "M", Phase::Forward, {{h2, 'r'}, {loss, 'w'}}, {}});
+    tiny.kernel({"aten::mm_backward", "M.cell", Phase::Backward, {{cast, 'r'}, {h1, 'r'}, {g1, 'w'}}, {}});
+    tiny.kernel({"aten::mm_backward", "M.cell", Phase::Backward, {{cast, 'r'}, {batch, 'r'}, {g1, 'r'}, {g0, 'w'}}, {}});
+    return tiny;
+}
+
+}   // namespace
+
+TEST_CASE("checkpoint: each recomputation of a cell called many times under autocast casts its weights anew",
+          "[advise][transform]") {
+    // torch.utils.checkpoint recomputes each call inside an autocast region of its own, outside the
+    // forward's: the cache is empty there and cleared when the region ends. So the forward's cast c
+    // dies with the forward's autocast region (k3: nothing the checkpoints keep holds it), and each
+    // recomputation casts w again (c2' before k4, c1' before k5), the copy living until the
+    // backward node that unpacked it returns.
+    //   k3 8292 + c 4096 + h1 1000 + h2 1000 + loss 10 = 14398; after it 8292 + h1 (call 2's input) = 9292
+    //   r(call 2): cast c2' 13388 (the stop k2 packs h1 and c2' before its kernel: not rerun)
+    //   k4 + g1 3000 = 16388; after it c2' and h1 die: 11292
+    //   r(call 1): cast c1' 15388 (k1 packs its inputs: the stop); k5 + g0 100 = 15488. Peak 16388.
+    // (Holding the forward's c through the backward, as if autocast's cache outlived the forward,
+    // gave 8292 + 4096 + 3000 + c1' 4096 = 19484 at call 1's recomputation.)
+    Fixture fix(cached_cast_cell());
+    CHECK(predict(fix, "{}").memory.peak == 16388);
+    const std::string ckpt = R"({"checkpoint": {"modules": ["M.cell"]}})";
+    CHECK(predict(fix, ckpt).memory.peak == 16388);
+    const mhc::trace::TraceData out = fix.ev().trace(parse_setting(ckpt));
+    CHECK(mhc::trace::check_trace(out).ok());
+    int casts = 0;
+    for (size_t k = 0; k < out.kernels.size(); ++k) casts += out.str(out.kernels.name[k]) == "aten::_to_copy";
+    CHECK(casts == 3);   // the forward's and one per recomputation
+    CHECK(out.kernels.size() == 8);
+}
+
+TEST_CASE("checkpoint: a linear called twice under autocast: the node reading the shared weight first "
+          "triggers the call's recomputation, and the bias's cached cast is no input of the call",
+          "[advise][transform]") {
+    using mhc::trace::Category;
+    using mhc::trace::Phase;
+    // A Linear called twice (M.lin): autocast casts w (c) and the bias (cb) in the first call only.
+    //   k0 lin _to_copy w -> c (4096)          k5 lin mm (call 2's node: input's gradient) c -> gh1 (1000)
+    //   k1 lin _to_copy bias -> cb (200)       k6 lin mm (call 2's node: w's) h1, gh1 -> w.grad 8192, bias.grad 400
+    //   k2 lin addmm x, c, cb -> h1 (1000), saves x, c    k7 lin mm (call 1's node) c, gh1 -> gx (100)
+    //   k3 lin addmm h1, c, cb -> h2 (1000), saves h1, c  k8 lin mm (call 1's node) x, gh1 -> w.grad
+    //   k4 M sum h2 -> loss (10)
+    // capture.unpacks: each node unpacks before its first kernel (h1 before k5, x before k7).
+    TinyTrace tiny;
+    tiny.modules = {{"M", "Tiny"}, {"M.lin", "Linear"}};
+    const int weight = tiny.alloc(8192, Category::Param, "w", -1, -1);
+    const int bias = tiny.alloc(400, Category::Param, "bias", -1, -1);
+    const int batch = tiny.alloc(100, Category::Other, "batch", -1, -1);
+    const int cast = tiny.alloc(4096, Category::Activation, "c", 0, 7);
+    const int bcast = tiny.alloc(200, Category::Workspace, "cb", 1, 4);
+    const int h1 = tiny.alloc(1000, Category::Activation, "h1", 2, 6);
+    const int h2 = tiny.alloc(1000, Category::Activation, "h2", 3, 4);
+    const int loss = tiny.alloc(10, Category::Workspace, "loss", 4, 4);
+    const int gh1 = tiny.alloc(1000, Category::Workspace, "gh1", 5, 8);
+    const int wgrad = tiny.alloc(8192, Category::Grad, "w.grad", 6, -1);
+    const int bgrad = tiny.alloc(400, Category::Grad, "bias.grad", 6, -1);
+    const int gx = tiny.alloc(100, Category::Workspace, "gx", 7, 7);
+    tiny.meta = {{"capture.autocast", "bfloat16"},
+                 {"capture.module_calls", R"({"M.lin": [1, 4]})"},
+                 {"capture.unpacks", "[[" + std::to_string(h1 + 1) + ", 6], [" + std::to_string(batch + 1) + ", 8]]"}};
+    tiny.kernel({"aten::_to_copy", "M.lin", Phase::Forward, {{weight, 'r'}, {cast, 'w'}}, {}});
+    tiny.kernel({"aten::_to_copy", "M.lin", Phase::Forward, {{bias, 'r'}, {bcast, 'w'}}, {}});
+    tiny.kernel({"aten::addmm", "M.lin", Phase::Forward, {{batch, 'r'}, {cast, 'r'}, {bcast, 'r'}, {h1, 'w'}}, {batch, cast}});
+    tiny.kernel({"aten::addmm", "M.lin", Phase::Forward, {{h1, 'r'}, {cast, 'r'}, {bcast, 'r'}, {h2, 'w'}}, {h1, cast}});
+    tiny.kernel({"aten::sum", "M", Phase::Forward, {{h2, 'r'}, {loss, 'w'}}, {}});
+    tiny.kernel({"aten::mm", "M.lin", Phase::Backward, {{cast, 'r'}, {gh1, 'w'}}, {}});
+    tiny.kernel({"aten::mm", "M.lin", Phase::Backward, {{h1, 'r'}, {gh1, 'r'}, {wgrad, 'w'}, {bgrad, 'w'}}, {}});
+    tiny.kernel({"aten::mm", "M.lin", Phase::Backward, {{cast, 'r'}, {gh1, 'r'}, {gx, 'w'}}, {}});
+    tiny.kernel({"aten::mm", "M.lin", Phase::Backward, {{batch, 'r'}, {gh1, 'r'}, {wgrad, 'x'}}, {}});
+    Fixture fix(tiny);
+    // w, bias, x: 8692 throughout. Forward: k3 14988, k4 14998; then loss, h2, c and cb die (the
+    // forward's autocast region ends; no checkpoint holds cb): 9692 (h1, call 2's input).
+    // Call 2's recomputation before k5 (h1's unpack): c2' then cb2' (one op's casts, in their
+    // order; the stop k3 packs its inputs: not rerun): 13988; cb2' dies at its end. k5 reads c2'
+    // and writes gh1: 14788; c2' dies after it: 10692. k6 + 8592 = 19284; h1 dies: 18284.
+    // Call 1's recomputation before k7 (x's unpack): k0' c1' 22380, k1' cb1' 22580 (the peak);
+    // cb1' dies there; k7 reads c1' (+ gx 100: 22480), then c1' dies; k8 18284.
+    const std::string ckpt = R"({"checkpoint": {"modules": ["M.lin"]}})";
+    CHECK(predict(fix, ckpt).memory.peak == 22580);
+    const mhc::trace::TraceData out = fix.ev().trace(parse_setting(ckpt));
+    CHECK(mhc::trace::check_trace(out).ok());
+    CHECK(out.kernels.size() == 13);
+    // the forward's cb dies with the forward (after k4), not with call 2's backward (after k6)
+    int64_t forward_end = -1, cb_free = -1, cb_made = INT64_MAX;
+    for (size_t k = 0; k < out.kernels.size(); ++k)
+        if (out.str(out.kernels.name[k]) == "aten::sum") forward_end = out.kernels.t_end[k];
+    for (size_t a = 0; a < out.allocations.size(); ++a)
+        if (out.str(out.allocations.label[a]) == "cb" && out.allocations.t_alloc[a] < cb_made) {
+            cb_made = out.allocations.t_alloc[a];
+            cb_free = out.allocations.t_free[a];
+        }
+    CHECK(cb_free == forward_end);
+}
+
+TEST_CASE("checkpoint save_matmuls: a kept output, once its op is replayed, dies as a recomputed copy",
+          "[advise][transform]") {
+    using mhc::trace::Category;
+    using mhc::trace::Phase;
+    const std::string ckpt = R"({"checkpoint": {"modules": ["M.blk"], "policy": "save_matmuls"}})";
+    auto free_of = [](const mhc::trace::TraceData& out, const std::string& label) {
+        for (size_t a = 0; a < out.allocations.size(); ++a)
+            if (out.str(out.allocations.label[a]) == label) return out.allocations.t_free[a];
+        return int64_t{-1};
+    };
+    {
+        // Nothing saves m: the forward's code holds it until k2 (a frame), so the recomputation
+        // does too: it dies after k2', not after k1', its last recomputed reader.
+        //   k0 blk mm x, w -> m (kept)   k1 blk relu m -> r   k2 blk mul r -> q, saves q (the stop, reruns)
+        //   k3 M sum q -> loss           k4 blk mul_backward q -> g
+        // Plan: k0 k1 k2 k3 | k0' (no kernel) k1' k2' | k4: kernels 0 1 2 3 4 5 6, k2' the 6th (index 5).
+        TinyTrace tiny;
+        tiny.modules = {{"M", "Tiny"}, {"M.blk", "Block"}};
+        const int weight = tiny.alloc(1000, Category::Param, "w", -1, -1);
+        const int batch = tiny.alloc(100, Category::Other, "batch", -1, -1);
+        const int mm_out = tiny.alloc(1000, Category::Activation, "m", 0, 2);
+        const int relu_out = tiny.alloc(500, Category::Activation, "r", 1, 2);
+        const int mul_out = tiny.alloc(300, Category::Activation, "q", 2, 4);
+        const int loss = tiny.alloc(10, Category::Workspace, "loss", 3, 3);
+        const int grad = tiny.alloc(100, Category::Workspace, "g", 4, 4);
+        tiny.kernel({"aten::mm", "M.blk", Phase::Forward, {{batch, 'r'}, {weight, 'r'}, {mm_out, 'w'}}, {}});
+        tiny.kernel({"aten::relu", "M.blk", Phase::Forward, {{mm_out, 'r'}, {relu_out, 'w'}}, {}});
+        tiny.kernel({"aten::mul", "M.blk", Phase::Forward, {{relu_out, 'r'}, {mul_out, 'w'}}, {mul_out}});
+        tiny.kernel({"aten::sum", "M", Phase::Forward, {{mul_out, 'r'}, {loss, 'w'}}, {}});
+        tiny.kernel({"aten::mul_backward", "M.blk", Phase::Backward, {{mul_out, 'r'}, {grad, 'w'}}, {}});
+        Fixture fix(tiny);
+        const mhc::trace::TraceData out = fix.ev().trace(parse_setting(ckpt));
+        REQUIRE(out.kernels.size() == 7);
+        CHECK(out.str(out.kernels.name[5]) == "aten::mul");
+        CHECK(free_of(out, "m") == out.kernels.t_end[5]);
+    }
+    {
+        // Only the call saves m (k1 packs its input: the stop, not rerun): the node that unpacks it
+        // (k3) returns before the engine's sum of its gradient (k4), and m dies then; the capture
+        // without checkpointing freed it after k4.
+        //   k0 blk mm x, w -> m (kept)   k1 blk mul m -> h, saves m   k2 M sum h -> loss
+        //   k3 blk mul_backward m -> g   k4 blk sum g -> gs
+        // Plan: k0 k1 k2 | k0' (no kernel) | k3 k4: kernels 0 1 2 3 4.
+        TinyTrace tiny;
+        tiny.modules = {{"M", "Tiny"}, {"M.blk", "Block"}};
+        const int weight = tiny.alloc(1000, Category::Param, "w", -1, -1);
+        const int batch = tiny.alloc(100, Category::Other, "batch", -1, -1);
+        const int mm_out = tiny.alloc(1000, Category::Activation, "m", 0, 4);
+        const int hidden = tiny.alloc(500, Category::Activation, "h", 1, 2);
+        const int loss = tiny.alloc(10, Category::Workspace, "loss", 2, 2);
+        const int grad = tiny.alloc(100, Category::Workspace, "g", 3, 4);
+        const int gs = tiny.alloc(10, Category::Workspace, "gs", 4, -1);
+        tiny.kernel({"aten::mm", "M.blk", Phase::Forward, {{batch, 'r'}, {weight, 'r'}, {mm_out, 'w'}}, {}});
+        tiny.kernel({"aten::mul", "M.blk", Phase::Forward, {{mm_out, 'r'}, {hidden, 'w'}}, {mm_out}});
+        tiny.kernel({"aten::sum", "M", Phase::Forward, {{hidden, 'r'}, {loss, 'w'}}, {}});
+        tiny.kernel({"aten::mul_backward", "M.blk", Phase::Backward, {{mm_out, 'r'}, {grad, 'w'}}, {}});
+        tiny.kernel({"aten::sum", "M.blk", Phase::Backward, {{grad, 'r'}, {gs, 'w'}}, {}});
+        Fixture fix(tiny);
+        const mhc::trace::TraceData out = fix.ev().trace(parse_setting(ckpt));
+        REQUIRE(out.kernels.size() == 5);
+        CHECK(free_of(out, "m") == out.kernels.t_end[3]);
+    }
+}

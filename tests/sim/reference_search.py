@@ -452,6 +452,11 @@ def search(trace, capacity, budget=None, top=3, link=ref.LINKS["pcie5"], host_bw
         for c in CHOICES[1:]:
             if c == "mhc" and not has_type(cap, bids[k], "HcMaps"):
                 continue
+            # keep matmuls on a block whose forward runs none (cuDNN's RNN) is full checkpointing
+            if c == "save_matmuls" and not any(
+                    kk["phase"] == ref.FWD and cap.inside(kk["module"], bids[k]) and ref.is_must_save(kk["name"])
+                    for kk in cap.kernels):
+                continue
             w, t = quick(trace, cap, combine(names, {}, [CHOICES.index(c) if j == k else 0 for j in range(nb)]),
                          link, host_bw, cost)
             deltas[k][c] = {s: w.get(s, 0) - base_win.get(s, 0) for s in set(w) | set(base_win)}

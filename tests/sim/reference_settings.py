@@ -558,7 +558,7 @@ def autograd_workspace(plan, a, op):
     return plan.add_alloc(al.device, al.nbytes, al.stream, al.category, here, label=own)
 
 
-def checkpoint_call(plan, cap, ks, mod, call, policy):
+def checkpoint_call(plan, cap, ks, mod, call, policy, recasts):
     callset = set(call)
     saved = {a for i in call for a in cap.saved_at.get(i, [])}
     if not saved:
@@ -576,6 +576,9 @@ def checkpoint_call(plan, cap, ks, mod, call, policy):
         return
     # what only the call saved is read from its recomputed copy: recomputed before any backward use of it
     trig = min([trig] + [i for a in only for i in bwd_users(a)])
+    if repeated:   # the node unpacking the call's own saves may read the shared weights first
+        trig = min([trig] + [i for a in only for i in cap.unpacks.get(a, [])
+                             if i in kset and cap.kernels[i]["phase"] == BWD])
     # the frame: until the last backward read of a saved storage; of one that kernels outside the
     # call saved too, only the reads inside the module (the others' nodes read it later)
     frame_users = [i for a in saved for i in bwd_users(a)
@@ -589,13 +592,66 @@ def checkpoint_call(plan, cap, ks, mod, call, policy):
     last_use = {}     # alloc key -> last recompute op that accesses it
     placed = {}       # kernel index -> its op in the recomputation
     keep = set()      # matmul outputs not copied
-    for i in rerun:
+    last_op = None    # the recomputation's last op
+
+    # the recomputation's autocast region starts with an empty cache: a cached weight cast an
+    # earlier call made is cast again by the first op reading it (the stop too: autocast casts
+    # before the op packs its inputs; a kept matmul too), before the input casts right before that
+    # op; the casts made one after another in the call that made them go together, at the earliest
+    # of their places, in their order
+    is_cast = lambda i: cap.kernels[i]["name"] == "aten::_to_copy"  # noqa: E731
+    again = {}   # cast -> [place, creator]
+    for i in [i for i in call if i <= stop]:
+        if cap.kernels[i]["name"] is None:
+            continue
+        for a in sorted(cap.acc[i]):
+            mb = cap.made_by.get(a)
+            if mb is None or mb in callset or a in again or not cap.is_cached_cast(a):
+                continue
+            at = i
+            while at - 1 in callset and is_cast(at - 1):
+                at -= 1
+            again[a] = [at, mb]
+    order = sorted(again, key=lambda a: again[a][1])
+    groups = []
+    for a in order:
+        if groups and all(is_cast(q) for q in range(again[groups[-1][-1]][1] + 1, again[a][1])):
+            groups[-1].append(a)
+        else:
+            groups.append([a])
+    for g in groups:
+        at = min(again[a][0] for a in g)
+        for a in g:
+            again[a][0] = at
+
+    def cast_again(a, i):
+        nonlocal last_op
+        mb = again[a][1]
+        ck = cap.kernels[mb]
+        op = plan.insert_before(trig_op, Op("inserted", ck["name"], ck["t1"] - ck["t0"]))
+        op.recompute = True
+        al = plan.allocs[a]
+        copy_of[a] = plan.add_alloc(al.device, al.nbytes, al.stream, al.category, (op, "before", 0),
+                                    label=al.label)
+        for b, m in sorted(cap.acc[mb].items()):
+            use = copy_of[a] if b == a else autograd_workspace(plan, b, op)
+            op.acc[use] = m
+        last_use[copy_of[a]] = op
+        last_op = op
+
+    for i in [i for i in call if i <= stop]:
+        for a in sorted(again, key=lambda a: again[a][1]):
+            if again[a][0] == i:
+                cast_again(a, i)
+        if i not in rerun:
+            continue
         k = cap.kernels[i]
         matmul = policy == "save_matmuls" and is_must_save(k["name"])
         op = plan.insert_before(trig_op, Op("removed" if matmul else "inserted", k["name"],
                                            0 if matmul else k["t1"] - k["t0"]))
         op.recompute = True
         placed[i] = op
+        last_op = op
         if matmul:
             for a in cap.made.get(i, []):
                 keep.add(a)
@@ -610,7 +666,7 @@ def checkpoint_call(plan, cap, ks, mod, call, policy):
             use = copy_of[a] if a in copy_of else autograd_workspace(plan, a, op)
             last_use[use] = op
             op.acc[use] = m
-    rec_end = (placed[rerun[-1]], "after", 0) if rerun else None
+    rec_end = (last_op, "after", 0) if last_op is not None else None
     for a, key in copy_of.items():
         only_call = a in saved and all(i in callset for i in cap.saves_of.get(a, []))
         recorded = plan.allocs[a].freed
@@ -630,7 +686,9 @@ def checkpoint_call(plan, cap, ks, mod, call, policy):
             if early is not None:
                 plan.allocs[a].freed = early
         elif cap.is_cached_cast(a):
+            # other calls saved it too: apply_checkpoint hands this call's backward reads to the copy
             plan.allocs[key].freed = rec_end
+            recasts.append((a, key, trig, kset, mod))
         else:   # after its last recomputed use, or where the captured forward freed it in the call
             end = (last_use[key], "after", 0)
             j = recorded[0].kernel if recorded is not None else None
@@ -639,11 +697,34 @@ def checkpoint_call(plan, cap, ks, mod, call, policy):
                     end = rec_end
                 elif j in placed and placed[j].kind != "removed":
                     end = plan.later(end, (placed[j], recorded[1], 0))
+                elif j in placed:   # a kept matmul's place
+                    end = plan.later(end, (placed[j], "after", 0))
             plan.allocs[key].freed = end
     # matmul outputs (save_matmuls): at least until their place and their last recomputed reader
+    # torch's cache lets go of it at its replay: then it is the recomputation's tensor, dying as a
+    # recomputed copy does (only the call saved it: when the node that unpacked it returns; nothing
+    # saved it: where the captured forward freed it, moved to that kernel's place in the recomputation)
     for a in keep:
         need = (last_use[a], "after", 0)
-        plan.allocs[a].freed = plan.later(plan.allocs[a].freed, need)
+        recorded = plan.allocs[a].freed
+        if recorded is None:
+            continue
+        j = recorded[0].kernel
+        if a in saved and all(i in callset for i in cap.saves_of.get(a, [])):
+            freed = before_sums(cap, plan, recorded)
+            reads = [i for i, _m in cap.uses[a] if i in kset and cap.kernels[i]["phase"] == BWD]
+            if reads:
+                freed = plan.later(freed, (plan.op_of[max(reads)], "after", 0))
+            plan.allocs[a].freed = plan.later(need, freed)
+        elif not cap.saves_of.get(a) and j in callset:
+            end = need
+            if j > rerun[-1]:
+                end = plan.later(end, rec_end)
+            elif j in placed:
+                end = plan.later(end, (placed[j], recorded[1] if placed[j].kind != "removed" else "after", 0))
+            plan.allocs[a].freed = end
+        else:
+            plan.allocs[a].freed = plan.later(recorded, need)
     for i in call:
         if i in placed or cap.kernels[i]["name"] is None:
             continue
@@ -657,16 +738,47 @@ def checkpoint_call(plan, cap, ks, mod, call, policy):
     for i in call:
         for a, m in cap.acc[i].items():
             al = cap.allocs[a]
-            if not cap.is_param(a) and al["t_alloc"] < t_first:
+            if not cap.is_param(a) and not cap.is_cached_cast(a) and al["t_alloc"] < t_first:
                 plan.allocs[a].freed = plan.later(plan.allocs[a].freed, input_end)
 
 
 def apply_checkpoint(plan, cap, groups):
+    in_calls = set()
+    recasts = []   # (cast, its copy, trigger, the pass's kernels, module) of casts other calls saved too
     for mods, policy in groups:
         for mod in mods:
             for ks in cap.passes:
                 for call in calls_of(cap, ks, mod):
-                    checkpoint_call(plan, cap, ks, mod, call, "full" if policy == "mhc" else policy)
+                    in_calls.update(call)
+                    checkpoint_call(plan, cap, ks, mod, call, "full" if policy == "mhc" else policy, recasts)
+    # a backward kernel of the module reading such a cast reads the copy of the call whose
+    # recomputation came last before it (the calls' backwards run one after another)
+    for a in {r[0] for r in recasts}:
+        for i, _m in cap.uses[a]:
+            if cap.kernels[i]["phase"] != BWD or a not in plan.op_of[i].acc:
+                continue
+            owners = [r for r in recasts if r[0] == a and r[2] <= i and i in r[3]
+                      and cap.inside(cap.kernels[i]["module"], r[4])]
+            if not owners:
+                continue
+            key = max(owners, key=lambda r: r[2])[1]
+            plan.op_of[i].acc[key] = plan.op_of[i].acc.pop(a)
+            plan.allocs[key].freed = plan.later(plan.allocs[key].freed, (plan.op_of[i], "after", 0))
+    # autocast's cached weight casts that only checkpointed calls saved: nothing keeps them past the
+    # forward's autocast region (each recomputation casts anew), but reads no recomputation took over
+    for a, mb in cap.made_by.items():
+        al = plan.allocs[a]
+        savers = cap.saves_of.get(a, [])
+        if not savers or not all(i in in_calls for i in savers) or al.freed is None or al.device < 0 \
+                or not cap.is_cached_cast(a):
+            continue
+        ks = next(ks for ks in cap.passes if mb in ks)
+        end = end_of_forward(cap, plan, ks)
+        for i, _m in cap.uses[a]:
+            if a in plan.op_of[i].acc:
+                end = plan.later(end, (plan.op_of[i], "after", 0))
+        if plan.pos(end) < plan.pos(al.freed):
+            al.freed = end
 
 
 def checkpoint_groups(cap, setting):

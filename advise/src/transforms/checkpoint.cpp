@@ -5,6 +5,9 @@
 // Sinkhorn-Knopp iterations of a hyper-connection, inside the named modules).
 // docs/simulator.md "Settings: checkpoint" states the rules this file follows.
 #include <algorithm>
+#include <array>
+#include <climits>
+#include <tuple>
 #include <unordered_map>
 
 #include "mhc/advise/transforms.hpp"
@@ -14,14 +17,16 @@ namespace mhc::advise {
 
 const std::string kMhcMaps = "HcMaps";
 
-namespace {
-
 // Ops whose outputs selective checkpointing caches instead of recomputing: matmuls, attention,
 // and convolutions (a CNN's matmuls: without them its selective checkpoint recomputed everything).
-bool is_matmul(const std::string& name) {
+bool kept_by_save_matmuls(const std::string& name) {
     return name == "aten::mm" || name == "aten::bmm" || name == "aten::addmm" || name == "aten::baddbmm" ||
            name == "aten::convolution" || name.rfind("aten::_scaled_dot_product_", 0) == 0;
 }
+
+namespace {
+
+bool is_matmul(const std::string& name) { return kept_by_save_matmuls(name); }
 
 // The recomputation runs in the backward, on the autograd engine's device thread, which keeps
 // cuBLAS and cuBLASLt workspaces of its own (one of each per thread, taken at the thread's first
@@ -80,11 +85,21 @@ int32_t live_param(const Plan& plan, int32_t alloc, int32_t trigger) {
     return alloc;
 }
 
+// A weight cast other calls saved too, which a call's recomputation made anew (or made again).
+struct Recast {
+    int32_t cast = 0, copy = 0;   // the recorded cast, the recomputation's copy
+    int32_t trigger = 0, pass = 0, module = -1;
+};
+
 class Checkpoint final : public Transform {
 public:
     explicit Checkpoint(std::vector<Region> regions) : regions_(std::move(regions)) {}
     void apply(const Context& ctx, Plan& plan) const override {
-        for (const Run& run : runs(ctx)) apply_run(ctx.base, plan, run);
+        const std::vector<Run> all = runs(ctx);
+        recasts_.clear();
+        for (const Run& run : all) apply_run(ctx.base, plan, run);
+        release_forward_casts(ctx.base, plan, all, std::move(recasts_));
+        recasts_.clear();
     }
 
 private:
@@ -124,8 +139,72 @@ private:
         return out;
     }
 
+    // The casts other calls saved too that apply_run cast again: filled by it, handed over by apply.
+    mutable std::vector<Recast> recasts_;
+
     void apply_run(const Base& b, Plan& p, const Run& r) const;
+    static void release_forward_casts(const Base& base, Plan& plan, const std::vector<Run>& all,
+                                      std::vector<Recast> casts);
 };
+
+// A weight cast that several calls saved (a cell called many times a pass: every call saves the
+// cast of its shared weights) is read by each call's backward nodes from that call's
+// recomputation: a backward read of the module goes to the copy of the call whose recomputation
+// came last before it (the calls' backwards run one after another, the last call's first), and
+// the copy lives until the last such read is done. Autocast's cached casts that only checkpointed
+// calls saved are then kept by nothing once the forward's autocast region ends: the forward's
+// cast dies at the forward's end (or after a read no recomputation took over).
+void Checkpoint::release_forward_casts(const Base& base, Plan& plan, const std::vector<Run>& all,
+                                       std::vector<Recast> casts) {
+    std::sort(casts.begin(), casts.end(), [](const Recast& lhs, const Recast& rhs) {
+        return std::tie(lhs.cast, lhs.trigger) < std::tie(rhs.cast, rhs.trigger);
+    });
+    for (size_t first = 0; first < casts.size();) {
+        size_t end = first;
+        while (end < casts.size() && casts[end].cast == casts[first].cast) ++end;
+        const int32_t cast = casts[first].cast;
+        base.for_acc(cast, [&](int32_t seq, trace::AccessMode) {
+            if (base.phase[static_cast<size_t>(seq)] != Phase::Backward) return;
+            const Recast* owner = nullptr;
+            for (size_t q = first; q < end && casts[q].trigger <= seq; ++q)
+                if (casts[q].pass == base.pass[static_cast<size_t>(seq)] &&
+                    base.info.within(base.module[static_cast<size_t>(seq)], casts[q].module))
+                    owner = &casts[q];
+            if (owner == nullptr) return;
+            for (PlanAccess& pa : plan.ops[static_cast<size_t>(seq)].acc)
+                if (pa.alloc == cast) pa.alloc = owner->copy;
+            Alloc& copy = plan.allocs[static_cast<size_t>(owner->copy)];
+            copy.freed = plan.later(copy.freed, Point{seq, true});
+        });
+        first = end;
+    }
+    const int32_t nrec = static_cast<int32_t>(base.trace->allocations.size());
+    std::vector<uint8_t> in_run(base.korder.size(), 0);
+    for (const Run& run : all)
+        for (int32_t seq = run.first; seq <= run.last; ++seq) in_run[static_cast<size_t>(seq)] = 1;
+    for (int32_t cast = 0; cast < nrec; ++cast) {
+        Alloc& alloc = plan.allocs[static_cast<size_t>(cast)];
+        const int32_t made = base.creator[static_cast<size_t>(cast)];
+        if (!base.param_cast[static_cast<size_t>(cast)] || made < 0 || alloc.device != base.device ||
+            alloc.freed.op == kNoFree || !base.saved(cast))
+            continue;
+        bool only_runs = true;
+        base.for_savers(cast, [&](int32_t seq) { only_runs = only_runs && in_run[static_cast<size_t>(seq)]; });
+        if (!only_runs) continue;
+        const int32_t pass = base.pass[static_cast<size_t>(made)];
+        Point end{std::max(base.last_access_in_pass(cast, Phase::Forward, pass),
+                           base.pass_fwd_last[static_cast<size_t>(pass)]),
+                  true};
+        base.for_acc(cast, [&](int32_t seq, trace::AccessMode) {   // reads no recomputation took over
+            for (const PlanAccess& pa : plan.ops[static_cast<size_t>(seq)].acc)
+                if (pa.alloc == cast) end = plan.later(end, Point{seq, true});
+        });
+        if (plan.key(end) < plan.key(alloc.freed)) {
+            alloc.freed = end;
+            alloc.freed_offset = 0;
+        }
+    }
+}
 
 void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
     const trace::TraceData& t = *b.trace;
@@ -182,6 +261,14 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
                 seq < trigger)
                 trigger = seq;
         });
+        // A node unpacks everything it saved before its first kernel: for a module called many
+        // times, the node that unpacks this call's own saves may read the shared weights first
+        // (addmm's backward: the input's gradient from the weight, then the weight's from the
+        // input), and that read is this call's, from its recomputation (capture.unpacks).
+        if (repeated) {
+            const int32_t unpacked = b.unpack_in_pass(storage, r.pass);
+            if (unpacked >= 0 && unpacked < trigger) trigger = unpacked;
+        }
     }
     // The checkpoint's frame (and the inputs it holds) lives until the last backward node
     // holding one of its saved tensors is done. A storage that ops outside the run saved too (a
@@ -220,9 +307,77 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
     std::unordered_map<int32_t, int32_t> replayed_at;   // cached op seq -> its position in the recomputation
     std::unordered_map<int32_t, int32_t> rerun_of;      // op seq -> its recomputed op
     int32_t last_recompute = -1;
-    for (int32_t s = r.first; s <= recompute_last; ++s) {
+    // The recomputation runs in an autocast region of its own, outside the forward's (the
+    // backward runs outside autocast): its cache starts empty. A weight cast that the forward
+    // served from the cache (cast by an earlier call of a module called many times) is cast again
+    // by the op that first uses it, the stop included (autocast casts before the op packs its
+    // inputs), and a cached op of selective checkpointing too (the cast is not one). Autocast
+    // casts an op's arguments before its kernels: the casts go before the casts of inputs that
+    // precede the first op reading them, and casts one op made together in the call that made them
+    // (an LSTM cell's weights and biases, read by its two matmuls and its fused kernel) stay
+    // together, at the earliest of their places, in the order they ran.
+    auto is_cast = [&](int32_t seq) {
+        return p.strings[static_cast<size_t>(p.ops[static_cast<size_t>(seq)].name)] == "aten::_to_copy";
+    };
+    std::vector<std::array<int32_t, 3>> recasts;   // (place, creator, cast)
+    for (int32_t seq = r.first; seq <= stop; ++seq) {
+        if (p.ops[static_cast<size_t>(seq)].kind != OpKind::Kernel) continue;
+        for (const PlanAccess& read : b.plan.ops[static_cast<size_t>(seq)].acc) {
+            const int32_t cast = read.alloc, made = cast < nrec ? b.creator[static_cast<size_t>(cast)] : -1;
+            if (made < 0 || !b.param_cast[static_cast<size_t>(cast)] || in_run(made) ||
+                std::any_of(recasts.begin(), recasts.end(), [&](const auto& entry) { return entry[2] == cast; }))
+                continue;
+            int32_t at = seq;
+            while (at > r.first && is_cast(at - 1)) --at;
+            recasts.push_back({at, made, cast});
+        }
+    }
+    std::sort(recasts.begin(), recasts.end(), [](const auto& lhs, const auto& rhs) { return lhs[1] < rhs[1]; });
+    for (size_t i = 1, g = 0; i <= recasts.size(); ++i) {   // groups [g, i) of casts made together
+        bool together = i < recasts.size();
+        for (int32_t q = recasts[i - 1][1] + 1; together && q < recasts[i][1]; ++q) together = is_cast(q);
+        if (together) continue;
+        int32_t at = INT32_MAX;
+        for (size_t q = g; q < i; ++q) at = std::min(at, recasts[q][0]);
+        for (size_t q = g; q < i; ++q) recasts[q][0] = at;
+        g = i;
+    }
+    std::sort(recasts.begin(), recasts.end());
+    size_t next_cast = 0;
+    auto cast_again = [&](int32_t cast, int32_t made, int32_t seq) {
+        const Op recorded = p.ops[static_cast<size_t>(made)];
+        Op op;
+        op.src = made;
+        op.name = recorded.name;
+        op.module = p.ops[static_cast<size_t>(seq)].module;
+        op.step = recorded.step;
+        op.phase = Phase::Recompute;
+        op.anchor = trigger;
+        op.kind = OpKind::Kernel;
+        op.duration = recorded.duration;
+        const int32_t id = p.add_op(op);
+        p.insert_before(trigger, id);
+        Alloc copy = p.allocs[static_cast<size_t>(cast)];
+        copy.src = -1;
+        copy.made = {id, false};
+        copy.freed = {id, true};
+        copy.made_offset = copy.freed_offset = 0;
+        const int32_t copy_id = p.add_alloc(copy);
+        std::vector<PlanAccess> acc;
+        for (const PlanAccess& in : recorded.acc)
+            acc.push_back(in.alloc == cast ? PlanAccess{copy_id, in.mode}
+                                           : PlanAccess{live_param(p, in.alloc, trigger), in.mode});
+        p.ops[static_cast<size_t>(id)].acc = std::move(acc);
+        copy_of[cast] = copy_id;
+        last_use[copy_id] = id;   // autocast's cache of the recomputation holds it to the region's end
+        last_recompute = id;
+    };
+    for (int32_t s = r.first; s <= std::max(recompute_last, stop); ++s) {
+        for (; next_cast < recasts.size() && recasts[next_cast][0] == s; ++next_cast)
+            cast_again(recasts[next_cast][2], recasts[next_cast][1], s);
         const Op src = p.ops[static_cast<size_t>(s)];   // a copy: add_op below may move p.ops
         if (src.kind != OpKind::Kernel) continue;
+        if (s > recompute_last) break;
         Op o;
         o.src = s;
         o.name = src.name;
@@ -316,25 +471,62 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
             end = {last_recompute, true};
         } else if (freed.op != kNoFree && freed.op >= r.first && freed.op <= r.last) {
             auto it = rerun_of.find(freed.op);
+            auto replay = replayed_at.find(freed.op);   // a kept matmul's place (save_matmuls)
             if (freed.op > recompute_last) end = {last_recompute, true};
             else if (it != rerun_of.end()) end = p.later(end, Point{it->second, freed.at_end});
+            else if (replay != replayed_at.end()) end = p.later(end, Point{replay->second, true});
         }
         c.freed = end;
     }
+    // A weight cast that other calls saved as well: this call's backward nodes read this
+    // recomputation's copy (release_forward_casts hands them over).
+    for (auto& [x, xc] : copy_of)
+        if (b.param_cast[static_cast<size_t>(x)] &&
+            !(only_here[static_cast<size_t>(x)] && std::find(saved.begin(), saved.end(), x) != saved.end()))
+            recasts_.push_back({x, xc, trigger, r.pass, r.module});
     // Outputs the selective policy cached live until the recomputation takes them back (or the
-    // checkpoint's frame dies, when the recomputation stopped before them).
+    // checkpoint's frame dies, when the recomputation stopped before them). torch's cache
+    // (create_selective_checkpoint_contexts) lets go of an output when the recomputation replays
+    // its op; from there it is the recomputation's tensor, as a recomputed copy is: one that only
+    // the call saved is handed to the node that unpacks it and dies when that node returns (before
+    // the engine's sums of the node's gradients); one nothing saved dies where the captured
+    // forward's code dropped it, at the rerun of that kernel of the call (the hyper-connection's
+    // bmm output, held by its frame until the residual add; the recomputation's end when that
+    // kernel comes after the stop). Never before its replay and its last recomputed reader.
     for (int32_t s = r.first; s <= r.last; ++s) {
         if (!cached(s)) continue;
         for (const PlanAccess& pa : p.ops[static_cast<size_t>(s)].acc) {
-            if (pa.alloc >= nrec || b.creator[static_cast<size_t>(pa.alloc)] != s) continue;
-            Alloc& a = p.allocs[static_cast<size_t>(pa.alloc)];
-            if (a.freed.op == kNoFree) continue;
+            const int32_t kept = pa.alloc;
+            if (kept >= nrec || b.creator[static_cast<size_t>(kept)] != s) continue;
+            Alloc& out = p.allocs[static_cast<size_t>(kept)];
+            if (out.freed.op == kNoFree) continue;
             auto it = replayed_at.find(s);
             Point until = it != replayed_at.end() ? Point{it->second, true} : Point{region_bwd_last, true};
             for (int32_t q : p.before[static_cast<size_t>(trigger)])
                 for (const PlanAccess& u : p.ops[static_cast<size_t>(q)].acc)
-                    if (u.alloc == pa.alloc) until = p.later(until, Point{q, true});
-            if (p.key(until) > p.key(a.freed)) { a.freed = until; a.freed_offset = 0; }
+                    if (u.alloc == kept) until = p.later(until, Point{q, true});
+            const Point recorded = b.plan.allocs[static_cast<size_t>(kept)].freed;
+            const bool saved_here = only_here[static_cast<size_t>(kept)] != 0 &&
+                                    std::binary_search(saved.begin(), saved.end(), kept);
+            if (it != replayed_at.end() && saved_here) {
+                Point end = recorded;
+                if (auto back = b.node_return(kept, r.pass, recorded)) end = *back;
+                out.freed = p.later(until, end);
+                out.freed_offset = 0;
+                continue;
+            }
+            if (it != replayed_at.end() && !b.saved(kept) && recorded.op >= r.first && recorded.op <= r.last) {
+                Point end = until;
+                auto rerun = rerun_of.find(recorded.op);
+                auto replay = replayed_at.find(recorded.op);
+                if (recorded.op > recompute_last) end = p.later(end, Point{last_recompute, true});
+                else if (rerun != rerun_of.end()) end = p.later(end, Point{rerun->second, recorded.at_end});
+                else if (replay != replayed_at.end()) end = p.later(end, Point{replay->second, true});
+                out.freed = end;
+                out.freed_offset = 0;
+                continue;
+            }
+            if (p.key(until) > p.key(out.freed)) { out.freed = until; out.freed_offset = 0; }
         }
     }
     // The checkpoint keeps its inputs (storages made before the call) until its backward ends:
@@ -349,6 +541,9 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
     for (int32_t x : touched) {
         Alloc& a = p.allocs[static_cast<size_t>(x)];
         if (a.freed.op == kNoFree || a.category == trace::Category::Param) continue;
+        // autocast's cached cast of a weight an earlier call made is no argument of the call
+        // (the module reads its parameters; the recomputation casts them again)
+        if (x < nrec && b.param_cast[static_cast<size_t>(x)]) continue;
         if (p.key(a.made) >= p.key(Point{r.first, false})) continue;
         Point until{inputs_end, true};
         if (p.key(until) > p.key(a.freed)) { a.freed = until; a.freed_offset = 0; }

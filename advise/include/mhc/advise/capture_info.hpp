@@ -109,4 +109,9 @@ CaptureInfo load_capture_info(const trace::TraceData& t);
 // what not (empty when the capture has none).
 std::string data_parallel_note(const CaptureInfo& info);
 
+// The line `mhc advise` prints when the model has no blocks (empty when it has): what blocks are
+// (the search's checkpoint and offload choices act on them) and how to predict a module of one's
+// own with --setting, naming the model's own children as the capture spells them.
+std::string blocks_note(const CaptureInfo& info);
+
 }  // namespace mhc::advise

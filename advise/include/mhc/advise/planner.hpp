@@ -61,6 +61,11 @@ struct Advice {
 
 Advice advise(const Evaluator& ev, const PlannerOptions& o);
 
+// Whether the search offers selective checkpointing ("keep matmuls") for block `block`: not when
+// its forward runs no op that policy keeps (it would be full checkpointing under another name),
+// nor under autocast for a block that is or holds a module called several times a pass.
+bool offers_selective(const Base& base, size_t block);
+
 // The setting that applies per-block choices on top of a global setting.
 Setting combine(const Base& b, const Setting& global, const std::vector<BlockChoice>& per_block, const OffloadSetting& offload);
 

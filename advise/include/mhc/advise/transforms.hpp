@@ -77,6 +77,9 @@ std::string grads_used_after_backward(const Base& base);
 
 // The class of mHC's hyper-connection maps (python/mhc_torch/mhc_model.py): what "mhc" recomputes.
 extern const std::string kMhcMaps;
+// The ops whose outputs selective checkpointing ("save_matmuls") keeps: mm, bmm, addmm, baddbmm,
+// convolution, scaled-dot-product attention (python/mhc_torch/checkpointing.py, _MATMULS).
+bool kept_by_save_matmuls(const std::string& op);
 
 // The checkpointed regions of a setting (module, policy): "mhc" expands to the hyper-connection
 // maps under the named modules.
