@@ -334,8 +334,12 @@ int run(const Options& o) {
         std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
         return mhc::cli::kExitOk;
     }
-    std::printf("trace      %s: %zu blocks (%s), %zu step%s\n", o.trace.c_str(), base.info.block_name.size(),
-                base.info.block_prefix.c_str(), base.steps.size(), base.steps.size() == 1 ? "" : "s");
+    const std::string blocks = base.info.block_name.empty()
+                                   ? std::string("no blocks")
+                                   : std::to_string(base.info.block_name.size()) + " blocks (" + base.info.block_prefix + ")";
+    std::printf("trace      %s: %s, %zu step%s\n", o.trace.c_str(), blocks.c_str(), base.steps.size(),
+                base.steps.size() == 1 ? "" : "s");
+    if (const std::string note = mhc::advise::blocks_note(base.info); !note.empty()) std::printf("note       %s\n", note.c_str());
     if (base.passes > 1)
         std::printf(
             "note       %d forward and backward passes per step (gradient accumulation): settings act in each\n",

@@ -303,11 +303,14 @@ std::string blocks_note(const CaptureInfo& info) {
     std::string root = info.module_name[0];
     for (const std::string& name : info.module_name)
         if (name.find('.') == std::string::npos) root = name;
-    std::vector<std::string> children;
-    for (const std::string& name : info.module_name)
-        if (name.size() > root.size() + 1 && name.compare(0, root.size() + 1, root + ".") == 0 &&
+    std::vector<std::string> children;   // registered ones only: a setting cannot name the others
+    for (size_t m = 0; m < info.module_name.size(); ++m) {
+        const std::string& name = info.module_name[m];
+        const bool registered = m >= info.made_in.size() || info.made_in[m] < 0;
+        if (registered && name.size() > root.size() + 1 && name.compare(0, root.size() + 1, root + ".") == 0 &&
             name.find('.', root.size() + 1) == std::string::npos)
             children.push_back(name);
+    }
     std::string names;
     for (size_t i = 0; i < children.size() && i < 3; ++i) names += (i ? ", " : "") + children[i];
     if (children.size() > 3) names += ", ...";

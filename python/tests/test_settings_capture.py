@@ -1267,8 +1267,12 @@ def test_modules_made_in_forward_are_never_named(tmp_path, mhc_exe):
     assert made["MadeInForward.Sequential.5"] == "MadeInForward"
     out = subprocess.run([mhc_exe, "advise", path, "--capacity", "110MiB"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines()[0].endswith("0 blocks (), 1 step")   # "6 blocks (MadeInForward.Sequential)" before
-    assert "Sequential" not in out.stdout
+    lines = out.stdout.splitlines()
+    assert lines[0].endswith("no blocks, 1 step")   # "6 blocks (MadeInForward.Sequential)", then "0 blocks ()"
+    # What blocks are and how to name a module instead ("0 blocks ()" and nothing more before).
+    assert lines[1].startswith("note       no blocks: the search checkpoints and offloads blocks")
+    assert "--setting" in lines[1]
+    assert "MadeInForward.Sequential" not in out.stdout   # named nowhere, the note included
     bad = subprocess.run([mhc_exe, "advise", path, "--setting",
                           json.dumps({"checkpoint": {"modules": ["MadeInForward.Sequential.0"]}})],
                          capture_output=True, text=True)
