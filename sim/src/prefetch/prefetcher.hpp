@@ -104,7 +104,7 @@ private:
     struct OffGpu {
         int32_t next_use, alloc;
     };
-    static bool later_use(const OffGpu& x, const OffGpu& y) { return x.next_use > y.next_use; }
+    static bool later_use(const OffGpu& one, const OffGpu& other) { return one.next_use > other.next_use; }
     std::vector<OffGpu> off_gpu;   // a min-heap by next use; entries stale since are dropped when met
     bool off_tracked = false;
 };
