@@ -54,8 +54,9 @@ public:
         const int32_t* next = context().next_of.data();
         while (!off_gpu.empty()) {
             const OffGpu top = off_gpu.front();
-            const Residency r = state[top.alloc];
-            if ((r == Residency::Host || r == Residency::InD2H) && next[top.alloc] == top.next_use) return top.next_use;
+            const Residency where = state[top.alloc];
+            if ((where == Residency::Host || where == Residency::InD2H) && next[top.alloc] == top.next_use)
+                return top.next_use;
             std::pop_heap(off_gpu.begin(), off_gpu.end(), later_use);   // back on the GPU or freed since
             off_gpu.pop_back();
         }
