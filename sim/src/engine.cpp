@@ -231,6 +231,7 @@ void Engine<Policy>::evict(int32_t v, int64_t t) {
     if (ctx.host_valid[v]) {
         cached_host.erase(v);
         state[v] = Residency::Host;
+        note_off_gpu(v, ctx.next_of[v]);
         release_bytes(v);
         ++result.evict_clean_count;
         event(EK::EvictClean, t, t, v, -1, b);
@@ -241,6 +242,7 @@ void Engine<Policy>::evict(int32_t v, int64_t t) {
         event(EK::Drop, t, t, v, -1, b);
     } else {
         state[v] = Residency::InD2H;
+        note_off_gpu(v, ctx.next_of[v]);
         host_used += b;
         result.host_peak = std::max(result.host_peak, host_used + program_host);
         if (config.check_invariants && host_used > host_cap) fail_invariant("host bytes exceed the host buffer");

@@ -14,11 +14,18 @@ void LookaheadPrefetcher::after_launch(int32_t s, int64_t t) {
     for (int32_t q = std::max(marked_through + 1, s); q <= last; ++q)
         for (int64_t j = P.acc_begin[q]; j < P.acc_begin[q + 1]; ++j) eng.protect_through(P.acc_alloc[j], q);
     marked_through = std::max(marked_through, last);
-    // the next kernels' operands on the host, through local pointers (prefetch() is a call)
-    const Residency* residency = eng.residencies();
-    const int32_t* operand = P.acc_alloc.data();
-    for (int64_t j = P.acc_begin[s + 1], end = P.acc_begin[last + 1]; j < end; ++j)
-        if (residency[operand[j]] == Residency::Host) eng.prefetch(operand[j], t);
+    // The next kernels' operands on the host, through local pointers (prefetch() is a call).
+    // Only an allocation off the GPU (on the host, or on its way there and landing during the
+    // loop) can be on the host here: what the loop evicts to make room is outside the window,
+    // which is protected. So the loop starts at the first kernel that uses one, and the same
+    // prefetches happen in the same order as over the whole window.
+    const int32_t first = std::max(s + 1, eng.first_off_gpu_use());
+    if (first <= last) {
+        const Residency* residency = eng.residencies();
+        const int32_t* operand = P.acc_alloc.data();
+        for (int64_t j = P.acc_begin[first], end = P.acc_begin[last + 1]; j < end; ++j)
+            if (residency[operand[j]] == Residency::Host) eng.prefetch(operand[j], t);
+    }
     eng.early_swap_out(s, t, *this);
 }
 

@@ -43,6 +43,25 @@ public:
         if (a >= 0 && state[a] == Residency::Host) start_prefetch(a, t);
     }
     bool is_protected(int32_t alloc) const { return protect_stamp[alloc] >= floor; }
+    // The allocations off the GPU with their data on the host or on its way there (Host,
+    // InD2H): the only ones a prefetch can swap in now or once a swap-out lands. Kept, by
+    // their next use, for a prefetcher that calls track_off_gpu() when it is made.
+    void track_off_gpu() { off_tracked = true; }
+    // The first kernel after the current one that uses an allocation off the GPU (kNever:
+    // none). An allocation's next use does not change while it is off the GPU: only a
+    // kernel's start, with its operands resident, moves it.
+    int32_t first_off_gpu_use() {
+        const int32_t* next = context().next_of.data();
+        while (!off_gpu.empty()) {
+            const OffGpu top = off_gpu.front();
+            const Residency where = state[top.alloc];
+            if ((where == Residency::Host || where == Residency::InD2H) && next[top.alloc] == top.next_use)
+                return top.next_use;
+            std::pop_heap(off_gpu.begin(), off_gpu.end(), later_use);   // back on the GPU or freed since
+            off_gpu.pop_back();
+        }
+        return kNever;
+    }
     // is_protected() for loops over many: a is protected when stamps[a] >= floor.
     struct Protection {
         const int32_t* stamps;
@@ -72,9 +91,23 @@ public:
 
 protected:
     virtual void start_prefetch(int32_t a, int64_t t) = 0;
+    // The engine calls this as `alloc` leaves the GPU for the host (next_use: its next use).
+    void note_off_gpu(int32_t alloc, int32_t next_use) {
+        if (!off_tracked) return;
+        off_gpu.push_back({next_use, alloc});
+        std::push_heap(off_gpu.begin(), off_gpu.end(), later_use);
+    }
     std::vector<Residency> state;        // per allocation
     std::vector<int32_t> protect_stamp;  // >= floor: protected in the current window
     int32_t stamp = 0, floor = 0;
+
+private:
+    struct OffGpu {
+        int32_t next_use, alloc;
+    };
+    static bool later_use(const OffGpu& one, const OffGpu& other) { return one.next_use > other.next_use; }
+    std::vector<OffGpu> off_gpu;   // a min-heap by next use; entries stale since are dropped when met
+    bool off_tracked = false;
 };
 
 // A prefetch policy. Hooks the engine calls, in event order:

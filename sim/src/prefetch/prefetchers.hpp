@@ -13,7 +13,10 @@ struct NonePrefetcher final : Prefetcher {
 
 class LookaheadPrefetcher final : public Prefetcher {
 public:
-    LookaheadPrefetcher(const Prepared& p, PrefetchTarget& e, int w) : Prefetcher(p, e), window(w) {}
+    LookaheadPrefetcher(const Prepared& prep, PrefetchTarget& target, int kernels)
+        : Prefetcher(prep, target), window(kernels) {
+        target.track_off_gpu();
+    }
     void after_launch(int32_t s, int64_t t) override;
     int64_t early_demand(int32_t v, int32_t s) const override;
 
