@@ -164,6 +164,23 @@ void allocations_tab(App& app, StatisticsUi& ui, bool changed) {
     ImGui::EndTable();
 }
 
+// A peak table row's first two cells: the allocation's label (selects it; the first row's place
+// goes to the screenshot JSON) and its size. `tag` keeps the widget ids of two tables apart.
+void allocation_cells(App& app, size_t row, const char* tag, bool first, nlohmann::json& out) {
+    const ViewTrace& view = *app.trace;
+    const AllocationTable& allocs = view.allocations;
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    const std::string& name = view.str(allocs.label[row]);
+    const std::string label =
+        (name.empty() ? "#" + std::to_string(allocs.id[row]) : name) + tag + std::to_string(allocs.id[row]);
+    if (ImGui::Selectable(label.c_str(), app.highlight_alloc == allocs.id[row], ImGuiSelectableFlags_SpanAllColumns))
+        app.select_allocation(allocs.id[row]);
+    if (first) out["first_row"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(format_bytes(allocs.bytes[row]).c_str());
+}
+
 // What is live at the recorded peak of the memory views' device, largest first: the question a
 // peak raises. A click selects the allocation as in the Allocations tab.
 void peak_tab(App& app, const StatisticsUi& ui, nlohmann::json& out) {
@@ -199,17 +216,7 @@ void peak_tab(App& app, const StatisticsUi& ui, nlohmann::json& out) {
     while (clip.Step())
         for (int r = clip.DisplayStart; r < clip.DisplayEnd; ++r) {
             const size_t row = peak.rows[static_cast<size_t>(r)];
-            ImGui::TableNextRow();
-            ImGui::TableNextColumn();
-            std::string label = (view.str(allocs.label[row]).empty() ? "#" + std::to_string(allocs.id[row])
-                                                                     : view.str(allocs.label[row])) +
-                                "##peak" + std::to_string(allocs.id[row]);
-            if (ImGui::Selectable(label.c_str(), app.highlight_alloc == allocs.id[row],
-                                  ImGuiSelectableFlags_SpanAllColumns))
-                app.select_allocation(allocs.id[row]);
-            if (r == 0) out["first_row"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
-            ImGui::TableNextColumn();
-            ImGui::TextUnformatted(format_bytes(allocs.bytes[row]).c_str());
+            allocation_cells(app, row, "##peak", r == 0, out);
             ImGui::TableNextColumn();
             ImGui::Text("%.1f%%", peak.bytes > 0 ? 100.0 * static_cast<double>(allocs.bytes[row]) / peak.bytes : 0.0);
             ImGui::TableNextColumn();
@@ -305,17 +312,7 @@ void run_peak_tab(App& app, StatisticsUi& ui, const ViewRun& run, nlohmann::json
         for (int r = clip.DisplayStart; r < clip.DisplayEnd; ++r) {
             const RunPeakRow& each = peak.rows[static_cast<size_t>(r)];
             const size_t row = each.row;
-            ImGui::TableNextRow();
-            ImGui::TableNextColumn();
-            std::string label = (view.str(allocs.label[row]).empty() ? "#" + std::to_string(allocs.id[row])
-                                                                     : view.str(allocs.label[row])) +
-                                "##runpeak" + std::to_string(allocs.id[row]);
-            if (ImGui::Selectable(label.c_str(), app.highlight_alloc == allocs.id[row],
-                                  ImGuiSelectableFlags_SpanAllColumns))
-                app.select_allocation(allocs.id[row]);
-            if (r == 0) out["first_row"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
-            ImGui::TableNextColumn();
-            ImGui::TextUnformatted(format_bytes(allocs.bytes[row]).c_str());
+            allocation_cells(app, row, "##runpeak", r == 0, out);
             ImGui::TableNextColumn();
             ImGui::TextUnformatted(peak.placement_known ? to_string(each.where) : "?");
             ImGui::TableNextColumn();
