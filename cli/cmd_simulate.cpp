@@ -77,7 +77,8 @@ std::function<int()> setup(CLI::App& app) {
     app.add_flag("--json", o->json, "Print the result as JSON");
     add_store_options(app, o->store);
     app.add_flag("--check", o->check, "Check the invariants while running");
-    app.add_flag("--no-events", o->no_events, "Store metrics only, no timeline");
+    app.add_flag("--no-events", o->no_events,
+                 "Store the metrics and the memory timeline, not the events or kernel times");
     return [o, pol, &app] {
         check_store_environment(o->store);
         if (o->ranks.empty()) check_runs_db_of(o->trace, o->store);
