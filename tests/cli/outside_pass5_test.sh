@@ -6,7 +6,8 @@
 #    cut through the figure at 100 columns: "short by 70....") and the name is cut instead.
 # 3. A trace whose events are all at one instant (t = 0): a loss over a zero baseline is not
 #    defined; simulate says so (no "throughput loss 0.00%"), --json has null, sweep prints "-",
-#    never bisects to an answer "within budget", and info lists the runs without a loss.
+#    never bisects to an answer "within budget", info lists the runs without a loss, and --ranks
+#    refuses it (ranks are coupled by time; each rank's loss printed "nan%").
 # Usage: outside_pass5_test.sh MHC
 set -uo pipefail
 mhc=$1
@@ -67,4 +68,6 @@ grep -q "^2 simulations in .*: 2 grid runs$" sweep || fail "sweep ran more than 
 "$mhc" info t.db >info || fail "info"
 [[ $(grep -cE '^ +[0-9]+ simulated +complete +[0-9.]+ MiB +[0-9.]+% +- +lru\+none@' info) == 2 ]] \
     || fail "info lists a loss for the zero-time runs: $(sed -n '/^runs/,$p' info)"
+# --ranks couples ranks by time: a trace without duration is refused, as an order-only one is.
+refused "t.db: every recorded event of device 0 is at one instant" simulate --ranks t.db --capacity 99% --no-store
 echo ok
