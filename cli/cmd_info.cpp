@@ -48,7 +48,7 @@ std::string run_row(const mhc::trace::RunInfo& run, bool order_only) {
     if (run.status == mhc::trace::RunStatus::Oom) {
         peak = red = std::nullopt;
         loss_text = "OOM";
-        if (auto s = get("oom_bytes_short")) what_short = " (out of memory, short by " + bytes(s) + ")";
+        if (auto short_by = get("oom_bytes_short")) what_short = " (out of memory, short by " + bytes(short_by) + ")";
     }
     const std::string kind(to_string(run.kind)), status(to_string(run.status));
     char b[512];

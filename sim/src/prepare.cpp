@@ -464,7 +464,9 @@ int64_t baseline_peak(const Prepared& p, const std::string& allocator) {
 }
 int32_t device_of(const Prepared& p) { return p.device; }
 bool assumed_accesses(const Prepared& p) { return p.assumed_accesses; }
-bool zero_duration(const Prepared& p) { return !p.t->order_only() && p.t_end == p.t_begin && !p.alloc_order.empty(); }
+bool zero_duration(const Prepared& prepared) {
+    return !prepared.t->order_only() && prepared.t_end == prepared.t_begin && !prepared.alloc_order.empty();
+}
 
 void require_allocations(const trace::TraceData& trace, const Prepared& prepared, int32_t requested,
                          const std::string& path) {
