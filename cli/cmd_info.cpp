@@ -44,11 +44,11 @@ std::string run_row(const mhc::trace::RunInfo& run, bool order_only) {
     // Order-only timing: a simulated loss is a share of event numbers, not of time (simulate and
     // sweep print none); a replay's measured loss is timed on the replay machine.
     if (order_only && !replayed) loss = std::nullopt;
-    std::string name = run.name, loss_text = percent(loss, "%.2f%%");
+    std::string name = run.name, loss_text = percent(loss, "%.2f%%"), what_short;
     if (run.status == mhc::trace::RunStatus::Oom) {
         peak = red = std::nullopt;
         loss_text = "OOM";
-        if (auto s = get("oom_bytes_short")) name += " (out of memory, short by " + bytes(s) + ")";
+        if (auto short_by = get("oom_bytes_short")) what_short = " (out of memory, short by " + bytes(short_by) + ")";
     }
     const std::string kind(to_string(run.kind)), status(to_string(run.status));
     char b[512];
@@ -56,10 +56,12 @@ std::string run_row(const mhc::trace::RunInfo& run, bool order_only) {
                   status.c_str(), bytes(peak).c_str(), percent(red, "%.1f%%").c_str(), loss_text.c_str());
     // A name too long for the line goes under the row.
     const std::string row = b;
-    if (row.size() + 2 + name.size() <= 100) return row + "  " + name + "\n";
-    // Under the row, cut to the line as a long kernel name is (--json keeps it whole).
-    if (name.size() > 94) name = name.substr(0, 91) + "...";
-    return row + "\n      " + name + "\n";
+    if (row.size() + 2 + name.size() + what_short.size() <= 100) return row + "  " + name + what_short + "\n";
+    // Under the row, the name cut to the line as a long kernel name is (--json keeps it whole);
+    // what an OOM was short of stays whole (it was cut through its figure: "short by 70....").
+    const size_t room = 94 - std::min<size_t>(what_short.size(), 60);
+    if (name.size() > room) name = name.substr(0, room - 3) + "...";
+    return row + "\n      " + name + what_short + "\n";
 }
 
 // Lines past `width` columns wrapped under the label column (12), as the rest of info is laid out.

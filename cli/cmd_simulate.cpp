@@ -77,7 +77,8 @@ std::function<int()> setup(CLI::App& app) {
     app.add_flag("--json", o->json, "Print the result as JSON");
     add_store_options(app, o->store);
     app.add_flag("--check", o->check, "Check the invariants while running");
-    app.add_flag("--no-events", o->no_events, "Store metrics only, no timeline");
+    app.add_flag("--no-events", o->no_events,
+                 "Store the metrics and the memory timeline, not the events or kernel times");
     return [o, pol, &app] {
         check_store_environment(o->store);
         if (o->ranks.empty()) check_runs_db_of(o->trace, o->store);
@@ -191,6 +192,14 @@ int run_coupled(const std::vector<std::string>& paths, const sim::Config& c, boo
                         "--ranks couples the ranks by time; simulate it alone (mhc simulate " +
                         p + ")");
         ranks.push_back({p, &traces.back(), prepare_for_simulation(traces.back(), c.device, p)});
+        // Every event at one instant: no time to couple by, and each rank's loss is a share of a
+        // zero baseline (it printed "nan%").
+        if (sim::zero_duration(*ranks.back().prepared))
+            throw Error(p + ": every recorded event of device " +
+                        std::to_string(sim::device_of(*ranks.back().prepared)) +
+                        " is at one instant (the trace has no duration): --ranks couples the ranks by time; "
+                        "simulate it alone (mhc simulate " +
+                        p + ")");
         versions.emplace_back(p, trace::capture_versions(traces.back().meta));
     }
     // Ranks that do not belong to one job are refused; what older traces lack is said.

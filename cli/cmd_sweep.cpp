@@ -144,6 +144,9 @@ std::function<int()> setup(CLI::App& app) {
                     "warning: no bisection: its loss budget is a share of time, and this trace's times are "
                     "event numbers; the grid's peaks stand\n");
         }
+        // Every event at one instant: the loss budget is a share of a zero baseline, so no capacity
+        // is within it or beyond it (the trace's warning says so; the grid's peaks stand).
+        if (sim::zero_duration(*prepared)) spec.bisect = false;
         bool tty = show_progress();
         auto progress = [&tty](size_t done, size_t total) {
             if (tty) std::fprintf(stderr, "\rsimulating %zu/%zu", done, total);

@@ -846,11 +846,13 @@ Result start_result(const Prepared& p, const Config& c, int64_t& cap, int64_t& h
 void end_result(const Prepared& p, Result& r, double seconds) {
     r.peak_reduction = r.baseline_peak > 0 ? 1.0 - static_cast<double>(r.simulated_peak) / static_cast<double>(r.baseline_peak) : 0;
     // An OOM run's loss is that of the part that ran: simulated time to the OOM over the
-    // recorded time of the event that failed (0 when it failed at the first event).
+    // recorded time of the event that failed (0 when it failed at the first event). A finished
+    // run of a trace whose events are all at one instant has no loss: a share of a zero baseline
+    // is not defined (NaN: no metric, null in --json, "-" in a sweep, never within a budget).
     const int64_t recorded_span = r.oom.happened ? r.oom.recorded - p.t_begin : r.baseline_makespan;
-    r.throughput_loss = recorded_span > 0
-                            ? static_cast<double>(r.simulated_makespan) / static_cast<double>(recorded_span) - 1.0
-                            : 0;
+    if (recorded_span > 0)
+        r.throughput_loss = static_cast<double>(r.simulated_makespan) / static_cast<double>(recorded_span) - 1.0;
+    else r.throughput_loss = r.oom.happened ? 0 : std::numeric_limits<double>::quiet_NaN();
     r.seconds = seconds;
 }
 

@@ -464,6 +464,9 @@ int64_t baseline_peak(const Prepared& p, const std::string& allocator) {
 }
 int32_t device_of(const Prepared& p) { return p.device; }
 bool assumed_accesses(const Prepared& p) { return p.assumed_accesses; }
+bool zero_duration(const Prepared& prepared) {
+    return !prepared.t->order_only() && prepared.t_end == prepared.t_begin && !prepared.alloc_order.empty();
+}
 
 void require_allocations(const trace::TraceData& trace, const Prepared& prepared, int32_t requested,
                          const std::string& path) {
@@ -495,6 +498,11 @@ std::vector<std::string> trace_warnings(const Prepared& p) {
     if (p.t->order_only())
         w.push_back("the trace's timing is order only (its source has no timestamps): times are event numbers, so "
                     "throughput loss, stalls and makespan are not times and are not reported; memory figures stand");
+    else if (zero_duration(p))
+        w.push_back("every recorded event of " + dev +
+                    " is at one instant: the trace has no duration, so a "
+                    "throughput loss (a share of it) is not defined and is not reported, and a sweep does not "
+                    "bisect; memory figures, stalls and the simulated makespan stand");
     if (p.alloc_order.empty())
         w.push_back(dev + " has no allocations: there is nothing to limit, so the run says nothing about memory");
     if (p.korder.empty())

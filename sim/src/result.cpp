@@ -35,7 +35,7 @@ struct MetricList {
             case MetricWhen::Always: break;
             case MetricWhen::Finished:
                 if (oom && f.metric_after_oom) out.emplace_back(f.metric_after_oom, v);
-                if (oom) return;
+                if (oom || std::isnan(v)) return;   // NaN: a loss over a zero baseline (no metric)
                 break;
             case MetricWhen::OnOom: if (!oom) return; break;
             case MetricWhen::Known: if (std::isnan(v)) return; break;
@@ -104,6 +104,9 @@ std::string to_text(const Result& r) {
           << format_bytes(r.simulated_peak) << " (peak reduction " << red << ")\n";
         if (r.order_only)
             o << "makespan       not a time: the timing is order only (see the warning)\n";
+        else if (std::isnan(r.throughput_loss))
+            o << "makespan       baseline " << format_ns(r.baseline_makespan) << " -> simulated "
+              << format_ns(r.simulated_makespan) << " (throughput loss not defined: see the warning)\n";
         else
             o << "makespan       baseline " << format_ns(r.baseline_makespan) << " -> simulated "
               << format_ns(r.simulated_makespan) << " (throughput loss " << pct(r.throughput_loss) << ")\n";
@@ -148,6 +151,7 @@ std::string to_json(const Result& r) {
         m["peak_reduction"] = nullptr;
         m["throughput_loss"] = nullptr;
     }
+    if (std::isnan(r.throughput_loss)) m["throughput_loss"] = nullptr;   // a zero baseline: not defined
     j["metrics"] = m;
     // order-only: the time metrics count event numbers, not nanoseconds (and a warning says so)
     j["timing"] = r.order_only ? "order-only" : "exact";

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <mutex>
 #include <sstream>
@@ -200,7 +201,8 @@ std::string to_text(const SweepResult& s, int64_t baseline_peak) {
             } else {
                 std::snprintf(red, sizeof red, "%.1f%%", r.peak_reduction * 100);
                 // Order-only timing: the loss and stalls count event numbers, not times (as simulate says).
-                if (r.order_only) std::snprintf(loss, sizeof loss, "-");
+                // A trace without duration: a loss over a zero baseline is not defined.
+                if (r.order_only || std::isnan(r.throughput_loss)) std::snprintf(loss, sizeof loss, "-");
                 else std::snprintf(loss, sizeof loss, "%.2f%%", r.throughput_loss * 100);
             }
             const std::string stall = r.order_only ? std::string("-") : format_ns(r.stall_time);

@@ -262,9 +262,11 @@ def info_line(mhc, trace, db, name, want):
     p = subprocess.run([mhc, "info", str(trace), "--runs-db", str(db)], capture_output=True, text=True)
     text = " ".join(p.stdout.split())
     m = want.metrics
-    if want.oom:   # the name on a line of its own, indented 6, cut to 100 columns with ... (docs/cli.md)
-        second = f"      {name} (out of memory, short by {ref.fmt_size(m['oom_bytes_short'])})"
-        second = second if len(second) <= 100 else second[:97] + "..."
+    if want.oom:   # a long name on a line of its own, indented 6: the name cut with ... so that
+        # what was short stays whole within 100 columns (docs/cli.md)
+        short = f" (out of memory, short by {ref.fmt_size(m['oom_bytes_short'])})"
+        cut = name if 6 + len(name) + len(short) <= 100 else name[:100 - 6 - len(short) - 3] + "..."
+        second = f"      {cut}{short}"
         expect = f"1 simulated oom - - OOM {' '.join(second.split())}"
     else:
         loss = "-" if is_order_only(trace) else f"{m['throughput_loss'] * 100:.2f}%"

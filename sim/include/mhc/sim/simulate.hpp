@@ -52,6 +52,9 @@ int32_t device_of(const Prepared& p);
 void require_allocations(const trace::TraceData& trace, const Prepared& prepared, int32_t requested,
                          const std::string& path);
 bool assumed_accesses(const Prepared& p);
+// True when the prepared device's recorded events are all at one instant (not order-only): its
+// baseline makespan is 0, so a throughput loss is not defined (Result::throughput_loss is NaN).
+bool zero_duration(const Prepared& prepared);
 // What the prepared device's trace lacks for a faithful simulation, one sentence each: no
 // kernels (losses then come from swap-outs only), no accesses (assumed), no allocations.
 // simulate() copies them into Result::warnings.
