@@ -24,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import reference_sweep as ref  # noqa: E402
+from reference_compare import public_traces  # noqa: E402
 
 POLICIES = ["lru", "largest", "belady", "dtr", "cost_aware"]
 INT_METRICS = ["baseline_peak_bytes", "capacity_bytes", "host_capacity_bytes", "simulated_peak_bytes",
@@ -44,26 +45,6 @@ def generated(mhc, work):
         path = work / f"gen-{i}.db"
         subprocess.run([mhc, "generate", "--force", "-o", str(path)] + args, check=True, capture_output=True)
         out.append(path)
-    return out
-
-
-def public(mhc, work, folder, only=None):
-    """Every public trace the importer reads alone that holds GPU memory (imported once); only: those
-    whose file names contain one of these."""
-    out = []
-    for sub in ["torch-snapshot", "kineto", "nsys"]:
-        for f in sorted((Path(folder) / sub).glob("*")):
-            if only and not any(o in f.name for o in only):
-                continue
-            db = work / f"public-{f.name}.db"
-            if not db.exists():
-                p = subprocess.run([mhc, "import", str(f), "-o", str(db)], capture_output=True, text=True)
-                if p.returncode != 0:
-                    continue
-            q = sqlite3.connect(str(db))
-            if q.execute("SELECT count(*) FROM allocations WHERE device >= 0").fetchone()[0]:
-                out.append(db)
-            q.close()
     return out
 
 
@@ -496,7 +477,7 @@ def main():
     traces = generated(mhc, work)
     if opt("public", None):
         only = opt("public-filter", None)
-        traces += public(mhc, work, opt("public", None), only.split(",") if only else None)
+        traces += public_traces(mhc, work, opt("public", None), only.split(",") if only else None)
     runs = differ = 0
     cases = [("sim", t) for t in traces for _ in range(int(opt("runs", "4")))]
     cases += [("sweep", t) for t in traces for _ in range(int(opt("sweeps", "1")))]
