@@ -221,14 +221,15 @@ class Run:
                 self.oom_report["largest_free_block"] = sim.caching.largest_free_block()
             m.update({k: v for k, v in self.oom_report.items() if k.startswith("oom_")})
         else:
-            m["throughput_loss"] = sim_ns / base - 1 if base > 0 else 0.0
+            # "Inputs", events all at one instant: a share of a zero baseline is not defined
+            m["throughput_loss"] = sim_ns / base - 1 if base > 0 else None
             m["peak_reduction"] = 1 - m["simulated_peak_bytes"] / self.baseline_peak
         self.metrics = m
 
 
 def within(run, budget):
     """"Sweep": finishes (no OOM) with a throughput loss <= the budget."""
-    return not run.oom and run.metrics["throughput_loss"] <= budget
+    return not run.oom and run.metrics["throughput_loss"] is not None and run.metrics["throughput_loss"] <= budget
 
 
 def bisect(path, policy, prefetch, link_name, allocator, ratio, budget, steps, over=None, conf=""):

@@ -431,6 +431,42 @@ def order_only_case(mhc, trace, rng, work):
     return tag, problems
 
 
+def zero_duration_case(mhc, trace, rng, work):
+    """"Inputs", events all at one instant: simulate's loss is not defined (null in --json, not
+    stored), the other figures stand; the sweep prints - for the loss and does not bisect."""
+    copy = work / "one-instant.db"
+    copy.write_bytes(Path(trace).read_bytes())
+    q = sqlite3.connect(str(copy))
+    q.executescript("UPDATE kernels SET t_start = 0, t_end = 0; UPDATE markers SET t_start = 0, t_end = 0;"
+                    "UPDATE copies SET t_start = 0, t_end = 0;"
+                    "UPDATE allocations SET t_alloc = 0, t_free = CASE WHEN t_free IS NULL THEN NULL ELSE 0 END;")
+    q.commit()
+    q.close()
+    allocator = rng.choice(["ideal", "caching"])
+    policy = rng.choice(["lru", "belady"])
+    tag = f"simulate and sweep (one instant) {trace.name} --policy {policy} --allocator {allocator}"
+    p = subprocess.run([mhc, "simulate", str(copy), "--capacity", "90%", "--policy", policy, "--allocator",
+                        allocator, "--no-store", "--json"], capture_output=True, text=True)
+    if p.returncode not in (0, 3):
+        return tag, [f"exit {p.returncode}: {p.stderr.strip()[:300]}"]
+    want = ref.Run(copy, "90%", policy, "none", "pcie4", allocator)
+    out = json.loads(p.stdout)
+    got = out["metrics"]
+    problems = compare_metrics(want.metrics, got)
+    if got.get("throughput_loss") is not None or want.metrics["throughput_loss"] is not None:
+        problems.append(f"throughput_loss: mhc {got.get('throughput_loss')}, reference "
+                        f"{want.metrics['throughput_loss']}: not defined on a zero baseline")
+    if not any("one instant" in w for w in out.get("warnings", [])):
+        problems.append("no warning (--json's warnings) says the events are all at one instant")
+    s = subprocess.run([mhc, "sweep", str(copy), "--policies", policy, "--capacities", "90%,60%", "--allocator",
+                        allocator, "--no-store", "-j", "1"], capture_output=True, text=True)
+    if s.returncode != 0:
+        return tag, problems + [f"sweep exit {s.returncode}: {s.stderr.strip()[:300]}"]
+    if parse_sweep(s.stdout).get("pcie4", {}).get("answers"):
+        problems.append("the sweep bisected a trace without duration")
+    return tag, problems
+
+
 def no_events_case(mhc, trace, rng, work):
     """`--no-events`: the run is stored with its metrics and memory timeline, without events or kernel
     times ("Outputs")."""
@@ -481,9 +517,9 @@ def main():
     runs = differ = 0
     cases = [("sim", t) for t in traces for _ in range(int(opt("runs", "4")))]
     cases += [("sweep", t) for t in traces for _ in range(int(opt("sweeps", "1")))]
-    cases += [("order", traces[0]), ("noevents", traces[1]), ("names", traces[0])]
-    kinds = {"sim": simulate_case, "sweep": sweep_case, "order": order_only_case, "noevents": no_events_case,
-             "names": names_case}
+    cases += [("order", traces[0]), ("instant", traces[0]), ("noevents", traces[1]), ("names", traces[0])]
+    kinds = {"sim": simulate_case, "sweep": sweep_case, "order": order_only_case, "instant": zero_duration_case,
+             "noevents": no_events_case, "names": names_case}
     for kind, trace in cases:
         tag, problems = kinds[kind](mhc, trace, rng, work)
         runs += 1
