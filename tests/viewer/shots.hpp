@@ -93,6 +93,22 @@ inline double x_at(const nlohmann::json& rect, const nlohmann::json& view, int64
     return x0 + (static_cast<double>(when) - t0) / (t1 - t0) * (x1 - x0);
 }
 
+// The memory view's curve area: the y of `bytes` on its axis (y_min..y_max bottom to top).
+inline double y_at(const nlohmann::json& rect, const nlohmann::json& view, double bytes) {
+    const double y0 = rect["y0"], y1 = rect["y1"];
+    const double y_min = view["y_min"], y_max = view["y_max"];
+    return y1 - (bytes - y_min) / (y_max - y_min) * (y1 - y0);
+}
+
+// Whether a line of `colour` passes within 2 px (vertically) of (when, bytes) in the memory view.
+inline bool line_near(const Shot& shot, const nlohmann::json& view, int64_t when, double bytes, uint32_t colour) {
+    const auto& rect = view["curve"];
+    bool found = false;
+    for (double dy = -2; dy <= 2; ++dy)
+        found |= near(shot.img.at(x_at(rect, view, when), y_at(rect, view, bytes) + dy), colour, 12);
+    return found;
+}
+
 inline const nlohmann::json& track(const nlohmann::json& tl, const std::string& title) {
     for (const auto& each : tl["tracks"])
         if (each["title"] == title) return each;

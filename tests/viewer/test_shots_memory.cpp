@@ -453,18 +453,7 @@ TEST_CASE("memory screenshot: the live bytes in private pools drawn over the liv
     bool named = false;
     for (const auto& entry : mem["legend"]) named |= entry["text"] == "live in private pools (1 pool, peak 384.00 MiB)";
     CHECK(named);
-    const auto& rect = mem["curve"];
-    const double y_min = mem["y_min"], y_max = mem["y_max"];
-    auto y_of = [&](double bytes) {
-        return rect["y1"].get<double>() -
-               (bytes - y_min) / (y_max - y_min) * (rect["y1"].get<double>() - rect["y0"].get<double>());
-    };
-    auto pink_near = [&](int64_t when, double bytes) {
-        bool found = false;
-        for (double dy = -2; dy <= 2; ++dy)
-            found |= near(shot.img.at(x_at(rect, mem, when), y_of(bytes) + dy), rgb(255, 105, 180), 12);
-        return found;
-    };
+    auto pink_near = [&](int64_t when, double bytes) { return line_near(shot, mem, when, bytes, rgb(255, 105, 180)); };
     CHECK(pink_near(350 * us, 384.0 * MiB));
     CHECK(pink_near(500 * us, 256.0 * MiB));
     CHECK(!pink_near(500 * us, 384.0 * MiB));
@@ -495,18 +484,7 @@ TEST_CASE("memory screenshot: the reserved bytes by pool, where the trace has pr
         CHECK(entry["y1"].get<double>() <= rect["y0"].get<double>() + 1);
         CHECK(entry["x1"].get<double>() <= shot.img.w);
     }
-    const double y_min = mem["y_min"], y_max = mem["y_max"];
-    auto y_of = [&](double bytes) {
-        return rect["y1"].get<double>() -
-               (bytes - y_min) / (y_max - y_min) * (rect["y1"].get<double>() - rect["y0"].get<double>());
-    };
-    auto line_near = [&](int64_t when, double bytes, uint32_t colour) {
-        bool found = false;
-        for (double dy = -2; dy <= 2; ++dy)
-            found |= near(shot.img.at(x_at(rect, mem, when), y_of(bytes) + dy), colour, 12);
-        return found;
-    };
-    CHECK(line_near(700 * us, 512.0 * MiB, rgb(110, 225, 235)));
-    CHECK(line_near(700 * us, 2048.0 * MiB, rgb(100, 220, 120)));
-    CHECK(!line_near(50 * us, 512.0 * MiB, rgb(110, 225, 235)));   // the pool's segment came at 100 us
+    CHECK(line_near(shot, mem, 700 * us, 512.0 * MiB, rgb(110, 225, 235)));
+    CHECK(line_near(shot, mem, 700 * us, 2048.0 * MiB, rgb(100, 220, 120)));
+    CHECK(!line_near(shot, mem, 50 * us, 512.0 * MiB, rgb(110, 225, 235)));   // the pool's segment came at 100 us
 }
