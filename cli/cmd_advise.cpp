@@ -319,9 +319,9 @@ int run(const Options& o) {
                             {"times", cal ? kCalibratedTimeNote : kTimeNote},
                             {"passes_per_step", base.passes},
                             {"calibration", cal ? nlohmann::json{{"factor", cal->factor},
-                                                                  {"estimated_step_ns", cal->estimated_step},
-                                                                  {"measured_step_ns", cal->measured_step},
-                                                                  {"calibrated_step_ns", cal->calibrated_step}}
+                                                                 {"estimated_step_ns", cal->estimated_step},
+                                                                 {"measured_step_ns", cal->measured_step},
+                                                                 {"calibrated_step_ns", cal->calibrated_step}}
                                                 : nlohmann::json(nullptr)},
                             {"data_parallel", data_parallel_note(base.info)},
                             {"rows", nlohmann::json::array()},
@@ -329,6 +329,10 @@ int run(const Options& o) {
                              {{"dp_runs", a.dp_runs},
                               {"evaluations", a.evaluations},
                               {"max_states", a.max_states},
+                              {"allocator_confs", a.allocator_confs},
+                              {"split_conf", a.split_conf},
+                              {"split_values", a.split_values},
+                              {"allocator_trials", a.allocator_trials},
                               {"seconds", a.seconds}}}};
         for (const Row& r : rows) j["rows"].push_back(row_json(r, base.info));
         std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
@@ -383,6 +387,15 @@ int run(const Options& o) {
         std::printf("\nsearch: %lld DP runs over %zu blocks (at most %lld states), %lld evaluations, %.1f s\n",
                     static_cast<long long>(a.dp_runs), base.info.block_name.size(), static_cast<long long>(a.max_states),
                     static_cast<long long>(a.evaluations), a.seconds);
+    if (o.setting.empty() && a.split_values > 0) {
+        std::string confs;
+        for (const std::string& conf : a.allocator_confs)
+            confs += (confs.empty() ? "" : ", ") + (conf.empty() ? "as captured" : conf);
+        std::printf(
+            "        allocator settings searched: %s (max_split_size_mb: %lld values tried on the captured step, %s)\n",
+            confs.c_str(), static_cast<long long>(a.split_values),
+            a.split_conf.empty() ? "none reserves less" : "the one reserving least kept");
+    }
     return mhc::cli::kExitOk;
 }
 

@@ -6,21 +6,31 @@
 namespace mhc::advise {
 
 Memory measure(const trace::TraceData& t, const std::string& allocator_conf) {
+    return measure(t, std::vector<std::string>{allocator_conf}).front();
+}
+
+std::vector<Memory> measure(const trace::TraceData& t, const std::vector<std::string>& allocator_confs) {
     auto prep = sim::prepare(t);
-    Memory m;
-    m.peak = sim::baseline_peak(*prep, "ideal");
-    if (allocator_conf.empty()) {
-        m.reserved = sim::baseline_peak(*prep, "caching");
-    } else {
-        sim::Config c;
-        c.allocator = "caching";
-        c.allocator_conf = allocator_conf;
-        c.record_events = false;
-        c.check_invariants = false;
-        c.memory_samples = 1;
-        m.reserved = sim::simulate(*prep, c).simulated_peak;
+    const int64_t peak = sim::baseline_peak(*prep, "ideal");
+    std::vector<Memory> out;
+    out.reserve(allocator_confs.size());
+    for (const std::string& conf : allocator_confs) {
+        Memory m;
+        m.peak = peak;
+        if (conf.empty()) {
+            m.reserved = sim::baseline_peak(*prep, "caching");
+        } else {
+            sim::Config c;
+            c.allocator = "caching";
+            c.allocator_conf = conf;
+            c.record_events = false;
+            c.check_invariants = false;
+            c.memory_samples = 1;
+            m.reserved = sim::simulate(*prep, c).simulated_peak;
+        }
+        out.push_back(m);
     }
-    return m;
+    return out;
 }
 
 Evaluator::Evaluator(const Base& b, sim::LinkModel link, HostModel host) : b_(b), link_(std::move(link)), host_(host) {}
@@ -49,6 +59,10 @@ trace::TraceData Evaluator::trace(const Setting& s) const {
 }
 
 Prediction Evaluator::predict(const Setting& s) const {
+    return predict(s, std::vector<std::string>{s.allocator}).front();
+}
+
+std::vector<Prediction> Evaluator::predict(const Setting& s, const std::vector<std::string>& allocator_confs) const {
     Plan p = plan(s);
     Order o = order_of(p);
     Timing tm = timing(p, o, link_);
@@ -56,16 +70,21 @@ Prediction Evaluator::predict(const Setting& s) const {
     const Timing launch_order = timing(p, o, link_, false);
     const trace::TraceData written = to_trace(p, o, launch_order, *b_.trace,
                                               {{"source", "advise"}, {"advise.setting", to_json(s)}});
-    Prediction r;
-    r.memory = measure(written, s.allocator);
-    r.host_peak = lp.host_peak;
-    r.step_time = tm.makespan;
-    r.waits = tm.waits;
-    r.h2d_bytes = tm.h2d_bytes;
-    r.d2h_bytes = tm.d2h_bytes;
-    r.comm = tm.comm;
-    r.comm_waits = tm.comm_waits;
-    return r;
+    std::vector<Prediction> out;
+    out.reserve(allocator_confs.size());
+    for (const Memory& memory : measure(written, allocator_confs)) {
+        Prediction r;
+        r.memory = memory;
+        r.host_peak = lp.host_peak;
+        r.step_time = tm.makespan;
+        r.waits = tm.waits;
+        r.h2d_bytes = tm.h2d_bytes;
+        r.d2h_bytes = tm.d2h_bytes;
+        r.comm = tm.comm;
+        r.comm_waits = tm.comm_waits;
+        out.push_back(r);
+    }
+    return out;
 }
 
 }  // namespace mhc::advise

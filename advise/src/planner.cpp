@@ -9,8 +9,11 @@
 #include <climits>
 #include <functional>
 #include <map>
+#include <set>
 
 #include "mhc/common/units.hpp"
+#include "mhc/sim/allocator.hpp"
+#include "mhc/trace/torch_sizes.hpp"
 
 namespace mhc::advise {
 
@@ -292,18 +295,15 @@ struct Combo {
 // the combination's is not predicted); before, fitting or closer.
 void refine(const Evaluator& ev, const std::vector<Setting>& globals, const BlockEffects& effects,
             const PlannerOptions& opts, const std::vector<Combo>& starts,
-            const std::function<Candidate(const Setting&)>& predict, Advice& advice) {
+            const std::function<std::vector<Candidate>(const Setting&)>& predict_each, Advice& advice) {
     const Base& base = ev.base();
     const size_t nb = base.info.block_name.size();
     auto value = [&](const Combo& combo) {   // the combination under its better allocator setting
         Candidate best;
         bool have = false;
-        for (const std::string& conf : opts.allocator_confs) {
-            Setting setting = combine(base, globals[combo.global], combo.per, opts.offload);
-            setting.allocator = conf;
-            Candidate cand = predict(setting);
+        for (Candidate& cand : predict_each(combine(base, globals[combo.global], combo.per, opts.offload))) {
             if (!have || closer(cand, best)) {
-                best = cand;
+                best = std::move(cand);
                 have = true;
             }
         }
@@ -385,6 +385,61 @@ void refine(const Evaluator& ev, const std::vector<Setting>& globals, const Bloc
 
 }  // namespace
 
+std::vector<int64_t> split_size_values(const trace::TraceData& step, size_t most) {
+    constexpr int64_t kMiB = int64_t{1} << 20;
+    constexpr int64_t kLeast = trace::torch::kLargeBuffer / kMiB;   // max_split_size_mb must be more than 20
+    // The sizes in MiB where what N does changes: a request of r bytes is oversize when
+    // r / MiB >= N (rounded down), a segment of g bytes (a multiple of 2 MiB) holds blocks of N MiB
+    // or more only when g / MiB >= N.
+    std::set<int64_t> edges;
+    for (size_t i = 0; i < step.allocations.size(); ++i) {
+        if (step.allocations.device[i] < 0) continue;   // host memory: not the caching allocator's
+        const int64_t r = trace::torch::round_size(step.allocations.bytes[i], 0);
+        for (const int64_t edge : {r / kMiB, sim::CachingAllocator::segment_size(r) / kMiB})
+            if (edge > kLeast) edges.insert(edge);
+    }
+    // Each class (lo, hi] of N, from the largest: its roundest member, the multiple of the largest
+    // power of two within it (one only: two such multiples would hold a multiple of twice it).
+    std::vector<int64_t> out;
+    for (auto it = edges.rbegin(); it != edges.rend() && out.size() < most; ++it) {
+        const int64_t hi = *it;
+        const int64_t lo = std::next(it) == edges.rend() ? kLeast : *std::next(it);
+        for (int bit = 62; bit >= 0; --bit) {
+            const int64_t unit = int64_t{1} << bit;
+            if (hi / unit * unit > lo) {
+                out.push_back(hi / unit * unit);
+                break;
+            }
+        }
+    }
+    return out;
+}
+
+std::vector<std::string> search_allocator_confs(const Evaluator& ev, const PlannerOptions& o, int64_t& trials) {
+    std::vector<std::string> confs = o.allocator_confs;
+    if (o.split_sizes <= 0) return confs;
+    const std::vector<int64_t> values = split_size_values(*ev.base().trace, static_cast<size_t>(o.split_sizes));
+    if (values.empty()) return confs;
+    // On the captured step: the search's own allocator settings, then each value alone and with
+    // expandable segments, largest value first; one transformed step, a caching model run each.
+    std::vector<std::string> tries = confs;
+    for (const int64_t mib : values)
+        for (const char* with : {"", "expandable_segments:True,"})
+            tries.push_back(with + std::string("max_split_size_mb:") + std::to_string(mib));
+    const std::vector<Prediction> got = ev.predict(Setting{}, tries);
+    trials += static_cast<int64_t>(tries.size());
+    int64_t least = INT64_MAX;   // what the search's own allocator settings reserve at least
+    for (size_t i = 0; i < confs.size(); ++i) least = std::min(least, got[i].memory.reserved);
+    size_t best = tries.size();
+    for (size_t i = confs.size(); i < tries.size(); ++i)
+        if (got[i].memory.reserved < least) {   // strictly less: of equals, the first (larger value, alone)
+            least = got[i].memory.reserved;
+            best = i;
+        }
+    if (best < tries.size()) confs.push_back(tries[best]);
+    return confs;
+}
+
 Advice advise(const Evaluator& ev, const PlannerOptions& o) {
     auto t0 = std::chrono::steady_clock::now();
     const Base& b = ev.base();
@@ -414,20 +469,54 @@ Advice advise(const Evaluator& ev, const PlannerOptions& o) {
     // Families of block choices: all of them, and each alone (answers people can read).
     std::vector<std::vector<uint8_t>> families = {{1, 1, 1, 1, 1}, {1, 1, 0, 0, 0}, {1, 0, 1, 0, 0},
                                                   {1, 0, 0, 1, 0}, {1, 0, 0, 0, 1}, {1, 0, 0, 0, 0}};
+    // The allocator settings every combination is predicted under (as captured, expandable
+    // segments, and a max_split_size_mb where the captured step says it reserves less).
+    const std::vector<std::string> confs = search_allocator_confs(ev, o, a.allocator_trials);
+    a.allocator_confs = confs;
+    if (a.allocator_trials > 0)   // the search's own settings, then each value alone and with expandable segments
+        a.split_values = (a.allocator_trials - static_cast<int64_t>(o.allocator_confs.size())) / 2;
+    if (confs.size() > o.allocator_confs.size()) a.split_conf = confs.back();
     std::map<std::string, Candidate> seen;
+    auto candidate = [&](const Setting& setting, const Prediction& prediction) {
+        Candidate cand;
+        cand.setting = setting;
+        cand.prediction = prediction;
+        cand.loss = a.baseline.step_time > 0 ? static_cast<double>(cand.prediction.step_time) / static_cast<double>(a.baseline.step_time) - 1 : 0;
+        cand.fits = cand.prediction.memory.reserved <= o.capacity;
+        cand.within_budget = o.budget < 0 || cand.loss <= o.budget + 1e-12;
+        return cand;
+    };
     std::function<Candidate(const Setting&)> predict = [&](const Setting& setting) -> Candidate {
         std::string key = to_json(setting);
         auto it = seen.find(key);
         if (it != seen.end()) return it->second;
-        Candidate cand;
-        cand.setting = setting;
-        cand.prediction = ev.predict(setting);
+        Candidate cand = candidate(setting, ev.predict(setting));
         ++a.evaluations;
-        cand.loss = a.baseline.step_time > 0 ? static_cast<double>(cand.prediction.step_time) / static_cast<double>(a.baseline.step_time) - 1 : 0;
-        cand.fits = cand.prediction.memory.reserved <= o.capacity;
-        cand.within_budget = o.budget < 0 || cand.loss <= o.budget + 1e-12;
         seen[key] = cand;
         return cand;
+    };
+    // The setting under each allocator setting of the search (its own aside), in that order: the
+    // step transformed once for those not predicted yet.
+    std::function<std::vector<Candidate>(const Setting&)> predict_each = [&](const Setting& setting) {
+        std::vector<Setting> each(confs.size(), setting);
+        std::vector<std::string> missing;
+        for (size_t i = 0; i < confs.size(); ++i) {
+            each[i].allocator = confs[i];
+            if (seen.find(to_json(each[i])) == seen.end()) missing.push_back(confs[i]);
+        }
+        if (!missing.empty()) {
+            const std::vector<Prediction> got = ev.predict(setting, missing);
+            for (size_t j = 0; j < missing.size(); ++j) {
+                Setting s = setting;
+                s.allocator = missing[j];
+                seen[to_json(s)] = candidate(s, got[j]);
+            }
+            a.evaluations += static_cast<int64_t>(missing.size());
+        }
+        std::vector<Candidate> out;
+        out.reserve(confs.size());
+        for (const Setting& s : each) out.push_back(seen[to_json(s)]);
+        return out;
     };
     // every combination the DP returned, as (global, block choices): where the exact search starts
     std::vector<Combo> dp_points;
@@ -457,13 +546,10 @@ Advice advise(const Evaluator& ev, const PlannerOptions& o) {
                 dp_points.push_back({gi, per});
                 Candidate best;
                 bool have = false;
-                for (const std::string& conf : o.allocator_confs) {
-                    Setting setting = combine(b, global, per, o.offload);
-                    setting.allocator = conf;
-                    Candidate cand = predict(setting);
+                for (Candidate& cand : predict_each(combine(b, global, per, o.offload))) {
                     cand.blocks = per;
                     cand.model_peak = r.peak;
-                    seen[to_json(setting)] = cand;
+                    seen[to_json(cand.setting)] = cand;
                     if (!have || cand.prediction.memory.reserved < best.prediction.memory.reserved) {
                         best = cand;
                         have = true;
@@ -474,7 +560,7 @@ Advice advise(const Evaluator& ev, const PlannerOptions& o) {
             }
         }
     }
-    refine(ev, globals, e, o, dp_points, predict, a);
+    refine(ev, globals, e, o, dp_points, predict_each, a);
     for (auto& [key, c] : seen) a.all.push_back(c);
     std::sort(a.all.begin(), a.all.end(), ranked_before);
     // Settings that read the same count once (the first that fits): the same choices on as many

@@ -1306,3 +1306,43 @@ def test_host_optimizer_as_pytorch_runs_it_on_the_cpu(tmp_path, mhc_exe, optimiz
     row = doc["rows"][0]
     assert row["peak_bytes"] == captured.peak_bytes
     assert row["host_peak_bytes"] == int(captured.meta["capture.host_peak_bytes"]) == host_peak
+
+
+def test_max_split_size_answer_verified_by_capture(tmp_path, mhc_exe):
+    """bench/advise/new_user/speech_gru.py made smaller (3 bidirectional GRU layers of 512, batch 16
+    x 800 frames; AdamW foreach, 2 steps): cuDNN's reserve space for the backward gets a segment of
+    its own and is freed in the backward; AdamW's state, made by the first optimizer.step(), splits
+    its free block, and step 2's reserve takes a new segment: 931,135,488 B reserved for a live peak
+    of 704,319,408, 868,220,928 with expandable segments. mhc advise reads the step's large requests,
+    tries max_split_size_mb from their sizes and keeps 256 (761,266,176 B: the reserve's block is
+    never split, AdamW's state takes segments of its own). At 800 MiB the first answer is the fused
+    AdamW with it (722 MiB; with the allocator as captured or expandable segments the fused AdamW
+    reserves the same 931,135,488 and 868,220,928 B), then max_split_size_mb:256 alone at no loss;
+    before, the search tried only the other two and answered the optimizer on the host (+360%).
+    --verify captures the step again with PYTORCH_CUDA_ALLOC_CONF set by mhc_torch.apply, as the
+    printed code sets it: its peak and reserved peak equal the prediction."""
+    source = open(os.path.join(os.path.dirname(__file__), "..", "..", "bench", "advise", "new_user",
+                               "speech_gru.py")).read()
+    source = source.replace("FEATS, HIDDEN, LAYERS, CHARS, BATCH, FRAMES, TARGET = 80, 1024, 5, 29, 32, 1600, 200",
+                            "FEATS, HIDDEN, LAYERS, CHARS, BATCH, FRAMES, TARGET = 80, 512, 3, 29, 16, 800, 200")
+    assert "512, 3, 29, 16, 800" in source
+    (tmp_path / "gru.py").write_text(source)
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), "..") + os.pathsep +
+               os.environ.get("PYTHONPATH", ""), MHC_TORCH=f"{sys.executable} -m mhc_torch.cli")
+    r = subprocess.run([sys.executable, "-m", "mhc_torch.cli", "capture", str(tmp_path / "gru.py"), "--steps", "2",
+                        "-o", str(tmp_path / "gru.db")], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    a = subprocess.run([mhc_exe, "advise", str(tmp_path / "gru.db"), "--capacity", "800MiB", "--top", "1", "--verify",
+                        "--json"], capture_output=True, text=True, env=env)
+    assert a.returncode == 0, a.stderr
+    doc = json.loads(a.stdout)
+    assert doc["baseline"]["reserved_bytes"] == 931135488
+    assert doc["search"]["allocator_confs"] == ["", "expandable_segments:True", "max_split_size_mb:256"]
+    (row,) = doc["rows"]
+    assert row["setting"] == {"allocator": "max_split_size_mb:256", "optimizer": {"impl": "fused"}}, row["setting"]
+    assert 'os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "max_split_size_mb:256"' in row["code"]
+    assert row["verify"]["peak_bytes"] == row["peak_bytes"]
+    assert row["verify"]["reserved_bytes"] == row["reserved_bytes"] <= 800 << 20
+    alone = subprocess.run([mhc_exe, "advise", str(tmp_path / "gru.db"), "--setting",
+                            '{"allocator": "max_split_size_mb:256"}', "--json"], capture_output=True, text=True)
+    assert json.loads(alone.stdout)["rows"][0]["reserved_bytes"] == 761266176

@@ -80,14 +80,16 @@ TEST_CASE("the planner's answer is the fastest fitting combination, checked exac
     auto data = mhc::trace::load_checked_trace(path.path);
     Base base = make_base(data);
     Evaluator ev(base, mhc::sim::link_from_spec("pcie4"));
-    // every combination of the block choices and allocator settings, predicted exactly
+    // every combination of the block choices and allocator settings the search tries, predicted exactly
     PlannerOptions o;
+    int64_t trials = 0;
+    const std::vector<std::string> confs = search_allocator_confs(ev, o, trials);
     std::vector<Prediction> all;
     const BlockChoice kinds[] = {BlockChoice::Keep, BlockChoice::Full, BlockChoice::SaveMatmuls, BlockChoice::Offload};
     int64_t lowest = INT64_MAX;
     for (int code = 0; code < 64; ++code) {
         std::vector<BlockChoice> per{kinds[code % 4], kinds[code / 4 % 4], kinds[code / 16]};
-        for (const std::string& conf : o.allocator_confs) {
+        for (const std::string& conf : confs) {
             Setting s = combine(base, Setting{}, per, o.offload);
             s.allocator = conf;
             all.push_back(ev.predict(s));
@@ -125,6 +127,8 @@ TEST_CASE("the planner finds the fitting combination whose own margin is below i
     Evaluator ev(base, mhc::sim::link_from_spec("pcie4"));
     PlannerOptions opts;
     opts.fused_optimizer = false;
+    int64_t trials = 0;
+    const std::vector<std::string> confs = search_allocator_confs(ev, opts, trials);
     const BlockChoice kinds[] = {BlockChoice::Keep, BlockChoice::Full, BlockChoice::SaveMatmuls, BlockChoice::Offload};
     std::vector<Prediction> all;
     int64_t lowest = INT64_MAX;
@@ -133,7 +137,7 @@ TEST_CASE("the planner finds the fitting combination whose own margin is below i
             Setting global;
             global.optimizer_on_host = host;
             std::vector<BlockChoice> per{kinds[code % 4], kinds[code / 4 % 4], kinds[code / 16]};
-            for (const std::string& conf : opts.allocator_confs) {
+            for (const std::string& conf : confs) {
                 Setting setting = combine(base, global, per, opts.offload);
                 setting.allocator = conf;
                 all.push_back(ev.predict(setting));
@@ -188,9 +192,11 @@ TEST_CASE("blocks kept in an nn.ModuleDict (named, not numbered) are the blocks 
 namespace {
 
 // Every combination the planner may answer on a captured step (each global setting it tries, every
-// available choice per block, both allocator settings), predicted exactly: (reserved, step time).
+// available choice per block, each allocator setting it searches), predicted exactly: (reserved, step time).
 std::vector<std::pair<int64_t, int64_t>> every_combination(const Evaluator& ev, const PlannerOptions& opts) {
     const Base& base = ev.base();
+    int64_t trials = 0;
+    const std::vector<std::string> confs = search_allocator_confs(ev, opts, trials);
     const size_t nb = base.info.block_name.size();
     std::vector<Setting> globals(3);
     globals[1].optimizer_on_host = true;
@@ -204,7 +210,7 @@ std::vector<std::pair<int64_t, int64_t>> every_combination(const Evaluator& ev, 
             std::vector<BlockChoice> per(nb);
             for (size_t k = 0, rest = code; k < nb; ++k, rest /= static_cast<size_t>(kinds))
                 per[k] = static_cast<BlockChoice>(rest % static_cast<size_t>(kinds));
-            for (const std::string& conf : opts.allocator_confs) {
+            for (const std::string& conf : confs) {
                 Setting setting = combine(base, global, per, opts.offload);
                 setting.allocator = conf;
                 try {
@@ -329,4 +335,173 @@ TEST_CASE("a model without blocks: advise says what blocks are and how to name a
     advisetest::two_blocks().write(with.path);
     auto data2 = mhc::trace::load_checked_trace(with.path);
     CHECK(blocks_note(make_base(data2).info).empty());
+}
+
+namespace {
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+// A step of two steps whose reserve is split by state made between them (cuDNN's RNN reserve and
+// AdamW's state in bench/advise/new_user/speech_gru.py; tests/sim/test_allocator_reserve_reuse.cpp
+// runs the same sequence on the allocator alone). Step 0: A (60 MiB) and R (400 MiB, saved for the
+// backward), then the backward makes G (40 MiB, kept) and frees A and R; with `state`, S (80 MiB,
+// kept) is made after it. Step 1: A and R again. No blocks: only the global settings.
+advisetest::TinyTrace reserve_reuse(bool state) {
+    using mhc::trace::Category;
+    using mhc::trace::Phase;
+    advisetest::TinyTrace t;
+    t.modules = {{"M", "Net"}};
+    const int g = t.alloc(40 * kMiB, Category::Grad, "w.grad", 2, -1);
+    for (int step = 0; step < 2; ++step) {
+        const int k = static_cast<int>(t.kernels.size());
+        const int a = t.alloc(60 * kMiB, Category::Activation, "A", k, k + 2);
+        const int r = t.alloc(400 * kMiB, Category::Activation, "R", k + 1, k + 2);
+        t.kernel({"aten::mm", "M", Phase::Forward, {{a, 'w'}}, {a}, step});
+        t.kernel({"aten::_cudnn_rnn", "M", Phase::Forward, {{a, 'r'}, {r, 'w'}}, {r}, step});
+        t.kernel(
+            {"aten::_cudnn_rnn_backward", "M", Phase::Backward, {{a, 'r'}, {r, 'r'}, {g, step ? 'x' : 'w'}}, {}, step});
+        if (state && step == 0) {
+            const int s = t.alloc(80 * kMiB, Category::Workspace, "S", k + 3, -1);
+            t.kernel({"aten::zeros_like", "M", Phase::Backward, {{g, 'r'}, {s, 'w'}}, {}, step});
+        }
+    }
+    return t;
+}
+
+}   // namespace
+
+TEST_CASE("the values of max_split_size_mb tried are the classes the step's large requests and segments set apart",
+          "[advise][dp][allocator]") {
+    // Requests (rounded to 512 B) and their segments (rounded to 2 MiB), in MiB rounded down: 60, 400,
+    // 40 and 80 (each its own segment); 163.6 (171,565,056 B: 163, segment 164); 25.5 (25, 26); 5 MiB
+    // (segment 20: no N > 20 sets it apart); 1000 MiB on the host (not the caching allocator's).
+    // The sizes > 20: 25 26 40 60 80 163 164 400, so the classes of N are (20,25] (25,26] (26,40]
+    // (40,60] (60,80] (80,163] (163,164] (164,400]; N > 400 sets nothing apart. The roundest member
+    // of each, from the largest: 256 (2^8), 164, 128 (2^7), 64, 48 (16 x 3), 32, 26, 24 (8 x 3).
+    mhc::test::TempPath path{"sizes.db"};
+    advisetest::TinyTrace tiny = reserve_reuse(true);
+    tiny.alloc(171565056, mhc::trace::Category::Other, "x", -1, -1);
+    tiny.alloc(25 * kMiB + kMiB / 2, mhc::trace::Category::Other, "y", -1, -1);
+    tiny.alloc(5 * kMiB, mhc::trace::Category::Other, "z", -1, -1);
+    tiny.allocs.push_back({1000 * kMiB, mhc::trace::Category::Other, "host", -1, -1, -1});
+    tiny.write(path.path);
+    auto data = mhc::trace::load_checked_trace(path.path);
+    CHECK(split_size_values(data, 8) == std::vector<int64_t>{256, 164, 128, 64, 48, 32, 26, 24});
+    CHECK(split_size_values(data, 3) == std::vector<int64_t>{256, 164, 128});
+    CHECK(split_size_values(data, 0).empty());
+}
+
+TEST_CASE("advise offers max_split_size_mb where it is the cheapest fit, predicted exactly",
+          "[advise][dp][allocator]") {
+    // As captured: A 60, R 400 and G 40 take segments of their own (500 MiB); S (80) takes the front
+    // of R's free 400 MiB block, which is split (320 MiB left, more than 1 MiB); step 1's A takes A's
+    // segment and R (400) finds no free block as large: a new segment, 900 MiB reserved for a live
+    // peak of 580 (G 40 + S 80 + A 60 + R 400). Expandable segments: 900 too (the sim's test works it
+    // out). The values tried (classes (20,40] (40,60] (60,80] (80,400]): 256, 64, 48, 32; with 256,
+    // R's block is oversize: S (under 256 MiB) takes none and gets its own segment (580 MiB), and step
+    // 1's R takes R's block back (at most 20 MiB larger): 580 = the live peak. 64, 48 and 32 give 580
+    // too (S is then oversize and R's block 320 MiB too large for it); the first of equals is kept.
+    // Expandable segments with 256 (one segment, 20 MiB pages): A [0,60), R [60,460), G [460,500);
+    // A and R freed merge into one free range of 460 MiB, oversize: S (80) may not take it and maps
+    // [500,580), step 1's A maps [580,640), and R (400) may not take it either (460 is 20 MiB or more
+    // above 400): it maps [640,1040). 1040 MiB: worse than either setting alone.
+    mhc::test::TempPath path{"reserve.db"};
+    reserve_reuse(true).write(path.path);
+    auto data = mhc::trace::load_checked_trace(path.path);
+    Base base = make_base(data);
+    Evaluator ev(base, mhc::sim::link_from_spec("pcie4"));
+    PlannerOptions opts;
+    opts.host_optimizer = opts.fused_optimizer = false;
+    CHECK(split_size_values(data, 8) == std::vector<int64_t>{256, 64, 48, 32});
+    CHECK(ev.predict(Setting{}).memory.reserved == 900 * kMiB);
+    CHECK(ev.predict(Setting{}).memory.peak == 580 * kMiB);
+    const std::pair<const char*, int64_t> each[] = {{"expandable_segments:True", 900},
+                                                    {"max_split_size_mb:256", 580},
+                                                    {"max_split_size_mb:32", 580},
+                                                    {"expandable_segments:True,max_split_size_mb:256", 1040}};
+    for (const auto& [conf, mib] : each) {
+        Setting s;
+        s.allocator = conf;
+        INFO(conf);
+        CHECK(ev.predict(s).memory.reserved == mib * kMiB);
+    }
+    int64_t trials = 0;
+    CHECK(search_allocator_confs(ev, opts, trials) ==
+          std::vector<std::string>{"", "expandable_segments:True", "max_split_size_mb:256"});
+    CHECK(trials == 2 + 2 * 4);   // the two settings of the search, then four values alone and with expandable segments
+
+    opts.capacity = 600 * kMiB;
+    Advice advice = advise(ev, opts);
+    REQUIRE(advice.ranked.size() == 1);
+    CHECK(to_json(advice.ranked[0].setting) == R"({"allocator":"max_split_size_mb:256"})");
+    CHECK(advice.ranked[0].prediction.memory.reserved == 580 * kMiB);
+    CHECK(advice.ranked[0].loss == 0);
+    CHECK(advice.split_conf == "max_split_size_mb:256");
+    CHECK(advice.split_values == 4);
+    // the search before (the allocator as captured or with expandable segments): nothing fits
+    opts.split_sizes = 0;
+    CHECK(advise(ev, opts).ranked.empty());
+}
+
+TEST_CASE("advise does not offer max_split_size_mb where it does not help", "[advise][dp][allocator]") {
+    // Without S between the steps step 1 takes A's and R's blocks back: 500 MiB reserved, the live
+    // peak; no value of max_split_size_mb reserves less, and none is searched.
+    mhc::test::TempPath path{"no_state.db"};
+    reserve_reuse(false).write(path.path);
+    auto data = mhc::trace::load_checked_trace(path.path);
+    Base base = make_base(data);
+    Evaluator ev(base, mhc::sim::link_from_spec("pcie4"));
+    PlannerOptions opts;
+    opts.host_optimizer = opts.fused_optimizer = false;
+    CHECK(ev.predict(Setting{}).memory.reserved == 500 * kMiB);
+    int64_t trials = 0;
+    CHECK(search_allocator_confs(ev, opts, trials) == opts.allocator_confs);
+    CHECK(trials == 2 + 2 * 3);   // 40, 60, 400 MiB: the classes (20,40] (40,60] (60,400]: 256, 48, 32
+    opts.capacity = 500 * kMiB;
+    Advice advice = advise(ev, opts);
+    REQUIRE(!advice.ranked.empty());
+    CHECK(to_json(advice.ranked[0].setting) == "{}");
+    CHECK(advice.split_conf.empty());
+    // The small captured steps: one class each, tried and not kept (their large requests are 20 to
+    // 40 MiB and nothing is split that a value would keep whole).
+    for (const char* file : {"scaler.db", "bert.db", "tiny_mhc.db"}) {
+        auto captured = mhc::trace::load_checked_trace(std::string(MHC_SOURCE_DIR) + "/tests/data/advise/" + file);
+        Base b = make_base(captured);
+        Evaluator e(b, mhc::sim::link_from_spec("pcie5"));
+        int64_t n = 0;
+        INFO(file);
+        CHECK(search_allocator_confs(e, PlannerOptions{}, n) == PlannerOptions{}.allocator_confs);
+        CHECK(n == 4);
+    }
+}
+
+TEST_CASE("the captured speech GRU: max_split_size_mb fits where nothing did at no loss", "[advise][dp][allocator]") {
+    // tests/data/advise/speech_gru.db (bench/advise/new_user/speech_gru.py, 2 steps): reserved
+    // 9,493,807,104 B (8.84 GiB) for a live peak of 6,131,348,464 (5.71 GiB), 9,216,983,040 with
+    // expandable segments (docs/results.md: cuDNN's 3800 MiB reserve split by AdamW's state).
+    // The values tried: 2048 164 128 96 64 48 40 36 (its requests of 3800, 163.6, 100, 62.5, 39.2,
+    // 32, 31.25, 24 MiB); 128 reserves least, 6,603,931,648 B (6.15 GiB; 2048: 6,612,320,256). At
+    // 6.5 GiB the search answered the optimizer on the host (+192.9% step time): now the fused AdamW
+    // with max_split_size_mb:128, then max_split_size_mb:128 alone at no loss.
+    auto data = mhc::trace::load_checked_trace(std::string(MHC_SOURCE_DIR) + "/tests/data/advise/speech_gru.db");
+    Base base = make_base(data);
+    Evaluator ev(base, mhc::sim::link_from_spec("pcie5"));
+    CHECK(split_size_values(data, 8) == std::vector<int64_t>{2048, 164, 128, 96, 64, 48, 40, 36});
+    PlannerOptions opts;
+    opts.capacity = 6.5 * (1 << 30);
+    Advice advice = advise(ev, opts);
+    CHECK(advice.baseline.memory.reserved == 9493807104);
+    CHECK(advice.split_conf == "max_split_size_mb:128");
+    REQUIRE(advice.ranked.size() == 3);
+    CHECK(to_json(advice.ranked[0].setting) == R"({"allocator":"max_split_size_mb:128","optimizer":{"impl":"fused"}})");
+    CHECK(to_json(advice.ranked[1].setting) == R"({"allocator":"max_split_size_mb:128"})");
+    CHECK(advice.ranked[1].prediction.memory.reserved == 6603931648);
+    CHECK(advice.ranked[1].loss == 0);
+    Setting alone;
+    alone.allocator = "max_split_size_mb:2048";
+    CHECK(ev.predict(alone).memory.reserved == 6612320256);
+    opts.split_sizes = 0;
+    const Advice before = advise(ev, opts);
+    REQUIRE(!before.ranked.empty());
+    CHECK(to_json(before.ranked[0].setting) == R"({"optimizer":{"state":"host"}})");
 }

@@ -3,6 +3,7 @@
 // caching allocator's reserved peak, host bytes and the estimated step time.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "mhc/advise/plan.hpp"
 #include "mhc/advise/setting.hpp"
@@ -18,6 +19,8 @@ struct Memory {
 // The peaks of a trace (a transformed one, or a capture): sim::prepare checks it first, then
 // the caching model runs with `allocator_conf` over the trace's recorded settings.
 Memory measure(const trace::TraceData& t, const std::string& allocator_conf);
+// The same under each of `allocator_confs`: the trace prepared once, the caching model once each.
+std::vector<Memory> measure(const trace::TraceData& t, const std::vector<std::string>& allocator_confs);
 
 struct Prediction {
     Memory memory;
@@ -43,6 +46,9 @@ public:
     };
     Quick quick(const Setting& s) const;
     Prediction predict(const Setting& s) const;
+    // The setting under each of `allocator_confs` (its own `allocator` aside): the step transformed,
+    // timed and written once, the caching model run once per allocator setting.
+    std::vector<Prediction> predict(const Setting& s, const std::vector<std::string>& allocator_confs) const;
     // The transformed step as a trace (meta advise.setting holds the setting's JSON).
     trace::TraceData trace(const Setting& s) const;
 

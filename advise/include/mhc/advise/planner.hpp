@@ -5,7 +5,8 @@
 // Per block the choices are: unchanged, checkpoint (full), selective checkpoint keeping
 // matmuls, mHC's hyper-connections recomputed (mHC models), offload of its saved tensors
 // (streamed). Globally: the optimizer's implementation (foreach -> fused) and placement (device,
-// host), and the allocator's settings (as captured, expandable segments). Each block choice is
+// host), and the allocator's settings (as captured, expandable segments, and a max_split_size_mb
+// chosen from the step's own large allocations where it reserves less). Each block choice is
 // evaluated alone on the whole step (transform, then live bytes per window and time); the
 // separable model (dp.hpp) combines them, and a DP finds, per global combination and per family
 // of block choices, the fastest combination whose live-bytes peak fits the capacity minus a
@@ -32,6 +33,11 @@ struct PlannerOptions {
     double budget = -1;          // largest loss against the baseline step time; < 0: none
     int top = 3;
     std::vector<std::string> allocator_confs{"", "expandable_segments:True"};
+    // max_split_size_mb: at most this many values, read from the step's large allocations
+    // (split_size_values), are predicted on the captured step, alone and with expandable segments;
+    // the one that reserves least joins allocator_confs when it reserves less there than each of
+    // them (docs/advise.md "Search", allocator settings). 0: none.
+    int split_sizes = 8;
     OffloadSetting offload;      // the streamed offload a block choice "offload" uses
     bool host_optimizer = true, fused_optimizer = true;
     // The exact search also moves two blocks' choices at once, or one block's and the global
@@ -51,6 +57,10 @@ struct Candidate {
 
 struct Advice {
     Prediction baseline;
+    std::vector<std::string> allocator_confs;   // the allocator settings searched (each combination under each)
+    std::string split_conf;                     // the max_split_size_mb setting searched ("" none reserved less)
+    int64_t split_values = 0;                   // values of max_split_size_mb tried on the captured step
+    int64_t allocator_trials = 0;               // caching model runs there to choose among them
     std::vector<Candidate> ranked;    // fitting (and within the budget), fastest first, at most top
     std::vector<Candidate> all;       // every distinct setting predicted, fastest first
     int64_t dp_runs = 0, evaluations = 0, max_states = 0;
@@ -60,6 +70,20 @@ struct Advice {
 };
 
 Advice advise(const Evaluator& ev, const PlannerOptions& o);
+
+// The values of max_split_size_mb (MiB) that act differently on `step`, at most `most`, largest
+// first: only the requests of at least N MiB and the segments of at least N MiB (of the device's
+// requests, rounded as the caching allocator rounds them: 512 B, then 2 MiB for its segment) set
+// apart what N does, so the N > 20 fall into classes between consecutive such sizes in MiB (a
+// request's size rounded down, a segment's); each class is given by its roundest member (the most
+// trailing zero bits), the classes with the largest sizes first.
+std::vector<int64_t> split_size_values(const trace::TraceData& step, size_t most);
+
+// The allocator settings the search tries on `ev`'s step: o.allocator_confs, then the best
+// max_split_size_mb of split_size_values (alone or with expandable segments) when on the captured
+// step it reserves less than each of those (of equals, the larger value, alone). `trials` counts
+// the caching model's runs.
+std::vector<std::string> search_allocator_confs(const Evaluator& ev, const PlannerOptions& o, int64_t& trials);
 
 // Whether the search offers selective checkpointing ("keep matmuls") for block `block`: not when
 // its forward runs no op that policy keeps (it would be full checkpointing under another name),
