@@ -406,9 +406,15 @@ std::string describe(const Setting& s, const CaptureInfo& info) {
 
 std::string code_for(const Setting& s, const CaptureInfo& info) {
     std::ostringstream o;
-    if (!s.allocator.empty())
+    if (!s.allocator.empty()) {
+        // Over the settings the step was captured with, as it is predicted (a later key wins in
+        // PyTorch's parser): the environment line replaces them.
+        const std::string conf = info.allocator_conf.empty() ? s.allocator : info.allocator_conf + "," + s.allocator;
         o << "import os                          # before torch touches the GPU\n"
-          << "os.environ[\"PYTORCH_CUDA_ALLOC_CONF\"] = \"" << s.allocator << "\"\n";
+          << "os.environ[\"PYTORCH_CUDA_ALLOC_CONF\"] = \"" << conf << "\"";
+        if (!info.allocator_conf.empty()) o << "   # the captured step's settings, then the answer's";
+        o << "\n";
+    }
     batchnorm_code(o, s, info);   // defines marking(), which the checkpoint code passes
     checkpoint_code(o, s, info);
     if (s.offload) offload_code(o, *s.offload, info);

@@ -505,3 +505,34 @@ TEST_CASE("the captured speech GRU: max_split_size_mb fits where nothing did at 
     REQUIRE(!before.ranked.empty());
     CHECK(to_json(before.ranked[0].setting) == R"({"optimizer":{"state":"host"}})");
 }
+
+TEST_CASE("the printed PYTORCH_CUDA_ALLOC_CONF keeps the settings the step was captured with",
+          "[advise][dp][allocator]") {
+    // A step captured with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (meta allocator.conf) is
+    // predicted with an answer's allocator setting over it (1040 MiB for max_split_size_mb:256, the
+    // combination above); the printed line replaces the environment's value, so it carries both, as
+    // the prediction has them. It printed "max_split_size_mb:256" alone: expandable segments off, 580 MiB.
+    mhc::test::TempPath path{"recorded_conf.db"};
+    advisetest::TinyTrace tiny = reserve_reuse(true);
+    tiny.meta.push_back({"allocator.conf", "expandable_segments:True"});
+    tiny.write(path.path);
+    auto data = mhc::trace::load_checked_trace(path.path);
+    Base base = make_base(data);
+    Evaluator ev(base, mhc::sim::link_from_spec("pcie4"));
+    Setting answer;
+    answer.allocator = "max_split_size_mb:256";
+    Setting printed;
+    printed.allocator = "expandable_segments:True,max_split_size_mb:256";
+    CHECK(ev.predict(answer).memory.reserved == 1040 * kMiB);
+    CHECK(ev.predict(printed).memory.reserved == 1040 * kMiB);
+    const std::string code = code_for(answer, base.info);
+    INFO(code);
+    CHECK(code.find("os.environ[\"PYTORCH_CUDA_ALLOC_CONF\"] = \"expandable_segments:True,max_split_size_mb:256\"") !=
+          std::string::npos);
+    // captured without settings: the answer's alone
+    mhc::test::TempPath plain{"plain_conf.db"};
+    reserve_reuse(true).write(plain.path);
+    auto data2 = mhc::trace::load_checked_trace(plain.path);
+    CHECK(code_for(answer, make_base(data2).info)
+              .find("os.environ[\"PYTORCH_CUDA_ALLOC_CONF\"] = \"max_split_size_mb:256\"\n") != std::string::npos);
+}

@@ -24,6 +24,9 @@ BLOCK_OFFLOAD = {"mode": "streamed", "min_bytes": 1024, "max_fwd_stash": 5, "pre
 FAMILIES = [set(CHOICES), {"keep", "full"}, {"keep", "save_matmuls"}, {"keep", "mhc"}, {"keep", "offload"},
             {"keep"}]
 ALLOCATORS = ["", "expandable_segments:True"]
+MIB = 1 << 20
+SPLIT_VALUES = 8    # "at most 8 values" of max_split_size_mb
+LEAST_SPLIT = 20    # max_split_size_mb is more than 20 (MiB)
 
 
 class NothingFits(Exception):
@@ -305,6 +308,48 @@ def solve(model, capacity, allowed):
     return list(layer[0][3])
 
 
+# ---------------------------------------------------------------- allocator settings
+
+def split_size_values(cap, most=SPLIT_VALUES):
+    """docs/advise.md "Search", allocator settings: the device's requests rounded up to 512 B and
+    the segments the allocator would give them (2 MiB up to 1 MiB, 20 MiB under 10 MiB, else the
+    request rounded up to 2 MiB), each in MiB rounded down; those above 20 cut the values N > 20
+    into classes (between one such size and the next above it, the next included); from the
+    largest, at most `most` classes, each by its member with the most trailing zero bits."""
+    sizes = set()
+    for al in cap.allocs.values():
+        if al["device"] < 0:
+            continue
+        r = max(512, -(-al["bytes"] // 512) * 512)
+        seg = 2 * MIB if r <= MIB else 20 * MIB if r < 10 * MIB else -(-r // (2 * MIB)) * 2 * MIB
+        sizes |= {x for x in (r // MIB, seg // MIB) if x > LEAST_SPLIT}
+    sizes = sorted(sizes, reverse=True)
+    out = []
+    for i, hi in enumerate(sizes[:most]):
+        lo = sizes[i + 1] if i + 1 < len(sizes) else LEAST_SPLIT
+        best = max(range(lo + 1, hi + 1), key=lambda n: ((n & -n), -n))   # most trailing zeros
+        out.append(best)
+    return out
+
+
+def allocator_settings(cap, predict):
+    """The allocator settings the search tries: as captured, expandable segments, and the
+    max_split_size_mb (each value alone, then with expandable segments, largest value first) whose
+    reserved peak on the captured step is the least, when it is below both of theirs (of equals,
+    the first). Returns (the list, the one added or "")."""
+    values = split_size_values(cap)
+    if not values:
+        return list(ALLOCATORS), ""
+    least = min(predict({"allocator": c} if c else {})["reserved_bytes"] for c in ALLOCATORS)
+    kept = ""
+    for v in values:
+        for conf in (f"max_split_size_mb:{v}", f"expandable_segments:True,max_split_size_mb:{v}"):
+            r = predict({"allocator": conf})["reserved_bytes"]
+            if r < least:
+                least, kept = r, conf
+    return list(ALLOCATORS) + ([kept] if kept else []), kept
+
+
 # ---------------------------------------------------------------- the search
 
 def combine(names, global_setting, choice):
@@ -357,7 +402,7 @@ def closer(x, y):
     return rank_key(x) < rank_key(y)
 
 
-def exact_search(starts, globals_, names, deltas, candidate, step_time):
+def exact_search(starts, globals_, names, deltas, candidate, step_time, allocators=tuple(ALLOCATORS)):
     """From the closest of the starts, moves to the closest neighbour (one block's choice changed,
     in block then choice order, then the global setting changed), each under its closer allocator
     setting, while it fits and is faster (once the combination fits: a neighbour whose step time
@@ -367,7 +412,7 @@ def exact_search(starts, globals_, names, deltas, candidate, step_time):
     def value(point):
         gi, choice = point
         best = None
-        for conf in ALLOCATORS:
+        for conf in allocators:
             s = combine(names, globals_[gi], list(choice))
             if conf:
                 s["allocator"] = conf
@@ -444,6 +489,7 @@ def search(trace, capacity, budget=None, top=3, link=ref.LINKS["pcie5"], host_bw
         return cached("predict", trace, s, link, host_bw, cost, lambda: predict_exactly(trace, cap, s, link, host_bw, cost))
 
     baseline = predict({})
+    allocators, split_conf = allocator_settings(cap, predict)
     base_win, base_time = quick(trace, cap, {}, link, host_bw, cost)
     deltas = [dict() for _ in range(nb)]
     times = [dict(keep=0) for _ in range(nb)]
@@ -505,7 +551,7 @@ def search(trace, capacity, budget=None, top=3, link=ref.LINKS["pcie5"], host_bw
                     break
                 starts.append((gi, tuple(choice)))
                 best = None
-                for conf in ALLOCATORS:
+                for conf in allocators:
                     s = combine(names, g, choice)
                     if conf:
                         s["allocator"] = conf
@@ -516,7 +562,8 @@ def search(trace, capacity, budget=None, top=3, link=ref.LINKS["pcie5"], host_bw
                     break
                 margin += best["reserved"] - capacity + MARGIN_STEP
     exact_search(starts, globals_, names, deltas, candidate,
-                 lambda p: quick(trace, cap, combine(names, globals_[p[0]], list(p[1])), link, host_bw, cost)[1])
+                 lambda p: quick(trace, cap, combine(names, globals_[p[0]], list(p[1])), link, host_bw, cost)[1],
+                 allocators)
     every = sorted(seen.values(), key=rank_key)
     ranked, shown = [], set()
     for c in every:
@@ -534,7 +581,7 @@ def search(trace, capacity, budget=None, top=3, link=ref.LINKS["pcie5"], host_bw
             raise NothingFits(f"within the budget: the closest is {close['key']} at {close['loss']:+.3f}")
         close = min(every, key=lambda c: c["reserved"]) if every else None
         raise NothingFits(f"the closest is {close['key'] if close else '{}'}")
-    return dict(baseline=baseline, ranked=ranked, dp_runs=dp_runs, blocks=names)
+    return dict(baseline=baseline, ranked=ranked, dp_runs=dp_runs, blocks=names, split_conf=split_conf)
 
 
 if __name__ == "__main__":

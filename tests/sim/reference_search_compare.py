@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Runs `mhc advise TRACE --capacity C [--budget B] --json` and the document's second reading of
 docs/advise.md "Search" (reference_search.py) on captured steps and compares the ranked answers
-(each row's setting, peak_bytes, reserved_bytes, host_peak_bytes, step_time_ns and loss) and the
-number of DP runs, or that both find nothing that fits.
+(each row's setting, peak_bytes, reserved_bytes, host_peak_bytes, step_time_ns and loss), the
+number of DP runs and the max_split_size_mb setting searched, or that both find nothing that fits.
 
 Usage: reference_search_compare.py MHC WORKDIR TRACE.db... [--sample=N] [--filter=TEXT] [--verbose]
        reference_search_compare.py MHC WORKDIR --capture=auto|PYTHON [--seq=N] [--quick]
@@ -12,7 +12,7 @@ steps), each with no budget, 2% and 25%; --sample=N: one configuration in N, cho
 every one at the least reserved peak tried without a budget (where the planner found nothing
 although a combination fitted).
 Exit 0 when every configuration agrees, 1 otherwise (each difference printed), 77 when --capture
-finds no usable environment.
+finds no usable environment and no TRACE is given.
 """
 import json
 import subprocess
@@ -70,6 +70,8 @@ def compare(mhc, trace, capacity, budget):
         lines.append(f"  only in the reading: {m['key']}")
     if out["search"]["dp_runs"] != mine["dp_runs"]:
         lines.append(f"DP runs: mhc {out['search']['dp_runs']} reading {mine['dp_runs']}")
+    if out["search"].get("split_conf") != mine["split_conf"]:
+        lines.append(f"max_split_size_mb searched: mhc {out['search'].get('split_conf')!r} reading {mine['split_conf']!r}")
     return lines
 
 
@@ -79,7 +81,12 @@ def capacities(trace):
     # the search's own capture and predictions (cached): the searches after this one reuse them
     cap = rs.cached("capture", str(trace), {}, None, 0, 0, lambda: ref.Captured(str(trace)))
     names = [cap.modules[b]["name"] for b in rs.blocks(cap)]
-    tries = [{}, {"allocator": "expandable_segments:True"}]
+
+    def predict(t):
+        return rs.cached("predict", str(trace), t, ref.LINKS["pcie5"], 100e9, 15000, lambda: rs.predict_exactly(
+            str(trace), cap, t, ref.LINKS["pcie5"], 100e9, 15000))
+
+    tries = [{"allocator": conf} if conf else {} for conf in rs.allocator_settings(cap, predict)[0]]
     if ref.optimizer_steps(cap) and not rs.grads_read_on_gpu(cap):
         tries.append({"optimizer": {"state": "host"}})
     if names:
@@ -88,8 +95,7 @@ def capacities(trace):
     got = []
     for t in tries:
         try:
-            got.append(rs.cached("predict", str(trace), t, ref.LINKS["pcie5"], 100e9, 15000, lambda: rs.predict_exactly(
-                str(trace), cap, t, ref.LINKS["pcie5"], 100e9, 15000))["reserved_bytes"])
+            got.append(predict(t)["reserved_bytes"])
         except ValueError:
             pass
     lo, hi = min(got), max(got)
@@ -108,10 +114,12 @@ def main(argv):
     workdir.mkdir(parents=True, exist_ok=True)
     if "capture" in opts:
         got = rsc.capture_all(rsc.venv_python(opts["capture"]), workdir, "quick" in opts, int(opts.get("seq", "512")))
-        if got is None:
+        if got is None and not traces:
             print("no Python environment with torch, transformers and mhc_torch: skipped")
             return 77
-        traces += got
+        if got is None:
+            print("no Python environment with torch, transformers and mhc_torch: the captures skipped")
+        traces += got or []
     n = bad = 0
     for trace in traces:
         for what, capacity in capacities(trace):

@@ -75,6 +75,9 @@ struct CaptureInfo {
         int64_t peak = -1, reserved = -1, host_peak = 0, step_ns = 0, with_step_ns = 0;
     } hf_off;
     std::string optimizer_class;                     // "torch.optim.adamw.AdamW"
+    // PYTORCH_CUDA_ALLOC_CONF as the captured step ran (meta allocator.conf; "" none): an allocator
+    // setting is predicted over it, and the printed code keeps it.
+    std::string allocator_conf;
     std::string optimizer_defaults;                  // its hyperparameters, a JSON object
     bool optimizer_groups = false;                   // its parameter groups (capture.optimizer_groups)
     std::string param_dtype;   // the trained weights' dtype (capture.weights_dtype; before it, the recipe's cast)
