@@ -387,14 +387,14 @@ int run(const Options& o) {
         std::printf("\nsearch: %lld DP runs over %zu blocks (at most %lld states), %lld evaluations, %.1f s\n",
                     static_cast<long long>(a.dp_runs), base.info.block_name.size(), static_cast<long long>(a.max_states),
                     static_cast<long long>(a.evaluations), a.seconds);
-    if (o.setting.empty() && a.split_values > 0) {
+    if (o.setting.empty() && !a.split_conf.empty()) {
         std::string confs;
         for (const std::string& conf : a.allocator_confs)
             confs += (confs.empty() ? "" : ", ") + (conf.empty() ? "as captured" : conf);
         std::printf(
-            "        allocator settings searched: %s (max_split_size_mb: %lld values tried on the captured step, %s)\n",
-            confs.c_str(), static_cast<long long>(a.split_values),
-            a.split_conf.empty() ? "none reserves less" : "the one reserving least kept");
+            "        allocator settings searched: %s (the last: of %lld values of max_split_size_mb tried on the "
+            "captured step, the one that reserves least)\n",
+            confs.c_str(), static_cast<long long>(a.split_values));
     }
     return mhc::cli::kExitOk;
 }

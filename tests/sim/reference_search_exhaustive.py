@@ -2,7 +2,8 @@
 """Is the search's first answer the fastest of every combination predicted exactly? docs/advise.md
 ("Search") says tests/advise checks it on small synthetic steps; this checks it on captured ones
 with the second readings (reference_search.py's search, reference_settings.py's predictions of
-every combination of the block choices, the global settings and both allocator settings), at the
+every combination of the block choices, the global settings and the allocator settings the search
+tries on the step: as captured, expandable segments and a max_split_size_mb where one is kept), at the
 capacities reference_search_compare.py uses. By hand (minutes per capture):
     python3 tests/sim/reference_search_exhaustive.py TRACE.db...
 Prints one line per capacity: 'same', 'SLOWER by ...', or where one finds nothing and the other does.
@@ -23,10 +24,11 @@ for trace in sys.argv[1:]:
     globals_ = [{}]
     if has_opt and not rs.grads_read_on_gpu(cap): globals_.append({"optimizer": {"state": "host"}})
     if any(k["name"].startswith("aten::_foreach_") for k in cap.kernels): globals_.append({"optimizer": {"impl": "fused"}})
+    allocators, _kept = rs.allocator_settings(cap, lambda s: ref.predict(trace, s, cap=cap))
     every = []
     for g in globals_:
         for ch in itertools.product(choices, repeat=len(bids)):
-            for conf in rs.ALLOCATORS:
+            for conf in allocators:
                 s = rs.combine(names, g, list(ch))
                 if conf: s["allocator"] = conf
                 p = ref.predict(trace, s, cap=cap)

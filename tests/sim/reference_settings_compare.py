@@ -30,6 +30,7 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import reference_search  # noqa: E402
 import reference_settings as ref  # noqa: E402
 
 METRICS = ["peak_bytes", "reserved_bytes", "host_peak_bytes", "step_time_ns"]
@@ -139,6 +140,10 @@ def grid(path, quick):
     for conf in ["expandable_segments:True", "max_split_size_mb:64", "roundup_power2_divisions:4",
                  "garbage_collection_threshold:0.8"][:2 if quick else None]:
         out.append({"allocator": conf})
+    # the largest value of max_split_size_mb the search tries on this step (docs/advise.md "Search",
+    # allocator settings), alone and with expandable segments
+    for v in reference_search.split_size_values(ref.Captured(str(path)), 1):
+        out += [{"allocator": f"max_split_size_mb:{v}"}, {"allocator": f"expandable_segments:True,max_split_size_mb:{v}"}]
     # combinations
     if bl:
         out.append({"checkpoint": {"modules": bl[:1], "policy": "full"},
