@@ -9,26 +9,26 @@ Memory measure(const trace::TraceData& t, const std::string& allocator_conf) {
     return measure(t, std::vector<std::string>{allocator_conf}).front();
 }
 
-std::vector<Memory> measure(const trace::TraceData& t, const std::vector<std::string>& allocator_confs) {
-    auto prep = sim::prepare(t);
+std::vector<Memory> measure(const trace::TraceData& trace_data, const std::vector<std::string>& allocator_confs) {
+    auto prep = sim::prepare(trace_data);
     const int64_t peak = sim::baseline_peak(*prep, "ideal");
     std::vector<Memory> out;
     out.reserve(allocator_confs.size());
     for (const std::string& conf : allocator_confs) {
-        Memory m;
-        m.peak = peak;
+        Memory mem;
+        mem.peak = peak;
         if (conf.empty()) {
-            m.reserved = sim::baseline_peak(*prep, "caching");
+            mem.reserved = sim::baseline_peak(*prep, "caching");
         } else {
-            sim::Config c;
-            c.allocator = "caching";
-            c.allocator_conf = conf;
-            c.record_events = false;
-            c.check_invariants = false;
-            c.memory_samples = 1;
-            m.reserved = sim::simulate(*prep, c).simulated_peak;
+            sim::Config config;
+            config.allocator = "caching";
+            config.allocator_conf = conf;
+            config.record_events = false;
+            config.check_invariants = false;
+            config.memory_samples = 1;
+            mem.reserved = sim::simulate(*prep, config).simulated_peak;
         }
-        out.push_back(m);
+        out.push_back(mem);
     }
     return out;
 }
@@ -62,27 +62,27 @@ Prediction Evaluator::predict(const Setting& s) const {
     return predict(s, std::vector<std::string>{s.allocator}).front();
 }
 
-std::vector<Prediction> Evaluator::predict(const Setting& s, const std::vector<std::string>& allocator_confs) const {
-    Plan p = plan(s);
+std::vector<Prediction> Evaluator::predict(const Setting& setting, const std::vector<std::string>& allocator_confs) const {
+    Plan p = plan(setting);
     Order o = order_of(p);
     Timing tm = timing(p, o, link_);
     LiveProfile lp = live_profile(p, o, b_.device);
     const Timing launch_order = timing(p, o, link_, false);
     const trace::TraceData written = to_trace(p, o, launch_order, *b_.trace,
-                                              {{"source", "advise"}, {"advise.setting", to_json(s)}});
+                                              {{"source", "advise"}, {"advise.setting", to_json(setting)}});
     std::vector<Prediction> out;
     out.reserve(allocator_confs.size());
     for (const Memory& memory : measure(written, allocator_confs)) {
-        Prediction r;
-        r.memory = memory;
-        r.host_peak = lp.host_peak;
-        r.step_time = tm.makespan;
-        r.waits = tm.waits;
-        r.h2d_bytes = tm.h2d_bytes;
-        r.d2h_bytes = tm.d2h_bytes;
-        r.comm = tm.comm;
-        r.comm_waits = tm.comm_waits;
-        out.push_back(r);
+        Prediction pred;
+        pred.memory = memory;
+        pred.host_peak = lp.host_peak;
+        pred.step_time = tm.makespan;
+        pred.waits = tm.waits;
+        pred.h2d_bytes = tm.h2d_bytes;
+        pred.d2h_bytes = tm.d2h_bytes;
+        pred.comm = tm.comm;
+        pred.comm_waits = tm.comm_waits;
+        out.push_back(pred);
     }
     return out;
 }

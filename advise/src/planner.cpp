@@ -394,8 +394,8 @@ std::vector<int64_t> split_size_values(const trace::TraceData& step, size_t most
     std::set<int64_t> edges;
     for (size_t i = 0; i < step.allocations.size(); ++i) {
         if (step.allocations.device[i] < 0) continue;   // host memory: not the caching allocator's
-        const int64_t r = trace::torch::round_size(step.allocations.bytes[i], 0);
-        for (const int64_t edge : {r / kMiB, sim::CachingAllocator::segment_size(r) / kMiB})
+        const int64_t rounded = trace::torch::round_size(step.allocations.bytes[i], 0);
+        for (const int64_t edge : {rounded / kMiB, sim::CachingAllocator::segment_size(rounded) / kMiB})
             if (edge > kLeast) edges.insert(edge);
     }
     // Each class (lo, hi] of N, from the largest: its roundest member, the multiple of the largest
@@ -415,10 +415,10 @@ std::vector<int64_t> split_size_values(const trace::TraceData& step, size_t most
     return out;
 }
 
-std::vector<std::string> search_allocator_confs(const Evaluator& ev, const PlannerOptions& o, int64_t& trials) {
-    std::vector<std::string> confs = o.allocator_confs;
-    if (o.split_sizes <= 0) return confs;
-    const std::vector<int64_t> values = split_size_values(*ev.base().trace, static_cast<size_t>(o.split_sizes));
+std::vector<std::string> search_allocator_confs(const Evaluator& ev, const PlannerOptions& opts, int64_t& trials) {
+    std::vector<std::string> confs = opts.allocator_confs;
+    if (opts.split_sizes <= 0) return confs;
+    const std::vector<int64_t> values = split_size_values(*ev.base().trace, static_cast<size_t>(opts.split_sizes));
     if (values.empty()) return confs;
     // On the captured step: the search's own allocator settings, then each value alone and with
     // expandable segments, largest value first; one transformed step, a caching model run each.
@@ -507,15 +507,15 @@ Advice advise(const Evaluator& ev, const PlannerOptions& o) {
         if (!missing.empty()) {
             const std::vector<Prediction> got = ev.predict(setting, missing);
             for (size_t j = 0; j < missing.size(); ++j) {
-                Setting s = setting;
-                s.allocator = missing[j];
-                seen[to_json(s)] = candidate(s, got[j]);
+                Setting under = setting;
+                under.allocator = missing[j];
+                seen[to_json(under)] = candidate(under, got[j]);
             }
             a.evaluations += static_cast<int64_t>(missing.size());
         }
         std::vector<Candidate> out;
         out.reserve(confs.size());
-        for (const Setting& s : each) out.push_back(seen[to_json(s)]);
+        for (const Setting& under : each) out.push_back(seen[to_json(under)]);
         return out;
     };
     // every combination the DP returned, as (global, block choices): where the exact search starts

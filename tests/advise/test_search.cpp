@@ -349,23 +349,23 @@ constexpr int64_t kMiB = int64_t{1} << 20;
 advisetest::TinyTrace reserve_reuse(bool state) {
     using mhc::trace::Category;
     using mhc::trace::Phase;
-    advisetest::TinyTrace t;
-    t.modules = {{"M", "Net"}};
-    const int g = t.alloc(40 * kMiB, Category::Grad, "w.grad", 2, -1);
+    advisetest::TinyTrace tiny;
+    tiny.modules = {{"M", "Net"}};
+    const int grad = tiny.alloc(40 * kMiB, Category::Grad, "w.grad", 2, -1);
     for (int step = 0; step < 2; ++step) {
-        const int k = static_cast<int>(t.kernels.size());
-        const int a = t.alloc(60 * kMiB, Category::Activation, "A", k, k + 2);
-        const int r = t.alloc(400 * kMiB, Category::Activation, "R", k + 1, k + 2);
-        t.kernel({"aten::mm", "M", Phase::Forward, {{a, 'w'}}, {a}, step});
-        t.kernel({"aten::_cudnn_rnn", "M", Phase::Forward, {{a, 'r'}, {r, 'w'}}, {r}, step});
-        t.kernel(
-            {"aten::_cudnn_rnn_backward", "M", Phase::Backward, {{a, 'r'}, {r, 'r'}, {g, step ? 'x' : 'w'}}, {}, step});
+        const int first = static_cast<int>(tiny.kernels.size());
+        const int act = tiny.alloc(60 * kMiB, Category::Activation, "A", first, first + 2);
+        const int reserve = tiny.alloc(400 * kMiB, Category::Activation, "R", first + 1, first + 2);
+        tiny.kernel({"aten::mm", "M", Phase::Forward, {{act, 'w'}}, {act}, step});
+        tiny.kernel({"aten::_cudnn_rnn", "M", Phase::Forward, {{act, 'r'}, {reserve, 'w'}}, {reserve}, step});
+        tiny.kernel({"aten::_cudnn_rnn_backward", "M", Phase::Backward,
+                     {{act, 'r'}, {reserve, 'r'}, {grad, step ? 'x' : 'w'}}, {}, step});
         if (state && step == 0) {
-            const int s = t.alloc(80 * kMiB, Category::Workspace, "S", k + 3, -1);
-            t.kernel({"aten::zeros_like", "M", Phase::Backward, {{g, 'r'}, {s, 'w'}}, {}, step});
+            const int moments = tiny.alloc(80 * kMiB, Category::Workspace, "S", first + 3, -1);
+            tiny.kernel({"aten::zeros_like", "M", Phase::Backward, {{grad, 'r'}, {moments, 'w'}}, {}, step});
         }
     }
-    return t;
+    return tiny;
 }
 
 }   // namespace
@@ -420,10 +420,10 @@ TEST_CASE("advise offers max_split_size_mb where it is the cheapest fit, predict
                                                     {"max_split_size_mb:32", 580},
                                                     {"expandable_segments:True,max_split_size_mb:256", 1040}};
     for (const auto& [conf, mib] : each) {
-        Setting s;
-        s.allocator = conf;
+        Setting setting;
+        setting.allocator = conf;
         INFO(conf);
-        CHECK(ev.predict(s).memory.reserved == mib * kMiB);
+        CHECK(ev.predict(setting).memory.reserved == mib * kMiB);
     }
     int64_t trials = 0;
     CHECK(search_allocator_confs(ev, opts, trials) ==
@@ -466,12 +466,12 @@ TEST_CASE("advise does not offer max_split_size_mb where it does not help", "[ad
     // 40 MiB and nothing is split that a value would keep whole).
     for (const char* file : {"scaler.db", "bert.db", "tiny_mhc.db"}) {
         auto captured = mhc::trace::load_checked_trace(std::string(MHC_SOURCE_DIR) + "/tests/data/advise/" + file);
-        Base b = make_base(captured);
-        Evaluator e(b, mhc::sim::link_from_spec("pcie5"));
-        int64_t n = 0;
+        Base small = make_base(captured);
+        Evaluator small_ev(small, mhc::sim::link_from_spec("pcie5"));
+        int64_t runs = 0;
         INFO(file);
-        CHECK(search_allocator_confs(e, PlannerOptions{}, n) == PlannerOptions{}.allocator_confs);
-        CHECK(n == 4);
+        CHECK(search_allocator_confs(small_ev, PlannerOptions{}, runs) == PlannerOptions{}.allocator_confs);
+        CHECK(runs == 4);
     }
 }
 
@@ -514,7 +514,7 @@ TEST_CASE("the printed PYTORCH_CUDA_ALLOC_CONF keeps the settings the step was c
     // the prediction has them. It printed "max_split_size_mb:256" alone: expandable segments off, 580 MiB.
     mhc::test::TempPath path{"recorded_conf.db"};
     advisetest::TinyTrace tiny = reserve_reuse(true);
-    tiny.meta.push_back({"allocator.conf", "expandable_segments:True"});
+    tiny.meta.emplace_back("allocator.conf", "expandable_segments:True");
     tiny.write(path.path);
     auto data = mhc::trace::load_checked_trace(path.path);
     Base base = make_base(data);

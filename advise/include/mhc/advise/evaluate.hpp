@@ -20,7 +20,7 @@ struct Memory {
 // the caching model runs with `allocator_conf` over the trace's recorded settings.
 Memory measure(const trace::TraceData& t, const std::string& allocator_conf);
 // The same under each of `allocator_confs`: the trace prepared once, the caching model once each.
-std::vector<Memory> measure(const trace::TraceData& t, const std::vector<std::string>& allocator_confs);
+std::vector<Memory> measure(const trace::TraceData& trace_data, const std::vector<std::string>& allocator_confs);
 
 struct Prediction {
     Memory memory;
@@ -48,7 +48,7 @@ public:
     Prediction predict(const Setting& s) const;
     // The setting under each of `allocator_confs` (its own `allocator` aside): the step transformed,
     // timed and written once, the caching model run once per allocator setting.
-    std::vector<Prediction> predict(const Setting& s, const std::vector<std::string>& allocator_confs) const;
+    std::vector<Prediction> predict(const Setting& setting, const std::vector<std::string>& allocator_confs) const;
     // The transformed step as a trace (meta advise.setting holds the setting's JSON).
     trace::TraceData trace(const Setting& s) const;
 

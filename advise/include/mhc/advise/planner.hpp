@@ -79,11 +79,11 @@ Advice advise(const Evaluator& ev, const PlannerOptions& o);
 // trailing zero bits), the classes with the largest sizes first.
 std::vector<int64_t> split_size_values(const trace::TraceData& step, size_t most);
 
-// The allocator settings the search tries on `ev`'s step: o.allocator_confs, then the best
+// The allocator settings the search tries on `ev`'s step: opts.allocator_confs, then the best
 // max_split_size_mb of split_size_values (alone or with expandable segments) when on the captured
 // step it reserves less than each of those (of equals, the larger value, alone). `trials` counts
 // the caching model's runs.
-std::vector<std::string> search_allocator_confs(const Evaluator& ev, const PlannerOptions& o, int64_t& trials);
+std::vector<std::string> search_allocator_confs(const Evaluator& ev, const PlannerOptions& opts, int64_t& trials);
 
 // Whether the search offers selective checkpointing ("keep matmuls") for block `block`: not when
 // its forward runs no op that policy keeps (it would be full checkpointing under another name),
