@@ -63,12 +63,12 @@ Prediction Evaluator::predict(const Setting& s) const {
 }
 
 std::vector<Prediction> Evaluator::predict(const Setting& setting, const std::vector<std::string>& allocator_confs) const {
-    Plan p = plan(setting);
-    Order o = order_of(p);
-    Timing tm = timing(p, o, link_);
-    LiveProfile lp = live_profile(p, o, b_.device);
-    const Timing launch_order = timing(p, o, link_, false);
-    const trace::TraceData written = to_trace(p, o, launch_order, *b_.trace,
+    const Plan transformed = plan(setting);
+    const Order order = order_of(transformed);
+    const Timing tm = timing(transformed, order, link_);
+    const LiveProfile lp = live_profile(transformed, order, b_.device);
+    const Timing launch_order = timing(transformed, order, link_, false);
+    const trace::TraceData written = to_trace(transformed, order, launch_order, *b_.trace,
                                               {{"source", "advise"}, {"advise.setting", to_json(setting)}});
     std::vector<Prediction> out;
     out.reserve(allocator_confs.size());
