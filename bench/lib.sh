@@ -1,9 +1,11 @@
+# shellcheck shell=bash
 # Sourced by the bench scripts: what they share, written once. Sourcing it moves to the
 # repository's root and sets $root there; bench/base_build.sh (the compare scripts' two builds)
 # comes with it.
 #   . "$(dirname "$0")/../lib.sh"
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 root=$(pwd)
+# shellcheck source=bench/base_build.sh
 . bench/base_build.sh
 
 # Sets $tmp to a new temporary folder (mhc-NAME.XXXXXX), removed when the script exits.

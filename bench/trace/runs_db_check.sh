@@ -14,6 +14,7 @@ before=$(realpath "$1")
 after=$(realpath "$2")
 sizes=${3:-10000 30000 100000}
 rounds=${4:-3}
+# shellcheck source=bench/lib.sh
 . "$(dirname "$0")/../lib.sh"
 bench_tmp runs-db-check
 tiny_trace "$after" "$tmp/t.db"

@@ -13,6 +13,7 @@ set -euo pipefail
 mhc=$(realpath "$1")
 runs=${2:-100000}
 rounds=${3:-3}
+# shellcheck source=bench/lib.sh
 . "$(dirname "$0")/../lib.sh"
 bench_tmp runs-db-bench
 cd "$tmp"
