@@ -300,7 +300,9 @@ std::string read_table_end(sqlite3* db, const std::string& file, const std::stri
     }
     bool with_rowid = true;
     {
-        Stmt kind(db, file, "SELECT wr FROM pragma_table_list WHERE schema = 'main' AND name = ?");
+        // As the schema says it (pragma table_list, which tells it too, needs SQLite 3.37).
+        Stmt kind(db, file,
+                  "SELECT upper(sql) LIKE '%WITHOUT%ROWID%' FROM sqlite_master WHERE type = 'table' AND name = ?");
         kind.bind(1, table);
         with_rowid = !kind.step() || kind.i64(0) == 0;
     }
