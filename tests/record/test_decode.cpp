@@ -116,60 +116,66 @@ TEST_CASE("decode: memcpy kinds") {
     CHECK(copy_kind(CUPTI_ACTIVITY_MEMCPY_KIND_ATOD) == trace::CopyKind::D2D);
 }
 
+namespace {
+// A device, allocations (pool, plain, pinned host), a pool, an NVTX step range, a kernel, copies,
+// a memset, a synchronization, CUPTI overhead, a free, and a record the recorder does not use.
+void feed_hand_built_stream(Translator& translator) {
+    auto dev = zeroed<CUpti_ActivityDevice5>();
+    dev.kind = CUPTI_ACTIVITY_KIND_DEVICE;
+    dev.id = 0;
+    dev.name = "NVIDIA H200";
+    dev.globalMemorySize = 150ull << 30;
+    dev.computeCapabilityMajor = 9;
+    dev.numMultiprocessors = 132;
+    CHECK(decode(dev, translator));
+
+    // cudaMallocAsync (pool) allocation and a plain device allocation.
+    auto a1 = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, 0x7f0000000000, 1 << 20, 100, true);
+    auto a2 = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, 0x7f0000200000, 4096, 150, false);
+    auto pinned = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, 0x500000, 4096, 160, false,
+                                CUPTI_ACTIVITY_MEMORY_KIND_PINNED);
+    CHECK(decode(a1, translator));
+    CHECK(decode(a2, translator));
+    CHECK(decode(pinned, translator));
+
+    auto pool = zeroed<CUpti_ActivityMemoryPool3>();
+    pool.kind = CUPTI_ACTIVITY_KIND_MEMORY_POOL;
+    pool.memoryPoolOperationType = CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_CREATED;
+    pool.size = 32 << 20;
+    pool.timestamp = T0 + 90;
+    CHECK(decode(pool, translator));
+
+    CHECK(decode(marker_record(CUPTI_ACTIVITY_FLAG_MARKER_START, 77, 120, "train step 3"), translator));
+    CHECK(decode(kernel_record(42, 200, 900, "ampere_sgemm_128x64_nn"), translator));
+
+    auto cpy = transfer_record<CUpti_ActivityMemcpy6>(CUPTI_ACTIVITY_KIND_MEMCPY, 4096, 950, 1000, 7);
+    cpy.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
+    CHECK(decode(cpy, translator));
+    auto p2p = transfer_record<CUpti_ActivityMemcpyPtoP4>(CUPTI_ACTIVITY_KIND_MEMCPY2, 1 << 20, 1000, 1100, 9);
+    p2p.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_PTOP;
+    p2p.deviceId = 1;
+    CHECK(decode(p2p, translator));
+    CHECK(decode(transfer_record<CUpti_ActivityMemset4>(CUPTI_ACTIVITY_KIND_MEMSET, 1 << 20, 180, 190, 7), translator));
+
+    auto sync = span_record<CUpti_ActivitySynchronization2>(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, 905, 940);
+    sync.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE;
+    CHECK(decode(sync, translator));
+    CHECK(decode(marker_record(CUPTI_ACTIVITY_FLAG_MARKER_END, 77, 1200), translator));
+    auto ovh = span_record<CUpti_ActivityOverhead3>(CUPTI_ACTIVITY_KIND_OVERHEAD, 1300, 1550);
+    ovh.overheadKind = CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH;
+    CHECK(decode(ovh, translator));
+
+    CHECK(decode(memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE, 0x7f0000000000, 1 << 20, 1250, true),
+                 translator));
+
+    auto api = zeroed<CUpti_ActivityAPI>();
+    api.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+    CHECK_FALSE(decode(api, translator));   // not used by the recorder
+}
+}  // namespace
+
 TEST_CASE("decode: a hand-built CUPTI activity stream becomes a valid trace") {
-    std::string path = translate_to_file([](Translator& translator) {
-        auto dev = zeroed<CUpti_ActivityDevice5>();
-        dev.kind = CUPTI_ACTIVITY_KIND_DEVICE;
-        dev.id = 0;
-        dev.name = "NVIDIA H200";
-        dev.globalMemorySize = 150ull << 30;
-        dev.computeCapabilityMajor = 9;
-        dev.numMultiprocessors = 132;
-        CHECK(decode(dev, translator));
-
-        // cudaMallocAsync (pool) allocation and a plain device allocation.
-        auto a1 = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, 0x7f0000000000, 1 << 20, 100, true);
-        auto a2 = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, 0x7f0000200000, 4096, 150, false);
-        auto pinned = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, 0x500000, 4096, 160, false,
-                                    CUPTI_ACTIVITY_MEMORY_KIND_PINNED);
-        CHECK(decode(a1, translator));
-        CHECK(decode(a2, translator));
-        CHECK(decode(pinned, translator));
-
-        auto pool = zeroed<CUpti_ActivityMemoryPool3>();
-        pool.kind = CUPTI_ACTIVITY_KIND_MEMORY_POOL;
-        pool.memoryPoolOperationType = CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_CREATED;
-        pool.size = 32 << 20;
-        pool.timestamp = T0 + 90;
-        CHECK(decode(pool, translator));
-
-        CHECK(decode(marker_record(CUPTI_ACTIVITY_FLAG_MARKER_START, 77, 120, "train step 3"), translator));
-        CHECK(decode(kernel_record(42, 200, 900, "ampere_sgemm_128x64_nn"), translator));
-
-        auto cpy = transfer_record<CUpti_ActivityMemcpy6>(CUPTI_ACTIVITY_KIND_MEMCPY, 4096, 950, 1000, 7);
-        cpy.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
-        CHECK(decode(cpy, translator));
-        auto p2p = transfer_record<CUpti_ActivityMemcpyPtoP4>(CUPTI_ACTIVITY_KIND_MEMCPY2, 1 << 20, 1000, 1100, 9);
-        p2p.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_PTOP;
-        p2p.deviceId = 1;
-        CHECK(decode(p2p, translator));
-        CHECK(decode(transfer_record<CUpti_ActivityMemset4>(CUPTI_ACTIVITY_KIND_MEMSET, 1 << 20, 180, 190, 7), translator));
-
-        auto sync = span_record<CUpti_ActivitySynchronization2>(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, 905, 940);
-        sync.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE;
-        CHECK(decode(sync, translator));
-        CHECK(decode(marker_record(CUPTI_ACTIVITY_FLAG_MARKER_END, 77, 1200), translator));
-        auto ovh = span_record<CUpti_ActivityOverhead3>(CUPTI_ACTIVITY_KIND_OVERHEAD, 1300, 1550);
-        ovh.overheadKind = CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH;
-        CHECK(decode(ovh, translator));
-
-        CHECK(decode(memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE, 0x7f0000000000, 1 << 20, 1250, true),
-                     translator));
-
-        auto api = zeroed<CUpti_ActivityAPI>();
-        api.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
-        CHECK_FALSE(decode(api, translator));   // not used by the recorder
-    }, at_origin());
+    std::string path = translate_to_file(feed_hand_built_stream, at_origin());
     trace::TraceData data = trace::load_trace(path);
     std::vector<trace::Kernel> rows;
     trace::Reader(path).for_each([&](const trace::Kernel& kernel) { rows.push_back(kernel); });
