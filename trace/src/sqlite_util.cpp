@@ -253,7 +253,7 @@ namespace {
 
 std::string quoted(const std::string& name) {
     std::string out = "\"";
-    for (char c : name) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+    for (char ch : name) out += ch == '"' ? std::string("\"\"") : std::string(1, ch);
     return out + "\"";
 }
 
@@ -307,14 +307,14 @@ std::string read_table_end(sqlite3* db, const std::string& file, const std::stri
         with_rowid = !kind.step() || kind.i64(0) == 0;
     }
     if (with_rowid) {
-        const std::string why = read_through(
+        std::string why = read_through(
             db, file, "SELECT 1 FROM " + quoted(table) + " NOT INDEXED ORDER BY rowid DESC" + limit);
         if (!why.empty()) return why;
     }
     for (const std::string& index : indexes) {
         const std::string order = backwards_order(db, file, index);
         if (order.empty()) continue;
-        const std::string why = read_through(
+        std::string why = read_through(
             db, file, "SELECT 1 FROM " + quoted(table) + " INDEXED BY " + quoted(index) + order + limit);
         if (!why.empty()) return why;
     }
@@ -323,8 +323,8 @@ std::string read_table_end(sqlite3* db, const std::string& file, const std::stri
 
 std::string read_freelist(sqlite3* db, const std::string& file) {
     auto number = [&](const char* pragma) {
-        Stmt s(db, file, pragma);
-        return s.step() ? s.i64(0) : 0;
+        Stmt stmt(db, file, pragma);
+        return stmt.step() ? stmt.i64(0) : 0;
     };
     const int64_t free_pages = number("PRAGMA freelist_count");
     if (free_pages == 0) return "";
