@@ -22,8 +22,7 @@ using mhc::trace::Phase;
 class Step {
 public:
     // The root module "M" of type `root_type`, then `modules` (name, type), parents first.
-    explicit Step(std::initializer_list<std::pair<std::string, std::string>> modules,
-                  const std::string& root_type = "Tiny") {
+    Step(std::initializer_list<std::pair<std::string, std::string>> modules, const std::string& root_type = "Tiny") {
         tiny_.modules.emplace_back("M", root_type);
         for (const auto& module : modules) tiny_.modules.push_back(module);
     }

@@ -41,8 +41,8 @@ std::string streamed(int stash, int prefetch, const std::string& modules = "null
 }
 
 // Whether the step `setting` makes of the fixture's capture is one `mhc check` accepts.
-bool sound(const Fixture& f, const std::string& setting) {
-    return mhc::trace::check_trace(f.ev().trace(parse_setting(setting))).ok();
+bool sound(const Fixture& fixture, const std::string& setting) {
+    return mhc::trace::check_trace(fixture.ev().trace(parse_setting(setting))).ok();
 }
 
 }  // namespace
@@ -88,20 +88,20 @@ TEST_CASE("checkpoint: its inputs live until its own backward is done, not anoth
     // backward's end was t's last read, blocks.0's k7: o0 held through it, 6800 (the diffusion
     // UNet's checkpointed up.2 held its 32 MiB input until down.0's backward, and the reserved
     // bytes with expandable segments were predicted 6.05% under the capture).
-    Step s({{"M.emb", "Linear"}, {"M.blocks.0", "Block"}, {"M.blocks.1", "Block"}});
-    const int batch = s.input(100, "batch");
-    const int t = s.act(1000, "t"), o0 = s.act(500, "o0"), a1 = s.act(2000, "a1"), o1 = s.act(100, "o1");
-    const int loss = s.work(10, "loss"), g1 = s.work(100, "g1"), g2 = s.work(100, "g2"), w = s.work(5000, "w");
-    const int g0 = s.result(100, "g0");
-    s.fwd("aten::mm", "M.emb", {{batch, 'r'}, {t, 'w'}});
-    s.fwd("aten::mul", "M.blocks.0", {{t, 'r'}, {batch, 'r'}, {o0, 'w'}}, {t});
-    s.fwd("aten::mul", "M.blocks.1", {{o0, 'r'}, {t, 'r'}, {a1, 'w'}}, {o0, t});
-    s.fwd("aten::gelu", "M.blocks.1", {{a1, 'r'}, {o1, 'w'}}, {a1});
-    s.fwd("aten::sum", "M", {{o1, 'r'}, {loss, 'w'}});
-    s.bwd("aten::gelu_backward", "M.blocks.1", {{a1, 'r'}, {g1, 'w'}});
-    s.bwd("aten::mul_backward", "M.blocks.1", {{o0, 'r'}, {t, 'r'}, {g1, 'r'}, {g2, 'w'}});
-    s.bwd("aten::mul_backward", "M.blocks.0", {{t, 'r'}, {g2, 'r'}, {g0, 'w'}, {w, 'w'}});
-    Fixture fix(s.done());
+    Step tiny({{"M.emb", "Linear"}, {"M.blocks.0", "Block"}, {"M.blocks.1", "Block"}});
+    const int batch = tiny.input(100, "batch");
+    const int temb = tiny.act(1000, "t"), o0 = tiny.act(500, "o0"), a1 = tiny.act(2000, "a1"), o1 = tiny.act(100, "o1");
+    const int loss = tiny.work(10, "loss"), g1 = tiny.work(100, "g1"), g2 = tiny.work(100, "g2"), ws = tiny.work(5000, "w");
+    const int g0 = tiny.result(100, "g0");
+    tiny.fwd("aten::mm", "M.emb", {{batch, 'r'}, {temb, 'w'}});
+    tiny.fwd("aten::mul", "M.blocks.0", {{temb, 'r'}, {batch, 'r'}, {o0, 'w'}}, {temb});
+    tiny.fwd("aten::mul", "M.blocks.1", {{o0, 'r'}, {temb, 'r'}, {a1, 'w'}}, {o0, temb});
+    tiny.fwd("aten::gelu", "M.blocks.1", {{a1, 'r'}, {o1, 'w'}}, {a1});
+    tiny.fwd("aten::sum", "M", {{o1, 'r'}, {loss, 'w'}});
+    tiny.bwd("aten::gelu_backward", "M.blocks.1", {{a1, 'r'}, {g1, 'w'}});
+    tiny.bwd("aten::mul_backward", "M.blocks.1", {{o0, 'r'}, {temb, 'r'}, {g1, 'r'}, {g2, 'w'}});
+    tiny.bwd("aten::mul_backward", "M.blocks.0", {{temb, 'r'}, {g2, 'r'}, {g0, 'w'}, {ws, 'w'}});
+    Fixture fix(tiny.done());
     CHECK(predict(fix, "{}").memory.peak == 6300);
     const std::string ck = R"({"checkpoint": {"modules": ["M.blocks.1"]}})";
     CHECK(predict(fix, ck).memory.peak == 6300);
@@ -160,21 +160,21 @@ namespace {
 // s1 dies in the forward and the recomputation gives a1 back and reruns silu before k6.
 // Split at k3 into two calls, silu was not recomputed and s1 read back from nothing.
 TinyTrace unregistered_call() {
-    Step s({{"Act", "SiLUActivation"}, {"M.blocks.0", "Block"}, {"M.blocks.1", "Block"}});
-    const int batch = s.input(100, "batch");
-    const int a0 = s.act(1000, "a0"), o0 = s.act(100, "o0"), a1 = s.act(2000, "a1"), s1 = s.act(500, "s1");
-    const int o1 = s.act(100, "o1");
-    const int loss = s.work(10, "loss"), gs = s.work(500, "gs"), g1 = s.work(100, "g1"), g0 = s.work(100, "g0");
-    s.fwd("aten::mm", "M.blocks.0", {{batch, 'r'}, {a0, 'w'}});
-    s.fwd("aten::gelu", "M.blocks.0", {{a0, 'r'}, {o0, 'w'}}, {a0});
-    s.fwd("aten::mm", "M.blocks.1", {{o0, 'r'}, {a1, 'w'}});
-    s.fwd("aten::silu", "Act", {{a1, 'r'}, {s1, 'w'}}, {a1});
-    s.fwd("aten::gelu", "M.blocks.1", {{s1, 'r'}, {o1, 'w'}}, {s1});
-    s.fwd("aten::sum", "M", {{o1, 'r'}, {loss, 'w'}});
-    s.bwd("aten::gelu_backward", "M.blocks.1", {{s1, 'r'}, {gs, 'w'}});
-    s.bwd("aten::silu_backward", "Act", {{a1, 'r'}, {gs, 'r'}, {g1, 'w'}});
-    s.bwd("aten::gelu_backward", "M.blocks.0", {{a0, 'r'}, {g1, 'r'}, {g0, 'w'}});
-    return s.done();
+    Step tiny({{"Act", "SiLUActivation"}, {"M.blocks.0", "Block"}, {"M.blocks.1", "Block"}});
+    const int batch = tiny.input(100, "batch");
+    const int a0 = tiny.act(1000, "a0"), o0 = tiny.act(100, "o0"), a1 = tiny.act(2000, "a1"), s1 = tiny.act(500, "s1");
+    const int o1 = tiny.act(100, "o1");
+    const int loss = tiny.work(10, "loss"), gs = tiny.work(500, "gs"), g1 = tiny.work(100, "g1"), g0 = tiny.work(100, "g0");
+    tiny.fwd("aten::mm", "M.blocks.0", {{batch, 'r'}, {a0, 'w'}});
+    tiny.fwd("aten::gelu", "M.blocks.0", {{a0, 'r'}, {o0, 'w'}}, {a0});
+    tiny.fwd("aten::mm", "M.blocks.1", {{o0, 'r'}, {a1, 'w'}});
+    tiny.fwd("aten::silu", "Act", {{a1, 'r'}, {s1, 'w'}}, {a1});
+    tiny.fwd("aten::gelu", "M.blocks.1", {{s1, 'r'}, {o1, 'w'}}, {s1});
+    tiny.fwd("aten::sum", "M", {{o1, 'r'}, {loss, 'w'}});
+    tiny.bwd("aten::gelu_backward", "M.blocks.1", {{s1, 'r'}, {gs, 'w'}});
+    tiny.bwd("aten::silu_backward", "Act", {{a1, 'r'}, {gs, 'r'}, {g1, 'w'}});
+    tiny.bwd("aten::gelu_backward", "M.blocks.0", {{a0, 'r'}, {g1, 'r'}, {g0, 'w'}});
+    return tiny.done();
 }
 
 }  // namespace
@@ -243,16 +243,16 @@ TEST_CASE("streamed offload: side-stream copies, the stash, the wait for a copy"
     // and the peak stays 3210. The D2H runs beside k2..k5 ([20, 1020]); the H2D is issued when
     // the stream reaches k6 (60) on the other copy engine ([60, 1060]); k6 waits for both:
     // [1060, 1070].
-    Prediction p = predict(f, streamed(1, 0, R"(["M.blocks.0"])"));
-    CHECK(p.memory.peak == 3210);
-    CHECK(p.step_time == 1070);
-    CHECK(p.waits == 1060 - 60);
+    Prediction pred = predict(f, streamed(1, 0, R"(["M.blocks.0"])"));
+    CHECK(pred.memory.peak == 3210);
+    CHECK(pred.step_time == 1070);
+    CHECK(pred.waits == 1060 - 60);
     // a stash of one pack, two packs in scope: a0 leaves after the next pack (k3 saves a1), a1
     // at the first unpack (k5); the backward's k5 waits for a1's copy, k6 for a0's:
     //   1100, 1200, 3200, 3200, [a0 gone] 2210, [a1 gone, a1' back at k5] 2200, [a0' back] 1300
-    Prediction q = predict(f, streamed(1, 0));
-    CHECK(q.memory.peak == 3200);
-    CHECK(q.host_peak == 3000);
+    Prediction pred_all = predict(f, streamed(1, 0));
+    CHECK(pred_all.memory.peak == 3200);
+    CHECK(pred_all.host_peak == 3000);
 }
 
 TEST_CASE("streamed offload: a stash smaller than one op's packs waits after that op, when its copy is issued",
@@ -265,23 +265,23 @@ TEST_CASE("streamed offload: a stash smaller than one op's packs waits after tha
     //   [1030,2030] (one D2H queue); k3 waits for a's: [1030,1040]; k4 (the first unpack) waits
     //   for b's D2H and for the H2Ds issued when the stream reaches it (1040): a [1040,2040],
     //   b [2040,3040]; k4 [3040,3050].
-    Step s({{"M.blocks.0", "Block"}});
-    const int batch = s.input(100, "batch");
-    const int sa = s.act(1000, "a"), sb = s.act(1000, "b"), sc = s.act(100, "c");
-    const int loss = s.work(10, "loss"), grad = s.result(100, "g");
-    s.fwd("aten::mm", "M.blocks.0", {{batch, 'r'}, {sa, 'w'}});
-    s.fwd("aten::mm", "M.blocks.0", {{sa, 'r'}, {sb, 'w'}});
-    s.fwd("aten::mul", "M.blocks.0", {{sa, 'r'}, {sb, 'r'}, {sc, 'w'}}, {sa, sb});
-    s.fwd("aten::sum", "M", {{sc, 'r'}, {loss, 'w'}});
-    s.bwd("aten::mul_backward", "M.blocks.0", {{sa, 'r'}, {sb, 'r'}, {grad, 'w'}});
-    Fixture fix(s.done());
+    Step tiny({{"M.blocks.0", "Block"}});
+    const int batch = tiny.input(100, "batch");
+    const int sa = tiny.act(1000, "a"), sb = tiny.act(1000, "b"), sc = tiny.act(100, "c");
+    const int loss = tiny.work(10, "loss"), grad = tiny.result(100, "g");
+    tiny.fwd("aten::mm", "M.blocks.0", {{batch, 'r'}, {sa, 'w'}});
+    tiny.fwd("aten::mm", "M.blocks.0", {{sa, 'r'}, {sb, 'w'}});
+    tiny.fwd("aten::mul", "M.blocks.0", {{sa, 'r'}, {sb, 'r'}, {sc, 'w'}}, {sa, sb});
+    tiny.fwd("aten::sum", "M", {{sc, 'r'}, {loss, 'w'}});
+    tiny.bwd("aten::mul_backward", "M.blocks.0", {{sa, 'r'}, {sb, 'r'}, {grad, 'w'}});
+    Fixture fix(tiny.done());
     Prediction pred = predict(fix, streamed(1, 0));
     CHECK(pred.step_time == 3050);
     CHECK(pred.waits == (1030 - 30) + (3040 - 1040));
     CHECK(pred.host_peak == 2000);
 }
 
-TEST_CASE("streamed offload: one op's saves keep the order its own pass unpacked them in, a parameter's too",
+TEST_CASE("streamed offload: one op's saves keep the order its own pass unpacked them in, act parameter's too",
           "[advise][transform]") {
     // Two steps of one pass each (kernels k0..k4, then k5..k9 the same); per step:
     //   k0 blocks.0 mm         batch -> a (1000)
@@ -297,23 +297,23 @@ TEST_CASE("streamed offload: one op's saves keep the order its own pass unpacked
     // capture's unpacks, which for w is in step 0: in step 1, w sorted before a', a' became the
     // 2nd pack, stayed stashed until the backward, and k8 met it: 6810 (the ConvNeXt-Tiny
     // features.4 capture: its 2nd step's LayerNorm input, 19,267,584 B, kept until the backward).
-    Step s({{"M.blocks.0", "Block"}});
-    const int batch = s.input(100, "batch");
-    const int w = s.param(100, "w");
+    Step tiny({{"M.blocks.0", "Block"}});
+    const int batch = tiny.input(100, "batch");
+    const int weight = tiny.param(100, "w");
     std::string unpacks;
     for (int step = 0; step < 2; ++step) {
-        const int a = s.act(1000, "a"), h = s.act(600, "h"), o = s.act(5000, "o");
-        const int loss = s.work(10, "loss"), g = s.work(100, "g");
-        s.fwd("aten::mm", "M.blocks.0", {{batch, 'r'}, {a, 'w'}}, {}, step);
-        s.fwd("aten::native_layer_norm", "M.blocks.0", {{a, 'r'}, {w, 'r'}, {h, 'w'}}, {a, w}, step);
-        s.fwd("aten::mm", "M.blocks.0", {{h, 'r'}, {o, 'w'}}, {h}, step);
-        s.fwd("aten::sum", "M", {{o, 'r'}, {loss, 'w'}}, {}, step);
-        const int backward = s.bwd("aten::native_layer_norm_backward", "M.blocks.0", {{a, 'r'}, {w, 'r'}, {h, 'r'}, {g, 'w'}}, step);
-        const std::string pairs = id_pairs({{a, backward}, {w, backward}, {h, backward}});
+        const int act = tiny.act(1000, "a"), hid = tiny.act(600, "h"), out = tiny.act(5000, "o");
+        const int loss = tiny.work(10, "loss"), grad = tiny.work(100, "g");
+        tiny.fwd("aten::mm", "M.blocks.0", {{batch, 'r'}, {act, 'w'}}, {}, step);
+        tiny.fwd("aten::native_layer_norm", "M.blocks.0", {{act, 'r'}, {weight, 'r'}, {hid, 'w'}}, {act, weight}, step);
+        tiny.fwd("aten::mm", "M.blocks.0", {{hid, 'r'}, {out, 'w'}}, {hid}, step);
+        tiny.fwd("aten::sum", "M", {{out, 'r'}, {loss, 'w'}}, {}, step);
+        const int backward = tiny.bwd("aten::native_layer_norm_backward", "M.blocks.0", {{act, 'r'}, {weight, 'r'}, {hid, 'r'}, {grad, 'w'}}, step);
+        const std::string pairs = id_pairs({{act, backward}, {weight, backward}, {hid, backward}});
         unpacks += (unpacks.empty() ? "" : ",") + pairs.substr(1, pairs.size() - 2);
     }
-    s.meta("capture.unpacks", "[" + unpacks + "]");
-    Fixture fix(s.done());
+    tiny.meta("capture.unpacks", "[" + unpacks + "]");
+    Fixture fix(tiny.done());
     REQUIRE(fix.base.passes == 1);
     REQUIRE(fix.base.pass_step.size() == 2);
     CHECK(predict(fix, "{}").memory.peak == 6810);
@@ -321,7 +321,7 @@ TEST_CASE("streamed offload: one op's saves keep the order its own pass unpacked
     CHECK(sound(fix, streamed(2, 0)));
 }
 
-TEST_CASE("streamed offload: the stash lasts until the hook's own first unpack, not another save's of a shared storage",
+TEST_CASE("streamed offload: the stash lasts until the hook's own first unpack, not another save's of act shared storage",
           "[advise][transform]") {
     // t (1000 B, a timestep embedding) is saved by blocks.0 (under the hook) and blocks.1 (not):
     //   k0 emb      mm        batch -> t              k4 M        sum        o1 -> loss (10)
@@ -333,26 +333,26 @@ TEST_CASE("streamed offload: the stash lasts until the hook's own first unpack, 
     // the device at k5, 100 + 1000 + 2000 + 5000 + 100 = 8200, as captured. Before, the stash
     // was let go at t's first unpack (k5), which the hook never sees: 6200 predicted, a fit the
     // step does not have (the diffusion UNet's up.2, whose blocks all save the time embedding).
-    Step s({{"M.emb", "Linear"}, {"M.blocks.0", "Block"}, {"M.blocks.1", "Block"}});
-    const int batch = s.input(100, "batch");
-    const int t = s.act(1000, "t"), a = s.act(2000, "a"), o0 = s.act(100, "o0"), o1 = s.act(100, "o1");
-    const int loss = s.work(10, "loss"), g1 = s.work(100, "g1"), w = s.work(5000, "w"), g0 = s.result(100, "g0");
-    s.fwd("aten::mm", "M.emb", {{batch, 'r'}, {t, 'w'}});
-    s.fwd("aten::mul", "M.blocks.0", {{t, 'r'}, {batch, 'r'}, {a, 'w'}}, {t});
-    s.fwd("aten::gelu", "M.blocks.0", {{a, 'r'}, {o0, 'w'}}, {a});
-    s.fwd("aten::mul", "M.blocks.1", {{t, 'r'}, {o0, 'r'}, {o1, 'w'}}, {t});
-    s.fwd("aten::sum", "M", {{o1, 'r'}, {loss, 'w'}});
-    const int k5 = s.bwd("aten::mul_backward", "M.blocks.1", {{t, 'r'}, {g1, 'w'}, {w, 'w'}});
-    const int k6 = s.bwd("aten::gelu_backward", "M.blocks.0", {{a, 'r'}, {t, 'r'}, {g1, 'r'}, {g0, 'w'}});
-    s.meta("capture.unpacks", id_pairs({{t, k5}, {a, k6}}));
-    Fixture fix(s.done());
+    Step tiny({{"M.emb", "Linear"}, {"M.blocks.0", "Block"}, {"M.blocks.1", "Block"}});
+    const int batch = tiny.input(100, "batch");
+    const int temb = tiny.act(1000, "t"), act = tiny.act(2000, "a"), o0 = tiny.act(100, "o0"), o1 = tiny.act(100, "o1");
+    const int loss = tiny.work(10, "loss"), g1 = tiny.work(100, "g1"), ws = tiny.work(5000, "w"), g0 = tiny.result(100, "g0");
+    tiny.fwd("aten::mm", "M.emb", {{batch, 'r'}, {temb, 'w'}});
+    tiny.fwd("aten::mul", "M.blocks.0", {{temb, 'r'}, {batch, 'r'}, {act, 'w'}}, {temb});
+    tiny.fwd("aten::gelu", "M.blocks.0", {{act, 'r'}, {o0, 'w'}}, {act});
+    tiny.fwd("aten::mul", "M.blocks.1", {{temb, 'r'}, {o0, 'r'}, {o1, 'w'}}, {temb});
+    tiny.fwd("aten::sum", "M", {{o1, 'r'}, {loss, 'w'}});
+    const int k5 = tiny.bwd("aten::mul_backward", "M.blocks.1", {{temb, 'r'}, {g1, 'w'}, {ws, 'w'}});
+    const int k6 = tiny.bwd("aten::gelu_backward", "M.blocks.0", {{act, 'r'}, {temb, 'r'}, {g1, 'r'}, {g0, 'w'}});
+    tiny.meta("capture.unpacks", id_pairs({{temb, k5}, {act, k6}}));
+    Fixture fix(tiny.done());
     CHECK(predict(fix, "{}").memory.peak == 8200);
     const std::string off = streamed(10, 0, R"(["M.blocks.0"])");
     CHECK(predict(fix, off).memory.peak == 8200);
     CHECK(sound(fix, off));
 }
 
-TEST_CASE("offload of the whole forward: a loss computed after the model's forward is not under the hook",
+TEST_CASE("offload of the whole forward: act loss computed after the model's forward is not under the hook",
           "[advise][transform]") {
     // mhc_torch.apply (and the printed code) puts the hook around the model's forward; the loss
     // (kernels outside every module) runs after it, and its saves are not packed:
@@ -361,19 +361,19 @@ TEST_CASE("offload of the whole forward: a loss computed after the model's forwa
     //   k2 -        mse    o, n -> loss, saves o, n (n: the target, 1000 B, made before the step)
     // Only a goes to the host: 1000 B each way. Before, the loss's o and n were packed too
     // (3000 B to the host) and a's stash of 1 ended at o's pack, before k2.
-    Step s({{"M.blocks.0", "Block"}});
-    const int batch = s.input(100, "batch"), n = s.input(1000, "target");
-    const int a = s.act(1000, "a"), o = s.act(1000, "o");
-    const int loss = s.work(10, "loss"), g = s.work(100, "g"), g0 = s.result(100, "g0");
-    s.fwd("aten::mm", "M.blocks.0", {{batch, 'r'}, {a, 'w'}});
-    s.fwd("aten::gelu", "M.blocks.0", {{a, 'r'}, {o, 'w'}}, {a});
-    s.fwd("aten::mse_loss", "", {{o, 'r'}, {n, 'r'}, {loss, 'w'}}, {o, n});
-    s.bwd("aten::mse_loss_backward", "", {{o, 'r'}, {n, 'r'}, {g, 'w'}});
-    s.bwd("aten::gelu_backward", "M.blocks.0", {{a, 'r'}, {g, 'r'}, {g0, 'w'}});
-    Fixture fix(s.done());
-    Prediction p = predict(fix, streamed(1, 0));
-    CHECK(p.d2h_bytes == 1000);
-    CHECK(p.h2d_bytes == 1000);
+    Step tiny({{"M.blocks.0", "Block"}});
+    const int batch = tiny.input(100, "batch"), target = tiny.input(1000, "target");
+    const int act = tiny.act(1000, "a"), out = tiny.act(1000, "o");
+    const int loss = tiny.work(10, "loss"), grad = tiny.work(100, "g"), g0 = tiny.result(100, "g0");
+    tiny.fwd("aten::mm", "M.blocks.0", {{batch, 'r'}, {act, 'w'}});
+    tiny.fwd("aten::gelu", "M.blocks.0", {{act, 'r'}, {out, 'w'}}, {act});
+    tiny.fwd("aten::mse_loss", "", {{out, 'r'}, {target, 'r'}, {loss, 'w'}}, {out, target});
+    tiny.bwd("aten::mse_loss_backward", "", {{out, 'r'}, {target, 'r'}, {grad, 'w'}});
+    tiny.bwd("aten::gelu_backward", "M.blocks.0", {{act, 'r'}, {grad, 'r'}, {g0, 'w'}});
+    Fixture fix(tiny.done());
+    Prediction pred = predict(fix, streamed(1, 0));
+    CHECK(pred.d2h_bytes == 1000);
+    CHECK(pred.h2d_bytes == 1000);
     CHECK(sound(fix, streamed(1, 0)));
 }
 
@@ -388,21 +388,21 @@ TEST_CASE("streamed offload: one op's saves in the order autograd packed them (c
     // (h, before k2): live at k3 100 + w 100 + h 600 + o 5000 + p 100 = 5900. In the unpacks'
     // order a was pack 1, the next offloaded pack 2 or more later none (pack 3 is w), so a stayed
     // until the backward: 6900, as captured without offload.
-    Step s({{"M.blocks.0", "Block"}});
-    const int batch = s.input(100, "batch"), w = s.param(100, "w");
-    const int a = s.act(1000, "a"), h = s.act(600, "h"), o = s.act(5000, "o"), pr = s.act(100, "p");
-    const int loss = s.work(10, "loss"), g1 = s.work(100, "g1"), g2 = s.work(100, "g2"), g0 = s.result(100, "g0");
-    s.fwd("aten::mm", "M.blocks.0", {{batch, 'r'}, {a, 'w'}});
-    const int k1 = s.fwd("aten::native_layer_norm", "M.blocks.0", {{a, 'r'}, {w, 'r'}, {h, 'w'}}, {a, w});
-    const int k2 = s.fwd("aten::mm", "M.blocks.0", {{h, 'r'}, {o, 'w'}}, {h});
-    const int k3 = s.fwd("aten::mul", "M.blocks.0", {{o, 'r'}, {w, 'r'}, {pr, 'w'}}, {w});
-    s.fwd("aten::sum", "M", {{pr, 'r'}, {loss, 'w'}});
-    const int k5 = s.bwd("aten::mul_backward", "M.blocks.0", {{w, 'r'}, {g1, 'w'}});
-    const int k6 = s.bwd("aten::mm_backward", "M.blocks.0", {{h, 'r'}, {g1, 'r'}, {g2, 'w'}});
-    const int k7 = s.bwd("aten::native_layer_norm_backward", "M.blocks.0", {{a, 'r'}, {w, 'r'}, {g2, 'r'}, {g0, 'w'}});
-    s.meta("capture.unpacks", id_pairs({{w, k5}, {h, k6}, {a, k7}}));
-    s.meta("capture.pack_order", id_pairs({{a, k1}, {w, k1}, {h, k2}, {w, k3}}));
-    Fixture fix(s.done());
+    Step tiny({{"M.blocks.0", "Block"}});
+    const int batch = tiny.input(100, "batch"), weight = tiny.param(100, "w");
+    const int act = tiny.act(1000, "a"), hid = tiny.act(600, "h"), out = tiny.act(5000, "o"), pr = tiny.act(100, "p");
+    const int loss = tiny.work(10, "loss"), g1 = tiny.work(100, "g1"), g2 = tiny.work(100, "g2"), g0 = tiny.result(100, "g0");
+    tiny.fwd("aten::mm", "M.blocks.0", {{batch, 'r'}, {act, 'w'}});
+    const int k1 = tiny.fwd("aten::native_layer_norm", "M.blocks.0", {{act, 'r'}, {weight, 'r'}, {hid, 'w'}}, {act, weight});
+    const int k2 = tiny.fwd("aten::mm", "M.blocks.0", {{hid, 'r'}, {out, 'w'}}, {hid});
+    const int k3 = tiny.fwd("aten::mul", "M.blocks.0", {{out, 'r'}, {weight, 'r'}, {pr, 'w'}}, {weight});
+    tiny.fwd("aten::sum", "M", {{pr, 'r'}, {loss, 'w'}});
+    const int k5 = tiny.bwd("aten::mul_backward", "M.blocks.0", {{weight, 'r'}, {g1, 'w'}});
+    const int k6 = tiny.bwd("aten::mm_backward", "M.blocks.0", {{hid, 'r'}, {g1, 'r'}, {g2, 'w'}});
+    const int k7 = tiny.bwd("aten::native_layer_norm_backward", "M.blocks.0", {{act, 'r'}, {weight, 'r'}, {g2, 'r'}, {g0, 'w'}});
+    tiny.meta("capture.unpacks", id_pairs({{weight, k5}, {hid, k6}, {act, k7}}));
+    tiny.meta("capture.pack_order", id_pairs({{act, k1}, {weight, k1}, {hid, k2}, {weight, k3}}));
+    Fixture fix(tiny.done());
     CHECK(predict(fix, "{}").memory.peak == 6900);
     CHECK(predict(fix, streamed(2, 0)).memory.peak == 5900);
     CHECK(sound(fix, streamed(2, 0)));
@@ -413,22 +413,22 @@ namespace {
 // The trace of the two tests below: t (1000 B) saved by blocks.0 (k2) and blocks.1 (k3), x (2000 B)
 // by blocks.0 (k1); k6, blocks.0's mul_backward, credited to `k6_module`, with its peak at k5.
 void prefetch_case(const char* k6_module) {
-    Step s({{"M.emb", "Linear"}, {"M.blocks.0", "Block"}, {"M.blocks.1", "Block"}});
-    if (std::string(k6_module) != "M.blocks.0") s.module(k6_module, "Conv2d");
-    const int batch = s.input(100, "batch");
-    const int t = s.act(1000, "t"), x = s.act(2000, "x"), o0 = s.act(100, "o0"), o1 = s.act(100, "o1");
-    const int loss = s.work(10, "loss"), g1 = s.work(100, "g1"), w = s.work(5000, "w"), g2 = s.work(100, "g2");
-    const int g0 = s.result(100, "g0");
-    s.fwd("aten::mm", "M.emb", {{batch, 'r'}, {t, 'w'}});
-    s.fwd("aten::relu", "M.blocks.0", {{batch, 'r'}, {x, 'w'}}, {x});
-    s.fwd("aten::mul", "M.blocks.0", {{x, 'r'}, {t, 'r'}, {o0, 'w'}}, {t});
-    s.fwd("aten::mul", "M.blocks.1", {{o0, 'r'}, {t, 'r'}, {o1, 'w'}}, {t});
-    s.fwd("aten::sum", "M", {{o1, 'r'}, {loss, 'w'}});
-    const int k5 = s.bwd("aten::mul_backward", "M.blocks.1", {{t, 'r'}, {g1, 'w'}, {w, 'w'}});
-    s.bwd("aten::mul_backward", k6_module, {{t, 'r'}, {g1, 'r'}, {g2, 'w'}});
-    const int k7 = s.bwd("aten::relu_backward", "M.blocks.0", {{x, 'r'}, {g2, 'r'}, {g0, 'w'}});
-    s.meta("capture.unpacks", id_pairs({{t, k5}, {x, k7}}));
-    Fixture fix(s.done());
+    Step tiny({{"M.emb", "Linear"}, {"M.blocks.0", "Block"}, {"M.blocks.1", "Block"}});
+    if (std::string(k6_module) != "M.blocks.0") tiny.module(k6_module, "Conv2d");
+    const int batch = tiny.input(100, "batch");
+    const int temb = tiny.act(1000, "t"), saved_x = tiny.act(2000, "x"), o0 = tiny.act(100, "o0"), o1 = tiny.act(100, "o1");
+    const int loss = tiny.work(10, "loss"), g1 = tiny.work(100, "g1"), ws = tiny.work(5000, "w"), g2 = tiny.work(100, "g2");
+    const int g0 = tiny.result(100, "g0");
+    tiny.fwd("aten::mm", "M.emb", {{batch, 'r'}, {temb, 'w'}});
+    tiny.fwd("aten::relu", "M.blocks.0", {{batch, 'r'}, {saved_x, 'w'}}, {saved_x});
+    tiny.fwd("aten::mul", "M.blocks.0", {{saved_x, 'r'}, {temb, 'r'}, {o0, 'w'}}, {temb});
+    tiny.fwd("aten::mul", "M.blocks.1", {{o0, 'r'}, {temb, 'r'}, {o1, 'w'}}, {temb});
+    tiny.fwd("aten::sum", "M", {{o1, 'r'}, {loss, 'w'}});
+    const int k5 = tiny.bwd("aten::mul_backward", "M.blocks.1", {{temb, 'r'}, {g1, 'w'}, {ws, 'w'}});
+    tiny.bwd("aten::mul_backward", k6_module, {{temb, 'r'}, {g1, 'r'}, {g2, 'w'}});
+    const int k7 = tiny.bwd("aten::relu_backward", "M.blocks.0", {{saved_x, 'r'}, {g2, 'r'}, {g0, 'w'}});
+    tiny.meta("capture.unpacks", id_pairs({{temb, k5}, {saved_x, k7}}));
+    Fixture fix(tiny.done());
     CHECK(predict(fix, "{}").memory.peak == 8200);
     CHECK(predict(fix, streamed(1, 1)).memory.peak == 6200);
     CHECK(sound(fix, streamed(1, 1)));
@@ -472,20 +472,20 @@ TEST_CASE("streamed offload: the copies back at one unpack in the hook's order, 
     // they were added in forward order (1000, 2000, 3000), and the expandable segments' model
     // placed them apart from the capture (the UNet's offload of everything: reserved 922 MiB
     // predicted, 1022 MiB captured).
-    Step s({{"M.blocks.0", "Block"}});
-    const int batch = s.input(100, "batch");
-    const int x1 = s.act(1000, "x1"), x2 = s.act(2000, "x2"), y = s.act(3000, "y"), z = s.act(600, "z");
-    const int loss = s.work(10, "loss"), g = s.work(100, "g"), g2 = s.work(100, "g2"), g1 = s.result(100, "g1");
-    s.fwd("aten::relu", "M.blocks.0", {{batch, 'r'}, {x1, 'w'}}, {x1});
-    s.fwd("aten::relu", "M.blocks.0", {{x1, 'r'}, {x2, 'w'}}, {x2});
-    s.fwd("aten::relu", "M.blocks.0", {{x2, 'r'}, {y, 'w'}}, {y});
-    s.fwd("aten::relu", "M.blocks.0", {{y, 'r'}, {z, 'w'}});
-    s.fwd("aten::sum", "M", {{z, 'r'}, {loss, 'w'}});
-    const int k5 = s.bwd("aten::mul_backward", "M.blocks.0", {{y, 'r'}, {g, 'w'}});
-    const int k6 = s.bwd("aten::relu_backward", "M.blocks.0", {{x2, 'r'}, {g, 'r'}, {g2, 'w'}});
-    const int k7 = s.bwd("aten::relu_backward", "M.blocks.0", {{x1, 'r'}, {g2, 'r'}, {g1, 'w'}});
-    s.meta("capture.unpacks", id_pairs({{y, k5}, {x2, k6}, {x1, k7}}));
-    Fixture fix(s.done());
+    Step tiny({{"M.blocks.0", "Block"}});
+    const int batch = tiny.input(100, "batch");
+    const int x1 = tiny.act(1000, "x1"), x2 = tiny.act(2000, "x2"), out_y = tiny.act(3000, "y"), out_z = tiny.act(600, "z");
+    const int loss = tiny.work(10, "loss"), grad = tiny.work(100, "g"), g2 = tiny.work(100, "g2"), g1 = tiny.result(100, "g1");
+    tiny.fwd("aten::relu", "M.blocks.0", {{batch, 'r'}, {x1, 'w'}}, {x1});
+    tiny.fwd("aten::relu", "M.blocks.0", {{x1, 'r'}, {x2, 'w'}}, {x2});
+    tiny.fwd("aten::relu", "M.blocks.0", {{x2, 'r'}, {out_y, 'w'}}, {out_y});
+    tiny.fwd("aten::relu", "M.blocks.0", {{out_y, 'r'}, {out_z, 'w'}});
+    tiny.fwd("aten::sum", "M", {{out_z, 'r'}, {loss, 'w'}});
+    const int k5 = tiny.bwd("aten::mul_backward", "M.blocks.0", {{out_y, 'r'}, {grad, 'w'}});
+    const int k6 = tiny.bwd("aten::relu_backward", "M.blocks.0", {{x2, 'r'}, {grad, 'r'}, {g2, 'w'}});
+    const int k7 = tiny.bwd("aten::relu_backward", "M.blocks.0", {{x1, 'r'}, {g2, 'r'}, {g1, 'w'}});
+    tiny.meta("capture.unpacks", id_pairs({{out_y, k5}, {x2, k6}, {x1, k7}}));
+    Fixture fix(tiny.done());
     mhc::trace::TraceData tr = fix.ev().trace(parse_setting(streamed(1, 2)));
     REQUIRE(mhc::trace::check_trace(tr).ok());
     // device rows of these sizes in row order: the originals (x1, x2, y), then the copies back
@@ -516,16 +516,16 @@ TEST_CASE("streamed offload: a copy back dies when its node's apply returns, bef
     // batch 100 + g 100 + g16 5000 = 5200. Before, only aten::sum kernels were taken off the
     // recorded free: 6200 (ConvNeXt's layer-scale MulBackward, whose gradient is cast: offloading
     // everything with expandable segments predicted 826 MiB reserved against 786 MiB captured).
-    Step s({{"M.blocks.0", "Block"}});
-    const int batch = s.input(100, "batch");
-    const int x = s.act(1000, "x", 3);   // the captured free, after k3
-    const int loss = s.work(10, "loss"), g = s.work(100, "g"), g16 = s.result(5000, "g16");
-    s.fwd("aten::relu", "M.blocks.0", {{batch, 'r'}, {x, 'w'}}, {x});
-    s.fwd("aten::sum", "M", {{x, 'r'}, {loss, 'w'}});
-    const int k2 = s.bwd("aten::relu_backward", "M.blocks.0", {{x, 'r'}, {g, 'w'}});
-    s.bwd("aten::_to_copy", "M.blocks.0", {{g, 'r'}, {g16, 'w'}});
-    s.meta("capture.unpacks", id_pairs({{x, k2}}));
-    Fixture fix(s.done());
+    Step tiny({{"M.blocks.0", "Block"}});
+    const int batch = tiny.input(100, "batch");
+    const int act = tiny.act(1000, "x", 3);   // the captured free, after k3
+    const int loss = tiny.work(10, "loss"), grad = tiny.work(100, "g"), g16 = tiny.result(5000, "g16");
+    tiny.fwd("aten::relu", "M.blocks.0", {{batch, 'r'}, {act, 'w'}}, {act});
+    tiny.fwd("aten::sum", "M", {{act, 'r'}, {loss, 'w'}});
+    const int k2 = tiny.bwd("aten::relu_backward", "M.blocks.0", {{act, 'r'}, {grad, 'w'}});
+    tiny.bwd("aten::_to_copy", "M.blocks.0", {{grad, 'r'}, {g16, 'w'}});
+    tiny.meta("capture.unpacks", id_pairs({{act, k2}}));
+    Fixture fix(tiny.done());
     CHECK(predict(fix, "{}").memory.peak == 6200);
     CHECK(predict(fix, streamed(1, 0)).memory.peak == 5200);
     CHECK(sound(fix, streamed(1, 0)));
@@ -539,14 +539,14 @@ TEST_CASE("offload: a saved storage the program reads after its pass stays on th
     // original: an invalid step ("access-outside-lifetime"). Now: sync D2H after k1, the host
     // copy freed at k2:
     //   k0 [0,10], k1 [10,20], D2H [20,1020], k2 [1020,1030], k3 [1030,1040].
-    Step s({{"M.blocks.0", "Block"}});
-    const int batch = s.input(100, "batch");
-    const int st = s.act(1000, "s"), out = s.act(100, "o"), grad = s.result(100, "g"), un = s.result(10, "u");
-    s.fwd("aten::full", "M.blocks.0", {{batch, 'r'}, {st, 'w'}});
-    s.fwd("aten::mul", "M.blocks.0", {{st, 'r'}, {out, 'w'}}, {st});
-    s.bwd("aten::mul", "M.blocks.0", {{st, 'r'}, {out, 'r'}, {grad, 'w'}});
-    s.fwd("aten::reciprocal", "", {{st, 'r'}, {un, 'w'}});
-    Fixture fix(s.done());
+    Step tiny({{"M.blocks.0", "Block"}});
+    const int batch = tiny.input(100, "batch");
+    const int st = tiny.act(1000, "s"), out = tiny.act(100, "o"), grad = tiny.result(100, "g"), un = tiny.result(10, "u");
+    tiny.fwd("aten::full", "M.blocks.0", {{batch, 'r'}, {st, 'w'}});
+    tiny.fwd("aten::mul", "M.blocks.0", {{st, 'r'}, {out, 'w'}}, {st});
+    tiny.bwd("aten::mul", "M.blocks.0", {{st, 'r'}, {out, 'r'}, {grad, 'w'}});
+    tiny.fwd("aten::reciprocal", "", {{st, 'r'}, {un, 'w'}});
+    Fixture fix(tiny.done());
     const Prediction before = predict(fix, "{}");
     Prediction pred = predict(fix, R"({"offload": {"mode": "sync", "modules": null, "min_bytes": 500}})");
     CHECK(pred.memory.peak == before.memory.peak);
@@ -564,17 +564,17 @@ TEST_CASE("offload: an input a checkpoint's recomputation reads stays on the dev
     // whole forward's offload did). Now h stays; its host copy goes at k4:
     //   k0 [0,10], k1 [10,20], k2 [20,30], D2H [30,1030], k3 [1030,1040], k1' [1040,1050],
     //   k4 [1050,1060], k5 [1060,1070].
-    Step s({{"M.blocks.0", "Block"}, {"M.blocks.0.inner", "Norm"}});
-    const int batch = s.input(100, "batch");
-    const int hid = s.act(1000, "h"), mid = s.act(100, "m"), out = s.act(100, "o");
-    const int loss = s.work(10, "loss"), grad = s.work(100, "g"), grad_h = s.result(100, "gh");
-    s.fwd("aten::mm", "M.blocks.0", {{batch, 'r'}, {hid, 'w'}});
-    s.fwd("aten::rsqrt", "M.blocks.0.inner", {{hid, 'r'}, {mid, 'w'}}, {mid});
-    s.fwd("aten::mul", "M.blocks.0", {{hid, 'r'}, {mid, 'r'}, {out, 'w'}}, {hid});
-    s.fwd("aten::sum", "M", {{out, 'r'}, {loss, 'w'}});
-    s.bwd("aten::mul", "M.blocks.0", {{hid, 'r'}, {mid, 'r'}, {grad, 'w'}});
-    s.bwd("aten::rsqrt_backward", "M.blocks.0.inner", {{hid, 'r'}, {mid, 'r'}, {grad, 'r'}, {grad_h, 'w'}});
-    Fixture fix(s.done());
+    Step tiny({{"M.blocks.0", "Block"}, {"M.blocks.0.inner", "Norm"}});
+    const int batch = tiny.input(100, "batch");
+    const int hid = tiny.act(1000, "h"), mid = tiny.act(100, "m"), out = tiny.act(100, "o");
+    const int loss = tiny.work(10, "loss"), grad = tiny.work(100, "g"), grad_h = tiny.result(100, "gh");
+    tiny.fwd("aten::mm", "M.blocks.0", {{batch, 'r'}, {hid, 'w'}});
+    tiny.fwd("aten::rsqrt", "M.blocks.0.inner", {{hid, 'r'}, {mid, 'w'}}, {mid});
+    tiny.fwd("aten::mul", "M.blocks.0", {{hid, 'r'}, {mid, 'r'}, {out, 'w'}}, {hid});
+    tiny.fwd("aten::sum", "M", {{out, 'r'}, {loss, 'w'}});
+    tiny.bwd("aten::mul", "M.blocks.0", {{hid, 'r'}, {mid, 'r'}, {grad, 'w'}});
+    tiny.bwd("aten::rsqrt_backward", "M.blocks.0.inner", {{hid, 'r'}, {mid, 'r'}, {grad, 'r'}, {grad_h, 'w'}});
+    Fixture fix(tiny.done());
     Prediction pred = predict(fix, R"({"checkpoint": {"modules": ["M.blocks.0.inner"], "policy": "full"},
                                   "offload": {"mode": "sync", "modules": null, "min_bytes": 500}})");
     CHECK(pred.step_time == 1070);
@@ -739,18 +739,18 @@ namespace {
 //   k2 blocks.1 mm  h -> o (500), saves h  k5 blocks.0 ln_backward c, g1 -> g0 (100)
 // g0 is w's gradient ("w.grad"), or, for a frozen w, another parameter's ("u.grad").
 TinyTrace cast_weight(int64_t weight_bytes, int64_t cast_bytes, bool frozen = false) {
-    Step s({{"M.blocks.0", "Block"}, {"M.blocks.1", "Block"}});
-    const int weight = s.param(weight_bytes, "w"), batch = s.input(100, "batch");
-    const int cast = s.act(cast_bytes, "c"), hidden = s.act(1000, "h"), out = s.act(500, "o");
-    const int loss = s.work(10, "loss"), g1 = s.work(100, "g1");
-    const int g0 = s.result(100, frozen ? "u.grad" : "w.grad", Category::Grad);
-    s.fwd("aten::_to_copy", "M.blocks.0", {{weight, 'r'}, {cast, 'w'}});
-    s.fwd("aten::native_layer_norm", "M.blocks.0", {{batch, 'r'}, {cast, 'r'}, {hidden, 'w'}}, {cast});
-    s.fwd("aten::mm", "M.blocks.1", {{hidden, 'r'}, {out, 'w'}}, {hidden});
-    s.fwd("aten::sum", "M", {{out, 'r'}, {loss, 'w'}});
-    s.bwd("aten::mm_backward", "M.blocks.1", {{hidden, 'r'}, {g1, 'w'}});
-    s.bwd("aten::native_layer_norm_backward", "M.blocks.0", {{cast, 'r'}, {g1, 'r'}, {g0, 'w'}});
-    return s.done();
+    Step tiny({{"M.blocks.0", "Block"}, {"M.blocks.1", "Block"}});
+    const int weight = tiny.param(weight_bytes, "w"), batch = tiny.input(100, "batch");
+    const int cast = tiny.act(cast_bytes, "c"), hidden = tiny.act(1000, "h"), out = tiny.act(500, "o");
+    const int loss = tiny.work(10, "loss"), g1 = tiny.work(100, "g1");
+    const int g0 = tiny.result(100, frozen ? "u.grad" : "w.grad", Category::Grad);
+    tiny.fwd("aten::_to_copy", "M.blocks.0", {{weight, 'r'}, {cast, 'w'}});
+    tiny.fwd("aten::native_layer_norm", "M.blocks.0", {{batch, 'r'}, {cast, 'r'}, {hidden, 'w'}}, {cast});
+    tiny.fwd("aten::mm", "M.blocks.1", {{hidden, 'r'}, {out, 'w'}}, {hidden});
+    tiny.fwd("aten::sum", "M", {{out, 'r'}, {loss, 'w'}});
+    tiny.bwd("aten::mm_backward", "M.blocks.1", {{hidden, 'r'}, {g1, 'w'}});
+    tiny.bwd("aten::native_layer_norm_backward", "M.blocks.0", {{cast, 'r'}, {g1, 'r'}, {g0, 'w'}});
+    return tiny.done();
 }
 
 }   // namespace
@@ -786,19 +786,19 @@ namespace {
 //   k2 cell mm  h1, c -> h2 (1000), saves h1, c    k5 cell mm_backward (call 1) c, x, g1 -> g0 (100)
 // w 8192 and x 100 live throughout (8292).
 TinyTrace cached_cast_cell() {
-    Step s({{"M.cell", "LSTMCell"}});
-    s.meta("capture.autocast", "bfloat16");
-    s.meta("capture.module_calls", R"({"M.cell": [1, 3]})");
-    const int weight = s.param(8192, "w"), batch = s.input(100, "batch");
-    const int cast = s.act(4096, "c"), h1 = s.act(1000, "h1"), h2 = s.act(1000, "h2");
-    const int loss = s.work(10, "loss"), g1 = s.work(3000, "g1"), g0 = s.result(100, "w.grad", Category::Grad);
-    s.fwd("aten::_to_copy", "M.cell", {{weight, 'r'}, {cast, 'w'}});
-    s.fwd("aten::mm", "M.cell", {{batch, 'r'}, {cast, 'r'}, {h1, 'w'}}, {batch, cast});
-    s.fwd("aten::mm", "M.cell", {{h1, 'r'}, {cast, 'r'}, {h2, 'w'}}, {h1, cast});
-    s.fwd("aten::sum", "M", {{h2, 'r'}, {loss, 'w'}});
-    s.bwd("aten::mm_backward", "M.cell", {{cast, 'r'}, {h1, 'r'}, {g1, 'w'}});
-    s.bwd("aten::mm_backward", "M.cell", {{cast, 'r'}, {batch, 'r'}, {g1, 'r'}, {g0, 'w'}});
-    return s.done();
+    Step tiny({{"M.cell", "LSTMCell"}});
+    tiny.meta("capture.autocast", "bfloat16");
+    tiny.meta("capture.module_calls", R"({"M.cell": [1, 3]})");
+    const int weight = tiny.param(8192, "w"), batch = tiny.input(100, "batch");
+    const int cast = tiny.act(4096, "c"), h1 = tiny.act(1000, "h1"), h2 = tiny.act(1000, "h2");
+    const int loss = tiny.work(10, "loss"), g1 = tiny.work(3000, "g1"), g0 = tiny.result(100, "w.grad", Category::Grad);
+    tiny.fwd("aten::_to_copy", "M.cell", {{weight, 'r'}, {cast, 'w'}});
+    tiny.fwd("aten::mm", "M.cell", {{batch, 'r'}, {cast, 'r'}, {h1, 'w'}}, {batch, cast});
+    tiny.fwd("aten::mm", "M.cell", {{h1, 'r'}, {cast, 'r'}, {h2, 'w'}}, {h1, cast});
+    tiny.fwd("aten::sum", "M", {{h2, 'r'}, {loss, 'w'}});
+    tiny.bwd("aten::mm_backward", "M.cell", {{cast, 'r'}, {h1, 'r'}, {g1, 'w'}});
+    tiny.bwd("aten::mm_backward", "M.cell", {{cast, 'r'}, {batch, 'r'}, {g1, 'r'}, {g0, 'w'}});
+    return tiny.done();
 }
 
 }   // namespace
@@ -838,27 +838,27 @@ TEST_CASE("checkpoint: a linear called twice under autocast: the node reading th
     //   k3 lin addmm h1, c, cb -> h2 (1000), saves h1, c  k8 lin mm (call 1's node) x, gh1 -> w.grad
     //   k4 M sum h2 -> loss (10)
     // capture.unpacks: each node unpacks before its first kernel (h1 before k5, x before k7).
-    Step s({{"M.lin", "Linear"}});
-    const int weight = s.param(8192, "w"), bias = s.param(400, "bias"), batch = s.input(100, "batch");
-    const int cast = s.act(4096, "c");
-    const int bcast = s.work(200, "cb", 4);   // autocast's cache holds it to the forward's end (k4)
-    const int h1 = s.act(1000, "h1"), h2 = s.act(1000, "h2");
-    const int loss = s.work(10, "loss"), gh1 = s.work(1000, "gh1");
-    const int wgrad = s.result(8192, "w.grad", Category::Grad), bgrad = s.result(400, "bias.grad", Category::Grad);
-    const int gx = s.work(100, "gx");
-    s.meta("capture.autocast", "bfloat16");
-    s.meta("capture.module_calls", R"({"M.lin": [1, 4]})");
-    s.fwd("aten::_to_copy", "M.lin", {{weight, 'r'}, {cast, 'w'}});
-    s.fwd("aten::_to_copy", "M.lin", {{bias, 'r'}, {bcast, 'w'}});
-    s.fwd("aten::addmm", "M.lin", {{batch, 'r'}, {cast, 'r'}, {bcast, 'r'}, {h1, 'w'}}, {batch, cast});
-    s.fwd("aten::addmm", "M.lin", {{h1, 'r'}, {cast, 'r'}, {bcast, 'r'}, {h2, 'w'}}, {h1, cast});
-    s.fwd("aten::sum", "M", {{h2, 'r'}, {loss, 'w'}});
-    const int k5 = s.bwd("aten::mm", "M.lin", {{cast, 'r'}, {gh1, 'w'}});
-    s.bwd("aten::mm", "M.lin", {{h1, 'r'}, {gh1, 'r'}, {wgrad, 'w'}, {bgrad, 'w'}});
-    const int k7 = s.bwd("aten::mm", "M.lin", {{cast, 'r'}, {gh1, 'r'}, {gx, 'w'}});
-    s.bwd("aten::mm", "M.lin", {{batch, 'r'}, {gh1, 'r'}, {wgrad, 'x'}});
-    s.meta("capture.unpacks", id_pairs({{h1, k5}, {batch, k7}}));
-    Fixture fix(s.done());
+    Step tiny({{"M.lin", "Linear"}});
+    const int weight = tiny.param(8192, "w"), bias = tiny.param(400, "bias"), batch = tiny.input(100, "batch");
+    const int cast = tiny.act(4096, "c");
+    const int bcast = tiny.work(200, "cb", 4);   // autocast's cache holds it to the forward's end (k4)
+    const int h1 = tiny.act(1000, "h1"), h2 = tiny.act(1000, "h2");
+    const int loss = tiny.work(10, "loss"), gh1 = tiny.work(1000, "gh1");
+    const int wgrad = tiny.result(8192, "w.grad", Category::Grad), bgrad = tiny.result(400, "bias.grad", Category::Grad);
+    const int gx = tiny.work(100, "gx");
+    tiny.meta("capture.autocast", "bfloat16");
+    tiny.meta("capture.module_calls", R"({"M.lin": [1, 4]})");
+    tiny.fwd("aten::_to_copy", "M.lin", {{weight, 'r'}, {cast, 'w'}});
+    tiny.fwd("aten::_to_copy", "M.lin", {{bias, 'r'}, {bcast, 'w'}});
+    tiny.fwd("aten::addmm", "M.lin", {{batch, 'r'}, {cast, 'r'}, {bcast, 'r'}, {h1, 'w'}}, {batch, cast});
+    tiny.fwd("aten::addmm", "M.lin", {{h1, 'r'}, {cast, 'r'}, {bcast, 'r'}, {h2, 'w'}}, {h1, cast});
+    tiny.fwd("aten::sum", "M", {{h2, 'r'}, {loss, 'w'}});
+    const int k5 = tiny.bwd("aten::mm", "M.lin", {{cast, 'r'}, {gh1, 'w'}});
+    tiny.bwd("aten::mm", "M.lin", {{h1, 'r'}, {gh1, 'r'}, {wgrad, 'w'}, {bgrad, 'w'}});
+    const int k7 = tiny.bwd("aten::mm", "M.lin", {{cast, 'r'}, {gh1, 'r'}, {gx, 'w'}});
+    tiny.bwd("aten::mm", "M.lin", {{batch, 'r'}, {gh1, 'r'}, {wgrad, 'x'}});
+    tiny.meta("capture.unpacks", id_pairs({{h1, k5}, {batch, k7}}));
+    Fixture fix(tiny.done());
     // w, bias, x: 8692 throughout. Forward: k3 14988, k4 14998; then loss, h2, c and cb die (the
     // forward's autocast region ends; no checkpoint holds cb): 9692 (h1, call 2's input).
     // Call 2's recomputation before k5 (h1's unpack): c2' then cb2' (one op's casts, in their
@@ -897,16 +897,16 @@ TEST_CASE("checkpoint save_matmuls: a kept output, once its op is replayed, dies
         //   k0 blk mm x, w -> m (kept)   k1 blk relu m -> r   k2 blk mul r -> q, saves q (the stop, reruns)
         //   k3 M sum q -> loss           k4 blk mul_backward q -> g
         // Plan: k0 k1 k2 k3 | k0' (no kernel) k1' k2' | k4: kernels 0 1 2 3 4 5 6, k2' the 6th (index 5).
-        Step s({{"M.blk", "Block"}});
-        const int weight = s.param(1000, "w"), batch = s.input(100, "batch");
-        const int mm_out = s.act(1000, "m", 2), relu_out = s.act(500, "r"), mul_out = s.act(300, "q");
-        const int loss = s.work(10, "loss"), grad = s.work(100, "g");
-        s.fwd("aten::mm", "M.blk", {{batch, 'r'}, {weight, 'r'}, {mm_out, 'w'}});
-        s.fwd("aten::relu", "M.blk", {{mm_out, 'r'}, {relu_out, 'w'}});
-        s.fwd("aten::mul", "M.blk", {{relu_out, 'r'}, {mul_out, 'w'}}, {mul_out});
-        s.fwd("aten::sum", "M", {{mul_out, 'r'}, {loss, 'w'}});
-        s.bwd("aten::mul_backward", "M.blk", {{mul_out, 'r'}, {grad, 'w'}});
-        Fixture fix(s.done());
+        Step tiny({{"M.blk", "Block"}});
+        const int weight = tiny.param(1000, "w"), batch = tiny.input(100, "batch");
+        const int mm_out = tiny.act(1000, "m", 2), relu_out = tiny.act(500, "r"), mul_out = tiny.act(300, "q");
+        const int loss = tiny.work(10, "loss"), grad = tiny.work(100, "g");
+        tiny.fwd("aten::mm", "M.blk", {{batch, 'r'}, {weight, 'r'}, {mm_out, 'w'}});
+        tiny.fwd("aten::relu", "M.blk", {{mm_out, 'r'}, {relu_out, 'w'}});
+        tiny.fwd("aten::mul", "M.blk", {{relu_out, 'r'}, {mul_out, 'w'}}, {mul_out});
+        tiny.fwd("aten::sum", "M", {{mul_out, 'r'}, {loss, 'w'}});
+        tiny.bwd("aten::mul_backward", "M.blk", {{mul_out, 'r'}, {grad, 'w'}});
+        Fixture fix(tiny.done());
         const mhc::trace::TraceData out = fix.ev().trace(parse_setting(ckpt));
         REQUIRE(out.kernels.size() == 7);
         CHECK(out.str(out.kernels.name[5]) == "aten::mul");
@@ -919,16 +919,16 @@ TEST_CASE("checkpoint save_matmuls: a kept output, once its op is replayed, dies
         //   k0 blk mm x, w -> m (kept)   k1 blk mul m -> h, saves m   k2 M sum h -> loss
         //   k3 blk mul_backward m -> g   k4 blk sum g -> gs
         // Plan: k0 k1 k2 | k0' (no kernel) | k3 k4: kernels 0 1 2 3 4.
-        Step s({{"M.blk", "Block"}});
-        const int weight = s.param(1000, "w"), batch = s.input(100, "batch");
-        const int mm_out = s.act(1000, "m", 4), hidden = s.act(500, "h");
-        const int loss = s.work(10, "loss"), grad = s.work(100, "g"), gs = s.result(10, "gs");
-        s.fwd("aten::mm", "M.blk", {{batch, 'r'}, {weight, 'r'}, {mm_out, 'w'}});
-        s.fwd("aten::mul", "M.blk", {{mm_out, 'r'}, {hidden, 'w'}}, {mm_out});
-        s.fwd("aten::sum", "M", {{hidden, 'r'}, {loss, 'w'}});
-        s.bwd("aten::mul_backward", "M.blk", {{mm_out, 'r'}, {grad, 'w'}});
-        s.bwd("aten::sum", "M.blk", {{grad, 'r'}, {gs, 'w'}});
-        Fixture fix(s.done());
+        Step tiny({{"M.blk", "Block"}});
+        const int weight = tiny.param(1000, "w"), batch = tiny.input(100, "batch");
+        const int mm_out = tiny.act(1000, "m", 4), hidden = tiny.act(500, "h");
+        const int loss = tiny.work(10, "loss"), grad = tiny.work(100, "g"), gs = tiny.result(10, "gs");
+        tiny.fwd("aten::mm", "M.blk", {{batch, 'r'}, {weight, 'r'}, {mm_out, 'w'}});
+        tiny.fwd("aten::mul", "M.blk", {{mm_out, 'r'}, {hidden, 'w'}}, {mm_out});
+        tiny.fwd("aten::sum", "M", {{hidden, 'r'}, {loss, 'w'}});
+        tiny.bwd("aten::mul_backward", "M.blk", {{mm_out, 'r'}, {grad, 'w'}});
+        tiny.bwd("aten::sum", "M.blk", {{grad, 'r'}, {gs, 'w'}});
+        Fixture fix(tiny.done());
         const mhc::trace::TraceData out = fix.ev().trace(parse_setting(ckpt));
         REQUIRE(out.kernels.size() == 5);
         CHECK(free_of(out, "m") == out.kernels.t_end[3]);

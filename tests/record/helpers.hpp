@@ -3,8 +3,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <catch2/catch.hpp>
-#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -52,20 +50,6 @@ inline std::string problems(const trace::CheckReport& r) {
         s.append(p.message).append(" [").append(p.rule).append("]\n");
     }
     return s;
-}
-
-// The translated trace passes `mhc check`; its problems are said when it does not.
-inline void require_valid(const trace::TraceData& data) {
-    auto report = trace::check_trace(data);
-    INFO(problems(report));
-    REQUIRE(report.ok());
-}
-
-// The translator's options for events stamped in CUPTI's raw time: times from `origin`.
-inline TranslatorOptions origin_at(uint64_t origin) {
-    TranslatorOptions options;
-    options.origin = static_cast<int64_t>(origin);
-    return options;
 }
 
 }  // namespace mhc::record::test

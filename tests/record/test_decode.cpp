@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "helpers.hpp"
+#include "translated.hpp"
 #include "mhc/record/cupti_decode.hpp"
 
 using mhc::record::AllocEvent;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "helpers.hpp"
+#include "translated.hpp"
 #include "mhc/record/translator.hpp"
 #include "mhc/trace/store.hpp"
 #include "mhc/trace/summary.hpp"

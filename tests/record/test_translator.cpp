@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "helpers.hpp"
+#include "translated.hpp"
 #include "mhc/trace/summary.hpp"
 
 using mhc::record::AllocEvent;

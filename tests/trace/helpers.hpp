@@ -67,10 +67,10 @@ inline void sql(const std::string& path, const std::string& q) {
 
 // Runs `q` on the file at `path` as a user's sqlite3 would, asserting nothing: what it did is
 // for the reader or the check under test to find.
-inline void sql_unchecked(const std::string& path, const std::string& q) {
+inline void sql_unchecked(const std::string& path, const std::string& query) {
     sqlite3* db = nullptr;
     sqlite3_open(path.c_str(), &db);
-    sqlite3_exec(db, q.c_str(), nullptr, nullptr, nullptr);
+    sqlite3_exec(db, query.c_str(), nullptr, nullptr, nullptr);
     sqlite3_close(db);
 }
 

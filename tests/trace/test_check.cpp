@@ -39,9 +39,9 @@ CheckReport check_with(const std::function<void(Writer&)>& edit) {
 
 // A sound trace of 20,000 allocations: a file of many pages.
 void write_many_pages(const std::string& path) {
-    Writer w(path);
-    for (int i = 1; i <= 20000; ++i) w.add(Allocation{i, 0, 0, 64, i, i + 1, 0, Category::Other, 0});
-    w.finish();
+    Writer writer(path);
+    for (int i = 1; i <= 20000; ++i) writer.add(Allocation{i, 0, 0, 64, i, i + 1, 0, Category::Other, 0});
+    writer.finish();
 }
 
 bool has(const CheckReport& r, const std::string& rule, const std::string& table, int64_t row) {
