@@ -136,6 +136,15 @@ TEST_CASE("a damaged free-page list, where a store takes new pages, is refused b
                           Catch::Contains("runs cannot be stored in it"));
 }
 
+TEST_CASE("a sound runs database in WAL mode with free pages passes the check and takes a run", "[store][pages]") {
+    TempPath trace_db("t.db"), runs_db("r.db");
+    runs_db_of(trace_db.path, runs_db.path, 20);
+    sql(runs_db.path, "PRAGMA journal_mode=WAL; DELETE FROM run_events WHERE run <= 10");
+    REQUIRE(one(runs_db.path, "PRAGMA freelist_count") > 0);
+    CHECK_NOTHROW(check_run_pages(trace_db.path, runs_db.path));
+    CHECK(add_runs(trace_db.path, {small_run("after")}, runs_db.path) == std::vector<int64_t>{21});
+}
+
 TEST_CASE("the trace's own run tables: a damaged page a store reads is refused, one of older runs is not",
           "[store][pages]") {
     TempPath trace_db("t.db"), copy_db("c.db");

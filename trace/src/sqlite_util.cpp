@@ -328,6 +328,12 @@ std::string read_freelist(sqlite3* db, const std::string& file) {
     };
     const int64_t free_pages = number("PRAGMA freelist_count");
     if (free_pages == 0) return "";
+    {
+        // In WAL mode the file's own pages may be older than the log's: read from the file, a
+        // trunk would be judged on what it was. Left to SQLite, which checks it when it allocates.
+        Stmt mode(db, file, "PRAGMA journal_mode");
+        if (mode.step() && mode.text(0) == "wal") return "";
+    }
     const int64_t page_size = number("PRAGMA page_size");
     const int64_t pages = number("PRAGMA page_count");
     const char* path = sqlite3_db_filename(db, "main");

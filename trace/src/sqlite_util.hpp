@@ -61,7 +61,8 @@ std::string read_table_end(sqlite3* db, const std::string& file, const std::stri
 // The pages a write takes new pages from, read: the trunk pages of the file's free-page list
 // (schema "main"), checked as SQLite checks them when it allocates (a page number past the
 // file's end, more leaves than a trunk holds, a loop). "" when sound; else what is wrong. Reads
-// one page per (page size / 4 - 2) free pages.
+// one page per (page size / 4 - 2) free pages; nothing in WAL mode (the file's pages may be older
+// than the log's).
 std::string read_freelist(sqlite3* db, const std::string& file);
 
 class Stmt {
