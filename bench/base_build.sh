@@ -1,4 +1,4 @@
-# Sourced by the compare scripts (bench/sim/compare.sh, load_compare.sh, allocator_compare.sh,
+# Sourced by bench/lib.sh for the compare scripts (bench/sim/compare.sh, load_compare.sh, allocator_compare.sh,
 # bench/trace/store_compare.sh, bench/import/compare.sh): builds a base commit and this tree with
 # the same benchmark sources on both sides, so that every figure is printed beside the base's from
 # one run; prints the comparison's header and names each side's tree.

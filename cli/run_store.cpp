@@ -99,8 +99,9 @@ void check_runs_db_of(const std::string& trace, StoreOptions& options) {
     if (ec || bytes == 0) return;               // not there yet, or empty: a runs database to be, made by the store
     // Refuses what is not this trace's runs database: its meta, its traces' fingerprints and its
     // tables, never its rows (listing every run took 12.5 s and 500 MiB on 100,000 runs:
-    // bench/trace/runs_db_precheck.sh); then a damaged page (SQLite's quick_check), which the
-    // store would otherwise meet after the work.
+    // bench/trace/runs_db_precheck.sh); then a damaged page where the store will read (the last
+    // pages of its tables, the free-page list: trace::check_run_pages), which the store would
+    // otherwise meet after the work.
     trace::check_run_pages(trace, options.runs_db);
 }
 

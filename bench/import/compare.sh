@@ -13,14 +13,12 @@
 # is what to compare on a shared machine.
 # Usage: bench/import/compare.sh [BASE=266acf7] [EVENTS=2000000] [ROUNDS=5]
 set -euo pipefail
-cd "$(dirname "$0")/../.."
 base=${1:-266acf7}
 events=${2:-2000000}
 rounds=${3:-5}
-root=$(pwd)
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/mhc-import-compare.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-. bench/base_build.sh
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/../lib.sh"
+bench_tmp import-compare
 build_base_and_this "$base" "import" mhc_bench_import
 compare_header "trace bench" "$(nproc) cores; $(date -u '+%F %H:%M UTC')"
 bench() { echo "$(side_dir "$1")/build/bench/import/mhc_bench_import"; }

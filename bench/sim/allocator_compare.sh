@@ -10,19 +10,14 @@
 # CPU time is what to compare on a shared machine; the load average is printed with each figure.
 # Usage: bench/sim/allocator_compare.sh [ROUNDS=2] [BASE=ebbb9d5 (the allocator model before its whole-segment set)] [STEPS=2985]
 set -euo pipefail
-cd "$(dirname "$0")/../.."
 rounds=${1:-2}
 base=${2:-ebbb9d5}
 steps=${3:-2985}
-root=$(pwd)
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/mhc-allocator-compare.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-. bench/base_build.sh
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/../lib.sh"
+bench_tmp allocator-compare
 build_base_and_this "$base" sim mhc bench_sim
-"$root/build/cli/mhc" -q generate --preset gpt2-small --steps "$steps" -o "$tmp/trace.db" >/dev/null
-compare_header "sim bench" "$(nproc) cores; trace: gpt2-small, $steps steps, $(du -m "$tmp/trace.db" | cut -f1) MB"
-cp "$tmp/trace.db" "$tmp/before.db"
-cp "$tmp/trace.db" "$tmp/after.db"
+compare_trace "$steps" "sim bench"
 for side in before after; do   # the first run of each side writes its prepared cache where it has one
   dir=$(side_dir "$side")
   "$dir/build/cli/mhc" -q simulate "$tmp/$side.db" --capacity 60% --allocator ideal --no-store >/dev/null
@@ -30,10 +25,10 @@ done
 for r in $(seq 1 "$rounds"); do
   for side in before after; do
     dir=$(side_dir "$side")
-    echo "== round $r $side (load $(cut -d' ' -f1-3 /proc/loadavg))"
+    echo "== round $r $side (load $(load))"
     "$dir/build/bench/sim/bench_sim" allocators "$tmp/$side.db" 3 | sed "s/^/$side /"
     for allocator in caching ideal; do
-      /usr/bin/time -f "$side mhc simulate --capacity 60%% --allocator $allocator: cpu %U s user + %S s sys, wall %e s, load $(cut -d' ' -f1 /proc/loadavg)" \
+      /usr/bin/time -f "$side mhc simulate --capacity 60%% --allocator $allocator: cpu %U s user + %S s sys, wall %e s, load $(load)" \
         "$dir/build/cli/mhc" -q simulate "$tmp/$side.db" --capacity 60% --allocator "$allocator" --no-store >/dev/null
     done
   done

@@ -10,19 +10,18 @@
 # machine; the load average is printed with each figure.
 # Usage: bench/sim/compare.sh [ROUNDS=4] [BASE=d56dbab (main before the hot loop's bitmap and FIFOs)]
 set -euo pipefail
-cd "$(dirname "$0")/../.."
 rounds=${1:-4}
 base=${2:-d56dbab}
-root=$(pwd)
-. bench/base_build.sh
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/../lib.sh"
 build_base_and_this "$base" sim bench_sim
 old="$wt/build/bench/sim/bench_sim"
 new="$root/build/bench/sim/bench_sim"
-compare_header "sim bench" "load $(cut -d' ' -f1-3 /proc/loadavg)"
+compare_header "sim bench" "load $(load)"
 for r in $(seq 1 "$rounds"); do
   for side in before after; do
     bin=$old; [ "$side" = after ] && bin=$new
-    echo "== round $r $side (load $(cut -d' ' -f1-3 /proc/loadavg))"
+    echo "== round $r $side (load $(load))"
     "$bin" 4 "${TMPDIR:-/tmp}" | grep -E '^ +[0-9]+ .*(none|lookahead:8) ' | sed "s/^/$side /"
     for pf in periodic capuchin forecast; do "$bin" one lru "$pf" 4 3 | sed "s/^/$side /"; done
     "$bin" one lru forecast 4 3 no-early | sed "s/^/$side /"   # forecast without its early eviction

@@ -12,12 +12,11 @@
 # nothing is built: this tree's build/cli/mhc must be current); QUALITY_CAPS, QUALITY_POLICIES,
 # QUALITY_LINKS narrow the grid.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
 base=${1:-3551a05}
-root=$(pwd)
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/../lib.sh"
 dir=${2:-$(mktemp -d "${TMPDIR:-/tmp}/forecast-quality.XXXXXX")}
 mkdir -p "$dir"
-. bench/base_build.sh
 if [ -n "${MHC_BASE_MHC:-}" ]; then
   old=$MHC_BASE_MHC
 else
@@ -25,7 +24,7 @@ else
   old="$wt/build/cli/mhc"
 fi
 new="$root/build/cli/mhc"
-compare_header "sim" "load $(cut -d' ' -f1-3 /proc/loadavg)"
+compare_header "sim" "load $(load)"
 echo "old: $old; new: $new; traces and runs in $dir"
 caps=${QUALITY_CAPS:-40% 50% 60% 70% 80% 90%}
 policies=${QUALITY_POLICIES:-lru cost_aware belady}

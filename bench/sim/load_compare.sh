@@ -14,25 +14,20 @@
 # commit), and kept for the next run; `git worktree remove --force build/bench-base-COMMIT` drops it.
 # Usage: bench/sim/load_compare.sh [ROUNDS=2] [BASE=6ce197b (main before the cache)] [STEPS=2985]
 set -euo pipefail
-cd "$(dirname "$0")/../.."
 rounds=${1:-2}
 base=${2:-6ce197b}
 steps=${3:-2985}
-root=$(pwd)
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/mhc-load-compare.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/../lib.sh"
+bench_tmp load-compare
 # The same benchmark program on both sides: this tree's bench_sim.cpp (it uses the cache where
 # the code has one) and its argument checking.
-. bench/base_build.sh
 build_base_and_this "$base" sim mhc bench_sim
-"$root/build/cli/mhc" -q generate --preset gpt2-small --steps "$steps" -o "$tmp/trace.db" >/dev/null
-compare_header "trace sim bench" "$(nproc) cores; trace: gpt2-small, $steps steps, $(du -m "$tmp/trace.db" | cut -f1) MB"
-cp "$tmp/trace.db" "$tmp/before.db"
-cp "$tmp/trace.db" "$tmp/after.db"
+compare_trace "$steps" "trace sim bench"
 for r in $(seq 1 "$rounds"); do
   for side in before after; do
     dir=$(side_dir "$side")
-    echo "== round $r $side (load $(cut -d' ' -f1-3 /proc/loadavg))"
+    echo "== round $r $side (load $(load))"
     "$dir/build/bench/sim/bench_sim" end-to-end "$tmp/$side.db" "$tmp/$side-runs.db" | sed "s/^/$side /"
     /usr/bin/time -f "$side mhc simulate --capacity 60%%: wall %e s, cpu %U s user + %S s sys, peak RSS %M KB, %R minor faults" \
       "$dir/build/cli/mhc" -q simulate "$tmp/$side.db" --capacity 60% >/dev/null

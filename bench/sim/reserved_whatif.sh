@@ -10,12 +10,11 @@
 # Usage: bench/sim/reserved_whatif.sh [MHC=build/cli/mhc ...] (several binaries: each is measured;
 #        an older build shows the cost it had) [REPS=3 in $REPS]
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-root=$(pwd)
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/../lib.sh"
 [[ $# -gt 0 ]] || set -- "$root/build/cli/mhc"
 reps=${REPS:-3}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/mhc-reserved-whatif.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+bench_tmp reserved-whatif
 trace=tests/data/public/kineto/tracelens-h100-timesformer-k400.json.gz
 grid=(--policies lru,largest,belady,dtr,cost_aware --prefetchers none,lookahead:8,periodic,capuchin,forecast
       --capacities 98%,96%,94%,92%,90%,88%,86%,84%,82%,80%,78%,76%,74%,72%,70%,68%,66%,64%,62%,60%,58%,56%,54%,52%,50%,48%,46%,44%,42%,40%,38%,36%,34%,32%,30%,28%,26%,24%,22%,20%
@@ -34,7 +33,7 @@ per_sim() {
   echo "$best $n"
 }
 echo "== mhc sweep on $(basename "$trace"): seconds per simulation, with and without the profiler's reserved peak =="
-echo "load average $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores, best of $reps"
+echo "load average $(load), $(nproc) cores, best of $reps"
 for mhc in "$@"; do
   "$mhc" -q import "$trace" -o "$tmp/with.db" --force >/dev/null 2>&1
   cp "$tmp/with.db" "$tmp/without.db"

@@ -9,13 +9,11 @@
 # the rounds and after / before.
 # Usage: bench/sim/sweep_compare.sh [ROUNDS=3] [BASE=06087073 (main before the scored records)]
 set -euo pipefail
-cd "$(dirname "$0")/../.."
 rounds=${1:-3}
 base=${2:-06087073}
-root=$(pwd)
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/mhc-sweep-compare.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-. bench/base_build.sh
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/../lib.sh"
+bench_tmp sweep-compare
 build_base_and_this "$base" sim mhc
 presets="mhc-27b llama2-70b-slice"
 grid=(--policies lru,largest,belady,dtr,cost_aware --prefetchers none,periodic,lookahead:500
@@ -35,12 +33,11 @@ for r in $(seq 1 "$rounds"); do
         | sed -E 's/ in [0-9.]+ s:/:/' >"$tmp/$side.out"
       read -r cpu wall <"$tmp/time"
       echo "$cpu" >>"$tmp/$p.$side.cpu"
-      echo "round $r $p $side: $cpu s user, $wall s wall, load $(cut -d' ' -f1 /proc/loadavg)"
+      echo "round $r $p $side: $cpu s user, $wall s wall, load $(load)"
     done
     cmp -s "$tmp/before.out" "$tmp/after.out" || { echo "round $r $p: outputs differ"; diff "$tmp/before.out" "$tmp/after.out" | head; exit 1; }
   done
 done
-median() { sort -n "$1" | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 echo "outputs identical in every round"
 for p in $presets; do
   b=$(median "$tmp/$p.before.cpu"); a=$(median "$tmp/$p.after.cpu")

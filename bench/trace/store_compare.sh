@@ -17,18 +17,15 @@
 # CPU time is what to compare on a shared machine; the load average is printed with each figure.
 # Usage: bench/trace/store_compare.sh [BASE=3551a05] [STEPS=2985] [ROWS=10000000] [IMPORT_EVENTS=2000000]
 set -euo pipefail
-cd "$(dirname "$0")/../.."
 base=${1:-3551a05}
 steps=${2:-2985}
 rows=${3:-10000000}
 events=${4:-2000000}
-root=$(pwd)
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/mhc-store-compare.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-. bench/base_build.sh
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/../lib.sh"
+bench_tmp store-compare
 build_base_and_this "$base" "trace import datasets sim" mhc bench_store bench_sim bench_datasets mhc_bench_import
 cmake --build build -j"${MHC_JOBS:-2}" --target bench_viewer >/dev/null 2>&1 || true   # where the viewer builds
-load() { cut -d' ' -f1-3 /proc/loadavg; }
 compare_header "trace datasets bench" "$(nproc) cores"
 for side in before after; do
   echo "== bench_store $rows, $side (load $(load))"

@@ -14,10 +14,15 @@
 #include "mhc/common/error.hpp"
 #include "mhc/test/temp.hpp"
 #include "mhc/trace/check.hpp"
+#include "step.hpp"
 #include "tiny.hpp"
 
 using namespace mhc::advise;
+using advisetest::Category;
 using advisetest::Fixture;
+using advisetest::id_pairs;
+using advisetest::Phase;
+using advisetest::Step;
 using advisetest::TinyTrace;
 
 namespace {
@@ -26,6 +31,18 @@ constexpr int64_t MiB = 1 << 20;
 
 Prediction predict(const Fixture& f, const std::string& json, HostModel h = {}) {
     return f.ev(h).predict(parse_setting(json));
+}
+
+// Streamed offload of saves of 500 B and more under `modules` (a JSON list; null: the whole
+// forward), a forward stash of `stash` packs, `prefetch` saves brought back ahead.
+std::string streamed(int stash, int prefetch, const std::string& modules = "null") {
+    return R"({"offload": {"mode": "streamed", "modules": )" + modules + R"(, "min_bytes": 500, "max_fwd_stash": )" +
+           std::to_string(stash) + R"(, "prefetch": )" + std::to_string(prefetch) + "}}";
+}
+
+// Whether the step `setting` makes of the fixture's capture is one `mhc check` accepts.
+bool sound(const Fixture& fixture, const std::string& setting) {
+    return mhc::trace::check_trace(fixture.ev().trace(parse_setting(setting))).ok();
 }
 
 }  // namespace
@@ -71,33 +88,24 @@ TEST_CASE("checkpoint: its inputs live until its own backward is done, not anoth
     // backward's end was t's last read, blocks.0's k7: o0 held through it, 6800 (the diffusion
     // UNet's checkpointed up.2 held its 32 MiB input until down.0's backward, and the reserved
     // bytes with expandable segments were predicted 6.05% under the capture).
-    using mhc::trace::Category;
-    using mhc::trace::Phase;
-    TinyTrace tiny;
-    tiny.modules = {{"M", "Tiny"}, {"M.emb", "Linear"}, {"M.blocks.0", "Block"}, {"M.blocks.1", "Block"}};
-    const int batch = tiny.alloc(100, Category::Other, "batch", -1, -1);
-    const int t = tiny.alloc(1000, Category::Activation, "t", 0, 7);
-    const int o0 = tiny.alloc(500, Category::Activation, "o0", 1, 6);
-    const int a1 = tiny.alloc(2000, Category::Activation, "a1", 2, 5);
-    const int o1 = tiny.alloc(100, Category::Activation, "o1", 3, 4);
-    const int loss = tiny.alloc(10, Category::Workspace, "loss", 4, 4);
-    const int g1 = tiny.alloc(100, Category::Workspace, "g1", 5, 6);
-    const int g2 = tiny.alloc(100, Category::Workspace, "g2", 6, 7);
-    const int w = tiny.alloc(5000, Category::Workspace, "w", 7, 7);
-    const int g0 = tiny.alloc(100, Category::Workspace, "g0", 7, -1);
-    tiny.kernel({"aten::mm", "M.emb", Phase::Forward, {{batch, 'r'}, {t, 'w'}}, {}});
-    tiny.kernel({"aten::mul", "M.blocks.0", Phase::Forward, {{t, 'r'}, {batch, 'r'}, {o0, 'w'}}, {t}});
-    tiny.kernel({"aten::mul", "M.blocks.1", Phase::Forward, {{o0, 'r'}, {t, 'r'}, {a1, 'w'}}, {o0, t}});
-    tiny.kernel({"aten::gelu", "M.blocks.1", Phase::Forward, {{a1, 'r'}, {o1, 'w'}}, {a1}});
-    tiny.kernel({"aten::sum", "M", Phase::Forward, {{o1, 'r'}, {loss, 'w'}}, {}});
-    tiny.kernel({"aten::gelu_backward", "M.blocks.1", Phase::Backward, {{a1, 'r'}, {g1, 'w'}}, {}});
-    tiny.kernel({"aten::mul_backward", "M.blocks.1", Phase::Backward, {{o0, 'r'}, {t, 'r'}, {g1, 'r'}, {g2, 'w'}}, {}});
-    tiny.kernel({"aten::mul_backward", "M.blocks.0", Phase::Backward, {{t, 'r'}, {g2, 'r'}, {g0, 'w'}, {w, 'w'}}, {}});
-    Fixture fix(tiny);
+    Step tiny({{"M.emb", "Linear"}, {"M.blocks.0", "Block"}, {"M.blocks.1", "Block"}});
+    const int batch = tiny.input(100, "batch");
+    const int temb = tiny.act(1000, "t"), o0 = tiny.act(500, "o0"), a1 = tiny.act(2000, "a1"), o1 = tiny.act(100, "o1");
+    const int loss = tiny.work(10, "loss"), g1 = tiny.work(100, "g1"), g2 = tiny.work(100, "g2"), ws = tiny.work(5000, "w");
+    const int g0 = tiny.result(100, "g0");
+    tiny.fwd("aten::mm", "M.emb", {{batch, 'r'}, {temb, 'w'}});
+    tiny.fwd("aten::mul", "M.blocks.0", {{temb, 'r'}, {batch, 'r'}, {o0, 'w'}}, {temb});
+    tiny.fwd("aten::mul", "M.blocks.1", {{o0, 'r'}, {temb, 'r'}, {a1, 'w'}}, {o0, temb});
+    tiny.fwd("aten::gelu", "M.blocks.1", {{a1, 'r'}, {o1, 'w'}}, {a1});
+    tiny.fwd("aten::sum", "M", {{o1, 'r'}, {loss, 'w'}});
+    tiny.bwd("aten::gelu_backward", "M.blocks.1", {{a1, 'r'}, {g1, 'w'}});
+    tiny.bwd("aten::mul_backward", "M.blocks.1", {{o0, 'r'}, {temb, 'r'}, {g1, 'r'}, {g2, 'w'}});
+    tiny.bwd("aten::mul_backward", "M.blocks.0", {{temb, 'r'}, {g2, 'r'}, {g0, 'w'}, {ws, 'w'}});
+    Fixture fix(tiny.done());
     CHECK(predict(fix, "{}").memory.peak == 6300);
     const std::string ck = R"({"checkpoint": {"modules": ["M.blocks.1"]}})";
     CHECK(predict(fix, ck).memory.peak == 6300);
-    CHECK(mhc::trace::check_trace(fix.ev().trace(parse_setting(ck))).ok());
+    CHECK(sound(fix, ck));
 }
 
 TEST_CASE("checkpoint: recomputed before the first backward read, whichever module the capture credits it to",
@@ -109,14 +117,14 @@ TEST_CASE("checkpoint: recomputed before the first backward read, whichever modu
     // which reads a1's recomputed copy.
     TinyTrace tiny = advisetest::two_blocks();
     tiny.kernels[5].module = "M";
-    const int g1b = tiny.alloc(100, mhc::trace::Category::Workspace, "g1b", 6, 7);
+    const int g1b = tiny.alloc(100, Category::Workspace, "g1b", 6, 7);
     tiny.allocs[3].freed_after = 6;   // a1, read by k6 too
     tiny.allocs[6].freed_after = 6;   // g1
     tiny.allocs[7].made_at = 7;       // g0
     tiny.kernels.insert(
         tiny.kernels.begin() + 6,
         advisetest::TinyKernel{
-            "aten::mul", "M.blocks.1", mhc::trace::Phase::Backward, {{3, 'r'}, {6, 'r'}, {g1b, 'w'}}, {}});
+            "aten::mul", "M.blocks.1", Phase::Backward, {{3, 'r'}, {6, 'r'}, {g1b, 'w'}}, {}});
     tiny.kernels[7].acc = {{1, 'r'}, {g1b, 'r'}, {7, 'w'}};
     tiny.allocs[1].freed_after = 7;   // a0
     Fixture fix(tiny);
@@ -152,30 +160,21 @@ namespace {
 // s1 dies in the forward and the recomputation gives a1 back and reruns silu before k6.
 // Split at k3 into two calls, silu was not recomputed and s1 read back from nothing.
 TinyTrace unregistered_call() {
-    using mhc::trace::Category;
-    using mhc::trace::Phase;
-    TinyTrace trace;
-    trace.modules = {{"M", "Tiny"}, {"Act", "SiLUActivation"}, {"M.blocks.0", "Block"}, {"M.blocks.1", "Block"}};
-    const int batch = trace.alloc(100, Category::Other, "batch", -1, -1);
-    const int a0 = trace.alloc(1000, Category::Activation, "a0", 0, 8);
-    const int o0 = trace.alloc(100, Category::Activation, "o0", 1, 2);
-    const int a1 = trace.alloc(2000, Category::Activation, "a1", 2, 7);
-    const int s1 = trace.alloc(500, Category::Activation, "s1", 3, 6);
-    const int o1 = trace.alloc(100, Category::Activation, "o1", 4, 5);
-    const int loss = trace.alloc(10, Category::Workspace, "loss", 5, 5);
-    const int gs = trace.alloc(500, Category::Workspace, "gs", 6, 7);
-    const int g1 = trace.alloc(100, Category::Workspace, "g1", 7, 8);
-    const int g0 = trace.alloc(100, Category::Workspace, "g0", 8, 8);
-    trace.kernel({"aten::mm", "M.blocks.0", Phase::Forward, {{batch, 'r'}, {a0, 'w'}}, {}});
-    trace.kernel({"aten::gelu", "M.blocks.0", Phase::Forward, {{a0, 'r'}, {o0, 'w'}}, {a0}});
-    trace.kernel({"aten::mm", "M.blocks.1", Phase::Forward, {{o0, 'r'}, {a1, 'w'}}, {}});
-    trace.kernel({"aten::silu", "Act", Phase::Forward, {{a1, 'r'}, {s1, 'w'}}, {a1}});
-    trace.kernel({"aten::gelu", "M.blocks.1", Phase::Forward, {{s1, 'r'}, {o1, 'w'}}, {s1}});
-    trace.kernel({"aten::sum", "M", Phase::Forward, {{o1, 'r'}, {loss, 'w'}}, {}});
-    trace.kernel({"aten::gelu_backward", "M.blocks.1", Phase::Backward, {{s1, 'r'}, {gs, 'w'}}, {}});
-    trace.kernel({"aten::silu_backward", "Act", Phase::Backward, {{a1, 'r'}, {gs, 'r'}, {g1, 'w'}}, {}});
-    trace.kernel({"aten::gelu_backward", "M.blocks.0", Phase::Backward, {{a0, 'r'}, {g1, 'r'}, {g0, 'w'}}, {}});
-    return trace;
+    Step tiny({{"Act", "SiLUActivation"}, {"M.blocks.0", "Block"}, {"M.blocks.1", "Block"}});
+    const int batch = tiny.input(100, "batch");
+    const int a0 = tiny.act(1000, "a0"), o0 = tiny.act(100, "o0"), a1 = tiny.act(2000, "a1"), s1 = tiny.act(500, "s1");
+    const int o1 = tiny.act(100, "o1");
+    const int loss = tiny.work(10, "loss"), gs = tiny.work(500, "gs"), g1 = tiny.work(100, "g1"), g0 = tiny.work(100, "g0");
+    tiny.fwd("aten::mm", "M.blocks.0", {{batch, 'r'}, {a0, 'w'}});
+    tiny.fwd("aten::gelu", "M.blocks.0", {{a0, 'r'}, {o0, 'w'}}, {a0});
+    tiny.fwd("aten::mm", "M.blocks.1", {{o0, 'r'}, {a1, 'w'}});
+    tiny.fwd("aten::silu", "Act", {{a1, 'r'}, {s1, 'w'}}, {a1});
+    tiny.fwd("aten::gelu", "M.blocks.1", {{s1, 'r'}, {o1, 'w'}}, {s1});
+    tiny.fwd("aten::sum", "M", {{o1, 'r'}, {loss, 'w'}});
+    tiny.bwd("aten::gelu_backward", "M.blocks.1", {{s1, 'r'}, {gs, 'w'}});
+    tiny.bwd("aten::silu_backward", "Act", {{a1, 'r'}, {gs, 'r'}, {g1, 'w'}});
+    tiny.bwd("aten::gelu_backward", "M.blocks.0", {{a0, 'r'}, {g1, 'r'}, {g0, 'w'}});
+    return tiny.done();
 }
 
 }  // namespace
@@ -244,17 +243,16 @@ TEST_CASE("streamed offload: side-stream copies, the stash, the wait for a copy"
     // and the peak stays 3210. The D2H runs beside k2..k5 ([20, 1020]); the H2D is issued when
     // the stream reaches k6 (60) on the other copy engine ([60, 1060]); k6 waits for both:
     // [1060, 1070].
-    Prediction p =
-        predict(f, R"({"offload": {"mode": "streamed", "modules": ["M.blocks.0"], "min_bytes": 500, "max_fwd_stash": 1, "prefetch": 0}})");
-    CHECK(p.memory.peak == 3210);
-    CHECK(p.step_time == 1070);
-    CHECK(p.waits == 1060 - 60);
+    Prediction pred = predict(f, streamed(1, 0, R"(["M.blocks.0"])"));
+    CHECK(pred.memory.peak == 3210);
+    CHECK(pred.step_time == 1070);
+    CHECK(pred.waits == 1060 - 60);
     // a stash of one pack, two packs in scope: a0 leaves after the next pack (k3 saves a1), a1
     // at the first unpack (k5); the backward's k5 waits for a1's copy, k6 for a0's:
     //   1100, 1200, 3200, 3200, [a0 gone] 2210, [a1 gone, a1' back at k5] 2200, [a0' back] 1300
-    Prediction q = predict(f, R"({"offload": {"mode": "streamed", "modules": null, "min_bytes": 500, "max_fwd_stash": 1, "prefetch": 0}})");
-    CHECK(q.memory.peak == 3200);
-    CHECK(q.host_peak == 3000);
+    Prediction pred_all = predict(f, streamed(1, 0));
+    CHECK(pred_all.memory.peak == 3200);
+    CHECK(pred_all.host_peak == 3000);
 }
 
 TEST_CASE("streamed offload: a stash smaller than one op's packs waits after that op, when its copy is issued",
@@ -267,30 +265,23 @@ TEST_CASE("streamed offload: a stash smaller than one op's packs waits after tha
     //   [1030,2030] (one D2H queue); k3 waits for a's: [1030,1040]; k4 (the first unpack) waits
     //   for b's D2H and for the H2Ds issued when the stream reaches it (1040): a [1040,2040],
     //   b [2040,3040]; k4 [3040,3050].
-    TinyTrace tiny;
-    tiny.modules = {{"M", "Tiny"}, {"M.blocks.0", "Block"}};
-    const int batch = tiny.alloc(100, mhc::trace::Category::Other, "batch", -1, -1);
-    const int sa = tiny.alloc(1000, mhc::trace::Category::Activation, "a", 0, 4);
-    const int sb = tiny.alloc(1000, mhc::trace::Category::Activation, "b", 1, 4);
-    const int sc = tiny.alloc(100, mhc::trace::Category::Activation, "c", 2, 3);
-    const int loss = tiny.alloc(10, mhc::trace::Category::Workspace, "loss", 3, 3);
-    const int grad = tiny.alloc(100, mhc::trace::Category::Workspace, "g", 4, -1);
-    using mhc::trace::Phase;
-    tiny.kernel({"aten::mm", "M.blocks.0", Phase::Forward, {{batch, 'r'}, {sa, 'w'}}, {}});
-    tiny.kernel({"aten::mm", "M.blocks.0", Phase::Forward, {{sa, 'r'}, {sb, 'w'}}, {}});
-    tiny.kernel({"aten::mul", "M.blocks.0", Phase::Forward, {{sa, 'r'}, {sb, 'r'}, {sc, 'w'}}, {sa, sb}});
-    tiny.kernel({"aten::sum", "M", Phase::Forward, {{sc, 'r'}, {loss, 'w'}}, {}});
-    tiny.kernel({"aten::mul_backward", "M.blocks.0", Phase::Backward, {{sa, 'r'}, {sb, 'r'}, {grad, 'w'}}, {}});
-    Fixture fix(tiny);
-    Prediction pred = predict(
-        fix,
-        R"({"offload": {"mode": "streamed", "modules": null, "min_bytes": 500, "max_fwd_stash": 1, "prefetch": 0}})");
+    Step tiny({{"M.blocks.0", "Block"}});
+    const int batch = tiny.input(100, "batch");
+    const int sa = tiny.act(1000, "a"), sb = tiny.act(1000, "b"), sc = tiny.act(100, "c");
+    const int loss = tiny.work(10, "loss"), grad = tiny.result(100, "g");
+    tiny.fwd("aten::mm", "M.blocks.0", {{batch, 'r'}, {sa, 'w'}});
+    tiny.fwd("aten::mm", "M.blocks.0", {{sa, 'r'}, {sb, 'w'}});
+    tiny.fwd("aten::mul", "M.blocks.0", {{sa, 'r'}, {sb, 'r'}, {sc, 'w'}}, {sa, sb});
+    tiny.fwd("aten::sum", "M", {{sc, 'r'}, {loss, 'w'}});
+    tiny.bwd("aten::mul_backward", "M.blocks.0", {{sa, 'r'}, {sb, 'r'}, {grad, 'w'}});
+    Fixture fix(tiny.done());
+    Prediction pred = predict(fix, streamed(1, 0));
     CHECK(pred.step_time == 3050);
     CHECK(pred.waits == (1030 - 30) + (3040 - 1040));
     CHECK(pred.host_peak == 2000);
 }
 
-TEST_CASE("streamed offload: one op's saves keep the order its own pass unpacked them in, a parameter's too",
+TEST_CASE("streamed offload: one op's saves keep the order its own pass unpacked them in, act parameter's too",
           "[advise][transform]") {
     // Two steps of one pass each (kernels k0..k4, then k5..k9 the same); per step:
     //   k0 blocks.0 mm         batch -> a (1000)
@@ -306,43 +297,31 @@ TEST_CASE("streamed offload: one op's saves keep the order its own pass unpacked
     // capture's unpacks, which for w is in step 0: in step 1, w sorted before a', a' became the
     // 2nd pack, stayed stashed until the backward, and k8 met it: 6810 (the ConvNeXt-Tiny
     // features.4 capture: its 2nd step's LayerNorm input, 19,267,584 B, kept until the backward).
-    using mhc::trace::Category;
-    using mhc::trace::Phase;
-    TinyTrace tiny;
-    tiny.modules = {{"M", "Tiny"}, {"M.blocks.0", "Block"}};
-    const int batch = tiny.alloc(100, Category::Other, "batch", -1, -1);
-    const int w = tiny.alloc(100, Category::Param, "w", -1, -1);
-    std::string unpacks = "[";
+    Step tiny({{"M.blocks.0", "Block"}});
+    const int batch = tiny.input(100, "batch");
+    const int weight = tiny.param(100, "w");
+    std::string unpacks;
     for (int step = 0; step < 2; ++step) {
-        const int k = 5 * step;
-        const int a = tiny.alloc(1000, Category::Activation, "a", k, k + 4);
-        const int h = tiny.alloc(600, Category::Activation, "h", k + 1, k + 4);
-        const int o = tiny.alloc(5000, Category::Activation, "o", k + 2, k + 3);
-        const int loss = tiny.alloc(10, Category::Workspace, "loss", k + 3, k + 3);
-        const int g = tiny.alloc(100, Category::Workspace, "g", k + 4, k + 4);
-        tiny.kernel({"aten::mm", "M.blocks.0", Phase::Forward, {{batch, 'r'}, {a, 'w'}}, {}, step});
-        tiny.kernel({"aten::native_layer_norm", "M.blocks.0", Phase::Forward, {{a, 'r'}, {w, 'r'}, {h, 'w'}}, {a, w}, step});
-        tiny.kernel({"aten::mm", "M.blocks.0", Phase::Forward, {{h, 'r'}, {o, 'w'}}, {h}, step});
-        tiny.kernel({"aten::sum", "M", Phase::Forward, {{o, 'r'}, {loss, 'w'}}, {}, step});
-        tiny.kernel({"aten::native_layer_norm_backward", "M.blocks.0", Phase::Backward,
-                     {{a, 'r'}, {w, 'r'}, {h, 'r'}, {g, 'w'}}, {}, step});
-        // ids are row + 1; the backward's kernel is k + 4
-        for (int x : {a, w, h})
-            unpacks += (unpacks.size() > 1 ? "," : "") + std::string("[") + std::to_string(x + 1) + "," +
-                       std::to_string(k + 5) + "]";
+        const int act = tiny.act(1000, "a"), hid = tiny.act(600, "h"), out = tiny.act(5000, "o");
+        const int loss = tiny.work(10, "loss"), grad = tiny.work(100, "g");
+        tiny.fwd("aten::mm", "M.blocks.0", {{batch, 'r'}, {act, 'w'}}, {}, step);
+        tiny.fwd("aten::native_layer_norm", "M.blocks.0", {{act, 'r'}, {weight, 'r'}, {hid, 'w'}}, {act, weight}, step);
+        tiny.fwd("aten::mm", "M.blocks.0", {{hid, 'r'}, {out, 'w'}}, {hid}, step);
+        tiny.fwd("aten::sum", "M", {{out, 'r'}, {loss, 'w'}}, {}, step);
+        const int backward = tiny.bwd("aten::native_layer_norm_backward", "M.blocks.0", {{act, 'r'}, {weight, 'r'}, {hid, 'r'}, {grad, 'w'}}, step);
+        const std::string pairs = id_pairs({{act, backward}, {weight, backward}, {hid, backward}});
+        unpacks += (unpacks.empty() ? "" : ",") + pairs.substr(1, pairs.size() - 2);
     }
-    tiny.meta.emplace_back("capture.unpacks", unpacks + "]");
-    Fixture fix(tiny);
+    tiny.meta("capture.unpacks", "[" + unpacks + "]");
+    Fixture fix(tiny.done());
     REQUIRE(fix.base.passes == 1);
     REQUIRE(fix.base.pass_step.size() == 2);
     CHECK(predict(fix, "{}").memory.peak == 6810);
-    const std::string off =
-        R"({"offload": {"mode": "streamed", "modules": null, "min_bytes": 500, "max_fwd_stash": 2, "prefetch": 0}})";
-    CHECK(predict(fix, off).memory.peak == 5810);
-    CHECK(mhc::trace::check_trace(fix.ev().trace(parse_setting(off))).ok());
+    CHECK(predict(fix, streamed(2, 0)).memory.peak == 5810);
+    CHECK(sound(fix, streamed(2, 0)));
 }
 
-TEST_CASE("streamed offload: the stash lasts until the hook's own first unpack, not another save's of a shared storage",
+TEST_CASE("streamed offload: the stash lasts until the hook's own first unpack, not another save's of act shared storage",
           "[advise][transform]") {
     // t (1000 B, a timestep embedding) is saved by blocks.0 (under the hook) and blocks.1 (not):
     //   k0 emb      mm        batch -> t              k4 M        sum        o1 -> loss (10)
@@ -354,37 +333,26 @@ TEST_CASE("streamed offload: the stash lasts until the hook's own first unpack, 
     // the device at k5, 100 + 1000 + 2000 + 5000 + 100 = 8200, as captured. Before, the stash
     // was let go at t's first unpack (k5), which the hook never sees: 6200 predicted, a fit the
     // step does not have (the diffusion UNet's up.2, whose blocks all save the time embedding).
-    using mhc::trace::Category;
-    using mhc::trace::Phase;
-    TinyTrace tiny;
-    tiny.modules = {{"M", "Tiny"}, {"M.emb", "Linear"}, {"M.blocks.0", "Block"}, {"M.blocks.1", "Block"}};
-    const int batch = tiny.alloc(100, Category::Other, "batch", -1, -1);
-    const int t = tiny.alloc(1000, Category::Activation, "t", 0, 6);
-    const int a = tiny.alloc(2000, Category::Activation, "a", 1, 6);
-    const int o0 = tiny.alloc(100, Category::Activation, "o0", 2, 3);
-    const int o1 = tiny.alloc(100, Category::Activation, "o1", 3, 4);
-    const int loss = tiny.alloc(10, Category::Workspace, "loss", 4, 4);
-    const int g1 = tiny.alloc(100, Category::Workspace, "g1", 5, 6);
-    const int w = tiny.alloc(5000, Category::Workspace, "w", 5, 5);
-    const int g0 = tiny.alloc(100, Category::Workspace, "g0", 6, -1);
-    tiny.kernel({"aten::mm", "M.emb", Phase::Forward, {{batch, 'r'}, {t, 'w'}}, {}});
-    tiny.kernel({"aten::mul", "M.blocks.0", Phase::Forward, {{t, 'r'}, {batch, 'r'}, {a, 'w'}}, {t}});
-    tiny.kernel({"aten::gelu", "M.blocks.0", Phase::Forward, {{a, 'r'}, {o0, 'w'}}, {a}});
-    tiny.kernel({"aten::mul", "M.blocks.1", Phase::Forward, {{t, 'r'}, {o0, 'r'}, {o1, 'w'}}, {t}});
-    tiny.kernel({"aten::sum", "M", Phase::Forward, {{o1, 'r'}, {loss, 'w'}}, {}});
-    tiny.kernel({"aten::mul_backward", "M.blocks.1", Phase::Backward, {{t, 'r'}, {g1, 'w'}, {w, 'w'}}, {}});
-    tiny.kernel({"aten::gelu_backward", "M.blocks.0", Phase::Backward, {{a, 'r'}, {t, 'r'}, {g1, 'r'}, {g0, 'w'}}, {}});
-    // ids are row + 1: t's first unpack before k5 (id 6), a's before k6 (id 7)
-    tiny.meta.emplace_back("capture.unpacks", "[[" + std::to_string(t + 1) + ",6],[" + std::to_string(a + 1) + ",7]]");
-    Fixture fix(tiny);
+    Step tiny({{"M.emb", "Linear"}, {"M.blocks.0", "Block"}, {"M.blocks.1", "Block"}});
+    const int batch = tiny.input(100, "batch");
+    const int temb = tiny.act(1000, "t"), act = tiny.act(2000, "a"), o0 = tiny.act(100, "o0"), o1 = tiny.act(100, "o1");
+    const int loss = tiny.work(10, "loss"), g1 = tiny.work(100, "g1"), ws = tiny.work(5000, "w"), g0 = tiny.result(100, "g0");
+    tiny.fwd("aten::mm", "M.emb", {{batch, 'r'}, {temb, 'w'}});
+    tiny.fwd("aten::mul", "M.blocks.0", {{temb, 'r'}, {batch, 'r'}, {act, 'w'}}, {temb});
+    tiny.fwd("aten::gelu", "M.blocks.0", {{act, 'r'}, {o0, 'w'}}, {act});
+    tiny.fwd("aten::mul", "M.blocks.1", {{temb, 'r'}, {o0, 'r'}, {o1, 'w'}}, {temb});
+    tiny.fwd("aten::sum", "M", {{o1, 'r'}, {loss, 'w'}});
+    const int k5 = tiny.bwd("aten::mul_backward", "M.blocks.1", {{temb, 'r'}, {g1, 'w'}, {ws, 'w'}});
+    const int k6 = tiny.bwd("aten::gelu_backward", "M.blocks.0", {{act, 'r'}, {temb, 'r'}, {g1, 'r'}, {g0, 'w'}});
+    tiny.meta("capture.unpacks", id_pairs({{temb, k5}, {act, k6}}));
+    Fixture fix(tiny.done());
     CHECK(predict(fix, "{}").memory.peak == 8200);
-    const std::string off =
-        R"({"offload": {"mode": "streamed", "modules": ["M.blocks.0"], "min_bytes": 500, "max_fwd_stash": 10, "prefetch": 0}})";
+    const std::string off = streamed(10, 0, R"(["M.blocks.0"])");
     CHECK(predict(fix, off).memory.peak == 8200);
-    CHECK(mhc::trace::check_trace(fix.ev().trace(parse_setting(off))).ok());
+    CHECK(sound(fix, off));
 }
 
-TEST_CASE("offload of the whole forward: a loss computed after the model's forward is not under the hook",
+TEST_CASE("offload of the whole forward: act loss computed after the model's forward is not under the hook",
           "[advise][transform]") {
     // mhc_torch.apply (and the printed code) puts the hook around the model's forward; the loss
     // (kernels outside every module) runs after it, and its saves are not packed:
@@ -393,29 +361,20 @@ TEST_CASE("offload of the whole forward: a loss computed after the model's forwa
     //   k2 -        mse    o, n -> loss, saves o, n (n: the target, 1000 B, made before the step)
     // Only a goes to the host: 1000 B each way. Before, the loss's o and n were packed too
     // (3000 B to the host) and a's stash of 1 ended at o's pack, before k2.
-    using mhc::trace::Category;
-    using mhc::trace::Phase;
-    TinyTrace tiny;
-    tiny.modules = {{"M", "Tiny"}, {"M.blocks.0", "Block"}};
-    const int batch = tiny.alloc(100, Category::Other, "batch", -1, -1);
-    const int n = tiny.alloc(1000, Category::Other, "target", -1, -1);
-    const int a = tiny.alloc(1000, Category::Activation, "a", 0, 4);
-    const int o = tiny.alloc(1000, Category::Activation, "o", 1, 3);
-    const int loss = tiny.alloc(10, Category::Workspace, "loss", 2, 2);
-    const int g = tiny.alloc(100, Category::Workspace, "g", 3, 4);
-    const int g0 = tiny.alloc(100, Category::Workspace, "g0", 4, -1);
-    tiny.kernel({"aten::mm", "M.blocks.0", Phase::Forward, {{batch, 'r'}, {a, 'w'}}, {}});
-    tiny.kernel({"aten::gelu", "M.blocks.0", Phase::Forward, {{a, 'r'}, {o, 'w'}}, {a}});
-    tiny.kernel({"aten::mse_loss", "", Phase::Forward, {{o, 'r'}, {n, 'r'}, {loss, 'w'}}, {o, n}});
-    tiny.kernel({"aten::mse_loss_backward", "", Phase::Backward, {{o, 'r'}, {n, 'r'}, {g, 'w'}}, {}});
-    tiny.kernel({"aten::gelu_backward", "M.blocks.0", Phase::Backward, {{a, 'r'}, {g, 'r'}, {g0, 'w'}}, {}});
-    Fixture fix(tiny);
-    const std::string off =
-        R"({"offload": {"mode": "streamed", "modules": null, "min_bytes": 500, "max_fwd_stash": 1, "prefetch": 0}})";
-    Prediction p = predict(fix, off);
-    CHECK(p.d2h_bytes == 1000);
-    CHECK(p.h2d_bytes == 1000);
-    CHECK(mhc::trace::check_trace(fix.ev().trace(parse_setting(off))).ok());
+    Step tiny({{"M.blocks.0", "Block"}});
+    const int batch = tiny.input(100, "batch"), target = tiny.input(1000, "target");
+    const int act = tiny.act(1000, "a"), out = tiny.act(1000, "o");
+    const int loss = tiny.work(10, "loss"), grad = tiny.work(100, "g"), g0 = tiny.result(100, "g0");
+    tiny.fwd("aten::mm", "M.blocks.0", {{batch, 'r'}, {act, 'w'}});
+    tiny.fwd("aten::gelu", "M.blocks.0", {{act, 'r'}, {out, 'w'}}, {act});
+    tiny.fwd("aten::mse_loss", "", {{out, 'r'}, {target, 'r'}, {loss, 'w'}}, {out, target});
+    tiny.bwd("aten::mse_loss_backward", "", {{out, 'r'}, {target, 'r'}, {grad, 'w'}});
+    tiny.bwd("aten::gelu_backward", "M.blocks.0", {{act, 'r'}, {grad, 'r'}, {g0, 'w'}});
+    Fixture fix(tiny.done());
+    Prediction pred = predict(fix, streamed(1, 0));
+    CHECK(pred.d2h_bytes == 1000);
+    CHECK(pred.h2d_bytes == 1000);
+    CHECK(sound(fix, streamed(1, 0)));
 }
 
 TEST_CASE("streamed offload: one op's saves in the order autograd packed them (capture.pack_order)",
@@ -429,39 +388,24 @@ TEST_CASE("streamed offload: one op's saves in the order autograd packed them (c
     // (h, before k2): live at k3 100 + w 100 + h 600 + o 5000 + p 100 = 5900. In the unpacks'
     // order a was pack 1, the next offloaded pack 2 or more later none (pack 3 is w), so a stayed
     // until the backward: 6900, as captured without offload.
-    using mhc::trace::Category;
-    using mhc::trace::Phase;
-    TinyTrace tiny;
-    tiny.modules = {{"M", "Tiny"}, {"M.blocks.0", "Block"}};
-    const int batch = tiny.alloc(100, Category::Other, "batch", -1, -1);
-    const int w = tiny.alloc(100, Category::Param, "w", -1, -1);
-    const int a = tiny.alloc(1000, Category::Activation, "a", 0, 7);
-    const int h = tiny.alloc(600, Category::Activation, "h", 1, 6);
-    const int o = tiny.alloc(5000, Category::Activation, "o", 2, 3);
-    const int pr = tiny.alloc(100, Category::Activation, "p", 3, 4);
-    const int loss = tiny.alloc(10, Category::Workspace, "loss", 4, 4);
-    const int g1 = tiny.alloc(100, Category::Workspace, "g1", 5, 6);
-    const int g2 = tiny.alloc(100, Category::Workspace, "g2", 6, 7);
-    const int g0 = tiny.alloc(100, Category::Workspace, "g0", 7, -1);
-    tiny.kernel({"aten::mm", "M.blocks.0", Phase::Forward, {{batch, 'r'}, {a, 'w'}}, {}});
-    tiny.kernel({"aten::native_layer_norm", "M.blocks.0", Phase::Forward, {{a, 'r'}, {w, 'r'}, {h, 'w'}}, {a, w}});
-    tiny.kernel({"aten::mm", "M.blocks.0", Phase::Forward, {{h, 'r'}, {o, 'w'}}, {h}});
-    tiny.kernel({"aten::mul", "M.blocks.0", Phase::Forward, {{o, 'r'}, {w, 'r'}, {pr, 'w'}}, {w}});
-    tiny.kernel({"aten::sum", "M", Phase::Forward, {{pr, 'r'}, {loss, 'w'}}, {}});
-    tiny.kernel({"aten::mul_backward", "M.blocks.0", Phase::Backward, {{w, 'r'}, {g1, 'w'}}, {}});
-    tiny.kernel({"aten::mm_backward", "M.blocks.0", Phase::Backward, {{h, 'r'}, {g1, 'r'}, {g2, 'w'}}, {}});
-    tiny.kernel({"aten::native_layer_norm_backward", "M.blocks.0", Phase::Backward,
-                 {{a, 'r'}, {w, 'r'}, {g2, 'r'}, {g0, 'w'}}, {}});
-    auto id = [](int row) { return std::to_string(row + 1); };   // ids are row + 1, kernels k + 1
-    tiny.meta.emplace_back("capture.unpacks", "[[" + id(w) + ",6],[" + id(h) + ",7],[" + id(a) + ",8]]");
-    tiny.meta.emplace_back("capture.pack_order",
-                           "[[" + id(a) + ",2],[" + id(w) + ",2],[" + id(h) + ",3],[" + id(w) + ",4]]");
-    Fixture fix(tiny);
+    Step tiny({{"M.blocks.0", "Block"}});
+    const int batch = tiny.input(100, "batch"), weight = tiny.param(100, "w");
+    const int act = tiny.act(1000, "a"), hid = tiny.act(600, "h"), out = tiny.act(5000, "o"), pr = tiny.act(100, "p");
+    const int loss = tiny.work(10, "loss"), g1 = tiny.work(100, "g1"), g2 = tiny.work(100, "g2"), g0 = tiny.result(100, "g0");
+    tiny.fwd("aten::mm", "M.blocks.0", {{batch, 'r'}, {act, 'w'}});
+    const int k1 = tiny.fwd("aten::native_layer_norm", "M.blocks.0", {{act, 'r'}, {weight, 'r'}, {hid, 'w'}}, {act, weight});
+    const int k2 = tiny.fwd("aten::mm", "M.blocks.0", {{hid, 'r'}, {out, 'w'}}, {hid});
+    const int k3 = tiny.fwd("aten::mul", "M.blocks.0", {{out, 'r'}, {weight, 'r'}, {pr, 'w'}}, {weight});
+    tiny.fwd("aten::sum", "M", {{pr, 'r'}, {loss, 'w'}});
+    const int k5 = tiny.bwd("aten::mul_backward", "M.blocks.0", {{weight, 'r'}, {g1, 'w'}});
+    const int k6 = tiny.bwd("aten::mm_backward", "M.blocks.0", {{hid, 'r'}, {g1, 'r'}, {g2, 'w'}});
+    const int k7 = tiny.bwd("aten::native_layer_norm_backward", "M.blocks.0", {{act, 'r'}, {weight, 'r'}, {g2, 'r'}, {g0, 'w'}});
+    tiny.meta("capture.unpacks", id_pairs({{weight, k5}, {hid, k6}, {act, k7}}));
+    tiny.meta("capture.pack_order", id_pairs({{act, k1}, {weight, k1}, {hid, k2}, {weight, k3}}));
+    Fixture fix(tiny.done());
     CHECK(predict(fix, "{}").memory.peak == 6900);
-    const std::string off =
-        R"({"offload": {"mode": "streamed", "modules": null, "min_bytes": 500, "max_fwd_stash": 2, "prefetch": 0}})";
-    CHECK(predict(fix, off).memory.peak == 5900);
-    CHECK(mhc::trace::check_trace(fix.ev().trace(parse_setting(off))).ok());
+    CHECK(predict(fix, streamed(2, 0)).memory.peak == 5900);
+    CHECK(sound(fix, streamed(2, 0)));
 }
 
 namespace {
@@ -469,37 +413,25 @@ namespace {
 // The trace of the two tests below: t (1000 B) saved by blocks.0 (k2) and blocks.1 (k3), x (2000 B)
 // by blocks.0 (k1); k6, blocks.0's mul_backward, credited to `k6_module`, with its peak at k5.
 void prefetch_case(const char* k6_module) {
-    using mhc::trace::Category;
-    using mhc::trace::Phase;
-    TinyTrace tiny;
-    tiny.modules = {{"M", "Tiny"}, {"M.emb", "Linear"}, {"M.blocks.0", "Block"}, {"M.blocks.1", "Block"}};
-    if (std::string(k6_module) != "M.blocks.0") tiny.modules.push_back({k6_module, "Conv2d"});
-    const int batch = tiny.alloc(100, Category::Other, "batch", -1, -1);
-    const int t = tiny.alloc(1000, Category::Activation, "t", 0, 6);
-    const int x = tiny.alloc(2000, Category::Activation, "x", 1, 7);
-    const int o0 = tiny.alloc(100, Category::Activation, "o0", 2, 3);
-    const int o1 = tiny.alloc(100, Category::Activation, "o1", 3, 4);
-    const int loss = tiny.alloc(10, Category::Workspace, "loss", 4, 4);
-    const int g1 = tiny.alloc(100, Category::Workspace, "g1", 5, 6);
-    const int w = tiny.alloc(5000, Category::Workspace, "w", 5, 5);
-    const int g2 = tiny.alloc(100, Category::Workspace, "g2", 6, 7);
-    const int g0 = tiny.alloc(100, Category::Workspace, "g0", 7, -1);
-    tiny.kernel({"aten::mm", "M.emb", Phase::Forward, {{batch, 'r'}, {t, 'w'}}, {}});
-    tiny.kernel({"aten::relu", "M.blocks.0", Phase::Forward, {{batch, 'r'}, {x, 'w'}}, {x}});
-    tiny.kernel({"aten::mul", "M.blocks.0", Phase::Forward, {{x, 'r'}, {t, 'r'}, {o0, 'w'}}, {t}});
-    tiny.kernel({"aten::mul", "M.blocks.1", Phase::Forward, {{o0, 'r'}, {t, 'r'}, {o1, 'w'}}, {t}});
-    tiny.kernel({"aten::sum", "M", Phase::Forward, {{o1, 'r'}, {loss, 'w'}}, {}});
-    tiny.kernel({"aten::mul_backward", "M.blocks.1", Phase::Backward, {{t, 'r'}, {g1, 'w'}, {w, 'w'}}, {}});
-    tiny.kernel({"aten::mul_backward", k6_module, Phase::Backward, {{t, 'r'}, {g1, 'r'}, {g2, 'w'}}, {}});
-    tiny.kernel({"aten::relu_backward", "M.blocks.0", Phase::Backward, {{x, 'r'}, {g2, 'r'}, {g0, 'w'}}, {}});
-    // ids are row + 1: t's first unpack before k5 (id 6), x's before k7 (id 8)
-    tiny.meta.emplace_back("capture.unpacks", "[[" + std::to_string(t + 1) + ",6],[" + std::to_string(x + 1) + ",8]]");
-    Fixture fix(tiny);
+    Step tiny({{"M.emb", "Linear"}, {"M.blocks.0", "Block"}, {"M.blocks.1", "Block"}});
+    if (std::string(k6_module) != "M.blocks.0") tiny.module(k6_module, "Conv2d");
+    const int batch = tiny.input(100, "batch");
+    const int temb = tiny.act(1000, "t"), saved_x = tiny.act(2000, "x"), o0 = tiny.act(100, "o0"), o1 = tiny.act(100, "o1");
+    const int loss = tiny.work(10, "loss"), g1 = tiny.work(100, "g1"), ws = tiny.work(5000, "w"), g2 = tiny.work(100, "g2");
+    const int g0 = tiny.result(100, "g0");
+    tiny.fwd("aten::mm", "M.emb", {{batch, 'r'}, {temb, 'w'}});
+    tiny.fwd("aten::relu", "M.blocks.0", {{batch, 'r'}, {saved_x, 'w'}}, {saved_x});
+    tiny.fwd("aten::mul", "M.blocks.0", {{saved_x, 'r'}, {temb, 'r'}, {o0, 'w'}}, {temb});
+    tiny.fwd("aten::mul", "M.blocks.1", {{o0, 'r'}, {temb, 'r'}, {o1, 'w'}}, {temb});
+    tiny.fwd("aten::sum", "M", {{o1, 'r'}, {loss, 'w'}});
+    const int k5 = tiny.bwd("aten::mul_backward", "M.blocks.1", {{temb, 'r'}, {g1, 'w'}, {ws, 'w'}});
+    tiny.bwd("aten::mul_backward", k6_module, {{temb, 'r'}, {g1, 'r'}, {g2, 'w'}});
+    const int k7 = tiny.bwd("aten::relu_backward", "M.blocks.0", {{saved_x, 'r'}, {g2, 'r'}, {g0, 'w'}});
+    tiny.meta("capture.unpacks", id_pairs({{temb, k5}, {saved_x, k7}}));
+    Fixture fix(tiny.done());
     CHECK(predict(fix, "{}").memory.peak == 8200);
-    const std::string off =
-        R"({"offload": {"mode": "streamed", "modules": null, "min_bytes": 500, "max_fwd_stash": 1, "prefetch": 1}})";
-    CHECK(predict(fix, off).memory.peak == 6200);
-    CHECK(mhc::trace::check_trace(fix.ev().trace(parse_setting(off))).ok());
+    CHECK(predict(fix, streamed(1, 1)).memory.peak == 6200);
+    CHECK(sound(fix, streamed(1, 1)));
 }
 
 }  // namespace
@@ -540,33 +472,21 @@ TEST_CASE("streamed offload: the copies back at one unpack in the hook's order, 
     // they were added in forward order (1000, 2000, 3000), and the expandable segments' model
     // placed them apart from the capture (the UNet's offload of everything: reserved 922 MiB
     // predicted, 1022 MiB captured).
-    using mhc::trace::Category;
-    using mhc::trace::Phase;
-    TinyTrace tiny;
-    tiny.modules = {{"M", "Tiny"}, {"M.blocks.0", "Block"}};
-    const int batch = tiny.alloc(100, Category::Other, "batch", -1, -1);
-    const int x1 = tiny.alloc(1000, Category::Activation, "x1", 0, 7);
-    const int x2 = tiny.alloc(2000, Category::Activation, "x2", 1, 6);
-    const int y = tiny.alloc(3000, Category::Activation, "y", 2, 5);
-    const int z = tiny.alloc(600, Category::Activation, "z", 3, 4);
-    const int loss = tiny.alloc(10, Category::Workspace, "loss", 4, 4);
-    const int g = tiny.alloc(100, Category::Workspace, "g", 5, 6);
-    const int g2 = tiny.alloc(100, Category::Workspace, "g2", 6, 7);
-    const int g1 = tiny.alloc(100, Category::Workspace, "g1", 7, -1);
-    tiny.kernel({"aten::relu", "M.blocks.0", Phase::Forward, {{batch, 'r'}, {x1, 'w'}}, {x1}});
-    tiny.kernel({"aten::relu", "M.blocks.0", Phase::Forward, {{x1, 'r'}, {x2, 'w'}}, {x2}});
-    tiny.kernel({"aten::relu", "M.blocks.0", Phase::Forward, {{x2, 'r'}, {y, 'w'}}, {y}});
-    tiny.kernel({"aten::relu", "M.blocks.0", Phase::Forward, {{y, 'r'}, {z, 'w'}}, {}});
-    tiny.kernel({"aten::sum", "M", Phase::Forward, {{z, 'r'}, {loss, 'w'}}, {}});
-    tiny.kernel({"aten::mul_backward", "M.blocks.0", Phase::Backward, {{y, 'r'}, {g, 'w'}}, {}});
-    tiny.kernel({"aten::relu_backward", "M.blocks.0", Phase::Backward, {{x2, 'r'}, {g, 'r'}, {g2, 'w'}}, {}});
-    tiny.kernel({"aten::relu_backward", "M.blocks.0", Phase::Backward, {{x1, 'r'}, {g2, 'r'}, {g1, 'w'}}, {}});
-    auto id = [](int row) { return std::to_string(row + 1); };   // ids are row + 1, kernels k + 1
-    tiny.meta.emplace_back("capture.unpacks", "[[" + id(y) + ",6],[" + id(x2) + ",7],[" + id(x1) + ",8]]");
-    Fixture fix(tiny);
-    const std::string off =
-        R"({"offload": {"mode": "streamed", "modules": null, "min_bytes": 500, "max_fwd_stash": 1, "prefetch": 2}})";
-    mhc::trace::TraceData tr = fix.ev().trace(parse_setting(off));
+    Step tiny({{"M.blocks.0", "Block"}});
+    const int batch = tiny.input(100, "batch");
+    const int x1 = tiny.act(1000, "x1"), x2 = tiny.act(2000, "x2"), out_y = tiny.act(3000, "y"), out_z = tiny.act(600, "z");
+    const int loss = tiny.work(10, "loss"), grad = tiny.work(100, "g"), g2 = tiny.work(100, "g2"), g1 = tiny.result(100, "g1");
+    tiny.fwd("aten::relu", "M.blocks.0", {{batch, 'r'}, {x1, 'w'}}, {x1});
+    tiny.fwd("aten::relu", "M.blocks.0", {{x1, 'r'}, {x2, 'w'}}, {x2});
+    tiny.fwd("aten::relu", "M.blocks.0", {{x2, 'r'}, {out_y, 'w'}}, {out_y});
+    tiny.fwd("aten::relu", "M.blocks.0", {{out_y, 'r'}, {out_z, 'w'}});
+    tiny.fwd("aten::sum", "M", {{out_z, 'r'}, {loss, 'w'}});
+    const int k5 = tiny.bwd("aten::mul_backward", "M.blocks.0", {{out_y, 'r'}, {grad, 'w'}});
+    const int k6 = tiny.bwd("aten::relu_backward", "M.blocks.0", {{x2, 'r'}, {grad, 'r'}, {g2, 'w'}});
+    const int k7 = tiny.bwd("aten::relu_backward", "M.blocks.0", {{x1, 'r'}, {g2, 'r'}, {g1, 'w'}});
+    tiny.meta("capture.unpacks", id_pairs({{out_y, k5}, {x2, k6}, {x1, k7}}));
+    Fixture fix(tiny.done());
+    mhc::trace::TraceData tr = fix.ev().trace(parse_setting(streamed(1, 2)));
     REQUIRE(mhc::trace::check_trace(tr).ok());
     // device rows of these sizes in row order: the originals (x1, x2, y), then the copies back
     std::vector<int64_t> rows;
@@ -596,26 +516,19 @@ TEST_CASE("streamed offload: a copy back dies when its node's apply returns, bef
     // batch 100 + g 100 + g16 5000 = 5200. Before, only aten::sum kernels were taken off the
     // recorded free: 6200 (ConvNeXt's layer-scale MulBackward, whose gradient is cast: offloading
     // everything with expandable segments predicted 826 MiB reserved against 786 MiB captured).
-    using mhc::trace::Category;
-    using mhc::trace::Phase;
-    TinyTrace tiny;
-    tiny.modules = {{"M", "Tiny"}, {"M.blocks.0", "Block"}};
-    const int batch = tiny.alloc(100, Category::Other, "batch", -1, -1);
-    const int x = tiny.alloc(1000, Category::Activation, "x", 0, 3);
-    const int loss = tiny.alloc(10, Category::Workspace, "loss", 1, 1);
-    const int g = tiny.alloc(100, Category::Workspace, "g", 2, 3);
-    const int g16 = tiny.alloc(5000, Category::Workspace, "g16", 3, -1);
-    tiny.kernel({"aten::relu", "M.blocks.0", Phase::Forward, {{batch, 'r'}, {x, 'w'}}, {x}});
-    tiny.kernel({"aten::sum", "M", Phase::Forward, {{x, 'r'}, {loss, 'w'}}, {}});
-    tiny.kernel({"aten::relu_backward", "M.blocks.0", Phase::Backward, {{x, 'r'}, {g, 'w'}}, {}});
-    tiny.kernel({"aten::_to_copy", "M.blocks.0", Phase::Backward, {{g, 'r'}, {g16, 'w'}}, {}});
-    tiny.meta.emplace_back("capture.unpacks", "[[" + std::to_string(x + 1) + ",3]]");
-    Fixture fix(tiny);
+    Step tiny({{"M.blocks.0", "Block"}});
+    const int batch = tiny.input(100, "batch");
+    const int act = tiny.act(1000, "x", 3);   // the captured free, after k3
+    const int loss = tiny.work(10, "loss"), grad = tiny.work(100, "g"), g16 = tiny.result(5000, "g16");
+    tiny.fwd("aten::relu", "M.blocks.0", {{batch, 'r'}, {act, 'w'}}, {act});
+    tiny.fwd("aten::sum", "M", {{act, 'r'}, {loss, 'w'}});
+    const int k2 = tiny.bwd("aten::relu_backward", "M.blocks.0", {{act, 'r'}, {grad, 'w'}});
+    tiny.bwd("aten::_to_copy", "M.blocks.0", {{grad, 'r'}, {g16, 'w'}});
+    tiny.meta("capture.unpacks", id_pairs({{act, k2}}));
+    Fixture fix(tiny.done());
     CHECK(predict(fix, "{}").memory.peak == 6200);
-    const std::string off =
-        R"({"offload": {"mode": "streamed", "modules": null, "min_bytes": 500, "max_fwd_stash": 1, "prefetch": 0}})";
-    CHECK(predict(fix, off).memory.peak == 5200);
-    CHECK(mhc::trace::check_trace(fix.ev().trace(parse_setting(off))).ok());
+    CHECK(predict(fix, streamed(1, 0)).memory.peak == 5200);
+    CHECK(sound(fix, streamed(1, 0)));
 }
 
 TEST_CASE("offload: a saved storage the program reads after its pass stays on the device", "[advise][transform]") {
@@ -626,19 +539,14 @@ TEST_CASE("offload: a saved storage the program reads after its pass stays on th
     // original: an invalid step ("access-outside-lifetime"). Now: sync D2H after k1, the host
     // copy freed at k2:
     //   k0 [0,10], k1 [10,20], D2H [20,1020], k2 [1020,1030], k3 [1030,1040].
-    TinyTrace tiny;
-    tiny.modules = {{"M", "Tiny"}, {"M.blocks.0", "Block"}};
-    const int batch = tiny.alloc(100, mhc::trace::Category::Other, "batch", -1, -1);
-    const int st = tiny.alloc(1000, mhc::trace::Category::Activation, "s", 0, 3);
-    const int out = tiny.alloc(100, mhc::trace::Category::Activation, "o", 1, 2);
-    const int grad = tiny.alloc(100, mhc::trace::Category::Workspace, "g", 2, -1);
-    const int un = tiny.alloc(10, mhc::trace::Category::Workspace, "u", 3, -1);
-    using mhc::trace::Phase;
-    tiny.kernel({"aten::full", "M.blocks.0", Phase::Forward, {{batch, 'r'}, {st, 'w'}}, {}});
-    tiny.kernel({"aten::mul", "M.blocks.0", Phase::Forward, {{st, 'r'}, {out, 'w'}}, {st}});
-    tiny.kernel({"aten::mul", "M.blocks.0", Phase::Backward, {{st, 'r'}, {out, 'r'}, {grad, 'w'}}, {}});
-    tiny.kernel({"aten::reciprocal", "", Phase::Forward, {{st, 'r'}, {un, 'w'}}, {}});
-    Fixture fix(tiny);
+    Step tiny({{"M.blocks.0", "Block"}});
+    const int batch = tiny.input(100, "batch");
+    const int st = tiny.act(1000, "s"), out = tiny.act(100, "o"), grad = tiny.result(100, "g"), un = tiny.result(10, "u");
+    tiny.fwd("aten::full", "M.blocks.0", {{batch, 'r'}, {st, 'w'}});
+    tiny.fwd("aten::mul", "M.blocks.0", {{st, 'r'}, {out, 'w'}}, {st});
+    tiny.bwd("aten::mul", "M.blocks.0", {{st, 'r'}, {out, 'r'}, {grad, 'w'}});
+    tiny.fwd("aten::reciprocal", "", {{st, 'r'}, {un, 'w'}});
+    Fixture fix(tiny.done());
     const Prediction before = predict(fix, "{}");
     Prediction pred = predict(fix, R"({"offload": {"mode": "sync", "modules": null, "min_bytes": 500}})");
     CHECK(pred.memory.peak == before.memory.peak);
@@ -656,27 +564,17 @@ TEST_CASE("offload: an input a checkpoint's recomputation reads stays on the dev
     // whole forward's offload did). Now h stays; its host copy goes at k4:
     //   k0 [0,10], k1 [10,20], k2 [20,30], D2H [30,1030], k3 [1030,1040], k1' [1040,1050],
     //   k4 [1050,1060], k5 [1060,1070].
-    TinyTrace tiny;
-    tiny.modules = {{"M", "Tiny"}, {"M.blocks.0", "Block"}, {"M.blocks.0.inner", "Norm"}};
-    const int batch = tiny.alloc(100, mhc::trace::Category::Other, "batch", -1, -1);
-    const int hid = tiny.alloc(1000, mhc::trace::Category::Activation, "h", 0, 5);
-    const int mid = tiny.alloc(100, mhc::trace::Category::Activation, "m", 1, 5);
-    const int out = tiny.alloc(100, mhc::trace::Category::Activation, "o", 2, 3);
-    const int loss = tiny.alloc(10, mhc::trace::Category::Workspace, "loss", 3, 3);
-    const int grad = tiny.alloc(100, mhc::trace::Category::Workspace, "g", 4, 5);
-    const int grad_h = tiny.alloc(100, mhc::trace::Category::Workspace, "gh", 5, -1);
-    using mhc::trace::Phase;
-    tiny.kernel({"aten::mm", "M.blocks.0", Phase::Forward, {{batch, 'r'}, {hid, 'w'}}, {}});
-    tiny.kernel({"aten::rsqrt", "M.blocks.0.inner", Phase::Forward, {{hid, 'r'}, {mid, 'w'}}, {mid}});
-    tiny.kernel({"aten::mul", "M.blocks.0", Phase::Forward, {{hid, 'r'}, {mid, 'r'}, {out, 'w'}}, {hid}});
-    tiny.kernel({"aten::sum", "M", Phase::Forward, {{out, 'r'}, {loss, 'w'}}, {}});
-    tiny.kernel({"aten::mul", "M.blocks.0", Phase::Backward, {{hid, 'r'}, {mid, 'r'}, {grad, 'w'}}, {}});
-    tiny.kernel({"aten::rsqrt_backward",
-                 "M.blocks.0.inner",
-                 Phase::Backward,
-                 {{hid, 'r'}, {mid, 'r'}, {grad, 'r'}, {grad_h, 'w'}},
-                 {}});
-    Fixture fix(tiny);
+    Step tiny({{"M.blocks.0", "Block"}, {"M.blocks.0.inner", "Norm"}});
+    const int batch = tiny.input(100, "batch");
+    const int hid = tiny.act(1000, "h"), mid = tiny.act(100, "m"), out = tiny.act(100, "o");
+    const int loss = tiny.work(10, "loss"), grad = tiny.work(100, "g"), grad_h = tiny.result(100, "gh");
+    tiny.fwd("aten::mm", "M.blocks.0", {{batch, 'r'}, {hid, 'w'}});
+    tiny.fwd("aten::rsqrt", "M.blocks.0.inner", {{hid, 'r'}, {mid, 'w'}}, {mid});
+    tiny.fwd("aten::mul", "M.blocks.0", {{hid, 'r'}, {mid, 'r'}, {out, 'w'}}, {hid});
+    tiny.fwd("aten::sum", "M", {{out, 'r'}, {loss, 'w'}});
+    tiny.bwd("aten::mul", "M.blocks.0", {{hid, 'r'}, {mid, 'r'}, {grad, 'w'}});
+    tiny.bwd("aten::rsqrt_backward", "M.blocks.0.inner", {{hid, 'r'}, {mid, 'r'}, {grad, 'r'}, {grad_h, 'w'}});
+    Fixture fix(tiny.done());
     Prediction pred = predict(fix, R"({"checkpoint": {"modules": ["M.blocks.0.inner"], "policy": "full"},
                                   "offload": {"mode": "sync", "modules": null, "min_bytes": 500}})");
     CHECK(pred.step_time == 1070);
@@ -761,20 +659,20 @@ TEST_CASE("blocks: every stack of layers of one type, in forward order (an encod
     TinyTrace tiny;
     tiny.modules = {{"M", "EncDec"},      {"M.enc.0", "Layer"}, {"M.enc.0.parts.0", "A"}, {"M.enc.0.parts.1", "B"},
                     {"M.enc.1", "Layer"}, {"M.dec.0", "Layer"}, {"M.dec.1", "Layer"}};
-    const int batch = tiny.alloc(100, mhc::trace::Category::Other, "batch", -1, -1);
+    const int batch = tiny.alloc(100, Category::Other, "batch", -1, -1);
     std::vector<int> out;
     const char* mods[] = {"M.enc.0.parts.0", "M.enc.1", "M.dec.0", "M.dec.0", "M.dec.1", "M.dec.1"};
     for (int k = 0; k < 6; ++k) {
-        out.push_back(tiny.alloc(100, mhc::trace::Category::Activation, "a" + std::to_string(k), k, 6 + (5 - k)));
+        out.push_back(tiny.alloc(100, Category::Activation, "a" + std::to_string(k), k, 6 + (5 - k)));
         tiny.kernel({"aten::mm",
                      mods[k],
-                     mhc::trace::Phase::Forward,
+                     Phase::Forward,
                      {{k ? out[static_cast<size_t>(k - 1)] : batch, 'r'}, {out.back(), 'w'}},
                      {out.back()}});
     }
     for (int k = 5; k >= 0; --k)
         tiny.kernel(
-            {"aten::mm_backward", mods[k], mhc::trace::Phase::Backward, {{out[static_cast<size_t>(k)], 'r'}}, {}});
+            {"aten::mm_backward", mods[k], Phase::Backward, {{out[static_cast<size_t>(k)], 'r'}}, {}});
     Fixture fix(tiny);
     CHECK(fix.base.info.block_name == std::vector<std::string>{"M.enc.0", "M.enc.1", "M.dec.0", "M.dec.1"});
     CHECK(fix.base.info.block_prefix == "M.dec, M.enc");
@@ -829,7 +727,7 @@ TEST_CASE("gradient accumulation: checkpointing and offloading act in each micro
     CHECK(with_off.d2h_bytes == 2000);
     CHECK(with_off.h2d_bytes == 2000);
     CHECK(with_off.host_peak == 1000);
-    CHECK(mhc::trace::check_trace(fix.ev().trace(parse_setting(off))).ok());
+    CHECK(sound(fix, off));
     CHECK(Fixture(advisetest::two_blocks()).base.passes == 1);
 }
 
@@ -841,27 +739,18 @@ namespace {
 //   k2 blocks.1 mm  h -> o (500), saves h  k5 blocks.0 ln_backward c, g1 -> g0 (100)
 // g0 is w's gradient ("w.grad"), or, for a frozen w, another parameter's ("u.grad").
 TinyTrace cast_weight(int64_t weight_bytes, int64_t cast_bytes, bool frozen = false) {
-    using mhc::trace::Category;
-    using mhc::trace::Phase;
-    TinyTrace tiny;
-    tiny.modules = {{"M", "Tiny"}, {"M.blocks.0", "Block"}, {"M.blocks.1", "Block"}};
-    const int weight = tiny.alloc(weight_bytes, Category::Param, "w", -1, -1);
-    const int batch = tiny.alloc(100, Category::Other, "batch", -1, -1);
-    const int cast = tiny.alloc(cast_bytes, Category::Activation, "c", 0, 5);
-    const int hidden = tiny.alloc(1000, Category::Activation, "h", 1, 4);
-    const int out = tiny.alloc(500, Category::Activation, "o", 2, 3);
-    const int loss = tiny.alloc(10, Category::Workspace, "loss", 3, 3);
-    const int g1 = tiny.alloc(100, Category::Workspace, "g1", 4, 5);
-    const int g0 = tiny.alloc(100, Category::Grad, frozen ? "u.grad" : "w.grad", 5, -1);
-    tiny.kernel({"aten::_to_copy", "M.blocks.0", Phase::Forward, {{weight, 'r'}, {cast, 'w'}}, {}});
-    tiny.kernel(
-        {"aten::native_layer_norm", "M.blocks.0", Phase::Forward, {{batch, 'r'}, {cast, 'r'}, {hidden, 'w'}}, {cast}});
-    tiny.kernel({"aten::mm", "M.blocks.1", Phase::Forward, {{hidden, 'r'}, {out, 'w'}}, {hidden}});
-    tiny.kernel({"aten::sum", "M", Phase::Forward, {{out, 'r'}, {loss, 'w'}}, {}});
-    tiny.kernel({"aten::mm_backward", "M.blocks.1", Phase::Backward, {{hidden, 'r'}, {g1, 'w'}}, {}});
-    tiny.kernel(
-        {"aten::native_layer_norm_backward", "M.blocks.0", Phase::Backward, {{cast, 'r'}, {g1, 'r'}, {g0, 'w'}}, {}});
-    return tiny;
+    Step tiny({{"M.blocks.0", "Block"}, {"M.blocks.1", "Block"}});
+    const int weight = tiny.param(weight_bytes, "w"), batch = tiny.input(100, "batch");
+    const int cast = tiny.act(cast_bytes, "c"), hidden = tiny.act(1000, "h"), out = tiny.act(500, "o");
+    const int loss = tiny.work(10, "loss"), g1 = tiny.work(100, "g1");
+    const int g0 = tiny.result(100, frozen ? "u.grad" : "w.grad", Category::Grad);
+    tiny.fwd("aten::_to_copy", "M.blocks.0", {{weight, 'r'}, {cast, 'w'}});
+    tiny.fwd("aten::native_layer_norm", "M.blocks.0", {{batch, 'r'}, {cast, 'r'}, {hidden, 'w'}}, {cast});
+    tiny.fwd("aten::mm", "M.blocks.1", {{hidden, 'r'}, {out, 'w'}}, {hidden});
+    tiny.fwd("aten::sum", "M", {{out, 'r'}, {loss, 'w'}});
+    tiny.bwd("aten::mm_backward", "M.blocks.1", {{hidden, 'r'}, {g1, 'w'}});
+    tiny.bwd("aten::native_layer_norm_backward", "M.blocks.0", {{cast, 'r'}, {g1, 'r'}, {g0, 'w'}});
+    return tiny.done();
 }
 
 }   // namespace
@@ -897,26 +786,19 @@ namespace {
 //   k2 cell mm  h1, c -> h2 (1000), saves h1, c    k5 cell mm_backward (call 1) c, x, g1 -> g0 (100)
 // w 8192 and x 100 live throughout (8292).
 TinyTrace cached_cast_cell() {
-    using mhc::trace::Category;
-    using mhc::trace::Phase;
-    TinyTrace tiny;
-    tiny.modules = {{"M", "Tiny"}, {"M.cell", "LSTMCell"}};
-    tiny.meta = {{"capture.autocast", "bfloat16"}, {"capture.module_calls", R"({"M.cell": [1, 3]})"}};
-    const int weight = tiny.alloc(8192, Category::Param, "w", -1, -1);
-    const int batch = tiny.alloc(100, Category::Other, "batch", -1, -1);
-    const int cast = tiny.alloc(4096, Category::Activation, "c", 0, 5);
-    const int h1 = tiny.alloc(1000, Category::Activation, "h1", 1, 4);
-    const int h2 = tiny.alloc(1000, Category::Activation, "h2", 2, 3);
-    const int loss = tiny.alloc(10, Category::Workspace, "loss", 3, 3);
-    const int g1 = tiny.alloc(3000, Category::Workspace, "g1", 4, 5);
-    const int g0 = tiny.alloc(100, Category::Grad, "w.grad", 5, -1);
-    tiny.kernel({"aten::_to_copy", "M.cell", Phase::Forward, {{weight, 'r'}, {cast, 'w'}}, {}});
-    tiny.kernel({"aten::mm", "M.cell", Phase::Forward, {{batch, 'r'}, {cast, 'r'}, {h1, 'w'}}, {batch, cast}});
-    tiny.kernel({"aten::mm", "M.cell", Phase::Forward, {{h1, 'r'}, {cast, 'r'}, {h2, 'w'}}, {h1, cast}});
-    tiny.kernel({"aten::sum", "M", Phase::Forward, {{h2, 'r'}, {loss, 'w'}}, {}});
-    tiny.kernel({"aten::mm_backward", "M.cell", Phase::Backward, {{cast, 'r'}, {h1, 'r'}, {g1, 'w'}}, {}});
-    tiny.kernel({"aten::mm_backward", "M.cell", Phase::Backward, {{cast, 'r'}, {batch, 'r'}, {g1, 'r'}, {g0, 'w'}}, {}});
-    return tiny;
+    Step tiny({{"M.cell", "LSTMCell"}});
+    tiny.meta("capture.autocast", "bfloat16");
+    tiny.meta("capture.module_calls", R"({"M.cell": [1, 3]})");
+    const int weight = tiny.param(8192, "w"), batch = tiny.input(100, "batch");
+    const int cast = tiny.act(4096, "c"), h1 = tiny.act(1000, "h1"), h2 = tiny.act(1000, "h2");
+    const int loss = tiny.work(10, "loss"), g1 = tiny.work(3000, "g1"), g0 = tiny.result(100, "w.grad", Category::Grad);
+    tiny.fwd("aten::_to_copy", "M.cell", {{weight, 'r'}, {cast, 'w'}});
+    tiny.fwd("aten::mm", "M.cell", {{batch, 'r'}, {cast, 'r'}, {h1, 'w'}}, {batch, cast});
+    tiny.fwd("aten::mm", "M.cell", {{h1, 'r'}, {cast, 'r'}, {h2, 'w'}}, {h1, cast});
+    tiny.fwd("aten::sum", "M", {{h2, 'r'}, {loss, 'w'}});
+    tiny.bwd("aten::mm_backward", "M.cell", {{cast, 'r'}, {h1, 'r'}, {g1, 'w'}});
+    tiny.bwd("aten::mm_backward", "M.cell", {{cast, 'r'}, {batch, 'r'}, {g1, 'r'}, {g0, 'w'}});
+    return tiny.done();
 }
 
 }   // namespace
@@ -949,8 +831,6 @@ TEST_CASE("checkpoint: each recomputation of a cell called many times under auto
 TEST_CASE("checkpoint: a linear called twice under autocast: the node reading the shared weight first "
           "triggers the call's recomputation, and the bias's cached cast is no input of the call",
           "[advise][transform]") {
-    using mhc::trace::Category;
-    using mhc::trace::Phase;
     // A Linear called twice (M.lin): autocast casts w (c) and the bias (cb) in the first call only.
     //   k0 lin _to_copy w -> c (4096)          k5 lin mm (call 2's node: input's gradient) c -> gh1 (1000)
     //   k1 lin _to_copy bias -> cb (200)       k6 lin mm (call 2's node: w's) h1, gh1 -> w.grad 8192, bias.grad 400
@@ -958,33 +838,27 @@ TEST_CASE("checkpoint: a linear called twice under autocast: the node reading th
     //   k3 lin addmm h1, c, cb -> h2 (1000), saves h1, c  k8 lin mm (call 1's node) x, gh1 -> w.grad
     //   k4 M sum h2 -> loss (10)
     // capture.unpacks: each node unpacks before its first kernel (h1 before k5, x before k7).
-    TinyTrace tiny;
-    tiny.modules = {{"M", "Tiny"}, {"M.lin", "Linear"}};
-    const int weight = tiny.alloc(8192, Category::Param, "w", -1, -1);
-    const int bias = tiny.alloc(400, Category::Param, "bias", -1, -1);
-    const int batch = tiny.alloc(100, Category::Other, "batch", -1, -1);
-    const int cast = tiny.alloc(4096, Category::Activation, "c", 0, 7);
-    const int bcast = tiny.alloc(200, Category::Workspace, "cb", 1, 4);
-    const int h1 = tiny.alloc(1000, Category::Activation, "h1", 2, 6);
-    const int h2 = tiny.alloc(1000, Category::Activation, "h2", 3, 4);
-    const int loss = tiny.alloc(10, Category::Workspace, "loss", 4, 4);
-    const int gh1 = tiny.alloc(1000, Category::Workspace, "gh1", 5, 8);
-    const int wgrad = tiny.alloc(8192, Category::Grad, "w.grad", 6, -1);
-    const int bgrad = tiny.alloc(400, Category::Grad, "bias.grad", 6, -1);
-    const int gx = tiny.alloc(100, Category::Workspace, "gx", 7, 7);
-    tiny.meta = {{"capture.autocast", "bfloat16"},
-                 {"capture.module_calls", R"({"M.lin": [1, 4]})"},
-                 {"capture.unpacks", "[[" + std::to_string(h1 + 1) + ", 6], [" + std::to_string(batch + 1) + ", 8]]"}};
-    tiny.kernel({"aten::_to_copy", "M.lin", Phase::Forward, {{weight, 'r'}, {cast, 'w'}}, {}});
-    tiny.kernel({"aten::_to_copy", "M.lin", Phase::Forward, {{bias, 'r'}, {bcast, 'w'}}, {}});
-    tiny.kernel({"aten::addmm", "M.lin", Phase::Forward, {{batch, 'r'}, {cast, 'r'}, {bcast, 'r'}, {h1, 'w'}}, {batch, cast}});
-    tiny.kernel({"aten::addmm", "M.lin", Phase::Forward, {{h1, 'r'}, {cast, 'r'}, {bcast, 'r'}, {h2, 'w'}}, {h1, cast}});
-    tiny.kernel({"aten::sum", "M", Phase::Forward, {{h2, 'r'}, {loss, 'w'}}, {}});
-    tiny.kernel({"aten::mm", "M.lin", Phase::Backward, {{cast, 'r'}, {gh1, 'w'}}, {}});
-    tiny.kernel({"aten::mm", "M.lin", Phase::Backward, {{h1, 'r'}, {gh1, 'r'}, {wgrad, 'w'}, {bgrad, 'w'}}, {}});
-    tiny.kernel({"aten::mm", "M.lin", Phase::Backward, {{cast, 'r'}, {gh1, 'r'}, {gx, 'w'}}, {}});
-    tiny.kernel({"aten::mm", "M.lin", Phase::Backward, {{batch, 'r'}, {gh1, 'r'}, {wgrad, 'x'}}, {}});
-    Fixture fix(tiny);
+    Step tiny({{"M.lin", "Linear"}});
+    const int weight = tiny.param(8192, "w"), bias = tiny.param(400, "bias"), batch = tiny.input(100, "batch");
+    const int cast = tiny.act(4096, "c");
+    const int bcast = tiny.work(200, "cb", 4);   // autocast's cache holds it to the forward's end (k4)
+    const int h1 = tiny.act(1000, "h1"), h2 = tiny.act(1000, "h2");
+    const int loss = tiny.work(10, "loss"), gh1 = tiny.work(1000, "gh1");
+    const int wgrad = tiny.result(8192, "w.grad", Category::Grad), bgrad = tiny.result(400, "bias.grad", Category::Grad);
+    const int gx = tiny.work(100, "gx");
+    tiny.meta("capture.autocast", "bfloat16");
+    tiny.meta("capture.module_calls", R"({"M.lin": [1, 4]})");
+    tiny.fwd("aten::_to_copy", "M.lin", {{weight, 'r'}, {cast, 'w'}});
+    tiny.fwd("aten::_to_copy", "M.lin", {{bias, 'r'}, {bcast, 'w'}});
+    tiny.fwd("aten::addmm", "M.lin", {{batch, 'r'}, {cast, 'r'}, {bcast, 'r'}, {h1, 'w'}}, {batch, cast});
+    tiny.fwd("aten::addmm", "M.lin", {{h1, 'r'}, {cast, 'r'}, {bcast, 'r'}, {h2, 'w'}}, {h1, cast});
+    tiny.fwd("aten::sum", "M", {{h2, 'r'}, {loss, 'w'}});
+    const int k5 = tiny.bwd("aten::mm", "M.lin", {{cast, 'r'}, {gh1, 'w'}});
+    tiny.bwd("aten::mm", "M.lin", {{h1, 'r'}, {gh1, 'r'}, {wgrad, 'w'}, {bgrad, 'w'}});
+    const int k7 = tiny.bwd("aten::mm", "M.lin", {{cast, 'r'}, {gh1, 'r'}, {gx, 'w'}});
+    tiny.bwd("aten::mm", "M.lin", {{batch, 'r'}, {gh1, 'r'}, {wgrad, 'x'}});
+    tiny.meta("capture.unpacks", id_pairs({{h1, k5}, {batch, k7}}));
+    Fixture fix(tiny.done());
     // w, bias, x: 8692 throughout. Forward: k3 14988, k4 14998; then loss, h2, c and cb die (the
     // forward's autocast region ends; no checkpoint holds cb): 9692 (h1, call 2's input).
     // Call 2's recomputation before k5 (h1's unpack): c2' then cb2' (one op's casts, in their
@@ -1011,8 +885,6 @@ TEST_CASE("checkpoint: a linear called twice under autocast: the node reading th
 
 TEST_CASE("checkpoint save_matmuls: a kept output, once its op is replayed, dies as a recomputed copy",
           "[advise][transform]") {
-    using mhc::trace::Category;
-    using mhc::trace::Phase;
     const std::string ckpt = R"({"checkpoint": {"modules": ["M.blk"], "policy": "save_matmuls"}})";
     auto free_of = [](const mhc::trace::TraceData& out, const std::string& label) {
         for (size_t a = 0; a < out.allocations.size(); ++a)
@@ -1025,21 +897,16 @@ TEST_CASE("checkpoint save_matmuls: a kept output, once its op is replayed, dies
         //   k0 blk mm x, w -> m (kept)   k1 blk relu m -> r   k2 blk mul r -> q, saves q (the stop, reruns)
         //   k3 M sum q -> loss           k4 blk mul_backward q -> g
         // Plan: k0 k1 k2 k3 | k0' (no kernel) k1' k2' | k4: kernels 0 1 2 3 4 5 6, k2' the 6th (index 5).
-        TinyTrace tiny;
-        tiny.modules = {{"M", "Tiny"}, {"M.blk", "Block"}};
-        const int weight = tiny.alloc(1000, Category::Param, "w", -1, -1);
-        const int batch = tiny.alloc(100, Category::Other, "batch", -1, -1);
-        const int mm_out = tiny.alloc(1000, Category::Activation, "m", 0, 2);
-        const int relu_out = tiny.alloc(500, Category::Activation, "r", 1, 2);
-        const int mul_out = tiny.alloc(300, Category::Activation, "q", 2, 4);
-        const int loss = tiny.alloc(10, Category::Workspace, "loss", 3, 3);
-        const int grad = tiny.alloc(100, Category::Workspace, "g", 4, 4);
-        tiny.kernel({"aten::mm", "M.blk", Phase::Forward, {{batch, 'r'}, {weight, 'r'}, {mm_out, 'w'}}, {}});
-        tiny.kernel({"aten::relu", "M.blk", Phase::Forward, {{mm_out, 'r'}, {relu_out, 'w'}}, {}});
-        tiny.kernel({"aten::mul", "M.blk", Phase::Forward, {{relu_out, 'r'}, {mul_out, 'w'}}, {mul_out}});
-        tiny.kernel({"aten::sum", "M", Phase::Forward, {{mul_out, 'r'}, {loss, 'w'}}, {}});
-        tiny.kernel({"aten::mul_backward", "M.blk", Phase::Backward, {{mul_out, 'r'}, {grad, 'w'}}, {}});
-        Fixture fix(tiny);
+        Step tiny({{"M.blk", "Block"}});
+        const int weight = tiny.param(1000, "w"), batch = tiny.input(100, "batch");
+        const int mm_out = tiny.act(1000, "m", 2), relu_out = tiny.act(500, "r"), mul_out = tiny.act(300, "q");
+        const int loss = tiny.work(10, "loss"), grad = tiny.work(100, "g");
+        tiny.fwd("aten::mm", "M.blk", {{batch, 'r'}, {weight, 'r'}, {mm_out, 'w'}});
+        tiny.fwd("aten::relu", "M.blk", {{mm_out, 'r'}, {relu_out, 'w'}});
+        tiny.fwd("aten::mul", "M.blk", {{relu_out, 'r'}, {mul_out, 'w'}}, {mul_out});
+        tiny.fwd("aten::sum", "M", {{mul_out, 'r'}, {loss, 'w'}});
+        tiny.bwd("aten::mul_backward", "M.blk", {{mul_out, 'r'}, {grad, 'w'}});
+        Fixture fix(tiny.done());
         const mhc::trace::TraceData out = fix.ev().trace(parse_setting(ckpt));
         REQUIRE(out.kernels.size() == 7);
         CHECK(out.str(out.kernels.name[5]) == "aten::mul");
@@ -1052,21 +919,16 @@ TEST_CASE("checkpoint save_matmuls: a kept output, once its op is replayed, dies
         //   k0 blk mm x, w -> m (kept)   k1 blk mul m -> h, saves m   k2 M sum h -> loss
         //   k3 blk mul_backward m -> g   k4 blk sum g -> gs
         // Plan: k0 k1 k2 | k0' (no kernel) | k3 k4: kernels 0 1 2 3 4.
-        TinyTrace tiny;
-        tiny.modules = {{"M", "Tiny"}, {"M.blk", "Block"}};
-        const int weight = tiny.alloc(1000, Category::Param, "w", -1, -1);
-        const int batch = tiny.alloc(100, Category::Other, "batch", -1, -1);
-        const int mm_out = tiny.alloc(1000, Category::Activation, "m", 0, 4);
-        const int hidden = tiny.alloc(500, Category::Activation, "h", 1, 2);
-        const int loss = tiny.alloc(10, Category::Workspace, "loss", 2, 2);
-        const int grad = tiny.alloc(100, Category::Workspace, "g", 3, 4);
-        const int gs = tiny.alloc(10, Category::Workspace, "gs", 4, -1);
-        tiny.kernel({"aten::mm", "M.blk", Phase::Forward, {{batch, 'r'}, {weight, 'r'}, {mm_out, 'w'}}, {}});
-        tiny.kernel({"aten::mul", "M.blk", Phase::Forward, {{mm_out, 'r'}, {hidden, 'w'}}, {mm_out}});
-        tiny.kernel({"aten::sum", "M", Phase::Forward, {{hidden, 'r'}, {loss, 'w'}}, {}});
-        tiny.kernel({"aten::mul_backward", "M.blk", Phase::Backward, {{mm_out, 'r'}, {grad, 'w'}}, {}});
-        tiny.kernel({"aten::sum", "M.blk", Phase::Backward, {{grad, 'r'}, {gs, 'w'}}, {}});
-        Fixture fix(tiny);
+        Step tiny({{"M.blk", "Block"}});
+        const int weight = tiny.param(1000, "w"), batch = tiny.input(100, "batch");
+        const int mm_out = tiny.act(1000, "m", 4), hidden = tiny.act(500, "h");
+        const int loss = tiny.work(10, "loss"), grad = tiny.work(100, "g"), gs = tiny.result(10, "gs");
+        tiny.fwd("aten::mm", "M.blk", {{batch, 'r'}, {weight, 'r'}, {mm_out, 'w'}});
+        tiny.fwd("aten::mul", "M.blk", {{mm_out, 'r'}, {hidden, 'w'}}, {mm_out});
+        tiny.fwd("aten::sum", "M", {{hidden, 'r'}, {loss, 'w'}});
+        tiny.bwd("aten::mul_backward", "M.blk", {{mm_out, 'r'}, {grad, 'w'}});
+        tiny.bwd("aten::sum", "M.blk", {{grad, 'r'}, {gs, 'w'}});
+        Fixture fix(tiny.done());
         const mhc::trace::TraceData out = fix.ev().trace(parse_setting(ckpt));
         REQUIRE(out.kernels.size() == 5);
         CHECK(free_of(out, "m") == out.kernels.t_end[3]);

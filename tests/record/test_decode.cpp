@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "helpers.hpp"
+#include "translated.hpp"
 #include "mhc/record/cupti_decode.hpp"
 
 using mhc::record::AllocEvent;
@@ -13,7 +14,7 @@ using mhc::record::decode_record;
 using mhc::record::FreeEvent;
 using mhc::record::Translator;
 using mhc::record::TranslatorOptions;
-using mhc::record::test::problems;
+using mhc::record::test::require_valid;
 using mhc::record::test::translate;
 using mhc::record::test::translate_to_file;
 namespace trace = mhc::trace;
@@ -65,6 +66,44 @@ CUpti_ActivityMemory4 memory_record(CUpti_ActivityMemoryOperationType op, uint64
 }
 
 const CUpti_Activity* as_record(const void* raw) { return static_cast<const CUpti_Activity*>(raw); }
+
+// Whether the translator took `record` (a CUPTI activity record struct).
+template <typename Record>
+bool decode(const Record& record, Translator& translator) {
+    return decode_record(as_record(&record), translator);
+}
+
+// An NVTX marker record at `time` ns after T0.
+CUpti_ActivityMarker2 marker_record(CUpti_ActivityFlag flags, uint32_t id, uint64_t time, const char* name = nullptr) {
+    auto marker = zeroed<CUpti_ActivityMarker2>();
+    marker.kind = CUPTI_ACTIVITY_KIND_MARKER;
+    marker.flags = flags;
+    marker.id = id;
+    marker.timestamp = T0 + time;
+    marker.name = name;
+    return marker;
+}
+
+// A record of `kind` that runs from `start` to `end` ns after T0 (a synchronization, an overhead).
+template <typename Record>
+Record span_record(CUpti_ActivityKind kind, uint64_t start, uint64_t end) {
+    auto record = zeroed<Record>();
+    record.kind = kind;
+    record.start = T0 + start;
+    record.end = T0 + end;
+    return record;
+}
+
+// A copy or memset of `bytes` on `stream`.
+template <typename Record>
+Record transfer_record(CUpti_ActivityKind kind, uint64_t bytes, uint64_t start, uint64_t end, uint32_t stream) {
+    auto record = span_record<Record>(kind, start, end);
+    record.bytes = bytes;
+    record.streamId = stream;
+    return record;
+}
+
+TranslatorOptions at_origin() { return mhc::record::test::origin_at(T0); }
 }  // namespace
 
 TEST_CASE("decode: memcpy kinds") {
@@ -78,108 +117,71 @@ TEST_CASE("decode: memcpy kinds") {
     CHECK(copy_kind(CUPTI_ACTIVITY_MEMCPY_KIND_ATOD) == trace::CopyKind::D2D);
 }
 
+namespace {
+// A device, allocations (pool, plain, pinned host), a pool, an NVTX step range, a kernel, copies,
+// a memset, a synchronization, CUPTI overhead, a free, and a record the recorder does not use.
+void feed_hand_built_stream(Translator& translator) {
+    auto dev = zeroed<CUpti_ActivityDevice5>();
+    dev.kind = CUPTI_ACTIVITY_KIND_DEVICE;
+    dev.id = 0;
+    dev.name = "NVIDIA H200";
+    dev.globalMemorySize = 150ull << 30;
+    dev.computeCapabilityMajor = 9;
+    dev.numMultiprocessors = 132;
+    CHECK(decode(dev, translator));
+
+    // cudaMallocAsync (pool) allocation and a plain device allocation.
+    auto a1 = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, 0x7f0000000000, 1 << 20, 100, true);
+    auto a2 = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, 0x7f0000200000, 4096, 150, false);
+    auto pinned = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, 0x500000, 4096, 160, false,
+                                CUPTI_ACTIVITY_MEMORY_KIND_PINNED);
+    CHECK(decode(a1, translator));
+    CHECK(decode(a2, translator));
+    CHECK(decode(pinned, translator));
+
+    auto pool = zeroed<CUpti_ActivityMemoryPool3>();
+    pool.kind = CUPTI_ACTIVITY_KIND_MEMORY_POOL;
+    pool.memoryPoolOperationType = CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_CREATED;
+    pool.size = 32 << 20;
+    pool.timestamp = T0 + 90;
+    CHECK(decode(pool, translator));
+
+    CHECK(decode(marker_record(CUPTI_ACTIVITY_FLAG_MARKER_START, 77, 120, "train step 3"), translator));
+    CHECK(decode(kernel_record(42, 200, 900, "ampere_sgemm_128x64_nn"), translator));
+
+    auto cpy = transfer_record<CUpti_ActivityMemcpy6>(CUPTI_ACTIVITY_KIND_MEMCPY, 4096, 950, 1000, 7);
+    cpy.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
+    CHECK(decode(cpy, translator));
+    auto p2p = transfer_record<CUpti_ActivityMemcpyPtoP4>(CUPTI_ACTIVITY_KIND_MEMCPY2, 1 << 20, 1000, 1100, 9);
+    p2p.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_PTOP;
+    p2p.deviceId = 1;
+    CHECK(decode(p2p, translator));
+    CHECK(decode(transfer_record<CUpti_ActivityMemset4>(CUPTI_ACTIVITY_KIND_MEMSET, 1 << 20, 180, 190, 7), translator));
+
+    auto sync = span_record<CUpti_ActivitySynchronization2>(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, 905, 940);
+    sync.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE;
+    CHECK(decode(sync, translator));
+    CHECK(decode(marker_record(CUPTI_ACTIVITY_FLAG_MARKER_END, 77, 1200), translator));
+    auto ovh = span_record<CUpti_ActivityOverhead3>(CUPTI_ACTIVITY_KIND_OVERHEAD, 1300, 1550);
+    ovh.overheadKind = CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH;
+    CHECK(decode(ovh, translator));
+
+    CHECK(decode(memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE, 0x7f0000000000, 1 << 20, 1250, true),
+                 translator));
+
+    auto api = zeroed<CUpti_ActivityAPI>();
+    api.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+    CHECK_FALSE(decode(api, translator));   // not used by the recorder
+}
+}  // namespace
+
 TEST_CASE("decode: a hand-built CUPTI activity stream becomes a valid trace") {
-    TranslatorOptions opt;
-    opt.origin = static_cast<int64_t>(T0);
-    std::string path = translate_to_file([](Translator& translator) {
-        auto dev = zeroed<CUpti_ActivityDevice5>();
-        dev.kind = CUPTI_ACTIVITY_KIND_DEVICE;
-        dev.id = 0;
-        dev.name = "NVIDIA H200";
-        dev.globalMemorySize = 150ull << 30;
-        dev.computeCapabilityMajor = 9;
-        dev.numMultiprocessors = 132;
-        CHECK(decode_record(as_record(&dev), translator));
-
-        // cudaMallocAsync (pool) allocation and a plain device allocation.
-        auto a1 = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, 0x7f0000000000, 1 << 20, 100, true);
-        auto a2 = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, 0x7f0000200000, 4096, 150, false);
-        auto pinned = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, 0x500000, 4096, 160, false,
-                                    CUPTI_ACTIVITY_MEMORY_KIND_PINNED);
-        CHECK(decode_record(as_record(&a1), translator));
-        CHECK(decode_record(as_record(&a2), translator));
-        CHECK(decode_record(as_record(&pinned), translator));
-
-        auto pool = zeroed<CUpti_ActivityMemoryPool3>();
-        pool.kind = CUPTI_ACTIVITY_KIND_MEMORY_POOL;
-        pool.memoryPoolOperationType = CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_CREATED;
-        pool.size = 32 << 20;
-        pool.timestamp = T0 + 90;
-        CHECK(decode_record(as_record(&pool), translator));
-
-        auto nvtx_start = zeroed<CUpti_ActivityMarker2>();
-        nvtx_start.kind = CUPTI_ACTIVITY_KIND_MARKER;
-        nvtx_start.flags = CUPTI_ACTIVITY_FLAG_MARKER_START;
-        nvtx_start.id = 77;
-        nvtx_start.timestamp = T0 + 120;
-        nvtx_start.name = "train step 3";
-        CHECK(decode_record(as_record(&nvtx_start), translator));
-
-        auto kernel = kernel_record(42, 200, 900, "ampere_sgemm_128x64_nn");
-        CHECK(decode_record(as_record(&kernel), translator));
-
-        auto cpy = zeroed<CUpti_ActivityMemcpy6>();
-        cpy.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
-        cpy.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
-        cpy.bytes = 4096;
-        cpy.start = T0 + 950;
-        cpy.end = T0 + 1000;
-        cpy.streamId = 7;
-        CHECK(decode_record(as_record(&cpy), translator));
-
-        auto p2p = zeroed<CUpti_ActivityMemcpyPtoP4>();
-        p2p.kind = CUPTI_ACTIVITY_KIND_MEMCPY2;
-        p2p.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_PTOP;
-        p2p.bytes = 1 << 20;
-        p2p.start = T0 + 1000;
-        p2p.end = T0 + 1100;
-        p2p.deviceId = 1;
-        p2p.streamId = 9;
-        CHECK(decode_record(as_record(&p2p), translator));
-
-        auto ms = zeroed<CUpti_ActivityMemset4>();
-        ms.kind = CUPTI_ACTIVITY_KIND_MEMSET;
-        ms.bytes = 1 << 20;
-        ms.start = T0 + 180;
-        ms.end = T0 + 190;
-        ms.streamId = 7;
-        CHECK(decode_record(as_record(&ms), translator));
-
-        auto sync = zeroed<CUpti_ActivitySynchronization2>();
-        sync.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
-        sync.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE;
-        sync.start = T0 + 905;
-        sync.end = T0 + 940;
-        CHECK(decode_record(as_record(&sync), translator));
-
-        auto nvtx_end = zeroed<CUpti_ActivityMarker2>();
-        nvtx_end.kind = CUPTI_ACTIVITY_KIND_MARKER;
-        nvtx_end.flags = CUPTI_ACTIVITY_FLAG_MARKER_END;
-        nvtx_end.id = 77;
-        nvtx_end.timestamp = T0 + 1200;
-        CHECK(decode_record(as_record(&nvtx_end), translator));
-
-        auto ovh = zeroed<CUpti_ActivityOverhead3>();
-        ovh.kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
-        ovh.overheadKind = CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH;
-        ovh.start = T0 + 1300;
-        ovh.end = T0 + 1550;
-        CHECK(decode_record(as_record(&ovh), translator));
-
-        auto f1 = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE, 0x7f0000000000, 1 << 20, 1250, true);
-        CHECK(decode_record(as_record(&f1), translator));
-
-        auto api = zeroed<CUpti_ActivityAPI>();
-        api.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
-        CHECK_FALSE(decode_record(as_record(&api), translator));   // not used by the recorder
-    }, opt);
+    std::string path = translate_to_file(feed_hand_built_stream, at_origin());
     trace::TraceData data = trace::load_trace(path);
     std::vector<trace::Kernel> rows;
     trace::Reader(path).for_each([&](const trace::Kernel& kernel) { rows.push_back(kernel); });
     std::filesystem::remove(path);
-    auto report = trace::check_trace(data);
-    INFO(problems(report));
-    REQUIRE(report.ok());
+    require_valid(data);
 
     REQUIRE(data.kernels.size() == 1);
     CHECK(data.str(data.kernels.name[0]) == "ampere_sgemm_128x64_nn");
@@ -233,12 +235,8 @@ TEST_CASE("decode: a hand-built CUPTI activity stream becomes a valid trace") {
 
 TEST_CASE("decode: NVTX sync-object markers are not ranges") {
     auto data = translate([](Translator& translator) {
-        auto marker = zeroed<CUpti_ActivityMarker2>();
-        marker.kind = CUPTI_ACTIVITY_KIND_MARKER;
-        marker.flags = static_cast<CUpti_ActivityFlag>(CUPTI_ACTIVITY_FLAG_MARKER_SYNC_ACQUIRE);
-        marker.timestamp = T0;
-        marker.name = "mutex";
-        CHECK(decode_record(as_record(&marker), translator));
+        const auto acquire = static_cast<CUpti_ActivityFlag>(CUPTI_ACTIVITY_FLAG_MARKER_SYNC_ACQUIRE);
+        CHECK(decode(marker_record(acquire, 0, 0, "mutex"), translator));
     });
     CHECK(data.markers.size() == 0);
 }
@@ -246,8 +244,6 @@ TEST_CASE("decode: NVTX sync-object markers are not ranges") {
 // A memory record carries the correlation id of the API call that made the operation: it is
 // merged into that call's callback allocation (or free) whatever its timestamp says.
 TEST_CASE("decode: memory records paired with their callbacks by correlation id") {
-    TranslatorOptions opt;
-    opt.origin = static_cast<int64_t>(T0);
     auto data = translate(
         [](Translator& tr) {
             AllocEvent alloc;   // cuMemAllocAsync's callback, inside cudaMallocAsync (runtime id 700)
@@ -269,15 +265,13 @@ TEST_CASE("decode: memory records paired with their callbacks by correlation id"
             // Stamped outside the calls (at 5000 and 6000): the ids still pair them.
             auto rec = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, alloc.address, 4096, 5000, true);
             rec.correlationId = 700;
-            CHECK(decode_record(as_record(&rec), tr));
+            CHECK(decode(rec, tr));
             auto rel = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE, alloc.address, 4096, 6000, true);
             rel.correlationId = 711;
-            CHECK(decode_record(as_record(&rel), tr));
+            CHECK(decode(rel, tr));
         },
-        opt);
-    auto report = trace::check_trace(data);
-    INFO(problems(report));
-    REQUIRE(report.ok());
+        at_origin());
+    require_valid(data);
     REQUIRE(data.allocations.size() == 1);
     CHECK(data.allocations.t_alloc[0] == 200);
     CHECK(data.allocations.t_free[0] == 400);
@@ -290,8 +284,6 @@ TEST_CASE("decode: memory records paired with their callbacks by correlation id"
 // The pool's figures in CUpti_ActivityMemory4::memoryPoolConfig and CUpti_ActivityMemoryPool3 are
 // the reserved memory of a cudaMallocAsync run (segments rows); static module memory is no segment.
 TEST_CASE("decode: pool sizes from memory and pool records become segments and static memory does not") {
-    TranslatorOptions opt;
-    opt.origin = static_cast<int64_t>(T0);
     constexpr uint64_t kBase = 0x7e0000000000;
     trace::TraceData data = translate([&](Translator& translator) {
         auto created = zeroed<CUpti_ActivityMemoryPool3>();
@@ -300,32 +292,30 @@ TEST_CASE("decode: pool sizes from memory and pool records become segments and s
         created.memoryPoolType = CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL;
         created.address = kBase;
         created.timestamp = T0 + 50;
-        CHECK(decode_record(as_record(&created), translator));
+        CHECK(decode(created, translator));
 
         auto st = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, 0x7d0000000000, 4096, 60, false,
                                 CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC);
         st.streamId = CUPTI_INVALID_STREAM_ID;   // not an async operation
-        CHECK(decode_record(as_record(&st), translator));
+        CHECK(decode(st, translator));
 
         auto alloc = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, kBase, 1 << 20, 100, true);
         alloc.memoryPoolConfig.address = kBase;
         alloc.memoryPoolConfig.pool.size = 2 << 20;
         alloc.memoryPoolConfig.utilizedSize = 1 << 20;
-        CHECK(decode_record(as_record(&alloc), translator));
+        CHECK(decode(alloc, translator));
         auto release = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE, kBase, 1 << 20, 300, true);
         release.memoryPoolConfig.address = kBase;
         release.memoryPoolConfig.pool.size = 2 << 20;
-        CHECK(decode_record(as_record(&release), translator));
+        CHECK(decode(release, translator));
 
         auto trim = created;
         trim.memoryPoolOperationType = CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_TRIMMED;
         trim.size = 0;
         trim.timestamp = T0 + 400;
-        CHECK(decode_record(as_record(&trim), translator));
-    }, opt);
-    auto report = trace::check_trace(data);
-    INFO(problems(report));
-    REQUIRE(report.ok());
+        CHECK(decode(trim, translator));
+    }, at_origin());
+    require_valid(data);
     REQUIRE(data.allocations.size() == 2);
     CHECK(data.str(data.allocations.label[0]) == "memory:static");
     CHECK(data.allocations.stream[0] == 0);   // not 4294967295, as the H200 recordings' rows had

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "helpers.hpp"
+#include "translated.hpp"
 #include "mhc/record/translator.hpp"
 #include "mhc/trace/store.hpp"
 #include "mhc/trace/summary.hpp"
@@ -24,7 +25,7 @@ TEST_CASE("recorder: driver allocations are segments, pool allocations are not",
     std::string path = (std::filesystem::temp_directory_path() / ("mhc-seg-" + std::to_string(getpid()) + ".db")).string();
     {
         trace::Writer writer(path);
-        Translator tr(writer, TranslatorOptions{static_cast<int64_t>(T0)});
+        Translator tr(writer, mhc::record::test::origin_at(T0));
         AllocEvent seg;
         seg.address = 0x7f0000000000;
         seg.bytes = 20 << 20;
@@ -109,7 +110,7 @@ TEST_CASE("recorder: modules' static memory is an allocation, not a segment", "[
             st.api = i == 2 ? "memory:managed-static" : "memory:static";
             tr.on_alloc(st);
         }
-    }, TranslatorOptions{static_cast<int64_t>(kT0)});
+    }, mhc::record::test::origin_at(kT0));
     auto report = trace::check_trace(data);
     INFO(mhc::record::test::problems(report));
     REQUIRE(report.ok());
@@ -153,7 +154,7 @@ TEST_CASE("recorder: a stream-ordered pool's reserved memory becomes segments ro
         PoolEvent imported = pool_event(PoolEvent::Sampled, 4242, 300, 0x7c0000000000);
         imported.local = false;   // its size field is another process's id
         tr.on_pool(imported);
-    }, TranslatorOptions{static_cast<int64_t>(kT0)});
+    }, mhc::record::test::origin_at(kT0));
     auto report = trace::check_trace(data);
     INFO(mhc::record::test::problems(report));
     REQUIRE(report.ok());
@@ -206,7 +207,7 @@ TEST_CASE("recorder: a pool's memory still held at the end stays open", "[record
     trace::TraceData data = mhc::record::test::translate([](Translator& tr) {
         tr.on_pool(pool_event(PoolEvent::Sampled, 32 << 20, 100));
         tr.on_pool(pool_event(PoolEvent::Sampled, 32 << 20, 100, 0x7f0000000000));   // a second pool
-    }, TranslatorOptions{static_cast<int64_t>(kT0)});
+    }, mhc::record::test::origin_at(kT0));
     auto report = trace::check_trace(data);
     INFO(mhc::record::test::problems(report));
     REQUIRE(report.ok());
@@ -229,7 +230,7 @@ TEST_CASE("recorder: pool rows that would meet another segment are laid out abov
         tr.on_alloc(seg);
         tr.on_pool(pool_event(PoolEvent::Sampled, 4 * MiB, 100));
         tr.on_pool(pool_event(PoolEvent::Sampled, 8 * MiB, 100, 0x7e0000000000 + 2 * MiB));   // a second pool
-    }, TranslatorOptions{static_cast<int64_t>(kT0)});
+    }, mhc::record::test::origin_at(kT0));
     auto report = trace::check_trace(data);
     INFO(mhc::record::test::problems(report));
     REQUIRE(report.ok());

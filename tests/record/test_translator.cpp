@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "helpers.hpp"
+#include "translated.hpp"
 #include "mhc/trace/summary.hpp"
 
 using mhc::record::AllocEvent;
@@ -13,6 +14,7 @@ using mhc::record::MarkerEvent;
 using mhc::record::Translator;
 using mhc::record::TranslatorOptions;
 using mhc::record::test::problems;
+using mhc::record::test::require_valid;
 using mhc::record::test::translate;
 namespace trace = mhc::trace;
 
@@ -69,16 +71,7 @@ KernelEvent kernel(uint32_t corr, uint64_t start, uint64_t end, uint32_t stream 
     event.registers = 40;
     return event;
 }
-TranslatorOptions at_origin() {
-    TranslatorOptions options;
-    options.origin = static_cast<int64_t>(T0);
-    return options;
-}
-void require_valid(const trace::TraceData& data) {
-    auto report = trace::check_trace(data);
-    INFO(problems(report));
-    REQUIRE(report.ok());
-}
+TranslatorOptions at_origin() { return mhc::record::test::origin_at(T0); }
 }  // namespace
 
 TEST_CASE("translator: kernels, launches and accesses, times from the origin") {

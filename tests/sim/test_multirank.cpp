@@ -393,6 +393,18 @@ TEST_CASE("coupled: a rank without cross-rank events runs as simulate() runs it,
 
 #ifdef MHC_HAVE_DATASETS
 namespace {
+// One step of gpt2-small with `layers` layers in `pp` pipeline stages, `micro_batches` micro-batches
+// of `seq` tokens.
+datasets::GeneratorConfig small_pipeline(int layers, int pp, int micro_batches, int seq) {
+    datasets::GeneratorConfig cfg = datasets::preset("gpt2-small");
+    cfg.layers = layers;
+    cfg.pp = pp;
+    cfg.micro_batches = micro_batches;
+    cfg.steps = 1;
+    cfg.seq = seq;
+    return cfg;
+}
+
 // Generates every rank of a small job and checks the identity on each: with unlimited
 // capacity, the coupled run of every rank equals its recorded timeline and its own run.
 void check_identity(datasets::GeneratorConfig cfg) {
@@ -432,34 +444,18 @@ void check_identity(datasets::GeneratorConfig cfg) {
 }  // namespace
 
 TEST_CASE("coupled: identity with unlimited capacity on every rank of a 4-stage pipeline", "[sim][multirank]") {
-    datasets::GeneratorConfig cfg = datasets::preset("gpt2-small");
-    cfg.layers = 4;
-    cfg.pp = 4;
-    cfg.micro_batches = 4;
-    cfg.steps = 1;
-    cfg.seq = 256;
-    check_identity(cfg);
+    check_identity(small_pipeline(4, 4, 4, 256));
 }
 
 TEST_CASE("coupled: identity on data- and tensor-parallel ranks", "[sim][multirank]") {
-    datasets::GeneratorConfig cfg = datasets::preset("gpt2-small");
-    cfg.layers = 2;
-    cfg.pp = 2;
+    datasets::GeneratorConfig cfg = small_pipeline(2, 2, 2, 128);
     cfg.dp = 2;
     cfg.tp = 2;
-    cfg.micro_batches = 2;
-    cfg.steps = 1;
-    cfg.seq = 128;
     check_identity(cfg);
 }
 
 TEST_CASE("generate_ranks: stages receive no earlier than the neighbour sent", "[sim][multirank]") {
-    datasets::GeneratorConfig cfg = datasets::preset("gpt2-small");
-    cfg.layers = 2;
-    cfg.pp = 2;
-    cfg.micro_batches = 3;
-    cfg.steps = 1;
-    cfg.seq = 128;
+    const datasets::GeneratorConfig cfg = small_pipeline(2, 2, 3, 128);
     std::vector<datasets::RankFile> files = {{0, 0, 0, temp_path("p.rank0.db")}, {1, 0, 0, temp_path("p.rank1.db")}};
     datasets::generate_ranks(cfg, files);
     trace::TraceData a = trace::load_trace(files[0].path), b = trace::load_trace(files[1].path);

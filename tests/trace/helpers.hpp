@@ -65,6 +65,15 @@ inline void sql(const std::string& path, const std::string& q) {
     REQUIRE(rc == SQLITE_OK);
 }
 
+// Runs `q` on the file at `path` as a user's sqlite3 would, asserting nothing: what it did is
+// for the reader or the check under test to find.
+inline void sql_unchecked(const std::string& path, const std::string& query) {
+    sqlite3* db = nullptr;
+    sqlite3_open(path.c_str(), &db);
+    sqlite3_exec(db, query.c_str(), nullptr, nullptr, nullptr);
+    sqlite3_close(db);
+}
+
 inline Run small_run(const std::string& name) {
     Run r;
     r.name = name;

@@ -5,12 +5,14 @@
 #include <fstream>
 #include <functional>
 
+#include "helpers.hpp"
 #include "mhc/trace/check.hpp"
 #include "mhc/trace/store.hpp"
 #include "mhc/test/temp.hpp"
 
 using namespace mhc::trace;
 using mhc::test::TempPath;
+using mhc::trace::test::sql_unchecked;
 
 namespace {
 
@@ -33,6 +35,13 @@ CheckReport check_with(const std::function<void(Writer&)>& edit) {
         w.finish();
     }
     return check_file(p.path);
+}
+
+// A sound trace of 20,000 allocations: a file of many pages.
+void write_many_pages(const std::string& path) {
+    Writer writer(path);
+    for (int i = 1; i <= 20000; ++i) writer.add(Allocation{i, 0, 0, 64, i, i + 1, 0, Category::Other, 0});
+    writer.finish();
 }
 
 bool has(const CheckReport& r, const std::string& rule, const std::string& table, int64_t row) {
@@ -141,12 +150,7 @@ TEST_CASE("file-level problems are reported, not thrown", "[check]") {
         only(check_file(p.path), "not an SQLite database");
     }
     SECTION("truncated") {
-        {
-            Writer w(p.path);
-            for (int i = 1; i <= 20000; ++i)
-                w.add(Allocation{i, 0, 0, 64, i, i + 1, 0, Category::Other, 0});
-            w.finish();
-        }
+        write_many_pages(p.path);
         auto size = std::filesystem::file_size(p.path);
         std::filesystem::resize_file(p.path, size / 2);
         auto r = check_file(p.path);
@@ -155,12 +159,7 @@ TEST_CASE("file-level problems are reported, not thrown", "[check]") {
                                               Catch::Contains("corrupt"));
     }
     SECTION("corrupt pages") {
-        {
-            Writer w(p.path);
-            for (int i = 1; i <= 20000; ++i)
-                w.add(Allocation{i, 0, 0, 64, i, i + 1, 0, Category::Other, 0});
-            w.finish();
-        }
+        write_many_pages(p.path);
         {
             // Overwrite a whole page in the middle of the allocations b-tree, header included.
             auto size = std::filesystem::file_size(p.path);
@@ -174,25 +173,13 @@ TEST_CASE("file-level problems are reported, not thrown", "[check]") {
         CHECK(r.problems[0].table == "file");
     }
     SECTION("wrong version") {
-        {
-            Writer w(p.path);
-            w.finish();
-        }
-        sqlite3* db = nullptr;
-        sqlite3_open(p.path.c_str(), &db);
-        sqlite3_exec(db, "PRAGMA user_version=2", nullptr, nullptr, nullptr);
-        sqlite3_close(db);
+        Writer(p.path).finish();   // an empty trace
+        sql_unchecked(p.path, "PRAGMA user_version=2");
         only(check_file(p.path), "schema version 2");
     }
     SECTION("missing tables") {
-        {
-            Writer w(p.path);
-            w.finish();
-        }
-        sqlite3* db = nullptr;
-        sqlite3_open(p.path.c_str(), &db);
-        sqlite3_exec(db, "DROP TABLE kernels", nullptr, nullptr, nullptr);
-        sqlite3_close(db);
+        Writer(p.path).finish();
+        sql_unchecked(p.path, "DROP TABLE kernels");
         only(check_file(p.path), "missing table 'kernels'");
     }
 }

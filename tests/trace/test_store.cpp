@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "helpers.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/store.hpp"
@@ -11,6 +12,7 @@
 
 using namespace mhc::trace;
 using mhc::test::TempPath;
+using mhc::trace::test::sql_unchecked;
 
 namespace {
 
@@ -240,26 +242,17 @@ TEST_CASE("the reader refuses files that are not traces", "[store]") {
         CHECK_THROWS_WITH(Reader(p.path), Catch::Contains("not an SQLite database"));
     }
     SECTION("SQLite but not a trace") {
-        sqlite3* db = nullptr;
-        sqlite3_open(p.path.c_str(), &db);
-        sqlite3_exec(db, "CREATE TABLE t(x); INSERT INTO t VALUES (1);", nullptr, nullptr, nullptr);
-        sqlite3_close(db);
+        sql_unchecked(p.path, "CREATE TABLE t(x); INSERT INTO t VALUES (1);");
         CHECK_THROWS_WITH(Reader(p.path), Catch::Contains("not an mhc trace"));
     }
     SECTION("another schema version") {
         write_small(p.path);
-        sqlite3* db = nullptr;
-        sqlite3_open(p.path.c_str(), &db);
-        sqlite3_exec(db, "PRAGMA user_version=99", nullptr, nullptr, nullptr);
-        sqlite3_close(db);
+        sql_unchecked(p.path, "PRAGMA user_version=99");
         CHECK_THROWS_WITH(Reader(p.path), Catch::Contains("schema version 99"));
     }
     SECTION("a missing table") {
         write_small(p.path);
-        sqlite3* db = nullptr;
-        sqlite3_open(p.path.c_str(), &db);
-        sqlite3_exec(db, "DROP TABLE copies", nullptr, nullptr, nullptr);
-        sqlite3_close(db);
+        sql_unchecked(p.path, "DROP TABLE copies");
         CHECK_THROWS_WITH(Reader(p.path), Catch::Contains("missing table 'copies'"));
     }
 }

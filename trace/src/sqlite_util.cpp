@@ -1,5 +1,6 @@
 #include "sqlite_util.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -246,6 +247,128 @@ std::vector<std::string> quick_check(sqlite3* db, const std::string& file, const
         problems.push_back(line);
     }
     return problems;
+}
+
+namespace {
+
+std::string quoted(const std::string& name) {
+    std::string out = "\"";
+    for (char ch : name) out += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+    return out + "\"";
+}
+
+// Steps `query` to its end: "" when every row was read, else SQLite's message. A lock is no
+// damage: thrown (Busy).
+std::string read_through(sqlite3* db, const std::string& file, const std::string& query) {
+    sqlite3_stmt* stmt = nullptr;
+    int rc = sqlite3_prepare_v2(db, query.c_str(), -1, &stmt, nullptr);
+    if (rc == SQLITE_OK)
+        while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {}
+    sqlite3_finalize(stmt);
+    if (rc == SQLITE_OK || rc == SQLITE_DONE) return "";
+    if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED) fail(db, file, "cannot read");
+    return sqlite3_errmsg(db);
+}
+
+// "ORDER BY" of index `index`'s key columns, each against the index's own order (so that the
+// scan walks it backwards from its last entry, with no sort). "" for a column that is an
+// expression: then the index is not read from its end.
+std::string backwards_order(sqlite3* db, const std::string& file, const std::string& index) {
+    Stmt columns(db, file, ("PRAGMA index_xinfo(" + quoted(index) + ")").c_str());
+    std::string order;
+    while (columns.step()) {
+        if (columns.i64(5) == 0) continue;   // not a key column (the rowid, a WITHOUT ROWID table's other columns)
+        if (columns.i64(1) < 0) return "";   // an expression
+        order += std::string(order.empty() ? " ORDER BY " : ", ") + quoted(columns.text(2)) + " COLLATE " +
+                 quoted(columns.text(4)) + (columns.i64(3) != 0 ? " ASC" : " DESC");
+    }
+    return order;
+}
+
+uint32_t big_endian(const unsigned char* bytes) {
+    return (uint32_t{bytes[0]} << 24) | (uint32_t{bytes[1]} << 16) | (uint32_t{bytes[2]} << 8) | bytes[3];
+}
+
+}   // namespace
+
+std::string read_table_end(sqlite3* db, const std::string& file, const std::string& table, int entries) {
+    const std::string limit = " LIMIT " + std::to_string(entries);
+    std::vector<std::string> indexes;   // a WITHOUT ROWID table's tree is its key's ("pk") index
+    {
+        Stmt list(db, file, ("PRAGMA index_list(" + quoted(table) + ")").c_str());
+        while (list.step()) indexes.push_back(list.text(1));
+    }
+    bool with_rowid = true;
+    {
+        // As the schema says it (pragma table_list, which tells it too, needs SQLite 3.37).
+        Stmt kind(db, file,
+                  "SELECT upper(sql) LIKE '%WITHOUT%ROWID%' FROM sqlite_master WHERE type = 'table' AND name = ?");
+        kind.bind(1, table);
+        with_rowid = !kind.step() || kind.i64(0) == 0;
+    }
+    if (with_rowid) {
+        std::string why = read_through(
+            db, file, "SELECT 1 FROM " + quoted(table) + " NOT INDEXED ORDER BY rowid DESC" + limit);
+        if (!why.empty()) return why;
+    }
+    for (const std::string& index : indexes) {
+        const std::string order = backwards_order(db, file, index);
+        if (order.empty()) continue;
+        std::string why = read_through(
+            db, file, "SELECT 1 FROM " + quoted(table) + " INDEXED BY " + quoted(index) + order + limit);
+        if (!why.empty()) return why;
+    }
+    return "";
+}
+
+std::string read_freelist(sqlite3* db, const std::string& file) {
+    auto number = [&](const char* pragma) {
+        Stmt stmt(db, file, pragma);
+        return stmt.step() ? stmt.i64(0) : 0;
+    };
+    const int64_t free_pages = number("PRAGMA freelist_count");
+    if (free_pages == 0) return "";
+    {
+        // In WAL mode the file's own pages may be older than the log's: read from the file, a
+        // trunk would be judged on what it was. Left to SQLite, which checks it when it allocates.
+        Stmt mode(db, file, "PRAGMA journal_mode");
+        if (mode.step() && mode.text(0) == "wal") return "";
+    }
+    const int64_t page_size = number("PRAGMA page_size");
+    const int64_t pages = number("PRAGMA page_count");
+    const char* path = sqlite3_db_filename(db, "main");
+    const int fd = path ? ::open(path, O_RDONLY | O_CLOEXEC) : -1;
+    if (fd < 0) return "";   // nothing to read it by (an in-memory file): SQLite checks it when it allocates
+    std::vector<unsigned char> page(static_cast<size_t>(page_size));
+    auto read_at = [&](int64_t offset, size_t bytes) {
+        return ::pread(fd, page.data(), bytes, static_cast<off_t>(offset)) == static_cast<ssize_t>(bytes);
+    };
+    std::string why;
+    if (!read_at(0, 100)) why = "cannot read the file's header";
+    const int64_t usable = page_size - (why.empty() ? page[20] : 0);
+    int64_t trunk = why.empty() ? big_endian(page.data() + 32) : 0;
+    for (int64_t seen = 0; why.empty() && trunk != 0; ++seen) {
+        const std::string at = "Freelist: trunk page " + std::to_string(trunk);
+        if (trunk < 2 || trunk > pages || seen > free_pages) {
+            why = at + ": not a page of the file's free-page list";
+            break;
+        }
+        if (!read_at((trunk - 1) * page_size, static_cast<size_t>(page_size))) {
+            why = at + ": cannot be read";
+            break;
+        }
+        const int64_t leaves = big_endian(page.data() + 4);
+        if (leaves > usable / 4 - 2) {
+            why = at + ": lists " + std::to_string(leaves) + " free pages, more than it holds";
+            break;
+        }
+        for (int64_t i = 0; i < leaves && why.empty(); ++i)
+            if (const int64_t leaf = big_endian(page.data() + 8 + 4 * i); leaf < 2 || leaf > pages)
+                why = at + ": free page " + std::to_string(leaf) + " is not a page of the file";
+        trunk = big_endian(page.data());
+    }
+    ::close(fd);
+    return why;
 }
 
 }  // namespace mhc::trace::sql

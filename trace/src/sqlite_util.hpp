@@ -51,6 +51,20 @@ void exec(sqlite3* db, const std::string& file, const char* sql);
 std::vector<std::string> quick_check(sqlite3* db, const std::string& file, const std::string& table = "",
                                      bool full = false);
 
+// The pages an append to `table` reads, read: its b-tree's and each index's last `entries`
+// entries in key order (the path from the root to the last leaf, and the leaves before it that
+// a page split takes in). "" when they read; else SQLite's word for what failed ("database disk
+// image is malformed"). Reads about depth + entries / (entries per page) pages of each tree,
+// whatever the table's size. A lock held past the timeout throws Busy.
+std::string read_table_end(sqlite3* db, const std::string& file, const std::string& table, int entries);
+
+// The pages a write takes new pages from, read: the trunk pages of the file's free-page list
+// (schema "main"), checked as SQLite checks them when it allocates (a page number past the
+// file's end, more leaves than a trunk holds, a loop). "" when sound; else what is wrong. Reads
+// one page per (page size / 4 - 2) free pages; nothing in WAL mode (the file's pages may be older
+// than the log's).
+std::string read_freelist(sqlite3* db, const std::string& file);
+
 class Stmt {
 public:
     Stmt() = default;

@@ -141,13 +141,15 @@ std::vector<RunInfo> list_runs(const std::string& trace_path, const std::string&
 // kernels that moved were stored) gets its unmoved kernels back at their recorded times.
 Run load_run(const std::string& trace_path, int64_t run_id, const std::string& runs_db = "");
 
-// Before the work of a command that stores runs: the pages the store will read and write are
-// sound. With `runs_db` (a runs database of this trace, or a file that does not exist yet or is
-// empty), every page of it; without, the run tables of the trace. Throws mhc::Error (bad input)
-// naming the file and the first damaged page: found after the work, the damage cost the
-// work's result (exit 4). SQLite's quick_check reads each page once: simulate --runs-db into a
-// 247 MB runs database of 100,001 runs (bench/trace/runs_db_precheck.sh's SQL) took 0.06-0.15 s
-// before it and 2.0 s after (0.9 s of CPU; 2 cores at load 6, 2026-12-05).
+// Before the work of a command that stores runs: the pages the store will read are sound, so
+// that damage it would meet after the work (exit 4, the work's result lost) is refused before it
+// (mhc::Error, bad input, naming the file and the damaged page). The store appends: it reads the
+// schema, the last pages of each tree it writes (with `runs_db`, a runs database of this trace or
+// a file that does not exist yet or is empty, every table of it; without, the trace's run tables)
+// and the free-page list; so does this check, at a cost that does not grow with the file (SQLite's
+// quick_check of every page took 1.8 s for a 236 MB runs database: bench/trace/runs_db_check.sh).
+// Damage elsewhere (an older run's rows) costs no store: the command that reads those rows, and
+// `mhc check`, which reads every page, find it.
 void check_run_pages(const std::string& trace_path, const std::string& runs_db = "");
 
 namespace runfiles {
