@@ -210,42 +210,106 @@ def optimizer_step_name(name):
     return head.startswith("Optimizer.step#") and head.endswith(".step") and len(head) > len("Optimizer.step#.step")
 
 
-def optimizer_step_ends(ranges):
-    """docs/import.md "Steps": given optimizer-step ranges (name, start, end), the ends of the steps
-    they delimit: one inside another (beginning before the one before it ends) is left out; with
-    several optimizer names, a step begins with each range of the most frequent name (the first
-    seen among equals) and takes the others' ranges after it (those before its first one are in
-    step 0); a step ends where its last range ends."""
+def loop_range_name(name):
+    """A range a training loop runs once a step near its start: an optimizer's zero_grad
+    ('Optimizer.zero_grad#<Class>.zero_grad') or the DataLoader's next batch ('enumerate(DataLoader)#...')."""
+    head = str(name).split(",")[0]
+    return (head.startswith("Optimizer.zero_grad#") and head.endswith(".zero_grad")
+            and len(head) > len("Optimizer.zero_grad#.zero_grad")) or head.startswith("enumerate(DataLoader)#")
+
+
+def _median(values):
+    values = sorted(values)
+    return values[(len(values) - 1) // 2] if values else 0
+
+
+def _take_turns(values, period, ratio):
+    """values[k] for k >= period, by k mod period, parted into two sets of classes, every value of the
+    lower set times ratio below every value of the upper; 3 values a class at least."""
+    classes = [[v for k, v in enumerate(values) if k >= period and k % period == c] for c in range(period)]
+    if any(len(c) < 3 for c in classes):
+        return False
+    spans = sorted((min(c), max(c)) for c in classes)
+    return any(max(hi for _, hi in spans[:cut]) * decimal.Decimal(ratio) < min(lo for lo, _ in spans[cut:])
+               for cut in range(1, period))
+
+
+def optimizer_step_bounds(ranges, t_first):
+    """docs/import.md "Steps": given optimizer-step and loop ranges (name, start, end), the start of
+    step 0 and the ends of the steps. An optimizer-step range inside another (beginning before the one
+    before it ends) is left out; with several optimizer names, a step begins with each range of the
+    most frequent name (the first seen among equals) and takes the others' ranges after it (those
+    before its first one are in step 0); where that name's ranges take turns with a period of 2 to 4
+    (the smallest: durations, the first period left out, parted by 1.5 times, or the gaps to the next
+    by 10 times), a step begins with every period-th, from the class after the one with the longest
+    median gap; a step ends where its last range ends. Step 0 begins at t_first, unless ranges of one
+    loop name begin within the first tenth of every later step (each step's first one after the step
+    before ended) and one before the first optimizer range: then the median of those offsets before
+    the last such one (of several names, the latest)."""
     outer = []
-    for name, start, end in sorted(ranges, key=lambda r: (r[1], -r[2])):
+    for name, start, end in sorted((r for r in ranges if optimizer_step_name(r[0])), key=lambda r: (r[1], -r[2])):
         if outer and start < outer[-1][2]:
             continue
         outer.append((str(name).split(",")[0], start, end))
     if not outer:
-        return []
+        return t_first, []
     names = []
     for name, _, _ in outer:
         if name not in names:
             names.append(name)
     anchor = max(names, key=lambda n: (sum(1 for r in outer if r[0] == n), -names.index(n)))
-    ends, anchored = [], False
+    mine = [r for r in outer if r[0] == anchor]
+    durations = [end - start for _, start, end in mine]
+    gaps = [mine[k + 1][1] - mine[k][2] for k in range(len(mine) - 1)]
+    period, phase = 1, 0
+    for p in (2, 3, 4):
+        if _take_turns(durations, p, 1.5) or _take_turns(gaps, p, 10):
+            medians = [_median([g for k, g in enumerate(gaps) if k >= p and k % p == c]) for c in range(p)]
+            last = max(range(p), key=lambda c: (medians[c], -c))
+            period, phase = p, (last + 1) % p
+            break
+    ends, index = [], 0
     for name, _, end in outer:
-        if name == anchor and (anchored or not ends):
-            ends.append(end)
-        elif not ends:
+        starts = False
+        if name == anchor:
+            starts = not ends if index == 0 else index >= phase and (index - phase) % period == 0
+            index += 1
+        if starts or not ends:
             ends.append(end)
         else:
             ends[-1] = end
-        anchored = anchored or name == anchor
-    return ends
+    begin = t_first
+    if len(ends) >= 2:
+        by_name = {}
+        for name, start, _ in ranges:
+            if loop_range_name(name):
+                by_name.setdefault(str(name).split(",")[0], []).append(start)
+        for starts in by_name.values():
+            offsets = []
+            for k in range(1, len(ends)):
+                nxt = [t for t in starts if t >= ends[k - 1]]
+                if not nxt or min(nxt) >= ends[k] or (min(nxt) - ends[k - 1]) * 10 > ends[k] - ends[k - 1]:
+                    break
+                offsets.append(min(nxt) - ends[k - 1])
+            else:
+                before = [t for t in starts if t <= outer[0][1]]
+                if before and max(before) >= t_first:
+                    begin = max(begin, max(before) - _median(offsets))
+    return begin, ends
+
+
+def optimizer_step_ends(ranges):
+    """The ends of the steps optimizer_step_bounds() gives (step 0 from the trace's start)."""
+    return optimizer_step_bounds(ranges, float("-inf"))[1]
 
 
 def cpu_steps(events, devices):
     """The steps of a Kineto trace as (start, end, N), in microseconds: its CPU ProfilerStep#N ranges;
     where it has none, docs/import.md "Steps": each process's optimizer-step ranges (any category but
     gpu_user_annotation; one inside another is not counted), step k from the end of the one before
-    (step 0 from minus infinity: the trace's start) to the end of the k-th; the processes' ranges of
-    one k joined, from the earliest start to the latest end."""
+    (step 0 from minus infinity, the trace's start, or where the loop's ranges put it:
+    optimizer_step_bounds) to the end of the k-th; the processes' ranges of one k joined, from the
+    earliest start to the latest end."""
     cpu = [e for e in events if e.get("cat") != "gpu_user_annotation" and e.get("pid") not in devices]
     steps = sorted((decimal_of(e["ts"]), decimal_of(e["ts"]) + decimal_of(e.get("dur", 0)), int(e["name"][13:]))
                    for e in cpu if str(e.get("name", "")).startswith("ProfilerStep#") and e["name"][13:].isdigit())
@@ -254,9 +318,10 @@ def cpu_steps(events, devices):
     joined = {}
     for pid in sorted({e.get("pid") for e in cpu}, key=str):
         ranges = [(e["name"], decimal_of(e["ts"]), decimal_of(e["ts"]) + max(0, decimal_of(e.get("dur", 0))))
-                  for e in cpu if e.get("pid") == pid and optimizer_step_name(e.get("name", ""))]
-        begin = float("-inf")
-        for k, end in enumerate(optimizer_step_ends(ranges)):
+                  for e in cpu if e.get("pid") == pid and (optimizer_step_name(e.get("name", ""))
+                                                           or loop_range_name(e.get("name", "")))]
+        begin, ends = optimizer_step_bounds(ranges, float("-inf"))
+        for k, end in enumerate(ends):
             end = max(end, begin)
             a, b = joined.get(k, (begin, end))
             joined[k] = (min(a, begin), max(b, end))
@@ -1075,8 +1140,11 @@ def check_et_steps(name, path, db):
                 m = by_id[p]
             if top is not None:
                 optimizer_last[top["id"]] = max(optimizer_last.get(top["id"], top["id"]), n["id"])
-    ends = [end - 1 for end in optimizer_step_ends(
-        [(by_id[k]["name"], k, last + 1) for k, last in optimizer_last.items()])]
+    # Loop nodes (zero_grad, the DataLoader's next batch) may move step 0's start (optimizer_step_bounds).
+    loops = [(n["name"], n["id"], n["id"] + 1) for n in nodes if not ranges and loop_range_name(n["name"])]
+    first, ends = optimizer_step_bounds(
+        [(by_id[k]["name"], k, last + 1) for k, last in optimizer_last.items()] + loops, float("-inf"))
+    ends = [end - 1 for end in ends]
     want = {}
     for n in nodes:
         ts = et_node_tensors(n)
@@ -1085,7 +1153,7 @@ def check_et_steps(name, path, db):
         step = in_tree(n)
         if step < 0 and ranges:
             step = next((k for k, (lo, hi) in ranges.items() if lo <= n["id"] <= hi), -1)
-        elif step < 0:
+        elif step < 0 and n["id"] >= first:
             step = next((k for k, end in enumerate(ends) if n["id"] <= end), -1)
         want[step] = want.get(step, 0) + 1
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
