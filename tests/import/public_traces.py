@@ -303,11 +303,16 @@ def optimizer_step_ends(ranges):
     return optimizer_step_bounds(ranges, float("-inf"))[1]
 
 
+def first_ts(events):
+    """The earliest ts among the events (where step 0 begins unless the loop's ranges move it)."""
+    return min((decimal_of(e["ts"]) for e in events if isinstance(e, dict) and "ts" in e), default=float("-inf"))
+
+
 def cpu_steps(events, devices):
     """The steps of a Kineto trace as (start, end, N), in microseconds: its CPU ProfilerStep#N ranges;
     where it has none, docs/import.md "Steps": each process's optimizer-step ranges (any category but
     gpu_user_annotation; one inside another is not counted), step k from the end of the one before
-    (step 0 from minus infinity, the trace's start, or where the loop's ranges put it:
+    (step 0 from the earliest event, the trace's start, or where the loop's ranges put it:
     optimizer_step_bounds) to the end of the k-th; the processes' ranges of one k joined, from the
     earliest start to the latest end."""
     cpu = [e for e in events if e.get("cat") != "gpu_user_annotation" and e.get("pid") not in devices]
@@ -320,7 +325,7 @@ def cpu_steps(events, devices):
         ranges = [(e["name"], decimal_of(e["ts"]), decimal_of(e["ts"]) + max(0, decimal_of(e.get("dur", 0))))
                   for e in cpu if e.get("pid") == pid and (optimizer_step_name(e.get("name", ""))
                                                            or loop_range_name(e.get("name", "")))]
-        begin, ends = optimizer_step_bounds(ranges, float("-inf"))
+        begin, ends = optimizer_step_bounds(ranges, first_ts(events))
         for k, end in enumerate(ends):
             end = max(end, begin)
             a, b = joined.get(k, (begin, end))
@@ -369,6 +374,27 @@ def check_kernel_steps(name, path, db):
         print(f"  kernels per step: {dict(sorted(got.items()))} imported, {dict(sorted(want.items()))} in the file")
     if got != want:
         fail(name, f"kernels per step {dict(sorted(got.items()))}, the file's {dict(sorted(want.items()))}")
+    # Steps from the optimizer's ranges (docs/import.md "Steps"): each step's length in ns. Step 0's
+    # too where mhc says the loop's ranges moved its start; where it says not, the file's start of
+    # step 0 must not lie after mhc's time 0 (the first kernel's ts less its imported start).
+    meta = dict(conn.execute("SELECT key, value FROM meta"))
+    if steps and meta.get("steps_from", "").startswith("Optimizer.step#"):
+        marked = {}
+        for k, a, b in conn.execute("SELECT idx, t_start, t_end FROM markers WHERE kind = 0"):
+            lo, hi = marked.get(k, (a, b))
+            marked[k] = (min(lo, a), max(hi, b))
+        lengths = {n: b - a for n, (a, b) in marked.items()}
+        moved = "; step 0 from the last " in meta["steps_from"]
+        file_lengths = {n: int((b - a) * 1000) for a, b, n in steps if n > 0 or moved}
+        print(f"  optimizer steps' lengths (ns): {len(file_lengths)} of {len(steps)} compared")
+        if {n: lengths.get(n) for n in file_lengths} != file_lengths:
+            fail(name, f"step lengths {dict(sorted(lengths.items()))}, the file's {dict(sorted(file_lengths.items()))}")
+        starts = sorted(decimal_of(e["ts"]) for e in events if e.get("cat") in kernel_cats)
+        first_kernel = conn.execute("SELECT MIN(t_start) FROM kernels").fetchone()[0]
+        begin = min(a for a, _, _ in steps)
+        if not moved and starts and first_kernel is not None and begin != float("-inf") \
+                and begin * 1000 > starts[0] * 1000 - first_kernel + 1000:
+            fail(name, f"the loop's ranges put step 0 at ts {begin}, after mhc's time 0, and mhc did not move it")
 
 
 def check_device_lanes(name, path, meta):
