@@ -210,42 +210,111 @@ def optimizer_step_name(name):
     return head.startswith("Optimizer.step#") and head.endswith(".step") and len(head) > len("Optimizer.step#.step")
 
 
-def optimizer_step_ends(ranges):
-    """docs/import.md "Steps": given optimizer-step ranges (name, start, end), the ends of the steps
-    they delimit: one inside another (beginning before the one before it ends) is left out; with
-    several optimizer names, a step begins with each range of the most frequent name (the first
-    seen among equals) and takes the others' ranges after it (those before its first one are in
-    step 0); a step ends where its last range ends."""
+def loop_range_name(name):
+    """A range a training loop runs once a step near its start: an optimizer's zero_grad
+    ('Optimizer.zero_grad#<Class>.zero_grad') or the DataLoader's next batch ('enumerate(DataLoader)#...')."""
+    head = str(name).split(",")[0]
+    return (head.startswith("Optimizer.zero_grad#") and head.endswith(".zero_grad")
+            and len(head) > len("Optimizer.zero_grad#.zero_grad")) or head.startswith("enumerate(DataLoader)#")
+
+
+def _median(values):
+    values = sorted(values)
+    return values[(len(values) - 1) // 2] if values else 0
+
+
+def _take_turns(values, period, ratio):
+    """values[k] for k >= period, by k mod period, parted into two sets of classes, every value of the
+    lower set times ratio below every value of the upper; 3 values a class at least."""
+    classes = [[v for k, v in enumerate(values) if k >= period and k % period == c] for c in range(period)]
+    if any(len(c) < 3 for c in classes):
+        return False
+    spans = sorted((min(c), max(c)) for c in classes)
+    return any(max(hi for _, hi in spans[:cut]) * decimal.Decimal(ratio) < min(lo for lo, _ in spans[cut:])
+               for cut in range(1, period))
+
+
+def optimizer_step_bounds(ranges, t_first):
+    """docs/import.md "Steps": given optimizer-step and loop ranges (name, start, end), the start of
+    step 0 and the ends of the steps. An optimizer-step range inside another (beginning before the one
+    before it ends) is left out; with several optimizer names, a step begins with each range of the
+    most frequent name (the first seen among equals) and takes the others' ranges after it (those
+    before its first one are in step 0); where that name's ranges take turns with a period of 2 to 4
+    (the smallest: durations, the first period left out, parted by 1.5 times, or the gaps to the next
+    by 10 times), a step begins with every period-th, from the class after the one with the longest
+    median gap; a step ends where its last range ends. Step 0 begins at t_first, unless ranges of one
+    loop name begin within the first tenth of every later step (each step's first one after the step
+    before ended) and one before the first optimizer range: then the median of those offsets before
+    the last such one (of several names, the latest)."""
     outer = []
-    for name, start, end in sorted(ranges, key=lambda r: (r[1], -r[2])):
+    for name, start, end in sorted((r for r in ranges if optimizer_step_name(r[0])), key=lambda r: (r[1], -r[2])):
         if outer and start < outer[-1][2]:
             continue
         outer.append((str(name).split(",")[0], start, end))
     if not outer:
-        return []
+        return t_first, []
     names = []
     for name, _, _ in outer:
         if name not in names:
             names.append(name)
     anchor = max(names, key=lambda n: (sum(1 for r in outer if r[0] == n), -names.index(n)))
-    ends, anchored = [], False
+    mine = [r for r in outer if r[0] == anchor]
+    durations = [end - start for _, start, end in mine]
+    gaps = [mine[k + 1][1] - mine[k][2] for k in range(len(mine) - 1)]
+    period, phase = 1, 0
+    for p in (2, 3, 4):
+        if _take_turns(durations, p, 1.5) or _take_turns(gaps, p, 10):
+            medians = [_median([g for k, g in enumerate(gaps) if k >= p and k % p == c]) for c in range(p)]
+            last = max(range(p), key=lambda c: (medians[c], -c))
+            period, phase = p, (last + 1) % p
+            break
+    ends, index = [], 0
     for name, _, end in outer:
-        if name == anchor and (anchored or not ends):
-            ends.append(end)
-        elif not ends:
+        starts = False
+        if name == anchor:
+            starts = not ends if index == 0 else index >= phase and (index - phase) % period == 0
+            index += 1
+        if starts or not ends:
             ends.append(end)
         else:
             ends[-1] = end
-        anchored = anchored or name == anchor
-    return ends
+    begin = t_first
+    if len(ends) >= 2:
+        by_name = {}
+        for name, start, _ in ranges:
+            if loop_range_name(name):
+                by_name.setdefault(str(name).split(",")[0], []).append(start)
+        for starts in by_name.values():
+            offsets = []
+            for k in range(1, len(ends)):
+                nxt = [t for t in starts if t >= ends[k - 1]]
+                if not nxt or min(nxt) >= ends[k] or (min(nxt) - ends[k - 1]) * 10 > ends[k] - ends[k - 1]:
+                    break
+                offsets.append(min(nxt) - ends[k - 1])
+            else:
+                before = [t for t in starts if t <= outer[0][1]]
+                if before and max(before) >= t_first:
+                    begin = max(begin, max(before) - _median(offsets))
+    return begin, ends
+
+
+def optimizer_step_ends(ranges):
+    """The ends of the steps optimizer_step_bounds() gives (step 0 from the trace's start)."""
+    return optimizer_step_bounds(ranges, float("-inf"))[1]
+
+
+def first_ts(events):
+    """The earliest ts among the events (where step 0 begins unless the loop's ranges move it)."""
+    return min((decimal_of(e["ts"]) for e in events if isinstance(e, dict) and "ts" in e), default=float("-inf"))
 
 
 def cpu_steps(events, devices):
     """The steps of a Kineto trace as (start, end, N), in microseconds: its CPU ProfilerStep#N ranges;
     where it has none, docs/import.md "Steps": each process's optimizer-step ranges (any category but
     gpu_user_annotation; one inside another is not counted), step k from the end of the one before
-    (step 0 from minus infinity: the trace's start) to the end of the k-th; the processes' ranges of
-    one k joined, from the earliest start to the latest end."""
+    (step 0 from the earliest event, the trace's start, or where the loop's ranges put it:
+    optimizer_step_bounds) to the end of the k-th; the processes' ranges of one k joined, from the
+    earliest start to the latest end."""
     cpu = [e for e in events if e.get("cat") != "gpu_user_annotation" and e.get("pid") not in devices]
     steps = sorted((decimal_of(e["ts"]), decimal_of(e["ts"]) + decimal_of(e.get("dur", 0)), int(e["name"][13:]))
                    for e in cpu if str(e.get("name", "")).startswith("ProfilerStep#") and e["name"][13:].isdigit())
@@ -254,9 +323,10 @@ def cpu_steps(events, devices):
     joined = {}
     for pid in sorted({e.get("pid") for e in cpu}, key=str):
         ranges = [(e["name"], decimal_of(e["ts"]), decimal_of(e["ts"]) + max(0, decimal_of(e.get("dur", 0))))
-                  for e in cpu if e.get("pid") == pid and optimizer_step_name(e.get("name", ""))]
-        begin = float("-inf")
-        for k, end in enumerate(optimizer_step_ends(ranges)):
+                  for e in cpu if e.get("pid") == pid and (optimizer_step_name(e.get("name", ""))
+                                                           or loop_range_name(e.get("name", "")))]
+        begin, ends = optimizer_step_bounds(ranges, first_ts(events))
+        for k, end in enumerate(ends):
             end = max(end, begin)
             a, b = joined.get(k, (begin, end))
             joined[k] = (min(a, begin), max(b, end))
@@ -304,6 +374,27 @@ def check_kernel_steps(name, path, db):
         print(f"  kernels per step: {dict(sorted(got.items()))} imported, {dict(sorted(want.items()))} in the file")
     if got != want:
         fail(name, f"kernels per step {dict(sorted(got.items()))}, the file's {dict(sorted(want.items()))}")
+    # Steps from the optimizer's ranges (docs/import.md "Steps"): each step's length in ns. Step 0's
+    # too where mhc says the loop's ranges moved its start; where it says not, the file's start of
+    # step 0 must not lie after mhc's time 0 (the first kernel's ts less its imported start).
+    meta = dict(conn.execute("SELECT key, value FROM meta"))
+    if steps and meta.get("steps_from", "").startswith("Optimizer.step#"):
+        marked = {}
+        for k, a, b in conn.execute("SELECT idx, t_start, t_end FROM markers WHERE kind = 0"):
+            lo, hi = marked.get(k, (a, b))
+            marked[k] = (min(lo, a), max(hi, b))
+        lengths = {n: b - a for n, (a, b) in marked.items()}
+        moved = "; step 0 from the last " in meta["steps_from"]
+        file_lengths = {n: int((b - a) * 1000) for a, b, n in steps if n > 0 or moved}
+        print(f"  optimizer steps' lengths (ns): {len(file_lengths)} of {len(steps)} compared")
+        if {n: lengths.get(n) for n in file_lengths} != file_lengths:
+            fail(name, f"step lengths {dict(sorted(lengths.items()))}, the file's {dict(sorted(file_lengths.items()))}")
+        starts = sorted(decimal_of(e["ts"]) for e in events if e.get("cat") in kernel_cats)
+        first_kernel = conn.execute("SELECT MIN(t_start) FROM kernels").fetchone()[0]
+        begin = min(a for a, _, _ in steps)
+        if not moved and starts and first_kernel is not None and begin != float("-inf") \
+                and begin * 1000 > starts[0] * 1000 - first_kernel + 1000:
+            fail(name, f"the loop's ranges put step 0 at ts {begin}, after mhc's time 0, and mhc did not move it")
 
 
 def check_device_lanes(name, path, meta):
@@ -1075,8 +1166,11 @@ def check_et_steps(name, path, db):
                 m = by_id[p]
             if top is not None:
                 optimizer_last[top["id"]] = max(optimizer_last.get(top["id"], top["id"]), n["id"])
-    ends = [end - 1 for end in optimizer_step_ends(
-        [(by_id[k]["name"], k, last + 1) for k, last in optimizer_last.items()])]
+    # Loop nodes (zero_grad, the DataLoader's next batch) may move step 0's start (optimizer_step_bounds).
+    loops = [(n["name"], n["id"], n["id"] + 1) for n in nodes if not ranges and loop_range_name(n["name"])]
+    first, ends = optimizer_step_bounds(
+        [(by_id[k]["name"], k, last + 1) for k, last in optimizer_last.items()] + loops, float("-inf"))
+    ends = [end - 1 for end in ends]
     want = {}
     for n in nodes:
         ts = et_node_tensors(n)
@@ -1085,7 +1179,7 @@ def check_et_steps(name, path, db):
         step = in_tree(n)
         if step < 0 and ranges:
             step = next((k for k, (lo, hi) in ranges.items() if lo <= n["id"] <= hi), -1)
-        elif step < 0:
+        elif step < 0 and n["id"] >= first:
             step = next((k for k, end in enumerate(ends) if n["id"] <= end), -1)
         want[step] = want.get(step, 0) + 1
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)

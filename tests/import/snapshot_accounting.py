@@ -415,31 +415,16 @@ def annotation_ranges(snap):
 
 def annotation_steps(ranges):
     """The step markers (name, t_start, t_end) docs/import.md "Steps" derives from the annotation
-    ranges: where no range is ProfilerStep#N, the optimizer's step ranges (Optimizer.step#<Class>.step;
-    one beginning inside the one before is not counted; with several optimizer names, a step begins
-    with each range of the most frequent name, the first seen among equals, and holds the others'
-    after it) end the steps: step k from the end of the one before (step 0 from 0) to the end of the
-    k-th, named step#k. ProfilerStep#N ranges are step markers themselves (in `ranges` already)."""
+    ranges: where no range is ProfilerStep#N, the optimizer's step ranges end the steps, by the rule
+    of public_traces.optimizer_step_bounds (several optimizers, ranges that take turns, step 0 from
+    0 or from the loop's zero_grad/DataLoader ranges): step k from the end of the one before to the
+    end of the k-th, named step#k. ProfilerStep#N ranges are step markers themselves (in `ranges`
+    already)."""
     if any(re.fullmatch(r"ProfilerStep#\d+", n) for n, _, _ in ranges):
         return set()
-    outer = []
-    for name, t0, t1 in sorted((r for r in ranges if re.fullmatch(r"Optimizer\.step#.+\.step", r[0])),
-                               key=lambda r: (r[1], -r[2])):
-        if outer and t0 < outer[-1][2]:
-            continue
-        outer.append((name, t0, t1))
-    names = list(dict.fromkeys(n for n, _, _ in outer))
-    if not names:
-        return set()
-    anchor = max(names, key=lambda n: (sum(1 for r in outer if r[0] == n), -names.index(n)))
-    ends, anchored = [], False
-    for name, _, t1 in outer:
-        if (name == anchor and anchored) or not ends:
-            ends.append(t1)
-        else:
-            ends[-1] = t1
-        anchored = anchored or name == anchor
-    steps, begin = [], 0
+    from public_traces import optimizer_step_bounds
+    begin, ends = optimizer_step_bounds(list(ranges), 0)
+    steps = []
     for k, end in enumerate(ends):
         end = max(end, begin)
         steps.append((f"step#{k}", begin, end))

@@ -729,12 +729,26 @@ TEST_CASE("kineto: a trace without ProfilerStep#N takes its steps from the optim
     CHECK(per_step[0] == 318);
     for (int32_t step = 1; step < 30; ++step) CHECK(per_step[step] == 321);
     CHECK(mhc::trace::summarize(trace).steps == 30);
-    CHECK(trace.meta.at("steps_from") == "Optimizer.step#SGD.step ranges (no ProfilerStep#N in the trace)");
-    // `mhc info` says where they came from. The 30 steps tile the trace from its time 0 to the end
-    // of the 30th optimizer step, 14,415,075,000 ns in: a mean of 480,502,500 ns.
+    const std::string loader = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__";
+    CHECK(trace.meta.at("steps_from") ==
+          "Optimizer.step#SGD.step ranges (no ProfilerStep#N in the trace); step 0 from the last " + loader +
+              " before the first");
+    // `mhc info` says where they came from. The loop fetches its batch first: each later step's
+    // first DataLoader range begins 124 us (the median) after the step before ended, so step 0
+    // begins 124 us before the first one (which begins 314,136,000 ns in): at 314,012,000 ns
+    // (public_traces.py's cpu_steps: 314,252 us after the file's earliest ts, which is 240 us
+    // before this trace's time 0), not at the
+    // trace's start: the 314 ms before it (moving the model to the GPU) are setup. The steps run
+    // from 314,012,000 ns to the end of the 30th optimizer step, 14,415,075,000 ns in: a mean of
+    // 470,035,433 ns (480,502,500 from time 0 before 2026-12-05).
+    CHECK(trace.markers.t_start[std::distance(
+              trace.markers.kind.begin(),
+              std::find(trace.markers.kind.begin(), trace.markers.kind.end(), mhc::trace::MarkerKind::Step))] ==
+          314012000);
     CHECK_THAT(mhc::trace::to_text(mhc::trace::summarize(trace)),
-               Catch::Contains("steps       30 (mean 480.50 ms)\n            from Optimizer.step#SGD.step ranges (no "
-                               "ProfilerStep#N in the trace)\n"));
+               Catch::Contains("steps       30 (mean 470.04 ms)\n            from Optimizer.step#SGD.step ranges (no "
+                               "ProfilerStep#N in the trace); step 0 from the") &&
+                   Catch::Contains(loader + " before the first\n"));
     // A trace with ProfilerStep#N keeps them (HTA's sampled rank: Shampoo and EMA optimizers too).
     TraceData sampled = test::import_public(dir, "kineto/hta-sampled-rank-0.json.gz", result);
     CHECK(sampled.meta.at("steps_from") == "ProfilerStep#N ranges (the profiler's step markers)");
@@ -777,7 +791,52 @@ TEST_CASE("kineto: a trace without ProfilerStep#N takes its steps from the optim
     }
     TraceData old = test::import_public_path(dir, in, result);
     CHECK(mhc::trace::summarize(old).steps == 6);
-    CHECK(old.meta.at("steps_from") == "Optimizer.step#SGD.step ranges (no ProfilerStep#N in the trace)");
+    // Its loop's DataLoader ranges (Operator too) lead every step, so step 0 begins where they put
+    // it, not at the trace's start (since 2026-12-05).
+    CHECK(old.meta.at("steps_from") ==
+          "Optimizer.step#SGD.step ranges (no ProfilerStep#N in the trace); step 0 from the last "
+          "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__ before the first");
+}
+
+TEST_CASE("kineto: two optimizers of one class stepping back to back make one step, not two",
+          "[import][kineto][public][steps]") {
+    // param's ResNet trace with each of its 30 Optimizer.step#SGD.step ranges cut in two halves
+    // back to back (param groups split over two SGD optimizers): 60 ranges of one name. The gaps
+    // between them take turns (0 within an iteration, over 100 ms between), so a step is two of
+    // them: the same 30 steps and kernels per step as the file as recorded (318, then 321 each, 1
+    // after the last). Before 2026-12-05: 60 steps, each optimizer half a step.
+    test::TempDir dir;
+    const std::string in = dir.file("split-sgd.json");
+    {
+        auto doc = nlohmann::json::parse(test::gunzip(test::pub("kineto/param-resnet-kineto.json.gz")));
+        auto& events = doc["traceEvents"];
+        const size_t count = events.size();
+        for (size_t i = 0; i < count; ++i) {
+            auto& event = events[i];
+            if (event.value("name", "") != "Optimizer.step#SGD.step" || event.value("cat", "") == "gpu_user_annotation")
+                continue;
+            const int64_t half = event["dur"].get<int64_t>() / 2;
+            nlohmann::json second = event;
+            second["ts"] = event["ts"].get<int64_t>() + half;
+            second["dur"] = event["dur"].get<int64_t>() - half;
+            event["dur"] = half;
+            events.push_back(second);
+        }
+        test::write_file(in, doc.dump());
+    }
+    imp::Result result;
+    TraceData trace = test::import_public_path(dir, in, result);
+    std::map<int32_t, int64_t> per_step;
+    for (int32_t step : trace.kernels.step) ++per_step[step];
+    REQUIRE(per_step.size() == 31);
+    CHECK(per_step[-1] == 1);
+    CHECK(per_step[0] == 318);
+    for (int32_t step = 1; step < 30; ++step) CHECK(per_step[step] == 321);
+    CHECK(mhc::trace::summarize(trace).steps == 30);
+    CHECK_THAT(trace.meta.at("steps_from"),
+               Catch::StartsWith("Optimizer.step#SGD.step ranges (no ProfilerStep#N in the trace): a step per 2 "
+                                 "Optimizer.step#SGD.step ranges (their gaps take turns)"));
+    CHECK(test::warned(result, "Optimizer.step#SGD.step's take turns with a period of 2 (their gaps"));
 }
 
 TEST_CASE("kineto: ranks merged into one file without ProfilerStep#N join their k-th optimizer steps",

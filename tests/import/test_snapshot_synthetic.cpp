@@ -790,6 +790,80 @@ TEST_CASE("snapshot: steps come from ProfilerStep#N regions, else from the optim
     }
 }
 
+TEST_CASE("snapshot: two optimizers of one class make one step per iteration, step 0 from the loop's start",
+          "[import][snapshot][steps]") {
+    // A GAN's loop, five iterations at T = 1000 + 240 i us: D's zero_grad at T, D's Adam step T+100 to
+    // T+110, G's zero_grad T+150, G's Adam step T+200 to T+230; both optimizers Adam, so every range
+    // is Optimizer.step#Adam.step. The first event (the model's alloc) at 100 us: t = (us - 100) x
+    // 1,000 ns, an END to the end of its microsecond. D's ranges last 11,000 ns, G's 31,000 (over 1.5
+    // times): they take turns with period 2; the gaps after G's (T+231 to T+340: 109,000) are longer
+    // than after D's (89,000), so a step ends after G's: ends (T+131) x 1,000 = 1,131,000 + 240,000 k.
+    // The zero_grad ranges lead every later step 9,000 ns after the one before ended (under a tenth
+    // of 240,000), so step 0 begins 9,000 before the last zero_grad before the first optimizer range
+    // (900,000): 891,000. Before 2026-12-05: 10 steps, step 0 from 0 (the model's setup in it).
+    const std::string events = R"("device_traces": [[
+        {"action": "alloc", "addr": 4096, "size": 512, "stream": 0, "time_us": 100},
+        {"action": "alloc", "addr": 8192, "size": 512, "stream": 0, "time_us": 1500},
+        {"action": "free_completed", "addr": 8192, "size": 512, "stream": 0, "time_us": 2500}]])";
+    auto note = [](const std::string& name, const char* stage, int us) {
+        return R"({"name": ")" + name + R"(", "stage": ")" + stage + R"(", "device": 0, "time_us": )" +
+               std::to_string(us) + "}";
+    };
+    auto range = [&](const std::string& name, int from, int to) {
+        return note(name, "START", from) + ", " + note(name, "END", to);
+    };
+    const std::string adam = "Optimizer.step#Adam.step", zero = "Optimizer.zero_grad#Adam.zero_grad";
+    std::string gan, split;
+    for (int i = 0; i < 5; ++i) {
+        const int at = 1000 + 240 * i;
+        gan += (i ? ", " : "") + range(zero, at, at + 2) + ", " + range(adam, at + 100, at + 110) + ", " +
+               range(zero, at + 150, at + 152) + ", " + range(adam, at + 200, at + 230);
+        // Param groups split over two AdamW of one length, stepping back to back: the gaps take
+        // turns (0 after the first, 218,000 ns after the second).
+        split += (i ? ", " : "") + range("Optimizer.step#AdamW.step", at + 100, at + 110) + ", " +
+                 range("Optimizer.step#AdamW.step", at + 111, at + 121);
+    }
+    using Step = std::tuple<std::string, int64_t, int64_t, int32_t>;
+    auto steps_of = [](const std::string& db) {
+        const auto trace = mhc::trace::load_trace(db);
+        std::vector<Step> got;
+        for (size_t i = 0; i < trace.markers.size(); ++i)
+            if (trace.markers.kind[i] == mhc::trace::MarkerKind::Step)
+                got.emplace_back(trace.str(trace.markers.name[i]), trace.markers.t_start[i], trace.markers.t_end[i],
+                                 trace.markers.index[i]);
+        return got;
+    };
+    test::TempDir dir;
+    const std::string in = dir.file("gan.json");
+    test::write_file(in, "{" + events + ", \"external_annotations\": [" + gan + "]}");
+    const auto result = mhc::trace::import::import_file(in, dir.file("gan.db"));
+    CHECK(steps_of(dir.file("gan.db")) == std::vector<Step>{{"step#0", 891000, 1131000, 0},
+                                                            {"step#1", 1131000, 1371000, 1},
+                                                            {"step#2", 1371000, 1611000, 2},
+                                                            {"step#3", 1611000, 1851000, 3},
+                                                            {"step#4", 1851000, 2091000, 4}});
+    CHECK(result.meta.at("steps_from") ==
+          "Optimizer.step#Adam.step ranges (no ProfilerStep#N in the trace): a step per 2 Optimizer.step#Adam.step "
+          "ranges (their durations take turns); step 0 from the last Optimizer.zero_grad#Adam.zero_grad before the "
+          "first");
+    CHECK(test::warned(result, "Optimizer.step#Adam.step's take turns with a period of 2 (their durations"));
+    SECTION("two of one length back to back: the gaps show it; step 0 from the start, said to hold the setup") {
+        // Ends (T+22) x 1,000 = 1,022,000 + 240,000 k; no zero_grad: step 0 from 0, 4 times the
+        // median step (240,000 ns), so a warning says it holds the setup too.
+        test::write_file(in, "{" + events + ", \"external_annotations\": [" + split + "]}");
+        const auto split_result = mhc::trace::import::import_file(in, dir.file("split.db"));
+        CHECK(steps_of(dir.file("split.db")) == std::vector<Step>{{"step#0", 0, 1022000, 0},
+                                                                  {"step#1", 1022000, 1262000, 1},
+                                                                  {"step#2", 1262000, 1502000, 2},
+                                                                  {"step#3", 1502000, 1742000, 3},
+                                                                  {"step#4", 1742000, 1982000, 4}});
+        CHECK(split_result.meta.at("steps_from") ==
+              "Optimizer.step#AdamW.step ranges (no ProfilerStep#N in the trace): a step per 2 "
+              "Optimizer.step#AdamW.step ranges (their gaps take turns)");
+        CHECK(test::warned(split_result, "step 0 of the optimizer's steps lasts 4 times the median step"));
+    }
+}
+
 TEST_CASE("snapshot: keys and event fields this reader does not know are named and warned", "[import][snapshot]") {
     // torch 2.15's TraceEntry fields (internal_metadata, forward_frames, ...) are known and hold no
     // memory: nothing said. A field or top-level key of a later PyTorch is named with its count, as

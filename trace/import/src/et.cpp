@@ -144,6 +144,8 @@ private:
         std::vector<NamedSpan> spans;
         spans.reserve(outermost.size());
         for (auto& [index, span] : outermost) spans.push_back(std::move(span));
+        for (const auto& node : nodes_)   // where the loop zeroes the gradients: step 0's start
+            if (is_loop_range(node.name)) spans.push_back(NamedSpan{node.name, node.id, node.id + 1});
         optimizer_ = optimizer_steps(spans, INT64_MIN);
         use_optimizer_ = !optimizer_.steps.empty();
     }

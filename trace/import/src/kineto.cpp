@@ -86,6 +86,8 @@ void add_optimizer_steps(KinetoData& data, int64_t base, Result& result) {
         if (!range.gpu)
             by_process[range.pid].push_back(NamedSpan{data.strings.list[range.name], range.ts, range.ts + range.dur});
     }
+    for (const auto& range : data.loop_ranges)   // where step 0 begins (steps.hpp)
+        by_process[range.pid].push_back(NamedSpan{data.strings.list[range.name], range.ts, range.ts + range.dur});
     std::string said, warning;
     for (const auto& [pid, spans] : by_process) {
         const OptimizerSteps found = optimizer_steps(spans, base);

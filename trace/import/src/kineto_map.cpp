@@ -210,6 +210,13 @@ bool map_timed_event(const KEvent& e, KinetoData& d) {
                     r.step = static_cast<int32_t>(n);
                 d.ranges.push_back(r);
                 d.t_min = std::min(d.t_min, r.ts);
+            } else if (is_loop_range(e.name)) {   // PyTorch 1.8's Operator, cpu_op: not a marker
+                KRange loop;
+                loop.ts = e.ts;
+                loop.dur = std::max<int64_t>(0, e.dur);
+                loop.name = d.strings.intern(e.name);
+                loop.pid = e.pid;
+                d.loop_ranges.push_back(loop);
             }
             if (c != "gpu_user_annotation" && c != "python_function") {
                 KOp o;

@@ -100,6 +100,9 @@ struct KinetoData {
     // under one pid and device). Filled by learn_lanes where some id is shared, empty otherwise.
     std::map<std::pair<int64_t, int32_t>, int64_t> lane_process;
     std::vector<KRange> ranges;   // ProfilerStep#N and annotations
+    // A loop's zero_grad and DataLoader ranges of category cpu_op or Operator (user_annotation ones
+    // are in `ranges`): where step 0 begins when the steps are the optimizer's; no markers.
+    std::vector<KRange> loop_ranges;
     std::vector<KCall> launch_calls;   // kernel launches and stream captures' begins and ends
     int64_t events = 0, flows = 0, host_memory_events = 0;
     // The processes (pids) whose runtime calls launched GPU work, at most kMaxLaunchPids of them:

@@ -54,6 +54,10 @@ bool merge_second_part(KinetoData& first, KinetoData&& second) {
         range.name = name[range.name];
         first.ranges.push_back(range);
     }
+    for (KRange& range : second.loop_ranges) {
+        range.name = name[range.name];
+        first.loop_ranges.push_back(range);
+    }
     for (KCall& call : second.launch_calls) {
         call.name = name[call.name];
         call.index += shift;

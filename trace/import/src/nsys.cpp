@@ -744,7 +744,8 @@ private:
             const int64_t t_start = rel(rows.i64(0), "NVTX_EVENTS"),
                           t_end = std::max(t_start, rel(rows.i64(1), "NVTX_EVENTS"));
             if (auto number = profiler_step_number(name)) profiler_steps_.push_back(StepSpan{*number, t_start, t_end});
-            else if (is_optimizer_step(name)) spans.push_back(NamedSpan{name, t_start, t_end});
+            else if (is_optimizer_step(name) || is_loop_range(name))
+                spans.push_back(NamedSpan{name, t_start, t_end});
         }
         if (!profiler_steps_.empty()) {
             steps_ = profiler_steps_;

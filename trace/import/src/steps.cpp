@@ -2,6 +2,7 @@
 #include "steps.hpp"
 
 #include <algorithm>
+#include <map>
 
 namespace mhc::trace::import {
 
@@ -21,6 +22,18 @@ bool is_optimizer_step(std::string_view name) {
     if (name.substr(0, prefix.size()) != prefix) return false;
     const std::string_view rest = name.substr(prefix.size(), name.find(',') - prefix.size());
     return rest.size() > 5 && rest.substr(rest.size() - 5) == ".step";
+}
+
+bool is_optimizer_zero_grad(std::string_view name) {
+    constexpr std::string_view prefix = "Optimizer.zero_grad#", suffix = ".zero_grad";
+    if (name.substr(0, prefix.size()) != prefix) return false;
+    const std::string_view rest = name.substr(prefix.size(), name.find(',') - prefix.size());
+    return rest.size() > suffix.size() && rest.substr(rest.size() - suffix.size()) == suffix;
+}
+
+bool is_loop_range(std::string_view name) {
+    constexpr std::string_view loader = "enumerate(DataLoader)#";   // torch.utils.data's __next__
+    return is_optimizer_zero_grad(name) || name.substr(0, loader.size()) == loader;
 }
 
 namespace {
@@ -49,6 +62,121 @@ std::vector<OuterRange> outermost_ranges(const std::vector<NamedSpan>& ranges, i
     return out;
 }
 
+// Whether values[k] for k >= first fall, by k mod period, into two sets of classes with every
+// value of the lower set times `ratio` below every value of the upper: ranges that take turns (a
+// GAN's discriminator and generator Adam steps) rather than one optimizer's noise. Each class needs
+// 3 values at least.
+bool takes_turns(const std::vector<int64_t>& values, size_t first, size_t period, double ratio) {
+    std::vector<int64_t> low(period, INT64_MAX), high(period, INT64_MIN);
+    std::vector<size_t> count(period, 0);
+    for (size_t k = first; k < values.size(); ++k) {
+        const size_t cls = k % period;
+        low[cls] = std::min(low[cls], values[k]);
+        high[cls] = std::max(high[cls], values[k]);
+        ++count[cls];
+    }
+    if (std::any_of(count.begin(), count.end(), [](size_t seen) { return seen < 3; })) return false;
+    std::vector<size_t> order(period);
+    for (size_t cls = 0; cls < period; ++cls) order[cls] = cls;
+    std::sort(order.begin(), order.end(), [&](size_t lhs, size_t rhs) { return low[lhs] < low[rhs]; });
+    int64_t below = INT64_MIN;
+    for (size_t cut = 1; cut < period; ++cut) {
+        below = std::max(below, high[order[cut - 1]]);
+        int64_t above = INT64_MAX;
+        for (size_t at = cut; at < period; ++at) above = std::min(above, low[order[at]]);
+        if (static_cast<double>(below) * ratio < static_cast<double>(above)) return true;
+    }
+    return false;
+}
+
+int64_t median(std::vector<int64_t> values) {
+    std::sort(values.begin(), values.end());
+    return values.empty() ? 0 : values[(values.size() - 1) / 2];
+}
+
+// The period (2 to 4, the smallest found; 1 if none) with which the anchor's ranges take turns:
+// their durations (first period left out: an optimizer's first step builds its state) part by a
+// factor of 1.5, or the gaps between them by 10 (stepping back to back, nothing between). A step
+// ends after the class of ranges followed by the longest gaps (the next iteration's forward and
+// backward), so the phase is the class after it.
+void find_period(const std::vector<const OuterRange*>& anchors, OptimizerSteps& out) {
+    std::vector<int64_t> durations, gaps;
+    for (size_t k = 0; k < anchors.size(); ++k) {
+        durations.push_back(anchors[k]->t_end - anchors[k]->t_start);
+        if (k + 1 < anchors.size()) gaps.push_back(anchors[k + 1]->t_start - anchors[k]->t_end);
+    }
+    for (size_t period = 2; period <= 4; ++period) {
+        const bool by_duration = takes_turns(durations, period, period, 1.5);
+        if (!by_duration && !takes_turns(gaps, period, period, 10.0)) continue;
+        out.period = static_cast<int32_t>(period);
+        out.period_by = by_duration ? "durations" : "gaps";
+        std::vector<std::vector<int64_t>> by_class(period);
+        for (size_t k = period; k < gaps.size(); ++k) by_class[k % period].push_back(gaps[k]);
+        size_t last = 0;
+        for (size_t cls = 1; cls < period; ++cls)
+            if (median(by_class[cls]) > median(by_class[last])) last = cls;
+        out.phase = static_cast<int32_t>((last + 1) % period);
+        return;
+    }
+}
+
+// The ends of the steps: a step begins with each period-th range of the anchor (from its phase)
+// and holds the ranges after it; others' ranges before the first anchor's are in step 0.
+std::vector<int64_t> step_ends(const std::vector<OuterRange>& outer, const OptimizerSteps& found) {
+    std::vector<int64_t> ends;
+    int64_t index = 0;   // of the anchor's ranges
+    for (const OuterRange& range : outer) {
+        bool starts = false;
+        if (range.name == found.anchor) {
+            starts = index == 0 ? ends.empty() : index >= found.phase && (index - found.phase) % found.period == 0;
+            ++index;
+        }
+        if (starts || ends.empty()) ends.push_back(range.t_end);
+        else ends.back() = range.t_end;
+    }
+    return ends;
+}
+
+// How far before each later step's start a range of one name begins (the median), if one begins
+// within the first tenth of every later step; none otherwise. `starts` sorted.
+std::optional<int64_t> leading_offset(const std::vector<int64_t>& starts, const std::vector<int64_t>& ends) {
+    std::vector<int64_t> offsets;
+    for (size_t k = 1; k < ends.size(); ++k) {
+        auto next = std::lower_bound(starts.begin(), starts.end(), ends[k - 1]);
+        if (next == starts.end() || *next >= ends[k]) return std::nullopt;
+        const int64_t offset = *next - ends[k - 1];
+        if (static_cast<double>(offset) * 10 > static_cast<double>(ends[k] - ends[k - 1])) return std::nullopt;
+        offsets.push_back(offset);
+    }
+    return median(offsets);
+}
+
+// Where step 0 begins: `t_first`, unless the loop's own ranges (zero_grad, the DataLoader's next
+// batch) show where its body begins: ranges of one name begin within the first tenth of every
+// later step (the loop fetches the batch or zeroes the gradients first, or zeroes them last in the
+// step before, the same place) and one begins before the first optimizer step: step 0 then begins
+// that far (the median) before the last of them. Of several such names, the latest such start.
+int64_t first_step_start(const std::vector<NamedSpan>& ranges, const std::vector<OuterRange>& outer,
+                         const std::vector<int64_t>& ends, int64_t t_first, std::string& from) {
+    std::map<std::string, std::vector<int64_t>> by_name;
+    for (const NamedSpan& range : ranges)
+        if (is_loop_range(range.name)) by_name[range.name.substr(0, range.name.find(','))].push_back(range.t_start);
+    if (ends.size() < 2) return t_first;
+    std::optional<int64_t> best;
+    std::string best_name;
+    for (auto& [name, starts] : by_name) {
+        std::sort(starts.begin(), starts.end());
+        const std::optional<int64_t> offset = leading_offset(starts, ends);
+        auto after = std::upper_bound(starts.begin(), starts.end(), outer.front().t_start);
+        if (!offset || after == starts.begin() || *(after - 1) < t_first) continue;
+        const int64_t begin = *(after - 1) - *offset;
+        if (!best || begin > *best) best = begin, best_name = name;
+    }
+    if (!best || *best <= t_first) return t_first;   // (t_first may be INT64_MIN: ids)
+    from = best_name;
+    return *best;
+}
+
 }   // namespace
 
 OptimizerSteps optimizer_steps(const std::vector<NamedSpan>& ranges, int64_t t_first) {
@@ -67,18 +195,15 @@ OptimizerSteps optimizer_steps(const std::vector<NamedSpan>& ranges, int64_t t_f
     if (outer.empty()) return out;
     // Several optimizers (Shampoo then an EMA's, a GAN's two): a step begins with each range of
     // the one that steps most often (the first seen among equals) and holds the others' ranges
-    // after it; it ends where its last range ends.
+    // after it; it ends where its last range ends. Where that one's ranges take turns (two of one
+    // class), a step begins with every period-th.
     out.anchor = out.names[static_cast<size_t>(std::max_element(counts.begin(), counts.end()) - counts.begin())];
-    std::vector<int64_t> ends;   // others' ranges before the first anchor's are in step 0
-    bool anchored = false;
-    for (const OuterRange& range : outer) {
-        const bool starts = range.name == out.anchor && (anchored || ends.empty());
-        anchored = anchored || range.name == out.anchor;
-        if (starts) ends.push_back(range.t_end);
-        else if (ends.empty()) ends.push_back(range.t_end);
-        else ends.back() = range.t_end;
-    }
-    int64_t begin = t_first;
+    std::vector<const OuterRange*> anchors;
+    for (const OuterRange& range : outer)
+        if (range.name == out.anchor) anchors.push_back(&range);
+    find_period(anchors, out);
+    const std::vector<int64_t> ends = step_ends(outer, out);
+    int64_t begin = first_step_start(ranges, outer, ends, t_first, out.first_from);
     for (int64_t end_time : ends) {
         const int64_t end = std::max(end_time, begin);
         out.steps.push_back(StepSpan{static_cast<int32_t>(out.steps.size()), begin, end});
@@ -91,12 +216,46 @@ std::string OptimizerSteps::said() const {
     std::string list;
     for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
     std::string out = list + " ranges (no ProfilerStep#N in the trace)";
-    if (names.size() > 1) out += ": a step per " + anchor + " with the others' after it";
+    if (period > 1)
+        out += ": a step per " + std::to_string(period) + " " + anchor + " ranges (their " + period_by + " take turns)";
+    else if (names.size() > 1) out += ": a step per " + anchor + " with the others' after it";
+    if (period > 1 && names.size() > 1) out += ", the others' after them";
     if (nested > 0) out += " (" + std::to_string(nested) + " inside another not counted)";
+    if (!first_from.empty()) out += "; step 0 from the last " + first_from + " before the first";
     return out;
 }
 
+namespace {
+
+// Where step 0 begins at the trace's start and lasts over 3 times the median later step: it holds
+// what came before the loop's first iteration (loading the model, building the data) too.
+std::string long_first_step(const std::vector<StepSpan>& steps, bool moved) {
+    if (moved || steps.size() < 3) return {};
+    std::vector<int64_t> lengths;
+    for (size_t k = 1; k < steps.size(); ++k) lengths.push_back(steps[k].t_end - steps[k].t_start);
+    const int64_t typical = median(lengths), first = steps[0].t_end - steps[0].t_start;
+    if (typical <= 0 || first <= 3 * typical) return {};
+    return "step 0 of the optimizer's steps lasts " + std::to_string(first / typical) +
+           " times the median step: it holds the trace's start before the loop's first iteration (setup) too, since "
+           "nothing marks where that iteration began (no zero_grad or DataLoader range leading every step)";
+}
+
+}   // namespace
+
 std::string OptimizerSteps::warning() const {
+    const std::string first = long_first_step(steps, !first_from.empty());
+    const std::string turns = turns_warning();
+    if (first.empty() || turns.empty()) return first + turns;
+    return turns + "; " + first;
+}
+
+std::string OptimizerSteps::turns_warning() const {
+    if (period > 1)
+        return "steps taken from the optimizer-step ranges: " + anchor + "'s take turns with a period of " +
+               std::to_string(period) + " (their " + period_by +
+               ": several optimizers of one class, as a GAN's two Adam), so a step is " + std::to_string(period) +
+               " of them; where one optimizer steps unevenly, the steps are " + std::to_string(period) +
+               " times too long";
     if (names.size() < 2) return {};
     std::string list;
     for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;

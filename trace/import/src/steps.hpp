@@ -8,6 +8,13 @@
 // optimizer step ends and to begin where the one before it ended (step 0 at the trace's start);
 // what follows the last optimizer step is in no step. Each reader says in meta `steps_from` where
 // its steps came from (docs/import.md, "Steps").
+//
+// Two refinements (2026-12-05): where the ranges of one name repeat with a period of 2 to 4 (a GAN's
+// two Adam optimizers, param groups split over two AdamW: their durations alternate, or they step
+// back to back with nothing between), a step is one period of them; where the loop calls
+// `Optimizer.zero_grad#<Class>.zero_grad` (or fetches its batch, "enumerate(DataLoader)#...") first
+// in every step, step 0 begins that far before the one leading it rather than at the trace's start
+// (setup: loading the model, building the data).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +32,13 @@ std::optional<int32_t> profiler_step_number(std::string_view name);
 // Whether a range is an optimizer's step: "Optimizer.step#<Class>.step", with anything after it.
 bool is_optimizer_step(std::string_view name);
 
+// Whether a range is an optimizer's zero_grad: "Optimizer.zero_grad#<Class>.zero_grad", anything after.
+bool is_optimizer_zero_grad(std::string_view name);
+
+// Whether a range is one a training loop's body runs once a step near its start: an optimizer's
+// zero_grad, or the DataLoader's next batch ("enumerate(DataLoader)#<Iter>.__next__").
+bool is_loop_range(std::string_view name);
+
 struct NamedSpan {
     std::string name;
     int64_t t_start = 0, t_end = 0;
@@ -40,15 +54,24 @@ struct OptimizerSteps {
     int64_t nested = 0;               // optimizer-step ranges inside another (a wrapper's): not steps
     std::vector<std::string> names;   // the distinct optimizer-step names, as first seen
     std::string anchor;               // the name whose ranges begin the steps (the most frequent)
+    int32_t period = 1;               // the anchor's ranges a step holds (2 to 4 where they repeat so)
+    int32_t phase = 0;                // the anchor's range (by index) that begins the first full period
+    std::string period_by;            // what showed the period: "durations" or "gaps"
+    std::string first_from;           // the loop range (name) step 0 begins at; empty: the trace's start
     // The words of meta `steps_from`: where the steps came from and how they were cut.
     std::string said() const;
     // A warning where several optimizers step (Shampoo and an EMA's, a GAN's two): the steps are
-    // cut at the most frequent one's ranges. Empty otherwise.
+    // cut at the most frequent one's ranges, every period-th of them where they take turns. Empty
+    // otherwise.
+    // Also where step 0 begins at the trace's start and lasts over 3 times the median later step
+    // (it holds the setup too).
     std::string warning() const;
+    std::string turns_warning() const;   // the part on several optimizers or a period
 };
 
-// The steps that the optimizer-step ranges among `ranges` delimit (any order; other names are
-// ignored); step 0 begins at `t_first`. No steps where there is no such range.
+// The steps that the optimizer-step ranges among `ranges` delimit (any order; zero_grad ranges
+// place step 0's start, other names are ignored); step 0 begins at `t_first` unless zero_grad
+// ranges lead every step. No steps where there is no optimizer-step range.
 OptimizerSteps optimizer_steps(const std::vector<NamedSpan>& ranges, int64_t t_first);
 
 // The step a time falls in (-1 before the first or after the last); steps sorted by start.
