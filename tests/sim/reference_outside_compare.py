@@ -66,26 +66,64 @@ def random_trace(path, blank, rng):
     no_access = rng.random() < 0.15
     ids = {"k": 0, "a": 0, "c": 0}
     addr = [1 << 30]
+    edge = rng.choice(EDGES) if rng.random() < 0.4 else None
     for dev in ([0, 1] if rng.random() < 0.2 else [0]):
-        device_rows(db, rng, dev, grid, no_access, ids, addr)
+        device_rows(db, rng, dev, grid, no_access, ids, addr, edge)
     if rng.random() < 0.1:   # "Inputs", order-only timing: simulated as any other, said so
         db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('timing', 'order-only')")
     db.commit()
     db.close()
 
 
-def device_rows(db, rng, dev, grid, no_access, ids, addr):
+# Edge cases the random shapes rarely or never reach (docs/simulator.md, "Inputs"): every event at
+# one instant (loss not defined), a single allocation (one or two events), frees tied with the
+# allocations of the same instant (frees first), nothing ever freed, every time on a few
+# instants (ties broken by kind, then row), one allocation larger than any share of the peak
+# below 100% leaves room for, and many streams.
+EDGES = ["instant", "one", "frees_first", "never_freed", "ties", "huge", "streams"]
+
+
+def edge_allocs(rng, edge, kernels, end_t, grid, sizes):
+    """(bytes, t_alloc, t_free) of an edge case, or None for the random shapes."""
+    t0 = kernels[0][4] if kernels else 0
+    if edge == "instant":
+        return [(rng.choice(sizes), t0, rng.choice([None, t0])) for _ in range(rng.randint(1, 12))]
+    if edge == "one":
+        return [(rng.choice(sizes), t0, rng.choice([None, t0, t0 + rng.randint(1, 3 * grid)]))]
+    if edge == "frees_first":   # a chain: each freed at the instant the next is made, and the rest at the end
+        times = sorted({rng.choice([k[4], k[5]]) for k in kernels} | {t0})
+        out = [(rng.choice(sizes), a, b) for a, b in zip(times, times[1:])]
+        return out + [(rng.choice(sizes), times[-1], None)] + [(rng.choice(sizes), t0, times[-1])
+                                                               for _ in range(rng.randint(0, 3))]
+    if edge == "huge":   # larger than 50% of the peak: an OOM at every share below its part of the peak
+        out = [(rng.choice(sizes[:5]), rng.choice([k[4] for k in kernels]), None) for _ in range(rng.randint(2, 10))]
+        ta = rng.choice([k[4] for k in kernels])
+        return out + [(rng.choice([1 << 30, 3 << 30]), ta, rng.choice([None, ta, rng.randint(ta, end_t)]))]
+    return None
+
+
+def device_rows(db, rng, dev, grid, no_access, ids, addr, edge=None):
     """One GPU's kernels, allocations, accesses and copies (ids continue in `ids`)."""
-    big = rng.random() < 0.2   # sometimes a longer trace: more interplay between the rules
+    big = rng.random() < 0.2 and edge is None   # sometimes a longer trace: more interplay between the rules
     nk = rng.randint(8, 150 if big else 40)
+    if edge == "one":
+        nk = rng.choice([0, 1])
     raw = []
     t = rng.randint(0, 3) * grid
-    streams = rng.choice([1, 1, 2])
+    streams = rng.choice([4, 8, 16]) if edge == "streams" else rng.choice([1, 1, 2])
     for _ in range(nk):
         dur = rng.choice([0, grid, 2 * grid, 5 * grid, rng.randint(1, 10 * grid)])
+        if edge == "instant":
+            dur = 0
+        elif edge == "ties":
+            dur = rng.choice([0, grid, 2 * grid])
         raw.append((rng.randrange(streams), 100 + rng.choice([0, 0, 1, 2, 2, 4]), t, dur))
+        if edge == "instant":
+            continue
         t += dur + rng.choice([0, 0, grid, rng.randint(0, 3 * grid)])
-        if streams == 2 and rng.random() < 0.3:   # the next kernel overlaps this one (on the other stream, or later)
+        if edge == "ties":
+            t = raw[-1][2] + rng.choice([0, 0, grid, 2 * grid])   # often the same instant as the last start
+        if streams >= 2 and rng.random() < 0.3:   # the next kernel overlaps this one (on another stream, or later)
             t = max(t - dur // 2, raw[-1][2])
     kernels, ends = [], {}
     steps = rng.choice([0, 0, 2, 3, 4])   # a step column (the learning prefetchers), in runs of kernels
@@ -94,19 +132,28 @@ def device_rows(db, rng, dev, grid, no_access, ids, addr):
         ends[stream] = start + dur
         ids["k"] += 1
         kernels.append((ids["k"], dev, stream, name, start, start + dur, i * steps // nk if steps else -1))
-    end_t = max(k[5] for k in kernels) + grid
+    end_t = max((k[5] for k in kernels), default=t) + grid
     allocs = []
     sizes = [512, 4096, MiB, 3 * MiB + 512, 16 * MiB, 40 * MiB, 100 * MiB]
-    for _ in range(rng.randint(6, 120 if big else 40)):
-        b = rng.choice(sizes) if rng.random() < 0.6 else rng.randint(1, 200) * 512 * 1024
-        ta = rng.choice([rng.choice(kernels)[4], rng.choice(kernels)[5], rng.randint(0, end_t)])
-        r = rng.random()
-        tf = None if r < 0.15 else ta if r < 0.2 else rng.choice([rng.choice(kernels)[4], rng.choice(kernels)[5],
-                                                                    rng.randint(ta, end_t + grid)])
+    shaped = edge_allocs(rng, edge, kernels, end_t, grid, sizes)
+    for i in range(len(shaped) if shaped is not None else rng.randint(6, 120 if big else 40)):
+        if shaped is not None:
+            b, ta, tf = shaped[i]
+        else:
+            b = rng.choice(sizes) if rng.random() < 0.6 else rng.randint(1, 200) * 512 * 1024
+            if edge == "ties":   # on the kernels' instants only
+                ta = rng.choice([rng.choice(kernels)[4], rng.choice(kernels)[5]])
+            else:
+                ta = rng.choice([rng.choice(kernels)[4], rng.choice(kernels)[5], rng.randint(0, end_t)])
+            r = rng.random()
+            tf = None if r < 0.15 else ta if r < 0.2 else rng.choice([rng.choice(kernels)[4], rng.choice(kernels)[5],
+                                                                        rng.randint(ta, end_t + grid)])
+        if edge == "never_freed":
+            tf = None
         if tf is not None and tf < ta:
             tf = ta
         ids["a"] += 1
-        allocs.append((ids["a"], dev, addr[0], b, ta, tf, 0, 3, 0))
+        allocs.append((ids["a"], dev, addr[0], b, ta, tf, rng.randrange(streams) if edge == "streams" else 0, 3, 0))
         addr[0] += b + 4096
     if dev == 0:
         for _ in range(rng.randint(0, 5)):   # the program's host memory
@@ -181,13 +228,21 @@ def run_one(mhc, trace, rng, work, verbose):
     early = rng.random() < 0.8
     samples = rng.choice([4096, 4096, 1, 7, 64, 1000000])
     ratio = rng.choice([0, 0, 0.1, 0.5, 1])
-    share = rng.choice([95, 90, 80, 70, 60, 50, 40, 30])
+    share = rng.choice([100, 95, 90, 80, 70, 60, 50, 40, 30, "peak", "peak-1"])
     db = sqlite3.connect(str(trace))
     host_rows = db.execute("SELECT count(*) FROM allocations WHERE device = -1").fetchone()[0]
     db.close()
     host_device = host_rows > 0 and rng.random() < 0.1   # --device -1: the host's pinned buffers alone
+    tr = ref.Trace(str(trace), -1 if host_device else None)
+    base_peak, _ = tr.live_walk()
+    if isinstance(share, str):   # the limit at the peak in bytes, or a byte under it
+        cap = max(1, base_peak - (share == "peak-1"))
+        capacity = f"{cap}B"
+    else:
+        cap = math.floor(base_peak * share / 100)
+        capacity = f"{share}%"
     cmd = [mhc, "simulate", str(trace), "--allocator", "ideal", "--policy", policy,
-           "--prefetch", f"lookahead:{k}" if k else "none", "--capacity", f"{share}%", "--json",
+           "--prefetch", f"lookahead:{k}" if k else "none", "--capacity", capacity, "--json",
            "--cpu-buffer-ratio", str(ratio), "--memory-samples", str(samples)] + largs
     cmd += ([] if early else ["--no-early"]) + (["--device", "-1"] if host_device else [])
     p = subprocess.run(cmd, capture_output=True, text=True)
@@ -197,7 +252,6 @@ def run_one(mhc, trace, rng, work, verbose):
     out = json.loads(p.stdout)
     got = out["metrics"]
     dev = out["device"]
-    tr = ref.Trace(str(trace), -1 if host_device else None)
     problems = []
     if host_device:
         TALLY["device -1"] = TALLY.get("device -1", 0) + 1
@@ -210,8 +264,13 @@ def run_one(mhc, trace, rng, work, verbose):
         TALLY["assumed accesses"] = TALLY.get("assumed accesses", 0) + 1
     if out["timing"] != ("order-only" if tr.order_only else "exact"):
         problems.append(f"timing: mhc {out['timing']}, outside {'order-only' if tr.order_only else 'exact'}")
-    base_peak, _ = tr.live_walk()
-    cap = math.floor(base_peak * share / 100)
+    # "Inputs", events all at one instant: said in a warning (not for order-only timing, said otherwise)
+    instant = not tr.order_only and tr.first == tr.last
+    said = any("is at one instant" in w for w in out["warnings"])
+    if said != instant:
+        problems.append(f"one-instant warning: mhc {said}, outside {instant}")
+    if instant:
+        TALLY["one instant"] = TALLY.get("one instant", 0) + 1
     host_cap = math.floor(cap * ratio) if ratio else 0
     sim = ref.Sim(tr, cap, policy, link, k, host_cap, early, samples).run()
     mine = sim.metrics
@@ -304,7 +363,8 @@ def run_sweep(mhc, trace, rng, work):
     def at(share):
         cap = math.floor(peak * share)
         sim = ref.Sim(tr, cap, policy, link, k, math.floor(cap * ratio) if ratio else 0).run()
-        return sim.metrics, (not sim.oom and sim.metrics["throughput_loss"] <= budget / 100)
+        loss = sim.metrics["throughput_loss"]   # None at one instant: never within ("Inputs")
+        return sim.metrics, (not sim.oom and loss is not None and loss <= budget / 100)
 
     mine = None
     m, ok = at(1.0)
@@ -358,6 +418,8 @@ def run_second(mhc, trace, rng, work):
                                       k if pre == "forecast" else 0)
     finally:
         first.ref.Sim.oom_figures = original
+    if got.get("throughput_loss") is None and not got.get("oom"):
+        TALLY["loss not defined"] = TALLY.get("loss not defined", 0) + 1
     if report and not problems:   # rule 7's figures beside short by (compared with the oom event)
         for key, v in report.items():
             if int(got.get(key, -1)) != v:
