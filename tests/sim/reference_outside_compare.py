@@ -6,6 +6,10 @@ shares, a swap-operation cap), host buffers, capacities and memory sample counts
 the run's figures, OOM report, kernel times and memory timeline.
 
 Usage: reference_outside_compare.py MHC WORKDIR [--runs=N] [--seed=S] [--verbose] [--second-reading]
+       [--edges=A,B] [--prefetchers=A,B]
+--edges=A,B: every random trace of these shapes (EDGES: instant, one, frees_first, never_freed, ties,
+huge, streams, leak); without it two random traces in five take one of them.
+--prefetchers=A,B: with --second-reading, only these (none, lookahead, periodic, capuchin, forecast).
 --second-reading: instead, the same traces and links through reference_sim.py (the first reading:
 every policy and prefetcher, both allocators), compared by reference_compare.py.
 --ranks: instead, generated jobs of up to 4 ranks through `simulate --ranks` and reference_coupled.py.
@@ -52,23 +56,35 @@ def empty_trace(mhc, work):
     return base.read_bytes()
 
 
-def random_trace(path, blank, rng):
+def random_trace(path, blank, rng, edges=None):
     """Kernels on one or two streams, allocations alive over random spans (ties at instants on
     purpose), accesses of every mode, NCCL kernels, the trace's own memcpys both ways and host
     allocations (device -1); sometimes a second GPU (the simulator takes the larger peak) and
     sometimes no accesses at all (assumed)."""
     path.write_bytes(blank)
     db = sqlite3.connect(str(path))
-    names = ["gemm", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "elementwise", "ncclKernel_SendRecv", "softmax"]
+    # rule 8's contention: any name containing "nccl" or "rccl", in any case ("RCCL_…", "…_NcCl_…")
+    names = ["gemm", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "elementwise", "ncclKernel_SendRecv", "softmax",
+             "rcclKernel_AllGather", "fused_NcCl_wait", "RCCL_reduce"]
     db.executemany("INSERT OR REPLACE INTO strings (id, text) VALUES (?, ?)",
                    [(100 + i, n) for i, n in enumerate(names)])
     grid = rng.choice([1000, 5000, 20000])
     no_access = rng.random() < 0.15
     ids = {"k": 0, "a": 0, "c": 0}
     addr = [1 << 30]
-    edge = rng.choice(EDGES) if rng.random() < 0.4 else None
-    for dev in ([0, 1] if rng.random() < 0.2 else [0]):
-        device_rows(db, rng, dev, grid, no_access, ids, addr, edge)
+    edge = rng.choice(edges) if edges else rng.choice(EDGES) if rng.random() < 0.4 else None
+    devs = [0, 1] if rng.random() < 0.2 else [0]
+    for dev in devs:   # "Accesses" are decided per device: sometimes only one of two has none
+        device_rows(db, rng, dev, grid, no_access or (len(devs) == 2 and dev == 1 and rng.random() < 0.4), ids,
+                    addr, edge)
+    if len(devs) == 1 and rng.random() < 0.1:   # "Device": a GPU with the same peak, ties to the lowest number
+        twin = rng.choice([1, 3])
+        rows = db.execute("SELECT bytes, t_alloc, t_free FROM allocations WHERE device = 0 ORDER BY id").fetchall()
+        for b, ta, tf in rows:
+            ids["a"] += 1
+            db.execute("INSERT INTO allocations (id, device, address, bytes, t_alloc, t_free, stream, category, "
+                       "label) VALUES (?,?,?,?,?,?,0,3,0)", (ids["a"], twin, addr[0], b, ta, tf))
+            addr[0] += b + 4096
     if rng.random() < 0.1:   # "Inputs", order-only timing: simulated as any other, said so
         db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('timing', 'order-only')")
     db.commit()
@@ -79,8 +95,10 @@ def random_trace(path, blank, rng):
 # one instant (loss not defined), a single allocation (one or two events), frees tied with the
 # allocations of the same instant (frees first), nothing ever freed, every time on a few
 # instants (ties broken by kind, then row), one allocation larger than any share of the peak
-# below 100% leaves room for, and many streams.
-EDGES = ["instant", "one", "frees_first", "never_freed", "ties", "huge", "streams"]
+# below 100% leaves room for, many streams, and steps that each keep what they made (a leak: the
+# live bytes grow from step to step, a trend for `forecast`, and what an earlier step made is never
+# used again).
+EDGES = ["instant", "one", "frees_first", "never_freed", "ties", "huge", "streams", "leak"]
 
 
 def edge_allocs(rng, edge, kernels, end_t, grid, sizes):
@@ -95,6 +113,15 @@ def edge_allocs(rng, edge, kernels, end_t, grid, sizes):
         out = [(rng.choice(sizes), a, b) for a, b in zip(times, times[1:])]
         return out + [(rng.choice(sizes), times[-1], None)] + [(rng.choice(sizes), t0, times[-1])
                                                                for _ in range(rng.randint(0, 3))]
+    if edge == "leak":   # at some kernel starts, kept to the end; others freed within a few kernels
+        out = []
+        for i, k in enumerate(kernels):
+            if rng.random() < 0.5:
+                out.append((rng.choice(sizes), k[4], None))
+            if rng.random() < 0.5:
+                later = kernels[min(len(kernels) - 1, i + rng.randint(0, 3))]
+                out.append((rng.choice(sizes), k[4], rng.choice([later[4], later[5]])))
+        return out or [(rng.choice(sizes), t0, None)]
     if edge == "huge":   # larger than 50% of the peak: an OOM at every share below its part of the peak
         out = [(rng.choice(sizes[:5]), rng.choice([k[4] for k in kernels]), None) for _ in range(rng.randint(2, 10))]
         ta = rng.choice([k[4] for k in kernels])
@@ -117,7 +144,7 @@ def device_rows(db, rng, dev, grid, no_access, ids, addr, edge=None):
             dur = 0
         elif edge == "ties":
             dur = rng.choice([0, grid, 2 * grid])
-        raw.append((rng.randrange(streams), 100 + rng.choice([0, 0, 1, 2, 2, 4]), t, dur))
+        raw.append((rng.randrange(streams), 100 + rng.choice([0, 0, 1, 2, 2, 4, 5, 6, 7]), t, dur))
         if edge == "instant":
             continue
         t += dur + rng.choice([0, 0, grid, rng.randint(0, 3 * grid)])
@@ -127,6 +154,8 @@ def device_rows(db, rng, dev, grid, no_access, ids, addr, edge=None):
             t = max(t - dur // 2, raw[-1][2])
     kernels, ends = [], {}
     steps = rng.choice([0, 0, 2, 3, 4])   # a step column (the learning prefetchers), in runs of kernels
+    if edge == "leak":
+        steps = rng.choice([4, 5, 6, 8])
     for i, (stream, name, start, dur) in enumerate(raw):   # kernels of one stream never overlap
         start = max(start, ends.get(stream, start))
         ends[stream] = start + dur
@@ -135,6 +164,8 @@ def device_rows(db, rng, dev, grid, no_access, ids, addr, edge=None):
     end_t = max((k[5] for k in kernels), default=t) + grid
     allocs = []
     sizes = [512, 4096, MiB, 3 * MiB + 512, 16 * MiB, 40 * MiB, 100 * MiB]
+    if rng.random() < 0.1:   # a byte and a few: transfers of well under a nanosecond's worth (rule 8: at least 1 ns)
+        sizes = sizes[:3] + [1, 7, 100]
     shaped = edge_allocs(rng, edge, kernels, end_t, grid, sizes)
     for i in range(len(shaped) if shaped is not None else rng.randint(6, 120 if big else 40)):
         if shaped is not None:
@@ -389,7 +420,7 @@ def run_sweep(mhc, trace, rng, work):
     return label + (f" [answer {mine['capacity_bytes']} B]" if mine else " [no answer]"), problems
 
 
-def run_second(mhc, trace, rng, work):
+def run_second(mhc, trace, rng, work, prefetchers=None):
     """The same random traces and links through the first reading (reference_sim.py, via
     reference_compare.compare): every policy and prefetcher, both allocators."""
     import reference_compare as first   # noqa: E402
@@ -401,7 +432,7 @@ def run_second(mhc, trace, rng, work):
     largs = largs + ["--cpu-buffer-ratio", str(ratio)]
     policy = rng.choice(["lru", "largest", "belady", "dtr", "cost_aware"])
     allocator = rng.choice(["ideal", "caching"])
-    pre = rng.choice(["none", "lookahead", "periodic", "capuchin", "forecast"])
+    pre = rng.choice(prefetchers or ["none", "lookahead", "periodic", "capuchin", "forecast"])
     k = rng.choice([2, 8])
     share = rng.choice(["95%", "80%", "60%", "40%"])
     report = {}
@@ -531,6 +562,10 @@ def main():
     mhc, work = sys.argv[1], Path(sys.argv[2])
     opt = lambda name, d: next((a.split("=", 1)[1] for a in sys.argv if a.startswith(f"--{name}=")), d)  # noqa
     runs, seed = int(opt("runs", "200")), int(opt("seed", "1"))
+    edges = [e for e in opt("edges", "").split(",") if e]   # only these shapes (EDGES), every random trace
+    prefetchers = [x for x in opt("prefetchers", "").split(",") if x]   # --second-reading: only these
+    if any(e not in EDGES for e in edges):
+        raise SystemExit(f"--edges: one of {','.join(EDGES)}")
     verbose = "--verbose" in sys.argv
     work.mkdir(parents=True, exist_ok=True)
     if opt("step-time", None) is not None:   # captures (the settings' second reading takes them)
@@ -564,7 +599,7 @@ def main():
         if i % 5 == 4:
             trace.write_bytes(gens[(i // 5) % len(gens)])
         else:
-            random_trace(trace, blank, rng)
+            random_trace(trace, blank, rng, edges)
             chk = subprocess.run([mhc, "check", str(trace)], capture_output=True, text=True)
             if chk.returncode != 0:
                 print(f"trace {i} fails mhc check: {chk.stdout.strip()[:300]}")
@@ -574,7 +609,7 @@ def main():
         if "--ranks" in sys.argv:
             label, problems = run_ranks(mhc, work, rng)
         elif "--second-reading" in sys.argv:
-            label, problems = run_second(mhc, trace, rng, work)
+            label, problems = run_second(mhc, trace, rng, work, prefetchers)
         else:
             label, problems = (run_sweep if sweeping else run_one)(mhc, trace, rng, work, *([] if sweeping else [verbose]))
         if problems:   # kept for a rerun by hand: the trace, its link profile, the command
