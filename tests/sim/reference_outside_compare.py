@@ -97,8 +97,10 @@ def random_trace(path, blank, rng, edges=None):
 # instants (ties broken by kind, then row), one allocation larger than any share of the peak
 # below 100% leaves room for, many streams, and steps that each keep what they made (a leak: the
 # live bytes grow from step to step, a trend for `forecast`, and what an earlier step made is never
-# used again).
-EDGES = ["instant", "one", "frees_first", "never_freed", "ties", "huge", "streams", "leak"]
+# used again), and steps from step markers ("Steps": fewer than half of the kernels carry a step;
+# markers that overlap, start together, end at a kernel's start, leave kernels out, and layer
+# markers beside them).
+EDGES = ["instant", "one", "frees_first", "never_freed", "ties", "huge", "streams", "leak", "markers"]
 
 
 def edge_allocs(rng, edge, kernels, end_t, grid, sizes):
@@ -129,6 +131,36 @@ def edge_allocs(rng, edge, kernels, end_t, grid, sizes):
     return None
 
 
+def step_markers(db, rng, kernels, steps, ids):
+    """Step markers over the kernels' step runs (and a few more), the step column mostly cleared."""
+    keep = rng.choice([0, len(kernels) // 3])   # fewer than half keep their step: the markers decide
+    firsts = {}
+    for k in kernels:
+        firsts.setdefault(k[6], k)
+    rows = []
+    for st, k in sorted(firsts.items()):
+        nxt = firsts.get(st + 1)
+        start = k[4]
+        end = max(start + 1, nxt[4] if nxt else max(x[5] for x in kernels) + 1)
+        r = rng.random()
+        if r < 0.15 and nxt:   # ends before the next step's first start: kernels in no step
+            end = max(start + 1, end - rng.randint(1, 3) * 500)
+        elif r < 0.3:          # starts late: its first kernels take the previous marker, or none
+            start = min(end - 1, start + rng.randint(1, 3) * 500)
+        rows.append((start, end, 0))
+        if rng.random() < 0.4:   # another step marker starting at the same instant, ending at a kernel's start
+            inside = [x[4] for x in kernels if start < x[4] < end]
+            rows.append((start, rng.choice(inside) if inside else end + 2000, 0))
+        if rng.random() < 0.3:   # a layer marker: not a step
+            rows.append((start, end, 1))
+    rng.shuffle(rows)   # row order is not start order
+    for start, end, kind in rows:
+        ids["m"] = ids.get("m", 0) + 1
+        db.execute("INSERT INTO markers (id, name, t_start, t_end, kind, idx) VALUES (?,100,?,?,?,?)",
+                   (ids["m"], start, end, kind, ids["m"]))
+    return [k[:6] + ((k[6] if i < keep else -1),) for i, k in enumerate(kernels)]
+
+
 def device_rows(db, rng, dev, grid, no_access, ids, addr, edge=None):
     """One GPU's kernels, allocations, accesses and copies (ids continue in `ids`)."""
     big = rng.random() < 0.2 and edge is None   # sometimes a longer trace: more interplay between the rules
@@ -154,7 +186,7 @@ def device_rows(db, rng, dev, grid, no_access, ids, addr, edge=None):
             t = max(t - dur // 2, raw[-1][2])
     kernels, ends = [], {}
     steps = rng.choice([0, 0, 2, 3, 4])   # a step column (the learning prefetchers), in runs of kernels
-    if edge == "leak":
+    if edge in ("leak", "markers"):
         steps = rng.choice([4, 5, 6, 8])
     for i, (stream, name, start, dur) in enumerate(raw):   # kernels of one stream never overlap
         start = max(start, ends.get(stream, start))
@@ -162,6 +194,8 @@ def device_rows(db, rng, dev, grid, no_access, ids, addr, edge=None):
         ids["k"] += 1
         kernels.append((ids["k"], dev, stream, name, start, start + dur, i * steps // nk if steps else -1))
     end_t = max((k[5] for k in kernels), default=t) + grid
+    if edge == "markers" and kernels:
+        kernels = step_markers(db, rng, kernels, steps, ids)
     allocs = []
     sizes = [512, 4096, MiB, 3 * MiB + 512, 16 * MiB, 40 * MiB, 100 * MiB]
     if rng.random() < 0.1:   # a byte and a few: transfers of well under a nanosecond's worth (rule 8: at least 1 ns)

@@ -81,7 +81,7 @@ class Trace:
         own.sort(key=lambda k: (k[2], k[0]))   # seq: by (t_start, row)
         self.kernels = own
         self.kernel_seq = {k[0]: s for s, k in enumerate(own)}
-        markers = db.execute("SELECT t_start, t_end FROM markers WHERE kind = 0").fetchall()
+        markers = db.execute("SELECT t_start, t_end FROM markers WHERE kind = 0 ORDER BY id").fetchall()
         self.kernel_steps, self.step_span = Trace.steps(own, markers)
         self.operands = [[] for _ in own]   # (alloc index, mode) by allocation id
         for kid, aid, mode in db.execute("SELECT kernel, allocation, mode FROM accesses ORDER BY kernel, allocation"):
@@ -176,8 +176,8 @@ class Trace:
         n = len(kernels)
         if 2 * sum(k[5] >= 0 for k in kernels) >= n:
             raw = [k[5] for k in kernels]
-        else:   # the step marker (in start order) holding the kernel's start
-            markers = sorted(markers)
+        else:   # the step marker (in start order; markers starting together: the later row) holding the kernel's start
+            markers = sorted(markers, key=lambda m: m[0])   # stable: rows in id order
             raw = []
             for k in kernels:
                 i = bisect.bisect_right([m[0] for m in markers], k[2]) - 1
