@@ -512,6 +512,8 @@ def run_ranks(mhc, work, rng):
     if g.returncode != 0:
         return " ".join(args), [f"generate: {g.stderr.strip()[:200]}"]
     paths = sorted(work.glob("job.rank*.db"))
+    if rng.random() < 0.5:   # "Coupled ranks": ties go to the lowest global rank, whatever the files' order
+        rng.shuffle(paths)
     link, largs = random_link(rng, work)
     other = first.ref.Link(h2d_bps=link.bps[0], d2h_bps=link.bps[1], h2d_latency_s=link.lat[0],
                            d2h_latency_s=link.lat[1], copy_engines=link.engines, duplex_factor=link.duplex,
