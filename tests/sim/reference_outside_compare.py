@@ -13,6 +13,8 @@ huge, streams, leak); without it two random traces in five take one of them.
 --second-reading: instead, the same traces and links through reference_sim.py (the first reading:
 every policy and prefetcher, both allocators), compared by reference_compare.py.
 --ranks: instead, generated jobs of up to 4 ranks through `simulate --ranks` and reference_coupled.py.
+--random-ranks: instead, jobs of 2 to 4 ranks written here (random_job: collectives and point-to-point
+kernels in one order, random compute, memory, timing and time origins) through the same two.
 --step-time=DIR: instead, `mhc advise --step-time` on the captures in DIR (docs/advise.md, "A measured
 step time"; those without copies or collectives), exit 77 when there are none.
 Exit 0 when every run agrees, 1 otherwise (each difference printed).
@@ -526,6 +528,130 @@ def run_ranks(mhc, work, rng):
             f"job loss {got.get('throughput_loss')}"), problems
 
 
+def random_job(work, blank, rng):
+    """A job of 2 to 4 ranks written here (docs/trace-format.md, "Multi-rank traces"): the same
+    cross-rank operations in the same order on every member (collectives of the whole job on
+    stream 13, point-to-point between ranks 0 and 1 on stream 23, as Send/Recv kernels or as
+    SendRecv kernels whose accesses give the role), random compute and memory between them, each
+    rank's own timing (so that members reach a collective at different times: the slacks), and its
+    own time origin on the job's clock."""
+    n = rng.choice([2, 2, 3, 4])
+    ops = []
+    for _ in range(rng.randint(1, 7)):
+        if rng.random() < 0.35:
+            ops.append(("p2p", rng.choice([0, 1])))   # the sender
+        else:
+            ops.append((rng.choice(["AllReduce", "AllGather", "ReduceScatter", "Broadcast"]), None))
+    names = {"gemm": 100, "ncclDevKernel_AllReduce_Sum_f32_RING_LL": 101, "ncclDevKernel_AllGather_RING_LL": 102,
+             "ncclDevKernel_ReduceScatter_Sum_bf16": 103, "ncclKernel_Broadcast_RING": 104,
+             "ncclDevKernel_SendRecv": 105, "ncclKernel_Send_x": 106, "ncclKernel_Recv_x": 107}
+    op_name = {"AllReduce": 101, "AllGather": 102, "ReduceScatter": 103, "Broadcast": 104}
+    grid = rng.choice([1000, 5000, 20000])
+    sizes = [4096, MiB, 3 * MiB + 512, 16 * MiB, 40 * MiB, 100 * MiB]
+    paths = []
+    for r in range(n):
+        path = work / f"rjob.rank{r}.db"
+        path.write_bytes(blank)
+        db = sqlite3.connect(str(path))
+        db.executemany("INSERT OR REPLACE INTO strings (id, text) VALUES (?, ?)", [(v, k) for k, v in names.items()])
+        meta = {"job.id": "fuzz-job", "world_size": str(n), "rank": str(r),
+                "time_origin_ns": "0",
+                "nccl.stream.13": "world:" + ",".join(map(str, range(n)))}
+        if r < 2:
+            meta["nccl.stream.23"] = "p01:0,1"
+        db.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", list(meta.items()))
+        kernels, allocs, acc = [], [], []
+        t = rng.randint(0, grid)
+        live = []
+
+        def kernel(stream, name, dur, uses):
+            nonlocal t
+            kernels.append((len(kernels) + 1, 0, stream, name, t, t + dur, -1))
+            acc.extend((len(kernels), a, mode) for a, mode in uses)
+            t += dur + rng.choice([0, 0, grid // 2, rng.randint(0, 2 * grid)])
+
+        def tensor(comm=False):
+            allocs.append([len(allocs) + 1, 0, (1 << 30) + len(allocs) * (1 << 28), rng.choice(sizes), t, None,
+                           0, 5 if comm else 3, 0])
+            live.append(allocs[-1])
+            return allocs[-1][0]
+
+        for op, sender in ops:
+            for _ in range(rng.randint(1, 4)):   # compute between the cross-rank kernels
+                uses = [(tensor(), 2)] if rng.random() < 0.7 or not live else []
+                for a in rng.sample(live, min(len(live), rng.randint(0, 2))):
+                    if all(a[0] != u for u, _ in uses):
+                        uses.append((a[0], rng.choice([1, 3])))
+                kernel(7, 100, rng.choice([grid, 2 * grid, rng.randint(1, 6 * grid)]), uses)
+                for a in list(live):   # some die at this instant
+                    if rng.random() < 0.3:
+                        a[5] = t
+                        live.remove(a)
+            if op != "p2p":
+                buf = rng.choice(live)[0] if live else tensor()
+                kernel(13, op_name[op], rng.choice([grid, 3 * grid, rng.randint(1, 5 * grid)]), [(buf, 3)])
+            elif r < 2:
+                sends = r == sender
+                if rng.random() < 0.5:
+                    kernel(23, 106 if sends else 107, rng.randint(1, 3 * grid), [])
+                else:   # SendRecv: reads a buffer (send) or writes one (receive); comm memory does not count
+                    plain = [a for a in live if a[7] != 5]   # comm memory does not give the role
+                    buf = rng.choice(plain)[0] if plain and sends else tensor()
+                    kernel(23, 105, rng.randint(1, 3 * grid), [(buf, 1 if sends else 2), (tensor(comm=True), 3)])
+        for a in allocs:
+            if a[5] is not None and a[5] < a[4]:
+                a[5] = a[4]
+        db.executemany("INSERT INTO allocations (id, device, address, bytes, t_alloc, t_free, stream, category, label) "
+                       "VALUES (?,?,?,?,?,?,?,?,?)", [tuple(a) for a in allocs])
+        db.executemany("INSERT INTO kernels (id, device, stream, name, t_start, t_end, step, grid_x, grid_y, grid_z, "
+                       "block_x, block_y, block_z, shared_mem, registers, correlation) "
+                       "VALUES (?,?,?,?,?,?,?,1,1,1,1,1,1,0,0,0)", kernels)
+        db.executemany("INSERT OR IGNORE INTO accesses (kernel, allocation, mode) VALUES (?,?,?)", acc)
+        db.commit()
+        db.close()
+        paths.append(path)
+    spans = []
+    for path in paths:
+        db = sqlite3.connect(str(path))
+        spans.append(db.execute("SELECT min(t_start), max(t_end) FROM kernels").fetchone())
+        db.close()
+    shortest = min(e - b for b, e in spans)
+    for path, (b, _) in zip(paths, spans):   # each its own origin, the ranks overlapping on the job's clock
+        db = sqlite3.connect(str(path))
+        db.execute("UPDATE meta SET value = ? WHERE key = 'time_origin_ns'", (str(rng.randint(0, shortest // 2)),))
+        db.commit()
+        db.close()
+    return paths
+
+
+def run_random_ranks(mhc, work, blank, rng):
+    """A random job (random_job) through `mhc simulate --ranks` and reference_coupled.py."""
+    import reference_compare as first   # noqa: E402
+    paths = random_job(work, blank, rng)
+    for pth in paths:
+        chk = subprocess.run([mhc, "check", str(pth)], capture_output=True, text=True)
+        if chk.returncode != 0:
+            return f"{pth.name}", [f"mhc check: {chk.stdout.strip()[:300]}"]
+    link, largs = random_link(rng, work)
+    other = first.ref.Link(h2d_bps=link.bps[0], d2h_bps=link.bps[1], h2d_latency_s=link.lat[0],
+                           d2h_latency_s=link.lat[1], copy_engines=link.engines, duplex_factor=link.duplex,
+                           nccl_share=link.nccl_share, memcpy_share=link.memcpy_share, max_ops_per_sec=link.max_ops)
+    policy = rng.choice(["lru", "largest", "belady", "dtr"])
+    allocator = rng.choice(["ideal", "caching"])
+    share = rng.choice(["100%", "99%", "97%", "95%", "90%", "80%", "60%"])
+    if rng.random() < 0.5:
+        rng.shuffle(paths)
+    label = f"random job of {len(paths)} ranks {allocator} {policy} {share} {' '.join(largs)}"
+    try:
+        problems, got = first.compare_job(mhc, paths, policy, share, other, largs, allocator)
+    except SystemExit as e:   # a refusal of a job written to be valid
+        return label, [str(e)[:400]]
+    TALLY["coupled waits"] = TALLY.get("coupled waits", 0) + bool(any(
+        sqlite3.connect(str(pth)).execute("SELECT count(*) FROM run_metrics WHERE key = 'coupled_wait_count' "
+                                          "AND value > 0").fetchone()[0] for pth in paths))
+    return f"{label}: job loss {got.get('throughput_loss')}", problems
+
+
 def step_time_check(mhc, captures, work):
     """docs/advise.md, "A measured step time", on captures whose step has no copies and no
     collectives (one round: the step is proportional to the factor, up to rounding): the factor,
@@ -632,7 +758,9 @@ def main():
     differ = 0
     for i in range(runs):
         trace = work / "run.db"
-        if i % 5 == 4:
+        if "--random-ranks" in sys.argv:   # its own traces
+            pass
+        elif i % 5 == 4:
             trace.write_bytes(gens[(i // 5) % len(gens)])
         else:
             random_trace(trace, blank, rng, edges)
@@ -642,7 +770,9 @@ def main():
                 differ += 1
                 continue
         sweeping = i % 7 == 6
-        if "--ranks" in sys.argv:
+        if "--random-ranks" in sys.argv:
+            label, problems = run_random_ranks(mhc, work, blank, rng)
+        elif "--ranks" in sys.argv:
             label, problems = run_ranks(mhc, work, rng)
         elif "--second-reading" in sys.argv:
             label, problems = run_second(mhc, trace, rng, work, prefetchers)
@@ -650,7 +780,11 @@ def main():
             label, problems = (run_sweep if sweeping else run_one)(mhc, trace, rng, work, *([] if sweeping else [verbose]))
         if problems:   # kept for a rerun by hand: the trace, its link profile, the command
             differ += 1
-            (work / f"differ-{i}.db").write_bytes(trace.read_bytes())
+            if "--random-ranks" in sys.argv:
+                for pth in sorted(work.glob("rjob.rank*.db")):
+                    (work / f"differ-{i}.{pth.name}").write_bytes(pth.read_bytes())
+            else:
+                (work / f"differ-{i}.db").write_bytes(trace.read_bytes())
             if (work / "link.json").exists():
                 (work / f"differ-{i}.json").write_bytes((work / "link.json").read_bytes())
         print(f"{'DIFFER' if problems else 'same  '} {i}: {label}")
