@@ -536,6 +536,8 @@ def random_job(work, blank, rng):
     rank's own timing (so that members reach a collective at different times: the slacks), and its
     own time origin on the job's clock."""
     n = rng.choice([2, 2, 3, 4])
+    named = rng.random() < 0.6   # else no nccl.stream keys: each stream number is a communicator of its users
+    identity = rng.random() < 0.8   # else no job keys at all: one job, ranked by the command line, one time 0
     ops = []
     for _ in range(rng.randint(1, 7)):
         if rng.random() < 0.35:
@@ -554,11 +556,12 @@ def random_job(work, blank, rng):
         path.write_bytes(blank)
         db = sqlite3.connect(str(path))
         db.executemany("INSERT OR REPLACE INTO strings (id, text) VALUES (?, ?)", [(v, k) for k, v in names.items()])
-        meta = {"job.id": "fuzz-job", "world_size": str(n), "rank": str(r),
-                "time_origin_ns": "0",
-                "nccl.stream.13": "world:" + ",".join(map(str, range(n)))}
-        if r < 2:
-            meta["nccl.stream.23"] = "p01:0,1"
+        meta = {"job.id": "fuzz-job", "world_size": str(n), "rank": str(r), "time_origin_ns": "0"} if identity else {}
+        if named and identity:
+            meta["nccl.stream.13"] = "world:" + ",".join(map(str, range(n)))
+            if r < 2:
+                meta["nccl.stream.23"] = "p01:0,1"
+        db.execute("DELETE FROM meta WHERE key IN ('job.id', 'world_size', 'rank', 'time_origin_ns')")
         db.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", list(meta.items()))
         kernels, allocs, acc = [], [], []
         t = rng.randint(0, grid)
@@ -616,7 +619,7 @@ def random_job(work, blank, rng):
         spans.append(db.execute("SELECT min(t_start), max(t_end) FROM kernels").fetchone())
         db.close()
     shortest = min(e - b for b, e in spans)
-    for path, (b, _) in zip(paths, spans):   # each its own origin, the ranks overlapping on the job's clock
+    for path, (b, _) in zip(paths, spans) if identity else []:   # own origins, overlapping on the job's clock
         db = sqlite3.connect(str(path))
         db.execute("UPDATE meta SET value = ? WHERE key = 'time_origin_ns'", (str(rng.randint(0, shortest // 2)),))
         db.commit()
@@ -639,7 +642,7 @@ def run_random_ranks(mhc, work, blank, rng):
     policy = rng.choice(["lru", "largest", "belady", "dtr"])
     allocator = rng.choice(["ideal", "caching"])
     share = rng.choice(["100%", "99%", "97%", "95%", "90%", "80%", "60%"])
-    if rng.random() < 0.5:
+    if rng.random() < 0.5:   # by meta rank; a job without the keys is ranked by this order
         rng.shuffle(paths)
     label = f"random job of {len(paths)} ranks {allocator} {policy} {share} {' '.join(largs)}"
     try:
