@@ -231,30 +231,30 @@ TEST_CASE("forecast: a victim never used again counts the steps ahead at every p
     // Before 2026-12-05 ceil((L - rest) / length) overflowed for a victim never used again at every
     // position but a step's first: the 9 was dropped, X skipped at 34 ms (8 <= 8.5) and evicted at
     // step 4's k0 (41 ms) instead.
-    const std::vector<int64_t> g = {0, 1, 2, 2, 4};
+    const std::vector<int64_t> grow = {0, 1, 2, 2, 4};
     std::vector<Tensor> ts;
     std::vector<K> ks;
     for (int k = 0; k < 5; ++k) {
         const int64_t t0 = 10 * k * ms;
-        ts.push_back({(2 + g[k]) * MiB, t0, t0 + 6 * ms, trace::Category::Activation});
+        ts.push_back({(2 + grow[k]) * MiB, t0, t0 + 6 * ms, trace::Category::Activation});
         ts.push_back({(k == 3 ? 2 : 1) * MiB, t0 + 3 * ms, t0 + 6 * ms, trace::Category::Activation});
         ks.push_back({t0 + 1 * ms, t0 + 2 * ms, {{2 * k, 'w'}}, k});
         ks.push_back({t0 + 4 * ms, t0 + 5 * ms, {{2 * k + 1, 'w'}}, k});
     }
     ts.push_back({MiB, 0, 60 * ms, trace::Category::Activation});   // X, row 10 (id 11)
     ks[0].uses.push_back({10, 'w'});
-    const auto t = build(ts, ks);
-    const auto r = sim::simulate(t, config("lru", 8 * MiB + MiB / 2, "forecast:2"));
-    REQUIRE(r.invariant_violation.empty());
-    REQUIRE_FALSE(r.oom.happened);
-    CHECK(r.forecast_evictions == 1);
-    CHECK(r.early_evictions == 1);
+    const auto trace = build(ts, ks);
+    const auto run = sim::simulate(trace, config("lru", 8 * MiB + MiB / 2, "forecast:2"));
+    REQUIRE(run.invariant_violation.empty());
+    REQUIRE_FALSE(run.oom.happened);
+    CHECK(run.forecast_evictions == 1);
+    CHECK(run.early_evictions == 1);
     int swap_outs = 0;
-    for (const auto& e : r.events)
-        if (e.kind == trace::EventKind::SwapOut) {
+    for (const auto& event : run.events)
+        if (event.kind == trace::EventKind::SwapOut) {
             ++swap_outs;
-            CHECK(e.allocation == 11);
-            CHECK(e.t_start == 34 * ms);
+            CHECK(event.allocation == 11);
+            CHECK(event.t_start == 34 * ms);
         }
     CHECK(swap_outs == 1);
 }
