@@ -96,6 +96,10 @@ def compare(mhc, trace, policy, capacity, link=ref.Link(), link_args=(), lookahe
         if (k in res.metrics) != (k in got and got[k] is not None) or (
                 k in res.metrics and not math.isclose(got[k], res.metrics[k], rel_tol=1e-9, abs_tol=1e-12)):
             problems.append(f"{k}: mhc {got.get(k)}, reference {res.metrics.get(k)}")
+    for k in ("throughput_loss", "oom_slowdown"):   # "Time"; null when not defined ("Inputs": one instant)
+        a, b = got.get(k), res.metrics.get(k)
+        if (a is None) != (b is None) or (a is not None and not math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)):
+            problems.append(f"{k}: mhc {a}, reference {b}")
     problems += same_rows(res, tr, stored)
     return problems, got
 
@@ -120,6 +124,9 @@ def compare_job(mhc, paths, policy, capacity, link, link_args, allocator):
         for k in METRICS + ["coupled_wait_time", "coupled_wait_count"]:
             if k in res.metrics and k in got and int(got[k]) != int(res.metrics[k]):
                 problems.append(f"rank {r.rank} {k}: mhc {int(got[k])}, reference {int(res.metrics[k])}")
+        a, b = got.get("throughput_loss"), res.metrics.get("throughput_loss")   # its own loss, when it finished
+        if (a is None) != (b is None) or (a is not None and not math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)):
+            problems.append(f"rank {r.rank} throughput_loss: mhc {a}, reference {b}")
         problems += [f"rank {r.rank} {x}" for x in same_rows(res, r.sim.tr, stored)]
     mine = coupled.job(ranks, halted)
     for k, v in mine.items():

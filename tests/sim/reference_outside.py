@@ -530,7 +530,8 @@ class Sim:
             m["simulated_makespan_ns"] = tr.last + self.shift - tr.first
             m["oom"] = 0
             base = tr.last - tr.first
-            m["throughput_loss"] = m["simulated_makespan_ns"] / base - 1 if base else 0.0
+            # "Inputs", events all at one instant: a share of a zero baseline is not defined
+            m["throughput_loss"] = m["simulated_makespan_ns"] / base - 1 if base else None
             m["peak_reduction"] = 1 - self.peak / self.baseline_peak if self.baseline_peak else 0.0
         self.metrics = m
         self.memory = [self.buckets[i] for i in sorted(self.buckets)]

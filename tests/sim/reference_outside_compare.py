@@ -6,9 +6,15 @@ shares, a swap-operation cap), host buffers, capacities and memory sample counts
 the run's figures, OOM report, kernel times and memory timeline.
 
 Usage: reference_outside_compare.py MHC WORKDIR [--runs=N] [--seed=S] [--verbose] [--second-reading]
+       [--edges=A,B] [--prefetchers=A,B]
+--edges=A,B: every random trace of these shapes (EDGES: instant, one, frees_first, never_freed, ties,
+huge, streams, leak); without it two random traces in five take one of them.
+--prefetchers=A,B: with --second-reading, only these (none, lookahead, periodic, capuchin, forecast).
 --second-reading: instead, the same traces and links through reference_sim.py (the first reading:
 every policy and prefetcher, both allocators), compared by reference_compare.py.
 --ranks: instead, generated jobs of up to 4 ranks through `simulate --ranks` and reference_coupled.py.
+--random-ranks: instead, jobs of 2 to 4 ranks written here (random_job: collectives and point-to-point
+kernels in one order, random compute, memory, timing and time origins) through the same two.
 --step-time=DIR: instead, `mhc advise --step-time` on the captures in DIR (docs/advise.md, "A measured
 step time"; those without copies or collectives), exit 77 when there are none.
 Exit 0 when every run agrees, 1 otherwise (each difference printed).
@@ -52,61 +58,169 @@ def empty_trace(mhc, work):
     return base.read_bytes()
 
 
-def random_trace(path, blank, rng):
+def random_trace(path, blank, rng, edges=None):
     """Kernels on one or two streams, allocations alive over random spans (ties at instants on
     purpose), accesses of every mode, NCCL kernels, the trace's own memcpys both ways and host
     allocations (device -1); sometimes a second GPU (the simulator takes the larger peak) and
     sometimes no accesses at all (assumed)."""
     path.write_bytes(blank)
     db = sqlite3.connect(str(path))
-    names = ["gemm", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "elementwise", "ncclKernel_SendRecv", "softmax"]
+    # rule 8's contention: any name containing "nccl" or "rccl", in any case ("RCCL_…", "…_NcCl_…")
+    names = ["gemm", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "elementwise", "ncclKernel_SendRecv", "softmax",
+             "rcclKernel_AllGather", "fused_NcCl_wait", "RCCL_reduce"]
     db.executemany("INSERT OR REPLACE INTO strings (id, text) VALUES (?, ?)",
                    [(100 + i, n) for i, n in enumerate(names)])
     grid = rng.choice([1000, 5000, 20000])
     no_access = rng.random() < 0.15
     ids = {"k": 0, "a": 0, "c": 0}
     addr = [1 << 30]
-    for dev in ([0, 1] if rng.random() < 0.2 else [0]):
-        device_rows(db, rng, dev, grid, no_access, ids, addr)
+    edge = rng.choice(edges) if edges else rng.choice(EDGES) if rng.random() < 0.4 else None
+    devs = [0, 1] if rng.random() < 0.2 else [0]
+    for dev in devs:   # "Accesses" are decided per device: sometimes only one of two has none
+        device_rows(db, rng, dev, grid, no_access or (len(devs) == 2 and dev == 1 and rng.random() < 0.4), ids,
+                    addr, edge)
+    if len(devs) == 1 and rng.random() < 0.1:   # "Device": a GPU with the same peak, ties to the lowest number
+        twin = rng.choice([1, 3])
+        rows = db.execute("SELECT bytes, t_alloc, t_free FROM allocations WHERE device = 0 ORDER BY id").fetchall()
+        for b, ta, tf in rows:
+            ids["a"] += 1
+            db.execute("INSERT INTO allocations (id, device, address, bytes, t_alloc, t_free, stream, category, "
+                       "label) VALUES (?,?,?,?,?,?,0,3,0)", (ids["a"], twin, addr[0], b, ta, tf))
+            addr[0] += b + 4096
     if rng.random() < 0.1:   # "Inputs", order-only timing: simulated as any other, said so
         db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('timing', 'order-only')")
     db.commit()
     db.close()
 
 
-def device_rows(db, rng, dev, grid, no_access, ids, addr):
+# Edge cases the random shapes rarely or never reach (docs/simulator.md, "Inputs"): every event at
+# one instant (loss not defined), a single allocation (one or two events), frees tied with the
+# allocations of the same instant (frees first), nothing ever freed, every time on a few
+# instants (ties broken by kind, then row), one allocation larger than any share of the peak
+# below 100% leaves room for, many streams, and steps that each keep what they made (a leak: the
+# live bytes grow from step to step, a trend for `forecast`, and what an earlier step made is never
+# used again), and steps from step markers ("Steps": fewer than half of the kernels carry a step;
+# markers that overlap, start together, end at a kernel's start, leave kernels out, and layer
+# markers beside them).
+EDGES = ["instant", "one", "frees_first", "never_freed", "ties", "huge", "streams", "leak", "markers"]
+
+
+def edge_allocs(rng, edge, kernels, end_t, grid, sizes):
+    """(bytes, t_alloc, t_free) of an edge case, or None for the random shapes."""
+    t0 = kernels[0][4] if kernels else 0
+    if edge == "instant":
+        return [(rng.choice(sizes), t0, rng.choice([None, t0])) for _ in range(rng.randint(1, 12))]
+    if edge == "one":
+        return [(rng.choice(sizes), t0, rng.choice([None, t0, t0 + rng.randint(1, 3 * grid)]))]
+    if edge == "frees_first":   # a chain: each freed at the instant the next is made, and the rest at the end
+        times = sorted({rng.choice([k[4], k[5]]) for k in kernels} | {t0})
+        out = [(rng.choice(sizes), a, b) for a, b in zip(times, times[1:])]
+        return out + [(rng.choice(sizes), times[-1], None)] + [(rng.choice(sizes), t0, times[-1])
+                                                               for _ in range(rng.randint(0, 3))]
+    if edge == "leak":   # at some kernel starts, kept to the end; others freed within a few kernels
+        out = []
+        for i, k in enumerate(kernels):
+            if rng.random() < 0.5:
+                out.append((rng.choice(sizes), k[4], None))
+            if rng.random() < 0.5:
+                later = kernels[min(len(kernels) - 1, i + rng.randint(0, 3))]
+                out.append((rng.choice(sizes), k[4], rng.choice([later[4], later[5]])))
+        return out or [(rng.choice(sizes), t0, None)]
+    if edge == "huge":   # larger than 50% of the peak: an OOM at every share below its part of the peak
+        out = [(rng.choice(sizes[:5]), rng.choice([k[4] for k in kernels]), None) for _ in range(rng.randint(2, 10))]
+        ta = rng.choice([k[4] for k in kernels])
+        return out + [(rng.choice([1 << 30, 3 << 30]), ta, rng.choice([None, ta, rng.randint(ta, end_t)]))]
+    return None
+
+
+def step_markers(db, rng, kernels, steps, ids):
+    """Step markers over the kernels' step runs (and a few more), the step column mostly cleared."""
+    keep = rng.choice([0, len(kernels) // 3])   # fewer than half keep their step: the markers decide
+    firsts = {}
+    for k in kernels:
+        firsts.setdefault(k[6], k)
+    rows = []
+    for st, k in sorted(firsts.items()):
+        nxt = firsts.get(st + 1)
+        start = k[4]
+        end = max(start + 1, nxt[4] if nxt else max(x[5] for x in kernels) + 1)
+        r = rng.random()
+        if r < 0.15 and nxt:   # ends before the next step's first start: kernels in no step
+            end = max(start + 1, end - rng.randint(1, 3) * 500)
+        elif r < 0.3:          # starts late: its first kernels take the previous marker, or none
+            start = min(end - 1, start + rng.randint(1, 3) * 500)
+        rows.append((start, end, 0))
+        if rng.random() < 0.4:   # another step marker starting at the same instant, ending at a kernel's start
+            inside = [x[4] for x in kernels if start < x[4] < end]
+            rows.append((start, rng.choice(inside) if inside else end + 2000, 0))
+        if rng.random() < 0.3:   # a layer marker: not a step
+            rows.append((start, end, 1))
+    rng.shuffle(rows)   # row order is not start order
+    for start, end, kind in rows:
+        ids["m"] = ids.get("m", 0) + 1
+        db.execute("INSERT INTO markers (id, name, t_start, t_end, kind, idx) VALUES (?,100,?,?,?,?)",
+                   (ids["m"], start, end, kind, ids["m"]))
+    return [k[:6] + ((k[6] if i < keep else -1),) for i, k in enumerate(kernels)]
+
+
+def device_rows(db, rng, dev, grid, no_access, ids, addr, edge=None):
     """One GPU's kernels, allocations, accesses and copies (ids continue in `ids`)."""
-    big = rng.random() < 0.2   # sometimes a longer trace: more interplay between the rules
+    big = rng.random() < 0.2 and edge is None   # sometimes a longer trace: more interplay between the rules
     nk = rng.randint(8, 150 if big else 40)
+    if edge == "one":
+        nk = rng.choice([0, 1])
     raw = []
     t = rng.randint(0, 3) * grid
-    streams = rng.choice([1, 1, 2])
+    streams = rng.choice([4, 8, 16]) if edge == "streams" else rng.choice([1, 1, 2])
     for _ in range(nk):
         dur = rng.choice([0, grid, 2 * grid, 5 * grid, rng.randint(1, 10 * grid)])
-        raw.append((rng.randrange(streams), 100 + rng.choice([0, 0, 1, 2, 2, 4]), t, dur))
+        if edge == "instant":
+            dur = 0
+        elif edge == "ties":
+            dur = rng.choice([0, grid, 2 * grid])
+        raw.append((rng.randrange(streams), 100 + rng.choice([0, 0, 1, 2, 2, 4, 5, 6, 7]), t, dur))
+        if edge == "instant":
+            continue
         t += dur + rng.choice([0, 0, grid, rng.randint(0, 3 * grid)])
-        if streams == 2 and rng.random() < 0.3:   # the next kernel overlaps this one (on the other stream, or later)
+        if edge == "ties":
+            t = raw[-1][2] + rng.choice([0, 0, grid, 2 * grid])   # often the same instant as the last start
+        if streams >= 2 and rng.random() < 0.3:   # the next kernel overlaps this one (on another stream, or later)
             t = max(t - dur // 2, raw[-1][2])
     kernels, ends = [], {}
     steps = rng.choice([0, 0, 2, 3, 4])   # a step column (the learning prefetchers), in runs of kernels
+    if edge in ("leak", "markers"):
+        steps = rng.choice([4, 5, 6, 8])
     for i, (stream, name, start, dur) in enumerate(raw):   # kernels of one stream never overlap
         start = max(start, ends.get(stream, start))
         ends[stream] = start + dur
         ids["k"] += 1
         kernels.append((ids["k"], dev, stream, name, start, start + dur, i * steps // nk if steps else -1))
-    end_t = max(k[5] for k in kernels) + grid
+    end_t = max((k[5] for k in kernels), default=t) + grid
+    if edge == "markers" and kernels:
+        kernels = step_markers(db, rng, kernels, steps, ids)
     allocs = []
     sizes = [512, 4096, MiB, 3 * MiB + 512, 16 * MiB, 40 * MiB, 100 * MiB]
-    for _ in range(rng.randint(6, 120 if big else 40)):
-        b = rng.choice(sizes) if rng.random() < 0.6 else rng.randint(1, 200) * 512 * 1024
-        ta = rng.choice([rng.choice(kernels)[4], rng.choice(kernels)[5], rng.randint(0, end_t)])
-        r = rng.random()
-        tf = None if r < 0.15 else ta if r < 0.2 else rng.choice([rng.choice(kernels)[4], rng.choice(kernels)[5],
-                                                                    rng.randint(ta, end_t + grid)])
+    if rng.random() < 0.1:   # a byte and a few: transfers of well under a nanosecond's worth (rule 8: at least 1 ns)
+        sizes = sizes[:3] + [1, 7, 100]
+    shaped = edge_allocs(rng, edge, kernels, end_t, grid, sizes)
+    for i in range(len(shaped) if shaped is not None else rng.randint(6, 120 if big else 40)):
+        if shaped is not None:
+            b, ta, tf = shaped[i]
+        else:
+            b = rng.choice(sizes) if rng.random() < 0.6 else rng.randint(1, 200) * 512 * 1024
+            if edge == "ties":   # on the kernels' instants only
+                ta = rng.choice([rng.choice(kernels)[4], rng.choice(kernels)[5]])
+            else:
+                ta = rng.choice([rng.choice(kernels)[4], rng.choice(kernels)[5], rng.randint(0, end_t)])
+            r = rng.random()
+            tf = None if r < 0.15 else ta if r < 0.2 else rng.choice([rng.choice(kernels)[4], rng.choice(kernels)[5],
+                                                                        rng.randint(ta, end_t + grid)])
+        if edge == "never_freed":
+            tf = None
         if tf is not None and tf < ta:
             tf = ta
         ids["a"] += 1
-        allocs.append((ids["a"], dev, addr[0], b, ta, tf, 0, 3, 0))
+        allocs.append((ids["a"], dev, addr[0], b, ta, tf, rng.randrange(streams) if edge == "streams" else 0, 3, 0))
         addr[0] += b + 4096
     if dev == 0:
         for _ in range(rng.randint(0, 5)):   # the program's host memory
@@ -181,13 +295,21 @@ def run_one(mhc, trace, rng, work, verbose):
     early = rng.random() < 0.8
     samples = rng.choice([4096, 4096, 1, 7, 64, 1000000])
     ratio = rng.choice([0, 0, 0.1, 0.5, 1])
-    share = rng.choice([95, 90, 80, 70, 60, 50, 40, 30])
+    share = rng.choice([100, 95, 90, 80, 70, 60, 50, 40, 30, "peak", "peak-1"])
     db = sqlite3.connect(str(trace))
     host_rows = db.execute("SELECT count(*) FROM allocations WHERE device = -1").fetchone()[0]
     db.close()
     host_device = host_rows > 0 and rng.random() < 0.1   # --device -1: the host's pinned buffers alone
+    tr = ref.Trace(str(trace), -1 if host_device else None)
+    base_peak, _ = tr.live_walk()
+    if isinstance(share, str):   # the limit at the peak in bytes, or a byte under it
+        cap = max(1, base_peak - (share == "peak-1"))
+        capacity = f"{cap}B"
+    else:
+        cap = math.floor(base_peak * share / 100)
+        capacity = f"{share}%"
     cmd = [mhc, "simulate", str(trace), "--allocator", "ideal", "--policy", policy,
-           "--prefetch", f"lookahead:{k}" if k else "none", "--capacity", f"{share}%", "--json",
+           "--prefetch", f"lookahead:{k}" if k else "none", "--capacity", capacity, "--json",
            "--cpu-buffer-ratio", str(ratio), "--memory-samples", str(samples)] + largs
     cmd += ([] if early else ["--no-early"]) + (["--device", "-1"] if host_device else [])
     p = subprocess.run(cmd, capture_output=True, text=True)
@@ -197,7 +319,6 @@ def run_one(mhc, trace, rng, work, verbose):
     out = json.loads(p.stdout)
     got = out["metrics"]
     dev = out["device"]
-    tr = ref.Trace(str(trace), -1 if host_device else None)
     problems = []
     if host_device:
         TALLY["device -1"] = TALLY.get("device -1", 0) + 1
@@ -210,8 +331,13 @@ def run_one(mhc, trace, rng, work, verbose):
         TALLY["assumed accesses"] = TALLY.get("assumed accesses", 0) + 1
     if out["timing"] != ("order-only" if tr.order_only else "exact"):
         problems.append(f"timing: mhc {out['timing']}, outside {'order-only' if tr.order_only else 'exact'}")
-    base_peak, _ = tr.live_walk()
-    cap = math.floor(base_peak * share / 100)
+    # "Inputs", events all at one instant: said in a warning (not for order-only timing, said otherwise)
+    instant = not tr.order_only and tr.first == tr.last
+    said = any("is at one instant" in w for w in out["warnings"])
+    if said != instant:
+        problems.append(f"one-instant warning: mhc {said}, outside {instant}")
+    if instant:
+        TALLY["one instant"] = TALLY.get("one instant", 0) + 1
     host_cap = math.floor(cap * ratio) if ratio else 0
     sim = ref.Sim(tr, cap, policy, link, k, host_cap, early, samples).run()
     mine = sim.metrics
@@ -304,7 +430,8 @@ def run_sweep(mhc, trace, rng, work):
     def at(share):
         cap = math.floor(peak * share)
         sim = ref.Sim(tr, cap, policy, link, k, math.floor(cap * ratio) if ratio else 0).run()
-        return sim.metrics, (not sim.oom and sim.metrics["throughput_loss"] <= budget / 100)
+        loss = sim.metrics["throughput_loss"]   # None at one instant: never within ("Inputs")
+        return sim.metrics, (not sim.oom and loss is not None and loss <= budget / 100)
 
     mine = None
     m, ok = at(1.0)
@@ -329,7 +456,7 @@ def run_sweep(mhc, trace, rng, work):
     return label + (f" [answer {mine['capacity_bytes']} B]" if mine else " [no answer]"), problems
 
 
-def run_second(mhc, trace, rng, work):
+def run_second(mhc, trace, rng, work, prefetchers=None):
     """The same random traces and links through the first reading (reference_sim.py, via
     reference_compare.compare): every policy and prefetcher, both allocators."""
     import reference_compare as first   # noqa: E402
@@ -341,7 +468,7 @@ def run_second(mhc, trace, rng, work):
     largs = largs + ["--cpu-buffer-ratio", str(ratio)]
     policy = rng.choice(["lru", "largest", "belady", "dtr", "cost_aware"])
     allocator = rng.choice(["ideal", "caching"])
-    pre = rng.choice(["none", "lookahead", "periodic", "capuchin", "forecast"])
+    pre = rng.choice(prefetchers or ["none", "lookahead", "periodic", "capuchin", "forecast"])
     k = rng.choice([2, 8])
     share = rng.choice(["95%", "80%", "60%", "40%"])
     report = {}
@@ -358,6 +485,8 @@ def run_second(mhc, trace, rng, work):
                                       k if pre == "forecast" else 0)
     finally:
         first.ref.Sim.oom_figures = original
+    if got.get("throughput_loss") is None and not got.get("oom"):
+        TALLY["loss not defined"] = TALLY.get("loss not defined", 0) + 1
     if report and not problems:   # rule 7's figures beside short by (compared with the oom event)
         for key, v in report.items():
             if int(got.get(key, -1)) != v:
@@ -385,6 +514,8 @@ def run_ranks(mhc, work, rng):
     if g.returncode != 0:
         return " ".join(args), [f"generate: {g.stderr.strip()[:200]}"]
     paths = sorted(work.glob("job.rank*.db"))
+    if rng.random() < 0.5:   # "Coupled ranks": ties go to the lowest global rank, whatever the files' order
+        rng.shuffle(paths)
     link, largs = random_link(rng, work)
     other = first.ref.Link(h2d_bps=link.bps[0], d2h_bps=link.bps[1], h2d_latency_s=link.lat[0],
                            d2h_latency_s=link.lat[1], copy_engines=link.engines, duplex_factor=link.duplex,
@@ -395,6 +526,133 @@ def run_ranks(mhc, work, rng):
     problems, got = first.compare_job(mhc, paths, policy, share, other, largs, allocator)
     return (f"{len(paths)} ranks {' '.join(args)} {allocator} {policy} {share} {' '.join(largs)}: "
             f"job loss {got.get('throughput_loss')}"), problems
+
+
+def random_job(work, blank, rng):
+    """A job of 2 to 4 ranks written here (docs/trace-format.md, "Multi-rank traces"): the same
+    cross-rank operations in the same order on every member (collectives of the whole job on
+    stream 13, point-to-point between ranks 0 and 1 on stream 23, as Send/Recv kernels or as
+    SendRecv kernels whose accesses give the role), random compute and memory between them, each
+    rank's own timing (so that members reach a collective at different times: the slacks), and its
+    own time origin on the job's clock."""
+    n = rng.choice([2, 2, 3, 4])
+    named = rng.random() < 0.6   # else no nccl.stream keys: each stream number is a communicator of its users
+    identity = rng.random() < 0.8   # else no job keys at all: one job, ranked by the command line, one time 0
+    ops = []
+    for _ in range(rng.randint(1, 7)):
+        if rng.random() < 0.35:
+            ops.append(("p2p", rng.choice([0, 1])))   # the sender
+        else:
+            ops.append((rng.choice(["AllReduce", "AllGather", "ReduceScatter", "Broadcast"]), None))
+    names = {"gemm": 100, "ncclDevKernel_AllReduce_Sum_f32_RING_LL": 101, "ncclDevKernel_AllGather_RING_LL": 102,
+             "ncclDevKernel_ReduceScatter_Sum_bf16": 103, "ncclKernel_Broadcast_RING": 104,
+             "ncclDevKernel_SendRecv": 105, "ncclKernel_Send_x": 106, "ncclKernel_Recv_x": 107}
+    op_name = {"AllReduce": 101, "AllGather": 102, "ReduceScatter": 103, "Broadcast": 104}
+    grid = rng.choice([1000, 5000, 20000])
+    sizes = [4096, MiB, 3 * MiB + 512, 16 * MiB, 40 * MiB, 100 * MiB]
+    paths = []
+    for r in range(n):
+        path = work / f"rjob.rank{r}.db"
+        path.write_bytes(blank)
+        db = sqlite3.connect(str(path))
+        db.executemany("INSERT OR REPLACE INTO strings (id, text) VALUES (?, ?)", [(v, k) for k, v in names.items()])
+        meta = {"job.id": "fuzz-job", "world_size": str(n), "rank": str(r), "time_origin_ns": "0"} if identity else {}
+        if named and identity:
+            meta["nccl.stream.13"] = "world:" + ",".join(map(str, range(n)))
+            if r < 2:
+                meta["nccl.stream.23"] = "p01:0,1"
+        db.execute("DELETE FROM meta WHERE key IN ('job.id', 'world_size', 'rank', 'time_origin_ns')")
+        db.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", list(meta.items()))
+        kernels, allocs, acc = [], [], []
+        t = rng.randint(0, grid)
+        live = []
+
+        def kernel(stream, name, dur, uses):
+            nonlocal t
+            kernels.append((len(kernels) + 1, 0, stream, name, t, t + dur, -1))
+            acc.extend((len(kernels), a, mode) for a, mode in uses)
+            t += dur + rng.choice([0, 0, grid // 2, rng.randint(0, 2 * grid)])
+
+        def tensor(comm=False):
+            allocs.append([len(allocs) + 1, 0, (1 << 30) + len(allocs) * (1 << 28), rng.choice(sizes), t, None,
+                           0, 5 if comm else 3, 0])
+            live.append(allocs[-1])
+            return allocs[-1][0]
+
+        for op, sender in ops:
+            for _ in range(rng.randint(1, 4)):   # compute between the cross-rank kernels
+                uses = [(tensor(), 2)] if rng.random() < 0.7 or not live else []
+                for a in rng.sample(live, min(len(live), rng.randint(0, 2))):
+                    if all(a[0] != u for u, _ in uses):
+                        uses.append((a[0], rng.choice([1, 3])))
+                kernel(7, 100, rng.choice([grid, 2 * grid, rng.randint(1, 6 * grid)]), uses)
+                for a in list(live):   # some die at this instant
+                    if rng.random() < 0.3:
+                        a[5] = t
+                        live.remove(a)
+            if op != "p2p":
+                buf = rng.choice(live)[0] if live else tensor()
+                kernel(13, op_name[op], rng.choice([grid, 3 * grid, rng.randint(1, 5 * grid)]), [(buf, 3)])
+            elif r < 2:
+                sends = r == sender
+                if rng.random() < 0.5:
+                    kernel(23, 106 if sends else 107, rng.randint(1, 3 * grid), [])
+                else:   # SendRecv: reads a buffer (send) or writes one (receive); comm memory does not count
+                    plain = [a for a in live if a[7] != 5]   # comm memory does not give the role
+                    buf = rng.choice(plain)[0] if plain and sends else tensor()
+                    kernel(23, 105, rng.randint(1, 3 * grid), [(buf, 1 if sends else 2), (tensor(comm=True), 3)])
+        for a in allocs:
+            if a[5] is not None and a[5] < a[4]:
+                a[5] = a[4]
+        db.executemany("INSERT INTO allocations (id, device, address, bytes, t_alloc, t_free, stream, category, label) "
+                       "VALUES (?,?,?,?,?,?,?,?,?)", [tuple(a) for a in allocs])
+        db.executemany("INSERT INTO kernels (id, device, stream, name, t_start, t_end, step, grid_x, grid_y, grid_z, "
+                       "block_x, block_y, block_z, shared_mem, registers, correlation) "
+                       "VALUES (?,?,?,?,?,?,?,1,1,1,1,1,1,0,0,0)", kernels)
+        db.executemany("INSERT OR IGNORE INTO accesses (kernel, allocation, mode) VALUES (?,?,?)", acc)
+        db.commit()
+        db.close()
+        paths.append(path)
+    spans = []
+    for path in paths:
+        db = sqlite3.connect(str(path))
+        spans.append(db.execute("SELECT min(t_start), max(t_end) FROM kernels").fetchone())
+        db.close()
+    shortest = min(e - b for b, e in spans)
+    for path, (b, _) in zip(paths, spans) if identity else []:   # own origins, overlapping on the job's clock
+        db = sqlite3.connect(str(path))
+        db.execute("UPDATE meta SET value = ? WHERE key = 'time_origin_ns'", (str(rng.randint(0, shortest // 2)),))
+        db.commit()
+        db.close()
+    return paths
+
+
+def run_random_ranks(mhc, work, blank, rng):
+    """A random job (random_job) through `mhc simulate --ranks` and reference_coupled.py."""
+    import reference_compare as first   # noqa: E402
+    paths = random_job(work, blank, rng)
+    for pth in paths:
+        chk = subprocess.run([mhc, "check", str(pth)], capture_output=True, text=True)
+        if chk.returncode != 0:
+            return f"{pth.name}", [f"mhc check: {chk.stdout.strip()[:300]}"]
+    link, largs = random_link(rng, work)
+    other = first.ref.Link(h2d_bps=link.bps[0], d2h_bps=link.bps[1], h2d_latency_s=link.lat[0],
+                           d2h_latency_s=link.lat[1], copy_engines=link.engines, duplex_factor=link.duplex,
+                           nccl_share=link.nccl_share, memcpy_share=link.memcpy_share, max_ops_per_sec=link.max_ops)
+    policy = rng.choice(["lru", "largest", "belady", "dtr"])
+    allocator = rng.choice(["ideal", "caching"])
+    share = rng.choice(["100%", "99%", "97%", "95%", "90%", "80%", "60%"])
+    if rng.random() < 0.5:   # by meta rank; a job without the keys is ranked by this order
+        rng.shuffle(paths)
+    label = f"random job of {len(paths)} ranks {allocator} {policy} {share} {' '.join(largs)}"
+    try:
+        problems, got = first.compare_job(mhc, paths, policy, share, other, largs, allocator)
+    except SystemExit as e:   # a refusal of a job written to be valid
+        return label, [str(e)[:400]]
+    TALLY["coupled waits"] = TALLY.get("coupled waits", 0) + bool(any(
+        sqlite3.connect(str(pth)).execute("SELECT count(*) FROM run_metrics WHERE key = 'coupled_wait_count' "
+                                          "AND value > 0").fetchone()[0] for pth in paths))
+    return f"{label}: job loss {got.get('throughput_loss')}", problems
 
 
 def step_time_check(mhc, captures, work):
@@ -469,6 +727,10 @@ def main():
     mhc, work = sys.argv[1], Path(sys.argv[2])
     opt = lambda name, d: next((a.split("=", 1)[1] for a in sys.argv if a.startswith(f"--{name}=")), d)  # noqa
     runs, seed = int(opt("runs", "200")), int(opt("seed", "1"))
+    edges = [e for e in opt("edges", "").split(",") if e]   # only these shapes (EDGES), every random trace
+    prefetchers = [x for x in opt("prefetchers", "").split(",") if x]   # --second-reading: only these
+    if any(e not in EDGES for e in edges):
+        raise SystemExit(f"--edges: one of {','.join(EDGES)}")
     verbose = "--verbose" in sys.argv
     work.mkdir(parents=True, exist_ok=True)
     if opt("step-time", None) is not None:   # captures (the settings' second reading takes them)
@@ -499,25 +761,33 @@ def main():
     differ = 0
     for i in range(runs):
         trace = work / "run.db"
-        if i % 5 == 4:
+        if "--random-ranks" in sys.argv:   # its own traces
+            pass
+        elif i % 5 == 4:
             trace.write_bytes(gens[(i // 5) % len(gens)])
         else:
-            random_trace(trace, blank, rng)
+            random_trace(trace, blank, rng, edges)
             chk = subprocess.run([mhc, "check", str(trace)], capture_output=True, text=True)
             if chk.returncode != 0:
                 print(f"trace {i} fails mhc check: {chk.stdout.strip()[:300]}")
                 differ += 1
                 continue
         sweeping = i % 7 == 6
-        if "--ranks" in sys.argv:
+        if "--random-ranks" in sys.argv:
+            label, problems = run_random_ranks(mhc, work, blank, rng)
+        elif "--ranks" in sys.argv:
             label, problems = run_ranks(mhc, work, rng)
         elif "--second-reading" in sys.argv:
-            label, problems = run_second(mhc, trace, rng, work)
+            label, problems = run_second(mhc, trace, rng, work, prefetchers)
         else:
             label, problems = (run_sweep if sweeping else run_one)(mhc, trace, rng, work, *([] if sweeping else [verbose]))
         if problems:   # kept for a rerun by hand: the trace, its link profile, the command
             differ += 1
-            (work / f"differ-{i}.db").write_bytes(trace.read_bytes())
+            if "--random-ranks" in sys.argv:
+                for pth in sorted(work.glob("rjob.rank*.db")):
+                    (work / f"differ-{i}.{pth.name}").write_bytes(pth.read_bytes())
+            else:
+                (work / f"differ-{i}.db").write_bytes(trace.read_bytes())
             if (work / "link.json").exists():
                 (work / f"differ-{i}.json").write_bytes((work / "link.json").read_bytes())
         print(f"{'DIFFER' if problems else 'same  '} {i}: {label}")

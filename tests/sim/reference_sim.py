@@ -81,7 +81,7 @@ class Trace:
         own.sort(key=lambda k: (k[2], k[0]))   # seq: by (t_start, row)
         self.kernels = own
         self.kernel_seq = {k[0]: s for s, k in enumerate(own)}
-        markers = db.execute("SELECT t_start, t_end FROM markers WHERE kind = 0").fetchall()
+        markers = db.execute("SELECT t_start, t_end FROM markers WHERE kind = 0 ORDER BY id").fetchall()
         self.kernel_steps, self.step_span = Trace.steps(own, markers)
         self.operands = [[] for _ in own]   # (alloc index, mode) by allocation id
         for kid, aid, mode in db.execute("SELECT kernel, allocation, mode FROM accesses ORDER BY kernel, allocation"):
@@ -176,8 +176,8 @@ class Trace:
         n = len(kernels)
         if 2 * sum(k[5] >= 0 for k in kernels) >= n:
             raw = [k[5] for k in kernels]
-        else:   # the step marker (in start order) holding the kernel's start
-            markers = sorted(markers)
+        else:   # the step marker (in start order; markers starting together: the later row) holding the kernel's start
+            markers = sorted(markers, key=lambda m: m[0])   # stable: rows in id order
             raw = []
             for k in kernels:
                 i = bisect.bisect_right([m[0] for m in markers], k[2]) - 1
@@ -629,6 +629,7 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
                 t2 = self.make_room(x, t)
                 if t2 is None:
                     oom = True
+                    oom_r = r
                     self.events.append(("oom", self.oom_at, self.oom_at, x, None, self.oom_short))
                     break
                 self.stall(t, t2, None)
@@ -650,6 +651,7 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
             elif kind == "start":
                 if not self.kernel_start(x, t):
                     oom = True
+                    oom_r = r
                     break
                 if x in gates:
                     self.arrivals[gates[x]] = self.shift
@@ -666,6 +668,16 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
         m["simulated_peak_bytes"] = self.peak
         m["host_peak_bytes"] = self.host_peak
         m["oom"] = 1 if oom else 0
+        # "Time": loss = simulated / baseline - 1, not defined when the baseline is 0 ("Inputs",
+        # events all at one instant: None, null in --json); an OOM run has none, its oom_slowdown
+        # is over the recorded time of the event that failed (0 when that was the first instant)
+        base = last - first
+        if oom:
+            failed = oom_r - first
+            m["oom_slowdown"] = m["simulated_makespan_ns"] / failed - 1 if failed > 0 else 0.0
+            m["throughput_loss"] = None
+        elif not self.halted:
+            m["throughput_loss"] = m["simulated_makespan_ns"] / base - 1 if base > 0 else None
         memory = sorted((t, dev, host) for dev, t, host in self.buckets.values())
         self.result = Result(m, self.events, oom, self.kernel_times, memory)
 

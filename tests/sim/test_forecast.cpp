@@ -212,3 +212,49 @@ TEST_CASE("forecast: steps that repeat give their own live bytes, an odd step in
     CHECK(run.forecast_error == Approx((4.0 / 2 + 4.0 / 3 + 2.0 / 2 + 2.0 / 3) / 70).epsilon(1e-12));
     CHECK(run.forecast_peak_error == Approx((4.0 / 3 + 2.0 / 3) / 35).epsilon(1e-12));
 }
+
+TEST_CASE("forecast: a victim never used again counts the steps ahead at every position of the step",
+          "[sim][forecast]") {
+    // Five steps of 10 ms as steps_trace (A_k of 2 + g_k MiB written by k0 at 10k+1 ms, B_k written by
+    // k1 at 10k+4 ms), g = 0, 1, 2, 2, 4 MiB and B_3 = 2 MiB (1 MiB else), and X (1 MiB, the last row)
+    // made at 0, written by step 0's k0, never used again, freed at 60 ms. Live bytes at the kernels'
+    // starts (k0, k1): (3,4) (4,5) (5,6) (5,7) (7,8) MiB: at most 8 MiB, so the capacity of 8.5 MiB
+    // never needs an on-demand eviction, and no allocation is used twice (the forecaster learns no
+    // next use: the only candidate is X, "never used again" from step 2 on).
+    // Step 3 (docs/simulator.md, "forecast"), fitted on steps 0..2: step means 3.5 4.5 5.5, changes
+    // 1, 1: trend 1 MiB; levels (3, 4) MiB; predicted (6, 7) MiB, peak 7; H = 2.
+    //   k0 (31 ms): bound = peak 7 + 1 x H + live 5 - predicted 6 = 8 MiB <= 8.5: nothing drawn.
+    //   k1 (34 ms), position 1 = the forecast's last (rest 0): X's demand = max(6, 7) + round(trend)
+    //     = 8 for the next step's positions; it runs past a whole step, so steps = min(H, ...) = 2 and
+    //     the step's peak + trend x steps = 7 + 2 = 9 counts; drift live 7 - predicted 7 = 0: demand
+    //     9 MiB, off 0, > 8.5 MiB: X is swapped out early at 34 ms.
+    // Before 2026-12-05 ceil((L - rest) / length) overflowed for a victim never used again at every
+    // position but a step's first: the 9 was dropped, X skipped at 34 ms (8 <= 8.5) and evicted at
+    // step 4's k0 (41 ms) instead.
+    const std::vector<int64_t> grow = {0, 1, 2, 2, 4};
+    std::vector<Tensor> ts;
+    std::vector<K> ks;
+    for (int k = 0; k < 5; ++k) {
+        const int64_t t0 = 10 * k * ms;
+        ts.push_back({(2 + grow[k]) * MiB, t0, t0 + 6 * ms, trace::Category::Activation});
+        ts.push_back({(k == 3 ? 2 : 1) * MiB, t0 + 3 * ms, t0 + 6 * ms, trace::Category::Activation});
+        ks.push_back({t0 + 1 * ms, t0 + 2 * ms, {{2 * k, 'w'}}, k});
+        ks.push_back({t0 + 4 * ms, t0 + 5 * ms, {{2 * k + 1, 'w'}}, k});
+    }
+    ts.push_back({MiB, 0, 60 * ms, trace::Category::Activation});   // X, row 10 (id 11)
+    ks[0].uses.push_back({10, 'w'});
+    const auto trace = build(ts, ks);
+    const auto run = sim::simulate(trace, config("lru", 8 * MiB + MiB / 2, "forecast:2"));
+    REQUIRE(run.invariant_violation.empty());
+    REQUIRE_FALSE(run.oom.happened);
+    CHECK(run.forecast_evictions == 1);
+    CHECK(run.early_evictions == 1);
+    int swap_outs = 0;
+    for (const auto& event : run.events)
+        if (event.kind == trace::EventKind::SwapOut) {
+            ++swap_outs;
+            CHECK(event.allocation == 11);
+            CHECK(event.t_start == 34 * ms);
+        }
+    CHECK(swap_outs == 1);
+}

@@ -252,7 +252,8 @@ int64_t ForecastPrefetcher::demand_until(int32_t nu, int32_t kernel) const {
         const int64_t over = len - rest;   // kernels into the following steps
         const int64_t step_trend = std::llround(trend);
         demand = std::max(demand, pred_max.max(0, static_cast<size_t>(std::min(over, L) - 1)) + step_trend);
-        const int64_t steps = over > L ? std::min<int64_t>(horizon, (over + L - 1) / L) : 1;
+        // ceil(over / L), written so that a victim never used again (len: INT64_MAX) cannot overflow
+        const int64_t steps = over > L ? std::min<int64_t>(horizon, 1 + (over - 1) / L) : 1;
         if (steps >= 2) demand = std::max(demand, pred_peak + step_trend * (step_trend > 0 ? steps : 2));
     }
     return demand + eng.live_bytes() - pred_cur[static_cast<size_t>(pos)];
