@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Hostile pass 6 (docs/cli.md, "Messages and exit statuses"): what the earlier passes left.
+#   1. mhc-torch capture's output, checked as mhc checks its own: a name that is a descriptor of the
+#      process (a link to /proc/self/fd/1, /dev/fd/1) was replaced, or written through (as root,
+#      `-o /dev/stdout --force` replaced /dev/stdout with the trace), and T.db-journal or -wal of a
+#      trace T.db was written (SQLite removes it when T.db is next opened);
+#   2. mhc-torch's JSON inputs (--setting, --recipe, --kernel-times): a named pipe waited for a
+#      writer forever, nesting 100,000 deep or a 5,000-digit number printed a traceback (exit 1), a
+#      key given twice was read as its last value, and -o naming the setting, recipe or profile
+#      file with --force replaced it with the trace;
+#   3. a model file calling os._exit(0): the capture ended with exit status 0, no trace, nothing said.
+# Usage: hostile_pass6_test.sh MHC PYTHON PKG (PKG: the folder holding mhc_torch; PYTHON with torch
+# for the parts that import it, which are skipped, said, without one)
+set -u
+mhc=$1
+python=$2
+pkg=$3
+. "$(dirname "$0")/preamble.sh"
+cd "$tmp" || exit 1
+"$mhc" -q generate --preset gpt2-small --steps 1 --layers 1 --hidden 64 --heads 2 --seq 32 --micro-batch 1 --vocab 1000 \
+    -o t.db >/dev/null || fail generate
+
+# The Python front-end: its checks before torch is imported run with any Python 3.
+[ -x "$python" ] || python=python3
+torch=yes
+PYTHONPATH=$pkg "$python" -c "import torch" 2>/dev/null || torch=
+# torch_refused WANT ARGS...: `mhc-torch capture ARGS...` exits 2 within 60 s, one line containing WANT.
+torch_refused() {
+    local want=$1; shift
+    PYTHONPATH=$pkg timeout 60 "$python" -m mhc_torch.cli capture "$@" >out 2>err </dev/null; local rc=$?
+    [ $rc = 2 ] || fail "mhc-torch capture $* exited $rc, wanted 2: $(head -c 300 err)"
+    [ "$(wc -l <err)" = 1 ] || fail "mhc-torch capture $*: wanted one line: $(head -c 300 err)"
+    grep -qF -- "$want" err || fail "mhc-torch capture $*: does not say '$want': $(cat err)"
+}
+cat >net.py <<'PY'
+import torch
+def build_model():
+    return torch.nn.Linear(4, 4)
+def make_batch():
+    return torch.randn(2, 4)
+PY
+
+# 1. Outputs that are descriptors of the process, or SQLite's side files of a trace.
+ln -s /proc/self/fd/1 fd1.db
+ln -s /dev/stdout stdout.db   # never /dev/stdout itself: a capture that replaced it would replace the machine's
+for out in fd1.db stdout.db /dev/fd/1 /proc/self/fd/1; do
+    torch_refused "a descriptor of this process, not a file; name a file" net.py -o $out --force
+done
+[ -L fd1.db ] && [ -L stdout.db ] || fail "mhc-torch capture replaced a link to its standard output"
+for side in journal wal shm; do
+    torch_refused "t.db-$side: is the name of t.db's" net.py -o t.db-$side
+    [ ! -e t.db-$side ] || fail "mhc-torch capture wrote t.db-$side"
+done
+
+echo ok
