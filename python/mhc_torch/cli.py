@@ -9,6 +9,8 @@ import shutil
 import sys
 import time
 
+from . import json_input
+from .json_input import not_a_regular_file
 from .number_grammar import printable, whole
 from .output_file import OutputError, check_output
 
@@ -157,6 +159,9 @@ def _recipe_argv(text: str, parser: argparse.ArgumentParser) -> list[str]:
 
     if text.lstrip()[:1] not in ("{", "[", '"'):
         path = text
+        special = not_a_regular_file(path)
+        if special:
+            raise ValueError(f"{path}: {special}")
         with open(path, "rb") as f:
             raw = f.read()
         if raw.startswith(b"SQLite format 3\0"):  # a trace: the recipe it was captured with
@@ -177,10 +182,7 @@ def _recipe_argv(text: str, parser: argparse.ArgumentParser) -> list[str]:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError:
                 raise ValueError(f"{path}: not UTF-8 text (a JSON file or a trace was expected)") from None
-    try:
-        recipe = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"not JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    recipe = json_input.loads(text)
     if not isinstance(recipe, dict) or not isinstance(recipe.get("model"), str):
         raise ValueError("expected a JSON object with a \"model\"")
     options = {a.dest: a for a in parser._actions if a.dest not in _NOT_RECIPE and a.dest != "model"}
@@ -561,6 +563,7 @@ def _main(argv=None) -> int:
 
     p, c = parsers()
     a = p.parse_args(argv)
+    recipe = getattr(a, "recipe", None)
     if a.cmd == "capture" and a.recipe is not None:
         if a.model is not None:
             print("mhc-torch: give either MODEL with its options or --recipe", file=sys.stderr)
@@ -593,7 +596,9 @@ def _main(argv=None) -> int:
             print(f"mhc-torch: {a.model}: {_not_a_file(a.model)}", file=sys.stderr)
             return 2
         try:  # before the model is loaded or run: a refused output costs nothing
-            check_output(a.out, replace=a.force, inputs=[a.model] if a.model.endswith(".py") else [])
+            # the files read (a setting, a recipe or a profile named as a file) are inputs too
+            check_output(a.out, replace=a.force, inputs=[a.model if a.model.endswith(".py") else None, a.setting,
+                                                         recipe, a.kernel_times])
         except OutputError as e:
             print(f"mhc-torch: {e}", file=sys.stderr)
             return 2

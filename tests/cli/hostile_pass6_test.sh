@@ -52,4 +52,31 @@ for side in journal wal shm; do
     [ ! -e t.db-$side ] || fail "mhc-torch capture wrote t.db-$side"
 done
 
+# 2. JSON inputs: pipes, depth, huge numbers, repeated keys, the output naming them.
+mkfifo pipe.json
+torch_refused "setting: pipe.json: is a named pipe, not a regular file" net.py -o x.db --setting pipe.json
+torch_refused "recipe: pipe.json: is a named pipe, not a regular file" --recipe pipe.json -o x.db
+python3 -c "print('[' * 100000 + ']' * 100000)" >deep.json
+python3 -c "print('{\"offload\": ' + '1' * 5000 + '}')" >digits.json
+torch_refused "setting: deep.json: not JSON mhc-torch reads: nested too deeply" net.py -o x.db --setting deep.json
+torch_refused "recipe: not JSON mhc-torch reads: nested too deeply" --recipe deep.json -o x.db
+torch_refused "setting: digits.json: not JSON mhc-torch reads: a number of more digits" net.py -o x.db --setting digits.json
+torch_refused "setting: key 'weights' appears twice in one object" net.py -o x.db --setting '{"weights": "bf16", "weights": "fp32"}'
+torch_refused "recipe: key 'model' appears twice in one object" --recipe '{"model": "tiny-gpt2", "model": "net.py"}' -o x.db
+echo '{"weights": "bf16"}' >s.json
+echo '{"model": "tiny-gpt2", "seq": 16, "layers": 1}' >r.json
+echo '{"traceEvents": []}' >k.json
+torch_refused "./s.json: is the input file s.json" net.py --setting s.json -o ./s.json --force
+torch_refused "r.json: is the input file r.json" --recipe r.json -o r.json --force
+torch_refused "k.json: is the input file k.json" net.py --kernel-times k.json -o k.json --force
+[ "$(cat s.json)" = '{"weights": "bf16"}' ] && grep -q tiny-gpt2 r.json && grep -q traceEvents k.json ||
+    fail "mhc-torch capture replaced an input file"
+[ ! -e x.db ] || fail "a refused capture wrote x.db"
+if [ -n "$torch" ]; then
+    torch_refused "--kernel-times: pipe.json: is a named pipe, not a regular file" net.py -o x.db --kernel-times pipe.json
+    torch_refused "--kernel-times: deep.json: not JSON mhc-torch reads: nested too deeply" net.py -o x.db --kernel-times deep.json
+    [ ! -e x.db ] || fail "a refused capture wrote x.db"
+else
+    echo "skipped: mhc-torch's checks after torch is imported (no torch in $python)"
+fi
 echo ok
