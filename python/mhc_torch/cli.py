@@ -3,6 +3,7 @@ print a trace's runs (see docs/torch.md)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import shutil
@@ -54,12 +55,37 @@ def _not_a_file(path: str) -> str:
     return "is a directory, not a model file" if os.path.isdir(path) else "no such file"
 
 
+class _OsExit(SystemExit):
+    """os._exit() called by a model file's code, raised instead of ending the process at once
+    (exit status 0, no trace and nothing said)."""
+
+
+@contextlib.contextmanager
+def _no_os_exit():
+    """While a model file's code runs in this process, os._exit() raises _OsExit; in a process it
+    forks (a DataLoader's workers) os._exit() ends that process as it would."""
+    real, pid = os._exit, os.getpid()
+
+    def guarded(code):
+        if os.getpid() != pid:
+            real(code)
+        raise _OsExit(code)
+
+    os._exit = guarded
+    try:
+        yield
+    finally:
+        os._exit = real
+
+
 def _model_failed(model: str, e: BaseException) -> str:
     """One line for an exception raised by the user's model code: the file and line where it
     happened (the model file's innermost frame, else the innermost outside torch) and what."""
     from .errors import one_line, user_frame, where
 
-    if isinstance(e, SystemExit):
+    if isinstance(e, _OsExit):
+        what = f"the model called os._exit({e.code!r}); no trace written"
+    elif isinstance(e, SystemExit):
         what = f"the model called sys.exit({e.code!r}); no trace written"
     else:
         what = one_line(e)
@@ -211,6 +237,13 @@ def _recipe_argv(text: str, parser: argparse.ArgumentParser) -> list[str]:
 
 
 def _capture(a, parser: argparse.ArgumentParser) -> int:
+    if not a.model.endswith(".py"):
+        return _capture_guarded(a, parser)
+    with _no_os_exit():
+        return _capture_guarded(a, parser)
+
+
+def _capture_guarded(a, parser: argparse.ArgumentParser) -> int:
     import json
 
     from .settings import SettingError, load_setting

@@ -75,6 +75,11 @@ torch_refused "k.json: is the input file k.json" net.py --kernel-times k.json -o
 if [ -n "$torch" ]; then
     torch_refused "--kernel-times: pipe.json: is a named pipe, not a regular file" net.py -o x.db --kernel-times pipe.json
     torch_refused "--kernel-times: deep.json: not JSON mhc-torch reads: nested too deeply" net.py -o x.db --kernel-times deep.json
+    # 3. os._exit in a model file, at its top level or in build_model().
+    printf 'import os\nos._exit(0)\n' >exits.py
+    torch_refused "exits.py:2 in <module>: the model called os._exit(0); no trace written" exits.py -o x.db
+    sed 's/return torch.nn.Linear(4, 4)/import os; os._exit(0)/' net.py >exits2.py
+    torch_refused "exits2.py:3 in build_model: the model called os._exit(0); no trace written" exits2.py -o x.db
     [ ! -e x.db ] || fail "a refused capture wrote x.db"
 else
     echo "skipped: mhc-torch's checks after torch is imported (no torch in $python)"
