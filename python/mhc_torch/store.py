@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import urllib.parse
 from dataclasses import dataclass, field
 
 from .output_file import OutputError, OutputExists, SignalGuard, begin_output, check_output, commit  # noqa: F401 (re-exported)
@@ -218,8 +219,15 @@ def gzip_note(path: str) -> str:
 
 def _open(path: str) -> sqlite3.Connection:
     if not os.path.isfile(path):
-        raise TraceError(f"{path}: {'is a directory, not a trace' if os.path.isdir(path) else 'no such file'}")
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        from .json_input import not_a_regular_file
+
+        special = not_a_regular_file(path)   # a FIFO or a device was "no such file"
+        raise TraceError(f"{path}: " + ('is a directory, not a trace' if os.path.isdir(path) else
+                                        special.split(",")[0] + ", not a trace" if special else
+                                        'no such file'))
+    # The path quoted into the URI: a '?', '#' or '%' in a file's name is part of the name (x#y.db
+    # opened x, 50%41.db 50A.db).
+    db = sqlite3.connect(f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro", uri=True)
     try:
         version = db.execute("PRAGMA user_version").fetchone()[0]
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}

@@ -8,7 +8,8 @@
 #      writer forever, nesting 100,000 deep or a 5,000-digit number printed a traceback (exit 1), a
 #      key given twice was read as its last value, and -o naming the setting, recipe or profile
 #      file with --force replaced it with the trace;
-#   3. a model file calling os._exit(0): the capture ended with exit status 0, no trace, nothing said.
+#   3. a model file calling os._exit(0): the capture ended with exit status 0, no trace, nothing said;
+#   4. mhc-torch runs of a trace named x#y.db read x (the name went into an SQLite URI unquoted).
 # Usage: hostile_pass6_test.sh MHC PYTHON PKG (PKG: the folder holding mhc_torch; PYTHON with torch
 # for the parts that import it, which are skipped, said, without one)
 set -u
@@ -72,6 +73,21 @@ torch_refused "k.json: is the input file k.json" net.py --kernel-times k.json -o
 [ "$(cat s.json)" = '{"weights": "bf16"}' ] && grep -q tiny-gpt2 r.json && grep -q traceEvents k.json ||
     fail "mhc-torch capture replaced an input file"
 [ ! -e x.db ] || fail "a refused capture wrote x.db"
+# 4. mhc-torch runs of a trace whose name holds '#', '?' or '%' (read as a URI: x#y.db opened x,
+# 50%41.db was a traceback), and of a named pipe (said to be no such file).
+if PYTHONPATH=$pkg "$python" -c "import pandas" 2>/dev/null; then
+    "$mhc" -q simulate t.db --capacity 90% --no-events >/dev/null || fail "simulate t.db"
+    : >x
+    for name in 'x#y.db' 'x?y.db' '50%41.db'; do
+        cp t.db "$name"
+        PYTHONPATH=$pkg "$python" -m mhc_torch.cli runs "$name" >out 2>err || fail "mhc-torch runs $name: $(cat err)"
+        grep -q "lru+none@90%" out || fail "mhc-torch runs $name: $(cat out)"
+    done
+    PYTHONPATH=$pkg timeout 60 "$python" -m mhc_torch.cli runs pipe.json >out 2>err
+    [ $? = 2 ] && [ "$(cat err)" = "mhc-torch: pipe.json: is a named pipe, not a trace" ] || fail "mhc-torch runs pipe.json: $(cat err)"
+else
+    echo "skipped: mhc-torch runs (no pandas in $python)"
+fi
 if [ -n "$torch" ]; then
     torch_refused "--kernel-times: pipe.json: is a named pipe, not a regular file" net.py -o x.db --kernel-times pipe.json
     torch_refused "--kernel-times: deep.json: not JSON mhc-torch reads: nested too deeply" net.py -o x.db --kernel-times deep.json
