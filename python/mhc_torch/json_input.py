@@ -27,8 +27,7 @@ def _no_repeated_keys(pairs):
     seen = {}
     for key, value in pairs:
         if key in seen:
-            raise ValueError(f"key '{key}' appears twice in one object: JSON readers take either value, so the "
-                             "text has no one meaning")
+            raise ValueError(f"key '{key}' is given twice: JSON readers take either value; give it once")
         seen[key] = value
     return seen
 

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mhc/common/error.hpp"
+#include "mhc/common/json.hpp"
 #include "mhc/common/output_file.hpp"
 
 namespace mhc::sim {
@@ -114,6 +115,9 @@ LinkModel load_link_profile(const std::string& path) {
         throw Error(where(path, "not a link profile: not valid JSON (" + what + ")"));
     }
     if (!root.is_object()) throw Error(where(path, "a link profile must be a JSON object"));
+    // {"copy_engines": 2, "copy_engines": 1} ran with the last.
+    if (const std::string twice = repeated_json_key(ss.str()); !twice.empty())
+        throw Error(where(path, "field '" + twice + "' is given twice: JSON readers take either value; give it once"));
     LinkModel l;
     if (!root.contains("name") || !root.at("name").is_string())
         throw Error(where(path, "field 'name': missing or not a string"));

@@ -9,7 +9,8 @@
 #      key given twice was read as its last value, and -o naming the setting, recipe or profile
 #      file with --force replaced it with the trace;
 #   3. a model file calling os._exit(0): the capture ended with exit status 0, no trace, nothing said;
-#   4. mhc-torch runs of a trace named x#y.db read x (the name went into an SQLite URI unquoted).
+#   4. mhc-torch runs of a trace named x#y.db read x (the name went into an SQLite URI unquoted);
+#   5. a link profile or an advise --setting holding a key twice in one object ran with the last.
 # Usage: hostile_pass6_test.sh MHC PYTHON PKG (PKG: the folder holding mhc_torch; PYTHON with torch
 # for the parts that import it, which are skipped, said, without one)
 set -u
@@ -17,9 +18,31 @@ mhc=$1
 python=$2
 pkg=$3
 . "$(dirname "$0")/preamble.sh"
+capture=$(cd "$(dirname "$0")/../data/advise" && pwd)/tiny_mhc.db
 cd "$tmp" || exit 1
 "$mhc" -q generate --preset gpt2-small --steps 1 --layers 1 --hidden 64 --heads 2 --seq 32 --micro-batch 1 --vocab 1000 \
     -o t.db >/dev/null || fail generate
+
+# 5. A key given twice in one object of a file users write (a link profile, an advise setting): it
+# ran with the last value ({"copy_engines": 2, "copy_engines": 1}; {"weights": "bf16", "weights":
+# "fp32"} advised the step as captured). Refused naming the field's path, before any work.
+link='"name": "x", "h2d": {"bandwidth_Bps": 25e9, "latency_s": 6e-6}, "d2h": {"bandwidth_Bps": 25e9, "latency_s": 6e-6}, "duplex_factor": 0.5'
+echo "{$link, \"copy_engines\": 2, \"copy_engines\": 1}" >twice.json
+cat >nested.json <<'JSON'
+{"name": "x", "h2d": {"bandwidth_Bps": 25e9, "latency_s": 6e-6, "bandwidth_Bps": 1e3},
+ "d2h": {"bandwidth_Bps": 25e9, "latency_s": 6e-6}, "duplex_factor": 0.5, "copy_engines": 2}
+JSON
+echo "{$link, \"copy_engines\": 2}" >once.json
+twice="is given twice: JSON readers take either value; give it once"
+refused "twice.json: field 'copy_engines' $twice" simulate t.db --capacity 90% --no-store --link twice.json
+[ ! -s out ] || fail "simulate ran before refusing the link profile: $(head -c 200 out)"
+refused "nested.json: field 'h2d.bandwidth_Bps' $twice" sweep t.db --capacities 90% --no-bisect --no-store --links nested.json
+refused "twice.json: field 'copy_engines' $twice" validate t.db --capacity 90% --no-store --repeat 1 --link twice.json
+"$mhc" simulate t.db --capacity 90% --no-store --link once.json >out 2>err || fail "a link profile with each key once: $(cat err)"
+refused "setting: field 'weights' $twice" advise "$capture" --setting '{"weights": "bf16", "weights": "fp32"}'
+refused "setting: field 'checkpoint[1].policy' $twice" advise "$capture" \
+    --setting '{"checkpoint": [{"modules": ["a"]}, {"modules": ["b"], "policy": "full", "policy": "mhc"}]}'
+"$mhc" advise "$capture" --setting '{"weights": "fp32"}' >out 2>err || fail "advise --setting with each key once: $(cat err)"
 
 # The Python front-end: its checks before torch is imported run with any Python 3.
 [ -x "$python" ] || python=python3
@@ -62,8 +85,8 @@ python3 -c "print('{\"offload\": ' + '1' * 5000 + '}')" >digits.json
 torch_refused "setting: deep.json: not JSON mhc-torch reads: nested too deeply" net.py -o x.db --setting deep.json
 torch_refused "recipe: not JSON mhc-torch reads: nested too deeply" --recipe deep.json -o x.db
 torch_refused "setting: digits.json: not JSON mhc-torch reads: a number of more digits" net.py -o x.db --setting digits.json
-torch_refused "setting: key 'weights' appears twice in one object" net.py -o x.db --setting '{"weights": "bf16", "weights": "fp32"}'
-torch_refused "recipe: key 'model' appears twice in one object" --recipe '{"model": "tiny-gpt2", "model": "net.py"}' -o x.db
+torch_refused "setting: key 'weights' is given twice: JSON readers take either value; give it once" net.py -o x.db --setting '{"weights": "bf16", "weights": "fp32"}'
+torch_refused "recipe: key 'model' is given twice" --recipe '{"model": "tiny-gpt2", "model": "net.py"}' -o x.db
 echo '{"weights": "bf16"}' >s.json
 echo '{"model": "tiny-gpt2", "seq": 16, "layers": 1}' >r.json
 echo '{"traceEvents": []}' >k.json
