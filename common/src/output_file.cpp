@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -381,7 +382,18 @@ void refuse_sqlite_side_file(const std::string& path) {
     }
 }
 
+void refuse_unreachable_name(const std::string& path) {
+    // A name past the limits on a name (255 bytes) or a path: every command met it late, after
+    // the work (a rename that failed, a runs database SQLite could not open: exit 4) or as an
+    // internal error (std::filesystem's "status: File name too long").
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0 && errno == ENAMETOOLONG)
+        throw Error(path + ": cannot be reached: " + std::strerror(ENAMETOOLONG) + " (at most " +
+                    std::to_string(name_max(".")) + " bytes a name, " + std::to_string(PATH_MAX) + " a path)");
+}
+
 void refuse_special_file(const std::string& path) {
+    refuse_unreachable_name(path);
     refuse_sqlite_side_file(path);
     // Written through, or replaced, such a link would be the shell's redirection target or the
     // link itself (as root, /dev/stdout): neither is the file the user named.
@@ -428,6 +440,7 @@ int remove_stale_temps(const std::string& path) {
 
 OutputFile::OutputFile(std::string path, IfExists if_exists)
     : path_(std::move(path)), if_exists_(if_exists) {
+    refuse_unreachable_name(path_);
     refuse_sqlite_side_file(path_);
     struct stat lst {};
     if (::lstat(path_.c_str(), &lst) == 0) {

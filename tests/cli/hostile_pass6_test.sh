@@ -10,7 +10,9 @@
 #      file with --force replaced it with the trace;
 #   3. a model file calling os._exit(0): the capture ended with exit status 0, no trace, nothing said;
 #   4. mhc-torch runs of a trace named x#y.db read x (the name went into an SQLite URI unquoted);
-#   5. a link profile or an advise --setting holding a key twice in one object ran with the last.
+#   5. a link profile or an advise --setting holding a key twice in one object ran with the last;
+#   6. a file name longer than a folder allows: an internal error (exit 1), or refused only after
+#      the work (exit 4 for a --runs-db).
 # Usage: hostile_pass6_test.sh MHC PYTHON PKG (PKG: the folder holding mhc_torch; PYTHON with torch
 # for the parts that import it, which are skipped, said, without one)
 set -u
@@ -43,6 +45,32 @@ refused "setting: field 'weights' $twice" advise "$capture" --setting '{"weights
 refused "setting: field 'checkpoint[1].policy' $twice" advise "$capture" \
     --setting '{"checkpoint": [{"modules": ["a"]}, {"modules": ["b"], "policy": "full", "policy": "mhc"}]}'
 "$mhc" advise "$capture" --setting '{"weights": "fp32"}' >out 2>err || fail "advise --setting with each key once: $(cat err)"
+
+# 6. A name longer than a folder allows (300 bytes; a path past 4096): import, calibrate and kernels
+# said "internal error: filesystem error: status: File name too long" (exit 1); simulate, sweep and
+# validate --runs-db computed, then could not store (exit 4); generate, export and advise
+# --trace-out did the work, then failed to move the file into place. Now each is refused at once.
+long=$(printf 'n%.0s' $(seq 300))
+deep=$(printf 'd%.0s' $(seq 200)); deep=$(printf "$deep/%.0s" $(seq 25))x
+head -c 512 /dev/zero >H.f32
+echo '{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","ts":10,"dur":5,"args":{"device":0,"stream":7}}]}' >k.json
+too_long="cannot be reached: File name too long"
+for out in "$long" "$deep"; do
+    refused "$too_long" generate --steps 1 --layers 1 --seq 64 -o "$out.db"
+    refused "$too_long" export t.db -o "$out.json"
+    refused "$too_long" import k.json -o "$out.db"
+    refused "$too_long" calibrate --backend host --quick --rounds 1 --max-chunk 16KiB -o "$out.json"
+    grep -q "h2d" out && fail "calibrate measured before refusing its output"
+    refused "$too_long" kernels sinkhorn --n 4 --iters 2 --input H.f32 --output "$out.f32"
+    refused "$too_long" advise "$capture" --setting '{}' --trace-out "$out.db"
+    refused "$too_long" simulate t.db --capacity 90% --runs-db "$out.db"
+    [ ! -s out ] || fail "simulate ran before refusing --runs-db: $(head -c 200 out)"
+    refused "$too_long" sweep t.db --capacities 90% --no-bisect --runs-db "$out.db"
+    refused "$too_long" validate t.db --capacity 90% --link pcie4 --repeat 1 --runs-db "$out.db"
+    grep -q "replay" out && fail "validate replayed before refusing --runs-db"
+    refused "$too_long" info t.db --runs-db "$out.db"
+done
+[ -z "$(ls | grep -e mhc-tmp -e "^$long")" ] || fail "a refused command left: $(ls | grep -e mhc-tmp -e "^$long")"
 
 # The Python front-end: its checks before torch is imported run with any Python 3.
 [ -x "$python" ] || python=python3
