@@ -12,7 +12,8 @@
 #   4. mhc-torch runs of a trace named x#y.db read x (the name went into an SQLite URI unquoted);
 #   5. a link profile or an advise --setting holding a key twice in one object ran with the last;
 #   6. a file name longer than a folder allows: an internal error (exit 1), or refused only after
-#      the work (exit 4 for a --runs-db).
+#      the work (exit 4 for a --runs-db);
+#   7. advise --verify left its capture's log and trace in $TMPDIR (by names anyone could guess).
 # Usage: hostile_pass6_test.sh MHC PYTHON PKG (PKG: the folder holding mhc_torch; PYTHON with torch
 # for the parts that import it, which are skipped, said, without one)
 set -u
@@ -71,6 +72,28 @@ for out in "$long" "$deep"; do
     refused "$too_long" info t.db --runs-db "$out.db"
 done
 [ -z "$(ls | grep -e mhc-tmp -e "^$long")" ] || fail "a refused command left: $(ls | grep -e mhc-tmp -e "^$long")"
+
+# 7. advise --verify's files: the capture's log was $TMPDIR/mhc-advise-PID-I.db.log, opened
+# O_CREAT|O_TRUNC by a name anyone could guess, and left behind when mhc-torch could not be run;
+# the capture's trace was left when it was no trace, and the message named only that file.
+mkdir tmpdir
+printf '#!/bin/sh\necho garbage >"$7"\n' >garbage.sh
+printf '#!/bin/sh\ncp "%s" "$7"\n' "$capture" >same.sh
+printf '#!/bin/sh\nkill -SEGV $$\n' >segv.sh
+printf '#!/bin/sh\nsleep 20\n' >slow.sh
+chmod +x garbage.sh same.sh segv.sh slow.sh
+TMPDIR=$tmp/tmpdir MHC_TORCH=/nonexistent refused "--verify: cannot run /nonexistent" advise "$capture" --setting '{}' --verify
+TMPDIR=$tmp/tmpdir MHC_TORCH=./garbage.sh refused "(./garbage.sh) exited 0 but wrote no trace mhc reads" \
+    advise "$capture" --setting '{}' --verify
+TMPDIR=$tmp/tmpdir MHC_TORCH=./segv.sh refused "failed: killed by signal 11" advise "$capture" --setting '{}' --verify
+TMPDIR=$tmp/tmpdir MHC_TORCH=./same.sh "$mhc" advise "$capture" --setting '{}' --verify >out 2>err ||
+    fail "advise --verify with a capture of the same step: $(cat err)"
+TMPDIR=$tmp/tmpdir MHC_TORCH=./slow.sh "$mhc" advise "$capture" --setting '{}' --verify >out 2>err &
+pid=$!
+for _ in $(seq 100); do [ -n "$(ls tmpdir)" ] && break; sleep 0.05; done
+kill -TERM $pid
+{ wait $pid; } 2>/dev/null
+[ -z "$(ls -A tmpdir)" ] || fail "advise --verify left in TMPDIR: $(ls -A tmpdir)"
 
 # The Python front-end: its checks before torch is imported run with any Python 3.
 [ -x "$python" ] || python=python3
