@@ -16,6 +16,12 @@ from .number_grammar import printable, whole
 from .output_file import OutputError, check_output
 
 
+def _say(line: str) -> None:
+    """One line on stderr, whatever it quotes: a newline or an escape in a file name or a value is
+    shown as '?', as mhc shows it (it was sent as is: two lines, or the terminal's escape)."""
+    print(printable(line), file=sys.stderr)
+
+
 def _load_model_file(path: str):
     """build_model, make_batch, and the optional loss_fn, step and build_optimizer defined by a
     Python file."""
@@ -251,12 +257,11 @@ def _capture_guarded(a, parser: argparse.ArgumentParser) -> int:
     try:  # before torch is imported: a bad setting is told at once
         setting = load_setting(a.setting) if a.setting is not None else None
     except SettingError as e:
-        print(f"mhc-torch: {e}", file=sys.stderr)
+        _say(f"mhc-torch: {e}")
         return 2
 
     if a.forward_only and setting is not None and setting.get("optimizer"):
-        print("mhc-torch: warning: the setting's \"optimizer\" has no effect: a --forward-only step has no optimizer",
-              file=sys.stderr)
+        _say("mhc-torch: warning: the setting's \"optimizer\" has no effect: a --forward-only step has no optimizer")
 
     import torch
 
@@ -269,7 +274,7 @@ def _capture_guarded(a, parser: argparse.ArgumentParser) -> int:
     try:  # before the model is loaded: a profile that cannot give times is told at once
         kernel_times = KernelTimes(a.kernel_times) if a.kernel_times is not None else None
     except KernelTimesError as e:
-        print(f"mhc-torch: --kernel-times: {e}", file=sys.stderr)
+        _say(f"mhc-torch: --kernel-times: {e}")
         return 2
 
     dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "none": None, "as-built": None}
@@ -277,21 +282,21 @@ def _capture_guarded(a, parser: argparse.ArgumentParser) -> int:
         Recipe(dtypes[a.autocast], a.autocast_policy, dtypes[a.weights], a.forward_only, a.micro_batches,
                a.zero_grad).check()
     except ValueError as e:
-        print(f"mhc-torch: {e}", file=sys.stderr)
+        _say(f"mhc-torch: {e}")
         return 2
 
     if a.model.endswith(".py"):
         try:
             build, make_batch, loss_fn, step, build_optimizer = _load_model_file(a.model)
         except OSError as e:
-            print(f"mhc-torch: {a.model}: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+            _say(f"mhc-torch: {a.model}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
             return 2
         except (Exception, SystemExit) as e:  # the file's own code failed while loading
-            print(_model_failed(a.model, e), file=sys.stderr)
+            _say(_model_failed(a.model, e))
             return 2
         if step is not None and (a.forward_only or a.micro_batches != 1):
-            print(f"mhc-torch: {a.model}: defines step(), which says itself what a step does: drop --forward-only "
-                  "and --micro-batches", file=sys.stderr)
+            _say(f"mhc-torch: {a.model}: defines step(), which says itself what a step does: drop --forward-only "
+                 "and --micro-batches")
             return 2
     else:
         build, make_batch, loss_fn, _ = preset(a.model, batch=a.batch, seq=a.seq, layers=a.layers, hc=a.hc)
@@ -301,8 +306,8 @@ def _capture_guarded(a, parser: argparse.ArgumentParser) -> int:
     meta.update({f"capture.{d}": str(getattr(a, d)) for d in ("batch", "seq", "hc") if d not in _unused(a.model)})
     meta["capture.optimizer"] = a.optimizer if build_optimizer is None else "build_optimizer"
     if build_optimizer is not None and a.optimizer != "adamw":
-        print(f"mhc-torch: warning: --optimizer {a.optimizer} has no effect: {a.model} builds its own optimizer "
-              "(build_optimizer())", file=sys.stderr)
+        _say(f"mhc-torch: warning: --optimizer {a.optimizer} has no effect: {a.model} builds its own optimizer "
+             "(build_optimizer())")
     meta["capture.recipe"] = json.dumps(_recipe(a, parser), sort_keys=True)
     # foreach (PyTorch's default on GPUs) or fused: the fused kernel makes no temporaries.
     fused = a.optimizer == "adamw-fused"
@@ -317,18 +322,18 @@ def _capture_guarded(a, parser: argparse.ArgumentParser) -> int:
                     micro_batches=a.micro_batches, zero_grad=a.zero_grad, step=step, setting=setting,
                     build_optimizer=build_optimizer, kernel_times=kernel_times)
     except (CaptureError, SettingError) as e:
-        print(f"mhc-torch: {a.model}: {e}", file=sys.stderr)
+        _say(f"mhc-torch: {a.model}: {e}")
         return 2
     except KeyboardInterrupt:
-        print(f"mhc-torch: {a.out}: interrupted; no trace written", file=sys.stderr)
+        _say(f"mhc-torch: {a.out}: interrupted; no trace written")
         return 130
     except OutputError as e:  # the output, refused or unwritable
-        print(f"mhc-torch: {e}", file=sys.stderr)
+        _say(f"mhc-torch: {e}")
         return 2
     except (Exception, SystemExit) as e:
         if not a.model.endswith(".py"):
             raise  # a preset failing is a bug of this package: keep the traceback
-        print(_model_failed(a.model, e), file=sys.stderr)
+        _say(_model_failed(a.model, e))
         return 2
     wall = time.perf_counter() - t0
     step_ms = ", ".join(f"{t / 1e6:.1f}" for t in r.step_time_ns)
@@ -337,12 +342,12 @@ def _capture_guarded(a, parser: argparse.ArgumentParser) -> int:
           f"captured in {wall:.1f} s")
     print(_flops_line(r, a.gpu))
     if r.meta.get("capture.allocator_conf_late") is not None:
-        print(_allocator_late(r.meta), file=sys.stderr)
+        _say(_allocator_late(r.meta))
     if r.meta.get("capture.cudnn_rnn"):
         rnns = json.loads(r.meta["capture.cudnn_rnn"])
-        print(f"mhc-torch: note: {_rnn_names(rnns)} captured as cuDNN's RNN kernel (aten::_cudnn_rnn, fp16 under "
-              "autocast); its reserve space is estimated (cuDNN sizes it on the GPU) and its workspaces are not "
-              "modelled: meta capture.cudnn_rnn.estimated", file=sys.stderr)
+        _say(f"mhc-torch: note: {_rnn_names(rnns)} captured as cuDNN's RNN kernel (aten::_cudnn_rnn, fp16 under "
+             "autocast); its reserve space is estimated (cuDNN sizes it on the GPU) and its workspaces are not "
+             "modelled: meta capture.cudnn_rnn.estimated")
     if r.meta.get("capture.hf_checkpointing_on") == "true" and setting is None and not a.forward_only:
         off = _without_hf_checkpointing(r, build, make_batch, a, capture_kwargs=dict(
             steps=a.steps, gpu=a.gpu, loss_fn=loss_fn, optimizer=optimizer, autocast_dtype=dtype,
@@ -477,7 +482,7 @@ def _runs(a) -> int:
     try:
         df = read_runs(a.trace)
     except TraceError as e:
-        print(f"mhc-torch: {e}", file=sys.stderr)
+        _say(f"mhc-torch: {e}")
         return 2
     # the columns wrap at the terminal's width (COLUMNS, else 200 when not a terminal)
     width = shutil.get_terminal_size((200, 24)).columns
@@ -535,7 +540,7 @@ def main(argv=None) -> int:
     try:
         return _main(argv)
     except KeyboardInterrupt:  # before or after the capture's own handling: nothing was written
-        print("mhc-torch: interrupted; no trace written", file=sys.stderr)
+        _say("mhc-torch: interrupted; no trace written")
         return 130
 
 
@@ -599,41 +604,41 @@ def _main(argv=None) -> int:
     recipe = getattr(a, "recipe", None)
     if a.cmd == "capture" and a.recipe is not None:
         if a.model is not None:
-            print("mhc-torch: give either MODEL with its options or --recipe", file=sys.stderr)
+            _say("mhc-torch: give either MODEL with its options or --recipe")
             return 2
         try:
             rest = _recipe_argv(a.recipe, c)
         except OSError as e:
-            print(f"mhc-torch: recipe: {a.recipe}: {e.strerror or e}", file=sys.stderr)
+            _say(f"mhc-torch: recipe: {a.recipe}: {e.strerror or e}")
             return 2
         except ValueError as e:
-            print(f"mhc-torch: recipe: {e}", file=sys.stderr)
+            _say(f"mhc-torch: recipe: {e}")
             return 2
         a = p.parse_args(["capture", *rest, "-o", a.out] + (["--setting", a.setting] if a.setting is not None else [])
                          + (["--force"] if a.force else []))
     if a.cmd == "capture":
         if a.model is None:
-            print("mhc-torch: capture needs MODEL (a preset or FILE.py) or --recipe", file=sys.stderr)
+            _say("mhc-torch: capture needs MODEL (a preset or FILE.py) or --recipe")
             return 2
         if not a.model.endswith(".py") and a.model not in PRESETS:
-            print(f"mhc-torch: {_unknown_model(a.model, PRESETS)}", file=sys.stderr)
+            _say(f"mhc-torch: {_unknown_model(a.model, PRESETS)}")
             return 2
         for w in _no_effect(a):
-            print(f"mhc-torch: warning: {w}", file=sys.stderr)
+            _say(f"mhc-torch: warning: {w}")
         wrong = _check_options(a)
         if wrong:
-            print(f"mhc-torch: {wrong}", file=sys.stderr)
+            _say(f"mhc-torch: {wrong}")
             return 2
         if a.model.endswith(".py") and not os.path.isfile(a.model):
             # said before torch is imported (about 2 s), as _load_model_file would say it
-            print(f"mhc-torch: {a.model}: {_not_a_file(a.model)}", file=sys.stderr)
+            _say(f"mhc-torch: {a.model}: {_not_a_file(a.model)}")
             return 2
         try:  # before the model is loaded or run: a refused output costs nothing
             # the files read (a setting, a recipe or a profile named as a file) are inputs too
             check_output(a.out, replace=a.force, inputs=[a.model if a.model.endswith(".py") else None, a.setting,
                                                          recipe, a.kernel_times])
         except OutputError as e:
-            print(f"mhc-torch: {e}", file=sys.stderr)
+            _say(f"mhc-torch: {e}")
             return 2
         return _capture(a, c)
     return _runs(a)

@@ -9,6 +9,7 @@
 #      key given twice was read as its last value, and -o naming the setting, recipe or profile
 #      file with --force replaced it with the trace;
 #   3. a model file calling os._exit(0): the capture ended with exit status 0, no trace, nothing said;
+#   3b. a newline or an escape in a name mhc-torch quoted was sent as is (two lines, an escape);
 #   4. mhc-torch runs of a trace named x#y.db read x (the name went into an SQLite URI unquoted);
 #   5. a link profile or an advise --setting holding a key twice in one object ran with the last;
 #   6. a file name longer than a folder allows: an internal error (exit 1), or refused only after
@@ -147,6 +148,13 @@ torch_refused "k.json: is the input file k.json" net.py --kernel-times k.json -o
 [ "$(cat s.json)" = '{"weights": "bf16"}' ] && grep -q tiny-gpt2 r.json && grep -q traceEvents k.json ||
     fail "mhc-torch capture replaced an input file"
 [ ! -e x.db ] || fail "a refused capture wrote x.db"
+# 3b. A newline or an escape in a name mhc-torch quotes: one line, each shown as '?' (as mhc shows
+# it; it was sent as is: two or three lines, or the terminal's escape sequence).
+torch_refused "mhc-torch: a?b.py: no such file" $'a\nb.py' -o x.db
+torch_refused "mhc-torch: no?dir/x.db: cannot write into no?dir: no such directory" net.py -o $'no\ndir/x.db'
+torch_refused "mhc-torch: unknown model 'a?[2Jb'" $'a\e[2Jb' -o x.db
+grep -q $'\e' err && fail "mhc-torch sent an escape byte to the terminal"
+
 # 4. mhc-torch runs of a trace whose name holds '#', '?' or '%' (read as a URI: x#y.db opened x,
 # 50%41.db was a traceback), and of a named pipe (said to be no such file).
 if PYTHONPATH=$pkg "$python" -c "import pandas" 2>/dev/null; then
