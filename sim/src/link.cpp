@@ -98,6 +98,12 @@ Direction direction(const json& root, const std::string& key, const std::string&
 }  // namespace
 
 LinkModel load_link_profile(const std::string& path) {
+    // A FIFO waits for a writer, a device never ends: refused before it is opened, wherever the
+    // path comes from (validate --link auto's cache file, where one planted hung the command).
+    std::error_code ec;
+    if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+        throw Error(where(path, std::filesystem::is_directory(path, ec) ? "is a directory, not a link profile"
+                                                                        : "not a regular file, not a link profile"));
     std::ifstream in(path);
     if (!in) throw Error(std::filesystem::exists(path) ? where(path, "cannot open the link profile") : no_such_file(path));
     std::stringstream ss;

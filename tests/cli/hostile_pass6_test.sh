@@ -14,7 +14,8 @@
 #   5. a link profile or an advise --setting holding a key twice in one object ran with the last;
 #   6. a file name longer than a folder allows: an internal error (exit 1), or refused only after
 #      the work (exit 4 for a --runs-db);
-#   7. advise --verify left its capture's log and trace in $TMPDIR (by names anyone could guess).
+#   7. advise --verify left its capture's log and trace in $TMPDIR (by names anyone could guess);
+#   8. validate --link auto hung on a named pipe in place of its cached calibration.
 # Usage: hostile_pass6_test.sh MHC PYTHON PKG (PKG: the folder holding mhc_torch; PYTHON with torch
 # for the parts that import it, which are skipped, said, without one)
 set -u
@@ -95,6 +96,18 @@ for _ in $(seq 100); do [ -n "$(ls tmpdir)" ] && break; sleep 0.05; done
 kill -TERM $pid
 { wait $pid; } 2>/dev/null
 [ -z "$(ls -A tmpdir)" ] || fail "advise --verify left in TMPDIR: $(ls -A tmpdir)"
+
+# 8. validate --link auto's cached calibration replaced by a named pipe: validate waited for a
+# writer forever. Now the cache is said not to load, and the link is measured again.
+export XDG_CACHE_HOME=$tmp/cache
+"$mhc" validate t.db --capacity 90% --link auto --repeat 1 --no-store >out 2>err || fail "validate --link auto: $(cat err)"
+cached=$(ls cache/mhc/replay-link-*.json) || fail "validate --link auto cached no calibration"
+rm "$cached" && mkfifo "$cached"
+timeout 120 "$mhc" validate t.db --capacity 90% --link auto --repeat 1 --no-store >out 2>err; rc=$?
+[ $rc = 0 ] || fail "validate --link auto with a named pipe as its cache exited $rc: $(tail -2 err)"
+grep -qF "the cached calibration does not load ($tmp/$cached: not a regular file, not a link profile)" out ||
+    fail "validate --link auto did not say why the cache was not read: $(grep obtained out)"
+unset XDG_CACHE_HOME
 
 # The Python front-end: its checks before torch is imported run with any Python 3.
 [ -x "$python" ] || python=python3
