@@ -252,6 +252,10 @@ def _capture(a, parser: argparse.ArgumentParser) -> int:
 def _capture_guarded(a, parser: argparse.ArgumentParser) -> int:
     import json
 
+    # The output where it was named: a model file may change the working folder (os.chdir at its
+    # top level or in build_model()), and the trace was written there, under the name given.
+    out = os.path.abspath(a.out)
+
     from .settings import SettingError, load_setting
 
     try:  # before torch is imported: a bad setting is told at once
@@ -316,7 +320,7 @@ def _capture_guarded(a, parser: argparse.ArgumentParser) -> int:
         optimizer = None
     t0 = time.perf_counter()
     try:
-        r = capture(build, make_batch, steps=a.steps, gpu=a.gpu, path=a.out, loss_fn=loss_fn,
+        r = capture(build, make_batch, steps=a.steps, gpu=a.gpu, path=out, loss_fn=loss_fn,
                     optimizer=optimizer, autocast_dtype=dtype, meta=meta, replace=a.force,
                     autocast_policy=a.autocast_policy, param_dtype=dtypes[a.weights], forward_only=a.forward_only,
                     micro_batches=a.micro_batches, zero_grad=a.zero_grad, step=step, setting=setting,
@@ -328,7 +332,7 @@ def _capture_guarded(a, parser: argparse.ArgumentParser) -> int:
         _say(f"mhc-torch: {a.out}: interrupted; no trace written")
         return 130
     except OutputError as e:  # the output, refused or unwritable
-        _say(f"mhc-torch: {e}")
+        _say(f"mhc-torch: {str(e).replace(out, a.out)}")
         return 2
     except (Exception, SystemExit) as e:
         if not a.model.endswith(".py"):
@@ -337,7 +341,7 @@ def _capture_guarded(a, parser: argparse.ArgumentParser) -> int:
         return 2
     wall = time.perf_counter() - t0
     step_ms = ", ".join(f"{t / 1e6:.1f}" for t in r.step_time_ns)
-    print(f"{r.path}: {r.kernels} kernels, {r.allocations} allocations, {r.steps} steps; "
+    print(f"{a.out}: {r.kernels} kernels, {r.allocations} allocations, {r.steps} steps; "
           f"peak {r.peak_bytes / 2**30:.2f} GiB; estimated step time {step_ms} ms on {a.gpu}; "
           f"captured in {wall:.1f} s")
     print(_flops_line(r, a.gpu))

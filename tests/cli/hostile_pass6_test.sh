@@ -10,6 +10,7 @@
 #      file with --force replaced it with the trace;
 #   3. a model file calling os._exit(0): the capture ended with exit status 0, no trace, nothing said;
 #   3b. a newline or an escape in a name mhc-torch quoted was sent as is (two lines, an escape);
+#   3c. a model file that changed the working folder had its trace written there;
 #   4. mhc-torch runs of a trace named x#y.db read x (the name went into an SQLite URI unquoted);
 #   5. a link profile or an advise --setting holding a key twice in one object ran with the last;
 #   6. a file name longer than a folder allows: an internal error (exit 1), or refused only after
@@ -192,6 +193,12 @@ if [ -n "$torch" ]; then
     sed 's/return torch.nn.Linear(4, 4)/import os; os._exit(0)/' net.py >exits2.py
     torch_refused "exits2.py:3 in build_model: the model called os._exit(0); no trace written" exits2.py -o x.db
     [ ! -e x.db ] || fail "a refused capture wrote x.db"
+    # 3c. A model file that changes the working folder: the trace goes where -o named it (it went
+    # into the model's folder, under the name given).
+    mkdir elsewhere
+    sed "s|^import torch|import os, torch; os.chdir('$tmp/elsewhere')|" net.py >moves.py
+    PYTHONPATH=$pkg "$python" -m mhc_torch.cli capture moves.py -o moved.db >out 2>err || fail "capture moves.py: $(cat err)"
+    [ -s moved.db ] && [ ! -e elsewhere/moved.db ] || fail "a model that changed folder had its trace written in $(ls elsewhere)"
 else
     echo "skipped: mhc-torch's checks after torch is imported (no torch in $python)"
 fi
