@@ -193,6 +193,10 @@ if [ -n "$torch" ]; then
     sed 's/return torch.nn.Linear(4, 4)/import os; os._exit(0)/' net.py >exits2.py
     torch_refused "exits2.py:3 in build_model: the model called os._exit(0); no trace written" exits2.py -o x.db
     [ ! -e x.db ] || fail "a refused capture wrote x.db"
+    # An exception whose message cannot be made (its __str__ raises): its type, in one line (a
+    # traceback of 44 lines, exit 1).
+    printf 'class E(Exception):\n    def __str__(self):\n        raise ValueError("no")\nraise E()\n' >strfails.py
+    torch_refused "strfails.py:4 in <module>: E (its message could not be read: ValueError)" strfails.py -o x.db
     # 3c. A model file that changes the working folder: the trace goes where -o named it (it went
     # into the model's folder, under the name given).
     mkdir elsewhere
