@@ -11,7 +11,8 @@
 #   3. a model file calling os._exit(0): the capture ended with exit status 0, no trace, nothing said;
 #   3b. a newline or an escape in a name mhc-torch quoted was sent as is (two lines, an escape);
 #   3c. a model file that changed the working folder had its trace written there;
-#   4. mhc-torch runs of a trace named x#y.db read x (the name went into an SQLite URI unquoted);
+#   4. mhc-torch runs of a trace named x#y.db read x (the name went into an SQLite URI unquoted); a
+#      trace locked by a writer was "not a trace: database is locked" after 5 s;
 #   5. a link profile or an advise --setting holding a key twice in one object ran with the last;
 #   6. a file name longer than a folder allows: an internal error (exit 1), or refused only after
 #      the work (exit 4 for a --runs-db);
@@ -181,6 +182,20 @@ if PYTHONPATH=$pkg "$python" -c "import pandas" 2>/dev/null; then
     done
     PYTHONPATH=$pkg timeout 60 "$python" -m mhc_torch.cli runs pipe.json >out 2>err
     [ $? = 2 ] && [ "$(cat err)" = "mhc-torch: pipe.json: is a named pipe, not a trace" ] || fail "mhc-torch runs pipe.json: $(cat err)"
+    # A trace another process writes (an exclusive lock held): "not a trace: database is locked"
+    # after 5 s whatever MHC_BUSY_TIMEOUT_MS said. Now the wait is mhc's, and said as a lock.
+    (echo "BEGIN EXCLUSIVE; UPDATE meta SET value = value WHERE key = 'format';"; sleep 4; echo "COMMIT;") |
+        sqlite3 t.db &
+    holder=$!
+    for _ in $(seq 50); do
+        sqlite3 t.db "PRAGMA busy_timeout = 0; SELECT 1 FROM meta LIMIT 1" >/dev/null 2>&1 || break
+        sleep 0.05
+    done
+    MHC_BUSY_TIMEOUT_MS=500 PYTHONPATH=$pkg "$python" -m mhc_torch.cli runs t.db >out 2>err
+    [ $? = 2 ] && [ "$(cat err)" = "mhc-torch: t.db: cannot read: the file stayed locked by another process for 0.5 s (MHC_BUSY_TIMEOUT_MS sets the wait)" ] ||
+        fail "mhc-torch runs of a locked trace: $(cat err)"
+    PYTHONPATH=$pkg "$python" -m mhc_torch.cli runs t.db >out 2>err || fail "mhc-torch runs waiting for a lock: $(cat err)"
+    wait $holder
 else
     echo "skipped: mhc-torch runs (no pandas in $python)"
 fi
