@@ -255,7 +255,14 @@ def _open(path: str) -> sqlite3.Connection:
         db.close()
         raise TraceError(f"{path}: not a trace (no meta table)")
     if version != SCHEMA_VERSION:
+        try:   # a runs database (mhc simulate --runs-db) was "schema version 0, expected 1"
+            kind = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('format', 'trace')"))
+        except sqlite3.DatabaseError:
+            kind = {}
         db.close()
+        if kind.get("format") == "mhc-runs":
+            made = f" (it was made for {kind['trace']})" if kind.get("trace") else ""
+            raise TraceError(f"{path}: is a runs database (mhc simulate --runs-db), not a trace{made}")
         raise TraceError(f"{path}: schema version {version}, expected {SCHEMA_VERSION}")
     return db
 

@@ -182,6 +182,12 @@ if PYTHONPATH=$pkg "$python" -c "import pandas" 2>/dev/null; then
     done
     PYTHONPATH=$pkg timeout 60 "$python" -m mhc_torch.cli runs pipe.json >out 2>err
     [ $? = 2 ] && [ "$(cat err)" = "mhc-torch: pipe.json: is a named pipe, not a trace" ] || fail "mhc-torch runs pipe.json: $(cat err)"
+    # A runs database given as a trace was "schema version 0, expected 1", as if another version
+    # had written it (mhc says what it is).
+    "$mhc" -q simulate t.db --capacity 90% --no-events --runs-db r.db >/dev/null || fail "simulate --runs-db r.db"
+    PYTHONPATH=$pkg "$python" -m mhc_torch.cli runs r.db >out 2>err
+    [ $? = 2 ] && grep -qxF "mhc-torch: r.db: is a runs database (mhc simulate --runs-db), not a trace (it was made for $tmp/t.db)" err ||
+        fail "mhc-torch runs of a runs database: $(cat err)"
     # A trace another process writes (an exclusive lock held): "not a trace: database is locked"
     # after 5 s whatever MHC_BUSY_TIMEOUT_MS said. Now the wait is mhc's, and said as a lock.
     (echo "BEGIN EXCLUSIVE; UPDATE meta SET value = value WHERE key = 'format';"; sleep 4; echo "COMMIT;") |
