@@ -386,10 +386,14 @@ void refuse_unreachable_name(const std::string& path) {
     // A name past the limits on a name (255 bytes) or a path: every command met it late, after
     // the work (a rename that failed, a runs database SQLite could not open: exit 4) or as an
     // internal error (std::filesystem's "status: File name too long").
+    // A loop of symbolic links in its folders (ELOOP) was said five ways ("unable to open database
+    // file", "cannot write", "is not a directory", ...), some after the work.
     struct stat st {};
-    if (::lstat(path.c_str(), &st) != 0 && errno == ENAMETOOLONG)
+    if (::lstat(path.c_str(), &st) == 0) return;
+    if (errno == ENAMETOOLONG)
         throw Error(path + ": cannot be reached: " + std::strerror(ENAMETOOLONG) + " (at most " +
                     std::to_string(name_max(".")) + " bytes a name, " + std::to_string(PATH_MAX) + " a path)");
+    if (errno == ELOOP) throw Error(path + ": cannot be reached: " + std::strerror(ELOOP));
 }
 
 void refuse_special_file(const std::string& path) {

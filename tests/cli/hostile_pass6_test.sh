@@ -76,6 +76,17 @@ for out in "$long" "$deep"; do
     refused "$too_long" info t.db --runs-db "$out.db"
 done
 [ -z "$(ls | grep -e mhc-tmp -e "^$long")" ] || fail "a refused command left: $(ls | grep -e mhc-tmp -e "^$long")"
+# A loop of symbolic links in an output's folders: said five ways ("cannot create: unable to open
+# database file", "cannot write: Too many levels ...", "cannot be created: loop1 is not a
+# directory"), now one.
+ln -s loop1 loop2 && ln -s loop2 loop1
+loop="cannot be reached: Too many levels of symbolic links"
+refused "loop1/x.db: $loop" generate --steps 1 --layers 1 --seq 64 -o loop1/x.db
+refused "loop1/x.json: $loop" export t.db -o loop1/x.json
+refused "loop1/x.db: $loop" simulate t.db --capacity 90% --runs-db loop1/x.db
+[ ! -s out ] || fail "simulate ran before refusing --runs-db loop1/x.db"
+refused "loop1/x.db: $loop" advise "$capture" --setting '{}' --trace-out loop1/x.db
+refused "loop1/x.db: $loop" import k.json -o loop1/x.db
 
 # 7. advise --verify's files: the capture's log was $TMPDIR/mhc-advise-PID-I.db.log, opened
 # O_CREAT|O_TRUNC by a name anyone could guess, and left behind when mhc-torch could not be run;
