@@ -68,9 +68,9 @@ Captured capture_with(const std::string& trace_path, const std::map<std::string,
                     "recipe mhc-torch capture records (a capture made from Python needs capture(..., recipe=...))");
     std::vector<std::string> args = mhc_torch_command();
     // `out` is a private temporary file of this process (made empty): the capture replaces it.
-    for (const std::string& a : {std::string("capture"), std::string("--recipe"), recipe->second,
-                                 std::string("--setting"), to_json(s), std::string("-o"), out, std::string("--force")})
-        args.push_back(a);
+    for (const std::string& arg : {std::string("capture"), std::string("--recipe"), recipe->second,
+                                   std::string("--setting"), to_json(s), std::string("-o"), out, std::string("--force")})
+        args.push_back(arg);
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -99,16 +99,16 @@ Captured capture_with(const std::string& trace_path, const std::map<std::string,
         why = "killed by signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         throw Error("--verify: mhc-torch capture with " + to_json(s) + " failed: " + (why.empty() ? "no message" : why));
-    trace::TraceData t;
+    trace::TraceData captured;
     try {
-        t = trace::load_checked_trace(out);
+        captured = trace::load_checked_trace(out);
     } catch (const Error& e) {   // it named the temporary file, which the user never gave
         throw Error("--verify: mhc-torch capture with " + to_json(s) + " (" + args[0] +
                     ") exited 0 but wrote no trace mhc reads: " + e.what());
     }
-    c.memory = measure(t, s.allocator);
+    c.memory = measure(captured, s.allocator);
     int32_t dev = -1;
-    c.host_peak = trace::live_peak(t, dev).bytes;
+    c.host_peak = trace::live_peak(captured, dev).bytes;
     return c;
 }
 
