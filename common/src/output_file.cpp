@@ -401,9 +401,17 @@ void refuse_special_file(const std::string& path) {
     refuse_sqlite_side_file(path);
     // Written through, or replaced, such a link would be the shell's redirection target or the
     // link itself (as root, /dev/stdout): neither is the file the user named.
-    if (const std::string fd = descriptor_link(path); !fd.empty())
+    if (const std::string fd = descriptor_link(path); !fd.empty()) {
+        // /proc/self/fd/1 is a descriptor; /proc/cpuinfo, /proc/self/environ are the kernel's
+        // files (they were called descriptors too).
+        std::error_code ec;
+        const std::string folder =
+            std::filesystem::weakly_canonical(std::filesystem::path(fd).parent_path(), ec).filename().string();
+        const bool descriptor = folder == "fd" || folder == "fdinfo";
         throw Error(path + (fd == path ? "" : ": is a symbolic link to " + fd) +
-                    ": a descriptor of this process, not a file; name a file");
+                    (descriptor ? ": a descriptor of this process, not a file; name a file"
+                                : ": a file of /proc (the kernel's), not a file mhc reads or writes; name a file"));
+    }
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return;
     struct stat lst {};

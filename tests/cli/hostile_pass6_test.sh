@@ -88,6 +88,11 @@ refused "loop1/x.db: $loop" simulate t.db --capacity 90% --runs-db loop1/x.db
 refused "loop1/x.db: $loop" advise "$capture" --setting '{}' --trace-out loop1/x.db
 refused "loop1/x.db: $loop" import k.json -o loop1/x.db
 
+# 6b. A file of /proc that is no descriptor (/proc/cpuinfo) was called "a descriptor of this process".
+refused "/proc/cpuinfo: a file of /proc (the kernel's), not a file mhc reads or writes" info /proc/cpuinfo
+refused "/proc/self/environ: a file of /proc (the kernel's)" export t.db -o /proc/self/environ --force
+refused "/proc/self/fd/0: a descriptor of this process" info /proc/self/fd/0
+
 # 7. advise --verify's files: the capture's log was $TMPDIR/mhc-advise-PID-I.db.log, opened
 # O_CREAT|O_TRUNC by a name anyone could guess, and left behind when mhc-torch could not be run;
 # the capture's trace was left when it was no trace, and the message named only that file.
