@@ -165,7 +165,6 @@ nlohmann::json row_json(const Row& row, const CaptureInfo& info) {
 }
 
 void verify_rows(std::vector<Row>& rows, const Options& o, const std::map<std::string, std::string>& meta) {
-    const std::string dir = std::filesystem::temp_directory_path().string();
     for (size_t i = 0; i < rows.size(); ++i) {
         if (rows[i].hf_off) {   // its figures are a capture already
             rows[i].captured.memory = rows[i].c.prediction.memory;
@@ -173,13 +172,15 @@ void verify_rows(std::vector<Row>& rows, const Options& o, const std::map<std::s
             rows[i].verified = true;
             continue;
         }
-        const std::string out = dir + "/mhc-advise-" + std::to_string(getpid()) + "-" + std::to_string(i) + ".db";
+        // A private temporary file (mkstemp: a name nobody can guess or plant first), removed on
+        // every way out, signals included: it was $TMPDIR/mhc-advise-PID-I.db, left behind when
+        // the capture failed.
+        mhc::TempFile out("advise-capture");
+        out.close();
         if (mhc::cli::show_progress() && !o.json)
             std::fprintf(stderr, "verifying %zu of %zu: capturing the step with the setting applied...\n", i + 1, rows.size());
-        rows[i].captured = capture_with(o.trace, meta, rows[i].c.setting, out);
+        rows[i].captured = capture_with(o.trace, meta, rows[i].c.setting, out.path());
         rows[i].verified = true;
-        std::error_code ec;
-        std::filesystem::remove(out, ec);
     }
 }
 

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string>
 #include <exception>
+#include <filesystem>
 #include <iostream>
 
 #include "command.hpp"
@@ -177,9 +178,13 @@ Outcome run(int argc, char** argv) {
         return failure(e.exit_code(), e.what());
     } catch (const std::bad_alloc&) {
         return failure(kExitInternal, "out of host memory");
-    } catch (const std::exception& e) {
-        return failure(kExitInternal, std::string("internal error: ") + e.what());
-    }
+    } catch (const std::filesystem::filesystem_error& e) {
+        // A path the user gave that the file system refuses (a name too long, a loop of links)
+        // where a command asked std::filesystem without an error code: bad input naming the path,
+        // not an internal error.
+        const std::string path = e.path1().empty() ? std::string("a file") : e.path1().string();
+        return failure(kExitBadInput, path + ": cannot be reached: " + e.code().message());
+    } catch (const std::exception& e) { return failure(kExitInternal, std::string("internal error: ") + e.what()); }
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "mhc/common/error.hpp"
+#include "mhc/common/json.hpp"
 
 namespace mhc::advise {
 
@@ -166,6 +167,9 @@ Setting parse_setting(const std::string& input) {
         throw Error("setting: not JSON: " + std::string(e.what()).substr(0, 160));
     }
     if (!j.is_object()) throw Error("setting: must be a JSON object");
+    // {"weights": "bf16", "weights": "fp32"} was the last: the setting as captured.
+    if (const std::string twice = repeated_json_key(body); !twice.empty())
+        throw Error("setting: field '" + twice + "' is given twice: JSON readers take either value; give it once");
     only_keys(j, "", {"checkpoint", "offload", "optimizer", "weights", "allocator", "reshard_after_forward"});
     Setting s;
     if (j.contains("checkpoint")) {

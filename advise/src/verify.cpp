@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "mhc/common/error.hpp"
+#include "mhc/common/output_file.hpp"
 #include "mhc/trace/check.hpp"
 #include "mhc/trace/summary.hpp"
 
@@ -66,17 +67,22 @@ Captured capture_with(const std::string& trace_path, const std::map<std::string,
         throw Error(trace_path + ": no capture.recipe in its meta: --verify captures the step again and needs the "
                     "recipe mhc-torch capture records (a capture made from Python needs capture(..., recipe=...))");
     std::vector<std::string> args = mhc_torch_command();
-    for (const std::string& a : {std::string("capture"), std::string("--recipe"), recipe->second, std::string("--setting"),
-                                 to_json(s), std::string("-o"), out})
-        args.push_back(a);
+    // `out` is a private temporary file of this process (made empty): the capture replaces it.
+    for (const std::string& arg : {std::string("capture"), std::string("--recipe"), recipe->second,
+                                   std::string("--setting"), to_json(s), std::string("-o"), out, std::string("--force")})
+        args.push_back(arg);
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-    const std::string log = out + ".log";
+    // What the capture says goes to a private temporary file (mkstemp), removed on every way out,
+    // signals included: it was OUT.log in $TMPDIR by a name anyone could guess, opened with
+    // O_CREAT | O_TRUNC (a link planted there was followed), and left behind when the command
+    // could not be run or was stopped.
+    TempFile log("advise-log");
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
+    posix_spawn_file_actions_adddup2(&fa, log.fd(), STDOUT_FILENO);
+    posix_spawn_file_actions_adddup2(&fa, log.fd(), STDERR_FILENO);
     auto t0 = std::chrono::steady_clock::now();
     pid_t pid = 0;
     int rc = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
@@ -87,15 +93,22 @@ Captured capture_with(const std::string& trace_path, const std::map<std::string,
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
     Captured c;
     c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::string why = last_line(log);
-    std::error_code ec;
-    std::filesystem::remove(log, ec);
+    log.close();
+    std::string why = last_line(log.path());
+    if (why.empty() && WIFSIGNALED(status))
+        why = "killed by signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         throw Error("--verify: mhc-torch capture with " + to_json(s) + " failed: " + (why.empty() ? "no message" : why));
-    trace::TraceData t = trace::load_checked_trace(out);
-    c.memory = measure(t, s.allocator);
+    trace::TraceData captured;
+    try {
+        captured = trace::load_checked_trace(out);
+    } catch (const Error& e) {   // it named the temporary file, which the user never gave
+        throw Error("--verify: mhc-torch capture with " + to_json(s) + " (" + args[0] +
+                    ") exited 0 but wrote no trace mhc reads: " + e.what());
+    }
+    c.memory = measure(captured, s.allocator);
     int32_t dev = -1;
-    c.host_peak = trace::live_peak(t, dev).bytes;
+    c.host_peak = trace::live_peak(captured, dev).bytes;
     return c;
 }
 

@@ -2,6 +2,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstddef>
+#include <set>
+#include <vector>
+
 namespace mhc {
 
 void append_json_string(std::string& out, std::string_view text) {
@@ -12,6 +16,86 @@ std::string json_string(std::string_view text) {
     std::string out;
     append_json_string(out, text);
     return out;
+}
+
+namespace {
+
+// A SAX reader that builds nothing (no depth of recursion: nlohmann's SAX parser keeps its own
+// stack) and stops at the first key an object holds twice.
+class RepeatedKey {
+public:
+    using json = nlohmann::json;
+    std::string found;
+
+    bool null() { return value(); }
+    bool boolean(bool /*unused*/) { return value(); }
+    bool number_integer(json::number_integer_t /*unused*/) { return value(); }
+    bool number_unsigned(json::number_unsigned_t /*unused*/) { return value(); }
+    bool number_float(json::number_float_t /*unused*/, const json::string_t& /*unused*/) { return value(); }
+    bool string(json::string_t& /*unused*/) { return value(); }
+    bool binary(json::binary_t& /*unused*/) { return value(); }
+    bool start_object(std::size_t /*unused*/) {
+        frames_.push_back({true, {}, {}, 0});
+        return true;
+    }
+    bool key(json::string_t& name) {
+        Frame& f = frames_.back();
+        if (!f.keys.insert(name).second) {
+            f.key = name;
+            found = path();
+            return false;
+        }
+        f.key = name;
+        return true;
+    }
+    bool end_object() { return end(); }
+    bool start_array(std::size_t /*unused*/) {
+        frames_.push_back({false, {}, {}, 0});
+        return true;
+    }
+    bool end_array() { return end(); }
+    bool parse_error(std::size_t /*unused*/, const std::string& /*unused*/,
+                     const nlohmann::detail::exception& /*unused*/) {
+        return false;
+    }
+
+private:
+    struct Frame {
+        bool object;
+        std::set<std::string> keys;
+        std::string key;   // an object's key being read
+        size_t index;      // an array's next element
+    };
+    std::vector<Frame> frames_;
+
+    bool value() {
+        if (!frames_.empty() && !frames_.back().object) ++frames_.back().index;
+        return true;
+    }
+    bool end() {
+        frames_.pop_back();
+        return value();   // the finished object or array is one value of its parent
+    }
+    std::string path() const {
+        std::string out;
+        for (const Frame& f : frames_) {
+            if (f.object) {
+                if (!out.empty()) out += '.';
+                out += f.key;
+            } else {
+                out += "[" + std::to_string(f.index) + "]";
+            }
+        }
+        return out;
+    }
+};
+
+}   // namespace
+
+std::string repeated_json_key(std::string_view text) {
+    RepeatedKey reader;
+    nlohmann::json::sax_parse(text.begin(), text.end(), &reader, nlohmann::json::input_format_t::json, false);
+    return reader.found;
 }
 
 }  // namespace mhc

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -381,13 +382,36 @@ void refuse_sqlite_side_file(const std::string& path) {
     }
 }
 
+void refuse_unreachable_name(const std::string& path) {
+    // A name past the limits on a name (255 bytes) or a path: every command met it late, after
+    // the work (a rename that failed, a runs database SQLite could not open: exit 4) or as an
+    // internal error (std::filesystem's "status: File name too long").
+    // A loop of symbolic links in its folders (ELOOP) was said five ways ("unable to open database
+    // file", "cannot write", "is not a directory", ...), some after the work.
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) == 0) return;
+    if (errno == ENAMETOOLONG)
+        throw Error(path + ": cannot be reached: " + std::strerror(ENAMETOOLONG) + " (at most " +
+                    std::to_string(name_max(".")) + " bytes a name, " + std::to_string(PATH_MAX) + " a path)");
+    if (errno == ELOOP) throw Error(path + ": cannot be reached: " + std::strerror(ELOOP));
+}
+
 void refuse_special_file(const std::string& path) {
+    refuse_unreachable_name(path);
     refuse_sqlite_side_file(path);
     // Written through, or replaced, such a link would be the shell's redirection target or the
     // link itself (as root, /dev/stdout): neither is the file the user named.
-    if (const std::string fd = descriptor_link(path); !fd.empty())
+    if (const std::string fd = descriptor_link(path); !fd.empty()) {
+        // /proc/self/fd/1 is a descriptor; /proc/cpuinfo, /proc/self/environ are the kernel's
+        // files (they were called descriptors too).
+        std::error_code ec;
+        const std::string folder =
+            std::filesystem::weakly_canonical(std::filesystem::path(fd).parent_path(), ec).filename().string();
+        const bool descriptor = folder == "fd" || folder == "fdinfo";
         throw Error(path + (fd == path ? "" : ": is a symbolic link to " + fd) +
-                    ": a descriptor of this process, not a file; name a file");
+                    (descriptor ? ": a descriptor of this process, not a file; name a file"
+                                : ": a file of /proc (the kernel's), not a file mhc reads or writes; name a file"));
+    }
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return;
     struct stat lst {};
@@ -428,6 +452,7 @@ int remove_stale_temps(const std::string& path) {
 
 OutputFile::OutputFile(std::string path, IfExists if_exists)
     : path_(std::move(path)), if_exists_(if_exists) {
+    refuse_unreachable_name(path_);
     refuse_sqlite_side_file(path_);
     struct stat lst {};
     if (::lstat(path_.c_str(), &lst) == 0) {

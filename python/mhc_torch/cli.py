@@ -3,14 +3,23 @@ print a trace's runs (see docs/torch.md)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import shutil
 import sys
 import time
 
+from . import json_input
+from .json_input import not_a_regular_file
 from .number_grammar import printable, whole
 from .output_file import OutputError, check_output
+
+
+def _say(line: str) -> None:
+    """One line on stderr, whatever it quotes: a newline or an escape in a file name or a value is
+    shown as '?', as mhc shows it (it was sent as is: two lines, or the terminal's escape)."""
+    print(printable(line), file=sys.stderr)
 
 
 def _load_model_file(path: str):
@@ -52,12 +61,37 @@ def _not_a_file(path: str) -> str:
     return "is a directory, not a model file" if os.path.isdir(path) else "no such file"
 
 
+class _OsExit(SystemExit):
+    """os._exit() called by a model file's code, raised instead of ending the process at once
+    (exit status 0, no trace and nothing said)."""
+
+
+@contextlib.contextmanager
+def _no_os_exit():
+    """While a model file's code runs in this process, os._exit() raises _OsExit; in a process it
+    forks (a DataLoader's workers) os._exit() ends that process as it would."""
+    real, pid = os._exit, os.getpid()
+
+    def guarded(code):
+        if os.getpid() != pid:
+            real(code)
+        raise _OsExit(code)
+
+    os._exit = guarded
+    try:
+        yield
+    finally:
+        os._exit = real
+
+
 def _model_failed(model: str, e: BaseException) -> str:
     """One line for an exception raised by the user's model code: the file and line where it
     happened (the model file's innermost frame, else the innermost outside torch) and what."""
     from .errors import one_line, user_frame, where
 
-    if isinstance(e, SystemExit):
+    if isinstance(e, _OsExit):
+        what = f"the model called os._exit({e.code!r}); no trace written"
+    elif isinstance(e, SystemExit):
         what = f"the model called sys.exit({e.code!r}); no trace written"
     else:
         what = one_line(e)
@@ -157,6 +191,9 @@ def _recipe_argv(text: str, parser: argparse.ArgumentParser) -> list[str]:
 
     if text.lstrip()[:1] not in ("{", "[", '"'):
         path = text
+        special = not_a_regular_file(path)
+        if special:
+            raise ValueError(f"{path}: {special}")
         with open(path, "rb") as f:
             raw = f.read()
         if raw.startswith(b"SQLite format 3\0"):  # a trace: the recipe it was captured with
@@ -177,10 +214,7 @@ def _recipe_argv(text: str, parser: argparse.ArgumentParser) -> list[str]:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError:
                 raise ValueError(f"{path}: not UTF-8 text (a JSON file or a trace was expected)") from None
-    try:
-        recipe = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"not JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    recipe = json_input.loads(text)
     if not isinstance(recipe, dict) or not isinstance(recipe.get("model"), str):
         raise ValueError("expected a JSON object with a \"model\"")
     options = {a.dest: a for a in parser._actions if a.dest not in _NOT_RECIPE and a.dest != "model"}
@@ -209,19 +243,29 @@ def _recipe_argv(text: str, parser: argparse.ArgumentParser) -> list[str]:
 
 
 def _capture(a, parser: argparse.ArgumentParser) -> int:
+    if not a.model.endswith(".py"):
+        return _capture_guarded(a, parser)
+    with _no_os_exit():
+        return _capture_guarded(a, parser)
+
+
+def _capture_guarded(a, parser: argparse.ArgumentParser) -> int:
     import json
+
+    # The output where it was named: a model file may change the working folder (os.chdir at its
+    # top level or in build_model()), and the trace was written there, under the name given.
+    out = os.path.abspath(a.out)
 
     from .settings import SettingError, load_setting
 
     try:  # before torch is imported: a bad setting is told at once
         setting = load_setting(a.setting) if a.setting is not None else None
     except SettingError as e:
-        print(f"mhc-torch: {e}", file=sys.stderr)
+        _say(f"mhc-torch: {e}")
         return 2
 
     if a.forward_only and setting is not None and setting.get("optimizer"):
-        print("mhc-torch: warning: the setting's \"optimizer\" has no effect: a --forward-only step has no optimizer",
-              file=sys.stderr)
+        _say("mhc-torch: warning: the setting's \"optimizer\" has no effect: a --forward-only step has no optimizer")
 
     import torch
 
@@ -234,7 +278,7 @@ def _capture(a, parser: argparse.ArgumentParser) -> int:
     try:  # before the model is loaded: a profile that cannot give times is told at once
         kernel_times = KernelTimes(a.kernel_times) if a.kernel_times is not None else None
     except KernelTimesError as e:
-        print(f"mhc-torch: --kernel-times: {e}", file=sys.stderr)
+        _say(f"mhc-torch: --kernel-times: {e}")
         return 2
 
     dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "none": None, "as-built": None}
@@ -242,21 +286,21 @@ def _capture(a, parser: argparse.ArgumentParser) -> int:
         Recipe(dtypes[a.autocast], a.autocast_policy, dtypes[a.weights], a.forward_only, a.micro_batches,
                a.zero_grad).check()
     except ValueError as e:
-        print(f"mhc-torch: {e}", file=sys.stderr)
+        _say(f"mhc-torch: {e}")
         return 2
 
     if a.model.endswith(".py"):
         try:
             build, make_batch, loss_fn, step, build_optimizer = _load_model_file(a.model)
         except OSError as e:
-            print(f"mhc-torch: {a.model}: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+            _say(f"mhc-torch: {a.model}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
             return 2
         except (Exception, SystemExit) as e:  # the file's own code failed while loading
-            print(_model_failed(a.model, e), file=sys.stderr)
+            _say(_model_failed(a.model, e))
             return 2
         if step is not None and (a.forward_only or a.micro_batches != 1):
-            print(f"mhc-torch: {a.model}: defines step(), which says itself what a step does: drop --forward-only "
-                  "and --micro-batches", file=sys.stderr)
+            _say(f"mhc-torch: {a.model}: defines step(), which says itself what a step does: drop --forward-only "
+                 "and --micro-batches")
             return 2
     else:
         build, make_batch, loss_fn, _ = preset(a.model, batch=a.batch, seq=a.seq, layers=a.layers, hc=a.hc)
@@ -266,8 +310,8 @@ def _capture(a, parser: argparse.ArgumentParser) -> int:
     meta.update({f"capture.{d}": str(getattr(a, d)) for d in ("batch", "seq", "hc") if d not in _unused(a.model)})
     meta["capture.optimizer"] = a.optimizer if build_optimizer is None else "build_optimizer"
     if build_optimizer is not None and a.optimizer != "adamw":
-        print(f"mhc-torch: warning: --optimizer {a.optimizer} has no effect: {a.model} builds its own optimizer "
-              "(build_optimizer())", file=sys.stderr)
+        _say(f"mhc-torch: warning: --optimizer {a.optimizer} has no effect: {a.model} builds its own optimizer "
+             "(build_optimizer())")
     meta["capture.recipe"] = json.dumps(_recipe(a, parser), sort_keys=True)
     # foreach (PyTorch's default on GPUs) or fused: the fused kernel makes no temporaries.
     fused = a.optimizer == "adamw-fused"
@@ -276,38 +320,38 @@ def _capture(a, parser: argparse.ArgumentParser) -> int:
         optimizer = None
     t0 = time.perf_counter()
     try:
-        r = capture(build, make_batch, steps=a.steps, gpu=a.gpu, path=a.out, loss_fn=loss_fn,
+        r = capture(build, make_batch, steps=a.steps, gpu=a.gpu, path=out, loss_fn=loss_fn,
                     optimizer=optimizer, autocast_dtype=dtype, meta=meta, replace=a.force,
                     autocast_policy=a.autocast_policy, param_dtype=dtypes[a.weights], forward_only=a.forward_only,
                     micro_batches=a.micro_batches, zero_grad=a.zero_grad, step=step, setting=setting,
                     build_optimizer=build_optimizer, kernel_times=kernel_times)
     except (CaptureError, SettingError) as e:
-        print(f"mhc-torch: {a.model}: {e}", file=sys.stderr)
+        _say(f"mhc-torch: {a.model}: {e}")
         return 2
     except KeyboardInterrupt:
-        print(f"mhc-torch: {a.out}: interrupted; no trace written", file=sys.stderr)
+        _say(f"mhc-torch: {a.out}: interrupted; no trace written")
         return 130
     except OutputError as e:  # the output, refused or unwritable
-        print(f"mhc-torch: {e}", file=sys.stderr)
+        _say(f"mhc-torch: {str(e).replace(out, a.out)}")
         return 2
     except (Exception, SystemExit) as e:
         if not a.model.endswith(".py"):
             raise  # a preset failing is a bug of this package: keep the traceback
-        print(_model_failed(a.model, e), file=sys.stderr)
+        _say(_model_failed(a.model, e))
         return 2
     wall = time.perf_counter() - t0
     step_ms = ", ".join(f"{t / 1e6:.1f}" for t in r.step_time_ns)
-    print(f"{r.path}: {r.kernels} kernels, {r.allocations} allocations, {r.steps} steps; "
+    print(f"{a.out}: {r.kernels} kernels, {r.allocations} allocations, {r.steps} steps; "
           f"peak {r.peak_bytes / 2**30:.2f} GiB; estimated step time {step_ms} ms on {a.gpu}; "
           f"captured in {wall:.1f} s")
     print(_flops_line(r, a.gpu))
     if r.meta.get("capture.allocator_conf_late") is not None:
-        print(_allocator_late(r.meta), file=sys.stderr)
+        _say(_allocator_late(r.meta))
     if r.meta.get("capture.cudnn_rnn"):
         rnns = json.loads(r.meta["capture.cudnn_rnn"])
-        print(f"mhc-torch: note: {_rnn_names(rnns)} captured as cuDNN's RNN kernel (aten::_cudnn_rnn, fp16 under "
-              "autocast); its reserve space is estimated (cuDNN sizes it on the GPU) and its workspaces are not "
-              "modelled: meta capture.cudnn_rnn.estimated", file=sys.stderr)
+        _say(f"mhc-torch: note: {_rnn_names(rnns)} captured as cuDNN's RNN kernel (aten::_cudnn_rnn, fp16 under "
+             "autocast); its reserve space is estimated (cuDNN sizes it on the GPU) and its workspaces are not "
+             "modelled: meta capture.cudnn_rnn.estimated")
     if r.meta.get("capture.hf_checkpointing_on") == "true" and setting is None and not a.forward_only:
         off = _without_hf_checkpointing(r, build, make_batch, a, capture_kwargs=dict(
             steps=a.steps, gpu=a.gpu, loss_fn=loss_fn, optimizer=optimizer, autocast_dtype=dtype,
@@ -442,7 +486,7 @@ def _runs(a) -> int:
     try:
         df = read_runs(a.trace)
     except TraceError as e:
-        print(f"mhc-torch: {e}", file=sys.stderr)
+        _say(f"mhc-torch: {e}")
         return 2
     # the columns wrap at the terminal's width (COLUMNS, else 200 when not a terminal)
     width = shutil.get_terminal_size((200, 24)).columns
@@ -500,7 +544,7 @@ def main(argv=None) -> int:
     try:
         return _main(argv)
     except KeyboardInterrupt:  # before or after the capture's own handling: nothing was written
-        print("mhc-torch: interrupted; no trace written", file=sys.stderr)
+        _say("mhc-torch: interrupted; no trace written")
         return 130
 
 
@@ -561,41 +605,44 @@ def _main(argv=None) -> int:
 
     p, c = parsers()
     a = p.parse_args(argv)
+    recipe = getattr(a, "recipe", None)
     if a.cmd == "capture" and a.recipe is not None:
         if a.model is not None:
-            print("mhc-torch: give either MODEL with its options or --recipe", file=sys.stderr)
+            _say("mhc-torch: give either MODEL with its options or --recipe")
             return 2
         try:
             rest = _recipe_argv(a.recipe, c)
         except OSError as e:
-            print(f"mhc-torch: recipe: {a.recipe}: {e.strerror or e}", file=sys.stderr)
+            _say(f"mhc-torch: recipe: {a.recipe}: {e.strerror or e}")
             return 2
         except ValueError as e:
-            print(f"mhc-torch: recipe: {e}", file=sys.stderr)
+            _say(f"mhc-torch: recipe: {e}")
             return 2
         a = p.parse_args(["capture", *rest, "-o", a.out] + (["--setting", a.setting] if a.setting is not None else [])
                          + (["--force"] if a.force else []))
     if a.cmd == "capture":
         if a.model is None:
-            print("mhc-torch: capture needs MODEL (a preset or FILE.py) or --recipe", file=sys.stderr)
+            _say("mhc-torch: capture needs MODEL (a preset or FILE.py) or --recipe")
             return 2
         if not a.model.endswith(".py") and a.model not in PRESETS:
-            print(f"mhc-torch: {_unknown_model(a.model, PRESETS)}", file=sys.stderr)
+            _say(f"mhc-torch: {_unknown_model(a.model, PRESETS)}")
             return 2
         for w in _no_effect(a):
-            print(f"mhc-torch: warning: {w}", file=sys.stderr)
+            _say(f"mhc-torch: warning: {w}")
         wrong = _check_options(a)
         if wrong:
-            print(f"mhc-torch: {wrong}", file=sys.stderr)
+            _say(f"mhc-torch: {wrong}")
             return 2
         if a.model.endswith(".py") and not os.path.isfile(a.model):
             # said before torch is imported (about 2 s), as _load_model_file would say it
-            print(f"mhc-torch: {a.model}: {_not_a_file(a.model)}", file=sys.stderr)
+            _say(f"mhc-torch: {a.model}: {_not_a_file(a.model)}")
             return 2
         try:  # before the model is loaded or run: a refused output costs nothing
-            check_output(a.out, replace=a.force, inputs=[a.model] if a.model.endswith(".py") else [])
+            # the files read (a setting, a recipe or a profile named as a file) are inputs too
+            check_output(a.out, replace=a.force, inputs=[a.model if a.model.endswith(".py") else None, a.setting,
+                                                         recipe, a.kernel_times])
         except OutputError as e:
-            print(f"mhc-torch: {e}", file=sys.stderr)
+            _say(f"mhc-torch: {e}")
             return 2
         return _capture(a, c)
     return _runs(a)

@@ -58,7 +58,10 @@ def where(frame: traceback.FrameSummary | None) -> str:
 
 def one_line(exc: BaseException) -> str:
     """The exception's type and the first line of its message."""
-    text = str(exc).strip().splitlines()
+    try:
+        text = str(exc).strip().splitlines()
+    except Exception as e:  # noqa: BLE001 (a model's exception whose __str__ fails: its type, not a traceback)
+        return f"{type(exc).__name__} (its message could not be read: {type(e).__name__})"
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 

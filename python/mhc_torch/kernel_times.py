@@ -15,10 +15,12 @@ kernel whose key the profile lacks keeps the roofline: meta `capture.kernel_time
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import statistics
 from collections import Counter
+
+from . import json_input
+from .json_input import not_a_regular_file
 
 # The device work Kineto attributes to an op, and the ops (the capitalised names are those of
 # PyTorch 1.8-1.9's profiler, which also wrote `external id` on kernels).
@@ -87,14 +89,21 @@ def _first_dtype(types, dims) -> str | None:
 
 
 def _events(path: str) -> tuple[list, dict]:
+    special = not_a_regular_file(path)
+    if special:
+        raise KernelTimesError(f"{path}: {special}")
     try:
         opener = gzip.open if path.endswith(".gz") else open
         with opener(path, "rt", encoding="utf-8") as f:
-            doc = json.load(f)
+            text = f.read()
     except OSError as e:
         raise KernelTimesError(f"{path}: {e.strerror or e}") from None
     except (ValueError, EOFError, UnicodeDecodeError) as e:
         raise KernelTimesError(f"{path}: not JSON: {str(e).splitlines()[0]}") from None
+    try:  # a profiler's events may repeat a key (the last is read, as json.load reads it)
+        doc = json_input.loads(text, strict_keys=False)
+    except ValueError as e:
+        raise KernelTimesError(f"{path}: {e}") from None
     events = doc.get("traceEvents") if isinstance(doc, dict) else None
     if not isinstance(events, list):
         raise KernelTimesError(f"{path}: not a PyTorch profiler trace (no traceEvents list)")

@@ -35,6 +35,13 @@ def check_output(path: str, replace: bool = True, inputs=()) -> None:
         raise OutputError(f"{path}: cannot write into {folder}: {why}")
     if os.path.isdir(path):
         raise OutputError(f"{path}: is a directory")
+    _refuse_sqlite_side_file(path)
+    # Written through, or replaced, such a link would be the shell's redirection target or the
+    # link itself (as root, /dev/stdout): neither is the file the user named.
+    fd = _descriptor_link(path)
+    if fd:
+        link = "" if fd == path else f": is a symbolic link to {fd}"
+        raise OutputError(f"{path}{link}: a descriptor of this process, not a file; name a file")
     # A device, a FIFO or a socket (or a link to one) is never replaced, even when replacing.
     try:
         mode = os.stat(path).st_mode
@@ -55,6 +62,50 @@ def check_output(path: str, replace: bool = True, inputs=()) -> None:
             read_only = False
         why = os.strerror(errno.EROFS if read_only else errno.EACCES)
         raise OutputError(f"{path}: cannot write into {folder}: {why}")
+
+
+def _descriptor_link(path: str) -> str:
+    """The descriptor of this process that `path` names, directly or through symbolic links
+    (/dev/stdout, /dev/fd/1, /proc/self/fd/1, a link to one of them: a name in /proc), as
+    common/src/output_file.cpp finds it; "" when it names none."""
+    def in_proc(folder: str) -> bool:
+        real = os.path.realpath(folder or ".")
+        return real == "/proc" or real.startswith("/proc/")
+
+    at = path
+    for _ in range(40):
+        if in_proc(os.path.dirname(at)):
+            return at
+        if not os.path.islink(at):
+            return ""
+        try:
+            target = os.readlink(at)
+        except OSError:
+            return ""
+        at = target if os.path.isabs(target) else os.path.join(os.path.dirname(at), target)
+    return ""
+
+
+def _refuse_sqlite_side_file(path: str) -> None:
+    """An output named as SQLite names a database's side files (T.db-journal, -wal, -shm) beside an
+    SQLite file T.db: SQLite takes it for an interrupted write of T.db and removes it when T.db is
+    next opened (refused as common/src/output_file.cpp refuses it)."""
+    for suffix, name in (("-journal", "journal"), ("-wal", "write-ahead log"), ("-shm", "shared-memory index")):
+        if len(path) <= len(suffix) or not path.endswith(suffix):
+            continue
+        db = path[:-len(suffix)]
+        try:
+            if not stat.S_ISREG(os.stat(db).st_mode):
+                return
+            with open(db, "rb") as f:
+                sqlite = f.read(16) == b"SQLite format 3\0"
+        except OSError:
+            return
+        if sqlite:
+            raise OutputError(f"{path}: is the name of {db}'s {name} ({db} is an SQLite database): SQLite would take "
+                              f"the file for an interrupted write of {db} and remove it when {db} is next opened; "
+                              "name another file")
+        return
 
 
 def _kind(mode: int) -> str:

@@ -20,6 +20,9 @@ from __future__ import annotations
 import json
 import os
 
+from . import json_input
+from .json_input import not_a_regular_file
+
 CHECKPOINT_POLICIES = ("full", "save_matmuls", "mhc")
 OFFLOAD_MODES = ("sync", "streamed")
 OPTIMIZER_IMPLS = ("foreach", "fused", "forloop")
@@ -59,6 +62,9 @@ def read_setting(source):
             where = "setting"
         else:
             where = f"setting: {text}" if text else "setting: ''"
+            special = not_a_regular_file(text)
+            if special:
+                raise SettingError(f"{where}: {special}")
             try:
                 with open(text, encoding="utf-8") as f:
                     text = f.read()
@@ -67,9 +73,9 @@ def read_setting(source):
             except UnicodeDecodeError:
                 raise SettingError(f"{where}: not UTF-8 text (a JSON file was expected)") from None
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise SettingError(f"{where}: not JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+            data = json_input.loads(text)
+        except ValueError as e:
+            raise SettingError(f"{where}: {e}") from None
     else:
         raise SettingError(f"setting: expected a dict, JSON text or a file name, got {type(source).__name__}")
     return data
@@ -79,7 +85,7 @@ def _is_json(text: str) -> bool:
     try:
         json.loads(text)
         return True
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         return False
 
 

@@ -9,7 +9,9 @@ docs/trace-format.md, "Durability and concurrency").
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
+import urllib.parse
 from dataclasses import dataclass, field
 
 from .output_file import OutputError, OutputExists, SignalGuard, begin_output, check_output, commit  # noqa: F401 (re-exported)
@@ -216,22 +218,51 @@ def gzip_note(path: str) -> str:
     return f"gzip-compressed, not an SQLite database: decompress it first ({how})"
 
 
+def _busy_timeout_s() -> float:
+    """How long a trace another process holds locked is waited for, as mhc waits: MHC_BUSY_TIMEOUT_MS
+    (a whole number of milliseconds, 0 to 3,600,000), else 600 s (docs/cli.md, "Environment")."""
+    text = os.environ.get("MHC_BUSY_TIMEOUT_MS")
+    if text is None:
+        return 600.0
+    if not re.fullmatch(r"0|[1-9][0-9]{0,6}", text) or int(text) > 3_600_000:
+        raise TraceError(f"MHC_BUSY_TIMEOUT_MS='{text}': a whole number of milliseconds, 0 to 3600000")
+    return int(text) / 1000
+
+
 def _open(path: str) -> sqlite3.Connection:
     if not os.path.isfile(path):
-        raise TraceError(f"{path}: {'is a directory, not a trace' if os.path.isdir(path) else 'no such file'}")
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        from .json_input import not_a_regular_file
+
+        special = not_a_regular_file(path)   # a FIFO or a device was "no such file"
+        raise TraceError(f"{path}: " + ('is a directory, not a trace' if os.path.isdir(path) else
+                                        special.split(",")[0] + ", not a trace" if special else
+                                        'no such file'))
+    # The path quoted into the URI: a '?', '#' or '%' in a file's name is part of the name (x#y.db
+    # opened x, 50%41.db 50A.db).
+    wait_s = _busy_timeout_s()
+    db = sqlite3.connect(f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro", uri=True, timeout=wait_s)
     try:
         version = db.execute("PRAGMA user_version").fetchone()[0]
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     except sqlite3.DatabaseError as e:
         db.close()
+        if "locked" in str(e):   # a trace another process writes: it was "not a trace: database is locked"
+            raise TraceError(f"{path}: cannot read: the file stayed locked by another process for {wait_s:g} s "
+                             "(MHC_BUSY_TIMEOUT_MS sets the wait)") from None
         gz = gzip_note(path)
         raise TraceError(f"{path}: not a trace: " + (f"the file is {gz}" if gz else str(e))) from None
     if "meta" not in tables:
         db.close()
         raise TraceError(f"{path}: not a trace (no meta table)")
     if version != SCHEMA_VERSION:
+        try:   # a runs database (mhc simulate --runs-db) was "schema version 0, expected 1"
+            kind = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('format', 'trace')"))
+        except sqlite3.DatabaseError:
+            kind = {}
         db.close()
+        if kind.get("format") == "mhc-runs":
+            made = f" (it was made for {kind['trace']})" if kind.get("trace") else ""
+            raise TraceError(f"{path}: is a runs database (mhc simulate --runs-db), not a trace{made}")
         raise TraceError(f"{path}: schema version {version}, expected {SCHEMA_VERSION}")
     return db
 

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mhc/common/error.hpp"
+#include "mhc/common/json.hpp"
 #include "mhc/common/output_file.hpp"
 
 namespace mhc::sim {
@@ -97,6 +98,12 @@ Direction direction(const json& root, const std::string& key, const std::string&
 }  // namespace
 
 LinkModel load_link_profile(const std::string& path) {
+    // A FIFO waits for a writer, a device never ends: refused before it is opened, wherever the
+    // path comes from (validate --link auto's cache file, where one planted hung the command).
+    std::error_code ec;
+    if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+        throw Error(where(path, std::filesystem::is_directory(path, ec) ? "is a directory, not a link profile"
+                                                                        : "not a regular file, not a link profile"));
     std::ifstream in(path);
     if (!in) throw Error(std::filesystem::exists(path) ? where(path, "cannot open the link profile") : no_such_file(path));
     std::stringstream ss;
@@ -114,6 +121,9 @@ LinkModel load_link_profile(const std::string& path) {
         throw Error(where(path, "not a link profile: not valid JSON (" + what + ")"));
     }
     if (!root.is_object()) throw Error(where(path, "a link profile must be a JSON object"));
+    // {"copy_engines": 2, "copy_engines": 1} ran with the last.
+    if (const std::string twice = repeated_json_key(ss.str()); !twice.empty())
+        throw Error(where(path, "field '" + twice + "' is given twice: JSON readers take either value; give it once"));
     LinkModel l;
     if (!root.contains("name") || !root.at("name").is_string())
         throw Error(where(path, "field 'name': missing or not a string"));

@@ -13,4 +13,10 @@ std::string json_string(std::string_view text);
 // The same appended to `out`.
 void append_json_string(std::string& out, std::string_view text);
 
+// The first key that one object of the JSON text `text` holds twice, as the path to it
+// ("h2d.bandwidth_Bps", "checkpoint[1].policy"), or "" when no object repeats a key (or the text
+// is no JSON: the caller's parse says so). JSON leaves a repeated key's meaning open (a reader may
+// take the first value or the last), so the files users write (link profiles, settings) refuse it.
+std::string repeated_json_key(std::string_view text);
+
 }  // namespace mhc

@@ -71,6 +71,10 @@ void set_stop_note(const std::string& note);
 // open on): what mhc writes into or beside a file (a runs database and its journal) must be a
 // regular file the user named.
 void refuse_special_file(const std::string& path);
+// Throws mhc::Error (bad input) when `path` is longer than a name or a path may be (ENAMETOOLONG)
+// or its folders hold a loop of symbolic links (ELOOP): said before the work, in one way. OutputFile and
+// refuse_special_file check it.
+void refuse_unreachable_name(const std::string& path);
 // Throws mhc::Error (bad input) when `path` is the name SQLite gives a side file of an existing
 // SQLite database ("T.db-journal", "-wal", "-shm" of T.db): SQLite takes such a file for an
 // interrupted write of T.db and removes it (an export, a runs database) when T.db is next opened.
