@@ -26,6 +26,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from . import ctc_loss, cudnn_rnn, gpu_paths, inplace_backward, recipes, store, workspaces
+from .autocast_cuda import user_cuda_autocast
 from .built_for_gpu import BuiltForGpu, cuda_calls_on_fake_device
 from .capture_tables import HOST, SettingsRecording
 from .errors import a_kind
@@ -1207,10 +1208,11 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         rnns = cudnn_rnn.rnn_as_on_gpu(recipe.autocast_policy == "cuda") if on_cpu else contextlib.nullcontext()
         ctc = ctc_loss.ctc_on_fake()
         foreach = gpu_paths.foreach_as_on_gpu() if on_cpu else contextlib.nullcontext()
+        user_autocast = user_cuda_autocast(torch.device(device).type) if on_cpu else contextlib.nullcontext()
         holds = FrameHolds(rec, model)
         with placement.listening(rec), recipes.autocast_kernels(device, recipe), tracker, fake.recording_to(rec), run, \
-                _collector_at_step_ends(), kernels, rnns, ctc, foreach, gpu_paths.transformers_masks_as_on_gpu(), \
-                holds, data_parallel.following_fsdp2(model, rec, fake) as fsdp2:
+                _collector_at_step_ends(), kernels, rnns, ctc, foreach, user_autocast, \
+                gpu_paths.transformers_masks_as_on_gpu(), holds, data_parallel.following_fsdp2(model, rec, fake) as fsdp2:
             for s in range(steps):
                 rec.step, rec.phase = s, "forward"
                 t0 = rec.t
