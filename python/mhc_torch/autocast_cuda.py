@@ -251,7 +251,9 @@ def cuda_autocast_kernels(dtype: torch.dtype = torch.bfloat16, device_type: str 
     try:
         table = policy_table()
         # Replacing torch's AutocastCPU kernels is the point; torch 2.11 says so in an 8-line
-        # warning ("Overriding a previously registered kernel ...") on every capture's stderr.
+        # warning ("Overriding a previously registered kernel ...") on every capture's stderr,
+        # and refuses to replace the kernels of an enclosing region (the capture's bf16 around a
+        # user's fp16 torch.autocast("cuda")) unless asked: allow_override (2.15's default).
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=_OVERRIDE_WARNING, category=UserWarning)
             for name, kind in table.items():
@@ -259,11 +261,11 @@ def cuda_autocast_kernels(dtype: torch.dtype = torch.bfloat16, device_type: str 
                 if op is None or kind == "not_emulated":
                     continue
                 redispatch = _overload(FP32_APPEND_DTYPE[name]) if kind == "fp32_append_dtype" else None
-                lib.impl(name, policy.kernel(op, kind, redispatch), "AutocastCPU")
+                lib.impl(name, policy.kernel(op, kind, redispatch), "AutocastCPU", allow_override=True)
             # What CPU autocast casts and CUDA's does not falls through, as on CUDA: a composite
             # op (cross_entropy_loss) then decomposes with autocast on (log_softmax in fp32).
             for name in _registered("AutocastCPU") - set(table):
-                lib.impl(name, torch.library.fallthrough_kernel, "AutocastCPU")
+                lib.impl(name, torch.library.fallthrough_kernel, "AutocastCPU", allow_override=True)
         torch.clear_autocast_cache = clear_autocast_cache
         _active.append(policy)
         yield policy

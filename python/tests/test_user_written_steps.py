@@ -63,3 +63,34 @@ def test_torch_autocast_cuda_in_the_users_step_casts_as_on_a_gpu(tmp_path):
     assert (off.peak_bytes, off.kernels) == (plain.peak_bytes, plain.kernels)
     assert not torch.is_autocast_enabled("cpu")  # nothing left switched on after the capture
 
+
+def test_captures_register_their_kernels_where_torch_has_its_own(monkeypatch):
+    """torch 2.11 (the H200 machine's) refuses to override a kernel registered from Python
+    (torch's own meta kernel of _cudnn_rnn, aten's Meta kernel of _ctc_loss) unless asked:
+    `Library.impl` and `register_fake` default to allow_override=False there, True in 2.15. Every
+    capture then stopped at its start ('already a kernel registered from python overriding
+    _cudnn_rnn's behavior for Meta'), and a user's fp16 autocast inside a capture's bf16 kernels
+    at its first op. Here 2.11's defaults are put on the installed torch."""
+    from mhc_torch import ctc_loss, cudnn_rnn
+
+    impl, fake = torch.library.Library.impl, torch.library.register_fake
+
+    def strict_impl(self, op_name, fn, dispatch_key="", *, with_keyset=False, allow_override=False):
+        key = self.ns + "/" + str(op_name).split("::")[-1] + "/" + dispatch_key
+        if not allow_override and key in torch.library._impls:
+            raise RuntimeError(f"{key}: already a kernel registered from python")
+        return impl(self, op_name, fn, dispatch_key, with_keyset=with_keyset, allow_override=True)
+
+    def strict_fake(op, func=None, /, *, lib=None, _stacklevel=1, allow_override=False):
+        if not allow_override and torch._C._dispatch_has_kernel_for_dispatch_key(op, "Meta"):
+            raise RuntimeError(f"register_fake(...): {op} already has a Meta implementation")
+        return fake(op, func, lib=lib, _stacklevel=_stacklevel + 1, allow_override=True)
+
+    monkeypatch.setattr(torch.library.Library, "impl", strict_impl)
+    monkeypatch.setattr(torch.library, "register_fake", strict_fake)
+    # torch's own Python meta kernel of _cudnn_rnn (an earlier capture's end may have dropped its key)
+    monkeypatch.setattr(torch.library, "_impls", set(torch.library._impls) | {"aten/_cudnn_rnn/Meta"})
+    from mhc_torch.autocast_cuda import cuda_autocast, cuda_autocast_kernels
+    with cudnn_rnn.rnn_as_on_gpu(True), ctc_loss.ctc_on_fake(), cuda_autocast_kernels(torch.bfloat16, "cpu"):
+        with cuda_autocast(torch.float16, "cpu"):  # a user's fp16 region inside the capture's bf16 kernels
+            pass
