@@ -103,6 +103,15 @@ def _op(func) -> _Op:
     return op
 
 
+def _dense_parts(t: torch.Tensor) -> list[torch.Tensor]:
+    """The tensors that hold t's memory: t itself, or for a sparse COO tensor (the gradient of
+    nn.Embedding(sparse=True) and nn.EmbeddingBag(sparse=True)) its indices and values, which
+    have storages where the sparse tensor has none."""
+    if t.layout == torch.sparse_coo:
+        return [t._indices(), t._values()]
+    return [t]
+
+
 def _split_arguments(op: _Op, args, kwargs) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """The fake tensors the op reads and those it writes to, in the schema's order. Real tensors
     (constants made by torch.tensor(), which lift_fresh copies onto the device) live in host
@@ -118,21 +127,22 @@ def _split_arguments(op: _Op, args, kwargs) -> tuple[list[torch.Tensor], list[to
         else:
             continue
         if isinstance(value, FakeTensor):
-            (mutated if written else reads).append(value)
+            (mutated if written else reads).extend(_dense_parts(value))
         elif isinstance(value, (list, tuple)):
-            (mutated if written else reads).extend(v for v in value if isinstance(v, FakeTensor))
+            (mutated if written else reads).extend(p for v in value if isinstance(v, FakeTensor)
+                                                   for p in _dense_parts(v))
     return reads, mutated
 
 
 def _fake_outputs(out) -> list[torch.Tensor]:
-    """The fake tensors of an op's result, in tree_flatten's order."""
+    """The fake tensors of an op's result, in tree_flatten's order (a sparse one as its parts)."""
     if isinstance(out, FakeTensor):
-        return [out]
+        return _dense_parts(out)
     if not isinstance(out, (list, tuple, dict)):
         return []  # None, a number, a device: an op's result holds tensors only in these containers
     if isinstance(out, dict) or any(isinstance(o, (list, tuple, dict)) for o in out):
-        return [o for o in tree_flatten(out)[0] if isinstance(o, FakeTensor)]
-    return [o for o in out if isinstance(o, FakeTensor)]
+        return [p for o in tree_flatten(out)[0] if isinstance(o, FakeTensor) for p in _dense_parts(o)]
+    return [p for o in out if isinstance(o, FakeTensor) for p in _dense_parts(o)]
 
 
 @dataclass
@@ -192,6 +202,32 @@ def _flops_of(func, args, kwargs, out) -> int:
         return 0
 
 
+# Ops whose sparse COO result has as many entries as a sparse input on a GPU, which fake tensors
+# give none (their meta kernels make an empty sparse tensor): the clone the autograd engine makes
+# of nn.Embedding(sparse=True)'s gradient, its coalesce (SparseAdam), whose entries are the
+# distinct rows looked up (the lookups are counted: an upper bound, exact for distinct ids), and
+# sparse_mask (SparseAdam's moments at the gradient's rows: new values, the mask's indices).
+_SPARSE_ROWS_KEPT = {torch.ops.aten.clone.default, torch.ops.aten._coalesce.default,
+                     torch.ops.aten.sparse_mask.default}
+
+
+def _sparse_rows_kept(func, args, out):
+    """out, or for the ops above the sparse tensor with the entries a GPU's has."""
+    if func not in _SPARSE_ROWS_KEPT or not isinstance(out, FakeTensor) or out.layout != torch.sparse_coo:
+        return out
+    rows = args[1] if func is torch.ops.aten.sparse_mask.default else args[0]
+    if out._nnz() == rows._nnz():
+        return out
+    if func is torch.ops.aten.sparse_mask.default:
+        indices = rows._indices()
+        values = args[0].new_empty((rows._nnz(),) + tuple(args[0].shape[rows.sparse_dim():]))
+    else:
+        indices, values = rows._indices().clone(), rows._values().clone()
+    return torch.ops.aten._sparse_coo_tensor_with_dims_and_tensors(
+        rows.sparse_dim(), rows.dense_dim(), list(out.shape), indices, values, dtype=out.dtype,
+        layout=torch.sparse_coo, device=out.device, is_coalesced=func is not torch.ops.aten.clone.default)
+
+
 def _graph_task_id() -> int:
     """The running backward's id, -1 outside the autograd engine."""
     return torch._C._current_graph_task_id()
@@ -221,7 +257,7 @@ class _RecordingFakeMode(FakeTensorMode):
         kwargs = kwargs or {}
         self._depth += 1
         try:
-            out = super().dispatch(func, types, args, kwargs)
+            out = _sparse_rows_kept(func, args, super().dispatch(func, types, args, kwargs))
             rec.on_op(func, args, kwargs, out)  # ops it runs itself are not the model's
         finally:
             self._depth -= 1
@@ -289,7 +325,12 @@ class Recording(SettingsRecording):
 
     # Storages -------------------------------------------------------------------------------
     def track(self, t: torch.Tensor, category: int | None, label: str) -> _Storage | None:
-        """The record of t's storage, created (allocated now) if new; None for empty storages."""
+        """The record of t's storage, created (allocated now) if new; None for empty storages. A
+        sparse tensor's are its indices' and values' storages: the values' record is returned."""
+        if t.layout == torch.sparse_coo:
+            indices, values = _dense_parts(t)
+            self._track_storage(indices.untyped_storage(), category, label)
+            return self._track_storage(values.untyped_storage(), category, label)
         return self._track_storage(t.untyped_storage(), category, label)
 
     def _track_storage(self, st, category: int | None, label: str) -> _Storage | None:
@@ -382,11 +423,12 @@ class Recording(SettingsRecording):
         local = getattr(t, "_local_tensor", None)   # a DTensor (FSDP2's sharded parameter): its shard is
         if isinstance(local, torch.Tensor):         # the memory, the wrapper's storage is its global shape
             t = local
-        s = self.track(t, category, label)
-        if s is not None:
-            s.alloc.category = category
-            s.alloc.label = label
-            s.phase = "fixed"
+        for part in _dense_parts(t):
+            s = self.track(part, category, label)
+            if s is not None:
+                s.alloc.category = category
+                s.alloc.label = label
+                s.phase = "fixed"
 
     def begin_backward(self) -> None:
         if self.phase != "backward":

@@ -94,3 +94,27 @@ def test_captures_register_their_kernels_where_torch_has_its_own(monkeypatch):
     with cudnn_rnn.rnn_as_on_gpu(True), ctc_loss.ctc_on_fake(), cuda_autocast_kernels(torch.bfloat16, "cpu"):
         with cuda_autocast(torch.float16, "cpu"):  # a user's fp16 region inside the capture's bf16 kernels
             pass
+
+
+def test_sparse_embedding_gradients_and_sparse_adam(tmp_path):
+    """nn.Embedding(sparse=True) trained by SparseAdam (DLRM's tables,
+    bench/advise/new_user/sparse_embed.py) stopped the capture in the backward: 'Cannot access
+    storage of SparseTensorImpl'. A sparse gradient's memory is its indices and values; fake
+    tensors' clone of it (the autograd engine's, into .grad) had no entries at all."""
+    def build():
+        return torch.nn.Embedding(1000, 16, sparse=True)
+
+    def batch():
+        return (torch.randint(0, 1000, (64,)),)
+
+    r = mhc_torch.capture(build, batch, steps=2, path=str(tmp_path / "sparse.db"), autocast_dtype=None,
+                          loss_fn=lambda m, b: m(*b).pow(2).sum(),
+                          build_optimizer=lambda m: torch.optim.SparseAdam(m.parameters(), lr=1e-3))
+    a = mhc_torch.read_table(r.path, "allocations")
+    # working: 64 lookups of a 16-wide fp32 row; the gradient's indices are 1 x 64 int64 = 512 B,
+    # its values 64 x 16 x 4 = 4,096 B, in each of the 2 steps
+    grads = a[a["label"] == "weight.grad"]
+    assert sorted(grads["bytes"]) == [512, 512, 4096, 4096], grads
+    # SparseAdam's moments are dense, as the table: 1000 x 16 x 4 = 64,000 B each
+    state = a[a["category_name"] == "optimizer"]
+    assert sorted(state["bytes"])[-2:] == [64000, 64000], state
