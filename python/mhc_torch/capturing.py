@@ -228,6 +228,32 @@ def _sparse_rows_kept(func, args, out):
         layout=torch.sparse_coo, device=out.device, is_coalesced=func is not torch.ops.aten.clone.default)
 
 
+_aten = torch.ops.aten
+# Ops whose CUDA (and CPU) kernels refuse a source of another dtype than self, where fake tensors'
+# meta kernels do not check it: a step that fails on every device was captured (a router that
+# index_add_s bf16 expert outputs into an fp32 buffer under autocast). op -> (its name in
+# torch's message, the source's position).
+_SAME_DTYPE = {op: (name, pos) for name, pos, ops in (
+    ("index_add_()", 3, (_aten.index_add.default, _aten.index_add_.default)),
+    ("index_copy_()", 3, (_aten.index_copy.default, _aten.index_copy_.default)),
+    ("index_reduce_()", 3, (_aten.index_reduce.default, _aten.index_reduce_.default)),
+    ("index_put_() (x[idx] = v)", 2, (_aten.index_put.default, _aten.index_put_.default,
+                                      _aten._index_put_impl_.default)))
+    for op in ops}
+
+
+def _check_same_dtype(func, args) -> None:
+    """Raises as a GPU would for the ops above when self and source differ in dtype."""
+    entry = _SAME_DTYPE.get(func)
+    if entry is None or len(args) <= entry[1]:
+        return
+    name, pos = entry
+    dst, src = args[0], args[pos]
+    if isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor) and dst.dtype != src.dtype:
+        raise RuntimeError(f"{name}: self ({dst.dtype}) and source ({src.dtype}) must have the same dtype: the GPU "
+                           f"refuses it (fake tensors do not check it); cast the source with .to(self.dtype)")
+
+
 def _graph_task_id() -> int:
     """The running backward's id, -1 outside the autograd engine."""
     return torch._C._current_graph_task_id()
@@ -251,6 +277,8 @@ class _RecordingFakeMode(FakeTensorMode):
         return self
 
     def dispatch(self, func, types, args=(), kwargs=None):
+        if not self._depth:
+            _check_same_dtype(func, args)
         rec = self.recording
         if rec is None or self._depth:
             return super().dispatch(func, types, args, kwargs)

@@ -118,3 +118,34 @@ def test_sparse_embedding_gradients_and_sparse_adam(tmp_path):
     # SparseAdam's moments are dense, as the table: 1000 x 16 x 4 = 64,000 B each
     state = a[a["category_name"] == "optimizer"]
     assert sorted(state["bytes"])[-2:] == [64000, 64000], state
+
+
+@pytest.mark.parametrize("write", ["torch.zeros_like(x).index_add_(0, idx, h)", "torch.zeros_like(x).index_copy(0, idx, h)",
+                                   "x.new_zeros(x.shape).index_put_((idx,), h)"])
+def test_a_write_of_another_dtype_that_a_gpu_refuses_is_refused(tmp_path, capsys, write):
+    """A hand-written mixture-of-experts router index_add_s the experts' bf16 matmul outputs (autocast)
+    into an fp32 buffer (bench/advise/new_user/moe_scatter.py before its .to(tokens.dtype)): every
+    device refuses it ('index_add_(): self (Float) and source (BFloat16) must have the same scalar
+    type'), but fake tensors' meta kernels do not check, and the capture wrote a trace of a step
+    that cannot run. It is now one line naming the user's line."""
+    from mhc_torch.cli import main
+    model = tmp_path / "router.py"
+    model.write_text(
+        "import torch\n"
+        "class R(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.lin = torch.nn.Linear(8, 8)\n"
+        "    def forward(self, x):\n"
+        "        idx = torch.arange(x.shape[0])\n"
+        "        h = self.lin(x)\n"
+        f"        return {write}\n"
+        "def build_model(): return R()\n"
+        "def make_batch(): return (torch.randn(4, 8),)\n"
+        "def loss_fn(model, batch): return model(*batch).float().sum()\n")
+    assert main(["capture", str(model), "-o", str(tmp_path / "r.db")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "router.py:9 in forward" in err and "must have the same dtype" in err, err
+    # the same step with the source cast as the line says captures
+    model.write_text(model.read_text().replace("h = self.lin(x)", "h = self.lin(x).to(x.dtype)"))
+    assert main(["capture", str(model), "-o", str(tmp_path / "r.db")]) == 0, capsys.readouterr().err
