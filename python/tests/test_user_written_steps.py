@@ -149,3 +149,37 @@ def test_a_write_of_another_dtype_that_a_gpu_refuses_is_refused(tmp_path, capsys
     # the same step with the source cast as the line says captures
     model.write_text(model.read_text().replace("h = self.lin(x)", "h = self.lin(x).to(x.dtype)"))
     assert main(["capture", str(model), "-o", str(tmp_path / "r.db")]) == 0, capsys.readouterr().err
+
+
+def test_an_autocast_decorator_made_as_the_model_file_loads(tmp_path):
+    """`@torch.autocast("cuda", enabled=False)` on a method (an fp32 island) is made when the file
+    loads, before the capture: torch disabled it then for lack of a GPU and kept nothing of what
+    was asked, so the capture's autocast went on inside it. As a `with` inside the step it was
+    right (test above); as a decorator it must capture the same."""
+    from mhc_torch.cli import main
+    body = (
+        "import torch\n"
+        "class M(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.a, self.b = torch.nn.Linear(256, 1024), torch.nn.Linear(1024, 256)\n"
+        "    DECORATOR\n"
+        "    def island(self, h):\n"
+        "        WITH\n"
+        "            return self.b(torch.relu(self.a(h.float())))\n"
+        "    def forward(self, x):\n"
+        "        return self.island(x)\n"
+        "def build_model(): return M()\n"
+        "def make_batch(): return (torch.randn(512, 256),)\n"
+        "def loss_fn(model, batch): return model(*batch).float().sum()\n")
+    peaks = []
+    for decorator, with_ in (("@torch.autocast('cuda', enabled=False)", "if True:"),
+                             ("", "with torch.autocast('cuda', enabled=False):")):
+        model = tmp_path / "island.py"
+        model.write_text(body.replace("DECORATOR", decorator).replace("WITH", with_))
+        out = tmp_path / f"island{len(peaks)}.db"
+        assert main(["capture", str(model), "-o", str(out)]) == 0
+        meta = mhc_torch.read_table(str(out), "meta").set_index("key")["value"]
+        peaks.append((meta["capture.peak_bytes"], len(mhc_torch.read_table(str(out), "kernels"))))
+    # the island casts nothing: 33 kernels, where the bf16 autocast that went on inside it made 44 (its casts)
+    assert peaks[0] == peaks[1] and peaks[0][1] == 33, peaks
