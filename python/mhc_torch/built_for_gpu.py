@@ -133,3 +133,45 @@ def cuda_calls_on_fake_device(mode: BuiltForGpu):
     finally:
         for name, fn in saved.items():
             setattr(cuda, name, fn)
+
+
+@contextlib.contextmanager
+def cuda_calls_in_step(rec, device_name: str):
+    """The torch.cuda calls a training loop makes around its step, acting on the capture's fake
+    device when this machine has no CUDA: where torch raises ('Found no NVIDIA driver', 'invalid
+    argument to reset_peak_memory_stats') or answers for a machine without a GPU. The memory
+    figures are the capture's device memory at the call (`rec.live_bytes`, and the most of it
+    since the last reset of the peak): the tensors and modelled buffers, not the caching
+    allocator's reserve (memory_reserved stays torch's 0). is_bf16_supported() is the modelled
+    GPU's answer (every GPU the capture models has bf16)."""
+    if torch.cuda.is_available():
+        yield
+        return
+    cuda = torch.cuda
+
+    def reset_peak(*args, **kwargs):
+        rec.window_peak = rec.live_bytes
+
+    patched = {
+        "set_device": lambda *a, **k: None,
+        "current_device": lambda *a, **k: 0,
+        "synchronize": lambda *a, **k: None,
+        "get_rng_state": lambda *a, **k: torch.get_rng_state(),
+        "get_rng_state_all": lambda *a, **k: [torch.get_rng_state()],
+        "set_rng_state": lambda *a, **k: None,
+        "set_rng_state_all": lambda *a, **k: None,
+        "reset_peak_memory_stats": reset_peak,
+        "reset_max_memory_allocated": reset_peak,
+        "memory_allocated": lambda *a, **k: rec.live_bytes,
+        "max_memory_allocated": lambda *a, **k: rec.window_peak,
+        "is_bf16_supported": lambda *a, **k: True,
+        "get_device_name": lambda *a, **k: device_name,
+    }
+    saved = {name: getattr(cuda, name) for name in patched}
+    for name, fn in patched.items():
+        setattr(cuda, name, fn)
+    try:
+        yield
+    finally:
+        for name, fn in saved.items():
+            setattr(cuda, name, fn)

@@ -27,7 +27,7 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from . import ctc_loss, cudnn_rnn, gpu_paths, inplace_backward, recipes, store, workspaces
 from .autocast_cuda import user_cuda_autocast
-from .built_for_gpu import BuiltForGpu, cuda_calls_on_fake_device
+from .built_for_gpu import BuiltForGpu, cuda_calls_in_step, cuda_calls_on_fake_device
 from .capture_tables import HOST, SettingsRecording
 from .errors import a_kind
 from .recipes import Recipe, StepRun, cast_model
@@ -343,6 +343,7 @@ class Recording(SettingsRecording):
         self.kernel_layer: list[tuple[int | None, str]] = []
         self.live_bytes = 0
         self.peak_bytes = 0
+        self.window_peak = 0  # since the step's last torch.cuda.reset_peak_memory_stats() (built_for_gpu.py)
         self.in_engine = False  # an op of the autograd engine ran since the backward began
         self.backward_passes: dict[int, int] = {}  # step -> backward passes begun in it
         self.workspaces = workspaces.Workspaces(spec)
@@ -385,6 +386,8 @@ class Recording(SettingsRecording):
             self.live_bytes += nbytes
             if self.live_bytes > self.peak_bytes:
                 self.peak_bytes = self.live_bytes
+            if self.live_bytes > self.window_peak:
+                self.window_peak = self.live_bytes
         self._watch(st, key, s)
         return s
 
@@ -1279,9 +1282,10 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         ctc = ctc_loss.ctc_on_fake()
         foreach = gpu_paths.foreach_as_on_gpu() if on_cpu else contextlib.nullcontext()
         user_autocast = user_cuda_autocast(torch.device(device).type) if on_cpu else contextlib.nullcontext()
+        cuda_calls = cuda_calls_in_step(rec, rec.spec.device_name) if on_cpu else contextlib.nullcontext()
         holds = FrameHolds(rec, model)
         with placement.listening(rec), recipes.autocast_kernels(device, recipe), tracker, fake.recording_to(rec), run, \
-                _collector_at_step_ends(), kernels, rnns, ctc, foreach, user_autocast, \
+                _collector_at_step_ends(), kernels, rnns, ctc, foreach, user_autocast, cuda_calls, \
                 gpu_paths.transformers_masks_as_on_gpu(), holds, data_parallel.following_fsdp2(model, rec, fake) as fsdp2:
             for s in range(steps):
                 rec.step, rec.phase = s, "forward"

@@ -183,3 +183,30 @@ def test_an_autocast_decorator_made_as_the_model_file_loads(tmp_path):
         peaks.append((meta["capture.peak_bytes"], len(mhc_torch.read_table(str(out), "kernels"))))
     # the island casts nothing: 33 kernels, where the bf16 autocast that went on inside it made 44 (its casts)
     assert peaks[0] == peaks[1] and peaks[0][1] == 33, peaks
+
+
+def test_a_training_loops_torch_cuda_calls_in_the_step(tmp_path):
+    """A loop that logs its memory (torch.cuda.reset_peak_memory_stats(), synchronize(),
+    max_memory_allocated(), get_device_name()) stopped the capture without a GPU: 'invalid argument
+    to reset_peak_memory_stats', 'Found no NVIDIA driver'. They now act on the capture's device;
+    max_memory_allocated() is the capture's peak device memory since the reset."""
+    seen = []
+
+    def step(model, batch, run):
+        torch.cuda.reset_peak_memory_stats()
+        dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        with torch.autocast("cuda", dtype=dtype):
+            loss = model(*batch).float().pow(2).mean()
+        loss.backward()
+        run.optimizer_step()
+        run.zero_grad()
+        torch.cuda.synchronize()
+        seen.append((torch.cuda.max_memory_allocated(), torch.cuda.memory_allocated(), dtype,
+                     torch.cuda.get_device_name()))
+
+    r = _capture(tmp_path, "loop", step)
+    ref = _capture(tmp_path, "ref", lambda m, b, run: _step_with(run.autocast)(m, b, run))
+    assert r.peak_bytes == ref.peak_bytes  # bf16, as the modelled H100 answers is_bf16_supported()
+    (peak, live, dtype, name), = seen
+    assert dtype == torch.bfloat16 and name == "NVIDIA H100 80GB HBM3"
+    assert peak == r.peak_bytes and 0 < live < peak, (seen, r.peak_bytes)
