@@ -175,3 +175,27 @@ def cuda_calls_in_step(rec, device_name: str):
     finally:
         for name, fn in saved.items():
             setattr(cuda, name, fn)
+
+
+class CudaInStep(TorchFunctionMode):
+    """While the steps run: a tensor asked for on a CUDA device (`batch.to("cuda",
+    non_blocking=True)`, `.cuda()`, `torch.ones(..., device="cuda")` in a step or forward) is
+    made on the capture's device, as BuiltForGpu does while the model is built; without it a
+    training loop that moves each batch to the GPU stopped the capture ('Expected all tensors to
+    be on the same device, but found at least two devices, cuda:0 and cpu'). Only the mapping:
+    what the steps make is recorded by the capture itself."""
+
+    def __init__(self, device: str):
+        super().__init__()
+        self.device = torch.device(device)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if "device" in kwargs and _is_cuda(kwargs["device"]):
+            kwargs = {**kwargs, "device": self.device}
+        if func is torch.Tensor.cuda:
+            func, args = torch.Tensor.to, (args[0], self.device)
+            kwargs = {k: v for k, v in kwargs.items() if k in ("non_blocking", "memory_format")}
+        elif func is torch.Tensor.to and len(args) > 1 and _is_cuda(args[1]):
+            args = (args[0], self.device, *args[2:])
+        return func(*args, **kwargs)

@@ -27,7 +27,7 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from . import ctc_loss, cudnn_rnn, gpu_paths, inplace_backward, recipes, store, workspaces
 from .autocast_cuda import user_cuda_autocast
-from .built_for_gpu import BuiltForGpu, cuda_calls_in_step, cuda_calls_on_fake_device
+from .built_for_gpu import BuiltForGpu, CudaInStep, cuda_calls_in_step, cuda_calls_on_fake_device
 from .capture_tables import HOST, SettingsRecording
 from .errors import a_kind
 from .recipes import Recipe, StepRun, cast_model
@@ -1283,9 +1283,10 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         foreach = gpu_paths.foreach_as_on_gpu() if on_cpu else contextlib.nullcontext()
         user_autocast = user_cuda_autocast(torch.device(device).type) if on_cpu else contextlib.nullcontext()
         cuda_calls = cuda_calls_in_step(rec, rec.spec.device_name) if on_cpu else contextlib.nullcontext()
+        cuda_tensors = CudaInStep(device) if on_cpu else contextlib.nullcontext()
         holds = FrameHolds(rec, model)
         with placement.listening(rec), recipes.autocast_kernels(device, recipe), tracker, fake.recording_to(rec), run, \
-                _collector_at_step_ends(), kernels, rnns, ctc, foreach, user_autocast, cuda_calls, \
+                _collector_at_step_ends(), kernels, rnns, ctc, foreach, user_autocast, cuda_calls, cuda_tensors, \
                 gpu_paths.transformers_masks_as_on_gpu(), holds, data_parallel.following_fsdp2(model, rec, fake) as fsdp2:
             for s in range(steps):
                 rec.step, rec.phase = s, "forward"

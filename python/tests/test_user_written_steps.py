@@ -210,3 +210,30 @@ def test_a_training_loops_torch_cuda_calls_in_the_step(tmp_path):
     (peak, live, dtype, name), = seen
     assert dtype == torch.bfloat16 and name == "NVIDIA H100 80GB HBM3"
     assert peak == r.peak_bytes and 0 < live < peak, (seen, r.peak_bytes)
+
+
+def test_a_step_that_moves_its_batch_to_the_gpu(tmp_path):
+    """A training loop moves each batch to the GPU in its step (`x.to("cuda", non_blocking=True)`,
+    `.cuda()`, a mask made with device="cuda"): the capture stopped with 'Expected all tensors to be
+    on the same device, but found at least two devices, cuda:0 and cpu'. Such tensors are now made
+    on the capture's device, as in build_model() and make_batch(): the same step as one that uses
+    the batch where it is."""
+    def moving(model, batch, run):
+        x = batch[0].to("cuda", non_blocking=True).cuda()
+        mask = torch.ones(512, 256, device=torch.device("cuda", 0))
+        with run.autocast():
+            loss = (model(x) * mask).float().pow(2).mean()
+        loss.backward()
+        run.optimizer_step()
+        run.zero_grad()
+
+    def staying(model, batch, run):
+        mask = torch.ones(512, 256)
+        with run.autocast():
+            loss = (model(batch[0]) * mask).float().pow(2).mean()
+        loss.backward()
+        run.optimizer_step()
+        run.zero_grad()
+
+    moved, stayed = _capture(tmp_path, "moved", moving), _capture(tmp_path, "stayed", staying)
+    assert (moved.peak_bytes, moved.kernels) == (stayed.peak_bytes, stayed.kernels)
