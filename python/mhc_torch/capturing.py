@@ -725,7 +725,10 @@ def _eager_experts_hint(e: BaseException) -> str:
     tb, found = e.__traceback__, None
     while tb is not None:   # the innermost module of such a model: its experts
         module = tb.tb_frame.f_locals.get("self")
-        if getattr(getattr(module, "config", None), "_experts_implementation", None) == "eager":
+        # transformers sets experts_implementation on every model's config ("eager" where it has
+        # no experts, Wav2Vec2ForCTC's): only an experts module (its decorator's attributes) counts
+        if getattr(getattr(module, "config", None), "_experts_implementation", None) == "eager" and (
+                hasattr(module, "_is_expert_parallel") or hasattr(module, "num_experts")):
             found = module
         tb = tb.tb_next
     if found is not None:

@@ -237,3 +237,27 @@ def test_a_step_that_moves_its_batch_to_the_gpu(tmp_path):
 
     moved, stayed = _capture(tmp_path, "moved", moving), _capture(tmp_path, "stayed", staying)
     assert (moved.peak_bytes, moved.kernels) == (stayed.peak_bytes, stayed.kernels)
+
+
+def test_a_value_check_in_a_model_without_experts_is_not_blamed_on_experts(tmp_path, capsys):
+    """Hugging Face Wav2Vec2ForCTC checks its labels by value (labels.max() >= vocab_size), which
+    fake tensors cannot answer: the line said 'the mixture-of-experts layer Wav2Vec2ForCTC runs
+    its experts with experts_implementation="eager"' (transformers sets that on every model's
+    config, experts or not) and told the user to build it with grouped_mm experts, which it has
+    none of. Only an experts module gets that advice now."""
+    pytest.importorskip("transformers")
+    from mhc_torch.cli import main
+    model = tmp_path / "w2v.py"
+    model.write_text(
+        "import torch\n"
+        "from transformers import Wav2Vec2Config, Wav2Vec2ForCTC\n"
+        "def build_model():\n"
+        "    return Wav2Vec2ForCTC(Wav2Vec2Config(vocab_size=8, hidden_size=16, num_hidden_layers=1,\n"
+        "        num_attention_heads=2, intermediate_size=32, conv_dim=(8, 8), conv_stride=(5, 2),\n"
+        "        conv_kernel=(10, 3), num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2))\n"
+        "def make_batch():\n"
+        "    return {'input_values': torch.randn(2, 1600), 'labels': torch.randint(1, 8, (2, 10))}\n")
+    assert main(["capture", str(model), "-o", str(tmp_path / "w.db")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "op aten._local_scalar_dense.default cannot run on fake tensors" in err, err
+    assert "experts" not in err, err
