@@ -287,6 +287,12 @@ class _RecordingFakeMode(FakeTensorMode):
         try:
             out = _sparse_rows_kept(func, args, super().dispatch(func, types, args, kwargs))
             rec.on_op(func, args, kwargs, out)  # ops it runs itself are not the model's
+        except Exception as e:
+            # raised in the backward, where no line of the model's is on the stack: the node
+            if _graph_task_id() != -1 and not hasattr(e, "mhc_backward_node"):
+                node = torch._C._current_autograd_node()
+                e.mhc_backward_node = node.name() if node is not None else None
+            raise
         finally:
             self._depth -= 1
         return out
@@ -690,8 +696,14 @@ def _fake_error(e: BaseException, outer: BaseException | None = None) -> Capture
     from .errors import user_frame, where
 
     at = where(user_frame(outer or e) or user_frame(e))
-    return CaptureError(f"op {op} cannot run on fake tensors{f' (at {at})' if at else ''}: {why}"
-                        f"{_eager_experts_hint(outer or e) or _mask_hint(func) or _ctc_hint(func)}")
+    node = None if at else getattr(e, "mhc_backward_node", None)   # no line of the model's: the backward's node
+    place = f" (at {at})" if at else f" (in the backward, in {node})" if node else ""
+    if node and getattr(func, "_overloadpacket", None) is torch.ops.aten.nonzero:
+        hint = ("; the backward of a write or read through a boolean mask in the forward (x[mask] = v, x[mask]) "
+                "selects by the mask's values: write it as torch.where(mask, v, x), whose shapes do not depend on them")
+    else:
+        hint = _eager_experts_hint(outer or e) or _mask_hint(func) or _ctc_hint(func)
+    return CaptureError(f"op {op} cannot run on fake tensors{place}: {why}{hint}")
 
 
 def _ctc_hint(func) -> str:

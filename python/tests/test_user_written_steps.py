@@ -261,3 +261,32 @@ def test_a_value_check_in_a_model_without_experts_is_not_blamed_on_experts(tmp_p
     err = capsys.readouterr().err.strip()
     assert "op aten._local_scalar_dense.default cannot run on fake tensors" in err, err
     assert "experts" not in err, err
+
+
+def test_a_mask_that_stops_the_backward_is_named(tmp_path, capsys):
+    """Hugging Face Wav2Vec2's SpecAugment writes through a boolean mask in the forward
+    (hidden_states[mask] = embed), which fake tensors run; its backward selects by the mask, which
+    they cannot. The line named no place at all (no line of the model's is on the stack in the
+    backward) and advised on a loss over masked rows, which had nothing to do with it. It now names
+    the backward's node and the forward's form that captures, and that form does."""
+    from mhc_torch.cli import main
+    body = ("import torch\n"
+            "class M(torch.nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__()\n"
+            "        self.lin, self.embed = torch.nn.Linear(8, 8), torch.nn.Parameter(torch.zeros(8))\n"
+            "    def forward(self, x, mask):\n"
+            "        h = self.lin(x)\n"
+            "        WRITE\n"
+            "        return h\n"
+            "def build_model(): return M()\n"
+            "def make_batch(): return (torch.randn(4, 8), torch.rand(4) < 0.5)\n"
+            "def loss_fn(model, batch): return model(*batch).float().sum()\n")
+    model = tmp_path / "masked_write.py"
+    model.write_text(body.replace("WRITE", "h[mask] = self.embed.to(h.dtype)"))
+    assert main(["capture", str(model), "-o", str(tmp_path / "m.db")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "(in the backward, in IndexPutBackward0)" in err and "torch.where(mask, v, x)" in err, err
+    assert "cross_entropy" not in err, err
+    model.write_text(body.replace("WRITE", "h = torch.where(mask[:, None], self.embed.to(h.dtype), h)"))
+    assert main(["capture", str(model), "-o", str(tmp_path / "m.db")]) == 0, capsys.readouterr().err
