@@ -120,7 +120,8 @@ def test_sparse_embedding_gradients_and_sparse_adam(tmp_path):
     assert sorted(state["bytes"])[-2:] == [64000, 64000], state
 
 
-@pytest.mark.parametrize("write", ["torch.zeros_like(x).index_add_(0, idx, h)", "torch.zeros_like(x).index_copy(0, idx, h)",
+@pytest.mark.parametrize("write", ["torch.zeros_like(x).index_add_(0, idx, h)",
+                                   "torch.zeros_like(x).index_copy(0, idx, h)",
                                    "x.new_zeros(x.shape).index_put_((idx,), h)"])
 def test_a_write_of_another_dtype_that_a_gpu_refuses_is_refused(tmp_path, capsys, write):
     """A hand-written mixture-of-experts router index_add_s the experts' bf16 matmul outputs (autocast)
