@@ -251,7 +251,9 @@ def cuda_autocast_kernels(dtype: torch.dtype = torch.bfloat16, device_type: str 
     try:
         table = policy_table()
         # Replacing torch's AutocastCPU kernels is the point; torch 2.11 says so in an 8-line
-        # warning ("Overriding a previously registered kernel ...") on every capture's stderr.
+        # warning ("Overriding a previously registered kernel ...") on every capture's stderr,
+        # and refuses to replace the kernels of an enclosing region (the capture's bf16 around a
+        # user's fp16 torch.autocast("cuda")) unless asked: allow_override (2.15's default).
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=_OVERRIDE_WARNING, category=UserWarning)
             for name, kind in table.items():
@@ -259,11 +261,11 @@ def cuda_autocast_kernels(dtype: torch.dtype = torch.bfloat16, device_type: str 
                 if op is None or kind == "not_emulated":
                     continue
                 redispatch = _overload(FP32_APPEND_DTYPE[name]) if kind == "fp32_append_dtype" else None
-                lib.impl(name, policy.kernel(op, kind, redispatch), "AutocastCPU")
+                lib.impl(name, policy.kernel(op, kind, redispatch), "AutocastCPU", allow_override=True)
             # What CPU autocast casts and CUDA's does not falls through, as on CUDA: a composite
             # op (cross_entropy_loss) then decomposes with autocast on (log_softmax in fp32).
             for name in _registered("AutocastCPU") - set(table):
-                lib.impl(name, torch.library.fallthrough_kernel, "AutocastCPU")
+                lib.impl(name, torch.library.fallthrough_kernel, "AutocastCPU", allow_override=True)
         torch.clear_autocast_cache = clear_autocast_cache
         _active.append(policy)
         yield policy
@@ -300,3 +302,64 @@ def cuda_autocast(dtype: torch.dtype = torch.bfloat16, device_type: str = "cpu")
             for dev, (enabled, dt) in saved.items():
                 torch.set_autocast_enabled(dev, enabled)
                 torch.set_autocast_dtype(dev, dt)
+
+
+@contextlib.contextmanager
+def _autocast_off(device_type: str):
+    """`torch.autocast("cuda", enabled=False)` on the emulated GPU: CUDA autocast is the CPU
+    autocast of the capture's tensors there, so both are switched off for the region."""
+    saved = {dev: torch.is_autocast_enabled(dev) for dev in (device_type, "cuda")}
+    for dev in saved:
+        torch.set_autocast_enabled(dev, False)
+    torch.autocast_increment_nesting()
+    try:
+        yield
+    finally:
+        if torch.autocast_decrement_nesting() == 0:
+            torch.clear_autocast_cache()
+        for dev, enabled in saved.items():
+            torch.set_autocast_enabled(dev, enabled)
+
+
+@contextlib.contextmanager
+def user_cuda_autocast(capture_device: str = "cpu"):
+    """While a capture runs the model's own code: `torch.autocast("cuda", ...)`,
+    `torch.amp.autocast("cuda", ...)` and `torch.cuda.amp.autocast(...)` (with, or as a decorator)
+    act as they do on a GPU. Without one, torch disables them ("CUDA is not available ...
+    Disabling autocast") and a step that casts by its own `with torch.autocast("cuda",
+    dtype=torch.bfloat16)` was captured in fp32. Enabled, the region is cuda_autocast() with
+    the user's dtype (CUDA's default, float16, when none is given); disabled
+    (`enabled=False`, an fp32 island), both CUDA's and the capture device's autocast are off.
+    Other device types keep torch's own behaviour."""
+    cls = torch.amp.autocast_mode.autocast
+    init, enter, leave = cls.__init__, cls.__enter__, cls.__exit__
+
+    def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
+        if device_type != "cuda" or torch.cuda.is_available():
+            return init(self, device_type, dtype, enabled, cache_enabled)
+        self.device = "cuda"
+        self.fast_dtype = torch.get_autocast_dtype("cuda") if dtype is None else dtype
+        self._enabled = bool(enabled)
+        self._cache_enabled = torch.is_autocast_cache_enabled() if cache_enabled is None else cache_enabled
+        self._mhc_regions = []
+
+    def __enter__(self):
+        regions = getattr(self, "_mhc_regions", None)
+        if regions is None:
+            return enter(self)
+        region = cuda_autocast(self.fast_dtype, capture_device) if self._enabled else _autocast_off(capture_device)
+        region.__enter__()
+        regions.append(region)
+        return self
+
+    def __exit__(self, *exc):
+        regions = getattr(self, "_mhc_regions", None)
+        if regions is None:
+            return leave(self, *exc)
+        return regions.pop().__exit__(*exc)
+
+    cls.__init__, cls.__enter__, cls.__exit__ = __init__, __enter__, __exit__
+    try:
+        yield
+    finally:
+        cls.__init__, cls.__enter__, cls.__exit__ = init, enter, leave

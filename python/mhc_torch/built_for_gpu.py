@@ -133,3 +133,69 @@ def cuda_calls_on_fake_device(mode: BuiltForGpu):
     finally:
         for name, fn in saved.items():
             setattr(cuda, name, fn)
+
+
+@contextlib.contextmanager
+def cuda_calls_in_step(rec, device_name: str):
+    """The torch.cuda calls a training loop makes around its step, acting on the capture's fake
+    device when this machine has no CUDA: where torch raises ('Found no NVIDIA driver', 'invalid
+    argument to reset_peak_memory_stats') or answers for a machine without a GPU. The memory
+    figures are the capture's device memory at the call (`rec.live_bytes`, and the most of it
+    since the last reset of the peak): the tensors and modelled buffers, not the caching
+    allocator's reserve (memory_reserved stays torch's 0). is_bf16_supported() is the modelled
+    GPU's answer (every GPU the capture models has bf16)."""
+    if torch.cuda.is_available():
+        yield
+        return
+    cuda = torch.cuda
+
+    def reset_peak(*args, **kwargs):
+        rec.window_peak = rec.live_bytes
+
+    patched = {
+        "set_device": lambda *a, **k: None,
+        "current_device": lambda *a, **k: 0,
+        "synchronize": lambda *a, **k: None,
+        "get_rng_state": lambda *a, **k: torch.get_rng_state(),
+        "get_rng_state_all": lambda *a, **k: [torch.get_rng_state()],
+        "set_rng_state": lambda *a, **k: None,
+        "set_rng_state_all": lambda *a, **k: None,
+        "reset_peak_memory_stats": reset_peak,
+        "reset_max_memory_allocated": reset_peak,
+        "memory_allocated": lambda *a, **k: rec.live_bytes,
+        "max_memory_allocated": lambda *a, **k: rec.window_peak,
+        "is_bf16_supported": lambda *a, **k: True,
+        "get_device_name": lambda *a, **k: device_name,
+    }
+    saved = {name: getattr(cuda, name) for name in patched}
+    for name, fn in patched.items():
+        setattr(cuda, name, fn)
+    try:
+        yield
+    finally:
+        for name, fn in saved.items():
+            setattr(cuda, name, fn)
+
+
+class CudaInStep(TorchFunctionMode):
+    """While the steps run: a tensor asked for on a CUDA device (`batch.to("cuda",
+    non_blocking=True)`, `.cuda()`, `torch.ones(..., device="cuda")` in a step or forward) is
+    made on the capture's device, as BuiltForGpu does while the model is built; without it a
+    training loop that moves each batch to the GPU stopped the capture ('Expected all tensors to
+    be on the same device, but found at least two devices, cuda:0 and cpu'). Only the mapping:
+    what the steps make is recorded by the capture itself."""
+
+    def __init__(self, device: str):
+        super().__init__()
+        self.device = torch.device(device)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if "device" in kwargs and _is_cuda(kwargs["device"]):
+            kwargs = {**kwargs, "device": self.device}
+        if func is torch.Tensor.cuda:
+            func, args = torch.Tensor.to, (args[0], self.device)
+            kwargs = {k: v for k, v in kwargs.items() if k in ("non_blocking", "memory_format")}
+        elif func is torch.Tensor.to and len(args) > 1 and _is_cuda(args[1]):
+            args = (args[0], self.device, *args[2:])
+        return func(*args, **kwargs)

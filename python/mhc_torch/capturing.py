@@ -26,7 +26,8 @@ from torch.utils._pytree import tree_flatten, tree_map
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from . import ctc_loss, cudnn_rnn, gpu_paths, inplace_backward, recipes, store, workspaces
-from .built_for_gpu import BuiltForGpu, cuda_calls_on_fake_device
+from .autocast_cuda import user_cuda_autocast
+from .built_for_gpu import BuiltForGpu, CudaInStep, cuda_calls_in_step, cuda_calls_on_fake_device
 from .capture_tables import HOST, SettingsRecording
 from .errors import a_kind
 from .recipes import Recipe, StepRun, cast_model
@@ -102,6 +103,15 @@ def _op(func) -> _Op:
     return op
 
 
+def _dense_parts(t: torch.Tensor) -> list[torch.Tensor]:
+    """The tensors that hold t's memory: t itself, or for a sparse COO tensor (the gradient of
+    nn.Embedding(sparse=True) and nn.EmbeddingBag(sparse=True)) its indices and values, which
+    have storages where the sparse tensor has none."""
+    if t.layout == torch.sparse_coo:
+        return [t._indices(), t._values()]
+    return [t]
+
+
 def _split_arguments(op: _Op, args, kwargs) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """The fake tensors the op reads and those it writes to, in the schema's order. Real tensors
     (constants made by torch.tensor(), which lift_fresh copies onto the device) live in host
@@ -117,21 +127,22 @@ def _split_arguments(op: _Op, args, kwargs) -> tuple[list[torch.Tensor], list[to
         else:
             continue
         if isinstance(value, FakeTensor):
-            (mutated if written else reads).append(value)
+            (mutated if written else reads).extend(_dense_parts(value))
         elif isinstance(value, (list, tuple)):
-            (mutated if written else reads).extend(v for v in value if isinstance(v, FakeTensor))
+            (mutated if written else reads).extend(p for v in value if isinstance(v, FakeTensor)
+                                                   for p in _dense_parts(v))
     return reads, mutated
 
 
 def _fake_outputs(out) -> list[torch.Tensor]:
-    """The fake tensors of an op's result, in tree_flatten's order."""
+    """The fake tensors of an op's result, in tree_flatten's order (a sparse one as its parts)."""
     if isinstance(out, FakeTensor):
-        return [out]
+        return _dense_parts(out)
     if not isinstance(out, (list, tuple, dict)):
         return []  # None, a number, a device: an op's result holds tensors only in these containers
     if isinstance(out, dict) or any(isinstance(o, (list, tuple, dict)) for o in out):
-        return [o for o in tree_flatten(out)[0] if isinstance(o, FakeTensor)]
-    return [o for o in out if isinstance(o, FakeTensor)]
+        return [p for o in tree_flatten(out)[0] if isinstance(o, FakeTensor) for p in _dense_parts(o)]
+    return [p for o in out if isinstance(o, FakeTensor) for p in _dense_parts(o)]
 
 
 @dataclass
@@ -191,6 +202,58 @@ def _flops_of(func, args, kwargs, out) -> int:
         return 0
 
 
+# Ops whose sparse COO result has as many entries as a sparse input on a GPU, which fake tensors
+# give none (their meta kernels make an empty sparse tensor): the clone the autograd engine makes
+# of nn.Embedding(sparse=True)'s gradient, its coalesce (SparseAdam), whose entries are the
+# distinct rows looked up (the lookups are counted: an upper bound, exact for distinct ids), and
+# sparse_mask (SparseAdam's moments at the gradient's rows: new values, the mask's indices).
+_SPARSE_ROWS_KEPT = {torch.ops.aten.clone.default, torch.ops.aten._coalesce.default,
+                     torch.ops.aten.sparse_mask.default}
+
+
+def _sparse_rows_kept(func, args, out):
+    """out, or for the ops above the sparse tensor with the entries a GPU's has."""
+    if func not in _SPARSE_ROWS_KEPT or not isinstance(out, FakeTensor) or out.layout != torch.sparse_coo:
+        return out
+    rows = args[1] if func is torch.ops.aten.sparse_mask.default else args[0]
+    if out._nnz() == rows._nnz():
+        return out
+    if func is torch.ops.aten.sparse_mask.default:
+        indices = rows._indices()
+        values = args[0].new_empty((rows._nnz(),) + tuple(args[0].shape[rows.sparse_dim():]))
+    else:
+        indices, values = rows._indices().clone(), rows._values().clone()
+    return torch.ops.aten._sparse_coo_tensor_with_dims_and_tensors(
+        rows.sparse_dim(), rows.dense_dim(), list(out.shape), indices, values, dtype=out.dtype,
+        layout=torch.sparse_coo, device=out.device, is_coalesced=func is not torch.ops.aten.clone.default)
+
+
+_aten = torch.ops.aten
+# Ops whose CUDA (and CPU) kernels refuse a source of another dtype than self, where fake tensors'
+# meta kernels do not check it: a step that fails on every device was captured (a router that
+# index_add_s bf16 expert outputs into an fp32 buffer under autocast). op -> (its name in
+# torch's message, the source's position).
+_SAME_DTYPE = {op: (name, pos) for name, pos, ops in (
+    ("index_add_()", 3, (_aten.index_add.default, _aten.index_add_.default)),
+    ("index_copy_()", 3, (_aten.index_copy.default, _aten.index_copy_.default)),
+    ("index_reduce_()", 3, (_aten.index_reduce.default, _aten.index_reduce_.default)),
+    ("index_put_() (x[idx] = v)", 2, (_aten.index_put.default, _aten.index_put_.default,
+                                      _aten._index_put_impl_.default)))
+    for op in ops}
+
+
+def _check_same_dtype(func, args) -> None:
+    """Raises as a GPU would for the ops above when self and source differ in dtype."""
+    entry = _SAME_DTYPE.get(func)
+    if entry is None or len(args) <= entry[1]:
+        return
+    name, pos = entry
+    dst, src = args[0], args[pos]
+    if isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor) and dst.dtype != src.dtype:
+        raise RuntimeError(f"{name}: self ({dst.dtype}) and source ({src.dtype}) must have the same dtype: the GPU "
+                           f"refuses it (fake tensors do not check it); cast the source with .to(self.dtype)")
+
+
 def _graph_task_id() -> int:
     """The running backward's id, -1 outside the autograd engine."""
     return torch._C._current_graph_task_id()
@@ -214,14 +277,22 @@ class _RecordingFakeMode(FakeTensorMode):
         return self
 
     def dispatch(self, func, types, args=(), kwargs=None):
+        if not self._depth:
+            _check_same_dtype(func, args)
         rec = self.recording
         if rec is None or self._depth:
             return super().dispatch(func, types, args, kwargs)
         kwargs = kwargs or {}
         self._depth += 1
         try:
-            out = super().dispatch(func, types, args, kwargs)
+            out = _sparse_rows_kept(func, args, super().dispatch(func, types, args, kwargs))
             rec.on_op(func, args, kwargs, out)  # ops it runs itself are not the model's
+        except Exception as e:
+            # raised in the backward, where no line of the model's is on the stack: the node
+            if _graph_task_id() != -1 and not hasattr(e, "mhc_backward_node"):
+                node = torch._C._current_autograd_node()
+                e.mhc_backward_node = node.name() if node is not None else None
+            raise
         finally:
             self._depth -= 1
         return out
@@ -278,6 +349,7 @@ class Recording(SettingsRecording):
         self.kernel_layer: list[tuple[int | None, str]] = []
         self.live_bytes = 0
         self.peak_bytes = 0
+        self.window_peak = 0  # since the step's last torch.cuda.reset_peak_memory_stats() (built_for_gpu.py)
         self.in_engine = False  # an op of the autograd engine ran since the backward began
         self.backward_passes: dict[int, int] = {}  # step -> backward passes begun in it
         self.workspaces = workspaces.Workspaces(spec)
@@ -288,7 +360,12 @@ class Recording(SettingsRecording):
 
     # Storages -------------------------------------------------------------------------------
     def track(self, t: torch.Tensor, category: int | None, label: str) -> _Storage | None:
-        """The record of t's storage, created (allocated now) if new; None for empty storages."""
+        """The record of t's storage, created (allocated now) if new; None for empty storages. A
+        sparse tensor's are its indices' and values' storages: the values' record is returned."""
+        if t.layout == torch.sparse_coo:
+            indices, values = _dense_parts(t)
+            self._track_storage(indices.untyped_storage(), category, label)
+            return self._track_storage(values.untyped_storage(), category, label)
         return self._track_storage(t.untyped_storage(), category, label)
 
     def _track_storage(self, st, category: int | None, label: str) -> _Storage | None:
@@ -315,6 +392,8 @@ class Recording(SettingsRecording):
             self.live_bytes += nbytes
             if self.live_bytes > self.peak_bytes:
                 self.peak_bytes = self.live_bytes
+            if self.live_bytes > self.window_peak:
+                self.window_peak = self.live_bytes
         self._watch(st, key, s)
         return s
 
@@ -381,11 +460,12 @@ class Recording(SettingsRecording):
         local = getattr(t, "_local_tensor", None)   # a DTensor (FSDP2's sharded parameter): its shard is
         if isinstance(local, torch.Tensor):         # the memory, the wrapper's storage is its global shape
             t = local
-        s = self.track(t, category, label)
-        if s is not None:
-            s.alloc.category = category
-            s.alloc.label = label
-            s.phase = "fixed"
+        for part in _dense_parts(t):
+            s = self.track(part, category, label)
+            if s is not None:
+                s.alloc.category = category
+                s.alloc.label = label
+                s.phase = "fixed"
 
     def begin_backward(self) -> None:
         if self.phase != "backward":
@@ -616,8 +696,14 @@ def _fake_error(e: BaseException, outer: BaseException | None = None) -> Capture
     from .errors import user_frame, where
 
     at = where(user_frame(outer or e) or user_frame(e))
-    return CaptureError(f"op {op} cannot run on fake tensors{f' (at {at})' if at else ''}: {why}"
-                        f"{_eager_experts_hint(outer or e) or _mask_hint(func) or _ctc_hint(func)}")
+    node = None if at else getattr(e, "mhc_backward_node", None)   # no line of the model's: the backward's node
+    place = f" (at {at})" if at else f" (in the backward, in {node})" if node else ""
+    if node and getattr(func, "_overloadpacket", None) is torch.ops.aten.nonzero:
+        hint = ("; the backward of a write or read through a boolean mask in the forward (x[mask] = v, x[mask]) "
+                "selects by the mask's values: write it as torch.where(mask, v, x), whose shapes do not depend on them")
+    else:
+        hint = _eager_experts_hint(outer or e) or _mask_hint(func) or _ctc_hint(func)
+    return CaptureError(f"op {op} cannot run on fake tensors{place}: {why}{hint}")
 
 
 def _ctc_hint(func) -> str:
@@ -651,7 +737,10 @@ def _eager_experts_hint(e: BaseException) -> str:
     tb, found = e.__traceback__, None
     while tb is not None:   # the innermost module of such a model: its experts
         module = tb.tb_frame.f_locals.get("self")
-        if getattr(getattr(module, "config", None), "_experts_implementation", None) == "eager":
+        # transformers sets experts_implementation on every model's config ("eager" where it has
+        # no experts, Wav2Vec2ForCTC's): only an experts module (its decorator's attributes) counts
+        if getattr(getattr(module, "config", None), "_experts_implementation", None) == "eager" and (
+                hasattr(module, "_is_expert_parallel") or hasattr(module, "num_experts")):
             found = module
         tb = tb.tb_next
     if found is not None:
@@ -1207,10 +1296,14 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         rnns = cudnn_rnn.rnn_as_on_gpu(recipe.autocast_policy == "cuda") if on_cpu else contextlib.nullcontext()
         ctc = ctc_loss.ctc_on_fake()
         foreach = gpu_paths.foreach_as_on_gpu() if on_cpu else contextlib.nullcontext()
+        user_autocast = user_cuda_autocast(torch.device(device).type) if on_cpu else contextlib.nullcontext()
+        cuda_calls = cuda_calls_in_step(rec, rec.spec.device_name) if on_cpu else contextlib.nullcontext()
+        cuda_tensors = CudaInStep(device) if on_cpu else contextlib.nullcontext()
         holds = FrameHolds(rec, model)
         with placement.listening(rec), recipes.autocast_kernels(device, recipe), tracker, fake.recording_to(rec), run, \
-                _collector_at_step_ends(), kernels, rnns, ctc, foreach, gpu_paths.transformers_masks_as_on_gpu(), \
-                holds, data_parallel.following_fsdp2(model, rec, fake) as fsdp2:
+                _collector_at_step_ends(), kernels, rnns, ctc, foreach, user_autocast, cuda_calls, cuda_tensors, \
+                gpu_paths.transformers_masks_as_on_gpu(), holds, \
+                data_parallel.following_fsdp2(model, rec, fake) as fsdp2:
             for s in range(steps):
                 rec.step, rec.phase = s, "forward"
                 t0 = rec.t

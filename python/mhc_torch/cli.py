@@ -35,7 +35,10 @@ def _load_model_file(path: str):
     mod = importlib.util.module_from_spec(spec)
     # as `python FILE.py` runs it: modules beside the file import (from my_blocks import Block)
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-    spec.loader.exec_module(mod)
+    from .autocast_cuda import user_cuda_autocast
+
+    with user_cuda_autocast():  # a decorator made as the file loads, @torch.autocast("cuda", ...), acts in the capture
+        spec.loader.exec_module(mod)
     for name in ("build_model", "make_batch"):
         if not callable(getattr(mod, name, None)):
             raise AttributeError(f"defines no function {name}()")

@@ -69,8 +69,10 @@ def ctc_on_fake():
     fake = torch.library.Library("aten", "FRAGMENT")
     impl = torch.library.Library("aten", "IMPL")
     try:
-        torch.library.register_fake("aten::_ctc_loss", _fake_ctc_loss, lib=fake)
-        torch.library.register_fake("aten::_ctc_loss_backward", _fake_ctc_loss_backward, lib=fake)
+        # aten's ops have a Meta kernel; torch 2.11 refuses to put a fake kernel beside one
+        # unless asked (2.15 allows it by default)
+        torch.library.register_fake("aten::_ctc_loss", _fake_ctc_loss, lib=fake, allow_override=True)
+        torch.library.register_fake("aten::_ctc_loss_backward", _fake_ctc_loss_backward, lib=fake, allow_override=True)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=_OVERRIDE_WARNING, category=UserWarning)
             for key in ("AutogradCPU", "CPU"):

@@ -264,8 +264,10 @@ def rnn_as_on_gpu(cuda_autocast_policy: bool):
             for name, kernel in kernels.items():
                 for key in _KEYS:
                     lib.impl(name, kernel, key)
-            lib.impl("_cudnn_rnn", _meta_cudnn_rnn, "Meta")
-            lib.impl("_cudnn_rnn_backward", _meta_cudnn_rnn_backward, "Meta")
+            # torch registers a Python meta kernel of its own for _cudnn_rnn; torch 2.11's
+            # Library.impl refuses to override one unless asked (2.15 allows it by default)
+            lib.impl("_cudnn_rnn", _meta_cudnn_rnn, "Meta", allow_override=True)
+            lib.impl("_cudnn_rnn_backward", _meta_cudnn_rnn_backward, "Meta", allow_override=True)
         yield
     finally:
         lib._destroy()
