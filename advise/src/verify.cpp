@@ -59,8 +59,8 @@ double relative_error(int64_t predicted, int64_t captured) {
     return std::abs(static_cast<double>(predicted - captured)) / static_cast<double>(captured);
 }
 
-Captured capture_with(const std::string& trace_path, const std::map<std::string, std::string>& meta,
-                      const Setting& s, const std::string& out) {
+Captured capture_with(const std::string& trace_path, const std::map<std::string, std::string>& meta, const Setting& s,
+                      const std::string& out, int64_t capacity) {
     auto recipe = meta.find("capture.recipe");
     if (recipe == meta.end() || recipe->second.empty())
         throw Error(trace_path + ": no capture.recipe in its meta: --verify captures the step again and needs the "
@@ -93,7 +93,7 @@ Captured capture_with(const std::string& trace_path, const std::map<std::string,
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         throw Error("--verify: mhc-torch capture with " + to_json(s) + " failed: " + (why.empty() ? "no message" : why));
     trace::TraceData t = trace::load_checked_trace(out);
-    c.memory = measure(t, s.allocator);
+    c.memory = measure(t, s.allocator, capacity);
     int32_t dev = -1;
     c.host_peak = trace::live_peak(t, dev).bytes;
     return c;
