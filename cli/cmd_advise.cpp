@@ -143,7 +143,7 @@ std::string pct(double x) {
 
 // The reserved peak a row shows: under the capacity where one was given (the search), else
 // without a limit (--setting).
-int64_t shown_reserved(const Memory& m) { return m.capacity > 0 ? m.reserved_at : m.reserved; }
+int64_t shown_reserved(const Memory& memory) { return memory.capacity > 0 ? memory.reserved_at : memory.reserved; }
 
 nlohmann::json row_json(const Row& row, const CaptureInfo& info) {
     const Prediction& predicted = row.c.prediction;
@@ -178,7 +178,7 @@ nlohmann::json row_json(const Row& row, const CaptureInfo& info) {
     return out;
 }
 
-void verify_rows(std::vector<Row>& rows, const Options& o, const std::map<std::string, std::string>& meta,
+void verify_rows(std::vector<Row>& rows, const Options& opts, const std::map<std::string, std::string>& meta,
                  int64_t capacity) {
     const std::string dir = std::filesystem::temp_directory_path().string();
     for (size_t i = 0; i < rows.size(); ++i) {
@@ -189,9 +189,9 @@ void verify_rows(std::vector<Row>& rows, const Options& o, const std::map<std::s
             continue;
         }
         const std::string out = dir + "/mhc-advise-" + std::to_string(getpid()) + "-" + std::to_string(i) + ".db";
-        if (mhc::cli::show_progress() && !o.json)
+        if (mhc::cli::show_progress() && !opts.json)
             std::fprintf(stderr, "verifying %zu of %zu: capturing the step with the setting applied...\n", i + 1, rows.size());
-        rows[i].captured = capture_with(o.trace, meta, rows[i].c.setting, out, capacity);
+        rows[i].captured = capture_with(opts.trace, meta, rows[i].c.setting, out, capacity);
         rows[i].verified = true;
         std::error_code ec;
         std::filesystem::remove(out, ec);
@@ -322,7 +322,7 @@ int run(const Options& o) {
     }
     if (o.verify) verify_rows(rows, o, data.meta, o.setting.empty() ? capacity : 0);
     if (o.json) {
-        nlohmann::json j = {
+        nlohmann::json doc = {
             {"trace", o.trace},
             {"capacity_bytes", capacity},
             {"link", ev.link().name},
@@ -353,8 +353,8 @@ int run(const Options& o) {
               {"split_values", a.split_values},
               {"allocator_trials", a.allocator_trials},
               {"seconds", a.seconds}}}};
-        for (const Row& r : rows) j["rows"].push_back(row_json(r, base.info));
-        std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+        for (const Row& r : rows) doc["rows"].push_back(row_json(r, base.info));
+        std::printf("%s\n", doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
         return mhc::cli::kExitOk;
     }
     const std::string blocks = base.info.block_name.empty()

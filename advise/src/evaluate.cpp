@@ -5,12 +5,12 @@
 
 namespace mhc::advise {
 
-Memory measure(const trace::TraceData& t, const std::string& allocator_conf, int64_t capacity) {
-    return measure(t, std::vector<std::string>{allocator_conf}, capacity).front();
+Memory measure(const trace::TraceData& trace_data, const std::string& allocator_conf, int64_t capacity) {
+    return measure(trace_data, std::vector<std::string>{allocator_conf}, capacity).front();
 }
 
-bool fits(const Memory& m, int64_t capacity) {
-    return m.capacity == capacity && capacity > 0 ? m.fits : m.reserved <= capacity;
+bool fits(const Memory& memory, int64_t capacity) {
+    return memory.capacity == capacity && capacity > 0 ? memory.fits : memory.reserved <= capacity;
 }
 
 std::vector<Memory> measure(const trace::TraceData& trace_data, const std::vector<std::string>& allocator_confs,
@@ -73,8 +73,8 @@ trace::TraceData Evaluator::trace(const Setting& s) const {
     return to_trace(p, o, tm, *b_.trace, {{"source", "advise"}, {"advise.setting", to_json(s)}, {"timing", "estimated"}});
 }
 
-Prediction Evaluator::predict(const Setting& s, int64_t capacity) const {
-    return predict(s, std::vector<std::string>{s.allocator}, capacity).front();
+Prediction Evaluator::predict(const Setting& setting, int64_t capacity) const {
+    return predict(setting, std::vector<std::string>{setting.allocator}, capacity).front();
 }
 
 std::vector<Prediction> Evaluator::predict(const Setting& setting, const std::vector<std::string>& allocator_confs,

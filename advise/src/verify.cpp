@@ -59,7 +59,7 @@ double relative_error(int64_t predicted, int64_t captured) {
     return std::abs(static_cast<double>(predicted - captured)) / static_cast<double>(captured);
 }
 
-Captured capture_with(const std::string& trace_path, const std::map<std::string, std::string>& meta, const Setting& s,
+Captured capture_with(const std::string& trace_path, const std::map<std::string, std::string>& meta, const Setting& setting,
                       const std::string& out, int64_t capacity) {
     auto recipe = meta.find("capture.recipe");
     if (recipe == meta.end() || recipe->second.empty())
@@ -67,7 +67,7 @@ Captured capture_with(const std::string& trace_path, const std::map<std::string,
                     "recipe mhc-torch capture records (a capture made from Python needs capture(..., recipe=...))");
     std::vector<std::string> args = mhc_torch_command();
     for (const std::string& a : {std::string("capture"), std::string("--recipe"), recipe->second, std::string("--setting"),
-                                 to_json(s), std::string("-o"), out})
+                                 to_json(setting), std::string("-o"), out})
         args.push_back(a);
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
@@ -91,9 +91,9 @@ Captured capture_with(const std::string& trace_path, const std::map<std::string,
     std::error_code ec;
     std::filesystem::remove(log, ec);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        throw Error("--verify: mhc-torch capture with " + to_json(s) + " failed: " + (why.empty() ? "no message" : why));
+        throw Error("--verify: mhc-torch capture with " + to_json(setting) + " failed: " + (why.empty() ? "no message" : why));
     trace::TraceData t = trace::load_checked_trace(out);
-    c.memory = measure(t, s.allocator, capacity);
+    c.memory = measure(t, setting.allocator, capacity);
     int32_t dev = -1;
     c.host_peak = trace::live_peak(t, dev).bytes;
     return c;

@@ -474,12 +474,12 @@ CachingUnderLimit caching_under_limit(const Prepared& prepared, const std::strin
                      prepared.t->allocations.size(), capacity);
     CachingUnderLimit out;
     EventCursor events(prepared, *prepared.t);
-    RecordedEvent e;
-    while (events.next(e)) {
-        const auto al = static_cast<size_t>(e.row);
-        if (e.what == Recorded::Free) {
+    RecordedEvent event;
+    while (events.next(event)) {
+        const auto al = static_cast<size_t>(event.row);
+        if (event.what == Recorded::Free) {
             walk.free(prepared, al);
-        } else if (e.what == Recorded::Allocation) {
+        } else if (event.what == Recorded::Allocation) {
             const int64_t frees = walk.ca.device_frees();
             walk.allocate(prepared, al);
             if (walk.block[al] < 0) {

@@ -72,10 +72,10 @@ TEST_CASE("mhc advise: the reserved peak at the capacity beside the one without 
     // than the capacity, and runs there: the failed cudaMallocs give oversize cached blocks back.
     const std::string gru = std::string(MHC_SOURCE_DIR) + "/tests/data/advise/speech_gru.db";
     const int64_t capacity = 6227702579;   // 5.8 GiB, rounded down
-    Out j = run("advise " + gru + " --capacity " + std::to_string(capacity) + "B --json");
-    INFO(j.err);
-    REQUIRE(j.status == 0);
-    auto doc = nlohmann::json::parse(j.out);
+    Out json = run("advise " + gru + " --capacity " + std::to_string(capacity) + "B --json");
+    INFO(json.err);
+    REQUIRE(json.status == 0);
+    auto doc = nlohmann::json::parse(json.out);
     CHECK_FALSE(doc["baseline"]["fits"].get<bool>());
     const auto& first = doc["rows"][0];
     CHECK(first["setting"].dump() == R"({"allocator":"max_split_size_mb:128","optimizer":{"impl":"fused"}})");
@@ -83,12 +83,12 @@ TEST_CASE("mhc advise: the reserved peak at the capacity beside the one without 
     CHECK(first["reserved_bytes"].get<int64_t>() > capacity);
     CHECK(first["reserved_at_capacity_bytes"].get<int64_t>() <= capacity);
     CHECK(first["alloc_retries"].get<int64_t>() > 0);
-    Out o = run("advise " + gru + " --capacity " + std::to_string(capacity) + "B");
-    REQUIRE(o.status == 0);
-    CHECK(o.out.find("reserved   no limit") != std::string::npos);
-    CHECK(o.out.find("as the GPU's limit, where a failed cudaMalloc gives cached memory back and retries") !=
+    Out text = run("advise " + gru + " --capacity " + std::to_string(capacity) + "B");
+    REQUIRE(text.status == 0);
+    CHECK(text.out.find("reserved   no limit") != std::string::npos);
+    CHECK(text.out.find("as the GPU's limit, where a failed cudaMalloc gives cached memory back and retries") !=
           std::string::npos);
-    CHECK(o.out.find("1. runs only by giving cached memory back") != std::string::npos);
+    CHECK(text.out.find("1. runs only by giving cached memory back") != std::string::npos);
 }
 
 TEST_CASE("mhc advise: bad input is one line and exit 2", "[advise][cli]") {

@@ -104,8 +104,8 @@ TEST_CASE("the planner's answer is the fastest fitting combination, checked exac
         int64_t best = INT64_MAX;
         for (int code = 0; code < 64; ++code) {
             std::vector<BlockChoice> per{kinds[code % 4], kinds[code / 4 % 4], kinds[code / 16]};
-            for (const Prediction& p : ev.predict(combine(base, Setting{}, per, o.offload), confs, cap))
-                if (p.memory.fits) best = std::min(best, p.step_time);
+            for (const Prediction& pred : ev.predict(combine(base, Setting{}, per, o.offload), confs, cap))
+                if (pred.memory.fits) best = std::min(best, pred.step_time);
         }
         o.capacity = cap;
         o.top = 1;
@@ -271,10 +271,11 @@ TEST_CASE("the planner's first answer is the fastest fitting combination on capt
             // fitting: runs at the capacity; certain when the unlimited reserved peak is within it, else
             // the caching model at the capacity decides (PyTorch's free-and-retry on a failed cudaMalloc)
             int64_t best = INT64_MAX;
-            for (const Combination& c : all)
-                if (c.reserved <= cap) best = std::min(best, c.time);
-            for (const Combination& c : all)
-                if (c.reserved > cap && c.time < best && ev.predict(c.setting, cap).memory.fits) best = c.time;
+            for (const Combination& comb : all)
+                if (comb.reserved <= cap) best = std::min(best, comb.time);
+            for (const Combination& comb : all)
+                if (comb.reserved > cap && comb.time < best && ev.predict(comb.setting, cap).memory.fits)
+                    best = comb.time;
             opts.capacity = cap;
             INFO(cs.file << " at " << cap << " bytes: " << all.size() << " combinations");
             Advice advice = advise(ev, opts);
@@ -609,17 +610,18 @@ TEST_CASE("the captured speech GRU: runs at a capacity exactly where mhc simulat
         for (const double at : {5.7, 5.75, 5.8, 6.0, 6.5, 8.5}) {
             const auto capacity = static_cast<int64_t>(at * static_cast<double>(gib));
             INFO(conf << " at " << at << " GiB");
-            const Memory m = measure(data, conf, capacity);
+            const Memory memory = measure(data, conf, capacity);
             mhc::sim::Config config;
             config.capacity.bytes = capacity;
             config.allocator = "caching";
             config.allocator_conf = conf;
             config.record_events = false;
-            const mhc::sim::Result r = mhc::sim::simulate(*prepared, config);
-            const bool moved = r.oom.happened || r.swap_out_count > 0 || r.evict_clean_count > 0 || r.drop_count > 0;
-            CHECK(m.fits == !moved);
-            CHECK(m.fits == (*conf != '\0' && at >= 5.8));
-            if (m.fits) CHECK(m.reserved_at <= capacity);
+            const mhc::sim::Result run = mhc::sim::simulate(*prepared, config);
+            const bool moved =
+                run.oom.happened || run.swap_out_count > 0 || run.evict_clean_count > 0 || run.drop_count > 0;
+            CHECK(memory.fits == !moved);
+            CHECK(memory.fits == (*conf != '\0' && at >= 5.8));
+            if (memory.fits) CHECK(memory.reserved_at <= capacity);
         }
 }
 

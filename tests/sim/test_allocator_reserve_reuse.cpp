@@ -80,7 +80,6 @@ TEST_CASE(
 // expandable segments unmapped) and alloc_block once more; still failing: OutOfMemoryError.
 namespace {
 using simtest::ms;
-using simtest::Tensor;
 using simtest::K;
 constexpr int64_t kLate = 100 * ms;   // kept to the end of the step
 
@@ -102,19 +101,19 @@ mhc::trace::TraceData reserve_reuse() {
                            K{8 * ms + 1, 9 * ms, {{4, 'r'}, {5, 'w'}}}});
 }
 // Whether simulate at `capacity` (caching model, `conf`) ran without moving anything off the GPU.
-bool simulate_runs(const mhc::trace::TraceData& t, int64_t capacity, const std::string& conf) {
+bool simulate_runs(const mhc::trace::TraceData& trace_data, int64_t capacity, const std::string& conf) {
     mhc::sim::Config config = simtest::config("lru", capacity);
     config.allocator = "caching";
     config.allocator_conf = conf;
-    const mhc::sim::Result r = mhc::sim::simulate(t, config);
-    return !r.oom.happened && r.swap_out_count == 0 && r.evict_clean_count == 0 && r.drop_count == 0;
+    const mhc::sim::Result run = mhc::sim::simulate(trace_data, config);
+    return !run.oom.happened && run.swap_out_count == 0 && run.evict_clean_count == 0 && run.drop_count == 0;
 }
 }   // namespace
 
 TEST_CASE("caching model under a limit: a failed cudaMalloc gives the cached segment back and the step runs",
           "[sim][allocator][limit]") {
-    const auto t = cached_then_larger();
-    const auto prepared = mhc::sim::prepare(t);
+    const auto step = cached_then_larger();
+    const auto prepared = mhc::sim::prepare(step);
     // Without a limit: T's segment (200) stays cached, U cudaMallocs 300: 500 reserved, 300 live.
     CHECK(mhc::sim::baseline_peak(*prepared, "caching") == 500 * MiB);
     // At 400 MiB: U's cudaMalloc would take 500 > 400 and fails; no max_split_size, so
@@ -124,7 +123,7 @@ TEST_CASE("caching model under a limit: a failed cudaMalloc gives the cached seg
     CHECK(at400.runs);
     CHECK(at400.reserved_peak == 300 * MiB);
     CHECK(at400.retries == 1);
-    CHECK(simulate_runs(t, 400 * MiB, ""));
+    CHECK(simulate_runs(step, 400 * MiB, ""));
     // max_split_size_mb:100: T (200) is oversize. release_available_cached_blocks looks for one free
     // oversize block of at least max(300, 100) = 300: none, so it frees oversize blocks from the
     // largest down: T (200 < 300 wanted: returns false, T already freed); release_cached_blocks
@@ -138,7 +137,7 @@ TEST_CASE("caching model under a limit: a failed cudaMalloc gives the cached seg
     CHECK_FALSE(at299.runs);
     CHECK(at299.failed_row == 1);
     CHECK(at299.bytes_needed == 300 * MiB);
-    CHECK_FALSE(simulate_runs(t, 299 * MiB, ""));
+    CHECK_FALSE(simulate_runs(step, 299 * MiB, ""));
     // At or above the unlimited peak nothing fails: the unlimited run itself.
     auto at500 = mhc::sim::caching_under_limit(*prepared, "", 500 * MiB);
     CHECK(at500.runs);
@@ -148,8 +147,8 @@ TEST_CASE("caching model under a limit: a failed cudaMalloc gives the cached seg
 
 TEST_CASE("caching model under a limit: a split block holding live state is not given back, the step OOMs",
           "[sim][allocator][limit]") {
-    const auto t = reserve_reuse();
-    const auto prepared = mhc::sim::prepare(t);
+    const auto step = reserve_reuse();
+    const auto prepared = mhc::sim::prepare(step);
     CHECK(mhc::sim::baseline_peak(*prepared, "caching") == 900 * MiB);   // as worked above: 900 for 580 live
     // At 899 MiB (or anything from the live 580 up): step 2's R (400) finds the 320 left of R's
     // segment too small; its cudaMalloc (900) fails; release_cached_blocks finds no whole free segment
@@ -159,7 +158,7 @@ TEST_CASE("caching model under a limit: a split block holding live state is not 
         CHECK_FALSE(run.runs);
         CHECK(run.failed_row == 5);
         CHECK(run.bytes_needed == 400 * MiB);
-        CHECK_FALSE(simulate_runs(t, cap, ""));
+        CHECK_FALSE(simulate_runs(step, cap, ""));
     }
     // expandable_segments:True (one segment, 20 MiB pages): S [0,80), step 2's A [80,140), so
     // [140,460) (320) is free and mapped when R comes: 500 reserved, 900 without a limit. At 600
@@ -170,12 +169,12 @@ TEST_CASE("caching model under a limit: a split block holding live state is not 
     CHECK(expandable.runs);
     CHECK(expandable.reserved_peak == 580 * MiB);
     CHECK(expandable.retries == 1);
-    CHECK(simulate_runs(t, 600 * MiB, "expandable_segments:True"));
+    CHECK(simulate_runs(step, 600 * MiB, "expandable_segments:True"));
     CHECK_FALSE(mhc::sim::caching_under_limit(*prepared, "expandable_segments:True", 579 * MiB).runs);
-    CHECK_FALSE(simulate_runs(t, 579 * MiB, "expandable_segments:True"));
+    CHECK_FALSE(simulate_runs(step, 579 * MiB, "expandable_segments:True"));
     // max_split_size_mb:200 keeps R's block whole: 580 without a limit, so it runs at 580.
     auto split = mhc::sim::caching_under_limit(*prepared, "max_split_size_mb:200", 580 * MiB);
     CHECK(split.runs);
     CHECK(split.reserved_peak == 580 * MiB);
-    CHECK(simulate_runs(t, 580 * MiB, "max_split_size_mb:200"));
+    CHECK(simulate_runs(step, 580 * MiB, "max_split_size_mb:200"));
 }

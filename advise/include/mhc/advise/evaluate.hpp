@@ -27,14 +27,14 @@ struct Memory {
 // the caching model runs with `allocator_conf` over the trace's recorded settings; with a
 // `capacity`, also whether it runs under that limit (only when its unlimited reserved peak exceeds
 // it: otherwise no cudaMalloc fails and it does).
-Memory measure(const trace::TraceData& t, const std::string& allocator_conf, int64_t capacity = 0);
+Memory measure(const trace::TraceData& trace_data, const std::string& allocator_conf, int64_t capacity = 0);
 // The same under each of `allocator_confs`: the trace prepared once, the caching model once each
 // (twice where the capacity is below the unlimited reserved peak).
 std::vector<Memory> measure(const trace::TraceData& trace_data, const std::vector<std::string>& allocator_confs,
                             int64_t capacity = 0);
-// Whether `m` fits `capacity`: run under it when measured so (m.capacity == capacity), else its
+// Whether `memory` fits `capacity`: run under it when measured so (memory.capacity == capacity), else its
 // unlimited reserved peak within it.
-bool fits(const Memory& m, int64_t capacity);
+bool fits(const Memory& memory, int64_t capacity);
 
 struct Prediction {
     Memory memory;
@@ -60,7 +60,7 @@ public:
     };
     Quick quick(const Setting& s) const;
     // `capacity` > 0: also whether it runs with that limit (Memory::fits).
-    Prediction predict(const Setting& s, int64_t capacity = 0) const;
+    Prediction predict(const Setting& setting, int64_t capacity = 0) const;
     // The setting under each of `allocator_confs` (its own `allocator` aside): the step transformed,
     // timed and written once, the caching model run once per allocator setting.
     std::vector<Prediction> predict(const Setting& setting, const std::vector<std::string>& allocator_confs,
