@@ -353,7 +353,7 @@ int run(const Options& o) {
               {"split_values", a.split_values},
               {"allocator_trials", a.allocator_trials},
               {"seconds", a.seconds}}}};
-        for (const Row& r : rows) doc["rows"].push_back(row_json(r, base.info));
+        for (const Row& row : rows) doc["rows"].push_back(row_json(row, base.info));
         std::printf("%s\n", doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
         return mhc::cli::kExitOk;
     }
