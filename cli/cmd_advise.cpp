@@ -141,6 +141,10 @@ std::string pct(double x) {
     return b;
 }
 
+// The reserved peak a row shows: under the capacity where one was given (the search), else
+// without a limit (--setting).
+int64_t shown_reserved(const Memory& memory) { return memory.capacity > 0 ? memory.reserved_at : memory.reserved; }
+
 nlohmann::json row_json(const Row& row, const CaptureInfo& info) {
     const Prediction& predicted = row.c.prediction;
     nlohmann::json out = {{"setting", row.hf_off ? nlohmann::json{{"hf_checkpointing", false}}
@@ -153,6 +157,10 @@ nlohmann::json row_json(const Row& row, const CaptureInfo& info) {
                           {"loss", row.c.loss},
                           {"fits", row.c.fits},
                           {"code", row_code(row, info)}};
+    if (predicted.memory.capacity > 0) {   // the run with the capacity as the GPU's limit
+        out["reserved_at_capacity_bytes"] = predicted.memory.reserved_at;
+        out["alloc_retries"] = predicted.memory.retries;
+    }
     if (row.verified)
         out["verify"] = {{"peak_bytes", row.captured.memory.peak},
                          {"reserved_bytes", row.captured.memory.reserved},
@@ -160,11 +168,18 @@ nlohmann::json row_json(const Row& row, const CaptureInfo& info) {
                          {"peak_error", relative_error(predicted.memory.peak, row.captured.memory.peak)},
                          {"reserved_error", relative_error(predicted.memory.reserved, row.captured.memory.reserved)},
                          {"seconds", row.captured.seconds}};
-    else if (!row.verify_error.empty()) out["verify"] = {{"error", row.verify_error}};
+    if (row.verified && row.captured.memory.capacity > 0) {   // the captured stream at the same capacity
+        out["verify"]["fits"] = row.captured.memory.fits;
+        out["verify"]["reserved_at_capacity_bytes"] = row.captured.memory.reserved_at;
+        out["verify"]["alloc_retries"] = row.captured.memory.retries;
+        out["verify"]["reserved_at_capacity_error"] = relative_error(predicted.memory.reserved_at,
+                                                                     row.captured.memory.reserved_at);
+    } else if (!row.verify_error.empty()) out["verify"] = {{"error", row.verify_error}};
     return out;
 }
 
-void verify_rows(std::vector<Row>& rows, const Options& o, const std::map<std::string, std::string>& meta) {
+void verify_rows(std::vector<Row>& rows, const Options& opts, const std::map<std::string, std::string>& meta,
+                 int64_t capacity) {
     for (size_t i = 0; i < rows.size(); ++i) {
         if (rows[i].hf_off) {   // its figures are a capture already
             rows[i].captured.memory = rows[i].c.prediction.memory;
@@ -177,9 +192,9 @@ void verify_rows(std::vector<Row>& rows, const Options& o, const std::map<std::s
         // the capture failed.
         mhc::TempFile out("advise-capture");
         out.close();
-        if (mhc::cli::show_progress() && !o.json)
+        if (mhc::cli::show_progress() && !opts.json)
             std::fprintf(stderr, "verifying %zu of %zu: capturing the step with the setting applied...\n", i + 1, rows.size());
-        rows[i].captured = capture_with(o.trace, meta, rows[i].c.setting, out.path());
+        rows[i].captured = capture_with(opts.trace, meta, rows[i].c.setting, out.path(), capacity);
         rows[i].verified = true;
     }
 }
@@ -278,7 +293,9 @@ int run(const Options& o) {
         // turning the model's own checkpointing off, ranked with the others where it fits
         if (std::optional<Row> off = hf_off_row(base, a.baseline);
             off && off->c.prediction.memory.reserved <= capacity && (budget < 0 || off->c.loss <= budget)) {
-            off->c.fits = off->c.within_budget = true;
+            off->c.fits = off->c.within_budget = true;   // a capture's figures: no stream to run at the capacity
+            off->c.prediction.memory.capacity = capacity;
+            off->c.prediction.memory.reserved_at = off->c.prediction.memory.reserved;
             auto at = std::find_if(rows.begin(), rows.end(), [&](const Row& row) {
                 return row.c.prediction.step_time > off->c.prediction.step_time;
             });
@@ -304,39 +321,41 @@ int run(const Options& o) {
             throw mhc::Error(o.trace + ": " + why);
         }
     }
-    if (o.verify) verify_rows(rows, o, data.meta);
+    if (o.verify) verify_rows(rows, o, data.meta, o.setting.empty() ? capacity : 0);
     if (o.json) {
-        nlohmann::json j = {{"trace", o.trace},
-                            {"capacity_bytes", capacity},
-                            {"link", ev.link().name},
-                            {"comm", describe(base.comm)},
-                            {"budget", budget},
-                            {"baseline",
-                             {{"peak_bytes", a.baseline.memory.peak},
-                              {"reserved_bytes", a.baseline.memory.reserved},
-                              {"step_time_ns", a.baseline.step_time},
-                              {"comm_ns", a.baseline.comm},
-                              {"comm_exposed_ns", a.baseline.comm_waits}}},
-                            {"times", cal ? kCalibratedTimeNote : kTimeNote},
-                            {"passes_per_step", base.passes},
-                            {"calibration", cal ? nlohmann::json{{"factor", cal->factor},
-                                                                 {"estimated_step_ns", cal->estimated_step},
-                                                                 {"measured_step_ns", cal->measured_step},
-                                                                 {"calibrated_step_ns", cal->calibrated_step}}
-                                                : nlohmann::json(nullptr)},
-                            {"data_parallel", data_parallel_note(base.info)},
-                            {"rows", nlohmann::json::array()},
-                            {"search",
-                             {{"dp_runs", a.dp_runs},
-                              {"evaluations", a.evaluations},
-                              {"max_states", a.max_states},
-                              {"allocator_confs", a.allocator_confs},
-                              {"split_conf", a.split_conf},
-                              {"split_values", a.split_values},
-                              {"allocator_trials", a.allocator_trials},
-                              {"seconds", a.seconds}}}};
-        for (const Row& r : rows) j["rows"].push_back(row_json(r, base.info));
-        std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+        nlohmann::json doc = {
+            {"trace", o.trace},
+            {"capacity_bytes", capacity},
+            {"link", ev.link().name},
+            {"comm", describe(base.comm)},
+            {"budget", budget},
+            {"baseline",
+             {{"peak_bytes", a.baseline.memory.peak},
+              {"reserved_bytes", a.baseline.memory.reserved},
+              {"fits", o.setting.empty() ? nlohmann::json(fits(a.baseline.memory, capacity)) : nlohmann::json(nullptr)},
+              {"step_time_ns", a.baseline.step_time},
+              {"comm_ns", a.baseline.comm},
+              {"comm_exposed_ns", a.baseline.comm_waits}}},
+            {"times", cal ? kCalibratedTimeNote : kTimeNote},
+            {"passes_per_step", base.passes},
+            {"calibration", cal ? nlohmann::json{{"factor", cal->factor},
+                                                 {"estimated_step_ns", cal->estimated_step},
+                                                 {"measured_step_ns", cal->measured_step},
+                                                 {"calibrated_step_ns", cal->calibrated_step}}
+                                : nlohmann::json(nullptr)},
+            {"data_parallel", data_parallel_note(base.info)},
+            {"rows", nlohmann::json::array()},
+            {"search",
+             {{"dp_runs", a.dp_runs},
+              {"evaluations", a.evaluations},
+              {"max_states", a.max_states},
+              {"allocator_confs", a.allocator_confs},
+              {"split_conf", a.split_conf},
+              {"split_values", a.split_values},
+              {"allocator_trials", a.allocator_trials},
+              {"seconds", a.seconds}}}};
+        for (const Row& row : rows) doc["rows"].push_back(row_json(row, base.info));
+        std::printf("%s\n", doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
         return mhc::cli::kExitOk;
     }
     const std::string blocks = base.info.block_name.empty()
@@ -361,23 +380,42 @@ int run(const Options& o) {
     std::printf("baseline   peak %s, reserved %s, %s %s%s\n", mhc::format_bytes(a.baseline.memory.peak).c_str(),
                 mhc::format_bytes(a.baseline.memory.reserved).c_str(), time_of.c_str(),
                 baseline_time(a.baseline, cal).c_str(),
-                capacity > 0 && a.baseline.memory.reserved > capacity ? ": does not fit" : "");
-    std::printf("\n%-4s %10s %10s %10s %11s %7s", "rank", "peak", "reserved", "host",
-                steps > 1 ? "time (est.)" : "step (est.)", "loss");
+                o.setting.empty() && capacity > 0 && !fits(a.baseline.memory, capacity) ? ": does not fit" : "");
+    // Under a capacity (the search): the reserved peak with it as the GPU's limit, and without one.
+    const bool limited = o.setting.empty() && capacity > 0;
+    std::printf("\n%-4s %10s %10s", "rank", "peak", "reserved");
+    if (limited) std::printf(" %10s", "no limit");
+    std::printf(" %10s %11s %7s", "host", steps > 1 ? "time (est.)" : "step (est.)", "loss");
     if (o.verify) std::printf(" %11s %11s %7s %7s", "capt. peak", "capt. res.", "err pk", "err res");
+    if (o.verify && limited) std::printf(" %5s", "runs");
     std::printf("  setting\n");
     for (size_t i = 0; i < rows.size(); ++i) {
         const Row& r = rows[i];
         const Prediction& p = r.c.prediction;
-        std::printf("%-4zu %10s %10s %10s %11s %7s", i + 1, mhc::format_bytes(p.memory.peak).c_str(),
-                    mhc::format_bytes(p.memory.reserved).c_str(), mhc::format_bytes(p.host_peak).c_str(),
-                    mhc::format_ns(p.step_time).c_str(), pct(r.c.loss).c_str());
-        if (o.verify)
+        std::printf("%-4zu %10s %10s", i + 1, mhc::format_bytes(p.memory.peak).c_str(),
+                    mhc::format_bytes(shown_reserved(p.memory)).c_str());
+        if (limited) std::printf(" %10s", mhc::format_bytes(p.memory.reserved).c_str());
+        std::printf(" %10s %11s %7s", mhc::format_bytes(p.host_peak).c_str(), mhc::format_ns(p.step_time).c_str(),
+                    pct(r.c.loss).c_str());
+        if (o.verify)   // like with like: the captured stream through the same model, at the same capacity
             std::printf(" %11s %11s %6.2f%% %6.2f%%", mhc::format_bytes(r.captured.memory.peak).c_str(),
-                        mhc::format_bytes(r.captured.memory.reserved).c_str(),
+                        mhc::format_bytes(shown_reserved(r.captured.memory)).c_str(),
                         100 * relative_error(p.memory.peak, r.captured.memory.peak),
-                        100 * relative_error(p.memory.reserved, r.captured.memory.reserved));
+                        100 * relative_error(shown_reserved(p.memory), shown_reserved(r.captured.memory)));
+        if (o.verify && limited) std::printf(" %5s", r.captured.memory.fits ? "yes" : "NO");
         std::printf("  %s\n", row_description(r, base.info).c_str());
+    }
+    if (limited) {
+        std::printf(
+            "(reserved: the caching allocator's peak with %s as the GPU's limit, where a failed cudaMalloc "
+            "gives cached memory back and retries, as PyTorch does; no limit: its peak on a larger GPU)\n",
+            mhc::format_bytes(capacity).c_str());
+        for (size_t i = 0; i < rows.size(); ++i)
+            if (rows[i].c.prediction.memory.retries > 0)
+                std::printf(
+                    "(%zu. runs only by giving cached memory back: %lld cudaMalloc retr%s, each a synchronisation)\n",
+                    i + 1, static_cast<long long>(rows[i].c.prediction.memory.retries),
+                    rows[i].c.prediction.memory.retries == 1 ? "y" : "ies");
     }
     std::printf("(%s%s)\n", steps > 1 ? ("time: the " + time_of + " of the capture together; ").c_str() : "",
                 cal ? kCalibratedTimeNote : kTimeNote);

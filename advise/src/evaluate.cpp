@@ -5,11 +5,16 @@
 
 namespace mhc::advise {
 
-Memory measure(const trace::TraceData& t, const std::string& allocator_conf) {
-    return measure(t, std::vector<std::string>{allocator_conf}).front();
+Memory measure(const trace::TraceData& trace_data, const std::string& allocator_conf, int64_t capacity) {
+    return measure(trace_data, std::vector<std::string>{allocator_conf}, capacity).front();
 }
 
-std::vector<Memory> measure(const trace::TraceData& trace_data, const std::vector<std::string>& allocator_confs) {
+bool fits(const Memory& memory, int64_t capacity) {
+    return memory.capacity == capacity && capacity > 0 ? memory.fits : memory.reserved <= capacity;
+}
+
+std::vector<Memory> measure(const trace::TraceData& trace_data, const std::vector<std::string>& allocator_confs,
+                            int64_t capacity) {
     auto prep = sim::prepare(trace_data);
     const int64_t peak = sim::baseline_peak(*prep, "ideal");
     std::vector<Memory> out;
@@ -27,6 +32,16 @@ std::vector<Memory> measure(const trace::TraceData& trace_data, const std::vecto
             config.check_invariants = false;
             config.memory_samples = 1;
             mem.reserved = sim::simulate(*prep, config).simulated_peak;
+        }
+        if (capacity > 0) {
+            mem.capacity = capacity;
+            mem.reserved_at = mem.reserved;
+            if (mem.reserved > capacity) {   // some cudaMalloc fails there: PyTorch's retries decide
+                const sim::CachingUnderLimit run = sim::caching_under_limit(*prep, conf, capacity);
+                mem.fits = run.runs;
+                mem.reserved_at = run.reserved_peak;
+                mem.retries = run.retries;
+            }
         }
         out.push_back(mem);
     }
@@ -58,11 +73,12 @@ trace::TraceData Evaluator::trace(const Setting& s) const {
     return to_trace(p, o, tm, *b_.trace, {{"source", "advise"}, {"advise.setting", to_json(s)}, {"timing", "estimated"}});
 }
 
-Prediction Evaluator::predict(const Setting& s) const {
-    return predict(s, std::vector<std::string>{s.allocator}).front();
+Prediction Evaluator::predict(const Setting& setting, int64_t capacity) const {
+    return predict(setting, std::vector<std::string>{setting.allocator}, capacity).front();
 }
 
-std::vector<Prediction> Evaluator::predict(const Setting& setting, const std::vector<std::string>& allocator_confs) const {
+std::vector<Prediction> Evaluator::predict(const Setting& setting, const std::vector<std::string>& allocator_confs,
+                                           int64_t capacity) const {
     const Plan transformed = plan(setting);
     const Order order = order_of(transformed);
     const Timing tm = timing(transformed, order, link_);
@@ -72,7 +88,7 @@ std::vector<Prediction> Evaluator::predict(const Setting& setting, const std::ve
                                               {{"source", "advise"}, {"advise.setting", to_json(setting)}});
     std::vector<Prediction> out;
     out.reserve(allocator_confs.size());
-    for (const Memory& memory : measure(written, allocator_confs)) {
+    for (const Memory& memory : measure(written, allocator_confs, capacity)) {
         Prediction pred;
         pred.memory = memory;
         pred.host_peak = lp.host_peak;

@@ -445,7 +445,7 @@ Advice advise(const Evaluator& ev, const PlannerOptions& o) {
     const Base& b = ev.base();
     const size_t nb = b.info.block_name.size();
     Advice a;
-    a.baseline = ev.predict(Setting{});
+    a.baseline = ev.predict(Setting{}, o.capacity);
     ++a.evaluations;
     if (o.progress) o.progress("evaluating " + std::to_string(nb) + " blocks x " + std::to_string(kChoices - 1) + " choices");
     BlockEffects e = block_effects(ev, o, a.evaluations);
@@ -482,7 +482,7 @@ Advice advise(const Evaluator& ev, const PlannerOptions& o) {
         cand.setting = setting;
         cand.prediction = prediction;
         cand.loss = a.baseline.step_time > 0 ? static_cast<double>(cand.prediction.step_time) / static_cast<double>(a.baseline.step_time) - 1 : 0;
-        cand.fits = cand.prediction.memory.reserved <= o.capacity;
+        cand.fits = fits(cand.prediction.memory, o.capacity);   // runs at the capacity (docs/advise.md "What fits")
         cand.within_budget = o.budget < 0 || cand.loss <= o.budget + 1e-12;
         return cand;
     };
@@ -490,7 +490,7 @@ Advice advise(const Evaluator& ev, const PlannerOptions& o) {
         std::string key = to_json(setting);
         auto it = seen.find(key);
         if (it != seen.end()) return it->second;
-        Candidate cand = candidate(setting, ev.predict(setting));
+        Candidate cand = candidate(setting, ev.predict(setting, o.capacity));
         ++a.evaluations;
         seen[key] = cand;
         return cand;
@@ -505,7 +505,7 @@ Advice advise(const Evaluator& ev, const PlannerOptions& o) {
             if (seen.find(to_json(each[i])) == seen.end()) missing.push_back(confs[i]);
         }
         if (!missing.empty()) {
-            const std::vector<Prediction> got = ev.predict(setting, missing);
+            const std::vector<Prediction> got = ev.predict(setting, missing, o.capacity);
             for (size_t j = 0; j < missing.size(); ++j) {
                 Setting under = setting;
                 under.allocator = missing[j];
@@ -544,13 +544,17 @@ Advice advise(const Evaluator& ev, const PlannerOptions& o) {
                 std::vector<BlockChoice> per(nb);
                 for (size_t k = 0; k < nb; ++k) per[k] = static_cast<BlockChoice>(r.choice[k]);
                 dp_points.push_back({gi, per});
+                // Of its allocator settings, one that runs at the capacity, else the least reserving:
+                // when none runs, the margin grows by that one's excess (its unlimited reserved peak
+                // is then above the capacity: at or below it nothing fails).
                 Candidate best;
                 bool have = false;
                 for (Candidate& cand : predict_each(combine(b, global, per, o.offload))) {
                     cand.blocks = per;
                     cand.model_peak = r.peak;
                     seen[to_json(cand.setting)] = cand;
-                    if (!have || cand.prediction.memory.reserved < best.prediction.memory.reserved) {
+                    if (!have || (cand.fits && !best.fits) ||
+                        (cand.fits == best.fits && cand.prediction.memory.reserved < best.prediction.memory.reserved)) {
                         best = cand;
                         have = true;
                     }

@@ -60,8 +60,8 @@ double relative_error(int64_t predicted, int64_t captured) {
     return std::abs(static_cast<double>(predicted - captured)) / static_cast<double>(captured);
 }
 
-Captured capture_with(const std::string& trace_path, const std::map<std::string, std::string>& meta,
-                      const Setting& s, const std::string& out) {
+Captured capture_with(const std::string& trace_path, const std::map<std::string, std::string>& meta, const Setting& setting,
+                      const std::string& out, int64_t capacity) {
     auto recipe = meta.find("capture.recipe");
     if (recipe == meta.end() || recipe->second.empty())
         throw Error(trace_path + ": no capture.recipe in its meta: --verify captures the step again and needs the "
@@ -69,7 +69,7 @@ Captured capture_with(const std::string& trace_path, const std::map<std::string,
     std::vector<std::string> args = mhc_torch_command();
     // `out` is a private temporary file of this process (made empty): the capture replaces it.
     for (const std::string& arg : {std::string("capture"), std::string("--recipe"), recipe->second,
-                                   std::string("--setting"), to_json(s), std::string("-o"), out, std::string("--force")})
+                                   std::string("--setting"), to_json(setting), std::string("-o"), out, std::string("--force")})
         args.push_back(arg);
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
@@ -98,15 +98,15 @@ Captured capture_with(const std::string& trace_path, const std::map<std::string,
     if (why.empty() && WIFSIGNALED(status))
         why = "killed by signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        throw Error("--verify: mhc-torch capture with " + to_json(s) + " failed: " + (why.empty() ? "no message" : why));
+        throw Error("--verify: mhc-torch capture with " + to_json(setting) + " failed: " + (why.empty() ? "no message" : why));
     trace::TraceData captured;
     try {
         captured = trace::load_checked_trace(out);
     } catch (const Error& e) {   // it named the temporary file, which the user never gave
-        throw Error("--verify: mhc-torch capture with " + to_json(s) + " (" + args[0] +
+        throw Error("--verify: mhc-torch capture with " + to_json(setting) + " (" + args[0] +
                     ") exited 0 but wrote no trace mhc reads: " + e.what());
     }
-    c.memory = measure(captured, s.allocator);
+    c.memory = measure(captured, setting.allocator, capacity);
     int32_t dev = -1;
     c.host_peak = trace::live_peak(captured, dev).bytes;
     return c;

@@ -2,11 +2,13 @@
 // (docs/advise.md "Search", docs/results.md "The search's first answer against every combination").
 //
 // For each captured step: every combination the planner may answer (each global setting it tries,
-// every available choice per block, both allocator settings) predicted exactly; then, at every
-// distinct reserved peak among them as the capacity (the capacities where the fastest fitting
-// combination can change; at most MAX of them, evenly spaced, when there are more), the planner's
-// first answer with single moves only and with pair moves too (PlannerOptions::pair_moves), each
-// against the fastest fitting combination. Prints per step: combinations, capacities, misses of each mode (with the first few
+// every available choice per block, each allocator setting the search tries: search_allocator_confs,
+// so a max_split_size_mb where one reserves less) predicted exactly; then, at every distinct reserved
+// peak among them as the capacity (the capacities where the fastest fitting combination can change; at
+// most MAX of them, evenly spaced, when there are more), the planner's first answer with single moves
+// only and with pair moves too (PlannerOptions::pair_moves), each against the fastest fitting
+// combination. Fitting is the search's test: the caching model runs at the capacity (PyTorch's
+// free-and-retry on a failed cudaMalloc), certain where the unlimited reserved peak is within it. Prints per step: combinations, capacities, misses of each mode (with the first few
 // written out), and each mode's evaluations and CPU seconds summed over the capacities, with the ratio.
 //
 // With --cost F,F,... (fractions of the captured step's reserved peak) nothing is enumerated (a
@@ -45,12 +47,14 @@ namespace {
 struct Combination {
     int64_t reserved = 0, time = 0;
     std::string setting;
+    Setting parsed;
 };
 
 // The global settings the planner tries (planner.cpp: as captured, on the host, fused), each kept
 // when it predicts (a setting the step cannot take throws, as the host optimizer after a
 // GradScaler's unscale does).
-std::vector<Combination> every_combination(const Evaluator& ev, const PlannerOptions& opts) {
+std::vector<Combination> every_combination(const Evaluator& ev, const PlannerOptions& opts,
+                                           const std::vector<std::string>& confs) {
     const Base& base = ev.base();
     const size_t nb = base.info.block_name.size();
     std::vector<Setting> globals(1);
@@ -71,12 +75,12 @@ std::vector<Combination> every_combination(const Evaluator& ev, const PlannerOpt
         for (size_t code = 0; code < combos; ++code) {
             std::vector<BlockChoice> per(nb);
             for (size_t k = 0, rest = code; k < nb; ++k, rest /= kinds) per[k] = static_cast<BlockChoice>(rest % kinds);
-            for (const std::string& conf : opts.allocator_confs) {
+            for (const std::string& conf : confs) {
                 Setting setting = combine(base, global, per, opts.offload);
                 setting.allocator = conf;
                 try {
                     const Prediction pred = ev.predict(setting);
-                    out.push_back({pred.memory.reserved, pred.step_time, to_json(setting)});
+                    out.push_back({pred.memory.reserved, pred.step_time, to_json(setting), setting});
                 } catch (const mhc::Error&) {   // mHC recompute without HcMaps, and the like
                 }
             }
@@ -155,7 +159,9 @@ int main(int argc, char** argv) {
                 continue;
             }
             auto t0 = std::chrono::steady_clock::now();
-            const std::vector<Combination> all = every_combination(ev, opts);
+            int64_t trials = 0;
+            const std::vector<std::string> confs = mhc::advise::search_allocator_confs(ev, opts, trials);
+            const std::vector<Combination> all = every_combination(ev, opts, confs);
             const double enum_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             std::set<int64_t> distinct;
             for (const Combination& comb : all) distinct.insert(comb.reserved);
@@ -173,6 +179,10 @@ int main(int argc, char** argv) {
                 const Combination* best = nullptr;
                 for (const Combination& comb : all)
                     if (comb.reserved <= cap && (best == nullptr || comb.time < best->time)) best = &comb;
+                for (const Combination& comb : all)   // above the capacity without a limit, running at it
+                    if (comb.reserved > cap && (best == nullptr || comb.time < best->time) &&
+                        ev.predict(comb.parsed, cap).memory.fits)
+                        best = &comb;
                 for (Mode& mode : modes) {
                     opts.capacity = cap;
                     opts.pair_moves = mode.pairs;
@@ -196,8 +206,11 @@ int main(int argc, char** argv) {
                     }
                 }
             }
+            std::string said;
+            for (const std::string& conf : confs) said += (said.empty() ? "" : ", ") + (conf.empty() ? "as captured" : conf);
             std::printf("%s: %zu blocks, %zu combinations predicted (%.1f s), %zu capacities\n", path.c_str(),
                         base.info.block_name.size(), all.size(), enum_s, caps.size());
+            std::printf("  allocator settings: %s\n", said.c_str());
             for (const Mode& mode : modes) {
                 std::printf("  %-16s misses %d (nothing found %d), evaluations %lld, search %.2f s CPU\n", mode.name,
                             mode.misses, mode.nothing, static_cast<long long>(mode.evaluations), mode.seconds);

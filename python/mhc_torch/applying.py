@@ -61,7 +61,12 @@ def enter_around_forward(module: torch.nn.Module, context) -> None:
 
 def _allocator(conf: str) -> None:
     """PYTORCH_CUDA_ALLOC_CONF for this process: set now if CUDA is initialised (the options
-    that can change at run time do), else in the environment for CUDA's initialisation."""
+    that can change at run time do), else in the environment for CUDA's initialisation. The
+    settings the environment already holds come first and the answer's after them (a later key
+    wins), as `mhc advise` prints them and predicts the step: the answer's alone dropped the user's."""
+    from .capturing import allocator_env   # the variables PyTorch reads, in its order
+
+    conf = ",".join(c for c in (allocator_env(), conf) if c)
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.memory._set_allocator_settings(conf)
     else:

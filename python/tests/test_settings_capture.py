@@ -485,6 +485,11 @@ def test_cli_recipe_reproduces_the_step_options(tmp_path, net_file, flags):
      "(did you mean 'Net.blocks.1' or 'Net.blocks.2'?)"),
     (["--setting", '{"offload": 3}'], "mhc-torch: setting: offload: expected an object, got a number"),
     (["--setting", "missing.json"], "mhc-torch: setting: missing.json: No such file or directory"),
+    # the simulator's model refuses these (PyTorch: 20 and less, or less than 20, by release)
+    (["--setting", '{"allocator": "max_split_size_mb:20"}'],
+     "mhc-torch: setting: allocator: max_split_size_mb:20: too small: it must be more than 20 (MiB)"),
+    (["--setting", '{"allocator": "expandable_segments:True,max_split_size_mb:4"}'],
+     "mhc-torch: setting: allocator: max_split_size_mb:4: too small: it must be more than 20 (MiB)"),
 ])
 def test_cli_bad_setting_one_line(tmp_path, net_file, args, message):
     out = tmp_path / "x.db"
@@ -1346,3 +1351,21 @@ def test_max_split_size_answer_verified_by_capture(tmp_path, mhc_exe):
     alone = subprocess.run([mhc_exe, "advise", str(tmp_path / "gru.db"), "--setting",
                             '{"allocator": "max_split_size_mb:256"}', "--json"], capture_output=True, text=True)
     assert json.loads(alone.stdout)["rows"][0]["reserved_bytes"] == 761266176
+
+
+@pytest.mark.parametrize("env, want", [
+    ({}, "expandable_segments:True"),
+    ({"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:64"}, "max_split_size_mb:64,expandable_segments:True"),
+    ({"PYTORCH_ALLOC_CONF": "garbage_collection_threshold:0.6"},
+     "garbage_collection_threshold:0.6,expandable_segments:True"),
+])
+def test_apply_keeps_the_users_allocator_settings(monkeypatch, env, want):
+    """mhc_torch.apply sets PYTORCH_CUDA_ALLOC_CONF to the user's settings and the answer's after them,
+    as mhc advise prints and predicts them (a later key wins); it set the answer's alone, so a user's
+    max_split_size_mb:64 was dropped from the step the advice was predicted for."""
+    for name in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    mhc_torch.apply(nn.Linear(4, 4), None, {"allocator": "expandable_segments:True"})
+    assert os.environ["PYTORCH_CUDA_ALLOC_CONF"] == want

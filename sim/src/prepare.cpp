@@ -278,14 +278,15 @@ void build_steps(Prepared& p) {
             p.step_allocs[p.step_allocs_begin[p.alloc_step[al]] + p.alloc_ordinal[al]] = al;
 }
 
-// One caching model walked over the recorded events (at unlimited capacity), and its peak.
+// One caching model walked over the recorded events (at unlimited capacity unless given), and its peak.
 struct CachingWalk {
     CachingAllocator ca;
     bool warm, warmed = false;
     std::vector<int32_t> block;
     int64_t peak = 0;
-    CachingWalk(const Prepared& prepared, const AllocatorSettings& set, bool from_first_event, size_t rows)
-        : ca(INT64_MAX / 2, set), warm(from_first_event), block(rows, -1) {
+    CachingWalk(const Prepared& prepared, const AllocatorSettings& set, bool from_first_event, size_t rows,
+                int64_t capacity = INT64_MAX / 2)
+        : ca(capacity, set), warm(from_first_event), block(rows, -1) {
         prepared.give_pools_back(ca);
     }
     void allocate(const Prepared& prepared, size_t al) {
@@ -462,6 +463,38 @@ int64_t baseline_peak(const Prepared& p, AllocatorKind allocator) {
 int64_t baseline_peak(const Prepared& p, const std::string& allocator) {
     return baseline_peak(p, parse_allocator(allocator));
 }
+
+CachingUnderLimit caching_under_limit(const Prepared& prepared, const std::string& allocator_conf, int64_t capacity) {
+    // The walk of build_live, one caching model with `capacity` as the device's limit: a request
+    // that finds no free block cudaMallocs (or maps pages); when that would take the reserved
+    // bytes above the capacity, the model gives cached memory back as PyTorch does
+    // (release_available_cached_blocks, then release_cached_blocks) and tries again
+    // (CachingAllocator::allocate); a request still unserved is PyTorch's OutOfMemoryError.
+    CachingWalk walk(prepared, allocator_settings_for(prepared.t->meta, allocator_conf), true,
+                     prepared.t->allocations.size(), capacity);
+    CachingUnderLimit out;
+    EventCursor events(prepared, *prepared.t);
+    RecordedEvent event;
+    while (events.next(event)) {
+        const auto al = static_cast<size_t>(event.row);
+        if (event.what == Recorded::Free) {
+            walk.free(prepared, al);
+        } else if (event.what == Recorded::Allocation) {
+            const int64_t frees = walk.ca.device_frees();
+            walk.allocate(prepared, al);
+            if (walk.block[al] < 0) {
+                out.runs = false;
+                out.failed_row = static_cast<int64_t>(al);
+                out.bytes_needed = walk.ca.rounded(prepared.t->allocations.bytes[al]);
+                break;
+            }
+            if (walk.ca.device_frees() > frees) ++out.retries;
+        }
+    }
+    out.reserved_peak = walk.peak;
+    return out;
+}
+
 int32_t device_of(const Prepared& p) { return p.device; }
 bool assumed_accesses(const Prepared& p) { return p.assumed_accesses; }
 bool zero_duration(const Prepared& prepared) {

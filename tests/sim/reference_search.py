@@ -479,6 +479,16 @@ def grads_read_on_gpu(cap):
         return True
 
 
+def at_capacity(trace, setting, p, capacity, link, host_bw, cost):
+    """docs/advise.md "What fits": (runs, reserved peak there, retries) of the prediction p at the
+    capacity: at or above the reserved peak without a limit nothing fails; below it the caching model
+    runs with the capacity as the GPU's limit (reference_settings.runs_at)."""
+    if p["reserved_bytes"] <= capacity:
+        return True, p["reserved_bytes"], 0
+    return cached(f"runs at {capacity}", trace, setting, link, host_bw, cost,
+                  lambda: ref.runs_at(p["device_rows"], p["conf"], capacity))
+
+
 def search(trace, capacity, budget=None, top=3, link=ref.LINKS["pcie5"], host_bw=100e9, cost=15000):
     cap = cached("capture", trace, {}, None, 0, 0, lambda: ref.Captured(trace))
     bids = blocks(cap)
@@ -525,9 +535,10 @@ def search(trace, capacity, budget=None, top=3, link=ref.LINKS["pcie5"], host_bw
         if key not in seen:
             p = predict(s)
             loss = p["step_time_ns"] / baseline["step_time_ns"] - 1 if baseline["step_time_ns"] > 0 else 0
+            runs, reserved_at, retries = at_capacity(trace, s, p, capacity, link, host_bw, cost)
             seen[key] = dict(setting=s, key=key, peak=p["peak_bytes"], reserved=p["reserved_bytes"],
                              host=p["host_peak_bytes"], time=p["step_time_ns"], loss=loss,
-                             fits=p["reserved_bytes"] <= capacity,
+                             fits=runs, reserved_at=reserved_at, retries=retries,
                              within=budget is None or loss <= budget + 1e-12)
         return seen[key]
 
@@ -556,7 +567,8 @@ def search(trace, capacity, budget=None, top=3, link=ref.LINKS["pcie5"], host_bw
                     if conf:
                         s["allocator"] = conf
                     c = candidate(s)
-                    if best is None or c["reserved"] < best["reserved"]:
+                    # one that runs at the capacity, else the least reserving (whose excess grows the margin)
+                    if best is None or (c["fits"], -c["reserved"]) > (best["fits"], -best["reserved"]):
                         best = c
                 if best["fits"]:
                     break
@@ -581,7 +593,9 @@ def search(trace, capacity, budget=None, top=3, link=ref.LINKS["pcie5"], host_bw
             raise NothingFits(f"within the budget: the closest is {close['key']} at {close['loss']:+.3f}")
         close = min(every, key=lambda c: c["reserved"]) if every else None
         raise NothingFits(f"the closest is {close['key'] if close else '{}'}")
-    return dict(baseline=baseline, ranked=ranked, dp_runs=dp_runs, blocks=names, split_conf=split_conf)
+    base_runs = at_capacity(trace, {}, baseline, capacity, link, host_bw, cost)[0]
+    return dict(baseline=baseline, baseline_fits=base_runs, ranked=ranked, dp_runs=dp_runs, blocks=names,
+                split_conf=split_conf)
 
 
 if __name__ == "__main__":

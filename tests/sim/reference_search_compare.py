@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Runs `mhc advise TRACE --capacity C [--budget B] --json` and the document's second reading of
 docs/advise.md "Search" (reference_search.py) on captured steps and compares the ranked answers
-(each row's setting, peak_bytes, reserved_bytes, host_peak_bytes, step_time_ns and loss), the
+(each row's setting, peak_bytes, reserved_bytes, host_peak_bytes, step_time_ns, loss, and the run at the
+capacity: reserved_at_capacity_bytes, alloc_retries; whether the baseline runs there), the
 number of DP runs and the max_split_size_mb setting searched, or that both find nothing that fits.
 
 Usage: reference_search_compare.py MHC WORKDIR TRACE.db... [--sample=N] [--filter=TEXT] [--verbose]
@@ -27,7 +28,7 @@ import reference_settings_compare as rsc  # noqa: E402
 STEPS = 8
 BUDGETS = [None, 0.02, 0.25]
 FIELDS = [("peak_bytes", "peak"), ("reserved_bytes", "reserved"), ("host_peak_bytes", "host"),
-          ("step_time_ns", "time")]
+          ("step_time_ns", "time"), ("reserved_at_capacity_bytes", "reserved_at"), ("alloc_retries", "retries")]
 
 
 def run_mhc(mhc, trace, capacity, budget):
@@ -60,14 +61,16 @@ def compare(mhc, trace, capacity, budget):
             lines.append(f"row {n + 1}: mhc {tk} reading {m['key']}")
             continue
         for f, g in FIELDS:
-            if int(t[f]) != int(m[g]):
-                lines.append(f"row {n + 1} {tk}: {f} mhc {t[f]} reading {m[g]}")
+            if t.get(f) is None or int(t[f]) != int(m[g]):
+                lines.append(f"row {n + 1} {tk}: {f} mhc {t.get(f)} reading {m[g]}")
         if abs(t["loss"] - m["loss"]) > 1e-9:
             lines.append(f"row {n + 1} {tk}: loss mhc {t['loss']} reading {m['loss']}")
     for t in theirs[len(mine["ranked"]):]:
         lines.append(f"  only in mhc: {rs.setting_json(t['setting'])}")
     for m in mine["ranked"][len(theirs):]:
         lines.append(f"  only in the reading: {m['key']}")
+    if out["baseline"].get("fits") != mine["baseline_fits"]:
+        lines.append(f"baseline runs at the capacity: mhc {out['baseline'].get('fits')} reading {mine['baseline_fits']}")
     if out["search"]["dp_runs"] != mine["dp_runs"]:
         lines.append(f"DP runs: mhc {out['search']['dp_runs']} reading {mine['dp_runs']}")
     if out["search"].get("split_conf") != mine["split_conf"]:

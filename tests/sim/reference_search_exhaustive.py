@@ -4,7 +4,8 @@
 with the second readings (reference_search.py's search, reference_settings.py's predictions of
 every combination of the block choices, the global settings and the allocator settings the search
 tries on the step: as captured, expandable segments and a max_split_size_mb where one is kept), at the
-capacities reference_search_compare.py uses. By hand (minutes per capture):
+capacities reference_search_compare.py uses; a combination fits when it runs at the capacity
+(reference_settings.runs_at, where its reserved peak without a limit exceeds it). By hand (minutes per capture):
     python3 tests/sim/reference_search_exhaustive.py TRACE.db...
 Prints one line per capacity: 'same', 'SLOWER by ...', or where one finds nothing and the other does.
 """
@@ -32,9 +33,10 @@ for trace in sys.argv[1:]:
                 s = rs.combine(names, g, list(ch))
                 if conf: s["allocator"] = conf
                 p = ref.predict(trace, s, cap=cap)
-                every.append((p["step_time_ns"], p["reserved_bytes"], rs.setting_json(s)))
+                every.append((p["step_time_ns"], p["reserved_bytes"], rs.setting_json(s), p))
     for what, capacity in rsc.capacities(trace):
-        fit = sorted(e for e in every if e[1] <= capacity)
+        # fitting: runs at the capacity (docs/advise.md "What fits"), PyTorch's free-and-retry included
+        fit = sorted((e[:3] for e in every if e[1] <= capacity or ref.runs_at(e[3]["device_rows"], e[3]["conf"], capacity)[0]))
         try:
             r = rs.search(trace, capacity)
             first = r["ranked"][0]

@@ -434,7 +434,7 @@ class Plan:
         host = [(i, r) for i, r in enumerate(allocs) if r[2] < 0]
         conf = ",".join(x for x in (self.cap.meta.get("allocator.conf", ""), conf_text) if x)
         return dict(peak_bytes=live_peak(dev), reserved_bytes=reserved_peak(dev, conf),
-                    host_peak_bytes=live_peak(host), step_time_ns=step,
+                    host_peak_bytes=live_peak(host), step_time_ns=step, device_rows=dev, conf=conf,
                     allocations=[(r[2], r[3], r[0], r[4]) for r in allocs], kernels=kernels, copies=copies,
                     accesses=accesses)
 
@@ -474,6 +474,42 @@ def reserved_peak(rows, conf):
         else:
             ca.free(i)
     return peak
+
+
+class _GivingBack(reference_caching.CachingAllocator):
+    """The caching model, noting whether cached memory went back to the GPU during a request."""
+    gave_back = False
+
+    def _release_oversize(self, stream, small, size):
+        before = self.reserved
+        out = super()._release_oversize(stream, small, size)
+        self.gave_back |= self.reserved < before
+        return out
+
+    def _release_cached(self):
+        before = self.reserved
+        super()._release_cached()
+        self.gave_back |= self.reserved < before
+
+
+def runs_at(rows, conf, capacity):
+    """docs/advise.md "What fits": the caching model with the capacity as the GPU's limit, the release
+    of cached memory and the retry on a failed cudaMalloc included (reference_caching's allocate); a
+    request it cannot place is PyTorch's OutOfMemoryError. Returns (runs, the reserved peak there up to
+    a failure, requests served only after memory went back)."""
+    by = dict(rows)
+    ca = _GivingBack(capacity, conf)
+    peak = retries = 0
+    for _t, _k, i, d in memory_events(rows):
+        if d > 0:
+            ca.gave_back = False
+            if not ca.allocate(i, by[i][3], by[i][5]):
+                return False, peak, retries
+            retries += ca.gave_back
+            peak = max(peak, ca.reserved)
+        else:
+            ca.free(i)
+    return True, peak, retries
 
 
 # ---------------------------------------------------------------- checkpoint

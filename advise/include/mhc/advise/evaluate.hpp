@@ -15,12 +15,26 @@ namespace mhc::advise {
 struct Memory {
     int64_t peak = 0;       // live bytes on the GPU (the simulator's ideal baseline peak)
     int64_t reserved = 0;   // the caching allocator model's reserved peak at unlimited capacity
+    // Under a capacity (measure's `capacity` > 0; 0: none was given, and these say nothing): the
+    // caching model run with the capacity as the GPU's limit, PyTorch's free-and-retry on a failed
+    // cudaMalloc included (sim::caching_under_limit; docs/advise.md "What fits").
+    int64_t capacity = 0;
+    bool fits = true;          // no request failed there: the step runs at that capacity
+    int64_t reserved_at = 0;   // the reserved peak there (the unlimited one when that is within it)
+    int64_t retries = 0;       // requests served only after cached memory was given back
 };
 // The peaks of a trace (a transformed one, or a capture): sim::prepare checks it first, then
-// the caching model runs with `allocator_conf` over the trace's recorded settings.
-Memory measure(const trace::TraceData& t, const std::string& allocator_conf);
-// The same under each of `allocator_confs`: the trace prepared once, the caching model once each.
-std::vector<Memory> measure(const trace::TraceData& trace_data, const std::vector<std::string>& allocator_confs);
+// the caching model runs with `allocator_conf` over the trace's recorded settings; with a
+// `capacity`, also whether it runs under that limit (only when its unlimited reserved peak exceeds
+// it: otherwise no cudaMalloc fails and it does).
+Memory measure(const trace::TraceData& trace_data, const std::string& allocator_conf, int64_t capacity = 0);
+// The same under each of `allocator_confs`: the trace prepared once, the caching model once each
+// (twice where the capacity is below the unlimited reserved peak).
+std::vector<Memory> measure(const trace::TraceData& trace_data, const std::vector<std::string>& allocator_confs,
+                            int64_t capacity = 0);
+// Whether `memory` fits `capacity`: run under it when measured so (memory.capacity == capacity), else its
+// unlimited reserved peak within it.
+bool fits(const Memory& memory, int64_t capacity);
 
 struct Prediction {
     Memory memory;
@@ -45,10 +59,12 @@ public:
         int64_t step_time = 0;
     };
     Quick quick(const Setting& s) const;
-    Prediction predict(const Setting& s) const;
+    // `capacity` > 0: also whether it runs with that limit (Memory::fits).
+    Prediction predict(const Setting& setting, int64_t capacity = 0) const;
     // The setting under each of `allocator_confs` (its own `allocator` aside): the step transformed,
     // timed and written once, the caching model run once per allocator setting.
-    std::vector<Prediction> predict(const Setting& setting, const std::vector<std::string>& allocator_confs) const;
+    std::vector<Prediction> predict(const Setting& setting, const std::vector<std::string>& allocator_confs,
+                                    int64_t capacity = 0) const;
     // The transformed step as a trace (meta advise.setting holds the setting's JSON).
     trace::TraceData trace(const Setting& s) const;
 

@@ -20,11 +20,13 @@ struct Captured {
     double seconds = 0;   // wall time of the capture
 };
 
-// Captures `recipe` (the baseline's meta capture.recipe) with `s` applied into `out` and
-// measures it (measure(), with the setting's allocator settings). Throws mhc::Error naming
-// the trace when it has no recipe, and with mhc-torch's own last line when the capture fails.
+// Captures `recipe` (the baseline's meta capture.recipe) with `setting` applied into `out` and
+// measures it (measure(), with the setting's allocator settings; `capacity` > 0: also whether the
+// captured stream of allocations runs at that capacity, by the same model as the prediction).
+// Throws mhc::Error naming the trace when it has no recipe, and with mhc-torch's own last line
+// when the capture fails.
 Captured capture_with(const std::string& trace_path, const std::map<std::string, std::string>& meta,
-                      const Setting& s, const std::string& out);
+                      const Setting& setting, const std::string& out, int64_t capacity = 0);
 
 // |captured - predicted| / captured, 0 when both are 0.
 double relative_error(int64_t predicted, int64_t captured);

@@ -44,6 +44,20 @@ Result simulate(const trace::TraceData& t, const Config& c);
 // The trace's peak at unlimited capacity under an allocator model (a name: parse_allocator).
 int64_t baseline_peak(const Prepared& p, AllocatorKind allocator);
 int64_t baseline_peak(const Prepared& p, const std::string& allocator);
+// The caching allocator model run over the trace's recorded events with `capacity` as the GPU's
+// limit (a segment that would take the reserved bytes above it fails, as cudaMalloc does on a full
+// GPU), under `allocator_conf` over the trace's recorded settings: on a failed cudaMalloc the model
+// gives cached memory back and retries as PyTorch does (CachingAllocator::allocate); a request it
+// still cannot serve is where PyTorch raises OutOfMemoryError, and the walk stops there. Nothing is
+// evicted. At a capacity at or above the unlimited reserved peak it is that run (runs, no retries).
+struct CachingUnderLimit {
+    bool runs = true;            // no request failed after the free-and-retry
+    int64_t reserved_peak = 0;   // reserved bytes at their peak (never above the capacity), up to a failure
+    int64_t retries = 0;         // requests served after cached memory was given back (each a synchronisation)
+    int64_t failed_row = -1;     // the allocation (row index) that raised, when !runs
+    int64_t bytes_needed = 0;    // its request, rounded as the model rounds it
+};
+CachingUnderLimit caching_under_limit(const Prepared& prepared, const std::string& allocator_conf, int64_t capacity);
 int32_t device_of(const Prepared& p);
 // Throws mhc::Error (bad input, naming `path`) when the prepared device has no allocations, so
 // nothing is to be simulated or replayed under a memory limit: a trace without any (a timeline
