@@ -369,8 +369,13 @@ void compare_reserved(const trace::TraceData& t, const std::vector<const trace::
         plain += static_cast<double>(ad);
         ++compared;
         if (k + 1 < times.size()) {
-            weighted += static_cast<double>(ad) * static_cast<double>(times[k + 1] - tm);
-            covered += static_cast<double>(times[k + 1] - tm);
+            // The diff holds until the next sample, outside the calls' spans: a span after tm
+            // (before the next sample) is left out of the mean as its samples are.
+            int64_t held = times[k + 1] - tm;
+            for (size_t q = call; q < calls.size() && calls[q].first < times[k + 1]; ++q)
+                held -= std::max<int64_t>(0, std::min(calls[q].last, times[k + 1]) - std::max(calls[q].first, tm));
+            weighted += static_cast<double>(ad) * static_cast<double>(held);
+            covered += static_cast<double>(held);
         }
         if (diff != 0 && !c.diverged) {
             c.diverged = true;
