@@ -27,8 +27,8 @@ namespace {
 
 struct Ev {
     int64_t t;
-    int kind;   // 0 free, 1 empty_cache, 2 alloc
-    int64_t i;  // allocation index
+    int kind;                    // 0 free, 1 empty_cache (or a pool given back), 2 alloc
+    int64_t i;                   // allocation index; kind 1: the call's index, or minus the pool given back
     bool free_at_once = false;   // a kind-2 free: of allocation i, made at this instant (trace::MemoryEvent's order)
     bool operator<(const Ev& o) const {
         if (t != o.t) return t < o.t;
@@ -222,6 +222,11 @@ std::vector<Ev> model_events(const trace::TraceData& t, const std::vector<const 
         cmp.empty_cache_span_ns += call.last - call.first;
     }
     cmp.empty_cache_calls = static_cast<int64_t>(calls.size());
+    // A private pool the recording gave back is given back at its last segment free, also where
+    // that free is no empty_cache call (an allocation made at the same time).
+    for (size_t pool = 1; pool < pools.given_back_at.size(); ++pool)
+        if (pools.given_back_at[pool] != trace::kNoTime)
+            evs.push_back({pools.given_back_at[pool], 1, -static_cast<int64_t>(pool)});
     std::sort(evs.begin(), evs.end());
     return evs;
 }
@@ -257,6 +262,8 @@ public:
                 if (e.kind == 0 || e.free_at_once) {
                     if (block_[static_cast<size_t>(e.i)] >= 0) ca_.free(block_[static_cast<size_t>(e.i)]);
                     block_[static_cast<size_t>(e.i)] = -1;
+                } else if (e.kind == 1 && e.i < 0) {
+                    ca_.release_pool(-e.i);
                 } else if (e.kind == 1) {
                     // The call's pools: the default one (empty_cache), private ones let go of.
                     const CacheCall& call = calls_[static_cast<size_t>(e.i)];

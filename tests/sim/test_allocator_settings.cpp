@@ -357,6 +357,31 @@ TEST_CASE("mhc allocator: an empty_cache call's span is left out of the mean |di
     CHECK(c.mean_abs_diff == Approx(10.0 * MiB));
 }
 
+TEST_CASE("mhc allocator: a pool given back when an allocation is made is given back then",
+          "[sim][allocator][compare][pools]") {
+    // 12 MiB at 10 in pool (0, 1) (its own 12 MiB segment, row 1), freed at 20; the recording gives
+    // the pool back at 30 (row 1 freed), when 12 MiB of the default pool is made (row 2, a new
+    // segment): no empty_cache call (an allocation is made then), but the pool's last segment
+    // free. Given back before that allocation: 12 MiB reserved throughout, as recorded; kept, the
+    // pool's cached 12 MiB made it 24 MiB from 30 on (the default pool cannot use its block).
+    auto t = allocations({{12 * MiB, 10, 20}, {12 * MiB, 30, 40}});
+    t.meta["snapshot.pools_from"] = "trace events (pool_id): exact";
+    t.meta["snapshot.allocation_pools"] = "0,1:1";
+    t.meta["snapshot.segment_row_pools"] = "0,1:1";
+    std::vector<trace::Segment> s{seg(0x1000000, 12 * MiB, 10, 30), seg(0x3000000, 12 * MiB, 30, trace::kNoTime)};
+    s[0].id = 1;
+    s[1].id = 2;
+    auto c = sim::compare_allocator(t, s, 0, "");
+    CHECK(c.private_pools == 1);
+    CHECK(c.private_pools_given_back == 1);
+    CHECK(c.empty_cache_calls == 0);
+    CHECK(c.recorded_peak == 12 * MiB);
+    CHECK(c.model_peak == 12 * MiB);
+    CHECK(c.model_frees == 1);
+    CHECK(c.max_abs_diff == 0);
+    CHECK_FALSE(c.diverged);
+}
+
 TEST_CASE("private pools: a malformed exact pool list is bad input naming the meta key", "[sim][allocator][pools]") {
     auto trace_data = allocations({{6 * MiB, 10, 20}, {6 * MiB, 30, 40}});
     trace_data.meta["snapshot.pools_from"] = "trace events (pool_id): exact";
