@@ -36,13 +36,13 @@ def units(b):
     return f"{b} B"
 
 
-def compare_one(mhc, db, conf=""):
-    extra = ["--allocator-conf", conf] if conf else []
+def compare_one(mhc, db, conf="", device=None):
+    extra = (["--allocator-conf", conf] if conf else []) + (["--device", str(device)] if device is not None else [])
     p = subprocess.run([mhc, "allocator", str(db), "--json"] + extra, capture_output=True, text=True)
     if p.returncode != 0:
         return [f"mhc allocator exit {p.returncode}: {p.stderr.strip()}"], None
     got = json.loads(p.stdout)
-    want = ref.compare(str(db), None, conf)
+    want = ref.compare(str(db), device, conf)
     problems = []
     for k in KEYS:
         if got.get(k) != want.get(k):
@@ -71,6 +71,22 @@ def compare_one(mhc, db, conf=""):
         quoted = f"reserved {units(mod)} (model) vs {units(rec)} (recorded)"
         if quoted not in fd["why"]:
             problems.append(f"first_divergence.why lacks '{quoted}': {fd['why']}")
+        # the recording's segment calls since the sample before (reconstructed rows made no call)
+        times = [t for t, _ in want["samples"]]
+        k = times.index(wd["t"])
+        since = times[k - 1] if k else -(1 << 62)
+        calls = []
+        for row in ref.load(str(db))[2]:
+            if row[1] != want["device"]:
+                continue
+            if since < row[5] <= wd["t"] and not row[8]:
+                calls.append(f"{'map' if row[7] else 'cudaMalloc'} {units(row[4])} (stream {row[2]})")
+            if row[6] is not None and since < row[6] <= wd["t"]:
+                calls.append(f"{'unmap' if row[7] else 'cudaFree'} {units(row[4])} (stream {row[2]})")
+        m = re.search(r"; recording (.*?); reserved ", fd["why"])
+        said = [] if not m or m.group(1) == "no segment change" else m.group(1).split(", ")
+        if sorted(said) != sorted(calls):
+            problems.append(f"first_divergence.why: recording {said}, reference {calls}")
     problems += compare_text(mhc, db, extra, got)
     return problems, got
 
@@ -308,6 +324,10 @@ def random_recording(rng, path):
             ends = [f"0:{'0,1' if s[9] == 1 else '1,0'}:{s[3]}:{s[4]}" for s in segs if s[9] and s[6] is None]
             if ends:
                 meta["snapshot.segment_pools"] = " ".join(ends)
+    if rng.random() < 0.3:   # a second device: one segment and its block (auto picks the larger peak)
+        nbytes = rng.choice([20 * MIB, 2 * MIB, max(s[4] for s in segs) * 40])
+        segs.append([len(segs) + 1, 1, 0, 1 << 44, nbytes, 5, None, 0, 0, 0])
+        allocs.append([len(allocs) + 1, 1, 1 << 44, nbytes // 2, 6, None, 0])
     write_trace(path, meta, [tuple(a) for a in allocs], [tuple(s[:9]) for s in segs])
     return f"conf={conf or '-'} pools={'exact' if exact else 'derived' if pools else 'none'} streams={len(streams)} " \
            f"allocs={len(allocs)} segs={len(segs)} warm={n_warm}"
@@ -354,6 +374,10 @@ def main():
         conf = rng.choice(["", "", "expandable_segments:True", "max_split_size_mb:32"])
         problems, _ = compare_one(mhc, path, conf)
         report(f"random {k} {label} --allocator-conf '{conf}'", problems)
+        if sqlite3.connect(str(path)).execute("SELECT count(DISTINCT device) FROM segments").fetchone()[0] > 1:
+            for dev in (0, 1):
+                problems, _ = compare_one(mhc, path, conf, dev)
+                report(f"random {k} --device {dev}", problems)
     print(f"{runs} comparisons, {fails} differ")
     return 1 if fails else 0
 
