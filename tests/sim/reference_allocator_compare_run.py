@@ -229,7 +229,9 @@ def random_recording(rng, path):
     choice = rng.random()
     conf = ("expandable_segments:True" if choice < 0.25 else
             f"max_split_size_mb:{rng.choice([24, 40, 64])}" if choice < 0.5 else
-            "roundup_power2_divisions:4" if choice < 0.6 else "")
+            "roundup_power2_divisions:4" if choice < 0.6 else
+            "roundup_power2_divisions:[2:8,16:2,>:4],garbage_collection_threshold:0.6" if choice < 0.67 else
+            "expandable_segments:True,max_split_size_mb:40" if choice < 0.72 else "")
     pools = rng.random() < 0.5
     exact = pools and rng.random() < 0.6
     rec = Recorder(conf, clock)
