@@ -27,8 +27,8 @@ namespace {
 
 struct Ev {
     int64_t t;
-    int kind;   // 0 free, 1 empty_cache, 2 alloc
-    int64_t i;  // allocation index
+    int kind;                    // 0 free, 1 empty_cache (or a pool given back), 2 alloc
+    int64_t i;                   // allocation index; kind 1: the call's index, or minus the pool given back
     bool free_at_once = false;   // a kind-2 free: of allocation i, made at this instant (trace::MemoryEvent's order)
     bool operator<(const Ev& o) const {
         if (t != o.t) return t < o.t;
@@ -222,6 +222,11 @@ std::vector<Ev> model_events(const trace::TraceData& t, const std::vector<const 
         cmp.empty_cache_span_ns += call.last - call.first;
     }
     cmp.empty_cache_calls = static_cast<int64_t>(calls.size());
+    // A private pool the recording gave back is given back at its last segment free, also where
+    // that free is no empty_cache call (an allocation made at the same time).
+    for (size_t pool = 1; pool < pools.given_back_at.size(); ++pool)
+        if (pools.given_back_at[pool] != trace::kNoTime)
+            evs.push_back({pools.given_back_at[pool], 1, -static_cast<int64_t>(pool)});
     std::sort(evs.begin(), evs.end());
     return evs;
 }
@@ -257,6 +262,8 @@ public:
                 if (e.kind == 0 || e.free_at_once) {
                     if (block_[static_cast<size_t>(e.i)] >= 0) ca_.free(block_[static_cast<size_t>(e.i)]);
                     block_[static_cast<size_t>(e.i)] = -1;
+                } else if (e.kind == 1 && e.i < 0) {
+                    ca_.release_pool(-e.i);
                 } else if (e.kind == 1) {
                     // The call's pools: the default one (empty_cache), private ones let go of.
                     const CacheCall& call = calls_[static_cast<size_t>(e.i)];
@@ -369,8 +376,13 @@ void compare_reserved(const trace::TraceData& t, const std::vector<const trace::
         plain += static_cast<double>(ad);
         ++compared;
         if (k + 1 < times.size()) {
-            weighted += static_cast<double>(ad) * static_cast<double>(times[k + 1] - tm);
-            covered += static_cast<double>(times[k + 1] - tm);
+            // The diff holds until the next sample, outside the calls' spans: a span after tm
+            // (before the next sample) is left out of the mean as its samples are.
+            int64_t held = times[k + 1] - tm;
+            for (size_t q = call; q < calls.size() && calls[q].first < times[k + 1]; ++q)
+                held -= std::max<int64_t>(0, std::min(calls[q].last, times[k + 1]) - std::max(calls[q].first, tm));
+            weighted += static_cast<double>(ad) * static_cast<double>(held);
+            covered += static_cast<double>(held);
         }
         if (diff != 0 && !c.diverged) {
             c.diverged = true;

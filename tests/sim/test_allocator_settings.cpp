@@ -339,6 +339,49 @@ TEST_CASE("mhc allocator: segment frees with an allocation between them are two 
     CHECK(c.model_reserved == std::vector<int64_t>{24 * MiB, 24 * MiB, 0, 14 * MiB, 14 * MiB, 0});
 }
 
+TEST_CASE("mhc allocator: an empty_cache call's span is left out of the mean |diff|", "[sim][allocator][compare]") {
+    // 6 MiB at 10 (the model: a 20 MiB segment), freed at 20; the recording made 36 + 4 MiB at 10.
+    // An empty_cache() frees them at 30 and 90 (one call, span 30..90); 14 MiB at 100 gets a new
+    // 14 MiB segment on both sides (the model emptied its cache at 90). Samples: 10, 20, 90, 100, 110.
+    // |diff|: 20 MiB at 10 (held 10 ns) and at 20 (held to 90, of which 30..90 is the span: 10 ns),
+    // 0 at 90 and 100 (10 ns each): mean 20 MiB x 20 / 40 = 10 MiB. Counting the span with the
+    // sample before it gave 20 MiB x 80 / 100 = 16 MiB.
+    auto trace_data = allocations({{6 * MiB, 10, 20}, {14 * MiB, 100, 110}});
+    std::vector<trace::Segment> segs{seg(0x1000000, 36 * MiB, 10, 30), seg(0x4000000, 4 * MiB, 10, 90),
+                                     seg(0x9000000, 14 * MiB, 100, trace::kNoTime)};
+    auto cmp = sim::compare_allocator(trace_data, segs, 0, "");
+    CHECK(cmp.empty_cache_calls == 1);
+    CHECK(cmp.empty_cache_span_ns == 60);
+    CHECK(cmp.sample_times == std::vector<int64_t>{10, 20, 90, 100, 110});
+    CHECK(cmp.max_abs_diff == 20 * MiB);
+    CHECK(cmp.mean_abs_diff == Approx(10.0 * MiB));
+}
+
+TEST_CASE("mhc allocator: a pool given back when an allocation is made is given back then",
+          "[sim][allocator][compare][pools]") {
+    // 12 MiB at 10 in pool (0, 1) (its own 12 MiB segment, row 1), freed at 20; the recording gives
+    // the pool back at 30 (row 1 freed), when 12 MiB of the default pool is made (row 2, a new
+    // segment): no empty_cache call (an allocation is made then), but the pool's last segment
+    // free. Given back before that allocation: 12 MiB reserved throughout, as recorded; kept, the
+    // pool's cached 12 MiB made it 24 MiB from 30 on (the default pool cannot use its block).
+    auto trace_data = allocations({{12 * MiB, 10, 20}, {12 * MiB, 30, 40}});
+    trace_data.meta["snapshot.pools_from"] = "trace events (pool_id): exact";
+    trace_data.meta["snapshot.allocation_pools"] = "0,1:1";
+    trace_data.meta["snapshot.segment_row_pools"] = "0,1:1";
+    std::vector<trace::Segment> segs{seg(0x1000000, 12 * MiB, 10, 30), seg(0x3000000, 12 * MiB, 30, trace::kNoTime)};
+    segs[0].id = 1;
+    segs[1].id = 2;
+    auto cmp = sim::compare_allocator(trace_data, segs, 0, "");
+    CHECK(cmp.private_pools == 1);
+    CHECK(cmp.private_pools_given_back == 1);
+    CHECK(cmp.empty_cache_calls == 0);
+    CHECK(cmp.recorded_peak == 12 * MiB);
+    CHECK(cmp.model_peak == 12 * MiB);
+    CHECK(cmp.model_frees == 1);
+    CHECK(cmp.max_abs_diff == 0);
+    CHECK_FALSE(cmp.diverged);
+}
+
 TEST_CASE("private pools: a malformed exact pool list is bad input naming the meta key", "[sim][allocator][pools]") {
     auto trace_data = allocations({{6 * MiB, 10, 20}, {6 * MiB, 30, 40}});
     trace_data.meta["snapshot.pools_from"] = "trace events (pool_id): exact";
