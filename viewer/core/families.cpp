@@ -28,6 +28,9 @@ struct Rule {
 constexpr Rule kRules[] = {
     {F::Comm, {"allreduce", "all_reduce", "allgather", "all_gather", "reducescatter",
                "reduce_scatter", "alltoall", "sendrecv"}},
+    // Collectives outside NCCL: vLLM's and SGLang's custom all-reduce (cross_device_reduce_1stage),
+    // NVSHMEM and DeepEP's expert dispatch/combine, NVLink SHARP (multimem) reductions.
+    {F::Comm, {"cross_device_reduce", "nvshmem", "deep_ep", "multimem"}},
     // Quantization (TensorRT-LLM's quantize_with_block_size, vLLM's scaled_fp8_quant, fbgemm_gpu's
     // FP8 quantize): a scale and a cast per element, before "flash" (TensorRT-LLM's arguments name
     // flashinfer's layouts) and "gemm" (fbgemm); a norm fused with its quantization is a norm.
@@ -35,6 +38,9 @@ constexpr Rule kRules[] = {
     {F::Elementwise, {"quantize_", "_quant_kernel", "dequantize_"}},
     {F::Sinkhorn, {"sinkhorn"}},
     {F::HcMix, {"mhc_pre_mix", "mhc_res_mix", "mhc_post_mix", "mhc_expand", "mhc_merge"}},
+    // vLLM's KV-cache writes (reshape_and_cache_flash_kernel, concat_and_cache_mla_kernel) copy
+    // keys and values into their blocks: a copy, though named after the attention backend.
+    {F::Memory, {"reshape_and_cache", "concat_and_cache"}},
     {F::Attention, {"flash", "fmha", "attention", "attn", "sdpa", "mem_eff"}},
     // Triton (torch.compile): triton_poi_* pointwise, triton_red_* / triton_per_* reductions,
     // triton_tem_* templates (matmul, conv).
@@ -61,11 +67,21 @@ constexpr Rule kRules[] = {
     // and "cutlass"; a routing memset stays a memset.
     {F::Reduce, {"routing", "moe::dev::finalize", "moe_align", "moe_sum"}},
     // cuDNN: implicit-GEMM and winograd kernels, the legacy engines (dgrad_engine, wgrad_alg0_engine,
-    // implicit_convolve_sgemm) and their helpers; MIOpen's naive and implicit-GEMM convolutions.
-    {F::Conv, {"convolution", "conv1d", "conv2d", "conv3d", "implicit_gemm", "fprop", "scudnn", "winograd",
-               "dgrad_engine", "wgrad_alg"}},
-    {F::Conv, {"dgrad_optimized", "wgrad_optimized", "wgrad_nchw", "convolve", "conv_", "im2col", "col2im", "miopensp",
+    // dgrad2d_alg1_1, implicit_convolve_sgemm) and their helpers; CUTLASS's and xmma's fprop/dgrad/wgrad;
+    // MIOpen's naive, assembly (miopenSp3AsmConv, MIOpenCvD3x3) and implicit-GEMM convolutions; Composable Kernel's grouped convolutions (DeviceGroupedConvFwd...).
+    // A GEMM of a linear layer's data or weight gradient (gemm_wgrad, wgrad_gemm) is no convolution's.
+    {F::Conv, {"convolution", "conv1d", "conv2d", "conv3d", "implicit_gemm", "fprop", "scudnn", "winograd"}},
+    {F::Gemm, {"gemm_wgrad", "gemm_dgrad", "wgrad_gemm", "dgrad_gemm"}},
+    {F::Conv, {"dgrad", "wgrad"}},
+    {F::Conv, {"convolve", "conv_", "convfwd", "convbwd", "im2col", "col2im", "miopensp", "miopenconv", "miopencv",
                "cask_cudnn"}},
+    // cuDNN's FFT convolutions: the input and filter to the frequency domain (fft2d_r2c_16x16,
+    // fft1d_r2c_32), their product summed over channels, back (fft2d_c2r_64x64), the filter flipped
+    // for the data gradient (their complex GEMMs stay GEMMs, their transposes copies; cuFFT's own
+    // kernels, regular_fft/vector_fft, are not named so); MIOpen's igemm_fwd_gtc, igemm_wrw_gtc.
+    {F::Conv, {"fft1d_", "fft2d_", "fft3d_", "flip_filter", "pointwise_mult_and_sum_complex", "igemm_"}},
+    // BLAS level 1 and matrix add (cuBLAS/rocBLAS scal_kernel, axpy_kernel, geam), before "cublas".
+    {F::Elementwise, {"scal_kernel", "axpy", "geam"}},
     {F::Gemm, {"gemm", "gemv", "matmul", "cublas", "cutlass", "xmma", "dot_kernel", "splitkreduce", "nvjet", "cijk_"}},
     // cuBLASLt's epilogue kernels (bias, activation after a GEMM), MAGMA's GEMMs, TensorRT-LLM's
     // generated batched GEMMs (bmm_Bfloat16_MxE2m1MxE4m3_Fp32_t128x16x256..., the MoE experts'
@@ -79,13 +95,25 @@ constexpr Rule kRules[] = {
     {F::Norm, {"fusedparams"}},
     {F::Reduce, {"softmax", "reduce", "cross_entropy", "nll_loss", "pool", "argmax", "topk", "cumsum",
                  "sum_kernel", "mean"}},
-    {F::Reduce, {"mse_", "loss", "argmin"}},
+    {F::Reduce, {"mse_", "loss", "argmin", "criterion"}},
+    // Sorts and prefix sums (CUB's DeviceRadixSortOnesweepKernel and DeviceScanKernel, rocPRIM's
+    // scans, searchsorted): the embedding backward's and MoE routing's ordering of indices;
+    // Triton MoE routing's row sums of its expert bit matrix (_sum_bitmatrix_rows).
+    {F::Reduce, {"sort", "scan", "histogram", "bitmatrix"}},
     {F::Elementwise, {"elementwise", "functor", "unrolled", "dropout", "masked_scale", "fill",
                       "rotary", "gelu", "silu", "relu"}},
     // cuDNN's scalePackedTensor scales a tensor by beta between convolution passes; MIOpen's
     // SubTensorOpWithScalar1d / SubTensorOpWithCastTensor1d set, scale or cast a (sub)tensor.
     {F::Elementwise, {"tanh", "sigmoid", "pointwise", "activation", "clamp", "where_kernel", "threshold",
                       "scalepackedtensor", "subtensorop"}},
+    // Index arithmetic and lookups (fbgemm's linearize_index_kernel and bounds_check_indices_kernel,
+    // PyTorch's indexing_backward_kernel), a KV cache written (SGLang's store_kvcache, vLLM's
+    // reshape_and_cache above), last so that a named operation decides first.
+    {F::Memory, {"index", "indices", "kvcache", "kv_cache", "and_cache"}},
+    // The libraries themselves, for a kernel no rule above names: cuDNN's are its convolution
+    // engines (its norms, pools, activations and softmax matched above), the BLAS libraries' GEMMs.
+    {F::Conv, {"cudnn"}},
+    {F::Gemm, {"rocblas", "hipblas", "tensile"}},
 };
 
 // PyTorch op names (after "aten::", without an in-place "_"), for traces whose kernels are ops.
@@ -126,15 +154,37 @@ std::string lower(std::string_view s) {
     return low;
 }
 
-// "aten::empty_strided" -> "empty_strided"; "aten::fill_" -> "fill"; overloads ("add.Tensor") cut.
-bool aten_family(const std::string& low, F& out) {
-    if (low.rfind("aten::", 0) != 0) return false;
-    std::string op = low.substr(6);
-    if (auto cut = op.find_first_of(".( "); cut != std::string::npos) op.resize(cut);
-    if (op.size() > 1 && op.back() == '_') op.pop_back();
+bool aten_op_family(const std::string& op, F& out) {
+    if (op.rfind("_foreach_", 0) == 0) {
+        out = F::Optimizer;
+        return true;
+    }   // _foreach_lerp_, _foreach_mul_
     for (const AtenOp& a : kAtenOps)
         if (op == a.op) { out = a.family; return true; }
     return false;
+}
+
+// "aten::empty_strided" -> "empty_strided"; "aten::fill_" -> "fill"; overloads ("add.Tensor") cut.
+// An autograd node ("AddBackward0", "autograd::engine::evaluate_function: MmBackward0") is its
+// op's gradient: the op's family, but an expand's gradient sums over the broadcast dimensions.
+bool aten_family(const std::string& low, F& out) {
+    if (low.rfind("aten::", 0) == 0) {
+        std::string op = low.substr(6);
+        if (auto cut = op.find_first_of(".( "); cut != std::string::npos) op.resize(cut);
+        if (op.size() > 1 && op.back() == '_') op.pop_back();
+        return aten_op_family(op, out);
+    }
+    size_t at = low.rfind("backward");
+    if (at == std::string::npos || at == 0 || low.find_first_not_of("0123456789", at + 8) != std::string::npos)
+        return false;
+    size_t from = low.find_last_of(" :", at);
+    std::string op = low.substr(from == std::string::npos ? 0 : from + 1,
+                                at - (from == std::string::npos ? 0 : from + 1));
+    if (op == "expand") {
+        out = F::Reduce;
+        return true;
+    }
+    return !op.empty() && aten_op_family(op, out);
 }
 
 constexpr const char* kNames[kFamilyCount] = {"GEMM", "conv", "attention", "norm", "elementwise", "reduce/softmax",
