@@ -304,7 +304,7 @@ void run_peak_tab(App& app, StatisticsUi& ui, const ViewRun& run, nlohmann::json
     ImGui::TableHeadersRow();
     auto event_text = [&](int64_t index, bool before) {
         if (index < 0) return std::string("-");
-        return describe_events({run.events[static_cast<size_t>(index)]}, peak.time, before);
+        return describe_events({run.events[static_cast<size_t>(index)]}, peak.time, before, &run.times);
     };
     ImGuiListClipper clip;
     clip.Begin(static_cast<int>(peak.rows.size()));

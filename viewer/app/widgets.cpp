@@ -23,7 +23,7 @@ void same_line_if_fits(float width, float spacing) {
 }
 
 nlohmann::json draw_time_axis(ImDrawList* dl, ImVec2 p0, float width, float height, TimeRange range,
-                              const TimeText& times) {
+                              const TimeText& times, const RunTimes* run) {
     dl->AddRectFilled(p0, {p0.x + width, p0.y + height}, IM_COL32(42, 42, 48, 255));
     nlohmann::json labels = nlohmann::json::array();
     float last_end = -1e9f;   // the right edge of the last label drawn
@@ -32,24 +32,39 @@ nlohmann::json draw_time_axis(ImDrawList* dl, ImVec2 p0, float width, float heig
         dl->AddLine({tick_x, p0.y + height - (tick.major ? 8.f : 4.f)}, {tick_x, p0.y + height},
                     IM_COL32(170, 170, 180, 255));
         if (!tick.major) continue;
+        // An order-only trace's run: the op it reached by then, once per op (a stall of link time
+        // spans many ticks); its clock's numbers are no op numbers.
+        std::string label = tick.label;
+        if (run && run->order_only) {
+            const int64_t op = run->op_before(tick.t);
+            label = op < 0 ? std::string("start") : run->recorded.at(op);
+            if (!labels.empty() && labels.back()["text"] == label) continue;
+        }
         // A label that would run past the plot's right edge ("1.2" for "1.2 s", "57" for "570 ms")
         // ends at the edge instead when it clears the one before, else is left out.
-        const float text_w = ImGui::CalcTextSize(tick.label.c_str()).x;
+        const float text_w = ImGui::CalcTextSize(label.c_str()).x;
         float tx = tick_x + 3;
         if (tx + text_w > p0.x + width) tx = p0.x + width - text_w - 2;
         if (tx < last_end + 8 || tx < p0.x) continue;
-        dl->AddText({tx, p0.y + 2}, IM_COL32(210, 210, 215, 255), tick.label.c_str());
+        dl->AddText({tx, p0.y + 2}, IM_COL32(210, 210, 215, 255), label.c_str());
         last_end = tx + text_w;
-        labels.push_back({{"text", tick.label}, {"x0", tx}, {"x1", last_end}});
+        labels.push_back({{"text", label}, {"x0", tx}, {"x1", last_end}});
     }
     return labels;
 }
 
+const RunTimes* order_only_run(App& app) {
+    if (!app.order_only() || app.view == ViewId::Compare) return nullptr;
+    const ViewRun* run = app.selected_run();
+    return run && !run->kernel_lanes.empty() ? &run->times : nullptr;
+}
+
 void time_axis(App& app, ImDrawList* dl, ImVec2 p0, float width, nlohmann::json& out) {
     const TimeText times = app.times();
-    out = {{"labels", draw_time_axis(dl, p0, width, kAxisHeight, app.range, times)}};
+    const RunTimes* run = order_only_run(app);
+    out = {{"labels", draw_time_axis(dl, p0, width, kAxisHeight, app.range, times, run)}};
     // Order only: the axis says what it counts, in the label column beside it, and why (hover).
-    const std::string title = times.axis_title();
+    const std::string title = run ? times.noun + std::string("s + link time") : times.axis_title();
     if (title.empty()) return;
     const ImVec2 at{p0.x - kLabelWidth + 4, p0.y + (kAxisHeight - ImGui::GetFontSize()) / 2};
     const ImVec2 size = ImGui::CalcTextSize(title.c_str());
@@ -58,9 +73,18 @@ void time_axis(App& app, ImDrawList* dl, ImVec2 p0, float width, nlohmann::json&
     out["title_rect"] = rect_json(at, {at.x + size.x, at.y + size.y});
     if (ImGui::IsMouseHoveringRect(at, {at.x + size.x, at.y + size.y}) &&
         ImGui::IsWindowHovered(ImGuiHoveredFlags_ChildWindows)) {
-        const std::string why = std::string("order only: the trace has no timestamps, only the order of its ") +
-                                times.noun + "s;\nthe axis counts them (" + times.noun + " #1 is the first)" +
-                                (app.selected >= 0 ? ";\na run adds the simulated ns of its transfers and stalls" : "");
+        const std::string noun = times.noun;
+        const std::string why = run ? "order only: the trace has no timestamps, only the order of its " + noun +
+                                          "s;\nthe run's clock gives each " + noun +
+                                          " 1 ns and its transfers and stalls the link's time:\n"
+                                          "a label names the " +
+                                          noun + " the run reached by then, a time reads \"" + noun +
+                                          " #N + the link time since\""
+                                    : "order only: the trace has no timestamps, only the order of its " + noun +
+                                          "s;\nthe axis counts them (" + noun + " #1 is the first)" +
+                                          (app.selected >= 0
+                                               ? ";\na run adds the simulated ns of its transfers and stalls"
+                                               : "");
         ImGui::SetTooltip("%s", why.c_str());
         out["tooltip"] = why;
     }
@@ -153,7 +177,9 @@ std::string item_name(App& app, const Lane& l, size_t i) {
     return {};
 }
 
-void tooltip(App& app, const Lane& l, const DrawItem& d) {
+// `run`: the run whose clock the lane is on (nullptr: the recording's); an order-only trace's run
+// reads its times as ops and link time (run_times.hpp).
+void tooltip(App& app, const Lane& l, const DrawItem& d, const ViewRun* run) {
     ImGui::BeginTooltip();
     if (d.count > 1) {
         int64_t a = l.t_start[d.first], b = l.end_max(d.first + d.count - 1);
@@ -161,7 +187,8 @@ void tooltip(App& app, const Lane& l, const DrawItem& d) {
         if (l.kind == LaneKind::Kernels)
             ImGui::Text(app.ops() ? "mostly %s ops" : "mostly %s kernels (by time)",
                         family_name(static_cast<KernelFamily>(d.cls)));
-        const std::string when = app.times().range(a, b, 1000);
+        const std::string when = run && run->times.order_only ? run->times.interval(a, b)
+                                                              : app.times().range(a, b, 1000);
         ImGui::TextUnformatted(when.c_str());
         app.layout["hover"] = {{"folded", d.count}, {"when", when}};
         ImGui::TextDisabled("zoom in to see them");
@@ -169,7 +196,8 @@ void tooltip(App& app, const Lane& l, const DrawItem& d) {
         size_t i = d.first;
         ImGui::Text("%s", item_name(app, l, i).c_str());
         // Order only: "op #12", no start and end one apart nor a duration the trace does not have.
-        const std::string when = app.times().interval(l.t_start[i], l.t_end[i]);
+        const std::string when = run ? run->times.interval(l.t_start[i], l.t_end[i])
+                                     : app.times().interval(l.t_start[i], l.t_end[i]);
         ImGui::TextUnformatted(when.c_str());
         app.layout["hover"] = {{"name", item_name(app, l, i)}, {"when", when}};
         if (l.kind == LaneKind::Kernels)
@@ -260,7 +288,7 @@ void draw_track(App& app, ImDrawList* dl, const TrackFrame& f, ImVec2 p0, float 
     if (hovered) {
         dl->AddRect({p0.x + hovered->x0, p0.y}, {p0.x + std::max(hovered->x1, hovered->x0 + 1.f), p0.y + h},
                     IM_COL32(255, 255, 255, 255));
-        tooltip(app, l, *hovered);
+        tooltip(app, l, *hovered, f.run);
         if (clicked()) click_item(app, l, *hovered);
     }
 }
@@ -547,8 +575,12 @@ void toolbar(App& app, const std::function<void(nlohmann::json&)>& view_options)
     // The range in view: whole when it fits, else its span alone, else nothing (it is in (?)'s
     // tooltip and on the axis).
     const int64_t resolution = std::max<int64_t>(app.range.span() / 1000, 1);
-    const std::string range_text = app.times().range(app.range.t0, app.range.t1, resolution);
-    const std::string span_text = "(" + app.times().span(app.range.span()) + ")";
+    const RunTimes* run_clock = order_only_run(app);   // an order-only trace's run: ops + link time
+    const std::string range_text = run_clock ? run_clock->interval(app.range.t0, app.range.t1)
+                                             : app.times().range(app.range.t0, app.range.t1, resolution);
+    const std::string span_text = "(" +
+                                  (run_clock ? run_clock->span(app.range.span()) : app.times().span(app.range.span())) +
+                                  ")";
     const float room = right - ImGui::GetItemRectMax().x - 2 * gap - help_w;
     const std::string& shown_range = text_w(range_text.c_str()) <= room ? range_text : span_text;
     if (text_w(shown_range.c_str()) <= room) {

@@ -1,0 +1,50 @@
+// An order-only trace's run read as ops and link time (run_times.hpp): its clock gives each op 1 ns
+// and its transfers and stalls the link's nanoseconds, so its numbers are neither times nor op numbers.
+#include <catch2/catch.hpp>
+
+#include "mhc/viewer/details.hpp"
+#include "mhc/viewer/run_times.hpp"
+
+using namespace mhc::viewer;
+using mhc::trace::EventKind;
+
+namespace {
+
+// Ops 1..4 recorded at 1..4 (op k on [k, k + 1)); the run reaches op 1 at 1, op 2 at 2, then stalls
+// 2 ms (2,000,000 ns of link time) before op 3 at 2,000,003 and op 4 at 2,000,004.
+RunTimes four_ops() {
+    RunTimes times;
+    times.recorded.events = true;
+    times.recorded.noun = "op";
+    times.order_only = true;
+    times.ops = {{1, 1}, {2, 2}, {2000003, 3}, {2000004, 4}};
+    return times;
+}
+
+}   // namespace
+
+TEST_CASE("run times: an order-only trace's run reads as the op reached and the link time since") {
+    const RunTimes times = four_ops();
+    CHECK(times.op_before(0) == -1);
+    CHECK(times.op_before(2) == 2);
+    CHECK(times.op_before(2000002) == 2);
+    CHECK(times.op_before(2000003) == 3);
+    CHECK(times.at(2) == "op #2");
+    CHECK(times.at(3) == "op #2 + 1 ns");
+    CHECK(times.at(1000002) == "op #2 + 1.00 ms");
+    CHECK(times.at(0) == "the run's start + 0 ns");
+    CHECK(times.span(2000000) == "2.00 ms of link time");
+    // The stall: before, "op #3 .. #2000002 (2000000 ops)" on a trace of 4 ops.
+    CHECK(times.interval(3, 2000003) == "op #2 + 1 ns .. op #3 (2.00 ms of link time)");
+    // The policy's decisions say where they lie by op, their length in link time (they read "2.00 ms,
+    // 1.00 ms before", distances on a clock that is no time).
+    const mhc::trace::RunEvent stall{EventKind::Stall, 3, 2000003, 7, 3, 0};
+    CHECK(describe_events({stall}, 2000003, true, &times) == "waited for room 2.00 ms of link time, at op #2 + 1 ns");
+    const mhc::trace::RunEvent out{EventKind::SwapOut, 2000004, 2001004, 7, 0, 1 << 20};
+    CHECK(describe_events({out}, 2000003, false, &times) == "swapped out 1.00 us of link time of 1.00 MiB, at op #4");
+    // A timed trace's run keeps its times.
+    RunTimes timed;
+    CHECK(timed.at(1500000, 1000) == "1.500 ms");
+    CHECK(timed.span(2000000) == "2.00 ms");
+    CHECK(describe_events({stall}, 3000003, true, &timed) == "waited for room 2.00 ms, 1.00 ms before");
+}
