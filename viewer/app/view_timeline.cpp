@@ -172,7 +172,10 @@ void draw_timeline(App& app) {
     const float empty_strip_h = ImGui::GetTextLineHeight() + 6.f;
     float strip_h = app.memory_strip ? (curve_empty ? empty_strip_h : std::max(70.f, body_h * 0.24f)) : 0.f;
     float tracks_h = std::max(body_h - strip_h - (app.memory_strip ? 6.f : 0.f), 40.f);
-    std::vector<float> heights = track_heights(tracks, tracks_h - 8.f);
+    // Without a curve under them the rows share the window up to four times their usual height: two
+    // streams of a trace without allocations (vLLM's decode graph) left 60% of it empty.
+    const bool no_curve = !app.memory_strip || curve_empty;
+    std::vector<float> heights = track_heights(tracks, tracks_h - 8.f, 20.f, no_curve ? 256.f : 64.f);
     if (app.memory_strip) {
         float rows = 8.f;
         for (size_t i = 0; i < heights.size(); ++i) rows += heights[i] + 2.f + (i > 0 && tracks[i].from_run != tracks[i - 1].from_run ? 4.f : 0.f);
