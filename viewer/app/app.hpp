@@ -1,5 +1,6 @@
 #pragma once
 // The viewer's state, shared by the views (one file each, as Tracy does).
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -96,6 +97,14 @@ public:
     bool memory_strip = true;                // timeline: the memory curve under the tracks
     bool fit_y = false;                      // memory curves: y axis fitted to the data in view (toolbar)
     bool notes_open = false;                 // the notes' window (a click on the notes line, or N)
+    bool open_oom = false;                   // the statistics' "At the OOM" tab is to be selected
+    // Shows what was alive when the selected run ran out of memory: the statistics view at its
+    // "At the OOM" tab (the timeline's OOM line and oom mark call it).
+    void show_oom() {
+        requested = ViewId::Statistics;
+        force_frames = std::max(force_frames, 2);
+        open_oom = true;
+    }
     int band_coloring = -1;                  // memory view: BandColoring, -1 = chosen for the trace
 
     nlohmann::json layout;                   // plot rectangles of this frame (for --layout)

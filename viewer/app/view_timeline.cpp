@@ -137,10 +137,20 @@ void draw_timeline(App& app) {
     const ViewRun* run = app.selected_run();
     // A run that stopped says why (mhc simulate's line), before anything is drawn of it.
     const std::string outcome = run ? run_outcome(*run, app.times()) : std::string();
+    nlohmann::json outcome_rect;
     if (!outcome.empty()) {
         ImGui::PushStyleColor(ImGuiCol_Text, IM_COL32(255, 110, 110, 255));
         ImGui::TextWrapped("%s: %s", run->label().c_str(), outcome.c_str());
         ImGui::PopStyleColor();
+        // Out of memory: a click shows what was alive then, where each was allocated (statistics).
+        if (run->info.status == trace::RunStatus::Oom) {
+            outcome_rect = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+            if (ImGui::IsItemHovered())
+                ImGui::SetTooltip(
+                    "click: what was alive when it ran out of memory, where the policy had put each "
+                    "and where it was allocated");
+            if (ImGui::IsItemClicked()) app.show_oom();
+        }
     }
     std::vector<Track> tracks = timeline_tracks(*app.trace, run, app.highlights.empty() ? nullptr : &app.highlights);
 
@@ -248,7 +258,8 @@ void draw_timeline(App& app) {
                               {"draw_items", draw_item_count(ui.frame)},
                               {"details", details},
                               {"selected_kernel", app.selected_kernel},
-                              {"run_outcome", outcome}};
+                              {"run_outcome", outcome},
+                              {"run_outcome_rect", outcome_rect}};
 }
 
 }  // namespace mhc::viewer

@@ -238,6 +238,8 @@ void click_item(App& app, const Lane& l, const DrawItem& d) {
         return;
     }
     if (l.kind == LaneKind::Kernels || l.kind == LaneKind::Highlight) app.select_kernel(l.ref[d.first]);
+    // The run's out-of-memory mark: what was alive then (the statistics' "At the OOM").
+    if (l.kind == LaneKind::Events && l.stream == static_cast<int>(trace::EventKind::Oom)) app.show_oom();
 }
 
 }  // namespace
