@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "mhc/viewer/details.hpp"
+#include "mhc/viewer/find.hpp"
 #include "mhc/viewer/run_times.hpp"
 
 using namespace mhc::viewer;
@@ -47,4 +48,25 @@ TEST_CASE("run times: an order-only trace's run reads as the op reached and the 
     CHECK(timed.at(1500000, 1000) == "1.500 ms");
     CHECK(timed.span(2000000) == "2.00 ms");
     CHECK(describe_events({stall}, 3000003, true, &timed) == "waited for room 2.00 ms, 1.00 ms before");
+}
+
+TEST_CASE("find: the next match by start, wrapping, and the range that shows it") {
+    const std::vector<mhc::viewer::KernelMatch> matches{{100, 200, 7}, {300, 310, 3}, {300, 400, 9}, {900, 950, 1}};
+    CHECK(next_match(matches, 0, 0) == 0);   // none selected: the first from the range's start
+    CHECK(next_match(matches, 0, 250) == 1);
+    CHECK(next_match(matches, 0, 1000) == 0);      // past the last: the first again
+    CHECK(next_match(matches, 3, 0) == 2);         // after kernel 3 (ties by id)
+    CHECK(next_match(matches, 1, 0) == 0);         // after the last: the first
+    CHECK(next_match(matches, 7, 0, true) == 3);   // before the first: the last
+    CHECK(next_match({}, 0, 0) == -1);
+    // Inside and wide enough: kept; too narrow: 20 times its length around it; outside: centred.
+    const TimeRange whole{0, 10000};
+    CHECK(range_for_match(matches[0], {0, 1000}, whole).t0 == 0);
+    const TimeRange narrow = range_for_match(matches[1], {0, 100000}, {0, 100000});
+    CHECK(narrow.span() == 200);
+    CHECK(narrow.t0 == 305 - 100);   // its middle (305) less half the span
+    const TimeRange moved = range_for_match(matches[3], {0, 500}, whole);
+    CHECK(moved.span() == 500);
+    CHECK(moved.t0 <= 900);
+    CHECK(moved.t1 >= 950);
 }

@@ -337,3 +337,44 @@ TEST_CASE("from a run's out-of-memory line or mark to what was alive then, where
     const double mark_x = (mark["boxes"][0][0].get<double>() + mark["boxes"][0][1].get<double>()) / 2;
     check_oom(shoot(db.path, "--run 1 --size 1400x700" + click_at({mark_x, row_y(mark)})));
 }
+
+TEST_CASE("find a kernel by name: Enter goes to the next, zooms to it and selects it, on the clock shown") {
+    // The known trace: 200 kernels named kTiny (100 ns every 500 ns from 800 us on stream 8), one kAlpha
+    // (100 us) and one kBeta (500 us; 550 us on run 1's clock, shifted by 50 us). Before, a kernel was
+    // found by reading the statistics' names, then panning the timeline for it.
+    fixture::TempPath db("find.db");
+    fixture::write_known_trace(db.path);
+    // "vectorized" (part of kTiny, any case) twice: the second of 200, at 800.5 us, 100 ns long, so the
+    // view narrows to 20 times that (2 us) around it.
+    Shot shot = shoot(db.path, "--size 1400x700 --find VECTORIZED --find vectorized");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    const auto& tl = shot.layout["timeline"];
+    const auto& find = tl["find"];
+    INFO(find.dump());
+    CHECK(find["matches"] == 200);
+    CHECK(find["index"] == 1);
+    CHECK(find["said"] == "match 2 of 200 (Enter: the next)");
+    CHECK(tl["selected_kernel"] == 4);
+    CHECK(tl["t1"].get<int64_t>() - tl["t0"].get<int64_t>() == 2000);
+    CHECK(tl["t0"].get<int64_t>() <= 800500);
+    CHECK(tl["t1"].get<int64_t>() >= 800600);
+    const auto box = box_of(track(tl, "stream 8"), 4);   // drawn, one box of its own
+    CHECK(box.first > tl["plot"]["x0"].get<double>());
+    CHECK(field_of(tl["details"], "kernel").rfind("#4, ", 0) == 0);
+    // The field lies in the label column, on the family legend's row, above the tracks.
+    CHECK(find["x1"].get<double>() <= tl["plot"]["x0"].get<double>());
+    CHECK(find["y1"].get<double>() <= tl["plot"]["y0"].get<double>() + 1);
+    // With run 1 selected, on its clock: the flash kernel at 550 us, the view kept (it shows it whole).
+    Shot run = shoot(db.path, "--size 1400x700 --run 1 --find flash");
+    REQUIRE(run.rc == 0);
+    const auto& on_run = run.layout["timeline"];
+    CHECK(on_run["find"]["t_start"] == 550 * us);
+    CHECK(on_run["selected_kernel"] == 2);
+    CHECK(on_run["t0"] == 0);
+    // A name nobody has: said, nothing selected.
+    Shot none = shoot(db.path, "--size 1400x700 --find nosuchkernel");
+    REQUIRE(none.rc == 0);
+    CHECK(none.layout["timeline"]["find"]["said"] == "no kernel name contains 'nosuchkernel'");
+    CHECK(none.layout["timeline"]["selected_kernel"] == 0);
+}

@@ -2,6 +2,8 @@
 // selected run, its events per kind; under them an optional memory strip on the same axis.
 // Items come folded from the core (prepare_timeline); row heights fill the window
 // (track_heights); kernels are coloured by family (legend under the axis).
+#include <GLFW/glfw3.h>
+
 #include <algorithm>
 #include <cstdio>
 
@@ -127,6 +129,46 @@ void memory_strip(App& app, const ViewRun* run, ImDrawList* dl, ImVec2 p0, ImVec
 
 }  // namespace
 
+namespace {
+
+// The find field at `at` (the label column of the family legend's row): Enter goes to the next
+// kernel whose name contains the text (Shift+Enter the one before), zooms to it and selects it; its
+// tooltip says which match of how many. Returns its rectangle and state (for --layout).
+nlohmann::json find_field(App& app, ImVec2 at) {
+    ImGui::SetCursorScreenPos(at);
+    ImGui::PushStyleVar(ImGuiStyleVar_FramePadding, {4, 1});
+    ImGui::SetNextItemWidth(kLabelWidth - 10);
+    // Ctrl+F (or /) puts the cursor in it, as in a browser or Perfetto.
+    const ImGuiIO& io = ImGui::GetIO();
+    if (!io.WantTextInput &&
+        ((io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_F, false)) || ImGui::IsKeyPressed(GLFW_KEY_SLASH, false)))
+        ImGui::SetKeyboardFocusHere();
+    const bool enter = ImGui::InputTextWithHint("##find", app.ops() ? "find op (Enter)" : "find kernel (Enter)",
+                                                app.find_text, sizeof app.find_text,
+                                                ImGuiInputTextFlags_EnterReturnsTrue);
+    ImGui::PopStyleVar();
+    nlohmann::json out = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    if (enter) {
+        app.find_next(ImGui::GetIO().KeyShift);
+        ImGui::SetKeyboardFocusHere(-1);   // stay in the field for the next Enter
+    }
+    const bool current = app.find_of == app.find_text && app.find_text[0] != 0;
+    const std::string said = !current ? std::string(
+                                            "a kernel name or part of it; Enter: the next, Shift+Enter: the one before")
+                             : app.find_index < 0 ? "no kernel name contains '" + app.find_of + "'"
+                                                  : "match " + std::to_string(app.find_index + 1) + " of " +
+                                                        std::to_string(app.find_matches.size()) + " (Enter: the next)";
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", said.c_str());
+    out["text"] = app.find_text;
+    out["said"] = said;
+    out["matches"] = current ? app.find_matches.size() : 0;
+    out["index"] = current ? app.find_index : -1;
+    if (current && app.find_index >= 0) out["t_start"] = app.find_matches[static_cast<size_t>(app.find_index)].t_start;
+    return out;
+}
+
+}   // namespace
+
 void draw_timeline(App& app) {
     if (!app.timeline_ui) app.timeline_ui = std::make_shared<TimelineUi>();
     TimelineUi& ui = *app.timeline_ui;
@@ -164,10 +206,11 @@ void draw_timeline(App& app) {
     time_axis(app, dl, {plot_x, origin.y}, plot_w, app.layout["axis"]);
     nlohmann::json legend = nlohmann::json::array();
     const float legend_h = 18.f;
-    // An execution trace's families are its ops' (their shares by count: each op is one place).
-    dl->AddText({origin.x + 4, origin.y + kAxisHeight + 2}, IM_COL32(150, 150, 160, 255),
-                app.ops() ? "op families" : "kernel families");
+    // The label column of the family legend's row holds the find field (the legend's colours say
+    // what it is; an execution trace's families are its ops', by count).
     family_legend(app, dl, {plot_x, origin.y + kAxisHeight + 2}, plot_x + plot_w, legend);
+    const nlohmann::json find = find_field(app, {origin.x + 2, origin.y + kAxisHeight + 1});
+    ImGui::SetCursorScreenPos(origin);
     ImGui::Dummy({avail.x, kAxisHeight + legend_h});
 
     // The tracks fill what the memory strip leaves; they scroll when they do not fit.
@@ -259,7 +302,8 @@ void draw_timeline(App& app) {
                               {"details", details},
                               {"selected_kernel", app.selected_kernel},
                               {"run_outcome", outcome},
-                              {"run_outcome_rect", outcome_rect}};
+                              {"run_outcome_rect", outcome_rect},
+                              {"find", find}};
 }
 
 }  // namespace mhc::viewer
