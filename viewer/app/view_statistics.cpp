@@ -249,7 +249,7 @@ void live_rows_table(App& app, const ViewRun& run, const RunPeakLive& peak, cons
     number_column("where", oom ? "needed: not placed" : "dropped");
     number_column(operand ? "of the device" : "of the peak", "88.8%");
     number_column("allocated at", "88.888 s");
-    number_column("freed at", "88.888 s");
+    number_column("freed at", oom ? "after the OOM" : "88.888 s");
     ImGui::TableSetupColumn(before_title, ImGuiTableColumnFlags_WidthStretch);
     ImGui::TableSetupColumn("after it", ImGuiTableColumnFlags_WidthStretch);
     ImGui::TableHeadersRow();
