@@ -6,8 +6,13 @@
 #include "mhc/viewer/find.hpp"
 #include "mhc/viewer/run_times.hpp"
 
-using namespace mhc::viewer;
 using mhc::trace::EventKind;
+using mhc::viewer::describe_events;
+using mhc::viewer::KernelMatch;
+using mhc::viewer::next_match;
+using mhc::viewer::range_for_match;
+using mhc::viewer::RunTimes;
+using mhc::viewer::TimeRange;
 
 namespace {
 
@@ -51,7 +56,7 @@ TEST_CASE("run times: an order-only trace's run reads as the op reached and the 
 }
 
 TEST_CASE("find: the next match by start, wrapping, and the range that shows it") {
-    const std::vector<mhc::viewer::KernelMatch> matches{{100, 200, 7}, {300, 310, 3}, {300, 400, 9}, {900, 950, 1}};
+    const std::vector<KernelMatch> matches{{100, 200, 7}, {300, 310, 3}, {300, 400, 9}, {900, 950, 1}};
     CHECK(next_match(matches, 0, 0) == 0);   // none selected: the first from the range's start
     CHECK(next_match(matches, 0, 250) == 1);
     CHECK(next_match(matches, 0, 1000) == 0);      // past the last: the first again

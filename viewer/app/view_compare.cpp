@@ -185,8 +185,9 @@ nlohmann::json run_timelines(App& app, CompareUi& ui, const std::vector<const Vi
         jr.push_back({{"id", r.info.id}, {"y0", y}, {"y1", y + block}, {"visible", visible}});
         if (visible) {
             std::vector<Track> tracks;
-            for (const Lane& l : kernels) tracks.push_back({&l, true, &r});
-            for (const Lane& l : r.event_lanes) tracks.push_back({&l, true, &r});
+            tracks.reserve(kernels.size() + r.event_lanes.size());
+            for (const Lane& lane : kernels) tracks.push_back({&lane, true, &r});
+            for (const Lane& lane : r.event_lanes) tracks.push_back({&lane, true, &r});
             prepare_timeline(tracks, app.range, plot_w, ui.frames[k]);
             dl->AddRectFilled({origin.x, y}, {plot_x + plot_w, y + 16}, IM_COL32(50, 50, 60, 255));
             dl->AddRectFilled({origin.x, y}, {origin.x + 4, y + 16}, series_color(k));

@@ -111,16 +111,16 @@ std::vector<LegendEntry> pool_legend(const ReservedCurves& curves, float width, 
         for (size_t k = 0; k < pools.size(); ++k) {
             const std::string holds = pools[k].holds.substr(0,
                                                             pools[k].holds.find(" ("));   // the function, not its file
-            entries.push_back({kPoolReserved[std::min<size_t>(k, 4)],
-                               pools[k].name + (with_holds[k] ? ": " + holds : "") + peak(pools[k].reserved),
-                               pools[k].detail});
+            entries.emplace_back(kPoolReserved[std::min<size_t>(k, 4)],
+                                 pools[k].name + (with_holds[k] ? ": " + holds : "") + peak(pools[k].reserved),
+                                 pools[k].detail);
         }
         return entries;
     };
     auto fits = [&](const std::vector<LegendEntry>& entries) {
         float total = 0;
-        for (const LegendEntry& e : entries)
-            total += ImGui::CalcTextSize(e.text.c_str()).x + (e.color ? 16.f : 0.f) + 14;
+        for (const LegendEntry& entry : entries)
+            total += ImGui::CalcTextSize(entry.text.c_str()).x + (entry.color ? 16.f : 0.f) + 14;
         return total <= width;
     };
     std::vector<size_t> smallest_first(pools.size());
@@ -129,9 +129,9 @@ std::vector<LegendEntry> pool_legend(const ReservedCurves& curves, float width, 
         return pools[one].reserved.peak() < pools[other].reserved.peak();
     });
     std::vector<LegendEntry> entries = entries_of();
-    for (size_t k : smallest_first) {
+    for (size_t pool : smallest_first) {
         if (fits(entries)) break;
-        with_holds[k] = false;
+        with_holds[pool] = false;
         entries = entries_of();
     }
     rows = fits(entries) ? 1 : 2;

@@ -145,7 +145,8 @@ const char* action(trace::EventKind k) {
 
 }  // namespace
 
-std::string describe_events(const std::vector<trace::RunEvent>& events, int64_t t, bool before, const RunTimes* times) {
+std::string describe_events(const std::vector<trace::RunEvent>& events, int64_t at, bool before,
+                            const RunTimes* times) {
     if (events.empty()) return "-";
     const bool order_only = times && times->order_only;
     std::string out;
@@ -160,7 +161,7 @@ std::string describe_events(const std::vector<trace::RunEvent>& events, int64_t 
             out += ", at " + times->at(e.t_start);
             continue;
         }
-        int64_t gap = before ? t - e.t_end : e.t_start - t;
+        int64_t gap = before ? at - e.t_end : e.t_start - at;
         if (gap <= 0) out += before ? ", up to the start" : ", from the end";
         else out += ", " + format_duration(gap) + (before ? " before" : " after");
     }
@@ -195,7 +196,7 @@ DetailsPane kernel_pane(const KernelDetails& d, const ViewRun* run) {
                 "), end " + when(d.run_end);
         }
         p.fields.push_back({"run " + run->label(), v});
-        if (d.stall_ns > 0) p.fields.push_back({"stalled", run->times.span(d.stall_ns) + " waiting for its operands"});
+        if (d.stall_ns > 0) p.fields.emplace_back("stalled", run->times.span(d.stall_ns) + " waiting for its operands");
     }
     if (k.grid[0] > 0) {
         char buf[160];

@@ -32,18 +32,18 @@ int64_t next_match(const std::vector<KernelMatch>& matches, int64_t current, int
         if (matches[static_cast<size_t>(i)].kernel == current)
             return backward ? (i + count - 1) % count : (i + 1) % count;
     const auto first_after = std::lower_bound(matches.begin(), matches.end(), from,
-                                              [](const KernelMatch& m, int64_t at) { return m.t_start < at; });
+                                              [](const KernelMatch& match, int64_t at) { return match.t_start < at; });
     const int64_t index = first_after - matches.begin();
     if (backward) return index == 0 ? count - 1 : index - 1;
     return index == count ? 0 : index;
 }
 
-TimeRange range_for_match(const KernelMatch& m, TimeRange range, TimeRange limits) {
-    const int64_t length = std::max<int64_t>(m.t_end - m.t_start, 1);
-    const bool inside = m.t_start >= range.t0 && m.t_end <= range.t1;
+TimeRange range_for_match(const KernelMatch& match, TimeRange range, TimeRange limits) {
+    const int64_t length = std::max<int64_t>(match.t_end - match.t_start, 1);
+    const bool inside = match.t_start >= range.t0 && match.t_end <= range.t1;
     if (inside && length * 1000 >= range.span()) return range;
     const int64_t span = std::max<int64_t>(std::min(range.span(), length * 20), kMinSpan);
-    const int64_t middle = m.t_start + length / 2;
+    const int64_t middle = match.t_start + length / 2;
     return clamp({middle - span / 2, middle - span / 2 + span}, limits);
 }
 

@@ -7,18 +7,18 @@
 
 namespace mhc::viewer {
 
-int64_t RunTimes::op_before(int64_t t) const {
-    const auto it = std::upper_bound(ops.begin(), ops.end(), std::make_pair(t, INT64_MAX));
+int64_t RunTimes::op_before(int64_t at) const {
+    const auto it = std::upper_bound(ops.begin(), ops.end(), std::make_pair(at, INT64_MAX));
     return it == ops.begin() ? -1 : std::prev(it)->second;
 }
 
-std::string RunTimes::at(int64_t t, int64_t resolution_ns) const {
-    if (!order_only) return recorded.at(t, resolution_ns);
-    const auto it = std::upper_bound(ops.begin(), ops.end(), std::make_pair(t, INT64_MAX));
-    if (it == ops.begin()) return "the run's start + " + format_duration(t);
+std::string RunTimes::at(int64_t time, int64_t resolution_ns) const {
+    if (!order_only) return recorded.at(time, resolution_ns);
+    const auto it = std::upper_bound(ops.begin(), ops.end(), std::make_pair(time, INT64_MAX));
+    if (it == ops.begin()) return "the run's start + " + format_duration(time);
     const auto& [run_start, recorded_start] = *std::prev(it);
     const std::string op = recorded.at(recorded_start);
-    return t == run_start ? op : op + " + " + format_duration(t - run_start);
+    return time == run_start ? op : op + " + " + format_duration(time - run_start);
 }
 
 std::string RunTimes::span(int64_t ns) const {

@@ -8,13 +8,13 @@ std::vector<Track> timeline_tracks(const ViewTrace& t, const ViewRun* run, const
     std::vector<Track> out;
     bool run_times = run && !run->kernel_lanes.empty();
     const ViewRun* on_run = run_times ? run : nullptr;
-    for (const Lane& l : run_times ? run->marker_lanes : t.marker_lanes) out.push_back({&l, run_times, on_run});
-    for (const Lane& l : run_times ? run->kernel_lanes : t.kernel_lanes) out.push_back({&l, run_times, on_run});
-    for (const Lane& l : run_times ? run->copy_lanes : t.copy_lanes) out.push_back({&l, run_times, on_run});
+    for (const Lane& lane : run_times ? run->marker_lanes : t.marker_lanes) out.push_back({&lane, run_times, on_run});
+    for (const Lane& lane : run_times ? run->kernel_lanes : t.kernel_lanes) out.push_back({&lane, run_times, on_run});
+    for (const Lane& lane : run_times ? run->copy_lanes : t.copy_lanes) out.push_back({&lane, run_times, on_run});
     if (run)
-        for (const Lane& l : run->event_lanes) out.push_back({&l, true, run});
+        for (const Lane& lane : run->event_lanes) out.push_back({&lane, true, run});
     if (highlights)
-        for (const Lane& l : *highlights) out.push_back({&l, run_times, on_run});
+        for (const Lane& lane : *highlights) out.push_back({&lane, run_times, on_run});
     return out;
 }
 

@@ -82,7 +82,7 @@ DetailsPane allocation_pane(const AllocationDetails& d, const ViewRun* run);
 // events before it, its end for events after it).
 // `times`: the run's (an order-only trace's run says where an event lies by op, "at op #808 + 1 ns",
 // and its length in link time); nullptr: recorded times.
-std::string describe_events(const std::vector<trace::RunEvent>& events, int64_t t, bool before,
+std::string describe_events(const std::vector<trace::RunEvent>& events, int64_t at, bool before,
                             const RunTimes* times = nullptr);
 
 }  // namespace mhc::viewer

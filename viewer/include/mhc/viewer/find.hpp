@@ -25,9 +25,9 @@ std::vector<KernelMatch> find_kernels(const ViewTrace& view, const ViewRun* run,
 // there are none. `backward`: the one before, the last again before the first.
 int64_t next_match(const std::vector<KernelMatch>& matches, int64_t current, int64_t from, bool backward = false);
 
-// The range that shows match `m` from `range`: kept when the match lies inside it and is at least a
+// The range that shows `match` from `range`: kept when the match lies inside it and is at least a
 // thousandth of it (a pixel and more at 1400 px), else centred on the match, as wide as `range` or
 // 20 times the match's length, whichever is less, within `limits`.
-TimeRange range_for_match(const KernelMatch& m, TimeRange range, TimeRange limits);
+TimeRange range_for_match(const KernelMatch& match, TimeRange range, TimeRange limits);
 
 }   // namespace mhc::viewer

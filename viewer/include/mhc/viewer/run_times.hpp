@@ -24,11 +24,11 @@ struct RunTimes {
     // Order only: each kernel the run reached, (run start, recorded start), by run start.
     std::vector<std::pair<int64_t, int64_t>> ops;
 
-    // The recorded start of the op the run started last at or before `t` (-1: none yet).
-    int64_t op_before(int64_t t) const;
+    // The recorded start of the op the run started last at or before `at` (-1: none yet).
+    int64_t op_before(int64_t at) const;
     // "1.5000 ms" (as the trace reads), or order only "op #808 + 5.74 ms" ("op #808" at its start;
     // "the run's start + 2.00 ms" before its first op).
-    std::string at(int64_t t, int64_t resolution_ns = 1) const;
+    std::string at(int64_t time, int64_t resolution_ns = 1) const;
     // "2.30 ms", or order only "2.30 ms of link time".
     std::string span(int64_t ns) const;
     // [t0, t1) as at() reads its ends, and its length: "op #808 + 1 ns .. op #808 + 5.74 ms (5.74 ms of
