@@ -469,6 +469,8 @@ PrivatePools exact_pools(const trace::TraceData& trace_data, const std::vector<c
                 seg_rows.emplace_back(it->second, number_of(id));
     pools.pools = static_cast<int64_t>(number.size());
     pools.given_back_at.assign(static_cast<size_t>(pools.pools) + 1, trace::kNoTime);
+    pools.ids.assign(static_cast<size_t>(pools.pools) + 1, {0, 0});
+    for (const auto& [id, pool_no] : number) pools.ids[static_cast<size_t>(pool_no)] = id;
     std::vector<bool> held(static_cast<size_t>(pools.pools) + 1, false);
     std::vector<int64_t> last_free(static_cast<size_t>(pools.pools) + 1, trace::kNoTime);
     for (auto [seg, pool] : seg_rows) {
@@ -538,6 +540,8 @@ PrivatePools private_pools(const trace::TraceData& t, const std::vector<const tr
         ++m.allocations;
     }
     m.given_back_at.assign(static_cast<size_t>(m.pools) + 1, trace::kNoTime);   // end-state pools are held
+    m.ids.assign(static_cast<size_t>(m.pools) + 1, {0, 0});
+    for (const auto& [id, pool_no] : number) m.ids[static_cast<size_t>(pool_no)] = id;
     return m;
 }
 

@@ -143,7 +143,9 @@ inline void write_segments_trace(const std::string& path) {
 // default pool) and 512 MiB at 0x100000000 from 100 us, which the end state puts in private pool
 // (0, 1) (meta snapshot.segment_pools "DEVICE:FIRST,SECOND:ADDRESS:BYTES"). Allocations: 1088 MiB
 // in the first [0, 1000) us, 256 MiB [200, 600) us and 128 MiB [300, 400) us in the second.
-inline void write_pools_trace(const std::string& path) {
+// With `graph_pool`, a second private pool: a CUDA graph's, (1, 0), whose one segment (256 MiB at
+// 0x200000000, held from 150 us) holds allocation 4 (64 MiB, kFrameB, 160..800 us).
+inline void write_pools_trace(const std::string& path, bool graph_pool = false) {
     using mhc::trace::Allocation;
     using mhc::trace::Category;
     using mhc::trace::Segment;
@@ -151,7 +153,18 @@ inline void write_pools_trace(const std::string& path) {
     {
         Writer writer(path);
         writer.set_meta("source", "viewer-test-pools");
-        writer.set_meta("snapshot.segment_pools", "0:0,1:4294967296:536870912");
+        writer.set_meta("snapshot.segment_pools",
+                        std::string("0:0,1:4294967296:536870912") + (graph_pool ? " 0:1,0:8589934592:268435456" : ""));
+        if (graph_pool) {
+            writer.add(Allocation{4, 0, 0x200000000, 64 * MiB, 160 * us, 800 * us, 1, Category::Other,
+                                  writer.intern(kFrameB)});
+            Segment graph;
+            graph.id = 3;
+            graph.address = 0x200000000;
+            graph.bytes = 256 * MiB;
+            graph.t_alloc = 150 * us;
+            writer.add(graph);
+        }
         const int64_t frame = writer.intern(kFrameA);
         writer.add(Allocation{1, 0, 0x1000, 1088 * MiB, 0, 1000 * us, 1, Category::Other, frame});
         writer.add(Allocation{2, 0, 0x100000000, 256 * MiB, 200 * us, 600 * us, 1, Category::Other, frame});

@@ -12,11 +12,12 @@
 #include "mhc/viewer/job.hpp"
 #include "mhc/viewer/reserved.hpp"
 
-using mhc::viewer::Job;
-using mhc::viewer::ReservedCurves;
-using mhc::viewer::reserved_curves;
 using fixture::MiB;
 using fixture::us;
+using mhc::viewer::Job;
+using mhc::viewer::pool_name;
+using mhc::viewer::reserved_curves;
+using mhc::viewer::ReservedCurves;
 
 TEST_CASE("reserved curves: the recorded segments over time and the caching model's") {
     fixture::TempPath db("segments.db");
@@ -128,7 +129,11 @@ TEST_CASE("reserved curves: the reserved bytes by pool, where the device has pri
     fixture::write_pools_trace(db.path);
     const ReservedCurves curves = reserved_curves(db.path, 0);
     REQUIRE(curves.pool_reserved.size() == 1);
-    CHECK(curves.pool_reserved[0].name == "pool 1");
+    // Named by its id in the snapshot, (0, 1): a MemPool the program made (it read "pool 1"), and by
+    // the label of its allocations (2 and 3, both at kFrameA).
+    CHECK(curves.pool_reserved[0].name == "MemPool (0, 1)");
+    CHECK(curves.pool_reserved[0].holds == fixture::kFrameA);
+    CHECK(curves.default_name == "default pool");
     CHECK(curves.pool_reserved[0].reserved.value_at(50 * us) == 0.0);
     CHECK(curves.pool_reserved[0].reserved.value_at(100 * us) == 512.0 * MiB);
     CHECK(curves.pool_reserved[0].reserved.value_at(900 * us) == 512.0 * MiB);
@@ -143,4 +148,32 @@ TEST_CASE("reserved curves: the reserved bytes by pool, where the device has pri
     fixture::write_segments_trace(plain.path);
     CHECK(reserved_curves(plain.path).pool_reserved.empty());
     CHECK(reserved_curves(plain.path).default_reserved.empty());
+}
+
+TEST_CASE("reserved curves: each private pool named by its snapshot id and what its allocations are") {
+    // fixtures.hpp's pools trace with a CUDA graph's pool beside the MemPool: meta names (0, 1) first,
+    // then (1, 0). PyTorch's MempoolId_t: a graph's pool is (n, 0), a torch.cuda.MemPool's (0, n).
+    // The graph's pool holds allocation 4 (kFrameB) in its 256 MiB segment from 150 us.
+    fixture::TempPath db("two_pools.db");
+    fixture::write_pools_trace(db.path, true);
+    const ReservedCurves curves = reserved_curves(db.path, 0);
+    REQUIRE(curves.pool_reserved.size() == 2);
+    CHECK(curves.pool_reserved[0].name == "MemPool (0, 1)");
+    CHECK(curves.pool_reserved[1].name == "CUDA graph pool (1, 0)");
+    CHECK(curves.pool_reserved[1].holds == fixture::kFrameB);
+    CHECK(curves.pool_reserved[1].reserved.value_at(100 * us) == 0.0);
+    CHECK(curves.pool_reserved[1].reserved.value_at(150 * us) == 256.0 * MiB);
+    CHECK(curves.pools == 2);
+    // Each pool's tooltip says what kind it is, its rows and what its bytes were allocated at.
+    CHECK(curves.pool_reserved[1].detail.find("a CUDA graph's private pool") != std::string::npos);
+    CHECK(curves.pool_reserved[1].detail.find("1 segment row") != std::string::npos);
+    CHECK(curves.pool_reserved[1].detail.find("100% of its allocated bytes were allocated at optim.py:88 step") !=
+          std::string::npos);
+    CHECK(curves.pool_reserved[0].detail.find("torch.cuda.MemPool") != std::string::npos);
+    CHECK(curves.default_detail.find("1 segment row on 1 stream") != std::string::npos);
+    // The default pool, the three kinds, and an id that is neither.
+    CHECK(pool_name(0, 0) == "default pool");
+    CHECK(pool_name(3, 0) == "CUDA graph pool (3, 0)");
+    CHECK(pool_name(0, 2) == "MemPool (0, 2)");
+    CHECK(pool_name(2, 5) == "pool (2, 5)");
 }

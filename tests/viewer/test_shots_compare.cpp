@@ -31,6 +31,12 @@ TEST_CASE("compare screenshot: both runs' curves overlaid") {
     CHECK(rows["stall_ns"]["values"][0] == "50.0 us");
     CHECK(rows["stall_ns"]["values"][1] == "10.0 us");
     for (const auto& [key, area] : rows) CHECK(area["label"].get<std::string>().find('_') == std::string::npos);
+    // The timelines take the height they need (the recording's block and two runs'), the table the
+    // rest: an empty band of 100 px and more lay between them at 1400x700 (2026-12-05).
+    const auto& timelines = cmp["timelines"];
+    const double list_h = timelines["rect"]["y1"].get<double>() - timelines["rect"]["y0"].get<double>();
+    CHECK(list_h <= timelines["content_height"].get<double>() + 1);
+    CHECK(cmp["metrics_rect"]["y0"].get<double>() - timelines["rect"]["y1"].get<double>() < 12);
     // "recorded (grey)" sits over the plot's top left, clear of every byte label (it was drawn in
     // the label column, over the top one).
     const auto& cap = cmp["caption"];

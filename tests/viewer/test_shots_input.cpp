@@ -105,3 +105,50 @@ TEST_CASE("an execution trace is drawn by op number: axis, range, hover and deta
           nlohmann::json::array({"name", "count", "total", "mean", "max"}));
     CHECK(timed.layout["header"].get<std::string>().find(" kernels, ") != std::string::npos);
 }
+
+TEST_CASE("a run of an execution trace reads as ops and link time: axis, range, hover, details") {
+    // param's PT2 execution trace (4 ops, order only) with a run that stalls 2 ms of link time before
+    // op 3 (ops at 1, 2, 2000003, 2000004 on its clock). Before, the axis read "op #1000000" on a trace
+    // of 4 ops and hovering the stall "op #3 .. #2000002 (2000000 ops)".
+    fixture::TempPath db("pt2-run.db");
+    import_public("chakra/param-pt2-et-1.1.1.json.gz", db.path);
+    std::vector<int64_t> ops;   // kernel ids by recorded start
+    {
+        const ViewTrace view = load_view_trace(db.path);
+        std::vector<std::pair<int64_t, int64_t>> by_start;
+        for (const auto& lane : view.kernel_lanes)
+            for (size_t i = 0; i < lane.size(); ++i) by_start.emplace_back(lane.t_start[i], lane.ref[i]);
+        std::sort(by_start.begin(), by_start.end());
+        for (const auto& each : by_start) ops.push_back(each.second);
+    }
+    REQUIRE(ops.size() == 4);
+    mhc::trace::Run run;
+    run.name = "lru@50%";
+    const std::vector<int64_t> starts{1, 2, 2000003, 2000004};
+    for (size_t k = 0; k < 4; ++k) run.kernel_times.push_back({ops[k], starts[k], starts[k] + 1});
+    run.events.push_back({mhc::trace::EventKind::Stall, 3, 2000003, 0, ops[2], 0});
+    mhc::trace::add_run(db.path, run);
+    Shot shot = shoot(db.path, "--size 1400x600 --run 1");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    const auto& axis = shot.layout["axis"];
+    CHECK(axis["title"] == "ops + link time");
+    // Each label names an op the run reached by then, once: ops 1..4 only.
+    REQUIRE(!axis["labels"].empty());
+    std::set<std::string> seen;
+    for (const auto& label : axis["labels"]) {
+        const std::string text = label["text"];
+        CHECK((text == "start" || text == "op #1" || text == "op #2" || text == "op #3" || text == "op #4"));
+        CHECK(seen.insert(text).second);
+    }
+    CHECK(shot.layout["toolbar"]["range_text"].get<std::string>().find("of link time") != std::string::npos);
+    // Hovering the stall's middle: where it lies by op and its link time.
+    const auto& tl = shot.layout["timeline"];
+    const auto& stall = track(tl, "stall");
+    const int hx = static_cast<int>(x_at(tl["plot"], tl, 1000000));
+    Shot probe = shoot(db.path, "--size 1400x600 --run 1 --hover " + std::to_string(hx) + "," +
+                                    std::to_string(static_cast<int>(row_y(stall))));
+    REQUIRE(probe.rc == 0);
+    REQUIRE(probe.layout.contains("hover"));
+    CHECK(probe.layout["hover"]["when"] == "op #2 + 1 ns .. op #3 (2.00 ms of link time)");
+}

@@ -280,3 +280,101 @@ TEST_CASE("a Kineto trace without step markers: steps from its optimizer's range
     CHECK(t1 >= static_cast<double>(view.steps[2].t1));
     CHECK(t1 - t0 < 1.1 * static_cast<double>(view.steps[2].t1 - view.steps[2].t0));
 }
+
+TEST_CASE("from a run's out-of-memory line or mark to what was alive then, where each was allocated") {
+    // The known trace with a run that stops when kernel #2 (beta, 500 us) needs allocation 2 (act_big,
+    // 1 GiB, allocated at 450 us) and 1 GiB holds only the weights (400 MiB, read by beta). Just before
+    // beta, act_big was to be made (not placed), the weights were on the device as beta's operand, and
+    // ws was freed (300 us). Before, the OOM line said where and why, and a user found what was alive
+    // by hovering the recording's bands one at a time (the "At the peak" tab showed the run's peak).
+    fixture::TempPath db("oom-click.db");
+    fixture::write_known_trace(db.path, false);
+    mhc::trace::Run run;
+    run.name = "lru@1GiB";
+    run.status = mhc::trace::RunStatus::Oom;
+    run.config = {{"oom_where", "kernel 2 (beta) needs allocation 2 (act_big)"}, {"oom_why", "short by 624.00 MiB"}};
+    run.metrics = {{"oom_time_ns", 450e3}, {"kernels_reached", 1}};
+    run.kernel_times.push_back({1, 100 * us, 300 * us});
+    run.events.push_back({mhc::trace::EventKind::Oom, 450 * us, 450 * us, 2, 2, 1024 * MiB});
+    run.memory = {{0, 400 * MiB, 0}, {100 * us, 464 * MiB, 0}, {300 * us, 400 * MiB, 0}};
+    mhc::trace::add_run(db.path, run);
+    Shot first = shoot(db.path, "--run 1 --size 1400x700");
+    INFO(first.err);
+    REQUIRE(first.rc == 0);
+    const auto& tl = first.layout["timeline"];
+    REQUIRE(tl["run_outcome_rect"].is_object());
+    auto check_oom = [](const Shot& shot) {
+        REQUIRE(shot.rc == 0);
+        REQUIRE(shot.layout.contains("statistics"));
+        const auto& oom = shot.layout["statistics"]["at_peak"];
+        INFO(oom.dump());
+        CHECK(oom["oom"] == true);
+        CHECK(oom["allocation"] == 2);
+        CHECK(oom["kernel"] == 2);
+        CHECK(oom["on_device"] == 400 * MiB);
+        CHECK(oom["operand_bytes"] == 400 * MiB);
+        CHECK(
+            oom["head"].get<std::string>().rfind("it could not place allocation #2 (act_big, 1.00 GiB) for kernel #2; "
+                                                 "on GPU 0 then: 1 allocation (400.00 MiB), of which the kernel's "
+                                                 "operands 400.00 MiB",
+                                                 0) == 0);
+        REQUIRE(oom["first"].size() == 2);
+        CHECK(oom["first"][0]["id"] == 2);
+        CHECK(oom["first"][0]["needed"] == true);
+        CHECK(oom["first"][1]["id"] == 1);
+        CHECK(oom["first"][1]["label"] == "weights");   // where it was allocated
+        CHECK(oom["first"][1]["operand"] == true);
+        CHECK(oom["first"][1]["where"] == "device");
+        // The tab says what it is.
+        CHECK(shot.layout["statistics"]["tabs"]["at_peak"]["x1"].get<double>() >
+              shot.layout["statistics"]["tabs"]["at_peak"]["x0"].get<double>());
+    };
+    // A click on the OOM line over the timeline.
+    check_oom(shoot(db.path, "--run 1 --size 1400x700 --click " + centre_of(tl["run_outcome_rect"])));
+    // A click on the run's oom mark.
+    const auto& mark = track(tl, "oom");
+    REQUIRE(!mark["boxes"].empty());
+    const double mark_x = (mark["boxes"][0][0].get<double>() + mark["boxes"][0][1].get<double>()) / 2;
+    check_oom(shoot(db.path, "--run 1 --size 1400x700" + click_at({mark_x, row_y(mark)})));
+}
+
+TEST_CASE("find a kernel by name: Enter goes to the next, zooms to it and selects it, on the clock shown") {
+    // The known trace: 200 kernels named kTiny (100 ns every 500 ns from 800 us on stream 8), one kAlpha
+    // (100 us) and one kBeta (500 us; 550 us on run 1's clock, shifted by 50 us). Before, a kernel was
+    // found by reading the statistics' names, then panning the timeline for it.
+    fixture::TempPath db("find.db");
+    fixture::write_known_trace(db.path);
+    // "vectorized" (part of kTiny, any case) twice: the second of 200, at 800.5 us, 100 ns long, so the
+    // view narrows to 20 times that (2 us) around it.
+    Shot shot = shoot(db.path, "--size 1400x700 --find VECTORIZED --find vectorized");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    const auto& tl = shot.layout["timeline"];
+    const auto& find = tl["find"];
+    INFO(find.dump());
+    CHECK(find["matches"] == 200);
+    CHECK(find["index"] == 1);
+    CHECK(find["said"] == "match 2 of 200 (Enter: the next)");
+    CHECK(tl["selected_kernel"] == 4);
+    CHECK(tl["t1"].get<int64_t>() - tl["t0"].get<int64_t>() == 2000);
+    CHECK(tl["t0"].get<int64_t>() <= 800500);
+    CHECK(tl["t1"].get<int64_t>() >= 800600);
+    const auto box = box_of(track(tl, "stream 8"), 4);   // drawn, one box of its own
+    CHECK(box.first > tl["plot"]["x0"].get<double>());
+    CHECK(field_of(tl["details"], "kernel").rfind("#4, ", 0) == 0);
+    // The field lies in the label column, on the family legend's row, above the tracks.
+    CHECK(find["x1"].get<double>() <= tl["plot"]["x0"].get<double>());
+    CHECK(find["y1"].get<double>() <= tl["plot"]["y0"].get<double>() + 1);
+    // With run 1 selected, on its clock: the flash kernel at 550 us, the view kept (it shows it whole).
+    Shot run = shoot(db.path, "--size 1400x700 --run 1 --find flash");
+    REQUIRE(run.rc == 0);
+    const auto& on_run = run.layout["timeline"];
+    CHECK(on_run["find"]["t_start"] == 550 * us);
+    CHECK(on_run["selected_kernel"] == 2);
+    CHECK(on_run["t0"] == 0);
+    // A name nobody has: said, nothing selected.
+    Shot none = shoot(db.path, "--size 1400x700 --find nosuchkernel");
+    REQUIRE(none.rc == 0);
+    CHECK(none.layout["timeline"]["find"]["said"] == "no kernel name contains 'nosuchkernel'");
+    CHECK(none.layout["timeline"]["selected_kernel"] == 0);
+}

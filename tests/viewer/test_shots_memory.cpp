@@ -2,6 +2,7 @@
 // from segments, fit y, the device picker.
 // (shots.hpp: how a screenshot is taken and read.)
 #include "shots.hpp"
+#include <tuple>
 
 using mhc::viewer::category_color;
 using mhc::viewer::kCurve;
@@ -475,8 +476,10 @@ TEST_CASE("memory screenshot: the reserved bytes by pool, where the trace has pr
     for (const auto& entry : mem["legend"]) names.insert(entry["text"].get<std::string>());
     INFO(mem["legend"].dump());
     CHECK(names.count("reserved by pool:") == 1);
-    CHECK(names.count("default (peak 2.00 GiB)") == 1);
-    CHECK(names.count("pool 1 (peak 512.00 MiB)") == 1);
+    // Each pool named by what the snapshot says it is and what its allocations were made at (they read
+    // "default", "pool 1").
+    CHECK(names.count("default pool (peak 2.00 GiB)") == 1);
+    CHECK(names.count("MemPool (0, 1): model.py:41 forward (peak 512.00 MiB)") == 1);
     // The legend's rows end above the plot; its entries lie inside the window.
     const auto& rect = mem["curve"];
     for (const auto& entry : mem["legend"]) {
@@ -487,4 +490,58 @@ TEST_CASE("memory screenshot: the reserved bytes by pool, where the trace has pr
     CHECK(line_near(shot, mem, 700 * us, 512.0 * MiB, rgb(110, 225, 235)));
     CHECK(line_near(shot, mem, 700 * us, 2048.0 * MiB, rgb(100, 220, 120)));
     CHECK(!line_near(shot, mem, 50 * us, 512.0 * MiB, rgb(110, 225, 235)));   // the pool's segment came at 100 us
+}
+
+TEST_CASE("memory screenshot: a CUDA graph's pool and a MemPool named, their legend entries say what they are") {
+    // fixtures.hpp's pools trace with a second private pool, a CUDA graph's (1, 0) holding 256 MiB from
+    // 150 us for allocation 4 (optim.py:88 step). Its legend entry names it and hovering it says what
+    // such a pool is, as PyTorch's MempoolId_t says (a graph's (n, 0), a MemPool's (0, n)). Before,
+    // the entries read "pool 1", "pool 2" with nothing on hover.
+    fixture::TempPath db("two_pools.db");
+    fixture::write_pools_trace(db.path, true);
+    Shot shot = shoot(db.path, "--view memory --size 1600x800");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    const auto& mem = shot.layout["memory"];
+    INFO(mem["legend"].dump());
+    const nlohmann::json* graph = nullptr;
+    for (const auto& entry : mem["legend"])
+        if (entry["text"] == "CUDA graph pool (1, 0): optim.py:88 step (peak 256.00 MiB)") graph = &entry;
+    REQUIRE(graph);
+    // Its line: 256 MiB from 150 us, yellow (the second pool's colour).
+    CHECK(line_near(shot, mem, 700 * us, 256.0 * MiB, rgb(250, 225, 110)));
+    CHECK(!line_near(shot, mem, 100 * us, 256.0 * MiB, rgb(250, 225, 110)));
+    // Hovering the entry gives its tooltip.
+    const int hx = static_cast<int>(((*graph)["x0"].get<double>() + (*graph)["x1"].get<double>()) / 2);
+    const int hy = static_cast<int>(((*graph)["y0"].get<double>() + (*graph)["y1"].get<double>()) / 2);
+    Shot hovered = shoot(db.path,
+                         "--view memory --size 1600x800 --hover " + std::to_string(hx) + "," + std::to_string(hy));
+    REQUIRE(hovered.rc == 0);
+    std::string tip;
+    for (const auto& entry : hovered.layout["memory"]["legend"])
+        if (entry.contains("tip")) tip = entry["tip"].get<std::string>();
+    INFO(tip);
+    CHECK(tip.rfind("CUDA graph pool (1, 0): a CUDA graph's private pool", 0) == 0);
+    CHECK(tip.find("100% of its allocated bytes were allocated at optim.py:88 step") != std::string::npos);
+    // Narrower, the smaller pool (the graph's, 256 MiB) gives up what it holds first, then the MemPool
+    // (512 MiB), then the entries take two rows; every entry is drawn, inside the window, above the plot.
+    for (const auto& [width, graph_text, mempool_text] : std::vector<std::tuple<int, std::string, std::string>>{
+             {1300, "CUDA graph pool (1, 0) (peak 256.00 MiB)",
+              "MemPool (0, 1): model.py:41 forward (peak 512.00 MiB)"},
+             {900, "CUDA graph pool (1, 0) (peak 256.00 MiB)", "MemPool (0, 1) (peak 512.00 MiB)"}}) {
+        Shot narrow = shoot(db.path, "--view memory --size " + std::to_string(width) + "x700");
+        REQUIRE(narrow.rc == 0);
+        std::set<std::string> texts;
+        for (const auto& entry : narrow.layout["memory"]["legend"]) {
+            texts.insert(entry["text"].get<std::string>());
+            CHECK(entry["x1"].get<double>() <= width);
+            if (entry["y1"].get<double>() < narrow.layout["memory"]["curve"]["y1"].get<double>())
+                CHECK(entry["y1"].get<double>() <= narrow.layout["memory"]["curve"]["y0"].get<double>() + 1);
+        }
+        std::string all;
+        for (const auto& text : texts) all += text + " | ";
+        INFO(width << ": " << all);
+        CHECK(texts.count(graph_text) == 1);
+        CHECK(texts.count(mempool_text) == 1);
+    }
 }

@@ -216,6 +216,15 @@ TEST_CASE(
     const auto& rect = tl["memory_strip"]["rect"];
     CHECK(rect["y1"].get<double>() - rect["y0"].get<double>() < 30);
     CHECK(track(tl, "GPU2 stream 0")["items"].get<int>() > 0);   // the device the kernels ran on, named
+    // The rows share the window down to the strip's line: their two 64 px rows left 390 px empty
+    // under them (2026-12-05). Now the last row ends within 30 px of the line.
+    const double rows_end = tl["tracks"].back()["y1"].get<double>();
+    CHECK(rect["y0"].get<double>() - rows_end < 30);
+    CHECK(track(tl, "GPU2 stream 0")["y1"].get<double>() - track(tl, "GPU2 stream 0")["y0"].get<double>() > 150);
+    // A narrow window keeps them at least 20 px, the strip inside the view.
+    Shot low = shoot(db.path, "--size 1400x300");
+    REQUIRE(low.rc == 0);
+    CHECK(low.layout["timeline"]["memory_strip"]["rect"]["y1"].get<double>() <= 300);
 }
 
 TEST_CASE("a run that stopped out of memory says why over the timeline") {

@@ -253,6 +253,26 @@ void App::select_allocation(int64_t allocation_id) {
     }
 }
 
+void App::find_next(bool backward) {
+    const ViewRun* run = selected_run();
+    const int64_t run_id = run ? run->info.id : 0;
+    if (find_of != find_text || find_run != run_id) {
+        find_matches = find_kernels(*trace, run, find_text);
+        find_of = find_text;
+        find_run = run_id;
+    }
+    find_index = next_match(find_matches, selected_kernel, range.t0, backward);
+    if (find_index < 0) {
+        status = find_of.empty() ? "" : "no kernel name contains '" + find_of + "'";
+        return;
+    }
+    const KernelMatch& match = find_matches[static_cast<size_t>(find_index)];
+    range = range_for_match(match, range, limits);
+    select_kernel(match.kernel);
+    status = "match " + std::to_string(find_index + 1) + " of " + std::to_string(find_matches.size()) + ": " +
+             kernel_info.title;
+}
+
 void App::select_kernel(int64_t kernel_id) {
     selected_kernel = kernel_id;
     kernel_info = {};

@@ -1,5 +1,6 @@
 #pragma once
 // The viewer's state, shared by the views (one file each, as Tracy does).
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -14,6 +15,7 @@
 #include "mhc/viewer/bands.hpp"
 #include "mhc/viewer/data.hpp"
 #include "mhc/viewer/details.hpp"
+#include "mhc/viewer/find.hpp"
 #include "mhc/viewer/job.hpp"
 #include "mhc/viewer/notes.hpp"
 #include "mhc/viewer/pacing.hpp"
@@ -39,6 +41,8 @@ struct Options {
     bool go_step = false;
     int step = 0;
     bool fit_y = false;   // --fit-y: memory curves' y axis fitted to the data, not from 0 B
+    // --find TEXT (each one more press of Enter in the timeline's find field, after the clicks).
+    std::vector<std::string> finds;
 };
 
 // Each view's own state (buffers reused across frames, sort orders, search text), complete only
@@ -96,6 +100,22 @@ public:
     bool memory_strip = true;                // timeline: the memory curve under the tracks
     bool fit_y = false;                      // memory curves: y axis fitted to the data in view (toolbar)
     bool notes_open = false;                 // the notes' window (a click on the notes line, or N)
+    bool open_oom = false;                   // the statistics' "At the OOM" tab is to be selected
+    // The timeline's find field: kernels whose name contains the text (find.hpp), on the clock
+    // shown; Enter goes to the next (Shift+Enter the one before), zooms to it and selects it.
+    char find_text[128] = "";
+    std::vector<KernelMatch> find_matches;
+    std::string find_of;       // the text the matches are of
+    int64_t find_run = -1;     // the run whose clock they are on (0: the recording)
+    int64_t find_index = -1;   // the match shown (-1: none)
+    void find_next(bool backward = false);
+    // Shows what was alive when the selected run ran out of memory: the statistics view at its
+    // "At the OOM" tab (the timeline's OOM line and oom mark call it).
+    void show_oom() {
+        requested = ViewId::Statistics;
+        force_frames = std::max(force_frames, 2);
+        open_oom = true;
+    }
     int band_coloring = -1;                  // memory view: BandColoring, -1 = chosen for the trace
 
     nlohmann::json layout;                   // plot rectangles of this frame (for --layout)

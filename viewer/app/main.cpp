@@ -56,6 +56,12 @@ void simulate_input(mhc::viewer::App& app, int n) {
         app.step_input = app.opt.step;
         app.go_to_step(app.opt.step);
     }
+    // --find: typed into the timeline's find field and Enter pressed, one per frame after the clicks.
+    const int find = k - kFramesPerClick * static_cast<int>(app.opt.clicks.size()) - (app.opt.go_step ? 1 : 0);
+    if (find >= 0 && find < static_cast<int>(app.opt.finds.size())) {
+        std::snprintf(app.find_text, sizeof app.find_text, "%s", app.opt.finds[static_cast<size_t>(find)].c_str());
+        app.find_next();
+    }
 }
 
 int run_gui(mhc::viewer::App& app, bool screenshot) {
@@ -90,7 +96,8 @@ int run_gui(mhc::viewer::App& app, bool screenshot) {
     // Screenshot mode: a few frames let tab selection and layout settle; each --click takes an
     // arrival, a press and a release frame; the last frame is saved.
     const int clicks = static_cast<int>(app.opt.clicks.size());
-    const int frames = 4 + kFramesPerClick * clicks + (app.opt.go_step ? 1 : 0);
+    const int frames = 4 + kFramesPerClick * clicks + (app.opt.go_step ? 1 : 0) +
+                       static_cast<int>(app.opt.finds.size());
     mhc::viewer::FramePacer pacer;
     double wait = 0;
     for (int n = 0; screenshot ? n < frames : !glfwWindowShouldClose(w); ++n) {
@@ -171,6 +178,8 @@ int main(int argc, char** argv) {
     std::string hover;
     cli.add_option("--hover", hover, "with --screenshot: the mouse at window pixel X,Y in the saved frame (its tooltip)");
     auto* step = cli.add_option("--step", o.step, "with --screenshot: set the toolbar's step and press Go");
+    cli.add_option("--find", o.finds,
+                   "with --screenshot: type TEXT in the timeline's find field and press Enter (again for each one)");
     cli.add_flag("--fit-y", o.fit_y,
                  "memory curves: the y axis fitted to the bytes in view instead of from 0 B (the toolbar's \"fit y\")");
     cli.add_option("--layout", o.layout, "with --screenshot: write the plot rectangles as JSON (for tests)");

@@ -123,6 +123,18 @@ nlohmann::json run_picker(App& app, CompareUi& ui, float height, const std::vect
     return out;
 }
 
+// The height of run_timelines' list drawn whole: the recording's block, then each run's.
+float timelines_height(const App& app, const std::vector<const ViewRun*>& runs) {
+    float height = 0;
+    if (!runs.empty() && !app.trace->kernel_lanes.empty())
+        height += kRunHeader + static_cast<float>(app.trace->kernel_lanes.size()) * (kRow + 1) + 6;
+    for (const ViewRun* run : runs) {
+        const size_t kernels = run->kernel_lanes.empty() ? app.trace->kernel_lanes.size() : run->kernel_lanes.size();
+        height += kRunHeader + static_cast<float>(kernels + run->event_lanes.size()) * (kRow + 1) + 6;
+    }
+    return height;
+}
+
 // The ticked runs' timelines in a scrolling list: only the runs in view are prepared and drawn.
 nlohmann::json run_timelines(App& app, CompareUi& ui, const std::vector<const ViewRun*>& runs, float plot_x,
                              float plot_w, float height) {
@@ -173,8 +185,9 @@ nlohmann::json run_timelines(App& app, CompareUi& ui, const std::vector<const Vi
         jr.push_back({{"id", r.info.id}, {"y0", y}, {"y1", y + block}, {"visible", visible}});
         if (visible) {
             std::vector<Track> tracks;
-            for (const Lane& l : kernels) tracks.push_back({&l, true});
-            for (const Lane& l : r.event_lanes) tracks.push_back({&l, true});
+            tracks.reserve(kernels.size() + r.event_lanes.size());
+            for (const Lane& lane : kernels) tracks.push_back({&lane, true, &r});
+            for (const Lane& lane : r.event_lanes) tracks.push_back({&lane, true, &r});
             prepare_timeline(tracks, app.range, plot_w, ui.frames[k]);
             dl->AddRectFilled({origin.x, y}, {plot_x + plot_w, y + 16}, IM_COL32(50, 50, 60, 255));
             dl->AddRectFilled({origin.x, y}, {origin.x + 4, y + 16}, series_color(k));
@@ -325,21 +338,26 @@ void draw_compare(App& app) {
     }
     ImGui::Dummy({avail.x, c1.y - origin.y + 6});
 
-    // The timelines take what the metrics table leaves (it keeps at least ~7 rows).
+    // The timelines take what the metrics table leaves (it keeps at least ~7 rows), and no more than
+    // they need: a few runs of a few streams left an empty band over the table, which gets the rest.
     const float rest = ImGui::GetContentRegionAvail().y;
     const float metrics_h = std::clamp(rest * 0.42f, 90.f, 260.f);
-    nlohmann::json timelines = run_timelines(app, ui, runs, plot_x, plot_w, std::max(rest - metrics_h - 6, 40.f));
+    const float needed = timelines_height(app, runs);
+    nlohmann::json timelines = run_timelines(app, ui, runs, plot_x, plot_w,
+                                             std::max(std::min(rest - metrics_h - 6, needed), 40.f));
     float tl_bottom = ImGui::GetItemRectMax().y;
     // One navigation call per frame, over the curves and the timelines.
     navigate(app, {plot_x, c0.y}, {plot_x + plot_w, tl_bottom});
     draw_selection(app, dl, c0, c1);
     nlohmann::json jrows = metrics_table(runs, app.order_only());
+    const nlohmann::json metrics_rect = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     app.layout["compare"] = {{"curve", rect_json(c0, c1)},
                              {"t0", app.range.t0},
                              {"t1", app.range.t1},
                              {"y_max", y_range.hi},
                              {"runs", jruns},
                              {"metrics", jrows},
+                             {"metrics_rect", metrics_rect},
                              {"picker", picker},
                              {"timelines", timelines},
                              {"axis_labels", axis_labels},

@@ -83,8 +83,59 @@ void legend_row(ImDrawList* dl, ImVec2 p, float x_max, const std::vector<LegendE
         dl->AddText({tx, y}, IM_COL32(200, 200, 205, 255), e.text.c_str());
         out.push_back({{"text", e.text}, {"color", e.color}, {"x0", x}, {"y0", y}, {"x1", x + w},
                        {"y1", y + ImGui::GetFontSize()}});
+        if (!e.tip.empty() && ImGui::IsMouseHoveringRect({x, y}, {x + w, y + ImGui::GetFontSize()})) {
+            ImGui::BeginTooltip();
+            ImGui::PushTextWrapPos(ImGui::GetFontSize() * 40);
+            ImGui::TextUnformatted(e.tip.c_str());
+            ImGui::PopTextWrapPos();
+            ImGui::EndTooltip();
+            out.back()["tip"] = e.tip;
+        }
         x += w + 14;
     }
+}
+
+// The legend of the reserved bytes by pool: each pool by its name and what most of its bytes were
+// allocated at (the label's function, "MemPool (0, 2): _allocate_kv_cache (peak 20.30 GiB)"); where
+// that does not fit in `width`, the smallest pools by their name alone first. The whole of it in the
+// entry's tooltip. `rows`: 1, or 2 when even the names alone do not fit on one.
+std::vector<LegendEntry> pool_legend(const ReservedCurves& curves, float width, int& rows) {
+    auto peak = [](const Curve& curve) { return " (peak " + format_bytes(static_cast<int64_t>(curve.peak())) + ")"; };
+    const auto& pools = curves.pool_reserved;
+    std::vector<bool> with_holds(pools.size());
+    for (size_t k = 0; k < pools.size(); ++k) with_holds[k] = !pools[k].holds.empty();
+    auto entries_of = [&] {
+        std::vector<LegendEntry> entries{
+            {0, "reserved by pool:"},
+            {kDefaultPoolReserved, curves.default_name + peak(curves.default_reserved), curves.default_detail}};
+        for (size_t k = 0; k < pools.size(); ++k) {
+            const std::string holds = pools[k].holds.substr(0,
+                                                            pools[k].holds.find(" ("));   // the function, not its file
+            entries.emplace_back(kPoolReserved[std::min<size_t>(k, 4)],
+                                 pools[k].name + (with_holds[k] ? ": " + holds : "") + peak(pools[k].reserved),
+                                 pools[k].detail);
+        }
+        return entries;
+    };
+    auto fits = [&](const std::vector<LegendEntry>& entries) {
+        float total = 0;
+        for (const LegendEntry& entry : entries)
+            total += ImGui::CalcTextSize(entry.text.c_str()).x + (entry.color ? 16.f : 0.f) + 14;
+        return total <= width;
+    };
+    std::vector<size_t> smallest_first(pools.size());
+    for (size_t k = 0; k < pools.size(); ++k) smallest_first[k] = k;
+    std::stable_sort(smallest_first.begin(), smallest_first.end(), [&](size_t one, size_t other) {
+        return pools[one].reserved.peak() < pools[other].reserved.peak();
+    });
+    std::vector<LegendEntry> entries = entries_of();
+    for (size_t pool : smallest_first) {
+        if (fits(entries)) break;
+        with_holds[pool] = false;
+        entries = entries_of();
+    }
+    rows = fits(entries) ? 1 : 2;
+    return entries;
 }
 
 // One line of text over a plot, on a dark backing so that it reads over the curves, cut at
@@ -151,9 +202,12 @@ void draw_memory(App& app) {
     Job<ReservedCurves>& job = *app.reserved_curves();
     const ReservedCurves none;
     const ReservedCurves& curves = job.value() ? *job.value() : none;
-    // Two legend rows with the reserved bytes by pool (they do not fit on one beside the others).
+    // The reserved bytes by pool on rows of their own (they do not fit on one beside the others).
     const bool by_pool = !curves.pool_reserved.empty();
-    const float legend_h = 18.f, curve_legend_h = by_pool ? legend_h + kLegendRow : legend_h;
+    int pool_rows = 0;
+    const std::vector<LegendEntry> pool_entries = by_pool ? pool_legend(curves, plot_w - 12, pool_rows)
+                                                          : std::vector<LegendEntry>{};
+    const float legend_h = 18.f, curve_legend_h = legend_h + static_cast<float>(pool_rows) * kLegendRow;
     float top_h = std::max((avail.y - kAxisHeight) * 0.42f, 60.f);
     ImVec2 c0{plot_x, origin.y + kAxisHeight + 4 + curve_legend_h}, c1{plot_x + plot_w, origin.y + kAxisHeight + top_h};
     dl->AddRectFilled(c0, c1, IM_COL32(36, 36, 42, 255));
@@ -248,19 +302,12 @@ void draw_memory(App& app) {
             entries.push_back({kPoolLive, "live in private pools (" + std::to_string(curves.pools) +
                                               (curves.pools == 1 ? " pool" : " pools") + ", peak " +
                                               format_bytes(static_cast<int64_t>(curves.pool_live.peak())) + ")"});
-        if (by_pool) {
-            entries.push_back({0, "reserved by pool:"});
-            entries.push_back(
-                {kDefaultPoolReserved,
-                 "default (peak " + format_bytes(static_cast<int64_t>(curves.default_reserved.peak())) + ")"});
-            for (size_t k = 0; k < curves.pool_reserved.size(); ++k)
-                entries.push_back({kPoolReserved[std::min<size_t>(k, 4)],
-                                   curves.pool_reserved[k].name + " (peak " +
-                                       format_bytes(static_cast<int64_t>(curves.pool_reserved[k].reserved.peak())) +
-                                       ")"});
-        }
         if (run && run->capacity > 0) entries.push_back({kCapacity, "capacity"});
-        legend_row(dl, {c0.x, c0.y - curve_legend_h}, c1.x, entries, legend, by_pool ? 2 : 1);
+        legend_row(dl, {c0.x, c0.y - curve_legend_h}, c1.x, entries, legend, 1);
+        // Reserved by pool on a row of its own, each pool named by what the snapshot says it is and
+        // by what most of its bytes were allocated at (they read "pool 1", "pool 2").
+        if (by_pool)
+            legend_row(dl, {c0.x + 12, c0.y - curve_legend_h + kLegendRow}, c1.x, pool_entries, legend, pool_rows);
     }
     if (!message.empty()) message_line(dl, {c0.x + 6, c0.y + 4}, c1.x - 6, message);
 

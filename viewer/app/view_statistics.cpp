@@ -25,6 +25,8 @@ struct StatisticsUi {
     PeakLive at_peak;   // what is live at the recorded peak
     RunPeakLive at_run_peak;    // what is live at the selected run's peak
     int64_t run_peak_of = -1;   // the run it was computed for (its id; -1: none yet)
+    RunOom at_oom;              // what was alive when the selected run ran out of memory
+    int64_t oom_of = -1;        // the run it was computed for
 };
 
 namespace {
@@ -230,6 +232,70 @@ void peak_tab(App& app, const StatisticsUi& ui, nlohmann::json& out) {
     ImGui::EndTable();
 }
 
+// The rows of a run's live allocations (at its peak, or at its out-of-memory instant): label,
+// bytes, where the policy had put each, its share of the device bytes, its lifetime, the policy's
+// last decision on it before `peak.time` and its next after. `oom`: the run's out-of-memory instant,
+// whose kernel's operands read "device, operand" and whose needed allocation "needed: not placed" or
+// "needed: on the host".
+void live_rows_table(App& app, const ViewRun& run, const RunPeakLive& peak, const RunOom* oom, const char* before_title,
+                     nlohmann::json& out) {
+    const std::vector<bool>* operand = oom ? &oom->operand : nullptr;
+    const AllocationTable& allocs = app.trace->allocations;
+    const bool order_only = app.order_only();
+    if (!ImGui::BeginTable("at_run_peak", 8, kTable & ~ImGuiTableFlags_Sortable)) return;
+    ImGui::TableSetupScrollFreeze(0, 1);
+    ImGui::TableSetupColumn("label", ImGuiTableColumnFlags_WidthStretch);
+    number_column("bytes", "888.88 MiB");
+    number_column("where", oom ? "needed: not placed" : "dropped");
+    number_column(operand ? "of the device" : "of the peak", "88.8%");
+    number_column("allocated at", "88.888 s");
+    number_column("freed at", oom ? "after the OOM" : "88.888 s");
+    ImGui::TableSetupColumn(before_title, ImGuiTableColumnFlags_WidthStretch);
+    ImGui::TableSetupColumn("after it", ImGuiTableColumnFlags_WidthStretch);
+    ImGui::TableHeadersRow();
+    auto event_text = [&](int64_t index, bool before) {
+        if (index < 0) return std::string("-");
+        return describe_events({run.events[static_cast<size_t>(index)]}, peak.time, before, &run.times);
+    };
+    ImGuiListClipper clip;
+    clip.Begin(static_cast<int>(peak.rows.size()));
+    while (clip.Step())
+        for (int r = clip.DisplayStart; r < clip.DisplayEnd; ++r) {
+            const RunPeakRow& each = peak.rows[static_cast<size_t>(r)];
+            const size_t row = each.row;
+            allocation_cells(app, row, "##runpeak", r == 0, out);
+            ImGui::TableNextColumn();
+            const bool pinned = operand && (*operand)[static_cast<size_t>(r)] && each.where == Residence::Device;
+            const bool needed = oom && oom->needed == r;
+            const std::string where = !peak.placement_known ? "?"
+                                      : needed              ? std::string("needed: ") +
+                                                     (oom->needed_placed ? to_string(each.where) : "not placed")
+                                      : pinned ? "device, operand"
+                                               : to_string(each.where);
+            ImGui::TextUnformatted(where.c_str());
+            ImGui::TableNextColumn();
+            if (each.where == Residence::Device && !needed)
+                ImGui::Text("%.1f%%",
+                            peak.bytes > 0 ? 100.0 * static_cast<double>(allocs.bytes[row]) / peak.bytes : 0.0);
+            else ImGui::TextUnformatted("-");
+            ImGui::TableNextColumn();
+            const int64_t t_alloc = order_only ? allocs.t_alloc[row] : each.t_alloc;
+            const int64_t t_free = order_only ? allocs.t_free[row] : each.t_free;
+            ImGui::TextUnformatted(app.times().at(t_alloc, 1000).c_str());
+            ImGui::TableNextColumn();
+            // Past the out-of-memory point the run's clock has no time: the run never got there.
+            const bool after_oom = oom && oom->recorded_at >= 0 && allocs.t_free[row] > oom->recorded_at;
+            ImGui::TextUnformatted(t_free == trace::kNoTime ? "never"
+                                   : after_oom              ? "after the OOM"
+                                                            : app.times().at(t_free, 1000).c_str());
+            ImGui::TableNextColumn();
+            name_cell(event_text(each.before, true));
+            ImGui::TableNextColumn();
+            name_cell(event_text(each.after, false));
+        }
+    ImGui::EndTable();
+}
+
 // With a simulated run selected: what is live at the run's peak of device bytes, on its clock, and
 // where the run's policy had put each allocation then (on the device, on the host, dropped), with
 // its last decision before the peak and its next after it. A click selects the allocation.
@@ -291,47 +357,70 @@ void run_peak_tab(App& app, StatisticsUi& ui, const ViewRun& run, nlohmann::json
            {"dropped", peak.dropped},
            {"first", first},
            {"placement_known", peak.placement_known}};
-    if (!ImGui::BeginTable("at_run_peak", 8, kTable & ~ImGuiTableFlags_Sortable)) return;
-    ImGui::TableSetupScrollFreeze(0, 1);
-    ImGui::TableSetupColumn("label", ImGuiTableColumnFlags_WidthStretch);
-    number_column("bytes", "888.88 MiB");
-    number_column("where", "dropped");
-    number_column("of the peak", "88.8%");
-    number_column("allocated at", "88.888 s");
-    number_column("freed at", "88.888 s");
-    ImGui::TableSetupColumn("the policy before the peak", ImGuiTableColumnFlags_WidthStretch);
-    ImGui::TableSetupColumn("after it", ImGuiTableColumnFlags_WidthStretch);
-    ImGui::TableHeadersRow();
-    auto event_text = [&](int64_t index, bool before) {
-        if (index < 0) return std::string("-");
-        return describe_events({run.events[static_cast<size_t>(index)]}, peak.time, before);
-    };
-    ImGuiListClipper clip;
-    clip.Begin(static_cast<int>(peak.rows.size()));
-    while (clip.Step())
-        for (int r = clip.DisplayStart; r < clip.DisplayEnd; ++r) {
-            const RunPeakRow& each = peak.rows[static_cast<size_t>(r)];
-            const size_t row = each.row;
-            allocation_cells(app, row, "##runpeak", r == 0, out);
-            ImGui::TableNextColumn();
-            ImGui::TextUnformatted(peak.placement_known ? to_string(each.where) : "?");
-            ImGui::TableNextColumn();
-            if (each.where == Residence::Device)
-                ImGui::Text("%.1f%%",
-                            peak.bytes > 0 ? 100.0 * static_cast<double>(allocs.bytes[row]) / peak.bytes : 0.0);
-            else ImGui::TextUnformatted("-");
-            ImGui::TableNextColumn();
-            const int64_t t_alloc = order_only ? allocs.t_alloc[row] : each.t_alloc;
-            const int64_t t_free = order_only ? allocs.t_free[row] : each.t_free;
-            ImGui::TextUnformatted(app.times().at(t_alloc, 1000).c_str());
-            ImGui::TableNextColumn();
-            ImGui::TextUnformatted(t_free == trace::kNoTime ? "never" : app.times().at(t_free, 1000).c_str());
-            ImGui::TableNextColumn();
-            name_cell(event_text(each.before, true));
-            ImGui::TableNextColumn();
-            name_cell(event_text(each.after, false));
-        }
-    ImGui::EndTable();
+    live_rows_table(app, run, peak, nullptr, "the policy before the peak", out);
+}
+
+// A run that stopped out of memory: what was alive at that instant and where the policy had put
+// each (the allocation it could not place named in the head, the kernel's operands flagged), with
+// each allocation's label: where it was allocated (a snapshot's source frame). A user went from the
+// OOM line to hovering bands one at a time, on the recording's clock.
+void oom_tab(App& app, StatisticsUi& ui, const ViewRun& run, nlohmann::json& out) {
+    const ViewTrace& view = *app.trace;
+    const AllocationTable& allocs = view.allocations;
+    if (ui.oom_of != run.info.id) {
+        ui.at_oom = live_at_run_oom(view, run);
+        ui.oom_of = run.info.id;
+    }
+    const RunOom& oom = ui.at_oom;
+    const RunPeakLive& live = oom.live;
+    auto count = [](size_t rows) { return std::to_string(rows) + (rows == 1 ? " allocation" : " allocations"); };
+    ImGui::PushStyleColor(ImGuiCol_Text, IM_COL32(255, 110, 110, 255));
+    const std::string outcome = run.label() + ": " + run_outcome(run, app.times());
+    ImGui::TextWrapped("%s", outcome.c_str());
+    ImGui::PopStyleColor();
+    std::string needed;
+    if (const int64_t index = allocs.index_of(oom.allocation); index >= 0) {
+        const auto row = static_cast<size_t>(index);
+        needed = std::string(oom.needed_placed ? "it could not bring back allocation #"
+                                               : "it could not place allocation #") +
+                 std::to_string(oom.allocation) + " (" +
+                 (view.str(allocs.label[row]).empty() ? "no label" : view.str(allocs.label[row])) + ", " +
+                 format_bytes(allocs.bytes[row]) + ")";
+        if (oom.kernel != 0) needed += " for kernel #" + std::to_string(oom.kernel);
+        needed += "; ";
+    }
+    std::string head = needed + "on " + device_name(view.memory_device) + " then: " + count(live.device_rows) + " (" +
+                       format_bytes(live.on_device) + ")";
+    if (oom.kernel != 0)
+        head += ", of which the kernel's operands " + format_bytes(oom.operand_bytes) + " (pinned while it runs)";
+    head += "; on the host " + count(live.host_rows) + " (" + format_bytes(live.on_host) + "), dropped " +
+            count(live.dropped_rows) + " (" + format_bytes(live.dropped) + ")";
+    if (!live.placement_known) head += "; where each was is not known (the run was stored without its events)";
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    ImGui::TextWrapped("%s", head.c_str());
+    ImGui::PopStyleColor();
+    ImGui::TextDisabled(
+        "label: where each was allocated (a snapshot's source frame); click a row: its details in the "
+        "memory view");
+    nlohmann::json first = nlohmann::json::array();
+    for (size_t r = 0; r < std::min<size_t>(live.rows.size(), 8); ++r)
+        first.push_back({{"id", allocs.id[live.rows[r].row]},
+                         {"label", view.str(allocs.label[live.rows[r].row])},
+                         {"where", live.placement_known ? to_string(live.rows[r].where) : "?"},
+                         {"operand", static_cast<bool>(oom.operand[r])},
+                         {"needed", oom.needed == static_cast<int64_t>(r)}});
+    out = {{"oom", true},
+           {"outcome", outcome},
+           {"head", head},
+           {"run", run.info.id},
+           {"time", oom.time},
+           {"allocation", oom.allocation},
+           {"kernel", oom.kernel},
+           {"rows", live.rows.size()},
+           {"on_device", live.on_device},
+           {"operand_bytes", oom.operand_bytes},
+           {"first", first}};
+    live_rows_table(app, run, live, &oom, "the policy before it", out);
 }
 
 void categories_tab(const App& app, StatisticsUi& ui) {
@@ -416,12 +505,18 @@ void draw_statistics(App& app) {
         ImGui::EndTabItem();
     }
     nlohmann::json at_peak, tabs;
-    const bool peak_open = ImGui::BeginTabItem("At the peak");
+    // A run that stopped out of memory: what was alive then ("At the OOM"), as the timeline's OOM
+    // line and its oom mark open it (App::open_oom).
+    const ViewRun* run = app.selected_run();
+    const bool oom = run && run->info.status == trace::RunStatus::Oom && app.trace->allocations.size() > 0;
+    const bool peak_open = ImGui::BeginTabItem(oom ? "At the OOM###at_peak" : "At the peak###at_peak", nullptr,
+                                               app.open_oom ? ImGuiTabItemFlags_SetSelected : 0);
+    app.open_oom = false;
     tabs["at_peak"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     if (peak_open) {
         // With a run selected, the run's peak (the curve the memory views show is the run's).
-        const ViewRun* run = app.selected_run();
-        if (run && !run->memory.empty() && app.trace->allocations.size() > 0) run_peak_tab(app, ui, *run, at_peak);
+        if (oom) oom_tab(app, ui, *run, at_peak);
+        else if (run && !run->memory.empty() && app.trace->allocations.size() > 0) run_peak_tab(app, ui, *run, at_peak);
         else peak_tab(app, ui, at_peak);
         ImGui::EndTabItem();
     }

@@ -2,6 +2,8 @@
 // selected run, its events per kind; under them an optional memory strip on the same axis.
 // Items come folded from the core (prepare_timeline); row heights fill the window
 // (track_heights); kernels are coloured by family (legend under the axis).
+#include <GLFW/glfw3.h>
+
 #include <algorithm>
 #include <cstdio>
 
@@ -127,6 +129,46 @@ void memory_strip(App& app, const ViewRun* run, ImDrawList* dl, ImVec2 p0, ImVec
 
 }  // namespace
 
+namespace {
+
+// The find field at `at` (the label column of the family legend's row): Enter goes to the next
+// kernel whose name contains the text (Shift+Enter the one before), zooms to it and selects it; its
+// tooltip says which match of how many. Returns its rectangle and state (for --layout).
+nlohmann::json find_field(App& app, ImVec2 at) {
+    ImGui::SetCursorScreenPos(at);
+    ImGui::PushStyleVar(ImGuiStyleVar_FramePadding, {4, 1});
+    ImGui::SetNextItemWidth(kLabelWidth - 10);
+    // Ctrl+F (or /) puts the cursor in it, as in a browser or Perfetto.
+    const ImGuiIO& io = ImGui::GetIO();
+    if (!io.WantTextInput &&
+        ((io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_F, false)) || ImGui::IsKeyPressed(GLFW_KEY_SLASH, false)))
+        ImGui::SetKeyboardFocusHere();
+    const bool enter = ImGui::InputTextWithHint("##find", app.ops() ? "find op (Enter)" : "find kernel (Enter)",
+                                                app.find_text, sizeof app.find_text,
+                                                ImGuiInputTextFlags_EnterReturnsTrue);
+    ImGui::PopStyleVar();
+    nlohmann::json out = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    if (enter) {
+        app.find_next(ImGui::GetIO().KeyShift);
+        ImGui::SetKeyboardFocusHere(-1);   // stay in the field for the next Enter
+    }
+    const bool current = app.find_of == app.find_text && app.find_text[0] != 0;
+    const std::string said = !current ? std::string(
+                                            "a kernel name or part of it; Enter: the next, Shift+Enter: the one before")
+                             : app.find_index < 0 ? "no kernel name contains '" + app.find_of + "'"
+                                                  : "match " + std::to_string(app.find_index + 1) + " of " +
+                                                        std::to_string(app.find_matches.size()) + " (Enter: the next)";
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", said.c_str());
+    out["text"] = app.find_text;
+    out["said"] = said;
+    out["matches"] = current ? app.find_matches.size() : 0;
+    out["index"] = current ? app.find_index : -1;
+    if (current && app.find_index >= 0) out["t_start"] = app.find_matches[static_cast<size_t>(app.find_index)].t_start;
+    return out;
+}
+
+}   // namespace
+
 void draw_timeline(App& app) {
     if (!app.timeline_ui) app.timeline_ui = std::make_shared<TimelineUi>();
     TimelineUi& ui = *app.timeline_ui;
@@ -137,10 +179,20 @@ void draw_timeline(App& app) {
     const ViewRun* run = app.selected_run();
     // A run that stopped says why (mhc simulate's line), before anything is drawn of it.
     const std::string outcome = run ? run_outcome(*run, app.times()) : std::string();
+    nlohmann::json outcome_rect;
     if (!outcome.empty()) {
         ImGui::PushStyleColor(ImGuiCol_Text, IM_COL32(255, 110, 110, 255));
         ImGui::TextWrapped("%s: %s", run->label().c_str(), outcome.c_str());
         ImGui::PopStyleColor();
+        // Out of memory: a click shows what was alive then, where each was allocated (statistics).
+        if (run->info.status == trace::RunStatus::Oom) {
+            outcome_rect = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+            if (ImGui::IsItemHovered())
+                ImGui::SetTooltip(
+                    "click: what was alive when it ran out of memory, where the policy had put each "
+                    "and where it was allocated");
+            if (ImGui::IsItemClicked()) app.show_oom();
+        }
     }
     std::vector<Track> tracks = timeline_tracks(*app.trace, run, app.highlights.empty() ? nullptr : &app.highlights);
 
@@ -154,10 +206,11 @@ void draw_timeline(App& app) {
     time_axis(app, dl, {plot_x, origin.y}, plot_w, app.layout["axis"]);
     nlohmann::json legend = nlohmann::json::array();
     const float legend_h = 18.f;
-    // An execution trace's families are its ops' (their shares by count: each op is one place).
-    dl->AddText({origin.x + 4, origin.y + kAxisHeight + 2}, IM_COL32(150, 150, 160, 255),
-                app.ops() ? "op families" : "kernel families");
+    // The label column of the family legend's row holds the find field (the legend's colours say
+    // what it is; an execution trace's families are its ops', by count).
     family_legend(app, dl, {plot_x, origin.y + kAxisHeight + 2}, plot_x + plot_w, legend);
+    const nlohmann::json find = find_field(app, {origin.x + 2, origin.y + kAxisHeight + 1});
+    ImGui::SetCursorScreenPos(origin);
     ImGui::Dummy({avail.x, kAxisHeight + legend_h});
 
     // The tracks fill what the memory strip leaves; they scroll when they do not fit.
@@ -172,7 +225,10 @@ void draw_timeline(App& app) {
     const float empty_strip_h = ImGui::GetTextLineHeight() + 6.f;
     float strip_h = app.memory_strip ? (curve_empty ? empty_strip_h : std::max(70.f, body_h * 0.24f)) : 0.f;
     float tracks_h = std::max(body_h - strip_h - (app.memory_strip ? 6.f : 0.f), 40.f);
-    std::vector<float> heights = track_heights(tracks, tracks_h - 8.f);
+    // Without a curve under them the rows share the window up to four times their usual height: two
+    // streams of a trace without allocations (vLLM's decode graph) left 60% of it empty.
+    const bool no_curve = !app.memory_strip || curve_empty;
+    std::vector<float> heights = track_heights(tracks, tracks_h - 8.f, 20.f, no_curve ? 256.f : 64.f);
     if (app.memory_strip) {
         float rows = 8.f;
         for (size_t i = 0; i < heights.size(); ++i) rows += heights[i] + 2.f + (i > 0 && tracks[i].from_run != tracks[i - 1].from_run ? 4.f : 0.f);
@@ -245,7 +301,9 @@ void draw_timeline(App& app) {
                               {"draw_items", draw_item_count(ui.frame)},
                               {"details", details},
                               {"selected_kernel", app.selected_kernel},
-                              {"run_outcome", outcome}};
+                              {"run_outcome", outcome},
+                              {"run_outcome_rect", outcome_rect},
+                              {"find", find}};
 }
 
 }  // namespace mhc::viewer

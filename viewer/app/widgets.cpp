@@ -23,7 +23,7 @@ void same_line_if_fits(float width, float spacing) {
 }
 
 nlohmann::json draw_time_axis(ImDrawList* dl, ImVec2 p0, float width, float height, TimeRange range,
-                              const TimeText& times) {
+                              const TimeText& times, const RunTimes* run) {
     dl->AddRectFilled(p0, {p0.x + width, p0.y + height}, IM_COL32(42, 42, 48, 255));
     nlohmann::json labels = nlohmann::json::array();
     float last_end = -1e9f;   // the right edge of the last label drawn
@@ -32,24 +32,39 @@ nlohmann::json draw_time_axis(ImDrawList* dl, ImVec2 p0, float width, float heig
         dl->AddLine({tick_x, p0.y + height - (tick.major ? 8.f : 4.f)}, {tick_x, p0.y + height},
                     IM_COL32(170, 170, 180, 255));
         if (!tick.major) continue;
+        // An order-only trace's run: the op it reached by then, once per op (a stall of link time
+        // spans many ticks); its clock's numbers are no op numbers.
+        std::string label = tick.label;
+        if (run && run->order_only) {
+            const int64_t op = run->op_before(tick.t);
+            label = op < 0 ? std::string("start") : run->recorded.at(op);
+            if (!labels.empty() && labels.back()["text"] == label) continue;
+        }
         // A label that would run past the plot's right edge ("1.2" for "1.2 s", "57" for "570 ms")
         // ends at the edge instead when it clears the one before, else is left out.
-        const float text_w = ImGui::CalcTextSize(tick.label.c_str()).x;
+        const float text_w = ImGui::CalcTextSize(label.c_str()).x;
         float tx = tick_x + 3;
         if (tx + text_w > p0.x + width) tx = p0.x + width - text_w - 2;
         if (tx < last_end + 8 || tx < p0.x) continue;
-        dl->AddText({tx, p0.y + 2}, IM_COL32(210, 210, 215, 255), tick.label.c_str());
+        dl->AddText({tx, p0.y + 2}, IM_COL32(210, 210, 215, 255), label.c_str());
         last_end = tx + text_w;
-        labels.push_back({{"text", tick.label}, {"x0", tx}, {"x1", last_end}});
+        labels.push_back({{"text", label}, {"x0", tx}, {"x1", last_end}});
     }
     return labels;
 }
 
+const RunTimes* order_only_run(App& app) {
+    if (!app.order_only() || app.view == ViewId::Compare) return nullptr;
+    const ViewRun* run = app.selected_run();
+    return run && !run->kernel_lanes.empty() ? &run->times : nullptr;
+}
+
 void time_axis(App& app, ImDrawList* dl, ImVec2 p0, float width, nlohmann::json& out) {
     const TimeText times = app.times();
-    out = {{"labels", draw_time_axis(dl, p0, width, kAxisHeight, app.range, times)}};
+    const RunTimes* run = order_only_run(app);
+    out = {{"labels", draw_time_axis(dl, p0, width, kAxisHeight, app.range, times, run)}};
     // Order only: the axis says what it counts, in the label column beside it, and why (hover).
-    const std::string title = times.axis_title();
+    const std::string title = run ? times.noun + std::string("s + link time") : times.axis_title();
     if (title.empty()) return;
     const ImVec2 at{p0.x - kLabelWidth + 4, p0.y + (kAxisHeight - ImGui::GetFontSize()) / 2};
     const ImVec2 size = ImGui::CalcTextSize(title.c_str());
@@ -58,9 +73,18 @@ void time_axis(App& app, ImDrawList* dl, ImVec2 p0, float width, nlohmann::json&
     out["title_rect"] = rect_json(at, {at.x + size.x, at.y + size.y});
     if (ImGui::IsMouseHoveringRect(at, {at.x + size.x, at.y + size.y}) &&
         ImGui::IsWindowHovered(ImGuiHoveredFlags_ChildWindows)) {
-        const std::string why = std::string("order only: the trace has no timestamps, only the order of its ") +
-                                times.noun + "s;\nthe axis counts them (" + times.noun + " #1 is the first)" +
-                                (app.selected >= 0 ? ";\na run adds the simulated ns of its transfers and stalls" : "");
+        const std::string noun = times.noun;
+        const std::string why = run ? "order only: the trace has no timestamps, only the order of its " + noun +
+                                          "s;\nthe run's clock gives each " + noun +
+                                          " 1 ns and its transfers and stalls the link's time:\n"
+                                          "a label names the " +
+                                          noun + " the run reached by then, a time reads \"" + noun +
+                                          " #N + the link time since\""
+                                    : "order only: the trace has no timestamps, only the order of its " + noun +
+                                          "s;\nthe axis counts them (" + noun + " #1 is the first)" +
+                                          (app.selected >= 0
+                                               ? ";\na run adds the simulated ns of its transfers and stalls"
+                                               : "");
         ImGui::SetTooltip("%s", why.c_str());
         out["tooltip"] = why;
     }
@@ -153,7 +177,10 @@ std::string item_name(App& app, const Lane& l, size_t i) {
     return {};
 }
 
-void tooltip(App& app, const Lane& l, const DrawItem& d) {
+// `run`: the run whose clock the lane is on (nullptr: the recording's); an order-only trace's run
+// reads its times as ops and link time (run_times.hpp).
+// NOLINTNEXTLINE(readability-identifier-length): l, d as the body has always named them
+void tooltip(App& app, const Lane& l, const DrawItem& d, const ViewRun* run) {
     ImGui::BeginTooltip();
     if (d.count > 1) {
         int64_t a = l.t_start[d.first], b = l.end_max(d.first + d.count - 1);
@@ -161,7 +188,8 @@ void tooltip(App& app, const Lane& l, const DrawItem& d) {
         if (l.kind == LaneKind::Kernels)
             ImGui::Text(app.ops() ? "mostly %s ops" : "mostly %s kernels (by time)",
                         family_name(static_cast<KernelFamily>(d.cls)));
-        const std::string when = app.times().range(a, b, 1000);
+        const std::string when = run && run->times.order_only ? run->times.interval(a, b)
+                                                              : app.times().range(a, b, 1000);
         ImGui::TextUnformatted(when.c_str());
         app.layout["hover"] = {{"folded", d.count}, {"when", when}};
         ImGui::TextDisabled("zoom in to see them");
@@ -169,7 +197,8 @@ void tooltip(App& app, const Lane& l, const DrawItem& d) {
         size_t i = d.first;
         ImGui::Text("%s", item_name(app, l, i).c_str());
         // Order only: "op #12", no start and end one apart nor a duration the trace does not have.
-        const std::string when = app.times().interval(l.t_start[i], l.t_end[i]);
+        const std::string when = run ? run->times.interval(l.t_start[i], l.t_end[i])
+                                     : app.times().interval(l.t_start[i], l.t_end[i]);
         ImGui::TextUnformatted(when.c_str());
         app.layout["hover"] = {{"name", item_name(app, l, i)}, {"when", when}};
         if (l.kind == LaneKind::Kernels)
@@ -210,6 +239,8 @@ void click_item(App& app, const Lane& l, const DrawItem& d) {
         return;
     }
     if (l.kind == LaneKind::Kernels || l.kind == LaneKind::Highlight) app.select_kernel(l.ref[d.first]);
+    // The run's out-of-memory mark: what was alive then (the statistics' "At the OOM").
+    if (l.kind == LaneKind::Events && l.stream == static_cast<int>(trace::EventKind::Oom)) app.show_oom();
 }
 
 }  // namespace
@@ -260,7 +291,7 @@ void draw_track(App& app, ImDrawList* dl, const TrackFrame& f, ImVec2 p0, float 
     if (hovered) {
         dl->AddRect({p0.x + hovered->x0, p0.y}, {p0.x + std::max(hovered->x1, hovered->x0 + 1.f), p0.y + h},
                     IM_COL32(255, 255, 255, 255));
-        tooltip(app, l, *hovered);
+        tooltip(app, l, *hovered, f.run);
         if (clicked()) click_item(app, l, *hovered);
     }
 }
@@ -346,232 +377,6 @@ ByteRange plot_range(const App& app, const std::vector<std::pair<const CurveColu
     // From 0 the capacity line is always in view; a fitted range is the data's alone.
     if (!app.fit_y && capacity > 0) hi = std::max(hi, capacity);
     return byte_range(lo, hi, app.fit_y && any, headroom);
-}
-
-namespace {
-// The width of a combo whose widest value is `text_width` px: that, the frame's padding and the arrow.
-float combo_width(float text_width) {
-    return text_width + ImGui::GetStyle().FramePadding.x * 2 + ImGui::GetFrameHeight() + 4;
-}
-
-// The "memory of" choices: each device with its peak (as --device); picking one reads the trace
-// again for it, at the next frame's start. Their rectangles go to `entries`.
-void device_entries(App& app, const std::vector<DeviceChoice>& devices, nlohmann::json& entries) {
-    for (const DeviceChoice& choice : devices) {
-        if (ImGui::Selectable(choice.label.c_str(), choice.device == app.trace->memory_device))
-            app.device_request = choice.device;
-        entries.push_back(rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax()));
-        entries.back()["device"] = choice.device;
-    }
-}
-
-// The options used now and then, in one menu so that the toolbar keeps to one line (at 1400 px
-// with every field; the "memory of" field pushed "memory strip" and "band colour" to a second
-// one): "fit y" for both views, then the view's own, and in a narrow window (`devices` not empty)
-// the "memory of" choices that left the line.
-void options_menu(App& app, const std::function<void(nlohmann::json&)>& view_options, nlohmann::json& jt,
-                  const std::vector<DeviceChoice>& devices) {
-    const char* title = "options";
-    ImGui::SetNextItemWidth(combo_width(ImGui::CalcTextSize(title).x));
-    if (ImGui::BeginCombo("##options", title, ImGuiComboFlags_HeightLargest)) {
-        ImGui::Checkbox("fit y", &app.fit_y);
-        jt["fit_y"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
-        if (ImGui::IsItemHovered())
-            ImGui::SetTooltip(
-                "memory curves: the y axis fitted to the bytes in view (on) or from 0 B (off);\n"
-                "a curve over a large baseline (141 GiB moving by 10 MB) is flat from 0 B");
-        if (view_options) view_options(jt);
-        if (!devices.empty()) {
-            ImGui::Separator();
-            ImGui::TextDisabled("memory of");
-            const bool busy = app.loading || launcher_busy(app);
-            ImGui::BeginDisabled(busy);
-            nlohmann::json entries = nlohmann::json::array();
-            device_entries(app, devices, entries);
-            ImGui::EndDisabled();
-            jt["device_entries"] = entries;
-        }
-        ImGui::EndCombo();
-    }
-    jt["options"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
-    jt["options"]["fit_y"] = app.fit_y;
-    if (ImGui::IsItemHovered())
-        ImGui::SetTooltip("fit y (%s), and this view's own options%s", app.fit_y ? "on" : "off",
-                          devices.empty() ? "" : ", and whose memory is shown");
-}
-
-// Widths of the toolbar's parts, to choose its form before drawing it.
-struct ToolbarWidths {
-    float full = 0;      // every field with its whole label, the device field included
-    float compact = 0;   // short labels, the device in the options menu
-};
-}   // namespace
-
-void toolbar(App& app, const std::function<void(nlohmann::json&)>& view_options) {
-    // Each field's label on its left ("run [combo]   step [-][+] Go"), so that no value reads
-    // as belonging to the widget before it. One line always: where the whole toolbar does not
-    // fit (under about 1300 px with a run and several devices), the zoom buttons read "Zoom sel"
-    // and "Reset", the run field narrows, the "memory of" field moves into the options menu, and
-    // the range in view is said as far as room is left (whole in (?)'s tooltip); it wrapped to a
-    // second line, pushing every plot down, and ran off the window at 1024 px.
-    nlohmann::json& jt = app.layout["toolbar"];
-    auto last_rect = [] { return rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax()); };
-    const ImGuiStyle& style = ImGui::GetStyle();
-    auto text_w = [](const char* text) { return ImGui::CalcTextSize(text).x; };
-    auto button_w = [&](const char* text) { return text_w(text) + style.FramePadding.x * 2; };
-    const float gap = style.ItemSpacing.x;
-    const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
-    const float avail = right - ImGui::GetCursorScreenPos().x;
-
-    const char* current = app.selected < 0 ? "recorded" : nullptr;
-    std::string label = current ? current : app.run_list[static_cast<size_t>(app.selected)].name;
-    std::vector<std::string> items;
-    items.reserve(app.run_list.size());
-    float widest = text_w("recorded");
-    for (const auto& run : app.run_list) {
-        items.push_back("#" + std::to_string(run.id) + " " + run.name + " (" + std::string(to_string(run.status)) +
-                        ")");
-        widest = std::max(widest, text_w(items.back().c_str()));
-    }
-    const std::vector<DeviceChoice> devices = device_choices(app.trace->memory_devices);
-    float device_w = 0;   // the "memory of" combo: as wide as its longest entry
-    for (const DeviceChoice& choice : devices) device_w = std::max(device_w, text_w(choice.label.c_str()));
-    device_w = std::clamp(combo_width(device_w), 120.f, 260.f);
-    const float options_w = combo_width(text_w("options"));
-    const float help_w = text_w("(?)");
-    // Everything but the run field and the zoom buttons, in either form.
-    const float common = text_w("run") + gap + 24 + text_w("step") + gap + 100 + gap + button_w("Go") + gap +
-                         options_w + gap + help_w;
-    ToolbarWidths widths;
-    widths.full = common + std::clamp(combo_width(widest), 120.f, 260.f) + button_w("Zoom to selection") + gap +
-                  button_w("Reset zoom") + gap + (devices.empty() ? 0.f : 16 + text_w("memory of") + gap + device_w);
-    const bool compact = widths.full > avail;
-    const float step_w = compact ? 80.f : 100.f;
-    widths.compact = common - (100 - step_w) + std::clamp(combo_width(widest), 120.f, 180.f) + button_w("Zoom sel") +
-                     gap + button_w("Reset") + gap;
-    // The "memory of" field stays on the line while it fits there (1024 px with a run and two
-    // devices), else it is in the options menu.
-    const float device_part = 16 + text_w("memory of") + gap + device_w;
-    const bool device_on_line = !devices.empty() && (!compact || widths.compact + device_part <= avail);
-    jt["form"] = !compact ? "full" : device_on_line || devices.empty() ? "compact" : "narrow";
-
-    ImGui::AlignTextToFramePadding();
-    ImGui::TextUnformatted("run");
-    jt["run_label"] = last_rect();
-    ImGui::SameLine();
-    // As wide as its longest entry, up to 260 px ("recorded" alone took 260 px of the line); 180 in
-    // a narrow window (a longer name is cut in the field, whole in its list and its tooltip).
-    ImGui::SetNextItemWidth(std::clamp(combo_width(widest), 120.f, compact ? 180.f : 260.f));
-    if (ImGui::BeginCombo("##run", label.c_str())) {
-        if (ImGui::Selectable("recorded", app.selected < 0)) app.select_run(-1);
-        for (size_t i = 0; i < items.size(); ++i)
-            if (ImGui::Selectable(items[i].c_str(), app.selected == static_cast<int>(i)))
-                app.select_run(static_cast<int>(i));
-        ImGui::EndCombo();
-    }
-    jt["run_combo"] = last_rect();
-    if (ImGui::IsItemHovered() && app.selected >= 0)
-        ImGui::SetTooltip("%s", items[static_cast<size_t>(app.selected)].c_str());
-    ImGui::SameLine(0, 24);
-    // The step field: off, reading "none", for a trace without steps (its tooltip says why);
-    // else on a step the trace has (+/- move to the next one there is).
-    const StepControl steps = step_control(app.trace->steps);
-    ImGui::BeginGroup();
-    ImGui::BeginDisabled(!steps.enabled);
-    ImGui::TextUnformatted("step");
-    jt["step_label"] = last_rect();
-    ImGui::SameLine();
-    ImGui::SetNextItemWidth(step_w);
-    if (steps.enabled) {
-        const int previous = app.step_input;
-        if (ImGui::InputInt("##step", &app.step_input))
-            app.step_input = snap_step(app.trace->steps, app.step_input, previous);
-    } else {
-        char none[] = "none";
-        ImGui::InputText("##step", none, sizeof none, ImGuiInputTextFlags_ReadOnly);
-    }
-    jt["step_input"] = last_rect();
-    if (steps.enabled) app.step_input = std::clamp(app.step_input, steps.first, steps.last);
-    ImGui::SameLine();
-    if (ImGui::Button("Go") && steps.enabled) app.go_to_step(app.step_input);
-    ImGui::EndDisabled();
-    ImGui::EndGroup();
-    jt["step"] = {{"enabled", steps.enabled}, {"value", app.step_input}, {"first", steps.first}, {"last", steps.last}};
-    if (!steps.enabled && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) {
-        ImGui::SetTooltip("%s", steps.why.c_str());
-        jt["step"]["tooltip"] = steps.why;
-    }
-    // Steps the trace does not mark but its optimizer's ranges give: said where the field is.
-    const std::string origin = steps_origin(*app.trace);
-    if (!origin.empty()) {
-        jt["step"]["origin"] = origin;
-        if (steps.enabled && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", origin.c_str());
-    }
-    ImGui::SameLine();
-    if (ImGui::Button(compact ? "Zoom sel" : "Zoom to selection") && app.sel.active) {
-        app.range = clamp({app.sel.t0, app.sel.t1}, app.limits);
-        app.sel.active = false;
-    }
-    jt["zoom_selection"] = last_rect();
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("zoom to the selection (right-drag selects; Z does the same)");
-    ImGui::SameLine();
-    if (ImGui::Button(compact ? "Reset" : "Reset zoom")) app.range = app.limits;
-    jt["reset_zoom"] = last_rect();
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("reset zoom: the whole trace");
-    ImGui::SameLine();
-    options_menu(app, view_options, jt, device_on_line ? std::vector<DeviceChoice>{} : devices);
-    // Whose memory the curves show, when the trace has several devices (as --device).
-    if (device_on_line) {
-        std::string shown = device_name(app.trace->memory_device);
-        for (const DeviceChoice& choice : devices)
-            if (choice.device == app.trace->memory_device) shown = choice.label;
-        ImGui::SameLine(0, 16);
-        ImGui::TextUnformatted("memory of");
-        ImGui::SameLine();
-        ImGui::SetNextItemWidth(device_w);
-        const bool busy = app.loading || launcher_busy(app);
-        ImGui::BeginDisabled(busy);
-        nlohmann::json entries = nlohmann::json::array();
-        if (ImGui::BeginCombo("##memory device", shown.c_str())) {
-            device_entries(app, devices, entries);
-            ImGui::EndCombo();
-        }
-        ImGui::EndDisabled();
-        jt["device"] = last_rect();
-        jt["device"]["current"] = app.trace->memory_device;
-        jt["device"]["text"] = shown;
-        if (!entries.empty()) jt["device"]["entries"] = entries;
-    } else if (!devices.empty()) {
-        jt["device_in_options"] = {{"current", app.trace->memory_device}};
-    }
-    // The range in view: whole when it fits, else its span alone, else nothing (it is in (?)'s
-    // tooltip and on the axis).
-    const int64_t resolution = std::max<int64_t>(app.range.span() / 1000, 1);
-    const std::string range_text = app.times().range(app.range.t0, app.range.t1, resolution);
-    const std::string span_text = "(" + app.times().span(app.range.span()) + ")";
-    const float room = right - ImGui::GetItemRectMax().x - 2 * gap - help_w;
-    const std::string& shown_range = text_w(range_text.c_str()) <= room ? range_text : span_text;
-    if (text_w(shown_range.c_str()) <= room) {
-        ImGui::SameLine();
-        ImGui::TextDisabled("%s", shown_range.c_str());
-        jt["range"] = last_rect();
-        jt["range"]["text"] = shown_range;
-    }
-    ImGui::SameLine();
-    ImGui::TextDisabled("(?)");
-    const bool help = ImGui::IsItemHovered();
-    jt["help"] = last_rect();
-    jt["range_text"] = range_text;
-    if (help) {
-        const std::string text =
-            "wheel or W/S: zoom; drag or A/D: pan; right-drag: select a range, Z: zoom to it;\n"
-            "click a kernel or an allocation: its details; click a folded box: zoom to it\n"
-            "in view: " +
-            range_text;
-        ImGui::SetTooltip("%s", text.c_str());
-        jt["tooltip"] = text;
-    }
-    jt["widths"] = {{"full", widths.full}, {"compact", widths.compact}, {"available", avail}};
 }
 
 bool draw_details(const char* id, const DetailsPane& pane, float height, nlohmann::json& out) {

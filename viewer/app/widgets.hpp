@@ -14,8 +14,11 @@ inline constexpr float kAxisHeight = 22.f;
 
 // Ruler with ticks and labels over [x0, x0 + w), as `times` reads them ("op #N" when order only);
 // no label past the right edge. Returns the labels drawn (text, x0, x1) for the layout JSON.
+// `run`: an order-only trace's run (its ticks read the op it reached by then, once each).
 nlohmann::json draw_time_axis(ImDrawList* dl, ImVec2 p0, float width, float height, TimeRange range,
-                              const TimeText& times);
+                              const TimeText& times, const RunTimes* run = nullptr);
+// The selected run's times where the view is on its clock and the trace is order only, else nullptr.
+const RunTimes* order_only_run(App& app);
 // The views' time axis at p0 (the plot's left edge; the label column lies left of it): the ruler of
 // app.range and, for an order-only trace, its title in the label column ("op order", hover: why).
 // Its labels and title go to `out` (for --layout).

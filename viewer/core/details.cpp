@@ -145,15 +145,23 @@ const char* action(trace::EventKind k) {
 
 }  // namespace
 
-std::string describe_events(const std::vector<trace::RunEvent>& events, int64_t t, bool before) {
+std::string describe_events(const std::vector<trace::RunEvent>& events, int64_t at, bool before,
+                            const RunTimes* times) {
     if (events.empty()) return "-";
+    const bool order_only = times && times->order_only;
     std::string out;
     for (const trace::RunEvent& e : events) {
         if (!out.empty()) out += "; ";
         out += action(e.kind);
-        if (e.t_end > e.t_start) out += " " + format_duration(e.t_end - e.t_start);
+        if (e.t_end > e.t_start)
+            out += " " + (order_only ? times->span(e.t_end - e.t_start) : format_duration(e.t_end - e.t_start));
         if (e.bytes > 0 && e.kind != trace::EventKind::Stall) out += " of " + format_bytes(e.bytes);
-        int64_t gap = before ? t - e.t_end : e.t_start - t;
+        // The distance on an order-only run's clock is no time: where it lies, by op.
+        if (order_only) {
+            out += ", at " + times->at(e.t_start);
+            continue;
+        }
+        int64_t gap = before ? at - e.t_end : e.t_start - at;
         if (gap <= 0) out += before ? ", up to the start" : ", from the end";
         else out += ", " + format_duration(gap) + (before ? " before" : " after");
     }
@@ -178,13 +186,17 @@ DetailsPane kernel_pane(const KernelDetails& d, const ViewRun* run) {
     p.fields.emplace_back("recorded", times.interval(k.t_start, k.t_end));
     if (d.has_run && run) {
         std::string v = "not reached (the run stopped before it)";
-        if (d.reached) {
+        if (d.reached && run->times.order_only) {
+            // Ops + link time: the op's start is where the run reached it, after that much link time.
+            v = "reached after " + run->times.span(d.run_start - k.t_start) +
+                " in all (the stalls before it; the trace's ops have no durations)";
+        } else if (d.reached) {
             int64_t shift = d.run_start - k.t_start;
             v = "start " + when(d.run_start) + " (" + (shift >= 0 ? "+" : "-") + times.span(std::llabs(shift)) +
                 "), end " + when(d.run_end);
         }
         p.fields.push_back({"run " + run->label(), v});
-        if (d.stall_ns > 0) p.fields.push_back({"stalled", format_duration(d.stall_ns) + " waiting for its operands"});
+        if (d.stall_ns > 0) p.fields.emplace_back("stalled", run->times.span(d.stall_ns) + " waiting for its operands");
     }
     if (k.grid[0] > 0) {
         char buf[160];
@@ -203,8 +215,8 @@ DetailsPane kernel_pane(const KernelDetails& d, const ViewRun* run) {
                                      o.index >= 0 ? format_bytes(o.bytes) : "?",
                                      std::string(trace::to_string(o.category)), mode_name(o.mode)};
         if (policy) {
-            row.push_back(describe_events(o.before, d.run_start, true));
-            row.push_back(describe_events(o.after, d.run_end, false));
+            row.push_back(describe_events(o.before, d.run_start, true, &run->times));
+            row.push_back(describe_events(o.after, d.run_end, false, &run->times));
         }
         p.rows.push_back(std::move(row));
     }
@@ -246,14 +258,14 @@ DetailsPane allocation_pane(const AllocationDetails& d, const ViewRun* run) {
             if (count[static_cast<size_t>(k)] > 0)
                 v += (v.empty() ? "" : ", ") + std::string(trace::to_string(static_cast<trace::EventKind>(k))) + " x" +
                      std::to_string(count[static_cast<size_t>(k)]);
-        if (!d.events.empty()) v += "; first at " + when(d.events.front().t_start);
+        if (!d.events.empty()) v += "; first at " + run->times.at(d.events.front().t_start);
         p.fields.push_back({"run " + run->label(), v.empty() ? "left resident: no event on it" : v});
     }
     p.columns = {"kernel", "name", "access", "start (recorded)"};
     if (d.has_run) p.columns.push_back("start (run)");
     for (const AccessRow& r : d.accesses) {
         std::vector<std::string> row{"#" + std::to_string(r.kernel), r.name, mode_name(r.mode), when(r.t_start)};
-        if (d.has_run) row.push_back(when(r.run_start));
+        if (d.has_run) row.push_back(run ? run->times.at(r.run_start) : when(r.run_start));
         p.rows.push_back(std::move(row));
     }
     p.empty_table = "no recorded accesses (the trace has none for this allocation)";

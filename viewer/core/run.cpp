@@ -70,8 +70,10 @@ std::string run_outcome(const ViewRun& run, const TimeText& times) {
         case trace::RunStatus::Complete: return {};
         case trace::RunStatus::Oom: {
             std::string out = "out of memory";
+            // An order-only trace's run: at the op it reached and the link time since (run_times.hpp).
             if (auto at = run.metrics.find("oom_time_ns"); at != run.metrics.end())
-                out += " at " + times.at(static_cast<int64_t>(at->second));
+                out += " at " + (run.times.order_only ? run.times.at(static_cast<int64_t>(at->second))
+                                                      : times.at(static_cast<int64_t>(at->second)));
             for (const char* key : {"oom_where", "oom_why"})
                 if (!config(key).empty()) out += ": " + config(key);
             return out;
@@ -153,6 +155,7 @@ ViewRun load_view_run(const ViewTrace& t, int64_t run_id) {
     r.host = samples_curve(run.memory, true);
     if (!r.memory.empty()) t_end = std::max(t_end, r.memory.times().back());
     r.t_end = t_end;
+    r.times = run_times(t, r);
     return r;
 }
 

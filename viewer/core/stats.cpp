@@ -1,10 +1,13 @@
 #include "mhc/viewer/stats.hpp"
 
+#include "mhc/trace/store.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <numeric>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 #include <string>
 
 namespace mhc::viewer {
@@ -128,11 +131,69 @@ std::optional<std::pair<int64_t, Residence>> residence_change(const trace::RunEv
 }   // namespace
 
 RunPeakLive live_at_run_peak(const ViewTrace& view, const ViewRun& run) {
-    RunPeakLive out;
-    if (run.memory.empty() || view.allocations.size() == 0) return out;
-    out.has_peak = true;
-    out.time = run.memory.peak_time();
+    if (run.memory.empty() || view.allocations.size() == 0) return {};
+    RunPeakLive out = live_at_run_time(view, run, run.memory.peak_time());
     out.bytes = run.memory.peak();
+    return out;
+}
+
+RunOom live_at_run_oom(const ViewTrace& view, const ViewRun& run) {
+    RunOom oom;
+    if (run.info.status != trace::RunStatus::Oom) return oom;
+    oom.found = true;
+    for (const trace::RunEvent& event : run.events)
+        if (event.kind == trace::EventKind::Oom) {
+            oom.time = event.t_start;
+            oom.allocation = event.allocation;
+            oom.kernel = event.kernel;
+        }
+    if (auto at = run.metrics.find("oom_time_ns"); at != run.metrics.end()) oom.time = static_cast<int64_t>(at->second);
+    // Alive by the recording's order at the point the run stopped: just before the kernel that
+    // needed the room, else at the allocation that could not be made. The run's clock maps an
+    // allocation made for that kernel (its output) past the OOM, by the kernel before's shift.
+    const AllocationTable& allocs = view.allocations;
+    int64_t recorded_at = -1;
+    if (oom.kernel != 0)
+        for (const Lane& lane : view.kernel_lanes)
+            for (size_t i = 0; i < lane.size(); ++i)
+                if (lane.ref[i] == oom.kernel) recorded_at = lane.t_start[i];
+    const int64_t needed_index = allocs.index_of(oom.allocation);
+    if (recorded_at < 0 && needed_index >= 0) recorded_at = allocs.t_alloc[static_cast<size_t>(needed_index)];
+    oom.live = live_at_run_time(view, run, oom.time, recorded_at);
+    oom.recorded_at = recorded_at;
+    std::unordered_set<int64_t> operands;
+    if (oom.kernel != 0 && view.reader)
+        for (const trace::Access& access : view.reader->accesses_of_kernel(oom.kernel))
+            operands.insert(access.allocation);
+    auto& rows = oom.live.rows;
+    oom.operand.assign(rows.size(), false);
+    for (size_t i = 0; i < rows.size(); ++i) {
+        const size_t row = rows[i].row;
+        oom.operand[i] = operands.count(allocs.id[row]) > 0;
+        if (allocs.id[row] == oom.allocation) {
+            // The one it could not place: never on the device without an event before (made then),
+            // else where its last event left it (swapped out and needed back).
+            oom.needed = static_cast<int64_t>(i);
+            for (const trace::RunEvent& event : run.events)
+                oom.needed_placed |= event.allocation == oom.allocation && event.kind != trace::EventKind::Oom &&
+                                     event.t_start <= oom.time;
+            if (!oom.needed_placed && rows[i].where == Residence::Device) {
+                oom.live.on_device -= allocs.bytes[row];
+                --oom.live.device_rows;
+            }
+            continue;
+        }
+        if (oom.operand[i] && rows[i].where == Residence::Device) oom.operand_bytes += allocs.bytes[row];
+    }
+    return oom;
+}
+
+RunPeakLive live_at_run_time(const ViewTrace& view, const ViewRun& run, int64_t at, int64_t recorded_at) {
+    RunPeakLive out;
+    if (view.allocations.size() == 0) return out;
+    out.has_peak = !run.memory.empty();
+    out.time = at;
+    out.bytes = run.memory.empty() ? 0.0 : run.memory.value_at(at);
     out.host_bytes = run.host.empty() ? 0.0 : run.host.value_at(out.time);
     for (const char* moved : {"swap_outs", "clean_evictions", "drops"})
         if (auto it = run.metrics.find(moved); it != run.metrics.end()) out.moves += static_cast<int64_t>(it->second);
@@ -166,7 +227,9 @@ RunPeakLive live_at_run_peak(const ViewTrace& view, const ViewRun& run) {
         if (run.events[i].allocation != 0) events_of[run.events[i].allocation].push_back(i);
     for (size_t i = 0; i < allocs.size(); ++i) {
         const int64_t t_alloc = on_run(allocs.t_alloc[i]), t_free = on_run(allocs.t_free[i]);
-        if (t_alloc > out.time || t_free <= out.time) continue;
+        if (recorded_at >= 0 ? allocs.t_alloc[i] > recorded_at || allocs.t_free[i] <= recorded_at
+                             : t_alloc > out.time || t_free <= out.time)
+            continue;
         RunPeakRow row;
         row.row = static_cast<uint32_t>(i);
         row.t_alloc = t_alloc;

@@ -7,13 +7,14 @@ namespace mhc::viewer {
 std::vector<Track> timeline_tracks(const ViewTrace& t, const ViewRun* run, const std::vector<Lane>* highlights) {
     std::vector<Track> out;
     bool run_times = run && !run->kernel_lanes.empty();
-    for (const Lane& l : run_times ? run->marker_lanes : t.marker_lanes) out.push_back({&l, run_times});
-    for (const Lane& l : run_times ? run->kernel_lanes : t.kernel_lanes) out.push_back({&l, run_times});
-    for (const Lane& l : run_times ? run->copy_lanes : t.copy_lanes) out.push_back({&l, run_times});
+    const ViewRun* on_run = run_times ? run : nullptr;
+    for (const Lane& lane : run_times ? run->marker_lanes : t.marker_lanes) out.push_back({&lane, run_times, on_run});
+    for (const Lane& lane : run_times ? run->kernel_lanes : t.kernel_lanes) out.push_back({&lane, run_times, on_run});
+    for (const Lane& lane : run_times ? run->copy_lanes : t.copy_lanes) out.push_back({&lane, run_times, on_run});
     if (run)
-        for (const Lane& l : run->event_lanes) out.push_back({&l, true});
+        for (const Lane& lane : run->event_lanes) out.push_back({&lane, true, run});
     if (highlights)
-        for (const Lane& l : *highlights) out.push_back({&l, run_times});
+        for (const Lane& lane : *highlights) out.push_back({&lane, run_times, on_run});
     return out;
 }
 
@@ -23,6 +24,7 @@ void prepare_timeline(const std::vector<Track>& tracks, TimeRange range, float w
     for (size_t i = 0; i < tracks.size(); ++i) {
         out[i].lane = tracks[i].lane;
         out[i].from_run = tracks[i].from_run;
+        out[i].run = tracks[i].run;
         prepare_lane(*tracks[i].lane, range, width, min_px, out[i].items);
     }
 }

@@ -6,6 +6,7 @@
 // docs/simulator.md "Comparing with a recording" states the rules.
 #include <cstdint>
 #include <map>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,9 @@ struct PrivatePools {
     int64_t pools = 0, segments_held = 0, allocations = 0;   // pools; their rows held at the end; allocations in them
     bool exact = false;                                      // from the trace events' pool_id
     std::vector<int64_t> given_back_at;                      // per pool number (0: the default pool, never): see above
+    // Per pool number: the snapshot's pool id (FIRST, SECOND), PyTorch's MempoolId_t: a CUDA graph's
+    // (n, 0), a torch.cuda.MemPool's (0, n); ids[0] = (0, 0), the default pool. What the viewer names them by.
+    std::vector<std::pair<int64_t, int64_t>> ids;
 };
 // `segments`: the trace's segment rows of `device`. Throws mhc::Error on a malformed meta entry.
 PrivatePools private_pools(const trace::TraceData& t, const std::vector<const trace::Segment*>& segments, int32_t device);

@@ -6,6 +6,7 @@
 // bounds taken from the trace's own sizes so that the drawn bands do not all fall in one class.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mhc/trace/event_order.hpp"
@@ -54,8 +55,12 @@ uint32_t band_color(const BandKeys& k, const AllocationTable& a, size_t allocati
 uint32_t summary_color(const BandKeys& k, uint8_t key);
 
 struct LegendEntry {
+    LegendEntry() = default;
+    LegendEntry(uint32_t colour, std::string words, std::string hover = {})
+        : color(colour), text(std::move(words)), tip(std::move(hover)) {}
     uint32_t color = 0;
     std::string text;
+    std::string tip;   // shown when the entry is hovered ("" for none)
 };
 // What the muted bands hold at the range's peak ("muted: 13894 smaller allocations, 45.12 GiB",
 // when any), then the keys present there with their bytes ("activation: 60.25 GiB"), largest first.

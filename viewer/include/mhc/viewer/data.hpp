@@ -14,6 +14,7 @@
 #include "mhc/viewer/curve.hpp"
 #include "mhc/viewer/families.hpp"
 #include "mhc/viewer/lane.hpp"
+#include "mhc/viewer/run_times.hpp"
 
 namespace mhc::trace { class Reader; }
 
@@ -167,6 +168,7 @@ struct ViewRun {
     Curve host;                       // run_memory host bytes
     int64_t capacity = -1;            // config "capacity_bytes", -1 if absent
     int64_t t_end = 0;                // last kernel end or event end
+    RunTimes times;                   // its times in words (an order-only trace's: ops + link time)
     std::string label() const;        // "#id name"
 };
 

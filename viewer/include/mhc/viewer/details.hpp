@@ -80,6 +80,9 @@ DetailsPane allocation_pane(const AllocationDetails& d, const ViewRun* run);
 // "swapped out 40.0 us of 64.00 MiB, 1.20 ms before; swapped in 50.0 us of 64.00 MiB, up to the
 // start": the events with their durations, bytes and distance to `t` (the kernel's start for
 // events before it, its end for events after it).
-std::string describe_events(const std::vector<trace::RunEvent>& events, int64_t t, bool before);
+// `times`: the run's (an order-only trace's run says where an event lies by op, "at op #808 + 1 ns",
+// and its length in link time); nullptr: recorded times.
+std::string describe_events(const std::vector<trace::RunEvent>& events, int64_t at, bool before,
+                            const RunTimes* times = nullptr);
 
 }  // namespace mhc::viewer

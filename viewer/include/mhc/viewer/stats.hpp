@@ -70,6 +70,31 @@ struct RunPeakLive {
     std::vector<RunPeakRow> rows;   // on the device first, then on the host, then dropped; largest first in each
 };
 RunPeakLive live_at_run_peak(const ViewTrace& view, const ViewRun& run);
+// The same at any time `at` of the run's clock (`bytes`: the run's device bytes then); with
+// `recorded_at` >= 0, alive by the recording's times at that instant instead (where each was: by
+// the run's events up to `at`).
+RunPeakLive live_at_run_time(const ViewTrace& view, const ViewRun& run, int64_t at, int64_t recorded_at = -1);
+
+// Where a run stopped out of memory (status oom): its instant (metric oom_time_ns, else its oom
+// event's start), the allocation it could not place and the kernel that needed it (its oom event's),
+// and every allocation alive then with where the policy had put it: alive by the recording's order
+// just before that kernel (else at that allocation), since the run's clock maps what was made for the
+// kernel past the OOM. The one it could not place is a row (`needed`): made then (not placed, its
+// bytes not counted on the device), or swapped out before and needed back (`needed_placed`).
+// `operand`: per live.rows, whether the row is an operand of that kernel (recorded accesses): pinned
+// on the device while the kernel runs, which "pinned by running kernels" in the OOM line counts.
+struct RunOom {
+    bool found = false;                   // the run stopped out of memory
+    int64_t time = 0;                     // on the run's clock
+    int64_t allocation = 0, kernel = 0;   // 0: not named
+    RunPeakLive live;
+    std::vector<bool> operand;
+    int64_t operand_bytes = 0;   // the operands' bytes on the device, the needed one's left out
+    int64_t needed = -1;         // its row in live.rows (-1: not among them)
+    int64_t recorded_at = -1;    // the recorded instant the rows are alive at (-1: by the run's clock)
+    bool needed_placed = false;
+};
+RunOom live_at_run_oom(const ViewTrace& view, const ViewRun& run);
 
 struct CategoryStat {
     trace::Category category = trace::Category::Other;

@@ -11,11 +11,13 @@ namespace mhc::viewer {
 struct Track {
     const Lane* lane = nullptr;
     bool from_run = false;   // kernel times or events of the selected run
+    const ViewRun* run = nullptr;   // that run (its clock reads its times: ViewRun::times)
 };
 
 struct TrackFrame {
     const Lane* lane = nullptr;
     bool from_run = false;
+    const ViewRun* run = nullptr;
     std::vector<DrawItem> items;
 };
 

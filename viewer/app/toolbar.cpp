@@ -1,0 +1,246 @@
+// The toolbar shared by the timeline and the memory view (widgets.hpp): run, step, zoom, the
+// options menu, the device whose memory is shown, the range in view; its compact and narrow forms.
+#include "widgets.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "mhc/common/units.hpp"
+#include "mhc/viewer/axis.hpp"
+#include "mhc/viewer/colors.hpp"
+#include "mhc/viewer/controls.hpp"
+#include "mhc/viewer/families.hpp"
+
+namespace mhc::viewer {
+
+namespace {
+// The width of a combo whose widest value is `text_width` px: that, the frame's padding and the arrow.
+float combo_width(float text_width) {
+    return text_width + ImGui::GetStyle().FramePadding.x * 2 + ImGui::GetFrameHeight() + 4;
+}
+
+// The "memory of" choices: each device with its peak (as --device); picking one reads the trace
+// again for it, at the next frame's start. Their rectangles go to `entries`.
+void device_entries(App& app, const std::vector<DeviceChoice>& devices, nlohmann::json& entries) {
+    for (const DeviceChoice& choice : devices) {
+        if (ImGui::Selectable(choice.label.c_str(), choice.device == app.trace->memory_device))
+            app.device_request = choice.device;
+        entries.push_back(rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax()));
+        entries.back()["device"] = choice.device;
+    }
+}
+
+// The options used now and then, in one menu so that the toolbar keeps to one line (at 1400 px
+// with every field; the "memory of" field pushed "memory strip" and "band colour" to a second
+// one): "fit y" for both views, then the view's own, and in a narrow window (`devices` not empty)
+// the "memory of" choices that left the line.
+void options_menu(App& app, const std::function<void(nlohmann::json&)>& view_options, nlohmann::json& jt,
+                  const std::vector<DeviceChoice>& devices) {
+    const char* title = "options";
+    ImGui::SetNextItemWidth(combo_width(ImGui::CalcTextSize(title).x));
+    if (ImGui::BeginCombo("##options", title, ImGuiComboFlags_HeightLargest)) {
+        ImGui::Checkbox("fit y", &app.fit_y);
+        jt["fit_y"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        if (ImGui::IsItemHovered())
+            ImGui::SetTooltip(
+                "memory curves: the y axis fitted to the bytes in view (on) or from 0 B (off);\n"
+                "a curve over a large baseline (141 GiB moving by 10 MB) is flat from 0 B");
+        if (view_options) view_options(jt);
+        if (!devices.empty()) {
+            ImGui::Separator();
+            ImGui::TextDisabled("memory of");
+            const bool busy = app.loading || launcher_busy(app);
+            ImGui::BeginDisabled(busy);
+            nlohmann::json entries = nlohmann::json::array();
+            device_entries(app, devices, entries);
+            ImGui::EndDisabled();
+            jt["device_entries"] = entries;
+        }
+        ImGui::EndCombo();
+    }
+    jt["options"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    jt["options"]["fit_y"] = app.fit_y;
+    if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("fit y (%s), and this view's own options%s", app.fit_y ? "on" : "off",
+                          devices.empty() ? "" : ", and whose memory is shown");
+}
+
+// Widths of the toolbar's parts, to choose its form before drawing it.
+struct ToolbarWidths {
+    float full = 0;      // every field with its whole label, the device field included
+    float compact = 0;   // short labels, the device in the options menu
+};
+}   // namespace
+
+void toolbar(App& app, const std::function<void(nlohmann::json&)>& view_options) {
+    // Each field's label on its left ("run [combo]   step [-][+] Go"), so that no value reads
+    // as belonging to the widget before it. One line always: where the whole toolbar does not
+    // fit (under about 1300 px with a run and several devices), the zoom buttons read "Zoom sel"
+    // and "Reset", the run field narrows, the "memory of" field moves into the options menu, and
+    // the range in view is said as far as room is left (whole in (?)'s tooltip); it wrapped to a
+    // second line, pushing every plot down, and ran off the window at 1024 px.
+    nlohmann::json& jt = app.layout["toolbar"];
+    auto last_rect = [] { return rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax()); };
+    const ImGuiStyle& style = ImGui::GetStyle();
+    auto text_w = [](const char* text) { return ImGui::CalcTextSize(text).x; };
+    auto button_w = [&](const char* text) { return text_w(text) + style.FramePadding.x * 2; };
+    const float gap = style.ItemSpacing.x;
+    const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+    const float avail = right - ImGui::GetCursorScreenPos().x;
+
+    const char* current = app.selected < 0 ? "recorded" : nullptr;
+    std::string label = current ? current : app.run_list[static_cast<size_t>(app.selected)].name;
+    std::vector<std::string> items;
+    items.reserve(app.run_list.size());
+    float widest = text_w("recorded");
+    for (const auto& run : app.run_list) {
+        items.push_back("#" + std::to_string(run.id) + " " + run.name + " (" + std::string(to_string(run.status)) +
+                        ")");
+        widest = std::max(widest, text_w(items.back().c_str()));
+    }
+    const std::vector<DeviceChoice> devices = device_choices(app.trace->memory_devices);
+    float device_w = 0;   // the "memory of" combo: as wide as its longest entry
+    for (const DeviceChoice& choice : devices) device_w = std::max(device_w, text_w(choice.label.c_str()));
+    device_w = std::clamp(combo_width(device_w), 120.f, 260.f);
+    const float options_w = combo_width(text_w("options"));
+    const float help_w = text_w("(?)");
+    // Everything but the run field and the zoom buttons, in either form.
+    const float common = text_w("run") + gap + 24 + text_w("step") + gap + 100 + gap + button_w("Go") + gap +
+                         options_w + gap + help_w;
+    ToolbarWidths widths;
+    widths.full = common + std::clamp(combo_width(widest), 120.f, 260.f) + button_w("Zoom to selection") + gap +
+                  button_w("Reset zoom") + gap + (devices.empty() ? 0.f : 16 + text_w("memory of") + gap + device_w);
+    const bool compact = widths.full > avail;
+    const float step_w = compact ? 80.f : 100.f;
+    widths.compact = common - (100 - step_w) + std::clamp(combo_width(widest), 120.f, 180.f) + button_w("Zoom sel") +
+                     gap + button_w("Reset") + gap;
+    // The "memory of" field stays on the line while it fits there (1024 px with a run and two
+    // devices), else it is in the options menu.
+    const float device_part = 16 + text_w("memory of") + gap + device_w;
+    const bool device_on_line = !devices.empty() && (!compact || widths.compact + device_part <= avail);
+    jt["form"] = !compact ? "full" : device_on_line || devices.empty() ? "compact" : "narrow";
+
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextUnformatted("run");
+    jt["run_label"] = last_rect();
+    ImGui::SameLine();
+    // As wide as its longest entry, up to 260 px ("recorded" alone took 260 px of the line); 180 in
+    // a narrow window (a longer name is cut in the field, whole in its list and its tooltip).
+    ImGui::SetNextItemWidth(std::clamp(combo_width(widest), 120.f, compact ? 180.f : 260.f));
+    if (ImGui::BeginCombo("##run", label.c_str())) {
+        if (ImGui::Selectable("recorded", app.selected < 0)) app.select_run(-1);
+        for (size_t i = 0; i < items.size(); ++i)
+            if (ImGui::Selectable(items[i].c_str(), app.selected == static_cast<int>(i)))
+                app.select_run(static_cast<int>(i));
+        ImGui::EndCombo();
+    }
+    jt["run_combo"] = last_rect();
+    if (ImGui::IsItemHovered() && app.selected >= 0)
+        ImGui::SetTooltip("%s", items[static_cast<size_t>(app.selected)].c_str());
+    ImGui::SameLine(0, 24);
+    // The step field: off, reading "none", for a trace without steps (its tooltip says why);
+    // else on a step the trace has (+/- move to the next one there is).
+    const StepControl steps = step_control(app.trace->steps);
+    ImGui::BeginGroup();
+    ImGui::BeginDisabled(!steps.enabled);
+    ImGui::TextUnformatted("step");
+    jt["step_label"] = last_rect();
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(step_w);
+    if (steps.enabled) {
+        const int previous = app.step_input;
+        if (ImGui::InputInt("##step", &app.step_input))
+            app.step_input = snap_step(app.trace->steps, app.step_input, previous);
+    } else {
+        char none[] = "none";
+        ImGui::InputText("##step", none, sizeof none, ImGuiInputTextFlags_ReadOnly);
+    }
+    jt["step_input"] = last_rect();
+    if (steps.enabled) app.step_input = std::clamp(app.step_input, steps.first, steps.last);
+    ImGui::SameLine();
+    if (ImGui::Button("Go") && steps.enabled) app.go_to_step(app.step_input);
+    ImGui::EndDisabled();
+    ImGui::EndGroup();
+    jt["step"] = {{"enabled", steps.enabled}, {"value", app.step_input}, {"first", steps.first}, {"last", steps.last}};
+    if (!steps.enabled && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) {
+        ImGui::SetTooltip("%s", steps.why.c_str());
+        jt["step"]["tooltip"] = steps.why;
+    }
+    // Steps the trace does not mark but its optimizer's ranges give: said where the field is.
+    const std::string origin = steps_origin(*app.trace);
+    if (!origin.empty()) {
+        jt["step"]["origin"] = origin;
+        if (steps.enabled && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", origin.c_str());
+    }
+    ImGui::SameLine();
+    if (ImGui::Button(compact ? "Zoom sel" : "Zoom to selection") && app.sel.active) {
+        app.range = clamp({app.sel.t0, app.sel.t1}, app.limits);
+        app.sel.active = false;
+    }
+    jt["zoom_selection"] = last_rect();
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("zoom to the selection (right-drag selects; Z does the same)");
+    ImGui::SameLine();
+    if (ImGui::Button(compact ? "Reset" : "Reset zoom")) app.range = app.limits;
+    jt["reset_zoom"] = last_rect();
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("reset zoom: the whole trace");
+    ImGui::SameLine();
+    options_menu(app, view_options, jt, device_on_line ? std::vector<DeviceChoice>{} : devices);
+    // Whose memory the curves show, when the trace has several devices (as --device).
+    if (device_on_line) {
+        std::string shown = device_name(app.trace->memory_device);
+        for (const DeviceChoice& choice : devices)
+            if (choice.device == app.trace->memory_device) shown = choice.label;
+        ImGui::SameLine(0, 16);
+        ImGui::TextUnformatted("memory of");
+        ImGui::SameLine();
+        ImGui::SetNextItemWidth(device_w);
+        const bool busy = app.loading || launcher_busy(app);
+        ImGui::BeginDisabled(busy);
+        nlohmann::json entries = nlohmann::json::array();
+        if (ImGui::BeginCombo("##memory device", shown.c_str())) {
+            device_entries(app, devices, entries);
+            ImGui::EndCombo();
+        }
+        ImGui::EndDisabled();
+        jt["device"] = last_rect();
+        jt["device"]["current"] = app.trace->memory_device;
+        jt["device"]["text"] = shown;
+        if (!entries.empty()) jt["device"]["entries"] = entries;
+    } else if (!devices.empty()) {
+        jt["device_in_options"] = {{"current", app.trace->memory_device}};
+    }
+    // The range in view: whole when it fits, else its span alone, else nothing (it is in (?)'s
+    // tooltip and on the axis).
+    const int64_t resolution = std::max<int64_t>(app.range.span() / 1000, 1);
+    const RunTimes* run_clock = order_only_run(app);   // an order-only trace's run: ops + link time
+    const std::string range_text = run_clock ? run_clock->interval(app.range.t0, app.range.t1)
+                                             : app.times().range(app.range.t0, app.range.t1, resolution);
+    const std::string span_text = "(" +
+                                  (run_clock ? run_clock->span(app.range.span()) : app.times().span(app.range.span())) +
+                                  ")";
+    const float room = right - ImGui::GetItemRectMax().x - 2 * gap - help_w;
+    const std::string& shown_range = text_w(range_text.c_str()) <= room ? range_text : span_text;
+    if (text_w(shown_range.c_str()) <= room) {
+        ImGui::SameLine();
+        ImGui::TextDisabled("%s", shown_range.c_str());
+        jt["range"] = last_rect();
+        jt["range"]["text"] = shown_range;
+    }
+    ImGui::SameLine();
+    ImGui::TextDisabled("(?)");
+    const bool help = ImGui::IsItemHovered();
+    jt["help"] = last_rect();
+    jt["range_text"] = range_text;
+    if (help) {
+        const std::string text =
+            "wheel or W/S: zoom; drag or A/D: pan; right-drag: select a range, Z: zoom to it;\n"
+            "click a kernel or an allocation: its details; click a folded box: zoom to it\n"
+            "in view: " +
+            range_text;
+        ImGui::SetTooltip("%s", text.c_str());
+        jt["tooltip"] = text;
+    }
+    jt["widths"] = {{"full", widths.full}, {"compact", widths.compact}, {"available", avail}};
+}
+
+}   // namespace mhc::viewer
