@@ -276,10 +276,21 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
     // after the checkpoint's: only the reads under the checkpointed module count for it (the
     // UNet's checkpointed up.2 held its input until down.0's backward, 235 kernels late, and the
     // reserved bytes with expandable segments were predicted 6.05% under the capture).
+    // A node releases its saved variables (the holders that keep the frame) after it returns, not
+    // at its last kernel that reads them: RMSNorm's pow node reads its saved fp32 input, then
+    // multiplies the gradient twice. So a storage only the run saved ends the frame no earlier
+    // than where the capture freed it, when that was in this pass's backward (mHC's layers.1 held
+    // layer 0's 192 MiB output two kernels longer than its last read).
     int32_t region_bwd_last = trigger;
     for (int32_t storage : saved) {
         if (only_here[static_cast<size_t>(storage)]) {
-            region_bwd_last = std::max(region_bwd_last, b.last_access_in_pass(storage, Phase::Backward, r.pass));
+            const int32_t read = b.last_access_in_pass(storage, Phase::Backward, r.pass);
+            region_bwd_last = std::max(region_bwd_last, read);
+            const Point freed = b.plan.allocs[static_cast<size_t>(storage)].freed;
+            const int32_t released = freed.at_end ? freed.op : freed.op - 1;
+            if (read >= 0 && freed.op != kNoFree && released >= read && released < p.recorded &&
+                b.phase[static_cast<size_t>(released)] == Phase::Backward && b.pass[static_cast<size_t>(released)] == r.pass)
+                region_bwd_last = std::max(region_bwd_last, released);
             continue;
         }
         if (repeated) continue;
