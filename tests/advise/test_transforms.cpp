@@ -140,6 +140,37 @@ TEST_CASE("checkpoint: its frame lives until its last node returns, not until th
     CHECK(sound(fix, ck));
 }
 
+TEST_CASE("checkpoint: a recomputed value the call returned dies when the recomputation stops, not at its last use",
+          "[advise][transform]") {
+    // blocks.0 returns p, which the head reads after the call; nothing saves p:
+    //   k0 blocks.0 mul  batch -> p (1000)              k4 M        sum     y -> loss (10)
+    //   k1 blocks.0 mm   batch -> h (5000)              k5 M.head   add_bwd loss -> gy (2000)
+    //   k2 blocks.0 gelu h -> o (100), saves h          k6 blocks.0 gelu_bwd h, gy -> g (100)
+    //   k3 M.head   add  p, o -> y (100)
+    // Captured: 1100, 6100, 6200, 6300, 5210, 7110, 7200: peak 7200. Checkpointing blocks.0
+    // reruns k0 and k1 before k6 and stops at gelu's pack of h; p' is still its frame's local
+    // there (p outlived the call in the forward) and dies when the stop unwinds the frame: at the
+    // rerun of k1, batch 100 + gy 2000 + p' 1000 + h' 5000 = 8100. Before, p' died after its last
+    // use, its own rerun (7100 there, peak 7200); in mHC's maps recomputation `post` (64 KiB, the
+    // 2 * sigmoid the maps return) died 176 us before the capture's (after Sinkhorn's iterations).
+    Step tiny({{"M.blocks.0", "Block"}, {"M.head", "Head"}});
+    const int batch = tiny.input(100, "batch");
+    const int pv = tiny.act(1000, "p"), hv = tiny.act(5000, "h"), ov = tiny.act(100, "o"), yv = tiny.act(100, "y");
+    const int loss = tiny.work(10, "loss"), gy = tiny.work(2000, "gy"), gv = tiny.result(100, "g");
+    tiny.fwd("aten::mul", "M.blocks.0", {{batch, 'r'}, {pv, 'w'}});
+    tiny.fwd("aten::mm", "M.blocks.0", {{batch, 'r'}, {hv, 'w'}});
+    tiny.fwd("aten::gelu", "M.blocks.0", {{hv, 'r'}, {ov, 'w'}}, {hv});
+    tiny.fwd("aten::add", "M.head", {{pv, 'r'}, {ov, 'r'}, {yv, 'w'}});
+    tiny.fwd("aten::sum", "M", {{yv, 'r'}, {loss, 'w'}});
+    tiny.bwd("aten::add_backward", "M.head", {{loss, 'r'}, {gy, 'w'}});
+    tiny.bwd("aten::gelu_backward", "M.blocks.0", {{hv, 'r'}, {gy, 'r'}, {gv, 'w'}});
+    Fixture fix(tiny.done());
+    CHECK(predict(fix, "{}").memory.peak == 7200);
+    const std::string ck = R"({"checkpoint": {"modules": ["M.blocks.0"]}})";
+    CHECK(predict(fix, ck).memory.peak == 8100);
+    CHECK(sound(fix, ck));
+}
+
 TEST_CASE("checkpoint: recomputed before the first backward read, whichever module the capture credits it to",
           "[advise][transform]") {
     // two_blocks with block 1's backward split in two, the first op credited to the root (as a

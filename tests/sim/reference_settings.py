@@ -700,9 +700,12 @@ def checkpoint_call(plan, cap, ks, mod, call, policy, recasts):
             plan.allocs[key].freed = rec_end
             recasts.append((a, key, trig, kset, mod))
         else:   # after its last recomputed use, or where the captured forward freed it in the call
+            # (at the recomputation's end when that was after the stop, in the call or after it)
             end = (last_use[key], "after", 0)
             j = recorded[0].kernel if recorded is not None else None
-            if j in callset:
+            if j is not None and j > max(callset):   # it outlived the call: the stop unwinds its frame
+                end = plan.later(end, rec_end)
+            elif j in callset:
                 if j > rerun[-1]:
                     end = rec_end
                 elif j in placed and placed[j].kind != "removed":

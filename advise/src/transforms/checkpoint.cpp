@@ -471,7 +471,8 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
     }
     // Recomputed storages nothing saved die where the captured forward freed them, the same code
     // dropping its last reference (a local, an argument: not always at the last use); those
-    // it freed after the early stop die at the stop, which unwinds the recomputation's frames;
+    // it freed after the early stop (in the call or after it) die at the stop, which unwinds the
+    // recomputation's frames;
     // autocast's cached parameter copies when the recomputation (its autocast region) ends.
     for (auto& [x, xc] : copy_of) {
         if (!last_use.count(xc)) continue;
@@ -480,6 +481,10 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
         const Point freed = b.plan.allocs[static_cast<size_t>(x)].freed;
         if (b.param_cast[static_cast<size_t>(x)]) {
             end = {last_recompute, true};
+        } else if (freed.op != kNoFree && freed.op > r.last) {
+            // alive when the call returned (a value it returns, as HcMaps' `post`): a frame of the
+            // call still holds it when the recomputation stops, or returns, and drops it then
+            end = p.later(end, Point{last_recompute, true});
         } else if (freed.op != kNoFree && freed.op >= r.first && freed.op <= r.last) {
             auto it = rerun_of.find(freed.op);
             auto replay = replayed_at.find(freed.op);   // a kept matmul's place (save_matmuls)
