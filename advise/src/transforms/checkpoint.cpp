@@ -288,9 +288,10 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
             region_bwd_last = std::max(region_bwd_last, read);
             const Point freed = b.plan.allocs[static_cast<size_t>(storage)].freed;
             const int32_t released = freed.at_end ? freed.op : freed.op - 1;
-            if (read >= 0 && freed.op != kNoFree && released >= read && released < p.recorded &&
-                b.phase[static_cast<size_t>(released)] == Phase::Backward && b.pass[static_cast<size_t>(released)] == r.pass)
-                region_bwd_last = std::max(region_bwd_last, released);
+            const bool in_backward = read >= 0 && freed.op != kNoFree && released >= read && released < p.recorded &&
+                                     b.phase[static_cast<size_t>(released)] == Phase::Backward &&
+                                     b.pass[static_cast<size_t>(released)] == r.pass;
+            if (in_backward) region_bwd_last = std::max(region_bwd_last, released);
             continue;
         }
         if (repeated) continue;
