@@ -36,7 +36,7 @@ def frees(path):
 
 
 def metrics(trace, setting, out=None):
-    cmd = [vt.MHC, "advise", trace, "--setting", json.dumps(setting), "--json"] + (["--trace-out", out] if out else [])
+    cmd = [vt.MHC, "advise", trace, "--setting", json.dumps(setting), "--json"] + (["--trace-out", out, "--force"] if out else [])
     d = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
     return (d["rows"][0] if setting else d["baseline"])
 
