@@ -61,8 +61,12 @@ def main():
             print(f"{name}: predict failed: {e.stderr.strip()}", flush=True)
             continue
         if not os.path.exists(capt):
-            subprocess.run(vt.mhc_torch() + ["capture", "--recipe", recipe, "--setting", json.dumps(s), "-o", capt],
-                           check=True, stdout=subprocess.DEVNULL)
+            r = subprocess.run(vt.mhc_torch() + ["capture", "--recipe", recipe, "--setting", json.dumps(s), "-o", capt],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            if r.returncode != 0:
+                print(f"{name}: capture failed: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}",
+                      flush=True)
+                continue
         c = metrics(capt, {})
         fp, fc = frees(pred), frees(capt)
         only = len(set(fp) ^ set(fc))
