@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import sys
 
 import torch
@@ -35,6 +36,9 @@ from .errors import _machinery
 
 _DEPTH = 4       # containers read inside containers (a dict of lists of tensors: 2)
 _ITEMS = 4096    # a container longer than this is not read (a frame's list of every layer's cache)
+# mhc_torch's own mHC model (mhc-27b, tiny-mhc) is a model's code, not machinery: its sinkhorn()
+# holds its argument, the logits, until it returns
+_MHC_MODEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mhc_model.py")
 
 
 class FrameHolds:
@@ -67,13 +71,14 @@ class FrameHolds:
 
     def _helper(self, code) -> bool:
         """A function of the model's own Python (not torch's, mhc_torch's or the standard library's).
-        Code compiled from a string (`exec` of a model's text, a notebook cell, generated code:
-        `<string>`, `<ipython-input-...>`) is the model's; frozen modules (`<frozen ...>`) are not."""
+        mhc_torch's own mHC model (mhc_model.py) is a model's code. Code compiled from a string (`exec`
+        of a model's text, a notebook cell, generated code: `<string>`, `<ipython-input-...>`) is the
+        model's; frozen modules (`<frozen ...>`) are not."""
         known = self.helpers.get(code)
         if known is None:
             name = code.co_filename
             known = self.helpers[code] = (not name.startswith("<frozen") if name.startswith("<") else
-                                          not _machinery(name))
+                                          not _machinery(name) or os.path.abspath(name) == _MHC_MODEL)
         return known
 
     def _profile(self, frame, event, arg):

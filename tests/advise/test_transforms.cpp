@@ -108,6 +108,69 @@ TEST_CASE("checkpoint: its inputs live until its own backward is done, not anoth
     CHECK(sound(fix, ck));
 }
 
+TEST_CASE("checkpoint: its frame lives until its last node returns, not until that node's last read of a save",
+          "[advise][transform]") {
+    // An RMSNorm-like block: the pow node reads its saved fp32 copy, then multiplies the gradient
+    // twice; the engine releases the node's saved variables (the checkpoint's holders, which keep
+    // its frame and the inputs the frame holds) only when the node returns, after k6:
+    //   k0 blocks.0 mm      batch -> o0 (500)          k4 blocks.1 pow_bwd x32 -> g1 (100)
+    //   k1 blocks.1 to_copy o0 -> x32 (1000)           k5 blocks.1 mul     g1 -> g2 (5000)
+    //   k2 blocks.1 pow     x32 -> a1 (100), saves x32  k6 blocks.1 mul     g2 -> g3 (100)
+    //   k3 M        sum     a1 -> loss (10)            (x32 freed after k6, the node's return)
+    // Captured: 600, 1600, 1200, 1210, 1200, 6200, 6200: peak 6200. Checkpointing blocks.1 holds
+    // its input o0 (500) to k6: at k5 batch 100 + o0 500 + x32' 1000 + g1 100 + g2 5000 = 6700.
+    // Before, the frame ended at x32's last read (k4) and o0 was freed there: 6200 (mHC's
+    // layers.1 held layer 0's 192 MiB output two kernels longer in the capture than predicted).
+    Step tiny({{"M.blocks.0", "Block"}, {"M.blocks.1", "Block"}});
+    const int batch = tiny.input(100, "batch");
+    const int o0 = tiny.act(500, "o0"), x32 = tiny.act(1000, "x32", 6), a1 = tiny.act(100, "a1");
+    const int loss = tiny.work(10, "loss"), g1 = tiny.work(100, "g1"), g2 = tiny.work(5000, "g2");
+    const int g3 = tiny.result(100, "g3");
+    tiny.fwd("aten::mm", "M.blocks.0", {{batch, 'r'}, {o0, 'w'}});
+    tiny.fwd("aten::_to_copy", "M.blocks.1", {{o0, 'r'}, {x32, 'w'}});
+    tiny.fwd("aten::pow", "M.blocks.1", {{x32, 'r'}, {a1, 'w'}}, {x32});
+    tiny.fwd("aten::sum", "M", {{a1, 'r'}, {loss, 'w'}});
+    tiny.bwd("aten::pow", "M.blocks.1", {{x32, 'r'}, {g1, 'w'}});
+    tiny.bwd("aten::mul", "M.blocks.1", {{g1, 'r'}, {g2, 'w'}});
+    tiny.bwd("aten::mul", "M.blocks.1", {{g2, 'r'}, {g3, 'w'}});
+    Fixture fix(tiny.done());
+    CHECK(predict(fix, "{}").memory.peak == 6200);
+    const std::string ck = R"({"checkpoint": {"modules": ["M.blocks.1"]}})";
+    CHECK(predict(fix, ck).memory.peak == 6700);
+    CHECK(sound(fix, ck));
+}
+
+TEST_CASE("checkpoint: a recomputed value the call returned dies when the recomputation stops, not at its last use",
+          "[advise][transform]") {
+    // blocks.0 returns p, which the head reads after the call; nothing saves p:
+    //   k0 blocks.0 mul  batch -> p (1000)              k4 M        sum     y -> loss (10)
+    //   k1 blocks.0 mm   batch -> h (5000)              k5 M.head   add_bwd loss -> gy (2000)
+    //   k2 blocks.0 gelu h -> o (100), saves h          k6 blocks.0 gelu_bwd h, gy -> g (100)
+    //   k3 M.head   add  p, o -> y (100)
+    // Captured: 1100, 6100, 6200, 6300, 5210, 7110, 7200: peak 7200. Checkpointing blocks.0
+    // reruns k0 and k1 before k6 and stops at gelu's pack of h; p' is still its frame's local
+    // there (p outlived the call in the forward) and dies when the stop unwinds the frame: at the
+    // rerun of k1, batch 100 + gy 2000 + p' 1000 + h' 5000 = 8100. Before, p' died after its last
+    // use, its own rerun (7100 there, peak 7200); in mHC's maps recomputation `post` (64 KiB, the
+    // 2 * sigmoid the maps return) died 176 us before the capture's (after Sinkhorn's iterations).
+    Step tiny({{"M.blocks.0", "Block"}, {"M.head", "Head"}});
+    const int batch = tiny.input(100, "batch");
+    const int pv = tiny.act(1000, "p"), hv = tiny.act(5000, "h"), ov = tiny.act(100, "o"), yv = tiny.act(100, "y");
+    const int loss = tiny.work(10, "loss"), gy = tiny.work(2000, "gy"), gv = tiny.result(100, "g");
+    tiny.fwd("aten::mul", "M.blocks.0", {{batch, 'r'}, {pv, 'w'}});
+    tiny.fwd("aten::mm", "M.blocks.0", {{batch, 'r'}, {hv, 'w'}});
+    tiny.fwd("aten::gelu", "M.blocks.0", {{hv, 'r'}, {ov, 'w'}}, {hv});
+    tiny.fwd("aten::add", "M.head", {{pv, 'r'}, {ov, 'r'}, {yv, 'w'}});
+    tiny.fwd("aten::sum", "M", {{yv, 'r'}, {loss, 'w'}});
+    tiny.bwd("aten::add_backward", "M.head", {{loss, 'r'}, {gy, 'w'}});
+    tiny.bwd("aten::gelu_backward", "M.blocks.0", {{hv, 'r'}, {gy, 'r'}, {gv, 'w'}});
+    Fixture fix(tiny.done());
+    CHECK(predict(fix, "{}").memory.peak == 7200);
+    const std::string ck = R"({"checkpoint": {"modules": ["M.blocks.0"]}})";
+    CHECK(predict(fix, ck).memory.peak == 8100);
+    CHECK(sound(fix, ck));
+}
+
 TEST_CASE("checkpoint: recomputed before the first backward read, whichever module the capture credits it to",
           "[advise][transform]") {
     // two_blocks with block 1's backward split in two, the first op credited to the root (as a

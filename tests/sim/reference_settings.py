@@ -619,6 +619,16 @@ def checkpoint_call(plan, cap, ks, mod, call, policy, recasts):
     # call saved too, only the reads inside the module (the others' nodes read it later)
     frame_users = [i for a in saved for i in bwd_users(a)
                    if a in only or (not repeated and cap.inside(cap.kernels[i]["module"], mod))]
+    # the node holding a save only the call made releases it (and its hold on the frame) when it
+    # returns, which the capture's free of that save says, when in this pass's backward after its
+    # last read (RMSNorm's pow node: its read, then two multiplies of the gradient)
+    for a in only:
+        reads, rec = bwd_users(a), plan.allocs[a].freed
+        if not reads or rec is None or rec[0].kernel is None:
+            continue
+        i = rec[0].kernel if rec[1] == "after" else rec[0].kernel - 1
+        if i >= max(reads) and i in kset and cap.kernels[i]["phase"] == BWD:
+            frame_users.append(i)
     frame_last = max(frame_users + [trig])
     frame_end = (plan.op_of[frame_last], "after", 0)
     stop_reruns = any(cap.made_by.get(a) == stop for a in cap.saved_at[stop])
@@ -726,9 +736,12 @@ def checkpoint_call(plan, cap, ks, mod, call, policy, recasts):
             plan.allocs[key].freed = rec_end
             recasts.append((a, key, trig, kset, mod))
         else:   # after its last recomputed use, or where the captured forward freed it in the call
+            # (at the recomputation's end when that was after the stop, in the call or after it)
             end = (last_use[key], "after", 0)
             j = recorded[0].kernel if recorded is not None else None
-            if j in callset:
+            if j is not None and j > max(callset):   # it outlived the call: the stop unwinds its frame
+                end = plan.later(end, rec_end)
+            elif j in callset:
                 if j > rerun[-1]:
                     end = rec_end
                 elif j in placed and placed[j].kind != "removed":

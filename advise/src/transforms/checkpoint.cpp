@@ -276,10 +276,22 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
     // after the checkpoint's: only the reads under the checkpointed module count for it (the
     // UNet's checkpointed up.2 held its input until down.0's backward, 235 kernels late, and the
     // reserved bytes with expandable segments were predicted 6.05% under the capture).
+    // A node releases its saved variables (the holders that keep the frame) after it returns, not
+    // at its last kernel that reads them: RMSNorm's pow node reads its saved fp32 input, then
+    // multiplies the gradient twice. So a storage only the run saved ends the frame no earlier
+    // than where the capture freed it, when that was in this pass's backward (mHC's layers.1 held
+    // layer 0's 192 MiB output two kernels longer than its last read).
     int32_t region_bwd_last = trigger;
     for (int32_t storage : saved) {
         if (only_here[static_cast<size_t>(storage)]) {
-            region_bwd_last = std::max(region_bwd_last, b.last_access_in_pass(storage, Phase::Backward, r.pass));
+            const int32_t read = b.last_access_in_pass(storage, Phase::Backward, r.pass);
+            region_bwd_last = std::max(region_bwd_last, read);
+            const Point freed = b.plan.allocs[static_cast<size_t>(storage)].freed;
+            const int32_t released = freed.at_end ? freed.op : freed.op - 1;
+            const bool in_backward = read >= 0 && freed.op != kNoFree && released >= read && released < p.recorded &&
+                                     b.phase[static_cast<size_t>(released)] == Phase::Backward &&
+                                     b.pass[static_cast<size_t>(released)] == r.pass;
+            if (in_backward) region_bwd_last = std::max(region_bwd_last, released);
             continue;
         }
         if (repeated) continue;
@@ -460,7 +472,8 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
     }
     // Recomputed storages nothing saved die where the captured forward freed them, the same code
     // dropping its last reference (a local, an argument: not always at the last use); those
-    // it freed after the early stop die at the stop, which unwinds the recomputation's frames;
+    // it freed after the early stop (in the call or after it) die at the stop, which unwinds the
+    // recomputation's frames;
     // autocast's cached parameter copies when the recomputation (its autocast region) ends.
     for (auto& [x, xc] : copy_of) {
         if (!last_use.count(xc)) continue;
@@ -469,6 +482,10 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
         const Point freed = b.plan.allocs[static_cast<size_t>(x)].freed;
         if (b.param_cast[static_cast<size_t>(x)]) {
             end = {last_recompute, true};
+        } else if (freed.op != kNoFree && freed.op > r.last) {
+            // alive when the call returned (a value it returns, as HcMaps' `post`): a frame of the
+            // call still holds it when the recomputation stops, or returns, and drops it then
+            end = p.later(end, Point{last_recompute, true});
         } else if (freed.op != kNoFree && freed.op >= r.first && freed.op <= r.last) {
             auto it = rerun_of.find(freed.op);
             auto replay = replayed_at.find(freed.op);   // a kept matmul's place (save_matmuls)
