@@ -75,7 +75,9 @@ std::vector<CacheCall> empty_cache_calls(const std::vector<const trace::Segment*
         if (same_call) {
             calls.back().last = tm;
         } else {
-            calls.push_back({tm, tm, 0});
+            CacheCall call;
+            call.first = call.last = tm;
+            calls.push_back(call);
         }
         calls.back().frees += static_cast<int64_t>(of.size());
         for (int64_t pool : of) {
