@@ -72,3 +72,22 @@ def test_a_side_output_recomputed_lives_until_the_recomputation_ends(tmp_path, m
     captured = _lifetimes(applied, label)
     assert len(captured) == 2   # the forward's weights and the recomputation's
     assert _lifetimes(predicted, label) == captured   # the recomputation's was 1 kernel, not until its end
+
+
+def test_the_in_projection_lives_until_multi_head_attention_forward_returns(tmp_path, mhc_exe):
+    """F.multi_head_attention_forward (torch's Python) keeps q, k and v, views of the packed
+    in-projection, until it returns; in a checkpointed block, where autograd no longer holds it,
+    the projection dies only then. The capture read the frames of the model's modules and its own
+    helpers only, so the prediction freed it after its last matmul, 3 kernels early here (and in
+    mha_weights.py 75 MiB early in each checkpointed layer)."""
+    base, applied, predicted = (str(tmp_path / n) for n in ("base.db", "applied.db", "predicted.db"))
+    batch = lambda: (torch.randn(BATCH, SEQ, D),)   # noqa: E731
+    loss = lambda m, b: m(*b)   # noqa: E731
+    mhc_torch.capture(Net, batch, steps=1, path=base, autocast_dtype=None, loss_fn=loss)
+    mhc_torch.capture(Net, batch, steps=1, path=applied, autocast_dtype=None, loss_fn=loss, setting=SETTING)
+    out = subprocess.run([mhc_exe, "advise", base, "--setting", json.dumps(SETTING), "--trace-out", predicted],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    label = "Net.layers.1.attn:aten::clone"   # the packed q, k, v (and the output's transpose)
+    captured = _lifetimes(applied, label)
+    assert captured and _lifetimes(predicted, label) == captured
