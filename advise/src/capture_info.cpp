@@ -62,10 +62,10 @@ void find_blocks(CaptureInfo& c) {
     }
     // A member's type; a block wrapped by checkpoint_wrapper (a capture with a checkpoint setting
     // applied to some blocks) has the type of the module it wraps.
-    auto type_of = [&](int32_t m) -> const std::string& {
-        const std::string& type = c.module_type[static_cast<size_t>(m)];
+    auto type_of = [&](int32_t module) -> const std::string& {
+        const std::string& type = c.module_type[static_cast<size_t>(module)];
         if (type != "CheckpointWrapper") return type;
-        int32_t inner = c.find_module(c.module_name[static_cast<size_t>(m)] + "._checkpoint_wrapped_module");
+        int32_t inner = c.find_module(c.module_name[static_cast<size_t>(module)] + "._checkpoint_wrapped_module");
         return inner >= 0 ? c.module_type[static_cast<size_t>(inner)] : type;
     };
     auto one_type = [&](const std::string& prefix) {
@@ -78,8 +78,8 @@ void find_blocks(CaptureInfo& c) {
     // A module with recorded modules inside it (a module whose forward calls others).
     std::vector<char> composite(nm, 0);
     for (size_t m = 0; m < nm; ++m)
-        for (int32_t a : ancestors[m])
-            if (a != static_cast<int32_t>(m)) composite[static_cast<size_t>(a)] = 1;
+        for (int32_t outer_module : ancestors[m])
+            if (outer_module != static_cast<int32_t>(m)) composite[static_cast<size_t>(outer_module)] = 1;
     for (auto& [prefix, members] : named) {
         if (groups.count(prefix) != 0) continue;   // numbered and named children mixed: not a stack
         // Named children that are single layers (CLIP's token and position nn.Embedding side by
@@ -148,7 +148,7 @@ void find_blocks(CaptureInfo& c) {
     }
     for (const std::string& prefix : outer) work.erase(prefix);
     auto within_outer = [&](const std::string& prefix) {
-        return std::any_of(outer.begin(), outer.end(), [&](const std::string& o) { return under(prefix, o); });
+        return std::any_of(outer.begin(), outer.end(), [&](const std::string& stack) { return under(prefix, stack); });
     };
     int64_t best = -1;
     std::string top;
