@@ -75,6 +75,16 @@ void find_blocks(CaptureInfo& c) {
             if (type_of(m) != type_of(members.front().second)) return false;
         return true;
     };
+    // Per module: its runs of consecutive forward kernels of its own (one per call of a module
+    // that runs one kernel a call).
+    std::vector<int64_t> runs(nm, 0);
+    int32_t previous = -1;
+    for (size_t k = 0; k < c.kernel_module.size(); ++k) {
+        if (c.kernel_phase[k] != trace::Phase::Forward) continue;
+        const int32_t module = c.kernel_module[k];
+        if (module >= 0 && module != previous) ++runs[static_cast<size_t>(module)];
+        previous = module;
+    }
     // A module with recorded modules inside it (a module whose forward calls others).
     std::vector<char> composite(nm, 0);
     for (size_t m = 0; m < nm; ++m)
@@ -83,9 +93,11 @@ void find_blocks(CaptureInfo& c) {
     for (auto& [prefix, members] : named) {
         if (groups.count(prefix) != 0) continue;   // numbered and named children mixed: not a stack
         // Named children that are single layers (CLIP's token and position nn.Embedding side by
-        // side) are a module's parts, not repeated blocks a user would wrap.
-        bool leaves = std::all_of(members.begin(), members.end(),
-                                  [&](int32_t member) { return composite[static_cast<size_t>(member)] == 0; });
+        // side: no module inside, one kernel a call) are a module's parts, not repeated blocks a
+        // user would wrap.
+        bool leaves = std::all_of(members.begin(), members.end(), [&](int32_t member) {
+            return composite[static_cast<size_t>(member)] == 0 && fwd[static_cast<size_t>(member)] == runs[static_cast<size_t>(member)];
+        });
         if (leaves) continue;
         auto& group = groups[prefix];
         for (int32_t member : members) group.push_back({0, member});
@@ -118,8 +130,11 @@ void find_blocks(CaptureInfo& c) {
     // and 2 blocks and a downsampling) and stacks inside each of them do most of its forward
     // work, those inner stacks are the blocks (the Swin blocks, which a user checkpoints one by
     // one), and an inner stack of a single block counts.
-    auto stacked = [&](const std::string& prefix) {
-        return work[prefix] > 0 && (one_type(prefix) || groups[prefix].size() == 1);
+    auto stacked = [&](const std::string& prefix) {   // blocks, each with modules inside (not single layers)
+        const auto& members = groups[prefix];
+        return work[prefix] > 0 && (one_type(prefix) || members.size() == 1) &&
+               std::all_of(members.begin(), members.end(),
+                           [&](const auto& member) { return composite[static_cast<size_t>(member.second)] != 0; });
     };
     auto inner_work = [&](int32_t member) {   // the forward work of the outermost stacks inside it
         int64_t sum = 0;
