@@ -60,16 +60,45 @@ void find_blocks(CaptureInfo& c) {
             named[c.module_name[m].substr(0, dot)].push_back(static_cast<int32_t>(m));
         }
     }
+    // A member's type; a block wrapped by checkpoint_wrapper (a capture with a checkpoint setting
+    // applied to some blocks) has the type of the module it wraps.
+    auto type_of = [&](int32_t module) -> const std::string& {
+        const std::string& type = c.module_type[static_cast<size_t>(module)];
+        if (type != "CheckpointWrapper") return type;
+        int32_t inner = c.find_module(c.module_name[static_cast<size_t>(module)] + "._checkpoint_wrapped_module");
+        return inner >= 0 ? c.module_type[static_cast<size_t>(inner)] : type;
+    };
     auto one_type = [&](const std::string& prefix) {
         const auto& members = groups[prefix];
         if (members.size() < 2) return false;
         for (auto& [number, m] : members)
-            if (c.module_type[static_cast<size_t>(m)] != c.module_type[static_cast<size_t>(members.front().second)])
-                return false;
+            if (type_of(m) != type_of(members.front().second)) return false;
         return true;
     };
+    // Per module: its runs of consecutive forward kernels of its own (one per call of a module
+    // that runs one kernel a call).
+    std::vector<int64_t> runs(nm, 0);
+    int32_t previous = -1;
+    for (size_t k = 0; k < c.kernel_module.size(); ++k) {
+        if (c.kernel_phase[k] != trace::Phase::Forward) continue;
+        const int32_t module = c.kernel_module[k];
+        if (module >= 0 && module != previous) ++runs[static_cast<size_t>(module)];
+        previous = module;
+    }
+    // A module with recorded modules inside it (a module whose forward calls others).
+    std::vector<char> composite(nm, 0);
+    for (size_t m = 0; m < nm; ++m)
+        for (int32_t outer_module : ancestors[m])
+            if (outer_module != static_cast<int32_t>(m)) composite[static_cast<size_t>(outer_module)] = 1;
     for (auto& [prefix, members] : named) {
         if (groups.count(prefix) != 0) continue;   // numbered and named children mixed: not a stack
+        // Named children that are single layers (CLIP's token and position nn.Embedding side by
+        // side: no module inside, one kernel a call) are a module's parts, not repeated blocks a
+        // user would wrap.
+        bool leaves = std::all_of(members.begin(), members.end(), [&](int32_t member) {
+            return composite[static_cast<size_t>(member)] == 0 && fwd[static_cast<size_t>(member)] == runs[static_cast<size_t>(member)];
+        });
+        if (leaves) continue;
         auto& group = groups[prefix];
         for (int32_t member : members) group.push_back({0, member});
         if (!one_type(prefix)) {
@@ -78,6 +107,64 @@ void find_blocks(CaptureInfo& c) {
         }
         for (int32_t member : members) work[prefix] += fwd[static_cast<size_t>(member)];
     }
+    auto under = [](const std::string& inner, const std::string& outer) {
+        return inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 && inner[outer.size()] == '.';
+    };
+    // A member's structure: the names (below it, checkpoint wrappers left out) and types of the
+    // modules inside it.
+    auto structure = [&](int32_t member) {
+        const std::string& base = c.module_name[static_cast<size_t>(member)];
+        static const std::string wrapper = "._checkpoint_wrapped_module";
+        std::vector<std::pair<std::string, std::string>> parts;
+        for (size_t m = 0; m < nm; ++m) {
+            if (!under(c.module_name[m], base)) continue;
+            std::string rest = c.module_name[m].substr(base.size());
+            for (size_t at = rest.find(wrapper); at != std::string::npos; at = rest.find(wrapper))
+                rest.erase(at, wrapper.size());
+            if (c.module_type[m] != "CheckpointWrapper") parts.emplace_back(rest, c.module_type[m]);
+        }
+        std::sort(parts.begin(), parts.end());
+        return parts;
+    };
+    // Nested stacks: when the members of a stack differ in structure (Swin's stages of 2, 2, 6
+    // and 2 blocks and a downsampling) and stacks inside each of them do most of its forward
+    // work, those inner stacks are the blocks (the Swin blocks, which a user checkpoints one by
+    // one), and an inner stack of a single block counts.
+    auto stacked = [&](const std::string& prefix) {   // blocks, each with modules inside (not single layers)
+        const auto& members = groups[prefix];
+        return work[prefix] > 0 && (one_type(prefix) || members.size() == 1) &&
+               std::all_of(members.begin(), members.end(),
+                           [&](const auto& member) { return composite[static_cast<size_t>(member.second)] != 0; });
+    };
+    auto inner_work = [&](int32_t member) {   // the forward work of the outermost stacks inside it
+        int64_t sum = 0;
+        const std::string& base = c.module_name[static_cast<size_t>(member)];
+        for (auto& [other, ow] : work) {
+            if (!under(other, base) || !stacked(other)) continue;
+            bool outermost = true;
+            for (auto& [around, aw] : work)
+                outermost = outermost && !(under(other, around) && under(around, base) && stacked(around));
+            if (outermost) sum += ow;
+        }
+        return sum;
+    };
+    std::vector<std::string> outer;
+    for (auto& [prefix, w] : work) {
+        const auto& members = groups[prefix];
+        if (w <= 0 || members.size() < 2) continue;
+        bool inner = true;
+        for (auto& [number, member] : members)
+            inner = inner && 2 * inner_work(member) >= fwd[static_cast<size_t>(member)];
+        if (!inner) continue;
+        auto first_structure = structure(members.front().second);
+        bool same = true;
+        for (size_t i = 1; i < members.size() && same; ++i) same = structure(members[i].second) == first_structure;
+        if (!same) outer.push_back(prefix);
+    }
+    for (const std::string& prefix : outer) work.erase(prefix);
+    auto within_outer = [&](const std::string& prefix) {
+        return std::any_of(outer.begin(), outer.end(), [&](const std::string& stack) { return under(prefix, stack); });
+    };
     int64_t best = -1;
     std::string top;
     for (auto& [prefix, w] : work)
@@ -90,16 +177,14 @@ void find_blocks(CaptureInfo& c) {
     // Other stacks of repeated layers join it (an encoder-decoder's encoder and decoder layers):
     // children of one type each, with forward work, neither inside nor around a chosen one.
     auto nested = [&](const std::string& one, const std::string& other) {   // one inside the other, or around it
-        auto under = [](const std::string& inner, const std::string& outer) {
-            return inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 &&
-                   inner[outer.size()] == '.';
-        };
         return under(one, other) || under(other, one) || one == other;
     };
     std::vector<std::string> stacks = {top};
     if (one_type(top))
         for (auto& [prefix, w] : work) {
-            bool apart = w > 0 && one_type(prefix);
+            bool apart = w > 0 && (one_type(prefix) ||
+                                   (within_outer(prefix) && stacked(prefix) &&
+                                    type_of(groups[prefix].front().second) == type_of(groups[top].front().second)));
             for (const std::string& stack : stacks) apart = apart && !nested(prefix, stack);
             if (apart) stacks.push_back(prefix);
         }

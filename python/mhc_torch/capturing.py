@@ -982,6 +982,8 @@ def capture(build_model: Callable[[], torch.nn.Module],
         full_meta["capture.autocast_unmodelled"] = " ".join(unmodelled_ops()) or "none"
     full_meta.update(versions())
     full_meta.update(meta or {})
+    if "capture.optimizer" in facts:   # the step's own optimizers, not the option's (mhc-torch capture)
+        full_meta["capture.optimizer"] = facts["capture.optimizer"]
     store.write_trace(path, rec.allocs, rec.kernels, rec.markers, full_meta, modules=modules,
                       saved=rec.saved_pairs(), copies=rec.copies, replace=replace)
     flops = [dict.fromkeys(store.PHASE_NAMES, 0) for _ in range(steps)]
@@ -1157,6 +1159,16 @@ def _accumulation(recipe, rec, run, steps: int) -> dict[str, str]:
     return {}
 
 
+def _own_optimizers(recipe, run) -> dict[str, str]:
+    """A step function that trains with optimizers it builds itself and never steps the capture's
+    (DLRM's SparseAdam and Adam, a GAN's two): meta capture.optimizer names them ("step: SparseAdam,
+    Adam"), not the capture's AdamW that nothing stepped. One such optimizer is adopted
+    (StepRun._settle) and named as build_optimizer's is."""
+    if recipe.step is None or run.optimizer_steps or run.adopted_facts or not run.built_classes:
+        return {}
+    return {"capture.optimizer": "step: " + ", ".join(run.built_classes)}
+
+
 def _build_optimizer(build_optimizer, model):
     """The model file's optimizer: an Optimizer over parameters of the model (each at most once:
     torch refuses a parameter in two groups), else one line saying what it returned."""
@@ -1302,7 +1314,7 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         holds = FrameHolds(rec, model)
         with placement.listening(rec), recipes.autocast_kernels(device, recipe), tracker, fake.recording_to(rec), run, \
                 _collector_at_step_ends(), kernels, rnns, ctc, foreach, user_autocast, cuda_calls, cuda_tensors, \
-                gpu_paths.transformers_masks_as_on_gpu(), holds, \
+                gpu_paths.transformers_masks_as_on_gpu(), gpu_paths.grouped_mm_as_on_gpu(), holds, \
                 data_parallel.following_fsdp2(model, rec, fake) as fsdp2:
             for s in range(steps):
                 rec.step, rec.phase = s, "forward"
@@ -1323,6 +1335,7 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         facts.update(holds.meta({a for a, _, _ in rec.saved_pairs()}))
         facts.update(run.adopted_facts)
         facts.update(_accumulation(recipe, rec, run, steps))
+        facts.update(_own_optimizers(recipe, run))
         facts.update(rec.unpack_meta())
         facts.update(rec.pack_meta())
         facts.update(rec.calls_meta())

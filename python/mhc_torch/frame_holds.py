@@ -21,6 +21,8 @@ A helper's locals are held until it returns, which can be long after their last 
 grouped-mm experts function keeps the gathered expert inputs (128 MiB each in an OLMoE layer at
 4 x 2048) until it returns, and a checkpointed layer frees them only then; before 2026-12-04 only
 the modules' own frames were read, and advise predicted such a layer 1.1% under its reserved bytes.
+torch's functional Python (torch.nn.functional, torch.functional) is read the same way: before
+2026-12-05 an nn.MultiheadAttention layer checkpointed was predicted 0.60% under its reserved bytes.
 """
 from __future__ import annotations
 
@@ -39,6 +41,15 @@ _ITEMS = 4096    # a container longer than this is not read (a frame's list of e
 # mhc_torch's own mHC model (mhc-27b, tiny-mhc) is a model's code, not machinery: its sinkhorn()
 # holds its argument, the logits, until it returns
 _MHC_MODEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mhc_model.py")
+
+
+def _functional(filename: str) -> bool:
+    """torch's functional Python (torch/nn/functional.py, torch/functional.py): its frames hold their
+    locals until they return as the model's helpers do. F.multi_head_attention_forward keeps q, k
+    and v, views of the packed in-projection, until it returns (after the attention weights'
+    mean): nn.MultiheadAttention checkpointed frees that projection only then."""
+    path = filename.replace("\\", "/")
+    return path.endswith(("/torch/nn/functional.py", "/torch/functional.py"))
 
 
 class FrameHolds:
@@ -78,7 +89,8 @@ class FrameHolds:
         if known is None:
             name = code.co_filename
             known = self.helpers[code] = (not name.startswith("<frozen") if name.startswith("<") else
-                                          not _machinery(name) or os.path.abspath(name) == _MHC_MODEL)
+                                          not _machinery(name) or os.path.abspath(name) == _MHC_MODEL
+                                          or _functional(name))
         return known
 
     def _profile(self, frame, event, arg):

@@ -140,3 +140,39 @@ def foreach_as_on_gpu():
                 lst.remove(FakeTensor)
         if devices is not None:
             opt_module._get_foreach_kernels_supported_devices = devices
+
+
+@contextlib.contextmanager
+def grouped_mm_as_on_gpu():
+    """aten._grouped_mm on float32 or float16 inputs, as CUDA runs it. torch 2.11's meta kernel
+    keeps the fast path's check ("Expected inputs of BF16 type"), while its CUDA kernel runs other
+    dtypes through its fallback (a grouped matmul per group, GroupedBlas.cpp `_grouped_mm_fallback`)
+    and later torch's meta kernel accepts them: a mixture-of-experts layer with fp32 experts
+    stopped the capture under torch 2.11 only. The output is the one the meta kernel makes for
+    bf16 (shape from the layouts and offsets; dtype out_dtype, else the inputs')."""
+    import torch._meta_registrations as meta
+
+    common = getattr(meta, "_meta_grouped_mm_common", None)
+    make = getattr(meta, "_create_grouped_mm_output_tensor", None)
+    if common is None or make is None:
+        yield
+        return
+
+    def lenient(mat_a, mat_b, scale_a=None, scale_b=None, offs=None, bias=None, scale_result=None, out_dtype=None,
+                use_fast_accum=False):
+        other = (torch.float32, torch.float16)
+        if scale_a is None and scale_b is None and bias is None and mat_a.dtype == mat_b.dtype and \
+                mat_a.dtype in other and (out_dtype is None or out_dtype == mat_a.dtype):
+            torch._check(mat_a.dim() in (2, 3) and mat_b.dim() in (2, 3),
+                         lambda: f"Multiplicands must be 2D or 3D but got mat_a.dim()={mat_a.dim()} and "
+                                 f"mat_b.dim()={mat_b.dim()}")
+            torch._check((offs is not None) == (mat_a.dim() == 2 or mat_b.dim() == 2),
+                         lambda: "Offsets tensor needed exactly for 2D multiplicand layouts")
+            return make(mat_a, mat_b, offs, out_dtype)
+        return common(mat_a, mat_b, scale_a, scale_b, offs, bias, scale_result, out_dtype, use_fast_accum)
+
+    meta._meta_grouped_mm_common = lenient
+    try:
+        yield
+    finally:
+        meta._meta_grouped_mm_common = common

@@ -143,6 +143,7 @@ class StepRun:
         self.optimizer_setting = optimizer_setting   # a setting's "optimizer" part, not yet applied
         self.adopted_facts: dict[str, str] = {}
         self._built: list = []                      # optimizers constructed while the steps run
+        self.built_classes: list[str] = []          # their classes, over the model's parameters
         self._building = True
         self._settled = False
         self._given_to_captures = False             # optimizer_setting applied to the capture's own
@@ -209,6 +210,8 @@ class StepRun:
     def _built_one(self, opt) -> None:
         if self._building and not self._settled:
             self._built.append(weakref.ref(opt))   # not kept alive by the capture
+            if self._over_the_model(opt):
+                self.built_classes.append(type(opt).__name__)
 
     def _over_the_model(self, opt) -> bool:
         params = [p for g in opt.param_groups for p in g["params"]]

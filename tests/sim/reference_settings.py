@@ -739,8 +739,8 @@ def checkpoint_call(plan, cap, ks, mod, call, policy, recasts):
             # (at the recomputation's end when that was after the stop, in the call or after it)
             end = (last_use[key], "after", 0)
             j = recorded[0].kernel if recorded is not None else None
-            if j is not None and j > max(callset):   # it outlived the call: the stop unwinds its frame
-                end = plan.later(end, rec_end)
+            if j is None or j > max(callset):   # it outlived the call, or was never freed: the
+                end = plan.later(end, rec_end)   # stop unwinds its frame, or drops the returned value
             elif j in callset:
                 if j > rerun[-1]:
                     end = rec_end

@@ -472,9 +472,11 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
     }
     // Recomputed storages nothing saved die where the captured forward freed them, the same code
     // dropping its last reference (a local, an argument: not always at the last use); those
-    // it freed after the early stop (in the call or after it) die at the stop, which unwinds the
-    // recomputation's frames;
-    // autocast's cached parameter copies when the recomputation (its autocast region) ends.
+    // it freed after the early stop die at the stop, which unwinds the recomputation's frames, and
+    // so do those it freed after the block's forward or never (an output the block returns beside
+    // its hidden state, as nn.MultiheadAttention's averaged weights: the recomputation's return
+    // value is dropped when it ends); autocast's cached parameter copies when the recomputation
+    // (its autocast region) ends.
     for (auto& [x, xc] : copy_of) {
         if (!last_use.count(xc)) continue;
         Alloc& c = p.allocs[static_cast<size_t>(xc)];
@@ -482,9 +484,10 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
         const Point freed = b.plan.allocs[static_cast<size_t>(x)].freed;
         if (b.param_cast[static_cast<size_t>(x)]) {
             end = {last_recompute, true};
-        } else if (freed.op != kNoFree && freed.op > r.last) {
-            // alive when the call returned (a value it returns, as HcMaps' `post`): a frame of the
-            // call still holds it when the recomputation stops, or returns, and drops it then
+        } else if (freed.op == kNoFree || freed.op > r.last) {
+            // alive when the call returned (a value it returns, as HcMaps' `post` or
+            // nn.MultiheadAttention's averaged weights), or never freed: a frame of the call still
+            // holds it when the recomputation stops, or returns, and drops it then
             end = p.later(end, Point{last_recompute, true});
         } else if (freed.op != kNoFree && freed.op >= r.first && freed.op <= r.last) {
             auto it = rerun_of.find(freed.op);

@@ -23,7 +23,11 @@ struct CaptureInfo {
     // two or more of one type (an nn.ModuleDict's "blocks.early", "blocks.late"), and, when those
     // are all of one module type, of every other such stack of one type that is neither inside
     // nor around it (T5's "encoder.block" and "decoder.block"), in forward order; block_prefix
-    // lists the stacks.
+    // lists the stacks. Named children that are single layers (no recorded module inside, one
+    // kernel a call) are not a stack; a stack whose members differ in structure and hold stacks of
+    // blocks (modules with modules inside) doing at least half of each member's forward work gives
+    // way to those inner stacks (Swin's stages to its blocks). A CheckpointWrapper member counts as
+    // the module it wraps.
     std::string block_prefix;
     std::vector<std::string> block_name;
     std::vector<int32_t> block_module;    // module index of each block
