@@ -471,6 +471,43 @@ TEST_CASE("streamed offload: one op's saves in the order autograd packed them (c
     CHECK(sound(fix, streamed(2, 0)));
 }
 
+TEST_CASE("streamed offload: saves in the order autograd packed them across ops (capture.pack_order)",
+          "[advise][transform]") {
+    //   k0 attn      mm    batch -> q (600)
+    //   k1 attn      sdpa  q -> O (1000), L (600); saves q, O          k5 M    sum  Z -> loss
+    //   k2 attn.proj mm    O -> P (600); the capture credits L's save here (no grad_fn: not
+    //                      taken for k1's output)                       k6..k9 backward reads
+    //   k3 mlp       gelu  P -> Y (600), workspace W (5000); saves P        Y, P, L, q+O+L
+    //   k4 mlp       mm    Y -> Z (100); saves Y
+    // Autograd packed q, L, O, P, Y (capture.pack_order: L before O, the sdpa's outputs). With a
+    // stash of 2, L is let go at P's pack (before k3) and O at Y's (before k4): live at k3
+    // batch 100 + O 1000 + P 600 + Y 600 + W 5000 = 7300. In the kernels' order (q, O, L) O went
+    // at k3 and L at k4: 6900.
+    Step tiny({{"M.attn", "Attention"}, {"M.attn.proj", "Linear"}, {"M.mlp", "MLP"}});
+    const int batch = tiny.input(100, "batch");
+    const int q = tiny.act(600, "q"), o = tiny.act(1000, "O"), lse = tiny.act(600, "L"), p = tiny.act(600, "P");
+    const int y = tiny.act(600, "Y"), ws = tiny.work(5000, "W"), z = tiny.act(100, "Z");
+    const int loss = tiny.work(10, "loss"), g1 = tiny.work(100, "g1"), g2 = tiny.work(100, "g2"), g3 = tiny.work(100, "g3");
+    const int g0 = tiny.result(100, "g0");
+    tiny.fwd("aten::mm", "M.attn", {{batch, 'r'}, {q, 'w'}});
+    const int k1 = tiny.fwd("aten::_scaled_dot_product_flash_attention_for_cpu", "M.attn", {{q, 'r'}, {o, 'w'}, {lse, 'w'}}, {q, o});
+    const int k2 = tiny.fwd("aten::mm", "M.attn.proj", {{o, 'r'}, {p, 'w'}}, {lse});
+    const int k3 = tiny.fwd("aten::gelu", "M.mlp", {{p, 'r'}, {y, 'w'}, {ws, 'w'}}, {p});
+    const int k4 = tiny.fwd("aten::mm", "M.mlp", {{y, 'r'}, {z, 'w'}}, {y});
+    tiny.fwd("aten::sum", "M", {{z, 'r'}, {loss, 'w'}});
+    const int k6 = tiny.bwd("aten::mm_backward", "M.mlp", {{y, 'r'}, {g1, 'w'}});
+    const int k7 = tiny.bwd("aten::gelu_backward", "M.mlp", {{p, 'r'}, {g1, 'r'}, {g2, 'w'}});
+    const int k8 = tiny.bwd("aten::mm_backward", "M.attn.proj", {{lse, 'r'}, {g2, 'r'}, {g3, 'w'}});
+    tiny.bwd("aten::_scaled_dot_product_flash_attention_for_cpu_backward", "M.attn",
+             {{q, 'r'}, {o, 'r'}, {lse, 'r'}, {g3, 'r'}, {g0, 'w'}});
+    tiny.meta("capture.unpacks", id_pairs({{y, k6}, {p, k7}, {lse, k8}, {q, k8 + 1}, {o, k8 + 1}}));
+    tiny.meta("capture.pack_order", id_pairs({{q, k1}, {lse, k2}, {o, k1}, {p, k3}, {y, k4}}));
+    Fixture fix(tiny.done());
+    CHECK(predict(fix, "{}").memory.peak == 8500);
+    CHECK(predict(fix, streamed(2, 0)).memory.peak == 7300);
+    CHECK(sound(fix, streamed(2, 0)));
+}
+
 namespace {
 
 // The trace of the two tests below: t (1000 B) saved by blocks.0 (k2) and blocks.1 (k3), x (2000 B)

@@ -889,7 +889,12 @@ def apply_offload(plan, cap, off, checkpointed):
             packs += [(i, place.get((a, i), float("inf")), 1 if out else 0, rank.get(a, float("inf")), a)] * n
         if not packs:
             continue
-        packs.sort()
+        # with every save's place recorded, the hook's order across ops too (a non-differentiable
+        # output, flash attention's logsumexp, is credited to the next kernel yet packed with its op)
+        if all(p[1] != float("inf") for p in packs):
+            packs.sort(key=lambda p: (p[1],) + p)
+        else:
+            packs.sort()
         packs = [(i, o, a) for i, _place, o, _rank, a in packs]
 
         def eligible(a):
