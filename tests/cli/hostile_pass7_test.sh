@@ -34,4 +34,22 @@ echo "{\"traceEvents\":[{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":1,\"args
 refused "bad.json: traceEvents[0]: args.name is an array, not a string" import bad.json -o bad.db --format kineto
 echo "{\"traceEvents\":[{$ev}]}" >good.json
 "$mhc" import good.json -o good.db --format kineto >out 2>err || fail "import of a well-typed event: $(cat err)"
+
+# 2. A run metric outside its domain: check names it; info refuses it rather than print "-5 B".
+"$mhc" -q generate --preset gpt2-small --steps 1 --layers 1 --hidden 64 --heads 2 --seq 32 --micro-batch 1 --vocab 1000 \
+    -o t.db >/dev/null || fail generate
+"$mhc" simulate t.db --capacity 90% >/dev/null 2>err || fail "simulate: $(cat err)"
+"$mhc" check t.db >out 2>err || fail "check of a stored run: $(cat err)"
+for m in "simulated_peak_bytes -5" "stalls 2.5" "stall_ns -1" "capacity_bytes -7" "swap_ins -1"; do
+    cp t.db m.db
+    sqlite3 m.db "UPDATE run_metrics SET value = ${m#* } WHERE key = '${m% *}'" || fail "sqlite3 $m"
+    "$mhc" check m.db >out 2>err; rc=$?
+    [ $rc != 0 ] || fail "check passed run_metrics $m: $(cat out)"
+    grep -qF "'${m% *}' is ${m#* }, out of its domain" out err || fail "check with $m: $(cat out err)"
+    refused "'${m% *}' is ${m#* }, out of its domain" info m.db
+done
+cp t.db m.db && sqlite3 m.db "UPDATE run_metrics SET value = -1 WHERE key = 'capacity_bytes'"
+"$mhc" check m.db >out 2>err || fail "capacity_bytes -1 (unlimited) refused: $(cat out err)"
+cp t.db m.db && sqlite3 m.db "UPDATE run_metrics SET value = -0.25 WHERE key = 'peak_reduction'"
+"$mhc" check m.db >out 2>err || fail "a negative peak_reduction (a signed figure) refused: $(cat out err)"
 echo "all hostile pass 7 checks passed"
