@@ -52,4 +52,24 @@ cp t.db m.db && sqlite3 m.db "UPDATE run_metrics SET value = -1 WHERE key = 'cap
 "$mhc" check m.db >out 2>err || fail "capacity_bytes -1 (unlimited) refused: $(cat out err)"
 cp t.db m.db && sqlite3 m.db "UPDATE run_metrics SET value = -0.25 WHERE key = 'peak_reduction'"
 "$mhc" check m.db >out 2>err || fail "a negative peak_reduction (a signed figure) refused: $(cat out err)"
+
+# 3. advise --verify runs no model file a trace names: the file is said, and run only as --model.
+cp "$capture" theirs.db
+sqlite3 theirs.db "UPDATE meta SET value = json_set(value, '\$.model', '$tmp/evil.py') WHERE key = 'capture.recipe'"
+printf 'import os\nopen("%s/ran", "w").write("x")\n' "$tmp" >evil.py
+printf '#!/bin/sh\n# capture --recipe R --setting S -o OUT\necho "$3" >recipe.seen\ncp "%s" "$7"\n' "$capture" >fake.sh
+chmod +x fake.sh
+MHC_TORCH=./fake.sh refused "theirs.db: its capture.recipe names the model file $tmp/evil.py: --verify runs no code a trace names; to run that file, give --model $tmp/evil.py" \
+    advise theirs.db --setting '{}' --verify
+[ ! -e recipe.seen ] || fail "advise --verify ran the capture before refusing: $(cat recipe.seen)"
+cp evil.py mine.py
+MHC_TORCH=./fake.sh "$mhc" advise theirs.db --setting '{}' --verify --model mine.py >out 2>err ||
+    fail "advise --verify --model: $(cat err)"
+grep -qF -- "--verify runs the model file mine.py (--model)" err || fail "advise --verify --model did not say the file: $(cat err)"
+grep -qF "\"model\":\"$tmp/mine.py\"" recipe.seen || fail "advise --verify --model ran: $(cat recipe.seen)"
+MHC_TORCH=./fake.sh refused "--model: nothing.py does not exist" advise theirs.db --setting '{}' --verify --model nothing.py
+MHC_TORCH=./fake.sh refused "--model: $capture is a capture of the preset 'tiny-mhc', not of a model file" \
+    advise "$capture" --setting '{}' --verify --model mine.py
+refused "--model: the model file --verify runs, and no --verify is given" advise "$capture" --setting '{}' --model mine.py
+[ ! -e ran ] || fail "evil.py ran"
 echo "all hostile pass 7 checks passed"
