@@ -72,4 +72,10 @@ MHC_TORCH=./fake.sh refused "--model: $capture is a capture of the preset 'tiny-
     advise "$capture" --setting '{}' --verify --model mine.py
 refused "--model: the model file --verify runs, and no --verify is given" advise "$capture" --setting '{}' --model mine.py
 [ ! -e ran ] || fail "evil.py ran"
+
+# 5. An output folder's place taken by a named pipe: said as one.
+mkfifo fifo
+refused "fifo: cannot create directory: fifo is a FIFO, not a folder" export t.db --format csv -o fifo
+echo x >plain
+refused "plain: cannot create directory: plain is a file, not a folder" export t.db --format csv -o plain
 echo "all hostile pass 7 checks passed"
