@@ -78,4 +78,26 @@ mkfifo fifo
 refused "fifo: cannot create directory: fifo is a FIFO, not a folder" export t.db --format csv -o fifo
 echo x >plain
 refused "plain: cannot create directory: plain is a file, not a folder" export t.db --format csv -o plain
+
+# 4. mhc-torch --kernel-times: a gzip bomb (4 MiB in about 4 KiB) read past --max-input-size, and a key
+# given twice (no profiler writes one: none of the 40 public Kineto traces in tests/data/public).
+if ! PYTHONPATH=$pkg "$python" -c "import torch" 2>/dev/null; then
+    echo "part 4 skipped: $python has no torch"
+    exit 0
+fi
+torch_refused() {
+    local want=$1; shift
+    PYTHONPATH=$pkg timeout 120 "$python" -m mhc_torch.cli capture "$@" >out 2>err </dev/null; local rc=$?
+    [ $rc = 2 ] || fail "mhc-torch capture $* exited $rc, wanted 2: $(head -c 300 err)"
+    [ "$(wc -l <err)" = 1 ] || fail "mhc-torch capture $*: wanted one line: $(head -c 300 err)"
+    grep -qF -- "$want" err || fail "mhc-torch capture $*: does not say '$want': $(cat err)"
+}
+"$python" -c "
+import gzip
+with gzip.open('bomb.json.gz', 'wb') as f:
+    f.write(b'{\"traceEvents\": [' + b' ' * (4 << 20) + b']}')"
+torch_refused "--kernel-times: bomb.json.gz: expands past 1.00 MiB; raise with --max-input-size" \
+    tiny-mhc -o k.db --kernel-times bomb.json.gz --max-input-size 1MiB
+echo '{"traceEvents": [], "traceEvents": [{"ph": "X"}]}' >twice.json
+torch_refused "--kernel-times: twice.json: key 'traceEvents' is given twice" tiny-mhc -o k.db --kernel-times twice.json
 echo "all hostile pass 7 checks passed"
