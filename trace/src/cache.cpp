@@ -299,8 +299,8 @@ bool CacheReader::fill(const std::string& name, void* out) {
         std::memcpy(&step, buf + 8, 8);
         for (uint64_t i = 0; i < c.count; ++i) {
             // Modulo 2^64: a cache file written otherwise (damaged, or made by hand) is no signed overflow.
-            const auto v = static_cast<int64_t>(static_cast<uint64_t>(first) + i * static_cast<uint64_t>(step));
-            std::memcpy(dst + i * c.width, &v, c.width);   // little-endian: the low bytes
+            const auto value = static_cast<int64_t>(static_cast<uint64_t>(first) + i * static_cast<uint64_t>(step));
+            std::memcpy(dst + i * c.width, &value, c.width);   // little-endian: the low bytes
         }
     }
     return true;
