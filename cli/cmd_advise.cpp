@@ -34,6 +34,7 @@ struct Options {
     std::string trace, capacity, gpu, budget, link = "pcie5", setting, host_bw = "100GB/s", host_tensor = "15us", trace_out;
     std::string comm_link;   // the collectives' link (empty: from the capture, comm.hpp)
     std::string step_time;   // the measured step without any setting (empty: the roofline's times)
+    std::string model;       // --model: the model file --verify runs (a recipe naming one needs it)
     int top = 3;
     bool verify = false, json = false, force = false;
     bool top_given = false;   // --top given (its default is 3)
@@ -180,6 +181,8 @@ nlohmann::json row_json(const Row& row, const CaptureInfo& info) {
 
 void verify_rows(std::vector<Row>& rows, const Options& opts, const std::map<std::string, std::string>& meta,
                  int64_t capacity) {
+    if (!opts.model.empty())   // the code the captures run, said before they run
+        std::fprintf(stderr, "--verify runs the model file %s (--model)\n", mhc::cli::printable(opts.model).c_str());
     for (size_t i = 0; i < rows.size(); ++i) {
         if (rows[i].hf_off) {   // its figures are a capture already
             rows[i].captured.memory = rows[i].c.prediction.memory;
@@ -255,7 +258,10 @@ int run(const Options& o) {
             throw mhc::Error("--step-time: '" + o.step_time + "' is not a step time in (0, 1 h]");
         measured_step = std::llround(seconds * 1e9);
     }
+    if (!o.model.empty() && !o.verify) throw mhc::Error("--model: the model file --verify runs, and no --verify is given");
     auto data = mhc::trace::load_checked_trace(o.trace);
+    // --verify's recipe, before any work: a model file the trace names runs only as --model.
+    if (o.verify) data.meta["capture.recipe"] = recipe_to_run(o.trace, data.meta, o.model);
     // What a capture keeps beyond any trace (`mhc check` says it too), before the plan is made of it.
     mhc::trace::require_ok(mhc::trace::check_capture(data), o.trace);
     Base base = make_base(data);
@@ -475,6 +481,10 @@ mhc::cli::Registration reg{mhc::cli::Command{
             ->type_name("FILE");
         app.add_flag("--force", o->force, "Replace an existing --trace-out file");
         app.add_flag("--verify", o->verify, "Capture the step with each printed setting applied (mhc-torch) and compare");
+        app.add_option("--model", o->model,
+                       "With --verify, for a capture of a model file: the file to run (the trace's recipe names it; "
+                       "--verify runs no file a trace names)")
+            ->type_name("FILE.py");
         app.add_flag("--json", o->json, "Machine-readable output");
         return [o, top] {
             o->top_given = top->count() > 0;

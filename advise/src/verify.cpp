@@ -15,6 +15,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "mhc/common/error.hpp"
 #include "mhc/common/output_file.hpp"
 #include "mhc/trace/check.hpp"
@@ -58,6 +60,35 @@ std::vector<std::string> mhc_torch_command() {
 double relative_error(int64_t predicted, int64_t captured) {
     if (captured == 0) return predicted == 0 ? 0.0 : 1.0;
     return std::abs(static_cast<double>(predicted - captured)) / static_cast<double>(captured);
+}
+
+std::string recipe_to_run(const std::string& trace_path, const std::map<std::string, std::string>& meta,
+                          const std::string& model) {
+    auto recipe = meta.find("capture.recipe");
+    if (recipe == meta.end() || recipe->second.empty())
+        throw Error(trace_path + ": no capture.recipe in its meta: --verify captures the step again and needs the "
+                    "recipe mhc-torch capture records (a capture made from Python needs capture(..., recipe=...))");
+    nlohmann::json doc = nlohmann::json::parse(recipe->second, nullptr, false);
+    if (!doc.is_object() || !doc.contains("model") || !doc["model"].is_string())
+        throw Error(trace_path + ": capture.recipe is no recipe mhc-torch wrote (a JSON object with a model)");
+    const std::string named = doc["model"].get<std::string>();
+    const bool file = named.size() > 3 && named.compare(named.size() - 3, 3, ".py") == 0;
+    if (!file) {   // a preset of mhc_torch: no code of the trace's
+        if (!model.empty())
+            throw Error("--model: " + trace_path + " is a capture of the preset '" + named +
+                        "', not of a model file: --verify captures the preset; leave --model out");
+        return recipe->second;
+    }
+    // A model file runs as Python: the trace (anyone's) names it, so --verify runs it only when
+    // the user names the file to run.
+    if (model.empty())
+        throw Error(trace_path + ": its capture.recipe names the model file " + named +
+                    ": --verify runs no code a trace names; to run that file, give --model " + named);
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(model, ec))
+        throw Error("--model: " + model + (std::filesystem::exists(model, ec) ? " is not a regular file" : " does not exist"));
+    doc["model"] = std::filesystem::absolute(model, ec).lexically_normal().string();
+    return doc.dump();
 }
 
 Captured capture_with(const std::string& trace_path, const std::map<std::string, std::string>& meta, const Setting& setting,

@@ -92,7 +92,8 @@ def main():
         subprocess.run(mhc_torch() + ["capture"] + args + ["--steps", "2", "-o", trace], check=True,
                        stdout=subprocess.DEVNULL)
         for name, s in settings(blocks(trace), key == "mhc"):
-            r = subprocess.run([MHC, "advise", trace, "--setting", json.dumps(s), "--verify", "--json"],
+            model = ["--model", args[0]] if args[0].endswith(".py") else []   # a model file runs only when named
+            r = subprocess.run([MHC, "advise", trace, "--setting", json.dumps(s), "--verify", "--json", *model],
                                capture_output=True, text=True)
             if r.returncode != 0:
                 rows.append((title, name, None, r.stderr.strip()))

@@ -563,10 +563,12 @@ MadeDirectory::MadeDirectory(const std::string& path) {
         for (int slot : slots_) release(slot);
         // A file where the folder goes (`export --format csv -o t.db`): "Not a directory" named
         // nothing; say which file is in the way.
-        std::error_code exists_ec;
         for (fs::path part = fs::path(path).lexically_normal(); !part.empty(); part = part.parent_path()) {
-            if (fs::exists(part, exists_ec) && !fs::is_directory(part, exists_ec))
-                throw Error(path + ": cannot create directory: " + part.string() + " is a file, not a folder");
+            // What is in the way, said as it is (a named pipe was "a file").
+            struct stat st{};
+            if (::stat(part.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+                throw Error(path + ": cannot create directory: " + part.string() + " is a " +
+                            (S_ISREG(st.st_mode) ? "file" : kind_of(st.st_mode)) + ", not a folder");
             if (part == part.parent_path()) break;
         }
         throw Error(path + ": cannot create directory: " + ec.message());

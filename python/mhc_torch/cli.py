@@ -173,7 +173,7 @@ def _check_options(a) -> str | None:
 
 
 # Options that say where the trace goes or what is applied to the step, not what the step is.
-_NOT_RECIPE = {"help", "out", "force", "setting", "recipe", "cmd", "kernel_times"}
+_NOT_RECIPE = {"help", "out", "force", "setting", "recipe", "cmd", "kernel_times", "max_input_size"}
 
 
 def _recipe(a, parser: argparse.ArgumentParser) -> dict:
@@ -279,7 +279,7 @@ def _capture_guarded(a, parser: argparse.ArgumentParser) -> int:
     from .kernel_times import KernelTimes, KernelTimesError
 
     try:  # before the model is loaded: a profile that cannot give times is told at once
-        kernel_times = KernelTimes(a.kernel_times) if a.kernel_times is not None else None
+        kernel_times = KernelTimes(a.kernel_times, a.max_input_size) if a.kernel_times is not None else None
     except KernelTimesError as e:
         _say(f"mhc-torch: --kernel-times: {e}")
         return 2
@@ -551,6 +551,15 @@ def main(argv=None) -> int:
         return 130
 
 
+def _input_size(text: str) -> int:
+    """--max-input-size: a size as mhc reads one (256MiB, 1GiB), at least 1 B."""
+    from .sizes import SizeError, parse_size
+    try:
+        return parse_size(text, minimum=1)
+    except SizeError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     """mhc-torch's parser and its capture subcommand's."""
     from .gpus import GPUS
@@ -598,6 +607,8 @@ def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     c.add_argument("--kernel-times", metavar="PROFILE",
                    help="a PyTorch profiler trace (.json, .json.gz) of the same step on the GPU, recorded with "
                         "record_shapes=True: each kernel takes the time measured there instead of the roofline")
+    c.add_argument("--max-input-size", type=_input_size, metavar="SIZE", default=256 << 20,
+                   help="the most bytes of the --kernel-times profile read, decompressed (default 256MiB)")
     r = sub.add_parser("runs", help="print a trace's simulated and replayed runs (pandas)")
     r.add_argument("trace", help="a trace file (.db)")
     return p, c

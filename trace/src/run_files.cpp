@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <exception>
 #include <map>
 
 #include "mhc/common/error.hpp"
@@ -361,6 +362,18 @@ RunReader::RunReader(const std::string& trace_path, const std::string& runs_db) 
     std::string problem;
     own_ = sql::open_existing(runs_db, true, problem);
     if (!own_) throw Error(problem);
+    // A refusal below leaves the constructor, so no destructor closes the connection: closed here
+    // (LeakSanitizer found it open when the runs database was another kind of file).
+    struct CloseOnThrow {
+        sqlite3*& db;
+        const int before = std::uncaught_exceptions();
+        ~CloseOnThrow() {
+            if (std::uncaught_exceptions() > before) {
+                sqlite3_close(db);
+                db = nullptr;
+            }
+        }
+    } close_on_throw{own_};
     sqlite3_exec(own_, "PRAGMA query_only=1", nullptr, nullptr, nullptr);
     bool meta = false;
     try {

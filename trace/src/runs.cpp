@@ -9,6 +9,7 @@
 #include <ctime>
 #include <filesystem>
 #include <memory>
+#include <sstream>
 #include <unordered_set>
 
 #include "mhc/common/error.hpp"
@@ -44,6 +45,21 @@ std::string now_utc() {
 // The rows of a stored run obey rules like the trace's (a damaged or hostile file must not give
 // a run silently wrong events: an unknown kind read as a stall, text read as 0, a time that
 // overflows a difference). Checked as load_run decodes them; `where` names the row.
+MetricDomain metric_domain(std::string_view key) {
+    // The counts sim::fields(Result) (sim/include/mhc/sim/result_fields.hpp), the coupled runs
+    // (cli/cmd_simulate.cpp) and validate (replay/src/validate.cpp) write.
+    static const std::unordered_set<std::string_view> counts = {
+        "oom", "stalls", "swap_ins", "swap_outs", "clean_evictions", "prefetches", "drops", "recomputations",
+        "recompute_depth_max", "recompute_inputs_assumed", "forecast_horizon_steps", "forecast_evictions",
+        "early_evictions", "assumed_accesses", "kernels_reached", "last_kernel_reached", "coupled_wait_count",
+        "checksums", "checksum_mismatches"};
+    if (key == "capacity_bytes" || key == "host_capacity_bytes") return MetricDomain::Capacity;
+    if (counts.contains(key)) return MetricDomain::Count;
+    auto ends = [key](std::string_view end) { return key.size() >= end.size() && key.substr(key.size() - end.size()) == end; };
+    if (ends("_bytes") || key.starts_with("oom_bytes_") || ends("_ns") || ends("_seconds") || key == "coupled_wait_time") return MetricDomain::Amount;
+    return MetricDomain::Signed;
+}
+
 namespace run_rules {
 using rules::Column;
 using namespace limits;
@@ -90,6 +106,18 @@ double metric(const std::string& file, int64_t run, const std::string& key, cons
     if (!std::isfinite(v))
         throw Error(file + ": run_metrics of run " + std::to_string(run) + ": '" + key + "' is " + std::to_string(v) +
                     ", not a finite number [range]");
+    const MetricDomain domain = metric_domain(key);
+    const double lowest = domain == MetricDomain::Capacity ? -1 : 0;
+    const bool whole = domain == MetricDomain::Count || domain == MetricDomain::Capacity;
+    if (domain != MetricDomain::Signed && (v < lowest || (whole && v != std::floor(v)))) {
+        std::ostringstream shown;
+        shown << v;
+        const char* what = domain == MetricDomain::Capacity ? "a capacity in bytes: 0 or more, or -1 for unlimited"
+                           : domain == MetricDomain::Count  ? "a count: a whole number, 0 or more"
+                                                            : "an amount of bytes or time: 0 or more";
+        throw Error(file + ": run_metrics of run " + std::to_string(run) + ": '" + key + "' is " + shown.str() +
+                    ", out of its domain (" + what + ") [range]");
+    }
     return v;
 }
 }  // namespace run_rules

@@ -124,8 +124,19 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
         if (name && bad.empty()) bad = std::string(name) + " is " + what + ", not a number";
     }
 
+    // A number, null, bool, array or object where a string is read (the event's ph, cat and name,
+    // a metadata event's args.name): refused, never read as an empty string. No profiler writes
+    // these as anything but strings (Kineto, the autograd profiler, rocprofiler, nsys exports).
+    void not_string(const char* what) {
+        const char* name = nullptr;
+        if (at(In::Event)) name = key == F::Ph ? "'ph'" : key == F::Cat ? "'cat'" : key == F::Name ? "'name'" : nullptr;
+        if (at(In::Args) && key == F::ArgName) name = "args.name";
+        if (name && bad.empty()) bad = std::string(name) + " is " + what + ", not a string";
+    }
+
     bool StartObject() {
         not_number("an object");
+        not_string("an object");
         In opened = stack.empty()                                                      ? In::Root
                     : at(In::Events)                                                   ? In::Event
                     : at(In::Event) && key == F::Args                                  ? In::Args
@@ -178,6 +189,7 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
         }
         bool dims = at(In::Args) && (key == F::Grid || key == F::Block);
         if (!dims) not_number("an array");
+        not_string("an array");
         bool top = at(In::Root) && key == F::TopKey;
         In inside = dims                              ? (key == F::Grid ? In::GridDims : In::BlockDims)
                     : top && top_key == "traceEvents" ? In::Events
@@ -344,6 +356,7 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
     }
     std::string bad;   // set when a number cannot be used: stops the parse
     bool RawNumber(const char* text, rapidjson::SizeType n, bool) {
+        not_string("a number");
         num(text, n);
         boundary();
         return bad.empty();
@@ -404,12 +417,14 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
     bool Null() {
         boundary();
         not_number("null");
+        not_string("null");
         key = F::None;
         return bad.empty();
     }
     bool Bool(bool value) {
         boundary();
         not_number("a boolean");
+        not_string("a boolean");
         if (at(In::Root) && key == F::TopKey && top_key == "profile_memory") root_flag(value ? "1" : "0");
         key = F::None;
         return bad.empty();

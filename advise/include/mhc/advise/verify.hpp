@@ -20,6 +20,12 @@ struct Captured {
     double seconds = 0;   // wall time of the capture
 };
 
+// The capture.recipe --verify runs: the trace's own when it names a preset (then `model` must be
+// empty); when it names a model file (Python, which the capture runs), `model` must be given and
+// takes its place (docs/advise.md, "Verification"). Throws mhc::Error, naming the file the
+// recipe names, otherwise.
+std::string recipe_to_run(const std::string& trace_path, const std::map<std::string, std::string>& meta,
+                          const std::string& model);
 // Captures `recipe` (the baseline's meta capture.recipe) with `setting` applied into `out` and
 // measures it (measure(), with the setting's allocator settings; `capacity` > 0: also whether the
 // captured stream of allocations runs at that capacity, by the same model as the prediction).

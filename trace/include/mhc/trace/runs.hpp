@@ -78,6 +78,14 @@ struct Run {
     std::vector<RunMemorySample> memory;
 };
 
+// The values a run metric may take, by its name (docs/trace-format.md, "Stored runs"): every
+// reader of run_metrics (list_runs, load_run, so info, export, check and the viewer) refuses a
+// value outside it. Names ending in _bytes, _ns or _seconds are amounts (0 or more), but
+// capacity_bytes and host_capacity_bytes are capacities (-1: unlimited); the counts are listed in
+// runs.cpp; every other metric (a loss, a reduction, an error) may take any sign.
+enum class MetricDomain : uint8_t { Amount, Capacity, Count, Signed };
+MetricDomain metric_domain(std::string_view key);
+
 struct RunInfo {
     int64_t id = 0;
     RunKind kind = RunKind::Simulated;
