@@ -1338,7 +1338,7 @@ def test_max_split_size_answer_verified_by_capture(tmp_path, mhc_exe):
                         "-o", str(tmp_path / "gru.db")], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
     a = subprocess.run([mhc_exe, "advise", str(tmp_path / "gru.db"), "--capacity", "800MiB", "--top", "1", "--verify",
-                        "--json"], capture_output=True, text=True, env=env)
+                        "--model", str(tmp_path / "gru.py"), "--json"], capture_output=True, text=True, env=env)
     assert a.returncode == 0, a.stderr
     doc = json.loads(a.stdout)
     assert doc["baseline"]["reserved_bytes"] == 931135488
