@@ -42,6 +42,9 @@ def parse(argv):
     p.add_argument("--snapshot", default=None, help="dump the allocator's history here (cuda)")
     p.add_argument("--profile", default=None,
                    help="one more step under torch.profiler, its Chrome trace written here")
+    p.add_argument("--memory-limit", type=int, default=None,
+                   help="bytes this process may hold on the GPU (torch.cuda.set_per_process_memory_fraction): "
+                        "the capacity mhc advise judged its answer against, free-and-retry included")
     p.add_argument("--build-on-device", action="store_true",
                    help="build the model on the device (large models: no host copy, no host init)")
     return p.parse_args(argv)
@@ -118,6 +121,9 @@ def main(argv):
     torch.manual_seed(0)
     dev = torch.device(a.device)
     cuda = dev.type == "cuda"
+    if a.memory_limit and cuda:   # before anything is allocated: the allocator's limit, as a GPU of that size
+        torch.cuda.set_per_process_memory_fraction(
+            min(1.0, a.memory_limit / torch.cuda.get_device_properties(0).total_memory))
     build, make_batch, loss_fn, _ = preset(a.model, batch=a.batch, seq=a.seq, layers=a.layers, hc=a.hc)
     if a.snapshot and cuda:
         torch.cuda.memory._record_memory_history(enabled="all", context=None, max_entries=1_000_000)
@@ -153,7 +159,8 @@ def main(argv):
     out = {"model": {"name": a.model, "layers": a.layers, "batch": a.batch, "seq": a.seq, "hc": a.hc},
            "device": torch.cuda.get_device_name(0) if cuda else "cpu", "torch": torch.__version__,
            "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""), "setting": setting, "steps": a.steps,
-           "params": sum(p.numel() for p in model.parameters()), "layers_marked": marked}
+           "params": sum(p.numel() for p in model.parameters()), "layers_marked": marked,
+           "memory_limit": a.memory_limit if cuda else None}
     times = []
     loss = None
     try:

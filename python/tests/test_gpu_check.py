@@ -94,7 +94,10 @@ def test_dry_run_applies_the_top_advice(dry_run):
     # The capacity is below the captured step's reserved peak, so the advice changed something,
     # and its top answer fits it.
     assert advice["capacity_bytes"] < advice["baseline"]["reserved_bytes"]
-    assert top["setting"] != {} and top["fits"] and top["reserved_bytes"] <= advice["capacity_bytes"]
+    # (fits: it runs under the capacity, the caching allocator's free-and-retry included; its
+    # reserved peak without a limit may be above it)
+    assert top["setting"] != {} and top["fits"]
+    assert top.get("reserved_at_capacity_bytes", top["reserved_bytes"]) <= advice["capacity_bytes"]
     applied = f["measured_applied"]
     assert applied["setting"] == top["setting"] and len(applied["step_s"]) == 3 and applied["loss"] > 0
     assert f["comparison"]["predicted_loss"] == top["loss"]
