@@ -101,30 +101,23 @@ class BuiltForGpu(TorchFunctionMode):
         return [st for st in (ref() for ref in self.made.values()) if st is not None]
 
 
+# The torch.cuda calls that need a device and answer nothing about memory, as they act on the
+# capture's fake device: one device (number 0), no work to wait for, the CPU generator's state.
+_DEVICE_CALLS = {
+    "set_device": lambda *a, **k: None,
+    "current_device": lambda *a, **k: 0,
+    "synchronize": lambda *a, **k: None,
+    "get_rng_state": lambda *a, **k: torch.get_rng_state(),
+    "get_rng_state_all": lambda *a, **k: [torch.get_rng_state()],
+    "set_rng_state": lambda *a, **k: None,
+    "set_rng_state_all": lambda *a, **k: None,
+}
+
+
 @contextlib.contextmanager
-def cuda_calls_on_fake_device(mode: BuiltForGpu):
-    """The torch.cuda calls a model's build makes, acting on the capture's fake device when this
-    machine has no CUDA (each initialises CUDA, as on a GPU: mode.cuda_init())."""
-    if torch.cuda.is_available():
-        yield
-        return
+def _torch_cuda_patched(patched: dict):
+    """torch.cuda's functions named in `patched` replaced while inside, put back on the way out."""
     cuda = torch.cuda
-
-    def initialising(result):
-        def call(*args, **kwargs):
-            mode.cuda_init()
-            return result(*args, **kwargs)
-        return call
-
-    patched = {
-        "set_device": initialising(lambda *a, **k: None),
-        "current_device": initialising(lambda *a, **k: 0),
-        "synchronize": initialising(lambda *a, **k: None),
-        "get_rng_state": initialising(lambda *a, **k: torch.get_rng_state()),
-        "get_rng_state_all": initialising(lambda *a, **k: [torch.get_rng_state()]),
-        "set_rng_state": initialising(lambda *a, **k: None),
-        "set_rng_state_all": initialising(lambda *a, **k: None),
-    }
     saved = {name: getattr(cuda, name) for name in patched}
     for name, fn in patched.items():
         setattr(cuda, name, fn)
@@ -133,6 +126,24 @@ def cuda_calls_on_fake_device(mode: BuiltForGpu):
     finally:
         for name, fn in saved.items():
             setattr(cuda, name, fn)
+
+
+@contextlib.contextmanager
+def cuda_calls_on_fake_device(mode: BuiltForGpu):
+    """The torch.cuda calls a model's build makes, acting on the capture's fake device when this
+    machine has no CUDA (each initialises CUDA, as on a GPU: mode.cuda_init())."""
+    if torch.cuda.is_available():
+        yield
+        return
+
+    def initialising(result):
+        def call(*args, **kwargs):
+            mode.cuda_init()
+            return result(*args, **kwargs)
+        return call
+
+    with _torch_cuda_patched({name: initialising(fn) for name, fn in _DEVICE_CALLS.items()}):
+        yield
 
 
 @contextlib.contextmanager
@@ -147,34 +158,20 @@ def cuda_calls_in_step(rec, device_name: str):
     if torch.cuda.is_available():
         yield
         return
-    cuda = torch.cuda
 
     def reset_peak(*args, **kwargs):
         rec.window_peak = rec.live_bytes
 
-    patched = {
-        "set_device": lambda *a, **k: None,
-        "current_device": lambda *a, **k: 0,
-        "synchronize": lambda *a, **k: None,
-        "get_rng_state": lambda *a, **k: torch.get_rng_state(),
-        "get_rng_state_all": lambda *a, **k: [torch.get_rng_state()],
-        "set_rng_state": lambda *a, **k: None,
-        "set_rng_state_all": lambda *a, **k: None,
+    with _torch_cuda_patched({
+        **_DEVICE_CALLS,
         "reset_peak_memory_stats": reset_peak,
         "reset_max_memory_allocated": reset_peak,
         "memory_allocated": lambda *a, **k: rec.live_bytes,
         "max_memory_allocated": lambda *a, **k: rec.window_peak,
         "is_bf16_supported": lambda *a, **k: True,
         "get_device_name": lambda *a, **k: device_name,
-    }
-    saved = {name: getattr(cuda, name) for name in patched}
-    for name, fn in patched.items():
-        setattr(cuda, name, fn)
-    try:
+    }):
         yield
-    finally:
-        for name, fn in saved.items():
-            setattr(cuda, name, fn)
 
 
 class CudaInStep(TorchFunctionMode):
