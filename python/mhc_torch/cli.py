@@ -12,7 +12,7 @@ import time
 
 from . import json_input
 from .json_input import not_a_regular_file
-from .number_grammar import printable, whole
+from .number_grammar import printable, size, whole
 from .output_file import OutputError, check_output
 
 
@@ -551,15 +551,6 @@ def main(argv=None) -> int:
         return 130
 
 
-def _input_size(text: str) -> int:
-    """--max-input-size: a size as mhc reads one (256MiB, 1GiB), at least 1 B."""
-    from .sizes import SizeError, parse_size
-    try:
-        return parse_size(text, minimum=1)
-    except SizeError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
 def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     """mhc-torch's parser and its capture subcommand's."""
     from .gpus import GPUS
@@ -607,7 +598,7 @@ def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     c.add_argument("--kernel-times", metavar="PROFILE",
                    help="a PyTorch profiler trace (.json, .json.gz) of the same step on the GPU, recorded with "
                         "record_shapes=True: each kernel takes the time measured there instead of the roofline")
-    c.add_argument("--max-input-size", type=_input_size, metavar="SIZE", default=256 << 20,
+    c.add_argument("--max-input-size", type=size, metavar="SIZE", default=256 << 20,
                    help="the most bytes of the --kernel-times profile read, decompressed (default 256MiB)")
     r = sub.add_parser("runs", help="print a trace's simulated and replayed runs (pandas)")
     r.add_argument("trace", help="a trace file (.db)")

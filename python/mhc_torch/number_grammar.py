@@ -49,3 +49,12 @@ def whole(text: str) -> int:
         return parse_whole(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def size(text: str) -> int:
+    """An argparse type for a size in bytes as mhc reads one (256MiB, 1GiB, 4096), at least 1 B."""
+    from .sizes import SizeError, parse_size
+    try:
+        return parse_size(text, minimum=1)
+    except SizeError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None

@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("torch")
 from mhc_torch import output_file  # noqa: E402
 from mhc_torch.cli import main, parsers  # noqa: E402
-from mhc_torch.number_grammar import whole, whole_number_refusal  # noqa: E402
+from mhc_torch.number_grammar import size, whole, whole_number_refusal  # noqa: E402
 
 # What each command needs besides the option tried: a new command must say it here.
 BASE = {"capture": ["tiny-gpt2", "-o", "o.db"], "runs": ["t.db"]}
@@ -55,9 +55,9 @@ def test_every_command_and_option_is_known_to_this_test():
         assert cmd in BASE, f"mhc-torch {cmd}: add the command's required arguments to BASE"
         if action.nargs == 0:
             continue  # a flag
-        assert action.type in (None, whole), (
+        assert action.type in (None, whole, size), (
             f"mhc-torch {cmd} {action.option_strings or action.dest}: type={action.type!r}; a number takes "
-            "type=whole (mhc's grammar, number_grammar.py)")
+            "type=whole, a size type=size (mhc's grammar, number_grammar.py)")
         if action.type is None and action.choices is None:
             assert action.dest in TEXT, (
                 f"mhc-torch {cmd} {action.option_strings or action.dest}: takes any text; a number takes "
@@ -86,7 +86,7 @@ def test_hostile_values_refused_on_every_option(tmp_path, capsys, cmd, action):
                          ids=lambda x: x if isinstance(x, str) else x.option_strings[-1])
 def test_every_option_given_twice_is_refused(tmp_path, capsys, cmd, action):
     name = action.option_strings[-1]
-    value = [] if action.nargs == 0 else ["1"] if action.type is whole else \
+    value = [] if action.nargs == 0 else ["1"] if action.type is whole else ["1GiB"] if action.type is size else \
         [action.choices[0]] if action.choices else ["o.db"]
     base = BASE[cmd]
     given = 2 + sum(1 for w in base if w in action.option_strings)
