@@ -247,11 +247,15 @@ refused "/dev/zero: is a character device, not a regular file" info /dev/zero
 # import of a named pipe reads it (mkfifo, then a writer), but says at once that it waits for its
 # writer: it waited in silence. Process substitution and stdin (a pipe or a file) are read as they
 # were, with nothing said.
+# err is emptied first: the background job truncates it only once it has started, and the wait
+# below must not read the previous command's line in the meantime.
 mkfifo in.json
+: >err
 "$mhc" import in.json -o f.db >out 2>err &
 pid=$!
-for _ in $(seq 100); do grep -q . err && break; sleep 0.05; done
-grep -qF "mhc: import: the input in.json is a named pipe: reading it until its writer closes it" err ||
+note="mhc: import: the input in.json is a named pipe: reading it until its writer closes it"
+for _ in $(seq 400); do grep -qF "$note" err && break; sleep 0.05; done
+grep -qF "$note" err ||
     { kill $pid; fail "import of a named pipe with no writer said nothing: $(cat err)"; }
 cat k.json >in.json
 wait $pid || fail "import of a named pipe exited $?: $(cat err)"
