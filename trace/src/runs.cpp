@@ -31,6 +31,22 @@ std::string_view to_string(EventKind k) {
     return (i >= 0 && i < kEventKindCount) ? names[i] : "?";
 }
 
+// The domain each metric's values keep (runs.hpp).
+MetricDomain metric_domain(std::string_view key) {
+    // The counts sim::fields(Result) (sim/include/mhc/sim/result_fields.hpp), the coupled runs
+    // (cli/cmd_simulate.cpp) and validate (replay/src/validate.cpp) write.
+    static const std::unordered_set<std::string_view> counts = {
+        "oom", "stalls", "swap_ins", "swap_outs", "clean_evictions", "prefetches", "drops", "recomputations",
+        "recompute_depth_max", "recompute_inputs_assumed", "forecast_horizon_steps", "forecast_evictions",
+        "early_evictions", "assumed_accesses", "kernels_reached", "last_kernel_reached", "coupled_wait_count",
+        "checksums", "checksum_mismatches", "oom_fragmentation"};
+    if (key == "capacity_bytes" || key == "host_capacity_bytes") return MetricDomain::Capacity;
+    if (counts.contains(key)) return MetricDomain::Count;
+    auto ends = [key](std::string_view end) { return key.size() >= end.size() && key.substr(key.size() - end.size()) == end; };
+    if (ends("_bytes") || key.starts_with("oom_bytes_") || ends("_ns") || ends("_seconds") || key == "coupled_wait_time") return MetricDomain::Amount;
+    return MetricDomain::Signed;
+}
+
 namespace {
 
 std::string now_utc() {
@@ -45,21 +61,6 @@ std::string now_utc() {
 // The rows of a stored run obey rules like the trace's (a damaged or hostile file must not give
 // a run silently wrong events: an unknown kind read as a stall, text read as 0, a time that
 // overflows a difference). Checked as load_run decodes them; `where` names the row.
-MetricDomain metric_domain(std::string_view key) {
-    // The counts sim::fields(Result) (sim/include/mhc/sim/result_fields.hpp), the coupled runs
-    // (cli/cmd_simulate.cpp) and validate (replay/src/validate.cpp) write.
-    static const std::unordered_set<std::string_view> counts = {
-        "oom", "stalls", "swap_ins", "swap_outs", "clean_evictions", "prefetches", "drops", "recomputations",
-        "recompute_depth_max", "recompute_inputs_assumed", "forecast_horizon_steps", "forecast_evictions",
-        "early_evictions", "assumed_accesses", "kernels_reached", "last_kernel_reached", "coupled_wait_count",
-        "checksums", "checksum_mismatches"};
-    if (key == "capacity_bytes" || key == "host_capacity_bytes") return MetricDomain::Capacity;
-    if (counts.contains(key)) return MetricDomain::Count;
-    auto ends = [key](std::string_view end) { return key.size() >= end.size() && key.substr(key.size() - end.size()) == end; };
-    if (ends("_bytes") || key.starts_with("oom_bytes_") || ends("_ns") || ends("_seconds") || key == "coupled_wait_time") return MetricDomain::Amount;
-    return MetricDomain::Signed;
-}
-
 namespace run_rules {
 using rules::Column;
 using namespace limits;
