@@ -35,6 +35,8 @@ using namespace snapshot;
 
 // A trace entry's action; Unknown: any other (counted, otherwise ignored). Annotate (newer
 // PyTorch: _annotate_tensor attached metadata to a live allocation) holds no memory: counted.
+// UserDefined (nightlies of June-July 2024, pytorch#129072 to #130964: a record_function range's
+// START or END as a trace entry with addr 0 and size 0) holds none either: its range is a marker.
 enum class Action : uint8_t {
     Alloc,
     FreeRequested,
@@ -47,14 +49,16 @@ enum class Action : uint8_t {
     Oom,
     Snapshot,
     Annotate,
+    UserDefined,
     Unknown
 };
-constexpr size_t kActionCount = 12;
+constexpr size_t kActionCount = 13;
 // The action's slot in kActionNames and in the per-action counts (declaration order).
 constexpr size_t index(Action action) { return static_cast<size_t>(action); }
 const char* const kActionNames[kActionCount] = {"alloc",         "free_requested", "free_completed", "free",
                                                 "segment_alloc", "segment_free",   "segment_map",    "segment_unmap",
-                                                "oom",           "snapshot",       "annotate",       "other"};
+                                                "oom",           "snapshot",       "annotate",       "user_defined",
+                                                "other"};
 
 static_assert(index(Action::Unknown) + 1 == kActionCount);
 const char* name_of(Action action) { return kActionNames[index(action)]; }
@@ -67,7 +71,8 @@ Action action_of(std::string_view a) {
 
 // The actions whose events allocate or free memory: their 'addr' must be there.
 bool moves_memory(Action action) {
-    return action != Action::Oom && action != Action::Snapshot && action != Action::Annotate && action != Action::Unknown;
+    return action != Action::Oom && action != Action::Snapshot && action != Action::Annotate &&
+           action != Action::UserDefined && action != Action::Unknown;
 }
 
 // A memory pool's id (MempoolId_t): (0, 0) the default pool; any other a private pool (a CUDA
@@ -198,7 +203,36 @@ struct Decoded {
     std::map<std::string, int64_t> unknown_keys;      // event keys mhc does not know, and their events
     int64_t timed = 0;                                 // events with time_us
     int64_t pooled = 0;                                // events with pool_id
+    std::vector<Annotation> user_defined;              // the record_function ranges of user_defined entries
 };
+
+// A user_defined entry's range (PyTorch wrote its context as one frame: the stage as 'name', the
+// range's name as 'filename'; pytorch#124179 shows one). Refused naming the entry where it is not so.
+template <class Bad> Annotation user_defined_range(const PickleDoc& doc, const Event& ev, size_t dev, const Bad& bad) {
+    std::optional<Id> frame;
+    if (ev.frames && doc.kind(*ev.frames) == PickleDoc::Kind::List && doc.size(*ev.frames) > 0)
+        frame = doc.items(*ev.frames).front();
+    if (!frame || doc.kind(*frame) != PickleDoc::Kind::Dict)
+        throw bad(
+            "user_defined entry without its range (frames[0] with the stage as 'name' and the range as "
+            "'filename')");
+    auto text = [&](const char* key) {
+        auto value = doc.get(*frame, key);
+        if (!value || doc.kind(*value) != PickleDoc::Kind::Str)
+            throw bad(std::string("user_defined entry: frames[0]['") + key + "'] is " +
+                      (value ? type_name(doc, *value) : "missing") + ", not a str");
+        return std::string(doc.as_str(*value));
+    };
+    const std::string stage = text("name");
+    if (stage != "START" && stage != "END")
+        throw bad("user_defined entry: frames[0]['name'] is '" + stage + "', not START or END");
+    Annotation note;
+    note.name = text("filename");
+    note.start = stage == "START";
+    note.device = static_cast<int64_t>(dev);
+    note.time_us = ev.time_us;
+    return note;
+}
 
 // A trace entry's 'pool_id': a pair of ints (a tuple in the pickle, a list in JSON), else refused.
 template <class Bad> PoolKey pool_field(const PickleDoc& doc, Id value, const Bad& bad) {
@@ -274,6 +308,8 @@ Decoded decode_events(const PickleDoc& d, Id traces, NodeCodes& keys, const std:
                 ev.action != Action::FreeCompleted && ev.action != Action::Free)
                 throw bad(std::string(name_of(ev.action)) + " event has no 'size'");
             out.pooled += ev.has_pool;
+            if (ev.action == Action::UserDefined)
+                out.user_defined.push_back(user_defined_range(d, ev, out.devices.size() - 1, bad));
             if (ev.timed) {
                 out.t_min = have_t ? std::min(out.t_min, ev.time_us) : ev.time_us;
                 have_t = true;
@@ -1063,8 +1099,15 @@ void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_inp
     imp.block_sizes(segments, block_rules);
     imp.pool_rows(segments, ev.pooled, ev.events);
     imp.write(segments);
-    if (const std::string said = add_annotation_markers(doc, field("external_annotations"), annotation_clock(ev), w, in, r);
-        !said.empty())
+    // Annotations from one source or the other (PyTorch wrote user_defined entries for a few weeks
+    // before external_annotations replaced them); both, should a file hold both.
+    std::vector<Annotation> notes = external_annotations(doc, field("external_annotations"), in);
+    const std::string from =
+        ev.user_defined.empty() ? "START/END entries (record_function ranges of user scope)"
+        : notes.empty() ? "user_defined trace entries (record_function ranges, PyTorch nightlies of June-July 2024)"
+                        : "START/END entries (external_annotations and user_defined trace entries)";
+    notes.insert(notes.end(), ev.user_defined.begin(), ev.user_defined.end());
+    if (const std::string said = add_annotation_markers(notes, from, annotation_clock(ev), w, r); !said.empty())
         r.meta["snapshot.annotations"] = said;
     r.meta["segments"] = std::to_string(segments.size()) + " rows (segment events and end state)";
     // A PyTorch allocator's blocks lie in its segments: mhc check holds the trace to it (outside-segment).
