@@ -163,6 +163,14 @@ class Recorder:
         self.free_request(dev, addr)
         self.free_complete(dev, addr)
 
+    def snapshot_call(self):
+        """torch.cuda.memory._snapshot() called while recording: each device's allocator notes a
+        'snapshot' entry whose size is its active bytes (every block allocated or pending free:
+        CUDACachingAllocator.cpp, snapshot()'s total_active), after the traces were copied, so the
+        entry shows in the next dump."""
+        for d in self.devices:
+            self._entry(d.index, "snapshot", 0, sum(b[0] for b in d.live.values()), 0)
+
     def oom(self, dev, size, device_free, stream=0):
         self._entry(dev, "oom", device_free, size, stream)
 
@@ -279,6 +287,8 @@ def scenario_ring(version):
             r.free(0, act + k * 2 * MIB)
             r.tick()
         r.free(0, base + 20 * MIB)
+        if step % 2 == 1:   # the program dumps a snapshot every other step
+            r.snapshot_call()
         if step == 5:   # a burst that needs another segment, given back by empty_cache
             r.seg_alloc(0, base + 60 * MIB, 20 * MIB)
             r.alloc(0, base + 60 * MIB, 20 * MIB)
@@ -345,6 +355,7 @@ def scenario_devices(version):
             r.alloc(dev, base + k * 2 * MIB, 2 * MIB, stream=dev * 7)
             r.tick()
     r.free(0, base)
+    r.snapshot_call()
     r.oom(1, 80 * (1 << 30), 3 * MIB, stream=7)
     r.tick()
     r.free(1, base + 2 * MIB)
@@ -367,6 +378,7 @@ def scenario_pending(version):
     r.tick()
     r.free_request(0, base + 2 * MIB)
     r.tick()
+    r.snapshot_call()   # pending blocks are active: counted
     return r
 
 
@@ -445,6 +457,14 @@ def check(exe, name, rec, max_entries, tmp):
     ok = info.get("steps") == steps
     print(f"{name}: steps mhc {info.get('steps')} truth {steps}" + ("" if ok else "  MISMATCH"))
     failures += not ok
+    # Each 'snapshot' entry the window kept holds the allocator's active bytes there: the import must
+    # say it found them equal.
+    kept = sum(1 for t in snap["device_traces"] for e in t if e["action"] == "snapshot")
+    said = info.get("meta", {}).get("snapshot.active_checked", "")
+    ok = (kept == 0 and not said) or (said.startswith(f"{kept} snapshot entr") and "equal at every one" in said)
+    if kept or not ok:
+        print(f"{name}: {kept} snapshot entries, meta {said!r}" + ("" if ok else "  MISMATCH"))
+    failures += not ok
     warnings = info.get("meta", {}).get("import.warnings", "")
     if "user_defined" in warnings:
         print(f"{name}: user_defined entries warned as unknown actions: {warnings}  MISMATCH")
@@ -452,10 +472,29 @@ def check(exe, name, rec, max_entries, tmp):
     return failures
 
 
+def frees_dropped(exe, tmp):
+    """The loop recorded with _record_memory_history(skip_actions=["free_requested",
+    "free_completed"]) (PyTorch 2.9 on): the trace keeps blocks alive that the program freed. Its
+    'snapshot' entries show the allocator held less: the import must say they differ."""
+    rec = scenario_ring("2.6")
+    snap = rec.dump()
+    snap["device_traces"] = [[e for e in t if e["action"] not in ("free_requested", "free_completed")]
+                             for t in snap["device_traces"]]
+    path = os.path.join(tmp, "skip.pickle")
+    with open(path, "wb") as f:
+        pickle.dump(snap, f)
+    rc, _, err = mhc(exe, "import", path, "-o", os.path.join(tmp, "skip.db"), "--force")
+    ok = rc == 0 and "snapshot entries: the import's alive bytes differ from the allocator's active bytes at 4" in err
+    print(f"frees dropped (skip_actions): exit {rc}, said: {[l for l in err.splitlines() if 'snapshot entries' in l]}"
+          + ("" if ok else "  MISMATCH"))
+    return not ok
+
+
 def main():
     exe = sys.argv[1]
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
+        failures += frees_dropped(exe, tmp)
         # The ring wrapped at every entry: the window may start between any two entries (between a
         # block's free_requested and its free_completed, inside a step, after a segment_map).
         for make in (scenario_ring, scenario_expandable, scenario_devices, scenario_graph_pool):

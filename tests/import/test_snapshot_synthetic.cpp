@@ -559,6 +559,33 @@ TEST_CASE("snapshot: allocations left alive that the end state does not hold are
     }
 }
 
+TEST_CASE("snapshot: a snapshot entry's active bytes that the rows alive there do not make are said",
+          "[import][snapshot]") {
+    // _snapshot() called while recording leaves a 'snapshot' entry whose size is the allocator's
+    // active bytes (CUDACachingAllocator.cpp, snapshot(): total_active). A trace recorded with
+    // skip_actions=["free_requested", "free_completed"] lacks the free of the 4096 B block: the
+    // rows alive at the entry are 4096 + 8192 B, the allocator held 8192 B.
+    using test::event;
+    using test::Py;
+    std::vector<Py> evs{event("segment_alloc", 0x1000, 2 << 20, 0, 1), event("alloc", 0x1000, 4096, 0, 2),
+                        event("alloc", 0x3000, 8192, 0, 3), event("snapshot", 0, 8192, 0, 4)};
+    test::TempDir dir;
+    mhc::trace::import::Result result;
+    import_snap(dir, Py::dict({{"device_traces", Py::list({Py::list(evs)})}}), &result);
+    const std::string said =
+        "1 snapshot entry: the import's alive bytes differ from the allocator's active bytes at 1 (largest: "
+        "device_traces[0][3]: the allocator held 8192 B in active blocks, the import 12288 B)";
+    CHECK(result.meta.at("snapshot.active_checked") == said);
+    CHECK(std::any_of(result.warnings.begin(), result.warnings.end(), [&](const std::string& warning) {
+        return warning.rfind(said + ": ", 0) == 0 && warning.find("off by up to 4096 B") != std::string::npos;
+    }));
+    SECTION("with its free, equal") {
+        evs.insert(evs.begin() + 3, event("free_completed", 0x1000, 4096, 0, 3));
+        import_snap(dir, Py::dict({{"device_traces", Py::list({Py::list(evs)})}}), &result);
+        CHECK(result.meta.at("snapshot.active_checked").find("equal at every one") != std::string::npos);
+    }
+}
+
 TEST_CASE("snapshot: the pinned host allocator's history is said not to be imported", "[import][snapshot]") {
     // Hand-written from torch 2.15's _record_memory_history(record_pinned_host_memory=True,
     // record_cuda=...) docstring: the host allocator's events and segments come in 'host_traces'

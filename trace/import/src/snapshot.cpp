@@ -342,6 +342,9 @@ public:
     void block_sizes(const std::vector<Segment>& segments, const BlockRules& rules);
     void write(const std::vector<Segment>& segments);
     void meta(Result& r, const Decoded& ev) const;
+    // The import's alive bytes at each 'snapshot' entry against the allocator's active bytes it
+    // records (meta snapshot.active_checked, a warning where they differ); after block_sizes.
+    void check_active(Result& r) const;
 
 private:
     void replay_device(size_t dev, const std::vector<Event>& evs, const std::vector<int64_t>& times);
@@ -378,6 +381,12 @@ private:
         size_t row;
     };
     std::vector<Reborn> reborn_;
+    struct Checkpoint {   // a 'snapshot' entry: device, index, time, the allocator's active bytes
+        int32_t dev;
+        size_t k;
+        int64_t t, active;
+    };
+    std::vector<Checkpoint> checkpoints_;
     std::vector<std::unordered_map<int64_t, int64_t>> end_size_;  // per device: end-state block size at a live address
     // The snapshot has an end state ('segments'), every active block of it placed at an address:
     // then each allocation the trace leaves alive must be one of them.
@@ -540,6 +549,14 @@ void SnapshotImport::replay_device(size_t dev, const std::vector<Event>& evs, co
                 reserved.at_end -= e.size;
                 reserved.lowest = std::min(reserved.lowest, reserved.at_end);
                 reserved.seen = true;
+                break;
+            case Action::Snapshot:
+                // The allocator's active bytes when _snapshot() was called during recording (its
+                // snapshot() records total_active, every active block's size, as this entry's size);
+                // one taken of a private pool alone (MemPool.snapshot(), pool_id named) is that
+                // pool's: not a check of the device.
+                if (e.has_size && !(e.has_pool && is_private(e.pool)))
+                    checkpoints_.push_back({static_cast<int32_t>(dev), k, t, e.size});
                 break;
             case Action::Oom: {
                 Marker m;
@@ -750,6 +767,71 @@ void SnapshotImport::write(const std::vector<Segment>& segments) {
     w_.reserve(allocs_.size());
     for (const auto& a : allocs_) w_.add(a);
     for (const auto& g : segments) w_.add(g);
+}
+
+// Each 'snapshot' trace entry holds the device's active bytes at that moment (the size of every
+// block allocated or pending free: c10/cuda/CUDACachingAllocator.cpp, snapshot()'s total_active),
+// recorded when torch.cuda.memory._snapshot() was called while history was on (a ring of one entry
+// keeps nothing else; a program that dumps every few steps leaves one per dump). The rows alive
+// then (t_alloc < t < t_free) must add up to it: a reconstruction, a block size or a free the import
+// got wrong shows here, where before 2026-12-05 nothing compared them. Said in meta
+// snapshot.active_checked; where some differ, also a warning with the largest difference.
+void SnapshotImport::check_active(Result& r) const {
+    if (checkpoints_.empty()) return;
+    std::map<int32_t, std::vector<std::pair<int64_t, int64_t>>> deltas;   // device -> (time, +/- bytes)
+    std::set<int32_t> devices;
+    for (const Checkpoint& c : checkpoints_) devices.insert(c.dev);
+    for (const Allocation& a : allocs_) {
+        if (!devices.count(a.device)) continue;
+        auto& d = deltas[a.device];
+        d.emplace_back(a.t_alloc, a.bytes);
+        if (a.t_free != kNoTime) d.emplace_back(a.t_free, -a.bytes);
+    }
+    int64_t differ = 0, worst = -1;
+    std::string worst_said;
+    for (auto& [dev, d] : deltas) std::sort(d.begin(), d.end());
+    std::vector<Checkpoint> sorted = checkpoints_;
+    std::sort(sorted.begin(), sorted.end(),
+              [](const Checkpoint& a, const Checkpoint& b) { return std::tie(a.dev, a.t) < std::tie(b.dev, b.t); });
+    int32_t at_dev = -2;
+    size_t next = 0;
+    int64_t alive = 0;
+    for (const Checkpoint& c : sorted) {
+        const auto& d = deltas[c.dev];
+        if (c.dev != at_dev) {
+            at_dev = c.dev;
+            next = 0;
+            alive = 0;
+        }
+        // Rows that began before the entry and those that ended before it (event times are unique:
+        // no row begins or ends at the entry's own time).
+        for (; next < d.size() && d[next].first < c.t; ++next) alive += d[next].second;
+        const int64_t diff = alive > c.active ? alive - c.active : c.active - alive;
+        if (diff == 0) continue;
+        ++differ;
+        if (diff > worst) {
+            worst = diff;
+            worst_said = at_event(static_cast<size_t>(c.dev), c.k) + ": the allocator held " +
+                         std::to_string(c.active) + " B in active blocks, the import " + std::to_string(alive) + " B";
+        }
+    }
+    const std::string n = std::to_string(checkpoints_.size()) +
+                          (checkpoints_.size() == 1 ? " snapshot entry" : " snapshot entries");
+    if (differ == 0) {
+        r.meta["snapshot.active_checked"] =
+            n +
+            " (the allocator's active bytes when _snapshot() was called while recording): the import's alive "
+            "bytes equal at every one";
+        return;
+    }
+    const std::string said = n + ": the import's alive bytes differ from the allocator's active bytes at " +
+                             std::to_string(differ) + " (largest: " + worst_said + ")";
+    r.meta["snapshot.active_checked"] = said;
+    r.warnings.push_back(said +
+                         ": a reconstruction, block size or free the import could not know is off there, "
+                         "so the figures can be off by up to " +
+                         std::to_string(worst) +
+                         " B (or the snapshot entry was of one memory pool: MemPool.snapshot())");
 }
 
 // Each device's reserved peak by the snapshot's own accounting: its end state's total_size less
@@ -1097,6 +1179,7 @@ void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_inp
         conf = "expandable_segments:True" + (conf.empty() ? "" : "," + conf);
     }
     imp.block_sizes(segments, block_rules);
+    imp.check_active(r);
     imp.pool_rows(segments, ev.pooled, ev.events);
     imp.write(segments);
     // Annotations from one source or the other (PyTorch wrote user_defined entries for a few weeks
