@@ -480,12 +480,12 @@ TEST_CASE("snapshot: user_defined trace entries (2024 nightlies) are record_func
     // END 103 on device 1: 1,000 to 4,000. Before 2026-12-05 they were warned as actions mhc does
     // not know and their steps lost (0 steps).
     using test::Py;
-    auto ud = [](const char* stage, const char* name, double t) {
+    auto ud = [](const char* stage, const char* name, double time_us) {
         return Py::dict({{"action", "user_defined"},
                          {"addr", 0},
                          {"size", 0},
                          {"stream", 0},
-                         {"time_us", t},
+                         {"time_us", time_us},
                          {"frames", Py::list({Py::dict({{"name", stage}, {"filename", name}, {"line", 0}})})}});
     };
     std::vector<Py> dev0{ud("START", "ProfilerStep#0", 100.0), ud("END", "ProfilerStep#0", 115.0),

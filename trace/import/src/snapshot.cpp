@@ -344,7 +344,7 @@ public:
     void meta(Result& r, const Decoded& ev) const;
     // The import's alive bytes at each 'snapshot' entry against the allocator's active bytes it
     // records (meta snapshot.active_checked, a warning where they differ); after block_sizes.
-    void check_active(Result& r) const;
+    void check_active(Result& result) const;
 
 private:
     void replay_device(size_t dev, const std::vector<Event>& evs, const std::vector<int64_t>& times);
@@ -776,62 +776,64 @@ void SnapshotImport::write(const std::vector<Segment>& segments) {
 // then (t_alloc < t < t_free) must add up to it: a reconstruction, a block size or a free the import
 // got wrong shows here, where before 2026-12-05 nothing compared them. Said in meta
 // snapshot.active_checked; where some differ, also a warning with the largest difference.
-void SnapshotImport::check_active(Result& r) const {
+void SnapshotImport::check_active(Result& result) const {
     if (checkpoints_.empty()) return;
     std::map<int32_t, std::vector<std::pair<int64_t, int64_t>>> deltas;   // device -> (time, +/- bytes)
     std::set<int32_t> devices;
-    for (const Checkpoint& c : checkpoints_) devices.insert(c.dev);
-    for (const Allocation& a : allocs_) {
-        if (!devices.count(a.device)) continue;
-        auto& d = deltas[a.device];
-        d.emplace_back(a.t_alloc, a.bytes);
-        if (a.t_free != kNoTime) d.emplace_back(a.t_free, -a.bytes);
+    for (const Checkpoint& point : checkpoints_) devices.insert(point.dev);
+    for (const Allocation& row : allocs_) {
+        if (!devices.count(row.device)) continue;
+        auto& changes = deltas[row.device];
+        changes.emplace_back(row.t_alloc, row.bytes);
+        if (row.t_free != kNoTime) changes.emplace_back(row.t_free, -row.bytes);
     }
     int64_t differ = 0, worst = -1;
     std::string worst_said;
-    for (auto& [dev, d] : deltas) std::sort(d.begin(), d.end());
+    for (auto& [dev, changes] : deltas) std::sort(changes.begin(), changes.end());
     std::vector<Checkpoint> sorted = checkpoints_;
-    std::sort(sorted.begin(), sorted.end(),
-              [](const Checkpoint& a, const Checkpoint& b) { return std::tie(a.dev, a.t) < std::tie(b.dev, b.t); });
+    std::sort(sorted.begin(), sorted.end(), [](const Checkpoint& left, const Checkpoint& right) {
+        return std::tie(left.dev, left.t) < std::tie(right.dev, right.t);
+    });
     int32_t at_dev = -2;
     size_t next = 0;
     int64_t alive = 0;
-    for (const Checkpoint& c : sorted) {
-        const auto& d = deltas[c.dev];
-        if (c.dev != at_dev) {
-            at_dev = c.dev;
+    for (const Checkpoint& point : sorted) {
+        const auto& changes = deltas[point.dev];
+        if (point.dev != at_dev) {
+            at_dev = point.dev;
             next = 0;
             alive = 0;
         }
         // Rows that began before the entry and those that ended before it (event times are unique:
         // no row begins or ends at the entry's own time).
-        for (; next < d.size() && d[next].first < c.t; ++next) alive += d[next].second;
-        const int64_t diff = alive > c.active ? alive - c.active : c.active - alive;
+        for (; next < changes.size() && changes[next].first < point.t; ++next) alive += changes[next].second;
+        const int64_t diff = alive > point.active ? alive - point.active : point.active - alive;
         if (diff == 0) continue;
         ++differ;
         if (diff > worst) {
             worst = diff;
-            worst_said = at_event(static_cast<size_t>(c.dev), c.k) + ": the allocator held " +
-                         std::to_string(c.active) + " B in active blocks, the import " + std::to_string(alive) + " B";
+            worst_said = at_event(static_cast<size_t>(point.dev), point.k) + ": the allocator held " +
+                         std::to_string(point.active) + " B in active blocks, the import " + std::to_string(alive) +
+                         " B";
         }
     }
-    const std::string n = std::to_string(checkpoints_.size()) +
-                          (checkpoints_.size() == 1 ? " snapshot entry" : " snapshot entries");
+    const std::string entries = std::to_string(checkpoints_.size()) +
+                                (checkpoints_.size() == 1 ? " snapshot entry" : " snapshot entries");
     if (differ == 0) {
-        r.meta["snapshot.active_checked"] =
-            n +
+        result.meta["snapshot.active_checked"] =
+            entries +
             " (the allocator's active bytes when _snapshot() was called while recording): the import's alive "
             "bytes equal at every one";
         return;
     }
-    const std::string said = n + ": the import's alive bytes differ from the allocator's active bytes at " +
+    const std::string said = entries + ": the import's alive bytes differ from the allocator's active bytes at " +
                              std::to_string(differ) + " (largest: " + worst_said + ")";
-    r.meta["snapshot.active_checked"] = said;
-    r.warnings.push_back(said +
-                         ": a reconstruction, block size or free the import could not know is off there, "
-                         "so the figures can be off by up to " +
-                         std::to_string(worst) +
-                         " B (or the snapshot entry was of one memory pool: MemPool.snapshot())");
+    result.meta["snapshot.active_checked"] = said;
+    result.warnings.push_back(said +
+                              ": a reconstruction, block size or free the import could not know is off there, "
+                              "so the figures can be off by up to " +
+                              std::to_string(worst) +
+                              " B (or the snapshot entry was of one memory pool: MemPool.snapshot())");
 }
 
 // Each device's reserved peak by the snapshot's own accounting: its end state's total_size less
