@@ -515,6 +515,15 @@ def check(exe, name, snap, timing, path, tmp, full=None, simulate=True):
     if said is not None:
         print(f"{name}: snapshot.live_not_in_end_state {said}  MISMATCH")
         failures += 1
+    # Each 'snapshot' trace entry holds the allocator's active bytes then (total_active): the import
+    # checks its rows against them and must find them equal (FlexGen's one entry).
+    kept = sum(1 for t in snap["device_traces"] for e in t if e["action"] == "snapshot")
+    said = info.get("meta", {}).get("snapshot.active_checked", "")
+    if kept and "equal at every one" not in said:
+        print(f"{name}: {kept} snapshot entries, snapshot.active_checked {said!r}  MISMATCH")
+        failures += 1
+    elif kept:
+        print(f"{name}: {kept} snapshot entries: the import's alive bytes equal the allocator's active bytes")
     if not simulate:   # the variants below hold the import's figures; the file as recorded holds simulate's
         return failures
     sim = json.loads(mhc(exe, "simulate", db, "--capacity", "unlimited", "--allocator", "ideal",

@@ -113,3 +113,21 @@ TEST_CASE("snapshot: segments of private memory pools (a MemPool's, a CUDA graph
     CHECK(stanford.meta.count("snapshot.private_pools") == 0);
     CHECK_FALSE(test::warned(result, "private pool given back"));
 }
+
+TEST_CASE("snapshot: a snapshot entry's active bytes are checked against the rows alive there",
+          "[import][snapshot][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // FlexGen's OOM snapshot (PyTorch 2.0, order only) holds one trace entry, a 'snapshot' whose size
+    // is the allocator's total_active then, 11,840,159,744 B (Python's pickle); its end state's
+    // active blocks, alive from t = 0, add up to the same. Before 2026-12-05 nothing compared them.
+    TraceData trace = test::import_public(dir, "torch-snapshot/flexgen-oom-snapshot.pickle", result);
+    CHECK(trace.meta.at("snapshot.active_checked") ==
+          "1 snapshot entry (the allocator's active bytes when _snapshot() was called while recording): the "
+          "import's alive bytes equal at every one");
+    CHECK_FALSE(test::warned(result, "snapshot entr"));
+    // A snapshot without such entries says nothing of it.
+    imp::Result other;
+    TraceData plain = test::import_public(dir, "torch-snapshot/cs336-bcrafton-benchmark.pickle.gz", other);
+    CHECK(plain.meta.count("snapshot.active_checked") == 0);
+}

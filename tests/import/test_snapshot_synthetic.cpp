@@ -468,6 +468,58 @@ TEST_CASE("snapshot: newer PyTorch's annotate events and event fields hold no me
     CHECK(trace.meta.count("snapshot.unknown_actions") == 0);
 }
 
+TEST_CASE("snapshot: user_defined trace entries (2024 nightlies) are record_function ranges, their steps kept",
+          "[import][snapshot]") {
+    // PyTorch nightlies of June-July 2024 (pytorch#129072 until #130964 moved them to
+    // external_annotations) noted record_function ranges as trace entries: action 'user_defined',
+    // addr 0, size 0, stream 0, time_us, and one frame holding the stage as 'name' and the range as
+    // 'filename' (the device_traces snippet in pytorch#124179's description). Threads without a
+    // device put theirs in device_traces[0] (pytorch#130457): here device 0 holds only the steps,
+    // device 1 the memory. Events at 100..131 us (t_min 100): ProfilerStep#0 START 100, END 115:
+    // 0 to 16,000 ns; ProfilerStep#1 START 116, END 131: 16,000 to 32,000; "fwd" START 101 /
+    // END 103 on device 1: 1,000 to 4,000. Before 2026-12-05 they were warned as actions mhc does
+    // not know and their steps lost (0 steps).
+    using test::Py;
+    auto ud = [](const char* stage, const char* name, double time_us) {
+        return Py::dict({{"action", "user_defined"},
+                         {"addr", 0},
+                         {"size", 0},
+                         {"stream", 0},
+                         {"time_us", time_us},
+                         {"frames", Py::list({Py::dict({{"name", stage}, {"filename", name}, {"line", 0}})})}});
+    };
+    std::vector<Py> dev0{ud("START", "ProfilerStep#0", 100.0), ud("END", "ProfilerStep#0", 115.0),
+                         ud("START", "ProfilerStep#1", 116.0), ud("END", "ProfilerStep#1", 131.0)};
+    std::vector<Py> dev1{test::event("segment_alloc", 0x1000, 2 << 20, 0, 101),
+                         ud("START", "fwd", 101.0),
+                         test::event("alloc", 0x1000, 4096, 0, 102),
+                         ud("END", "fwd", 103.0),
+                         test::event("free_requested", 0x1000, 4096, 0, 120),
+                         test::event("free_completed", 0x1000, 4096, 0, 120)};
+    test::TempDir dir;
+    auto trace = import_snap(dir, Py::dict({{"device_traces", Py::list({Py::list(dev0), Py::list(dev1)})}}));
+    CHECK(trace.meta.count("snapshot.unknown_actions") == 0);
+    CHECK(trace.meta.at("import.actions") ==
+          "alloc=1, free_requested=1, free_completed=1, segment_alloc=1, user_defined=6");
+    CHECK(trace.meta.at("snapshot.annotations") ==
+          "3 range markers from 6 user_defined trace entries (record_function ranges, PyTorch nightlies of "
+          "June-July 2024)");
+    std::set<std::tuple<std::string, int64_t, int64_t, bool>> got;
+    for (size_t i = 0; i < trace.markers.size(); ++i)
+        got.insert({trace.str(trace.markers.name[i]), trace.markers.t_start[i], trace.markers.t_end[i],
+                    trace.markers.kind[i] == mhc::trace::MarkerKind::Step});
+    const std::set<std::tuple<std::string, int64_t, int64_t, bool>> want = {
+        {"ProfilerStep#0", 0, 16000, true}, {"ProfilerStep#1", 16000, 32000, true}, {"fwd", 1000, 4000, false}};
+    CHECK(got == want);
+    REQUIRE(trace.allocations.size() == 1);
+    CHECK(trace.allocations.device[0] == 1);
+    SECTION("an entry without its range is refused, naming it") {
+        dev0[1] = Py::dict({{"action", "user_defined"}, {"addr", 0}, {"size", 0}, {"stream", 0}, {"time_us", 115.0}});
+        CHECK_THROWS_WITH(import_snap(dir, Py::dict({{"device_traces", Py::list({Py::list(dev0), Py::list(dev1)})}})),
+                          Catch::Contains("device_traces[0][1]: user_defined entry without its range"));
+    }
+}
+
 TEST_CASE("snapshot: allocations left alive that the end state does not hold are said (frees missing)",
           "[import][snapshot]") {
     // Hand-written: PyTorch >= 2.9's _record_memory_history(skip_actions=[...]) can drop
@@ -504,6 +556,33 @@ TEST_CASE("snapshot: allocations left alive that the end state does not hold are
         CHECK(trace.meta.at("snapshot.live_not_in_end_state") == "1 allocation, 4096 B");
         REQUIRE(result.warnings.size() == 1);
         CHECK(result.warnings[0].find("frees are missing from the trace") != std::string::npos);
+    }
+}
+
+TEST_CASE("snapshot: a snapshot entry's active bytes that the rows alive there do not make are said",
+          "[import][snapshot]") {
+    // _snapshot() called while recording leaves a 'snapshot' entry whose size is the allocator's
+    // active bytes (CUDACachingAllocator.cpp, snapshot(): total_active). A trace recorded with
+    // skip_actions=["free_requested", "free_completed"] lacks the free of the 4096 B block: the
+    // rows alive at the entry are 4096 + 8192 B, the allocator held 8192 B.
+    using test::event;
+    using test::Py;
+    std::vector<Py> evs{event("segment_alloc", 0x1000, 2 << 20, 0, 1), event("alloc", 0x1000, 4096, 0, 2),
+                        event("alloc", 0x3000, 8192, 0, 3), event("snapshot", 0, 8192, 0, 4)};
+    test::TempDir dir;
+    mhc::trace::import::Result result;
+    import_snap(dir, Py::dict({{"device_traces", Py::list({Py::list(evs)})}}), &result);
+    const std::string said =
+        "1 snapshot entry: the import's alive bytes differ from the allocator's active bytes at 1 (largest: "
+        "device_traces[0][3]: the allocator held 8192 B in active blocks, the import 12288 B)";
+    CHECK(result.meta.at("snapshot.active_checked") == said);
+    CHECK(std::any_of(result.warnings.begin(), result.warnings.end(), [&](const std::string& warning) {
+        return warning.rfind(said + ": ", 0) == 0 && warning.find("off by up to 4096 B") != std::string::npos;
+    }));
+    SECTION("with its free, equal") {
+        evs.insert(evs.begin() + 3, event("free_completed", 0x1000, 4096, 0, 3));
+        import_snap(dir, Py::dict({{"device_traces", Py::list({Py::list(evs)})}}), &result);
+        CHECK(result.meta.at("snapshot.active_checked").find("equal at every one") != std::string::npos);
     }
 }
 

@@ -35,6 +35,8 @@ using namespace snapshot;
 
 // A trace entry's action; Unknown: any other (counted, otherwise ignored). Annotate (newer
 // PyTorch: _annotate_tensor attached metadata to a live allocation) holds no memory: counted.
+// UserDefined (nightlies of June-July 2024, pytorch#129072 to #130964: a record_function range's
+// START or END as a trace entry with addr 0 and size 0) holds none either: its range is a marker.
 enum class Action : uint8_t {
     Alloc,
     FreeRequested,
@@ -47,14 +49,16 @@ enum class Action : uint8_t {
     Oom,
     Snapshot,
     Annotate,
+    UserDefined,
     Unknown
 };
-constexpr size_t kActionCount = 12;
+constexpr size_t kActionCount = 13;
 // The action's slot in kActionNames and in the per-action counts (declaration order).
 constexpr size_t index(Action action) { return static_cast<size_t>(action); }
 const char* const kActionNames[kActionCount] = {"alloc",         "free_requested", "free_completed", "free",
                                                 "segment_alloc", "segment_free",   "segment_map",    "segment_unmap",
-                                                "oom",           "snapshot",       "annotate",       "other"};
+                                                "oom",           "snapshot",       "annotate",       "user_defined",
+                                                "other"};
 
 static_assert(index(Action::Unknown) + 1 == kActionCount);
 const char* name_of(Action action) { return kActionNames[index(action)]; }
@@ -67,7 +71,8 @@ Action action_of(std::string_view a) {
 
 // The actions whose events allocate or free memory: their 'addr' must be there.
 bool moves_memory(Action action) {
-    return action != Action::Oom && action != Action::Snapshot && action != Action::Annotate && action != Action::Unknown;
+    return action != Action::Oom && action != Action::Snapshot && action != Action::Annotate &&
+           action != Action::UserDefined && action != Action::Unknown;
 }
 
 // A memory pool's id (MempoolId_t): (0, 0) the default pool; any other a private pool (a CUDA
@@ -198,7 +203,36 @@ struct Decoded {
     std::map<std::string, int64_t> unknown_keys;      // event keys mhc does not know, and their events
     int64_t timed = 0;                                 // events with time_us
     int64_t pooled = 0;                                // events with pool_id
+    std::vector<Annotation> user_defined;              // the record_function ranges of user_defined entries
 };
+
+// A user_defined entry's range (PyTorch wrote its context as one frame: the stage as 'name', the
+// range's name as 'filename'; pytorch#124179 shows one). Refused naming the entry where it is not so.
+template <class Bad> Annotation user_defined_range(const PickleDoc& doc, const Event& ev, size_t dev, const Bad& bad) {
+    std::optional<Id> frame;
+    if (ev.frames && doc.kind(*ev.frames) == PickleDoc::Kind::List && doc.size(*ev.frames) > 0)
+        frame = doc.items(*ev.frames).front();
+    if (!frame || doc.kind(*frame) != PickleDoc::Kind::Dict)
+        throw bad(
+            "user_defined entry without its range (frames[0] with the stage as 'name' and the range as "
+            "'filename')");
+    auto text = [&](const char* key) {
+        auto value = doc.get(*frame, key);
+        if (!value || doc.kind(*value) != PickleDoc::Kind::Str)
+            throw bad(std::string("user_defined entry: frames[0]['") + key + "'] is " +
+                      (value ? type_name(doc, *value) : "missing") + ", not a str");
+        return std::string(doc.as_str(*value));
+    };
+    const std::string stage = text("name");
+    if (stage != "START" && stage != "END")
+        throw bad("user_defined entry: frames[0]['name'] is '" + stage + "', not START or END");
+    Annotation note;
+    note.name = text("filename");
+    note.start = stage == "START";
+    note.device = static_cast<int64_t>(dev);
+    note.time_us = ev.time_us;
+    return note;
+}
 
 // A trace entry's 'pool_id': a pair of ints (a tuple in the pickle, a list in JSON), else refused.
 template <class Bad> PoolKey pool_field(const PickleDoc& doc, Id value, const Bad& bad) {
@@ -274,6 +308,8 @@ Decoded decode_events(const PickleDoc& d, Id traces, NodeCodes& keys, const std:
                 ev.action != Action::FreeCompleted && ev.action != Action::Free)
                 throw bad(std::string(name_of(ev.action)) + " event has no 'size'");
             out.pooled += ev.has_pool;
+            if (ev.action == Action::UserDefined)
+                out.user_defined.push_back(user_defined_range(d, ev, out.devices.size() - 1, bad));
             if (ev.timed) {
                 out.t_min = have_t ? std::min(out.t_min, ev.time_us) : ev.time_us;
                 have_t = true;
@@ -306,6 +342,9 @@ public:
     void block_sizes(const std::vector<Segment>& segments, const BlockRules& rules);
     void write(const std::vector<Segment>& segments);
     void meta(Result& r, const Decoded& ev) const;
+    // The import's alive bytes at each 'snapshot' entry against the allocator's active bytes it
+    // records (meta snapshot.active_checked, a warning where they differ); after block_sizes.
+    void check_active(Result& result) const;
 
 private:
     void replay_device(size_t dev, const std::vector<Event>& evs, const std::vector<int64_t>& times);
@@ -342,6 +381,12 @@ private:
         size_t row;
     };
     std::vector<Reborn> reborn_;
+    struct Checkpoint {   // a 'snapshot' entry: device, index, time, the allocator's active bytes
+        int32_t dev;
+        size_t k;
+        int64_t t, active;
+    };
+    std::vector<Checkpoint> checkpoints_;
     std::vector<std::unordered_map<int64_t, int64_t>> end_size_;  // per device: end-state block size at a live address
     // The snapshot has an end state ('segments'), every active block of it placed at an address:
     // then each allocation the trace leaves alive must be one of them.
@@ -504,6 +549,14 @@ void SnapshotImport::replay_device(size_t dev, const std::vector<Event>& evs, co
                 reserved.at_end -= e.size;
                 reserved.lowest = std::min(reserved.lowest, reserved.at_end);
                 reserved.seen = true;
+                break;
+            case Action::Snapshot:
+                // The allocator's active bytes when _snapshot() was called during recording (its
+                // snapshot() records total_active, every active block's size, as this entry's size);
+                // one taken of a private pool alone (MemPool.snapshot(), pool_id named) is that
+                // pool's: not a check of the device.
+                if (e.has_size && !(e.has_pool && is_private(e.pool)))
+                    checkpoints_.push_back({static_cast<int32_t>(dev), k, t, e.size});
                 break;
             case Action::Oom: {
                 Marker m;
@@ -714,6 +767,73 @@ void SnapshotImport::write(const std::vector<Segment>& segments) {
     w_.reserve(allocs_.size());
     for (const auto& a : allocs_) w_.add(a);
     for (const auto& g : segments) w_.add(g);
+}
+
+// Each 'snapshot' trace entry holds the device's active bytes at that moment (the size of every
+// block allocated or pending free: c10/cuda/CUDACachingAllocator.cpp, snapshot()'s total_active),
+// recorded when torch.cuda.memory._snapshot() was called while history was on (a ring of one entry
+// keeps nothing else; a program that dumps every few steps leaves one per dump). The rows alive
+// then (t_alloc < t < t_free) must add up to it: a reconstruction, a block size or a free the import
+// got wrong shows here, where before 2026-12-05 nothing compared them. Said in meta
+// snapshot.active_checked; where some differ, also a warning with the largest difference.
+void SnapshotImport::check_active(Result& result) const {
+    if (checkpoints_.empty()) return;
+    std::map<int32_t, std::vector<std::pair<int64_t, int64_t>>> deltas;   // device -> (time, +/- bytes)
+    std::set<int32_t> devices;
+    for (const Checkpoint& point : checkpoints_) devices.insert(point.dev);
+    for (const Allocation& row : allocs_) {
+        if (!devices.count(row.device)) continue;
+        auto& changes = deltas[row.device];
+        changes.emplace_back(row.t_alloc, row.bytes);
+        if (row.t_free != kNoTime) changes.emplace_back(row.t_free, -row.bytes);
+    }
+    int64_t differ = 0, worst = -1;
+    std::string worst_said;
+    for (auto& [dev, changes] : deltas) std::sort(changes.begin(), changes.end());
+    std::vector<Checkpoint> sorted = checkpoints_;
+    std::sort(sorted.begin(), sorted.end(), [](const Checkpoint& left, const Checkpoint& right) {
+        return std::tie(left.dev, left.t) < std::tie(right.dev, right.t);
+    });
+    int32_t at_dev = -2;
+    size_t next = 0;
+    int64_t alive = 0;
+    for (const Checkpoint& point : sorted) {
+        const auto& changes = deltas[point.dev];
+        if (point.dev != at_dev) {
+            at_dev = point.dev;
+            next = 0;
+            alive = 0;
+        }
+        // Rows that began before the entry and those that ended before it (event times are unique:
+        // no row begins or ends at the entry's own time).
+        for (; next < changes.size() && changes[next].first < point.t; ++next) alive += changes[next].second;
+        const int64_t diff = alive > point.active ? alive - point.active : point.active - alive;
+        if (diff == 0) continue;
+        ++differ;
+        if (diff > worst) {
+            worst = diff;
+            worst_said = at_event(static_cast<size_t>(point.dev), point.k) + ": the allocator held " +
+                         std::to_string(point.active) + " B in active blocks, the import " + std::to_string(alive) +
+                         " B";
+        }
+    }
+    const std::string entries = std::to_string(checkpoints_.size()) +
+                                (checkpoints_.size() == 1 ? " snapshot entry" : " snapshot entries");
+    if (differ == 0) {
+        result.meta["snapshot.active_checked"] =
+            entries +
+            " (the allocator's active bytes when _snapshot() was called while recording): the import's alive "
+            "bytes equal at every one";
+        return;
+    }
+    const std::string said = entries + ": the import's alive bytes differ from the allocator's active bytes at " +
+                             std::to_string(differ) + " (largest: " + worst_said + ")";
+    result.meta["snapshot.active_checked"] = said;
+    result.warnings.push_back(said +
+                              ": a reconstruction, block size or free the import could not know is off there, "
+                              "so the figures can be off by up to " +
+                              std::to_string(worst) +
+                              " B (or the snapshot entry was of one memory pool: MemPool.snapshot())");
 }
 
 // Each device's reserved peak by the snapshot's own accounting: its end state's total_size less
@@ -1061,10 +1181,18 @@ void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_inp
         conf = "expandable_segments:True" + (conf.empty() ? "" : "," + conf);
     }
     imp.block_sizes(segments, block_rules);
+    imp.check_active(r);
     imp.pool_rows(segments, ev.pooled, ev.events);
     imp.write(segments);
-    if (const std::string said = add_annotation_markers(doc, field("external_annotations"), annotation_clock(ev), w, in, r);
-        !said.empty())
+    // Annotations from one source or the other (PyTorch wrote user_defined entries for a few weeks
+    // before external_annotations replaced them); both, should a file hold both.
+    std::vector<Annotation> notes = external_annotations(doc, field("external_annotations"), in);
+    const std::string from =
+        ev.user_defined.empty() ? "START/END entries (record_function ranges of user scope)"
+        : notes.empty() ? "user_defined trace entries (record_function ranges, PyTorch nightlies of June-July 2024)"
+                        : "START/END entries (external_annotations and user_defined trace entries)";
+    notes.insert(notes.end(), ev.user_defined.begin(), ev.user_defined.end());
+    if (const std::string said = add_annotation_markers(notes, from, annotation_clock(ev), w, r); !said.empty())
         r.meta["snapshot.annotations"] = said;
     r.meta["segments"] = std::to_string(segments.size()) + " rows (segment events and end state)";
     // A PyTorch allocator's blocks lie in its segments: mhc check holds the trace to it (outside-segment).

@@ -178,22 +178,11 @@ std::string json_as_pickle(std::string_view json, const std::string& in) {
 // snapshot['external_annotations'] (PyTorch 2.5 on): the record_function ranges of user scope
 // (torch.profiler.record_function, Optimizer.step's own) that the allocator noted while it
 // recorded history, one entry per START or END, with 'name', 'stage', 'device' and 'time_us'.
-// Each START and the next END of the same name and device are one range marker, at the trace's
-// times: a START at microsecond u begins before that microsecond's events (1000 (u - t_min) ns),
-// an END ends after them (1000 (u - t_min + 1) ns); an END whose START is not in the file began
-// before recording (t = 0), a START never ended was open when the snapshot was taken (it ends
-// after the last event). A range noted on several devices at the same times is one marker.
-// Without time_us they cannot be placed: counted, not imported. Before 2026-12-03 they were
-// dropped without a word. Returns what meta snapshot.annotations says.
-std::string add_annotation_markers(const PickleDoc& doc, std::optional<Id> list, const AnnotationClock& clock,
-                                   Rows& rows, const std::string& in, Result& result) {
-    if (!list || doc.kind(*list) != PickleDoc::Kind::List || doc.size(*list) == 0) return {};
+std::vector<Annotation> external_annotations(const PickleDoc& doc, std::optional<Id> list, const std::string& in) {
+    std::vector<Annotation> out;
+    if (!list || doc.kind(*list) != PickleDoc::Kind::List) return out;
     const auto entries = doc.items(*list);
-    if (!clock.timed)
-        return std::to_string(entries.size()) + " entries not imported: the trace events have no time_us to place them";
-    std::map<std::pair<int64_t, std::string>, std::vector<int64_t>> starts;   // (device, name) -> START times
-    std::set<std::tuple<std::string, int64_t, int64_t>> ranges;               // (name, t_start, t_end)
-    const int64_t t_last = (static_cast<int64_t>(std::floor(clock.last_us - clock.t_min)) + 1) * 1000;
+    out.reserve(entries.size());
     for (size_t k = 0; k < entries.size(); ++k) {
         const std::string at = "external_annotations[" + std::to_string(k) + "]";
         auto bad = [&](const std::string& what) { return Error(where(in, at + ": " + what)); };
@@ -207,23 +196,49 @@ std::string add_annotation_markers(const PickleDoc& doc, std::optional<Id> list,
                           ", not a str");
             return std::string(doc.as_str(*value));
         };
-        const std::string name = text("name"), stage = text("stage");
+        Annotation note;
+        note.name = text("name");
+        const std::string stage = text("stage");
+        if (stage != "START" && stage != "END") throw bad("'stage' is '" + stage + "', not START or END");
+        note.start = stage == "START";
         auto time = doc.get(entry, "time_us");
         if (!time || !doc.is_number(*time) || doc.kind(*time) == PickleDoc::Kind::Bool)
             throw bad(std::string("'time_us' is ") + (time ? type_name(doc, *time) : "missing") + ", not a number");
+        note.time_us = doc.as_float(*time);
         auto device = doc.get(entry, "device");
-        const int64_t dev = device ? int_field(doc, *device, "device", bad) : 0;
-        const auto us = static_cast<int64_t>(std::floor(doc.as_float(*time) - clock.t_min));
-        auto& open = starts[{dev, name}];
-        if (stage == "START") {
+        note.device = device ? int_field(doc, *device, "device", bad) : 0;
+        out.push_back(std::move(note));
+    }
+    return out;
+}
+
+// The annotations as markers, at the trace's times. Each START and the next END of the same name
+// and device are one range marker: a START at microsecond u begins before that microsecond's
+// events (1000 (u - t_min) ns), an END ends after them (1000 (u - t_min + 1) ns); an END whose
+// START is not in the file began before recording (t = 0), a START never ended was open when the
+// snapshot was taken (it ends after the last event). A range noted on several devices at the same
+// times is one marker. Without time_us they cannot be placed: counted, not imported. Before
+// 2026-12-03 external_annotations were dropped without a word; before 2026-12-05 user_defined
+// trace entries were (warned as actions mhc does not know: their steps were lost).
+std::string add_annotation_markers(const std::vector<Annotation>& annotations, const std::string& from,
+                                   const AnnotationClock& clock, Rows& rows, Result& result) {
+    if (annotations.empty()) return {};
+    if (!clock.timed)
+        return std::to_string(annotations.size()) +
+               " entries not imported: the trace events have no time_us to place them";
+    std::map<std::pair<int64_t, std::string>, std::vector<int64_t>> starts;   // (device, name) -> START times
+    std::set<std::tuple<std::string, int64_t, int64_t>> ranges;               // (name, t_start, t_end)
+    const int64_t t_last = (static_cast<int64_t>(std::floor(clock.last_us - clock.t_min)) + 1) * 1000;
+    for (const Annotation& note : annotations) {
+        const auto us = static_cast<int64_t>(std::floor(note.time_us - clock.t_min));
+        auto& open = starts[{note.device, note.name}];
+        if (note.start) {
             open.push_back(std::max<int64_t>(0, us * 1000));
-        } else if (stage == "END") {
+        } else {
             const int64_t t_end = std::max<int64_t>(0, (us + 1) * 1000);
             const int64_t t_start = open.empty() ? 0 : open.back();
             if (!open.empty()) open.pop_back();
-            ranges.insert({name, t_start, std::max(t_start, t_end)});
-        } else {
-            throw bad("'stage' is '" + stage + "', not START or END");
+            ranges.insert({note.name, t_start, std::max(t_start, t_end)});
         }
     }
     for (const auto& [key, open] : starts)
@@ -241,8 +256,7 @@ std::string add_annotation_markers(const PickleDoc& doc, std::optional<Id> list,
         rows.add(marker);
     }
     add_step_markers(ranges, id, rows, result);
-    return std::to_string(ranges.size()) + " range markers from " + std::to_string(entries.size()) +
-           " START/END entries (record_function ranges of user scope)";
+    return std::to_string(ranges.size()) + " range markers from " + std::to_string(annotations.size()) + " " + from;
 }
 
 // The snapshot's top-level keys this reader does not know (a newer PyTorch's), named in meta

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "mhc/trace/import/import.hpp"
 #include "mhc/trace/import/pickle.hpp"
@@ -54,9 +55,24 @@ struct AnnotationClock {
     int64_t first_id = 0;
 };
 
-// snapshot['external_annotations'] as range markers (ProfilerStep#N ones as steps) and the steps
-// the optimizer's ranges mark; returns what meta snapshot.annotations says (empty: none).
-std::string add_annotation_markers(const PickleDoc& doc, std::optional<Id> list, const AnnotationClock& clock,
-                                   Rows& rows, const std::string& in, Result& result);
+// One START or END of a record_function range, as the allocator noted it: an entry of
+// snapshot['external_annotations'] (PyTorch 2.5 on), or a 'user_defined' trace entry (nightlies of
+// June-July 2024: frames[0] holds the stage as 'name' and the range's name as 'filename').
+struct Annotation {
+    std::string name;
+    bool start = false;
+    int64_t device = 0;
+    double time_us = 0;
+};
+
+// snapshot['external_annotations'], each entry checked (refused naming it where it is not a dict
+// with str 'name', 'stage' START or END, number 'time_us' and int 'device').
+std::vector<Annotation> external_annotations(const PickleDoc& doc, std::optional<Id> list, const std::string& in);
+
+// The annotations as range markers (ProfilerStep#N ones as steps) and the steps the optimizer's
+// ranges mark; returns what meta snapshot.annotations says (empty: none). `from` names where
+// they came from in that text ("START/END entries (record_function ranges of user scope)").
+std::string add_annotation_markers(const std::vector<Annotation>& annotations, const std::string& from,
+                                   const AnnotationClock& clock, Rows& rows, Result& result);
 
 }   // namespace mhc::trace::import::snapshot
