@@ -76,15 +76,40 @@ void clamp_stream_overlaps(KinetoData& data, Result& result) {
 // (steps.hpp), added to the ranges as step#0, step#1, ... ranges of those step numbers; step 0 begins
 // at the trace's first event (`base`). Meta steps_from says where the steps came from. Before
 // 2026-12-05 such a trace had no steps (param's ResNet trace: 30 Optimizer.step#SGD.step ranges).
+// An optimizer range's work (steps.hpp): the ops (cpu_op, user_annotation, Operator) and runtime or
+// driver calls of its process and thread that begin within it, itself included.
+class ThreadWork {
+public:
+    explicit ThreadWork(const KinetoData& data) {
+        for (const KOp& op : data.ops) starts_[{op.pid, op.tid}].push_back(op.ts);
+        for (const KLaunch& call : data.runtime_calls) starts_[{call.pid, call.tid}].push_back(call.ts);
+        for (auto& [thread, starts] : starts_) std::sort(starts.begin(), starts.end());
+    }
+    int64_t within(const KRange& range) const {
+        auto found = starts_.find({range.pid, range.tid});
+        if (found == starts_.end()) return 0;
+        const std::vector<int64_t>& starts = found->second;
+        return std::upper_bound(starts.begin(), starts.end(), range.ts + range.dur) -
+               std::lower_bound(starts.begin(), starts.end(), range.ts);
+    }
+
+private:
+    std::map<KinetoData::ThreadKey, std::vector<int64_t>> starts_;
+};
+
 void add_optimizer_steps(KinetoData& data, int64_t base, Result& result) {
     std::map<int64_t, std::vector<NamedSpan>> by_process;
-    for (const auto& range : data.ranges) {
+    for (const auto& range : data.ranges)
         if (range.step >= 0) {
             result.meta["steps_from"] = kStepsFromProfiler;
             return;
         }
+    const ThreadWork work(data);
+    for (const auto& range : data.ranges) {
+        const std::string& name = data.strings.list[range.name];
         if (!range.gpu)
-            by_process[range.pid].push_back(NamedSpan{data.strings.list[range.name], range.ts, range.ts + range.dur});
+            by_process[range.pid].push_back(
+                NamedSpan{name, range.ts, range.ts + range.dur, is_optimizer_step(name) ? work.within(range) : -1});
     }
     for (const auto& range : data.loop_ranges)   // where step 0 begins (steps.hpp)
         by_process[range.pid].push_back(NamedSpan{data.strings.list[range.name], range.ts, range.ts + range.dur});
