@@ -17,8 +17,8 @@
 // (setup: loading the model, building the data).
 //
 // (2026-12-05, later) Durations that take turns are not enough where the reader knows what each
-// range runs (`NamedSpan::work`: Kineto's ops and runtime calls inside it on its thread, the
-// execution trace's nodes below it): where every class of the period runs the same work (the same
+// range runs (`NamedSpan::work`: Kineto's ops and runtime calls inside it on its thread, Nsight
+// Systems' runtime calls inside it on its thread, the execution trace's nodes below it): where every class of the period runs the same work (the same
 // median), the ranges are one optimizer stepping unevenly (a host stall, a sync or a checkpoint every
 // other step), a step each, and meta and a warning say so; two optimizers of one class step different
 // parameters, so their work differs. Gaps that take turns (stepping back to back) still make a period.
@@ -50,8 +50,9 @@ struct NamedSpan {
     std::string name;
     int64_t t_start = 0, t_end = 0;
     // What the range runs: Kineto: the CPU ops, annotations and runtime calls of its thread that
-    // begin within it (itself included); an execution trace: its node and the nodes below it.
-    // -1: not known (Nsight Systems, snapshots): durations alone then show a period.
+    // begin within it (itself included); Nsight Systems: the runtime calls of its thread that begin
+    // within it; an execution trace: its node and the nodes below it. -1: not known (snapshots, an
+    // NVTX range without a thread): durations alone then show a period.
     int64_t work = -1;
 };
 
