@@ -126,3 +126,51 @@ TEST_CASE("kineto: a loop range in the first half of every step places step 0's 
     CHECK(per_step[0] == 136);
     CHECK(per_step[39] == 220);
 }
+
+TEST_CASE("et: one optimizer whose step nodes span alternating id ranges with the same nodes makes a step each",
+          "[import][et][steps]") {
+    // An execution trace of eight iterations on thread 1: a forward aten::mul, then an
+    // Optimizer.step#Adam.step node with two aten::add_ under it. In odd iterations the autograd
+    // thread (2) runs four aten::mul between the two add_, so those optimizer nodes span 7 ids
+    // against 3 (over the 1.5 that makes durations take turns) while each has 3 nodes (its work):
+    // one optimizer, a step each: 8 steps of 3 leaf ops (even) and 7 (odd: the other thread's 4
+    // in its ids). Before 2026-12-05 (later): a step per two nodes, as a GAN's two Adam.
+    auto tensor = [](int id) {
+        return "[" + std::to_string(id) + ", " + std::to_string(id) + ", 0, 256, 4, \"cuda:0\"]";
+    };
+    int next = 3;
+    auto node = [&](const std::string& name, int parent, int tid, bool leaf) {
+        const int id = next++;
+        const std::string io = leaf ? tensor(1000 + id) : std::string();
+        return std::pair<int, std::string>{
+            id, "{\"name\": \"" + name + "\", \"id\": " + std::to_string(id) + ", \"rf_id\": " + std::to_string(id) +
+                    ", \"parent\": " + std::to_string(parent) + ", \"fw_parent\": 0, \"seq_id\": -1, \"scope\": 0, "
+                    "\"tid\": " + std::to_string(tid) + ", \"fw_tid\": 0, \"op_schema\": \"\", \"inputs\": [" + io +
+                    "], \"input_shapes\": [" + (leaf ? "[256]" : "") + "], \"input_types\": [" +
+                    (leaf ? "\"Tensor(float)\"" : "") + "], \"outputs\": [], \"output_shapes\": [], \"output_types\": []}"};
+    };
+    std::string nodes =
+        R"({"name": "[pytorch|profiler|execution_graph|thread]", "id": 2, "rf_id": 0, "parent": 1, "fw_parent": 0, )"
+        R"("seq_id": -1, "scope": 7, "tid": 1, "fw_tid": 0, "op_schema": "", "inputs": [], "input_shapes": [], )"
+        R"("input_types": [], "outputs": [], "output_shapes": [], "output_types": []})";
+    for (int i = 0; i < 8; ++i) {
+        nodes += ", " + node("aten::mul", 2, 1, true).second;
+        const auto [step, text] = node("Optimizer.step#Adam.step", 2, 1, false);
+        nodes += ", " + text + ", " + node("aten::add_", step, 1, true).second;
+        if (i % 2)
+            for (int other = 0; other < 4; ++other) nodes += ", " + node("aten::mul", 2, 2, true).second;
+        nodes += ", " + node("aten::add_", step, 1, true).second;
+    }
+    test::TempDir dir;
+    const std::string in = dir.file("uneven_et.json");
+    test::write_file(in, R"({"schema": "1.0.1", "pid": 7, "time": "2026-12-05 12:00:00", "nodes": [)" + nodes + "]}");
+    imp::Result result;
+    const mhc::trace::TraceData trace = test::import_public_path(dir, in, result, "uneven_et.db");
+    CHECK(mhc::trace::summarize(trace).steps == 8);
+    CHECK(kernels_per_step(trace) ==
+          std::map<int32_t, int64_t>{{0, 3}, {1, 7}, {2, 3}, {3, 7}, {4, 3}, {5, 7}, {6, 3}, {7, 7}});
+    CHECK(trace.meta.at("steps_from") ==
+          "Optimizer.step#Adam.step ranges (no ProfilerStep#N in the trace): a step per Optimizer.step#Adam.step "
+          "range (their durations take turns with a period of 2 but each runs the same 3 ops and calls: one "
+          "optimizer stepping unevenly)");
+}
