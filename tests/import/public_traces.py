@@ -342,12 +342,23 @@ def cpu_steps(events, devices):
     joined = {}
     # An optimizer range's work: the ops (cpu_op, user_annotation, Operator) and runtime or driver calls
     # of its process and thread that begin within it, itself included.
-    starts = {}
+    # The last optimizer range of a process lasting 0 was open when recording stopped: it ends at the
+    # latest end (ts + dur) of its thread's ops and calls, where that is later than its start.
+    starts, last_end = {}, {}
     for e in events:
         if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation", "Operator") + CALL_CATEGORIES:
-            starts.setdefault((e.get("pid"), e.get("tid")), []).append(decimal_of(e["ts"]))
+            key = (e.get("pid"), e.get("tid"))
+            starts.setdefault(key, []).append(decimal_of(e["ts"]))
+            end = decimal_of(e["ts"]) + max(0, decimal_of(e.get("dur", 0)))
+            last_end[key] = max(last_end.get(key, end), end)
     for v in starts.values():
         v.sort()
+    last_optimizer = {}
+    for e in cpu:
+        if optimizer_step_name(e.get("name", "")):
+            at = last_optimizer.get(e.get("pid"))
+            if at is None or decimal_of(e["ts"]) >= decimal_of(at["ts"]):
+                last_optimizer[e.get("pid")] = e
 
     def work(e, start, end):
         if not optimizer_step_name(e.get("name", "")):
@@ -360,6 +371,8 @@ def cpu_steps(events, devices):
         if optimizer_step_name(e.get("name", "")) or loop_range_name(e.get("name", "")):
             start = decimal_of(e["ts"])
             end = start + max(0, decimal_of(e.get("dur", 0)))
+            if last_optimizer.get(e.get("pid")) is e and end == start:
+                end = max(start, last_end.get((e.get("pid"), e.get("tid")), start))
             ranges_of.setdefault(e.get("pid"), []).append((e["name"], start, end, work(e, start, end)))
     for pid in sorted({e.get("pid") for e in cpu}, key=str):
         ranges = ranges_of.get(pid, [])

@@ -174,3 +174,21 @@ TEST_CASE("et: one optimizer whose step nodes span alternating id ranges with th
           "range (their durations take turns with a period of 2 but each runs the same 3 ops and calls: one "
           "optimizer stepping unevenly)");
 }
+
+TEST_CASE("kineto: the last optimizer range left open when recording stopped ends at its thread's last event",
+          "[import][kineto][public][steps]") {
+    // HTA's step-based trace: 5 Optimizer.step#SGD.step ranges, no ProfilerStep#N; the fifth lasts 0
+    // us (the profiler stopped while it ran) and its four aten::add_ (with their launches and
+    // kernels) follow it on its thread, the last ending 135 us after its start. It ends there:
+    // 26 kernels in each of the 5 steps (public_traces.py's cpu_steps: the same). Before 2026-12-05
+    // (later): step 4 held 22, and the 4 kernels of its update were in no step.
+    test::TempDir dir;
+    imp::Result result;
+    const mhc::trace::TraceData trace =
+        test::import_public(dir, "kineto/hta-step-based-sgd-gpu-annotations.json.gz", result);
+    CHECK(kernels_per_step(trace) == std::map<int32_t, int64_t>{{0, 26}, {1, 26}, {2, 26}, {3, 26}, {4, 26}});
+    CHECK(trace.meta.at("kineto.open_optimizer_ranges") ==
+          "1 last optimizer-step range of 0 us (open when recording stopped: Optimizer.step#SGD.step with ops after "
+          "it on its thread) taken to end at its thread's last event, 135000 ns after its start");
+    CHECK(test::warned(result, "so the step it ends holds that work"));
+}
