@@ -520,9 +520,9 @@ TEST_CASE("nsys: one optimizer whose NVTX steps alternate in duration makes a st
             ranges += std::string(i ? ", " : "") + "(" + std::to_string(at) + ", " + std::to_string(at + length) +
                       ", 59, 'Optimizer.step#Adam.step', 281980910466509)";
             for (int call = 0; call < (i % 2 ? odd_calls : even_calls); ++call) {
-                const int64_t t = at + 100000 + 150000LL * call;
-                calls += std::string(calls.empty() ? "" : ", ") + "(" + std::to_string(t) + ", " +
-                         std::to_string(t + 50000) + ", 0, 281980910466509, 59, 0)";
+                const int64_t when = at + 100000 + 150000LL * call;
+                calls += std::string(calls.empty() ? "" : ", ") + "(" + std::to_string(when) + ", " +
+                         std::to_string(when + 50000) + ", 0, 281980910466509, 59, 0)";
             }
         }
         return "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid) VALUES " + ranges +
