@@ -47,6 +47,7 @@ PAIRS = [
     ("chakra/param-resnet-et-1.0.1.json.gz", "kineto/param-resnet-kineto.json.gz"),
     ("chakra/param-resnet-et-1.1.0-chakra.0.0.4.json.gz", "kineto/param-resnet-kineto.json.gz"),
     ("chakra/param-dlrm-rank0-et.json.gz", "kineto/param-dlrm-rank0-kineto.json.gz"),
+    ("chakra/param-linear-et-1.0.1.json.gz", "kineto/param-linear-kineto.json.gz"),
 ]
 # CPU-only pairs recorded with torch 2.15 (tests/import/fixtures/README.md), under FIXTURES_DIR.
 CPU_PAIRS = [

@@ -50,6 +50,7 @@ trace (chakra/*.json.gz):
     (check_nsys_launches_without_kernel).
 Prints one line per trace with the figures; exits 1 on any mismatch.
 """
+import bisect
 import decimal
 import functools
 import glob
@@ -242,15 +243,20 @@ def optimizer_step_bounds(ranges, t_first):
     before its first one are in step 0); where that name's ranges take turns with a period of 2 to 4
     (the smallest: durations, the first period left out, parted by 1.5 times, or the gaps to the next
     by 10 times), a step begins with every period-th, from the class after the one with the longest
-    median gap; a step ends where its last range ends. Step 0 begins at t_first, unless ranges of one
-    loop name begin within the first tenth of every later step (each step's first one after the step
+    median gap; durations alone make no period where every range's work (a 4th item: Kineto's ops and
+    runtime calls of its thread that begin within it, an execution trace's nodes under it; None or
+    absent: not known) is known and each class of the period has the same median work (one optimizer
+    stepping unevenly); a step ends where its last range ends. Step 0 begins at t_first, unless ranges of one
+    loop name begin within the first tenth (where none does, the first half) of every later step (each step's first one after the step
     before ended) and one before the first optimizer range: then the median of those offsets before
     the last such one (of several names, the latest)."""
-    outer = []
-    for name, start, end in sorted((r for r in ranges if optimizer_step_name(r[0])), key=lambda r: (r[1], -r[2])):
+    outer, work = [], {}
+    for r in sorted((r for r in ranges if optimizer_step_name(r[0])), key=lambda r: (r[1], -r[2])):
+        name, start, end = r[:3]
         if outer and start < outer[-1][2]:
             continue
         outer.append((str(name).split(",")[0], start, end))
+        work[len(outer) - 1] = r[3] if len(r) > 3 else None
     if not outer:
         return t_first, []
     names = []
@@ -259,11 +265,19 @@ def optimizer_step_bounds(ranges, t_first):
             names.append(name)
     anchor = max(names, key=lambda n: (sum(1 for r in outer if r[0] == n), -names.index(n)))
     mine = [r for r in outer if r[0] == anchor]
+    mine_work = [work[k] for k, r in enumerate(outer) if r[0] == anchor]
     durations = [end - start for _, start, end in mine]
     gaps = [mine[k + 1][1] - mine[k][2] for k in range(len(mine) - 1)]
+
+    def same_work(p):
+        if any(w is None for w in mine_work):
+            return False
+        classes = [[w for k, w in enumerate(mine_work) if k >= p and k % p == c] for c in range(p)]
+        return all(classes) and len({_median(c) for c in classes}) == 1
+
     period, phase = 1, 0
     for p in (2, 3, 4):
-        if _take_turns(durations, p, 1.5) or _take_turns(gaps, p, 10):
+        if (_take_turns(durations, p, 1.5) and not same_work(p)) or _take_turns(gaps, p, 10):
             medians = [_median([g for k, g in enumerate(gaps) if k >= p and k % p == c]) for c in range(p)]
             last = max(range(p), key=lambda c: (medians[c], -c))
             period, phase = p, (last + 1) % p
@@ -281,20 +295,25 @@ def optimizer_step_bounds(ranges, t_first):
     begin = t_first
     if len(ends) >= 2:
         by_name = {}
-        for name, start, _ in ranges:
+        for name, start, *_ in ranges:
             if loop_range_name(name):
                 by_name.setdefault(str(name).split(",")[0], []).append(start)
-        for starts in by_name.values():
-            offsets = []
-            for k in range(1, len(ends)):
-                nxt = [t for t in starts if t >= ends[k - 1]]
-                if not nxt or min(nxt) >= ends[k] or (min(nxt) - ends[k - 1]) * 10 > ends[k] - ends[k - 1]:
-                    break
-                offsets.append(min(nxt) - ends[k - 1])
-            else:
-                before = [t for t in starts if t <= outer[0][1]]
-                if before and max(before) >= t_first:
-                    begin = max(begin, max(before) - _median(offsets))
+        for part in (10, 2):   # within the first tenth of every later step; where none is, the first half
+            found = []
+            for starts in by_name.values():
+                offsets = []
+                for k in range(1, len(ends)):
+                    nxt = [t for t in starts if t >= ends[k - 1]]
+                    if not nxt or min(nxt) >= ends[k] or (min(nxt) - ends[k - 1]) * part > ends[k] - ends[k - 1]:
+                        break
+                    offsets.append(min(nxt) - ends[k - 1])
+                else:
+                    before = [t for t in starts if t <= outer[0][1]]
+                    if before and max(before) >= t_first:
+                        found.append(max(before) - _median(offsets))
+            if found:
+                begin = max(begin, max(found))
+                break
     return begin, ends
 
 
@@ -321,10 +340,42 @@ def cpu_steps(events, devices):
     if steps:
         return steps
     joined = {}
+    # An optimizer range's work: the ops (cpu_op, user_annotation, Operator) and runtime or driver calls
+    # of its process and thread that begin within it, itself included.
+    # The last optimizer range of a process lasting 0 was open when recording stopped: it ends at the
+    # latest end (ts + dur) of its thread's ops and calls, where that is later than its start.
+    starts, last_end = {}, {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation", "Operator") + CALL_CATEGORIES:
+            key = (e.get("pid"), e.get("tid"))
+            starts.setdefault(key, []).append(decimal_of(e["ts"]))
+            end = decimal_of(e["ts"]) + max(0, decimal_of(e.get("dur", 0)))
+            last_end[key] = max(last_end.get(key, end), end)
+    for v in starts.values():
+        v.sort()
+    last_optimizer = {}
+    for e in cpu:
+        if optimizer_step_name(e.get("name", "")):
+            at = last_optimizer.get(e.get("pid"))
+            if at is None or decimal_of(e["ts"]) >= decimal_of(at["ts"]):
+                last_optimizer[e.get("pid")] = e
+
+    def work(e, start, end):
+        if not optimizer_step_name(e.get("name", "")):
+            return None
+        v = starts.get((e.get("pid"), e.get("tid")), [])
+        return bisect.bisect_right(v, end) - bisect.bisect_left(v, start)
+
+    ranges_of = {}
+    for e in cpu:
+        if optimizer_step_name(e.get("name", "")) or loop_range_name(e.get("name", "")):
+            start = decimal_of(e["ts"])
+            end = start + max(0, decimal_of(e.get("dur", 0)))
+            if last_optimizer.get(e.get("pid")) is e and end == start:
+                end = max(start, last_end.get((e.get("pid"), e.get("tid")), start))
+            ranges_of.setdefault(e.get("pid"), []).append((e["name"], start, end, work(e, start, end)))
     for pid in sorted({e.get("pid") for e in cpu}, key=str):
-        ranges = [(e["name"], decimal_of(e["ts"]), decimal_of(e["ts"]) + max(0, decimal_of(e.get("dur", 0))))
-                  for e in cpu if e.get("pid") == pid and (optimizer_step_name(e.get("name", ""))
-                                                           or loop_range_name(e.get("name", "")))]
+        ranges = ranges_of.get(pid, [])
         begin, ends = optimizer_step_bounds(ranges, first_ts(events))
         for k, end in enumerate(ends):
             end = max(end, begin)
@@ -1153,7 +1204,7 @@ def check_et_steps(name, path, db):
     # Without ProfilerStep#N (docs/import.md "Steps"): the outermost Optimizer.step#... nodes, in id
     # order; step k holds the ids after the last id under the one before (step 0: from the first)
     # through the last id under its own.
-    optimizer_last = {}
+    optimizer_last, optimizer_nodes = {}, {}   # the nodes under it, itself included: its work
     if not ranges:
         for n in nodes:
             top, m = None, n
@@ -1166,10 +1217,12 @@ def check_et_steps(name, path, db):
                 m = by_id[p]
             if top is not None:
                 optimizer_last[top["id"]] = max(optimizer_last.get(top["id"], top["id"]), n["id"])
+                optimizer_nodes[top["id"]] = optimizer_nodes.get(top["id"], 0) + 1
     # Loop nodes (zero_grad, the DataLoader's next batch) may move step 0's start (optimizer_step_bounds).
     loops = [(n["name"], n["id"], n["id"] + 1) for n in nodes if not ranges and loop_range_name(n["name"])]
     first, ends = optimizer_step_bounds(
-        [(by_id[k]["name"], k, last + 1) for k, last in optimizer_last.items()] + loops, float("-inf"))
+        [(by_id[k]["name"], k, last + 1, optimizer_nodes[k]) for k, last in optimizer_last.items()] + loops,
+        float("-inf"))
     ends = [end - 1 for end in ends]
     want = {}
     for n in nodes:

@@ -503,3 +503,48 @@ TEST_CASE("nsys: steps from NVTX ProfilerStep#N ranges, else from the optimizer'
     CHECK(plain.meta.count("steps_from") == 0);
     CHECK(std::all_of(plain.kernels.step.begin(), plain.kernels.step.end(), [](int32_t step) { return step == -1; }));
 }
+
+TEST_CASE("nsys: one optimizer whose NVTX steps alternate in duration makes a step per range",
+          "[import][nsys][public][steps]") {
+    // The 2024.6 export with eight Optimizer.step#Adam.step NVTX ranges on a thread of its process
+    // (globalTid 281980910466509) at 1.00 s + 10 ms i, lasting 1 ms (even i) or 4 ms (odd i), and
+    // cudaStreamIsCapturing calls (nameId 59) of that thread inside each: 2 in every range. The
+    // durations take turns (4 times) but every range runs the same 2 runtime calls: one optimizer
+    // stepping unevenly, 8 steps. Before 2026-12-05 (later): 5 steps, as a GAN's two Adam. With 5
+    // calls in the long ones (two optimizers, each its own work): the period of 2 stands, 5 steps
+    // (ends after ranges 0, 2, 4, 6 and 7: the gaps after the short ones, 9 ms, are the longer).
+    auto variant = [](int even_calls, int odd_calls) {
+        std::string ranges, calls;
+        for (int i = 0; i < 8; ++i) {
+            const int64_t at = 1000000000 + 10000000LL * i, length = i % 2 ? 4000000 : 1000000;
+            ranges += std::string(i ? ", " : "") + "(" + std::to_string(at) + ", " + std::to_string(at + length) +
+                      ", 59, 'Optimizer.step#Adam.step', 281980910466509)";
+            for (int call = 0; call < (i % 2 ? odd_calls : even_calls); ++call) {
+                const int64_t when = at + 100000 + 150000LL * call;
+                calls += std::string(calls.empty() ? "" : ", ") + "(" + std::to_string(when) + ", " +
+                         std::to_string(when + 50000) + ", 0, 281980910466509, 59, 0)";
+            }
+        }
+        return "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid) VALUES " + ranges +
+               "; INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, eventClass, globalTid, nameId, returnValue) "
+               "VALUES " +
+               calls + ";";
+    };
+    test::TempDir dir;
+    imp::Result result;
+    const std::string uneven = dir.file("uneven.sqlite");
+    test::public_variant("nsys/fuser-h200-nsys-2024.6.sqlite", uneven, variant(2, 2));
+    TraceData one = test::import_public_path(dir, uneven, result);
+    CHECK(mhc::trace::summarize(one).steps == 8);
+    CHECK(one.meta.at("steps_from") ==
+          "Optimizer.step#Adam.step ranges (no ProfilerStep#N in the trace): a step per Optimizer.step#Adam.step "
+          "range (their durations take turns with a period of 2 but each runs the same 2 ops and calls: one "
+          "optimizer stepping unevenly)");
+    const std::string gan = dir.file("gan.sqlite");
+    test::public_variant("nsys/fuser-h200-nsys-2024.6.sqlite", gan, variant(2, 5));
+    TraceData two = test::import_public_path(dir, gan, result);
+    CHECK(mhc::trace::summarize(two).steps == 5);
+    CHECK(two.meta.at("steps_from") ==
+          "Optimizer.step#Adam.step ranges (no ProfilerStep#N in the trace): a step per 2 Optimizer.step#Adam.step "
+          "ranges (their durations take turns)");
+}

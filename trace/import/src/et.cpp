@@ -127,7 +127,7 @@ private:
     // Optimizer.step#... node; step 0 from the first id). Used where a joined Kineto trace has no
     // ProfilerStep#N either; meta steps_from says so.
     void index_optimizer_steps() {
-        std::unordered_map<size_t, NamedSpan> outermost;   // node index -> (name, its id, last id below + 1)
+        std::unordered_map<size_t, NamedSpan> outermost;   // node index -> (name, its id, last id below + 1, nodes)
         for (size_t i = 0; i < nodes_.size(); ++i) {
             size_t top = SIZE_MAX, index = i;
             for (int depth = 0; depth < 256; ++depth) {
@@ -137,9 +137,10 @@ private:
                 index = parent->second;
             }
             if (top == SIZE_MAX) continue;
-            auto [it, fresh] = outermost.try_emplace(top,
-                                                     NamedSpan{nodes_[top].name, nodes_[top].id, nodes_[top].id + 1});
+            auto [it, fresh] = outermost.try_emplace(
+                top, NamedSpan{nodes_[top].name, nodes_[top].id, nodes_[top].id + 1, 0});
             it->second.t_end = std::max(it->second.t_end, nodes_[i].id + 1);
+            ++it->second.work;   // its nodes, itself included: what it runs (steps.hpp)
         }
         std::vector<NamedSpan> spans;
         spans.reserve(outermost.size());

@@ -76,15 +76,85 @@ void clamp_stream_overlaps(KinetoData& data, Result& result) {
 // (steps.hpp), added to the ranges as step#0, step#1, ... ranges of those step numbers; step 0 begins
 // at the trace's first event (`base`). Meta steps_from says where the steps came from. Before
 // 2026-12-05 such a trace had no steps (param's ResNet trace: 30 Optimizer.step#SGD.step ranges).
+// An optimizer range's work (steps.hpp): the ops (cpu_op, user_annotation, Operator) and runtime or
+// driver calls of its process and thread that begin within it, itself included.
+class ThreadWork {
+public:
+    explicit ThreadWork(const KinetoData& data) {
+        for (const KOp& op : data.ops) add({op.pid, op.tid}, op.ts, op.dur);
+        for (const KLaunch& call : data.runtime_calls) add({call.pid, call.tid}, call.ts, call.dur);
+        for (auto& [thread, starts] : starts_) std::sort(starts.begin(), starts.end());
+    }
+    // The latest end of the thread's ops and calls (the range's start if none ends later).
+    int64_t last_end(const KRange& range) const {
+        auto found = last_end_.find({range.pid, range.tid});
+        return found == last_end_.end() ? range.ts : std::max(range.ts, found->second);
+    }
+    int64_t within(const KRange& range) const {
+        auto found = starts_.find({range.pid, range.tid});
+        if (found == starts_.end()) return 0;
+        const std::vector<int64_t>& starts = found->second;
+        return std::upper_bound(starts.begin(), starts.end(), range.ts + range.dur) -
+               std::lower_bound(starts.begin(), starts.end(), range.ts);
+    }
+
+private:
+    void add(const KinetoData::ThreadKey& thread, int64_t ts, int64_t dur) {
+        starts_[thread].push_back(ts);
+        auto [at, fresh] = last_end_.try_emplace(thread, ts + dur);
+        if (!fresh) at->second = std::max(at->second, ts + dur);
+    }
+    std::map<KinetoData::ThreadKey, std::vector<int64_t>> starts_;
+    std::map<KinetoData::ThreadKey, int64_t> last_end_;
+};
+
+// The last optimizer-step range of each process, where it lasts 0: the profiler writes a range still
+// open when recording stopped with its start as its end (HTA's step-based trace: its fifth
+// Optimizer.step#SGD.step at 0 us, the four add_ of that step and their kernels after it on its
+// thread, its GPU annotation 64 us long). Such a range ends at its thread's last event instead (the
+// index in data.ranges -> that end).
+std::map<size_t, int64_t> open_optimizer_ranges(const KinetoData& data, const ThreadWork& work) {
+    std::map<int64_t, size_t> last;   // pid -> index of its last optimizer range (by start)
+    for (size_t i = 0; i < data.ranges.size(); ++i) {
+        const KRange& range = data.ranges[i];
+        if (range.gpu || !is_optimizer_step(data.strings.list[range.name])) continue;
+        auto [at, fresh] = last.try_emplace(range.pid, i);
+        if (!fresh && range.ts >= data.ranges[at->second].ts) at->second = i;
+    }
+    std::map<size_t, int64_t> out;
+    for (const auto& [pid, index] : last) {
+        const KRange& range = data.ranges[index];
+        if (range.dur == 0 && work.last_end(range) > range.ts) out[index] = work.last_end(range);
+    }
+    return out;
+}
+
 void add_optimizer_steps(KinetoData& data, int64_t base, Result& result) {
     std::map<int64_t, std::vector<NamedSpan>> by_process;
-    for (const auto& range : data.ranges) {
+    for (const auto& range : data.ranges)
         if (range.step >= 0) {
             result.meta["steps_from"] = kStepsFromProfiler;
             return;
         }
+    const ThreadWork work(data);
+    const std::map<size_t, int64_t> open = open_optimizer_ranges(data, work);
+    for (size_t i = 0; i < data.ranges.size(); ++i) {
+        KRange range = data.ranges[i];
+        const std::string& name = data.strings.list[range.name];
+        if (auto found = open.find(i); found != open.end()) range.dur = found->second - range.ts;
         if (!range.gpu)
-            by_process[range.pid].push_back(NamedSpan{data.strings.list[range.name], range.ts, range.ts + range.dur});
+            by_process[range.pid].push_back(
+                NamedSpan{name, range.ts, range.ts + range.dur, is_optimizer_step(name) ? work.within(range) : -1});
+    }
+    if (!open.empty()) {
+        const KRange& first = data.ranges[open.begin()->first];
+        const std::string said =
+            std::to_string(open.size()) + " last optimizer-step range" + (open.size() > 1 ? "s" : "") +
+            " of 0 us (open when recording stopped: " + data.strings.list[first.name] +
+            " with ops after it on its thread) taken to end at its thread's last event, " +
+            std::to_string(open.begin()->second - first.ts) + " ns after its start";
+        result.meta["kineto.open_optimizer_ranges"] = said;
+        result.warnings.push_back(said + ", so the step it ends holds that work");
     }
     for (const auto& range : data.loop_ranges)   // where step 0 begins (steps.hpp)
         by_process[range.pid].push_back(NamedSpan{data.strings.list[range.name], range.ts, range.ts + range.dur});

@@ -190,6 +190,7 @@ bool map_timed_event(const KEvent& e, KinetoData& d) {
             map_gpu_activity(e, c, d);
         } else if (is_launch_category(c)) {
             if (e.corr >= 0) d.add_launch(e.corr, KLaunch{e.ts, e.tid, e.pid});
+            d.runtime_calls.push_back(KLaunch{e.ts, e.tid, e.pid, std::max<int64_t>(0, e.dur)});
             if (e.name.substr(0, 3) == "hip") d.rocm = true;   // hipLaunchKernel, ...: a ROCm trace
             if (auto kind = launch_call_kind(e.name))
                 d.launch_calls.push_back(KCall{e.ts, e.pid, e.corr, d.events - 1, d.strings.intern(e.name), *kind});
@@ -205,6 +206,7 @@ bool map_timed_event(const KEvent& e, KinetoData& d) {
                 r.name = d.strings.intern(e.name);
                 r.gpu = c == "gpu_user_annotation";
                 r.pid = e.pid;
+                r.tid = e.tid;
                 int64_t n = -1;
                 if (step && !r.gpu && parse_int(e.name.data() + 13, e.name.size() - 13, n) && n >= 0 && n <= INT32_MAX)
                     r.step = static_cast<int32_t>(n);

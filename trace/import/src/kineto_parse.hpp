@@ -54,6 +54,7 @@ struct KOp {   // cpu_op / user_annotation on a CPU thread
 
 struct KLaunch {   // cuda_runtime / cuda_driver call by correlation id, or an ac2g flow's start by flow id
     int64_t ts = 0, tid = 0, pid = 0;
+    int64_t dur = 0;   // runtime_calls only
 };
 
 // How a kernel's launch was found (KinetoData::launch_of).
@@ -77,6 +78,7 @@ struct KCall {
 
 struct KRange {
     int64_t ts = 0, dur = 0, pid = 0;
+    int64_t tid = 0;   // the CPU thread (an optimizer range's work is counted on it: steps.hpp)
     uint32_t name = 0;
     int32_t step = -1;
     bool gpu = false;
@@ -104,6 +106,9 @@ struct KinetoData {
     // are in `ranges`): where step 0 begins when the steps are the optimizer's; no markers.
     std::vector<KRange> loop_ranges;
     std::vector<KCall> launch_calls;   // kernel launches and stream captures' begins and ends
+    // Every runtime and driver call (ts, tid, pid, dur), with or without a correlation id: counted with
+    // the ops in an optimizer range's work (steps.hpp), and where an open one ends (add_optimizer_steps).
+    std::vector<KLaunch> runtime_calls;
     int64_t events = 0, flows = 0, host_memory_events = 0;
     // The processes (pids) whose runtime calls launched GPU work, at most kMaxLaunchPids of them:
     // one in a trace the profiler wrote; several in a file of several processes' traces (ranks

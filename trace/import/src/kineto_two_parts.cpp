@@ -63,6 +63,7 @@ bool merge_second_part(KinetoData& first, KinetoData&& second) {
         call.index += shift;
         first.launch_calls.push_back(call);
     }
+    first.runtime_calls.insert(first.runtime_calls.end(), second.runtime_calls.begin(), second.runtime_calls.end());
     // Each process's calls of a shared id, then the last call of every id (which stays the last).
     for (const auto& [id, calls] : second.shared_launches)
         for (const KLaunch& call : calls) first.add_launch(id, call);

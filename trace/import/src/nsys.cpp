@@ -733,20 +733,25 @@ private:
                                      ? "COALESCE(n.text, (SELECT value FROM StringIds WHERE id = n.textId))"
                                      : "n.text";
         const std::string query =
-            "SELECT n.start, n.end, " + (cols.count("text") ? text : std::string("NULL")) +
+            "SELECT n.start, n.end, " + (cols.count("text") ? text : std::string("NULL")) + ", " +
+            (cols.count("globalTid") ? "n.globalTid" : "NULL") +
             " FROM NVTX_EVENTS n WHERE typeof(n.start) = 'integer' AND typeof(n.end) = 'integer'" +
             nvtx_ranges_and_marks();
         sql::Stmt rows(db_.db, in_, query.c_str());
         std::vector<NamedSpan> spans;
+        std::vector<std::pair<size_t, int64_t>> threads;   // optimizer range (index in spans) -> its globalTid
         while (rows.step()) {
             if (rows.is_null(2)) continue;
             const std::string name = rows.text(2);
             const int64_t t_start = rel(rows.i64(0), "NVTX_EVENTS"),
                           t_end = std::max(t_start, rel(rows.i64(1), "NVTX_EVENTS"));
             if (auto number = profiler_step_number(name)) profiler_steps_.push_back(StepSpan{*number, t_start, t_end});
-            else if (is_optimizer_step(name) || is_loop_range(name))
+            else if (is_optimizer_step(name) || is_loop_range(name)) {
+                if (is_optimizer_step(name) && !rows.is_null(3)) threads.emplace_back(spans.size(), rows.i64(3));
                 spans.push_back(NamedSpan{name, t_start, t_end});
+            }
         }
+        if (profiler_steps_.empty()) optimizer_work(spans, threads);
         if (!profiler_steps_.empty()) {
             steps_ = profiler_steps_;
             r_.meta["steps_from"] = kStepsFromProfiler;
@@ -779,6 +784,30 @@ private:
     // creation (75, 76), category and thread names (33, 39, 64, 72-74), CUDA object names (97-99).
     // Only marks and ranges are markers: 34 Mark, 35/37 Push/Start, 59 PushPop, 60 StartEnd, and
     // the NVTXT ones (65, 66, 68, 70, 71). Exports without eventType are read whole.
+    // An optimizer range's work (steps.hpp): the CUDA runtime calls of its thread (globalTid) that
+    // begin within it. Left unknown (-1) where a range has no thread or the export no runtime table.
+    void optimizer_work(std::vector<NamedSpan>& spans, const std::vector<std::pair<size_t, int64_t>>& threads) {
+        if (threads.empty() || !has("CUPTI_ACTIVITY_KIND_RUNTIME")) return;
+        auto rc = db_.columns("CUPTI_ACTIVITY_KIND_RUNTIME");
+        if (!rc.count("start") || !rc.count("globalTid")) return;
+        std::map<int64_t, std::vector<int64_t>> starts;
+        for (const auto& [index, thread] : threads) starts[thread];
+        sql::Stmt calls(db_.db, in_,
+                        "SELECT globalTid, start FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE typeof(start) = 'integer' AND "
+                        "typeof(globalTid) = 'integer'");
+        while (calls.step()) {
+            auto found = starts.find(calls.i64(0));
+            if (found != starts.end()) found->second.push_back(rel(calls.i64(1), "CUPTI_ACTIVITY_KIND_RUNTIME"));
+        }
+        for (auto& [thread, times] : starts) std::sort(times.begin(), times.end());
+        for (const auto& [index, thread] : threads) {
+            const std::vector<int64_t>& times = starts[thread];
+            NamedSpan& span = spans[index];
+            span.work = std::upper_bound(times.begin(), times.end(), span.t_end) -
+                        std::lower_bound(times.begin(), times.end(), span.t_start);
+        }
+    }
+
     std::string nvtx_ranges_and_marks() {
         if (!db_.columns("NVTX_EVENTS").count("eventType")) return "";
         return " AND (eventType IS NULL OR eventType IN (34, 35, 37, 59, 60, 65, 66, 68, 70, 71))";

@@ -41,6 +41,7 @@ namespace {
 struct OuterRange {
     std::string name;   // without what NVTX appends after a comma
     int64_t t_start, t_end;
+    int64_t work;   // NamedSpan::work
 };
 
 // The optimizer-step ranges in time order, those beginning inside the one before left out.
@@ -57,7 +58,8 @@ std::vector<OuterRange> outermost_ranges(const std::vector<NamedSpan>& ranges, i
             ++nested;
             continue;
         }
-        out.push_back(OuterRange{range->name.substr(0, range->name.find(',')), range->t_start, range->t_end});
+        out.push_back(
+            OuterRange{range->name.substr(0, range->name.find(',')), range->t_start, range->t_end, range->work});
     }
     return out;
 }
@@ -94,11 +96,27 @@ int64_t median(std::vector<int64_t> values) {
     return values.empty() ? 0 : values[(values.size() - 1) / 2];
 }
 
+// Where the reader knows every range's work: whether each class of `period` (the first period left
+// out, as for durations) runs the same median work, and that work; none where it is not known or
+// differs.
+std::optional<int64_t> same_work(const std::vector<const OuterRange*>& anchors, size_t period) {
+    std::vector<std::vector<int64_t>> by_class(period);
+    for (size_t k = 0; k < anchors.size(); ++k) {
+        if (anchors[k]->work < 0) return std::nullopt;
+        if (k >= period) by_class[k % period].push_back(anchors[k]->work);
+    }
+    const int64_t first = median(by_class[0]);
+    for (const auto& values : by_class)
+        if (values.empty() || median(values) != first) return std::nullopt;
+    return first;
+}
+
 // The period (2 to 4, the smallest found; 1 if none) with which the anchor's ranges take turns:
 // their durations (first period left out: an optimizer's first step builds its state) part by a
-// factor of 1.5, or the gaps between them by 10 (stepping back to back, nothing between). A step
-// ends after the class of ranges followed by the longest gaps (the next iteration's forward and
-// backward), so the phase is the class after it.
+// factor of 1.5, or the gaps between them by 10 (stepping back to back, nothing between). Durations
+// alone do not make a period where every class runs the same work (same_work): one optimizer
+// stepping unevenly (said in uneven_period). A step ends after the class of ranges followed by the
+// longest gaps (the next iteration's forward and backward), so the phase is the class after it.
 void find_period(const std::vector<const OuterRange*>& anchors, OptimizerSteps& out) {
     std::vector<int64_t> durations, gaps;
     for (size_t k = 0; k < anchors.size(); ++k) {
@@ -106,7 +124,13 @@ void find_period(const std::vector<const OuterRange*>& anchors, OptimizerSteps& 
         if (k + 1 < anchors.size()) gaps.push_back(anchors[k + 1]->t_start - anchors[k]->t_end);
     }
     for (size_t period = 2; period <= 4; ++period) {
-        const bool by_duration = takes_turns(durations, period, period, 1.5);
+        bool by_duration = takes_turns(durations, period, period, 1.5);
+        if (by_duration) {
+            if (const std::optional<int64_t> work = same_work(anchors, period)) {
+                if (out.uneven_period == 0) out.uneven_period = static_cast<int32_t>(period), out.uneven_work = *work;
+                by_duration = false;
+            }
+        }
         if (!by_duration && !takes_turns(gaps, period, period, 10.0)) continue;
         out.period = static_cast<int32_t>(period);
         out.period_by = by_duration ? "durations" : "gaps";
@@ -138,14 +162,14 @@ std::vector<int64_t> step_ends(const std::vector<OuterRange>& outer, const Optim
 }
 
 // How far before each later step's start a range of one name begins (the median), if one begins
-// within the first tenth of every later step; none otherwise. `starts` sorted.
-std::optional<int64_t> leading_offset(const std::vector<int64_t>& starts, const std::vector<int64_t>& ends) {
+// within the first 1/`part` of every later step; none otherwise. `starts` sorted.
+std::optional<int64_t> leading_offset(const std::vector<int64_t>& starts, const std::vector<int64_t>& ends, int part) {
     std::vector<int64_t> offsets;
     for (size_t k = 1; k < ends.size(); ++k) {
         auto next = std::lower_bound(starts.begin(), starts.end(), ends[k - 1]);
         if (next == starts.end() || *next >= ends[k]) return std::nullopt;
         const int64_t offset = *next - ends[k - 1];
-        if (static_cast<double>(offset) * 10 > static_cast<double>(ends[k] - ends[k - 1])) return std::nullopt;
+        if (static_cast<double>(offset) * part > static_cast<double>(ends[k] - ends[k - 1])) return std::nullopt;
         offsets.push_back(offset);
     }
     return median(offsets);
@@ -156,25 +180,33 @@ std::optional<int64_t> leading_offset(const std::vector<int64_t>& starts, const 
 // later step (the loop fetches the batch or zeroes the gradients first, or zeroes them last in the
 // step before, the same place) and one begins before the first optimizer step: step 0 then begins
 // that far (the median) before the last of them. Of several such names, the latest such start.
+// Where no name begins within the first tenth of every later step, within the first half (since
+// 2026-12-05, later: a loop that moves its batch to the GPU before zeroing the gradients, param's
+// linear model at 20 to 29% of each step, or zeroes them after the forward pass; before, step 0
+// held the whole setup, 41 times the median step there).
 int64_t first_step_start(const std::vector<NamedSpan>& ranges, const std::vector<OuterRange>& outer,
                          const std::vector<int64_t>& ends, int64_t t_first, std::string& from) {
     std::map<std::string, std::vector<int64_t>> by_name;
     for (const NamedSpan& range : ranges)
         if (is_loop_range(range.name)) by_name[range.name.substr(0, range.name.find(','))].push_back(range.t_start);
     if (ends.size() < 2) return t_first;
-    std::optional<int64_t> best;
-    std::string best_name;
-    for (auto& [name, starts] : by_name) {
-        std::sort(starts.begin(), starts.end());
-        const std::optional<int64_t> offset = leading_offset(starts, ends);
-        auto after = std::upper_bound(starts.begin(), starts.end(), outer.front().t_start);
-        if (!offset || after == starts.begin() || *(after - 1) < t_first) continue;
-        const int64_t begin = *(after - 1) - *offset;
-        if (!best || begin > *best) best = begin, best_name = name;
+    for (auto& [name, starts] : by_name) std::sort(starts.begin(), starts.end());
+    for (const int part : {10, 2}) {
+        std::optional<int64_t> best;
+        std::string best_name;
+        for (const auto& [name, starts] : by_name) {
+            const std::optional<int64_t> offset = leading_offset(starts, ends, part);
+            auto after = std::upper_bound(starts.begin(), starts.end(), outer.front().t_start);
+            if (!offset || after == starts.begin() || *(after - 1) < t_first) continue;
+            const int64_t begin = *(after - 1) - *offset;
+            if (!best || begin > *best) best = begin, best_name = name;
+        }
+        if (!best) continue;
+        if (*best <= t_first) return t_first;   // (t_first may be INT64_MIN: ids)
+        from = best_name;
+        return *best;
     }
-    if (!best || *best <= t_first) return t_first;   // (t_first may be INT64_MIN: ids)
-    from = best_name;
-    return *best;
+    return t_first;
 }
 
 }   // namespace
@@ -221,6 +253,10 @@ std::string OptimizerSteps::said() const {
     else if (names.size() > 1) out += ": a step per " + anchor + " with the others' after it";
     if (period > 1 && names.size() > 1) out += ", the others' after them";
     if (nested > 0) out += " (" + std::to_string(nested) + " inside another not counted)";
+    if (period == 1 && uneven_period > 1)
+        out += ": a step per " + anchor + " range (their durations take turns with a period of " +
+               std::to_string(uneven_period) + " but each runs the same " + std::to_string(uneven_work) +
+               " ops and calls: one optimizer stepping unevenly)";
     if (!first_from.empty()) out += "; step 0 from the last " + first_from + " before the first";
     return out;
 }
@@ -243,10 +279,19 @@ std::string long_first_step(const std::vector<StepSpan>& steps, bool moved) {
 }   // namespace
 
 std::string OptimizerSteps::warning() const {
-    const std::string first = long_first_step(steps, !first_from.empty());
-    const std::string turns = turns_warning();
-    if (first.empty() || turns.empty()) return first + turns;
-    return turns + "; " + first;
+    std::string out;
+    for (const std::string& part : {turns_warning(), uneven_warning(), long_first_step(steps, !first_from.empty())})
+        if (!part.empty()) out += (out.empty() ? "" : "; ") + part;
+    return out;
+}
+
+std::string OptimizerSteps::uneven_warning() const {
+    if (period > 1 || uneven_period < 2) return {};
+    return "steps taken from the optimizer-step ranges: " + anchor + "'s durations take turns with a period of " +
+           std::to_string(uneven_period) + ", but every one of them runs the same " + std::to_string(uneven_work) +
+           " ops and calls, so they are read as one optimizer stepping unevenly, a step each; were they " +
+           std::to_string(uneven_period) + " optimizers of one class stepping the same work in turns, the steps are " +
+           std::to_string(uneven_period) + " times too short";
 }
 
 std::string OptimizerSteps::turns_warning() const {

@@ -15,6 +15,13 @@
 // `Optimizer.zero_grad#<Class>.zero_grad` (or fetches its batch, "enumerate(DataLoader)#...") first
 // in every step, step 0 begins that far before the one leading it rather than at the trace's start
 // (setup: loading the model, building the data).
+//
+// (2026-12-05, later) Durations that take turns are not enough where the reader knows what each
+// range runs (`NamedSpan::work`: Kineto's ops and runtime calls inside it on its thread, Nsight
+// Systems' runtime calls inside it on its thread, the execution trace's nodes below it): where every class of the period runs the same work (the same
+// median), the ranges are one optimizer stepping unevenly (a host stall, a sync or a checkpoint every
+// other step), a step each, and meta and a warning say so; two optimizers of one class step different
+// parameters, so their work differs. Gaps that take turns (stepping back to back) still make a period.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +49,11 @@ bool is_loop_range(std::string_view name);
 struct NamedSpan {
     std::string name;
     int64_t t_start = 0, t_end = 0;
+    // What the range runs: Kineto: the CPU ops, annotations and runtime calls of its thread that
+    // begin within it (itself included); Nsight Systems: the runtime calls of its thread that begin
+    // within it; an execution trace: its node and the nodes below it. -1: not known (snapshots, an
+    // NVTX range without a thread): durations alone then show a period.
+    int64_t work = -1;
 };
 
 struct StepSpan {
@@ -58,6 +70,10 @@ struct OptimizerSteps {
     int32_t phase = 0;                // the anchor's range (by index) that begins the first full period
     std::string period_by;            // what showed the period: "durations" or "gaps"
     std::string first_from;           // the loop range (name) step 0 begins at; empty: the trace's start
+    // Where the anchor's durations take turns with this period (2 to 4) but every class runs the same
+    // work: one optimizer stepping unevenly, read as a step per range (0: not so), and that work.
+    int32_t uneven_period = 0;
+    int64_t uneven_work = 0;
     // The words of meta `steps_from`: where the steps came from and how they were cut.
     std::string said() const;
     // A warning where several optimizers step (Shampoo and an EMA's, a GAN's two): the steps are
@@ -67,6 +83,7 @@ struct OptimizerSteps {
     // (it holds the setup too).
     std::string warning() const;
     std::string turns_warning() const;   // the part on several optimizers or a period
+    std::string uneven_warning() const;   // the part on one optimizer stepping unevenly
 };
 
 // The steps that the optimizer-step ranges among `ranges` delimit (any order; zero_grad ranges

@@ -1,0 +1,194 @@
+// Steps of generated Kineto traces without ProfilerStep#N: taken from the optimizer's step ranges
+// (steps.hpp), one optimizer stepping unevenly against two of one class taking turns.
+#include <map>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "public_variants.hpp"
+#include "util.hpp"
+
+namespace imp = mhc::trace::import;
+
+namespace {
+
+std::string event(const std::string& cat, const std::string& name, int pid, int tid, int64_t ts, int64_t dur,
+                  const std::string& args = "{}") {
+    return R"({"ph":"X","cat":")" + cat + R"(","name":")" + name + R"(","pid":)" + std::to_string(pid) + R"(,"tid":)" +
+           std::to_string(tid) + R"(,"ts":)" + std::to_string(ts) + R"(,"dur":)" + std::to_string(dur) + R"(,"args":)" +
+           args + "}";
+}
+
+// An op at `ts` on the main thread (pid 1, tid 1) launching one kernel (GPU 0, stream 7) of
+// correlation id `corr`: the op, its cudaLaunchKernel and the kernel.
+std::string op_with_kernel(const std::string& op, const std::string& kernel, int64_t ts, int corr) {
+    const std::string id = R"({"correlation":)" + std::to_string(corr) + "}";
+    return event("cpu_op", op, 1, 1, ts, 20) + "," + event("cuda_runtime", "cudaLaunchKernel", 1, 1, ts + 5, 5, id) +
+           "," +
+           event("kernel", kernel, 0, 7, ts + 30, 10,
+                 R"({"device":0,"stream":7,"correlation":)" + std::to_string(corr) + "}");
+}
+
+// Eight iterations at T = 1000 + 1000 i us: a forward op with one kernel at T, then
+// Optimizer.step#Adam.step from T+400 lasting 100 us (even i) or 400 us (odd i), running
+// `even_ops` or `odd_ops` ops of one kernel each.
+std::string adam_trace(int even_ops, int odd_ops) {
+    std::string events;
+    int corr = 1;
+    for (int i = 0; i < 8; ++i) {
+        const int64_t at = 1000 + 1000 * i, length = i % 2 ? 400 : 100;
+        events += (i ? "," : "") + op_with_kernel("aten::mm", "gemm", at, corr++) + "," +
+                  event("user_annotation", "Optimizer.step#Adam.step", 1, 1, at + 400, length);
+        for (int op = 0; op < (i % 2 ? odd_ops : even_ops); ++op)
+            events += "," +
+                      op_with_kernel("aten::_foreach_add_", "multi_tensor_apply_kernel", at + 410 + 25 * op, corr++);
+    }
+    return R"({"schemaVersion":1,"traceEvents":[)" + events + "]}";
+}
+
+std::map<int32_t, int64_t> kernels_per_step(const mhc::trace::TraceData& trace) {
+    std::map<int32_t, int64_t> out;
+    for (int32_t step : trace.kernels.step) ++out[step];
+    return out;
+}
+
+}   // namespace
+
+TEST_CASE("kineto: one optimizer whose steps alternate in duration makes a step per optimizer step",
+          "[import][kineto][steps]") {
+    // One Adam stepping 100 and 400 us in turns (4 times: over the 1.5 that makes durations take
+    // turns), each step running the same 2 ops (each op, its runtime call; the range itself: 5).
+    // The same work in both classes: one optimizer stepping unevenly, a step per range: 8 steps
+    // of 3 kernels (the forward's and the optimizer's 2). Before 2026-12-05 (later): 4 steps of 2
+    // ranges each plus the rest, as a GAN's two Adam optimizers.
+    test::TempDir dir;
+    imp::Result result;
+    const std::string in = dir.file("uneven.json");
+    test::write_file(in, adam_trace(2, 2));
+    const mhc::trace::TraceData trace = test::import_public_path(dir, in, result, "uneven.db");
+    CHECK(kernels_per_step(trace) ==
+          std::map<int32_t, int64_t>{{0, 3}, {1, 3}, {2, 3}, {3, 3}, {4, 3}, {5, 3}, {6, 3}, {7, 3}});
+    CHECK(mhc::trace::summarize(trace).steps == 8);
+    CHECK(trace.meta.at("steps_from") ==
+          "Optimizer.step#Adam.step ranges (no ProfilerStep#N in the trace): a step per Optimizer.step#Adam.step "
+          "range (their durations take turns with a period of 2 but each runs the same 5 ops and calls: one "
+          "optimizer stepping unevenly)");
+    CHECK(test::warned(result,
+                       "Optimizer.step#Adam.step's durations take turns with a period of 2, but every one "
+                       "of them runs the same 5 ops and calls"));
+
+    SECTION("two optimizers of one class, each its own work, still make a step per two ranges") {
+        // A GAN's two Adam optimizers: the short ranges run 2 ops (work 5), the long ones 5 (work
+        // 11): the work differs, so the durations' period of 2 stands. The gaps after the long
+        // ones (600 us) are shorter than after the short ones (900), so a step ends after a short
+        // one and begins with a long one (phase 1): ends at ranges 0, 2, 4, 6 and the last, 7:
+        // 5 steps: 1 + 2 = 3 kernels, then 6 + 3 = 9 three times, then 6 (range 7's iteration).
+        const std::string gan = dir.file("gan.json");
+        test::write_file(gan, adam_trace(2, 5));
+        imp::Result gan_result;
+        const mhc::trace::TraceData two = test::import_public_path(dir, gan, gan_result, "gan.db");
+        CHECK(kernels_per_step(two) == std::map<int32_t, int64_t>{{0, 3}, {1, 9}, {2, 9}, {3, 9}, {4, 6}});
+        CHECK(two.meta.at("steps_from") ==
+              "Optimizer.step#Adam.step ranges (no ProfilerStep#N in the trace): a step per 2 "
+              "Optimizer.step#Adam.step ranges (their durations take turns)");
+        CHECK(test::warned(gan_result, "Optimizer.step#Adam.step's take turns with a period of 2 (their durations"));
+    }
+}
+
+TEST_CASE("kineto: a loop range in the first half of every step places step 0's start where none is in the first tenth",
+          "[import][kineto][public][steps]") {
+    // param's linear-model trace: no ProfilerStep#N, 40 Optimizer.step#SGD.step ranges, and an
+    // Optimizer.zero_grad#SGD.zero_grad in every step 3.3 to 17.2 ms after the step before ended
+    // (20 to 29% into each step: the loop moves its batch first), none within the first tenth.
+    // The first zero_grad begins 1,000,212 us after the trace's first event, and the median of
+    // those offsets puts step 0's start at 993,617,000 ns; step 0 ends with the first optimizer
+    // step, at 1,022,364,000 ns (public_traces.py's cpu_steps: the same 40 step lengths). Before
+    // 2026-12-05 (later): step 0 from 0, 1.02 s holding the setup, with a warning that it lasts 41
+    // times the median step.
+    test::TempDir dir;
+    imp::Result result;
+    const mhc::trace::TraceData trace = test::import_public(dir, "kineto/param-linear-kineto.json.gz", result);
+    CHECK(mhc::trace::summarize(trace).steps == 40);
+    int64_t first_start = -1, first_end = -1;
+    for (size_t i = 0; i < trace.markers.size(); ++i)
+        if (trace.markers.kind[i] == mhc::trace::MarkerKind::Step && trace.markers.index[i] == 0)
+            first_start = trace.markers.t_start[i], first_end = trace.markers.t_end[i];
+    CHECK(first_start == 993617000);
+    CHECK(first_end == 1022364000);
+    CHECK(trace.meta.at("steps_from") ==
+          "Optimizer.step#SGD.step ranges (no ProfilerStep#N in the trace); step 0 from the last "
+          "Optimizer.zero_grad#SGD.zero_grad before the first");
+    CHECK_FALSE(test::warned(result, "it holds the trace's start"));
+    // Its optimizer ranges last 631 to 3,154 us with no pattern, each running 46 ops and calls:
+    // no period, a step each (kernels: 136 in step 0, 220 in each later one).
+    std::map<int32_t, int64_t> per_step = kernels_per_step(trace);
+    CHECK(per_step.size() == 40);
+    CHECK(per_step[0] == 136);
+    CHECK(per_step[39] == 220);
+}
+
+TEST_CASE("et: one optimizer whose step nodes span alternating id ranges with the same nodes makes a step each",
+          "[import][et][steps]") {
+    // An execution trace of eight iterations on thread 1: a forward aten::mul, then an
+    // Optimizer.step#Adam.step node with two aten::add_ under it. In odd iterations the autograd
+    // thread (2) runs four aten::mul between the two add_, so those optimizer nodes span 7 ids
+    // against 3 (over the 1.5 that makes durations take turns) while each has 3 nodes (its work):
+    // one optimizer, a step each: 8 steps of 3 leaf ops (even) and 7 (odd: the other thread's 4
+    // in its ids). Before 2026-12-05 (later): a step per two nodes, as a GAN's two Adam.
+    auto tensor = [](int id) {
+        return "[" + std::to_string(id) + ", " + std::to_string(id) + ", 0, 256, 4, \"cuda:0\"]";
+    };
+    int next = 3;
+    auto node = [&](const std::string& name, int parent, int tid, bool leaf) {
+        const int id = next++;
+        const std::string io = leaf ? tensor(1000 + id) : std::string();
+        return std::pair<int, std::string>{
+            id, "{\"name\": \"" + name + "\", \"id\": " + std::to_string(id) + ", \"rf_id\": " + std::to_string(id) +
+                    ", \"parent\": " + std::to_string(parent) + ", \"fw_parent\": 0, \"seq_id\": -1, \"scope\": 0, "
+                    "\"tid\": " + std::to_string(tid) + ", \"fw_tid\": 0, \"op_schema\": \"\", \"inputs\": [" + io +
+                    "], \"input_shapes\": [" + (leaf ? "[256]" : "") + "], \"input_types\": [" +
+                    (leaf ? "\"Tensor(float)\"" : "") + "], \"outputs\": [], \"output_shapes\": [], \"output_types\": []}"};
+    };
+    std::string nodes =
+        R"({"name": "[pytorch|profiler|execution_graph|thread]", "id": 2, "rf_id": 0, "parent": 1, "fw_parent": 0, )"
+        R"("seq_id": -1, "scope": 7, "tid": 1, "fw_tid": 0, "op_schema": "", "inputs": [], "input_shapes": [], )"
+        R"("input_types": [], "outputs": [], "output_shapes": [], "output_types": []})";
+    for (int i = 0; i < 8; ++i) {
+        nodes += ", " + node("aten::mul", 2, 1, true).second;
+        const auto [step, text] = node("Optimizer.step#Adam.step", 2, 1, false);
+        nodes += ", " + text + ", " + node("aten::add_", step, 1, true).second;
+        if (i % 2)
+            for (int other = 0; other < 4; ++other) nodes += ", " + node("aten::mul", 2, 2, true).second;
+        nodes += ", " + node("aten::add_", step, 1, true).second;
+    }
+    test::TempDir dir;
+    const std::string in = dir.file("uneven_et.json");
+    test::write_file(in, R"({"schema": "1.0.1", "pid": 7, "time": "2026-12-05 12:00:00", "nodes": [)" + nodes + "]}");
+    imp::Result result;
+    const mhc::trace::TraceData trace = test::import_public_path(dir, in, result, "uneven_et.db");
+    CHECK(mhc::trace::summarize(trace).steps == 8);
+    CHECK(kernels_per_step(trace) ==
+          std::map<int32_t, int64_t>{{0, 3}, {1, 7}, {2, 3}, {3, 7}, {4, 3}, {5, 7}, {6, 3}, {7, 7}});
+    CHECK(trace.meta.at("steps_from") ==
+          "Optimizer.step#Adam.step ranges (no ProfilerStep#N in the trace): a step per Optimizer.step#Adam.step "
+          "range (their durations take turns with a period of 2 but each runs the same 3 ops and calls: one "
+          "optimizer stepping unevenly)");
+}
+
+TEST_CASE("kineto: the last optimizer range left open when recording stopped ends at its thread's last event",
+          "[import][kineto][public][steps]") {
+    // HTA's step-based trace: 5 Optimizer.step#SGD.step ranges, no ProfilerStep#N; the fifth lasts 0
+    // us (the profiler stopped while it ran) and its four aten::add_ (with their launches and
+    // kernels) follow it on its thread, the last ending 135 us after its start. It ends there:
+    // 26 kernels in each of the 5 steps (public_traces.py's cpu_steps: the same). Before 2026-12-05
+    // (later): step 4 held 22, and the 4 kernels of its update were in no step.
+    test::TempDir dir;
+    imp::Result result;
+    const mhc::trace::TraceData trace =
+        test::import_public(dir, "kineto/hta-step-based-sgd-gpu-annotations.json.gz", result);
+    CHECK(kernels_per_step(trace) == std::map<int32_t, int64_t>{{0, 26}, {1, 26}, {2, 26}, {3, 26}, {4, 26}});
+    CHECK(trace.meta.at("kineto.open_optimizer_ranges") ==
+          "1 last optimizer-step range of 0 us (open when recording stopped: Optimizer.step#SGD.step with ops after "
+          "it on its thread) taken to end at its thread's last event, 135000 ns after its start");
+    CHECK(test::warned(result, "so the step it ends holds that work"));
+}
