@@ -137,6 +137,34 @@ TEST_CASE("an answer that runs by giving cached memory back every step pays for 
     CHECK(thrashing->loss == Approx(934766.0 / static_cast<double>(advice.baseline.step_time)));
 }
 
+TEST_CASE("garbage collection's frees at the capacity are paid for, where the step fits without a limit",
+          "[advise][allocator][retry]") {
+    // max_split_size_mb:100 with garbage_collection_threshold:0.5 at 600 MiB (the model takes the
+    // capacity for the allowed maximum PyTorch collects under): 540 MiB reserved without a limit,
+    // within 600, but above 0.5 x 600 = 300, so garbage collection acts there and the step is walked
+    // at the capacity. Step 1: S finds no block (R's 300 is oversize and 100 MiB larger): collection
+    // (340 > 300) gives back R's free whole segment (a cudaFree of 300 MiB, no synchronisation), S is
+    // cudaMalloc'd: 240. Step 2: R finds only S's 200 free: 240 is within 300, no collection; R is
+    // cudaMalloc'd again (540); S takes its own cached block back. So no retry, no full release, 1
+    // segment given back and 1 made again (300 MiB each): 2 x 50 us + 600 MiB x 0.5 ms/GiB
+    // (292,968.75 ns, rounded) = 392,969 ns. Before, a step within the capacity was not walked there.
+    Step step;
+    Evaluator ev(step.base, mhc::sim::link_from_spec("pcie4"));
+    const Memory gc = at(ev, "max_split_size_mb:100,garbage_collection_threshold:0.5", 600 * kMiB);
+    CHECK(gc.reserved == 540 * kMiB);
+    CHECK(gc.fits);
+    CHECK(gc.reserved_at == 540 * kMiB);
+    CHECK(gc.retries == 0);
+    CHECK(gc.releases == 0);
+    CHECK(gc.segments_freed == 1);
+    CHECK(gc.bytes_freed == 300 * kMiB);
+    CHECK(gc.segments_remade == 1);
+    CHECK(gc.bytes_remade == 300 * kMiB);
+    CHECK(gc.retry_cost == 392969);
+    // At 1100 MiB the threshold (550) is above the reserved peak: nothing is collected.
+    CHECK(at(ev, "max_split_size_mb:100,garbage_collection_threshold:0.5", 1100 * kMiB).retry_cost == 0);
+}
+
 TEST_CASE("the allocator settings tried on the step above", "[advise][allocator][retry]") {
     // Requests of 300, 200 and 40 MiB: max_split_size_mb 256, 128 and 32 (the classes (200,300],
     // (40,200], (20,40]); roundup_power2_divisions 2 (384 256 48), 4 (320 224 40), 8 (320 208 40) and
