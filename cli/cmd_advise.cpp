@@ -425,23 +425,23 @@ int run(const Options& o) {
             "gives cached memory back and retries, as PyTorch does; no limit: its peak on a larger GPU)\n",
             mhc::format_bytes(capacity).c_str());
         for (size_t i = 0; i < rows.size(); ++i) {
-            const Memory& m = rows[i].c.prediction.memory;
-            if (m.retries > 0)
+            const Memory& mem = rows[i].c.prediction.memory;
+            if (mem.retries > 0)
                 std::printf(
                     "(%zu. runs only by giving cached memory back: %lld cudaMalloc retr%s, %lld full release%s (a "
                     "synchronisation each), %lld segment%s given back (%s) and %lld made again (%s): %s in its time)\n",
-                    i + 1, static_cast<long long>(m.retries), m.retries == 1 ? "y" : "ies",
-                    static_cast<long long>(m.releases), m.releases == 1 ? "" : "s",
-                    static_cast<long long>(m.segments_freed), m.segments_freed == 1 ? "" : "s",
-                    mhc::format_bytes(m.bytes_freed).c_str(), static_cast<long long>(m.segments_remade),
-                    mhc::format_bytes(m.bytes_remade).c_str(), mhc::format_ns(m.retry_cost).c_str());
-            else if (m.retry_cost > 0)   // garbage collection's frees alone
+                    i + 1, static_cast<long long>(mem.retries), mem.retries == 1 ? "y" : "ies",
+                    static_cast<long long>(mem.releases), mem.releases == 1 ? "" : "s",
+                    static_cast<long long>(mem.segments_freed), mem.segments_freed == 1 ? "" : "s",
+                    mhc::format_bytes(mem.bytes_freed).c_str(), static_cast<long long>(mem.segments_remade),
+                    mhc::format_bytes(mem.bytes_remade).c_str(), mhc::format_ns(mem.retry_cost).c_str());
+            else if (mem.retry_cost > 0)   // garbage collection's frees alone
                 std::printf(
                     "(%zu. gives cached memory back by garbage collection: %lld segment%s (%s), %lld made again "
                     "(%s): %s in its time)\n",
-                    i + 1, static_cast<long long>(m.segments_freed), m.segments_freed == 1 ? "" : "s",
-                    mhc::format_bytes(m.bytes_freed).c_str(), static_cast<long long>(m.segments_remade),
-                    mhc::format_bytes(m.bytes_remade).c_str(), mhc::format_ns(m.retry_cost).c_str());
+                    i + 1, static_cast<long long>(mem.segments_freed), mem.segments_freed == 1 ? "" : "s",
+                    mhc::format_bytes(mem.bytes_freed).c_str(), static_cast<long long>(mem.segments_remade),
+                    mhc::format_bytes(mem.bytes_remade).c_str(), mhc::format_ns(mem.retry_cost).c_str());
         }
     }
     std::printf("(%s%s)\n", steps > 1 ? ("time: the " + time_of + " of the capture together; ").c_str() : "",

@@ -457,17 +457,17 @@ std::vector<std::string> search_allocator_confs(const Evaluator& ev, const Plann
     for (const int64_t mib : values)
         for (const char* with : {"", "expandable_segments:True,"})
             tries.push_back(with + std::string("max_split_size_mb:") + std::to_string(mib));
-    for (const int64_t d : divisions)
+    for (const int64_t division : divisions)
         for (const char* with : {"", "expandable_segments:True,"})
-            tries.push_back(with + std::string("roundup_power2_divisions:") + std::to_string(d));
+            tries.push_back(with + std::string("roundup_power2_divisions:") + std::to_string(division));
     // each at the capacity (docs/advise.md "Search", allocator settings): one that runs there
     // first, then the less time giving cached memory back costs there, then the smaller reserved
     // peak there, then without a limit; one that does not run, by its reserved peak without a limit
     const std::vector<Prediction> got = ev.predict(Setting{}, tries, opts.capacity);
     trials += static_cast<int64_t>(tries.size());
-    auto key = [&](const Memory& m) {
-        const bool runs = opts.capacity > 0 && fits(m, opts.capacity);
-        return std::make_tuple(runs ? 0 : 1, runs ? m.retry_cost : 0, runs ? m.reserved_at : 0, m.reserved);
+    auto key = [&](const Memory& memory) {
+        const bool runs = opts.capacity > 0 && fits(memory, opts.capacity);
+        return std::make_tuple(runs ? 0 : 1, runs ? memory.retry_cost : 0, runs ? memory.reserved_at : 0, memory.reserved);
     };
     auto least = key(got[0].memory);   // the best of the search's own allocator settings
     for (size_t i = 1; i < confs.size(); ++i) least = std::min(least, key(got[i].memory));

@@ -10,7 +10,16 @@
 #include "mhc/trace/check.hpp"
 #include "tiny.hpp"
 
-using namespace mhc::advise;
+using mhc::advise::Advice;
+using mhc::advise::Base;
+using mhc::advise::Candidate;
+using mhc::advise::Evaluator;
+using mhc::advise::Memory;
+using mhc::advise::PlannerOptions;
+using mhc::advise::Setting;
+using mhc::advise::make_base;
+using mhc::advise::roundup_values;
+using mhc::advise::split_size_values;
 
 namespace {
 

@@ -66,7 +66,9 @@ struct Prediction {
 };
 // The step's time at the capacity: its estimated time and what giving cached memory back there
 // costs (Memory::retry_cost; 0 without a capacity). The search ranks by it.
-inline int64_t time_at_capacity(const Prediction& p) { return p.step_time + p.memory.retry_cost; }
+inline int64_t time_at_capacity(const Prediction& prediction) {
+    return prediction.step_time + prediction.memory.retry_cost;
+}
 
 class Evaluator {
 public:
