@@ -20,6 +20,7 @@ using mhc::advise::Setting;
 using mhc::advise::make_base;
 using mhc::advise::roundup_values;
 using mhc::advise::split_size_values;
+using mhc::advise::search_allocator_confs;
 
 namespace {
 
@@ -40,6 +41,26 @@ advisetest::TinyTrace thrash() {
         const int work = tiny.alloc(200 * kMiB, Category::Workspace, "S", first + 2, first + 2);
         tiny.kernel({"aten::mm", "M", Phase::Forward, {{reserve, 'w'}}, {reserve}, step});
         tiny.kernel({"aten::mm_backward", "M", Phase::Backward, {{reserve, 'r'}, {grad, step ? 'x' : 'w'}}, {}, step});
+        tiny.kernel({"aten::mul", "M", Phase::Backward, {{work, 'w'}, {grad, 'x'}}, {}, step});
+    }
+    return tiny;
+}
+
+// Two steps of: A (300 MiB) written and saved, read in the backward and freed after it, then B
+// (302 MiB, a workspace) made and freed by one backward kernel; the gradient G (40 MiB) made by the
+// first backward kernel and kept.
+advisetest::TinyTrace near_sizes() {
+    using mhc::trace::Category;
+    using mhc::trace::Phase;
+    advisetest::TinyTrace tiny;
+    tiny.modules = {{"M", "Net"}};
+    const int grad = tiny.alloc(40 * kMiB, Category::Grad, "w.grad", 1, -1);
+    for (int step = 0; step < 2; ++step) {
+        const int first = static_cast<int>(tiny.kernels.size());
+        const int act = tiny.alloc(300 * kMiB, Category::Activation, "A", first, first + 1);
+        const int work = tiny.alloc(302 * kMiB, Category::Workspace, "B", first + 2, first + 2);
+        tiny.kernel({"aten::mm", "M", Phase::Forward, {{act, 'w'}}, {act}, step});
+        tiny.kernel({"aten::mm_backward", "M", Phase::Backward, {{act, 'r'}, {grad, step ? 'x' : 'w'}}, {}, step});
         tiny.kernel({"aten::mul", "M", Phase::Backward, {{work, 'w'}, {grad, 'x'}}, {}, step});
     }
     return tiny;
@@ -190,4 +211,58 @@ TEST_CASE("the allocator settings tried on the step above", "[advise][allocator]
     CHECK(roundup_values(step.data, 2) == std::vector<int64_t>{2, 4});
     CHECK(search_allocator_confs(ev, opts, trials) == opts.allocator_confs);
     CHECK(trials == 2 + 2 * 3 + 2 * 4);
+}
+
+TEST_CASE("roundup_power2_divisions is searched and kept where it runs at the capacity without a retry",
+          "[advise][allocator][retry]") {
+    // A 300, B 302, G 40 MiB. As captured: B finds A's free 300 too small and is cudaMalloc'd: 642 MiB
+    // reserved without a limit; at 360 its cudaMalloc fails, the full release gives A's segment back
+    // and B is made (342): 1 retry, 1 release, 1 cudaFree of 300 MiB, nothing made beyond the walk
+    // without a limit (A, G, B: 642 MiB both): 50 us + 50 us + 300 MiB x 0.5 ms/GiB (146,484.375 ns,
+    // rounded) = 246,484 ns; step 2 reuses B's block for A (split) and again for B. Expandable
+    // segments: A [0,300) and G [300,340) mapped; B maps 320 more (660 > 360), fails, the release
+    // unmaps A's free 300, B maps 320 after G (360): the same cost, 360 at the capacity.
+    // roundup_power2_divisions (300 and 302 lie in [256, 512) MiB): 2 rounds them to 384 and 40 to 48;
+    // 4 to 320 (steps of 64 MiB), 8 the same (steps of 32: a class with 4), 16 to 304 and 304 (steps of
+    // 16; 40 stays 40): values 2, 4, 16. With 16, B takes A's cached 304 block: 344 MiB without a
+    // limit, within 360: nothing given back. It runs there at no cost, before as captured, so it is
+    // kept; max_split_size_mb 302, 256, 32 do no better than as captured (256: A's block given back
+    // for B in step 1, then reused whole: the same 246,484 ns).
+    mhc::test::TempPath path{"near.db"};
+    near_sizes().write(path.path);
+    const auto data = mhc::trace::load_checked_trace(path.path);
+    const Base base = make_base(data);
+    Evaluator ev(base, mhc::sim::link_from_spec("pcie4"));
+    const Memory plain = at(ev, "", 360 * kMiB);
+    CHECK(plain.reserved == 642 * kMiB);
+    CHECK(plain.fits);
+    CHECK(plain.reserved_at == 342 * kMiB);
+    CHECK(plain.retries == 1);
+    CHECK(plain.retry_cost == 246484);
+    const Memory expandable = at(ev, "expandable_segments:True", 360 * kMiB);
+    CHECK(expandable.fits);
+    CHECK(expandable.reserved_at == 360 * kMiB);
+    CHECK(expandable.retry_cost == 246484);
+    const Memory sixteen = at(ev, "roundup_power2_divisions:16", 360 * kMiB);
+    CHECK(sixteen.reserved == 344 * kMiB);
+    CHECK(sixteen.retry_cost == 0);
+    CHECK(at(ev, "max_split_size_mb:256", 360 * kMiB).retry_cost == 246484);
+    CHECK(split_size_values(data, 8) == std::vector<int64_t>{302, 256, 32});
+    CHECK(roundup_values(data, 4) == std::vector<int64_t>{2, 4, 16});
+
+    PlannerOptions opts;
+    opts.host_optimizer = opts.fused_optimizer = false;
+    opts.capacity = 360 * kMiB;
+    int64_t trials = 0;
+    CHECK(search_allocator_confs(ev, opts, trials) ==
+          std::vector<std::string>{"", "expandable_segments:True", "roundup_power2_divisions:16"});
+    CHECK(trials == 2 + 2 * 3 + 2 * 3);
+    const Advice advice = advise(ev, opts);
+    CHECK(advice.split_conf == "roundup_power2_divisions:16");
+    CHECK(advice.roundup_values == 3);
+    CHECK(advice.split_values == 3);
+    REQUIRE(!advice.ranked.empty());
+    CHECK(to_json(advice.ranked[0].setting) == R"({"allocator":"roundup_power2_divisions:16"})");
+    CHECK(advice.ranked[0].loss == 0);
+    // Before (no cost, no roundup_power2_divisions): the step as captured, its retry not counted.
 }
