@@ -161,6 +161,13 @@ nlohmann::json row_json(const Row& row, const CaptureInfo& info) {
     if (predicted.memory.capacity > 0) {   // the run with the capacity as the GPU's limit
         out["reserved_at_capacity_bytes"] = predicted.memory.reserved_at;
         out["alloc_retries"] = predicted.memory.retries;
+        // what running there costs (docs/advise.md "What running at the capacity costs"), in the loss
+        out["retry_cost_ns"] = predicted.memory.retry_cost;
+        out["alloc_releases"] = predicted.memory.releases;
+        out["segments_freed"] = predicted.memory.segments_freed;
+        out["segments_remade"] = predicted.memory.segments_remade;
+        out["bytes_freed"] = predicted.memory.bytes_freed;
+        out["bytes_remade"] = predicted.memory.bytes_remade;
     }
     if (row.verified)
         out["verify"] = {{"peak_bytes", row.captured.memory.peak},
@@ -303,7 +310,7 @@ int run(const Options& o) {
             off->c.prediction.memory.capacity = capacity;
             off->c.prediction.memory.reserved_at = off->c.prediction.memory.reserved;
             auto at = std::find_if(rows.begin(), rows.end(), [&](const Row& row) {
-                return row.c.prediction.step_time > off->c.prediction.step_time;
+                return time_at_capacity(row.c.prediction) > off->c.prediction.step_time;
             });
             rows.insert(at, *off);
             if (rows.size() > static_cast<size_t>(o.top)) rows.resize(static_cast<size_t>(o.top));
@@ -358,6 +365,7 @@ int run(const Options& o) {
               {"allocator_confs", a.allocator_confs},
               {"split_conf", a.split_conf},
               {"split_values", a.split_values},
+              {"roundup_values", a.roundup_values},
               {"allocator_trials", a.allocator_trials},
               {"seconds", a.seconds}}}};
         for (const Row& row : rows) doc["rows"].push_back(row_json(row, base.info));
@@ -401,8 +409,8 @@ int run(const Options& o) {
         std::printf("%-4zu %10s %10s", i + 1, mhc::format_bytes(p.memory.peak).c_str(),
                     mhc::format_bytes(shown_reserved(p.memory)).c_str());
         if (limited) std::printf(" %10s", mhc::format_bytes(p.memory.reserved).c_str());
-        std::printf(" %10s %11s %7s", mhc::format_bytes(p.host_peak).c_str(), mhc::format_ns(p.step_time).c_str(),
-                    pct(r.c.loss).c_str());
+        std::printf(" %10s %11s %7s", mhc::format_bytes(p.host_peak).c_str(),
+                    mhc::format_ns(time_at_capacity(p)).c_str(), pct(r.c.loss).c_str());
         if (o.verify)   // like with like: the captured stream through the same model, at the same capacity
             std::printf(" %11s %11s %6.2f%% %6.2f%%", mhc::format_bytes(r.captured.memory.peak).c_str(),
                         mhc::format_bytes(shown_reserved(r.captured.memory)).c_str(),
@@ -416,12 +424,25 @@ int run(const Options& o) {
             "(reserved: the caching allocator's peak with %s as the GPU's limit, where a failed cudaMalloc "
             "gives cached memory back and retries, as PyTorch does; no limit: its peak on a larger GPU)\n",
             mhc::format_bytes(capacity).c_str());
-        for (size_t i = 0; i < rows.size(); ++i)
-            if (rows[i].c.prediction.memory.retries > 0)
+        for (size_t i = 0; i < rows.size(); ++i) {
+            const Memory& mem = rows[i].c.prediction.memory;
+            if (mem.retries > 0)
                 std::printf(
-                    "(%zu. runs only by giving cached memory back: %lld cudaMalloc retr%s, each a synchronisation)\n",
-                    i + 1, static_cast<long long>(rows[i].c.prediction.memory.retries),
-                    rows[i].c.prediction.memory.retries == 1 ? "y" : "ies");
+                    "(%zu. runs only by giving cached memory back: %lld cudaMalloc retr%s, %lld full release%s (a "
+                    "synchronisation each), %lld segment%s given back (%s) and %lld made again (%s): %s in its time)\n",
+                    i + 1, static_cast<long long>(mem.retries), mem.retries == 1 ? "y" : "ies",
+                    static_cast<long long>(mem.releases), mem.releases == 1 ? "" : "s",
+                    static_cast<long long>(mem.segments_freed), mem.segments_freed == 1 ? "" : "s",
+                    mhc::format_bytes(mem.bytes_freed).c_str(), static_cast<long long>(mem.segments_remade),
+                    mhc::format_bytes(mem.bytes_remade).c_str(), mhc::format_ns(mem.retry_cost).c_str());
+            else if (mem.retry_cost > 0)   // garbage collection's frees alone
+                std::printf(
+                    "(%zu. gives cached memory back by garbage collection: %lld segment%s (%s), %lld made again "
+                    "(%s): %s in its time)\n",
+                    i + 1, static_cast<long long>(mem.segments_freed), mem.segments_freed == 1 ? "" : "s",
+                    mhc::format_bytes(mem.bytes_freed).c_str(), static_cast<long long>(mem.segments_remade),
+                    mhc::format_bytes(mem.bytes_remade).c_str(), mhc::format_ns(mem.retry_cost).c_str());
+        }
     }
     std::printf("(%s%s)\n", steps > 1 ? ("time: the " + time_of + " of the capture together; ").c_str() : "",
                 cal ? kCalibratedTimeNote : kTimeNote);
@@ -437,9 +458,9 @@ int run(const Options& o) {
         for (const std::string& conf : a.allocator_confs)
             confs += (confs.empty() ? "" : ", ") + (conf.empty() ? "as captured" : conf);
         std::printf(
-            "        allocator settings searched: %s (the last: of %lld values of max_split_size_mb tried on the "
-            "captured step, the one that reserves least)\n",
-            confs.c_str(), static_cast<long long>(a.split_values));
+            "        allocator settings searched: %s (the last: of %lld values of max_split_size_mb and %lld of "
+            "roundup_power2_divisions tried on the captured step, the one that does best at the capacity)\n",
+            confs.c_str(), static_cast<long long>(a.split_values), static_cast<long long>(a.roundup_values));
     }
     return mhc::cli::kExitOk;
 }

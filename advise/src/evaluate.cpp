@@ -1,12 +1,28 @@
 // Evaluating a setting: transforms, timing, live bytes, and the caching allocator model.
 #include "mhc/advise/evaluate.hpp"
 
+#include <algorithm>
+#include <cmath>
+
+#include "mhc/sim/allocator.hpp"
 #include "mhc/sim/simulate.hpp"
 
 namespace mhc::advise {
 
-Memory measure(const trace::TraceData& trace_data, const std::string& allocator_conf, int64_t capacity) {
-    return measure(trace_data, std::vector<std::string>{allocator_conf}, capacity).front();
+namespace {
+constexpr int64_t kNoLimit = INT64_MAX / 2;   // the walk without a limit (CachingWalk's own)
+}
+
+Memory measure(const trace::TraceData& trace_data, const std::string& allocator_conf, int64_t capacity,
+               const RetryCost& cost) {
+    return measure(trace_data, std::vector<std::string>{allocator_conf}, capacity, cost).front();
+}
+
+int64_t RetryCost::of(const Memory& memory) const {
+    const double pages = static_cast<double>(memory.bytes_freed + memory.bytes_remade) /
+                         static_cast<double>(int64_t{1} << 30);
+    return memory.releases * sync_ns + (memory.segments_freed + memory.segments_remade) * call_ns +
+           std::llround(pages * static_cast<double>(ns_per_gib));
 }
 
 bool fits(const Memory& memory, int64_t capacity) {
@@ -14,7 +30,7 @@ bool fits(const Memory& memory, int64_t capacity) {
 }
 
 std::vector<Memory> measure(const trace::TraceData& trace_data, const std::vector<std::string>& allocator_confs,
-                            int64_t capacity) {
+                            int64_t capacity, const RetryCost& cost) {
     auto prep = sim::prepare(trace_data);
     const int64_t peak = sim::baseline_peak(*prep, "ideal");
     std::vector<Memory> out;
@@ -36,11 +52,24 @@ std::vector<Memory> measure(const trace::TraceData& trace_data, const std::vecto
         if (capacity > 0) {
             mem.capacity = capacity;
             mem.reserved_at = mem.reserved;
-            if (mem.reserved > capacity) {   // some cudaMalloc fails there: PyTorch's retries decide
+            // garbage_collection_threshold collects above that share of the capacity
+            const double gc = sim::allocator_settings_for(trace_data.meta, conf).garbage_collection_threshold;
+            const bool collects = gc > 0 && mem.reserved > static_cast<int64_t>(gc * static_cast<double>(capacity));
+            if (mem.reserved > capacity || collects) {   // some cudaMalloc fails there: PyTorch's retries decide
                 const sim::CachingUnderLimit run = sim::caching_under_limit(*prep, conf, capacity);
                 mem.fits = run.runs;
                 mem.reserved_at = run.reserved_peak;
                 mem.retries = run.retries;
+                if (run.runs && run.device_frees > 0) {
+                    // against the same walk without a limit: what is given back and made again
+                    const sim::CachingUnderLimit free_run = sim::caching_under_limit(*prep, conf, kNoLimit);
+                    mem.releases = run.releases;
+                    mem.segments_freed = std::max<int64_t>(0, run.device_frees - free_run.device_frees);
+                    mem.bytes_freed = std::max<int64_t>(0, run.free_bytes - free_run.free_bytes);
+                    mem.segments_remade = std::max<int64_t>(0, run.device_allocs - free_run.device_allocs);
+                    mem.bytes_remade = std::max<int64_t>(0, run.alloc_bytes - free_run.alloc_bytes);
+                    mem.retry_cost = cost.of(mem);
+                }
             }
         }
         out.push_back(mem);

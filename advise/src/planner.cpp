@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "mhc/common/units.hpp"
 #include "mhc/sim/allocator.hpp"
@@ -241,7 +242,9 @@ SeparableModel build_model(const BlockEffects& e, const Windows& w, const std::v
 // byte order.
 bool ranked_before(const Candidate& lhs, const Candidate& rhs) {
     if (lhs.fits != rhs.fits) return lhs.fits;
-    if (lhs.prediction.step_time != rhs.prediction.step_time) return lhs.prediction.step_time < rhs.prediction.step_time;
+    // the time at the capacity: the step's and what giving cached memory back there costs
+    const int64_t tl = time_at_capacity(lhs.prediction), tr = time_at_capacity(rhs.prediction);
+    if (tl != tr) return tl < tr;
     const std::string jl = to_json(lhs.setting), jr = to_json(rhs.setting);
     if (jl.size() != jr.size()) return jl.size() < jr.size();   // equally fast: the one that changes less
     if (lhs.prediction.memory.reserved != rhs.prediction.memory.reserved)
@@ -338,7 +341,7 @@ void refine(const Evaluator& ev, const std::vector<Setting>& globals, const Bloc
             if (now.fits) {
                 time = ev.quick(combine(base, globals[combo.global], combo.per, opts.offload)).step_time;
                 ++advice.evaluations;
-                if (time >= now.prediction.step_time) return time;
+                if (time >= time_at_capacity(now.prediction)) return time;
             }
             Candidate cand = value(combo);
             if (closer(cand, got)) {
@@ -358,7 +361,7 @@ void refine(const Evaluator& ev, const std::vector<Setting>& globals, const Bloc
         // better only: faster when both fit (an equally fast neighbour earlier in the ranking is
         // ranked anyway); before, fitting or closer
         auto better = [&] {
-            return now.fits ? got.fits && got.prediction.step_time < now.prediction.step_time
+            return now.fits ? got.fits && time_at_capacity(got.prediction) < time_at_capacity(now.prediction)
                             : got.fits || closer(got, now);
         };
         if (!better() && now.fits && opts.pair_moves) {
@@ -366,7 +369,7 @@ void refine(const Evaluator& ev, const std::vector<Setting>& globals, const Bloc
             // fit) and one other, on another block or the global setting; each pair once.
             ++advice.pair_rounds;
             auto faster = [&](const Change& change) {
-                return change.time >= 0 && change.time < now.prediction.step_time;
+                return change.time >= 0 && change.time < time_at_capacity(now.prediction);
             };
             for (size_t i = 0; i < singles.size(); ++i) {
                 if (!faster(singles[i])) continue;
@@ -415,25 +418,63 @@ std::vector<int64_t> split_size_values(const trace::TraceData& step, size_t most
     return out;
 }
 
+std::vector<int64_t> roundup_values(const trace::TraceData& step, size_t most) {
+    std::vector<int64_t> sizes;
+    for (size_t i = 0; i < step.allocations.size(); ++i)
+        if (step.allocations.device[i] >= 0) sizes.push_back(step.allocations.bytes[i]);
+    auto rounded = [&](int64_t divisions) {
+        std::vector<int64_t> out;
+        out.reserve(sizes.size());
+        for (const int64_t bytes : sizes) out.push_back(trace::torch::round_size(bytes, divisions));
+        return out;
+    };
+    std::vector<std::vector<int64_t>> seen{rounded(0)};
+    std::vector<int64_t> out;
+    for (const int64_t divisions : {2, 4, 8, 16}) {
+        if (out.size() >= most) break;
+        std::vector<int64_t> got = rounded(divisions);
+        if (std::find(seen.begin(), seen.end(), got) != seen.end()) continue;
+        seen.push_back(std::move(got));
+        out.push_back(divisions);
+    }
+    return out;
+}
+
 std::vector<std::string> search_allocator_confs(const Evaluator& ev, const PlannerOptions& opts, int64_t& trials) {
     std::vector<std::string> confs = opts.allocator_confs;
-    if (opts.split_sizes <= 0) return confs;
-    const std::vector<int64_t> values = split_size_values(*ev.base().trace, static_cast<size_t>(opts.split_sizes));
-    if (values.empty()) return confs;
+    const std::vector<int64_t> values = opts.split_sizes > 0
+                                            ? split_size_values(*ev.base().trace, static_cast<size_t>(opts.split_sizes))
+                                            : std::vector<int64_t>{};
+    const std::vector<int64_t> divisions = opts.roundup_divisions > 0
+                                               ? roundup_values(*ev.base().trace,
+                                                                static_cast<size_t>(opts.roundup_divisions))
+                                               : std::vector<int64_t>{};
+    if (values.empty() && divisions.empty()) return confs;
     // On the captured step: the search's own allocator settings, then each value alone and with
-    // expandable segments, largest value first; one transformed step, a caching model run each.
+    // expandable segments (max_split_size_mb largest value first, then roundup_power2_divisions);
+    // one transformed step, a caching model run each (two where it runs at the capacity).
     std::vector<std::string> tries = confs;
     for (const int64_t mib : values)
         for (const char* with : {"", "expandable_segments:True,"})
             tries.push_back(with + std::string("max_split_size_mb:") + std::to_string(mib));
-    const std::vector<Prediction> got = ev.predict(Setting{}, tries);
+    for (const int64_t division : divisions)
+        for (const char* with : {"", "expandable_segments:True,"})
+            tries.push_back(with + std::string("roundup_power2_divisions:") + std::to_string(division));
+    // each at the capacity (docs/advise.md "Search", allocator settings): one that runs there
+    // first, then the less time giving cached memory back costs there, then the smaller reserved
+    // peak there, then without a limit; one that does not run, by its reserved peak without a limit
+    const std::vector<Prediction> got = ev.predict(Setting{}, tries, opts.capacity);
     trials += static_cast<int64_t>(tries.size());
-    int64_t least = INT64_MAX;   // what the search's own allocator settings reserve at least
-    for (size_t i = 0; i < confs.size(); ++i) least = std::min(least, got[i].memory.reserved);
+    auto key = [&](const Memory& memory) {
+        const bool runs = opts.capacity > 0 && fits(memory, opts.capacity);
+        return std::make_tuple(runs ? 0 : 1, runs ? memory.retry_cost : 0, runs ? memory.reserved_at : 0, memory.reserved);
+    };
+    auto least = key(got[0].memory);   // the best of the search's own allocator settings
+    for (size_t i = 1; i < confs.size(); ++i) least = std::min(least, key(got[i].memory));
     size_t best = tries.size();
     for (size_t i = confs.size(); i < tries.size(); ++i)
-        if (got[i].memory.reserved < least) {   // strictly less: of equals, the first (larger value, alone)
-            least = got[i].memory.reserved;
+        if (key(got[i].memory) < least) {   // strictly better: of equals, the first (larger value, alone)
+            least = key(got[i].memory);
             best = i;
         }
     if (best < tries.size()) confs.push_back(tries[best]);
@@ -473,15 +514,24 @@ Advice advise(const Evaluator& ev, const PlannerOptions& o) {
     // segments, and a max_split_size_mb where the captured step says it reserves less).
     const std::vector<std::string> confs = search_allocator_confs(ev, o, a.allocator_trials);
     a.allocator_confs = confs;
-    if (a.allocator_trials > 0)   // the search's own settings, then each value alone and with expandable segments
-        a.split_values = (a.allocator_trials - static_cast<int64_t>(o.allocator_confs.size())) / 2;
+    if (a.allocator_trials > 0) {   // the search's own settings, then each value alone and with expandable segments
+        a.roundup_values = o.roundup_divisions > 0
+                               ? static_cast<int64_t>(
+                                     roundup_values(*b.trace, static_cast<size_t>(o.roundup_divisions)).size())
+                               : 0;
+        a.split_values = (a.allocator_trials - static_cast<int64_t>(o.allocator_confs.size())) / 2 - a.roundup_values;
+    }
     if (confs.size() > o.allocator_confs.size()) a.split_conf = confs.back();
     std::map<std::string, Candidate> seen;
     auto candidate = [&](const Setting& setting, const Prediction& prediction) {
         Candidate cand;
         cand.setting = setting;
         cand.prediction = prediction;
-        cand.loss = a.baseline.step_time > 0 ? static_cast<double>(cand.prediction.step_time) / static_cast<double>(a.baseline.step_time) - 1 : 0;
+        // against the captured step; at the capacity, with what giving cached memory back costs
+        cand.loss = a.baseline.step_time > 0 ? static_cast<double>(time_at_capacity(cand.prediction)) /
+                                                       static_cast<double>(a.baseline.step_time) -
+                                                   1
+                                             : 0;
         cand.fits = fits(cand.prediction.memory, o.capacity);   // runs at the capacity (docs/advise.md "What fits")
         cand.within_budget = o.budget < 0 || cand.loss <= o.budget + 1e-12;
         return cand;

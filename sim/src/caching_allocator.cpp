@@ -364,6 +364,7 @@ void CachingAllocator::split(int32_t b, int64_t size) {
 
 void CachingAllocator::log(bool alloc, int32_t seg, int64_t offset, int64_t bytes) {
     (alloc ? device_allocs_ : device_frees_)++;
+    (alloc ? device_alloc_bytes_ : device_free_bytes_) += bytes;
     if (log_) {
         const Segment& s = segs_[static_cast<size_t>(seg)];
         log_->push_back({alloc, s.expandable, bytes, stream_of_lane(s.stream), offset, seg, s.pool});
@@ -721,12 +722,17 @@ int32_t CachingAllocator::allocate(int64_t bytes, int64_t stream, int64_t pool) 
     if (b < 0) {
         if (set_.garbage_collection_threshold > 0) garbage_collect();
         b = alloc_block(p, stream, size, alloc_size);
-        if (b < 0 && release_available(p, stream, size)) b = alloc_block(p, stream, size, alloc_size);
         if (b < 0) {
-            release_cached(0);
-            b = alloc_block(p, stream, size, alloc_size);
+            const int64_t frees = device_frees_;
+            if (release_available(p, stream, size)) b = alloc_block(p, stream, size, alloc_size);
+            if (b < 0) {
+                ++full_releases_;
+                release_cached(0);
+                b = alloc_block(p, stream, size, alloc_size);
+            }
+            if (b < 0) return -1;
+            if (device_frees_ > frees) ++retried_requests_;
         }
-        if (b < 0) return -1;
     }
     if (should_split(b, size)) split(b, size);
     Block& x = blocks_[static_cast<size_t>(b)];

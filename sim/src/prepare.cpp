@@ -480,7 +480,6 @@ CachingUnderLimit caching_under_limit(const Prepared& prepared, const std::strin
         if (event.what == Recorded::Free) {
             walk.free(prepared, al);
         } else if (event.what == Recorded::Allocation) {
-            const int64_t frees = walk.ca.device_frees();
             walk.allocate(prepared, al);
             if (walk.block[al] < 0) {
                 out.runs = false;
@@ -488,10 +487,15 @@ CachingUnderLimit caching_under_limit(const Prepared& prepared, const std::strin
                 out.bytes_needed = walk.ca.rounded(prepared.t->allocations.bytes[al]);
                 break;
             }
-            if (walk.ca.device_frees() > frees) ++out.retries;
         }
     }
     out.reserved_peak = walk.peak;
+    out.retries = walk.ca.retried_requests();
+    out.releases = walk.ca.full_releases();
+    out.device_allocs = walk.ca.device_allocs();
+    out.device_frees = walk.ca.device_frees();
+    out.alloc_bytes = walk.ca.device_alloc_bytes();
+    out.free_bytes = walk.ca.device_free_bytes();
     return out;
 }
 

@@ -68,8 +68,9 @@ TEST_CASE("mhc advise ranks settings that fit and prints their code", "[advise][
 
 TEST_CASE("mhc advise: the reserved peak at the capacity beside the one without a limit", "[advise][cli][allocator]") {
     // tests/data/advise/speech_gru.db at 5.8 GiB (tests/advise/test_search.cpp works out why): the first
-    // answer, the fused AdamW with max_split_size_mb:128, reserves 5.85 GiB without a limit, more
-    // than the capacity, and runs there: the failed cudaMallocs give oversize cached blocks back.
+    // answer, the fused AdamW with the last conv block checkpointed and max_split_size_mb:2048,
+    // reserves 5.85 GiB without a limit, more than the capacity, and runs there: the failed cudaMalloc
+    // gives cached blocks back, which costs 517,969 ns, in its time.
     const std::string gru = std::string(MHC_SOURCE_DIR) + "/tests/data/advise/speech_gru.db";
     const int64_t capacity = 6227702579;   // 5.8 GiB, rounded down
     Out json = run("advise " + gru + " --capacity " + std::to_string(capacity) + "B --json");
@@ -78,7 +79,15 @@ TEST_CASE("mhc advise: the reserved peak at the capacity beside the one without 
     auto doc = nlohmann::json::parse(json.out);
     CHECK_FALSE(doc["baseline"]["fits"].get<bool>());
     const auto& first = doc["rows"][0];
-    CHECK(first["setting"].dump() == R"({"allocator":"max_split_size_mb:128","optimizer":{"impl":"fused"}})");
+    CHECK(
+        first["setting"].dump() ==
+        R"({"allocator":"max_split_size_mb:2048","checkpoint":{"modules":["SpeechGru.conv.3"],"policy":"full"},"optimizer":{"impl":"fused"}})");
+    CHECK(first["retry_cost_ns"].get<int64_t>() == 517969);
+    CHECK(first["alloc_releases"].get<int64_t>() == 1);
+    CHECK(first["loss"].get<double>() ==
+          Approx(static_cast<double>(first["step_time_ns"].get<int64_t>() + 517969) /
+                     static_cast<double>(doc["baseline"]["step_time_ns"].get<int64_t>()) -
+                 1));
     CHECK(first["fits"].get<bool>());
     CHECK(first["reserved_bytes"].get<int64_t>() > capacity);
     CHECK(first["reserved_at_capacity_bytes"].get<int64_t>() <= capacity);
@@ -88,7 +97,9 @@ TEST_CASE("mhc advise: the reserved peak at the capacity beside the one without 
     CHECK(text.out.find("reserved   no limit") != std::string::npos);
     CHECK(text.out.find("as the GPU's limit, where a failed cudaMalloc gives cached memory back and retries") !=
           std::string::npos);
-    CHECK(text.out.find("1. runs only by giving cached memory back") != std::string::npos);
+    CHECK(text.out.find("1. runs only by giving cached memory back: 1 cudaMalloc retry, 1 full release") !=
+          std::string::npos);
+    CHECK(text.out.find("517.97 us in its time") != std::string::npos);
 }
 
 TEST_CASE("mhc advise: bad input is one line and exit 2", "[advise][cli]") {

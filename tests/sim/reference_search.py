@@ -11,6 +11,7 @@ number of DP runs, or raises NothingFits with the closest candidate.
 """
 import json
 
+import reference_caching
 import reference_settings as ref
 
 QUANTUM = 1 << 20            # "sums compared in 1 MiB quanta"
@@ -27,6 +28,7 @@ ALLOCATORS = ["", "expandable_segments:True"]
 MIB = 1 << 20
 SPLIT_VALUES = 8    # "at most 8 values" of max_split_size_mb
 LEAST_SPLIT = 20    # max_split_size_mb is more than 20 (MiB)
+ROUNDUP_VALUES = 4  # "at most 4 values" of roundup_power2_divisions
 
 
 class NothingFits(Exception):
@@ -332,21 +334,56 @@ def split_size_values(cap, most=SPLIT_VALUES):
     return out
 
 
-def allocator_settings(cap, predict):
+def roundup_values(cap, most=ROUNDUP_VALUES):
+    """docs/advise.md "Search", allocator settings: of 2, 4, 8 and 16 divisions, those that round the
+    device's requests otherwise than plain rounding and than each value before them, at most `most`."""
+    sizes = [al["bytes"] for al in cap.allocs.values() if al["device"] >= 0]
+    seen = [[reference_caching.round_size(n) for n in sizes]]
+    out = []
+    for d in (2, 4, 8, 16):
+        if len(out) >= most:
+            break
+        conf = reference_caching.Conf(f"roundup_power2_divisions:{d}")
+        got = [reference_caching.round_size(n, conf) for n in sizes]
+        if got in seen:
+            continue
+        seen.append(got)
+        out.append(d)
+    return out
+
+
+def allocator_settings(cap, predict, at=None):
     """The allocator settings the search tries: as captured, expandable segments, and the
-    max_split_size_mb (each value alone, then with expandable segments, largest value first) whose
-    reserved peak on the captured step is the least, when it is below both of theirs (of equals,
-    the first). Returns (the list, the one added or "")."""
+    max_split_size_mb (each value alone, then with expandable segments, largest value first) or
+    roundup_power2_divisions (likewise, after them) that
+    does best on the captured step at the capacity, when it does better than both of theirs (of
+    equals, the first): one that runs there first, then the smaller cost of giving cached memory
+    back there, then the smaller reserved peak there, then without a limit; one that does not run,
+    by its reserved peak without a limit. `at(conf, prediction)`: the run at the capacity
+    (at_capacity); None: by the reserved peak without a limit alone. Returns (the list, the one
+    added or "")."""
     values = split_size_values(cap)
-    if not values:
+    divisions = roundup_values(cap)
+    if not values and not divisions:
         return list(ALLOCATORS), ""
-    least = min(predict({"allocator": c} if c else {})["reserved_bytes"] for c in ALLOCATORS)
+
+    def key(conf):
+        p = predict({"allocator": conf} if conf else {})
+        if at is not None:
+            r = at(conf, p)
+            if r["runs"]:
+                return (0, r["cost"], r["reserved_at"], p["reserved_bytes"])
+        return (1, 0, 0, p["reserved_bytes"])
+
+    least = min(key(c) for c in ALLOCATORS)
     kept = ""
-    for v in values:
-        for conf in (f"max_split_size_mb:{v}", f"expandable_segments:True,max_split_size_mb:{v}"):
-            r = predict({"allocator": conf})["reserved_bytes"]
-            if r < least:
-                least, kept = r, conf
+    tries = [c for v in values for c in (f"max_split_size_mb:{v}", f"expandable_segments:True,max_split_size_mb:{v}")]
+    tries += [c for d in divisions for c in (f"roundup_power2_divisions:{d}",
+                                             f"expandable_segments:True,roundup_power2_divisions:{d}")]
+    for conf in tries:
+        k = key(conf)
+        if k < least:
+            least, kept = k, conf
     return list(ALLOCATORS) + ([kept] if kept else []), kept
 
 
@@ -386,8 +423,9 @@ def reads_as(setting):
 
 
 def rank_key(c):
-    """The ranking's order: fitting first, faster, the shorter setting, the smaller reserved peak,
-    the setting's JSON in byte order."""
+    """The ranking's order: fitting first, faster (the time at the capacity: the step's and what
+    giving cached memory back there costs), the shorter setting, the smaller reserved peak, the
+    setting's JSON in byte order."""
     return (not c["fits"], c["time"], len(c["key"]), c["reserved"], c["key"].encode())
 
 
@@ -480,13 +518,17 @@ def grads_read_on_gpu(cap):
 
 
 def at_capacity(trace, setting, p, capacity, link, host_bw, cost):
-    """docs/advise.md "What fits": (runs, reserved peak there, retries) of the prediction p at the
-    capacity: at or above the reserved peak without a limit nothing fails; below it the caching model
-    runs with the capacity as the GPU's limit (reference_settings.runs_at)."""
-    if p["reserved_bytes"] <= capacity:
-        return True, p["reserved_bytes"], 0
+    """docs/advise.md "What fits" and "What running at the capacity costs": the run of the prediction
+    p at the capacity (reference_settings.retry_cost: runs, reserved_at, retries, the counts, cost):
+    at or above the reserved peak without a limit nothing fails, and unless garbage collection
+    collects there (its threshold's share of the capacity below that peak) it is the run without a
+    limit; else the caching model runs with the capacity as the GPU's limit."""
+    gc = ref.gc_threshold(p["conf"])
+    if p["reserved_bytes"] <= capacity and not (gc > 0 and p["reserved_bytes"] > int(gc * capacity)):
+        return dict(runs=True, reserved_at=p["reserved_bytes"], retries=0, releases=0, segments_freed=0,
+                    bytes_freed=0, segments_remade=0, bytes_remade=0, cost=0)
     return cached(f"runs at {capacity}", trace, setting, link, host_bw, cost,
-                  lambda: ref.runs_at(p["device_rows"], p["conf"], capacity))
+                  lambda: ref.retry_cost(p["device_rows"], p["conf"], capacity))
 
 
 def search(trace, capacity, budget=None, top=3, link=ref.LINKS["pcie5"], host_bw=100e9, cost=15000):
@@ -499,7 +541,9 @@ def search(trace, capacity, budget=None, top=3, link=ref.LINKS["pcie5"], host_bw
         return cached("predict", trace, s, link, host_bw, cost, lambda: predict_exactly(trace, cap, s, link, host_bw, cost))
 
     baseline = predict({})
-    allocators, split_conf = allocator_settings(cap, predict)
+    allocators, split_conf = allocator_settings(
+        cap, predict, lambda conf, p: at_capacity(trace, {"allocator": conf} if conf else {}, p, capacity, link,
+                                                  host_bw, cost))
     base_win, base_time = quick(trace, cap, {}, link, host_bw, cost)
     deltas = [dict() for _ in range(nb)]
     times = [dict(keep=0) for _ in range(nb)]
@@ -534,12 +578,13 @@ def search(trace, capacity, budget=None, top=3, link=ref.LINKS["pcie5"], host_bw
         key = setting_json(s)
         if key not in seen:
             p = predict(s)
-            loss = p["step_time_ns"] / baseline["step_time_ns"] - 1 if baseline["step_time_ns"] > 0 else 0
-            runs, reserved_at, retries = at_capacity(trace, s, p, capacity, link, host_bw, cost)
+            run = at_capacity(trace, s, p, capacity, link, host_bw, cost)
+            total = p["step_time_ns"] + run["cost"]   # the time at the capacity
+            loss = total / baseline["step_time_ns"] - 1 if baseline["step_time_ns"] > 0 else 0
             seen[key] = dict(setting=s, key=key, peak=p["peak_bytes"], reserved=p["reserved_bytes"],
-                             host=p["host_peak_bytes"], time=p["step_time_ns"], loss=loss,
-                             fits=runs, reserved_at=reserved_at, retries=retries,
-                             within=budget is None or loss <= budget + 1e-12)
+                             host=p["host_peak_bytes"], step=p["step_time_ns"], time=total, loss=loss,
+                             fits=run["runs"], reserved_at=run["reserved_at"], retries=run["retries"],
+                             cost=run["cost"], within=budget is None or loss <= budget + 1e-12)
         return seen[key]
 
     dp_runs = 0
@@ -593,7 +638,7 @@ def search(trace, capacity, budget=None, top=3, link=ref.LINKS["pcie5"], host_bw
             raise NothingFits(f"within the budget: the closest is {close['key']} at {close['loss']:+.3f}")
         close = min(every, key=lambda c: c["reserved"]) if every else None
         raise NothingFits(f"the closest is {close['key'] if close else '{}'}")
-    base_runs = at_capacity(trace, {}, baseline, capacity, link, host_bw, cost)[0]
+    base_runs = at_capacity(trace, {}, baseline, capacity, link, host_bw, cost)["runs"]
     return dict(baseline=baseline, baseline_fits=base_runs, ranked=ranked, dp_runs=dp_runs, blocks=names,
                 split_conf=split_conf)
 

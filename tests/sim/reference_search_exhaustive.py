@@ -5,7 +5,7 @@ with the second readings (reference_search.py's search, reference_settings.py's 
 every combination of the block choices, the global settings and the allocator settings the search
 tries on the step: as captured, expandable segments and a max_split_size_mb where one is kept), at the
 capacities reference_search_compare.py uses; a combination fits when it runs at the capacity
-(reference_settings.runs_at, where its reserved peak without a limit exceeds it). By hand (minutes per capture):
+(reference_search.at_capacity), its time there including what giving cached memory back costs. By hand (minutes per capture):
     python3 tests/sim/reference_search_exhaustive.py TRACE.db...
 Prints one line per capacity: 'same', 'SLOWER by ...', or where one finds nothing and the other does.
 """
@@ -36,7 +36,9 @@ for trace in sys.argv[1:]:
                 every.append((p["step_time_ns"], p["reserved_bytes"], rs.setting_json(s), p))
     for what, capacity in rsc.capacities(trace):
         # fitting: runs at the capacity (docs/advise.md "What fits"), PyTorch's free-and-retry included
-        fit = sorted((e[:3] for e in every if e[1] <= capacity or ref.runs_at(e[3]["device_rows"], e[3]["conf"], capacity)[0]))
+        # and its time there: the step's and what giving cached memory back costs ("What running at the capacity costs")
+        runs = [(e, rs.at_capacity(trace, e[2], e[3], capacity, ref.LINKS["pcie5"], 100e9, 15000)) for e in every]
+        fit = sorted(((e[0] + r["cost"],) + e[1:3] for e, r in runs if r["runs"]))
         try:
             r = rs.search(trace, capacity)
             first = r["ranked"][0]

@@ -477,8 +477,14 @@ def reserved_peak(rows, conf):
 
 
 class _GivingBack(reference_caching.CachingAllocator):
-    """The caching model, noting whether cached memory went back to the GPU during a request."""
+    """The caching model, noting whether cached memory went back to the GPU during a request, and
+    counting the full releases, the cudaMalloc calls (or mapped ranges) and cudaFree calls (or
+    unmapped ranges) with their bytes."""
     gave_back = False
+
+    def __init__(self, capacity, conf_text=""):
+        super().__init__(capacity, conf_text)
+        self.releases = self.mallocs = self.frees = self.malloc_bytes = self.free_bytes = 0
 
     def _release_oversize(self, stream, small, size):
         before = self.reserved
@@ -487,16 +493,34 @@ class _GivingBack(reference_caching.CachingAllocator):
         return out
 
     def _release_cached(self):
+        self.releases += 1
         before = self.reserved
         super()._release_cached()
         self.gave_back |= self.reserved < before
 
+    def _draw(self, n):
+        ok = super()._draw(n)
+        if ok:
+            self.mallocs += 1
+            self.malloc_bytes += n
+        return ok
 
-def runs_at(rows, conf, capacity):
-    """docs/advise.md "What fits": the caching model with the capacity as the GPU's limit, the release
-    of cached memory and the retry on a failed cudaMalloc included (reference_caching's allocate); a
-    request it cannot place is PyTorch's OutOfMemoryError. Returns (runs, the reserved peak there up to
-    a failure, requests served only after memory went back)."""
+    def _release_segment(self, seg):
+        self.frees += 1
+        self.free_bytes += seg.size
+        super()._release_segment(seg)
+
+    def _unmap_free_pages(self, seg):
+        page = self._page(seg.small)
+        for b in seg.blocks:   # each free mapped block's whole pages: one unmap
+            lo, hi = page * math.ceil(b.offset / page), page * ((b.offset + b.size) // page)
+            if b.free and b.mapped and hi > lo:
+                self.frees += 1
+                self.free_bytes += hi - lo
+        super()._unmap_free_pages(seg)
+
+
+def _walk(rows, conf, capacity):
     by = dict(rows)
     ca = _GivingBack(capacity, conf)
     peak = retries = 0
@@ -504,12 +528,50 @@ def runs_at(rows, conf, capacity):
         if d > 0:
             ca.gave_back = False
             if not ca.allocate(i, by[i][3], by[i][5]):
-                return False, peak, retries
+                return False, peak, retries, ca
             retries += ca.gave_back
             peak = max(peak, ca.reserved)
         else:
             ca.free(i)
-    return True, peak, retries
+    return True, peak, retries, ca
+
+
+def runs_at(rows, conf, capacity):
+    """docs/advise.md "What fits": the caching model with the capacity as the GPU's limit, the release
+    of cached memory and the retry on a failed cudaMalloc included (reference_caching's allocate); a
+    request it cannot place is PyTorch's OutOfMemoryError. Returns (runs, the reserved peak there up to
+    a failure, requests served only after memory went back)."""
+    runs, peak, retries, _ca = _walk(rows, conf, capacity)
+    return runs, peak, retries
+
+
+# docs/advise.md "What running at the capacity costs": the constants
+SYNC_NS = 50_000        # a full release: a device synchronisation
+CALL_NS = 50_000        # a cudaMalloc or cudaFree (a map or unmap of pages)
+NS_PER_GIB = 500_000    # the pages made or given back
+
+
+def retry_cost(rows, conf, capacity):
+    """docs/advise.md "What running at the capacity costs": (runs, reserved peak there, retries, the
+    counts against the walk without a limit, the cost in ns) of the caching model at the capacity."""
+    runs, peak, retries, ca = _walk(rows, conf, capacity)
+    out = dict(runs=runs, reserved_at=peak, retries=retries, releases=0, segments_freed=0, bytes_freed=0,
+               segments_remade=0, bytes_remade=0, cost=0)
+    if runs and ca.frees > 0:
+        _r, _p, _n, free = _walk(rows, conf, reference_caching.NO_LIMIT)
+        out.update(releases=ca.releases, segments_freed=max(0, ca.frees - free.frees),
+                   bytes_freed=max(0, ca.free_bytes - free.free_bytes),
+                   segments_remade=max(0, ca.mallocs - free.mallocs),
+                   bytes_remade=max(0, ca.malloc_bytes - free.malloc_bytes))
+        pages = (out["bytes_freed"] + out["bytes_remade"]) / 2 ** 30
+        out["cost"] = (out["releases"] * SYNC_NS + (out["segments_freed"] + out["segments_remade"]) * CALL_NS
+                       + math.floor(pages * NS_PER_GIB + 0.5))
+    return out
+
+
+def gc_threshold(conf):
+    """The garbage_collection_threshold a conf text sets (0: none; a later key wins)."""
+    return reference_caching.Conf(conf).gc_threshold if conf else 0.0
 
 
 # ---------------------------------------------------------------- checkpoint

@@ -22,16 +22,35 @@ struct Memory {
     bool fits = true;          // no request failed there: the step runs at that capacity
     int64_t reserved_at = 0;   // the reserved peak there (the unlimited one when that is within it)
     int64_t retries = 0;       // requests served only after cached memory was given back
+    // What running there costs beyond the run without a limit (RetryCost): full releases (each a
+    // device synchronisation), segments given back (cudaFree or unmapped pages, by a release or by
+    // garbage collection) and segments made beyond those the step makes without a limit, with
+    // their bytes; and the time all that is estimated to take, added to the step's (ns).
+    int64_t releases = 0, segments_freed = 0, bytes_freed = 0, segments_remade = 0, bytes_remade = 0;
+    int64_t retry_cost = 0;
+};
+
+// The time PyTorch's allocator spends when a step runs only by giving cached memory back
+// (docs/advise.md "What running at the capacity costs"): per full release a device
+// synchronisation, per cudaMalloc or cudaFree (or map or unmap of pages) a call, and per byte
+// they cover the driver's work on the pages. Constants, not measurements: the trace holds no
+// runtime-API timings.
+struct RetryCost {
+    int64_t sync_ns = 50'000;       // release_cached_blocks: synchronize_and_free_events, then the frees
+    int64_t call_ns = 50'000;       // one cudaMalloc or cudaFree (map or unmap)
+    int64_t ns_per_gib = 500'000;   // the pages: 0.5 ms per GiB made or given back
+    int64_t of(const Memory& memory) const;
 };
 // The peaks of a trace (a transformed one, or a capture): sim::prepare checks it first, then
 // the caching model runs with `allocator_conf` over the trace's recorded settings; with a
 // `capacity`, also whether it runs under that limit (only when its unlimited reserved peak exceeds
 // it: otherwise no cudaMalloc fails and it does).
-Memory measure(const trace::TraceData& trace_data, const std::string& allocator_conf, int64_t capacity = 0);
+Memory measure(const trace::TraceData& trace_data, const std::string& allocator_conf, int64_t capacity = 0,
+               const RetryCost& cost = {});
 // The same under each of `allocator_confs`: the trace prepared once, the caching model once each
 // (twice where the capacity is below the unlimited reserved peak).
 std::vector<Memory> measure(const trace::TraceData& trace_data, const std::vector<std::string>& allocator_confs,
-                            int64_t capacity = 0);
+                            int64_t capacity = 0, const RetryCost& cost = {});
 // Whether `memory` fits `capacity`: run under it when measured so (memory.capacity == capacity), else its
 // unlimited reserved peak within it.
 bool fits(const Memory& memory, int64_t capacity);
@@ -45,6 +64,11 @@ struct Prediction {
     int64_t comm = 0;         // the collectives' time on their streams (comm.hpp), an estimate
     int64_t comm_waits = 0;   // of which compute ops waited for
 };
+// The step's time at the capacity: its estimated time and what giving cached memory back there
+// costs (Memory::retry_cost; 0 without a capacity). The search ranks by it.
+inline int64_t time_at_capacity(const Prediction& prediction) {
+    return prediction.step_time + prediction.memory.retry_cost;
+}
 
 class Evaluator {
 public:

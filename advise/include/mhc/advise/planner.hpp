@@ -35,9 +35,12 @@ struct PlannerOptions {
     std::vector<std::string> allocator_confs{"", "expandable_segments:True"};
     // max_split_size_mb: at most this many values, read from the step's large allocations
     // (split_size_values), are predicted on the captured step, alone and with expandable segments;
-    // the one that reserves least joins allocator_confs when it reserves less there than each of
-    // them (docs/advise.md "Search", allocator settings). 0: none.
+    // the one that does best at the capacity (with the values of roundup_power2_divisions below)
+    // joins allocator_confs when it does better there than each of them (docs/advise.md "Search",
+    // allocator settings). 0: none.
     int split_sizes = 8;
+    // roundup_power2_divisions: at most this many values (roundup_values), tried the same way. 0: none.
+    int roundup_divisions = 4;
     OffloadSetting offload;      // the streamed offload a block choice "offload" uses
     bool host_optimizer = true, fused_optimizer = true;
     // The exact search also moves two blocks' choices at once, or one block's and the global
@@ -58,8 +61,9 @@ struct Candidate {
 struct Advice {
     Prediction baseline;
     std::vector<std::string> allocator_confs;   // the allocator settings searched (each combination under each)
-    std::string split_conf;                     // the max_split_size_mb setting searched ("" none reserved less)
+    std::string split_conf;                     // the allocator setting the search added ("" none did better)
     int64_t split_values = 0;                   // values of max_split_size_mb tried on the captured step
+    int64_t roundup_values = 0;                 // values of roundup_power2_divisions tried there
     int64_t allocator_trials = 0;               // caching model runs there to choose among them
     std::vector<Candidate> ranked;    // fitting (and within the budget), fastest first, at most top
     std::vector<Candidate> all;       // every distinct setting predicted, fastest first
@@ -79,10 +83,17 @@ Advice advise(const Evaluator& ev, const PlannerOptions& o);
 // trailing zero bits), the classes with the largest sizes first.
 std::vector<int64_t> split_size_values(const trace::TraceData& step, size_t most);
 
-// The allocator settings the search tries on `ev`'s step: opts.allocator_confs, then the best
-// max_split_size_mb of split_size_values (alone or with expandable segments) when on the captured
-// step it reserves less than each of those (of equals, the larger value, alone). `trials` counts
-// the caching model's runs.
+// The values of roundup_power2_divisions that act differently on `step`, at most `most`: of 2, 4, 8
+// and 16 divisions, those that round the device's requests otherwise than plain rounding (512 B)
+// and than every smaller value before them (one per class of equal roundings).
+std::vector<int64_t> roundup_values(const trace::TraceData& step, size_t most);
+
+// The allocator settings the search tries on `ev`'s step: opts.allocator_confs, then the best of
+// the max_split_size_mb values of split_size_values and the roundup_power2_divisions values of
+// roundup_values (each alone or with expandable segments) at the capacity when on the captured step
+// it does better there than each of those: one that runs there first, then the smaller cost of
+// giving cached memory back there, then the smaller reserved peak there, then without a limit (of
+// equals, the first tried). `trials` counts the caching model's runs.
 std::vector<std::string> search_allocator_confs(const Evaluator& ev, const PlannerOptions& opts, int64_t& trials);
 
 // Whether the search offers selective checkpointing ("keep matmuls") for block `block`: not when

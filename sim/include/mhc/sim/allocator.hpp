@@ -134,6 +134,15 @@ public:
     // cudaMalloc + cuMemMap calls, cudaFree + cuMemUnmap calls so far.
     int64_t device_allocs() const { return device_allocs_; }
     int64_t device_frees() const { return device_frees_; }
+    // Their bytes: a segment's, or the pages a map or unmap covers.
+    int64_t device_alloc_bytes() const { return device_alloc_bytes_; }
+    int64_t device_free_bytes() const { return device_free_bytes_; }
+    // Requests that found no block and no room for a segment: the full release PyTorch makes then
+    // (release_cached_blocks, which synchronises the device first), and those served only after a
+    // release of either kind (release_available_cached_blocks or release_cached_blocks) gave
+    // cached memory back (garbage collection's frees aside).
+    int64_t full_releases() const { return full_releases_; }
+    int64_t retried_requests() const { return retried_requests_; }
     // Each cudaMalloc/cudaFree (expandable false) or map/unmap of pages (true), when a log is set.
     struct SegmentEvent {
         bool alloc;
@@ -217,7 +226,8 @@ private:
     KeySet whole_[2];      // the free blocks of free_ that are whole(), in the same order
     KeySet unmapped_[2];   // unmapped ranges of expandable segments (size field: 0; ordered by address)
     int64_t gc_calls_[2] = {0, 0};
-    int64_t device_allocs_ = 0, device_frees_ = 0;
+    int64_t device_allocs_ = 0, device_frees_ = 0, device_alloc_bytes_ = 0, device_free_bytes_ = 0;
+    int64_t full_releases_ = 0, retried_requests_ = 0;
     bool many_streams_ = false;
     int64_t first_stream_ = 0;
     bool any_alloc_ = false;

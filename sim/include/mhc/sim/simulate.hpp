@@ -49,11 +49,16 @@ int64_t baseline_peak(const Prepared& p, const std::string& allocator);
 // GPU), under `allocator_conf` over the trace's recorded settings: on a failed cudaMalloc the model
 // gives cached memory back and retries as PyTorch does (CachingAllocator::allocate); a request it
 // still cannot serve is where PyTorch raises OutOfMemoryError, and the walk stops there. Nothing is
-// evicted. At a capacity at or above the unlimited reserved peak it is that run (runs, no retries).
+// evicted. At a capacity at or above the unlimited reserved peak it is that run (runs, no retries),
+// unless garbage_collection_threshold is set (it collects above that share of the capacity).
 struct CachingUnderLimit {
     bool runs = true;            // no request failed after the free-and-retry
     int64_t reserved_peak = 0;   // reserved bytes at their peak (never above the capacity), up to a failure
-    int64_t retries = 0;         // requests served after cached memory was given back (each a synchronisation)
+    int64_t retries = 0;         // requests served after a failed cudaMalloc gave cached memory back
+    int64_t releases = 0;        // full releases (release_cached_blocks: a device synchronisation each)
+    // cudaMalloc calls (or page maps) and cudaFree calls (or unmaps) of the walk, and their bytes:
+    // garbage collection's and the releases' frees, and the segments made again after them.
+    int64_t device_allocs = 0, device_frees = 0, alloc_bytes = 0, free_bytes = 0;
     int64_t failed_row = -1;     // the allocation (row index) that raised, when !runs
     int64_t bytes_needed = 0;    // its request, rounded as the model rounds it
 };
