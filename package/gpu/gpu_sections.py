@@ -351,6 +351,8 @@ def advise_section():
     at_capacity = top.get("reserved_at_capacity_bytes", top["reserved_bytes"])
     runs = None if limited is None else "error" not in limited
     loss_real = error(applied.get("median_ms"), base_real.get("median_ms"))
+    held_ns = (top["step_time_ns"] + top.get("retry_cost_ns", 0)) / CAPTURE_STEPS
+    held_real = None if limited is None else limited.get("median_ms")
     rows = [["peak live", gib(top["peak_bytes"]), gib(applied.get("peak_allocated")),
              pct(error(top["peak_bytes"], applied.get("peak_allocated")))],
             ["reserved", gib(top["reserved_bytes"]), gib(applied.get("peak_reserved")),
@@ -361,13 +363,20 @@ def advise_section():
             ["reserved at the capacity", gib(at_capacity), gib(None if limited is None else limited.get("peak_reserved")),
              pct(error(at_capacity, None if limited is None else limited.get("peak_reserved")))],
             ["runs at the capacity", "yes" if top["fits"] else "no",
-             "n/a (no limit here)" if runs is None else ("yes" if runs else "NO"), ""]]
+             "n/a (no limit here)" if runs is None else ("yes" if runs else "NO"), ""],
+            # What giving cached memory back costs there (advise's retry_cost_ns, assumed
+            # constants: docs/advise.md) against the loop held to the capacity.
+            ["step time at the capacity", ms(held_ns / 1e6) + " (est.)", ms(held_real),
+             pct(error(held_ns / 1e6, held_real))],
+            ["cudaMalloc retries at the capacity", str(top.get("alloc_retries", 0)) + f" in {CAPTURE_STEPS} steps",
+             "n/a" if limited is None or "error" in limited else f"{limited.get('alloc_retries')} in {steps} steps", ""]]
     sec.put("comparison", {"peak_error": error(top["peak_bytes"], applied.get("peak_allocated")),
                            "reserved_error": error(top["reserved_bytes"], applied.get("peak_reserved")),
                            "predicted_loss": top["loss"], "measured_loss": loss_real,
                            "reserved_at_capacity_error": None if limited is None
                            else error(at_capacity, limited.get("peak_reserved")),
-                           "fits_measured": runs})
+                           "fits_measured": runs,
+                           "step_at_capacity_error": error(held_ns / 1e6, held_real)})
     say(f"\n{top['description']} applied with mhc_torch.apply ({steps} steps on {applied['device']}):")
     table(rows, ["", "predicted", "measured", "error"])
     with_measured_kernels(sec, gpt, gpu, top, base_real, loss_real, link_args)
