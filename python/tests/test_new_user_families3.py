@@ -1,0 +1,95 @@
+"""Model families a new user brought on 2026-12-05 (diffusers' UNet with EMA weights, ...): each
+test fails without the fix it guards (docs/results.md, "More model families as a new user")."""
+import subprocess
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+
+import mhc_torch  # noqa: E402
+from mhc_torch.settings import SettingError  # noqa: E402
+
+# diffusers' UNet blocks keep their layers in nn.ModuleLists side by side (resnets, attentions)
+# and iterate them: the lists are never called.
+LISTS = textwrap.dedent("""
+    import torch
+    from torch import nn
+
+    class Res(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.a, self.b = nn.Linear(c, 4 * c), nn.Linear(4 * c, c)
+
+        def forward(self, x):
+            return x + self.b(torch.relu(self.a(x)))
+
+    class Stage(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.resnets = nn.ModuleList([Res(c), Res(c)])
+            self.attentions = nn.ModuleList([Res(c), Res(c)])
+
+        def forward(self, x):
+            for r, a in zip(self.resnets, self.attentions):
+                x = a(r(x))
+            return x
+
+    class Net(nn.Module):
+        def __init__(self, c=64):
+            super().__init__()
+            self.stage = Stage(c)
+            self.head = nn.Linear(c, 1)
+
+        def forward(self, x):
+            return self.head(self.stage(x)).mean()
+
+    def build_model():
+        return Net()
+
+    def make_batch():
+        return (torch.randn(512, 64),)
+""")
+
+
+def _lists_model(tmp_path):
+    path = tmp_path / "lists.py"
+    path.write_text(LISTS)
+    ns = {}
+    exec(compile(LISTS, str(path), "exec"), ns)
+    return path, ns
+
+
+def test_a_module_list_is_no_block(tmp_path, mhc_exe):
+    """mhc advise took the named nn.ModuleList children of a diffusers UNet block (resnets,
+    attentions: one type, ModuleList) for a stack of blocks and checkpointed 'down_blocks.0.resnets',
+    which the model iterates and never calls: the verify capture ran the step unchanged (DDPM UNet
+    at 4 GiB: predicted 3.87 GiB, captured 4.64 GiB, 16.68% off) and the printed checkpoint_wrapper
+    made the list a module the model cannot iterate."""
+    path, _ = _lists_model(tmp_path)
+    db = str(tmp_path / "lists.db")
+    from mhc_torch.cli import main
+
+    assert main(["capture", str(path), "-o", db, "--autocast", "none"]) == 0
+    out = subprocess.run([mhc_exe, "advise", db, "--capacity", "1GiB"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    header = next(line for line in out.stdout.splitlines() if line.startswith("trace"))
+    assert "4 blocks (Net.stage.attentions, Net.stage.resnets)" in header, header
+
+
+@pytest.mark.parametrize("part", ["checkpoint", "offload"])
+def test_apply_refuses_a_module_list(tmp_path, part):
+    """mhc_torch.apply wrapped the forward of an nn.ModuleList, which never runs: the setting
+    changed nothing and said nothing."""
+    _, ns = _lists_model(tmp_path)
+    model = ns["Net"]()
+    opt = torch.optim.AdamW(model.parameters())
+    setting = ({"checkpoint": {"modules": ["Net.stage.resnets"], "policy": "full"}} if part == "checkpoint" else
+               {"offload": {"modules": ["Net.stage.resnets"], "mode": "sync"}})
+    with pytest.raises(SettingError, match=r"'Net.stage.resnets' is an nn.ModuleList, which has no forward .*"
+                                           r"name the modules inside it \('Net.stage.resnets.0', "
+                                           r"'Net.stage.resnets.1'\)"):
+        mhc_torch.apply(model, opt, setting)
+    model, opt = mhc_torch.apply(model, opt, {"checkpoint": {"modules": ["Net.stage.resnets.0"], "policy": "full"}})
+    model(torch.randn(4, 64)).backward()
