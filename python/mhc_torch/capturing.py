@@ -1159,14 +1159,20 @@ def _accumulation(recipe, rec, run, steps: int) -> dict[str, str]:
     return {}
 
 
-def _own_optimizers(recipe, run) -> dict[str, str]:
+def _own_optimizers(recipe, run, facts: dict[str, str]) -> None:
     """A step function that trains with optimizers it builds itself and never steps the capture's
-    (DLRM's SparseAdam and Adam, a GAN's two): meta capture.optimizer names them ("step: SparseAdam,
-    Adam"), not the capture's AdamW that nothing stepped. One such optimizer is adopted
-    (StepRun._settle) and named as build_optimizer's is."""
-    if recipe.step is None or run.optimizer_steps or run.adopted_facts or not run.built_classes:
-        return {}
-    return {"capture.optimizer": "step: " + ", ".join(run.built_classes)}
+    (DLRM's SparseAdam and Adam, a GAN's two, AdamW over fp32 master copies): meta
+    capture.optimizer names them ("step: SparseAdam, Adam") and capture.optimizer_class their
+    classes, one entry each ("torch.optim.adam.Adam, torch.optim.adam.Adam"), not the capture's
+    AdamW that nothing stepped, whose hyperparameters and groups (capture.optimizer_defaults,
+    _groups) are left out with it. One such optimizer is adopted (StepRun._settle) and named as
+    build_optimizer's is."""
+    if recipe.step is None or run.optimizer_steps or run.adopted_facts or not run.built_qualnames:
+        return
+    facts["capture.optimizer"] = "step: " + ", ".join(q.rpartition(".")[2] for q in run.built_qualnames)
+    facts["capture.optimizer_class"] = ", ".join(run.built_qualnames)
+    for key in ("capture.optimizer_defaults", "capture.optimizer_groups"):
+        facts.pop(key, None)
 
 
 def _build_optimizer(build_optimizer, model):
@@ -1276,6 +1282,12 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         param_name.update({id(h): param_name.get(id(p), "?") for p, h in getattr(opt, "offloaded_params", ())})
         layers = _layer_lists(model)
         tracker = ModTracker()
+        # Names from the model's root, also for modules a step calls directly (a GAN's netG and
+        # netD in a model that is never called itself): ModTracker names a module the first time
+        # it runs, from the outermost module then running, so netD alone was "Discriminator",
+        # a name the model file's model cannot resolve (mhc_torch.apply refused the setting).
+        if hasattr(tracker, "_get_mod_name"):
+            tracker._get_mod_name(model)
 
         def layer_of():
             for p in tracker.parents:
@@ -1335,7 +1347,7 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         facts.update(holds.meta({a for a, _, _ in rec.saved_pairs()}))
         facts.update(run.adopted_facts)
         facts.update(_accumulation(recipe, rec, run, steps))
-        facts.update(_own_optimizers(recipe, run))
+        _own_optimizers(recipe, run, facts)
         facts.update(rec.unpack_meta())
         facts.update(rec.pack_meta())
         facts.update(rec.calls_meta())

@@ -93,3 +93,66 @@ def test_apply_refuses_a_module_list(tmp_path, part):
         mhc_torch.apply(model, opt, setting)
     model, opt = mhc_torch.apply(model, opt, {"checkpoint": {"modules": ["Net.stage.resnets.0"], "policy": "full"}})
     model(torch.randn(4, 64)).backward()
+
+
+GAN = textwrap.dedent("""
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    class GAN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.netG = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 32))
+            self.netD = nn.Sequential(nn.Linear(32, 64), nn.LeakyReLU(0.2), nn.Linear(64, 1))
+
+    def build_model():
+        return GAN()
+
+    def make_batch():
+        return torch.randn(64, 32)
+
+    def step(model, real, run):   # PyTorch's DCGAN example: D on real and detached fake, then G
+        if "optD" not in run.state:
+            run.state["optD"] = torch.optim.Adam(model.netD.parameters(), lr=2e-4, betas=(0.5, 0.999))
+            run.state["optG"] = torch.optim.Adam(model.netG.parameters(), lr=2e-4, betas=(0.5, 0.999))
+        ones, zeros = torch.ones(64, 1), torch.zeros(64, 1)
+        model.netD.zero_grad(set_to_none=True)
+        F.binary_cross_entropy_with_logits(model.netD(real), ones).backward()
+        fake = model.netG(torch.randn(64, 16))
+        F.binary_cross_entropy_with_logits(model.netD(fake.detach()), zeros).backward()
+        run.state["optD"].step()
+        model.netG.zero_grad(set_to_none=True)
+        F.binary_cross_entropy_with_logits(model.netD(fake), ones).backward()
+        run.state["optG"].step()
+""")
+
+
+def test_a_gans_two_optimizers_are_named_not_the_captures_adamw(tmp_path, mhc_exe):
+    """A step with optimizers of its own (a GAN's two Adams) left meta capture.optimizer_class and
+    capture.optimizer_defaults naming the capture's AdamW (weight decay 0.01), which nothing
+    stepped; mhc advise called its three backward passes 'gradient accumulation'; and the modules
+    the step calls (model.netD, never the model) were named by their class, so the verify capture of
+    a setting naming them stopped ("GAN has no module 'Discriminator.main.8'")."""
+    path = tmp_path / "gan.py"
+    path.write_text(GAN)
+    db = str(tmp_path / "gan.db")
+    from mhc_torch.cli import main
+
+    assert main(["capture", str(path), "-o", db, "--steps", "2", "--autocast", "none"]) == 0
+    meta = mhc_torch.read_meta(db)
+    assert meta["capture.optimizer"] == "step: Adam, Adam"
+    assert meta["capture.optimizer_class"] == "torch.optim.adam.Adam, torch.optim.adam.Adam"
+    assert "capture.optimizer_defaults" not in meta and "capture.optimizer_groups" not in meta
+    assert meta["capture.micro_batches"] == "1"
+    # modules the step calls directly are named from the model's root (ModTracker named netD
+    # "Sequential", a name mhc_torch.apply refused in the verify capture)
+    import sqlite3
+
+    names = {n for (n,) in sqlite3.connect(db).execute(
+        "SELECT s.text FROM modules m JOIN strings s ON s.id = m.name")}
+    assert {"GAN", "GAN.netD", "GAN.netD.0", "GAN.netG.2"} <= names, names
+    out = subprocess.run([mhc_exe, "advise", db, "--capacity", "1GiB"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "3 backward passes per step (the step function's, not gradient accumulation)" in out.stdout, out.stdout
+    assert "(gradient accumulation)" not in out.stdout
