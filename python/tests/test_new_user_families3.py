@@ -156,3 +156,81 @@ def test_a_gans_two_optimizers_are_named_not_the_captures_adamw(tmp_path, mhc_ex
     assert out.returncode == 0, out.stderr
     assert "3 backward passes per step (the step function's, not gradient accumulation)" in out.stdout, out.stdout
     assert "(gradient accumulation)" not in out.stdout
+
+
+DROP_PATH = textwrap.dedent("""
+    import torch
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self, c, drop):
+            super().__init__()
+            self.fc, self.drop = nn.Linear(c, c), drop
+
+        def forward(self, x):
+            return x + self.fc(x) * (1.0 - self.drop)
+
+    class Net(nn.Module):
+        def __init__(self, depth=4, c=32):
+            super().__init__()
+            # timm's calculate_drop_path_rates: Python floats read from a CPU linspace
+            dpr = [x.item() for x in torch.linspace(0, 0.1, depth, device="cpu")]
+            scale = (torch.arange(depth) * 2 + 1).tolist()
+            assert scale == [1, 3, 5, 7] and abs(dpr[-1] - 0.1) < 1e-6, (scale, dpr)
+            self.blocks = nn.ModuleList([Block(c, d) for d in dpr])
+            self.register_buffer("pos", torch.arange(c, dtype=torch.float32))
+
+        def forward(self, x):
+            x = x + self.pos
+            for b in self.blocks:
+                x = b(x)
+            return x.sum()
+
+    def build_model():
+        return Net()
+
+    def make_batch():
+        return (torch.randn(8, 32),)
+""")
+
+
+def test_a_build_reads_numbers_from_small_factory_tensors(tmp_path):
+    """timm builds every ViT, Swin, ConvNeXt with `[x.item() for x in torch.linspace(0, rate,
+    depth, device="cpu")]`, which fake tensors refused: 'op aten._local_scalar_dense.default cannot
+    run on fake tensors (at timm/layers/drop.py:219 ...)'."""
+    path = tmp_path / "dp.py"
+    path.write_text(DROP_PATH)
+    db = str(tmp_path / "dp.db")
+    from mhc_torch.cli import main
+
+    assert main(["capture", str(path), "-o", db, "--autocast", "none"]) == 0
+    a = mhc_torch.read_table(db, "allocations")
+    assert (a.label == "buffer pos").sum() == 1 and int(a[a.label == "buffer pos"].bytes.iloc[0]) == 32 * 4
+
+
+def _bench_file(name):
+    import importlib.util
+    import os
+    import sys
+
+    here = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "advise", "new_user")
+    sys.path.insert(0, here)
+    try:
+        spec = importlib.util.spec_from_file_location(f"new_user_{name}", os.path.join(here, f"{name}.py"))
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(here)
+    return mod
+
+
+@pytest.mark.parametrize("name, package", [("timm_vit", "timm"), ("ddpm_ema", "diffusers"), ("dcgan", None)])
+def test_new_user_model_files_capture_small(tmp_path, name, package):
+    """The model files of bench/advise/new_user added here capture at their small size (a package a
+    file needs and the environment lacks skips it: timm, diffusers)."""
+    if package:
+        pytest.importorskip(package)
+    m = _bench_file(name)
+    r = mhc_torch.capture(lambda: m.build_model(small=True), lambda: m.make_batch(small=True), steps=2,
+                          path=str(tmp_path / f"{name}.db"), step=m.step)
+    assert r.kernels > 0 and r.peak_bytes > 0
