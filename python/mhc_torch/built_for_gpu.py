@@ -234,7 +234,9 @@ def cuda_calls_in_step(rec, device_name: str):
     argument to reset_peak_memory_stats') or answers for a machine without a GPU. The memory
     figures are the capture's device memory at the call (`rec.live_bytes`, and the most of it
     since the last reset of the peak): the tensors and modelled buffers, not the caching
-    allocator's reserve (memory_reserved stays torch's 0). is_bf16_supported() is the modelled
+    allocator's reserve: memory_reserved() and max_memory_reserved() stay torch's 0, and the
+    capture remembers that the step asked (meta capture.reserved_asked; mhc-torch capture then
+    says the reserved peak `mhc advise` simulates). is_bf16_supported() is the modelled
     GPU's answer (every GPU the capture models has bf16)."""
     if torch.cuda.is_available():
         yield
@@ -242,6 +244,13 @@ def cuda_calls_in_step(rec, device_name: str):
 
     def reset_peak(*args, **kwargs):
         rec.window_peak = rec.live_bytes
+
+    def reserved(name):   # no caching allocator runs: 0, as torch answers, and the call remembered
+        def call(*args, **kwargs):
+            if name not in rec.reserved_asked:
+                rec.reserved_asked.append(name)
+            return 0
+        return call
 
     with _torch_cuda_patched({
         **_DEVICE_CALLS,
@@ -251,6 +260,8 @@ def cuda_calls_in_step(rec, device_name: str):
         "max_memory_allocated": lambda *a, **k: rec.window_peak,
         "is_bf16_supported": lambda *a, **k: True,
         "get_device_name": lambda *a, **k: device_name,
+        "memory_reserved": reserved("memory_reserved"),
+        "max_memory_reserved": reserved("max_memory_reserved"),
     }):
         yield
 

@@ -350,6 +350,7 @@ class Recording(SettingsRecording):
         self.live_bytes = 0
         self.peak_bytes = 0
         self.window_peak = 0  # since the step's last torch.cuda.reset_peak_memory_stats() (built_for_gpu.py)
+        self.reserved_asked: list[str] = []  # torch.cuda.memory_reserved and such, called in a step (answered 0)
         self.in_engine = False  # an op of the autograd engine ran since the backward began
         self.backward_passes: dict[int, int] = {}  # step -> backward passes begun in it
         self.workspaces = workspaces.Workspaces(spec)
@@ -1346,6 +1347,8 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
             facts.update(fsdp2.meta())
         facts.update(holds.meta({a for a, _, _ in rec.saved_pairs()}))
         facts.update(run.adopted_facts)
+        if rec.reserved_asked:
+            facts["capture.reserved_asked"] = ", ".join(rec.reserved_asked)
         facts.update(_accumulation(recipe, rec, run, steps))
         _own_optimizers(recipe, run, facts)
         facts.update(rec.unpack_meta())

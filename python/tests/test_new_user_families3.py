@@ -234,3 +234,29 @@ def test_new_user_model_files_capture_small(tmp_path, name, package):
     r = mhc_torch.capture(lambda: m.build_model(small=True), lambda: m.make_batch(small=True), steps=2,
                           path=str(tmp_path / f"{name}.db"), step=m.step)
     assert r.kernels > 0 and r.peak_bytes > 0
+
+
+def test_memory_reserved_in_the_step_is_said(tmp_path, capsys, mhc_exe, monkeypatch):
+    """A loop that logs torch.cuda.memory_reserved() read 0 during the capture, and nothing said
+    why or what the reserve would be."""
+    monkeypatch.setenv("MHC_EXE", mhc_exe)
+    path = tmp_path / "log.py"
+    path.write_text(textwrap.dedent("""
+        import torch
+        def build_model(): return torch.nn.Linear(256, 256)
+        def make_batch(): return torch.randn(64, 256)
+        def step(model, x, run):
+            model(x.cuda()).sum().backward()
+            run.optimizer_step()
+            run.zero_grad()
+            run.state["log"] = (torch.cuda.memory_allocated(), torch.cuda.memory_reserved(),
+                                torch.cuda.max_memory_reserved())
+    """))
+    db = str(tmp_path / "log.db")
+    from mhc_torch.cli import main
+
+    assert main(["capture", str(path), "-o", db, "--autocast", "none"]) == 0
+    err = capsys.readouterr().err
+    assert mhc_torch.read_meta(db)["capture.reserved_asked"] == "memory_reserved, max_memory_reserved"
+    assert ("note: the step's torch.cuda.memory_reserved(), torch.cuda.max_memory_reserved() answered 0: a capture "
+            "runs no caching allocator; the caching allocator's reserved peak for this step is ") in err, err
