@@ -259,6 +259,11 @@ def _graph_task_id() -> int:
     return torch._C._current_graph_task_id()
 
 
+# Ops that copy a tensor: outside every module, a copy of a parameter is labelled by it
+# ("aten::clone of conv_in.weight": diffusers' EMAModel and torch's AveragedModel keep such copies).
+_COPIES = frozenset({"aten::clone", "aten::_to_copy", "aten::copy"})
+
+
 class _RecordingFakeMode(FakeTensorMode):
     """Fake tensors that hand each op the model runs (not those FakeTensorMode runs for it, a
     decomposition's) to a Recording while one listens: what a TorchDispatchMode stacked above
@@ -527,6 +532,10 @@ class Recording(SettingsRecording):
         order = _GPU_ALLOCATION_ORDER.get(name)
         if order is not None and len(order) == len(new_outs):
             new_outs = [new_outs[i] for i in order]
+        if not where and len(new_outs) == 1 and len(in_records) == 1 and name in _COPIES:
+            src = in_records[0]   # a copy of a parameter made by the step's own code (an EMA's weights)
+            if src is not None and src.alloc.category == store.PARAM:
+                label = f"{name} of {src.alloc.label}"
         out_records = [self.track(o, None, label) for o in new_outs]
         if self.host_seen and self.route_host_op(name, reads, mutated,
                                                  in_records + mutated_records + out_records):

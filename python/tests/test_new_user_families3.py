@@ -260,3 +260,25 @@ def test_memory_reserved_in_the_step_is_said(tmp_path, capsys, mhc_exe, monkeypa
     assert mhc_torch.read_meta(db)["capture.reserved_asked"] == "memory_reserved, max_memory_reserved"
     assert ("note: the step's torch.cuda.memory_reserved(), torch.cuda.max_memory_reserved() answered 0: a capture "
             "runs no caching allocator; the caching allocator's reserved peak for this step is ") in err, err
+
+
+def test_ema_weights_are_labelled_by_their_parameter(tmp_path):
+    """An EMA of the weights (torch's AveragedModel, diffusers' EMAModel) keeps a copy of every
+    parameter on the GPU, made in the step; each was labelled 'aten::clone' like any temporary."""
+    from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+    def step(model, x, run):
+        if "ema" not in run.state:
+            run.state["ema"] = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(0.999))
+        model(x).sum().backward()
+        run.optimizer_step()
+        run.state["ema"].update_parameters(model)
+        run.zero_grad()
+
+    db = str(tmp_path / "ema.db")
+    mhc_torch.capture(lambda: nn.Sequential(nn.Linear(64, 64), nn.Linear(64, 8)), lambda: torch.randn(16, 64),
+                      steps=2, path=db, step=step, autocast_dtype=None)
+    a = mhc_torch.read_table(db, "allocations")
+    copies = a[a.label.str.startswith("aten::clone of ")].set_index("label").bytes.to_dict()
+    assert copies == {"aten::clone of 0.weight": 64 * 64 * 4, "aten::clone of 0.bias": 64 * 4,
+                      "aten::clone of 1.weight": 8 * 64 * 4, "aten::clone of 1.bias": 8 * 4}, copies
