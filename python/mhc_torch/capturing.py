@@ -703,9 +703,12 @@ def _fake_error(e: BaseException, outer: BaseException | None = None) -> Capture
            "DataDependentOutputException": "its result depends on tensor values",
            "UnsupportedOperatorException": "it has no fake-tensor implementation"}.get(
         type(e).__name__, "it depends on tensor values")
-    from .errors import user_frame, where
+    from .errors import called_from, user_frame, where
 
-    at = where(user_frame(outer or e) or user_frame(e))
+    frame = user_frame(outer or e) or user_frame(e)
+    at = where(frame)
+    if at:
+        at += called_from(outer or e, frame) or (called_from(e, frame) if outer is not None else "")
     node = None if at else getattr(e, "mhc_backward_node", None)   # no line of the model's: the backward's node
     place = f" (at {at})" if at else f" (in the backward, in {node})" if node else ""
     if node and getattr(func, "_overloadpacket", None) is torch.ops.aten.nonzero:

@@ -282,3 +282,28 @@ def test_ema_weights_are_labelled_by_their_parameter(tmp_path):
     copies = a[a.label.str.startswith("aten::clone of ")].set_index("label").bytes.to_dict()
     assert copies == {"aten::clone of 0.weight": 64 * 64 * 4, "aten::clone of 0.bias": 64 * 4,
                       "aten::clone of 1.weight": 8 * 64 * 4, "aten::clone of 1.bias": 8 * 4}, copies
+
+
+def test_a_value_dependent_op_in_a_package_names_the_users_line_too(tmp_path, capsys, monkeypatch):
+    """torchvision's Faster R-CNN stops the capture in its own code (a random resize picked by
+    .item(), then NMS); the line named was torchvision's alone, not the user's that called it."""
+    pkg = tmp_path / "site-packages"
+    pkg.mkdir()
+    (pkg / "detlib.py").write_text("import torch\ndef pick(k):\n    return k[int(torch.empty(1).uniform_(0, len(k)).item())]\n")
+    monkeypatch.syspath_prepend(str(pkg))
+    model = tmp_path / "det.py"
+    model.write_text(textwrap.dedent("""
+        import torch
+        import detlib
+        class Det(torch.nn.Linear):
+            def forward(self, x):
+                size = detlib.pick([32, 64])
+                return super().forward(x[:, :size])
+        def build_model(): return Det(32, 4)
+        def make_batch(): return (torch.randn(2, 64),)
+    """))
+    from mhc_torch.cli import main
+
+    assert main(["capture", str(model), "-o", str(tmp_path / "d.db")]) == 2
+    err = capsys.readouterr().err
+    assert "detlib.py:3 in pick, called from " in err and "det.py:6 in forward): its result depends on tensor values" in err, err
