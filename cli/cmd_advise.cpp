@@ -378,10 +378,16 @@ int run(const Options& o) {
     std::printf("trace      %s: %s, %zu step%s\n", o.trace.c_str(), blocks.c_str(), base.steps.size(),
                 base.steps.size() == 1 ? "" : "s");
     if (const std::string note = mhc::advise::blocks_note(base.info); !note.empty()) std::printf("note       %s\n", note.c_str());
-    if (base.passes > 1)
+    // Gradient accumulation where the capture says so (capture.micro_batches); a step of the
+    // user's own with several backward passes and an optimizer step after each group (a GAN's
+    // discriminator and generator) is not.
+    if (base.passes > 1 && base.info.micro_batches == base.passes)
         std::printf(
             "note       %d forward and backward passes per step (gradient accumulation): settings act in each\n",
             base.passes);
+    else if (base.passes > 1)
+        std::printf("note       %d backward passes per step (the step function's, not gradient accumulation): "
+                    "settings act in each\n", base.passes);
     if (const std::string dp = data_parallel_note(base.info); !dp.empty()) std::printf("note       %s\n", dp.c_str());
     if (!cap_what.empty()) std::printf("capacity   %s (%s)\n", mhc::format_bytes(capacity).c_str(), cap_what.c_str());
     std::printf("link       %s; host optimizer steps at %s + %s per parameter tensor\n", ev.link().name.c_str(),

@@ -51,6 +51,11 @@ void find_blocks(CaptureInfo& c) {
     std::map<std::string, int64_t> work;
     for (size_t m = 0; m < c.module_name.size(); ++m) {
         if (!c.made_in.empty() && c.made_in[m] >= 0) continue;   // made in a forward: not the user's to name
+        // A container with no forward (nn.ModuleList, nn.ModuleDict: diffusers' resnets and
+        // attentions lists side by side in each UNet block) is never called: the model iterates
+        // it. A checkpoint of it wraps nothing that runs (checkpoint_wrapper makes it a module
+        // the model cannot iterate), so it is no block; its children may be.
+        if (c.module_type[m] == "ModuleList" || c.module_type[m] == "ModuleDict") continue;
         std::string prefix;
         int number = 0;
         if (split_numbered(c.module_name[m], prefix, number)) {

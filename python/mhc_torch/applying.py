@@ -38,6 +38,23 @@ def resolve_modules(model: torch.nn.Module, names: list[str], key: str) -> list[
     return out
 
 
+def called_modules(model: torch.nn.Module, names: list[str], key: str) -> list[torch.nn.Module]:
+    """resolve_modules for a setting that acts around a module's forward (checkpoint, offload): a
+    container with no forward of its own (nn.ModuleList, nn.ModuleDict), which the model iterates
+    and never calls, is a SettingError naming its children: wrapping its forward changes nothing
+    (the step ran as before), and the printed checkpoint_wrapper makes it a module the model cannot
+    iterate (a UNet's resnets list)."""
+    modules = resolve_modules(model, names, key)
+    for name, m in zip(names, modules):
+        if type(m).forward is torch.nn.Module.forward:
+            inner = [f"'{name}.{c}'" for c, _ in list(m.named_children())[:2]]
+            more = ", ..." if len(m._modules) > 2 else ""
+            raise SettingError(f"setting: {key}: '{name}' is an nn.{type(m).__name__}, which has no forward "
+                               f"(the model iterates it and never calls it): name the modules inside it"
+                               + (f" ({', '.join(inner)}{more})" if inner else ""))
+    return modules
+
+
 def _suggest(name: str, by_name: dict) -> str:
     """The names nearest to a wrong one, or how names are spelled."""
     import difflib
@@ -97,11 +114,12 @@ def apply(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, setti
     checkpoints = []  # (module, policy)
     for i, group in enumerate(s.get("checkpoint", [])):
         key = "checkpoint" if len(s["checkpoint"]) == 1 else f"checkpoint[{i}]"
-        for name, m in zip(group["modules"], resolve_modules(model, group["modules"], f"{key}.modules")):
+        resolve = resolve_modules if group["policy"] == "mhc" else called_modules   # mhc: the maps inside
+        for name, m in zip(group["modules"], resolve(model, group["modules"], f"{key}.modules")):
             if group["policy"] == "mhc" and not checkpointing.mhc_maps(m):
                 raise SettingError(f"setting: {key}.policy mhc: module '{name}' holds no mHC hyper-connection maps")
             checkpoints.append((m, group["policy"]))
-    off_modules = (resolve_modules(model, off["modules"], "offload.modules") if off and off["modules"] else
+    off_modules = (called_modules(model, off["modules"], "offload.modules") if off and off["modules"] else
                    [model] if off else [])
     if (opt or s.get("weights") == "bf16") and optimizer is None:
         raise SettingError("setting: optimizer/weights: pass the optimizer to apply")

@@ -28,7 +28,7 @@ import weakref
 
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils._pytree import tree_flatten
+from torch.utils._pytree import tree_flatten, tree_map_only
 
 
 def _is_cuda(d) -> bool:
@@ -48,6 +48,7 @@ class BuiltForGpu(TorchFunctionMode):
         self._on_cuda_init = on_cuda_init
         self.cuda_initialised = False
         self.made: dict[int, weakref.ref] = {}   # id -> the GPU's untyped storages made inside, weakly
+        self.values = _Values()
         self._asked_cuda = False
 
     def cuda_init(self) -> None:
@@ -85,7 +86,13 @@ class BuiltForGpu(TorchFunctionMode):
             args = (args[0], self._mapped(args[1]), *args[2:])
         on_gpu = self._asked_cuda or any(isinstance(t, torch.Tensor) and self._on_gpu(t)
                                          for t in tree_flatten((args, kwargs))[0])
+        if func in _READS and self.values.known(args[0]):
+            from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+            with unset_fake_temporarily():
+                return func(self.values.real(args[0]), *args[1:], **kwargs)
         out = func(*args, **kwargs)
+        out = self.values.follow(func, args, kwargs, out)
         if on_gpu:
             for t in tree_flatten(out)[0]:
                 if isinstance(t, torch.Tensor) and t.device == self.device:
@@ -99,6 +106,80 @@ class BuiltForGpu(TorchFunctionMode):
     def alive(self) -> list:
         """The GPU's storages made inside (on "cuda", or computed from such) still alive."""
         return [st for st in (ref() for ref in self.made.values()) if st is not None]
+
+
+# Factories whose values do not depend on any tensor's, and what reads a tensor's values into Python.
+_VALUE_FACTORIES = (torch.linspace, torch.arange, torch.logspace)
+_READS = (torch.Tensor.item, torch.Tensor.tolist, torch.Tensor.__float__, torch.Tensor.__int__,
+          torch.Tensor.__index__, torch.Tensor.__bool__)
+_SMALL = 1 << 16   # elements: a schedule of rates, not a model's weights
+
+
+class _Values:
+    """The values of small tensors a model's build computes from factories alone, kept beside
+    their fake tensors, so that the build can read them into Python numbers. timm computes each
+    block's stochastic-depth rate as `[x.item() for x in torch.linspace(0, rate, depth,
+    device="cpu")]` (every ViT, Swin, ConvNeXt, EfficientNet of timm's), which fake tensors refuse
+    ('op aten._local_scalar_dense.default cannot run on fake tensors ... its result depends on
+    tensor values'). A linspace, arange or logspace of at most 65,536 elements gets a real twin on
+    the CPU; an op all of whose tensor arguments have twins (a product, an index, an iteration)
+    runs on the twins too; item(), tolist(), float() and int() of such a tensor read its twin. The
+    fake tensors stay what the capture records; the twins are host values the build reads."""
+
+    def __init__(self):
+        self._twins: dict[int, tuple] = {}   # id(fake) -> (weakref to it, real twin)
+
+    def known(self, t) -> bool:
+        entry = self._twins.get(id(t)) if isinstance(t, torch.Tensor) else None
+        return entry is not None and entry[0]() is t
+
+    def real(self, t):
+        return self._twins[id(t)][1]
+
+    def _keep(self, fake, real) -> None:
+        if isinstance(fake, torch.Tensor) and isinstance(real, torch.Tensor) and real.numel() <= _SMALL:
+            try:
+                self._twins[id(fake)] = (weakref.ref(fake, lambda _, k=id(fake): self._twins.pop(k, None)), real)
+            except TypeError:
+                pass
+
+    def follow(self, func, args, kwargs, out):
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+        tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+        if func in _VALUE_FACTORIES:
+            if not isinstance(out, torch.Tensor) or out.numel() > _SMALL:
+                return out
+            with unset_fake_temporarily():
+                real = func(*args, **{**kwargs, "device": "cpu"})
+            self._keep(out, real)
+            return out
+        if not tensors or not any(self.known(t) for t in tensors):
+            return out
+        outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        if not all(self.known(t) for t in tensors) or func is torch.Tensor.__setitem__:
+            for t in outs + tensors[:1]:   # written from values not known: no twin any more
+                self._twins.pop(id(t), None)
+            return out
+        swap = lambda x: self.real(x) if isinstance(x, torch.Tensor) else x   # noqa: E731
+        r_args, r_kwargs = (tree_map_only(torch.Tensor, swap, args), tree_map_only(torch.Tensor, swap, kwargs))
+        try:
+            with unset_fake_temporarily():
+                real = func(*r_args, **r_kwargs)
+                if func is torch.Tensor.__iter__:
+                    real = list(real)
+        except Exception:   # noqa: BLE001 - a twin is a convenience: without it the build goes on as before
+            return out
+        if func is torch.Tensor.__iter__:
+            out = list(out)
+            for f, r in zip(out, real):
+                self._keep(f, r)
+            return iter(out)
+        fakes, reals = tree_flatten(out)[0], tree_flatten(real)[0]
+        if len(fakes) == len(reals):
+            for f, r in zip(fakes, reals):
+                self._keep(f, r)
+        return out
 
 
 # The torch.cuda calls that need a device and answer nothing about memory, as they act on the
@@ -153,7 +234,9 @@ def cuda_calls_in_step(rec, device_name: str):
     argument to reset_peak_memory_stats') or answers for a machine without a GPU. The memory
     figures are the capture's device memory at the call (`rec.live_bytes`, and the most of it
     since the last reset of the peak): the tensors and modelled buffers, not the caching
-    allocator's reserve (memory_reserved stays torch's 0). is_bf16_supported() is the modelled
+    allocator's reserve: memory_reserved() and max_memory_reserved() stay torch's 0, and the
+    capture remembers that the step asked (meta capture.reserved_asked; mhc-torch capture then
+    says the reserved peak `mhc advise` simulates). is_bf16_supported() is the modelled
     GPU's answer (every GPU the capture models has bf16)."""
     if torch.cuda.is_available():
         yield
@@ -161,6 +244,13 @@ def cuda_calls_in_step(rec, device_name: str):
 
     def reset_peak(*args, **kwargs):
         rec.window_peak = rec.live_bytes
+
+    def reserved(name):   # no caching allocator runs: 0, as torch answers, and the call remembered
+        def call(*args, **kwargs):
+            if name not in rec.reserved_asked:
+                rec.reserved_asked.append(name)
+            return 0
+        return call
 
     with _torch_cuda_patched({
         **_DEVICE_CALLS,
@@ -170,6 +260,8 @@ def cuda_calls_in_step(rec, device_name: str):
         "max_memory_allocated": lambda *a, **k: rec.window_peak,
         "is_bf16_supported": lambda *a, **k: True,
         "get_device_name": lambda *a, **k: device_name,
+        "memory_reserved": reserved("memory_reserved"),
+        "max_memory_reserved": reserved("max_memory_reserved"),
     }):
         yield
 

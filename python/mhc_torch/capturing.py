@@ -259,6 +259,11 @@ def _graph_task_id() -> int:
     return torch._C._current_graph_task_id()
 
 
+# Ops that copy a tensor: outside every module, a copy of a parameter is labelled by it
+# ("aten::clone of conv_in.weight": diffusers' EMAModel and torch's AveragedModel keep such copies).
+_COPIES = frozenset({"aten::clone", "aten::_to_copy", "aten::copy"})
+
+
 class _RecordingFakeMode(FakeTensorMode):
     """Fake tensors that hand each op the model runs (not those FakeTensorMode runs for it, a
     decomposition's) to a Recording while one listens: what a TorchDispatchMode stacked above
@@ -350,6 +355,7 @@ class Recording(SettingsRecording):
         self.live_bytes = 0
         self.peak_bytes = 0
         self.window_peak = 0  # since the step's last torch.cuda.reset_peak_memory_stats() (built_for_gpu.py)
+        self.reserved_asked: list[str] = []  # torch.cuda.memory_reserved and such, called in a step (answered 0)
         self.in_engine = False  # an op of the autograd engine ran since the backward began
         self.backward_passes: dict[int, int] = {}  # step -> backward passes begun in it
         self.workspaces = workspaces.Workspaces(spec)
@@ -526,6 +532,10 @@ class Recording(SettingsRecording):
         order = _GPU_ALLOCATION_ORDER.get(name)
         if order is not None and len(order) == len(new_outs):
             new_outs = [new_outs[i] for i in order]
+        if not where and len(new_outs) == 1 and len(in_records) == 1 and name in _COPIES:
+            src = in_records[0]   # a copy of a parameter made by the step's own code (an EMA's weights)
+            if src is not None and src.alloc.category == store.PARAM:
+                label = f"{name} of {src.alloc.label}"
         out_records = [self.track(o, None, label) for o in new_outs]
         if self.host_seen and self.route_host_op(name, reads, mutated,
                                                  in_records + mutated_records + out_records):
@@ -693,9 +703,12 @@ def _fake_error(e: BaseException, outer: BaseException | None = None) -> Capture
            "DataDependentOutputException": "its result depends on tensor values",
            "UnsupportedOperatorException": "it has no fake-tensor implementation"}.get(
         type(e).__name__, "it depends on tensor values")
-    from .errors import user_frame, where
+    from .errors import called_from, user_frame, where
 
-    at = where(user_frame(outer or e) or user_frame(e))
+    frame = user_frame(outer or e) or user_frame(e)
+    at = where(frame)
+    if at:
+        at += called_from(outer or e, frame) or (called_from(e, frame) if outer is not None else "")
     node = None if at else getattr(e, "mhc_backward_node", None)   # no line of the model's: the backward's node
     place = f" (at {at})" if at else f" (in the backward, in {node})" if node else ""
     if node and getattr(func, "_overloadpacket", None) is torch.ops.aten.nonzero:
@@ -1159,14 +1172,20 @@ def _accumulation(recipe, rec, run, steps: int) -> dict[str, str]:
     return {}
 
 
-def _own_optimizers(recipe, run) -> dict[str, str]:
+def _own_optimizers(recipe, run, facts: dict[str, str]) -> None:
     """A step function that trains with optimizers it builds itself and never steps the capture's
-    (DLRM's SparseAdam and Adam, a GAN's two): meta capture.optimizer names them ("step: SparseAdam,
-    Adam"), not the capture's AdamW that nothing stepped. One such optimizer is adopted
-    (StepRun._settle) and named as build_optimizer's is."""
-    if recipe.step is None or run.optimizer_steps or run.adopted_facts or not run.built_classes:
-        return {}
-    return {"capture.optimizer": "step: " + ", ".join(run.built_classes)}
+    (DLRM's SparseAdam and Adam, a GAN's two, AdamW over fp32 master copies): meta
+    capture.optimizer names them ("step: SparseAdam, Adam") and capture.optimizer_class their
+    classes, one entry each ("torch.optim.adam.Adam, torch.optim.adam.Adam"), not the capture's
+    AdamW that nothing stepped, whose hyperparameters and groups (capture.optimizer_defaults,
+    _groups) are left out with it. One such optimizer is adopted (StepRun._settle) and named as
+    build_optimizer's is."""
+    if recipe.step is None or run.optimizer_steps or run.adopted_facts or not run.built_qualnames:
+        return
+    facts["capture.optimizer"] = "step: " + ", ".join(q.rpartition(".")[2] for q in run.built_qualnames)
+    facts["capture.optimizer_class"] = ", ".join(run.built_qualnames)
+    for key in ("capture.optimizer_defaults", "capture.optimizer_groups"):
+        facts.pop(key, None)
 
 
 def _build_optimizer(build_optimizer, model):
@@ -1276,6 +1295,12 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         param_name.update({id(h): param_name.get(id(p), "?") for p, h in getattr(opt, "offloaded_params", ())})
         layers = _layer_lists(model)
         tracker = ModTracker()
+        # Names from the model's root, also for modules a step calls directly (a GAN's netG and
+        # netD in a model that is never called itself): ModTracker names a module the first time
+        # it runs, from the outermost module then running, so netD alone was "Discriminator",
+        # a name the model file's model cannot resolve (mhc_torch.apply refused the setting).
+        if hasattr(tracker, "_get_mod_name"):
+            tracker._get_mod_name(model)
 
         def layer_of():
             for p in tracker.parents:
@@ -1334,8 +1359,10 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
             facts.update(fsdp2.meta())
         facts.update(holds.meta({a for a, _, _ in rec.saved_pairs()}))
         facts.update(run.adopted_facts)
+        if rec.reserved_asked:
+            facts["capture.reserved_asked"] = ", ".join(rec.reserved_asked)
         facts.update(_accumulation(recipe, rec, run, steps))
-        facts.update(_own_optimizers(recipe, run))
+        _own_optimizers(recipe, run, facts)
         facts.update(rec.unpack_meta())
         facts.update(rec.pack_meta())
         facts.update(rec.calls_meta())

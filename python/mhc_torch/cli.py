@@ -350,6 +350,8 @@ def _capture_guarded(a, parser: argparse.ArgumentParser) -> int:
     print(_flops_line(r, a.gpu))
     if r.meta.get("capture.allocator_conf_late") is not None:
         _say(_allocator_late(r.meta))
+    if r.meta.get("capture.reserved_asked"):
+        _say(_reserved_note(r))
     if r.meta.get("capture.cudnn_rnn"):
         rnns = json.loads(r.meta["capture.cudnn_rnn"])
         _say(f"mhc-torch: note: {_rnn_names(rnns)} captured as cuDNN's RNN kernel (aten::_cudnn_rnn, fp16 under "
@@ -431,6 +433,18 @@ def _without_hf_checkpointing(r, build, make_batch, a, capture_kwargs) -> str | 
             f"{off.peak_bytes / 2**30:.2f} GiB (captured again without it; {r.peak_bytes / 2**30:.2f} GiB with it) "
             f"and takes {off.step_time_ns[-1] / 1e6:.1f} ms (estimated; {faster:.1%} faster): where that fits, "
             f"leave the call out")
+
+
+def _reserved_note(r) -> str:
+    """What the step's torch.cuda.memory_reserved() calls answered (0: a capture runs no caching
+    allocator; a training loop that logs or checks it read 0) and the reserved peak `mhc advise`
+    simulates for the step instead."""
+    calls = ", ".join(f"torch.cuda.{n}()" for n in r.meta["capture.reserved_asked"].split(", "))
+    reserved = _reserved_bytes(r.path)
+    figure = (f"the caching allocator's reserved peak for this step is {reserved / 2**30:.2f} GiB (as `mhc advise "
+              f"{r.path}` simulates it)" if reserved is not None else
+              f"`mhc advise {r.path}` simulates the caching allocator's reserved peak")
+    return (f"mhc-torch: note: the step's {calls} answered 0: a capture runs no caching allocator; {figure}")
 
 
 def _reserved_bytes(trace: str) -> int | None:

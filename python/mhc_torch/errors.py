@@ -32,6 +32,21 @@ def user_frame(exc: BaseException, prefer_file: str | None = None) -> traceback.
     return outside[-1] if outside else None
 
 
+def _installed(filename: str) -> bool:
+    return any(p in os.path.abspath(filename) for p in ("site-packages", "dist-packages"))
+
+
+def called_from(exc: BaseException, frame: traceback.FrameSummary | None) -> str:
+    """", called from my_model.py:18 in loss_fn" when `frame` is in an installed package
+    (torchvision, timm, transformers): the innermost line of the user's own code that led there,
+    which is the one they can change; "" otherwise."""
+    if frame is None or not _installed(frame.filename):
+        return ""
+    own = [f for f in traceback.extract_tb(exc.__traceback__)
+           if not _machinery(f.filename) and not _installed(f.filename)]
+    return f", called from {where(own[-1])}" if own else ""
+
+
 def _machinery(filename: str) -> bool:
     """torch, mhc_torch, the standard library (not the packages installed inside it), frozen code."""
     if filename.startswith("<"):

@@ -144,6 +144,7 @@ class StepRun:
         self.adopted_facts: dict[str, str] = {}
         self._built: list = []                      # optimizers constructed while the steps run
         self.built_classes: list[str] = []          # their classes, over the model's parameters
+        self.built_qualnames: list[str] = []        # every one's module.class (over copies too)
         self._building = True
         self._settled = False
         self._given_to_captures = False             # optimizer_setting applied to the capture's own
@@ -210,6 +211,7 @@ class StepRun:
     def _built_one(self, opt) -> None:
         if self._building and not self._settled:
             self._built.append(weakref.ref(opt))   # not kept alive by the capture
+            self.built_qualnames.append(f"{type(opt).__module__}.{type(opt).__qualname__}")
             if self._over_the_model(opt):
                 self.built_classes.append(type(opt).__name__)
 
