@@ -120,8 +120,10 @@ int64_t Engine<Policy>::start_transfer(int32_t a, bool h2d, int64_t t) {
     int q = config.link.copy_engines >= 2 ? dir : 0;
     int64_t start = std::max(t, busy[q]);
     if (op_gap > 0) {
-        start = std::max(start, last_op + op_gap);
+        // the first transfer has no previous one, whatever its time (a trace may start at -2^62 ns)
+        if (any_op) start = std::max(start, last_op + op_gap);
         last_op = start;
+        any_op = true;
     }
     const Direction& d = h2d ? config.link.h2d : config.link.d2h;
     double bw = d.bandwidth_Bps;
