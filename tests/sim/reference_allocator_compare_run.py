@@ -254,6 +254,7 @@ def random_recording(rng, path):
         live[aid] = allocs[-1]
     given_pool_time = None
     force_alloc = False
+    last_free = None
     for step in range(rng.randint(20, 160)):
         r = rng.random()
         if r < 0.5 or not live or force_alloc:
@@ -278,9 +279,14 @@ def random_recording(rng, path):
         elif r < 0.93:
             aid = rng.choice(sorted(live))
             rec.free(aid)
-            live.pop(aid)[5] = clock()
+            live.pop(aid)[5] = last_free = clock()
         elif r < 0.97:
-            clock()
+            if last_free == t[0] and rng.random() < 0.5:
+                # torch.cuda.empty_cache() right after a free, its first segment free recorded at
+                # that free's nanosecond: frees of an instant come before the call it ends
+                t[0] -= 1
+            else:
+                clock()
             rec._release_cached()   # torch.cuda.empty_cache()
         elif pools and given_pool_time is None:
             for aid in [a for a in sorted(live) if pool_of.get(a) == 2]:   # the program lets go of pool 2

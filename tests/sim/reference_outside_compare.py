@@ -15,6 +15,10 @@ every policy and prefetcher, both allocators), compared by reference_compare.py.
 --ranks: instead, generated jobs of up to 4 ranks through `simulate --ranks` and reference_coupled.py.
 --random-ranks: instead, jobs of 2 to 4 ranks written here (random_job: collectives and point-to-point
 kernels in one order, random compute, memory, timing and time origins) through the same two.
+--public=DIR: instead, the public traces of DIR (tests/data/public: torch-snapshot, kineto, nsys) that
+`mhc import` reads and that hold GPU memory, imported once into WORKDIR, each run on the next of them
+(in name order) under a random configuration as for the random traces; --public-filter=A,B keeps
+those whose file names contain A or B.
 --step-time=DIR: instead, `mhc advise --step-time` on the captures in DIR (docs/advise.md, "A measured
 step time"; those without copies or collectives), exit 77 when there are none.
 Exit 0 when every run agrees, 1 otherwise (each difference printed).
@@ -89,6 +93,8 @@ def random_trace(path, blank, rng, edges=None):
             addr[0] += b + 4096
     if rng.random() < 0.1:   # "Inputs", order-only timing: simulated as any other, said so
         db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('timing', 'order-only')")
+    if edge == "far":   # every time near an end of the trace's range (+-2^62 ns, docs/trace-format.md)
+        far_times(db, rng)
     db.commit()
     db.close()
 
@@ -102,7 +108,23 @@ def random_trace(path, blank, rng, edges=None):
 # used again), and steps from step markers ("Steps": fewer than half of the kernels carry a step;
 # markers that overlap, start together, end at a kernel's start, leave kernels out, and layer
 # markers beside them).
-EDGES = ["instant", "one", "frees_first", "never_freed", "ties", "huge", "streams", "leak", "markers"]
+EDGES = ["instant", "one", "frees_first", "never_freed", "ties", "huge", "streams", "leak", "markers", "far"]
+
+
+def far_times(db, rng):
+    """Every recorded time moved by one offset, so that the trace lies just above -2^62 ns, around 0 on
+    the negative side, or just below 2^62 ns less room for the stalls (a shift grows the times): a
+    time range's end is no start of anything (the first transfer has no previous one, whatever the cap
+    on swap operations)."""
+    cols = [("allocations", "t_alloc"), ("allocations", "t_free"), ("kernels", "t_start"), ("kernels", "t_end"),
+            ("copies", "t_start"), ("copies", "t_end"), ("markers", "t_start"), ("markers", "t_end")]
+    lo = min(v for tb, c in cols for (v,) in db.execute(f"SELECT min({c}) FROM {tb}") if v is not None)
+    hi = max(v for tb, c in cols for (v,) in db.execute(f"SELECT max({c}) FROM {tb}") if v is not None)
+    limit = 1 << 62
+    off = rng.choice([-limit - lo + rng.choice([0, 1, 977]), -hi - rng.choice([1, 10 ** 6]),
+                      limit - hi - (1 << 50)])
+    for tb, c in cols:
+        db.execute(f"UPDATE {tb} SET {c} = {c} + ? WHERE {c} IS NOT NULL", (off,))
 
 
 def edge_allocs(rng, edge, kernels, end_t, grid, sizes):
@@ -288,6 +310,12 @@ def random_link(rng, work):
     return link, args
 
 
+def same_int(got, mine):
+    """A metric is a double (run_metrics.value is REAL, --json prints the same number): beyond 2^53 ns
+    (a trace near the ends of its time range) it holds the nearest double of the integer figure."""
+    return int(got) == int(mine) if abs(int(mine)) <= 1 << 53 else float(got) == float(int(mine))
+
+
 def run_one(mhc, trace, rng, work, verbose):
     link, largs = random_link(rng, work)
     policy = rng.choice(["lru", "largest", "belady"])
@@ -346,7 +374,7 @@ def run_one(mhc, trace, rng, work, verbose):
     for key in INT_METRICS:
         if (key in mine) != (key in got and got[key] is not None):
             problems.append(f"{key}: mhc {got.get(key)}, outside {mine.get(key)}")
-        elif key in mine and int(got[key]) != int(mine[key]):
+        elif key in mine and not same_int(got[key], mine[key]):
             problems.append(f"{key}: mhc {int(got[key])}, outside {mine[key]}")
     for key in FLOAT_METRICS:
         a, b = got.get(key), mine.get(key)
@@ -711,6 +739,27 @@ def step_time_check(mhc, captures, work):
     return checked, problems
 
 
+def public_traces(mhc, work, public, only=None):
+    """The public traces the importer reads alone, with allocations on a GPU, imported once."""
+    out = []
+    for folder in ["torch-snapshot", "kineto", "nsys"]:
+        for f in sorted((Path(public) / folder).glob("*")):
+            if only and not any(o in f.name for o in only):
+                continue
+            db = work / f"public-{f.name}.db"
+            if not db.exists():
+                p = subprocess.run([mhc, "import", str(f), "-o", str(db)], capture_output=True, text=True)
+                if p.returncode != 0:
+                    db.unlink(missing_ok=True)
+                    continue
+            con = sqlite3.connect(str(db))
+            n = con.execute("SELECT count(*) FROM allocations WHERE device >= 0").fetchone()[0]
+            con.close()
+            if n:
+                out.append(db)
+    return out
+
+
 def stored_run(trace):
     db = sqlite3.connect(str(trace))
     run = db.execute("SELECT max(id) FROM runs").fetchone()[0]
@@ -745,6 +794,32 @@ def main():
         return 77 if not checked else 1 if problems else 0
     blank = empty_trace(mhc, work)
     rng = random.Random(seed)
+    public = opt("public", None)
+    if public is not None:   # the real traces, each under random configurations
+        only = [x for x in opt("public-filter", "").split(",") if x] or None
+        traces = public_traces(mhc, work, public, only)
+        if not traces:
+            print(f"--public: no trace of {public} with GPU memory")
+            return 1
+        differ = 0
+        for i in range(runs):
+            src = traces[i % len(traces)]
+            trace = work / "run.db"
+            trace.write_bytes(src.read_bytes())
+            sweeping = i % 7 == 6
+            label, problems = (run_sweep if sweeping else run_one)(mhc, trace, rng, work,
+                                                                   *([] if sweeping else [verbose]))
+            if problems:
+                differ += 1
+                (work / f"differ-{i}.db").write_bytes(trace.read_bytes())
+                if (work / "link.json").exists():
+                    (work / f"differ-{i}.json").write_bytes((work / "link.json").read_bytes())
+            print(f"{'DIFFER' if problems else 'same  '} {i}: {src.name}: {label}")
+            for p in problems[:8]:
+                print(f"    {p}")
+        print(f"{runs} runs on {len(traces)} public traces, {differ} differ; runs with: " +
+              ", ".join(f"{k} {v}" for k, v in sorted(TALLY.items())))
+        return 1 if differ else 0
     # generated traces: plain, tensor parallel (NCCL kernels for rule 8's contention), micro-batches
     # with recomputation, data parallel with jitter
     gens = []
