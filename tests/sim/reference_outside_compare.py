@@ -556,13 +556,15 @@ def run_ranks(mhc, work, rng):
             f"job loss {got.get('throughput_loss')}"), problems
 
 
-def random_job(work, blank, rng):
+def random_job(work, blank, rng, far=0.2):
     """A job of 2 to 4 ranks written here (docs/trace-format.md, "Multi-rank traces"): the same
     cross-rank operations in the same order on every member (collectives of the whole job on
     stream 13, point-to-point between ranks 0 and 1 on stream 23, as Send/Recv kernels or as
     SendRecv kernels whose accesses give the role), random compute and memory between them, each
     rank's own timing (so that members reach a collective at different times: the slacks), and its
-    own time origin on the job's clock."""
+    own time origin on the job's clock. With probability `far`, every rank's times are moved towards
+    -2^62 ns (each by its own offset, its time origin moved back by as much, so that the job's clock
+    is unchanged; without job keys all by one offset, their common time 0 moving with them)."""
     n = rng.choice([2, 2, 3, 4])
     named = rng.random() < 0.6   # else no nccl.stream keys: each stream number is a communicator of its users
     identity = rng.random() < 0.8   # else no job keys at all: one job, ranked by the command line, one time 0
@@ -652,13 +654,34 @@ def random_job(work, blank, rng):
         db.execute("UPDATE meta SET value = ? WHERE key = 'time_origin_ns'", (str(rng.randint(0, shortest // 2)),))
         db.commit()
         db.close()
+    if rng.random() < far:
+        base = rng.choice([-(1 << 62), -(1 << 40), -10 ** 6])
+        lows = []
+        for path in paths:
+            db = sqlite3.connect(str(path))
+            lows.append(min(v for (v,) in db.execute("SELECT min(t_start) FROM kernels UNION ALL "
+                                                     "SELECT min(t_alloc) FROM allocations") if v is not None))
+            db.close()
+        common = base - min(lows)
+        for path, lo in zip(paths, lows):
+            off = base - lo + rng.randint(0, 1000) if identity else common
+            db = sqlite3.connect(str(path))
+            for tb, c in (("allocations", "t_alloc"), ("allocations", "t_free"), ("kernels", "t_start"),
+                          ("kernels", "t_end")):
+                db.execute(f"UPDATE {tb} SET {c} = {c} + ? WHERE {c} IS NOT NULL", (off,))
+            if identity:
+                origin = int(db.execute("SELECT value FROM meta WHERE key = 'time_origin_ns'").fetchone()[0])
+                db.execute("UPDATE meta SET value = ? WHERE key = 'time_origin_ns'", (str(origin - off),))
+            db.commit()
+            db.close()
+        TALLY["far job"] = TALLY.get("far job", 0) + 1
     return paths
 
 
-def run_random_ranks(mhc, work, blank, rng):
+def run_random_ranks(mhc, work, blank, rng, far=0.2):
     """A random job (random_job) through `mhc simulate --ranks` and reference_coupled.py."""
     import reference_compare as first   # noqa: E402
-    paths = random_job(work, blank, rng)
+    paths = random_job(work, blank, rng, far)
     for pth in paths:
         chk = subprocess.run([mhc, "check", str(pth)], capture_output=True, text=True)
         if chk.returncode != 0:
@@ -849,7 +872,7 @@ def main():
                 continue
         sweeping = i % 7 == 6
         if "--random-ranks" in sys.argv:
-            label, problems = run_random_ranks(mhc, work, blank, rng)
+            label, problems = run_random_ranks(mhc, work, blank, rng, 1.0 if "far" in edges else 0.2)
         elif "--ranks" in sys.argv:
             label, problems = run_ranks(mhc, work, rng)
         elif "--second-reading" in sys.argv:
