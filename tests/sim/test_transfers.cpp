@@ -250,3 +250,21 @@ TEST_CASE("a trace moved in time simulates the same, moved: negative times down 
         }
     }
 }
+
+TEST_CASE("memory samples of a trace spanning 2^61 ns fall in their buckets", "[sim][transfers]") {
+    // "Outputs": after each event, the device bytes are offered to bucket
+    // floor((r - first) x N / (span + 1)). A 1 MiB tensor at 0 and a 2 MiB one at 2^61 ns, 64
+    // buckets: bucket 0 keeps 1 MiB at 0, bucket 63 (2^61 x 64 / (2^61 + 11) is just under 64)
+    // 2 MiB at 2^61. (r - first) x N overflowed 64 bits: both in bucket 0, one sample of 2 MiB.
+    // Found by the outside reading (reference_outside_compare.py --edges=wide).
+    const int64_t far = int64_t{1} << 61;
+    auto t = build({{MiB, 0, 10}, {2 * MiB, far, far + 10}}, {});
+    auto c = config("lru", 8 * MiB);
+    c.memory_samples = 64;
+    const auto r = sim::simulate(t, c);
+    REQUIRE(r.memory.size() == 2);
+    CHECK(r.memory[0].t == 0);
+    CHECK(r.memory[0].device_bytes == MiB);
+    CHECK(r.memory[1].t == far);
+    CHECK(r.memory[1].device_bytes == 2 * MiB);
+}
