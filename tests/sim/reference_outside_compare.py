@@ -9,6 +9,8 @@ Usage: reference_outside_compare.py MHC WORKDIR [--runs=N] [--seed=S] [--verbose
        [--edges=A,B] [--prefetchers=A,B]
 --edges=A,B: every random trace of these shapes (EDGES: instant, one, frees_first, never_freed, ties,
 huge, streams, leak); without it two random traces in five take one of them.
+--move=far|wide: every random trace, whatever its shape, also with its times moved as --edges=far or
+wide moves them (the learning prefetchers' steps, --edges=leak or markers, at the range's ends).
 --prefetchers=A,B: with --second-reading, only these (none, lookahead, periodic, capuchin, forecast).
 --second-reading: instead, the same traces and links through reference_sim.py (the first reading:
 every policy and prefetcher, both allocators), compared by reference_compare.py.
@@ -62,7 +64,7 @@ def empty_trace(mhc, work):
     return base.read_bytes()
 
 
-def random_trace(path, blank, rng, edges=None):
+def random_trace(path, blank, rng, edges=None, skip=()):
     """Kernels on one or two streams, allocations alive over random spans (ties at instants on
     purpose), accesses of every mode, NCCL kernels, the trace's own memcpys both ways and host
     allocations (device -1); sometimes a second GPU (the simulator takes the larger peak) and
@@ -78,7 +80,8 @@ def random_trace(path, blank, rng, edges=None):
     no_access = rng.random() < 0.15
     ids = {"k": 0, "a": 0, "c": 0}
     addr = [1 << 30]
-    edge = rng.choice(edges) if edges else rng.choice(EDGES) if rng.random() < 0.4 else None
+    edge = (rng.choice(edges) if edges else rng.choice([e for e in EDGES if e not in skip]) if rng.random() < 0.4
+            else None)
     devs = [0, 1] if rng.random() < 0.2 else [0]
     for dev in devs:   # "Accesses" are decided per device: sometimes only one of two has none
         device_rows(db, rng, dev, grid, no_access or (len(devs) == 2 and dev == 1 and rng.random() < 0.4), ids,
@@ -815,6 +818,9 @@ def main():
     runs, seed = int(opt("runs", "200")), int(opt("seed", "1"))
     edges = [e for e in opt("edges", "").split(",") if e]   # only these shapes (EDGES), every random trace
     prefetchers = [x for x in opt("prefetchers", "").split(",") if x]   # --second-reading: only these
+    move = opt("move", "")   # far or wide: every random trace's times moved so, whatever its shape
+    if move not in ("", "far", "wide"):
+        raise SystemExit("--move: far or wide")
     if any(e not in EDGES for e in edges):
         raise SystemExit(f"--edges: one of {','.join(EDGES)}")
     verbose = "--verbose" in sys.argv
@@ -878,7 +884,13 @@ def main():
         elif i % 5 == 4:
             trace.write_bytes(gens[(i // 5) % len(gens)])
         else:
-            random_trace(trace, blank, rng, edges)
+            random_trace(trace, blank, rng, [e for e in edges if e not in ("far", "wide")] if move else edges,
+                         ("far", "wide") if move else ())
+            if move:   # on top of the trace's shape: its times moved (far) or spread (wide)
+                db = sqlite3.connect(str(trace))
+                (far_times if move == "far" else wide_times)(db, rng)
+                db.commit()
+                db.close()
             chk = subprocess.run([mhc, "check", str(trace)], capture_output=True, text=True)
             if chk.returncode != 0:
                 print(f"trace {i} fails mhc check: {chk.stdout.strip()[:300]}")
