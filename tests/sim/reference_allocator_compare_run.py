@@ -337,7 +337,18 @@ def random_recording(rng, path):
         segs.append([len(segs) + 1, 1, 0, 1 << 44, nbytes, 5, None, 0, 0, 0])
         allocs.append([len(allocs) + 1, 1, 1 << 44, nbytes // 2, 6, None, 0])
     write_trace(path, meta, [tuple(a) for a in allocs], [tuple(s[:9]) for s in segs])
-    return f"conf={conf or '-'} pools={'exact' if exact else 'derived' if pools else 'none'} streams={len(streams)} " \
+    wide = rng.random() < 0.15
+    if wide:   # a gap of 2^61 ns after a random time (t = 0, before recording, stays): the spans that
+        # weigh the mean |diff| near the range's width
+        times = sorted({x for a in allocs for x in (a[4], a[5]) if x} | {x for s in segs for x in (s[5], s[6]) if x})
+        cut = rng.choice(times) if times else 0
+        db = sqlite3.connect(str(path))
+        for tb, c in (("allocations", "t_alloc"), ("allocations", "t_free"), ("segments", "t_alloc"),
+                      ("segments", "t_free")):
+            db.execute(f"UPDATE {tb} SET {c} = {c} + ? WHERE {c} > ?", (1 << 61, cut))
+        db.commit()
+        db.close()
+    return f"{'wide ' if wide else ''}conf={conf or '-'} pools={'exact' if exact else 'derived' if pools else 'none'} streams={len(streams)} " \
            f"allocs={len(allocs)} segs={len(segs)} warm={n_warm}"
 
 
