@@ -632,18 +632,18 @@ def random_job(work, blank, rng, far=0.2):
                 for a in rng.sample(live, min(len(live), rng.randint(0, 2))):
                     if all(a[0] != u for u, _ in uses):
                         uses.append((a[0], rng.choice([1, 3])))
-                kernel(7, 100, rng.choice([grid, 2 * grid, rng.randint(1, 6 * grid)]), uses)
+                kernel(7, 100, rng.choice([grid, 2 * grid, rng.randint(1, 6 * grid), 0]), uses)
                 for a in list(live):   # some die at this instant
                     if rng.random() < 0.3:
                         a[5] = t
                         live.remove(a)
             if op != "p2p":
                 buf = rng.choice(live)[0] if live else tensor()
-                kernel(13, op_name[op], rng.choice([grid, 3 * grid, rng.randint(1, 5 * grid)]), [(buf, 3)])
+                kernel(13, op_name[op], rng.choice([grid, 3 * grid, rng.randint(1, 5 * grid), 0]), [(buf, 3)])
             elif r < 2:
                 sends = r == sender
                 if rng.random() < 0.5:
-                    kernel(23, 106 if sends else 107, rng.randint(1, 3 * grid), [])
+                    kernel(23, 106 if sends else 107, rng.choice([rng.randint(1, 3 * grid), 0]), [])
                 else:   # SendRecv: reads a buffer (send) or writes one (receive); comm memory does not count
                     plain = [a for a in live if a[7] != 5]   # comm memory does not give the role
                     buf = rng.choice(plain)[0] if plain and sends else tensor()
