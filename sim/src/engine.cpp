@@ -120,8 +120,10 @@ int64_t Engine<Policy>::start_transfer(int32_t a, bool h2d, int64_t t) {
     int q = config.link.copy_engines >= 2 ? dir : 0;
     int64_t start = std::max(t, busy[q]);
     if (op_gap > 0) {
-        start = std::max(start, last_op + op_gap);
+        // the first transfer has no previous one, whatever its time (a trace may start at -2^62 ns)
+        if (any_op) start = std::max(start, last_op + op_gap);
         last_op = start;
+        any_op = true;
     }
     const Direction& d = h2d ? config.link.h2d : config.link.d2h;
     double bw = d.bandwidth_Bps;
@@ -313,7 +315,11 @@ template <class Policy>
 void Engine<Policy>::find_bucket(int64_t recorded) {
     const int64_t span = std::max<int64_t>(prepared.t_end - prepared.t_begin, 1);
     const int64_t nb = static_cast<int64_t>(buckets.size());
-    const int64_t index = std::clamp<int64_t>((recorded - prepared.t_begin) * nb / (span + 1), 0, nb - 1);
+    // in 128 bits: (r - t_begin) * nb passes 2^63 where the span is near the trace's 2^62 ns limit
+    // (it wrapped: a trace spanning 2^61 ns with 64 samples kept one bucket)
+    __extension__ using I128 = __int128;
+    const int64_t index = static_cast<int64_t>(
+        std::clamp<I128>(static_cast<I128>(recorded - prepared.t_begin) * nb / (span + 1), 0, nb - 1));
     bucket = static_cast<size_t>(index);
     bucket_lo = bucket_hi = recorded;   // a span too long for the bounds below: divide each time
     if (span >= INT64_MAX / (nb + 1) || recorded < prepared.t_begin) return;

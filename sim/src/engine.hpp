@@ -204,16 +204,20 @@ private:
     size_t host_event = 0;
     // ideal bytes: allocated and not freed / of those, on the GPU or in H2D (early swap-out)
     int64_t allocated_bytes = 0, resident_bytes = 0;
-    int64_t busy[2] = {0, 0};         // link queues: [0] H2D (or both), [1] D2H
-    int64_t last_op = INT64_MIN / 2, op_gap = 0;
-    int64_t recompute_free = 0;       // the GPU is busy recomputing until then
+    // link queues: [0] H2D (or both), [1] D2H; free at every time before their first transfer (a
+    // trace's times may be negative, down to -2^62 ns: a queue "free since 0" stalled such a trace
+    // until 0)
+    int64_t busy[2] = {INT64_MIN / 2, INT64_MIN / 2};
+    int64_t last_op = 0, op_gap = 0;   // the previous transfer's start (any_op: there is one)
+    bool any_op = false;
+    int64_t recompute_free = INT64_MIN / 2;   // the GPU is busy recomputing until then
     // Recursive recomputation: inputs pinned while the current kernel's operands are
     // restored, the chain being recomputed (cycle guard), and the allocation that failed.
     std::vector<int32_t> rc_pinned;
     std::vector<uint8_t> rc_active;
     int32_t rc_oom = -1;
     static constexpr int kMaxRecomputeDepth = 32;
-    int64_t t_last = 0;
+    int64_t t_last = INT64_MIN;   // the latest simulated time reached (negative times included)
 
     // memory samples: peak per bucket of recorded time
     struct Bucket { int64_t t = -1, dev = -1, host = 0; };

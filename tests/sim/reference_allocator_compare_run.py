@@ -254,7 +254,8 @@ def random_recording(rng, path):
         live[aid] = allocs[-1]
     given_pool_time = None
     force_alloc = False
-    for step in range(rng.randint(20, 160)):
+    last_free = None
+    for step in range(rng.randint(20, 160) if rng.random() < 0.9 else rng.randint(1, 3)):   # a few: one event or two
         r = rng.random()
         if r < 0.5 or not live or force_alloc:
             force_alloc = False
@@ -278,9 +279,14 @@ def random_recording(rng, path):
         elif r < 0.93:
             aid = rng.choice(sorted(live))
             rec.free(aid)
-            live.pop(aid)[5] = clock()
+            live.pop(aid)[5] = last_free = clock()
         elif r < 0.97:
-            clock()
+            if last_free == t[0] and rng.random() < 0.5:
+                # torch.cuda.empty_cache() right after a free, its first segment free recorded at
+                # that free's nanosecond: frees of an instant come before the call it ends
+                t[0] -= 1
+            else:
+                clock()
             rec._release_cached()   # torch.cuda.empty_cache()
         elif pools and given_pool_time is None:
             for aid in [a for a in sorted(live) if pool_of.get(a) == 2]:   # the program lets go of pool 2
@@ -331,7 +337,18 @@ def random_recording(rng, path):
         segs.append([len(segs) + 1, 1, 0, 1 << 44, nbytes, 5, None, 0, 0, 0])
         allocs.append([len(allocs) + 1, 1, 1 << 44, nbytes // 2, 6, None, 0])
     write_trace(path, meta, [tuple(a) for a in allocs], [tuple(s[:9]) for s in segs])
-    return f"conf={conf or '-'} pools={'exact' if exact else 'derived' if pools else 'none'} streams={len(streams)} " \
+    wide = rng.random() < 0.15
+    if wide:   # a gap of 2^61 ns after a random time (t = 0, before recording, stays): the spans that
+        # weigh the mean |diff| near the range's width
+        times = sorted({x for a in allocs for x in (a[4], a[5]) if x} | {x for s in segs for x in (s[5], s[6]) if x})
+        cut = rng.choice(times) if times else 0
+        db = sqlite3.connect(str(path))
+        for tb, c in (("allocations", "t_alloc"), ("allocations", "t_free"), ("segments", "t_alloc"),
+                      ("segments", "t_free")):
+            db.execute(f"UPDATE {tb} SET {c} = {c} + ? WHERE {c} > ?", (1 << 61, cut))
+        db.commit()
+        db.close()
+    return f"{'wide ' if wide else ''}conf={conf or '-'} pools={'exact' if exact else 'derived' if pools else 'none'} streams={len(streams)} " \
            f"allocs={len(allocs)} segs={len(segs)} warm={n_warm}"
 
 

@@ -54,6 +54,12 @@ CONFS = ["expandable_segments:True", "max_split_size_mb:24", "max_split_size_mb:
          "garbage_collection_threshold:0.6", "garbage_collection_threshold:0.9,max_split_size_mb:32"]
 
 
+
+def same_int(got, mine):
+    """A metric is a double (run_metrics.value is REAL; --json prints the same number): beyond 2^53 it
+    holds the nearest double of the integer figure (a trace spanning near 2^62 ns)."""
+    return int(got) == int(mine) if abs(int(mine)) <= 1 << 53 else float(got) == float(int(mine))
+
 def run_mhc(mhc, trace, policy, capacity, link_args, prefetch="none", allocator="ideal", conf=""):
     cmd = [mhc, "simulate", str(trace), "--allocator", allocator, "--policy", policy, "--prefetch", prefetch,
            "--capacity", capacity, "--json"] + link_args + (["--allocator-conf", conf] if conf else [])
@@ -90,7 +96,7 @@ def compare(mhc, trace, policy, capacity, link=ref.Link(), link_args=(), lookahe
     problems = []
     got = out["metrics"]
     for k in METRICS:
-        if k in res.metrics and k in got and int(got[k]) != int(res.metrics[k]):
+        if k in res.metrics and k in got and not same_int(got[k], res.metrics[k]):
             problems.append(f"{k}: mhc {int(got[k])}, reference {int(res.metrics[k])}")
     for k in FLOAT_METRICS:   # the forecast's errors: doubles summed in the same order
         if (k in res.metrics) != (k in got and got[k] is not None) or (
@@ -122,7 +128,7 @@ def compare_job(mhc, paths, policy, capacity, link, link_args, allocator):
         stored = stored_run(r.path)
         got = stored["metrics"]
         for k in METRICS + ["coupled_wait_time", "coupled_wait_count"]:
-            if k in res.metrics and k in got and int(got[k]) != int(res.metrics[k]):
+            if k in res.metrics and k in got and not same_int(got[k], res.metrics[k]):
                 problems.append(f"rank {r.rank} {k}: mhc {int(got[k])}, reference {int(res.metrics[k])}")
         a, b = got.get("throughput_loss"), res.metrics.get("throughput_loss")   # its own loss, when it finished
         if (a is None) != (b is None) or (a is not None and not math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)):

@@ -171,7 +171,9 @@ class Sim:
         self.peak = 0
         self.host_peak = 0
         self.inflight = []
-        self.qfree = [0, 0] if link.engines >= 2 else [0]
+        # rule 8: a queue is free until its first transfer, at any time (a trace's times may be
+        # negative, down to -2^62 ns)
+        self.qfree = [-math.inf, -math.inf] if link.engines >= 2 else [-math.inf]
         self.last_start = None
         self.norder = 0
         self.m = dict(stall_ns=0, stalls=0, swap_ins=0, swap_in_bytes=0, swap_outs=0, swap_out_bytes=0,

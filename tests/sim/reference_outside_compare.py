@@ -9,12 +9,18 @@ Usage: reference_outside_compare.py MHC WORKDIR [--runs=N] [--seed=S] [--verbose
        [--edges=A,B] [--prefetchers=A,B]
 --edges=A,B: every random trace of these shapes (EDGES: instant, one, frees_first, never_freed, ties,
 huge, streams, leak); without it two random traces in five take one of them.
+--move=far|wide: every random trace, whatever its shape, also with its times moved as --edges=far or
+wide moves them (the learning prefetchers' steps, --edges=leak or markers, at the range's ends).
 --prefetchers=A,B: with --second-reading, only these (none, lookahead, periodic, capuchin, forecast).
 --second-reading: instead, the same traces and links through reference_sim.py (the first reading:
 every policy and prefetcher, both allocators), compared by reference_compare.py.
 --ranks: instead, generated jobs of up to 4 ranks through `simulate --ranks` and reference_coupled.py.
 --random-ranks: instead, jobs of 2 to 4 ranks written here (random_job: collectives and point-to-point
 kernels in one order, random compute, memory, timing and time origins) through the same two.
+--public=DIR: instead, the public traces of DIR (tests/data/public: torch-snapshot, kineto, nsys) that
+`mhc import` reads and that hold GPU memory, imported once into WORKDIR, each run on the next of them
+(in name order) under a random configuration as for the random traces; --public-filter=A,B keeps
+those whose file names contain A or B.
 --step-time=DIR: instead, `mhc advise --step-time` on the captures in DIR (docs/advise.md, "A measured
 step time"; those without copies or collectives), exit 77 when there are none.
 Exit 0 when every run agrees, 1 otherwise (each difference printed).
@@ -58,7 +64,7 @@ def empty_trace(mhc, work):
     return base.read_bytes()
 
 
-def random_trace(path, blank, rng, edges=None):
+def random_trace(path, blank, rng, edges=None, skip=()):
     """Kernels on one or two streams, allocations alive over random spans (ties at instants on
     purpose), accesses of every mode, NCCL kernels, the trace's own memcpys both ways and host
     allocations (device -1); sometimes a second GPU (the simulator takes the larger peak) and
@@ -74,7 +80,8 @@ def random_trace(path, blank, rng, edges=None):
     no_access = rng.random() < 0.15
     ids = {"k": 0, "a": 0, "c": 0}
     addr = [1 << 30]
-    edge = rng.choice(edges) if edges else rng.choice(EDGES) if rng.random() < 0.4 else None
+    edge = (rng.choice(edges) if edges else rng.choice([e for e in EDGES if e not in skip]) if rng.random() < 0.4
+            else None)
     devs = [0, 1] if rng.random() < 0.2 else [0]
     for dev in devs:   # "Accesses" are decided per device: sometimes only one of two has none
         device_rows(db, rng, dev, grid, no_access or (len(devs) == 2 and dev == 1 and rng.random() < 0.4), ids,
@@ -89,6 +96,10 @@ def random_trace(path, blank, rng, edges=None):
             addr[0] += b + 4096
     if rng.random() < 0.1:   # "Inputs", order-only timing: simulated as any other, said so
         db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('timing', 'order-only')")
+    if edge == "far":   # every time near an end of the trace's range (+-2^62 ns, docs/trace-format.md)
+        far_times(db, rng)
+    if edge == "wide":   # a gap of 2^61 ns in the middle: a span near the range's width
+        wide_times(db, rng)
     db.commit()
     db.close()
 
@@ -102,7 +113,35 @@ def random_trace(path, blank, rng, edges=None):
 # used again), and steps from step markers ("Steps": fewer than half of the kernels carry a step;
 # markers that overlap, start together, end at a kernel's start, leave kernels out, and layer
 # markers beside them).
-EDGES = ["instant", "one", "frees_first", "never_freed", "ties", "huge", "streams", "leak", "markers"]
+EDGES = ["instant", "one", "frees_first", "never_freed", "ties", "huge", "streams", "leak", "markers", "far", "wide"]
+
+
+def far_times(db, rng):
+    """Every recorded time moved by one offset, so that the trace lies just above -2^62 ns, around 0 on
+    the negative side, or just below 2^62 ns less room for the stalls (a shift grows the times): a
+    time range's end is no start of anything (the first transfer has no previous one, whatever the cap
+    on swap operations)."""
+    cols = [("allocations", "t_alloc"), ("allocations", "t_free"), ("kernels", "t_start"), ("kernels", "t_end"),
+            ("copies", "t_start"), ("copies", "t_end"), ("markers", "t_start"), ("markers", "t_end")]
+    lo = min(v for tb, c in cols for (v,) in db.execute(f"SELECT min({c}) FROM {tb}") if v is not None)
+    hi = max(v for tb, c in cols for (v,) in db.execute(f"SELECT max({c}) FROM {tb}") if v is not None)
+    limit = 1 << 62
+    off = rng.choice([-limit - lo + rng.choice([0, 1, 977]), -hi - rng.choice([1, 10 ** 6]),
+                      limit - hi - (1 << 50)])
+    for tb, c in cols:
+        db.execute(f"UPDATE {tb} SET {c} = {c} + ? WHERE {c} IS NOT NULL", (off,))
+
+
+def wide_times(db, rng):
+    """Every time after a random cut moved 2^61 ns later (the order of every event kept): a trace whose
+    span is near the range's width, for the memory samples' buckets ((r - first) x N / (span + 1)
+    with N up to 10^6) and the loss's ratio of makespans."""
+    cols = [("allocations", "t_alloc"), ("allocations", "t_free"), ("kernels", "t_start"), ("kernels", "t_end"),
+            ("copies", "t_start"), ("copies", "t_end"), ("markers", "t_start"), ("markers", "t_end")]
+    times = sorted({v for tb, c in cols for (v,) in db.execute(f"SELECT {c} FROM {tb}") if v is not None})
+    cut = rng.choice(times) if times else 0
+    for tb, c in cols:
+        db.execute(f"UPDATE {tb} SET {c} = {c} + ? WHERE {c} > ?", (1 << 61, cut))
 
 
 def edge_allocs(rng, edge, kernels, end_t, grid, sizes):
@@ -288,6 +327,12 @@ def random_link(rng, work):
     return link, args
 
 
+def same_int(got, mine):
+    """A metric is a double (run_metrics.value is REAL, --json prints the same number): beyond 2^53 ns
+    (a trace near the ends of its time range) it holds the nearest double of the integer figure."""
+    return int(got) == int(mine) if abs(int(mine)) <= 1 << 53 else float(got) == float(int(mine))
+
+
 def run_one(mhc, trace, rng, work, verbose):
     link, largs = random_link(rng, work)
     policy = rng.choice(["lru", "largest", "belady"])
@@ -346,7 +391,7 @@ def run_one(mhc, trace, rng, work, verbose):
     for key in INT_METRICS:
         if (key in mine) != (key in got and got[key] is not None):
             problems.append(f"{key}: mhc {got.get(key)}, outside {mine.get(key)}")
-        elif key in mine and int(got[key]) != int(mine[key]):
+        elif key in mine and not same_int(got[key], mine[key]):
             problems.append(f"{key}: mhc {int(got[key])}, outside {mine[key]}")
     for key in FLOAT_METRICS:
         a, b = got.get(key), mine.get(key)
@@ -449,7 +494,7 @@ def run_sweep(mhc, trace, rng, work):
         problems.append(f"answer: mhc {got and got['capacity_bytes']}, outside {mine and mine['capacity_bytes']}")
     elif mine:
         for key in INT_METRICS:
-            if key in mine and key in got and int(got[key]) != int(mine[key]):
+            if key in mine and key in got and not same_int(got[key], mine[key]):
                 problems.append(f"answer {key}: mhc {int(got[key])}, outside {mine[key]}")
     if mine:
         TALLY["sweep answers"] = TALLY.get("sweep answers", 0) + 1
@@ -528,13 +573,15 @@ def run_ranks(mhc, work, rng):
             f"job loss {got.get('throughput_loss')}"), problems
 
 
-def random_job(work, blank, rng):
+def random_job(work, blank, rng, far=0.2):
     """A job of 2 to 4 ranks written here (docs/trace-format.md, "Multi-rank traces"): the same
     cross-rank operations in the same order on every member (collectives of the whole job on
     stream 13, point-to-point between ranks 0 and 1 on stream 23, as Send/Recv kernels or as
     SendRecv kernels whose accesses give the role), random compute and memory between them, each
     rank's own timing (so that members reach a collective at different times: the slacks), and its
-    own time origin on the job's clock."""
+    own time origin on the job's clock. With probability `far`, every rank's times are moved towards
+    -2^62 ns (each by its own offset, its time origin moved back by as much, so that the job's clock
+    is unchanged; without job keys all by one offset, their common time 0 moving with them)."""
     n = rng.choice([2, 2, 3, 4])
     named = rng.random() < 0.6   # else no nccl.stream keys: each stream number is a communicator of its users
     identity = rng.random() < 0.8   # else no job keys at all: one job, ranked by the command line, one time 0
@@ -585,18 +632,18 @@ def random_job(work, blank, rng):
                 for a in rng.sample(live, min(len(live), rng.randint(0, 2))):
                     if all(a[0] != u for u, _ in uses):
                         uses.append((a[0], rng.choice([1, 3])))
-                kernel(7, 100, rng.choice([grid, 2 * grid, rng.randint(1, 6 * grid)]), uses)
+                kernel(7, 100, rng.choice([grid, 2 * grid, rng.randint(1, 6 * grid), 0]), uses)
                 for a in list(live):   # some die at this instant
                     if rng.random() < 0.3:
                         a[5] = t
                         live.remove(a)
             if op != "p2p":
                 buf = rng.choice(live)[0] if live else tensor()
-                kernel(13, op_name[op], rng.choice([grid, 3 * grid, rng.randint(1, 5 * grid)]), [(buf, 3)])
+                kernel(13, op_name[op], rng.choice([grid, 3 * grid, rng.randint(1, 5 * grid), 0]), [(buf, 3)])
             elif r < 2:
                 sends = r == sender
                 if rng.random() < 0.5:
-                    kernel(23, 106 if sends else 107, rng.randint(1, 3 * grid), [])
+                    kernel(23, 106 if sends else 107, rng.choice([rng.randint(1, 3 * grid), 0]), [])
                 else:   # SendRecv: reads a buffer (send) or writes one (receive); comm memory does not count
                     plain = [a for a in live if a[7] != 5]   # comm memory does not give the role
                     buf = rng.choice(plain)[0] if plain and sends else tensor()
@@ -624,13 +671,34 @@ def random_job(work, blank, rng):
         db.execute("UPDATE meta SET value = ? WHERE key = 'time_origin_ns'", (str(rng.randint(0, shortest // 2)),))
         db.commit()
         db.close()
+    if rng.random() < far:
+        base = rng.choice([-(1 << 62), -(1 << 40), -10 ** 6])
+        lows = []
+        for path in paths:
+            db = sqlite3.connect(str(path))
+            lows.append(min(v for (v,) in db.execute("SELECT min(t_start) FROM kernels UNION ALL "
+                                                     "SELECT min(t_alloc) FROM allocations") if v is not None))
+            db.close()
+        common = base - min(lows)
+        for path, lo in zip(paths, lows):
+            off = base - lo + rng.randint(0, 1000) if identity else common
+            db = sqlite3.connect(str(path))
+            for tb, c in (("allocations", "t_alloc"), ("allocations", "t_free"), ("kernels", "t_start"),
+                          ("kernels", "t_end")):
+                db.execute(f"UPDATE {tb} SET {c} = {c} + ? WHERE {c} IS NOT NULL", (off,))
+            if identity:
+                origin = int(db.execute("SELECT value FROM meta WHERE key = 'time_origin_ns'").fetchone()[0])
+                db.execute("UPDATE meta SET value = ? WHERE key = 'time_origin_ns'", (str(origin - off),))
+            db.commit()
+            db.close()
+        TALLY["far job"] = TALLY.get("far job", 0) + 1
     return paths
 
 
-def run_random_ranks(mhc, work, blank, rng):
+def run_random_ranks(mhc, work, blank, rng, far=0.2):
     """A random job (random_job) through `mhc simulate --ranks` and reference_coupled.py."""
     import reference_compare as first   # noqa: E402
-    paths = random_job(work, blank, rng)
+    paths = random_job(work, blank, rng, far)
     for pth in paths:
         chk = subprocess.run([mhc, "check", str(pth)], capture_output=True, text=True)
         if chk.returncode != 0:
@@ -711,6 +779,27 @@ def step_time_check(mhc, captures, work):
     return checked, problems
 
 
+def public_traces(mhc, work, public, only=None):
+    """The public traces the importer reads alone, with allocations on a GPU, imported once."""
+    out = []
+    for folder in ["torch-snapshot", "kineto", "nsys"]:
+        for f in sorted((Path(public) / folder).glob("*")):
+            if only and not any(o in f.name for o in only):
+                continue
+            db = work / f"public-{f.name}.db"
+            if not db.exists():
+                p = subprocess.run([mhc, "import", str(f), "-o", str(db)], capture_output=True, text=True)
+                if p.returncode != 0:
+                    db.unlink(missing_ok=True)
+                    continue
+            con = sqlite3.connect(str(db))
+            n = con.execute("SELECT count(*) FROM allocations WHERE device >= 0").fetchone()[0]
+            con.close()
+            if n:
+                out.append(db)
+    return out
+
+
 def stored_run(trace):
     db = sqlite3.connect(str(trace))
     run = db.execute("SELECT max(id) FROM runs").fetchone()[0]
@@ -729,6 +818,9 @@ def main():
     runs, seed = int(opt("runs", "200")), int(opt("seed", "1"))
     edges = [e for e in opt("edges", "").split(",") if e]   # only these shapes (EDGES), every random trace
     prefetchers = [x for x in opt("prefetchers", "").split(",") if x]   # --second-reading: only these
+    move = opt("move", "")   # far or wide: every random trace's times moved so, whatever its shape
+    if move not in ("", "far", "wide"):
+        raise SystemExit("--move: far or wide")
     if any(e not in EDGES for e in edges):
         raise SystemExit(f"--edges: one of {','.join(EDGES)}")
     verbose = "--verbose" in sys.argv
@@ -745,6 +837,32 @@ def main():
         return 77 if not checked else 1 if problems else 0
     blank = empty_trace(mhc, work)
     rng = random.Random(seed)
+    public = opt("public", None)
+    if public is not None:   # the real traces, each under random configurations
+        only = [x for x in opt("public-filter", "").split(",") if x] or None
+        traces = public_traces(mhc, work, public, only)
+        if not traces:
+            print(f"--public: no trace of {public} with GPU memory")
+            return 1
+        differ = 0
+        for i in range(runs):
+            src = traces[i % len(traces)]
+            trace = work / "run.db"
+            trace.write_bytes(src.read_bytes())
+            sweeping = i % 7 == 6
+            label, problems = (run_sweep if sweeping else run_one)(mhc, trace, rng, work,
+                                                                   *([] if sweeping else [verbose]))
+            if problems:
+                differ += 1
+                (work / f"differ-{i}.db").write_bytes(trace.read_bytes())
+                if (work / "link.json").exists():
+                    (work / f"differ-{i}.json").write_bytes((work / "link.json").read_bytes())
+            print(f"{'DIFFER' if problems else 'same  '} {i}: {src.name}: {label}")
+            for p in problems[:8]:
+                print(f"    {p}")
+        print(f"{runs} runs on {len(traces)} public traces, {differ} differ; runs with: " +
+              ", ".join(f"{k} {v}" for k, v in sorted(TALLY.items())))
+        return 1 if differ else 0
     # generated traces: plain, tensor parallel (NCCL kernels for rule 8's contention), micro-batches
     # with recomputation, data parallel with jitter
     gens = []
@@ -766,7 +884,13 @@ def main():
         elif i % 5 == 4:
             trace.write_bytes(gens[(i // 5) % len(gens)])
         else:
-            random_trace(trace, blank, rng, edges)
+            random_trace(trace, blank, rng, [e for e in edges if e not in ("far", "wide")] if move else edges,
+                         ("far", "wide") if move else ())
+            if move:   # on top of the trace's shape: its times moved (far) or spread (wide)
+                db = sqlite3.connect(str(trace))
+                (far_times if move == "far" else wide_times)(db, rng)
+                db.commit()
+                db.close()
             chk = subprocess.run([mhc, "check", str(trace)], capture_output=True, text=True)
             if chk.returncode != 0:
                 print(f"trace {i} fails mhc check: {chk.stdout.strip()[:300]}")
@@ -774,7 +898,7 @@ def main():
                 continue
         sweeping = i % 7 == 6
         if "--random-ranks" in sys.argv:
-            label, problems = run_random_ranks(mhc, work, blank, rng)
+            label, problems = run_random_ranks(mhc, work, blank, rng, 1.0 if "far" in edges else 0.2)
         elif "--ranks" in sys.argv:
             label, problems = run_ranks(mhc, work, rng)
         elif "--second-reading" in sys.argv:

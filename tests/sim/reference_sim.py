@@ -289,8 +289,10 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
         self.peak = self.host_peak = 0
         self.shift = 0
         self.flight = []   # transfers in flight
-        self.queue_free = {True: 0, False: 0}
-        self.last_op = -(1 << 62)
+        # rule 8: free until their first transfer, at any time (times may be negative, to -2^62 ns);
+        # the first transfer has no previous one for the cap on swap operations
+        self.queue_free = {True: -math.inf, False: -math.inf}
+        self.last_op = None
         self.events = []
         self.kernel_times = []
         self.m = dict(coupled_wait_time=0, coupled_wait_count=0, stalls=0, stall_ns=0, swap_ins=0, swap_in_bytes=0,
@@ -305,7 +307,7 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
         self.arrivals = {}  # coupled ranks: cross-rank event -> the shift at its start
         self.init_periodic(periodic)
         self.init_capuchin(capuchin)
-        self.d2h_end = 0   # the end of the last swap-out (cost_aware's and forecast's backlog)
+        self.d2h_end = -math.inf   # the end of the last swap-out (cost_aware's and forecast's backlog)
         self.init_forecast(forecast)
 
     def build_next_uses(self):
@@ -404,7 +406,8 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
         other = (not to_gpu) if self.link.copy_engines >= 2 else None
         s = max(t, self.queue_free[q])
         if self.link.max_ops_per_sec > 0:   # "Limits": transfers at least 1/N s apart, both directions
-            s = max(s, self.last_op + math.ceil(1e9 / self.link.max_ops_per_sec))
+            if self.last_op is not None:
+                s = max(s, self.last_op + math.ceil(1e9 / self.link.max_ops_per_sec))
             self.last_op = s
         bw = self.link.h2d_bps if to_gpu else self.link.d2h_bps
         lat = self.link.h2d_latency_s if to_gpu else self.link.d2h_latency_s

@@ -170,3 +170,101 @@ TEST_CASE("caching model: make room counts only swap-outs of the request's own p
                                                      {clean, 1, 30 * ms, 30 * ms}});
     CHECK(res.stall_time == 20 * ms);
 }
+
+namespace {
+// The tensors and kernels of a hand-built trace with every time moved by `off` (kNoTime kept).
+std::pair<std::vector<simtest::Tensor>, std::vector<simtest::K>> shifted(std::vector<simtest::Tensor> ts,
+                                                                         std::vector<simtest::K> ks, int64_t off) {
+    for (auto& x : ts) {
+        x.t_alloc += off;
+        if (x.t_free != kNoTime) x.t_free += off;
+    }
+    for (auto& k : ks) {
+        k.start += off;
+        k.end += off;
+    }
+    return {ts, ks};
+}
+}  // namespace
+
+TEST_CASE("a trace moved in time simulates the same, moved: negative times down to -2^62 ns", "[sim][transfers]") {
+    // Every rule reads differences of times, so moving every recorded time by one offset moves
+    // every simulated time by it and changes no figure. The link queues, the cap on swap
+    // operations, the GPU's recomputations and the D2H backlog that cost_aware scores with were
+    // "free since 0" (the cap's previous transfer at -2^62 ns): a trace with negative times
+    // stalled until 0 (makespans of 2^62 ns) or lost its first transfer's slot. Found by the
+    // outside reading on random traces moved to the ends of the time range
+    // (reference_outside_compare.py --edges=far).
+    const std::vector<simtest::Tensor> first = {
+        {MiB, 0, kNoTime}, {3 * MiB, 0, kNoTime}, {MiB, 2 * ms, 35 * us100}, {MiB, 46 * us100, kNoTime}};
+    const std::vector<simtest::K> first_k = {{0, 1 * ms, {{0, 'w'}, {1, 'w'}}},
+                                             {3 * ms, 35 * us100, {{2, 'w'}}},
+                                             {4 * ms, 42 * us100, {{0, 'x'}}},
+                                             {45 * us100, 5 * ms, {{1, 'r'}}}};
+    using trace::Category;
+    const std::vector<simtest::Tensor> second = {{104'857'600, 55'724, 83'789, Category::Activation},
+                                                 {3'146'240, 14'324, 101'678, Category::Activation},
+                                                 {512, 3'472, 78'048, Category::Activation},
+                                                 {41'418'752, 72'339, 92'590, Category::Activation}};
+    const std::vector<simtest::K> second_k = {{49'724, 50'724, {{1, 'x'}, {2, 'x'}}},
+                                              {62'339, 67'339, {{0, 'x'}}},
+                                              {72'339, 72'339, {{0, 'w'}}},
+                                              {73'339, 75'339, {{0, 'x'}, {2, 'r'}, {3, 'w'}}}};
+    struct Case { const char* name; bool first; std::string policy, prefetch; int64_t cap; double ops; };
+    const std::vector<Case> cases = {{"lru, lookahead:1, 1000 ops/s", true, "lru", "lookahead:1", 4 * MiB, 1000},
+                                     {"lru, lookahead:1", true, "lru", "lookahead:1", 4 * MiB, 0},
+                                     {"cost_aware", true, "cost_aware", "none", 4 * MiB, 0},
+                                     {"dtr, recomputation", false, "dtr", "none", 150'000'000, 0},
+                                     {"dtr, OOM", false, "dtr", "none", 124'886'016, 0}};
+    for (const Case& cs : cases) {
+        for (int64_t off : {-(int64_t{1} << 62), -5 * ms, int64_t{-1}}) {
+            INFO(cs.name << ", moved by " << off << " ns");
+            auto c = config(cs.policy, cs.cap, cs.prefetch);
+            c.max_swap_ops_per_sec = cs.ops;
+            if (!cs.first) {
+                c.allocator = "ideal";
+                c.link = sim::link_from_spec("pcie4");
+            }
+            const auto& ts = cs.first ? first : second;
+            const auto& ks = cs.first ? first_k : second_k;
+            const auto base = sim::simulate(build(ts, ks), c);
+            auto moved_rows = shifted(ts, ks, off - (cs.first ? 0 : 3'472));   // the first time at `off`
+            const int64_t d = off - (cs.first ? 0 : 3'472);
+            const auto moved = sim::simulate(build(moved_rows.first, moved_rows.second), c);
+            CHECK(moved.simulated_makespan == base.simulated_makespan);
+            CHECK(moved.stall_time == base.stall_time);
+            CHECK(moved.stall_count == base.stall_count);
+            CHECK(moved.swap_out_count == base.swap_out_count);
+            CHECK(moved.swap_in_count == base.swap_in_count);
+            CHECK(moved.recompute_count == base.recompute_count);
+            CHECK(moved.oom.happened == base.oom.happened);
+            if (base.oom.happened) CHECK(moved.oom.time == base.oom.time + d);
+            REQUIRE(moved.events.size() == base.events.size());
+            for (size_t i = 0; i < base.events.size(); ++i) {
+                CHECK(moved.events[i].t_start == base.events[i].t_start + d);
+                CHECK(moved.events[i].t_end == base.events[i].t_end + d);
+            }
+            REQUIRE(moved.kernel_times.size() == base.kernel_times.size());
+            for (size_t i = 0; i < base.kernel_times.size(); ++i)
+                CHECK(moved.kernel_times[i].t_start == base.kernel_times[i].t_start + d);
+        }
+    }
+}
+
+TEST_CASE("memory samples of a trace spanning 2^61 ns fall in their buckets", "[sim][transfers]") {
+    // "Outputs": after each event, the device bytes are offered to bucket
+    // floor((r - first) x N / (span + 1)). A 1 MiB tensor at 0 and a 2 MiB one at 2^61 ns, 64
+    // buckets: bucket 0 keeps 1 MiB at 0, bucket 63 (2^61 x 64 / (2^61 + 11) is just under 64)
+    // 2 MiB at 2^61. (r - first) x N overflowed 64 bits: both in bucket 0, one sample of 2 MiB.
+    // Found by the outside reading (reference_outside_compare.py --edges=wide).
+    const int64_t far = int64_t{1} << 61;
+    auto t = build({{MiB, 0, 10}, {2 * MiB, far, far + 10}}, {});
+    auto c = config("lru", 8 * MiB);
+    c.memory_samples = 64;
+    const auto r = sim::simulate(t, c);
+    REQUIRE(r.memory.size() == 2);
+    CHECK(r.memory[0].t == 0);
+    CHECK(r.memory[0].device_bytes == MiB);
+    CHECK(r.memory[1].t == far);
+    CHECK(r.memory[1].device_bytes == 2 * MiB);
+}

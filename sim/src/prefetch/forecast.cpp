@@ -271,7 +271,7 @@ struct ForecastPrefetcher::ScoreBasis {
 ForecastPrefetcher::ScoreBasis ForecastPrefetcher::score_basis(int32_t kernel) const {
     const int32_t st = P.step_of[kernel];
     return {kernel, P.step_begin[st - 1] + (kernel - P.step_begin[st]), P.kstart[kernel] - P.kstart[0],
-            static_cast<double>(std::max<int64_t>(0, ctx.d2h_busy_until - ctx.now)), compute_load(kernel),
+            static_cast<double>(ctx.d2h_backlog()), compute_load(kernel),
             std::max(depth_max_cur, depth_max_prev), depth_max_prev};
 }
 
