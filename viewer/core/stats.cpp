@@ -188,6 +188,56 @@ RunOom live_at_run_oom(const ViewTrace& view, const ViewRun& run) {
     return oom;
 }
 
+std::vector<LiveGroup> group_live_by_label(const ViewTrace& view, const RunPeakLive& live, const RunOom* oom) {
+    const AllocationTable& allocs = view.allocations;
+    std::unordered_map<int64_t, size_t> group_of;   // label -> index in out
+    std::vector<LiveGroup> out;
+    for (size_t i = 0; i < live.rows.size(); ++i) {
+        const RunPeakRow& each = live.rows[i];
+        const int64_t label = allocs.label[each.row] < 0 ? -1 : allocs.label[each.row];
+        auto [it, fresh] = group_of.try_emplace(label, out.size());
+        if (fresh) {
+            out.emplace_back();
+            out.back().label = label;
+        }
+        LiveGroup& group = out[it->second];
+        const int64_t bytes = allocs.bytes[each.row];
+        ++group.count;
+        group.bytes += bytes;
+        group.largest = std::max(group.largest, bytes);
+        group.rows.push_back(i);
+        if (oom && oom->needed == static_cast<int64_t>(i)) {
+            group.needed = true;
+            group.needed_bytes += bytes;
+            // Swapped out and needed back: it is on the host (its bytes count there); else not placed.
+            if (oom->needed_placed && each.where == Residence::Host) group.on_host += bytes;
+            continue;
+        }
+        switch (each.where) {
+            case Residence::Device:
+                group.on_device += bytes;
+                ++group.device_count;
+                if (oom && i < oom->operand.size() && oom->operand[i]) {
+                    group.operand_bytes += bytes;
+                    ++group.operands;
+                }
+                break;
+            case Residence::Host: group.on_host += bytes; break;
+            case Residence::Dropped: group.dropped += bytes; break;
+        }
+    }
+    for (LiveGroup& group : out)
+        std::stable_sort(group.rows.begin(), group.rows.end(), [&](size_t one, size_t other) {
+            return allocs.bytes[live.rows[one].row] > allocs.bytes[live.rows[other].row];
+        });
+    std::sort(out.begin(), out.end(), [&](const LiveGroup& one, const LiveGroup& other) {
+        if (one.on_device != other.on_device) return one.on_device > other.on_device;
+        if (one.bytes != other.bytes) return one.bytes > other.bytes;
+        return view.str(one.label) < view.str(other.label);
+    });
+    return out;
+}
+
 RunPeakLive live_at_run_time(const ViewTrace& view, const ViewRun& run, int64_t at, int64_t recorded_at) {
     RunPeakLive out;
     if (view.allocations.size() == 0) return out;
