@@ -214,9 +214,54 @@ TEST_CASE("At the OOM: the allocations alive grouped by where they were allocate
     CHECK(groups[1].operands == 1);
     CHECK(groups[1].operand_bytes == 100 * MiB);
     CHECK(groups[2].label == -1);
+    CHECK(groups[2].name.empty());
     CHECK(groups[2].on_device == 50 * MiB);
     // Every row in one group.
     size_t rows = 0;
     for (const auto& group : groups) rows += group.count;
     CHECK(rows == oom.live.rows.size());
+}
+
+TEST_CASE("At the OOM: a generated trace's tensor of every layer is one group") {
+    using mhc::viewer::live_group_name;
+    CHECK(live_group_name("L3.attn.probs") == "L*.attn.probs");
+    CHECK(live_group_name("L11.mlp.fc1.weight.grad") == "L*.mlp.fc1.weight.grad");
+    CHECK(live_group_name("logits") == "logits");
+    CHECK(live_group_name("L.x") == "L.x");
+    CHECK(live_group_name("L3") == "L3");
+    CHECK(live_group_name("Linear.forward (model.py:12)") == "Linear.forward (model.py:12)");
+    CHECK(live_group_name("L3.") == "L3.");
+    // 12 layers' attention probabilities (192 MiB each, on the host) and the logits (on the device):
+    // two groups, the logits first (on the device), then 12 x 192 MiB. A 100 MiB allocation the run
+    // could not place comes before them: after what is on the device, before the larger groups.
+    mhc::viewer::ViewTrace view;
+    mhc::viewer::AllocationTable& allocs = view.allocations;
+    constexpr int64_t MiB = fixture::MiB;
+    mhc::viewer::RunPeakLive live;
+    for (int layer = 0; layer < 12; ++layer) {
+        view.strings.push_back("L" + std::to_string(layer) + ".attn.probs");
+        allocs.label.push_back(layer);
+        allocs.bytes.push_back(192 * MiB);
+        live.rows.push_back({static_cast<uint32_t>(layer), mhc::viewer::Residence::Host});
+    }
+    view.strings.push_back("logits");
+    allocs.label.push_back(12);
+    allocs.bytes.push_back(785 * MiB);
+    live.rows.push_back({12});
+    view.strings.push_back("act");
+    allocs.label.push_back(13);
+    allocs.bytes.push_back(100 * MiB);
+    live.rows.push_back({13});
+    mhc::viewer::RunOom oom;
+    oom.needed = 13;
+    oom.operand.assign(live.rows.size(), false);
+    const auto groups = mhc::viewer::group_live_by_label(view, live, &oom);
+    REQUIRE(groups.size() == 3);
+    CHECK(groups[0].name == "logits");
+    CHECK(groups[0].on_device == 785 * MiB);
+    CHECK(groups[1].name == "act");
+    CHECK(groups[1].needed_bytes == 100 * MiB);
+    CHECK(groups[2].name == "L*.attn.probs");
+    CHECK(groups[2].count == 12);
+    CHECK(groups[2].on_host == 12 * 192 * MiB);
 }

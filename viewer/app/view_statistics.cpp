@@ -306,7 +306,7 @@ void live_groups_table(App& app, const RunPeakLive& live, const std::vector<Live
     const AllocationTable& allocs = view.allocations;
     nlohmann::json jg = nlohmann::json::array();
     for (size_t g = 0; g < std::min<size_t>(groups.size(), 16); ++g)
-        jg.push_back({{"label", view.str(groups[g].label)},
+        jg.push_back({{"label", groups[g].name},
                       {"count", groups[g].count},
                       {"bytes", groups[g].bytes},
                       {"on_device", groups[g].on_device},
@@ -332,7 +332,7 @@ void live_groups_table(App& app, const RunPeakLive& live, const std::vector<Live
             const size_t largest = live.rows[group.rows.front()].row;
             ImGui::TableNextRow();
             ImGui::TableNextColumn();
-            const std::string name = group.label < 0 || view.str(group.label).empty() ? "(no label)" : view.str(group.label);
+            const std::string name = group.name.empty() ? "(no label)" : group.name;
             const std::string id = name + "##group" + std::to_string(g);
             if (ImGui::Selectable(id.c_str(), app.highlight_alloc == allocs.id[largest], ImGuiSelectableFlags_SpanAllColumns))
                 app.select_allocation(allocs.id[largest]);
@@ -346,9 +346,11 @@ void live_groups_table(App& app, const RunPeakLive& live, const std::vector<Live
             ImGui::TableNextColumn();
             ImGui::TextUnformatted(group.on_device > 0 ? format_bytes(group.on_device).c_str() : "-");
             ImGui::TableNextColumn();
-            if (group.on_device > 0 && live.on_device > 0)
-                ImGui::Text("%.1f%%", 100.0 * static_cast<double>(group.on_device) / static_cast<double>(live.on_device));
-            else ImGui::TextUnformatted("-");
+            const double share =
+                live.on_device > 0 ? 100.0 * static_cast<double>(group.on_device) / static_cast<double>(live.on_device) : 0;
+            if (group.on_device <= 0) ImGui::TextUnformatted("-");
+            else if (share < 0.05) ImGui::TextUnformatted("<0.1%");   // 64 KiB of 785 MiB read "0.0%"
+            else ImGui::Text("%.1f%%", share);
             ImGui::TableNextColumn();
             ImGui::TextUnformatted(group.on_host > 0 ? format_bytes(group.on_host).c_str() : "-");
             ImGui::TableNextColumn();

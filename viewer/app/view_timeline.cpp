@@ -195,7 +195,7 @@ float find_count(App& app, ImVec2 right_top, nlohmann::json& out) {
     if (!any) ImGui::EndDisabled();
     ImGui::PopStyleVar();
     const ImVec2 text_at{at.x + 2 * button + 10, right_top.y};
-    ImGui::GetWindowDrawList()->AddText(text_at, any ? IM_COL32(255, 200, 60, 255) : IM_COL32(255, 140, 110, 255),
+    ImGui::GetWindowDrawList()->AddText(text_at, any ? kFindMark : IM_COL32(255, 140, 110, 255),
                                         text.c_str());
     out["count"] = text;
     out["count_rect"] = rect_json(text_at, {text_at.x + text_w, text_at.y + ImGui::GetFontSize()});
@@ -320,7 +320,8 @@ void draw_timeline(App& app) {
             for (const MatchMark& mark : marks[index]) {
                 const ImVec2 a{plot_x + mark.x0, y}, b{plot_x + mark.x1, y + h};
                 dl->AddRect(a, b, kFindMark, 0, 0, 1.5f);
-                dl->AddRectFilled(a, {b.x, a.y + 3}, kFindMark);
+                dl->AddRectFilled(a, {b.x, a.y + 4}, kFindMark);
+                dl->AddLine({a.x, a.y + 4.5f}, {b.x, a.y + 4.5f}, IM_COL32(20, 20, 20, 255));
                 if (jm.size() < 256) jm.push_back({a.x, b.x, mark.count});
                 ++marks_drawn;
                 matches_marked += mark.count;

@@ -188,17 +188,33 @@ RunOom live_at_run_oom(const ViewTrace& view, const ViewRun& run) {
     return oom;
 }
 
+std::string live_group_name(const std::string& label) {
+    // "L" digits "." then a name.
+    size_t digits = 1;
+    while (digits < label.size() && std::isdigit(static_cast<unsigned char>(label[digits]))) ++digits;
+    if (label.size() > digits + 1 && label[0] == 'L' && digits > 1 && label[digits] == '.')
+        return "L*" + label.substr(digits);
+    return label;
+}
+
 std::vector<LiveGroup> group_live_by_label(const ViewTrace& view, const RunPeakLive& live, const RunOom* oom) {
     const AllocationTable& allocs = view.allocations;
-    std::unordered_map<int64_t, size_t> group_of;   // label -> index in out
+    std::unordered_map<int64_t, size_t> group_of_label;      // label -> index in out
+    std::unordered_map<std::string, size_t> group_of_name;   // group name -> index in out
     std::vector<LiveGroup> out;
     for (size_t i = 0; i < live.rows.size(); ++i) {
         const RunPeakRow& each = live.rows[i];
         const int64_t label = allocs.label[each.row] < 0 ? -1 : allocs.label[each.row];
-        auto [it, fresh] = group_of.try_emplace(label, out.size());
-        if (fresh) {
-            out.emplace_back();
-            out.back().label = label;
+        auto it = group_of_label.find(label);
+        if (it == group_of_label.end()) {
+            std::string name = live_group_name(view.str(label));
+            auto [named, fresh] = group_of_name.try_emplace(name, out.size());
+            if (fresh) {
+                out.emplace_back();
+                out.back().label = label;
+                out.back().name = std::move(name);
+            }
+            it = group_of_label.emplace(label, named->second).first;
         }
         LiveGroup& group = out[it->second];
         const int64_t bytes = allocs.bytes[each.row];
@@ -232,8 +248,9 @@ std::vector<LiveGroup> group_live_by_label(const ViewTrace& view, const RunPeakL
         });
     std::sort(out.begin(), out.end(), [&](const LiveGroup& one, const LiveGroup& other) {
         if (one.on_device != other.on_device) return one.on_device > other.on_device;
+        if (one.needed != other.needed) return one.needed;   // what it could not place, next
         if (one.bytes != other.bytes) return one.bytes > other.bytes;
-        return view.str(one.label) < view.str(other.label);
+        return one.name < other.name;
     });
     return out;
 }
