@@ -1,6 +1,7 @@
 // What the compare view, the find field and "At the OOM" draw from (2026-12-05; each fails before):
 // runs of an order-only trace aligned by op (align.hpp), every find match marked (find.hpp), and the
-// allocations alive at an OOM grouped by where they were allocated (stats.hpp).
+// allocations alive at an OOM grouped by where they were allocated (stats.hpp); a run's curve from
+// its first sample (curve.hpp).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -264,4 +265,16 @@ TEST_CASE("At the OOM: a generated trace's tensor of every layer is one group") 
     CHECK(groups[2].name == "L*.attn.probs");
     CHECK(groups[2].count == 12);
     CHECK(groups[2].on_host == 12 * 192 * MiB);
+}
+
+TEST_CASE("a run's curve is drawn from its first sample, not from 0 B before it") {
+    // A run that stored its first device-bytes sample at 50 ms (it moved what was allocated before
+    // recording first): on a 100 ms view 1000 columns wide, the 500 columns before it are not drawn.
+    Curve curve;
+    curve.assign({50000000, 60000000}, {2.0e9, 1.5e9});
+    CHECK(mhc::viewer::columns_before_first_sample(curve, {0, 100000000}, 1000) == 500);
+    CHECK(mhc::viewer::columns_before_first_sample(curve, {50000000, 100000000}, 1000) == 0);
+    CHECK(mhc::viewer::columns_before_first_sample(curve, {0, 40000000}, 1000) == 1000);   // all before it
+    CHECK(mhc::viewer::columns_before_first_sample(curve, {0, 100000000}, 999) == 499);   // 499.5: its column drawn
+    CHECK(mhc::viewer::columns_before_first_sample(Curve{}, {0, 100}, 10) == 0);
 }

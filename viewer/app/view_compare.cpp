@@ -397,9 +397,14 @@ void draw_compare(App& app) {
             draw_hline(dl, c0, c1, static_cast<double>(runs[k]->capacity), y_range, kCapacity, s.c_str());
         }
         const int64_t t_end = aligned[k] ? aligned[k]->t_end : runs[k]->t_end;
-        draw_curve(dl, ui.curves[k + 1], c0, c1, y_range, series_color(k), false, columns_before(app.range, W, t_end));
+        // From the run's first sample (before it the run stored none; 0 B read as an empty device).
+        const Curve& curve = aligned[k] ? aligned[k]->memory : runs[k]->memory;
+        const size_t first = columns_before_first_sample(curve, app.range, W);
+        draw_curve(dl, ui.curves[k + 1], c0, c1, y_range, series_color(k), false, columns_before(app.range, W, t_end),
+                   first);
         jruns.push_back({{"id", runs[k]->info.id}, {"color", series_color(k)}, {"peak", ui.curves[k + 1].y_max},
-                         {"peak_col", ui.curves[k + 1].peak_col}, {"t_end", t_end}, {"by_op", aligned[k] != nullptr}});
+                         {"peak_col", ui.curves[k + 1].peak_col}, {"t_end", t_end}, {"by_op", aligned[k] != nullptr},
+                         {"first_column", first}});
     }
     ImGui::Dummy({avail.x, c1.y - origin.y + 6});
 

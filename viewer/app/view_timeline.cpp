@@ -97,7 +97,9 @@ void memory_strip(App& app, const ViewRun* run, ImDrawList* dl, ImVec2 p0, ImVec
     dl->AddRectFilled(p0, p1, IM_COL32(36, 36, 42, 255));
     nlohmann::json labels = nlohmann::json::array();
     draw_bytes_axis(dl, p0, p1, y_range, &labels);
-    draw_curve(dl, cols, p0, p1, y_range, kCurve, true, drawn);
+    // A run's curve from its first sample (before it the run stored none; 0 B read as an empty device).
+    const size_t first = run_curve ? columns_before_first_sample(curve, app.range, W) : 0;
+    draw_curve(dl, cols, p0, p1, y_range, kCurve, true, drawn, first);
     // Over the run's fill, so that it shows where the run holds more as where it holds less.
     if (recorded_too) draw_curve(dl, ui.strip_recorded, p0, p1, y_range, kRecorded, false, recorded_drawn);
     if (run && run->capacity > 0) {

@@ -329,14 +329,14 @@ size_t columns_before(TimeRange r, int width, int64_t t_end) {
 }
 
 void draw_curve(ImDrawList* dl, const CurveColumns& cols, ImVec2 p0, ImVec2 p1, ByteRange y_range, uint32_t color,
-                bool fill, size_t columns) {
+                bool fill, size_t columns, size_t first) {
     float h = p1.y - p0.y;
     auto y_of = [&](double bytes) {
         return std::clamp(p1.y - static_cast<float>(y_range.fraction(bytes)) * h, p0.y, p1.y);
     };
     uint32_t soft = (color & 0x00ffffff) | (110u << 24);
     float prev = -1;
-    for (size_t x = 0; x < std::min(cols.max.size(), columns); ++x) {
+    for (size_t x = first; x < std::min(cols.max.size(), columns); ++x) {
         float px = p0.x + static_cast<float>(x);
         float top = y_of(cols.max[x]), low = y_of(cols.min[x]);
         if (fill) {
