@@ -558,7 +558,7 @@ TEST_CASE("a run's device bytes are drawn from its first sample: no 0 B curve be
     run.config = {{"policy", "lru"}, {"capacity_bytes", std::to_string(1024 * MiB)}};
     run.memory = {{500 * us, 600 * MiB, 0}, {800 * us, 300 * MiB, 0}};
     mhc::trace::add_run(db.path, run);
-    for (const char* view : {"memory", "timeline"}) {
+    for (const char* view : {"timeline", "memory"}) {
         INFO(view);
         Shot shot = shoot(db.path, std::string("--view ") + view + " --run 1 --size 1400x800");
         INFO(shot.err);
@@ -568,8 +568,10 @@ TEST_CASE("a run's device bytes are drawn from its first sample: no 0 B curve be
         const auto& rect = memory ? where["curve"] : where["rect"];
         const auto& range = memory ? shot.layout["memory"] : shot.layout["timeline"];
         const double floor_y = rect["y1"].get<double>() - 1;
-        // The fill's line at the floor (0 B) before 500 us is gone; after it the run's fill is drawn.
-        CHECK(!near(shot.img.at(x_at(rect, range, 250 * us), floor_y), mhc::viewer::kCurve, 30));
+        // The fill's line at the floor (0 B, drawn 1.5 px from the plot's bottom edge down) before
+        // 500 us is gone; after it the run's fill is drawn.
+        for (double dy : {0.0, 1.0})
+            CHECK(!near(shot.img.at(x_at(rect, range, 250 * us), rect["y1"].get<double>() + dy), mhc::viewer::kCurve, 30));
         CHECK(near(shot.img.at(x_at(rect, range, 600 * us), floor_y - 3), shot.img.at(x_at(rect, range, 650 * us), floor_y - 3)));
         if (memory) {
             REQUIRE(where["before_first_sample"].is_object());
