@@ -51,6 +51,12 @@ TEST_CASE("compare by op: a run's clock maps onto the trace's op axis, its stall
     CHECK(align.link_time_at(3) == 0);
     CHECK(align.link_time_at(4) == 0);
     CHECK(align.link_time_at(0) == 0);
+    // Over a range of ops (a zoomed-out column): the sum of theirs.
+    CHECK(align.link_time_between(1, 5) == 2000000);
+    CHECK(align.link_time_between(2, 3) == 2000000);
+    CHECK(align.link_time_between(3, 5) == 0);
+    CHECK(align.link_time_between(1, 2) == 0);
+    for (int64_t op = 1; op < 4; ++op) CHECK(align.link_time_between(op, op + 1) == align.link_time_at(op));
     // The stall [3, 2000003) in op 2's place; op 3's kernel [2000003, 2000004) at [3, 4).
     Lane events;
     events.kind = LaneKind::Events;

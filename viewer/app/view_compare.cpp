@@ -4,6 +4,7 @@
 // scrolling list (the axis reaches the slowest ticked run), and a metrics table with one column
 // per run.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <set>
@@ -291,9 +292,20 @@ nlohmann::json op_cursor(App& app, const std::vector<const ViewRun*>& runs, cons
     const int64_t at = app.range.t_of(std::clamp(mouse_x - p0.x, 0.f, plot_w), plot_w);
     ImDrawList* dl = ImGui::GetForegroundDrawList();
     dl->AddLine({mouse_x, p0.y}, {mouse_x, bottom}, IM_COL32(255, 255, 255, 90));
+    // The ops the pixel column spans (zoomed out, many: the curves' columns show their most).
+    const auto column = static_cast<size_t>(std::clamp<float>(std::floor(mouse_x - p0.x), 0, static_cast<float>(width - 1)));
+    const int64_t first_op = app.range.t_of(static_cast<double>(column), plot_w);
+    const int64_t end_op = std::max(app.range.t_of(static_cast<double>(column + 1), plot_w), first_op + 1);
+    const bool many = end_op - first_op > 1;
     nlohmann::json lines = nlohmann::json::array();
-    lines.push_back(op_at_text(*app.trace, at));
-    if (!app.trace->live.empty()) lines.push_back("recorded: " + format_bytes(static_cast<int64_t>(app.trace->live.value_at(at))) + " live");
+    const TimeText times = app.times();
+    lines.push_back(op_at_text(*app.trace, at) +
+                    (many ? " (this column: " + times.interval(first_op, end_op) + ")" : std::string()));
+    if (!app.trace->live.empty()) {
+        const CurveColumns& recorded = ui.curves[0];
+        const double bytes = column < recorded.max.size() ? recorded.max[column] : app.trace->live.value_at(at);
+        lines.push_back("recorded: " + format_bytes(static_cast<int64_t>(bytes)) + (many ? " live at most" : " live"));
+    }
     for (size_t k = 0; k < runs.size(); ++k) {
         std::string line = runs[k]->label() + ": ";
         if (!aligned[k]) {
@@ -302,12 +314,12 @@ nlohmann::json op_cursor(App& app, const std::vector<const ViewRun*>& runs, cons
             line += "stopped before this op";
         } else {
             // The curve's column under the mouse holds the most the run held at the ops there.
-            const auto column = static_cast<size_t>(std::clamp<float>(mouse_x - p0.x, 0, static_cast<float>(width - 1)));
             const CurveColumns& cols = ui.curves[k + 1];
             const double bytes = column < cols.max.size() ? cols.max[column] : aligned[k]->memory.value_at(at);
-            line += format_bytes(static_cast<int64_t>(bytes)) + " on the device";
-            const int64_t link = aligned[k]->align.link_time_at(at);
-            if (link > 0) line += ", " + runs[k]->times.span(link) + " here";
+            line += format_bytes(static_cast<int64_t>(bytes)) + (many ? " on the device at most" : " on the device");
+            const int64_t link = many ? aligned[k]->align.link_time_between(first_op, end_op)
+                                      : aligned[k]->align.link_time_at(at);
+            if (link > 0) line += ", " + runs[k]->times.span(link) + (many ? " in these ops" : " here");
         }
         lines.push_back(line);
     }

@@ -41,6 +41,18 @@ int64_t OpAlignment::link_time_at(int64_t op) const {
     return std::max<int64_t>((it->first - run_start) - (it->second - recorded), 0);
 }
 
+int64_t OpAlignment::link_time_between(int64_t first, int64_t last) const {
+    if (ops_.empty() || last <= first) return 0;
+    // The run's clock at the start of the first op at or after `op` (past the last op: its start on).
+    auto run_at = [&](int64_t op) {
+        const auto it = std::lower_bound(ops_.begin(), ops_.end(), op,
+                                         [](const std::pair<int64_t, int64_t>& each, int64_t at) { return each.second < at; });
+        if (it == ops_.end()) return ops_.back().first + (op - ops_.back().second);
+        return it->first - std::max<int64_t>(it->second - op, 0);
+    };
+    return std::max<int64_t>((run_at(last) - run_at(first)) - (last - first), 0);
+}
+
 Curve align_curve(const Curve& curve, const OpAlignment& align) {
     std::vector<int64_t> times;
     std::vector<double> values;

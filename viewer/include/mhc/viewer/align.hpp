@@ -34,6 +34,9 @@ public:
     // The link time the run spent at the op at recorded time `op` (between that op's start and
     // the next op's, less the ops' own nanoseconds): 0 where it went straight on.
     int64_t link_time_at(int64_t op) const;
+    // The same over the ops in [first, last): what the run spent on its link from op `first`'s start
+    // to op `last`'s, less the ops' own nanoseconds (a pixel column of a zoomed-out plot spans many).
+    int64_t link_time_between(int64_t first, int64_t last) const;
 
 private:
     std::vector<std::pair<int64_t, int64_t>> ops_;   // (run start, recorded start), both never decreasing
