@@ -418,6 +418,8 @@ TEST_CASE("find marks every match on its row, says '1 of 200' beside the legend,
     const auto& row = track(tl, "stream 8");
     const auto box = box_of(row, 4);
     CHECK(near(shot.img.at(box.first, row["y0"].get<double>() + 1), mhc::viewer::kFindMark, 12));
+    // The one selected (#3, "1 of 200") has its bar in white, told apart from the other marks.
+    CHECK(near(shot.img.at(box_of(row, 3).first, row["y0"].get<double>() + 1), kSelected, 12));
     // The count at the legend row's right end, inside the plot, the legend before it.
     const auto& count = find["count_rect"];
     CHECK(count["x1"].get<double>() <= tl["plot"]["x1"].get<double>());
