@@ -23,7 +23,6 @@ using mhc::viewer::LaneKind;
 using mhc::viewer::match_count_text;
 using mhc::viewer::match_marks;
 using mhc::viewer::OpAlignment;
-using mhc::viewer::TimeRange;
 
 namespace {
 
@@ -35,7 +34,7 @@ OpAlignment four_ops() { return OpAlignment({{1, 1}, {2, 2}, {2000003, 3}, {2000
 
 TEST_CASE("compare by op: a run's clock maps onto the trace's op axis, its stall inside the op it delayed") {
     const OpAlignment align = four_ops();
-    CHECK(align.at(0) == 1);         // before the first op: at it
+    CHECK(align.at(0) == 1);   // before the first op: at it
     CHECK(align.at(1) == 1);
     CHECK(align.at(2) == 2);
     CHECK(align.at(3) == 2);         // the stall after op 2 lies in op 2's place, [2, 3)
@@ -151,7 +150,7 @@ TEST_CASE("find marks every match, merged per pixel, and counts them") {
     // 10 ns a pixel over [0, 10000): 1000 px.
     const auto marks = match_marks(matches, 2, {0, 10000}, 1000.f, longest);
     REQUIRE(marks.size() == 2);
-    REQUIRE(marks[0].size() == 2);   // both matches of lane 0 marked, not only the one selected
+    REQUIRE(marks[0].size() == 2);        // both matches of lane 0 marked, not only the one selected
     CHECK(marks[0][0].x0 == Approx(9));   // 1 px wide, widened to 3 around its middle (10.5 px)
     CHECK(marks[0][0].x1 == Approx(12));
     CHECK(marks[0][1].x0 == Approx(500));
@@ -201,7 +200,7 @@ TEST_CASE("At the OOM: the allocations alive grouped by where they were allocate
     mhc::viewer::RunOom oom;
     for (uint32_t row = 0; row < allocs.id.size(); ++row) oom.live.rows.push_back({row});
     oom.live.rows[600].where = mhc::viewer::Residence::Host;   // one weight swapped out
-    oom.needed = 603;                                           // allocation 604
+    oom.needed = 603;                                          // allocation 604
     oom.operand.assign(oom.live.rows.size(), false);
     oom.operand[601] = true;
     const auto groups = mhc::viewer::group_live_by_label(view, oom.live, &oom);
@@ -254,11 +253,13 @@ TEST_CASE("At the OOM: a generated trace's tensor of every layer is one group") 
     view.strings.push_back("logits");
     allocs.label.push_back(12);
     allocs.bytes.push_back(785 * MiB);
-    live.rows.push_back({12});
+    const mhc::viewer::RunPeakRow logits_row{12};
+    live.rows.push_back(logits_row);
     view.strings.push_back("act");
     allocs.label.push_back(13);
     allocs.bytes.push_back(100 * MiB);
-    live.rows.push_back({13});
+    const mhc::viewer::RunPeakRow act_row{13};
+    live.rows.push_back(act_row);
     mhc::viewer::RunOom oom;
     oom.needed = 13;
     oom.operand.assign(live.rows.size(), false);
@@ -281,6 +282,6 @@ TEST_CASE("a run's curve is drawn from its first sample, not from 0 B before it"
     CHECK(mhc::viewer::columns_before_first_sample(curve, {0, 100000000}, 1000) == 500);
     CHECK(mhc::viewer::columns_before_first_sample(curve, {50000000, 100000000}, 1000) == 0);
     CHECK(mhc::viewer::columns_before_first_sample(curve, {0, 40000000}, 1000) == 1000);   // all before it
-    CHECK(mhc::viewer::columns_before_first_sample(curve, {0, 100000000}, 999) == 499);   // 499.5: its column drawn
+    CHECK(mhc::viewer::columns_before_first_sample(curve, {0, 100000000}, 999) == 499);    // 499.5: its column drawn
     CHECK(mhc::viewer::columns_before_first_sample(Curve{}, {0, 100}, 10) == 0);
 }

@@ -184,7 +184,8 @@ TEST_CASE("compare on an execution trace: runs aligned by op, the axis counts op
         const ViewTrace view = load_view_trace(db.path);
         std::vector<std::tuple<int64_t, int64_t, std::string>> by_start;
         for (const auto& lane : view.kernel_lanes)
-            for (size_t i = 0; i < lane.size(); ++i) by_start.emplace_back(lane.t_start[i], lane.ref[i], view.str(lane.key[i]));
+            for (size_t i = 0; i < lane.size(); ++i)
+                by_start.emplace_back(lane.t_start[i], lane.ref[i], view.str(lane.key[i]));
         std::sort(by_start.begin(), by_start.end());
         for (const auto& [start, id, name] : by_start) {
             ops.push_back(id);

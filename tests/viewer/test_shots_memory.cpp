@@ -571,8 +571,10 @@ TEST_CASE("a run's device bytes are drawn from its first sample: no 0 B curve be
         // The fill's line at the floor (0 B, drawn 1.5 px from the plot's bottom edge down) before
         // 500 us is gone; after it the run's fill is drawn.
         for (double dy : {0.0, 1.0})
-            CHECK(!near(shot.img.at(x_at(rect, range, 250 * us), rect["y1"].get<double>() + dy), mhc::viewer::kCurve, 30));
-        CHECK(near(shot.img.at(x_at(rect, range, 600 * us), floor_y - 3), shot.img.at(x_at(rect, range, 650 * us), floor_y - 3)));
+            CHECK(!near(shot.img.at(x_at(rect, range, 250 * us), rect["y1"].get<double>() + dy), mhc::viewer::kCurve,
+                        30));
+        CHECK(near(shot.img.at(x_at(rect, range, 600 * us), floor_y - 3),
+                   shot.img.at(x_at(rect, range, 650 * us), floor_y - 3)));
         if (memory) {
             REQUIRE(where["before_first_sample"].is_object());
             CHECK(where["before_first_sample"]["text"] == "no device bytes stored before 500 us");

@@ -152,7 +152,8 @@ TimeRange App::whole() {
     // clock (ops + link time) reaches far past its last op and does not extend it.
     const bool by_op = view == ViewId::Compare && order_only();
     auto extend = [&](size_t i) {
-        if (i < runs.size() && runs[i] && !(by_op && alignable(*trace, *runs[i]))) w.t1 = std::max(w.t1, runs[i]->t_end);
+        if (i < runs.size() && runs[i] && !(by_op && alignable(*trace, *runs[i])))
+            w.t1 = std::max(w.t1, runs[i]->t_end);
     };
     if (selected >= 0) extend(static_cast<size_t>(selected));
     for (size_t i = 0; i < compared.size(); ++i)
@@ -274,8 +275,7 @@ void App::find_next(bool backward) {
     const KernelMatch& match = find_matches[static_cast<size_t>(find_index)];
     range = range_for_match(match, range, limits);
     select_kernel(match.kernel);
-    status = "match " + match_count_text(find_index, find_matches.size()) + ": " +
-             kernel_info.title;
+    status = "match " + match_count_text(find_index, find_matches.size()) + ": " + kernel_info.title;
 }
 
 void App::select_kernel(int64_t kernel_id) {

@@ -109,7 +109,7 @@ public:
     std::string find_of;       // the text the matches are of
     int64_t find_run = -1;     // the run whose clock they are on (0: the recording)
     int64_t find_index = -1;   // the match shown (-1: none)
-    int64_t find_longest = 0;  // the longest match's length (match_marks)
+    int64_t find_longest = 0;   // the longest match's length (match_marks)
     void find_next(bool backward = false);
     // Shows what was alive when the selected run ran out of memory: the statistics view at its
     // "At the OOM" tab (the timeline's OOM line and oom mark call it).

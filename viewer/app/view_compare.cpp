@@ -286,14 +286,16 @@ nlohmann::json metrics_table(const std::vector<const ViewRun*>& runs, bool order
 // Order only: the op under the mouse, as a line over the plots and a tooltip naming it ("op #808
 // aten::mm") and what each run did there: its most device bytes at that op and the link time it
 // spent there (the runs are aligned by op). Returns the tooltip's lines (for --layout).
-nlohmann::json op_cursor(App& app, const std::vector<const ViewRun*>& runs, const std::vector<const AlignedRun*>& aligned,
-                         ImVec2 p0, float plot_w, float curve_bottom, float bottom, int width, CompareUi& ui) {
+nlohmann::json op_cursor(App& app, const std::vector<const ViewRun*>& runs,
+                         const std::vector<const AlignedRun*>& aligned, ImVec2 p0, float plot_w, float curve_bottom,
+                         float bottom, int width, CompareUi& ui) {
     const float mouse_x = ImGui::GetIO().MousePos.x;
     const int64_t at = app.range.t_of(std::clamp(mouse_x - p0.x, 0.f, plot_w), plot_w);
     ImDrawList* dl = ImGui::GetForegroundDrawList();
     dl->AddLine({mouse_x, p0.y}, {mouse_x, bottom}, IM_COL32(255, 255, 255, 90));
     // The ops the pixel column spans (zoomed out, many: the curves' columns show their most).
-    const auto column = static_cast<size_t>(std::clamp<float>(std::floor(mouse_x - p0.x), 0, static_cast<float>(width - 1)));
+    const auto column = static_cast<size_t>(
+        std::clamp<float>(std::floor(mouse_x - p0.x), 0, static_cast<float>(width - 1)));
     const int64_t first_op = app.range.t_of(static_cast<double>(column), plot_w);
     const int64_t end_op = std::max(app.range.t_of(static_cast<double>(column + 1), plot_w), first_op + 1);
     const bool many = end_op - first_op > 1;
@@ -414,8 +416,12 @@ void draw_compare(App& app) {
         const size_t first = columns_before_first_sample(curve, app.range, W);
         draw_curve(dl, ui.curves[k + 1], c0, c1, y_range, series_color(k), false, columns_before(app.range, W, t_end),
                    first);
-        jruns.push_back({{"id", runs[k]->info.id}, {"color", series_color(k)}, {"peak", ui.curves[k + 1].y_max},
-                         {"peak_col", ui.curves[k + 1].peak_col}, {"t_end", t_end}, {"by_op", aligned[k] != nullptr},
+        jruns.push_back({{"id", runs[k]->info.id},
+                         {"color", series_color(k)},
+                         {"peak", ui.curves[k + 1].y_max},
+                         {"peak_col", ui.curves[k + 1].peak_col},
+                         {"t_end", t_end},
+                         {"by_op", aligned[k] != nullptr},
                          {"first_column", first}});
     }
     ImGui::Dummy({avail.x, c1.y - origin.y + 6});
@@ -436,18 +442,10 @@ void draw_compare(App& app) {
         hover_op = op_cursor(app, runs, aligned, {plot_x, c0.y}, plot_w, c1.y, tl_bottom, W, ui);
     nlohmann::json jrows = metrics_table(runs, app.order_only());
     const nlohmann::json metrics_rect = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
-    app.layout["compare"] = {{"curve", rect_json(c0, c1)},
-                             {"t0", app.range.t0},
-                             {"t1", app.range.t1},
-                             {"y_max", y_range.hi},
-                             {"runs", jruns},
-                             {"metrics", jrows},
-                             {"metrics_rect", metrics_rect},
-                             {"picker", picker},
-                             {"timelines", timelines},
-                             {"axis_labels", axis_labels},
-                             {"hover_op", hover_op},
-                             {"caption", rect_json(ca, cb)}};
+    app.layout["compare"] = {{"curve", rect_json(c0, c1)},   {"t0", app.range.t0},   {"t1", app.range.t1},
+                             {"y_max", y_range.hi},          {"runs", jruns},        {"metrics", jrows},
+                             {"metrics_rect", metrics_rect}, {"picker", picker},     {"timelines", timelines},
+                             {"axis_labels", axis_labels},   {"hover_op", hover_op}, {"caption", rect_json(ca, cb)}};
 }
 
 }  // namespace mhc::viewer

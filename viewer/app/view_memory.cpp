@@ -272,15 +272,17 @@ void draw_memory(App& app) {
         // The whole sentence, else shorter ones, where the gap is narrow (the whole in a tooltip).
         std::string shown;
         for (const std::string& each : {text, "none stored before " + when, std::string("not stored")})
-            if (shown.empty() && ImGui::CalcTextSize(each.c_str()).x <= static_cast<float>(cols_first) - 8) shown = each;
+            if (shown.empty() && ImGui::CalcTextSize(each.c_str()).x <= static_cast<float>(cols_first) - 8)
+                shown = each;
         const ImVec2 at{c0.x + 4, c1.y - ImGui::GetFontSize() - 4};
         dl->AddText(at, IM_COL32(150, 150, 160, 255), shown.c_str());
         unknown = {{"columns", cols_first}, {"text", text}, {"shown", shown}};
         if (ImGui::IsMouseHoveringRect({c0.x, c0.y}, {c0.x + static_cast<float>(cols_first), c1.y}) &&
             ImGui::IsWindowHovered(ImGuiHoveredFlags_ChildWindows)) {
-            ImGui::SetTooltip("%s: the run's first sample of them is then, so the curve starts there\n(what the "
-                              "run did before it, its swaps and stalls, is in the timeline)",
-                              text.c_str());
+            ImGui::SetTooltip(
+                "%s: the run's first sample of them is then, so the curve starts there\n(what the "
+                "run did before it, its swaps and stalls, is in the timeline)",
+                text.c_str());
             unknown["tooltip"] = true;
         }
     }

@@ -334,7 +334,8 @@ void live_groups_table(App& app, const RunPeakLive& live, const std::vector<Live
             ImGui::TableNextColumn();
             const std::string name = group.name.empty() ? "(no label)" : group.name;
             const std::string id = name + "##group" + std::to_string(g);
-            if (ImGui::Selectable(id.c_str(), app.highlight_alloc == allocs.id[largest], ImGuiSelectableFlags_SpanAllColumns))
+            if (ImGui::Selectable(id.c_str(), app.highlight_alloc == allocs.id[largest],
+                                  ImGuiSelectableFlags_SpanAllColumns))
                 app.select_allocation(allocs.id[largest]);
             if (g == 0) out["first_row"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
             if (ImGui::IsItemHovered())
@@ -346,8 +347,9 @@ void live_groups_table(App& app, const RunPeakLive& live, const std::vector<Live
             ImGui::TableNextColumn();
             ImGui::TextUnformatted(group.on_device > 0 ? format_bytes(group.on_device).c_str() : "-");
             ImGui::TableNextColumn();
-            const double share =
-                live.on_device > 0 ? 100.0 * static_cast<double>(group.on_device) / static_cast<double>(live.on_device) : 0;
+            const double share = live.on_device > 0 ? 100.0 * static_cast<double>(group.on_device) /
+                                                          static_cast<double>(live.on_device)
+                                                    : 0;
             if (group.on_device <= 0) ImGui::TextUnformatted("-");
             else if (share < 0.05) ImGui::TextUnformatted("<0.1%");   // 64 KiB of 785 MiB read "0.0%"
             else ImGui::Text("%.1f%%", share);
@@ -358,7 +360,8 @@ void live_groups_table(App& app, const RunPeakLive& live, const std::vector<Live
             ImGui::TableNextColumn();
             std::string note;
             if (group.needed)
-                note = "needed " + format_bytes(group.needed_bytes) + (needed_placed ? ", back from the host" : ", not placed");
+                note = "needed " + format_bytes(group.needed_bytes) +
+                       (needed_placed ? ", back from the host" : ", not placed");
             if (group.operands > 0)
                 note += (note.empty() ? "" : "; ") + std::to_string(group.operands) +
                         (group.operands == 1 ? " operand, " : " operands, ") + format_bytes(group.operand_bytes) +
@@ -478,10 +481,11 @@ void oom_tab(App& app, StatisticsUi& ui, const ViewRun& run, nlohmann::json& out
         ImGui::SetTooltip("off: the allocations grouped by where each was allocated, their bytes summed");
     out["each_rect"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     ImGui::SameLine();
-    ImGui::TextDisabled(ui.oom_each ? "label: where each was allocated (a snapshot's source frame); click a row: its "
-                                      "details in the memory view"
-                                    : "by where they were allocated (a snapshot's source frame), the most on the device "
-                                      "first; click a row: its largest in the memory view");
+    ImGui::TextDisabled(ui.oom_each
+                            ? "label: where each was allocated (a snapshot's source frame); click a row: its "
+                              "details in the memory view"
+                            : "by where they were allocated (a snapshot's source frame), the most on the device "
+                              "first; click a row: its largest in the memory view");
     nlohmann::json first = nlohmann::json::array();
     for (size_t r = 0; r < std::min<size_t>(live.rows.size(), 8); ++r)
         first.push_back({{"id", allocs.id[live.rows[r].row]},

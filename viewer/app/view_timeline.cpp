@@ -44,8 +44,14 @@ void family_legend(App& app, ImDrawList* dl, ImVec2 p, float x_max, nlohmann::js
         if (x + w > x_max) break;
         dl->AddRectFilled({x, p.y + 3}, {x + 12, p.y + 13}, family_color(f.family));
         dl->AddText({x + 16, p.y}, IM_COL32(200, 200, 205, 255), buf);
-        out.push_back({{"family", family_name(f.family)}, {"text", buf}, {"color", family_color(f.family)}, {"x0", x}, {"y0", p.y + 3},
-                       {"x1", x + 12}, {"y1", p.y + 13}, {"end", x + 16 + ImGui::CalcTextSize(buf).x}});
+        out.push_back({{"family", family_name(f.family)},
+                       {"text", buf},
+                       {"color", family_color(f.family)},
+                       {"x0", x},
+                       {"y0", p.y + 3},
+                       {"x1", x + 12},
+                       {"y1", p.y + 13},
+                       {"end", x + 16 + ImGui::CalcTextSize(buf).x}});
         x += w;
     }
 }
@@ -160,9 +166,10 @@ nlohmann::json find_field(App& app, ImVec2 at) {
     const bool current = app.find_of == app.find_text && app.find_text[0] != 0;
     const std::string said = !current ? std::string(
                                             "a kernel name or part of it; Enter: the next, Shift+Enter: the one before")
-                             : app.find_index < 0 ? "no kernel name contains '" + app.find_of + "'"
-                                                  : "match " + match_count_text(app.find_index, app.find_matches.size()) +
-                                                        " (Enter or F3: the next, Shift+Enter or Shift+F3: the one before)";
+                             : app.find_index < 0
+                                 ? "no kernel name contains '" + app.find_of + "'"
+                                 : "match " + match_count_text(app.find_index, app.find_matches.size()) +
+                                       " (Enter or F3: the next, Shift+Enter or Shift+F3: the one before)";
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", said.c_str());
     out["text"] = app.find_text;
     out["said"] = said;
@@ -197,8 +204,7 @@ float find_count(App& app, ImVec2 right_top, nlohmann::json& out) {
     if (!any) ImGui::EndDisabled();
     ImGui::PopStyleVar();
     const ImVec2 text_at{at.x + 2 * button + 10, right_top.y};
-    ImGui::GetWindowDrawList()->AddText(text_at, any ? kFindMark : IM_COL32(255, 140, 110, 255),
-                                        text.c_str());
+    ImGui::GetWindowDrawList()->AddText(text_at, any ? kFindMark : IM_COL32(255, 140, 110, 255), text.c_str());
     out["count"] = text;
     out["count_rect"] = rect_json(text_at, {text_at.x + text_w, text_at.y + ImGui::GetFontSize()});
     return width + 8;
@@ -286,9 +292,9 @@ void draw_timeline(App& app) {
     const std::vector<Lane>& searched = run && !run->kernel_lanes.empty() ? run->kernel_lanes : app.trace->kernel_lanes;
     const bool marking = app.find_of == app.find_text && app.find_text[0] != 0 &&
                          app.find_run == (run ? run->info.id : 0) && !app.find_matches.empty();
-    const std::vector<std::vector<MatchMark>> marks =
-        marking ? match_marks(app.find_matches, searched.size(), app.range, plot_w, app.find_longest)
-                : std::vector<std::vector<MatchMark>>{};
+    const std::vector<std::vector<MatchMark>> marks = marking ? match_marks(app.find_matches, searched.size(),
+                                                                            app.range, plot_w, app.find_longest)
+                                                              : std::vector<std::vector<MatchMark>>{};
     size_t marks_drawn = 0, matches_marked = 0;
     for (size_t i = 0; i < ui.frame.size(); ++i) {
         const Lane& l = *ui.frame[i].lane;
@@ -320,11 +326,11 @@ void draw_timeline(App& app) {
             const auto index = static_cast<size_t>(&l - searched.data());
             nlohmann::json jm = nlohmann::json::array();
             for (const MatchMark& mark : marks[index]) {
-                const ImVec2 a{plot_x + mark.x0, y}, b{plot_x + mark.x1, y + h};
-                dl->AddRect(a, b, kFindMark, 0, 0, 1.5f);
-                dl->AddRectFilled(a, {b.x, a.y + 4}, kFindMark);
-                dl->AddLine({a.x, a.y + 4.5f}, {b.x, a.y + 4.5f}, IM_COL32(20, 20, 20, 255));
-                if (jm.size() < 256) jm.push_back({a.x, b.x, mark.count});
+                const ImVec2 top_left{plot_x + mark.x0, y}, bottom_right{plot_x + mark.x1, y + h};
+                dl->AddRect(top_left, bottom_right, kFindMark, 0, 0, 1.5f);
+                dl->AddRectFilled(top_left, {bottom_right.x, y + 4}, kFindMark);
+                dl->AddLine({top_left.x, y + 4.5f}, {bottom_right.x, y + 4.5f}, IM_COL32(20, 20, 20, 255));
+                if (jm.size() < 256) jm.push_back({top_left.x, bottom_right.x, mark.count});
                 ++marks_drawn;
                 matches_marked += mark.count;
             }

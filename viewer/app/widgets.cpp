@@ -86,16 +86,13 @@ void time_axis(App& app, ImDrawList* dl, ImVec2 p0, float width, nlohmann::json&
                         " the most device bytes it held there.\nHover the curves: the " + noun +
                         " there, its name, and each run's bytes and link time at it"
             : run ? "order only: the trace has no timestamps, only the order of its " + noun +
-                                          "s;\nthe run's clock gives each " + noun +
-                                          " 1 ns and its transfers and stalls the link's time:\n"
-                                          "a label names the " +
-                                          noun + " the run reached by then, a time reads \"" + noun +
-                                          " #N + the link time since\""
-                                    : "order only: the trace has no timestamps, only the order of its " + noun +
-                                          "s;\nthe axis counts them (" + noun + " #1 is the first)" +
-                                          (app.selected >= 0
-                                               ? ";\na run adds the simulated ns of its transfers and stalls"
-                                               : "");
+                        "s;\nthe run's clock gives each " + noun +
+                        " 1 ns and its transfers and stalls the link's time:\n"
+                        "a label names the " +
+                        noun + " the run reached by then, a time reads \"" + noun + " #N + the link time since\""
+                  : "order only: the trace has no timestamps, only the order of its " + noun +
+                        "s;\nthe axis counts them (" + noun + " #1 is the first)" +
+                        (app.selected >= 0 ? ";\na run adds the simulated ns of its transfers and stalls" : "");
         ImGui::SetTooltip("%s", why.c_str());
         out["tooltip"] = why;
     }
@@ -211,29 +208,31 @@ void tooltip(App& app, const Lane& l, const DrawItem& d, const ViewRun* run, boo
         ImGui::Text("%s", item_name(app, l, i).c_str());
         // The events of the run the lane is of (in compare, the hovered run's: they were the
         // selected run's, whose event of the same index named another allocation).
-        const ViewRun* r = run ? run : app.selected_run();
-        const trace::RunEvent* e = l.kind == LaneKind::Events && r && static_cast<size_t>(l.ref[i]) < r->events.size()
-                                       ? &r->events[static_cast<size_t>(l.ref[i])]
-                                       : nullptr;
+        const ViewRun* of_run = run ? run : app.selected_run();
+        const trace::RunEvent* event = l.kind == LaneKind::Events && of_run &&
+                                               static_cast<size_t>(l.ref[i]) < of_run->events.size()
+                                           ? &of_run->events[static_cast<size_t>(l.ref[i])]
+                                           : nullptr;
         // Order only: "op #12", no start and end one apart nor a duration the trace does not have.
         std::string when = run && !by_op ? run->times.interval(l.t_start[i], l.t_end[i])
                                          : app.times().interval(l.t_start[i], l.t_end[i]);
         // On the op axis: at which op, and the link time it took on the run's clock.
-        if (by_op && e) when += ", " + run->times.span(e->t_end - e->t_start);
+        if (by_op && event) when += ", " + run->times.span(event->t_end - event->t_start);
         ImGui::TextUnformatted(when.c_str());
         app.layout["hover"] = {{"name", item_name(app, l, i)}, {"when", when}};
         if (l.kind == LaneKind::Kernels)
             ImGui::TextDisabled("kernel #%lld, %s", static_cast<long long>(l.ref[i]),
                                 family_name(app.trace->family_of(l.key[i])));
-        if (e) {
-            if (e->allocation) {
-                int64_t ai = app.trace->allocations.index_of(e->allocation);
-                ImGui::Text("allocation #%lld %s", static_cast<long long>(e->allocation),
-                            ai >= 0 ? app.trace->str(app.trace->allocations.label[static_cast<size_t>(ai)]).c_str() : "");
-                app.layout["hover"]["allocation"] = e->allocation;
+        if (event) {
+            if (event->allocation) {
+                int64_t ai = app.trace->allocations.index_of(event->allocation);
+                ImGui::Text(
+                    "allocation #%lld %s", static_cast<long long>(event->allocation),
+                    ai >= 0 ? app.trace->str(app.trace->allocations.label[static_cast<size_t>(ai)]).c_str() : "");
+                app.layout["hover"]["allocation"] = event->allocation;
             }
-            if (e->kernel) ImGui::Text("kernel #%lld", static_cast<long long>(e->kernel));
-            if (e->bytes) ImGui::Text("%s", format_bytes(e->bytes).c_str());
+            if (event->kernel) ImGui::Text("kernel #%lld", static_cast<long long>(event->kernel));
+            if (event->bytes) ImGui::Text("%s", format_bytes(event->bytes).c_str());
         }
     }
     ImGui::EndTooltip();

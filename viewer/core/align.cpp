@@ -34,8 +34,9 @@ int64_t OpAlignment::at(int64_t run_time) const {
 }
 
 int64_t OpAlignment::link_time_at(int64_t op) const {
-    const auto it = std::upper_bound(ops_.begin(), ops_.end(), op,
-                                     [](int64_t at, const std::pair<int64_t, int64_t>& each) { return at < each.second; });
+    const auto it = std::upper_bound(
+        ops_.begin(), ops_.end(), op,
+        [](int64_t at, const std::pair<int64_t, int64_t>& each) { return at < each.second; });
     if (it == ops_.begin() || it == ops_.end()) return 0;
     const auto& [run_start, recorded] = *std::prev(it);
     return std::max<int64_t>((it->first - run_start) - (it->second - recorded), 0);
@@ -45,8 +46,9 @@ int64_t OpAlignment::link_time_between(int64_t first, int64_t last) const {
     if (ops_.empty() || last <= first) return 0;
     // The run's clock at the start of the first op at or after `op` (past the last op: its start on).
     auto run_at = [&](int64_t op) {
-        const auto it = std::lower_bound(ops_.begin(), ops_.end(), op,
-                                         [](const std::pair<int64_t, int64_t>& each, int64_t at) { return each.second < at; });
+        const auto it = std::lower_bound(
+            ops_.begin(), ops_.end(), op,
+            [](const std::pair<int64_t, int64_t>& each, int64_t at) { return each.second < at; });
         if (it == ops_.end()) return ops_.back().first + (op - ops_.back().second);
         return it->first - std::max<int64_t>(it->second - op, 0);
     };
@@ -56,15 +58,15 @@ int64_t OpAlignment::link_time_between(int64_t first, int64_t last) const {
 Curve align_curve(const Curve& curve, const OpAlignment& align) {
     std::vector<int64_t> times;
     std::vector<double> values;
-    const std::vector<int64_t>& t = curve.times();
-    const std::vector<double>& v = curve.values();
-    for (size_t i = 0; i < t.size();) {
-        const int64_t at = align.at(t[i]);
-        double most = v[i], last = v[i];
-        size_t j = i + 1;
-        for (; j < t.size() && align.at(t[j]) == at; ++j) {
-            most = std::max(most, v[j]);
-            last = v[j];
+    const std::vector<int64_t>& sample_t = curve.times();
+    const std::vector<double>& sample_v = curve.values();
+    for (size_t i = 0; i < sample_t.size();) {
+        const int64_t at = align.at(sample_t[i]);
+        double most = sample_v[i], last = sample_v[i];
+        size_t next = i + 1;
+        for (; next < sample_t.size() && align.at(sample_t[next]) == at; ++next) {
+            most = std::max(most, sample_v[next]);
+            last = sample_v[next];
         }
         times.push_back(at);
         values.push_back(most);
@@ -73,7 +75,7 @@ Curve align_curve(const Curve& curve, const OpAlignment& align) {
             times.push_back(at + 1);
             values.push_back(last);
         }
-        i = j;
+        i = next;
     }
     Curve out;
     out.assign(std::move(times), std::move(values));
@@ -110,15 +112,16 @@ AlignedRun align_by_op(const ViewTrace& view, const ViewRun& run) {
     return out;
 }
 
-std::string op_at_text(const ViewTrace& view, int64_t t) {
+std::string op_at_text(const ViewTrace& view, int64_t at) {
     const TimeText times = view.time_text();
     for (const Lane& lane : view.kernel_lanes) {
-        const auto it = std::upper_bound(lane.t_start.begin(), lane.t_start.end(), t);
+        const auto it = std::upper_bound(lane.t_start.begin(), lane.t_start.end(), at);
         if (it == lane.t_start.begin()) continue;
-        const auto i = static_cast<size_t>(it - lane.t_start.begin()) - 1;
-        if (t < lane.t_end[i] || lane.t_start[i] == t) return times.at(lane.t_start[i]) + " " + view.str(lane.key[i]);
+        const auto item = static_cast<size_t>(it - lane.t_start.begin()) - 1;
+        if (at < lane.t_end[item] || lane.t_start[item] == at)
+            return times.at(lane.t_start[item]) + " " + view.str(lane.key[item]);
     }
-    return times.at(t);
+    return times.at(at);
 }
 
 }   // namespace mhc::viewer

@@ -64,12 +64,11 @@ std::vector<std::vector<MatchMark>> match_marks(const std::vector<KernelMatch>& 
     // longest match (a match is never longer).
     const auto first = std::lower_bound(matches.begin(), matches.end(), range.t0 - longest,
                                         [](const KernelMatch& match, int64_t at) { return match.t_start < at; });
-    const double w = width;
     for (auto it = first; it != matches.end() && it->t_start < range.t1; ++it) {
         // Ended before the range (one of no length at its start is in it).
         if (it->t_end < range.t0 || (it->t_end == range.t0 && it->t_end > it->t_start) || it->lane >= lanes) continue;
-        auto x0 = static_cast<float>(range.x_of(it->t_start, w));
-        auto x1 = static_cast<float>(range.x_of(std::max(it->t_end, it->t_start), w));
+        auto x0 = static_cast<float>(range.x_of(it->t_start, width));
+        auto x1 = static_cast<float>(range.x_of(std::max(it->t_end, it->t_start), width));
         if (x1 - x0 < min_px) {
             const float middle = (x0 + x1) / 2;
             x0 = middle - min_px / 2;

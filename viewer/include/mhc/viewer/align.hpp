@@ -62,8 +62,8 @@ Curve align_curve(const Curve& curve, const OpAlignment& align);
 // `lane` with each item [s, e) at [align(s), max(align(e), align(s) + 1)).
 Lane align_lane(const Lane& lane, const OpAlignment& align);
 
-// What the op axis's place `t` holds: "op #808 aten::mm" (the first lane's op there), "op #808" when
+// What the op axis's place `at` holds: "op #808 aten::mm" (the first lane's op there), "op #808" when
 // no op lies there.
-std::string op_at_text(const ViewTrace& view, int64_t t);
+std::string op_at_text(const ViewTrace& view, int64_t at);
 
 }   // namespace mhc::viewer
