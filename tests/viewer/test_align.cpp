@@ -250,12 +250,12 @@ TEST_CASE("At the OOM: a generated trace's tensor of every layer is one group") 
         allocs.bytes.push_back(192 * MiB);
         live.rows.push_back({static_cast<uint32_t>(layer), mhc::viewer::Residence::Host});
     }
-    view.strings.push_back("logits");
+    view.strings.emplace_back("logits");
     allocs.label.push_back(12);
     allocs.bytes.push_back(785 * MiB);
     const mhc::viewer::RunPeakRow logits_row{12};
     live.rows.push_back(logits_row);
-    view.strings.push_back("act");
+    view.strings.emplace_back("act");
     allocs.label.push_back(13);
     allocs.bytes.push_back(100 * MiB);
     const mhc::viewer::RunPeakRow act_row{13};
