@@ -169,3 +169,78 @@ TEST_CASE("compare: the recording's kernels first, in their own block, on the sa
     CHECK(!near(ran(520 * us), rec(505 * us), 10));   // not yet started in the run
     CHECK(!near(rec(720 * us), rec(505 * us), 10));   // over in the recording
 }
+
+TEST_CASE("compare on an execution trace: runs aligned by op, the axis counts ops, hover names the op") {
+    // param's PT2 execution trace (4 ops, order only). Run 1 stalls 2 ms of link time before op 3 (ops
+    // at 1, 2, 2000003, 2000004 on its clock) and holds 300 MiB during the stall; run 2 goes straight
+    // on (ops at 1..4). Before, compare drew each run on its own clock: the axis reached 2000005 and
+    // read "op #1000000" on a trace of 4 ops, run 1's op 3 lay 2 million "ops" right of run 2's.
+    fixture::TempPath db("pt2-compare.db");
+    import_public("chakra/param-pt2-et-1.1.1.json.gz", db.path);
+    std::vector<int64_t> ops;   // kernel ids by recorded start
+    std::vector<std::string> names;
+    int64_t trace_end = 0;
+    {
+        const ViewTrace view = load_view_trace(db.path);
+        std::vector<std::tuple<int64_t, int64_t, std::string>> by_start;
+        for (const auto& lane : view.kernel_lanes)
+            for (size_t i = 0; i < lane.size(); ++i)
+                by_start.emplace_back(lane.t_start[i], lane.ref[i], view.str(lane.key[i]));
+        std::sort(by_start.begin(), by_start.end());
+        for (const auto& [start, id, name] : by_start) {
+            ops.push_back(id);
+            names.push_back(name);
+        }
+        trace_end = view.t_end;
+    }
+    REQUIRE(ops.size() == 4);
+    mhc::trace::Run stalled, straight;
+    stalled.name = "lru@50%";
+    straight.name = "lru@90%";
+    const std::vector<int64_t> starts{1, 2, 2000003, 2000004};
+    for (size_t k = 0; k < 4; ++k) {
+        stalled.kernel_times.push_back({ops[k], starts[k], starts[k] + 1});
+        straight.kernel_times.push_back({ops[k], static_cast<int64_t>(k) + 1, static_cast<int64_t>(k) + 2});
+    }
+    stalled.events.push_back({mhc::trace::EventKind::Stall, 3, 2000003, 0, ops[2], 0});
+    stalled.memory = {{0, 100 * MiB, 0}, {5, 300 * MiB, 0}, {1000000, 150 * MiB, 0}, {2000003, 200 * MiB, 0}};
+    straight.memory = {{0, 100 * MiB, 0}, {3, 250 * MiB, 0}};
+    mhc::trace::add_run(db.path, stalled);
+    mhc::trace::add_run(db.path, straight);
+    Shot shot = shoot(db.path, "--view compare --run 1 --run 2 --size 1400x800");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    const auto& cmp = shot.layout["compare"];
+    // The trace's op axis, not run 1's clock: it ends with the trace.
+    CHECK(cmp["t1"].get<int64_t>() <= trace_end);
+    REQUIRE(cmp["runs"].size() == 2);
+    for (const auto& each : cmp["runs"]) {
+        CHECK(each["by_op"] == true);
+        CHECK(each["t_end"].get<int64_t>() <= trace_end);
+    }
+    // Run 1's peak (300 MiB, during the stall) is drawn, at op 2.
+    CHECK(cmp["runs"][0]["peak"].get<double>() == Approx(300.0 * MiB));
+    const auto& axis = shot.layout["axis"];
+    CHECK(axis["title"] == "op order, runs by op");
+    REQUIRE(!axis["labels"].empty());
+    for (const auto& label : axis["labels"]) {
+        const std::string text = label["text"];
+        INFO(text);
+        REQUIRE(text.rfind("op #", 0) == 0);
+        CHECK(std::stoll(text.substr(4)) <= trace_end);
+    }
+    // Hovering the curves at op 2: its number and name, and what each run did there.
+    const auto& curve = cmp["curve"];
+    const int hx = static_cast<int>(x_at(curve, cmp, starts[1]) + 3);
+    const int hy = static_cast<int>((curve["y0"].get<double>() + curve["y1"].get<double>()) / 2);
+    Shot hover = shoot(db.path, "--view compare --run 1 --run 2 --size 1400x800 --hover " + std::to_string(hx) + "," +
+                                    std::to_string(hy));
+    REQUIRE(hover.rc == 0);
+    const auto& lines = hover.layout["compare"]["hover_op"];
+    INFO(lines.dump());
+    REQUIRE(lines.size() >= 3);   // the op, (the recording's bytes when it has allocations), each run
+    CHECK(lines[0] == "op #2 " + names[1]);
+    // Run 1 held 300 MiB during its stall after op 2; run 2 went on to op 3 before it held 250 MiB.
+    CHECK(lines[lines.size() - 2] == "#1 lru@50%: 300.00 MiB on the device, 2.00 ms of link time here");
+    CHECK(lines[lines.size() - 1] == "#2 lru@90%: 100.00 MiB on the device");
+}

@@ -325,6 +325,16 @@ TEST_CASE("from a run's out-of-memory line or mark to what was alive then, where
         CHECK(oom["first"][1]["label"] == "weights");   // where it was allocated
         CHECK(oom["first"][1]["operand"] == true);
         CHECK(oom["first"][1]["where"] == "device");
+        // Grouped by where each was allocated (2026-12-05; one row per allocation before): the
+        // weights' 400 MiB on the device first, then act_big, needed and not placed.
+        CHECK(oom["each"] == false);
+        REQUIRE(oom["group_count"] == 2);
+        CHECK(oom["groups"][0]["label"] == "weights");
+        CHECK(oom["groups"][0]["count"] == 1);
+        CHECK(oom["groups"][0]["on_device"] == 400 * MiB);
+        CHECK(oom["groups"][1]["label"] == "act_big");
+        CHECK(oom["groups"][1]["needed"] == true);
+        CHECK(oom["groups"][1]["on_device"] == 0);
         // The tab says what it is.
         CHECK(shot.layout["statistics"]["tabs"]["at_peak"]["x1"].get<double>() >
               shot.layout["statistics"]["tabs"]["at_peak"]["x0"].get<double>());
@@ -354,7 +364,7 @@ TEST_CASE("find a kernel by name: Enter goes to the next, zooms to it and select
     INFO(find.dump());
     CHECK(find["matches"] == 200);
     CHECK(find["index"] == 1);
-    CHECK(find["said"] == "match 2 of 200 (Enter: the next)");
+    CHECK(find["said"] == "match 2 of 200 (Enter or F3: the next, Shift+Enter or Shift+F3: the one before)");
     CHECK(tl["selected_kernel"] == 4);
     CHECK(tl["t1"].get<int64_t>() - tl["t0"].get<int64_t>() == 2000);
     CHECK(tl["t0"].get<int64_t>() <= 800500);
@@ -377,4 +387,55 @@ TEST_CASE("find a kernel by name: Enter goes to the next, zooms to it and select
     REQUIRE(none.rc == 0);
     CHECK(none.layout["timeline"]["find"]["said"] == "no kernel name contains 'nosuchkernel'");
     CHECK(none.layout["timeline"]["selected_kernel"] == 0);
+}
+
+TEST_CASE("find marks every match on its row, says '1 of 200' beside the legend, and goes back") {
+    // The known trace's 200 kTiny kernels (100 ns every 500 ns from 800 us, stream 8). Enter on
+    // "vectorized" selects the first (#3 at 800 us) and narrows the view to 2 us around it, where the
+    // matches at 800, 800.5 and 801 us lie. Before, only the selected one was outlined: the others
+    // looked like any kernel, and the count was in the field's tooltip and the status bar only.
+    fixture::TempPath db("find-marks.db");
+    fixture::write_known_trace(db.path);
+    Shot shot = shoot(db.path, "--size 1400x700 --find vectorized");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    const auto& tl = shot.layout["timeline"];
+    const auto& find = tl["find"];
+    INFO(find.dump());
+    CHECK(find["index"] == 0);
+    CHECK(find["count"] == "1 of 200");
+    // Every match in view marked: those overlapping [t0, t1).
+    const int64_t t0 = tl["t0"], t1 = tl["t1"];
+    size_t in_view = 0;
+    for (int k = 0; k < 200; ++k) {
+        const int64_t start = 800 * us + k * 500;
+        if (start < t1 && start + 100 > t0) ++in_view;
+    }
+    CHECK(in_view == 3);
+    CHECK(tl["find_marked"] == in_view);
+    CHECK(tl["find_marks"] == in_view);
+    // The mark's bar on the top of the row, in amber, over match #4 (not the one selected).
+    const auto& row = track(tl, "stream 8");
+    const auto box = box_of(row, 4);
+    CHECK(near(shot.img.at(box.first, row["y0"].get<double>() + 1), mhc::viewer::kFindMark, 12));
+    // The one selected (#3, "1 of 200") has its bar in white, told apart from the other marks.
+    CHECK(near(shot.img.at(box_of(row, 3).first, row["y0"].get<double>() + 1), kSelected, 12));
+    // The count at the legend row's right end, inside the plot, the legend before it.
+    const auto& count = find["count_rect"];
+    CHECK(count["x1"].get<double>() <= tl["plot"]["x1"].get<double>());
+    CHECK(find["previous"]["x1"].get<double>() <= count["x0"].get<double>());
+    for (const auto& entry : tl["legend"]) CHECK(entry["end"].get<double>() <= find["previous"]["x0"].get<double>());
+    // Shift+Enter from the first: the last (200 of 200); after two Enters, back to the first.
+    Shot back = shoot(db.path, "--size 1400x700 --find vectorized --find-back 1");
+    REQUIRE(back.rc == 0);
+    CHECK(back.layout["timeline"]["find"]["count"] == "200 of 200");
+    CHECK(back.layout["timeline"]["selected_kernel"] == 202);
+    Shot again = shoot(db.path, "--size 1400x700 --find vectorized --find vectorized --find-back 1");
+    REQUIRE(again.rc == 0);
+    CHECK(again.layout["timeline"]["find"]["count"] == "1 of 200");
+    // Nothing found: said beside the legend too, the arrows off.
+    Shot none = shoot(db.path, "--size 1400x700 --find nosuchkernel");
+    REQUIRE(none.rc == 0);
+    CHECK(none.layout["timeline"]["find"]["count"] == "no match");
+    CHECK(none.layout["timeline"]["find_marks"] == 0);
 }

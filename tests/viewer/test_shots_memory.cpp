@@ -545,3 +545,39 @@ TEST_CASE("memory screenshot: a CUDA graph's pool and a MemPool named, their leg
         CHECK(texts.count(mempool_text) == 1);
     }
 }
+
+TEST_CASE("a run's device bytes are drawn from its first sample: no 0 B curve before it") {
+    // The known trace (0..1 ms) and a run that stored its first sample at 500 us (as a snapshot's run
+    // at 30% does after moving what was allocated before recording, 50.6 ms in): before it the run's
+    // device bytes are not known. They were drawn as 0 B, a line along the plot's floor that read as
+    // an empty device while the run held 2 GiB and more.
+    fixture::TempPath db("late-sample.db");
+    fixture::write_known_trace(db.path, false);
+    mhc::trace::Run run;
+    run.name = "lru@1GiB";
+    run.config = {{"policy", "lru"}, {"capacity_bytes", std::to_string(1024 * MiB)}};
+    run.memory = {{500 * us, 600 * MiB, 0}, {800 * us, 300 * MiB, 0}};
+    mhc::trace::add_run(db.path, run);
+    for (const char* view : {"timeline", "memory"}) {
+        INFO(view);
+        Shot shot = shoot(db.path, std::string("--view ") + view + " --run 1 --size 1400x800");
+        INFO(shot.err);
+        REQUIRE(shot.rc == 0);
+        const bool memory = std::string(view) == "memory";
+        const auto& where = memory ? shot.layout["memory"] : shot.layout["timeline"]["memory_strip"];
+        const auto& rect = memory ? where["curve"] : where["rect"];
+        const auto& range = memory ? shot.layout["memory"] : shot.layout["timeline"];
+        const double floor_y = rect["y1"].get<double>() - 1;
+        // The fill's line at the floor (0 B, drawn 1.5 px from the plot's bottom edge down) before
+        // 500 us is gone; after it the run's fill is drawn.
+        for (double dy : {0.0, 1.0})
+            CHECK(!near(shot.img.at(x_at(rect, range, 250 * us), rect["y1"].get<double>() + dy), mhc::viewer::kCurve,
+                        30));
+        CHECK(near(shot.img.at(x_at(rect, range, 600 * us), floor_y - 3),
+                   shot.img.at(x_at(rect, range, 650 * us), floor_y - 3)));
+        if (memory) {
+            REQUIRE(where["before_first_sample"].is_object());
+            CHECK(where["before_first_sample"]["text"] == "no device bytes stored before 500 us");
+        }
+    }
+}

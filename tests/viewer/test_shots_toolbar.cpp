@@ -69,6 +69,9 @@ TEST_CASE("(?) shows the help on an order-only trace, the notes show every note 
     Shot help = shoot(db.path, "--size 1400x700 --hover " + centre(tb["help"]));
     REQUIRE(help.rc == 0);
     CHECK(help.layout["toolbar"].value("tooltip", "").rfind("wheel or W/S: zoom", 0) == 0);
+    // The keys of find are said there too (they were in the field's tooltip only, 2026-12-05).
+    CHECK(help.layout["toolbar"].value("tooltip", "").find("Ctrl+F or /: find a kernel by name; Enter or F3: the next "
+                                                          "match, Shift: the one before") != std::string::npos);
     // The notes line: each note whole in its tooltip.
     REQUIRE(first.layout.contains("notes"));
     Shot notes = shoot(db.path, "--size 1400x700 --hover " + centre(first.layout["notes"]["rect"]));

@@ -12,6 +12,7 @@
 #include "mhc/common/units.hpp"
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/store.hpp"
+#include "mhc/viewer/align.hpp"
 #include "mhc/viewer/axis.hpp"
 #include "mhc/viewer/controls.hpp"
 #include "mhc/viewer/run_table.hpp"
@@ -147,8 +148,12 @@ void App::take_pending() {
 
 TimeRange App::whole() {
     TimeRange w{trace->t_begin, trace->t_end};
+    // Compare on an order-only trace draws its runs on the trace's op axis (align.hpp): a run's
+    // clock (ops + link time) reaches far past its last op and does not extend it.
+    const bool by_op = view == ViewId::Compare && order_only();
     auto extend = [&](size_t i) {
-        if (i < runs.size() && runs[i]) w.t1 = std::max(w.t1, runs[i]->t_end);
+        if (i < runs.size() && runs[i] && !(by_op && alignable(*trace, *runs[i])))
+            w.t1 = std::max(w.t1, runs[i]->t_end);
     };
     if (selected >= 0) extend(static_cast<size_t>(selected));
     for (size_t i = 0; i < compared.size(); ++i)
@@ -258,6 +263,7 @@ void App::find_next(bool backward) {
     const int64_t run_id = run ? run->info.id : 0;
     if (find_of != find_text || find_run != run_id) {
         find_matches = find_kernels(*trace, run, find_text);
+        find_longest = longest_match(find_matches);
         find_of = find_text;
         find_run = run_id;
     }
@@ -269,8 +275,7 @@ void App::find_next(bool backward) {
     const KernelMatch& match = find_matches[static_cast<size_t>(find_index)];
     range = range_for_match(match, range, limits);
     select_kernel(match.kernel);
-    status = "match " + std::to_string(find_index + 1) + " of " + std::to_string(find_matches.size()) + ": " +
-             kernel_info.title;
+    status = "match " + match_count_text(find_index, find_matches.size()) + ": " + kernel_info.title;
 }
 
 void App::select_kernel(int64_t kernel_id) {
@@ -463,7 +468,12 @@ void App::frame(float width, float height) {
         for (const Tab& t : kTabs) {
             ImGuiTabItemFlags f = (force_frames > 0 && requested == t.id) ? ImGuiTabItemFlags_SetSelected : 0;
             if (ImGui::BeginTabItem(t.name, nullptr, f)) {
-                view = t.id;
+                // Compare's axis differs from the others' on an order-only trace (runs by op): the
+                // limits follow the view at once, before it draws.
+                if (view != t.id) {
+                    view = t.id;
+                    if (order_only()) update_limits();
+                }
                 ImGui::BeginChild("view", {0, -status_h}, false, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
                 const ImVec2 view_pos = ImGui::GetWindowPos(), view_size = ImGui::GetWindowSize();
                 layout["view"] = rect_json(view_pos, {view_pos.x + view_size.x, view_pos.y + view_size.y});

@@ -43,6 +43,7 @@ struct Options {
     bool fit_y = false;   // --fit-y: memory curves' y axis fitted to the data, not from 0 B
     // --find TEXT (each one more press of Enter in the timeline's find field, after the clicks).
     std::vector<std::string> finds;
+    int find_back = 0;   // --find-back N: Shift+Enter N times after them
 };
 
 // Each view's own state (buffers reused across frames, sort orders, search text), complete only
@@ -108,6 +109,7 @@ public:
     std::string find_of;       // the text the matches are of
     int64_t find_run = -1;     // the run whose clock they are on (0: the recording)
     int64_t find_index = -1;   // the match shown (-1: none)
+    int64_t find_longest = 0;   // the longest match's length (match_marks)
     void find_next(bool backward = false);
     // Shows what was alive when the selected run ran out of memory: the statistics view at its
     // "At the OOM" tab (the timeline's OOM line and oom mark call it).

@@ -62,6 +62,9 @@ void simulate_input(mhc::viewer::App& app, int n) {
         std::snprintf(app.find_text, sizeof app.find_text, "%s", app.opt.finds[static_cast<size_t>(find)].c_str());
         app.find_next();
     }
+    // --find-back: Shift+Enter, once a frame after them.
+    const int back = find - static_cast<int>(app.opt.finds.size());
+    if (back >= 0 && back < app.opt.find_back) app.find_next(true);
 }
 
 int run_gui(mhc::viewer::App& app, bool screenshot) {
@@ -97,7 +100,7 @@ int run_gui(mhc::viewer::App& app, bool screenshot) {
     // arrival, a press and a release frame; the last frame is saved.
     const int clicks = static_cast<int>(app.opt.clicks.size());
     const int frames = 4 + kFramesPerClick * clicks + (app.opt.go_step ? 1 : 0) +
-                       static_cast<int>(app.opt.finds.size());
+                       static_cast<int>(app.opt.finds.size()) + app.opt.find_back;
     mhc::viewer::FramePacer pacer;
     double wait = 0;
     for (int n = 0; screenshot ? n < frames : !glfwWindowShouldClose(w); ++n) {
@@ -180,6 +183,9 @@ int main(int argc, char** argv) {
     auto* step = cli.add_option("--step", o.step, "with --screenshot: set the toolbar's step and press Go");
     cli.add_option("--find", o.finds,
                    "with --screenshot: type TEXT in the timeline's find field and press Enter (again for each one)");
+    cli.add_option("--find-back", o.find_back,
+                   "with --screenshot: after the --find presses, press Shift+Enter (the match before) N times")
+        ->check(CLI::NonNegativeNumber);
     cli.add_flag("--fit-y", o.fit_y,
                  "memory curves: the y axis fitted to the bytes in view instead of from 0 B (the toolbar's \"fit y\")");
     cli.add_option("--layout", o.layout, "with --screenshot: write the plot rectangles as JSON (for tests)");

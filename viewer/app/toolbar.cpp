@@ -235,6 +235,7 @@ void toolbar(App& app, const std::function<void(nlohmann::json&)>& view_options)
         const std::string text =
             "wheel or W/S: zoom; drag or A/D: pan; right-drag: select a range, Z: zoom to it;\n"
             "click a kernel or an allocation: its details; click a folded box: zoom to it\n"
+            "Ctrl+F or /: find a kernel by name; Enter or F3: the next match, Shift: the one before; N: the notes\n"
             "in view: " +
             range_text;
         ImGui::SetTooltip("%s", text.c_str());

@@ -4,10 +4,13 @@
 // scrolling list (the axis reaches the slowest ticked run), and a metrics table with one column
 // per run.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "mhc/common/units.hpp"
+#include "mhc/viewer/align.hpp"
 #include "mhc/viewer/axis.hpp"
 #include "mhc/viewer/colors.hpp"
 #include "mhc/viewer/metrics.hpp"
@@ -27,6 +30,14 @@ struct CompareUi {
     std::vector<CurveColumns> curves;
     std::vector<std::vector<TrackFrame>> frames;
     std::vector<TrackFrame> recorded;   // the recording's kernel lanes, first in the list
+    // An order-only trace's runs on its op axis (align.hpp), by run id: made once per run.
+    std::map<int64_t, AlignedRun> aligned;
+    const AlignedRun* aligned_of(const ViewTrace& view, const ViewRun& run) {
+        if (!alignable(view, run)) return nullptr;
+        auto it = aligned.find(run.info.id);
+        if (it == aligned.end()) it = aligned.emplace(run.info.id, align_by_op(view, run)).first;
+        return &it->second;
+    }
 };
 
 namespace {
@@ -123,6 +134,12 @@ nlohmann::json run_picker(App& app, CompareUi& ui, float height, const std::vect
     return out;
 }
 
+// The lanes a run's block shows: its own, or on an order-only trace the same on the op axis.
+const std::vector<Lane>& run_kernel_lanes(const App& app, const ViewRun& run, const AlignedRun* aligned) {
+    if (aligned) return aligned->kernel_lanes;
+    return run.kernel_lanes.empty() ? app.trace->kernel_lanes : run.kernel_lanes;
+}
+
 // The height of run_timelines' list drawn whole: the recording's block, then each run's.
 float timelines_height(const App& app, const std::vector<const ViewRun*>& runs) {
     float height = 0;
@@ -179,15 +196,17 @@ nlohmann::json run_timelines(App& app, CompareUi& ui, const std::vector<const Vi
     }
     for (size_t k = 0; k < runs.size(); ++k) {
         const ViewRun& r = *runs[k];
-        const std::vector<Lane>& kernels = r.kernel_lanes.empty() ? app.trace->kernel_lanes : r.kernel_lanes;
-        const float block = kRunHeader + static_cast<float>(kernels.size() + r.event_lanes.size()) * (kRow + 1) + 6;
+        const AlignedRun* aligned = ui.aligned_of(*app.trace, r);
+        const std::vector<Lane>& kernels = run_kernel_lanes(app, r, aligned);
+        const std::vector<Lane>& events = aligned ? aligned->event_lanes : r.event_lanes;
+        const float block = kRunHeader + static_cast<float>(kernels.size() + events.size()) * (kRow + 1) + 6;
         const bool visible = y + block >= top.y + scroll && y <= top.y + scroll + height;
         jr.push_back({{"id", r.info.id}, {"y0", y}, {"y1", y + block}, {"visible", visible}});
         if (visible) {
             std::vector<Track> tracks;
-            tracks.reserve(kernels.size() + r.event_lanes.size());
-            for (const Lane& lane : kernels) tracks.push_back({&lane, true, &r});
-            for (const Lane& lane : r.event_lanes) tracks.push_back({&lane, true, &r});
+            tracks.reserve(kernels.size() + events.size());
+            for (const Lane& lane : kernels) tracks.push_back({&lane, true, &r, aligned != nullptr});
+            for (const Lane& lane : events) tracks.push_back({&lane, true, &r, aligned != nullptr});
             prepare_timeline(tracks, app.range, plot_w, ui.frames[k]);
             dl->AddRectFilled({origin.x, y}, {plot_x + plot_w, y + 16}, IM_COL32(50, 50, 60, 255));
             dl->AddRectFilled({origin.x, y}, {origin.x + 4, y + 16}, series_color(k));
@@ -264,6 +283,63 @@ nlohmann::json metrics_table(const std::vector<const ViewRun*>& runs, bool order
     return jrows;
 }
 
+// Order only: the op under the mouse, as a line over the plots and a tooltip naming it ("op #808
+// aten::mm") and what each run did there: its most device bytes at that op and the link time it
+// spent there (the runs are aligned by op). Returns the tooltip's lines (for --layout).
+nlohmann::json op_cursor(App& app, const std::vector<const ViewRun*>& runs,
+                         const std::vector<const AlignedRun*>& aligned, ImVec2 p0, float plot_w, float curve_bottom,
+                         float bottom, int width, CompareUi& ui) {
+    const float mouse_x = ImGui::GetIO().MousePos.x;
+    const int64_t at = app.range.t_of(std::clamp(mouse_x - p0.x, 0.f, plot_w), plot_w);
+    ImDrawList* dl = ImGui::GetForegroundDrawList();
+    dl->AddLine({mouse_x, p0.y}, {mouse_x, bottom}, IM_COL32(255, 255, 255, 90));
+    // The ops the pixel column spans (zoomed out, many: the curves' columns show their most).
+    const auto column = static_cast<size_t>(
+        std::clamp<float>(std::floor(mouse_x - p0.x), 0, static_cast<float>(width - 1)));
+    const int64_t first_op = app.range.t_of(static_cast<double>(column), plot_w);
+    const int64_t end_op = std::max(app.range.t_of(static_cast<double>(column + 1), plot_w), first_op + 1);
+    const bool many = end_op - first_op > 1;
+    nlohmann::json lines = nlohmann::json::array();
+    const TimeText times = app.times();
+    lines.push_back(op_at_text(*app.trace, at) +
+                    (many ? " (this column: " + times.interval(first_op, end_op) + ")" : std::string()));
+    if (!app.trace->live.empty()) {
+        const CurveColumns& recorded = ui.curves[0];
+        const double bytes = column < recorded.max.size() ? recorded.max[column] : app.trace->live.value_at(at);
+        lines.push_back("recorded: " + format_bytes(static_cast<int64_t>(bytes)) + (many ? " live at most" : " live"));
+    }
+    for (size_t k = 0; k < runs.size(); ++k) {
+        std::string line = runs[k]->label() + ": ";
+        if (!aligned[k]) {
+            line += "not aligned (no op reached)";
+        } else if (at >= aligned[k]->t_end) {
+            line += "stopped before this op";
+        } else {
+            // The curve's column under the mouse holds the most the run held at the ops there.
+            const CurveColumns& cols = ui.curves[k + 1];
+            const double bytes = column < cols.max.size() ? cols.max[column] : aligned[k]->memory.value_at(at);
+            line += format_bytes(static_cast<int64_t>(bytes)) + (many ? " on the device at most" : " on the device");
+            const int64_t link = many ? aligned[k]->align.link_time_between(first_op, end_op)
+                                      : aligned[k]->align.link_time_at(at);
+            if (link > 0) line += ", " + runs[k]->times.span(link) + (many ? " in these ops" : " here");
+        }
+        lines.push_back(line);
+    }
+    // Over the curves only: over a run's rows the item's own tooltip says what it is and where.
+    if (ImGui::GetIO().MousePos.y > curve_bottom) return lines;
+    const size_t first_run = lines.size() - runs.size();
+    ImGui::BeginTooltip();
+    for (size_t i = 0; i < lines.size(); ++i) {
+        const std::string text = lines[i].get<std::string>();
+        if (i == 0) ImGui::TextUnformatted(text.c_str());
+        else if (i >= first_run)
+            ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(series_color(i - first_run)), "%s", text.c_str());
+        else ImGui::TextDisabled("%s", text.c_str());
+    }
+    ImGui::EndTooltip();
+    return lines;
+}
+
 }  // namespace
 
 void draw_compare(App& app) {
@@ -304,8 +380,11 @@ void draw_compare(App& app) {
     ui.curves.resize(runs.size() + 1);
     prepare_curve(app.trace->live, app.range, W, ui.curves[0]);
     double y_max = ui.curves[0].y_max;
+    // On an order-only trace, each run on the op axis (its clock's nanoseconds are no op numbers).
+    std::vector<const AlignedRun*> aligned(runs.size());
+    for (size_t k = 0; k < runs.size(); ++k) aligned[k] = ui.aligned_of(*app.trace, *runs[k]);
     for (size_t k = 0; k < runs.size(); ++k) {
-        prepare_curve(runs[k]->memory, app.range, W, ui.curves[k + 1]);
+        prepare_curve(aligned[k] ? aligned[k]->memory : runs[k]->memory, app.range, W, ui.curves[k + 1]);
         y_max = std::max(y_max, ui.curves[k + 1].y_max);
         if (runs[k]->capacity > 0) y_max = std::max(y_max, static_cast<double>(runs[k]->capacity));
     }
@@ -331,10 +410,19 @@ void draw_compare(App& app) {
             std::string s = "capacity " + format_bytes(runs[k]->capacity);
             draw_hline(dl, c0, c1, static_cast<double>(runs[k]->capacity), y_range, kCapacity, s.c_str());
         }
-        draw_curve(dl, ui.curves[k + 1], c0, c1, y_range, series_color(k), false,
-                   columns_before(app.range, W, runs[k]->t_end));
-        jruns.push_back({{"id", runs[k]->info.id}, {"color", series_color(k)}, {"peak", ui.curves[k + 1].y_max},
-                         {"peak_col", ui.curves[k + 1].peak_col}, {"t_end", runs[k]->t_end}});
+        const int64_t t_end = aligned[k] ? aligned[k]->t_end : runs[k]->t_end;
+        // From the run's first sample (before it the run stored none; 0 B read as an empty device).
+        const Curve& curve = aligned[k] ? aligned[k]->memory : runs[k]->memory;
+        const size_t first = columns_before_first_sample(curve, app.range, W);
+        draw_curve(dl, ui.curves[k + 1], c0, c1, y_range, series_color(k), false, columns_before(app.range, W, t_end),
+                   first);
+        jruns.push_back({{"id", runs[k]->info.id},
+                         {"color", series_color(k)},
+                         {"peak", ui.curves[k + 1].y_max},
+                         {"peak_col", ui.curves[k + 1].peak_col},
+                         {"t_end", t_end},
+                         {"by_op", aligned[k] != nullptr},
+                         {"first_column", first}});
     }
     ImGui::Dummy({avail.x, c1.y - origin.y + 6});
 
@@ -347,21 +435,17 @@ void draw_compare(App& app) {
                                              std::max(std::min(rest - metrics_h - 6, needed), 40.f));
     float tl_bottom = ImGui::GetItemRectMax().y;
     // One navigation call per frame, over the curves and the timelines.
-    navigate(app, {plot_x, c0.y}, {plot_x + plot_w, tl_bottom});
+    const bool hovered = navigate(app, {plot_x, c0.y}, {plot_x + plot_w, tl_bottom});
     draw_selection(app, dl, c0, c1);
+    nlohmann::json hover_op;
+    if (hovered && app.order_only() && !ImGui::IsMouseDragging(ImGuiMouseButton_Left))
+        hover_op = op_cursor(app, runs, aligned, {plot_x, c0.y}, plot_w, c1.y, tl_bottom, W, ui);
     nlohmann::json jrows = metrics_table(runs, app.order_only());
     const nlohmann::json metrics_rect = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
-    app.layout["compare"] = {{"curve", rect_json(c0, c1)},
-                             {"t0", app.range.t0},
-                             {"t1", app.range.t1},
-                             {"y_max", y_range.hi},
-                             {"runs", jruns},
-                             {"metrics", jrows},
-                             {"metrics_rect", metrics_rect},
-                             {"picker", picker},
-                             {"timelines", timelines},
-                             {"axis_labels", axis_labels},
-                             {"caption", rect_json(ca, cb)}};
+    app.layout["compare"] = {{"curve", rect_json(c0, c1)},   {"t0", app.range.t0},   {"t1", app.range.t1},
+                             {"y_max", y_range.hi},          {"runs", jruns},        {"metrics", jrows},
+                             {"metrics_rect", metrics_rect}, {"picker", picker},     {"timelines", timelines},
+                             {"axis_labels", axis_labels},   {"hover_op", hover_op}, {"caption", rect_json(ca, cb)}};
 }
 
 }  // namespace mhc::viewer

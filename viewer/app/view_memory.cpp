@@ -261,7 +261,31 @@ void draw_memory(App& app) {
     if (!reserved.empty()) draw_curve(dl, res, c0, c1, y_range, kReserved, false, rec_end);
     if (!model.empty()) draw_curve(dl, mres, c0, c1, y_range, kModelReserved, false, rec_end);
     if (run_curve) draw_curve(dl, rec, c0, c1, y_range, kRecorded, false, rec_end);
-    draw_curve(dl, cols, c0, c1, y_range, kCurve, true, cols_end);
+    // A run's curve from its first sample: before it the run stored none (it was moving what was
+    // allocated before recording), and 0 B there read as an empty device.
+    const size_t cols_first = run_curve ? columns_before_first_sample(curve, app.range, W) : 0;
+    draw_curve(dl, cols, c0, c1, y_range, kCurve, true, cols_end, cols_first);
+    nlohmann::json unknown;
+    if (cols_first > 0) {
+        const std::string when = run->times.at(curve.times().front(), 1000);
+        const std::string text = "no device bytes stored before " + when;
+        // The whole sentence, else shorter ones, where the gap is narrow (the whole in a tooltip).
+        std::string shown;
+        for (const std::string& each : {text, "none stored before " + when, std::string("not stored")})
+            if (shown.empty() && ImGui::CalcTextSize(each.c_str()).x <= static_cast<float>(cols_first) - 8)
+                shown = each;
+        const ImVec2 at{c0.x + 4, c1.y - ImGui::GetFontSize() - 4};
+        dl->AddText(at, IM_COL32(150, 150, 160, 255), shown.c_str());
+        unknown = {{"columns", cols_first}, {"text", text}, {"shown", shown}};
+        if (ImGui::IsMouseHoveringRect({c0.x, c0.y}, {c0.x + static_cast<float>(cols_first), c1.y}) &&
+            ImGui::IsWindowHovered(ImGuiHoveredFlags_ChildWindows)) {
+            ImGui::SetTooltip(
+                "%s: the run's first sample of them is then, so the curve starts there\n(what the "
+                "run did before it, its swaps and stalls, is in the timeline)",
+                text.c_str());
+            unknown["tooltip"] = true;
+        }
+    }
     // Over the live curve: a pool's allocations are most of it on CUDA-graph traces (slime's
     // Megatron snapshot: 31.98 of 33.75 GiB), where a line under it would be hidden.
     if (!curves.pool_live.empty()) draw_curve(dl, pool, c0, c1, y_range, kPoolLive, false, rec_end);
@@ -388,7 +412,8 @@ void draw_memory(App& app) {
     nlohmann::json details;
     if (app.highlight_alloc && draw_details("allocation details", app.allocation_info, details_h - 4, details))
         app.select_allocation(0);
-    app.layout["memory"] = {{"details", details},
+    app.layout["memory"] = {{"before_first_sample", unknown},
+                            {"details", details},
                             {"selected_allocation", app.highlight_alloc},
                             {"curve", rect_json(c0, c1)},
                             {"bands", rect_json(b0, b1)},

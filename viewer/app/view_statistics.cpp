@@ -27,6 +27,8 @@ struct StatisticsUi {
     int64_t run_peak_of = -1;   // the run it was computed for (its id; -1: none yet)
     RunOom at_oom;              // what was alive when the selected run ran out of memory
     int64_t oom_of = -1;        // the run it was computed for
+    std::vector<LiveGroup> oom_groups;   // at_oom's rows by where each was allocated
+    bool oom_each = false;               // "At the OOM": one row per allocation instead of per label
 };
 
 namespace {
@@ -296,6 +298,80 @@ void live_rows_table(App& app, const ViewRun& run, const RunPeakLive& peak, cons
     ImGui::EndTable();
 }
 
+// A run's live allocations by where each was allocated (group_live_by_label): one row per label with
+// its count and bytes summed, the most on the device first. A click selects the group's largest.
+void live_groups_table(App& app, const RunPeakLive& live, const std::vector<LiveGroup>& groups, bool needed_placed,
+                       nlohmann::json& out) {
+    const ViewTrace& view = *app.trace;
+    const AllocationTable& allocs = view.allocations;
+    nlohmann::json jg = nlohmann::json::array();
+    for (size_t g = 0; g < std::min<size_t>(groups.size(), 16); ++g)
+        jg.push_back({{"label", groups[g].name},
+                      {"count", groups[g].count},
+                      {"bytes", groups[g].bytes},
+                      {"on_device", groups[g].on_device},
+                      {"on_host", groups[g].on_host},
+                      {"needed", groups[g].needed}});
+    out["groups"] = jg;
+    out["group_count"] = groups.size();
+    if (!ImGui::BeginTable("at_run_groups", 7, kTable & ~ImGuiTableFlags_Sortable)) return;
+    ImGui::TableSetupScrollFreeze(0, 1);
+    ImGui::TableSetupColumn("allocated at", ImGuiTableColumnFlags_WidthStretch);
+    number_column("count", "888888");
+    number_column("on the device", "888.88 MiB");
+    number_column("of the device", "88.8%");
+    number_column("on the host", "888.88 MiB");
+    number_column("largest", "888.88 MiB");
+    ImGui::TableSetupColumn("note", ImGuiTableColumnFlags_WidthStretch);
+    ImGui::TableHeadersRow();
+    ImGuiListClipper clip;
+    clip.Begin(static_cast<int>(groups.size()));
+    while (clip.Step())
+        for (int g = clip.DisplayStart; g < clip.DisplayEnd; ++g) {
+            const LiveGroup& group = groups[static_cast<size_t>(g)];
+            const size_t largest = live.rows[group.rows.front()].row;
+            ImGui::TableNextRow();
+            ImGui::TableNextColumn();
+            const std::string name = group.name.empty() ? "(no label)" : group.name;
+            const std::string id = name + "##group" + std::to_string(g);
+            if (ImGui::Selectable(id.c_str(), app.highlight_alloc == allocs.id[largest],
+                                  ImGuiSelectableFlags_SpanAllColumns))
+                app.select_allocation(allocs.id[largest]);
+            if (g == 0) out["first_row"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+            if (ImGui::IsItemHovered())
+                ImGui::SetTooltip("%s\n%zu allocations, %s in all; click: the largest (#%lld) in the memory view",
+                                  name.c_str(), group.count, format_bytes(group.bytes).c_str(),
+                                  static_cast<long long>(allocs.id[largest]));
+            ImGui::TableNextColumn();
+            ImGui::Text("%zu", group.count);
+            ImGui::TableNextColumn();
+            ImGui::TextUnformatted(group.on_device > 0 ? format_bytes(group.on_device).c_str() : "-");
+            ImGui::TableNextColumn();
+            const double share = live.on_device > 0 ? 100.0 * static_cast<double>(group.on_device) /
+                                                          static_cast<double>(live.on_device)
+                                                    : 0;
+            if (group.on_device <= 0) ImGui::TextUnformatted("-");
+            else if (share < 0.05) ImGui::TextUnformatted("<0.1%");   // 64 KiB of 785 MiB read "0.0%"
+            else ImGui::Text("%.1f%%", share);
+            ImGui::TableNextColumn();
+            ImGui::TextUnformatted(group.on_host > 0 ? format_bytes(group.on_host).c_str() : "-");
+            ImGui::TableNextColumn();
+            ImGui::TextUnformatted(format_bytes(group.largest).c_str());
+            ImGui::TableNextColumn();
+            std::string note;
+            if (group.needed)
+                note = "needed " + format_bytes(group.needed_bytes) +
+                       (needed_placed ? ", back from the host" : ", not placed");
+            if (group.operands > 0)
+                note += (note.empty() ? "" : "; ") + std::to_string(group.operands) +
+                        (group.operands == 1 ? " operand, " : " operands, ") + format_bytes(group.operand_bytes) +
+                        " (pinned)";
+            if (group.dropped > 0) note += (note.empty() ? "" : "; ") + format_bytes(group.dropped) + " dropped";
+            name_cell(note);
+        }
+    ImGui::EndTable();
+}
+
 // With a simulated run selected: what is live at the run's peak of device bytes, on its clock, and
 // where the run's policy had put each allocation then (on the device, on the host, dropped), with
 // its last decision before the peak and its next after it. A click selects the allocation.
@@ -369,6 +445,7 @@ void oom_tab(App& app, StatisticsUi& ui, const ViewRun& run, nlohmann::json& out
     const AllocationTable& allocs = view.allocations;
     if (ui.oom_of != run.info.id) {
         ui.at_oom = live_at_run_oom(view, run);
+        ui.oom_groups = group_live_by_label(view, ui.at_oom.live, &ui.at_oom);
         ui.oom_of = run.info.id;
     }
     const RunOom& oom = ui.at_oom;
@@ -399,9 +476,16 @@ void oom_tab(App& app, StatisticsUi& ui, const ViewRun& run, nlohmann::json& out
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
     ImGui::TextWrapped("%s", head.c_str());
     ImGui::PopStyleColor();
-    ImGui::TextDisabled(
-        "label: where each was allocated (a snapshot's source frame); click a row: its details in the "
-        "memory view");
+    ImGui::Checkbox("one row per allocation", &ui.oom_each);
+    if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("off: the allocations grouped by where each was allocated, their bytes summed");
+    out["each_rect"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    ImGui::SameLine();
+    ImGui::TextDisabled(ui.oom_each
+                            ? "label: where each was allocated (a snapshot's source frame); click a row: its "
+                              "details in the memory view"
+                            : "by where they were allocated (a snapshot's source frame), the most on the device "
+                              "first; click a row: its largest in the memory view");
     nlohmann::json first = nlohmann::json::array();
     for (size_t r = 0; r < std::min<size_t>(live.rows.size(), 8); ++r)
         first.push_back({{"id", allocs.id[live.rows[r].row]},
@@ -419,8 +503,10 @@ void oom_tab(App& app, StatisticsUi& ui, const ViewRun& run, nlohmann::json& out
            {"rows", live.rows.size()},
            {"on_device", live.on_device},
            {"operand_bytes", oom.operand_bytes},
-           {"first", first}};
-    live_rows_table(app, run, live, &oom, "the policy before it", out);
+           {"first", first},
+           {"each", ui.oom_each}};
+    if (ui.oom_each) live_rows_table(app, run, live, &oom, "the policy before it", out);
+    else live_groups_table(app, live, ui.oom_groups, oom.needed_placed, out);
 }
 
 void categories_tab(const App& app, StatisticsUi& ui) {

@@ -44,8 +44,14 @@ void family_legend(App& app, ImDrawList* dl, ImVec2 p, float x_max, nlohmann::js
         if (x + w > x_max) break;
         dl->AddRectFilled({x, p.y + 3}, {x + 12, p.y + 13}, family_color(f.family));
         dl->AddText({x + 16, p.y}, IM_COL32(200, 200, 205, 255), buf);
-        out.push_back({{"family", family_name(f.family)}, {"text", buf}, {"color", family_color(f.family)}, {"x0", x}, {"y0", p.y + 3},
-                       {"x1", x + 12}, {"y1", p.y + 13}});
+        out.push_back({{"family", family_name(f.family)},
+                       {"text", buf},
+                       {"color", family_color(f.family)},
+                       {"x0", x},
+                       {"y0", p.y + 3},
+                       {"x1", x + 12},
+                       {"y1", p.y + 13},
+                       {"end", x + 16 + ImGui::CalcTextSize(buf).x}});
         x += w;
     }
 }
@@ -97,7 +103,9 @@ void memory_strip(App& app, const ViewRun* run, ImDrawList* dl, ImVec2 p0, ImVec
     dl->AddRectFilled(p0, p1, IM_COL32(36, 36, 42, 255));
     nlohmann::json labels = nlohmann::json::array();
     draw_bytes_axis(dl, p0, p1, y_range, &labels);
-    draw_curve(dl, cols, p0, p1, y_range, kCurve, true, drawn);
+    // A run's curve from its first sample (before it the run stored none; 0 B read as an empty device).
+    const size_t first = run_curve ? columns_before_first_sample(curve, app.range, W) : 0;
+    draw_curve(dl, cols, p0, p1, y_range, kCurve, true, drawn, first);
     // Over the run's fill, so that it shows where the run holds more as where it holds less.
     if (recorded_too) draw_curve(dl, ui.strip_recorded, p0, p1, y_range, kRecorded, false, recorded_drawn);
     if (run && run->capacity > 0) {
@@ -152,12 +160,16 @@ nlohmann::json find_field(App& app, ImVec2 at) {
         app.find_next(ImGui::GetIO().KeyShift);
         ImGui::SetKeyboardFocusHere(-1);   // stay in the field for the next Enter
     }
+    // F3 / Shift+F3 go on from anywhere, as in a browser.
+    if (!io.WantTextInput && app.find_text[0] != 0 && ImGui::IsKeyPressed(GLFW_KEY_F3, false))
+        app.find_next(io.KeyShift);
     const bool current = app.find_of == app.find_text && app.find_text[0] != 0;
     const std::string said = !current ? std::string(
                                             "a kernel name or part of it; Enter: the next, Shift+Enter: the one before")
-                             : app.find_index < 0 ? "no kernel name contains '" + app.find_of + "'"
-                                                  : "match " + std::to_string(app.find_index + 1) + " of " +
-                                                        std::to_string(app.find_matches.size()) + " (Enter: the next)";
+                             : app.find_index < 0
+                                 ? "no kernel name contains '" + app.find_of + "'"
+                                 : "match " + match_count_text(app.find_index, app.find_matches.size()) +
+                                       " (Enter or F3: the next, Shift+Enter or Shift+F3: the one before)";
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", said.c_str());
     out["text"] = app.find_text;
     out["said"] = said;
@@ -165,6 +177,37 @@ nlohmann::json find_field(App& app, ImVec2 at) {
     out["index"] = current ? app.find_index : -1;
     if (current && app.find_index >= 0) out["t_start"] = app.find_matches[static_cast<size_t>(app.find_index)].t_start;
     return out;
+}
+
+// The matches' count and the buttons to the one before and the next, at the right end of the
+// family legend's row (the label column holds only the field): "3 of 17", "no match". Nothing
+// before a search. Returns the width taken (the legend ends before it).
+float find_count(App& app, ImVec2 right_top, nlohmann::json& out) {
+    const bool current = app.find_of == app.find_text && app.find_text[0] != 0;
+    if (!current) return 0;
+    const std::string text = match_count_text(app.find_index, app.find_matches.size());
+    const float button = ImGui::GetFrameHeight() - 2;
+    const float text_w = ImGui::CalcTextSize(text.c_str()).x;
+    const float width = 2 * button + text_w + 16;
+    ImVec2 at{right_top.x - width, right_top.y};
+    ImGui::SetCursorScreenPos(at);
+    ImGui::PushStyleVar(ImGuiStyleVar_FramePadding, {2, 0});
+    const bool any = !app.find_matches.empty();
+    if (!any) ImGui::BeginDisabled();
+    if (ImGui::ArrowButton("##find previous", ImGuiDir_Left)) app.find_next(true);
+    out["previous"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("the match before (Shift+Enter, Shift+F3)");
+    ImGui::SameLine(0, 2);
+    if (ImGui::ArrowButton("##find next", ImGuiDir_Right)) app.find_next(false);
+    out["next"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("the next match (Enter, F3)");
+    if (!any) ImGui::EndDisabled();
+    ImGui::PopStyleVar();
+    const ImVec2 text_at{at.x + 2 * button + 10, right_top.y};
+    ImGui::GetWindowDrawList()->AddText(text_at, any ? kFindMark : IM_COL32(255, 140, 110, 255), text.c_str());
+    out["count"] = text;
+    out["count_rect"] = rect_json(text_at, {text_at.x + text_w, text_at.y + ImGui::GetFontSize()});
+    return width + 8;
 }
 
 }   // namespace
@@ -208,8 +251,9 @@ void draw_timeline(App& app) {
     const float legend_h = 18.f;
     // The label column of the family legend's row holds the find field (the legend's colours say
     // what it is; an execution trace's families are its ops', by count).
-    family_legend(app, dl, {plot_x, origin.y + kAxisHeight + 2}, plot_x + plot_w, legend);
-    const nlohmann::json find = find_field(app, {origin.x + 2, origin.y + kAxisHeight + 1});
+    nlohmann::json find = find_field(app, {origin.x + 2, origin.y + kAxisHeight + 1});
+    const float count_w = find_count(app, {plot_x + plot_w, origin.y + kAxisHeight + 1}, find);
+    family_legend(app, dl, {plot_x, origin.y + kAxisHeight + 2}, plot_x + plot_w - count_w, legend);
     ImGui::SetCursorScreenPos(origin);
     ImGui::Dummy({avail.x, kAxisHeight + legend_h});
 
@@ -244,6 +288,14 @@ void draw_timeline(App& app) {
     float y = p.y;
     nlohmann::json jt = nlohmann::json::array();
     std::vector<std::string> labels;
+    // Every match of the find field, marked on its row (the one selected is outlined as well).
+    const std::vector<Lane>& searched = run && !run->kernel_lanes.empty() ? run->kernel_lanes : app.trace->kernel_lanes;
+    const bool marking = app.find_of == app.find_text && app.find_text[0] != 0 &&
+                         app.find_run == (run ? run->info.id : 0) && !app.find_matches.empty();
+    const std::vector<std::vector<MatchMark>> marks = marking ? match_marks(app.find_matches, searched.size(),
+                                                                            app.range, plot_w, app.find_longest)
+                                                              : std::vector<std::vector<MatchMark>>{};
+    size_t marks_drawn = 0, matches_marked = 0;
     for (size_t i = 0; i < ui.frame.size(); ++i) {
         const Lane& l = *ui.frame[i].lane;
         float h = heights[i];
@@ -269,6 +321,40 @@ void draw_timeline(App& app) {
         jt.push_back({{"title", l.title}, {"kind", static_cast<int>(l.kind)}, {"stream", l.stream}, {"row", l.row},
                       {"y0", y}, {"y1", y + h}, {"items", ui.frame[i].items.size()}, {"boxes", boxes}});
         if (!note.empty()) jt.back()["note"] = note;
+        if (marking && l.kind == LaneKind::Kernels && !searched.empty() && &l >= searched.data() &&
+            &l < searched.data() + searched.size()) {
+            const auto index = static_cast<size_t>(&l - searched.data());
+            nlohmann::json jm = nlohmann::json::array();
+            for (const MatchMark& mark : marks[index]) {
+                const ImVec2 top_left{plot_x + mark.x0, y}, bottom_right{plot_x + mark.x1, y + h};
+                dl->AddRect(top_left, bottom_right, kFindMark, 0, 0, 1.5f);
+                dl->AddRectFilled(top_left, {bottom_right.x, y + 4}, kFindMark);
+                dl->AddLine({top_left.x, y + 4.5f}, {bottom_right.x, y + 4.5f}, IM_COL32(20, 20, 20, 255));
+                if (jm.size() < 256) jm.push_back({top_left.x, bottom_right.x, mark.count});
+                ++marks_drawn;
+                matches_marked += mark.count;
+            }
+            // The match selected: its bar in white, at least 7 px wide, so that "2 of 50" is one of
+            // the marks to the eye (at 20 ms a view, all were the same lime line).
+            const auto current = static_cast<size_t>(app.find_index);
+            if (app.find_index >= 0 && current < app.find_matches.size() && app.find_matches[current].lane == index) {
+                const KernelMatch& match = app.find_matches[current];
+                float x0 = plot_x + static_cast<float>(app.range.x_of(match.t_start, plot_w));
+                float x1 = plot_x + static_cast<float>(app.range.x_of(match.t_end, plot_w));
+                if (x1 - x0 < 7) {
+                    const float middle = (x0 + x1) / 2;
+                    x0 = middle - 3.5f;
+                    x1 = middle + 3.5f;
+                }
+                x0 = std::max(x0, plot_x);
+                x1 = std::min(x1, plot_x + plot_w);
+                if (x1 > x0) {
+                    dl->AddRectFilled({x0, y}, {x1, y + 4}, kSelected);
+                    jt.back()["current_mark"] = {x0, x1};
+                }
+            }
+            jt.back()["marks"] = jm;
+        }
         y += h + 2;
     }
     float bottom = std::max(y, p.y + ImGui::GetContentRegionAvail().y);
@@ -303,7 +389,9 @@ void draw_timeline(App& app) {
                               {"selected_kernel", app.selected_kernel},
                               {"run_outcome", outcome},
                               {"run_outcome_rect", outcome_rect},
-                              {"find", find}};
+                              {"find", find},
+                              {"find_marks", marks_drawn},
+                              {"find_marked", matches_marked}};
 }
 
 }  // namespace mhc::viewer

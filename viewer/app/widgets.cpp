@@ -64,7 +64,11 @@ void time_axis(App& app, ImDrawList* dl, ImVec2 p0, float width, nlohmann::json&
     const RunTimes* run = order_only_run(app);
     out = {{"labels", draw_time_axis(dl, p0, width, kAxisHeight, app.range, times, run)}};
     // Order only: the axis says what it counts, in the label column beside it, and why (hover).
-    const std::string title = run ? times.noun + std::string("s + link time") : times.axis_title();
+    // Compare aligns the runs by op (align.hpp): the axis is the trace's, each run drawn at its ops.
+    const bool by_op = app.view == ViewId::Compare && times.events;
+    const std::string title = run     ? times.noun + std::string("s + link time")
+                              : by_op ? times.axis_title() + ", runs by " + times.noun
+                                      : times.axis_title();
     if (title.empty()) return;
     const ImVec2 at{p0.x - kLabelWidth + 4, p0.y + (kAxisHeight - ImGui::GetFontSize()) / 2};
     const ImVec2 size = ImGui::CalcTextSize(title.c_str());
@@ -74,17 +78,21 @@ void time_axis(App& app, ImDrawList* dl, ImVec2 p0, float width, nlohmann::json&
     if (ImGui::IsMouseHoveringRect(at, {at.x + size.x, at.y + size.y}) &&
         ImGui::IsWindowHovered(ImGuiHoveredFlags_ChildWindows)) {
         const std::string noun = times.noun;
-        const std::string why = run ? "order only: the trace has no timestamps, only the order of its " + noun +
-                                          "s;\nthe run's clock gives each " + noun +
-                                          " 1 ns and its transfers and stalls the link's time:\n"
-                                          "a label names the " +
-                                          noun + " the run reached by then, a time reads \"" + noun +
-                                          " #N + the link time since\""
-                                    : "order only: the trace has no timestamps, only the order of its " + noun +
-                                          "s;\nthe axis counts them (" + noun + " #1 is the first)" +
-                                          (app.selected >= 0
-                                               ? ";\na run adds the simulated ns of its transfers and stalls"
-                                               : "");
+        const std::string why =
+            by_op ? "order only: the trace has no timestamps, only the order of its " + noun +
+                        "s;\nthe axis counts them (" + noun + " #1 is the first). Each run is drawn at the " + noun +
+                        "s it reached:\nits transfers and stalls (its link time) lie inside the " + noun +
+                        " they delayed,\nits curve shows at each " + noun +
+                        " the most device bytes it held there.\nHover the curves: the " + noun +
+                        " there, its name, and each run's bytes and link time at it"
+            : run ? "order only: the trace has no timestamps, only the order of its " + noun +
+                        "s;\nthe run's clock gives each " + noun +
+                        " 1 ns and its transfers and stalls the link's time:\n"
+                        "a label names the " +
+                        noun + " the run reached by then, a time reads \"" + noun + " #N + the link time since\""
+                  : "order only: the trace has no timestamps, only the order of its " + noun +
+                        "s;\nthe axis counts them (" + noun + " #1 is the first)" +
+                        (app.selected >= 0 ? ";\na run adds the simulated ns of its transfers and stalls" : "");
         ImGui::SetTooltip("%s", why.c_str());
         out["tooltip"] = why;
     }
@@ -178,9 +186,11 @@ std::string item_name(App& app, const Lane& l, size_t i) {
 }
 
 // `run`: the run whose clock the lane is on (nullptr: the recording's); an order-only trace's run
-// reads its times as ops and link time (run_times.hpp).
+// reads its times as ops and link time (run_times.hpp). `by_op`: the lane is that run's on the trace's
+// op axis (compare on an order-only trace): its places are op numbers, and an event's length is the
+// run's link time.
 // NOLINTNEXTLINE(readability-identifier-length): l, d as the body has always named them
-void tooltip(App& app, const Lane& l, const DrawItem& d, const ViewRun* run) {
+void tooltip(App& app, const Lane& l, const DrawItem& d, const ViewRun* run, bool by_op) {
     ImGui::BeginTooltip();
     if (d.count > 1) {
         int64_t a = l.t_start[d.first], b = l.end_max(d.first + d.count - 1);
@@ -188,34 +198,41 @@ void tooltip(App& app, const Lane& l, const DrawItem& d, const ViewRun* run) {
         if (l.kind == LaneKind::Kernels)
             ImGui::Text(app.ops() ? "mostly %s ops" : "mostly %s kernels (by time)",
                         family_name(static_cast<KernelFamily>(d.cls)));
-        const std::string when = run && run->times.order_only ? run->times.interval(a, b)
-                                                              : app.times().range(a, b, 1000);
+        const std::string when = run && run->times.order_only && !by_op ? run->times.interval(a, b)
+                                                                        : app.times().range(a, b, 1000);
         ImGui::TextUnformatted(when.c_str());
         app.layout["hover"] = {{"folded", d.count}, {"when", when}};
         ImGui::TextDisabled("zoom in to see them");
     } else {
         size_t i = d.first;
         ImGui::Text("%s", item_name(app, l, i).c_str());
+        // The events of the run the lane is of (in compare, the hovered run's: they were the
+        // selected run's, whose event of the same index named another allocation).
+        const ViewRun* of_run = run ? run : app.selected_run();
+        const trace::RunEvent* event = l.kind == LaneKind::Events && of_run &&
+                                               static_cast<size_t>(l.ref[i]) < of_run->events.size()
+                                           ? &of_run->events[static_cast<size_t>(l.ref[i])]
+                                           : nullptr;
         // Order only: "op #12", no start and end one apart nor a duration the trace does not have.
-        const std::string when = run ? run->times.interval(l.t_start[i], l.t_end[i])
-                                     : app.times().interval(l.t_start[i], l.t_end[i]);
+        std::string when = run && !by_op ? run->times.interval(l.t_start[i], l.t_end[i])
+                                         : app.times().interval(l.t_start[i], l.t_end[i]);
+        // On the op axis: at which op, and the link time it took on the run's clock.
+        if (by_op && event) when += ", " + run->times.span(event->t_end - event->t_start);
         ImGui::TextUnformatted(when.c_str());
         app.layout["hover"] = {{"name", item_name(app, l, i)}, {"when", when}};
         if (l.kind == LaneKind::Kernels)
             ImGui::TextDisabled("kernel #%lld, %s", static_cast<long long>(l.ref[i]),
                                 family_name(app.trace->family_of(l.key[i])));
-        if (l.kind == LaneKind::Events) {
-            const ViewRun* r = app.selected_run();
-            if (r && static_cast<size_t>(l.ref[i]) < r->events.size()) {
-                const trace::RunEvent& e = r->events[static_cast<size_t>(l.ref[i])];
-                if (e.allocation) {
-                    int64_t ai = app.trace->allocations.index_of(e.allocation);
-                    ImGui::Text("allocation #%lld %s", static_cast<long long>(e.allocation),
-                                ai >= 0 ? app.trace->str(app.trace->allocations.label[static_cast<size_t>(ai)]).c_str() : "");
-                }
-                if (e.kernel) ImGui::Text("kernel #%lld", static_cast<long long>(e.kernel));
-                if (e.bytes) ImGui::Text("%s", format_bytes(e.bytes).c_str());
+        if (event) {
+            if (event->allocation) {
+                int64_t ai = app.trace->allocations.index_of(event->allocation);
+                ImGui::Text(
+                    "allocation #%lld %s", static_cast<long long>(event->allocation),
+                    ai >= 0 ? app.trace->str(app.trace->allocations.label[static_cast<size_t>(ai)]).c_str() : "");
+                app.layout["hover"]["allocation"] = event->allocation;
             }
+            if (event->kernel) ImGui::Text("kernel #%lld", static_cast<long long>(event->kernel));
+            if (event->bytes) ImGui::Text("%s", format_bytes(event->bytes).c_str());
         }
     }
     ImGui::EndTooltip();
@@ -291,7 +308,7 @@ void draw_track(App& app, ImDrawList* dl, const TrackFrame& f, ImVec2 p0, float 
     if (hovered) {
         dl->AddRect({p0.x + hovered->x0, p0.y}, {p0.x + std::max(hovered->x1, hovered->x0 + 1.f), p0.y + h},
                     IM_COL32(255, 255, 255, 255));
-        tooltip(app, l, *hovered, f.run);
+        tooltip(app, l, *hovered, f.run, f.by_op);
         if (clicked()) click_item(app, l, *hovered);
     }
 }
@@ -311,14 +328,14 @@ size_t columns_before(TimeRange r, int width, int64_t t_end) {
 }
 
 void draw_curve(ImDrawList* dl, const CurveColumns& cols, ImVec2 p0, ImVec2 p1, ByteRange y_range, uint32_t color,
-                bool fill, size_t columns) {
+                bool fill, size_t columns, size_t first) {
     float h = p1.y - p0.y;
     auto y_of = [&](double bytes) {
         return std::clamp(p1.y - static_cast<float>(y_range.fraction(bytes)) * h, p0.y, p1.y);
     };
     uint32_t soft = (color & 0x00ffffff) | (110u << 24);
     float prev = -1;
-    for (size_t x = 0; x < std::min(cols.max.size(), columns); ++x) {
+    for (size_t x = first; x < std::min(cols.max.size(), columns); ++x) {
         float px = p0.x + static_cast<float>(x);
         float top = y_of(cols.max[x]), low = y_of(cols.min[x]);
         if (fill) {

@@ -41,9 +41,9 @@ void draw_track_label(ImDrawList* dl, const Lane& lane, ImVec2 p0, float h, bool
 // Memory curve on [p0, p1], whose height spans the bytes `y_range` (byte_range: from 0, or fitted to the
 // data): filled from the bottom to the column max when `fill`, else a line; only the first
 // `columns` columns (a curve stops where its recording or run ends).
+// `first`: columns left undrawn at the left (before a run's first sample: columns_before_first_sample).
 void draw_curve(ImDrawList* dl, const CurveColumns& cols, ImVec2 p0, ImVec2 p1, ByteRange y_range, uint32_t color,
-                bool fill,
-                size_t columns = SIZE_MAX);
+                bool fill, size_t columns = SIZE_MAX, size_t first = 0);
 // Columns of a `width`-column plot of `r` that start before `t_end`.
 size_t columns_before(TimeRange r, int width, int64_t t_end);
 // Horizontal grid and byte labels for a memory plot.

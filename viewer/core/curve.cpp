@@ -1,6 +1,7 @@
 #include "mhc/viewer/curve.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <array>
 #include <numeric>
 
@@ -284,6 +285,12 @@ Curve::MinMax columns_min_max(const CurveColumns& cols, size_t columns) {
         out.max = std::max(out.max, static_cast<double>(cols.max[x]));
     }
     return out;
+}
+
+size_t columns_before_first_sample(const Curve& curve, TimeRange range, int width) {
+    if (curve.empty() || width <= 0 || range.span() <= 0 || curve.times().front() <= range.t0) return 0;
+    const double column = std::floor(range.x_of(curve.times().front(), width));
+    return static_cast<size_t>(std::clamp(column, 0.0, static_cast<double>(width)));
 }
 
 }  // namespace mhc::viewer

@@ -1,6 +1,7 @@
 #include "mhc/viewer/find.hpp"
 
 #include <algorithm>
+#include <string>
 #include <unordered_map>
 
 #include "mhc/viewer/axis.hpp"
@@ -13,12 +14,14 @@ std::vector<KernelMatch> find_kernels(const ViewTrace& view, const ViewRun* run,
     if (text.empty()) return out;
     const std::vector<Lane>& lanes = run && !run->kernel_lanes.empty() ? run->kernel_lanes : view.kernel_lanes;
     std::unordered_map<int64_t, bool> name_matches;   // by name string id: names repeat
-    for (const Lane& lane : lanes)
+    for (size_t index = 0; index < lanes.size(); ++index) {
+        const Lane& lane = lanes[index];
         for (size_t i = 0; i < lane.size(); ++i) {
             auto [it, fresh] = name_matches.try_emplace(lane.key[i], false);
             if (fresh) it->second = contains_ci(view.str(lane.key[i]), text);
-            if (it->second) out.push_back({lane.t_start[i], lane.t_end[i], lane.ref[i]});
+            if (it->second) out.push_back({lane.t_start[i], lane.t_end[i], lane.ref[i], static_cast<uint32_t>(index)});
         }
+    }
     std::sort(out.begin(), out.end(), [](const KernelMatch& one, const KernelMatch& other) {
         return one.t_start != other.t_start ? one.t_start < other.t_start : one.kernel < other.kernel;
     });
@@ -45,6 +48,50 @@ TimeRange range_for_match(const KernelMatch& match, TimeRange range, TimeRange l
     const int64_t span = std::max<int64_t>(std::min(range.span(), length * 20), kMinSpan);
     const int64_t middle = match.t_start + length / 2;
     return clamp({middle - span / 2, middle - span / 2 + span}, limits);
+}
+
+int64_t longest_match(const std::vector<KernelMatch>& matches) {
+    int64_t longest = 0;
+    for (const KernelMatch& match : matches) longest = std::max(longest, match.t_end - match.t_start);
+    return longest;
+}
+
+std::vector<std::vector<MatchMark>> match_marks(const std::vector<KernelMatch>& matches, size_t lanes, TimeRange range,
+                                                float width, int64_t longest, float min_px) {
+    std::vector<std::vector<MatchMark>> out(lanes);
+    if (range.span() <= 0 || width <= 0) return out;
+    // Matches by start: those in view start before the range's end and after its start less the
+    // longest match (a match is never longer).
+    const auto first = std::lower_bound(matches.begin(), matches.end(), range.t0 - longest,
+                                        [](const KernelMatch& match, int64_t at) { return match.t_start < at; });
+    for (auto it = first; it != matches.end() && it->t_start < range.t1; ++it) {
+        // Ended before the range (one of no length at its start is in it).
+        if (it->t_end < range.t0 || (it->t_end == range.t0 && it->t_end > it->t_start) || it->lane >= lanes) continue;
+        auto x0 = static_cast<float>(range.x_of(it->t_start, width));
+        auto x1 = static_cast<float>(range.x_of(std::max(it->t_end, it->t_start), width));
+        if (x1 - x0 < min_px) {
+            const float middle = (x0 + x1) / 2;
+            x0 = middle - min_px / 2;
+            x1 = middle + min_px / 2;
+        }
+        x0 = std::clamp(x0, 0.f, width);
+        x1 = std::clamp(x1, 0.f, width);
+        std::vector<MatchMark>& marks = out[it->lane];
+        // By start, so a lane's marks come left to right (a longer one before may reach further).
+        if (!marks.empty() && x0 <= marks.back().x1) {
+            marks.back().x1 = std::max(marks.back().x1, x1);
+            ++marks.back().count;
+        } else {
+            marks.push_back({x0, x1, 1});
+        }
+    }
+    return out;
+}
+
+std::string match_count_text(int64_t index, size_t count) {
+    if (count == 0) return "no match";
+    if (index < 0) return std::to_string(count) + (count == 1 ? " match" : " matches");
+    return std::to_string(index + 1) + " of " + std::to_string(count);
 }
 
 }   // namespace mhc::viewer

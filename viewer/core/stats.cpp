@@ -188,6 +188,73 @@ RunOom live_at_run_oom(const ViewTrace& view, const ViewRun& run) {
     return oom;
 }
 
+std::string live_group_name(const std::string& label) {
+    // "L" digits "." then a name.
+    size_t digits = 1;
+    while (digits < label.size() && std::isdigit(static_cast<unsigned char>(label[digits]))) ++digits;
+    if (label.size() > digits + 1 && label[0] == 'L' && digits > 1 && label[digits] == '.')
+        return "L*" + label.substr(digits);
+    return label;
+}
+
+std::vector<LiveGroup> group_live_by_label(const ViewTrace& view, const RunPeakLive& live, const RunOom* oom) {
+    const AllocationTable& allocs = view.allocations;
+    std::unordered_map<int64_t, size_t> group_of_label;      // label -> index in out
+    std::unordered_map<std::string, size_t> group_of_name;   // group name -> index in out
+    std::vector<LiveGroup> out;
+    for (size_t i = 0; i < live.rows.size(); ++i) {
+        const RunPeakRow& each = live.rows[i];
+        const int64_t label = allocs.label[each.row] < 0 ? -1 : allocs.label[each.row];
+        auto it = group_of_label.find(label);
+        if (it == group_of_label.end()) {
+            std::string name = live_group_name(view.str(label));
+            auto [named, fresh] = group_of_name.try_emplace(name, out.size());
+            if (fresh) {
+                out.emplace_back();
+                out.back().label = label;
+                out.back().name = std::move(name);
+            }
+            it = group_of_label.emplace(label, named->second).first;
+        }
+        LiveGroup& group = out[it->second];
+        const int64_t bytes = allocs.bytes[each.row];
+        ++group.count;
+        group.bytes += bytes;
+        group.largest = std::max(group.largest, bytes);
+        group.rows.push_back(i);
+        if (oom && oom->needed == static_cast<int64_t>(i)) {
+            group.needed = true;
+            group.needed_bytes += bytes;
+            // Swapped out and needed back: it is on the host (its bytes count there); else not placed.
+            if (oom->needed_placed && each.where == Residence::Host) group.on_host += bytes;
+            continue;
+        }
+        switch (each.where) {
+            case Residence::Device:
+                group.on_device += bytes;
+                ++group.device_count;
+                if (oom && i < oom->operand.size() && oom->operand[i]) {
+                    group.operand_bytes += bytes;
+                    ++group.operands;
+                }
+                break;
+            case Residence::Host: group.on_host += bytes; break;
+            case Residence::Dropped: group.dropped += bytes; break;
+        }
+    }
+    for (LiveGroup& group : out)
+        std::stable_sort(group.rows.begin(), group.rows.end(), [&](size_t one, size_t other) {
+            return allocs.bytes[live.rows[one].row] > allocs.bytes[live.rows[other].row];
+        });
+    std::sort(out.begin(), out.end(), [&](const LiveGroup& one, const LiveGroup& other) {
+        if (one.on_device != other.on_device) return one.on_device > other.on_device;
+        if (one.needed != other.needed) return one.needed;   // what it could not place, next
+        if (one.bytes != other.bytes) return one.bytes > other.bytes;
+        return one.name < other.name;
+    });
+    return out;
+}
+
 RunPeakLive live_at_run_time(const ViewTrace& view, const ViewRun& run, int64_t at, int64_t recorded_at) {
     RunPeakLive out;
     if (view.allocations.size() == 0) return out;

@@ -25,6 +25,7 @@ void prepare_timeline(const std::vector<Track>& tracks, TimeRange range, float w
         out[i].lane = tracks[i].lane;
         out[i].from_run = tracks[i].from_run;
         out[i].run = tracks[i].run;
+        out[i].by_op = tracks[i].by_op;
         prepare_lane(*tracks[i].lane, range, width, min_px, out[i].items);
     }
 }

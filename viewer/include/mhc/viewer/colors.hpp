@@ -19,6 +19,9 @@ constexpr uint8_t blue(uint32_t c) { return (c >> 16) & 0xff; }
 inline constexpr uint32_t kBackground = rgb(30, 30, 34);
 inline constexpr uint32_t kFolded = rgb(110, 110, 120);       // folded runs of narrow items
 inline constexpr uint32_t kHighlight = rgb(255, 230, 40);
+// Every match of the timeline's find field: a lime no family, event or band colour is near (an
+// amber mark vanished on the yellow norm kernels).
+inline constexpr uint32_t kFindMark = rgb(200, 255, 40);
 inline constexpr uint32_t kSelected = rgb(255, 255, 255);     // outline of the selected kernel
 inline constexpr uint32_t kCapacity = rgb(230, 60, 60);
 inline constexpr uint32_t kCurve = rgb(90, 170, 250);

@@ -77,6 +77,11 @@ struct CurveColumns {
     std::vector<int64_t> at;
 };
 void prepare_curve(const Curve& curve, TimeRange range, int width, CurveColumns& out, bool instants = false);
+// Columns of a `width`-column plot of `range` wholly before the curve's first sample (0 for an
+// empty curve). A run's device bytes are not known there: a run that first moves what was
+// allocated before recording stores its first sample after that (a snapshot at 30% after 50.6 ms),
+// and its curve drawn from 0 B read as an empty device; those columns are left undrawn.
+size_t columns_before_first_sample(const Curve& curve, TimeRange range, int width);
 // The lowest min and highest max over the first `columns` columns (those a curve is drawn on; a
 // plot fitted to its data spans them): {0, 0} for none.
 Curve::MinMax columns_min_max(const CurveColumns& cols, size_t columns = SIZE_MAX);

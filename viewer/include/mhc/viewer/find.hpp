@@ -14,6 +14,7 @@ namespace mhc::viewer {
 struct KernelMatch {
     int64_t t_start = 0, t_end = 0;   // on the clock shown
     int64_t kernel = 0;               // its id
+    uint32_t lane = 0;                // the lane it lies in, among the lanes searched (by their order)
 };
 
 // Matches of `text` among the kernels of `run` (its kernel lanes when it has them) or of `view`,
@@ -29,5 +30,24 @@ int64_t next_match(const std::vector<KernelMatch>& matches, int64_t current, int
 // thousandth of it (a pixel and more at 1400 px), else centred on the match, as wide as `range` or
 // 20 times the match's length, whichever is less, within `limits`.
 TimeRange range_for_match(const KernelMatch& match, TimeRange range, TimeRange limits);
+
+// The longest match's length (0 for none): match_marks looks that far before a range for matches
+// that reach into it.
+int64_t longest_match(const std::vector<KernelMatch>& matches);
+
+// Where the matches lie on a plot of `range` `width` pixels wide, per lane searched (`lanes` of them,
+// KernelMatch::lane): each match in view as its box in pixels from the plot's left, at least `min_px`
+// wide and centred on it when narrower (a 2 ns kernel at full zoom-out is still marked), clipped to
+// the plot; marks that touch are merged and count their matches (200 matches in one pixel are one
+// mark of 200). Every match is marked, not only the one selected. `longest`: longest_match.
+struct MatchMark {
+    float x0 = 0, x1 = 0;
+    uint32_t count = 0;   // matches in the mark
+};
+std::vector<std::vector<MatchMark>> match_marks(const std::vector<KernelMatch>& matches, size_t lanes, TimeRange range,
+                                                float width, int64_t longest, float min_px = 3.f);
+
+// The find field's count: "3 of 17" (match 3 selected), "17 matches" (none selected yet), "no match".
+std::string match_count_text(int64_t index, size_t count);
 
 }   // namespace mhc::viewer

@@ -96,6 +96,31 @@ struct RunOom {
 };
 RunOom live_at_run_oom(const ViewTrace& view, const ViewRun& run);
 
+// The rows of a run's live allocations (at its peak, or at its out-of-memory instant with `oom`)
+// grouped by where each was allocated: its label (a PyTorch snapshot's source frame, a generated
+// trace's tensor name; the trace keeps one frame per allocation), a layer's number left out
+// (live_group_name: a generated trace's "L3.attn.probs" of 12 layers is one group "L*.attn.probs"
+// of 12, not 12 groups of one), their bytes summed by where the
+// policy had put them. The groups holding the most bytes on the device come first, then the one
+// the run could not place, then by all their bytes (then by name): at the OOM, what filled the device. 600 activations
+// of one frame are one row of 600 with their sum, not 600 rows of one frame each. The allocation the run could not
+// place is counted in its group's `needed_bytes`, not on the device; the kernel's operands on the device in
+// `operand_bytes`. The group of a label: "L*.attn.probs" for "L3.attn.probs" (a layer's tensor, as `mhc generate` names
+// them), else the label itself ("" for none).
+std::string live_group_name(const std::string& label);
+struct LiveGroup {
+    std::string name;     // live_group_name of its labels
+    int64_t label = -1;   // its first row's label: string id (ViewTrace::str), -1 for none
+    size_t count = 0, device_count = 0, operands = 0;
+    int64_t bytes = 0;   // every row's bytes
+    int64_t on_device = 0, on_host = 0, dropped = 0, operand_bytes = 0;
+    int64_t needed_bytes = 0;   // the allocation the run could not place (or bring back), in this group
+    bool needed = false;
+    int64_t largest = 0;        // the group's largest allocation
+    std::vector<size_t> rows;   // indexes into the RunPeakLive's rows, largest first
+};
+std::vector<LiveGroup> group_live_by_label(const ViewTrace& view, const RunPeakLive& live, const RunOom* oom = nullptr);
+
 struct CategoryStat {
     trace::Category category = trace::Category::Other;
     int64_t count = 0, bytes = 0, largest = 0;

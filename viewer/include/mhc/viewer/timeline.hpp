@@ -12,12 +12,14 @@ struct Track {
     const Lane* lane = nullptr;
     bool from_run = false;   // kernel times or events of the selected run
     const ViewRun* run = nullptr;   // that run (its clock reads its times: ViewRun::times)
+    bool by_op = false;             // the run's items on the trace's op axis (align.hpp), not its clock
 };
 
 struct TrackFrame {
     const Lane* lane = nullptr;
     bool from_run = false;
     const ViewRun* run = nullptr;
+    bool by_op = false;
     std::vector<DrawItem> items;
 };
 
