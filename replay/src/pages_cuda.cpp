@@ -23,6 +23,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "live_pages.hpp"
 #include "pages_cuda.hpp"
 
 namespace mhc::replay {
@@ -105,7 +106,7 @@ public:
                 handles_.push_back(h);
             }
             shown_.assign(static_cast<size_t>(va / kPage), -1);
-            live_.assign(static_cast<size_t>(va / kPage), 0);
+            live_.assign(static_cast<size_t>(va / kPage));
             // Virtual page i shows pool page i (page tables built now, before any replay): an
             // arena that takes ranges and pages lowest first then maps nothing itself.
             if (premap) {
@@ -123,7 +124,7 @@ public:
     unsigned char* base() override { return reinterpret_cast<unsigned char*>(base_); }
     int64_t va_bytes() const override { return va_; }
     int64_t pool_pages() const override { return pages_; }
-    int64_t mapped_pages() const override { return mapped_; }
+    int64_t mapped_pages() const override { return live_.mapped(); }
     int64_t pages_remapped() const override { return remapped_; }
     int32_t shown_page(int64_t va_off) const override {
         return va_off >= 0 && va_off < va_ ? shown_[static_cast<size_t>(va_off / kPage)] : -1;
@@ -132,26 +133,15 @@ public:
     void map(int64_t va_off, const int32_t* pages, int64_t n) override {
         range(va_off, n);
         const size_t v0 = static_cast<size_t>(va_off / kPage);
-        for (int64_t i = 0; i < n; ++i) {
-            if (pages[i] < 0 || pages[i] >= pages_) throw Error("page pool: page outside the pool", Error::Kind::Internal);
-            if (live_[v0 + static_cast<size_t>(i)])
-                throw Error("page pool: virtual page mapped twice", Error::Kind::Internal);
-        }
+        live_.check_map(v0, pages, n, pages_);
         show(va_off, pages, n);
-        for (int64_t i = 0; i < n; ++i) live_[v0 + static_cast<size_t>(i)] = 1;
-        mapped_ += n;
+        live_.map(v0, n);
     }
     // The range is free again; its pages stay mapped (so a stale access still reaches them instead
     // of faulting, as on the host) until map() needs the virtual pages for others.
     void unmap(int64_t va_off, int64_t n) override {
         range(va_off, n);
-        const size_t v0 = static_cast<size_t>(va_off / kPage);
-        for (int64_t i = 0; i < n; ++i) {
-            if (!live_[v0 + static_cast<size_t>(i)])
-                throw Error("page pool: unmapping a page not mapped", Error::Kind::Internal);
-            live_[v0 + static_cast<size_t>(i)] = 0;
-        }
-        mapped_ -= n;
+        live_.unmap(static_cast<size_t>(va_off / kPage), n);
     }
 
 private:
@@ -234,14 +224,14 @@ private:
         retained_ = false;
     }
     const CudaDriver& drv_;
-    int64_t pages_, va_, mapped_ = 0, remapped_ = 0;
+    int64_t pages_, va_, remapped_ = 0;
     CUdevice dev_ = 0;
     bool retained_ = false;
     CUmemAllocationProp prop_{};
     CUdeviceptr base_ = 0;
     std::vector<CUmemGenericAllocationHandle> handles_;
     std::vector<int32_t> shown_;   // per virtual page: the pool page mapped there, -1: none
-    std::vector<uint8_t> live_;    // per virtual page: mapped by map() and not unmapped since
+    detail::LivePages live_;
 };
 
 }   // namespace

@@ -11,6 +11,7 @@
 
 #include "mhc/common/error.hpp"
 #include "mhc/replay/pages.hpp"
+#include "live_pages.hpp"
 
 namespace mhc::replay {
 
@@ -41,7 +42,7 @@ public:
         }
         base_ = static_cast<unsigned char*>(p);
         shown_.assign(static_cast<size_t>(va / kPage), -1);
-        live_.assign(static_cast<size_t>(va / kPage), 0);
+        live_.assign(static_cast<size_t>(va / kPage));
         if (premap) premap_identity();
     }
     ~HostMapper() override {
@@ -52,7 +53,7 @@ public:
     int64_t va_bytes() const override { return va_; }
     int64_t pool_pages() const override { return pages_; }
     int64_t distinct_pages() const override { return distinct_; }
-    int64_t mapped_pages() const override { return mapped_; }
+    int64_t mapped_pages() const override { return live_.mapped(); }
     int64_t pages_remapped() const override { return remapped_; }
     // Virtual pages showing a pool page less the distinct memfd pages they show (pages.hpp).
     int64_t aliased_host_bytes() const override {
@@ -81,10 +82,7 @@ public:
     void map(int64_t va_off, const int32_t* pages, int64_t n) override {
         check(va_off, n);
         const size_t v0 = static_cast<size_t>(va_off / kPage);
-        for (int64_t i = 0; i < n; ++i) {
-            if (pages[i] < 0 || pages[i] >= pages_) throw Error("page pool: page outside the pool", Error::Kind::Internal);
-            if (live_[v0 + static_cast<size_t>(i)]) throw Error("page pool: virtual page mapped twice", Error::Kind::Internal);
-        }
+        live_.check_map(v0, pages, n, pages_);
         // One mmap per run of virtual pages that need it and whose pool pages are consecutive.
         for (int64_t i = 0; i < n;) {
             if (shown_[v0 + static_cast<size_t>(i)] == pages[i]) { ++i; continue; }
@@ -98,17 +96,11 @@ public:
             remapped_ += j - i;
             i = j;
         }
-        for (int64_t i = 0; i < n; ++i) live_[v0 + static_cast<size_t>(i)] = 1;
-        mapped_ += n;
+        live_.map(v0, n);
     }
     void unmap(int64_t va_off, int64_t n) override {
         check(va_off, n);
-        const size_t v0 = static_cast<size_t>(va_off / kPage);
-        for (int64_t i = 0; i < n; ++i) {
-            if (!live_[v0 + static_cast<size_t>(i)]) throw Error("page pool: unmapping a page not mapped", Error::Kind::Internal);
-            live_[v0 + static_cast<size_t>(i)] = 0;
-        }
-        mapped_ -= n;
+        live_.unmap(static_cast<size_t>(va_off / kPage), n);
     }
 
 private:
@@ -165,9 +157,9 @@ private:
         if (va_off < 0 || va_off % kPage || n < 0 || va_off + n * kPage > va_)
             throw Error("page pool: virtual range outside the reservation", Error::Kind::Internal);
     }
-    int64_t pages_, distinct_, va_, mapped_ = 0, remapped_ = 0;
+    int64_t pages_, distinct_, va_, remapped_ = 0;
     std::vector<int32_t> shown_;   // per virtual page: the pool page its mapping shows, -1: PROT_NONE
-    std::vector<uint8_t> live_;    // per virtual page: mapped by map() and not unmapped since
+    detail::LivePages live_;
     int fd_ = -1;
     unsigned char* base_ = nullptr;
 };

@@ -46,6 +46,23 @@ void public_variant(const std::string& name, const std::string& path, const std:
     REQUIRE(rc == SQLITE_OK);
 }
 
+TraceData import_variant(const TempDir& dir, const std::string& name, const std::string& change, imp::Result& result) {
+    const std::string path = dir.file("variant-" + name.substr(name.rfind('/') + 1));
+    public_variant(name, path, change);
+    return import_public_path(dir, path, result);
+}
+
+bool unsaid(const TempDir& dir, const std::string& name, const std::string& key) {
+    imp::Result result;
+    return import_public(dir, name, result).meta.count(key) == 0;
+}
+
+std::string variant_error(const TempDir& dir, const std::string& name, const std::string& change) {
+    const std::string path = dir.file("variant-" + name.substr(name.rfind('/') + 1));
+    public_variant(name, path, change);
+    return import_error(dir, path);
+}
+
 std::string import_error(const TempDir& dir, const std::string& in) {
     imp::Options opt;
     opt.warn = false;
@@ -53,6 +70,12 @@ std::string import_error(const TempDir& dir, const std::string& in) {
         imp::import_file(in, dir.file("refused.db"), opt);
     } catch (const mhc::Error& e) { return e.what(); }
     return "";
+}
+
+Steps kernels_per_step(const TraceData& trace) {
+    Steps steps;
+    for (int32_t step : trace.kernels.step) ++steps[step];
+    return steps;
 }
 
 int64_t kernel_time(const TraceData& trace) {

@@ -43,7 +43,7 @@ TEST_CASE("et: an execution trace alone marks its ProfilerStep#N steps, as info 
     // nothing under it: recording stopped as it began. One step, all 14,254 leaf ops in it.
     TraceData gpt2 = test::import_public(dir, "chakra/param-hf-gpt2-et-1.1.0.json.gz", result);
     CHECK(gpt2.kernels.size() == 14254);
-    CHECK(std::all_of(gpt2.kernels.step.begin(), gpt2.kernels.step.end(), [](int32_t step) { return step == 0; }));
+    CHECK(test::all_are(gpt2.kernels.step, 0));
     REQUIRE(gpt2.markers.size() == 1);
     CHECK(gpt2.str(gpt2.markers.name[0]) == "ProfilerStep#0");
     CHECK(gpt2.meta.at("et.step_markers") == "1");
@@ -55,9 +55,7 @@ TEST_CASE("et: an execution trace alone marks its ProfilerStep#N steps, as info 
     REQUIRE(plain.markers.size() == 1);
     CHECK(plain.str(plain.markers.name[0]) == "step#0");
     CHECK(plain.meta.at("steps_from") == "Optimizer.step#SGD.step ranges (no ProfilerStep#N in the trace)");
-    std::map<int32_t, int64_t> per_step;
-    for (int32_t step : plain.kernels.step) ++per_step[step];
-    CHECK(per_step == std::map<int32_t, int64_t>{{-1, 3}, {0, 678}});
+    CHECK(test::kernels_per_step(plain) == test::Steps{{-1, 3}, {0, 678}});
     CHECK(gpt2.meta.at("steps_from") == "ProfilerStep#N ranges (the profiler's step markers)");
 }
 

@@ -6,6 +6,7 @@
 // were read from the files with Python's json/gzip (tests/data/public/SOURCES.md);
 // tests/import/public_traces.py checks the same files against their own accounting.
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <string>
@@ -23,6 +24,35 @@
 
 namespace imp = mhc::trace::import;
 using mhc::trace::TraceData;
+
+namespace {
+
+// The public Kineto trace `name` with `change` made to its traceEvents, written to `path`.
+void kineto_variant(const std::string& name, const std::string& path,
+                    const std::function<void(nlohmann::json& events)>& change) {
+    auto doc = nlohmann::json::parse(test::gunzip(test::pub(name)));
+    change(doc["traceEvents"]);
+    test::write_file(path, doc.dump());
+}
+
+// The events without the profiler's ProfilerStep#N ranges.
+void drop_profiler_steps(nlohmann::json& events) {
+    events.erase(std::remove_if(events.begin(), events.end(),
+                                [](const nlohmann::json& event) {
+                                    return event.value("name", "").rfind("ProfilerStep#", 0) == 0;
+                                }),
+                 events.end());
+}
+
+// Kernels per step of param's ResNet trace (30 optimizer steps): `after` launched after the last
+// (step -1), `first` in step 0 and `each` in steps 1 to 29.
+test::Steps resnet_steps(int64_t after, int64_t first, int64_t each) {
+    test::Steps steps{{-1, after}, {0, first}};
+    for (int32_t step = 1; step < 30; ++step) steps[step] = each;
+    return steps;
+}
+
+}   // namespace
 
 TEST_CASE("kineto: an MTIA trace's device events are said to be left out, not dropped in silence",
           "[import][kineto][public]") {
@@ -229,10 +259,8 @@ TEST_CASE("kineto: a 2021 trace's computeProperties name its GPU", "[import][kin
     TraceData trace = test::import_public(dir, "kineto/tb-plugin-gpu-metrics-input.json.gz", result);
     CHECK(result.events == 340);
     CHECK(trace.kernels.size() == 30);
-    CHECK(std::all_of(trace.kernels.stream.begin(), trace.kernels.stream.end(),
-                      [](int64_t stream) { return stream == 7; }));
-    CHECK(std::all_of(trace.kernels.device.begin(), trace.kernels.device.end(),
-                      [](int32_t device) { return device == 0; }));
+    CHECK(test::all_are(trace.kernels.stream, 7));
+    CHECK(test::all_are(trace.kernels.device, 0));
     REQUIRE(trace.copies.size() == 2);
     CHECK(trace.copies.bytes[0] + trace.copies.bytes[1] == 768);
     CHECK((trace.copies.kind[0] == mhc::trace::CopyKind::H2D && trace.copies.kind[1] == mhc::trace::CopyKind::H2D));
@@ -430,8 +458,7 @@ TEST_CASE(
     // (tests/import/public_traces.py replays the same rule on the JSON).
     TraceData graphs = test::import_public(dir, "kineto/hta-trace-diff-cuda-graphs-rank-1.json.gz", result);
     CHECK(graphs.kernels.size() == 9876);
-    CHECK(std::all_of(graphs.kernels.device.begin(), graphs.kernels.device.end(),
-                      [](int32_t device) { return device == 1; }));
+    CHECK(test::all_are(graphs.kernels.device, 1));
     CHECK(graphs.meta.at("kineto.kernel_starts_clamped") == "31");
     CHECK(test::kernel_time(graphs) == 801858000 - 115000);
     const std::string said =
@@ -483,15 +510,13 @@ TEST_CASE("kineto: a ROCm trace without [memory] events numbers its one GPU as d
     // HIP agent number 9 (two CPU agents, then eight GPUs: the process ran on the node's eighth).
     // They were imported on device 9 of a one-GPU trace; there is no [memory] event to go by.
     TraceData one = test::import_public(dir, "kineto/tracelens-mi300x-sglang-qwen3-decode-graph.json.gz", result);
-    CHECK(
-        std::all_of(one.kernels.device.begin(), one.kernels.device.end(), [](int32_t device) { return device == 0; }));
-    CHECK(std::all_of(one.copies.device.begin(), one.copies.device.end(), [](int32_t device) { return device == 0; }));
+    CHECK(test::all_are(one.kernels.device, 0));
+    CHECK(test::all_are(one.copies.device, 0));
     CHECK(one.meta.at("kineto.kernel_device").rfind("9 -> 0 (one GPU in deviceProperties", 0) == 0);
     // vLLM's trace lists eight GPUs: agent 2 may be GPU 0 or GPU 2, so its number is kept, and
     // said (before 2026-12-02 it was kept in silence).
     TraceData eight = test::import_public(dir, "kineto/tracelens-mi300x-vllm-decode-full-graph.json.gz", result);
-    CHECK(std::all_of(eight.kernels.device.begin(), eight.kernels.device.end(),
-                      [](int32_t device) { return device == 2; }));
+    CHECK(test::all_are(eight.kernels.device, 2));
     CHECK(eight.meta.at("kineto.kernel_device") ==
           "2 kept: ROCm numbers kernels by the runtime's agent (CPU agents first), not by the process's device "
           "index, which the file does not tell (8 GPUs in deviceProperties)");
@@ -510,8 +535,7 @@ TEST_CASE("kineto: a ROCm rank of an 8-GPU DDP job keeps its kernels' agent numb
     TraceData ddp = test::import_public(dir, "kineto/tracelens-mi300x-resnet-act-checkpoint-ddp.json.gz", result);
     CHECK(ddp.kernels.size() == 2995);
     CHECK(std::count(ddp.kernels.stream.begin(), ddp.kernels.stream.end(), 4) == 17);
-    CHECK(
-        std::all_of(ddp.kernels.device.begin(), ddp.kernels.device.end(), [](int32_t device) { return device == 2; }));
+    CHECK(test::all_are(ddp.kernels.device, 2));
     CHECK(ddp.copies.size() == 658);
     CHECK(std::count(ddp.kernels.step.begin(), ddp.kernels.step.end(), 15) == 1383);
     CHECK(ddp.meta.at("rank") == "0");
@@ -531,8 +555,7 @@ TEST_CASE("kineto: a ROCm rank of an 8-GPU DDP job keeps its kernels' agent numb
     // kernels on five streams of device 0 (NCCL all_to_all among them) says nothing.
     TraceData cuda = test::import_public(dir, "kineto/hta-torchrec-rank0-five-streams.json.gz", result);
     CHECK(cuda.kernels.size() == 6080);
-    CHECK(std::all_of(cuda.kernels.device.begin(), cuda.kernels.device.end(),
-                      [](int32_t device) { return device == 0; }));
+    CHECK(test::all_are(cuda.kernels.device, 0));
     for (const auto& [stream, count] : {std::pair{7, 5705}, {27, 295}, {84, 36}, {285, 22}, {363, 22}})
         CHECK(std::count(cuda.kernels.stream.begin(), cuda.kernels.stream.end(), stream) == count);
     CHECK(cuda.meta.count("kineto.kernel_device") == 0);
@@ -620,7 +643,7 @@ TEST_CASE("kineto: GPU work beside [memory] events that are all the host's says 
     // 8 B as if it were the trace's.
     TraceData ddp = test::import_public(dir, "kineto/tracelens-mi300x-ddp-resnet18-no-pool-pid1.json.gz", result);
     CHECK(ddp.kernels.size() == 2360);
-    CHECK(std::all_of(ddp.kernels.device.begin(), ddp.kernels.device.end(), [](int32_t dev) { return dev == 2; }));
+    CHECK(test::all_are(ddp.kernels.device, 2));
     // No ProfilerStep#N: its 5 Optimizer.step#SGD.step ranges make 5 steps of 472 kernels each
     // (public_traces.py's cpu_steps counts the same; before 2026-12-05 every kernel was in none).
     for (int32_t step = 0; step < 5; ++step)
@@ -631,8 +654,7 @@ TEST_CASE("kineto: GPU work beside [memory] events that are all the host's says 
     CHECK(ddp.copies.size() == 15);
     CHECK(ddp.markers.size() == 20);   // the 15 annotations and the 5 steps
     CHECK(ddp.allocations.size() == 105);
-    CHECK(std::all_of(ddp.allocations.device.begin(), ddp.allocations.device.end(),
-                      [](int32_t dev) { return dev == -1; }));
+    CHECK(test::all_are(ddp.allocations.device, -1));
     CHECK(mhc::trace::live_peak(ddp, -1).bytes == 8);
     CHECK(ddp.meta.at("kineto.kernels_linked_to_launch") == "2360");
     CHECK(ddp.meta.at("kineto.total_allocated.device-1") == "agrees at all 210 events");
@@ -722,12 +744,7 @@ TEST_CASE("kineto: a trace without ProfilerStep#N takes its steps from the optim
     // 318 kernels, steps 1-29 321 each, 1 launched after the last optimizer step. Before
     // 2026-12-05 every kernel was in no step and `mhc info` said "steps none marked".
     TraceData trace = test::import_public(dir, "kineto/param-resnet-kineto.json.gz", result);
-    std::map<int32_t, int64_t> per_step;
-    for (int32_t step : trace.kernels.step) ++per_step[step];
-    REQUIRE(per_step.size() == 31);
-    CHECK(per_step[-1] == 1);
-    CHECK(per_step[0] == 318);
-    for (int32_t step = 1; step < 30; ++step) CHECK(per_step[step] == 321);
+    CHECK(test::kernels_per_step(trace) == resnet_steps(1, 318, 321));
     CHECK(mhc::trace::summarize(trace).steps == 30);
     const std::string loader = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__";
     CHECK(trace.meta.at("steps_from") ==
@@ -759,36 +776,15 @@ TEST_CASE("kineto: a trace without ProfilerStep#N takes its steps from the optim
     // file: equal; ProfilerStep#551 and #552 hold 577 each). Before this rule: 4 steps (518, 8,
     // 570, 8), one per optimizer range.
     const std::string stripped = dir.file("sampled-no-profiler-steps.json");
-    {
-        auto doc = nlohmann::json::parse(test::gunzip(test::pub("kineto/hta-sampled-rank-0.json.gz")));
-        auto& events = doc["traceEvents"];
-        events.erase(std::remove_if(events.begin(), events.end(),
-                                    [](const nlohmann::json& event) {
-                                        return event.value("name", "").rfind("ProfilerStep#", 0) == 0;
-                                    }),
-                     events.end());
-        test::write_file(stripped, doc.dump());
-    }
+    kineto_variant("kineto/hta-sampled-rank-0.json.gz", stripped, drop_profiler_steps);
     TraceData two = test::import_public_path(dir, stripped, result);
-    std::map<int32_t, int64_t> two_steps;
-    for (int32_t step : two.kernels.step) ++two_steps[step];
-    CHECK(two_steps == std::map<int32_t, int64_t>{{-1, 50}, {0, 526}, {1, 578}});
+    CHECK(test::kernels_per_step(two) == test::Steps{{-1, 50}, {0, 526}, {1, 578}});
     CHECK(test::warned(
         result, "one step per Optimizer.step#Shampoo.step range (the most frequent; the first seen among equals)"));
     // PyTorch 1.8's traces name the range's category Operator: read the same way (they have
     // ProfilerStep#N, so a copy without them is made here). 6 steps: ProfilerStep#5-#10.
     const std::string in = dir.file("no-profiler-steps.json");
-    {
-        auto doc = nlohmann::json::parse(
-            test::gunzip(test::pub("kineto/tb-plugin-resnet50-worker0.1623143089861.pt.trace.json.gz")));
-        auto& events = doc["traceEvents"];
-        events.erase(std::remove_if(events.begin(), events.end(),
-                                    [](const nlohmann::json& event) {
-                                        return event.value("name", "").rfind("ProfilerStep#", 0) == 0;
-                                    }),
-                     events.end());
-        test::write_file(in, doc.dump());
-    }
+    kineto_variant("kineto/tb-plugin-resnet50-worker0.1623143089861.pt.trace.json.gz", in, drop_profiler_steps);
     TraceData old = test::import_public_path(dir, in, result);
     CHECK(mhc::trace::summarize(old).steps == 6);
     // Its loop's DataLoader ranges (Operator too) lead every step, so step 0 begins where they put
@@ -807,9 +803,7 @@ TEST_CASE("kineto: two optimizers of one class stepping back to back make one st
     // after the last). Before 2026-12-05: 60 steps, each optimizer half a step.
     test::TempDir dir;
     const std::string in = dir.file("split-sgd.json");
-    {
-        auto doc = nlohmann::json::parse(test::gunzip(test::pub("kineto/param-resnet-kineto.json.gz")));
-        auto& events = doc["traceEvents"];
+    kineto_variant("kineto/param-resnet-kineto.json.gz", in, [](nlohmann::json& events) {
         const size_t count = events.size();
         for (size_t i = 0; i < count; ++i) {
             auto& event = events[i];
@@ -822,16 +816,10 @@ TEST_CASE("kineto: two optimizers of one class stepping back to back make one st
             event["dur"] = half;
             events.push_back(second);
         }
-        test::write_file(in, doc.dump());
-    }
+    });
     imp::Result result;
     TraceData trace = test::import_public_path(dir, in, result);
-    std::map<int32_t, int64_t> per_step;
-    for (int32_t step : trace.kernels.step) ++per_step[step];
-    REQUIRE(per_step.size() == 31);
-    CHECK(per_step[-1] == 1);
-    CHECK(per_step[0] == 318);
-    for (int32_t step = 1; step < 30; ++step) CHECK(per_step[step] == 321);
+    CHECK(test::kernels_per_step(trace) == resnet_steps(1, 318, 321));
     CHECK(mhc::trace::summarize(trace).steps == 30);
     CHECK_THAT(trace.meta.at("steps_from"),
                Catch::StartsWith("Optimizer.step#SGD.step ranges (no ProfilerStep#N in the trace): a step per 2 "
@@ -847,9 +835,7 @@ TEST_CASE("kineto: ranks merged into one file without ProfilerStep#N join their 
     // kernels (636, then 642; 2 after the last step).
     test::TempDir dir;
     const std::string in = dir.file("two-ranks.json");
-    {
-        auto doc = nlohmann::json::parse(test::gunzip(test::pub("kineto/param-resnet-kineto.json.gz")));
-        auto& events = doc["traceEvents"];
+    kineto_variant("kineto/param-resnet-kineto.json.gz", in, [](nlohmann::json& events) {
         const size_t count = events.size();
         for (size_t i = 0; i < count; ++i) {
             nlohmann::json copy = events[i];
@@ -857,16 +843,10 @@ TEST_CASE("kineto: ranks merged into one file without ProfilerStep#N join their 
                 copy["pid"] = copy["pid"].get<int64_t>() + 1000000;
             events.push_back(copy);
         }
-        test::write_file(in, doc.dump());
-    }
+    });
     imp::Result result;
     TraceData trace = test::import_public_path(dir, in, result);
-    std::map<int32_t, int64_t> per_step;
-    for (int32_t step : trace.kernels.step) ++per_step[step];
-    REQUIRE(per_step.size() == 31);
-    CHECK(per_step[-1] == 2);
-    CHECK(per_step[0] == 636);
-    for (int32_t step = 1; step < 30; ++step) CHECK(per_step[step] == 642);
+    CHECK(test::kernels_per_step(trace) == resnet_steps(2, 636, 642));
     CHECK(mhc::trace::summarize(trace).steps == 30);
     CHECK(test::warned(result, "30 optimizer steps of the same number joined, one step marker each"));
 }

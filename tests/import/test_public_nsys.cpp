@@ -108,18 +108,16 @@ TEST_CASE("nsys: a 2025.1 export (schema 3.17.1) of an H200 run with 13,513 NVTX
 // 47,315,943,424) of kind 9.
 TEST_CASE("nsys: a memory event of a memKind the export does not list is said", "[import][nsys][public]") {
     test::TempDir dir;
-    const std::string in = dir.file("kind.sqlite");
-    test::public_variant("nsys/con_kernel.sqlite", in,
-                         "UPDATE CUDA_GPU_MEMORY_USAGE_EVENTS SET memKind = 9 WHERE address = 47315943424;");
     imp::Result result;
-    TraceData trace = test::import_public_path(dir, in, result);
+    TraceData trace = test::import_variant(
+        dir, "nsys/con_kernel.sqlite",
+        "UPDATE CUDA_GPU_MEMORY_USAGE_EVENTS SET memKind = 9 WHERE address = 47315943424;", result);
     CHECK(mhc::trace::live_peak(trace, 0).bytes == 40160000);   // as the original: the GPU's
     CHECK(trace.meta.at("nsys.unknown_memory_kinds") ==
           "2 memory events of a memKind the export's ENUM_CUDA_MEM_KIND does not list (the first: 9) were read as "
           "the GPU's memory");
     CHECK(test::warned(result, "does not list"));
-    TraceData plain = test::import_public(dir, "nsys/con_kernel.sqlite", result);
-    CHECK(plain.meta.count("nsys.unknown_memory_kinds") == 0);
+    CHECK(test::unsaid(dir, "nsys/con_kernel.sqlite", "nsys.unknown_memory_kinds"));
 }
 
 // NVTX_EVENTS.end may be NULL (the schema allows it): a mark has none, and a range that was
@@ -136,13 +134,12 @@ TEST_CASE("nsys: rows of GPU memory tables mhc does not read are named and count
     TraceData plain = test::import_public(dir, "nsys/con_kernel.sqlite", result);
     CHECK(plain.meta.at("nsys.unread_tables") == "GPU_MEMORY_USAGE_EVENTS 219, GPU_MEMORY_BUDGET_EVENTS 130");
     CHECK(test::warned(result, "rows of tables mhc does not read were left out (GPU_MEMORY_USAGE_EVENTS 219"));
-    const std::string in = dir.file("pool.sqlite");
-    test::public_variant(
-        "nsys/con_kernel.sqlite", in,
+    TraceData pool = test::import_variant(
+        dir, "nsys/con_kernel.sqlite",
         "CREATE TABLE CUDA_GPU_MEMORY_POOL_EVENTS (start INTEGER NOT NULL, globalPid INTEGER, deviceId "
         "INTEGER, address INTEGER, operationType INTEGER, poolType INTEGER, size INTEGER); INSERT INTO "
-        "CUDA_GPU_MEMORY_POOL_EVENTS VALUES (1, 1, 0, 4096, 0, 0, 33554432), (2, 1, 0, 4096, 1, 0, 0);");
-    TraceData pool = test::import_public_path(dir, in, result);
+        "CUDA_GPU_MEMORY_POOL_EVENTS VALUES (1, 1, 0, 4096, 0, 0, 33554432), (2, 1, 0, 4096, 1, 0, 0);",
+        result);
     CHECK(pool.meta.at("nsys.unread_tables") ==
           "CUDA_GPU_MEMORY_POOL_EVENTS 2, GPU_MEMORY_USAGE_EVENTS 219, GPU_MEMORY_BUDGET_EVENTS 130");
     CHECK(pool.allocations.size() == plain.allocations.size());
@@ -153,19 +150,17 @@ TEST_CASE("nsys: rows of GPU memory tables mhc does not read are named and count
 
 TEST_CASE("nsys: an NVTX range without an end is said", "[import][nsys][public]") {
     test::TempDir dir;
-    const std::string in = dir.file("open.sqlite");
-    test::public_variant("nsys/fuser-h200-nsys-2024.6.sqlite", in,
-                         "UPDATE NVTX_EVENTS SET end = NULL WHERE rowid = 1;"
-                         "UPDATE NVTX_EVENTS SET end = NULL, eventType = 34 WHERE rowid = 2;");
     imp::Result result;
-    TraceData trace = test::import_public_path(dir, in, result);
+    TraceData trace = test::import_variant(dir, "nsys/fuser-h200-nsys-2024.6.sqlite",
+                                           "UPDATE NVTX_EVENTS SET end = NULL WHERE rowid = 1;"
+                                           "UPDATE NVTX_EVENTS SET end = NULL, eventType = 34 WHERE rowid = 2;",
+                                           result);
     CHECK(trace.markers.size() == 652);
     CHECK(trace.meta.at("nsys.nvtx_unended_ranges") ==
           "1 NVTX ranges have no end (pushed or started and never ended while nsys recorded; the first: "
           "'Fusion::resetTvUses'): each is a marker of no length at its start");
     CHECK(test::warned(result, "NVTX ranges have no end"));
-    TraceData plain = test::import_public(dir, "nsys/fuser-h200-nsys-2024.6.sqlite", result);
-    CHECK(plain.meta.count("nsys.nvtx_unended_ranges") == 0);
+    CHECK(test::unsaid(dir, "nsys/fuser-h200-nsys-2024.6.sqlite", "nsys.nvtx_unended_ranges"));
 }
 
 // nsys --cuda-graph-trace=graph writes each CUDA graph launch as one row of
@@ -210,12 +205,12 @@ TEST_CASE("nsys: CUDA graph launches traced whole are kernel rows, said, not dro
     CHECK(test::warned(result, "the graphs' own kernels are not in the file"));
 
     // An export whose only GPU table is the graph trace is read, not refused for having none.
-    const std::string alone = dir.file("graphs-alone.sqlite");
-    test::public_variant("nsys/fuser-h200-nsys-2025.1.sqlite", alone,
-                         "DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL; DROP TABLE CUPTI_ACTIVITY_KIND_MEMCPY; "
-                         "DROP TABLE CUPTI_ACTIVITY_KIND_MEMSET;" +
-                             table);
-    TraceData only = test::import_public_path(dir, alone, result);
+    TraceData only = test::import_variant(
+        dir, "nsys/fuser-h200-nsys-2025.1.sqlite",
+        "DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL; DROP TABLE CUPTI_ACTIVITY_KIND_MEMCPY; "
+        "DROP TABLE CUPTI_ACTIVITY_KIND_MEMSET;" +
+            table,
+        result);
     CHECK(only.kernels.size() == 4);   // with the launch of correlation 2200: no kernel holds it now
     CHECK(only.meta.at("nsys.missing_tables").find("CUPTI_ACTIVITY_KIND_KERNEL") != std::string::npos);
 }
@@ -229,13 +224,12 @@ TEST_CASE("nsys: two processes on one GPU keep their own lanes and their own all
     imp::Result result;
     // The 2025.1 export's 18 kernels (device 0, stream 7, 10,167,602 ns, none clamped) again as a
     // second process's, 1,000 ns later: they overlap the first process's on the same stream number.
-    const std::string kernels = dir.file("two-processes.sqlite");
-    test::public_variant(
-        "nsys/fuser-h200-nsys-2025.1.sqlite", kernels,
+    TraceData two = test::import_variant(
+        dir, "nsys/fuser-h200-nsys-2025.1.sqlite",
         "CREATE TEMP TABLE second AS SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL; UPDATE second SET globalPid = "
         "globalPid + 1, start = start + 1000, end = end + 1000, correlationId = correlationId + 100000; "
-        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM second;");
-    TraceData two = test::import_public_path(dir, kernels, result);
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM second;",
+        result);
     REQUIRE(two.kernels.size() == 36);
     CHECK(test::kernel_time(two) == 2 * 10167602);
     CHECK(two.meta.at("nsys.kernel_starts_clamped") == "0");
@@ -248,12 +242,11 @@ TEST_CASE("nsys: two processes on one GPU keep their own lanes and their own all
     // memory, each peaking at 40,160,000 B) again as a second process's, 1 ns later, at the same
     // addresses. The file's own signed sum (frees first at one start) peaks at 80,320,000 B on
     // each and ends at 0.
-    const std::string memory = dir.file("two-processes-memory.sqlite");
-    test::public_variant(
-        "nsys/con_kernel.sqlite", memory,
+    TraceData mem = test::import_variant(
+        dir, "nsys/con_kernel.sqlite",
         "CREATE TEMP TABLE second AS SELECT * FROM CUDA_GPU_MEMORY_USAGE_EVENTS; UPDATE second SET globalPid = "
-        "globalPid + 1, start = start + 1; INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS SELECT * FROM second;");
-    TraceData mem = test::import_public_path(dir, memory, result);
+        "globalPid + 1, start = start + 1; INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS SELECT * FROM second;",
+        result);
     for (int32_t device : {-1, 0}) {
         std::vector<std::pair<int64_t, int64_t>> changes;   // frees before allocations at one instant
         for (size_t i = 0; i < mem.allocations.size(); ++i) {
@@ -341,38 +334,32 @@ TEST_CASE("nsys: an export without GPU tables says whether CUDA was traced, from
         CHECK(on.meta.at("allocations").find("--cuda-memory-usage") == std::string::npos);
     }
     SECTION("CUDA traced, no GPU work recorded (as an RTX 5060 Ti run of nsys 2025.1 whose kernels never ran)") {
-        const std::string in = dir.file("runtime-only.sqlite");
-        test::public_variant("nsys/fuser-h200-nsys-2025.1.sqlite", in, no_gpu_tables);
-        const std::string error = test::import_error(dir, in);
+        const std::string error = test::variant_error(dir, "nsys/fuser-h200-nsys-2025.1.sqlite", no_gpu_tables);
         CHECK(error.find("none of the tables mhc reads") != std::string::npos);
         CHECK(error.find("CUDA was traced (CUPTI_ACTIVITY_KIND_RUNTIME holds its API calls)") != std::string::npos);
     }
     SECTION("CUDA tracing on, nothing recorded (as a 2023.3 export of an OpenMP offload run)") {
-        const std::string in = dir.file("nothing.sqlite");
-        test::public_variant("nsys/fuser-h200-nsys-2025.1.sqlite", in,
-                             no_gpu_tables + "DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME;");
-        const std::string error = test::import_error(dir, in);
+        const std::string error = test::variant_error(dir, "nsys/fuser-h200-nsys-2025.1.sqlite",
+                                                      no_gpu_tables + "DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME;");
         CHECK(error.find(
                   "CUDA tracing was on (META_DATA_CAPTURE COLLECT_CUDA_TRACE=true) but nsys recorded no CUDA call") !=
               std::string::npos);
     }
     SECTION("CUDA not traced (as nsys 2026.1 and 2026.2 exports of NVTX only)") {
-        const std::string in = dir.file("no-cuda.sqlite");
-        test::public_variant("nsys/fuser-h200-nsys-2025.1.sqlite", in,
-                             no_gpu_tables +
-                                 "DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME;"
-                                 "UPDATE META_DATA_CAPTURE SET value = 'false' WHERE name LIKE '%COLLECT_CUDA_TRACE';");
-        const std::string error = test::import_error(dir, in);
+        const std::string error = test::variant_error(
+            dir, "nsys/fuser-h200-nsys-2025.1.sqlite",
+            no_gpu_tables +
+                "DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME;"
+                "UPDATE META_DATA_CAPTURE SET value = 'false' WHERE name LIKE '%COLLECT_CUDA_TRACE';");
         CHECK(error.find("CUDA was not traced (META_DATA_CAPTURE COLLECT_CUDA_TRACE=false") != std::string::npos);
     }
     // nsys 2023.1 (schema 3.1.2) writes its version and no capture options: three such exports
     // of a Python process whose CUDA calls were not traced (nikitinvv/recon-stream, not kept: no
     // licence) were refused as "unknown version or nothing was traced", their version in the file.
     SECTION("a known version without capture options, nothing traced (as three nsys 2023.1 exports)") {
-        const std::string in = dir.file("known-version.sqlite");
-        test::public_variant("nsys/fuser-h200-nsys-2025.1.sqlite", in,
-                             no_gpu_tables + "DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME; DROP TABLE META_DATA_CAPTURE;");
-        const std::string error = test::import_error(dir, in);
+        const std::string error = test::variant_error(
+            dir, "nsys/fuser-h200-nsys-2025.1.sqlite",
+            no_gpu_tables + "DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME; DROP TABLE META_DATA_CAPTURE;");
         CHECK(error.find("(schema 3.17.1) has none of the tables mhc reads") != std::string::npos);
         CHECK(error.find("no CUDA call and no GPU activity was traced (no CUPTI_ACTIVITY_KIND_RUNTIME: record with "
                          "nsys profile --trace=cuda)") != std::string::npos);
@@ -423,8 +410,7 @@ TEST_CASE("nsys: unified-memory page migrations (memcpy copyKind 11-13) are copi
           "cudaMemcpy calls; imported as copies on stream 0 (CUPTI gives them no stream)");
     CHECK(test::warned(result, "49 memcpy rows are unified-memory page migrations"));
     // An export without such rows says nothing of them (the 2024.6 H200 export: a DtoH memcpy).
-    TraceData h200 = test::import_public(dir, "nsys/fuser-h200-nsys-2024.6.sqlite", result);
-    CHECK(h200.meta.count("nsys.uvm_migrations") == 0);
+    CHECK(test::unsaid(dir, "nsys/fuser-h200-nsys-2024.6.sqlite", "nsys.uvm_migrations"));
 }
 
 // The same for an Nsight Systems export: a CUPTI_ACTIVITY_KIND_RUNTIME launch that returned success
@@ -438,25 +424,23 @@ TEST_CASE("nsys: kernel launches without their kernel rows are said (captured on
     const std::string key = "nsys.launches_without_kernel";
     TraceData whole = test::import_public(dir, "nsys/con_kernel.sqlite", result);
     CHECK(whole.meta.count(key) == 0);
-    const std::string lost = dir.file("lost.sqlite");
-    test::public_variant("nsys/con_kernel.sqlite", lost,
-                         "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE correlationId IN (124, 133);");
-    TraceData missing = test::import_public_path(dir, lost, result);
+    TraceData missing = test::import_variant(
+        dir, "nsys/con_kernel.sqlite", "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE correlationId IN (124, 133);",
+        result);
     CHECK(missing.kernels.size() == whole.kernels.size() - 2);
     CHECK(missing.meta.at(key) ==
           "2 of 7 kernel launches (CUPTI_ACTIVITY_KIND_RUNTIME calls that launch kernels or CUDA graphs, returning "
           "success) have no kernel, memcpy, memset or graph row of their correlationId: 2 not recorded (the first: "
           "CUPTI_ACTIVITY_KIND_RUNTIME row 25 'cudaLaunchKernel_v7000')");
     CHECK(test::warned(result, "2 of the export's 7 kernel launches have no kernel, memcpy, memset or graph row"));
-    const std::string captured = dir.file("captured.sqlite");
-    test::public_variant(
-        "nsys/con_kernel.sqlite", captured,
+    TraceData in_capture = test::import_variant(
+        dir, "nsys/con_kernel.sqlite",
         "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE correlationId IN (124, 133);"
         "INSERT INTO StringIds (id, value) VALUES (99999, 'cudaStreamBeginCapture_v10000');"
         "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, eventClass, globalTid, correlationId, nameId, "
         "returnValue) SELECT MIN(start) - 1, MIN(start) - 1, 0, 72058132318159760, 0, 99999, 0 "
-        "FROM CUPTI_ACTIVITY_KIND_RUNTIME;");
-    TraceData in_capture = test::import_public_path(dir, captured, result);
+        "FROM CUPTI_ACTIVITY_KIND_RUNTIME;",
+        result);
     CHECK(in_capture.meta.at(key) ==
           "2 of 7 kernel launches (CUPTI_ACTIVITY_KIND_RUNTIME calls that launch kernels or CUDA graphs, returning "
           "success) have no kernel, memcpy, memset or graph row of their correlationId: 2 made while a stream capture "
@@ -473,35 +457,29 @@ TEST_CASE("nsys: steps from NVTX ProfilerStep#N ranges, else from the optimizer'
     // 1,250,000,000: 6 (step 1; by the kernels' own starts 5: the one launched at 1,248,567,740
     // starts at 1,250,330,764), after: 11 in no step. Before 2026-12-05 an nsys export had no steps.
     test::TempDir dir;
-    const std::string in = dir.file("steps.sqlite");
-    test::public_variant("nsys/fuser-h200-nsys-2024.6.sqlite", in,
-                         "INSERT INTO NVTX_EVENTS (start, end, eventType, text) VALUES "
-                         "(1000000000, 1100000000, 59, 'Optimizer.step#AdamW.step, op_id = 12'), "
-                         "(1200000000, 1250000000, 59, 'Optimizer.step#AdamW.step, op_id = 40');");
     imp::Result result;
-    TraceData trace = test::import_public_path(dir, in, result);
-    std::map<int32_t, int64_t> per_step;
-    for (int32_t step : trace.kernels.step) ++per_step[step];
-    CHECK(per_step == std::map<int32_t, int64_t>{{-1, 11}, {0, 2}, {1, 6}});
+    TraceData trace = test::import_variant(dir, "nsys/fuser-h200-nsys-2024.6.sqlite",
+                                           "INSERT INTO NVTX_EVENTS (start, end, eventType, text) VALUES "
+                                           "(1000000000, 1100000000, 59, 'Optimizer.step#AdamW.step, op_id = 12'), "
+                                           "(1200000000, 1250000000, 59, 'Optimizer.step#AdamW.step, op_id = 40');",
+                                           result);
+    CHECK(test::kernels_per_step(trace) == test::Steps{{-1, 11}, {0, 2}, {1, 6}});
     CHECK(mhc::trace::summarize(trace).steps == 2);
     CHECK(trace.meta.at("steps_from") == "Optimizer.step#AdamW.step ranges (no ProfilerStep#N in the trace)");
     // A ProfilerStep#N range is the step N itself (the optimizer's ranges then delimit nothing):
     // from 1.0 to 1.25 s, the 6 kernels launched in it; the 2 launched before 1.0 s are in none.
-    const std::string profiled = dir.file("profiled.sqlite");
-    test::public_variant("nsys/fuser-h200-nsys-2024.6.sqlite", profiled,
-                         "INSERT INTO NVTX_EVENTS (start, end, eventType, text) VALUES "
-                         "(1000000000, 1250000000, 59, 'ProfilerStep#3'), "
-                         "(1200000000, 1250000000, 59, 'Optimizer.step#AdamW.step, op_id = 40');");
-    TraceData marked = test::import_public_path(dir, profiled, result);
-    per_step.clear();
-    for (int32_t step : marked.kernels.step) ++per_step[step];
-    CHECK(per_step == std::map<int32_t, int64_t>{{-1, 13}, {3, 6}});
+    TraceData marked = test::import_variant(dir, "nsys/fuser-h200-nsys-2024.6.sqlite",
+                                            "INSERT INTO NVTX_EVENTS (start, end, eventType, text) VALUES "
+                                            "(1000000000, 1250000000, 59, 'ProfilerStep#3'), "
+                                            "(1200000000, 1250000000, 59, 'Optimizer.step#AdamW.step, op_id = 40');",
+                                            result);
+    CHECK(test::kernels_per_step(marked) == test::Steps{{-1, 13}, {3, 6}});
     CHECK(mhc::trace::summarize(marked).steps == 1);
     CHECK(marked.meta.at("steps_from") == "ProfilerStep#N ranges (the profiler's step markers)");
     // The export as recorded: no step, nothing said.
     TraceData plain = test::import_public(dir, "nsys/fuser-h200-nsys-2024.6.sqlite", result);
     CHECK(plain.meta.count("steps_from") == 0);
-    CHECK(std::all_of(plain.kernels.step.begin(), plain.kernels.step.end(), [](int32_t step) { return step == -1; }));
+    CHECK(test::all_are(plain.kernels.step, -1));
 }
 
 TEST_CASE("nsys: one optimizer whose NVTX steps alternate in duration makes a step per range",
@@ -532,17 +510,13 @@ TEST_CASE("nsys: one optimizer whose NVTX steps alternate in duration makes a st
     };
     test::TempDir dir;
     imp::Result result;
-    const std::string uneven = dir.file("uneven.sqlite");
-    test::public_variant("nsys/fuser-h200-nsys-2024.6.sqlite", uneven, variant(2, 2));
-    TraceData one = test::import_public_path(dir, uneven, result);
+    TraceData one = test::import_variant(dir, "nsys/fuser-h200-nsys-2024.6.sqlite", variant(2, 2), result);
     CHECK(mhc::trace::summarize(one).steps == 8);
     CHECK(one.meta.at("steps_from") ==
           "Optimizer.step#Adam.step ranges (no ProfilerStep#N in the trace): a step per Optimizer.step#Adam.step "
           "range (their durations take turns with a period of 2 but each runs the same 2 ops and calls: one "
           "optimizer stepping unevenly)");
-    const std::string gan = dir.file("gan.sqlite");
-    test::public_variant("nsys/fuser-h200-nsys-2024.6.sqlite", gan, variant(2, 5));
-    TraceData two = test::import_public_path(dir, gan, result);
+    TraceData two = test::import_variant(dir, "nsys/fuser-h200-nsys-2024.6.sqlite", variant(2, 5), result);
     CHECK(mhc::trace::summarize(two).steps == 5);
     CHECK(two.meta.at("steps_from") ==
           "Optimizer.step#Adam.step ranges (no ProfilerStep#N in the trace): a step per 2 Optimizer.step#Adam.step "

@@ -82,8 +82,7 @@ TEST_CASE("snapshot: segments of private memory pools (a MemPool's, a CUDA graph
     // less with no reason given.
     TraceData slime = test::import_public(dir, "torch-snapshot/slime-megatron-mempool-device3.pickle.gz", result);
     CHECK(slime.allocations.size() == 1065);
-    CHECK(std::all_of(slime.allocations.device.begin(), slime.allocations.device.end(),
-                      [](int32_t dev) { return dev == 3; }));
+    CHECK(test::all_are(slime.allocations.device, 3));
     CHECK(mhc::trace::live_peak(slime, 3).bytes == 36235336192);
     CHECK(slime.segments.size() == 412);
     CHECK(slime.markers.size() == 12);

@@ -783,6 +783,28 @@ TEST_CASE("snapshot: pools that cannot be known exactly are said", "[import][sna
     }
 }
 
+namespace {
+
+// An external_annotations entry of device 0.
+std::string note(const std::string& name, const char* stage, int us) {
+    return R"({"name": ")" + name + R"(", "stage": ")" + stage + R"(", "device": 0, "time_us": )" + std::to_string(us) +
+           "}";
+}
+
+// The step markers of the trace in `db`: name, start, end, index.
+using Step = std::tuple<std::string, int64_t, int64_t, int32_t>;
+std::vector<Step> steps_of(const std::string& db) {
+    const auto trace = mhc::trace::load_trace(db);
+    std::vector<Step> got;
+    for (size_t i = 0; i < trace.markers.size(); ++i)
+        if (trace.markers.kind[i] == mhc::trace::MarkerKind::Step)
+            got.emplace_back(trace.str(trace.markers.name[i]), trace.markers.t_start[i], trace.markers.t_end[i],
+                             trace.markers.index[i]);
+    return got;
+}
+
+}   // namespace
+
 TEST_CASE("snapshot: steps come from ProfilerStep#N regions, else from the optimizer's step regions",
           "[import][snapshot][steps]") {
     // Events at 100 to 200 us (t_min 100). Two Optimizer.step#AdamW.step regions, 120-130 and
@@ -794,10 +816,6 @@ TEST_CASE("snapshot: steps come from ProfilerStep#N regions, else from the optim
         {"action": "alloc", "addr": 4096, "size": 512, "stream": 0, "time_us": 100},
         {"action": "free_completed", "addr": 4096, "size": 512, "stream": 0, "time_us": 150},
         {"action": "alloc", "addr": 8192, "size": 512, "stream": 0, "time_us": 200}]])";
-    auto note = [](const std::string& name, const char* stage, int us) {
-        return R"({"name": ")" + name + R"(", "stage": ")" + stage + R"(", "device": 0, "time_us": )" +
-               std::to_string(us) + "}";
-    };
     const std::string adam = "Optimizer.step#AdamW.step", zero = "Optimizer.zero_grad#AdamW.zero_grad";
     const std::string notes = "\"external_annotations\": [" + note(adam, "START", 120) + ", " +
                               note("Optimizer.step#SGD.step", "START", 122) + ", " +
@@ -810,16 +828,8 @@ TEST_CASE("snapshot: steps come from ProfilerStep#N regions, else from the optim
     const auto result = mhc::trace::import::import_file(in, out);
     const auto trace = mhc::trace::load_trace(out);
     REQUIRE(mhc::trace::check_trace(trace).ok());
-    std::vector<std::tuple<std::string, int64_t, int64_t, int32_t>> steps;
-    size_t ranges = 0;
-    for (size_t i = 0; i < trace.markers.size(); ++i) {
-        if (trace.markers.kind[i] == mhc::trace::MarkerKind::Step)
-            steps.emplace_back(trace.str(trace.markers.name[i]), trace.markers.t_start[i], trace.markers.t_end[i],
-                               trace.markers.index[i]);
-        else ++ranges;
-    }
-    CHECK(ranges == 4);   // the regions stay range markers
-    using Step = std::tuple<std::string, int64_t, int64_t, int32_t>;
+    const auto steps = steps_of(out);
+    CHECK(trace.markers.size() - steps.size() == 4);   // the regions stay range markers
     CHECK(steps == std::vector<Step>{{"step#0", 0, 31000, 0}, {"step#1", 31000, 71000, 1}});
     CHECK(result.meta.at("steps_from") ==
           "Optimizer.step#AdamW.step ranges (no ProfilerStep#N in the trace) (1 inside another not counted)");
@@ -830,13 +840,7 @@ TEST_CASE("snapshot: steps come from ProfilerStep#N regions, else from the optim
                                      note(adam, "END", 130) + "]";
         test::write_file(in, "{" + events + ", " + profiled + "}");
         const auto profiled_result = mhc::trace::import::import_file(in, dir.file("profiled.db"));
-        const auto marked = mhc::trace::load_trace(dir.file("profiled.db"));
-        std::vector<Step> got;
-        for (size_t i = 0; i < marked.markers.size(); ++i)
-            if (marked.markers.kind[i] == mhc::trace::MarkerKind::Step)
-                got.emplace_back(marked.str(marked.markers.name[i]), marked.markers.t_start[i], marked.markers.t_end[i],
-                                 marked.markers.index[i]);
-        CHECK(got == std::vector<Step>{{"ProfilerStep#7", 0, 40000, 7}});
+        CHECK(steps_of(dir.file("profiled.db")) == std::vector<Step>{{"ProfilerStep#7", 0, 40000, 7}});
         CHECK(profiled_result.meta.at("steps_from") == "ProfilerStep#N ranges (the profiler's step markers)");
     }
     SECTION("two optimizers stepping one after the other: one step for both, said") {
@@ -851,13 +855,7 @@ TEST_CASE("snapshot: steps come from ProfilerStep#N regions, else from the optim
               "Optimizer.step#AdamW.step, Optimizer.step#SGD.step ranges (no ProfilerStep#N in the trace): a "
               "step per Optimizer.step#AdamW.step with the others' after it");
         CHECK(test::warned(two_result, "optimizer-step ranges of 2 optimizers"));
-        const auto two_trace = mhc::trace::load_trace(dir.file("two.db"));
-        std::vector<Step> got;
-        for (size_t i = 0; i < two_trace.markers.size(); ++i)
-            if (two_trace.markers.kind[i] == mhc::trace::MarkerKind::Step)
-                got.emplace_back(two_trace.str(two_trace.markers.name[i]), two_trace.markers.t_start[i],
-                                 two_trace.markers.t_end[i], two_trace.markers.index[i]);
-        CHECK(got == std::vector<Step>{{"step#0", 0, 46000, 0}});
+        CHECK(steps_of(dir.file("two.db")) == std::vector<Step>{{"step#0", 0, 46000, 0}});
     }
     SECTION("no optimizer region: no step, nothing said") {
         test::write_file(in, "{" + events + ", \"external_annotations\": [" + note(zero, "START", 131) + ", " +
@@ -884,10 +882,6 @@ TEST_CASE("snapshot: two optimizers of one class make one step per iteration, st
         {"action": "alloc", "addr": 4096, "size": 512, "stream": 0, "time_us": 100},
         {"action": "alloc", "addr": 8192, "size": 512, "stream": 0, "time_us": 1500},
         {"action": "free_completed", "addr": 8192, "size": 512, "stream": 0, "time_us": 2500}]])";
-    auto note = [](const std::string& name, const char* stage, int us) {
-        return R"({"name": ")" + name + R"(", "stage": ")" + stage + R"(", "device": 0, "time_us": )" +
-               std::to_string(us) + "}";
-    };
     auto range = [&](const std::string& name, int from, int to) {
         return note(name, "START", from) + ", " + note(name, "END", to);
     };
@@ -902,16 +896,6 @@ TEST_CASE("snapshot: two optimizers of one class make one step per iteration, st
         split += (i ? ", " : "") + range("Optimizer.step#AdamW.step", at + 100, at + 110) + ", " +
                  range("Optimizer.step#AdamW.step", at + 111, at + 121);
     }
-    using Step = std::tuple<std::string, int64_t, int64_t, int32_t>;
-    auto steps_of = [](const std::string& db) {
-        const auto trace = mhc::trace::load_trace(db);
-        std::vector<Step> got;
-        for (size_t i = 0; i < trace.markers.size(); ++i)
-            if (trace.markers.kind[i] == mhc::trace::MarkerKind::Step)
-                got.emplace_back(trace.str(trace.markers.name[i]), trace.markers.t_start[i], trace.markers.t_end[i],
-                                 trace.markers.index[i]);
-        return got;
-    };
     test::TempDir dir;
     const std::string in = dir.file("gan.json");
     test::write_file(in, "{" + events + ", \"external_annotations\": [" + gan + "]}");

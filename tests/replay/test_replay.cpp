@@ -65,6 +65,19 @@ replay::Options fast() {
     return o;
 }
 
+// Validation at 70% on PCIe 4 with the caching allocator, each configuration replayed 3 times
+// (fast(), not stored).
+replay::ValidateSpec repeated() {
+    replay::ValidateSpec spec;
+    spec.base.link = sim::link_from_spec("pcie4");
+    spec.base.allocator = "caching";
+    spec.capacities = {sim::parse_capacity("70%")};
+    spec.replay = fast();
+    spec.repeat = 3;
+    spec.store = false;
+    return spec;
+}
+
 }  // namespace
 
 TEST_CASE("the plan keeps every dependency the simulator kept", "[replay][plan]") {
@@ -484,14 +497,8 @@ TEST_CASE("adaptive repeats stop once the replays agree within the bound, as the
 
 TEST_CASE("adaptive repeats replay each configuration between the least and the most", "[replay][repeat]") {
     std::string path = small_trace("adaptive", false);
-    replay::ValidateSpec spec;
-    spec.base.link = sim::link_from_spec("pcie4");
-    spec.base.allocator = "caching";
-    spec.capacities = {sim::parse_capacity("70%")};
-    spec.replay = fast();
-    spec.repeat = 3;
+    replay::ValidateSpec spec = repeated();
     spec.adaptive_repeat = true;
-    spec.store = false;
     // A target no noise reaches: the least replays, 3 of the baseline and 2 of the configuration.
     spec.target_pp = 1e9;
     replay::Report rep = replay::validate(path, spec);
@@ -523,13 +530,7 @@ TEST_CASE("adaptive repeats replay each configuration between the least and the 
 
 TEST_CASE("validation with repeats reports the median replay and keeps every makespan", "[replay][repeat]") {
     std::string path = small_trace("repeat", false);
-    replay::ValidateSpec spec;
-    spec.base.link = sim::link_from_spec("pcie4");
-    spec.base.allocator = "caching";
-    spec.capacities = {sim::parse_capacity("70%")};
-    spec.replay = fast();
-    spec.repeat = 3;
-    spec.store = false;
+    replay::ValidateSpec spec = repeated();
     replay::Report rep = replay::validate(path, spec);
     REQUIRE(rep.ok());
     // The baseline, whose noise every loss carries, 2N - 1 times; the configurations N times.

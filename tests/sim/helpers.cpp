@@ -108,6 +108,13 @@ sim::Config config(const std::string& eviction, int64_t capacity, const std::str
     return c;
 }
 
+std::vector<int64_t> swapped_out(const sim::Result& r) {
+    std::vector<int64_t> v;
+    for (const auto& e : r.events)
+        if (e.kind == trace::EventKind::SwapOut) v.push_back(e.allocation);
+    return v;
+}
+
 std::string temp_path(const std::string& name) {
     return (mhc::test::scratch_dir("mhc-sim-tests") / name).string();
 }

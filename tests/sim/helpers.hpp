@@ -24,6 +24,9 @@ void write(const std::string& path, const std::vector<Tensor>& tensors, const st
 mhc::sim::LinkModel slow_link();
 mhc::sim::Config config(const std::string& eviction, int64_t capacity, const std::string& prefetch = "none");
 
+// The allocation ids of the swap-outs of a run, in order.
+std::vector<int64_t> swapped_out(const mhc::sim::Result& r);
+
 std::string temp_path(const std::string& name);
 
 // How many kernels of the simulated device the run does not hold at their recorded times (0 for

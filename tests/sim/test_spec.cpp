@@ -13,16 +13,6 @@ using namespace simtest;
 using namespace mhc;
 using trace::kNoTime;
 
-namespace {
-// The allocation ids of the swap-outs of a run, in order.
-std::vector<int64_t> swapped_out(const sim::Result& r) {
-    std::vector<int64_t> v;
-    for (const auto& e : r.events)
-        if (e.kind == trace::EventKind::SwapOut) v.push_back(e.allocation);
-    return v;
-}
-}  // namespace
-
 TEST_CASE("spec: LRU's clock is advanced by every allocation and every operand access", "[sim][spec]") {
     // A and B allocated at 0 (clock 1, 2), k1 [1,2] reads A (clock 3), C at 3 ms needs room in
     // 2 MiB: the least recent is B (2 < 3), dirty: D2H 3-4 ms, C waits 1 ms. A kernel-seq clock

@@ -16,13 +16,6 @@ using namespace mhc;
 using trace::kNoTime;
 
 namespace {
-std::vector<int64_t> swapped_out(const sim::Result& r) {
-    std::vector<int64_t> v;
-    for (const auto& e : r.events)
-        if (e.kind == trace::EventKind::SwapOut) v.push_back(e.allocation);
-    return v;
-}
-
 sim::Config ideal(const std::string& policy, int64_t capacity, const std::string& prefetch = "none") {
     sim::Config c = config(policy, capacity, prefetch);
     c.allocator = "ideal";
