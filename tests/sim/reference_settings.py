@@ -917,7 +917,7 @@ def checkpoint_groups(cap, setting):
 
 # ---------------------------------------------------------------- offload
 
-def apply_offload(plan, cap, off, checkpointed):
+def apply_offload(plan, cap, off, checkpointed, selective=()):
     mode = off.get("mode", "sync")
     mods = off.get("modules")
     mods = None if mods is None else [cap.module_id(n) for n in mods]
@@ -981,6 +981,18 @@ def apply_offload(plan, cap, off, checkpointed):
         for j, (i, out, a) in enumerate(packs):
             if eligible(a) and a not in first:
                 first[a] = j
+        def kept_by_policy(a):
+            """An output a selective checkpoint's policy keeps (save_matmuls) is held by the
+            checkpoint's cache until the recomputation replays its op: when that is after the
+            hook's unpack, the hook finds it on the device and uses it as it is (its longest holder)."""
+            mb = cap.made_by.get(a)
+            u = unpack(a)
+            if mb is None or u is None or not is_must_save(cap.kernels[mb]["name"] or "") \
+                    or not any(cap.inside(cap.caller[mb], m) for m in selective):
+                return False
+            freed = plan.allocs[a].freed
+            return freed is None or plan.pos(freed) > plan.pos((plan.op_of[u], "before", 0))
+
         dies = {}
         for a, j in first.items():
             mb = cap.made_by.get(a)
@@ -990,7 +1002,7 @@ def apply_offload(plan, cap, off, checkpointed):
                             and not any(cap.inside(cap.caller[i], m) for m in checkpointed)
                             for i in cap.saves_of.get(a, []))
             held = any(i not in kset for i, _m in cap.uses[a])   # a kernel of another pass uses it
-            dies[a] = made_fwd and all_packs and not held and a not in recomputed
+            dies[a] = made_fwd and all_packs and not held and a not in recomputed and not kept_by_policy(a)
         def comes_back(a):   # it dies and the backward unpacks it
             return a in first and dies[a] and unpack(a) is not None
 
@@ -1319,7 +1331,8 @@ def transform(path, setting, host_bw=100e9, host_tensor_cost_ns=15000, cap=None)
     groups = checkpoint_groups(cap, setting)
     apply_checkpoint(plan, cap, groups)
     if setting.get("offload"):
-        apply_offload(plan, cap, setting["offload"], [m for mods, _p in groups for m in mods])
+        apply_offload(plan, cap, setting["offload"], [m for mods, _p in groups for m in mods],
+                      [m for mods, p in groups if p == "save_matmuls" for m in mods])
     opt = setting.get("optimizer") or {}
     if opt and not optimizer_steps(cap):
         raise ValueError("the capture has no optimizer step")
