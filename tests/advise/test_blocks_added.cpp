@@ -6,6 +6,7 @@
 
 #include "fixture.hpp"
 #include "mhc/advise/dp.hpp"
+#include "mhc/advise/planner.hpp"
 #include "step.hpp"
 #include "tiny.hpp"
 
@@ -13,6 +14,7 @@ using namespace mhc::advise;
 using advisetest::Category;
 using advisetest::Fixture;
 using advisetest::Phase;
+using advisetest::Step;
 using advisetest::TinyTrace;
 
 namespace {
@@ -56,6 +58,37 @@ SeparableModel with_block(std::mt19937_64& rng, const SeparableModel& m, size_t 
     return bigger;
 }
 
+// M.fe.0 .. (a front-end of `fe_types`), then M.enc.0..2 (two kernels a layer, the most work):
+// each forward kernel makes and saves its output (`mib[k]` MiB, 100 B when empty), read back by
+// its backward kernel.
+TinyTrace front_end_step(const std::vector<std::string>& fe_types, const std::vector<int>& mib = {}) {
+    Step tiny({});
+    std::vector<std::string> mods;
+    for (size_t i = 0; i < fe_types.size(); ++i) {
+        const std::string name = "M.fe." + std::to_string(i);
+        tiny.module(name, fe_types[i]);
+        tiny.module(name + ".conv", "Conv1d");
+        mods.push_back(name + ".conv");
+    }
+    for (int i = 0; i < 3; ++i) {
+        const std::string name = "M.enc." + std::to_string(i);
+        tiny.module(name, "Layer");
+        tiny.module(name + ".ff", "Linear");
+        mods.push_back(name + ".ff");
+        mods.push_back(name + ".ff");
+    }
+    const size_t n = mods.size();
+    int prev = tiny.input(100, "batch");
+    std::vector<int> out;
+    for (size_t k = 0; k < n; ++k) {
+        out.push_back(tiny.act(mib.empty() ? 100 : int64_t{mib[k]} << 20, "a" + std::to_string(k)));
+        tiny.fwd(k % 2 ? "aten::mm" : "aten::mul", mods[k], {{prev, 'r'}, {out.back(), 'w'}}, {out.back()});
+        prev = out.back();
+    }
+    for (size_t k = n; k-- > 0;) tiny.bwd("aten::mm_backward", mods[k], {{out[k], 'r'}});
+    return tiny.done();
+}
+
 }  // namespace
 
 TEST_CASE("the DP's answer is no slower with a block more (random separable models, the planner's quantum)",
@@ -83,48 +116,57 @@ TEST_CASE("blocks: a numbered stack whose first member alone differs in type is 
     // M.fe.0 (a conv layer with a norm), M.fe.1, M.fe.2 (conv layers without), then M.enc.0..2:
     // each member one forward kernel and its backward. The encoder does the most work (two
     // kernels a layer); the front-end joins it as Wav2Vec2's conv layers should.
-    auto step = [](const std::vector<std::string>& fe_types) {
-        TinyTrace tiny;
-        tiny.modules = {{"M", "Model"}};
-        std::vector<std::string> mods;
-        for (size_t i = 0; i < fe_types.size(); ++i) {
-            const std::string name = "M.fe." + std::to_string(i);
-            tiny.modules.push_back({name, fe_types[i]});
-            tiny.modules.push_back({name + ".conv", "Conv1d"});
-            mods.push_back(name + ".conv");
-        }
-        for (int i = 0; i < 3; ++i) {
-            const std::string name = "M.enc." + std::to_string(i);
-            tiny.modules.push_back({name, "Layer"});
-            tiny.modules.push_back({name + ".ff", "Linear"});
-            mods.push_back(name + ".ff");
-            mods.push_back(name + ".ff");
-        }
-        const int n = static_cast<int>(mods.size());
-        int prev = tiny.alloc(100, Category::Other, "batch", -1, -1);
-        std::vector<int> out;
-        for (int k = 0; k < n; ++k) {
-            out.push_back(tiny.alloc(100, Category::Activation, "a" + std::to_string(k), k, n + (n - 1 - k)));
-            tiny.kernel({"aten::mm", mods[static_cast<size_t>(k)], Phase::Forward, {{prev, 'r'}, {out.back(), 'w'}},
-                         {out.back()}});
-            prev = out.back();
-        }
-        for (int k = n - 1; k >= 0; --k)
-            tiny.kernel({"aten::mm_backward", mods[static_cast<size_t>(k)], Phase::Backward,
-                         {{out[static_cast<size_t>(k)], 'r'}}, {}});
-        return tiny;
-    };
     {
-        Fixture fix(step({"GroupNormConvLayer", "NoLayerNormConvLayer", "NoLayerNormConvLayer"}));
+        Fixture fix(front_end_step({"GroupNormConvLayer", "NoLayerNormConvLayer", "NoLayerNormConvLayer"}));
         CHECK(fix.base.info.block_name == std::vector<std::string>{"M.fe.0", "M.fe.1", "M.fe.2", "M.enc.0",
                                                                   "M.enc.1", "M.enc.2"});
     }
     {   // a later member differing: no stack of blocks
-        Fixture fix(step({"NoLayerNormConvLayer", "NoLayerNormConvLayer", "GroupNormConvLayer"}));
+        Fixture fix(front_end_step({"NoLayerNormConvLayer", "NoLayerNormConvLayer", "GroupNormConvLayer"}));
         CHECK(fix.base.info.block_name == std::vector<std::string>{"M.enc.0", "M.enc.1", "M.enc.2"});
     }
     {   // two members of two types: no stack either
-        Fixture fix(step({"GroupNormConvLayer", "NoLayerNormConvLayer"}));
+        Fixture fix(front_end_step({"GroupNormConvLayer", "NoLayerNormConvLayer"}));
         CHECK(fix.base.info.block_name == std::vector<std::string>{"M.enc.0", "M.enc.1", "M.enc.2"});
     }
+}
+
+TEST_CASE("the planner's answer is no slower when a front-end's layers become blocks (random steps)", "[advise][dp]") {
+    // One step, its blocks found two ways: a front-end of three layers of types A, B, C (no
+    // stack: 3 blocks) and of A, B, B (a stack: 6 blocks). Every combination of the first is
+    // one of the second, so the second's fastest fitting answer is no slower.
+    std::mt19937_64 rng(5);
+    std::uniform_int_distribution<int> size(1, 64);
+    int compared = 0;
+    for (int trial = 0; trial < 12; ++trial) {
+        std::vector<int> mib(9);
+        for (int& m : mib) m = size(rng);
+        // one fixture at a time (their trace files share a name)
+        auto answers = [&](const std::vector<std::string>& types, size_t blocks, int64_t& baseline) {
+            Fixture fix(front_end_step(types, mib));
+            REQUIRE(fix.base.info.block_name.size() == blocks);
+            const Evaluator ev = fix.ev();
+            if (baseline == 0) baseline = ev.predict(Setting{}).memory.reserved;
+            std::vector<int64_t> times;   // per capacity: the first answer's step time, -1: none
+            for (double part : {0.6, 0.8}) {
+                PlannerOptions o;
+                o.capacity = static_cast<int64_t>(static_cast<double>(baseline) * part);
+                o.top = 1;
+                const Advice a = advise(ev, o);
+                times.push_back(a.ranked.empty() ? -1 : a.ranked[0].prediction.step_time);
+            }
+            return times;
+        };
+        int64_t baseline = 0;
+        const std::vector<int64_t> fewer = answers({"A", "B", "C"}, 3, baseline);
+        const std::vector<int64_t> more = answers({"A", "B", "B"}, 6, baseline);
+        for (size_t c = 0; c < fewer.size(); ++c) {
+            INFO("trial " << trial << ", capacity " << (c ? 0.8 : 0.6) << " of " << baseline);
+            if (fewer[c] < 0) continue;
+            ++compared;
+            REQUIRE(more[c] >= 0);
+            CHECK(more[c] <= fewer[c]);
+        }
+    }
+    CHECK(compared > 4);
 }

@@ -75,3 +75,40 @@ TEST_CASE("selective checkpoint + offload: a kept output the offloaded module sa
         parse_setting(R"({"offload": {"mode": "sync", "modules": ["M.bn"], "min_bytes": 500}})"));
     CHECK(alone.h2d_bytes == 1000);
 }
+
+TEST_CASE("checkpoint: calls are transformed in forward order, whatever order the setting names them in",
+          "[advise][transform]") {
+    // b0's output h (made by its tanh, which saves its output) is b1's input, which b1's add reads
+    // (saving nothing) in the forward and again in its recomputation:
+    //   k0 b0 mm x -> m, saves m      k3 b1 relu o -> p, saves p   k6 b0 tanh_backward h
+    //   k1 b0 tanh m -> h, saves h    k4 M sum p -> loss           k7 b0 mm_backward m
+    //   k2 b1 add h -> o              k5 b1 relu_backward p
+    // A selective checkpoint of b0 lets h, which only b0 saved, die at its last forward use (k2):
+    // b0's backward reads its recomputed copy. A full checkpoint of b1 keeps h, its input, until
+    // b1's backward ends (k5), for its recomputation (add) reads it. Named with b1's group first,
+    // b0's rule came last and undid b1's: b1's recomputation read h after it had died (an
+    // invalid step, access-outside-lifetime).
+    Step tiny({{"M.b0", "Block"}, {"M.b1", "Block"}});
+    const int batch = tiny.input(100, "x");
+    const int mm_out = tiny.act(1000, "m"), hidden = tiny.act(1000, "h"), sum_out = tiny.act(1000, "o");
+    const int relu_out = tiny.act(1000, "p"), loss = tiny.work(10, "loss");
+    tiny.fwd("aten::mm", "M.b0", {{batch, 'r'}, {mm_out, 'w'}}, {mm_out});
+    tiny.fwd("aten::tanh", "M.b0", {{mm_out, 'r'}, {hidden, 'w'}}, {hidden});
+    tiny.fwd("aten::add", "M.b1", {{hidden, 'r'}, {sum_out, 'w'}});
+    tiny.fwd("aten::relu", "M.b1", {{sum_out, 'r'}, {relu_out, 'w'}}, {relu_out});
+    tiny.fwd("aten::sum", "M", {{relu_out, 'r'}, {loss, 'w'}});
+    tiny.bwd("aten::threshold_backward", "M.b1", {{relu_out, 'r'}, {loss, 'r'}});
+    tiny.bwd("aten::tanh_backward", "M.b0", {{hidden, 'r'}});
+    tiny.bwd("aten::mm_backward", "M.b0", {{mm_out, 'r'}});
+    Fixture fix(tiny.done());
+    const std::string in_order = R"({"checkpoint": [{"modules": ["M.b0"], "policy": "save_matmuls"},
+                                                    {"modules": ["M.b1"], "policy": "full"}]})";
+    const std::string reversed = R"({"checkpoint": [{"modules": ["M.b1"], "policy": "full"},
+                                                    {"modules": ["M.b0"], "policy": "save_matmuls"}]})";
+    const mhc::trace::TraceData a = fix.ev().trace(parse_setting(in_order));
+    const mhc::trace::TraceData b = fix.ev().trace(parse_setting(reversed));
+    CHECK(mhc::trace::check_trace(a).ok());
+    CHECK(mhc::trace::check_trace(b).ok());
+    CHECK(b.allocations.t_free == a.allocations.t_free);
+    CHECK(fix.ev().predict(parse_setting(reversed)).memory.peak == fix.ev().predict(parse_setting(in_order)).memory.peak);
+}

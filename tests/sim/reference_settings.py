@@ -856,12 +856,13 @@ def checkpoint_call(plan, cap, ks, mod, call, policy, recasts):
 def apply_checkpoint(plan, cap, groups):
     in_calls = set()
     recasts = []   # (cast, its copy, trigger, the pass's kernels, module) of casts other calls saved too
-    for mods, policy in groups:
-        for mod in mods:
-            for ks in cap.passes:
-                for call in calls_of(cap, ks, mod):
-                    in_calls.update(call)
-                    checkpoint_call(plan, cap, ks, mod, call, "full" if policy == "mhc" else policy, recasts)
+    # every call in forward order, whatever order the setting names the modules in (a call's
+    # saved storages die at their last forward use; a later call keeps its inputs: that one last)
+    calls = [(call, mod, policy, ks) for mods, policy in groups for mod in mods
+             for ks in cap.passes for call in calls_of(cap, ks, mod)]
+    for call, mod, policy, ks in sorted(calls, key=lambda c: c[0][0]):
+        in_calls.update(call)
+        checkpoint_call(plan, cap, ks, mod, call, "full" if policy == "mhc" else policy, recasts)
     # a backward kernel of the module reading such a cast reads the copy of the call whose
     # recomputation came last before it (the calls' backwards run one after another)
     for a in {r[0] for r in recasts}:
