@@ -80,6 +80,18 @@ void find_blocks(CaptureInfo& c) {
             if (type_of(m) != type_of(members.front().second)) return false;
         return true;
     };
+    // A stack whose first member alone differs in type, as a front-end's layers often do
+    // (Wav2Vec2's feature extractor: a GroupNorm conv layer, then six conv layers without a norm):
+    // three or more numbered members, all but the lowest-numbered of one type.
+    auto first_differs = [&](const std::string& prefix) {
+        auto members = groups[prefix];
+        if (members.size() < 3) return false;
+        std::sort(members.begin(), members.end());
+        if (type_of(members[0].second) == type_of(members[1].second)) return false;
+        for (size_t i = 2; i < members.size(); ++i)
+            if (type_of(members[i].second) != type_of(members[1].second)) return false;
+        return true;
+    };
     // Per module: its runs of consecutive forward kernels of its own (one per call of a module
     // that runs one kernel a call).
     std::vector<int64_t> runs(nm, 0);
@@ -187,7 +199,7 @@ void find_blocks(CaptureInfo& c) {
     std::vector<std::string> stacks = {top};
     if (one_type(top))
         for (auto& [prefix, w] : work) {
-            bool apart = w > 0 && (one_type(prefix) ||
+            bool apart = w > 0 && (one_type(prefix) || first_differs(prefix) ||
                                    (within_outer(prefix) && stacked(prefix) &&
                                     type_of(groups[prefix].front().second) == type_of(groups[top].front().second)));
             for (const std::string& stack : stacks) apart = apart && !nested(prefix, stack);

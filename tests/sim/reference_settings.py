@@ -856,12 +856,13 @@ def checkpoint_call(plan, cap, ks, mod, call, policy, recasts):
 def apply_checkpoint(plan, cap, groups):
     in_calls = set()
     recasts = []   # (cast, its copy, trigger, the pass's kernels, module) of casts other calls saved too
-    for mods, policy in groups:
-        for mod in mods:
-            for ks in cap.passes:
-                for call in calls_of(cap, ks, mod):
-                    in_calls.update(call)
-                    checkpoint_call(plan, cap, ks, mod, call, "full" if policy == "mhc" else policy, recasts)
+    # every call in forward order, whatever order the setting names the modules in (a call's
+    # saved storages die at their last forward use; a later call keeps its inputs: that one last)
+    calls = [(call, mod, policy, ks) for mods, policy in groups for mod in mods
+             for ks in cap.passes for call in calls_of(cap, ks, mod)]
+    for call, mod, policy, ks in sorted(calls, key=lambda c: c[0][0]):
+        in_calls.update(call)
+        checkpoint_call(plan, cap, ks, mod, call, "full" if policy == "mhc" else policy, recasts)
     # a backward kernel of the module reading such a cast reads the copy of the call whose
     # recomputation came last before it (the calls' backwards run one after another)
     for a in {r[0] for r in recasts}:
@@ -917,7 +918,7 @@ def checkpoint_groups(cap, setting):
 
 # ---------------------------------------------------------------- offload
 
-def apply_offload(plan, cap, off, checkpointed):
+def apply_offload(plan, cap, off, checkpointed, selective=()):
     mode = off.get("mode", "sync")
     mods = off.get("modules")
     mods = None if mods is None else [cap.module_id(n) for n in mods]
@@ -981,6 +982,18 @@ def apply_offload(plan, cap, off, checkpointed):
         for j, (i, out, a) in enumerate(packs):
             if eligible(a) and a not in first:
                 first[a] = j
+        def kept_by_policy(a):
+            """An output a selective checkpoint's policy keeps (save_matmuls) is held by the
+            checkpoint's cache until the recomputation replays its op: when that is after the
+            hook's unpack, the hook finds it on the device and uses it as it is (its longest holder)."""
+            mb = cap.made_by.get(a)
+            u = unpack(a)
+            if mb is None or u is None or not is_must_save(cap.kernels[mb]["name"] or "") \
+                    or not any(cap.inside(cap.caller[mb], m) for m in selective):
+                return False
+            freed = plan.allocs[a].freed
+            return freed is None or plan.pos(freed) > plan.pos((plan.op_of[u], "before", 0))
+
         dies = {}
         for a, j in first.items():
             mb = cap.made_by.get(a)
@@ -990,7 +1003,7 @@ def apply_offload(plan, cap, off, checkpointed):
                             and not any(cap.inside(cap.caller[i], m) for m in checkpointed)
                             for i in cap.saves_of.get(a, []))
             held = any(i not in kset for i, _m in cap.uses[a])   # a kernel of another pass uses it
-            dies[a] = made_fwd and all_packs and not held and a not in recomputed
+            dies[a] = made_fwd and all_packs and not held and a not in recomputed and not kept_by_policy(a)
         def comes_back(a):   # it dies and the backward unpacks it
             return a in first and dies[a] and unpack(a) is not None
 
@@ -1319,7 +1332,8 @@ def transform(path, setting, host_bw=100e9, host_tensor_cost_ns=15000, cap=None)
     groups = checkpoint_groups(cap, setting)
     apply_checkpoint(plan, cap, groups)
     if setting.get("offload"):
-        apply_offload(plan, cap, setting["offload"], [m for mods, _p in groups for m in mods])
+        apply_offload(plan, cap, setting["offload"], [m for mods, _p in groups for m in mods],
+                      [m for mods, p in groups if p == "save_matmuls" for m in mods])
     opt = setting.get("optimizer") or {}
     if opt and not optimizer_steps(cap):
         raise ValueError("the capture has no optimizer step")

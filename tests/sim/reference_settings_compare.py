@@ -157,11 +157,32 @@ def grid(path, quick):
             out.append({"checkpoint": {"modules": bl[-1:], "policy": "full"},
                         "offload": {"mode": "streamed", "modules": None, "min_bytes": 0, "max_fwd_stash": 2,
                                     "prefetch": 3}, "allocator": "expandable_segments:True"})
+        # a selective checkpoint of a block's convolution or linear layer, the norm after it
+        # offloaded: an output the policy keeps that the hook saves too (the DCGAN's BatchNorm)
+        pair = kept_then_norm(path, bl[0])
+        if pair:
+            for mode in ("sync", "streamed"):
+                out.append({"checkpoint": {"modules": pair[:1], "policy": "save_matmuls"},
+                            "offload": {"mode": mode, "modules": pair[1:], "min_bytes": 1024}})
         if has_foreach_adamw(path):
             out.append({"checkpoint": {"modules": bl[-1:], "policy": "save_matmuls"},
                         "offload": {"mode": "sync", "modules": bl[:1], "min_bytes": 1024},
                         "optimizer": {"impl": "fused"}})
     return out
+
+
+def kept_then_norm(path, block):
+    """The first two children of `block`, one after the other, a convolution or linear layer then
+    a norm; None if it has none."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    rows = db.execute("SELECT s.text, t.text FROM modules m JOIN strings s ON s.id = m.name "
+                      "JOIN strings t ON t.id = m.type ORDER BY m.id").fetchall()
+    db.close()
+    kids = [(n, t) for n, t in rows if n.rpartition(".")[0] == block]
+    for (n1, t1), (n2, t2) in zip(kids, kids[1:]):
+        if (t1.startswith("Conv") or t1 == "Linear") and "Norm" in t2:
+            return [n1, n2]
+    return None
 
 
 def written(path):

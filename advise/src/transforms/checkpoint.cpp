@@ -95,7 +95,14 @@ class Checkpoint final : public Transform {
 public:
     explicit Checkpoint(std::vector<Region> regions) : regions_(std::move(regions)) {}
     void apply(const Context& ctx, Plan& plan) const override {
-        const std::vector<Run> all = runs(ctx);
+        std::vector<Run> all = runs(ctx);
+        // In forward order, whatever order the setting names the modules in: a call's rules for
+        // what it saved (they die at their last forward use) come before a later call's for its
+        // inputs (kept until its backward ends). Named the other way round (a selective
+        // checkpoint's group after a full one's, or a group's modules listed back to front), the
+        // earlier call's rule undid the later call's, and the later recomputation read its input
+        // after it had died (an invalid step: access-outside-lifetime).
+        std::stable_sort(all.begin(), all.end(), [](const Run& lhs, const Run& rhs) { return lhs.first < rhs.first; });
         recasts_.clear();
         for (const Run& run : all) apply_run(ctx.base, plan, run);
         release_forward_casts(ctx.base, plan, all, std::move(recasts_));
