@@ -158,11 +158,11 @@ void add_optimizer_steps(KinetoData& data, int64_t base, Result& result) {
     }
     for (const auto& range : data.loop_ranges)   // where step 0 begins (steps.hpp)
         by_process[range.pid].push_back(NamedSpan{data.strings.list[range.name], range.ts, range.ts + range.dur});
-    std::string said, warning;
+    std::string said, warning, optimizers;
     for (const auto& [pid, spans] : by_process) {
         const OptimizerSteps found = optimizer_steps(spans, base);
         if (found.steps.empty()) continue;
-        if (said.empty()) said = found.said(), warning = found.warning();
+        if (said.empty()) said = found.said(), warning = found.warning(), optimizers = found.optimizers_said();
         for (const StepSpan& step : found.steps) {
             KRange range;
             range.ts = step.t_start;
@@ -175,6 +175,7 @@ void add_optimizer_steps(KinetoData& data, int64_t base, Result& result) {
     }
     if (said.empty()) return;
     result.meta["steps_from"] = said;
+    result.meta["steps_optimizers"] = optimizers;
     if (!warning.empty()) result.warnings.push_back(warning);
 }
 
