@@ -179,9 +179,11 @@ void find_period(const std::vector<const OuterRange*>& anchors, OptimizerSteps& 
         size_t last = 0;
         for (size_t cls = 1; cls < period; ++cls)
             if (median(by_class[cls]) > median(by_class[last])) last = cls;
-        bool alike = true;   // no class followed by longer gaps (tensors alone showed the period)
+        // Where tensors showed the period and no class is followed by longer gaps, the first range
+        // begins a step (nothing says otherwise); durations and gaps keep the class after the first.
+        bool alike = by_inputs.has_value();
         for (size_t cls = 1; cls < period; ++cls) alike &= median(by_class[cls]) == median(by_class[0]);
-        out.phase = alike ? 0 : static_cast<int32_t>((last + 1) % period);   // alike: the first range begins one
+        out.phase = alike ? 0 : static_cast<int32_t>((last + 1) % period);
         return;
     }
 }
@@ -226,11 +228,44 @@ std::optional<int64_t> leading_offset(const std::vector<int64_t>& starts, const 
 // 2026-12-05, later: a loop that moves its batch to the GPU before zeroing the gradients, param's
 // linear model at 20 to 29% of each step, or zeroes them after the forward pass; before, step 0
 // held the whole setup, 41 times the median step there).
+//
+// Where the loop range's thread is known (NamedSpan::thread_starts, thread_names) and the range is
+// placed by the first-half rule, step 0 begins no
+// later than the first of the ops and calls before that range that repeat, in order back from it,
+// those between a later step's start and its first such range (the most that do over the later
+// steps) (since 2026-12-05, fifth): a first iteration that runs the same head as the later ones
+// before its zero_grad but slower (a first batch's transfer, a first forward's kernel selection)
+// keeps it; by the time lead alone it began before step 0 and was in no step. Ops of another
+// name end the match: the setup before, or a later step's lead that is the tail of the iteration
+// before (a loss.item()), is not taken for the first iteration's head.
+std::optional<int64_t> lead_by_ops(const std::vector<int64_t>& starts, const std::vector<int64_t>& ends,
+                                   const std::vector<int64_t>& thread, const std::vector<uint32_t>& names,
+                                   int64_t first) {
+    const size_t before = std::lower_bound(thread.begin(), thread.end(), first) - thread.begin();
+    size_t most = 0;
+    for (size_t k = 1; k < ends.size(); ++k) {
+        auto next = std::lower_bound(starts.begin(), starts.end(), ends[k - 1]);
+        if (next == starts.end()) break;
+        const size_t from = std::lower_bound(thread.begin(), thread.end(), ends[k - 1]) - thread.begin();
+        const size_t to = std::lower_bound(thread.begin(), thread.end(), *next) - thread.begin();
+        size_t same = 0;
+        while (same < to - from && same < before && names[to - 1 - same] == names[before - 1 - same]) ++same;
+        most = std::max(most, same);
+    }
+    if (most == 0) return std::nullopt;
+    return thread[before - most];
+}
+
 int64_t first_step_start(const std::vector<NamedSpan>& ranges, const std::vector<OuterRange>& outer,
                          const std::vector<int64_t>& ends, int64_t t_first, std::string& from) {
     std::map<std::string, std::vector<int64_t>> by_name;
+    std::map<std::string, const NamedSpan*> threads;   // a range of each name whose thread is known
     for (const NamedSpan& range : ranges)
-        if (is_loop_range(range.name)) by_name[range.name.substr(0, range.name.find(','))].push_back(range.t_start);
+        if (is_loop_range(range.name)) {
+            const std::string name = range.name.substr(0, range.name.find(','));
+            by_name[name].push_back(range.t_start);
+            if (range.thread_starts != nullptr && range.thread_names != nullptr) threads.emplace(name, &range);
+        }
     if (ends.size() < 2) return t_first;
     for (auto& [name, starts] : by_name) std::sort(starts.begin(), starts.end());
     for (const int part : {10, 2}) {
@@ -240,7 +275,13 @@ int64_t first_step_start(const std::vector<NamedSpan>& ranges, const std::vector
             const std::optional<int64_t> offset = leading_offset(starts, ends, part);
             auto after = std::upper_bound(starts.begin(), starts.end(), outer.front().t_start);
             if (!offset || after == starts.begin() || *(after - 1) < t_first) continue;
-            const int64_t begin = *(after - 1) - *offset;
+            int64_t begin = *(after - 1) - *offset;
+            // The first-half rule only (a head of ops before the range); within the first tenth
+            // the range begins the iteration, as before.
+            if (auto thread = threads.find(name); part == 2 && thread != threads.end())
+                if (const auto by_ops = lead_by_ops(starts, ends, *thread->second->thread_starts,
+                                                    *thread->second->thread_names, *(after - 1)))
+                    begin = std::min(begin, *by_ops);
             if (!best || begin > *best) best = begin, best_name = name;
         }
         if (!best) continue;

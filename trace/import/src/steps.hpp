@@ -59,6 +59,12 @@ struct NamedSpan {
     // once); empty: not known. One optimizer steps the same parameters every time, two optimizers
     // of one class each their own, whatever their durations and work (two identical models).
     std::vector<int64_t> inputs;
+    // A loop range's thread: the sorted starts of its ops and calls and what each is (Kineto: an
+    // op's name id, one value for every runtime call), none where not known. Step 0 then begins no
+    // later than the ops before it that repeat, in order, those leading it in a later step: a first
+    // iteration slower than the later ones before its zero_grad is not cut.
+    const std::vector<int64_t>* thread_starts = nullptr;
+    const std::vector<uint32_t>* thread_names = nullptr;
 };
 
 struct StepSpan {
