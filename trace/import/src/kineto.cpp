@@ -85,7 +85,14 @@ public:
         for (const KOp& op : data.ops) add(events, {op.pid, op.tid}, op.ts, op.dur, op.name);
         for (const KLaunch& call : data.runtime_calls) add(events, {call.pid, call.tid}, call.ts, call.dur, kCall);
         for (auto& [thread, list] : events) {
-            std::stable_sort(list.begin(), list.end());
+            // By time, then name (a call's: empty), so that ops of one microsecond keep one order.
+            auto label = [&](uint32_t name) -> const std::string& {
+                static const std::string call;
+                return name == kCall ? call : data.strings.list[name];
+            };
+            std::stable_sort(list.begin(), list.end(), [&](const auto& lhs, const auto& rhs) {
+                return lhs.first != rhs.first ? lhs.first < rhs.first : label(lhs.second) < label(rhs.second);
+            });
             for (const auto& [ts, name] : list) starts_[thread].push_back(ts), names_[thread].push_back(name);
         }
     }
