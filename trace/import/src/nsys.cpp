@@ -788,13 +788,14 @@ private:
     int64_t recording_end() {
         if (recording_end_) return *recording_end_;
         int64_t last = INT64_MIN;
-        for (const char* t : {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
-                              "CUPTI_ACTIVITY_KIND_RUNTIME", "CUDA_GPU_MEMORY_USAGE_EVENTS", "NVTX_EVENTS", kGraphTrace}) {
-            if (!has(t)) continue;
-            const std::set<std::string> cols = db_.columns(t);
+        for (const char* table : {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+                                  "CUPTI_ACTIVITY_KIND_RUNTIME", "CUDA_GPU_MEMORY_USAGE_EVENTS", "NVTX_EVENTS",
+                                  kGraphTrace}) {
+            if (!has(table)) continue;
+            const std::set<std::string> cols = db_.columns(table);
             for (const char* column : {"start", "end"}) {
                 if (!cols.count(column)) continue;
-                const std::string query = std::string("SELECT MAX(\"") + column + "\") FROM " + t + " WHERE typeof(\"" +
+                const std::string query = std::string("SELECT MAX(\"") + column + "\") FROM " + table + " WHERE typeof(\"" +
                                           column + "\") = 'integer'";
                 sql::Stmt latest(db_.db, in_, query.c_str());
                 if (latest.step() && !latest.is_null(0)) last = std::max(last, std::min(latest.i64(0), kMaxTime));
