@@ -294,13 +294,34 @@ def optimizer_step_bounds(ranges, t_first):
             ends[-1] = end
     begin = t_first
     if len(ends) >= 2:
-        by_name = {}
-        for name, start, *_ in ranges:
+        by_name, threads = {}, {}
+        for name, start, *rest in ranges:
             if loop_range_name(name):
                 by_name.setdefault(str(name).split(",")[0], []).append(start)
+                if len(rest) > 2 and rest[2] is not None:
+                    threads.setdefault(str(name).split(",")[0], rest[2])
+
+        def lead_by_ops(starts, thread, first):
+            # Under the first-half rule: the ops and calls of the loop range's thread (a sorted list of
+            # (ts, label)) before its last range before the first optimizer step that repeat, back
+            # from it, those between a later step's start and its first range (the most over the
+            # later steps): step 0 begins no later than the first of them.
+            times = [t for t, _ in thread]
+            before = bisect.bisect_left(times, first)
+            most = 0
+            for k in range(1, len(ends)):
+                nxt = [t for t in starts if t >= ends[k - 1]]
+                if not nxt:
+                    break
+                lo, hi = bisect.bisect_left(times, ends[k - 1]), bisect.bisect_left(times, min(nxt))
+                same = 0
+                while same < hi - lo and same < before and thread[hi - 1 - same][1] == thread[before - 1 - same][1]:
+                    same += 1
+                most = max(most, same)
+            return times[before - most] if most else None
         for part in (10, 2):   # within the first tenth of every later step; where none is, the first half
             found = []
-            for starts in by_name.values():
+            for name, starts in by_name.items():
                 offsets = []
                 for k in range(1, len(ends)):
                     nxt = [t for t in starts if t >= ends[k - 1]]
@@ -310,7 +331,12 @@ def optimizer_step_bounds(ranges, t_first):
                 else:
                     before = [t for t in starts if t <= outer[0][1]]
                     if before and max(before) >= t_first:
-                        found.append(max(before) - _median(offsets))
+                        at = max(before) - _median(offsets)
+                        if part == 2 and name in threads:
+                            by_ops = lead_by_ops(sorted(starts), threads[name], max(before))
+                            if by_ops is not None:
+                                at = min(at, by_ops)
+                        found.append(at)
             if found:
                 begin = max(begin, max(found))
                 break
@@ -344,14 +370,18 @@ def cpu_steps(events, devices):
     # of its process and thread that begin within it, itself included.
     # The last optimizer range of a process lasting 0 was open when recording stopped: it ends at the
     # latest end (ts + dur) of its thread's ops and calls, where that is later than its start.
-    starts, last_end = {}, {}
+    starts, last_end, labelled = {}, {}, {}
     for e in events:
         if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation", "Operator") + CALL_CATEGORIES:
             key = (e.get("pid"), e.get("tid"))
             starts.setdefault(key, []).append(decimal_of(e["ts"]))
+            labelled.setdefault(key, []).append(
+                (decimal_of(e["ts"]), "" if e.get("cat") in CALL_CATEGORIES else str(e.get("name", ""))))
             end = decimal_of(e["ts"]) + max(0, decimal_of(e.get("dur", 0)))
             last_end[key] = max(last_end.get(key, end), end)
     for v in starts.values():
+        v.sort()
+    for v in labelled.values():
         v.sort()
     last_optimizer = {}
     for e in cpu:
@@ -373,7 +403,9 @@ def cpu_steps(events, devices):
             end = start + max(0, decimal_of(e.get("dur", 0)))
             if last_optimizer.get(e.get("pid")) is e and end == start:
                 end = max(start, last_end.get((e.get("pid"), e.get("tid")), start))
-            ranges_of.setdefault(e.get("pid"), []).append((e["name"], start, end, work(e, start, end)))
+            ranges_of.setdefault(e.get("pid"), []).append(
+                (e["name"], start, end, work(e, start, end),
+                 labelled.get((e.get("pid"), e.get("tid"))) if loop_range_name(e.get("name", "")) else None))
     for pid in sorted({e.get("pid") for e in cpu}, key=str):
         ranges = ranges_of.get(pid, [])
         begin, ends = optimizer_step_bounds(ranges, first_ts(events))

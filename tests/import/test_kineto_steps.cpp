@@ -2,6 +2,7 @@
 // (steps.hpp), one optimizer stepping unevenly against two of one class taking turns.
 #include <map>
 #include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -191,4 +192,43 @@ TEST_CASE("kineto: the last optimizer range left open when recording stopped end
           "1 last optimizer-step range of 0 us (open when recording stopped: Optimizer.step#SGD.step with ops after "
           "it on its thread) taken to end at its thread's last event, 135000 ns after its start");
     CHECK(test::warned(result, "so the step it ends holds that work"));
+}
+
+TEST_CASE("kineto: a first iteration slower than the later ones before its zero_grad keeps that work in step 0",
+          "[import][kineto][steps]") {
+    // Six iterations: each moves its batch (3 aten::copy_ ops with a kernel each), zeroes the
+    // gradients, runs a forward op with a kernel and steps SGD (100 us). Iterations 1-5 begin at
+    // B = 10,000 + 1,000 (i - 1) us: copies at B+5, B+15, B+25, zero_grad at B+150, forward at B+200,
+    // the optimizer from B+800 to B+900: zero_grad 250 us after the step before ended (25% into
+    // each step: the first-half rule), 6 ops and calls of the thread before it. Iteration 0 moves
+    // its first batch slowly: copies at 7,000, 7,800 and 8,600, zero_grad at 9,150, the rest as the
+    // others; the model is built at 1,000 (the trace's first event). By the time lead alone step 0
+    // began at 9,150 - 250 = 8,900 us, its 3 copies' kernels in no step; by the 6 ops and calls that
+    // lead zero_grad in every later step, at 7,000 us: 6,000,000 ns after the first event, each
+    // step 4 kernels. Before 2026-12-05 (fifth): {-1: 3, 0: 1, ...}.
+    std::string events = event("cpu_op", "aten::empty", 1, 1, 1000, 50);
+    int corr = 1;
+    for (int i = 0; i < 6; ++i) {
+        const int64_t at = i == 0 ? 9000 : 10000 + 1000 * (i - 1);
+        const std::vector<int64_t> copies = i == 0 ? std::vector<int64_t>{7000, 7800, 8600}
+                                                   : std::vector<int64_t>{at + 5, at + 15, at + 25};
+        for (int64_t copy : copies) events += "," + op_with_kernel("aten::copy_", "copy_kernel", copy, corr++);
+        events += "," + event("user_annotation", "Optimizer.zero_grad#SGD.zero_grad", 1, 1, at + 150, 10) + "," +
+                  op_with_kernel("aten::mm", "gemm", at + 200, corr++) + "," +
+                  event("user_annotation", "Optimizer.step#SGD.step", 1, 1, at + 800, 100);
+    }
+    test::TempDir dir;
+    imp::Result result;
+    const std::string in = dir.file("slow_first.json");
+    test::write_file(in, R"({"schemaVersion":1,"traceEvents":[)" + events + "]}");
+    const mhc::trace::TraceData trace = test::import_public_path(dir, in, result, "slow_first.db");
+    CHECK(kernels_per_step(trace) == std::map<int32_t, int64_t>{{0, 4}, {1, 4}, {2, 4}, {3, 4}, {4, 4}, {5, 4}});
+    int64_t first_start = -1;
+    for (size_t i = 0; i < trace.markers.size(); ++i)
+        if (trace.markers.kind[i] == mhc::trace::MarkerKind::Step && trace.markers.index[i] == 0)
+            first_start = trace.markers.t_start[i];
+    CHECK(first_start == 6000000);
+    CHECK(trace.meta.at("steps_from") ==
+          "Optimizer.step#SGD.step ranges (no ProfilerStep#N in the trace); step 0 from the last "
+          "Optimizer.zero_grad#SGD.zero_grad before the first");
 }

@@ -141,10 +141,15 @@ private:
                 top, NamedSpan{nodes_[top].name, nodes_[top].id, nodes_[top].id + 1, 0});
             it->second.t_end = std::max(it->second.t_end, nodes_[i].id + 1);
             ++it->second.work;   // its nodes, itself included: what it runs (steps.hpp)
+            for (const TensorUse& use : nodes_[i].ins) it->second.inputs.push_back(use.storage);   // what it steps
         }
         std::vector<NamedSpan> spans;
         spans.reserve(outermost.size());
-        for (auto& [index, span] : outermost) spans.push_back(std::move(span));
+        for (auto& [index, span] : outermost) {
+            std::sort(span.inputs.begin(), span.inputs.end());
+            span.inputs.erase(std::unique(span.inputs.begin(), span.inputs.end()), span.inputs.end());
+            spans.push_back(std::move(span));
+        }
         for (const auto& node : nodes_)   // where the loop zeroes the gradients: step 0's start
             if (is_loop_range(node.name)) spans.push_back(NamedSpan{node.name, node.id, node.id + 1});
         optimizer_ = optimizer_steps(spans, INT64_MIN);
@@ -471,6 +476,7 @@ private:
             meta["steps_from"] = kStepsFromProfiler;
         } else if (use_optimizer_) {
             meta["steps_from"] = optimizer_.said();
+            meta["steps_optimizers"] = optimizer_.optimizers_said();
             if (const std::string warning = optimizer_.warning(); !warning.empty()) r_.warnings.push_back(warning);
         }
         if (steps_by_id_ > 0)

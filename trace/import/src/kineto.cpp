@@ -81,14 +81,35 @@ void clamp_stream_overlaps(KinetoData& data, Result& result) {
 class ThreadWork {
 public:
     explicit ThreadWork(const KinetoData& data) {
-        for (const KOp& op : data.ops) add({op.pid, op.tid}, op.ts, op.dur);
-        for (const KLaunch& call : data.runtime_calls) add({call.pid, call.tid}, call.ts, call.dur);
-        for (auto& [thread, starts] : starts_) std::sort(starts.begin(), starts.end());
+        std::map<KinetoData::ThreadKey, std::vector<std::pair<int64_t, uint32_t>>> events;
+        for (const KOp& op : data.ops) add(events, {op.pid, op.tid}, op.ts, op.dur, op.name);
+        for (const KLaunch& call : data.runtime_calls) add(events, {call.pid, call.tid}, call.ts, call.dur, kCall);
+        for (auto& [thread, list] : events) {
+            // By time, then name (a call's: empty), so that ops of one microsecond keep one order.
+            auto label = [&](uint32_t name) -> const std::string& {
+                static const std::string call;
+                return name == kCall ? call : data.strings.list[name];
+            };
+            std::stable_sort(list.begin(), list.end(), [&](const auto& lhs, const auto& rhs) {
+                return lhs.first != rhs.first ? lhs.first < rhs.first : label(lhs.second) < label(rhs.second);
+            });
+            for (const auto& [ts, name] : list) starts_[thread].push_back(ts), names_[thread].push_back(name);
+        }
     }
     // The latest end of the thread's ops and calls (the range's start if none ends later).
     int64_t last_end(const KRange& range) const {
         auto found = last_end_.find({range.pid, range.tid});
         return found == last_end_.end() ? range.ts : std::max(range.ts, found->second);
+    }
+    // The sorted starts of a range's thread's ops and calls and what each is (an op's name id, a
+    // runtime call's kCall), none where it has none.
+    const std::vector<int64_t>* starts_of(const KRange& range) const {
+        auto found = starts_.find({range.pid, range.tid});
+        return found == starts_.end() ? nullptr : &found->second;
+    }
+    const std::vector<uint32_t>* names_of(const KRange& range) const {
+        auto found = names_.find({range.pid, range.tid});
+        return found == names_.end() ? nullptr : &found->second;
     }
     int64_t within(const KRange& range) const {
         auto found = starts_.find({range.pid, range.tid});
@@ -99,12 +120,15 @@ public:
     }
 
 private:
-    void add(const KinetoData::ThreadKey& thread, int64_t ts, int64_t dur) {
-        starts_[thread].push_back(ts);
+    static constexpr uint32_t kCall = UINT32_MAX;
+    void add(std::map<KinetoData::ThreadKey, std::vector<std::pair<int64_t, uint32_t>>>& events,
+             const KinetoData::ThreadKey& thread, int64_t ts, int64_t dur, uint32_t name) {
+        events[thread].emplace_back(ts, name);
         auto [at, fresh] = last_end_.try_emplace(thread, ts + dur);
         if (!fresh) at->second = std::max(at->second, ts + dur);
     }
     std::map<KinetoData::ThreadKey, std::vector<int64_t>> starts_;
+    std::map<KinetoData::ThreadKey, std::vector<uint32_t>> names_;
     std::map<KinetoData::ThreadKey, int64_t> last_end_;
 };
 
@@ -142,9 +166,10 @@ void add_optimizer_steps(KinetoData& data, int64_t base, Result& result) {
         KRange range = data.ranges[i];
         const std::string& name = data.strings.list[range.name];
         if (auto found = open.find(i); found != open.end()) range.dur = found->second - range.ts;
-        if (!range.gpu)
-            by_process[range.pid].push_back(
-                NamedSpan{name, range.ts, range.ts + range.dur, is_optimizer_step(name) ? work.within(range) : -1});
+        if (range.gpu) continue;
+        NamedSpan span{name, range.ts, range.ts + range.dur, is_optimizer_step(name) ? work.within(range) : -1};
+        if (is_loop_range(name)) span.thread_starts = work.starts_of(range), span.thread_names = work.names_of(range);
+        by_process[range.pid].push_back(std::move(span));
     }
     if (!open.empty()) {
         const KRange& first = data.ranges[open.begin()->first];
@@ -156,13 +181,16 @@ void add_optimizer_steps(KinetoData& data, int64_t base, Result& result) {
         result.meta["kineto.open_optimizer_ranges"] = said;
         result.warnings.push_back(said + ", so the step it ends holds that work");
     }
-    for (const auto& range : data.loop_ranges)   // where step 0 begins (steps.hpp)
-        by_process[range.pid].push_back(NamedSpan{data.strings.list[range.name], range.ts, range.ts + range.dur});
-    std::string said, warning;
+    for (const auto& range : data.loop_ranges) {   // where step 0 begins (steps.hpp)
+        NamedSpan span{data.strings.list[range.name], range.ts, range.ts + range.dur};
+        span.thread_starts = work.starts_of(range), span.thread_names = work.names_of(range);
+        by_process[range.pid].push_back(std::move(span));
+    }
+    std::string said, warning, optimizers;
     for (const auto& [pid, spans] : by_process) {
         const OptimizerSteps found = optimizer_steps(spans, base);
         if (found.steps.empty()) continue;
-        if (said.empty()) said = found.said(), warning = found.warning();
+        if (said.empty()) said = found.said(), warning = found.warning(), optimizers = found.optimizers_said();
         for (const StepSpan& step : found.steps) {
             KRange range;
             range.ts = step.t_start;
@@ -175,6 +203,7 @@ void add_optimizer_steps(KinetoData& data, int64_t base, Result& result) {
     }
     if (said.empty()) return;
     result.meta["steps_from"] = said;
+    result.meta["steps_optimizers"] = optimizers;
     if (!warning.empty()) result.warnings.push_back(warning);
 }
 

@@ -218,6 +218,7 @@ bool map_timed_event(const KEvent& e, KinetoData& d) {
                 loop.dur = std::max<int64_t>(0, e.dur);
                 loop.name = d.strings.intern(e.name);
                 loop.pid = e.pid;
+                loop.tid = e.tid;   // its thread's ops place step 0 (steps.hpp)
                 d.loop_ranges.push_back(loop);
             }
             if (c != "gpu_user_annotation" && c != "python_function") {

@@ -732,10 +732,16 @@ private:
         const std::string text = cols.count("textId") && has("StringIds")
                                      ? "COALESCE(n.text, (SELECT value FROM StringIds WHERE id = n.textId))"
                                      : "n.text";
+        // A range never ended while nsys recorded (end NULL; not a mark, 34 or 65) was open when the
+        // recording stopped: it ends there (recording_end), so a loop stopped inside its last
+        // optimizer step or ProfilerStep#N keeps that step. Before 2026-12-05 (fifth) it was passed
+        // over, and the export lost its last step (kernels launched in it were in no step).
+        const std::string unended =
+            "(n.end IS NULL" + std::string(cols.count("eventType") ? " AND n.eventType NOT IN (34, 65))" : ")");
         const std::string query =
             "SELECT n.start, n.end, " + (cols.count("text") ? text : std::string("NULL")) + ", " +
-            (cols.count("globalTid") ? "n.globalTid" : "NULL") +
-            " FROM NVTX_EVENTS n WHERE typeof(n.start) = 'integer' AND typeof(n.end) = 'integer'" +
+            (cols.count("globalTid") ? "n.globalTid" : "NULL") + ", n.rowid" +
+            " FROM NVTX_EVENTS n WHERE typeof(n.start) = 'integer' AND (typeof(n.end) = 'integer' OR " + unended + ")" +
             nvtx_ranges_and_marks();
         sql::Stmt rows(db_.db, in_, query.c_str());
         std::vector<NamedSpan> spans;
@@ -743,8 +749,11 @@ private:
         while (rows.step()) {
             if (rows.is_null(2)) continue;
             const std::string name = rows.text(2);
+            const bool open = rows.is_null(1);
+            if (open && !profiler_step_number(name) && !is_optimizer_step(name)) continue;
             const int64_t t_start = rel(rows.i64(0), "NVTX_EVENTS"),
-                          t_end = std::max(t_start, rel(rows.i64(1), "NVTX_EVENTS"));
+                          t_end = std::max(t_start, open ? recording_end() : rel(rows.i64(1), "NVTX_EVENTS"));
+            if (open) open_step_ends_[rows.i64(4)] = t_end;
             if (auto number = profiler_step_number(name)) profiler_steps_.push_back(StepSpan{*number, t_start, t_end});
             else if (is_optimizer_step(name) || is_loop_range(name)) {
                 if (is_optimizer_step(name) && !rows.is_null(3)) threads.emplace_back(spans.size(), rows.i64(3));
@@ -758,7 +767,7 @@ private:
         } else {
             const OptimizerSteps found = optimizer_steps(spans, 0);
             steps_ = found.steps;
-            if (!steps_.empty()) r_.meta["steps_from"] = found.said();
+            if (!steps_.empty()) r_.meta["steps_from"] = found.said(), r_.meta["steps_optimizers"] = found.optimizers_said();
             if (const std::string warning = found.warning(); !warning.empty()) r_.warnings.push_back(warning);
         }
         std::sort(steps_.begin(), steps_.end(),
@@ -772,6 +781,28 @@ private:
         while (calls.step())   // globalTid = globalPid + thread id (the low 24 bits)
             launch_at_[{calls.i64(0) & ~int64_t{0xFFFFFF}, calls.i64(1)}] = rel(calls.i64(2),
                                                                                 "CUPTI_ACTIVITY_KIND_RUNTIME");
+    }
+
+    // Where the recording stopped (relative): the latest start or end in the tables read (kernels,
+    // copies, memsets, memory events, runtime calls, NVTX rows, graph launches). Computed once.
+    int64_t recording_end() {
+        if (recording_end_) return *recording_end_;
+        int64_t last = INT64_MIN;
+        for (const char* table : {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+                                  "CUPTI_ACTIVITY_KIND_RUNTIME", "CUDA_GPU_MEMORY_USAGE_EVENTS", "NVTX_EVENTS",
+                                  kGraphTrace}) {
+            if (!has(table)) continue;
+            const std::set<std::string> cols = db_.columns(table);
+            for (const char* column : {"start", "end"}) {
+                if (!cols.count(column)) continue;
+                const std::string query = std::string("SELECT MAX(\"") + column + "\") FROM " + table + " WHERE typeof(\"" +
+                                          column + "\") = 'integer'";
+                sql::Stmt latest(db_.db, in_, query.c_str());
+                if (latest.step() && !latest.is_null(0)) last = std::max(last, std::min(latest.i64(0), kMaxTime));
+            }
+        }
+        recording_end_ = last == INT64_MIN ? 0 : rel(last, "NVTX_EVENTS");
+        return *recording_end_;
     }
 
     int32_t kernel_step(const Kernel& kernel, int64_t global_pid) const {
@@ -840,7 +871,11 @@ private:
             m.t_start = rel(cell.get(0, "start", -kMaxTime, kMaxTime), "NVTX_EVENTS");
             m.t_end = s.is_null(1) ? m.t_start : rel(cell.interval(0, 1).second, "NVTX_EVENTS");
             if (s.is_null(1) && s.i64(4) == 1 && open_ranges++ == 0) first_open_range_ = quoted_name(text);
-            const std::optional<int32_t> step = s.is_null(1) ? std::nullopt : profiler_step_number(text);
+            // An unended ProfilerStep#N or optimizer step (find_steps): to the end of recording.
+            const auto open_step = s.is_null(1) ? open_step_ends_.find(s.i64(5)) : open_step_ends_.end();
+            if (open_step != open_step_ends_.end()) m.t_end = open_step->second;
+            const std::optional<int32_t> step =
+                s.is_null(1) && open_step == open_step_ends_.end() ? std::nullopt : profiler_step_number(text);
             m.kind = step ? MarkerKind::Step : MarkerKind::Range;
             m.index = step.value_or(-1);
             w_.add(m);
@@ -853,7 +888,13 @@ private:
             const std::string said = std::to_string(open_ranges) +
                                      " NVTX ranges have no end (pushed or started and never ended while nsys "
                                      "recorded; the first: '" +
-                                     first_open_range_ + "'): each is a marker of no length at its start";
+                                     first_open_range_ + "'): each is a marker of no length at its start" +
+                                     (open_step_ends_.empty()
+                                          ? std::string()
+                                          : ", but " + std::to_string(open_step_ends_.size()) +
+                                                " ProfilerStep#N or optimizer-step ranges, which end at the end of "
+                                                "recording (" +
+                                                std::to_string(recording_end()) + " ns): the step open there");
             r_.meta["nsys.nvtx_unended_ranges"] = said;
             r_.warnings.push_back(said);
         }
@@ -911,6 +952,8 @@ private:
     int64_t clamp_largest_ns_ = 0, clamp_lost_ns_ = 0;
     std::vector<StepSpan> steps_, profiler_steps_;               // find_steps
     std::map<std::pair<int64_t, int64_t>, int64_t> launch_at_;   // (globalPid, correlationId) -> call start
+    std::map<int64_t, int64_t> open_step_ends_;   // unended step-making NVTX range (rowid) -> its end (find_steps)
+    std::optional<int64_t> recording_end_;
     std::string first_open_range_;   // the first NVTX range without an end, for the warning   // the clamped starts'
                                      // largest move, the kernel time taken off
 };

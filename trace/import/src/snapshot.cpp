@@ -1112,7 +1112,10 @@ AnnotationClock annotation_clock(const Decoded& ev) {
         for (const Event& event : evs) {
             clock.last_us = std::max(clock.last_us, event.time_us);
             clock.first_id += event.action == Action::Oom ? 1 : 0;
+            if (event.action == Action::Alloc && event.timed)
+                clock.allocs.emplace_back(static_cast<int64_t>(std::floor(event.time_us - ev.t_min)) * 1000, event.size);
         }
+    std::sort(clock.allocs.begin(), clock.allocs.end());
     return clock;
 }
 

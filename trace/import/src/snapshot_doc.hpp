@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "mhc/trace/import/import.hpp"
@@ -53,6 +54,9 @@ struct AnnotationClock {
     bool timed = false;
     double t_min = 0, last_us = 0;
     int64_t first_id = 0;
+    // Each alloc event's time (its microsecond's start, in the markers' ns) and size, in time
+    // order: what an optimizer-step range runs (NamedSpan::work: the bytes allocated inside it).
+    std::vector<std::pair<int64_t, int64_t>> allocs;
 };
 
 // One START or END of a record_function range, as the allocator noted it: an entry of

@@ -42,6 +42,7 @@ struct OuterRange {
     std::string name;   // without what NVTX appends after a comma
     int64_t t_start, t_end;
     int64_t work;   // NamedSpan::work
+    const std::vector<int64_t>* inputs;   // NamedSpan::inputs
 };
 
 // The optimizer-step ranges in time order, those beginning inside the one before left out.
@@ -59,7 +60,8 @@ std::vector<OuterRange> outermost_ranges(const std::vector<NamedSpan>& ranges, i
             continue;
         }
         out.push_back(
-            OuterRange{range->name.substr(0, range->name.find(',')), range->t_start, range->t_end, range->work});
+            OuterRange{range->name.substr(0, range->name.find(',')), range->t_start, range->t_end, range->work,
+                       &range->inputs});
     }
     return out;
 }
@@ -106,9 +108,40 @@ std::optional<int64_t> same_work(const std::vector<const OuterRange*>& anchors, 
         if (k >= period) by_class[k % period].push_back(anchors[k]->work);
     }
     const int64_t first = median(by_class[0]);
+    if (first <= 0) return std::nullopt;   // nothing run (a fused optimizer allocates nothing): no signal
     for (const auto& values : by_class)
         if (values.empty() || median(values) != first) return std::nullopt;
     return first;
+}
+
+// Of two sorted id lists, the share of the shorter's ids the other holds.
+double overlap(const std::vector<int64_t>& lhs, const std::vector<int64_t>& rhs) {
+    size_t shared = 0;
+    for (auto left = lhs.begin(), right = rhs.begin(); left != lhs.end() && right != rhs.end();) {
+        if (*left < *right) ++left;
+        else if (*right < *left) ++right;
+        else ++shared, ++left, ++right;
+    }
+    return static_cast<double>(shared) / static_cast<double>(std::max<size_t>(1, std::min(lhs.size(), rhs.size())));
+}
+
+// Where every anchor's tensors are known: the period (1 to 4, the smallest) with which they step
+// the same tensors: each range shares at least half of its tensors with the one `period` after it
+// and under half with those between (each optimizer its own parameters; its state and gradients
+// too where they live on). None where not known, too few ranges (2 of each class) or no such period.
+std::optional<size_t> inputs_period(const std::vector<const OuterRange*>& anchors) {
+    for (const OuterRange* range : anchors)
+        if (range->inputs == nullptr || range->inputs->empty()) return std::nullopt;
+    for (size_t period = 1; period <= 4 && anchors.size() >= 2 * period; ++period) {
+        bool fits = true;
+        for (size_t k = 0; fits && k + period < anchors.size(); ++k) {
+            fits = overlap(*anchors[k]->inputs, *anchors[k + period]->inputs) >= 0.5;
+            for (size_t between = 1; fits && between < period && k + between < anchors.size(); ++between)
+                fits = overlap(*anchors[k]->inputs, *anchors[k + between]->inputs) < 0.5;
+        }
+        if (fits) return period;
+    }
+    return std::nullopt;
 }
 
 // The period (2 to 4, the smallest found; 1 if none) with which the anchor's ranges take turns:
@@ -123,23 +156,34 @@ void find_period(const std::vector<const OuterRange*>& anchors, OptimizerSteps& 
         durations.push_back(anchors[k]->t_end - anchors[k]->t_start);
         if (k + 1 < anchors.size()) gaps.push_back(anchors[k + 1]->t_start - anchors[k]->t_end);
     }
+    // The tensors, where known, decide (since 2026-12-05, fifth): two optimizers of one class
+    // stepping the same work in the same time take turns by them alone; before, they were read as
+    // one, each step half an iteration.
+    const std::optional<size_t> by_inputs = inputs_period(anchors);
+    if (by_inputs) out.by_inputs = true;
     for (size_t period = 2; period <= 4; ++period) {
+        if (by_inputs && period != *by_inputs) continue;
         bool by_duration = takes_turns(durations, period, period, 1.5);
-        if (by_duration) {
+        if (by_inputs) by_duration = false;
+        if (by_duration && !by_inputs) {
             if (const std::optional<int64_t> work = same_work(anchors, period)) {
                 if (out.uneven_period == 0) out.uneven_period = static_cast<int32_t>(period), out.uneven_work = *work;
                 by_duration = false;
             }
         }
-        if (!by_duration && !takes_turns(gaps, period, period, 10.0)) continue;
+        if (!by_inputs && !by_duration && !takes_turns(gaps, period, period, 10.0)) continue;
         out.period = static_cast<int32_t>(period);
-        out.period_by = by_duration ? "durations" : "gaps";
+        out.period_by = by_inputs ? "tensors" : by_duration ? "durations" : "gaps";
         std::vector<std::vector<int64_t>> by_class(period);
         for (size_t k = period; k < gaps.size(); ++k) by_class[k % period].push_back(gaps[k]);
         size_t last = 0;
         for (size_t cls = 1; cls < period; ++cls)
             if (median(by_class[cls]) > median(by_class[last])) last = cls;
-        out.phase = static_cast<int32_t>((last + 1) % period);
+        // Where tensors showed the period and no class is followed by longer gaps, the first range
+        // begins a step (nothing says otherwise); durations and gaps keep the class after the first.
+        bool alike = by_inputs.has_value();
+        for (size_t cls = 1; cls < period; ++cls) alike &= median(by_class[cls]) == median(by_class[0]);
+        out.phase = alike ? 0 : static_cast<int32_t>((last + 1) % period);
         return;
     }
 }
@@ -184,11 +228,44 @@ std::optional<int64_t> leading_offset(const std::vector<int64_t>& starts, const 
 // 2026-12-05, later: a loop that moves its batch to the GPU before zeroing the gradients, param's
 // linear model at 20 to 29% of each step, or zeroes them after the forward pass; before, step 0
 // held the whole setup, 41 times the median step there).
+//
+// Where the loop range's thread is known (NamedSpan::thread_starts, thread_names) and the range is
+// placed by the first-half rule, step 0 begins no
+// later than the first of the ops and calls before that range that repeat, in order back from it,
+// those between a later step's start and its first such range (the most that do over the later
+// steps) (since 2026-12-05, fifth): a first iteration that runs the same head as the later ones
+// before its zero_grad but slower (a first batch's transfer, a first forward's kernel selection)
+// keeps it; by the time lead alone it began before step 0 and was in no step. Ops of another
+// name end the match: the setup before, or a later step's lead that is the tail of the iteration
+// before (a loss.item()), is not taken for the first iteration's head.
+std::optional<int64_t> lead_by_ops(const std::vector<int64_t>& starts, const std::vector<int64_t>& ends,
+                                   const std::vector<int64_t>& thread, const std::vector<uint32_t>& names,
+                                   int64_t first) {
+    const size_t before = std::lower_bound(thread.begin(), thread.end(), first) - thread.begin();
+    size_t most = 0;
+    for (size_t k = 1; k < ends.size(); ++k) {
+        auto next = std::lower_bound(starts.begin(), starts.end(), ends[k - 1]);
+        if (next == starts.end()) break;
+        const size_t from = std::lower_bound(thread.begin(), thread.end(), ends[k - 1]) - thread.begin();
+        const size_t to = std::lower_bound(thread.begin(), thread.end(), *next) - thread.begin();
+        size_t same = 0;
+        while (same < to - from && same < before && names[to - 1 - same] == names[before - 1 - same]) ++same;
+        most = std::max(most, same);
+    }
+    if (most == 0) return std::nullopt;
+    return thread[before - most];
+}
+
 int64_t first_step_start(const std::vector<NamedSpan>& ranges, const std::vector<OuterRange>& outer,
                          const std::vector<int64_t>& ends, int64_t t_first, std::string& from) {
     std::map<std::string, std::vector<int64_t>> by_name;
+    std::map<std::string, const NamedSpan*> threads;   // a range of each name whose thread is known
     for (const NamedSpan& range : ranges)
-        if (is_loop_range(range.name)) by_name[range.name.substr(0, range.name.find(','))].push_back(range.t_start);
+        if (is_loop_range(range.name)) {
+            const std::string name = range.name.substr(0, range.name.find(','));
+            by_name[name].push_back(range.t_start);
+            if (range.thread_starts != nullptr && range.thread_names != nullptr) threads.emplace(name, &range);
+        }
     if (ends.size() < 2) return t_first;
     for (auto& [name, starts] : by_name) std::sort(starts.begin(), starts.end());
     for (const int part : {10, 2}) {
@@ -198,7 +275,13 @@ int64_t first_step_start(const std::vector<NamedSpan>& ranges, const std::vector
             const std::optional<int64_t> offset = leading_offset(starts, ends, part);
             auto after = std::upper_bound(starts.begin(), starts.end(), outer.front().t_start);
             if (!offset || after == starts.begin() || *(after - 1) < t_first) continue;
-            const int64_t begin = *(after - 1) - *offset;
+            int64_t begin = *(after - 1) - *offset;
+            // The first-half rule only (a head of ops before the range); within the first tenth
+            // the range begins the iteration, as before.
+            if (auto thread = threads.find(name); part == 2 && thread != threads.end())
+                if (const auto by_ops = lead_by_ops(starts, ends, *thread->second->thread_starts,
+                                                    *thread->second->thread_names, *(after - 1)))
+                    begin = std::min(begin, *by_ops);
             if (!best || begin > *best) best = begin, best_name = name;
         }
         if (!best) continue;
@@ -211,8 +294,9 @@ int64_t first_step_start(const std::vector<NamedSpan>& ranges, const std::vector
 
 }   // namespace
 
-OptimizerSteps optimizer_steps(const std::vector<NamedSpan>& ranges, int64_t t_first) {
+OptimizerSteps optimizer_steps(const std::vector<NamedSpan>& ranges, int64_t t_first, const std::string& work_unit) {
     OptimizerSteps out;
+    out.work_unit = work_unit;
     const std::vector<OuterRange> outer = outermost_ranges(ranges, out.nested);
     std::vector<int64_t> counts;
     for (const OuterRange& range : outer) {
@@ -255,8 +339,8 @@ std::string OptimizerSteps::said() const {
     if (nested > 0) out += " (" + std::to_string(nested) + " inside another not counted)";
     if (period == 1 && uneven_period > 1)
         out += ": a step per " + anchor + " range (their durations take turns with a period of " +
-               std::to_string(uneven_period) + " but each runs the same " + std::to_string(uneven_work) +
-               " ops and calls: one optimizer stepping unevenly)";
+               std::to_string(uneven_period) + " but each runs the same " + std::to_string(uneven_work) + " " +
+               work_unit + ": one optimizer stepping unevenly)";
     if (!first_from.empty()) out += "; step 0 from the last " + first_from + " before the first";
     return out;
 }
@@ -289,12 +373,30 @@ std::string OptimizerSteps::uneven_warning() const {
     if (period > 1 || uneven_period < 2) return {};
     return "steps taken from the optimizer-step ranges: " + anchor + "'s durations take turns with a period of " +
            std::to_string(uneven_period) + ", but every one of them runs the same " + std::to_string(uneven_work) +
-           " ops and calls, so they are read as one optimizer stepping unevenly, a step each; were they " +
+           " " + work_unit + ", so they are read as one optimizer stepping unevenly, a step each; were they " +
            std::to_string(uneven_period) + " optimizers of one class stepping the same work in turns, the steps are " +
            std::to_string(uneven_period) + " times too short";
 }
 
+std::string OptimizerSteps::optimizers_said() const {
+    if (steps.empty()) return {};
+    const std::string count = period > 1 ? std::to_string(period) + " optimizers" : "one optimizer";
+    if (by_inputs)
+        return count + " of " + anchor + ": " +
+               (period > 1 ? "its ranges take turns stepping " + std::to_string(period) + " sets of tensors"
+                           : "every range steps the same tensors");
+    if (period > 1) return count + " of " + anchor + " (their " + period_by + " take turns)";
+    if (uneven_period > 1)
+        return "one optimizer of " + anchor + ": its ranges' durations take turns, but each runs the same " +
+               std::to_string(uneven_work) + " " + work_unit;
+    return "one optimizer of " + anchor +
+           " assumed: the trace records no tensors of its ranges, and two optimizers of one class stepping the same "
+           "work in the same time (two identical models, a GAN whose two networks are alike) would look the same; "
+           "each step would then be half an iteration";
+}
+
 std::string OptimizerSteps::turns_warning() const {
+    if (period > 1 && by_inputs) return {};   // each optimizer's own tensors show it (meta steps_optimizers)
     if (period > 1)
         return "steps taken from the optimizer-step ranges: " + anchor + "'s take turns with a period of " +
                std::to_string(period) + " (their " + period_by +

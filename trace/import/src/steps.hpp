@@ -52,8 +52,19 @@ struct NamedSpan {
     // What the range runs: Kineto: the CPU ops, annotations and runtime calls of its thread that
     // begin within it (itself included); Nsight Systems: the runtime calls of its thread that begin
     // within it; an execution trace: its node and the nodes below it. -1: not known (snapshots, an
-    // NVTX range without a thread): durations alone then show a period.
+    // NVTX range without a thread); a snapshot: the bytes its allocations inside it requested
+    // (since 2026-12-05, fifth): durations alone then show a period.
     int64_t work = -1;
+    // The tensors it reads (an execution trace: the storage ids of its nodes' inputs, sorted, each
+    // once); empty: not known. One optimizer steps the same parameters every time, two optimizers
+    // of one class each their own, whatever their durations and work (two identical models).
+    std::vector<int64_t> inputs;
+    // A loop range's thread: the sorted starts of its ops and calls and what each is (Kineto: an
+    // op's name id, one value for every runtime call), none where not known. Step 0 then begins no
+    // later than the ops before it that repeat, in order, those leading it in a later step: a first
+    // iteration slower than the later ones before its zero_grad is not cut.
+    const std::vector<int64_t>* thread_starts = nullptr;
+    const std::vector<uint32_t>* thread_names = nullptr;
 };
 
 struct StepSpan {
@@ -74,6 +85,13 @@ struct OptimizerSteps {
     // work: one optimizer stepping unevenly, read as a step per range (0: not so), and that work.
     int32_t uneven_period = 0;
     int64_t uneven_work = 0;
+    std::string work_unit = "ops and calls";   // what NamedSpan::work counts, for meta and warnings
+    // Whether the anchor's ranges' tensors were known (NamedSpan::inputs) and so decided the period.
+    bool by_inputs = false;
+    // Meta `steps_optimizers`: how many optimizers the anchor's ranges were taken to be, and from
+    // what (their tensors), or that one was assumed where nothing in the trace tells two optimizers
+    // of one class stepping the same work with the same durations from one.
+    std::string optimizers_said() const;
     // The words of meta `steps_from`: where the steps came from and how they were cut.
     std::string said() const;
     // A warning where several optimizers step (Shampoo and an EMA's, a GAN's two): the steps are
@@ -89,7 +107,10 @@ struct OptimizerSteps {
 // The steps that the optimizer-step ranges among `ranges` delimit (any order; zero_grad ranges
 // place step 0's start, other names are ignored); step 0 begins at `t_first` unless zero_grad
 // ranges lead every step. No steps where there is no optimizer-step range.
-OptimizerSteps optimizer_steps(const std::vector<NamedSpan>& ranges, int64_t t_first);
+// `work_unit` names what NamedSpan::work counts ("ops and calls"; a snapshot's "bytes allocated").
+// A work of 0 in every class says nothing (fused optimizers allocate nothing): durations decide.
+OptimizerSteps optimizer_steps(const std::vector<NamedSpan>& ranges, int64_t t_first,
+                               const std::string& work_unit = "ops and calls");
 
 // The step a time falls in (-1 before the first or after the last); steps sorted by start.
 int32_t step_at(const std::vector<StepSpan>& steps, int64_t time);
