@@ -444,6 +444,7 @@ int run(const Options& o) {
                          std::to_string(mem.steady_segments_remade) + " made again (" +
                          mhc::format_bytes(mem.steady_bytes_remade) + ")" +
                          (mem.steady_steps > 1 ? " over " + std::to_string(mem.steady_steps) + " steps" : "") + ", " +
+                         mhc::format_ns(mem.steady_cost / std::max<int64_t>(1, mem.steps)) + " a step, " +
                          mhc::format_ns(mem.steady_cost) + " in its time";
             if (mem.retries > 0)
                 std::printf(

@@ -91,14 +91,19 @@ std::vector<Memory> measure(const trace::TraceData& trace_data, const std::vecto
                         mem.steady_segments_remade = std::max<int64_t>(0, run.later_allocs - free_run.later_allocs);
                         mem.steady_bytes_remade =
                             std::max<int64_t>(0, run.later_alloc_bytes - free_run.later_alloc_bytes);
-                    } else {   // one step: as captured, every segment given back made again
+                    } else {   // one step: as captured
                         mem.steady_steps = 1;
                         mem.steady_releases = mem.releases;
                         mem.steady_segments_freed = mem.segments_freed;
                         mem.steady_bytes_freed = mem.bytes_freed;
-                        mem.steady_segments_remade = std::max(mem.segments_remade, mem.segments_freed);
-                        mem.steady_bytes_remade = std::max(mem.bytes_remade, mem.bytes_freed);
+                        mem.steady_segments_remade = mem.segments_remade;
+                        mem.steady_bytes_remade = mem.bytes_remade;
                     }
+                    // A steady step ends with the reserved bytes it began with, so it makes again what it
+                    // gives back: the walk without a limit still growing in the capture's steps (its
+                    // first segments or pages) does not take that from the count
+                    mem.steady_segments_remade = std::max(mem.steady_segments_remade, mem.steady_segments_freed);
+                    mem.steady_bytes_remade = std::max(mem.steady_bytes_remade, mem.steady_bytes_freed);
                     mem.steady_cost = cost.per_step(mem) * std::max<int64_t>(1, run.steps);
                 }
             }

@@ -31,9 +31,10 @@ struct Memory {
     // The same for a steady step, the one a user runs thousands of (docs/advise.md "What running at
     // the capacity costs"): the counts of the capture's steps after its first (`steady_steps` of them:
     // a release the first step's layout needs alone is paid once, not every step); with one step (or
-    // none marked) the captured step's counts, every segment given back made again (segments_remade
-    // at least segments_freed, bytes likewise), since the capture cannot tell a first step from a
-    // steady one. `steady_cost` is a steady step's cost times the capture's steps (comparable with
+    // none marked) the captured step's counts, since the capture cannot tell a first step from a
+    // steady one. Either way every segment (or page) given back is made again (segments_remade at
+    // least segments_freed, bytes likewise): a steady step ends with the reserved bytes it began with,
+    // where the walk without a limit, still growing, maps or cudaMallocs as much in the capture. `steady_cost` is a steady step's cost times the capture's steps (comparable with
     // the step time, which is the capture's); the search ranks by it.
     int64_t steps = 0, steady_steps = 0;
     int64_t steady_releases = 0, steady_segments_freed = 0, steady_bytes_freed = 0, steady_segments_remade = 0,
