@@ -86,11 +86,10 @@ std::vector<Memory> measure(const trace::TraceData& trace_data, const std::vecto
                         mem.steady_steps = run.steps - 1;
                         mem.steady_releases = run.later_releases;
                         mem.steady_segments_freed = std::max<int64_t>(0, run.later_frees - free_run.later_frees);
-                        mem.steady_bytes_freed =
-                            std::max<int64_t>(0, run.later_free_bytes - free_run.later_free_bytes);
+                        mem.steady_bytes_freed = std::max<int64_t>(0, run.later_free_bytes - free_run.later_free_bytes);
                         mem.steady_segments_remade = std::max<int64_t>(0, run.later_allocs - free_run.later_allocs);
-                        mem.steady_bytes_remade =
-                            std::max<int64_t>(0, run.later_alloc_bytes - free_run.later_alloc_bytes);
+                        mem.steady_bytes_remade = std::max<int64_t>(0,
+                                                                    run.later_alloc_bytes - free_run.later_alloc_bytes);
                     } else {   // one step: as captured
                         mem.steady_steps = 1;
                         mem.steady_releases = mem.releases;

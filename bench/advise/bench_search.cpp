@@ -160,11 +160,11 @@ int main(int argc, char** argv) {
                                    std::to_string(first.memory.retry_cost) + " ns in the capture, " +
                                    std::to_string(first.memory.steady_cost) + " in steady steps)";
                         }
-                        std::printf(
-                            "  %3.0f%% %-16s %s, evaluations %lld (rounds %lld, with pairs %lld), %.2f s CPU\n",
-                            fraction * 100, pairs ? "pair moves" : "single moves", said.c_str(),
-                            static_cast<long long>(advice.evaluations), static_cast<long long>(advice.refine_rounds),
-                            static_cast<long long>(advice.pair_rounds), cpu);
+                        std::printf("  %3.0f%% %-16s %s, evaluations %lld (rounds %lld, with pairs %lld), %.2f s CPU\n",
+                                    fraction * 100, pairs ? "pair moves" : "single moves", said.c_str(),
+                                    static_cast<long long>(advice.evaluations),
+                                    static_cast<long long>(advice.refine_rounds),
+                                    static_cast<long long>(advice.pair_rounds), cpu);
                         if (pairs != 0 && !advice.ranked.empty()) {
                             // the earlier readings' first answer among the settings this search
                             // predicted: by the reserved peak without a limit and the step time, and
@@ -183,11 +183,10 @@ int main(int argc, char** argv) {
                             const char* names[2] = {"by the reserved peak", "by the capture's cost"};
                             const double now = static_cast<double>(time_at_capacity(advice.ranked[0].prediction));
                             for (int r = 0; r < 2; ++r)
-                                std::printf("  %3.0f%% %-22s %s, at the capacity x%.4f of the answer's time\n",
-                                            fraction * 100, names[r],
-                                            picks[r] ? to_json(picks[r]->setting).c_str() : "nothing",
-                                            picks[r] ? static_cast<double>(time_at_capacity(picks[r]->prediction)) / now
-                                                     : 0.0);
+                                std::printf(
+                                    "  %3.0f%% %-22s %s, at the capacity x%.4f of the answer's time\n", fraction * 100,
+                                    names[r], picks[r] ? to_json(picks[r]->setting).c_str() : "nothing",
+                                    picks[r] ? static_cast<double>(time_at_capacity(picks[r]->prediction)) / now : 0.0);
                         }
                         std::fflush(stdout);
                     }
@@ -308,15 +307,16 @@ int main(int argc, char** argv) {
                         static_cast<double>(modes[1].evaluations) /
                             static_cast<double>(std::max<int64_t>(1, modes[0].evaluations)),
                         modes[1].seconds / std::max(1e-9, modes[0].seconds));
-            std::printf("  the fastest fitting combination (runs at the capacity, time with a steady step's cost): "
-                        "found at %d of %zu capacities\n",
-                        product_found, caps.size());
+            std::printf(
+                "  the fastest fitting combination (runs at the capacity, time with a steady step's cost): "
+                "found at %d of %zu capacities\n",
+                product_found, caps.size());
             for (const Reading& reading : readings)
-                std::printf("  %-22s found at %d (x%.2f of the product's), slower at the capacity at %d, "
-                            "time there x%.4f of the product's pick\n",
-                            reading.name, reading.found,
-                            static_cast<double>(reading.found) / std::max(1, product_found), reading.slower,
-                            reading.time / std::max(1.0, reading.product_time));
+                std::printf(
+                    "  %-22s found at %d (x%.2f of the product's), slower at the capacity at %d, "
+                    "time there x%.4f of the product's pick\n",
+                    reading.name, reading.found, static_cast<double>(reading.found) / std::max(1, product_found),
+                    reading.slower, reading.time / std::max(1.0, reading.product_time));
             std::fflush(stdout);
         }
     } catch (const std::exception& e) {

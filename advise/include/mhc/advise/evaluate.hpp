@@ -34,8 +34,9 @@ struct Memory {
     // none marked) the captured step's counts, since the capture cannot tell a first step from a
     // steady one. Either way every segment (or page) given back is made again (segments_remade at
     // least segments_freed, bytes likewise): a steady step ends with the reserved bytes it began with,
-    // where the walk without a limit, still growing, maps or cudaMallocs as much in the capture. `steady_cost` is a steady step's cost times the capture's steps (comparable with
-    // the step time, which is the capture's); the search ranks by it.
+    // where the walk without a limit, still growing, maps or cudaMallocs as much in the capture.
+    // `steady_cost` is a steady step's cost times the capture's steps (comparable with the step
+    // time, which is the capture's); the search ranks by it.
     int64_t steps = 0, steady_steps = 0;
     int64_t steady_releases = 0, steady_segments_freed = 0, steady_bytes_freed = 0, steady_segments_remade = 0,
             steady_bytes_remade = 0;
@@ -51,7 +52,7 @@ struct RetryCost {
     int64_t sync_ns = 50'000;       // release_cached_blocks: synchronize_and_free_events, then the frees
     int64_t call_ns = 50'000;       // one cudaMalloc or cudaFree (map or unmap)
     int64_t ns_per_gib = 500'000;   // the pages: 0.5 ms per GiB made or given back
-    int64_t of(const Memory& memory) const;   // the whole capture's counts
+    int64_t of(const Memory& memory) const;         // the whole capture's counts
     int64_t per_step(const Memory& memory) const;   // a steady step's (Memory::steady_*), per step
 };
 // The peaks of a trace (a transformed one, or a capture): sim::prepare checks it first, then
