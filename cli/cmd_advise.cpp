@@ -168,6 +168,14 @@ nlohmann::json row_json(const Row& row, const CaptureInfo& info) {
         out["segments_remade"] = predicted.memory.segments_remade;
         out["bytes_freed"] = predicted.memory.bytes_freed;
         out["bytes_remade"] = predicted.memory.bytes_remade;
+        // a steady step's share, times the capture's steps: what the time and the loss hold
+        out["steady_retry_cost_ns"] = predicted.memory.steady_cost;
+        out["steady"] = {{"steps", predicted.memory.steady_steps},
+                         {"alloc_releases", predicted.memory.steady_releases},
+                         {"segments_freed", predicted.memory.steady_segments_freed},
+                         {"segments_remade", predicted.memory.steady_segments_remade},
+                         {"bytes_freed", predicted.memory.steady_bytes_freed},
+                         {"bytes_remade", predicted.memory.steady_bytes_remade}};
     }
     if (row.verified)
         out["verify"] = {{"peak_bytes", row.captured.memory.peak},
@@ -432,22 +440,36 @@ int run(const Options& o) {
             mhc::format_bytes(capacity).c_str());
         for (size_t i = 0; i < rows.size(); ++i) {
             const Memory& mem = rows[i].c.prediction.memory;
+            // where a steady step pays otherwise than the capture's steps: what a steady step does,
+            // which the time holds (docs/advise.md "What running at the capacity costs")
+            std::string steady = "in its time";
+            if (mem.steady_cost != mem.retry_cost)
+                steady = "in the capture; a steady step: " + std::to_string(mem.steady_releases) + " full release" +
+                         (mem.steady_releases == 1 ? "" : "s") + ", " + std::to_string(mem.steady_segments_freed) +
+                         " given back (" + mhc::format_bytes(mem.steady_bytes_freed) + ") and " +
+                         std::to_string(mem.steady_segments_remade) + " made again (" +
+                         mhc::format_bytes(mem.steady_bytes_remade) + ")" +
+                         (mem.steady_steps > 1 ? " over " + std::to_string(mem.steady_steps) + " steps" : "") + ", " +
+                         mhc::format_ns(mem.steady_cost / std::max<int64_t>(1, mem.steps)) + " a step, " +
+                         mhc::format_ns(mem.steady_cost) + " in its time";
             if (mem.retries > 0)
                 std::printf(
                     "(%zu. runs only by giving cached memory back: %lld cudaMalloc retr%s, %lld full release%s (a "
-                    "synchronisation each), %lld segment%s given back (%s) and %lld made again (%s): %s in its time)\n",
+                    "synchronisation each), %lld segment%s given back (%s) and %lld made again (%s): %s %s)\n",
                     i + 1, static_cast<long long>(mem.retries), mem.retries == 1 ? "y" : "ies",
                     static_cast<long long>(mem.releases), mem.releases == 1 ? "" : "s",
                     static_cast<long long>(mem.segments_freed), mem.segments_freed == 1 ? "" : "s",
                     mhc::format_bytes(mem.bytes_freed).c_str(), static_cast<long long>(mem.segments_remade),
-                    mhc::format_bytes(mem.bytes_remade).c_str(), mhc::format_ns(mem.retry_cost).c_str());
-            else if (mem.retry_cost > 0)   // garbage collection's frees alone
+                    mhc::format_bytes(mem.bytes_remade).c_str(), mhc::format_ns(mem.retry_cost).c_str(),
+                    steady.c_str());
+            else if (mem.retry_cost > 0 || mem.steady_cost > 0)   // garbage collection's frees alone
                 std::printf(
                     "(%zu. gives cached memory back by garbage collection: %lld segment%s (%s), %lld made again "
-                    "(%s): %s in its time)\n",
+                    "(%s): %s %s)\n",
                     i + 1, static_cast<long long>(mem.segments_freed), mem.segments_freed == 1 ? "" : "s",
                     mhc::format_bytes(mem.bytes_freed).c_str(), static_cast<long long>(mem.segments_remade),
-                    mhc::format_bytes(mem.bytes_remade).c_str(), mhc::format_ns(mem.retry_cost).c_str());
+                    mhc::format_bytes(mem.bytes_remade).c_str(), mhc::format_ns(mem.retry_cost).c_str(),
+                    steady.c_str());
         }
     }
     std::printf("(%s%s)\n", steps > 1 ? ("time: the " + time_of + " of the capture together; ").c_str() : "",

@@ -25,6 +25,18 @@ int64_t RetryCost::of(const Memory& memory) const {
            std::llround(pages * static_cast<double>(ns_per_gib));
 }
 
+int64_t RetryCost::per_step(const Memory& memory) const {
+    Memory steady;
+    steady.releases = memory.steady_releases;
+    steady.segments_freed = memory.steady_segments_freed;
+    steady.bytes_freed = memory.steady_bytes_freed;
+    steady.segments_remade = memory.steady_segments_remade;
+    steady.bytes_remade = memory.steady_bytes_remade;
+    const int64_t total = of(steady);
+    const int64_t over = std::max<int64_t>(1, memory.steady_steps);
+    return (total + over / 2) / over;
+}
+
 bool fits(const Memory& memory, int64_t capacity) {
     return memory.capacity == capacity && capacity > 0 ? memory.fits : memory.reserved <= capacity;
 }
@@ -69,6 +81,29 @@ std::vector<Memory> measure(const trace::TraceData& trace_data, const std::vecto
                     mem.segments_remade = std::max<int64_t>(0, run.device_allocs - free_run.device_allocs);
                     mem.bytes_remade = std::max<int64_t>(0, run.alloc_bytes - free_run.alloc_bytes);
                     mem.retry_cost = cost.of(mem);
+                    mem.steps = run.steps;
+                    if (run.steps >= 2) {   // the steps after the first, against the same without a limit
+                        mem.steady_steps = run.steps - 1;
+                        mem.steady_releases = run.later_releases;
+                        mem.steady_segments_freed = std::max<int64_t>(0, run.later_frees - free_run.later_frees);
+                        mem.steady_bytes_freed = std::max<int64_t>(0, run.later_free_bytes - free_run.later_free_bytes);
+                        mem.steady_segments_remade = std::max<int64_t>(0, run.later_allocs - free_run.later_allocs);
+                        mem.steady_bytes_remade = std::max<int64_t>(0,
+                                                                    run.later_alloc_bytes - free_run.later_alloc_bytes);
+                    } else {   // one step: as captured
+                        mem.steady_steps = 1;
+                        mem.steady_releases = mem.releases;
+                        mem.steady_segments_freed = mem.segments_freed;
+                        mem.steady_bytes_freed = mem.bytes_freed;
+                        mem.steady_segments_remade = mem.segments_remade;
+                        mem.steady_bytes_remade = mem.bytes_remade;
+                    }
+                    // A steady step ends with the reserved bytes it began with, so it makes again what it
+                    // gives back: the walk without a limit still growing in the capture's steps (its
+                    // first segments or pages) does not take that from the count
+                    mem.steady_segments_remade = std::max(mem.steady_segments_remade, mem.steady_segments_freed);
+                    mem.steady_bytes_remade = std::max(mem.steady_bytes_remade, mem.steady_bytes_freed);
+                    mem.steady_cost = cost.per_step(mem) * std::max<int64_t>(1, run.steps);
                 }
             }
         }

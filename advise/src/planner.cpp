@@ -245,6 +245,9 @@ bool ranked_before(const Candidate& lhs, const Candidate& rhs) {
     // the time at the capacity: the step's and what giving cached memory back there costs
     const int64_t tl = time_at_capacity(lhs.prediction), tr = time_at_capacity(rhs.prediction);
     if (tl != tr) return tl < tr;
+    // as fast in steady steps: the one that pays less once (the first step's release)
+    const int64_t ol = time_as_captured(lhs.prediction), orr = time_as_captured(rhs.prediction);
+    if (ol != orr) return ol < orr;
     const std::string jl = to_json(lhs.setting), jr = to_json(rhs.setting);
     if (jl.size() != jr.size()) return jl.size() < jr.size();   // equally fast: the one that changes less
     if (lhs.prediction.memory.reserved != rhs.prediction.memory.reserved)
@@ -467,7 +470,8 @@ std::vector<std::string> search_allocator_confs(const Evaluator& ev, const Plann
     trials += static_cast<int64_t>(tries.size());
     auto key = [&](const Memory& memory) {
         const bool runs = opts.capacity > 0 && fits(memory, opts.capacity);
-        return std::make_tuple(runs ? 0 : 1, runs ? memory.retry_cost : 0, runs ? memory.reserved_at : 0, memory.reserved);
+        return std::make_tuple(runs ? 0 : 1, runs ? memory.steady_cost : 0, runs ? memory.retry_cost : 0,
+                               runs ? memory.reserved_at : 0, memory.reserved);
     };
     auto least = key(got[0].memory);   // the best of the search's own allocator settings
     for (size_t i = 1; i < confs.size(); ++i) least = std::min(least, key(got[i].memory));

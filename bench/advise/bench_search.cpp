@@ -2,20 +2,29 @@
 // (docs/advise.md "Search", docs/results.md "The search's first answer against every combination").
 //
 // For each captured step: every combination the planner may answer (each global setting it tries,
-// every available choice per block, each allocator setting the search tries: search_allocator_confs,
-// so a max_split_size_mb where one reserves less) predicted exactly; then, at every distinct reserved
-// peak among them as the capacity (the capacities where the fastest fitting combination can change; at
-// most MAX of them, evenly spaced, when there are more), the planner's first answer with single moves
-// only and with pair moves too (PlannerOptions::pair_moves), each against the fastest fitting
-// combination. Fitting is the search's test: the caching model runs at the capacity (PyTorch's
-// free-and-retry on a failed cudaMalloc), certain where the unlimited reserved peak is within it. Prints per step: combinations, capacities, misses of each mode (with the first few
-// written out), and each mode's evaluations and CPU seconds summed over the capacities, with the ratio.
+// every available choice per block, each allocator setting the search tries: search_allocator_confs)
+// predicted exactly; then, at every distinct reserved peak among them as the capacity (the capacities
+// where the fastest fitting combination can change; at most MAX of them, evenly spaced, when there
+// are more), the fastest fitting combination as the product judges it now: it runs at the capacity
+// (the caching model with the capacity as the GPU's limit, PyTorch's free-and-retry included; certain
+// where the reserved peak without a limit is within it), ranked by its time at the capacity (the step's
+// and what giving cached memory back costs in a steady step: time_at_capacity). Against it, in the same
+// run: the planner's first answer with single moves only and with pair moves too
+// (PlannerOptions::pair_moves), and two earlier readings of the fastest fitting combination: "by the
+// reserved peak" (fits when the reserved peak without a limit is within the capacity, ranked by the
+// step time alone: this bench before) and "by the capture's cost" (runs at the capacity, ranked by the
+// step time plus the whole capture's cost: mhc advise before the steady step). Prints per step:
+// combinations, capacities, misses of each mode (the first few written out), each mode's evaluations
+// and CPU seconds with the pair/single ratio; the capacities where each earlier reading finds an
+// answer and where its pick is slower at the capacity than the product's, with the ratio of their
+// summed times at the capacity (the earlier pick's over the product's, both judged as now).
 //
-// With --cost F,F,... (fractions of the captured step's reserved peak) nothing is enumerated (a
-// step of many blocks has too many combinations): the planner runs in both modes at those
-// capacities and prints each answer, evaluations and seconds, and the ratio.
+// With --cost F,F,... (percent of the captured step's reserved peak) nothing is enumerated (a step of
+// many blocks has too many combinations): the planner runs in both modes at those capacities and
+// prints each answer (its time at the capacity, and the capture's and a steady step's cost of giving
+// memory back), evaluations and seconds, and the ratio.
 //
-//   bench_advise_search [--link pcie5] [--max N] [--cost 0.9,0.75,0.6] TRACE.db...
+//   bench_advise_search [--link pcie5] [--max N] [--cost 90,75,60] TRACE.db...
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -40,6 +49,8 @@ using mhc::advise::OptimizerImpl;
 using mhc::advise::PlannerOptions;
 using mhc::advise::Prediction;
 using mhc::advise::Setting;
+using mhc::advise::time_as_captured;
+using mhc::advise::time_at_capacity;
 using mhc::advise::to_json;
 
 namespace {
@@ -141,15 +152,42 @@ int main(int argc, char** argv) {
                         const double cpu = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
                         sums[pairs] += cpu;
                         evals[pairs] += advice.evaluations;
-                        std::printf(
-                            "  %3.0f%% %-16s %s, evaluations %lld (rounds %lld, with pairs %lld), %.2f s CPU\n",
-                            fraction * 100, pairs ? "pair moves" : "single moves",
-                            advice.ranked.empty() ? "nothing"
-                                                  : (to_json(advice.ranked[0].setting) + " " +
-                                                     std::to_string(advice.ranked[0].prediction.step_time) + " ns")
-                                                        .c_str(),
-                            static_cast<long long>(advice.evaluations), static_cast<long long>(advice.refine_rounds),
-                            static_cast<long long>(advice.pair_rounds), cpu);
+                        std::string said = "nothing";
+                        if (!advice.ranked.empty()) {
+                            const Prediction& first = advice.ranked[0].prediction;
+                            said = to_json(advice.ranked[0].setting) + " " + std::to_string(time_at_capacity(first)) +
+                                   " ns at the capacity (giving memory back: " +
+                                   std::to_string(first.memory.retry_cost) + " ns in the capture, " +
+                                   std::to_string(first.memory.steady_cost) + " in steady steps)";
+                        }
+                        std::printf("  %3.0f%% %-16s %s, evaluations %lld (rounds %lld, with pairs %lld), %.2f s CPU\n",
+                                    fraction * 100, pairs ? "pair moves" : "single moves", said.c_str(),
+                                    static_cast<long long>(advice.evaluations),
+                                    static_cast<long long>(advice.refine_rounds),
+                                    static_cast<long long>(advice.pair_rounds), cpu);
+                        if (pairs != 0 && !advice.ranked.empty()) {
+                            // the earlier readings' first answer among the settings this search
+                            // predicted: by the reserved peak without a limit and the step time, and
+                            // by the capture's cost; each timed at the capacity as now
+                            const mhc::advise::Candidate* picks[2] = {nullptr, nullptr};
+                            for (const mhc::advise::Candidate& cand : advice.all) {
+                                if (!cand.within_budget) continue;
+                                const Prediction& pred = cand.prediction;
+                                if (pred.memory.reserved <= opts.capacity &&
+                                    (picks[0] == nullptr || pred.step_time < picks[0]->prediction.step_time))
+                                    picks[0] = &cand;
+                                if (cand.fits && (picks[1] == nullptr ||
+                                                  time_as_captured(pred) < time_as_captured(picks[1]->prediction)))
+                                    picks[1] = &cand;
+                            }
+                            const char* names[2] = {"by the reserved peak", "by the capture's cost"};
+                            const double now = static_cast<double>(time_at_capacity(advice.ranked[0].prediction));
+                            for (int r = 0; r < 2; ++r)
+                                std::printf(
+                                    "  %3.0f%% %-22s %s, at the capacity x%.4f of the answer's time\n", fraction * 100,
+                                    names[r], picks[r] ? to_json(picks[r]->setting).c_str() : "nothing",
+                                    picks[r] ? static_cast<double>(time_at_capacity(picks[r]->prediction)) / now : 0.0);
+                        }
                         std::fflush(stdout);
                     }
                 }
@@ -175,14 +213,63 @@ int main(int argc, char** argv) {
             }
             caps.insert(caps.begin(), caps.front() - 1);   // one byte below the least: nothing fits
             Mode modes[] = {{"single moves", false, 0, 0, 0, 0, {}}, {"pair moves", true, 0, 0, 0, 0, {}}};
+            // The earlier readings of the fastest fitting combination: answers found, picks slower at
+            // the capacity than the product's, and the summed times at the capacity of both picks
+            // where both found one (judged as now).
+            struct Reading {
+                const char* name;
+                int found = 0, slower = 0;
+                double time = 0, product_time = 0;
+            } readings[] = {{"by the reserved peak", 0, 0, 0, 0}, {"by the capture's cost", 0, 0, 0, 0}};
+            int product_found = 0;
             for (int64_t cap : caps) {
-                const Combination* best = nullptr;
-                for (const Combination& comb : all)
-                    if (comb.reserved <= cap && (best == nullptr || comb.time < best->time)) best = &comb;
-                for (const Combination& comb : all)   // above the capacity without a limit, running at it
-                    if (comb.reserved > cap && (best == nullptr || comb.time < best->time) &&
-                        ev.predict(comb.parsed, cap).memory.fits)
+                // each combination at the capacity: whether it runs, its time there (a steady step's
+                // cost of giving memory back) and with the capture's cost
+                struct At {
+                    bool runs = false;
+                    int64_t steady = 0, captured = 0;
+                };
+                std::vector<At> at(all.size());
+                for (size_t i = 0; i < all.size(); ++i) {
+                    if (all[i].reserved <= cap) {
+                        at[i] = {true, all[i].time, all[i].time};   // nothing fails: nothing given back
+                        continue;
+                    }
+                    const Prediction pred = ev.predict(all[i].parsed, cap);
+                    at[i] = {pred.memory.fits, time_at_capacity(pred), time_as_captured(pred)};
+                }
+                const Combination* best = nullptr;   // the product's: runs there, by the steady time
+                const Combination* by_reserved = nullptr;
+                const Combination* by_capture = nullptr;
+                int64_t best_time = 0, reserved_time = 0, capture_time = 0;
+                for (size_t i = 0; i < all.size(); ++i) {
+                    const Combination& comb = all[i];
+                    if (at[i].runs && (best == nullptr || at[i].steady < best_time)) {
                         best = &comb;
+                        best_time = at[i].steady;
+                    }
+                    if (comb.reserved <= cap && (by_reserved == nullptr || comb.time < by_reserved->time)) {
+                        by_reserved = &comb;
+                        reserved_time = at[i].steady;
+                    }
+                    if (at[i].runs && (by_capture == nullptr || at[i].captured < capture_time)) {
+                        by_capture = &comb;
+                        capture_time = at[i].captured;
+                    }
+                }
+                // by_capture's time above is the capture's: judged as now, its steady time
+                for (size_t i = 0; i < all.size(); ++i)
+                    if (&all[i] == by_capture) capture_time = at[i].steady;
+                product_found += best != nullptr;
+                const Combination* picks[] = {by_reserved, by_capture};
+                const int64_t pick_times[] = {reserved_time, capture_time};
+                for (int r = 0; r < 2; ++r) {
+                    if (picks[r] == nullptr) continue;
+                    ++readings[r].found;
+                    readings[r].slower += pick_times[r] > best_time;
+                    readings[r].time += static_cast<double>(pick_times[r]);
+                    readings[r].product_time += static_cast<double>(best_time);
+                }
                 for (Mode& mode : modes) {
                     opts.capacity = cap;
                     opts.pair_moves = mode.pairs;
@@ -191,18 +278,18 @@ int main(int argc, char** argv) {
                     mode.seconds += static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
                     mode.evaluations += advice.evaluations;
                     const bool found = !advice.ranked.empty();
-                    if (found != (best != nullptr) || (found && advice.ranked[0].prediction.step_time != best->time)) {
+                    if (found != (best != nullptr) ||
+                        (found && time_at_capacity(advice.ranked[0].prediction) != best_time)) {
                         ++mode.misses;
                         if (!found) ++mode.nothing;
                         if (mode.examples.size() < 4)
-                            mode.examples.push_back(std::to_string(cap) + " B: first " +
-                                                    (found ? to_json(advice.ranked[0].setting) + " " +
-                                                                 std::to_string(advice.ranked[0].prediction.step_time) +
-                                                                 " ns"
-                                                           : std::string("nothing")) +
-                                                    "; fastest fitting " +
-                                                    (best ? best->setting + " " + std::to_string(best->time) + " ns"
-                                                          : std::string("none")));
+                            mode.examples.push_back(
+                                std::to_string(cap) + " B: first " +
+                                (found ? to_json(advice.ranked[0].setting) + " " +
+                                             std::to_string(time_at_capacity(advice.ranked[0].prediction)) + " ns"
+                                       : std::string("nothing")) +
+                                "; fastest fitting " +
+                                (best ? best->setting + " " + std::to_string(best_time) + " ns" : std::string("none")));
                     }
                 }
             }
@@ -220,6 +307,16 @@ int main(int argc, char** argv) {
                         static_cast<double>(modes[1].evaluations) /
                             static_cast<double>(std::max<int64_t>(1, modes[0].evaluations)),
                         modes[1].seconds / std::max(1e-9, modes[0].seconds));
+            std::printf(
+                "  the fastest fitting combination (runs at the capacity, time with a steady step's cost): "
+                "found at %d of %zu capacities\n",
+                product_found, caps.size());
+            for (const Reading& reading : readings)
+                std::printf(
+                    "  %-22s found at %d (x%.2f of the product's), slower at the capacity at %d, "
+                    "time there x%.4f of the product's pick\n",
+                    reading.name, reading.found, static_cast<double>(reading.found) / std::max(1, product_found),
+                    reading.slower, reading.time / std::max(1.0, reading.product_time));
             std::fflush(stdout);
         }
     } catch (const std::exception& e) {

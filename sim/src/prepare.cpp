@@ -475,11 +475,20 @@ CachingUnderLimit caching_under_limit(const Prepared& prepared, const std::strin
     CachingUnderLimit out;
     EventCursor events(prepared, *prepared.t);
     RecordedEvent event;
+    // the counters when the second step's first allocation is made (-1: not yet)
+    int64_t at_releases = -1, at_allocs = 0, at_frees = 0, at_alloc_bytes = 0, at_free_bytes = 0;
     while (events.next(event)) {
         const auto al = static_cast<size_t>(event.row);
         if (event.what == Recorded::Free) {
             walk.free(prepared, al);
         } else if (event.what == Recorded::Allocation) {
+            if (at_releases < 0 && prepared.alloc_step[al] >= 1) {
+                at_releases = walk.ca.full_releases();
+                at_allocs = walk.ca.device_allocs();
+                at_frees = walk.ca.device_frees();
+                at_alloc_bytes = walk.ca.device_alloc_bytes();
+                at_free_bytes = walk.ca.device_free_bytes();
+            }
             walk.allocate(prepared, al);
             if (walk.block[al] < 0) {
                 out.runs = false;
@@ -496,6 +505,14 @@ CachingUnderLimit caching_under_limit(const Prepared& prepared, const std::strin
     out.device_frees = walk.ca.device_frees();
     out.alloc_bytes = walk.ca.device_alloc_bytes();
     out.free_bytes = walk.ca.device_free_bytes();
+    out.steps = prepared.step_begin.empty() ? 0 : static_cast<int64_t>(prepared.step_begin.size()) - 1;
+    if (at_releases >= 0) {
+        out.later_releases = out.releases - at_releases;
+        out.later_allocs = out.device_allocs - at_allocs;
+        out.later_frees = out.device_frees - at_frees;
+        out.later_alloc_bytes = out.alloc_bytes - at_alloc_bytes;
+        out.later_free_bytes = out.free_bytes - at_free_bytes;
+    }
     return out;
 }
 

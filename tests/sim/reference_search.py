@@ -372,8 +372,8 @@ def allocator_settings(cap, predict, at=None):
         if at is not None:
             r = at(conf, p)
             if r["runs"]:
-                return (0, r["cost"], r["reserved_at"], p["reserved_bytes"])
-        return (1, 0, 0, p["reserved_bytes"])
+                return (0, r["steady_cost"], r["cost"], r["reserved_at"], p["reserved_bytes"])
+        return (1, 0, 0, 0, p["reserved_bytes"])
 
     least = min(key(c) for c in ALLOCATORS)
     kept = ""
@@ -424,9 +424,10 @@ def reads_as(setting):
 
 def rank_key(c):
     """The ranking's order: fitting first, faster (the time at the capacity: the step's and what
-    giving cached memory back there costs), the shorter setting, the smaller reserved peak, the
+    giving cached memory back there costs in steady steps), then with the capture's own cost (a first
+    step's release), the shorter setting, the smaller reserved peak, the
     setting's JSON in byte order."""
-    return (not c["fits"], c["time"], len(c["key"]), c["reserved"], c["key"].encode())
+    return (not c["fits"], c["time"], c["captured_time"], len(c["key"]), c["reserved"], c["key"].encode())
 
 
 def closer(x, y):
@@ -526,9 +527,9 @@ def at_capacity(trace, setting, p, capacity, link, host_bw, cost):
     gc = ref.gc_threshold(p["conf"])
     if p["reserved_bytes"] <= capacity and not (gc > 0 and p["reserved_bytes"] > int(gc * capacity)):
         return dict(runs=True, reserved_at=p["reserved_bytes"], retries=0, releases=0, segments_freed=0,
-                    bytes_freed=0, segments_remade=0, bytes_remade=0, cost=0)
+                    bytes_freed=0, segments_remade=0, bytes_remade=0, cost=0, steady=None, steady_cost=0)
     return cached(f"runs at {capacity}", trace, setting, link, host_bw, cost,
-                  lambda: ref.retry_cost(p["device_rows"], p["conf"], capacity))
+                  lambda: ref.retry_cost(p["device_rows"], p["conf"], capacity, p["steps"], p["second_step_at"]))
 
 
 def search(trace, capacity, budget=None, top=3, link=ref.LINKS["pcie5"], host_bw=100e9, cost=15000):
@@ -579,12 +580,14 @@ def search(trace, capacity, budget=None, top=3, link=ref.LINKS["pcie5"], host_bw
         if key not in seen:
             p = predict(s)
             run = at_capacity(trace, s, p, capacity, link, host_bw, cost)
-            total = p["step_time_ns"] + run["cost"]   # the time at the capacity
+            total = p["step_time_ns"] + run["steady_cost"]   # the time at the capacity, steady steps
             loss = total / baseline["step_time_ns"] - 1 if baseline["step_time_ns"] > 0 else 0
             seen[key] = dict(setting=s, key=key, peak=p["peak_bytes"], reserved=p["reserved_bytes"],
                              host=p["host_peak_bytes"], step=p["step_time_ns"], time=total, loss=loss,
                              fits=run["runs"], reserved_at=run["reserved_at"], retries=run["retries"],
-                             cost=run["cost"], within=budget is None or loss <= budget + 1e-12)
+                             cost=run["cost"], steady_cost=run["steady_cost"],
+                             captured_time=p["step_time_ns"] + run["cost"],
+                             within=budget is None or loss <= budget + 1e-12)
         return seen[key]
 
     dp_runs = 0

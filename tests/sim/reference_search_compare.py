@@ -2,7 +2,7 @@
 """Runs `mhc advise TRACE --capacity C [--budget B] --json` and the document's second reading of
 docs/advise.md "Search" (reference_search.py) on captured steps and compares the ranked answers
 (each row's setting, peak_bytes, reserved_bytes, host_peak_bytes, step_time_ns, loss, and the run at the
-capacity: reserved_at_capacity_bytes, alloc_retries, retry_cost_ns; whether the baseline runs there), the
+capacity: reserved_at_capacity_bytes, alloc_retries, retry_cost_ns, steady_retry_cost_ns; whether the baseline runs there), the
 number of DP runs and the max_split_size_mb setting searched, or that both find nothing that fits.
 
 Usage: reference_search_compare.py MHC WORKDIR TRACE.db... [--sample=N] [--filter=TEXT] [--verbose]
@@ -29,7 +29,7 @@ STEPS = 8
 BUDGETS = [None, 0.02, 0.25]
 FIELDS = [("peak_bytes", "peak"), ("reserved_bytes", "reserved"), ("host_peak_bytes", "host"),
           ("step_time_ns", "step"), ("reserved_at_capacity_bytes", "reserved_at"), ("alloc_retries", "retries"),
-          ("retry_cost_ns", "cost")]
+          ("retry_cost_ns", "cost"), ("steady_retry_cost_ns", "steady_cost")]
 
 
 def run_mhc(mhc, trace, capacity, budget):

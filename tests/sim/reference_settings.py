@@ -433,8 +433,18 @@ class Plan:
         dev = [(i, r) for i, r in enumerate(allocs) if r[2] >= 0]
         host = [(i, r) for i, r in enumerate(allocs) if r[2] < 0]
         conf = ",".join(x for x in (self.cap.meta.get("allocator.conf", ""), conf_text) if x)
+        # the capture's steps (of its kernels, the inserted ones by the kernel they belong to), and
+        # where the second begins: its first kernel's start (docs/advise.md "What running at the
+        # capacity costs": a steady step's share is what the steps after the first do)
+        marked = sorted((op.t0, self.cap.kernels[op.kernel if op.kernel is not None else op.anchor]["step"])
+                        for op in self.ops if op.kind in ("kernel", "inserted")
+                        and (op.kernel if op.kernel is not None else op.anchor) is not None)
+        marked = [(t, st) for t, st in marked if st is not None and st >= 0]
+        steps = len({st for _t, st in marked})
+        second = next((t for t, st in marked if st != marked[0][1]), None) if marked else None
         return dict(peak_bytes=live_peak(dev), reserved_bytes=reserved_peak(dev, conf),
                     host_peak_bytes=live_peak(host), step_time_ns=step, device_rows=dev, conf=conf,
+                    steps=steps, second_step_at=second,
                     allocations=[(r[2], r[3], r[0], r[4]) for r in allocs], kernels=kernels, copies=copies,
                     accesses=accesses)
 
@@ -520,12 +530,22 @@ class _GivingBack(reference_caching.CachingAllocator):
         super()._unmap_free_pages(seg)
 
 
-def _walk(rows, conf, capacity):
+def _counts(ca):
+    return dict(releases=ca.releases, mallocs=ca.mallocs, frees=ca.frees, malloc_bytes=ca.malloc_bytes,
+                free_bytes=ca.free_bytes)
+
+
+def _walk(rows, conf, capacity, second_at=None):
+    """The walk at the capacity; ca.at_second: its counts when the first allocation at or after
+    `second_at` (the second step's start) is made, None before."""
     by = dict(rows)
     ca = _GivingBack(capacity, conf)
+    ca.at_second = None
     peak = retries = 0
-    for _t, _k, i, d in memory_events(rows):
+    for t, _k, i, d in memory_events(rows):
         if d > 0:
+            if second_at is not None and ca.at_second is None and t >= second_at:
+                ca.at_second = _counts(ca)
             ca.gave_back = False
             if not ca.allocate(i, by[i][3], by[i][5]):
                 return False, peak, retries, ca
@@ -551,21 +571,48 @@ CALL_NS = 50_000        # a cudaMalloc or cudaFree (a map or unmap of pages)
 NS_PER_GIB = 500_000    # the pages made or given back
 
 
-def retry_cost(rows, conf, capacity):
+def _cost(c):
+    pages = (c["bytes_freed"] + c["bytes_remade"]) / 2 ** 30
+    return (c["releases"] * SYNC_NS + (c["segments_freed"] + c["segments_remade"]) * CALL_NS
+            + math.floor(pages * NS_PER_GIB + 0.5))
+
+
+def retry_cost(rows, conf, capacity, steps=0, second_at=None):
     """docs/advise.md "What running at the capacity costs": (runs, reserved peak there, retries, the
-    counts against the walk without a limit, the cost in ns) of the caching model at the capacity."""
-    runs, peak, retries, ca = _walk(rows, conf, capacity)
+    counts against the walk without a limit, the cost in ns) of the caching model at the capacity; and
+    a steady step's: with `steps` >= 2 (the second beginning at `second_at`) the counts from the second
+    step on against the same without a limit, over steps - 1; with one step the captured step's; either
+    way every segment given back made again. steady_cost: a steady step's cost (rounded) times the steps."""
+    runs, peak, retries, ca = _walk(rows, conf, capacity, second_at if steps >= 2 else None)
     out = dict(runs=runs, reserved_at=peak, retries=retries, releases=0, segments_freed=0, bytes_freed=0,
-               segments_remade=0, bytes_remade=0, cost=0)
+               segments_remade=0, bytes_remade=0, cost=0, steady=None, steady_cost=0)
     if runs and ca.frees > 0:
-        _r, _p, _n, free = _walk(rows, conf, reference_caching.NO_LIMIT)
+        _r, _p, _n, free = _walk(rows, conf, reference_caching.NO_LIMIT, second_at if steps >= 2 else None)
         out.update(releases=ca.releases, segments_freed=max(0, ca.frees - free.frees),
                    bytes_freed=max(0, ca.free_bytes - free.free_bytes),
                    segments_remade=max(0, ca.mallocs - free.mallocs),
                    bytes_remade=max(0, ca.malloc_bytes - free.malloc_bytes))
-        pages = (out["bytes_freed"] + out["bytes_remade"]) / 2 ** 30
-        out["cost"] = (out["releases"] * SYNC_NS + (out["segments_freed"] + out["segments_remade"]) * CALL_NS
-                       + math.floor(pages * NS_PER_GIB + 0.5))
+        out["cost"] = _cost(out)
+        if steps >= 2:
+            zero = dict(releases=0, mallocs=0, frees=0, malloc_bytes=0, free_bytes=0)
+            a0, f0 = ca.at_second or _counts(ca), free.at_second or _counts(free)
+            a1, f1 = _counts(ca), _counts(free)
+            later = {k: a1[k] - a0[k] for k in zero}
+            later_free = {k: f1[k] - f0[k] for k in zero}
+            steady = dict(steps=steps - 1, releases=later["releases"],
+                          segments_freed=max(0, later["frees"] - later_free["frees"]),
+                          bytes_freed=max(0, later["free_bytes"] - later_free["free_bytes"]),
+                          segments_remade=max(0, later["mallocs"] - later_free["mallocs"]),
+                          bytes_remade=max(0, later["malloc_bytes"] - later_free["malloc_bytes"]))
+        else:
+            steady = dict(steps=1, releases=out["releases"], segments_freed=out["segments_freed"],
+                          bytes_freed=out["bytes_freed"], segments_remade=out["segments_remade"],
+                          bytes_remade=out["bytes_remade"])
+        # a steady step ends where it began: what it gives back it makes again
+        steady["segments_remade"] = max(steady["segments_remade"], steady["segments_freed"])
+        steady["bytes_remade"] = max(steady["bytes_remade"], steady["bytes_freed"])
+        per_step = (_cost(steady) + steady["steps"] // 2) // steady["steps"]
+        out.update(steady=steady, steady_cost=per_step * max(1, steps))
     return out
 
 

@@ -28,6 +28,19 @@ struct Memory {
     // their bytes; and the time all that is estimated to take, added to the step's (ns).
     int64_t releases = 0, segments_freed = 0, bytes_freed = 0, segments_remade = 0, bytes_remade = 0;
     int64_t retry_cost = 0;
+    // The same for a steady step, the one a user runs thousands of (docs/advise.md "What running at
+    // the capacity costs"): the counts of the capture's steps after its first (`steady_steps` of them:
+    // a release the first step's layout needs alone is paid once, not every step); with one step (or
+    // none marked) the captured step's counts, since the capture cannot tell a first step from a
+    // steady one. Either way every segment (or page) given back is made again (segments_remade at
+    // least segments_freed, bytes likewise): a steady step ends with the reserved bytes it began with,
+    // where the walk without a limit, still growing, maps or cudaMallocs as much in the capture.
+    // `steady_cost` is a steady step's cost times the capture's steps (comparable with the step
+    // time, which is the capture's); the search ranks by it.
+    int64_t steps = 0, steady_steps = 0;
+    int64_t steady_releases = 0, steady_segments_freed = 0, steady_bytes_freed = 0, steady_segments_remade = 0,
+            steady_bytes_remade = 0;
+    int64_t steady_cost = 0;
 };
 
 // The time PyTorch's allocator spends when a step runs only by giving cached memory back
@@ -39,7 +52,8 @@ struct RetryCost {
     int64_t sync_ns = 50'000;       // release_cached_blocks: synchronize_and_free_events, then the frees
     int64_t call_ns = 50'000;       // one cudaMalloc or cudaFree (map or unmap)
     int64_t ns_per_gib = 500'000;   // the pages: 0.5 ms per GiB made or given back
-    int64_t of(const Memory& memory) const;
+    int64_t of(const Memory& memory) const;         // the whole capture's counts
+    int64_t per_step(const Memory& memory) const;   // a steady step's (Memory::steady_*), per step
 };
 // The peaks of a trace (a transformed one, or a capture): sim::prepare checks it first, then
 // the caching model runs with `allocator_conf` over the trace's recorded settings; with a
@@ -65,8 +79,12 @@ struct Prediction {
     int64_t comm_waits = 0;   // of which compute ops waited for
 };
 // The step's time at the capacity: its estimated time and what giving cached memory back there
-// costs (Memory::retry_cost; 0 without a capacity). The search ranks by it.
+// costs in steady steps (Memory::steady_cost; 0 without a capacity). The search ranks by it.
 inline int64_t time_at_capacity(const Prediction& prediction) {
+    return prediction.step_time + prediction.memory.steady_cost;
+}
+// The same with the capture's own cost (Memory::retry_cost): the steps as captured, the first's included.
+inline int64_t time_as_captured(const Prediction& prediction) {
     return prediction.step_time + prediction.memory.retry_cost;
 }
 

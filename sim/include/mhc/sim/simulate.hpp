@@ -59,6 +59,10 @@ struct CachingUnderLimit {
     // cudaMalloc calls (or page maps) and cudaFree calls (or unmaps) of the walk, and their bytes:
     // garbage collection's and the releases' frees, and the segments made again after them.
     int64_t device_allocs = 0, device_frees = 0, alloc_bytes = 0, free_bytes = 0;
+    // The capture's steps (its step markers; 0: none), and the counters above from the first
+    // allocation of its second step on (the steps after the first: a steady step's share).
+    int64_t steps = 0;
+    int64_t later_releases = 0, later_allocs = 0, later_frees = 0, later_alloc_bytes = 0, later_free_bytes = 0;
     int64_t failed_row = -1;     // the allocation (row index) that raised, when !runs
     int64_t bytes_needed = 0;    // its request, rounded as the model rounds it
 };
