@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Hostile pass 8 (docs/cli.md, "Messages and exit statuses"): what passes 1 to 7 left.
+#   1. The standard output: a write that failed (a full disk behind `> out.json`) was exit 0 with
+#      the output cut short and nothing said; a reader that went away (`| true`, `| head -1` of a
+#      long output) killed sweep and simulate with SIGPIPE before they stored their runs, and left
+#      validate's finished replays marked incomplete.
+# Usage: hostile_pass8_test.sh MHC CAPTURE (a model capture: tests/data/advise/tiny_mhc.db)
+set -u
+mhc=$1
+capture=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
+. "$(dirname "$0")/preamble.sh"
+cd "$tmp" || exit 1
+"$mhc" -q generate --preset gpt2-small --steps 1 --layers 2 --seq 128 -o t.db >/dev/null || fail generate
+
+# 1. A file past RLIMIT_FSIZE (SIGXFSZ ignored: the write fails with EFBIG, as on a full disk):
+# one line naming the standard output, exit 2, for text, JSON and help alike.
+for cmd in "info t.db" "info t.db --json" "--help" "simulate t.db --capacity 90% --no-store --json"; do
+    # shellcheck disable=SC2086
+    (trap '' XFSZ; ulimit -f 1; exec "$mhc" $cmd >big.out 2>err); rc=$?
+    [ $rc = 2 ] && [ "$(wc -l <err)" = 1 ] && grep -q "^mhc: standard output: cannot be written: .*; what was printed is cut short$" err ||
+        fail "$cmd with its output past the file size limit exited $rc: $(cat err)"
+done
+# A reader gone before the result is printed: the runs are stored all the same (they were lost to
+# SIGPIPE), the exit status is SIGPIPE's (141) and nothing is said.
+cp t.db p.db
+"$mhc" sweep p.db --capacities 80%,70% --policies lru,largest --no-bisect 2>err | true
+rc=${PIPESTATUS[0]}
+[ $rc = 141 ] && [ ! -s err ] || fail "sweep | true exited $rc: $(cat err)"
+[ "$(sqlite3 p.db "SELECT count(*) FROM runs")" = 4 ] || fail "sweep | true stored $(sqlite3 p.db "SELECT count(*) FROM runs") runs of 4"
+"$mhc" simulate p.db --capacity 85% 2>err | true
+[ "$(sqlite3 p.db "SELECT count(*) FROM runs")" = 5 ] || fail "simulate | true did not store its run: $(cat err)"
+"$mhc" validate p.db --capacity 90% --link pcie4 --repeat 1 2>err | true
+got=$(sqlite3 p.db "SELECT group_concat(status) FROM runs WHERE kind = 'replayed'")
+[ "$got" = "complete,complete" ] || fail "validate | true left its replays $got: $(tail -2 err)"
+# Where the caller ignores SIGPIPE (the write fails with EPIPE): the same.
+runs=$(sqlite3 p.db "SELECT count(*) FROM runs")
+(trap '' PIPE; "$mhc" simulate p.db --capacity 95% 2>err | true; exit "${PIPESTATUS[0]}"); rc=$?
+[ $rc = 141 ] && [ ! -s err ] && [ "$(sqlite3 p.db "SELECT count(*) FROM runs")" = $((runs + 1)) ] ||
+    fail "simulate | true with SIGPIPE ignored exited $rc: $(cat err)"
+# A program mhc starts does not inherit an ignored SIGPIPE (SIG_IGN survives exec, a handler does
+# not): advise --verify's mhc-torch, here a script that notes its ignored signals.
+printf '#!/bin/sh\ngrep ^SigIgn /proc/$$/status >sigign.seen\ncp "%s" "$7"\n' "$capture" >fake.sh
+chmod +x fake.sh
+MHC_TORCH=./fake.sh "$mhc" advise "$capture" --setting '{}' --verify >out 2>err || fail "advise --verify: $(cat err)"
+mask=$(sed 's/^SigIgn:[[:space:]]*//' sigign.seen)
+[ $(( 0x$mask & 0x1000 )) = 0 ] || fail "advise --verify's child was started with SIGPIPE ignored ($mask)"
+
+echo "all hostile pass 8 checks passed"
