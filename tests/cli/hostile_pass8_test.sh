@@ -4,6 +4,8 @@
 #      the output cut short and nothing said; a reader that went away (`| true`, `| head -1` of a
 #      long output) killed sweep and simulate with SIGPIPE before they stored their runs, and left
 #      validate's finished replays marked incomplete.
+#   2. Sizes, durations and bandwidths past a double (inf taken), advise's host and collective
+#      bandwidths without bounds (the capture blamed), a step time that rounded to "not given".
 # Usage: hostile_pass8_test.sh MHC CAPTURE (a model capture: tests/data/advise/tiny_mhc.db)
 set -u
 mhc=$1
@@ -44,5 +46,19 @@ chmod +x fake.sh
 MHC_TORCH=./fake.sh "$mhc" advise "$capture" --setting '{}' --verify >out 2>err || fail "advise --verify: $(cat err)"
 mask=$(sed 's/^SigIgn:[[:space:]]*//' sigign.seen)
 [ $(( 0x$mask & 0x1000 )) = 0 ] || fail "advise --verify's child was started with SIGPIPE ignored ($mask)"
+
+# 2. Numbers at a double's limits in sizes, durations and bandwidths. 400 digits read as inf: a
+# bandwidth or a duration of inf was taken (advise --host-bandwidth ran with it); advise's host
+# bandwidth and --comm-link had no bounds (0.001B/s was refused as "T.db: allocations row 65:
+# t_free is 7421872000009798820 ... [range]", blaming the capture); --step-time 0.4ns rounded to 0
+# ns, read as not given.
+big=$(printf '9%.0s' $(seq 400))
+refused "--host-bandwidth '${big}GB/s': too large" advise "$capture" --capacity 80MiB --host-bandwidth "${big}GB/s"
+refused "--latency '${big}s': too large" simulate t.db --capacity 80% --no-store --latency "${big}s"
+refused "--gpu-bw '${big}GB/s': too large" generate --steps 1 --gpu-bw "${big}GB/s" -o g.db
+refused "--host-bandwidth '0.001B/s' is outside [1kB/s, 1000TB/s]" advise "$capture" --capacity 80MiB --host-bandwidth 0.001B/s
+refused "--comm-link: '0.001B/s' is outside [1kB/s, 1000TB/s]" advise "$capture" --capacity 80MiB --comm-link 0.001B/s
+refused "--step-time: '0.4ns' is less than 1 ns" advise "$capture" --capacity 80MiB --step-time 0.4ns
+"$mhc" advise "$capture" --capacity 80MiB --host-bandwidth 1kB/s >out 2>err || fail "advise --host-bandwidth 1kB/s: $(cat err)"
 
 echo "all hostile pass 8 checks passed"
