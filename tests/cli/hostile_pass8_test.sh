@@ -6,6 +6,7 @@
 #      validate's finished replays marked incomplete.
 #   2. Sizes, durations and bandwidths past a double (inf taken), advise's host and collective
 #      bandwidths without bounds (the capture blamed), a step time that rounded to "not given".
+#   3. Two CSV exports into one folder at once left it holding tables of both traces.
 # Usage: hostile_pass8_test.sh MHC CAPTURE (a model capture: tests/data/advise/tiny_mhc.db)
 set -u
 mhc=$1
@@ -60,5 +61,20 @@ refused "--host-bandwidth '0.001B/s' is outside [1kB/s, 1000TB/s]" advise "$capt
 refused "--comm-link: '0.001B/s' is outside [1kB/s, 1000TB/s]" advise "$capture" --capacity 80MiB --comm-link 0.001B/s
 refused "--step-time: '0.4ns' is less than 1 ns" advise "$capture" --capacity 80MiB --step-time 0.4ns
 "$mhc" advise "$capture" --capacity 80MiB --host-bandwidth 1kB/s >out 2>err || fail "advise --host-bandwidth 1kB/s: $(cat err)"
+
+# 3. Two exports of different traces into one CSV folder at once (--force): each moved its tables
+# into place one by one, the two sets interleaved, and the folder held tables of both traces
+# (3 of one, 3 of the other among the 6 that differ). Now one set replaces the other whole.
+"$mhc" -q generate --preset gpt2-small --steps 1 --layers 1 --seq 64 -o u.db >/dev/null || fail "generate u.db"
+"$mhc" export t.db --format csv -o R1 >/dev/null && "$mhc" export u.db --format csv -o R2 >/dev/null || fail "export"
+[ "$(diff -rq R1 R2 | wc -l)" -gt 2 ] || fail "the two traces' tables hardly differ"
+for round in $(seq 20); do
+    "$mhc" export t.db --format csv -o D --force >/dev/null 2>err1 &
+    "$mhc" export u.db --format csv -o D --force >/dev/null 2>err2 &
+    wait
+    [ ! -s err1 ] && [ ! -s err2 ] || fail "concurrent exports said: $(cat err1 err2)"
+    diff -rq D R1 >/dev/null || diff -rq D R2 >/dev/null ||
+        fail "round $round: D holds tables of both traces: $(diff -rq D R1 | tr '\n' ' ')"
+done
 
 echo "all hostile pass 8 checks passed"
