@@ -217,10 +217,24 @@ PrefetchSpec parse_prefetch(const std::string& text) {
 }
 
 void apply_environment(Config& c, const GivenOptions& given) {
-    if (!given.cpu_buffer_ratio && std::getenv("MHC_CPU_BUFFER_RATIO"))
+    // Out of its range, a variable is named (validate() named the option it stands for, which the
+    // user did not give: MHC_CPU_BUFFER_RATIO=1e308 was "--cpu-buffer-ratio must be at most 1000").
+    auto out_of_range = [](const char* var, const std::string& range) {
+        return Error(std::string("environment variable ") + var + "='" + std::getenv(var) + "': " + range);
+    };
+    if (!given.cpu_buffer_ratio && std::getenv("MHC_CPU_BUFFER_RATIO")) {
         c.cpu_buffer_ratio = env_number("MHC_CPU_BUFFER_RATIO");
-    if (!given.max_swap_ops && std::getenv("MHC_MAX_SWAP_OPS_PER_SEC"))
+        if (c.cpu_buffer_ratio > kMaxCpuBufferRatio)
+            throw out_of_range("MHC_CPU_BUFFER_RATIO", "must be at most " +
+                                                           std::to_string(static_cast<int>(kMaxCpuBufferRatio)) +
+                                                           " (0: unlimited host buffer)");
+    }
+    if (!given.max_swap_ops && std::getenv("MHC_MAX_SWAP_OPS_PER_SEC")) {
         c.max_swap_ops_per_sec = env_number("MHC_MAX_SWAP_OPS_PER_SEC");
+        if (c.max_swap_ops_per_sec != 0 &&
+            (c.max_swap_ops_per_sec < kMinSwapOpsPerSec || c.max_swap_ops_per_sec > kMaxSwapOpsPerSec))
+            throw out_of_range("MHC_MAX_SWAP_OPS_PER_SEC", "must be 0 (unlimited) or in [0.001, 1e12]");
+    }
     if (!given.eviction && std::getenv("MHC_EVICTION_STRATEGY")) {
         std::string s = std::getenv("MHC_EVICTION_STRATEGY");
         if (!is_eviction_policy(s))
