@@ -229,8 +229,9 @@ Outcome run(int argc, char** argv) {
         // A path the user gave that the file system refuses (a name too long, a loop of links)
         // where a command asked std::filesystem without an error code: bad input naming the path,
         // not an internal error.
-        const std::string path = e.path1().empty() ? std::string("a file") : e.path1().string();
-        return failure(kExitBadInput, path + ": cannot be reached: " + e.code().message());
+        // One that names no path says what it was doing (it was "a file: cannot be reached").
+        if (e.path1().empty()) return failure(kExitBadInput, e.what());
+        return failure(kExitBadInput, e.path1().string() + ": cannot be reached: " + e.code().message());
     } catch (const std::exception& e) { return failure(kExitInternal, std::string("internal error: ") + e.what()); }
 }
 

@@ -7,6 +7,8 @@
 #   2. Sizes, durations and bandwidths past a double (inf taken), advise's host and collective
 #      bandwidths without bounds (the capture blamed), a step time that rounded to "not given".
 #   3. Two CSV exports into one folder at once left it holding tables of both traces.
+#   4. Environment variables: a number past its range blamed on the option it stands for; TMPDIR
+#      naming no folder was "a file: cannot be reached".
 # Usage: hostile_pass8_test.sh MHC CAPTURE (a model capture: tests/data/advise/tiny_mhc.db)
 set -u
 mhc=$1
@@ -76,5 +78,21 @@ for round in $(seq 20); do
     diff -rq D R1 >/dev/null || diff -rq D R2 >/dev/null ||
         fail "round $round: D holds tables of both traces: $(diff -rq D R1 | tr '\n' ' ')"
 done
+
+# 4. Environment variables given hostile values. A number past its range is said naming the
+# variable (MHC_CPU_BUFFER_RATIO=1e308 was "--cpu-buffer-ratio must be at most 1000", an option
+# not given); TMPDIR naming no folder with HOME and XDG_CACHE_HOME empty ended validate --link
+# auto with "mhc: a file: cannot be reached: No such file or directory".
+refused_env() {   # refused_env VAR=VALUE WANT ARGS...
+    local assign=$1 want=$2; shift 2
+    env "$assign" "$mhc" "$@" >out 2>err; local rc=$?
+    [ $rc = 2 ] && [ "$(wc -l <err)" = 1 ] && grep -qF -- "$want" err || fail "$assign $* exited $rc: $(cat err)"
+}
+refused_env MHC_CPU_BUFFER_RATIO=1e308 "environment variable MHC_CPU_BUFFER_RATIO='1e308': must be at most 1000" info t.db
+refused_env MHC_MAX_SWAP_OPS_PER_SEC=1e-300 "environment variable MHC_MAX_SWAP_OPS_PER_SEC='1e-300': must be 0 (unlimited) or in" \
+    simulate t.db --capacity 80% --no-store
+HOME='' XDG_CACHE_HOME='' TMPDIR=$tmp/none "$mhc" validate t.db --capacity 90% --link auto --repeat 1 --no-store \
+    --max-replay-minutes 0.0001 >out 2>err; rc=$?
+[ $rc = 2 ] && grep -q "the replays would take" err || fail "validate --link auto with TMPDIR naming no folder ($rc): $(cat err)"
 
 echo "all hostile pass 8 checks passed"
