@@ -95,4 +95,6 @@ HOME='' XDG_CACHE_HOME='' TMPDIR=$tmp/none "$mhc" validate t.db --capacity 90% -
     --max-replay-minutes 0.0001 >out 2>err; rc=$?
 [ $rc = 2 ] && grep -q "the replays would take" err || fail "validate --link auto with TMPDIR naming no folder ($rc): $(cat err)"
 
+MHC_TORCH='   ' refused "MHC_TORCH='   ': names no command" advise "$capture" --setting '{}' --verify   # was "cannot run capture"
+
 echo "all hostile pass 8 checks passed"
