@@ -9,10 +9,16 @@
 #   3. Two CSV exports into one folder at once left it holding tables of both traces.
 #   4. Environment variables: a number past its range blamed on the option it stands for; TMPDIR
 #      naming no folder was "a file: cannot be reached".
-# Usage: hostile_pass8_test.sh MHC CAPTURE (a model capture: tests/data/advise/tiny_mhc.db)
+#   5. mhc-torch capture whose reader went away printed a traceback of BrokenPipeError (exit 1)
+#      after writing its trace.
+# Usage: hostile_pass8_test.sh MHC CAPTURE PYTHON PKG (CAPTURE: a model capture,
+# tests/data/advise/tiny_mhc.db; PKG: the folder holding mhc_torch; PYTHON with torch for part 5,
+# skipped, said, without one)
 set -u
 mhc=$1
 capture=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
+python=$3
+pkg=$4
 . "$(dirname "$0")/preamble.sh"
 cd "$tmp" || exit 1
 "$mhc" -q generate --preset gpt2-small --steps 1 --layers 2 --seq 128 -o t.db >/dev/null || fail generate
@@ -96,5 +102,26 @@ HOME='' XDG_CACHE_HOME='' TMPDIR=$tmp/none "$mhc" validate t.db --capacity 90% -
 [ $rc = 2 ] && grep -q "the replays would take" err || fail "validate --link auto with TMPDIR naming no folder ($rc): $(cat err)"
 
 MHC_TORCH='   ' refused "MHC_TORCH='   ': names no command" advise "$capture" --setting '{}' --verify   # was "cannot run capture"
+
+# 5. mhc-torch, its standard output closed by its reader (a pipe whose read end is closed first:
+# the write fails at once, whatever the timing): exit 141 as mhc's, nothing said, the trace whole.
+cat >closed.py <<'PY'
+import os, subprocess, sys
+r, w = os.pipe()
+os.close(r)
+p = subprocess.run(sys.argv[1:], stdout=w, stderr=subprocess.PIPE)
+sys.stderr.buffer.write(p.stderr)
+sys.exit(p.returncode)
+PY
+python3 closed.py "$mhc" info t.db 2>err; rc=$?
+[ $rc = 141 ] && [ ! -s err ] || fail "mhc info into a closed pipe exited $rc: $(cat err)"
+if ! PYTHONPATH=$pkg "$python" -c "import torch" 2>/dev/null; then
+    echo "part 5 skipped: $python has no torch"
+    echo "all hostile pass 8 checks passed"
+    exit 0
+fi
+PYTHONPATH=$pkg timeout 300 python3 closed.py "$python" -m mhc_torch.cli capture tiny-mhc -o cap.db 2>err </dev/null; rc=$?
+[ $rc = 141 ] && [ ! -s err ] || fail "mhc-torch capture into a closed pipe exited $rc: $(head -c 400 err)"
+"$mhc" check cap.db >out 2>err || fail "the capture written before the closed pipe: $(cat out err)"
 
 echo "all hostile pass 8 checks passed"
