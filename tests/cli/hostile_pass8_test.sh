@@ -9,10 +9,11 @@
 #   3. Two CSV exports into one folder at once left it holding tables of both traces.
 #   4. Environment variables: a number past its range blamed on the option it stands for; TMPDIR
 #      naming no folder was "a file: cannot be reached".
-#   5. mhc-torch capture whose reader went away printed a traceback of BrokenPipeError (exit 1)
+#   5. An allocation that requested more than its block holds, read as is by info.
+#   6. mhc-torch capture whose reader went away printed a traceback of BrokenPipeError (exit 1)
 #      after writing its trace.
 # Usage: hostile_pass8_test.sh MHC CAPTURE PYTHON PKG (CAPTURE: a model capture,
-# tests/data/advise/tiny_mhc.db; PKG: the folder holding mhc_torch; PYTHON with torch for part 5,
+# tests/data/advise/tiny_mhc.db; PKG: the folder holding mhc_torch; PYTHON with torch for part 6,
 # skipped, said, without one)
 set -u
 mhc=$1
@@ -103,7 +104,19 @@ HOME='' XDG_CACHE_HOME='' TMPDIR=$tmp/none "$mhc" validate t.db --capacity 90% -
 
 MHC_TORCH='   ' refused "MHC_TORCH='   ': names no command" advise "$capture" --setting '{}' --verify   # was "cannot run capture"
 
-# 5. mhc-torch, its standard output closed by its reader (a pipe whose read end is closed first:
+# 5. Values that contradict each other across a row's fields, its pages valid: an allocation that
+# requested more than its block holds (no allocator gives less than asked; every public snapshot
+# keeps requested_bytes <= bytes) passed check, and info printed "requested 3.32 GiB peak (what the
+# program asked for; `peak` counts the allocator's blocks)" over a block peak of 849 MiB.
+cp t.db r.db
+sqlite3 r.db "UPDATE allocations SET requested_bytes = bytes * 4 WHERE id = 1; UPDATE allocations SET requested_bytes = bytes WHERE id = 2"
+"$mhc" check r.db >out 2>err; rc=$?
+[ $rc = 2 ] && grep -q "^r.db: allocations row 1: requested_bytes is [0-9]*, more than the block's [0-9]* bytes .*\[requested-over-block\]$" out &&
+    ! grep -q "row 2:" out || fail "check of requested_bytes over the block ($rc): $(cat out err)"
+refused "r.db: allocations row 1: requested_bytes is" info r.db
+refused "[requested-over-block]" simulate r.db --capacity 90% --no-store
+
+# 6. mhc-torch, its standard output closed by its reader (a pipe whose read end is closed first:
 # the write fails at once, whatever the timing): exit 141 as mhc's, nothing said, the trace whole.
 cat >closed.py <<'PY'
 import os, subprocess, sys
@@ -116,7 +129,7 @@ PY
 python3 closed.py "$mhc" info t.db 2>err; rc=$?
 [ $rc = 141 ] && [ ! -s err ] || fail "mhc info into a closed pipe exited $rc: $(cat err)"
 if ! PYTHONPATH=$pkg "$python" -c "import torch" 2>/dev/null; then
-    echo "part 5 skipped: $python has no torch"
+    echo "part 6 skipped: $python has no torch"
     echo "all hostile pass 8 checks passed"
     exit 0
 fi
