@@ -12,14 +12,19 @@
 #   5. An allocation that requested more than its block holds, read as is by info.
 #   6. mhc-torch capture whose reader went away printed a traceback of BrokenPipeError (exit 1)
 #      after writing its trace.
-# Usage: hostile_pass8_test.sh MHC CAPTURE PYTHON PKG (CAPTURE: a model capture,
+#   7. mhc-view: a newline in a name or a value it quoted was said over two lines; --screenshot
+#      was written through PATH.tmp, one name for every process, with no check of PATH (a link
+#      to /proc/self/fd/1; as root, /dev/stdout was replaced), and --layout by an unchecked
+#      ofstream; both are now checked before the window opens and written whole.
+# Usage: hostile_pass8_test.sh MHC CAPTURE PYTHON PKG [MHC_VIEW] (CAPTURE: a model capture,
 # tests/data/advise/tiny_mhc.db; PKG: the folder holding mhc_torch; PYTHON with torch for part 6,
-# skipped, said, without one)
+# skipped, said, without one; part 7 needs MHC_VIEW, skipped, said, without it)
 set -u
 mhc=$1
 capture=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
 python=$3
 pkg=$4
+view=${5:-}
 . "$(dirname "$0")/preamble.sh"
 cd "$tmp" || exit 1
 "$mhc" -q generate --preset gpt2-small --steps 1 --layers 2 --seq 128 -o t.db >/dev/null || fail generate
@@ -115,6 +120,27 @@ sqlite3 r.db "UPDATE allocations SET requested_bytes = bytes * 4 WHERE id = 1; U
     ! grep -q "row 2:" out || fail "check of requested_bytes over the block ($rc): $(cat out err)"
 refused "r.db: allocations row 1: requested_bytes is" info r.db
 refused "[requested-over-block]" simulate r.db --capacity 90% --no-store
+
+# 7. mhc-view's messages and outputs (no display needed: each is refused before the window).
+if [ -n "$view" ]; then
+    view_refused() {   # view_refused WANT ARGS...
+        local want=$1; shift
+        timeout 60 "$view" "$@" >out 2>err; local rc=$?
+        [ $rc = 2 ] && [ "$(wc -l <err)" = 1 ] && grep -qF -- "$want" err || fail "mhc-view $* exited $rc: $(cat err)"
+    }
+    view_refused "mhc-view: a?b.db: no such file" $'a\nb.db'
+    view_refused "mhc-view: --size '1?2': expected WxH" t.db --size $'1\n2'
+    view_refused "mhc-view: --click '1?2': expected X,Y" t.db --click $'1\n2'
+    ln -s /proc/self/fd/1 stdout.png
+    view_refused "stdout.png: is a symbolic link to /proc/self/fd/1: a descriptor of this process" t.db --screenshot stdout.png
+    [ -L stdout.png ] || fail "mhc-view --screenshot replaced a link to its standard output"
+    mkdir shots
+    view_refused "shots: is a directory" t.db --screenshot shots
+    view_refused "nodir/l.json: cannot write into nodir: no such directory" t.db --screenshot s.png --layout nodir/l.json
+    [ ! -e s.png ] || fail "mhc-view wrote its screenshot before refusing --layout"
+else
+    echo "part 7 skipped: no mhc-view"
+fi
 
 # 6. mhc-torch, its standard output closed by its reader (a pipe whose read end is closed first:
 # the write fails at once, whatever the timing): exit 141 as mhc's, nothing said, the trace whole.
