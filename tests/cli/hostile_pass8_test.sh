@@ -16,6 +16,8 @@
 #      was written through PATH.tmp, one name for every process, with no check of PATH (a link
 #      to /proc/self/fd/1; as root, /dev/stdout was replaced), and --layout by an unchecked
 #      ofstream; both are now checked before the window opens and written whole.
+#   8. A link profile named with a newline or an escape: every run made with it printed over two
+#      lines and stored so; a stored run's name with one, printed as is by info.
 # Usage: hostile_pass8_test.sh MHC CAPTURE PYTHON PKG [MHC_VIEW] (CAPTURE: a model capture,
 # tests/data/advise/tiny_mhc.db; PKG: the folder holding mhc_torch; PYTHON with torch for part 6,
 # skipped, said, without one; part 7 needs MHC_VIEW, skipped, said, without it)
@@ -120,6 +122,27 @@ sqlite3 r.db "UPDATE allocations SET requested_bytes = bytes * 4 WHERE id = 1; U
     ! grep -q "row 2:" out || fail "check of requested_bytes over the block ($rc): $(cat out err)"
 refused "r.db: allocations row 1: requested_bytes is" info r.db
 refused "[requested-over-block]" simulate r.db --capacity 90% --no-store
+
+# 8. A link profile's name goes into the name of every run made with it (lru+none@80%/NAME): one
+# with a newline and an escape (calibrate --name, or a profile written by hand) was printed by
+# simulate and info over two lines with the escape sent to the terminal, and stored so.
+refused "--name 'my?link?[2J': holds a control character" calibrate --backend host --quick --rounds 1 \
+    --max-chunk 16KiB --name $'my\nlink\e[2J' -o nl.json
+[ ! -e nl.json ] || fail "calibrate wrote a profile named over two lines"
+"$mhc" calibrate --backend host --quick --rounds 1 --max-chunk 16KiB --name fine -o nl.json >/dev/null 2>err ||
+    fail "calibrate --name fine: $(cat err)"
+python3 -c '
+import json, sys
+p = json.load(open("nl.json")); p["name"] = "my\nlink\x1b[2J"; json.dump(p, open("nl.json", "w"))'
+refused "nl.json: field 'name': holds a control character" simulate t.db --capacity 80% --link nl.json --no-store
+refused "nl.json: field 'name': holds a control character" sweep t.db --capacities 80% --links nl.json --no-bisect --no-store
+# A stored run's name with one (a runs table written by another program): info shows it as '?'.
+cp t.db n.db
+"$mhc" -q simulate n.db --capacity 80% >/dev/null || fail "simulate n.db"
+sqlite3 n.db "UPDATE runs SET name = 'a' || char(10) || 'b' || char(27) || '[2J'"
+"$mhc" info n.db >out 2>err || fail "info of a run named over two lines: $(cat err)"
+grep -q $'\x1b' out && fail "info sent a run name's escape to the terminal"
+grep -q " a?b?\[2J$" out || fail "info of a run named over two lines: $(tail -2 out)"
 
 # 7. mhc-view's messages and outputs (no display needed: each is refused before the window).
 if [ -n "$view" ]; then
