@@ -141,7 +141,7 @@ double env_number(const char* var) {
     if (!decimal_refusal(s).empty() || *end != '\0' || !std::isfinite(v) || v < 0)
         throw Error(std::string("environment variable ") + var + "='" + s +
                     "': must be a non-negative number");
-    return v;
+    return v == 0 ? 0.0 : v;   // -0 is 0 (it was stored as -0 in run_config)
 }
 
 }  // namespace
