@@ -18,6 +18,7 @@
 #      ofstream; both are now checked before the window opens and written whole.
 #   8. A link profile named with a newline or an escape: every run made with it printed over two
 #      lines and stored so; a stored run's name with one, printed as is by info.
+#   9. Negative zero stored as -0 (run_config, meta).
 # Usage: hostile_pass8_test.sh MHC CAPTURE PYTHON PKG [MHC_VIEW] (CAPTURE: a model capture,
 # tests/data/advise/tiny_mhc.db; PKG: the folder holding mhc_torch; PYTHON with torch for part 6,
 # skipped, said, without one; part 7 needs MHC_VIEW, skipped, said, without it)
@@ -143,6 +144,17 @@ sqlite3 n.db "UPDATE runs SET name = 'a' || char(10) || 'b' || char(27) || '[2J'
 "$mhc" info n.db >out 2>err || fail "info of a run named over two lines: $(cat err)"
 grep -q $'\x1b' out && fail "info sent a run name's escape to the terminal"
 grep -q " a?b?\[2J$" out || fail "info of a run named over two lines: $(tail -2 out)"
+
+# 9. Negative zero is zero: --nccl-share -0 and --memcpy-share -0.0 were stored as -0 in
+# run_config, generate --jitter -0 as gen.jitter -0, MHC_CPU_BUFFER_RATIO=-0 as cpu_buffer_ratio -0.
+cp t.db z.db
+"$mhc" -q simulate z.db --capacity 80% --nccl-share -0 --memcpy-share -0.0 >/dev/null || fail "simulate --nccl-share -0"
+MHC_CPU_BUFFER_RATIO=-0 "$mhc" -q simulate z.db --capacity 85% >/dev/null || fail "simulate MHC_CPU_BUFFER_RATIO=-0"
+got=$(sqlite3 z.db "SELECT count(*) FROM run_config WHERE value LIKE '-0%'")
+[ "$got" = 0 ] || fail "negative zero stored: $(sqlite3 z.db "SELECT key, value FROM run_config WHERE value LIKE '-0%'")"
+"$mhc" -q generate --steps 1 --layers 1 --jitter -0 -o j.db >/dev/null || fail "generate --jitter -0"
+[ "$(sqlite3 j.db "SELECT value FROM meta WHERE key = 'gen.jitter'")" = 0 ] || fail "generate --jitter -0 stored $(sqlite3 j.db "SELECT value FROM meta WHERE key = 'gen.jitter'")"
+refused "nccl_share': must be in [0, 1)" simulate t.db --capacity 80% --no-store --nccl-share -0.5
 
 # 7. mhc-view's messages and outputs (no display needed: each is refused before the window).
 if [ -n "$view" ]; then
