@@ -1,6 +1,7 @@
 #include "mhc/sim/config.hpp"
 #include "mhc/sim/allocator.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -37,7 +38,10 @@ Capacity parse_capacity(const std::string& text) {
     const std::string quoted = "capacity '" + text + "'";
     // A number alone: 70% of the peak or 70 GiB was meant (never 70 bytes); suggest only what is
     // accepted.
-    if (!t.empty() && t.find_first_not_of("0123456789.") == std::string::npos) {
+    // (One number: digits and at most one '.'; "1..2" was told "1..2% of the peak, 1..2GiB", "."
+    // "must be positive".)
+    if (!t.empty() && t.find_first_not_of("0123456789.") == std::string::npos &&
+        std::count(t.begin(), t.end(), '.') <= 1 && t.find_first_of("0123456789") != std::string::npos) {
         const double v = std::strtod(t.c_str(), nullptr);
         if (!(v > 0)) throw Error(quoted + ": must be positive");
         throw Error(quoted + ": needs a unit: " + (v <= 100 ? t + "% of the peak, " : std::string()) + t + "GiB or " +

@@ -77,6 +77,8 @@ refused "--gpu-bw '${big}GB/s': too large" generate --steps 1 --gpu-bw "${big}GB
 refused "--host-bandwidth '0.001B/s' is outside [1kB/s, 1000TB/s]" advise "$capture" --capacity 80MiB --host-bandwidth 0.001B/s
 refused "--comm-link: '0.001B/s' is outside [1kB/s, 1000TB/s]" advise "$capture" --capacity 80MiB --comm-link 0.001B/s
 refused "--step-time: '0.4ns' is less than 1 ns" advise "$capture" --capacity 80MiB --step-time 0.4ns
+refused "capacity '1..2': unknown unit '.2'" simulate t.db --capacity 1..2 --no-store   # told "1..2% of the peak"
+refused "capacity '.': not a size" simulate t.db --capacity . --no-store                 # told "must be positive"
 "$mhc" advise "$capture" --capacity 80MiB --host-bandwidth 1kB/s >out 2>err || fail "advise --host-bandwidth 1kB/s: $(cat err)"
 
 # 3. Two exports of different traces into one CSV folder at once (--force): each moved its tables
