@@ -596,6 +596,8 @@ def _finish_stdout(code) -> int:
 
 
 def main(argv=None) -> int:
+    global _stdout_error
+    _stdout_error = None
     try:
         code = _main(argv)
     except KeyboardInterrupt:  # before or after the capture's own handling: nothing was written
