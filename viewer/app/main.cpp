@@ -13,7 +13,6 @@
 #include <cstdio>
 #include <optional>
 #include <cstdlib>
-#include <fstream>
 #include <unistd.h>
 
 #include "app.hpp"
