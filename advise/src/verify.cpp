@@ -50,7 +50,8 @@ std::vector<std::string> mhc_torch_command() {
         // Blanks alone ran the capture's first argument ("cannot run capture").
         std::vector<std::string> words = split_spaces(env);
         if (words.empty())
-            throw Error(std::string("MHC_TORCH='") + env + "': names no command; give the mhc-torch to run, or unset it");
+            throw Error(std::string("MHC_TORCH='") + env +
+                        "': names no command; give the mhc-torch to run, or unset it");
         return words;
     }
     std::error_code ec;

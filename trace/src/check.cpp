@@ -154,7 +154,8 @@ void check_allocations(const TraceData& t, CheckReport& r) {
         if (const int64_t asked = a.requested_at(i); asked != kNoBytes && a.bytes[i] > 0 && asked > a.bytes[i])
             r.problems.push_back({"requested-over-block", "allocations", a.id[i],
                                   "requested_bytes is " + std::to_string(asked) + ", more than the block's " +
-                                      std::to_string(a.bytes[i]) + " bytes (an allocator gives at least what is asked)"});
+                                      std::to_string(a.bytes[i]) +
+                                      " bytes (an allocator gives at least what is asked)"});
         if (a.t_free[i] != kNoTime && a.t_free[i] < a.t_alloc[i])
             r.problems.push_back({"free-before-alloc", "allocations", a.id[i],
                                   "freed at " + t_str(a.t_free[i]) + ", before it was allocated at " +
