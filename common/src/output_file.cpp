@@ -639,8 +639,8 @@ class FolderLocks {
 public:
     explicit FolderLocks(const std::vector<OutputFile*>& files) {
         std::vector<std::pair<std::pair<dev_t, ino_t>, int>> opened;
-        for (const OutputFile* f : files) {
-            const std::string& path = f->path();
+        for (const OutputFile* file : files) {
+            const std::string& path = file->path();
             const size_t slash = path.find_last_of('/');
             const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
             const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
