@@ -258,7 +258,14 @@ int run(const Options& o) {
     std::string cap_what;
     const int64_t capacity = o.setting.empty() ? capacity_of(o, cap_what) : 0;
     HostModel host;
-    host.bandwidth_Bps = mhc::cli::option_value("--host-bandwidth", [&] { return mhc::parse_bandwidth(o.host_bw); });
+    host.bandwidth_Bps = mhc::cli::option_value("--host-bandwidth", [&] {
+        // The link's bounds (docs/simulator.md): 0.001B/s made the plan's host step last 10^18 ns,
+        // refused as "T.db: allocations row 65: t_free ... [range]", blaming the capture.
+        const double bps = mhc::parse_bandwidth(o.host_bw);
+        if (bps < mhc::sim::kMinBandwidthBps || bps > mhc::sim::kMaxBandwidthBps)
+            throw mhc::Error("'" + o.host_bw + "' is outside [1kB/s, 1000TB/s]");
+        return bps;
+    });
     host.per_tensor_s = mhc::cli::option_value("--host-tensor-cost", [&] {
         const double seconds = mhc::parse_seconds(o.host_tensor);
         if (seconds > 1) throw mhc::Error("'" + o.host_tensor + "' is more than 1 s");
@@ -272,6 +279,9 @@ int run(const Options& o) {
         if (!(seconds > 0) || seconds > 3600)
             throw mhc::Error("--step-time: '" + o.step_time + "' is not a step time in (0, 1 h]");
         measured_step = std::llround(seconds * 1e9);
+        // Below half a nanosecond it rounded to 0, which means "not given": the option was dropped.
+        if (measured_step < 1)
+            throw mhc::Error("--step-time: '" + o.step_time + "' is less than 1 ns (a step time in (0, 1 h])");
     }
     if (!o.model.empty() && !o.verify) throw mhc::Error("--model: the model file --verify runs, and no --verify is given");
     auto data = mhc::trace::load_checked_trace(o.trace);

@@ -44,7 +44,9 @@ std::string run_row(const mhc::trace::RunInfo& run, bool order_only) {
     // Order-only timing: a simulated loss is a share of event numbers, not of time (simulate and
     // sweep print none); a replay's measured loss is timed on the replay machine.
     if (order_only && !replayed) loss = std::nullopt;
-    std::string name = run.name, loss_text = percent(loss, "%.2f%%"), what_short;
+    // A stored name is anyone's text (a runs table written by hand, an older mhc): its control
+    // bytes shown as '?', as meta values are (a newline split the row, an escape reached the terminal).
+    std::string name = mhc::cli::printable(run.name), loss_text = percent(loss, "%.2f%%"), what_short;
     if (run.status == mhc::trace::RunStatus::Oom) {
         peak = red = std::nullopt;
         loss_text = "OOM";

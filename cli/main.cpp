@@ -1,8 +1,11 @@
 // The `mhc` command: a thin front-end over the libraries. Every subcommand is a
 // cmd_*.cpp file that registers itself (see command.hpp).
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -70,6 +73,50 @@ void check_environment() {
 // (`--top $'7\n'`, a trace named so) printed its message over two lines, or sent the byte to
 // the terminal; each such byte is shown as '?'.
 Outcome failure(int code, const std::string& what) { return {code, "mhc: " + mhc::cli::printable(what)}; }
+
+// A reader of the standard output that went away (`mhc sweep T.db | head -1`, `| true`, a closed
+// terminal) killed the command with SIGPIPE at its first line printed: a sweep or simulate that
+// prints its result before it stores it stored nothing, and validate left its finished replays
+// marked incomplete. The signal is caught instead (a handler, not SIG_IGN: a program `mhc record`
+// or `advise --verify` starts gets the default back when it is exec'd), so that a write to the
+// closed pipe fails, the command finishes its work, and finish_stdout() says how it ended.
+volatile sig_atomic_t g_broken_pipe = 0;
+extern "C" void note_broken_pipe(int) { g_broken_pipe = 1; }
+
+void catch_broken_pipe() {
+    struct sigaction current {};
+    if (::sigaction(SIGPIPE, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) return;   // ignored: left so
+    struct sigaction sa {};
+    sa.sa_handler = note_broken_pipe;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    ::sigaction(SIGPIPE, &sa, nullptr);
+}
+
+// What the command printed reached the standard output whole, or that is said: `mhc info --json >
+// out.json` on a full disk (or `> /dev/full`) exited 0 with the JSON cut short and nothing said.
+// A write that failed is one line and exit 2 where the command had succeeded (its own status is
+// kept otherwise); a reader that went away ends it as SIGPIPE would have (141), with nothing said,
+// after the work (and its store) is done.
+Outcome finish_stdout(Outcome out) {
+    errno = 0;
+    const bool flushed = std::fflush(stdout) == 0;
+    const int err = errno;
+    if (flushed && !std::ferror(stdout) && !g_broken_pipe) return out;
+    // The reader of a pipe or socket went away (EPIPE; also where SIGPIPE was ignored, and the
+    // error of an earlier write, whose errno is gone by now, is not known).
+    struct stat st {};
+    const bool stream = ::fstat(STDOUT_FILENO, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
+    if (g_broken_pipe || err == EPIPE || (stream && err == 0)) {
+        if (out.code == 0) out.code = 128 + SIGPIPE;
+        return out;
+    }
+    if (!out.message.empty()) return out;   // the command's own line says why it failed first
+    out.message = std::string("mhc: standard output: cannot be written: ") +
+                  (err != 0 ? std::strerror(err) : "a write failed (a full disk?)") + "; what was printed is cut short";
+    if (out.code == 0) out.code = mhc::cli::kExitBadInput;
+    return out;
+}
 
 // The command line, run: its exit code, and the one line to print when it failed (printed by
 // main(), once per job under mpirun).
@@ -182,8 +229,9 @@ Outcome run(int argc, char** argv) {
         // A path the user gave that the file system refuses (a name too long, a loop of links)
         // where a command asked std::filesystem without an error code: bad input naming the path,
         // not an internal error.
-        const std::string path = e.path1().empty() ? std::string("a file") : e.path1().string();
-        return failure(kExitBadInput, path + ": cannot be reached: " + e.code().message());
+        // One that names no path says what it was doing (it was "a file: cannot be reached").
+        if (e.path1().empty()) return failure(kExitBadInput, e.what());
+        return failure(kExitBadInput, e.path1().string() + ": cannot be reached: " + e.code().message());
     } catch (const std::exception& e) { return failure(kExitInternal, std::string("internal error: ") + e.what()); }
 }
 
@@ -196,10 +244,11 @@ int main(int argc, char** argv) {
         MpiSession(int* c, char*** v) { mhc::dist::init(c, v); }
         ~MpiSession() { mhc::dist::finalize(); }
     } mpi_session(&argc, &argv);
+    catch_broken_pipe();
     Outcome out;
     bool agreed = false;
     try {
-        out = run(argc, argv);
+        out = finish_stdout(run(argc, argv));
     } catch (const mhc::dist::AgreedFailure& f) {   // another process failed first: every one knows
         out = f.outcome;
         agreed = true;

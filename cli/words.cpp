@@ -308,6 +308,18 @@ void apply_number_grammar(CLI::App& app) {
                 [negative_ok](std::string& text) { return mhc::whole_number_refusal(text, negative_ok); }, ""));
         } else if (in(kDecimalNames)) {
             opt->check(CLI::Validator([](std::string& text) { return mhc::decimal_refusal(text); }, ""));
+            check_before_other_checks(*opt);
+            // Negative zero (-0, -0.0, -0e5) is zero: it was kept as -0 and stored so in run_config
+            // (link.nccl_share -0) and meta (gen.jitter -0), a run unlike the one of 0 in its text.
+            opt->transform(CLI::Validator(
+                [](std::string& text) {
+                    if (!text.empty() && text[0] == '-' && mhc::decimal_refusal(text).empty() &&
+                        std::strtod(text.c_str(), nullptr) == 0)
+                        text.erase(0, 1);
+                    return std::string();
+                },
+                ""));
+            continue;
         } else {
             continue;
         }

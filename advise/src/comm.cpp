@@ -9,6 +9,7 @@
 #include "mhc/advise/plan.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/units.hpp"
+#include "mhc/sim/link.hpp"
 
 namespace mhc::advise {
 
@@ -62,11 +63,15 @@ int64_t CommModel::ns(Collective kind, int64_t bytes) const {
 
 void check_comm_link(const std::string& link) {
     if (link == "nvlink" || link == "ib-ndr" || link == "ib-hdr") return;
+    double bps = 0;
     try {
-        parse_bandwidth(link);
+        bps = parse_bandwidth(link);
     } catch (const Error&) {
         throw Error("--comm-link: '" + link + "' is not nvlink, ib-ndr, ib-hdr or a bandwidth such as 200GB/s");
     }
+    // The link's bounds (docs/simulator.md): 0.001B/s made a collective last past 2^63 ns.
+    if (bps < sim::kMinBandwidthBps || bps > sim::kMaxBandwidthBps)
+        throw Error("--comm-link: '" + link + "' is outside [1kB/s, 1000TB/s]");
 }
 
 CommModel comm_model(const trace::TraceData& trace_data, const CaptureInfo& info, const std::string& link) {

@@ -46,7 +46,14 @@ std::string last_line(const std::string& path) {
 }  // namespace
 
 std::vector<std::string> mhc_torch_command() {
-    if (const char* env = std::getenv("MHC_TORCH"); env && *env) return split_spaces(env);
+    if (const char* env = std::getenv("MHC_TORCH"); env && *env) {
+        // Blanks alone ran the capture's first argument ("cannot run capture").
+        std::vector<std::string> words = split_spaces(env);
+        if (words.empty())
+            throw Error(std::string("MHC_TORCH='") + env +
+                        "': names no command; give the mhc-torch to run, or unset it");
+        return words;
+    }
     std::error_code ec;
     auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
     if (!ec)

@@ -5,9 +5,11 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +19,8 @@
 #include <filesystem>
 #include <mutex>
 #include <new>
+#include <utility>
+#include <vector>
 
 #include "mhc/common/error.hpp"
 #include "mhc/common/hash.hpp"
@@ -624,7 +628,54 @@ bool TempFile::close() {
     return rc == 0;
 }
 
+namespace {
+
+// Two commands moving their sets of files into one folder at once (two `export --format csv -o D
+// --force` of different traces) interleaved their renames: D was left holding some tables of each.
+// A set is moved into place under an exclusive lock (flock) on each of its folders, taken in one
+// order (device, inode) by every process, so that one set replaces the other whole. A folder that
+// cannot be locked (a file system without flock) is moved into unlocked, as before.
+class FolderLocks {
+public:
+    explicit FolderLocks(const std::vector<OutputFile*>& files) {
+        std::vector<std::pair<std::pair<dev_t, ino_t>, int>> opened;
+        for (const OutputFile* file : files) {
+            const std::string& path = file->path();
+            const size_t slash = path.find_last_of('/');
+            const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+            const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+            struct stat st {};
+            if (fd < 0) continue;
+            if (::fstat(fd, &st) != 0) {
+                ::close(fd);
+                continue;
+            }
+            opened.push_back({{st.st_dev, st.st_ino}, fd});
+        }
+        std::sort(opened.begin(), opened.end());
+        for (size_t i = 0; i < opened.size(); ++i) {
+            if (i > 0 && opened[i].first == opened[i - 1].first) {   // the same folder again
+                ::close(opened[i].second);
+                continue;
+            }
+            while (::flock(opened[i].second, LOCK_EX) != 0 && errno == EINTR) {}
+            fds_.push_back(opened[i].second);
+        }
+    }
+    ~FolderLocks() {
+        for (int fd : fds_) ::close(fd);   // closing the descriptor lets go of its lock
+    }
+    FolderLocks(const FolderLocks&) = delete;
+    FolderLocks& operator=(const FolderLocks&) = delete;
+
+private:
+    std::vector<int> fds_;
+};
+
+}   // namespace
+
 void commit_together(const std::vector<OutputFile*>& files) {
+    const FolderLocks locks(files);
     // Held back on this thread (a command's own handler, generate's SIGINT flag, runs later) and,
     // for the handler that removes temporary files, on every thread.
     sigset_t held, before;

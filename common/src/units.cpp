@@ -47,6 +47,9 @@ Quantity split_quantity(std::string_view text, const std::string& quoted, const 
     Quantity q;
     q.number = std::string(t.substr(0, i));
     q.value = std::strtod(q.number.c_str(), nullptr);
+    // Digits past a double (400 nines) read as inf: a duration or a bandwidth of inf was taken
+    // (advise --host-bandwidth), a size said "too large" only by its own bound.
+    if (!std::isfinite(q.value)) throw Error(quoted + ": too large");
     q.unit = std::string(trim(t.substr(i)));
     return q;
 }

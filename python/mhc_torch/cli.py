@@ -552,17 +552,77 @@ class _Parser(argparse.ArgumentParser):
                 self.error(f"{action.option_strings[-1]} given {n} times; give it once")
         return a, rest
 
+    def _print_message(self, message, file=None):
+        """argparse let a failed write go without a word (the help cut short on a full disk, exit 0):
+        kept for _finish_stdout to say, the standard output's error only."""
+        if not message:
+            return
+        file = file or sys.stderr
+        try:
+            file.write(message)
+            if file is sys.stdout:
+                file.flush()
+        except BrokenPipeError:
+            if file is sys.stdout:
+                raise
+        except OSError as e:
+            if file is sys.stdout:
+                global _stdout_error
+                _stdout_error = e
+
     def error(self, message):
         message = printable(re.sub(r"^argument (-[^ :]*): ", r"\1: ", message))   # as mhc names an option
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
-def main(argv=None) -> int:
+def _stdout_to_devnull() -> None:
+    """Nothing more reaches the standard output (Python's own flush at exit would fail again)."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+_stdout_error: OSError | None = None   # a write to the standard output that failed (argparse's help)
+
+
+def _finish_stdout(code) -> int:
+    """What was printed reached the standard output whole, or that is said, as mhc says it: a
+    reader gone (`| head -1`) was a traceback of BrokenPipeError after the trace was written (exit
+    1), or "Exception ignored ... BrokenPipeError" (exit 120); a full disk behind `> out.txt` cut
+    the output short with exit 0 (argparse's help swallows the error). A reader gone ends as SIGPIPE
+    would (141, nothing said); a failed write is one line and exit 2 where the command succeeded."""
+    code = 0 if code is None else code if isinstance(code, int) else 1
     try:
-        return _main(argv)
+        sys.stdout.flush()
+        if _stdout_error is not None:
+            raise _stdout_error
+    except BrokenPipeError:
+        _stdout_to_devnull()
+        return 141 if code == 0 else code
+    except OSError as e:
+        _stdout_to_devnull()
+        _say(f"mhc-torch: standard output: cannot be written: {e.strerror or e}; what was printed is cut short")
+        return 2 if code == 0 else code
+    except (AttributeError, ValueError):  # no standard output (closed): nothing was printed
+        pass
+    return code
+
+
+def main(argv=None) -> int:
+    global _stdout_error
+    _stdout_error = None
+    try:
+        code = _main(argv)
     except KeyboardInterrupt:  # before or after the capture's own handling: nothing was written
         _say("mhc-torch: interrupted; no trace written")
         return 130
+    except BrokenPipeError:  # printing the summary, after the trace was written whole
+        _stdout_to_devnull()
+        return 141
+    except SystemExit as e:  # argparse: --help (0) or a refusal (2, said on stderr)
+        code = e.code
+    return _finish_stdout(code)
 
 
 def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:

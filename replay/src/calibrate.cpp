@@ -237,7 +237,13 @@ std::string calibration_cache_path(const CalibrationSpec& spec) {
     fs::path dir;
     if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) dir = fs::path(x) / "mhc";
     else if (const char* home = std::getenv("HOME"); home && *home) dir = fs::path(home) / ".cache" / "mhc";
-    else dir = fs::temp_directory_path() / ("mhc-" + std::to_string(getuid()));
+    else {
+        // TMPDIR naming no folder threw, and the command ended "a file: cannot be reached" (HOME
+        // and XDG_CACHE_HOME unset): /tmp then, as a TempFile takes it.
+        std::error_code ec;
+        fs::path tmp = fs::temp_directory_path(ec);
+        dir = (ec ? fs::path("/tmp") : tmp) / ("mhc-" + std::to_string(getuid()));
+    }
     char name[512];
     std::snprintf(name, sizeof name, "replay-link-%s-%s-%uc-%zu-%dt%s%s%s.json", spec.backend == Backend::Cuda ? "cuda" : "host",
                   host_name().c_str(), std::thread::hardware_concurrency(), spec.chunk_bytes, spec.copy_threads,

@@ -1,6 +1,7 @@
 #include "mhc/sim/config.hpp"
 #include "mhc/sim/allocator.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -37,7 +38,10 @@ Capacity parse_capacity(const std::string& text) {
     const std::string quoted = "capacity '" + text + "'";
     // A number alone: 70% of the peak or 70 GiB was meant (never 70 bytes); suggest only what is
     // accepted.
-    if (!t.empty() && t.find_first_not_of("0123456789.") == std::string::npos) {
+    // (One number: digits and at most one '.'; "1..2" was told "1..2% of the peak, 1..2GiB", "."
+    // "must be positive".)
+    if (!t.empty() && t.find_first_not_of("0123456789.") == std::string::npos &&
+        std::count(t.begin(), t.end(), '.') <= 1 && t.find_first_of("0123456789") != std::string::npos) {
         const double v = std::strtod(t.c_str(), nullptr);
         if (!(v > 0)) throw Error(quoted + ": must be positive");
         throw Error(quoted + ": needs a unit: " + (v <= 100 ? t + "% of the peak, " : std::string()) + t + "GiB or " +
@@ -141,7 +145,7 @@ double env_number(const char* var) {
     if (!decimal_refusal(s).empty() || *end != '\0' || !std::isfinite(v) || v < 0)
         throw Error(std::string("environment variable ") + var + "='" + s +
                     "': must be a non-negative number");
-    return v;
+    return v == 0 ? 0.0 : v;   // -0 is 0 (it was stored as -0 in run_config)
 }
 
 }  // namespace
@@ -217,10 +221,24 @@ PrefetchSpec parse_prefetch(const std::string& text) {
 }
 
 void apply_environment(Config& c, const GivenOptions& given) {
-    if (!given.cpu_buffer_ratio && std::getenv("MHC_CPU_BUFFER_RATIO"))
+    // Out of its range, a variable is named (validate() named the option it stands for, which the
+    // user did not give: MHC_CPU_BUFFER_RATIO=1e308 was "--cpu-buffer-ratio must be at most 1000").
+    auto out_of_range = [](const char* var, const std::string& range) {
+        return Error(std::string("environment variable ") + var + "='" + std::getenv(var) + "': " + range);
+    };
+    if (!given.cpu_buffer_ratio && std::getenv("MHC_CPU_BUFFER_RATIO")) {
         c.cpu_buffer_ratio = env_number("MHC_CPU_BUFFER_RATIO");
-    if (!given.max_swap_ops && std::getenv("MHC_MAX_SWAP_OPS_PER_SEC"))
+        if (c.cpu_buffer_ratio > kMaxCpuBufferRatio)
+            throw out_of_range("MHC_CPU_BUFFER_RATIO", "must be at most " +
+                                                           std::to_string(static_cast<int>(kMaxCpuBufferRatio)) +
+                                                           " (0: unlimited host buffer)");
+    }
+    if (!given.max_swap_ops && std::getenv("MHC_MAX_SWAP_OPS_PER_SEC")) {
         c.max_swap_ops_per_sec = env_number("MHC_MAX_SWAP_OPS_PER_SEC");
+        if (c.max_swap_ops_per_sec != 0 &&
+            (c.max_swap_ops_per_sec < kMinSwapOpsPerSec || c.max_swap_ops_per_sec > kMaxSwapOpsPerSec))
+            throw out_of_range("MHC_MAX_SWAP_OPS_PER_SEC", "must be 0 (unlimited) or in [0.001, 1e12]");
+    }
     if (!given.eviction && std::getenv("MHC_EVICTION_STRATEGY")) {
         std::string s = std::getenv("MHC_EVICTION_STRATEGY");
         if (!is_eviction_policy(s))

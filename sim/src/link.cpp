@@ -128,6 +128,13 @@ LinkModel load_link_profile(const std::string& path) {
     if (!root.contains("name") || !root.at("name").is_string())
         throw Error(where(path, "field 'name': missing or not a string"));
     l.name = root.at("name").get<std::string>();
+    // The name goes into every run's name (lru+none@80%/NAME), printed by simulate, info and sweep
+    // and stored: a newline or an escape in it split their lines or reached the terminal.
+    for (const char byte : l.name)
+        if (static_cast<unsigned char>(byte) < 0x20 || byte == 0x7f)
+            throw Error(where(path,
+                              "field 'name': holds a control character (a newline, a tab or an escape); a "
+                              "name is one line"));
     l.h2d = direction(root, "h2d", path);
     l.d2h = direction(root, "d2h", path);
     if (!root.contains("copy_engines") || !root.at("copy_engines").is_number_integer())

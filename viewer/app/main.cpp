@@ -13,18 +13,27 @@
 #include <cstdio>
 #include <optional>
 #include <cstdlib>
-#include <fstream>
 #include <unistd.h>
 
 #include "app.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/numbers.hpp"
+#include "mhc/common/output_file.hpp"
 #include "mhc/sim/config.hpp"
 #include "mhc/trace/runs.hpp"
 #include "mhc/trace/store.hpp"
 #include "screenshot.hpp"
 
 namespace {
+
+// One line on stderr whatever it quotes, as mhc's (docs/cli.md): a newline, tab or escape in a file
+// name or a value is shown as '?' (`mhc-view $'a\nb.db'` was said over two lines).
+void say(const std::string& what) {
+    std::string line = what;
+    for (char& byte : line)
+        if (static_cast<unsigned char>(byte) < 0x20 || byte == 0x7f) byte = '?';
+    std::fprintf(stderr, "mhc-view: %s\n", line.c_str());
+}
 
 void style() {
     ImGui::StyleColorsDark();
@@ -68,10 +77,10 @@ void simulate_input(mhc::viewer::App& app, int n) {
 }
 
 int run_gui(mhc::viewer::App& app, bool screenshot) {
-    glfwSetErrorCallback([](int, const char* what) { std::fprintf(stderr, "mhc-view: GLFW: %s\n", what); });
+    glfwSetErrorCallback([](int, const char* what) { say(std::string("GLFW: ") + what); });
     if (!glfwInit()) {
-        std::fprintf(stderr, "mhc-view: cannot open a display%s\n",
-                     screenshot ? " (for --screenshot without a screen, run under xvfb-run -a)" : "");
+        say(std::string("cannot open a display") +
+            (screenshot ? " (for --screenshot without a screen, run under xvfb-run -a)" : ""));
         return 1;
     }
     glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
@@ -82,7 +91,7 @@ int run_gui(mhc::viewer::App& app, bool screenshot) {
     std::string title = "mhc-view " + app.opt.trace;
     GLFWwindow* w = glfwCreateWindow(app.opt.width, app.opt.height, title.c_str(), nullptr, nullptr);
     if (!w) {
-        std::fprintf(stderr, "mhc-view: cannot create an OpenGL 3.3 window\n");
+        say("cannot create an OpenGL 3.3 window");
         glfwTerminate();
         return 1;
     }
@@ -134,11 +143,11 @@ int run_gui(mhc::viewer::App& app, bool screenshot) {
         if (screenshot && n == frames - 1) {
             try {
                 mhc::viewer::write_framebuffer_png(app.opt.screenshot, fw, fh);
-                if (!app.opt.layout.empty()) {
-                    std::ofstream(app.opt.layout) << app.layout.dump(1) << "\n";
-                }
+                // Whole or not at all (an ofstream whose failure went unchecked).
+                if (!app.opt.layout.empty())
+                    mhc::write_file_atomically(app.opt.layout, app.layout.dump(1) + "\n", mhc::IfExists::Replace);
             } catch (const mhc::Error& e) {
-                std::fprintf(stderr, "mhc-view: %s\n", e.what());
+                say(e.what());
                 rc = e.exit_code();
             }
         }
@@ -194,7 +203,7 @@ int main(int argc, char** argv) {
     } catch (const CLI::Success& e) {   // --help
         return cli.exit(e);
     } catch (const CLI::ParseError& e) {   // bad options: one line, exit 2, as `mhc` does
-        std::fprintf(stderr, "mhc-view: %s\n", e.what());
+        say(e.what());
         return 2;
     }
     o.go_step = step->count() > 0;
@@ -204,7 +213,7 @@ int main(int argc, char** argv) {
         mhc::sim::Config sim_defaults;
         mhc::sim::apply_environment(sim_defaults, {});
     } catch (const mhc::Error& e) {
-        std::fprintf(stderr, "mhc-view: %s\n", e.what());
+        say(e.what());
         return 2;
     }
     // Numbers as mhc reads them (docs/cli.md, "Numbers"): decimal, no '+', space, 0x or exponent.
@@ -213,8 +222,7 @@ int main(int argc, char** argv) {
                                                                             : std::nullopt;
         const int value = parsed.value_or(-2);
         if (value < -1) {
-            std::fprintf(stderr, "mhc-view: --device '%s': expected auto, a GPU number or -1 (the host)\n",
-                         device.c_str());
+            say("--device '" + device + "': expected auto, a GPU number or -1 (the host)");
             return 2;
         }
         o.device = value;
@@ -233,7 +241,7 @@ int main(int argc, char** argv) {
     for (const std::string& click : clicks) {
         const auto at = pixel(click);
         if (!at) {
-            std::fprintf(stderr, "mhc-view: --click '%s': expected X,Y in window pixels, e.g. 400,300\n", click.c_str());
+            say("--click '" + click + "': expected X,Y in window pixels, e.g. 400,300");
             return 2;
         }
         o.clicks.push_back(*at);
@@ -241,7 +249,7 @@ int main(int argc, char** argv) {
     if (!hover.empty()) {
         o.hover = pixel(hover);
         if (!o.hover) {
-            std::fprintf(stderr, "mhc-view: --hover '%s': expected X,Y in window pixels, e.g. 400,300\n", hover.c_str());
+            say("--hover '" + hover + "': expected X,Y in window pixels, e.g. 400,300");
             return 2;
         }
     }
@@ -253,22 +261,31 @@ int main(int argc, char** argv) {
         };
         const int width = dimension(ws), height = dimension(hs);
         if (width < 320 || height < 240 || width > 8192 || height > 8192) {
-            std::fprintf(stderr, "mhc-view: --size '%s': expected WxH between 320x240 and 8192x8192\n", size.c_str());
+            say("--size '" + size + "': expected WxH between 320x240 and 8192x8192");
             return 2;
         }
         o.width = width;
         o.height = height;
     }
     const bool screenshot = !o.screenshot.empty();
+    // The outputs checked before the trace is read and the window opens, as mhc checks its own: a
+    // folder, a device, a descriptor of this process (/dev/stdout), a folder that is not there.
+    try {
+        for (const std::string* out : {&o.screenshot, &o.layout})
+            if (!out->empty()) mhc::OutputFile checked(*out, mhc::IfExists::Replace);
+    } catch (const mhc::Error& e) {
+        say(e.what());
+        return 2;
+    }
     mhc::viewer::App app(o);
     if (screenshot) {
         try {
             app.load_now();
         } catch (const mhc::Error& e) {
-            std::fprintf(stderr, "mhc-view: %s\n", mhc::viewer::with_import_hint(e.what(), o.trace).c_str());
+            say(mhc::viewer::with_import_hint(e.what(), o.trace));
             return e.exit_code();
         } catch (const std::exception& e) {
-            std::fprintf(stderr, "mhc-view: %s\n", e.what());
+            say(e.what());
             return 1;
         }
     } else {
@@ -281,7 +298,7 @@ int main(int argc, char** argv) {
             // A runs database of another trace: one line and exit 2, before the window opens.
             if (!o.runs_db.empty()) mhc::trace::list_runs(o.trace, o.runs_db);
         } catch (const mhc::Error& e) {
-            std::fprintf(stderr, "mhc-view: %s\n", mhc::viewer::with_import_hint(e.what(), o.trace).c_str());
+            say(mhc::viewer::with_import_hint(e.what(), o.trace));
             return 2;
         }
         app.load_async();

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "mhc/common/error.hpp"
+#include "mhc/common/output_file.hpp"
 
 namespace mhc::viewer {
 
@@ -25,17 +26,14 @@ void write_framebuffer_png(const std::string& path, int width, int height) {
     for (int y = 0; y < height; ++y)
         std::copy_n(px.data() + static_cast<size_t>(height - 1 - y) * row, row, out.data() + static_cast<size_t>(y) * row);
     for (size_t i = 3; i < out.size(); i += 4) out[i] = 255;
-    std::string tmp = path + ".tmp";
-    if (!stbi_write_png(tmp.c_str(), width, height, 4, out.data(), static_cast<int>(row))) {
-        std::remove(tmp.c_str());
+    // Written as mhc writes its outputs (common/output_file.hpp): a temporary file of this process
+    // renamed into place. It was PATH.tmp, one name for every process (two screenshots at once
+    // wrote into one file), opened through a link planted there, and `--screenshot /dev/stdout`
+    // (as root) replaced /dev/stdout with /dev/stdout.tmp.
+    OutputFile file(path, IfExists::Replace);
+    if (!stbi_write_png(file.temp_path().c_str(), width, height, 4, out.data(), static_cast<int>(row)))
         throw Error(path + ": cannot write the PNG");
-    }
-    std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
-    if (ec) {
-        std::remove(tmp.c_str());
-        throw Error(path + ": cannot write the PNG: " + ec.message());
-    }
+    file.commit();
 }
 
 }  // namespace mhc::viewer
