@@ -66,7 +66,8 @@ std::string exit_status(int w) {
            entry("4", "the result was printed but could not be stored (rerun with --no-store or --runs-db FILE)", w) +
            entry("5", "mhc record: the program ran but no trace was written", w) + "\n" +
            wrap("mhc record otherwise exits with its program's status (128+N when it died of signal N). An "
-                "interrupted command (Ctrl-C) exits 130 and leaves no partial file.", w);
+                "interrupted command (Ctrl-C) exits 130 and leaves no partial file. A command whose standard output's "
+                "reader went away (mhc sweep T.db | head -1) exits 141 after its work and its store, saying nothing.", w);
 }
 
 struct Topic {

@@ -351,7 +351,7 @@ def advise_section():
     at_capacity = top.get("reserved_at_capacity_bytes", top["reserved_bytes"])
     runs = None if limited is None else "error" not in limited
     loss_real = error(applied.get("median_ms"), base_real.get("median_ms"))
-    held_ns = (top["step_time_ns"] + top.get("retry_cost_ns", 0)) / CAPTURE_STEPS
+    held_ns = (top["step_time_ns"] + top.get("steady_retry_cost_ns", top.get("retry_cost_ns", 0))) / CAPTURE_STEPS
     held_real = None if limited is None else limited.get("median_ms")
     rows = [["peak live", gib(top["peak_bytes"]), gib(applied.get("peak_allocated")),
              pct(error(top["peak_bytes"], applied.get("peak_allocated")))],
@@ -364,8 +364,9 @@ def advise_section():
              pct(error(at_capacity, None if limited is None else limited.get("peak_reserved")))],
             ["runs at the capacity", "yes" if top["fits"] else "no",
              "n/a (no limit here)" if runs is None else ("yes" if runs else "NO"), ""],
-            # What giving cached memory back costs there (advise's retry_cost_ns, assumed
-            # constants: docs/advise.md) against the loop held to the capacity.
+            # What giving cached memory back costs a steady step there (advise's
+            # steady_retry_cost_ns, assumed constants: docs/advise.md) against the loop held to
+            # the capacity.
             ["step time at the capacity", ms(held_ns / 1e6) + " (est.)", ms(held_real),
              pct(error(held_ns / 1e6, held_real))],
             ["cudaMalloc retries at the capacity", str(top.get("alloc_retries", 0)) + f" in {CAPTURE_STEPS} steps",
