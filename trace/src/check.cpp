@@ -18,6 +18,7 @@
 #include "rules.hpp"
 #include "run_files.hpp"
 #include "sqlite_util.hpp"
+#include "trace_tables.hpp"
 
 namespace mhc::trace {
 
@@ -741,6 +742,22 @@ CheckReport check_trace(const TraceData& t) {
     return r;
 }
 
+// The content digest in meta is the rows' (trace_tables.hpp): a row changed with the digest
+// triggers dropped, or a digest written by hand, would let runs stored for the old rows pass as
+// this trace's. A digest the triggers marked edited says so itself (the identity changed).
+void check_content_digest(const Reader& reader, CheckReport& r) {
+    const auto meta = reader.meta();
+    auto it = meta.find(kContentDigestKey);
+    if (it == meta.end() || it->second.rfind(kEditedDigestPrefix, 0) == 0) return;
+    const std::string now = content_digest(reader.handle(), reader.path());
+    if (now != it->second)
+        r.problems.push_back({"content-digest", "meta", 0,
+                              std::string("meta ") + kContentDigestKey + " is " + quoted(it->second) +
+                                  " but the rows give " + now +
+                                  ": a row was changed without the trace's triggers, so runs stored for it "
+                                  "elsewhere (--runs-db) may be of other rows"});
+}
+
 CheckReport check_file(const std::string& path, bool full) {
     CheckReport r;
     std::string problem = open_problem(path);   // throws sql::Busy: a locked file is not a damaged one
@@ -764,6 +781,7 @@ CheckReport check_file(const std::string& path, bool full) {
         if (!r.ok()) return r;
         check_values(reader, r);
         if (!r.ok()) return r;   // loading would stop at the first of them
+        check_content_digest(reader, r);
         TraceData t = load_trace(path, "", LoadFrom::Rows);   // the rows themselves, never a cached copy
         CheckReport rows = check_trace(t);
         r.problems.insert(r.problems.end(), rows.problems.begin(), rows.problems.end());

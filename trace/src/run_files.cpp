@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <exception>
 #include <map>
@@ -28,6 +29,92 @@ std::string fingerprint(const std::map<std::string, std::string>& meta, const Ta
     for (int64_t rows : {n.allocations, n.kernels, n.accesses, n.copies, n.markers, n.strings})
         hash.add_field(std::to_string(rows));
     return hash.hex();
+}
+
+namespace {
+
+// The tables whose rows a run is computed from (the trace_cache's watched tables but meta, which
+// the fingerprint holds itself).
+constexpr const char* kContentTables[] = {"strings", "allocations", "kernels",  "accesses",    "copies",
+                                          "markers", "segments",    "modules",  "kernel_info", "saved_tensors"};
+// Each table's rows in the order of its primary key (a WITHOUT ROWID table has no rowid).
+const char* content_order(const std::string& table) {
+    if (table == "accesses") return "kernel, allocation";
+    if (table == "saved_tensors") return "allocation, kernel";
+    if (table == "kernel_info") return "kernel";
+    return "id";
+}
+
+// Two independent 64-bit multiply-xorshift lanes: not cryptographic (a hand edit of meta can
+// forge any identity; `mhc check` recomputes it), but no two traces that differ by a value meet.
+struct Digest {
+    uint64_t a = 0x243F6A8885A308D3ull, b = 0x13198A2E03707344ull;
+    void word(uint64_t w) {
+        a = (a ^ w) * 0x9E3779B97F4A7C15ull;
+        a ^= a >> 29;
+        b = (b + w) * 0xC2B2AE3D27D4EB4Full;
+        b ^= b >> 31;
+    }
+    void bytes(const unsigned char* p, size_t n) {
+        word(n);
+        size_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            uint64_t w;
+            std::memcpy(&w, p + i, 8);
+            word(w);
+        }
+        uint64_t w = 0;
+        std::memcpy(&w, p + i, n - i);
+        word(w);
+    }
+};
+
+}  // namespace
+
+std::string content_digest(sqlite3* db, const std::string& file, const std::string& schema) {
+    Digest d;
+    for (const char* table : kContentTables) {
+        if (!runfiles::has_table(db, file, table, schema)) continue;
+        d.bytes(reinterpret_cast<const unsigned char*>(table), std::strlen(table));
+        sql::Stmt q(db, file, ("SELECT * FROM " + schema + "." + table + " ORDER BY " + content_order(table)).c_str());
+        sqlite3_stmt* st = q.get();
+        const int columns = sqlite3_column_count(st);
+        while (q.step()) {
+            for (int c = 0; c < columns; ++c) {
+                const int type = sqlite3_column_type(st, c);
+                d.word(static_cast<uint64_t>(type));
+                if (type == SQLITE_INTEGER) {
+                    d.word(static_cast<uint64_t>(sqlite3_column_int64(st, c)));
+                } else if (type == SQLITE_FLOAT) {
+                    const double v = sqlite3_column_double(st, c);
+                    uint64_t w;
+                    std::memcpy(&w, &v, 8);
+                    d.word(w);
+                } else if (type != SQLITE_NULL) {
+                    const auto* p = static_cast<const unsigned char*>(type == SQLITE_TEXT ? sqlite3_column_text(st, c)
+                                                                                          : sqlite3_column_blob(st, c));
+                    d.bytes(p, static_cast<size_t>(sqlite3_column_bytes(st, c)));
+                }
+            }
+        }
+    }
+    char hex[40];
+    std::snprintf(hex, sizeof hex, "v1:%016llx%016llx", static_cast<unsigned long long>(d.a),
+                  static_cast<unsigned long long>(d.b));
+    return hex;
+}
+
+void create_digest_triggers(sqlite3* db, const std::string& file) {
+    for (const char* table : kContentTables) {
+        if (!runfiles::has_table(db, file, table)) continue;
+        for (const char* op : {"INSERT", "UPDATE", "DELETE"}) {
+            const std::string sql = std::string("CREATE TRIGGER IF NOT EXISTS content_digest_") + op + "_" + table +
+                                    " AFTER " + op + " ON " + table + " BEGIN UPDATE meta SET value = '" +
+                                    kEditedDigestPrefix + "' || lower(hex(randomblob(8))) WHERE key = '" +
+                                    kContentDigestKey + "'; END";
+            sql::exec(db, file, sql.c_str());
+        }
+    }
 }
 
 int64_t stored_size(const Run& run) {

@@ -10,6 +10,7 @@
 #include "bulk_insert.hpp"
 #include "schema.hpp"
 #include "sqlite_util.hpp"
+#include "trace_tables.hpp"
 
 namespace mhc::trace {
 
@@ -198,6 +199,10 @@ void Writer::close(const std::function<void(const std::string&)>& verify) {
     st_->flush();
     meta_["format"] = kFormatName;
     meta_["schema_version"] = std::to_string(kSchemaVersion);
+    // The rows' own identity, in the fingerprint with the meta (a copy's old digest is replaced):
+    // a trace that differs by one value is another trace to the runs stored for it.
+    meta_[kContentDigestKey] = content_digest(db_, path_);
+    create_digest_triggers(db_, path_);
     {
         sql::Stmt m(db_, path_, "INSERT OR REPLACE INTO meta VALUES (?,?)");
         for (auto& [k, v] : meta_) {
