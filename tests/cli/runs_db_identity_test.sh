@@ -39,7 +39,7 @@ after=$(sqlite3 trace.db "SELECT group_concat(t_free) FROM (SELECT t_free FROM a
 [ "$counts_before" = "$(sqlite3 trace.db "SELECT (SELECT count(*) FROM allocations), (SELECT count(*) FROM kernels)")" ] ||
     fail "the re-import changed the row counts: the test proves nothing"
 # The old runs are not this trace's: refused in one line naming the runs database.
-refused "runs.db: holds runs of another trace" info trace.db --runs-db runs.db
+refused "runs.db: holds runs of another trace ($PWD/trace.db as it was before it was rewritten or edited" info trace.db --runs-db runs.db
 refused "runs.db: holds runs of another trace" check trace.db --runs-db runs.db
 refused "runs.db: holds runs of another trace" simulate trace.db --device -1 --capacity 2GiB --runs-db runs.db
 [ "$(sqlite3 runs.db 'SELECT count(*) FROM runs')" = 1 ] || fail "a run was stored beside another trace's"

@@ -192,8 +192,12 @@ std::map<std::string, int64_t> runs_db_traces(sqlite3* db, const std::string& fi
 
 [[noreturn]] void another_trace(sqlite3* db, const std::string& runs_db, const std::string& trace,
                                 const std::string& print, size_t traces) {
-    std::string whose = traces > 1 ? "a job of " + std::to_string(traces) + " traces (" + meta_value(db, runs_db, "trace") + ", …)"
-                                   : "another trace (" + meta_value(db, runs_db, "trace") + ", fingerprint " +
+    const std::string made_for = meta_value(db, runs_db, "trace");
+    // The same path: the file was written again (import --force, generate --force) with other
+    // rows, or edited (its content digest, docs/trace-format.md).
+    const std::string same = made_for == absolute(trace) ? " as it was before it was rewritten or edited" : "";
+    std::string whose = traces > 1 ? "a job of " + std::to_string(traces) + " traces (" + made_for + ", …)"
+                                   : "another trace (" + made_for + same + ", fingerprint " +
                                          meta_value(db, runs_db, "trace_fingerprint") + ")";
     throw Error(runs_db + ": holds runs of " + whose + ", not of " + trace + " (" + print + ")");
 }
