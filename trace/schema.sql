@@ -108,3 +108,70 @@ CREATE TRIGGER IF NOT EXISTS run_event_rows_update AFTER UPDATE ON run_events
   BEGIN DELETE FROM run_event_rows WHERE run IN (OLD.run, NEW.run); END;
 CREATE TRIGGER IF NOT EXISTS run_event_rows_delete AFTER DELETE ON run_events
   BEGIN DELETE FROM run_event_rows WHERE run = OLD.run; END;
+
+-- section: content_digest_triggers
+-- A trace's content digest (meta content_digest, docs/trace-format.md "Content digest") is written
+-- when the trace is complete; a row of a table runs are computed from, inserted, changed or deleted
+-- after that (by sqlite3, pandas, anything) gives it a new identity: 'edited:' and a random value.
+-- Both writers run this section after the rows and the meta. A writer that wrote no digest has no
+-- meta row for them to change.
+CREATE TRIGGER IF NOT EXISTS content_digest_INSERT_strings AFTER INSERT ON strings
+  BEGIN UPDATE meta SET value = 'edited:' || lower(hex(randomblob(8))) WHERE key = 'content_digest'; END;
+CREATE TRIGGER IF NOT EXISTS content_digest_UPDATE_strings AFTER UPDATE ON strings
+  BEGIN UPDATE meta SET value = 'edited:' || lower(hex(randomblob(8))) WHERE key = 'content_digest'; END;
+CREATE TRIGGER IF NOT EXISTS content_digest_DELETE_strings AFTER DELETE ON strings
+  BEGIN UPDATE meta SET value = 'edited:' || lower(hex(randomblob(8))) WHERE key = 'content_digest'; END;
+CREATE TRIGGER IF NOT EXISTS content_digest_INSERT_allocations AFTER INSERT ON allocations
+  BEGIN UPDATE meta SET value = 'edited:' || lower(hex(randomblob(8))) WHERE key = 'content_digest'; END;
+CREATE TRIGGER IF NOT EXISTS content_digest_UPDATE_allocations AFTER UPDATE ON allocations
+  BEGIN UPDATE meta SET value = 'edited:' || lower(hex(randomblob(8))) WHERE key = 'content_digest'; END;
+CREATE TRIGGER IF NOT EXISTS content_digest_DELETE_allocations AFTER DELETE ON allocations
+  BEGIN UPDATE meta SET value = 'edited:' || lower(hex(randomblob(8))) WHERE key = 'content_digest'; END;
+CREATE TRIGGER IF NOT EXISTS content_digest_INSERT_kernels AFTER INSERT ON kernels
+  BEGIN UPDATE meta SET value = 'edited:' || lower(hex(randomblob(8))) WHERE key = 'content_digest'; END;
+CREATE TRIGGER IF NOT EXISTS content_digest_UPDATE_kernels AFTER UPDATE ON kernels
+  BEGIN UPDATE meta SET value = 'edited:' || lower(hex(randomblob(8))) WHERE key = 'content_digest'; END;
+CREATE TRIGGER IF NOT EXISTS content_digest_DELETE_kernels AFTER DELETE ON kernels
+  BEGIN UPDATE meta SET value = 'edited:' || lower(hex(randomblob(8))) WHERE key = 'content_digest'; END;
+CREATE TRIGGER IF NOT EXISTS content_digest_INSERT_accesses AFTER INSERT ON accesses
+  BEGIN UPDATE meta SET value = 'edited:' || lower(hex(randomblob(8))) WHERE key = 'content_digest'; END;
+CREATE TRIGGER IF NOT EXISTS content_digest_UPDATE_accesses AFTER UPDATE ON accesses
+  BEGIN UPDATE meta SET value = 'edited:' || lower(hex(randomblob(8))) WHERE key = 'content_digest'; END;
+CREATE TRIGGER IF NOT EXISTS content_digest_DELETE_accesses AFTER DELETE ON accesses
+  BEGIN UPDATE meta SET value = 'edited:' || lower(hex(randomblob(8))) WHERE key = 'content_digest'; END;
+CREATE TRIGGER IF NOT EXISTS content_digest_INSERT_copies AFTER INSERT ON copies
+  BEGIN UPDATE meta SET value = 'edited:' || lower(hex(randomblob(8))) WHERE key = 'content_digest'; END;
+CREATE TRIGGER IF NOT EXISTS content_digest_UPDATE_copies AFTER UPDATE ON copies
+  BEGIN UPDATE meta SET value = 'edited:' || lower(hex(randomblob(8))) WHERE key = 'content_digest'; END;
+CREATE TRIGGER IF NOT EXISTS content_digest_DELETE_copies AFTER DELETE ON copies
+  BEGIN UPDATE meta SET value = 'edited:' || lower(hex(randomblob(8))) WHERE key = 'content_digest'; END;
+CREATE TRIGGER IF NOT EXISTS content_digest_INSERT_markers AFTER INSERT ON markers
+  BEGIN UPDATE meta SET value = 'edited:' || lower(hex(randomblob(8))) WHERE key = 'content_digest'; END;
+CREATE TRIGGER IF NOT EXISTS content_digest_UPDATE_markers AFTER UPDATE ON markers
+  BEGIN UPDATE meta SET value = 'edited:' || lower(hex(randomblob(8))) WHERE key = 'content_digest'; END;
+CREATE TRIGGER IF NOT EXISTS content_digest_DELETE_markers AFTER DELETE ON markers
+  BEGIN UPDATE meta SET value = 'edited:' || lower(hex(randomblob(8))) WHERE key = 'content_digest'; END;
+CREATE TRIGGER IF NOT EXISTS content_digest_INSERT_segments AFTER INSERT ON segments
+  BEGIN UPDATE meta SET value = 'edited:' || lower(hex(randomblob(8))) WHERE key = 'content_digest'; END;
+CREATE TRIGGER IF NOT EXISTS content_digest_UPDATE_segments AFTER UPDATE ON segments
+  BEGIN UPDATE meta SET value = 'edited:' || lower(hex(randomblob(8))) WHERE key = 'content_digest'; END;
+CREATE TRIGGER IF NOT EXISTS content_digest_DELETE_segments AFTER DELETE ON segments
+  BEGIN UPDATE meta SET value = 'edited:' || lower(hex(randomblob(8))) WHERE key = 'content_digest'; END;
+CREATE TRIGGER IF NOT EXISTS content_digest_INSERT_modules AFTER INSERT ON modules
+  BEGIN UPDATE meta SET value = 'edited:' || lower(hex(randomblob(8))) WHERE key = 'content_digest'; END;
+CREATE TRIGGER IF NOT EXISTS content_digest_UPDATE_modules AFTER UPDATE ON modules
+  BEGIN UPDATE meta SET value = 'edited:' || lower(hex(randomblob(8))) WHERE key = 'content_digest'; END;
+CREATE TRIGGER IF NOT EXISTS content_digest_DELETE_modules AFTER DELETE ON modules
+  BEGIN UPDATE meta SET value = 'edited:' || lower(hex(randomblob(8))) WHERE key = 'content_digest'; END;
+CREATE TRIGGER IF NOT EXISTS content_digest_INSERT_kernel_info AFTER INSERT ON kernel_info
+  BEGIN UPDATE meta SET value = 'edited:' || lower(hex(randomblob(8))) WHERE key = 'content_digest'; END;
+CREATE TRIGGER IF NOT EXISTS content_digest_UPDATE_kernel_info AFTER UPDATE ON kernel_info
+  BEGIN UPDATE meta SET value = 'edited:' || lower(hex(randomblob(8))) WHERE key = 'content_digest'; END;
+CREATE TRIGGER IF NOT EXISTS content_digest_DELETE_kernel_info AFTER DELETE ON kernel_info
+  BEGIN UPDATE meta SET value = 'edited:' || lower(hex(randomblob(8))) WHERE key = 'content_digest'; END;
+CREATE TRIGGER IF NOT EXISTS content_digest_INSERT_saved_tensors AFTER INSERT ON saved_tensors
+  BEGIN UPDATE meta SET value = 'edited:' || lower(hex(randomblob(8))) WHERE key = 'content_digest'; END;
+CREATE TRIGGER IF NOT EXISTS content_digest_UPDATE_saved_tensors AFTER UPDATE ON saved_tensors
+  BEGIN UPDATE meta SET value = 'edited:' || lower(hex(randomblob(8))) WHERE key = 'content_digest'; END;
+CREATE TRIGGER IF NOT EXISTS content_digest_DELETE_saved_tensors AFTER DELETE ON saved_tensors
+  BEGIN UPDATE meta SET value = 'edited:' || lower(hex(randomblob(8))) WHERE key = 'content_digest'; END;

@@ -41,6 +41,9 @@ _SCHEMA = _schema_sections()
 _TABLES = _SCHEMA["trace_tables"] + _SCHEMA["run_tables"]
 _LOOKUPS = _SCHEMA["lookups"]
 _INDEXES = _SCHEMA["trace_indexes"] + _SCHEMA["run_indexes"] + _SCHEMA["run_event_rows"]
+# This writer writes no content digest (docs/trace-format.md, "Content digest"): the triggers are
+# there as in the C++ writer's traces, with no meta row to change.
+_DIGEST_TRIGGERS = _SCHEMA["content_digest_triggers"]
 
 
 def _codes(table: str) -> dict[str, int]:
@@ -184,6 +187,7 @@ def write_trace(path: str, allocations, kernels, markers, meta: dict[str, str],
             db.executemany("INSERT OR REPLACE INTO meta VALUES (?,?)", sorted(full_meta.items()))
             db.execute("COMMIT")
             db.executescript(_INDEXES)
+            db.executescript(_DIGEST_TRIGGERS)
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         finally:
             db.close()

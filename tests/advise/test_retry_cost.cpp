@@ -8,6 +8,7 @@
 #include "mhc/sim/simulate.hpp"
 #include "mhc/test/temp.hpp"
 #include "mhc/trace/check.hpp"
+#include "retry_steps.hpp"
 #include "tiny.hpp"
 
 using mhc::advise::Advice;
@@ -26,45 +27,11 @@ namespace {
 
 constexpr int64_t kMiB = int64_t{1} << 20;
 
-// Two steps of: R (300 MiB) written and saved, read in the backward and freed after it, then S
-// (200 MiB, a workspace) made and freed by one backward kernel; the gradient G (40 MiB) is made by
-// the first backward kernel and kept. Live at most 340 MiB (R and G).
-advisetest::TinyTrace thrash() {
-    using mhc::trace::Category;
-    using mhc::trace::Phase;
-    advisetest::TinyTrace tiny;
-    tiny.modules = {{"M", "Net"}};
-    const int grad = tiny.alloc(40 * kMiB, Category::Grad, "w.grad", 1, -1);
-    for (int step = 0; step < 2; ++step) {
-        const int first = static_cast<int>(tiny.kernels.size());
-        const int reserve = tiny.alloc(300 * kMiB, Category::Activation, "R", first, first + 1);
-        const int work = tiny.alloc(200 * kMiB, Category::Workspace, "S", first + 2, first + 2);
-        tiny.kernel({"aten::mm", "M", Phase::Forward, {{reserve, 'w'}}, {reserve}, step});
-        tiny.kernel({"aten::mm_backward", "M", Phase::Backward, {{reserve, 'r'}, {grad, step ? 'x' : 'w'}}, {}, step});
-        tiny.kernel({"aten::mul", "M", Phase::Backward, {{work, 'w'}, {grad, 'x'}}, {}, step});
-    }
-    return tiny;
-}
+// Two steps of R (300 MiB) and S (200 MiB) (retry_steps.hpp): live at most 340 MiB (R and G).
+advisetest::TinyTrace thrash() { return advisetest::retry_steps(2, 200 * kMiB); }
 
-// Two steps of: A (300 MiB) written and saved, read in the backward and freed after it, then B
-// (302 MiB, a workspace) made and freed by one backward kernel; the gradient G (40 MiB) made by the
-// first backward kernel and kept.
-advisetest::TinyTrace near_sizes() {
-    using mhc::trace::Category;
-    using mhc::trace::Phase;
-    advisetest::TinyTrace tiny;
-    tiny.modules = {{"M", "Net"}};
-    const int grad = tiny.alloc(40 * kMiB, Category::Grad, "w.grad", 1, -1);
-    for (int step = 0; step < 2; ++step) {
-        const int first = static_cast<int>(tiny.kernels.size());
-        const int act = tiny.alloc(300 * kMiB, Category::Activation, "A", first, first + 1);
-        const int work = tiny.alloc(302 * kMiB, Category::Workspace, "B", first + 2, first + 2);
-        tiny.kernel({"aten::mm", "M", Phase::Forward, {{act, 'w'}}, {act}, step});
-        tiny.kernel({"aten::mm_backward", "M", Phase::Backward, {{act, 'r'}, {grad, step ? 'x' : 'w'}}, {}, step});
-        tiny.kernel({"aten::mul", "M", Phase::Backward, {{work, 'w'}, {grad, 'x'}}, {}, step});
-    }
-    return tiny;
-}
+// Two steps of A (300 MiB) and B (302 MiB).
+advisetest::TinyTrace near_sizes() { return advisetest::retry_steps(2, 302 * kMiB, "A", "B"); }
 
 struct Step {
     mhc::test::TempPath path{"thrash.db"};

@@ -7,6 +7,7 @@
 #include "mhc/sim/simulate.hpp"
 #include "mhc/test/temp.hpp"
 #include "mhc/trace/check.hpp"
+#include "retry_steps.hpp"
 #include "tiny.hpp"
 
 using mhc::advise::Advice;
@@ -22,25 +23,8 @@ namespace {
 
 constexpr int64_t kMiB = int64_t{1} << 20;
 
-// `steps` steps of: R (300 MiB) saved in the forward, freed after the backward's first kernel, then
-// S (200 MiB, a workspace) made and freed by one kernel; the gradient G (40 MiB) made once and kept
-// (test_retry_cost.cpp's step, with as many steps as asked). `second`: S's size.
-advisetest::TinyTrace repeated(int steps, int64_t second = 200) {
-    using mhc::trace::Category;
-    using mhc::trace::Phase;
-    advisetest::TinyTrace tiny;
-    tiny.modules = {{"M", "Net"}};
-    const int grad = tiny.alloc(40 * kMiB, Category::Grad, "w.grad", 1, -1);
-    for (int step = 0; step < steps; ++step) {
-        const int first = static_cast<int>(tiny.kernels.size());
-        const int act = tiny.alloc(300 * kMiB, Category::Activation, "R", first, first + 1);
-        const int work = tiny.alloc(second * kMiB, Category::Workspace, "S", first + 2, first + 2);
-        tiny.kernel({"aten::mm", "M", Phase::Forward, {{act, 'w'}}, {act}, step});
-        tiny.kernel({"aten::mm_backward", "M", Phase::Backward, {{act, 'r'}, {grad, step ? 'x' : 'w'}}, {}, step});
-        tiny.kernel({"aten::mul", "M", Phase::Backward, {{work, 'w'}, {grad, 'x'}}, {}, step});
-    }
-    return tiny;
-}
+// `steps` steps of test_retry_cost.cpp's step (retry_steps.hpp: R 300 MiB, S `second` MiB, G 40 MiB).
+advisetest::TinyTrace repeated(int steps, int64_t second = 200) { return advisetest::retry_steps(steps, second * kMiB); }
 
 struct Step {
     mhc::test::TempPath path{"steady.db"};

@@ -104,19 +104,6 @@ std::string content_digest(sqlite3* db, const std::string& file, const std::stri
     return hex;
 }
 
-void create_digest_triggers(sqlite3* db, const std::string& file) {
-    for (const char* table : kContentTables) {
-        if (!runfiles::has_table(db, file, table)) continue;
-        for (const char* op : {"INSERT", "UPDATE", "DELETE"}) {
-            const std::string sql = std::string("CREATE TRIGGER IF NOT EXISTS content_digest_") + op + "_" + table +
-                                    " AFTER " + op + " ON " + table + " BEGIN UPDATE meta SET value = '" +
-                                    kEditedDigestPrefix + "' || lower(hex(randomblob(8))) WHERE key = '" +
-                                    kContentDigestKey + "'; END";
-            sql::exec(db, file, sql.c_str());
-        }
-    }
-}
-
 int64_t stored_size(const Run& run) {
     // Bytes per row, index entries included: measured with SQLite's dbstat on 2,000 stored
     // sweep runs (docs/trace-format.md, "How big runs are").

@@ -47,6 +47,7 @@ const char* const kLookups = section("lookups");
 const char* const kIndexes = section("trace_indexes");
 const char* const kRunIndexes = section("run_indexes");
 const char* const kRunEventRows = section("run_event_rows");
+const char* const kContentDigestTriggers = section("content_digest_triggers");
 
 const char* const kRequiredTables[] = {"meta", "strings", "allocations", "kernels", "accesses",
                                        "copies", "markers", "runs", "run_config", "run_metrics",

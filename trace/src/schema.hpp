@@ -16,6 +16,8 @@ extern const char* const kRunIndexes;   // of the run tables
 // Where each run's events lie in run_events (rowid ranges) and the triggers that keep it true;
 // every statement is CREATE … IF NOT EXISTS, so it also runs on files made before it.
 extern const char* const kRunEventRows;
+// The triggers that mark a trace's content digest edited when a content table's row changes.
+extern const char* const kContentDigestTriggers;
 // Tables a file must have to be read as a trace.
 extern const char* const kRequiredTables[];
 // Tables a runs database must have.

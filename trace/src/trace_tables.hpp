@@ -19,7 +19,7 @@ TableCounts table_counts(sqlite3* db, const std::string& file, const std::string
 // written by the Writer when it closes a trace, so that the fingerprint (meta and row counts)
 // changes with any row a run depends on, not only with the counts.
 inline constexpr const char* kContentDigestKey = "content_digest";
-// What the digest triggers write into it when a row of a content table is inserted, changed or
+// What the digest triggers (trace/schema.sql, content_digest_triggers) write into it when a row of a content table is inserted, changed or
 // deleted after the trace was written (by sqlite3, pandas, anything): this prefix and a random
 // value, so every edit gives the trace a new identity.
 inline constexpr const char* kEditedDigestPrefix = "edited:";
@@ -28,7 +28,5 @@ inline constexpr const char* kEditedDigestPrefix = "edited:";
 // allocations, kernels, accesses, copies, markers, segments, modules, kernel_info,
 // saved_tensors), each in its primary key's order, each value with its type; one scan of the rows.
 std::string content_digest(sqlite3* db, const std::string& file, const std::string& schema = "main");
-// Creates the triggers that mark the digest edited when a content table's row changes.
-void create_digest_triggers(sqlite3* db, const std::string& file);
 
 }  // namespace mhc::trace

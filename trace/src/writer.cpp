@@ -202,7 +202,7 @@ void Writer::close(const std::function<void(const std::string&)>& verify) {
     // The rows' own identity, in the fingerprint with the meta (a copy's old digest is replaced):
     // a trace that differs by one value is another trace to the runs stored for it.
     meta_[kContentDigestKey] = content_digest(db_, path_);
-    create_digest_triggers(db_, path_);
+    sql::exec(db_, path_, schema::kContentDigestTriggers);
     {
         sql::Stmt m(db_, path_, "INSERT OR REPLACE INTO meta VALUES (?,?)");
         for (auto& [k, v] : meta_) {

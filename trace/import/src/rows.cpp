@@ -68,6 +68,8 @@ bool Rows::take(TraceData& out) {
     if (!ordered_) return false;
     t_.meta["format"] = kFormatName;   // what Writer::finish adds
     t_.meta["schema_version"] = std::to_string(kSchemaVersion);
+    // and, once closed, what its close() wrote with them (the content digest)
+    for (const auto& [key, value] : w_.meta()) t_.meta[key] = value;
     t_.allocation_index.build(t_.allocations.id);
     t_.kernel_index.build(t_.kernels.id);
     // The accesses table is keyed by (kernel, allocation), a repeated pair keeps the union

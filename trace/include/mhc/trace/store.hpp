@@ -79,6 +79,9 @@ public:
     // temporary (removed with the Writer) until finish() or finish_together().
     void close(const std::function<void(const std::string& temp_path)>& verify = {});
     const std::string& path() const { return path_; }
+    // The meta rows as written so far; after close(), with what close() adds (format, schema
+    // version, content digest).
+    const std::map<std::string, std::string>& meta() const { return meta_; }
 
 private:
     friend void finish_together(const std::vector<Writer*>& writers);
