@@ -11,7 +11,16 @@ namespace mhc::advise {
 
 namespace {
 constexpr int64_t kNoLimit = INT64_MAX / 2;   // the walk without a limit (CachingWalk's own)
+
+// What a walk at the capacity did beyond the same walk without a limit (never below 0).
+int64_t beyond(int64_t at_capacity, int64_t without_limit) { return std::max<int64_t>(0, at_capacity - without_limit); }
+
+// RetryCost's price of full releases, segment calls (freed + made again) and the bytes they move.
+int64_t price(const RetryCost& cost, int64_t releases, int64_t segments, int64_t bytes) {
+    const double gib = static_cast<double>(bytes) / static_cast<double>(int64_t{1} << 30);
+    return releases * cost.sync_ns + segments * cost.call_ns + std::llround(gib * static_cast<double>(cost.ns_per_gib));
 }
+}   // namespace
 
 Memory measure(const trace::TraceData& trace_data, const std::string& allocator_conf, int64_t capacity,
                const RetryCost& cost) {
@@ -19,20 +28,14 @@ Memory measure(const trace::TraceData& trace_data, const std::string& allocator_
 }
 
 int64_t RetryCost::of(const Memory& memory) const {
-    const double pages = static_cast<double>(memory.bytes_freed + memory.bytes_remade) /
-                         static_cast<double>(int64_t{1} << 30);
-    return memory.releases * sync_ns + (memory.segments_freed + memory.segments_remade) * call_ns +
-           std::llround(pages * static_cast<double>(ns_per_gib));
+    return price(*this, memory.releases, memory.segments_freed + memory.segments_remade,
+                 memory.bytes_freed + memory.bytes_remade);
 }
 
 int64_t RetryCost::per_step(const Memory& memory) const {
-    Memory steady;
-    steady.releases = memory.steady_releases;
-    steady.segments_freed = memory.steady_segments_freed;
-    steady.bytes_freed = memory.steady_bytes_freed;
-    steady.segments_remade = memory.steady_segments_remade;
-    steady.bytes_remade = memory.steady_bytes_remade;
-    const int64_t total = of(steady);
+    const int64_t total = price(*this, memory.steady_releases,
+                                memory.steady_segments_freed + memory.steady_segments_remade,
+                                memory.steady_bytes_freed + memory.steady_bytes_remade);
     const int64_t over = std::max<int64_t>(1, memory.steady_steps);
     return (total + over / 2) / over;
 }
@@ -76,20 +79,19 @@ std::vector<Memory> measure(const trace::TraceData& trace_data, const std::vecto
                     // against the same walk without a limit: what is given back and made again
                     const sim::CachingUnderLimit free_run = sim::caching_under_limit(*prep, conf, kNoLimit);
                     mem.releases = run.releases;
-                    mem.segments_freed = std::max<int64_t>(0, run.device_frees - free_run.device_frees);
-                    mem.bytes_freed = std::max<int64_t>(0, run.free_bytes - free_run.free_bytes);
-                    mem.segments_remade = std::max<int64_t>(0, run.device_allocs - free_run.device_allocs);
-                    mem.bytes_remade = std::max<int64_t>(0, run.alloc_bytes - free_run.alloc_bytes);
+                    mem.segments_freed = beyond(run.device_frees, free_run.device_frees);
+                    mem.bytes_freed = beyond(run.free_bytes, free_run.free_bytes);
+                    mem.segments_remade = beyond(run.device_allocs, free_run.device_allocs);
+                    mem.bytes_remade = beyond(run.alloc_bytes, free_run.alloc_bytes);
                     mem.retry_cost = cost.of(mem);
                     mem.steps = run.steps;
                     if (run.steps >= 2) {   // the steps after the first, against the same without a limit
                         mem.steady_steps = run.steps - 1;
                         mem.steady_releases = run.later_releases;
-                        mem.steady_segments_freed = std::max<int64_t>(0, run.later_frees - free_run.later_frees);
-                        mem.steady_bytes_freed = std::max<int64_t>(0, run.later_free_bytes - free_run.later_free_bytes);
-                        mem.steady_segments_remade = std::max<int64_t>(0, run.later_allocs - free_run.later_allocs);
-                        mem.steady_bytes_remade = std::max<int64_t>(0,
-                                                                    run.later_alloc_bytes - free_run.later_alloc_bytes);
+                        mem.steady_segments_freed = beyond(run.later_frees, free_run.later_frees);
+                        mem.steady_bytes_freed = beyond(run.later_free_bytes, free_run.later_free_bytes);
+                        mem.steady_segments_remade = beyond(run.later_allocs, free_run.later_allocs);
+                        mem.steady_bytes_remade = beyond(run.later_alloc_bytes, free_run.later_alloc_bytes);
                     } else {   // one step: as captured
                         mem.steady_steps = 1;
                         mem.steady_releases = mem.releases;
