@@ -112,11 +112,10 @@ public:
         return found == names_.end() ? nullptr : &found->second;
     }
     int64_t within(const KRange& range) const {
-        auto found = starts_.find({range.pid, range.tid});
-        if (found == starts_.end()) return 0;
-        const std::vector<int64_t>& starts = found->second;
-        return std::upper_bound(starts.begin(), starts.end(), range.ts + range.dur) -
-               std::lower_bound(starts.begin(), starts.end(), range.ts);
+        const std::vector<int64_t>* starts = starts_of(range);
+        if (starts == nullptr) return 0;
+        return std::upper_bound(starts->begin(), starts->end(), range.ts + range.dur) -
+               std::lower_bound(starts->begin(), starts->end(), range.ts);
     }
 
 private:
