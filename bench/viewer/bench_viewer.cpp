@@ -1,5 +1,5 @@
 // bench_viewer [--kernels N] [--allocations M] [--trace PATH] [--width PX]
-// bench_viewer --open TRACE [--width PX] [--run ID]
+// bench_viewer --open TRACE [--width PX] [--run ID] [--find TEXT]
 // Writes a synthetic trace with mhc::trace::Writer (kept at PATH between runs; rewritten when
 // its size differs), or opens the given TRACE as it is (--open: a generated or imported trace,
 // with accesses), through the viewer's loading path (load_view_trace), then times the
@@ -9,8 +9,12 @@
 // from the pyramid + band layout) at several zoom levels (worst and median of 20 random ranges
 // per zoom, process CPU time). With --run ID, the run is read as the viewer selects it
 // (load_view_run) and the timeline has its kernel times and event tracks (swap-outs, swap-ins,
-// stalls, prefetches, ...), the memory view its device-bytes curve over the recorded one. Prints
-// figures; not a test.
+// stalls, prefetches, ...), the memory view its device-bytes curve over the recorded one. With
+// --find TEXT, TEXT is typed into the timeline's find field a letter at a time as the viewer does
+// it (FindState::update: a whole search for the first letter, the matches before re-checked for each
+// next one), each letter timed, then the same letters each searched whole (find_kernels, as the field
+// did when it searched on Enter only), and the marks of the matches (match_marks) at full zoom-out and
+// at 1% of the trace. Prints figures; not a test.
 #include <time.h>
 
 #include <algorithm>
@@ -29,6 +33,7 @@
 #include "mhc/viewer/band_colors.hpp"
 #include "mhc/viewer/bands.hpp"
 #include "mhc/viewer/data.hpp"
+#include "mhc/viewer/find.hpp"
 #include "mhc/viewer/timeline.hpp"
 
 using namespace mhc;
@@ -154,6 +159,41 @@ void hover_figures(const ViewTrace& view) {
     lists(drawn, "1,000 drawn at random");
 }
 
+// The find field as TEXT is typed, a letter at a time (see the top of the file).
+void find_figures(const ViewTrace& view, const ViewRun* run, const std::string& text, int width) {
+    std::printf(
+        "find: typing '%s' (CPU ms per letter: as typed, whole search; matches; marks at full zoom-out, at 1%%)\n",
+        text.c_str());
+    FindState find;
+    const TimeRange whole{view.t_begin, view.t_end};
+    for (size_t n = 1; n <= text.size(); ++n) {
+        const std::string typed = text.substr(0, n);
+        double c = cpu_ms();
+        find.update(view, run, typed, 0);
+        const double as_typed = cpu_ms() - c;
+        c = cpu_ms();
+        const std::vector<KernelMatch> whole_search = find_kernels(view, run, typed);
+        const double searched = cpu_ms() - c;
+        if (whole_search.size() != find.matches.size())
+            std::printf("  MISMATCH: %zu against %zu\n", whole_search.size(), find.matches.size());
+        const size_t lanes = run && !run->kernel_lanes.empty() ? run->kernel_lanes.size() : view.kernel_lanes.size();
+        c = cpu_ms();
+        const auto marks = match_marks(find.matches, lanes, whole, static_cast<float>(width), find.longest);
+        const double marks_whole = cpu_ms() - c;
+        const int64_t span = std::max<int64_t>((view.t_end - view.t_begin) / 100, 1000);
+        const TimeRange part{view.t_begin + (view.t_end - view.t_begin) / 2,
+                             view.t_begin + (view.t_end - view.t_begin) / 2 + span};
+        c = cpu_ms();
+        const auto marks_part = match_marks(find.matches, lanes, part, static_cast<float>(width), find.longest);
+        const double marks_zoomed = cpu_ms() - c;
+        size_t drawn = 0;
+        for (const auto& lane : marks) drawn += lane.size();
+        std::printf("  %-20s %8.3f %8.3f %9zu matches %8.3f (%zu marks) %8.3f\n", ("'" + typed + "'").c_str(), as_typed,
+                    searched, find.matches.size(), marks_whole, drawn, marks_zoomed);
+    }
+    std::printf("  (%zu whole searches and %zu refinements as typed)\n", find.searches, find.refinements);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -162,8 +202,10 @@ int main(int argc, char** argv) {
     int width = 1600;
     bool open_as_is = false;
     int64_t run_id = 0;
+    std::string find_text;
     const bench::Args args(argc, argv,
-                           "[--kernels N] [--allocations M] [--trace PATH | --open TRACE] [--width PX] [--run ID]");
+                           "[--kernels N] [--allocations M] [--trace PATH | --open TRACE] [--width PX] [--run ID] "
+                           "[--find TEXT]");
     for (size_t i = 0; i < args.size(); ++i) {
         const std::string& option = args.word(i);
         if (option == "--kernels") kernels = args.whole(args.value_after(i), "--kernels", 1, int64_t{1} << 40);
@@ -173,6 +215,7 @@ int main(int argc, char** argv) {
             path = args.value_after(i);
             open_as_is = true;
         } else if (option == "--run") run_id = args.whole(args.value_after(i), "--run", 1, int64_t{1} << 62);
+        else if (option == "--find") find_text = args.value_after(i);
         else if (option == "--width") width = static_cast<int>(args.whole(args.value_after(i), "--width", 64, 16384));
         else args.refuse("unknown option '" + option + "'");
     }
@@ -218,6 +261,7 @@ int main(int argc, char** argv) {
             static_cast<long long>(run_id), wall_s() - w0, (cpu_ms() - c0) / 1e3, run.event_lanes.size(), events,
             run.memory.size());
     }
+    if (!find_text.empty()) find_figures(t, run_id ? &run : nullptr, find_text, width);
     std::vector<Track> tracks = timeline_tracks(t, run_id ? &run : nullptr);
     std::vector<TrackFrame> frame;
     CurveColumns cols, run_cols;

@@ -163,3 +163,20 @@ TEST_CASE("byte labels: one unit and the decimals the step needs") {
             }
         }
 }
+
+TEST_CASE("zoom to a selected kernel or allocation: it fills the view with a tenth of its length either side") {
+    const TimeRange limits{0, 1'000'000};
+    const TimeRange kernel = focus_range(500'000, 600'000, limits);   // 100 us: 120 us around it
+    CHECK(kernel.t0 == 490'000);
+    CHECK(kernel.t1 == 610'000);
+    const TimeRange tiny = focus_range(800'000, 800'010, limits);   // 10 ns: the deepest zoom, 100 ns
+    CHECK(tiny.span() == kMinSpan);
+    CHECK(tiny.t0 <= 800'000);
+    CHECK(tiny.t1 >= 800'010);
+    const TimeRange edge = focus_range(0, 1'000'000, limits);   // the whole trace: kept within it
+    CHECK(edge.t0 == 0);
+    CHECK(edge.t1 == 1'000'000);
+    const TimeRange start = focus_range(0, 100'000, limits);   // at the start: moved inside
+    CHECK(start.t0 == 0);
+    CHECK(start.span() == 120'000);
+}

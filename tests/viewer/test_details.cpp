@@ -3,7 +3,10 @@
 // in at [500, 550) us while beta stalls 50 us, so beta runs at [550, 750) us.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "fixtures.hpp"
+#include "mhc/viewer/data.hpp"
 #include "mhc/viewer/details.hpp"
 
 using namespace mhc::viewer;
@@ -123,4 +126,34 @@ TEST_CASE("allocation details: lifetime, accesses on both clocks, the run's even
     CHECK_FALSE(act.has_run);
     CHECK(allocation_pane(act, nullptr).columns.size() == 4);
     CHECK_FALSE(allocation_details(t, nullptr, 77).found);
+}
+
+TEST_CASE("details: copied as text, fields a line each and the table's cells separated by tabs") {
+    // The known trace's kernel #2 (kBeta) with run 1: what "copy" or Ctrl+C puts on the clipboard.
+    fixture::TempPath db("details-copy.db");
+    fixture::write_known_trace(db.path);
+    ViewTrace t = load_view_trace(db.path);
+    ViewRun run = load_view_run(t, 1);
+    const DetailsPane pane = kernel_pane(kernel_details(t, &run, 2), &run);
+    REQUIRE(!pane.fields.empty());
+    REQUIRE(!pane.rows.empty());
+    const std::string text = details_text(pane);
+    std::vector<std::string> lines;
+    for (size_t at = 0; at < text.size();) {
+        const size_t end = text.find('\n', at);
+        REQUIRE(end != std::string::npos);   // every line ends with a newline
+        lines.push_back(text.substr(at, end - at));
+        at = end + 1;
+    }
+    REQUIRE(lines.size() == 1 + pane.fields.size() + 1 + pane.rows.size());
+    CHECK(lines[0] == pane.title);
+    CHECK(lines[1] == pane.fields[0].first + ": " + pane.fields[0].second);
+    const std::string& header = lines[1 + pane.fields.size()];
+    CHECK(std::count(header.begin(), header.end(), '\t') == static_cast<long>(pane.columns.size()) - 1);
+    CHECK(header.substr(0, pane.columns[0].size()) == pane.columns[0]);
+    const std::string& first_row = lines[2 + pane.fields.size()];
+    CHECK(first_row.rfind(pane.rows[0][0] + "\t" + pane.rows[0][1], 0) == 0);
+    // A pane without rows says why instead of a table.
+    DetailsPane empty{"kernel #9", {{"start", "1 us"}}, {"allocation", "bytes"}, {}, "no accesses recorded"};
+    CHECK(details_text(empty) == "kernel #9\nstart: 1 us\nno accesses recorded\n");
 }

@@ -244,13 +244,16 @@ void App::select_allocation(int64_t allocation_id) {
     highlight_alloc = allocation_id;
     highlights.clear();
     allocation_info = {};
+    allocation_span.reset();
     if (!allocation_id) return;
     try {
         auto hits = accesses_of(*trace, allocation_id);
         highlights = highlight_lanes(*trace, selected_run(), hits);
         for (Lane& l : highlights) l.title = "accesses, stream " + std::to_string(l.stream);
         const ViewRun* r = selected_run();
-        allocation_info = allocation_pane(allocation_details(*trace, r, allocation_id), r);
+        const AllocationDetails details = allocation_details(*trace, r, allocation_id);
+        allocation_info = allocation_pane(details, r);
+        if (details.found) allocation_span = Span{details.allocation.t_alloc, details.t_end};
         status = "allocation #" + std::to_string(allocation_id) + ": " + std::to_string(hits.size()) +
                  " kernel accesses highlighted on the timeline";
     } catch (const std::exception& e) {
@@ -258,33 +261,50 @@ void App::select_allocation(int64_t allocation_id) {
     }
 }
 
-void App::find_next(bool backward) {
-    const ViewRun* run = selected_run();
-    const int64_t run_id = run ? run->info.id : 0;
-    if (find_of != find_text || find_run != run_id) {
-        find_matches = find_kernels(*trace, run, find_text);
-        find_longest = longest_match(find_matches);
-        find_of = find_text;
-        find_run = run_id;
+bool App::zoom_to_selection(bool memory_view) {
+    if (sel.active) {
+        range = clamp({sel.t0, sel.t1}, limits);
+        sel.active = false;
+        return true;
     }
-    find_index = next_match(find_matches, selected_kernel, range.t0, backward);
-    if (find_index < 0) {
-        status = find_of.empty() ? "" : "no kernel name contains '" + find_of + "'";
+    const bool allocation = highlight_alloc && allocation_span;
+    const std::optional<Span>& to = memory_view && allocation          ? allocation_span
+                                    : selected_kernel && selected_span ? selected_span
+                                                                       : allocation_span;
+    if (!to || (!selected_kernel && !allocation)) return false;
+    range = focus_range(to->first, to->second, limits);
+    return true;
+}
+
+bool App::find_update() { return find.update(*trace, selected_run(), find_text, selected_kernel); }
+
+void App::find_next(bool backward) {
+    find_update();
+    find.index = next_match(find.matches, selected_kernel, range.t0, backward);
+    if (find.index < 0) {
+        status = find.of.empty() ? "" : "no kernel name contains '" + find.of + "'";
         return;
     }
-    const KernelMatch& match = find_matches[static_cast<size_t>(find_index)];
+    const KernelMatch& match = find.matches[static_cast<size_t>(find.index)];
     range = range_for_match(match, range, limits);
     select_kernel(match.kernel);
-    status = "match " + match_count_text(find_index, find_matches.size()) + ": " + kernel_info.title;
+    find.selected = selected_kernel;   // find.index is that kernel's
+    status = "match " + match_count_text(find.index, find.matches.size()) + ": " + kernel_info.title;
 }
 
 void App::select_kernel(int64_t kernel_id) {
     selected_kernel = kernel_id;
     kernel_info = {};
+    selected_span.reset();
     if (!kernel_id) return;
     try {
         const ViewRun* r = selected_run();
-        kernel_info = kernel_pane(kernel_details(*trace, r, kernel_id), r);
+        const KernelDetails details = kernel_details(*trace, r, kernel_id);
+        kernel_info = kernel_pane(details, r);
+        // Where it lies on the clock shown (the run's when it reached it), for F / "Zoom to selection".
+        if (details.found)
+            selected_span = details.has_run && details.reached ? Span{details.run_start, details.run_end}
+                                                               : Span{details.kernel.t_start, details.kernel.t_end};
         status = "kernel #" + std::to_string(kernel_id) + " selected";
     } catch (const std::exception& e) {
         error = e.what();
@@ -362,8 +382,12 @@ void App::status_bar() {
     float w = ImGui::CalcTextSize(buf).x;
     ImGui::SameLine(std::max(ImGui::GetWindowContentRegionMax().x - w, ImGui::GetItemRectMax().x - ImGui::GetWindowPos().x + 20));
     ImGui::TextDisabled("%s", buf);
-    layout["status"] = {{"text", status}, {"frame", buf}, {"y0", p0.y}, {"y1", ImGui::GetItemRectMax().y},
-                        {"frame_ms", frame_stats.last()}};
+    layout["status"] = {{"text", status},
+                        {"frame", buf},
+                        {"y0", p0.y},
+                        {"y1", ImGui::GetItemRectMax().y},
+                        {"frame_ms", frame_stats.last()},
+                        {"copied", copied}};
 }
 
 void App::notes_line() {

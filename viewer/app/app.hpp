@@ -44,6 +44,9 @@ struct Options {
     // --find TEXT (each one more press of Enter in the timeline's find field, after the clicks).
     std::vector<std::string> finds;
     int find_back = 0;   // --find-back N: Shift+Enter N times after them
+    // --type TEXT: after them, the find field is focused and TEXT typed into it, a letter a frame,
+    // without Enter (as a user types: its matches are marked as they are).
+    std::string typed;
 };
 
 // Each view's own state (buffers reused across frames, sort orders, search text), complete only
@@ -80,6 +83,13 @@ public:
     std::vector<bool> compared;              // per run_list entry
     TimeRange range, limits;
     Selection sel;
+    // Where the selected kernel lies on the clock shown and the selected allocation's lifetime
+    // (recorded): what F, Z and "Zoom to selection" zoom to when no range is selected.
+    using Span = std::pair<int64_t, int64_t>;
+    std::optional<Span> selected_span, allocation_span;
+    // Zooms to the range selected (right-drag), else in the memory view to the selected allocation's
+    // lifetime, else to the selected kernel, else the allocation; false when nothing is selected.
+    bool zoom_to_selection(bool memory_view = false);
     ViewId view = ViewId::Timeline;
     ViewId requested = ViewId::Timeline;   // tab to select in the first frames
     int force_frames = 3;
@@ -94,6 +104,7 @@ public:
     DetailsPane kernel_info;
     std::vector<TraceNote> notes;            // what the trace lacks or its import warned of (notes.hpp)
     std::string status;                      // the status bar's message (left of the frame time)
+    std::string copied;                      // what "copy" (Ctrl+C) last put on the clipboard
     FrameStats frame_stats;                  // CPU time of the last frames (status bar)
     bool loaded_this_frame = false;          // a run was read from the file, or screenshot mode
                                              // waited for a worker: not a drawing frame
@@ -102,14 +113,13 @@ public:
     bool fit_y = false;                      // memory curves: y axis fitted to the data in view (toolbar)
     bool notes_open = false;                 // the notes' window (a click on the notes line, or N)
     bool open_oom = false;                   // the statistics' "At the OOM" tab is to be selected
+    bool focus_find = false;                 // the find field takes the keyboard on the next frame
     // The timeline's find field: kernels whose name contains the text (find.hpp), on the clock
-    // shown; Enter goes to the next (Shift+Enter the one before), zooms to it and selects it.
+    // shown, marked as it is typed (find_update, every frame); Enter goes to the next (Shift+Enter
+    // the one before), zooms to it and selects it.
     char find_text[128] = "";
-    std::vector<KernelMatch> find_matches;
-    std::string find_of;       // the text the matches are of
-    int64_t find_run = -1;     // the run whose clock they are on (0: the recording)
-    int64_t find_index = -1;   // the match shown (-1: none)
-    int64_t find_longest = 0;   // the longest match's length (match_marks)
+    FindState find;
+    bool find_update();   // true when the matches changed
     void find_next(bool backward = false);
     // Shows what was alive when the selected run ran out of memory: the statistics view at its
     // "At the OOM" tab (the timeline's OOM line and oom mark call it).

@@ -74,6 +74,12 @@ void simulate_input(mhc::viewer::App& app, int n) {
     // --find-back: Shift+Enter, once a frame after them.
     const int back = find - static_cast<int>(app.opt.finds.size());
     if (back >= 0 && back < app.opt.find_back) app.find_next(true);
+    // --type: the field focused on the first frame after them (active from the next), then a letter a
+    // frame, as typed.
+    const int typed = back - app.opt.find_back;
+    if (typed == 0 && !app.opt.typed.empty()) app.focus_find = true;
+    if (typed >= 2 && typed < 2 + static_cast<int>(app.opt.typed.size()))
+        io.AddInputCharacter(static_cast<unsigned char>(app.opt.typed[static_cast<size_t>(typed - 2)]));
 }
 
 int run_gui(mhc::viewer::App& app, bool screenshot) {
@@ -109,7 +115,8 @@ int run_gui(mhc::viewer::App& app, bool screenshot) {
     // arrival, a press and a release frame; the last frame is saved.
     const int clicks = static_cast<int>(app.opt.clicks.size());
     const int frames = 4 + kFramesPerClick * clicks + (app.opt.go_step ? 1 : 0) +
-                       static_cast<int>(app.opt.finds.size()) + app.opt.find_back;
+                       static_cast<int>(app.opt.finds.size()) + app.opt.find_back +
+                       (app.opt.typed.empty() ? 0 : 2 + static_cast<int>(app.opt.typed.size()));
     mhc::viewer::FramePacer pacer;
     double wait = 0;
     for (int n = 0; screenshot ? n < frames : !glfwWindowShouldClose(w); ++n) {
@@ -195,6 +202,9 @@ int main(int argc, char** argv) {
     cli.add_option("--find-back", o.find_back,
                    "with --screenshot: after the --find presses, press Shift+Enter (the match before) N times")
         ->check(CLI::NonNegativeNumber);
+    cli.add_option("--type", o.typed,
+                   "with --screenshot: after them, type TEXT in the timeline's find field a letter a frame, without "
+                   "Enter (its matches marked as typed)");
     cli.add_flag("--fit-y", o.fit_y,
                  "memory curves: the y axis fitted to the bytes in view instead of from 0 B (the toolbar's \"fit y\")");
     cli.add_option("--layout", o.layout, "with --screenshot: write the plot rectangles as JSON (for tests)");

@@ -173,12 +173,12 @@ void toolbar(App& app, const std::function<void(nlohmann::json&)>& view_options)
         if (steps.enabled && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", origin.c_str());
     }
     ImGui::SameLine();
-    if (ImGui::Button(compact ? "Zoom sel" : "Zoom to selection") && app.sel.active) {
-        app.range = clamp({app.sel.t0, app.sel.t1}, app.limits);
-        app.sel.active = false;
-    }
+    if (ImGui::Button(compact ? "Zoom sel" : "Zoom to selection")) app.zoom_to_selection(app.view == ViewId::Memory);
     jt["zoom_selection"] = last_rect();
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("zoom to the selection (right-drag selects; Z does the same)");
+    if (ImGui::IsItemHovered())
+        ImGui::SetTooltip(
+            "zoom to the range selected (right-drag), else to the kernel or allocation selected (a "
+            "click); Z or F does the same");
     ImGui::SameLine();
     if (ImGui::Button(compact ? "Reset" : "Reset zoom")) app.range = app.limits;
     jt["reset_zoom"] = last_rect();
@@ -234,7 +234,7 @@ void toolbar(App& app, const std::function<void(nlohmann::json&)>& view_options)
     if (help) {
         const std::string text =
             "wheel or W/S: zoom; drag or A/D: pan; right-drag: select a range, Z: zoom to it;\n"
-            "click a kernel or an allocation: its details; click a folded box: zoom to it\n"
+            "click a kernel or an allocation: its details, F (or Z): zoom to it; click a folded box: zoom to it\n"
             "Ctrl+F or /: find a kernel by name; Enter or F3: the next match, Shift: the one before; N: the notes\n"
             "in view: " +
             range_text;

@@ -412,6 +412,10 @@ void draw_memory(App& app) {
     nlohmann::json details;
     if (app.highlight_alloc && draw_details("allocation details", app.allocation_info, details_h - 4, details))
         app.select_allocation(0);
+    if (details.contains("copied")) {
+        app.status = "copied allocation #" + std::to_string(app.highlight_alloc) + "'s details to the clipboard";
+        app.copied = details["copied"];
+    }
     app.layout["memory"] = {{"before_first_sample", unknown},
                             {"details", details},
                             {"selected_allocation", app.highlight_alloc},

@@ -139,9 +139,10 @@ void memory_strip(App& app, const ViewRun* run, ImDrawList* dl, ImVec2 p0, ImVec
 
 namespace {
 
-// The find field at `at` (the label column of the family legend's row): Enter goes to the next
-// kernel whose name contains the text (Shift+Enter the one before), zooms to it and selects it; its
-// tooltip says which match of how many. Returns its rectangle and state (for --layout).
+// The find field at `at` (the label column of the family legend's row): every kernel whose name
+// contains the text is marked as it is typed (the matches follow each letter, FindState); Enter goes
+// to the next (Shift+Enter the one before), zooms to it and selects it; its tooltip says which match
+// of how many. Returns its rectangle and state (for --layout).
 nlohmann::json find_field(App& app, ImVec2 at) {
     ImGui::SetCursorScreenPos(at);
     ImGui::PushStyleVar(ImGuiStyleVar_FramePadding, {4, 1});
@@ -150,10 +151,14 @@ nlohmann::json find_field(App& app, ImVec2 at) {
     const ImGuiIO& io = ImGui::GetIO();
     if (!io.WantTextInput &&
         ((io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_F, false)) || ImGui::IsKeyPressed(GLFW_KEY_SLASH, false)))
+        app.focus_find = true;
+    if (app.focus_find) {
         ImGui::SetKeyboardFocusHere();
-    const bool enter = ImGui::InputTextWithHint("##find", app.ops() ? "find op (Enter)" : "find kernel (Enter)",
-                                                app.find_text, sizeof app.find_text,
-                                                ImGuiInputTextFlags_EnterReturnsTrue);
+        app.focus_find = false;
+    }
+    // The text is the field's as typed (ImGui writes each edit back at once); Enter is said apart.
+    const bool enter = ImGui::InputTextWithHint("##find", app.ops() ? "find op" : "find kernel", app.find_text,
+                                                sizeof app.find_text, ImGuiInputTextFlags_EnterReturnsTrue);
     ImGui::PopStyleVar();
     nlohmann::json out = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     if (enter) {
@@ -163,19 +168,28 @@ nlohmann::json find_field(App& app, ImVec2 at) {
     // F3 / Shift+F3 go on from anywhere, as in a browser.
     if (!io.WantTextInput && app.find_text[0] != 0 && ImGui::IsKeyPressed(GLFW_KEY_F3, false))
         app.find_next(io.KeyShift);
-    const bool current = app.find_of == app.find_text && app.find_text[0] != 0;
-    const std::string said = !current ? std::string(
-                                            "a kernel name or part of it; Enter: the next, Shift+Enter: the one before")
-                             : app.find_index < 0
-                                 ? "no kernel name contains '" + app.find_of + "'"
-                                 : "match " + match_count_text(app.find_index, app.find_matches.size()) +
-                                       " (Enter or F3: the next, Shift+Enter or Shift+F3: the one before)";
+    // The matches of the text as it stands, and which of them is selected (a click on a kernel too).
+    const bool searched = app.find_update();
+    const bool current = app.find.current(app.find_text);
+    const std::string said =
+        !current ? std::string(
+                       "a kernel name or part of it: its matches are marked as you type; "
+                       "Enter: the next, Shift+Enter: the one before")
+        : app.find.matches.empty() ? "no kernel name contains '" + app.find.of + "'"
+        : app.find.index < 0       ? match_count_text(-1, app.find.matches.size()) +
+                                   " (Enter or F3: the first from the view's start, Shift+Enter or Shift+F3: the one "
+                                   "before it)"
+                             : "match " + match_count_text(app.find.index, app.find.matches.size()) +
+                                   " (Enter or F3: the next, Shift+Enter or Shift+F3: the one before)";
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", said.c_str());
     out["text"] = app.find_text;
     out["said"] = said;
-    out["matches"] = current ? app.find_matches.size() : 0;
-    out["index"] = current ? app.find_index : -1;
-    if (current && app.find_index >= 0) out["t_start"] = app.find_matches[static_cast<size_t>(app.find_index)].t_start;
+    out["matches"] = current ? app.find.matches.size() : 0;
+    out["index"] = current ? app.find.index : -1;
+    out["searched"] = searched;
+    out["searches"] = app.find.searches;
+    out["refinements"] = app.find.refinements;
+    if (current && app.find.index >= 0) out["t_start"] = app.find.matches[static_cast<size_t>(app.find.index)].t_start;
     return out;
 }
 
@@ -183,16 +197,15 @@ nlohmann::json find_field(App& app, ImVec2 at) {
 // family legend's row (the label column holds only the field): "3 of 17", "no match". Nothing
 // before a search. Returns the width taken (the legend ends before it).
 float find_count(App& app, ImVec2 right_top, nlohmann::json& out) {
-    const bool current = app.find_of == app.find_text && app.find_text[0] != 0;
-    if (!current) return 0;
-    const std::string text = match_count_text(app.find_index, app.find_matches.size());
+    if (!app.find.current(app.find_text)) return 0;
+    const std::string text = match_count_text(app.find.index, app.find.matches.size());
     const float button = ImGui::GetFrameHeight() - 2;
     const float text_w = ImGui::CalcTextSize(text.c_str()).x;
     const float width = 2 * button + text_w + 16;
     ImVec2 at{right_top.x - width, right_top.y};
     ImGui::SetCursorScreenPos(at);
     ImGui::PushStyleVar(ImGuiStyleVar_FramePadding, {2, 0});
-    const bool any = !app.find_matches.empty();
+    const bool any = !app.find.matches.empty();
     if (!any) ImGui::BeginDisabled();
     if (ImGui::ArrowButton("##find previous", ImGuiDir_Left)) app.find_next(true);
     out["previous"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
@@ -290,10 +303,10 @@ void draw_timeline(App& app) {
     std::vector<std::string> labels;
     // Every match of the find field, marked on its row (the one selected is outlined as well).
     const std::vector<Lane>& searched = run && !run->kernel_lanes.empty() ? run->kernel_lanes : app.trace->kernel_lanes;
-    const bool marking = app.find_of == app.find_text && app.find_text[0] != 0 &&
-                         app.find_run == (run ? run->info.id : 0) && !app.find_matches.empty();
-    const std::vector<std::vector<MatchMark>> marks = marking ? match_marks(app.find_matches, searched.size(),
-                                                                            app.range, plot_w, app.find_longest)
+    const bool marking = app.find.current(app.find_text) && app.find.run == (run ? run->info.id : 0) &&
+                         !app.find.matches.empty();
+    const std::vector<std::vector<MatchMark>> marks = marking ? match_marks(app.find.matches, searched.size(),
+                                                                            app.range, plot_w, app.find.longest)
                                                               : std::vector<std::vector<MatchMark>>{};
     size_t marks_drawn = 0, matches_marked = 0;
     for (size_t i = 0; i < ui.frame.size(); ++i) {
@@ -336,9 +349,9 @@ void draw_timeline(App& app) {
             }
             // The match selected: its bar in white, at least 7 px wide, so that "2 of 50" is one of
             // the marks to the eye (at 20 ms a view, all were the same lime line).
-            const auto current = static_cast<size_t>(app.find_index);
-            if (app.find_index >= 0 && current < app.find_matches.size() && app.find_matches[current].lane == index) {
-                const KernelMatch& match = app.find_matches[current];
+            const auto current = static_cast<size_t>(app.find.index);
+            if (app.find.index >= 0 && current < app.find.matches.size() && app.find.matches[current].lane == index) {
+                const KernelMatch& match = app.find.matches[current];
                 float x0 = plot_x + static_cast<float>(app.range.x_of(match.t_start, plot_w));
                 float x1 = plot_x + static_cast<float>(app.range.x_of(match.t_end, plot_w));
                 if (x1 - x0 < 7) {
@@ -378,6 +391,10 @@ void draw_timeline(App& app) {
     nlohmann::json details;
     if (app.selected_kernel && draw_details("kernel details", app.kernel_info, details_h - 4, details))
         app.select_kernel(0);
+    if (details.contains("copied")) {
+        app.status = "copied kernel #" + std::to_string(app.selected_kernel) + "'s details to the clipboard";
+        app.copied = details["copied"];
+    }
     app.layout["timeline"] = {{"plot", rect_json({plot_x, p.y}, {plot_x + plot_w, bottom})},
                               {"t0", app.range.t0},
                               {"t1", app.range.t1},

@@ -113,10 +113,9 @@ bool navigate(App& app, ImVec2 p0, ImVec2 p1) {
         auto step = static_cast<int64_t>(static_cast<double>(app.range.span()) * dt);
         if (ImGui::IsKeyDown(GLFW_KEY_A)) app.range = pan(app.range, -step, app.limits);
         if (ImGui::IsKeyDown(GLFW_KEY_D)) app.range = pan(app.range, step, app.limits);
-        if (ImGui::IsKeyPressed(GLFW_KEY_Z) && app.sel.active) {
-            app.range = clamp({app.sel.t0, app.sel.t1}, app.limits);
-            app.sel.active = false;
-        }
+        // Z or F (Perfetto's key): the range selected, else the selected kernel or allocation.
+        if (!io.KeyCtrl && (ImGui::IsKeyPressed(GLFW_KEY_Z, false) || ImGui::IsKeyPressed(GLFW_KEY_F, false)))
+            app.zoom_to_selection(app.view == ViewId::Memory);
     }
     if (hovered && ImGui::IsMouseDragging(ImGuiMouseButton_Left) && io.MouseDelta.x != 0) {
         auto dt = static_cast<int64_t>(-io.MouseDelta.x / w * static_cast<double>(app.range.span()));
@@ -401,12 +400,25 @@ bool draw_details(const char* id, const DetailsPane& pane, float height, nlohman
     ImGui::BeginChild(id, {0, height}, true, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
     ImVec2 p0 = ImGui::GetWindowPos(), size = ImGui::GetWindowSize();
     // The title (a kernel's name may be hundreds of characters: wrapped, never cut) and "close".
-    const float close_w = ImGui::CalcTextSize("close").x + ImGui::GetStyle().FramePadding.x * 2;
+    // "copy" (or Ctrl+C) puts the pane as text on the clipboard, as Perfetto's details copy a row.
+    const float pad = ImGui::GetStyle().FramePadding.x * 2;
+    const float close_w = ImGui::CalcTextSize("close").x + pad, copy_w = ImGui::CalcTextSize("copy").x + pad;
     const float right = ImGui::GetWindowContentRegionMax().x;
-    ImGui::PushTextWrapPos(right - close_w - 12);
+    ImGui::PushTextWrapPos(right - close_w - copy_w - 18);
     ImGui::TextUnformatted(pane.title.c_str());
     ImGui::PopTextWrapPos();
     float title_bottom = ImGui::GetItemRectMax().y;
+    ImGui::SameLine(right - close_w - copy_w - 6);
+    const ImGuiIO& io = ImGui::GetIO();
+    bool copy = ImGui::SmallButton("copy");
+    const nlohmann::json copy_rect = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("copy these details as text (Ctrl+C)");
+    copy = copy || (!io.WantTextInput && io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_C, false));
+    std::string copied;
+    if (copy) {
+        copied = details_text(pane);
+        ImGui::SetClipboardText(copied.c_str());
+    }
     ImGui::SameLine(right - close_w);
     if (ImGui::SmallButton("close")) close = true;
     ImGui::SetCursorScreenPos({ImGui::GetCursorScreenPos().x, std::max(ImGui::GetCursorScreenPos().y, title_bottom + 4)});
@@ -458,8 +470,14 @@ bool draw_details(const char* id, const DetailsPane& pane, float height, nlohman
     for (size_t r = 0; r < pane.rows.size() && r < 50; ++r) rows.push_back(pane.rows[r]);
     nlohmann::json fields = nlohmann::json::array();
     for (const auto& [k, v] : pane.fields) fields.push_back({k, v});
-    out = {{"rect", rect_json(p0, {p0.x + size.x, p0.y + size.y})}, {"title", pane.title}, {"fields", fields},
-           {"columns", pane.columns}, {"rows", rows}, {"row_count", pane.rows.size()}};
+    out = {{"rect", rect_json(p0, {p0.x + size.x, p0.y + size.y})},
+           {"title", pane.title},
+           {"fields", fields},
+           {"columns", pane.columns},
+           {"rows", rows},
+           {"row_count", pane.rows.size()},
+           {"copy", copy_rect}};
+    if (copy) out["copied"] = copied;
     return close;
 }
 

@@ -202,6 +202,13 @@ TimeRange clamp(TimeRange r, TimeRange limits) {
     return {t0, t0 + span};
 }
 
+TimeRange focus_range(int64_t t0, int64_t t1, TimeRange limits) {
+    const int64_t length = std::max<int64_t>(t1 - t0, 0);
+    const int64_t span = std::max(length + 2 * (length / 10), kMinSpan);
+    const int64_t start = t0 + length / 2 - span / 2;
+    return clamp({start, start + span}, limits);
+}
+
 TimeRange zoom(TimeRange r, double factor, int64_t anchor, TimeRange limits) {
     double a = static_cast<double>(anchor - r.t0) / static_cast<double>(r.span());
     double span = std::max(static_cast<double>(r.span()) * factor, static_cast<double>(kMinSpan));

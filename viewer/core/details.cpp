@@ -274,4 +274,20 @@ DetailsPane allocation_pane(const AllocationDetails& d, const ViewRun* run) {
     return p;
 }
 
+std::string details_text(const DetailsPane& pane) {
+    std::string out = pane.title + "\n";
+    for (const auto& [field, value] : pane.fields) out += field + ": " + value + "\n";
+    auto row = [&out](const std::vector<std::string>& cells) {
+        for (size_t i = 0; i < cells.size(); ++i) out += (i ? "\t" : "") + cells[i];
+        out += "\n";
+    };
+    if (pane.rows.empty()) {
+        if (!pane.empty_table.empty()) out += pane.empty_table + "\n";
+        return out;
+    }
+    if (!pane.columns.empty()) row(pane.columns);
+    for (const std::vector<std::string>& cells : pane.rows) row(cells);
+    return out;
+}
+
 }  // namespace mhc::viewer

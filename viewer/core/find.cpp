@@ -2,30 +2,113 @@
 
 #include <algorithm>
 #include <string>
-#include <unordered_map>
 
 #include "mhc/viewer/axis.hpp"
 #include "mhc/viewer/stats.hpp"
 
 namespace mhc::viewer {
 
+namespace {
+
+bool by_start(const KernelMatch& one, const KernelMatch& other) {
+    return one.t_start != other.t_start ? one.t_start < other.t_start : one.kernel < other.kernel;
+}
+
+// Whether each name contains the text, asked once per distinct name (names repeat: a training step's
+// 286,000 kernels have a few hundred).
+class NameVerdicts {
+public:
+    NameVerdicts(const ViewTrace& view, std::string_view text)
+        : view_(view), text_(text), verdict_(view.strings.size(), 0) {}
+    bool operator()(int32_t name) {
+        if (name < 0 || static_cast<size_t>(name) >= verdict_.size()) return contains_ci(view_.str(name), text_);
+        uint8_t& verdict = verdict_[static_cast<size_t>(name)];
+        if (verdict == 0) verdict = contains_ci(view_.str(name), text_) ? 1 : 2;
+        return verdict == 1;
+    }
+
+private:
+    const ViewTrace& view_;
+    std::string_view text_;
+    std::vector<uint8_t> verdict_;   // 0: not asked yet, 1: contains the text, 2: does not
+};
+
+}   // namespace
+
 std::vector<KernelMatch> find_kernels(const ViewTrace& view, const ViewRun* run, std::string_view text) {
-    std::vector<KernelMatch> out;
-    if (text.empty()) return out;
+    if (text.empty()) return {};
     const std::vector<Lane>& lanes = run && !run->kernel_lanes.empty() ? run->kernel_lanes : view.kernel_lanes;
-    std::unordered_map<int64_t, bool> name_matches;   // by name string id: names repeat
+    NameVerdicts contains(view, text);
+    // Each lane's matches in its order (by start; ties by id within the lane, sorted if not), then the
+    // lists merged two at a time: a pass over the kernels and log2(lanes) passes over the matches.
+    std::vector<std::vector<KernelMatch>> lists;
     for (size_t index = 0; index < lanes.size(); ++index) {
         const Lane& lane = lanes[index];
-        for (size_t i = 0; i < lane.size(); ++i) {
-            auto [it, fresh] = name_matches.try_emplace(lane.key[i], false);
-            if (fresh) it->second = contains_ci(view.str(lane.key[i]), text);
-            if (it->second) out.push_back({lane.t_start[i], lane.t_end[i], lane.ref[i], static_cast<uint32_t>(index)});
-        }
+        std::vector<KernelMatch> found;
+        for (size_t i = 0; i < lane.size(); ++i)
+            if (contains(lane.key[i]))
+                found.push_back(
+                    {lane.t_start[i], lane.t_end[i], lane.ref[i], static_cast<uint32_t>(index), lane.key[i]});
+        if (!std::is_sorted(found.begin(), found.end(), by_start)) std::sort(found.begin(), found.end(), by_start);
+        if (!found.empty()) lists.push_back(std::move(found));
     }
-    std::sort(out.begin(), out.end(), [](const KernelMatch& one, const KernelMatch& other) {
-        return one.t_start != other.t_start ? one.t_start < other.t_start : one.kernel < other.kernel;
-    });
+    while (lists.size() > 1) {
+        std::vector<std::vector<KernelMatch>> merged;
+        for (size_t i = 0; i + 1 < lists.size(); i += 2) {
+            std::vector<KernelMatch> both(lists[i].size() + lists[i + 1].size());
+            std::merge(lists[i].begin(), lists[i].end(), lists[i + 1].begin(), lists[i + 1].end(), both.begin(),
+                       by_start);
+            merged.push_back(std::move(both));
+        }
+        if (lists.size() % 2 == 1) merged.push_back(std::move(lists.back()));
+        lists = std::move(merged);
+    }
+    return lists.empty() ? std::vector<KernelMatch>{} : std::move(lists.front());
+}
+
+std::vector<KernelMatch> refine_matches(const ViewTrace& view, const std::vector<KernelMatch>& matches,
+                                        std::string_view text) {
+    std::vector<KernelMatch> out;
+    if (text.empty()) return out;
+    NameVerdicts contains(view, text);
+    for (const KernelMatch& match : matches)
+        if (contains(match.name)) out.push_back(match);
     return out;
+}
+
+int64_t match_index(const std::vector<KernelMatch>& matches, int64_t kernel) {
+    if (kernel == 0) return -1;
+    for (size_t i = 0; i < matches.size(); ++i)
+        if (matches[i].kernel == kernel) return static_cast<int64_t>(i);
+    return -1;
+}
+
+bool FindState::update(const ViewTrace& view, const ViewRun* shown, std::string_view text, int64_t selected_kernel) {
+    const int64_t run_id = shown ? shown->info.id : 0;
+    bool changed = false;
+    if (of != text || run != run_id) {
+        // A text that contains the one before (one more letter typed) matches a subset of its matches.
+        const bool narrower = run == run_id && !of.empty() && contains_ci(text, of);
+        if (text.empty()) {
+            matches.clear();
+        } else if (narrower) {
+            matches = refine_matches(view, matches, text);
+            ++refinements;
+        } else {
+            matches = find_kernels(view, shown, text);
+            ++searches;
+        }
+        longest = longest_match(matches);
+        of = std::string(text);
+        run = run_id;
+        selected = -1;   // which match is selected: found again below
+        changed = true;
+    }
+    if (selected != selected_kernel) {
+        index = match_index(matches, selected_kernel);
+        selected = selected_kernel;
+    }
+    return changed;
 }
 
 int64_t next_match(const std::vector<KernelMatch>& matches, int64_t current, int64_t from, bool backward) {

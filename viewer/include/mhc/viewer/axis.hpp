@@ -84,5 +84,8 @@ inline constexpr int64_t kMinSpan = 100;   // ns: the deepest zoom
 TimeRange zoom(TimeRange r, double factor, int64_t anchor, TimeRange limits);
 TimeRange pan(TimeRange r, int64_t dt, TimeRange limits);
 TimeRange clamp(TimeRange r, TimeRange limits);
+// The range that shows [t0, t1) (a selected kernel, an allocation's lifetime) filling the view, as
+// Perfetto's F does: with a tenth of its length either side, at least kMinSpan, within `limits`.
+TimeRange focus_range(int64_t t0, int64_t t1, TimeRange limits);
 
 }  // namespace mhc::viewer

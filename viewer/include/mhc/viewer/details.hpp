@@ -75,6 +75,9 @@ struct DetailsPane {
     std::string empty_table;   // said instead of the table when it has no rows
 };
 DetailsPane kernel_pane(const KernelDetails& d, const ViewRun* run);
+// The pane as text, for the clipboard ("copy", Ctrl+C): the title, a "field: value" line each, then
+// the table with its header, cells separated by tabs (a spreadsheet takes it as columns).
+std::string details_text(const DetailsPane& pane);
 DetailsPane allocation_pane(const AllocationDetails& d, const ViewRun* run);
 
 // "swapped out 40.0 us of 64.00 MiB, 1.20 ms before; swapped in 50.0 us of 64.00 MiB, up to the

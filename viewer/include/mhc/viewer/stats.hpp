@@ -72,8 +72,10 @@ struct RunPeakLive {
 RunPeakLive live_at_run_peak(const ViewTrace& view, const ViewRun& run);
 // The same at any time `at` of the run's clock (`bytes`: the run's device bytes then); with
 // `recorded_at` >= 0, alive by the recording's times at that instant instead (where each was: by
-// the run's events up to `at`).
-RunPeakLive live_at_run_time(const ViewTrace& view, const ViewRun& run, int64_t at, int64_t recorded_at = -1);
+// the run's events up to `at`), and with `last_made` an allocation's id, of the allocations made at
+// `recorded_at` only those up to it (the allocations of one instant come in id order).
+RunPeakLive live_at_run_time(const ViewTrace& view, const ViewRun& run, int64_t at, int64_t recorded_at = -1,
+                             int64_t last_made = 0);
 
 // Where a run stopped out of memory (status oom): its instant (metric oom_time_ns, else its oom
 // event's start), the allocation it could not place and the kernel that needed it (its oom event's),

@@ -1,0 +1,113 @@
+// What a Perfetto or Tracy user reaches for first on a trace (2026-12-05; each fails with the viewer
+// before it): the find field marking its matches as the text is typed, a click on a kernel then "Zoom
+// to selection" (F) zooming to it, and "copy" putting its details on the clipboard.
+#include <catch2/catch.hpp>
+
+#include "fixtures.hpp"
+#include "mhc/viewer/colors.hpp"
+#include "shots.hpp"
+
+namespace {
+
+// Whether any pixel of the row's top 4 px between x0 and x1 is the find marks' lime.
+bool marked(const Image& img, const nlohmann::json& row, double x0, double x1) {
+    const double y = row["y0"].get<double>() + 1;
+    for (double x = x0; x <= x1; x += 1)
+        if (near(img.at(x, y), mhc::viewer::kFindMark, 12)) return true;
+    return false;
+}
+
+}   // namespace
+
+TEST_CASE("find: the matches are marked and counted as the text is typed, the view kept, nothing selected") {
+    // The known trace: 200 kTiny kernels ("...vectorized_elementwise_kernel...", 100 ns every 500 ns
+    // from 800 us on stream 8), one kAlpha and one kBeta on stream 7. Typed "vec" a letter a frame
+    // into the field (no Enter) with 790-1000 us in view: every kTiny is a match, all in view. Before,
+    // nothing was marked or counted until Enter, which also moved the view to the first match.
+    fixture::TempPath db("find-typed.db");
+    fixture::write_known_trace(db.path);
+    Shot shot = shoot(db.path, "--size 1400x700 --range 790us:1000us --type vec");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    const auto& tl = shot.layout["timeline"];
+    const auto& find = tl["find"];
+    INFO(find.dump());
+    CHECK(find["text"] == "vec");   // typed through ImGui's text field, a letter a frame
+    CHECK(find["matches"] == 200);
+    CHECK(find["index"] == -1);
+    CHECK(find["count"] == "200 matches");
+    CHECK(find["said"].get<std::string>().rfind("200 matches (Enter or F3: the first from the view's start", 0) == 0);
+    // "v" searched every kernel; "ve" and "vec" re-checked the matches before them.
+    CHECK(find["searches"] == 1);
+    CHECK(find["refinements"] == 2);
+    CHECK(tl["find_marked"] == 200);
+    CHECK(tl["selected_kernel"] == 0);
+    CHECK(tl["t0"] == 790 * us);
+    CHECK(tl["t1"] == 1000 * us);
+    // The lime marks on stream 8 over the matches (800-900 us), none on stream 7.
+    const auto& row = track(tl, "stream 8");
+    const auto& plot = tl["plot"];
+    CHECK(marked(shot.img, row, x_at(plot, tl, 820 * us), x_at(plot, tl, 880 * us)));
+    CHECK_FALSE(marked(shot.img, track(tl, "stream 7"), x_at(plot, tl, 790 * us) + 2, x_at(plot, tl, 1000 * us) - 2));
+    // One more letter that no name has: "no match", nothing marked.
+    Shot none = shoot(db.path, "--size 1400x700 --range 790us:1000us --type vecq");
+    REQUIRE(none.rc == 0);
+    CHECK(none.layout["timeline"]["find"]["count"] == "no match");
+    CHECK(none.layout["timeline"]["find_marks"] == 0);
+}
+
+TEST_CASE("find: typed again after Enter, the text replaced, '1 of 1' while the selected kernel still matches") {
+    // Enter on "flash" selects kBeta (#2), the one match. The field taking the keyboard again (Ctrl+F,
+    // /) selects its text, as a browser's does, so typing "flash_f" replaces it: "f" is searched whole
+    // (it does not contain "flash"), each letter after it re-checks the matches before; kBeta still
+    // matches, "1 of 1", still selected. Typing "flashx" instead: no match, the kernel stays selected
+    // (the selection is the user's), the count says so.
+    fixture::TempPath db("find-typed-on.db");
+    fixture::write_known_trace(db.path);
+    Shot on = shoot(db.path, "--size 1400x700 --find flash --type flash_f");
+    INFO(on.err);
+    REQUIRE(on.rc == 0);
+    const auto& find = on.layout["timeline"]["find"];
+    INFO(find.dump());
+    CHECK(find["text"] == "flash_f");
+    CHECK(find["count"] == "1 of 1");
+    CHECK(find["searches"] == 2);
+    CHECK(find["refinements"] == 6);
+    CHECK(on.layout["timeline"]["selected_kernel"] == 2);
+    Shot off = shoot(db.path, "--size 1400x700 --find flash --type flashx");
+    REQUIRE(off.rc == 0);
+    CHECK(off.layout["timeline"]["find"]["count"] == "no match");
+    CHECK(off.layout["timeline"]["selected_kernel"] == 2);
+}
+
+TEST_CASE("a clicked kernel: Zoom to selection (F) zooms to it, copy puts its details on the clipboard") {
+    // kBeta (#2) on stream 7 at [500, 700) us: zoomed to it with a tenth of its length either side,
+    // [480, 720) us. Before, "Zoom to selection" and Z zoomed to a right-dragged range only and did
+    // nothing after a click on a kernel; the details pane had no way to copy its text.
+    fixture::TempPath db("zoom-to-kernel.db");
+    fixture::write_known_trace(db.path, false);
+    Shot whole = shoot(db.path, "--size 1400x700");
+    REQUIRE(whole.rc == 0);
+    const auto& tl = whole.layout["timeline"];
+    const std::string kernel = click_at(box_of(track(tl, "stream 7"), 2));
+    const std::string zoom = " --click " + centre_of(whole.layout["toolbar"]["zoom_selection"]);
+    Shot zoomed = shoot(db.path, "--size 1400x700" + kernel + zoom);
+    INFO(zoomed.err);
+    REQUIRE(zoomed.rc == 0);
+    CHECK(zoomed.layout["timeline"]["selected_kernel"] == 2);
+    CHECK(zoomed.layout["timeline"]["t0"] == 480 * us);
+    CHECK(zoomed.layout["timeline"]["t1"] == 720 * us);
+    // "copy" in the details pane: its text, title first, and the status bar says so.
+    Shot selected = shoot(db.path, "--size 1400x700" + kernel);
+    REQUIRE(selected.rc == 0);
+    const auto& details = selected.layout["timeline"]["details"];
+    REQUIRE(details.contains("copy"));
+    Shot copied = shoot(db.path, "--size 1400x700" + kernel + " --click " + centre_of(details["copy"]));
+    REQUIRE(copied.rc == 0);
+    const auto& pane = copied.layout["timeline"]["details"];
+    INFO(pane.dump());
+    const std::string text = copied.layout["status"]["copied"];
+    CHECK(text.rfind(pane["title"].get<std::string>() + "\n", 0) == 0);
+    CHECK(text.find(pane["fields"][0][0].get<std::string>() + ": ") != std::string::npos);
+    CHECK(copied.layout["status"]["text"] == "copied kernel #2's details to the clipboard");
+}
