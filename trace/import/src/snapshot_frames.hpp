@@ -21,10 +21,16 @@ using Id = PickleDoc::Id;
 // a label is one frame, the first (innermost) of, in this order of preference (declaration
 // order: a class that compares lower is preferred):
 enum class FrameClass : uint8_t {
-    UserPython,   // Python code of the user or of a library (transformers' modeling_llama.py)
-    TorchPython,  // Python code of PyTorch itself or of the standard library
-    Native,       // C/C++ that memory_viz's frame filter keeps (an ATen op)
-    Plumbing,     // C/C++ it leaves out: the unwinder, the interpreter loop, the dispatcher
+    UserPython,     // Python code of the user or of a library (transformers' modeling_llama.py)
+    TorchPython,    // Python code of PyTorch itself or of the standard library
+    AutogradNode,   // a backward node's apply (BmmBackward0, AccumulateGrad): the autograd engine's
+                    // threads run no Python, so this names what the backward pass computed
+    Native,         // C/C++ that memory_viz's frame filter keeps (an ATen op's implementation)
+    Allocator,      // C/C++ that makes the tensor's memory for any op: the caching allocator, the
+                    // empty-tensor factories, TensorIterator's outputs, the dispatcher's calls, the
+                    // autograd engine's loop. memory_viz keeps them; as a label they say nothing
+                    // about the code (every backward allocation read DeviceCachingAllocator::malloc)
+    Plumbing,       // C/C++ it leaves out: the unwinder, the interpreter loop, the dispatcher
 };
 
 inline bool has(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
@@ -45,7 +51,66 @@ inline FrameClass file_class(std::string_view file) {
                                "Objects/call.c", "Objects/methodobject.c", "pycore_ceval.h", "ceval.c",
                                "cpython/abstract.h"})
         if (has(file, f)) return FrameClass::Plumbing;
+    // The same generated dispatcher files named without their folder ("RegisterCUDA_0.cpp", as
+    // torch 2.x's symbolizer writes them), which "/Register" misses.
+    const std::string_view base = file.substr(file.find_last_of("/\\") + 1);
+    if (base.substr(0, 8) == "Register" || base.substr(0, 10) == "Redispatch") return FrameClass::Plumbing;
     return FrameClass::Native;
+}
+
+// A C++ frame's function without its parameters and return type: "at::_sum_to<c10::SymInt>" for
+// "at::Tensor at::_sum_to<c10::SymInt>(at::Tensor, ...)", "torch::unwind::unwind" for
+// "torch::unwind::unwind()". Brackets are counted so that template arguments and
+// "(anonymous namespace)" stay whole; a name without a parameter list is kept as it is.
+inline std::string_view native_function(std::string_view name) {
+    int depth = 0;
+    size_t start = 0;
+    for (size_t i = 0; i < name.size(); ++i) {
+        const char c = name[i];
+        if (c == '<' || c == '[') ++depth;
+        else if ((c == '>' || c == ']') && depth > 0) --depth;
+        else if (c == ' ' && depth == 0) start = i + 1;   // after the return type
+        else if (c == '(' && depth == 0) {
+            if (name.substr(i, 21) == "(anonymous namespace)") {
+                i += 20;
+                continue;
+            }
+            return name.substr(start, i - start);
+        }
+    }
+    return name;
+}
+
+// The autograd node a frame is the apply of ("BmmBackward0" for
+// "torch::autograd::generated::BmmBackward0::apply(std::vector<...>&&)", "AccumulateGrad"),
+// empty for any other frame.
+inline std::string_view autograd_node(std::string_view name) {
+    const std::string_view function = native_function(name);
+    constexpr std::string_view apply = "::apply";
+    if (function.substr(0, 17) != "torch::autograd::" || function.size() <= apply.size() + 17 ||
+        function.substr(function.size() - apply.size()) != apply)
+        return {};
+    const std::string_view node = function.substr(0, function.size() - apply.size());
+    const std::string_view last = node.substr(node.rfind("::") + 2);
+    return last == "Node" ? std::string_view{} : last;
+}
+
+// The allocator's and the dispatcher's own C++ frames (FrameClass::Allocator), by function: what
+// every allocation's stack passes through on its way to cudaMalloc, whatever op asked.
+inline bool allocator_function(std::string_view function) {
+    const auto starts = [&](std::string_view prefix) { return function.substr(0, prefix.size()) == prefix; };
+    const auto ends = [&](std::string_view suffix) {
+        return function.size() >= suffix.size() && function.substr(function.size() - suffix.size()) == suffix;
+    };
+    if (has(function, "CachingAllocator") || has(function, "VariableType::") || has(function, "ADInplaceOrView"))
+        return true;
+    for (std::string_view prefix :
+         {"c10::cuda::", "c10::hip::", "at::detail::", "at::empty", "at::native::empty",
+          "at::TensorIteratorBase::", "at::meta::", "c10::impl::wrap_kernel_functor",
+          "c10::Dispatcher::", "at::_ops::", "torch::autograd::Node::", "torch::autograd::Engine::",
+          "torch::autograd::python::PythonEngine::", "std::", "pthread_", "__clone", "start_thread"})
+        if (starts(prefix)) return true;
+    return ends("::create_out") || ends("::set_output_raw_strided") || ends("::set_output_strided");
 }
 
 // memory_viz's frameFilter: function names it omits.
@@ -119,7 +184,7 @@ inline KeyCode key_code(std::string_view k) {
 class Labels {
 public:
     Labels(const PickleDoc& d, Rows& w, NodeCodes& keys)
-        : d_(d), w_(w), keys_(keys), file_class_(d.node_count()), name_plumbing_(d.node_count()) {}
+        : d_(d), w_(w), keys_(keys), file_class_(d.node_count()), name_class_(d.node_count()) {}
     int64_t of(std::optional<Id> frames) {
         if (!frames || d_.kind(*frames) != PickleDoc::Kind::List) return kNoString;
         auto fs = d_.items(*frames);
@@ -141,16 +206,8 @@ public:
                 line && d_.is_int(*line) ? d_.as_int(*line) : INT64_MIN};
         auto it = cache_.find(key);
         if (it != cache_.end()) return it->second;
-        std::string s(name ? d_.as_str(*name) : std::string_view{});
-        if (file) {
-            s += " (";
-            s += basename(d_.as_str(*file));
-            if (key.line != INT64_MIN) {
-                s += ':';
-                s += std::to_string(key.line);
-            }
-            s += ')';
-        }
+        const std::string s = best <= FrameClass::TorchPython ? python_label(pick, key.line)
+                                                              : native_label(pick, key.line);
         int64_t id = s.empty() ? kNoString : w_.intern(s);
         cache_.emplace(key, id);
         return id;
@@ -184,9 +241,48 @@ private:
         const Id file = *frame.file;
         FrameClass cls = file_class_.get(file, [&] { return file_class(d_.as_str(file)); });
         if (cls != FrameClass::Native) return cls;
-        const bool omit =
-            frame.name && name_plumbing_.get(*frame.name, [&] { return plumbing_name(d_.as_str(*frame.name)); });
-        return omit ? FrameClass::Plumbing : FrameClass::Native;
+        if (!frame.name) return FrameClass::Native;
+        return name_class_.get(*frame.name, [&] {
+            const std::string_view name = d_.as_str(*frame.name);
+            if (plumbing_name(name)) return FrameClass::Plumbing;
+            if (!autograd_node(name).empty()) return FrameClass::AutogradNode;
+            return allocator_function(native_function(name)) ? FrameClass::Allocator : FrameClass::Native;
+        });
+    }
+    // "forward (model.py:54)": the function, the file's name and the line.
+    std::string python_label(const Fields& pick, int64_t line) const {
+        std::string s(pick.name ? d_.as_str(*pick.name) : std::string_view{});
+        if (pick.file) {
+            s += " (";
+            s += basename(d_.as_str(*pick.file));
+            if (line != INT64_MIN) {
+                s += ':';
+                s += std::to_string(line);
+            }
+            s += ')';
+        }
+        return s;
+    }
+    // A C++ frame: "BmmBackward0 (backward)" for an autograd node's apply; else the function
+    // without its parameters, with the file and line where the symbolizer knew them
+    // ("torch::autograd::accumulate (input_buffer.cpp)", "at::_sum_to<c10::SymInt>"): it writes
+    // "??" or "" for a file it does not know and 0 for a line.
+    std::string native_label(const Fields& pick, int64_t line) const {
+        const std::string_view name = pick.name ? d_.as_str(*pick.name) : std::string_view{};
+        const std::string_view node = autograd_node(name);
+        if (!node.empty()) return std::string(node) + " (backward)";
+        std::string s(native_function(name));
+        const std::string_view file = pick.file ? basename(d_.as_str(*pick.file)) : std::string_view{};
+        if (!file.empty() && file != "??") {
+            s += s.empty() ? "(" : " (";
+            s += file;
+            if (line > 0) {
+                s += ':';
+                s += std::to_string(line);
+            }
+            s += ')';
+        }
+        return s;
     }
     struct Key {
         Id name, file;
@@ -202,7 +298,7 @@ private:
     Rows& w_;
     NodeCodes& keys_;
     NodeCodes file_class_;      // file name node -> FrameClass
-    NodeCodes name_plumbing_;   // function name node -> omitted by memory_viz's filter
+    NodeCodes name_class_;      // function name node -> its FrameClass (of a native file)
     std::unordered_map<Key, int64_t, KeyHash> cache_;
 };
 
