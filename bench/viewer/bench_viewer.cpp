@@ -168,24 +168,24 @@ void find_figures(const ViewTrace& view, const ViewRun* run, const std::string& 
     const TimeRange whole{view.t_begin, view.t_end};
     for (size_t n = 1; n <= text.size(); ++n) {
         const std::string typed = text.substr(0, n);
-        double c = cpu_ms();
+        double start = cpu_ms();
         find.update(view, run, typed, 0);
-        const double as_typed = cpu_ms() - c;
-        c = cpu_ms();
+        const double as_typed = cpu_ms() - start;
+        start = cpu_ms();
         const std::vector<KernelMatch> whole_search = find_kernels(view, run, typed);
-        const double searched = cpu_ms() - c;
+        const double searched = cpu_ms() - start;
         if (whole_search.size() != find.matches.size())
             std::printf("  MISMATCH: %zu against %zu\n", whole_search.size(), find.matches.size());
         const size_t lanes = run && !run->kernel_lanes.empty() ? run->kernel_lanes.size() : view.kernel_lanes.size();
-        c = cpu_ms();
+        start = cpu_ms();
         const auto marks = match_marks(find.matches, lanes, whole, static_cast<float>(width), find.longest);
-        const double marks_whole = cpu_ms() - c;
+        const double marks_whole = cpu_ms() - start;
         const int64_t span = std::max<int64_t>((view.t_end - view.t_begin) / 100, 1000);
         const TimeRange part{view.t_begin + (view.t_end - view.t_begin) / 2,
                              view.t_begin + (view.t_end - view.t_begin) / 2 + span};
-        c = cpu_ms();
+        start = cpu_ms();
         const auto marks_part = match_marks(find.matches, lanes, part, static_cast<float>(width), find.longest);
-        const double marks_zoomed = cpu_ms() - c;
+        const double marks_zoomed = cpu_ms() - start;
         size_t drawn = 0;
         for (const auto& lane : marks) drawn += lane.size();
         std::printf("  %-20s %8.3f %8.3f %9zu matches %8.3f (%zu marks) %8.3f\n", ("'" + typed + "'").c_str(), as_typed,

@@ -24,12 +24,12 @@ Py frame(const char* name, const char* file, int line = 0) {
     return Py::dict({{"name", name}, {"filename", file}, {"line", line}});
 }
 
-Py alloc_with(int64_t addr, int64_t size, std::vector<Py> frames, double t) {
+Py alloc_with(int64_t addr, int64_t size, std::vector<Py> frames, double time_us) {
     return Py::dict({{"action", "alloc"},
                      {"addr", addr},
                      {"size", size},
                      {"stream", 0},
-                     {"time_us", t},
+                     {"time_us", time_us},
                      {"frames", Py::list(std::move(frames))}});
 }
 
@@ -77,9 +77,9 @@ TraceData import_snap(const test::TempDir& dir, const Py& snap) {
     const std::string in = dir.file("s.pickle"), out = dir.file("s.db");
     test::write_file(in, snap.pickle());
     imp::import_file(in, out);
-    TraceData t = mhc::trace::load_trace(out);
-    REQUIRE(mhc::trace::check_trace(t).ok());
-    return t;
+    TraceData trace = mhc::trace::load_trace(out);
+    REQUIRE(mhc::trace::check_trace(trace).ok());
+    return trace;
 }
 
 }   // namespace
@@ -132,17 +132,17 @@ TEST_CASE("snapshot labels: a backward allocation is named by its autograd node,
         alloc_with(0x6000, 512, allocator_head(), 6),   // nothing but the allocator: its innermost frame
     };
     test::TempDir dir;
-    TraceData t = import_snap(dir, Py::dict({{"device_traces", Py::list({Py::list(evs)})}}));
-    REQUIRE(t.allocations.size() == 6);
-    CHECK(t.str(t.allocations.label[0]) == "BmmBackward0 (backward)");
-    CHECK(t.str(t.allocations.label[1]) == "AccumulateGrad (backward)");
-    CHECK(t.str(t.allocations.label[2]) == "torch::autograd::accumulate (input_buffer.cpp)");
-    CHECK(t.str(t.allocations.label[3]) == "at::_sum_to<c10::SymInt>");
-    CHECK(t.str(t.allocations.label[4]) == "forward (model.py:54)");
+    TraceData trace = import_snap(dir, Py::dict({{"device_traces", Py::list({Py::list(evs)})}}));
+    REQUIRE(trace.allocations.size() == 6);
+    CHECK(trace.str(trace.allocations.label[0]) == "BmmBackward0 (backward)");
+    CHECK(trace.str(trace.allocations.label[1]) == "AccumulateGrad (backward)");
+    CHECK(trace.str(trace.allocations.label[2]) == "torch::autograd::accumulate (input_buffer.cpp)");
+    CHECK(trace.str(trace.allocations.label[3]) == "at::_sum_to<c10::SymInt>");
+    CHECK(trace.str(trace.allocations.label[4]) == "forward (model.py:54)");
     // Before 2026-12-05 every backward allocation read
     // "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(unsigned long, CUstream_st*)
     // (CUDACachingAllocator.cpp:0)": the first native frame memory_viz's filter keeps.
-    CHECK(t.str(t.allocations.label[5]) ==
+    CHECK(trace.str(trace.allocations.label[5]) ==
           "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc (CUDACachingAllocator.cpp)");
 }
 
@@ -194,13 +194,13 @@ TEST_CASE("snapshot labels: no allocation of the CS336 snapshots is labelled by 
         {"torch-snapshot/cs336-silmont2000-memory.pickle", 36, {{"DivBackward0 (backward)", 6}}},
         {"torch-snapshot/cs336-bcrafton-benchmark.pickle.gz", 2162, {{"SubBackward0 (backward)", 2}}},
     };
-    for (const Expect& e : expected) {
-        INFO(e.file);
+    for (const Expect& expect : expected) {
+        INFO(expect.file);
         test::TempDir dir;
         imp::Result result;
-        TraceData t = test::import_public(dir, e.file, result);
+        TraceData trace = test::import_public(dir, expect.file, result);
         std::map<std::string, size_t> counts;
-        for (int64_t label : t.allocations.label) ++counts[t.str(label)];
+        for (int64_t label : trace.allocations.label) ++counts[trace.str(label)];
         size_t allocations = 0;
         for (const auto& [label, count] : counts) {
             allocations += count;
@@ -210,8 +210,8 @@ TEST_CASE("snapshot labels: no allocation of the CS336 snapshots is labelled by 
             CHECK(label.find("(??") == std::string::npos);
             CHECK(label.find(":0)") == std::string::npos);
         }
-        CHECK(allocations >= e.allocations);
-        for (const auto& [label, count] : e.counts) {
+        CHECK(allocations >= expect.allocations);
+        for (const auto& [label, count] : expect.counts) {
             INFO(label);
             CHECK(counts[label] == count);
         }

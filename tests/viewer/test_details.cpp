@@ -132,9 +132,9 @@ TEST_CASE("details: copied as text, fields a line each and the table's cells sep
     // The known trace's kernel #2 (kBeta) with run 1: what "copy" or Ctrl+C puts on the clipboard.
     fixture::TempPath db("details-copy.db");
     fixture::write_known_trace(db.path);
-    ViewTrace t = load_view_trace(db.path);
-    ViewRun run = load_view_run(t, 1);
-    const DetailsPane pane = kernel_pane(kernel_details(t, &run, 2), &run);
+    ViewTrace view = load_view_trace(db.path);
+    ViewRun run = load_view_run(view, 1);
+    const DetailsPane pane = kernel_pane(kernel_details(view, &run, 2), &run);
     REQUIRE(!pane.fields.empty());
     REQUIRE(!pane.rows.empty());
     const std::string text = details_text(pane);

@@ -40,14 +40,14 @@ ViewTrace random_trace(std::mt19937_64& rng, size_t lanes, size_t per_lane, bool
     int64_t id = 1;
     for (size_t l = 0; l < lanes; ++l) {
         Lane lane;
-        int64_t t = 0;
+        int64_t at = 0;
         for (size_t i = 0; i < per_lane; ++i) {
-            t += static_cast<int64_t>(rng() % 3) * 100;   // equal starts in a lane too
-            lane.push(t, t + 50 + static_cast<int64_t>(rng() % 400), static_cast<int32_t>(rng() % kNames.size()), 0);
+            at += static_cast<int64_t>(rng() % 3) * 100;   // equal starts in a lane too
+            lane.push(at, at + 50 + static_cast<int64_t>(rng() % 400), static_cast<int32_t>(rng() % kNames.size()), 0);
         }
         // Kernel ids not in start order (ids are the file's rows; a lane's equal starts in any id order).
         std::vector<int64_t> ids(per_lane);
-        for (int64_t& k : ids) k = id++;
+        for (int64_t& kernel : ids) kernel = id++;
         if (shuffled_ties) std::shuffle(ids.begin(), ids.end(), rng);
         lane.ref = ids;
         lane.finish();
@@ -63,15 +63,15 @@ std::vector<KernelMatch> brute_force(const ViewTrace& view, const std::vector<La
     for (size_t l = 0; l < lanes.size(); ++l)
         for (size_t i = 0; i < lanes[l].size(); ++i) {
             std::string name = view.str(lanes[l].key[i]), lower_text = text;
-            std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+            std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return std::tolower(ch); });
             std::transform(lower_text.begin(), lower_text.end(), lower_text.begin(),
-                           [](unsigned char c) { return std::tolower(c); });
+                           [](unsigned char ch) { return std::tolower(ch); });
             if (name.find(lower_text) != std::string::npos)
                 out.push_back({lanes[l].t_start[i], lanes[l].t_end[i], lanes[l].ref[i], static_cast<uint32_t>(l),
                                lanes[l].key[i]});
         }
-    std::sort(out.begin(), out.end(), [](const KernelMatch& a, const KernelMatch& b) {
-        return a.t_start != b.t_start ? a.t_start < b.t_start : a.kernel < b.kernel;
+    std::sort(out.begin(), out.end(), [](const KernelMatch& one, const KernelMatch& other) {
+        return one.t_start != other.t_start ? one.t_start < other.t_start : one.kernel < other.kernel;
     });
     return out;
 }

@@ -11,9 +11,9 @@ namespace {
 
 // Whether any pixel of the row's top 4 px between x0 and x1 is the find marks' lime.
 bool marked(const Image& img, const nlohmann::json& row, double x0, double x1) {
-    const double y = row["y0"].get<double>() + 1;
+    const double top = row["y0"].get<double>() + 1;
     for (double x = x0; x <= x1; x += 1)
-        if (near(img.at(x, y), mhc::viewer::kFindMark, 12)) return true;
+        if (near(img.at(x, top), mhc::viewer::kFindMark, 12)) return true;
     return false;
 }
 

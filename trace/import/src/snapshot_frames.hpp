@@ -66,11 +66,11 @@ inline std::string_view native_function(std::string_view name) {
     int depth = 0;
     size_t start = 0;
     for (size_t i = 0; i < name.size(); ++i) {
-        const char c = name[i];
-        if (c == '<' || c == '[') ++depth;
-        else if ((c == '>' || c == ']') && depth > 0) --depth;
-        else if (c == ' ' && depth == 0) start = i + 1;   // after the return type
-        else if (c == '(' && depth == 0) {
+        const char ch = name[i];
+        if (ch == '<' || ch == '[') ++depth;
+        else if ((ch == '>' || ch == ']') && depth > 0) --depth;
+        else if (ch == ' ' && depth == 0) start = i + 1;   // after the return type
+        else if (ch == '(' && depth == 0) {
             if (name.substr(i, 21) == "(anonymous namespace)") {
                 i += 20;
                 continue;
@@ -206,9 +206,9 @@ public:
                 line && d_.is_int(*line) ? d_.as_int(*line) : INT64_MIN};
         auto it = cache_.find(key);
         if (it != cache_.end()) return it->second;
-        const std::string s = best <= FrameClass::TorchPython ? python_label(pick, key.line)
-                                                              : native_label(pick, key.line);
-        int64_t id = s.empty() ? kNoString : w_.intern(s);
+        const std::string label = best <= FrameClass::TorchPython ? python_label(pick, key.line)
+                                                                  : native_label(pick, key.line);
+        int64_t id = label.empty() ? kNoString : w_.intern(label);
         cache_.emplace(key, id);
         return id;
     }
@@ -251,17 +251,17 @@ private:
     }
     // "forward (model.py:54)": the function, the file's name and the line.
     std::string python_label(const Fields& pick, int64_t line) const {
-        std::string s(pick.name ? d_.as_str(*pick.name) : std::string_view{});
+        std::string out(pick.name ? d_.as_str(*pick.name) : std::string_view{});
         if (pick.file) {
-            s += " (";
-            s += basename(d_.as_str(*pick.file));
+            out += " (";
+            out += basename(d_.as_str(*pick.file));
             if (line != INT64_MIN) {
-                s += ':';
-                s += std::to_string(line);
+                out += ':';
+                out += std::to_string(line);
             }
-            s += ')';
+            out += ')';
         }
-        return s;
+        return out;
     }
     // A C++ frame: "BmmBackward0 (backward)" for an autograd node's apply; else the function
     // without its parameters, with the file and line where the symbolizer knew them
@@ -271,18 +271,18 @@ private:
         const std::string_view name = pick.name ? d_.as_str(*pick.name) : std::string_view{};
         const std::string_view node = autograd_node(name);
         if (!node.empty()) return std::string(node) + " (backward)";
-        std::string s(native_function(name));
+        std::string out(native_function(name));
         const std::string_view file = pick.file ? basename(d_.as_str(*pick.file)) : std::string_view{};
         if (!file.empty() && file != "??") {
-            s += s.empty() ? "(" : " (";
-            s += file;
+            out += out.empty() ? "(" : " (";
+            out += file;
             if (line > 0) {
-                s += ':';
-                s += std::to_string(line);
+                out += ':';
+                out += std::to_string(line);
             }
-            s += ')';
+            out += ')';
         }
-        return s;
+        return out;
     }
     struct Key {
         Id name, file;
