@@ -42,6 +42,19 @@ def _fmix(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> _S33)
 
 
+def _fmix_(x: np.ndarray) -> np.ndarray:
+    """_fmix in place, on a uint64 array of the caller's own (no temporaries but one)."""
+    t = x >> _S33
+    x ^= t
+    x *= _M1
+    np.right_shift(x, _S33, out=t)
+    x ^= t
+    x *= _M2
+    np.right_shift(x, _S33, out=t)
+    x ^= t
+    return x
+
+
 def _bytes_words(values: list[bytes]) -> np.ndarray:
     """Each TEXT (UTF-8) or BLOB value's word: its length, then its little-endian 8-byte words
     (the last padded with zero bytes), chained through the finalizer."""
@@ -121,6 +134,8 @@ class Digest:
         kinds = set(map(type, itertools.chain.from_iterable(rows)))
         if kinds <= {int, bool, type(None)}:
             # Integers and NULLs (every table but strings): one 2-D array, no per-column work.
+            shape = (len(rows), len(rows[0]))
+            cells = itertools.chain.from_iterable
             if type(None) in kinds:
                 values = np.array(rows, dtype=object)
                 null = np.equal(values, None)
@@ -128,8 +143,9 @@ class Digest:
                 words = values.astype(np.int64).view(_U)
                 types = np.where(null, _U(NULL), _U(INTEGER))
             else:
-                words = np.array(rows, dtype=np.int64).view(_U)
+                words = np.fromiter(cells(rows), dtype=np.int64, count=shape[0] * shape[1]).view(_U)
                 types = _U(INTEGER)
+            words = words.reshape(shape)
         else:
             columns = [_column([r[c] for r in rows], c in text_columns, as_stored) for c in range(len(rows[0]))]
             if any(c is None for c in columns):
@@ -138,13 +154,19 @@ class Digest:
             words = np.stack([c[1] for c in columns], axis=1)
         t = TABLES.index(table)
         with np.errstate(over="ignore"):
-            k1 = words[:, 0]
-            k2 = words[:, 1] if table in _TWO_KEYS else _U(0)
-            ka = _fmix(_fmix(_U(t + 1) * _TABLE_MUL + k1) + k2)[:, None]
-            kb = _fmix(ka ^ _LANE_B)
+            ka = words[:, 0] + _U(t + 1) * _TABLE_MUL
+            ka = _fmix_(ka)
+            if table in _TWO_KEYS:
+                ka += words[:, 1]
+            ka = _fmix_(ka)[:, None]
+            kb = _fmix_(ka ^ _LANE_B)
             code = (np.arange(words.shape[1], dtype=_U) * _U(8))[None, :] + types
-            self.a = (self.a + int(np.sum(_fmix(words ^ (ka + code * _COLUMN_A)), dtype=_U))) & _MASK
-            self.b = (self.b + int(np.sum(_fmix(words + (kb ^ (code * _COLUMN_B))), dtype=_U))) & _MASK
+            lane = ka + code * _COLUMN_A  # (rows, columns)
+            lane ^= words
+            self.a = (self.a + int(np.sum(_fmix_(lane), dtype=_U))) & _MASK
+            lane = kb ^ (code * _COLUMN_B)
+            lane += words
+            self.b = (self.b + int(np.sum(_fmix_(lane), dtype=_U))) & _MASK
         return True
 
     def add_table(self, db: sqlite3.Connection, table: str) -> None:
