@@ -14,6 +14,7 @@ import sqlite3
 import urllib.parse
 from dataclasses import dataclass, field
 
+from .digest import Digest
 from .output_file import OutputError, OutputExists, SignalGuard, begin_output, check_output, commit  # noqa: F401 (re-exported)
 
 SCHEMA_VERSION = 1
@@ -41,8 +42,8 @@ _SCHEMA = _schema_sections()
 _TABLES = _SCHEMA["trace_tables"] + _SCHEMA["run_tables"]
 _LOOKUPS = _SCHEMA["lookups"]
 _INDEXES = _SCHEMA["trace_indexes"] + _SCHEMA["run_indexes"] + _SCHEMA["run_event_rows"]
-# This writer writes no content digest (docs/trace-format.md, "Content digest"): the triggers are
-# there as in the C++ writer's traces, with no meta row to change.
+# The content digest (docs/trace-format.md, "Content digest") is written with the meta, the
+# triggers that mark it edited after the rows are in, as the C++ writer does.
 _DIGEST_TRIGGERS = _SCHEMA["content_digest_triggers"]
 
 
@@ -155,35 +156,38 @@ def write_trace(path: str, allocations, kernels, markers, meta: dict[str, str],
             db.executescript(_TABLES)
             db.executescript(_LOOKUPS)
             db.execute("BEGIN")
-            db.executemany(
-                "INSERT INTO allocations VALUES (?,?,?,?,?,?,?,?,?,NULL)",
-                ((a.id, a.device, 0, a.bytes, a.t_alloc, a.t_free, a.stream, a.category, intern(a.label))
-                 for a in allocations))
-            db.executemany(
-                "INSERT INTO kernels VALUES (?,?,?,?,?,?,?,0,0,0,0,0,0,0,0,0)",
-                ((k.id, k.device, k.stream, intern(k.name), k.t_start, k.t_end, k.step) for k in kernels))
-            db.executemany(
-                "INSERT INTO accesses VALUES (?,?,?)",
-                ((k.id, a, m) for k in kernels for a, m in sorted(k.accesses.items())))
+            # Each table's rows, every column: inserted, and summed into the content digest
+            # (digest.py) from the same values; a table with a value SQLite could store otherwise
+            # than given (a float in an INTEGER column) is summed as the file holds it.
+            digest = Digest()
+
+            def insert(table: str, rows: list[tuple], text_columns=()) -> None:
+                if rows:
+                    db.executemany(f"INSERT INTO {table} VALUES ({','.join('?' * len(rows[0]))})", rows)
+                if not digest.add_rows(table, rows, text_columns):
+                    digest.add_table(db, table)
+
+            insert("allocations", [(a.id, a.device, 0, a.bytes, a.t_alloc, a.t_free, a.stream, a.category,
+                                    intern(a.label), None) for a in allocations])
+            insert("kernels", [(k.id, k.device, k.stream, intern(k.name), k.t_start, k.t_end, k.step,
+                                0, 0, 0, 0, 0, 0, 0, 0, 0) for k in kernels])
+            insert("accesses", [(k.id, a, m) for k in kernels for a, m in sorted(k.accesses.items())])
             module_id = {"": 0}
+            module_rows = []
             for m in modules:
                 module_id[m.name] = len(module_id)
-                db.execute("INSERT INTO modules VALUES (?,?,?,?)",
-                           (module_id[m.name], intern(m.name), module_id[m.parent], intern(m.type)))
-            db.executemany(
-                "INSERT INTO kernel_info VALUES (?,?,?,?,?)",
-                ((k.id, module_id[k.module], k.phase, k.flops, k.moved_bytes) for k in kernels))
-            db.executemany("INSERT INTO saved_tensors VALUES (?,?,?)", sorted(saved))
-            db.executemany("INSERT INTO copies VALUES (?,?,?,?,?,?,?)",
-                           ((c.id, c.device, c.stream, c.kind, c.bytes, c.t_start, c.t_end) for c in copies))
-            db.executemany(
-                "INSERT INTO markers VALUES (?,?,?,?,?,?)",
-                ((i + 1, intern(m.name), m.t_start, m.t_end, m.kind, m.idx) for i, m in enumerate(markers)))
-            db.executemany("INSERT INTO strings VALUES (?,?)",
-                           ((sid, text) for text, sid in strings.items() if sid))
+                module_rows.append((module_id[m.name], intern(m.name), module_id[m.parent], intern(m.type)))
+            insert("modules", module_rows)
+            insert("kernel_info", [(k.id, module_id[k.module], k.phase, k.flops, k.moved_bytes) for k in kernels])
+            insert("saved_tensors", [tuple(s) for s in sorted(saved)])
+            insert("copies", [(c.id, c.device, c.stream, c.kind, c.bytes, c.t_start, c.t_end) for c in copies])
+            insert("markers", [(i + 1, intern(m.name), m.t_start, m.t_end, m.kind, m.idx)
+                               for i, m in enumerate(markers)])
+            insert("strings", [(sid, text) for text, sid in strings.items() if sid], text_columns=(1,))
             full_meta = dict(meta)
             full_meta["format"] = FORMAT_NAME
             full_meta["schema_version"] = str(SCHEMA_VERSION)
+            full_meta["content_digest"] = digest.hex()
             db.executemany("INSERT OR REPLACE INTO meta VALUES (?,?)", sorted(full_meta.items()))
             db.execute("COMMIT")
             db.executescript(_INDEXES)

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <new>
 
+#include "content_digest.hpp"
 #include "mhc/common/error.hpp"
 
 namespace mhc::trace::sql {
@@ -127,8 +128,23 @@ BulkInsert::~BulkInsert() {
     sqlite3_create_module_v2(db_, module_.c_str(), nullptr, nullptr, nullptr);   // unregisters it
 }
 
+void BulkInsert::count_rows() {
+    const size_t n = static_cast<size_t>(columns_);
+    const bool two_keys = digest::kContentTables[table_].keys == 2;
+    digest::Sum& sum = *sum_;
+    for (const int64_t *row = values_.data(), *end = row + values_.size(); row < end; row += n) {
+        const digest::RowKey key = digest::row_key(table_, static_cast<uint64_t>(row[0]),
+                                                   two_keys ? static_cast<uint64_t>(row[1]) : 0);
+        for (int c = 0; c < columns_; ++c) {
+            if (any_nullable_ && is_null(c, row[c])) sum.cell(key, c, SQLITE_NULL, 0);
+            else sum.cell(key, c, SQLITE_INTEGER, static_cast<uint64_t>(row[c]));
+        }
+    }
+}
+
 void BulkInsert::flush() {
     if (values_.empty()) return;
+    if (sum_) count_rows();   // a conflict's merge corrects the sum inside the insert (mhc_digest_conflict)
     try {
         insert_.run();
     } catch (...) {

@@ -13,6 +13,10 @@
 
 #include "sqlite_util.hpp"
 
+namespace mhc::trace::digest {
+struct Sum;
+}
+
 namespace mhc::trace::sql {
 
 class BulkInsert {
@@ -39,6 +43,12 @@ public:
     size_t rows() const { return values_.size() / static_cast<size_t>(columns_); }
     // Inserts the buffered rows (throws mhc::Error naming the file, as Stmt::run does) and empties the buffer.
     void flush();
+    // Adds every row, as it is inserted, to the content digest `sum` as a row of content table
+    // `table` (content_digest.hpp): its values as INTEGER, a nullable column's null value as NULL.
+    void count_into(digest::Sum* sum, int table) {
+        sum_ = sum;
+        table_ = table;
+    }
 
     // For the virtual table: the rows being inserted.
     int columns() const { return columns_; }
@@ -60,6 +70,9 @@ private:
     std::vector<int64_t> null_value_;
     std::vector<int64_t> values_;
     Stmt insert_;
+    digest::Sum* sum_ = nullptr;
+    int table_ = 0;
+    void count_rows();
 };
 
 }  // namespace mhc::trace::sql

@@ -749,7 +749,7 @@ void check_content_digest(const Reader& reader, CheckReport& r) {
     const auto meta = reader.meta();
     auto it = meta.find(kContentDigestKey);
     if (it == meta.end() || it->second.rfind(kEditedDigestPrefix, 0) == 0) return;
-    const std::string now = content_digest(reader.handle(), reader.path());
+    const std::string now = content_digest_of(reader.handle(), reader.path(), it->second);
     if (now != it->second)
         r.problems.push_back({"content-digest", "meta", 0,
                               std::string("meta ") + kContentDigestKey + " is " + quoted(it->second) +

@@ -24,9 +24,10 @@ inline constexpr const char* kContentDigestKey = "content_digest";
 // value, so every edit gives the trace a new identity.
 inline constexpr const char* kEditedDigestPrefix = "edited:";
 
-// A digest ("v1:" and 32 hex digits) of every row of the trace's content tables (strings,
-// allocations, kernels, accesses, copies, markers, segments, modules, kernel_info,
-// saved_tensors), each in its primary key's order, each value with its type; one scan of the rows.
-std::string content_digest(sqlite3* db, const std::string& file, const std::string& schema = "main");
+// What the rows give for the digest `stored` (meta content_digest as written): a "v1:" digest
+// (traces written on 2026-12-05 before v2: every row in key order) or a "v2:" one (any other
+// value: an order-free sum, content_digest.hpp); one scan of the rows of the content tables.
+std::string content_digest_of(sqlite3* db, const std::string& file, const std::string& stored,
+                              const std::string& schema = "main");
 
 }  // namespace mhc::trace

@@ -8,6 +8,7 @@
 
 #include "mhc/trace/store.hpp"
 #include "bulk_insert.hpp"
+#include "content_digest.hpp"
 #include "schema.hpp"
 #include "sqlite_util.hpp"
 #include "trace_tables.hpp"
@@ -20,26 +21,54 @@ namespace {
 constexpr int64_t kRowsPerTransaction = 200000;
 }  // namespace
 
-// The trace's tables are written in bulk (bulk_insert.hpp); strings, rare, one at a time.
+// The trace's tables are written in bulk (bulk_insert.hpp); strings, rare, one at a time. The
+// content digest (content_digest.hpp) is summed as the rows go in: each bulk table counts its rows
+// when it inserts them, and the statements that change a row already counted (an access's second
+// mode, a saved tensor's repeat, a free time learnt late) correct the sum through the digest's
+// functions, from the value the row holds.
 struct Writer::Statements {
     Statements(sqlite3* db, const std::string& path)
-        : string(db, path, "INSERT INTO strings VALUES (?,?)"),
-          set_free(db, path, "UPDATE allocations SET t_free=? WHERE id=?"),
+        : functions(db, path, &sum), string(db, path, "INSERT INTO strings VALUES (?,?)"),
+          set_free(db, path,
+                   ("UPDATE allocations SET t_free = mhc_digest_set(" + std::to_string(digest::kAllocations) +
+                    ", 5, id, 0, t_free, ?1) WHERE id = ?2")
+                       .c_str()),
           allocation(db, path, "INSERT INTO allocations", 10, "", {{5, kNoTime}, {9, kNoBytes}}),
           kernel(db, path, "INSERT INTO kernels", 16),
           // A kernel that touches an allocation twice has one access with the union of the modes.
-          access(db, path, "INSERT INTO accesses", 3, "ON CONFLICT DO UPDATE SET mode = mode | excluded.mode"),
-          copy(db, path, "INSERT INTO copies", 7),
-          marker(db, path, "INSERT INTO markers", 6),
-          segment(db, path, "INSERT INTO segments", 9, "", {{6, kNoTime}}),
-          module(db, path, "INSERT INTO modules", 4),
+          access(db, path, "INSERT INTO accesses", 3,
+                 "ON CONFLICT DO UPDATE SET mode = mhc_digest_conflict(" + std::to_string(digest::kAccesses) +
+                     ", 2, mode, mode | excluded.mode, "
+                     "excluded.kernel, excluded.allocation, excluded.mode)"),
+          copy(db, path, "INSERT INTO copies", 7), marker(db, path, "INSERT INTO markers", 6),
+          segment(db, path, "INSERT INTO segments", 9, "", {{6, kNoTime}}), module(db, path, "INSERT INTO modules", 4),
           kernel_info(db, path, "INSERT INTO kernel_info", 5),
-          saved(db, path, "INSERT OR IGNORE INTO saved_tensors", 3) {}
+          // A saved tensor given twice keeps its first row (the second is only taken out of the sum).
+          saved(db, path, "INSERT INTO saved_tensors", 3,
+                "ON CONFLICT DO UPDATE SET packs = mhc_digest_conflict(" + std::to_string(digest::kSavedTensors) +
+                    ", 2, packs, packs, "
+                    "excluded.allocation, excluded.kernel, excluded.packs)") {
+        allocation.count_into(&sum, digest::kAllocations);
+        kernel.count_into(&sum, digest::kKernels);
+        access.count_into(&sum, digest::kAccesses);
+        copy.count_into(&sum, digest::kCopies);
+        marker.count_into(&sum, digest::kMarkers);
+        segment.count_into(&sum, digest::kSegments);
+        module.count_into(&sum, digest::kModules);
+        kernel_info.count_into(&sum, digest::kKernelInfo);
+        saved.count_into(&sum, digest::kSavedTensors);
+    }
     // Everything buffered into the file (before a commit, an update, the indexes).
     void flush() {
         for (sql::BulkInsert* bulk : {&allocation, &kernel, &access, &copy, &marker, &segment, &module, &kernel_info, &saved})
             bulk->flush();
     }
+    // The statements' functions are registered before they are prepared.
+    struct Functions {
+        Functions(sqlite3* db, const std::string& path, digest::Sum* sum) { digest::register_functions(db, path, sum); }
+    };
+    digest::Sum sum;   // the content digest of every row written so far
+    Functions functions;
     sql::Stmt string, set_free;
     sql::BulkInsert allocation, kernel, access, copy, marker, segment, module, kernel_info, saved;
 };
@@ -100,6 +129,10 @@ int64_t Writer::intern(std::string_view text) {
     s.bind(1, id);
     sqlite3_bind_text(s.get(), 2, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
     s.run();
+    const digest::RowKey key = digest::row_key(digest::kStrings, static_cast<uint64_t>(id), 0);
+    st_->sum.cell(key, 0, SQLITE_INTEGER, static_cast<uint64_t>(id));
+    st_->sum.cell(key, 1, SQLITE_TEXT,
+                  digest::bytes_word(reinterpret_cast<const unsigned char*>(text.data()), text.size()));
     row_done();
     return id;
 }
@@ -200,8 +233,9 @@ void Writer::close(const std::function<void(const std::string&)>& verify) {
     meta_["format"] = kFormatName;
     meta_["schema_version"] = std::to_string(kSchemaVersion);
     // The rows' own identity, in the fingerprint with the meta (a copy's old digest is replaced):
-    // a trace that differs by one value is another trace to the runs stored for it.
-    meta_[kContentDigestKey] = content_digest(db_, path_);
+    // a trace that differs by one value is another trace to the runs stored for it. Summed as the
+    // rows were written: no second scan (`mhc check` makes one).
+    meta_[kContentDigestKey] = st_->sum.hex();
     sql::exec(db_, path_, schema::kContentDigestTriggers);
     {
         sql::Stmt m(db_, path_, "INSERT OR REPLACE INTO meta VALUES (?,?)");
