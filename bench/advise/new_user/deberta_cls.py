@@ -11,7 +11,7 @@ BATCH, SEQ = 16, 512
 
 def build_model(small=False):
     cfg = DebertaV2Config(vocab_size=512 if small else 128100, hidden_size=64 if small else 768,
-                          num_hidden_layers=4 if small else 8, num_attention_heads=4 if small else 12,
+                          num_hidden_layers=8, num_attention_heads=4 if small else 12,
                           intermediate_size=128 if small else 3072, max_position_embeddings=512,
                           relative_attention=True, position_buckets=256, norm_rel_ebd="layer_norm",
                           share_att_key=True, pos_att_type=["p2c", "c2p"], position_biased_input=False,

@@ -11,10 +11,10 @@ BATCH, SEQ, IMAGE_TOKEN, VOCAB = 4, 1024, 32000, 32064
 
 def config(small=False):
     vision = CLIPVisionConfig(hidden_size=32 if small else 1024, intermediate_size=64 if small else 4096,
-                              num_hidden_layers=2 if small else 8, num_attention_heads=2 if small else 16,
+                              num_hidden_layers=8, num_attention_heads=2 if small else 16,
                               image_size=28 if small else 336, patch_size=14, projection_dim=32 if small else 768)
     text = LlamaConfig(vocab_size=VOCAB, hidden_size=64 if small else 2048, intermediate_size=128 if small else 5504,
-                       num_hidden_layers=2 if small else 8, num_attention_heads=4 if small else 16,
+                       num_hidden_layers=8, num_attention_heads=4 if small else 16,
                        num_key_value_heads=4 if small else 16, max_position_embeddings=4096, use_cache=False)
     return LlavaConfig(vision_config=vision, text_config=text, image_token_index=IMAGE_TOKEN,
                        vision_feature_layer=-2, vision_feature_select_strategy="default")

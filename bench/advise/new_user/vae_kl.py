@@ -10,10 +10,10 @@ BATCH = 8
 
 
 def build_model(small=False):
-    ch = (32, 32) if small else (128, 256, 512, 512)
+    ch = (32, 32, 32, 32) if small else (128, 256, 512, 512)   # small: every block kept, narrow
     return AutoencoderKL(in_channels=3, out_channels=3, latent_channels=4, block_out_channels=ch,
                          down_block_types=("DownEncoderBlock2D",) * len(ch),
-                         up_block_types=("UpDecoderBlock2D",) * len(ch), layers_per_block=1 if small else 2,
+                         up_block_types=("UpDecoderBlock2D",) * len(ch), layers_per_block=2,
                          norm_num_groups=32)
 
 

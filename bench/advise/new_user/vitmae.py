@@ -10,10 +10,10 @@ BATCH = 64
 
 
 def build_model(small=False):
-    cfg = ViTMAEConfig(hidden_size=64 if small else 768, num_hidden_layers=4 if small else 12,
+    cfg = ViTMAEConfig(hidden_size=64 if small else 768, num_hidden_layers=12,
                        num_attention_heads=4 if small else 12, intermediate_size=128 if small else 3072,
                        image_size=32 if small else 224, patch_size=8 if small else 16,
-                       decoder_hidden_size=64 if small else 512, decoder_num_hidden_layers=2 if small else 8,
+                       decoder_hidden_size=64 if small else 512, decoder_num_hidden_layers=8,
                        decoder_num_attention_heads=4 if small else 16,
                        decoder_intermediate_size=128 if small else 2048, mask_ratio=0.75, norm_pix_loss=True)
     return ViTMAEForPreTraining(cfg)
