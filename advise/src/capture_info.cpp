@@ -270,6 +270,7 @@ void read_model_facts(const trace::TraceData& trace_data, CaptureInfo& info) {
     if (!info.optimizer_defaults.empty() && !nlohmann::json::parse(info.optimizer_defaults, nullptr, false).is_object())
         throw bad("capture.optimizer_defaults", "not a JSON object");
     info.optimizer_groups = !trace_data.meta_or("capture.optimizer_groups", "").empty();
+    info.lr_schedulers = trace_data.meta_or("capture.lr_schedulers", "");
     info.param_dtype = trace_data.meta_or("capture.weights_dtype", trace_data.meta_or("capture.param_dtype", ""));
     info.optimizer_dtype = trace_data.meta_or("capture.optimizer_dtype", info.param_dtype);
     auto whole = [&](const std::string& key, int64_t fallback) {

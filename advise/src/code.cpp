@@ -312,7 +312,11 @@ void optimizer_code(std::ostringstream& out, const Setting& setting, const Captu
                 << "\", \"params\": {" << params << "}}}\n";
             if (info.optimizer_groups)   // the user's groups and what each sets (lr, weight decay, ...)
                 out << "groups = [{k: v for k, v in g.items() if k in (\"params\", \"lr\", \"betas\", \"eps\", "
-                       "\"weight_decay\")} for g in optimizer.param_groups]   # your parameter groups, kept\n"
+                       "\"weight_decay\")}"
+                    << (info.lr_schedulers.empty()
+                            ? ""
+                            : " | {\"lr\": g.get(\"initial_lr\", g[\"lr\"])}")   // not the warmup's
+                    << " for g in optimizer.param_groups]   # your parameter groups, kept\n"
                     << "model, optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=groups, config=ds_config)\n";
             else
                 out << "model, optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)\n";
@@ -321,6 +325,10 @@ void optimizer_code(std::ostringstream& out, const Setting& setting, const Captu
                 << "             \"zero_force_ds_cpu_optimizer\": False}   # your " << cls << ", stepped on the CPU\n"
                 << "model, optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=ds_config)\n";
         }
+        if (!info.lr_schedulers.empty())
+            out << "# your LR scheduler (" << info.lr_schedulers
+                << ") steps the optimizer it was built on: give deepspeed.initialize(...) lr_scheduler=a function\n"
+                << "# that builds it on DeepSpeed's optimizer (lr_scheduler=lambda opt: ...(opt, ...)); the engine steps it\n";
         out << "# FSDP2's fully_shard(model, offload_policy=CPUOffloadPolicy()) also moves the parameters to the CPU\n";
         return;
     }
@@ -336,11 +344,14 @@ void optimizer_code(std::ostringstream& out, const Setting& setting, const Captu
                                   : "\"foreach\": False, \"fused\": None";
         out << "optimizer = " << cls << "([{**g, " << entries << "} for g in optimizer.param_groups], " << impl
             << ")   # your parameter groups, kept\n";
-        return;
+    } else {
+        out << "optimizer = " << cls << "(model.parameters(), " << hp << ", " << impl << ")"
+            << (setting.optimizer_impl == OptimizerImpl::Fused ? "   # no foreach temporaries" : "") << "\n"
+            << "# (parameter groups of your own: pass them instead of model.parameters(), as before)\n";
     }
-    out << "optimizer = " << cls << "(model.parameters(), " << hp << ", " << impl << ")"
-        << (setting.optimizer_impl == OptimizerImpl::Fused ? "   # no foreach temporaries" : "") << "\n"
-        << "# (parameter groups of your own: pass them instead of model.parameters(), as before)\n";
+    if (!info.lr_schedulers.empty())   // it would go on stepping the old optimizer's learning rate
+        out << "# your LR scheduler (" << info.lr_schedulers
+            << ") steps the optimizer it was built on: build it after this line, on this optimizer\n";
 }
 
 // "unsharded after forward: blocks.0, blocks.1" (reshard_after_forward false), "... true: ...".

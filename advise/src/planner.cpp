@@ -149,14 +149,34 @@ struct BlockEffects {
 // A block whose forward runs no op selective checkpointing keeps (an nn.LSTM block: cuDNN's fused
 // aten::_cudnn_rnn is no matmul of the save list, as in torchtitan's) would be checkpointed in
 // full by it: the same figures as full checkpointing, a duplicate answer. Not offered either.
+//
+// Nor for a block whose forward writes in place into the output of an op the save list keeps:
+// selective checkpointing caches that output and stops in the backward when it has changed
+// ("Tensor cached during selective activation checkpoint has been mutated": timm's EfficientNet,
+// whose squeeze-and-excitation runs SiLU(inplace=True) on its 1 x 1 convolution's output).
+bool kept_output_mutated(const Base& base, size_t s) {
+    bool mutated = false;
+    base.for_made(static_cast<int32_t>(s), [&](int32_t a) {
+        base.for_acc(a, [&](int32_t t, trace::AccessMode mode) {
+            mutated = mutated || (t > static_cast<int32_t>(s) && mode != trace::AccessMode::Read &&
+                                  base.phase[static_cast<size_t>(t)] == Phase::Forward &&
+                                  base.pass[static_cast<size_t>(t)] == base.pass[s]);
+        });
+    });
+    return mutated;
+}
 }  // namespace
 
 bool offers_selective(const Base& base, size_t block) {
     const int32_t blk = base.info.block_module[block];
     bool keeps = false;
-    for (size_t s = 0; s < base.korder.size() && !keeps; ++s)
-        keeps = base.phase[s] == Phase::Forward && base.info.within(base.module[s], blk) &&
-                kept_by_save_matmuls(base.plan.strings[static_cast<size_t>(base.plan.ops[s].name)]);
+    for (size_t s = 0; s < base.korder.size(); ++s) {
+        if (base.phase[s] != Phase::Forward || !base.info.within(base.module[s], blk) ||
+            !kept_by_save_matmuls(base.plan.strings[static_cast<size_t>(base.plan.ops[s].name)]))
+            continue;
+        if (kept_output_mutated(base, s)) return false;
+        keeps = true;
+    }
     if (!keeps) return false;
     if (base.trace->meta_or("capture.autocast", "none") == "none") return true;
     for (const auto& [module, row] : base.info.call_starts)

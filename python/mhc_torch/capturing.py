@@ -181,6 +181,28 @@ def _grouped_mm_flops(out, mat_a, mat_b, *args, **kwargs) -> int:
     return 2 * out.numel() * mat_a.shape[-1]
 
 
+def _conv_backward_flops(args, out, counted: int) -> int:
+    """torch's formula for aten.convolution_backward (torch/utils/flop_counter.py,
+    conv_backward_flop, torch 2.15) counts the weights' gradient as conv(input, grad_out) and leaves
+    out `groups` (its argument `_groups` is unused): a grouped convolution's weight gradient was
+    counted `groups` times over. A depthwise convolution (groups = channels: EfficientNet's,
+    MobileNet's, ConvNeXt's 7 x 7) of C channels counted C times its FLOPs: EfficientNet-B0's
+    backward came to 3.02 TFLOP against a forward of 74 GFLOP. Each group's weights see only its
+    own C_in / groups inputs, so that term is divided by `groups`; the input's gradient (a
+    transposed convolution with the grouped weight) is counted right."""
+    if len(args) < 11 or not isinstance(args[9], int) or args[9] <= 1 or not args[10][1] or out[1] is None:
+        return counted
+    from torch.utils.flop_counter import conv_flop_count
+
+    def t(shape):
+        return [shape[1], shape[0]] + list(shape[2:])
+
+    grad_out, x, transposed, groups = args[0].shape, args[1].shape, args[7], args[9]
+    gw = t(out[1].shape)
+    term = conv_flop_count(t(grad_out), t(x), gw) if transposed else conv_flop_count(t(x), t(grad_out), gw)
+    return counted - term + term // groups
+
+
 def _flops_of(func, args, kwargs, out) -> int:
     global _flop_registry
     if _flop_registry is None:
@@ -197,9 +219,12 @@ def _flops_of(func, args, kwargs, out) -> int:
     if f is None:
         return 0
     try:
-        return int(f(*args, **kwargs, out_val=out))
+        counted = int(f(*args, **kwargs, out_val=out))
     except Exception:  # a formula that does not accept this overload's arguments: count none
         return 0
+    if func._overloadpacket is torch.ops.aten.convolution_backward:
+        return _conv_backward_flops(args, out, counted)
+    return counted
 
 
 # Ops whose sparse COO result has as many entries as a sparse input on a GPU, which fake tensors
@@ -832,6 +857,79 @@ def _trunc_normal_without_values():
         init._no_grad_trunc_normal_ = sample
 
 
+# The LR schedulers built on each optimizer during a capture (their class names, in the order
+# built): meta capture.lr_schedulers for the capture's optimizer.
+_LR_SCHEDULERS: "weakref.WeakKeyDictionary[torch.optim.Optimizer, list[str]]" = weakref.WeakKeyDictionary()
+
+
+@contextlib.contextmanager
+def _lr_schedulers_recorded():
+    """Records the LR schedulers a step or build_optimizer builds on an optimizer (LambdaLR,
+    transformers' get_linear_schedule_with_warmup, ...): the optimizer code `mhc advise` prints
+    replaces the optimizer object, and a scheduler keeps stepping the one it was built on, so the
+    printed code says where to build it (capture.lr_schedulers). LRScheduler's subclasses call its
+    __init__; SequentialLR and ReduceLROnPlateau do not, and are recorded by their own."""
+    from torch.optim import lr_scheduler
+
+    classes = [c for c in (lr_scheduler.LRScheduler, getattr(lr_scheduler, "SequentialLR", None),
+                           getattr(lr_scheduler, "ReduceLROnPlateau", None)) if c is not None]
+    inits = {c: c.__dict__["__init__"] for c in classes}
+
+    def recording(init):
+        def __init__(self, optimizer=None, *args, **kwargs):
+            init(self, optimizer, *args, **kwargs)
+            if isinstance(optimizer, torch.optim.Optimizer):
+                names = _LR_SCHEDULERS.setdefault(optimizer, [])
+                if type(self).__name__ not in names:
+                    names.append(type(self).__name__)
+        return __init__
+
+    for c, init in inits.items():
+        c.__init__ = recording(init)
+    try:
+        yield
+    finally:
+        for c, init in inits.items():
+            c.__init__ = init
+
+
+def lr_scheduler_meta(optimizer) -> dict[str, str]:
+    names = _LR_SCHEDULERS.get(optimizer) if optimizer is not None else None
+    return {"capture.lr_schedulers": ", ".join(names)} if names else {}
+
+
+@contextlib.contextmanager
+def _value_checks_passed():
+    """`torch._check_tensor_all_with(ValueError, cond, msg)` (and `torch._check_tensor_all`) assert
+    that every value of a boolean tensor is true: transformers' `torch_compilable_check` calls it
+    in 164 models (LLaVA's image tokens against its image features, ...), and it reads the answer
+    with `.item()`, a value fake tensors do not hold, so every such model stopped the capture. A
+    check changes no shape and no memory but its one-byte answer: inside the capture the answer
+    is computed (`cond._is_all_true()`, the kernel the GPU runs) and the check taken as passed,
+    as the step that runs on the GPU would pass it; real tensors are checked as torch does."""
+    check_with, check_all = torch._check_tensor_all_with, torch._check_tensor_all
+
+    def passed(cond) -> bool:
+        if isinstance(cond, FakeTensor):
+            cond._is_all_true()
+            return True
+        return False
+
+    def tensor_all_with(error_type, cond, message=None):
+        if not passed(cond):
+            check_with(error_type, cond, message)
+
+    def tensor_all(cond, message=None):
+        if not passed(cond):
+            check_all(cond, message)
+
+    torch._check_tensor_all_with, torch._check_tensor_all = tensor_all_with, tensor_all
+    try:
+        yield
+    finally:
+        torch._check_tensor_all_with, torch._check_tensor_all = check_with, check_all
+
+
 @contextlib.contextmanager
 def _grad_scaler_on_fake_tensors(device: str):
     """fp16 training's `torch.amp.GradScaler("cuda")` inside the capture: without a GPU it
@@ -943,7 +1041,7 @@ def capture(build_model: Callable[[], torch.nn.Module],
     fake_log.setLevel(logging.CRITICAL)
     try:
         with _older_objects_frozen(), _module_conversion_in_place(), _trunc_normal_without_values(), \
-                _environment_kept(ALLOCATOR_ENV):
+                _value_checks_passed(), _lr_schedulers_recorded(), _environment_kept(ALLOCATOR_ENV):
             with _grad_scaler_on_fake_tensors(device), _compiled_functions_refused():
                 result = _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting,
                               build_optimizer)
@@ -1023,7 +1121,13 @@ def model_facts(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dic
              "capture.optimizer_defaults": json.dumps(defaults, sort_keys=True)}
     # Parameter groups of one's own (build_optimizer): each group's parameter count and the
     # hyperparameters it sets otherwise than the defaults, so that printed code can keep them.
-    groups = [dict({k: list(v) if isinstance(v, tuple) else v for k, v in g.items()
+    # An LR scheduler built before (its warmup sets lr, to 0.0 for a linear warmup) keeps the lr
+    # the user gave as the group's initial_lr: that is the group's hyperparameter.
+    def given(g):
+        lr = g.get("initial_lr")
+        return {**g, "lr": lr} if isinstance(lr, (int, float)) and not isinstance(lr, bool) else g
+
+    groups = [dict({k: list(v) if isinstance(v, tuple) else v for k, v in given(g).items()
                     if k in defaults and not isinstance(v, torch.Tensor) and v != optimizer.defaults[k]},
                    params=len(g["params"]))
               for g in optimizer.param_groups]
@@ -1359,6 +1463,7 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
             facts.update(fsdp2.meta())
         facts.update(holds.meta({a for a, _, _ in rec.saved_pairs()}))
         facts.update(run.adopted_facts)
+        facts.update(lr_scheduler_meta(run.optimizer))
         if rec.reserved_asked:
             facts["capture.reserved_asked"] = ", ".join(rec.reserved_asked)
         facts.update(_accumulation(recipe, rec, run, steps))

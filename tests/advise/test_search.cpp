@@ -329,6 +329,28 @@ TEST_CASE("the planner offers no selective checkpoint of a block whose forward r
     CHECK(offers_selective(base, 2));
 }
 
+TEST_CASE("the planner offers no selective checkpoint of a block that writes into a kept output", "[advise][dp]") {
+    // Block 1's activation runs in place on its matmul's output (timm's EfficientNet: SiLU(inplace=True)
+    // on the squeeze-and-excitation's convolution): selective checkpointing caches that output and
+    // stops in the backward ("Tensor cached during selective activation checkpoint has been
+    // mutated"); mhc advise offered it and --verify's capture stopped on it.
+    mhc::test::TempPath path{"inplace_chain.db"};
+    advisetest::TinyTrace tiny = advisetest::chain({64, 96, 32}, false);
+    for (auto& kern : tiny.kernels)
+        if (kern.module == "M.blocks.1" && kern.name == "aten::gelu") {
+            kern.name = "aten::gelu_";
+            for (auto& [alloc, mode] : kern.acc)
+                if (tiny.allocs[static_cast<size_t>(alloc)].label == "a") mode = 'x';
+        }
+    tiny.write(path.path);
+    auto data = mhc::trace::load_checked_trace(path.path);
+    Base base = make_base(data);
+    REQUIRE(base.info.block_name.size() == 3);
+    CHECK(offers_selective(base, 0));
+    CHECK_FALSE(offers_selective(base, 1));
+    CHECK(offers_selective(base, 2));
+}
+
 TEST_CASE("a model without blocks: advise says what blocks are and how to name a module", "[advise][dp]") {
     // Two children of different types (an encoder and a decoder, no nn.ModuleList): no blocks.
     // `mhc advise` printed "0 blocks ()" and nothing more.

@@ -84,6 +84,10 @@ struct CaptureInfo {
     std::string allocator_conf;
     std::string optimizer_defaults;                  // its hyperparameters, a JSON object
     bool optimizer_groups = false;                   // its parameter groups (capture.optimizer_groups)
+    // The LR schedulers built on the optimizer ("LambdaLR"; capture.lr_schedulers, "" none): a
+    // scheduler steps the optimizer it was built on, so printed code that replaces the optimizer
+    // says where the scheduler goes.
+    std::string lr_schedulers;
     std::string param_dtype;   // the trained weights' dtype (capture.weights_dtype; before it, the recipe's cast)
     // The dtype of what the optimizer steps (capture.optimizer_dtype; before it, param_dtype): a host
     // optimizer steps fp32 copies of them, so its host bytes are those at 4 bytes an element.
