@@ -158,7 +158,7 @@ def test_new_user_model_files_capture_small(tmp_path, name, package):
     file needs and the environment lacks skips it)."""
     pytest.importorskip(package)
     m = _bench_file(name)
-    r = mhc_torch.capture(lambda: m.build_model(small=True), lambda: m.make_batch(small=True), steps=2,
+    r = mhc_torch.capture(lambda: m.build_model(small=True), lambda: m.make_batch(small=True), steps=1,
                           path=str(tmp_path / f"{name}.db"), step=getattr(m, "step", None),
                           loss_fn=getattr(m, "loss_fn", None), build_optimizer=getattr(m, "build_optimizer", None))
     assert r.kernels > 0 and r.peak_bytes > 0
