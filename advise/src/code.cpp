@@ -91,11 +91,37 @@ size_t block_count(const std::vector<std::string>& modules, const CaptureInfo& i
     return n;
 }
 
+// The stack a block belongs to: its name less the last component ("ViTMAEForPreTraining.vit.layers").
+std::string stack_of(const std::string& block) {
+    const size_t dot = block.rfind('.');
+    return dot == std::string::npos ? std::string() : block.substr(0, dot);
+}
+
 std::string what_modules(const std::vector<std::string>& modules, const CaptureInfo& info) {
     size_t blocks = block_count(modules, info);
-    if (blocks == modules.size() && !info.block_name.empty())
-        return std::to_string(blocks) + " of " + std::to_string(info.block_name.size()) + " blocks";
-    return std::to_string(modules.size()) + " module" + (modules.size() == 1 ? "" : "s");
+    if (blocks != modules.size() || info.block_name.empty())
+        return std::to_string(modules.size()) + " module" + (modules.size() == 1 ? "" : "s");
+    std::string out = std::to_string(blocks) + " of " + std::to_string(info.block_name.size()) + " blocks";
+    // Blocks of two stacks or more (an encoder's and a decoder's): how many of each, so that two
+    // answers with as many blocks in all but not in each stack do not read the same ("checkpoint 10
+    // of 20 blocks" twice on ViT-MAE, 3 + 7 and 4 + 6 of its encoder's and decoder's layers).
+    std::vector<std::pair<std::string, std::pair<int, int>>> stacks;   // stack -> (chosen, all), forward order
+    for (const std::string& b : info.block_name) {
+        const std::string st = stack_of(b);
+        auto it = std::find_if(stacks.begin(), stacks.end(), [&](const auto& e) { return e.first == st; });
+        if (it == stacks.end()) it = stacks.insert(stacks.end(), {st, {0, 0}});
+        ++it->second.second;
+        it->second.first += static_cast<int>(std::count(modules.begin(), modules.end(), b));
+    }
+    if (stacks.size() < 2) return out;
+    std::string parts;
+    for (const auto& [st, n] : stacks) {
+        if (n.first == 0) continue;
+        const size_t dot = st.find('.');   // less the model's class name, as printed code names modules
+        parts += (parts.empty() ? "" : ", ") + (dot == std::string::npos ? st : st.substr(dot + 1)) + " " +
+                 std::to_string(n.first) + " of " + std::to_string(n.second);
+    }
+    return out + " (" + parts + ")";
 }
 
 // Whether a module of `modules` holds a BatchNorm (the capture's module types; SyncBatchNorm too).

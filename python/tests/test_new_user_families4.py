@@ -158,9 +158,56 @@ def test_new_user_model_files_capture_small(tmp_path, name, package):
     file needs and the environment lacks skips it)."""
     pytest.importorskip(package)
     m = _bench_file(name)
-    r = mhc_torch.capture(lambda: m.build_model(small=True), lambda: m.make_batch(small=True), steps=2,
+    r = mhc_torch.capture(lambda: m.build_model(small=True), lambda: m.make_batch(small=True), steps=1,
                           path=str(tmp_path / f"{name}.db"), step=getattr(m, "step", None),
                           loss_fn=getattr(m, "loss_fn", None), build_optimizer=getattr(m, "build_optimizer", None))
     assert r.kernels > 0 and r.peak_bytes > 0
     if name == "deberta_cls":   # its get_linear_schedule_with_warmup (LambdaLR) on its AdamW
         assert r.meta["capture.lr_schedulers"] == "LambdaLR" and "capture.optimizer_groups" not in r.meta
+
+
+TWO_STACKS = textwrap.dedent("""
+    import torch
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self, c=64):
+            super().__init__()
+            self.a, self.b = nn.Linear(c, 4 * c), nn.Linear(4 * c, c)
+
+        def forward(self, x):
+            return x + self.b(torch.relu(self.a(x)))
+
+    class Net(nn.Module):   # an encoder's and a decoder's layers, as ViT-MAE's
+        def __init__(self):
+            super().__init__()
+            self.enc = nn.ModuleList([Block(), Block()])
+            self.dec = nn.ModuleList([Block(), Block()])
+
+        def forward(self, x):
+            for b in [*self.enc, *self.dec]:
+                x = b(x)
+            return x.square().mean()
+
+    def build_model():
+        return Net()
+
+    def make_batch():
+        return (torch.randn(256, 64),)
+""")
+
+
+def test_answers_over_two_stacks_say_how_many_of_each(tmp_path, mhc_exe):
+    """ViT-MAE at 3.5 GiB (bench/advise/new_user/vitmae.py): rows 1 and 2 both read 'checkpoint 10
+    of 20 blocks + fused AdamW + expandable_segments:True' with different peaks (3.28 and 3.15
+    GiB): 4 + 6 and 3 + 7 of the encoder's and decoder's layers, which only the code told apart."""
+    path = tmp_path / "stacks.py"
+    path.write_text(TWO_STACKS)
+    db = str(tmp_path / "stacks.db")
+    from mhc_torch.cli import main
+
+    assert main(["capture", str(path), "-o", db, "--autocast", "none"]) == 0
+    setting = '{"checkpoint": {"modules": ["Net.enc.0", "Net.dec.0", "Net.dec.1"], "policy": "full"}}'
+    out = subprocess.run([mhc_exe, "advise", db, "--setting", setting], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "checkpoint 3 of 4 blocks (enc 1 of 2, dec 2 of 2)" in out.stdout, out.stdout
