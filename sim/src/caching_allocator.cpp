@@ -115,7 +115,9 @@ AllocatorSettings parse_allocator_conf(std::string_view text, const std::string&
             s.garbage_collection_threshold = x;
         } else if (key == "roundup_power2_divisions") {
             // parseRoundUpPower2Divisions: one power of two for every size, or
-            // [MiB:divisions,...,>:divisions]; the first entry also covers the intervals below it.
+            // [MiB:divisions,...,>:divisions]; the first entry also covers the intervals below it, and
+            // `>` fills from the last entry's own interval on (PyTorch's std::fill from last_index, which
+            // starts at 0): it overwrites that entry's value, and alone it sets every interval.
             std::array<int32_t, AllocatorSettings::kIntervals> d{};
             if (!val.empty() && val.front() == '[') {
                 if (val.back() != ']') throw bad("'" + val + "': a list ends with ']'");
@@ -136,7 +138,7 @@ AllocatorSettings parse_allocator_conf(std::string_view text, const std::string&
                     if (!parse_u64(v, div) || (div != 0 && !pow2(div)) || div > (1u << 20))
                         throw bad("'" + v + "': the divisions must be a power of 2 (or 0)");
                     if (k == ">") {
-                        for (size_t i = last + 1; i < d.size(); ++i) d[i] = static_cast<int32_t>(div);
+                        for (size_t i = last; i < d.size(); ++i) d[i] = static_cast<int32_t>(div);
                         continue;
                     }
                     uint64_t mb = 0;

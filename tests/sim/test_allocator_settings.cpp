@@ -24,11 +24,12 @@ TEST_CASE("allocator conf: PYTORCH_CUDA_ALLOC_CONF syntax, round trip and refusa
     CHECK(s.expandable_segments);
     CHECK(s.max_split_size == 128 * MiB);
     CHECK(s.garbage_collection_threshold == Approx(0.8));
-    // parseRoundUpPower2Divisions: the first entry also fills the intervals below it, '>' those
-    // after the last entry, an interval between entries keeps its value (0).
+    // parseRoundUpPower2Divisions: the first entry also fills the intervals below it, '>' the last
+    // entry's own interval and those after it (std::fill from last_index), an interval between
+    // entries keeps its value (0).
     CHECK(s.roundup_power2_divisions[0] == 2);   // [1, 2) MiB and below
     CHECK(s.roundup_power2_divisions[1] == 0);   // [2, 4) MiB
-    CHECK(s.roundup_power2_divisions[2] == 4);   // [4, 8) MiB
+    CHECK(s.roundup_power2_divisions[2] == 8);   // [4, 8) MiB: `4:4` overwritten by `>:8`
     CHECK(s.roundup_power2_divisions[3] == 8);
     CHECK(s.roundup_power2_divisions[15] == 8);
     CHECK(conf(s.conf()) == s);
@@ -138,9 +139,16 @@ TEST_CASE("allocator: roundup_power2_divisions", "[sim][allocator][conf]") {
     CHECK(four.largest_free_block() == 14 * MiB);
     CachingAllocator list(kBig, conf("roundup_power2_divisions:[1:2,4:4,>:8]"));
     CHECK(list.rounded(3 * MiB + 1) == 3 * MiB + 512);    // [2, 4) MiB: 0 divisions
-    CHECK(list.rounded(5 * MiB + 1) == 6 * MiB);          // [4, 8) MiB: 4
+    // [4, 8) MiB: 8, not 4: `>` fills from the last entry's own interval on (PyTorch's
+    // parseRoundUpPower2Divisions: std::fill from last_index), so it overwrites `4:4`; steps of 512 KiB
+    CHECK(list.rounded(5 * MiB + 1) == 5 * MiB + 512 * 1024);
     CHECK(list.rounded(9 * MiB + 1) == 10 * MiB);         // [8, 16) MiB: 8, steps of 1 MiB
     CHECK(list.rounded(1536 * 1024 + 1) == 2 * MiB);      // [1, 2) MiB: 2, steps of 512 KiB
+    // `>` alone (last_index starts at 0) sets every interval, the first one included; before
+    // 2026-12-05 the model left [1, 2) MiB (and below) at plain rounding: 1.5 MiB + 512
+    CachingAllocator rest(kBig, conf("roundup_power2_divisions:[>:2]"));
+    CHECK(rest.rounded(1536 * 1024 + 1) == 2 * MiB);
+    CHECK(rest.rounded(3 * MiB + 1) == 4 * MiB);
 }
 
 TEST_CASE("allocator: expandable_segments", "[sim][allocator][conf]") {

@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+"""Runs `mhc simulate --allocator caching` beside reference_allocator_outside.py (an outside tester's
+reading of docs/simulator.md "Allocator models", written from the document alone) on random memory
+traces (no kernels) whose sizes sit at the model's edges: 512 B, the small pool's 1 MiB, the 10 and 20
+MiB of the large pool's segments, 2 MiB multiples, powers of two and the steps of
+roundup_power2_divisions, max_split_size_mb and max_non_split_rounding_mb, several streams, ties at
+one instant, blocks freed where they are made, huge requests. Each trace runs under a random
+allocator setting at unlimited capacity and at a capacity; the memory timeline is taken with one
+sample per nanosecond of the trace, so the reserved bytes after every recorded event are compared.
+
+Under a capacity the comparison holds up to the first allocation the allocator cannot place after
+its retries (garbage collection, max_split_size_mb's release, the release of every cached segment):
+there the simulator evicts (rule 6), which this reading does not model; mhc must then have done
+nothing (no event) before that allocation, and its reserved bytes must agree before it.
+
+Usage: reference_allocator_outside_compare.py MHC WORKDIR [--runs=N] [--seed=S] [--verbose] [--keep]
+Exit 0 when all agree, 1 otherwise (each difference printed with its trace's settings)."""
+
+import json
+import random
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import reference_allocator_outside as ra  # noqa: E402
+
+MIB = ra.MIB
+GIB = 1 << 30
+SAMPLES = 1_000_000
+
+
+def write_trace(path, allocs, meta=None):
+    """allocs: (bytes, t_alloc, t_free or None, stream); ids from 1 in list order."""
+    if path.exists():
+        path.unlink()
+    db = sqlite3.connect(str(path))
+    db.executescript((HERE.parent.parent / "trace" / "schema.sql").read_text())
+    db.execute("PRAGMA user_version = 1")
+    for k, v in (("format", "mhc-trace"), ("schema_version", "1"), ("source", "reference_allocator_outside_compare.py")) + tuple((meta or {}).items()):
+        db.execute("INSERT INTO meta VALUES (?, ?)", (k, v))
+    for i, (n, ta, tf, st) in enumerate(allocs, 1):
+        db.execute("INSERT INTO allocations (id, device, address, bytes, t_alloc, t_free, stream, category) "
+                   "VALUES (?,0,0,?,?,?,?,3)", (i, n, ta, tf, st))
+    db.commit()
+    db.close()
+
+
+def edge_sizes(conf):
+    s = [1, 511, 512, 513, 1023, 1024 * 1024 - 1, MIB, MIB + 1, MIB + 511, MIB + 512, 2 * MIB - 1, 2 * MIB,
+         2 * MIB + 1, 3 * MIB, 5 * MIB + 1, 10 * MIB - 512, 10 * MIB - 1, 10 * MIB, 10 * MIB + 1, 12 * MIB,
+         19 * MIB + 1, 20 * MIB, 20 * MIB + 1, 21 * MIB, 22 * MIB + 512, 23 * MIB + 1, 24 * MIB,
+         40 * MIB, 41 * MIB, 64 * MIB, 64 * MIB + 1, 96 * MIB - 1, 128 * MIB + 1, 256 * MIB]
+    ms = conf.max_split
+    if ms < ra.NO_SPLIT_LIMIT:
+        s += [ms - 1, ms, ms + 1, ms - 2 * MIB, ms + 2 * MIB, ms + 19 * MIB, ms + 20 * MIB, ms + 21 * MIB,
+              2 * ms]
+    return [x for x in s if x > 0]
+
+
+def random_size(rng, sizes):
+    r = rng.random()
+    if r < 0.45:
+        return rng.choice(sizes)
+    if r < 0.6:
+        return rng.randint(1, 4 * MIB)
+    if r < 0.97:
+        return int(2 ** rng.uniform(9, 28))
+    return rng.choice([int(2 ** rng.uniform(30, 36)), 1 << 35, (1 << 34) + 1])   # huge
+
+
+CONFS = ["", "", "expandable_segments:True", "max_split_size_mb:24", "max_split_size_mb:40",
+         "max_split_size_mb:64,max_non_split_rounding_mb:21", "max_split_size_mb:32,max_non_split_rounding_mb:64",
+         "roundup_power2_divisions:4", "roundup_power2_divisions:1", "roundup_power2_divisions:2",
+         "roundup_power2_divisions:16", "roundup_power2_divisions:[1:8,4:2,>:4]",
+         "roundup_power2_divisions:[2:8,16:2,>:4]", "roundup_power2_divisions:[64:8]",
+         "roundup_power2_divisions:[>:2]",
+         "garbage_collection_threshold:0.5", "garbage_collection_threshold:0.8",
+         "garbage_collection_threshold:0.6,max_split_size_mb:32",
+         "expandable_segments:True,max_split_size_mb:40", "expandable_segments:True,roundup_power2_divisions:4"]
+
+
+def random_trace(rng, conf):
+    """Allocations with lifetimes; times 0..T (T < SAMPLES ns) with some ties."""
+    n = rng.randint(1, 70)
+    streams = rng.choice([[0], [0], [0, 7], [0, 1, 2]])
+    sizes = edge_sizes(conf)
+    tie = rng.random() < 0.3
+    t, allocs = 0, []
+    for _ in range(n):
+        t += 0 if (tie and rng.random() < 0.3) else rng.randint(1, 40)
+        allocs.append([random_size(rng, sizes), t, None, rng.choice(streams)])
+    end = t + rng.randint(1, 50)
+    for a in allocs:
+        r = rng.random()
+        if r < 0.1:
+            a[2] = None
+        elif r < 0.15:
+            a[2] = a[1]                        # freed where it is made
+        else:
+            a[2] = rng.randint(a[1] + 1, end) if not tie or rng.random() < 0.5 else \
+                rng.choice([x[1] for x in allocs if x[1] >= a[1]] + [end])
+    if rng.random() < 0.3:   # a pattern of repeated steps (reuse through the cache)
+        base = list(allocs)
+        span = end + 1
+        for k in range(1, rng.randint(2, 4)):
+            for n_, ta, tf, st in base:
+                allocs.append([n_, ta + k * span, None if tf is None else tf + k * span, st])
+        end = max(max(a[1] for a in allocs), max(a[2] or 0 for a in allocs))
+    allocs.sort(key=lambda a: a[1])
+    return [tuple(a) for a in allocs]
+
+
+def events(allocs):
+    """Memory events in the order of docs/trace-format.md ("Events at one instant"): at one time the
+    frees of allocations made before it (by row), then its allocations (by row), each freed right
+    after it when it is freed at that instant."""
+    times = sorted({a[1] for a in allocs} | {a[2] for a in allocs if a[2] is not None})
+    by_alloc, by_free = {}, {}
+    for i, (n, ta, tf, st) in enumerate(allocs):
+        by_alloc.setdefault(ta, []).append(i)
+        if tf is not None and tf > ta:
+            by_free.setdefault(tf, []).append(i)
+    out = []
+    for t in times:
+        for i in by_free.get(t, []):
+            out.append(("free", i, t))
+        for i in by_alloc.get(t, []):
+            out.append(("alloc", i, t))
+            if allocs[i][2] == t:
+                out.append(("free", i, t))
+    return out
+
+
+def reference(allocs, conf_text, capacity, first_reserved=None):
+    """Reserved bytes after each event; the index of the first event the allocator cannot place
+    (None: all placed); the peak. first_reserved: a profiler's reserved bytes at its first memory
+    event (meta kineto.reserved_first.device0), topped up before the first allocation after t = 0."""
+    alloc = ra.Allocator(conf_text, capacity)
+    blocks, after, fail, peak = {}, [], None, 0
+    for k, (kind, i, t) in enumerate(events(allocs)):
+        if kind == "alloc" and t > 0 and first_reserved is not None:
+            alloc.top_up(first_reserved)
+            first_reserved = None
+        if kind == "alloc":
+            b = alloc.malloc(allocs[i][0], allocs[i][3])
+            if b is None:
+                fail = k
+                break
+            blocks[i] = b
+        else:
+            alloc.free(blocks.pop(i))
+        peak = max(peak, alloc.reserved)
+        after.append((t, alloc.reserved))
+    return after, fail, peak, alloc
+
+
+def buckets(after, first, span):
+    """--memory-samples SAMPLES: bucket floor((r - first) * N / (span + 1)), its highest value's first offer."""
+    out = {}
+    for t, v in after:
+        b = min((t - first) * SAMPLES // (span + 1), SAMPLES - 1)
+        if b not in out or v > out[b][1]:
+            out[b] = (t, v)
+    return out
+
+
+def run_mhc(mhc, trace, conf, capacity):
+    cmd = [mhc, "simulate", str(trace), "--allocator", "caching"] + (
+        ["--policy", "lru", "--prefetch", "none"] if capacity != "unlimited" else []) + ["--capacity", capacity, "--memory-samples", str(SAMPLES), "--json"] + (
+        ["--allocator-conf", conf] if conf else [])
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode not in (0, 3):
+        return None, f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr.strip()}"
+    out = json.loads(p.stdout)
+    db = sqlite3.connect(str(trace))
+    run = db.execute("SELECT max(id) FROM runs").fetchone()[0]
+    mem = db.execute("SELECT t, device_bytes FROM run_memory WHERE run = ? ORDER BY t, rowid", (run,)).fetchall()
+    ev = db.execute("SELECT kind, t_start, allocation FROM run_events WHERE run = ? ORDER BY rowid", (run,)).fetchall()
+    db.close()
+    return (out, mem, ev), None
+
+
+def compare(mhc, trace, allocs, conf, capacity, first_reserved=None):
+    """capacity: None for unlimited. Returns a list of problems."""
+    got, err = run_mhc(mhc, trace, conf, "unlimited" if capacity is None else f"{capacity}B")
+    if err:
+        return [err]
+    out, mem, ev = got
+    after, fail, peak, model = reference(allocs, conf, ra.UNLIMITED if capacity is None else capacity, first_reserved)
+    times = [a[1] for a in allocs] + [a[2] for a in allocs if a[2] is not None]
+    first, span = min(times), max(1, max(times) - min(times))
+    want = buckets(after, first, span)
+    problems = []
+    evs = events(allocs)
+    limit_t = evs[fail][2] if fail is not None else None
+    for t, v in mem:
+        if limit_t is not None and t >= limit_t:
+            continue
+        b = min((t - first) * SAMPLES // (span + 1), SAMPLES - 1)
+        w = want.get(b)
+        if w is None or w[1] != v:
+            problems.append(f"reserved at t={t}: mhc {v}, reference {w[1] if w else 'no sample'}")
+            break
+    got_b = {min((t - first) * SAMPLES // (span + 1), SAMPLES - 1) for t, _ in mem}
+    for b, (t, v) in sorted(want.items()):
+        if b not in got_b and (limit_t is None or t < limit_t):
+            problems.append(f"reserved at t={t}: mhc no sample, reference {v}")
+            break
+    m = out["metrics"]
+    if fail is None:
+        if int(m["simulated_peak_bytes"]) != peak:
+            problems.append(f"simulated_peak_bytes: mhc {int(m['simulated_peak_bytes'])}, reference {peak}")
+        if ev:
+            problems.append(f"mhc has {len(ev)} events (first {ev[0]}), the reference places every block")
+    else:
+        early = [e for e in ev if e[1] < limit_t]
+        if early:
+            problems.append(f"mhc evicts before t={limit_t} (the reference's first failed allocation, "
+                            f"allocation {evs[fail][1] + 1}): {early[0]}")
+        if not ev:
+            problems.append(f"the reference cannot place allocation {evs[fail][1] + 1} at t={limit_t} "
+                            f"(reserved {model.reserved}), mhc has no event")
+    return problems
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    opts = dict(a[2:].split("=", 1) if "=" in a else (a[2:], "1") for a in sys.argv[1:] if a.startswith("--"))
+    if len(args) != 2:
+        raise SystemExit(__doc__)
+    mhc, work = args[0], Path(args[1])
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    rng = random.Random(int(opts.get("seed", "1")))
+    runs = int(opts.get("runs", "100"))
+    bad = 0
+    for k in range(runs):
+        conf = CONFS[k % len(CONFS)] if k < len(CONFS) else rng.choice(CONFS)
+        allocs = random_trace(rng, ra.Conf(conf))
+        trace = work / f"t{k}.db"
+        first = None
+        if rng.random() < 0.25:   # a Kineto trace's first reserved figure, with rows at t = 0
+            _, _, p0, _ = reference(allocs, conf, ra.UNLIMITED)
+            first = rng.choice([0, 512, 2 * MIB] + [int(p0 * rng.uniform(0.1, 1.6))] * 5)
+            z = rng.randint(1, 3)
+            allocs = [(n, 0 if j < z else ta, tf, st) for j, (n, ta, tf, st) in enumerate(allocs)]
+        write_trace(trace, allocs, {"kineto.reserved_first.device0": str(first)} if first is not None else None)
+        _, _, peak, _ = reference(allocs, conf, ra.UNLIMITED, first)
+        caps = [None]
+        if peak > 0:
+            share = rng.choice([1.0, 0.95, 0.8, 0.6, 0.4])
+            caps.append(max(512, int(peak * share)) if share < 1 else peak)
+            caps.append(peak - 1)
+        for cap in caps:
+            problems = compare(mhc, trace, allocs, conf, cap, first)
+            label = (f"run {k} ({len(allocs)} allocations, conf '{conf}', capacity {cap or 'unlimited'}"
+                     + (f", first reserved {first}" if first is not None else "") + ")")
+            if problems:
+                bad += 1
+                print(f"DIFF {label}: " + "; ".join(problems))
+            elif "verbose" in opts:
+                print(f"same {label}")
+        if not opts.get("keep"):
+            trace.unlink()
+    print(f"{bad} differences")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
