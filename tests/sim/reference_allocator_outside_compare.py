@@ -8,15 +8,21 @@ one instant, blocks freed where they are made, huge requests. Each trace runs un
 allocator setting at unlimited capacity and at a capacity; the memory timeline is taken with one
 sample per nanosecond of the trace, so the reserved bytes after every recorded event are compared.
 
-Under a capacity the comparison holds up to the first allocation the allocator cannot place after
-its retries (garbage collection, max_split_size_mb's release, the release of every cached segment):
-there the simulator evicts (rule 6), which this reading does not model; mhc must then have done
-nothing (no event) before that allocation, and its reserved bytes must agree before it.
+Under a capacity the run is read with its evictions (rules 1, 4, 5, 6 and 7 on a trace without
+kernels: policy lru, pcie4, nothing pinned, nothing read back): an allocation the allocator cannot
+place after its retries (garbage collection, max_split_size_mb's release, the release of every
+cached segment) swaps out the least recently allocated resident ones while the swap-outs in flight
+(of the request's pool) hold less than its rounded size, waits for them, tries again, and is an
+out of memory when nothing is left; compared: the memory timeline (simulated time, reserved bytes),
+every swap_out, stall and oom event (times, allocation, bytes; the oom's short-by), stalls, stall_ns,
+swap_outs, swap_out_bytes and the peak. A capacity under the largest request's block or segment
+makes some runs end in an out of memory.
 
 Usage: reference_allocator_outside_compare.py MHC WORKDIR [--runs=N] [--seed=S] [--verbose] [--keep]
 Exit 0 when all agree, 1 otherwise (each difference printed with its trace's settings)."""
 
 import json
+import math
 import random
 import shutil
 import sqlite3
@@ -158,6 +164,81 @@ def reference(allocs, conf_text, capacity, first_reserved=None):
     return after, fail, peak, alloc
 
 
+LATENCY_S, BW = 6e-6, 25e9   # pcie4 ("Link models"): each direction; only swap-outs run here
+
+
+def simulate(allocs, conf_text, capacity, first_reserved=None):
+    """Rules 1, 4, 5, 6 and 7 (docs/simulator.md) on a trace without kernels, the caching allocator,
+    policy lru, pcie4, no prefetch: each allocation that does not fit makes room by swapping out the
+    least recently allocated resident allocations (nothing is pinned, nothing is read back).
+    Returns the memory offers (recorded time, simulated time, reserved), the events (kind, start,
+    end, allocation id, bytes) and the figures."""
+    alloc = ra.Allocator(conf_text, capacity)
+    state, block, xfer = {}, {}, {}   # state: gpu, d2h, host; xfer: i -> end of its swap-out
+    queue_free = None
+    shift, offers, evs = 0, [], []
+    fig = dict(stalls=0, stall_ns=0, swap_outs=0, swap_out_bytes=0, oom=None)
+    order = []   # allocation order (LRU's clock: no kernels, so allocations alone advance it)
+
+    def complete(t):
+        for i in sorted((i for i, e in xfer.items() if e <= t), key=lambda i: (xfer[i], i)):
+            del xfer[i]
+            state[i] = "host"
+            alloc.free(block.pop(i))
+
+    for kind, i, r in events(allocs):
+        t = r + shift
+        if kind == "free":
+            if state.get(i) in ("gpu", "d2h"):
+                xfer.pop(i, None)   # a swap-out cancelled: its queue stays busy until its end
+                alloc.free(block.pop(i))
+            state[i] = "freed"
+            offers.append((r, t, alloc.reserved))
+            continue
+        if r > 0 and first_reserved is not None:
+            alloc.top_up(first_reserved)
+            first_reserved = None
+        complete(t)
+        n, stream = allocs[i][0], allocs[i][3]
+        t0 = t
+        while True:
+            complete(t)
+            b = alloc.malloc(n, stream)
+            if b is not None:
+                break
+            pending = sum(allocs[j][0] for j in xfer)
+            victims = [j for j in order if state.get(j) == "gpu"]
+            if pending < alloc.round_size(n) and victims:
+                v = victims[0]
+                start = t if queue_free is None else max(t, queue_free)
+                nb = allocs[v][0]
+                end = start + max(1, math.ceil(LATENCY_S * 1e9 + nb / BW * 1e9))
+                queue_free = end
+                xfer[v] = end
+                state[v] = "d2h"
+                fig["swap_outs"] += 1
+                fig["swap_out_bytes"] += nb
+                evs.append(("swap_out", start, end, v + 1, nb))
+                continue
+            if xfer:
+                t = min(xfer.values())
+                continue
+            fig["oom"] = (t, i + 1, n, alloc)
+            break
+        if fig["oom"]:
+            break
+        if t > t0:
+            fig["stalls"] += 1
+            fig["stall_ns"] += t - t0
+            evs.append(("stall", t0, t, i + 1, 0))
+            shift += t - t0
+        block[i] = b
+        state[i] = "gpu"
+        order.append(i)
+        offers.append((r, t, alloc.reserved))
+    return offers, evs, fig, shift
+
+
 def buckets(after, first, span):
     """--memory-samples SAMPLES: bucket floor((r - first) * N / (span + 1)), its highest value's first offer."""
     out = {}
@@ -179,9 +260,72 @@ def run_mhc(mhc, trace, conf, capacity):
     db = sqlite3.connect(str(trace))
     run = db.execute("SELECT max(id) FROM runs").fetchone()[0]
     mem = db.execute("SELECT t, device_bytes FROM run_memory WHERE run = ? ORDER BY t, rowid", (run,)).fetchall()
-    ev = db.execute("SELECT kind, t_start, allocation FROM run_events WHERE run = ? ORDER BY rowid", (run,)).fetchall()
+    ev = db.execute("SELECT kind, t_start, t_end, allocation, bytes FROM run_events WHERE run = ? ORDER BY rowid",
+                    (run,)).fetchall()
     db.close()
     return (out, mem, ev), None
+
+
+KIND = {0: "swap_out", 5: "stall", 6: "oom"}
+
+
+def short_by(fig, allocs):
+    t, aid, n, alloc = fig["oom"]
+    needed = alloc.round_size(n)
+    in_use = sum(b.size for s in alloc.segs for b in s.blocks if b.state == "used")
+    largest = max([b.size for s in alloc.segs for b in s.blocks if b.state == "free"] + [0])
+    cap = alloc.capacity
+    if cap - in_use >= needed:
+        return max(0, needed - max(largest, cap - alloc.reserved))
+    return needed - (cap - in_use)
+
+
+SEEN = {"runs": 0, "evicting": 0, "oom": 0, "oom_short_by_0": 0}
+
+
+def compare_evicting(got, allocs, conf, capacity, first_reserved):
+    """A run under a capacity, its evictions included (simulate above)."""
+    out, mem, ev = got
+    offers, evs, fig, shift = simulate(allocs, conf, capacity, first_reserved)
+    SEEN["runs"] += 1
+    SEEN["evicting"] += bool(evs)
+    SEEN["oom"] += bool(fig["oom"])
+    SEEN["oom_short_by_0"] += bool(fig["oom"]) and short_by(fig, allocs) == 0
+    times = [a[1] for a in allocs] + [a[2] for a in allocs if a[2] is not None]
+    first, span = min(times), max(1, max(times) - min(times))
+    want = {}
+    for r, t, v in offers:
+        b = min((r - first) * SAMPLES // (span + 1), SAMPLES - 1)
+        if b not in want or v > want[b][1]:
+            want[b] = (t, v)
+    problems = []
+    want_rows = sorted(want.values())
+    if [tuple(x) for x in mem] != want_rows:
+        diff = next((k for k in range(min(len(mem), len(want_rows))) if tuple(mem[k]) != want_rows[k]),
+                    min(len(mem), len(want_rows)))
+        problems.append(f"memory row {diff}: mhc {mem[diff] if diff < len(mem) else '-'}, "
+                        f"reference {want_rows[diff] if diff < len(want_rows) else '-'}")
+    want_ev = [(k, a, b, c, d) for k, a, b, c, d in evs]
+    if fig["oom"]:
+        want_ev.append(("oom", fig["oom"][0], fig["oom"][0], fig["oom"][1], short_by(fig, allocs)))
+    got_ev = [(KIND.get(k, str(k)), a, b, c, d) for k, a, b, c, d in ev]
+    # the rows' order is not the document's: compared in (start, kind, allocation) order
+    got_ev.sort(key=lambda e: (e[1], e[0], e[3]))
+    want_ev.sort(key=lambda e: (e[1], e[0], e[3]))
+    if got_ev != want_ev:
+        diff = next((k for k in range(min(len(got_ev), len(want_ev))) if got_ev[k] != want_ev[k]),
+                    min(len(got_ev), len(want_ev)))
+        problems.append(f"event {diff}: mhc {got_ev[diff] if diff < len(got_ev) else '-'}, "
+                        f"reference {want_ev[diff] if diff < len(want_ev) else '-'} "
+                        f"({len(got_ev)} and {len(want_ev)} events)")
+    m = out["metrics"]
+    for k in ("stalls", "stall_ns", "swap_outs", "swap_out_bytes"):
+        if int(m.get(k, 0)) != fig[k]:
+            problems.append(f"{k}: mhc {m.get(k)}, reference {fig[k]}")
+    peak = max([v for _, _, v in offers] + [0])
+    if int(m["simulated_peak_bytes"]) != peak:
+        problems.append(f"simulated_peak_bytes: mhc {int(m['simulated_peak_bytes'])}, reference {peak}")
+    return problems
 
 
 def compare(mhc, trace, allocs, conf, capacity, first_reserved=None):
@@ -189,6 +333,8 @@ def compare(mhc, trace, allocs, conf, capacity, first_reserved=None):
     got, err = run_mhc(mhc, trace, conf, "unlimited" if capacity is None else f"{capacity}B")
     if err:
         return [err]
+    if capacity is not None:
+        return compare_evicting(got, allocs, conf, capacity, first_reserved)
     out, mem, ev = got
     after, fail, peak, model = reference(allocs, conf, ra.UNLIMITED if capacity is None else capacity, first_reserved)
     times = [a[1] for a in allocs] + [a[2] for a in allocs if a[2] is not None]
@@ -252,9 +398,15 @@ def main():
         _, _, peak, _ = reference(allocs, conf, ra.UNLIMITED, first)
         caps = [None]
         if peak > 0:
-            share = rng.choice([1.0, 0.95, 0.8, 0.6, 0.4])
+            share = rng.choice([1.0, 0.95, 0.8, 0.6, 0.4, 0.2])
             caps.append(max(512, int(peak * share)) if share < 1 else peak)
-            caps.append(peak - 1)
+            if rng.random() < 0.3:   # the largest request's block or segment does not fit: an OOM
+                big = max(a[0] for a in allocs)
+                model = ra.Allocator(conf)
+                rb = model.round_size(big)
+                caps.append(max(1, rng.choice([rb - 1, rb, model.segment_size(rb) - 1, rb + 512])))
+            else:
+                caps.append(peak - 1)
         for cap in caps:
             problems = compare(mhc, trace, allocs, conf, cap, first)
             label = (f"run {k} ({len(allocs)} allocations, conf '{conf}', capacity {cap or 'unlimited'}"
@@ -266,7 +418,8 @@ def main():
                 print(f"same {label}")
         if not opts.get("keep"):
             trace.unlink()
-    print(f"{bad} differences")
+    print(f"{bad} differences; under a capacity: {SEEN['runs']} runs, {SEEN['evicting']} evicting, "
+          f"{SEEN['oom']} out of memory ({SEEN['oom_short_by_0']} short by 0 B)")
     return 1 if bad else 0
 
 
