@@ -410,9 +410,13 @@ int32_t CachingAllocator::find_expandable_block(int p, int64_t stream, int64_t s
             room += blocks_[static_cast<size_t>(x)].size;
         if (room >= size) return c;
     }
-    // Address space: 1 1/8 of the device memory (ExpandableSegment), at most 2^50 bytes here.
+    // Address space: 1 1/8 of the device memory (ExpandableSegment); past 2^62 bytes (an unlimited
+    // capacity) 2^62, room for any trace (its allocations together are at most 2^62 bytes) with
+    // no overflow of an offset plus a size. It stopped at 2^50 bytes before 2026-12-05: a request
+    // larger than that never fitted, an out of memory at unlimited capacity.
     const int64_t page = page_of(p == 1);
-    int64_t va = capacity_ >= (int64_t{1} << 50) ? (int64_t{1} << 50) : capacity_ + capacity_ / 8;
+    constexpr int64_t kMostSpace = int64_t{1} << 62;
+    int64_t va = capacity_ >= kMostSpace / 9 * 8 ? kMostSpace : capacity_ + capacity_ / 8;
     va = std::max(page, (va + page - 1) / page * page);
     const int32_t b = new_segment_block(p, stream, va, page, true);
     blocks_[static_cast<size_t>(b)].mapped = false;   // reserved address space, no pages yet

@@ -183,11 +183,12 @@ class Allocator:
         b.base = self.searches
 
     # malloc ---------------------------------------------------------------------------------------
-    def malloc(self, nbytes, stream=0):
+    def malloc(self, nbytes, stream=0, private=""):
+        """private: a private pool's id (a CUDA graph's or a MemPool's), "" for the default pool."""
         rsize = self.round_size(nbytes)
         small = rsize <= MIB
-        pool = (stream, small)
-        if not small:
+        pool = (stream, small, private)
+        if not small and not private:   # garbage collection ages by the default large pool's searches
             self.searches += 1
         b = self.get_free_block(pool, rsize)
         if b is None:
@@ -392,13 +393,14 @@ class Allocator:
         return released >= key
 
     def release_cached(self):
+        """The default pool's cache (a private pool's memory is not given back by it)."""
         self.give_back_held()
         for seg in list(self.segs):
-            if seg.expandable:
+            if seg.expandable or seg.pool[2]:
                 continue
             if len(seg.blocks) == 1 and seg.blocks[0].state == "free":
                 self.release_segment(seg)
-        frees = [b for s in self.segs if s.expandable for b in s.blocks if b.state == "free"]
+        frees = [b for s in self.segs if s.expandable and not s.pool[2] for b in s.blocks if b.state == "free"]
         for b in frees:
             if b.seg in self.segs:
                 self.unmap(b)
@@ -415,7 +417,7 @@ class Allocator:
         if self.reserved <= thr:
             return
         target = self.reserved - thr
-        large = [b for s in self.segs if not s.pool[1] for b in s.blocks if b.state == "free"]
+        large = [b for s in self.segs if not s.pool[1] and not s.pool[2] for b in s.blocks if b.state == "free"]
         whole = [b for b in large if len(b.seg.blocks) == 1]
         total = sum(self.searches - b.base for b in whole)
         count = len(whole)

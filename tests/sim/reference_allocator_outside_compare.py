@@ -18,7 +18,8 @@ every swap_out, stall and oom event (times, allocation, bytes; the oom's short-b
 swap_outs, swap_out_bytes and the peak. A capacity under the largest request's block or segment
 makes some runs end in an out of memory.
 
-Usage: reference_allocator_outside_compare.py MHC WORKDIR [--runs=N] [--seed=S] [--verbose] [--keep]
+Usage: reference_allocator_outside_compare.py MHC WORKDIR [--runs=N] [--seed=S] [--verbose] [--keep] [--only=K]
+--only=K: only run K of the seed's runs (its trace kept with --keep).
 Exit 0 when all agree, 1 otherwise (each difference printed with its trace's settings)."""
 
 import json
@@ -75,7 +76,8 @@ def random_size(rng, sizes):
         return rng.randint(1, 4 * MIB)
     if r < 0.97:
         return int(2 ** rng.uniform(9, 28))
-    return rng.choice([int(2 ** rng.uniform(30, 36)), 1 << 35, (1 << 34) + 1])   # huge
+    return rng.choice([int(2 ** rng.uniform(30, 36)), 1 << 35, (1 << 34) + 1, 1 << 56, (1 << 56) - 1,
+                       int(2 ** rng.uniform(40, 56))])   # huge, up to a row's bound (2^56 B)
 
 
 CONFS = ["", "", "expandable_segments:True", "max_split_size_mb:24", "max_split_size_mb:40",
@@ -141,7 +143,7 @@ def events(allocs):
     return out
 
 
-def reference(allocs, conf_text, capacity, first_reserved=None):
+def reference(allocs, conf_text, capacity, first_reserved=None, pools=None):
     """Reserved bytes after each event; the index of the first event the allocator cannot place
     (None: all placed); the peak. first_reserved: a profiler's reserved bytes at its first memory
     event (meta kineto.reserved_first.device0), topped up before the first allocation after t = 0."""
@@ -152,7 +154,7 @@ def reference(allocs, conf_text, capacity, first_reserved=None):
             alloc.top_up(first_reserved)
             first_reserved = None
         if kind == "alloc":
-            b = alloc.malloc(allocs[i][0], allocs[i][3])
+            b = alloc.malloc(allocs[i][0], allocs[i][3], pools[i] if pools else "")
             if b is None:
                 fail = k
                 break
@@ -167,7 +169,7 @@ def reference(allocs, conf_text, capacity, first_reserved=None):
 LATENCY_S, BW = 6e-6, 25e9   # pcie4 ("Link models"): each direction; only swap-outs run here
 
 
-def simulate(allocs, conf_text, capacity, first_reserved=None):
+def simulate(allocs, conf_text, capacity, first_reserved=None, pools=None):
     """Rules 1, 4, 5, 6 and 7 (docs/simulator.md) on a trace without kernels, the caching allocator,
     policy lru, pcie4, no prefetch: each allocation that does not fit makes room by swapping out the
     least recently allocated resident allocations (nothing is pinned, nothing is read back).
@@ -200,13 +202,15 @@ def simulate(allocs, conf_text, capacity, first_reserved=None):
             first_reserved = None
         complete(t)
         n, stream = allocs[i][0], allocs[i][3]
+        pool = pools[i] if pools else ""
         t0 = t
         while True:
             complete(t)
-            b = alloc.malloc(n, stream)
+            b = alloc.malloc(n, stream, pool)
             if b is not None:
                 break
-            pending = sum(allocs[j][0] for j in xfer)
+            # the swap-outs of the request's own pool: a block of another pool does not serve it
+            pending = sum(allocs[j][0] for j in xfer if (pools[j] if pools else "") == pool)
             victims = [j for j in order if state.get(j) == "gpu"]
             if pending < alloc.round_size(n) and victims:
                 v = victims[0]
@@ -269,24 +273,36 @@ def run_mhc(mhc, trace, conf, capacity):
 KIND = {0: "swap_out", 5: "stall", 6: "oom"}
 
 
-def short_by(fig, allocs):
+def oom_figures(fig):
+    """Rule 7's figures for the caching allocator: needed, short by, fragmentation, largest free
+    block, and whether the free bytes hold the request but not the unit the allocator adds for it."""
     t, aid, n, alloc = fig["oom"]
     needed = alloc.round_size(n)
     in_use = sum(b.size for s in alloc.segs for b in s.blocks if b.state == "used")
     largest = max([b.size for s in alloc.segs for b in s.blocks if b.state == "free"] + [0])
     cap = alloc.capacity
-    if cap - in_use >= needed:
-        return max(0, needed - max(largest, cap - alloc.reserved))
-    return needed - (cap - in_use)
+    frag = cap - in_use >= needed
+    short = max(0, needed - max(largest, cap - alloc.reserved)) if frag else needed - (cap - in_use)
+    if alloc.conf.expandable:
+        page = ra.PAGE_SMALL if needed <= MIB else ra.PAGE_LARGE
+        unit = (needed + page - 1) // page * page
+    else:
+        unit = alloc.segment_size(needed)
+    return dict(bytes_needed=needed, bytes_short=short, fragmentation=frag, largest_free_block=largest,
+                unit_too_big=frag and unit > cap - in_use)
+
+
+def short_by(fig, allocs):
+    return oom_figures(fig)["bytes_short"]
 
 
 SEEN = {"runs": 0, "evicting": 0, "oom": 0, "oom_short_by_0": 0}
 
 
-def compare_evicting(got, allocs, conf, capacity, first_reserved):
+def compare_evicting(got, allocs, conf, capacity, first_reserved, pools=None):
     """A run under a capacity, its evictions included (simulate above)."""
     out, mem, ev = got
-    offers, evs, fig, shift = simulate(allocs, conf, capacity, first_reserved)
+    offers, evs, fig, shift = simulate(allocs, conf, capacity, first_reserved, pools)
     SEEN["runs"] += 1
     SEEN["evicting"] += bool(evs)
     SEEN["oom"] += bool(fig["oom"])
@@ -319,24 +335,43 @@ def compare_evicting(got, allocs, conf, capacity, first_reserved):
                         f"reference {want_ev[diff] if diff < len(want_ev) else '-'} "
                         f"({len(got_ev)} and {len(want_ev)} events)")
     m = out["metrics"]
+    if fig["oom"]:
+        want = oom_figures(fig)
+        got_oom = out.get("oom") or {}
+        for k in ("bytes_needed", "bytes_short", "fragmentation", "largest_free_block"):
+            if got_oom.get(k) != want[k]:
+                problems.append(f"oom {k}: mhc {got_oom.get(k)}, reference {want[k]}")
+        says = "hold the request but not" in got_oom.get("why", "")
+        if says != want["unit_too_big"]:
+            problems.append(f"oom why: mhc '{got_oom.get('why')}', reference: the unit the allocator adds "
+                            f"{'does not fit' if want['unit_too_big'] else 'is not the cause'}")
+        r_fail = allocs[fig["oom"][1] - 1][1]   # its recorded time
+        times = [a[1] for a in allocs] + [a[2] for a in allocs if a[2] is not None]
+        first = min(times)
+        slow = (fig["oom"][0] - first) / (r_fail - first) - 1 if r_fail > first else 0.0
+        if not math.isclose(m.get("oom_slowdown", -1), slow, rel_tol=1e-9, abs_tol=1e-12):
+            problems.append(f"oom_slowdown: mhc {m.get('oom_slowdown')}, reference {slow}")
+    elif out.get("oom"):
+        problems.append(f"mhc ran out of memory ({out['oom'].get('why')}), the reference did not")
     for k in ("stalls", "stall_ns", "swap_outs", "swap_out_bytes"):
-        if int(m.get(k, 0)) != fig[k]:
+        if m.get(k, 0) != float(fig[k]):   # doubles (beyond 2^53: the nearest one)
             problems.append(f"{k}: mhc {m.get(k)}, reference {fig[k]}")
     peak = max([v for _, _, v in offers] + [0])
-    if int(m["simulated_peak_bytes"]) != peak:
+    if m["simulated_peak_bytes"] != float(peak):   # a double (beyond 2^53: the nearest one)
         problems.append(f"simulated_peak_bytes: mhc {int(m['simulated_peak_bytes'])}, reference {peak}")
     return problems
 
 
-def compare(mhc, trace, allocs, conf, capacity, first_reserved=None):
+def compare(mhc, trace, allocs, conf, capacity, first_reserved=None, pools=None):
     """capacity: None for unlimited. Returns a list of problems."""
     got, err = run_mhc(mhc, trace, conf, "unlimited" if capacity is None else f"{capacity}B")
     if err:
         return [err]
     if capacity is not None:
-        return compare_evicting(got, allocs, conf, capacity, first_reserved)
+        return compare_evicting(got, allocs, conf, capacity, first_reserved, pools)
     out, mem, ev = got
-    after, fail, peak, model = reference(allocs, conf, ra.UNLIMITED if capacity is None else capacity, first_reserved)
+    after, fail, peak, model = reference(allocs, conf, ra.UNLIMITED if capacity is None else capacity, first_reserved,
+                                         pools)
     times = [a[1] for a in allocs] + [a[2] for a in allocs if a[2] is not None]
     first, span = min(times), max(1, max(times) - min(times))
     want = buckets(after, first, span)
@@ -358,7 +393,7 @@ def compare(mhc, trace, allocs, conf, capacity, first_reserved=None):
             break
     m = out["metrics"]
     if fail is None:
-        if int(m["simulated_peak_bytes"]) != peak:
+        if m["simulated_peak_bytes"] != float(peak):
             problems.append(f"simulated_peak_bytes: mhc {int(m['simulated_peak_bytes'])}, reference {peak}")
         if ev:
             problems.append(f"mhc has {len(ev)} events (first {ev[0]}), the reference places every block")
@@ -394,8 +429,20 @@ def main():
             first = rng.choice([0, 512, 2 * MIB] + [int(p0 * rng.uniform(0.1, 1.6))] * 5)
             z = rng.randint(1, 3)
             allocs = [(n, 0 if j < z else ta, tf, st) for j, (n, ta, tf, st) in enumerate(allocs)]
-        write_trace(trace, allocs, {"kineto.reserved_first.device0": str(first)} if first is not None else None)
-        _, _, peak, _ = reference(allocs, conf, ra.UNLIMITED, first)
+        if first is None and rng.random() < 0.15:   # far from 0: every rule reads differences of times
+            off = rng.choice([-(1 << 62), -(1 << 62) + 12345, -(1 << 40), 1 << 61])
+            allocs = [(n, ta + off, None if tf is None else tf + off, st) for n, ta, tf, st in allocs]
+        meta = {"kineto.reserved_first.device0": str(first)} if first is not None else {}
+        pools = None
+        if first is None and rng.random() < 0.3:   # private pools, as a torch 2.15 snapshot's import names them
+            names = rng.choice([["0,1"], ["0,1", "1,0"]])
+            pools = [rng.choice(names) if rng.random() < 0.4 else "" for _ in allocs]
+            meta["snapshot.pools_from"] = "trace events (pool_id): exact"
+            meta["snapshot.allocation_pools"] = " ".join(
+                f"{p}:" + ",".join(str(j + 1) for j, q in enumerate(pools) if q == p) for p in names
+                if p in pools)
+        write_trace(trace, allocs, meta)
+        _, _, peak, _ = reference(allocs, conf, ra.UNLIMITED, first, pools)
         caps = [None]
         if peak > 0:
             share = rng.choice([1.0, 0.95, 0.8, 0.6, 0.4, 0.2])
@@ -405,12 +452,17 @@ def main():
                 model = ra.Allocator(conf)
                 rb = model.round_size(big)
                 caps.append(max(1, rng.choice([rb - 1, rb, model.segment_size(rb) - 1, rb + 512])))
+            elif pools and rng.random() < 0.5:
+                caps.append(max(512, int(peak * rng.uniform(0.3, 0.9))))
             else:
                 caps.append(peak - 1)
         for cap in caps:
-            problems = compare(mhc, trace, allocs, conf, cap, first)
+            if "only" in opts and int(opts["only"]) != k:
+                continue
+            problems = compare(mhc, trace, allocs, conf, cap, first, pools)
             label = (f"run {k} ({len(allocs)} allocations, conf '{conf}', capacity {cap or 'unlimited'}"
-                     + (f", first reserved {first}" if first is not None else "") + ")")
+                     + (f", first reserved {first}" if first is not None else "")
+                     + (f", private pools {meta['snapshot.allocation_pools']}" if pools else "") + ")")
             if problems:
                 bad += 1
                 print(f"DIFF {label}: " + "; ".join(problems))

@@ -151,6 +151,28 @@ TEST_CASE("allocator: roundup_power2_divisions", "[sim][allocator][conf]") {
     CHECK(rest.rounded(3 * MiB + 1) == 4 * MiB);
 }
 
+TEST_CASE("allocator: expandable_segments' address space holds any trace at unlimited capacity", "[sim][allocator][conf]") {
+    // A segment's address space is 9/8 of the capacity; at an unlimited one, 2^62 bytes (every
+    // allocation of a trace together is at most that). It stopped at 2^50 bytes before 2026-12-05:
+    // a 2^51-byte request (a row may hold 2^56) never fitted, and `mhc simulate --capacity
+    // unlimited` ran out of memory (found by tests/sim/reference_allocator_outside_compare.py).
+    for (int64_t cap : {kBig, int64_t{INT64_MAX / 4}}) {
+        CachingAllocator ca(cap, conf("expandable_segments:True"));
+        const int64_t big = int64_t{1} << 51;
+        const int32_t a = ca.allocate(big);
+        REQUIRE(a >= 0);
+        CHECK(ca.block_size(a) == big);
+        CHECK(ca.reserved() == (big + 20 * MiB - 1) / (20 * MiB) * (20 * MiB));
+        const int32_t b = ca.allocate(int64_t{1} << 56);   // a row's largest
+        REQUIRE(b >= 0);
+        CHECK(ca.block_segment(b) == ca.block_segment(a));   // the same segment grows
+    }
+    // A limited capacity keeps 9/8 of it: 100 MiB gives 120 MiB (6 pages of 20 MiB, 112.5 rounded up).
+    CachingAllocator small(100 * MiB, conf("expandable_segments:True"));
+    CHECK(small.allocate(90 * MiB) >= 0);
+    CHECK(small.allocate(40 * MiB) < 0);   // 100 MiB mapped at most
+}
+
 TEST_CASE("allocator: expandable_segments", "[sim][allocator][conf]") {
     // try_allocate_expandable_block / map_block: one segment per stream and pool grows by pages
     // of 20 MiB (large pool) or 2 MiB (small pool); should_split: any rest >= 512 B is split.
