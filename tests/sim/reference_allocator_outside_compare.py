@@ -362,11 +362,15 @@ def compare_evicting(got, allocs, conf, capacity, first_reserved, pools=None):
     return problems
 
 
-def compare(mhc, trace, allocs, conf, capacity, first_reserved=None, pools=None):
-    """capacity: None for unlimited. Returns a list of problems."""
+def compare(mhc, trace, allocs, conf, capacity, first_reserved=None, pools=None, recorded=""):
+    """capacity: None for unlimited; recorded: the trace's allocator.conf, conf given over it.
+    Returns a list of problems."""
     got, err = run_mhc(mhc, trace, conf, "unlimited" if capacity is None else f"{capacity}B")
     if err:
         return [err]
+    effective = ra.Conf(recorded)
+    effective.update(conf)
+    conf = effective
     if capacity is not None:
         return compare_evicting(got, allocs, conf, capacity, first_reserved, pools)
     out, mem, ev = got
@@ -433,6 +437,10 @@ def main():
             off = rng.choice([-(1 << 62), -(1 << 62) + 12345, -(1 << 40), 1 << 61])
             allocs = [(n, ta + off, None if tf is None else tf + off, st) for n, ta, tf, st in allocs]
         meta = {"kineto.reserved_first.device0": str(first)} if first is not None else {}
+        recorded = ""
+        if rng.random() < 0.25:   # settings the recording names (meta allocator.conf), the given ones over them
+            recorded = rng.choice([c for c in CONFS if c])
+            meta["allocator.conf"] = recorded
         pools = None
         if first is None and rng.random() < 0.3:   # private pools, as a torch 2.15 snapshot's import names them
             names = rng.choice([["0,1"], ["0,1", "1,0"]])
@@ -442,7 +450,9 @@ def main():
                 f"{p}:" + ",".join(str(j + 1) for j, q in enumerate(pools) if q == p) for p in names
                 if p in pools)
         write_trace(trace, allocs, meta)
-        _, _, peak, _ = reference(allocs, conf, ra.UNLIMITED, first, pools)
+        effective = ra.Conf(recorded)
+        effective.update(conf)
+        _, _, peak, _ = reference(allocs, effective, ra.UNLIMITED, first, pools)
         caps = [None]
         if peak > 0:
             share = rng.choice([1.0, 0.95, 0.8, 0.6, 0.4, 0.2])
@@ -459,10 +469,11 @@ def main():
         for cap in caps:
             if "only" in opts and int(opts["only"]) != k:
                 continue
-            problems = compare(mhc, trace, allocs, conf, cap, first, pools)
+            problems = compare(mhc, trace, allocs, conf, cap, first, pools, recorded)
             label = (f"run {k} ({len(allocs)} allocations, conf '{conf}', capacity {cap or 'unlimited'}"
                      + (f", first reserved {first}" if first is not None else "")
-                     + (f", private pools {meta['snapshot.allocation_pools']}" if pools else "") + ")")
+                     + (f", private pools {meta['snapshot.allocation_pools']}" if pools else "")
+                     + (f", recorded conf '{recorded}'" if recorded else "") + ")")
             if problems:
                 bad += 1
                 print(f"DIFF {label}: " + "; ".join(problems))
