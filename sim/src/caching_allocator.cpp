@@ -101,9 +101,12 @@ AllocatorSettings parse_allocator_conf(std::string_view text, const std::string&
             if (val != "True" && val != "False") throw bad("'" + val + "' is not True or False");
             s.expandable_segments = val == "True";
         } else if (key == "max_split_size_mb" || key == "max_non_split_rounding_mb") {
-            // parseMaxSplitSize / parseMaxNonSplitRoundingSize: MiB, more than kLargeBuffer (20 MiB).
+            // parseMaxSplitSize / parseMaxNonSplitRoundingSize: MiB, at least kLargeBuffer (20 MiB), as
+            // torch 2.15 (c10/core/AllocatorConfig.cpp: val_env >= kLargeBuffer / kMB) takes them;
+            // earlier releases refused 20 too, and so did the model before 2026-12-05, which refused a
+            // torch 2.15 snapshot recorded with max_split_size_mb:20 that PyTorch had run.
             if (!parse_u64(val, n)) throw bad("'" + val + "' is not a whole number of MiB");
-            if (n <= 20) throw bad(std::to_string(n) + " is too small: it must be more than 20 (MiB)");
+            if (n < 20) throw bad(std::to_string(n) + " is too small: it must be at least 20 (MiB)");
             if (n > (uint64_t{1} << 30)) throw bad(std::to_string(n) + " MiB is more than 2^50 bytes");
             (key == "max_split_size_mb" ? s.max_split_size : s.max_non_split_rounding) = static_cast<int64_t>(n) << 20;
         } else if (key == "garbage_collection_threshold") {

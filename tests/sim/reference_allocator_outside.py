@@ -55,7 +55,7 @@ class Conf:
                 self.expandable = val == "True"
             elif key == "max_split_size_mb":
                 n = int(val)
-                if n <= 20:
+                if n < 20:   # "N ≥ 20, as torch 2.15 takes it"
                     raise ConfError(key)
                 self.max_split = n * MIB
             elif key == "max_non_split_rounding_mb":

@@ -82,6 +82,7 @@ def random_size(rng, sizes):
 
 CONFS = ["", "", "expandable_segments:True", "max_split_size_mb:24", "max_split_size_mb:40",
          "max_split_size_mb:64,max_non_split_rounding_mb:21", "max_split_size_mb:32,max_non_split_rounding_mb:64",
+         "max_split_size_mb:20,max_non_split_rounding_mb:20",
          "roundup_power2_divisions:4", "roundup_power2_divisions:1", "roundup_power2_divisions:2",
          "roundup_power2_divisions:16", "roundup_power2_divisions:[1:8,4:2,>:4]",
          "roundup_power2_divisions:[2:8,16:2,>:4]", "roundup_power2_divisions:[64:8]",

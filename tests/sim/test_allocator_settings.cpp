@@ -45,8 +45,11 @@ TEST_CASE("allocator conf: PYTORCH_CUDA_ALLOC_CONF syntax, round trip and refusa
         }
         return std::string("(accepted)");
     };
-    CHECK(refused("max_split_size_mb:20") ==
-          "--allocator-conf: max_split_size_mb: 20 is too small: it must be more than 20 (MiB)");
+    // torch 2.15 takes 20 (c10/core/AllocatorConfig.cpp: at least kLargeBuffer); refused before 2026-12-05
+    CHECK(refused("max_split_size_mb:20") == "(accepted)");
+    CHECK(refused("max_non_split_rounding_mb:20") == "(accepted)");
+    CHECK(refused("max_split_size_mb:19") ==
+          "--allocator-conf: max_split_size_mb: 19 is too small: it must be at least 20 (MiB)");
     CHECK(refused("max_split_size_mb:abc") == "--allocator-conf: max_split_size_mb: 'abc' is not a whole number of MiB");
     CHECK(refused("expandable_segments:yes") == "--allocator-conf: expandable_segments: 'yes' is not True or False");
     CHECK(refused("garbage_collection_threshold:1.0") ==
@@ -441,7 +444,7 @@ TEST_CASE("mhc allocator: a trace without segments is refused", "[sim][allocator
     t.meta["segments.from_pools"] = "0";
     CHECK_NOTHROW(sim::compare_allocator(t, s, -1, ""));
     CHECK_THROWS_WITH(sim::compare_allocator(t, s, 0, "max_split_size_mb:1"),
-                      "--allocator-conf: max_split_size_mb: 1 is too small: it must be more than 20 (MiB)");
+                      "--allocator-conf: max_split_size_mb: 1 is too small: it must be at least 20 (MiB)");
 }
 
 #if defined(MHC_HAVE_IMPORT) && defined(MHC_PUBLIC_DATASETS)
