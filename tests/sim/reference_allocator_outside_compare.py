@@ -89,7 +89,8 @@ CONFS = ["", "", "expandable_segments:True", "max_split_size_mb:24", "max_split_
          "roundup_power2_divisions:[>:2]",
          "garbage_collection_threshold:0.5", "garbage_collection_threshold:0.8",
          "garbage_collection_threshold:0.6,max_split_size_mb:32",
-         "expandable_segments:True,max_split_size_mb:40", "expandable_segments:True,roundup_power2_divisions:4"]
+         "expandable_segments:True,max_split_size_mb:40", "expandable_segments:True,roundup_power2_divisions:4",
+         "expandable_segments:True,garbage_collection_threshold:0.7"]
 
 
 def random_trace(rng, conf):
