@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "mhc/common/error.hpp"
@@ -82,6 +83,27 @@ std::string size_suggestions(const Quantity& q, int64_t min, int64_t max) {
     return out;
 }
 
+// number (digits with at most one '.') x per, rounded to the nearest whole, halves up, in 128-bit
+// integers: digits / 10^k x per = floor((2 x digits x per + 10^k) / (2 x 10^k)). Empty when the
+// number has more than 19 digits or per is not whole (the caller reads it through a double).
+std::optional<unsigned __int128> exact_bytes(const std::string& number, double per) {
+    if (per != std::floor(per) || per > 0x1p50) return std::nullopt;
+    unsigned __int128 digits = 0, scale = 1;
+    int count = 0;
+    bool fraction = false;
+    for (char c : number) {
+        if (c == '.') {
+            fraction = true;
+            continue;
+        }
+        if (++count > 19) return std::nullopt;
+        digits = digits * 10 + static_cast<unsigned>(c - '0');
+        if (fraction) scale *= 10;
+    }
+    const auto whole = static_cast<unsigned __int128>(per);
+    return (2 * digits * whole + scale) / (2 * scale);
+}
+
 }  // namespace
 
 int64_t parse_size(std::string_view text, int64_t min, int64_t max) {
@@ -94,9 +116,14 @@ int64_t parse_size(std::string_view text, int64_t min, int64_t max) {
     const double per = unit_bytes(q.unit);
     if (per == 0)
         throw Error(quoted + ": unknown unit '" + q.unit + "' (" + kUnits + "; mhc help sizes)");
-    const double bytes = std::floor(q.value * per + 0.5);
-    if (bytes >= 0x1p63) throw Error(quoted + ": too large");
-    const auto b = static_cast<int64_t>(bytes);
+    // To the nearest byte, halves up: exactly where the number has at most 19 digits (a double
+    // holds whole bytes only up to 2^53: `72057594037927935B` read as 2^56 before 2026-12-05,
+    // found by tests/sim/reference_allocator_outside_compare.py), else through a double.
+    const std::optional<unsigned __int128> exact = exact_bytes(q.number, per);
+    const double bytes = exact ? static_cast<double>(*exact) : std::floor(q.value * per + 0.5);
+    if (exact ? *exact >= (static_cast<unsigned __int128>(1) << 63) : bytes >= 0x1p63)
+        throw Error(quoted + ": too large");
+    const auto b = exact ? static_cast<int64_t>(*exact) : static_cast<int64_t>(bytes);
     if (b < min) throw Error(quoted + ": at least " + format_bytes(min));
     if (b > max) throw Error(quoted + ": at most " + format_bytes(max));
     return b;

@@ -226,9 +226,9 @@ def _allocator(v) -> str:
             raise SettingError(f"setting: allocator: {key}:{value}: expected {want}")
         if key in ("max_split_size_mb", "max_non_split_rounding_mb"):
             # as the simulator's model takes them (sim/src/caching_allocator.cpp, parseMaxSplitSize):
-            # MiB, more than kLargeBuffer (20 MiB); PyTorch refuses 20 and less (newer releases: less than 20)
-            if int(value) <= 20:
-                raise SettingError(f"setting: allocator: {key}:{value}: too small: it must be more than 20 (MiB)")
+            # MiB, at least kLargeBuffer (20 MiB), as torch 2.15 (earlier releases refused 20 too)
+            if int(value) < 20:
+                raise SettingError(f"setting: allocator: {key}:{value}: too small: it must be at least 20 (MiB)")
             if int(value) > 1 << 30:
                 raise SettingError(f"setting: allocator: {key}:{value}: more than 2^50 bytes")
     return v

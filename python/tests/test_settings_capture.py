@@ -485,11 +485,11 @@ def test_cli_recipe_reproduces_the_step_options(tmp_path, net_file, flags):
      "(did you mean 'Net.blocks.1' or 'Net.blocks.2'?)"),
     (["--setting", '{"offload": 3}'], "mhc-torch: setting: offload: expected an object, got a number"),
     (["--setting", "missing.json"], "mhc-torch: setting: missing.json: No such file or directory"),
-    # the simulator's model refuses these (PyTorch: 20 and less, or less than 20, by release)
-    (["--setting", '{"allocator": "max_split_size_mb:20"}'],
-     "mhc-torch: setting: allocator: max_split_size_mb:20: too small: it must be more than 20 (MiB)"),
+    # the simulator's model refuses these (torch 2.15: less than 20; earlier releases: 20 and less)
+    (["--setting", '{"allocator": "max_split_size_mb:19"}'],
+     "mhc-torch: setting: allocator: max_split_size_mb:19: too small: it must be at least 20 (MiB)"),
     (["--setting", '{"allocator": "expandable_segments:True,max_split_size_mb:4"}'],
-     "mhc-torch: setting: allocator: max_split_size_mb:4: too small: it must be more than 20 (MiB)"),
+     "mhc-torch: setting: allocator: max_split_size_mb:4: too small: it must be at least 20 (MiB)"),
 ])
 def test_cli_bad_setting_one_line(tmp_path, net_file, args, message):
     out = tmp_path / "x.db"

@@ -46,3 +46,16 @@ def test_size_grammar_table(kind, text, expected):
         assert str(e.value).startswith(f"'{text}': ")
     else:
         assert _parse(kind, text) == float(expected)
+
+
+def test_a_size_past_2_53_bytes_is_read_to_the_byte():
+    """As mhc's parse_size (tests/trace/test_units.cpp): a float holds whole bytes only to 2^53."""
+    assert parse_size("72057594037927935B") == (1 << 56) - 1
+    assert parse_size("9007199254740993 B") == (1 << 53) + 1
+    assert parse_size("9223372036854775807B") == (1 << 63) - 1
+    with pytest.raises(SizeError, match="too large"):
+        parse_size("9223372036854775808B")
+    assert parse_size("8388607.9999999999KiB") == 1 << 33
+    assert parse_size("0.3KiB") == 307
+    assert parse_size("2.5B") == 3
+    assert parse_size("1.5kB") == 1500

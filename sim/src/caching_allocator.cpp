@@ -101,9 +101,12 @@ AllocatorSettings parse_allocator_conf(std::string_view text, const std::string&
             if (val != "True" && val != "False") throw bad("'" + val + "' is not True or False");
             s.expandable_segments = val == "True";
         } else if (key == "max_split_size_mb" || key == "max_non_split_rounding_mb") {
-            // parseMaxSplitSize / parseMaxNonSplitRoundingSize: MiB, more than kLargeBuffer (20 MiB).
+            // parseMaxSplitSize / parseMaxNonSplitRoundingSize: MiB, at least kLargeBuffer (20 MiB), as
+            // torch 2.15 (c10/core/AllocatorConfig.cpp: val_env >= kLargeBuffer / kMB) takes them;
+            // earlier releases refused 20 too, and so did the model before 2026-12-05, which refused a
+            // torch 2.15 snapshot recorded with max_split_size_mb:20 that PyTorch had run.
             if (!parse_u64(val, n)) throw bad("'" + val + "' is not a whole number of MiB");
-            if (n <= 20) throw bad(std::to_string(n) + " is too small: it must be more than 20 (MiB)");
+            if (n < 20) throw bad(std::to_string(n) + " is too small: it must be at least 20 (MiB)");
             if (n > (uint64_t{1} << 30)) throw bad(std::to_string(n) + " MiB is more than 2^50 bytes");
             (key == "max_split_size_mb" ? s.max_split_size : s.max_non_split_rounding) = static_cast<int64_t>(n) << 20;
         } else if (key == "garbage_collection_threshold") {
@@ -115,7 +118,9 @@ AllocatorSettings parse_allocator_conf(std::string_view text, const std::string&
             s.garbage_collection_threshold = x;
         } else if (key == "roundup_power2_divisions") {
             // parseRoundUpPower2Divisions: one power of two for every size, or
-            // [MiB:divisions,...,>:divisions]; the first entry also covers the intervals below it.
+            // [MiB:divisions,...,>:divisions]; the first entry also covers the intervals below it, and
+            // `>` fills from the last entry's own interval on (PyTorch's std::fill from last_index, which
+            // starts at 0): it overwrites that entry's value, and alone it sets every interval.
             std::array<int32_t, AllocatorSettings::kIntervals> d{};
             if (!val.empty() && val.front() == '[') {
                 if (val.back() != ']') throw bad("'" + val + "': a list ends with ']'");
@@ -136,7 +141,7 @@ AllocatorSettings parse_allocator_conf(std::string_view text, const std::string&
                     if (!parse_u64(v, div) || (div != 0 && !pow2(div)) || div > (1u << 20))
                         throw bad("'" + v + "': the divisions must be a power of 2 (or 0)");
                     if (k == ">") {
-                        for (size_t i = last + 1; i < d.size(); ++i) d[i] = static_cast<int32_t>(div);
+                        for (size_t i = last; i < d.size(); ++i) d[i] = static_cast<int32_t>(div);
                         continue;
                     }
                     uint64_t mb = 0;
@@ -408,9 +413,13 @@ int32_t CachingAllocator::find_expandable_block(int p, int64_t stream, int64_t s
             room += blocks_[static_cast<size_t>(x)].size;
         if (room >= size) return c;
     }
-    // Address space: 1 1/8 of the device memory (ExpandableSegment), at most 2^50 bytes here.
+    // Address space: 1 1/8 of the device memory (ExpandableSegment); past 2^62 bytes (an unlimited
+    // capacity) 2^62, room for any trace (its allocations together are at most 2^62 bytes) with
+    // no overflow of an offset plus a size. It stopped at 2^50 bytes before 2026-12-05: a request
+    // larger than that never fitted, an out of memory at unlimited capacity.
     const int64_t page = page_of(p == 1);
-    int64_t va = capacity_ >= (int64_t{1} << 50) ? (int64_t{1} << 50) : capacity_ + capacity_ / 8;
+    constexpr int64_t kMostSpace = int64_t{1} << 62;
+    int64_t va = capacity_ >= kMostSpace / 9 * 8 ? kMostSpace : capacity_ + capacity_ / 8;
     va = std::max(page, (va + page - 1) / page * page);
     const int32_t b = new_segment_block(p, stream, va, page, true);
     blocks_[static_cast<size_t>(b)].mapped = false;   // reserved address space, no pages yet

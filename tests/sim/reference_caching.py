@@ -49,8 +49,8 @@ class Conf:
         first, last = True, 0   # intervals the list does not name keep their value (0: plain rounding)
         for entry in value.strip("[]").split(","):
             size, div = entry.split(":")
-            if size.strip() == ">":   # `>` covers the intervals after the last entry
-                for i in range(last + 1, INTERVALS):
+            if size.strip() == ">":   # `>` covers the last entry's interval (overwritten) and those after it
+                for i in range(last, INTERVALS):
                     self.divisions[i] = int(div)
                 continue
             i = min(int(math.log2(int(size))), INTERVALS - 1)

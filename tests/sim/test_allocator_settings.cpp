@@ -24,11 +24,12 @@ TEST_CASE("allocator conf: PYTORCH_CUDA_ALLOC_CONF syntax, round trip and refusa
     CHECK(s.expandable_segments);
     CHECK(s.max_split_size == 128 * MiB);
     CHECK(s.garbage_collection_threshold == Approx(0.8));
-    // parseRoundUpPower2Divisions: the first entry also fills the intervals below it, '>' those
-    // after the last entry, an interval between entries keeps its value (0).
+    // parseRoundUpPower2Divisions: the first entry also fills the intervals below it, '>' the last
+    // entry's own interval and those after it (std::fill from last_index), an interval between
+    // entries keeps its value (0).
     CHECK(s.roundup_power2_divisions[0] == 2);   // [1, 2) MiB and below
     CHECK(s.roundup_power2_divisions[1] == 0);   // [2, 4) MiB
-    CHECK(s.roundup_power2_divisions[2] == 4);   // [4, 8) MiB
+    CHECK(s.roundup_power2_divisions[2] == 8);   // [4, 8) MiB: `4:4` overwritten by `>:8`
     CHECK(s.roundup_power2_divisions[3] == 8);
     CHECK(s.roundup_power2_divisions[15] == 8);
     CHECK(conf(s.conf()) == s);
@@ -44,8 +45,11 @@ TEST_CASE("allocator conf: PYTORCH_CUDA_ALLOC_CONF syntax, round trip and refusa
         }
         return std::string("(accepted)");
     };
-    CHECK(refused("max_split_size_mb:20") ==
-          "--allocator-conf: max_split_size_mb: 20 is too small: it must be more than 20 (MiB)");
+    // torch 2.15 takes 20 (c10/core/AllocatorConfig.cpp: at least kLargeBuffer); refused before 2026-12-05
+    CHECK(refused("max_split_size_mb:20") == "(accepted)");
+    CHECK(refused("max_non_split_rounding_mb:20") == "(accepted)");
+    CHECK(refused("max_split_size_mb:19") ==
+          "--allocator-conf: max_split_size_mb: 19 is too small: it must be at least 20 (MiB)");
     CHECK(refused("max_split_size_mb:abc") == "--allocator-conf: max_split_size_mb: 'abc' is not a whole number of MiB");
     CHECK(refused("expandable_segments:yes") == "--allocator-conf: expandable_segments: 'yes' is not True or False");
     CHECK(refused("garbage_collection_threshold:1.0") ==
@@ -138,9 +142,38 @@ TEST_CASE("allocator: roundup_power2_divisions", "[sim][allocator][conf]") {
     CHECK(four.largest_free_block() == 14 * MiB);
     CachingAllocator list(kBig, conf("roundup_power2_divisions:[1:2,4:4,>:8]"));
     CHECK(list.rounded(3 * MiB + 1) == 3 * MiB + 512);    // [2, 4) MiB: 0 divisions
-    CHECK(list.rounded(5 * MiB + 1) == 6 * MiB);          // [4, 8) MiB: 4
+    // [4, 8) MiB: 8, not 4: `>` fills from the last entry's own interval on (PyTorch's
+    // parseRoundUpPower2Divisions: std::fill from last_index), so it overwrites `4:4`; steps of 512 KiB
+    CHECK(list.rounded(5 * MiB + 1) == 5 * MiB + 512 * 1024);
     CHECK(list.rounded(9 * MiB + 1) == 10 * MiB);         // [8, 16) MiB: 8, steps of 1 MiB
     CHECK(list.rounded(1536 * 1024 + 1) == 2 * MiB);      // [1, 2) MiB: 2, steps of 512 KiB
+    // `>` alone (last_index starts at 0) sets every interval, the first one included; before
+    // 2026-12-05 the model left [1, 2) MiB (and below) at plain rounding: 1.5 MiB + 512
+    CachingAllocator rest(kBig, conf("roundup_power2_divisions:[>:2]"));
+    CHECK(rest.rounded(1536 * 1024 + 1) == 2 * MiB);
+    CHECK(rest.rounded(3 * MiB + 1) == 4 * MiB);
+}
+
+TEST_CASE("allocator: expandable_segments' address space holds any trace at unlimited capacity", "[sim][allocator][conf]") {
+    // A segment's address space is 9/8 of the capacity; at an unlimited one, 2^62 bytes (every
+    // allocation of a trace together is at most that). It stopped at 2^50 bytes before 2026-12-05:
+    // a 2^51-byte request (a row may hold 2^56) never fitted, and `mhc simulate --capacity
+    // unlimited` ran out of memory (found by tests/sim/reference_allocator_outside_compare.py).
+    for (int64_t cap : {kBig, int64_t{INT64_MAX / 4}}) {
+        CachingAllocator ca(cap, conf("expandable_segments:True"));
+        const int64_t big = int64_t{1} << 51;
+        const int32_t a = ca.allocate(big);
+        REQUIRE(a >= 0);
+        CHECK(ca.block_size(a) == big);
+        CHECK(ca.reserved() == (big + 20 * MiB - 1) / (20 * MiB) * (20 * MiB));
+        const int32_t b = ca.allocate(int64_t{1} << 56);   // a row's largest
+        REQUIRE(b >= 0);
+        CHECK(ca.block_segment(b) == ca.block_segment(a));   // the same segment grows
+    }
+    // A limited capacity keeps 9/8 of it: 100 MiB gives 120 MiB (6 pages of 20 MiB, 112.5 rounded up).
+    CachingAllocator small(100 * MiB, conf("expandable_segments:True"));
+    CHECK(small.allocate(90 * MiB) >= 0);
+    CHECK(small.allocate(40 * MiB) < 0);   // 100 MiB mapped at most
 }
 
 TEST_CASE("allocator: expandable_segments", "[sim][allocator][conf]") {
@@ -411,7 +444,7 @@ TEST_CASE("mhc allocator: a trace without segments is refused", "[sim][allocator
     t.meta["segments.from_pools"] = "0";
     CHECK_NOTHROW(sim::compare_allocator(t, s, -1, ""));
     CHECK_THROWS_WITH(sim::compare_allocator(t, s, 0, "max_split_size_mb:1"),
-                      "--allocator-conf: max_split_size_mb: 1 is too small: it must be more than 20 (MiB)");
+                      "--allocator-conf: max_split_size_mb: 1 is too small: it must be at least 20 (MiB)");
 }
 
 #if defined(MHC_HAVE_IMPORT) && defined(MHC_PUBLIC_DATASETS)
