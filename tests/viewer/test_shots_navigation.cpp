@@ -80,6 +80,24 @@ TEST_CASE("find: typed again after Enter, the text replaced, '1 of 1' while the 
     CHECK(off.layout["timeline"]["selected_kernel"] == 2);
 }
 
+TEST_CASE("find: Enter in the field goes to the first match and typing on narrows the text, not replaces it") {
+    // "vec" typed, Enter (the field's own, pressed on its frame), then "t": the text reads "vect" and
+    // the first match (#3) stays selected, "1 of 200" (the field keeps the keyboard after Enter with
+    // its text not selected, unlike Ctrl+F or /, which select it).
+    fixture::TempPath db("find-enter-typed.db");
+    fixture::write_known_trace(db.path);
+    Shot shot = shoot(db.path, "--size 1400x700 --range 790us:1000us --type \"$(printf 'vec\\nt')\"");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    const auto& find = shot.layout["timeline"]["find"];
+    INFO(find.dump());
+    CHECK(find["text"] == "vect");
+    CHECK(find["count"] == "1 of 200");
+    CHECK(find["searches"] == 1);
+    CHECK(find["refinements"] == 3);
+    CHECK(shot.layout["timeline"]["selected_kernel"] == 3);
+}
+
 TEST_CASE("a clicked kernel: Zoom to selection (F) zooms to it, copy puts its details on the clipboard") {
     // kBeta (#2) on stream 7 at [500, 700) us: zoomed to it with a tenth of its length either side,
     // [480, 720) us. Before, "Zoom to selection" and Z zoomed to a right-dragged range only and did

@@ -50,6 +50,15 @@ void style() {
 // the window under a combo's list), after two frames that settle the layout; --step presses Go
 // after them (the toolbar's field set to the step).
 constexpr int kFramesPerClick = 3;
+// --type's text as one key a frame: a character, or Enter ('\n') and a frame without a key.
+std::vector<int> typed_keys(const std::string& text) {
+    std::vector<int> keys;
+    for (const char ch : text) {
+        keys.push_back(static_cast<unsigned char>(ch));
+        if (ch == '\n') keys.push_back(0);
+    }
+    return keys;
+}
 void simulate_input(mhc::viewer::App& app, int n) {
     ImGuiIO& io = ImGui::GetIO();
     const int k = n - 2;
@@ -75,11 +84,16 @@ void simulate_input(mhc::viewer::App& app, int n) {
     const int back = find - static_cast<int>(app.opt.finds.size());
     if (back >= 0 && back < app.opt.find_back) app.find_next(true);
     // --type: the field focused on the first frame after them (active from the next), then a letter a
-    // frame, as typed.
+    // frame, as typed; a newline is Enter pressed on one frame and released on the next.
     const int typed = back - app.opt.find_back;
     if (typed == 0 && !app.opt.typed.empty()) app.focus_find = true;
-    if (typed >= 2 && typed < 2 + static_cast<int>(app.opt.typed.size()))
-        io.AddInputCharacter(static_cast<unsigned char>(app.opt.typed[static_cast<size_t>(typed - 2)]));
+    io.KeysDown[GLFW_KEY_ENTER] = false;
+    const std::vector<int> keys = typed_keys(app.opt.typed);
+    if (typed >= 2 && typed < 2 + static_cast<int>(keys.size())) {
+        const int key = keys[static_cast<size_t>(typed - 2)];
+        if (key == '\n') io.KeysDown[GLFW_KEY_ENTER] = true;
+        else if (key > 0) io.AddInputCharacter(static_cast<unsigned>(key));
+    }
 }
 
 int run_gui(mhc::viewer::App& app, bool screenshot) {
@@ -116,7 +130,7 @@ int run_gui(mhc::viewer::App& app, bool screenshot) {
     const int clicks = static_cast<int>(app.opt.clicks.size());
     const int frames = 4 + kFramesPerClick * clicks + (app.opt.go_step ? 1 : 0) +
                        static_cast<int>(app.opt.finds.size()) + app.opt.find_back +
-                       (app.opt.typed.empty() ? 0 : 2 + static_cast<int>(app.opt.typed.size()));
+                       (app.opt.typed.empty() ? 0 : 2 + static_cast<int>(typed_keys(app.opt.typed).size()));
     mhc::viewer::FramePacer pacer;
     double wait = 0;
     for (int n = 0; screenshot ? n < frames : !glfwWindowShouldClose(w); ++n) {
@@ -203,8 +217,8 @@ int main(int argc, char** argv) {
                    "with --screenshot: after the --find presses, press Shift+Enter (the match before) N times")
         ->check(CLI::NonNegativeNumber);
     cli.add_option("--type", o.typed,
-                   "with --screenshot: after them, type TEXT in the timeline's find field a letter a frame, without "
-                   "Enter (its matches marked as typed)");
+                   "with --screenshot: after them, type TEXT in the timeline's find field a letter a frame (its "
+                   "matches marked as typed); a newline in TEXT presses Enter");
     cli.add_flag("--fit-y", o.fit_y,
                  "memory curves: the y axis fitted to the bytes in view instead of from 0 B (the toolbar's \"fit y\")");
     cli.add_option("--layout", o.layout, "with --screenshot: write the plot rectangles as JSON (for tests)");

@@ -152,7 +152,7 @@ nlohmann::json find_field(App& app, ImVec2 at) {
     if (!io.WantTextInput &&
         ((io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_F, false)) || ImGui::IsKeyPressed(GLFW_KEY_SLASH, false)))
         app.focus_find = true;
-    if (app.focus_find) {
+    if (app.focus_find) {   // its text selected, as a browser's find field: typing replaces it
         ImGui::SetKeyboardFocusHere();
         app.focus_find = false;
     }
@@ -163,7 +163,7 @@ nlohmann::json find_field(App& app, ImVec2 at) {
     nlohmann::json out = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     if (enter) {
         app.find_next(ImGui::GetIO().KeyShift);
-        ImGui::SetKeyboardFocusHere(-1);   // stay in the field for the next Enter
+        ImGui::SetKeyboardFocusHere(-1);   // stay in the field for the next Enter (its text not selected)
     }
     // F3 / Shift+F3 go on from anywhere, as in a browser.
     if (!io.WantTextInput && app.find_text[0] != 0 && ImGui::IsKeyPressed(GLFW_KEY_F3, false))
