@@ -5,7 +5,8 @@ join computed here with Python's json/gzip/sqlite3 and no mhc code.
 Usage: et_kineto_pairs.py MHC PUBLIC_DIR WORK_DIR [FIXTURES_DIR]
 
 For each pair in PAIRS (and, with FIXTURES_DIR, the CPU-only pairs recorded in tests/import/fixtures,
-CPU_PAIRS):
+CPU_PAIRS, and the writer-version matrix in FIXTURES_DIR/writers: torch-V-et.json.gz with
+torch-V-kineto.json.gz, one run of each torch recorded by make_writers.py):
   - same process: the ET's top-level pid must be among the Kineto CPU ops' pids, else mhc must
     refuse the pair (exit status 2, one line);
   - the join: where the Kineto trace writes Record function ids, the ET node of each nonzero
@@ -31,6 +32,7 @@ CPU_PAIRS):
 Prints one line per pair with the figures; exits 1 on any mismatch.
 """
 import bisect
+import glob
 import gzip
 import json
 import os
@@ -302,6 +304,9 @@ def main():
     pairs = [(os.path.join(public, et), os.path.join(public, kineto)) for et, kineto in PAIRS]
     if len(sys.argv) == 5:
         pairs += [(os.path.join(sys.argv[4], et), os.path.join(sys.argv[4], kineto)) for et, kineto in CPU_PAIRS]
+        # The writer-version matrix (fixtures/writers/README.md): each torch's pair of one run.
+        pairs += [(et, et[:-len("-et.json.gz")] + "-kineto.json.gz")
+                  for et in sorted(glob.glob(os.path.join(sys.argv[4], "writers", "torch-*-et.json.gz")))]
     for et, kineto in pairs:
         check_pair(exe, et, kineto, work)
     print(f"{len(pairs)} pairs, {len(failures)} failures")

@@ -2,10 +2,12 @@
 """Every real public trace in tests/data/public, imported by mhc, against the source file's own
 accounting computed here with Python's json/gzip/sqlite3 and no mhc code.
 
-Usage: public_traces.py MHC PUBLIC_DIR WORK_DIR [EXECUTION_TRACE ...]
+Usage: public_traces.py MHC PUBLIC_DIR WORK_DIR [TRACE ...]
 
-(EXECUTION_TRACE: more execution traces checked as those of chakra/ are, such as the CPU fixture
-recorded here with two threads whose ops overlap, tests/import/fixtures/cpu_threads_et.json.gz.)
+(TRACE: more traces checked as those of kineto/ (a name with `kineto` in it) or chakra/ (any
+other) are, such as the CPU fixture recorded here with two threads whose ops overlap,
+tests/import/fixtures/cpu_threads_et.json.gz, and the writer-version matrix recorded here with
+every torch from 2.0 on, tests/import/fixtures/writers/.)
 
 For each Kineto JSON (kineto/*.json.gz), Nsight Systems export (nsys/*.sqlite) and execution
 trace (chakra/*.json.gz):
@@ -364,7 +366,7 @@ def cpu_steps(events, devices):
     steps = sorted((decimal_of(e["ts"]), decimal_of(e["ts"]) + decimal_of(e.get("dur", 0)), int(e["name"][13:]))
                    for e in cpu if str(e.get("name", "")).startswith("ProfilerStep#") and e["name"][13:].isdigit())
     if steps:
-        return steps
+        return profiler_steps_mended(events, cpu)
     joined = {}
     # An optimizer range's work: the ops (cpu_op, user_annotation, Operator) and runtime or driver calls
     # of its process and thread that begin within it, itself included.
@@ -415,6 +417,68 @@ def cpu_steps(events, devices):
             joined[k] = (min(a, begin), max(b, end))
             begin = end
     return sorted((a, b, k) for k, (a, b) in joined.items())
+
+
+def profiler_steps_mended(events, cpu):
+    """The CPU ProfilerStep#N ranges as (start, end, N), each thread's mended where the file wrote them
+    with their end only right (docs/import.md "Steps": torch 2.5 with with_stack=True writes each from
+    the start of the step() call that ends it). A thread's ranges follow one another and hold its ops;
+    where the ops and calls of the thread (cpu_op, user_annotation, Operator, runtime and driver calls)
+    that begin between them (before each, after the one before ended; before the first, any) outnumber
+    those that begin within them (the range itself not counted), each range begins where the one before
+    it ended, the first at the first of those ops."""
+    by_thread, starts = {}, {}
+    for e in cpu:
+        if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#") and e["name"][13:].isdigit():
+            a = decimal_of(e["ts"])
+            by_thread.setdefault((e.get("pid"), e.get("tid")), []).append([a, a + max(0, decimal_of(e.get("dur", 0))),
+                                                                        int(e["name"][13:])])
+    for e in events:
+        if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e and \
+                e.get("cat") in ("cpu_op", "user_annotation", "Operator") + CALL_CATEGORIES:
+            starts.setdefault((e.get("pid"), e.get("tid")), []).append(decimal_of(e["ts"]))
+    out = []
+    for key, ranges in by_thread.items():
+        ranges.sort(key=lambda r: r[0])
+        v = sorted(starts.get(key, []))
+        between = within = 0
+        for k, (a, b, _) in enumerate(ranges):
+            lo = bisect.bisect_right(v, ranges[k - 1][1]) if k else 0
+            between += max(0, bisect.bisect_left(v, a) - lo)
+            within += max(0, bisect.bisect_right(v, b) - bisect.bisect_left(v, a) - 1)
+        if v and between > within:
+            ends = [b for _, b, _ in ranges]
+            for k, r in enumerate(ranges):
+                r[0] = min(r[0], v[0]) if k == 0 else min(r[0], ends[k - 1])
+        out += [tuple(r) for r in ranges]
+    return sorted(out)
+
+
+def check_step_markers(name, path, db):
+    """Where the trace has ProfilerStep#N: mhc's step markers, by number, from the earliest start to the
+    latest end of the file's CPU ranges of that number (cpu_steps: mended where the writer wrote them
+    with their end only right), their lengths and their starts relative to the first, to the ns."""
+    events = [e for e in kineto_events(path) if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e]
+    if not any(str(e.get("name", "")).startswith("ProfilerStep#") for e in events):
+        return
+    want = {}
+    for a, b, n in cpu_steps(events, cpu_lanes(kineto_events(path))[1]):
+        lo, hi = want.get(n, (a, b))
+        want[n] = (min(lo, a), max(hi, b))
+    if not want:
+        return
+    first = min(a for a, _ in want.values())
+    want = {n: (int((a - first) * 1000), int((b - a) * 1000)) for n, (a, b) in want.items()}
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    got = {n: (a, b - a) for n, a, b in conn.execute("SELECT idx, t_start, t_end FROM markers WHERE kind = 0")}
+    if got:
+        t0 = min(a for a, _ in got.values())
+        got = {n: (a - t0, d) for n, (a, d) in got.items()}
+    meta = dict(conn.execute("SELECT key, value FROM meta"))
+    print(f"  step markers: {len(got)} imported, {len(want)} in the file; mended: {meta.get('kineto.profiler_steps_mended', 'no')[:40]}")
+    wrong = sorted(n for n in set(want) | set(got) if want.get(n) != got.get(n))
+    for n in wrong[:3]:
+        fail(name, f"step {n}: imported (start from the first, length) {got.get(n)} ns, the file's {want.get(n)} ns")
 
 
 def step_of(steps, t):
@@ -1338,6 +1402,7 @@ def check(exe, path, source_of, work):
         check_timeline(name, kineto_timeline(path), info)
         check_kernel_starts(name, path, db)
         check_kernel_steps(name, path, db)
+        check_step_markers(name, path, db)
         check_placement(name, path, db)
         check_device_lanes(name, path, meta)
         check_gpu_memory_said(name, path, source, meta)
@@ -1397,7 +1462,10 @@ def main():
     files = [(p, kineto_source) for p in sorted(glob.glob(os.path.join(PUBLIC, "kineto", "*.json.gz")))]
     files += [(p, nsys_source) for p in sorted(glob.glob(os.path.join(PUBLIC, "nsys", "*.sqlite")))]
     files += [(p, et_source) for p in sorted(glob.glob(os.path.join(PUBLIC, "chakra", "*.json.gz")))]
-    files += [(os.path.abspath(p), et_source) for p in sys.argv[4:]]
+    # Traces given on the command line: a Kineto trace where the file name says so (`kineto`),
+    # else an execution trace.
+    files += [(os.path.abspath(p), kineto_source if "kineto" in os.path.basename(p) else et_source)
+              for p in sys.argv[4:]]
     for path, source in files:
         try:
             check(exe, path, source, work)
