@@ -28,7 +28,8 @@ torch-V-kineto.json.gz, one run of each torch recorded by make_writers.py):
     end); every storage those ops use, on any device, must be in mhc's allocations and no other:
     bytes as above, alive from its first op's start to its last op's end; the storages of leaf
     ops not joined (a thread the profiler did not record) must be counted in meta
-    et.storages_left_out.
+    et.storages_left_out; and each joined leaf op's step (the ProfilerStep#N node above it, else
+    the Kineto step its op begins in) counted per step as mhc's.
 Prints one line per pair with the figures; exits 1 on any mismatch.
 """
 import bisect
@@ -41,7 +42,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from public_traces import HOST, decimal_of, et_tensors  # noqa: E402
+from public_traces import HOST, cpu_lanes, cpu_steps, decimal_of, et_tensors, step_of  # noqa: E402
 
 # (execution trace, Kineto trace of the same run), under PUBLIC_DIR.
 PAIRS = [
@@ -230,6 +231,37 @@ def check_cpu_pair(name, conn, nodes, joined):
               f"({sum(s[0] for s in want.values())} B in all)")
 
 
+def check_cpu_steps(name, conn, nodes, joined, events):
+    """A CPU-only pair: each joined leaf op's step, the ProfilerStep#N node above it in the execution
+    trace, else the Kineto step its Kineto op begins in (public_traces.cpu_steps: the CPU
+    ProfilerStep#N ranges, mended where the writer wrote them with their end only right), counted
+    per step and compared with mhc's ops (kernels rows) per step."""
+    steps = cpu_steps([e for e in events if e.get("ph") == "X" and "ts" in e], cpu_lanes(events)[1])
+
+    def in_tree(i):
+        for _ in range(256):
+            n = nodes.get(i)
+            if n is None:
+                return -1
+            if n["name"].startswith("ProfilerStep#") and n["name"][13:].isdigit():
+                return int(n["name"][13:])
+            if n["parent"] == i:
+                return -1
+            i = n["parent"]
+        return -1
+    want = {}
+    for i, e in joined.items():
+        if nodes[i]["leaf"]:
+            step = in_tree(i)
+            if step < 0:
+                step = step_of(steps, decimal_of(e["ts"]))
+            want[step] = want.get(step, 0) + 1
+    got = dict(conn.execute("SELECT step, COUNT(*) FROM kernels GROUP BY step"))
+    print(f"  ops per step: {dict(sorted(got.items()))} imported, {dict(sorted(want.items()))} here")
+    if got != want:
+        fail(name, f"ops per step {dict(sorted(got.items()))}, here {dict(sorted(want.items()))}")
+
+
 def check_pair(exe, et_path, kineto_path, work):
     name = f"{os.path.basename(et_path)} + {os.path.basename(kineto_path)}"
     print(name)
@@ -254,6 +286,7 @@ def check_pair(exe, et_path, kineto_path, work):
         if str(len(joined)) != meta.get("et.kineto_ops_matched"):
             fail(name, f"mhc joined {meta.get('et.kineto_ops_matched')} ops, here {len(joined)}")
         check_cpu_pair(name, conn, nodes, joined)
+        check_cpu_steps(name, conn, nodes, joined, events)
         return
     want, launches = expected_storages(nodes, joined, events)
     strings = dict(conn.execute("SELECT id, text FROM strings"))

@@ -152,6 +152,8 @@ std::map<size_t, int64_t> open_optimizer_ranges(const KinetoData& data, const Th
     return out;
 }
 
+}   // namespace
+
 // ProfilerStep#N ranges written with their end only right. The profiler's step() ends step N's range
 // and begins step N+1's at once, so a thread's ProfilerStep#N ranges hold its ops and follow one
 // another with nothing between them but step()'s own work. torch 2.5 with with_stack=True writes each
@@ -205,6 +207,8 @@ void mend_profiler_steps(KinetoData& data, Result& result) {
                         "to " +
                         std::to_string(moved_ns) + " ns earlier");
 }
+
+namespace {
 
 void add_optimizer_steps(KinetoData& data, int64_t base, Result& result) {
     std::map<int64_t, std::vector<NamedSpan>> by_process;
