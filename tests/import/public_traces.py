@@ -544,6 +544,54 @@ def check_kernel_steps(name, path, db):
             fail(name, f"the loop's ranges put step 0 at ts {begin}, after mhc's time 0, and mhc did not move it")
 
 
+def check_memory_pairs(name, path, db):
+    """A Kineto trace whose [memory] events of a device all carry Addr: the file's own pairing, each
+    process's allocations by address (an allocation, Bytes > 0, lives until the first later free at
+    its address of the same size, events in ts order, file order at one ts), against mhc's allocations
+    of that device that are not blocks allocated before recording: as many, and the same sizes freed
+    and never freed (where mhc split no free: meta kineto.frees_split 0)."""
+    mem = [e for e in kineto_events(path) if isinstance(e, dict) and e.get("name") == "[memory]" and "ts" in e
+           and e.get("ph") in ("i", "I") and isinstance(e.get("args"), dict) and "Bytes" in e["args"]]
+    mem.sort(key=lambda e: decimal_of(e["ts"]))
+    by_dev = {}
+    for e in mem:
+        a = e["args"]
+        dev = a.get("Device Id", 0) if a.get("Device Type") in ACCELERATORS and a.get("Device Id", 0) >= 0 else HOST
+        by_dev.setdefault(dev, []).append((e.get("pid"), a))
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    meta = dict(conn.execute("SELECT key, value FROM meta"))
+    if meta.get("kineto.frees_split", "0") != "0":
+        return
+    strings = dict(conn.execute("SELECT id, text FROM strings"))
+    for dev, events in sorted(by_dev.items()):
+        if not all("Addr" in a for _, a in events):
+            continue
+        live, want = {}, {}
+        for pid, a in events:
+            key = (pid, a["Addr"])
+            if a["Bytes"] > 0:
+                live.setdefault(key, []).append(a["Bytes"])
+            elif a["Bytes"] < 0 and -a["Bytes"] in live.get(key, []):
+                live[key].remove(-a["Bytes"])
+                want[(-a["Bytes"], True)] = want.get((-a["Bytes"], True), 0) + 1
+        for sizes in live.values():
+            for size in sizes:
+                want[(size, False)] = want.get((size, False), 0) + 1
+        got = {}
+        for size, freed, label in conn.execute(
+                "SELECT bytes, t_free IS NOT NULL, label FROM allocations WHERE device = ?", (dev,)):
+            if "before recording" in strings.get(label, ""):
+                continue
+            got[(size, bool(freed))] = got.get((size, bool(freed)), 0) + 1
+        n_want, n_got = sum(want.values()), sum(got.values())
+        print(f"  device {dev}: {n_got} allocations imported, {n_want} in the file paired by address "
+              f"({sum(v for (_, f), v in want.items() if f)} freed)")
+        if got != want:
+            diff = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))[:3]
+            fail(name, f"device {dev}: allocations (bytes, freed) differ, e.g. "
+                       f"{[(k, got.get(k), want.get(k)) for k in diff]} (imported, file)")
+
+
 def check_device_lanes(name, path, meta):
     """Every 'X' event on a device's lane (a pid not labelled CPU) is imported (a kernel, memcpy or
     memset, counted by check_timeline; a GPU annotation, a marker), a cuda_sync wait (documented as
@@ -1403,6 +1451,7 @@ def check(exe, path, source_of, work):
         check_kernel_starts(name, path, db)
         check_kernel_steps(name, path, db)
         check_step_markers(name, path, db)
+        check_memory_pairs(name, path, db)
         check_placement(name, path, db)
         check_device_lanes(name, path, meta)
         check_gpu_memory_said(name, path, source, meta)

@@ -42,6 +42,13 @@ struct Db {
         while (s.step()) out.insert(s.text(1));
         return out;
     }
+    // Whether the table declares the column NOT NULL (PRAGMA table_info's notnull).
+    bool not_null(const std::string& table, const std::string& column) const {
+        sql::Stmt s(db, path, ("PRAGMA table_info(\"" + table + "\")").c_str());
+        while (s.step())
+            if (s.text(1) == column) return s.i64(3) != 0;
+        return false;
+    }
 };
 
 // "col" when the table has it, else the fallback expression.
@@ -736,13 +743,13 @@ private:
         // recording stopped: it ends there (recording_end), so a loop stopped inside its last
         // optimizer step or ProfilerStep#N keeps that step. Before 2026-12-05 (fifth) it was passed
         // over, and the export lost its last step (kernels launched in it were in no step).
-        const std::string unended =
-            "(n.end IS NULL" + std::string(cols.count("eventType") ? " AND n.eventType NOT IN (34, 65))" : ")");
-        const std::string query =
-            "SELECT n.start, n.end, " + (cols.count("text") ? text : std::string("NULL")) + ", " +
-            (cols.count("globalTid") ? "n.globalTid" : "NULL") + ", n.rowid" +
-            " FROM NVTX_EVENTS n WHERE typeof(n.start) = 'integer' AND (typeof(n.end) = 'integer' OR " + unended + ")" +
-            nvtx_ranges_and_marks();
+        const std::string end = nvtx_end("n.");
+        const std::string unended = "(" + end + " IS NULL" +
+                                    std::string(cols.count("eventType") ? " AND n.eventType NOT IN (34, 65))" : ")");
+        const std::string query = "SELECT n.start, " + end + ", " + (cols.count("text") ? text : std::string("NULL")) +
+                                  ", " + (cols.count("globalTid") ? "n.globalTid" : "NULL") + ", n.rowid" +
+                                  " FROM NVTX_EVENTS n WHERE typeof(n.start) = 'integer' AND (typeof(" + end +
+                                  ") = 'integer' OR " + unended + ")" + nvtx_ranges_and_marks();
         sql::Stmt rows(db_.db, in_, query.c_str());
         std::vector<NamedSpan> spans;
         std::vector<std::pair<size_t, int64_t>> threads;   // optimizer range (index in spans) -> its globalTid
@@ -839,6 +846,19 @@ private:
         }
     }
 
+    // NVTX_EVENTS.end as SQL (`prefix`: a table alias and its dot). Exports of 2021 and before declared
+    // every column NOT NULL and wrote a default value where a field had none (nsys's export
+    // documentation of 2020 and 2021.5: "all fields are declared as NOT NULL, even where actual value
+    // may be missing, instead default value for that field is exported"): a mark's end and a range's
+    // never ended. There an end of 0 or less before its start is that default, read as the NULL later
+    // exports write; counted in meta nsys.nvtx_default_ends. Elsewhere an end before its start is a
+    // corrupt row, refused.
+    std::string nvtx_end(const std::string& prefix) const {
+        const std::string end = prefix + "\"end\"";
+        if (!db_.not_null("NVTX_EVENTS", "end")) return end;
+        return "(CASE WHEN " + end + " <= 0 AND " + end + " < " + prefix + "start THEN NULL ELSE " + end + " END)";
+    }
+
     std::string nvtx_ranges_and_marks() {
         if (!db_.columns("NVTX_EVENTS").count("eventType")) return "";
         return " AND (eventType IS NULL OR eventType IN (34, 35, 37, 59, 60, 65, 66, 68, 70, 71))";
@@ -856,9 +876,18 @@ private:
         }
         // A range (not a mark: 34, 65) whose end is NULL was never ended while nsys recorded.
         const std::string unended = c.count("eventType") ? "(eventType NOT IN (34, 65))" : "0";
-        std::string q = "SELECT start, " + col(c, "end", "NULL") + ", " + col(c, "text", "NULL") + ", " +
-                        col(c, "textId", "NULL") + ", " + unended + ", rowid FROM NVTX_EVENTS WHERE 1" + only +
-                        " ORDER BY start, rowid";
+        if (c.count("end") && db_.not_null("NVTX_EVENTS", "end")) {
+            sql::Stmt d(db_.db, in_,
+                        ("SELECT COUNT(*) FROM NVTX_EVENTS WHERE " + nvtx_end("") + " IS NULL" + only).c_str());
+            if (d.step() && d.i64(0) > 0)
+                r_.meta["nsys.nvtx_default_ends"] =
+                    std::to_string(d.i64(0)) +
+                    " NVTX marks or ranges with end 0 in a table that declares end NOT NULL (an export of 2021 "
+                    "or before, which wrote a default where a field had none): read as no end";
+        }
+        std::string q = "SELECT start, " + (c.count("end") ? nvtx_end("") : std::string("NULL")) + ", " +
+                        col(c, "text", "NULL") + ", " + col(c, "textId", "NULL") + ", " + unended +
+                        ", rowid FROM NVTX_EVENTS WHERE 1" + only + " ORDER BY start, rowid";
         sql::Stmt s(db_.db, in_, q.c_str());
         Cells cell{s, in_, "NVTX_EVENTS", 5};
         int64_t markers = 0, open_ranges = 0;
