@@ -247,18 +247,21 @@ def optimizer_step_bounds(ranges, t_first):
     by 10 times), a step begins with every period-th, from the class after the one with the longest
     median gap; durations alone make no period where every range's work (a 4th item: Kineto's ops and
     runtime calls of its thread that begin within it, an execution trace's nodes under it; None or
-    absent: not known) is known and each class of the period has the same median work (one optimizer
-    stepping unevenly); a step ends where its last range ends. Step 0 begins at t_first, unless ranges of one
+    absent: not known) is known and each class of the period has the same median work, above 0 (one optimizer
+    stepping unevenly); where every range's tensors are known (a 5th item: the storage ids an execution
+    trace's optimizer node and the nodes under it read), the period they take turns with (1 to 4:
+    inputs_period) stands whatever durations, gaps and work say; a step ends where its last range ends. Step 0 begins at t_first, unless ranges of one
     loop name begin within the first tenth (where none does, the first half) of every later step (each step's first one after the step
     before ended) and one before the first optimizer range: then the median of those offsets before
     the last such one (of several names, the latest)."""
-    outer, work = [], {}
+    outer, work, inputs = [], {}, {}
     for r in sorted((r for r in ranges if optimizer_step_name(r[0])), key=lambda r: (r[1], -r[2])):
         name, start, end = r[:3]
         if outer and start < outer[-1][2]:
             continue
         outer.append((str(name).split(",")[0], start, end))
         work[len(outer) - 1] = r[3] if len(r) > 3 else None
+        inputs[len(outer) - 1] = r[4] if len(r) > 4 and isinstance(r[4], (set, frozenset)) else None
     if not outer:
         return t_first, []
     names = []
@@ -271,18 +274,48 @@ def optimizer_step_bounds(ranges, t_first):
     durations = [end - start for _, start, end in mine]
     gaps = [mine[k + 1][1] - mine[k][2] for k in range(len(mine) - 1)]
 
+    mine_inputs = [inputs[k] for k, r in enumerate(outer) if r[0] == anchor]
+
     def same_work(p):
         if any(w is None for w in mine_work):
             return False
         classes = [[w for k, w in enumerate(mine_work) if k >= p and k % p == c] for c in range(p)]
-        return all(classes) and len({_median(c) for c in classes}) == 1
+        # A median of nothing run (a snapshot's fused optimizer allocating nothing) tells nothing.
+        return all(classes) and len({_median(c) for c in classes}) == 1 and _median(classes[0]) > 0
+
+    def share(a, b):   # of two ranges' tensors, the share of the smaller set the other holds
+        return len(a & b) / max(1, min(len(a), len(b)))
+
+    def inputs_period():
+        # The tensors an execution trace's optimizer nodes read (a 5th item: a set of storage ids),
+        # where every range's are known: the smallest period 1 to 4 (2 ranges a class at least) with
+        # which each range shares at least half of its tensors with the one a period after it and
+        # under half with those between (each optimizer steps its own parameters).
+        if any(not x for x in mine_inputs):
+            return None
+        n = len(mine_inputs)
+        for p in range(1, 5):
+            if n < 2 * p:
+                break
+            if all(share(mine_inputs[k], mine_inputs[k + p]) >= 0.5 and
+                   all(share(mine_inputs[k], mine_inputs[k + b]) < 0.5 for b in range(1, p) if k + b < n)
+                   for k in range(n - p)):
+                return p
+        return None
 
     period, phase = 1, 0
+    by_inputs = inputs_period()
     for p in (2, 3, 4):
-        if (_take_turns(durations, p, 1.5) and not same_work(p)) or _take_turns(gaps, p, 10):
+        if by_inputs is not None and p != by_inputs:
+            continue
+        if by_inputs is not None or (_take_turns(durations, p, 1.5) and not same_work(p)) or \
+                _take_turns(gaps, p, 10):
             medians = [_median([g for k, g in enumerate(gaps) if k >= p and k % p == c]) for c in range(p)]
             last = max(range(p), key=lambda c: (medians[c], -c))
-            period, phase = p, (last + 1) % p
+            # The tensors showed the period and no class is followed by longer gaps: the first range
+            # begins a step.
+            alike = by_inputs is not None and len(set(medians)) == 1
+            period, phase = p, 0 if alike else (last + 1) % p
             break
     ends, index = [], 0
     for name, _, end in outer:
@@ -1263,6 +1296,13 @@ def et_node_tensors(n):
         et_tensors(n.get("outputs", []), n.get("output_types", []))
 
 
+def et_node_inputs(n):
+    """The tensors of an ET node's inputs alone, in either schema."""
+    if isinstance(n.get("inputs"), dict):
+        return et_tensors(n["inputs"]["values"], n["inputs"]["types"])
+    return et_tensors(n.get("inputs", []), n.get("input_types", []))
+
+
 def et_storages(path):
     """Each storage's (bytes, first slot, last slot) and the number of slots: one slot per leaf op
     with tensors, in id order (ids are given as ops start; the file lists a node when its op ends,
@@ -1349,6 +1389,7 @@ def check_et_steps(name, path, db):
     # order; step k holds the ids after the last id under the one before (step 0: from the first)
     # through the last id under its own.
     optimizer_last, optimizer_nodes = {}, {}   # the nodes under it, itself included: its work
+    optimizer_inputs = {}   # the storages its nodes read: what it steps
     if not ranges:
         for n in nodes:
             top, m = None, n
@@ -1362,10 +1403,12 @@ def check_et_steps(name, path, db):
             if top is not None:
                 optimizer_last[top["id"]] = max(optimizer_last.get(top["id"], top["id"]), n["id"])
                 optimizer_nodes[top["id"]] = optimizer_nodes.get(top["id"], 0) + 1
+                optimizer_inputs.setdefault(top["id"], set()).update(s for s, _, _ in et_node_inputs(n))
     # Loop nodes (zero_grad, the DataLoader's next batch) may move step 0's start (optimizer_step_bounds).
     loops = [(n["name"], n["id"], n["id"] + 1) for n in nodes if not ranges and loop_range_name(n["name"])]
     first, ends = optimizer_step_bounds(
-        [(by_id[k]["name"], k, last + 1, optimizer_nodes[k]) for k, last in optimizer_last.items()] + loops,
+        [(by_id[k]["name"], k, last + 1, optimizer_nodes[k], optimizer_inputs[k])
+         for k, last in optimizer_last.items()] + loops,
         float("-inf"))
     ends = [end - 1 for end in ends]
     want = {}
