@@ -324,4 +324,9 @@ TEST_CASE("kineto: torch 2.5.1's ProfilerStep#N ranges written with with_stack=T
         dir, test::fixture("writers/torch-2.9.1-kineto.json.gz"), other, "t291.db");
     CHECK(step_markers(t291).size() == 4);
     CHECK(t291.meta.count("kineto.profiler_steps_mended") == 0);
+    // torch 2.5.1 with with_stack=False (make_writers.py --no-stack): its ranges hold their steps.
+    const mhc::trace::TraceData plain = test::import_public_path(
+        dir, test::fixture("writers/torch-2.5.1-no-stack-kineto.json.gz"), other, "t251plain.db");
+    CHECK(step_markers(plain).size() == 4);
+    CHECK(plain.meta.count("kineto.profiler_steps_mended") == 0);
 }
