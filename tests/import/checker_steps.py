@@ -4,17 +4,22 @@ whose steps only one rule tells: an execution trace of two optimizers of one cla
 same work in the same ids (their tensors take turns: a step per two ranges, docs/import.md "Steps")
 and of one optimizer stepping the same tensors every time (a step per range). public_traces.py's
 check_et_steps must find mhc's ops per step and step markers on both, and the step counts must be
-those the rule gives (4 and 8), so a checker that lags the importer's rule fails here.
+those the rule gives (4 and 8), so a checker that lags the importer's rule fails here. Likewise a
+snapshot whose optimizer ranges take turns in duration: snapshot_accounting.py's markers must be
+mhc's where the ranges allocate the same bytes (one optimizer stepping unevenly: 8 steps) and where
+they do not (two optimizers: 5).
 
 Usage: checker_steps.py MHC WORK_DIR
 """
 import gzip
 import json
 import os
+import pickle
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import public_traces  # noqa: E402
+import snapshot_accounting  # noqa: E402
 
 
 def adam_et(one_model):
@@ -36,6 +41,24 @@ def adam_et(one_model):
     return {"schema": "1.0.1", "pid": 1, "nodes": nodes}
 
 
+def adam_snapshot(even_bytes, odd_bytes):
+    """A snapshot of eight iterations at T = 1000 + 100 i us: a forward alloc at T+10 (freed at
+    T+40), then Optimizer.step#Adam.step from T+50 to T+55 (even i) or T+80 (odd i: durations take
+    turns), inside which a temporary of even_bytes or odd_bytes is allocated at T+51, freed at T+53."""
+    events = [{"action": "alloc", "addr": 4096, "size": 512, "stream": 0, "time_us": 100}]   # freed at 1900
+    notes = []
+    for i in range(8):
+        at, size = 1000 + 100 * i, odd_bytes if i % 2 else even_bytes
+        events += [{"action": "alloc", "addr": 1 << 20, "size": 1 << 20, "stream": 0, "time_us": at + 10},
+                   {"action": "free_completed", "addr": 1 << 20, "size": 1 << 20, "stream": 0, "time_us": at + 40},
+                   {"action": "alloc", "addr": 1 << 24, "size": size, "stream": 0, "time_us": at + 51},
+                   {"action": "free_completed", "addr": 1 << 24, "size": size, "stream": 0, "time_us": at + 53}]
+        notes += [{"name": "Optimizer.step#Adam.step", "stage": "START", "device": 0, "time_us": at + 50},
+                  {"name": "Optimizer.step#Adam.step", "stage": "END", "device": 0, "time_us": at + (80 if i % 2 else 55)}]
+    events.append({"action": "free_completed", "addr": 4096, "size": 512, "stream": 0, "time_us": 1900})
+    return {"device_traces": [events], "segments": [], "external_annotations": notes}
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
@@ -51,6 +74,22 @@ def main():
         print(f"  steps: mhc {info.get('steps')}, the rule {steps}")
         if info.get("steps") != steps:
             public_traces.fail(os.path.basename(path), f"mhc gives {info.get('steps')} steps, the rule {steps}")
+    # A snapshot's optimizer ranges: one Adam slow every other step allocating the same bytes (a step
+    # each: 8) against two allocating differently (their durations take turns: 5 steps).
+    snapshot_failures = 0
+    for (even, odd), steps in (((4096, 4096), 8), ((4096, 12288), 5)):
+        snap = adam_snapshot(even, odd)
+        path = os.path.join(work, f"adam-{even}-{odd}.pickle")
+        with open(path, "wb") as f:
+            pickle.dump(snap, f, protocol=4)
+        snapshot_failures += snapshot_accounting.check(exe, os.path.basename(path), snap, "exact", path, work,
+                                                       simulate=False)
+        info = json.loads(public_traces.mhc(exe, "info", os.path.join(work, "t.db"), "--json"))
+        print(f"  steps: mhc {info.get('steps')}, the rule {steps}")
+        if info.get("steps") != steps:
+            public_traces.fail(os.path.basename(path), f"mhc gives {info.get('steps')} steps, the rule {steps}")
+    if snapshot_failures:
+        public_traces.fail("snapshots", f"{snapshot_failures} mismatches with snapshot_accounting.py's reading")
     print(f"{len(public_traces.failures)} failures")
     for f in public_traces.failures:
         print("FAIL", f)
