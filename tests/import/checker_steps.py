@@ -7,7 +7,8 @@ check_et_steps must find mhc's ops per step and step markers on both, and the st
 those the rule gives (4 and 8), so a checker that lags the importer's rule fails here. Likewise a
 snapshot whose optimizer ranges take turns in duration: snapshot_accounting.py's markers must be
 mhc's where the ranges allocate the same bytes (one optimizer stepping unevenly: 8 steps) and where
-they do not (two optimizers: 5).
+they do not (two optimizers: 5). Each time meta steps_optimizers must begin as the checker's
+reading says (public_traces.steps_optimizers_said: how many optimizers, and from what).
 
 Usage: checker_steps.py MHC WORK_DIR
 """
@@ -59,6 +60,16 @@ def adam_snapshot(even_bytes, odd_bytes):
     return {"device_traces": [events], "segments": [], "external_annotations": notes}
 
 
+def check_said(path, db):
+    """meta steps_optimizers begins as the checker's reading of the last ranges it stepped says."""
+    import sqlite3
+    meta = dict(sqlite3.connect(f"file:{db}?mode=ro", uri=True).execute("SELECT key, value FROM meta"))
+    want, got = public_traces.steps_optimizers_said(), meta.get("steps_optimizers", "")
+    print(f"  steps_optimizers: {got[:90]!r}")
+    if not got.startswith(want):
+        public_traces.fail(os.path.basename(path), f"meta steps_optimizers {got!r}, the checker's reading {want!r}...")
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
@@ -70,6 +81,7 @@ def main():
             json.dump(adam_et(one_model), f)
         public_traces.check(exe, path, public_traces.et_source, work)
         db = os.path.join(work, os.path.basename(path) + ".db")
+        check_said(path, db)
         info = json.loads(public_traces.mhc(exe, "info", db, "--json"))
         print(f"  steps: mhc {info.get('steps')}, the rule {steps}")
         if info.get("steps") != steps:
@@ -84,6 +96,7 @@ def main():
             pickle.dump(snap, f, protocol=4)
         snapshot_failures += snapshot_accounting.check(exe, os.path.basename(path), snap, "exact", path, work,
                                                        simulate=False)
+        check_said(path, os.path.join(work, "t.db"))
         info = json.loads(public_traces.mhc(exe, "info", os.path.join(work, "t.db"), "--json"))
         print(f"  steps: mhc {info.get('steps')}, the rule {steps}")
         if info.get("steps") != steps:

@@ -264,6 +264,7 @@ def optimizer_step_bounds(ranges, t_first):
         inputs[len(outer) - 1] = r[4] if len(r) > 4 and isinstance(r[4], (set, frozenset)) else None
     if not outer:
         return t_first, []
+    STEP_RULE.clear()   # a reader of several processes' ranges keeps the last process's that has some
     names = []
     for name, _, _ in outer:
         if name not in names:
@@ -305,6 +306,7 @@ def optimizer_step_bounds(ranges, t_first):
 
     period, phase = 1, 0
     by_inputs = inputs_period()
+    uneven = by_inputs is None and any(_take_turns(durations, p, 1.5) and same_work(p) for p in (2, 3, 4))
     for p in (2, 3, 4):
         if by_inputs is not None and p != by_inputs:
             continue
@@ -317,6 +319,10 @@ def optimizer_step_bounds(ranges, t_first):
             alike = by_inputs is not None and len(set(medians)) == 1
             period, phase = p, 0 if alike else (last + 1) % p
             break
+    how = "tensors" if by_inputs is not None else None
+    if how is None and period > 1:
+        how = "durations" if _take_turns(durations, period, 1.5) and not same_work(period) else "gaps"
+    STEP_RULE.update(anchor=anchor, period=period, how=how, uneven=uneven and period == 1)
     ends, index = [], 0
     for name, _, end in outer:
         starts = False
@@ -376,6 +382,32 @@ def optimizer_step_bounds(ranges, t_first):
                 begin = max(begin, max(found))
                 break
     return begin, ends
+
+
+STEP_RULE = {}   # what the last optimizer_step_bounds() read: anchor, period, how, uneven
+
+
+def check_steps_optimizers(name, meta):
+    """Steps from the optimizer's ranges: meta steps_optimizers begins as this reading says."""
+    want, got = steps_optimizers_said(), meta.get("steps_optimizers", "")
+    print(f"  steps_optimizers: {got[:80]!r}")
+    if not got.startswith(want):
+        fail(name, f"meta steps_optimizers {got!r}, the file's reading {want!r}...")
+
+
+def steps_optimizers_said():
+    """The start of what meta steps_optimizers says (docs/import.md "Steps") of the ranges the last
+    optimizer_step_bounds() read: how many optimizers, and from what."""
+    anchor, period, how = STEP_RULE.get("anchor"), STEP_RULE.get("period", 1), STEP_RULE.get("how")
+    count = f"{period} optimizers" if period > 1 else "one optimizer"
+    if how == "tensors":
+        return f"{count} of {anchor}: " + (f"its ranges take turns stepping {period} sets of tensors" if period > 1
+                                           else "every range steps the same tensors")
+    if period > 1:
+        return f"{count} of {anchor} (their {how} take turns)"
+    if STEP_RULE.get("uneven"):
+        return f"one optimizer of {anchor}: its ranges' durations take turns, but each runs the same "
+    return f"one optimizer of {anchor} assumed: "
 
 
 def optimizer_step_ends(ranges):
@@ -558,6 +590,9 @@ def check_kernel_steps(name, path, db):
     # too where mhc says the loop's ranges moved its start; where it says not, the file's start of
     # step 0 must not lie after mhc's time 0 (the first kernel's ts less its imported start).
     meta = dict(conn.execute("SELECT key, value FROM meta"))
+    pids = {e.get("pid") for e in events if optimizer_step_name(e.get("name", "")) and e.get("pid") not in devices}
+    if steps and meta.get("steps_from", "").startswith("Optimizer.step#") and len(pids) == 1:
+        check_steps_optimizers(name, meta)
     if steps and meta.get("steps_from", "").startswith("Optimizer.step#"):
         marked = {}
         for k, a, b in conn.execute("SELECT idx, t_start, t_end FROM markers WHERE kind = 0"):
@@ -1411,6 +1446,9 @@ def check_et_steps(name, path, db):
          for k, last in optimizer_last.items()] + loops,
         float("-inf"))
     ends = [end - 1 for end in ends]
+    if not ranges and optimizer_last:
+        check_steps_optimizers(name, dict(sqlite3.connect(f"file:{db}?mode=ro", uri=True).execute(
+            "SELECT key, value FROM meta")))
     want = {}
     for n in nodes:
         ts = et_node_tensors(n)

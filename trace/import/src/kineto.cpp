@@ -172,7 +172,7 @@ void mend_profiler_steps(KinetoData& data, Result& result) {
     int64_t mended = 0, threads = 0, moved_ns = 0;
     for (auto& [thread, list] : by_thread) {
         std::stable_sort(list.begin(), list.end(),
-                         [&](size_t a, size_t b) { return data.ranges[a].ts < data.ranges[b].ts; });
+                         [&](size_t lhs, size_t rhs) { return data.ranges[lhs].ts < data.ranges[rhs].ts; });
         const std::vector<int64_t>* starts = work.starts_of(data.ranges[list.front()]);
         if (starts == nullptr) continue;
         int64_t between = 0, within = 0;

@@ -44,9 +44,9 @@ struct Db {
     }
     // Whether the table declares the column NOT NULL (PRAGMA table_info's notnull).
     bool not_null(const std::string& table, const std::string& column) const {
-        sql::Stmt s(db, path, ("PRAGMA table_info(\"" + table + "\")").c_str());
-        while (s.step())
-            if (s.text(1) == column) return s.i64(3) != 0;
+        sql::Stmt info(db, path, ("PRAGMA table_info(\"" + table + "\")").c_str());
+        while (info.step())
+            if (info.text(1) == column) return info.i64(3) != 0;
         return false;
     }
 };
@@ -854,7 +854,7 @@ private:
     // exports write; counted in meta nsys.nvtx_default_ends. Elsewhere an end before its start is a
     // corrupt row, refused.
     std::string nvtx_end(const std::string& prefix) const {
-        const std::string end = prefix + "\"end\"";
+        std::string end = prefix + "\"end\"";
         if (!db_.not_null("NVTX_EVENTS", "end")) return end;
         return "(CASE WHEN " + end + " <= 0 AND " + end + " < " + prefix + "start THEN NULL ELSE " + end + " END)";
     }
@@ -877,34 +877,34 @@ private:
         // A range (not a mark: 34, 65) whose end is NULL was never ended while nsys recorded.
         const std::string unended = c.count("eventType") ? "(eventType NOT IN (34, 65))" : "0";
         if (c.count("end") && db_.not_null("NVTX_EVENTS", "end")) {
-            sql::Stmt d(db_.db, in_,
-                        ("SELECT COUNT(*) FROM NVTX_EVENTS WHERE " + nvtx_end("") + " IS NULL" + only).c_str());
-            if (d.step() && d.i64(0) > 0)
+            sql::Stmt defaults(db_.db, in_,
+                               ("SELECT COUNT(*) FROM NVTX_EVENTS WHERE " + nvtx_end("") + " IS NULL" + only).c_str());
+            if (defaults.step() && defaults.i64(0) > 0)
                 r_.meta["nsys.nvtx_default_ends"] =
-                    std::to_string(d.i64(0)) +
+                    std::to_string(defaults.i64(0)) +
                     " NVTX marks or ranges with end 0 in a table that declares end NOT NULL (an export of 2021 "
                     "or before, which wrote a default where a field had none): read as no end";
         }
-        std::string q = "SELECT start, " + (c.count("end") ? nvtx_end("") : std::string("NULL")) + ", " +
+        std::string query = "SELECT start, " + (c.count("end") ? nvtx_end("") : std::string("NULL")) + ", " +
                         col(c, "text", "NULL") + ", " + col(c, "textId", "NULL") + ", " + unended +
                         ", rowid FROM NVTX_EVENTS WHERE 1" + only + " ORDER BY start, rowid";
-        sql::Stmt s(db_.db, in_, q.c_str());
-        Cells cell{s, in_, "NVTX_EVENTS", 5};
+        sql::Stmt rows(db_.db, in_, query.c_str());
+        Cells cell{rows, in_, "NVTX_EVENTS", 5};
         int64_t markers = 0, open_ranges = 0;
-        while (s.step()) {
+        while (rows.step()) {
             ++events_;
             Marker m;
             m.id = ++markers;
-            std::string text = !s.is_null(2) ? s.text(2) : !s.is_null(3) ? str(cell.get(3, "textId", INT64_MIN, INT64_MAX)) : "nvtx";
+            std::string text = !rows.is_null(2) ? rows.text(2) : !rows.is_null(3) ? str(cell.get(3, "textId", INT64_MIN, INT64_MAX)) : "nvtx";
             m.name = w_.intern(text);
             m.t_start = rel(cell.get(0, "start", -kMaxTime, kMaxTime), "NVTX_EVENTS");
-            m.t_end = s.is_null(1) ? m.t_start : rel(cell.interval(0, 1).second, "NVTX_EVENTS");
-            if (s.is_null(1) && s.i64(4) == 1 && open_ranges++ == 0) first_open_range_ = quoted_name(text);
+            m.t_end = rows.is_null(1) ? m.t_start : rel(cell.interval(0, 1).second, "NVTX_EVENTS");
+            if (rows.is_null(1) && rows.i64(4) == 1 && open_ranges++ == 0) first_open_range_ = quoted_name(text);
             // An unended ProfilerStep#N or optimizer step (find_steps): to the end of recording.
-            const auto open_step = s.is_null(1) ? open_step_ends_.find(s.i64(5)) : open_step_ends_.end();
+            const auto open_step = rows.is_null(1) ? open_step_ends_.find(rows.i64(5)) : open_step_ends_.end();
             if (open_step != open_step_ends_.end()) m.t_end = open_step->second;
             const std::optional<int32_t> step =
-                s.is_null(1) && open_step == open_step_ends_.end() ? std::nullopt : profiler_step_number(text);
+                rows.is_null(1) && open_step == open_step_ends_.end() ? std::nullopt : profiler_step_number(text);
             m.kind = step ? MarkerKind::Step : MarkerKind::Range;
             m.index = step.value_or(-1);
             w_.add(m);
