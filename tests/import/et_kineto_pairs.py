@@ -5,7 +5,8 @@ join computed here with Python's json/gzip/sqlite3 and no mhc code.
 Usage: et_kineto_pairs.py MHC PUBLIC_DIR WORK_DIR [FIXTURES_DIR]
 
 For each pair in PAIRS (and, with FIXTURES_DIR, the CPU-only pairs recorded in tests/import/fixtures,
-CPU_PAIRS):
+CPU_PAIRS, and the writer-version matrix in FIXTURES_DIR/writers: torch-V-et.json.gz with
+torch-V-kineto.json.gz, one run of each torch recorded by make_writers.py):
   - same process: the ET's top-level pid must be among the Kineto CPU ops' pids, else mhc must
     refuse the pair (exit status 2, one line);
   - the join: where the Kineto trace writes Record function ids, the ET node of each nonzero
@@ -27,10 +28,12 @@ CPU_PAIRS):
     end); every storage those ops use, on any device, must be in mhc's allocations and no other:
     bytes as above, alive from its first op's start to its last op's end; the storages of leaf
     ops not joined (a thread the profiler did not record) must be counted in meta
-    et.storages_left_out.
+    et.storages_left_out; and each joined leaf op's step (the ProfilerStep#N node above it, else
+    the Kineto step its op begins in) counted per step as mhc's.
 Prints one line per pair with the figures; exits 1 on any mismatch.
 """
 import bisect
+import glob
 import gzip
 import json
 import os
@@ -39,7 +42,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from public_traces import HOST, decimal_of, et_tensors  # noqa: E402
+from public_traces import HOST, cpu_lanes, cpu_steps, decimal_of, et_tensors, step_of  # noqa: E402
 
 # (execution trace, Kineto trace of the same run), under PUBLIC_DIR.
 PAIRS = [
@@ -228,6 +231,37 @@ def check_cpu_pair(name, conn, nodes, joined):
               f"({sum(s[0] for s in want.values())} B in all)")
 
 
+def check_cpu_steps(name, conn, nodes, joined, events):
+    """A CPU-only pair: each joined leaf op's step, the ProfilerStep#N node above it in the execution
+    trace, else the Kineto step its Kineto op begins in (public_traces.cpu_steps: the CPU
+    ProfilerStep#N ranges, mended where the writer wrote them with their end only right), counted
+    per step and compared with mhc's ops (kernels rows) per step."""
+    steps = cpu_steps([e for e in events if e.get("ph") == "X" and "ts" in e], cpu_lanes(events)[1])
+
+    def in_tree(i):
+        for _ in range(256):
+            n = nodes.get(i)
+            if n is None:
+                return -1
+            if n["name"].startswith("ProfilerStep#") and n["name"][13:].isdigit():
+                return int(n["name"][13:])
+            if n["parent"] == i:
+                return -1
+            i = n["parent"]
+        return -1
+    want = {}
+    for i, e in joined.items():
+        if nodes[i]["leaf"]:
+            step = in_tree(i)
+            if step < 0:
+                step = step_of(steps, decimal_of(e["ts"]))
+            want[step] = want.get(step, 0) + 1
+    got = dict(conn.execute("SELECT step, COUNT(*) FROM kernels GROUP BY step"))
+    print(f"  ops per step: {dict(sorted(got.items()))} imported, {dict(sorted(want.items()))} here")
+    if got != want:
+        fail(name, f"ops per step {dict(sorted(got.items()))}, here {dict(sorted(want.items()))}")
+
+
 def check_pair(exe, et_path, kineto_path, work):
     name = f"{os.path.basename(et_path)} + {os.path.basename(kineto_path)}"
     print(name)
@@ -252,6 +286,7 @@ def check_pair(exe, et_path, kineto_path, work):
         if str(len(joined)) != meta.get("et.kineto_ops_matched"):
             fail(name, f"mhc joined {meta.get('et.kineto_ops_matched')} ops, here {len(joined)}")
         check_cpu_pair(name, conn, nodes, joined)
+        check_cpu_steps(name, conn, nodes, joined, events)
         return
     want, launches = expected_storages(nodes, joined, events)
     strings = dict(conn.execute("SELECT id, text FROM strings"))
@@ -302,6 +337,9 @@ def main():
     pairs = [(os.path.join(public, et), os.path.join(public, kineto)) for et, kineto in PAIRS]
     if len(sys.argv) == 5:
         pairs += [(os.path.join(sys.argv[4], et), os.path.join(sys.argv[4], kineto)) for et, kineto in CPU_PAIRS]
+        # The writer-version matrix (fixtures/writers/README.md): each torch's pair of one run.
+        pairs += [(et, et[:-len("-et.json.gz")] + "-kineto.json.gz")
+                  for et in sorted(glob.glob(os.path.join(sys.argv[4], "writers", "torch-*-et.json.gz")))]
     for et, kineto in pairs:
         check_pair(exe, et, kineto, work)
     print(f"{len(pairs)} pairs, {len(failures)} failures")

@@ -2,10 +2,12 @@
 """Every real public trace in tests/data/public, imported by mhc, against the source file's own
 accounting computed here with Python's json/gzip/sqlite3 and no mhc code.
 
-Usage: public_traces.py MHC PUBLIC_DIR WORK_DIR [EXECUTION_TRACE ...]
+Usage: public_traces.py MHC PUBLIC_DIR WORK_DIR [TRACE ...]
 
-(EXECUTION_TRACE: more execution traces checked as those of chakra/ are, such as the CPU fixture
-recorded here with two threads whose ops overlap, tests/import/fixtures/cpu_threads_et.json.gz.)
+(TRACE: more traces checked as those of kineto/ (a name with `kineto` in it) or chakra/ (any
+other) are, such as the CPU fixture recorded here with two threads whose ops overlap,
+tests/import/fixtures/cpu_threads_et.json.gz, and the writer-version matrix recorded here with
+every torch from 2.0 on, tests/import/fixtures/writers/.)
 
 For each Kineto JSON (kineto/*.json.gz), Nsight Systems export (nsys/*.sqlite) and execution
 trace (chakra/*.json.gz):
@@ -245,20 +247,24 @@ def optimizer_step_bounds(ranges, t_first):
     by 10 times), a step begins with every period-th, from the class after the one with the longest
     median gap; durations alone make no period where every range's work (a 4th item: Kineto's ops and
     runtime calls of its thread that begin within it, an execution trace's nodes under it; None or
-    absent: not known) is known and each class of the period has the same median work (one optimizer
-    stepping unevenly); a step ends where its last range ends. Step 0 begins at t_first, unless ranges of one
+    absent: not known) is known and each class of the period has the same median work, above 0 (one optimizer
+    stepping unevenly); where every range's tensors are known (a 5th item: the storage ids an execution
+    trace's optimizer node and the nodes under it read), the period they take turns with (1 to 4:
+    inputs_period) stands whatever durations, gaps and work say; a step ends where its last range ends. Step 0 begins at t_first, unless ranges of one
     loop name begin within the first tenth (where none does, the first half) of every later step (each step's first one after the step
     before ended) and one before the first optimizer range: then the median of those offsets before
     the last such one (of several names, the latest)."""
-    outer, work = [], {}
+    outer, work, inputs = [], {}, {}
     for r in sorted((r for r in ranges if optimizer_step_name(r[0])), key=lambda r: (r[1], -r[2])):
         name, start, end = r[:3]
         if outer and start < outer[-1][2]:
             continue
         outer.append((str(name).split(",")[0], start, end))
         work[len(outer) - 1] = r[3] if len(r) > 3 else None
+        inputs[len(outer) - 1] = r[4] if len(r) > 4 and isinstance(r[4], (set, frozenset)) else None
     if not outer:
         return t_first, []
+    STEP_RULE.clear()   # a reader of several processes' ranges keeps the last process's that has some
     names = []
     for name, _, _ in outer:
         if name not in names:
@@ -269,19 +275,54 @@ def optimizer_step_bounds(ranges, t_first):
     durations = [end - start for _, start, end in mine]
     gaps = [mine[k + 1][1] - mine[k][2] for k in range(len(mine) - 1)]
 
+    mine_inputs = [inputs[k] for k, r in enumerate(outer) if r[0] == anchor]
+
     def same_work(p):
         if any(w is None for w in mine_work):
             return False
         classes = [[w for k, w in enumerate(mine_work) if k >= p and k % p == c] for c in range(p)]
-        return all(classes) and len({_median(c) for c in classes}) == 1
+        # A median of nothing run (a snapshot's fused optimizer allocating nothing) tells nothing.
+        return all(classes) and len({_median(c) for c in classes}) == 1 and _median(classes[0]) > 0
+
+    def share(a, b):   # of two ranges' tensors, the share of the smaller set the other holds
+        return len(a & b) / max(1, min(len(a), len(b)))
+
+    def inputs_period():
+        # The tensors an execution trace's optimizer nodes read (a 5th item: a set of storage ids),
+        # where every range's are known: the smallest period 1 to 4 (2 ranges a class at least) with
+        # which each range shares at least half of its tensors with the one a period after it and
+        # under half with those between (each optimizer steps its own parameters).
+        if any(not x for x in mine_inputs):
+            return None
+        n = len(mine_inputs)
+        for p in range(1, 5):
+            if n < 2 * p:
+                break
+            if all(share(mine_inputs[k], mine_inputs[k + p]) >= 0.5 and
+                   all(share(mine_inputs[k], mine_inputs[k + b]) < 0.5 for b in range(1, p) if k + b < n)
+                   for k in range(n - p)):
+                return p
+        return None
 
     period, phase = 1, 0
+    by_inputs = inputs_period()
+    uneven = by_inputs is None and any(_take_turns(durations, p, 1.5) and same_work(p) for p in (2, 3, 4))
     for p in (2, 3, 4):
-        if (_take_turns(durations, p, 1.5) and not same_work(p)) or _take_turns(gaps, p, 10):
+        if by_inputs is not None and p != by_inputs:
+            continue
+        if by_inputs is not None or (_take_turns(durations, p, 1.5) and not same_work(p)) or \
+                _take_turns(gaps, p, 10):
             medians = [_median([g for k, g in enumerate(gaps) if k >= p and k % p == c]) for c in range(p)]
             last = max(range(p), key=lambda c: (medians[c], -c))
-            period, phase = p, (last + 1) % p
+            # The tensors showed the period and no class is followed by longer gaps: the first range
+            # begins a step.
+            alike = by_inputs is not None and len(set(medians)) == 1
+            period, phase = p, 0 if alike else (last + 1) % p
             break
+    how = "tensors" if by_inputs is not None else None
+    if how is None and period > 1:
+        how = "durations" if _take_turns(durations, period, 1.5) and not same_work(period) else "gaps"
+    STEP_RULE.update(anchor=anchor, period=period, how=how, uneven=uneven and period == 1)
     ends, index = [], 0
     for name, _, end in outer:
         starts = False
@@ -343,6 +384,32 @@ def optimizer_step_bounds(ranges, t_first):
     return begin, ends
 
 
+STEP_RULE = {}   # what the last optimizer_step_bounds() read: anchor, period, how, uneven
+
+
+def check_steps_optimizers(name, meta):
+    """Steps from the optimizer's ranges: meta steps_optimizers begins as this reading says."""
+    want, got = steps_optimizers_said(), meta.get("steps_optimizers", "")
+    print(f"  steps_optimizers: {got[:80]!r}")
+    if not got.startswith(want):
+        fail(name, f"meta steps_optimizers {got!r}, the file's reading {want!r}...")
+
+
+def steps_optimizers_said():
+    """The start of what meta steps_optimizers says (docs/import.md "Steps") of the ranges the last
+    optimizer_step_bounds() read: how many optimizers, and from what."""
+    anchor, period, how = STEP_RULE.get("anchor"), STEP_RULE.get("period", 1), STEP_RULE.get("how")
+    count = f"{period} optimizers" if period > 1 else "one optimizer"
+    if how == "tensors":
+        return f"{count} of {anchor}: " + (f"its ranges take turns stepping {period} sets of tensors" if period > 1
+                                           else "every range steps the same tensors")
+    if period > 1:
+        return f"{count} of {anchor} (their {how} take turns)"
+    if STEP_RULE.get("uneven"):
+        return f"one optimizer of {anchor}: its ranges' durations take turns, but each runs the same "
+    return f"one optimizer of {anchor} assumed: "
+
+
 def optimizer_step_ends(ranges):
     """The ends of the steps optimizer_step_bounds() gives (step 0 from the trace's start)."""
     return optimizer_step_bounds(ranges, float("-inf"))[1]
@@ -364,7 +431,7 @@ def cpu_steps(events, devices):
     steps = sorted((decimal_of(e["ts"]), decimal_of(e["ts"]) + decimal_of(e.get("dur", 0)), int(e["name"][13:]))
                    for e in cpu if str(e.get("name", "")).startswith("ProfilerStep#") and e["name"][13:].isdigit())
     if steps:
-        return steps
+        return profiler_steps_mended(events, cpu)
     joined = {}
     # An optimizer range's work: the ops (cpu_op, user_annotation, Operator) and runtime or driver calls
     # of its process and thread that begin within it, itself included.
@@ -417,6 +484,68 @@ def cpu_steps(events, devices):
     return sorted((a, b, k) for k, (a, b) in joined.items())
 
 
+def profiler_steps_mended(events, cpu):
+    """The CPU ProfilerStep#N ranges as (start, end, N), each thread's mended where the file wrote them
+    with their end only right (docs/import.md "Steps": torch 2.5 with with_stack=True writes each from
+    the start of the step() call that ends it). A thread's ranges follow one another and hold its ops;
+    where the ops and calls of the thread (cpu_op, user_annotation, Operator, runtime and driver calls)
+    that begin between them (before each, after the one before ended; before the first, any) outnumber
+    those that begin within them (the range itself not counted), each range begins where the one before
+    it ended, the first at the first of those ops."""
+    by_thread, starts = {}, {}
+    for e in cpu:
+        if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#") and e["name"][13:].isdigit():
+            a = decimal_of(e["ts"])
+            by_thread.setdefault((e.get("pid"), e.get("tid")), []).append([a, a + max(0, decimal_of(e.get("dur", 0))),
+                                                                        int(e["name"][13:])])
+    for e in events:
+        if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e and \
+                e.get("cat") in ("cpu_op", "user_annotation", "Operator") + CALL_CATEGORIES:
+            starts.setdefault((e.get("pid"), e.get("tid")), []).append(decimal_of(e["ts"]))
+    out = []
+    for key, ranges in by_thread.items():
+        ranges.sort(key=lambda r: r[0])
+        v = sorted(starts.get(key, []))
+        between = within = 0
+        for k, (a, b, _) in enumerate(ranges):
+            lo = bisect.bisect_right(v, ranges[k - 1][1]) if k else 0
+            between += max(0, bisect.bisect_left(v, a) - lo)
+            within += max(0, bisect.bisect_right(v, b) - bisect.bisect_left(v, a) - 1)
+        if v and between > within:
+            ends = [b for _, b, _ in ranges]
+            for k, r in enumerate(ranges):
+                r[0] = min(r[0], v[0]) if k == 0 else min(r[0], ends[k - 1])
+        out += [tuple(r) for r in ranges]
+    return sorted(out)
+
+
+def check_step_markers(name, path, db):
+    """Where the trace has ProfilerStep#N: mhc's step markers, by number, from the earliest start to the
+    latest end of the file's CPU ranges of that number (cpu_steps: mended where the writer wrote them
+    with their end only right), their lengths and their starts relative to the first, to the ns."""
+    events = [e for e in kineto_events(path) if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e]
+    if not any(str(e.get("name", "")).startswith("ProfilerStep#") for e in events):
+        return
+    want = {}
+    for a, b, n in cpu_steps(events, cpu_lanes(kineto_events(path))[1]):
+        lo, hi = want.get(n, (a, b))
+        want[n] = (min(lo, a), max(hi, b))
+    if not want:
+        return
+    first = min(a for a, _ in want.values())
+    want = {n: (int((a - first) * 1000), int((b - a) * 1000)) for n, (a, b) in want.items()}
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    got = {n: (a, b - a) for n, a, b in conn.execute("SELECT idx, t_start, t_end FROM markers WHERE kind = 0")}
+    if got:
+        t0 = min(a for a, _ in got.values())
+        got = {n: (a - t0, d) for n, (a, d) in got.items()}
+    meta = dict(conn.execute("SELECT key, value FROM meta"))
+    print(f"  step markers: {len(got)} imported, {len(want)} in the file; mended: {meta.get('kineto.profiler_steps_mended', 'no')[:40]}")
+    wrong = sorted(n for n in set(want) | set(got) if want.get(n) != got.get(n))
+    for n in wrong[:3]:
+        fail(name, f"step {n}: imported (start from the first, length) {got.get(n)} ns, the file's {want.get(n)} ns")
+
+
 def step_of(steps, t):
     """The latest step begun at or before t, if t is within it; else -1."""
     begun = [(a, b, n) for a, b, n in steps if a <= t]
@@ -461,6 +590,9 @@ def check_kernel_steps(name, path, db):
     # too where mhc says the loop's ranges moved its start; where it says not, the file's start of
     # step 0 must not lie after mhc's time 0 (the first kernel's ts less its imported start).
     meta = dict(conn.execute("SELECT key, value FROM meta"))
+    pids = {e.get("pid") for e in events if optimizer_step_name(e.get("name", "")) and e.get("pid") not in devices}
+    if steps and meta.get("steps_from", "").startswith("Optimizer.step#") and len(pids) == 1:
+        check_steps_optimizers(name, meta)
     if steps and meta.get("steps_from", "").startswith("Optimizer.step#"):
         marked = {}
         for k, a, b in conn.execute("SELECT idx, t_start, t_end FROM markers WHERE kind = 0"):
@@ -478,6 +610,54 @@ def check_kernel_steps(name, path, db):
         if not moved and starts and first_kernel is not None and begin != float("-inf") \
                 and begin * 1000 > starts[0] * 1000 - first_kernel + 1000:
             fail(name, f"the loop's ranges put step 0 at ts {begin}, after mhc's time 0, and mhc did not move it")
+
+
+def check_memory_pairs(name, path, db):
+    """A Kineto trace whose [memory] events of a device all carry Addr: the file's own pairing, each
+    process's allocations by address (an allocation, Bytes > 0, lives until the first later free at
+    its address of the same size, events in ts order, file order at one ts), against mhc's allocations
+    of that device that are not blocks allocated before recording: as many, and the same sizes freed
+    and never freed (where mhc split no free: meta kineto.frees_split 0)."""
+    mem = [e for e in kineto_events(path) if isinstance(e, dict) and e.get("name") == "[memory]" and "ts" in e
+           and e.get("ph") in ("i", "I") and isinstance(e.get("args"), dict) and "Bytes" in e["args"]]
+    mem.sort(key=lambda e: decimal_of(e["ts"]))
+    by_dev = {}
+    for e in mem:
+        a = e["args"]
+        dev = a.get("Device Id", 0) if a.get("Device Type") in ACCELERATORS and a.get("Device Id", 0) >= 0 else HOST
+        by_dev.setdefault(dev, []).append((e.get("pid"), a))
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    meta = dict(conn.execute("SELECT key, value FROM meta"))
+    if meta.get("kineto.frees_split", "0") != "0":
+        return
+    strings = dict(conn.execute("SELECT id, text FROM strings"))
+    for dev, events in sorted(by_dev.items()):
+        if not all("Addr" in a for _, a in events):
+            continue
+        live, want = {}, {}
+        for pid, a in events:
+            key = (pid, a["Addr"])
+            if a["Bytes"] > 0:
+                live.setdefault(key, []).append(a["Bytes"])
+            elif a["Bytes"] < 0 and -a["Bytes"] in live.get(key, []):
+                live[key].remove(-a["Bytes"])
+                want[(-a["Bytes"], True)] = want.get((-a["Bytes"], True), 0) + 1
+        for sizes in live.values():
+            for size in sizes:
+                want[(size, False)] = want.get((size, False), 0) + 1
+        got = {}
+        for size, freed, label in conn.execute(
+                "SELECT bytes, t_free IS NOT NULL, label FROM allocations WHERE device = ?", (dev,)):
+            if "before recording" in strings.get(label, ""):
+                continue
+            got[(size, bool(freed))] = got.get((size, bool(freed)), 0) + 1
+        n_want, n_got = sum(want.values()), sum(got.values())
+        print(f"  device {dev}: {n_got} allocations imported, {n_want} in the file paired by address "
+              f"({sum(v for (_, f), v in want.items() if f)} freed)")
+        if got != want:
+            diff = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))[:3]
+            fail(name, f"device {dev}: allocations (bytes, freed) differ, e.g. "
+                       f"{[(k, got.get(k), want.get(k)) for k in diff]} (imported, file)")
 
 
 def check_device_lanes(name, path, meta):
@@ -1151,6 +1331,13 @@ def et_node_tensors(n):
         et_tensors(n.get("outputs", []), n.get("output_types", []))
 
 
+def et_node_inputs(n):
+    """The tensors of an ET node's inputs alone, in either schema."""
+    if isinstance(n.get("inputs"), dict):
+        return et_tensors(n["inputs"]["values"], n["inputs"]["types"])
+    return et_tensors(n.get("inputs", []), n.get("input_types", []))
+
+
 def et_storages(path):
     """Each storage's (bytes, first slot, last slot) and the number of slots: one slot per leaf op
     with tensors, in id order (ids are given as ops start; the file lists a node when its op ends,
@@ -1237,6 +1424,7 @@ def check_et_steps(name, path, db):
     # order; step k holds the ids after the last id under the one before (step 0: from the first)
     # through the last id under its own.
     optimizer_last, optimizer_nodes = {}, {}   # the nodes under it, itself included: its work
+    optimizer_inputs = {}   # the storages its nodes read: what it steps
     if not ranges:
         for n in nodes:
             top, m = None, n
@@ -1250,12 +1438,17 @@ def check_et_steps(name, path, db):
             if top is not None:
                 optimizer_last[top["id"]] = max(optimizer_last.get(top["id"], top["id"]), n["id"])
                 optimizer_nodes[top["id"]] = optimizer_nodes.get(top["id"], 0) + 1
+                optimizer_inputs.setdefault(top["id"], set()).update(s for s, _, _ in et_node_inputs(n))
     # Loop nodes (zero_grad, the DataLoader's next batch) may move step 0's start (optimizer_step_bounds).
     loops = [(n["name"], n["id"], n["id"] + 1) for n in nodes if not ranges and loop_range_name(n["name"])]
     first, ends = optimizer_step_bounds(
-        [(by_id[k]["name"], k, last + 1, optimizer_nodes[k]) for k, last in optimizer_last.items()] + loops,
+        [(by_id[k]["name"], k, last + 1, optimizer_nodes[k], optimizer_inputs[k])
+         for k, last in optimizer_last.items()] + loops,
         float("-inf"))
     ends = [end - 1 for end in ends]
+    if not ranges and optimizer_last:
+        check_steps_optimizers(name, dict(sqlite3.connect(f"file:{db}?mode=ro", uri=True).execute(
+            "SELECT key, value FROM meta")))
     want = {}
     for n in nodes:
         ts = et_node_tensors(n)
@@ -1338,6 +1531,8 @@ def check(exe, path, source_of, work):
         check_timeline(name, kineto_timeline(path), info)
         check_kernel_starts(name, path, db)
         check_kernel_steps(name, path, db)
+        check_step_markers(name, path, db)
+        check_memory_pairs(name, path, db)
         check_placement(name, path, db)
         check_device_lanes(name, path, meta)
         check_gpu_memory_said(name, path, source, meta)
@@ -1397,7 +1592,10 @@ def main():
     files = [(p, kineto_source) for p in sorted(glob.glob(os.path.join(PUBLIC, "kineto", "*.json.gz")))]
     files += [(p, nsys_source) for p in sorted(glob.glob(os.path.join(PUBLIC, "nsys", "*.sqlite")))]
     files += [(p, et_source) for p in sorted(glob.glob(os.path.join(PUBLIC, "chakra", "*.json.gz")))]
-    files += [(os.path.abspath(p), et_source) for p in sys.argv[4:]]
+    # Traces given on the command line: a Kineto trace where the file name says so (`kineto`),
+    # else an execution trace.
+    files += [(os.path.abspath(p), kineto_source if "kineto" in os.path.basename(p) else et_source)
+              for p in sys.argv[4:]]
     for path, source in files:
         try:
             check(exe, path, source, work)

@@ -413,17 +413,36 @@ def annotation_ranges(snap):
     return ranges
 
 
-def annotation_steps(ranges):
+def alloc_work(snap, ranges):
+    """docs/import.md "Steps": a snapshot records no ops, but its allocations: an optimizer-step
+    range's work is the bytes of the alloc events (each at its microsecond's start, in the markers'
+    ns) within [start, end). The ranges as (name, start, end, work), work None for other names."""
+    events = [e for t in snap["device_traces"] for e in t if "time_us" in e]
+    if not events:
+        return [(n, a, b, None) for n, a, b in ranges]
+    t_min = min(e["time_us"] for e in events)
+    allocs = sorted((math.floor(e["time_us"] - t_min) * 1000, e.get("size", 0)) for e in events
+                    if e.get("action") == "alloc")
+    from public_traces import optimizer_step_name
+    out = []
+    for n, a, b in ranges:
+        work = sum(size for t, size in allocs if a <= t < b) if optimizer_step_name(n) else None
+        out.append((n, a, b, work))
+    return out
+
+
+def annotation_steps(ranges, snap=None):
     """The step markers (name, t_start, t_end) docs/import.md "Steps" derives from the annotation
     ranges: where no range is ProfilerStep#N, the optimizer's step ranges end the steps, by the rule
-    of public_traces.optimizer_step_bounds (several optimizers, ranges that take turns, step 0 from
-    0 or from the loop's zero_grad/DataLoader ranges): step k from the end of the one before to the
+    of public_traces.optimizer_step_bounds (several optimizers, ranges that take turns unless each
+    class allocates the same bytes (alloc_work: one optimizer stepping unevenly), step 0 from 0 or
+    from the loop's zero_grad/DataLoader ranges): step k from the end of the one before to the
     end of the k-th, named step#k. ProfilerStep#N ranges are step markers themselves (in `ranges`
     already)."""
     if any(re.fullmatch(r"ProfilerStep#\d+", n) for n, _, _ in ranges):
         return set()
     from public_traces import optimizer_step_bounds
-    begin, ends = optimizer_step_bounds(list(ranges), 0)
+    begin, ends = optimizer_step_bounds(alloc_work(snap, ranges) if snap is not None else list(ranges), 0)
     steps = []
     for k, end in enumerate(ends):
         end = max(end, begin)
@@ -500,7 +519,7 @@ def check(exe, name, snap, timing, path, tmp, full=None, simulate=True):
         "SELECT s.text, m.t_start, m.t_end FROM markers m JOIN strings s ON s.id = m.name") if not n.startswith("oom: ")}
     conn.close()
     ranges = annotation_ranges(snap)
-    steps = annotation_steps(ranges)
+    steps = annotation_steps(ranges, snap)
     want_markers = ranges | steps
     if markers != want_markers:
         print(f"{name}: annotation markers mhc {sorted(markers)[:3]} ({len(markers)}), snapshot "

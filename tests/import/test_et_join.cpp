@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <map>
 
 #include "mhc/common/error.hpp"
 #include "mhc/trace/check.hpp"
@@ -644,4 +645,21 @@ TEST_CASE("execution trace: a top-level pid that is not an integer is refused, o
         test::write_file(none, text);
         CHECK(test::run_mhc("import " + none + " -o " + dir.file("none.db")) == 0);
     }
+}
+
+TEST_CASE("et + kineto: the ops of a torch 2.5.1 pair take the mended ProfilerStep#N of their Kineto op",
+          "[import][et][steps][writers]") {
+    // tests/import/fixtures/writers: torch 2.5.1's execution trace of step 3 of 6 (106 leaf ops with
+    // tensors, no ProfilerStep#N node: the observer started inside it), joined by rf_id to the Kineto
+    // trace whose ProfilerStep#N ranges sit at the end of their steps (torch 2.5, with_stack=True).
+    // The ops take step 3 from their Kineto ops once the ranges are mended before the join's units
+    // are made (et_kineto_pairs.py reads the same). Before 2026-12-05 (later): all 106 in no step
+    // (-1), while torch 2.9.1's pair put them in step 3.
+    test::TempDir dir;
+    const Joined imported = import_pair(dir, test::fixture("writers/torch-2.5.1-et.json.gz"),
+                                        test::fixture("writers/torch-2.5.1-kineto.json.gz"));
+    std::map<int32_t, int64_t> per_step;
+    for (int32_t step : imported.trace.kernels.step) ++per_step[step];
+    CHECK(per_step == std::map<int32_t, int64_t>{{3, 106}});
+    CHECK(meta(imported, "kineto.profiler_steps_mended").rfind("4 ProfilerStep#N ranges", 0) == 0);
 }

@@ -232,3 +232,101 @@ TEST_CASE("kineto: a first iteration slower than the later ones before its zero_
           "Optimizer.step#SGD.step ranges (no ProfilerStep#N in the trace); step 0 from the last "
           "Optimizer.zero_grad#SGD.zero_grad before the first");
 }
+
+namespace {
+
+// Three iterations at T = 1000 + 1000 i us, each an op with one kernel at T+100 and T+300 on the
+// main thread, and its ProfilerStep#(i+2) written from T+900 for 20 us (`at_end`: the range at the
+// end of its step, as torch 2.5 writes it with with_stack=True), or from T for 990 us (as the
+// profiler means it). `between`: ops of no kernel written after each range, at T+995.
+std::string profiler_step_trace(bool at_end, int between) {
+    std::string events;
+    int corr = 1;
+    for (int i = 0; i < 3; ++i) {
+        const int64_t at = 1000 + 1000 * i;
+        const int mm = corr++, add = corr++;
+        events += (i ? "," : "") + op_with_kernel("aten::mm", "gemm", at + 100, mm) + "," +
+                  op_with_kernel("aten::add", "add", at + 300, add) + "," +
+                  event("user_annotation", "ProfilerStep#" + std::to_string(i + 2), 1, 1, at_end ? at + 900 : at,
+                        at_end ? 20 : 990);
+        for (int op = 0; op < between; ++op) events += "," + event("cpu_op", "aten::empty", 1, 1, at + 995, 1);
+    }
+    return R"({"schemaVersion":1,"traceEvents":[)" + events + "]}";
+}
+
+std::map<int32_t, std::pair<int64_t, int64_t>> step_markers(const mhc::trace::TraceData& trace) {
+    std::map<int32_t, std::pair<int64_t, int64_t>> out;
+    for (size_t i = 0; i < trace.markers.size(); ++i)
+        if (trace.markers.kind[i] == mhc::trace::MarkerKind::Step)
+            out[trace.markers.index[i]] = {trace.markers.t_start[i], trace.markers.t_end[i]};
+    return out;
+}
+
+}   // namespace
+
+TEST_CASE("kineto: ProfilerStep#N ranges written at the end of their step begin where the one before ended",
+          "[import][kineto][steps]") {
+    // Each ProfilerStep#N lasts 20 us from T+900, after its step's two ops (4 ops and calls of the
+    // thread before each range, 12 in all, 0 within them): the ranges were written with their end
+    // only right. Each begins where the one before ended (T-80), the first at its thread's first op
+    // (1100 us, the trace's start, time 0): steps 2-4 from 0, 820,000 and 1,820,000 ns to 820,000,
+    // 1,820,000 and 2,820,000 ns, 2 kernels each. Before 2026-12-05 (writers matrix): every kernel
+    // in no step ({-1: 6}), and the steps 20 us long.
+    test::TempDir dir;
+    imp::Result result;
+    const std::string in = dir.file("at_end.json");
+    test::write_file(in, profiler_step_trace(true, 0));
+    const mhc::trace::TraceData trace = test::import_public_path(dir, in, result, "at_end.db");
+    CHECK(kernels_per_step(trace) == std::map<int32_t, int64_t>{{2, 2}, {3, 2}, {4, 2}});
+    CHECK(step_markers(trace) == std::map<int32_t, std::pair<int64_t, int64_t>>{
+                                     {2, {0, 820000}}, {3, {820000, 1820000}}, {4, {1820000, 2820000}}});
+    CHECK(trace.meta.at("kineto.profiler_steps_mended").rfind("3 ProfilerStep#N ranges of 1 thread(s) held fewer", 0) ==
+          0);
+    CHECK(test::warned(result, "each taken to begin where the one before it ended"));
+}
+
+TEST_CASE("kineto: ProfilerStep#N ranges that hold their ops are kept with a few ops between them",
+          "[import][kineto][steps]") {
+    // The profiler's own ranges, [T, T+990], with 0 or 2 ops in each 10 us between two (at T+995;
+    // tb-plugin's PyTorch 1.8 traces have 3 or 4 between ranges of thousands): 4 ops and calls within
+    // each range (12), 4 between: kept, steps from the first range's start (time 0).
+    for (int between : {0, 2}) {
+        test::TempDir dir;
+        imp::Result result;
+        const std::string in = dir.file("held.json");
+        test::write_file(in, profiler_step_trace(false, between));
+        const mhc::trace::TraceData trace = test::import_public_path(dir, in, result, "held.db");
+        CHECK(kernels_per_step(trace) == std::map<int32_t, int64_t>{{2, 2}, {3, 2}, {4, 2}});
+        CHECK(step_markers(trace) == std::map<int32_t, std::pair<int64_t, int64_t>>{
+                                         {2, {0, 990000}}, {3, {1000000, 1990000}}, {4, {2000000, 2990000}}});
+        CHECK(trace.meta.count("kineto.profiler_steps_mended") == 0);
+    }
+}
+
+TEST_CASE("kineto: torch 2.5.1's ProfilerStep#N ranges written with with_stack=True hold their steps once mended",
+          "[import][kineto][steps][writers]") {
+    // tests/import/fixtures/writers/torch-2.5.1-kineto.json.gz (make_writers.py, torch 2.5.1 on the
+    // CPU): ProfilerStep#2..5 each about 20 us, from the start of the prof.step() call that ends it;
+    // the 237 ops and annotations of each step lie before it (public_traces.py reads the same). Mended:
+    // step 2 from the thread's first op (time 0) to 40,127,236 ns, each later step from the end of
+    // the range before. Before 2026-12-05: steps of 18.7, 21.4, 18.4 and 15.3 us ('mean 18.44 us').
+    test::TempDir dir;
+    imp::Result result;
+    const mhc::trace::TraceData trace = test::import_public_path(
+        dir, test::fixture("writers/torch-2.5.1-kineto.json.gz"), result, "t251.db");
+    CHECK(step_markers(trace) ==
+          std::map<int32_t, std::pair<int64_t, int64_t>>{
+              {2, {0, 40127236}}, {3, {40127236, 50841383}}, {4, {50841383, 52284140}}, {5, {52284140, 53484977}}});
+    CHECK(trace.meta.at("kineto.profiler_steps_mended").rfind("4 ProfilerStep#N ranges of 1 thread(s)", 0) == 0);
+    // torch 2.9.1's ranges of the same loop hold their steps: kept as written.
+    imp::Result other;
+    const mhc::trace::TraceData t291 = test::import_public_path(
+        dir, test::fixture("writers/torch-2.9.1-kineto.json.gz"), other, "t291.db");
+    CHECK(step_markers(t291).size() == 4);
+    CHECK(t291.meta.count("kineto.profiler_steps_mended") == 0);
+    // torch 2.5.1 with with_stack=False (make_writers.py --no-stack): its ranges hold their steps.
+    const mhc::trace::TraceData plain = test::import_public_path(
+        dir, test::fixture("writers/torch-2.5.1-no-stack-kineto.json.gz"), other, "t251plain.db");
+    CHECK(step_markers(plain).size() == 4);
+    CHECK(plain.meta.count("kineto.profiler_steps_mended") == 0);
+}

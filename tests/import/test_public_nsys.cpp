@@ -163,6 +163,36 @@ TEST_CASE("nsys: an NVTX range without an end is said", "[import][nsys][public]"
     CHECK(test::unsaid(dir, "nsys/fuser-h200-nsys-2024.6.sqlite", "nsys.nvtx_unended_ranges"));
 }
 
+// Nsight Systems exports of 2021 and before declared every column NOT NULL and wrote a default value
+// where a field had none (nsys's export documentation of 2020 and 2021.5): a mark's end and an open
+// range's. The 2024.6 export with NVTX_EVENTS declared so, its first range ('Fusion::resetTvUses')
+// never ended and a mark, both with end 0: read as the NULL later exports write, not refused. Before
+// 2026-12-05: 'NVTX_EVENTS row 1: end 0 is before start 635655591', exit 2. In a table that allows
+// NULL an end of 0 stays a corrupt row.
+TEST_CASE("nsys: an NVTX end of 0 in an export that declares end NOT NULL is no end", "[import][nsys][public]") {
+    const std::string not_null =
+        "ALTER TABLE NVTX_EVENTS RENAME TO nvtx_old; CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER "
+        "NOT NULL, eventType INTEGER NOT NULL, rangeId INTEGER, category INTEGER, color INTEGER, text TEXT, globalTid "
+        "INTEGER, endGlobalTid INTEGER, textId INTEGER, domainId INTEGER, uint64Value INTEGER, int64Value INTEGER, "
+        "doubleValue REAL, uint32Value INTEGER, int32Value INTEGER, floatValue REAL, jsonTextId INTEGER, jsonText "
+        "TEXT, binaryData TEXT); INSERT INTO NVTX_EVENTS (rowid, start, end, eventType, rangeId, category, color, "
+        "text, globalTid, endGlobalTid, textId, domainId, uint64Value, int64Value, doubleValue, uint32Value, "
+        "int32Value, floatValue, jsonTextId, jsonText, binaryData) SELECT rowid, * FROM nvtx_old; DROP TABLE "
+        "nvtx_old;";
+    const std::string defaults =
+        "UPDATE NVTX_EVENTS SET end = 0 WHERE rowid = 1; UPDATE NVTX_EVENTS SET end = 0, eventType = 34 WHERE rowid = 2;";
+    test::TempDir dir;
+    imp::Result result;
+    TraceData trace = test::import_variant(dir, "nsys/fuser-h200-nsys-2024.6.sqlite", not_null + defaults, result);
+    CHECK(trace.markers.size() == 652);
+    CHECK(trace.meta.at("nsys.nvtx_unended_ranges") ==
+          "1 NVTX ranges have no end (pushed or started and never ended while nsys recorded; the first: "
+          "'Fusion::resetTvUses'): each is a marker of no length at its start");
+    CHECK(trace.meta.at("nsys.nvtx_default_ends").rfind("2 NVTX marks or ranges with end 0", 0) == 0);
+    const std::string error = test::variant_error(dir, "nsys/fuser-h200-nsys-2024.6.sqlite", defaults);
+    CHECK(error.find("end 0 is before start") != std::string::npos);
+}
+
 // nsys --cuda-graph-trace=graph writes each CUDA graph launch as one row of
 // CUPTI_ACTIVITY_KIND_GRAPH_TRACE and none of the graph's kernels in CUPTI_ACTIVITY_KIND_KERNEL:
 // read alone, such an export lost every graph's GPU time without a word.

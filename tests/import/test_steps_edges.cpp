@@ -235,3 +235,17 @@ TEST_CASE("steps: where the trace records no tensors, one optimizer is assumed a
           "optimizers of one class stepping the same work in the same time (two identical models, a GAN whose two "
           "networks are alike) would look the same; each step would then be half an iteration");
 }
+
+TEST_CASE("execution trace: one optimizer assumed where its ranges' tensors are known but show no period is said so",
+          "[import][et][steps]") {
+    // param's linear-model execution trace: its Optimizer.step#SGD.step nodes read their parameters
+    // (the trace records tensors), too few to show a period (2 a class at least). Before 2026-12-05
+    // (later) meta steps_optimizers said 'the trace records no tensors of its ranges', which an
+    // execution trace does (public_traces.py's check_steps_optimizers reads the same start).
+    test::TempDir dir;
+    imp::Result result;
+    const TraceData trace = test::import_public(dir, "chakra/param-linear-et-1.0.1.json.gz", result);
+    CHECK(trace.meta.at("steps_optimizers").rfind(
+              "one optimizer of Optimizer.step#SGD.step assumed: its ranges' tensors show no period of 1 to 4 ranges", 0) ==
+          0);
+}

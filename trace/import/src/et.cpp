@@ -191,6 +191,7 @@ private:
         kd_ = parse_kineto(kineto, max_input_size);
         refuse_foreign_trace(kineto, kd_);
         kd_.link_ops();
+        mend_profiler_steps(kd_, r_);   // before the ops take Kineto's steps (units_from_ops)
         base_ = kineto_base(kd_);
         check_same_process(in, kineto);
         std::vector<EtOpRef> refs(nodes_.size());

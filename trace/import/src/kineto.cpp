@@ -152,11 +152,70 @@ std::map<size_t, int64_t> open_optimizer_ranges(const KinetoData& data, const Th
     return out;
 }
 
+}   // namespace
+
+// ProfilerStep#N ranges written with their end only right. The profiler's step() ends step N's range
+// and begins step N+1's at once, so a thread's ProfilerStep#N ranges hold its ops and follow one
+// another with nothing between them but step()'s own work. torch 2.5 with with_stack=True writes each
+// range from the start of the step() call that ends it to that end (about 20 us at the end of the
+// step; tests/import/fixtures/writers/torch-2.5.1-kineto.json.gz): its ops lie between the ranges.
+// Where a thread's ops and calls that begin between its ranges (before each, after the one before
+// it ended; before the first, any) outnumber those that begin within them (the range itself left
+// out), each of its ranges begins where the one before it ended, the first at the thread's first op
+// or call before it; ends are kept. Said in meta kineto.profiler_steps_mended and a warning.
+void mend_profiler_steps(KinetoData& data, Result& result) {
+    std::map<KinetoData::ThreadKey, std::vector<size_t>> by_thread;   // by start
+    for (size_t i = 0; i < data.ranges.size(); ++i)
+        if (data.ranges[i].step >= 0 && !data.ranges[i].gpu)
+            by_thread[{data.ranges[i].pid, data.ranges[i].tid}].push_back(i);
+    const ThreadWork work(data);
+    int64_t mended = 0, threads = 0, moved_ns = 0;
+    for (auto& [thread, list] : by_thread) {
+        std::stable_sort(list.begin(), list.end(),
+                         [&](size_t lhs, size_t rhs) { return data.ranges[lhs].ts < data.ranges[rhs].ts; });
+        const std::vector<int64_t>* starts = work.starts_of(data.ranges[list.front()]);
+        if (starts == nullptr) continue;
+        int64_t between = 0, within = 0;
+        for (size_t k = 0; k < list.size(); ++k) {
+            const KRange& range = data.ranges[list[k]];
+            const auto from = k == 0 ? starts->begin()
+                                     : std::upper_bound(starts->begin(), starts->end(),
+                                                        data.ranges[list[k - 1]].ts + data.ranges[list[k - 1]].dur);
+            between += std::max<int64_t>(0, std::lower_bound(starts->begin(), starts->end(), range.ts) - from);
+            within += std::max<int64_t>(0, work.within(range) - 1);
+        }
+        if (between <= within) continue;
+        ++threads;
+        for (size_t k = list.size(); k-- > 0;) {
+            KRange& range = data.ranges[list[k]];
+            const int64_t end = range.ts + range.dur;
+            const int64_t start = k == 0 ? std::min(range.ts, starts->front())
+                                         : data.ranges[list[k - 1]].ts + data.ranges[list[k - 1]].dur;
+            if (start >= range.ts) continue;
+            moved_ns = std::max(moved_ns, range.ts - start);
+            range.ts = start;
+            range.dur = end - start;
+            ++mended;
+        }
+    }
+    if (mended == 0) return;
+    said_and_warned(result, "kineto.profiler_steps_mended",
+                    std::to_string(mended) + " ProfilerStep#N ranges of " + std::to_string(threads) +
+                        " thread(s) held fewer of their thread's ops than lay between them (as torch 2.5 writes "
+                        "them with with_stack=True: each from the start of the step() call that ends it): each "
+                        "taken to begin where the one before it ended (the first at its thread's first op), by up "
+                        "to " +
+                        std::to_string(moved_ns) + " ns earlier");
+}
+
+namespace {
+
 void add_optimizer_steps(KinetoData& data, int64_t base, Result& result) {
     std::map<int64_t, std::vector<NamedSpan>> by_process;
     for (const auto& range : data.ranges)
         if (range.step >= 0) {
             result.meta["steps_from"] = kStepsFromProfiler;
+            mend_profiler_steps(data, result);
             return;
         }
     const ThreadWork work(data);

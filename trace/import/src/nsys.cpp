@@ -42,6 +42,13 @@ struct Db {
         while (s.step()) out.insert(s.text(1));
         return out;
     }
+    // Whether the table declares the column NOT NULL (PRAGMA table_info's notnull).
+    bool not_null(const std::string& table, const std::string& column) const {
+        sql::Stmt info(db, path, ("PRAGMA table_info(\"" + table + "\")").c_str());
+        while (info.step())
+            if (info.text(1) == column) return info.i64(3) != 0;
+        return false;
+    }
 };
 
 // "col" when the table has it, else the fallback expression.
@@ -736,13 +743,13 @@ private:
         // recording stopped: it ends there (recording_end), so a loop stopped inside its last
         // optimizer step or ProfilerStep#N keeps that step. Before 2026-12-05 (fifth) it was passed
         // over, and the export lost its last step (kernels launched in it were in no step).
-        const std::string unended =
-            "(n.end IS NULL" + std::string(cols.count("eventType") ? " AND n.eventType NOT IN (34, 65))" : ")");
-        const std::string query =
-            "SELECT n.start, n.end, " + (cols.count("text") ? text : std::string("NULL")) + ", " +
-            (cols.count("globalTid") ? "n.globalTid" : "NULL") + ", n.rowid" +
-            " FROM NVTX_EVENTS n WHERE typeof(n.start) = 'integer' AND (typeof(n.end) = 'integer' OR " + unended + ")" +
-            nvtx_ranges_and_marks();
+        const std::string end = nvtx_end("n.");
+        const std::string unended = "(" + end + " IS NULL" +
+                                    std::string(cols.count("eventType") ? " AND n.eventType NOT IN (34, 65))" : ")");
+        const std::string query = "SELECT n.start, " + end + ", " + (cols.count("text") ? text : std::string("NULL")) +
+                                  ", " + (cols.count("globalTid") ? "n.globalTid" : "NULL") + ", n.rowid" +
+                                  " FROM NVTX_EVENTS n WHERE typeof(n.start) = 'integer' AND (typeof(" + end +
+                                  ") = 'integer' OR " + unended + ")" + nvtx_ranges_and_marks();
         sql::Stmt rows(db_.db, in_, query.c_str());
         std::vector<NamedSpan> spans;
         std::vector<std::pair<size_t, int64_t>> threads;   // optimizer range (index in spans) -> its globalTid
@@ -839,6 +846,19 @@ private:
         }
     }
 
+    // NVTX_EVENTS.end as SQL (`prefix`: a table alias and its dot). Exports of 2021 and before declared
+    // every column NOT NULL and wrote a default value where a field had none (nsys's export
+    // documentation of 2020 and 2021.5: "all fields are declared as NOT NULL, even where actual value
+    // may be missing, instead default value for that field is exported"): a mark's end and a range's
+    // never ended. There an end of 0 or less before its start is that default, read as the NULL later
+    // exports write; counted in meta nsys.nvtx_default_ends. Elsewhere an end before its start is a
+    // corrupt row, refused.
+    std::string nvtx_end(const std::string& prefix) const {
+        std::string end = prefix + "\"end\"";
+        if (!db_.not_null("NVTX_EVENTS", "end")) return end;
+        return "(CASE WHEN " + end + " <= 0 AND " + end + " < " + prefix + "start THEN NULL ELSE " + end + " END)";
+    }
+
     std::string nvtx_ranges_and_marks() {
         if (!db_.columns("NVTX_EVENTS").count("eventType")) return "";
         return " AND (eventType IS NULL OR eventType IN (34, 35, 37, 59, 60, 65, 66, 68, 70, 71))";
@@ -856,26 +876,35 @@ private:
         }
         // A range (not a mark: 34, 65) whose end is NULL was never ended while nsys recorded.
         const std::string unended = c.count("eventType") ? "(eventType NOT IN (34, 65))" : "0";
-        std::string q = "SELECT start, " + col(c, "end", "NULL") + ", " + col(c, "text", "NULL") + ", " +
-                        col(c, "textId", "NULL") + ", " + unended + ", rowid FROM NVTX_EVENTS WHERE 1" + only +
-                        " ORDER BY start, rowid";
-        sql::Stmt s(db_.db, in_, q.c_str());
-        Cells cell{s, in_, "NVTX_EVENTS", 5};
+        if (c.count("end") && db_.not_null("NVTX_EVENTS", "end")) {
+            sql::Stmt defaults(db_.db, in_,
+                               ("SELECT COUNT(*) FROM NVTX_EVENTS WHERE " + nvtx_end("") + " IS NULL" + only).c_str());
+            if (defaults.step() && defaults.i64(0) > 0)
+                r_.meta["nsys.nvtx_default_ends"] =
+                    std::to_string(defaults.i64(0)) +
+                    " NVTX marks or ranges with end 0 in a table that declares end NOT NULL (an export of 2021 "
+                    "or before, which wrote a default where a field had none): read as no end";
+        }
+        std::string query = "SELECT start, " + (c.count("end") ? nvtx_end("") : std::string("NULL")) + ", " +
+                        col(c, "text", "NULL") + ", " + col(c, "textId", "NULL") + ", " + unended +
+                        ", rowid FROM NVTX_EVENTS WHERE 1" + only + " ORDER BY start, rowid";
+        sql::Stmt rows(db_.db, in_, query.c_str());
+        Cells cell{rows, in_, "NVTX_EVENTS", 5};
         int64_t markers = 0, open_ranges = 0;
-        while (s.step()) {
+        while (rows.step()) {
             ++events_;
             Marker m;
             m.id = ++markers;
-            std::string text = !s.is_null(2) ? s.text(2) : !s.is_null(3) ? str(cell.get(3, "textId", INT64_MIN, INT64_MAX)) : "nvtx";
+            std::string text = !rows.is_null(2) ? rows.text(2) : !rows.is_null(3) ? str(cell.get(3, "textId", INT64_MIN, INT64_MAX)) : "nvtx";
             m.name = w_.intern(text);
             m.t_start = rel(cell.get(0, "start", -kMaxTime, kMaxTime), "NVTX_EVENTS");
-            m.t_end = s.is_null(1) ? m.t_start : rel(cell.interval(0, 1).second, "NVTX_EVENTS");
-            if (s.is_null(1) && s.i64(4) == 1 && open_ranges++ == 0) first_open_range_ = quoted_name(text);
+            m.t_end = rows.is_null(1) ? m.t_start : rel(cell.interval(0, 1).second, "NVTX_EVENTS");
+            if (rows.is_null(1) && rows.i64(4) == 1 && open_ranges++ == 0) first_open_range_ = quoted_name(text);
             // An unended ProfilerStep#N or optimizer step (find_steps): to the end of recording.
-            const auto open_step = s.is_null(1) ? open_step_ends_.find(s.i64(5)) : open_step_ends_.end();
+            const auto open_step = rows.is_null(1) ? open_step_ends_.find(rows.i64(5)) : open_step_ends_.end();
             if (open_step != open_step_ends_.end()) m.t_end = open_step->second;
             const std::optional<int32_t> step =
-                s.is_null(1) && open_step == open_step_ends_.end() ? std::nullopt : profiler_step_number(text);
+                rows.is_null(1) && open_step == open_step_ends_.end() ? std::nullopt : profiler_step_number(text);
             m.kind = step ? MarkerKind::Step : MarkerKind::Range;
             m.index = step.value_or(-1);
             w_.add(m);

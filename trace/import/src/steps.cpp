@@ -161,6 +161,9 @@ void find_period(const std::vector<const OuterRange*>& anchors, OptimizerSteps& 
     // one, each step half an iteration.
     const std::optional<size_t> by_inputs = inputs_period(anchors);
     if (by_inputs) out.by_inputs = true;
+    out.inputs_known = std::all_of(anchors.begin(), anchors.end(), [](const OuterRange* range) {
+        return range->inputs != nullptr && !range->inputs->empty();
+    });
     for (size_t period = 2; period <= 4; ++period) {
         if (by_inputs && period != *by_inputs) continue;
         bool by_duration = takes_turns(durations, period, period, 1.5);
@@ -389,8 +392,11 @@ std::string OptimizerSteps::optimizers_said() const {
     if (uneven_period > 1)
         return "one optimizer of " + anchor + ": its ranges' durations take turns, but each runs the same " +
                std::to_string(uneven_work) + " " + work_unit;
-    return "one optimizer of " + anchor +
-           " assumed: the trace records no tensors of its ranges, and two optimizers of one class stepping the same "
+    return "one optimizer of " + anchor + " assumed: " +
+           (inputs_known ? "its ranges' tensors show no period of 1 to 4 ranges (too few ranges: 2 a class at least, "
+                           "or no set repeats)"
+                         : "the trace records no tensors of its ranges") +
+           ", and two optimizers of one class stepping the same "
            "work in the same time (two identical models, a GAN whose two networks are alike) would look the same; "
            "each step would then be half an iteration";
 }

@@ -88,6 +88,9 @@ struct OptimizerSteps {
     std::string work_unit = "ops and calls";   // what NamedSpan::work counts, for meta and warnings
     // Whether the anchor's ranges' tensors were known (NamedSpan::inputs) and so decided the period.
     bool by_inputs = false;
+    // Every range's tensors were known (an execution trace's), though none of the periods fitted:
+    // too few ranges to tell (2 of each class at least), or tensors that take no turns.
+    bool inputs_known = false;
     // Meta `steps_optimizers`: how many optimizers the anchor's ranges were taken to be, and from
     // what (their tensors), or that one was assumed where nothing in the trace tells two optimizers
     // of one class stepping the same work with the same durations from one.
