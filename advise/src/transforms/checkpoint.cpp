@@ -264,10 +264,13 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
         // its graph lives as long as the model's outputs). Checkpointing keeps only the run's
         // inputs there, so what the run made and alone saved and used dies at its last access
         // in the forward, not with the graph (predicted 11.88 GiB, captured 11.69: 1.64% over).
-        // Selective checkpointing's cache keeps the matmul outputs it cached.
+        // Selective checkpointing's cache keeps the matmul outputs it cached, and autocast's cache
+        // the weights' casts (to the end of its region: 24 MiB of a CLIP layer's bf16 weights).
         for (int32_t x : saved) {
             const int32_t made = b.creator[static_cast<size_t>(x)];
-            if (!only_here[static_cast<size_t>(x)] || !in_run(made) || cached(made)) continue;
+            if (!only_here[static_cast<size_t>(x)] || !in_run(made) || cached(made) ||
+                b.param_cast[static_cast<size_t>(x)])
+                continue;
             int32_t last = -1;
             bool inside = true;
             b.for_acc(x, [&](int32_t s, trace::AccessMode) {
