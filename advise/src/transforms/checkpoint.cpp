@@ -265,13 +265,17 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
         // inputs there, so what the run made and alone saved and used dies at its last access
         // in the forward, not with the graph (predicted 11.88 GiB, captured 11.69: 1.64% over).
         // Selective checkpointing's cache keeps the matmul outputs it cached, and autocast's cache
-        // the weights' casts (to the end of its region: 24 MiB of a CLIP layer's bf16 weights).
+        // a weight's cast to the end of the forward (24 MiB of a CLIP layer's bf16 weights).
         for (int32_t x : saved) {
             const int32_t made = b.creator[static_cast<size_t>(x)];
-            if (!only_here[static_cast<size_t>(x)] || !in_run(made) || cached(made) ||
-                b.param_cast[static_cast<size_t>(x)])
-                continue;
-            int32_t last = -1;
+            if (!only_here[static_cast<size_t>(x)] || !in_run(made) || cached(made)) continue;
+            bool weight_cast = b.param_cast[static_cast<size_t>(x)] != 0;
+            if (p.strings[static_cast<size_t>(p.ops[static_cast<size_t>(made)].name)] == "aten::_to_copy")
+                for (const PlanAccess& pa : p.ops[static_cast<size_t>(made)].acc)
+                    weight_cast = weight_cast ||
+                                  (pa.alloc < nrec && pa.mode == trace::AccessMode::Read &&
+                                   p.allocs[static_cast<size_t>(pa.alloc)].category == trace::Category::Param);
+            int32_t last = weight_cast ? b.pass_fwd_last[static_cast<size_t>(r.pass)] : -1;
             bool inside = true;
             b.for_acc(x, [&](int32_t s, trace::AccessMode) {
                 if (b.pass[static_cast<size_t>(s)] != r.pass) return;
