@@ -144,23 +144,6 @@ std::vector<size_t> by_start(const std::vector<RunEvent>& events) {
     return merged;
 }
 
-// Triggers off on `db` while it lives: the store's own inserts into run_events must not drop the
-// range it is writing (schema.sql, run_event_rows); a statement prepared meanwhile has none.
-class TriggersOff {
-public:
-    explicit TriggersOff(sqlite3* db) : db_(db) {
-        sqlite3_db_config(db_, SQLITE_DBCONFIG_ENABLE_TRIGGER, -1, &was_);
-        sqlite3_db_config(db_, SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, nullptr);
-    }
-    ~TriggersOff() { sqlite3_db_config(db_, SQLITE_DBCONFIG_ENABLE_TRIGGER, was_, nullptr); }
-    TriggersOff(const TriggersOff&) = delete;
-    TriggersOff& operator=(const TriggersOff&) = delete;
-
-private:
-    sqlite3* db_;
-    int was_ = 1;
-};
-
 int64_t max_event_rowid(sqlite3* db, const std::string& path, const std::string& schema) {
     sql::Stmt query(db, path, ("SELECT coalesce(max(rowid), 0) FROM " + schema + ".run_events").c_str());
     query.step();
@@ -175,8 +158,11 @@ void write_events(sqlite3* db, const std::string& path, const std::string& schem
                   bool fresh) {
     const int64_t before = max_event_rowid(db, path, schema);
     {
-        TriggersOff off(db);
-        sql::BulkInsert ev(db, path, "INSERT INTO " + schema + ".run_events", 6, "", {}, {id});
+        // No trigger runs on the store's connection (sql::no_triggers): its inserts do not drop the
+        // range it is writing (schema.sql, run_event_rows).
+        sql::BulkInsert ev(
+            db, path, "INSERT INTO " + schema + ".run_events (run, kind, t_start, t_end, allocation, kernel, bytes)", 6,
+            "", {}, {id});
         for (size_t position : by_start(run.events)) {
             const RunEvent& event = run.events[position];
             int64_t* row = ev.add();
@@ -189,7 +175,9 @@ void write_events(sqlite3* db, const std::string& path, const std::string& schem
     // rows are before + 1 .. after. When they are not, the run is read by run, as in older files.
     const int64_t after = max_event_rowid(db, path, schema);
     if (fresh && before < INT64_MAX && after - before == static_cast<int64_t>(run.events.size())) {
-        sql::Stmt range(db, path, ("INSERT OR REPLACE INTO " + schema + ".run_event_rows VALUES (?,?,?)").c_str());
+        sql::Stmt range(
+            db, path,
+            ("INSERT OR REPLACE INTO " + schema + ".run_event_rows (run, first_row, last_row) VALUES (?,?,?)").c_str());
         range.bind(1, id); range.bind(2, before + 1); range.bind(3, after);
         range.run();
     } else {
@@ -212,11 +200,11 @@ void write_body(sqlite3* db, const std::string& path, const std::string& schema,
     auto into = [&](const char* verb, const char* table_and_values) {
         return std::string(verb) + " INTO " + schema + "." + table_and_values;
     };
-    sql::Stmt cfg(db, path, into("INSERT OR REPLACE", "run_config VALUES (?,?,?)").c_str());
+    sql::Stmt cfg(db, path, into("INSERT OR REPLACE", "run_config (run, key, value) VALUES (?,?,?)").c_str());
     for (auto& [k, v] : run.config) {
         cfg.bind(1, id); cfg.bind(2, k); cfg.bind(3, v); cfg.run();
     }
-    sql::Stmt met(db, path, into("INSERT OR REPLACE", "run_metrics VALUES (?,?,?)").c_str());
+    sql::Stmt met(db, path, into("INSERT OR REPLACE", "run_metrics (run, key, value) VALUES (?,?,?)").c_str());
     for (auto& [k, v] : run.metrics) {
         if (!std::isfinite(v))
             throw Error(path + ": run metric '" + k + "' is " + std::to_string(v) + ", not a finite number",
@@ -235,14 +223,15 @@ void write_body(sqlite3* db, const std::string& path, const std::string& schema,
             // Stable: of two times given for one kernel, the later one stays (INSERT OR REPLACE).
             std::stable_sort(sorted.begin(), sorted.end(), by_kernel);
         }
-        sql::BulkInsert kt(db, path, into("INSERT OR REPLACE", "run_kernels"), 3, "", {}, {id});
+        sql::BulkInsert kt(db, path, into("INSERT OR REPLACE", "run_kernels (run, kernel, t_start, t_end)"), 3, "", {},
+                           {id});
         for (const RunKernelTime& time : sorted.empty() ? run.kernel_times : sorted) {
             int64_t* row = kt.add();
             row[0] = time.kernel; row[1] = time.t_start; row[2] = time.t_end;
         }
         kt.flush();
     }
-    sql::BulkInsert mem(db, path, into("INSERT", "run_memory"), 3, "", {}, {id});
+    sql::BulkInsert mem(db, path, into("INSERT", "run_memory (run, t, device_bytes, host_bytes)"), 3, "", {}, {id});
     for (const RunMemorySample& sample : run.memory) {
         int64_t* row = mem.add();
         row[0] = sample.t; row[1] = sample.device_bytes; row[2] = sample.host_bytes;
@@ -507,14 +496,22 @@ void check_run_pages(const std::string& trace_path, const std::string& runs_db) 
     // One read transaction: the pages read belong to one state of the file.
     const bool begun = sqlite3_get_autocommit(reader.db()) != 0;
     if (begun) sql::exec(reader.db(), reader.file, "BEGIN");
-    std::vector<std::string> problems;
+    const bool whole_file = !runs_db.empty() && reader.file == runs_db;
+    std::vector<std::string> problems, shape;
     try {
-        problems = damage_the_store_meets(reader.db(), reader.file, !runs_db.empty() && reader.file == runs_db);
+        problems = damage_the_store_meets(reader.db(), reader.file, whole_file);
+        // Columns the store's inserts name that a table lacks (or one of the file's own that needs a
+        // value): the store failed after the work ("table main.runs has no column named base_run", exit 4).
+        if (problems.empty()) shape = runfiles::run_table_problems(reader.db(), reader.file, "main", whole_file);
     } catch (...) {
         if (begun) sqlite3_exec(reader.db(), "ROLLBACK", nullptr, nullptr, nullptr);
         throw;
     }
     if (begun) sqlite3_exec(reader.db(), "ROLLBACK", nullptr, nullptr, nullptr);
+    if (!shape.empty())
+        throw Error(reader.file + ": " + shape.front() +
+                    (shape.size() > 1 ? " (and " + std::to_string(shape.size() - 1) + " more)" : "") +
+                    "; runs cannot be stored in it (--no-store or --runs-db FILE leaves it alone)");
     if (problems.empty()) return;
     const std::string more = problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more)" : "";
     throw Error(reader.file + ": the file is truncated or corrupt: " + problems.front() + more +

@@ -175,6 +175,8 @@ void fail(sqlite3* db, const std::string& file, const std::string& what) {
     throw Error(file + ": " + what + ": " + msg);
 }
 
+void no_triggers(sqlite3* db) { sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, nullptr); }
+
 void exec(sqlite3* db, const std::string& file, const char* sql) {
     char* err = nullptr;
     if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Hostile pass 9 (docs/cli.md, "Messages and exit statuses"): SQLite files that are valid SQLite but
+# hostile, and what passes 1 to 8 left.
+#   1. A trigger a file holds ran when mhc wrote into it: AFTER INSERT ON run_metrics ... SET value =
+#      12345 stored every metric of a simulated run as 12345 (info printed them, check passed them);
+#      a trigger on the cache table made `mhc simulate --no-store`, a reader, delete the stored runs.
+#   2. Run tables of another shape: a column the store writes missing (runs without base_run), or one
+#      of the file's own that needs a value (NOT NULL, no default): simulate computed, then failed to
+#      store (exit 4, "cannot prepare query: table main.runs has no column named base_run"); a nullable
+#      column of the user's own (ALTER TABLE run_memory ADD COLUMN note) failed every store ("4 columns
+#      but 3 values were supplied"). Now refused before the work, said by check, and a column of the
+#      user's own that needs no value is left alone.
+# Usage: hostile_pass9_test.sh MHC
+set -u
+mhc=$1
+. "$(dirname "$0")/preamble.sh"
+cd "$tmp" || exit 1
+"$mhc" -q generate --preset gpt2-small --steps 1 --layers 1 --hidden 64 --heads 2 --seq 32 --micro-batch 1 --vocab 1000 \
+    -o t.db >/dev/null || fail generate
+
+# 1. Triggers of the file's own do not run on mhc's writes.
+cp t.db trig.db
+sqlite3 trig.db "CREATE TRIGGER evil AFTER INSERT ON run_metrics BEGIN UPDATE run_metrics SET value = 12345 WHERE run = new.run; END;
+                 CREATE TRIGGER evil_runs AFTER INSERT ON runs BEGIN UPDATE runs SET name = 'forged' WHERE id = new.id; END;" ||
+    fail "sqlite3 trig.db"
+"$mhc" simulate trig.db --capacity 90% --json >sim.json 2>err || fail "simulate trig.db: $(cat err)"
+want=$(python3 -c 'import json; print(json.load(open("sim.json"))["metrics"]["baseline_makespan_ns"])')
+got=$(sqlite3 trig.db "SELECT value FROM run_metrics WHERE key = 'baseline_makespan_ns'")
+[ "${got%.0}" = "${want%.0}" ] || fail "a trigger of the file rewrote the stored metric: $got, computed $want"
+[ "$(sqlite3 trig.db "SELECT count(*) FROM run_metrics WHERE value = 12345")" = 0 ] || fail "metrics stored as 12345"
+[ "$(sqlite3 trig.db "SELECT name FROM runs")" != forged ] || fail "a trigger of the file renamed the stored run"
+# The cache a reader writes into the file: a trigger on it deleted the stored runs.
+sqlite3 trig.db "CREATE TRIGGER wipe AFTER INSERT ON trace_cache BEGIN DELETE FROM run_metrics; DELETE FROM runs; END;
+                 DELETE FROM trace_cache" || fail "sqlite3 trig.db (cache)"
+"$mhc" simulate trig.db --capacity 80% --no-store >/dev/null 2>err || fail "simulate --no-store trig.db: $(cat err)"
+[ "$(sqlite3 trig.db "SELECT count(*) FROM trace_cache")" -gt 0 ] || fail "the cache was not written (the case is not tried)"
+[ "$(sqlite3 trig.db "SELECT count(*) FROM runs")" = 1 ] || fail "a reader's cache write deleted the stored runs"
+# The same into a runs database.
+"$mhc" -q simulate t.db --capacity 90% --runs-db r.db >/dev/null || fail "simulate --runs-db r.db"
+sqlite3 r.db "CREATE TRIGGER evil AFTER INSERT ON run_metrics BEGIN UPDATE run_metrics SET value = 12345; END;" || fail "sqlite3 r.db"
+"$mhc" -q simulate t.db --capacity 80% --runs-db r.db >/dev/null || fail "simulate --runs-db r.db (2)"
+[ "$(sqlite3 r.db "SELECT count(*) FROM run_metrics WHERE value = 12345")" = 0 ] || fail "a runs database's trigger rewrote the metrics"
+
+# 2. Run tables of another shape: refused before the work (nothing printed), said by check.
+shaped() {   # shaped FILE WANT: simulate refuses before its work, check names it
+    local f=$1 want=$2
+    refused "$f: $want; runs cannot be stored in it (--no-store or --runs-db FILE leaves it alone)" \
+        simulate "$f" --capacity 90%
+    [ ! -s out ] || fail "simulate $f computed before refusing: $(head -c 200 out)"
+    refused "$f: $want" sweep "$f" --capacities 90% --policies lru --no-bisect
+    "$mhc" check "$f" >out 2>err; local rc=$?
+    [ $rc = 2 ] && grep -qxF "$f: $want" out || fail "check $f exited $rc: $(cat out err)"
+    "$mhc" simulate "$f" --capacity 90% --no-store >out 2>err || fail "simulate --no-store of $f: $(cat err)"
+}
+cp t.db nobase.db && sqlite3 nobase.db "ALTER TABLE runs DROP COLUMN base_run" || fail sqlite3
+shaped nobase.db "table runs has no column base_run, which runs are stored in (a damaged or foreign file)"
+cp t.db extra.db && sqlite3 extra.db "DROP TABLE run_metrics; CREATE TABLE run_metrics (run INTEGER NOT NULL,
+    key TEXT NOT NULL, value REAL NOT NULL, source TEXT NOT NULL, PRIMARY KEY (run, key)) WITHOUT ROWID" || fail sqlite3
+shaped extra.db "table run_metrics has a column source of its own that is NOT NULL with no default: a run stored gives it no value"
+# A column of the user's own that takes no value, or has a default: the runs are stored beside it.
+cp t.db mine.db && sqlite3 mine.db "ALTER TABLE run_memory ADD COLUMN note TEXT;
+    ALTER TABLE run_metrics ADD COLUMN source TEXT NOT NULL DEFAULT 'mhc'" || fail sqlite3
+"$mhc" simulate mine.db --capacity 90% >out 2>err || fail "simulate beside a column of the user's own: $(cat err)"
+"$mhc" check mine.db >out 2>err || fail "check of run tables with columns of the user's own: $(cat out err)"
+# In a runs database too.
+cp r.db r2.db && sqlite3 r2.db "ALTER TABLE run_kernels DROP COLUMN t_end" || fail sqlite3
+refused "r2.db: table run_kernels has no column t_end" simulate t.db --capacity 70% --runs-db r2.db
+[ ! -s out ] || fail "simulate --runs-db r2.db computed before refusing"
+"$mhc" check t.db --runs-db r2.db >out 2>err; rc=$?
+[ $rc = 2 ] && grep -qxF "r2.db: table run_kernels has no column t_end, which runs are stored in (a damaged or foreign file)" out ||
+    fail "check --runs-db r2.db exited $rc: $(cat out err)"
+
+echo "all hostile pass 9 checks passed"
