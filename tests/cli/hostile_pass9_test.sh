@@ -10,6 +10,8 @@
 #      column of the user's own (ALTER TABLE run_memory ADD COLUMN note) failed every store ("4 columns
 #      but 3 values were supplied"). Now refused before the work, said by check, and a column of the
 #      user's own that needs no value is left alone.
+#   3. Allocator settings a trace recorded that mhc cannot read: check passed them, simulate refused
+#      them naming no file ("trace meta allocator.conf: ...").
 # Usage: hostile_pass9_test.sh MHC
 set -u
 mhc=$1
@@ -69,5 +71,18 @@ refused "r2.db: table run_kernels has no column t_end" simulate t.db --capacity 
 "$mhc" check t.db --runs-db r2.db >out 2>err; rc=$?
 [ $rc = 2 ] && grep -qxF "r2.db: table run_kernels has no column t_end, which runs are stored in (a damaged or foreign file)" out ||
     fail "check --runs-db r2.db exited $rc: $(cat out err)"
+
+# 3. Allocator settings a trace recorded (meta allocator.conf) that the caching model cannot read
+# (mhc-torch wrote "max_split_size_mb:٣٣", digits of another script): check said "ok", then simulate
+# and advise refused the trace with "mhc: trace meta allocator.conf: ...", naming no file.
+for conf in "max_split_size_mb:٣٣|max_split_size_mb: '٣٣' is not a whole number of MiB" \
+            "roundup_power2_divisions:3|roundup_power2_divisions: '3': the divisions must be a power of 2 (or 0)" \
+            "garbage_collection_threshold:0.5_0|garbage_collection_threshold: '0.5_0' is not a number"; do
+    cp t.db conf.db
+    sqlite3 conf.db "INSERT OR REPLACE INTO meta VALUES ('allocator.conf', '${conf%%|*}')" || fail sqlite3
+    "$mhc" check conf.db >out 2>err; rc=$?
+    [ $rc = 2 ] && grep -qxF "conf.db: meta allocator.conf: ${conf#*|} [meta]" out || fail "check of allocator.conf ${conf%%|*} exited $rc: $(cat out err)"
+    refused "mhc: conf.db: meta allocator.conf: ${conf#*|}" simulate conf.db --capacity 90% --no-store
+done
 
 echo "all hostile pass 9 checks passed"

@@ -23,6 +23,10 @@
 
 #include "mhc/trace/torch_sizes.hpp"
 
+namespace mhc::trace {
+struct TraceData;
+}
+
 namespace mhc::sim {
 
 // The settings of PYTORCH_CUDA_ALLOC_CONF the model follows.
@@ -50,10 +54,10 @@ struct AllocatorSettings {
 AllocatorSettings parse_allocator_conf(std::string_view text, const std::string& what,
                                        const AllocatorSettings& base = {});
 // The settings a run of the caching model uses: those the trace recorded (meta
-// "allocator.conf", written by the snapshot importer), then `override_conf` (--allocator-conf)
-// over them. Throws mhc::Error naming the meta key or --allocator-conf.
-AllocatorSettings allocator_settings_for(const std::map<std::string, std::string>& meta,
-                                         const std::string& override_conf);
+// "allocator.conf", written by the snapshot importer and mhc-torch), then `override_conf`
+// (--allocator-conf) over them. Throws mhc::Error naming the trace's file and meta key
+// ("t.db: meta allocator.conf: ...", as `mhc check` says it) or --allocator-conf.
+AllocatorSettings allocator_settings_for(const trace::TraceData& t, const std::string& override_conf);
 
 class CachingAllocator {
 public:
