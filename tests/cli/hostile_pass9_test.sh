@@ -12,6 +12,8 @@
 #      user's own that needs no value is left alone.
 #   3. Allocator settings a trace recorded that mhc cannot read: check passed them, simulate refused
 #      them naming no file ("trace meta allocator.conf: ...").
+#   4. A name ending in '/' that names a file: "t.db/: no such file"; as --runs-db to read, r.db/ was
+#      opened as r.db (SQLite drops the '/') and its runs shown.
 # Usage: hostile_pass9_test.sh MHC
 set -u
 mhc=$1
@@ -84,5 +86,16 @@ for conf in "max_split_size_mb:٣٣|max_split_size_mb: '٣٣' is not a whole num
     [ $rc = 2 ] && grep -qxF "conf.db: meta allocator.conf: ${conf#*|} [meta]" out || fail "check of allocator.conf ${conf%%|*} exited $rc: $(cat out err)"
     refused "mhc: conf.db: meta allocator.conf: ${conf#*|}" simulate conf.db --capacity 90% --no-store
 done
+
+# 4. A name ending in '/' (a folder's) that names a file: "t.db/: no such file" beside t.db, and as a
+# runs database to read, opened as r.db (SQLite drops the '/'): info printed r.db's runs.
+for cmd in "info t.db/" "check t.db/" "simulate t.db/ --capacity 90% --no-store" "export t.db/ -o e.json"; do
+    # shellcheck disable=SC2086
+    refused "t.db/: t.db is a file, not a folder (a name ending in '/' names a folder)" $cmd
+done
+refused "t.db/x: t.db is a file, not a folder" info t.db/x
+refused "r.db/: r.db is a file, not a folder (a name ending in '/' names a folder)" info t.db --runs-db r.db/
+refused "r.db/: r.db is a file, not a folder" check t.db --runs-db r.db/
+refused "nothere.db: no such file" info nothere.db
 
 echo "all hostile pass 9 checks passed"

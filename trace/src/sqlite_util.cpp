@@ -114,7 +114,8 @@ sqlite3* open_existing(const std::string& file, bool writable, std::string& prob
     // A file that is not there, said as every command says it (SQLite: "unable to open database
     // file"; `info T.db --runs-db missing.db`).
     struct stat st {};
-    if (::stat(file.c_str(), &st) != 0 && errno == ENOENT) {
+    // Nor one whose name stat refuses as a folder's ("t.db/", ENOTDIR), which SQLite opened as t.db.
+    if (::stat(file.c_str(), &st) != 0 && (errno == ENOENT || errno == ENOTDIR)) {
         problem = no_such_file(file);
         return nullptr;
     }
