@@ -14,9 +14,14 @@
 #      them naming no file ("trace meta allocator.conf: ...").
 #   4. A name ending in '/' that names a file: "t.db/: no such file"; as --runs-db to read, r.db/ was
 #      opened as r.db (SQLite drops the '/') and its runs shown.
-# Usage: hostile_pass9_test.sh MHC
+#   5. mhc-torch: a model file that is a named pipe, a device or a loop of links was "no such file";
+#      a setting's allocator option '²' or a NUL byte was a traceback (python/tests/test_allocator_grammar.py
+#      holds the whole grammar).
+# Usage: hostile_pass9_test.sh MHC PYTHON PKG (PKG: the folder holding mhc_torch; part 5 runs with any Python 3)
 set -u
 mhc=$1
+python=$2
+pkg=$3
 . "$(dirname "$0")/preamble.sh"
 cd "$tmp" || exit 1
 "$mhc" -q generate --preset gpt2-small --steps 1 --layers 1 --hidden 64 --heads 2 --seq 32 --micro-batch 1 --vocab 1000 \
@@ -97,5 +102,30 @@ refused "t.db/x: t.db is a file, not a folder" info t.db/x
 refused "r.db/: r.db is a file, not a folder (a name ending in '/' names a folder)" info t.db --runs-db r.db/
 refused "r.db/: r.db is a file, not a folder" check t.db --runs-db r.db/
 refused "nothere.db: no such file" info nothere.db
+
+# 5. mhc-torch's model file that is no file: a named pipe, a link to a device and a loop of links were
+# each "no such file"; refused before torch is imported (any Python 3 runs this part).
+[ -x "$python" ] || python=python3
+torch_refused() {   # torch_refused WANT ARGS...: `mhc-torch capture ARGS...` exits 2 in one line with WANT
+    local want=$1; shift
+    PYTHONPATH=$pkg timeout 60 "$python" -m mhc_torch.cli capture "$@" >out 2>err </dev/null; local rc=$?
+    [ $rc = 2 ] && [ "$(wc -l <err)" = 1 ] && grep -qF -- "$want" err || fail "mhc-torch capture $* exited $rc: $(head -c 300 err)"
+}
+mkfifo fifo.py
+ln -s /dev/zero zero.py
+ln -s loopb.py loopa.py && ln -s loopa.py loopb.py
+echo 'x = 1' >model.py
+printf 'import torch\ndef build_model():\n    return torch.nn.Linear(4, 4)\ndef make_batch():\n    return torch.randn(2, 4)\n' >net.py
+torch_refused "mhc-torch: fifo.py: is a named pipe, not a regular file" fifo.py -o m.db
+torch_refused "mhc-torch: zero.py: is a character device, not a regular file" zero.py -o m.db
+torch_refused "mhc-torch: loopa.py: cannot be reached: Too many levels of symbolic links" loopa.py -o m.db
+torch_refused "mhc-torch: model.py/x.py: model.py is a file, not a folder" model.py/x.py -o m.db
+torch_refused "mhc-torch: none.py: no such file" none.py -o m.db
+# A setting's allocator options mhc could not read: a traceback (exit 1) for '²' and a NUL byte.
+torch_refused "mhc-torch: setting: allocator: max_split_size_mb:²: expected a whole number" net.py -o m.db \
+    --setting '{"allocator": "max_split_size_mb:²"}'
+torch_refused "mhc-torch: setting: allocator: 'roundup_power2_divisions:?': holds a control character" net.py -o m.db \
+    --setting '{"allocator": "roundup_power2_divisions:\u0000"}'
+[ ! -e m.db ] || fail "a refused capture wrote m.db"
 
 echo "all hostile pass 9 checks passed"
