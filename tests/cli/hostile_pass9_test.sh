@@ -14,6 +14,8 @@
 #      them naming no file ("trace meta allocator.conf: ...").
 #   4. A name ending in '/' that names a file: "t.db/: no such file"; as --runs-db to read, r.db/ was
 #      opened as r.db (SQLite drops the '/') and its runs shown.
+#   6. A run id of 2^63 - 1 made the next store take -2^63 (signed overflow), one of text gave the new
+#      run another run's id; refused before the work, and check names an id below 1.
 #   5. mhc-torch: a model file that is a named pipe, a device or a loop of links was "no such file";
 #      a setting's allocator option '²' or a NUL byte was a traceback (python/tests/test_allocator_grammar.py
 #      holds the whole grammar).
@@ -102,6 +104,30 @@ refused "t.db/x: t.db is a file, not a folder" info t.db/x
 refused "r.db/: r.db is a file, not a folder (a name ending in '/' names a folder)" info t.db --runs-db r.db/
 refused "r.db/: r.db is a file, not a folder" check t.db --runs-db r.db/
 refused "nothere.db: no such file" info nothere.db
+
+# 6. Run ids at the ends: a run stored as id 9223372036854775807 (check: ok) made the next store take
+# -9223372036854775808 (max + 1, signed overflow), which no --run names; a run id of text ('zzz' sorts
+# above numbers, read as 0) gave the new run id 1, another run's. Refused before the work; check
+# names a run id below 1.
+cp t.db ids.db
+"$mhc" -q simulate ids.db --capacity 90% >/dev/null || fail "simulate ids.db"
+cp ids.db top.db
+for table in runs:id run_metrics:run run_config:run run_events:run run_kernels:run run_memory:run run_event_rows:run; do
+    sqlite3 top.db "UPDATE ${table%%:*} SET ${table#*:} = 9223372036854775807" || fail "sqlite3 $table"
+done
+refused "top.db: holds run 9223372036854775807, the largest id there is: no id is left for a new run" \
+    simulate top.db --capacity 80%
+[ ! -s out ] || fail "simulate top.db computed before refusing"
+[ "$(sqlite3 top.db "SELECT count(*) FROM runs WHERE id < 1")" = 0 ] || fail "a run stored with an id below 1"
+cp ids.db text.db && sqlite3 text.db "INSERT INTO run_config VALUES ('zzz', 'a', 'b')" || fail sqlite3
+refused "text.db: a run table holds the run id 'zzz', not a whole number" simulate text.db --capacity 80%
+cp top.db low.db
+for table in runs:id run_metrics:run run_config:run run_events:run run_kernels:run run_memory:run run_event_rows:run; do
+    sqlite3 low.db "UPDATE ${table%%:*} SET ${table#*:} = -9223372036854775808" || fail "sqlite3 $table"
+done
+"$mhc" check low.db >out 2>err; rc=$?
+[ $rc = 2 ] && grep -qxF "low.db: runs row -9223372036854775808: id is -9223372036854775808: run ids are 1 or more, which --run names [range]" out ||
+    fail "check of a run id below 1 exited $rc: $(cat out err)"
 
 # 5. mhc-torch's model file that is no file: a named pipe, a link to a device and a loop of links were
 # each "no such file"; refused before torch is imported (any Python 3 runs this part).

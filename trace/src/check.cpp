@@ -407,8 +407,19 @@ void check_values(const Reader& reader, CheckReport& r) {
 // statuses, finite metrics, event, kernel and memory rows in range): a run they would refuse is a
 // problem of the trace. So are rows of a run table whose run has no `runs` row, which a store
 // cut short or a run deleted by hand leaves, and a run's events outside its range.
+// Run ids below 1, which no command names (--run takes 1 or more; base_run 0 is "none"): an older
+// mhc stored a run past the largest id as -9223372036854775808.
+void report_run_ids(sqlite3* db, const std::string& file, CheckReport& report) {
+    sql::Stmt low(db, file, "SELECT id FROM runs WHERE id < 1 ORDER BY id");
+    while (low.step())
+        report.problems.push_back(
+            {"range", "runs", low.i64(0),
+             "id is " + std::to_string(low.i64(0)) + ": run ids are 1 or more, which --run names"});
+}
+
 void check_runs(const std::string& path, Reader& reader, CheckReport& report) {
     if (!reader.has_table("runs")) return;
+    report_run_ids(reader.handle(), path, report);
     try {
         for (const RunInfo& run : list_runs(path)) {
             try {
@@ -854,6 +865,7 @@ CheckReport check_runs_db(const std::string& trace, const std::string& runs_db) 
             ins.run();
         }
         auto has = [&](const char* name) { return runfiles::has_table(db, runs_db, name, "main"); };
+        if (has("runs")) report_run_ids(db, runs_db, report);
         check_run_references({db, runs_db, "tr.", "temp.mine"}, has, report);
         report_orphan_rows(db, runs_db,
                            {"run_config", "run_metrics", "run_events", "run_kernels", "run_memory", "run_event_rows",

@@ -350,6 +350,13 @@ namespace {
 // largest, so that a run whose `runs` row was deleted by hand (its other rows left behind) never
 // lends its id, and so its rows, to the next run. Each maximum is one index lookup; run_events,
 // which has no index on run, is asked for its last row's run (runs are appended in id order).
+// `text` on one line: a control character shown as '?'.
+std::string shown(std::string text) {
+    for (char& ch : text)
+        if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = '?';
+    return text;
+}
+
 int64_t next_run_id(sqlite3* db, const std::string& file, const std::string& schema) {
     static const char* const kRunColumns[][2] = {
         {"runs", "id"},        {"run_config", "run"}, {"run_metrics", "run"},   {"run_kernels", "run"},
@@ -357,14 +364,24 @@ int64_t next_run_id(sqlite3* db, const std::string& file, const std::string& sch
     std::unordered_set<std::string> tables;
     sql::Stmt list(db, file, ("SELECT name FROM " + schema + ".sqlite_master WHERE type = 'table'").c_str());
     while (list.step()) tables.insert(list.text(0));
-    std::string query = "SELECT max(m) FROM (SELECT 0 AS m";
+    std::string query = "SELECT max(m) AS m FROM (SELECT 0 AS m";
     for (const auto& [table, column] : kRunColumns)
         if (tables.count(table))
             query += std::string(" UNION ALL SELECT max(") + column + ") FROM " + schema + "." + table;
     if (tables.count("run_events"))
         query += " UNION ALL SELECT run FROM (SELECT run FROM " + schema + ".run_events ORDER BY rowid DESC LIMIT 1)";
-    sql::Stmt max(db, file, (query + ")").c_str());
+    sql::Stmt max(db, file, ("SELECT m, typeof(m) FROM (" + query + "))").c_str());
     max.step();
+    // A run id of another type sorts above every number (max(run) was 'zzz', read as 0: the new run
+    // took id 1, another run's); the largest id there is left none (INT64_MAX + 1 was signed
+    // overflow: the run was stored as -9223372036854775808, which no --run can name).
+    if (max.text(1) != "integer")
+        throw Error(file + ": a run table holds the run id '" + shown(max.text(0)) +
+                    "', not a whole number, so no id " + "for a new run is known (mhc check " + file +
+                    " lists it; --runs-db FILE stores elsewhere)");
+    if (max.i64(0) == INT64_MAX)
+        throw Error(file + ": holds run " + std::to_string(INT64_MAX) + ", the largest id there is: no id is left " +
+                    "for a new run (--runs-db FILE stores elsewhere)");
     return max.i64(0) + 1;
 }
 
@@ -512,7 +529,10 @@ void check_run_pages(const std::string& trace_path, const std::string& runs_db) 
         throw Error(reader.file + ": " + shape.front() +
                     (shape.size() > 1 ? " (and " + std::to_string(shape.size() - 1) + " more)" : "") +
                     "; runs cannot be stored in it (--no-store or --runs-db FILE leaves it alone)");
-    if (problems.empty()) return;
+    if (problems.empty()) {
+        next_run_id(reader.db(), reader.file, "main");   // an id for the run is there, or it is refused now
+        return;
+    }
     const std::string more = problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more)" : "";
     throw Error(reader.file + ": the file is truncated or corrupt: " + problems.front() + more +
                 "; runs cannot be stored in it " + "(mhc check " +
