@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "mhc/trace/limits.hpp"
 #include "mhc/trace/torch_sizes.hpp"
 
 namespace mhc::trace {
@@ -211,6 +212,7 @@ private:
     // A lane is what best fit keys free blocks by: the stream itself in the default pool; a
     // number below kPrivateLane per (stream, private pool), so that no pool sees another's blocks.
     static constexpr int64_t kPrivateLane = INT64_MIN / 2;
+    static_assert(kPrivateLane / 2 < -trace::limits::kMaxAbsStream, "a trace's stream is never a private lane");
     int64_t lane(int64_t stream, int64_t pool);
     bool private_lane(int64_t lane) const { return lane < kPrivateLane / 2; }
     int64_t pool_of_lane(int64_t lane) const;
