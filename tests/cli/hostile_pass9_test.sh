@@ -141,6 +141,15 @@ for cmd in "info stream.db" "simulate stream.db --capacity 90% --no-store" "simu
     refused "stream.db: allocations row" $cmd
     grep -qF "stream is -9223372036854775808, outside [-2^60, 2^60]" err || fail "$cmd: $(cat err)"
 done
+# A snapshot whose stream is past that range: refused by the import, not written for every command
+# to refuse afterwards.
+python3 -c '
+import pickle
+ev = lambda action, t: {"action": action, "addr": 4096, "size": 512, "stream": 2**62, "time_us": t, "frames": []}
+pickle.dump({"segments": [], "device_traces": [[ev("alloc", 1), ev("free_requested", 2), ev("free_completed", 3)]]},
+            open("s.pickle", "wb"))' || fail "python3 s.pickle"
+refused "stream is 4611686018427387904, outside [-2^60, 2^60]" import s.pickle -o s.db
+[ ! -e s.db ] || fail "import wrote a trace every command refuses"
 cp t.db id.db && sqlite3 id.db "UPDATE allocations SET id = -9223372036854775808 WHERE id = (SELECT min(id) FROM allocations);
     UPDATE kernels SET id = -9223372036854775808 WHERE id = (SELECT min(id) FROM kernels)" || fail sqlite3
 for cmd in "info id.db" "check id.db" "simulate id.db --capacity 90% --no-store"; do

@@ -106,23 +106,34 @@ void check_ranges(const TraceData& t, CheckReport& r) {
             r.problems.push_back({"range", table, id, "bytes is " + std::to_string(v) +
                                                           ", more than 2^56 (a size in bytes)"});
     };
+    // As the Reader's rule says it (rules.cpp): rows an importer made (a snapshot's stream of 2^62)
+    // are held to it before the trace is written, not refused by every command afterwards.
+    auto stream = [&](const char* table, int64_t id, int64_t v) {
+        if (v < -limits::kMaxAbsStream || v > limits::kMaxAbsStream)
+            r.problems.push_back(
+                {"range", table, id, "stream is " + std::to_string(v) + ", outside [-2^60, 2^60] (a stream)"});
+    };
     const auto& a = t.allocations;
     for (size_t i = 0; i < a.size(); ++i) {
         time("allocations", a.id[i], "t_alloc", a.t_alloc[i]);
         if (a.t_free[i] != kNoTime) time("allocations", a.id[i], "t_free", a.t_free[i]);
         bytes("allocations", a.id[i], a.bytes[i]);
+        stream("allocations", a.id[i], a.stream[i]);
     }
     const auto& k = t.kernels;
     for (size_t i = 0; i < k.size(); ++i) {
         time("kernels", k.id[i], "t_start", k.t_start[i]);
         time("kernels", k.id[i], "t_end", k.t_end[i]);
+        stream("kernels", k.id[i], k.stream[i]);
     }
     const auto& c = t.copies;
     for (size_t i = 0; i < c.size(); ++i) {
         time("copies", c.id[i], "t_start", c.t_start[i]);
         time("copies", c.id[i], "t_end", c.t_end[i]);
         bytes("copies", c.id[i], c.bytes[i]);
+        stream("copies", c.id[i], c.stream[i]);
     }
+    for (const Segment& s : t.segments) stream("segments", s.id, s.stream);
     const auto& m = t.markers;
     for (size_t i = 0; i < m.size(); ++i) {
         time("markers", m.id[i], "t_start", m.t_start[i]);
