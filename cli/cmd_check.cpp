@@ -4,7 +4,9 @@
 #include "command.hpp"
 #include "run_store.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/sim/allocator.hpp"
 #include "mhc/trace/check.hpp"
+#include "mhc/trace/store.hpp"
 
 namespace {
 
@@ -34,6 +36,11 @@ mhc::cli::Registration reg{mhc::cli::Command{
             // command says it, without a count of problems.
             if (!report.ok() && report.problems.front().rule == "file")
                 throw mhc::Error(report.problems.front().message);
+            // The allocator settings the trace recorded, as the caching model reads them (simulate
+            // and advise refused what check passed: mhc-torch wrote "max_split_size_mb:٣٣").
+            if (const auto meta = mhc::trace::Reader(*path).meta(); meta.count("allocator.conf")) try {
+                    mhc::sim::parse_allocator_conf(meta.at("allocator.conf"), "allocator.conf");
+                } catch (const mhc::Error& e) { report.problems.push_back({"meta", "meta", 0, e.what()}); }
             // The runs database: not one, or another trace's, is said in one line the same way.
             mhc::trace::CheckReport runs;
             if (!runs_db->empty()) {

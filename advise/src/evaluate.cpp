@@ -68,7 +68,7 @@ std::vector<Memory> measure(const trace::TraceData& trace_data, const std::vecto
             mem.capacity = capacity;
             mem.reserved_at = mem.reserved;
             // garbage_collection_threshold collects above that share of the capacity
-            const double gc = sim::allocator_settings_for(trace_data.meta, conf).garbage_collection_threshold;
+            const double gc = sim::allocator_settings_for(trace_data, conf).garbage_collection_threshold;
             const bool collects = gc > 0 && mem.reserved > static_cast<int64_t>(gc * static_cast<double>(capacity));
             if (mem.reserved > capacity || collects) {   // some cudaMalloc fails there: PyTorch's retries decide
                 const sim::CachingUnderLimit run = sim::caching_under_limit(*prep, conf, capacity);

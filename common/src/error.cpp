@@ -23,6 +23,17 @@ std::string no_such_file(const std::string& file) {
     struct stat st {};
     if (::stat(file.c_str(), &st) != 0 && errno != ENOENT && errno != ENOTDIR)
         return file + ": cannot be reached: " + std::strerror(errno);
+    // A file where the name needs a folder: "t.db/" (a name ending in '/' is a folder's) was "no
+    // such file" beside the file itself; "t.db/x" too.
+    if (errno == ENOTDIR)
+        for (size_t slash = file.find('/', 1); slash != std::string::npos; slash = file.find('/', slash + 1)) {
+            const std::string part = file.substr(0, slash);
+            if (::stat(part.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+                return file + ": " + part + " is a file, not a folder" +
+                       (file.find_first_not_of('/', slash) == std::string::npos
+                            ? " (a name ending in '/' names a folder)"
+                            : "");
+        }
     return file + ": no such file";
 }
 

@@ -1321,6 +1321,18 @@ def allocator_env() -> str:
     return next((os.environ[v].strip() for v in ALLOCATOR_ENV if os.environ.get(v, "").strip()), "")
 
 
+def _readable_allocator_conf(conf: str) -> None:
+    """The environment's allocator settings, which the trace records (meta allocator.conf), as mhc reads
+    them: settings it cannot read made a trace that `mhc simulate` and `mhc advise` refused."""
+    from .settings import allocator_conf_problem
+
+    why = allocator_conf_problem(conf) if conf else None
+    if why:
+        name = next((v for v in ALLOCATOR_ENV if os.environ.get(v, "").strip()), ALLOCATOR_ENV[0])
+        raise CaptureError(f"{name}: {why}; the trace records these settings (meta allocator.conf) and mhc "
+                           "could not read them")
+
+
 @contextlib.contextmanager
 def _environment_kept(names):
     """The environment variables `names` as they were before, whatever the code inside sets."""
@@ -1351,6 +1363,7 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         with torch.device(device), building, cuda_calls_on_fake_device(building):
             model = build_model()
         allocator_conf = allocator_at_build = at_init[0] if at_init else allocator_env()
+        _readable_allocator_conf(allocator_conf)
         if not isinstance(model, torch.nn.Module):
             raise CaptureError(f"build_model() returned {a_kind(model)}, not a torch.nn.Module")
         _refuse_compiled(model)

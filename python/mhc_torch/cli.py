@@ -61,7 +61,27 @@ def _unknown_model(model: str, presets: list[str]) -> str:
 
 
 def _not_a_file(path: str) -> str:
-    return "is a directory, not a model file" if os.path.isdir(path) else "no such file"
+    """Why `path` is no model file to import: a named pipe, a device (a link to /dev/zero) and a loop of
+    symbolic links were each "no such file" beside the name."""
+    if os.path.isdir(path):
+        return "is a directory, not a model file"
+    special = not_a_regular_file(path)
+    if special:
+        return special
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return "no such file"
+    except NotADirectoryError:   # as mhc says it (common/src/error.cpp, no_such_file)
+        parts = path.split("/")
+        for i in range(1, len(parts)):
+            part = "/".join(parts[:i])
+            if part and os.path.exists(part) and not os.path.isdir(part):
+                return f"{part} is a file, not a folder"
+        return "no such file"
+    except OSError as e:
+        return f"cannot be reached: {e.strerror or e}"
+    return "no such file"
 
 
 class _OsExit(SystemExit):

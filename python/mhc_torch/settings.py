@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 from . import json_input
 from .json_input import not_a_regular_file
+from .number_grammar import printable
 
 CHECKPOINT_POLICIES = ("full", "save_matmuls", "mhc")
 OFFLOAD_MODES = ("sync", "streamed")
@@ -37,9 +39,12 @@ DEFAULT_PREFETCH = 2
 # PYTORCH_CUDA_ALLOC_CONF options (PyTorch "CUDA memory management" notes) and how to read a value.
 _ALLOCATOR_OPTIONS = {
     "expandable_segments": "bool", "max_split_size_mb": "int", "garbage_collection_threshold": "fraction",
-    "roundup_power2_divisions": "any", "max_non_split_rounding_mb": "int", "backend": "backend",
+    "roundup_power2_divisions": "divisions", "max_non_split_rounding_mb": "int", "backend": "backend",
     "release_lock_on_cudamalloc": "bool", "pinned_use_cuda_host_register": "bool",
     "pinned_num_register_threads": "int", "pinned_use_background_threads": "bool",
+    # accepted by the caching model too, with no effect on where blocks go
+    "graph_capture_record_stream_reuse": "any", "pinned_reserve_segment_size_mb": "any",
+    "per_process_memory_fraction": "any",
 }
 
 
@@ -210,32 +215,105 @@ def _allocator(v) -> str:
     if not isinstance(v, str) or not v.strip():
         raise SettingError("setting: allocator: expected a PYTORCH_CUDA_ALLOC_CONF string, "
                            "e.g. \"expandable_segments:True\"")
-    for part in v.split(","):
-        key, sep, value = (s.strip() for s in part.partition(":"))
+    why = allocator_conf_problem(v)
+    if why:
+        raise SettingError(f"setting: allocator: {why}")
+    return v
+
+
+def _options(text: str) -> list[str] | None:
+    """The options of PYTORCH_CUDA_ALLOC_CONF text: split at commas outside brackets (a roundup list
+    holds commas); None when the brackets do not balance."""
+    out, cur, depth = [], "", 0
+    for c in text:
+        depth += (c == "[") - (c == "]")
+        if c == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += c
+    out.append(cur)
+    return out if depth == 0 else None
+
+
+def _whole(value: str) -> int | None:
+    """A whole number of ASCII digits (at most 18) as the caching model reads one, else None (Python's
+    int() reads '٣٣'; '²' passed str.isdigit() and then failed int() with a traceback)."""
+    return int(value) if 0 < len(value) <= 18 and all(c in "0123456789" for c in value) else None
+
+
+def _power_of_2(value: str) -> bool:
+    """A number of divisions: 0, or a power of 2 up to 2^20."""
+    n = _whole(value)
+    return n is not None and n & (n - 1) == 0 and n <= 1 << 20
+
+
+def _divisions(value: str) -> bool:
+    """roundup_power2_divisions: one power of 2 (or 0) for every size, or [MiB:divisions,...,>:divisions]."""
+    if not value.startswith("["):
+        return _power_of_2(value)
+    if not value.endswith("]"):
+        return False
+    for item in value[1:-1].split(","):
+        mib, sep, divisions = (s.strip(" \t") for s in item.partition(":"))
+        n = _whole(mib)
+        if not sep or not _power_of_2(divisions) or (mib != ">" and not (n and n & (n - 1) == 0)):
+            return False
+    return True
+
+
+_DECIMAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+_HEX = re.compile(r"[+-]?0[xX]([0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)([pP][+-]?\d+)?")
+
+
+def _is_fraction(text: str) -> bool:
+    """A number strictly between 0 and 1 in the grammar of C's strtod, as the model reads it ('0.5_0'
+    is no number there; Python's float() reads it as 0.5)."""
+    if _DECIMAL.fullmatch(text):
+        x = float(text)
+    elif _HEX.fullmatch(text):
+        x = float.fromhex(text)
+    else:
+        return False
+    return 0.0 < x < 1.0
+
+
+def allocator_conf_problem(conf: str) -> str | None:
+    """Why `mhc` cannot read PYTORCH_CUDA_ALLOC_CONF text `conf` as the caching model's settings, in one
+    line, or None. The rule is sim/src/caching_allocator.cpp's parse_allocator_conf, which `mhc check`
+    holds a trace's meta allocator.conf to: a capture recorded settings it could not read (a setting's
+    "max_split_size_mb:٣٣", or the same in the environment), and simulate and advise refused the trace."""
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in conf):
+        return f"'{printable(conf)}': holds a control character"
+    options = _options(conf)
+    if options is None:
+        return f"'{conf}': unbalanced brackets"
+    for part in options:
+        part = part.strip(" \t")
+        if not part:
+            continue
+        key, sep, value = (s.strip(" \t") for s in part.partition(":"))
+        if not sep:
+            return f"'{part}': expected key:value (PYTORCH_CUDA_ALLOC_CONF syntax)"
         kind = _ALLOCATOR_OPTIONS.get(key)
         if kind is None:
-            raise SettingError(f"setting: allocator: unknown option '{key}'; valid: {', '.join(sorted(_ALLOCATOR_OPTIONS))}")
-        if not sep or not value:
-            raise SettingError(f"setting: allocator: option '{key}' has no value (write {key}:VALUE)")
-        ok = {"bool": value in ("True", "False"), "int": value.isdigit(),
-              "fraction": _is_fraction(value), "backend": value in ("native", "cudaMallocAsync"),
-              "any": True}[kind]
+            return f"unknown option '{key}'; valid: {', '.join(sorted(_ALLOCATOR_OPTIONS))}"
+        if not value:
+            return f"option '{key}' has no value (write {key}:VALUE)"
+        ok = {"bool": value in ("True", "False"), "int": _whole(value) is not None, "fraction": _is_fraction(value),
+              "backend": value in ("native", "cudaMallocAsync"), "divisions": _divisions(value), "any": True}[kind]
         if not ok:
             want = {"bool": "True or False", "int": "a whole number", "fraction": "a number between 0 and 1",
-                    "backend": "native or cudaMallocAsync"}[kind]
-            raise SettingError(f"setting: allocator: {key}:{value}: expected {want}")
+                    "backend": "native or cudaMallocAsync",
+                    "divisions": "a power of 2 (or 0), or a list [MiB:divisions,...,>:divisions] of them"}[kind]
+            return f"{key}:{value}: expected {want}"
+        if kind == "backend" and value == "cudaMallocAsync":
+            return f"{key}:{value}: not the caching allocator mhc models (the trace's settings could not be simulated)"
         if key in ("max_split_size_mb", "max_non_split_rounding_mb"):
             # as the simulator's model takes them (sim/src/caching_allocator.cpp, parseMaxSplitSize):
             # MiB, at least kLargeBuffer (20 MiB), as torch 2.15 (earlier releases refused 20 too)
             if int(value) < 20:
-                raise SettingError(f"setting: allocator: {key}:{value}: too small: it must be at least 20 (MiB)")
+                return f"{key}:{value}: too small: it must be at least 20 (MiB)"
             if int(value) > 1 << 30:
-                raise SettingError(f"setting: allocator: {key}:{value}: more than 2^50 bytes")
-    return v
-
-
-def _is_fraction(text: str) -> bool:
-    try:
-        return 0.0 < float(text) < 1.0
-    except ValueError:
-        return False
+                return f"{key}:{value}: more than 2^50 bytes"
+    return None

@@ -150,9 +150,10 @@ def test_gpt2_blocks_with_dropout_bitwise(tmp_path):
     ({"weights": "fp8"}, 'setting: weights: "fp8" is not one of fp32, bf16'),
     ({"allocator": "expandable_segments:yes"}, "setting: allocator: expandable_segments:yes: expected True or False"),
     ({"allocator": "max_split:128"}, "setting: allocator: unknown option 'max_split'; valid: backend, "
-     "expandable_segments, garbage_collection_threshold, max_non_split_rounding_mb, max_split_size_mb, "
-     "pinned_num_register_threads, pinned_use_background_threads, pinned_use_cuda_host_register, "
-     "release_lock_on_cudamalloc, roundup_power2_divisions"),
+     "expandable_segments, garbage_collection_threshold, graph_capture_record_stream_reuse, max_non_split_rounding_mb, "
+     "max_split_size_mb, per_process_memory_fraction, pinned_num_register_threads, pinned_reserve_segment_size_mb, "
+     "pinned_use_background_threads, pinned_use_cuda_host_register, release_lock_on_cudamalloc, "
+     "roundup_power2_divisions"),
     ({"recompute": {}}, "setting: unknown key 'recompute'; valid: allocator, checkpoint, offload, optimizer, "
      "reshard_after_forward, weights"),
     ({"reshard_after_forward": {"MhcTransformer.layers.0": 1}},

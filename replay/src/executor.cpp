@@ -491,8 +491,9 @@ void Executor::setup() {
     // The caching model with the simulator's settings: the trace's recorded ones under the
     // run's --allocator-conf (sim::allocator_settings_for, as the engine does).
     arena = std::make_unique<Arena>(plan.allocator, cap, pm,
-                                    plan.allocator == "caching" ? sim::allocator_settings_for(trace_data.meta, plan.allocator_conf)
-                                                             : sim::AllocatorSettings{});
+                                    plan.allocator == "caching"
+                                        ? sim::allocator_settings_for(trace_data, plan.allocator_conf)
+                                        : sim::AllocatorSettings{});
     arena->give_pools_back(plan.pool_given_back_at);
     // Host arena: what the simulator held on the host at once, with room for placement (it
     // is a first-fit free list, so it fragments), never more than all the bytes swapped out.

@@ -152,7 +152,7 @@ AllocatorSettings model_settings(const trace::TraceData& t, const std::vector<co
     for (const auto* s : segments) any_expandable |= s->expandable;
     auto mc = t.meta.find("allocator.conf");
     if (mc != t.meta.end()) {
-        base = parse_allocator_conf(mc->second, "trace meta allocator.conf");
+        base = allocator_settings_for(t, "");
         c.settings_source = "recorded (meta allocator.conf)";
     } else if (any_expandable) {
         base.expandable_segments = true;

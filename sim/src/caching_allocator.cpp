@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "mhc/common/error.hpp"
+#include "mhc/trace/columns.hpp"
 
 namespace mhc::sim {
 
@@ -177,11 +178,12 @@ AllocatorSettings parse_allocator_conf(std::string_view text, const std::string&
     return s;
 }
 
-AllocatorSettings allocator_settings_for(const std::map<std::string, std::string>& meta,
-                                         const std::string& override_conf) {
+AllocatorSettings allocator_settings_for(const trace::TraceData& t, const std::string& override_conf) {
     AllocatorSettings s;
-    auto it = meta.find("allocator.conf");
-    if (it != meta.end()) s = parse_allocator_conf(it->second, "trace meta allocator.conf");
+    auto it = t.meta.find("allocator.conf");
+    // Named by its file (it was "trace meta allocator.conf", whichever trace).
+    if (it != t.meta.end())
+        s = parse_allocator_conf(it->second, (t.path.empty() ? "trace" : t.path) + ": meta allocator.conf");
     return parse_allocator_conf(override_conf, "--allocator-conf", s);
 }
 

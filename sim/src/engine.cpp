@@ -11,10 +11,9 @@
 namespace mhc::sim {
 
 template <class Policy>
-Engine<Policy>::Engine(const Prepared& p, const Config& c, Result& r, int64_t capacity,
-                       int64_t host_capacity)
+Engine<Policy>::Engine(const Prepared& p, const Config& c, Result& r, int64_t capacity, int64_t host_capacity)
     : prepared(p), config(c), result(r), allocator_kind(parse_allocator(c.allocator)),
-      ca(capacity, allocator_kind == AllocatorKind::Caching ? allocator_settings_for(p.t->meta, c.allocator_conf)
+      ca(capacity, allocator_kind == AllocatorKind::Caching ? allocator_settings_for(*p.t, c.allocator_conf)
                                                             : AllocatorSettings{}),
       cap(capacity), host_cap(host_capacity) {
     size_t na = prepared.t->allocations.size();

@@ -313,7 +313,7 @@ void build_live(Prepared& p) {
     if (auto first = parse_integer<int64_t>(p.t->meta_or("kineto.reserved_first" + dev, "")); first && *first > 0)
         p.reserved_start = *first;
     // The caching peak under the settings the trace recorded (meta allocator.conf).
-    const AllocatorSettings recorded = allocator_settings_for(p.t->meta, "");
+    const AllocatorSettings recorded = allocator_settings_for(*p.t, "");
     std::vector<CachingWalk> walks;
     walks.reserve(3);
     walks.emplace_back(p, recorded, true, a.size());
@@ -470,7 +470,7 @@ CachingUnderLimit caching_under_limit(const Prepared& prepared, const std::strin
     // bytes above the capacity, the model gives cached memory back as PyTorch does
     // (release_available_cached_blocks, then release_cached_blocks) and tries again
     // (CachingAllocator::allocate); a request still unserved is PyTorch's OutOfMemoryError.
-    CachingWalk walk(prepared, allocator_settings_for(prepared.t->meta, allocator_conf), true,
+    CachingWalk walk(prepared, allocator_settings_for(*prepared.t, allocator_conf), true,
                      prepared.t->allocations.size(), capacity);
     CachingUnderLimit out;
     EventCursor events(prepared, *prepared.t);

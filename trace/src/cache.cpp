@@ -458,6 +458,7 @@ bool write_cache(const std::string& path, const std::string& fingerprint, int64_
     }
     // A cache is worth no wait: a writer or a long reader elsewhere means another time.
     sqlite3_busy_timeout(db, 200);
+    sql::no_triggers(db);
     bool written = false, began = false;
     try {
         sql::exec(db, path, "BEGIN IMMEDIATE");

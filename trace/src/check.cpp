@@ -106,23 +106,34 @@ void check_ranges(const TraceData& t, CheckReport& r) {
             r.problems.push_back({"range", table, id, "bytes is " + std::to_string(v) +
                                                           ", more than 2^56 (a size in bytes)"});
     };
+    // As the Reader's rule says it (rules.cpp): rows an importer made (a snapshot's stream of 2^62)
+    // are held to it before the trace is written, not refused by every command afterwards.
+    auto stream = [&](const char* table, int64_t id, int64_t v) {
+        if (v < -limits::kMaxAbsStream || v > limits::kMaxAbsStream)
+            r.problems.push_back(
+                {"range", table, id, "stream is " + std::to_string(v) + ", outside [-2^60, 2^60] (a stream)"});
+    };
     const auto& a = t.allocations;
     for (size_t i = 0; i < a.size(); ++i) {
         time("allocations", a.id[i], "t_alloc", a.t_alloc[i]);
         if (a.t_free[i] != kNoTime) time("allocations", a.id[i], "t_free", a.t_free[i]);
         bytes("allocations", a.id[i], a.bytes[i]);
+        stream("allocations", a.id[i], a.stream[i]);
     }
     const auto& k = t.kernels;
     for (size_t i = 0; i < k.size(); ++i) {
         time("kernels", k.id[i], "t_start", k.t_start[i]);
         time("kernels", k.id[i], "t_end", k.t_end[i]);
+        stream("kernels", k.id[i], k.stream[i]);
     }
     const auto& c = t.copies;
     for (size_t i = 0; i < c.size(); ++i) {
         time("copies", c.id[i], "t_start", c.t_start[i]);
         time("copies", c.id[i], "t_end", c.t_end[i]);
         bytes("copies", c.id[i], c.bytes[i]);
+        stream("copies", c.id[i], c.stream[i]);
     }
+    for (const Segment& s : t.segments) stream("segments", s.id, s.stream);
     const auto& m = t.markers;
     for (size_t i = 0; i < m.size(); ++i) {
         time("markers", m.id[i], "t_start", m.t_start[i]);
@@ -407,8 +418,19 @@ void check_values(const Reader& reader, CheckReport& r) {
 // statuses, finite metrics, event, kernel and memory rows in range): a run they would refuse is a
 // problem of the trace. So are rows of a run table whose run has no `runs` row, which a store
 // cut short or a run deleted by hand leaves, and a run's events outside its range.
+// Run ids below 1, which no command names (--run takes 1 or more; base_run 0 is "none"): an older
+// mhc stored a run past the largest id as -9223372036854775808.
+void report_run_ids(sqlite3* db, const std::string& file, CheckReport& report) {
+    sql::Stmt low(db, file, "SELECT id FROM runs WHERE id < 1 ORDER BY id");
+    while (low.step())
+        report.problems.push_back(
+            {"range", "runs", low.i64(0),
+             "id is " + std::to_string(low.i64(0)) + ": run ids are 1 or more, which --run names"});
+}
+
 void check_runs(const std::string& path, Reader& reader, CheckReport& report) {
     if (!reader.has_table("runs")) return;
+    report_run_ids(reader.handle(), path, report);
     try {
         for (const RunInfo& run : list_runs(path)) {
             try {
@@ -779,6 +801,11 @@ CheckReport check_file(const std::string& path, bool full) {
             }
         }
         if (!r.ok()) return r;
+        // Run tables a store cannot write (simulate refuses them before its work): said alone, as
+        // the reads of the runs would stop at a missing column ("no such column: base_run").
+        for (const std::string& why : runfiles::run_table_problems(reader.handle(), path, "main", false))
+            r.problems.push_back({"run-tables", "file", 0, path + ": " + why});
+        if (!r.ok()) return r;
         check_values(reader, r);
         if (!r.ok()) return r;   // loading would stop at the first of them
         check_content_digest(reader, r);
@@ -809,6 +836,10 @@ CheckReport check_runs_db(const std::string& trace, const std::string& runs_db) 
             for (const std::string& damage : sql::quick_check(pages.handle(), runs_db))
                 report.problems.push_back(
                     {"corrupt", "file", 0, runs_db + ": the file is truncated or corrupt: " + damage});
+            // Then run tables a store cannot write (as check_file says them for a trace's).
+            if (report.ok())
+                for (const std::string& why : runfiles::run_table_problems(pages.handle(), runs_db, "main", true))
+                    report.problems.push_back({"run-tables", "file", 0, runs_db + ": " + why});
         }
         if (!report.ok()) return report;
         runs = list_runs(trace, runs_db);
@@ -845,6 +876,7 @@ CheckReport check_runs_db(const std::string& trace, const std::string& runs_db) 
             ins.run();
         }
         auto has = [&](const char* name) { return runfiles::has_table(db, runs_db, name, "main"); };
+        if (has("runs")) report_run_ids(db, runs_db, report);
         check_run_references({db, runs_db, "tr.", "temp.mine"}, has, report);
         report_orphan_rows(db, runs_db,
                            {"run_config", "run_metrics", "run_events", "run_kernels", "run_memory", "run_event_rows",

@@ -12,15 +12,20 @@
 
 namespace mhc::trace {
 
+// Ids anywhere in int64 (an id of -2^63 is a valid id): the span and the offset are computed
+// without overflow (208 - -2^63 was signed overflow, UBSan's finding in every command).
 void IdIndex::build(const std::vector<int64_t>& ids) {
     base_ = ids.empty() ? 0 : ids.front();
-    contiguous_ = ids.empty() || ids.back() - ids.front() + 1 == static_cast<int64_t>(ids.size());
+    int64_t span = 0;
+    contiguous_ = ids.empty() || (!__builtin_sub_overflow(ids.back(), ids.front(), &span) &&
+                                  span == static_cast<int64_t>(ids.size()) - 1);
 }
 
 int64_t IdIndex::find(const std::vector<int64_t>& ids, int64_t id) const {
     if (ids.empty()) return -1;
     if (contiguous_) {
-        int64_t i = id - base_;
+        int64_t i = 0;
+        if (__builtin_sub_overflow(id, base_, &i)) return -1;
         return (i >= 0 && i < static_cast<int64_t>(ids.size())) ? i : -1;
     }
     auto it = std::lower_bound(ids.begin(), ids.end(), id);

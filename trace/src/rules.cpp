@@ -17,6 +17,7 @@ Column time(const char* name, bool nullable = false) {
 }
 Column device() { return {"device", limits::kMinDevice, limits::kMaxDevice, false, "range", "a device ordinal"}; }
 Column any(const char* name) { return {name, INT64_MIN, kAny, false, "range", "an integer"}; }
+Column stream() { return {"stream", -limits::kMaxAbsStream, limits::kMaxAbsStream, false, "range", "a stream"}; }
 Column string_id(const char* name) { return {name, 0, kAny, false, "range", "a string id"}; }
 Column code(const char* name, int64_t lo, int64_t hi, const char* what) {
     return {name, lo, hi, false, "invalid-code", what};
@@ -27,6 +28,8 @@ std::string bound(int64_t v) {
     if (v == kMaxAbsTime) return "2^62";
     if (v == -kMaxAbsTime) return "-2^62";
     if (v == kMaxBytes) return "2^56";
+    if (v == limits::kMaxAbsStream) return "2^60";
+    if (v == -limits::kMaxAbsStream) return "-2^60";
     if (v == kAny) return "2^63-1";
     if (v == INT64_MIN) return "-2^63";
     return std::to_string(v);
@@ -36,11 +39,17 @@ std::string bound(int64_t v) {
 
 const Table& allocations() {
     static const Table t{"allocations",
-                         {id("id"), device(), any("address"),
+                         {id("id"),
+                          device(),
+                          any("address"),
                           {"bytes", 1, kMaxBytes, false, "size", "a size in bytes"},
-                          time("t_alloc"), time("t_free", true), any("stream"),
-                          code("category", 0, 6, "a category code"), string_id("label")},
-                         "id", true};
+                          time("t_alloc"),
+                          time("t_free", true),
+                          stream(),
+                          code("category", 0, 6, "a category code"),
+                          string_id("label")},
+                         "id",
+                         true};
     return t;
 }
 
@@ -54,13 +63,13 @@ const Table& allocations_with_requested() {
 }
 
 const Table& kernels() {
-    static const Table t{"kernels",
-                         {id("id"), device(), any("stream"), string_id("name"), time("t_start"),
-                          time("t_end"), int32("step", -1), int32("grid_x", 0), int32("grid_y", 0),
-                          int32("grid_z", 0), int32("block_x", 0), int32("block_y", 0),
-                          int32("block_z", 0), int32("shared_mem", 0), int32("registers", 0),
-                          any("correlation")},
-                         "id", true};
+    static const Table t{
+        "kernels",
+        {id("id"), device(), stream(), string_id("name"), time("t_start"), time("t_end"), int32("step", -1),
+         int32("grid_x", 0), int32("grid_y", 0), int32("grid_z", 0), int32("block_x", 0), int32("block_y", 0),
+         int32("block_z", 0), int32("shared_mem", 0), int32("registers", 0), any("correlation")},
+        "id",
+        true};
     return t;
 }
 
@@ -73,10 +82,15 @@ const Table& accesses() {
 
 const Table& copies() {
     static const Table t{"copies",
-                         {id("id"), device(), any("stream"), code("kind", 0, 5, "a copy kind code"),
+                         {id("id"),
+                          device(),
+                          stream(),
+                          code("kind", 0, 5, "a copy kind code"),
                           {"bytes", 0, kMaxBytes, false, "size", "a size in bytes"},
-                          time("t_start"), time("t_end")},
-                         "id", true};
+                          time("t_start"),
+                          time("t_end")},
+                         "id",
+                         true};
     return t;
 }
 
@@ -90,11 +104,17 @@ const Table& markers() {
 
 const Table& segments() {
     static const Table t{"segments",
-                         {id("id"), device(), any("stream"), any("address"),
+                         {id("id"),
+                          device(),
+                          stream(),
+                          any("address"),
                           {"bytes", 1, kMaxBytes, false, "size", "a size in bytes"},
-                          time("t_alloc"), time("t_free", true),
-                          code("expandable", 0, 1, "0 or 1"), code("reconstructed", 0, 1, "0 or 1")},
-                         "id", true};
+                          time("t_alloc"),
+                          time("t_free", true),
+                          code("expandable", 0, 1, "0 or 1"),
+                          code("reconstructed", 0, 1, "0 or 1")},
+                         "id",
+                         true};
     return t;
 }
 

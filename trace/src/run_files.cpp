@@ -52,6 +52,62 @@ bool has_table(sqlite3* db, const std::string& file, const char* name, const std
 
 namespace {
 
+// Each run table's columns as trace/schema.sql declares them (the schema made in memory, read back).
+const std::map<std::string, std::vector<std::string>>& declared_run_columns() {
+    static const std::map<std::string, std::vector<std::string>> columns = [] {
+        std::map<std::string, std::vector<std::string>> out;
+        sqlite3* db = nullptr;
+        if (sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
+            sqlite3_close(db);
+            throw Error("cannot open an in-memory SQLite database", Error::Kind::Internal);
+        }
+        try {
+            for (const char* part : {schema::kRunTables, schema::kRunEventRows, schema::kRunsDbTables})
+                sql::exec(db, ":memory:", part);
+            sql::Stmt cols(db, ":memory:",
+                           "SELECT m.name, c.name FROM sqlite_master m, pragma_table_info(m.name) c "
+                           "WHERE m.type = 'table' ORDER BY m.name, c.cid");
+            while (cols.step()) out[cols.text(0)].push_back(cols.text(1));
+        } catch (...) {
+            sqlite3_close(db);
+            throw;
+        }
+        sqlite3_close(db);
+        return out;
+    }();
+    return columns;
+}
+
+}   // namespace
+
+std::vector<std::string> run_table_problems(sqlite3* db, const std::string& file, const std::string& schema,
+                                            bool runs_db) {
+    std::vector<std::string> problems;
+    for (const auto& [table, declared] : declared_run_columns()) {
+        const bool runs_db_only = table == "traces" ||
+                                  table == "run_trace";   // a trace's own table of that name is not written
+        if ((runs_db_only && !runs_db) || !has_table(db, file, table.c_str(), schema)) continue;
+        sql::Stmt info(db, file, "SELECT name, \"notnull\", dflt_value IS NOT NULL, pk FROM pragma_table_info(?, ?)");
+        info.bind(1, table);
+        info.bind(2, schema);
+        std::vector<std::string> has;
+        while (info.step()) {
+            has.push_back(info.text(0));
+            const bool needs_value = info.i64(1) != 0 && info.i64(2) == 0 && info.i64(3) == 0;
+            if (needs_value && std::find(declared.begin(), declared.end(), has.back()) == declared.end())
+                problems.push_back("table " + table + " has a column " + has.back() +
+                                   " of its own that is NOT NULL with no default: a run stored gives it no value");
+        }
+        for (const std::string& column : declared)
+            if (std::find(has.begin(), has.end(), column) == has.end())
+                problems.push_back("table " + table + " has no column " + column +
+                                   ", which runs are stored in (a damaged or foreign file)");
+    }
+    return problems;
+}
+
+namespace {
+
 namespace fs = std::filesystem;
 
 // The fingerprint of the trace whose tables `schema` names on `db`: what Reader-based code
@@ -202,7 +258,7 @@ bool separate(const std::vector<Target>& targets, const std::string& runs_db) {
     return true;
 }
 
-}  // namespace
+}   // namespace
 
 int max_files_per_transaction() {
     sqlite3* db = nullptr;
@@ -276,6 +332,7 @@ void RunWriter::open_traces(const std::vector<Target>& targets) {
             std::string problem;
             db_ = sql::open_existing(files_[i], true, problem);
             if (!db_) throw Error(problem);
+            sql::no_triggers(db_);
         } else {
             sql::Stmt a(db_, files_[i], ("ATTACH ? AS " + schemas_[i]).c_str());
             a.bind(1, files_[i]);
@@ -314,6 +371,7 @@ void RunWriter::open_runs_db(const std::vector<Target>& targets, const std::stri
         throw Error(runs_db + ": cannot open or create: " + (db_ ? sqlite3_errmsg(db_) : "error"));
     sql::wait_when_busy(db_, runs_db);
     sqlite3_extended_result_codes(db_, 1);
+    sql::no_triggers(db_);
     if (sqlite3_db_readonly(db_, "main") == 1) throw Error(runs_db + ": cannot store runs: the file is read-only");
     sql::exec(db_, runs_db, "BEGIN IMMEDIATE");
     if (!has_table(db_, runs_db, "meta")) {   // an empty file the user made: use it
@@ -337,7 +395,7 @@ void RunWriter::open_runs_db(const std::vector<Target>& targets, const std::stri
 
 void RunWriter::claim(size_t i, int64_t run) {
     if (!runs_db_) return;
-    sql::Stmt s(db_, files_.at(i), "INSERT OR REPLACE INTO run_trace VALUES (?,?)");
+    sql::Stmt s(db_, files_.at(i), "INSERT OR REPLACE INTO run_trace (run, trace) VALUES (?,?)");
     s.bind(1, run); s.bind(2, trace_ids_.at(i)); s.run();
 }
 

@@ -30,6 +30,15 @@ struct Target {
 // Whether schema `schema` of `db` (main, or an attached file's) has table `name`.
 bool has_table(sqlite3* db, const std::string& file, const char* name, const std::string& schema = "main");
 
+// Why runs cannot be stored in the run tables of schema `schema` of `db` (the file `file`), one
+// sentence each naming the table and the column; empty when they can. The store writes the columns
+// trace/schema.sql declares (its inserts name them): each must be there, and a column of the file's
+// own may not need a value the store never gives (NOT NULL without a default). A table the file
+// lacks is left to the store, which makes it (run_event_rows, a runs database's). `runs_db`: the
+// file is a runs database (its traces and run_trace tables are written too).
+std::vector<std::string> run_table_problems(sqlite3* db, const std::string& file, const std::string& schema,
+                                            bool runs_db);
+
 // The most trace files one transaction can span: the main database and SQLite's limit of
 // attached ones (SQLITE_MAX_ATTACHED, 10 unless SQLite was built otherwise).
 int max_files_per_transaction();

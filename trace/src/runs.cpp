@@ -144,23 +144,6 @@ std::vector<size_t> by_start(const std::vector<RunEvent>& events) {
     return merged;
 }
 
-// Triggers off on `db` while it lives: the store's own inserts into run_events must not drop the
-// range it is writing (schema.sql, run_event_rows); a statement prepared meanwhile has none.
-class TriggersOff {
-public:
-    explicit TriggersOff(sqlite3* db) : db_(db) {
-        sqlite3_db_config(db_, SQLITE_DBCONFIG_ENABLE_TRIGGER, -1, &was_);
-        sqlite3_db_config(db_, SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, nullptr);
-    }
-    ~TriggersOff() { sqlite3_db_config(db_, SQLITE_DBCONFIG_ENABLE_TRIGGER, was_, nullptr); }
-    TriggersOff(const TriggersOff&) = delete;
-    TriggersOff& operator=(const TriggersOff&) = delete;
-
-private:
-    sqlite3* db_;
-    int was_ = 1;
-};
-
 int64_t max_event_rowid(sqlite3* db, const std::string& path, const std::string& schema) {
     sql::Stmt query(db, path, ("SELECT coalesce(max(rowid), 0) FROM " + schema + ".run_events").c_str());
     query.step();
@@ -175,8 +158,11 @@ void write_events(sqlite3* db, const std::string& path, const std::string& schem
                   bool fresh) {
     const int64_t before = max_event_rowid(db, path, schema);
     {
-        TriggersOff off(db);
-        sql::BulkInsert ev(db, path, "INSERT INTO " + schema + ".run_events", 6, "", {}, {id});
+        // No trigger runs on the store's connection (sql::no_triggers): its inserts do not drop the
+        // range it is writing (schema.sql, run_event_rows).
+        sql::BulkInsert ev(
+            db, path, "INSERT INTO " + schema + ".run_events (run, kind, t_start, t_end, allocation, kernel, bytes)", 6,
+            "", {}, {id});
         for (size_t position : by_start(run.events)) {
             const RunEvent& event = run.events[position];
             int64_t* row = ev.add();
@@ -189,7 +175,9 @@ void write_events(sqlite3* db, const std::string& path, const std::string& schem
     // rows are before + 1 .. after. When they are not, the run is read by run, as in older files.
     const int64_t after = max_event_rowid(db, path, schema);
     if (fresh && before < INT64_MAX && after - before == static_cast<int64_t>(run.events.size())) {
-        sql::Stmt range(db, path, ("INSERT OR REPLACE INTO " + schema + ".run_event_rows VALUES (?,?,?)").c_str());
+        sql::Stmt range(
+            db, path,
+            ("INSERT OR REPLACE INTO " + schema + ".run_event_rows (run, first_row, last_row) VALUES (?,?,?)").c_str());
         range.bind(1, id); range.bind(2, before + 1); range.bind(3, after);
         range.run();
     } else {
@@ -212,11 +200,11 @@ void write_body(sqlite3* db, const std::string& path, const std::string& schema,
     auto into = [&](const char* verb, const char* table_and_values) {
         return std::string(verb) + " INTO " + schema + "." + table_and_values;
     };
-    sql::Stmt cfg(db, path, into("INSERT OR REPLACE", "run_config VALUES (?,?,?)").c_str());
+    sql::Stmt cfg(db, path, into("INSERT OR REPLACE", "run_config (run, key, value) VALUES (?,?,?)").c_str());
     for (auto& [k, v] : run.config) {
         cfg.bind(1, id); cfg.bind(2, k); cfg.bind(3, v); cfg.run();
     }
-    sql::Stmt met(db, path, into("INSERT OR REPLACE", "run_metrics VALUES (?,?,?)").c_str());
+    sql::Stmt met(db, path, into("INSERT OR REPLACE", "run_metrics (run, key, value) VALUES (?,?,?)").c_str());
     for (auto& [k, v] : run.metrics) {
         if (!std::isfinite(v))
             throw Error(path + ": run metric '" + k + "' is " + std::to_string(v) + ", not a finite number",
@@ -235,14 +223,15 @@ void write_body(sqlite3* db, const std::string& path, const std::string& schema,
             // Stable: of two times given for one kernel, the later one stays (INSERT OR REPLACE).
             std::stable_sort(sorted.begin(), sorted.end(), by_kernel);
         }
-        sql::BulkInsert kt(db, path, into("INSERT OR REPLACE", "run_kernels"), 3, "", {}, {id});
+        sql::BulkInsert kt(db, path, into("INSERT OR REPLACE", "run_kernels (run, kernel, t_start, t_end)"), 3, "", {},
+                           {id});
         for (const RunKernelTime& time : sorted.empty() ? run.kernel_times : sorted) {
             int64_t* row = kt.add();
             row[0] = time.kernel; row[1] = time.t_start; row[2] = time.t_end;
         }
         kt.flush();
     }
-    sql::BulkInsert mem(db, path, into("INSERT", "run_memory"), 3, "", {}, {id});
+    sql::BulkInsert mem(db, path, into("INSERT", "run_memory (run, t, device_bytes, host_bytes)"), 3, "", {}, {id});
     for (const RunMemorySample& sample : run.memory) {
         int64_t* row = mem.add();
         row[0] = sample.t; row[1] = sample.device_bytes; row[2] = sample.host_bytes;
@@ -361,6 +350,13 @@ namespace {
 // largest, so that a run whose `runs` row was deleted by hand (its other rows left behind) never
 // lends its id, and so its rows, to the next run. Each maximum is one index lookup; run_events,
 // which has no index on run, is asked for its last row's run (runs are appended in id order).
+// `text` on one line: a control character shown as '?'.
+std::string shown(std::string text) {
+    for (char& ch : text)
+        if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = '?';
+    return text;
+}
+
 int64_t next_run_id(sqlite3* db, const std::string& file, const std::string& schema) {
     static const char* const kRunColumns[][2] = {
         {"runs", "id"},        {"run_config", "run"}, {"run_metrics", "run"},   {"run_kernels", "run"},
@@ -368,14 +364,24 @@ int64_t next_run_id(sqlite3* db, const std::string& file, const std::string& sch
     std::unordered_set<std::string> tables;
     sql::Stmt list(db, file, ("SELECT name FROM " + schema + ".sqlite_master WHERE type = 'table'").c_str());
     while (list.step()) tables.insert(list.text(0));
-    std::string query = "SELECT max(m) FROM (SELECT 0 AS m";
+    std::string query = "SELECT max(m) AS m FROM (SELECT 0 AS m";
     for (const auto& [table, column] : kRunColumns)
         if (tables.count(table))
             query += std::string(" UNION ALL SELECT max(") + column + ") FROM " + schema + "." + table;
     if (tables.count("run_events"))
         query += " UNION ALL SELECT run FROM (SELECT run FROM " + schema + ".run_events ORDER BY rowid DESC LIMIT 1)";
-    sql::Stmt max(db, file, (query + ")").c_str());
+    sql::Stmt max(db, file, ("SELECT m, typeof(m) FROM (" + query + "))").c_str());
     max.step();
+    // A run id of another type sorts above every number (max(run) was 'zzz', read as 0: the new run
+    // took id 1, another run's); the largest id there is left none (INT64_MAX + 1 was signed
+    // overflow: the run was stored as -9223372036854775808, which no --run can name).
+    if (max.text(1) != "integer")
+        throw Error(file + ": a run table holds the run id '" + shown(max.text(0)) +
+                    "', not a whole number, so no id " + "for a new run is known (mhc check " + file +
+                    " lists it; --runs-db FILE stores elsewhere)");
+    if (max.i64(0) == INT64_MAX)
+        throw Error(file + ": holds run " + std::to_string(INT64_MAX) + ", the largest id there is: no id is left " +
+                    "for a new run (--runs-db FILE stores elsewhere)");
     return max.i64(0) + 1;
 }
 
@@ -507,15 +513,26 @@ void check_run_pages(const std::string& trace_path, const std::string& runs_db) 
     // One read transaction: the pages read belong to one state of the file.
     const bool begun = sqlite3_get_autocommit(reader.db()) != 0;
     if (begun) sql::exec(reader.db(), reader.file, "BEGIN");
-    std::vector<std::string> problems;
+    const bool whole_file = !runs_db.empty() && reader.file == runs_db;
+    std::vector<std::string> problems, shape;
     try {
-        problems = damage_the_store_meets(reader.db(), reader.file, !runs_db.empty() && reader.file == runs_db);
+        problems = damage_the_store_meets(reader.db(), reader.file, whole_file);
+        // Columns the store's inserts name that a table lacks (or one of the file's own that needs a
+        // value): the store failed after the work ("table main.runs has no column named base_run", exit 4).
+        if (problems.empty()) shape = runfiles::run_table_problems(reader.db(), reader.file, "main", whole_file);
     } catch (...) {
         if (begun) sqlite3_exec(reader.db(), "ROLLBACK", nullptr, nullptr, nullptr);
         throw;
     }
     if (begun) sqlite3_exec(reader.db(), "ROLLBACK", nullptr, nullptr, nullptr);
-    if (problems.empty()) return;
+    if (!shape.empty())
+        throw Error(reader.file + ": " + shape.front() +
+                    (shape.size() > 1 ? " (and " + std::to_string(shape.size() - 1) + " more)" : "") +
+                    "; runs cannot be stored in it (--no-store or --runs-db FILE leaves it alone)");
+    if (problems.empty()) {
+        next_run_id(reader.db(), reader.file, "main");   // an id for the run is there, or it is refused now
+        return;
+    }
     const std::string more = problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more)" : "";
     throw Error(reader.file + ": the file is truncated or corrupt: " + problems.front() + more +
                 "; runs cannot be stored in it " + "(mhc check " +

@@ -114,7 +114,8 @@ sqlite3* open_existing(const std::string& file, bool writable, std::string& prob
     // A file that is not there, said as every command says it (SQLite: "unable to open database
     // file"; `info T.db --runs-db missing.db`).
     struct stat st {};
-    if (::stat(file.c_str(), &st) != 0 && errno == ENOENT) {
+    // Nor one whose name stat refuses as a folder's ("t.db/", ENOTDIR), which SQLite opened as t.db.
+    if (::stat(file.c_str(), &st) != 0 && (errno == ENOENT || errno == ENOTDIR)) {
         problem = no_such_file(file);
         return nullptr;
     }
@@ -174,6 +175,8 @@ void fail(sqlite3* db, const std::string& file, const std::string& what) {
         if (std::string side = side_file_in_the_way(file); !side.empty()) msg = side;
     throw Error(file + ": " + what + ": " + msg);
 }
+
+void no_triggers(sqlite3* db) { sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, nullptr); }
 
 void exec(sqlite3* db, const std::string& file, const char* sql) {
     char* err = nullptr;

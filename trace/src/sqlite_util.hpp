@@ -45,6 +45,14 @@ std::string gzip_note(const std::string& file);
 
 void exec(sqlite3* db, const std::string& file, const char* sql);
 
+// No trigger runs on `db` from now on (statements prepared after the call): mhc writes what it
+// computed. A trigger a file holds (another program's, or one written into it by hand) rewrote the
+// rows as they were stored (AFTER INSERT ON run_metrics ... UPDATE run_metrics SET value = 12345:
+// every metric of the run stored as 12345, and check passed it), or made a command that only
+// reads (its cache written into the file) delete the stored runs. The files' own triggers
+// (schema.sql: run_event_rows, the content digest; the cache's) are for writers other than mhc's.
+void no_triggers(sqlite3* db);
+
 // SQLite's quick_check of `db` (every page of the file), or of one table and its indexes when
 // `table` is given: each problem it finds, on one line ("Page 16: btreeInitPage() returns error
 // code 11"; SQLite's "*** in database main ***" heading left out). Empty when the pages are sound.

@@ -21,7 +21,12 @@
 #include <string_view>
 #include <vector>
 
+#include "mhc/trace/limits.hpp"
 #include "mhc/trace/torch_sizes.hpp"
+
+namespace mhc::trace {
+struct TraceData;
+}
 
 namespace mhc::sim {
 
@@ -50,10 +55,10 @@ struct AllocatorSettings {
 AllocatorSettings parse_allocator_conf(std::string_view text, const std::string& what,
                                        const AllocatorSettings& base = {});
 // The settings a run of the caching model uses: those the trace recorded (meta
-// "allocator.conf", written by the snapshot importer), then `override_conf` (--allocator-conf)
-// over them. Throws mhc::Error naming the meta key or --allocator-conf.
-AllocatorSettings allocator_settings_for(const std::map<std::string, std::string>& meta,
-                                         const std::string& override_conf);
+// "allocator.conf", written by the snapshot importer and mhc-torch), then `override_conf`
+// (--allocator-conf) over them. Throws mhc::Error naming the trace's file and meta key
+// ("t.db: meta allocator.conf: ...", as `mhc check` says it) or --allocator-conf.
+AllocatorSettings allocator_settings_for(const trace::TraceData& t, const std::string& override_conf);
 
 class CachingAllocator {
 public:
@@ -207,6 +212,7 @@ private:
     // A lane is what best fit keys free blocks by: the stream itself in the default pool; a
     // number below kPrivateLane per (stream, private pool), so that no pool sees another's blocks.
     static constexpr int64_t kPrivateLane = INT64_MIN / 2;
+    static_assert(kPrivateLane / 2 < -trace::limits::kMaxAbsStream, "a trace's stream is never a private lane");
     int64_t lane(int64_t stream, int64_t pool);
     bool private_lane(int64_t lane) const { return lane < kPrivateLane / 2; }
     int64_t pool_of_lane(int64_t lane) const;

@@ -11,5 +11,9 @@ inline constexpr int64_t kMaxBytes = int64_t{1} << 56;       // one allocation o
 inline constexpr int64_t kMaxTotalBytes = int64_t{1} << 62;  // all allocations of a trace together
 inline constexpr int64_t kMinDevice = -1;                    // -1: host
 inline constexpr int64_t kMaxDevice = INT32_MAX;
+// |stream| <= 2^60: CUDA's stream ids and cudaStream_t handles (user-space pointers, below 2^48)
+// fit many times over; the caching allocator model numbers its private pools' lanes below -2^61
+// (sim/include/mhc/sim/allocator.hpp), which a stream of -2^63 met (mhc simulate: a segfault).
+inline constexpr int64_t kMaxAbsStream = int64_t{1} << 60;
 
 }  // namespace mhc::trace::limits
