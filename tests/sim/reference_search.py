@@ -35,6 +35,22 @@ class NothingFits(Exception):
     pass
 
 
+def kept_output_mutated(cap, i):
+    """docs/advise.md: an output of kept op i written again later in its pass's forward (selective
+    checkpointing's cache stops in the backward: 'Tensor cached ... has been mutated')."""
+    return any(t > i and mode & ref.WRITE and cap.kernels[t]["phase"] == ref.FWD and
+               cap.pass_of.get(t) == cap.pass_of.get(i)
+               for a in cap.made.get(i, []) for t, mode in cap.uses[a])
+
+
+def offers_selective(cap, block):
+    """Keep matmuls is offered on a block whose forward runs an op the save list keeps (on one that
+    runs none, cuDNN's RNN, it is full checkpointing) and writes into no kept op's output."""
+    kept = [kk["i"] for kk in cap.kernels
+            if kk["phase"] == ref.FWD and cap.inside(kk["module"], block) and ref.is_must_save(kk["name"])]
+    return bool(kept) and not any(kept_output_mutated(cap, i) for i in kept)
+
+
 def setting_json(s):
     """The setting as mhc prints it: compact, keys sorted."""
     return json.dumps(s, separators=(",", ":"), sort_keys=True)
@@ -554,9 +570,7 @@ def search(trace, capacity, budget=None, top=3, link=ref.LINKS["pcie5"], host_bw
             if c == "mhc" and not has_type(cap, bids[k], "HcMaps"):
                 continue
             # keep matmuls on a block whose forward runs none (cuDNN's RNN) is full checkpointing
-            if c == "save_matmuls" and not any(
-                    kk["phase"] == ref.FWD and cap.inside(kk["module"], bids[k]) and ref.is_must_save(kk["name"])
-                    for kk in cap.kernels):
+            if c == "save_matmuls" and not offers_selective(cap, bids[k]):
                 continue
             w, t = quick(trace, cap, combine(names, {}, [CHOICES.index(c) if j == k else 0 for j in range(nb)]),
                          link, host_bw, cost)

@@ -31,18 +31,10 @@ inline constexpr ContentTable kContentTables[] = {
     {"copies", 1, "id"},          {"markers", 1, "id"},
     {"segments", 1, "id"},        {"modules", 1, "id"},
     {"kernel_info", 1, "kernel"}, {"saved_tensors", 2, "allocation, kernel"}};
-enum Table : int {
-    kStrings,
-    kAllocations,
-    kKernels,
-    kAccesses,
-    kCopies,
-    kMarkers,
-    kSegments,
-    kModules,
-    kKernelInfo,
-    kSavedTensors
-};
+// Table numbers: indexes into kContentTables (ints, as the digest functions registered on the
+// writing connection take them from SQL).
+inline constexpr int kStrings = 0, kAllocations = 1, kKernels = 2, kAccesses = 3, kCopies = 4, kMarkers = 5,
+                     kSegments = 6, kModules = 7, kKernelInfo = 8, kSavedTensors = 9;
 inline constexpr int kTableCount = 10;
 
 // MurmurHash3's 64-bit finalizer: a bijection whose every output bit depends on every input bit.
