@@ -3,13 +3,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 
 #include "mhc/advise/gpus.hpp"
 #include "mhc/advise/plan.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/sim/link.hpp"
+#include "mhc/trace/data_parallel.hpp"
 
 namespace mhc::advise {
 
@@ -23,19 +23,10 @@ constexpr double kNvlinkStep = 3.4e-6, kNetStep = 9.6e-6;
 constexpr double kNdr = 50e9, kHdr = 25e9;
 constexpr int kGpusPerNode = 8;
 
-// "world 4, ..." or "world 4 (shard 2 x replicate 2), ...": (shard ranks, replicate ranks), 0 unknown.
-std::pair<int, int> worlds(const std::string& detail) {
-    int world = 0, shard = 0, replicate = 0;
-    if (std::sscanf(detail.c_str(), "world %d (shard %d x replicate %d)", &world, &shard, &replicate) == 3)
-        return {shard, replicate};
-    if (std::sscanf(detail.c_str(), "world %d", &world) == 1) return {world, 0};
-    return {0, 0};
-}
-
-int64_t bucket_bytes(const std::string& ddp_detail, int64_t& first) {
-    const size_t at = ddp_detail.find("bucket_cap_mb ");
-    double mb = 25;
-    if (at != std::string::npos) mb = std::strtod(ddp_detail.c_str() + at + 14, nullptr);
+// DDP's gradient buckets of bucket_cap_mb MiB (25 when the capture does not say); `first`: the first's.
+int64_t bucket_bytes(double mb, int64_t& first) {
+    if (mb < 0) mb = 25;
+    // mb <= 2^36 (data_parallel_sizes): at most 2^56 bytes, no overflow in the cast.
     const auto cap = static_cast<int64_t>(mb * 1024 * 1024);
     // DDP's first bucket is 1 MiB when bucket_cap_mb is left at 25 (torch/nn/parallel/distributed.py,
     // _DEFAULT_FIRST_BUCKET_BYTES), else bucket_cap_mb too
@@ -77,7 +68,12 @@ void check_comm_link(const std::string& link) {
 CommModel comm_model(const trace::TraceData& trace_data, const CaptureInfo& info, const std::string& link) {
     CommModel model;
     if (info.data_parallel.empty()) return model;
-    auto [shard, replicate] = worlds(info.data_parallel_detail);
+    const trace::DataParallelSizes sizes = trace::data_parallel_sizes(info.data_parallel_detail);
+    if (!sizes.error.empty())   // mhc check refuses it first, with the same words
+        throw Error(trace_data.path + ": meta capture." + (info.data_parallel == "ddp" ? "ddp" : "fsdp2") + ": " +
+                    sizes.error);
+    int shard = sizes.world;
+    const int replicate = sizes.replicate;
     std::string assumed;
     if (shard <= 0) {
         shard = 8;
@@ -86,7 +82,7 @@ CommModel comm_model(const trace::TraceData& trace_data, const CaptureInfo& info
     model.world = shard;
     model.replicate = info.data_parallel == "ddp" ? shard : std::max(1, replicate);
     if (info.data_parallel == "ddp")
-        model.ddp_bucket_bytes = bucket_bytes(info.data_parallel_detail, model.ddp_first_bucket_bytes);
+        model.ddp_bucket_bytes = bucket_bytes(sizes.bucket_cap_mb, model.ddp_first_bucket_bytes);
     const int ranks = info.data_parallel == "ddp" ? shard : shard * std::max(1, replicate);
     std::string kind = link;
     if (kind.empty()) {

@@ -11,6 +11,7 @@
 #include "mhc/common/error.hpp"
 #include "mhc/test/temp.hpp"
 #include "mhc/trace/check.hpp"
+#include "mhc/trace/data_parallel.hpp"
 #include "tiny.hpp"
 
 using advisetest::TinyTrace;
@@ -257,6 +258,41 @@ TEST_CASE("DDP: the all-reduce in buckets, overlapped with the backward, worked 
     CHECK(pred.step_time == 120);
     CHECK(pred.comm == 45);
     CHECK(pred.comm_waits == 30);
+}
+
+TEST_CASE("the data-parallel meta's sizes: bounded before they are counted with", "[advise][comm][meta]") {
+    using mhc::trace::data_parallel_sizes;
+    // As python/mhc_torch/data_parallel.py writes them; world 0 is a group that could not say.
+    auto ddp = data_parallel_sizes("world 4, bucket_cap_mb 25, gradient_as_bucket_view false, modules 1");
+    CHECK((ddp.world == 4 && ddp.replicate == 0 && ddp.bucket_cap_mb == 25 && ddp.error.empty()));
+    auto hsdp = data_parallel_sizes("world 4 (shard 2 x replicate 2), modules 3, reshard_after_forward true");
+    CHECK((hsdp.world == 2 && hsdp.replicate == 2 && hsdp.bucket_cap_mb == -1 && hsdp.error.empty()));
+    CHECK(data_parallel_sizes("world 0, modules 3").error.empty());
+    // The bounds, exactly: 2^20 ranks, 2^36 MiB (2^56 bytes) of bucket.
+    CHECK(data_parallel_sizes("world 1048576, bucket_cap_mb 68719476736").error.empty());
+    CHECK(data_parallel_sizes("world 1048577").error == "world 1048577 is not a number of ranks in [0, 2^20]");
+    CHECK(data_parallel_sizes("world 4 (shard 1024 x replicate 1025)").error ==
+          "shard 1024 x replicate 1025 is more than 2^20 ranks");
+    CHECK(data_parallel_sizes("world 4, bucket_cap_mb 68719476737").error ==
+          "bucket_cap_mb 68719476737 is not a number of MiB in [0, 2^36]");
+    CHECK(data_parallel_sizes("world 4, bucket_cap_mb nan, modules 1").error ==
+          "bucket_cap_mb nan is not a number of MiB in [0, 2^36]");
+    CHECK(data_parallel_sizes("world 4, bucket_cap_mb many, modules 1").error ==
+          "bucket_cap_mb many is not a number of MiB in [0, 2^36]");
+    // A trace that says so is refused by check (load_checked_trace), and so by advise. Before:
+    // "world 2000000000" became 2 x (2e9 - 1) ring steps in an int (signed overflow), and
+    // "bucket_cap_mb 1e300" a cast of 1e300 x 2^20 to int64 (undefined; on x86 a negative cap: no
+    // buckets); both were taken without a word.
+    for (const auto& [detail, want] : {std::pair<std::string, std::string>{
+                                           "world 2000000000, bucket_cap_mb 25, modules 1",
+                                           "meta capture.ddp: world 2000000000 is not a number of ranks in [0, 2^20]"},
+                                       {"world 4, bucket_cap_mb 1e300, modules 1",
+                                        "meta capture.ddp: bucket_cap_mb 1e300 is not a number of MiB"}}) {
+        TinyTrace tiny = ddp_step();
+        for (auto& [key, value] : tiny.meta)
+            if (key == "capture.ddp") value = detail;
+        CHECK_THROWS_WITH(Step(tiny), Catch::Contains(want));
+    }
 }
 
 #ifdef MHC_EXE

@@ -47,6 +47,11 @@ spoiled "m.db: meta capture.hf_checkpoint_call: 'enable' is not a Hugging Face c
 spoiled "m.db: meta capture.optimizer_defaults: not a JSON object [meta]" "$(meta capture.optimizer_defaults '[1]')" advise
 spoiled "m.db: meta capture.data_parallel: 'zero3' is not ddp, fsdp2 or ddp+fsdp2 [meta]" \
     "$(meta capture.data_parallel zero3)" advise
+# The data-parallel sizes advise counts with (before 2026-12-05 an int overflow and a cast past int64).
+spoiled "m.db: meta capture.ddp: world 2000000000 is not a number of ranks in [0, 2^20] [meta]" \
+    "$(meta capture.data_parallel ddp); $(meta capture.ddp 'world 2000000000, bucket_cap_mb 25, modules 1')" advise
+spoiled "m.db: meta capture.fsdp2: shard 65536 x replicate 65536 is more than 2^20 ranks [meta]" \
+    "$(meta capture.data_parallel fsdp2); $(meta capture.fsdp2 'world 4 (shard 65536 x replicate 65536), modules 3')"
 # What advise reads as absent (an empty value; a call without layers) check passes too.
 cp "$capture" e.db && chmod u+w e.db && sqlite3 e.db "$(meta capture.data_parallel ''); $(meta capture.unpacks '');
     $(meta capture.hf_checkpoint_layers ''); $(meta capture.hf_checkpoint_call x); $(meta capture.optimizer_defaults '')" ||

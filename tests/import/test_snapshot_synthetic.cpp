@@ -733,6 +733,25 @@ TEST_CASE("snapshot: user-annotated regions (external_annotations) are range mar
         CHECK_THROWS_WITH(mhc::trace::import::import_file(in, dir.file("bad2.db")),
                           Catch::Contains("external_annotations[0]: 'time_us' is a str, not a number"));
     }
+    SECTION("a time_us past the trace events' bound (|t| <= 4e15 us) is refused, naming it") {
+        // 1e300 was cast to int64 (undefined behaviour; on x86 INT64_MIN, times 1000 wrapped to 0)
+        // and imported as a marker at time 0. 4e15 itself still fits: (4e15 - 100) * 1000 ns.
+        test::write_file(in, "{" + events + R"(, "external_annotations": [{"name": "fwd", "stage": "END",
+            "device": 0, "time_us": 1e300}]})");
+        CHECK_THROWS_WITH(
+            mhc::trace::import::import_file(in, dir.file("far.db")),
+            Catch::StartsWith(in) && Catch::Contains("external_annotations[0]: 'time_us' is out of range"));
+        test::write_file(in, "{" + events + R"(, "external_annotations": [{"name": "fwd", "stage": "END",
+            "device": 0, "time_us": -4.0000000001e15}]})");
+        CHECK_THROWS_WITH(mhc::trace::import::import_file(in, dir.file("far2.db")),
+                          Catch::Contains("external_annotations[0]: 'time_us' is out of range"));
+        test::write_file(in, "{" + events + R"(, "external_annotations": [{"name": "fwd", "stage": "START",
+            "device": 0, "time_us": 4e15}]})");
+        mhc::trace::import::import_file(in, dir.file("edge.db"));
+        const auto edge = mhc::trace::load_trace(dir.file("edge.db"));
+        REQUIRE(edge.markers.size() == 1);
+        CHECK(edge.markers.t_start[0] == (4'000'000'000'000'000 - 100) * 1000);
+    }
 }
 
 TEST_CASE("snapshot: pools that cannot be known exactly are said", "[import][snapshot][pools]") {

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mhc/common/numbers.hpp"
+#include "mhc/trace/data_parallel.hpp"
 #include "mhc/trace/limits.hpp"
 #include "mhc/trace/runs.hpp"
 #include "mhc/trace/store.hpp"
@@ -606,6 +607,12 @@ void check_capture_meta(const TraceData& trace, CheckReport& report) {
     const std::string dp = trace.meta_or("capture.data_parallel", "");
     if (!dp.empty() && dp != "ddp" && dp != "fsdp2" && dp != "ddp+fsdp2")
         bad("capture.data_parallel", quoted(dp) + " is not ddp, fsdp2 or ddp+fsdp2");
+    // Its sizes, as advise reads them: capture.ddp under DDP alone, else capture.fsdp2.
+    if (dp == "ddp" || dp == "fsdp2" || dp == "ddp+fsdp2") {
+        const std::string key = dp == "ddp" ? "capture.ddp" : "capture.fsdp2";
+        const DataParallelSizes sizes = data_parallel_sizes(trace.meta_or(key, ""));
+        if (!sizes.error.empty()) bad(key, sizes.error);
+    }
 }
 
 // The job meta of a rank's trace (docs/trace-format.md, "Multi-rank traces"), which a coupled

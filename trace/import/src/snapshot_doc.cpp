@@ -220,6 +220,10 @@ std::vector<Annotation> external_annotations(const PickleDoc& doc, std::optional
         if (!time || !doc.is_number(*time) || doc.kind(*time) == PickleDoc::Kind::Bool)
             throw bad(std::string("'time_us' is ") + (time ? type_name(doc, *time) : "missing") + ", not a number");
         note.time_us = doc.as_float(*time);
+        // As the trace events' time_us (snapshot.cpp): |t| <= 4e15 us keeps differences * 1000
+        // inside int64 nanoseconds. Unbounded, 1e300 or nan was cast to int64 (undefined: UBSan's
+        // float-cast-overflow) and became a marker at time 0.
+        if (!(std::fabs(note.time_us) <= 4e15)) throw bad("'time_us' is out of range");
         auto device = doc.get(entry, "device");
         note.device = device ? int_field(doc, *device, "device", bad) : 0;
         out.push_back(std::move(note));

@@ -353,7 +353,9 @@ namespace {
 // Where step 0 begins at the trace's start and lasts over 3 times the median later step: it holds
 // what came before the loop's first iteration (loading the model, building the data) too.
 std::string long_first_step(const std::vector<StepSpan>& steps, bool moved) {
-    if (moved || steps.size() < 3) return {};
+    // An execution trace's step 0 begins at INT64_MIN (its node ids are no times: optimizer_steps'
+    // t_first): no length to compare (t_end - INT64_MIN overflowed: UBSan, test_kineto_steps).
+    if (moved || steps.size() < 3 || steps[0].t_start == INT64_MIN) return {};
     std::vector<int64_t> lengths;
     for (size_t k = 1; k < steps.size(); ++k) lengths.push_back(steps[k].t_end - steps[k].t_start);
     const int64_t typical = median(lengths), first = steps[0].t_end - steps[0].t_start;
