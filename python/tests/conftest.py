@@ -20,6 +20,28 @@ def mhc_exe():
     pytest.skip("no mhc binary (build the C++ tree or set MHC_EXE)")
 
 
+@pytest.fixture(scope="session")
+def new_user_file():
+    """Loads a model file of bench/advise/new_user by name (its own folder on sys.path while it is
+    imported, as a user runs it from there)."""
+    import importlib.util
+    import sys
+
+    here = os.path.join(REPO, "bench", "advise", "new_user")
+
+    def load(name):
+        sys.path.insert(0, here)
+        try:
+            spec = importlib.util.spec_from_file_location(f"new_user_{name}", os.path.join(here, f"{name}.py"))
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+        finally:
+            sys.path.remove(here)
+        return mod
+
+    return load
+
+
 @pytest.fixture(autouse=True)
 def _allocator_environment_kept():
     """mhc_torch.apply sets PYTORCH_CUDA_ALLOC_CONF for the process, as a user's script wants; a

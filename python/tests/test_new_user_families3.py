@@ -208,29 +208,13 @@ def test_a_build_reads_numbers_from_small_factory_tensors(tmp_path):
     assert (a.label == "buffer pos").sum() == 1 and int(a[a.label == "buffer pos"].bytes.iloc[0]) == 32 * 4
 
 
-def _bench_file(name):
-    import importlib.util
-    import os
-    import sys
-
-    here = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "advise", "new_user")
-    sys.path.insert(0, here)
-    try:
-        spec = importlib.util.spec_from_file_location(f"new_user_{name}", os.path.join(here, f"{name}.py"))
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path.remove(here)
-    return mod
-
-
 @pytest.mark.parametrize("name, package", [("timm_vit", "timm"), ("ddpm_ema", "diffusers"), ("dcgan", None)])
-def test_new_user_model_files_capture_small(tmp_path, name, package):
+def test_new_user_model_files_capture_small(tmp_path, name, package, new_user_file):
     """The model files of bench/advise/new_user added here capture at their small size (a package a
     file needs and the environment lacks skips it: timm, diffusers)."""
     if package:
         pytest.importorskip(package)
-    m = _bench_file(name)
+    m = new_user_file(name)
     r = mhc_torch.capture(lambda: m.build_model(small=True), lambda: m.make_batch(small=True), steps=2,
                           path=str(tmp_path / f"{name}.db"), step=m.step)
     assert r.kernels > 0 and r.peak_bytes > 0

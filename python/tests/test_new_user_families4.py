@@ -134,30 +134,14 @@ def test_an_lr_scheduler_is_named_and_its_warmup_is_not_the_learning_rate(tmp_pa
     assert opt.param_groups[0]["lr"] == 0.0 and ns["groups"][0]["lr"] == 2e-5
 
 
-def _bench_file(name):
-    import importlib.util
-    import os
-    import sys
-
-    here = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "advise", "new_user")
-    sys.path.insert(0, here)
-    try:
-        spec = importlib.util.spec_from_file_location(f"new_user_{name}", os.path.join(here, f"{name}.py"))
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path.remove(here)
-    return mod
-
-
 @pytest.mark.parametrize("name, package", [("efficientnet_cl", "timm"), ("deberta_cls", "transformers"),
                                            ("vae_kl", "diffusers"), ("deeplabv3", "torchvision"),
                                            ("vitmae", "transformers"), ("llava", "transformers")])
-def test_new_user_model_files_capture_small(tmp_path, name, package):
+def test_new_user_model_files_capture_small(tmp_path, name, package, new_user_file):
     """The model files of bench/advise/new_user added here capture at their small size (a package a
     file needs and the environment lacks skips it)."""
     pytest.importorskip(package)
-    m = _bench_file(name)
+    m = new_user_file(name)
     r = mhc_torch.capture(lambda: m.build_model(small=True), lambda: m.make_batch(small=True), steps=1,
                           path=str(tmp_path / f"{name}.db"), step=getattr(m, "step", None),
                           loss_fn=getattr(m, "loss_fn", None), build_optimizer=getattr(m, "build_optimizer", None))
