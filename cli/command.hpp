@@ -40,13 +40,7 @@ struct Registration {
     explicit Registration(Command c) { registry().push_back(std::move(c)); }
 };
 
-// Text as written by an importer, or by anyone: a control byte (a NUL, an escape) is shown as
-// '?', never sent to the terminal.
-inline std::string printable(std::string text) {
-    for (char& byte : text)
-        if (static_cast<unsigned char>(byte) < 0x20 || byte == 0x7f) byte = '?';
-    return text;
-}
+using mhc::printable;   // mhc/common/error.hpp
 
 // The meta keys that say what a trace is and lacks, and what an importer changed or could not
 // tell (docs/import.md): `mhc info` shows those a trace has, and `mhc import` those it wrote.

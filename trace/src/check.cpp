@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "mhc/common/error.hpp"
+
 #include "mhc/common/numbers.hpp"
 #include "mhc/trace/data_parallel.hpp"
 #include "mhc/trace/limits.hpp"
@@ -45,10 +47,7 @@ std::string t_str(int64_t t) { return std::to_string(t) + " ns"; }
 
 // A meta value quoted in a problem: its first 40 bytes, a control byte shown as '?'.
 std::string quoted(const std::string& value) {
-    std::string text = value.substr(0, 40);
-    for (char& byte : text)
-        if (static_cast<unsigned char>(byte) < 0x20 || byte == 0x7f) byte = '?';
-    return "'" + text + (value.size() > 40 ? "...'" : "'");
+    return "'" + printable(value.substr(0, 40)) + (value.size() > 40 ? "...'" : "'");
 }
 
 // The times of a trace lie within 2^62 ns of one another (146 years): each lies within

@@ -85,14 +85,19 @@ struct Sum {
     // The term of the value `word` of SQLite type `type` (SQLITE_INTEGER …) in column `column`
     // of the row `key`, added (sign +1) or taken away (-1).
     void cell(const RowKey& key, int column, int type, uint64_t word) {
-        const uint64_t c = static_cast<uint64_t>(column) * 8 + static_cast<uint64_t>(type);
-        a += fmix(word ^ (key.a + c * kColumnA));
-        b += fmix(word + (key.b ^ (c * kColumnB)));
+        const RowKey t = term(key, column, type, word);
+        a += t.a;
+        b += t.b;
     }
     void uncell(const RowKey& key, int column, int type, uint64_t word) {
+        const RowKey t = term(key, column, type, word);
+        a -= t.a;
+        b -= t.b;
+    }
+    // The term itself, in both lanes.
+    static RowKey term(const RowKey& key, int column, int type, uint64_t word) {
         const uint64_t c = static_cast<uint64_t>(column) * 8 + static_cast<uint64_t>(type);
-        a -= fmix(word ^ (key.a + c * kColumnA));
-        b -= fmix(word + (key.b ^ (c * kColumnB)));
+        return {fmix(word ^ (key.a + c * kColumnA)), fmix(word + (key.b ^ (c * kColumnB)))};
     }
     std::string hex() const;   // "v2:" and 32 hex digits
 };

@@ -350,13 +350,6 @@ namespace {
 // largest, so that a run whose `runs` row was deleted by hand (its other rows left behind) never
 // lends its id, and so its rows, to the next run. Each maximum is one index lookup; run_events,
 // which has no index on run, is asked for its last row's run (runs are appended in id order).
-// `text` on one line: a control character shown as '?'.
-std::string shown(std::string text) {
-    for (char& ch : text)
-        if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = '?';
-    return text;
-}
-
 int64_t next_run_id(sqlite3* db, const std::string& file, const std::string& schema) {
     static const char* const kRunColumns[][2] = {
         {"runs", "id"},        {"run_config", "run"}, {"run_metrics", "run"},   {"run_kernels", "run"},
@@ -376,7 +369,7 @@ int64_t next_run_id(sqlite3* db, const std::string& file, const std::string& sch
     // took id 1, another run's); the largest id there is left none (INT64_MAX + 1 was signed
     // overflow: the run was stored as -9223372036854775808, which no --run can name).
     if (max.text(1) != "integer")
-        throw Error(file + ": a run table holds the run id '" + shown(max.text(0)) +
+        throw Error(file + ": a run table holds the run id '" + printable(max.text(0)) +
                     "', not a whole number, so no id " + "for a new run is known (mhc check " + file +
                     " lists it; --runs-db FILE stores elsewhere)");
     if (max.i64(0) == INT64_MAX)

@@ -513,10 +513,7 @@ private:
 // A device type as shown in meta and messages: at most 40 bytes, control bytes as '?' (an error
 // is one line whatever the file holds).
 std::string shown(const std::string& type) {
-    std::string out = type.size() > 40 ? type.substr(0, 40) + "..." : type;
-    for (char& byte : out)
-        if (static_cast<unsigned char>(byte) < 0x20 || byte == 0x7f) byte = '?';
-    return out;
+    return printable(type.size() > 40 ? type.substr(0, 40) + "..." : type);
 }
 
 // What the tensors' device types say (meta et.device_types); tensors of two kinds of

@@ -4,6 +4,8 @@
 #include <string>
 #include <string_view>
 
+#include "mhc/common/error.hpp"
+
 namespace mhc::trace::import {
 
 // At most 80 bytes, cut where a UTF-8 character begins, control bytes as '?': a warning is one
@@ -11,10 +13,7 @@ namespace mhc::trace::import {
 inline std::string quoted_name(std::string_view name) {
     size_t cut = std::min<size_t>(name.size(), 80);
     while (cut > 0 && cut < name.size() && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80) --cut;
-    std::string out(name.substr(0, cut));
-    for (char& byte : out)
-        if (static_cast<unsigned char>(byte) < 0x20 || byte == 0x7f) byte = '?';
-    return out;
+    return printable(std::string(name.substr(0, cut)));
 }
 
 }   // namespace mhc::trace::import

@@ -37,4 +37,12 @@ std::string nearest(const std::string& word, const std::vector<std::string>& can
 // "; did you mean simulate?" when nearest() finds one, else "".
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);
 
+// Text as written by an importer, or by anyone, for a message: a control byte (a NUL, a newline,
+// an escape) shown as '?', so that a message is one line and nothing reaches the terminal.
+inline std::string printable(std::string text) {
+    for (char& byte : text)
+        if (static_cast<unsigned char>(byte) < 0x20 || byte == 0x7f) byte = '?';
+    return text;
+}
+
 }  // namespace mhc
