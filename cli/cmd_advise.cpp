@@ -197,7 +197,7 @@ nlohmann::json row_json(const Row& row, const CaptureInfo& info) {
 void verify_rows(std::vector<Row>& rows, const Options& opts, const std::map<std::string, std::string>& meta,
                  int64_t capacity) {
     if (!opts.model.empty())   // the code the captures run, said before they run
-        std::fprintf(stderr, "--verify runs the model file %s (--model)\n", mhc::cli::printable(opts.model).c_str());
+        std::fprintf(stderr, "--verify runs the model file %s (--model)\n", mhc::printable(opts.model).c_str());
     for (size_t i = 0; i < rows.size(); ++i) {
         if (rows[i].hf_off) {   // its figures are a capture already
             rows[i].captured.memory = rows[i].c.prediction.memory;
@@ -295,7 +295,7 @@ int run(const Options& o) {
         std::fprintf(
             stderr,
             "mhc: warning: --comm-link %s has no effect: %s has no DDP or FSDP2 collectives (a step on one GPU)\n",
-            mhc::cli::printable(o.comm_link).c_str(), mhc::cli::printable(o.trace).c_str());
+            mhc::printable(o.comm_link).c_str(), mhc::printable(o.trace).c_str());
     if (!o.comm_link.empty()) apply_comm_model(base, comm_model(data, base.info, o.comm_link));
     const mhc::sim::LinkModel link = mhc::sim::link_from_spec(o.link);
     std::optional<Calibration> calibration;

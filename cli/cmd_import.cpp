@@ -132,7 +132,7 @@ mhc::cli::Registration reg{mhc::cli::Command{
                 std::fprintf(stderr,
                              "mhc: warning: --max-input-size had no effect: %s is not gzip-compressed (it bounds a "
                              "gzip input's decompressed bytes, and a pipe's)\n",
-                             mhc::cli::printable(shown).c_str());
+                             mhc::printable(shown).c_str());
             std::printf(
                 "%s: %s, %lld input events -> %lld allocations, %lld kernels, %lld accesses, "
                 "%lld copies, %lld markers\n",
@@ -143,13 +143,13 @@ mhc::cli::Registration reg{mhc::cli::Command{
             // What the trace is and lacks, as `mhc info` says it later (an ET's join with its Kineto trace).
             for (const char* key : mhc::cli::kTraceNotes) {
                 auto it = result.meta.find(key);
-                if (it != result.meta.end()) std::printf("  %-21s %s\n", key, mhc::cli::printable(it->second).c_str());
+                if (it != result.meta.end()) std::printf("  %-21s %s\n", key, mhc::printable(it->second).c_str());
             }
             // Where a Kineto trace's Total Allocated and the imported curve disagree: one line per device.
             for (const auto& [k, v] : result.meta)
                 if ((k.rfind("kineto.total_allocated.", 0) == 0 && v.rfind("agrees", 0) != 0) ||
                     k == "kineto.negative_durations")
-                    std::printf("  warning               %s\n", mhc::cli::printable(v).c_str());
+                    std::printf("  warning               %s\n", mhc::printable(v).c_str());
             return mhc::cli::kExitOk;
         };
     }}};

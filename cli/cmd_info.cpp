@@ -46,7 +46,7 @@ std::string run_row(const mhc::trace::RunInfo& run, bool order_only) {
     if (order_only && !replayed) loss = std::nullopt;
     // A stored name is anyone's text (a runs table written by hand, an older mhc): its control
     // bytes shown as '?', as meta values are (a newline split the row, an escape reached the terminal).
-    std::string name = mhc::cli::printable(run.name), loss_text = percent(loss, "%.2f%%"), what_short;
+    std::string name = mhc::printable(run.name), loss_text = percent(loss, "%.2f%%"), what_short;
     if (run.status == mhc::trace::RunStatus::Oom) {
         peak = red = std::nullopt;
         loss_text = "OOM";
@@ -93,7 +93,7 @@ std::string import_warning_lines(const std::map<std::string, std::string>& meta)
     int count = 0;
     for (std::string line; std::getline(lines, line); ++count) {
         if (count >= kShown) continue;
-        out += "warning     " + mhc::cli::printable(line) + "\n";
+        out += "warning     " + mhc::printable(line) + "\n";
     }
     if (count > kShown)
         out += "warning     ... and " + std::to_string(count - kShown) +
@@ -140,7 +140,7 @@ mhc::cli::Registration reg{mhc::cli::Command{
                 // A line the summary already gives under that name ("timing  order only: ...") is
                 // not said again in the importer's words.
                 if (it == data.meta.end() || said_in(text, key)) continue;
-                const std::string value = mhc::cli::printable(it->second);
+                const std::string value = mhc::printable(it->second);
                 std::string label = key;
                 label.resize(std::max<size_t>(label.size(), 11), ' ');
                 text += label + " " + value + "\n";

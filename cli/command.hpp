@@ -40,8 +40,6 @@ struct Registration {
     explicit Registration(Command c) { registry().push_back(std::move(c)); }
 };
 
-using mhc::printable;   // mhc/common/error.hpp
-
 // The meta keys that say what a trace is and lacks, and what an importer changed or could not
 // tell (docs/import.md): `mhc info` shows those a trace has, and `mhc import` those it wrote.
 inline constexpr const char* kTraceNotes[] = {"preset",

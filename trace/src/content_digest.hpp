@@ -85,14 +85,14 @@ struct Sum {
     // The term of the value `word` of SQLite type `type` (SQLITE_INTEGER …) in column `column`
     // of the row `key`, added (sign +1) or taken away (-1).
     void cell(const RowKey& key, int column, int type, uint64_t word) {
-        const RowKey t = term(key, column, type, word);
-        a += t.a;
-        b += t.b;
+        const RowKey lanes = term(key, column, type, word);
+        a += lanes.a;
+        b += lanes.b;
     }
     void uncell(const RowKey& key, int column, int type, uint64_t word) {
-        const RowKey t = term(key, column, type, word);
-        a -= t.a;
-        b -= t.b;
+        const RowKey lanes = term(key, column, type, word);
+        a -= lanes.a;
+        b -= lanes.b;
     }
     // The term itself, in both lanes.
     static RowKey term(const RowKey& key, int column, int type, uint64_t word) {
