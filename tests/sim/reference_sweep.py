@@ -51,9 +51,9 @@ def link_label(name):
 
 
 def parse_size(text):
-    """A number and a unit, to the nearest byte (0.3KiB = 307 B)."""
+    """A number and a unit, to the nearest byte, halves up (0.3KiB = 307 B, 2.5B = 3 B)."""
     m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]+)\s*", text)
-    return round(Fraction(m.group(1)) * UNITS[m.group(2).lower()])
+    return math.floor(Fraction(m.group(1)) * UNITS[m.group(2).lower()] + Fraction(1, 2))
 
 
 def live_peaks(path):

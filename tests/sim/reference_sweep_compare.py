@@ -60,6 +60,8 @@ def random_capacity(rng, peak):
     if kind < 0.6:
         return rng.choice(["95%", "87.5%", "70%", "66.6%", "33.3333%", "50.25%", "12.5%", "99.99%", "60 %"])
     frac = rng.uniform(0.3, 1.0) * peak
+    if kind < 0.7:  # a half byte: the rounding's tie ("mhc help sizes": halves up)
+        return f"{int(frac)}.5B"
     unit, scale = rng.choice([("MiB", 1 << 20), ("mb", 10 ** 6), ("KiB", 1 << 10), ("GB", 10 ** 9), ("g", 1 << 30)])
     return f"{frac / scale:.3f}{unit}" if scale >= 10 ** 9 else f"{frac / scale:.1f}{unit}"
 
