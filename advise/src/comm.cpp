@@ -191,7 +191,9 @@ void split_ddp_buckets(Base& base, const CommModel& model) {
         const auto name = plan.intern("c10d::allreduce_ (DDP bucket)");
         for (auto [seq, bytes] : writes) {
             filled += bytes;
-            if (filled < cap || filled >= total) continue;
+            // a bucket holds one gradient at least: with bucket_cap_mb 0 (DDP then makes a bucket
+            // per gradient) a write of no gradient bytes (the hook's div_) closes none
+            if (filled <= 0 || filled < cap || filled >= total) continue;
             Op chunk;
             chunk.name = name;
             chunk.lane = 2;
@@ -228,7 +230,9 @@ void apply_comm_model(Base& base, const CommModel& model) {
             op.gap = 0;
         }
         issue_all_gathers(base, plan);
-        if (model.ddp_bucket_bytes > 0) split_ddp_buckets(base, model);
+        // bucket_cap_mb 0 splits too, a bucket per gradient (before 2026-12-06 it left the capture's
+        // one all-reduce whole, as if DDP overlapped nothing)
+        if (model.ddp_bucket_bytes >= 0) split_ddp_buckets(base, model);
         base.comm_placed = true;
     }
     for (size_t i = 0; i < plan.ops.size(); ++i) {

@@ -317,6 +317,17 @@ TEST_CASE("DDP: the all-reduce in buckets, overlapped with the backward, worked 
     CHECK(pred.step_time == 120);
     CHECK(pred.comm == 45);
     CHECK(pred.comm_waits == 30);
+    // bucket_cap_mb 0: DDP makes a bucket per gradient; g1's after k3, g0's carried by the recorded
+    // all-reduce (it holds the rest), and k6's div_ (no gradient bytes) closes none: the same 120 ns.
+    // Before 2026-12-06 a cap of 0 split nothing: one all-reduce of 3 MiB (45 ns), 135 ns.
+    TinyTrace zero = ddp_step();
+    for (auto& [key, value] : zero.meta)
+        if (key == "capture.ddp") value = "world 4, bucket_cap_mb 0, gradient_as_bucket_view false, modules 1";
+    Step unbucketed(zero);
+    unbucketed.comm(1.5 * (1 << 20) / 15e-9);
+    const Prediction each = unbucketed.predict("{}");
+    CHECK(each.step_time == 120);
+    CHECK(each.comm == 45);
 }
 
 TEST_CASE("the data-parallel meta's sizes: bounded before they are counted with", "[advise][comm][meta]") {

@@ -185,7 +185,7 @@ def build_ops(cap, groups_kept, bw, per_step):
             filled, limit = 0, first
             for i, n in writes:
                 filled += n
-                if filled < limit or filled >= rest:
+                if filled <= 0 or filled < limit or filled >= rest:   # a bucket holds a gradient at least
                     continue
                 inserted_after.setdefault(i, []).append(filled)
                 rest -= filled

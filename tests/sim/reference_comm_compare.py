@@ -192,7 +192,7 @@ def vary(src, dst, rng):
             text = re.sub(r"world \d+", f"world {rng.choice([1, 2, 3, 5, 8, 9, 16, 64, 1000])}", text)
     if key == "capture.ddp" and rng.random() < 0.7:
         text = re.sub(r"bucket_cap_mb [0-9.e+-]+",
-                      f"bucket_cap_mb {rng.choice(['25', '1', '0.25', '0.1', '0.05', '0.02', '0.001'])}", text)
+                      f"bucket_cap_mb {rng.choice(['25', '1', '0.25', '0.1', '0.05', '0.02', '0.001', '0'])}", text)
     if text != meta[key]:
         db.execute("UPDATE meta SET value = ? WHERE key = ?", (text, key))
         said.append(text)

@@ -27,7 +27,7 @@ struct CommModel {
     double bus_Bps = 0;               // bus bandwidth per GPU (nccl-tests' busBw); 0: no collectives timed
     double base_latency_s = 8.4e-6;   // NCCL ring/Simple base latency (src/graph/tuning.cc)
     double step_latency_s = 3.4e-6;   // per ring step: NVLink 3.4 us, network 9.6 us (same file)
-    int64_t ddp_bucket_bytes = 0;     // DDP's bucket_cap_mb in bytes (its all-reduce is split so)
+    int64_t ddp_bucket_bytes = -1;    // DDP's bucket_cap_mb in bytes (its all-reduce is split so); -1: no DDP
     int64_t ddp_first_bucket_bytes = 0;
     std::string link;      // where the bandwidth comes from, in words
     std::string assumed;   // what was assumed (world size or link), "" when all known
