@@ -334,6 +334,25 @@ def gates(ops):
     return out
 
 
+BUCKET_NAME = "c10d::allreduce_ (DDP bucket)"   # an inserted bucket's kernel in --trace-out
+
+
+def written_step(ops, t0, scale=None):
+    """The kernels `--trace-out` writes (docs/simulator.md "Collectives"): every op on the compute
+    stream in launch order, each after its recorded gap (a collective has none), the collectives for
+    their modelled durations: [(name, start, end)]."""
+    out, cursor = [], t0
+    for op in ops:
+        if scale is not None and (op["kind"] in ("compute", "copyin")):
+            dur = scale(op)
+        else:
+            dur = op["dur"]
+        start = cursor + (0 if op["comm"] else op["gap"])
+        out.append((op["name"] if op["id"] else BUCKET_NAME, start, start + dur))
+        cursor = start + dur
+    return out
+
+
 def figures(ops, t0):
     total, first, times = timeline(ops, t0)
     comm = sum(op["dur"] for op in ops if op["comm"])
@@ -411,5 +430,6 @@ def predict(path, setting=None, comm_link=None, step_time_ns=None):
         return out
     base_total, comm, exposed, _ = figures(base_ops, t0)
     total, _c, _e, _t = figures(ops, t0)
-    out.update(baseline_step_time_ns=base_total, comm_ns=comm, comm_exposed_ns=exposed, step_time_ns=total)
+    out.update(baseline_step_time_ns=base_total, comm_ns=comm, comm_exposed_ns=exposed, step_time_ns=total,
+               written=written_step(ops, t0))
     return out

@@ -229,8 +229,21 @@ def comm_line(text):
             float(lat.group(2)) if lat else None)
 
 
+def written(path):
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    rows = db.execute("SELECT s.text, k.t_start, k.t_end FROM kernels k JOIN strings s ON s.id = k.name "
+                      "ORDER BY k.t_start, k.id").fetchall()
+    db.close()
+    return rows
+
+
 def run_one(mhc, path, setting, link, step_time, verbose):
+    out = path.with_name(path.stem + "_out.db")
+    if out.exists():
+        out.unlink()
     cmd = [mhc, "advise", str(path), "--setting", json.dumps(setting), "--json"]
+    if not step_time:
+        cmd += ["--trace-out", str(out)]
     if link:
         cmd += ["--comm-link", link]
     if step_time:
@@ -267,6 +280,16 @@ def run_one(mhc, path, setting, link, step_time, verbose):
         same("comm_ns", b.get("comm_ns"), want["comm_ns"])
         same("comm_exposed_ns", b.get("comm_exposed_ns"), want["comm_exposed_ns"])
     same("row step_time_ns", row["step_time_ns"], want["step_time_ns"])
+    if not step_time:
+        mine, theirs = want["written"], written(out)
+        out.unlink()
+        if len(mine) != len(theirs):
+            diffs.append(f"--trace-out: mhc {len(theirs)} kernels, reading {len(mine)}")
+        else:
+            for n, (a, b) in enumerate(zip(theirs, mine)):
+                if tuple(a) != tuple(b):
+                    diffs.append(f"--trace-out kernel {n}: mhc {tuple(a)}, reading {b}")
+                    break
     world, bw, lat = comm_line(got.get("comm", ""))
     ag, ar, _whole, _said = want["world"]
     hsdp = "(shard" in want["world_text"] and ar > 1   # HSDP: both groups on the line
