@@ -54,12 +54,18 @@ class Refused(Exception):
 
 
 def parse_rate(text):
-    """A bandwidth as docs/cli.md "Sizes" writes one: 200GB/s, 12.5GiB/s, 25 GB/s."""
-    m = re.fullmatch(r"\s*([0-9.]+(?:[eE][-+]?[0-9]+)?)\s*([KMGT]?)(i?)B(?:/s)?\s*", text)
-    if not m:
+    """A bandwidth as docs/cli.md "Sizes" writes one: a number (no sign, no exponent), a unit (K, KiB,
+    M, MiB, G, GiB, T, TiB in powers of 1024; kB, MB, GB, TB in powers of 1000; B; any case, spaces
+    around it), "/s" optional: 200GB/s, 12.5GiB/s, 25 GB/s, 80g."""
+    m = re.fullmatch(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([kmgt]?)(i?b?)\s*(?:/s)?", text.strip().lower())
+    if not m or (m.group(2) == "" and m.group(3) != "b"):
         raise Refused(f"--comm-link: '{text}' is no rate")
-    power = "KMGT".find(m.group(2)) + 1 if m.group(2) else 0
-    return float(m.group(1)) * ((1024 if m.group(3) else 1000) ** power)
+    power = "kmgt".find(m.group(2)) + 1 if m.group(2) else 0
+    binary = m.group(3) in ("", "ib")   # a letter alone or KiB: binary; kB: decimal
+    rate = float(m.group(1)) * ((1024 if binary else 1000) ** power)
+    if not 1e3 <= rate <= 1e15:   # the link's bounds (docs/simulator.md "Link models")
+        raise Refused(f"--comm-link: '{text}' is outside [1kB/s, 1000TB/s]")
+    return rate
 
 
 class Capture:

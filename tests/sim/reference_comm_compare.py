@@ -194,13 +194,13 @@ def vary(src, dst, rng):
     r = rng.random()
     if r < 0.55:
         if "shard" in text:
-            a, b = rng.choice([1, 2, 3, 4, 8]), rng.choice([1, 2, 3, 4])
+            a, b = rng.choice([1, 2, 3, 4, 8, 1024]), rng.choice([1, 2, 3, 4, 1024])
             text = re.sub(r"world \d+ \(shard \d+ x replicate \d+\)", f"world {a * b} (shard {a} x replicate {b})", text)
         else:
-            text = re.sub(r"world \d+", f"world {rng.choice([1, 2, 3, 5, 8, 9, 16, 64, 1000])}", text)
+            text = re.sub(r"world \d+", f"world {rng.choice([1, 2, 3, 5, 8, 9, 16, 64, 1000, 1 << 20])}", text)
     if key == "capture.ddp" and rng.random() < 0.7:
         text = re.sub(r"bucket_cap_mb [0-9.e+-]+",
-                      f"bucket_cap_mb {rng.choice(['25', '1', '0.25', '0.1', '0.05', '0.02', '0.001', '0'])}", text)
+                      f"bucket_cap_mb {rng.choice(['25', '1', '0.25', '0.1', '0.05', '0.02', '0.001', '0', '68719476736', '25.0', '2.5e1'])}", text)
     if text != meta[key]:
         db.execute("UPDATE meta SET value = ? WHERE key = ?", (text, key))
         said.append(text)
@@ -231,10 +231,10 @@ def groups(path):
 
 def comm_line(text):
     m = re.search(r"world (\d+(?: x \d+)?)", text)
-    bw = re.search(r"([0-9.]+) GB/s bus bandwidth", text)
+    bw = re.search(r"([0-9.]+) ([kMGT]?)B/s bus bandwidth", text)
     lat = re.search(r"([0-9.]+) us \+ ([0-9.]+) us per ring step", text)
     return (m.group(1) if m else None, float(bw.group(1)) if bw else None,
-            float(lat.group(2)) if lat else None)
+            float(lat.group(2)) if lat else None, bw.group(2) if bw else None)
 
 
 def written(path):
@@ -298,11 +298,12 @@ def run_one(mhc, path, setting, link, step_time, verbose):
                 if tuple(a) != tuple(b):
                     diffs.append(f"--trace-out kernel {n}: mhc {tuple(a)}, reading {b}")
                     break
-    world, bw, lat = comm_line(got.get("comm", ""))
+    world, bw, lat, unit = comm_line(got.get("comm", ""))
     ag, ar, _whole, _said = want["world"]
     hsdp = "(shard" in want["world_text"] and ar > 1   # HSDP: both groups on the line
     same("comm line world", world, f"{ag} x {ar}" if hsdp else str(ag))
-    same("comm line GB/s", bw, round(want["bus_bw"] / 1e9, 1))
+    scale = 1e3 ** (" kMGT".index(unit or " ") if unit is not None else 0)
+    same("comm line bandwidth", bw, round(want["bus_bw"] / scale, 0 if unit in ("", None) else 1))
     same("comm line us per step", lat, round(want["per_step_s"] * 1e6, 1))
     if verbose:
         print("   ", b, got.get("comm"))
@@ -341,7 +342,8 @@ def main(argv):
         gs = groups(path)
         if gs and rng.random() < 0.5:
             setting = {"reshard_after_forward": {g: False for g in rng.sample(gs, rng.randint(1, len(gs)))}}
-        link = rng.choice([None, None, "nvlink", "ib-ndr", "ib-hdr", f"{rng.choice([5, 25, 100, 370, 900])}GB/s"])
+        link = rng.choice([None, None, "nvlink", "ib-ndr", "ib-hdr", f"{rng.choice([5, 25, 100, 370, 900])}GB/s",
+                           rng.choice(["1kB/s", "1000TB/s", "12.5GiB/s", "200 GB/s", "3e10B/s", "800MB/s"])])
         step_time = None
         if rng.random() < 0.25:
             try:
