@@ -314,10 +314,7 @@ def gates(ops):
     for n, op in enumerate(ops):
         if op["kind"] not in ("copyin", "ag"):
             continue
-        if op["kind"] == "ag":
-            mine = prev_ag
-        else:
-            mine = prev_ag
+        mine = prev_ag
         g = None
         if mine is not None and mine[2] == op["step"]:
             outs = mine[1]
@@ -332,9 +329,7 @@ def gates(ops):
                 if ops[j]["kind"] == "compute" and any(a in outs and not w for a, w in ops[j]["acc"]):
                     g = j
                     break
-            if g is None:
-                g = "reach"
-        out[n] = g if g != "reach" else None
+        out[n] = g   # None: no earlier gather in the step, or no reader of it: at the compute stream
         if op["kind"] == "ag":
             prev_ag = (n, {a for a, w in op["acc"] if w}, op["step"])
     return out
