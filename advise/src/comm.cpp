@@ -81,6 +81,7 @@ CommModel comm_model(const trace::TraceData& trace_data, const CaptureInfo& info
     }
     model.world = shard;
     model.replicate = info.data_parallel == "ddp" ? shard : std::max(1, replicate);
+    model.hsdp = info.data_parallel != "ddp" && replicate > 1;
     if (info.data_parallel == "ddp")
         model.ddp_bucket_bytes = bucket_bytes(sizes.bucket_cap_mb, model.ddp_first_bucket_bytes);
     const int ranks = info.data_parallel == "ddp" ? shard : shard * std::max(1, replicate);
@@ -125,23 +126,27 @@ int64_t collective_bytes(const Plan& plan, const Op& op) {
     return bytes;
 }
 
-// FSDP2's all-gathers (with their copy-in) are issued when the previous group's copy-out is done.
-void issue_all_gathers(Base& base) {
-    Plan& plan = base.plan;
-    const std::string copy_in = "fsdp::all_gather_copy_in";
+}   // namespace
+
+// FSDP2's all-gathers (with their copy-in) are issued when the step's previous all-gather's copy-out
+// is done, among the ops the plan still runs: a setting that removed a group's backward gather
+// (reshard_after_forward false) leaves no copy-out at its place, so the next gather waits for the
+// copy-out of the gather before it, as FSDP2 itself runs a step captured with that group kept.
+void issue_all_gathers(const Base& base, Plan& plan) {
     int32_t prev_output = -1, prev_step = -1;
     for (int32_t s = 0; s < plan.recorded; ++s) {
         Op& op = plan.ops[static_cast<size_t>(s)];
-        if (plan.strings[static_cast<size_t>(op.name)] == copy_in) op.lane = 1;
-        if (collective_of(plan.strings[static_cast<size_t>(op.name)]) != Collective::AllGather || op.acc.empty())
+        if (op.kind != OpKind::Kernel ||
+            collective_of(plan.strings[static_cast<size_t>(op.name)]) != Collective::AllGather || op.acc.empty())
             continue;
         const int32_t output = op.acc.front().alloc;
         const int32_t made_by = base.creator[static_cast<size_t>(output)];
         int32_t after = -1;   // the previous all-gather's copy-out: its last reader before this one's copy-in
         if (prev_output >= 0 && base.step[static_cast<size_t>(s)] == prev_step)
             base.for_acc(prev_output, [&](int32_t seq, trace::AccessMode mode) {
-                if (seq < (made_by >= 0 ? made_by : s) && mode == trace::AccessMode::Read &&
-                    plan.ops[static_cast<size_t>(seq)].lane == 0)
+                const Op& reader = plan.ops[static_cast<size_t>(seq)];
+                if (seq < (made_by >= 0 ? made_by : s) && mode == trace::AccessMode::Read && reader.lane == 0 &&
+                    reader.kind != OpKind::Mark)
                     after = seq;
             });
         op.issue_after = after;
@@ -151,6 +156,8 @@ void issue_all_gathers(Base& base) {
         prev_step = base.step[static_cast<size_t>(s)];
     }
 }
+
+namespace {
 
 // DDP's all-reduce as buckets: the capture's one bucket (DDP's first step) split, in the order the
 // backward writes gradients into it, into buckets of bucket_cap_mb (the first of 1 MiB by default),
@@ -184,7 +191,9 @@ void split_ddp_buckets(Base& base, const CommModel& model) {
         const auto name = plan.intern("c10d::allreduce_ (DDP bucket)");
         for (auto [seq, bytes] : writes) {
             filled += bytes;
-            if (filled < cap || filled >= total) continue;
+            // a bucket holds one gradient at least: with bucket_cap_mb 0 (DDP then makes a bucket
+            // per gradient) a write of no gradient bytes (the hook's div_) closes none
+            if (filled <= 0 || filled < cap || filled >= total) continue;
             Op chunk;
             chunk.name = name;
             chunk.lane = 2;
@@ -210,14 +219,20 @@ void apply_comm_model(Base& base, const CommModel& model) {
     if (!base.comm_placed) {
         for (int32_t s = 0; s < plan.recorded; ++s) {
             Op& op = plan.ops[static_cast<size_t>(s)];
-            const Collective kind = collective_of(plan.strings[static_cast<size_t>(op.name)]);
-            if (kind == Collective::None) continue;
-            op.lane = kind == Collective::AllGather ? 1 : 2;
-            op.bytes = collective_bytes(plan, op);
-            op.gap = 0;   // launched from the host as the compute stream runs: no host time of its own
+            const std::string& name = plan.strings[static_cast<size_t>(op.name)];
+            const Collective kind = collective_of(name);
+            if (kind == Collective::None && name != "fsdp::all_gather_copy_in") continue;
+            op.lane = kind == Collective::AllGather || kind == Collective::None ? 1 : 2;
+            if (kind != Collective::None) op.bytes = collective_bytes(plan, op);
+            // launched from the host as the compute stream runs: no host time of its own (the
+            // copy-in too: before 2026-12-06 it kept its recorded gap when issued at the compute
+            // stream, so a gap before the step's first copy-in delayed the gathers by it)
+            op.gap = 0;
         }
-        issue_all_gathers(base);
-        if (model.ddp_bucket_bytes > 0) split_ddp_buckets(base, model);
+        issue_all_gathers(base, plan);
+        // bucket_cap_mb 0 splits too, a bucket per gradient (before 2026-12-06 it left the capture's
+        // one all-reduce whole, as if DDP overlapped nothing)
+        if (model.ddp_bucket_bytes >= 0) split_ddp_buckets(base, model);
         base.comm_placed = true;
     }
     for (size_t i = 0; i < plan.ops.size(); ++i) {
@@ -232,10 +247,9 @@ void apply_comm_model(Base& base, const CommModel& model) {
 std::string describe(const CommModel& model) {
     if (model.bus_Bps <= 0) return "";
     char line[256];
-    std::snprintf(
-        line, sizeof line, "ring, world %d%s, %s bus bandwidth, %.1f us + %.1f us per ring step", model.world,
-        model.replicate > 1 && model.replicate != model.world ? (" x " + std::to_string(model.replicate)).c_str() : "",
-        format_rate(model.bus_Bps).c_str(), model.base_latency_s * 1e6, model.step_latency_s * 1e6);
+    std::snprintf(line, sizeof line, "ring, world %d%s, %s bus bandwidth, %.1f us + %.1f us per ring step", model.world,
+                  model.hsdp ? (" x " + std::to_string(model.replicate)).c_str() : "",
+                  format_rate(model.bus_Bps).c_str(), model.base_latency_s * 1e6, model.step_latency_s * 1e6);
     return std::string(line) + " (" + model.link + ")" + (model.assumed.empty() ? "" : "; assumed: " + model.assumed);
 }
 

@@ -170,6 +170,14 @@ TEST_CASE("the link of a capture: its GPU, its world, and what was assumed", "[a
     CHECK(ib.bus_Bps == 50e9);
     CHECK(ib.step_latency_s == 9.6e-6);
     CHECK(comm_model(step.data, step.base.info, "200GB/s").bus_Bps == 200e9);
+    CHECK_THAT(describe(step.base.comm), Catch::StartsWith("ring, world 4, 450.0 GB/s"));
+    // HSDP: both groups on the line, also when they are of one size (before 2026-12-06 a 2 x 2
+    // mesh read "world 2", as if the job had two ranks)
+    TinyTrace hsdp = fsdp2_step();
+    for (auto& [key, value] : hsdp.meta)
+        if (key == "capture.fsdp2") value = "world 4 (shard 2 x replicate 2), modules 3, reshard_after_forward true";
+    Step hsdp_step(hsdp);
+    CHECK_THAT(describe(hsdp_step.base.comm), Catch::StartsWith("ring, world 2 x 2, 450.0 GB/s"));
     CHECK_THROWS_WITH(comm_model(step.data, step.base.info, "fast"),
                       Catch::Contains("--comm-link: 'fast' is not nvlink, ib-ndr, ib-hdr or a bandwidth"));
 }
@@ -200,11 +208,14 @@ TEST_CASE("FSDP2 reshard_after_forward false: kept unsharded, no backward all-ga
     Step step(fsdp2_step());
     step.comm(100e9);
     // blocks.1 kept: k10-k12 are not run; its forward copy (4000 B) lives to its post-backward
-    // reshard (after k15). k13's copy-in is issued where k12 was (130): 130-140, k14 140-170, k15 130-140,
-    // k16 140-150, k17 150-180, k18 waits: 170-180, k19 180-190, k20 190-200, k21 200-230, k22 230-240.
+    // reshard (after k15). k13's copy-in waits for the copy-out of the step's previous all-gather
+    // that still runs, k5's (k6 ends at 100): 100-110, k14 110-140, k15 130-140, k16 140-150,
+    // k17 150-180, k18 waits for k14: 150-160, k19 160-170, k20 170-180, k21 180-210, k22 210-220.
+    // Before 2026-12-06 k13 waited for the place of the removed copy-out k12 (130): 240 ns, where
+    // FSDP2 runs a step captured with blocks.1 kept as 220 (its copy-in waits for k6 there too).
     // Live bytes: the gather of 4000 B in k10-k12 is not made; the kept copy replaces k12's: peak as before.
     const Prediction last = step.predict(R"({"reshard_after_forward": {"Net.blocks.1": false}})");
-    CHECK(last.step_time == 240);
+    CHECK(last.step_time == 220);
     CHECK(last.memory.peak == 15000);
     // Both kept: no all-gather in the backward; k15 130-140, k16 140-150, k17 150-180, k19 150-160,
     // k20 160-170, k21 180-210, k22 210-220. blocks.0's copy stays from k2 to k20: at k6 the shards,
@@ -228,6 +239,54 @@ TEST_CASE("FSDP2 reshard_after_forward false: kept unsharded, no backward all-ga
                Catch::Contains("model.get_submodule(\"blocks.1\").set_reshard_after_forward(False, recurse=False)"));
     CHECK(describe(parse_setting(R"({"reshard_after_forward": {"Net.blocks.1": false}})"), step.base.info) ==
           "keep unsharded after forward: blocks.1");
+}
+
+TEST_CASE("FSDP2 reshard_after_forward false: the gather it keeps gates the next one as a captured keep does",
+          "[advise][comm][reshard]") {
+    // The step with blocks.1 kept, as FSDP2 runs it (no backward gather of blocks.1): its prediction
+    // as captured equals the prediction of the setting on the resharding capture.
+    TinyTrace kept = fsdp2_step();
+    kept.kernels.erase(kept.kernels.begin() + 10, kept.kernels.begin() + 13);   // k10-k12
+    for (auto& k : kept.kernels)
+        for (auto& [a, mode] : k.acc)
+            if (a == 11) a = 6;   // blocks.1's backward unsharded copy (u1b): the forward's (u1f)
+    for (auto& a : kept.allocs) {
+        if (a.made_at > 12) a.made_at -= 3;
+        if (a.freed_after > 12) a.freed_after -= 3;
+    }
+    kept.allocs[6].freed_after = 12;   // u1f: freed after k15, now the 13th kernel
+    kept.allocs[10] = kept.allocs[11] = {4, Category::Other, "unused", 0, 0};   // o1b, u1b not made
+    Step as_captured(kept);
+    as_captured.comm(100e9);
+    Step resharding(fsdp2_step());
+    resharding.comm(100e9);
+    CHECK(as_captured.predict("{}").step_time == 220);
+    CHECK(resharding.predict(R"({"reshard_after_forward": {"Net.blocks.1": false}})").step_time == 220);
+}
+
+TEST_CASE("FSDP2: a copy-in has no recorded gap of its own", "[advise][comm]") {
+    // k0 mul, then 5 ns of host time, k1 copy-in, k2 all-gather (30 ns), k3 copy-out, k4 mm: the
+    // copy-in is issued when the compute stream reaches it (10), without the gap: 10-20, 20-50, the
+    // copy-out waits: 50-60, k4 60-70. Before 2026-12-06 the step's first copy-in kept its gap: 75.
+    TinyTrace tiny;
+    tiny.modules = {{"Net", "FSDPNet"}, {"Net.blocks.0", "FSDPLinear"}};
+    tiny.meta = {{"capture.data_parallel", "fsdp2"},
+                 {"capture.fsdp2", "world 4, modules 2, reshard_after_forward true, cpu_offload false"},
+                 {"capture.collectives", R"({"c10d::_allgather_base_": {"count": 1, "wire_bytes": 3000}})"}};
+    const int x = tiny.alloc(100, Category::Activation, "x", 0, -1);
+    const int s0 = tiny.alloc(1000, Category::Param, "blocks.0.w", -1, -1);
+    const int out = tiny.alloc(4000, Category::Comm, "FSDP2 all-gather output (blocks.0)", 1, 3);
+    const int u0 = tiny.alloc(4000, Category::Param, "blocks.0.w (unsharded)", 3, 4);
+    const int y = tiny.alloc(100, Category::Activation, "y", 4, -1);
+    const Phase fwd = Phase::Forward;
+    tiny.kernel({"aten::mul", "Net", fwd, {{x, 'w'}}, {}});
+    tiny.kernel({"fsdp::all_gather_copy_in", "", fwd, {{s0, 'r'}, {out, 'x'}}, {}, 0, 5});
+    tiny.kernel({"c10d::_allgather_base_", "", fwd, {{out, 'x'}}, {}});
+    tiny.kernel({"fsdp::split_with_sizes_copy", "", fwd, {{out, 'r'}, {u0, 'x'}}, {}});
+    tiny.kernel({"aten::mm", "Net.blocks.0", fwd, {{u0, 'r'}, {x, 'r'}, {y, 'w'}}, {x}});
+    Step step(tiny);
+    step.comm(100e9);
+    CHECK(step.predict("{}").step_time == 70);
 }
 
 TEST_CASE("FSDP2 reshard_after_forward: what is refused", "[advise][comm][reshard]") {
@@ -258,6 +317,17 @@ TEST_CASE("DDP: the all-reduce in buckets, overlapped with the backward, worked 
     CHECK(pred.step_time == 120);
     CHECK(pred.comm == 45);
     CHECK(pred.comm_waits == 30);
+    // bucket_cap_mb 0: DDP makes a bucket per gradient; g1's after k3, g0's carried by the recorded
+    // all-reduce (it holds the rest), and k6's div_ (no gradient bytes) closes none: the same 120 ns.
+    // Before 2026-12-06 a cap of 0 split nothing: one all-reduce of 3 MiB (45 ns), 135 ns.
+    TinyTrace zero = ddp_step();
+    for (auto& [key, value] : zero.meta)
+        if (key == "capture.ddp") value = "world 4, bucket_cap_mb 0, gradient_as_bucket_view false, modules 1";
+    Step unbucketed(zero);
+    unbucketed.comm(1.5 * (1 << 20) / 15e-9);
+    const Prediction each = unbucketed.predict("{}");
+    CHECK(each.step_time == 120);
+    CHECK(each.comm == 45);
 }
 
 TEST_CASE("the data-parallel meta's sizes: bounded before they are counted with", "[advise][comm][meta]") {

@@ -20,14 +20,21 @@ void TinyTrace::write(const std::string& path) const {
         }
         w.add(mhc::trace::Module{static_cast<int64_t>(i) + 1, w.intern(n), parent, w.intern(modules[i].second)});
     }
+    // kernel k starts at k x kDur plus the gaps before it and every earlier kernel
+    std::vector<int64_t> start(kernels.size());
+    int64_t moved = 0;
+    for (size_t k = 0; k < kernels.size(); ++k) {
+        moved += kernels[k].gap_before;
+        start[k] = static_cast<int64_t>(k) * kDur + moved;
+    }
     for (size_t i = 0; i < allocs.size(); ++i) {
         const TinyAlloc& a = allocs[i];
         mhc::trace::Allocation r;
         r.id = static_cast<int64_t>(i) + 1;
         r.device = a.device;
         r.bytes = a.bytes;
-        r.t_alloc = a.made_at < 0 ? 0 : a.made_at * kDur;
-        r.t_free = a.freed_after < 0 ? mhc::trace::kNoTime : (a.freed_after + 1) * kDur;
+        r.t_alloc = a.made_at < 0 ? 0 : start[static_cast<size_t>(a.made_at)];
+        r.t_free = a.freed_after < 0 ? mhc::trace::kNoTime : start[static_cast<size_t>(a.freed_after)] + kDur;
         r.category = a.category;
         r.label = w.intern(a.label);
         w.add(r);
@@ -37,7 +44,7 @@ void TinyTrace::write(const std::string& path) const {
         mhc::trace::Kernel r;
         r.id = static_cast<int64_t>(k) + 1;
         r.name = w.intern(x.name);
-        r.t_start = static_cast<int64_t>(k) * kDur;
+        r.t_start = start[k];
         r.t_end = r.t_start + kDur;
         r.step = x.step;
         w.add(r);

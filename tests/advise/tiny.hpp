@@ -27,6 +27,7 @@ struct TinyKernel {
     std::vector<std::pair<int, char>> acc;   // (allocation index, 'r' | 'w' | 'x' read-write)
     std::vector<int> saves;                  // allocations autograd saved when this op ran
     int step = 0;
+    int64_t gap_before = 0;   // idle ns before it (host time): it and what follows move
 };
 
 struct TinyTrace {

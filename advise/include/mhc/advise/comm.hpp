@@ -16,16 +16,18 @@ namespace mhc::advise {
 
 struct CaptureInfo;
 struct Base;
+struct Plan;
 
 enum class Collective : uint8_t { None, AllGather, ReduceScatter, AllReduce };
 
 struct CommModel {
     int world = 1;                    // ranks of an all-gather / reduce-scatter (FSDP2's shard group)
     int replicate = 1;                // ranks of an all-reduce (DDP's group; HSDP's replicate group)
+    bool hsdp = false;                // FSDP2 over shard x replicate groups (the line says both)
     double bus_Bps = 0;               // bus bandwidth per GPU (nccl-tests' busBw); 0: no collectives timed
     double base_latency_s = 8.4e-6;   // NCCL ring/Simple base latency (src/graph/tuning.cc)
     double step_latency_s = 3.4e-6;   // per ring step: NVLink 3.4 us, network 9.6 us (same file)
-    int64_t ddp_bucket_bytes = 0;     // DDP's bucket_cap_mb in bytes (its all-reduce is split so)
+    int64_t ddp_bucket_bytes = -1;    // DDP's bucket_cap_mb in bytes (its all-reduce is split so); -1: no DDP
     int64_t ddp_first_bucket_bytes = 0;
     std::string link;      // where the bandwidth comes from, in words
     std::string assumed;   // what was assumed (world size or link), "" when all known
@@ -51,6 +53,11 @@ Collective collective_of(const std::string& kernel_name);
 // CPU runs ahead of the GPU; FSDP2's rate limit), and DDP's all-reduce split into buckets of
 // bucket_cap_mb issued as their gradients are ready. Called again after the model changes.
 void apply_comm_model(Base& base, const CommModel& model);
+
+// FSDP2's all-gathers (and their copy-in) issued when the step's previous all-gather's copy-out
+// ends, over the ops `plan` still runs (a removed op is no copy-out; reshard.cpp calls it again
+// after removing a group's backward gather). apply_comm_model calls it on the base.
+void issue_all_gathers(const Base& base, Plan& plan);
 
 std::string describe(const CommModel& model);
 
