@@ -107,6 +107,35 @@ def decimal_of(v):
     return decimal.Decimal(v if isinstance(v, str) else str(v))
 
 
+def map_allocator_flags(events):
+    """Per host [memory] event (args, in time order, with the process's pid): whether it is PyTorch's
+    MapAllocator's (at/MapAllocator.cpp: a mapping reported as Bytes = size, Total Allocated 0, Total
+    Reserved size; its end as -size, 0, 0; the CPU allocator reports Total Reserved 0 and its own
+    running Total Allocated). A free with both totals 0 is a mapping's when its address is a live
+    mapping's, the CPU allocator's when it is a live CPU allocation's, and otherwise a mapping's unless
+    that process's CPU allocator's previous Total Allocated equals its size."""
+    flags, procs = [], {}
+    for pid, a in events:
+        p = procs.setdefault(pid, {"map": set(), "cpu": set(), "total": None})
+        b, ta, tr, addr = a["Bytes"], a.get("Total Allocated"), a.get("Total Reserved"), a.get("Addr")
+        mapping = False
+        if ta == 0 and addr is not None:
+            if b > 0:
+                mapping = tr == b
+            elif b < 0 and tr == 0:
+                mapping = addr in p["map"] or (addr not in p["cpu"] and p["total"] != -b)
+        if addr is not None and ta is not None:
+            live = p["map"] if mapping else p["cpu"]
+            if b > 0:
+                live.add(addr)
+            elif b < 0:
+                live.discard(addr)
+        if not mapping and ta is not None:
+            p["total"] = ta
+        flags.append(mapping)
+    return flags
+
+
 def kineto_source(path):
     """{device: (peak live bytes, reserved peak or None, how)}"""
     events = kineto_events(path)
@@ -117,17 +146,34 @@ def kineto_source(path):
     for e in mem:
         a = e["args"]
         dev = a.get("Device Id", 0) if a.get("Device Type") in ACCELERATORS and a.get("Device Id", 0) >= 0 else HOST
-        by_dev.setdefault(dev, []).append(a)
+        by_dev.setdefault(dev, []).append((e.get("pid"), a))
     out = {}
-    for dev, ev in by_dev.items():
+    for dev, pev in by_dev.items():
+        # The host's file and shared-memory mappings (map_allocator_flags) are host memory of their
+        # own: their running signed sum (from the least baseline that keeps it >= 0) is added to the
+        # CPU allocator's Total Allocated, which they do not carry.
+        flags = map_allocator_flags(pev) if dev == HOST else [False] * len(pev)
+        mapped = [a for (_, a), f in zip(pev, flags) if f]
+        ev = [a for (_, a), f in zip(pev, flags) if not f]
+        run = low = 0
+        for a in mapped:
+            run += a["Bytes"]
+            low = min(low, run)
+        map_live = -low
         reserved = max((a["Total Reserved"] for a in ev if "Total Reserved" in a), default=None)
-        if "Total Allocated" in ev[0]:
-            before = ev[0]["Total Allocated"] - ev[0]["Bytes"]
-            out[dev] = (max([before] + [a["Total Allocated"] for a in ev if "Total Allocated" in a]), reserved,
-                        "Total Allocated")
+        if ev and "Total Allocated" in ev[0]:
+            cpu = ev[0]["Total Allocated"] - ev[0]["Bytes"]
+            peak = cpu + map_live
+            for (_, a), f in zip(pev, flags):
+                if f:
+                    map_live += a["Bytes"]
+                elif "Total Allocated" in a:
+                    cpu = a["Total Allocated"]
+                peak = max(peak, cpu + map_live)
+            out[dev] = (peak, reserved, "Total Allocated" + (" and the mappings' signed sum" if mapped else ""))
             continue
         run = low = high = 0
-        for a in ev:
+        for _, a in pev:
             run += a["Bytes"]
             low, high = min(low, run), max(high, run)
         out[dev] = (high - low, reserved, "signed sum of Bytes")
@@ -945,8 +991,13 @@ def check_reserved_first(name, path, meta):
            and e.get("ph") in ("i", "I") and isinstance(e.get("args"), dict) and "Total Reserved" in e["args"]]
     mem.sort(key=lambda e: decimal_of(e["ts"]))
     by_dev = {}
+    host = [(e.get("pid"), e["args"]) for e in mem if "Bytes" in e["args"] and not (
+        e["args"].get("Device Type") in ACCELERATORS and e["args"].get("Device Id", 0) >= 0)]
+    mapping = {id(a) for (_, a), f in zip(host, map_allocator_flags(host)) if f}   # not the allocator's reserve
     for e in mem:
         a = e["args"]
+        if id(a) in mapping:
+            continue
         dev = a.get("Device Id", 0) if a.get("Device Type") in ACCELERATORS and a.get("Device Id", 0) >= 0 else HOST
         by_dev.setdefault(dev, []).append(a["Total Reserved"])
     for dev, values in sorted(by_dev.items()):
