@@ -132,6 +132,29 @@ TEST_CASE("kineto: a gloo rank's collectives are said to couple nothing; an NCCL
     CHECK(h0.meta.count("kineto.host_collectives") == 0);
 }
 
+TEST_CASE("simulate --ranks: a gloo job's ranks on their shared clock, said to be uncoupled",
+          "[import][kineto][ranks][writers][cli]") {
+    // The two DDP ranks imported by mhc and simulated together: every identity key the Kineto
+    // importer writes is there (no job id: assumed, said), time 0s placed by time_origin_ns (before
+    // 2026-12-06: 'no meta time_origin_ns: every trace's time 0 is taken to be the same instant'),
+    // and the host collectives said (before: '0 cross-rank kernels' alone).
+    test::TempDir dir;
+    std::string dbs;
+    for (const char* r : {"0", "1"}) {
+        const std::string db = dir.file(std::string("r") + r + ".db");
+        REQUIRE(test::run_mhc("-q import " +
+                              test::fixture(std::string("writers/torch-2.15.0-ddp-w2-rank") + r + "-kineto.json.gz") +
+                              " -o " + db) == 0);
+        dbs += " " + db;
+    }
+    std::string err;
+    REQUIRE(test::run_mhc("simulate --ranks" + dbs + " --device -1 --capacity unlimited --no-store", &err) == 0);
+    CHECK(err.find("no meta job.id") != std::string::npos);
+    CHECK(err.find("time_origin_ns") == std::string::npos);
+    CHECK(err.find("r0.db (rank 0), " + dir.file("r1.db") +
+                   " (rank 1): torch.distributed's collectives ran on the host") != std::string::npos);
+}
+
 TEST_CASE("et: a gloo rank's collectives on gloo's worker thread are not parent disagreements",
           "[import][et][ranks][writers]") {
     // The execution trace records gloo:all_reduce as a child of c10d::allreduce_, which enqueued
