@@ -93,6 +93,13 @@ TEST_CASE("kineto: time_origin_ns is the Unix-epoch time of the trace's time 0, 
     // and .079484 UTC: rank 1's 192 us after rank 0's.
     CHECK(std::stoll(h0.meta.at("time_origin_ns")) / 1000 == INT64_C(1682725898079292));
     CHECK(std::stoll(h1.meta.at("time_origin_ns")) / 1000 == INT64_C(1682725898079484));
+    // torch 2.0.1 to 2.3.1 write no baseTimeNanoseconds and ts as us since 1970 (the writers of
+    // round 1, recorded on 2026-12-05): the same clock.
+    imp::Result old;
+    const TraceData t201 = import_writer(dir, "torch-2.0.1-kineto.json.gz", old);
+    const int64_t origin201 = std::stoll(t201.meta.at("time_origin_ns"));
+    CHECK(origin201 >= INT64_C(1796428800) * 1000000000);   // 2026-12-05 00:00 UTC
+    CHECK(origin201 < INT64_C(1796515200) * 1000000000);    // 2026-12-06 00:00 UTC
     // ts from 0 (a tool's rewrite; a hand-written trace): no clock the ranks share, nothing said.
     const std::string zero = dir.file("zero.json");
     test::write_file(zero, R"({"traceEvents": [
