@@ -33,7 +33,8 @@ trace (chakra/*.json.gz):
     equal to the file's to the nanosecond (read as decimals: epoch `ts` carry 19 digits), its kernels
     per step (check_kernel_steps), its kernels per (device, stream) and copies per (device, kind) with
     their bytes (check_placement), every event on a device's lane accounted for (check_device_lanes),
-    meta rank/world_size equal to distributedInfo, meta device_name/device_memory equal to its GPU list's,
+    meta rank/world_size equal to distributedInfo, meta time_origin_ns
+    placing its ProfilerStep#N on the Unix epoch's clock as baseTimeNanoseconds + ts do (check_time_origin), meta device_name/device_memory equal to its GPU list's,
     its [OutOfMemory] events counted in meta (check_out_of_memory), its kernel launches without a kernel event
     (captured into a graph, or not recorded) counted in meta (check_launches_without_kernel), its counter events and [memory] events read
     as host memory by another rule than Device Type 0 counted in meta (check_counters_and_host_memory), a peer copy
@@ -95,11 +96,15 @@ def rel(a, b):
 # ---- the source's own accounting ----
 
 @functools.lru_cache(maxsize=1)
-def kineto_events(path):
-    """The trace's events, read once per file; numbers with a fraction stay the text the file
+def kineto_doc(path):
+    """The trace's JSON, read once per file; numbers with a fraction stay the text the file
     has (json would round epoch `ts`, 19 significant digits, to doubles): decimal() reads them."""
     with gzip.open(path) as f:
-        doc = json.load(f, parse_float=str)
+        return json.load(f, parse_float=str)
+
+
+def kineto_events(path):
+    doc = kineto_doc(path)
     return doc if isinstance(doc, list) else doc["traceEvents"]   # a list: the JSON Array Format (PyTorch 1.8)
 
 
@@ -590,6 +595,43 @@ def check_step_markers(name, path, db):
     wrong = sorted(n for n in set(want) | set(got) if want.get(n) != got.get(n))
     for n in wrong[:3]:
         fail(name, f"step {n}: imported (start from the first, length) {got.get(n)} ns, the file's {want.get(n)} ns")
+
+
+def check_time_origin(name, path, db):
+    """Meta time_origin_ns places the trace on the Unix epoch's clock, which Kineto writes (every ts
+    in us from the top-level baseTimeNanoseconds, else from 1970): where the trace has ProfilerStep#N, each step marker's
+    start plus it must be the file's baseTimeNanoseconds + that step's first ts (cpu_steps), to the
+    ns; where that is no time of the years 2000 to 2100 the key must be absent."""
+    doc = kineto_doc(path)
+    base = doc.get("baseTimeNanoseconds", 0) if isinstance(doc, dict) else 0
+    if not isinstance(base, int) or not 0 <= base <= 1 << 62:
+        base = 0
+    events = [e for e in kineto_events(path) if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e]
+    if not any(str(e.get("name", "")).startswith("ProfilerStep#") for e in events):
+        return   # the optimizer's steps begin where the rules of "Steps" say, not at a ts of the file
+    starts = {}
+    for a, _, n in cpu_steps(events, cpu_lanes(kineto_events(path))[1]):
+        starts[n] = min(starts.get(n, a), a)
+    if not starts:
+        return
+    want = {n: base + int(a * 1000) for n, a in starts.items()}
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    meta = dict(conn.execute("SELECT key, value FROM meta"))
+    epoch = all(946684800 * 10**9 <= t < 4102444800 * 10**9 for t in want.values())
+    origin = meta.get("time_origin_ns")
+    print(f"  time_origin_ns: {origin} imported; the steps' epoch times {'are' if epoch else 'are not'} on the "
+          f"Unix epoch's clock (baseTimeNanoseconds {base})")
+    if origin is None:
+        if epoch:
+            fail(name, "no meta time_origin_ns, though the file's steps lie on the Unix epoch's clock")
+        return
+    if not epoch:
+        fail(name, f"meta time_origin_ns {origin}, though the file's steps do not lie on the Unix epoch's clock")
+        return
+    got = {n: int(origin) + a for n, a in conn.execute("SELECT idx, t_start FROM markers WHERE kind = 0")}
+    wrong = sorted(n for n in want if got.get(n) != want[n])
+    for n in wrong[:3]:
+        fail(name, f"step {n}: time_origin_ns + its marker's start {got.get(n)} ns, the file's {want[n]} ns")
 
 
 def step_of(steps, t):
@@ -1583,6 +1625,7 @@ def check(exe, path, source_of, work):
         check_kernel_starts(name, path, db)
         check_kernel_steps(name, path, db)
         check_step_markers(name, path, db)
+        check_time_origin(name, path, db)
         check_memory_pairs(name, path, db)
         check_placement(name, path, db)
         check_device_lanes(name, path, meta)
