@@ -38,11 +38,11 @@ TEST_CASE("kineto: a gloo job's ranks lie on one clock: each collective begins o
           "[import][kineto][ranks][writers]") {
     // make_ranks.py: DDP and FSDP2 (fully_shard) on 2 processes, gloo. Kineto writes every ts (us)
     // from baseTimeNanoseconds on the Unix epoch's clock, which both processes read: the ranks'
-    // first events are 1.46 ms (DDP) and 3.70 ms (FSDP2) apart. On that clock every gloo collective's
-    // latest start precedes its earliest end (by 222 us at least); on each file's own time 0 (how
-    // ranks were placed before 2026-12-06: no time_origin_ns) 13 of the 14 do not (by up to 3.3 ms).
-    // torch 2.4.1's FSDP1 (baseTimeNanoseconds after traceEvents): time 0s 5.07 ms apart, 3 of its 4
-    // collectives inconsistent on them, none on the shared clock (192 us at least).
+    // time 0s (mhc's: its first kept event) are 1.52 ms (DDP) and 3.65 ms (FSDP2) apart. On that clock every gloo
+    // collective's latest start precedes its earliest end (by 222 us at least); on each file's own time 0 (how ranks
+    // were placed before 2026-12-06: no time_origin_ns) 13 of the 14 do not (by up to 3.3 ms). torch 2.4.1's FSDP1
+    // (baseTimeNanoseconds after traceEvents): time 0s 3.97 ms apart, 2 of its 4 collectives inconsistent on them, none
+    // on the shared clock (192 us at least).
     test::TempDir dir;
     for (const char* job : {"2.15.0-ddp", "2.15.0-fsdp2", "2.4.1-fsdp1"}) {
         INFO(job);
