@@ -114,6 +114,14 @@ std::vector<std::string> check_job_identity(const std::vector<RankTrace>& ranks)
     if (!worlds) assumed.push_back("no meta world_size: the " + std::to_string(ranks.size()) + " traces are taken to be the whole job");
     if (!numbered) assumed.push_back("no meta rank: ranks are numbered by their order on the command line");
     if (!clocks) assumed.push_back("no meta time_origin_ns: every trace's time 0 is taken to be the same instant");
+    // Collectives that ran on the host (a gloo job; the Kineto importer's meta): no NCCL kernel
+    // couples those ranks, whatever the count of cross-rank kernels shows.
+    std::string host;
+    for (size_t i = 0; i < ranks.size(); ++i)
+        if (k.meta(i, "kineto.host_collectives") != nullptr) host += (host.empty() ? "" : ", ") + k.who(i);
+    if (!host.empty())
+        assumed.push_back(host + ": torch.distributed's collectives ran on the host, not as NCCL kernels (meta " +
+                          "kineto.host_collectives): those ranks are not coupled at them");
     return assumed;
 }
 

@@ -33,7 +33,8 @@ trace (chakra/*.json.gz):
     equal to the file's to the nanosecond (read as decimals: epoch `ts` carry 19 digits), its kernels
     per step (check_kernel_steps), its kernels per (device, stream) and copies per (device, kind) with
     their bytes (check_placement), every event on a device's lane accounted for (check_device_lanes),
-    meta rank/world_size equal to distributedInfo, meta device_name/device_memory equal to its GPU list's,
+    meta rank/world_size equal to distributedInfo, meta time_origin_ns
+    placing its ProfilerStep#N on the Unix epoch's clock as baseTimeNanoseconds + ts do (check_time_origin), meta device_name/device_memory equal to its GPU list's,
     its [OutOfMemory] events counted in meta (check_out_of_memory), its kernel launches without a kernel event
     (captured into a graph, or not recorded) counted in meta (check_launches_without_kernel), its counter events and [memory] events read
     as host memory by another rule than Device Type 0 counted in meta (check_counters_and_host_memory), a peer copy
@@ -95,16 +96,49 @@ def rel(a, b):
 # ---- the source's own accounting ----
 
 @functools.lru_cache(maxsize=1)
-def kineto_events(path):
-    """The trace's events, read once per file; numbers with a fraction stay the text the file
+def kineto_doc(path):
+    """The trace's JSON, read once per file; numbers with a fraction stay the text the file
     has (json would round epoch `ts`, 19 significant digits, to doubles): decimal() reads them."""
     with gzip.open(path) as f:
-        doc = json.load(f, parse_float=str)
+        return json.load(f, parse_float=str)
+
+
+def kineto_events(path):
+    doc = kineto_doc(path)
     return doc if isinstance(doc, list) else doc["traceEvents"]   # a list: the JSON Array Format (PyTorch 1.8)
 
 
 def decimal_of(v):
     return decimal.Decimal(v if isinstance(v, str) else str(v))
+
+
+def map_allocator_flags(events):
+    """Per host [memory] event (args, in time order, with the process's pid): whether it is PyTorch's
+    MapAllocator's (at/MapAllocator.cpp: a mapping reported as Bytes = size, Total Allocated 0, Total
+    Reserved size; its end as -size, 0, 0; the CPU allocator reports Total Reserved 0 and its own
+    running Total Allocated). A free with both totals 0 is a mapping's when its address is a live
+    mapping's, the CPU allocator's when it is a live CPU allocation's, and otherwise a mapping's unless
+    that process's CPU allocator's previous Total Allocated equals its size."""
+    flags, procs = [], {}
+    for pid, a in events:
+        p = procs.setdefault(pid, {"map": set(), "cpu": set(), "total": None})
+        b, ta, tr, addr = a["Bytes"], a.get("Total Allocated"), a.get("Total Reserved"), a.get("Addr")
+        mapping = False
+        if ta == 0 and addr is not None:
+            if b > 0:
+                mapping = tr == b
+            elif b < 0 and tr == 0:
+                mapping = addr in p["map"] or (addr not in p["cpu"] and p["total"] != -b)
+        if addr is not None and ta is not None:
+            live = p["map"] if mapping else p["cpu"]
+            if b > 0:
+                live.add(addr)
+            elif b < 0:
+                live.discard(addr)
+        if not mapping and ta is not None:
+            p["total"] = ta
+        flags.append(mapping)
+    return flags
 
 
 def kineto_source(path):
@@ -117,17 +151,34 @@ def kineto_source(path):
     for e in mem:
         a = e["args"]
         dev = a.get("Device Id", 0) if a.get("Device Type") in ACCELERATORS and a.get("Device Id", 0) >= 0 else HOST
-        by_dev.setdefault(dev, []).append(a)
+        by_dev.setdefault(dev, []).append((e.get("pid"), a))
     out = {}
-    for dev, ev in by_dev.items():
+    for dev, pev in by_dev.items():
+        # The host's file and shared-memory mappings (map_allocator_flags) are host memory of their
+        # own: their running signed sum (from the least baseline that keeps it >= 0) is added to the
+        # CPU allocator's Total Allocated, which they do not carry.
+        flags = map_allocator_flags(pev) if dev == HOST else [False] * len(pev)
+        mapped = [a for (_, a), f in zip(pev, flags) if f]
+        ev = [a for (_, a), f in zip(pev, flags) if not f]
+        run = low = 0
+        for a in mapped:
+            run += a["Bytes"]
+            low = min(low, run)
+        map_live = -low
         reserved = max((a["Total Reserved"] for a in ev if "Total Reserved" in a), default=None)
-        if "Total Allocated" in ev[0]:
-            before = ev[0]["Total Allocated"] - ev[0]["Bytes"]
-            out[dev] = (max([before] + [a["Total Allocated"] for a in ev if "Total Allocated" in a]), reserved,
-                        "Total Allocated")
+        if ev and "Total Allocated" in ev[0]:
+            cpu = ev[0]["Total Allocated"] - ev[0]["Bytes"]
+            peak = cpu + map_live
+            for (_, a), f in zip(pev, flags):
+                if f:
+                    map_live += a["Bytes"]
+                elif "Total Allocated" in a:
+                    cpu = a["Total Allocated"]
+                peak = max(peak, cpu + map_live)
+            out[dev] = (peak, reserved, "Total Allocated" + (" and the mappings' signed sum" if mapped else ""))
             continue
         run = low = high = 0
-        for a in ev:
+        for _, a in pev:
             run += a["Bytes"]
             low, high = min(low, run), max(high, run)
         out[dev] = (high - low, reserved, "signed sum of Bytes")
@@ -546,6 +597,43 @@ def check_step_markers(name, path, db):
         fail(name, f"step {n}: imported (start from the first, length) {got.get(n)} ns, the file's {want.get(n)} ns")
 
 
+def check_time_origin(name, path, db):
+    """Meta time_origin_ns places the trace on the Unix epoch's clock, which Kineto writes (every ts
+    in us from the top-level baseTimeNanoseconds, else from 1970): where the trace has ProfilerStep#N, each step marker's
+    start plus it must be the file's baseTimeNanoseconds + that step's first ts (cpu_steps), to the
+    ns; where that is no time of the years 2000 to 2100 the key must be absent."""
+    doc = kineto_doc(path)
+    base = doc.get("baseTimeNanoseconds", 0) if isinstance(doc, dict) else 0
+    if not isinstance(base, int) or not 0 <= base <= 1 << 62:
+        base = 0
+    events = [e for e in kineto_events(path) if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e]
+    if not any(str(e.get("name", "")).startswith("ProfilerStep#") for e in events):
+        return   # the optimizer's steps begin where the rules of "Steps" say, not at a ts of the file
+    starts = {}
+    for a, _, n in cpu_steps(events, cpu_lanes(kineto_events(path))[1]):
+        starts[n] = min(starts.get(n, a), a)
+    if not starts:
+        return
+    want = {n: base + int(a * 1000) for n, a in starts.items()}
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    meta = dict(conn.execute("SELECT key, value FROM meta"))
+    epoch = all(946684800 * 10**9 <= t < 4102444800 * 10**9 for t in want.values())
+    origin = meta.get("time_origin_ns")
+    print(f"  time_origin_ns: {origin} imported; the steps' epoch times {'are' if epoch else 'are not'} on the "
+          f"Unix epoch's clock (baseTimeNanoseconds {base})")
+    if origin is None:
+        if epoch:
+            fail(name, "no meta time_origin_ns, though the file's steps lie on the Unix epoch's clock")
+        return
+    if not epoch:
+        fail(name, f"meta time_origin_ns {origin}, though the file's steps do not lie on the Unix epoch's clock")
+        return
+    got = {n: int(origin) + a for n, a in conn.execute("SELECT idx, t_start FROM markers WHERE kind = 0")}
+    wrong = sorted(n for n in want if got.get(n) != want[n])
+    for n in wrong[:3]:
+        fail(name, f"step {n}: time_origin_ns + its marker's start {got.get(n)} ns, the file's {want[n]} ns")
+
+
 def step_of(steps, t):
     """The latest step begun at or before t, if t is within it; else -1."""
     begun = [(a, b, n) for a, b, n in steps if a <= t]
@@ -945,8 +1033,13 @@ def check_reserved_first(name, path, meta):
            and e.get("ph") in ("i", "I") and isinstance(e.get("args"), dict) and "Total Reserved" in e["args"]]
     mem.sort(key=lambda e: decimal_of(e["ts"]))
     by_dev = {}
+    host = [(e.get("pid"), e["args"]) for e in mem if "Bytes" in e["args"] and not (
+        e["args"].get("Device Type") in ACCELERATORS and e["args"].get("Device Id", 0) >= 0)]
+    mapping = {id(a) for (_, a), f in zip(host, map_allocator_flags(host)) if f}   # not the allocator's reserve
     for e in mem:
         a = e["args"]
+        if id(a) in mapping:
+            continue
         dev = a.get("Device Id", 0) if a.get("Device Type") in ACCELERATORS and a.get("Device Id", 0) >= 0 else HOST
         by_dev.setdefault(dev, []).append(a["Total Reserved"])
     for dev, values in sorted(by_dev.items()):
@@ -1532,6 +1625,7 @@ def check(exe, path, source_of, work):
         check_kernel_starts(name, path, db)
         check_kernel_steps(name, path, db)
         check_step_markers(name, path, db)
+        check_time_origin(name, path, db)
         check_memory_pairs(name, path, db)
         check_placement(name, path, db)
         check_device_lanes(name, path, meta)

@@ -465,6 +465,11 @@ private:
             meta["et.kineto_ops_matched_by_key"] = std::to_string(join_.by_key);
             meta["et.kineto_ops_matched_by_order"] = std::to_string(join_.by_order);
             meta["et.join_parent_disagreements"] = std::to_string(join_.parent_disagreements);
+            if (join_.parent_on_other_thread > 0)
+                meta["et.join_parent_on_other_thread"] =
+                    std::to_string(join_.parent_on_other_thread) +
+                    " joined ops run on another Kineto thread than their joined parent (work handed to another "
+                    "thread, such as gloo's collectives): not held to lie inside it";
             meta["et.threads_not_joined"] = std::to_string(join_.notes.size());
             meta["et.join"] = join_summary();
             if (!gpu_) meta["et.leaf_ops_without_kineto_timing"] = std::to_string(unmatched_);

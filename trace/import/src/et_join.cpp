@@ -257,6 +257,11 @@ private:
             const int32_t op = j_.node_op[n];
             const int64_t parent = nodes_[n].parent;
             if (op < 0 || parent < 0 || j_.node_op[parent] < 0) continue;
+            const KOp &child = kd_.ops[op], &above = kd_.ops[j_.node_op[parent]];
+            if (child.tid != above.tid || child.pid != above.pid) {
+                ++j_.parent_on_other_thread;
+                continue;
+            }
             int32_t up = kd_.ops[op].parent;
             for (int depth = 0; up >= 0 && up != j_.node_op[parent] && depth < 1024; ++depth) up = kd_.ops[up].parent;
             if (up != j_.node_op[parent]) ++j_.parent_disagreements;

@@ -32,6 +32,10 @@ struct EtJoin {
     // Joined nodes whose joined parent does not enclose them on the Kineto timeline (an
     // independent check: the ET records parents, Kineto only times).
     int64_t parent_disagreements = 0;
+    // Joined nodes whose joined parent's Kineto op is on another thread (or process): work the
+    // parent handed to another thread, such as gloo's collectives (gloo:all_reduce on gloo's
+    // worker thread under c10d::allreduce_), which need not lie inside it; not disagreements.
+    int64_t parent_on_other_thread = 0;
     std::vector<std::string> notes;   // one line per thread left unjoined, and why
 };
 

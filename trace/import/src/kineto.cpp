@@ -13,6 +13,7 @@
 #include "kineto_write.hpp"
 #include "steps.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/trace/comm_kernels.hpp"
 
 namespace mhc::trace::import {
 
@@ -468,6 +469,28 @@ void say_what_was_not_read(const KinetoData& data, Result& result) {
     }
 }
 
+// torch.distributed's collectives (CPU ops named c10d::..., one per call) in a trace without one
+// NCCL kernel (comm_kernel_op): a gloo job, or any backend whose collectives run on the host.
+// `simulate --ranks` couples ranks at NCCL kernels only, so such ranks run uncoupled: said in
+// meta and a warning, never left to the count of cross-rank kernels alone.
+void say_host_collectives(const KinetoData& data, Result& result) {
+    std::map<std::string, int64_t, std::less<>> ops;
+    for (const auto& op : data.ops) {
+        const std::string& name = data.strings.list[op.name];
+        if (name.rfind("c10d::", 0) == 0) ++ops[name];
+    }
+    if (ops.empty()) return;
+    for (const auto& k : data.kernels)
+        if (!k.is_copy && !k.is_memset && !comm_kernel_op(data.strings.list[k.name]).empty()) return;
+    int64_t total = 0;
+    const std::string text = counts_text(ops, &total);
+    said_and_warned(result, "kineto.host_collectives",
+                    std::to_string(total) + " collective ops of torch.distributed (" + text +
+                        ") and no NCCL kernel: the collectives ran on the host (gloo, or another backend without "
+                        "NCCL kernels); simulate --ranks couples ranks at NCCL kernels only, so this rank runs "
+                        "uncoupled from the others");
+}
+
 }   // namespace
 
 void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
@@ -546,10 +569,18 @@ void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
         r.meta["kineto.sycl_queues"] = std::to_string(d.sycl_queue_lanes) +
                                        " kernels and copies on the stream of their args.sycl queue (an Intel XPU "
                                        "trace: no args.stream)";
-    // The job identity the profiler recorded (docs/trace-format.md, "Multi-rank traces"); it has
-    // no job id, and its times have no clock shared by the ranks.
+    // The job identity the profiler recorded (docs/trace-format.md, "Multi-rank traces"): no job
+    // id; its clock is the Unix epoch's (the wall clock every rank of a job reads, NTP-synchronised
+    // across hosts): time 0 (base) lies at baseTimeNanoseconds + base on it, written where that is
+    // a time of the years 2000 to 2100 (a trace whose ts start near 0 was rewritten by some tool).
     if (d.rank >= 0) r.meta["rank"] = std::to_string(d.rank);
     if (d.world_size >= 1) r.meta["world_size"] = std::to_string(d.world_size);
+    say_host_collectives(d, r);
+    int64_t origin = 0;
+    constexpr int64_t kYear2000 = INT64_C(946684800) * 1000000000, kYear2100 = INT64_C(4102444800) * 1000000000;
+    if (!__builtin_add_overflow(d.base_time_ns >= 0 ? d.base_time_ns : 0, base, &origin) && origin >= kYear2000 &&
+        origin < kYear2100)
+        r.meta["time_origin_ns"] = std::to_string(origin);
     say_what_was_not_read(d, r);
     say_launches_without_kernels(d, r);
     if (!d.device_name.empty()) r.meta["device_name"] = d.device_name;
@@ -574,13 +605,20 @@ void write_memory_meta(const KMemoryResult& mem, Result& r) {
     if (mem.zero_bytes) r.meta["kineto.memory_events_zero_bytes"] = n(mem.zero_bytes);
     std::string later;   // later processes of a device: their allocators' own address spaces
     for (const auto& space : mem.devices)
-        if (space.process > 0)
+        if (space.process > 0 && !space.mapped)
             later += (later.empty() ? "" : ", ") + std::string("pid ") + n(space.pid) + " on device " + n(space.device);
     if (!later.empty())
         r.meta["kineto.memory_processes"] =
             "[memory] events of several processes on one device (" + later +
             "): each process's paired, its baseline and Total Allocated its own (meta keys .deviceN.pidP); their " +
             n(mem.unaddressed) + " allocations have address 0, as the trace holds one address space per device";
+    if (mem.mapping_events > 0)
+        r.meta["kineto.mapped_memory"] =
+            n(mem.mapping_events) +
+            " host [memory] events are PyTorch's file and shared-memory mappings (MapAllocator: Total Allocated 0, "
+            "Total Reserved the mapping's size; a DataLoader worker's batches, share_memory_(), from_file, "
+            "load(mmap=True)): host memory, paired apart from the CPU allocator's (meta keys .device-1.mapped), "
+            "their Total Allocated not the CPU allocator's running total";
     for (const auto& v : mem.devices) {
         std::string dev = memory_space_key(v);
         r.meta["kineto.baseline" + dev] =

@@ -95,7 +95,8 @@ inline const char* field_name(F key) {
 
 // The top-level members the tokenizer reads (the others are skipped whole).
 inline bool is_read_top_key(std::string_view key) {
-    return key == "traceEvents" || is_device_list(key) || key == "distributedInfo" || key == "profile_memory";
+    return key == "traceEvents" || is_device_list(key) || key == "distributedInfo" || key == "profile_memory" ||
+           key == "baseTimeNanoseconds";
 }
 
 // Key lookups switch on length first: they run for every key of every event.

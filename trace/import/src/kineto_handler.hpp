@@ -287,8 +287,12 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
                 if (key == F::DistRank) field(text, n, "distributedInfo.rank", d.rank, 0, 1 << 24);
                 if (key == F::DistWorld) field(text, n, "distributedInfo.world_size", d.world_size, 1, 1 << 24);
                 break;
-            case In::Root:   // the recording's own flags (docs/import.md): profile_memory only
+            case In::Root:   // the recording's own flags (docs/import.md): profile_memory, and its clock's base
                 if (key == F::TopKey && top_key == "profile_memory") root_flag(std::string_view(text, n));
+                if (key == F::TopKey && top_key == "baseTimeNanoseconds") {
+                    int64_t base = 0;   // not a time the importer needs: an odd one is left unsaid, not refused
+                    if (parse_int(text, n, base) && base >= 0 && base <= (INT64_C(1) << 62)) d.base_time_ns = base;
+                }
                 break;
             case In::Prop: {
                 int64_t value = 0;

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cassert>
 #include <map>
+#include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "limits.hpp"
 #include "mhc/common/error.hpp"
@@ -38,7 +40,8 @@ public:
     KMemoryResult run(const std::vector<KMemory>& events, int64_t base);
 
 private:
-    DeviceState& state(const KMemory& event);
+    DeviceState& state(const KMemory& event, bool mapped);
+    void classify(const std::vector<KMemory>& events);
     void first_pass(const std::vector<KMemory>& events);
     size_t add(const DeviceState& space, int64_t address, int64_t bytes, int64_t t_alloc, int64_t t_free, int64_t label);
     void allocate(DeviceState& s, const KMemory& m, int64_t t);
@@ -52,41 +55,75 @@ private:
     const std::string& in_;
     KMemoryResult r_;
     std::vector<DeviceState> states_;
-    std::map<std::pair<int32_t, int64_t>, size_t> index_;   // (device, pid) -> states_
+    std::map<std::tuple<int32_t, int64_t, bool>, size_t> index_;   // (device, pid, mapped) -> states_
     std::map<int32_t, int32_t> processes_;                  // device -> its processes seen so far
+    std::map<std::pair<int32_t, int64_t>, int32_t> process_of_;   // (device, pid) -> its number there
+    std::vector<char> mapped_;                                    // event -> is_mapping
     std::vector<size_t> row_state_;                         // row -> its state
     std::vector<int64_t> row_address_;                      // row -> its address in its process
     size_t last_ = 0;                                       // the previous event's state: most events are one device's
 };
 
-DeviceState& Mapper::state(const KMemory& event) {
-    if (last_ < states_.size() && states_[last_].info.device == event.device && states_[last_].info.pid == event.pid)
+DeviceState& Mapper::state(const KMemory& event, bool mapped) {
+    if (last_ < states_.size() && states_[last_].info.device == event.device && states_[last_].info.pid == event.pid &&
+        states_[last_].info.mapped == mapped)
         return states_[last_];
-    auto it = index_.find({event.device, event.pid});
+    auto it = index_.find({event.device, event.pid, mapped});
     if (it == index_.end()) {
-        it = index_.emplace(std::pair{event.device, event.pid}, states_.size()).first;
+        it = index_.emplace(std::tuple{event.device, event.pid, mapped}, states_.size()).first;
         states_.emplace_back();
         states_.back().id = states_.size() - 1;
         states_.back().info.device = event.device;
         states_.back().info.pid = event.pid;
-        states_.back().info.process = processes_[event.device]++;
+        states_.back().info.mapped = mapped;
+        // A process's mappings share its address space: its number, not one of their own.
+        auto [number, fresh] = process_of_.emplace(std::pair{event.device, event.pid}, 0);
+        if (fresh) number->second = processes_[event.device]++;
+        states_.back().info.process = number->second;
     }
     return states_[last_ = it->second];
+}
+
+// Which host events are MapAllocator's (is_mapping), in time order, per process.
+void Mapper::classify(const std::vector<KMemory>& events) {
+    struct Process {
+        std::unordered_set<int64_t> mappings, cpu;
+        int64_t cpu_total = -1;
+    };
+    std::map<int64_t, Process> processes;
+    mapped_.assign(events.size(), 0);
+    for (size_t i = 0; i < events.size(); ++i) {
+        const KMemory& m = events[i];
+        if (m.device >= 0 || !m.has_addr || m.total < 0) continue;
+        Process& p = processes[m.pid];
+        const bool mapping = is_mapping(m, p.mappings.count(m.addr) > 0, p.cpu.count(m.addr) > 0, p.cpu_total);
+        mapped_[i] = mapping ? 1 : 0;
+        auto& live = mapping ? p.mappings : p.cpu;
+        if (m.bytes > 0) live.insert(m.addr);
+        else if (m.bytes < 0) live.erase(m.addr);
+        if (mapping) ++r_.mapping_events;
+        else p.cpu_total = m.total;
+    }
 }
 
 // Baselines: Total Allocated - Bytes of a device's first event where recorded, and never less
 // than the signed sum requires (a curve below zero is no curve).
 void Mapper::first_pass(const std::vector<KMemory>& events) {
-    for (const auto& m : events) {
-        DeviceState& space = state(m);
-        if (space.info.events++ == 0 && m.total >= 0) {
+    for (size_t i = 0; i < events.size(); ++i) {
+        const KMemory& m = events[i];
+        DeviceState& space = state(m, mapped_[i] != 0);
+        if (space.info.mapped) {   // Total Allocated 0 and Total Reserved the mapping's own: not the space's
+            ++space.info.events;
+        } else if (space.info.events++ == 0 && m.total >= 0) {
             space.info.baseline = m.total - m.bytes;   // both within +-2^50
             space.info.baseline_recorded = true;
         }
         if (!m.has_addr) space.info.by_size = true;
-        if (m.total >= 0) space.has_total = true;
-        space.info.reserved_peak = std::max(space.info.reserved_peak, m.reserved);
-        if (space.info.reserved_first < 0) space.info.reserved_first = m.reserved;
+        if (!space.info.mapped) {
+            if (m.total >= 0) space.has_total = true;
+            space.info.reserved_peak = std::max(space.info.reserved_peak, m.reserved);
+            if (space.info.reserved_first < 0) space.info.reserved_first = m.reserved;
+        }
         space.sum += m.bytes;   // |Bytes| <= 2^50: checked against 2^62 at each step, it cannot overflow
         if (space.sum > kMaxSum || space.sum < -kMaxSum)
             throw Error(where(in_, "the [memory] events of device " + std::to_string(m.device) +
@@ -203,11 +240,12 @@ int64_t Mapper::latest_live(DeviceState& s) {
 }
 
 KMemoryResult Mapper::run(const std::vector<KMemory>& events, int64_t base) {
+    classify(events);
     first_pass(events);
     std::vector<int64_t> times(events.size());
     for (size_t i = 0; i < events.size(); ++i) {
         const KMemory& m = events[i];
-        DeviceState& space = state(m);
+        DeviceState& space = state(m, mapped_[i] != 0);
         int64_t at = std::max(m.ts - base, space.last_t + 1);
         if (at > kMaxTime)
             throw Error(where(in_, "traceEvents[" + std::to_string(m.index) + "]: [memory] events at one time past 2^62 ns"));
@@ -250,7 +288,7 @@ void Mapper::check_totals(const std::vector<KMemory>& events, const std::vector<
         int64_t live = 0;
         for (size_t i = 0; i < events.size(); ++i) {
             const KMemory& m = events[i];
-            if (m.device != s.info.device || m.pid != s.info.pid) continue;
+            if (m.device != s.info.device || m.pid != s.info.pid || (mapped_[i] != 0) != s.info.mapped) continue;
             while (next < deltas.size() && deltas[next].first <= times[i]) live += deltas[next++].second;
             if (m.total < 0) continue;
             ++s.info.checked;
@@ -274,6 +312,15 @@ KMemoryResult map_memory(const std::vector<KMemory>& events, int64_t base, const
     return Mapper(labels, in).run(events, base);
 }
 
+bool is_mapping(const KMemory& m, bool live_mapping, bool live_cpu, int64_t cpu_total) {
+    if (m.device >= 0 || m.total != 0) return false;
+    if (m.bytes > 0) return m.reserved == m.bytes;
+    if (m.bytes == 0 || m.reserved != 0) return false;
+    if (live_mapping) return true;
+    if (live_cpu) return false;
+    return cpu_total != -m.bytes;
+}
+
 std::string total_allocated_disagreement(const KMemoryDevice& d) {
     if (d.mismatches == 0) return {};
     return "device " + std::to_string(d.device) + (d.process > 0 ? " (pid " + std::to_string(d.pid) + ")" : "") +
@@ -284,7 +331,8 @@ std::string total_allocated_disagreement(const KMemoryDevice& d) {
 }
 
 std::string memory_space_key(const KMemoryDevice& space) {
-    return ".device" + std::to_string(space.device) + (space.process > 0 ? ".pid" + std::to_string(space.pid) : "");
+    return ".device" + std::to_string(space.device) + (space.process > 0 ? ".pid" + std::to_string(space.pid) : "") +
+           (space.mapped ? ".mapped" : "");
 }
 
 }  // namespace mhc::trace::import

@@ -17,7 +17,12 @@
 //    where needed), so that the curve stays exact;
 //  - times are ns from `base`, made strictly increasing per device (ties moved 1 ns later in
 //    file order): an allocation freed at its own `ts` lives 1 ns and counts in the peak, as it
-//    counted in the allocator's own `Total Allocated`.
+//    counted in the allocator's own `Total Allocated`;
+//  - on the host, PyTorch's MapAllocator (file and shared-memory mappings: a DataLoader worker's
+//    batches, share_memory_(), from_file, load(mmap=True)) reports each mapping with Total
+//    Allocated 0 and Total Reserved its size, each unmapping with both 0: those events are a space
+//    of their own in their process (is_mapping), paired apart from the CPU allocator's, their
+//    baseline the least their signed sum needs, no Total Allocated check and no reserved bytes.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -36,6 +41,7 @@ struct KMemoryDevice {
     int32_t device = 0;
     int64_t pid = 0;
     int32_t process = 0;             // 0: the device's first process seen; 1, 2, ...: later ones
+    bool mapped = false;             // the host's file/shared-memory mappings (MapAllocator's events)
     bool by_size = false;            // some event of the device has no Addr: frees paired by size
     int64_t events = 0;
     int64_t baseline = 0;            // bytes live before the first event
@@ -57,12 +63,23 @@ struct KMemoryResult {
     int64_t zero_bytes = 0;                // events with Bytes 0 (ignored)
     int64_t moved = 0, max_move = 0;       // events moved later to keep their order at one ts
     int64_t unaddressed = 0;               // rows of later processes on a device: address 0
+    int64_t mapping_events = 0;            // host events read as MapAllocator's (is_mapping)
 };
 
 // `events` must be sorted by ts, stably (file order at one ts). Throws mhc::Error naming `in`
 // when sums leave int64.
 KMemoryResult map_memory(const std::vector<KMemory>& events, int64_t base, const KMemoryLabels& labels,
                          const std::string& in);
+
+// Whether host [memory] event `m` is PyTorch's MapAllocator's (at/MapAllocator.cpp reports a
+// mapping as (size, Total Allocated 0, Total Reserved size) and its end as (-size, 0, 0); the CPU
+// allocator always reports Total Reserved 0 and its own running Total Allocated). A free with
+// both totals 0 is a mapping's when its address is a live mapping's; when its address is a live
+// allocation of the CPU allocator, that allocator's; otherwise (allocated before recording) a
+// mapping's unless the process's CPU allocator's last Total Allocated was its size (that
+// allocator freeing its last bytes). `live_mappings` and `live_cpu` are the addresses live in each
+// space of the event's process; `cpu_total` that allocator's last Total Allocated (-1: none yet).
+bool is_mapping(const KMemory& m, bool live_mapping, bool live_cpu, int64_t cpu_total);
 
 // One line on where the imported curve and Total Allocated disagree; empty when they agree.
 std::string total_allocated_disagreement(const KMemoryDevice& d);

@@ -171,6 +171,9 @@ struct KinetoData {
     // The top-level profile_memory flag PyTorch writes when memory profiling was on (1; 0 when a
     // writer says off); -1 when the trace does not say (older PyTorch, or profiling off).
     int profile_memory = -1;
+    // The top-level baseTimeNanoseconds (PyTorch 2.4 on): the Unix-epoch ns that every ts (us) is
+    // written from; -1 when absent or not an integer in [0, 2^62].
+    int64_t base_time_ns = -1;
     // The trace is ROCm's: a top-level roctracer_version, rocprofiler_version or hip_*_version key,
     // a runtime call named hip* (ROCm 6.2's traces write no version key), or a [memory] event of
     // Device Type 6 (HIP).

@@ -118,6 +118,7 @@ bool merge_second_part(KinetoData& first, KinetoData&& second) {
     first.has_rf_id |= second.has_rf_id;
     first.rocm |= second.rocm;
     if (second.profile_memory >= 0) first.profile_memory = second.profile_memory;   // a key after traceEvents
+    if (second.base_time_ns >= 0) first.base_time_ns = second.base_time_ns;
     return true;
 }
 

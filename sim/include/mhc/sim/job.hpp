@@ -20,7 +20,8 @@ inline constexpr const char* kTimeOriginKey = "time_origin_ns";
 // than the world size, a rank outside it, a key on some ranks and not on others, or time
 // origins that put a rank's trace entirely before or after another's (the ranks of a job run at
 // the same time). Returns one sentence per thing assumed for keys the traces lack (older traces,
-// sources that do not record them); empty when nothing was assumed.
+// sources that do not record them), and one naming the ranks whose collectives ran on the host
+// (meta kineto.host_collectives: not coupled); empty when nothing was assumed.
 std::vector<std::string> check_job_identity(const std::vector<RankTrace>& ranks);
 
 }  // namespace mhc::sim
