@@ -121,7 +121,7 @@ TEST_CASE("kineto: time_origin_ns is the Unix-epoch time of the trace's time 0, 
     CHECK(mhc::trace::load_trace(dir.file("based.db")).meta.at("time_origin_ns") == "1790857026000010000");
 }
 
-TEST_CASE("kineto: a gloo rank's collectives are said to couple nothing; an NCCL rank's are not",
+TEST_CASE("kineto: a gloo rank's collectives are said to couple nothing, an NCCL rank's are not",
           "[import][kineto][ranks][writers]") {
     test::TempDir dir;
     imp::Result result;
