@@ -17,7 +17,7 @@
 
 #include "command.hpp"
 #include "help.hpp"
-#include "words.hpp"
+#include "mhc/common/command_line.hpp"
 #include "mhc/common/environment.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/numbers.hpp"
@@ -122,6 +122,7 @@ Outcome finish_stdout(Outcome out) {
 // main(), once per job under mpirun).
 Outcome run(int argc, char** argv) {
     using namespace mhc::cli;
+    using namespace mhc::command_line;
     CLI::App app{"mhc: GPU memory scheduling simulator and profiling toolkit", "mhc"};
     app.require_subcommand(1);
     // Wrapped at the terminal's width; each option's default is the text users write, given

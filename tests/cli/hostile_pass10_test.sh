@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Hostile pass 10 (docs/cli.md, "Messages and exit statuses"): what passes 1 to 9 left.
+#   1. mhc-view's words by mhc's rules (mhc/common/command_line.hpp, one place for both): a flag
+#      given a value (--fit-y=1, --help=1) or twice was taken; an option given twice was said in
+#      CLI11's words ("--size: At Most 1 required but received 2"), one given '' as "1 required TEXT
+#      missing", and --step 1e3 took the number grammar's exceptions.
+# Usage: hostile_pass10_test.sh MHC PYTHON PKG [MHC_VIEW] (PKG: the folder holding mhc_torch; the
+# parts that need torch or mhc-view are skipped, said, without them)
+set -u
+mhc=$1
+python=$2
+pkg=$3
+view=${4:-}
+. "$(dirname "$0")/preamble.sh"
+cd "$tmp" || exit 1
+"$mhc" -q generate --preset gpt2-small --steps 1 --layers 1 --hidden 64 --heads 2 --seq 32 --micro-batch 1 --vocab 1000 \
+    -o t.db >/dev/null || fail generate
+
+# 1. mhc-view's words as mhc's (DISPLAY empty: a command line taken would fail later, exit 1).
+if [ -n "$view" ] && [ -x "$view" ]; then
+    view_refused() {   # view_refused WANT ARGS...
+        local want=$1; shift
+        DISPLAY='' WAYLAND_DISPLAY='' timeout 20 "$view" "$@" >out 2>err </dev/null; local rc=$?
+        [ $rc = 2 ] && [ "$(wc -l <err)" = 1 ] && grep -qxF -- "mhc-view: $want" err ||
+            fail "mhc-view $* exited $rc, wanted 2 and 'mhc-view: $want': $(cat err)"
+    }
+    view_refused "--fit-y takes no value: '--fit-y=1' (mhc-view --help)" t.db --fit-y=1
+    view_refused "--help takes no value: '--help=1' (mhc-view --help)" t.db --help=1
+    view_refused "--fit-y given 2 times; give it once" t.db --fit-y --fit-y
+    view_refused "--size given 2 times; give it once" t.db --size 800x600 --size 900x700
+    view_refused "--screenshot given 2 times; give it once" t.db --screenshot a.png --screenshot b.png
+    view_refused "--runs-db '': an empty value (mhc-view --help)" t.db --runs-db=
+    view_refused "--families '': an empty value (mhc-view --help)" t.db --families ''
+    view_refused "--step: '1e3': not a whole number (decimal digits only: no sign '+', space, 0x or exponent)" \
+        t.db --step 1e3
+    view_refused "unknown option --no-such (mhc-view --help)" t.db --no-such
+    # The same words to mhc, said the same way.
+    refused "info: --json takes no value: '--json=1' (mhc info --help)" info t.db --json=1
+    refused "--top given 2 times; give it once" info t.db --top 3 --top 4
+else
+    echo "SKIP part 1: no mhc-view"
+fi
+
+echo "all hostile pass 10 checks passed"
