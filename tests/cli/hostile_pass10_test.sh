@@ -7,6 +7,10 @@
 #   2. Bytes after the end of a gzip input that are no gzip member were dropped without a word
 #      (zlib's gzread): a damaged or appended file imported as whole. Now refused naming the byte;
 #      members one after another are read whole and zeros after the last are skipped (gzip's rule).
+#   3. A capture's device figures (meta capture.gpu.hbm_bw, capture.launch_overhead_ns) were read
+#      with std::stod unchecked and cast to int64: 'nan', '-1', '1e300' taken (undefined behaviour),
+#      '0x10' read as 16, 1e30 ns of launch overhead blamed on "allocations row 1: t_alloc". Now
+#      check says them and advise refuses them, naming the key.
 # Usage: hostile_pass10_test.sh MHC PYTHON PKG [MHC_VIEW] (PKG: the folder holding mhc_torch; the
 # parts that need torch or mhc-view are skipped, said, without them)
 set -u
@@ -65,5 +69,20 @@ half=$(( $(stat -c %s k.json) / 2 ))
 [ "$(sqlite3 two.db "SELECT count(*) FROM allocations")" = "$want" ] || fail "two gzip members: not read whole"
 head -c $((size - 5)) "$kineto" >cut.json.gz
 refused "cut.json.gz: the gzip data is truncated" import cut.json.gz -o j.db
+
+# 3. The capture's device figures, checked by check and advise alike.
+capture=$here/../data/advise/tiny_mhc.db
+for bad in "capture.gpu.hbm_bw|nan|is not a bandwidth in B/s in [1e3, 1e15]" \
+           "capture.gpu.hbm_bw|-1|is not a bandwidth in B/s in [1e3, 1e15]" \
+           "capture.gpu.hbm_bw|0x10|is not a bandwidth in B/s in [1e3, 1e15]" \
+           "capture.launch_overhead_ns|1e30|is not a whole number of ns in [0, 1000000000]"; do
+    IFS='|' read -r key value why <<<"$bad"
+    cp "$capture" c.db && chmod u+w c.db
+    sqlite3 c.db "UPDATE meta SET value = '$value' WHERE key = '$key'" || fail sqlite3
+    [ "$(sqlite3 c.db "SELECT value FROM meta WHERE key = '$key'")" = "$value" ] || fail "the capture has no meta $key"
+    "$mhc" check c.db >out 2>err; rc=$?
+    [ $rc = 2 ] && grep -qxF "c.db: meta $key: '$value' $why [meta]" out || fail "check of $key '$value' exited $rc: $(cat out err)"
+    refused "c.db: meta $key: '$value' $why" advise c.db --capacity 80MiB
+done
 
 echo "all hostile pass 10 checks passed"
