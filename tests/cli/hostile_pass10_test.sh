@@ -11,6 +11,10 @@
 #      with std::stod unchecked and cast to int64: 'nan', '-1', '1e300' taken (undefined behaviour),
 #      '0x10' read as 16, 1e30 ns of launch overhead blamed on "allocations row 1: t_alloc". Now
 #      check says them and advise refuses them, naming the key.
+#   4. The cache inside a trace (trace_cache) was trusted by keyless checksums anyone can work out:
+#      a trace whose check passes, with another trace's entry of the same fingerprint copied in,
+#      simulated and showed in info the other trace's peak (42 MiB for rows of 138 MiB). Entries are
+#      now tagged with the user's secret key; one written under another key is not used.
 # Usage: hostile_pass10_test.sh MHC PYTHON PKG [MHC_VIEW] (PKG: the folder holding mhc_torch; the
 # parts that need torch or mhc-view are skipped, said, without them)
 set -u
@@ -84,5 +88,24 @@ for bad in "capture.gpu.hbm_bw|nan|is not a bandwidth in B/s in [1e3, 1e15]" \
     [ $rc = 2 ] && grep -qxF "c.db: meta $key: '$value' $why [meta]" out || fail "check of $key '$value' exited $rc: $(cat out err)"
     refused "c.db: meta $key: '$value' $why" advise c.db --capacity 80MiB
 done
+
+# 4. A cache entry written by someone else (another key: another XDG_CACHE_HOME) is not used.
+mkdir theirs mine
+cp t.db A.db && cp t.db B.db
+sqlite3 B.db "UPDATE allocations SET bytes = bytes * 4 WHERE id = (SELECT id FROM allocations ORDER BY bytes DESC LIMIT 1)" ||
+    fail sqlite3
+for f in A.db B.db; do   # one fingerprint: the same meta (digests marked edited alike) and counts
+    sqlite3 $f "UPDATE meta SET value = 'edited:0' WHERE key = 'content_digest'" || fail sqlite3
+done
+XDG_CACHE_HOME=$tmp/theirs "$mhc" -q simulate A.db --capacity 1GiB --no-store >/dev/null || fail "simulate A.db"
+[ "$(sqlite3 A.db "SELECT count(*) FROM trace_cache")" -gt 0 ] || fail "A.db was not cached (the case is not tried)"
+sqlite3 B.db "ATTACH 'A.db' AS a; CREATE TABLE trace_cache AS SELECT * FROM a.trace_cache" || fail sqlite3
+"$mhc" check B.db >out 2>err || fail "check of B.db: $(cat out err)"
+peak() { python3 -c 'import json, sys; print(int(json.load(sys.stdin)["metrics"]["baseline_peak_bytes"]))'; }
+want=$(MHC_TRACE_CACHE=0 "$mhc" simulate B.db --capacity 1GiB --no-store --json | peak)
+got=$(XDG_CACHE_HOME=$tmp/mine "$mhc" simulate B.db --capacity 1GiB --no-store --json | peak)
+[ "$got" = "$want" ] || fail "B.db simulated from A.db's cache entry: peak $got, its rows give $want"
+[ "$(MHC_TRACE_CACHE=0 "$mhc" simulate A.db --capacity 1GiB --no-store --json | peak)" != "$want" ] ||
+    fail "A.db and B.db have one peak (the case is not tried)"
 
 echo "all hostile pass 10 checks passed"
