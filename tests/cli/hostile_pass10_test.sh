@@ -15,6 +15,11 @@
 #      a trace whose check passes, with another trace's entry of the same fingerprint copied in,
 #      simulated and showed in info the other trace's peak (42 MiB for rows of 138 MiB). Entries are
 #      now tagged with the user's secret key; one written under another key is not used.
+#   5. A link profile's by_chunk rows out of order, of one size or of a fractional size were taken:
+#      a reversed profile gave every chunk the largest's rate, 4096.5 bytes read as 4096.
+#   6. info printed what a trace says as it is: a label with a newline over two lines, an escape
+#      sent to the terminal, and a meta device_name past 512 bytes cut with its line's newline
+#      (the next line joined to it).
 # Usage: hostile_pass10_test.sh MHC PYTHON PKG [MHC_VIEW] (PKG: the folder holding mhc_torch; the
 # parts that need torch or mhc-view are skipped, said, without them)
 set -u
@@ -107,5 +112,36 @@ got=$(XDG_CACHE_HOME=$tmp/mine "$mhc" simulate B.db --capacity 1GiB --no-store -
 [ "$got" = "$want" ] || fail "B.db simulated from A.db's cache entry: peak $got, its rows give $want"
 [ "$(MHC_TRACE_CACHE=0 "$mhc" simulate A.db --capacity 1GiB --no-store --json | peak)" != "$want" ] ||
     fail "A.db and B.db have one peak (the case is not tried)"
+
+# 5. A link profile's by_chunk rows: in increasing size, whole bytes.
+python3 - <<'PY' || fail "python3 link profiles"
+import json
+base = {"name": "p", "h2d": {"bandwidth_Bps": 2e10, "latency_s": 1e-5}, "d2h": {"bandwidth_Bps": 2e10, "latency_s": 1e-5},
+        "copy_engines": 2, "duplex_factor": 0.5, "source": "hand",
+        "by_chunk": [{"bytes": 4096, "h2d_Bps": 1e9, "d2h_Bps": 1e9}, {"bytes": 65536, "h2d_Bps": 5e9, "d2h_Bps": 5e9}]}
+json.dump(base, open("ok.json", "w"))
+json.dump(dict(base, by_chunk=base["by_chunk"][::-1]), open("rev.json", "w"))
+json.dump(dict(base, by_chunk=[base["by_chunk"][0], dict(base["by_chunk"][1], bytes=4096)]), open("same.json", "w"))
+json.dump(dict(base, by_chunk=[dict(base["by_chunk"][0], bytes=4096.5)]), open("frac.json", "w"))
+PY
+"$mhc" simulate t.db --capacity 80% --no-store --link ok.json >out 2>err || fail "simulate --link ok.json: $(cat err)"
+refused "rev.json: field 'by_chunk[1].bytes': 4096 is not more than by_chunk[0].bytes 65536 (rows in increasing size)" \
+    simulate t.db --capacity 80% --no-store --link rev.json
+refused "same.json: field 'by_chunk[1].bytes': 4096 is not more than by_chunk[0].bytes 4096" \
+    simulate t.db --capacity 80% --no-store --link same.json
+refused "frac.json: field 'by_chunk[0].bytes': 4096.5 is not a whole number of bytes" \
+    simulate t.db --capacity 80% --no-store --link frac.json
+
+# 6. info: labels and meta with control bytes one line each; a long device name whole.
+cp t.db lab.db
+sqlite3 lab.db "UPDATE strings SET text = 'evil' || char(10) || 'line' || char(27) || '[31m'
+                WHERE id = (SELECT label FROM allocations ORDER BY bytes DESC LIMIT 1);
+                UPDATE meta SET value = 'gpu' || char(10) || 'x' || printf('%.600c', 'y') WHERE key = 'device_name'" ||
+    fail sqlite3
+"$mhc" info lab.db --top 3 >out 2>err || fail "info lab.db: $(cat err)"
+grep -q "evil?line?\[31m" out || fail "info lab.db: the label is not shown on one line: $(cat -A out | head -30)"
+! grep -q "^line" out && ! grep -q $'\033' out || fail "info lab.db printed a control byte: $(cat -A out | head -30)"
+grep -q "^device      gpu?xyyyy" out || fail "info lab.db: the device line: $(grep -a device out | cut -c1-80)"
+grep -q "^duration " out || fail "info lab.db: the line after the device's was joined to it"
 
 echo "all hostile pass 10 checks passed"
