@@ -20,6 +20,8 @@
 #   6. info printed what a trace says as it is: a label with a newline over two lines, an escape
 #      sent to the terminal, and a meta device_name past 512 bytes cut with its line's newline
 #      (the next line joined to it).
+#   7. A trace whose full path is 512 bytes or more (SQLite's limit) was "cannot open: unable to open
+#      database file", an output there "cannot create: ...": now the limit is said.
 # Usage: hostile_pass10_test.sh MHC PYTHON PKG [MHC_VIEW] (PKG: the folder holding mhc_torch; the
 # parts that need torch or mhc-view are skipped, said, without them)
 set -u
@@ -143,5 +145,17 @@ grep -q "evil?line?\[31m" out || fail "info lab.db: the label is not shown on on
 ! grep -q "^line" out && ! grep -q $'\033' out || fail "info lab.db printed a control byte: $(cat -A out | head -30)"
 grep -q "^device      gpu?xyyyy" out || fail "info lab.db: the device line: $(grep -a device out | cut -c1-80)"
 grep -q "^duration " out || fail "info lab.db: the line after the device's was joined to it"
+
+# 7. Full paths past SQLite's 512 bytes: the limit said, in and out.
+deep=$tmp/$(printf 'd%.0s' $(seq 250))/$(printf 'e%.0s' $(seq 250))
+mkdir -p "$deep" && cp t.db "$deep/t.db" || fail "mkdir $deep"
+for cmd in "info $deep/t.db" "simulate $deep/t.db --capacity 90% --no-store" "import $kineto -o $deep/n.db"; do
+    # shellcheck disable=SC2086
+    "$mhc" $cmd >out 2>err; rc=$?
+    [ $rc = 2 ] && [ "$(wc -l <err)" = 1 ] &&
+        grep -q "bytes, and SQLite opens files whose full path is under 512 (from /, links resolved): use a shorter folder\$" err ||
+        fail "${cmd%% *} of a path past 512 bytes exited $rc: $(cut -c1-40,500- err)"
+done
+[ ! -e "$deep/n.db" ] && [ "$(ls "$deep")" = t.db ] || fail "import left files in $deep: $(ls "$deep")"
 
 echo "all hostile pass 10 checks passed"
