@@ -521,15 +521,23 @@ def _runs(a) -> int:
 
     from .store import TraceError, read_runs
 
+    if a.trace == "":  # was "mhc-torch: : no such file"; said as mhc says an empty value
+        _say("mhc-torch: runs: the TRACE argument is empty (mhc-torch runs --help)")
+        return 2
     try:
         df = read_runs(a.trace)
     except TraceError as e:
         _say(f"mhc-torch: {e}")
         return 2
+    # What the file says (a run's name, a config value) with its control characters shown as '?', as
+    # mhc info shows them: pandas printed an escape as it is, to the terminal.
+    for column in df.columns:
+        if df[column].dtype == object or pd.api.types.is_string_dtype(df[column]):
+            df[column] = df[column].map(lambda v: printable(v) if isinstance(v, str) else v)
     # the columns wrap at the terminal's width (COLUMNS, else 200 when not a terminal)
     width = shutil.get_terminal_size((200, 24)).columns
     with pd.option_context("display.max_columns", None):
-        print(df.to_string(line_width=width) if len(df) else f"{a.trace}: no runs")
+        print(df.to_string(line_width=width) if len(df) else f"{printable(a.trace)}: no runs")
     return 0
 
 

@@ -5,6 +5,7 @@ applied."""
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -225,6 +226,23 @@ def test_runs_table_wraps_at_the_terminal_width(tmp_path, capsys, monkeypatch, m
     code, out, err = _cli(capsys, "runs", str(tmp_path / "t.db"))
     assert code == 0, err
     assert "simulated" in out and "throughput_loss" in out and max(map(len, out.splitlines())) <= 100
+
+
+def test_runs_shows_control_characters_as_mhc_does(tmp_path, capsys, mhc_exe):
+    """A run's name with an escape (from the file: anyone's) reached the terminal as it is through
+    pandas; an empty TRACE was ": no such file"."""
+    trace = str(tmp_path / "t.db")
+    subprocess.run([mhc_exe, "-q", "generate", "--preset", "gpt2-small", "--steps", "1", "--layers", "1", "--seq", "32",
+                    "-o", trace], check=True, capture_output=True)
+    subprocess.run([mhc_exe, "simulate", trace, "--capacity", "90%"], check=True, capture_output=True)
+    with sqlite3.connect(trace) as db:
+        db.execute("UPDATE runs SET name = 'a' || char(10) || 'b' || char(27) || '[31mred'")
+    db.close()
+    code, out, err = _cli(capsys, "runs", trace)
+    assert code == 0, err
+    assert "\x1b" not in out and "a?b?[31mred" in out
+    code, _, err = _cli(capsys, "runs", "")
+    assert (code, err.strip()) == (2, "mhc-torch: runs: the TRACE argument is empty (mhc-torch runs --help)")
 
 
 def test_recipe_from_a_trace_and_binary_files_as_json(tmp_path, capsys):
