@@ -7,6 +7,7 @@
 #   2. Bytes after the end of a gzip input that are no gzip member were dropped without a word
 #      (zlib's gzread): a damaged or appended file imported as whole. Now refused naming the byte;
 #      members one after another are read whole and zeros after the last are skipped (gzip's rule).
+#      Bytes after a snapshot pickle's STOP opcode likewise (Python's pickle.load leaves them unread).
 #   3. A capture's device figures (meta capture.gpu.hbm_bw, capture.launch_overhead_ns) were read
 #      with std::stod unchecked and cast to int64: 'nan', '-1', '1e300' taken (undefined behaviour),
 #      '0x10' read as 16, 1e30 ns of launch overhead blamed on "allocations row 1: t_alloc". Now
@@ -80,6 +81,17 @@ half=$(( $(stat -c %s k.json) / 2 ))
 [ "$(sqlite3 two.db "SELECT count(*) FROM allocations")" = "$want" ] || fail "two gzip members: not read whole"
 head -c $((size - 5)) "$kineto" >cut.json.gz
 refused "cut.json.gz: the gzip data is truncated" import cut.json.gz -o j.db
+python3 -c '
+import pickle
+ev = lambda action, t: {"action": action, "addr": 4096, "size": 512, "stream": 0, "time_us": t, "frames": []}
+data = pickle.dumps({"segments": [], "device_traces": [[ev("alloc", 1), ev("free_requested", 2), ev("free_completed", 3)]]})
+open("p.pickle", "wb").write(data)
+open("pj.pickle", "wb").write(data + b"JUNK")
+print(len(data))' >plen || fail "python3 pickles"
+"$mhc" -q import p.pickle -o p.db >/dev/null 2>err || fail "import p.pickle: $(cat err)"
+refused "pj.pickle: pickle: byte $(cat plen) follows the pickle's end (STOP): 4 bytes that are no part of it (an appended or damaged file)" \
+    import pj.pickle -o j.db
+[ ! -e j.db ] || fail "a refused import wrote j.db"
 
 # 3. The capture's device figures, checked by check and advise alike.
 capture=$here/../data/advise/tiny_mhc.db
