@@ -3,7 +3,10 @@
 #   1. mhc-view's words by mhc's rules (mhc/common/command_line.hpp, one place for both): a flag
 #      given a value (--fit-y=1, --help=1) or twice was taken; an option given twice was said in
 #      CLI11's words ("--size: At Most 1 required but received 2"), one given '' as "1 required TEXT
-#      missing", and --step 1e3 took the number grammar's exceptions.
+#      missing", and --step 1e3 took the number grammar's exceptions. Its files: --screenshot or
+#      --layout naming the trace, the runs database or the rules file was taken (the trace replaced
+#      by a PNG), both outputs one file too; --families naming a FIFO or /dev/zero hung, a folder
+#      was read as no rules.
 #   2. Bytes after the end of a gzip input that are no gzip member were dropped without a word
 #      (zlib's gzread): a damaged or appended file imported as whole. Now refused naming the byte;
 #      members one after another are read whole and zeros after the last are skipped (gzip's rule).
@@ -54,6 +57,20 @@ if [ -n "$view" ] && [ -x "$view" ]; then
     view_refused "--step: '1e3': not a whole number (decimal digits only: no sign '+', space, 0x or exponent)" \
         t.db --step 1e3
     view_refused "unknown option --no-such (mhc-view --help)" t.db --no-such
+    # Its files as mhc checks its own: an output naming an input (--screenshot t.db replaced the
+    # trace with a PNG after the frame), both outputs one file, a rules file that is a FIFO (a hang
+    # before the window), a device (/dev/zero: read without end) or a folder (no rules, no word).
+    echo "gemm gemm" >fam.txt
+    mkfifo fam.fifo
+    view_refused "t.db: is the input file t.db; write the output to another file" t.db --screenshot t.db
+    view_refused "t.db: is the input file t.db; write the output to another file" t.db --screenshot s.png --layout t.db
+    view_refused "fam.txt: is the input file fam.txt; write the output to another file" t.db --families fam.txt \
+        --screenshot fam.txt
+    view_refused "--layout ./s.png is also --screenshot; write them to two files" t.db --screenshot s.png --layout ./s.png
+    view_refused "fam.fifo: is a FIFO, not a regular file" t.db --families fam.fifo
+    view_refused "/dev/zero: is a character device, not a regular file" t.db --families /dev/zero
+    view_refused "$tmp: is a directory, not a regular file" t.db --families "$tmp"
+    [ "$(head -c 15 t.db)" = "SQLite format 3" ] || fail "mhc-view replaced t.db"
     # The same words to mhc, said the same way.
     refused "info: --json takes no value: '--json=1' (mhc info --help)" info t.db --json=1
     refused "--top given 2 times; give it once" info t.db --top 3 --top 4

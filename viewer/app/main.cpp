@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <optional>
 #include <cstdlib>
+#include <filesystem>
 #include <unistd.h>
 
 #include "app.hpp"
@@ -316,9 +317,20 @@ int main(int argc, char** argv) {
     const bool screenshot = !o.screenshot.empty();
     // The outputs checked before the trace is read and the window opens, as mhc checks its own: a
     // folder, a device, a descriptor of this process (/dev/stdout), a folder that is not there.
+    // An output naming an input (--screenshot T.db replaced the trace with a PNG after the frame),
+    // or both outputs one file, refused as mhc refuses them.
     try {
-        for (const std::string* out : {&o.screenshot, &o.layout})
-            if (!out->empty()) mhc::OutputFile checked(*out, mhc::IfExists::Replace);
+        for (const std::string* out : {&o.screenshot, &o.layout}) {
+            if (out->empty()) continue;
+            for (const std::string* in : {&o.trace, &o.runs_db, &o.families}) mhc::refuse_input_as_output(*in, *out);
+            mhc::OutputFile checked(*out, mhc::IfExists::Replace);
+        }
+        std::error_code ec;
+        if (!o.layout.empty() && !o.screenshot.empty() &&
+            (std::filesystem::absolute(o.layout, ec).lexically_normal() ==
+                 std::filesystem::absolute(o.screenshot, ec).lexically_normal() ||
+             std::filesystem::equivalent(o.layout, o.screenshot, ec)))
+            throw mhc::Error("--layout " + o.layout + " is also --screenshot; write them to two files");
     } catch (const mhc::Error& e) {
         say(e.what());
         return 2;
