@@ -18,9 +18,9 @@ namespace {
 // A time worked out in double (bytes over a bandwidth, a count times a cost), as whole ns. Past
 // 2^62 ns (146 years) it is refused: it was cast to int64 unchecked (undefined behaviour for a
 // trace's 2^56-byte parameters over a host bandwidth of 1 kB/s).
-int64_t whole_ns(const Base& b, double ns, const char* what) {
+int64_t whole_ns(const Base& base, double ns, const char* what) {
     if (!(ns >= 0 && ns <= static_cast<double>(trace::limits::kMaxAbsTime)))
-        throw Error(b.trace->path + ": " + what + " would take more than 2^62 ns at the bandwidth given (" +
+        throw Error(base.trace->path + ": " + what + " would take more than 2^62 ns at the bandwidth given (" +
                     std::to_string(ns) + " ns)");
     return std::llround(ns);
 }
