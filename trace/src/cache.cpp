@@ -63,10 +63,10 @@ uint64_t hash_bytes(const unsigned char* p, uint64_t n, uint64_t seed) {
 
 // SipHash-2-4 (Aumasson and Bernstein, "SipHash: a fast short-input PRF", 2012,
 // https://www.aumasson.jp/siphash/siphash.pdf): the header's tag under this user's secret key.
-uint64_t siphash(const uint64_t key[2], const unsigned char* p, uint64_t n) {
+uint64_t siphash(const uint64_t key[2], const unsigned char* bytes, uint64_t size) {
     uint64_t v0 = 0x736f6d6570736575ull ^ key[0], v1 = 0x646f72616e646f6dull ^ key[1];
     uint64_t v2 = 0x6c7967656e657261ull ^ key[0], v3 = 0x7465646279746573ull ^ key[1];
-    const auto rotl = [](uint64_t x, int b) { return (x << b) | (x >> (64 - b)); };
+    const auto rotl = [](uint64_t value, int bits) { return (value << bits) | (value >> (64 - bits)); };
     const auto round = [&] {
         v0 += v1, v1 = rotl(v1, 13), v1 ^= v0, v0 = rotl(v0, 32);
         v2 += v3, v3 = rotl(v3, 16), v3 ^= v2;
@@ -74,15 +74,15 @@ uint64_t siphash(const uint64_t key[2], const unsigned char* p, uint64_t n) {
         v2 += v1, v1 = rotl(v1, 17), v1 ^= v2, v2 = rotl(v2, 32);
     };
     uint64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t m;
-        std::memcpy(&m, p + i, 8);   // little-endian, as the format is
-        v3 ^= m;
+    for (; i + 8 <= size; i += 8) {
+        uint64_t word = 0;
+        std::memcpy(&word, bytes + i, 8);   // little-endian, as the format is
+        v3 ^= word;
         round(), round();
-        v0 ^= m;
+        v0 ^= word;
     }
-    uint64_t last = n << 56;
-    for (uint64_t j = 0; i + j < n; ++j) last |= uint64_t{p[i + j]} << (8 * j);
+    uint64_t last = size << 56;
+    for (uint64_t j = 0; i + j < size; ++j) last |= uint64_t{bytes[i + j]} << (8 * j);
     v3 ^= last;
     round(), round();
     v0 ^= last;
@@ -111,14 +111,14 @@ std::optional<Secret> load_secret() {
         const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0) return std::nullopt;
         struct stat st {};
-        Secret s;
+        Secret found;
         const bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
-                        (st.st_mode & 077) == 0 && st.st_size == 16 && ::read(fd, s.key, 16) == 16;
+                        (st.st_mode & 077) == 0 && st.st_size == 16 && ::read(fd, found.key, 16) == 16;
         ::close(fd);
         if (!ok) return std::nullopt;
-        return s;
+        return found;
     };
-    if (auto s = read_key()) return s;
+    if (auto found = read_key()) return found;
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) return std::nullopt;
@@ -136,8 +136,8 @@ std::optional<Secret> load_secret() {
     return read_key();
 }
 const std::optional<Secret>& secret() {
-    static const std::optional<Secret> s = load_secret();
-    return s;
+    static const std::optional<Secret> loaded = load_secret();
+    return loaded;
 }
 
 // Appends and reads the fixed-width fields of the header.
@@ -251,9 +251,9 @@ Stored encode(const CacheWriter::Column& c) {
 }
 
 uint64_t hash_stored(const unsigned char* p, uint64_t n, uint64_t seed) {
-    uint64_t h = seed;
-    for (uint64_t at = 0; at < n; at += kChunk) h = hash_bytes(p + at, std::min(kChunk, n - at), h);
-    return h;
+    uint64_t sum = seed;
+    for (uint64_t at = 0; at < n; at += kChunk) sum = hash_bytes(p + at, std::min(kChunk, n - at), sum);
+    return sum;
 }
 
 }  // namespace
@@ -350,7 +350,7 @@ bool CacheReader::fill(const std::string& name, void* out) {
     // Raw: straight into the caller's array; the others through a small buffer.
     std::string small(c.encoding == Encoding::Raw ? 0 : std::min<uint64_t>(c.bytes, kChunk), '\0');
     auto* buf = reinterpret_cast<unsigned char*>(small.data());
-    uint64_t at = 0, h = m.seed;
+    uint64_t at = 0, sum = m.seed;
     int64_t last = 0;
     auto* wide = reinterpret_cast<int64_t*>(dst);
     for (uint32_t part = 0; part < c.parts; ++part) {
@@ -366,7 +366,7 @@ bool CacheReader::fill(const std::string& name, void* out) {
             unsigned char* to = c.encoding == Encoding::Raw ? dst + at + off : buf;
             if (sqlite3_blob_read(m.blob, to, static_cast<int>(len), static_cast<int>(off)) != SQLITE_OK)
                 return m.ok = false;
-            h = hash_bytes(to, len, h);
+            sum = hash_bytes(to, len, sum);
             if (packed) {   // chunks hold whole values: kChunk and 8 are multiples of 4
                 int64_t* w = wide + (c.encoding == Encoding::Narrow32 ? (at + off) / 4 : at + off == 0 ? 0 : 1 + (at + off - 8) / 4);
                 widen(c.encoding, to, len, at + off, w, last);
@@ -374,7 +374,7 @@ bool CacheReader::fill(const std::string& name, void* out) {
         }
         at += n;
     }
-    if (!(m.ok && at == c.bytes && h == c.hash)) return m.ok = false;
+    if (!(m.ok && at == c.bytes && sum == c.hash)) return m.ok = false;
     if (c.encoding == Encoding::Constant) {
         for (uint64_t i = 0; i < c.count; ++i) std::memcpy(dst + i * c.width, buf, c.width);
     } else if (c.encoding == Encoding::Arithmetic) {
