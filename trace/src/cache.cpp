@@ -73,16 +73,16 @@ uint64_t siphash(const uint64_t key[2], const unsigned char* bytes, uint64_t siz
         v0 += v3, v3 = rotl(v3, 21), v3 ^= v0;
         v2 += v1, v1 = rotl(v1, 17), v1 ^= v2, v2 = rotl(v2, 32);
     };
-    uint64_t i = 0;
-    for (; i + 8 <= size; i += 8) {
+    uint64_t at = 0;
+    for (; at + 8 <= size; at += 8) {
         uint64_t word = 0;
-        std::memcpy(&word, bytes + i, 8);   // little-endian, as the format is
+        std::memcpy(&word, bytes + at, 8);   // little-endian, as the format is
         v3 ^= word;
         round(), round();
         v0 ^= word;
     }
     uint64_t last = size << 56;
-    for (uint64_t j = 0; i + j < size; ++j) last |= uint64_t{bytes[i + j]} << (8 * j);
+    for (uint64_t j = 0; at + j < size; ++j) last |= uint64_t{bytes[at + j]} << (8 * j);
     v3 ^= last;
     round(), round();
     v0 ^= last;
@@ -250,9 +250,9 @@ Stored encode(const CacheWriter::Column& c) {
     return s;
 }
 
-uint64_t hash_stored(const unsigned char* p, uint64_t n, uint64_t seed) {
+uint64_t hash_stored(const unsigned char* bytes, uint64_t n, uint64_t seed) {
     uint64_t sum = seed;
-    for (uint64_t at = 0; at < n; at += kChunk) sum = hash_bytes(p + at, std::min(kChunk, n - at), sum);
+    for (uint64_t at = 0; at < n; at += kChunk) sum = hash_bytes(bytes + at, std::min(kChunk, n - at), sum);
     return sum;
 }
 

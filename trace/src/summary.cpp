@@ -203,9 +203,9 @@ std::string to_text(const Summary& s) {
     // with a control byte shown as '?' (a label with a newline was printed over two lines, an
     // escape sent to the terminal), and no length cut (a path past 512 bytes lost its newline).
     auto line = [&](const char* fmt, auto... args) {
-        const int n = std::snprintf(nullptr, 0, fmt, args...);
-        if (n <= 0) return;
-        std::string text(static_cast<size_t>(n) + 1, '\0');
+        const int length = std::snprintf(nullptr, 0, fmt, args...);
+        if (length <= 0) return;
+        std::string text(static_cast<size_t>(length) + 1, '\0');
         std::snprintf(text.data(), text.size(), fmt, args...);
         text.pop_back();
         const bool ends = text.back() == '\n';
