@@ -103,7 +103,7 @@ struct Secret {
 std::optional<Secret> load_secret() {
     namespace fs = std::filesystem;
     fs::path dir;
-    if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x == '/') dir = fs::path(x) / "mhc";
+    if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg == '/') dir = fs::path(xdg) / "mhc";
     else if (const char* home = std::getenv("HOME"); home && *home == '/') dir = fs::path(home) / ".cache" / "mhc";
     else return std::nullopt;
     const fs::path path = dir / "trace-cache.key";
