@@ -17,7 +17,7 @@
 
 #include "command.hpp"
 #include "help.hpp"
-#include "words.hpp"
+#include "mhc/common/command_line.hpp"
 #include "mhc/common/environment.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/numbers.hpp"
@@ -122,6 +122,11 @@ Outcome finish_stdout(Outcome out) {
 // main(), once per job under mpirun).
 Outcome run(int argc, char** argv) {
     using namespace mhc::cli;
+    using mhc::command_line::apply_number_grammar, mhc::command_line::contrary_flags, mhc::command_line::dash_file,
+        mhc::command_line::empty_value, mhc::command_line::flag_with_value, mhc::command_line::in_our_words,
+        mhc::command_line::missing_command, mhc::command_line::missing_value, mhc::command_line::path_first,
+        mhc::command_line::repeated_flag, mhc::command_line::required_in_context, mhc::command_line::short_with_equals,
+        mhc::command_line::unexpected;
     CLI::App app{"mhc: GPU memory scheduling simulator and profiling toolkit", "mhc"};
     app.require_subcommand(1);
     // Wrapped at the terminal's width; each option's default is the text users write, given

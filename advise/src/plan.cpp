@@ -9,6 +9,7 @@
 
 #include "mhc/common/error.hpp"
 #include "mhc/sim/event_order.hpp"
+#include "mhc/trace/capture_timing.hpp"
 
 namespace mhc::advise {
 
@@ -125,16 +126,6 @@ int32_t gpu_device(const trace::TraceData& t) {
     if (d == INT32_MAX)
         for (int32_t a : t.allocations.device) if (a >= 0) d = std::min(d, a);
     return d == INT32_MAX ? 0 : d;
-}
-
-double meta_number(const trace::TraceData& t, const std::string& key, double fallback) {
-    auto it = t.meta.find(key);
-    if (it == t.meta.end()) return fallback;
-    try {
-        return std::stod(it->second);
-    } catch (const std::exception&) {
-        return fallback;
-    }
 }
 
 // Each allocation's accesses by seq (counting sort), its maker and whether it is autocast's
@@ -354,8 +345,12 @@ Base make_base(const trace::TraceData& t, CaptureInfo info) {
             if (seq_of[static_cast<size_t>(k)] >= 0) b.unpack_seq.emplace_back(a, seq_of[static_cast<size_t>(k)]);
         std::sort(b.unpack_seq.begin(), b.unpack_seq.end());
     }
-    b.hbm_bw = meta_number(t, "capture.gpu.hbm_bw", 3.35e12);
-    b.launch_overhead = static_cast<int64_t>(meta_number(t, "capture.launch_overhead_ns", 2000));
+    // Checked (mhc check says it first): "nan", "-1" or "1e300" were cast to int64 unchecked.
+    const trace::CaptureTiming timing = trace::capture_timing(t.meta);
+    if (!timing.error.empty())
+        throw Error(t.path + ": meta " + timing.error + " (capture the step again with mhc-torch capture)");
+    b.hbm_bw = timing.hbm_bw;
+    b.launch_overhead = timing.launch_overhead_ns;
 
     Plan& p = b.plan;
     p.strings = t.strings;

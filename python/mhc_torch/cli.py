@@ -207,11 +207,12 @@ def _recipe(a, parser: argparse.ArgumentParser) -> dict:
     return recipe
 
 
-def _recipe_argv(text: str, parser: argparse.ArgumentParser) -> list[str]:
+def _recipe_argv(text: str, parser: argparse.ArgumentParser) -> tuple[list[str], str | None]:
     """The command-line arguments that a recipe (JSON text, a JSON file, or a trace whose meta has
-    capture.recipe) stands for."""
+    capture.recipe) stands for, and the file it was read from (None for JSON text)."""
     import json
 
+    path = None
     if text.lstrip()[:1] not in ("{", "[", '"'):
         path = text
         special = not_a_regular_file(path)
@@ -262,7 +263,7 @@ def _recipe_argv(text: str, parser: argparse.ArgumentParser) -> list[str]:
                 kind = "an integer" if want is int else "a string"
                 raise ValueError(f"{key}: expected {kind}, got {json.dumps(value)}")
             argv += [action.option_strings[-1], str(value)]
-    return argv
+    return argv, path
 
 
 def _capture(a, parser: argparse.ArgumentParser) -> int:
@@ -520,15 +521,23 @@ def _runs(a) -> int:
 
     from .store import TraceError, read_runs
 
+    if a.trace == "":  # was "mhc-torch: : no such file"; said as mhc says an empty value
+        _say("mhc-torch: runs: the TRACE argument is empty (mhc-torch runs --help)")
+        return 2
     try:
         df = read_runs(a.trace)
     except TraceError as e:
         _say(f"mhc-torch: {e}")
         return 2
+    # What the file says (a run's name, a config value) with its control characters shown as '?', as
+    # mhc info shows them: pandas printed an escape as it is, to the terminal.
+    for column in df.columns:
+        if df[column].dtype == object or pd.api.types.is_string_dtype(df[column]):
+            df[column] = df[column].map(lambda v: printable(v) if isinstance(v, str) else v)
     # the columns wrap at the terminal's width (COLUMNS, else 200 when not a terminal)
     width = shutil.get_terminal_size((200, 24)).columns
     with pd.option_context("display.max_columns", None):
-        print(df.to_string(line_width=width) if len(df) else f"{a.trace}: no runs")
+        print(df.to_string(line_width=width) if len(df) else f"{printable(a.trace)}: no runs")
     return 0
 
 
@@ -706,19 +715,47 @@ def _main(argv=None) -> int:
     a = p.parse_args(argv)
     recipe = getattr(a, "recipe", None)
     if a.cmd == "capture" and a.recipe is not None:
-        if a.model is not None:
+        # MODEL beside --recipe only as the model file to run in place of the one the recipe names
+        if a.model is not None and not a.model.endswith(".py"):
             _say("mhc-torch: give either MODEL with its options or --recipe")
             return 2
+        # An option of the step beside --recipe, which holds them all, was dropped without a word
+        # (--recipe T.db --steps 5 captured the recipe's one step).
+        words = [w.split("=", 1)[0] for w in (sys.argv[1:] if argv is None else argv)]
+        for action in c._actions:
+            if action.dest in _NOT_RECIPE or action.dest == "model" or not action.option_strings:
+                continue
+            if getattr(a, action.dest) != action.default or any(o in words for o in action.option_strings):
+                _say(f"mhc-torch: {action.option_strings[-1]} and --recipe: the recipe holds the step's options; "
+                     "give one (or edit the recipe's JSON)")
+                return 2
         try:
-            rest = _recipe_argv(a.recipe, c)
+            rest, source = _recipe_argv(a.recipe, c)
         except OSError as e:
             _say(f"mhc-torch: recipe: {a.recipe}: {e.strerror or e}")
             return 2
         except ValueError as e:
             _say(f"mhc-torch: recipe: {e}")
             return 2
+        named = rest[0]
+        if a.model is not None:
+            if not named.endswith(".py"):
+                _say(f"mhc-torch: MODEL {a.model} and --recipe: the recipe captures the preset '{named}', "
+                     "not a model file; give either MODEL with its options or --recipe")
+                return 2
+            rest[0] = a.model
+        elif named.endswith(".py") and source is not None:
+            # A model file runs as Python: a trace or JSON file (anyone's) names it, so it runs only
+            # when the user names the file to run, as mhc advise --verify runs it only as --model.
+            _say(f"mhc-torch: recipe: {source}: names the model file {named}, which runs as Python: a model "
+                 f"file a trace or recipe file names runs only when you name it: mhc-torch capture "
+                 f"{named} --recipe {source} ...")
+            return 2
         a = p.parse_args(["capture", *rest, "-o", a.out] + (["--setting", a.setting] if a.setting is not None else [])
-                         + (["--force"] if a.force else []))
+                         + (["--force"] if a.force else [])
+                         + (["--kernel-times", a.kernel_times] if a.kernel_times is not None else [])
+                         + (["--max-input-size", str(a.max_input_size)] if a.max_input_size != c.get_default(
+                             "max_input_size") else []))
     if a.cmd == "capture":
         if a.model is None:
             _say("mhc-torch: capture needs MODEL (a preset or FILE.py) or --recipe")

@@ -5,6 +5,7 @@ applied."""
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -227,14 +228,47 @@ def test_runs_table_wraps_at_the_terminal_width(tmp_path, capsys, monkeypatch, m
     assert "simulated" in out and "throughput_loss" in out and max(map(len, out.splitlines())) <= 100
 
 
+def test_runs_shows_control_characters_as_mhc_does(tmp_path, capsys, mhc_exe):
+    """A run's name with an escape (from the file: anyone's) reached the terminal as it is through
+    pandas; an empty TRACE was ": no such file"."""
+    trace = str(tmp_path / "t.db")
+    subprocess.run([mhc_exe, "-q", "generate", "--preset", "gpt2-small", "--steps", "1", "--layers", "1", "--seq", "32",
+                    "-o", trace], check=True, capture_output=True)
+    subprocess.run([mhc_exe, "simulate", trace, "--capacity", "90%"], check=True, capture_output=True)
+    with sqlite3.connect(trace) as db:
+        db.execute("UPDATE runs SET name = 'a' || char(10) || 'b' || char(27) || '[31mred'")
+    db.close()
+    code, out, err = _cli(capsys, "runs", trace)
+    assert code == 0, err
+    assert "\x1b" not in out and "a?b?[31mred" in out
+    code, _, err = _cli(capsys, "runs", "")
+    assert (code, err.strip()) == (2, "mhc-torch: runs: the TRACE argument is empty (mhc-torch runs --help)")
+
+
 def test_recipe_from_a_trace_and_binary_files_as_json(tmp_path, capsys):
-    """--recipe TRACE.db captures again with the recipe in the trace's meta; a binary file given as
-    a setting or recipe is one line (it was a UnicodeDecodeError traceback for --setting)."""
+    """--recipe TRACE.db captures again with the recipe in the trace's meta, the model file it names
+    run only when given as MODEL (a trace from anyone ran the Python file it named); a binary file
+    given as a setting or recipe is one line (it was a UnicodeDecodeError traceback for --setting)."""
     _file(tmp_path, "good.py", GOOD)
     assert _cli(capsys, "capture", "good.py", "--autocast", "none", "-o", "a.db", cwd=tmp_path)[0] == 0
+    named = str(tmp_path / "good.py")
     code, _, err = _cli(capsys, "capture", "--recipe", "a.db", "-o", "b.db", cwd=tmp_path)
+    assert (code, err.strip()) == (2, f"mhc-torch: recipe: a.db: names the model file {named}, which runs as "
+                                      "Python: a model file a trace or recipe file names runs only when you name "
+                                      f"it: mhc-torch capture {named} --recipe a.db ...")
+    assert not (tmp_path / "b.db").exists()
+    code, _, err = _cli(capsys, "capture", "good.py", "--recipe", "a.db", "-o", "b.db", cwd=tmp_path)
     assert code == 0, err
     assert store.read_meta(str(tmp_path / "b.db"))["capture.autocast"] == "none"
+    # an option of the step beside --recipe was dropped without a word; a preset's recipe takes no MODEL
+    code, _, err = _cli(capsys, "capture", "good.py", "--recipe", "a.db", "--steps", "3", "-o", "s.db", cwd=tmp_path)
+    assert (code, err.strip()) == (2, "mhc-torch: --steps and --recipe: the recipe holds the step's options; "
+                                      "give one (or edit the recipe's JSON)")
+    code, _, err = _cli(capsys, "capture", "good.py", "--recipe", '{"model": "tiny-gpt2"}', "-o", "s.db",
+                        cwd=tmp_path)
+    assert (code, err.strip()) == (2, "mhc-torch: MODEL good.py and --recipe: the recipe captures the preset "
+                                      "'tiny-gpt2', not a model file; give either MODEL with its options or --recipe")
+    assert not (tmp_path / "s.db").exists()
     code, _, err = _cli(capsys, "capture", "good.py", "--setting", "a.db", "-o", "c.db", cwd=tmp_path)
     assert (code, err.strip()) == (2, "mhc-torch: setting: a.db: not UTF-8 text (a JSON file was expected)")
     (tmp_path / "x.json").write_bytes(b"\xff\xfe")

@@ -76,9 +76,13 @@ sim::LinkModel link_at_chunk(const sim::LinkModel& link, int64_t chunk) {
         if (chunk <= rows.front().bytes) return rows.front().*rate;
         for (size_t i = 1; i < rows.size(); ++i)
             if (chunk <= rows[i].bytes) {
+                if (chunk == rows[i].bytes) return rows[i].*rate;
                 const double x0 = std::log(static_cast<double>(rows[i - 1].bytes));
                 const double x1 = std::log(static_cast<double>(rows[i].bytes));
                 const double w = (std::log(static_cast<double>(chunk)) - x0) / (x1 - x0);
+                // A rate of 0 is "not measured": no rate between it and a measured one (it gave a
+                // fraction of the measured rate, down to below 1 kB/s); the profile's own then.
+                if (rows[i - 1].*rate == 0 || rows[i].*rate == 0) return 0.0;
                 return rows[i - 1].*rate + w * (rows[i].*rate - rows[i - 1].*rate);
             }
         return rows.back().*rate;

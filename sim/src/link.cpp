@@ -64,6 +64,12 @@ void validate(const LinkModel& l, const std::string& what) {
         const auto& c = l.by_chunk[i];
         std::string pre = "by_chunk[" + std::to_string(i) + "].";
         if (c.bytes < 1) bad(pre + "bytes", "must be in [1, 2^56]");
+        // Rows in increasing size, as mhc calibrate writes them: a rate is interpolated between the
+        // rows around a chunk size, and rows out of order or of one size gave a chunk the rate of
+        // another size (a reversed profile: every chunk the largest's rate) without a word.
+        if (i > 0 && c.bytes <= l.by_chunk[i - 1].bytes)
+            bad(pre + "bytes", std::to_string(c.bytes) + " is not more than by_chunk[" + std::to_string(i - 1) +
+                                   "].bytes " + std::to_string(l.by_chunk[i - 1].bytes) + " (rows in increasing size)");
         if (c.h2d_Bps != 0 && !bandwidth_ok(c.h2d_Bps)) bad(pre + "h2d_Bps", bw_range);
         if (c.d2h_Bps != 0 && !bandwidth_ok(c.d2h_Bps)) bad(pre + "d2h_Bps", bw_range);
         if (c.both_h2d_Bps != 0 && !bandwidth_ok(c.both_h2d_Bps)) bad(pre + "both_h2d_Bps", bw_range);
@@ -176,6 +182,9 @@ LinkModel load_link_profile(const std::string& path) {
             double b = number(c, "bytes", path, pre);
             if (!(b >= 1 && b <= 72057594037927936.0))
                 throw Error(where(path, "field '" + pre + "bytes': must be in [1, 2^56]"));
+            if (b != std::floor(b))   // 4096.5 was read as 4096
+                throw Error(where(
+                    path, "field '" + pre + "bytes': " + c.at("bytes").dump() + " is not a whole number of bytes"));
             ch.bytes = static_cast<int64_t>(b);
             if (c.contains("h2d_Bps")) ch.h2d_Bps = number(c, "h2d_Bps", path, pre);
             if (c.contains("d2h_Bps")) ch.d2h_Bps = number(c, "d2h_Bps", path, pre);

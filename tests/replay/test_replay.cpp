@@ -462,6 +462,13 @@ TEST_CASE("validation predicts with the calibrated rate of the replay's chunk si
     CHECK(at(1 << 30).h2d.bandwidth_Bps == 8e9);            // above: the last
     CHECK(at(2 << 20).name.find("@2.00 MiB chunks") != std::string::npos);
     CHECK(at(2 << 20).h2d.latency_s == l.h2d.latency_s);
+    // A rate of 0 is "not measured": no rate between it and a measured one (halfway it gave 3e9,
+    // half the measured rate, and near the unmeasured row a rate down to 0), the profile's own.
+    l.by_chunk = {{1 << 20, 4e9, 0}, {4 << 20, 8e9, 6e9}};
+    CHECK(at(2 << 20).h2d.bandwidth_Bps == Approx(6e9));
+    CHECK(at(2 << 20).d2h.bandwidth_Bps == l.d2h.bandwidth_Bps);
+    CHECK(at((1 << 20) + 1).d2h.bandwidth_Bps == l.d2h.bandwidth_Bps);
+    CHECK(at(4 << 20).d2h.bandwidth_Bps == 6e9);
 }
 
 TEST_CASE("a replay spread is the range of the makespans, the extremes dropped from 5 on", "[replay][repeat]") {

@@ -3,12 +3,16 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
+#include <optional>
 
 #include "mhc/common/environment.hpp"
 #include "run_files.hpp"
@@ -55,6 +59,85 @@ uint64_t hash_bytes(const unsigned char* p, uint64_t n, uint64_t seed) {
     uint64_t out = 0;
     for (int l = 0; l < 4; ++l) out = (out ^ h[l]) * K, out ^= out >> 31;
     return out;
+}
+
+// SipHash-2-4 (Aumasson and Bernstein, "SipHash: a fast short-input PRF", 2012,
+// https://www.aumasson.jp/siphash/siphash.pdf): the header's tag under this user's secret key.
+uint64_t siphash(const uint64_t key[2], const unsigned char* bytes, uint64_t size) {
+    uint64_t v0 = 0x736f6d6570736575ull ^ key[0], v1 = 0x646f72616e646f6dull ^ key[1];
+    uint64_t v2 = 0x6c7967656e657261ull ^ key[0], v3 = 0x7465646279746573ull ^ key[1];
+    const auto rotl = [](uint64_t value, int bits) { return (value << bits) | (value >> (64 - bits)); };
+    const auto round = [&] {
+        v0 += v1, v1 = rotl(v1, 13), v1 ^= v0, v0 = rotl(v0, 32);
+        v2 += v3, v3 = rotl(v3, 16), v3 ^= v2;
+        v0 += v3, v3 = rotl(v3, 21), v3 ^= v0;
+        v2 += v1, v1 = rotl(v1, 17), v1 ^= v2, v2 = rotl(v2, 32);
+    };
+    uint64_t at = 0;
+    for (; at + 8 <= size; at += 8) {
+        uint64_t word = 0;
+        std::memcpy(&word, bytes + at, 8);   // little-endian, as the format is
+        v3 ^= word;
+        round(), round();
+        v0 ^= word;
+    }
+    uint64_t last = size << 56;
+    for (uint64_t j = 0; at + j < size; ++j) last |= uint64_t{bytes[at + j]} << (8 * j);
+    v3 ^= last;
+    round(), round();
+    v0 ^= last;
+    v2 ^= 0xff;
+    round(), round(), round(), round();
+    return v0 ^ v1 ^ v2 ^ v3;
+}
+
+// This user's secret key, which every entry's header is tagged with and every array's checksum
+// seeded by: an entry another user or machine wrote (a trace from anyone, its cache forged with
+// the checksums recomputed, or another trace's entry copied in) fails it and reads as no entry,
+// so the arrays a command uses are the rows' own. 16 random bytes in
+// $XDG_CACHE_HOME/mhc/trace-cache.key (else ~/.cache/mhc/), mode 0600, made once; none to be had
+// (no home, a read-only one, a key file others can read): the cache is neither read nor written.
+struct Secret {
+    uint64_t key[2] = {0, 0};
+};
+std::optional<Secret> load_secret() {
+    namespace fs = std::filesystem;
+    fs::path dir;
+    if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg == '/') dir = fs::path(xdg) / "mhc";
+    else if (const char* home = std::getenv("HOME"); home && *home == '/') dir = fs::path(home) / ".cache" / "mhc";
+    else return std::nullopt;
+    const fs::path path = dir / "trace-cache.key";
+    const auto read_key = [&]() -> std::optional<Secret> {
+        const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) return std::nullopt;
+        struct stat st {};
+        Secret found;
+        const bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
+                        (st.st_mode & 077) == 0 && st.st_size == 16 && ::read(fd, found.key, 16) == 16;
+        ::close(fd);
+        if (!ok) return std::nullopt;
+        return found;
+    };
+    if (auto found = read_key()) return found;
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) return std::nullopt;
+    Secret made;
+    if (::getrandom(made.key, 16, 0) != 16) return std::nullopt;
+    // Written whole under a name of this process, then linked into place: two processes making it
+    // at once both end with the one that was linked first.
+    const fs::path tmp = dir / ("trace-cache.key." + std::to_string(::getpid()) + ".tmp");
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return std::nullopt;
+    const bool written = ::write(fd, made.key, 16) == 16 && ::fsync(fd) == 0;
+    ::close(fd);
+    if (written) (void)::link(tmp.c_str(), path.c_str());
+    ::unlink(tmp.c_str());
+    return read_key();
+}
+const std::optional<Secret>& secret() {
+    static const std::optional<Secret> loaded = load_secret();
+    return loaded;
 }
 
 // Appends and reads the fixed-width fields of the header.
@@ -167,10 +250,10 @@ Stored encode(const CacheWriter::Column& c) {
     return s;
 }
 
-uint64_t hash_stored(const unsigned char* p, uint64_t n) {
-    uint64_t h = 0;
-    for (uint64_t at = 0; at < n; at += kChunk) h = hash_bytes(p + at, std::min(kChunk, n - at), h);
-    return h;
+uint64_t hash_stored(const unsigned char* bytes, uint64_t n, uint64_t seed) {
+    uint64_t sum = seed;
+    for (uint64_t at = 0; at < n; at += kChunk) sum = hash_bytes(bytes + at, std::min(kChunk, n - at), sum);
+    return sum;
 }
 
 }  // namespace
@@ -193,6 +276,7 @@ struct CacheReader::Impl {
     std::vector<Column> columns;
     std::map<int64_t, int64_t> rowid_of_part;
     sqlite3_blob* blob = nullptr;
+    uint64_t seed = 0;   // the arrays' checksums start from it (the user's secret)
     bool ok = true;
     ~Impl() {
         if (blob) sqlite3_blob_close(blob);
@@ -266,7 +350,7 @@ bool CacheReader::fill(const std::string& name, void* out) {
     // Raw: straight into the caller's array; the others through a small buffer.
     std::string small(c.encoding == Encoding::Raw ? 0 : std::min<uint64_t>(c.bytes, kChunk), '\0');
     auto* buf = reinterpret_cast<unsigned char*>(small.data());
-    uint64_t at = 0, h = 0;
+    uint64_t at = 0, sum = m.seed;
     int64_t last = 0;
     auto* wide = reinterpret_cast<int64_t*>(dst);
     for (uint32_t part = 0; part < c.parts; ++part) {
@@ -282,7 +366,7 @@ bool CacheReader::fill(const std::string& name, void* out) {
             unsigned char* to = c.encoding == Encoding::Raw ? dst + at + off : buf;
             if (sqlite3_blob_read(m.blob, to, static_cast<int>(len), static_cast<int>(off)) != SQLITE_OK)
                 return m.ok = false;
-            h = hash_bytes(to, len, h);
+            sum = hash_bytes(to, len, sum);
             if (packed) {   // chunks hold whole values: kChunk and 8 are multiples of 4
                 int64_t* w = wide + (c.encoding == Encoding::Narrow32 ? (at + off) / 4 : at + off == 0 ? 0 : 1 + (at + off - 8) / 4);
                 widen(c.encoding, to, len, at + off, w, last);
@@ -290,7 +374,7 @@ bool CacheReader::fill(const std::string& name, void* out) {
         }
         at += n;
     }
-    if (!(m.ok && at == c.bytes && h == c.hash)) return m.ok = false;
+    if (!(m.ok && at == c.bytes && sum == c.hash)) return m.ok = false;
     if (c.encoding == Encoding::Constant) {
         for (uint64_t i = 0; i < c.count; ++i) std::memcpy(dst + i * c.width, buf, c.width);
     } else if (c.encoding == Encoding::Arithmetic) {
@@ -327,7 +411,8 @@ std::unique_ptr<CacheReader> read_cache(sqlite3* db, const std::string& key, con
     auto impl = std::make_unique<CacheReader::Impl>();
     impl->db = db;
     impl->own = own;
-    if (!db || !cache_enabled()) return nullptr;
+    if (!db || !cache_enabled() || !secret()) return nullptr;
+    impl->seed = secret()->key[0] ^ secret()->key[1];
     sqlite3_stmt* s = nullptr;
     // Only part 0's data (the header): selecting every part's would copy the whole entry onto the heap.
     if (sqlite3_prepare_v2(db, "SELECT part, rowid, CASE WHEN part = 0 THEN data END FROM trace_cache WHERE key=?", -1,
@@ -349,7 +434,7 @@ std::unique_ptr<CacheReader> read_cache(sqlite3* db, const std::string& key, con
     c.at = sizeof kMagic;
     uint64_t stored_hash;
     std::memcpy(&stored_hash, header.data() + header.size() - 8, 8);
-    if (hash_bytes(c.p, c.n, 0) != stored_hash) return nullptr;
+    if (siphash(secret()->key, c.p, c.n) != stored_hash) return nullptr;   // not written by this user's mhc
     if (c.get<uint32_t>() != kCacheVersion || c.text() != fingerprint) return nullptr;
     const auto columns = c.get<uint32_t>();
     for (uint32_t i = 0; i < columns && c.ok; ++i) {
@@ -421,7 +506,7 @@ void insert_entry(sqlite3* db, const std::string& path, const std::string& key, 
         h.put(static_cast<uint8_t>(s.encoding));
         h.put(col.count);
         h.put(s.bytes);
-        h.put(hash_stored(s.data, s.bytes));
+        h.put(hash_stored(s.data, s.bytes, secret()->key[0] ^ secret()->key[1]));
         h.put(part);
         h.put(parts);
         for (uint32_t i = 0; i < parts; ++i, ++part) {
@@ -432,7 +517,7 @@ void insert_entry(sqlite3* db, const std::string& path, const std::string& key, 
             ins.run();
         }
     }
-    h.put(hash_bytes(reinterpret_cast<const unsigned char*>(h.b.data()), h.b.size(), 0));
+    h.put(siphash(secret()->key, reinterpret_cast<const unsigned char*>(h.b.data()), h.b.size()));
     ins.bind(1, key);
     ins.bind(2, int64_t(0));
     sqlite3_bind_blob64(ins.get(), 3, h.b.data(), h.b.size(), SQLITE_STATIC);
@@ -443,7 +528,7 @@ void insert_entry(sqlite3* db, const std::string& path, const std::string& key, 
 
 bool write_cache(const std::string& path, const std::string& fingerprint, int64_t counter,
                  const std::vector<std::pair<std::string, const CacheWriter*>>& entries) {
-    if (!cache_enabled() || counter < 0) return false;
+    if (!cache_enabled() || !secret() || counter < 0) return false;
     std::string problem;
     sqlite3* db = nullptr;
     try {

@@ -14,6 +14,7 @@
 #include "mhc/common/error.hpp"
 
 #include "mhc/common/numbers.hpp"
+#include "mhc/trace/capture_timing.hpp"
 #include "mhc/trace/data_parallel.hpp"
 #include "mhc/trace/limits.hpp"
 #include "mhc/trace/runs.hpp"
@@ -600,6 +601,8 @@ void check_capture_meta(const TraceData& trace, CheckReport& report) {
                                                   " is not a Hugging Face checkpointing call "
                                                   "(gradient_checkpointing_enable, activation_checkpointing_enable)");
     }
+    if (const CaptureTiming timing = capture_timing(trace.meta); !timing.error.empty())
+        report.problems.push_back({"meta", "meta", 0, timing.error});
     const std::string defaults = trace.meta_or("capture.optimizer_defaults", "");
     if (!defaults.empty() && !nlohmann::json::parse(defaults, nullptr, false).is_object())
         bad("capture.optimizer_defaults", "not a JSON object");

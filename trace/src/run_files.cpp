@@ -227,7 +227,7 @@ void create_runs_db(const std::string& file, const std::vector<Target>& targets,
     sqlite3* db = nullptr;
     int rc = sqlite3_open_v2(out.temp_path().c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
     try {
-        if (rc != SQLITE_OK) throw Error(file + ": cannot create: " + (db ? sqlite3_errmsg(db) : "error"));
+        if (rc != SQLITE_OK) throw Error(sql::open_failure(db, file, out.temp_path(), "cannot create"));
         sqlite3_extended_result_codes(db, 1);
         // The traces' page size (writer.cpp): a run's millions of rows take fewer b-tree pages.
         sql::exec(db, file, "PRAGMA page_size=16384");

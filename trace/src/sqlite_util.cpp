@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -105,6 +106,16 @@ void wait_when_busy(sqlite3* db, const std::string& file) {
     else sqlite3_busy_handler(db, busy_wait, wait);
 }
 
+std::string open_failure(sqlite3* db, const std::string& file, const std::string& opened, const char* doing) {
+    std::error_code ec;
+    const size_t full = std::filesystem::absolute(opened, ec).string().size();
+    if (!ec && full >= 512)
+        return file + ": " + doing + ": its full path is " + std::to_string(full) +
+               " bytes, and SQLite opens files whose full path is under 512 (from /, links resolved): use a "
+               "shorter folder";
+    return file + ": " + doing + ": " + (db ? sqlite3_errmsg(db) : "error");
+}
+
 sqlite3* open_existing(const std::string& file, bool writable, std::string& problem) {
     sqlite3* db = nullptr;
     // READWRITE opens read-only by itself when the file is write-protected; opening for writing
@@ -120,7 +131,7 @@ sqlite3* open_existing(const std::string& file, bool writable, std::string& prob
         return nullptr;
     }
     if (sqlite3_open_v2(file.c_str(), &db, flags, nullptr) != SQLITE_OK) {
-        problem = file + ": cannot open: " + (db ? sqlite3_errmsg(db) : "error");
+        problem = open_failure(db, file, file, "cannot open");
         sqlite3_close(db);
         return nullptr;
     }

@@ -31,6 +31,10 @@ public:
 // when the file or its directory cannot be written (then an interrupted writer's journal cannot
 // be rolled back, and the open fails with a sentence saying so). Returns nullptr and sets
 // `problem` (naming `file`) on failure.
+// Why SQLite could not open `opened` (the file, or the temporary file made for `file`), naming
+// `file`: SQLite's words, or, for a full path of 512 bytes or more, which SQLite's unix files cannot
+// open (MAX_PATHNAME), that limit ("unable to open database file" said nothing of it).
+std::string open_failure(sqlite3* db, const std::string& file, const std::string& opened, const char* doing);
 sqlite3* open_existing(const std::string& file, bool writable, std::string& problem);
 
 // What a file SQLite calls "not a database" is when it is gzip-compressed (a trace downloaded or

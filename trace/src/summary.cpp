@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "mhc/common/error.hpp"
 #include "mhc/common/numbers.hpp"
 #include "mhc/trace/limits.hpp"
 
@@ -198,10 +199,18 @@ std::string fit(const std::string& name, size_t room) {
 
 std::string to_text(const Summary& s) {
     std::string o;
-    char buf[512];
+    // One line each, whole: what the trace says (a label, the device's name, the file's own name)
+    // with a control byte shown as '?' (a label with a newline was printed over two lines, an
+    // escape sent to the terminal), and no length cut (a path past 512 bytes lost its newline).
     auto line = [&](const char* fmt, auto... args) {
-        std::snprintf(buf, sizeof buf, fmt, args...);
-        o += buf;
+        const int length = std::snprintf(nullptr, 0, fmt, args...);
+        if (length <= 0) return;
+        std::string text(static_cast<size_t>(length) + 1, '\0');
+        std::snprintf(text.data(), text.size(), fmt, args...);
+        text.pop_back();
+        const bool ends = text.back() == '\n';
+        if (ends) text.pop_back();
+        o += printable(std::move(text)) + (ends ? "\n" : "");
     };
     line("trace       %s\n", s.path.c_str());
     line("source      %s\n", s.source.c_str());

@@ -78,10 +78,10 @@ Writer::Writer(std::string path, mhc::IfExists if_exists) : path_(std::move(path
     tmp_path_ = out_->temp_path();
     if (sqlite3_open_v2(tmp_path_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                         nullptr) != SQLITE_OK) {
-        std::string m = db_ ? sqlite3_errmsg(db_) : "cannot open";
+        std::string message = sql::open_failure(db_, path_, tmp_path_, "cannot create");
         sqlite3_close(db_);
         db_ = nullptr;
-        throw Error(path_ + ": cannot create: " + m);
+        throw Error(message);
     }
     // One connection per thread: NOMUTEX saves a lock per call (10% of the time at 1M rows/s).
     // The temporary file is thrown away on any failure, so durability pragmas buy nothing.

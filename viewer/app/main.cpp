@@ -13,9 +13,11 @@
 #include <cstdio>
 #include <optional>
 #include <cstdlib>
+#include <filesystem>
 #include <unistd.h>
 
 #include "app.hpp"
+#include "mhc/common/command_line.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/numbers.hpp"
 #include "mhc/common/output_file.hpp"
@@ -187,7 +189,7 @@ int run_gui(mhc::viewer::App& app, bool screenshot) {
 
 int main(int argc, char** argv) {
     mhc::viewer::Options o;
-    CLI::App cli{"mhc-view: browse a trace and its simulated runs"};
+    CLI::App cli{"mhc-view: browse a trace and its simulated runs", "mhc-view"};
     std::string size;
     cli.add_option("trace", o.trace, "trace file (SQLite)")->required();
     cli.add_option("--screenshot", o.screenshot, "render one frame off-screen and write it as a PNG");
@@ -222,14 +224,35 @@ int main(int argc, char** argv) {
     cli.add_flag("--fit-y", o.fit_y,
                  "memory curves: the y axis fitted to the bytes in view instead of from 0 B (the toolbar's \"fit y\")");
     cli.add_option("--layout", o.layout, "with --screenshot: write the plot rectangles as JSON (for tests)");
+    // The words checked by mhc's rules (mhc/common/command_line.hpp), before and after CLI11 parses
+    // them: a flag given a value (--fit-y=1, --help=1) or twice, an option given twice or '', the
+    // number grammar, said in mhc's words. --fit-y=1 and --fit-y --fit-y were taken, and the others
+    // said in CLI11's ("--size: At Most 1 required but received 2").
+    namespace line = mhc::command_line;
+    const std::vector<std::string> words(argv + 1, argv + argc);
+    line::apply_number_grammar(cli);
+    for (const std::string& said : {line::flag_with_value(cli, words), line::short_with_equals(cli, words)})
+        if (!said.empty()) {
+            say(said);
+            return 2;
+        }
     try {
         cli.parse(argc, argv);
     } catch (const CLI::Success& e) {   // --help
         return cli.exit(e);
+    } catch (const CLI::ExtrasError&) {
+        say(line::unexpected(cli, nullptr));
+        return 2;
     } catch (const CLI::ParseError& e) {   // bad options: one line, exit 2, as `mhc` does
-        say(e.what());
+        say(line::missing_value(line::in_our_words(line::path_first(e.what())), cli, words));
         return 2;
     }
+    for (const std::string& said :
+         {line::empty_value(&cli), line::contrary_flags(&cli, words), line::repeated_flag(cli, nullptr, words)})
+        if (!said.empty()) {
+            say(said);
+            return 2;
+        }
     o.go_step = step->count() > 0;
     mhc::trace::set_lock_wait_note(true);   // a locked trace: said once on stderr, never a silent wait
     try {   // the MHC_* variables the viewer reads, as mhc checks them: before any window
@@ -294,9 +317,20 @@ int main(int argc, char** argv) {
     const bool screenshot = !o.screenshot.empty();
     // The outputs checked before the trace is read and the window opens, as mhc checks its own: a
     // folder, a device, a descriptor of this process (/dev/stdout), a folder that is not there.
+    // An output naming an input (--screenshot T.db replaced the trace with a PNG after the frame),
+    // or both outputs one file, refused as mhc refuses them.
     try {
-        for (const std::string* out : {&o.screenshot, &o.layout})
-            if (!out->empty()) mhc::OutputFile checked(*out, mhc::IfExists::Replace);
+        for (const std::string* out : {&o.screenshot, &o.layout}) {
+            if (out->empty()) continue;
+            for (const std::string* in : {&o.trace, &o.runs_db, &o.families}) mhc::refuse_input_as_output(*in, *out);
+            mhc::OutputFile checked(*out, mhc::IfExists::Replace);
+        }
+        std::error_code ec;
+        if (!o.layout.empty() && !o.screenshot.empty() &&
+            (std::filesystem::absolute(o.layout, ec).lexically_normal() ==
+                 std::filesystem::absolute(o.screenshot, ec).lexically_normal() ||
+             std::filesystem::equivalent(o.layout, o.screenshot, ec)))
+            throw mhc::Error("--layout " + o.layout + " is also --screenshot; write them to two files");
     } catch (const mhc::Error& e) {
         say(e.what());
         return 2;

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "mhc/common/error.hpp"
+#include "mhc/common/output_file.hpp"
 #include "mhc/trace/comm_kernels.hpp"
 
 namespace mhc::viewer {
@@ -232,6 +233,9 @@ bool parse_family(std::string_view text, KernelFamily& out) {
 void FamilyRules::add(KernelFamily family, std::string needle) { rules_.push_back({family, lower(needle)}); }
 
 void FamilyRules::load_file(const std::string& path) {
+    // A named pipe waited for a writer and /dev/zero was read without end (mhc-view hung before its
+    // window); a folder read as an empty file of no rules: refused as mhc refuses its inputs.
+    refuse_special_file(path);
     std::ifstream in(path);
     if (!in) throw Error(path + ": cannot read the kernel family rules (no such file or not readable)");
     std::string line;

@@ -9,10 +9,21 @@
 
 #include "mhc/advise/transforms.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/trace/limits.hpp"
 
 namespace mhc::advise {
 
 namespace {
+
+// A time worked out in double (bytes over a bandwidth, a count times a cost), as whole ns. Past
+// 2^62 ns (146 years) it is refused: it was cast to int64 unchecked (undefined behaviour for a
+// trace's 2^56-byte parameters over a host bandwidth of 1 kB/s).
+int64_t whole_ns(const Base& base, double ns, const char* what) {
+    if (!(ns >= 0 && ns <= static_cast<double>(trace::limits::kMaxAbsTime)))
+        throw Error(base.trace->path + ": " + what + " would take more than 2^62 ns at the bandwidth given (" +
+                    std::to_string(ns) + " ns)");
+    return std::llround(ns);
+}
 
 // What one step's optimizer ops touch, by category.
 struct StepTensors {
@@ -82,7 +93,8 @@ public:
             f.phase = Phase::Optimizer;
             f.anchor = last_removed;
             const int64_t moved = st.adam_bytes(b.plan);
-            f.duration = static_cast<int64_t>(static_cast<double>(moved) / b.hbm_bw * 1e9) + b.launch_overhead;
+            f.duration = whole_ns(b, static_cast<double>(moved) / b.hbm_bw * 1e9, "the fused optimizer step") +
+                         b.launch_overhead;
             for (int32_t a : st.params) f.acc.push_back({a, trace::AccessMode::ReadWrite});
             for (int32_t a : st.grads) f.acc.push_back({a, trace::AccessMode::Read});
             for (int32_t a : st.state) f.acc.push_back({a, trace::AccessMode::ReadWrite});
@@ -221,8 +233,10 @@ public:
             host.step = step;
             host.phase = Phase::Optimizer;
             host.anchor = b.opt_first[si];
-            host.duration = static_cast<int64_t>(static_cast<double>(moved) / c.host.bandwidth_Bps * 1e9) +
-                            std::llround(static_cast<double>(st.params.size()) * c.host.per_tensor_s * 1e9);
+            host.duration = whole_ns(b,
+                                     static_cast<double>(moved) / c.host.bandwidth_Bps * 1e9 +
+                                         static_cast<double>(st.params.size()) * c.host.per_tensor_s * 1e9,
+                                     "the host optimizer step");
             // Each gradient goes to its host buffer once accumulated; the device copy is freed. With
             // gradient accumulation that happens in every pass (mhc_torch.apply adds each pass's
             // gradient to the host buffer): one device life per pass, from its first backward

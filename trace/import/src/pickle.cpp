@@ -138,6 +138,11 @@ public:
             op_ = static_cast<uint8_t>(data_[pos_++]);
             if (op_ == '.') {   // STOP
                 if (stack_.empty()) fail("STOP with an empty stack");
+                // Bytes after the end were dropped without a word (Python's pickle.load leaves them
+                // unread): a damaged or appended file, refused as bytes after gzip data are.
+                if (pos_ < n_)
+                    fail("byte " + std::to_string(pos_) + " follows the pickle's end (STOP): " +
+                         std::to_string(n_ - pos_) + " bytes that are no part of it (an appended or damaged file)");
                 return stack_.back();
             }
             if (!step()) refuse();

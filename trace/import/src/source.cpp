@@ -43,16 +43,83 @@ GzSource::GzSource(const std::string& path, uint64_t limit) : path_(path) {
     special_ = special_file(path);
     direct_ = gzdirect_hint(path);
     if (special_ || !direct_) limit_ = limit;
-    f_ = gzopen(path.c_str(), "rb");
-    if (!f_) throw Error(errno == ENOENT ? no_such_file(path) : where(path, std::string("cannot open: ") + std::strerror(errno)));
-    gzbuffer(f_, 1 << 17);
+    const auto cannot_open = [&] {
+        return Error(errno == ENOENT ? no_such_file(path)
+                                     : where(path, std::string("cannot open: ") + std::strerror(errno)));
+    };
+    if (direct_) {
+        f_ = gzopen(path.c_str(), "rb");
+        if (!f_) throw cannot_open();
+        gzbuffer(f_, 1 << 17);
+    } else {
+        fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd_ < 0) throw cannot_open();
+        if (inflateInit2(&z_, 16 + MAX_WBITS) != Z_OK) {   // gzip only
+            ::close(fd_);
+            throw Error(where(path, "out of memory opening the gzip data"), Error::Kind::Internal);
+        }
+        z_open_ = true;
+        in_.resize(1 << 17);
+    }
     buf_ = new char[kChunk];
     cur_ = end_ = buf_;
 }
 
 GzSource::~GzSource() {
     if (f_) gzclose(f_);
+    if (z_open_) inflateEnd(&z_);
+    if (fd_ >= 0) ::close(fd_);
     delete[] buf_;
+}
+
+// Inflates up to `cap` bytes of gzip input into `buf`; 0 at its end. A member's end is followed
+// by the end of the file, another member (inflated on), or zeros (padding, skipped as gzip and
+// Python skip them); anything else is refused, as is input that ends inside a member.
+size_t GzSource::inflate_some(char* buf, size_t cap) {
+    z_.next_out = reinterpret_cast<Bytef*>(buf);
+    z_.avail_out = static_cast<uInt>(cap);
+    uint64_t padding = 0;   // zeros seen after the last member
+    while (z_.avail_out == cap) {
+        if (z_.avail_in == 0 && !in_eof_) {
+            ssize_t got = 0;
+            do got = ::read(fd_, in_.data(), in_.size());
+            while (got < 0 && errno == EINTR);
+            if (got < 0) throw Error(where(path_, std::string("cannot read: ") + std::strerror(errno)));
+            in_eof_ = got == 0;
+            in_read_ += static_cast<uint64_t>(got);
+            z_.next_in = in_.data();
+            z_.avail_in = static_cast<uInt>(got);
+        }
+        if (z_end_) {   // between members: zeros, another member, or the end
+            while (z_.avail_in > 0 && *z_.next_in == 0) {
+                ++z_.next_in;
+                --z_.avail_in;
+                ++padding;
+            }
+            if (z_.avail_in == 0) {
+                if (in_eof_) return 0;
+                continue;
+            }
+            if (padding > 0 || *z_.next_in != 0x1f)
+                throw Error(where(path_, "byte " + std::to_string(in_read_ - z_.avail_in) +
+                                             " follows the end of the gzip data and is not gzip data (an appended "
+                                             "or damaged file)"));
+            inflateReset(&z_);
+            z_end_ = false;
+        }
+        if (z_.avail_in == 0 && in_eof_) throw Error(where(path_, "the gzip data is truncated"));
+        const int rc = inflate(&z_, Z_NO_FLUSH);
+        if (rc == Z_STREAM_END) {
+            z_end_ = true;
+        } else if (rc == Z_BUF_ERROR) {
+            if (in_eof_ && z_.avail_in == 0) throw Error(where(path_, "the gzip data is truncated"));
+        } else if (rc != Z_OK) {
+            if (rc == Z_MEM_ERROR)
+                throw Error(where(path_, "out of memory inflating the gzip data"), Error::Kind::Internal);
+            throw Error(where(path_, std::string("corrupt gzip data: ") + (z_.msg ? z_.msg : "?")));
+        }
+    }
+    return cap - z_.avail_out;
 }
 
 size_t GzSource::read(char* buf, size_t cap) {
@@ -60,13 +127,17 @@ size_t GzSource::read(char* buf, size_t cap) {
     // doubled mapping) would put up to twice the limit in memory before the limit is checked.
     const uint64_t held = total_ - mark_;
     if (limit_ != UINT64_MAX) cap = static_cast<size_t>(std::min<uint64_t>(cap, held < limit_ ? limit_ - held + 1 : 1));
-    cap = std::min<size_t>(cap, 1u << 30);   // gzread counts in unsigned int
-    int got = gzread(f_, buf, static_cast<unsigned>(cap));
-    int errnum = 0;
-    const char* msg = gzerror(f_, &errnum);
-    if (got < 0 || (errnum != Z_OK && errnum != Z_STREAM_END)) {
-        std::string m = errnum == Z_BUF_ERROR ? "the gzip data is truncated" : std::string("corrupt gzip data: ") + (msg ? msg : "?");
-        throw Error(where(path_, m));
+    cap = std::min<size_t>(cap, 1u << 30);   // gzread and inflate count in unsigned int
+    if (cap == 0) return 0;
+    int got = 0;
+    if (!direct_) {
+        got = static_cast<int>(inflate_some(buf, cap));
+    } else {
+        got = gzread(f_, buf, static_cast<unsigned>(cap));
+        int errnum = 0;
+        const char* msg = gzerror(f_, &errnum);
+        if (got < 0 || (errnum != Z_OK && errnum != Z_STREAM_END))
+            throw Error(where(path_, std::string("cannot read: ") + (msg ? msg : "?")));
     }
     total_ += static_cast<uint64_t>(got);
     if (total_ - mark_ > limit_)

@@ -1,7 +1,9 @@
 #pragma once
-// Reading input files, gzip or plain, through zlib's gz* interface (which passes plain
-// files through). Truncated or corrupt gzip data is an error naming the file, and so is gzip
-// data that expands past the caller's limit (docs/import.md, "Limits").
+// Reading input files, gzip or plain: plain files through zlib's gz* interface (which passes them
+// through), gzip ones inflated member after member (`cat a.gz b.gz` is read whole, as gzip reads
+// it). Truncated or corrupt gzip data is an error naming the file, and so are bytes after the last
+// member that are neither a member nor zeros (gzip's and Python's rule), and gzip data that
+// expands past the caller's limit (docs/import.md, "Limits").
 #include <zlib.h>
 
 #include <array>
@@ -52,8 +54,17 @@ public:
 
 private:
     void refill();
+    size_t inflate_some(char* buf, size_t cap);
     std::string path_;
-    gzFile f_ = nullptr;
+    gzFile f_ = nullptr;   // plain input (zlib passes it through; it can seek)
+    // gzip input, inflated here (not by gzread, which ignored bytes after the last member that
+    // were no gzip member: a damaged or appended file read as whole): its descriptor, the inflate
+    // state and the compressed bytes read but not yet inflated.
+    int fd_ = -1;
+    z_stream z_{};
+    bool z_open_ = false, z_end_ = false, in_eof_ = false;
+    uint64_t in_read_ = 0;   // compressed bytes read
+    std::vector<unsigned char> in_;
     uint64_t total_ = 0, mark_ = 0, limit_ = UINT64_MAX;
     bool special_ = false;   // not a regular file
     bool direct_ = true;     // not gzip: the bytes as they are in the file

@@ -84,7 +84,7 @@ private:
 
 // Bump when what any entry holds changes meaning (a column's layout, the checks a cached
 // prepared form has passed): entries of another version read as absent.
-inline constexpr uint32_t kCacheVersion = 1;
+inline constexpr uint32_t kCacheVersion = 2;   // 2: tagged with the user's secret key (2026-12-06)
 
 // The entry `key` of the trace file `path` if it holds one for `fingerprint` (and this version),
 // else nullptr. Never throws for the cache's sake: an unreadable entry is no entry.

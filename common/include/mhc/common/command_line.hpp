@@ -1,13 +1,15 @@
 #pragma once
-// The checks main.cpp makes of the words of a command line, before CLI11 parses them (the words)
-// and after (the options CLI11 filled): one place for every command, so that a new option follows
-// the same rules. Each returns the one line to print, or "" when nothing is wrong.
+// The checks the front-ends (mhc, mhc-view) make of the words of a command line, before CLI11 parses
+// them (the words) and after (the options CLI11 filled): one place for every command and program,
+// so that a new option follows the same rules (docs/cli.md, "Messages and exit statuses"). Each
+// returns the one line to print, or "" when nothing is wrong; a "(PROGRAM COMMAND --help)" hint
+// names the top app's name (mhc, mhc-view).
 #include <CLI/CLI.hpp>
 
 #include <string>
 #include <vector>
 
-namespace mhc::cli {
+namespace mhc::command_line {
 
 // CLI11's "<option>: File does not exist: <path>" as "<path>: no such file".
 std::string path_first(const std::string& msg);
@@ -43,4 +45,4 @@ std::string missing_value(const std::string& msg, const CLI::App& chosen, const 
 // The number grammar (docs/cli.md, "Numbers") on every option of `app` and its commands.
 void apply_number_grammar(CLI::App& app);
 
-}   // namespace mhc::cli
+}   // namespace mhc::command_line

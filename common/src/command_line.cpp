@@ -3,18 +3,17 @@
 // statuses"): CLI11's messages in the words of the others, unknown options with the nearest name,
 // empty values, flags given twice, with their negation or with a value, the number grammar, and
 // a file option given "-". Each returns the one line to print ("" when nothing is wrong).
-#include "words.hpp"
+#include "mhc/common/command_line.hpp"
 
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
 
-#include "command.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/numbers.hpp"
 
-namespace mhc::cli {
+namespace mhc::command_line {
 
 // CLI11 says "<option>: File does not exist: <path>"; the documented form of every input error
 // is "<file>: <what is wrong>", so the path leads, in the words every command uses.
@@ -38,6 +37,22 @@ std::string command_path(const CLI::App* sub) {
     for (; sub && sub->get_parent(); sub = sub->get_parent()) path = sub->get_name() + (path.empty() ? "" : " " + path);
     return path;
 }
+
+namespace {
+// "(mhc info --help)": the program (the name of the top of `sub`'s commands: mhc, mhc-view) and the
+// command's path.
+std::string help_hint(const CLI::App* sub) {
+    const CLI::App* root = sub;
+    while (root->get_parent()) root = root->get_parent();
+    const std::string path = command_path(sub);
+    return "(" + root->get_name() + (path.empty() ? "" : " " + path) + " --help)";
+}
+// "info: " before a command's message; "" at the top (mhc-view has no commands).
+std::string where_said(const CLI::App* sub) {
+    const std::string path = command_path(sub);
+    return path.empty() ? "" : path + ": ";
+}
+}   // namespace
 
 namespace {
 // The innermost command parsed so far (`kernels sinkhorn` under `kernels`).
@@ -99,7 +114,7 @@ std::string unexpected(const CLI::App& app, const CLI::App* sub) {
     std::vector<std::string> extras = where.remaining();
     if (extras.empty()) extras = app.remaining();
     const std::string prefix = sub ? command_path(sub) + ": " : "";
-    const std::string help = sub ? "(mhc " + command_path(sub) + " --help)" : "(mhc --help)";
+    const std::string help = help_hint(sub ? sub : &app);
     if (extras.empty()) return prefix + "unexpected arguments " + help;
     for (const auto& extra : extras) {
         if (extra.size() < 2 || extra[0] != '-') continue;
@@ -156,7 +171,7 @@ std::string empty_value(const CLI::App* sub) {
                 const std::string what = opt->get_lnames().empty() && opt->get_snames().empty()
                                              ? "the " + opt->get_name() + " argument is empty"
                                              : opt->get_name() + " '': an empty value";
-                return command_path(sub) + ": " + what + " (mhc " + command_path(sub) + " --help)";
+                return where_said(sub) + what + " " + help_hint(sub);
             }
         }
     }
@@ -256,9 +271,7 @@ std::string flag_with_value(const CLI::App& where, const std::vector<std::string
             for (const auto& negation : opt->get_fnames()) named |= name == "--" + negation;
             for (const auto& short_name : opt->get_snames()) named |= name == "-" + short_name;
             if (!named) continue;
-            const std::string path = command_path(&app);
-            const std::string help = path.empty() ? "(mhc --help)" : "(mhc " + path + " --help)";
-            return (path.empty() ? "" : path + ": ") + name + " takes no value: '" + printable(word) + "' " + help;
+            return where_said(&app) + name + " takes no value: '" + printable(word) + "' " + help_hint(&app);
         }
         return "";
     });
@@ -359,11 +372,10 @@ std::string short_with_equals(const CLI::App& where, const std::vector<std::stri
             if (opt->get_expected_max() == 0) continue;   // a flag: flag_with_value says it
             const auto& names = opt->get_snames();
             if (std::find(names.begin(), names.end(), word.substr(1, 1)) == names.end()) continue;
-            const std::string path = command_path(&app), value = word.substr(3);
-            return (path.empty() ? "" : path + ": ") + "'" + printable(word) +
-                   "': a short option takes its value after a space (" + word.substr(0, 2) + " " + printable(value) +
-                   "); this would be '=" + printable(value) + "'" +
-                   (path.empty() ? " (mhc --help)" : " (mhc " + path + " --help)");
+            const std::string value = word.substr(3);
+            return where_said(&app) + "'" + printable(word) + "': a short option takes its value after a space (" +
+                   word.substr(0, 2) + " " + printable(value) + "); this would be '=" + printable(value) + "'" + " " +
+                   help_hint(&app);
         }
         return "";
     });
@@ -381,9 +393,9 @@ std::string missing_value(const std::string& msg, const CLI::App& chosen, const 
     for (const auto& word : words)
         for (const CLI::App* inner : sub->get_subcommands({}))
             if (inner->get_name() == word) sub = inner;
-    const std::string path = command_path(sub), help = " (mhc " + path + " --help)";
     const bool empty = std::find(words.begin(), words.end(), name + "=") != words.end();
-    return path + ": " + name + (empty ? " '': an empty value" : " needs a value: none was given") + help;
+    return where_said(sub) + name + (empty ? " '': an empty value" : " needs a value: none was given") + " " +
+           help_hint(sub);
 }
 
 // A file option given "-" (`-o -`): it was taken as a file named "-" (generate and import wrote
@@ -416,4 +428,4 @@ std::string dash_file(const CLI::App* sub) {
     return "";
 }
 
-}   // namespace mhc::cli
+}   // namespace mhc::command_line
