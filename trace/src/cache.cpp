@@ -3,8 +3,8 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
+#include <sodium.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -61,34 +61,14 @@ uint64_t hash_bytes(const unsigned char* p, uint64_t n, uint64_t seed) {
     return out;
 }
 
-// SipHash-2-4 (Aumasson and Bernstein, "SipHash: a fast short-input PRF", 2012,
-// https://www.aumasson.jp/siphash/siphash.pdf): the header's tag under this user's secret key.
-uint64_t siphash(const uint64_t key[2], const unsigned char* bytes, uint64_t size) {
-    uint64_t v0 = 0x736f6d6570736575ull ^ key[0], v1 = 0x646f72616e646f6dull ^ key[1];
-    uint64_t v2 = 0x6c7967656e657261ull ^ key[0], v3 = 0x7465646279746573ull ^ key[1];
-    const auto rotl = [](uint64_t value, int bits) { return (value << bits) | (value >> (64 - bits)); };
-    const auto round = [&] {
-        v0 += v1, v1 = rotl(v1, 13), v1 ^= v0, v0 = rotl(v0, 32);
-        v2 += v3, v3 = rotl(v3, 16), v3 ^= v2;
-        v0 += v3, v3 = rotl(v3, 21), v3 ^= v0;
-        v2 += v1, v1 = rotl(v1, 17), v1 ^= v2, v2 = rotl(v2, 32);
-    };
-    uint64_t at = 0;
-    for (; at + 8 <= size; at += 8) {
-        uint64_t word = 0;
-        std::memcpy(&word, bytes + at, 8);   // little-endian, as the format is
-        v3 ^= word;
-        round(), round();
-        v0 ^= word;
-    }
-    uint64_t last = size << 56;
-    for (uint64_t j = 0; at + j < size; ++j) last |= uint64_t{bytes[at + j]} << (8 * j);
-    v3 ^= last;
-    round(), round();
-    v0 ^= last;
-    v2 ^= 0xff;
-    round(), round(), round(), round();
-    return v0 ^ v1 ^ v2 ^ v3;
+// The header's tag under this user's secret key: libsodium's crypto_shorthash, SipHash-2-4 (a keyed
+// PRF for short inputs: without the key no one can make a tag this user's mhc accepts).
+uint64_t keyed_tag(const unsigned char (&key)[crypto_shorthash_KEYBYTES], const unsigned char* bytes, uint64_t size) {
+    unsigned char out[crypto_shorthash_BYTES];
+    crypto_shorthash(out, bytes, size, key);
+    uint64_t tag = 0;
+    std::memcpy(&tag, out, sizeof tag);   // little-endian, as the format is
+    return tag;
 }
 
 // This user's secret key, which every entry's header is tagged with and every array's checksum
@@ -98,7 +78,13 @@ uint64_t siphash(const uint64_t key[2], const unsigned char* bytes, uint64_t siz
 // $XDG_CACHE_HOME/mhc/trace-cache.key (else ~/.cache/mhc/), mode 0600, made once; none to be had
 // (no home, a read-only one, a key file others can read): the cache is neither read nor written.
 struct Secret {
-    uint64_t key[2] = {0, 0};
+    unsigned char key[crypto_shorthash_KEYBYTES] = {};
+    // The arrays' checksums start from it: the key's two halves folded.
+    uint64_t seed() const {
+        uint64_t halves[2];
+        std::memcpy(halves, key, sizeof halves);
+        return halves[0] ^ halves[1];
+    }
 };
 std::optional<Secret> load_secret() {
     namespace fs = std::filesystem;
@@ -113,7 +99,8 @@ std::optional<Secret> load_secret() {
         struct stat st {};
         Secret found;
         const bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
-                        (st.st_mode & 077) == 0 && st.st_size == 16 && ::read(fd, found.key, 16) == 16;
+                        (st.st_mode & 077) == 0 && st.st_size == sizeof found.key &&
+                        ::read(fd, found.key, sizeof found.key) == sizeof found.key;
         ::close(fd);
         if (!ok) return std::nullopt;
         return found;
@@ -123,13 +110,14 @@ std::optional<Secret> load_secret() {
     fs::create_directories(dir, ec);
     if (ec) return std::nullopt;
     Secret made;
-    if (::getrandom(made.key, 16, 0) != 16) return std::nullopt;
+    if (sodium_init() < 0) return std::nullopt;
+    randombytes_buf(made.key, sizeof made.key);
     // Written whole under a name of this process, then linked into place: two processes making it
     // at once both end with the one that was linked first.
     const fs::path tmp = dir / ("trace-cache.key." + std::to_string(::getpid()) + ".tmp");
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) return std::nullopt;
-    const bool written = ::write(fd, made.key, 16) == 16 && ::fsync(fd) == 0;
+    const bool written = ::write(fd, made.key, sizeof made.key) == sizeof made.key && ::fsync(fd) == 0;
     ::close(fd);
     if (written) (void)::link(tmp.c_str(), path.c_str());
     ::unlink(tmp.c_str());
@@ -412,7 +400,7 @@ std::unique_ptr<CacheReader> read_cache(sqlite3* db, const std::string& key, con
     impl->db = db;
     impl->own = own;
     if (!db || !cache_enabled() || !secret()) return nullptr;
-    impl->seed = secret()->key[0] ^ secret()->key[1];
+    impl->seed = secret()->seed();
     sqlite3_stmt* s = nullptr;
     // Only part 0's data (the header): selecting every part's would copy the whole entry onto the heap.
     if (sqlite3_prepare_v2(db, "SELECT part, rowid, CASE WHEN part = 0 THEN data END FROM trace_cache WHERE key=?", -1,
@@ -434,7 +422,7 @@ std::unique_ptr<CacheReader> read_cache(sqlite3* db, const std::string& key, con
     c.at = sizeof kMagic;
     uint64_t stored_hash;
     std::memcpy(&stored_hash, header.data() + header.size() - 8, 8);
-    if (siphash(secret()->key, c.p, c.n) != stored_hash) return nullptr;   // not written by this user's mhc
+    if (keyed_tag(secret()->key, c.p, c.n) != stored_hash) return nullptr;   // not written by this user's mhc
     if (c.get<uint32_t>() != kCacheVersion || c.text() != fingerprint) return nullptr;
     const auto columns = c.get<uint32_t>();
     for (uint32_t i = 0; i < columns && c.ok; ++i) {
@@ -506,7 +494,7 @@ void insert_entry(sqlite3* db, const std::string& path, const std::string& key, 
         h.put(static_cast<uint8_t>(s.encoding));
         h.put(col.count);
         h.put(s.bytes);
-        h.put(hash_stored(s.data, s.bytes, secret()->key[0] ^ secret()->key[1]));
+        h.put(hash_stored(s.data, s.bytes, secret()->seed()));
         h.put(part);
         h.put(parts);
         for (uint32_t i = 0; i < parts; ++i, ++part) {
@@ -517,7 +505,7 @@ void insert_entry(sqlite3* db, const std::string& path, const std::string& key, 
             ins.run();
         }
     }
-    h.put(siphash(secret()->key, reinterpret_cast<const unsigned char*>(h.b.data()), h.b.size()));
+    h.put(keyed_tag(secret()->key, reinterpret_cast<const unsigned char*>(h.b.data()), h.b.size()));
     ins.bind(1, key);
     ins.bind(2, int64_t(0));
     sqlite3_bind_blob64(ins.get(), 3, h.b.data(), h.b.size(), SQLITE_STATIC);
