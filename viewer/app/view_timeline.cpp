@@ -61,6 +61,9 @@ void family_legend(App& app, ImDrawList* dl, ImVec2 p, float x_max, nlohmann::js
 void memory_strip(App& app, const ViewRun* run, ImDrawList* dl, ImVec2 p0, ImVec2 p1, TimelineUi& ui,
                   nlohmann::json& out) {
     CurveColumns& cols = ui.strip;
+    // A run of another device than the one shown: the recording's memory, its title saying why.
+    const std::string device_note = run ? run_device_note(run->info, app.trace->memory_device) : std::string();
+    if (!device_note.empty()) run = nullptr;
     const bool run_curve = run && !run->memory.empty();
     const Curve& curve = run_curve ? run->memory : app.trace->live;
     if (curve.empty() || curve.peak() <= 0) {
@@ -75,6 +78,7 @@ void memory_strip(App& app, const ViewRun* run, ImDrawList* dl, ImVec2 p0, ImVec
         const std::string shown = fit_label(text, p1.x - p0.x - 8, ImGui::CalcTextSize("M").x);
         dl->AddText({p0.x + 4, p0.y + 2}, IM_COL32(150, 150, 160, 255), shown.c_str());
         out = {{"rect", rect_json(p0, p1)}, {"empty", true}, {"text", text}, {"shown", shown}};
+        out["device_note"] = device_note;
         if (shown != text && ImGui::IsMouseHoveringRect(p0, p1) &&
             ImGui::IsWindowHovered(ImGuiHoveredFlags_ChildWindows)) {
             ImGui::BeginTooltip();
@@ -114,7 +118,8 @@ void memory_strip(App& app, const ViewRun* run, ImDrawList* dl, ImVec2 p0, ImVec
     }
     const std::string device = memory_device_text(*app.trace);
     std::string title = run_curve ? "device bytes, " + run->label()
-                                  : "live bytes (recorded)" + (device.empty() ? "" : ", " + device);
+                                  : "live bytes (recorded)" + (device.empty() ? "" : ", " + device) +
+                                        (device_note.empty() ? "" : "; " + device_note);
     // With a run: its title in its colour, then the recorded curve's in grey.
     const std::string recorded_title = recorded_too ? "  recorded live bytes" + (device.empty() ? "" : ", " + device)
                                                     : std::string();
@@ -132,7 +137,8 @@ void memory_strip(App& app, const ViewRun* run, ImDrawList* dl, ImVec2 p0, ImVec
            {"axis_labels", labels},
            {"recorded", recorded_too},
            {"recorded_title", recorded_title},
-           {"recorded_peak_bytes", recorded_too ? ui.strip_recorded.y_max : 0.0}};
+           {"recorded_peak_bytes", recorded_too ? ui.strip_recorded.y_max : 0.0},
+           {"device_note", device_note}};
 }
 
 }  // namespace
