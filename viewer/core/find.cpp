@@ -224,7 +224,7 @@ void FindState::completed(int64_t selected_kernel) {
 bool FindState::update(const ViewTrace& view, const ViewRun* shown, std::string_view text, int64_t selected_kernel) {
     bool changed = start(view, shown, text);
     if (!done()) {
-        work(slice);
+        work(std::max<size_t>(slice, 1));
         changed = true;
         if (done()) completed(selected_kernel);
     } else if (changed) {
