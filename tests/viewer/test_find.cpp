@@ -241,6 +241,14 @@ TEST_CASE("find: a search is done in slices of at most `slice` kernels a frame, 
     }
     CHECK(frames == 15);   // 15,000 kernels, 1,000 a frame
     same(find.all(), brute_force(view, view.kernel_lanes, "e"));
+    // A slice of 0 looks at one item a frame (it ended the search at once, with nothing found).
+    FindState none;
+    none.slice = 0;
+    const ViewTrace small = random_trace(rng, 2, 20, false);
+    none.update(small, nullptr, "e", 0);
+    CHECK(none.progress() == Approx(1.0 / 40));
+    while (!none.done()) none.update(small, nullptr, "e", 0);
+    same(none.all(), brute_force(small, small.kernel_lanes, "e"));
     // Letters typed while a search (or a re-check) is under way: each narrows what was found so far and
     // the scan goes on; Backspace starts again. Every end state equals a brute force.
     for (const std::vector<std::string>& typing :
