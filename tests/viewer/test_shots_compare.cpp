@@ -299,3 +299,20 @@ TEST_CASE("a run of another device than the memory shown is said, not drawn over
     CHECK(same.layout["timeline"]["memory_strip"]["device_note"] == "");
     CHECK(same.layout["toolbar"]["run_combo"]["text"] == "lru+none@70%/pcie4/caching");
 }
+
+TEST_CASE("the run simulator says whose memory a run keeps: the device the memory views show") {
+    // A trace with GPU 0's memory and the host's: opened on the host (--device -1), Run simulation
+    // simulates the host (LaunchFields::device), and the tab says so; it simulated GPU 0 in silence.
+    fixture::TempPath db("gpu-and-host.db");
+    fixture::write_gpu_and_host_trace(db.path);
+    Shot host = shoot(db.path, "--view run --device -1");
+    INFO(host.err);
+    REQUIRE(host.rc == 0);
+    CHECK(host.layout["run"]["device"] == -1);
+    CHECK(host.layout["run"]["device_line"] ==
+          "simulates the host's memory, the one the memory views show (the toolbar's 'memory of' picks another)");
+    Shot gpu = shoot(db.path, "--view run");
+    REQUIRE(gpu.rc == 0);
+    CHECK(gpu.layout["run"]["device"] == 0);   // auto: the GPU with the largest peak, as mhc simulate
+    CHECK(gpu.layout["run"]["device_line"].get<std::string>().rfind("simulates GPU 0's memory", 0) == 0);
+}
