@@ -296,7 +296,7 @@ TEST_CASE("a run of another device than the memory shown is said, not drawn over
     CHECK(timeline.layout["timeline"]["memory_strip"]["device_note"] == note);
     Shot same = shoot(db.path, "--run 3");
     REQUIRE(same.rc == 0);
-    CHECK(same.layout["timeline"]["memory_strip"]["device_note"] == "");
+    CHECK(same.layout["timeline"]["memory_strip"]["device_note"].get<std::string>().empty());
     CHECK(same.layout["toolbar"]["run_combo"]["text"] == "lru+none@70%/pcie4/caching");
 }
 

@@ -41,10 +41,10 @@ std::optional<int32_t> run_device(const RunInfo& run) {
     const auto it = run.config.find("device");
     if (it == run.config.end() || it->second.empty() || it->second.size() > 8) return std::nullopt;
     int64_t device = 0;
-    size_t i = it->second[0] == '-' ? 1 : 0;
-    if (i == it->second.size()) return std::nullopt;
-    for (; i < it->second.size(); ++i) {
-        const char digit = it->second[i];
+    size_t at = it->second[0] == '-' ? 1 : 0;
+    if (at == it->second.size()) return std::nullopt;
+    for (; at < it->second.size(); ++at) {
+        const char digit = it->second[at];
         if (digit < '0' || digit > '9') return std::nullopt;
         device = device * 10 + (digit - '0');
     }

@@ -330,7 +330,7 @@ void draw_memory(App& app) {
                                               (curves.pools == 1 ? " pool" : " pools") + ", peak " +
                                               format_bytes(static_cast<int64_t>(curves.pool_live.peak())) + ")"});
         if (run && run->capacity > 0) entries.push_back({kCapacity, "capacity"});
-        if (!device_note.empty()) entries.push_back({0, device_note});
+        if (!device_note.empty()) entries.emplace_back(0, device_note);
         legend_row(dl, {c0.x, c0.y - curve_legend_h}, c1.x, entries, legend, 1);
         // Reserved by pool on a row of its own, each pool named by what the snapshot says it is and
         // by what most of its bytes were allocated at (they read "pool 1", "pool 2").

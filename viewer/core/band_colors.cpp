@@ -197,7 +197,7 @@ std::vector<LegendEntry> band_legend(const BandKeys& k, const BandLayout& b) {
     if (k.coloring == BandColoring::SizeClass) std::reverse(order.begin(), order.end());
     else
         std::stable_sort(order.begin(), order.end(),
-                         [&](size_t x, size_t y) { return b.peak_key_bytes[x] > b.peak_key_bytes[y]; });
+                         [&](size_t one, size_t other) { return b.peak_key_bytes[one] > b.peak_key_bytes[other]; });
     for (size_t key : order)
         out.push_back({k.color[key], k.name[key] + ": " + short_bytes(static_cast<int64_t>(b.peak_key_bytes[key]))});
     return out;

@@ -108,10 +108,10 @@ size_t first_not_before(const Lane& lane, const std::vector<uint32_t>& at, int64
 }
 
 // The first of `at` starting at or after `t`.
-size_t first_starting_at(const Lane& lane, const std::vector<uint32_t>& at, size_t from, size_t to, int64_t t) {
+size_t first_starting_at(const Lane& lane, const std::vector<uint32_t>& at, size_t from, size_t to, int64_t when) {
     return static_cast<size_t>(std::partition_point(at.begin() + static_cast<std::ptrdiff_t>(from),
                                                     at.begin() + static_cast<std::ptrdiff_t>(to),
-                                                    [&](uint32_t pos) { return lane.t_start[pos] < t; }) -
+                                                    [&](uint32_t pos) { return lane.t_start[pos] < when; }) -
                                at.begin());
 }
 
@@ -271,8 +271,8 @@ bool FindState::locate(int64_t kernel) {
 }
 
 KernelMatch FindState::match_at(uint32_t lane, uint32_t pos) const {
-    const Lane& l = (*lanes_)[lane];
-    return {l.t_start[pos], l.t_end[pos], l.ref[pos], lane, l.key[pos]};
+    const Lane& row = (*lanes_)[lane];
+    return {row.t_start[pos], row.t_end[pos], row.ref[pos], lane, row.key[pos]};
 }
 
 size_t FindState::rank(int64_t t_start, int64_t kernel) const {
@@ -286,12 +286,12 @@ int64_t FindState::next(int64_t current, int64_t from, bool backward, KernelMatc
     if (!done() || !lanes_ || count() == 0) return -1;
     std::optional<KernelMatch> best;
     uint32_t best_pos = 0;
-    auto consider = [&](uint32_t l, size_t k, bool later) {
-        if (k >= parts_[l].at.size()) return;
-        const KernelMatch candidate = match_at(l, parts_[l].at[k]);
+    auto consider = [&](uint32_t lane_index, size_t nth, bool later) {
+        if (nth >= parts_[lane_index].at.size()) return;
+        const KernelMatch candidate = match_at(lane_index, parts_[lane_index].at[nth]);
         if (!best || (later ? before(*best, candidate) : before(candidate, *best))) {
             best = candidate;
-            best_pos = parts_[l].at[k];
+            best_pos = parts_[lane_index].at[nth];
         }
     };
     // After (before) the kernel selected when it is a match, else from `from` on (before `from`).
@@ -302,13 +302,13 @@ int64_t FindState::next(int64_t current, int64_t from, bool backward, KernelMatc
         const std::vector<uint32_t>& at = parts_[l].at;
         // The first match at or after the kernel selected (after it: in its own lane, the one past it;
         // ids are unique, so in another lane the first at or after is after), or starting at `from`.
-        const size_t k = at_current ? first_not_before(lane, at, here.t_start, here.kernel) +
-                                          (!backward && l == here.lane ? 1 : 0)
-                                    : first_starting_at(lane, at, 0, at.size(), from);
+        const size_t first = at_current ? first_not_before(lane, at, here.t_start, here.kernel) +
+                                              (!backward && l == here.lane ? 1 : 0)
+                                        : first_starting_at(lane, at, 0, at.size(), from);
         if (backward) {
-            if (k > 0) consider(l, k - 1, true);
+            if (first > 0) consider(l, first - 1, true);
         } else {
-            consider(l, k, false);
+            consider(l, first, false);
         }
     }
     if (!best) {   // wrap around: the first (the last)
@@ -372,13 +372,13 @@ const std::vector<std::vector<MatchMark>>& FindState::marks(TimeRange range, flo
                 marks.push_back({x0, x1, count});
             }
         };
-        size_t k = first_starting_at(lane, at, 0, at.size(), range.t0 - longest);
-        const size_t in_view_end = first_starting_at(lane, at, k, at.size(), range.t1);
+        size_t cur = first_starting_at(lane, at, 0, at.size(), range.t0 - longest);
+        const size_t in_view_end = first_starting_at(lane, at, cur, at.size(), range.t1);
         // Those starting before the range, one by one (the ones ended before it are not in view).
-        for (; k < in_view_end && lane.t_start[at[k]] < range.t0; ++k) {
-            const int64_t start = lane.t_start[at[k]], end = lane.t_end[at[k]];
+        for (; cur < in_view_end && lane.t_start[at[cur]] < range.t0; ++cur) {
+            const int64_t start = lane.t_start[at[cur]], end = lane.t_end[at[cur]];
             if (end < range.t0 || (end == range.t0 && end > start)) continue;
-            const auto [x0, x1] = box(at[k]);
+            const auto [x0, x1] = box(at[cur]);
             add(x0, x1, 1);
         }
         // Those starting in it by pixel column: when the lane's ends come in order as its starts do,
@@ -387,20 +387,20 @@ const std::vector<std::vector<MatchMark>>& FindState::marks(TimeRange range, flo
         // x0 and its last the greatest x1, so the column's matches are added at once (a binary search
         // for the column's end) with the same result as one at a time.
         const bool by_column = lane.ends_sorted() && min_px >= 2;
-        while (k < in_view_end) {
+        while (cur < in_view_end) {
             if (!by_column) {
-                const auto [x0, x1] = box(at[k]);
+                const auto [x0, x1] = box(at[cur]);
                 add(x0, x1, 1);
-                ++k;
+                ++cur;
                 continue;
             }
-            const float column_end = std::floor(static_cast<float>(range.x_of(lane.t_start[at[k]], width))) + 1;
-            auto in_column = [&](size_t i) {
-                return static_cast<float>(range.x_of(lane.t_start[at[i]], width)) < column_end;
+            const float column_end = std::floor(static_cast<float>(range.x_of(lane.t_start[at[cur]], width))) + 1;
+            auto in_column = [&](size_t index) {
+                return static_cast<float>(range.x_of(lane.t_start[at[index]], width)) < column_end;
             };
-            // The column's end by galloping from k (steps 1, 2, 4, ...), then halving: it is near, and
+            // The column's end by galloping from cur (steps 1, 2, 4, ...), then halving: it is near, and
             // the memory read stays near too (a plain binary search over the rest read far first).
-            size_t low = k + 1, step = 1;
+            size_t low = cur + 1, step = 1;
             while (low + step <= in_view_end && in_column(low + step - 1)) {
                 low += step;
                 step *= 2;
@@ -412,9 +412,9 @@ const std::vector<std::vector<MatchMark>>& FindState::marks(TimeRange range, flo
                 else high = middle;
             }
             const size_t end = low;
-            const float x0 = box(at[k]).first, x1 = box(at[end - 1]).second;
-            add(x0, std::max(x1, box(at[k]).second), static_cast<uint32_t>(end - k));
-            k = end;
+            const float x0 = box(at[cur]).first, x1 = box(at[end - 1]).second;
+            add(x0, std::max(x1, box(at[cur]).second), static_cast<uint32_t>(end - cur));
+            cur = end;
         }
     }
     return out;
