@@ -46,7 +46,10 @@ std::string run_row(const mhc::trace::RunInfo& run, bool order_only) {
     if (order_only && !replayed) loss = std::nullopt;
     // A stored name is anyone's text (a runs table written by hand, an older mhc): its control
     // bytes shown as '?', as meta values are (a newline split the row, an escape reached the terminal).
-    std::string name = mhc::printable(run.name), loss_text = percent(loss, "%.2f%%"), what_short;
+    // With its device when not GPU 0 ("... (host)"), as mhc-view lists it: runs of one setting on GPU 0
+    // and on the host (simulate --device -1) read the same.
+    std::string name = mhc::printable(mhc::trace::run_name_with_device(run)), loss_text = percent(loss, "%.2f%%"),
+                what_short;
     if (run.status == mhc::trace::RunStatus::Oom) {
         peak = red = std::nullopt;
         loss_text = "OOM";

@@ -10,11 +10,11 @@
 // per zoom, process CPU time). With --run ID, the run is read as the viewer selects it
 // (load_view_run) and the timeline has its kernel times and event tracks (swap-outs, swap-ins,
 // stalls, prefetches, ...), the memory view its device-bytes curve over the recorded one. With
-// --find TEXT, TEXT is typed into the timeline's find field a letter at a time as the viewer does
-// it (FindState::update: a whole search for the first letter, the matches before re-checked for each
-// next one), each letter timed, then the same letters each searched whole (find_kernels, as the field
-// did when it searched on Enter only), and the marks of the matches (match_marks) at full zoom-out and
-// at 1% of the trace. Prints figures; not a test.
+// --find TEXT, TEXT is typed into the timeline's find field a letter at a time, before (each letter
+// searched at once: find_kernels, or refine_matches of the letter before, and match_marks over the
+// list, as the field did until 2026-12-06) and now (FindState::update a slice a frame until done,
+// each slice timed; FindState::marks at full zoom-out and at 1% of the trace). Prints figures; not a
+// test.
 #include <time.h>
 
 #include <algorithm>
@@ -34,6 +34,7 @@
 #include "mhc/viewer/bands.hpp"
 #include "mhc/viewer/data.hpp"
 #include "mhc/viewer/find.hpp"
+#include "mhc/viewer/stats.hpp"
 #include "mhc/viewer/timeline.hpp"
 
 using namespace mhc;
@@ -159,39 +160,68 @@ void hover_figures(const ViewTrace& view) {
     lists(drawn, "1,000 drawn at random");
 }
 
-// The find field as TEXT is typed, a letter at a time (see the top of the file).
+// The find field as TEXT is typed, a letter at a time (see the top of the file): before (each letter
+// searched at once: find_kernels for the first, refine_matches for the next, match_marks over the list)
+// and now (FindState: a slice a frame until done, its marks by pixel column), in one run.
 void find_figures(const ViewTrace& view, const ViewRun* run, const std::string& text, int width) {
     std::printf(
-        "find: typing '%s' (CPU ms per letter: as typed, whole search; matches; marks at full zoom-out, at 1%%)\n",
+        "find: typing '%s', CPU ms per letter. before: the letter searched at once, marks at full zoom-out;\n"
+        "  now: slices a letter (worst slice), total; marks at full zoom-out, at 1%%\n",
         text.c_str());
+    std::printf("  %-14s %9s %10s %9s | %7s %9s %9s %10s %8s\n", "typed", "before", "matches", "marks", "slices",
+                "worst", "total", "marks", "at 1%");
     FindState find;
+    std::vector<KernelMatch> before;
     const TimeRange whole{view.t_begin, view.t_end};
+    const int64_t span = std::max<int64_t>((view.t_end - view.t_begin) / 100, 1000);
+    const TimeRange part{view.t_begin + (view.t_end - view.t_begin) / 2,
+                         view.t_begin + (view.t_end - view.t_begin) / 2 + span};
+    const size_t lanes = run && !run->kernel_lanes.empty() ? run->kernel_lanes.size() : view.kernel_lanes.size();
+    double worst_frame = 0;
     for (size_t n = 1; n <= text.size(); ++n) {
         const std::string typed = text.substr(0, n);
+        // Before: the whole list made at once (a refinement of the one before when the text grew).
         double start = cpu_ms();
-        find.update(view, run, typed, 0);
-        const double as_typed = cpu_ms() - start;
+        before = n > 1 && contains_ci(typed, text.substr(0, n - 1)) ? refine_matches(view, before, typed)
+                                                                    : find_kernels(view, run, typed);
+        const double at_once = cpu_ms() - start;
         start = cpu_ms();
-        const std::vector<KernelMatch> whole_search = find_kernels(view, run, typed);
-        const double searched = cpu_ms() - start;
-        if (whole_search.size() != find.matches.size())
-            std::printf("  MISMATCH: %zu against %zu\n", whole_search.size(), find.matches.size());
-        const size_t lanes = run && !run->kernel_lanes.empty() ? run->kernel_lanes.size() : view.kernel_lanes.size();
+        const auto old_marks = match_marks(before, lanes, whole, static_cast<float>(width), longest_match(before));
+        const double marks_before = cpu_ms() - start;
+        // Now: a slice a frame until done.
+        const size_t slices = find.slices;
+        double worst = 0, total = 0;
+        do {
+            start = cpu_ms();
+            find.update(view, run, typed, 0);
+            const double ms = cpu_ms() - start;
+            worst = std::max(worst, ms);
+            total += ms;
+        } while (!find.done());
         start = cpu_ms();
-        const auto marks = match_marks(find.matches, lanes, whole, static_cast<float>(width), find.longest);
-        const double marks_whole = cpu_ms() - start;
-        const int64_t span = std::max<int64_t>((view.t_end - view.t_begin) / 100, 1000);
-        const TimeRange part{view.t_begin + (view.t_end - view.t_begin) / 2,
-                             view.t_begin + (view.t_end - view.t_begin) / 2 + span};
+        const auto marks = find.marks(whole, static_cast<float>(width));
+        const double marks_now = cpu_ms() - start;
         start = cpu_ms();
-        const auto marks_part = match_marks(find.matches, lanes, part, static_cast<float>(width), find.longest);
+        const auto marks_part = find.marks(part, static_cast<float>(width));
         const double marks_zoomed = cpu_ms() - start;
-        size_t drawn = 0;
-        for (const auto& lane : marks) drawn += lane.size();
-        std::printf("  %-20s %8.3f %8.3f %9zu matches %8.3f (%zu marks) %8.3f\n", ("'" + typed + "'").c_str(), as_typed,
-                    searched, find.matches.size(), marks_whole, drawn, marks_zoomed);
+        worst_frame = std::max(worst_frame, worst + marks_now);
+        size_t drawn = 0, marked = 0, old_drawn = 0;
+        for (const auto& lane : marks) {
+            drawn += lane.size();
+            for (const MatchMark& mark : lane) marked += mark.count;
+        }
+        for (const auto& lane : old_marks) old_drawn += lane.size();
+        if (find.count() != before.size() || drawn != old_drawn)
+            std::printf("  MISMATCH: %zu matches against %zu, %zu marks against %zu\n", find.count(), before.size(),
+                        drawn, old_drawn);
+        std::printf("  %-14s %9.3f %10zu %9.3f | %7zu %9.3f %9.3f %10.3f %8.3f  (%zu marks of %zu matches)\n",
+                    ("'" + typed + "'").c_str(), at_once, before.size(), marks_before, find.slices - slices, worst,
+                    total, marks_now, marks_zoomed, drawn, marked);
     }
-    std::printf("  (%zu whole searches and %zu refinements as typed)\n", find.searches, find.refinements);
+    std::printf(
+        "  now: %zu whole searches, %zu refinements, %zu kernels or matches a slice; worst frame of find "
+        "(slice + marks) %.2f ms\n",
+        find.searches, find.refinements, find.slice, worst_frame);
 }
 
 }  // namespace

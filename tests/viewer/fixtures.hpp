@@ -92,6 +92,27 @@ inline void write_known_trace(const std::string& path, bool with_runs = true) {
 inline const char* const kFrameA = "model.py:41 forward";
 inline const char* const kFrameB = "optim.py:88 step";
 inline const char* const kFrameC = "data.py:12 load";
+// GPU 0: a 100 MiB block over [0, 600) us and kernels at 100, 200, 300 us; the host's pinned memory:
+// 1 GiB over [0, 900) us (nsys and ET imports put pinned buffers on device -1).
+inline void write_gpu_and_host_trace(const std::string& path) {
+    mhc::trace::Writer writer(path);
+    writer.set_meta("source", "viewer-test");
+    const int64_t name = writer.intern(kAlpha);
+    writer.add(mhc::trace::Allocation{1, 0, 0, 100 * MiB, 0, 600 * us});
+    writer.add(mhc::trace::Allocation{2, -1, 0, 1024 * MiB, 0, 900 * us});
+    for (int64_t k = 1; k <= 3; ++k) {
+        mhc::trace::Kernel kernel;
+        kernel.id = k;
+        kernel.name = name;
+        kernel.t_start = 100 * us * k;
+        kernel.t_end = kernel.t_start + 50 * us;
+        writer.add(kernel);
+    }
+    writer.add(mhc::trace::Access{1, 1, mhc::trace::AccessMode::Read});
+    writer.add(mhc::trace::Access{2, 2, mhc::trace::AccessMode::Read});
+    writer.finish();
+}
+
 inline void write_imported_trace(const std::string& path) {
     using namespace mhc::trace;
     Writer w(path);

@@ -17,7 +17,11 @@ using mhc::viewer::FindState;
 using mhc::viewer::KernelMatch;
 using mhc::viewer::Lane;
 using mhc::viewer::match_index;
+using mhc::viewer::match_marks;
+using mhc::viewer::MatchMark;
+using mhc::viewer::next_match;
 using mhc::viewer::refine_matches;
+using mhc::viewer::TimeRange;
 using mhc::viewer::ViewRun;
 using mhc::viewer::ViewTrace;
 
@@ -135,7 +139,7 @@ TEST_CASE("find: typed a letter at a time, the field searches once and refines, 
     CHECK(find.refinements == 3);
     CHECK(find.current("gemm"));
     const std::vector<KernelMatch> gemm = brute_force(view, view.kernel_lanes, "gemm");
-    same(find.matches, gemm);
+    same(find.all(), gemm);
     CHECK(find.index == -1);   // nothing selected: "N matches"
     // Nothing changed: nothing done.
     CHECK_FALSE(find.update(view, nullptr, "gemm", 0));
@@ -159,7 +163,7 @@ TEST_CASE("find: typed a letter at a time, the field searches once and refines, 
     const size_t searches = find.searches;
     find.update(view, nullptr, "GEM", 0);
     CHECK(find.searches == searches + 1);   // "GEM" does not contain "gemm_": searched whole
-    same(find.matches, brute_force(view, view.kernel_lanes, "gem"));
+    same(find.all(), brute_force(view, view.kernel_lanes, "gem"));
     // The run shown changed: searched again on its clock.
     ViewRun run;
     run.info.id = 2;
@@ -170,6 +174,147 @@ TEST_CASE("find: typed a letter at a time, the field searches once and refines, 
     CHECK(find.run == 2);
     // An empty field: no matches, not current.
     find.update(view, &run, "", 0);
-    CHECK(find.matches.empty());
+    CHECK(find.all().empty());
+    CHECK(find.count() == 0);
     CHECK_FALSE(find.current(""));
+}
+
+namespace {
+
+// `lanes` streams of kernels back to back (ends in order, as a stream's), lengths from 1 ns to 50 us
+// and gaps up to 20 us, names from kNames; one stream of overlapping kernels (ends out of order).
+ViewTrace stream_trace(std::mt19937_64& rng, size_t lanes, size_t per_lane) {
+    ViewTrace view;
+    view.strings = kNames;
+    int64_t id = 1;
+    for (size_t l = 0; l < lanes; ++l) {
+        Lane lane;
+        int64_t at = static_cast<int64_t>(rng() % 1000);
+        const bool overlapping = l + 1 == lanes;
+        for (size_t i = 0; i < per_lane; ++i) {
+            const int64_t length = rng() % 4 == 0 ? 1 + static_cast<int64_t>(rng() % 50000)
+                                                  : 1 + static_cast<int64_t>(rng() % 20);
+            lane.push(at, at + length, static_cast<int32_t>(rng() % kNames.size()), id++);
+            at += overlapping ? static_cast<int64_t>(rng() % 30) : length + static_cast<int64_t>(rng() % 20000);
+        }
+        lane.finish();
+        view.kernel_lanes.push_back(std::move(lane));
+    }
+    view.t_begin = 0;
+    view.t_end = view.kernel_lanes.front().t_end.back();
+    return view;
+}
+
+void same_marks(const std::vector<std::vector<MatchMark>>& got, const std::vector<std::vector<MatchMark>>& want) {
+    REQUIRE(got.size() == want.size());
+    for (size_t l = 0; l < got.size(); ++l) {
+        INFO("lane " << l);
+        REQUIRE(got[l].size() == want[l].size());
+        for (size_t k = 0; k < got[l].size(); ++k) {
+            INFO("mark " << k);
+            CHECK(got[l][k].x0 == want[l][k].x0);
+            CHECK(got[l][k].x1 == want[l][k].x1);
+            CHECK(got[l][k].count == want[l][k].count);
+        }
+    }
+}
+
+}   // namespace
+
+TEST_CASE("find: a search is done in slices of at most `slice` kernels a frame, letters typed mid-search included") {
+    // Before, a letter searched every kernel at once: 5 M kernels all matching "k" took 478 ms of one
+    // frame (bench_viewer). Now each update looks at `slice` kernels (or earlier matches) at most, and
+    // the matches once done are a brute force's, whatever was typed while the search went on.
+    std::mt19937_64 rng(23);
+    const ViewTrace view = random_trace(rng, 5, 3000, true);   // 15,000 kernels
+    FindState find;
+    find.slice = 1000;
+    CHECK(find.update(view, nullptr, "e", 0));
+    CHECK_FALSE(find.done());   // one slice of 15: not done, not current, no marks yet
+    CHECK_FALSE(find.current("e"));
+    CHECK(find.progress() == Approx(1000.0 / 15000));
+    CHECK(find.marks({0, 1000000}, 1000.f).front().empty());
+    size_t frames = 1;
+    while (!find.done()) {
+        find.update(view, nullptr, "e", 0);
+        ++frames;
+    }
+    CHECK(frames == 15);   // 15,000 kernels, 1,000 a frame
+    same(find.all(), brute_force(view, view.kernel_lanes, "e"));
+    // A slice of 0 looks at one item a frame (it ended the search at once, with nothing found).
+    FindState none;
+    none.slice = 0;
+    const ViewTrace small = random_trace(rng, 2, 20, false);
+    none.update(small, nullptr, "e", 0);
+    CHECK(none.progress() == Approx(1.0 / 40));
+    while (!none.done()) none.update(small, nullptr, "e", 0);
+    same(none.all(), brute_force(small, small.kernel_lanes, "e"));
+    // Letters typed while a search (or a re-check) is under way: each narrows what was found so far and
+    // the scan goes on; Backspace starts again. Every end state equals a brute force.
+    for (const std::vector<std::string>& typing :
+         {std::vector<std::string>{"k", "ke", "ker", "kern", "kernel", "kernel<"},
+          std::vector<std::string>{"g", "ge", "g", "ge", "gem", "gemm", "GEMM_"},
+          std::vector<std::string>{"a", "al", "all", "allr", "allreduce", "al", "a", "_"}}) {
+        FindState typed;
+        typed.slice = 700;
+        for (size_t n = 0; n < typing.size(); ++n) {
+            // 1 to 3 frames a letter: often the letter comes before the search of the one before ends.
+            const int frames_per_letter = 1 + static_cast<int>(rng() % 3);
+            for (int f = 0; f < frames_per_letter; ++f) typed.update(view, nullptr, typing[n], 0);
+        }
+        while (!typed.done()) typed.update(view, nullptr, typing.back(), 0);
+        INFO("typed up to '" << typing.back() << "'");
+        same(typed.all(), brute_force(view, view.kernel_lanes, typing.back()));
+        CHECK(typed.count() == typed.all().size());
+        CHECK(typed.current(typing.back()));
+    }
+}
+
+TEST_CASE("find: the next match, its index and the marks from the per-lane matches equal those of the whole list") {
+    // FindState keeps each lane's matches and finds the next one, the index ("3 of 17") and the marks by
+    // binary searches (marks by pixel column where a lane's ends are in order); next_match and
+    // match_marks over the merged list (find_kernels) are the reference.
+    std::mt19937_64 rng(31);
+    for (int round = 0; round < 6; ++round) {
+        const ViewTrace view = round % 2 == 0 ? stream_trace(rng, 1 + rng() % 6, 200 + rng() % 3000)
+                                              : random_trace(rng, 1 + rng() % 6, 200 + rng() % 600, true);
+        for (const std::string text : {"e", "gemm", "flash", "memcpy"}) {
+            INFO("round " << round << ", '" << text << "'");
+            FindState find;
+            find.finish(view, nullptr, text, 0);
+            const std::vector<KernelMatch> all = find_kernels(view, nullptr, text);
+            same(find.all(), all);
+            REQUIRE(find.count() == all.size());
+            const int64_t longest = mhc::viewer::longest_match(all);
+            CHECK(find.longest == longest);
+            int64_t t_end = 1;
+            for (const Lane& lane : view.kernel_lanes) t_end = std::max(t_end, lane.end_max(lane.size() - 1));
+            // Marks at full zoom-out (dense: many matches a pixel), and at random ranges and widths.
+            for (int r = 0; r < 40; ++r) {
+                const int64_t span = r == 0 ? t_end : 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(t_end));
+                const int64_t t0 = r == 0 ? 0 : static_cast<int64_t>(rng() % static_cast<uint64_t>(t_end)) - span / 4;
+                const float width = r % 3 == 0 ? 1600.f : static_cast<float>(100 + rng() % 1500);
+                const TimeRange range{t0, t0 + span};
+                INFO("range " << range.t0 << ".." << range.t1 << " at " << width << " px");
+                same_marks(find.marks(range, width), match_marks(all, view.kernel_lanes.size(), range, width, longest));
+            }
+            // Next and before, from a selected match, from a kernel that is none, from a time.
+            for (int r = 0; r < 30 && !all.empty(); ++r) {
+                const bool backward = r % 2 == 1;
+                const int64_t from = static_cast<int64_t>(rng() % static_cast<uint64_t>(t_end));
+                int64_t current = 0;
+                if (r % 3 == 0) current = all[rng() % all.size()].kernel;
+                if (r % 3 == 1) current = view.kernel_lanes[0].ref[rng() % view.kernel_lanes[0].size()];
+                const int64_t want = next_match(all, current, from, backward);
+                KernelMatch got;
+                CHECK(find.next(current, from, backward, &got) == want);
+                CHECK(got.kernel == all[static_cast<size_t>(want)].kernel);
+                CHECK(find.index == want);
+                // The field's count follows: that kernel selected, it is "want + 1 of N".
+                find.update(view, nullptr, text, got.kernel);
+                CHECK(find.index == want);
+                CHECK(find.selected_match().kernel == got.kernel);
+            }
+        }
+    }
 }

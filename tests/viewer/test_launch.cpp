@@ -351,3 +351,30 @@ TEST_CASE("live at a run's peak: the allocations on the device add up to the run
             }
     CHECK(moved >= 4);   // the policies did move allocations off the device at their peaks
 }
+
+TEST_CASE("launcher: a run keeps the memory the views show under the capacity, the host's included", "[launch]") {
+    // mhc-view --device -1 (or "memory of: host") and Run simulation: the run simulated the GPU with the
+    // largest peak whatever the views showed, and the user got a GPU 0 run of 100 MiB for the host's
+    // 1 GiB (2026-12-06). The fields carry the device shown (draw_launcher sets it).
+    fixture::TempPath path("gpu-and-host.db");
+    fixture::write_gpu_and_host_trace(path.path);
+    LaunchFields fields;
+    CHECK(make_config(fields).device == mhc::sim::kAutoDevice);   // as mhc simulate without --device
+    fields.capacity_percent = 50;
+    fields.device = -1;
+    CHECK(make_config(fields).device == -1);
+    Launcher launcher(path.path);
+    LaunchStatus status = run_to_end(launcher, make_config(fields));
+    INFO(status.message);
+    REQUIRE(status.phase == LaunchPhase::Done);
+    mhc::trace::Run host = mhc::trace::load_run(path.path, status.run_id);
+    CHECK(host.config.at("device") == "-1");
+    CHECK(host.metrics.at("baseline_peak_bytes") >= 1024.0 * fixture::MiB);   // the host's 1 GiB, not GPU 0's 100 MiB
+    // Then GPU 0 (the prepared trace is of the host: prepared again for it).
+    fields.device = 0;
+    status = run_to_end(launcher, make_config(fields));
+    REQUIRE(status.phase == LaunchPhase::Done);
+    mhc::trace::Run gpu = mhc::trace::load_run(path.path, status.run_id);
+    CHECK(gpu.config.at("device") == "0");
+    CHECK(gpu.metrics.at("baseline_peak_bytes") < 200.0 * fixture::MiB);
+}

@@ -143,6 +143,18 @@ TEST_CASE("bands: category colours on generated traces, source frames on importe
     CHECK(band_legend(labels, muted)[0].text == "muted: 64 smaller allocations, none live at the peak");
     muted.peak_summarised_bytes = 282.0 * 1024;
     CHECK(band_legend(labels, muted)[0].text == "muted: 64 smaller allocations, 282 KiB");
+    // Size classes as a scale, largest first, whatever bytes each holds at the peak (by bytes, "256-512
+    // MiB" came before ">= 512 MiB" and "< 256 MiB" after: a scale out of order).
+    BandLayout by_size = b;
+    by_size.summarised = 0;
+    by_size.peak_key_bytes = {100.0 * MiB, 600.0 * MiB, 512.0 * MiB};
+    const auto scale = band_legend(sizes, by_size);
+    REQUIRE(scale.size() == 3);
+    CHECK(scale[0].text == ">= 512 MiB: 512 MiB");
+    CHECK(scale[1].text == "256-512 MiB: 600 MiB");
+    CHECK(scale[2].text == "< 256 MiB: 100 MiB");
+    by_size.peak_key_bytes[1] = 0;   // a class with nothing live at the peak: left out
+    CHECK(band_legend(sizes, by_size).size() == 2);
     CHECK(short_bytes(1536 * MiB) == "1.5 GiB");
     CHECK(short_bytes(int64_t{25690112}) == "24.5 MiB");
     CHECK(short_bytes(1000) == "1000 B");

@@ -2,6 +2,7 @@
 // what is shown (follow_limits), on hand-made run lists.
 #include <catch2/catch.hpp>
 
+#include "mhc/viewer/data.hpp"
 #include "mhc/viewer/run_table.hpp"
 
 using namespace mhc::viewer;
@@ -83,4 +84,34 @@ TEST_CASE("the axis follows the slowest run when it showed everything, else keep
     TimeRange c = follow_limits(late, with_slow, recorded);
     CHECK(c.t0 == recorded.t1 - late.span());
     CHECK(c.t1 == recorded.t1);
+}
+
+TEST_CASE("a run's device: its name says it when not GPU 0, and a run of another device than the one shown is said") {
+    // mhc simulate --device stores `device` in the run's config: -1 the host, N a GPU.
+    mhc::trace::RunInfo host = info(2, "lru", "none", "pcie4", 0.1);
+    host.name = "lru+none@70%/pcie4/caching";
+    host.config["device"] = "-1";
+    mhc::trace::RunInfo gpu0 = host, gpu1 = host, unsaid = host, garbled = host;
+    gpu0.id = 3;
+    gpu0.config["device"] = "0";
+    gpu1.config["device"] = "1";
+    unsaid.config.erase("device");
+    garbled.config["device"] = "1x";
+    CHECK(mhc::trace::run_device(host) == -1);
+    CHECK(mhc::trace::run_device(gpu0) == 0);
+    CHECK_FALSE(mhc::trace::run_device(unsaid).has_value());
+    CHECK_FALSE(mhc::trace::run_device(garbled).has_value());
+    CHECK(mhc::trace::run_name_with_device(host) == "lru+none@70%/pcie4/caching (host)");
+    CHECK(mhc::trace::run_name_with_device(gpu1) == "lru+none@70%/pcie4/caching (GPU 1)");
+    CHECK(mhc::trace::run_name_with_device(gpu0) == "lru+none@70%/pcie4/caching");
+    CHECK(mhc::trace::run_name_with_device(unsaid) == "lru+none@70%/pcie4/caching");
+    CHECK(run_device_note(host, 0) ==
+          "#2 simulated the host's memory, not GPU 0's: pick host in 'memory of' to see its curve");
+    CHECK(run_device_note(gpu0, -1) ==
+          "#3 simulated GPU 0's memory, not the host's: pick GPU 0 in 'memory of' to see its curve");
+    CHECK(run_device_note(host, -1).empty());
+    CHECK(run_device_note(unsaid, 0).empty());   // a run that does not say is drawn as before
+    // The picker's words find a run by its device.
+    const std::vector<RunRow> rows = run_rows({gpu0, host});
+    CHECK(filter_runs(rows, "host", RunColumn::Id, true) == std::vector<size_t>{1});
 }

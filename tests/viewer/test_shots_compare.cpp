@@ -244,3 +244,75 @@ TEST_CASE("compare on an execution trace: runs aligned by op, the axis counts op
     CHECK(lines[lines.size() - 2] == "#1 lru@50%: 300.00 MiB on the device, 2.00 ms of link time here");
     CHECK(lines[lines.size() - 1] == "#2 lru@90%: 100.00 MiB on the device");
 }
+
+TEST_CASE("a run of another device than the memory shown is said, not drawn over its recording") {
+    // Two runs of one setting: #3 simulated GPU 0 (the known trace's memory), #4 the host (mhc simulate
+    // --device -1; its config says device -1) at 4 GiB. Before, compare drew #4's host bytes over GPU 0's
+    // recording as if GPU 0 held them (nsys's con_kernel sample: a host run's 2 MiB under GPU 0's 40 MiB),
+    // its axis reached 4 GiB, and both runs read "lru+none@70%/pcie4/caching" everywhere.
+    fixture::TempPath db("devices.db");
+    fixture::write_known_trace(db.path);
+    std::vector<mhc::trace::Run> runs(2);
+    for (int k = 0; k < 2; ++k) {
+        runs[k].name = "lru+none@70%/pcie4/caching";
+        runs[k].config = {
+            {"eviction", "lru"}, {"prefetch", "none"}, {"link", "pcie4"}, {"device", k == 0 ? "0" : "-1"}};
+        runs[k].metrics = {{"capacity_bytes", (k == 0 ? 900.0 : 4000.0) * MiB}, {"simulated_peak_bytes", 100.0 * MiB}};
+        runs[k].memory = {{0, (k == 0 ? 300 : 4000) * MiB, 0}, {900 * us, (k == 0 ? 300 : 4000) * MiB, 0}};
+    }
+    mhc::trace::add_runs(db.path, runs);
+    Shot shot = shoot(db.path, "--view compare --run 3 --run 4");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    const auto& cmp = shot.layout["compare"];
+    REQUIRE(cmp["runs"].size() == 2);
+    CHECK_FALSE(cmp["runs"][0].contains("other_device"));
+    const std::string note = "#4 simulated the host's memory, not GPU 0's: pick host in 'memory of' to see its curve";
+    CHECK(cmp["runs"][1]["other_device"] == note);
+    CHECK(cmp["y_max"].get<double>() < 2000.0 * MiB);   // the host run's 4 GiB no longer sets the axis
+    // Its colour nowhere in the curves' plot.
+    const auto& curve = cmp["curve"];
+    size_t host_pixels = 0;
+    for (int y = static_cast<int>(curve["y0"].get<double>()) + 1; y < static_cast<int>(curve["y1"].get<double>()); ++y)
+        for (int x = static_cast<int>(curve["x0"].get<double>()) + 1; x < static_cast<int>(curve["x1"].get<double>());
+             ++x)
+            host_pixels += near(shot.img.at(x, y), series_color(1), 4);
+    CHECK(host_pixels == 0);
+    // Said in its timeline's header, after its name, which names the device.
+    const auto& timelines = cmp["timelines"]["runs"];
+    REQUIRE(timelines.size() == 2);
+    CHECK(timelines[1]["header_note"] == note);
+    CHECK_FALSE(timelines[0].contains("header_note"));
+    // Selected in the memory view and the timeline: the recording's memory, the note in the legend and
+    // the strip's title; the run field names its device.
+    Shot memory = shoot(db.path, "--view memory --run 4");
+    REQUIRE(memory.rc == 0);
+    bool said = false;
+    for (const auto& entry : memory.layout["memory"]["legend"]) said = said || entry["text"] == note;
+    CHECK(said);
+    CHECK(memory.layout["toolbar"]["run_combo"]["text"] == "lru+none@70%/pcie4/caching (host)");
+    Shot timeline = shoot(db.path, "--run 4");
+    REQUIRE(timeline.rc == 0);
+    CHECK(timeline.layout["timeline"]["memory_strip"]["device_note"] == note);
+    Shot same = shoot(db.path, "--run 3");
+    REQUIRE(same.rc == 0);
+    CHECK(same.layout["timeline"]["memory_strip"]["device_note"].get<std::string>().empty());
+    CHECK(same.layout["toolbar"]["run_combo"]["text"] == "lru+none@70%/pcie4/caching");
+}
+
+TEST_CASE("the run simulator says whose memory a run keeps: the device the memory views show") {
+    // A trace with GPU 0's memory and the host's: opened on the host (--device -1), Run simulation
+    // simulates the host (LaunchFields::device), and the tab says so; it simulated GPU 0 in silence.
+    fixture::TempPath db("gpu-and-host.db");
+    fixture::write_gpu_and_host_trace(db.path);
+    Shot host = shoot(db.path, "--view run --device -1");
+    INFO(host.err);
+    REQUIRE(host.rc == 0);
+    CHECK(host.layout["run"]["device"] == -1);
+    CHECK(host.layout["run"]["device_line"] ==
+          "simulates the host's memory, the one the memory views show (the toolbar's 'memory of' picks another)");
+    Shot gpu = shoot(db.path, "--view run");
+    REQUIRE(gpu.rc == 0);
+    CHECK(gpu.layout["run"]["device"] == 0);   // auto: the GPU with the largest peak, as mhc simulate
+    CHECK(gpu.layout["run"]["device_line"].get<std::string>().rfind("simulates GPU 0's memory", 0) == 0);
+}

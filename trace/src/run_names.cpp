@@ -37,4 +37,26 @@ RunStatus run_status_from(std::string_view text, const std::string& file, int64_
     return parse<RunStatus>(kStatusNames, text, "status", file, run);
 }
 
+std::optional<int32_t> run_device(const RunInfo& run) {
+    const auto it = run.config.find("device");
+    if (it == run.config.end() || it->second.empty() || it->second.size() > 8) return std::nullopt;
+    int64_t device = 0;
+    size_t at = it->second[0] == '-' ? 1 : 0;
+    if (at == it->second.size()) return std::nullopt;
+    for (; at < it->second.size(); ++at) {
+        const char digit = it->second[at];
+        if (digit < '0' || digit > '9') return std::nullopt;
+        device = device * 10 + (digit - '0');
+    }
+    if (it->second[0] == '-') device = -device;
+    if (device < -1) return std::nullopt;
+    return static_cast<int32_t>(device);
+}
+
+std::string run_name_with_device(const RunInfo& run) {
+    const std::optional<int32_t> device = run_device(run);
+    if (!device || *device == 0) return run.name;
+    return run.name + (*device < 0 ? " (host)" : " (GPU " + std::to_string(*device) + ")");
+}
+
 }  // namespace mhc::trace

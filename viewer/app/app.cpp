@@ -276,20 +276,24 @@ bool App::zoom_to_selection(bool memory_view) {
     return true;
 }
 
-bool App::find_update() { return find.update(*trace, selected_run(), find_text, selected_kernel); }
+bool App::find_update() {
+    // A slice of the search a frame (typing stays within the frame on millions of kernels); screenshot
+    // mode shows the finished view, as it waits for the workers.
+    if (!opt.screenshot.empty()) return find.finish(*trace, selected_run(), find_text, selected_kernel);
+    return find.update(*trace, selected_run(), find_text, selected_kernel);
+}
 
 void App::find_next(bool backward) {
-    find_update();
-    find.index = next_match(find.matches, selected_kernel, range.t0, backward);
+    find.finish(*trace, selected_run(), find_text, selected_kernel);   // Enter asks for a match: all of them
+    KernelMatch match;
+    find.index = find.next(selected_kernel, range.t0, backward, &match);
     if (find.index < 0) {
         status = find.of.empty() ? "" : "no kernel name contains '" + find.of + "'";
         return;
     }
-    const KernelMatch& match = find.matches[static_cast<size_t>(find.index)];
     range = range_for_match(match, range, limits);
-    select_kernel(match.kernel);
-    find.selected = selected_kernel;   // find.index is that kernel's
-    status = "match " + match_count_text(find.index, find.matches.size()) + ": " + kernel_info.title;
+    select_kernel(match.kernel);   // find.next made find.index that kernel's
+    status = "match " + match_count_text(find.index, find.count()) + ": " + kernel_info.title;
 }
 
 void App::select_kernel(int64_t kernel_id) {
@@ -342,6 +346,7 @@ const BandKeys* App::band_keys_for(BandColoring coloring, std::string& error) {
 
 bool App::animating() const {
     if (loading || launcher_busy(*this) || sel.dragging) return true;
+    if (find_text[0] != 0 && !find.current(find_text)) return true;   // a search under way, a slice a frame
     // A worker's result is drawn when it arrives.
     if ((reserved_ && !reserved_->value() && reserved_->error().empty()) ||
         (picked_keys_ && !picked_keys_->value() && picked_keys_->error().empty()))

@@ -89,13 +89,14 @@ void toolbar(App& app, const std::function<void(nlohmann::json&)>& view_options)
     const float avail = right - ImGui::GetCursorScreenPos().x;
 
     const char* current = app.selected < 0 ? "recorded" : nullptr;
-    std::string label = current ? current : app.run_list[static_cast<size_t>(app.selected)].name;
+    std::string label = current ? current
+                                : trace::run_name_with_device(app.run_list[static_cast<size_t>(app.selected)]);
     std::vector<std::string> items;
     items.reserve(app.run_list.size());
     float widest = text_w("recorded");
     for (const auto& run : app.run_list) {
-        items.push_back("#" + std::to_string(run.id) + " " + run.name + " (" + std::string(to_string(run.status)) +
-                        ")");
+        items.push_back("#" + std::to_string(run.id) + " " + trace::run_name_with_device(run) + " (" +
+                        std::string(to_string(run.status)) + ")");
         widest = std::max(widest, text_w(items.back().c_str()));
     }
     const std::vector<DeviceChoice> devices = device_choices(app.trace->memory_devices);
@@ -135,6 +136,7 @@ void toolbar(App& app, const std::function<void(nlohmann::json&)>& view_options)
         ImGui::EndCombo();
     }
     jt["run_combo"] = last_rect();
+    jt["run_combo"]["text"] = label;
     if (ImGui::IsItemHovered() && app.selected >= 0)
         ImGui::SetTooltip("%s", items[static_cast<size_t>(app.selected)].c_str());
     ImGui::SameLine(0, 24);

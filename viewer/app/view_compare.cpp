@@ -211,13 +211,20 @@ nlohmann::json run_timelines(App& app, CompareUi& ui, const std::vector<const Vi
             dl->AddRectFilled({origin.x, y}, {plot_x + plot_w, y + 16}, IM_COL32(50, 50, 60, 255));
             dl->AddRectFilled({origin.x, y}, {origin.x + 4, y + 16}, series_color(k));
             dl->AddText({origin.x + 8, y + 1}, series_color(k), r.label().c_str());
-            // Why it stopped, after its name (clipped to the header).
-            const std::string outcome = run_outcome(r, app.times());
+            // Why it stopped, after its name (clipped to the header); before that, a run of another
+            // device than the memory shown says so (its curve is not drawn above).
+            const std::string device_note = run_device_note(r.info, app.trace->memory_device);
+            const std::string stopped = run_outcome(r, app.times());
+            const std::string outcome = device_note.empty() ? stopped
+                                        : stopped.empty()   ? device_note
+                                                            : device_note + "; " + stopped;
             if (!outcome.empty()) {
                 const float text_x = origin.x + 16 + ImGui::CalcTextSize(r.label().c_str()).x;
                 ImVec4 clip{text_x, y, plot_x + plot_w, y + 16};
-                dl->AddText(nullptr, 0, {text_x, y + 1}, IM_COL32(255, 110, 110, 255), outcome.c_str(), nullptr, 0,
-                            &clip);
+                dl->AddText(nullptr, 0, {text_x, y + 1},
+                            stopped.empty() ? IM_COL32(230, 180, 80, 255) : IM_COL32(255, 110, 110, 255),
+                            outcome.c_str(), nullptr, 0, &clip);
+                jr.back()["header_note"] = outcome;
             }
             float ty = y + kRunHeader;
             for (const TrackFrame& f : ui.frames[k]) {
@@ -383,7 +390,11 @@ void draw_compare(App& app) {
     // On an order-only trace, each run on the op axis (its clock's nanoseconds are no op numbers).
     std::vector<const AlignedRun*> aligned(runs.size());
     for (size_t k = 0; k < runs.size(); ++k) aligned[k] = ui.aligned_of(*app.trace, *runs[k]);
+    // A run of another device than the one shown is not drawn over its recording (run_device_note).
+    std::vector<std::string> other_device(runs.size());
+    for (size_t k = 0; k < runs.size(); ++k) other_device[k] = run_device_note(runs[k]->info, app.trace->memory_device);
     for (size_t k = 0; k < runs.size(); ++k) {
+        if (!other_device[k].empty()) continue;
         prepare_curve(aligned[k] ? aligned[k]->memory : runs[k]->memory, app.range, W, ui.curves[k + 1]);
         y_max = std::max(y_max, ui.curves[k + 1].y_max);
         if (runs[k]->capacity > 0) y_max = std::max(y_max, static_cast<double>(runs[k]->capacity));
@@ -406,6 +417,10 @@ void draw_compare(App& app) {
     std::set<int64_t> capacities;
     nlohmann::json jruns = nlohmann::json::array();
     for (size_t k = 0; k < runs.size(); ++k) {
+        if (!other_device[k].empty()) {   // said in its timeline's header and under the plot, not drawn
+            jruns.push_back({{"id", runs[k]->info.id}, {"color", series_color(k)}, {"other_device", other_device[k]}});
+            continue;
+        }
         if (runs[k]->capacity > 0 && capacities.insert(runs[k]->capacity).second) {
             std::string s = "capacity " + format_bytes(runs[k]->capacity);
             draw_hline(dl, c0, c1, static_cast<double>(runs[k]->capacity), y_range, kCapacity, s.c_str());

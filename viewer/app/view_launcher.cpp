@@ -126,6 +126,16 @@ void draw_launcher(App& app) {
         ImGui::TextDisabled("%s: a run has nothing to keep under a memory limit",
                             empty_table_text(*app.trace, StatsTable::Allocations, 0).c_str());
     draw_fields(ui, busy);
+    // Whose memory the run keeps under the capacity: the device the memory views show. It simulated
+    // the GPU with the largest peak whatever they showed (a user on "memory of: host" got a GPU 0 run).
+    const int32_t shown = app.trace->memory_device;
+    const std::string device_line = std::string("simulates ") + (shown < 0 ? "the " : "") + device_name(shown) +
+                                    "'s memory, the one the memory views show" +
+                                    (app.trace->memory_devices.size() > 1 ? " (the toolbar's 'memory of' picks another)"
+                                                                          : "");
+    ImGui::TextDisabled("%s", device_line.c_str());
+    app.layout["run"]["device"] = app.trace->memory_device;
+    app.layout["run"]["device_line"] = device_line;
 
     ImGui::Spacing();
     ImGui::BeginDisabled(busy);
@@ -135,6 +145,7 @@ void draw_launcher(App& app) {
         f.capacity_text = ui.capacity_text;
         f.prefetch_arg = ui.prefetch_arg;
         f.link_file = ui.use_link_file ? std::string(ui.link_file) : std::string();
+        f.device = app.trace->memory_device;   // the memory shown (auto: the GPU with the largest peak)
         try {
             ui.error.clear();
             if (ui.use_link_file && f.link_file.empty()) throw Error("link profile file: no path given");

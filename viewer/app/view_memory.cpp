@@ -174,6 +174,9 @@ void draw_memory(App& app) {
         jt["band_colour"] = choices;
     });
     const ViewRun* run = app.selected_run();
+    // A run of another device than the one shown: the recording's memory, and a line saying why.
+    const std::string device_note = run ? run_device_note(run->info, app.trace->memory_device) : std::string();
+    if (!device_note.empty()) run = nullptr;
     const bool run_curve = run && !run->memory.empty();
     const Curve& curve = run_curve ? run->memory : app.trace->live;
     if (app.trace->allocations.size() == 0 && !run_curve) {   // nothing to plot: say why, not an axis of 0 B
@@ -327,6 +330,7 @@ void draw_memory(App& app) {
                                               (curves.pools == 1 ? " pool" : " pools") + ", peak " +
                                               format_bytes(static_cast<int64_t>(curves.pool_live.peak())) + ")"});
         if (run && run->capacity > 0) entries.push_back({kCapacity, "capacity"});
+        if (!device_note.empty()) entries.emplace_back(0, device_note);
         legend_row(dl, {c0.x, c0.y - curve_legend_h}, c1.x, entries, legend, 1);
         // Reserved by pool on a row of its own, each pool named by what the snapshot says it is and
         // by what most of its bytes were allocated at (they read "pool 1", "pool 2").

@@ -61,6 +61,9 @@ void family_legend(App& app, ImDrawList* dl, ImVec2 p, float x_max, nlohmann::js
 void memory_strip(App& app, const ViewRun* run, ImDrawList* dl, ImVec2 p0, ImVec2 p1, TimelineUi& ui,
                   nlohmann::json& out) {
     CurveColumns& cols = ui.strip;
+    // A run of another device than the one shown: the recording's memory, its title saying why.
+    const std::string device_note = run ? run_device_note(run->info, app.trace->memory_device) : std::string();
+    if (!device_note.empty()) run = nullptr;
     const bool run_curve = run && !run->memory.empty();
     const Curve& curve = run_curve ? run->memory : app.trace->live;
     if (curve.empty() || curve.peak() <= 0) {
@@ -75,6 +78,7 @@ void memory_strip(App& app, const ViewRun* run, ImDrawList* dl, ImVec2 p0, ImVec
         const std::string shown = fit_label(text, p1.x - p0.x - 8, ImGui::CalcTextSize("M").x);
         dl->AddText({p0.x + 4, p0.y + 2}, IM_COL32(150, 150, 160, 255), shown.c_str());
         out = {{"rect", rect_json(p0, p1)}, {"empty", true}, {"text", text}, {"shown", shown}};
+        out["device_note"] = device_note;
         if (shown != text && ImGui::IsMouseHoveringRect(p0, p1) &&
             ImGui::IsWindowHovered(ImGuiHoveredFlags_ChildWindows)) {
             ImGui::BeginTooltip();
@@ -114,7 +118,8 @@ void memory_strip(App& app, const ViewRun* run, ImDrawList* dl, ImVec2 p0, ImVec
     }
     const std::string device = memory_device_text(*app.trace);
     std::string title = run_curve ? "device bytes, " + run->label()
-                                  : "live bytes (recorded)" + (device.empty() ? "" : ", " + device);
+                                  : "live bytes (recorded)" + (device.empty() ? "" : ", " + device) +
+                                        (device_note.empty() ? "" : "; " + device_note);
     // With a run: its title in its colour, then the recorded curve's in grey.
     const std::string recorded_title = recorded_too ? "  recorded live bytes" + (device.empty() ? "" : ", " + device)
                                                     : std::string();
@@ -132,7 +137,8 @@ void memory_strip(App& app, const ViewRun* run, ImDrawList* dl, ImVec2 p0, ImVec
            {"axis_labels", labels},
            {"recorded", recorded_too},
            {"recorded_title", recorded_title},
-           {"recorded_peak_bytes", recorded_too ? ui.strip_recorded.y_max : 0.0}};
+           {"recorded_peak_bytes", recorded_too ? ui.strip_recorded.y_max : 0.0},
+           {"device_note", device_note}};
 }
 
 }  // namespace
@@ -171,25 +177,31 @@ nlohmann::json find_field(App& app, ImVec2 at) {
     // The matches of the text as it stands, and which of them is selected (a click on a kernel too).
     const bool searched = app.find_update();
     const bool current = app.find.current(app.find_text);
+    const bool searching = app.find_text[0] != 0 && !current;
+    const size_t count = app.find.count();
     const std::string said =
-        !current ? std::string(
-                       "a kernel name or part of it: its matches are marked as you type; "
-                       "Enter: the next, Shift+Enter: the one before")
-        : app.find.matches.empty() ? "no kernel name contains '" + app.find.of + "'"
-        : app.find.index < 0       ? match_count_text(-1, app.find.matches.size()) +
+        searching ? "searching the kernels for '" + app.find.of +
+                        "': " + std::to_string(static_cast<int>(app.find.progress() * 100)) + "% looked at"
+        : !current ? std::string(
+                         "a kernel name or part of it: its matches are marked as you type; "
+                         "Enter: the next, Shift+Enter: the one before")
+        : count == 0         ? "no kernel name contains '" + app.find.of + "'"
+        : app.find.index < 0 ? match_count_text(-1, count) +
                                    " (Enter or F3: the first from the view's start, Shift+Enter or Shift+F3: the one "
                                    "before it)"
-                             : "match " + match_count_text(app.find.index, app.find.matches.size()) +
+                             : "match " + match_count_text(app.find.index, count) +
                                    " (Enter or F3: the next, Shift+Enter or Shift+F3: the one before)";
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", said.c_str());
     out["text"] = app.find_text;
     out["said"] = said;
-    out["matches"] = current ? app.find.matches.size() : 0;
+    out["matches"] = current ? count : 0;
     out["index"] = current ? app.find.index : -1;
     out["searched"] = searched;
+    out["searching"] = searching;
     out["searches"] = app.find.searches;
     out["refinements"] = app.find.refinements;
-    if (current && app.find.index >= 0) out["t_start"] = app.find.matches[static_cast<size_t>(app.find.index)].t_start;
+    out["slices"] = app.find.slices;
+    if (current && app.find.index >= 0) out["t_start"] = app.find.selected_match().t_start;
     return out;
 }
 
@@ -197,15 +209,19 @@ nlohmann::json find_field(App& app, ImVec2 at) {
 // family legend's row (the label column holds only the field): "3 of 17", "no match". Nothing
 // before a search. Returns the width taken (the legend ends before it).
 float find_count(App& app, ImVec2 right_top, nlohmann::json& out) {
-    if (!app.find.current(app.find_text)) return 0;
-    const std::string text = match_count_text(app.find.index, app.find.matches.size());
+    const bool searching = app.find_text[0] != 0 && !app.find.current(app.find_text);
+    if (!app.find.current(app.find_text) && !searching) return 0;
+    // While the search goes on (a slice a frame), how far it is instead of a count.
+    const std::string text = searching
+                                 ? "searching " + std::to_string(static_cast<int>(app.find.progress() * 100)) + "%"
+                                 : match_count_text(app.find.index, app.find.count());
     const float button = ImGui::GetFrameHeight() - 2;
     const float text_w = ImGui::CalcTextSize(text.c_str()).x;
     const float width = 2 * button + text_w + 16;
     ImVec2 at{right_top.x - width, right_top.y};
     ImGui::SetCursorScreenPos(at);
     ImGui::PushStyleVar(ImGuiStyleVar_FramePadding, {2, 0});
-    const bool any = !app.find.matches.empty();
+    const bool any = !searching && app.find.count() > 0;
     if (!any) ImGui::BeginDisabled();
     if (ImGui::ArrowButton("##find previous", ImGuiDir_Left)) app.find_next(true);
     out["previous"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
@@ -217,7 +233,11 @@ float find_count(App& app, ImVec2 right_top, nlohmann::json& out) {
     if (!any) ImGui::EndDisabled();
     ImGui::PopStyleVar();
     const ImVec2 text_at{at.x + 2 * button + 10, right_top.y};
-    ImGui::GetWindowDrawList()->AddText(text_at, any ? kFindMark : IM_COL32(255, 140, 110, 255), text.c_str());
+    ImGui::GetWindowDrawList()->AddText(text_at,
+                                        searching ? IM_COL32(190, 190, 200, 255)
+                                        : any     ? kFindMark
+                                                  : IM_COL32(255, 140, 110, 255),
+                                        text.c_str());
     out["count"] = text;
     out["count_rect"] = rect_json(text_at, {text_at.x + text_w, text_at.y + ImGui::GetFontSize()});
     return width + 8;
@@ -304,10 +324,10 @@ void draw_timeline(App& app) {
     // Every match of the find field, marked on its row (the one selected is outlined as well).
     const std::vector<Lane>& searched = run && !run->kernel_lanes.empty() ? run->kernel_lanes : app.trace->kernel_lanes;
     const bool marking = app.find.current(app.find_text) && app.find.run == (run ? run->info.id : 0) &&
-                         !app.find.matches.empty();
-    const std::vector<std::vector<MatchMark>> marks = marking ? match_marks(app.find.matches, searched.size(),
-                                                                            app.range, plot_w, app.find.longest)
-                                                              : std::vector<std::vector<MatchMark>>{};
+                         app.find.count() > 0;
+    std::vector<std::vector<MatchMark>> marks = marking ? app.find.marks(app.range, plot_w)
+                                                        : std::vector<std::vector<MatchMark>>{};
+    marks.resize(searched.size());
     size_t marks_drawn = 0, matches_marked = 0;
     for (size_t i = 0; i < ui.frame.size(); ++i) {
         const Lane& l = *ui.frame[i].lane;
@@ -350,8 +370,8 @@ void draw_timeline(App& app) {
             // The match selected: its bar in white, at least 7 px wide, so that "2 of 50" is one of
             // the marks to the eye (at 20 ms a view, all were the same lime line).
             const auto current = static_cast<size_t>(app.find.index);
-            if (app.find.index >= 0 && current < app.find.matches.size() && app.find.matches[current].lane == index) {
-                const KernelMatch& match = app.find.matches[current];
+            if (app.find.index >= 0 && current < app.find.count() && app.find.selected_match().lane == index) {
+                const KernelMatch match = app.find.selected_match();
                 float x0 = plot_x + static_cast<float>(app.range.x_of(match.t_start, plot_w));
                 float x1 = plot_x + static_cast<float>(app.range.x_of(match.t_end, plot_w));
                 if (x1 - x0 < 7) {

@@ -191,7 +191,13 @@ std::vector<LegendEntry> band_legend(const BandKeys& k, const BandLayout& b) {
     std::vector<size_t> order;
     for (size_t key = 0; key < b.peak_key_bytes.size(); ++key)
         if (b.peak_key_bytes[key] >= 1) order.push_back(key);
-    std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return b.peak_key_bytes[x] > b.peak_key_bytes[y]; });
+    // Size classes read as a scale, largest first (by bytes they came out of order: ">= 939.12 MiB",
+    // "17.47-34.94 MiB", "48.04-939.12 MiB", "< 17.47 MiB" on TraceLens's H100 Qwen trace); the other
+    // keys by their bytes at the peak, the most first.
+    if (k.coloring == BandColoring::SizeClass) std::reverse(order.begin(), order.end());
+    else
+        std::stable_sort(order.begin(), order.end(),
+                         [&](size_t one, size_t other) { return b.peak_key_bytes[one] > b.peak_key_bytes[other]; });
     for (size_t key : order)
         out.push_back({k.color[key], k.name[key] + ": " + short_bytes(static_cast<int64_t>(b.peak_key_bytes[key]))});
     return out;

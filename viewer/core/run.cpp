@@ -10,7 +10,16 @@
 namespace mhc::viewer {
 
 std::string ViewRun::label() const {
-    return "#" + std::to_string(info.id) + " " + (info.name.empty() ? std::string(to_string(info.kind)) : info.name);
+    return "#" + std::to_string(info.id) + " " +
+           (info.name.empty() ? std::string(to_string(info.kind)) : trace::run_name_with_device(info));
+}
+
+std::string run_device_note(const trace::RunInfo& info, int32_t shown_device) {
+    const std::optional<int32_t> device = trace::run_device(info);
+    if (!device || *device == shown_device) return {};
+    auto whose = [](int32_t dev) { return (dev < 0 ? "the " : "") + device_name(dev) + "'s"; };
+    return "#" + std::to_string(info.id) + " simulated " + whose(*device) + " memory, not " + whose(shown_device) +
+           ": pick " + device_name(*device) + " in 'memory of' to see its curve";
 }
 
 namespace {

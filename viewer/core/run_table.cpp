@@ -7,6 +7,7 @@
 
 #include "mhc/common/units.hpp"
 #include "mhc/viewer/axis.hpp"
+#include "mhc/viewer/data.hpp"
 #include "mhc/viewer/metrics.hpp"
 #include "mhc/viewer/stats.hpp"
 
@@ -68,7 +69,7 @@ std::vector<RunRow> run_rows(const std::vector<trace::RunInfo>& runs) {
         RunRow row;
         row.index = i;
         row.id = r.id;
-        row.name = r.name;
+        row.name = trace::run_name_with_device(r);   // with its device when not GPU 0: "host" finds a host run
         row.kind = to_string(r.kind);
         row.status = to_string(r.status);
         row.policy = config(r, "eviction");

@@ -43,6 +43,7 @@ sim::Config make_config(const LaunchFields& f) {
     c.allocator = f.allocator;
     c.link = f.link_file.empty() ? sim::link_from_spec(f.link) : sim::load_link_profile(f.link_file);
     c.record_events = f.record_events;
+    c.device = f.device;
     sim::validate(c);
     return c;
 }
@@ -117,12 +118,15 @@ void Launcher::set_phase(LaunchPhase p) {
 void Launcher::work(sim::Config c) {
     LaunchStatus out;
     try {
-        if (!prepared_) {
-            set_phase(LaunchPhase::Loading);
-            auto data = std::make_unique<trace::TraceData>(trace::load_trace(path_));
+        if (!prepared_ || prepared_device_ != c.device) {   // a run of another device: prepared for it
+            if (!data_) {
+                set_phase(LaunchPhase::Loading);
+                data_ = std::make_unique<trace::TraceData>(trace::load_trace(path_));
+            }
             set_phase(LaunchPhase::Preparing);
-            prepared_ = sim::prepare(*data, c.device);   // validates the trace
-            data_ = std::move(data);
+            prepared_.reset();
+            prepared_ = sim::prepare(*data_, c.device);   // validates the trace
+            prepared_device_ = c.device;
         }
         set_phase(LaunchPhase::Simulating);
         sim::Result r = sim::simulate(*prepared_, c);

@@ -3,6 +3,7 @@
 // tables runs, run_config, run_metrics, run_events, run_kernels, run_memory.
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -96,6 +97,14 @@ struct RunInfo {
     std::map<std::string, double> metrics;   // the run's key figures (run_metrics), no events
     std::map<std::string, std::string> config;   // its settings (run_config: eviction, prefetch, link, ...)
 };
+
+// The device a run simulated (its config's `device`, mhc simulate --device; -1 the host); nullopt
+// when the run does not say (a replay, a run stored before the key was kept, a value not a number).
+std::optional<int32_t> run_device(const RunInfo& run);
+// A run's name with its device when that is not GPU 0, as `mhc info` and mhc-view list runs:
+// "lru+none@70%/pcie4/caching (host)", "... (GPU 1)". Two runs of one setting on GPU 0 and on the
+// host had the same name, in every list.
+std::string run_name_with_device(const RunInfo& run);
 
 // Where runs are stored. By default in the trace file itself. `runs_db` (when not empty and
 // not the trace itself) names a separate SQLite file holding only the run tables and a meta

@@ -169,8 +169,14 @@ struct ViewRun {
     int64_t capacity = -1;            // config "capacity_bytes", -1 if absent
     int64_t t_end = 0;                // last kernel end or event end
     RunTimes times;                   // its times in words (an order-only trace's: ops + link time)
-    std::string label() const;        // "#id name"
+    std::string label() const;   // "#id name", and its device when not GPU 0: "#2 lru+...@70%/pcie4/caching (host)"
 };
+
+// Why a run's memory is not drawn against `shown_device`'s (the memory views show one device): "#2
+// simulated the host's memory, not GPU 0's: pick host in 'memory of' to see its curve"; empty when
+// it simulated that device or does not say. Its device bytes over another device's recording read as
+// that device's (compare drew a host run's 2 MiB under GPU 0's 40 MiB as if GPU 0 held them).
+std::string run_device_note(const trace::RunInfo& info, int32_t shown_device);
 
 // Why a run stopped, as mhc simulate printed it: "out of memory at 1.2 ms: allocation 508 (...):
 // needs 141.39 GiB; ... short by 42.40 GiB" (its config's oom_where, oom_why and its metric

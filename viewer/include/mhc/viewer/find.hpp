@@ -3,6 +3,7 @@
 // text (case-insensitive), by start on the clock shown (the selected run's when it has kernel
 // times), and the next one after a given one, wrapping around. An execution trace's ops likewise.
 #include <cstdint>
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -62,21 +63,89 @@ std::vector<std::vector<MatchMark>> match_marks(const std::vector<KernelMatch>& 
 // The find field's count: "3 of 17" (match 3 selected), "17 matches" (none selected yet), "no match".
 std::string match_count_text(int64_t index, size_t count);
 
-// The find field as it is typed (the timeline's state): the matches of the text on the clock of the
-// run shown, made again only when the text or the run changed (refine_matches when the text grew),
-// and which of them is the kernel selected (found again only when the selection or the matches
-// changed). `update` is called every frame; it costs nothing when nothing changed.
+// The find field as it is typed (the timeline's state), in slices: each `update` (one a frame) looks
+// at no more than `slice` kernels or earlier matches, so that typing stays within a frame whatever the
+// trace's size (5 M kernels matching one letter took 250-480 ms a letter as one search). A text that
+// contains the one before (a letter more) re-checks that one's matches in place and goes on scanning
+// where it had stopped; another text (Backspace, another run) starts again. The matches are kept per
+// lane searched, as positions in the lane (4 bytes a match, not a list of KernelMatch of 40 bytes), in
+// the lane's order by start then id: counting is a sum, the index of the kernel selected and the next
+// match are binary searches in each lane, and the marks of a view are found by pixel column
+// (`marks`), so that no frame after the search costs in proportion to the matches. The matches are
+// exactly find_kernels' (`all`). `current` is false until the search of the text is done.
 struct FindState {
-    std::vector<KernelMatch> matches;
-    std::string of;                         // the text the matches are of
+    std::string of;                         // the text the matches are (being) made for
     int64_t run = -1;                       // the run whose clock they are on (0: the recording)
-    int64_t index = -1;                     // the kernel selected among them (-1: none of them)
-    int64_t longest = 0;                    // the longest match's length (match_marks)
+    int64_t index = -1;                     // the kernel selected among them (-1: none of them), when done
+    int64_t longest = 0;                    // the longest match's length, when done (match_marks)
     int64_t selected = -1;                  // the selected kernel `index` was found for
     size_t searches = 0, refinements = 0;   // how the matches of a text were made (tests, bench)
-    // Returns true when the matches changed.
+    size_t slice = size_t{1} << 19;         // kernels or earlier matches looked at per update (1-3 ms)
+    size_t slices = 0;                      // updates that did some of the work (tests, bench)
+
+    // One slice of the work for `text` on the clock of `shown` (the recording's when null), and which
+    // match the kernel selected is once done. Returns true when the matches changed (or were completed).
+    // Called every frame; it costs nothing when nothing changed.
     bool update(const ViewTrace& view, const ViewRun* shown, std::string_view text, int64_t selected_kernel);
-    bool current(std::string_view text) const { return !text.empty() && of == text; }
+    // The whole of the rest at once (Enter asks for a match: it must be the right one).
+    bool finish(const ViewTrace& view, const ViewRun* shown, std::string_view text, int64_t selected_kernel);
+    bool done() const { return work_done_ >= work_total_; }
+    // The share of the search of `of` done, in [0, 1].
+    double progress() const;
+    // Whether the matches are those of `text`, complete.
+    bool current(std::string_view text) const { return !text.empty() && of == text && done(); }
+    // Matches found (all of them when done).
+    size_t count() const;
+    // The index of the match after kernel `current` as next_match says it, and the match in `*match`;
+    // -1 when there are none. Only when done. It becomes the match selected (`index`, `selected`).
+    int64_t next(int64_t current, int64_t from, bool backward, KernelMatch* match);
+    // The match selected (index >= 0), as a KernelMatch.
+    KernelMatch selected_match() const { return selected_match_; }
+    // Every match by start then id (as find_kernels gives them: tests and the bench compare).
+    std::vector<KernelMatch> all() const;
+    // The marks of the matches on a plot of `range`, as match_marks(all(), ...) gives them, each lane's
+    // found by pixel column (a binary search per column drawn) where its kernels' ends come in order,
+    // so a frame costs no more at 5 M matches than at a few thousand.
+    // The last view's marks are kept: asked again for the same view and matches, they cost nothing.
+    const std::vector<std::vector<MatchMark>>& marks(TimeRange range, float width, float min_px = 3.f) const;
+
+private:
+    struct Part {                    // one lane's search
+        std::vector<uint32_t> at;    // positions of its matches in the lane, by (start, id) once complete
+        size_t pending = 0;          // at[read, pending) are the text before's matches, to re-check
+        size_t read = 0, kept = 0;   // re-checked so far; kept in at[0, kept)
+        size_t scanned = 0;          // lane positions [0, scanned) looked at
+        int64_t longest = 0;
+        bool in_order = true;   // at is by (start, id) (ties in a lane may not be)
+    };
+    const std::vector<Lane>* lanes_ = nullptr;
+    size_t kernels_ = 0;   // the lanes' kernels, to tell lanes read again apart
+    std::vector<Part> parts_;
+    std::vector<uint8_t> verdict_;   // per string id: 0 not asked yet, 1 contains `of`, 2 does not
+    const ViewTrace* view_ = nullptr;
+    size_t generation_ = 0;   // counts changes of the matches (the marks' cache)
+    struct MarksCache {
+        size_t generation = SIZE_MAX;
+        TimeRange range;
+        float width = 0, min_px = 0;
+        std::vector<std::vector<MatchMark>> marks;
+    };
+    mutable MarksCache marks_cache_;
+    size_t work_total_ = 0, work_done_ = 0;
+    KernelMatch selected_match_;
+    // Where the kernel `located_` lies among the lanes (found once per kernel selected and lanes).
+    int64_t located_ = 0;
+    const std::vector<Lane>* located_in_ = nullptr;
+    bool located_found_ = false;
+    uint32_t located_lane_ = 0, located_pos_ = 0;
+
+    bool start(const ViewTrace& view, const ViewRun* shown, std::string_view text);
+    bool matches(int32_t name);
+    bool work(size_t budget);
+    void completed(int64_t selected_kernel);
+    bool locate(int64_t kernel);
+    KernelMatch match_at(uint32_t lane, uint32_t pos) const;
+    size_t rank(int64_t t_start, int64_t kernel) const;   // matches before (t_start, kernel)
 };
 
 }   // namespace mhc::viewer

@@ -32,6 +32,8 @@ struct Lane {
     size_t first_ending_at_or_after(int64_t t) const;
     // Largest end among items [0, i] (t_end itself when ends are already monotonic).
     int64_t end_max(size_t i) const { return end_sorted_ ? t_end[i] : end_max_[i]; }
+    // Whether the ends come in order too (as the starts do): kernels of one stream, back to back.
+    bool ends_sorted() const { return end_sorted_; }
 
     // Colour classes (kernel families): item i gets class_of_key[key[i]] (or `fallback`). Call
     // after finish(). Per-block duration sums make dominant_class O(classes + block) per query.

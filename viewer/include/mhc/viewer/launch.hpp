@@ -31,6 +31,10 @@ struct LaunchFields {
     std::string link_file;            // non-empty: a link profile JSON file instead of the preset
     std::string allocator = "caching";  // a name of sim::allocator_models(); the mhc commands' default
     bool record_events = true;
+    // The device whose memory the run keeps under the capacity: the one the memory views show
+    // (draw_launcher sets it; mhc-view --device, the toolbar's "memory of"); sim::kAutoDevice: the GPU
+    // with the largest live peak, as mhc simulate.
+    int32_t device = sim::kAutoDevice;
 };
 
 // "lookahead:K" -> "lookahead", "periodic[:K]" -> "periodic", "lru" -> "lru".
@@ -89,6 +93,7 @@ private:
     // change when runs are added). Prepared points into TraceData: both live here.
     std::unique_ptr<trace::TraceData> data_;
     std::shared_ptr<const sim::Prepared> prepared_;
+    int32_t prepared_device_ = sim::kAutoDevice;   // the device prepared_ is of: another is prepared again
 };
 
 }  // namespace mhc::viewer
