@@ -98,8 +98,19 @@ std::vector<std::string> search_allocator_confs(const Evaluator& ev, const Plann
 
 // Whether the search offers selective checkpointing ("keep matmuls") for block `block`: not when
 // its forward runs no op that policy keeps (it would be full checkpointing under another name),
-// nor under autocast for a block that is or holds a module called several times a pass.
+// nor where selective_refusal says why PyTorch stops the step.
 bool offers_selective(const Base& base, size_t block);
+
+// Why PyTorch stops a step that checkpoints `module` selectively (policy save_matmuls), empty when
+// it runs: its forward writes in place into the output of an op the save list keeps ("Tensor cached
+// during selective activation checkpoint has been mutated": timm's EfficientNet), or, under
+// autocast, it is or holds a module called several times a pass (ALBERT's shared layer).
+std::string selective_refusal(const Base& base, int32_t module);
+
+// Refuses (mhc::Error, one line naming the field and the module) a setting that checkpoints a module
+// selectively where selective_refusal says PyTorch stops: `mhc advise --setting` predicts only
+// what runs.
+void check_selective(const Base& base, const Setting& s);
 
 // The setting that applies per-block choices on top of a global setting.
 Setting combine(const Base& b, const Setting& global, const std::vector<BlockChoice>& per_block, const OffloadSetting& offload);
