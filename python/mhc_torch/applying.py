@@ -26,14 +26,18 @@ def module_name(model: torch.nn.Module, path: str) -> str:
 
 
 def resolve_modules(model: torch.nn.Module, names: list[str], key: str) -> list[torch.nn.Module]:
-    """The modules that fully qualified names denote; a name the model lacks is a SettingError."""
+    """The modules that fully qualified names denote, or names as model.get_submodule spells them
+    (without the root's class name: `mhc advise --setting` takes both, and --verify passes the
+    setting on as given); a name the model lacks is a SettingError."""
     by_name = {module_name(model, path): m for path, m in model.named_modules()}
     out = []
     for name in names:
         m = by_name.get(name)
+        if m is None and name:
+            m = by_name.get(module_name(model, name))
         if m is None:
             raise SettingError(f"setting: {key}: {type(model).__name__} has no module '{name}' "
-                               f"({_suggest(name, by_name)})")
+                               f"({_suggest(name, by_name, type(model).__name__)})")
         out.append(m)
     return out
 
@@ -55,15 +59,18 @@ def called_modules(model: torch.nn.Module, names: list[str], key: str) -> list[t
     return modules
 
 
-def _suggest(name: str, by_name: dict) -> str:
-    """The names nearest to a wrong one, or how names are spelled."""
+def _suggest(name: str, by_name: dict, root: str) -> str:
+    """The names nearest to a wrong one (spelled as it is: with or without the root's class name),
+    or how names are spelled."""
     import difflib
 
-    close = sorted(difflib.get_close_matches(name, list(by_name), n=2, cutoff=0.75))
+    short = not name.startswith(root + ".") and name != root
+    names = [n.split(".", 1)[1] for n in list(by_name)[1:]] if short else list(by_name)
+    close = sorted(difflib.get_close_matches(name, names, n=2, cutoff=0.75))
     if close:
         return "did you mean " + " or ".join(f"'{c}'" for c in close) + "?"
     example = next((n for n in list(by_name)[1:] if n.count(".") == 1), next(iter(by_name)))
-    return f"names start with the model's class name, e.g. '{example}'"
+    return f"names are the trace's, e.g. '{example}', or model.get_submodule's, '{example.split('.', 1)[-1]}'"
 
 
 def enter_around_forward(module: torch.nn.Module, context) -> None:
