@@ -13,7 +13,7 @@ from typing import Callable
 
 import torch
 
-from . import placement, store
+from . import checkpointing, placement, store
 
 _HOST_CATEGORY = {placement.ACTIVATION: store.ACTIVATION, placement.OPTIMIZER: store.OPTIMIZER,
                   placement.GRAD: store.GRAD, placement.PARAM: store.PARAM, placement.WORKSPACE: store.WORKSPACE}
@@ -85,8 +85,10 @@ class SettingsRecording:
     # Phases -----------------------------------------------------------------------------------
     def phase_code(self) -> int:
         """The phase of the op running now: a forward op re-run by the autograd engine with
-        autograd recording (checkpointing's recompute) is phase recompute."""
-        if self.phase == "backward" and torch.is_grad_enabled() and torch._C._current_graph_task_id() != -1:
+        autograd recording (checkpointing's recompute) is phase recompute; a backward that records
+        a graph of its own (create_graph=True) is the backward it is."""
+        if self.phase == "backward" and torch.is_grad_enabled() and torch._C._current_graph_task_id() != -1 \
+                and checkpointing.recomputing_in_backward():
             return store.RECOMPUTE
         return {"forward": store.FORWARD, "backward": store.BACKWARD,
                 "optimizer": store.OPTIMIZER_PHASE}.get(self.phase, store.OTHER_PHASE)

@@ -25,7 +25,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
-from . import ctc_loss, cudnn_rnn, gpu_paths, inplace_backward, recipes, store, workspaces
+from . import autocast_cuda, ctc_loss, cudnn_rnn, gpu_paths, inplace_backward, recipes, store, workspaces
 from .autocast_cuda import user_cuda_autocast
 from .built_for_gpu import BuiltForGpu, CudaInStep, cuda_calls_in_step, cuda_calls_on_fake_device
 from .capture_tables import HOST, SettingsRecording
@@ -382,6 +382,9 @@ class Recording(SettingsRecording):
         self.window_peak = 0  # since the step's last torch.cuda.reset_peak_memory_stats() (built_for_gpu.py)
         self.reserved_asked: list[str] = []  # torch.cuda.memory_reserved and such, called in a step (answered 0)
         self.in_engine = False  # an op of the autograd engine ran since the backward began
+        # forward kernels of the steps by the autocast dtype they ran under (None: autocast off):
+        # what the step did, which the recipe's dtype does not say for a step of the user's own
+        self.forward_autocast: dict[torch.dtype | None, int] = {}
         self.backward_passes: dict[int, int] = {}  # step -> backward passes begun in it
         self.workspaces = workspaces.Workspaces(spec)
         self.accumulations = inplace_backward.Accumulations()
@@ -544,6 +547,9 @@ class Recording(SettingsRecording):
         reads = self._fold_backward_formula(name, args, reads, mutated, new_outs)
         if not new_outs and not mutated:
             return  # a view, an alias or a metadata query: no kernel
+        if self.phase == "forward" and self.step >= 0:
+            dt = autocast_cuda.region_dtype()
+            self.forward_autocast[dt] = self.forward_autocast.get(dt, 0) + 1
         start = self.t
         where = self.module_of()
         label = f"{where}:{name}" if where else name
@@ -1079,6 +1085,8 @@ def capture(build_model: Callable[[], torch.nn.Module],
         "capture.host_peak_bytes": str(rec.host_peak),
     }
     full_meta.update(recipe.meta())
+    if torch.device(device).type == "cpu":   # where every autocast region goes through the capture's
+        full_meta.update(_autocast_used(recipe, rec.forward_autocast))
     if kernel_times is not None:
         full_meta.update(kernel_times.meta())
     if setting is not None:
@@ -1347,8 +1355,64 @@ def _environment_kept(names):
                 os.environ[n] = v
 
 
+def _autocast_used(recipe, forward_autocast: dict) -> dict[str, str]:
+    """Meta capture.autocast as the step ran it where a step or loss of the user's own says itself
+    whether and how it autocasts: the dtype most of its forward kernels ran under, "none" where
+    they ran without autocast (a WGAN-GP step in fp32 was recorded as bfloat16, the recipe's
+    default, and mhc advise then withheld selective checkpointing of its critic, called several
+    times a pass, for an autocast cache the step never had). The capture's own step autocasts as
+    the recipe says; a step's own torch.autocast("cuda") is CUDA's policy (docs/torch.md)."""
+    if not forward_autocast:
+        return {}
+    dtype = max(forward_autocast, key=lambda d: forward_autocast[d])
+    if dtype == recipe.autocast_dtype:
+        return {}
+    if dtype is None:
+        return {"capture.autocast": "none", "capture.autocast_policy": "none"}
+    return {"capture.autocast": str(dtype).replace("torch.", ""), "capture.autocast_policy": "cuda"}
+
+
+def _leaf_safe_mod_tracker():
+    """PyTorch's ModTracker, whose module hooks stop torch.autograd.grad(out, x) when x is a leaf
+    passed to a module (a WGAN-GP's gradient penalty: the critic's gradient at interpolates made
+    with requires_grad_(True)): ModTracker waits for the gradients of all of a module's inputs
+    with register_multi_grad_hook, which asks the engine whether it will run each input's node,
+    and for a leaf under autograd.grad the engine refuses ("A leaf node was passed to
+    _will_engine_execute_node but we are currently running autograd.grad()"). On a GPU the step
+    runs (no tracker). While this tracker is entered, a module's inputs that are leaves are left
+    out of that wait (the module's backward ends with its other inputs' gradients), and a module
+    whose inputs are all leaves ends its backward at the first of their gradients."""
+    from torch.autograd.graph import register_multi_grad_hook
+    from torch.distributed._tools import mod_tracker
+
+    def past_leaves(tensors, fn, *, mode="all"):
+        if mode == "all" and any(t.grad_fn is None for t in tensors):
+            inner = [t for t in tensors if t.grad_fn is not None]
+            if inner:
+                return register_multi_grad_hook(inner, fn, mode="all")
+            return register_multi_grad_hook(tensors, fn, mode="any")
+        return register_multi_grad_hook(tensors, fn, mode=mode)
+
+    class Tracker(mod_tracker.ModTracker):
+        def __enter__(self):
+            self._mhc_kept = mod_tracker.register_multi_grad_hook
+            mod_tracker.register_multi_grad_hook = past_leaves
+            try:
+                return super().__enter__()
+            except BaseException:
+                mod_tracker.register_multi_grad_hook = self._mhc_kept
+                raise
+
+        def __exit__(self, *args):
+            try:
+                return super().__exit__(*args)
+            finally:
+                mod_tracker.register_multi_grad_hook = self._mhc_kept
+
+    return Tracker()
+
+
 def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting, build_optimizer=None):
-    from torch.distributed._tools.mod_tracker import ModTracker
 
     from . import data_parallel, placement
     from .frame_holds import FrameHolds
@@ -1411,7 +1475,7 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         param_name = {id(p): n for n, p in params}
         param_name.update({id(h): param_name.get(id(p), "?") for p, h in getattr(opt, "offloaded_params", ())})
         layers = _layer_lists(model)
-        tracker = ModTracker()
+        tracker = _leaf_safe_mod_tracker()
         # Names from the model's root, also for modules a step calls directly (a GAN's netG and
         # netD in a model that is never called itself): ModTracker names a module the first time
         # it runs, from the outermost module then running, so netD alone was "Discriminator",

@@ -70,6 +70,26 @@ def _is_checkpoints_pack_hook(hook) -> bool:
         and getattr(hook, "__qualname__", "") == "_checkpoint_hook.__init__.<locals>.pack_hook")
 
 
+def recomputing_in_backward() -> bool:
+    """Whether an op the autograd engine runs with autograd recording is a recompute of forward code
+    (a checkpoint's, or a custom Function's backward that re-runs its forward under enable_grad)
+    rather than a backward that builds a graph of its own (torch.autograd.grad(...,
+    create_graph=True): a WGAN-GP's gradient penalty, a double backward), whose ops also record.
+    Told by the recompute's marks: this module's context_fn count, a checkpoint's own saved-tensor
+    hook on top (the recomputation's hook, checkpoint-internal in torch 2.15, known by where it is
+    defined before), or the engine running a Python Function's node (reentrant checkpoint's
+    CheckpointFunctionBackward); where the engine names no node, a recompute as before."""
+    if _recomputing[0]:
+        return True
+    top = torch._C._autograd._top_saved_tensors_default_hooks(False)
+    if top is not None and (_is_checkpoints_pack_hook(top[0]) or (
+            getattr(top[0], "__module__", "") == "torch.utils.checkpoint"
+            and "_recomputation_hook" in getattr(top[0], "__qualname__", ""))):
+        return True
+    node = torch._C._current_autograd_node()
+    return node is None or isinstance(node, torch.autograd.function.BackwardCFunction)
+
+
 @contextlib.contextmanager
 def _saves_told():
     """Inside a checkpointed region autograd gives what it saves to the checkpoint's hook, which

@@ -1,0 +1,104 @@
+"""Model families a new user brought on 2026-12-06, fifth round (bench/advise/new_user: a WGAN-GP
+with its gradient penalty (a double backward), R(2+1)D video convolutions, DPO with a frozen
+reference copy, DINO multi-crop self-distillation with an EMA teacher, Muon beside AdamW, a step
+that already offloads with save_on_cpu): each test fails without the fix it guards
+(docs/results.md, "More model families as a new user")."""
+import sqlite3
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.utils.checkpoint import checkpoint  # noqa: E402
+
+import mhc_torch  # noqa: E402
+
+
+class Critic(nn.Module):
+    def __init__(self, d=32, reentrant=None):
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(d, d), nn.LeakyReLU(0.2)) for _ in range(3))
+        self.out = nn.Linear(d, 1)
+        self.reentrant = reentrant   # None: no checkpoint; else the middle block checkpointed so
+
+    def forward(self, x):
+        for i, b in enumerate(self.blocks):
+            x = checkpoint(b, x, use_reentrant=self.reentrant) if i == 1 and self.reentrant is not None else b(x)
+        return self.out(x).view(-1)
+
+
+def gp_step(model, real, run):
+    """A WGAN-GP critic step: the critic's gradient at interpolates (a leaf made with
+    requires_grad_), taken with create_graph=True, in the loss; fp32 (no autocast)."""
+    if "opt" not in run.state:
+        run.state["opt"] = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.0, 0.9))
+    fake = torch.randn_like(real)
+    alpha = torch.rand(real.shape[0], 1, device=real.device)
+    mixed = (alpha * real + (1 - alpha) * fake).requires_grad_(True)
+    grad, = torch.autograd.grad(model(mixed).sum(), mixed, create_graph=True)
+    loss = model(fake).mean() - model(real).mean() + 10 * ((grad.norm(2, dim=1) - 1) ** 2).mean()
+    loss.backward()
+    run.state["opt"].step()
+    run.state["opt"].zero_grad(set_to_none=True)
+
+
+def phases(path):
+    with sqlite3.connect(path) as db:
+        return dict(db.execute("SELECT p.name, count(*) FROM kernel_info k JOIN phases p ON p.id = k.phase "
+                               "GROUP BY p.name").fetchall())
+
+
+def meta(path, key):
+    with sqlite3.connect(path) as db:
+        return db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()[0]
+
+
+@pytest.mark.parametrize("reentrant", [None, False])
+def test_a_gradient_penalty_is_a_backward_not_a_recompute(tmp_path, reentrant):
+    """torch.autograd.grad(critic(x).sum(), x, create_graph=True) on a leaf x stopped the capture
+    (PyTorch's ModTracker asked the engine about the leaf's node: "A leaf node was passed to
+    _will_engine_execute_node but we are currently running autograd.grad()"), and once it ran, its
+    backward, which records a graph of its own, was taken for a checkpoint's recompute (mhc advise
+    then refused the trace: an access outside an allocation's lifetime). A checkpoint's recompute
+    inside the same step is still one (a reentrant checkpoint refuses autograd.grad in PyTorch: below,
+    with backward())."""
+    path = str(tmp_path / "gp.db")
+    mhc_torch.capture(lambda: Critic(reentrant=reentrant), lambda: torch.randn(8, 32), steps=1, path=path,
+                      step=gp_step)
+    p = phases(path)
+    assert p["backward"] > 0 and p["forward"] > 0
+    if reentrant is None:
+        assert "recompute" not in p, p
+    else:
+        assert p["recompute"] > 0, p   # the middle block's Linear and LeakyReLU, once a backward that reaches them
+
+
+def test_a_reentrant_checkpoints_recompute_is_one(tmp_path):
+    path = str(tmp_path / "re.db")
+    mhc_torch.capture(lambda: Critic(reentrant=True), lambda: torch.randn(8, 32), steps=1, path=path,
+                      loss_fn=lambda m, x: m(x.requires_grad_(True)).float().mean())
+    assert phases(path)["recompute"] > 0   # the middle block's Linear and LeakyReLU, rerun
+
+
+def test_autocast_meta_is_what_the_step_ran(tmp_path):
+    """A step of the user's own that never autocasts (the WGAN-GP, fp32) was recorded with the
+    recipe's default bfloat16 (capture.autocast), so mhc advise withheld selective checkpointing of
+    its critic (called several times a pass) for an autocast cache the step never had; a step whose
+    own torch.autocast("cuda") is fp16 was recorded as bfloat16 too."""
+    path = str(tmp_path / "fp32.db")
+    mhc_torch.capture(lambda: Critic(), lambda: torch.randn(8, 32), steps=1, path=path, step=gp_step)
+    assert meta(path, "capture.autocast") == "none" and meta(path, "capture.autocast_policy") == "none"
+
+    def fp16_step(model, x, run):
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = model(x).float().mean()
+        loss.backward()
+
+    path = str(tmp_path / "fp16.db")
+    mhc_torch.capture(lambda: Critic(), lambda: torch.randn(8, 32), steps=1, path=path, step=fp16_step)
+    assert meta(path, "capture.autocast") == "float16"
+    path = str(tmp_path / "default.db")   # the capture's own step: its recipe's autocast
+    mhc_torch.capture(lambda: Critic(), lambda: torch.randn(8, 32), steps=1, path=path,
+                      loss_fn=lambda m, x: m(x).float().mean())
+    assert meta(path, "capture.autocast") == "bfloat16"
