@@ -211,6 +211,31 @@ std::string selective_refusal(const Base& base, int32_t module) {
     return "";
 }
 
+std::string reread_refusal(const Base& base, int32_t module) {
+    for (size_t s = 0; s < base.korder.size(); ++s) {
+        if (base.phase[s] != Phase::Forward || !base.info.within(base.module[s], module)) continue;
+        int32_t again = -1;
+        base.for_made(static_cast<int32_t>(s), [&](int32_t a) {
+            base.for_acc(a, [&](int32_t t, trace::AccessMode) {
+                const Phase ph = base.phase[static_cast<size_t>(t)];
+                if (again < 0 && (ph == Phase::Backward || ph == Phase::Recompute) &&
+                    base.pass[static_cast<size_t>(t)] != base.pass[s])
+                    again = t;
+            });
+        });
+        if (again < 0) continue;
+        return "what its forward saves is read again by a later backward (" +
+               base.plan.strings[static_cast<size_t>(base.plan.ops[static_cast<size_t>(again)].name)] +
+               " in backward pass " + std::to_string(base.pass[static_cast<size_t>(again)] + 1) +
+               " of the step reads the output of " + base.plan.strings[static_cast<size_t>(base.plan.ops[s].name)] +
+               " in " + module_label(base, base.module[s]) + " from pass " + std::to_string(base.pass[s] + 1) +
+               ": a graph kept by torch.autograd.grad(..., create_graph=True) or retain_graph=True, as a gradient "
+               "penalty's): checkpointing would recompute it there again and an offload's copy is gone by then, "
+               "which is not modelled";
+    }
+    return "";
+}
+
 bool offers_selective(const Base& base, size_t block) {
     const int32_t blk = base.info.block_module[block];
     return keeps_an_output(base, blk) && selective_refusal(base, blk).empty();
@@ -219,14 +244,23 @@ bool offers_selective(const Base& base, size_t block) {
 void check_selective(const Base& base, const Setting& s) {
     for (size_t gi = 0; gi < s.checkpoint.size(); ++gi) {
         const CheckpointGroup& g = s.checkpoint[gi];
-        if (g.policy != Policy::SaveMatmuls) continue;
         const std::string field = s.checkpoint.size() == 1 ? "checkpoint.modules"
                                                            : "checkpoint[" + std::to_string(gi) + "].modules";
         const std::vector<int32_t> modules = resolve_modules(base.info, g.modules, field);
-        for (size_t i = 0; i < modules.size(); ++i)
+        for (size_t i = 0; i < modules.size(); ++i) {
+            if (std::string why = reread_refusal(base, modules[i]); !why.empty())
+                throw Error("setting: field '" + field + "': module '" + g.modules[i] + "': " + why);
+            if (g.policy != Policy::SaveMatmuls) continue;
             if (std::string why = selective_refusal(base, modules[i]); !why.empty())
                 throw Error("setting: field '" + field + "': policy save_matmuls: module '" + g.modules[i] +
                             "': " + why);
+        }
+    }
+    if (s.offload && s.offload->modules) {
+        const std::vector<int32_t> modules = resolve_modules(base.info, *s.offload->modules, "offload.modules");
+        for (size_t i = 0; i < modules.size(); ++i)
+            if (std::string why = reread_refusal(base, modules[i]); !why.empty())
+                throw Error("setting: field 'offload.modules': module '" + (*s.offload->modules)[i] + "': " + why);
     }
 }
 
@@ -246,6 +280,8 @@ BlockEffects block_effects(const Evaluator& ev, const PlannerOptions& o, int64_t
         e.delta[k][0].assign(e.base_window.size(), 0);
         const bool mhc = block_has_type(b, k, kMhcMaps);
         const bool selective = offers_selective(b, k);
+        // none of checkpointing or offloading where a later backward reads the block's saves again
+        if (!reread_refusal(b, b.info.block_module[k]).empty()) continue;
         for (int c = 1; c < kChoices; ++c) {
             if (c == static_cast<int>(BlockChoice::Mhc) && !mhc) continue;
             if (c == static_cast<int>(BlockChoice::SaveMatmuls) && !selective) continue;

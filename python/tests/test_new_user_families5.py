@@ -102,3 +102,23 @@ def test_autocast_meta_is_what_the_step_ran(tmp_path):
     mhc_torch.capture(lambda: Critic(), lambda: torch.randn(8, 32), steps=1, path=path,
                       loss_fn=lambda m, x: m(x).float().mean())
     assert meta(path, "capture.autocast") == "bfloat16"
+
+
+def test_a_block_a_later_backward_reads_again_is_neither_checkpointed_nor_offloaded(tmp_path, mhc_exe):
+    """The critic loss's backward goes through the gradient penalty's graph again (create_graph=True),
+    reading what the critic's first call saved: mhc advise searched checkpointing and offloading of
+    the critic's blocks and stopped on its own prediction (`accesses row ...: alive only over ...
+    [access-outside-lifetime]`), and --setting predicted them (PyTorch recomputes a checkpoint once
+    per backward; mhc_torch's offload refuses the second unpack). Now refused in one line and not
+    searched; the search runs."""
+    import subprocess
+
+    path = str(tmp_path / "gp.db")
+    mhc_torch.capture(lambda: Critic(), lambda: torch.randn(64, 32), steps=1, path=path, step=gp_step)
+    for setting in ('{"checkpoint": {"modules": ["blocks.1"]}}', '{"offload": {"modules": ["Critic.blocks.0"]}}'):
+        r = subprocess.run([mhc_exe, "advise", path, "--setting", setting], capture_output=True, text=True)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+        assert "is read again by a later backward" in r.stderr and "create_graph=True" in r.stderr, r.stderr
+    r = subprocess.run([mhc_exe, "advise", path, "--capacity", "1GiB"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "blocks" not in "".join(line for line in r.stdout.splitlines() if line[:1].isdigit()), r.stdout

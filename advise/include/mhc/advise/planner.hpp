@@ -107,9 +107,17 @@ bool offers_selective(const Base& base, size_t block);
 // autocast, it is or holds a module called several times a pass (ALBERT's shared layer).
 std::string selective_refusal(const Base& base, int32_t module);
 
+// Why checkpointing or offloading `module` is not modelled, empty when it is: a backward of a later
+// pass reads what its forward saved (a graph kept by create_graph=True or retain_graph=True: a
+// WGAN-GP's critic, whose gradient penalty's graph the critic loss's backward goes through again).
+// PyTorch recomputes a checkpointed module once per backward that unpacks, and an offload's device
+// copy is gone (mhc_torch's offload refuses the second unpack); the transforms model one backward
+// per forward. The planner offers neither on such a block.
+std::string reread_refusal(const Base& base, int32_t module);
+
 // Refuses (mhc::Error, one line naming the field and the module) a setting that checkpoints a module
-// selectively where selective_refusal says PyTorch stops: `mhc advise --setting` predicts only
-// what runs.
+// selectively where selective_refusal says PyTorch stops, or checkpoints or offloads one that
+// reread_refusal says is not modelled: `mhc advise --setting` predicts only what it models.
 void check_selective(const Base& base, const Setting& s);
 
 // The setting that applies per-block choices on top of a global setting.
