@@ -35,6 +35,9 @@ class SettingsRecording:
         self.callee_names = weakref.WeakKeyDictionary()   # module -> its name under its caller
         self.callee_prefixes: dict[str, str] = {}   # ModTracker's name of such a module -> its name here
         self.made_in: dict[str, str] = {}   # such a module's name here -> the registered module that made it
+        # the model's own modules by ModTracker's name (set_model): another module named as one of
+        # them is a copy outside the model (a frozen reference or EMA teacher made with deepcopy)
+        self.model_modules: dict[str, int] = {}
         self.side_free = 0  # when the copy stream is next free (ns)
         self.host_live = self.host_peak = 0
         self.host_seen = False  # an allocation was recorded as host memory (else no op is host work)
@@ -181,9 +184,20 @@ class SettingsRecording:
                                     pre_bw_hook=lambda m, _: self.on_module(m, True, False),
                                     post_bw_hook=lambda m, _: self.on_module(m, False, False))
 
+    def set_model(self, model: torch.nn.Module) -> None:
+        """The model whose modules the trace names (after ModTracker has named them)."""
+        self.model_modules = {n: id(m) for m in model.modules() if (n := self.name_of(m))}
+
     def on_module(self, module: torch.nn.Module | None, entering: bool, forward: bool = True) -> None:
         name = self.name_of(module) if module is not None else None
         if not name:
+            return
+        # A copy of the model outside it (DPO's reference model, DINO's EMA teacher: copy.deepcopy
+        # of the model, called beside it) is named by ModTracker as the model is: its kernels were
+        # recorded in the model's own layers (a layer "called twice a pass", its no_grad forward
+        # taken for the trained one's). Its modules are none of the model's: not entered, its
+        # kernels are its caller's (none: outside every module), as for any code outside the model.
+        if self.model_modules.get(name, id(module)) != id(module):
             return
         if entering and forward:
             name = self._called_name(module, name)

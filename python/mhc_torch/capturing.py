@@ -1492,6 +1492,7 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
 
         rec.layer_of = layer_of
         rec.track_modules(tracker)
+        rec.set_model(model)
         step_times = []
         with torch.device(device), BuiltForGpu(device, lambda: None) as making:
             with cuda_calls_on_fake_device(making):

@@ -122,3 +122,37 @@ def test_a_block_a_later_backward_reads_again_is_neither_checkpointed_nor_offloa
     r = subprocess.run([mhc_exe, "advise", path, "--capacity", "1GiB"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "blocks" not in "".join(line for line in r.stdout.splitlines() if line[:1].isdigit()), r.stdout
+
+
+def test_a_frozen_copy_of_the_model_is_not_the_models_layers(tmp_path, mhc_exe):
+    """DPO's reference model and DINO's EMA teacher are copy.deepcopy(model), called beside the model
+    under no_grad. PyTorch's ModTracker names the copy's modules as the model's (the same class at the
+    root), so their kernels were recorded in the model's own layers: every layer "called twice a
+    pass" (capture.module_calls), and mhc advise then withheld selective checkpointing under
+    autocast and counted the copy's forward in the layers' windows. The copy's modules are now none
+    of the model's (its kernels are outside every module); the layers are called once a pass."""
+    import copy
+    import subprocess
+
+    def loss_fn(model, x):
+        ref = getattr(loss_fn, "ref", None)
+        if ref is None:
+            ref = loss_fn.ref = copy.deepcopy(model).eval().requires_grad_(False)
+        with torch.no_grad():
+            target = ref(x)
+        return (model(x) - target).pow(2).mean()
+
+    def forward_kernels(path):
+        with sqlite3.connect(path) as db:
+            return dict(db.execute(
+                "SELECT s.text, count(*) FROM kernel_info k JOIN modules m ON m.id = k.module JOIN strings s "
+                "ON s.id = m.name WHERE k.phase = 0 GROUP BY s.text").fetchall())
+
+    path, alone = str(tmp_path / "ref.db"), str(tmp_path / "alone.db")
+    r = mhc_torch.capture(lambda: Critic(), lambda: torch.randn(8, 32), steps=1, path=path, loss_fn=loss_fn)
+    assert "capture.module_calls" not in r.meta, r.meta["capture.module_calls"]
+    mhc_torch.capture(lambda: Critic(), lambda: torch.randn(8, 32), steps=1, path=alone,
+                      loss_fn=lambda m, x: m(x).pow(2).mean())
+    assert forward_kernels(path) == forward_kernels(alone)   # the model's own calls only
+    out = subprocess.run([mhc_exe, "advise", path, "--capacity", "1GiB"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
