@@ -212,6 +212,10 @@ std::string selective_refusal(const Base& base, int32_t module) {
 }
 
 std::string reread_refusal(const Base& base, int32_t module) {
+    if (base.trace->meta_or("capture.save_on_cpu", "") == "true")
+        return "the step offloads what it saves itself (torch.autograd.graph.save_on_cpu, captured as a synchronous "
+               "offload of everything its forward saves: meta capture.save_on_cpu), and checkpointing or offloading a "
+               "module inside it is not modelled; the global settings are";
     for (size_t s = 0; s < base.korder.size(); ++s) {
         if (base.phase[s] != Phase::Forward || !base.info.within(base.module[s], module)) continue;
         int32_t again = -1;

@@ -1094,6 +1094,8 @@ def capture(build_model: Callable[[], torch.nn.Module],
         if setting.get("weights") == "bf16" and param_dtype is None:
             full_meta["capture.param_dtype"] = "bfloat16"  # the setting's weights, cast by apply
     full_meta.update(facts)
+    if getattr(rec, "user_save_on_cpu", False):
+        full_meta["capture.save_on_cpu"] = "true"
     full_meta.update(rec.workspaces.meta())
     if autocast_dtype is not None and autocast_policy == "cuda":
         from .autocast_cuda import unmodelled_ops
@@ -1355,6 +1357,44 @@ def _environment_kept(names):
                 os.environ[n] = v
 
 
+@contextlib.contextmanager
+def _together(*contexts):
+    """The contexts entered in order as one."""
+    with contextlib.ExitStack() as stack:
+        for c in contexts:
+            stack.enter_context(c)
+        yield
+
+
+@contextlib.contextmanager
+def _save_on_cpu_as_offload(model: torch.nn.Module, rec):
+    """While the steps run: a step's own `torch.autograd.graph.save_on_cpu(pin_memory=...)` (every
+    saved tensor copied to pinned host memory in the forward and back in the backward, PyTorch's
+    tutorial "Hooks for saved tensors") is the capture's synchronous offload of the whole forward
+    (offload.py, the setting {"offload": {"mode": "sync", "min_bytes": 0}}), whose host copies
+    and copies back the capture records. On fake tensors of the capture's CPU device, PyTorch's
+    own hooks made their "host" copies on the device (the step's peak rose where it falls on a GPU)
+    and hid every save from the capture (mhc advise: "no saved tensors recorded"). Unlike
+    PyTorch's hooks, the model's parameters and buffers stay where they are when saved (as
+    torchtune's offload does): PyTorch copies a saved fp32 weight to the host and back too (a copy
+    of the weight on the device in the backward), which is not captured."""
+    from .offload import SavedTensorOffload
+
+    cls = torch.autograd.graph.save_on_cpu
+    init = cls.__init__
+
+    def offloading(self, pin_memory: bool = False, device_type: str = "cuda") -> None:
+        off = SavedTensorOffload(model, "sync", 0, 5, 0)
+        rec.user_save_on_cpu = True
+        torch.autograd.graph.saved_tensors_hooks.__init__(self, off._pack, off._unpack)
+
+    cls.__init__ = offloading
+    try:
+        yield
+    finally:
+        cls.__init__ = init
+
+
 def _autocast_used(recipe, forward_autocast: dict) -> dict[str, str]:
     """Meta capture.autocast as the step ran it where a step or loss of the user's own says itself
     whether and how it autocasts: the dtype most of its forward kernels ran under, "none" where
@@ -1519,6 +1559,8 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         cuda_calls = cuda_calls_in_step(rec, rec.spec.device_name) if on_cpu else contextlib.nullcontext()
         cuda_tensors = CudaInStep(device) if on_cpu else contextlib.nullcontext()
         holds = FrameHolds(rec, model)
+        if on_cpu:   # one `with` item: Python allows 20 blocks nested
+            user_autocast = _together(user_autocast, _save_on_cpu_as_offload(model, rec))
         with placement.listening(rec), recipes.autocast_kernels(device, recipe), tracker, fake.recording_to(rec), run, \
                 _collector_at_step_ends(), kernels, rnns, ctc, foreach, user_autocast, cuda_calls, cuda_tensors, \
                 gpu_paths.transformers_masks_as_on_gpu(), gpu_paths.grouped_mm_as_on_gpu(), holds, \

@@ -156,3 +156,32 @@ def test_a_frozen_copy_of_the_model_is_not_the_models_layers(tmp_path, mhc_exe):
     assert forward_kernels(path) == forward_kernels(alone)   # the model's own calls only
     out = subprocess.run([mhc_exe, "advise", path, "--capacity", "1GiB"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
+
+
+def test_a_steps_own_save_on_cpu_is_captured_as_an_offload(tmp_path, mhc_exe):
+    """A step that offloads its saves itself with torch.autograd.graph.save_on_cpu(pin_memory=True):
+    on the capture's fake CPU tensors PyTorch's hooks made their "host" copies on the device (the
+    peak rose above the step's without them; host peak 0) and hid every save (mhc advise: "no saved
+    tensors recorded"). Now the capture's synchronous offload of the whole forward: host copies,
+    a lower device peak, the saves recorded; mhc advise leaves the modules' saves alone."""
+    import subprocess
+
+    def plain(model, x):
+        return model(x).pow(2).mean()
+
+    def offloaded(model, x):
+        with torch.autograd.graph.save_on_cpu(pin_memory=True):
+            return model(x).pow(2).mean()
+
+    big = lambda: Critic(d=256)  # noqa: E731
+    path, alone = str(tmp_path / "cpu.db"), str(tmp_path / "plain.db")
+    r = mhc_torch.capture(big, lambda: torch.randn(4096, 256), steps=1, path=path, loss_fn=offloaded)
+    p = mhc_torch.capture(big, lambda: torch.randn(4096, 256), steps=1, path=alone, loss_fn=plain)
+    assert r.meta["capture.save_on_cpu"] == "true" and "capture.save_on_cpu" not in p.meta
+    assert int(r.meta["capture.host_peak_bytes"]) > 4096 * 256 * 2 * 3   # the blocks' saves, at least
+    assert r.peak_bytes < p.peak_bytes
+    out = subprocess.run([mhc_exe, "advise", path, "--setting", '{"checkpoint": {"modules": ["blocks.0"]}}'],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and "save_on_cpu" in out.stderr and out.stderr.count("\n") == 1, out.stderr
+    out = subprocess.run([mhc_exe, "advise", path, "--capacity", "1GiB"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
