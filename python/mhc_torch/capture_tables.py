@@ -187,6 +187,7 @@ class SettingsRecording:
     def set_model(self, model: torch.nn.Module) -> None:
         """The model whose modules the trace names (after ModTracker has named them)."""
         self.model_modules = {n: id(m) for m in model.modules() if (n := self.name_of(m))}
+        self.model_root = self.name_of(model)
 
     def on_module(self, module: torch.nn.Module | None, entering: bool, forward: bool = True) -> None:
         name = self.name_of(module) if module is not None else None
@@ -251,7 +252,12 @@ class SettingsRecording:
         shared, called again and again: ALBERT's one layer, 12 calls a pass). Calls one after
         another run kernels of one module without a break, which only these ids tell apart: a
         checkpoint of such a module is one checkpoint per call (mhc advise's checkpoint transform)."""
-        passes = len(next(iter(self.call_starts.values()), ()))  # the model's own: entered first, once a pass
+        # the model's own calls, once a pass; where the step never calls the model itself (a GAN's
+        # netG and netD), the module entered first. Not simply the first: a weight_norm'd layer's
+        # parametrization runs as a module wherever its weight is read (DINO's head read outside
+        # the forward), before the model and as often.
+        root = self.call_starts.get(getattr(self, "model_root", None))
+        passes = len(root) if root else len(next(iter(self.call_starts.values()), ()))
         many = {n: [k for k in ks if k <= len(self.kernels)] for n, ks in self.call_starts.items() if len(ks) > passes}
         return {"capture.module_calls": json.dumps(many, separators=(",", ":"))} if many else {}
 
