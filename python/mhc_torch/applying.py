@@ -83,6 +83,19 @@ def enter_around_forward(module: torch.nn.Module, context) -> None:
     module.register_forward_hook(lambda *_: context.__exit__(None, None, None), always_call=True)
 
 
+def _hf_layers(model: torch.nn.Module) -> bool:
+    """Whether `model` is a Hugging Face model with layers its own checkpointing checkpoints (the
+    capture's meta capture.hf_checkpoint_layers: then mhc advise prints `model.config.use_cache =
+    False` beside its checkpoint_wrapper)."""
+    import sys
+
+    hf = sys.modules.get("transformers.modeling_utils")
+    layer_cls = getattr(sys.modules.get("transformers.modeling_layers"), "GradientCheckpointingLayer", None)
+    return (hf is not None and layer_cls is not None and isinstance(model, hf.PreTrainedModel)
+            and getattr(model, "supports_gradient_checkpointing", False)
+            and any(isinstance(m, layer_cls) for m in model.modules()))
+
+
 def _allocator(conf: str) -> None:
     """PYTORCH_CUDA_ALLOC_CONF for this process: set now if CUDA is initialised (the options
     that can change at run time do), else in the environment for CUDA's initialisation. The
@@ -139,6 +152,11 @@ def apply(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, setti
         cast_model(model, torch.bfloat16)  # the capture's --weights bf16 is this same cast
     for m, policy in checkpoints:
         checkpointing.checkpoint_module(m, policy)
+    if checkpoints and _hf_layers(model) and getattr(model.config, "use_cache", False):
+        # as the printed code (and transformers' own checkpointing in the layers it checkpoints): a
+        # recomputed layer would write its keys and values into the cache again, and transformers'
+        # attention stopped on a mask of half the keys' length (DPO, the policy's layers checkpointed)
+        model.config.use_cache = False
     if off:
         manager = SavedTensorOffload(model, off["mode"], off["min_bytes"], off["max_fwd_stash"], off["prefetch"])
         hooks = manager.hooks()

@@ -284,3 +284,41 @@ def test_batchnorm_statistics_copies_are_predicted(tmp_path, mhc_exe, policy):
     (n_pred, b_pred), small_pred = allocations(predicted)
     assert (n_pred, b_pred) == (n_cap, b_cap)
     assert small_pred == small_cap   # the 64 B statistics and 8 B batch counts: two calls' worth each
+
+
+def test_checkpointing_some_hf_layers_turns_the_cache_off(tmp_path, mhc_exe):
+    """transformers' own checkpointing turns the key/value cache off in the layers it checkpoints;
+    mhc_torch.apply and the printed checkpoint_wrapper did not, so with the config's use_cache (a
+    forward without labels, as DPO's) a recomputed layer wrote its keys and values into the cache
+    again: the capture, whose attention mask is materialised as on the GPU, stopped in the backward
+    ("Attempting to broadcast a dimension of length 512 ... [8, 16, 512, 1024]"), and where no mask
+    is made the cache kept every checkpointed layer's keys and values alive (the results equal by
+    causality, the memory not the predicted). Both turn it off now."""
+    import subprocess
+
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=4)
+    import copy
+
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(cfg)
+    plain = copy.deepcopy(model)
+    mhc_torch.apply(model, torch.optim.AdamW(model.parameters()),
+                    {"checkpoint": {"modules": ["LlamaForCausalLM.model.layers.0"]}})
+    ids = torch.randint(0, 128, (2, 16))
+    for m in (model, plain):
+        m(input_ids=ids).logits.float().logsumexp(-1).mean().backward()
+    assert model.config.use_cache is False
+    # the same step as without the setting (the cache being off changes no result here)
+    for (name, a), b in zip(model.named_parameters(), plain.parameters()):
+        assert torch.allclose(a.grad, b.grad, atol=1e-6), name
+
+    path = str(tmp_path / "llama.db")
+    mhc_torch.capture(lambda: transformers.LlamaForCausalLM(cfg), lambda: torch.randint(0, 128, (2, 16)), steps=1,
+                      path=path,
+                      loss_fn=lambda m, x: m(input_ids=x).logits.float().logsumexp(-1).mean())
+    r = subprocess.run([mhc_exe, "advise", path, "--setting", '{"checkpoint": {"modules": ["model.layers.0"]}}'],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "model.config.use_cache = False" in r.stdout
