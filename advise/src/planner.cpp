@@ -159,6 +159,9 @@ struct BlockEffects {
 int32_t kept_output_writer(const Base& base, size_t s) {
     int32_t writer = -1;
     base.for_made(static_cast<int32_t>(s), [&](int32_t a) {
+        // not its output: a workspace it made first (the thread's cuBLAS workspace, made by the
+        // step's first matmul and written by every later one)
+        if (base.plan.allocs[static_cast<size_t>(a)].category == trace::Category::Workspace) return;
         base.for_acc(a, [&](int32_t t, trace::AccessMode mode) {
             if (writer < 0 && t > static_cast<int32_t>(s) && mode != trace::AccessMode::Read &&
                 base.phase[static_cast<size_t>(t)] == Phase::Forward &&
