@@ -322,3 +322,16 @@ def test_checkpointing_some_hf_layers_turns_the_cache_off(tmp_path, mhc_exe):
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "model.config.use_cache = False" in r.stdout
+
+
+@pytest.mark.parametrize("name, package", [("muon_decoder", "torch"), ("save_on_cpu_decoder", "torch")])
+def test_new_user_model_files_capture_small(tmp_path, name, package, new_user_file):
+    """Two of the model files of bench/advise/new_user added here capture at their small size; the
+    others (wgan_gp, video_r2plus1d, dpo_llama, dino_multicrop: 12 to 27 s each at their small size
+    on this machine) are checked through the small models above that do what they do."""
+    pytest.importorskip(package)
+    m = new_user_file(name)
+    r = mhc_torch.capture(lambda: m.build_model(small=True), lambda: m.make_batch(small=True), steps=1,
+                          path=str(tmp_path / f"{name}.db"), step=getattr(m, "step", None),
+                          loss_fn=getattr(m, "loss_fn", None), build_optimizer=getattr(m, "build_optimizer", None))
+    assert r.kernels > 0 and r.peak_bytes > 0
