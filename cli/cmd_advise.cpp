@@ -306,6 +306,7 @@ int run(const Options& o) {
     Advice a;
     if (!o.setting.empty()) {   // one given setting: predict (and verify) it
         Setting s = parse_setting(o.setting);
+        check_selective(base, s);
         if (!o.trace_out.empty()) write_trace(ev.trace(s), o.trace_out, o.force);
         a.baseline = ev.predict(Setting{});
         Row r;

@@ -212,6 +212,13 @@ void checkpoint_code(std::ostringstream& o, const Setting& s, const CaptureInfo&
         if (!wrapper) {
             o << "from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (\n"
               << "    CheckpointImpl, apply_activation_checkpointing, checkpoint_wrapper)\n";
+            // A Hugging Face model's own checkpointing turns its key/value cache off in the layers
+            // it checkpoints; checkpoint_wrapper does not, and a recomputed layer writes its keys
+            // and values into the cache again (transformers' attention then stops on a mask of
+            // half the keys' length; DPO with the policy's layers checkpointed).
+            if (!info.hf_checkpoint_layers.empty())
+                o << "model.config.use_cache = False   # as transformers' own checkpointing does: a recomputed layer would "
+                     "write its keys and values into the cache again\n";
             wrapper = true;
         }
         if (g.policy == Policy::Mhc) {

@@ -12,6 +12,7 @@
 #include <set>
 #include <tuple>
 
+#include "mhc/common/error.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/sim/allocator.hpp"
 #include "mhc/trace/torch_sizes.hpp"
@@ -154,34 +155,120 @@ struct BlockEffects {
 // selective checkpointing caches that output and stops in the backward when it has changed
 // ("Tensor cached during selective activation checkpoint has been mutated": timm's EfficientNet,
 // whose squeeze-and-excitation runs SiLU(inplace=True) on its 1 x 1 convolution's output).
-bool kept_output_mutated(const Base& base, size_t s) {
-    bool mutated = false;
+// The forward op (a seq) that writes in place into the output of kept op `s` in its pass, -1 if none.
+int32_t kept_output_writer(const Base& base, size_t s) {
+    int32_t writer = -1;
     base.for_made(static_cast<int32_t>(s), [&](int32_t a) {
+        // not its output: a workspace it made first (the thread's cuBLAS workspace, made by the
+        // step's first matmul and written by every later one)
+        if (base.plan.allocs[static_cast<size_t>(a)].category == trace::Category::Workspace) return;
         base.for_acc(a, [&](int32_t t, trace::AccessMode mode) {
-            mutated = mutated || (t > static_cast<int32_t>(s) && mode != trace::AccessMode::Read &&
-                                  base.phase[static_cast<size_t>(t)] == Phase::Forward &&
-                                  base.pass[static_cast<size_t>(t)] == base.pass[s]);
+            if (writer < 0 && t > static_cast<int32_t>(s) && mode != trace::AccessMode::Read &&
+                base.phase[static_cast<size_t>(t)] == Phase::Forward &&
+                base.pass[static_cast<size_t>(t)] == base.pass[s])
+                writer = t;
         });
     });
-    return mutated;
+    return writer;
 }
+
+// Whether the forward of `module` runs an op the save list keeps (in the capture's first pass
+// that runs it, as every pass runs the same ops).
+bool keeps_an_output(const Base& base, int32_t module) {
+    for (size_t s = 0; s < base.korder.size(); ++s)
+        if (base.phase[s] == Phase::Forward && base.info.within(base.module[s], module) &&
+            kept_by_save_matmuls(base.plan.strings[static_cast<size_t>(base.plan.ops[s].name)]))
+            return true;
+    return false;
+}
+
+std::string module_label(const Base& base, int32_t module) {
+    if (module < 0) return "the step";
+    const std::string& user = base.info.user_name(module);
+    return user.empty() ? base.info.module_name[static_cast<size_t>(module)] : user;
+}
+
 }  // namespace
+
+std::string selective_refusal(const Base& base, int32_t module) {
+    for (size_t s = 0; s < base.korder.size(); ++s) {
+        if (base.phase[s] != Phase::Forward || !base.info.within(base.module[s], module)) continue;
+        const std::string& kept = base.plan.strings[static_cast<size_t>(base.plan.ops[s].name)];
+        if (!kept_by_save_matmuls(kept)) continue;
+        const int32_t writer = kept_output_writer(base, s);
+        if (writer < 0) continue;
+        return "its forward writes in place (" +
+               base.plan.strings[static_cast<size_t>(base.plan.ops[static_cast<size_t>(writer)].name)] + " in " +
+               module_label(base, base.module[static_cast<size_t>(writer)]) + ") into the output of " + kept + " in " +
+               module_label(base, base.module[s]) +
+               ", which selective checkpointing keeps: PyTorch stops in the backward (\"Tensor cached during selective "
+               "activation checkpoint has been mutated\"); use policy full, or make that write out of place";
+    }
+    if (base.trace->meta_or("capture.autocast", "none") == "none") return "";
+    for (const auto& [called, row] : base.info.call_starts)
+        if (base.info.within(called, module) || base.info.within(module, called))
+            return "module " + module_label(base, called) +
+                   " is called several times a pass, and under autocast its weights are cast in the first call only "
+                   "while each call's recompute casts them again: PyTorch stops in the backward (\"invocation index ... "
+                   "encountered during backward but not found in storage\"); use policy full";
+    return "";
+}
+
+std::string reread_refusal(const Base& base, int32_t module) {
+    if (base.trace->meta_or("capture.save_on_cpu", "") == "true")
+        return "the step offloads what it saves itself (torch.autograd.graph.save_on_cpu, captured as a synchronous "
+               "offload of everything its forward saves: meta capture.save_on_cpu), and checkpointing or offloading a "
+               "module inside it is not modelled; the global settings are";
+    for (size_t s = 0; s < base.korder.size(); ++s) {
+        if (base.phase[s] != Phase::Forward || !base.info.within(base.module[s], module)) continue;
+        int32_t again = -1;
+        base.for_made(static_cast<int32_t>(s), [&](int32_t a) {
+            base.for_acc(a, [&](int32_t t, trace::AccessMode) {
+                const Phase ph = base.phase[static_cast<size_t>(t)];
+                if (again < 0 && (ph == Phase::Backward || ph == Phase::Recompute) &&
+                    base.pass[static_cast<size_t>(t)] != base.pass[s])
+                    again = t;
+            });
+        });
+        if (again < 0) continue;
+        return "what its forward saves is read again by a later backward (" +
+               base.plan.strings[static_cast<size_t>(base.plan.ops[static_cast<size_t>(again)].name)] +
+               " in backward pass " + std::to_string(base.pass[static_cast<size_t>(again)] + 1) +
+               " of the step reads the output of " + base.plan.strings[static_cast<size_t>(base.plan.ops[s].name)] +
+               " in " + module_label(base, base.module[s]) + " from pass " + std::to_string(base.pass[s] + 1) +
+               ": a graph kept by torch.autograd.grad(..., create_graph=True) or retain_graph=True, as a gradient "
+               "penalty's): checkpointing would recompute it there again and an offload's copy is gone by then, "
+               "which is not modelled";
+    }
+    return "";
+}
 
 bool offers_selective(const Base& base, size_t block) {
     const int32_t blk = base.info.block_module[block];
-    bool keeps = false;
-    for (size_t s = 0; s < base.korder.size(); ++s) {
-        if (base.phase[s] != Phase::Forward || !base.info.within(base.module[s], blk) ||
-            !kept_by_save_matmuls(base.plan.strings[static_cast<size_t>(base.plan.ops[s].name)]))
-            continue;
-        if (kept_output_mutated(base, s)) return false;
-        keeps = true;
+    return keeps_an_output(base, blk) && selective_refusal(base, blk).empty();
+}
+
+void check_selective(const Base& base, const Setting& s) {
+    for (size_t gi = 0; gi < s.checkpoint.size(); ++gi) {
+        const CheckpointGroup& g = s.checkpoint[gi];
+        const std::string field = s.checkpoint.size() == 1 ? "checkpoint.modules"
+                                                           : "checkpoint[" + std::to_string(gi) + "].modules";
+        const std::vector<int32_t> modules = resolve_modules(base.info, g.modules, field);
+        for (size_t i = 0; i < modules.size(); ++i) {
+            if (std::string why = reread_refusal(base, modules[i]); !why.empty())
+                throw Error("setting: field '" + field + "': module '" + g.modules[i] + "': " + why);
+            if (g.policy != Policy::SaveMatmuls) continue;
+            if (std::string why = selective_refusal(base, modules[i]); !why.empty())
+                throw Error("setting: field '" + field + "': policy save_matmuls: module '" + g.modules[i] +
+                            "': " + why);
+        }
     }
-    if (!keeps) return false;
-    if (base.trace->meta_or("capture.autocast", "none") == "none") return true;
-    for (const auto& [module, row] : base.info.call_starts)
-        if (base.info.within(module, blk) || base.info.within(blk, module)) return false;
-    return true;
+    if (s.offload && s.offload->modules) {
+        const std::vector<int32_t> modules = resolve_modules(base.info, *s.offload->modules, "offload.modules");
+        for (size_t i = 0; i < modules.size(); ++i)
+            if (std::string why = reread_refusal(base, modules[i]); !why.empty())
+                throw Error("setting: field 'offload.modules': module '" + (*s.offload->modules)[i] + "': " + why);
+    }
 }
 
 namespace {
@@ -200,6 +287,8 @@ BlockEffects block_effects(const Evaluator& ev, const PlannerOptions& o, int64_t
         e.delta[k][0].assign(e.base_window.size(), 0);
         const bool mhc = block_has_type(b, k, kMhcMaps);
         const bool selective = offers_selective(b, k);
+        // none of checkpointing or offloading where a later backward reads the block's saves again
+        if (!reread_refusal(b, b.info.block_module[k]).empty()) continue;
         for (int c = 1; c < kChoices; ++c) {
             if (c == static_cast<int>(BlockChoice::Mhc) && !mhc) continue;
             if (c == static_cast<int>(BlockChoice::SaveMatmuls) && !selective) continue;

@@ -26,14 +26,18 @@ def module_name(model: torch.nn.Module, path: str) -> str:
 
 
 def resolve_modules(model: torch.nn.Module, names: list[str], key: str) -> list[torch.nn.Module]:
-    """The modules that fully qualified names denote; a name the model lacks is a SettingError."""
+    """The modules that fully qualified names denote, or names as model.get_submodule spells them
+    (without the root's class name: `mhc advise --setting` takes both, and --verify passes the
+    setting on as given); a name the model lacks is a SettingError."""
     by_name = {module_name(model, path): m for path, m in model.named_modules()}
     out = []
     for name in names:
         m = by_name.get(name)
+        if m is None and name:
+            m = by_name.get(module_name(model, name))
         if m is None:
             raise SettingError(f"setting: {key}: {type(model).__name__} has no module '{name}' "
-                               f"({_suggest(name, by_name)})")
+                               f"({_suggest(name, by_name, type(model).__name__)})")
         out.append(m)
     return out
 
@@ -55,15 +59,18 @@ def called_modules(model: torch.nn.Module, names: list[str], key: str) -> list[t
     return modules
 
 
-def _suggest(name: str, by_name: dict) -> str:
-    """The names nearest to a wrong one, or how names are spelled."""
+def _suggest(name: str, by_name: dict, root: str) -> str:
+    """The names nearest to a wrong one (spelled as it is: with or without the root's class name),
+    or how names are spelled."""
     import difflib
 
-    close = sorted(difflib.get_close_matches(name, list(by_name), n=2, cutoff=0.75))
+    short = not name.startswith(root + ".") and name != root
+    names = [n.split(".", 1)[1] for n in list(by_name)[1:]] if short else list(by_name)
+    close = sorted(difflib.get_close_matches(name, names, n=2, cutoff=0.75))
     if close:
         return "did you mean " + " or ".join(f"'{c}'" for c in close) + "?"
     example = next((n for n in list(by_name)[1:] if n.count(".") == 1), next(iter(by_name)))
-    return f"names start with the model's class name, e.g. '{example}'"
+    return f"names are the trace's, e.g. '{example}', or model.get_submodule's, '{example.split('.', 1)[-1]}'"
 
 
 def enter_around_forward(module: torch.nn.Module, context) -> None:
@@ -74,6 +81,19 @@ def enter_around_forward(module: torch.nn.Module, context) -> None:
     raises (always_call), so no hook stays on autograd's stack after an error."""
     module.register_forward_pre_hook(lambda *_: context.__enter__())
     module.register_forward_hook(lambda *_: context.__exit__(None, None, None), always_call=True)
+
+
+def _hf_layers(model: torch.nn.Module) -> bool:
+    """Whether `model` is a Hugging Face model with layers its own checkpointing checkpoints (the
+    capture's meta capture.hf_checkpoint_layers: then mhc advise prints `model.config.use_cache =
+    False` beside its checkpoint_wrapper)."""
+    import sys
+
+    hf = sys.modules.get("transformers.modeling_utils")
+    layer_cls = getattr(sys.modules.get("transformers.modeling_layers"), "GradientCheckpointingLayer", None)
+    return (hf is not None and layer_cls is not None and isinstance(model, hf.PreTrainedModel)
+            and getattr(model, "supports_gradient_checkpointing", False)
+            and any(isinstance(m, layer_cls) for m in model.modules()))
 
 
 def _allocator(conf: str) -> None:
@@ -132,6 +152,11 @@ def apply(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, setti
         cast_model(model, torch.bfloat16)  # the capture's --weights bf16 is this same cast
     for m, policy in checkpoints:
         checkpointing.checkpoint_module(m, policy)
+    if checkpoints and _hf_layers(model) and getattr(model.config, "use_cache", False):
+        # as the printed code (and transformers' own checkpointing in the layers it checkpoints): a
+        # recomputed layer would write its keys and values into the cache again, and transformers'
+        # attention stopped on a mask of half the keys' length (DPO, the policy's layers checkpointed)
+        model.config.use_cache = False
     if off:
         manager = SavedTensorOffload(model, off["mode"], off["min_bytes"], off["max_fwd_stash"], off["prefetch"])
         hooks = manager.hooks()

@@ -226,6 +226,15 @@ def _name(op) -> str:
 
 
 _active: list[_Policy] = []  # the policies whose kernels are registered now, innermost last
+# The dtypes of the autocast regions a capture's code is in now, innermost last (None: a region with
+# autocast off): torch.is_autocast_enabled() reads False inside an op's dispatch, where the capture
+# records the op (the autocast kernel has excluded its key), so the capture asks here.
+regions: list[torch.dtype | None] = []
+
+
+def region_dtype() -> torch.dtype | None:
+    """The dtype of the innermost autocast region entered through the capture, None outside one."""
+    return regions[-1] if regions else None
 # torch's warning when a kernel replaces one registered for the same operator and key.
 _OVERRIDE_WARNING = r"(?s).*Overriding a previously registered kernel"
 
@@ -294,9 +303,11 @@ def cuda_autocast(dtype: torch.dtype = torch.bfloat16, device_type: str = "cpu")
             torch.set_autocast_enabled(dev, True)
             torch.set_autocast_dtype(dev, dtype)
         torch.autocast_increment_nesting()
+        regions.append(dtype)
         try:
             yield unmodelled_ops()
         finally:
+            regions.pop()
             if torch.autocast_decrement_nesting() == 0:
                 torch.clear_autocast_cache()  # the policy's cached casts too
             for dev, (enabled, dt) in saved.items():
@@ -312,9 +323,11 @@ def _autocast_off(device_type: str):
     for dev in saved:
         torch.set_autocast_enabled(dev, False)
     torch.autocast_increment_nesting()
+    regions.append(None)
     try:
         yield
     finally:
+        regions.pop()
         if torch.autocast_decrement_nesting() == 0:
             torch.clear_autocast_cache()
         for dev, enabled in saved.items():

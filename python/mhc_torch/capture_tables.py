@@ -13,7 +13,7 @@ from typing import Callable
 
 import torch
 
-from . import placement, store
+from . import checkpointing, placement, store
 
 _HOST_CATEGORY = {placement.ACTIVATION: store.ACTIVATION, placement.OPTIMIZER: store.OPTIMIZER,
                   placement.GRAD: store.GRAD, placement.PARAM: store.PARAM, placement.WORKSPACE: store.WORKSPACE}
@@ -35,6 +35,9 @@ class SettingsRecording:
         self.callee_names = weakref.WeakKeyDictionary()   # module -> its name under its caller
         self.callee_prefixes: dict[str, str] = {}   # ModTracker's name of such a module -> its name here
         self.made_in: dict[str, str] = {}   # such a module's name here -> the registered module that made it
+        # the model's own modules by ModTracker's name (set_model): another module named as one of
+        # them is a copy outside the model (a frozen reference or EMA teacher made with deepcopy)
+        self.model_modules: dict[str, int] = {}
         self.side_free = 0  # when the copy stream is next free (ns)
         self.host_live = self.host_peak = 0
         self.host_seen = False  # an allocation was recorded as host memory (else no op is host work)
@@ -85,8 +88,10 @@ class SettingsRecording:
     # Phases -----------------------------------------------------------------------------------
     def phase_code(self) -> int:
         """The phase of the op running now: a forward op re-run by the autograd engine with
-        autograd recording (checkpointing's recompute) is phase recompute."""
-        if self.phase == "backward" and torch.is_grad_enabled() and torch._C._current_graph_task_id() != -1:
+        autograd recording (checkpointing's recompute) is phase recompute; a backward that records
+        a graph of its own (create_graph=True) is the backward it is."""
+        if self.phase == "backward" and torch.is_grad_enabled() and torch._C._current_graph_task_id() != -1 \
+                and checkpointing.recomputing_in_backward():
             return store.RECOMPUTE
         return {"forward": store.FORWARD, "backward": store.BACKWARD,
                 "optimizer": store.OPTIMIZER_PHASE}.get(self.phase, store.OTHER_PHASE)
@@ -179,9 +184,21 @@ class SettingsRecording:
                                     pre_bw_hook=lambda m, _: self.on_module(m, True, False),
                                     post_bw_hook=lambda m, _: self.on_module(m, False, False))
 
+    def set_model(self, model: torch.nn.Module) -> None:
+        """The model whose modules the trace names (after ModTracker has named them)."""
+        self.model_modules = {n: id(m) for m in model.modules() if (n := self.name_of(m))}
+        self.model_root = self.name_of(model)
+
     def on_module(self, module: torch.nn.Module | None, entering: bool, forward: bool = True) -> None:
         name = self.name_of(module) if module is not None else None
         if not name:
+            return
+        # A copy of the model outside it (DPO's reference model, DINO's EMA teacher: copy.deepcopy
+        # of the model, called beside it) is named by ModTracker as the model is: its kernels were
+        # recorded in the model's own layers (a layer "called twice a pass", its no_grad forward
+        # taken for the trained one's). Its modules are none of the model's: not entered, its
+        # kernels are its caller's (none: outside every module), as for any code outside the model.
+        if self.model_modules.get(name, id(module)) != id(module):
             return
         if entering and forward:
             name = self._called_name(module, name)
@@ -235,7 +252,12 @@ class SettingsRecording:
         shared, called again and again: ALBERT's one layer, 12 calls a pass). Calls one after
         another run kernels of one module without a break, which only these ids tell apart: a
         checkpoint of such a module is one checkpoint per call (mhc advise's checkpoint transform)."""
-        passes = len(next(iter(self.call_starts.values()), ()))  # the model's own: entered first, once a pass
+        # the model's own calls, once a pass; where the step never calls the model itself (a GAN's
+        # netG and netD), the module entered first. Not simply the first: a weight_norm'd layer's
+        # parametrization runs as a module wherever its weight is read (DINO's head read outside
+        # the forward), before the model and as often.
+        root = self.call_starts.get(getattr(self, "model_root", None))
+        passes = len(root) if root else len(next(iter(self.call_starts.values()), ()))
         many = {n: [k for k in ks if k <= len(self.kernels)] for n, ks in self.call_starts.items() if len(ks) > passes}
         return {"capture.module_calls": json.dumps(many, separators=(",", ":"))} if many else {}
 

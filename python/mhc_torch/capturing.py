@@ -25,7 +25,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
-from . import ctc_loss, cudnn_rnn, gpu_paths, inplace_backward, recipes, store, workspaces
+from . import autocast_cuda, ctc_loss, cudnn_rnn, gpu_paths, inplace_backward, recipes, store, workspaces
 from .autocast_cuda import user_cuda_autocast
 from .built_for_gpu import BuiltForGpu, CudaInStep, cuda_calls_in_step, cuda_calls_on_fake_device
 from .capture_tables import HOST, SettingsRecording
@@ -382,6 +382,9 @@ class Recording(SettingsRecording):
         self.window_peak = 0  # since the step's last torch.cuda.reset_peak_memory_stats() (built_for_gpu.py)
         self.reserved_asked: list[str] = []  # torch.cuda.memory_reserved and such, called in a step (answered 0)
         self.in_engine = False  # an op of the autograd engine ran since the backward began
+        # forward kernels of the steps by the autocast dtype they ran under (None: autocast off):
+        # what the step did, which the recipe's dtype does not say for a step of the user's own
+        self.forward_autocast: dict[torch.dtype | None, int] = {}
         self.backward_passes: dict[int, int] = {}  # step -> backward passes begun in it
         self.workspaces = workspaces.Workspaces(spec)
         self.accumulations = inplace_backward.Accumulations()
@@ -544,6 +547,9 @@ class Recording(SettingsRecording):
         reads = self._fold_backward_formula(name, args, reads, mutated, new_outs)
         if not new_outs and not mutated:
             return  # a view, an alias or a metadata query: no kernel
+        if self.phase == "forward" and self.step >= 0:
+            dt = autocast_cuda.region_dtype()
+            self.forward_autocast[dt] = self.forward_autocast.get(dt, 0) + 1
         start = self.t
         where = self.module_of()
         label = f"{where}:{name}" if where else name
@@ -1079,6 +1085,8 @@ def capture(build_model: Callable[[], torch.nn.Module],
         "capture.host_peak_bytes": str(rec.host_peak),
     }
     full_meta.update(recipe.meta())
+    if torch.device(device).type == "cpu":   # where every autocast region goes through the capture's
+        full_meta.update(_autocast_used(recipe, rec.forward_autocast))
     if kernel_times is not None:
         full_meta.update(kernel_times.meta())
     if setting is not None:
@@ -1086,6 +1094,8 @@ def capture(build_model: Callable[[], torch.nn.Module],
         if setting.get("weights") == "bf16" and param_dtype is None:
             full_meta["capture.param_dtype"] = "bfloat16"  # the setting's weights, cast by apply
     full_meta.update(facts)
+    if getattr(rec, "user_save_on_cpu", False):
+        full_meta["capture.save_on_cpu"] = "true"
     full_meta.update(rec.workspaces.meta())
     if autocast_dtype is not None and autocast_policy == "cuda":
         from .autocast_cuda import unmodelled_ops
@@ -1347,8 +1357,102 @@ def _environment_kept(names):
                 os.environ[n] = v
 
 
+@contextlib.contextmanager
+def _together(*contexts):
+    """The contexts entered in order as one."""
+    with contextlib.ExitStack() as stack:
+        for c in contexts:
+            stack.enter_context(c)
+        yield
+
+
+@contextlib.contextmanager
+def _save_on_cpu_as_offload(model: torch.nn.Module, rec):
+    """While the steps run: a step's own `torch.autograd.graph.save_on_cpu(pin_memory=...)` (every
+    saved tensor copied to pinned host memory in the forward and back in the backward, PyTorch's
+    tutorial "Hooks for saved tensors") is the capture's synchronous offload of the whole forward
+    (offload.py, the setting {"offload": {"mode": "sync", "min_bytes": 0}}), whose host copies
+    and copies back the capture records. On fake tensors of the capture's CPU device, PyTorch's
+    own hooks made their "host" copies on the device (the step's peak rose where it falls on a GPU)
+    and hid every save from the capture (mhc advise: "no saved tensors recorded"). Unlike
+    PyTorch's hooks, the model's parameters and buffers stay where they are when saved (as
+    torchtune's offload does): PyTorch copies a saved fp32 weight to the host and back too (a copy
+    of the weight on the device in the backward), which is not captured."""
+    from .offload import SavedTensorOffload
+
+    cls = torch.autograd.graph.save_on_cpu
+    init = cls.__init__
+
+    def offloading(self, pin_memory: bool = False, device_type: str = "cuda") -> None:
+        off = SavedTensorOffload(model, "sync", 0, 5, 0)
+        rec.user_save_on_cpu = True
+        torch.autograd.graph.saved_tensors_hooks.__init__(self, off._pack, off._unpack)
+
+    cls.__init__ = offloading
+    try:
+        yield
+    finally:
+        cls.__init__ = init
+
+
+def _autocast_used(recipe, forward_autocast: dict) -> dict[str, str]:
+    """Meta capture.autocast as the step ran it where a step or loss of the user's own says itself
+    whether and how it autocasts: the dtype most of its forward kernels ran under, "none" where
+    they ran without autocast (a WGAN-GP step in fp32 was recorded as bfloat16, the recipe's
+    default, and mhc advise then withheld selective checkpointing of its critic, called several
+    times a pass, for an autocast cache the step never had). The capture's own step autocasts as
+    the recipe says; a step's own torch.autocast("cuda") is CUDA's policy (docs/torch.md)."""
+    if not forward_autocast:
+        return {}
+    dtype = max(forward_autocast, key=lambda d: forward_autocast[d])
+    if dtype == recipe.autocast_dtype:
+        return {}
+    if dtype is None:
+        return {"capture.autocast": "none", "capture.autocast_policy": "none"}
+    return {"capture.autocast": str(dtype).replace("torch.", ""), "capture.autocast_policy": "cuda"}
+
+
+def _leaf_safe_mod_tracker():
+    """PyTorch's ModTracker, whose module hooks stop torch.autograd.grad(out, x) when x is a leaf
+    passed to a module (a WGAN-GP's gradient penalty: the critic's gradient at interpolates made
+    with requires_grad_(True)): ModTracker waits for the gradients of all of a module's inputs
+    with register_multi_grad_hook, which asks the engine whether it will run each input's node,
+    and for a leaf under autograd.grad the engine refuses ("A leaf node was passed to
+    _will_engine_execute_node but we are currently running autograd.grad()"). On a GPU the step
+    runs (no tracker). While this tracker is entered, a module's inputs that are leaves are left
+    out of that wait (the module's backward ends with its other inputs' gradients), and a module
+    whose inputs are all leaves ends its backward at the first of their gradients."""
+    from torch.autograd.graph import register_multi_grad_hook
+    from torch.distributed._tools import mod_tracker
+
+    def past_leaves(tensors, fn, *, mode="all"):
+        if mode == "all" and any(t.grad_fn is None for t in tensors):
+            inner = [t for t in tensors if t.grad_fn is not None]
+            if inner:
+                return register_multi_grad_hook(inner, fn, mode="all")
+            return register_multi_grad_hook(tensors, fn, mode="any")
+        return register_multi_grad_hook(tensors, fn, mode=mode)
+
+    class Tracker(mod_tracker.ModTracker):
+        def __enter__(self):
+            self._mhc_kept = mod_tracker.register_multi_grad_hook
+            mod_tracker.register_multi_grad_hook = past_leaves
+            try:
+                return super().__enter__()
+            except BaseException:
+                mod_tracker.register_multi_grad_hook = self._mhc_kept
+                raise
+
+        def __exit__(self, *args):
+            try:
+                return super().__exit__(*args)
+            finally:
+                mod_tracker.register_multi_grad_hook = self._mhc_kept
+
+    return Tracker()
+
+
 def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting, build_optimizer=None):
-    from torch.distributed._tools.mod_tracker import ModTracker
 
     from . import data_parallel, placement
     from .frame_holds import FrameHolds
@@ -1411,7 +1515,7 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         param_name = {id(p): n for n, p in params}
         param_name.update({id(h): param_name.get(id(p), "?") for p, h in getattr(opt, "offloaded_params", ())})
         layers = _layer_lists(model)
-        tracker = ModTracker()
+        tracker = _leaf_safe_mod_tracker()
         # Names from the model's root, also for modules a step calls directly (a GAN's netG and
         # netD in a model that is never called itself): ModTracker names a module the first time
         # it runs, from the outermost module then running, so netD alone was "Discriminator",
@@ -1428,6 +1532,7 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
 
         rec.layer_of = layer_of
         rec.track_modules(tracker)
+        rec.set_model(model)
         step_times = []
         with torch.device(device), BuiltForGpu(device, lambda: None) as making:
             with cuda_calls_on_fake_device(making):
@@ -1454,6 +1559,8 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         cuda_calls = cuda_calls_in_step(rec, rec.spec.device_name) if on_cpu else contextlib.nullcontext()
         cuda_tensors = CudaInStep(device) if on_cpu else contextlib.nullcontext()
         holds = FrameHolds(rec, model)
+        if on_cpu:   # one `with` item: Python allows 20 blocks nested
+            user_autocast = _together(user_autocast, _save_on_cpu_as_offload(model, rec))
         with placement.listening(rec), recipes.autocast_kernels(device, recipe), tracker, fake.recording_to(rec), run, \
                 _collector_at_step_ends(), kernels, rnns, ctc, foreach, user_autocast, cuda_calls, cuda_tensors, \
                 gpu_paths.transformers_masks_as_on_gpu(), gpu_paths.grouped_mm_as_on_gpu(), holds, \

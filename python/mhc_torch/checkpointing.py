@@ -14,8 +14,10 @@ The forward is wrapped on the module instance, so parameter names and state dict
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import inspect
+import types
 
 import torch
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
@@ -46,20 +48,40 @@ def _checkpointed(fn, module: torch.nn.Module, context_fn=None):
     """fn (a method of module) run under non-reentrant checkpointing when autograd records (plain
     when it does not). What selective checkpointing keeps goes through the saved-tensor hooks
     around it (an offload moves it like any saved tensor), where this PyTorch has the option."""
-    kwargs = {"context_fn": marking_recompute(context_fn)}
-    if context_fn is not None and "respect_saved_tensors_hooks" in inspect.signature(checkpoint).parameters:
-        kwargs["respect_saved_tensors_hooks"] = True
+    return _CheckpointedForward(fn, module, context_fn)
 
-    def region(*args, **kw):  # the recompute calls this, not the module: say whose code it is
-        with placement.in_module(module), _saves_told():
-            return fn(*args, **kw)
 
-    @functools.wraps(fn)
-    def run(*args, **kw):
+class _CheckpointedForward:
+    """A module's forward under checkpointing, set on the module instance (_checkpointed). A
+    copy.deepcopy of the module (DPO's frozen reference model, an EMA teacher made after the setting
+    was applied) gets one that runs the copy's own forward: a closure kept the original module, so
+    the copy ran the original's layers (its weights, and its checkpoint under the copy's no_grad;
+    transformers' Llama then stopped on a mask of another shape)."""
+
+    def __init__(self, fn, module: torch.nn.Module, context_fn=None):
+        self.fn, self.module, self.context_fn = fn, module, context_fn
+        functools.update_wrapper(self, fn)
+        self.kwargs = {"context_fn": marking_recompute(context_fn)}
+        if context_fn is not None and "respect_saved_tensors_hooks" in inspect.signature(checkpoint).parameters:
+            self.kwargs["respect_saved_tensors_hooks"] = True
+
+    def _region(self, *args, **kw):  # the recompute calls this, not the module: say whose code it is
+        with placement.in_module(self.module), _saves_told():
+            return self.fn(*args, **kw)
+
+    def __call__(self, *args, **kw):
         if not torch.is_grad_enabled():
-            return fn(*args, **kw)
-        return checkpoint(region, *args, use_reentrant=False, **kwargs, **kw)
-    return run
+            return self.fn(*args, **kw)
+        return checkpoint(self._region, *args, use_reentrant=False, **self.kwargs, **kw)
+
+    def __deepcopy__(self, memo):
+        module = memo.get(id(self.module), self.module)   # the copy under way, its __dict__ being copied
+        fn = self.fn
+        if inspect.ismethod(fn) and fn.__self__ is self.module:
+            fn = types.MethodType(fn.__func__, module)
+        else:
+            fn = copy.deepcopy(fn, memo)
+        return _CheckpointedForward(fn, module, self.context_fn)
 
 
 def _is_checkpoints_pack_hook(hook) -> bool:
@@ -68,6 +90,26 @@ def _is_checkpoints_pack_hook(hook) -> bool:
     return bool(getattr(hook, "_checkpoint_internal", False)) or (
         getattr(hook, "__module__", "") == "torch.utils.checkpoint"
         and getattr(hook, "__qualname__", "") == "_checkpoint_hook.__init__.<locals>.pack_hook")
+
+
+def recomputing_in_backward() -> bool:
+    """Whether an op the autograd engine runs with autograd recording is a recompute of forward code
+    (a checkpoint's, or a custom Function's backward that re-runs its forward under enable_grad)
+    rather than a backward that builds a graph of its own (torch.autograd.grad(...,
+    create_graph=True): a WGAN-GP's gradient penalty, a double backward), whose ops also record.
+    Told by the recompute's marks: this module's context_fn count, a checkpoint's own saved-tensor
+    hook on top (the recomputation's hook, checkpoint-internal in torch 2.15, known by where it is
+    defined before), or the engine running a Python Function's node (reentrant checkpoint's
+    CheckpointFunctionBackward); where the engine names no node, a recompute as before."""
+    if _recomputing[0]:
+        return True
+    top = torch._C._autograd._top_saved_tensors_default_hooks(False)
+    if top is not None and (_is_checkpoints_pack_hook(top[0]) or (
+            getattr(top[0], "__module__", "") == "torch.utils.checkpoint"
+            and "_recomputation_hook" in getattr(top[0], "__qualname__", ""))):
+        return True
+    node = torch._C._current_autograd_node()
+    return node is None or isinstance(node, torch.autograd.function.BackwardCFunction)
 
 
 @contextlib.contextmanager

@@ -97,9 +97,13 @@ def autocast(device: str, dtype: torch.dtype | None, policy: str = "cuda"):
     torch.set_autocast_enabled(dev, True)
     torch.set_autocast_dtype(dev, dtype)
     torch.autocast_increment_nesting()
+    from .autocast_cuda import regions
+
+    regions.append(dtype)
     try:
         yield
     finally:
+        regions.pop()
         if torch.autocast_decrement_nesting() == 0:
             torch.clear_autocast_cache()
         torch.set_autocast_enabled(dev, prev_enabled)

@@ -119,7 +119,8 @@ def test_gpt2_blocks_with_dropout_bitwise(tmp_path):
         loss.backward()
         return loss.detach(), {n: p.grad.clone() for n, p in m.named_parameters()}
 
-    ref_loss, ref_grads = run(None)
+    model.config.use_cache = False   # as the setting's checkpoint turns it off: with the cache the attention
+    ref_loss, ref_grads = run(None)  # reads keys and values through it, other sums bit for bit
     loss, grads = run({"checkpoint": {"modules": ["GPT2LMHeadModel.transformer.h.0"]},
                        "offload": {"mode": "streamed", "modules": ["GPT2LMHeadModel.transformer.h.1"]}})
     assert torch.equal(loss, ref_loss)
@@ -130,9 +131,11 @@ def test_gpt2_blocks_with_dropout_bitwise(tmp_path):
     ({"checkpoint": {"modules": ["MhcTransformer.layers.7"]}},
      "setting: checkpoint.modules: MhcTransformer has no module 'MhcTransformer.layers.7' "
      "(did you mean 'MhcTransformer.layers.0' or 'MhcTransformer.layers.1'?)"),
-    ({"offload": {"modules": ["layers.0"]}},
-     "setting: offload.modules: MhcTransformer has no module 'layers.0' "
-     "(names start with the model's class name, e.g. 'MhcTransformer.embed')"),
+    ({"offload": {"modules": ["blocks.0"]}},
+     "setting: offload.modules: MhcTransformer has no module 'blocks.0' "
+     "(names are the trace's, e.g. 'MhcTransformer.embed', or model.get_submodule's, 'embed')"),
+    ({"offload": {"modules": ["layers.7"]}},
+     "setting: offload.modules: MhcTransformer has no module 'layers.7' (did you mean 'layers.0' or 'layers.1'?)"),
     ({"checkpoint": {"modules": ["MhcTransformer.layers.0.attn"], "policy": "mhc"}},
      "setting: checkpoint.policy mhc: module 'MhcTransformer.layers.0.attn' holds no mHC hyper-connection maps"),
     ({"checkpoint": {"modules": []}}, "setting: checkpoint.modules: expected a non-empty array of module names"),
@@ -212,3 +215,20 @@ def test_offload_hooks_leave_autograd_after_a_failed_forward(modules):
     assert top(False) is None
     model(torch.randn(4, 8)).sum().backward()   # and the model still trains
     assert top(False) is None
+
+
+def test_module_names_as_get_submodule_spells_them(mhc_model):
+    """`mhc advise --setting` takes a module named as model.get_submodule spells it (no root class
+    name: 'layers.0') as well as the trace's 'MhcTransformer.layers.0'; --verify passes the setting on
+    as given, and apply refused it ("has no module 'backbone.layer1.0'", DeepLabV3): the prediction
+    printed, the verification stopped."""
+    model, ids = mhc_model
+    short, full = copy.deepcopy(model), copy.deepcopy(model)
+    s_opt, f_opt = torch.optim.AdamW(short.parameters()), torch.optim.AdamW(full.parameters())
+    mhc_torch.apply(short, s_opt, {"checkpoint": {"modules": [n.split(".", 1)[1] for n in LAYERS]},
+                                   "offload": {"modules": [LAYERS[0].split(".", 1)[1]]}})
+    mhc_torch.apply(full, f_opt, {"checkpoint": {"modules": LAYERS}, "offload": {"modules": LAYERS[:1]}})
+    for a, b in zip(short.layers, full.layers):
+        assert "forward" in a.__dict__ and "forward" in b.__dict__   # checkpointed: a forward of its own
+    with pytest.raises(mhc_torch.SettingError, match="has no module 'layerz.0'"):
+        mhc_torch.apply(copy.deepcopy(model), None, {"checkpoint": {"modules": ["layerz.0"]}})

@@ -351,6 +351,44 @@ TEST_CASE("the planner offers no selective checkpoint of a block that writes int
     CHECK(offers_selective(base, 2));
 }
 
+TEST_CASE("an explicit selective checkpoint of a block that writes into a kept output is refused", "[advise][dp]") {
+    // The planner never offers it (above), but `mhc advise --setting` predicted it as given, a step
+    // PyTorch stops in the backward ("Tensor cached during selective activation checkpoint has been
+    // mutated"). Refused in one line naming the module and the writing op; full checkpointing and
+    // selective checkpointing of the other blocks are predicted.
+    mhc::test::TempPath path{"inplace_explicit.db"};
+    advisetest::TinyTrace tiny = advisetest::chain({64, 96, 32}, false);
+    for (auto& kern : tiny.kernels)
+        if (kern.module == "M.blocks.1" && kern.name == "aten::gelu") {
+            kern.name = "aten::gelu_";
+            for (auto& [alloc, mode] : kern.acc)
+                if (tiny.allocs[static_cast<size_t>(alloc)].label == "a") mode = 'x';
+        }
+    tiny.write(path.path);
+    auto data = mhc::trace::load_checked_trace(path.path);
+    Base base = make_base(data);
+    Setting selective;
+    selective.checkpoint.push_back({{"M.blocks.0", "blocks.1"}, Policy::SaveMatmuls});
+    try {
+        check_selective(base, selective);
+        FAIL("not refused");
+    } catch (const mhc::Error& e) {
+        const std::string what = e.what();
+        INFO(what);
+        CHECK(
+            what.find("setting: field 'checkpoint.modules': policy save_matmuls: module 'blocks.1': its forward writes "
+                      "in place (aten::gelu_ in blocks.1) into the output of aten::mm in blocks.1") == 0);
+        CHECK(what.find("has been mutated") != std::string::npos);
+        CHECK(what.find('\n') == std::string::npos);
+    }
+    CHECK_FALSE(selective_refusal(base, base.info.find_module("M")).empty());   // the model holds that block
+    CHECK(selective_refusal(base, base.info.find_module("M.blocks.2")).empty());
+    Setting ok;
+    ok.checkpoint.push_back({{"M.blocks.0", "M.blocks.2"}, Policy::SaveMatmuls});
+    ok.checkpoint.push_back({{"M.blocks.1"}, Policy::Full});
+    CHECK_NOTHROW(check_selective(base, ok));
+}
+
 TEST_CASE("checkpointing a block no backward reaches frees what it alone saved in the forward", "[advise][dp]") {
     // Block 1's saved 96 MiB are never read back (LLaVA's last vision layer, whose output the
     // model leaves unused): its graph keeps them to the end of the forward. Checkpointed, only its

@@ -40,7 +40,8 @@ def kept_output_mutated(cap, i):
     checkpointing's cache stops in the backward: 'Tensor cached ... has been mutated')."""
     return any(t > i and mode & ref.WRITE and cap.kernels[t]["phase"] == ref.FWD and
                cap.pass_of.get(t) == cap.pass_of.get(i)
-               for a in cap.made.get(i, []) for t, mode in cap.uses[a])
+               for a in cap.made.get(i, []) if cap.allocs[a]["category"] != ref.WORKSPACE   # not its output:
+               for t, mode in cap.uses[a])                                                # the cuBLAS workspace
 
 
 def offers_selective(cap, block):

@@ -98,8 +98,28 @@ std::vector<std::string> search_allocator_confs(const Evaluator& ev, const Plann
 
 // Whether the search offers selective checkpointing ("keep matmuls") for block `block`: not when
 // its forward runs no op that policy keeps (it would be full checkpointing under another name),
-// nor under autocast for a block that is or holds a module called several times a pass.
+// nor where selective_refusal says why PyTorch stops the step.
 bool offers_selective(const Base& base, size_t block);
+
+// Why PyTorch stops a step that checkpoints `module` selectively (policy save_matmuls), empty when
+// it runs: its forward writes in place into the output of an op the save list keeps ("Tensor cached
+// during selective activation checkpoint has been mutated": timm's EfficientNet), or, under
+// autocast, it is or holds a module called several times a pass (ALBERT's shared layer).
+std::string selective_refusal(const Base& base, int32_t module);
+
+// Why checkpointing or offloading `module` is not modelled, empty when it is: a backward of a later
+// pass reads what its forward saved (a graph kept by create_graph=True or retain_graph=True: a
+// WGAN-GP's critic, whose gradient penalty's graph the critic loss's backward goes through again).
+// PyTorch recomputes a checkpointed module once per backward that unpacks, and an offload's device
+// copy is gone (mhc_torch's offload refuses the second unpack); the transforms model one backward
+// per forward. Nor in a step that offloads every save itself (meta capture.save_on_cpu: the user's
+// torch.autograd.graph.save_on_cpu). The planner offers neither on such a block.
+std::string reread_refusal(const Base& base, int32_t module);
+
+// Refuses (mhc::Error, one line naming the field and the module) a setting that checkpoints a module
+// selectively where selective_refusal says PyTorch stops, or checkpoints or offloads one that
+// reread_refusal says is not modelled: `mhc advise --setting` predicts only what it models.
+void check_selective(const Base& base, const Setting& s);
 
 // The setting that applies per-block choices on top of a global setting.
 Setting combine(const Base& b, const Setting& global, const std::vector<BlockChoice>& per_block, const OffloadSetting& offload);
