@@ -15,14 +15,14 @@ namespace mhc::advise {
 
 namespace {
 
-// A time worked out in double (bytes over a bandwidth, a count times a cost), as whole ns. Past
-// 2^62 ns (146 years) it is refused: it was cast to int64 unchecked (undefined behaviour for a
-// trace's 2^56-byte parameters over a host bandwidth of 1 kB/s).
+// A time worked out in double (bytes over a bandwidth, a count times a cost) as whole ns, rounded
+// down as docs/advise.md's figures are. Past 2^62 ns (146 years) it is refused: it was cast to
+// int64 unchecked (undefined behaviour for a trace's 2^56-byte parameters over 1 kB/s).
 int64_t whole_ns(const Base& base, double ns, const char* what) {
     if (!(ns >= 0 && ns <= static_cast<double>(trace::limits::kMaxAbsTime)))
         throw Error(base.trace->path + ": " + what + " would take more than 2^62 ns at the bandwidth given (" +
                     std::to_string(ns) + " ns)");
-    return std::llround(ns);
+    return static_cast<int64_t>(ns);
 }
 
 // What one step's optimizer ops touch, by category.
@@ -233,10 +233,16 @@ public:
             host.step = step;
             host.phase = Phase::Optimizer;
             host.anchor = b.opt_first[si];
-            host.duration = whole_ns(b,
-                                     static_cast<double>(moved) / c.host.bandwidth_Bps * 1e9 +
-                                         static_cast<double>(st.params.size()) * c.host.per_tensor_s * 1e9,
-                                     "the host optimizer step");
+            // The bytes' time rounded down and the tensors' cost to the nearest ns, each and their sum
+            // within the bound.
+            const int64_t bytes_ns =
+                whole_ns(b, static_cast<double>(moved) / c.host.bandwidth_Bps * 1e9, "the host optimizer step");
+            const int64_t tensors_ns =
+                whole_ns(b, std::round(static_cast<double>(st.params.size()) * c.host.per_tensor_s * 1e9),
+                         "the host optimizer's per-tensor cost");
+            if (tensors_ns > trace::limits::kMaxAbsTime - bytes_ns)
+                throw Error(b.trace->path + ": the host optimizer step would take more than 2^62 ns");
+            host.duration = bytes_ns + tensors_ns;
             // Each gradient goes to its host buffer once accumulated; the device copy is freed. With
             // gradient accumulation that happens in every pass (mhc_torch.apply adds each pass's
             // gradient to the host buffer): one device life per pass, from its first backward
