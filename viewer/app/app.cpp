@@ -74,8 +74,9 @@ void App::finish_load() {
         auto it = std::find_if(run_list.begin(), run_list.end(),
                                [&](const trace::RunInfo& r) { return r.id == opt.runs[k]; });
         if (it == run_list.end())
-            throw Error(trace->path + ": no run with id " + std::to_string(opt.runs[k]) + " (" +
-                        std::to_string(run_list.size()) + " runs in the file)");
+            throw Error(trace->path + ": run " + std::to_string(opt.runs[k]) + " does not exist (" +
+                        std::to_string(run_list.size()) + (run_list.size() == 1 ? " run" : " runs") +
+                        " in the file: mhc info lists them)");
         int idx = static_cast<int>(it - run_list.begin());
         compared[static_cast<size_t>(idx)] = true;
         if (k == 0) selected = idx;

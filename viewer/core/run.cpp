@@ -97,7 +97,7 @@ ViewRun load_view_run(const ViewTrace& t, int64_t run_id) {
     bool found = false;
     for (const trace::RunInfo& info : trace::list_runs(t.path, t.runs_db))
         if (info.id == run_id) { r.info = info; found = true; }
-    if (!found) throw Error((t.runs_db.empty() ? t.path : t.runs_db) + ": no run with id " + std::to_string(run_id));
+    if (!found) throw Error((t.runs_db.empty() ? t.path : t.runs_db) + ": run " + std::to_string(run_id) + " does not exist");
     trace::Run run = trace::load_run(t.path, run_id, t.runs_db);
     r.config = std::move(run.config);
     r.metrics = std::move(run.metrics);
