@@ -33,7 +33,8 @@ INC="-I$ROOT/common/include -I$ROOT/trace/include -I$ROOT/trace/src -I$BUILD/gen
 # lines; the compile takes about a fifth less (docs/results.md, "Building and testing").
 # _GLIBCXX_ASSERTIONS: libstdc++'s bounds checks (operator[], front/back) where ASan sees nothing,
 # an index past a vector's size inside its capacity (scripts/sanitize does the same; it found
-# trace/src/check.cpp taking a block's row as a segment's on every snapshot, 2026-12-06).
+# trace/src/check.cpp taking a block's row as a segment's on every snapshot, 2026-12-06). No
+# measurable compile cost: check.cpp 10.6 and 10.7 s of CPU with it, 10.6 and 10.9 without.
 FLAGS="-std=c++20 -O1 -gline-tables-only $SAN -D_GLIBCXX_ASSERTIONS -fsanitize=fuzzer-no-link $INC"
 # What none of the four fuzzers links (their link maps, 2026-12-03): compiled only when a link
 # asks for it, so a new dependency costs a second link, never a missing object.
