@@ -34,7 +34,7 @@ INC="-I$ROOT/common/include -I$ROOT/trace/include -I$ROOT/trace/src -I$BUILD/gen
 # _GLIBCXX_ASSERTIONS: libstdc++'s bounds checks (operator[], front/back) where ASan sees nothing,
 # an index past a vector's size inside its capacity (scripts/sanitize does the same; it found
 # trace/src/check.cpp taking a block's row as a segment's on every snapshot, 2026-12-06). No
-# measurable compile cost: check.cpp 10.6 and 10.7 s of CPU with it, 10.6 and 10.9 without.
+# measurable compile cost: check.cpp 10.7 and 10.8 s of CPU with it, 10.6 and 11.0 without (clang-14).
 FLAGS="-std=c++20 -O1 -gline-tables-only $SAN -D_GLIBCXX_ASSERTIONS -fsanitize=fuzzer-no-link $INC"
 # What none of the four fuzzers links (their link maps, 2026-12-03): compiled only when a link
 # asks for it, so a new dependency costs a second link, never a missing object.
