@@ -144,3 +144,43 @@ TEST_CASE("kernels: backward on extreme inputs stays finite", "[kernels][sinkhor
             for (int q = 0; q < n * n; ++q) CHECK(std::abs(dh[q]) < 1e-4);
         }
 }
+
+// A NaN logit (a replayed buffer's bytes, or -inf - -inf in a row of -inf) reached vexp, whose
+// float-to-int cast of a NaN is undefined (UBSan in the replay tests, 2026-12-06): the token's
+// result is NaN, every other token's is what it is without the NaN, on every ISA and width.
+TEST_CASE("kernels: a NaN logit leaves its token NaN and the other tokens as they were",
+          "[kernels][sinkhorn][backward]") {
+    std::mt19937_64 rng(ref::seed() + 17);
+    for (const std::string& isa : k::available_cpu_isas()) {
+        k::set_cpu_isa(isa);
+        for (int n : {2, 4, 5, 16})
+            for (bool log : {false, true}) {
+                k::SinkhornOptions o;
+                o.n = n;
+                o.log_domain = log;
+                const int T = 19, nn = n * n;
+                auto h = ref::random_logits(rng, T * nn, 1.5);
+                auto g = ref::random_logits(rng, T * nn, 1.0);
+                std::vector<float> p_clean, p_nan;
+                auto dh_clean = bwd(o, h, g, &p_clean);
+                auto bad = h;
+                bad[7 * nn + 1] = NAN;
+                bad[18 * nn] = -INFINITY;   // a row of -inf: -inf - -inf is NaN
+                for (int j = 1; j < n; ++j) bad[18 * nn + j] = -INFINITY;
+                auto dh_nan = bwd(o, bad, g, &p_nan);
+                auto pf = fwd(o, bad);
+                INFO("isa " << isa << " n " << n << " log " << log);
+                bool nan7 = false;
+                for (int q = 0; q < nn; ++q) nan7 |= std::isnan(dh_nan[7 * nn + q]) || std::isnan(p_nan[7 * nn + q]);
+                CHECK(nan7);   // not swallowed into a finite answer
+                for (int t = 0; t < T; ++t) {
+                    if (t == 7 || t == 18) continue;
+                    for (int q = 0; q < nn; ++q) {
+                        REQUIRE(dh_nan[t * nn + q] == dh_clean[t * nn + q]);
+                        REQUIRE(p_nan[t * nn + q] == p_clean[t * nn + q]);
+                        REQUIRE(pf[t * nn + q] == p_clean[t * nn + q]);
+                    }
+                }
+            }
+    }
+}

@@ -199,12 +199,18 @@ done
     -o small.db >/dev/null || fail "generate small"
 "$mhc" validate small.db --capacity 90% --link pcie4 --repeat 1 --no-store --json >small.json 2>err.txt ||
     fail "validate small.db: $(cat err.txt)"
-python3 - small.json <<'PY' || fail "validate of a 40 MiB peak: $(head -c 300 small.json)"
+# A sanitized mhc (scripts/sanitize) holds AddressSanitizer's shadow memory and freed blocks'
+# quarantine besides: 222 MiB there (2026-12-06); the bound is for the program as shipped.
+if ldd "$mhc" 2>/dev/null | grep -q libasan; then
+    echo "skipped: the peak RSS bound (a sanitized mhc: shadow memory and quarantine)"
+else
+    python3 - small.json <<'PY' || fail "validate of a 40 MiB peak: $(head -c 300 small.json)"
 import json, sys
 j = json.load(open(sys.argv[1]))
 rss = j["process_peak_rss_bytes"]
 assert rss < 150 << 20, f"peak RSS {rss / 2**20:.1f} MiB for a 40 MiB peak"
 PY
+fi
 # A memory cgroup's limit (a container's, a systemd unit's) bounds what the replay may take, as
 # MemAvailable does: validate read MemAvailable alone and, in a container limited below its
 # replay's need on a larger host, was killed by the kernel without a word. Shown with a cgroup v2

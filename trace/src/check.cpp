@@ -705,14 +705,15 @@ std::vector<size_t> allocations_outside_segments(const TraceData& t) {
     // (device, start) -> segment; a segment freed at t and one made at t in its place are both
     // there while the blocks of t are judged.
     std::multimap<std::pair<int32_t, int64_t>, size_t> live;
+    // e.i is a segment's row for kinds 0 and 2, an allocation's for kind 1: a block's row past the
+    // segments' count made S[e.i] an out-of-range reference (_GLIBCXX_ASSERTIONS: every snapshot).
     for (const Ev& e : ev) {
-        const Segment& s = S[e.i];
         if (e.kind == 0) {
-            live.emplace(std::make_pair(s.device, s.address), e.i);
+            live.emplace(std::make_pair(S[e.i].device, S[e.i].address), e.i);
             continue;
         }
         if (e.kind == 2) {
-            auto [b, f] = live.equal_range({s.device, s.address});
+            auto [b, f] = live.equal_range({S[e.i].device, S[e.i].address});
             for (auto it = b; it != f; ++it)
                 if (it->second == e.i) { live.erase(it); break; }
             continue;

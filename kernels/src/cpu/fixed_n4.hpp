@@ -121,7 +121,7 @@ static inline V16 vexp16(V16 x) {
     return reinterpret_cast<V16>(_mm512_scalef_ps(reinterpret_cast<__m512>(p), reinterpret_cast<__m512>(n)));
 #pragma GCC diagnostic pop
 #else
-    const I16 ni = __builtin_convertvector(n, I16);
+    const I16 ni = __builtin_convertvector(n == n ? n : V16{}, I16);   // a NaN's lane as 0: vexp's note
     const I16 a = ni / 2, b = ni - a;
     return p * reinterpret_cast<V16>((a + 127) << 23) * reinterpret_cast<V16>((b + 127) << 23);
 #endif
