@@ -558,6 +558,9 @@ def search(trace, capacity, budget=None, top=3, link=ref.LINKS["pcie5"], host_bw
     times = [dict(keep=0) for _ in range(nb)]
     for k in range(nb):
         deltas[k]["keep"] = {}
+        # neither checkpointing nor offloading where a later backward reads the block's saves again
+        if ref.reread_refusal(cap, bids[k]):
+            continue
         for c in CHOICES[1:]:
             if c == "mhc" and not has_type(cap, bids[k], "HcMaps"):
                 continue

@@ -1054,6 +1054,27 @@ def selective_refusal(cap, block):
     return None
 
 
+def reread_refusal(cap, block):
+    """docs/advise.md "Limits": a storage a forward kernel inside the block made is accessed by a
+    backward or recompute kernel of another pass (a graph a later backward goes through again):
+    neither checkpointed nor offloaded. None when there is none."""
+    for k in cap.kernels:
+        if k["phase"] != FWD or not cap.inside(k["module"], block):
+            continue
+        for a in cap.made.get(k["i"], []):
+            for t, _m in cap.uses[a]:
+                if cap.kernels[t]["phase"] in (BWD, RECOMPUTE) and cap.pass_of.get(t) != cap.pass_of.get(k["i"]):
+                    return f"what its forward saves is read again by a later backward ({cap.kernels[t]['name']})"
+    return None
+
+
+def check_reread(cap, names, field):
+    for n in names:
+        why = reread_refusal(cap, cap.module_id(n))
+        if why:
+            raise ValueError(f"field '{field}': module {n}: {why}")
+
+
 def checkpoint_groups(cap, setting):
     cp = setting.get("checkpoint")
     if cp is None:
@@ -1061,6 +1082,7 @@ def checkpoint_groups(cap, setting):
     groups = []
     for g in (cp if isinstance(cp, list) else [cp]):
         policy = g.get("policy", "full")
+        check_reread(cap, g["modules"], "checkpoint.modules")
         mods = [cap.module_id(n) for n in g["modules"]]
         if policy == "mhc":
             for x in mods:
@@ -1498,6 +1520,7 @@ def transform(path, setting, host_bw=100e9, host_tensor_cost_ns=15000, cap=None)
     groups = checkpoint_groups(cap, setting)
     apply_checkpoint(plan, cap, groups)
     if setting.get("offload"):
+        check_reread(cap, setting["offload"].get("modules") or [], "offload.modules")
         apply_offload(plan, cap, setting["offload"], [m for mods, _p in groups for m in mods],
                       [m for mods, p in groups if p == "save_matmuls" for m in mods])
     opt = setting.get("optimizer") or {}
