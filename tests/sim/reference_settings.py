@@ -1023,17 +1023,9 @@ def kept_output_mutated(cap, i):
 
 
 def called_several_times(cap, block):
-    """docs/advise.md: the block is or holds a module called several times a pass (two or more of
-    its calls, capture.module_calls, start in one pass)."""
-    for ks in cap.passes:
-        kset = set(ks)
-        starts = {}
-        for m, i in cap.call_starts:
-            if i in kset and cap.inside(m, block):
-                starts[m] = starts.get(m, 0) + 1
-        if any(n > 1 for n in starts.values()):
-            return True
-    return False
+    """docs/advise.md: the block is, holds or is inside a module called several times a pass (one
+    capture.module_calls names: called more often than the model)."""
+    return any(cap.inside(m, block) or cap.inside(block, m) for m, _i in cap.call_starts)
 
 
 def under_autocast(cap):
@@ -1043,8 +1035,8 @@ def under_autocast(cap):
 
 def selective_refusal(cap, block):
     """docs/advise.md: why PyTorch stops on selective checkpointing of the block (None when it
-    does not): under autocast, a block that is or holds a module called several times a pass; a
-    forward that writes in place into the output of an op the save list keeps."""
+    does not): under autocast, a block that is, holds or is inside a module called several times a
+    pass; a forward that writes in place into the output of an op the save list keeps."""
     if under_autocast(cap) and called_several_times(cap, block):
         return "called several times a pass under autocast"
     kept = [k["i"] for k in cap.kernels
