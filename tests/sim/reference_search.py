@@ -35,21 +35,12 @@ class NothingFits(Exception):
     pass
 
 
-def kept_output_mutated(cap, i):
-    """docs/advise.md: an output of kept op i written again later in its pass's forward (selective
-    checkpointing's cache stops in the backward: 'Tensor cached ... has been mutated')."""
-    return any(t > i and mode & ref.WRITE and cap.kernels[t]["phase"] == ref.FWD and
-               cap.pass_of.get(t) == cap.pass_of.get(i)
-               for a in cap.made.get(i, []) if cap.allocs[a]["category"] != ref.WORKSPACE   # not its output:
-               for t, mode in cap.uses[a])                                                # the cuBLAS workspace
-
-
 def offers_selective(cap, block):
     """Keep matmuls is offered on a block whose forward runs an op the save list keeps (on one that
     runs none, cuDNN's RNN, it is full checkpointing) and writes into no kept op's output."""
     kept = [kk["i"] for kk in cap.kernels
             if kk["phase"] == ref.FWD and cap.inside(kk["module"], block) and ref.is_must_save(kk["name"])]
-    return bool(kept) and not any(kept_output_mutated(cap, i) for i in kept)
+    return bool(kept) and ref.selective_refusal(cap, block) is None
 
 
 def setting_json(s):
@@ -567,6 +558,9 @@ def search(trace, capacity, budget=None, top=3, link=ref.LINKS["pcie5"], host_bw
     times = [dict(keep=0) for _ in range(nb)]
     for k in range(nb):
         deltas[k]["keep"] = {}
+        # neither checkpointing nor offloading where a later backward reads the block's saves again
+        if ref.reread_refusal(cap, bids[k]):
+            continue
         for c in CHOICES[1:]:
             if c == "mhc" and not has_type(cap, bids[k], "HcMaps"):
                 continue

@@ -703,8 +703,65 @@ def autograd_workspace(plan, a, op):
     return plan.add_alloc(al.device, al.nbytes, al.stream, al.category, here, label=own)
 
 
+BATCHNORMS = ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm")
+
+
+def stats_calls(cap, call):
+    """docs/advise.md "BatchNorm inside checkpointed modules": the calls of a BatchNorm module in a
+    checkpointed call (a forward kernel of the BatchNorm's own module whose kernel before is not
+    one): (the call's first kernel, its batch-norm op (the first whose name holds `batch_norm`),
+    the copies' bytes: each buffer that op accesses in id order, then the buffer another op of the
+    call writes, num_batches_tracked). A call whose batch-norm op reads no buffer has none."""
+    out, callset = [], set(call)
+    for i in call:
+        m = cap.kernels[i]["module"]
+        if cap.modules.get(m, {}).get("type") not in BATCHNORMS or cap.kernels[i]["phase"] != FWD:
+            continue
+        if i - 1 in callset and cap.kernels[i - 1]["module"] == m:
+            continue
+        bn, nbytes, batches = None, [], 0
+        q = i
+        while q in callset and cap.kernels[q]["module"] == m:
+            norm = "batch_norm" in cap.kernels[q]["name"]
+            for a, mode in sorted(cap.acc[q].items()):
+                if not (cap.is_buffer(a) and cap.allocs[a]["category"] == OTHER_CAT):
+                    continue
+                if norm and bn is None:
+                    nbytes.append(cap.allocs[a]["bytes"])
+                elif not norm and mode != READ:
+                    batches = cap.allocs[a]["bytes"]
+            if norm and bn is None:
+                bn = q
+            q += 1
+        if bn is None or not nbytes:
+            continue
+        out.append((i, bn, nbytes + ([batches] if batches else [])))
+    return out
+
+
+def insert_clones(plan, cap, at, bn, nbytes):
+    """The statistics copies: one aten::clone each (the launch overhead), before `at`, each making
+    its copy, all dropped at the last one's end; returns the copies' keys."""
+    launch = int(float(cap.meta.get("capture.launch_overhead_ns", 2000)))
+    mod = cap.modules[cap.kernels[bn]["module"]]["name"]
+    keys, op = [], None
+    for nb in nbytes:
+        op = plan.insert_before(at, Op("inserted", "aten::clone", launch))
+        dev = next(cap.allocs[a]["device"] for a in cap.acc[bn])
+        key = plan.add_alloc(dev, nb, 0, WORKSPACE, (op, "before", 0), label=f"{mod}:aten::clone")
+        op.acc[key] = WRITE
+        keys.append(key)
+    for key in keys:
+        plan.allocs[key].freed = (op, "after", 0)
+    return keys
+
+
 def checkpoint_call(plan, cap, ks, mod, call, policy, recasts):
     callset = set(call)
+    # BatchNorm's statistics copies in the forward: made before each call, dropped at once
+    stats = stats_calls(cap, call)
+    for first, bn, nbytes in stats:
+        insert_clones(plan, cap, plan.op_of[first], bn, nbytes)
     saved = {a for i in call for a in cap.saved_at.get(i, [])}
     if not saved:
         return
@@ -748,6 +805,7 @@ def checkpoint_call(plan, cap, ks, mod, call, policy, recasts):
     placed = {}       # kernel index -> its op in the recomputation
     keep = set()      # matmul outputs not copied
     last_op = None    # the recomputation's last op
+    stats_copies = []  # (the recompute's statistics copies, the batch-norm op)
 
     # the recomputation's autocast region starts with an empty cache: a cached weight cast an
     # earlier call made is cast again by the first op reading it (the stop too: autocast casts
@@ -798,6 +856,9 @@ def checkpoint_call(plan, cap, ks, mod, call, policy, recasts):
         for a in sorted(again, key=lambda a: again[a][1]):
             if again[a][0] == i:
                 cast_again(a, i)
+        for first, bn, nbytes in stats:   # the recompute's statistics copies, before the call
+            if first == i and i <= max(rerun, default=-1):
+                stats_copies.append((insert_clones(plan, cap, trig_op, bn, nbytes), bn))
         if i not in rerun:
             continue
         k = cap.kernels[i]
@@ -898,6 +959,18 @@ def checkpoint_call(plan, cap, ks, mod, call, policy, recasts):
             al = cap.allocs[a]
             if not cap.is_param(a) and not cap.is_cached_cast(a) and al["t_alloc"] < t_first:
                 plan.allocs[a].freed = plan.later(plan.allocs[a].freed, input_end)
+    # the recompute's statistics copies: running_mean's and running_var's as long as what the
+    # recomputed batch-norm op made (its saved outputs), num_batches_tracked's to the op's end
+    for keys, bn in stats_copies:
+        op = placed.get(bn)
+        if op is None:
+            continue
+        held = (op, "after", 0)
+        for key, al in plan.allocs.items():
+            if isinstance(key, tuple) and al.made[0] is op and al.freed is not None:
+                held = plan.later(held, al.freed)
+        for n, key in enumerate(keys):
+            plan.allocs[key].freed = (op, "after", 0) if len(keys) == 3 and n == 2 else held
 
 
 def apply_checkpoint(plan, cap, groups):
@@ -940,6 +1013,60 @@ def apply_checkpoint(plan, cap, groups):
             al.freed = end
 
 
+def kept_output_mutated(cap, i):
+    """docs/advise.md: an output of kept op i written again later in its pass's forward (selective
+    checkpointing's cache stops in the backward: 'Tensor cached ... has been mutated')."""
+    return any(t > i and mode & WRITE and cap.kernels[t]["phase"] == FWD and
+               cap.pass_of.get(t) == cap.pass_of.get(i)
+               for a in cap.made.get(i, []) if cap.allocs[a]["category"] != WORKSPACE   # not its output:
+               for t, mode in cap.uses[a])                                            # the cuBLAS workspace
+
+
+def called_several_times(cap, block):
+    """docs/advise.md: the block is, holds or is inside a module called several times a pass (one
+    capture.module_calls names: called more often than the model)."""
+    return any(cap.inside(m, block) or cap.inside(block, m) for m, _i in cap.call_starts)
+
+
+def under_autocast(cap):
+    """The step's forward ran under autocast (meta capture.autocast, docs/torch.md: `none` when not)."""
+    return cap.meta.get("capture.autocast", "none") not in ("", "none")
+
+
+def selective_refusal(cap, block):
+    """docs/advise.md: why PyTorch stops on selective checkpointing of the block (None when it
+    does not): under autocast, a block that is, holds or is inside a module called several times a
+    pass; a forward that writes in place into the output of an op the save list keeps."""
+    if under_autocast(cap) and called_several_times(cap, block):
+        return "called several times a pass under autocast"
+    kept = [k["i"] for k in cap.kernels
+            if k["phase"] == FWD and cap.inside(k["module"], block) and is_must_save(k["name"])]
+    if any(kept_output_mutated(cap, i) for i in kept):
+        return "its forward writes in place into an output the save list keeps"
+    return None
+
+
+def reread_refusal(cap, block):
+    """docs/advise.md "Limits": a storage a forward kernel inside the block made is accessed by a
+    backward or recompute kernel of another pass (a graph a later backward goes through again):
+    neither checkpointed nor offloaded. None when there is none."""
+    for k in cap.kernels:
+        if k["phase"] != FWD or not cap.inside(k["module"], block):
+            continue
+        for a in cap.made.get(k["i"], []):
+            for t, _m in cap.uses[a]:
+                if cap.kernels[t]["phase"] in (BWD, RECOMPUTE) and cap.pass_of.get(t) != cap.pass_of.get(k["i"]):
+                    return f"what its forward saves is read again by a later backward ({cap.kernels[t]['name']})"
+    return None
+
+
+def check_reread(cap, names, field):
+    for n in names:
+        why = reread_refusal(cap, cap.module_id(n))
+        if why:
+            raise ValueError(f"field '{field}': module {n}: {why}")
+
+
 def checkpoint_groups(cap, setting):
     cp = setting.get("checkpoint")
     if cp is None:
@@ -947,6 +1074,7 @@ def checkpoint_groups(cap, setting):
     groups = []
     for g in (cp if isinstance(cp, list) else [cp]):
         policy = g.get("policy", "full")
+        check_reread(cap, g["modules"], "checkpoint.modules")
         mods = [cap.module_id(n) for n in g["modules"]]
         if policy == "mhc":
             for x in mods:
@@ -954,6 +1082,11 @@ def checkpoint_groups(cap, setting):
                     raise ValueError(f"policy mhc: module {cap.modules[x]['name']} holds no HcMaps")
             mods = [m for m in cap.modules if cap.modules[m]["type"] == "HcMaps"
                     and any(cap.inside(m, x) for x in mods)]
+        if policy == "save_matmuls":
+            for x in mods:
+                why = selective_refusal(cap, x)
+                if why:
+                    raise ValueError(f"policy save_matmuls: module {cap.modules[x]['name']}: {why}")
         groups.append((mods, policy))
     every = [m for mods, _p in groups for m in mods]
     for i, a in enumerate(every):
@@ -1379,6 +1512,7 @@ def transform(path, setting, host_bw=100e9, host_tensor_cost_ns=15000, cap=None)
     groups = checkpoint_groups(cap, setting)
     apply_checkpoint(plan, cap, groups)
     if setting.get("offload"):
+        check_reread(cap, setting["offload"].get("modules") or [], "offload.modules")
         apply_offload(plan, cap, setting["offload"], [m for mods, _p in groups for m in mods],
                       [m for mods, p in groups if p == "save_matmuls" for m in mods])
     opt = setting.get("optimizer") or {}
