@@ -42,6 +42,20 @@ def new_user_file():
     return load
 
 
+@pytest.fixture
+def capture_small():
+    """Captures a new-user model file's step at its small size, with the step, loss and optimizer
+    the file defines (those it does not define: mhc_torch's own)."""
+    import mhc_torch
+
+    def capture(m, path, steps=1):
+        return mhc_torch.capture(lambda: m.build_model(small=True), lambda: m.make_batch(small=True), steps=steps,
+                                 path=str(path), step=getattr(m, "step", None), loss_fn=getattr(m, "loss_fn", None),
+                                 build_optimizer=getattr(m, "build_optimizer", None))
+
+    return capture
+
+
 @pytest.fixture(autouse=True)
 def _allocator_environment_kept():
     """mhc_torch.apply sets PYTORCH_CUDA_ALLOC_CONF for the process, as a user's script wants; a

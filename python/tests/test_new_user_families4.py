@@ -137,14 +137,12 @@ def test_an_lr_scheduler_is_named_and_its_warmup_is_not_the_learning_rate(tmp_pa
 @pytest.mark.parametrize("name, package", [("efficientnet_cl", "timm"), ("deberta_cls", "transformers"),
                                            ("vae_kl", "diffusers"), ("deeplabv3", "torchvision"),
                                            ("vitmae", "transformers"), ("llava", "transformers")])
-def test_new_user_model_files_capture_small(tmp_path, name, package, new_user_file):
+def test_new_user_model_files_capture_small(tmp_path, name, package, new_user_file, capture_small):
     """The model files of bench/advise/new_user added here capture at their small size (a package a
     file needs and the environment lacks skips it)."""
     pytest.importorskip(package)
     m = new_user_file(name)
-    r = mhc_torch.capture(lambda: m.build_model(small=True), lambda: m.make_batch(small=True), steps=1,
-                          path=str(tmp_path / f"{name}.db"), step=getattr(m, "step", None),
-                          loss_fn=getattr(m, "loss_fn", None), build_optimizer=getattr(m, "build_optimizer", None))
+    r = capture_small(m, tmp_path / f"{name}.db")
     assert r.kernels > 0 and r.peak_bytes > 0
     if name == "deberta_cls":   # its get_linear_schedule_with_warmup (LambdaLR) on its AdamW
         assert r.meta["capture.lr_schedulers"] == "LambdaLR" and "capture.optimizer_groups" not in r.meta

@@ -325,13 +325,11 @@ def test_checkpointing_some_hf_layers_turns_the_cache_off(tmp_path, mhc_exe):
 
 
 @pytest.mark.parametrize("name, package", [("muon_decoder", "torch"), ("save_on_cpu_decoder", "torch")])
-def test_new_user_model_files_capture_small(tmp_path, name, package, new_user_file):
+def test_new_user_model_files_capture_small(tmp_path, name, package, new_user_file, capture_small):
     """Two of the model files of bench/advise/new_user added here capture at their small size; the
     others (wgan_gp, video_r2plus1d, dpo_llama, dino_multicrop: 12 to 27 s each at their small size
     on this machine) are checked through the small models above that do what they do."""
     pytest.importorskip(package)
     m = new_user_file(name)
-    r = mhc_torch.capture(lambda: m.build_model(small=True), lambda: m.make_batch(small=True), steps=1,
-                          path=str(tmp_path / f"{name}.db"), step=getattr(m, "step", None),
-                          loss_fn=getattr(m, "loss_fn", None), build_optimizer=getattr(m, "build_optimizer", None))
+    r = capture_small(m, tmp_path / f"{name}.db")
     assert r.kernels > 0 and r.peak_bytes > 0

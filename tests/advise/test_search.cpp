@@ -329,12 +329,12 @@ TEST_CASE("the planner offers no selective checkpoint of a block whose forward r
     CHECK(offers_selective(base, 2));
 }
 
-TEST_CASE("the planner offers no selective checkpoint of a block that writes into a kept output", "[advise][dp]") {
-    // Block 1's activation runs in place on its matmul's output (timm's EfficientNet: SiLU(inplace=True)
-    // on the squeeze-and-excitation's convolution): selective checkpointing caches that output and
-    // stops in the backward ("Tensor cached during selective activation checkpoint has been
-    // mutated"); mhc advise offered it and --verify's capture stopped on it.
-    mhc::test::TempPath path{"inplace_chain.db"};
+namespace {
+
+// Three blocks; block 1's activation runs in place on its matmul's output, which selective
+// checkpointing keeps (timm's EfficientNet: SiLU(inplace=True) on the squeeze-and-excitation's
+// convolution).
+advisetest::TinyTrace inplace_on_kept_output() {
     advisetest::TinyTrace tiny = advisetest::chain({64, 96, 32}, false);
     for (auto& kern : tiny.kernels)
         if (kern.module == "M.blocks.1" && kern.name == "aten::gelu") {
@@ -342,7 +342,18 @@ TEST_CASE("the planner offers no selective checkpoint of a block that writes int
             for (auto& [alloc, mode] : kern.acc)
                 if (tiny.allocs[static_cast<size_t>(alloc)].label == "a") mode = 'x';
         }
-    tiny.write(path.path);
+    return tiny;
+}
+
+}  // namespace
+
+TEST_CASE("the planner offers no selective checkpoint of a block that writes into a kept output", "[advise][dp]") {
+    // Block 1's activation runs in place on its matmul's output (timm's EfficientNet: SiLU(inplace=True)
+    // on the squeeze-and-excitation's convolution): selective checkpointing caches that output and
+    // stops in the backward ("Tensor cached during selective activation checkpoint has been
+    // mutated"); mhc advise offered it and --verify's capture stopped on it.
+    mhc::test::TempPath path{"inplace_chain.db"};
+    inplace_on_kept_output().write(path.path);
     auto data = mhc::trace::load_checked_trace(path.path);
     Base base = make_base(data);
     REQUIRE(base.info.block_name.size() == 3);
@@ -357,14 +368,7 @@ TEST_CASE("an explicit selective checkpoint of a block that writes into a kept o
     // mutated"). Refused in one line naming the module and the writing op; full checkpointing and
     // selective checkpointing of the other blocks are predicted.
     mhc::test::TempPath path{"inplace_explicit.db"};
-    advisetest::TinyTrace tiny = advisetest::chain({64, 96, 32}, false);
-    for (auto& kern : tiny.kernels)
-        if (kern.module == "M.blocks.1" && kern.name == "aten::gelu") {
-            kern.name = "aten::gelu_";
-            for (auto& [alloc, mode] : kern.acc)
-                if (tiny.allocs[static_cast<size_t>(alloc)].label == "a") mode = 'x';
-        }
-    tiny.write(path.path);
+    inplace_on_kept_output().write(path.path);
     auto data = mhc::trace::load_checked_trace(path.path);
     Base base = make_base(data);
     Setting selective;
