@@ -22,12 +22,12 @@ TraceData import_writer(const test::TempDir& dir, const std::string& name, imp::
 
 // (start, end) on the job's clock (meta time_origin_ns + the row's times) of the markers whose
 // name starts with `prefix`, in start order.
-std::vector<std::pair<int64_t, int64_t>> on_job_clock(const TraceData& t, const std::string& prefix) {
-    const int64_t origin = std::stoll(t.meta.at("time_origin_ns"));
+std::vector<std::pair<int64_t, int64_t>> on_job_clock(const TraceData& trace, const std::string& prefix) {
+    const int64_t origin = std::stoll(trace.meta.at("time_origin_ns"));
     std::vector<std::pair<int64_t, int64_t>> spans;
-    for (size_t i = 0; i < t.markers.size(); ++i)
-        if (t.strings[static_cast<size_t>(t.markers.name[i])].rfind(prefix, 0) == 0)
-            spans.emplace_back(origin + t.markers.t_start[i], origin + t.markers.t_end[i]);
+    for (size_t i = 0; i < trace.markers.size(); ++i)
+        if (trace.strings[static_cast<size_t>(trace.markers.name[i])].rfind(prefix, 0) == 0)
+            spans.emplace_back(origin + trace.markers.t_start[i], origin + trace.markers.t_end[i]);
     std::sort(spans.begin(), spans.end());
     return spans;
 }
@@ -55,12 +55,12 @@ TEST_CASE("kineto: a gloo job's ranks lie on one clock: each collective begins o
         CHECK(rank0.meta.at("world_size") == "2");
         REQUIRE(rank0.meta.count("time_origin_ns") == 1);
         REQUIRE(rank1.meta.count("time_origin_ns") == 1);
-        const auto a = on_job_clock(rank0, "gloo:"), b = on_job_clock(rank1, "gloo:");
-        REQUIRE(a.size() == b.size());
-        REQUIRE(a.size() >= 2);
-        for (size_t k = 0; k < a.size(); ++k) {
+        const auto on_rank0 = on_job_clock(rank0, "gloo:"), on_rank1 = on_job_clock(rank1, "gloo:");
+        REQUIRE(on_rank0.size() == on_rank1.size());
+        REQUIRE(on_rank0.size() >= 2);
+        for (size_t k = 0; k < on_rank0.size(); ++k) {
             INFO("collective " << k);
-            CHECK(std::max(a[k].first, b[k].first) < std::min(a[k].second, b[k].second));
+            CHECK(std::max(on_rank0[k].first, on_rank1[k].first) < std::min(on_rank0[k].second, on_rank1[k].second));
         }
     }
 }
@@ -149,10 +149,10 @@ TEST_CASE("simulate --ranks: a gloo job's ranks on their shared clock, said to b
     // and the host collectives said (before: '0 cross-rank kernels' alone).
     test::TempDir dir;
     std::string dbs;
-    for (const char* r : {"0", "1"}) {
-        const std::string db = dir.file(std::string("r") + r + ".db");
+    for (const char* rank : {"0", "1"}) {
+        const std::string db = dir.file(std::string("r") + rank + ".db");
         REQUIRE(test::run_mhc("-q import " +
-                              test::fixture(std::string("writers/torch-2.15.0-ddp-w2-rank") + r + "-kineto.json.gz") +
+                              test::fixture(std::string("writers/torch-2.15.0-ddp-w2-rank") + rank + "-kineto.json.gz") +
                               " -o " + db) == 0);
         dbs += " " + db;
     }
@@ -181,15 +181,15 @@ TEST_CASE("et: a gloo rank's collectives on gloo's worker thread are not parent 
         opt.kineto_path = name + "-kineto.json.gz";
         const std::string out = dir.file(std::string(job) + "-et.db");
         const imp::Result result = imp::import_file(name + "-et.json.gz", out, opt);
-        const TraceData t = mhc::trace::load_trace(out);
-        CHECK(t.meta.at("et.join_parent_disagreements") == "0");
-        if (*other != 0) CHECK(t.meta.at("et.join_parent_on_other_thread").rfind(other, 0) == 0);
-        CHECK(t.meta.at("et.join").find("joined") != std::string::npos);
+        const TraceData trace = mhc::trace::load_trace(out);
+        CHECK(trace.meta.at("et.join_parent_disagreements") == "0");
+        if (*other != 0) CHECK(trace.meta.at("et.join_parent_on_other_thread").rfind(other, 0) == 0);
+        CHECK(trace.meta.at("et.join").find("joined") != std::string::npos);
         CHECK_FALSE(test::warned(result, "not inside their joined parent"));
         // The job identity and its clock come with the Kineto trace.
-        CHECK(t.meta.at("rank") == "0");
-        CHECK(t.meta.at("world_size") == "2");
-        CHECK(t.meta.count("time_origin_ns") == 1);
+        CHECK(trace.meta.at("rank") == "0");
+        CHECK(trace.meta.at("world_size") == "2");
+        CHECK(trace.meta.count("time_origin_ns") == 1);
     }
 }
 
@@ -205,13 +205,13 @@ TEST_CASE("et: torch 2.4.1's gloo worker-thread ops, which its Kineto trace does
     const std::string name = test::fixture("writers/torch-2.4.1-fsdp1-w2-rank0");
     opt.kineto_path = name + "-kineto.json.gz";
     const imp::Result result = imp::import_file(name + "-et.json.gz", dir.file("f1.db"), opt);
-    const TraceData t = mhc::trace::load_trace(dir.file("f1.db"));
-    CHECK(t.meta.at("et.threads_not_joined") == "1");
-    CHECK(t.meta.at("et.storages_left_out").rfind("1", 0) == 0);
-    CHECK(t.meta.at("et.join").rfind("253 of 261 ops joined (1 of 2 threads)", 0) == 0);
+    const TraceData trace = mhc::trace::load_trace(dir.file("f1.db"));
+    CHECK(trace.meta.at("et.threads_not_joined") == "1");
+    CHECK(trace.meta.at("et.storages_left_out").rfind('1', 0) == 0);
+    CHECK(trace.meta.at("et.join").rfind("253 of 261 ops joined (1 of 2 threads)", 0) == 0);
     CHECK(test::warned(result, "execution-trace thread 2 (8 ops): not joined"));
-    CHECK(t.meta.at("et.join_parent_disagreements") == "0");
-    CHECK(t.meta.at("rank") == "0");
+    CHECK(trace.meta.at("et.join_parent_disagreements") == "0");
+    CHECK(trace.meta.at("rank") == "0");
 }
 
 TEST_CASE(
@@ -228,15 +228,15 @@ TEST_CASE(
     // at 253 of 254 events, and a reserved peak of 8,192 B (one mapping's size).
     test::TempDir dir;
     imp::Result result;
-    const TraceData t = import_writer(dir, "torch-2.15.0-dataloader-kineto.json.gz", result);
-    CHECK(mhc::trace::live_peak(t, -1).bytes == 150668);
-    CHECK(t.meta.at("kineto.total_allocated.device-1") == "agrees at all 248 events");
-    CHECK(t.meta.at("kineto.baseline.device-1") == "41536 (Total Allocated before the first event)");
-    CHECK(t.meta.at("kineto.baseline.device-1.mapped") == "10240 (the least the signed sum of Bytes requires)");
-    CHECK(t.meta.at("kineto.mapped_memory").rfind("6 host [memory] events are PyTorch's file and shared-memory", 0) ==
+    const TraceData trace = import_writer(dir, "torch-2.15.0-dataloader-kineto.json.gz", result);
+    CHECK(mhc::trace::live_peak(trace, -1).bytes == 150668);
+    CHECK(trace.meta.at("kineto.total_allocated.device-1") == "agrees at all 248 events");
+    CHECK(trace.meta.at("kineto.baseline.device-1") == "41536 (Total Allocated before the first event)");
+    CHECK(trace.meta.at("kineto.baseline.device-1.mapped") == "10240 (the least the signed sum of Bytes requires)");
+    CHECK(trace.meta.at("kineto.mapped_memory").rfind("6 host [memory] events are PyTorch's file and shared-memory", 0) ==
           0);
-    CHECK(t.meta.at("kineto.reserved_peak.device-1") == "0");
-    CHECK(t.meta.count("kineto.reserved_peak.device-1.mapped") == 0);
+    CHECK(trace.meta.at("kineto.reserved_peak.device-1") == "0");
+    CHECK(trace.meta.count("kineto.reserved_peak.device-1.mapped") == 0);
     CHECK(result.warnings.empty());
     // torch 2.4.1 writes the same (make_paths.py dataloader with 2.4.1): its CPU allocator's Total
     // Allocated agrees at every one of its events, and with the mappings live then peaks at 109,132 B
@@ -254,25 +254,25 @@ TEST_CASE(
 
 TEST_CASE("kineto: which host [memory] events are MapAllocator's", "[import][kineto][memory]") {
     using imp::is_mapping;
-    imp::KMemory m;
-    m.device = -1;
-    m.has_addr = true;
-    m.addr = 4096;
-    m.total = 0;
-    m.bytes = 8192;
-    m.reserved = 8192;
-    CHECK(is_mapping(m, false, false, -1));   // a mapping: Total Reserved its size
-    m.reserved = 0;
-    CHECK_FALSE(is_mapping(m, false, false, -1));   // the CPU allocator's first allocation after all was freed
-    m.bytes = -8192;
-    CHECK(is_mapping(m, true, false, 100));           // the end of a live mapping
-    CHECK_FALSE(is_mapping(m, false, true, 8192));    // the CPU allocator freeing its last block
-    CHECK(is_mapping(m, false, false, -1));           // a mapping made before recording, the first event
-    CHECK(is_mapping(m, false, false, 100));          // the same, the CPU allocator holding 100 B
-    CHECK_FALSE(is_mapping(m, false, false, 8192));   // its 8,192 B freed: the CPU allocator's
-    m.total = 64;
-    CHECK_FALSE(is_mapping(m, true, false, 100));   // a running total: the CPU allocator's
-    m.total = 0;
-    m.device = 0;
-    CHECK_FALSE(is_mapping(m, true, false, 100));   // GPU memory: never
+    imp::KMemory event;
+    event.device = -1;
+    event.has_addr = true;
+    event.addr = 4096;
+    event.total = 0;
+    event.bytes = 8192;
+    event.reserved = 8192;
+    CHECK(is_mapping(event, false, false, -1));   // a mapping: Total Reserved its size
+    event.reserved = 0;
+    CHECK_FALSE(is_mapping(event, false, false, -1));   // the CPU allocator's first allocation after all was freed
+    event.bytes = -8192;
+    CHECK(is_mapping(event, true, false, 100));           // the end of a live mapping
+    CHECK_FALSE(is_mapping(event, false, true, 8192));    // the CPU allocator freeing its last block
+    CHECK(is_mapping(event, false, false, -1));           // a mapping made before recording, the first event
+    CHECK(is_mapping(event, false, false, 100));          // the same, the CPU allocator holding 100 B
+    CHECK_FALSE(is_mapping(event, false, false, 8192));   // its 8,192 B freed: the CPU allocator's
+    event.total = 64;
+    CHECK_FALSE(is_mapping(event, true, false, 100));   // a running total: the CPU allocator's
+    event.total = 0;
+    event.device = 0;
+    CHECK_FALSE(is_mapping(event, true, false, 100));   // GPU memory: never
 }

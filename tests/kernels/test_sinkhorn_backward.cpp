@@ -153,27 +153,27 @@ TEST_CASE("kernels: a NaN logit leaves its token NaN and the other tokens as the
     std::mt19937_64 rng(ref::seed() + 17);
     for (const std::string& isa : k::available_cpu_isas()) {
         k::set_cpu_isa(isa);
-        for (int n : {2, 4, 5, 16})
+        for (int streams : {2, 4, 5, 16})
             for (bool log : {false, true}) {
-                k::SinkhornOptions o;
-                o.n = n;
-                o.log_domain = log;
-                const int T = 19, nn = n * n;
-                auto h = ref::random_logits(rng, T * nn, 1.5);
-                auto g = ref::random_logits(rng, T * nn, 1.0);
+                k::SinkhornOptions opts;
+                opts.n = streams;
+                opts.log_domain = log;
+                const int tokens = 19, nn = streams * streams;
+                auto logits = ref::random_logits(rng, tokens * nn, 1.5);
+                auto grad = ref::random_logits(rng, tokens * nn, 1.0);
                 std::vector<float> p_clean, p_nan;
-                auto dh_clean = bwd(o, h, g, &p_clean);
-                auto bad = h;
+                auto dh_clean = bwd(opts, logits, grad, &p_clean);
+                auto bad = logits;
                 bad[7 * nn + 1] = NAN;
                 bad[18 * nn] = -INFINITY;   // a row of -inf: -inf - -inf is NaN
-                for (int j = 1; j < n; ++j) bad[18 * nn + j] = -INFINITY;
-                auto dh_nan = bwd(o, bad, g, &p_nan);
-                auto pf = fwd(o, bad);
-                INFO("isa " << isa << " n " << n << " log " << log);
+                for (int j = 1; j < streams; ++j) bad[18 * nn + j] = -INFINITY;
+                auto dh_nan = bwd(opts, bad, grad, &p_nan);
+                auto pf = fwd(opts, bad);
+                INFO("isa " << isa << " n " << streams << " log " << log);
                 bool nan7 = false;
                 for (int q = 0; q < nn; ++q) nan7 |= std::isnan(dh_nan[7 * nn + q]) || std::isnan(p_nan[7 * nn + q]);
                 CHECK(nan7);   // not swallowed into a finite answer
-                for (int t = 0; t < T; ++t) {
+                for (int t = 0; t < tokens; ++t) {
                     if (t == 7 || t == 18) continue;
                     for (int q = 0; q < nn; ++q) {
                         REQUIRE(dh_nan[t * nn + q] == dh_clean[t * nn + q]);

@@ -246,19 +246,19 @@ TEST_CASE("segments: overlap, order and allocations outside them are named with 
 // More blocks than segments (every real snapshot): a block's row was taken as a segment's before
 // its kind was looked at, an out-of-range element under _GLIBCXX_ASSERTIONS (scripts/sanitize).
 TEST_CASE("segments: blocks past the segments' count are judged by the segments alive", "[check][segments]") {
-    TraceData t;
-    t.strings = {""};
-    t.meta["segments.hold_allocations"] = "true";
+    TraceData trace;
+    trace.strings = {""};
+    trace.meta["segments.hold_allocations"] = "true";
     for (int64_t i = 0; i < 5; ++i)   // rows 0-4 inside the segment [0x1000, 0x2000)
-        t.allocations.push(Allocation{i + 1, 0, 0x1000 + i * 0x300, 0x100, 10 + i, 50, 0, Category::Other, 0});
-    t.allocations.push(Allocation{6, 0, 0x1f80, 0x100, 20, 50, 0, Category::Other, 0});   // past its end
-    t.allocation_index.build(t.allocations.id);
-    t.kernels.access_begin = {0};
-    t.segments = {segment(1, 0x1000, 0x1000, 0, 100)};
-    CHECK(allocations_outside_segments(t) == std::vector<size_t>{5});
-    auto r = check_trace(t);
-    CHECK(has(r, "outside-segment", "allocations", 6));
-    CHECK_FALSE(has(r, "outside-segment", "allocations", 1));
+        trace.allocations.push(Allocation{i + 1, 0, 0x1000 + i * 0x300, 0x100, 10 + i, 50, 0, Category::Other, 0});
+    trace.allocations.push(Allocation{6, 0, 0x1f80, 0x100, 20, 50, 0, Category::Other, 0});   // past its end
+    trace.allocation_index.build(trace.allocations.id);
+    trace.kernels.access_begin = {0};
+    trace.segments = {segment(1, 0x1000, 0x1000, 0, 100)};
+    CHECK(allocations_outside_segments(trace) == std::vector<size_t>{5});
+    auto report = check_trace(trace);
+    CHECK(has(report, "outside-segment", "allocations", 6));
+    CHECK_FALSE(has(report, "outside-segment", "allocations", 1));
 }
 
 TEST_CASE("segments: the Reader's value rules and the row checks on a file", "[check][segments]") {

@@ -480,8 +480,8 @@ void say_host_collectives(const KinetoData& data, Result& result) {
         if (name.rfind("c10d::", 0) == 0) ++ops[name];
     }
     if (ops.empty()) return;
-    for (const auto& k : data.kernels)
-        if (!k.is_copy && !k.is_memset && !comm_kernel_op(data.strings.list[k.name]).empty()) return;
+    for (const auto& kernel : data.kernels)
+        if (!kernel.is_copy && !kernel.is_memset && !comm_kernel_op(data.strings.list[kernel.name]).empty()) return;
     int64_t total = 0;
     const std::string text = counts_text(ops, &total);
     said_and_warned(result, "kineto.host_collectives",

@@ -93,16 +93,16 @@ void Mapper::classify(const std::vector<KMemory>& events) {
     std::map<int64_t, Process> processes;
     mapped_.assign(events.size(), 0);
     for (size_t i = 0; i < events.size(); ++i) {
-        const KMemory& m = events[i];
-        if (m.device >= 0 || !m.has_addr || m.total < 0) continue;
-        Process& p = processes[m.pid];
-        const bool mapping = is_mapping(m, p.mappings.count(m.addr) > 0, p.cpu.count(m.addr) > 0, p.cpu_total);
+        const KMemory& event = events[i];
+        if (event.device >= 0 || !event.has_addr || event.total < 0) continue;
+        Process& process = processes[event.pid];
+        const bool mapping = is_mapping(event, process.mappings.count(event.addr) > 0, process.cpu.count(event.addr) > 0, process.cpu_total);
         mapped_[i] = mapping ? 1 : 0;
-        auto& live = mapping ? p.mappings : p.cpu;
-        if (m.bytes > 0) live.insert(m.addr);
-        else if (m.bytes < 0) live.erase(m.addr);
+        auto& live = mapping ? process.mappings : process.cpu;
+        if (event.bytes > 0) live.insert(event.addr);
+        else if (event.bytes < 0) live.erase(event.addr);
         if (mapping) ++r_.mapping_events;
-        else p.cpu_total = m.total;
+        else process.cpu_total = event.total;
     }
 }
 
@@ -110,23 +110,23 @@ void Mapper::classify(const std::vector<KMemory>& events) {
 // than the signed sum requires (a curve below zero is no curve).
 void Mapper::first_pass(const std::vector<KMemory>& events) {
     for (size_t i = 0; i < events.size(); ++i) {
-        const KMemory& m = events[i];
-        DeviceState& space = state(m, mapped_[i] != 0);
+        const KMemory& event = events[i];
+        DeviceState& space = state(event, mapped_[i] != 0);
         if (space.info.mapped) {   // Total Allocated 0 and Total Reserved the mapping's own: not the space's
             ++space.info.events;
-        } else if (space.info.events++ == 0 && m.total >= 0) {
-            space.info.baseline = m.total - m.bytes;   // both within +-2^50
+        } else if (space.info.events++ == 0 && event.total >= 0) {
+            space.info.baseline = event.total - event.bytes;   // both within +-2^50
             space.info.baseline_recorded = true;
         }
-        if (!m.has_addr) space.info.by_size = true;
+        if (!event.has_addr) space.info.by_size = true;
         if (!space.info.mapped) {
-            if (m.total >= 0) space.has_total = true;
-            space.info.reserved_peak = std::max(space.info.reserved_peak, m.reserved);
-            if (space.info.reserved_first < 0) space.info.reserved_first = m.reserved;
+            if (event.total >= 0) space.has_total = true;
+            space.info.reserved_peak = std::max(space.info.reserved_peak, event.reserved);
+            if (space.info.reserved_first < 0) space.info.reserved_first = event.reserved;
         }
-        space.sum += m.bytes;   // |Bytes| <= 2^50: checked against 2^62 at each step, it cannot overflow
+        space.sum += event.bytes;   // |Bytes| <= 2^50: checked against 2^62 at each step, it cannot overflow
         if (space.sum > kMaxSum || space.sum < -kMaxSum)
-            throw Error(where(in_, "the [memory] events of device " + std::to_string(m.device) +
+            throw Error(where(in_, "the [memory] events of device " + std::to_string(event.device) +
                                        " add up to more than 2^62 bytes"));
         space.low = std::min(space.low, space.sum);
     }
@@ -312,13 +312,13 @@ KMemoryResult map_memory(const std::vector<KMemory>& events, int64_t base, const
     return Mapper(labels, in).run(events, base);
 }
 
-bool is_mapping(const KMemory& m, bool live_mapping, bool live_cpu, int64_t cpu_total) {
-    if (m.device >= 0 || m.total != 0) return false;
-    if (m.bytes > 0) return m.reserved == m.bytes;
-    if (m.bytes == 0 || m.reserved != 0) return false;
+bool is_mapping(const KMemory& event, bool live_mapping, bool live_cpu, int64_t cpu_total) {
+    if (event.device >= 0 || event.total != 0) return false;
+    if (event.bytes > 0) return event.reserved == event.bytes;
+    if (event.bytes == 0 || event.reserved != 0) return false;
     if (live_mapping) return true;
     if (live_cpu) return false;
-    return cpu_total != -m.bytes;
+    return cpu_total != -event.bytes;
 }
 
 std::string total_allocated_disagreement(const KMemoryDevice& d) {

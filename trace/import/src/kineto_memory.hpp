@@ -79,7 +79,7 @@ KMemoryResult map_memory(const std::vector<KMemory>& events, int64_t base, const
 // mapping's unless the process's CPU allocator's last Total Allocated was its size (that
 // allocator freeing its last bytes). `live_mappings` and `live_cpu` are the addresses live in each
 // space of the event's process; `cpu_total` that allocator's last Total Allocated (-1: none yet).
-bool is_mapping(const KMemory& m, bool live_mapping, bool live_cpu, int64_t cpu_total);
+bool is_mapping(const KMemory& event, bool live_mapping, bool live_cpu, int64_t cpu_total);
 
 // One line on where the imported curve and Total Allocated disagree; empty when they agree.
 std::string total_allocated_disagreement(const KMemoryDevice& d);
