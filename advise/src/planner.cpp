@@ -155,18 +155,18 @@ struct BlockEffects {
 // selective checkpointing caches that output and stops in the backward when it has changed
 // ("Tensor cached during selective activation checkpoint has been mutated": timm's EfficientNet,
 // whose squeeze-and-excitation runs SiLU(inplace=True) on its 1 x 1 convolution's output).
-// The forward op (a seq) that writes in place into the output of kept op `s` in its pass, -1 if none.
-int32_t kept_output_writer(const Base& base, size_t s) {
+// The forward op (a seq) that writes in place into the output of kept op `seq` in its pass, -1 if none.
+int32_t kept_output_writer(const Base& base, size_t seq) {
     int32_t writer = -1;
-    base.for_made(static_cast<int32_t>(s), [&](int32_t a) {
+    base.for_made(static_cast<int32_t>(seq), [&](int32_t alloc) {
         // not its output: a workspace it made first (the thread's cuBLAS workspace, made by the
         // step's first matmul and written by every later one)
-        if (base.plan.allocs[static_cast<size_t>(a)].category == trace::Category::Workspace) return;
-        base.for_acc(a, [&](int32_t t, trace::AccessMode mode) {
-            if (writer < 0 && t > static_cast<int32_t>(s) && mode != trace::AccessMode::Read &&
-                base.phase[static_cast<size_t>(t)] == Phase::Forward &&
-                base.pass[static_cast<size_t>(t)] == base.pass[s])
-                writer = t;
+        if (base.plan.allocs[static_cast<size_t>(alloc)].category == trace::Category::Workspace) return;
+        base.for_acc(alloc, [&](int32_t op_seq, trace::AccessMode mode) {
+            if (writer < 0 && op_seq > static_cast<int32_t>(seq) && mode != trace::AccessMode::Read &&
+                base.phase[static_cast<size_t>(op_seq)] == Phase::Forward &&
+                base.pass[static_cast<size_t>(op_seq)] == base.pass[seq])
+                writer = op_seq;
         });
     });
     return writer;
@@ -222,12 +222,12 @@ std::string reread_refusal(const Base& base, int32_t module) {
     for (size_t s = 0; s < base.korder.size(); ++s) {
         if (base.phase[s] != Phase::Forward || !base.info.within(base.module[s], module)) continue;
         int32_t again = -1;
-        base.for_made(static_cast<int32_t>(s), [&](int32_t a) {
-            base.for_acc(a, [&](int32_t t, trace::AccessMode) {
-                const Phase ph = base.phase[static_cast<size_t>(t)];
+        base.for_made(static_cast<int32_t>(s), [&](int32_t alloc) {
+            base.for_acc(alloc, [&](int32_t op_seq, trace::AccessMode) {
+                const Phase ph = base.phase[static_cast<size_t>(op_seq)];
                 if (again < 0 && (ph == Phase::Backward || ph == Phase::Recompute) &&
-                    base.pass[static_cast<size_t>(t)] != base.pass[s])
-                    again = t;
+                    base.pass[static_cast<size_t>(op_seq)] != base.pass[s])
+                    again = op_seq;
             });
         });
         if (again < 0) continue;
@@ -248,26 +248,27 @@ bool offers_selective(const Base& base, size_t block) {
     return keeps_an_output(base, blk) && selective_refusal(base, blk).empty();
 }
 
-void check_selective(const Base& base, const Setting& s) {
-    for (size_t gi = 0; gi < s.checkpoint.size(); ++gi) {
-        const CheckpointGroup& g = s.checkpoint[gi];
-        const std::string field = s.checkpoint.size() == 1 ? "checkpoint.modules"
-                                                           : "checkpoint[" + std::to_string(gi) + "].modules";
-        const std::vector<int32_t> modules = resolve_modules(base.info, g.modules, field);
+void check_selective(const Base& base, const Setting& setting) {
+    for (size_t gi = 0; gi < setting.checkpoint.size(); ++gi) {
+        const CheckpointGroup& group = setting.checkpoint[gi];
+        const std::string field = setting.checkpoint.size() == 1 ? "checkpoint.modules"
+                                                                 : "checkpoint[" + std::to_string(gi) + "].modules";
+        const std::vector<int32_t> modules = resolve_modules(base.info, group.modules, field);
         for (size_t i = 0; i < modules.size(); ++i) {
             if (std::string why = reread_refusal(base, modules[i]); !why.empty())
-                throw Error("setting: field '" + field + "': module '" + g.modules[i] + "': " + why);
-            if (g.policy != Policy::SaveMatmuls) continue;
+                throw Error("setting: field '" + field + "': module '" + group.modules[i] + "': " + why);
+            if (group.policy != Policy::SaveMatmuls) continue;
             if (std::string why = selective_refusal(base, modules[i]); !why.empty())
-                throw Error("setting: field '" + field + "': policy save_matmuls: module '" + g.modules[i] +
+                throw Error("setting: field '" + field + "': policy save_matmuls: module '" + group.modules[i] +
                             "': " + why);
         }
     }
-    if (s.offload && s.offload->modules) {
-        const std::vector<int32_t> modules = resolve_modules(base.info, *s.offload->modules, "offload.modules");
+    if (setting.offload && setting.offload->modules) {
+        const std::vector<int32_t> modules = resolve_modules(base.info, *setting.offload->modules, "offload.modules");
         for (size_t i = 0; i < modules.size(); ++i)
             if (std::string why = reread_refusal(base, modules[i]); !why.empty())
-                throw Error("setting: field 'offload.modules': module '" + (*s.offload->modules)[i] + "': " + why);
+                throw Error("setting: field 'offload.modules': module '" + (*setting.offload->modules)[i] +
+                            "': " + why);
     }
 }
 

@@ -247,12 +247,12 @@ TEST_CASE("FSDP2 reshard_after_forward false: the gather it keeps gates the next
     // as captured equals the prediction of the setting on the resharding capture.
     TinyTrace kept = fsdp2_step();
     kept.kernels.erase(kept.kernels.begin() + 10, kept.kernels.begin() + 13);   // k10-k12
-    for (auto& k : kept.kernels)
-        for (auto& [a, mode] : k.acc)
-            if (a == 11) a = 6;   // blocks.1's backward unsharded copy (u1b): the forward's (u1f)
-    for (auto& a : kept.allocs) {
-        if (a.made_at > 12) a.made_at -= 3;
-        if (a.freed_after > 12) a.freed_after -= 3;
+    for (auto& kernel : kept.kernels)
+        for (auto& [alloc, mode] : kernel.acc)
+            if (alloc == 11) alloc = 6;   // blocks.1's backward unsharded copy (u1b): the forward's (u1f)
+    for (auto& alloc : kept.allocs) {
+        if (alloc.made_at > 12) alloc.made_at -= 3;
+        if (alloc.freed_after > 12) alloc.freed_after -= 3;
     }
     kept.allocs[6].freed_after = 12;   // u1f: freed after k15, now the 13th kernel
     kept.allocs[10] = kept.allocs[11] = {4, Category::Other, "unused", 0, 0};   // o1b, u1b not made
@@ -273,17 +273,17 @@ TEST_CASE("FSDP2: a copy-in has no recorded gap of its own", "[advise][comm]") {
     tiny.meta = {{"capture.data_parallel", "fsdp2"},
                  {"capture.fsdp2", "world 4, modules 2, reshard_after_forward true, cpu_offload false"},
                  {"capture.collectives", R"({"c10d::_allgather_base_": {"count": 1, "wire_bytes": 3000}})"}};
-    const int x = tiny.alloc(100, Category::Activation, "x", 0, -1);
+    const int input = tiny.alloc(100, Category::Activation, "x", 0, -1);
     const int s0 = tiny.alloc(1000, Category::Param, "blocks.0.w", -1, -1);
     const int out = tiny.alloc(4000, Category::Comm, "FSDP2 all-gather output (blocks.0)", 1, 3);
     const int u0 = tiny.alloc(4000, Category::Param, "blocks.0.w (unsharded)", 3, 4);
-    const int y = tiny.alloc(100, Category::Activation, "y", 4, -1);
+    const int output = tiny.alloc(100, Category::Activation, "y", 4, -1);
     const Phase fwd = Phase::Forward;
-    tiny.kernel({"aten::mul", "Net", fwd, {{x, 'w'}}, {}});
+    tiny.kernel({"aten::mul", "Net", fwd, {{input, 'w'}}, {}});
     tiny.kernel({"fsdp::all_gather_copy_in", "", fwd, {{s0, 'r'}, {out, 'x'}}, {}, 0, 5});
     tiny.kernel({"c10d::_allgather_base_", "", fwd, {{out, 'x'}}, {}});
     tiny.kernel({"fsdp::split_with_sizes_copy", "", fwd, {{out, 'r'}, {u0, 'x'}}, {}});
-    tiny.kernel({"aten::mm", "Net.blocks.0", fwd, {{u0, 'r'}, {x, 'r'}, {y, 'w'}}, {x}});
+    tiny.kernel({"aten::mm", "Net.blocks.0", fwd, {{u0, 'r'}, {input, 'r'}, {output, 'w'}}, {input}});
     Step step(tiny);
     step.comm(100e9);
     CHECK(step.predict("{}").step_time == 70);

@@ -105,73 +105,75 @@ struct StatsCall {
     std::vector<int64_t> bytes;                 // the clones, in named_buffers order
 };
 
-std::vector<StatsCall> stats_calls(const Base& b, const Plan& p, int32_t first, int32_t last) {
+std::vector<StatsCall> stats_calls(const Base& base, const Plan& plan, int32_t first, int32_t last) {
     std::vector<StatsCall> out;
-    auto is_batchnorm = [&](int32_t m) {
-        if (m < 0) return false;
-        const std::string& type = b.info.module_type[static_cast<size_t>(m)];
+    auto is_batchnorm = [&](int32_t module) {
+        if (module < 0) return false;
+        const std::string& type = base.info.module_type[static_cast<size_t>(module)];
         return type == "BatchNorm1d" || type == "BatchNorm2d" || type == "BatchNorm3d" || type == "SyncBatchNorm";
     };
     auto buffer = [&](int32_t alloc) {
-        const Alloc& a = b.plan.allocs[static_cast<size_t>(alloc)];
-        return a.category == trace::Category::Other && p.strings[static_cast<size_t>(a.label)].rfind("buffer ", 0) == 0;
+        const Alloc& storage = base.plan.allocs[static_cast<size_t>(alloc)];
+        return storage.category == trace::Category::Other &&
+               plan.strings[static_cast<size_t>(storage.label)].rfind("buffer ", 0) == 0;
     };
     for (int32_t s = first; s <= last; ++s) {
-        const int32_t m = b.module[static_cast<size_t>(s)];
-        if (b.phase[static_cast<size_t>(s)] != Phase::Forward || !is_batchnorm(m)) continue;
-        if (s > first && b.module[static_cast<size_t>(s) - 1] == m) continue;   // not the call's first kernel
-        StatsCall c{s, -1, m, {}};
+        const int32_t module = base.module[static_cast<size_t>(s)];
+        if (base.phase[static_cast<size_t>(s)] != Phase::Forward || !is_batchnorm(module)) continue;
+        if (s > first && base.module[static_cast<size_t>(s) - 1] == module) continue;   // not the call's first kernel
+        StatsCall call{s, -1, module, {}};
         int64_t batches = 0;
-        for (int32_t q = s; q <= last && b.module[static_cast<size_t>(q)] == m; ++q) {
-            const std::string& name = p.strings[static_cast<size_t>(b.plan.ops[static_cast<size_t>(q)].name)];
+        for (int32_t q = s; q <= last && base.module[static_cast<size_t>(q)] == module; ++q) {
+            const std::string& name = plan.strings[static_cast<size_t>(base.plan.ops[static_cast<size_t>(q)].name)];
             const bool norm = name.find("batch_norm") != std::string::npos;
-            for (const PlanAccess& a : b.plan.ops[static_cast<size_t>(q)].acc) {
-                if (!buffer(a.alloc)) continue;
-                if (norm && c.bn < 0) c.bytes.push_back(b.plan.allocs[static_cast<size_t>(a.alloc)].bytes);
-                else if (!norm && a.mode != trace::AccessMode::Read)
-                    batches = b.plan.allocs[static_cast<size_t>(a.alloc)].bytes;
+            for (const PlanAccess& access : base.plan.ops[static_cast<size_t>(q)].acc) {
+                if (!buffer(access.alloc)) continue;
+                if (norm && call.bn < 0)
+                    call.bytes.push_back(base.plan.allocs[static_cast<size_t>(access.alloc)].bytes);
+                else if (!norm && access.mode != trace::AccessMode::Read)
+                    batches = base.plan.allocs[static_cast<size_t>(access.alloc)].bytes;
             }
-            if (norm && c.bn < 0) c.bn = q;
+            if (norm && call.bn < 0) call.bn = q;
         }
-        if (c.bn < 0 || c.bytes.empty()) continue;   // no running statistics (track_running_stats=False)
-        if (batches > 0) c.bytes.push_back(batches);
-        out.push_back(std::move(c));
+        if (call.bn < 0 || call.bytes.empty()) continue;   // no running statistics (track_running_stats=False)
+        if (batches > 0) call.bytes.push_back(batches);
+        out.push_back(std::move(call));
     }
     return out;
 }
 
 // The clone ops of a call's statistics copies, inserted before `before` (a recorded seq); their
 // allocations made at each clone, freed at the last one's end (set again by the caller).
-std::vector<int32_t> insert_clones(const Base& b, Plan& p, const StatsCall& c, Phase phase, int32_t before,
+std::vector<int32_t> insert_clones(const Base& base, Plan& plan, const StatsCall& call, Phase phase, int32_t before,
                                    int32_t anchor) {
     std::vector<int32_t> allocs;
     int32_t last = -1;
-    const int64_t name = p.intern("aten::clone");
-    const int64_t label = p.intern(b.info.module_name[static_cast<size_t>(c.module)] + ":aten::clone");
-    for (int64_t bytes : c.bytes) {
+    const int64_t name = plan.intern("aten::clone");
+    const int64_t label = plan.intern(base.info.module_name[static_cast<size_t>(call.module)] + ":aten::clone");
+    for (int64_t bytes : call.bytes) {
         Op op;
         op.kind = OpKind::Kernel;
         op.name = name;
-        op.module = c.module;
-        op.step = b.plan.ops[static_cast<size_t>(c.bn)].step;
+        op.module = call.module;
+        op.step = base.plan.ops[static_cast<size_t>(call.bn)].step;
         op.phase = phase;
         op.anchor = anchor;
-        op.duration = b.launch_overhead;
-        const int32_t id = p.add_op(op);
-        p.insert_before(before, id);
-        Alloc a;
-        a.bytes = bytes;
-        a.device = b.device;
-        a.category = trace::Category::Workspace;
-        a.label = label;
-        a.made = {id, false};
-        a.freed = {id, true};
-        const int32_t x = p.add_alloc(a);
-        p.ops[static_cast<size_t>(id)].acc = {{x, trace::AccessMode::Write}};
-        allocs.push_back(x);
+        op.duration = base.launch_overhead;
+        const int32_t id = plan.add_op(op);
+        plan.insert_before(before, id);
+        Alloc alloc;
+        alloc.bytes = bytes;
+        alloc.device = base.device;
+        alloc.category = trace::Category::Workspace;
+        alloc.label = label;
+        alloc.made = {id, false};
+        alloc.freed = {id, true};
+        const int32_t alloc_id = plan.add_alloc(alloc);
+        plan.ops[static_cast<size_t>(id)].acc = {{alloc_id, trace::AccessMode::Write}};
+        allocs.push_back(alloc_id);
         last = id;
     }
-    for (int32_t x : allocs) p.allocs[static_cast<size_t>(x)].freed = {last, true};
+    for (int32_t alloc_id : allocs) plan.allocs[static_cast<size_t>(alloc_id)].freed = {last, true};
     return allocs;
 }
 
@@ -302,7 +304,7 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
     const int32_t nrec = static_cast<int32_t>(t.allocations.size());
     // BatchNorm's statistics copies in the forward: made before the call and dropped at once
     const std::vector<StatsCall> stats = stats_calls(b, p, r.first, r.last);
-    for (const StatsCall& c : stats) insert_clones(b, p, c, Phase::Forward, c.first, c.first);
+    for (const StatsCall& call : stats) insert_clones(b, p, call, Phase::Forward, call.first, call.first);
     auto in_run = [&](int32_t s) { return s >= r.first && s <= r.last; };
     auto cached = [&](int32_t s) {
         return r.policy == Policy::SaveMatmuls && is_matmul(p.strings[static_cast<size_t>(p.ops[static_cast<size_t>(s)].name)]);
@@ -709,15 +711,16 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
         if (rerun == rerun_of.end()) continue;
         const int32_t id = rerun->second;
         Point held{id, true};
-        for (const PlanAccess& a : p.ops[static_cast<size_t>(id)].acc) {
-            const Alloc& made = p.allocs[static_cast<size_t>(a.alloc)];
-            if (a.alloc >= nrec && made.made.op == id && made.freed.op != kNoFree) held = p.later(held, made.freed);
+        for (const PlanAccess& access : p.ops[static_cast<size_t>(id)].acc) {
+            const Alloc& made = p.allocs[static_cast<size_t>(access.alloc)];
+            if (access.alloc >= nrec && made.made.op == id && made.freed.op != kNoFree)
+                held = p.later(held, made.freed);
         }
         const bool batches = c->bytes.size() == 3;
         for (size_t i = 0; i < allocs.size(); ++i) {
-            Alloc& x = p.allocs[static_cast<size_t>(allocs[i])];
-            x.freed = batches && i + 1 == allocs.size() ? Point{id, true} : held;
-            x.freed_offset = 0;
+            Alloc& copy = p.allocs[static_cast<size_t>(allocs[i])];
+            copy.freed = batches && i + 1 == allocs.size() ? Point{id, true} : held;
+            copy.freed_offset = 0;
         }
     }
 }

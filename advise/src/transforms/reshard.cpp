@@ -62,7 +62,7 @@ std::map<std::string, std::vector<Gather>> gathers(const Base& base) {
 class KeepUnsharded final : public Transform {
 public:
     explicit KeepUnsharded(std::vector<std::pair<Gather, Gather>> pairs) : pairs_(std::move(pairs)) {}
-    void apply(const Context& c, Plan& plan) const override {
+    void apply(const Context& ctx, Plan& plan) const override {
         std::vector<int32_t> to(plan.allocs.size(), -1);   // backward's unsharded parameter -> forward's
         for (const auto& [fwd, bwd] : pairs_) {
             for (const auto& [label, a_bwd] : bwd.params) {
@@ -85,7 +85,7 @@ public:
                     access.alloc = to[static_cast<size_t>(access.alloc)];
         // The next gather waits for the copy-out of the gather before it in this step, not for the
         // place of the removed one (docs/simulator.md "Collectives").
-        issue_all_gathers(c.base, plan);
+        issue_all_gathers(ctx.base, plan);
     }
 
 private:

@@ -119,7 +119,7 @@ std::string reread_refusal(const Base& base, int32_t module);
 // Refuses (mhc::Error, one line naming the field and the module) a setting that checkpoints a module
 // selectively where selective_refusal says PyTorch stops, or checkpoints or offloads one that
 // reread_refusal says is not modelled: `mhc advise --setting` predicts only what it models.
-void check_selective(const Base& base, const Setting& s);
+void check_selective(const Base& base, const Setting& setting);
 
 // The setting that applies per-block choices on top of a global setting.
 Setting combine(const Base& b, const Setting& global, const std::vector<BlockChoice>& per_block, const OffloadSetting& offload);
