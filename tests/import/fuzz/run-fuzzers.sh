@@ -70,7 +70,7 @@ link() {
     exe=$BUILD/tests/import/fuzz_import_$t
     if [ "$exe" -nt "$lib" ] && [ "$exe" -nt "$ROOT/tests/import/fuzz/fuzz_$t.cpp" ] &&
        [ "$exe" -nt "$ROOT/tests/import/fuzz/fuzz_util.hpp" ]; then continue; fi
-    "$CXX" $FLAGS -fsanitize=fuzzer "$ROOT/tests/import/fuzz/fuzz_$t.cpp" "$lib" -lsqlite3 -lz \
+    "$CXX" $FLAGS -fsanitize=fuzzer "$ROOT/tests/import/fuzz/fuzz_$t.cpp" "$lib" -lsqlite3 -lz -lsodium \
       -o "$exe" 2>"$BUILD/link-$t.log" &
     pids+=($!)
   done
