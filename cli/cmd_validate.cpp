@@ -250,8 +250,10 @@ std::function<int()> setup(CLI::App& app) {
         }
         std::string scale_why;
         if (o->time_scale == "auto") {
-            scale = replay::auto_time_scale(replay::link_at_chunk(modelled, static_cast<int64_t>(spec.replay.chunk_bytes)),
-                                            replay::link_at_chunk(c.link, static_cast<int64_t>(spec.replay.chunk_bytes)),
+            // The modelled link's own figures: what mhc simulate --link moves on the machine that
+            // recorded the trace (its transfers are not the replay's chunks); the replay's link at
+            // the chunk size its copies move.
+            scale = replay::auto_time_scale(modelled, replay::link_at_chunk(c.link, static_cast<int64_t>(spec.replay.chunk_bytes)),
                                             &scale_why);
             if (spec.pace && spec.replay.backend == replay::Backend::Host)
                 scale = replay::floor_paced_time_scale(scale, c.link, &scale_why);

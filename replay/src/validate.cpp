@@ -158,14 +158,15 @@ trace::Run replay_run(const Row& row, const sim::Config& c, const Options& o, in
     x["measured_baseline_makespan_ns"] = static_cast<double>(base_makespan);
     // Over a window (--replay-steps) the makespans and losses are the window's, as compared.
     x["predicted_makespan_ns"] = static_cast<double>(row.predicted_makespan());
-    x["measured_throughput_loss"] = row.measured_loss;
-    x["predicted_throughput_loss"] = row.predicted_loss();
+    // A run out of memory has no throughput loss (absent, as from a simulated run's metrics).
+    if (!m.oom) x["measured_throughput_loss"] = row.measured_loss;
+    if (!p.oom.happened) x["predicted_throughput_loss"] = row.predicted_loss();
     if (row.windowed) {
         x["window_predicted_start_ns"] = static_cast<double>(row.window.start_ns);
         x["whole_run_predicted_makespan_ns"] = static_cast<double>(p.simulated_makespan);
-        x["whole_run_predicted_throughput_loss"] = p.throughput_loss;
+        if (!p.oom.happened) x["whole_run_predicted_throughput_loss"] = p.throughput_loss;
     }
-    x["loss_error_pp"] = row.loss_error_pp;
+    if (!m.oom && !p.oom.happened) x["loss_error_pp"] = row.loss_error_pp;
     x["stall_ns"] = static_cast<double>(m.stall_ns);
     x["stalls"] = static_cast<double>(m.stalls);
     x["swap_in_bytes"] = static_cast<double>(m.swap_in_bytes);

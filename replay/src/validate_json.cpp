@@ -19,10 +19,13 @@ std::string to_json(const Report& r) {
         j["status"] = std::string(to_string(m.status));
         if (!m.failure.empty()) j["failure"] = m.failure;
         j["verdict"] = x.verdict;
+        // A run out of memory has no peak reduction or throughput loss (null, as mhc simulate
+        // --json prints them and the text's `oom`).
+        auto unless_oom = [&](bool oom, double value) { return oom ? json(nullptr) : num(value); };
         j["predicted"] = {{"peak_bytes", predicted_arena_peak(p)},
-                          {"peak_reduction", num(p.peak_reduction)},
+                          {"peak_reduction", unless_oom(p.oom.happened, p.peak_reduction)},
                           {"makespan_ns", x.predicted_makespan()},
-                          {"loss", num(x.predicted_loss())},
+                          {"loss", unless_oom(p.oom.happened, x.predicted_loss())},
                           {"swap_in_bytes", p.swap_in_bytes},
                           {"swap_out_bytes", p.swap_out_bytes},
                           {"stalls", p.stall_count},
@@ -30,7 +33,7 @@ std::string to_json(const Report& r) {
                           {"oom", p.oom.happened}};
         j["measured"] = {{"peak_bytes", m.peak},
                          {"makespan_ns", m.makespan_ns},
-                         {"loss", num(x.measured_loss)},
+                         {"loss", unless_oom(m.oom, x.measured_loss)},
                          {"swap_in_bytes", m.swap_in_bytes},
                          {"swap_out_bytes", m.swap_out_bytes},
                          {"swap_ins", m.swap_ins},
@@ -65,7 +68,7 @@ std::string to_json(const Report& r) {
         if (x.windowed)
             j["window"] = {{"predicted_start_ns", x.window.start_ns}, {"shift_ns", x.window.shift_ns},
                            {"predicted_baseline_ns", x.window.baseline_ns}, {"whole_run_makespan_ns", p.simulated_makespan},
-                           {"whole_run_loss", num(p.throughput_loss)}, {"transfers_in_flight", x.window.transfers_in_flight},
+                           {"whole_run_loss", unless_oom(p.oom.happened, p.throughput_loss)}, {"transfers_in_flight", x.window.transfers_in_flight},
                            {"kernels_running", x.window.kernels_running}};
         if (x.sim_run) j["sim_run"] = x.sim_run;
         if (x.replay_run) j["replay_run"] = x.replay_run;

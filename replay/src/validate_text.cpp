@@ -74,10 +74,12 @@ std::string row_text(const Row& row, int width) {
                       meas.oom_fragmentation ? " (fragmentation)" : "");
         out += buf;
     }
+    char reduction[16];
+    std::snprintf(reduction, sizeof reduction, pred.oom.happened ? "-" : "%.1f%%", 100 * pred.peak_reduction);
     std::snprintf(buf, sizeof buf,
-                  "    peak reduction pred %.1f%%; makespan pred %s meas %s; stalls pred %lld (%s) meas %lld (%s); "
+                  "    peak reduction pred %s; makespan pred %s meas %s; stalls pred %lld (%s) meas %lld (%s); "
                   "overruns %lld (%s); sinkhorn %lld; arena high water %s; page mapping %.2f s (clock paused%s)%s%s\n",
-                  100 * pred.peak_reduction, format_ns(row.predicted_makespan()).c_str(),
+                  reduction, format_ns(row.predicted_makespan()).c_str(),
                   format_ns(meas.makespan_ns).c_str(), static_cast<long long>(pred.stall_count),
                   format_ns(pred.stall_time).c_str(), static_cast<long long>(meas.stalls),
                   format_ns(meas.stall_ns).c_str(), static_cast<long long>(meas.overruns),
