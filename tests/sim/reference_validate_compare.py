@@ -8,7 +8,9 @@ against a random `--model-link`, capacities, policies, prefetchers, both allocat
 `--replay-steps`, 1 to 3 repeats. Compared: the time scale, the estimate of the replays' duration,
 the prediction's link, the replay window's first kernel, and per configuration the predicted peak,
 peak reduction, makespan, loss, bytes each way and stalls (the whole run's and the window's), the measured loss from the repeats'
-makespans, its error and spread, and the verdict's kind.
+makespans, its error and spread, and the verdict's kind; and with `--max-replay-minutes` at half the
+estimate, the refusal before any replay: its configurations, replays, scale and slowest configuration
+with its predicted makespan.
 
 Usage: reference_validate_compare.py MHC WORKDIR [--runs=N] [--seed=S] [--verbose] [--only=K --keep]
 --only=K: run K of the seed's runs alone; --keep: each run's --json kept in WORKDIR as runK.json.
@@ -17,6 +19,7 @@ Exit 0 when every figure agrees, 1 otherwise (each difference printed with its c
 import json
 import math
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +27,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import reference_validate as rv  # noqa: E402
+import reference_sweep as sweep  # noqa: E402
 
 KIB, MIB = 1 << 10, 1 << 20
 SHAPE = ["--layers", "2", "--seq", "128", "--hidden", "256", "--heads", "4", "--kv-heads", "4", "--ffn", "704",
@@ -177,8 +181,9 @@ def compare_run(mhc, c, label, t, keep=None):
             t.check(name, "makespan_ns", jp["makespan_ns"], pred.makespan)
             t.check(name, "loss", jp["loss"], pred.loss, abs_tol=1e-12)
             spans.append(pred.makespan)
-    t.check(label, "estimated_replay_seconds", j["estimated_replay_seconds"],
-            rv.estimate_seconds(spans[1:], spans[0], scale, c["repeat"]), rel=1e-9)
+    est = rv.estimate_seconds(spans[1:], spans[0], scale, c["repeat"])
+    t.check(label, "estimated_replay_seconds", j["estimated_replay_seconds"], est, rel=1e-9)
+    check_refusal(mhc, c, label, t, [row["name"] for row, _ in rows], spans, scale, est)
     # the verdicts, from the measured makespans the report gives
     base_ms = j["baseline"]["repeats"]["makespans_ns"]
     for row, pred in rows[1:]:
@@ -199,6 +204,34 @@ def compare_run(mhc, c, label, t, keep=None):
         if got != kind:
             t.bad += 1
             t.lines.append(f"{name}: verdict: mhc {row['verdict']!r}, reference {kind!r}")
+
+
+REFUSAL = re.compile(r"the replays would take at least .*? \((\d+) configurations, (\d+) replays? each"
+                     r"(?: \(the baseline (\d+)\))?, at time scale x(\S+); the slowest, (.*), is predicted at (.*?)\), "
+                     r"more than the")
+
+
+def check_refusal(mhc, c, label, t, names, spans, scale, est):
+    """Above --max-replay-minutes (here half the estimate) validate is refused before any replay,
+    naming the configurations, replays each (the baseline 2N - 1), the scale and the slowest
+    configuration by its predicted makespan over what is replayed."""
+    cmd = [mhc, "validate", str(c["trace"])] + args_of(c) + ["--max-replay-minutes", f"{est / 2 / 60:.6g}"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    m = REFUSAL.search(p.stderr)
+    t.n += 1
+    if p.returncode != 2 or not m:
+        t.bad += 1
+        t.lines.append(f"{label}: --max-replay-minutes: exit {p.returncode}: {p.stderr.strip()[:300]}")
+        return
+    slowest = max(range(len(spans)), key=lambda i: (spans[i], -i))
+    want = (str(len(spans)), str(c["repeat"]), str(2 * c["repeat"] - 1) if c["repeat"] >= 2 else None, f"{scale:g}",
+            "the baseline" if slowest == 0 else names[slowest], sweep.fmt_time(spans[slowest]))
+    for what, got, ref in zip(("configurations", "replays", "baseline replays", "scale", "slowest", "slowest's time"),
+                              m.groups(), want):
+        t.n += 1
+        if got != ref:
+            t.bad += 1
+            t.lines.append(f"{label}: refusal's {what}: mhc {got!r}, reference {ref!r}")
 
 
 def main():
