@@ -23,6 +23,27 @@ def not_a_regular_file(path: str) -> str | None:
     return f"is {kind}, not a regular file: give a file"
 
 
+# The most bytes of a setting or recipe file read: such a file is a few KiB; a trace or an image
+# given by mistake (or a sparse file of terabytes) was read whole into memory before its first byte
+# was looked at.
+MAX_FILE_BYTES = 16 << 20
+
+
+def read_file(path: str, limit: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of a user's JSON file, at most `limit` of them: ValueError (one line) for more,
+    or for no regular file (a named pipe, a device: not_a_regular_file); OSError for what open()
+    refuses (no such file, a folder, no permission)."""
+    special = not_a_regular_file(path)
+    if special:
+        raise ValueError(special)
+    with open(path, "rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"holds more than {limit >> 20} MiB: not a JSON file of a setting or a recipe "
+                         "(such a file is a few KiB)")
+    return data
+
+
 def _no_repeated_keys(pairs):
     seen = {}
     for key, value in pairs:
