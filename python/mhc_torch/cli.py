@@ -65,23 +65,7 @@ def _not_a_file(path: str) -> str:
     symbolic links were each "no such file" beside the name."""
     if os.path.isdir(path):
         return "is a directory, not a model file"
-    special = not_a_regular_file(path)
-    if special:
-        return special
-    try:
-        os.stat(path)
-    except FileNotFoundError:
-        return "no such file"
-    except NotADirectoryError:   # as mhc says it (common/src/error.cpp, no_such_file)
-        parts = path.split("/")
-        for i in range(1, len(parts)):
-            part = "/".join(parts[:i])
-            if part and os.path.exists(part) and not os.path.isdir(part):
-                return f"{part} is a file, not a folder"
-        return "no such file"
-    except OSError as e:
-        return f"cannot be reached: {e.strerror or e}"
-    return "no such file"
+    return not_a_regular_file(path) or json_input.unreachable(path)
 
 
 class _OsExit(SystemExit):

@@ -23,6 +23,26 @@ def not_a_regular_file(path: str) -> str | None:
     return f"is {kind}, not a regular file: give a file"
 
 
+def unreachable(path: str) -> str:
+    """Why there is no file at `path`, as mhc says it (common/src/error.cpp, no_such_file): "no
+    such file", "X is a file, not a folder", or "cannot be reached: REASON" (a loop of symbolic
+    links, a folder on the way that cannot be searched: each was "no such file")."""
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return "no such file"
+    except NotADirectoryError:
+        parts = path.split("/")
+        for i in range(1, len(parts)):
+            part = "/".join(parts[:i])
+            if part and os.path.exists(part) and not os.path.isdir(part):
+                return f"{part} is a file, not a folder"
+        return "no such file"
+    except OSError as e:
+        return f"cannot be reached: {e.strerror or e}"
+    return "no such file"
+
+
 # The most bytes of a setting or recipe file read: such a file is a few KiB; a trace or an image
 # given by mistake (or a sparse file of terabytes) was read whole into memory before its first byte
 # was looked at.
