@@ -218,7 +218,7 @@ def _recipe_argv(text: str, parser: argparse.ArgumentParser) -> tuple[list[str],
                              f"decompress it first ({how})")
         else:
             try:
-                text = json_input.read_file(path).decode("utf-8")
+                text = json_input.read_file(path, "recipe file").decode("utf-8")
             except UnicodeDecodeError:
                 raise ValueError(f"{path}: not UTF-8 text (a JSON file or a trace was expected)") from None
             except ValueError as e:

@@ -49,18 +49,19 @@ def unreachable(path: str) -> str:
 MAX_FILE_BYTES = 16 << 20
 
 
-def read_file(path: str, limit: int = MAX_FILE_BYTES) -> bytes:
-    """The bytes of a user's JSON file, at most `limit` of them: ValueError (one line) for more,
-    or for no regular file (a named pipe, a device: not_a_regular_file); OSError for what open()
-    refuses (no such file, a folder, no permission)."""
+def read_file(path: str, what: str, limit: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of a user's JSON file (`what`: "setting file"), at most `limit` of them: ValueError
+    (one line, as mhc's read_small_file says it) for more, or for no regular file (a named pipe, a
+    device: not_a_regular_file); OSError for what open() refuses (no such file, a folder, no
+    permission)."""
     special = not_a_regular_file(path)
     if special:
         raise ValueError(special)
     with open(path, "rb") as f:
         data = f.read(limit + 1)
     if len(data) > limit:
-        raise ValueError(f"holds more than {limit >> 20} MiB: not a JSON file of a setting or a recipe "
-                         "(such a file is a few KiB)")
+        raise ValueError(f"more than {limit / 2**20:.2f} MiB, larger than a {what} is (a trace or another file "
+                         "given by mistake?)")
     return data
 
 

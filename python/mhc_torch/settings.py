@@ -87,7 +87,7 @@ def _read(source) -> tuple[object, str | None]:
             file = text if text else "''"
             where = f"setting: {file}"
             try:
-                text = json_input.read_file(text).decode("utf-8")
+                text = json_input.read_file(text, "setting file").decode("utf-8")
             except OSError as e:
                 raise SettingError(f"{where}: {e.strerror or e}") from None
             except UnicodeDecodeError:
