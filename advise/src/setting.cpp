@@ -2,12 +2,11 @@
 #include "mhc/advise/setting.hpp"
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "mhc/common/error.hpp"
 #include "mhc/common/json.hpp"
+#include "mhc/common/small_file.hpp"
 
 namespace mhc::advise {
 
@@ -122,13 +121,8 @@ std::vector<std::pair<std::string, int>> parse_reshard(const json& object) {
 
 std::string read_text(const std::string& text) {
     std::error_code ec;
-    if (!text.empty() && text.front() != '{' && std::filesystem::is_regular_file(text, ec)) {
-        std::ifstream in(text);
-        std::stringstream ss;
-        ss << in.rdbuf();
-        if (!in) throw Error(text + ": cannot read the setting file");
-        return ss.str();
-    }
+    if (!text.empty() && text.front() != '{' && std::filesystem::is_regular_file(text, ec))
+        return read_small_file(text, "setting file");
     return text;
 }
 
