@@ -16,6 +16,8 @@
 #   5. A capture's meta JSON nested 200,000 deep (capture.unpacks, capture.frame_holds): mhc check
 #      ended in a segfault (nlohmann's dump() recurses once a level), as could advise's printer of
 #      the optimizer's defaults; now said by check and advise alike, before anything walks it.
+#   6. Negative zero from a link profile ("nccl_share": -0.0, "latency_s": -0.0) was stored as -0
+#      in run_config (pass 8 made options' -0 zero; a profile's went around it).
 # Usage: hostile_pass11_test.sh MHC PYTHON PKG [MHC_VIEW] (PKG: the folder holding mhc_torch; the
 # mhc-view parts are skipped, said, without it)
 set -u
@@ -162,5 +164,17 @@ for case in "capture.unpacks|deep.txt" "capture.frame_holds|deep.txt" "capture.o
         fail "check of $key nested 200,000 deep exited $rc: $(head -c 300 out) $(head -c 300 err)"
     refused "c.db: meta $key: JSON nested deeper than 64 levels" advise c.db --capacity 80MiB
 done
+
+# 6. Negative zero from a link profile is stored as 0.
+python3 - <<'PY' || fail "python3 m0.json"
+import json
+json.dump({"name": "m0", "h2d": {"bandwidth_Bps": 2e10, "latency_s": -0.0}, "d2h": {"bandwidth_Bps": 2e10, "latency_s": 1e-5},
+           "copy_engines": 2, "duplex_factor": 0.5, "nccl_share": -0.0, "memcpy_share": -0.0}, open("m0.json", "w"))
+PY
+cp fresh.db z.db
+"$mhc" -q simulate z.db --capacity 80% --link m0.json >/dev/null 2>err || fail "simulate --link m0.json: $(cat err)"
+[ "$(sqlite3 z.db "SELECT count(*) FROM run_config WHERE key LIKE 'link.%'")" -gt 3 ] || fail "no link.* run_config rows"
+[ "$(sqlite3 z.db "SELECT group_concat(key) FROM run_config WHERE value LIKE '-0%' AND CAST(value AS REAL) = 0")" = "" ] ||
+    fail "negative zero stored: $(sqlite3 z.db "SELECT key, value FROM run_config WHERE value LIKE '-0%'")"
 
 echo "all hostile pass 11 checks passed"
