@@ -32,7 +32,7 @@ bool hidden(char32_t code) {
 // The length of the valid UTF-8 sequence at text[at] and its code point, or 0 where none begins
 // there (a stray continuation byte, an overlong form, a surrogate, past U+10FFFF, cut short).
 size_t utf8_at(std::string_view text, size_t at, char32_t& code) {
-    const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[at + i]); };
+    const auto byte = [&](size_t offset) { return static_cast<unsigned char>(text[at + offset]); };
     const unsigned char lead = byte(0);
     if (lead < 0x80) {
         code = lead;
@@ -45,9 +45,9 @@ size_t utf8_at(std::string_view text, size_t at, char32_t& code) {
     else if (lead >= 0xf0 && lead <= 0xf4) length = 4, low = lead == 0xf0 ? 0x90 : 0x80, high = lead == 0xf4 ? 0x8f : 0xbf;
     if (length == 0 || at + length > text.size() || byte(1) < low || byte(1) > high) return 0;
     code = lead & (0x7f >> length);
-    for (size_t i = 1; i < length; ++i) {
-        if ((byte(i) & 0xc0) != 0x80) return 0;
-        code = (code << 6) | (byte(i) & 0x3f);
+    for (size_t offset = 1; offset < length; ++offset) {
+        if ((byte(offset) & 0xc0) != 0x80) return 0;
+        code = (code << 6) | (byte(offset) & 0x3f);
     }
     return length;
 }

@@ -96,16 +96,16 @@ private:
 size_t json_nesting(std::string_view text) {
     size_t depth = 0, deepest = 0;
     bool in_string = false;
-    for (size_t i = 0; i < text.size(); ++i) {
-        const char c = text[i];
+    for (size_t at = 0; at < text.size(); ++at) {
+        const char ch = text[at];
         if (in_string) {
-            if (c == '\\') ++i;   // the escaped character is no quote
-            else if (c == '"') in_string = false;
-        } else if (c == '"') {
+            if (ch == '\\') ++at;   // the escaped character is no quote
+            else if (ch == '"') in_string = false;
+        } else if (ch == '"') {
             in_string = true;
-        } else if (c == '[' || c == '{') {
+        } else if (ch == '[' || ch == '{') {
             deepest = std::max(deepest, ++depth);
-        } else if ((c == ']' || c == '}') && depth > 0) {
+        } else if ((ch == ']' || ch == '}') && depth > 0) {
             --depth;
         }
     }

@@ -258,7 +258,11 @@ std::string run_name(const Config& c) {
 
 std::map<std::string, std::string> to_map(const Config& c) {
     // -0 is 0 wherever it came from (a link profile's "nccl_share": -0.0 was stored as -0).
-    auto num = [](double v) { std::ostringstream s; s << (v == 0 ? 0.0 : v); return s.str(); };
+    auto num = [](double value) {
+        std::ostringstream text;
+        text << (value == 0 ? 0.0 : value);
+        return text.str();
+    };
     std::map<std::string, std::string> m{
         {"capacity", c.capacity.to_string()},
         {"cpu_buffer_ratio", num(c.cpu_buffer_ratio)},
