@@ -11,8 +11,9 @@
 #      profile, an advise --setting, mhc-view --families and mhc-torch's --setting and --recipe
 #      (a trace given as --recipe was read whole just to see its first 16 bytes). A sparse file of
 #      gigabytes ended in an internal error or a MemoryError traceback; now refused by its size.
-#   4. mhc-torch --recipe: what the recipe held was said naming no file ("recipe: expected a JSON
-#      object with a "model""); now the file, and meta capture.recipe of a trace.
+#   4. mhc-torch --recipe, mhc-torch and mhc advise --setting: what the file held was said naming
+#      no file ("recipe: expected a JSON object with a "model""); now the file, and meta
+#      capture.recipe of a trace.
 #   5. A capture's meta JSON nested 200,000 deep (capture.unpacks, capture.frame_holds): mhc check
 #      ended in a segfault (nlohmann's dump() recurses once a level), as could advise's printer of
 #      the optimizer's defaults; now said by check and advise alike, before anything walks it.
@@ -149,6 +150,11 @@ sqlite3 rec.db "INSERT OR REPLACE INTO meta VALUES('capture.recipe', '[[[')" || 
 torch_refused "mhc-torch: recipe: rec.db: meta capture.recipe: not JSON" capture --recipe rec.db -o m.db
 echo '{"checkpoint": 5}' >s.json
 torch_refused "mhc-torch: setting: s.json: checkpoint: expected an object, got a number" capture tiny-gpt2 --setting s.json -o m.db
+# The same for mhc advise --setting FILE (and nlohmann's tag left out of its parse errors).
+refused "mhc: setting: s.json: field 'checkpoint': must be an object" advise "$here/../data/advise/tiny_mhc.db" --setting s.json
+echo '{"weights": ' >cut.json
+refused "mhc: setting: cut.json: not JSON: parse error at line 2, column 1" advise "$here/../data/advise/tiny_mhc.db" \
+    --setting cut.json
 [ ! -e m.db ] || fail "a refused capture wrote m.db"
 
 # 5. Meta JSON nested past 64 levels: said, not walked.
