@@ -121,10 +121,10 @@ int run(const Args& a) {
                      : errno == ENOTDIR ? "not a directory"
                                         : std::strerror(errno)));
     // The name goes into the runs' names a profile is used for (lru+none@80%/NAME): one line.
-    for (const char byte : a.name)
-        if (static_cast<unsigned char>(byte) < 0x20 || byte == 0x7f)
-            throw Error("--name '" + printable(a.name) +
-                        "': holds a control character (a newline, a tab or an escape); a profile's name is one line");
+    if (const std::string hidden = hidden_character(a.name); !hidden.empty())
+        throw Error("--name '" + printable(a.name) + "': holds a control character or one not shown (" + hidden +
+                    ": a newline, a tab, an escape, a bidirectional override); a profile's name is one line shown "
+                    "as it is");
     // --quick measures at most 3 rounds: more, given, were not measured.
     if (a.quick && a.rounds_given && a.rounds > 3)
         throw Error("--rounds " + std::to_string(a.rounds) +

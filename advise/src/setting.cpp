@@ -2,12 +2,11 @@
 #include "mhc/advise/setting.hpp"
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "mhc/common/error.hpp"
 #include "mhc/common/json.hpp"
+#include "mhc/common/small_file.hpp"
 
 namespace mhc::advise {
 
@@ -120,17 +119,15 @@ std::vector<std::pair<std::string, int>> parse_reshard(const json& object) {
     return out;
 }
 
-std::string read_text(const std::string& text) {
+// The setting's text, and the file it was read from ("" for JSON text).
+std::pair<std::string, std::string> read_text(const std::string& text) {
     std::error_code ec;
-    if (!text.empty() && text.front() != '{' && std::filesystem::is_regular_file(text, ec)) {
-        std::ifstream in(text);
-        std::stringstream ss;
-        ss << in.rdbuf();
-        if (!in) throw Error(text + ": cannot read the setting file");
-        return ss.str();
-    }
-    return text;
+    if (!text.empty() && text.front() != '{' && std::filesystem::is_regular_file(text, ec))
+        return {read_small_file(text, "setting file"), text};
+    return {text, ""};
 }
+
+Setting parse_setting_text(const std::string& body);
 
 }  // namespace
 
@@ -159,12 +156,31 @@ std::string_view to_string(OptimizerImpl i) {
 }
 
 Setting parse_setting(const std::string& input) {
-    const std::string body = read_text(input);
+    const auto [body, file] = read_text(input);
+    try {
+        return parse_setting_text(body);
+    } catch (const Error& e) {
+        // What a setting file holds is said naming it ("setting: s.json: field ..."), as mhc-torch
+        // says it; it named no file.
+        const std::string what = e.what();
+        if (file.empty() || what.rfind("setting: ", 0) != 0) throw;
+        throw Error("setting: " + file + ": " + what.substr(9), e.kind());
+    }
+}
+
+namespace {
+
+Setting parse_setting_text(const std::string& body) {
     json j;
     try {
         j = json::parse(body);
     } catch (const json::exception& e) {
-        throw Error("setting: not JSON: " + std::string(e.what()).substr(0, 160));
+        // Without the library's tag and its raw bytes (a binary file's are control bytes), as a
+        // link profile's parse error is said.
+        std::string what = e.what();
+        if (const size_t tag = what.find("] "); tag != std::string::npos) what = what.substr(tag + 2);
+        if (const size_t raw = what.find("; last read"); raw != std::string::npos) what.resize(raw);
+        throw Error("setting: not JSON: " + what.substr(0, 160));
     }
     if (!j.is_object()) throw Error("setting: must be a JSON object");
     // {"weights": "bf16", "weights": "fp32"} was the last: the setting as captured.
@@ -191,6 +207,8 @@ Setting parse_setting(const std::string& input) {
     if (j.contains("reshard_after_forward")) s.reshard_after_forward = parse_reshard(j["reshard_after_forward"]);
     return s;
 }
+
+}  // namespace
 
 std::string to_json(const Setting& s) {
     json j = json::object();

@@ -4,9 +4,82 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <iterator>
+#include <utility>
 
 namespace mhc {
+
+namespace {
+
+// Unicode 15.1's format characters (Cf) above U+00A0 and its line and paragraph separators (Zl,
+// Zp), as ranges: python/mhc_torch/number_grammar.py holds the same list (its test checks it
+// against Python's unicodedata).
+constexpr std::pair<char32_t, char32_t> kHidden[] = {
+    {0xAD, 0xAD},       {0x600, 0x605},     {0x61C, 0x61C},     {0x6DD, 0x6DD},   {0x70F, 0x70F},
+    {0x890, 0x891},     {0x8E2, 0x8E2},     {0x180E, 0x180E},   {0x200B, 0x200F}, {0x2028, 0x202E},
+    {0x2060, 0x2064},   {0x2066, 0x206F},   {0xFEFF, 0xFEFF},   {0xFFF9, 0xFFFB}, {0x110BD, 0x110BD},
+    {0x110CD, 0x110CD}, {0x13430, 0x1343F}, {0x1BCA0, 0x1BCA3}, {0x1D173, 0x1D17A}, {0xE0001, 0xE0001},
+    {0xE0020, 0xE007F}};
+
+bool hidden(char32_t code) {
+    if (code < 0x20 || (code >= 0x7f && code <= 0x9f)) return true;
+    return std::any_of(std::begin(kHidden), std::end(kHidden),
+                       [code](const auto& range) { return code >= range.first && code <= range.second; });
+}
+
+// The length of the valid UTF-8 sequence at text[at] and its code point, or 0 where none begins
+// there (a stray continuation byte, an overlong form, a surrogate, past U+10FFFF, cut short).
+size_t utf8_at(std::string_view text, size_t at, char32_t& code) {
+    const auto byte = [&](size_t offset) { return static_cast<unsigned char>(text[at + offset]); };
+    const unsigned char lead = byte(0);
+    if (lead < 0x80) {
+        code = lead;
+        return 1;
+    }
+    size_t length = 0;
+    unsigned char low = 0x80, high = 0xbf;   // the second byte's range (RFC 3629's table)
+    if (lead >= 0xc2 && lead <= 0xdf) length = 2;
+    else if (lead >= 0xe0 && lead <= 0xef) length = 3, low = lead == 0xe0 ? 0xa0 : 0x80, high = lead == 0xed ? 0x9f : 0xbf;
+    else if (lead >= 0xf0 && lead <= 0xf4) length = 4, low = lead == 0xf0 ? 0x90 : 0x80, high = lead == 0xf4 ? 0x8f : 0xbf;
+    if (length == 0 || at + length > text.size() || byte(1) < low || byte(1) > high) return 0;
+    code = lead & (0x7f >> length);
+    for (size_t offset = 1; offset < length; ++offset) {
+        if ((byte(offset) & 0xc0) != 0x80) return 0;
+        code = (code << 6) | (byte(offset) & 0x3f);
+    }
+    return length;
+}
+
+}   // namespace
+
+std::string hidden_character(std::string_view text) {
+    for (size_t at = 0; at < text.size();) {
+        char32_t code = 0;
+        const size_t length = utf8_at(text, at, code);
+        if (length > 0 && hidden(code)) {
+            char name[16];
+            std::snprintf(name, sizeof name, "U+%04X", static_cast<unsigned>(code));
+            return name;
+        }
+        at += length == 0 ? 1 : length;
+    }
+    return {};
+}
+
+std::string printable(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    for (size_t at = 0; at < text.size();) {
+        char32_t code = 0;
+        const size_t length = utf8_at(text, at, code);
+        if (length == 0 || hidden(code)) out += '?';
+        else out.append(text.substr(at, length));
+        at += length == 0 ? 1 : length;
+    }
+    return out;
+}
 
 std::string where(const std::string& file, const std::string& message) {
     return file + ": " + message;

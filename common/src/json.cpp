@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <set>
 #include <vector>
@@ -91,6 +92,25 @@ private:
 };
 
 }   // namespace
+
+size_t json_nesting(std::string_view text) {
+    size_t depth = 0, deepest = 0;
+    bool in_string = false;
+    for (size_t at = 0; at < text.size(); ++at) {
+        const char ch = text[at];
+        if (in_string) {
+            if (ch == '\\') ++at;   // the escaped character is no quote
+            else if (ch == '"') in_string = false;
+        } else if (ch == '"') {
+            in_string = true;
+        } else if (ch == '[' || ch == '{') {
+            deepest = std::max(deepest, ++depth);
+        } else if ((ch == ']' || ch == '}') && depth > 0) {
+            --depth;
+        }
+    }
+    return deepest;
+}
 
 std::string repeated_json_key(std::string_view text) {
     RepeatedKey reader;

@@ -65,23 +65,7 @@ def _not_a_file(path: str) -> str:
     symbolic links were each "no such file" beside the name."""
     if os.path.isdir(path):
         return "is a directory, not a model file"
-    special = not_a_regular_file(path)
-    if special:
-        return special
-    try:
-        os.stat(path)
-    except FileNotFoundError:
-        return "no such file"
-    except NotADirectoryError:   # as mhc says it (common/src/error.cpp, no_such_file)
-        parts = path.split("/")
-        for i in range(1, len(parts)):
-            part = "/".join(parts[:i])
-            if part and os.path.exists(part) and not os.path.isdir(part):
-                return f"{part} is a file, not a folder"
-        return "no such file"
-    except OSError as e:
-        return f"cannot be reached: {e.strerror or e}"
-    return "no such file"
+    return not_a_regular_file(path) or json_input.unreachable(path)
 
 
 class _OsExit(SystemExit):
@@ -210,8 +194,6 @@ def _recipe(a, parser: argparse.ArgumentParser) -> dict:
 def _recipe_argv(text: str, parser: argparse.ArgumentParser) -> tuple[list[str], str | None]:
     """The command-line arguments that a recipe (JSON text, a JSON file, or a trace whose meta has
     capture.recipe) stands for, and the file it was read from (None for JSON text)."""
-    import json
-
     path = None
     if text.lstrip()[:1] not in ("{", "[", '"'):
         path = text
@@ -219,8 +201,8 @@ def _recipe_argv(text: str, parser: argparse.ArgumentParser) -> tuple[list[str],
         if special:
             raise ValueError(f"{path}: {special}")
         with open(path, "rb") as f:
-            raw = f.read()
-        if raw.startswith(b"SQLite format 3\0"):  # a trace: the recipe it was captured with
+            head = f.read(16)   # a trace is read through SQLite, not into memory whole
+        if head.startswith(b"SQLite format 3\0"):  # a trace: the recipe it was captured with
             from .store import TraceError, read_meta
 
             try:
@@ -229,15 +211,30 @@ def _recipe_argv(text: str, parser: argparse.ArgumentParser) -> tuple[list[str],
                 raise ValueError(str(e)) from None
             if text is None:
                 raise ValueError(f"{path}: the trace has no capture.recipe (not captured by mhc-torch capture)")
-        elif raw.startswith(b"\x1f\x8b"):  # a trace or a JSON file kept gzip-compressed
+            where = f"{path}: meta capture.recipe"
+        elif head.startswith(b"\x1f\x8b"):  # a trace or a JSON file kept gzip-compressed
             how = f"gunzip -k {path}" if path.endswith(".gz") else f"gunzip -c {path} > FILE"
             raise ValueError(f"{path}: gzip-compressed (a JSON file or a trace was expected): "
                              f"decompress it first ({how})")
         else:
             try:
-                text = raw.decode("utf-8")
+                text = json_input.read_file(path, "recipe file").decode("utf-8")
             except UnicodeDecodeError:
                 raise ValueError(f"{path}: not UTF-8 text (a JSON file or a trace was expected)") from None
+            except ValueError as e:
+                raise ValueError(f"{path}: {e}") from None
+            where = path
+        try:
+            return _recipe_words(text, parser), path
+        except ValueError as e:   # what the file holds: said naming it, as a setting file's problems are
+            raise ValueError(f"{where}: {e}") from None
+    return _recipe_words(text, parser), path
+
+
+def _recipe_words(text, parser: argparse.ArgumentParser) -> list[str]:
+    """The command-line arguments of a recipe's JSON text."""
+    import json
+
     recipe = json_input.loads(text)
     if not isinstance(recipe, dict) or not isinstance(recipe.get("model"), str):
         raise ValueError("expected a JSON object with a \"model\"")
@@ -263,7 +260,7 @@ def _recipe_argv(text: str, parser: argparse.ArgumentParser) -> tuple[list[str],
                 kind = "an integer" if want is int else "a string"
                 raise ValueError(f"{key}: expected {kind}, got {json.dumps(value)}")
             argv += [action.option_strings[-1], str(value)]
-    return argv, path
+    return argv
 
 
 def _capture(a, parser: argparse.ArgumentParser) -> int:

@@ -23,6 +23,48 @@ def not_a_regular_file(path: str) -> str | None:
     return f"is {kind}, not a regular file: give a file"
 
 
+def unreachable(path: str) -> str:
+    """Why there is no file at `path`, as mhc says it (common/src/error.cpp, no_such_file): "no
+    such file", "X is a file, not a folder", or "cannot be reached: REASON" (a loop of symbolic
+    links, a folder on the way that cannot be searched: each was "no such file")."""
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return "no such file"
+    except NotADirectoryError:
+        parts = path.split("/")
+        for i in range(1, len(parts)):
+            part = "/".join(parts[:i])
+            if part and os.path.exists(part) and not os.path.isdir(part):
+                return f"{part} is a file, not a folder"
+        return "no such file"
+    except OSError as e:
+        return f"cannot be reached: {e.strerror or e}"
+    return "no such file"
+
+
+# The most bytes of a setting or recipe file read: such a file is a few KiB; a trace or an image
+# given by mistake (or a sparse file of terabytes) was read whole into memory before its first byte
+# was looked at.
+MAX_FILE_BYTES = 16 << 20
+
+
+def read_file(path: str, what: str, limit: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of a user's JSON file (`what`: "setting file"), at most `limit` of them: ValueError
+    (one line, as mhc's read_small_file says it) for more, or for no regular file (a named pipe, a
+    device: not_a_regular_file); OSError for what open() refuses (no such file, a folder, no
+    permission)."""
+    special = not_a_regular_file(path)
+    if special:
+        raise ValueError(special)
+    with open(path, "rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"more than {limit / 2**20:.2f} MiB, larger than a {what} is (a trace or another file "
+                         "given by mistake?)")
+    return data
+
+
 def _no_repeated_keys(pairs):
     seen = {}
     for key, value in pairs:

@@ -12,9 +12,32 @@ UINT64_MAX = 2**64 - 1
 
 
 def printable(text: str) -> str:
-    """`text` with its control characters (a newline, an escape) shown as '?', as mhc shows a
-    value it refuses (cli/command.hpp): the refusal stays one line."""
-    return "".join("?" if ord(c) < 0x20 or ord(c) == 0x7F else c for c in text)
+    """`text` with each character a terminal would act on or not show shown as '?', as mhc shows a
+    name (common/include/mhc/common/error.hpp): a control character (C0, DEL and C1: U+009B is
+    the escape of 8-bit terminals), a line or paragraph separator, an invisible format character
+    (zero-width ones, the bidirectional overrides and isolates that show a name reversed) and a
+    lone surrogate (a file name's byte that is no UTF-8, as os.fsdecode reads it): the message
+    stays one line and says what the file is named."""
+    return "".join("?" if _hidden(ord(c)) else c for c in text)
+
+
+def _hidden(code: int) -> bool:
+    """Unicode's Cc, Cf, Zl, Zp and Cs characters (python/tests/test_printable.py holds the list
+    against unicodedata); the same list as mhc::printable."""
+    if code < 0x20 or 0x7F <= code <= 0x9F:
+        return True
+    if code < 0xAD:
+        return False
+    return any(lo <= code <= hi for lo, hi in _FORMAT)
+
+
+# Unicode 15.1's format characters (Cf) above U+00A0, its line and paragraph separators (Zl, Zp)
+# and the surrogates (Cs): each range as mhc::printable lists it.
+_FORMAT = ((0xAD, 0xAD), (0x600, 0x605), (0x61C, 0x61C), (0x6DD, 0x6DD), (0x70F, 0x70F), (0x890, 0x891),
+           (0x8E2, 0x8E2), (0x180E, 0x180E), (0x200B, 0x200F), (0x2028, 0x202E), (0x2060, 0x2064),
+           (0x2066, 0x206F), (0xD800, 0xDFFF), (0xFEFF, 0xFEFF), (0xFFF9, 0xFFFB), (0x110BD, 0x110BD),
+           (0x110CD, 0x110CD), (0x13430, 0x1343F), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0001, 0xE0001),
+           (0xE0020, 0xE007F))
 
 
 def whole_number_refusal(text: str, negative_ok: bool = False) -> str:

@@ -22,7 +22,6 @@ import os
 import re
 
 from . import json_input
-from .json_input import not_a_regular_file
 from .number_grammar import printable
 
 CHECKPOINT_POLICIES = ("full", "save_matmuls", "mhc")
@@ -54,36 +53,54 @@ class SettingError(ValueError):
 
 def load_setting(source) -> dict:
     """A checked setting with its defaults filled, from a dict, a JSON text or a JSON file's path."""
-    return check_setting(read_setting(source))
+    data, file = _read(source)
+    try:
+        return check_setting(data)
+    except SettingError as e:
+        raise _in_file(e, file) from None
 
 
 def read_setting(source):
     """The setting as given (parsed JSON, not checked), from a dict, a JSON text or a file."""
+    return _read(source)[0]
+
+
+def _in_file(e: SettingError, file: str | None) -> SettingError:
+    """`e` naming the file the setting was read from (`setting: FILE: ...`), as the file's other
+    problems are said; as it is for a setting given as text."""
+    text = str(e)
+    if file is None or not text.startswith("setting: "):
+        return e
+    return SettingError(f"setting: {file}: {text[len('setting: '):]}")
+
+
+def _read(source) -> tuple[object, str | None]:
+    """The setting as given and the file it was read from (None: a dict or JSON text)."""
     if isinstance(source, dict):
-        return source
+        return source, None
     elif isinstance(source, (str, os.PathLike)):
         text = str(source)
+        file = None
         if text.lstrip()[:1] in ("{", "[", '"') or not os.path.exists(text) and _is_json(text):
             where = "setting"
         else:
-            where = f"setting: {text}" if text else "setting: ''"
-            special = not_a_regular_file(text)
-            if special:
-                raise SettingError(f"{where}: {special}")
+            file = text if text else "''"
+            where = f"setting: {file}"
             try:
-                with open(text, encoding="utf-8") as f:
-                    text = f.read()
+                text = json_input.read_file(text, "setting file").decode("utf-8")
             except OSError as e:
                 raise SettingError(f"{where}: {e.strerror or e}") from None
             except UnicodeDecodeError:
                 raise SettingError(f"{where}: not UTF-8 text (a JSON file was expected)") from None
+            except ValueError as e:
+                raise SettingError(f"{where}: {e}") from None
         try:
             data = json_input.loads(text)
         except ValueError as e:
             raise SettingError(f"{where}: {e}") from None
     else:
         raise SettingError(f"setting: expected a dict, JSON text or a file name, got {type(source).__name__}")
-    return data
+    return data, file
 
 
 def _is_json(text: str) -> bool:

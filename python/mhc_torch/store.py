@@ -239,12 +239,12 @@ def _busy_timeout_s() -> float:
 
 def _open(path: str) -> sqlite3.Connection:
     if not os.path.isfile(path):
-        from .json_input import not_a_regular_file
+        from .json_input import not_a_regular_file, unreachable
 
-        special = not_a_regular_file(path)   # a FIFO or a device was "no such file"
+        special = not_a_regular_file(path)   # a FIFO or a device was "no such file"; a loop of links too
         raise TraceError(f"{path}: " + ('is a directory, not a trace' if os.path.isdir(path) else
                                         special.split(",")[0] + ", not a trace" if special else
-                                        'no such file'))
+                                        unreachable(path)))
     # The path quoted into the URI: a '?', '#' or '%' in a file's name is part of the name (x#y.db
     # opened x, 50%41.db 50A.db).
     wait_s = _busy_timeout_s()

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "mhc/common/environment.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/output_file.hpp"
 #include "mhc/common/units.hpp"
@@ -234,23 +235,19 @@ LinkCalibration measure_replay_link(const CalibrationSpec& spec) {
 }
 
 std::string calibration_cache_path(const CalibrationSpec& spec) {
-    fs::path dir;
-    if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) dir = fs::path(x) / "mhc";
-    else if (const char* home = std::getenv("HOME"); home && *home) dir = fs::path(home) / ".cache" / "mhc";
-    else {
-        // TMPDIR naming no folder threw, and the command ended "a file: cannot be reached" (HOME
-        // and XDG_CACHE_HOME unset): /tmp then, as a TempFile takes it.
-        std::error_code ec;
-        fs::path tmp = fs::temp_directory_path(ec);
-        dir = (ec ? fs::path("/tmp") : tmp) / ("mhc-" + std::to_string(getuid()));
-    }
+    // The trace cache's folder: a relative XDG_CACHE_HOME was taken (the cache written into the
+    // working folder), and /tmp/mhc-UID was made 0755 and used whoever owned it (another user's
+    // could plant a calibration); with none to be had, no file ("": measured, not cached).
+    std::string why;
+    const std::string dir = user_cache_dir(why);
+    if (dir.empty()) return {};
     char name[512];
     std::snprintf(name, sizeof name, "replay-link-%s-%s-%uc-%zu-%dt%s%s%s.json", spec.backend == Backend::Cuda ? "cuda" : "host",
                   host_name().c_str(), std::thread::hardware_concurrency(), spec.chunk_bytes, spec.copy_threads,
                   spec.verify ? "" : "-noverify",
                   spec.competition == Competition::Sleeping ? "" : spec.competition == Competition::None ? "-alone" : "-spin",
                   spec.paced && spec.backend == Backend::Host ? "-paced" : "");
-    return (dir / name).string();
+    return (fs::path(dir) / name).string();
 }
 
 namespace {
@@ -303,6 +300,14 @@ LinkCalibration replay_link(const CalibrationSpec& spec, bool recalibrate, doubl
     const std::string path = calibration_cache_path(spec);
     LinkCalibration out;
     std::string why;
+    if (path.empty()) {   // no cache folder of this user's to be had
+        std::string folders;
+        (void)user_cache_dir(folders);
+        out = measure_fn ? measure_fn(spec) : measure_replay_link(spec);
+        out.origin = "measured now, not cached (no cache folder: " + folders + ")";
+        sim::clamp_measured_link(out.link);
+        return out;
+    }
     if (!recalibrate && read_cache(path, max_age_s, out, why)) return out;
     std::error_code ec;
     fs::create_directories(fs::path(path).parent_path(), ec);

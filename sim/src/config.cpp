@@ -257,7 +257,12 @@ std::string run_name(const Config& c) {
 }
 
 std::map<std::string, std::string> to_map(const Config& c) {
-    auto num = [](double v) { std::ostringstream s; s << v; return s.str(); };
+    // -0 is 0 wherever it came from (a link profile's "nccl_share": -0.0 was stored as -0).
+    auto num = [](double value) {
+        std::ostringstream text;
+        text << (value == 0 ? 0.0 : value);
+        return text.str();
+    };
     std::map<std::string, std::string> m{
         {"capacity", c.capacity.to_string()},
         {"cpu_buffer_ratio", num(c.cpu_buffer_ratio)},

@@ -5,12 +5,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "mhc/common/error.hpp"
 #include "mhc/common/json.hpp"
+#include "mhc/common/small_file.hpp"
 #include "mhc/common/output_file.hpp"
 
 namespace mhc::sim {
@@ -110,13 +110,11 @@ LinkModel load_link_profile(const std::string& path) {
     if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
         throw Error(where(path, std::filesystem::is_directory(path, ec) ? "is a directory, not a link profile"
                                                                         : "not a regular file, not a link profile"));
-    std::ifstream in(path);
-    if (!in) throw Error(std::filesystem::exists(path) ? where(path, "cannot open the link profile") : no_such_file(path));
-    std::stringstream ss;
-    ss << in.rdbuf();
+    if (!std::filesystem::exists(path, ec)) throw Error(no_such_file(path));
+    const std::string text = read_small_file(path, "link profile");
     json root;
     try {
-        root = json::parse(ss.str());
+        root = json::parse(text);
     } catch (const json::exception& e) {
         // "[json.exception.parse_error.101] parse error at line 1, column 1: ...; last read: '<bytes>'":
         // the place, without the library's tag and the raw bytes (a binary file's are control bytes).
@@ -128,7 +126,7 @@ LinkModel load_link_profile(const std::string& path) {
     }
     if (!root.is_object()) throw Error(where(path, "a link profile must be a JSON object"));
     // {"copy_engines": 2, "copy_engines": 1} ran with the last.
-    if (const std::string twice = repeated_json_key(ss.str()); !twice.empty())
+    if (const std::string twice = repeated_json_key(text); !twice.empty())
         throw Error(where(path, "field '" + twice + "' is given twice: JSON readers take either value; give it once"));
     LinkModel l;
     if (!root.contains("name") || !root.at("name").is_string())
@@ -136,11 +134,12 @@ LinkModel load_link_profile(const std::string& path) {
     l.name = root.at("name").get<std::string>();
     // The name goes into every run's name (lru+none@80%/NAME), printed by simulate, info and sweep
     // and stored: a newline or an escape in it split their lines or reached the terminal.
-    for (const char byte : l.name)
-        if (static_cast<unsigned char>(byte) < 0x20 || byte == 0x7f)
-            throw Error(where(path,
-                              "field 'name': holds a control character (a newline, a tab or an escape); a "
-                              "name is one line"));
+    // A character a terminal acts on or does not show (U+009B, U+202E) made a run's name show as
+    // another's.
+    if (const std::string hidden = hidden_character(l.name); !hidden.empty())
+        throw Error(where(path, "field 'name': holds a control character or one not shown (" + hidden +
+                                    ": a newline, a tab, an escape, a bidirectional override); a name is one "
+                                    "line shown as it is"));
     l.h2d = direction(root, "h2d", path);
     l.d2h = direction(root, "d2h", path);
     if (!root.contains("copy_engines") || !root.at("copy_engines").is_number_integer())

@@ -166,7 +166,7 @@ torch_refused "recipe: pipe.json: is a named pipe, not a regular file" --recipe 
 python3 -c "print('[' * 100000 + ']' * 100000)" >deep.json
 python3 -c "print('{\"offload\": ' + '1' * 5000 + '}')" >digits.json
 torch_refused "setting: deep.json: not JSON mhc-torch reads: nested too deeply" net.py -o x.db --setting deep.json
-torch_refused "recipe: not JSON mhc-torch reads: nested too deeply" --recipe deep.json -o x.db
+torch_refused "recipe: deep.json: not JSON mhc-torch reads: nested too deeply" --recipe deep.json -o x.db
 torch_refused "setting: digits.json: not JSON mhc-torch reads: a number of more digits" net.py -o x.db --setting digits.json
 torch_refused "setting: key 'weights' is given twice: JSON readers take either value; give it once" net.py -o x.db --setting '{"weights": "bf16", "weights": "fp32"}'
 torch_refused "recipe: key 'model' is given twice" --recipe '{"model": "tiny-gpt2", "model": "net.py"}' -o x.db

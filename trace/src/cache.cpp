@@ -9,12 +9,16 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <optional>
 
 #include "mhc/common/environment.hpp"
+#include "mhc/common/error.hpp"
 #include "run_files.hpp"
 #include "sqlite_util.hpp"
 
@@ -74,9 +78,10 @@ uint64_t keyed_tag(const unsigned char (&key)[crypto_shorthash_KEYBYTES], const 
 // This user's secret key, which every entry's header is tagged with and every array's checksum
 // seeded by: an entry another user or machine wrote (a trace from anyone, its cache forged with
 // the checksums recomputed, or another trace's entry copied in) fails it and reads as no entry,
-// so the arrays a command uses are the rows' own. 16 random bytes in
-// $XDG_CACHE_HOME/mhc/trace-cache.key (else ~/.cache/mhc/), mode 0600, made once; none to be had
-// (no home, a read-only one, a key file others can read): the cache is neither read nor written.
+// so the arrays a command uses are the rows' own. 16 random bytes in trace-cache.key of the user's
+// cache folder (mhc::user_cache_dir: ~/.cache/mhc, else /tmp/mhc-UID), mode 0600, made once; none
+// to be had (no folder, a key file others can read): the cache is neither read nor written, and
+// that is said once (it was off without a word: every command read every row again).
 struct Secret {
     unsigned char key[crypto_shorthash_KEYBYTES] = {};
     // The arrays' checksums start from it: the key's two halves folded.
@@ -86,42 +91,58 @@ struct Secret {
         return halves[0] ^ halves[1];
     }
 };
+// Why the key cannot be had, said once a process (on standard error, as the program's note).
+std::optional<Secret> no_key(const std::string& why) {
+    std::fprintf(stderr, "%s: note: the trace cache is off (each command reads every row): %s\n",
+                 program_invocation_short_name, printable(why).c_str());
+    return std::nullopt;
+}
+
 std::optional<Secret> load_secret() {
     namespace fs = std::filesystem;
-    fs::path dir;
-    if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg == '/') dir = fs::path(xdg) / "mhc";
-    else if (const char* home = std::getenv("HOME"); home && *home == '/') dir = fs::path(home) / ".cache" / "mhc";
-    else return std::nullopt;
+    std::string why;
+    const std::string folder = user_cache_dir(why);
+    if (folder.empty()) return no_key("no cache folder for its key (" + why + ")");
+    const fs::path dir = folder;
     const fs::path path = dir / "trace-cache.key";
+    // The key when it is there and this user's alone; `problem` says what is wrong with one there.
+    std::string problem;
     const auto read_key = [&]() -> std::optional<Secret> {
-        const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0) return std::nullopt;
+        const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        if (fd < 0) {
+            if (errno != ENOENT) problem = std::strerror(errno);
+            return std::nullopt;
+        }
         struct stat st {};
         Secret found;
-        const bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
-                        (st.st_mode & 077) == 0 && st.st_size == sizeof found.key &&
-                        ::read(fd, found.key, sizeof found.key) == sizeof found.key;
+        if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) problem = "not a regular file";
+        else if (st.st_uid != ::geteuid()) problem = "a file of another user's";
+        else if ((st.st_mode & 077) != 0) problem = "others may read it (chmod 600 it, or remove it to make a new key)";
+        else if (st.st_size != sizeof found.key ||
+                 ::read(fd, found.key, sizeof found.key) != static_cast<ssize_t>(sizeof found.key))
+            problem = "not 16 bytes (remove it to make a new key)";
         ::close(fd);
-        if (!ok) return std::nullopt;
+        if (!problem.empty()) return std::nullopt;
         return found;
     };
     if (auto found = read_key()) return found;
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec) return std::nullopt;
+    if (!problem.empty()) return no_key(path.string() + ": " + problem);
     Secret made;
-    if (sodium_init() < 0) return std::nullopt;
+    if (sodium_init() < 0) return no_key("libsodium cannot start");
     randombytes_buf(made.key, sizeof made.key);
     // Written whole under a name of this process, then linked into place: two processes making it
     // at once both end with the one that was linked first.
     const fs::path tmp = dir / ("trace-cache.key." + std::to_string(::getpid()) + ".tmp");
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) return std::nullopt;
+    if (fd < 0) return no_key(tmp.string() + ": " + std::strerror(errno));
     const bool written = ::write(fd, made.key, sizeof made.key) == sizeof made.key && ::fsync(fd) == 0;
+    const int written_errno = errno;
     ::close(fd);
     if (written) (void)::link(tmp.c_str(), path.c_str());
     ::unlink(tmp.c_str());
-    return read_key();
+    if (!written) return no_key(tmp.string() + ": " + std::strerror(written_errno));
+    if (auto found = read_key()) return found;
+    return no_key(path.string() + ": " + (problem.empty() ? "not made" : problem));
 }
 const std::optional<Secret>& secret() {
     static const std::optional<Secret> loaded = load_secret();

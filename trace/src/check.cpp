@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mhc/common/error.hpp"
+#include "mhc/common/json.hpp"
 
 #include "mhc/common/numbers.hpp"
 #include "mhc/trace/capture_timing.hpp"
@@ -27,6 +28,8 @@
 namespace mhc::trace {
 
 namespace {
+
+constexpr size_t kMaxCaptureJsonNesting = 64;
 
 // Rows of run tables whose run has no `runs` row, one problem per run; `why` ends the message.
 void report_orphan_rows(sqlite3* db, const std::string& path, std::initializer_list<const char*> tables,
@@ -574,7 +577,8 @@ void check_pairs_meta(const TraceData& trace, const char* key, CheckReport& repo
         const auto& row = rows[i];
         const std::string entry = "entry " + std::to_string(i + 1) + " ";
         if (!row.is_array() || row.size() != 2 || !row[0].is_number_integer() || !row[1].is_number_integer())
-            return bad(entry + row.dump().substr(0, 40) + " is not an [allocation id, kernel id] pair");
+            return bad(entry + row.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).substr(0, 40) +
+                       " is not an [allocation id, kernel id] pair");
         if (trace.allocation_at(row[0].get<int64_t>()) < 0)
             return bad(entry + "names allocation " + std::to_string(row[0].get<int64_t>()) + ", which does not exist");
         if (trace.kernel_at(row[1].get<int64_t>()) < 0)
@@ -584,6 +588,19 @@ void check_pairs_meta(const TraceData& trace, const char* key, CheckReport& repo
 
 // The other capture.* meta `mhc advise` reads (python/mhc_torch writes them): their forms.
 void check_capture_meta(const TraceData& trace, CheckReport& report) {
+    // The JSON a capture writes nests a few levels. What nests deeper is no capture's, and code
+    // that walks it recursively (nlohmann's dump(), advise's printer of Python literals) overflowed
+    // the stack: a list nested 200,000 deep in capture.unpacks made mhc check and advise segfault.
+    // Said here, before anything parses it; check and advise alike.
+    bool too_deep = false;
+    for (const auto& [key, value] : trace.meta)
+        if (key.rfind("capture.", 0) == 0 && json_nesting(value) > kMaxCaptureJsonNesting) {
+            report.problems.push_back({"meta", "meta", 0,
+                                       key + ": JSON nested deeper than " + std::to_string(kMaxCaptureJsonNesting) +
+                                           " levels (a capture writes a few)"});
+            too_deep = true;
+        }
+    if (too_deep) return;
     check_pairs_meta(trace, "capture.frame_holds", report);
     check_pairs_meta(trace, "capture.unpacks", report);
     auto bad = [&](const std::string& key, const std::string& why) {

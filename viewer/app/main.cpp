@@ -29,12 +29,10 @@
 namespace {
 
 // One line on stderr whatever it quotes, as mhc's (docs/cli.md): a newline, tab or escape in a file
-// name or a value is shown as '?' (`mhc-view $'a\nb.db'` was said over two lines).
+// name or a value is shown as '?' (`mhc-view $'a\nb.db'` was said over two lines), as is any
+// character mhc::printable hides.
 void say(const std::string& what) {
-    std::string line = what;
-    for (char& byte : line)
-        if (static_cast<unsigned char>(byte) < 0x20 || byte == 0x7f) byte = '?';
-    std::fprintf(stderr, "mhc-view: %s\n", line.c_str());
+    std::fprintf(stderr, "mhc-view: %s\n", mhc::printable(what).c_str());
 }
 
 void style() {

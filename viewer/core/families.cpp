@@ -7,11 +7,13 @@
 #include "mhc/viewer/families.hpp"
 
 #include <array>
-#include <fstream>
+#include <filesystem>
+#include <sstream>
 #include <string>
 
 #include "mhc/common/error.hpp"
 #include "mhc/common/output_file.hpp"
+#include "mhc/common/small_file.hpp"
 #include "mhc/trace/comm_kernels.hpp"
 
 namespace mhc::viewer {
@@ -236,8 +238,8 @@ void FamilyRules::load_file(const std::string& path) {
     // A named pipe waited for a writer and /dev/zero was read without end (mhc-view hung before its
     // window); a folder read as an empty file of no rules: refused as mhc refuses its inputs.
     refuse_special_file(path);
-    std::ifstream in(path);
-    if (!in) throw Error(path + ": cannot read the kernel family rules (no such file or not readable)");
+    if (!std::filesystem::exists(path)) throw Error(path + ": cannot read the kernel family rules (no such file or not readable)");
+    std::istringstream in(read_small_file(path, "file of kernel family rules"));
     std::string line;
     for (int n = 1; std::getline(in, line); ++n) {
         std::string s = trim(line);

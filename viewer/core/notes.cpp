@@ -1,17 +1,14 @@
 #include "mhc/viewer/notes.hpp"
 
+#include "mhc/common/error.hpp"
+
 namespace mhc::viewer {
 
 namespace {
 
 // A meta value is text from the input file: control bytes (a newline inside one warning, an
 // escape) would split or garble the line, so they read as '?', as `mhc info` prints them.
-std::string printable(const std::string& text) {
-    std::string out = text;
-    for (char& byte : out)
-        if (static_cast<unsigned char>(byte) < 0x20 || byte == 0x7f) byte = '?';
-    return out;
-}
+using mhc::printable;
 
 std::string meta_of(const std::map<std::string, std::string>& meta, const std::string& key) {
     auto it = meta.find(key);

@@ -1,5 +1,6 @@
 #include "mhc/viewer/stats.hpp"
 
+#include "mhc/common/error.hpp"
 #include "mhc/trace/store.hpp"
 
 #include <algorithm>
@@ -379,10 +380,7 @@ std::string no_allocations_reason(const ViewTrace& view) {
     if (it == view.meta.end()) return {};
     const std::string& value = it->second;
     if (value.size() < 7 || value.compare(0, 6, "none (") != 0 || value.back() != ')') return {};
-    std::string why = value.substr(6, value.size() - 7);
-    for (char& byte : why)
-        if (static_cast<unsigned char>(byte) < 0x20) byte = '?';
-    return why;
+    return mhc::printable(value.substr(6, value.size() - 7));
 }
 
 std::string empty_table_text(const ViewTrace& view, StatsTable table, size_t rows, std::string_view search) {

@@ -14,4 +14,12 @@ std::optional<std::string> env_value(const char* name);
 // "MHC_TRACE_CACHE='yes': use 1 or on, 0 or off".
 bool env_switch(const char* name, bool unset);
 
+// The folder this user's caches live in (the trace cache's key, validate's link calibrations),
+// made when missing: $XDG_CACHE_HOME/mhc ($XDG_CACHE_HOME absolute: XDG's rule, a relative one
+// is ignored), else $HOME/.cache/mhc; where neither is set or can be made and written into (a
+// read-only home, HOME=/nonexistent), $TMPDIR/mhc-UID (else /tmp/mhc-UID), used only as a folder of
+// this user's alone (mode 0700, not a link: in a shared /tmp another user could make it first and
+// read or plant what it holds). "" when none can be had, and `why` says what was tried.
+std::string user_cache_dir(std::string& why);
+
 }   // namespace mhc

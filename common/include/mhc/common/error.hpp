@@ -3,6 +3,7 @@
 // Front-ends catch it, print what() on one line and exit with exit_code().
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace mhc {
@@ -37,12 +38,16 @@ std::string nearest(const std::string& word, const std::vector<std::string>& can
 // "; did you mean simulate?" when nearest() finds one, else "".
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);
 
-// Text as written by an importer, or by anyone, for a message: a control byte (a NUL, a newline,
-// an escape) shown as '?', so that a message is one line and nothing reaches the terminal.
-inline std::string printable(std::string text) {
-    for (char& byte : text)
-        if (static_cast<unsigned char>(byte) < 0x20 || byte == 0x7f) byte = '?';
-    return text;
-}
+// Text as written by an importer, or by anyone, for a message: each character a terminal acts on
+// or does not show reads as one '?', so that a message is one line, nothing reaches the terminal and
+// a name cannot pass for another: control characters (C0, DEL, and C1 such as U+009B, the escape
+// of 8-bit terminals), line and paragraph separators, invisible format characters (zero-width
+// ones; the bidirectional overrides and isolates that show "x\u202Egpj.db" as "xbd.jpg"), and
+// each byte that is not part of valid UTF-8.
+std::string printable(std::string_view text);
+// The first character of `text` that printable() hides, as "U+000A" (a byte of no UTF-8 is not
+// one: such names are kept, shown with '?'), or "" when there is none: a name that goes into
+// other names and lines (a link profile's, a run's) is refused with it.
+std::string hidden_character(std::string_view text);
 
 }  // namespace mhc

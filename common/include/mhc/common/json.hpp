@@ -19,4 +19,9 @@ void append_json_string(std::string& out, std::string_view text);
 // take the first value or the last), so the files users write (link profiles, settings) refuse it.
 std::string repeated_json_key(std::string_view text);
 
+// How deep the arrays and objects of the JSON text `text` nest ("1": 0, "[[1]]": 2), counted over
+// the brackets outside strings, without parsing and without recursion. Code that walks a parsed
+// value recursively (nlohmann's dump(), a printer of Python literals) bounds what it is given by it.
+size_t json_nesting(std::string_view text);
+
 }  // namespace mhc

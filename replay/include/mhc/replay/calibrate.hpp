@@ -60,8 +60,9 @@ struct LinkCalibration {
 // Measures now (about a second on the host). Throws mhc::Error when the backend is unusable.
 LinkCalibration measure_replay_link(const CalibrationSpec& spec);
 
-// The cache file for `spec` on this machine: $XDG_CACHE_HOME/mhc (else ~/.cache/mhc, else
-// /tmp/mhc-<uid>) / replay-link-<backend>-<host>-<cores>c-<chunk>-<threads>t[-paced].json.
+// The cache file for `spec` on this machine: mhc::user_cache_dir() ($XDG_CACHE_HOME/mhc, else
+// ~/.cache/mhc, else /tmp/mhc-<uid>) / replay-link-<backend>-<host>-<cores>c-<chunk>-<threads>t[-paced].json;
+// "" when there is no such folder (the calibration is measured, not cached).
 std::string calibration_cache_path(const CalibrationSpec& spec);
 
 // The cached calibration when it exists, loads, is younger than max_age_s and was measured at
