@@ -227,7 +227,7 @@ void find_blocks(CaptureInfo& c) {
             if (c.within(static_cast<int32_t>(m), c.block_module[b])) c.module_block[m] = static_cast<int32_t>(b);
 }
 
-// The meta of the model and optimizer as built (python/mhc_torch/capturing.py model_facts).
+// The meta of the model and optimizer as built (python/mhc_torch/step_facts.py model_facts).
 void read_model_facts(const trace::TraceData& trace_data, CaptureInfo& info) {
     auto bad = [&](const std::string& key, const std::string& why) {
         return Error(trace_data.path + ": meta " + key + ": " + why +
