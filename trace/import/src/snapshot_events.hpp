@@ -86,11 +86,11 @@ struct Decoded {
 // there. Without time_us: event k (from 0) at k + 1 ns.
 std::vector<int64_t> event_times(const std::vector<Event>& evs, bool all_timed, double t_min);
 
-// Where event k of device dev is, for a message: "device_traces[dev][k]".
-std::string at_event(size_t dev, size_t k);
+// Where an event is, for a message: "device_traces[device][index]".
+std::string at_event(size_t device, size_t index);
 
 // device_traces decoded, each event checked (refused naming the event where a field is not what
 // PyTorch writes).
-Decoded decode_events(const PickleDoc& d, Id traces, NodeCodes& keys, const std::string& in);
+Decoded decode_events(const PickleDoc& doc, Id traces, NodeCodes& keys, const std::string& in);
 
 }  // namespace mhc::trace::import::snapshot

@@ -15,6 +15,7 @@ namespace mhc::trace::import::snapshot {
 // garbage_collection_threshold, and as the rules of a block's size. max_split_size is in bytes
 // there (-1 or SIZE_MAX: unlimited); roundup_power2_divisions maps each power-of-two interval
 // start in MiB to its divisions.
-BlockRules add_allocator_settings(const PickleDoc& d, std::optional<Id> settings, std::map<std::string, std::string>& meta);
+BlockRules add_allocator_settings(const PickleDoc& doc, std::optional<Id> settings,
+                                  std::map<std::string, std::string>& meta);
 
 }  // namespace mhc::trace::import::snapshot
