@@ -27,51 +27,51 @@ bool split_numbered(const std::string& name, std::string& prefix, int& number) {
     return true;
 }
 
-void find_blocks(CaptureInfo& c) {
+void find_blocks(CaptureInfo& info) {
     // Forward kernels inside each module: each kernel credits its module and the module's
     // recorded ancestors (found by name: containers such as ModuleList are not recorded).
-    const size_t nm = c.module_name.size();
-    std::vector<std::vector<int32_t>> ancestors(nm);
-    for (size_t m = 0; m < nm; ++m) {
-        const std::string& n = c.module_name[m];
-        for (size_t dot = n.size(); dot != std::string::npos && dot > 0; dot = n.rfind('.', dot - 1)) {
-            int32_t a = c.find_module(n.substr(0, dot));
-            if (a >= 0) ancestors[m].push_back(a);
+    const size_t module_count = info.module_name.size();
+    std::vector<std::vector<int32_t>> ancestors(module_count);
+    for (size_t m = 0; m < module_count; ++m) {
+        const std::string& name = info.module_name[m];
+        for (size_t dot = name.size(); dot != std::string::npos && dot > 0; dot = name.rfind('.', dot - 1)) {
+            int32_t ancestor = info.find_module(name.substr(0, dot));
+            if (ancestor >= 0) ancestors[m].push_back(ancestor);
         }
     }
-    std::vector<int64_t> fwd(nm, 0);
-    for (size_t k = 0; k < c.kernel_module.size(); ++k)
-        if (c.kernel_phase[k] == trace::Phase::Forward && c.kernel_module[k] >= 0)
-            for (int32_t a : ancestors[static_cast<size_t>(c.kernel_module[k])]) ++fwd[static_cast<size_t>(a)];
+    std::vector<int64_t> fwd(module_count, 0);
+    for (size_t k = 0; k < info.kernel_module.size(); ++k)
+        if (info.kernel_phase[k] == trace::Phase::Forward && info.kernel_module[k] >= 0)
+            for (int32_t ancestor : ancestors[static_cast<size_t>(info.kernel_module[k])]) ++fwd[static_cast<size_t>(ancestor)];
     // Candidate stacks: the numbered children of one prefix (ModuleList, Sequential), and the
     // named children of one prefix when there are two or more, all of one type (blocks kept in
     // an nn.ModuleDict and called in a loop of the user's own).
     std::map<std::string, std::vector<std::pair<int, int32_t>>> groups;
     std::map<std::string, std::vector<int32_t>> named;
     std::map<std::string, int64_t> work;
-    for (size_t m = 0; m < c.module_name.size(); ++m) {
-        if (!c.made_in.empty() && c.made_in[m] >= 0) continue;   // made in a forward: not the user's to name
+    for (size_t m = 0; m < info.module_name.size(); ++m) {
+        if (!info.made_in.empty() && info.made_in[m] >= 0) continue;   // made in a forward: not the user's to name
         // A container with no forward (nn.ModuleList, nn.ModuleDict: diffusers' resnets and
         // attentions lists side by side in each UNet block) is never called: the model iterates
         // it. A checkpoint of it wraps nothing that runs (checkpoint_wrapper makes it a module
         // the model cannot iterate), so it is no block; its children may be.
-        if (c.module_type[m] == "ModuleList" || c.module_type[m] == "ModuleDict") continue;
+        if (info.module_type[m] == "ModuleList" || info.module_type[m] == "ModuleDict") continue;
         std::string prefix;
         int number = 0;
-        if (split_numbered(c.module_name[m], prefix, number)) {
+        if (split_numbered(info.module_name[m], prefix, number)) {
             groups[prefix].push_back({number, static_cast<int32_t>(m)});
             work[prefix] += fwd[m];
-        } else if (size_t dot = c.module_name[m].rfind('.'); dot != std::string::npos) {
-            named[c.module_name[m].substr(0, dot)].push_back(static_cast<int32_t>(m));
+        } else if (size_t dot = info.module_name[m].rfind('.'); dot != std::string::npos) {
+            named[info.module_name[m].substr(0, dot)].push_back(static_cast<int32_t>(m));
         }
     }
     // A member's type; a block wrapped by checkpoint_wrapper (a capture with a checkpoint setting
     // applied to some blocks) has the type of the module it wraps.
     auto type_of = [&](int32_t module) -> const std::string& {
-        const std::string& type = c.module_type[static_cast<size_t>(module)];
+        const std::string& type = info.module_type[static_cast<size_t>(module)];
         if (type != "CheckpointWrapper") return type;
-        int32_t inner = c.find_module(c.module_name[static_cast<size_t>(module)] + "._checkpoint_wrapped_module");
-        return inner >= 0 ? c.module_type[static_cast<size_t>(inner)] : type;
+        int32_t inner = info.find_module(info.module_name[static_cast<size_t>(module)] + "._checkpoint_wrapped_module");
+        return inner >= 0 ? info.module_type[static_cast<size_t>(inner)] : type;
     };
     auto one_type = [&](const std::string& prefix) {
         const auto& members = groups[prefix];
@@ -94,17 +94,17 @@ void find_blocks(CaptureInfo& c) {
     };
     // Per module: its runs of consecutive forward kernels of its own (one per call of a module
     // that runs one kernel a call).
-    std::vector<int64_t> runs(nm, 0);
+    std::vector<int64_t> runs(module_count, 0);
     int32_t previous = -1;
-    for (size_t k = 0; k < c.kernel_module.size(); ++k) {
-        if (c.kernel_phase[k] != trace::Phase::Forward) continue;
-        const int32_t module = c.kernel_module[k];
+    for (size_t k = 0; k < info.kernel_module.size(); ++k) {
+        if (info.kernel_phase[k] != trace::Phase::Forward) continue;
+        const int32_t module = info.kernel_module[k];
         if (module >= 0 && module != previous) ++runs[static_cast<size_t>(module)];
         previous = module;
     }
     // A module with recorded modules inside it (a module whose forward calls others).
-    std::vector<char> composite(nm, 0);
-    for (size_t m = 0; m < nm; ++m)
+    std::vector<char> composite(module_count, 0);
+    for (size_t m = 0; m < module_count; ++m)
         for (int32_t outer_module : ancestors[m])
             if (outer_module != static_cast<int32_t>(m)) composite[static_cast<size_t>(outer_module)] = 1;
     for (auto& [prefix, members] : named) {
@@ -130,15 +130,15 @@ void find_blocks(CaptureInfo& c) {
     // A member's structure: the names (below it, checkpoint wrappers left out) and types of the
     // modules inside it.
     auto structure = [&](int32_t member) {
-        const std::string& base = c.module_name[static_cast<size_t>(member)];
+        const std::string& base = info.module_name[static_cast<size_t>(member)];
         static const std::string wrapper = "._checkpoint_wrapped_module";
         std::vector<std::pair<std::string, std::string>> parts;
-        for (size_t m = 0; m < nm; ++m) {
-            if (!under(c.module_name[m], base)) continue;
-            std::string rest = c.module_name[m].substr(base.size());
+        for (size_t m = 0; m < module_count; ++m) {
+            if (!under(info.module_name[m], base)) continue;
+            std::string rest = info.module_name[m].substr(base.size());
             for (size_t at = rest.find(wrapper); at != std::string::npos; at = rest.find(wrapper))
                 rest.erase(at, wrapper.size());
-            if (c.module_type[m] != "CheckpointWrapper") parts.emplace_back(rest, c.module_type[m]);
+            if (info.module_type[m] != "CheckpointWrapper") parts.emplace_back(rest, info.module_type[m]);
         }
         std::sort(parts.begin(), parts.end());
         return parts;
@@ -155,7 +155,7 @@ void find_blocks(CaptureInfo& c) {
     };
     auto inner_work = [&](int32_t member) {   // the forward work of the outermost stacks inside it
         int64_t sum = 0;
-        const std::string& base = c.module_name[static_cast<size_t>(member)];
+        const std::string& base = info.module_name[static_cast<size_t>(member)];
         for (auto& [other, ow] : work) {
             if (!under(other, base) || !stacked(other)) continue;
             bool outermost = true;
@@ -189,7 +189,7 @@ void find_blocks(CaptureInfo& c) {
             best = w;
             top = prefix;
         }
-    c.module_block.assign(c.module_name.size(), -1);
+    info.module_block.assign(info.module_name.size(), -1);
     if (best <= 0) return;
     // Other stacks of repeated layers join it (an encoder-decoder's encoder and decoder layers):
     // children of one type each, with forward work, neither inside nor around a chosen one.
@@ -206,10 +206,10 @@ void find_blocks(CaptureInfo& c) {
             if (apart) stacks.push_back(prefix);
         }
     // In forward order: by each block's first forward kernel.
-    std::vector<int64_t> first(nm, INT64_MAX);
-    for (size_t k = 0; k < c.kernel_module.size(); ++k)
-        if (c.kernel_phase[k] == trace::Phase::Forward && c.kernel_module[k] >= 0)
-            for (int32_t anc : ancestors[static_cast<size_t>(c.kernel_module[k])])
+    std::vector<int64_t> first(module_count, INT64_MAX);
+    for (size_t k = 0; k < info.kernel_module.size(); ++k)
+        if (info.kernel_phase[k] == trace::Phase::Forward && info.kernel_module[k] >= 0)
+            for (int32_t anc : ancestors[static_cast<size_t>(info.kernel_module[k])])
                 first[static_cast<size_t>(anc)] = std::min<int64_t>(first[static_cast<size_t>(anc)],
                                                                     static_cast<int64_t>(k));
     std::vector<std::pair<int64_t, int32_t>> members;
@@ -217,17 +217,18 @@ void find_blocks(CaptureInfo& c) {
         for (auto& [number, m] : groups[stack]) members.emplace_back(first[static_cast<size_t>(m)], m);
     std::sort(members.begin(), members.end());
     for (auto& [at, m] : members) {
-        c.module_block[static_cast<size_t>(m)] = static_cast<int32_t>(c.block_name.size());
-        c.block_name.push_back(c.module_name[static_cast<size_t>(m)]);
-        c.block_module.push_back(m);
+        info.module_block[static_cast<size_t>(m)] = static_cast<int32_t>(info.block_name.size());
+        info.block_name.push_back(info.module_name[static_cast<size_t>(m)]);
+        info.block_module.push_back(m);
     }
-    for (const std::string& stack : stacks) c.block_prefix += (c.block_prefix.empty() ? "" : ", ") + stack;
-    for (size_t m = 0; m < c.module_name.size(); ++m)
-        for (size_t b = 0; b < c.block_module.size(); ++b)
-            if (c.within(static_cast<int32_t>(m), c.block_module[b])) c.module_block[m] = static_cast<int32_t>(b);
+    for (const std::string& stack : stacks) info.block_prefix += (info.block_prefix.empty() ? "" : ", ") + stack;
+    for (size_t m = 0; m < info.module_name.size(); ++m)
+        for (size_t b = 0; b < info.block_module.size(); ++b)
+            if (info.within(static_cast<int32_t>(m), info.block_module[b]))
+                info.module_block[m] = static_cast<int32_t>(b);
 }
 
-// The meta of the model and optimizer as built (python/mhc_torch/capturing.py model_facts).
+// The meta of the model and optimizer as built (python/mhc_torch/step_facts.py model_facts).
 void read_model_facts(const trace::TraceData& trace_data, CaptureInfo& info) {
     auto bad = [&](const std::string& key, const std::string& why) {
         return Error(trace_data.path + ": meta " + key + ": " + why +
@@ -447,9 +448,10 @@ int32_t CaptureInfo::find_module(const std::string& name) const {
 bool CaptureInfo::within(int32_t module, int32_t ancestor) const {
     if (module < 0 || ancestor < 0) return false;
     if (module == ancestor) return true;
-    const std::string& m = module_name[static_cast<size_t>(module)];
-    const std::string& a = module_name[static_cast<size_t>(ancestor)];
-    return m.size() > a.size() && m.compare(0, a.size(), a) == 0 && m[a.size()] == '.';
+    const std::string& name = module_name[static_cast<size_t>(module)];
+    const std::string& ancestor_name = module_name[static_cast<size_t>(ancestor)];
+    return name.size() > ancestor_name.size() && name.compare(0, ancestor_name.size(), ancestor_name) == 0 &&
+           name[ancestor_name.size()] == '.';
 }
 
 std::vector<uint8_t> CaptureInfo::inside_any(const std::vector<int32_t>& roots) const {
@@ -466,74 +468,88 @@ bool CaptureInfo::adam_optimizer() const {
 }
 
 std::string CaptureInfo::user_name(int32_t module) const {
-    const std::string& n = module_name[static_cast<size_t>(module)];
-    if (!root.empty() && n.size() > root.size() && n.compare(0, root.size(), root) == 0 && n[root.size()] == '.')
-        return n.substr(root.size() + 1);
-    return n == root ? "" : n;
+    const std::string& name = module_name[static_cast<size_t>(module)];
+    if (!root.empty() && name.size() > root.size() && name.compare(0, root.size(), root) == 0 &&
+        name[root.size()] == '.')
+        return name.substr(root.size() + 1);
+    return name == root ? "" : name;
 }
 
-CaptureInfo load_capture_info(const trace::TraceData& t) {
-    CaptureInfo c;
-    c.path = t.path;
-    trace::Reader r(t.path);
+CaptureInfo load_capture_info(const trace::TraceData& trace_data) {
+    CaptureInfo info;
+    info.path = trace_data.path;
+    trace::Reader reader(trace_data.path);
     const std::string hint = ": capture the training step with mhc-torch capture (docs/torch.md)";
     std::vector<int64_t> module_ids;
-    r.for_each([&](const trace::Module& m) {
-        module_ids.push_back(m.id);
-        c.module_name.push_back(t.str(m.name));
-        c.module_type.push_back(t.str(m.type));
-        if (m.parent == 0 && c.root.empty()) c.root = t.str(m.name);
+    reader.for_each([&](const trace::Module& module_row) {
+        module_ids.push_back(module_row.id);
+        info.module_name.push_back(trace_data.str(module_row.name));
+        info.module_type.push_back(trace_data.str(module_row.type));
+        if (module_row.parent == 0 && info.root.empty()) info.root = trace_data.str(module_row.name);
     });
-    if (module_ids.empty()) throw Error(t.path + ": no modules recorded (not a model capture)" + hint);
-    for (size_t i = 0; i < c.module_name.size(); ++i) c.module_index.emplace(c.module_name[i], static_cast<int32_t>(i));
+    if (module_ids.empty()) throw Error(trace_data.path + ": no modules recorded (not a model capture)" + hint);
+    for (size_t i = 0; i < info.module_name.size(); ++i)
+        info.module_index.emplace(info.module_name[i], static_cast<int32_t>(i));
     auto module_at = [&](int64_t id) -> int32_t {
         auto it = std::lower_bound(module_ids.begin(), module_ids.end(), id);
         return it != module_ids.end() && *it == id ? static_cast<int32_t>(it - module_ids.begin()) : -1;
     };
-    const size_t nk = t.kernels.size();
-    c.kernel_module.assign(nk, -1);
-    c.kernel_phase.assign(nk, trace::Phase::Other);
-    std::vector<uint8_t> seen(nk, 0);
+    const size_t kernel_count = trace_data.kernels.size();
+    info.kernel_module.assign(kernel_count, -1);
+    info.kernel_phase.assign(kernel_count, trace::Phase::Other);
+    std::vector<uint8_t> seen(kernel_count, 0);
     int64_t info_rows = 0;
-    r.for_each([&](const trace::KernelInfo& k) {
-        int64_t row = t.kernel_at(k.kernel);
-        if (row < 0) throw Error(where_row(t.path, "kernel_info", k.kernel, "names kernel " + std::to_string(k.kernel) + ", which the trace lacks"));
-        int32_t m = k.module == 0 ? -1 : module_at(k.module);
-        if (k.module != 0 && m < 0) throw Error(where_row(t.path, "kernel_info", k.kernel, "names module " + std::to_string(k.module) + ", which the trace lacks"));
-        c.kernel_module[static_cast<size_t>(row)] = m;
-        c.kernel_phase[static_cast<size_t>(row)] = k.phase;
+    reader.for_each([&](const trace::KernelInfo& kernel_info) {
+        int64_t row = trace_data.kernel_at(kernel_info.kernel);
+        if (row < 0)
+            throw Error(where_row(trace_data.path, "kernel_info", kernel_info.kernel,
+                                  "names kernel " + std::to_string(kernel_info.kernel) + ", which the trace lacks"));
+        int32_t module_index = kernel_info.module == 0 ? -1 : module_at(kernel_info.module);
+        if (kernel_info.module != 0 && module_index < 0)
+            throw Error(where_row(trace_data.path, "kernel_info", kernel_info.kernel,
+                                  "names module " + std::to_string(kernel_info.module) + ", which the trace lacks"));
+        info.kernel_module[static_cast<size_t>(row)] = module_index;
+        info.kernel_phase[static_cast<size_t>(row)] = kernel_info.phase;
         seen[static_cast<size_t>(row)] = 1;
         ++info_rows;
     });
-    if (info_rows < static_cast<int64_t>(nk))
-        throw Error(t.path + ": " + std::to_string(nk - static_cast<size_t>(info_rows)) + " of " + std::to_string(nk) +
-                    " kernels have no kernel_info row (phase and module)" + hint);
+    if (info_rows < static_cast<int64_t>(kernel_count))
+        throw Error(trace_data.path + ": " + std::to_string(kernel_count - static_cast<size_t>(info_rows)) + " of " +
+                    std::to_string(kernel_count) + " kernels have no kernel_info row (phase and module)" + hint);
     std::vector<std::tuple<int32_t, int32_t, int32_t>> saved;   // (allocation row, kernel row, packs)
-    r.for_each([&](const trace::SavedTensor& s) {
-        int64_t a = t.allocation_at(s.allocation), k = t.kernel_at(s.kernel);
-        if (a < 0) throw Error(where_row(t.path, "saved_tensors", s.allocation, "names allocation " + std::to_string(s.allocation) + ", which the trace lacks"));
-        if (k < 0) throw Error(where_row(t.path, "saved_tensors", s.allocation, "names kernel " + std::to_string(s.kernel) + ", which the trace lacks"));
-        saved.push_back({static_cast<int32_t>(a), static_cast<int32_t>(k), s.packs});
+    reader.for_each([&](const trace::SavedTensor& saved_tensor) {
+        int64_t allocation_row = trace_data.allocation_at(saved_tensor.allocation),
+                kernel_row = trace_data.kernel_at(saved_tensor.kernel);
+        if (allocation_row < 0)
+            throw Error(
+                where_row(trace_data.path, "saved_tensors", saved_tensor.allocation,
+                          "names allocation " + std::to_string(saved_tensor.allocation) + ", which the trace lacks"));
+        if (kernel_row < 0)
+            throw Error(where_row(trace_data.path, "saved_tensors", saved_tensor.allocation,
+                                  "names kernel " + std::to_string(saved_tensor.kernel) + ", which the trace lacks"));
+        saved.emplace_back(static_cast<int32_t>(allocation_row), static_cast<int32_t>(kernel_row), saved_tensor.packs);
     });
-    if (saved.empty()) throw Error(t.path + ": no saved tensors recorded (which storages autograd keeps for the backward)" + hint);
+    if (saved.empty())
+        throw Error(trace_data.path + ": no saved tensors recorded (which storages autograd keeps for the backward)" +
+                    hint);
     std::sort(saved.begin(), saved.end());
-    c.saved_rows = static_cast<int64_t>(saved.size());
-    c.saved_begin.assign(t.allocations.size() + 1, 0);
-    for (auto& [a, k, n] : saved) ++c.saved_begin[static_cast<size_t>(a) + 1];
-    for (size_t i = 1; i < c.saved_begin.size(); ++i) c.saved_begin[i] += c.saved_begin[i - 1];
-    c.saved_by.resize(saved.size());
-    c.saved_packs.resize(saved.size());
+    info.saved_rows = static_cast<int64_t>(saved.size());
+    info.saved_begin.assign(trace_data.allocations.size() + 1, 0);
+    for (auto& [a, k, n] : saved) ++info.saved_begin[static_cast<size_t>(a) + 1];
+    for (size_t i = 1; i < info.saved_begin.size(); ++i) info.saved_begin[i] += info.saved_begin[i - 1];
+    info.saved_by.resize(saved.size());
+    info.saved_packs.resize(saved.size());
     for (size_t i = 0; i < saved.size(); ++i) {
-        c.saved_by[i] = std::get<1>(saved[i]);
-        c.saved_packs[i] = std::get<2>(saved[i]);
+        info.saved_by[i] = std::get<1>(saved[i]);
+        info.saved_packs[i] = std::get<2>(saved[i]);
     }
-    read_unregistered(t, c);   // before the blocks: such a module is never one
-    find_blocks(c);
-    read_model_facts(t, c);
-    read_frame_holds(t, c);   // python/mhc_torch/frame_holds.py; absent: free at the last use
-    read_unpacks(t, c);
-    read_module_calls(t, c);
-    return c;
+    read_unregistered(trace_data, info);   // before the blocks: such a module is never one
+    find_blocks(info);
+    read_model_facts(trace_data, info);
+    read_frame_holds(trace_data, info);   // python/mhc_torch/frame_holds.py; absent: free at the last use
+    read_unpacks(trace_data, info);
+    read_module_calls(trace_data, info);
+    return info;
 }
 
 }  // namespace mhc::advise

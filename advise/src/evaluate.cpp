@@ -68,8 +68,9 @@ std::vector<Memory> measure(const trace::TraceData& trace_data, const std::vecto
             mem.capacity = capacity;
             mem.reserved_at = mem.reserved;
             // garbage_collection_threshold collects above that share of the capacity
-            const double gc = sim::allocator_settings_for(trace_data, conf).garbage_collection_threshold;
-            const bool collects = gc > 0 && mem.reserved > static_cast<int64_t>(gc * static_cast<double>(capacity));
+            const double gc_threshold = sim::allocator_settings_for(trace_data, conf).garbage_collection_threshold;
+            const bool collects = gc_threshold > 0 &&
+                                  mem.reserved > static_cast<int64_t>(gc_threshold * static_cast<double>(capacity));
             if (mem.reserved > capacity || collects) {   // some cudaMalloc fails there: PyTorch's retries decide
                 const sim::CachingUnderLimit run = sim::caching_under_limit(*prep, conf, capacity);
                 mem.fits = run.runs;
@@ -114,29 +115,32 @@ std::vector<Memory> measure(const trace::TraceData& trace_data, const std::vecto
     return out;
 }
 
-Evaluator::Evaluator(const Base& b, sim::LinkModel link, HostModel host) : b_(b), link_(std::move(link)), host_(host) {}
+Evaluator::Evaluator(const Base& base, sim::LinkModel link, HostModel host)
+    : b_(base), link_(std::move(link)), host_(host) {}
 
-Plan Evaluator::plan(const Setting& s) const {
-    Plan p = b_.plan;
-    Context c = make_context(b_, s, host_);
-    for (const auto& t : make_transforms(b_, s)) t->apply(c, p);
-    return p;
+Plan Evaluator::plan(const Setting& setting) const {
+    Plan planned = b_.plan;
+    Context context = make_context(b_, setting, host_);
+    for (const auto& transform : make_transforms(b_, setting)) transform->apply(context, planned);
+    return planned;
 }
 
-Evaluator::Quick Evaluator::quick(const Setting& s) const {
-    Plan p = plan(s);
-    Order o = order_of(p);
-    Quick q;
-    q.live = live_profile(p, o, b_.device);
-    q.step_time = timing(p, o, link_).makespan;
-    return q;
+Evaluator::Quick Evaluator::quick(const Setting& setting) const {
+    Plan planned = plan(setting);
+    Order order = order_of(planned);
+    Quick answer;
+    answer.live = live_profile(planned, order, b_.device);
+    answer.step_time = timing(planned, order, link_).makespan;
+    return answer;
 }
 
-trace::TraceData Evaluator::trace(const Setting& s) const {
-    Plan p = plan(s);
-    Order o = order_of(p);
-    Timing tm = timing(p, o, link_, false);   // one stream in launch order: the predicted memory (plan.hpp)
-    return to_trace(p, o, tm, *b_.trace, {{"source", "advise"}, {"advise.setting", to_json(s)}, {"timing", "estimated"}});
+trace::TraceData Evaluator::trace(const Setting& setting) const {
+    Plan planned = plan(setting);
+    Order order = order_of(planned);
+    Timing timed = timing(planned, order, link_,
+                          false);   // one stream in launch order: the predicted memory (plan.hpp)
+    return to_trace(planned, order, timed, *b_.trace,
+                    {{"source", "advise"}, {"advise.setting", to_json(setting)}, {"timing", "estimated"}});
 }
 
 Prediction Evaluator::predict(const Setting& setting, int64_t capacity) const {
@@ -147,7 +151,7 @@ std::vector<Prediction> Evaluator::predict(const Setting& setting, const std::ve
                                            int64_t capacity) const {
     const Plan transformed = plan(setting);
     const Order order = order_of(transformed);
-    const Timing tm = timing(transformed, order, link_);
+    const Timing timed = timing(transformed, order, link_);
     const LiveProfile lp = live_profile(transformed, order, b_.device);
     const Timing launch_order = timing(transformed, order, link_, false);
     const trace::TraceData written = to_trace(transformed, order, launch_order, *b_.trace,
@@ -158,12 +162,12 @@ std::vector<Prediction> Evaluator::predict(const Setting& setting, const std::ve
         Prediction pred;
         pred.memory = memory;
         pred.host_peak = lp.host_peak;
-        pred.step_time = tm.makespan;
-        pred.waits = tm.waits;
-        pred.h2d_bytes = tm.h2d_bytes;
-        pred.d2h_bytes = tm.d2h_bytes;
-        pred.comm = tm.comm;
-        pred.comm_waits = tm.comm_waits;
+        pred.step_time = timed.makespan;
+        pred.waits = timed.waits;
+        pred.h2d_bytes = timed.h2d_bytes;
+        pred.d2h_bytes = timed.d2h_bytes;
+        pred.comm = timed.comm;
+        pred.comm_waits = timed.comm_waits;
         out.push_back(pred);
     }
     return out;
@@ -175,26 +179,30 @@ std::vector<Prediction> Evaluator::predict(const Setting& setting, const std::ve
 
 namespace mhc::advise {
 
-void write_trace(const trace::TraceData& t, const std::string& path, bool force) {
-    trace::Writer w(path, force ? IfExists::Replace : IfExists::Refuse);
-    for (size_t i = 1; i < t.strings.size(); ++i) w.intern(t.strings[i]);   // ids stay as they are
-    for (auto& [k, v] : t.meta)
-        if (k != "format" && k != "schema_version") w.set_meta(k, v);
-    for (size_t i = 0; i < t.allocations.size(); ++i) w.add(t.allocations.row(i));
-    for (size_t k = 0; k < t.kernels.size(); ++k) {
-        const trace::Kernel kernel = t.kernels.row(k);
-        w.add(kernel);
-        for (int64_t j = t.kernels.access_begin[k]; j < t.kernels.access_begin[k + 1]; ++j)
-            w.add(trace::Access{kernel.id, t.allocations.id[static_cast<size_t>(t.accesses.allocation[static_cast<size_t>(j)])],
-                                t.accesses.mode[static_cast<size_t>(j)]});
+void write_trace(const trace::TraceData& trace_data, const std::string& path, bool force) {
+    trace::Writer writer(path, force ? IfExists::Replace : IfExists::Refuse);
+    for (size_t i = 1; i < trace_data.strings.size(); ++i)
+        writer.intern(trace_data.strings[i]);   // ids stay as they are
+    for (auto& [k, v] : trace_data.meta)
+        if (k != "format" && k != "schema_version") writer.set_meta(k, v);
+    for (size_t i = 0; i < trace_data.allocations.size(); ++i) writer.add(trace_data.allocations.row(i));
+    for (size_t k = 0; k < trace_data.kernels.size(); ++k) {
+        const trace::Kernel kernel = trace_data.kernels.row(k);
+        writer.add(kernel);
+        for (int64_t j = trace_data.kernels.access_begin[k]; j < trace_data.kernels.access_begin[k + 1]; ++j)
+            writer.add(trace::Access{
+                kernel.id,
+                trace_data.allocations.id[static_cast<size_t>(trace_data.accesses.allocation[static_cast<size_t>(j)])],
+                trace_data.accesses.mode[static_cast<size_t>(j)]});
     }
-    for (size_t c = 0; c < t.copies.size(); ++c)
-        w.add(trace::Copy{t.copies.id[c], t.copies.device[c], t.copies.stream[c], t.copies.kind[c], t.copies.bytes[c],
-                          t.copies.t_start[c], t.copies.t_end[c]});
-    for (size_t m = 0; m < t.markers.size(); ++m)
-        w.add(trace::Marker{t.markers.id[m], t.markers.name[m], t.markers.t_start[m], t.markers.t_end[m], t.markers.kind[m],
-                            t.markers.index[m]});
-    w.finish();
+    for (size_t c = 0; c < trace_data.copies.size(); ++c)
+        writer.add(trace::Copy{trace_data.copies.id[c], trace_data.copies.device[c], trace_data.copies.stream[c],
+                               trace_data.copies.kind[c], trace_data.copies.bytes[c], trace_data.copies.t_start[c],
+                               trace_data.copies.t_end[c]});
+    for (size_t m = 0; m < trace_data.markers.size(); ++m)
+        writer.add(trace::Marker{trace_data.markers.id[m], trace_data.markers.name[m], trace_data.markers.t_start[m],
+                                 trace_data.markers.t_end[m], trace_data.markers.kind[m], trace_data.markers.index[m]});
+    writer.finish();
 }
 
 }  // namespace mhc::advise

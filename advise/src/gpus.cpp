@@ -21,9 +21,9 @@ const GpuMemory kGpus[] = {
 }  // namespace
 
 std::string gpu_names() {
-    std::string s;
-    for (const GpuMemory& g : kGpus) s += (s.empty() ? "" : ", ") + std::string(g.name);
-    return s;
+    std::string names;
+    for (const GpuMemory& gpu : kGpus) names += (names.empty() ? "" : ", ") + std::string(gpu.name);
+    return names;
 }
 
 const GpuMemory* find_gpu(const std::string& name) {

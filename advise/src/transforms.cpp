@@ -9,31 +9,32 @@ std::vector<int32_t> resolve_modules(const CaptureInfo& info, const std::vector<
                                      const std::string& field) {
     std::vector<int32_t> out;
     for (const std::string& n : names) {
-        int32_t m = info.find_module(n);
-        if (m < 0 && !info.root.empty()) m = info.find_module(info.root + "." + n);   // model.get_submodule's spelling
-        if (m < 0) {
+        int32_t module_index = info.find_module(n);
+        if (module_index < 0 && !info.root.empty())
+            module_index = info.find_module(info.root + "." + n);   // model.get_submodule's spelling
+        if (module_index < 0) {
             std::string hint = info.block_name.empty() ? info.root : info.block_name.front();
             throw Error("setting: field '" + field + "': the model has no module '" + n + "' (" + info.path + " records " +
                         std::to_string(info.module_name.size()) + " modules, e.g. '" + hint + "')");
         }
-        if (!info.made_in.empty() && info.made_in[static_cast<size_t>(m)] >= 0) {
-            const int32_t made_in = info.made_in[static_cast<size_t>(m)];
+        if (!info.made_in.empty() && info.made_in[static_cast<size_t>(module_index)] >= 0) {
+            const int32_t made_in = info.made_in[static_cast<size_t>(module_index)];
             const std::string caller = info.user_name(made_in).empty() ? info.root : info.user_name(made_in);
             throw Error("setting: field '" + field + "': module '" + n + "' is made inside the forward of '" + caller +
                         "' on each call, not registered under the model (model.get_submodule cannot reach it); "
                         "name '" + caller + "' instead");
         }
-        out.push_back(m);
+        out.push_back(module_index);
     }
     return out;
 }
 
-Context make_context(const Base& b, const Setting& s, HostModel host) {
-    Context ctx{b, s, host, {}, {}};
+Context make_context(const Base& base, const Setting& setting, HostModel host) {
+    Context ctx{base, setting, host, {}, {}};
     std::vector<int32_t> roots;
-    for (const Region& r : checkpoint_regions(b.info, s.checkpoint)) roots.push_back(r.module);
-    ctx.in_checkpoint = b.info.inside_any(roots);
-    ctx.caller = forward_callers(b);
+    for (const Region& region : checkpoint_regions(base.info, setting.checkpoint)) roots.push_back(region.module);
+    ctx.in_checkpoint = base.info.inside_any(roots);
+    ctx.caller = forward_callers(base);
     return ctx;
 }
 
@@ -84,29 +85,31 @@ std::vector<int32_t> forward_callers(const Base& base) {
     return caller;
 }
 
-std::vector<std::unique_ptr<Transform>> make_transforms(const Base& b, const Setting& s) {
-    std::vector<std::unique_ptr<Transform>> t;
-    if (!s.checkpoint.empty()) t.push_back(make_checkpoint(b, s.checkpoint));
-    if (s.offload) t.push_back(make_offload(b, *s.offload));
-    if (s.optimizer_impl == OptimizerImpl::Fused && !b.info.adam_optimizer())
+std::vector<std::unique_ptr<Transform>> make_transforms(const Base& base, const Setting& setting) {
+    std::vector<std::unique_ptr<Transform>> transforms;
+    if (!setting.checkpoint.empty()) transforms.push_back(make_checkpoint(base, setting.checkpoint));
+    if (setting.offload) transforms.push_back(make_offload(base, *setting.offload));
+    if (setting.optimizer_impl == OptimizerImpl::Fused && !base.info.adam_optimizer())
         throw Error(
             "setting: field 'optimizer.impl': the fused kernel is modelled for Adam and AdamW; the capture's "
             "optimizer is " +
-            b.info.optimizer_class + ": capture the step with fused=True instead");
-    if (s.optimizer_impl == OptimizerImpl::Fused) t.push_back(make_fused_optimizer(b));
-    if (s.optimizer_impl == OptimizerImpl::Foreach && b.optimizer_impl != "foreach")
-        throw Error("setting: field 'optimizer.impl': foreach adds temporaries the capture does not show "
-                    "(it ran " + (b.optimizer_impl.empty() ? std::string("neither foreach nor fused AdamW") : b.optimizer_impl) +
-                    "): capture the step with the foreach optimizer instead");
-    if (s.optimizer_impl == OptimizerImpl::Forloop)
+            base.info.optimizer_class + ": capture the step with fused=True instead");
+    if (setting.optimizer_impl == OptimizerImpl::Fused) transforms.push_back(make_fused_optimizer(base));
+    if (setting.optimizer_impl == OptimizerImpl::Foreach && base.optimizer_impl != "foreach")
+        throw Error(
+            "setting: field 'optimizer.impl': foreach adds temporaries the capture does not show "
+            "(it ran " +
+            (base.optimizer_impl.empty() ? std::string("neither foreach nor fused AdamW") : base.optimizer_impl) +
+            "): capture the step with the foreach optimizer instead");
+    if (setting.optimizer_impl == OptimizerImpl::Forloop)
         throw Error("setting: field 'optimizer.impl': forloop is not modelled from a capture of another implementation: "
                     "capture the step with it");
-    if (s.optimizer_on_host) t.push_back(make_host_optimizer(b));
-    if (!s.reshard_after_forward.empty()) t.push_back(make_reshard(b, s.reshard_after_forward));
-    if (s.bf16_weights)
+    if (setting.optimizer_on_host) transforms.push_back(make_host_optimizer(base));
+    if (!setting.reshard_after_forward.empty()) transforms.push_back(make_reshard(base, setting.reshard_after_forward));
+    if (setting.bf16_weights)
         throw Error("setting: field 'weights': bf16 weights change every activation's type, which a capture with fp32 "
                     "weights does not record: capture the step with bf16 weights instead (mhc-torch capture --weights bf16)");
-    return t;
+    return transforms;
 }
 
 }  // namespace mhc::advise

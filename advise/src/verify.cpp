@@ -28,9 +28,9 @@ namespace mhc::advise {
 
 namespace {
 
-std::vector<std::string> split_spaces(const std::string& s) {
+std::vector<std::string> split_spaces(const std::string& text) {
     std::vector<std::string> out;
-    std::istringstream in(s);
+    std::istringstream in(text);
     for (std::string w; in >> w;) out.push_back(w);
     return out;
 }
@@ -117,20 +117,20 @@ Captured capture_with(const std::string& trace_path, const std::map<std::string,
     // O_CREAT | O_TRUNC (a link planted there was followed), and left behind when the command
     // could not be run or was stopped.
     TempFile log("advise-log");
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, log.fd(), STDOUT_FILENO);
-    posix_spawn_file_actions_adddup2(&fa, log.fd(), STDERR_FILENO);
-    auto t0 = std::chrono::steady_clock::now();
+    posix_spawn_file_actions_t file_actions;
+    posix_spawn_file_actions_init(&file_actions);
+    posix_spawn_file_actions_adddup2(&file_actions, log.fd(), STDOUT_FILENO);
+    posix_spawn_file_actions_adddup2(&file_actions, log.fd(), STDERR_FILENO);
+    auto spawned_at = std::chrono::steady_clock::now();
     pid_t pid = 0;
-    int rc = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
+    int rc = posix_spawnp(&pid, argv[0], &file_actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&file_actions);
     if (rc != 0)
         throw Error("--verify: cannot run " + args[0] + ": " + std::strerror(rc) + " (set MHC_TORCH, or scripts/setup --torch)");
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-    Captured c;
-    c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    Captured result;
+    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - spawned_at).count();
     log.close();
     std::string why = last_line(log.path());
     if (why.empty() && WIFSIGNALED(status))
@@ -144,10 +144,10 @@ Captured capture_with(const std::string& trace_path, const std::map<std::string,
         throw Error("--verify: mhc-torch capture with " + to_json(setting) + " (" + args[0] +
                     ") exited 0 but wrote no trace mhc reads: " + e.what());
     }
-    c.memory = measure(captured, setting.allocator, capacity);
+    result.memory = measure(captured, setting.allocator, capacity);
     int32_t dev = -1;
-    c.host_peak = trace::live_peak(captured, dev).bytes;
-    return c;
+    result.host_peak = trace::live_peak(captured, dev).bytes;
+    return result;
 }
 
 }  // namespace mhc::advise

@@ -101,7 +101,7 @@ def _allocator(conf: str) -> None:
     that can change at run time do), else in the environment for CUDA's initialisation. The
     settings the environment already holds come first and the answer's after them (a later key
     wins), as `mhc advise` prints them and predicts the step: the answer's alone dropped the user's."""
-    from .capturing import allocator_env   # the variables PyTorch reads, in its order
+    from .allocator_environment import allocator_env   # the variables PyTorch reads, in its order
 
     conf = ",".join(c for c in (allocator_env(), conf) if c)
     if torch.cuda.is_available() and torch.cuda.is_initialized():

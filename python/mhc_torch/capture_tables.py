@@ -3,7 +3,7 @@ saved_tensors"): the modules that ran, the storages autograd saves for the backw
 that saved each, forward ops re-run in the backward (checkpointing: phase recompute), and host
 memory (device -1) with the copies to and from it, which settings tell through mhc_torch.placement.
 
-Mixed into capturing.Recording; the methods here read and extend its allocations and kernels.
+Mixed into recording.Recording; the methods here read and extend its allocations and kernels.
 """
 from __future__ import annotations
 

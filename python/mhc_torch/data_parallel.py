@@ -19,13 +19,13 @@ when DDP is built, before the capture follows storages: the capture counts each 
 the capture (setup), when the hook first sees it.
 
 FSDP2 (fully_shard) on the same fake group is one rank's memory (`following_fsdp2`):
-- its parameters are the rank's shards (capturing.py counts a DTensor's local tensor, not the
+- its parameters are the rank's shards (recording.py counts a DTensor's local tensor, not the
   wrapper's global-shape storage);
 - FSDP2 frees a parameter's unsharded memory with `untyped_storage().resize_(0)` after a group's
   forward (reshard_after_forward) and backward, and makes it again with `resize_(size)` before the
   copy-out of the next all-gather (`free_storage`, `alloc_storage` in
-  torch/distributed/fsdp/_fully_shard/_fsdp_param.py): capturing.py follows the resizes; here the
-  unsharded storages are named (category param, "<fqn> (unsharded)") when FSDP2 allocates them;
+  torch/distributed/fsdp/_fully_shard/_fsdp_param.py): fake_mode.py and recording.py follow the
+  resizes; here the unsharded storages are named (category param, "<fqn> (unsharded)") when FSDP2 allocates them;
 - the fake group runs its collectives in C++ without dispatching an op: each all-gather,
   reduce-scatter and all-reduce FSDP2 issues (`dist.all_gather_single`, `dist.reduce_scatter_single`,
   `dist.all_reduce`) is recorded here as a kernel of its own (`c10d::_allgather_base_`, ...) that

@@ -86,3 +86,7 @@ def a_kind(value) -> str:
         return "None"
     name = type(value).__name__
     return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
+class CaptureError(Exception):
+    """The model cannot be captured: the message names the op and the reason (one line)."""

@@ -260,7 +260,8 @@ class StepRun:
             self._give_to_captures()
 
     def _adopt(self, opt, at_its_step: bool) -> None:
-        from .capturing import CaptureError, model_facts
+        from .errors import CaptureError
+        from .step_facts import model_facts
 
         self._settled = True
         self.adopted_facts = model_facts(self.model, opt)

@@ -200,13 +200,13 @@ ATT_B, ATT_S, ATT_H = 2, 32, 4
 def test_attention_flops_whatever_torch_counts(tmp_path, monkeypatch, registry):
     """Fake tensors on the CPU run attention as the CPU's flash kernel; its FLOPs are the GPU
     kernel's whether or not torch's flop counter knows the CPU op (torch 2.11's does not)."""
-    from mhc_torch import capturing
+    from mhc_torch import flops
     from torch.utils.flop_counter import flop_registry
 
     if registry != "torch's":
         drop = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu,
                 torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward}
-        monkeypatch.setattr(capturing, "_flop_registry", {k: v for k, v in flop_registry.items() if k not in drop})
+        monkeypatch.setattr(flops, "_flop_registry", {k: v for k, v in flop_registry.items() if k not in drop})
     path, _ = _capture(tmp_path, "att", build=_Attention, batch=lambda: (torch.randn(ATT_B, ATT_S, K),),
                        autocast_dtype=None, steps=1)
     att = {name: flops for _, name, _, _, _, _, flops in _kernels(path) if "attention" in name}

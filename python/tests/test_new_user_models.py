@@ -288,7 +288,7 @@ def test_compiling_is_refused_where_torch_has_no_nested_compile_question():
     refuses, where it died with a segmentation fault. "Run eagerly" callbacks pass."""
     import torch._dynamo.eval_frame as eval_frame
 
-    from mhc_torch.capturing import _compiled_functions_refused
+    from mhc_torch.compiled_refused import _compiled_functions_refused
 
     original = eval_frame._callback_from_stance
     with _compiled_functions_refused():

@@ -1,6 +1,6 @@
 // A PyTorch memory snapshot's document level (snapshot_doc.hpp): a snapshot saved as JSON read as
 // its pickle, the end state's segments, the host allocator's memory and the keys not read, and the
-// markers and steps of its external_annotations. Split from snapshot.cpp (the trace events' replay).
+// markers and steps of its external_annotations. Beside snapshot_events.cpp (the trace events).
 #include "snapshot_doc.hpp"
 
 #include <rapidjson/error/en.h>
@@ -220,7 +220,7 @@ std::vector<Annotation> external_annotations(const PickleDoc& doc, std::optional
         if (!time || !doc.is_number(*time) || doc.kind(*time) == PickleDoc::Kind::Bool)
             throw bad(std::string("'time_us' is ") + (time ? type_name(doc, *time) : "missing") + ", not a number");
         note.time_us = doc.as_float(*time);
-        // As the trace events' time_us (snapshot.cpp): |t| <= 4e15 us keeps differences * 1000
+        // As the trace events' time_us (snapshot_events.cpp): |t| <= 4e15 us keeps differences * 1000
         // inside int64 nanoseconds. Unbounded, 1e300 or nan was cast to int64 (undefined: UBSan's
         // float-cast-overflow) and became a marker at time 0.
         if (!(std::fabs(note.time_us) <= 4e15)) throw bad("'time_us' is out of range");

@@ -1,4 +1,4 @@
-// A PyTorch memory snapshot's document level, around the trace events that snapshot.cpp replays:
+// A PyTorch memory snapshot's document level, around the trace events that snapshot_replay.cpp replays:
 // a snapshot saved as JSON read as the pickle of the same value, the end state's segments, the
 // pinned host allocator's memory (not imported, said), top-level keys this reader does not know,
 // and the record_function ranges of 'external_annotations' as markers, with the steps they mark

@@ -1,0 +1,246 @@
+"""The contexts a capture runs inside: each changes one behaviour of torch or Python for the
+capture's duration (so that the step runs on fake tensors as it would on a GPU, or records the same
+trace every time) and restores it after."""
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensor
+
+
+@contextlib.contextmanager
+def _older_objects_frozen():
+    """The objects that exist before a capture starts left out of the collections it runs
+    (gc.freeze): a full collection walks every object of the process, hundreds of thousands once
+    torch and transformers are imported (about 0.3 s each), while the capture needs only its own
+    reference cycles collected: an object older than the capture can hold the capture's tensors
+    only while it is alive. Nothing is frozen when something else froze objects already (unfreeze
+    would thaw them too)."""
+    if gc.get_freeze_count() != 0:
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+@contextlib.contextmanager
+def _module_conversion_in_place():
+    """`Module.to(...)`, `.half()`, `.float()` on a model built under fake tensors: torch (2.15)
+    swaps every fake parameter with its converted copy (`torch.utils.swap_tensors`), which refuses
+    a tensor that fake-tensor bookkeeping holds a weak reference to (either one), so conversions failed
+    (`_apply(): Couldn't swap Linear.weight`: peft's `get_peft_model`, `model.to(torch.bfloat16)`
+    in a build_model). Inside the capture a fake parameter takes the converted data in place
+    (`param.data = new`, what Module.to does for ordinary tensors): the same object, the new
+    dtype and storage."""
+    swap = torch.utils.swap_tensors
+
+    def swap_fake(t1, t2):
+        if isinstance(t1, FakeTensor) and isinstance(t2, FakeTensor):
+            t1.data = t2.data
+            return
+        swap(t1, t2)
+
+    torch.utils.swap_tensors = swap_fake
+    try:
+        yield
+    finally:
+        torch.utils.swap_tensors = swap
+
+
+@contextlib.contextmanager
+def _trunc_normal_without_values():
+    """`torch.nn.init.trunc_normal_` (ViT's and timm's initialisation) samples by rejection in
+    torch 2.15, looping until no value lies outside [a, b]: it asks fake tensors for values
+    (`.item()`, `mask.any()`), so building such a model failed. A fake tensor's values are never
+    read, so inside the capture it is filled by one normal_ and clamp_ (same shape, dtype and
+    storage); real tensors keep torch's sampling."""
+    init = torch.nn.init
+    sample = getattr(init, "_no_grad_trunc_normal_", None)
+    if sample is None:
+        yield
+        return
+
+    def trunc_normal(tensor, mean, std, a, b, generator=None):
+        if not isinstance(tensor, FakeTensor):
+            return sample(tensor, mean, std, a, b, generator=generator)
+        with torch.no_grad():
+            return tensor.normal_(mean, std, generator=generator).clamp_(a, b)
+
+    init._no_grad_trunc_normal_ = trunc_normal
+    try:
+        yield
+    finally:
+        init._no_grad_trunc_normal_ = sample
+
+
+@contextlib.contextmanager
+def _value_checks_passed():
+    """`torch._check_tensor_all_with(ValueError, cond, msg)` (and `torch._check_tensor_all`) assert
+    that every value of a boolean tensor is true: transformers' `torch_compilable_check` calls it
+    in 164 models (LLaVA's image tokens against its image features, ...), and it reads the answer
+    with `.item()`, a value fake tensors do not hold, so every such model stopped the capture. A
+    check changes no shape and no memory but its one-byte answer: inside the capture the answer
+    is computed (`cond._is_all_true()`, the kernel the GPU runs) and the check taken as passed,
+    as the step that runs on the GPU would pass it; real tensors are checked as torch does."""
+    check_with, check_all = torch._check_tensor_all_with, torch._check_tensor_all
+
+    def passed(cond) -> bool:
+        if isinstance(cond, FakeTensor):
+            cond._is_all_true()
+            return True
+        return False
+
+    def tensor_all_with(error_type, cond, message=None):
+        if not passed(cond):
+            check_with(error_type, cond, message)
+
+    def tensor_all(cond, message=None):
+        if not passed(cond):
+            check_all(cond, message)
+
+    torch._check_tensor_all_with, torch._check_tensor_all = tensor_all_with, tensor_all
+    try:
+        yield
+    finally:
+        torch._check_tensor_all_with, torch._check_tensor_all = check_with, check_all
+
+
+@contextlib.contextmanager
+def _grad_scaler_on_fake_tensors(device: str):
+    """fp16 training's `torch.amp.GradScaler("cuda")` inside the capture: without a GPU it
+    disabled itself ("CUDA is not available. Disabling."), so the step captured had no loss
+    scaling, unscaling or infinity checks; and on the capture's device its `step` asks whether an
+    infinity was found (`found_inf.item()`), a value fake tensors do not hold. Here a scaler made
+    for CUDA runs on the capture's device, and its step goes ahead as in a step whose gradients
+    are finite (the GPU's answer costs no memory: a 4-byte tensor read by the host)."""
+    from torch.amp import grad_scaler
+
+    cls = grad_scaler.GradScaler
+    init, maybe_step = cls.__init__, cls._maybe_opt_step
+
+    def scaler_init(self, device_name="cuda", *args, **kwargs):
+        init(self, device if device_name == "cuda" else device_name, *args, **kwargs)
+
+    def opt_step(self, optimizer, optimizer_state, *args, **kwargs):
+        if all(isinstance(v, FakeTensor) for v in optimizer_state["found_inf_per_device"].values()):
+            return optimizer.step(*args, **kwargs)
+        return maybe_step(self, optimizer, optimizer_state, *args, **kwargs)
+
+    cls.__init__, cls._maybe_opt_step = scaler_init, opt_step
+    try:
+        yield
+    finally:
+        cls.__init__, cls._maybe_opt_step = init, maybe_step
+
+
+@contextlib.contextmanager
+def _collector_at_step_ends():
+    """Python's cyclic garbage collector off during the capture (collected at each step's end
+    instead): a storage kept only by a reference cycle would otherwise be freed after whichever
+    op happened to trigger a collection, and two captures of one step would differ."""
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+@contextlib.contextmanager
+def _environment_kept(names):
+    """The environment variables `names` as they were before, whatever the code inside sets."""
+    before = {n: os.environ.get(n) for n in names}
+    try:
+        yield
+    finally:
+        for n, v in before.items():
+            if v is None:
+                os.environ.pop(n, None)
+            else:
+                os.environ[n] = v
+
+
+@contextlib.contextmanager
+def _together(*contexts):
+    """The contexts entered in order as one."""
+    with contextlib.ExitStack() as stack:
+        for c in contexts:
+            stack.enter_context(c)
+        yield
+
+
+@contextlib.contextmanager
+def _save_on_cpu_as_offload(model: torch.nn.Module, rec):
+    """While the steps run: a step's own `torch.autograd.graph.save_on_cpu(pin_memory=...)` (every
+    saved tensor copied to pinned host memory in the forward and back in the backward, PyTorch's
+    tutorial "Hooks for saved tensors") is the capture's synchronous offload of the whole forward
+    (offload.py, the setting {"offload": {"mode": "sync", "min_bytes": 0}}), whose host copies
+    and copies back the capture records. On fake tensors of the capture's CPU device, PyTorch's
+    own hooks made their "host" copies on the device (the step's peak rose where it falls on a GPU)
+    and hid every save from the capture (mhc advise: "no saved tensors recorded"). Unlike
+    PyTorch's hooks, the model's parameters and buffers stay where they are when saved (as
+    torchtune's offload does): PyTorch copies a saved fp32 weight to the host and back too (a copy
+    of the weight on the device in the backward), which is not captured."""
+    from .offload import SavedTensorOffload
+
+    cls = torch.autograd.graph.save_on_cpu
+    init = cls.__init__
+
+    def offloading(self, pin_memory: bool = False, device_type: str = "cuda") -> None:
+        off = SavedTensorOffload(model, "sync", 0, 5, 0)
+        rec.user_save_on_cpu = True
+        torch.autograd.graph.saved_tensors_hooks.__init__(self, off._pack, off._unpack)
+
+    cls.__init__ = offloading
+    try:
+        yield
+    finally:
+        cls.__init__ = init
+
+
+def _leaf_safe_mod_tracker():
+    """PyTorch's ModTracker, whose module hooks stop torch.autograd.grad(out, x) when x is a leaf
+    passed to a module (a WGAN-GP's gradient penalty: the critic's gradient at interpolates made
+    with requires_grad_(True)): ModTracker waits for the gradients of all of a module's inputs
+    with register_multi_grad_hook, which asks the engine whether it will run each input's node,
+    and for a leaf under autograd.grad the engine refuses ("A leaf node was passed to
+    _will_engine_execute_node but we are currently running autograd.grad()"). On a GPU the step
+    runs (no tracker). While this tracker is entered, a module's inputs that are leaves are left
+    out of that wait (the module's backward ends with its other inputs' gradients), and a module
+    whose inputs are all leaves ends its backward at the first of their gradients."""
+    from torch.autograd.graph import register_multi_grad_hook
+    from torch.distributed._tools import mod_tracker
+
+    def past_leaves(tensors, fn, *, mode="all"):
+        if mode == "all" and any(t.grad_fn is None for t in tensors):
+            inner = [t for t in tensors if t.grad_fn is not None]
+            if inner:
+                return register_multi_grad_hook(inner, fn, mode="all")
+            return register_multi_grad_hook(tensors, fn, mode="any")
+        return register_multi_grad_hook(tensors, fn, mode=mode)
+
+    class Tracker(mod_tracker.ModTracker):
+        def __enter__(self):
+            self._mhc_kept = mod_tracker.register_multi_grad_hook
+            mod_tracker.register_multi_grad_hook = past_leaves
+            try:
+                return super().__enter__()
+            except BaseException:
+                mod_tracker.register_multi_grad_hook = self._mhc_kept
+                raise
+
+        def __exit__(self, *args):
+            try:
+                return super().__exit__(*args)
+            finally:
+                mod_tracker.register_multi_grad_hook = self._mhc_kept
+
+    return Tracker()

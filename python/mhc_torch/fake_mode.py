@@ -1,0 +1,136 @@
+"""The fake-tensor mode a capture runs the model under: it hands each op the model runs to the
+Recording, and makes the ops whose fake (meta) kernels differ from a GPU's behave as on the GPU
+(sparse results' entries, same-dtype checks)."""
+from __future__ import annotations
+
+import contextlib
+import functools
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+from .recording import Recording, _graph_task_id
+
+
+# Ops whose sparse COO result has as many entries as a sparse input on a GPU, which fake tensors
+# give none (their meta kernels make an empty sparse tensor): the clone the autograd engine makes
+# of nn.Embedding(sparse=True)'s gradient, its coalesce (SparseAdam), whose entries are the
+# distinct rows looked up (the lookups are counted: an upper bound, exact for distinct ids), and
+# sparse_mask (SparseAdam's moments at the gradient's rows: new values, the mask's indices).
+_SPARSE_ROWS_KEPT = {torch.ops.aten.clone.default, torch.ops.aten._coalesce.default,
+                     torch.ops.aten.sparse_mask.default}
+
+
+def _sparse_rows_kept(func, args, out):
+    """out, or for the ops above the sparse tensor with the entries a GPU's has."""
+    if func not in _SPARSE_ROWS_KEPT or not isinstance(out, FakeTensor) or out.layout != torch.sparse_coo:
+        return out
+    rows = args[1] if func is torch.ops.aten.sparse_mask.default else args[0]
+    if out._nnz() == rows._nnz():
+        return out
+    if func is torch.ops.aten.sparse_mask.default:
+        indices = rows._indices()
+        values = args[0].new_empty((rows._nnz(),) + tuple(args[0].shape[rows.sparse_dim():]))
+    else:
+        indices, values = rows._indices().clone(), rows._values().clone()
+    return torch.ops.aten._sparse_coo_tensor_with_dims_and_tensors(
+        rows.sparse_dim(), rows.dense_dim(), list(out.shape), indices, values, dtype=out.dtype,
+        layout=torch.sparse_coo, device=out.device, is_coalesced=func is not torch.ops.aten.clone.default)
+
+
+_aten = torch.ops.aten
+# Ops whose CUDA (and CPU) kernels refuse a source of another dtype than self, where fake tensors'
+# meta kernels do not check it: a step that fails on every device was captured (a router that
+# index_add_s bf16 expert outputs into an fp32 buffer under autocast). op -> (its name in
+# torch's message, the source's position).
+_SAME_DTYPE = {op: (name, pos) for name, pos, ops in (
+    ("index_add_()", 3, (_aten.index_add.default, _aten.index_add_.default)),
+    ("index_copy_()", 3, (_aten.index_copy.default, _aten.index_copy_.default)),
+    ("index_reduce_()", 3, (_aten.index_reduce.default, _aten.index_reduce_.default)),
+    ("index_put_() (x[idx] = v)", 2, (_aten.index_put.default, _aten.index_put_.default,
+                                      _aten._index_put_impl_.default)))
+    for op in ops}
+
+
+def _check_same_dtype(func, args) -> None:
+    """Raises as a GPU would for the ops above when self and source differ in dtype."""
+    entry = _SAME_DTYPE.get(func)
+    if entry is None or len(args) <= entry[1]:
+        return
+    name, pos = entry
+    dst, src = args[0], args[pos]
+    if isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor) and dst.dtype != src.dtype:
+        raise RuntimeError(f"{name}: self ({dst.dtype}) and source ({src.dtype}) must have the same dtype: the GPU "
+                           f"refuses it (fake tensors do not check it); cast the source with .to(self.dtype)")
+
+
+class _RecordingFakeMode(FakeTensorMode):
+    """Fake tensors that hand each op the model runs (not those FakeTensorMode runs for it, a
+    decomposition's) to a Recording while one listens: what a TorchDispatchMode stacked above
+    FakeTensorMode would see, with one Python dispatch per op instead of two."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.recording: Recording | None = None
+        self._depth = 0  # ops of this mode's running now (>1: run by FakeTensorMode itself)
+
+    def __deepcopy__(self, memo):
+        """The mode itself: copy.deepcopy of a fake tensor (a module cloned with deepcopy, as
+        nn.TransformerEncoder and nn.Transformer clone their layers) copies the tensor's __dict__,
+        which holds its fake mode, and a copied mode made the clone's first op fail with `Mixing
+        fake modes NYI`."""
+        return self
+
+    def dispatch(self, func, types, args=(), kwargs=None):
+        if not self._depth:
+            _check_same_dtype(func, args)
+        rec = self.recording
+        if rec is None or self._depth:
+            return super().dispatch(func, types, args, kwargs)
+        kwargs = kwargs or {}
+        self._depth += 1
+        try:
+            out = _sparse_rows_kept(func, args, super().dispatch(func, types, args, kwargs))
+            rec.on_op(func, args, kwargs, out)  # ops it runs itself are not the model's
+        except Exception as e:
+            # raised in the backward, where no line of the model's is on the stack: the node
+            if _graph_task_id() != -1 and not hasattr(e, "mhc_backward_node"):
+                node = torch._C._current_autograd_node()
+                e.mhc_backward_node = node.name() if node is not None else None
+            raise
+        finally:
+            self._depth -= 1
+        return out
+
+    @contextlib.contextmanager
+    def paused(self):
+        """Ops run here are not the model's (DTensor's sharding propagation runs an op once on
+        fake tensors of the global shape to learn its output's shape: data_parallel.py)."""
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+
+    @contextlib.contextmanager
+    def recording_to(self, rec: "Recording"):
+        self.recording = rec
+        # UntypedStorage.resize_ reaches no dispatch mode (PyTorch's MemTracker patches it the same
+        # way): the recording follows it while it records.
+        resize = torch.UntypedStorage.resize_
+
+        @functools.wraps(resize)
+        def resize_followed(st, size):
+            before = st.nbytes()
+            out = resize(st, size)
+            after = st.nbytes()
+            if after != before and self.recording is not None:
+                self.recording.resized(st, before, after)
+            return out
+
+        torch.UntypedStorage.resize_ = resize_followed
+        try:
+            yield
+        finally:
+            torch.UntypedStorage.resize_ = resize
+            self.recording = None

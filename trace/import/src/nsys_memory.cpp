@@ -1,0 +1,98 @@
+// An Nsight Systems export's CUDA memory: CUDA_GPU_MEMORY_USAGE_EVENTS as allocations
+// (nsys_import.hpp).
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "nsys_import.hpp"
+
+namespace mhc::trace::import::nsys {
+
+int64_t NsysImport::add_block(int32_t device, int64_t address, int64_t bytes, int64_t t_alloc, int64_t t_free, int64_t label) {
+    Allocation a;
+    a.id = ++allocations_;
+    a.device = device;
+    a.address = address;
+    a.bytes = bytes;
+    a.t_alloc = t_alloc;
+    a.t_free = t_free;
+    a.label = label;
+    w_.add(a);
+    return a.id;
+}
+
+std::set<int64_t> NsysImport::memory_kinds() const {
+    std::set<int64_t> kinds;
+    if (has("ENUM_CUDA_MEM_KIND") && db_.columns("ENUM_CUDA_MEM_KIND").count("id")) {
+        sql::Stmt rows(db_.db, in_, "SELECT id FROM ENUM_CUDA_MEM_KIND WHERE typeof(id) = 'integer'");
+        while (rows.step()) kinds.insert(rows.i64(0));
+    }
+    if (kinds.empty())
+        for (int64_t kind = 0; kind <= 7; ++kind) kinds.insert(kind);
+    return kinds;
+}
+
+void NsysImport::read_allocations() {
+    if (!has("CUDA_GPU_MEMORY_USAGE_EVENTS")) return;
+    auto c = columns("CUDA_GPU_MEMORY_USAGE_EVENTS", {"address", "bytes", "memoryOperationType"});
+    std::string q = "SELECT start, " + col(c, "deviceId") + ", address, bytes, " + col(c, "memKind", "2") +
+                    ", memoryOperationType, " + col(c, "globalPid") +
+                    ", rowid FROM CUDA_GPU_MEMORY_USAGE_EVENTS ORDER BY start, rowid";
+    sql::Stmt s(db_.db, in_, q.c_str());
+    Cells cell{s, in_, "CUDA_GPU_MEMORY_USAGE_EVENTS", 7};
+    std::map<std::tuple<int32_t, int64_t, int64_t>, int64_t> live;
+    std::map<int32_t, int64_t> first_process;   // device -> the first globalPid seen allocating on it
+    int64_t unaddressed = 0, unknown_kinds = 0, first_unknown_kind = 0;
+    const std::set<int64_t> mem_kinds = memory_kinds();
+    while (s.step()) {
+        ++events_;
+        int64_t t = rel(cell.get(0, "start", -kMaxTime, kMaxTime), "CUDA_GPU_MEMORY_USAGE_EVENTS");
+        // memKind 0 pageable, 1 pinned: host memory (device -1); the rest is on the GPU.
+        int64_t kind = cell.get(4, "memKind", INT64_MIN, INT64_MAX, false, 2);
+        if (!mem_kinds.count(kind) && unknown_kinds++ == 0) first_unknown_kind = kind;
+        int64_t device = cell.get(1, "deviceId", -1, INT32_MAX, false);
+        int32_t dev = kind == 0 || kind == 1 ? -1 : static_cast<int32_t>(device);
+        int64_t addr = cell.get(2, "address", INT64_MIN, INT64_MAX), bytes = cell.get(3, "bytes", 0, kMaxBytes),
+                op = cell.get(5, "memoryOperationType", 0, 1);   // nsys: 0 allocation, 1 free
+        const int64_t pid = cell.get(6, "globalPid", INT64_MIN, INT64_MAX, false);
+        auto key = std::make_tuple(dev, pid, addr);
+        if (first_process.try_emplace(dev, pid).first->second != pid) {
+            addr = 0;
+            ++unaddressed;
+        }
+        auto it = live.find(key);
+        if (op == 0 && bytes <= 0)
+            throw Error(where_row(in_, "CUDA_GPU_MEMORY_USAGE_EVENTS", s.i64(7),
+                                  "allocation of " + std::to_string(bytes) + " bytes"));
+        if (it != live.end()) {   // an allocation at a live block's address frees it first
+            w_.set_free_time(it->second, t);
+            live.erase(it);
+            if (op == 0) live[key] = add_block(dev, addr, bytes, t, kNoTime, kNoString);
+        } else if (op == 0) {
+            live[key] = add_block(dev, addr, bytes, t, kNoTime, kNoString);
+        } else if (bytes > 0) {   // a free of a block allocated before the capture began
+            add_block(dev, addr, bytes, 0, t, w_.intern("(allocated before recording)"));
+            ++reconstructed_;
+        }
+    }
+    if (unknown_kinds > 0) {   // a kind a later nsys added: on the GPU, but not in silence
+        const std::string said = std::to_string(unknown_kinds) + " memory events of a memKind the export's " +
+                                 "ENUM_CUDA_MEM_KIND does not list (the first: " +
+                                 std::to_string(first_unknown_kind) + ") were read as the GPU's memory";
+        r_.meta["nsys.unknown_memory_kinds"] = said;
+        r_.warnings.push_back(said);
+    }
+    if (unaddressed > 0)
+        r_.meta["nsys.memory_processes"] =
+            std::to_string(unaddressed) +
+            " memory events of processes after the first on their device: their allocations have address 0 "
+            "(the trace holds one address space per device; each process's are paired within its own)";
+}
+
+}  // namespace mhc::trace::import::nsys

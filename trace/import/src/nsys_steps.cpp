@@ -1,0 +1,199 @@
+// An Nsight Systems export's NVTX ranges: the training steps they mark and the markers
+// (nsys_import.hpp).
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kineto_map.hpp"
+#include "quoted_name.hpp"
+#include "nsys_import.hpp"
+
+namespace mhc::trace::import::nsys {
+
+void NsysImport::find_steps() {
+    if (!has("NVTX_EVENTS")) return;
+    auto cols = db_.columns("NVTX_EVENTS");
+    if (!cols.count("end")) return;
+    const std::string text = cols.count("textId") && has("StringIds")
+                                 ? "COALESCE(n.text, (SELECT value FROM StringIds WHERE id = n.textId))"
+                                 : "n.text";
+    // A range never ended while nsys recorded (end NULL; not a mark, 34 or 65) was open when the
+    // recording stopped: it ends there (recording_end), so a loop stopped inside its last
+    // optimizer step or ProfilerStep#N keeps that step. Before 2026-12-05 (fifth) it was passed
+    // over, and the export lost its last step (kernels launched in it were in no step).
+    const std::string end = nvtx_end("n.");
+    const std::string unended = "(" + end + " IS NULL" +
+                                std::string(cols.count("eventType") ? " AND n.eventType NOT IN (34, 65))" : ")");
+    const std::string query = "SELECT n.start, " + end + ", " + (cols.count("text") ? text : std::string("NULL")) +
+                              ", " + (cols.count("globalTid") ? "n.globalTid" : "NULL") + ", n.rowid" +
+                              " FROM NVTX_EVENTS n WHERE typeof(n.start) = 'integer' AND (typeof(" + end +
+                              ") = 'integer' OR " + unended + ")" + nvtx_ranges_and_marks();
+    sql::Stmt rows(db_.db, in_, query.c_str());
+    std::vector<NamedSpan> spans;
+    std::vector<std::pair<size_t, int64_t>> threads;   // optimizer range (index in spans) -> its globalTid
+    while (rows.step()) {
+        if (rows.is_null(2)) continue;
+        const std::string name = rows.text(2);
+        const bool open = rows.is_null(1);
+        if (open && !profiler_step_number(name) && !is_optimizer_step(name)) continue;
+        const int64_t t_start = rel(rows.i64(0), "NVTX_EVENTS"),
+                      t_end = std::max(t_start, open ? recording_end() : rel(rows.i64(1), "NVTX_EVENTS"));
+        if (open) open_step_ends_[rows.i64(4)] = t_end;
+        if (auto number = profiler_step_number(name)) profiler_steps_.push_back(StepSpan{*number, t_start, t_end});
+        else if (is_optimizer_step(name) || is_loop_range(name)) {
+            if (is_optimizer_step(name) && !rows.is_null(3)) threads.emplace_back(spans.size(), rows.i64(3));
+            spans.push_back(NamedSpan{name, t_start, t_end});
+        }
+    }
+    if (profiler_steps_.empty()) optimizer_work(spans, threads);
+    if (!profiler_steps_.empty()) {
+        steps_ = profiler_steps_;
+        r_.meta["steps_from"] = kStepsFromProfiler;
+    } else {
+        const OptimizerSteps found = optimizer_steps(spans, 0);
+        steps_ = found.steps;
+        if (!steps_.empty()) r_.meta["steps_from"] = found.said(), r_.meta["steps_optimizers"] = found.optimizers_said();
+        if (const std::string warning = found.warning(); !warning.empty()) r_.warnings.push_back(warning);
+    }
+    std::sort(steps_.begin(), steps_.end(),
+              [](const StepSpan& lhs, const StepSpan& rhs) { return lhs.t_start < rhs.t_start; });
+    if (steps_.empty() || !has("CUPTI_ACTIVITY_KIND_RUNTIME")) return;
+    auto rc = db_.columns("CUPTI_ACTIVITY_KIND_RUNTIME");
+    if (!rc.count("correlationId") || !rc.count("start") || !rc.count("globalTid")) return;
+    sql::Stmt calls(db_.db, in_,
+                    "SELECT globalTid, correlationId, start FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE typeof(start) = "
+                    "'integer' AND typeof(correlationId) = 'integer' AND typeof(globalTid) = 'integer'");
+    while (calls.step())   // globalTid = globalPid + thread id (the low 24 bits)
+        launch_at_[{calls.i64(0) & ~int64_t{0xFFFFFF}, calls.i64(1)}] = rel(calls.i64(2),
+                                                                            "CUPTI_ACTIVITY_KIND_RUNTIME");
+}
+
+int64_t NsysImport::recording_end() {
+    if (recording_end_) return *recording_end_;
+    int64_t last = INT64_MIN;
+    for (const char* table : {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+                              "CUPTI_ACTIVITY_KIND_RUNTIME", "CUDA_GPU_MEMORY_USAGE_EVENTS", "NVTX_EVENTS",
+                              kGraphTrace}) {
+        if (!has(table)) continue;
+        const std::set<std::string> cols = db_.columns(table);
+        for (const char* column : {"start", "end"}) {
+            if (!cols.count(column)) continue;
+            const std::string query = std::string("SELECT MAX(\"") + column + "\") FROM " + table + " WHERE typeof(\"" +
+                                      column + "\") = 'integer'";
+            sql::Stmt latest(db_.db, in_, query.c_str());
+            if (latest.step() && !latest.is_null(0)) last = std::max(last, std::min(latest.i64(0), kMaxTime));
+        }
+    }
+    recording_end_ = last == INT64_MIN ? 0 : rel(last, "NVTX_EVENTS");
+    return *recording_end_;
+}
+
+int32_t NsysImport::kernel_step(const Kernel& kernel, int64_t global_pid) const {
+    if (steps_.empty()) return -1;
+    auto call = launch_at_.find({global_pid & ~int64_t{0xFFFFFF}, kernel.correlation});
+    return step_at(steps_, call != launch_at_.end() ? call->second : kernel.t_start);
+}
+
+void NsysImport::optimizer_work(std::vector<NamedSpan>& spans, const std::vector<std::pair<size_t, int64_t>>& threads) {
+    if (threads.empty() || !has("CUPTI_ACTIVITY_KIND_RUNTIME")) return;
+    auto rc = db_.columns("CUPTI_ACTIVITY_KIND_RUNTIME");
+    if (!rc.count("start") || !rc.count("globalTid")) return;
+    std::map<int64_t, std::vector<int64_t>> starts;
+    for (const auto& [index, thread] : threads) starts[thread];
+    sql::Stmt calls(db_.db, in_,
+                    "SELECT globalTid, start FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE typeof(start) = 'integer' AND "
+                    "typeof(globalTid) = 'integer'");
+    while (calls.step()) {
+        auto found = starts.find(calls.i64(0));
+        if (found != starts.end()) found->second.push_back(rel(calls.i64(1), "CUPTI_ACTIVITY_KIND_RUNTIME"));
+    }
+    for (auto& [thread, times] : starts) std::sort(times.begin(), times.end());
+    for (const auto& [index, thread] : threads) {
+        const std::vector<int64_t>& times = starts[thread];
+        NamedSpan& span = spans[index];
+        span.work = std::upper_bound(times.begin(), times.end(), span.t_end) -
+                    std::lower_bound(times.begin(), times.end(), span.t_start);
+    }
+}
+
+std::string NsysImport::nvtx_end(const std::string& prefix) const {
+    std::string end = prefix + "\"end\"";
+    if (!db_.not_null("NVTX_EVENTS", "end")) return end;
+    return "(CASE WHEN " + end + " <= 0 AND " + end + " < " + prefix + "start THEN NULL ELSE " + end + " END)";
+}
+
+std::string NsysImport::nvtx_ranges_and_marks() {
+    if (!db_.columns("NVTX_EVENTS").count("eventType")) return "";
+    return " AND (eventType IS NULL OR eventType IN (34, 35, 37, 59, 60, 65, 66, 68, 70, 71))";
+}
+
+void NsysImport::read_markers() {
+    if (!has("NVTX_EVENTS")) return;
+    auto c = db_.columns("NVTX_EVENTS");
+    const std::string only = nvtx_ranges_and_marks();
+    if (!only.empty()) {
+        sql::Stmt skipped(db_.db, in_, ("SELECT COUNT(*) FROM NVTX_EVENTS WHERE NOT (1" + only + ")").c_str());
+        if (skipped.step() && skipped.i64(0) > 0)
+            r_.meta["nsys.nvtx_rows_not_ranges"] = std::to_string(skipped.i64(0)) +
+                                                   " (domain, category and thread names: not markers)";
+    }
+    // A range (not a mark: 34, 65) whose end is NULL was never ended while nsys recorded.
+    const std::string unended = c.count("eventType") ? "(eventType NOT IN (34, 65))" : "0";
+    if (c.count("end") && db_.not_null("NVTX_EVENTS", "end")) {
+        sql::Stmt defaults(db_.db, in_,
+                           ("SELECT COUNT(*) FROM NVTX_EVENTS WHERE " + nvtx_end("") + " IS NULL" + only).c_str());
+        if (defaults.step() && defaults.i64(0) > 0)
+            r_.meta["nsys.nvtx_default_ends"] =
+                std::to_string(defaults.i64(0)) +
+                " NVTX marks or ranges with end 0 in a table that declares end NOT NULL (an export of 2021 "
+                "or before, which wrote a default where a field had none): read as no end";
+    }
+    std::string query = "SELECT start, " + (c.count("end") ? nvtx_end("") : std::string("NULL")) + ", " +
+                    col(c, "text", "NULL") + ", " + col(c, "textId", "NULL") + ", " + unended +
+                    ", rowid FROM NVTX_EVENTS WHERE 1" + only + " ORDER BY start, rowid";
+    sql::Stmt rows(db_.db, in_, query.c_str());
+    Cells cell{rows, in_, "NVTX_EVENTS", 5};
+    int64_t markers = 0, open_ranges = 0;
+    while (rows.step()) {
+        ++events_;
+        Marker m;
+        m.id = ++markers;
+        std::string text = !rows.is_null(2) ? rows.text(2) : !rows.is_null(3) ? str(cell.get(3, "textId", INT64_MIN, INT64_MAX)) : "nvtx";
+        m.name = w_.intern(text);
+        m.t_start = rel(cell.get(0, "start", -kMaxTime, kMaxTime), "NVTX_EVENTS");
+        m.t_end = rows.is_null(1) ? m.t_start : rel(cell.interval(0, 1).second, "NVTX_EVENTS");
+        if (rows.is_null(1) && rows.i64(4) == 1 && open_ranges++ == 0) first_open_range_ = quoted_name(text);
+        // An unended ProfilerStep#N or optimizer step (find_steps): to the end of recording.
+        const auto open_step = rows.is_null(1) ? open_step_ends_.find(rows.i64(5)) : open_step_ends_.end();
+        if (open_step != open_step_ends_.end()) m.t_end = open_step->second;
+        const std::optional<int32_t> step =
+            rows.is_null(1) && open_step == open_step_ends_.end() ? std::nullopt : profiler_step_number(text);
+        m.kind = step ? MarkerKind::Step : MarkerKind::Range;
+        m.index = step.value_or(-1);
+        w_.add(m);
+    }
+    if (profiler_steps_.empty())   // steps from the optimizer's ranges (find_steps)
+        for (const StepSpan& step : steps_)
+            w_.add(Marker{++markers, w_.intern("step#" + std::to_string(step.step)), step.t_start, step.t_end,
+                          MarkerKind::Step, step.step});
+    if (open_ranges > 0) {
+        const std::string said = std::to_string(open_ranges) +
+                                 " NVTX ranges have no end (pushed or started and never ended while nsys "
+                                 "recorded; the first: '" +
+                                 first_open_range_ + "'): each is a marker of no length at its start" +
+                                 (open_step_ends_.empty()
+                                      ? std::string()
+                                      : ", but " + std::to_string(open_step_ends_.size()) +
+                                            " ProfilerStep#N or optimizer-step ranges, which end at the end of "
+                                            "recording (" +
+                                            std::to_string(recording_end()) + " ns): the step open there");
+        r_.meta["nsys.nvtx_unended_ranges"] = said;
+        r_.warnings.push_back(said);
+    }
+}
+
+}  // namespace mhc::trace::import::nsys
