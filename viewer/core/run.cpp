@@ -92,6 +92,16 @@ std::string run_outcome(const ViewRun& run, const TimeText& times) {
     return std::string(trace::to_string(run.info.status)) + ": the run did not finish (nothing after its last event)";
 }
 
+size_t run_index(const std::vector<trace::RunInfo>& runs, int64_t run_id, const std::string& path,
+                 const std::string& runs_db) {
+    for (size_t i = 0; i < runs.size(); ++i)
+        if (runs[i].id == run_id) return i;
+    const std::string file = runs_db.empty() ? path : runs_db;
+    throw Error(file + ": run " + std::to_string(run_id) + " does not exist (" + std::to_string(runs.size()) +
+                (runs.size() == 1 ? " run" : " runs") + " in the file: mhc info " + path +
+                (runs_db.empty() ? "" : " --runs-db " + runs_db) + " lists them)");
+}
+
 ViewRun load_view_run(const ViewTrace& t, int64_t run_id) {
     ViewRun r;
     bool found = false;

@@ -209,6 +209,11 @@ ViewTrace load_view_trace(const std::string& path, const LoadOptions& options = 
 std::string with_import_hint(const std::string& message, const std::string& path);
 // Loads run `run_id`. Throws mhc::Error naming the file when the id does not exist.
 ViewRun load_view_run(const ViewTrace& t, int64_t run_id);
+// Where run `run_id` (mhc-view --run) is in `runs`, as trace::list_runs(path, runs_db) read them.
+// Throws mhc::Error (bad input) naming the file that holds the runs and how many it has: "T.db:
+// run 7 does not exist (2 runs in the file: mhc info T.db lists them)".
+size_t run_index(const std::vector<trace::RunInfo>& runs, int64_t run_id, const std::string& path,
+                 const std::string& runs_db);
 
 // Accesses of one allocation, by kernel start (ties by kernel id): from access_index, else read
 // from the file on demand through its index.
