@@ -336,13 +336,14 @@ int run(const Options& o) {
     Dims d = dims(cfg);
     // One fact a line, labelled as `mhc info` lays them out (it was one line of 400 characters), the
     // time said to be the generator's model: no GPU ran these kernels.
-    std::printf("%s: %lld rows written in %.2f s: %lld allocations, %lld kernels, %lld accesses, %lld markers, "
-                "%lld copies\n",
-                o.output.c_str(), (long long)st.rows, st.seconds, (long long)st.allocations, (long long)st.kernels,
-                (long long)st.accesses, (long long)st.markers, (long long)st.copies);
-    std::printf("model       preset %s (%s): %.3f B parameters, %.3f B on this GPU (tp %d, pp %d stage 0, dp %d%s)\n",
-                cfg.preset.c_str(), std::string(to_string(cfg.arch)).c_str(), st.parameters / 1e9,
-                st.local_parameters / 1e9, cfg.tp, cfg.pp, cfg.dp, cfg.zero1 ? " ZeRO-1" : "");
+    std::printf("%s: written in %.2f s\n", o.output.c_str(), st.seconds);
+    std::printf("rows        %lld: %lld allocations, %lld kernels, %lld accesses, %lld markers, %lld copies\n",
+                (long long)st.rows, (long long)st.allocations, (long long)st.kernels, (long long)st.accesses,
+                (long long)st.markers, (long long)st.copies);
+    std::printf("model       preset %s (%s), %.3f B parameters\n", cfg.preset.c_str(),
+                std::string(to_string(cfg.arch)).c_str(), st.parameters / 1e9);
+    std::printf("parallelism tp %d, pp %d (stage 0 written), dp %d%s: %.3f B parameters on this GPU\n", cfg.tp, cfg.pp,
+                cfg.dp, cfg.zero1 ? " ZeRO-1" : "", st.local_parameters / 1e9);
     std::printf("steps       %d, each %d micro-batch%s of %lld x %lld tokens, %.3g FLOP a step; seed %llu\n", cfg.steps,
                 cfg.micro_batches, cfg.micro_batches == 1 ? "" : "es", (long long)cfg.micro_batch, (long long)cfg.seq,
                 st.flops_per_step, (unsigned long long)cfg.seed);

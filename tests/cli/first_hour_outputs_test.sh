@@ -55,7 +55,7 @@ if [ -n "$view" ] && [ -x "$view" ]; then
     # A --run the trace does not hold: refused before any window (it was said after "no display").
     DISPLAY='' WAYLAND_DISPLAY='' timeout 20 "$view" t.db --run 9 >vout 2>verr </dev/null; rc=$?
     [ $rc = 2 ] && [ "$(wc -l <verr)" = 1 ] &&
-        grep -qxF "mhc-view: t.db: run 9 does not exist (1 run in the file: mhc info t.db lists them)" verr ||
+        grep -qxF "mhc-view: t.db: run 9 does not exist (2 runs in the file: mhc info t.db lists them)" verr ||
         fail "mhc-view --run 9 exited $rc: $(cat verr)"
     # --view opens that view with or without --screenshot: its help says so.
     "$view" --help >vhelp 2>&1 || fail "mhc-view --help exited $?"

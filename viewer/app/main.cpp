@@ -103,7 +103,10 @@ void simulate_input(mhc::viewer::App& app, int n) {
 std::string glfw_reason;
 
 int run_gui(mhc::viewer::App& app, bool screenshot) {
-    glfwSetErrorCallback([](int, const char* what) { glfw_reason = what; });
+    glfwSetErrorCallback([](int, const char* what) {
+        glfw_reason = what;
+        while (!glfw_reason.empty() && glfw_reason.back() == ' ') glfw_reason.pop_back();   // "display %s" of ""
+    });
     if (!glfwInit()) {
         const std::string& trace = app.opt.trace;
         say("cannot open a window: " + (glfw_reason.empty() ? std::string("no display") : glfw_reason) +
