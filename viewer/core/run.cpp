@@ -14,6 +14,10 @@ std::string ViewRun::label() const {
            (info.name.empty() ? std::string(to_string(info.kind)) : trace::run_name_with_device(info));
 }
 
+std::string run_list_entry(const trace::RunInfo& info) {
+    return "#" + std::to_string(info.id) + " " + info.name + trace::run_name_notes(info, std::string(to_string(info.status)));
+}
+
 std::string run_device_note(const trace::RunInfo& info, int32_t shown_device) {
     const std::optional<int32_t> device = trace::run_device(info);
     if (!device || *device == shown_device) return {};

@@ -177,6 +177,9 @@ struct ViewRun {
 // it simulated that device or does not say. Its device bytes over another device's recording read as
 // that device's (compare drew a host run's 2 MiB under GPU 0's 40 MiB as if GPU 0 held them).
 std::string run_device_note(const trace::RunInfo& info, int32_t shown_device);
+// A run as the toolbar's run list shows it: "#2 lru+none@70%/pcie4/caching (host; oom)", its device
+// and status in one pair of brackets as `mhc info` writes them (it read "(host) (oom)").
+std::string run_list_entry(const trace::RunInfo& info);
 
 // Why a run stopped, as mhc simulate printed it: "out of memory at 1.2 ms: allocation 508 (...):
 // needs 141.39 GiB; ... short by 42.40 GiB" (its config's oom_where, oom_why and its metric
