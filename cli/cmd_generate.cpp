@@ -338,17 +338,18 @@ int run(const Options& o) {
     // time said to be the generator's model: no GPU ran these kernels.
     std::printf("%s: written in %.2f s\n", o.output.c_str(), st.seconds);
     std::printf("rows        %lld: %lld allocations, %lld kernels, %lld accesses, %lld markers, %lld copies\n",
-                (long long)st.rows, (long long)st.allocations, (long long)st.kernels, (long long)st.accesses,
-                (long long)st.markers, (long long)st.copies);
+                static_cast<long long>(st.rows), static_cast<long long>(st.allocations),
+                static_cast<long long>(st.kernels), static_cast<long long>(st.accesses),
+                static_cast<long long>(st.markers), static_cast<long long>(st.copies));
     std::printf("model       preset %s (%s), %.3f B parameters\n", cfg.preset.c_str(),
                 std::string(to_string(cfg.arch)).c_str(), st.parameters / 1e9);
     std::printf("parallelism tp %d, pp %d (stage 0 written), dp %d%s: %.3f B parameters on this GPU\n", cfg.tp, cfg.pp,
                 cfg.dp, cfg.zero1 ? " ZeRO-1" : "", st.local_parameters / 1e9);
     std::printf("steps       %d, each %d micro-batch%s of %lld x %lld tokens, %.3g FLOP a step; seed %llu\n", cfg.steps,
-                cfg.micro_batches, cfg.micro_batches == 1 ? "" : "es", (long long)cfg.micro_batch, (long long)cfg.seq,
-                st.flops_per_step, (unsigned long long)cfg.seed);
+                cfg.micro_batches, cfg.micro_batches == 1 ? "" : "es", static_cast<long long>(cfg.micro_batch),
+                static_cast<long long>(cfg.seq), st.flops_per_step, static_cast<unsigned long long>(cfg.seed));
     std::printf("activations %s saved per layer (%lld layers on this GPU, hc n=%d%s%s%s)\n",
-                mhc::format_bytes(st.activation_bytes_per_layer).c_str(), (long long)d.layers, cfg.hc,
+                mhc::format_bytes(st.activation_bytes_per_layer).c_str(), static_cast<long long>(d.layers), cfg.hc,
                 cfg.flash ? ", flash" : "", cfg.recompute ? ", recompute" : "",
                 cfg.hc_recompute && cfg.hc > 1 ? ", mHC block recompute" : "");
     std::printf("time        %s on %s, modelled: a roofline of the GPU, not a measurement\n",
