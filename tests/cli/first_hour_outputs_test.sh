@@ -1,7 +1,7 @@
 #!/bin/bash
 # What a new user reads in the first hour, compared with golden files (tests/cli/golden/first-hour;
 # regenerate with --update and review the diff): generate's summary, simulate's result (GPU memory
-# limit, the OOM), a small sweep and info's runs. Each output says what its figures are: a peak of
+# limit, the OOM), a small sweep, export's line and info's runs. Each output says what its figures are: a peak of
 # the caching allocator model is reserved bytes (mhc info's peak is live bytes), simulated times are
 # estimates, a generated trace's times a roofline; a run's device and its OOM in one pair of
 # brackets. Then mhc-view without a display (one line that says what to do instead) and a --run it
@@ -28,10 +28,12 @@ out simulate simulate t.db --capacity 70% --policy lru
 out simulate-ideal simulate t.db --capacity 70% --allocator ideal --no-store
 out simulate-oom simulate t.db --capacity 2MiB
 out sweep sweep t.db --policies lru,dtr,belady --capacities 90%,50% --no-store -j 1
+out export export t.db -o t.json --run 1
+out export-norun export t.db -o t0.json
 "$mhc" info t.db >raw 2>err || fail "info: $(cat err)"
 sed -n '/^runs /,$p' raw >info-runs.txt
 sed -n '1,/^peak /p' raw >info-head.txt
-names="generate simulate simulate-ideal simulate-oom sweep info-runs info-head"
+names="generate simulate simulate-ideal simulate-oom sweep export export-norun info-runs info-head"
 if [ "$update" = --update ]; then
     for n in $names; do cp "$n.txt" "$golden/$n.txt"; done
     echo "updated $golden"
