@@ -131,7 +131,11 @@ int64_t capacity_of(const Options& o, std::string& what) {
         return g.bytes - g.reserve;
     }
     mhc::sim::Capacity c = mhc::sim::parse_capacity(o.capacity);
-    if (c.fraction > 0 || c.unlimited()) throw mhc::Error("--capacity: give bytes (e.g. 80GiB), not a share or unlimited");
+    // The settings searched change the peak a share would be of: the GPU is a fixed size here.
+    if (c.fraction > 0 || c.unlimited())
+        throw mhc::Error("advise --capacity '" + o.capacity +
+                         "': give the GPU's memory as a size (80GiB) or --gpu NAME: the settings searched change "
+                         "the peak, so a share of it or unlimited names no GPU");
     what = "--capacity " + o.capacity;
     return c.bytes;
 }

@@ -57,8 +57,11 @@ mhc::cli::Registration reg{mhc::cli::Command{
                 opt.run_id = *run;
                 opt.if_exists = if_exists;
                 opt.runs_db = *runs_db;
-                int64_t n = ex::export_perfetto(*in, *out, opt);
-                std::printf("%s: %lld trace events (open in ui.perfetto.dev)\n", out->c_str(), static_cast<long long>(n));
+                int64_t events = ex::export_perfetto(*in, *out, opt);
+                // What the file holds: the recorded trace, and the run only when --run named one.
+                const std::string what = *run > 0 ? "the trace and run " + std::to_string(*run) : "the trace, no run";
+                std::printf("%s: %lld trace events, %s (open in ui.perfetto.dev)\n", out->c_str(),
+                            static_cast<long long>(events), what.c_str());
             }
             return mhc::cli::kExitOk;
         };

@@ -33,8 +33,9 @@ std::string sizes(int w) {
            entry("no unit", "A number alone is refused: 500 could mean 500 bytes, 500 GiB or 500%; write the "
                             "unit (the message suggests values the option accepts).", w) +
            entry("rounding", "To the nearest byte, halves up: 0.3KiB = 307 B, 2.5B = 3 B.", w) +
-           entry("share", "A number and %: 70%, 70 %. --capacity takes a share of the unlimited peak "
-                          "(at most 100%), --budget a share of the baseline's time.", w) +
+           entry("share", "A number and %: 70%, 70 %. --capacity takes a share of the baseline peak, the "
+                          "unlimited run's under the allocator model (reserved bytes with caching: mhc help "
+                          "allocators; at most 100%), --budget a share of the recorded time.", w) +
            entry("bandwidth", "A size per second: 25GB/s, 25 GB/s, 12.5GiB/s (\"/s\" may be left out).", w);
 }
 

@@ -11,6 +11,8 @@
 #include "help.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/units.hpp"
+#include "mhc/sim/config.hpp"
+#include "mhc/sim/result.hpp"
 #include "mhc/trace/check.hpp"
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/runs.hpp"
@@ -48,13 +50,14 @@ std::string run_row(const mhc::trace::RunInfo& run, bool order_only) {
     // bytes shown as '?', as meta values are (a newline split the row, an escape reached the terminal).
     // With its device when not GPU 0 ("... (host)"), as mhc-view lists it: runs of one setting on GPU 0
     // and on the host (simulate --device -1) read the same.
-    std::string name = mhc::printable(mhc::trace::run_name_with_device(run)), loss_text = percent(loss, "%.2f%%"),
-                what_short;
+    std::string name = mhc::printable(run.name), loss_text = percent(loss, "%.2f%%"), short_text;
     if (run.status == mhc::trace::RunStatus::Oom) {
         peak = red = std::nullopt;
         loss_text = "OOM";
-        if (auto short_by = get("oom_bytes_short")) what_short = " (out of memory, short by " + bytes(short_by) + ")";
+        if (auto short_by = get("oom_bytes_short")) short_text = "out of memory, short by " + bytes(short_by);
     }
+    // The device and what an OOM was short of, in one pair of brackets after the name.
+    const std::string what_short = mhc::printable(mhc::trace::run_name_notes(run, short_text));
     const std::string kind(to_string(run.kind)), status(to_string(run.status));
     char b[512];
     std::snprintf(b, sizeof b, "%5lld %-9s %-10s %10s %9s %8s", static_cast<long long>(run.id), kind.c_str(),
@@ -67,6 +70,36 @@ std::string run_row(const mhc::trace::RunInfo& run, bool order_only) {
     const size_t room = 94 - std::min<size_t>(what_short.size(), 60);
     if (name.size() > room) name = name.substr(0, room - 3) + "...";
     return row + "\n      " + name + what_short + "\n";
+}
+
+// What the runs table's figures are, as simulate and sweep say it: a simulated run's peak under its
+// allocator model (the caching model's is reserved bytes, above the live `peak` line above: a user
+// read them as one figure), its loss an estimate; a replay's figures measured.
+std::string runs_legend(const std::vector<mhc::trace::RunInfo>& runs, bool order_only) {
+    std::vector<std::string> allocators;
+    bool simulated = false, replayed = false;
+    for (const auto& run : runs) {
+        if (run.status == mhc::trace::RunStatus::Oom) continue;   // its row shows no peak or loss
+        if (run.kind == mhc::trace::RunKind::Replayed) {
+            replayed = true;
+            continue;
+        }
+        simulated = true;
+        auto it = run.config.find("allocator");
+        if (it != run.config.end() &&
+            std::find(allocators.begin(), allocators.end(), it->second) == allocators.end())
+            allocators.push_back(it->second);
+    }
+    std::string out;
+    for (const auto& name : allocators) {
+        try {
+            out += "peaks       of " + name + " runs: " + mhc::sim::peak_meaning(mhc::sim::parse_allocator(name)) + "\n";
+        } catch (const mhc::Error&) {   // a name another program stored: nothing known to say of it
+        }
+    }
+    if (simulated && !order_only) out += std::string("loss        ") + mhc::sim::kEstimateNote + "\n";
+    if (replayed) out += "replayed    runs' peak and loss are measured on the replay's backend\n";
+    return out;
 }
 
 // Lines past `width` columns wrapped under the label column (12), as the rest of info is laid out.
@@ -156,6 +189,7 @@ mhc::cli::Registration reg{mhc::cli::Command{
                             "   id kind      status           peak reduction     loss  name\n",
                             runs.size());
                 for (const auto& run : runs) std::printf("%s", run_row(run, data.order_only()).c_str());
+                std::printf("%s", within(runs_legend(runs, data.order_only()), 100).c_str());
             }
             return mhc::cli::kExitOk;
         };

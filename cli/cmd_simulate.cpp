@@ -48,8 +48,8 @@ std::function<int()> setup(CLI::App& app) {
         ->type_name("FILE")
         ->check(CLI::ExistingFile);
     app.add_option("--capacity", o->capacity,
-                   "GPU memory: a share of the unlimited peak (60%, at most 100%), a size (40GiB, 40GB; mhc help "
-                   "sizes), or unlimited for the baseline (required)")
+                   "GPU memory: a share of the baseline peak (60%, at most 100%; the unlimited run's peak under "
+                   "--allocator), a size (40GiB, 40GB; mhc help sizes), or unlimited for the baseline (required)")
         ->type_name("SHARE|SIZE");
     auto* pol = add_policy_options(app, o->policy, o->prefetch);
     app.add_option("--link", o->link, "Host link: a preset (pcie3, pcie4, pcie5, nvlink-c2c, nvlink4-peer) or a "
@@ -87,7 +87,7 @@ std::function<int()> setup(CLI::App& app) {
             throw Error("--no-events and --no-store: a run not stored keeps no timeline anyway; give one");
         // Without a limit a run says nothing, and storing it by accident clutters the trace.
         if (o->capacity.empty())
-            throw Error("simulate: --capacity is required: a share of the unlimited peak (60%), a size (40GiB), "
+            throw Error("simulate: --capacity is required: a share of the baseline peak (60%), a size (40GiB), "
                         "or 'unlimited' for the baseline");
         sim::Config c;
         c.capacity = sim::parse_capacity(o->capacity);

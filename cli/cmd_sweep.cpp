@@ -43,21 +43,21 @@ std::function<int()> setup(CLI::App& app) {
                                    " (mhc help prefetch)")
                     ->type_name("LIST")
                     ->default_str(o->prefetchers);
-    app.add_option("--capacities", o->capacities, "Capacities, comma-separated: shares of the peak or sizes (40GiB)")
+    app.add_option("--capacities", o->capacities, "Capacities, comma-separated: shares of the baseline peak (under --allocator) or sizes (40GiB)")
         ->type_name("LIST")
         ->default_str(o->capacities);
     auto* links = app.add_option("--links", o->links,
                                  "Links, comma-separated: presets or link profile files (mhc help links)")
                       ->type_name("LIST")
                       ->default_str(o->links);
-    auto* budget = app.add_option("--budget", o->budget, "Throughput-loss budget of the bisection")
+    auto* budget = app.add_option("--budget", o->budget, "Throughput-loss budget of the bisection: a share of the recorded time (estimated loss)")
                        ->type_name("SHARE")
                        ->default_str(o->budget);
     add_sim_base_options(app, o->base);
     add_allocator_conf_option(app, o->base);
     app.add_option("--jobs,-j", o->jobs, "Threads, 0 for all cores")->default_str("0");
     auto* steps = app.add_option("--bisect-steps", o->bisect_steps,
-                                 "Bisection steps (resolution 1/2^steps of the peak)")
+                                 "Bisection steps (resolution 1/2^steps of the baseline peak)")
                       ->default_str(std::to_string(o->bisect_steps));
     add_store_options(app, o->store);
     app.add_flag("--no-bisect", o->no_bisect, "Only the grid");

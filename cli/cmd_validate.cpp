@@ -67,7 +67,7 @@ std::function<int()> setup(CLI::App& app) {
     auto o = std::make_shared<ValOptions>();
     app.add_option("trace", o->trace, "Trace file (.db)")->required()->check(CLI::ExistingFile);
     app.add_option("--capacity", o->capacity,
-                   "Limited capacities, comma-separated: shares of the peak (60%,70%) or sizes (40GiB); the "
+                   "Limited capacities, comma-separated: shares of the baseline peak (60%,70%) or sizes (40GiB); the "
                    "unlimited baseline is always run")
         ->type_name("LIST")
         ->default_str(o->capacity);

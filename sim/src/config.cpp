@@ -109,8 +109,10 @@ const std::vector<PolicyInfo>& prefetch_policies() {
 
 const std::vector<PolicyInfo>& allocator_models() {
     static const std::vector<PolicyInfo> v{
-        {"ideal", "no fragmentation: usage is the sum of resident bytes", ""},
-        {"caching", "PyTorch CUDA caching allocator (pools, segments, best fit, splitting)",
+        {"ideal", "no fragmentation: usage is the sum of resident bytes; its peak is the live bytes (mhc info's "
+                  "peak)", ""},
+        {"caching", "PyTorch CUDA caching allocator (pools, segments, best fit, splitting); its peak is the bytes its "
+                    "segments reserve, at or above the live bytes",
          "c10/cuda/CUDACachingAllocator.cpp"},
     };
     return v;
@@ -163,6 +165,12 @@ AllocatorKind parse_allocator(const std::string& name) {
     for (size_t i = 0; i < v.size(); ++i)
         if (v[i].name == name) return static_cast<AllocatorKind>(i);
     throw Error("unknown allocator model '" + name + "': use one of " + names_of(v) + guess(v, name));
+}
+
+const char* peak_meaning(AllocatorKind allocator) {
+    return allocator == AllocatorKind::Caching
+               ? "reserved by the caching allocator model (mhc info's peak: live bytes)"
+               : "live bytes, the ideal allocator model's (as mhc info's peak)";
 }
 
 void validate(const Config& c) {

@@ -89,27 +89,36 @@ std::string to_text(const Result& r) {
             o << "; stalls and recomputations before the OOM delayed it by "
               << format_ns(r.stall_time + r.recompute_time);
         o << ")\n";
+        if (!r.order_only) o << "               " << kEstimateNote << "\n";
     }
-    o << "capacity       " << (r.capacity >= kUnlimited ? std::string("unlimited") : format_bytes(r.capacity))
-      << "   host buffer " << (r.host_capacity >= kUnlimited ? std::string("unlimited") : format_bytes(r.host_capacity))
+    o << "capacity       " << (r.capacity >= kUnlimited ? std::string("unlimited") : format_bytes(r.capacity));
+    // A share says of what: the baseline peak below, whose kind the allocator model decides.
+    if (r.config.capacity.fraction > 0 && r.capacity < kUnlimited)
+        o << " (" << r.config.capacity.to_string() << " of the baseline peak)";
+    o << "   host buffer " << (r.host_capacity >= kUnlimited ? std::string("unlimited") : format_bytes(r.host_capacity))
       << "\n";
+    // What the peaks count: under the default caching model, reserved segments, which are more than
+    // the live bytes `mhc info` reports (a user compared the two and took one for wrong).
+    const std::string peak_kind = std::string("               ") + peak_meaning(parse_allocator(r.config.allocator)) + "\n";
     if (r.oom.happened) {
         o << "peak           baseline " << format_bytes(r.baseline_peak) << "; the run stopped at the OOM "
-          << "(no peak reduction or throughput loss: it did not finish)\n";
+          << "(no peak reduction or throughput loss: it did not finish)\n" << peak_kind;
         o << "before the OOM ";
     } else {
         char red[32];
         std::snprintf(red, sizeof red, "%.1f%%", r.peak_reduction * 100);
         o << "peak           baseline " << format_bytes(r.baseline_peak) << " -> simulated "
-          << format_bytes(r.simulated_peak) << " (peak reduction " << red << ")\n";
+          << format_bytes(r.simulated_peak) << " (peak reduction " << red << ")\n" << peak_kind;
+        // The baseline is the trace's own span; the simulated one is the link model's estimate.
         if (r.order_only)
             o << "makespan       not a time: the timing is order only (see the warning)\n";
         else if (std::isnan(r.throughput_loss))
-            o << "makespan       baseline " << format_ns(r.baseline_makespan) << " -> simulated "
+            o << "makespan       recorded " << format_ns(r.baseline_makespan) << " -> simulated "
               << format_ns(r.simulated_makespan) << " (throughput loss not defined: see the warning)\n";
         else
-            o << "makespan       baseline " << format_ns(r.baseline_makespan) << " -> simulated "
+            o << "makespan       recorded " << format_ns(r.baseline_makespan) << " -> simulated "
               << format_ns(r.simulated_makespan) << " (throughput loss " << pct(r.throughput_loss) << ")\n";
+        if (!r.order_only) o << "               " << kEstimateNote << "\n";
         o << "stalls         ";
     }
     o << r.stall_count << " stalls";
@@ -136,7 +145,7 @@ std::string to_text(const Result& r) {
     if (!r.invariant_violation.empty()) o << "INVARIANT      " << r.invariant_violation << "\n";
     char b[96];
     std::snprintf(b, sizeof b, "%.3f s, %.2f M rows/s", r.seconds, r.seconds > 0 ? r.rows / r.seconds / 1e6 : 0.0);
-    o << "simulated in   " << b << "\n";
+    o << "simulated in   " << b << " (this machine's wall time)\n";
     return o.str();
 }
 

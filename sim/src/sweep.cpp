@@ -242,6 +242,12 @@ std::string to_text(const SweepResult& s, int64_t baseline_peak) {
     }
     if (any_oracle)
         o << "* oracle: reads the trace's future (belady, lookahead:K): a bound, not a policy a scheduler can run\n";
+    // What the figures are: the peaks' kind (the allocator model decides it) and that times are estimates.
+    const Result* any = !s.grid.empty() ? &s.grid.front() : !s.answers.empty() ? &s.answers.front().result : nullptr;
+    if (any) {
+        o << "peaks: " << peak_meaning(parse_allocator(any->config.allocator)) << "\n";
+        if (!any->order_only) o << "loss, stall: " << kEstimateNote << "\n";
+    }
     return o.str();
 }
 

@@ -116,7 +116,7 @@ TEST_CASE("mhc advise: bad input is one line and exit 2", "[advise][cli]") {
     one_line(run("advise " + t.path), "give the GPU as --capacity SIZE or --gpu NAME");
     one_line(run("advise " + t.path + " --gpu h100-sxm --capacity 1GiB"), "one of them");
     one_line(run("advise " + t.path + " --gpu v100"), "unknown GPU 'v100'");
-    one_line(run("advise " + t.path + " --capacity 50%"), "--capacity: give bytes");
+    one_line(run("advise " + t.path + " --capacity 50%"), "advise --capacity '50%': give the GPU's memory as a size (80GiB) or --gpu NAME");
     one_line(run("advise " + t.path + " --capacity 1GiB --budget lots"), "--budget 'lots': not a share");
     one_line(run("advise " + t.path + " --capacity 1GiB --verify"), "no capture.recipe");
     one_line(run("advise " + t.path + " --setting '{\"offload\": 1}'"), "field 'offload'");

@@ -47,7 +47,7 @@ sqlite3 t.db "UPDATE kernels SET t_start = 0, t_end = 0; UPDATE markers SET t_st
 "$mhc" simulate t.db --capacity 99% --no-store >sim || fail "simulate 99%: $(cat sim)"
 grep -q "^warning  *every recorded event of device 0 is at one instant: .*not defined" sim \
     || fail "simulate: no warning of the zero duration: $(cat sim)"
-grep -q "^makespan       baseline 0 ns -> simulated .* (throughput loss not defined: see the warning)$" sim \
+grep -q "^makespan       recorded 0 ns -> simulated .* (throughput loss not defined: see the warning)$" sim \
     || fail "simulate's makespan line: $(grep makespan sim)"
 grep -q "loss 0.00%" sim && fail "simulate reports a loss over a zero baseline: $(cat sim)"
 "$mhc" simulate t.db --capacity 99% --no-store --json >json || fail "simulate --json"

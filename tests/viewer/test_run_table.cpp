@@ -105,6 +105,20 @@ TEST_CASE("a run's device: its name says it when not GPU 0, and a run of another
     CHECK(mhc::trace::run_name_with_device(gpu1) == "lru+none@70%/pcie4/caching (GPU 1)");
     CHECK(mhc::trace::run_name_with_device(gpu0) == "lru+none@70%/pcie4/caching");
     CHECK(mhc::trace::run_name_with_device(unsaid) == "lru+none@70%/pcie4/caching");
+    // The device and what else is said of a run share one pair of brackets ("(host) (oom)" read as two names).
+    CHECK(mhc::trace::run_name_notes(host, "out of memory, short by 8.75 MiB") == " (host; out of memory, short by 8.75 MiB)");
+    CHECK(mhc::trace::run_name_notes(gpu0, "oom") == " (oom)");
+    CHECK(mhc::trace::run_name_notes(gpu0).empty());
+    host.status = mhc::trace::RunStatus::Oom;
+    CHECK(run_list_entry(host) == "#2 lru+none@70%/pcie4/caching (host; oom)");
+    CHECK(run_list_entry(gpu1) == "#2 lru+none@70%/pcie4/caching (GPU 1; complete)");
+    host.status = mhc::trace::RunStatus::Complete;
+    // mhc-view --run ID: found, or refused naming the file that holds the runs and how to list them.
+    CHECK(run_index({gpu0, host}, 2, "t.db", "") == 1);
+    CHECK_THROWS_WITH(run_index({gpu0, host}, 9, "t.db", ""),
+                      "t.db: run 9 does not exist (2 runs in the file: mhc info t.db lists them)");
+    CHECK_THROWS_WITH(run_index({}, 9, "t.db", "r.db"),
+                      "r.db: run 9 does not exist (0 runs in the file: mhc info t.db --runs-db r.db lists them)");
     CHECK(run_device_note(host, 0) ==
           "#2 simulated the host's memory, not GPU 0's: pick host in 'memory of' to see its curve");
     CHECK(run_device_note(gpu0, -1) ==

@@ -53,10 +53,14 @@ std::optional<int32_t> run_device(const RunInfo& run) {
     return static_cast<int32_t>(device);
 }
 
-std::string run_name_with_device(const RunInfo& run) {
+std::string run_name_notes(const RunInfo& run, const std::string& more) {
     const std::optional<int32_t> device = run_device(run);
-    if (!device || *device == 0) return run.name;
-    return run.name + (*device < 0 ? " (host)" : " (GPU " + std::to_string(*device) + ")");
+    std::string notes;
+    if (device && *device != 0) notes = *device < 0 ? "host" : "GPU " + std::to_string(*device);
+    if (!more.empty()) notes += (notes.empty() ? "" : "; ") + more;
+    return notes.empty() ? notes : " (" + notes + ")";
 }
+
+std::string run_name_with_device(const RunInfo& run) { return run.name + run_name_notes(run); }
 
 }  // namespace mhc::trace

@@ -227,6 +227,14 @@ std::string to_text(const Summary& s) {
         line("duration    %lld events\n", (long long)(s.t_end - s.t_begin));
     } else {
         line("duration    %s\n", format_ns(s.t_end - s.t_begin).c_str());
+        // Times no GPU measured are said to be a model's, beside the first of them: a generated trace
+        // (the generator's roofline) and a capture (meta timing "estimated", its timing_model).
+        auto model = std::find_if(s.meta.begin(), s.meta.end(), [](const auto& kv) { return kv.first == "timing_model"; });
+        if (s.source == "generate")
+            o += "timing      estimated: the generator's roofline of the GPU, not a measurement\n";
+        else if (s.timing == "estimated")
+            line("timing      estimated: %s\n",
+                 model != s.meta.end() ? model->second.c_str() : "a model of the GPU, not a measurement");
     }
     line("rows        %lld allocations, %lld kernels, %lld accesses, %lld copies, %lld markers\n",
          (long long)s.allocations, (long long)s.kernels, (long long)s.accesses, (long long)s.copies,

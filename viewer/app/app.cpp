@@ -71,13 +71,7 @@ void App::finish_load() {
     step_input = step_control(trace->steps).first;   // the first step there is (not always 0)
     // --run IDs: the first is the selected run, all of them are compared.
     for (size_t k = 0; k < opt.runs.size(); ++k) {
-        auto it = std::find_if(run_list.begin(), run_list.end(),
-                               [&](const trace::RunInfo& r) { return r.id == opt.runs[k]; });
-        if (it == run_list.end())
-            throw Error(trace->path + ": run " + std::to_string(opt.runs[k]) + " does not exist (" +
-                        std::to_string(run_list.size()) + (run_list.size() == 1 ? " run" : " runs") +
-                        " in the file: mhc info lists them)");
-        int idx = static_cast<int>(it - run_list.begin());
+        const int idx = static_cast<int>(run_index(run_list, opt.runs[k], trace->path, trace->runs_db));
         compared[static_cast<size_t>(idx)] = true;
         if (k == 0) selected = idx;
         if (!run(idx)) throw Error(error);

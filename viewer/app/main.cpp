@@ -96,13 +96,25 @@ void simulate_input(mhc::viewer::App& app, int n) {
     }
 }
 
+// GLFW's reason while it starts, said in the one line that says what to do instead (it was a
+// "GLFW: X11: ..." line, then "cannot open a display" with no way forward).
+std::string glfw_reason;
+
 int run_gui(mhc::viewer::App& app, bool screenshot) {
-    glfwSetErrorCallback([](int, const char* what) { say(std::string("GLFW: ") + what); });
+    glfwSetErrorCallback([](int, const char* what) {
+        glfw_reason = what;
+        while (!glfw_reason.empty() && glfw_reason.back() == ' ') glfw_reason.pop_back();   // "display %s" of ""
+    });
     if (!glfwInit()) {
-        say(std::string("cannot open a display") +
-            (screenshot ? " (for --screenshot without a screen, run under xvfb-run -a)" : ""));
+        const std::string& trace = app.opt.trace;
+        say("cannot open a window: " + (glfw_reason.empty() ? std::string("no display") : glfw_reason) +
+            (screenshot ? "; without a screen run it under xvfb-run -a"
+                        : "; without a screen: xvfb-run -a mhc-view " + trace +
+                              " --screenshot out.png writes a view as a PNG, mhc info " + trace +
+                              " prints the summary"));
         return 1;
     }
+    glfwSetErrorCallback([](int, const char* what) { say(std::string("GLFW: ") + what); });
     glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
     glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
     glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
@@ -189,14 +201,18 @@ int main(int argc, char** argv) {
     mhc::viewer::Options o;
     CLI::App cli{"mhc-view: browse a trace and its simulated runs", "mhc-view"};
     std::string size;
-    cli.add_option("trace", o.trace, "trace file (SQLite)")->required();
-    cli.add_option("--screenshot", o.screenshot, "render one frame off-screen and write it as a PNG");
-    cli.add_option("--run", o.runs, "run id to show (repeat to compare several)")
+    cli.add_option("trace", o.trace, "trace file (.db: mhc generate, import or record writes one)")->required();
+    cli.add_option("--screenshot", o.screenshot,
+                   "render the view off-screen and write it as a PNG, then exit (no screen: under xvfb-run -a)");
+    cli.add_option("--run", o.runs,
+                   "a stored run to select, by its id (mhc info TRACE lists them); repeat to compare several, the "
+                   "first selected")
         ->check(CLI::Validator([](std::string& text) { return mhc::whole_number_refusal(text, false); }, ""));
-    cli.add_option("--range", o.range, "time range T0:T1, e.g. 0:2ms or 1500000:1600000 (ns)");
-    cli.add_option("--view", o.view, "view for --screenshot")
+    cli.add_option("--range", o.range, "time range T0:T1 to open at, e.g. 0:2ms or 1500000:1600000 (ns)");
+    cli.add_option("--view", o.view,
+                   "the view to open: timeline (the default), memory, compare, statistics or run (the launcher)")
         ->check(CLI::IsMember({"timeline", "memory", "compare", "statistics", "run"}));
-    cli.add_option("--size", size, "window size WxH (default 1600x900)");
+    cli.add_option("--size", size, "window size WxH in pixels (default 1600x900)");
     cli.add_option("--families", o.families,
                    "kernel family rules, one 'FAMILY TEXT' per line, checked before the built-in ones (docs/viewer.md)");
     cli.add_option("--runs-db", o.runs_db,
@@ -351,8 +367,10 @@ int main(int argc, char** argv) {
             const mhc::trace::Reader opened(o.trace);
             if (!o.range.empty()) mhc::viewer::parse_range(o.range);
             if (!o.families.empty()) mhc::viewer::FamilyRules().load_file(o.families);
-            // A runs database of another trace: one line and exit 2, before the window opens.
-            if (!o.runs_db.empty()) mhc::trace::list_runs(o.trace, o.runs_db);
+            // A runs database of another trace, or a --run it does not hold: one line and exit 2,
+            // before the window opens (a run id was said in the window, or after "no display").
+            const auto runs = mhc::trace::list_runs(o.trace, o.runs_db);
+            for (const int64_t id : o.runs) mhc::viewer::run_index(runs, id, o.trace, o.runs_db);
         } catch (const mhc::Error& e) {
             say(mhc::viewer::with_import_hint(e.what(), o.trace));
             return 2;

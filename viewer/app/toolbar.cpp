@@ -95,8 +95,7 @@ void toolbar(App& app, const std::function<void(nlohmann::json&)>& view_options)
     items.reserve(app.run_list.size());
     float widest = text_w("recorded");
     for (const auto& run : app.run_list) {
-        items.push_back("#" + std::to_string(run.id) + " " + trace::run_name_with_device(run) + " (" +
-                        std::string(to_string(run.status)) + ")");
+        items.push_back(run_list_entry(run));
         widest = std::max(widest, text_w(items.back().c_str()));
     }
     const std::vector<DeviceChoice> devices = device_choices(app.trace->memory_devices);

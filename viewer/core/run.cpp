@@ -14,6 +14,10 @@ std::string ViewRun::label() const {
            (info.name.empty() ? std::string(to_string(info.kind)) : trace::run_name_with_device(info));
 }
 
+std::string run_list_entry(const trace::RunInfo& info) {
+    return "#" + std::to_string(info.id) + " " + info.name + trace::run_name_notes(info, std::string(to_string(info.status)));
+}
+
 std::string run_device_note(const trace::RunInfo& info, int32_t shown_device) {
     const std::optional<int32_t> device = trace::run_device(info);
     if (!device || *device == shown_device) return {};
@@ -90,6 +94,16 @@ std::string run_outcome(const ViewRun& run, const TimeText& times) {
         default: break;
     }
     return std::string(trace::to_string(run.info.status)) + ": the run did not finish (nothing after its last event)";
+}
+
+size_t run_index(const std::vector<trace::RunInfo>& runs, int64_t run_id, const std::string& path,
+                 const std::string& runs_db) {
+    for (size_t i = 0; i < runs.size(); ++i)
+        if (runs[i].id == run_id) return i;
+    const std::string file = runs_db.empty() ? path : runs_db;
+    throw Error(file + ": run " + std::to_string(run_id) + " does not exist (" + std::to_string(runs.size()) +
+                (runs.size() == 1 ? " run" : " runs") + " in the file: mhc info " + path +
+                (runs_db.empty() ? "" : " --runs-db " + runs_db) + " lists them)");
 }
 
 ViewRun load_view_run(const ViewTrace& t, int64_t run_id) {

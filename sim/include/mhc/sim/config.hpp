@@ -73,6 +73,10 @@ enum class EvictionKind { Lru, Largest, Belady, Dtr, CostAware };
 enum class AllocatorKind { Ideal, Caching };
 EvictionKind parse_eviction(const std::string& name);
 AllocatorKind parse_allocator(const std::string& name);
+// What a peak counts under an allocator model, for the lines that print one: the caching model's
+// peak is its reserved segments, above the live bytes `mhc info` reports; the ideal model's is the
+// live bytes.
+const char* peak_meaning(AllocatorKind allocator);
 
 // A prefetch policy, parsed once from its name ("none", "lookahead:K", "periodic[:K]",
 // "capuchin", "forecast[:H]"); the window defaults to 8. Throws mhc::Error (bad input) naming

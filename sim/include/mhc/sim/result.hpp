@@ -84,6 +84,11 @@ struct Result {
     std::vector<trace::RunMemorySample> memory;
 };
 
+// Said under every simulated time a user reads (simulate, sweep): the link and kernel model's
+// figures are estimates until a replay on a GPU measures them.
+inline constexpr const char* kEstimateNote =
+    "simulated times are estimates until a GPU measures them (mhc validate --backend cuda)";
+
 std::string to_text(const Result& r);
 std::string to_json(const Result& r);
 std::vector<std::pair<std::string, double>> metrics(const Result& r);

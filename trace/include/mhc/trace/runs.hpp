@@ -105,6 +105,10 @@ std::optional<int32_t> run_device(const RunInfo& run);
 // "lru+none@70%/pcie4/caching (host)", "... (GPU 1)". Two runs of one setting on GPU 0 and on the
 // host had the same name, in every list.
 std::string run_name_with_device(const RunInfo& run);
+// What is said in brackets after a run's name, in one pair: its device when not GPU 0 and `more`
+// when not empty (" (host; out of memory, short by 8.75 MiB)", " (oom)"); empty when there is
+// nothing to say. Two pairs side by side ("(host) (out of memory ...)") read as two names.
+std::string run_name_notes(const RunInfo& run, const std::string& more = {});
 
 // Where runs are stored. By default in the trace file itself. `runs_db` (when not empty and
 // not the trace itself) names a separate SQLite file holding only the run tables and a meta

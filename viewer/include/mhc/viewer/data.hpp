@@ -177,6 +177,9 @@ struct ViewRun {
 // it simulated that device or does not say. Its device bytes over another device's recording read as
 // that device's (compare drew a host run's 2 MiB under GPU 0's 40 MiB as if GPU 0 held them).
 std::string run_device_note(const trace::RunInfo& info, int32_t shown_device);
+// A run as the toolbar's run list shows it: "#2 lru+none@70%/pcie4/caching (host; oom)", its device
+// and status in one pair of brackets as `mhc info` writes them (it read "(host) (oom)").
+std::string run_list_entry(const trace::RunInfo& info);
 
 // Why a run stopped, as mhc simulate printed it: "out of memory at 1.2 ms: allocation 508 (...):
 // needs 141.39 GiB; ... short by 42.40 GiB" (its config's oom_where, oom_why and its metric
@@ -209,6 +212,11 @@ ViewTrace load_view_trace(const std::string& path, const LoadOptions& options = 
 std::string with_import_hint(const std::string& message, const std::string& path);
 // Loads run `run_id`. Throws mhc::Error naming the file when the id does not exist.
 ViewRun load_view_run(const ViewTrace& t, int64_t run_id);
+// Where run `run_id` (mhc-view --run) is in `runs`, as trace::list_runs(path, runs_db) read them.
+// Throws mhc::Error (bad input) naming the file that holds the runs and how many it has: "T.db:
+// run 7 does not exist (2 runs in the file: mhc info T.db lists them)".
+size_t run_index(const std::vector<trace::RunInfo>& runs, int64_t run_id, const std::string& path,
+                 const std::string& runs_db);
 
 // Accesses of one allocation, by kernel start (ties by kernel id): from access_index, else read
 // from the file on demand through its index.

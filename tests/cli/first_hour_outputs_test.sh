@@ -1,0 +1,68 @@
+#!/bin/bash
+# What a new user reads in the first hour, compared with golden files (tests/cli/golden/first-hour;
+# regenerate with --update and review the diff): generate's summary, simulate's result (GPU memory
+# limit, the OOM), a small sweep, export's line and info's runs. Each output says what its figures are: a peak of
+# the caching allocator model is reserved bytes (mhc info's peak is live bytes), simulated times are
+# estimates, a generated trace's times a roofline; a run's device and its OOM in one pair of
+# brackets. Then mhc-view without a display (one line that says what to do instead) and a --run it
+# does not hold (refused before any window). Wall times are masked ("in 0.02 s" -> "in T").
+# Usage: first_hour_outputs_test.sh MHC [MHC_VIEW] [--update]
+mhc=$(realpath "$1")
+view=${2:-}
+update=${3:-}
+[ "$view" = --update ] && { update=--update; view=; }
+[ -n "$view" ] && view=$(realpath "$view")
+. "$(dirname "$0")/preamble.sh"
+golden="$(realpath "$(dirname "$0")")/golden/first-hour"
+cd "$tmp" || fail "no folder"
+mask() { sed -E 's/ in [0-9.]+ s/ in T/; s/^(simulated in   ).*/\1T/'; }
+# out NAME CMD...: runs mhc, its stdout (masked) kept as NAME.txt beside the golden one.
+out() {
+    local name=$1; shift
+    "$mhc" "$@" >raw 2>err; local rc=$?
+    [ $rc = 0 ] || [ $rc = 3 ] || fail "mhc $* exited $rc: $(cat err)"
+    mask <raw >"$name.txt"
+}
+out generate generate --preset gpt2-small --layers 2 --steps 2 -o t.db
+out simulate simulate t.db --capacity 70% --policy lru
+out simulate-ideal simulate t.db --capacity 70% --allocator ideal --no-store
+out simulate-oom simulate t.db --capacity 2MiB
+out sweep sweep t.db --policies lru,dtr,belady --capacities 90%,50% --no-store -j 1
+out export export t.db -o t.json --run 1
+out export-norun export t.db -o t0.json
+"$mhc" info t.db >raw 2>err || fail "info: $(cat err)"
+sed -n '/^runs /,$p' raw >info-runs.txt
+sed -n '1,/^peak /p' raw >info-head.txt
+names="generate simulate simulate-ideal simulate-oom sweep export export-norun info-runs info-head"
+if [ "$update" = --update ]; then
+    for n in $names; do cp "$n.txt" "$golden/$n.txt"; done
+    echo "updated $golden"
+    exit 0
+fi
+for n in $names; do diff -u "$golden/$n.txt" "$n.txt" || fail "$n differs from $golden/$n.txt"; done
+# Every line of sweep, info and generate within 100 columns (simulate's OOM sentence is one line).
+for n in generate sweep info-runs info-head; do
+    awk -v f="$n" 'length($0) > 100 { print "FAIL: " f ": a line of " length($0) " columns: " $0; bad = 1 } END { exit bad }' \
+        "$n.txt" || exit 1
+done
+
+if [ -n "$view" ] && [ -x "$view" ]; then
+    # No display: one line (GLFW's reason, then the way without a screen), exit 1.
+    DISPLAY='' WAYLAND_DISPLAY='' timeout 20 "$view" t.db >vout 2>verr </dev/null; rc=$?
+    [ $rc = 1 ] || fail "mhc-view without a display exited $rc: $(cat verr)"
+    [ "$(wc -l <verr)" = 1 ] || fail "mhc-view without a display said $(wc -l <verr) lines: $(cat verr)"
+    for want in "mhc-view: cannot open a window: " "xvfb-run -a mhc-view t.db --screenshot out.png" "mhc info t.db"; do
+        grep -qF -- "$want" verr || fail "mhc-view without a display does not say '$want': $(cat verr)"
+    done
+    # A --run the trace does not hold: refused before any window (it was said after "no display").
+    DISPLAY='' WAYLAND_DISPLAY='' timeout 20 "$view" t.db --run 9 >vout 2>verr </dev/null; rc=$?
+    [ $rc = 2 ] && [ "$(wc -l <verr)" = 1 ] &&
+        grep -qxF "mhc-view: t.db: run 9 does not exist (2 runs in the file: mhc info t.db lists them)" verr ||
+        fail "mhc-view --run 9 exited $rc: $(cat verr)"
+    # --view opens that view with or without --screenshot: its help says so.
+    "$view" --help >vhelp 2>&1 || fail "mhc-view --help exited $?"
+    grep -qF "the view to open" vhelp || fail "mhc-view --help: --view: $(grep -F -- --view vhelp)"
+else
+    echo "SKIP the viewer's part: no mhc-view"
+fi
+echo PASS
