@@ -718,8 +718,9 @@ void say_gpu_memory_unrecorded(const KinetoData& data, Result& result) {
 // Allocated less its Bytes) are not memory known to be live: the part that no free of the trace
 // shows live is imported as one block alive throughout (as on a GPU, whose count is its caching
 // allocator's whole), which the host's peak counts. Said in meta kineto.host_memory_scope with those
-// figures, and as a warning where the host's is the trace's only memory (a CPU run, whose peak
-// mhc info prints as the trace's). tests/import/fixtures/writers/make_options.py records both.
+// figures, and as a warning where such bytes are counted and the host's is the trace's only memory
+// (a CPU run, whose peak mhc info prints as the trace's). tests/import/fixtures/writers/make_options.py
+// records both.
 void say_host_memory_scope(const KMemoryResult& mem, Result& result) {
     const auto host = std::find_if(mem.devices.begin(), mem.devices.end(), [](const KMemoryDevice& space) {
         return space.device < 0 && !space.mapped && space.process == 0;
@@ -737,7 +738,8 @@ void say_host_memory_scope(const KMemoryResult& mem, Result& result) {
                 " B no free of the trace shows live: imported as one block alive throughout, which the host's peak "
                 "counts, though they may be blocks freed unseen";
     result.meta["kineto.host_memory_scope"] = said;
-    if (host_only) result.warnings.push_back("host memory is " + said);
+    // Warned where it moves the figure a CPU run's user reads: bytes counted that may be freed.
+    if (host_only && host->unattributed > 0) result.warnings.push_back("host memory is " + said);
 }
 
 // Kernel launches (runtime and driver calls: cudaLaunchKernel, cuLaunchKernel, hipLaunchKernel,
