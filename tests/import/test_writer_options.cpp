@@ -81,7 +81,7 @@ TEST_CASE("the profiler's memory timeline exports are refused by name, with what
 TEST_CASE("a directory given to import is refused naming the profiler traces in it", "[import][writers]") {
     // tensorboard_trace_handler(dir) in two processes (make_options.py `workers`) writes one file per process and
     // cycle, HOST_PID.TIME_NS.pt.trace.json, into one directory, which users pass as it is. Before 2026-12-06:
-    // "the file is empty".
+    // "DIR: is a directory" at the command line, nothing of what to do.
     test::TempDir dir;
     const std::string logs = dir.file("log");
     std::filesystem::create_directory(logs);
