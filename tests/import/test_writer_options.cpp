@@ -26,16 +26,16 @@ TEST_CASE("snapshot: a torch.cuda._memory_viz page imports as the snapshot it em
     const std::string html = dir.file("trace_plot.html");   // as users have it: plain
     test::write_file(html, test::gunzip(gz));
     const TraceData page = test::import_public_path(dir, html, from_html, "html.db");
-    for (const TraceData* t : {&page_gz, &page}) {
-        CHECK(t->allocations.size() == pickle.allocations.size());
-        CHECK(t->allocations.bytes == pickle.allocations.bytes);
-        CHECK(t->allocations.requested_bytes == pickle.allocations.requested_bytes);
-        CHECK(t->allocations.t_alloc == pickle.allocations.t_alloc);
-        CHECK(t->allocations.t_free == pickle.allocations.t_free);
-        CHECK(t->allocations.address == pickle.allocations.address);
-        CHECK(t->segments.size() == pickle.segments.size());
-        CHECK(t->markers.size() == pickle.markers.size());
-        CHECK(t->meta.at("snapshot.file").find("torch.cuda._memory_viz") != std::string::npos);
+    for (const TraceData* from_page : {&page_gz, &page}) {
+        CHECK(from_page->allocations.size() == pickle.allocations.size());
+        CHECK(from_page->allocations.bytes == pickle.allocations.bytes);
+        CHECK(from_page->allocations.requested_bytes == pickle.allocations.requested_bytes);
+        CHECK(from_page->allocations.t_alloc == pickle.allocations.t_alloc);
+        CHECK(from_page->allocations.t_free == pickle.allocations.t_free);
+        CHECK(from_page->allocations.address == pickle.allocations.address);
+        CHECK(from_page->segments.size() == pickle.segments.size());
+        CHECK(from_page->markers.size() == pickle.markers.size());
+        CHECK(from_page->meta.at("snapshot.file").find("torch.cuda._memory_viz") != std::string::npos);
     }
     CHECK(pickle.allocations.size() > 30);
     CHECK(from_html.format == imp::Format::Snapshot);

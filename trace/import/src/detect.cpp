@@ -61,8 +61,8 @@ static std::vector<std::string> sqlite_tables(const std::string& path) {
 // cycle, WORKER.TIME_NS.pt.trace.json[.gz] (torch/profiler/profiler.py).
 static bool is_handler_trace(const std::string& name) {
     for (const char* end : {".pt.trace.json", ".pt.trace.json.gz"}) {
-        const size_t n = std::strlen(end);
-        if (name.size() > n && name.compare(name.size() - n, n, end) == 0) return true;
+        const size_t length = std::strlen(end);
+        if (name.size() > length && name.compare(name.size() - length, length, end) == 0) return true;
     }
     return false;
 }
@@ -91,17 +91,17 @@ void refuse_directory(const std::string& path) {
 // `at` is the root's '['. Whether its first row is a raw event's.
 static bool memory_timeline_raw(const std::string& text, size_t at) {
     int64_t field[4] = {};
-    const char* p = text.c_str() + at + 1;
-    while (*p == ' ' || *p == '\n') ++p;
-    if (*p++ != '[') return false;
+    const char* cursor = text.c_str() + at + 1;
+    while (*cursor == ' ' || *cursor == '\n') ++cursor;
+    if (*cursor++ != '[') return false;
     for (int i = 0; i < 4; ++i) {
         char* end = nullptr;
-        field[i] = std::strtoll(p, &end, 10);
-        if (end == p) return false;
-        p = end;
-        while (*p == ' ') ++p;
-        if (*p++ != (i == 3 ? ']' : ',')) return false;
-        while (*p == ' ') ++p;
+        field[i] = std::strtoll(cursor, &end, 10);
+        if (end == cursor) return false;
+        cursor = end;
+        while (*cursor == ' ') ++cursor;
+        if (*cursor++ != (i == 3 ? ']' : ',')) return false;
+        while (*cursor == ' ') ++cursor;
     }
     return field[1] >= 1 && field[1] <= 4 && field[3] >= 0 && field[3] <= 7;
 }
@@ -215,7 +215,7 @@ Format detect_format(const std::string& path) {
                                     "a PNG picture, no data to import. Import the profiler's trace of the same run "
                                     "(export_chrome_trace, with profile_memory=True)"));
         std::string lower = prefix.substr(p, 256);
-        std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+        std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char letter) { return std::tolower(letter); });
         if (lower.find("<html") != std::string::npos || lower.find("<!doctype html") != std::string::npos)
             throw Error(where(path, "an HTML page without a memory snapshot in it (mhc reads the pages of "
                                     "torch.cuda._memory_viz trace_plot and segment_plot, which embed one)"));

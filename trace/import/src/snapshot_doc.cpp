@@ -218,13 +218,13 @@ std::string memory_viz_html_pickle(std::string_view html, const std::string& in)
     int held = 0;
     size_t pad = 0;
     for (size_t i = begin; i < end; ++i) {
-        const char c = html[i];
-        if (c == '=' && pad < 2) { ++pad; continue; }
-        const size_t v = alphabet.find(c);
-        if (v == std::string_view::npos || pad > 0)
+        const char symbol = html[i];
+        if (symbol == '=' && pad < 2) { ++pad; continue; }
+        const size_t value = alphabet.find(symbol);
+        if (value == std::string_view::npos || pad > 0)
             throw Error(where(in, "torch.cuda._memory_viz page: byte " + std::to_string(i) +
                                       " of its snapshot's base64 is not base64"));
-        bits = (bits << 6) | static_cast<uint32_t>(v);
+        bits = (bits << 6) | static_cast<uint32_t>(value);
         if ((held += 6) >= 8) {
             held -= 8;
             out += static_cast<char>((bits >> held) & 0xff);
