@@ -238,9 +238,9 @@ TEST_CASE(
     CHECK(trace.meta.at("kineto.reserved_peak.device-1") == "0");
     CHECK(trace.meta.count("kineto.reserved_peak.device-1.mapped") == 0);
     // Those 41,536 B are not this run's: make_paths.py records its modes in one process, and the dataloader mode
-    // recorded alone counts 0 B before its first event (peak 109,132 B). They are the compile mode's last gradients,
-    // freed while the profiler did not record, which the CPU allocator's count keeps (make_options.py `twice`):
-    // said since 2026-12-06.
+    // recorded alone counts 0 B before its first event (Total Allocated peaks at 109,132 B). They are bytes of the
+    // compile mode before it (41,536 B, one model's gradients), freed while the profiler did not record, which the
+    // CPU allocator's count keeps (make_options.py `twice`): said since 2026-12-06.
     REQUIRE(result.warnings.size() == 1);
     CHECK_THAT(result.warnings[0], Catch::Contains("of its 41536 B before the first host event (Total Allocated), "
                                                    "41536 B no free of the trace shows live"));
