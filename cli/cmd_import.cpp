@@ -96,7 +96,8 @@ mhc::cli::Registration reg{mhc::cli::Command{
             // The execution trace's Kineto trace is read twice, in place: a pipe would give nothing
             // the second time (<(cmd): "the document is empty") or wait forever for a writer (mkfifo).
             struct stat kst {};
-            if (!kineto->empty() && ::stat(kineto->c_str(), &kst) == 0 && !S_ISREG(kst.st_mode))
+            if (!kineto->empty() && ::stat(kineto->c_str(), &kst) == 0 && !S_ISREG(kst.st_mode) &&
+                !S_ISDIR(kst.st_mode))   // a directory: the importer names the traces in it
                 throw mhc::Error(*kineto +
                                  ": --kineto reads a regular file, not a pipe or device (it is read "
                                  "twice); save it to a file first");

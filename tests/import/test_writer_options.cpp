@@ -103,6 +103,9 @@ TEST_CASE("a directory given to import is refused naming the profiler traces in 
     std::string err;
     CHECK(test::run_mhc("import " + logs + " -o " + dir.file("cli.db"), &err) == 2);
     CHECK(err == "mhc: " + said + "\n");
+    const std::string et = test::fixture("writers/torch-2.15.0-et.json.gz");   // the same as --kineto
+    CHECK(test::run_mhc("import " + et + " --kineto " + logs + " -o " + dir.file("et.db"), &err) == 2);
+    CHECK(err == "mhc: " + said + "\n");
 }
 
 TEST_CASE("kineto: the host's memory is said to leave out what was allocated before profiling and to keep what "

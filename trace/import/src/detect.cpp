@@ -78,8 +78,9 @@ void refuse_directory(const std::string& path) {
     std::string names;
     for (size_t i = 0; i < traces.size() && i < 3; ++i) names += (i ? ", " : "") + traces[i];
     if (traces.size() > 3) names += ", ...";
-    throw Error(where(path, "is a directory of " + std::to_string(traces.size()) +
-                                " PyTorch profiler traces (tensorboard_trace_handler writes one file per process "
+    throw Error(where(path, "is a directory of " + std::to_string(traces.size()) + " PyTorch profiler trace" +
+                                (traces.size() == 1 ? "" : "s") +
+                                " (tensorboard_trace_handler writes one file per process "
                                 "and profiling cycle: " + names +
                                 "): import each file into a trace of its own; the ranks of one job are then "
                                 "simulated together with mhc simulate --ranks"));
