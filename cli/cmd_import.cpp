@@ -67,17 +67,18 @@ mhc::cli::Registration reg{mhc::cli::Command{
         auto max_input = std::make_shared<std::string>(std::to_string(imp::kDefaultMaxInputSize >> 20) + "MiB");
         auto force = std::make_shared<bool>(false);
         // "-" is standard input, as for most tools (read through /dev/stdin: a pipe is copied first).
+        // A directory passes here: the importer refuses it naming the profiler traces it holds.
         app.add_option("file", *in, "Input file (- for standard input)")
             ->required()
             ->check(CLI::Validator(
-                [](std::string& path) { return path == "-" ? std::string() : CLI::ExistingFile(path); }, ""));
+                [](std::string& path) { return path == "-" ? std::string() : CLI::ExistingPath(path); }, ""));
         app.add_option("-o,--output", *out, "Trace file to write (.db)")->required()->type_name("FILE");
         app.add_option("--format", *format, "Input format: snapshot, kineto, et, nsys, or auto (from the content)")
             ->check(mhc::cli::one_of({"auto", "snapshot", "kineto", "et", "nsys"}))
             ->type_name("FORMAT")
             ->default_str(*format);
         app.add_option("--kineto", *kineto, "Kineto trace of the same run (execution traces: timing)")
-            ->check(CLI::ExistingFile)
+            ->check(CLI::ExistingPath)
             ->type_name("FILE");
         auto* max_input_option = app.add_option("--max-input-size", *max_input,
                        "Most decompressed bytes of a gzip input held at once (a snapshot, one ET node or "
@@ -95,7 +96,8 @@ mhc::cli::Registration reg{mhc::cli::Command{
             // The execution trace's Kineto trace is read twice, in place: a pipe would give nothing
             // the second time (<(cmd): "the document is empty") or wait forever for a writer (mkfifo).
             struct stat kst {};
-            if (!kineto->empty() && ::stat(kineto->c_str(), &kst) == 0 && !S_ISREG(kst.st_mode))
+            if (!kineto->empty() && ::stat(kineto->c_str(), &kst) == 0 && !S_ISREG(kst.st_mode) &&
+                !S_ISDIR(kst.st_mode))   // a directory: the importer names the traces in it
                 throw mhc::Error(*kineto +
                                  ": --kineto reads a regular file, not a pipe or device (it is read "
                                  "twice); save it to a file first");

@@ -37,7 +37,9 @@ trace (chakra/*.json.gz):
     placing its ProfilerStep#N on the Unix epoch's clock as baseTimeNanoseconds + ts do (check_time_origin), meta device_name/device_memory equal to its GPU list's,
     its [OutOfMemory] events counted in meta (check_out_of_memory), its kernel launches without a kernel event
     (captured into a graph, or not recorded) counted in meta (check_launches_without_kernel), its counter events and [memory] events read
-    as host memory by another rule than Device Type 0 counted in meta (check_counters_and_host_memory), a peer copy
+    as host memory by another rule than Device Type 0 counted in meta (check_counters_and_host_memory), the CPU
+    allocator's count said to be kept only while the profiler records memory, with the bytes it held before the
+    first host event and the part no free shows live (check_host_memory_scope), a peer copy
     (no args.device) on its args.inDevice (check_placement), and a ROCm trace's kernel device numbers renumbered
     or said to be the runtime's agent numbers (check_rocm_devices); execution traces: also their ops
     per step and one step marker per ProfilerStep#N with ops (check_et_steps); Kineto and nsys: also its duration (the
@@ -1081,6 +1083,41 @@ def check_counters_and_host_memory(name, path, meta):
         fail(name, f"meta kineto.memory_read_as_host counts {said_odd}, the file has {odd} such [memory] events")
 
 
+def check_host_memory_scope(name, path, meta):
+    """The host's [memory] events of the CPU allocator (Device Type 0) are said to be its count kept only
+    while the profiler records memory (meta kineto.host_memory_scope), and where Total Allocated less
+    Bytes at the first one is above 0, that figure and the part of it no free of the trace shows live
+    (frees of addresses no allocation of the trace holds then, up to it) are stated. Checked where the
+    host's events are one process's and none has Total Allocated 0 (no MapAllocator mapping)."""
+    host = [e for e in kineto_events(path) if isinstance(e, dict) and e.get("name") == "[memory]"
+            and e.get("ph") in ("i", "I") and isinstance(e.get("args"), dict) and e["args"].get("Device Type") == 0]
+    said = meta.get("kineto.host_memory_scope")
+    if bool(host) != (said is not None):
+        fail(name, f"{len(host)} host [memory] events of Device Type 0, meta kineto.host_memory_scope {said!r}")
+        return
+    if not host or len({e.get("pid") for e in host}) != 1 or any(e["args"].get("Total Allocated") == 0 for e in host):
+        return
+    host.sort(key=lambda e: decimal.Decimal(str(e["ts"])))
+    first = host[0]["args"]
+    if "Total Allocated" not in first or "Addr" not in first:
+        return
+    baseline = first["Total Allocated"] - first["Bytes"]
+    pool, live = baseline, {}
+    for e in host:
+        a = e["args"]
+        if a["Bytes"] > 0:
+            live[a["Addr"]] = a["Bytes"]
+        elif a["Bytes"] < 0 and live.pop(a["Addr"], None) is None:
+            pool -= min(pool, -a["Bytes"])
+    if baseline > 0:
+        want = f"; of its {baseline} B before the first host event (Total Allocated), {pool} B no free of the trace"
+        print(f"  host: {baseline} B before the first event by Total Allocated, {pool} B of them never freed in it")
+        if want not in said:
+            fail(name, f"meta kineto.host_memory_scope {said!r} lacks {want!r}")
+    elif "before the first host event" in said:
+        fail(name, f"meta kineto.host_memory_scope {said!r}: the file counts 0 B before its first host event")
+
+
 def check_out_of_memory(name, path, meta):
     """Every [OutOfMemory] instant (an allocation PyTorch's allocator failed to make) is said: meta
     kineto.out_of_memory begins with their count."""
@@ -1632,6 +1669,7 @@ def check(exe, path, source_of, work):
         check_gpu_memory_said(name, path, source, meta)
         check_launches_without_kernel(name, path, meta)
         check_counters_and_host_memory(name, path, meta)
+        check_host_memory_scope(name, path, meta)
         check_reserved_first(name, path, meta)
         check_job_identity(name, path, meta)
         check_out_of_memory(name, path, meta)

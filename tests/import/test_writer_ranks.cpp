@@ -237,7 +237,13 @@ TEST_CASE(
           0);
     CHECK(trace.meta.at("kineto.reserved_peak.device-1") == "0");
     CHECK(trace.meta.count("kineto.reserved_peak.device-1.mapped") == 0);
-    CHECK(result.warnings.empty());
+    // Those 41,536 B are not this run's: make_paths.py records its modes in one process, and the dataloader mode
+    // recorded alone counts 0 B before its first event (Total Allocated peaks at 109,132 B). They are bytes of the
+    // compile mode before it (41,536 B, one model's gradients), freed while the profiler did not record, which the
+    // CPU allocator's count keeps (make_options.py `twice`): said since 2026-12-06.
+    REQUIRE(result.warnings.size() == 1);
+    CHECK_THAT(result.warnings[0], Catch::Contains("of its 41536 B before the first host event (Total Allocated), "
+                                                   "41536 B no free of the trace shows live"));
     // torch 2.4.1 writes the same (make_paths.py dataloader with 2.4.1): its CPU allocator's Total
     // Allocated agrees at every one of its events, and with the mappings live then peaks at 109,132 B
     // (the figure one allocator gave too, by chance; Total Allocated disagreed at its mappings' events).

@@ -106,6 +106,14 @@ d = pickle.load(open(f"{pub}/torch-snapshot/mosaic-synthetic.pickle", "rb"))
 for i, n in enumerate((4, 20, 60)):
     small = {"segments": d["segments"][:1], "device_traces": [d["device_traces"][0][:n]]}
     open(f"{out}/pickle/seed{i}", "wb").write(pickle.dumps(small, protocol=4))
+# A torch.cuda._memory_viz page (trace_plot's): the pickle, 1 to 3 NULs, base64 (docs/import.md).
+import base64
+page = pickle.dumps(small)
+page += b"\0" * (3 - len(page) % 3)
+open(f"{out}/pickle/memory_viz.html", "w").write(
+    '<!DOCTYPE html>\n<script type="module">\nconst local_files = ' +
+    json.dumps([{"name": "snapshot.pickle", "base64": base64.b64encode(page).decode()}]) +
+    "\nadd_local_files(local_files, 'Active Memory Timeline')\n</script>\n")
 k = json.load(gzip.open(f"{pub}/kineto/simple_add_trace.json.gz"))
 open(f"{out}/kineto/simple_add", "w").write(json.dumps(k))
 m = json.load(gzip.open(f"{fix}/cpu_mlp_kineto.json.gz"))

@@ -3,6 +3,8 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -55,6 +57,56 @@ static std::vector<std::string> sqlite_tables(const std::string& path) {
     return out;
 }
 
+// What tensorboard_trace_handler writes into its directory: one file per worker and profiling
+// cycle, WORKER.TIME_NS.pt.trace.json[.gz] (torch/profiler/profiler.py).
+static bool is_handler_trace(const std::string& name) {
+    for (const char* end : {".pt.trace.json", ".pt.trace.json.gz"}) {
+        const size_t length = std::strlen(end);
+        if (name.size() > length && name.compare(name.size() - length, length, end) == 0) return true;
+    }
+    return false;
+}
+
+void refuse_directory(const std::string& path) {
+    std::error_code ec;
+    if (path.empty() || !std::filesystem::is_directory(path, ec)) return;
+    std::vector<std::string> traces;
+    for (const auto& entry : std::filesystem::directory_iterator(path, ec))
+        if (is_handler_trace(entry.path().filename().string())) traces.push_back(entry.path().filename().string());
+    std::sort(traces.begin(), traces.end());
+    if (traces.empty()) throw Error(where(path, "is a directory, not a trace file: import one file"));
+    std::string names;
+    for (size_t i = 0; i < traces.size() && i < 3; ++i) names += (i ? ", " : "") + traces[i];
+    if (traces.size() > 3) names += ", ...";
+    throw Error(where(path, "is a directory of " + std::to_string(traces.size()) + " PyTorch profiler trace" +
+                                (traces.size() == 1 ? "" : "s") +
+                                " (tensorboard_trace_handler writes one file per process "
+                                "and profiling cycle: " + names +
+                                "): import each file into a trace of its own; the ranks of one job are then "
+                                "simulated together with mhc simulate --ranks"));
+}
+
+// torch.profiler's export_memory_timeline writes, by the path's suffix, a JSON array of arrays:
+// `.raw.json.gz` one [time_ns, action 1-4, bytes, category 0-7] row per event of one device,
+// `.json`/`.json.gz` the plot's [times, [bytes by category, ...]] (torch/profiler/_memory_profiler.py).
+// `at` is the root's '['. Whether its first row is a raw event's.
+static bool memory_timeline_raw(const std::string& text, size_t at) {
+    int64_t field[4] = {};
+    const char* cursor = text.c_str() + at + 1;
+    while (*cursor == ' ' || *cursor == '\n') ++cursor;
+    if (*cursor++ != '[') return false;
+    for (int i = 0; i < 4; ++i) {
+        char* end = nullptr;
+        field[i] = std::strtoll(cursor, &end, 10);
+        if (end == cursor) return false;
+        cursor = end;
+        while (*cursor == ' ') ++cursor;
+        if (*cursor++ != (i == 3 ? ']' : ',')) return false;
+        while (*cursor == ' ') ++cursor;
+    }
+    return field[1] >= 1 && field[1] <= 4 && field[3] >= 0 && field[3] <= 7;
+}
+
 static bool is_nsys_table(const std::string& t) {
     return t == "StringIds" || t.rfind("CUPTI_ACTIVITY_KIND_", 0) == 0 || t.rfind("TARGET_INFO_", 0) == 0 ||
            t == "NVTX_EVENTS" || t == "CUDA_GPU_MEMORY_USAGE_EVENTS";
@@ -74,6 +126,7 @@ static bool looks_like_chakra_protobuf(const std::string& path, const std::strin
 }
 
 Format detect_format(const std::string& path) {
+    refuse_directory(path);
     char head[16] = {};
     {
         std::ifstream f(path, std::ios::binary);
@@ -139,8 +192,34 @@ Format detect_format(const std::string& path) {
     // The Chrome trace's JSON Array Format, as PyTorch 1.8's profiler wrote it: [{"ph": ...}, ...].
     if (p != std::string::npos && prefix[p] == '[') {
         size_t first = prefix.find_first_not_of(" \t\r\n", p + 1);
+        if (first != std::string::npos && prefix[first] == '[')
+            throw Error(where(path, memory_timeline_raw(prefix, p)
+                                        ? "the raw memory timeline of PyTorch's profiler (export_memory_timeline to "
+                                          ".raw.json.gz: [time, action, bytes, category] rows of one device), which mhc "
+                                          "does not import: its rows name no address, tensor or stream. Import the "
+                                          "profiler's trace of the same run (export_chrome_trace, with "
+                                          "profile_memory=True): it holds every allocation and free with its address"
+                                        : "a JSON array of arrays, such as the memory timeline plot of PyTorch's "
+                                          "profiler (export_memory_timeline to .json: times and bytes by category), a "
+                                          "curve without allocations, which mhc does not import. Import the profiler's "
+                                          "trace of the same run (export_chrome_trace, with profile_memory=True)"));
         if (first != std::string::npos && prefix[first] == '{' && prefix.find("\"ph\"") != std::string::npos) return Format::Kineto;
         if (first != std::string::npos && prefix[first] == '{' && snapshot_keys) return Format::Snapshot;
+    }
+    // HTML: torch.cuda._memory_viz's pages (trace_plot, segment_plot) embed the snapshot's pickle,
+    // which the snapshot importer reads; the profiler's memory timeline page is a PNG picture.
+    if (p != std::string::npos && prefix[p] == '<') {
+        if (prefix.find("add_local_files") != std::string::npos && prefix.find("\"base64\"") != std::string::npos)
+            return Format::Snapshot;
+        if (prefix.find("<title>GPU Memory Timeline HTML</title>") != std::string::npos)
+            throw Error(where(path, "the memory timeline plot of PyTorch's profiler (export_memory_timeline to .html): "
+                                    "a PNG picture, no data to import. Import the profiler's trace of the same run "
+                                    "(export_chrome_trace, with profile_memory=True)"));
+        std::string lower = prefix.substr(p, 256);
+        std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char letter) { return std::tolower(letter); });
+        if (lower.find("<html") != std::string::npos || lower.find("<!doctype html") != std::string::npos)
+            throw Error(where(path, "an HTML page without a memory snapshot in it (mhc reads the pages of "
+                                    "torch.cuda._memory_viz trace_plot and segment_plot, which embed one)"));
     }
     // XProf's XSpace protobuf (HOST.xplane.pb of TensorFlow's, JAX's and PyTorch/XLA's profiler): field 1
     // (planes, tag 0x0a), its length, then the first plane, named "/host:..." or "/device:..." near the start.

@@ -20,6 +20,7 @@
 #include "mhc/trace/import/rows.hpp"
 #include "mhc/trace/store.hpp"
 #include "limits.hpp"
+#include "source.hpp"
 
 namespace mhc::trace::import {
 
@@ -96,6 +97,8 @@ static Result import_regular(const std::string& in, const std::string& shown, co
 Result import_file(const std::string& in, const std::string& out, const Options& opt) {
     refuse_input_as_output(in, out);
     refuse_input_as_output(opt.kineto_path, out);
+    refuse_directory(in);   // also under --format, which skips detection
+    refuse_directory(opt.kineto_path);
     // An output that may not be replaced is refused before a pipe is read (as for a file).
     if (opt.if_exists == IfExists::Refuse && std::filesystem::exists(out)) Writer refuse(out, opt.if_exists);
     Spool spool(in, opt.max_input_size);

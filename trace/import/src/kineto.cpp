@@ -709,6 +709,39 @@ void say_gpu_memory_unrecorded(const KinetoData& data, Result& result) {
     result.warnings.push_back("GPU memory " + said);
 }
 
+// The host's [memory] events of PyTorch's CPU allocator: c10's profiled CPU memory reporter
+// (CPUAllocator.cpp) updates its count, Total Allocated, only while the profiler records memory.
+// Blocks allocated before (the model's parameters, optimizer state, inputs) are not in it, and
+// blocks freed while it did not record (after an earlier profile in the process, between a
+// schedule's cycles) are never taken off it: torch 2.15 and 2.4.1 both carry a 1 MiB tensor freed
+// between two profiles into the second's count. So the host's bytes before its first event (Total
+// Allocated less its Bytes) are not memory known to be live: the part that no free of the trace
+// shows live is imported as one block alive throughout (as on a GPU, whose count is its caching
+// allocator's whole), which the host's peak counts. Said in meta kineto.host_memory_scope with those
+// figures, and as a warning where such bytes are counted and the host's is the trace's only memory
+// (a CPU run, whose peak mhc info prints as the trace's). tests/import/fixtures/writers/make_options.py
+// records both.
+void say_host_memory_scope(const KMemoryResult& mem, Result& result) {
+    const auto host = std::find_if(mem.devices.begin(), mem.devices.end(), [](const KMemoryDevice& space) {
+        return space.device < 0 && !space.mapped && space.process == 0;
+    });
+    if (host == mem.devices.end()) return;
+    const bool host_only = std::none_of(mem.devices.begin(), mem.devices.end(),
+                                        [](const KMemoryDevice& space) { return space.device >= 0; });
+    std::string said =
+        "the CPU allocator's count, which PyTorch updates only while the profiler records memory: blocks allocated "
+        "before profiling (the model's parameters, optimizer state, inputs) are not in it, and blocks freed while it "
+        "did not record (after an earlier profile in the process, between a schedule's cycles) are never taken off it";
+    if (host->baseline > 0)
+        said += "; of its " + std::to_string(host->baseline) + " B before the first host event" +
+                (host->baseline_recorded ? " (Total Allocated)" : "") + ", " + std::to_string(host->unattributed) +
+                " B no free of the trace shows live: imported as one block alive throughout, which the host's peak "
+                "counts, though they may be blocks freed unseen";
+    result.meta["kineto.host_memory_scope"] = said;
+    // Warned where it moves the figure a CPU run's user reads: bytes counted that may be freed.
+    if (host_only && host->unattributed > 0) result.warnings.push_back("host memory is " + said);
+}
+
 // Kernel launches (runtime and driver calls: cudaLaunchKernel, cuLaunchKernel, hipLaunchKernel,
 // cudaGraphLaunch, ...) whose correlation id no kernel, memcpy or memset event of the trace
 // carries. In a trace the profiler wrote whole there are none: every launch's kernels follow it
@@ -806,6 +839,7 @@ void import_kineto(const std::string& in, Rows& rows, Result& result, uint64_t m
     result.meta["categories"] = "unknown";
     result.meta["kineto.memory_events"] = std::to_string(data.memory.size());
     write_memory_meta(mem, result);
+    say_host_memory_scope(mem, result);
     if (data.host_memory_events)
         result.meta["kineto.host_memory_events"] =
             std::to_string(data.host_memory_events) +

@@ -259,6 +259,7 @@ KMemoryResult Mapper::run(const std::vector<KMemory>& events, int64_t base) {
         else ++r_.zero_bytes;
     }
     for (auto& s : states_) {
+        s.info.unattributed = s.pool;
         if (s.pool > 0) {
             add(s, 0, s.pool, 0, kNoTime, labels_.unattributed);
             ++r_.reconstructed;

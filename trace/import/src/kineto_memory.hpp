@@ -46,6 +46,7 @@ struct KMemoryDevice {
     int64_t events = 0;
     int64_t baseline = 0;            // bytes live before the first event
     bool baseline_recorded = false;  // from Total Allocated (else the least the signed sum needs)
+    int64_t unattributed = 0;        // of the baseline, bytes no free of the trace ended (alive throughout)
     int64_t reserved_peak = -1;      // max Total Reserved; -1: not recorded
     int64_t reserved_first = -1;     // Total Reserved of the first event that records it; -1: none does
     // Total Allocated against the imported curve (events that record it):

@@ -116,9 +116,13 @@ AnnotationClock annotation_clock(const Decoded& ev) {
 void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_input_size) {
     FileBytes data(in, max_input_size);
     std::string_view bytes = data.view();
-    std::string from_json;   // the pickle of a snapshot saved as JSON; the document's strings point into it
+    std::string from_json;   // the pickle of a snapshot saved as JSON or in HTML; the document's strings point into it
     const size_t first = bytes.find_first_not_of(" \t\r\n");
-    if (first != std::string_view::npos && (bytes[first] == '{' || bytes[first] == '[')) {
+    if (first != std::string_view::npos && bytes[first] == '<') {
+        from_json = memory_viz_html_pickle(bytes, in);
+        bytes = from_json;
+        r.meta["snapshot.file"] = "HTML of torch.cuda._memory_viz (trace_plot or segment_plot): the snapshot pickle it embeds";
+    } else if (first != std::string_view::npos && (bytes[first] == '{' || bytes[first] == '[')) {
         from_json = json_as_pickle(bytes, in);
         bytes = from_json;
         r.meta["snapshot.file"] = "JSON (torch.cuda.memory._snapshot() saved with json.dump), read as its pickle";

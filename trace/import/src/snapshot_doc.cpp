@@ -190,6 +190,50 @@ std::string json_as_pickle(std::string_view json, const std::string& in) {
     return std::move(pickle.out);
 }
 
+// _memory_viz.py's _format_viz (torch 2.1 to 2.15) writes `const local_files = [{"name":
+// "snapshot.pickle", "base64": "..."}]` into the page: pickle.dumps(snapshot) followed by 1 to 3
+// NUL bytes (to a multiple of 3), base64-encoded. One snapshot a page; the NULs are not the pickle's.
+std::string memory_viz_html_pickle(std::string_view html, const std::string& in) {
+    const size_t files = html.find("local_files");
+    if (files == std::string_view::npos)
+        throw Error(where(in, "an HTML page without a memory snapshot in it (no local_files of torch.cuda._memory_viz)"));
+    auto value_at = [&](size_t key) {   // the string after `"base64"` and a colon
+        size_t at = html.find_first_not_of(" \t\r\n", key + 8);
+        if (at == std::string_view::npos || html[at] != ':') return std::string_view::npos;
+        at = html.find_first_not_of(" \t\r\n", at + 1);
+        return at != std::string_view::npos && html[at] == '"' ? at + 1 : std::string_view::npos;
+    };
+    const size_t key = html.find("\"base64\"", files);
+    const size_t begin = key == std::string_view::npos ? key : value_at(key);
+    const size_t end = begin == std::string_view::npos ? begin : html.find('"', begin);
+    if (end == std::string_view::npos)
+        throw Error(where(in, "a torch.cuda._memory_viz page whose local_files has no \"base64\" string: no snapshot to read"));
+    if (const size_t more = html.find("\"base64\"", end); more != std::string_view::npos)
+        throw Error(where(in, "a torch.cuda._memory_viz page holding more than one file (a second \"base64\" at byte " +
+                                  std::to_string(more) + "): import each snapshot on its own"));
+    static constexpr std::string_view alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string out;
+    out.reserve((end - begin) / 4 * 3);
+    uint32_t bits = 0;
+    int held = 0;
+    size_t pad = 0;
+    for (size_t i = begin; i < end; ++i) {
+        const char symbol = html[i];
+        if (symbol == '=' && pad < 2) { ++pad; continue; }
+        const size_t value = alphabet.find(symbol);
+        if (value == std::string_view::npos || pad > 0)
+            throw Error(where(in, "torch.cuda._memory_viz page: byte " + std::to_string(i) +
+                                      " of its snapshot's base64 is not base64"));
+        bits = (bits << 6) | static_cast<uint32_t>(value);
+        if ((held += 6) >= 8) {
+            held -= 8;
+            out += static_cast<char>((bits >> held) & 0xff);
+        }
+    }
+    for (int n = 0; n < 3 && !out.empty() && out.back() == '\0'; ++n) out.pop_back();
+    return out;
+}
+
 // snapshot['external_annotations'] (PyTorch 2.5 on): the record_function ranges of user scope
 // (torch.profiler.record_function, Optimizer.step's own) that the allocator noted while it
 // recorded history, one entry per START or END, with 'name', 'stage', 'device' and 'time_us'.

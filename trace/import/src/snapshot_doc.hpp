@@ -36,6 +36,11 @@ int64_t int_field(const PickleDoc& doc, Id value, const char* key, const Bad& ba
 // the JSON is not valid).
 std::string json_as_pickle(std::string_view json, const std::string& in);
 
+// The snapshot inside a page of torch.cuda._memory_viz (trace_plot, segment_plot, and
+// torch.cuda.memory._save_memory_usage/_save_segment_usage, which call them): its pickle, taken
+// from the page's base64 (refused naming the byte where it is not base64).
+std::string memory_viz_html_pickle(std::string_view html, const std::string& in);
+
 // The end state's segments: a snapshot's 'segments', or the root when it is memory_snapshot()'s list.
 std::optional<Id> end_segments(const PickleDoc& doc, Id root);
 

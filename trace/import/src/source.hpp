@@ -19,6 +19,10 @@
 
 namespace mhc::trace::import {
 
+// A directory given as the input is refused naming it, and the profiler traces in it where
+// tensorboard_trace_handler wrote them (detect.cpp).
+void refuse_directory(const std::string& path);
+
 class GzSource {
 public:
     // `limit`: the most decompressed bytes of a gzip input read since the last mark(), and the
