@@ -41,6 +41,7 @@ class SettingsRecording:
         self.side_free = 0  # when the copy stream is next free (ns)
         self.host_live = self.host_peak = 0
         self.host_seen = False  # an allocation was recorded as host memory (else no op is host work)
+        self.own_ops = 0  # > 0 while the capture's own hooks run ops: not the model's, not recorded
 
     # Host memory ----------------------------------------------------------------------------
     def host_category(self, storage, new: bool) -> int | None:
@@ -145,10 +146,20 @@ class SettingsRecording:
 
     def saved_hooks(self):
         """The capture's own saved-tensor hooks for the forward: they record and keep the tensor,
-        and note when the backward first unpacks each storage (on_unpacked)."""
+        and note when the backward first unpacks each storage (on_unpacked). What they keep is
+        t.detach() (PyTorch's advice for a pack hook), not t: a tensor its own node saves as an
+        output (relu's, tanh's, exp's) holds that node, which held the packed t, a reference cycle
+        no collection breaks, so a graph dropped without a backward (a GAN's `fake =
+        G(z).detach()`) kept every storage it saved, and checkpoint's inputs, to the step's end;
+        without hooks PyTorch frees them at the drop. The detach is the capture's, not the model's
+        op: not recorded."""
         def pack(t):
             self.on_saved(t)
-            return t
+            self.own_ops += 1
+            try:
+                return t.detach()
+            finally:
+                self.own_ops -= 1
 
         def unpack(t):
             self.on_unpacked(t)
