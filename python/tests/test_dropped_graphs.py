@@ -59,3 +59,30 @@ def test_a_graph_dropped_without_a_backward_is_freed_at_the_drop(tmp_path, check
     assert len(made_by_g) == 5, made_by_g
     late = [(label, t_free) for label, t_free in made_by_g if t_free is None or t_free > d_start]
     assert not late, (d_start, late)
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(16, 64, bias=False), nn.Linear(64, 16, bias=False)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+def test_an_offloaded_storage_an_output_save_keeps_is_not_copied_back(monkeypatch):
+    """Autograd keeps an output its own node saves (relu's) as its data, not as the tensor, so the
+    tensor dies while the storage lives: offloading fc2, whose input relu saves outside the hooks,
+    copied that input back in the backward though it was still on the device (a second copy). The
+    capture kept the tensor itself and hid it; here on real tensors, without a capture."""
+    from mhc_torch import offload
+
+    net = nn.Sequential(Block(), Block())
+    net, opt = mhc_torch.apply(net, torch.optim.SGD(net.parameters(), lr=0.1),
+                          {"offload": {"mode": "sync", "modules": ["Sequential.1.fc2"], "min_bytes": 4096}})
+    copies = []
+    to_device = offload.SavedTensorOffload._to_device
+    monkeypatch.setattr(offload.SavedTensorOffload, "_to_device", lambda self, st: copies.append(st) or to_device(self, st))
+    net(torch.randn(32, 16)).sum().backward()
+    opt.step()
+    assert copies == []
