@@ -215,16 +215,24 @@ def _leaf_safe_mod_tracker():
     _will_engine_execute_node but we are currently running autograd.grad()"). On a GPU the step
     runs (no tracker). While this tracker is entered, a module's inputs that are leaves are left
     out of that wait (the module's backward ends with its other inputs' gradients), and a module
-    whose inputs are all leaves ends its backward at the first of their gradients."""
+    whose inputs are all leaves ends its backward at the first of their gradients.
+
+    A wait on one tensor is registered as mode "any" (the same for one tensor): mode "all" keeps
+    the tensors' nodes in the hook it puts on those nodes, a reference cycle, so a graph dropped
+    without a backward (a GAN's `fake = G(z).detach()`) lived, with what it saved, until the
+    collection at the step's end, where PyTorch without the tracker frees it at the drop. A module
+    with several inputs that need a gradient keeps that cycle (docs/advise.md, Limits)."""
     from torch.autograd.graph import register_multi_grad_hook
     from torch.distributed._tools import mod_tracker
 
     def past_leaves(tensors, fn, *, mode="all"):
         if mode == "all" and any(t.grad_fn is None for t in tensors):
             inner = [t for t in tensors if t.grad_fn is not None]
-            if inner:
+            if len(inner) > 1:
                 return register_multi_grad_hook(inner, fn, mode="all")
-            return register_multi_grad_hook(tensors, fn, mode="any")
+            return register_multi_grad_hook(inner or tensors, fn, mode="any")
+        if mode == "all" and len(tensors) == 1:
+            mode = "any"
         return register_multi_grad_hook(tensors, fn, mode=mode)
 
     class Tracker(mod_tracker.ModTracker):

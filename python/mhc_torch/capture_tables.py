@@ -21,6 +21,13 @@ _COPY_OPS = {"aten::copy_", "aten::_copy_from"}
 HOST = -1  # allocations.device of host memory
 
 
+def _own_output(t: torch.Tensor) -> bool:
+    """Whether autograd saves t as an output of the op that ran last: autograd saves an op's inputs
+    before the op runs and its outputs after, and numbers its nodes as it makes them, so a tensor
+    whose own node is the newest one is an output of that op, anything else an input of the next."""
+    return t.grad_fn is not None and t.grad_fn._sequence_nr() == torch._C._autograd._get_sequence_nr() - 1
+
+
 class SettingsRecording:
     """Modules, saved tensors, recompute and host memory, for Recording (see the module doc)."""
 
@@ -41,6 +48,7 @@ class SettingsRecording:
         self.side_free = 0  # when the copy stream is next free (ns)
         self.host_live = self.host_peak = 0
         self.host_seen = False  # an allocation was recorded as host memory (else no op is host work)
+        self.own_ops = 0  # > 0 while the capture's own hooks run ops: not the model's, not recorded
 
     # Host memory ----------------------------------------------------------------------------
     def host_category(self, storage, new: bool) -> int | None:
@@ -98,15 +106,12 @@ class SettingsRecording:
 
     # Saved tensors ----------------------------------------------------------------------------
     def on_saved(self, t: torch.Tensor) -> None:
-        """A pack hook's tensor. Autograd saves an op's inputs before the op runs and its outputs
-        after, and numbers its nodes as it makes them: a tensor whose own node is the newest one is
-        an output of the op that ran last, anything else an input of the op that runs next."""
+        """A pack hook's tensor: an output of the op that ran last or an input of the op that runs
+        next (_own_output)."""
         s = self.storages.get(id(t.untyped_storage()))
         if s is None:
             return
-        newest = torch._C._autograd._get_sequence_nr() - 1
-        is_output = t.grad_fn is not None and t.grad_fn._sequence_nr() == newest
-        self.saves.append((s.alloc.id, len(self.kernels), is_output, self.module_of()))
+        self.saves.append((s.alloc.id, len(self.kernels), _own_output(t), self.module_of()))
 
     def saved_pairs(self) -> list[tuple[int, int, int]]:
         """(allocation, kernel, packs) of the saves: an output to the kernel that made it (which ran
@@ -145,10 +150,22 @@ class SettingsRecording:
 
     def saved_hooks(self):
         """The capture's own saved-tensor hooks for the forward: they record and keep the tensor,
-        and note when the backward first unpacks each storage (on_unpacked)."""
+        and note when the backward first unpacks each storage (on_unpacked). They keep what autograd
+        keeps without hooks: an input as the tensor itself, an output of the node saving it as
+        t.detach() (PyTorch's advice for a pack hook; SavedVariable keeps an output's data without
+        its node). Keeping such an output itself made its node hold the packed t, which holds the
+        node, a reference cycle no collection breaks: a graph dropped without a backward (a GAN's
+        `fake = G(z).detach()`) kept every storage it saved, and checkpoint's inputs, to the step's
+        end, where PyTorch frees them at the drop. The detach is the capture's op, not recorded."""
         def pack(t):
             self.on_saved(t)
-            return t
+            if not _own_output(t):
+                return t
+            self.own_ops += 1
+            try:
+                return t.detach()
+            finally:
+                self.own_ops -= 1
 
         def unpack(t):
             self.on_unpacked(t)

@@ -85,7 +85,7 @@ class _RecordingFakeMode(FakeTensorMode):
         if not self._depth:
             _check_same_dtype(func, args)
         rec = self.recording
-        if rec is None or self._depth:
+        if rec is None or self._depth or rec.own_ops:
             return super().dispatch(func, types, args, kwargs)
         kwargs = kwargs or {}
         self._depth += 1

@@ -37,24 +37,46 @@ from . import placement
 class _Stored:
     """One offloaded device storage: its host copy, then its device copy in the backward."""
 
-    __slots__ = ("host", "nbytes", "source", "tensors", "device_copy", "ready", "pending", "__weakref__")
+    __slots__ = ("host", "nbytes", "source", "tensors", "producer", "device_copy", "ready", "pending", "__weakref__")
 
     def __init__(self, host: torch.Tensor, nbytes: int, t: torch.Tensor):
         self.host: torch.Tensor | None = host  # uint8, the whole storage
         self.nbytes = nbytes
         self.source = weakref.ref(t.untyped_storage())  # a later storage at the same place is another one
         self.tensors: list[weakref.ref] = []  # the tensors saved on it: while one lives, so does it
+        # the node that made it and saved it as its output outside these hooks (relu, tanh,
+        # softmax): autograd keeps that output's data, not the tensor, so none of `tensors` may
+        # live while the storage does (no cycle: the node is upstream of the saves that hold this)
+        self.producer = None
         self.device_copy: torch.Tensor | None = None
         self.ready = None  # the copy stream's event after the device copy (CUDA only)
         self.pending = 0  # saves of it not unpacked yet
 
     def live_tensor(self) -> torch.Tensor | None:
-        """A tensor on the device storage if one that was saved is still alive."""
+        """A tensor on the device storage if one that was saved is still alive, or the output its
+        producer saved, while that node keeps it."""
         for ref in self.tensors:
             t = ref()
             if t is not None:
                 return t
+        if self.producer is not None:
+            try:
+                kept = self.producer._saved_result
+            except RuntimeError:   # its backward ran: released
+                kept = None
+            if isinstance(kept, torch.Tensor) and kept.untyped_storage() is self.source():
+                return kept
+            self.producer = None
         return None
+
+
+def _saved_as_its_output(t: torch.Tensor):
+    """t's node if it saved t as its output (`_saved_result`) and t is not being saved as the output
+    of the op that just ran (then its node would hold what holds it), else None."""
+    node = t.grad_fn
+    if node is None or node._sequence_nr() == torch._C._autograd._get_sequence_nr() - 1:
+        return None
+    return node if "_saved_result" in dir(node) else None
 
 
 class _Saved:
@@ -138,6 +160,7 @@ class SavedTensorOffload:
         stored = self._stored.get(id(st))
         if stored is None or stored.source() is not st or stored.host is None:
             stored = self._to_host(t, index)
+            stored.producer = _saved_as_its_output(t)
             self._stored[id(st)] = stored
         saved = _Saved(index, stored, t)
         stored.pending += 1

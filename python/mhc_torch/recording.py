@@ -118,7 +118,11 @@ class Recording(SettingsRecording):
         if s.refs > 0:
             return  # another storage still stands for this allocation
         self.fresh.pop(id(s), None)
-        s.alloc.t_free = self.t
+        # what the capture itself drops after the last step (the model, its optimizer, the batch)
+        # lives on in the training process: alive at the end, whichever reference cycles the
+        # setting's hooks made (a checkpointed forward set on its module is one)
+        if self.phase != "end":
+            s.alloc.t_free = self.t
         if s.alloc.device == HOST:
             self.host_live -= s.alloc.bytes
         else:
