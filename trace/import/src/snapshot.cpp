@@ -93,6 +93,7 @@ using snapshot::end_state_only;
 using snapshot::external_annotations;
 using snapshot::host_memory;
 using snapshot::json_as_pickle;
+using snapshot::memory_viz_html_pickle;
 using snapshot::say_keys_not_read;
 
 // What placing the external_annotations needs of the decoded events (snapshot_doc.hpp).
