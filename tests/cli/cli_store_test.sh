@@ -85,7 +85,7 @@ if [ "$(id -u)" = 0 ]; then
 fi
 chmod 0444 "$t"
 if [ -z "$ro_skipped" ]; then
-    runs_ro=$("$mhc" info "$t" | grep -c "simulated")
+    runs_ro=$("$mhc" info "$t" | grep -cE '^ +[0-9]+ +simulated')
     "${as_user[@]}" "$mhc" info "$t" >/dev/null 2>"$tmp/err" || fail "info of a read-only trace as $(whoami): $(cat "$tmp/err")"
     not_stored
     "${as_user[@]}" "$mhc" simulate "$t" --capacity 80% >"$tmp/out" 2>"$tmp/err"; rc=$?
@@ -99,7 +99,7 @@ if [ -z "$ro_skipped" ]; then
     grep -q "^{" "$tmp/out" || fail "no JSON printed"
     "${as_user[@]}" "$mhc" sweep "$t" --policies lru --capacities 80% --links pcie4 >"$tmp/out" 2>"$tmp/err"; rc=$?
     [ $rc = 4 ] || fail "sweep on a read-only trace exited $rc, wanted 4: $(cat "$tmp/err")"
-    [ "$("$mhc" info "$t" | grep -c "simulated")" = "$runs_ro" ] || fail "a run was stored in a read-only trace"
+    [ "$("$mhc" info "$t" | grep -cE '^ +[0-9]+ +simulated')" = "$runs_ro" ] || fail "a run was stored in a read-only trace"
     # generate over a read-only trace without --force: refused.
     "${as_user[@]}" "$mhc" generate --preset gpt2-small --steps 1 --layers 2 --seq 128 -o "$t" >/dev/null 2>"$tmp/err" \
         && fail "generate replaced a read-only trace without --force (as $(whoami))"
@@ -109,7 +109,7 @@ fi
 grep -q "runs.db" "$tmp/out" || fail "simulate did not say where it stored the run"
 "$mhc" sweep "$t" --policies lru,largest --capacities 80% --links pcie4 --no-bisect --runs-db "$tmp/runs.db" >/dev/null \
     || fail "sweep --runs-db failed"
-n=$("$mhc" info "$t" --runs-db "$tmp/runs.db" | grep -c "simulated")
+n=$("$mhc" info "$t" --runs-db "$tmp/runs.db" | grep -cE '^ +[0-9]+ +simulated')
 [ "$n" = 3 ] || fail "info --runs-db listed $n runs, wanted 3"
 "$mhc" check "$t" >/dev/null || fail "check of a read-only trace failed"
 "$mhc" export "$t" -o "$tmp/t.json" >/dev/null || fail "export of a read-only trace failed"
@@ -159,7 +159,7 @@ expect2() {
     [ $rc = 2 ] || fail "$* exited $rc, wanted 2: $(cat "$tmp/err")"
     [ "$(wc -l <"$tmp/err")" -le 2 ] || fail "$*: long error: $(cat "$tmp/err")"
 }
-runs_before=$("$mhc" info "$t" | grep -c "simulated")
+runs_before=$("$mhc" info "$t" | grep -cE '^ +[0-9]+ +simulated')
 expect2 "$mhc" simulate "$t" --capacity 50% --device 99
 grep -q "its devices: 0" "$tmp/err" || fail "--device 99 did not list the devices: $(cat "$tmp/err")"
 expect2 "$mhc" simulate "$t" --capacity 50% --memory-samples 2147483647
@@ -204,6 +204,6 @@ peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 assert peak < 48, f"peak memory {peak:.1f} MiB"
 PY
 [ "$(sqlite3 "$tmp/many.db" 'SELECT count(*) FROM runs')" = 20002 ] || fail "the run was not stored among 20,000"
-[ "$("$mhc" info "$t" | grep -c "simulated")" = "$runs_before" ] || fail "a refused simulate stored a run"
+[ "$("$mhc" info "$t" | grep -cE '^ +[0-9]+ +simulated')" = "$runs_before" ] || fail "a refused simulate stored a run"
 if [ -n "$ro_skipped" ]; then echo "skipped: $ro_skipped"; exit 77; fi
 echo ok

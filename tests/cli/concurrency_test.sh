@@ -39,9 +39,9 @@ for i in "${!pids[@]}"; do
     wait "${pids[$i]}"; rc=$?
     [ $rc = 0 ] || [ $rc = 3 ] || fail "writer $i exited $rc: $(cat "$tmp"/sim.* "$tmp"/sweep.* | grep mhc:)"
 done
-n=$("$mhc" info "$t" | grep -c "simulated")
+n=$("$mhc" info "$t" | grep -cE '^ +[0-9]+ +simulated')
 [ "$n" = 12 ] || fail "$n runs stored, wanted 12 (8 simulate + 2 sweeps of 2)"
-ids=$("$mhc" info "$t" | awk '/simulated/ {print $1}' | sort -u | wc -l)
+ids=$("$mhc" info "$t" | awk '$2 == "simulated" {print $1}' | sort -u | wc -l)
 [ "$ids" = 12 ] || fail "run ids collide: $ids distinct"
 
 # 8 simulate processes at once into a runs database that none of them finds: one creates it
@@ -55,7 +55,7 @@ for i in "${!pids[@]}"; do
     wait "${pids[$i]}"; rc=$?
     [ $rc = 0 ] || [ $rc = 3 ] || fail "simulate --runs-db $i exited $rc: $(cat "$tmp/rdb.$((i + 1))")"
 done
-n=$("$mhc" info "$t" --runs-db "$tmp/runs.db" | grep -c "simulated")
+n=$("$mhc" info "$t" --runs-db "$tmp/runs.db" | grep -cE '^ +[0-9]+ +simulated')
 [ "$n" = 8 ] || fail "$n runs stored in a new runs database by 8 processes, wanted 8"
 
 # Coupled jobs at once on the same rank traces (each stores into both, in one transaction over
@@ -79,8 +79,8 @@ for i in "${!pids[@]}"; do
 done
 [ "$("$mhc" info "$j0" | grep -c " coupled")" = 4 ] && [ "$("$mhc" info "$j1" | grep -c " coupled")" = 4 ] \
     || fail "coupled jobs at once: not every job in both ranks: $("$mhc" info "$j0" | grep -c coupled), $("$mhc" info "$j1" | grep -c coupled)"
-[ "$("$mhc" info "$j0" | grep -c simulated)" = 8 ] || fail "rank 0: wanted 4 coupled + 4 single runs"
-[ "$("$mhc" info "$j0" | awk '/simulated/ {print $1}' | sort -u | wc -l)" = 8 ] || fail "rank 0: run ids collide"
+[ "$("$mhc" info "$j0" | grep -cE '^ +[0-9]+ +simulated')" = 8 ] || fail "rank 0: wanted 4 coupled + 4 single runs"
+[ "$("$mhc" info "$j0" | awk '$2 == "simulated" {print $1}' | sort -u | wc -l)" = 8 ] || fail "rank 0: run ids collide"
 # The same into one runs database that none of them finds: it is made once, for the job.
 pids=()
 for i in 1 2 3 4; do
@@ -113,7 +113,7 @@ for i in "${!pids[@]}"; do
     [ $rc = 0 ] || [ $rc = 1 ] || [ $rc = 3 ] || fail "validate $i exited $rc: $(grep mhc: "$tmp"/val.*)"
     grep -q "stored runs" "$tmp/val.$((i + 1))" || fail "validate $i did not store: $(cat "$tmp/val.$((i + 1))")"
 done
-n=$("$mhc" info "$v" | grep -cE "simulated|replayed")
+n=$("$mhc" info "$v" | grep -cE '^ +[0-9]+ +(simulated|replayed)')
 [ "$n" = 32 ] || fail "$n validate runs stored, wanted 32 (8 x baseline and one capacity, simulated and replayed)"
 ids=$("$mhc" info "$v" | awk '/simulated|replayed/ {print $1}' | sort -u | wc -l)
 [ "$ids" = 32 ] || fail "validate run ids collide: $ids distinct"

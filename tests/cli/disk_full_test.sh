@@ -46,7 +46,7 @@ mkdir "$tmp/full"
 # Size of the trace's copy on the full medium; a store of runs needs more than is left.
 gen -o "$tmp/t.db" >/dev/null || fail "generate"
 "$mhc" simulate "$tmp/t.db" --capacity 80% >/dev/null || fail "simulate on a roomy disk"
-runs_before=$("$mhc" info "$tmp/t.db" | grep -c simulated)
+runs_before=$("$mhc" info "$tmp/t.db" | grep -cE '^ +[0-9]+ +simulated')
 sum_before=$(sha256sum <"$tmp/t.db")
 # A job of two ranks, also copied onto the full medium.
 "$mhc" -q generate --preset gpt2-small --steps 1 --layers 2 --seq 128 --pp 2 --all-ranks -o "$tmp/j.db" >/dev/null \
@@ -116,7 +116,7 @@ job_unchanged "simulate --ranks --runs-db"
 for c in check info; do
     "$mhc" $c "$t" >/dev/null 2>"$tmp/err" || fail "$c after a full disk: $(cat "$tmp/err")"
 done
-[ "$("$mhc" info "$t" | grep -c simulated)" = "$runs_before" ] || fail "the stored runs changed"
+[ "$("$mhc" info "$t" | grep -cE '^ +[0-9]+ +simulated')" = "$runs_before" ] || fail "the stored runs changed"
 
 # New files onto the full disk: one line, no output, no temporary file.
 expect_clean() {   # expect_clean OUT CMD...
