@@ -1,0 +1,87 @@
+"""Training setups a new user brought on 2026-12-06, sixth round (bench/advise/new_user: per-sample
+gradients with torch.func for DP-SGD, a diffusers DiT with EMA, a GradCache two-tower retriever,
+PPO with generate() rollouts, peft's DoRA, torchvision's Mask R-CNN): each test fails without the
+fix it guards (docs/results.md, "Six more training setups as a new user", 2026-12-06)."""
+import json
+import sqlite3
+import subprocess
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+
+import mhc_torch  # noqa: E402
+
+
+def meta(path, key, default=None):
+    with sqlite3.connect(path) as db:
+        row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return default if row is None else row[0]
+
+
+class Net(nn.Module):
+    def __init__(self, d=32):
+        super().__init__()
+        self.blocks = nn.Sequential(*(nn.Sequential(nn.Linear(d, d), nn.Tanh()) for _ in range(3)))
+        self.head = nn.Linear(d, 4)
+
+    def forward(self, x):
+        return self.head(self.blocks(x))
+
+
+def per_sample_step(model, batch, run, own_hooks=False):
+    """DP-SGD as Opacus's functorch mode computes it: vmap(grad(loss)) over the batch through
+    functional_call, each sample's gradient clipped, summed and noised into .grad; no backward()."""
+    from torch.func import functional_call, grad, vmap
+
+    if "opt" not in run.state:
+        run.state["opt"] = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = batch
+    params = {k: v.detach() for k, v in model.named_parameters()}
+
+    def loss(p, xi, yi):
+        return F.cross_entropy(functional_call(model, p, (xi.unsqueeze(0),)), yi.unsqueeze(0))
+
+    if own_hooks:   # a user's own saved-tensor hooks around the transform: PyTorch refuses them
+        with torch.autograd.graph.save_on_cpu():
+            grads = vmap(grad(loss), in_dims=(None, 0, 0))(params, x, y)
+    else:
+        grads = vmap(grad(loss), in_dims=(None, 0, 0))(params, x, y)
+    norms = torch.stack([g.flatten(1).norm(dim=1) for g in grads.values()], 1).norm(dim=1)
+    scale = (1.0 / (norms + 1e-6)).clamp(max=1.0)
+    for name, p in model.named_parameters():
+        g = torch.einsum("i,i...->...", scale, grads[name])
+        p.grad = (g + torch.randn_like(g)) / x.shape[0]
+    run.state["opt"].step()
+    run.state["opt"].zero_grad(set_to_none=True)
+
+
+def test_per_sample_gradients_with_torch_func_capture(tmp_path, mhc_exe):
+    """torch.func's grad refuses to run under saved-tensor hooks, and the capture records saves
+    through hooks of its own around the whole step: a DP-SGD step stopped the capture ("torch.func.
+    {grad, vjp, jacrev, hessian} don't yet support saved tensor hooks"), then, past that, on
+    functorch's wrappers, which have no storage ("Cannot access storage of TensorWrapper"). It
+    captures; the per-sample gradients (batch x every parameter) are device memory at once; the
+    modules that ran inside the transform are named (meta capture.torch_func_modules) and mhc
+    advise neither offers nor predicts checkpointing or offloading them, which PyTorch stops there
+    with the same message; the global settings are searched."""
+    batch = lambda: (torch.randn(256, 32), torch.randint(0, 4, (256,)))  # noqa: E731
+    path = str(tmp_path / "dp.db")
+    r = mhc_torch.capture(Net, batch, steps=1, path=path, step=per_sample_step)
+    assert json.loads(meta(path, "capture.torch_func_modules")) == ["Net"]
+    params = sum(p.numel() for p in Net().parameters())
+    assert r.peak_bytes >= 256 * params * 4   # every sample's gradient of every parameter
+    assert r.kernels > 0
+    for setting in ('{"checkpoint": {"modules": ["blocks.1"]}}', '{"offload": {"modules": ["Net.blocks.0"]}}'):
+        out = subprocess.run([mhc_exe, "advise", path, "--setting", setting], capture_output=True, text=True)
+        assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+        assert "torch.func" in out.stderr and "saved tensor hooks" in out.stderr, out.stderr
+    out = subprocess.run([mhc_exe, "advise", path, "--capacity", "1GiB"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+
+    # PyTorch's refusal of the user's own hooks around the transform is kept
+    with pytest.raises(Exception, match="saved tensor hooks"):
+        mhc_torch.capture(Net, batch, steps=1, path=str(tmp_path / "own.db"),
+                          step=lambda m, b, run: per_sample_step(m, b, run, own_hooks=True))
