@@ -31,6 +31,7 @@ class SettingsRecording:
         self.module_types: dict[str, str] = {}  # fqn -> class name, in the order they first ran
         self.torch_func_depth = 0   # torch.func transforms running with the capture's hooks set aside
         self.torch_func_modules: list[str] = []   # the outermost modules that ran inside one
+        self.generate_lengths: list[int | None] = []   # each generate() call's max_length (generation.py)
         self.active: list[str] = []  # modules running (forward, or backward), innermost last
         self.call_starts: dict[str, list[int]] = {}  # fqn -> the kernel id each forward call starts at
         self.name_of: Callable[[torch.nn.Module], str | None] = lambda m: None
@@ -171,10 +172,12 @@ class SettingsRecording:
     def torch_func_meta(self) -> dict[str, str]:
         """Meta capture.torch_func_modules: the outermost modules whose forward ran inside torch.func's
         grad, vjp, jacrev or hessian (capturing._functorch_beside_capture), which refuse the
-        saved-tensor hooks that checkpointing and offloading are; absent when none ran there."""
-        if not self.torch_func_modules:
-            return {}
-        return {"capture.torch_func_modules": json.dumps(self.torch_func_modules)}
+        saved-tensor hooks that checkpointing and offloading are; absent when none ran there. Meta
+        capture.generate: the max_length of each Hugging Face generate() call (generation.py)."""
+        out = {"capture.torch_func_modules": json.dumps(self.torch_func_modules)} if self.torch_func_modules else {}
+        if self.generate_lengths:   # each generate() call's length limit, which its fake rollout ran to
+            out["capture.generate"] = json.dumps(self.generate_lengths)
+        return out
 
     def unpack_meta(self) -> dict[str, str]:
         """Meta capture.unpacks: [[allocation id, kernel id], ...], each storage's first unpack in

@@ -25,7 +25,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
-from . import autocast_cuda, ctc_loss, cudnn_rnn, gpu_paths, inplace_backward, recipes, store, workspaces
+from . import autocast_cuda, ctc_loss, cudnn_rnn, generation, gpu_paths, inplace_backward, recipes, store, workspaces
 from .autocast_cuda import user_cuda_autocast
 from .built_for_gpu import BuiltForGpu, CudaInStep, cuda_calls_in_step, cuda_calls_on_fake_device
 from .capture_tables import HOST, SettingsRecording
@@ -1598,7 +1598,8 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         cuda_tensors = CudaInStep(device) if on_cpu else contextlib.nullcontext()
         holds = FrameHolds(rec, model)
         if on_cpu:   # one `with` item: Python allows 20 blocks nested
-            user_autocast = _together(user_autocast, _save_on_cpu_as_offload(model, rec), _functorch_beside_capture(rec))
+            user_autocast = _together(user_autocast, _save_on_cpu_as_offload(model, rec), _functorch_beside_capture(rec),
+                                     generation.generate_on_fake(rec))
         with placement.listening(rec), recipes.autocast_kernels(device, recipe), tracker, fake.recording_to(rec), run, \
                 _collector_at_step_ends(), kernels, rnns, ctc, foreach, user_autocast, cuda_calls, cuda_tensors, \
                 gpu_paths.transformers_masks_as_on_gpu(), gpu_paths.grouped_mm_as_on_gpu(), holds, \

@@ -85,3 +85,34 @@ def test_per_sample_gradients_with_torch_func_capture(tmp_path, mhc_exe):
     with pytest.raises(Exception, match="saved tensor hooks"):
         mhc_torch.capture(Net, batch, steps=1, path=str(tmp_path / "own.db"),
                           step=lambda m, b, run: per_sample_step(m, b, run, own_hooks=True))
+
+
+def test_generate_rollouts_in_a_step_capture(tmp_path):
+    """A PPO step samples rollouts from the policy with Hugging Face generate() under no_grad before
+    its update. On fake tensors generate() stopped at its first look at a value (its right-padding
+    check, `op aten._local_scalar_dense.default cannot run on fake tensors (at
+    transformers/generation/utils.py ... in generate`), then at (mask == 1).all(), at its check for
+    dummy ids, and after each token at whether every sequence had finished. It captures now: the
+    rollout runs to its length limit (prompt + max_new_tokens: the sequences have that length) and
+    each call's limit is meta capture.generate."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.GPT2Config(vocab_size=128, n_positions=64, n_embd=32, n_layer=2, n_head=4)
+    lengths = []
+
+    def step(model, prompts, run):
+        if "opt" not in run.state:
+            run.state["opt"] = torch.optim.AdamW(model.parameters(), lr=1e-5)
+        with torch.no_grad():
+            seqs = model.generate(prompts, attention_mask=torch.ones_like(prompts), do_sample=True, top_k=10,
+                                  pad_token_id=0, max_new_tokens=6)
+        lengths.append(seqs.shape[1])
+        loss = model(input_ids=seqs, labels=seqs).loss
+        loss.backward()
+        run.state["opt"].step()
+        run.state["opt"].zero_grad(set_to_none=True)
+
+    path = str(tmp_path / "ppo.db")
+    prompts = lambda: torch.randint(1, 128, (4, 10))  # noqa: E731
+    r = mhc_torch.capture(lambda: transformers.GPT2LMHeadModel(cfg), prompts, steps=1, path=path, step=step)
+    assert lengths == [16] and json.loads(meta(path, "capture.generate")) == [16]
+    assert r.kernels > 0
