@@ -614,8 +614,9 @@ Advice advise(const Evaluator& ev, const PlannerOptions& o) {
 
     // Global combinations: optimizer implementation x placement.
     std::vector<Setting> globals;
-    // a host optimizer is refused then (and under DDP or FSDP2: make_host_optimizer)
-    const bool grads_read_late = !grads_used_after_backward(b).empty() || !b.info.data_parallel.empty();
+    // a host optimizer is refused then (and under DDP or FSDP2, or for torch.func's gradients: make_host_optimizer)
+    const bool grads_read_late = !grads_used_after_backward(b).empty() || !b.info.data_parallel.empty() ||
+                                 !b.info.torch_func_modules.empty();
     for (int fused = 0; fused < 2; ++fused)
         for (int host = 0; host < 2; ++host) {
             if (fused && (!o.fused_optimizer || b.optimizer_impl != "foreach" || !b.info.adam_optimizer())) continue;

@@ -80,6 +80,14 @@ def test_per_sample_gradients_with_torch_func_capture(tmp_path, mhc_exe):
         assert "torch.func" in out.stderr and "saved tensor hooks" in out.stderr, out.stderr
     out = subprocess.run([mhc_exe, "advise", path, "--capacity", "1GiB"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
+    assert "optimizer on host" not in out.stdout, out.stdout   # the step sets .grad itself: no backward sends it
+    out = subprocess.run([mhc_exe, "advise", path, "--setting", '{"optimizer": {"state": "host"}}'],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and "torch.func" in out.stderr and out.stderr.count("\n") == 1, out.stderr
+    # the optimizer the step builds is adopted at the model's first forward, here inside grad: what
+    # a setting makes for it (host copies) is the optimizer's, not functorch's wrappers
+    mhc_torch.capture(Net, batch, steps=1, path=str(tmp_path / "host.db"), step=per_sample_step,
+                      setting={"optimizer": {"state": "host"}})
 
     # PyTorch's refusal of the user's own hooks around the transform is kept
     with pytest.raises(Exception, match="saved tensor hooks"):

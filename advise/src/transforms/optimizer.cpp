@@ -379,6 +379,13 @@ std::unique_ptr<Transform> make_host_optimizer(const Base& b) {
             "setting: field 'optimizer.state': the step runs under FSDP2, whose reduce-scatter leaves each "
             "rank's gradient shards on the GPU; FSDP2's own CPUOffloadPolicy (parameters, gradients and the "
             "optimizer step on the host) is not modelled");
+    // Per-sample gradients from torch.func (DP-SGD): the step writes .grad itself, after the
+    // transforms, and no backward accumulates a gradient to send down (DeepSpeed takes them from
+    // its engine's backward).
+    if (!b.info.torch_func_modules.empty())
+        throw Error("setting: field 'optimizer.state': the step computes its gradients with torch.func's grad (meta "
+                    "capture.torch_func_modules) and sets .grad itself; a host optimizer takes each gradient from "
+                    "the backward as it is accumulated, which such a step does not run");
     // The host model sends each gradient down once the backward has accumulated it and drops the
     // device copy; a step that reads the gradients on the device after the backward (clipping,
     // GradScaler's unscale) would read dropped memory (mhc_torch.apply clips on the host copies).
