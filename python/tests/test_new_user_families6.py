@@ -124,3 +124,13 @@ def test_generate_rollouts_in_a_step_capture(tmp_path):
     r = mhc_torch.capture(lambda: transformers.GPT2LMHeadModel(cfg), prompts, steps=1, path=path, step=step)
     assert lengths == [16] and json.loads(meta(path, "capture.generate")) == [16]
     assert r.kernels > 0
+
+
+@pytest.mark.parametrize("name, package", [("dpsgd_func", "torch"), ("ppo_rlhf", "transformers")])
+def test_new_user_model_files_capture_small(tmp_path, name, package, new_user_file, capture_small):
+    """Two of the model files added here, at their small size, through the two fixes above (the
+    others are checked through the small models above that do what they do)."""
+    pytest.importorskip(package)
+    m = new_user_file(name)
+    r = capture_small(m, tmp_path / f"{name}.db")
+    assert r.kernels > 0 and r.peak_bytes > 0

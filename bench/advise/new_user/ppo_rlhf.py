@@ -1,7 +1,7 @@
-"""One PPO step of RLHF as TRL's PPO trainer runs it: a GPT-2-medium-shaped policy
-(transformers GPT2LMHeadModel from a config: 24 layers, hidden 1024, 16 heads) with a scalar value
+"""One PPO step of RLHF as TRL's PPO trainer runs it: a GPT-2-small-shaped policy
+(transformers GPT2LMHeadModel from a config: 12 layers, hidden 768, 12 heads) with a scalar value
 head on its last hidden states, a frozen reference copy (copy.deepcopy, eval, no gradients) and a
-frozen reward model (a 12-layer GPT-2 with a scalar head); under no_grad the policy samples 64
+frozen reward model (a 6-layer GPT-2 with a scalar head); under no_grad the policy samples 32
 tokens after each of 16 prompts of 128 tokens with generate() (KV cache, top-k sampling), the
 reference, reward and old policy score the rollouts, the advantages are GAE over the response
 (gamma 1, lambda 0.95) with the per-token KL penalty (0.05) in the reward; then one PPO epoch of 2
@@ -14,18 +14,18 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import GPT2Config, GPT2LMHeadModel, GPT2Model
 
-PROMPTS, PROMPT_LEN, NEW, MINI, KL, CLIP = 16, 128, 64, 8, 0.05, 0.2
+PROMPTS, PROMPT_LEN, NEW, MINI, KL, CLIP = 16, 128, 32, 8, 0.05, 0.2
 
 
 def config(small, layers):
-    return GPT2Config(vocab_size=512 if small else 50257, n_positions=PROMPT_LEN + NEW, n_embd=64 if small else 1024,
-                      n_layer=2 if small else layers, n_head=4 if small else 16)
+    return GPT2Config(vocab_size=512 if small else 50257, n_positions=PROMPT_LEN + NEW, n_embd=64 if small else 768,
+                      n_layer=2 if small else layers, n_head=4 if small else 12)
 
 
 class PolicyWithValue(nn.Module):
     def __init__(self, small=False):
         super().__init__()
-        self.lm = GPT2LMHeadModel(config(small, 24))
+        self.lm = GPT2LMHeadModel(config(small, 12))
         self.v_head = nn.Linear(self.lm.config.n_embd, 1)
 
     def forward(self, ids, mask):
@@ -36,7 +36,7 @@ class PolicyWithValue(nn.Module):
 class Reward(nn.Module):
     def __init__(self, small=False):
         super().__init__()
-        self.body, self.score = GPT2Model(config(small, 12)), nn.Linear(64 if small else 1024, 1)
+        self.body, self.score = GPT2Model(config(small, 6)), nn.Linear(64 if small else 768, 1)
 
     def forward(self, ids, mask):
         return self.score(self.body(input_ids=ids, attention_mask=mask).last_hidden_state[:, -1]).squeeze(-1)
