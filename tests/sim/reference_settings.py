@@ -1049,7 +1049,13 @@ def selective_refusal(cap, block):
 def reread_refusal(cap, block):
     """docs/advise.md "Limits": a storage a forward kernel inside the block made is accessed by a
     backward or recompute kernel of another pass (a graph a later backward goes through again):
-    neither checkpointed nor offloaded. None when there is none."""
+    neither checkpointed nor offloaded; nor a module that is, holds or is inside one whose forward ran
+    inside torch.func's grad (meta capture.torch_func_modules), which refuses saved-tensor hooks.
+    None when there is none."""
+    for name in json.loads(cap.meta.get("capture.torch_func_modules", "[]")):
+        inside = cap.module_id(name)
+        if cap.inside(block, inside) or cap.inside(inside, block):
+            return f"its forward runs inside torch.func's grad ({name})"
     for k in cap.kernels:
         if k["phase"] != FWD or not cap.inside(k["module"], block):
             continue
@@ -1356,7 +1362,10 @@ def apply_fused(plan, cap):
 
 def reads_gradients_between(cap):
     """docs/advise.md: a step that reads the gradients on the GPU between the backward and the
-    optimizer step (clip_grad_norm_, GradScaler's unscale) gets no host optimizer."""
+    optimizer step (clip_grad_norm_, GradScaler's unscale) gets no host optimizer; nor one whose
+    gradients come from torch.func's grad (meta capture.torch_func_modules: it sets .grad itself)."""
+    if json.loads(cap.meta.get("capture.torch_func_modules", "[]")):
+        raise ValueError("the step computes its gradients with torch.func's grad and sets .grad itself")
     for ks in optimizer_steps(cap):
         step = cap.kernels[ks[0]]["step"]
         bwd = [k["i"] for k in cap.kernels if k["step"] == step and k["phase"] == BWD]
