@@ -134,3 +134,42 @@ def test_new_user_model_files_capture_small(tmp_path, name, package, new_user_fi
     m = new_user_file(name)
     r = capture_small(m, tmp_path / f"{name}.db")
     assert r.kernels > 0 and r.peak_bytes > 0
+
+
+def test_fused_optimizer_of_a_step_that_steps_per_mini_batch(tmp_path, mhc_exe):
+    """PPO's update steps the optimizer once per mini-batch (backward, step, zero_grad, next
+    mini-batch) inside one captured step. The fused-optimizer setting replaced every foreach kernel
+    of the step with one fused kernel at the last optimizer step over every step's gradients: the
+    first mini-batch's update was lost and its gradients, freed by zero_grad, were read again (mhc
+    advise stopped on its own prediction, access-outside-lifetime, at every capacity). One fused
+    kernel per optimizer.step() now; the prediction is the capture with fused=True."""
+    def step(model, x, run):
+        if "opt" not in run.state:
+            run.state["opt"] = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        opt = run.state["opt"]
+        for part in x.split(x.shape[0] // 2):
+            model(part).float().pow(2).mean().backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+    base, fused, predicted = (str(tmp_path / f"{n}.db") for n in ("base", "fused", "pred"))
+    batch = lambda: torch.randn(512, 32)  # noqa: E731
+    mhc_torch.capture(Net, batch, steps=1, path=base, step=step)
+    setting = {"optimizer": {"impl": "fused"}}
+    mhc_torch.capture(Net, batch, steps=1, path=fused, step=step, setting=setting)
+    out = subprocess.run([mhc_exe, "advise", base, "--setting", json.dumps(setting), "--trace-out", predicted],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+
+    def fused_kernels(path):
+        with sqlite3.connect(path) as db:
+            return db.execute("SELECT count(*) FROM kernels k JOIN strings s ON s.id = k.name "
+                              "WHERE s.text LIKE '%fused_adam%'").fetchone()[0]
+
+    assert fused_kernels(fused) == fused_kernels(predicted) == 2
+
+    def device_allocations(path):
+        with sqlite3.connect(path) as db:
+            return db.execute("SELECT count(*), sum(bytes) FROM allocations WHERE device = 0").fetchone()
+
+    assert device_allocations(predicted) == device_allocations(fused)

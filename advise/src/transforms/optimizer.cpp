@@ -38,11 +38,11 @@ struct StepTensors {
     int64_t adam_bytes(const Plan& p) const { return bytes(p, grads) + 2 * (bytes(p, params) + bytes(p, state)); }
 };
 
-// From the recorded step (other settings may already have replaced its kernels).
-StepTensors step_tensors(const Base& b, size_t si) {
+// From the recorded ops first..last (other settings may already have replaced its kernels).
+StepTensors step_tensors(const Base& b, int32_t first, int32_t last) {
     const Plan& p = b.plan;
     StepTensors st;
-    for (int32_t s = b.opt_first[si]; s >= 0 && s <= b.opt_last[si]; ++s) {
+    for (int32_t s = first; s >= 0 && s <= last; ++s) {
         if (b.phase[static_cast<size_t>(s)] != Phase::Optimizer) continue;
         for (const PlanAccess& a : p.ops[static_cast<size_t>(s)].acc) {
             trace::Category c = p.allocs[static_cast<size_t>(a.alloc)].category;
@@ -53,6 +53,8 @@ StepTensors step_tensors(const Base& b, size_t si) {
     }
     return st;
 }
+
+StepTensors step_tensors(const Base& b, size_t si) { return step_tensors(b, b.opt_first[si], b.opt_last[si]); }
 
 // An op that only makes optimizer state (zeros_like of the first step's lazy init).
 bool makes_state_only(const Base& b, const Plan& p, int32_t s) {
@@ -71,35 +73,51 @@ public:
         if (b.optimizer_impl == "fused") return;
         for (size_t si = 0; si < b.steps.size(); ++si) {
             if (b.opt_first[si] < 0) continue;
-            StepTensors st = step_tensors(b, si);
-            // The fused kernel goes where the last foreach kernel was: with parameter groups
-            // (torch steps them one after the other, each group's state made lazily before its
-            // kernels) every group's state exists only from there.
-            int32_t last_removed = -1;
-            for (int32_t s = b.opt_first[si]; s <= b.opt_last[si]; ++s) {
-                if (b.phase[static_cast<size_t>(s)] != Phase::Optimizer || makes_state_only(b, p, s)) continue;
-                last_removed = s;
-                p.remove_op(s);
-                // the foreach kernels' temporaries are never made
-                b.for_made(s, [&](int32_t a) {
-                    if (p.allocs[static_cast<size_t>(a)].category != trace::Category::Optimizer) p.allocs[static_cast<size_t>(a)].removed = true;
-                });
+            // One fused kernel per optimizer.step() call: a step function may step several times a
+            // captured step (PPO's mini-batches, each backward then step), and each call's
+            // gradients are gone (zero_grad(set_to_none=True)) before the next backward makes new ones.
+            for (int32_t first = b.opt_first[si]; first >= 0 && first <= b.opt_last[si];) {
+                int32_t last = first;
+                while (last + 1 <= b.opt_last[si] && !is_pass_op(b.phase[static_cast<size_t>(last) + 1])) ++last;
+                fuse(b, p, si, first, last);
+                first = last + 1;
+                while (first <= b.opt_last[si] && b.phase[static_cast<size_t>(first)] != Phase::Optimizer) ++first;
             }
-            if (last_removed < 0) continue;
-            Op f;
-            f.kind = OpKind::Kernel;
-            f.name = p.intern("aten::_fused_adamw_");
-            f.step = b.steps[si];
-            f.phase = Phase::Optimizer;
-            f.anchor = last_removed;
-            const int64_t moved = st.adam_bytes(b.plan);
-            f.duration = whole_ns(b, static_cast<double>(moved) / b.hbm_bw * 1e9, "the fused optimizer step") +
-                         b.launch_overhead;
-            for (int32_t a : st.params) f.acc.push_back({a, trace::AccessMode::ReadWrite});
-            for (int32_t a : st.grads) f.acc.push_back({a, trace::AccessMode::Read});
-            for (int32_t a : st.state) f.acc.push_back({a, trace::AccessMode::ReadWrite});
-            p.insert_before(last_removed, p.add_op(f));
         }
+    }
+
+private:
+    static bool is_pass_op(Phase ph) { return ph == Phase::Forward || ph == Phase::Backward || ph == Phase::Recompute; }
+
+    static void fuse(const Base& b, Plan& p, size_t si, int32_t first, int32_t last) {
+        StepTensors st = step_tensors(b, first, last);
+        // The fused kernel goes where the last foreach kernel was: with parameter groups
+        // (torch steps them one after the other, each group's state made lazily before its
+        // kernels) every group's state exists only from there.
+        int32_t last_removed = -1;
+        for (int32_t s = first; s <= last; ++s) {
+            if (b.phase[static_cast<size_t>(s)] != Phase::Optimizer || makes_state_only(b, p, s)) continue;
+            last_removed = s;
+            p.remove_op(s);
+            // the foreach kernels' temporaries are never made
+            b.for_made(s, [&](int32_t a) {
+                if (p.allocs[static_cast<size_t>(a)].category != trace::Category::Optimizer) p.allocs[static_cast<size_t>(a)].removed = true;
+            });
+        }
+        if (last_removed < 0) return;
+        Op f;
+        f.kind = OpKind::Kernel;
+        f.name = p.intern("aten::_fused_adamw_");
+        f.step = b.steps[si];
+        f.phase = Phase::Optimizer;
+        f.anchor = last_removed;
+        const int64_t moved = st.adam_bytes(b.plan);
+        f.duration = whole_ns(b, static_cast<double>(moved) / b.hbm_bw * 1e9, "the fused optimizer step") +
+                     b.launch_overhead;
+        for (int32_t a : st.params) f.acc.push_back({a, trace::AccessMode::ReadWrite});
+        for (int32_t a : st.grads) f.acc.push_back({a, trace::AccessMode::Read});
+        for (int32_t a : st.state) f.acc.push_back({a, trace::AccessMode::ReadWrite});
+        p.insert_before(last_removed, p.add_op(f));
     }
 };
 
