@@ -1321,6 +1321,20 @@ def optimizer_steps(cap):
     return [steps[s] for s in sorted(steps)]
 
 
+def optimizer_calls(cap):
+    """docs/simulator.md "optimizer": each optimizer.step() call, a run of optimizer kernels with no
+    forward, backward or recompute kernel between them (a step may step once per mini-batch)."""
+    calls, last = [], None
+    for k in cap.kernels:
+        if k["phase"] == OPT:
+            if last is None or last["step"] != k["step"] or any(
+                    cap.kernels[j]["phase"] in (FWD, BWD, RECOMPUTE) for j in range(last["i"] + 1, k["i"])):
+                calls.append([])
+            calls[-1].append(k["i"])
+            last = k
+    return calls
+
+
 def touched(cap, ks):
     grads, params, state = set(), set(), set()
     for i in ks:
@@ -1333,7 +1347,7 @@ def touched(cap, ks):
 def apply_fused(plan, cap):
     bw = float(cap.meta["capture.gpu.hbm_bw"])
     launch = int(float(cap.meta.get("capture.launch_overhead_ns", 0)))
-    for ks in optimizer_steps(cap):
+    for ks in optimizer_calls(cap):
         if any("_fused_adam" in cap.kernels[i]["name"] for i in ks):
             continue   # already fused: as captured
         grads, params, state = touched(cap, ks)
