@@ -1,7 +1,9 @@
 """torchvision's Mask R-CNN (ResNet-50 FPN, from the constructor, no weights, 91 COCO classes)
 trained as torchvision's references/detection/train.py does: a list of images of different sizes
 and a list of target dicts (boxes, labels, masks), the model's dict of five losses summed,
-SGD(lr 0.02, momentum 0.9, weight decay 1e-4), 2 images per GPU, fp32."""
+SGD(lr 0.02, momentum 0.9, weight decay 1e-4), 2 images per GPU, fp32. Not capturable on fake
+tensors (docs/torch.md): its transform picks a size with .item(), then the RPN's NMS and the box
+samplers select by value; mhc-torch capture names the first such op and the line that led there."""
 import torch
 from torchvision.models.detection import maskrcnn_resnet50_fpn
 
