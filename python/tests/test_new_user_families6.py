@@ -173,3 +173,32 @@ def test_fused_optimizer_of_a_step_that_steps_per_mini_batch(tmp_path, mhc_exe):
             return db.execute("SELECT count(*), sum(bytes) FROM allocations WHERE device = 0").fetchone()
 
     assert device_allocations(predicted) == device_allocations(fused)
+
+
+def test_checkpointing_a_hf_model_inside_the_users_turns_its_cache_off():
+    """PPO's policy is the user's module around a Hugging Face causal LM (`lm`) with a value head;
+    mhc_torch.apply turned the key/value cache off only when the root was the Hugging Face model, so
+    --verify of checkpointing `lm`'s layers stopped in the update's forward ("Attempting to broadcast
+    a dimension of length 160 ... [8, 12, 160, 320]": the recomputed layers wrote their keys again).
+    The cache of the Hugging Face model that holds the checkpointed layers is turned off."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.GPT2Config(vocab_size=128, n_positions=32, n_embd=32, n_layer=2, n_head=4)
+
+    class Policy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lm = transformers.GPT2LMHeadModel(cfg)
+            self.v_head = nn.Linear(32, 1)
+
+        def forward(self, ids):
+            out = self.lm(input_ids=ids, output_hidden_states=True)
+            return out.logits, self.v_head(out.hidden_states[-1])
+
+    model = Policy()
+    assert model.lm.config.use_cache
+    mhc_torch.apply(model, torch.optim.AdamW(model.parameters()),
+                    {"checkpoint": {"modules": ["Policy.lm.transformer.h.0"]}})
+    assert model.lm.config.use_cache is False
+    logits, values = model(torch.randint(0, 128, (2, 16)))
+    (logits.float().logsumexp(-1).mean() + values.mean()).backward()
+    assert model.lm.transformer.h[0].attn.c_attn.weight.grad is not None
