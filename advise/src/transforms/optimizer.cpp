@@ -39,22 +39,24 @@ struct StepTensors {
 };
 
 // From the recorded ops first..last (other settings may already have replaced its kernels).
-StepTensors step_tensors(const Base& b, int32_t first, int32_t last) {
-    const Plan& p = b.plan;
+StepTensors step_tensors(const Base& base, int32_t first, int32_t last) {
+    const Plan& plan = base.plan;
     StepTensors st;
     for (int32_t s = first; s >= 0 && s <= last; ++s) {
-        if (b.phase[static_cast<size_t>(s)] != Phase::Optimizer) continue;
-        for (const PlanAccess& a : p.ops[static_cast<size_t>(s)].acc) {
-            trace::Category c = p.allocs[static_cast<size_t>(a.alloc)].category;
-            if (c == trace::Category::Param) st.params.insert(a.alloc);
-            else if (c == trace::Category::Grad) st.grads.insert(a.alloc);
-            else if (c == trace::Category::Optimizer) st.state.insert(a.alloc);
+        if (base.phase[static_cast<size_t>(s)] != Phase::Optimizer) continue;
+        for (const PlanAccess& access : plan.ops[static_cast<size_t>(s)].acc) {
+            const trace::Category cat = plan.allocs[static_cast<size_t>(access.alloc)].category;
+            if (cat == trace::Category::Param) st.params.insert(access.alloc);
+            else if (cat == trace::Category::Grad) st.grads.insert(access.alloc);
+            else if (cat == trace::Category::Optimizer) st.state.insert(access.alloc);
         }
     }
     return st;
 }
 
-StepTensors step_tensors(const Base& b, size_t si) { return step_tensors(b, b.opt_first[si], b.opt_last[si]); }
+StepTensors step_tensors(const Base& base, size_t si) {
+    return step_tensors(base, base.opt_first[si], base.opt_last[si]);
+}
 
 // An op that only makes optimizer state (zeros_like of the first step's lazy init).
 bool makes_state_only(const Base& b, const Plan& p, int32_t s) {
@@ -89,35 +91,35 @@ public:
 private:
     static bool is_pass_op(Phase ph) { return ph == Phase::Forward || ph == Phase::Backward || ph == Phase::Recompute; }
 
-    static void fuse(const Base& b, Plan& p, size_t si, int32_t first, int32_t last) {
-        StepTensors st = step_tensors(b, first, last);
+    static void fuse(const Base& base, Plan& plan, size_t si, int32_t first, int32_t last) {
+        StepTensors st = step_tensors(base, first, last);
         // The fused kernel goes where the last foreach kernel was: with parameter groups
         // (torch steps them one after the other, each group's state made lazily before its
         // kernels) every group's state exists only from there.
         int32_t last_removed = -1;
         for (int32_t s = first; s <= last; ++s) {
-            if (b.phase[static_cast<size_t>(s)] != Phase::Optimizer || makes_state_only(b, p, s)) continue;
+            if (base.phase[static_cast<size_t>(s)] != Phase::Optimizer || makes_state_only(base, plan, s)) continue;
             last_removed = s;
-            p.remove_op(s);
+            plan.remove_op(s);
             // the foreach kernels' temporaries are never made
-            b.for_made(s, [&](int32_t a) {
-                if (p.allocs[static_cast<size_t>(a)].category != trace::Category::Optimizer) p.allocs[static_cast<size_t>(a)].removed = true;
+            base.for_made(s, [&](int32_t alloc) {
+                if (plan.allocs[static_cast<size_t>(alloc)].category != trace::Category::Optimizer) plan.allocs[static_cast<size_t>(alloc)].removed = true;
             });
         }
         if (last_removed < 0) return;
-        Op f;
-        f.kind = OpKind::Kernel;
-        f.name = p.intern("aten::_fused_adamw_");
-        f.step = b.steps[si];
-        f.phase = Phase::Optimizer;
-        f.anchor = last_removed;
-        const int64_t moved = st.adam_bytes(b.plan);
-        f.duration = whole_ns(b, static_cast<double>(moved) / b.hbm_bw * 1e9, "the fused optimizer step") +
-                     b.launch_overhead;
-        for (int32_t a : st.params) f.acc.push_back({a, trace::AccessMode::ReadWrite});
-        for (int32_t a : st.grads) f.acc.push_back({a, trace::AccessMode::Read});
-        for (int32_t a : st.state) f.acc.push_back({a, trace::AccessMode::ReadWrite});
-        p.insert_before(last_removed, p.add_op(f));
+        Op fused;
+        fused.kind = OpKind::Kernel;
+        fused.name = plan.intern("aten::_fused_adamw_");
+        fused.step = base.steps[si];
+        fused.phase = Phase::Optimizer;
+        fused.anchor = last_removed;
+        const int64_t moved = st.adam_bytes(base.plan);
+        fused.duration = whole_ns(base, static_cast<double>(moved) / base.hbm_bw * 1e9, "the fused optimizer step") +
+                         base.launch_overhead;
+        for (int32_t param : st.params) fused.acc.push_back({param, trace::AccessMode::ReadWrite});
+        for (int32_t grad : st.grads) fused.acc.push_back({grad, trace::AccessMode::Read});
+        for (int32_t state : st.state) fused.acc.push_back({state, trace::AccessMode::ReadWrite});
+        plan.insert_before(last_removed, plan.add_op(fused));
     }
 };
 
