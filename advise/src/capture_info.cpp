@@ -363,6 +363,26 @@ void read_module_calls(const trace::TraceData& trace_data, CaptureInfo& info) {
     std::sort(info.call_starts.begin(), info.call_starts.end());
 }
 
+// Meta capture.torch_func_modules (python/mhc_torch/capture_tables.py, torch_func_meta): absent when
+// no module ran inside torch.func's grad.
+void read_torch_func(const trace::TraceData& trace_data, CaptureInfo& info) {
+    info.torch_func_modules.clear();
+    const std::string text = trace_data.meta_or("capture.torch_func_modules", "");
+    if (text.empty()) return;
+    const nlohmann::json names = nlohmann::json::parse(text, nullptr, false);
+    auto bad = [&](const std::string& why) {
+        return Error(trace_data.path + ": meta capture.torch_func_modules: " + why +
+                     " (capture the step again with mhc-torch capture)");
+    };
+    if (!names.is_array()) throw bad("not a JSON list of module names");
+    for (const auto& name : names) {
+        if (!name.is_string()) throw bad("not a JSON list of module names");
+        const int32_t module = info.find_module(name.get<std::string>());
+        if (module < 0) throw bad("names module '" + name.get<std::string>() + "', which the trace lacks");
+        info.torch_func_modules.push_back(module);
+    }
+}
+
 // Meta capture.unregistered_modules (python/mhc_torch/capture_tables.py, unregistered_meta): absent
 // when the model's forward makes no module of its own.
 void read_unregistered(const trace::TraceData& trace_data, CaptureInfo& info) {
@@ -529,7 +549,9 @@ CaptureInfo load_capture_info(const trace::TraceData& trace_data) {
                                   "names kernel " + std::to_string(saved_tensor.kernel) + ", which the trace lacks"));
         saved.emplace_back(static_cast<int32_t>(allocation_row), static_cast<int32_t>(kernel_row), saved_tensor.packs);
     });
-    if (saved.empty())
+    // A step whose whole forward ran inside torch.func's grad saves nothing through hooks (they are
+    // refused there; meta capture.torch_func_modules): its global settings are still searched.
+    if (saved.empty() && trace_data.meta_or("capture.torch_func_modules", "").empty())
         throw Error(trace_data.path + ": no saved tensors recorded (which storages autograd keeps for the backward)" +
                     hint);
     std::sort(saved.begin(), saved.end());
@@ -549,6 +571,7 @@ CaptureInfo load_capture_info(const trace::TraceData& trace_data) {
     read_frame_holds(trace_data, info);   // python/mhc_torch/frame_holds.py; absent: free at the last use
     read_unpacks(trace_data, info);
     read_module_calls(trace_data, info);
+    read_torch_func(trace_data, info);
     return info;
 }
 

@@ -219,6 +219,12 @@ std::string reread_refusal(const Base& base, int32_t module) {
         return "the step offloads what it saves itself (torch.autograd.graph.save_on_cpu, captured as a synchronous "
                "offload of everything its forward saves: meta capture.save_on_cpu), and checkpointing or offloading a "
                "module inside it is not modelled; the global settings are";
+    for (const int32_t inside : base.info.torch_func_modules)
+        if (base.info.within(module, inside) || base.info.within(inside, module))
+            return "its forward runs inside torch.func's grad (" + module_label(base, inside) +
+                   ", meta capture.torch_func_modules: per-sample gradients with vmap(grad(...))), which refuses the "
+                   "saved-tensor hooks that checkpointing and offloading are: PyTorch stops (\"torch.func.{grad, vjp, "
+                   "jacrev, hessian} don't yet support saved tensor hooks\"); the global settings apply";
     for (size_t s = 0; s < base.korder.size(); ++s) {
         if (base.phase[s] != Phase::Forward || !base.info.within(base.module[s], module)) continue;
         int32_t again = -1;
@@ -608,8 +614,9 @@ Advice advise(const Evaluator& ev, const PlannerOptions& o) {
 
     // Global combinations: optimizer implementation x placement.
     std::vector<Setting> globals;
-    // a host optimizer is refused then (and under DDP or FSDP2: make_host_optimizer)
-    const bool grads_read_late = !grads_used_after_backward(b).empty() || !b.info.data_parallel.empty();
+    // a host optimizer is refused then (and under DDP or FSDP2, or for torch.func's gradients: make_host_optimizer)
+    const bool grads_read_late = !grads_used_after_backward(b).empty() || !b.info.data_parallel.empty() ||
+                                 !b.info.torch_func_modules.empty();
     for (int fused = 0; fused < 2; ++fused)
         for (int host = 0; host < 2; ++host) {
             if (fused && (!o.fused_optimizer || b.optimizer_impl != "foreach" || !b.info.adam_optimizer())) continue;

@@ -152,11 +152,15 @@ def apply(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, setti
         cast_model(model, torch.bfloat16)  # the capture's --weights bf16 is this same cast
     for m, policy in checkpoints:
         checkpointing.checkpoint_module(m, policy)
-    if checkpoints and _hf_layers(model) and getattr(model.config, "use_cache", False):
-        # as the printed code (and transformers' own checkpointing in the layers it checkpoints): a
-        # recomputed layer would write its keys and values into the cache again, and transformers'
-        # attention stopped on a mask of half the keys' length (DPO, the policy's layers checkpointed)
-        model.config.use_cache = False
+    # As the printed code (and transformers' own checkpointing in the layers it checkpoints): a
+    # recomputed layer would write its keys and values into the cache again, and transformers'
+    # attention stopped on a mask of half the keys' length (DPO, the policy's layers checkpointed).
+    # The Hugging Face model may be inside the user's own (PPO's policy with a value head, `lm`).
+    checkpointed = {id(m) for m, _ in checkpoints}
+    for hf in model.modules():
+        if checkpointed and _hf_layers(hf) and getattr(hf.config, "use_cache", False) and any(
+                id(m) in checkpointed for m in hf.modules()):
+            hf.config.use_cache = False
     if off:
         manager = SavedTensorOffload(model, off["mode"], off["min_bytes"], off["max_fwd_stash"], off["prefetch"])
         hooks = manager.hooks()

@@ -178,6 +178,43 @@ def _together(*contexts):
 
 
 @contextlib.contextmanager
+def _functorch_beside_capture(rec):
+    """While the steps run: torch.func's grad, vjp, jacrev and hessian (per-sample gradients,
+    vmap(grad(loss)), as Opacus and DP-SGD compute them) refuse to run under any saved-tensor hooks
+    ("torch.func.{grad, vjp, jacrev, hessian} don't yet support saved tensor hooks"), and the
+    capture records saves through hooks of its own around the whole step: a step that ran on the GPU
+    stopped in the capture. Inside such a transform the capture's own hooks are set aside (what it
+    saves is not recorded as saves: nothing there can be checkpointed or offloaded either, since
+    both are saved-tensor hooks, which the transform refuses as it would on the GPU: meta
+    capture.torch_func_modules names the modules that ran there) and put back after it; a user's own hooks still stop it, as in PyTorch."""
+    graph = torch.autograd.graph
+    disable = graph.disable_saved_tensors_hooks
+    C = torch._C._autograd
+
+    @contextlib.contextmanager
+    def beside_capture(message: str):
+        own = []
+        while (top := C._top_saved_tensors_default_hooks(False)) is not None \
+                and getattr(top[0], "mhc_capture_hook", False):
+            own.append(top)
+            C._pop_saved_tensors_default_hooks()
+        rec.torch_func_depth += bool(own)
+        try:
+            with disable(message):
+                yield
+        finally:
+            rec.torch_func_depth -= bool(own)
+            for pack, unpack in reversed(own):
+                C._push_saved_tensors_default_hooks(pack, unpack)
+
+    graph.disable_saved_tensors_hooks = beside_capture
+    try:
+        yield
+    finally:
+        graph.disable_saved_tensors_hooks = disable
+
+
+@contextlib.contextmanager
 def _save_on_cpu_as_offload(model: torch.nn.Module, rec):
     """While the steps run: a step's own `torch.autograd.graph.save_on_cpu(pin_memory=...)` (every
     saved tensor copied to pinned host memory in the forward and back in the backward, PyTorch's

@@ -36,6 +36,9 @@ class SettingsRecording:
         self.saves: list[tuple[int, int, bool, str]] = []  # (allocation, kernels so far, output?, module)
         self.unpacks: dict[tuple[int, int], int] = {}  # (allocation, graph task) -> the kernel after its first unpack
         self.module_types: dict[str, str] = {}  # fqn -> class name, in the order they first ran
+        self.torch_func_depth = 0   # torch.func transforms running with the capture's hooks set aside
+        self.torch_func_modules: list[str] = []   # the outermost modules that ran inside one
+        self.generate_lengths: list[int | None] = []   # each generate() call's max_length (generation.py)
         self.active: list[str] = []  # modules running (forward, or backward), innermost last
         self.call_starts: dict[str, list[int]] = {}  # fqn -> the kernel id each forward call starts at
         self.name_of: Callable[[torch.nn.Module], str | None] = lambda m: None
@@ -170,6 +173,7 @@ class SettingsRecording:
         def unpack(t):
             self.on_unpacked(t)
             return t
+        pack.mhc_capture_hook = True   # torch.func's transforms set it aside (capturing._functorch_beside_capture)
         return torch.autograd.graph.saved_tensors_hooks(pack, unpack)
 
     def on_unpacked(self, t: torch.Tensor) -> None:
@@ -181,6 +185,16 @@ class SettingsRecording:
         task = torch._C._current_graph_task_id()
         if s is not None and task != -1:
             self.unpacks.setdefault((s.alloc.id, task), len(self.kernels) + 1)
+
+    def torch_func_meta(self) -> dict[str, str]:
+        """Meta capture.torch_func_modules: the outermost modules whose forward ran inside torch.func's
+        grad, vjp, jacrev or hessian (capturing._functorch_beside_capture), which refuse the
+        saved-tensor hooks that checkpointing and offloading are; absent when none ran there. Meta
+        capture.generate: the max_length of each Hugging Face generate() call (generation.py)."""
+        out = {"capture.torch_func_modules": json.dumps(self.torch_func_modules)} if self.torch_func_modules else {}
+        if self.generate_lengths:   # each generate() call's length limit, which its fake rollout ran to
+            out["capture.generate"] = json.dumps(self.generate_lengths)
+        return out
 
     def unpack_meta(self) -> dict[str, str]:
         """Meta capture.unpacks: [[allocation id, kernel id], ...], each storage's first unpack in
@@ -221,6 +235,8 @@ class SettingsRecording:
             name = self._called_name(module, name)
         else:
             name = self.callee_names.get(module, name)
+        if entering and forward and self.torch_func_depth and not any(a in self.torch_func_modules for a in self.active):
+            self.torch_func_modules.append(name)   # the outermost module run inside torch.func's grad
         if entering:
             self.active.append(name)
             starts = self.call_starts.setdefault(name, []) if self.phase == "forward" else None

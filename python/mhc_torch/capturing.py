@@ -26,14 +26,14 @@ from typing import Any, Callable
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from . import ctc_loss, cudnn_rnn, gpu_paths, recipes, store
+from . import ctc_loss, cudnn_rnn, generation, gpu_paths, recipes, store
 from .allocator_environment import ALLOCATOR_ENV, _readable_allocator_conf, allocator_env
 from .autocast_cuda import user_cuda_autocast
 from .built_for_gpu import BuiltForGpu, CudaInStep, cuda_calls_in_step, cuda_calls_on_fake_device
-from .capture_contexts import (_collector_at_step_ends, _environment_kept, _grad_scaler_on_fake_tensors,
-                               _leaf_safe_mod_tracker, _module_conversion_in_place, _older_objects_frozen,
-                               _save_on_cpu_as_offload, _together, _trunc_normal_without_values,
-                               _value_checks_passed)
+from .capture_contexts import (_collector_at_step_ends, _environment_kept, _functorch_beside_capture,
+                               _grad_scaler_on_fake_tensors, _leaf_safe_mod_tracker, _module_conversion_in_place,
+                               _older_objects_frozen, _save_on_cpu_as_offload, _together,
+                               _trunc_normal_without_values, _value_checks_passed)
 from .compiled_refused import _compiled_functions_refused, _refuse_compiled
 from .errors import CaptureError, a_kind
 from .fake_errors import _fake_error
@@ -190,6 +190,7 @@ def capture(build_model: Callable[[], torch.nn.Module],
     full_meta.update(facts)
     if getattr(rec, "user_save_on_cpu", False):
         full_meta["capture.save_on_cpu"] = "true"
+    full_meta.update(rec.torch_func_meta())
     full_meta.update(rec.workspaces.meta())
     if autocast_dtype is not None and autocast_policy == "cuda":
         from .autocast_cuda import unmodelled_ops
@@ -361,7 +362,8 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         cuda_tensors = CudaInStep(device) if on_cpu else contextlib.nullcontext()
         holds = FrameHolds(rec, model)
         if on_cpu:   # one `with` item: Python allows 20 blocks nested
-            user_autocast = _together(user_autocast, _save_on_cpu_as_offload(model, rec))
+            user_autocast = _together(user_autocast, _save_on_cpu_as_offload(model, rec), _functorch_beside_capture(rec),
+                                     generation.generate_on_fake(rec))
         with placement.listening(rec), recipes.autocast_kernels(device, recipe), tracker, fake.recording_to(rec), run, \
                 _collector_at_step_ends(), kernels, rnns, ctc, foreach, user_autocast, cuda_calls, cuda_tensors, \
                 gpu_paths.transformers_masks_as_on_gpu(), gpu_paths.grouped_mm_as_on_gpu(), holds, \

@@ -52,6 +52,15 @@ def _functional(filename: str) -> bool:
     return path.endswith(("/torch/nn/functional.py", "/torch/functional.py"))
 
 
+def storage_of(t: torch.Tensor):
+    """The storage under `t`: inside torch.func's transforms (vmap, grad) the model's Python sees
+    functorch's wrappers, which have none ("Cannot access storage of TensorWrapper"); the capture
+    records the tensor they wrap."""
+    while torch._C._functorch.is_functorch_wrapped_tensor(t):
+        t = torch._C._functorch.get_unwrapped(t)
+    return t.untyped_storage()
+
+
 class FrameHolds:
     def __init__(self, rec, model: torch.nn.Module):
         self.rec = rec
@@ -105,19 +114,19 @@ class FrameHolds:
             # when forward rebinds the name (`x = x + self.attn(x)`). Allocation ids only: a
             # reference here would keep them alive.
             ids = [s.alloc.id for value in frame.f_locals.values() for t in self._tensors(value, None)
-                   if (s := storages.get(id(t.untyped_storage()))) is not None]
+                   if (s := storages.get(id(storage_of(t)))) is not None]
             self._arguments[id(frame)] = ids
             return
         arguments = self._arguments.pop(id(frame), [])
         kernel = len(self.rec.kernels)
         if kernel == 0:
             return
-        returned = {id(v.untyped_storage()) for v in self._tensors(arg, None)}
+        returned = {id(storage_of(v)) for v in self._tensors(arg, None)}
         returned_ids = {storages[k].alloc.id for k in returned if k in storages}
         held = []
         for value in frame.f_locals.values():
             for t in self._tensors(value, arg):
-                key = id(t.untyped_storage())
+                key = id(storage_of(t))
                 s = storages.get(key)
                 if s is not None and key not in returned:
                     held.append(s.alloc.id)

@@ -198,7 +198,7 @@ class StepRun:
             from torch.optim.optimizer import register_optimizer_step_pre_hook
 
             self._handles.append(register_optimizer_step_pre_hook(self._any_optimizer_begins))
-            self._handles.append(register_module_forward_pre_hook(lambda m, args: self._settle(None)))
+            self._handles.append(register_module_forward_pre_hook(self._settle_at_forward))
             self._handles.append(_on_optimizer_init(self._built_one))
         elif self.optimizer_setting:
             self._give_to_captures()
@@ -233,6 +233,13 @@ class StepRun:
             self._given_to_captures = True
             for p, h in getattr(self.optimizer, "offloaded_params", ()):
                 self._param_name[id(h)] = self._param_name.get(id(p), "?")
+
+    def _settle_at_forward(self, module, args) -> None:
+        # The first forward may run inside torch.func's grad (DP-SGD's functional_call): what the
+        # adoption makes for the optimizer (a host setting's copies) is the optimizer's, outside the
+        # transform, not functorch's wrappers of it ("Cannot access storage of TensorWrapper").
+        with torch._C._DisableFuncTorch():
+            self._settle(None)
 
     def _settle(self, stepping) -> None:
         """Which optimizer is the capture's: a step function that builds one optimizer over the

@@ -1049,7 +1049,13 @@ def selective_refusal(cap, block):
 def reread_refusal(cap, block):
     """docs/advise.md "Limits": a storage a forward kernel inside the block made is accessed by a
     backward or recompute kernel of another pass (a graph a later backward goes through again):
-    neither checkpointed nor offloaded. None when there is none."""
+    neither checkpointed nor offloaded; nor a module that is, holds or is inside one whose forward ran
+    inside torch.func's grad (meta capture.torch_func_modules), which refuses saved-tensor hooks.
+    None when there is none."""
+    for name in json.loads(cap.meta.get("capture.torch_func_modules", "[]")):
+        inside = cap.module_id(name)
+        if cap.inside(block, inside) or cap.inside(inside, block):
+            return f"its forward runs inside torch.func's grad ({name})"
     for k in cap.kernels:
         if k["phase"] != FWD or not cap.inside(k["module"], block):
             continue
@@ -1315,6 +1321,20 @@ def optimizer_steps(cap):
     return [steps[s] for s in sorted(steps)]
 
 
+def optimizer_calls(cap):
+    """docs/simulator.md "optimizer": each optimizer.step() call, a run of optimizer kernels with no
+    forward, backward or recompute kernel between them (a step may step once per mini-batch)."""
+    calls, last = [], None
+    for k in cap.kernels:
+        if k["phase"] == OPT:
+            if last is None or last["step"] != k["step"] or any(
+                    cap.kernels[j]["phase"] in (FWD, BWD, RECOMPUTE) for j in range(last["i"] + 1, k["i"])):
+                calls.append([])
+            calls[-1].append(k["i"])
+            last = k
+    return calls
+
+
 def touched(cap, ks):
     grads, params, state = set(), set(), set()
     for i in ks:
@@ -1327,7 +1347,7 @@ def touched(cap, ks):
 def apply_fused(plan, cap):
     bw = float(cap.meta["capture.gpu.hbm_bw"])
     launch = int(float(cap.meta.get("capture.launch_overhead_ns", 0)))
-    for ks in optimizer_steps(cap):
+    for ks in optimizer_calls(cap):
         if any("_fused_adam" in cap.kernels[i]["name"] for i in ks):
             continue   # already fused: as captured
         grads, params, state = touched(cap, ks)
@@ -1356,7 +1376,10 @@ def apply_fused(plan, cap):
 
 def reads_gradients_between(cap):
     """docs/advise.md: a step that reads the gradients on the GPU between the backward and the
-    optimizer step (clip_grad_norm_, GradScaler's unscale) gets no host optimizer."""
+    optimizer step (clip_grad_norm_, GradScaler's unscale) gets no host optimizer; nor one whose
+    gradients come from torch.func's grad (meta capture.torch_func_modules: it sets .grad itself)."""
+    if json.loads(cap.meta.get("capture.torch_func_modules", "[]")):
+        raise ValueError("the step computes its gradients with torch.func's grad and sets .grad itself")
     for ks in optimizer_steps(cap):
         step = cap.kernels[ks[0]]["step"]
         bwd = [k["i"] for k in cap.kernels if k["step"] == step and k["phase"] == BWD]

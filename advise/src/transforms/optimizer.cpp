@@ -38,20 +38,24 @@ struct StepTensors {
     int64_t adam_bytes(const Plan& p) const { return bytes(p, grads) + 2 * (bytes(p, params) + bytes(p, state)); }
 };
 
-// From the recorded step (other settings may already have replaced its kernels).
-StepTensors step_tensors(const Base& b, size_t si) {
-    const Plan& p = b.plan;
+// From the recorded ops first..last (other settings may already have replaced its kernels).
+StepTensors step_tensors(const Base& base, int32_t first, int32_t last) {
+    const Plan& plan = base.plan;
     StepTensors st;
-    for (int32_t s = b.opt_first[si]; s >= 0 && s <= b.opt_last[si]; ++s) {
-        if (b.phase[static_cast<size_t>(s)] != Phase::Optimizer) continue;
-        for (const PlanAccess& a : p.ops[static_cast<size_t>(s)].acc) {
-            trace::Category c = p.allocs[static_cast<size_t>(a.alloc)].category;
-            if (c == trace::Category::Param) st.params.insert(a.alloc);
-            else if (c == trace::Category::Grad) st.grads.insert(a.alloc);
-            else if (c == trace::Category::Optimizer) st.state.insert(a.alloc);
+    for (int32_t s = first; s >= 0 && s <= last; ++s) {
+        if (base.phase[static_cast<size_t>(s)] != Phase::Optimizer) continue;
+        for (const PlanAccess& access : plan.ops[static_cast<size_t>(s)].acc) {
+            const trace::Category cat = plan.allocs[static_cast<size_t>(access.alloc)].category;
+            if (cat == trace::Category::Param) st.params.insert(access.alloc);
+            else if (cat == trace::Category::Grad) st.grads.insert(access.alloc);
+            else if (cat == trace::Category::Optimizer) st.state.insert(access.alloc);
         }
     }
     return st;
+}
+
+StepTensors step_tensors(const Base& base, size_t si) {
+    return step_tensors(base, base.opt_first[si], base.opt_last[si]);
 }
 
 // An op that only makes optimizer state (zeros_like of the first step's lazy init).
@@ -71,35 +75,51 @@ public:
         if (b.optimizer_impl == "fused") return;
         for (size_t si = 0; si < b.steps.size(); ++si) {
             if (b.opt_first[si] < 0) continue;
-            StepTensors st = step_tensors(b, si);
-            // The fused kernel goes where the last foreach kernel was: with parameter groups
-            // (torch steps them one after the other, each group's state made lazily before its
-            // kernels) every group's state exists only from there.
-            int32_t last_removed = -1;
-            for (int32_t s = b.opt_first[si]; s <= b.opt_last[si]; ++s) {
-                if (b.phase[static_cast<size_t>(s)] != Phase::Optimizer || makes_state_only(b, p, s)) continue;
-                last_removed = s;
-                p.remove_op(s);
-                // the foreach kernels' temporaries are never made
-                b.for_made(s, [&](int32_t a) {
-                    if (p.allocs[static_cast<size_t>(a)].category != trace::Category::Optimizer) p.allocs[static_cast<size_t>(a)].removed = true;
-                });
+            // One fused kernel per optimizer.step() call: a step function may step several times a
+            // captured step (PPO's mini-batches, each backward then step), and each call's
+            // gradients are gone (zero_grad(set_to_none=True)) before the next backward makes new ones.
+            for (int32_t first = b.opt_first[si]; first >= 0 && first <= b.opt_last[si];) {
+                int32_t last = first;
+                while (last + 1 <= b.opt_last[si] && !is_pass_op(b.phase[static_cast<size_t>(last) + 1])) ++last;
+                fuse(b, p, si, first, last);
+                first = last + 1;
+                while (first <= b.opt_last[si] && b.phase[static_cast<size_t>(first)] != Phase::Optimizer) ++first;
             }
-            if (last_removed < 0) continue;
-            Op f;
-            f.kind = OpKind::Kernel;
-            f.name = p.intern("aten::_fused_adamw_");
-            f.step = b.steps[si];
-            f.phase = Phase::Optimizer;
-            f.anchor = last_removed;
-            const int64_t moved = st.adam_bytes(b.plan);
-            f.duration = whole_ns(b, static_cast<double>(moved) / b.hbm_bw * 1e9, "the fused optimizer step") +
-                         b.launch_overhead;
-            for (int32_t a : st.params) f.acc.push_back({a, trace::AccessMode::ReadWrite});
-            for (int32_t a : st.grads) f.acc.push_back({a, trace::AccessMode::Read});
-            for (int32_t a : st.state) f.acc.push_back({a, trace::AccessMode::ReadWrite});
-            p.insert_before(last_removed, p.add_op(f));
         }
+    }
+
+private:
+    static bool is_pass_op(Phase ph) { return ph == Phase::Forward || ph == Phase::Backward || ph == Phase::Recompute; }
+
+    static void fuse(const Base& base, Plan& plan, size_t si, int32_t first, int32_t last) {
+        StepTensors st = step_tensors(base, first, last);
+        // The fused kernel goes where the last foreach kernel was: with parameter groups
+        // (torch steps them one after the other, each group's state made lazily before its
+        // kernels) every group's state exists only from there.
+        int32_t last_removed = -1;
+        for (int32_t s = first; s <= last; ++s) {
+            if (base.phase[static_cast<size_t>(s)] != Phase::Optimizer || makes_state_only(base, plan, s)) continue;
+            last_removed = s;
+            plan.remove_op(s);
+            // the foreach kernels' temporaries are never made
+            base.for_made(s, [&](int32_t alloc) {
+                if (plan.allocs[static_cast<size_t>(alloc)].category != trace::Category::Optimizer) plan.allocs[static_cast<size_t>(alloc)].removed = true;
+            });
+        }
+        if (last_removed < 0) return;
+        Op fused;
+        fused.kind = OpKind::Kernel;
+        fused.name = plan.intern("aten::_fused_adamw_");
+        fused.step = base.steps[si];
+        fused.phase = Phase::Optimizer;
+        fused.anchor = last_removed;
+        const int64_t moved = st.adam_bytes(base.plan);
+        fused.duration = whole_ns(base, static_cast<double>(moved) / base.hbm_bw * 1e9, "the fused optimizer step") +
+                         base.launch_overhead;
+        for (int32_t param : st.params) fused.acc.push_back({param, trace::AccessMode::ReadWrite});
+        for (int32_t grad : st.grads) fused.acc.push_back({grad, trace::AccessMode::Read});
+        for (int32_t state : st.state) fused.acc.push_back({state, trace::AccessMode::ReadWrite});
+        plan.insert_before(last_removed, plan.add_op(fused));
     }
 };
 
@@ -379,6 +399,13 @@ std::unique_ptr<Transform> make_host_optimizer(const Base& b) {
             "setting: field 'optimizer.state': the step runs under FSDP2, whose reduce-scatter leaves each "
             "rank's gradient shards on the GPU; FSDP2's own CPUOffloadPolicy (parameters, gradients and the "
             "optimizer step on the host) is not modelled");
+    // Per-sample gradients from torch.func (DP-SGD): the step writes .grad itself, after the
+    // transforms, and no backward accumulates a gradient to send down (DeepSpeed takes them from
+    // its engine's backward).
+    if (!b.info.torch_func_modules.empty())
+        throw Error("setting: field 'optimizer.state': the step computes its gradients with torch.func's grad (meta "
+                    "capture.torch_func_modules) and sets .grad itself; a host optimizer takes each gradient from "
+                    "the backward as it is accumulated, which such a step does not run");
     // The host model sends each gradient down once the backward has accumulated it and drops the
     // device copy; a step that reads the gradients on the device after the backward (clipping,
     // GradScaler's unscale) would read dropped memory (mhc_torch.apply clips on the host copies).

@@ -65,6 +65,10 @@ struct CaptureInfo {
     // starts (meta capture.module_calls: a layer whose weights are shared, called many times a
     // pass), sorted; calls one after another are one run of kernels without them.
     std::vector<std::pair<int32_t, int32_t>> call_starts;
+    // The outermost modules whose forward ran inside torch.func's grad, vjp, jacrev or hessian
+    // (per-sample gradients, vmap(grad(loss))): meta capture.torch_func_modules. Those transforms
+    // refuse saved-tensor hooks, so PyTorch stops a checkpoint or an offload inside them.
+    std::vector<int32_t> torch_func_modules;
 
     // What the printed code needs to know of the user's model and optimizer (meta that
     // mhc-torch capture writes; empty in a capture that lacks it).

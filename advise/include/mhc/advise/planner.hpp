@@ -113,7 +113,9 @@ std::string selective_refusal(const Base& base, int32_t module);
 // PyTorch recomputes a checkpointed module once per backward that unpacks, and an offload's device
 // copy is gone (mhc_torch's offload refuses the second unpack); the transforms model one backward
 // per forward. Nor in a step that offloads every save itself (meta capture.save_on_cpu: the user's
-// torch.autograd.graph.save_on_cpu). The planner offers neither on such a block.
+// torch.autograd.graph.save_on_cpu), nor for a module that runs inside torch.func's grad (meta
+// capture.torch_func_modules), whose transforms refuse saved-tensor hooks. The planner offers
+// neither on such a block.
 std::string reread_refusal(const Base& base, int32_t module);
 
 // Refuses (mhc::Error, one line naming the field and the module) a setting that checkpoints a module
