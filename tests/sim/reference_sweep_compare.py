@@ -214,8 +214,11 @@ def simulate_case(mhc, trace, rng, work):
     t = subprocess.run([mhc, "simulate", str(trace), "--no-store"] + args, capture_output=True, text=True, env=env)
     text = " ".join(t.stdout.split())
     m = want.metrics
+    # docs/cli.md: a capacity given as a share is also said as one, as the run's name writes it
+    share = name.split("@", 1)[1].split("/", 1)[0]
+    of_peak = f" ({share} of the baseline peak)" if share.endswith("%") else ""
     expect = [f"run {name} (device {want.device})",
-              f"capacity {ref.fmt_size(m['capacity_bytes'])} host buffer "
+              f"capacity {ref.fmt_size(m['capacity_bytes'])}{of_peak} host buffer "
               f"{'unlimited' if m['host_capacity_bytes'] < 0 else ref.fmt_size(m['host_capacity_bytes'])}"]
     order_only = is_order_only(trace)
     if order_only and not want.oom:   # "Inputs": memory figures stand, times are event numbers
