@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -81,7 +82,8 @@ void refuse_directory(const std::string& path) {
     throw Error(where(path, "is a directory of " + std::to_string(traces.size()) + " PyTorch profiler trace" +
                                 (traces.size() == 1 ? "" : "s") +
                                 " (tensorboard_trace_handler writes one file per process "
-                                "and profiling cycle: " + names +
+                                "and profiling cycle: " +
+                                names +
                                 "): import each file into a trace of its own; the ranks of one job are then "
                                 "simulated together with mhc simulate --ranks"));
 }
@@ -125,125 +127,126 @@ static bool looks_like_chakra_protobuf(const std::string& path, const std::strin
     return named || prefix.substr(0, 64).find("\x0a\x06schema") != std::string::npos;
 }
 
-Format detect_format(const std::string& path) {
-    refuse_directory(path);
-    char head[16] = {};
-    {
-        std::ifstream f(path, std::ios::binary);
-        if (!f) throw Error(std::filesystem::exists(path) ? where(path, "cannot open") : no_such_file(path));
-        f.read(head, sizeof head);
-        if (f.gcount() == 0) throw Error(where(path, "the file is empty"));
+namespace {
+
+// An SQLite file: an Nsight Systems export, or refused by what it is.
+Format sqlite_format(const std::string& path) {
+    auto tables = sqlite_tables(path);
+    bool mhc = false, nsys = false;
+    for (auto& t : tables) {
+        if (t == "allocations" || t == "runs") mhc = true;
+        if (is_nsys_table(t)) nsys = true;
     }
-    if (static_cast<uint8_t>(head[0]) == 0x80) return Format::Snapshot;   // pickle PROTO
-    if (std::memcmp(head, "SQLite format 3", 16) == 0) {
-        auto tables = sqlite_tables(path);
-        bool mhc = false, nsys = false;
-        for (auto& t : tables) {
-            if (t == "allocations" || t == "runs") mhc = true;
-            if (is_nsys_table(t)) nsys = true;
-        }
-        if (nsys) return Format::Nsys;
-        if (mhc) throw Error(where(path, "this is already an mhc trace; nothing to import"));
-        throw Error(where(path, "an SQLite file but not an Nsight Systems export (no StringIds, "
-                                "TARGET_INFO_* or CUPTI_ACTIVITY_KIND_* tables)"));
-    }
-    // JSON, plain or gzip: look for the top-level keys near the start.
-    std::string prefix;
-    {
-        GzSource s(path);
-        prefix.resize(1 << 20);
-        size_t got = 0, r;
-        while (got < prefix.size() && (r = s.read(prefix.data() + got, prefix.size() - got)) > 0) got += r;
-        prefix.resize(got);
-    }
-    size_t p = prefix.find_first_not_of(" \t\r\n");
-    if (p != std::string::npos && static_cast<uint8_t>(prefix[p]) == 0x80) return Format::Snapshot;
-    // A PyTorch memory snapshot saved as JSON (json.dump(torch.cuda.memory._snapshot()), or of
-    // memory_snapshot()'s segments list): its keys, which no Kineto or execution trace has.
-    const bool snapshot_keys = prefix.find("\"device_traces\"") != std::string::npos ||
-                               (prefix.find("\"total_size\"") != std::string::npos &&
-                                prefix.find("\"blocks\"") != std::string::npos);
-    if (p != std::string::npos && prefix[p] == '{') {
-        // mhc's own Chrome trace export (mhc export --format perfetto) writes its meta in otherData:
-        // read back as Kineto it lost every copy, marker and allocation (counters) with a warning only.
-        if (prefix.find("\"otherData\":{") != std::string::npos &&
-            prefix.find("\"format\":\"mhc-trace\"") != std::string::npos)
-            throw Error(where(path, "an mhc trace exported for viewing (mhc export --format perfetto), which "
-                                    "mhc does not import: use the mhc trace it was exported from"));
-        if (prefix.find("\"traceEvents\"") != std::string::npos) return Format::Kineto;
-        if (snapshot_keys && prefix.find("\"nodes\"") == std::string::npos) return Format::Snapshot;
-        if (prefix.find("\"nodes\"") != std::string::npos) return Format::ExecutionTrace;
-        // Traces of other tools that users take for these (both seen in public test data).
-        if (prefix.find("\"rocprofiler-sdk-tool\"") != std::string::npos)
-            throw Error(where(path,
-                              "a rocprofiler-sdk JSON (rocprofv3 --output-format json), which mhc does not read: "
-                              "import the PyTorch profiler's trace of the run (Kineto JSON) instead"));
-        if (prefix.find("\"memoryProfilePerAllocator\"") != std::string::npos)
-            throw Error(where(path,
-                              "a TensorFlow or JAX profiler memory profile (XProf's HOST.memory_profile.json), "
-                              "which mhc does not read: mhc reads PyTorch's memory snapshots and profiler traces"));
-        if (prefix.find("\"workload_graph\"") != std::string::npos)
-            throw Error(where(path,
-                              "a Chakra workload-graph JSON (converted from a Chakra trace), which mhc "
-                              "does not read: import the PyTorch execution trace it was converted from"));
-        throw Error(where(path, "JSON without 'traceEvents' (Kineto) or 'nodes' (execution trace) "
-                                "in its first MiB: not a known trace format"));
-    }
-    // The Chrome trace's JSON Array Format, as PyTorch 1.8's profiler wrote it: [{"ph": ...}, ...].
-    if (p != std::string::npos && prefix[p] == '[') {
-        size_t first = prefix.find_first_not_of(" \t\r\n", p + 1);
-        if (first != std::string::npos && prefix[first] == '[')
-            throw Error(where(path, memory_timeline_raw(prefix, p)
-                                        ? "the raw memory timeline of PyTorch's profiler (export_memory_timeline to "
-                                          ".raw.json.gz: [time, action, bytes, category] rows of one device), which mhc "
-                                          "does not import: its rows name no address, tensor or stream. Import the "
-                                          "profiler's trace of the same run (export_chrome_trace, with "
-                                          "profile_memory=True): it holds every allocation and free with its address"
-                                        : "a JSON array of arrays, such as the memory timeline plot of PyTorch's "
-                                          "profiler (export_memory_timeline to .json: times and bytes by category), a "
-                                          "curve without allocations, which mhc does not import. Import the profiler's "
-                                          "trace of the same run (export_chrome_trace, with profile_memory=True)"));
-        if (first != std::string::npos && prefix[first] == '{' && prefix.find("\"ph\"") != std::string::npos) return Format::Kineto;
-        if (first != std::string::npos && prefix[first] == '{' && snapshot_keys) return Format::Snapshot;
-    }
-    // HTML: torch.cuda._memory_viz's pages (trace_plot, segment_plot) embed the snapshot's pickle,
-    // which the snapshot importer reads; the profiler's memory timeline page is a PNG picture.
-    if (p != std::string::npos && prefix[p] == '<') {
-        if (prefix.find("add_local_files") != std::string::npos && prefix.find("\"base64\"") != std::string::npos)
-            return Format::Snapshot;
-        if (prefix.find("<title>GPU Memory Timeline HTML</title>") != std::string::npos)
-            throw Error(where(path, "the memory timeline plot of PyTorch's profiler (export_memory_timeline to .html): "
-                                    "a PNG picture, no data to import. Import the profiler's trace of the same run "
-                                    "(export_chrome_trace, with profile_memory=True)"));
-        std::string lower = prefix.substr(p, 256);
-        std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char letter) { return std::tolower(letter); });
-        if (lower.find("<html") != std::string::npos || lower.find("<!doctype html") != std::string::npos)
-            throw Error(where(path, "an HTML page without a memory snapshot in it (mhc reads the pages of "
-                                    "torch.cuda._memory_viz trace_plot and segment_plot, which embed one)"));
-    }
+    if (nsys) return Format::Nsys;
+    if (mhc) throw Error(where(path, "this is already an mhc trace; nothing to import"));
+    throw Error(where(path,
+                      "an SQLite file but not an Nsight Systems export (no StringIds, "
+                      "TARGET_INFO_* or CUPTI_ACTIVITY_KIND_* tables)"));
+}
+
+// A JSON object: by its top-level keys in the first MiB, or refused naming what it is.
+Format json_object_format(const std::string& path, const std::string& prefix, bool snapshot_keys) {
+    // mhc's own Chrome trace export (mhc export --format perfetto) writes its meta in otherData:
+    // read back as Kineto it lost every copy, marker and allocation (counters) with a warning only.
+    if (prefix.find("\"otherData\":{") != std::string::npos &&
+        prefix.find("\"format\":\"mhc-trace\"") != std::string::npos)
+        throw Error(where(path,
+                          "an mhc trace exported for viewing (mhc export --format perfetto), which "
+                          "mhc does not import: use the mhc trace it was exported from"));
+    if (prefix.find("\"traceEvents\"") != std::string::npos) return Format::Kineto;
+    if (snapshot_keys && prefix.find("\"nodes\"") == std::string::npos) return Format::Snapshot;
+    if (prefix.find("\"nodes\"") != std::string::npos) return Format::ExecutionTrace;
+    // Traces of other tools that users take for these (both seen in public test data).
+    if (prefix.find("\"rocprofiler-sdk-tool\"") != std::string::npos)
+        throw Error(where(path,
+                          "a rocprofiler-sdk JSON (rocprofv3 --output-format json), which mhc does not read: "
+                          "import the PyTorch profiler's trace of the run (Kineto JSON) instead"));
+    if (prefix.find("\"memoryProfilePerAllocator\"") != std::string::npos)
+        throw Error(where(path,
+                          "a TensorFlow or JAX profiler memory profile (XProf's HOST.memory_profile.json), "
+                          "which mhc does not read: mhc reads PyTorch's memory snapshots and profiler traces"));
+    if (prefix.find("\"workload_graph\"") != std::string::npos)
+        throw Error(where(path,
+                          "a Chakra workload-graph JSON (converted from a Chakra trace), which mhc "
+                          "does not read: import the PyTorch execution trace it was converted from"));
+    throw Error(where(path,
+                      "JSON without 'traceEvents' (Kineto) or 'nodes' (execution trace) "
+                      "in its first MiB: not a known trace format"));
+}
+
+// The Chrome trace's JSON Array Format, as PyTorch 1.8's profiler wrote it: [{"ph": ...}, ...].
+// Kineto or a snapshot's JSON; nothing where the array is none of these.
+std::optional<Format> json_array_format(const std::string& path, const std::string& prefix, size_t p,
+                                        bool snapshot_keys) {
+    size_t first = prefix.find_first_not_of(" \t\r\n", p + 1);
+    if (first != std::string::npos && prefix[first] == '[')
+        throw Error(where(path, memory_timeline_raw(prefix, p)
+                                    ? "the raw memory timeline of PyTorch's profiler (export_memory_timeline to "
+                                      ".raw.json.gz: [time, action, bytes, category] rows of one device), which mhc "
+                                      "does not import: its rows name no address, tensor or stream. Import the "
+                                      "profiler's trace of the same run (export_chrome_trace, with "
+                                      "profile_memory=True): it holds every allocation and free with its address"
+                                    : "a JSON array of arrays, such as the memory timeline plot of PyTorch's "
+                                      "profiler (export_memory_timeline to .json: times and bytes by category), a "
+                                      "curve without allocations, which mhc does not import. Import the profiler's "
+                                      "trace of the same run (export_chrome_trace, with profile_memory=True)"));
+    if (first != std::string::npos && prefix[first] == '{' && prefix.find("\"ph\"") != std::string::npos)
+        return Format::Kineto;
+    if (first != std::string::npos && prefix[first] == '{' && snapshot_keys) return Format::Snapshot;
+    return std::nullopt;
+}
+
+// HTML: torch.cuda._memory_viz's pages (trace_plot, segment_plot) embed the snapshot's pickle,
+// which the snapshot importer reads; the profiler's memory timeline page is a PNG picture.
+std::optional<Format> html_format(const std::string& path, const std::string& prefix, size_t p) {
+    if (prefix.find("add_local_files") != std::string::npos && prefix.find("\"base64\"") != std::string::npos)
+        return Format::Snapshot;
+    if (prefix.find("<title>GPU Memory Timeline HTML</title>") != std::string::npos)
+        throw Error(where(path,
+                          "the memory timeline plot of PyTorch's profiler (export_memory_timeline to .html): "
+                          "a PNG picture, no data to import. Import the profiler's trace of the same run "
+                          "(export_chrome_trace, with profile_memory=True)"));
+    std::string lower = prefix.substr(p, 256);
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char letter) { return std::tolower(letter); });
+    if (lower.find("<html") != std::string::npos || lower.find("<!doctype html") != std::string::npos)
+        throw Error(where(path,
+                          "an HTML page without a memory snapshot in it (mhc reads the pages of "
+                          "torch.cuda._memory_viz trace_plot and segment_plot, which embed one)"));
+    return std::nullopt;
+}
+
+// What is no format mhc reads: named where it is recognised (other profilers, containers,
+// compressors, Chakra's protobuf, a Git LFS pointer), else "unknown format".
+[[noreturn]] void refuse_unread_format(const std::string& path, std::string_view raw, const std::string& prefix) {
     // XProf's XSpace protobuf (HOST.xplane.pb of TensorFlow's, JAX's and PyTorch/XLA's profiler): field 1
     // (planes, tag 0x0a), its length, then the first plane, named "/host:..." or "/device:..." near the start.
     if (!prefix.empty() && static_cast<uint8_t>(prefix[0]) == 0x0a) {
         const std::string_view head(prefix.data(), std::min<size_t>(prefix.size(), 64));
         if (head.find("/host:") != std::string_view::npos || head.find("/device:") != std::string_view::npos)
-            throw Error(where(path, "an XProf XSpace protobuf (HOST.xplane.pb of TensorFlow's, JAX's or PyTorch/XLA's "
-                                    "profiler), which mhc does not read: mhc reads PyTorch's CUDA and ROCm profiler "
-                                    "traces (Kineto), memory snapshots, execution traces and Nsight Systems exports"));
+            throw Error(where(path,
+                              "an XProf XSpace protobuf (HOST.xplane.pb of TensorFlow's, JAX's or PyTorch/XLA's "
+                              "profiler), which mhc does not read: mhc reads PyTorch's CUDA and ROCm profiler "
+                              "traces (Kineto), memory snapshots, execution traces and Nsight Systems exports"));
     }
     // Containers and compressors other than gzip, named rather than called an unknown format.
-    const std::string_view raw(head, sizeof head);
     if (raw.substr(0, 2) == "\x1f\x8b" && prefix.rfind("SQLite format 3", 0) == 0)
-        throw Error(where(path, "a gzip-compressed SQLite file: decompress it (gunzip) and import the .sqlite "
-                                "(Nsight Systems exports are read uncompressed)"));
+        throw Error(where(path,
+                          "a gzip-compressed SQLite file: decompress it (gunzip) and import the .sqlite "
+                          "(Nsight Systems exports are read uncompressed)"));
     if (raw.substr(0, 4) == "PK\x03\x04")
         throw Error(where(path, prefix.find("data.pkl") != std::string::npos
                                     ? "a torch.save archive (zip with data.pkl), which mhc does not read: save a "
                                       "memory snapshot with torch.cuda.memory._dump_snapshot() or pickle.dump()"
                                     : "a zip archive, which mhc does not read: extract the trace from it first"));
-    const char* packer = raw.substr(0, 3) == "BZh"                               ? "bzip2"
-                         : raw.substr(0, 4) == "\x28\xb5\x2f\xfd"               ? "zstd"
-                         : raw.substr(0, 6) == std::string_view("\xfd" "7zXZ\0", 6) ? "xz"
-                                                                                    : nullptr;
+    const char* packer = raw.substr(0, 3) == "BZh"                ? "bzip2"
+                         : raw.substr(0, 4) == "\x28\xb5\x2f\xfd" ? "zstd"
+                         : raw.substr(0, 6) == std::string_view(
+                                                   "\xfd"
+                                                   "7zXZ\0",
+                                                   6)
+                             ? "xz"
+                             : nullptr;
     if (packer != nullptr)
         throw Error(where(path, std::string("compressed with ") + packer +
                                     ", which mhc does not read: decompress it first (gzip is read as it is)"));
@@ -263,8 +266,46 @@ Format detect_format(const std::string& path) {
         throw Error(where(path, "a Git LFS pointer, not the trace: the file" + size +
                                     " is in the repository's LFS storage; fetch it (git lfs pull) and import that"));
     }
-    throw Error(where(path, "unknown format: not a pickle (memory snapshot), JSON (Kineto or "
-                            "execution trace, optionally gzip) or SQLite (Nsight Systems) file"));
+    throw Error(where(path,
+                      "unknown format: not a pickle (memory snapshot), JSON (Kineto or "
+                      "execution trace, optionally gzip) or SQLite (Nsight Systems) file"));
 }
 
-}  // namespace mhc::trace::import
+}   // namespace
+
+Format detect_format(const std::string& path) {
+    refuse_directory(path);
+    char head[16] = {};
+    {
+        std::ifstream f(path, std::ios::binary);
+        if (!f) throw Error(std::filesystem::exists(path) ? where(path, "cannot open") : no_such_file(path));
+        f.read(head, sizeof head);
+        if (f.gcount() == 0) throw Error(where(path, "the file is empty"));
+    }
+    if (static_cast<uint8_t>(head[0]) == 0x80) return Format::Snapshot;   // pickle PROTO
+    if (std::memcmp(head, "SQLite format 3", 16) == 0) return sqlite_format(path);
+    // JSON, plain or gzip: look for the top-level keys near the start.
+    std::string prefix;
+    {
+        GzSource s(path);
+        prefix.resize(1 << 20);
+        size_t got = 0, r;
+        while (got < prefix.size() && (r = s.read(prefix.data() + got, prefix.size() - got)) > 0) got += r;
+        prefix.resize(got);
+    }
+    size_t p = prefix.find_first_not_of(" \t\r\n");
+    if (p != std::string::npos && static_cast<uint8_t>(prefix[p]) == 0x80) return Format::Snapshot;
+    // A PyTorch memory snapshot saved as JSON (json.dump(torch.cuda.memory._snapshot()), or of
+    // memory_snapshot()'s segments list): its keys, which no Kineto or execution trace has.
+    const bool snapshot_keys = prefix.find("\"device_traces\"") != std::string::npos ||
+                               (prefix.find("\"total_size\"") != std::string::npos &&
+                                prefix.find("\"blocks\"") != std::string::npos);
+    if (p != std::string::npos && prefix[p] == '{') return json_object_format(path, prefix, snapshot_keys);
+    if (p != std::string::npos && prefix[p] == '[')
+        if (auto format = json_array_format(path, prefix, p, snapshot_keys)) return *format;
+    if (p != std::string::npos && prefix[p] == '<')
+        if (auto format = html_format(path, prefix, p)) return *format;
+    refuse_unread_format(path, std::string_view(head, sizeof head), prefix);
+}
+
+}   // namespace mhc::trace::import
