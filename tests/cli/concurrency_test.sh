@@ -41,7 +41,7 @@ for i in "${!pids[@]}"; do
 done
 n=$("$mhc" info "$t" | grep -cE '^ +[0-9]+ +simulated')
 [ "$n" = 12 ] || fail "$n runs stored, wanted 12 (8 simulate + 2 sweeps of 2)"
-ids=$("$mhc" info "$t" | awk '$2 == "simulated" {print $1}' | sort -u | wc -l)
+ids=$("$mhc" info "$t" | awk '$1 ~ /^[0-9]+$/ && $2 == "simulated" {print $1}' | sort -u | wc -l)
 [ "$ids" = 12 ] || fail "run ids collide: $ids distinct"
 
 # 8 simulate processes at once into a runs database that none of them finds: one creates it
@@ -80,7 +80,7 @@ done
 [ "$("$mhc" info "$j0" | grep -c " coupled")" = 4 ] && [ "$("$mhc" info "$j1" | grep -c " coupled")" = 4 ] \
     || fail "coupled jobs at once: not every job in both ranks: $("$mhc" info "$j0" | grep -c coupled), $("$mhc" info "$j1" | grep -c coupled)"
 [ "$("$mhc" info "$j0" | grep -cE '^ +[0-9]+ +simulated')" = 8 ] || fail "rank 0: wanted 4 coupled + 4 single runs"
-[ "$("$mhc" info "$j0" | awk '$2 == "simulated" {print $1}' | sort -u | wc -l)" = 8 ] || fail "rank 0: run ids collide"
+[ "$("$mhc" info "$j0" | awk '$1 ~ /^[0-9]+$/ && $2 == "simulated" {print $1}' | sort -u | wc -l)" = 8 ] || fail "rank 0: run ids collide"
 # The same into one runs database that none of them finds: it is made once, for the job.
 pids=()
 for i in 1 2 3 4; do
@@ -115,7 +115,7 @@ for i in "${!pids[@]}"; do
 done
 n=$("$mhc" info "$v" | grep -cE '^ +[0-9]+ +(simulated|replayed)')
 [ "$n" = 32 ] || fail "$n validate runs stored, wanted 32 (8 x baseline and one capacity, simulated and replayed)"
-ids=$("$mhc" info "$v" | awk '/simulated|replayed/ {print $1}' | sort -u | wc -l)
+ids=$("$mhc" info "$v" | awk '$1 ~ /^[0-9]+$/ && $2 ~ /^(simulated|replayed)$/ {print $1}' | sort -u | wc -l)
 [ "$ids" = 32 ] || fail "validate run ids collide: $ids distinct"
 left=$(ls "$tmp" | grep -E "tmp-[0-9]+|-journal$" || true)
 [ -z "$left" ] || fail "temporary files left: $left"

@@ -13,7 +13,7 @@ TEST_CASE("screenshot mode: bad trace, unknown run, bad range exit 2 with one li
     Shot run = shoot(db.path, "--run 99");
     CHECK(run.rc == 2);
     CHECK(run.err.find("run 99 does not exist") != std::string::npos);
-    CHECK(run.err.find("in the file: mhc info lists them") != std::string::npos);
+    CHECK(run.err.find("in the file: mhc info " + db.path + " lists them") != std::string::npos);
     Shot range = shoot(db.path, "--range 5ms:1ms");
     CHECK(range.rc == 2);
     CHECK(range.err.find("--range") != std::string::npos);
