@@ -40,7 +40,7 @@ FLAGS="-std=c++20 -O1 -gline-tables-only $SAN -D_GLIBCXX_ASSERTIONS -fsanitize=f
 # asks for it, so a new dependency costs a second link, never a missing object.
 # Objects are rebuilt when the flags change.
 if [ "$(cat "$BUILD/obj/flags" 2>/dev/null)" != "$CXX $FLAGS" ]; then rm -f "$BUILD"/obj/*.o; echo "$CXX $FLAGS" > "$BUILD/obj/flags"; fi
-UNLINKED=" common/src/json.cpp common/src/numbers.cpp trace/src/model.cpp trace/src/comm_kernels.cpp trace/src/event_order.cpp trace/src/summary.cpp "
+UNLINKED=" trace/src/model.cpp trace/src/comm_kernels.cpp trace/src/event_order.cpp trace/src/summary.cpp "
 obj_of() { local dir=${1%/src/*}; local base=${1##*/}; echo "$BUILD/obj/${dir##*/}_${base%.cpp}.o"; }
 # compile SOURCE...: MHC_FUZZ_JOBS (default 2) at a time, the next one started as soon as any
 # finishes (the importers first: et.cpp alone takes a third of the time).
