@@ -6,7 +6,7 @@ when the last Python reference to it goes. That is rarely its last use: `q, k, v
 projection stay referenced by the module's `forward` until it returns, so does a module's input
 argument (`Linear.forward(self, input)` holds the LayerNorm output it was called with until the
 matmul is done). `mhc advise` needs this to predict a checkpointed step (advise/src/transforms/
-checkpoint.cpp); the capture records it: when a module's `forward` returns in the forward phase,
+checkpoint_lifetimes.cpp); the capture records it: when a module's `forward` returns in the forward phase,
 every storage one of its locals (arguments included; tuples, lists and dicts of tensors read up to
 four deep) still refers to, other than the value returned, is held at least until the last kernel
 that ran before the return; so is every tensor it was called with (nn.Module's call keeps its
