@@ -61,7 +61,7 @@ for k in range(1, len(bm_all) + 1):
         secs = sum(bs_all[:k]) + sum(cs_all[:m])
         ok = "validated" if abs(100 * (loss - loss_p)) <= target and sp <= target and m > 1 else "-"
         print(f"| {k} | {m} | {secs:.1f} s | {100 * (loss - loss_p):+.2f} pp | {sp:.2f} pp | {ok} |")
-# Where --repeat auto would have stopped (replay/src/validate.cpp: agreed, repeats_agree).
+# Where --repeat auto would have stopped (replay/src/validate_configuration.cpp: agreed, repeats_agree).
 worst = max(loss_p, 0)
 k = len(bm_all)
 for i in range(3, len(bm_all) + 1):
