@@ -94,22 +94,34 @@ def odd_integer(rng):
 def make_trace(rng, path, schema_text):
     """Write a random trace to `path` and return nothing: the reading is `expected(path)`."""
     con = sqlite3.connect(path)
+    con.execute("PRAGMA synchronous = OFF")   # scratch files: no waits for the disk
+    con.execute("PRAGMA journal_mode = OFF")
     con.executescript(schema_sections(schema_text, {"trace_tables", "run_tables", "lookups",
                                                     "run_event_rows", "content_digest_triggers"}))
     con.execute("PRAGMA user_version = 1")
     meta = {"format": "mhc-trace", "schema_version": "1", "source": "generate"}
-    n_strings = rng.randint(2, 6)
-    for i in range(1, n_strings + 1):
-        con.execute("INSERT INTO strings VALUES (?, ?)", (i, "name%d" % i))
     capture = rng.random() < 0.2
     # values out of their ranges in two traces of five: the row checks are read on the others
     vb = 1.0 if rng.random() < 0.4 else 0.0
+    # otherwise good traces now and then at the ends of the value rules: all allocations together
+    # over 2^62 bytes, or times more than 2^62 ns apart
+    edge = rng.choice(["total", "span"]) if not vb and rng.random() < 0.15 else None
     with_segments = rng.random() < 0.35
     hold = with_segments and rng.random() < 0.6
+    n_strings = rng.randint(2, 6)
+    for i in range(1, n_strings + 1):
+        con.execute("INSERT INTO strings VALUES (?, ?)", (i, "name%d" % i))
+    if rng.random() < 0.1 * vb:   # a sparse string id, or a name that is no text
+        if rng.random() < 0.5:
+            con.execute("INSERT INTO strings VALUES (?, ?)", (n_strings + 5, "sparse"))
+        else:
+            con.execute("UPDATE strings SET text = ? WHERE id = 1", (rng.choice([7, b"\x01", 2.5]),))
     # Time scale: small, so that ties happen; one trace in eight far towards the range's ends.
     base = rng.choice([0, 0, 0, 0, 0, 0, -T62 + 50, T62 - 400])
     tmax = rng.choice([20, 60, 200])
-    devices = [0] if hold else [0, 0, 1]
+    # a trace whose allocations lie in segments has them on device 0; now and then one on the
+    # host or on device 1 (no segments there) or at address 0 (not known), which the rule leaves be
+    devices = [0, 0, 0, 0, 0, 0, -1, 1] if hold else [0, 0, 1]
 
     def name_id():
         r = rng.random()
@@ -145,7 +157,7 @@ def make_trace(rng, path, schema_text):
         seg_addr, seg_size = rng.choice(region)
         size = rng.choice([512, 1024, 2048, 4096])
         address = seg_addr + rng.randrange(0, seg_size, 512)
-        if not hold and rng.random() < 0.15:
+        if rng.random() < (0.04 if hold else 0.15):
             address = 0
         t0 = base + rng.randint(0, tmax)
         r = rng.random()
@@ -163,6 +175,12 @@ def make_trace(rng, path, schema_text):
         bytes_ = size
         if rng.random() < 0.03 * vb:
             bytes_ = rng.choice([0, -512])
+        if allocs and rng.random() < 0.08:
+            # one free applied twice: an earlier allocation's address and free time
+            prev = rng.choice(allocs)
+            if prev[5] is not None and prev[2] != 0 and prev[4] <= prev[5]:
+                address, t1, dev = prev[2], prev[5], prev[1]
+                t0 = rng.randint(prev[4], prev[5])
         allocs.append([aid, dev, address, bytes_, t0, t1, rng.choice([0, 7, 8]), category, label, req])
     # kernels
     n_kern = rng.randint(3, 25)
@@ -198,8 +216,8 @@ def make_trace(rng, path, schema_text):
                 (1, -3), (2, S60 + 1), (15, odd_integer(rng)), (4, T62 + 5), (12, odd_integer(rng))])
             row[col] = val
             kernels.append(row)
-    if not hold and rng.random() < 0.1 * vb:
-        for _ in range(rng.choice([64, 65])):
+    if not hold and (rng.random() < 0.1 * vb or edge == "total"):
+        for _ in range(rng.choice([63, 64, 65])):
             allocs.append([len(allocs) + 1, 0, 0, S56, base + 1, None, 0, 3, 0, None])
     con.executemany("INSERT INTO allocations VALUES (?,?,?,?,?,?,?,?,?,?)", allocs)
     con.executemany("INSERT INTO kernels VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", kernels)
@@ -235,7 +253,7 @@ def make_trace(rng, path, schema_text):
         idx = rng.randint(-1, 4) if rng.random() > 0.05 * vb else -2
         markers.append((mid, name_id(), t0, t1, kind, idx))
     # the whole trace more than 2^62 ns from its first time to its last (base 0 only)
-    if base == 0 and rng.random() < 0.1 * vb:
+    if base == 0 and (rng.random() < 0.1 * vb or edge == "span"):
         markers.append((len(markers) + 1, 0, -T62 + 10, -T62 + 20, 2, -1))
         markers.append((len(markers) + 1, 0, T62 - 20, T62 - 10, 2, -1))
     con.executemany("INSERT INTO markers VALUES (?,?,?,?,?,?)", markers)
@@ -254,6 +272,8 @@ def make_trace(rng, path, schema_text):
             key = rng.choice(["world_size", "rank", "time_origin_ns"])
             meta[key] = rng.choice(["-1", "1.5", "x", "", " 2", "+1", "2 ", "1e3", "٣", "0x10",
                                     "99999999999999999999", str(ws + rng.randint(0, 2))])
+    if rng.random() < 0.2:
+        meta["device_memory"] = rng.choice(["85899345920", "0", "-1", "1e400", "abc", str(S56), str(S56 + 1)])
     if rng.random() < 0.15:
         meta["allocator.conf"] = rng.choice([
             "expandable_segments:True", "max_split_size_mb:64", "max_split_size_mb:abc",
@@ -369,6 +389,12 @@ def expected(path):
     rng_31 = lambda v: 0 <= v <= I31
     rng_step = lambda v: -1 <= v <= I31
 
+    n_rows = len(strings)
+    for sid, text in con.execute("SELECT id, text FROM strings ORDER BY rowid"):
+        if not isinstance(text, str):
+            value("strings", sid, False, "type")
+        elif not 0 <= sid <= n_rows:
+            value("strings", sid, False, "range")
     allocs = rows("allocations")
     for r in allocs:
         check_row("allocations", r, {
@@ -404,8 +430,10 @@ def expected(path):
     for r in accesses:
         if not is_int(r["mode"]):
             out.append(("accesses", r["kernel"], "type"))
+            bad.add(("accesses", r["kernel"]))
         elif not 1 <= r["mode"] <= 3:
             out.append(("accesses", r["kernel"], "invalid-code"))
+            bad.add(("accesses", r["kernel"]))
 
     good = lambda table, r: (table, r["id"]) not in bad
     # total size: all allocations together more than 2^62 bytes, the row where the sum passes it
@@ -479,9 +507,13 @@ def expected(path):
             break
     if meta.get("segments.hold_allocations") == "true":
         for r in ga:
+            # only known addresses on devices that have segments; at one time t, the segments
+            # made at t come before the allocations made at t, the segments freed at t after them
+            if r["address"] == 0 or not any(s["device"] == r["device"] for s in segments):
+                continue
             ranges = sorted((s["address"], s["address"] + s["bytes"]) for s in gs
                             if s["device"] == r["device"] and s["t_alloc"] <= r["t_alloc"]
-                            and (s["t_free"] is None or r["t_alloc"] < s["t_free"]))
+                            and (s["t_free"] is None or r["t_alloc"] <= s["t_free"]))
             merged = []
             for lo, hi in ranges:
                 if merged and lo <= merged[-1][1]:
@@ -544,6 +576,8 @@ def expected(path):
             out.append(("meta", "rank", "meta"))
     if "time_origin_ns" in meta and not whole_signed(meta["time_origin_ns"]):
         out.append(("meta", "time_origin_ns", "meta"))
+    if "device_memory" in meta and not (whole(meta["device_memory"]) and int(meta["device_memory"]) <= S56):
+        out.append(("meta", "device_memory", "meta"))
     d = meta.get("content_digest")
     if d is not None and d.startswith("v2:") and d != digest_v2(con):
         out.append(("meta", "content_digest", "content-digest"))

@@ -387,6 +387,17 @@ std::vector<size_t> allocations_outside_segments(const TraceData& t) {
         if (it != live.begin() && std::prev(it)->first.first == dev) --it;
         for (; it != live.end() && it->first.first == dev && it->first.second <= covered && covered < hi; ++it)
             covered = std::max(covered, S[it->second].address + S[it->second].bytes);
+        if (covered < hi) {
+            // Segments that overlap (rule `overlap`) can hide one that covers the block behind the
+            // last start at or before it (two at one address, or a long one starting earlier):
+            // every live segment of the device, in order of start, says it then. Only a block
+            // found outside pays for it.
+            covered = lo;
+            for (it = live.lower_bound({dev, INT64_MIN}); it != live.end() && it->first.first == dev &&
+                                                          it->first.second <= covered && covered < hi;
+                 ++it)
+                covered = std::max(covered, S[it->second].address + S[it->second].bytes);
+        }
         if (covered < hi) out.push_back(e.i);
     }
     std::sort(out.begin(), out.end());
