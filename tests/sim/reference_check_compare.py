@@ -56,6 +56,8 @@ def main():
         p = subprocess.run([mhc, "check", "--max", "100000", path], capture_output=True, text=True)
         got, other = parse(p.stdout)
         rc_want = 2 if want else 0
+        if not want and other == ["%s: ok" % path]:   # a clean file says so, and nothing else
+            other = []
         cw, cg = collections.Counter(want), collections.Counter(got)
         for w in want:
             rules_seen[w[2]] += 1
