@@ -255,7 +255,11 @@ def make_trace(rng, path, schema_text):
     # the whole trace more than 2^62 ns from its first time to its last (base 0 only)
     if base == 0 and (rng.random() < 0.1 * vb or edge == "span"):
         markers.append((len(markers) + 1, 0, -T62 + 10, -T62 + 20, 2, -1))
-        markers.append((len(markers) + 1, 0, T62 - 20, T62 - 10, 2, -1))
+        if not seg_rows or rng.random() < 0.5:
+            markers.append((len(markers) + 1, 0, T62 - 20, T62 - rng.choice([10, 20]), 2, -1))
+        if seg_rows and rng.random() < 0.7:   # a segment held to the far end
+            far = rng.choice([T62 - 10, T62 - 20])
+            con.execute("UPDATE segments SET t_free = ? WHERE id = 1", (far,))
     con.executemany("INSERT INTO markers VALUES (?,?,?,?,?,?)", markers)
     if capture:
         con.execute("INSERT INTO strings VALUES (?, ?)", (n_strings + 1, "Model"))
@@ -464,10 +468,12 @@ def expected(path):
                     if r[c] is not None:
                         span_times.append((r[c], table, r["id"]))
     if span_times:
-        first = min(span_times)
-        last = max(span_times)
-        if last[0] - first[0] > T62:
-            out.append((last[1], last[2], "range"))
+        # the latest time, the first row holding it (tables in that order, rows by id) named
+        first = min(t for t, _, _ in span_times)
+        last = max(t for t, _, _ in span_times)
+        if last - first > T62:
+            named = next((table, rid) for t, table, rid in span_times if t == last)
+            out.append((named[0], named[1], "range"))
     ga = [r for r in allocs if good("allocations", r)]
     for r in ga:
         if r["t_free"] is not None and r["t_free"] < r["t_alloc"]:

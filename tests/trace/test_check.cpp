@@ -331,3 +331,15 @@ TEST_CASE("capture-overlap: a kernel meets one still running on another stream b
     CHECK(has(r, "stream-overlap", "kernels", 3));
     CHECK_FALSE(has(r, "capture-overlap", "kernels", 1));
 }
+
+TEST_CASE("range: a segment's time counts in the trace's span", "[check][segments]") {
+    TraceData t;
+    t.strings = {""};
+    t.allocations.push(Allocation{1, 0, 0x1000, 0x100, -(int64_t{1} << 62) + 200, -(int64_t{1} << 62) + 300, 0, Category::Other, 0});
+    t.allocation_index.build(t.allocations.id);
+    t.kernels.access_begin = {0};
+    t.segments = {segment(1, 0x1000, 0x1000, 0, (int64_t{1} << 62) - 10)};
+    CHECK(has(check_trace(t), "range", "segments", 1));
+    t.segments[0].t_free = 100;
+    CHECK_FALSE(has(check_trace(t), "range", "segments", 1));
+}
