@@ -161,7 +161,7 @@ void check_content_digest(const Reader& reader, CheckReport& r) {
     const std::string now = content_digest_of(reader.handle(), reader.path(), it->second);
     if (now != it->second)
         r.problems.push_back({"content-digest", "meta", 0,
-                              std::string("meta ") + kContentDigestKey + " is " + quoted(it->second) +
+                              std::string(kContentDigestKey) + ": " + quoted(it->second) +
                                   " but the rows give " + now +
                                   ": a row was changed without the trace's triggers, so runs stored for it "
                                   "elsewhere (--runs-db) may be of other rows"});

@@ -147,20 +147,30 @@ void check_capture_kernels(const TraceData& trace, CheckReport& report) {
         if (kernels.t_start[lhs] != kernels.t_start[rhs]) return kernels.t_start[lhs] < kernels.t_start[rhs];
         return kernels.id[lhs] < kernels.id[rhs];
     });
-    size_t last = SIZE_MAX;   // the kernel ending latest so far on this device
+    // The kernel ending latest so far on this device, and the one ending latest on any other
+    // stream than its: a kernel on the stream of `last` may still clash with `other` (before
+    // 2026-12-06 only `last` was looked at, and such a clash went unlisted).
+    size_t last = SIZE_MAX, other = SIZE_MAX;
     for (size_t row : order) {
-        if (last != SIZE_MAX && kernels.device[last] == kernels.device[row] &&
-            kernels.t_start[row] < kernels.t_end[last] &&
-            kernels.stream[last] != kernels.stream[row])   // on one stream: rule stream-overlap says it
+        if (last != SIZE_MAX && kernels.device[last] != kernels.device[row]) last = other = SIZE_MAX;
+        const size_t held = last == SIZE_MAX                                 ? SIZE_MAX
+                            : kernels.stream[last] != kernels.stream[row] ? last
+                                                                           : other;
+        if (held != SIZE_MAX && kernels.t_start[row] < kernels.t_end[held])   // one stream: stream-overlap's
             report.problems.push_back(
                 {"capture-overlap", "kernels", kernels.id[row],
                  "starts at " + t_str(kernels.t_start[row]) + " on stream " + std::to_string(kernels.stream[row]) +
-                     " while kernel " + std::to_string(kernels.id[last]) + " still runs on stream " +
-                     std::to_string(kernels.stream[last]) + " (until " + t_str(kernels.t_end[last]) +
+                     " while kernel " + std::to_string(kernels.id[held]) + " still runs on stream " +
+                     std::to_string(kernels.stream[held]) + " (until " + t_str(kernels.t_end[held]) +
                      "): a model capture runs its kernels one after another on device " +
                      std::to_string(kernels.device[row])});
-        if (last == SIZE_MAX || kernels.device[last] != kernels.device[row] || kernels.t_end[row] > kernels.t_end[last])
+        if (last == SIZE_MAX || kernels.t_end[row] > kernels.t_end[last]) {
+            if (last != SIZE_MAX && kernels.stream[last] != kernels.stream[row]) other = last;
             last = row;
+        } else if (kernels.stream[last] != kernels.stream[row] &&
+                   (other == SIZE_MAX || kernels.t_end[row] > kernels.t_end[other])) {
+            other = row;
+        }
     }
 }
 

@@ -58,6 +58,12 @@ void check_span(const TraceData& trace, CheckReport& report) {
         see(trace.markers.t_start[i], "markers", trace.markers.id[i], "t_start");
         see(trace.markers.t_end[i], "markers", trace.markers.id[i], "t_end");
     }
+    // Segments too: mhc allocator and the viewer's reserved curve take differences of their times
+    // (before 2026-12-06 a segment 2^63 ns from the rows passed).
+    for (const Segment& seg : trace.segments) {
+        see(seg.t_alloc, "segments", seg.id, "t_alloc");
+        see(seg.t_free, "segments", seg.id, "t_free");
+    }
     if (first.time > last.time) return;
     if (static_cast<__int128>(last.time) - first.time <= limits::kMaxAbsTime) return;
     report.problems.push_back({"range", last.table, last.id,
@@ -158,22 +164,35 @@ void check_allocations(const TraceData& t, CheckReport& r) {
         if (a.t_alloc[x] != a.t_alloc[y]) return a.t_alloc[x] < a.t_alloc[y];
         return a.id[x] < a.id[y];
     });
-    for (size_t k = 1; k < order.size(); ++k) {
-        size_t p = order[k - 1], i = order[k];
-        if (a.device[p] != a.device[i] || a.address[p] != a.address[i]) continue;
-        if (a.t_alloc[i] < a.t_free[p]) {
-            if (a.t_free[i] == a.t_free[p] && a.t_free[i] != kNoTime)
+    // Each allocation is held against every earlier one at its address still held when it is made
+    // (not only the one just before it: after an overlap was freed, the first holder may still
+    // live). `held` keeps those earlier ones of the current (device, address) by their t_free,
+    // each dropped once freed (frees at t come before the allocations made at t).
+    std::multimap<int64_t, size_t> held;
+    for (size_t k = 0; k < order.size(); ++k) {
+        const size_t i = order[k];
+        if (k > 0 && (a.device[order[k - 1]] != a.device[i] || a.address[order[k - 1]] != a.address[i]))
+            held.clear();
+        held.erase(held.begin(), held.upper_bound(a.t_alloc[i]));
+        if (!held.empty()) {
+            const auto twice = a.t_free[i] != kNoTime ? held.find(a.t_free[i]) : held.end();
+            if (twice != held.end()) {
+                char hex[32];
+                snprintf(hex, sizeof hex, "%llx", static_cast<unsigned long long>(a.address[i]));
                 r.problems.push_back({"double-free", "allocations", a.id[i],
-                                      "address 0x" + [&] { char b[32]; snprintf(b, sizeof b, "%llx", (unsigned long long)a.address[i]); return std::string(b); }() +
-                                          " is freed twice at " + t_str(a.t_free[i]) +
-                                          " (also by allocation " + std::to_string(a.id[p]) + ")"});
-            else
+                                      std::string("address 0x") + hex + " is freed twice at " + t_str(a.t_free[i]) +
+                                          " (also by allocation " + std::to_string(a.id[twice->second]) + ")"});
+            } else {
+                // The one held longest names the clash (the first made of them).
+                const size_t p = held.lower_bound(held.rbegin()->first)->second;
                 r.problems.push_back({"overlap", "allocations", a.id[i],
                                       "allocated at " + t_str(a.t_alloc[i]) + " at an address still held by allocation " +
-                                          std::to_string(a.id[p]) + " on device " +
-                                          std::to_string(a.device[i]) + " (freed at " +
+                                          std::to_string(a.id[p]) + " on device " + std::to_string(a.device[i]) +
+                                          " (freed at " +
                                           (a.t_free[p] == kNoTime ? std::string("the end") : t_str(a.t_free[p])) + ")"});
+            }
         }
+        held.emplace(a.t_free[i], i);
     }
 }
 
@@ -374,6 +393,17 @@ std::vector<size_t> allocations_outside_segments(const TraceData& t) {
         if (it != live.begin() && std::prev(it)->first.first == dev) --it;
         for (; it != live.end() && it->first.first == dev && it->first.second <= covered && covered < hi; ++it)
             covered = std::max(covered, S[it->second].address + S[it->second].bytes);
+        if (covered < hi) {
+            // Segments that overlap (rule `overlap`) can hide one that covers the block behind the
+            // last start at or before it (two at one address, or a long one starting earlier):
+            // every live segment of the device, in order of start, says it then. Only a block
+            // found outside pays for it.
+            covered = lo;
+            for (it = live.lower_bound({dev, INT64_MIN}); it != live.end() && it->first.first == dev &&
+                                                          it->first.second <= covered && covered < hi;
+                 ++it)
+                covered = std::max(covered, S[it->second].address + S[it->second].bytes);
+        }
         if (covered < hi) out.push_back(e.i);
     }
     std::sort(out.begin(), out.end());
