@@ -393,7 +393,7 @@ std::string sqlite_log_beside(const std::string& path) {
                  {"-wal", {0x37, 0x7f, 0x06, 0x83}, 4},
                  {"-journal", {0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7}, 8}};
     for (const auto& log : kLogs) {
-        const std::string side = path + log.suffix;
+        std::string side = path + log.suffix;
         const int fd = ::open(side.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         if (fd < 0) continue;
         struct stat st {};

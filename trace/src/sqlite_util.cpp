@@ -136,12 +136,12 @@ std::string file_uri(const std::string& file) {
     std::error_code ec;
     const std::string full = std::filesystem::absolute(file, ec).string();
     std::string uri = "file://";
-    for (const unsigned char c : ec ? file : full) {
-        if (std::isalnum(c) || c == '/' || c == '.' || c == '-' || c == '_' || c == '~') {
-            uri += static_cast<char>(c);
+    for (const unsigned char byte : ec ? file : full) {
+        if (std::isalnum(byte) || byte == '/' || byte == '.' || byte == '-' || byte == '_' || byte == '~') {
+            uri += static_cast<char>(byte);
         } else {
             char hex[4];
-            std::snprintf(hex, sizeof hex, "%%%02X", c);
+            std::snprintf(hex, sizeof hex, "%%%02X", byte);
             uri += hex;
         }
     }
