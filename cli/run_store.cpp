@@ -1,5 +1,8 @@
 #include "run_store.hpp"
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -72,7 +75,19 @@ void check_store_environment(const StoreOptions& options) {
     warn_size();
     if (options.runs_db.empty()) return;
     // What cannot be a runs database is said before the work, not after it (exit 4): a folder,
-    // a device, a descriptor, a file in a folder that does not exist.
+    // a device, a descriptor, a file in a folder that does not exist, a name stat cannot follow
+    // (a loop of links, a folder that cannot be searched) and a link to nothing (SQLite said
+    // "cannot open or create: unable to open database file" for both, after the work).
+    refuse_unreachable_name(options.runs_db);
+    struct stat st {}, lst {};
+    if (::stat(options.runs_db.c_str(), &st) != 0) {
+        if (errno != ENOENT && errno != ENOTDIR) throw Error(no_such_file(options.runs_db));
+        std::error_code ec;
+        if (errno == ENOENT && ::lstat(options.runs_db.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode))
+            throw Error(options.runs_db + ": is a symbolic link to " +
+                        std::filesystem::read_symlink(options.runs_db, ec).string() +
+                        ", which does not exist; --runs-db names the file itself (created on first use)");
+    }
     std::error_code ec;
     if (std::filesystem::is_directory(options.runs_db, ec))
         throw Error(options.runs_db + ": is a directory; --runs-db names a file (created on first use)");

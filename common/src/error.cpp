@@ -81,6 +81,8 @@ std::string printable(std::string_view text) {
     return out;
 }
 
+Error::Error(const std::string& message, Kind kind) : std::runtime_error(printable(message)), kind_(kind) {}
+
 std::string where(const std::string& file, const std::string& message) {
     return file + ": " + message;
 }

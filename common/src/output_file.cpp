@@ -379,6 +379,45 @@ std::string descriptor_link(const std::string& path) {
     return "";
 }
 
+// The log SQLite keeps beside a database at `path` and applies to whatever database it next opens
+// there, whole: a write-ahead log (PATH-wal, magic 0x377f0682 or 0x377f0683) or a rollback journal
+// (PATH-journal, magic d9d505f920a163d7: sqlite.org/fileformat.html, sections 4.1 and 4.2) that
+// an earlier file of that name left (a process killed while writing it, or one that has it open in
+// WAL mode). "" when there is none (an empty log, or a journal whose header is zeroed, is not applied).
+std::string sqlite_log_beside(const std::string& path) {
+    static const struct {
+        const char* suffix;
+        unsigned char magic[8];
+        size_t size;
+    } kLogs[] = {{"-wal", {0x37, 0x7f, 0x06, 0x82}, 4},
+                 {"-wal", {0x37, 0x7f, 0x06, 0x83}, 4},
+                 {"-journal", {0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7}, 8}};
+    for (const auto& log : kLogs) {
+        std::string side = path + log.suffix;
+        const int fd = ::open(side.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0) continue;
+        struct stat st {};
+        unsigned char head[8] = {};
+        const bool applied = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+                             ::pread(fd, head, log.size, 0) == static_cast<ssize_t>(log.size) &&
+                             std::memcmp(head, log.magic, log.size) == 0;
+        ::close(fd);
+        if (applied) return side;
+    }
+    return "";
+}
+
+// Removes the logs of the file an output replaces (sqlite_log_beside), and a write-ahead log's
+// index (-shm) with its log: the new file is not the database they belong to.
+void remove_sqlite_logs(const std::string& path) {
+    for (std::string log = sqlite_log_beside(path); !log.empty(); log = sqlite_log_beside(path)) {
+        if (::unlink(log.c_str()) != 0)
+            throw Error(path + ": " + log + ", an SQLite log of the file replaced, cannot be removed: " +
+                        std::strerror(errno) + "; the new file is not moved into place");
+        if (log.ends_with("-wal")) ::unlink((path + "-shm").c_str());
+    }
+}
+
 }   // namespace
 
 void refuse_sqlite_side_file(const std::string& path) {
@@ -506,6 +545,13 @@ OutputFile::OutputFile(std::string path, IfExists if_exists)
     // Permission denied", kernels "cannot open for writing".
     if (::faccessat(AT_FDCWD, dir.c_str(), W_OK | X_OK, AT_EACCESS) != 0 && (errno == EACCES || errno == EROFS))
         throw Error(path_ + ": cannot write into " + dir + ": " + std::strerror(errno));
+    // A new file opened by SQLite where such a log lies got the earlier file's pages written over
+    // its own (`generate -o t.db` beside a t.db-wal left by a killed writer: a trace of both,
+    // which check found changed). With --force the log goes with the file it belongs to (commit).
+    if (const std::string log = sqlite_log_beside(path_); !log.empty() && if_exists_ == IfExists::Refuse)
+        throw Error(path_ + ": " + log + " is there, an SQLite log of an earlier " + path_ +
+                    " that SQLite would apply to the new file (the earlier file's pages over it): remove it, "
+                    "or pass --force to replace both");
     remove_stale_temps(path_);
     temp_ = temp_name(path_, ::getpid());
     ::unlink(temp_.c_str());   // ours from an earlier object of this process, never another's
@@ -521,6 +567,12 @@ void OutputFile::commit() {
     if (committed_) return;
     int rc;
     if (if_exists_ == IfExists::Replace) {
+        try {
+            remove_sqlite_logs(path_);
+        } catch (const Error&) {
+            ::unlink(temp_.c_str());
+            throw;
+        }
         rc = ::rename(temp_.c_str(), path_.c_str());
     } else {
         // Atomic "rename unless the target exists": renameat2, or a hard link where the

@@ -62,6 +62,44 @@ def check_output(path: str, replace: bool = True, inputs=()) -> None:
             read_only = False
         why = os.strerror(errno.EROFS if read_only else errno.EACCES)
         raise OutputError(f"{path}: cannot write into {folder}: {why}")
+    # A new trace where an earlier one's SQLite log lies got that file's pages written over it when
+    # next opened (docs/cli.md); with --force the log goes with the file it belongs to (commit).
+    log = sqlite_log_beside(path)
+    if log and not replace:
+        raise OutputError(f"{path}: {log} is there, an SQLite log of an earlier {path} that SQLite would apply to "
+                          "the new file (the earlier file's pages over it): remove it, or pass --force to replace both")
+
+
+# The magic numbers SQLite's logs begin with (sqlite.org/fileformat.html, sections 4.1 and 4.2):
+# a write-ahead log's two, a rollback journal's (a zeroed journal header is not applied).
+_SQLITE_LOGS = (("-wal", b"\x37\x7f\x06\x82"), ("-wal", b"\x37\x7f\x06\x83"),
+                ("-journal", b"\xd9\xd5\x05\xf9\x20\xa1\x63\xd7"))
+
+
+def sqlite_log_beside(path: str) -> str:
+    """The log an earlier file named `path` left beside it (PATH-wal, PATH-journal), which SQLite
+    applies to whatever database it next opens there, as mhc's OutputFile finds it; "" if none."""
+    for suffix, magic in _SQLITE_LOGS:
+        side = path + suffix
+        try:
+            fd = os.open(side, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode) and os.pread(fd, len(magic), 0) == magic:
+                return side
+        finally:
+            os.close(fd)
+    return ""
+
+
+def _remove_sqlite_logs(path: str) -> None:
+    """Removes the logs of the file an output replaces, and a write-ahead log's -shm index with it."""
+    while log := sqlite_log_beside(path):
+        os.remove(log)
+        if log.endswith("-wal"):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path + "-shm")
 
 
 def _descriptor_link(path: str) -> str:
@@ -228,6 +266,7 @@ def begin_output(path: str, replace: bool) -> str:
 
 def commit(tmp: str, path: str, replace: bool) -> None:
     if replace:
+        _remove_sqlite_logs(path)
         os.replace(tmp, path)
         return
     # Rename unless the target appeared meanwhile (another process): a hard link fails if it exists.

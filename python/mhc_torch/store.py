@@ -237,6 +237,29 @@ def _busy_timeout_s() -> float:
     return int(text) / 1000
 
 
+def _wal_without_index(path: str) -> bool:
+    """True for a trace in SQLite's WAL mode (header bytes 18 and 19 are 2) in a folder this process
+    cannot write, with no -shm index beside it: SQLite cannot make the index there, and every read
+    failed ("attempt to write a readonly database"). Such a file is read immutable, as mhc reads
+    it (docs/cli.md), when its -wal log is absent or empty; one with writes in its log is refused."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(18)
+            if f.read(2) != b"\x02\x02":
+                return False
+    except OSError:
+        return False
+    folder = os.path.dirname(path) or "."
+    if os.path.exists(path + "-shm") or os.access(folder, os.W_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids):
+        return False
+    if os.path.isfile(path + "-wal") and os.path.getsize(path + "-wal") > 0:
+        raise TraceError(f"{path}: cannot read: it is in SQLite's WAL mode with writes in {path}-wal not yet in it, "
+                         f"which SQLite reads only through an index it must make in {folder}, where this process "
+                         f"cannot write: copy both files to a folder you can write, or have the owner run "
+                         f"sqlite3 {path} 'PRAGMA journal_mode=DELETE'")
+    return True
+
+
 def _open(path: str) -> sqlite3.Connection:
     if not os.path.isfile(path):
         from .json_input import not_a_regular_file, unreachable
@@ -248,7 +271,8 @@ def _open(path: str) -> sqlite3.Connection:
     # The path quoted into the URI: a '?', '#' or '%' in a file's name is part of the name (x#y.db
     # opened x, 50%41.db 50A.db).
     wait_s = _busy_timeout_s()
-    db = sqlite3.connect(f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro", uri=True, timeout=wait_s)
+    mode = "immutable=1" if _wal_without_index(path) else "mode=ro"
+    db = sqlite3.connect(f"file:{urllib.parse.quote(os.path.abspath(path))}?{mode}", uri=True, timeout=wait_s)
     try:
         version = db.execute("PRAGMA user_version").fetchone()[0]
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}

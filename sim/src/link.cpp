@@ -286,6 +286,8 @@ LinkModel link_from_spec(const std::string& spec) {
     // A folder or a device named as a profile was "no such file".
     if (std::filesystem::is_directory(spec, ec)) throw Error(where(spec, "is a directory, not a link profile"));
     if (std::filesystem::exists(spec, ec)) throw Error(where(spec, "not a regular file, not a link profile"));
+    // A link to nothing, or a loop of links, is a file the user named: "unknown link 'x'" was said.
+    if (std::filesystem::is_symlink(spec, ec)) throw Error(no_such_file(spec));
     // A name with a folder or a .json ending meant a profile file.
     if (spec.find('/') != std::string::npos || spec.ends_with(".json")) throw Error(no_such_file(spec));
     std::string names;

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include "mhc/common/error.hpp"
 #include "mhc/common/hash.hpp"
 #include "mhc/common/json.hpp"
 #include "mhc/common/numbers.hpp"
@@ -18,6 +19,15 @@ TEST_CASE("json_string escapes what JSON requires and replaces bytes that are no
     std::string out = "[";
     mhc::append_json_string(out, "x");
     CHECK(out == "[\"x\"");
+}
+
+TEST_CASE("Error keeps its whole message, as printable() shows it", "[common]") {
+    // what() is read as a C string: a NUL quoted from an input cut the message there.
+    const mhc::Error nul(std::string("s.json: field 'a\0b': must be an object", 38));
+    CHECK(std::string(nul.what()) == "s.json: field 'a?b': must be an object");
+    CHECK(mhc::Error("two\nlines\x1b[31m").what() == std::string("two?lines?[31m"));
+    CHECK(mhc::Error("caf\xc3\xa9 \xff", mhc::Error::Kind::Internal).what() == std::string("caf\xc3\xa9 ?"));
+    CHECK(mhc::Error("x", mhc::Error::Kind::Internal).exit_code() == 1);
 }
 
 TEST_CASE("parse_integer takes the whole text as a decimal integer or nothing", "[common]") {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -116,6 +117,70 @@ std::string open_failure(sqlite3* db, const std::string& file, const std::string
     return file + ": " + doing + ": " + (db ? sqlite3_errmsg(db) : "error");
 }
 
+namespace {
+
+// SQLite's file header says WAL mode (PRAGMA journal_mode=WAL) in its bytes 18 and 19 ("file format
+// write version" and "read version", 2 for WAL: sqlite.org/fileformat.html, section 1.3).
+bool wal_mode(const std::string& file) {
+    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    unsigned char versions[2] = {0, 0};
+    const bool read = ::pread(fd, versions, 2, 18) == 2;
+    ::close(fd);
+    return read && versions[0] == 2 && versions[1] == 2;
+}
+
+// "file:" URI of `file` for sqlite3_open_v2 with SQLITE_OPEN_URI: every byte but a few
+// percent-encoded (a '?' or '#' in a name would start the query).
+std::string file_uri(const std::string& file) {
+    std::error_code ec;
+    const std::string full = std::filesystem::absolute(file, ec).string();
+    std::string uri = "file://";
+    for (const unsigned char byte : ec ? file : full) {
+        if (std::isalnum(byte) || byte == '/' || byte == '.' || byte == '-' || byte == '_' || byte == '~') {
+            uri += static_cast<char>(byte);
+        } else {
+            char hex[4];
+            std::snprintf(hex, sizeof hex, "%%%02X", byte);
+            uri += hex;
+        }
+    }
+    return uri;
+}
+
+// A WAL-mode file is read through an index SQLite keeps beside it in FILE-shm, which it makes on
+// first use: in a folder this process cannot write, with no -shm there, every read of such a file
+// failed with "attempt to write a readonly database". It is opened immutable instead (read-only,
+// no index, no lock), which reads it whole when its write-ahead log FILE-wal is absent or empty: the
+// writes of a process that can write the folder go into that log first. A log with content holds
+// writes not yet in the file, which an immutable reader would miss: refused, saying what to do.
+// Returns nullptr with `problem` empty where this is not such a file.
+sqlite3* open_wal_without_index(const std::string& file, std::string& problem) {
+    struct stat st {};
+    const std::filesystem::path parent = std::filesystem::path(file).parent_path();
+    const std::string dir = parent.empty() ? "." : parent.string();
+    if (!wal_mode(file) || ::stat((file + "-shm").c_str(), &st) == 0 ||
+        ::faccessat(AT_FDCWD, dir.c_str(), W_OK | X_OK, AT_EACCESS) == 0)
+        return nullptr;
+    if (::stat((file + "-wal").c_str(), &st) == 0 && st.st_size > 0) {
+        problem = file + ": cannot read: it is in SQLite's WAL mode with writes in " + file +
+                  "-wal not yet in it, which SQLite reads only through an index it must make in " + dir +
+                  ", where this process cannot write: copy both files to a folder you can write, or have "
+                  "the owner run sqlite3 " + file + " 'PRAGMA journal_mode=DELETE'";
+        return nullptr;
+    }
+    sqlite3* db = nullptr;
+    if (sqlite3_open_v2((file_uri(file) + "?immutable=1").c_str(), &db,
+                        SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
+        problem = open_failure(db, file, file, "cannot open");
+        sqlite3_close(db);
+        return nullptr;
+    }
+    return db;
+}
+
+}  // namespace
+
 sqlite3* open_existing(const std::string& file, bool writable, std::string& problem) {
     sqlite3* db = nullptr;
     // READWRITE opens read-only by itself when the file is write-protected; opening for writing
@@ -125,12 +190,16 @@ sqlite3* open_existing(const std::string& file, bool writable, std::string& prob
     // A file that is not there, said as every command says it (SQLite: "unable to open database
     // file"; `info T.db --runs-db missing.db`).
     struct stat st {};
-    // Nor one whose name stat refuses as a folder's ("t.db/", ENOTDIR), which SQLite opened as t.db.
-    if (::stat(file.c_str(), &st) != 0 && (errno == ENOENT || errno == ENOTDIR)) {
+    // Nor one whose name stat refuses as a folder's ("t.db/", ENOTDIR), which SQLite opened as t.db,
+    // nor one stat cannot reach (a loop of links, a folder that cannot be searched): SQLite said
+    // "unable to open database file" for each.
+    if (::stat(file.c_str(), &st) != 0) {
         problem = no_such_file(file);
         return nullptr;
     }
-    if (sqlite3_open_v2(file.c_str(), &db, flags, nullptr) != SQLITE_OK) {
+    db = open_wal_without_index(file, problem);
+    if (!problem.empty()) return nullptr;
+    if (!db && sqlite3_open_v2(file.c_str(), &db, flags, nullptr) != SQLITE_OK) {
         problem = open_failure(db, file, file, "cannot open");
         sqlite3_close(db);
         return nullptr;

@@ -13,8 +13,10 @@ public:
     // kind decides the exit status of a front-end: bad input (2) or internal (1).
     enum class Kind { BadInput, Internal };
 
-    explicit Error(std::string message, Kind kind = Kind::BadInput)
-        : std::runtime_error(std::move(message)), kind_(kind) {}
+    // The message is kept as printable() shows it: what() is read as a C string, so a NUL byte
+    // quoted from an input (a JSON key "a\u0000b", a rule "ge\0mm") cut the message there, and
+    // every reader of what() (mhc, mhc-view's window, check's report) would have to clean it.
+    explicit Error(const std::string& message, Kind kind = Kind::BadInput);
 
     Kind kind() const { return kind_; }
     int exit_code() const { return kind_ == Kind::BadInput ? 2 : 1; }
