@@ -51,6 +51,24 @@ TEST_CASE("snapshot: a torch.cuda._memory_viz page imports as the snapshot it em
     }
 }
 
+TEST_CASE("a torch.cuda._memory_viz.profile_plot page is refused by name: its snapshot is not the allocator's",
+          "[import][snapshot][writers]") {
+    // profile_plot(prof) of a CPU profile with profile_memory=True (make_profile_plot.py, torch 2.15): the page of
+    // trace_plot with a snapshot made from the profiler's memory events. Before 2026-12-06 it imported as device 0
+    // (the host's memory is its last device_traces entry), 315 allocations, a 132.91 MiB "segment" spanning the
+    // blocks' addresses, with one warning about an unread event field 'category'.
+    test::TempDir dir;
+    const std::string gz = test::fixture("writers/memory-viz-2.15.0-profile_plot-cpu.html.gz");
+    const std::string html = dir.file("profile_plot.html");
+    test::write_file(html, test::gunzip(gz));
+    for (const std::string& page : {gz, html}) {
+        const std::string error = test::import_error(dir, page);
+        CHECK_THAT(error, Catch::StartsWith(page + ": a snapshot made by torch.cuda._memory_viz.profile_plot from the "
+                                                   "profiler's memory events"));
+        CHECK_THAT(error, Catch::Contains("export_chrome_trace, with profile_memory=True"));
+    }
+}
+
 TEST_CASE("the profiler's memory timeline exports are refused by name, with what to import instead",
           "[import][writers]") {
     // prof.export_memory_timeline(path, "cpu") in the handler of make_options.py's `timeline` mode: .raw.json.gz

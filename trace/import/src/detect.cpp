@@ -147,7 +147,7 @@ static bool looks_like_chakra_protobuf(const std::string& path, const std::strin
 void refuse_nvidia_file(const std::string& path) {
     std::error_code ec;
     if (path.empty() || !std::filesystem::is_regular_file(path, ec)) return;
-    std::string head(64, '\0');
+    std::string head(4096, '\0');
     {
         std::ifstream f(path, std::ios::binary);
         f.read(head.data(), static_cast<std::streamsize>(head.size()));
@@ -173,9 +173,15 @@ void refuse_nvidia_file(const std::string& path) {
                           "an Nsight Compute report (.ncu-rep: metrics per kernel, no timeline), which mhc "
                           "does not read: record the run with nsys profile --trace=cuda,nvtx and import its "
                           "SQLite export (nsys export --type sqlite)"));
+    // The first line: an event ({"Type":48,"TraceProcessEvent":{...}}, in whatever key order), or with
+    // --separate-strings a string ({"type":"String","id":...}) or the strings' list ({"data":["[Unknown]",...).
     const size_t brace = head.find_first_not_of(" \t\r\n");
-    const std::string object = brace == std::string::npos ? "" : head.substr(brace);
-    if (object.rfind("{\"Type\":", 0) == 0 || object.rfind("{\"type\":\"String\",\"id\":", 0) == 0)
+    const std::string line = brace == std::string::npos ? "" : head.substr(brace, head.find('\n', brace) - brace);
+    const size_t type = line.find("\"Type\":");
+    const bool event = !line.empty() && line[0] == '{' && type != std::string::npos &&
+                       type + 7 < line.size() && std::isdigit(static_cast<unsigned char>(line[type + 7])) &&
+                       line.find("Event\":{") != std::string::npos;
+    if (event || line.rfind("{\"type\":\"String\",\"id\":", 0) == 0 || line.rfind("{\"data\":[\"[Unknown]\"", 0) == 0)
         throw Error(where(path, "an Nsight Systems JSON export (nsys export --type json: one event per line), which "
                                 "mhc does not read: export the report with nsys export --type sqlite and "
                                 "import the .sqlite"));
