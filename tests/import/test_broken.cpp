@@ -260,6 +260,16 @@ TEST_CASE("broken inputs are refused cleanly", "[import][broken]") {
             test::write_file(tables + "/" + name, "PAR1");
         expect_rejected(dir, tables, "is a directory of Nsight Systems tables (nsys export --type parquetdir or arrowdir)");
     }
+    SECTION("a torch_npu profiler's directory") {
+        // tensorboard_trace_handler of torch_npu: WORKER_TIME_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json
+        // (before 2026-12-06: "is a directory, not a trace file").
+        test::TempDir dir;
+        const std::string run = dir.file("node1_12345_20261206072700123_ascend_pt");
+        std::filesystem::create_directories(run + "/ASCEND_PROFILER_OUTPUT");
+        test::write_file(run + "/ASCEND_PROFILER_OUTPUT/trace_view.json", "[]");
+        expect_rejected(dir, run, "is a directory of torch_npu's profiler (Ascend NPU)");
+        expect_rejected(dir, run + "/ASCEND_PROFILER_OUTPUT", "is a directory of torch_npu's profiler (Ascend NPU)");
+    }
     SECTION("an Ascend NPU trace whose process names come after its first MiB") {
         // torch_npu appends the process names after its framework events: detection does not see
         // them in a long trace, the parse does.

@@ -87,6 +87,15 @@ void refuse_directory(const std::string& path) {
         if ((suffix == ".parquet" || suffix == ".arrow") && is_nsys_table(table)) nsys_tables = true;
     }
     std::sort(traces.begin(), traces.end());
+    // torch_npu's tensorboard_trace_handler writes WORKER_TIME_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json.
+    std::filesystem::path normal = std::filesystem::path(path).lexically_normal();
+    if (normal.filename().empty()) normal = normal.parent_path();   // "dir/" names "dir"
+    const std::string name = normal.filename().string();
+    if (traces.empty() && (name == "ASCEND_PROFILER_OUTPUT" ||
+                           (name.size() > 10 && name.compare(name.size() - 10, 10, "_ascend_pt") == 0) ||
+                           std::filesystem::exists(std::filesystem::path(path) / "ASCEND_PROFILER_OUTPUT", ec)))
+        throw Error(where(path, "is a directory of torch_npu's profiler (Ascend NPU), whose trace_view.json is not a "
+                                "Kineto trace: mhc does not read it"));
     if (traces.empty() && nsys_tables)
         throw Error(where(path, "is a directory of Nsight Systems tables (nsys export --type parquetdir or "
                                 "arrowdir), which mhc does not read: export the report with nsys export "
