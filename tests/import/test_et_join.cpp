@@ -701,7 +701,7 @@ TEST_CASE("et: an execution trace linked by chakra_trace_link reads as the execu
     CHECK(trace.allocations.size() == 9);
     for (size_t k = 0; k < trace.kernels.size(); ++k)
         CHECK(trace.str(trace.kernels.name[k]).rfind("void ", 0) != 0);   // no Kineto kernel name
-    CHECK(std::any_of(result.warnings.begin(), result.warnings.end(), [](const std::string& w) {
-        return w.find("an execution trace linked by chakra_trace_link (ET+)") != std::string::npos;
+    CHECK(std::any_of(result.warnings.begin(), result.warnings.end(), [](const std::string& warning) {
+        return warning.find("an execution trace linked by chakra_trace_link (ET+)") != std::string::npos;
     }));
 }

@@ -59,9 +59,9 @@ static std::vector<std::string> sqlite_tables(const std::string& path) {
     return out;
 }
 
-static bool is_nsys_table(const std::string& t) {
-    return t == "StringIds" || t.rfind("CUPTI_ACTIVITY_KIND_", 0) == 0 || t.rfind("TARGET_INFO_", 0) == 0 ||
-           t == "NVTX_EVENTS" || t == "CUDA_GPU_MEMORY_USAGE_EVENTS";
+static bool is_nsys_table(const std::string& table) {
+    return table == "StringIds" || table.rfind("CUPTI_ACTIVITY_KIND_", 0) == 0 || table.rfind("TARGET_INFO_", 0) == 0 ||
+           table == "NVTX_EVENTS" || table == "CUDA_GPU_MEMORY_USAGE_EVENTS";
 }
 
 // What tensorboard_trace_handler writes into its directory: one file per worker and profiling
@@ -158,9 +158,9 @@ void refuse_nvidia_file(const std::string& path) {
     if (path.empty() || !std::filesystem::is_regular_file(path, ec)) return;
     std::string head(4096, '\0');
     {
-        std::ifstream f(path, std::ios::binary);
-        f.read(head.data(), static_cast<std::streamsize>(head.size()));
-        head.resize(static_cast<size_t>(std::max<std::streamsize>(f.gcount(), 0)));
+        std::ifstream file(path, std::ios::binary);
+        file.read(head.data(), static_cast<std::streamsize>(head.size()));
+        head.resize(static_cast<size_t>(std::max<std::streamsize>(file.gcount(), 0)));
     }
     const auto starts = [&](std::string_view magic) { return head.rfind(magic, 0) == 0; };
     const std::string export_it = ": export it with nsys export --type sqlite and import the .sqlite";
@@ -194,14 +194,14 @@ void refuse_nvidia_file(const std::string& path) {
         throw Error(where(path, "an Nsight Systems JSON export (nsys export --type json: one event per line), which "
                                 "mhc does not read: export the report with nsys export --type sqlite and "
                                 "import the .sqlite"));
-    const char* container = starts("\x89HDF\r\n\x1a\n") ? "an HDF5 file (such as nsys export --type hdf writes)"
-                            : starts("ARROW1")               ? "an Apache Arrow file (such as nsys export --type arrow writes)"
-                            : starts("PAR1")                 ? "a Parquet file (such as nsys export --type parquetdir writes)"
+    const char* container = starts("\x89HDF\r\n\x1a\n") ? "an HDF5 file (such as nsys export --type hdf"
+                            : starts("ARROW1")               ? "an Apache Arrow file (such as nsys export --type arrow"
+                            : starts("PAR1")                 ? "a Parquet file (such as nsys export --type parquetdir"
                                                              : nullptr;
     if (container != nullptr)
         throw Error(where(path, std::string(container) +
-                                    ", which mhc does not read: where it is an Nsight Systems export, export the "
-                                    "report with nsys export --type sqlite and import the .sqlite"));
+                                    " writes), which mhc does not read: where it is an Nsight Systems export, export "
+                                    "the report with nsys export --type sqlite and import the .sqlite"));
 }
 
 namespace {
