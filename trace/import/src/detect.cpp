@@ -278,6 +278,15 @@ std::optional<Format> json_array_format(const std::string& path, const std::stri
 std::optional<Format> html_format(const std::string& path, const std::string& prefix, size_t p) {
     if (prefix.find("add_local_files") != std::string::npos && prefix.find("\"base64\"") != std::string::npos)
         return Format::Snapshot;
+    // PyTorch 2.0's pages (trace_plot, segment_plot, profile_plot of torch/cuda/_memory_viz.py before
+    // _format_viz) write the plot's data, `let alloc_data = {"actions": [...], "elements": [...], ...}`:
+    // element ids in the order they were allocated and freed, each with a size and a stack, of one
+    // device; no address, stream or time.
+    if (prefix.find("let alloc_data = ") != std::string::npos)
+        throw Error(where(path,
+                          "a torch.cuda._memory_viz page of PyTorch 2.0 (let alloc_data = ...: the plot's blocks by "
+                          "size and order, of one device, without addresses, streams or times), which mhc does not "
+                          "read: import the snapshot pickle it was plotted from (torch.cuda.memory._dump_snapshot)"));
     if (prefix.find("<title>GPU Memory Timeline HTML</title>") != std::string::npos)
         throw Error(where(path,
                           "the memory timeline plot of PyTorch's profiler (export_memory_timeline to .html): "
