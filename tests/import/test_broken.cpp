@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 
 #include <catch2/catch.hpp>
+#include <filesystem>
 
 #include "mhc/common/error.hpp"
 #include "util.hpp"
@@ -155,6 +156,58 @@ TEST_CASE("broken inputs are refused cleanly", "[import][broken]") {
          "oid sha256:b87f94d83442f1366cd26b9aeb91843ab22d9edd7d553a2b465052d6ac077966\nsize 593444864\n",
          "a Git LFS pointer, not the trace: the file of 593444864 bytes is in the repository's LFS storage; fetch it "
          "(git lfs pull) and import that"},
+        // NVIDIA's report files, which users hold beside (or instead of) an nsys SQLite export: the
+        // first bytes of an nsys 2025.6.1 .nsys-rep (PPCU-ITK/parallel-prog-2026-lab-7-barlaya's
+        // report2.nsys-rep), a .qdrep of January 2023 (BrentGG/hac_cuda_project's report1.qdrep) and
+        // an Nsight Compute report (LakshyaSingh354/CudaCode's stage1/reps/vec_add.ncu-rep). Before
+        // 2026-12-06 each was "unknown format: not a pickle ..., JSON ... or SQLite (Nsight Systems) file".
+        {"report2.nsys-rep",
+         unhex("4e56494449412054656772612050726f66696c6572205265706f7274203230323540364031403139302d323536313336"),
+         "an Nsight Systems report (.nsys-rep or .qdrep, written by nsys 2025.6.1.190), which mhc does not read: "
+         "export it with nsys export --type sqlite and import the .sqlite"},
+        {"report1.qdrep",
+         unhex("4e56494449412054656772612050726f66696c6572205265706f727420312e0a0b4c6f63616c2028434c4929120a0801"),
+         "an Nsight Systems report (.nsys-rep or .qdrep), which mhc does not read: export it with nsys export"},
+        {"vec_add.ncu-rep",
+         unhex("4e565200020000000807d0000000080010001a8b0110a191f2c5061a82010a054c696e757812402336317e32322e3034"),
+         "an Nsight Compute report (.ncu-rep: metrics per kernel, no timeline), which mhc does not read"},
+        // nsys export --type json: one protobuf message a line, as the scripts that read such exports
+        // take them apart (Type 48 a CUDA API call, 79 a GPU activity); before 2026-12-06 "JSON without
+        // 'traceEvents' (Kineto) or 'nodes' (execution trace) in its first MiB: not a known trace format".
+        {"report1.json",
+         R"j({"Type":48,"TraceProcessEvent":{"startNs":"1","endNs":"9","eventClass":1,"correlationId":5,)j"
+         R"j("globalTid":"72057844756653436","name":"889"}})j"
+         "\n"
+         R"j({"Type":79,"CudaEvent":{"startNs":"12","endNs":"30","correlationId":5,"deviceId":0}})j"
+         "\n",
+         "an Nsight Systems JSON export (nsys export --type json: one event per line), which mhc does not read"},
+        {"strings.json", "{\"type\":\"String\",\"id\":\"3720\",\"value\":\"Profiling has started.\"}\n",
+         "an Nsight Systems JSON export"},
+        {"reordered.json", "{\"NvtxEvent\":{\"Timestamp\":\"5\",\"Text\":\"step\"},\"Type\":59}\n",
+         "an Nsight Systems JSON export"},
+        {"data.json", "{\"data\":[\"[Unknown]\",\"[Unknown kernel module]\",\"[Max depth]\"]}\n",
+         "an Nsight Systems JSON export"},
+        {"report1.h5", unhex("894844460d0a1a0a000000000008080004001000"),
+         "an HDF5 file (such as nsys export --type hdf writes), which mhc does not read"},
+        {"report1.arrow", std::string("ARROW1\0\0\xff\xff\xff\xff", 12), "an Apache Arrow file"},
+        {"CUPTI_ACTIVITY_KIND_KERNEL.parquet", std::string("PAR1\x15\x04\x15", 7), "a Parquet file"},
+        // torch_npu's profiler (Ascend NPU) writes trace_view.json: its framework events in Kineto's
+        // shape (cat cpu_op, TraceEventManager.create_x_event), msprof's timeline beside them (the NPU's
+        // tasks on process "Ascend Hardware", without 'cat'; older msprof writes 'ts' as a string).
+        // Before 2026-12-06 the first imported as a Kineto trace of 0 kernels, exit 0, with one warning
+        // ("1 events of categories mhc does not read were left out (1 (no category))"); the second was
+        // refused as "traceEvents[3]: 'ts' is a string, not a number".
+        {"trace_view.json",
+         R"j([{"ph":"X","name":"aten::mm","pid":100,"tid":7,"ts":1010.0,"dur":50.0,"cat":"cpu_op","args":{}},)j"
+         R"j({"ph":"M","name":"process_name","pid":100,"tid":0,"args":{"name":"Python"}},)j"
+         R"j({"ph":"M","name":"process_name","pid":300,"tid":0,"args":{"name":"Ascend Hardware"}},)j"
+         R"j({"ph":"X","name":"MatMulV2","pid":300,"tid":2,"ts":1060.0,"dur":200.0,"args":{"Task Type":"AI_CORE"}}])j",
+         "an Ascend NPU profiler trace (trace_view.json of torch_npu's or MindSpore's profiler, msprof's timeline: "
+         "process 'Ascend Hardware'), not a Kineto trace"},
+        {"msprof_view.json",
+         R"j([{"ph":"M","name":"process_name","pid":300,"tid":0,"args":{"name":"Ascend Hardware"}},)j"
+         R"j({"ph":"X","name":"Slice1","pid":300,"tid":3,"ts":"1699529623106750","dur":100,"args":{"Task Type":"AI_CORE"}}])j",
+         "an Ascend NPU profiler trace"},
         // A browser's or another tool's Chrome trace: events of its own categories, halves.
         {"browser.json",
          R"j({"traceEvents":[{"ph":"B","cat":"devtools.timeline","name":"RunTask","pid":1,"tid":2,"ts":10},)j"
@@ -184,6 +237,53 @@ TEST_CASE("broken inputs are refused cleanly", "[import][broken]") {
         CHECK_THROWS_WITH(imp::import_file(et, dir.file("t.db"), opt),
                           Catch::StartsWith(kineto) && Catch::Contains("a TensorFlow or JAX profiler trace"));
         CHECK(dir.entries() == 2);
+    }
+    SECTION("an Nsight Systems report under --format nsys and as --kineto; a directory of its tables") {
+        test::TempDir dir;
+        std::string rep = dir.file("report1.nsys-rep");
+        test::write_file(rep, "NVIDIA Tegra Profiler Report 1.\n\x0bLocal (CLI)");
+        imp::Options opt;
+        opt.format = imp::Format::Nsys;   // before: "cannot open as SQLite: file is not a database"
+        CHECK_THROWS_WITH(imp::import_file(rep, dir.file("t.db"), opt),
+                          Catch::StartsWith(rep) && Catch::Contains("an Nsight Systems report"));
+        std::string et = dir.file("et.json");
+        test::write_file(et, "{\"schema\":\"1.0.1\",\"pid\":1,\"nodes\":[]}");
+        opt = {};
+        opt.kineto_path = rep;
+        CHECK_THROWS_WITH(imp::import_file(et, dir.file("t.db"), opt),
+                          Catch::StartsWith(rep) && Catch::Contains("an Nsight Systems report"));
+        CHECK(dir.entries() == 2);
+        // nsys export --type parquetdir: a directory of TABLE.parquet files (before: "is a directory").
+        std::string tables = dir.file("report1_pqtdir");
+        std::filesystem::create_directory(tables);
+        for (const char* name : {"StringIds.parquet", "CUPTI_ACTIVITY_KIND_KERNEL.parquet", "TARGET_INFO_GPU.parquet"})
+            test::write_file(tables + "/" + name, "PAR1");
+        expect_rejected(dir, tables, "is a directory of Nsight Systems tables (nsys export --type parquetdir or arrowdir)");
+    }
+    SECTION("a torch_npu profiler's directory") {
+        // tensorboard_trace_handler of torch_npu: WORKER_TIME_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json
+        // (before 2026-12-06: "is a directory, not a trace file").
+        test::TempDir dir;
+        const std::string run = dir.file("node1_12345_20261206072700123_ascend_pt");
+        std::filesystem::create_directories(run + "/ASCEND_PROFILER_OUTPUT");
+        test::write_file(run + "/ASCEND_PROFILER_OUTPUT/trace_view.json", "[]");
+        expect_rejected(dir, run, "is a directory of torch_npu's profiler (Ascend NPU)");
+        expect_rejected(dir, run + "/ASCEND_PROFILER_OUTPUT", "is a directory of torch_npu's profiler (Ascend NPU)");
+    }
+    SECTION("an Ascend NPU trace whose process names come after its first MiB") {
+        // torch_npu appends the process names after its framework events: detection does not see
+        // them in a long trace, the parse does.
+        test::TempDir dir;
+        std::string in = dir.file("trace_view.json");
+        std::string events = "[";
+        for (int i = 0; i < 20000; ++i)
+            events += R"j({"ph":"X","name":"aten::add","pid":100,"tid":7,"ts":)j" + std::to_string(1000 + i) +
+                      R"j(.0,"dur":0.5,"cat":"cpu_op","args":{"Sequence number":-1}},)j";
+        REQUIRE(events.size() > (1u << 20));
+        events += R"j({"ph":"M","name":"process_name","pid":300,"tid":0,"args":{"name":"Ascend Hardware"}},)j"
+                  R"j({"ph":"X","name":"Add","pid":300,"tid":2,"ts":30000.0,"dur":2.0,"args":{"Task Type":"AI_VECTOR_CORE"}}])j";
+        test::write_file(in, events);
+        expect_rejected(dir, in, "an Ascend NPU profiler trace");
     }
     SECTION("nsys export of an unknown version, missing every table we read") {
         test::TempDir dir;

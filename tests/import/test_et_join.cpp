@@ -663,3 +663,45 @@ TEST_CASE("et + kineto: the ops of a torch 2.5.1 pair take the mended ProfilerSt
     CHECK(per_step == std::map<int32_t, int64_t>{{3, 106}});
     CHECK(meta(imported, "kineto.profiler_steps_mended").rfind("4 ProfilerStep#N ranges", 0) == 0);
 }
+
+// chakra_trace_link's "ET+": the execution trace with a node added per Kineto kernel, copy or memset,
+// each a copy of the op that ran it ("cat", "ts", "stream" of the Kineto event; ctrl_deps on the op),
+// made from the public simple_add pair by tests/import/fixtures/make_et_plus.py as chakra's
+// trace_linker.py writes it. Before 2026-12-06 the added nodes were read as ops: with --kineto the
+// op order no longer matched the Kineto thread's (0 of 40 ops joined, 0 allocations, 0 accesses,
+// two warnings), and alone each kernel was an op of its own with its op's tensors.
+TEST_CASE("et: an execution trace linked by chakra_trace_link reads as the execution trace it linked",
+          "[import][et][join]") {
+    test::TempDir dir;
+    const std::string plus = test::fixture("simple_add_et_plus.json.gz");
+    const std::string kineto = test::pub("kineto/simple_add_trace.json.gz");
+    test::TempDir other;
+    Joined linked = import_pair(dir, plus, kineto);
+    const TraceData& linked_trace = linked.trace;
+    Joined original = import_pair(other, test::pub("chakra/simple_add_et.json.gz"), kineto);
+    CHECK(meta(linked, "et.kineto_ops_matched") == "36");
+    CHECK(meta(linked, "et.kineto_ops_matched") == meta(original, "et.kineto_ops_matched"));
+    CHECK(meta(linked, "et.linked_kineto_nodes").rfind("4 nodes chakra_trace_link added", 0) == 0);
+    REQUIRE(linked_trace.allocations.size() == 4);
+    CHECK(linked_trace.allocations.bytes == original.trace.allocations.bytes);
+    CHECK(linked_trace.allocations.t_alloc == original.trace.allocations.t_alloc);
+    CHECK(linked_trace.allocations.t_free == original.trace.allocations.t_free);
+    CHECK(linked_trace.kernels.t_start == original.trace.kernels.t_start);
+    CHECK(linked_trace.accesses.size() == 8);
+    CHECK(linked_trace.accesses.size() == original.trace.accesses.size());
+    CHECK(linked.result.events == 42);
+    // Alone: the 16 leaf ops with tensors of the execution trace, not the 4 added nodes in place of
+    // the ops that ran them.
+    imp::Options alone;
+    alone.warn = false;
+    imp::Result result = imp::import_file(plus, dir.file("alone.db"), alone);
+    TraceData trace = mhc::trace::load_trace(dir.file("alone.db"));
+    CHECK(trace.kernels.size() == 16);
+    CHECK(trace.accesses.size() == 22);
+    CHECK(trace.allocations.size() == 9);
+    for (size_t k = 0; k < trace.kernels.size(); ++k)
+        CHECK(trace.str(trace.kernels.name[k]).rfind("void ", 0) != 0);   // no Kineto kernel name
+    CHECK(std::any_of(result.warnings.begin(), result.warnings.end(), [](const std::string& warning) {
+        return warning.find("an execution trace linked by chakra_trace_link (ET+)") != std::string::npos;
+    }));
+}

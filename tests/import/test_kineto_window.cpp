@@ -154,6 +154,7 @@ void check_same(const KinetoData& one, const KinetoData& two) {
     CHECK(one.foreign_categories == two.foreign_categories);
     CHECK(one.xprof_process == two.xprof_process);
     CHECK(one.autograd_legacy == two.autograd_legacy);
+    CHECK(one.ascend_npu == two.ascend_npu);
     REQUIRE(one.kernels.size() == two.kernels.size());
     for (size_t i = 0; i < one.kernels.size(); ++i) {
         const auto &mine = one.kernels[i], &theirs = two.kernels[i];

@@ -51,6 +51,41 @@ TEST_CASE("snapshot: a torch.cuda._memory_viz page imports as the snapshot it em
     }
 }
 
+TEST_CASE("a torch.cuda._memory_viz.profile_plot page is refused by name: its snapshot is not the allocator's",
+          "[import][snapshot][writers]") {
+    // profile_plot(prof) of a CPU profile with profile_memory=True (make_profile_plot.py, torch 2.15): the page of
+    // trace_plot with a snapshot made from the profiler's memory events. Before 2026-12-06 it imported as device 0
+    // (the host's memory is its last device_traces entry), 315 allocations, a 132.91 MiB "segment" spanning the
+    // blocks' addresses, with one warning about an unread event field 'category'.
+    test::TempDir dir;
+    const std::string gz = test::fixture("writers/memory-viz-2.15.0-profile_plot-cpu.html.gz");
+    const std::string html = dir.file("profile_plot.html");
+    test::write_file(html, test::gunzip(gz));
+    for (const std::string& page : {gz, html}) {
+        const std::string error = test::import_error(dir, page);
+        CHECK_THAT(error, Catch::StartsWith(page + ": a snapshot made by torch.cuda._memory_viz.profile_plot from the "
+                                                   "profiler's memory events"));
+        CHECK_THAT(error, Catch::Contains("export_chrome_trace, with profile_memory=True"));
+    }
+}
+
+TEST_CASE("a torch.cuda._memory_viz page of PyTorch 2.0 is refused by name: it holds the plot's data, no snapshot",
+          "[import][snapshot][writers]") {
+    // torch 2.0's trace_plot wrote _memory_over_time_template with the plot's data (its PlotWriter.to_html): its head
+    // as that template begins, with a small plot. Before 2026-12-06: "an HTML page without a memory snapshot in it
+    // (mhc reads the pages of torch.cuda._memory_viz trace_plot and segment_plot, which embed one)".
+    test::TempDir dir;
+    const std::string page = dir.file("trace_plot.html");
+    test::write_file(page, "\n<!DOCTYPE html>\n<html>\n<head></head>\n<body>\n<script type=\"module\">\n"
+                           "import * as d3 from \"https://cdn.jsdelivr.net/npm/d3@7.7.0/+esm\";\n\n"
+                           "let alloc_data = {\"actions\": [0, 1, 0], \"elements\": [{\"size\": 512, \"info\": 1}, "
+                           "{\"size\": 1024, \"info\": 1}], \"suffix_table\": [[0, null], [1, 0]], \"string_table\": "
+                           "[\"512.0B allocation\", \"f (x.py:1)\"], \"initially_allocated\": []}\n");
+    CHECK_THAT(test::import_error(dir, page),
+               Catch::StartsWith(page + ": a torch.cuda._memory_viz page of PyTorch 2.0") &&
+                   Catch::Contains("import the snapshot pickle it was plotted from"));
+}
+
 TEST_CASE("the profiler's memory timeline exports are refused by name, with what to import instead",
           "[import][writers]") {
     // prof.export_memory_timeline(path, "cpu") in the handler of make_options.py's `timeline` mode: .raw.json.gz

@@ -15,6 +15,7 @@
 
 #include "mhc/common/error.hpp"
 #include "mhc/trace/import/import.hpp"
+#include "kineto_parse.hpp"
 #include "source.hpp"
 
 namespace mhc::trace::import {
@@ -58,6 +59,11 @@ static std::vector<std::string> sqlite_tables(const std::string& path) {
     return out;
 }
 
+static bool is_nsys_table(const std::string& table) {
+    return table == "StringIds" || table.rfind("CUPTI_ACTIVITY_KIND_", 0) == 0 || table.rfind("TARGET_INFO_", 0) == 0 ||
+           table == "NVTX_EVENTS" || table == "CUDA_GPU_MEMORY_USAGE_EVENTS";
+}
+
 // What tensorboard_trace_handler writes into its directory: one file per worker and profiling
 // cycle, WORKER.TIME_NS.pt.trace.json[.gz] (torch/profiler/profiler.py).
 static bool is_handler_trace(const std::string& name) {
@@ -72,9 +78,28 @@ void refuse_directory(const std::string& path) {
     std::error_code ec;
     if (path.empty() || !std::filesystem::is_directory(path, ec)) return;
     std::vector<std::string> traces;
-    for (const auto& entry : std::filesystem::directory_iterator(path, ec))
-        if (is_handler_trace(entry.path().filename().string())) traces.push_back(entry.path().filename().string());
+    bool nsys_tables = false;   // nsys export --type parquetdir or arrowdir: a file per table
+    for (const auto& entry : std::filesystem::directory_iterator(path, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (is_handler_trace(name)) traces.push_back(name);
+        const std::string table = name.substr(0, name.rfind('.'));
+        const std::string suffix = name.substr(table.size());
+        if ((suffix == ".parquet" || suffix == ".arrow") && is_nsys_table(table)) nsys_tables = true;
+    }
     std::sort(traces.begin(), traces.end());
+    // torch_npu's tensorboard_trace_handler writes WORKER_TIME_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json.
+    std::filesystem::path normal = std::filesystem::path(path).lexically_normal();
+    if (normal.filename().empty()) normal = normal.parent_path();   // "dir/" names "dir"
+    const std::string name = normal.filename().string();
+    if (traces.empty() && (name == "ASCEND_PROFILER_OUTPUT" ||
+                           (name.size() > 10 && name.compare(name.size() - 10, 10, "_ascend_pt") == 0) ||
+                           std::filesystem::exists(std::filesystem::path(path) / "ASCEND_PROFILER_OUTPUT", ec)))
+        throw Error(where(path, "is a directory of torch_npu's profiler (Ascend NPU), whose trace_view.json is not a "
+                                "Kineto trace: mhc does not read it"));
+    if (traces.empty() && nsys_tables)
+        throw Error(where(path, "is a directory of Nsight Systems tables (nsys export --type parquetdir or "
+                                "arrowdir), which mhc does not read: export the report with nsys export "
+                                "--type sqlite and import the .sqlite"));
     if (traces.empty()) throw Error(where(path, "is a directory, not a trace file: import one file"));
     std::string names;
     for (size_t i = 0; i < traces.size() && i < 3; ++i) names += (i ? ", " : "") + traces[i];
@@ -109,11 +134,6 @@ static bool memory_timeline_raw(const std::string& text, size_t at) {
     return field[1] >= 1 && field[1] <= 4 && field[3] >= 0 && field[3] <= 7;
 }
 
-static bool is_nsys_table(const std::string& t) {
-    return t == "StringIds" || t.rfind("CUPTI_ACTIVITY_KIND_", 0) == 0 || t.rfind("TARGET_INFO_", 0) == 0 ||
-           t == "NVTX_EVENTS" || t == "CUDA_GPU_MEMORY_USAGE_EVENTS";
-}
-
 // Chakra's .et files are length-prefixed protobuf messages (chakra's protolib encode_message), the
 // first a GlobalMetadata: a varint length, then field 1 (version) or 2 (attr), length-delimited
 // (tag 0x0a or 0x12). Taken for one when the name ends in .et or an attr "schema" comes first
@@ -125,6 +145,63 @@ static bool looks_like_chakra_protobuf(const std::string& path, const std::strin
     const bool named = path.size() > 3 &&
                        (path.compare(path.size() - 3, 3, ".et") == 0 || path.find(".et.") != std::string::npos);
     return named || prefix.substr(0, 64).find("\x0a\x06schema") != std::string::npos;
+}
+
+// The files of NVIDIA's tools that users hold beside (or instead of) an Nsight Systems SQLite
+// export, each refused naming it and the export to make, under --format too. Magics seen in real
+// files: a .qdrep of 2023 and .nsys-rep files of 2022 to 2026 begin "NVIDIA Tegra Profiler Report " (then
+// "1." or, nsys 2025.6's, "2025@6@1@190-..."), .ncu-rep files of 2023 and 2025 "NVR\0"; nsys export --type json writes
+// a protobuf message per line, {"Type":N,"<Kind>Event":{...}} (or {"type":"String",... with
+// --separate-strings); --type hdf, arrow and parquetdir write HDF5, Arrow IPC and Parquet files.
+void refuse_nvidia_file(const std::string& path) {
+    std::error_code ec;
+    if (path.empty() || !std::filesystem::is_regular_file(path, ec)) return;
+    std::string head(4096, '\0');
+    {
+        std::ifstream file(path, std::ios::binary);
+        file.read(head.data(), static_cast<std::streamsize>(head.size()));
+        head.resize(static_cast<size_t>(std::max<std::streamsize>(file.gcount(), 0)));
+    }
+    const auto starts = [&](std::string_view magic) { return head.rfind(magic, 0) == 0; };
+    const std::string export_it = ": export it with nsys export --type sqlite and import the .sqlite";
+    if (starts("NVIDIA Tegra Profiler Report ")) {
+        // A version "2025@6@1@190-..." is said as 2025.6.1.190; older reports write "1." (no version).
+        std::string version;
+        const size_t at = std::strlen("NVIDIA Tegra Profiler Report ");
+        if (head.size() > at + 5 && std::isdigit(static_cast<unsigned char>(head[at])) && head[at + 4] == '@') {
+            version = head.substr(at, head.find_first_not_of("0123456789@", at) - at);
+            std::replace(version.begin(), version.end(), '@', '.');
+            while (!version.empty() && version.back() == '.') version.pop_back();
+            version = ", written by nsys " + version;
+        }
+        throw Error(where(path, "an Nsight Systems report (.nsys-rep or .qdrep" + version +
+                                    "), which mhc does not read" + export_it));
+    }
+    if (starts(std::string_view("NVR\0", 4)))
+        throw Error(where(path,
+                          "an Nsight Compute report (.ncu-rep: metrics per kernel, no timeline), which mhc "
+                          "does not read: record the run with nsys profile --trace=cuda,nvtx and import its "
+                          "SQLite export (nsys export --type sqlite)"));
+    // The first line: an event ({"Type":48,"TraceProcessEvent":{...}}, in whatever key order), or with
+    // --separate-strings a string ({"type":"String","id":...}) or the strings' list ({"data":["[Unknown]",...).
+    const size_t brace = head.find_first_not_of(" \t\r\n");
+    const std::string line = brace == std::string::npos ? "" : head.substr(brace, head.find('\n', brace) - brace);
+    const size_t type = line.find("\"Type\":");
+    const bool event = !line.empty() && line[0] == '{' && type != std::string::npos &&
+                       type + 7 < line.size() && std::isdigit(static_cast<unsigned char>(line[type + 7])) &&
+                       line.find("Event\":{") != std::string::npos;
+    if (event || line.rfind("{\"type\":\"String\",\"id\":", 0) == 0 || line.rfind("{\"data\":[\"[Unknown]\"", 0) == 0)
+        throw Error(where(path, "an Nsight Systems JSON export (nsys export --type json: one event per line), which "
+                                "mhc does not read: export the report with nsys export --type sqlite and "
+                                "import the .sqlite"));
+    const char* container = starts("\x89HDF\r\n\x1a\n") ? "an HDF5 file (such as nsys export --type hdf"
+                            : starts("ARROW1")               ? "an Apache Arrow file (such as nsys export --type arrow"
+                            : starts("PAR1")                 ? "a Parquet file (such as nsys export --type parquetdir"
+                                                             : nullptr;
+    if (container != nullptr)
+        throw Error(where(path, std::string(container) +
+                                    " writes), which mhc does not read: where it is an Nsight Systems export, export "
+                                    "the report with nsys export --type sqlite and import the .sqlite"));
 }
 
 namespace {
@@ -201,6 +278,15 @@ std::optional<Format> json_array_format(const std::string& path, const std::stri
 std::optional<Format> html_format(const std::string& path, const std::string& prefix, size_t p) {
     if (prefix.find("add_local_files") != std::string::npos && prefix.find("\"base64\"") != std::string::npos)
         return Format::Snapshot;
+    // PyTorch 2.0's pages (trace_plot, segment_plot, profile_plot of torch/cuda/_memory_viz.py before
+    // _format_viz) write the plot's data, `let alloc_data = {"actions": [...], "elements": [...], ...}`:
+    // element ids in the order they were allocated and freed, each with a size and a stack, of one
+    // device; no address, stream or time.
+    if (prefix.find("let alloc_data = ") != std::string::npos)
+        throw Error(where(path,
+                          "a torch.cuda._memory_viz page of PyTorch 2.0 (let alloc_data = ...: the plot's blocks by "
+                          "size and order, of one device, without addresses, streams or times), which mhc does not "
+                          "read: import the snapshot pickle it was plotted from (torch.cuda.memory._dump_snapshot)"));
     if (prefix.find("<title>GPU Memory Timeline HTML</title>") != std::string::npos)
         throw Error(where(path,
                           "the memory timeline plot of PyTorch's profiler (export_memory_timeline to .html): "
@@ -275,6 +361,7 @@ std::optional<Format> html_format(const std::string& path, const std::string& pr
 
 Format detect_format(const std::string& path) {
     refuse_directory(path);
+    refuse_nvidia_file(path);
     char head[16] = {};
     {
         std::ifstream f(path, std::ios::binary);
@@ -300,6 +387,11 @@ Format detect_format(const std::string& path) {
     const bool snapshot_keys = prefix.find("\"device_traces\"") != std::string::npos ||
                                (prefix.find("\"total_size\"") != std::string::npos &&
                                 prefix.find("\"blocks\"") != std::string::npos);
+    // An Ascend NPU profiler's trace_view.json: refused here too, as msprof's events may write 'ts' as a
+    // string, which the parse would refuse as a bad field before reading the process names.
+    if (p != std::string::npos && (prefix[p] == '{' || prefix[p] == '[') &&
+        prefix.find("\"Ascend Hardware\"") != std::string::npos)
+        throw Error(where(path, ascend_trace_message()));
     if (p != std::string::npos && prefix[p] == '{') return json_object_format(path, prefix, snapshot_keys);
     if (p != std::string::npos && prefix[p] == '[')
         if (auto format = json_array_format(path, prefix, p, snapshot_keys)) return *format;

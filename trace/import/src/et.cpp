@@ -17,6 +17,7 @@
 #include "kineto_write.hpp"
 #include "limits.hpp"
 #include "mhc/common/error.hpp"
+#include "quoted_name.hpp"
 #include "steps.hpp"
 
 namespace mhc::trace::import {
@@ -547,9 +548,20 @@ void device_types_meta(const std::string& in, const DeviceTypes& devices, Result
 void import_et(const std::string& in, const std::string& kineto, Rows& w, Result& r, uint64_t max_input_size) {
     int64_t pid = -1;
     DeviceTypes devices;
-    std::vector<Node> nodes = parse_nodes(in, max_input_size, pid, devices);
+    LinkedNodes linked;
+    std::vector<Node> nodes = parse_nodes(in, max_input_size, pid, devices, linked);
     device_types_meta(in, devices, r);
-    r.events = static_cast<int64_t>(nodes.size());
+    r.events = static_cast<int64_t>(nodes.size()) + linked.count;
+    if (linked.count > 0) {
+        const std::string what = std::to_string(linked.count) +
+                                 " nodes chakra_trace_link added (Kineto's kernels, copies and memsets, each a copy "
+                                 "of the op that ran it; the first: " +
+                                 quoted_name(linked.first) + ")";
+        r.meta["et.linked_kineto_nodes"] = what + " left out: the ops are read as the execution trace it linked";
+        r.warnings.push_back("an execution trace linked by chakra_trace_link (ET+): " + what +
+                             " left out; for the kernels and their times import the execution trace and the Kineto "
+                             "trace it was linked from (mhc import ET --kineto KINETO)");
+    }
     EtImport(std::move(nodes), pid, w, r).run(in, kineto, max_input_size);
 }
 

@@ -26,9 +26,19 @@ struct Node {
 // "cpu", "meta", a backend's own name such as "npu:0"), counted as they are read.
 using DeviceTypes = std::map<std::string, int64_t>;
 
+// The nodes chakra_trace_link adds to an execution trace (its "ET+"): one per kernel, copy or
+// memset Kineto ran for an op, a copy of that op (its tensors, ctrl_deps on it) with the Kineto
+// event's "cat", "ph", "ts", "stream". Not ops of the program: left out and counted.
+struct LinkedNodes {
+    int64_t count = 0;
+    std::string first;   // the first one's name
+};
+
 // The nodes in id order, each marked when another node names it as parent; `pid` is the
 // recording process's (-1 when the trace does not say), `devices` the tensors of each device
-// type. Bad input throws mhc::Error naming the file.
-std::vector<Node> parse_nodes(const std::string& in, uint64_t max_input_size, int64_t& pid, DeviceTypes& devices);
+// type, `linked` the nodes chakra_trace_link added (left out). Bad input throws mhc::Error naming
+// the file.
+std::vector<Node> parse_nodes(const std::string& in, uint64_t max_input_size, int64_t& pid, DeviceTypes& devices,
+                              LinkedNodes& linked);
 
 }  // namespace mhc::trace::import

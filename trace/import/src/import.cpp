@@ -113,6 +113,8 @@ Result import_file(const std::string& in, const std::string& out, const Options&
 // `in` is read; `shown` is the input's name in errors, in the meta and for the trace's check.
 static Result import_regular(const std::string& in, const std::string& shown, const std::string& out, const Options& opt) {
     Result r;
+    refuse_nvidia_file(in);   // also under --format, which skips detection
+    refuse_nvidia_file(opt.kineto_path);
     r.format = opt.format == Format::Auto ? detect_format(in) : opt.format;
     if (!opt.kineto_path.empty() && r.format != Format::ExecutionTrace)
         throw Error(where(in, "--kineto is only for execution traces (this is " +

@@ -165,6 +165,7 @@ void map_event(const KEvent& e, KinetoData& d) {
         if (d.xprof_process.empty() && e.name == "process_name" &&
             (e.arg_name.substr(0, 8) == "/device:" || e.arg_name.substr(0, 6) == "/host:"))
             d.xprof_process = quoted_name(e.arg_name);
+        if (e.name == "process_name" && e.arg_name == "Ascend Hardware") d.ascend_npu = true;
         return;
     }
     if (!e.has_ts) return;

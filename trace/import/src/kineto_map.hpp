@@ -84,7 +84,8 @@ struct KEvent {
 //  - ph B|E (a duration written as begin and end halves, which Kineto never writes): counted in
 //    d.begin_end_events, said in meta and a warning, not read.
 //  - ph M (metadata): no row; a process_name whose args.name is "/device:..." or "/host:..."
-//    (TensorFlow's and JAX's profiler) kept in d.xprof_process;
+//    (TensorFlow's and JAX's profiler) kept in d.xprof_process, one named "Ascend Hardware"
+//    (torch_npu's and MindSpore's profilers) marks d.ascend_npu;
 //  - every other event counted in d.profiler_events where a rule above reads it (or its category
 //    holds no work), else by category in d.foreign_categories (refuse_foreign_trace).
 // Negative durations become 0.

@@ -104,7 +104,16 @@ KinetoData parse_kineto(const std::string& path, uint64_t max_input_size, ParseT
     return d;
 }
 
+std::string ascend_trace_message() {
+    return "an Ascend NPU profiler trace (trace_view.json of torch_npu's or MindSpore's profiler, msprof's "
+           "timeline: process 'Ascend Hardware'), not a Kineto trace: its NPU tasks are no events mhc reads, so it "
+           "would import without its device work; mhc does not read it";
+}
+
 void refuse_foreign_trace(const std::string& path, const KinetoData& data) {
+    // Its framework events are Kineto's (cpu_op), its NPU tasks are none mhc reads: it imported as
+    // a run without device work, with one warning about events without a category.
+    if (data.ascend_npu) throw Error(where(path, ascend_trace_message()));
     if (data.profiler_events > 0 || data.foreign_events == 0) return;
     std::string categories;
     for (const auto& [category, count] : data.foreign_categories)

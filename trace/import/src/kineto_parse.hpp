@@ -155,6 +155,10 @@ struct KinetoData {
     // The first process named as TensorFlow's and JAX's profiler (XProf) names them in the trace
     // viewer's JSON ("/device:GPU:0", "/host:CPU"; ph M process_name), empty where none is.
     std::string xprof_process;
+    // A process named "Ascend Hardware": the NPU's tasks in the timeline of Huawei's msprof, which
+    // torch_npu's and MindSpore's profilers write as trace_view.json (with cpu_op events in
+    // Kineto's shape, the tasks without 'cat'), refused by name by refuse_foreign_trace.
+    bool ascend_npu = false;
     // A pid written as "CPU functions" or "CUDA functions": the autograd profiler's export before
     // Kineto (its events have no 'cat'), said by name by refuse_foreign_trace.
     bool autograd_legacy = false;
@@ -219,6 +223,8 @@ KinetoData parse_kineto(const std::string& path, uint64_t max_input_size = UINT6
 // writes: the Chrome trace JSON of another tool (TensorFlow's and JAX's profiler, a browser,
 // ...), which would import as nothing.
 void refuse_foreign_trace(const std::string& path, const KinetoData& data);
+// What refuse_foreign_trace and detection say of an Ascend NPU profiler's trace_view.json.
+std::string ascend_trace_message();
 
 // The ProfilerStep#N ranges (CPU side) of a trace: the step a time falls in (-1 outside every
 // step). Kernels take the step of their launch; execution-trace ops joined to Kineto ops, the

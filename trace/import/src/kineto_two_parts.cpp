@@ -98,6 +98,7 @@ bool merge_second_part(KinetoData& first, KinetoData&& second) {
     for (const auto& [category, count] : second.foreign_categories) first.foreign_categories[category] += count;
     if (first.xprof_process.empty()) first.xprof_process = std::move(second.xprof_process);
     first.autograd_legacy |= second.autograd_legacy;
+    first.ascend_npu |= second.ascend_npu;
     for (const auto& [category, count] : second.counter_categories) first.counter_categories[category] += count;
     for (const auto& [device, count] : second.odd_memory_devices) first.odd_memory_devices[device] += count;
     if (first.activities_without_device == 0 && second.activities_without_device > 0)

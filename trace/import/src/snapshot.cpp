@@ -143,6 +143,16 @@ void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_inp
                               "torch.cuda.memory._record_memory_history() before _dump_snapshot()"));
     NodeCodes keys(doc.node_count());
     const Decoded ev = has_traces ? decode_events(doc, *traces, keys, in) : Decoded{};
+    // torch.cuda._memory_viz.profile_plot (its _profile_to_snapshot) makes a snapshot of the profiler's
+    // memory events: every alloc carries the profiler's 'category', which the allocator never writes;
+    // the last device_traces entry is the host's, the segments are the blocks' address range. Before
+    // 2026-12-06 a CPU run's page imported as device 0 with a 132.91 MiB "segment".
+    if (ev.unknown_keys.count("category") > 0)
+        throw Error(where(in, "a snapshot made by torch.cuda._memory_viz.profile_plot from the profiler's memory "
+                              "events (its alloc events carry 'category'), not by the CUDA allocator: its last "
+                              "device_traces entry is the host's memory and its segments span its blocks' "
+                              "addresses, so it would read as a GPU with made-up segments. Import the profiler's "
+                              "trace of the same run (export_chrome_trace, with profile_memory=True)"));
     const std::string host = host_memory(doc, field("host_traces"), field("host_segments"));
     if (ev.events == 0 && !segments_end && !host.empty())
         throw Error(where(in, "the snapshot holds only " + host +

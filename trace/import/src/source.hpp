@@ -22,6 +22,9 @@ namespace mhc::trace::import {
 // A directory given as the input is refused naming it, and the profiler traces in it where
 // tensorboard_trace_handler wrote them (detect.cpp).
 void refuse_directory(const std::string& path);
+// An Nsight Systems report or non-SQLite export, or an Nsight Compute report, refused naming it
+// and the export to import (detect.cpp).
+void refuse_nvidia_file(const std::string& path);
 
 class GzSource {
 public:
