@@ -266,6 +266,8 @@ def make_trace(rng, path, schema_text):
         con.execute("INSERT INTO modules VALUES (1, ?, 0, ?)", (n_strings + 1, n_strings + 1))
         info = [(k[0], 1, rng.randint(0, 4), 0, 0) for k in kernels if rng.random() > 0.1]
         con.executemany("INSERT INTO kernel_info VALUES (?,?,?,?,?)", info)
+    if rng.random() < 0.4:
+        make_runs(rng, con, [k[0] for k in kernels], [a[0] for a in allocs])
     # job meta
     r = rng.random()
     if r < 0.7:
@@ -293,6 +295,102 @@ def make_trace(rng, path, schema_text):
         con.execute("INSERT INTO meta VALUES ('content_digest', ?)", (wrong,))
     con.commit()
     con.close()
+
+
+RUN_KINDS = ("simulated", "replayed")
+RUN_STATUSES = ("complete", "oom", "incomplete", "failed")
+
+
+def make_runs(rng, con, kernel_ids, alloc_ids):
+    """Stored runs ("Run tables"), now and then with a flaw a reader of runs refuses."""
+    n = rng.randint(1, 4)
+    kinds = {}
+    for rid in range(1, n + 1):
+        kind = rng.choice(RUN_KINDS) if rng.random() > 0.08 else rng.choice(["sim", "Replayed", ""])
+        status = rng.choice(RUN_STATUSES) if rng.random() > 0.08 else rng.choice(["done", "OOM"])
+        kinds[rid] = kind
+        base = 0
+        if kind == "replayed":
+            sims = [r for r, k in kinds.items() if k == "simulated"]
+            base = rng.choice(sims) if sims else 0
+        if rng.random() < 0.1:
+            base = rng.choice([rid, n + 5, rng.randint(1, n)])
+        con.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?)", (rid, kind, "run%d" % rid, status,
+                                                                  "2026-12-06T00:00:00Z", base))
+        con.execute("INSERT INTO run_config VALUES (?, 'policy', 'lru')", (rid,))
+        metrics = {"peak_bytes": float(rng.randint(0, 1 << 30)), "throughput_loss": rng.uniform(-1, 5),
+                   "stalls": float(rng.randint(0, 9))}
+        if rng.random() < 0.1:
+            key = rng.choice(list(metrics))
+            metrics[key] = rng.choice([float("inf"), -5.0, 1.5, "abc"])
+        con.executemany("INSERT INTO run_metrics VALUES (?, ?, ?)", [(rid, k, v) for k, v in metrics.items()])
+        for _ in range(rng.randint(0, 4)):
+            kind_e = rng.randint(0, 7) if rng.random() > 0.05 else 9
+            alloc = rng.choice(alloc_ids) if alloc_ids and rng.random() > 0.05 else rng.choice([0, 999])
+            kern = rng.choice(kernel_ids) if kernel_ids and rng.random() > 0.05 else rng.choice([0, 998])
+            b = rng.randint(0, 4096) if rng.random() > 0.05 else -1
+            t0 = rng.randint(0, 100)
+            t1 = t0 + rng.randint(0, 10) if rng.random() > 0.04 else T62 + 1
+            con.execute("INSERT INTO run_events VALUES (?, ?, ?, ?, ?, ?, ?)", (rid, kind_e, t0, t1, alloc, kern, b))
+        for k in rng.sample(kernel_ids, min(len(kernel_ids), rng.randint(0, 3))):
+            con.execute("INSERT INTO run_kernels VALUES (?, ?, ?, ?)", (rid, k, 5, 6))
+        if rng.random() < 0.05:
+            con.execute("INSERT INTO run_kernels VALUES (?, ?, ?, ?)", (rid, 997, 5, 6))
+        for t in range(rng.randint(0, 3)):
+            dev = rng.randint(0, 1 << 20) if rng.random() > 0.05 else -1
+            con.execute("INSERT INTO run_memory VALUES (?, ?, ?, ?)", (rid, t, dev, 0))
+    if rng.random() < 0.1:   # rows of a run that has no runs row
+        con.execute("INSERT INTO run_config VALUES (?, 'policy', 'lru')", (n + 7,))
+        con.execute("INSERT INTO run_metrics VALUES (?, 'peak_bytes', 1.0)", (n + 7,))
+
+
+def expected_runs(con, kernel_ids, alloc_ids):
+    """The run rules ("Run tables", "Value ranges", "Checks": run, base-run, unknown-id, unknown-run),
+    each problem named by its table and its run."""
+    out = []
+    runs = {r[0]: r for r in con.execute("SELECT id, kind, status, base_run FROM runs")}
+    for rid, kind, status, base in runs.values():
+        if kind not in RUN_KINDS or status not in RUN_STATUSES:
+            out.append(("runs", rid, "run"))
+        if base != 0:
+            if base not in runs:
+                out.append(("runs", rid, "unknown-id"))
+            elif base == rid or kind != "replayed" or runs[base][1] != "simulated":
+                out.append(("runs", rid, "base-run"))
+    # A run its readers refuse (a kind or status not of "Run tables", a metric not finite or out
+    # of its domain, an event or memory row out of its range) is one problem: the first thing
+    # its reader meets, named by that reader; the comparison counts runs, as ("run", id, "run").
+    refused = {rid for rid, kind, status, _ in runs.values() if kind not in RUN_KINDS or status not in RUN_STATUSES}
+    out = [p for p in out if p[2] != "run"]
+    for rid, key, value in con.execute("SELECT run, key, value FROM run_metrics"):
+        if rid not in runs:
+            continue
+        if not isinstance(value, float) or value != value or value in (float("inf"), float("-inf")):
+            refused.add(rid)
+        elif (key.endswith("_bytes") and value < 0) or (key == "stalls" and (value < 0 or value != int(value))):
+            refused.add(rid)
+    for rowid, rid, kind, t0, t1, alloc, kern, b in con.execute("SELECT rowid, * FROM run_events ORDER BY rowid"):
+        if rid not in runs:
+            continue
+        if not 0 <= kind <= 7 or not -T62 <= t0 <= T62 or not -T62 <= t1 <= T62 or not 0 <= b <= T62:
+            refused.add(rid)
+        # references: each field, the row named by its rowid
+        if alloc != 0 and alloc not in alloc_ids:
+            out.append(("run_events", rowid, "unknown-id"))
+        if kern != 0 and kern not in kernel_ids:
+            out.append(("run_events", rowid, "unknown-id"))
+    for rid, kern in con.execute("SELECT run, kernel FROM run_kernels"):
+        if rid in runs and kern not in kernel_ids:
+            out.append(("run_kernels", rid, "unknown-id"))
+    for rid, dev in con.execute("SELECT run, device_bytes FROM run_memory"):
+        if rid in runs and not 0 <= dev <= T62:
+            refused.add(rid)
+    out += [("run", rid, "run") for rid in sorted(refused)]
+    for table in ("run_config", "run_metrics", "run_events", "run_kernels", "run_memory"):
+        for (rid,) in con.execute(f"SELECT DISTINCT run FROM {table}"):
+            if rid not in runs:
+                out.append((table, rid, "unknown-run"))
+    return out
 
 
 # ---- the reading ---------------------------------------------------------------------------------
@@ -584,6 +682,7 @@ def expected(path):
         out.append(("meta", "time_origin_ns", "meta"))
     if "device_memory" in meta and not (whole(meta["device_memory"]) and int(meta["device_memory"]) <= S56):
         out.append(("meta", "device_memory", "meta"))
+    out += expected_runs(con, {r["id"] for r in kernels}, {r["id"] for r in allocs})
     d = meta.get("content_digest")
     if d is not None and d.startswith("v2:") and d != digest_v2(con):
         out.append(("meta", "content_digest", "content-digest"))

@@ -343,3 +343,23 @@ TEST_CASE("range: a segment's time counts in the trace's span", "[check][segment
     trace.segments[0].t_free = 100;
     CHECK_FALSE(has(check_trace(trace), "range", "segments", 1));
 }
+
+TEST_CASE("run: every stored run its readers refuse is listed, not only the first", "[check]") {
+    TempPath file("runs.db");
+    {
+        Writer writer(file.path);
+        writer.add(Allocation{1, 0, 0x1000, 256, 0, 100, 0, Category::Activation, 0});
+        writer.finish();
+    }
+    // run 1: a metric that is no number; run 2: a memory sample below 0 bytes; run 3: sound.
+    sql_unchecked(file.path,
+                  "INSERT INTO runs VALUES (1,'simulated','a','complete','2026-12-06',0),"
+                  "(2,'simulated','b','complete','2026-12-06',0),(3,'simulated','c','complete','2026-12-06',0);"
+                  "INSERT INTO run_metrics VALUES (1,'stalls','abc'),(2,'stalls',1.0),(3,'stalls',2.0);"
+                  "INSERT INTO run_memory VALUES (2,0,-1,0)");
+    auto report = check_file(file.path);
+    int refused = 0;
+    for (const auto& problem : report.problems)
+        if (problem.rule == "run") ++refused;
+    CHECK(refused == 2);   // the first run's metric stopped the reading of every run before
+}
