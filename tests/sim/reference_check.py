@@ -264,8 +264,27 @@ def make_trace(rng, path, schema_text):
     if capture:
         con.execute("INSERT INTO strings VALUES (?, ?)", (n_strings + 1, "Model"))
         con.execute("INSERT INTO modules VALUES (1, ?, 0, ?)", (n_strings + 1, n_strings + 1))
-        info = [(k[0], 1, rng.randint(0, 4), 0, 0) for k in kernels if rng.random() > 0.1]
+        n_mod = rng.randint(1, 3)
+        for mid in range(2, n_mod + 1):   # children of the root; now and then a parent or name of no row
+            parent = 1 if rng.random() > 0.1 else 9
+            name = n_strings + 1 if rng.random() > 0.08 else n_strings + 9
+            con.execute("INSERT INTO modules VALUES (?, ?, ?, ?)", (mid, name, parent, n_strings + 1))
+        info = []
+        for k in kernels:
+            if rng.random() > 0.1:
+                module = rng.randint(0, n_mod) if rng.random() > 0.05 else n_mod + 4
+                phase = rng.randint(0, 4) if rng.random() > 0.05 * vb else rng.choice([5, -1])
+                info.append((k[0], module, phase, 0, 0))
+        if rng.random() < 0.1:
+            info.append((len(kernels) + 3, 1, 0, 0, 0))   # the row of no kernel
         con.executemany("INSERT INTO kernel_info VALUES (?,?,?,?,?)", info)
+        saved = {}
+        for _ in range(rng.randint(0, 6)):
+            a = rng.randint(1, n_alloc) if rng.random() > 0.05 else n_alloc + 50
+            k = rng.randint(1, n_kern) if rng.random() > 0.05 else n_kern + 50
+            packs = rng.choice([None, 1, 2, 3]) if rng.random() > 0.05 * vb else rng.choice([0, -2])
+            saved[(a, k)] = packs
+        con.executemany("INSERT INTO saved_tensors VALUES (?, ?, ?)", [(a, k, p) for (a, k), p in saved.items()])
     if rng.random() < 0.4:
         make_runs(rng, con, [k[0] for k in kernels], [a[0] for a in allocs])
     # job meta
@@ -527,6 +546,16 @@ def expected(path):
         check_row("segments", r, {"device": rng_dev, "stream": rng_stream, "address": lambda v: True,
                                   "bytes": lambda v: 1 <= v <= S56, "t_alloc": rng_time, "t_free": rng_time,
                                   "expandable": lambda v: True, "reconstructed": lambda v: True})
+    # a capture's tables: ids from 1, phases 0-4, packs 1 or more (NULL: 1)
+    for (mid,) in con.execute("SELECT id FROM modules"):
+        if mid < 1:
+            value("modules", mid, False)
+    for kid_, phase in con.execute("SELECT kernel, phase FROM kernel_info"):
+        if not 0 <= phase <= 4:
+            value("kernel_info", kid_, False, "invalid-code")
+    for a_, k_, packs in con.execute("SELECT allocation, kernel, packs FROM saved_tensors"):
+        if packs is not None and packs < 1:
+            value("saved_tensors", a_, False)   # named by its key's first column
     accesses = [dict(zip(("kernel", "allocation", "mode"), r))
                 for r in con.execute("SELECT kernel, allocation, mode FROM accesses ORDER BY kernel, allocation")]
     for r in accesses:
@@ -638,6 +667,24 @@ def expected(path):
     for r in markers:
         if good("markers", r) and r["name"] not in names:
             out.append(("markers", r["id"], "unknown-id"))
+    # references of a capture's tables, one problem per field
+    module_ids = {m for (m,) in con.execute("SELECT id FROM modules")}
+    kernel_ids_all = {r["id"] for r in kernels}
+    alloc_ids_all = {r["id"] for r in allocs}
+    for mid, name, parent, type_ in con.execute("SELECT id, name, parent, type FROM modules"):
+        for v, ok in ((name, name in strings), (type_, type_ in strings), (parent, parent == 0 or parent in module_ids)):
+            if not ok:
+                out.append(("modules", mid, "unknown-id"))
+    for k_, module in con.execute("SELECT kernel, module FROM kernel_info"):
+        if k_ not in kernel_ids_all:
+            out.append(("kernel_info", k_, "unknown-id"))
+        if module != 0 and module not in module_ids:
+            out.append(("kernel_info", k_, "unknown-id"))
+    for a_, k_ in con.execute("SELECT allocation, kernel FROM saved_tensors"):
+        if a_ not in alloc_ids_all:
+            out.append(("saved_tensors", k_, "unknown-id"))
+        if k_ not in kernel_ids_all:
+            out.append(("saved_tensors", k_, "unknown-id"))
     by_stream = {}
     for r in sorted(gk, key=lambda r: (r["t_start"], r["id"])):
         key = (r["device"], r["stream"])

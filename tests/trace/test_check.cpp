@@ -363,3 +363,16 @@ TEST_CASE("run: every stored run its readers refuse is listed, not only the firs
         if (problem.rule == "run") ++refused;
     CHECK(refused == 2);   // the first run's metric stopped the reading of every run before
 }
+
+TEST_CASE("segments: a segment over one that was itself listed as an overlap is listed too", "[check][segments]") {
+    TraceData trace;
+    trace.strings = {""};
+    trace.kernels.access_begin = {0};
+    // 1 [0x1000, 0x3000); 2 [0x2000, 0x4000) over 1; 3 [0x3800, 0x4800) over 2 only
+    trace.segments = {segment(1, 0x1000, 0x2000, 0, kNoTime), segment(2, 0x2000, 0x2000, 5, kNoTime),
+                      segment(3, 0x3800, 0x1000, 5, kNoTime)};
+    auto report = check_trace(trace);
+    CHECK(has(report, "overlap", "segments", 2));
+    CHECK(has(report, "overlap", "segments", 3));
+    CHECK_FALSE(has(report, "overlap", "segments", 1));
+}

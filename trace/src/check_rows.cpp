@@ -303,12 +303,17 @@ void check_segments(const TraceData& t, CheckReport& r) {
         return a.time != b.time ? a.time < b.time : a.kind != b.kind ? a.kind < b.kind : a.i < b.i;
     });
     std::map<std::pair<int32_t, int64_t>, size_t> live;   // (device, address) -> segment, disjoint per device
+    // Live segments that overlapped one when they were made (listed then): kept apart so that
+    // `live` stays disjoint, and held against the segments made after them (before 2026-12-06 they
+    // were dropped, and a third segment over such a one went unlisted). Only a faulty trace has any.
+    std::vector<size_t> clashed;
     for (const Ev& e : ev) {
         const Segment& s = S[e.i];
         const std::pair<int32_t, int64_t> key{s.device, s.address};
         if (e.kind == 0) {
             auto it = live.find(key);
             if (it != live.end() && it->second == e.i) live.erase(it);
+            clashed.erase(std::remove(clashed.begin(), clashed.end(), e.i), clashed.end());
             continue;
         }
         // The live segment starting at or before this one's start, and the first after it.
@@ -320,11 +325,17 @@ void check_segments(const TraceData& t, CheckReport& r) {
             const Segment& p = S[std::prev(next)->second];
             if (p.device == s.device && p.address + p.bytes > s.address) clash = &p;
         }
+        for (size_t k = 0; !clash && k < clashed.size(); ++k) {
+            const Segment& other = S[clashed[k]];
+            if (other.device == s.device && other.address < s.address + s.bytes && s.address < other.address + other.bytes)
+                clash = &other;
+        }
         if (clash) {
             r.problems.push_back({"overlap", "segments", s.id,
                                   std::to_string(s.bytes) + " bytes at " + hex(s.address) + " allocated at " +
                                       t_str(s.t_alloc) + " overlap " + seg_str(*clash) + ", alive then"});
-            continue;   // the first keeps the place
+            clashed.push_back(e.i);   // the first keeps the place in `live`
+            continue;
         }
         live.emplace(key, e.i);
     }
