@@ -430,29 +430,6 @@ def whole_signed(text):
     return whole(body) or (text[:1] == "-" and body.isascii() and body.isdigit() and int(body) <= (1 << 63))
 
 
-def _unused_event_positions(rows):
-    """Positions of every allocation's making and freeing in "Events at one instant"'s order:
-    at one time t, the frees of allocations made before t (by id), then the allocations made at t
-    (by id), each one freed at t as well freed right after it is made."""
-    events = []
-    for r in rows:
-        aid, t0, t1 = r["id"], r["t_alloc"], r["t_free"]
-        events.append((t0, 1, aid, 0))
-        if t1 is not None:
-            if t1 == t0:
-                events.append((t0, 1, aid, 1))
-            else:
-                events.append((t1, 0, aid, 0))
-    events.sort()
-    made, freed = {}, {}
-    for pos, (_, _, aid, sub) in enumerate(events):
-        if sub == 1 or aid in made:
-            freed[aid] = pos
-        else:
-            made[aid] = pos
-    return made, freed
-
-
 def expected(path):
     """The problems the document says `mhc check` lists: a list of (table, row, rule)."""
     con = sqlite3.connect(path)
@@ -473,19 +450,6 @@ def expected(path):
     def rows(table):
         c = cols(table)
         return [dict(zip(c, r)) for r in con.execute(f"SELECT * FROM {table} ORDER BY rowid")]
-
-    times = []  # (time, table, id) of good times, for the span rule
-
-    def time_ok(table, r, col, nullable=False):
-        v = r[col]
-        if v is None and nullable:
-            return True
-        if not is_int(v):
-            return None
-        if -T62 <= v <= T62:
-            times.append((v, table, r["id"] if "id" in r else r["kernel"]))
-            return True
-        return False
 
     def check_row(table, r, rules):
         """rules: column -> predicate on an INTEGER; type first, then range."""
@@ -590,10 +554,9 @@ def expected(path):
                              ("copies", copies, ("t_start", "t_end")), ("markers", markers, ("t_start", "t_end")),
                              ("segments", segments, ("t_alloc", "t_free"))):
         for r in rs:
-            if True:
-                for c in tcols:
-                    if r[c] is not None:
-                        span_times.append((r[c], table, r["id"]))
+            for c in tcols:
+                if r[c] is not None:
+                    span_times.append((r[c], table, r["id"]))
     if span_times:
         # the latest time, the first row holding it (tables in that order, rows by id) named
         first = min(t for t, _, _ in span_times)
