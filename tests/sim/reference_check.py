@@ -264,8 +264,29 @@ def make_trace(rng, path, schema_text):
     if capture:
         con.execute("INSERT INTO strings VALUES (?, ?)", (n_strings + 1, "Model"))
         con.execute("INSERT INTO modules VALUES (1, ?, 0, ?)", (n_strings + 1, n_strings + 1))
-        info = [(k[0], 1, rng.randint(0, 4), 0, 0) for k in kernels if rng.random() > 0.1]
+        n_mod = rng.randint(1, 3)
+        for mid in range(2, n_mod + 1):   # children of the root; now and then a parent or name of no row
+            parent = 1 if rng.random() > 0.1 else 9
+            name = n_strings + 1 if rng.random() > 0.08 else n_strings + 9
+            con.execute("INSERT INTO modules VALUES (?, ?, ?, ?)", (mid, name, parent, n_strings + 1))
+        info = []
+        for k in kernels:
+            if rng.random() > 0.1:
+                module = rng.randint(0, n_mod) if rng.random() > 0.05 else n_mod + 4
+                phase = rng.randint(0, 4) if rng.random() > 0.05 * vb else rng.choice([5, -1])
+                info.append((k[0], module, phase, 0, 0))
+        if rng.random() < 0.1:
+            info.append((len(kernels) + 3, 1, 0, 0, 0))   # the row of no kernel
         con.executemany("INSERT INTO kernel_info VALUES (?,?,?,?,?)", info)
+        saved = {}
+        for _ in range(rng.randint(0, 6)):
+            a = rng.randint(1, n_alloc) if rng.random() > 0.05 else n_alloc + 50
+            k = rng.randint(1, n_kern) if rng.random() > 0.05 else n_kern + 50
+            packs = rng.choice([None, 1, 2, 3]) if rng.random() > 0.05 * vb else rng.choice([0, -2])
+            saved[(a, k)] = packs
+        con.executemany("INSERT INTO saved_tensors VALUES (?, ?, ?)", [(a, k, p) for (a, k), p in saved.items()])
+    if rng.random() < 0.4:
+        make_runs(rng, con, [k[0] for k in kernels], [a[0] for a in allocs])
     # job meta
     r = rng.random()
     if r < 0.7:
@@ -295,6 +316,102 @@ def make_trace(rng, path, schema_text):
     con.close()
 
 
+RUN_KINDS = ("simulated", "replayed")
+RUN_STATUSES = ("complete", "oom", "incomplete", "failed")
+
+
+def make_runs(rng, con, kernel_ids, alloc_ids):
+    """Stored runs ("Run tables"), now and then with a flaw a reader of runs refuses."""
+    n = rng.randint(1, 4)
+    kinds = {}
+    for rid in range(1, n + 1):
+        kind = rng.choice(RUN_KINDS) if rng.random() > 0.08 else rng.choice(["sim", "Replayed", ""])
+        status = rng.choice(RUN_STATUSES) if rng.random() > 0.08 else rng.choice(["done", "OOM"])
+        kinds[rid] = kind
+        base = 0
+        if kind == "replayed":
+            sims = [r for r, k in kinds.items() if k == "simulated"]
+            base = rng.choice(sims) if sims else 0
+        if rng.random() < 0.1:
+            base = rng.choice([rid, n + 5, rng.randint(1, n)])
+        con.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?)", (rid, kind, "run%d" % rid, status,
+                                                                  "2026-12-06T00:00:00Z", base))
+        con.execute("INSERT INTO run_config VALUES (?, 'policy', 'lru')", (rid,))
+        metrics = {"peak_bytes": float(rng.randint(0, 1 << 30)), "throughput_loss": rng.uniform(-1, 5),
+                   "stalls": float(rng.randint(0, 9))}
+        if rng.random() < 0.1:
+            key = rng.choice(list(metrics))
+            metrics[key] = rng.choice([float("inf"), -5.0, 1.5, "abc"])
+        con.executemany("INSERT INTO run_metrics VALUES (?, ?, ?)", [(rid, k, v) for k, v in metrics.items()])
+        for _ in range(rng.randint(0, 4)):
+            kind_e = rng.randint(0, 7) if rng.random() > 0.05 else 9
+            alloc = rng.choice(alloc_ids) if alloc_ids and rng.random() > 0.05 else rng.choice([0, 999])
+            kern = rng.choice(kernel_ids) if kernel_ids and rng.random() > 0.05 else rng.choice([0, 998])
+            b = rng.randint(0, 4096) if rng.random() > 0.05 else -1
+            t0 = rng.randint(0, 100)
+            t1 = t0 + rng.randint(0, 10) if rng.random() > 0.04 else T62 + 1
+            con.execute("INSERT INTO run_events VALUES (?, ?, ?, ?, ?, ?, ?)", (rid, kind_e, t0, t1, alloc, kern, b))
+        for k in rng.sample(kernel_ids, min(len(kernel_ids), rng.randint(0, 3))):
+            con.execute("INSERT INTO run_kernels VALUES (?, ?, ?, ?)", (rid, k, 5, 6))
+        if rng.random() < 0.05:
+            con.execute("INSERT INTO run_kernels VALUES (?, ?, ?, ?)", (rid, 997, 5, 6))
+        for t in range(rng.randint(0, 3)):
+            dev = rng.randint(0, 1 << 20) if rng.random() > 0.05 else -1
+            con.execute("INSERT INTO run_memory VALUES (?, ?, ?, ?)", (rid, t, dev, 0))
+    if rng.random() < 0.1:   # rows of a run that has no runs row
+        con.execute("INSERT INTO run_config VALUES (?, 'policy', 'lru')", (n + 7,))
+        con.execute("INSERT INTO run_metrics VALUES (?, 'peak_bytes', 1.0)", (n + 7,))
+
+
+def expected_runs(con, kernel_ids, alloc_ids):
+    """The run rules ("Run tables", "Value ranges", "Checks": run, base-run, unknown-id, unknown-run),
+    each problem named by its table and its run."""
+    out = []
+    runs = {r[0]: r for r in con.execute("SELECT id, kind, status, base_run FROM runs")}
+    for rid, kind, status, base in runs.values():
+        if kind not in RUN_KINDS or status not in RUN_STATUSES:
+            out.append(("runs", rid, "run"))
+        if base != 0:
+            if base not in runs:
+                out.append(("runs", rid, "unknown-id"))
+            elif base == rid or kind != "replayed" or runs[base][1] != "simulated":
+                out.append(("runs", rid, "base-run"))
+    # A run its readers refuse (a kind or status not of "Run tables", a metric not finite or out
+    # of its domain, an event or memory row out of its range) is one problem: the first thing
+    # its reader meets, named by that reader; the comparison counts runs, as ("run", id, "run").
+    refused = {rid for rid, kind, status, _ in runs.values() if kind not in RUN_KINDS or status not in RUN_STATUSES}
+    out = [p for p in out if p[2] != "run"]
+    for rid, key, value in con.execute("SELECT run, key, value FROM run_metrics"):
+        if rid not in runs:
+            continue
+        if not isinstance(value, float) or value != value or value in (float("inf"), float("-inf")):
+            refused.add(rid)
+        elif (key.endswith("_bytes") and value < 0) or (key == "stalls" and (value < 0 or value != int(value))):
+            refused.add(rid)
+    for rowid, rid, kind, t0, t1, alloc, kern, b in con.execute("SELECT rowid, * FROM run_events ORDER BY rowid"):
+        if rid not in runs:
+            continue
+        if not 0 <= kind <= 7 or not -T62 <= t0 <= T62 or not -T62 <= t1 <= T62 or not 0 <= b <= T62:
+            refused.add(rid)
+        # references: each field, the row named by its rowid
+        if alloc != 0 and alloc not in alloc_ids:
+            out.append(("run_events", rowid, "unknown-id"))
+        if kern != 0 and kern not in kernel_ids:
+            out.append(("run_events", rowid, "unknown-id"))
+    for rid, kern in con.execute("SELECT run, kernel FROM run_kernels"):
+        if rid in runs and kern not in kernel_ids:
+            out.append(("run_kernels", rid, "unknown-id"))
+    for rid, dev in con.execute("SELECT run, device_bytes FROM run_memory"):
+        if rid in runs and not 0 <= dev <= T62:
+            refused.add(rid)
+    out += [("run", rid, "run") for rid in sorted(refused)]
+    for table in ("run_config", "run_metrics", "run_events", "run_kernels", "run_memory"):
+        for (rid,) in con.execute(f"SELECT DISTINCT run FROM {table}"):
+            if rid not in runs:
+                out.append((table, rid, "unknown-run"))
+    return out
+
+
 # ---- the reading ---------------------------------------------------------------------------------
 
 def is_int(v):
@@ -311,29 +428,6 @@ def whole(text, least=0):
 def whole_signed(text):
     body = text[1:] if text[:1] == "-" else text
     return whole(body) or (text[:1] == "-" and body.isascii() and body.isdigit() and int(body) <= (1 << 63))
-
-
-def _unused_event_positions(rows):
-    """Positions of every allocation's making and freeing in "Events at one instant"'s order:
-    at one time t, the frees of allocations made before t (by id), then the allocations made at t
-    (by id), each one freed at t as well freed right after it is made."""
-    events = []
-    for r in rows:
-        aid, t0, t1 = r["id"], r["t_alloc"], r["t_free"]
-        events.append((t0, 1, aid, 0))
-        if t1 is not None:
-            if t1 == t0:
-                events.append((t0, 1, aid, 1))
-            else:
-                events.append((t1, 0, aid, 0))
-    events.sort()
-    made, freed = {}, {}
-    for pos, (_, _, aid, sub) in enumerate(events):
-        if sub == 1 or aid in made:
-            freed[aid] = pos
-        else:
-            made[aid] = pos
-    return made, freed
 
 
 def expected(path):
@@ -356,19 +450,6 @@ def expected(path):
     def rows(table):
         c = cols(table)
         return [dict(zip(c, r)) for r in con.execute(f"SELECT * FROM {table} ORDER BY rowid")]
-
-    times = []  # (time, table, id) of good times, for the span rule
-
-    def time_ok(table, r, col, nullable=False):
-        v = r[col]
-        if v is None and nullable:
-            return True
-        if not is_int(v):
-            return None
-        if -T62 <= v <= T62:
-            times.append((v, table, r["id"] if "id" in r else r["kernel"]))
-            return True
-        return False
 
     def check_row(table, r, rules):
         """rules: column -> predicate on an INTEGER; type first, then range."""
@@ -429,6 +510,16 @@ def expected(path):
         check_row("segments", r, {"device": rng_dev, "stream": rng_stream, "address": lambda v: True,
                                   "bytes": lambda v: 1 <= v <= S56, "t_alloc": rng_time, "t_free": rng_time,
                                   "expandable": lambda v: True, "reconstructed": lambda v: True})
+    # a capture's tables: ids from 1, phases 0-4, packs 1 or more (NULL: 1)
+    for (mid,) in con.execute("SELECT id FROM modules"):
+        if mid < 1:
+            value("modules", mid, False)
+    for kid_, phase in con.execute("SELECT kernel, phase FROM kernel_info"):
+        if not 0 <= phase <= 4:
+            value("kernel_info", kid_, False, "invalid-code")
+    for a_, k_, packs in con.execute("SELECT allocation, kernel, packs FROM saved_tensors"):
+        if packs is not None and packs < 1:
+            value("saved_tensors", a_, False)   # named by its key's first column
     accesses = [dict(zip(("kernel", "allocation", "mode"), r))
                 for r in con.execute("SELECT kernel, allocation, mode FROM accesses ORDER BY kernel, allocation")]
     for r in accesses:
@@ -463,10 +554,9 @@ def expected(path):
                              ("copies", copies, ("t_start", "t_end")), ("markers", markers, ("t_start", "t_end")),
                              ("segments", segments, ("t_alloc", "t_free"))):
         for r in rs:
-            if True:
-                for c in tcols:
-                    if r[c] is not None:
-                        span_times.append((r[c], table, r["id"]))
+            for c in tcols:
+                if r[c] is not None:
+                    span_times.append((r[c], table, r["id"]))
     if span_times:
         # the latest time, the first row holding it (tables in that order, rows by id) named
         first = min(t for t, _, _ in span_times)
@@ -540,6 +630,24 @@ def expected(path):
     for r in markers:
         if good("markers", r) and r["name"] not in names:
             out.append(("markers", r["id"], "unknown-id"))
+    # references of a capture's tables, one problem per field
+    module_ids = {m for (m,) in con.execute("SELECT id FROM modules")}
+    kernel_ids_all = {r["id"] for r in kernels}
+    alloc_ids_all = {r["id"] for r in allocs}
+    for mid, name, parent, type_ in con.execute("SELECT id, name, parent, type FROM modules"):
+        for v, ok in ((name, name in strings), (type_, type_ in strings), (parent, parent == 0 or parent in module_ids)):
+            if not ok:
+                out.append(("modules", mid, "unknown-id"))
+    for k_, module in con.execute("SELECT kernel, module FROM kernel_info"):
+        if k_ not in kernel_ids_all:
+            out.append(("kernel_info", k_, "unknown-id"))
+        if module != 0 and module not in module_ids:
+            out.append(("kernel_info", k_, "unknown-id"))
+    for a_, k_ in con.execute("SELECT allocation, kernel FROM saved_tensors"):
+        if a_ not in alloc_ids_all:
+            out.append(("saved_tensors", k_, "unknown-id"))
+        if k_ not in kernel_ids_all:
+            out.append(("saved_tensors", k_, "unknown-id"))
     by_stream = {}
     for r in sorted(gk, key=lambda r: (r["t_start"], r["id"])):
         key = (r["device"], r["stream"])
@@ -584,6 +692,7 @@ def expected(path):
         out.append(("meta", "time_origin_ns", "meta"))
     if "device_memory" in meta and not (whole(meta["device_memory"]) and int(meta["device_memory"]) <= S56):
         out.append(("meta", "device_memory", "meta"))
+    out += expected_runs(con, {r["id"] for r in kernels}, {r["id"] for r in allocs})
     d = meta.get("content_digest")
     if d is not None and d.startswith("v2:") and d != digest_v2(con):
         out.append(("meta", "content_digest", "content-digest"))

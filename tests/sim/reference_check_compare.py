@@ -20,9 +20,19 @@ import reference_check as ref  # noqa: E402
 LINE = re.compile(r"^(?P<file>.*?): (?:(?P<table>[a-z_]+) row (?P<row>-?\d+)|meta (?P<key>\S+)|(?P<t2>[a-z_]+)): .*\[(?P<rule>[a-z0-9-]+)\]$")
 
 
+# A stored run its readers refuse is one line, the reader's own refusal, which names the run:
+# `T.db: run_events row 4 (run 2): ...`, `T.db: run_metrics of run 1: ...`, `T.db: runs row 2: kind ...`.
+RUN_LINE = re.compile(r"^.*?: (?:(?:run_events|run_kernels|run_memory) row \d+ \(run (?P<a>\d+)\)|run_metrics of run (?P<b>\d+)"
+                      r"|runs row (?P<c>\d+): (?:kind|status) ).*\[(?:range|invalid-code|type)\]$")
+
+
 def parse(stdout):
     problems, other = [], []
     for line in stdout.splitlines():
+        run = RUN_LINE.match(line)
+        if run:
+            problems.append(("run", int(run.group("a") or run.group("b") or run.group("c")), "run"))
+            continue
         m = LINE.match(line)
         if not m:
             other.append(line)

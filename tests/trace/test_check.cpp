@@ -279,67 +279,100 @@ TEST_CASE("segments: the Reader's value rules and the row checks on a file", "[c
 TEST_CASE("overlap: an allocation is held against every earlier one still held at its address", "[check]") {
     // 3 holds 0x3000 to the end; 4 is made over it and freed at 150 (an overlap); 5, made at 200,
     // still meets 3: it was taken for free once 4, the one before it, was freed.
-    auto r = check_with([](Writer& w) {
-        w.add(Allocation{3, 0, 0x3000, 64, 100, kNoTime, 0, Category::Other, 0});
-        w.add(Allocation{4, 0, 0x3000, 64, 120, 150, 0, Category::Other, 0});
-        w.add(Allocation{5, 0, 0x3000, 64, 200, 250, 0, Category::Other, 0});
+    auto report = check_with([](Writer& writer) {
+        writer.add(Allocation{3, 0, 0x3000, 64, 100, kNoTime, 0, Category::Other, 0});
+        writer.add(Allocation{4, 0, 0x3000, 64, 120, 150, 0, Category::Other, 0});
+        writer.add(Allocation{5, 0, 0x3000, 64, 200, 250, 0, Category::Other, 0});
         // 6 and 8 end together while 7 (freed first) lies between them: one free applied twice
-        w.add(Allocation{6, 0, 0x4000, 64, 100, 300, 0, Category::Other, 0});
-        w.add(Allocation{7, 0, 0x4000, 64, 110, 200, 0, Category::Other, 0});
-        w.add(Allocation{8, 0, 0x4000, 64, 120, 300, 0, Category::Other, 0});
+        writer.add(Allocation{6, 0, 0x4000, 64, 100, 300, 0, Category::Other, 0});
+        writer.add(Allocation{7, 0, 0x4000, 64, 110, 200, 0, Category::Other, 0});
+        writer.add(Allocation{8, 0, 0x4000, 64, 120, 300, 0, Category::Other, 0});
     });
-    CHECK(has(r, "overlap", "allocations", 4));
-    CHECK(has(r, "overlap", "allocations", 5));
-    CHECK(has(r, "overlap", "allocations", 7));
-    CHECK(has(r, "double-free", "allocations", 8));
-    CHECK_FALSE(has(r, "overlap", "allocations", 8));
+    CHECK(has(report, "overlap", "allocations", 4));
+    CHECK(has(report, "overlap", "allocations", 5));
+    CHECK(has(report, "overlap", "allocations", 7));
+    CHECK(has(report, "double-free", "allocations", 8));
+    CHECK_FALSE(has(report, "overlap", "allocations", 8));
 }
 
 TEST_CASE("outside-segment: a block in the longer of two segments at one address lies in a segment", "[check][segments]") {
-    TraceData t;
-    t.strings = {""};
-    t.meta["segments.hold_allocations"] = "true";
-    t.allocations.push(Allocation{1, 0, 0x1800, 0x100, 10, 50, 0, Category::Other, 0});
-    t.allocations.push(Allocation{2, 0, 0x2800, 0x100, 10, 50, 0, Category::Other, 0});
-    t.allocation_index.build(t.allocations.id);
-    t.kernels.access_begin = {0};
+    TraceData trace;
+    trace.strings = {""};
+    trace.meta["segments.hold_allocations"] = "true";
+    trace.allocations.push(Allocation{1, 0, 0x1800, 0x100, 10, 50, 0, Category::Other, 0});
+    trace.allocations.push(Allocation{2, 0, 0x2800, 0x100, 10, 50, 0, Category::Other, 0});
+    trace.allocation_index.build(trace.allocations.id);
+    trace.kernels.access_begin = {0};
     // the longer segment is made first: the shorter one, later at the same start, hid it
-    t.segments = {segment(1, 0x1000, 0x2000, 0, 100), segment(2, 0x1000, 0x1000, 5, 100)};
-    auto r = check_trace(t);
-    CHECK(has(r, "overlap", "segments", 2));
-    CHECK_FALSE(has(r, "outside-segment", "allocations", 1));
-    CHECK_FALSE(has(r, "outside-segment", "allocations", 2));
+    trace.segments = {segment(1, 0x1000, 0x2000, 0, 100), segment(2, 0x1000, 0x1000, 5, 100)};
+    auto report = check_trace(trace);
+    CHECK(has(report, "overlap", "segments", 2));
+    CHECK_FALSE(has(report, "outside-segment", "allocations", 1));
+    CHECK_FALSE(has(report, "outside-segment", "allocations", 2));
 }
 
 TEST_CASE("capture-overlap: a kernel meets one still running on another stream behind a longer one on its own", "[check]") {
     // stream 7: kernel 1 [0, 100); stream 8: kernel 2 [10, 50) (listed); stream 7: kernel 3 at 20,
     // while 2 still runs (1, on its own stream, ends later: stream-overlap's, not this rule's)
-    TempPath p("capture.db");
+    TempPath file("capture.db");
     {
-        Writer w(p.path);
-        const int64_t name = w.intern("Model");
-        w.add(Module{1, name, 0, name});
-        w.add(kernel(1, 7, 0, 100));
-        w.add(kernel(2, 8, 10, 50));
-        w.add(kernel(3, 7, 20, 30));
-        for (int64_t k = 1; k <= 3; ++k) w.add(KernelInfo{k, 1, Phase::Forward, 0, 0});
-        w.finish();
+        Writer writer(file.path);
+        const int64_t name = writer.intern("Model");
+        writer.add(Module{1, name, 0, name});
+        writer.add(kernel(1, 7, 0, 100));
+        writer.add(kernel(2, 8, 10, 50));
+        writer.add(kernel(3, 7, 20, 30));
+        for (int64_t k = 1; k <= 3; ++k) writer.add(KernelInfo{k, 1, Phase::Forward, 0, 0});
+        writer.finish();
     }
-    auto r = check_file(p.path);
-    CHECK(has(r, "capture-overlap", "kernels", 2));
-    CHECK(has(r, "capture-overlap", "kernels", 3));
-    CHECK(has(r, "stream-overlap", "kernels", 3));
-    CHECK_FALSE(has(r, "capture-overlap", "kernels", 1));
+    auto report = check_file(file.path);
+    CHECK(has(report, "capture-overlap", "kernels", 2));
+    CHECK(has(report, "capture-overlap", "kernels", 3));
+    CHECK(has(report, "stream-overlap", "kernels", 3));
+    CHECK_FALSE(has(report, "capture-overlap", "kernels", 1));
 }
 
 TEST_CASE("range: a segment's time counts in the trace's span", "[check][segments]") {
-    TraceData t;
-    t.strings = {""};
-    t.allocations.push(Allocation{1, 0, 0x1000, 0x100, -(int64_t{1} << 62) + 200, -(int64_t{1} << 62) + 300, 0, Category::Other, 0});
-    t.allocation_index.build(t.allocations.id);
-    t.kernels.access_begin = {0};
-    t.segments = {segment(1, 0x1000, 0x1000, 0, (int64_t{1} << 62) - 10)};
-    CHECK(has(check_trace(t), "range", "segments", 1));
-    t.segments[0].t_free = 100;
-    CHECK_FALSE(has(check_trace(t), "range", "segments", 1));
+    TraceData trace;
+    trace.strings = {""};
+    trace.allocations.push(Allocation{1, 0, 0x1000, 0x100, -(int64_t{1} << 62) + 200, -(int64_t{1} << 62) + 300, 0, Category::Other, 0});
+    trace.allocation_index.build(trace.allocations.id);
+    trace.kernels.access_begin = {0};
+    trace.segments = {segment(1, 0x1000, 0x1000, 0, (int64_t{1} << 62) - 10)};
+    CHECK(has(check_trace(trace), "range", "segments", 1));
+    trace.segments[0].t_free = 100;
+    CHECK_FALSE(has(check_trace(trace), "range", "segments", 1));
+}
+
+TEST_CASE("run: every stored run its readers refuse is listed, not only the first", "[check]") {
+    TempPath file("runs.db");
+    {
+        Writer writer(file.path);
+        writer.add(Allocation{1, 0, 0x1000, 256, 0, 100, 0, Category::Activation, 0});
+        writer.finish();
+    }
+    // run 1: a metric that is no number; run 2: a memory sample below 0 bytes; run 3: sound.
+    sql_unchecked(file.path,
+                  "INSERT INTO runs VALUES (1,'simulated','a','complete','2026-12-06',0),"
+                  "(2,'simulated','b','complete','2026-12-06',0),(3,'simulated','c','complete','2026-12-06',0);"
+                  "INSERT INTO run_metrics VALUES (1,'stalls','abc'),(2,'stalls',1.0),(3,'stalls',2.0);"
+                  "INSERT INTO run_memory VALUES (2,0,-1,0)");
+    auto report = check_file(file.path);
+    int refused = 0;
+    for (const auto& problem : report.problems)
+        if (problem.rule == "run") ++refused;
+    CHECK(refused == 2);   // the first run's metric stopped the reading of every run before
+}
+
+TEST_CASE("segments: a segment over one that was itself listed as an overlap is listed too", "[check][segments]") {
+    TraceData trace;
+    trace.strings = {""};
+    trace.kernels.access_begin = {0};
+    // 1 [0x1000, 0x3000); 2 [0x2000, 0x4000) over 1; 3 [0x3800, 0x4800) over 2 only
+    trace.segments = {segment(1, 0x1000, 0x2000, 0, kNoTime), segment(2, 0x2000, 0x2000, 5, kNoTime),
+                      segment(3, 0x3800, 0x1000, 5, kNoTime)};
+    auto report = check_trace(trace);
+    CHECK(has(report, "overlap", "segments", 2));
+    CHECK(has(report, "overlap", "segments", 3));
+    CHECK_FALSE(has(report, "overlap", "segments", 1));
 }

@@ -122,16 +122,28 @@ void report_run_ids(sqlite3* db, const std::string& file, CheckReport& report) {
              "id is " + std::to_string(low.i64(0)) + ": run ids are 1 or more, which --run names"});
 }
 
+// The ids of the trace's runs (in a runs database: of this trace's), read as they are: list_runs
+// refuses them all at the first run it cannot read.
+std::vector<int64_t> run_ids(const std::string& trace, const std::string& runs_db) {
+    runfiles::RunReader runs(trace, runs_db);
+    std::vector<int64_t> ids;
+    sql::Stmt rows(runs.db(), runs.file,
+                   ("SELECT id FROM runs WHERE typeof(id) = 'integer' AND " + runs.runs_of_trace + " ORDER BY id").c_str());
+    while (rows.step()) ids.push_back(rows.i64(0));
+    return ids;
+}
+
 void check_runs(const std::string& path, Reader& reader, CheckReport& report) {
     if (!reader.has_table("runs")) return;
     report_run_ids(reader.handle(), path, report);
-    try {
-        for (const RunInfo& run : list_runs(path)) {
-            try {
-                load_run(path, run.id);
-            } catch (const Error& e) { report.problems.push_back({"run", "file", 0, e.what()}); }
-        }
-    } catch (const Error& e) { report.problems.push_back({"run", "file", 0, e.what()}); }
+    // Every run is read as its readers read it, each refusal listed. The ids come from the rows,
+    // not from list_runs, which stops at the first run it refuses: one bad metric hid every other
+    // run's problem before 2026-12-06.
+    for (const int64_t id : run_ids(path, "")) {
+        try {
+            load_run(path, id);
+        } catch (const Error& e) { report.problems.push_back({"run", "file", 0, e.what()}); }
+    }
     report_orphan_rows(reader.handle(), path,
                        {"run_config", "run_metrics", "run_events", "run_kernels", "run_memory", "run_event_rows"},
                        [&](const char* table) { return reader.has_table(table); },
@@ -214,7 +226,7 @@ CheckReport check_file(const std::string& path, bool full) {
 
 CheckReport check_runs_db(const std::string& trace, const std::string& runs_db) {
     CheckReport report;
-    std::vector<RunInfo> runs;
+    std::vector<int64_t> runs;
     try {
         {
             // Every page first, as check_file does for the trace: a damaged one is listed by its
@@ -229,10 +241,10 @@ CheckReport check_runs_db(const std::string& trace, const std::string& runs_db) 
                     report.problems.push_back({"run-tables", "file", 0, runs_db + ": " + why});
         }
         if (!report.ok()) return report;
-        runs = list_runs(trace, runs_db);
-        for (const RunInfo& run : runs) {
+        runs = run_ids(trace, runs_db);
+        for (const int64_t id : runs) {
             try {
-                load_run(trace, run.id, runs_db);
+                load_run(trace, id, runs_db);
             } catch (const Error& e) { report.problems.push_back({"run", "file", 0, e.what()}); }
         }
     } catch (const sql::Busy&) {
@@ -258,8 +270,8 @@ CheckReport check_runs_db(const std::string& trace, const std::string& runs_db) 
         // This trace's runs (a job's database also holds the other ranks'), by id.
         sql::exec(db, runs_db, "CREATE TEMP TABLE mine (id INTEGER PRIMARY KEY)");
         sql::Stmt ins(db, runs_db, "INSERT INTO temp.mine VALUES (?)");
-        for (const RunInfo& run : runs) {
-            ins.bind(1, run.id);
+        for (const int64_t id : runs) {
+            ins.bind(1, id);
             ins.run();
         }
         auto has = [&](const char* name) { return runfiles::has_table(db, runs_db, name, "main"); };
