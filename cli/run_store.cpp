@@ -92,6 +92,12 @@ void check_store_environment(const StoreOptions& options) {
     if (std::filesystem::is_directory(options.runs_db, ec))
         throw Error(options.runs_db + ": is a directory; --runs-db names a file (created on first use)");
     refuse_special_file(options.runs_db);
+    // A new runs database is made whole and renamed into place (OutputFile), which refuses an
+    // earlier file's log beside it: said here, not after the work.
+    if (const std::string log = sqlite_log_beside(options.runs_db);
+        !log.empty() && !std::filesystem::exists(options.runs_db, ec))
+        throw Error(options.runs_db + ": " + log + " is there, an SQLite log of an earlier " + options.runs_db +
+                    " that SQLite would apply to a new runs database there: remove it, or name another file");
     const std::filesystem::path parent = std::filesystem::path(options.runs_db).parent_path();
     if (!std::filesystem::exists(options.runs_db, ec) && !parent.empty() && !std::filesystem::is_directory(parent, ec))
         throw Error(options.runs_db + ": cannot be created: " + parent.string() + " is not a directory");

@@ -379,11 +379,12 @@ std::string descriptor_link(const std::string& path) {
     return "";
 }
 
-// The log SQLite keeps beside a database at `path` and applies to whatever database it next opens
-// there, whole: a write-ahead log (PATH-wal, magic 0x377f0682 or 0x377f0683) or a rollback journal
-// (PATH-journal, magic d9d505f920a163d7: sqlite.org/fileformat.html, sections 4.1 and 4.2) that
-// an earlier file of that name left (a process killed while writing it, or one that has it open in
-// WAL mode). "" when there is none (an empty log, or a journal whose header is zeroed, is not applied).
+}   // namespace
+
+// A write-ahead log begins with magic 0x377f0682 or 0x377f0683, a rollback journal with
+// d9d505f920a163d7 (sqlite.org/fileformat.html, sections 4.1 and 4.2); an empty log, or a journal
+// whose header is zeroed, is not applied. Left by a process killed while writing the earlier file,
+// or one that has it open in WAL mode.
 std::string sqlite_log_beside(const std::string& path) {
     static const struct {
         const char* suffix;
@@ -406,6 +407,8 @@ std::string sqlite_log_beside(const std::string& path) {
     }
     return "";
 }
+
+namespace {
 
 // Removes the logs of the file an output replaces (sqlite_log_beside), and a write-ahead log's
 // index (-shm) with its log: the new file is not the database they belong to.

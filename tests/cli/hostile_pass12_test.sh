@@ -15,8 +15,10 @@
 #      of an interrupted transaction) was applied by SQLite to the new trace written there: a
 #      generated trace read as the earlier one's meta (check: content digest changed), an import
 #      with an earlier journal "database disk image is malformed"; with --force the replaced file's
-#      live log likewise. Now refused without --force, removed with the file it belongs to with it,
-#      by mhc and mhc-torch capture.
+#      live log likewise; a new --runs-db made beside one read as "not an mhc runs database" after
+#      the work (exit 4, the damaged file left). Now
+#      refused before the work without --force, removed with the file it belongs to with it, by
+#      mhc and mhc-torch capture.
 # Usage: hostile_pass12_test.sh MHC PYTHON PKG [MHC_VIEW] (PKG: the folder holding mhc_torch; the
 # parts that need torch, pandas, mhc-view or a folder the test cannot write are skipped, said)
 set -u
@@ -153,6 +155,11 @@ done
 cp l.db n.db && cp l.db-wal n.db-wal && rm -f n.db-journal
 "$mhc" -q "${gen[@]}" -o n.db --force >/dev/null 2>err || fail "generate over a WAL trace: $(cat err)"
 "$mhc" check n.db >out 2>&1 && [ ! -e n.db-wal ] || fail "generate over a WAL trace with its log: $(tail -2 out)"
+# A runs database to be made beside one: said before the work, nothing made.
+rm -f r.db r.db-* && cp l.db-wal r.db-wal
+refused "mhc: r.db: r.db-wal is there, an SQLite log of an earlier r.db that SQLite would apply to a new runs database" \
+    simulate t.db --capacity 80% --runs-db r.db
+[ ! -s out ] && [ ! -e r.db ] || fail "simulate --runs-db r.db beside r.db-wal: $(head -3 out)"
 # An output that is no database (an export) is checked alike: a later reader may take it for one.
 rm -f e.json && cp l.db-wal e.json-wal
 refused "mhc: e.json: e.json-wal is there, an SQLite log of an earlier e.json" export t.db -o e.json

@@ -80,6 +80,11 @@ void refuse_unreachable_name(const std::string& path);
 // interrupted write of T.db and removes it (an export, a runs database) when T.db is next opened.
 // refuse_special_file and OutputFile check it.
 void refuse_sqlite_side_file(const std::string& path);
+// The log an earlier file named `path` left beside it, which SQLite applies to whatever database
+// it next opens there: PATH-wal or PATH-journal beginning as SQLite's logs do (a write-ahead log, a
+// journal whose header is not zeroed); "" when there is none. OutputFile refuses an output with one
+// (with --force, removes it as the file it belongs to is replaced).
+std::string sqlite_log_beside(const std::string& path);
 
 // The name of the temporary file beside `path` that process `pid` writes: "<name>.mhc-tmp-<pid>",
 // with <name> shortened (its start and a hash of it) when the whole would leave no room for
