@@ -49,8 +49,12 @@ void find_blocks(CaptureInfo& info) {
     std::map<std::string, std::vector<std::pair<int, int32_t>>> groups;
     std::map<std::string, std::vector<int32_t>> named;
     std::map<std::string, int64_t> work;
+    const int32_t root = info.find_module(info.root);
     for (size_t m = 0; m < info.module_name.size(); ++m) {
         if (!info.made_in.empty() && info.made_in[m] >= 0) continue;   // made in a forward: not the user's to name
+        // Another model the step runs beside this one (a distillation teacher, a reward model):
+        // model.get_submodule cannot reach its layers, and a setting could not name them.
+        if (root >= 0 && !info.within(static_cast<int32_t>(m), root)) continue;
         // A container with no forward (nn.ModuleList, nn.ModuleDict: diffusers' resnets and
         // attentions lists side by side in each UNet block) is never called: the model iterates
         // it. A checkpoint of it wraps nothing that runs (checkpoint_wrapper makes it a module
