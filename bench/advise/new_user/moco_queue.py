@@ -2,7 +2,7 @@
 it: one nn.Module holding the query encoder and a momentum key encoder (a copy, parameters with
 requires_grad=False, updated by 0.999 EMA under no_grad at each forward), torchvision ResNet-50
 trunks with the 2-layer MLP head to 128, and a queue of 65,536 keys kept as a registered buffer
-(128 x 65,536, fp32) with its pointer; the key encoder runs under no_grad, logits are the
+(128 x 65,536, fp32) with its pointer (a Python int here: below); the key encoder runs under no_grad, logits are the
 positive against the queue at temperature 0.2, cross-entropy to index 0, and the batch's keys are
 written into the queue in place. SGD(lr 0.03, momentum 0.9, weight decay 1e-4), fp16 autocast
 with a GradScaler (as MoCo v3's code). Batch 256 of 224 x 224 pairs (single GPU, no shuffled BN)."""
@@ -28,7 +28,11 @@ class MoCo(nn.Module):
             p.requires_grad = False
         k = 1024 if small else K
         self.register_buffer("queue", F.normalize(torch.randn(DIM, k), dim=0))
-        self.register_buffer("queue_ptr", torch.zeros(1, dtype=torch.long))
+        # The reference code keeps the pointer in a buffer (torch.zeros(1, dtype=torch.long)) and
+        # reads it with int(self.queue_ptr), a value fake tensors do not hold: the capture stops
+        # there naming the line ('op aten._local_scalar_dense.default cannot run on fake tensors
+        # ... a value read into Python'); kept as a Python int here.
+        self.queue_ptr = 0
 
     @torch.no_grad()
     def _momentum_update_key_encoder(self):
@@ -38,10 +42,10 @@ class MoCo(nn.Module):
     @torch.no_grad()
     def _dequeue_and_enqueue(self, keys):
         batch_size = keys.shape[0]
-        ptr = int(self.queue_ptr)
+        ptr = self.queue_ptr
         assert self.queue.shape[1] % batch_size == 0
         self.queue[:, ptr:ptr + batch_size] = keys.T
-        self.queue_ptr[0] = (ptr + batch_size) % self.queue.shape[1]
+        self.queue_ptr = (ptr + batch_size) % self.queue.shape[1]
 
     def forward(self, im_q, im_k):
         q = F.normalize(self.encoder_q(im_q), dim=1)
