@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import warnings
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
@@ -71,7 +72,9 @@ def _fake_constants_deep_copied():
         if isinstance(c, torch.Tensor) and id(c) not in memo:
             with unset_fake_temporarily():
                 memo[id(c)] = c.clone()
-        return (own or torch.Tensor.__deepcopy__)(self, memo)
+        with warnings.catch_warnings():   # torch's deepcopy asks a fake tensor's data_ptr(), then warns the user
+            warnings.filterwarnings("ignore", message="Accessing the data pointer of FakeTensor")
+            return (own or torch.Tensor.__deepcopy__)(self, memo)
 
     FakeTensor.__deepcopy__ = deepcopy
     try:
