@@ -277,12 +277,12 @@ def test_a_teacher_run_before_the_model_is_not_the_model(tmp_path, mhc_exe):
 
 
 @pytest.mark.parametrize("name, package", [
-    ("gemma2_softcap", "transformers"), ("esm2_mlm", "transformers"), ("perceiver_io", "transformers"),
-    ("mixer_ckpt_seq", "torch"), ("sngan_spectral", "torch"), ("moco_queue", "torchvision"),
-    ("distill_bert", "transformers")])
+    ("esm2_mlm", "transformers"), ("mixer_ckpt_seq", "torch"), ("sngan_spectral", "torch"),
+    ("moco_queue", "torchvision"), ("distill_bert", "transformers")])
 def test_new_user_model_files_capture_small(tmp_path, name, package, new_user_file, capture_small):
-    """The model files added here, at their small size (esm2_mlm through the host batch, moco_queue
-    through the deep copy, distill_bert with its teacher first)."""
+    """The model files added here that go through the fixes above, at their small size (esm2_mlm
+    through the host batch, moco_queue through the deep copy, distill_bert with its teacher first;
+    gemma2_softcap and perceiver_io needed no fix and take a minute each: docs/results.md)."""
     pytest.importorskip(package)
     m = new_user_file(name)
     r = capture_small(m, tmp_path / f"{name}.db")
