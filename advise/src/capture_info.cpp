@@ -43,6 +43,19 @@ void find_blocks(CaptureInfo& info) {
     for (size_t k = 0; k < info.kernel_module.size(); ++k)
         if (info.kernel_phase[k] == trace::Phase::Forward && info.kernel_module[k] >= 0)
             for (int32_t ancestor : ancestors[static_cast<size_t>(info.kernel_module[k])]) ++fwd[static_cast<size_t>(ancestor)];
+    // Modules that saved for a backward or ran in one. One that only ever ran under no_grad (MoCo's
+    // and BYOL's momentum encoder beside the trained one, a frozen teacher kept in the model) has
+    // nothing to checkpoint or offload: no block, nor a member that makes its twin a stack.
+    std::vector<char> trained(module_count, 0);
+    auto mark = [&](int32_t kernel) {
+        const int32_t module = kernel >= 0 && static_cast<size_t>(kernel) < info.kernel_module.size()
+                                   ? info.kernel_module[static_cast<size_t>(kernel)] : -1;
+        if (module >= 0)
+            for (int32_t ancestor : ancestors[static_cast<size_t>(module)]) trained[static_cast<size_t>(ancestor)] = 1;
+    };
+    for (int32_t kernel : info.saved_by) mark(kernel);
+    for (size_t k = 0; k < info.kernel_phase.size(); ++k)
+        if (info.kernel_phase[k] == trace::Phase::Backward) mark(static_cast<int32_t>(k));
     // Candidate stacks: the numbered children of one prefix (ModuleList, Sequential), and the
     // named children of one prefix when there are two or more, all of one type (blocks kept in
     // an nn.ModuleDict and called in a loop of the user's own).
@@ -55,6 +68,7 @@ void find_blocks(CaptureInfo& info) {
         // Another model the step runs beside this one (a distillation teacher, a reward model):
         // model.get_submodule cannot reach its layers, and a setting could not name them.
         if (root >= 0 && !info.within(static_cast<int32_t>(m), root)) continue;
+        if (fwd[m] > 0 && trained[m] == 0 && info.saved_rows > 0) continue;
         // A container with no forward (nn.ModuleList, nn.ModuleDict: diffusers' resnets and
         // attentions lists side by side in each UNet block) is never called: the model iterates
         // it. A checkpoint of it wraps nothing that runs (checkpoint_wrapper makes it a module

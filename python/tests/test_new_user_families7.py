@@ -131,6 +131,37 @@ def test_deepcopy_of_a_model_with_batchnorm_captures(tmp_path):
     assert r.kernels > 0
 
 
+class MoCoBlocks(nn.Module):
+    """MoCo's two encoders as one module's children, each a stack of blocks; the key encoder runs
+    only under no_grad."""
+
+    def __init__(self, d=64):
+        super().__init__()
+        self.encoder_q = nn.Sequential(*(nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+                                         for _ in range(3)))
+        self.encoder_k = copy.deepcopy(self.encoder_q).requires_grad_(False)
+
+    def forward(self, xq, xk):
+        q = F.normalize(self.encoder_q(xq), dim=1)
+        with torch.no_grad():
+            k = F.normalize(self.encoder_k(xk), dim=1)
+        return F.cross_entropy(q @ k.T / 0.2, torch.arange(q.shape[0], device=q.device))
+
+
+def test_a_momentum_encoder_beside_the_trained_one_is_no_block(tmp_path, mhc_exe):
+    """The query and key encoders, two children of one type, were taken for the stack of blocks
+    ('2 blocks (MoCo)'): the only answer for the ResNet-50 MoCo at 10 GiB offloaded the whole query
+    encoder (+822% estimated; checkpointing it whole recomputes all its activations at once). The
+    key encoder only ever runs under no_grad (nothing saved, no backward): it makes no stack, and
+    the blocks are the query encoder's layers."""
+    batch = lambda: (torch.randn(256, 64), torch.randn(256, 64))  # noqa: E731
+    path = str(tmp_path / "mb.db")
+    mhc_torch.capture(MoCoBlocks, batch, steps=1, path=path, loss_fn=lambda m, b: m(*b))
+    out = subprocess.run([mhc_exe, "advise", path, "--capacity", "64GiB"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "3 blocks (MoCoBlocks.encoder_q)" in out.stdout, out.stdout
+
+
 class PointerInBuffer(MoCoLike):
     """MoCo's reference code: the queue's pointer in a buffer, read with int() in the forward."""
 
