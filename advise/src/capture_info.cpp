@@ -464,6 +464,28 @@ std::string blocks_note(const CaptureInfo& info) {
            (names.empty() ? std::string(")") : ": " + names + ")");
 }
 
+std::string own_checkpoint_note(const CaptureInfo& info) {
+    if (info.block_name.empty() || !info.hf_checkpoint_layers.empty()) return "";
+    std::vector<char> recomputed(info.block_name.size(), 0);
+    for (size_t k = 0; k < info.kernel_phase.size(); ++k) {
+        const int32_t module = info.kernel_module[k];
+        if (info.kernel_phase[k] != trace::Phase::Recompute || module < 0) continue;
+        const int32_t block = info.module_block[static_cast<size_t>(module)];
+        if (block >= 0) recomputed[static_cast<size_t>(block)] = 1;
+    }
+    std::vector<std::string> names;
+    for (size_t b = 0; b < recomputed.size(); ++b)
+        if (recomputed[b] != 0) names.push_back(info.block_name[b]);
+    if (names.empty()) return "";
+    std::string which;
+    for (size_t i = 0; i < names.size(); ++i)
+        if (names.size() <= 4 || i == 0 || i + 1 == names.size())
+            which += (which.empty() ? "" : names.size() > 4 && i + 1 == names.size() ? " ... " : ", ") + names[i];
+    return std::to_string(names.size()) + " of " + std::to_string(info.block_name.size()) +
+           " blocks recompute in the backward already, checkpointed by the model's own code (" + which +
+           "); the settings' counts of blocks include them";
+}
+
 std::string data_parallel_note(const CaptureInfo& info) {
     if (info.data_parallel == "fsdp2")
         return "FSDP2 (" + info.data_parallel_detail +

@@ -162,6 +162,34 @@ def test_a_momentum_encoder_beside_the_trained_one_is_no_block(tmp_path, mhc_exe
     assert "3 blocks (MoCoBlocks.encoder_q)" in out.stdout, out.stdout
 
 
+class SegmentsNet(nn.Module):
+    """A stack of 6 blocks that the forward runs through checkpoint_sequential in 3 segments (the
+    last one runs plainly: blocks 4 and 5)."""
+
+    def __init__(self, d=64):
+        super().__init__()
+        self.layers = nn.Sequential(*(nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+                                      for _ in range(6)))
+
+    def forward(self, x):
+        from torch.utils.checkpoint import checkpoint_sequential
+
+        return checkpoint_sequential(self.layers, 3, x, use_reentrant=False).float().pow(2).mean()
+
+
+def test_blocks_the_model_checkpoints_itself_are_said(tmp_path, mhc_exe):
+    """An MLP-Mixer whose forward runs its 12 layers through checkpoint_sequential: the answers
+    said 'checkpoint 1 of 12 blocks' with no word that 9 of the 12 recompute already. The header
+    says which blocks the model's own code checkpoints."""
+    path = str(tmp_path / "seg.db")
+    mhc_torch.capture(SegmentsNet, lambda: torch.randn(256, 64), steps=1, path=path, loss_fn=lambda m, x: m(x))
+    out = subprocess.run([mhc_exe, "advise", path, "--capacity", "64GiB"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert ("note       4 of 6 blocks recompute in the backward already, checkpointed by the model's own code "
+            "(SegmentsNet.layers.0, SegmentsNet.layers.1, SegmentsNet.layers.2, SegmentsNet.layers.3)") in out.stdout, \
+        out.stdout
+
+
 class PointerInBuffer(MoCoLike):
     """MoCo's reference code: the queue's pointer in a buffer, read with int() in the forward."""
 
