@@ -401,6 +401,8 @@ int run(const Options& o) {
     std::printf("trace      %s: %s, %zu step%s\n", o.trace.c_str(), blocks.c_str(), base.steps.size(),
                 base.steps.size() == 1 ? "" : "s");
     if (const std::string note = mhc::advise::blocks_note(base.info); !note.empty()) std::printf("note       %s\n", note.c_str());
+    if (const std::string own = mhc::advise::own_checkpoint_note(base.info); !own.empty())
+        std::printf("note       %s\n", own.c_str());
     // Gradient accumulation where the capture says so (capture.micro_batches); a step of the
     // user's own with several backward passes and an optimizer step after each group (a GAN's
     // discriminator and generator) is not.

@@ -43,14 +43,32 @@ void find_blocks(CaptureInfo& info) {
     for (size_t k = 0; k < info.kernel_module.size(); ++k)
         if (info.kernel_phase[k] == trace::Phase::Forward && info.kernel_module[k] >= 0)
             for (int32_t ancestor : ancestors[static_cast<size_t>(info.kernel_module[k])]) ++fwd[static_cast<size_t>(ancestor)];
+    // Modules that saved for a backward or ran in one. One that only ever ran under no_grad (MoCo's
+    // and BYOL's momentum encoder beside the trained one, a frozen teacher kept in the model) has
+    // nothing to checkpoint or offload: no block, nor a member that makes its twin a stack.
+    std::vector<char> trained(module_count, 0);
+    auto mark = [&](int32_t kernel) {
+        const int32_t module = kernel >= 0 && static_cast<size_t>(kernel) < info.kernel_module.size()
+                                   ? info.kernel_module[static_cast<size_t>(kernel)] : -1;
+        if (module >= 0)
+            for (int32_t ancestor : ancestors[static_cast<size_t>(module)]) trained[static_cast<size_t>(ancestor)] = 1;
+    };
+    for (int32_t kernel : info.saved_by) mark(kernel);
+    for (size_t k = 0; k < info.kernel_phase.size(); ++k)
+        if (info.kernel_phase[k] == trace::Phase::Backward) mark(static_cast<int32_t>(k));
     // Candidate stacks: the numbered children of one prefix (ModuleList, Sequential), and the
     // named children of one prefix when there are two or more, all of one type (blocks kept in
     // an nn.ModuleDict and called in a loop of the user's own).
     std::map<std::string, std::vector<std::pair<int, int32_t>>> groups;
     std::map<std::string, std::vector<int32_t>> named;
     std::map<std::string, int64_t> work;
+    const int32_t root = info.find_module(info.root);
     for (size_t m = 0; m < info.module_name.size(); ++m) {
         if (!info.made_in.empty() && info.made_in[m] >= 0) continue;   // made in a forward: not the user's to name
+        // Another model the step runs beside this one (a distillation teacher, a reward model):
+        // model.get_submodule cannot reach its layers, and a setting could not name them.
+        if (root >= 0 && !info.within(static_cast<int32_t>(m), root)) continue;
+        if (fwd[m] > 0 && trained[m] == 0 && info.saved_rows > 0) continue;
         // A container with no forward (nn.ModuleList, nn.ModuleDict: diffusers' resnets and
         // attentions lists side by side in each UNet block) is never called: the model iterates
         // it. A checkpoint of it wraps nothing that runs (checkpoint_wrapper makes it a module
@@ -444,6 +462,28 @@ std::string blocks_note(const CaptureInfo& info) {
            "model has none, so only the global settings are searched; predict any module with --setting "
            "'{\"checkpoint\": {\"modules\": [\"NAME\"]}}' (names as the capture spells them" +
            (names.empty() ? std::string(")") : ": " + names + ")");
+}
+
+std::string own_checkpoint_note(const CaptureInfo& info) {
+    if (info.block_name.empty() || !info.hf_checkpoint_layers.empty()) return "";
+    std::vector<char> recomputed(info.block_name.size(), 0);
+    for (size_t k = 0; k < info.kernel_phase.size(); ++k) {
+        const int32_t module = info.kernel_module[k];
+        if (info.kernel_phase[k] != trace::Phase::Recompute || module < 0) continue;
+        const int32_t block = info.module_block[static_cast<size_t>(module)];
+        if (block >= 0) recomputed[static_cast<size_t>(block)] = 1;
+    }
+    std::vector<std::string> names;
+    for (size_t b = 0; b < recomputed.size(); ++b)
+        if (recomputed[b] != 0) names.push_back(info.block_name[b]);
+    if (names.empty()) return "";
+    std::string which;
+    for (size_t i = 0; i < names.size(); ++i)
+        if (names.size() <= 4 || i == 0 || i + 1 == names.size())
+            which += (which.empty() ? "" : names.size() > 4 && i + 1 == names.size() ? " ... " : ", ") + names[i];
+    return std::to_string(names.size()) + " of " + std::to_string(info.block_name.size()) +
+           " blocks recompute in the backward already, checkpointed by the model's own code (" + which +
+           "); the settings' counts of blocks include them";
 }
 
 std::string data_parallel_note(const CaptureInfo& info) {

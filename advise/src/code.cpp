@@ -124,79 +124,125 @@ std::string what_modules(const std::vector<std::string>& modules, const CaptureI
     return out + " (" + parts + ")";
 }
 
-// Whether a module of `modules` holds a BatchNorm (the capture's module types; SyncBatchNorm too).
-bool holds_batchnorm(const std::vector<std::string>& modules, const CaptureInfo& info) {
+// Whether a module of `modules` holds a module whose type name contains `type` (the capture's
+// module types: "BatchNorm" finds SyncBatchNorm too).
+bool holds_type(const std::vector<std::string>& modules, const CaptureInfo& info, const std::string& type) {
     for (const std::string& name : modules) {
         const int32_t root = info.find_module(name);
         for (size_t m = 0; root >= 0 && m < info.module_name.size(); ++m)
-            if (info.module_type[m].find("BatchNorm") != std::string::npos &&
-                info.within(static_cast<int32_t>(m), root))
+            if (info.module_type[m].find(type) != std::string::npos && info.within(static_cast<int32_t>(m), root))
                 return true;
     }
     return false;
 }
 
-// Whether a checkpointed module of the setting holds a BatchNorm.
-bool checkpoints_batchnorm(const Setting& setting, const CaptureInfo& info) {
+// Whether a checkpointed module of the setting holds a module of `type`.
+bool checkpoints_type(const Setting& setting, const CaptureInfo& info, const std::string& type) {
     std::vector<std::string> all;
     for (const CheckpointGroup& group : setting.checkpoint)
         all.insert(all.end(), group.modules.begin(), group.modules.end());
-    return holds_batchnorm(all, info);
+    return holds_type(all, info, type);
+}
+
+// Whether a checkpointed module holds state its training forward updates, which the recompute
+// must not update again: BatchNorm's running statistics, spectral norm's power iteration.
+bool checkpoints_batchnorm(const Setting& setting, const CaptureInfo& info) {
+    return checkpoints_type(setting, info, "BatchNorm") || checkpoints_type(setting, info, "_SpectralNorm");
 }
 
 // BatchNorm recomputed in the backward would update its running statistics a second time:
 // hooks that give it copies there (python/mhc_torch/checkpointing.py keep_running_stats does the
-// same). The recompute is told by checkpoint's context_fn, whose second context manager runs
-// around it (public API; the checkpoint code below passes context_fn=marking(...)).
+// same). Spectral norm would iterate again from the vectors its forward left: the forward's
+// starting vectors are kept by the checkpointed call and the recompute iterates from copies of
+// them (keep_power_iteration). The recompute is told by checkpoint's context_fn, whose two
+// context managers run around the forward and the recompute (public API; the checkpoint code
+// below passes context_fn=marking(...)).
 void batchnorm_code(std::ostringstream& out, const Setting& setting, const CaptureInfo& info) {
     if (!checkpoints_batchnorm(setting, info)) return;
     std::string names;
     for (const CheckpointGroup& group : setting.checkpoint)
         names += (names.empty() ? "" : ", ") + std::string("*") + names_expr(group.modules, info);
-    out << "# BatchNorm inside the checkpointed modules: the recompute in the backward would update its running\n"
-        << "# statistics a second time; these hooks give it copies to update there. checkpoint's context_fn\n"
-        << "# (its second context manager runs around the recompute) tells them the recompute.\n"
+    const bool bn = checkpoints_type(setting, info, "BatchNorm");
+    const bool sn = checkpoints_type(setting, info, "_SpectralNorm");
+    if (bn)
+        out << "# BatchNorm inside the checkpointed modules: the recompute in the backward would update its running\n"
+            << "# statistics a second time; these hooks give it copies to update there.\n";
+    if (sn)
+        out << "# spectral_norm inside the checkpointed modules: the recompute would run its power iteration again\n"
+            << "# from the u and v the forward left (advanced twice a step, another sigma in the backward); these\n"
+            << "# hooks keep the forward's starting vectors with the call and iterate from copies of them there.\n";
+    out << "# checkpoint's context_fn (its two context managers run around the forward and the recompute)\n"
+        << "# tells them which is running.\n"
         << "import contextlib\n"
-        << "class InRecompute:   # the recompute's context, entered once per recompute\n"
-        << "    count = 0\n"
-        << "    def __init__(self, inner):\n"
-        << "        self.inner = inner\n"
+        << "class Marked:   # a checkpointed call's forward or recompute, entered once per recompute\n"
+        << "    forwards, recomputes = [], []   # the calls whose forward, recompute runs now\n"
+        << "    def __init__(self, inner, call, stack):\n"
+        << "        self.inner, self.call, self.stack = inner, call, stack\n"
         << "    def __enter__(self):\n"
         << "        self.inner.__enter__()\n"
-        << "        InRecompute.count += 1\n"
+        << "        self.call[\"read\"] = {}\n"
+        << "        self.stack.append(self.call)\n"
         << "    def __exit__(self, *exc):\n"
-        << "        InRecompute.count -= 1\n"
+        << "        self.stack.pop()\n"
         << "        return self.inner.__exit__(*exc)\n"
-        << "def marking(context_fn=None):   # checkpoint's context_fn, the recompute marked\n"
+        << "def marking(context_fn=None):   # checkpoint's context_fn, the forward and the recompute marked\n"
         << "    def fn():\n"
         << "        fwd, rec = context_fn() if context_fn else (contextlib.nullcontext(), contextlib.nullcontext())\n"
-        << "        return fwd, InRecompute(rec)\n"
-        << "    return fn\n"
-        << "def keep_running_stats(bn):\n"
-        << "    def swap_in(m, args):\n"
-        << "        if not m.training:\n"
-        << "            return\n"
-        << "        copies = {n: b.clone() for n, b in m.named_buffers(recurse=False)}   # forward too: same ops\n"
-        << "        if InRecompute.count:\n"
-        << "            m.stats_kept = dict(m.named_buffers(recurse=False))\n"
-        << "            for n, b in copies.items():\n"
-        << "                setattr(m, n, b)\n"
-        << "    def swap_back(m, args, out):\n"
-        << "        kept = m.__dict__.pop(\"stats_kept\", None)\n"
-        << "        for n, b in (kept or {}).items():\n"
-        << "            setattr(m, n, b)\n"
-        << "    bn.register_forward_pre_hook(swap_in)\n"
-        << "    bn.register_forward_hook(swap_back)\n"
-        << "BATCHNORMS = (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.BatchNorm3d, torch.nn.SyncBatchNorm)\n"
+        << "        call = {\"starts\": {}, \"read\": {}}\n"
+        << "        return Marked(fwd, call, Marked.forwards), Marked(rec, call, Marked.recomputes)\n"
+        << "    return fn\n";
+    if (bn)
+        out << "def keep_running_stats(bn):\n"
+            << "    def swap_in(m, args):\n"
+            << "        if not m.training:\n"
+            << "            return\n"
+            << "        copies = {n: b.clone() for n, b in m.named_buffers(recurse=False)}   # forward too: same ops\n"
+            << "        if Marked.recomputes:\n"
+            << "            m.stats_kept = dict(m.named_buffers(recurse=False))\n"
+            << "            for n, b in copies.items():\n"
+            << "                setattr(m, n, b)\n"
+            << "    def swap_back(m, args, out):\n"
+            << "        kept = m.__dict__.pop(\"stats_kept\", None)\n"
+            << "        for n, b in (kept or {}).items():\n"
+            << "            setattr(m, n, b)\n"
+            << "    bn.register_forward_pre_hook(swap_in)\n"
+            << "    bn.register_forward_hook(swap_back)\n";
+    if (sn)
+        out << "def keep_power_iteration(sn):\n"
+            << "    def swap_in(m, args):\n"
+            << "        if not m.training:\n"
+            << "            return\n"
+            << "        call = Marked.recomputes[-1] if Marked.recomputes else None\n"
+            << "        i = call[\"read\"].get(id(m), 0) if call else 0\n"
+            << "        if call and i < len(call[\"starts\"].get(id(m), ())):\n"
+            << "            call[\"read\"][id(m)] = i + 1\n"
+            << "            m.vectors_kept = dict(m.named_buffers(recurse=False))\n"
+            << "            for n, b in call[\"starts\"][id(m)][i].items():\n"
+            << "                setattr(m, n, b.clone())\n"
+            << "        else:\n"
+            << "            start = {n: b.clone() for n, b in m.named_buffers(recurse=False)}   # recompute too: same ops\n"
+            << "            if Marked.forwards and not Marked.recomputes:\n"
+            << "                Marked.forwards[-1][\"starts\"].setdefault(id(m), []).append(start)\n"
+            << "    def swap_back(m, args, out):\n"
+            << "        kept = m.__dict__.pop(\"vectors_kept\", None)\n"
+            << "        for n, b in (kept or {}).items():\n"
+            << "            setattr(m, n, b)\n"
+            << "    sn.register_forward_pre_hook(swap_in)\n"
+            << "    sn.register_forward_hook(swap_back)\n";
+    out << "BATCHNORMS = (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.BatchNorm3d, torch.nn.SyncBatchNorm)\n"
         << "for n in [" << names << "]:\n"
-        << "    for m in model.get_submodule(n).modules():\n"
-        << "        if isinstance(m, BATCHNORMS) and m.track_running_stats:\n"
-        << "            keep_running_stats(m)\n";
+        << "    for m in model.get_submodule(n).modules():\n";
+    if (bn)
+        out << "        if isinstance(m, BATCHNORMS) and m.track_running_stats:\n"
+            << "            keep_running_stats(m)\n";
+    if (sn)
+        out << "        if type(m).__name__ == \"_SpectralNorm\":   # torch.nn.utils.parametrizations.spectral_norm\n"
+            << "            keep_power_iteration(m)\n";
 }
 
 void checkpoint_code(std::ostringstream& o, const Setting& s, const CaptureInfo& info) {
     bool wrapper = false;
-    // With BatchNorm inside, checkpoint's context_fn marks the recompute (batchnorm_code).
+    // With BatchNorm or spectral norm inside, checkpoint's context_fn marks the recompute (batchnorm_code).
     const bool bn = checkpoints_batchnorm(s, info);
     const std::string marked = bn ? ", context_fn=marking()" : "";
     auto hf_all = [&](const CheckpointGroup& group) { return s.checkpoint.size() == 1 && hf_layers(group, info); };

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import warnings
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
@@ -51,6 +52,38 @@ def _module_conversion_in_place():
         yield
     finally:
         torch.utils.swap_tensors = swap
+
+
+@contextlib.contextmanager
+def _fake_constants_deep_copied():
+    """copy.deepcopy of a model built under fake tensors that holds a tensor made by torch.tensor()
+    (BatchNorm's num_batches_tracked): such a fake tensor keeps its value in a real CPU tensor
+    (its `constant`), and torch (2.15) deep-copies it while the fake mode is on, which stops at
+    the copy ('Attempted to set the storage of a tensor on device "meta" to a storage on different
+    device "cpu"': MoCo's and BYOL's momentum encoders, timm's ModelEmaV3, a teacher copied from a
+    ResNet). Inside the capture the constant is copied outside the fake mode first, and the copy
+    then takes that copy."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    own = FakeTensor.__dict__.get("__deepcopy__")
+
+    def deepcopy(self, memo):
+        c = self.__dict__.get("constant")
+        if isinstance(c, torch.Tensor) and id(c) not in memo:
+            with unset_fake_temporarily():
+                memo[id(c)] = c.clone()
+        with warnings.catch_warnings():   # torch's deepcopy asks a fake tensor's data_ptr(), then warns the user
+            warnings.filterwarnings("ignore", message="Accessing the data pointer of FakeTensor")
+            return (own or torch.Tensor.__deepcopy__)(self, memo)
+
+    FakeTensor.__deepcopy__ = deepcopy
+    try:
+        yield
+    finally:
+        if own is None:
+            del FakeTensor.__deepcopy__
+        else:
+            FakeTensor.__deepcopy__ = own
 
 
 @contextlib.contextmanager

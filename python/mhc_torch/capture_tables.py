@@ -306,8 +306,13 @@ class SettingsRecording:
             parts = name.split(".")
             for i in range(1, len(parts) + 1):
                 order.setdefault(".".join(parts[:i]), len(order))
+        # The model's root first: mhc advise takes the first root as the model's. Another model
+        # the step runs before it (a distillation teacher, a reward model: not copies of the
+        # model, which on_module leaves out) was taken for it, and no setting of the model's
+        # modules changed the prediction.
+        root = getattr(self, "model_root", None)
         out = []
-        for name in sorted(order, key=lambda n: (n.count("."), order[n])):
+        for name in sorted(order, key=lambda n: (n.count("."), n.partition(".")[0] != root, order[n])):
             parent = name.rpartition(".")[0]
             kind = self.module_types.get(name)
             if kind is None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -30,7 +31,8 @@ from . import ctc_loss, cudnn_rnn, generation, gpu_paths, recipes, store
 from .allocator_environment import ALLOCATOR_ENV, _readable_allocator_conf, allocator_env
 from .autocast_cuda import user_cuda_autocast
 from .built_for_gpu import BuiltForGpu, CudaInStep, cuda_calls_in_step, cuda_calls_on_fake_device
-from .capture_contexts import (_collector_at_step_ends, _environment_kept, _functorch_beside_capture,
+from .capture_contexts import (_collector_at_step_ends, _environment_kept, _fake_constants_deep_copied,
+                               _functorch_beside_capture,
                                _grad_scaler_on_fake_tensors, _leaf_safe_mod_tracker, _module_conversion_in_place,
                                _older_objects_frozen, _save_on_cpu_as_offload, _together,
                                _trunc_normal_without_values, _value_checks_passed)
@@ -141,6 +143,7 @@ def capture(build_model: Callable[[], torch.nn.Module],
     fake_log.setLevel(logging.CRITICAL)
     try:
         with _older_objects_frozen(), _module_conversion_in_place(), _trunc_normal_without_values(), \
+                _fake_constants_deep_copied(), \
                 _value_checks_passed(), _lr_schedulers_recorded(), _environment_kept(ALLOCATOR_ENV):
             with _grad_scaler_on_fake_tensors(device), _compiled_functions_refused():
                 result = _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting,
@@ -254,6 +257,32 @@ def _build_optimizer(build_optimizer, model):
     return opt
 
 
+def _batch_made(fake, device, make_batch):
+    """(the batch, None) made by make_batch() on fake tensors; or, where it selects by value
+    (a masked-language-model collator's `ids[mask] = MASK`, an `.item()`), which fake tensors
+    cannot, (the batch made on the host's real tensors and then faked, where the op was): a
+    DataLoader makes the batch on the host, and no op of make_batch() is in the trace either way,
+    so only its tensors (their shapes and dtypes, then on the device) count."""
+    try:
+        with torch.device(device), BuiltForGpu(device, lambda: None) as making:
+            with cuda_calls_on_fake_device(making):
+                return make_batch(), None
+    except Exception as e:
+        err = _fake_error(e) or (_fake_error(e.__cause__ or e.__context__, e) if (e.__cause__ or e.__context__)
+                                 else None)
+        if err is None:
+            raise
+        # "op OP cannot run on fake tensors (at FILE:LINE in make_batch): ...": the op and its line
+        m = re.match(r"op (\S+) cannot run on fake tensors(?: \(at (.*?)\))?:", str(err))
+        why = f"{m.group(1)} at {m.group(2)}" if m and m.group(2) else m.group(1) if m else str(err)
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    with unset_fake_temporarily(), torch.device("cpu"), BuiltForGpu("cpu", lambda: None) as making:
+        with cuda_calls_on_fake_device(making):
+            batch = make_batch()
+    return tree_map(lambda t: fake.from_tensor(t) if isinstance(t, torch.Tensor) else t, batch), why
+
+
 def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting, build_optimizer=None):
 
     from . import data_parallel, placement
@@ -336,9 +365,9 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         rec.track_modules(tracker)
         rec.set_model(model)
         step_times = []
-        with torch.device(device), BuiltForGpu(device, lambda: None) as making:
-            with cuda_calls_on_fake_device(making):
-                batch = make_batch()
+        batch, on_host = _batch_made(fake, device, make_batch)
+        if on_host:
+            facts["capture.batch_on_host"] = on_host
         # a batch made on "cuda" (as the training script has it) goes where the model went
         batch = tree_map(lambda t: t.to(device) if isinstance(t, torch.Tensor) and t.device.type != torch.device(
             device).type else t, batch)

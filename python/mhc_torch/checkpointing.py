@@ -140,31 +140,109 @@ def _saves_told():
 # threads): checkpoint's context_fn (public: its second context manager runs around the
 # recompute) counts them, and BatchNorm's hooks read the count.
 _recomputing = [0]
+# The checkpointed calls whose forward, and whose recompute, run now (innermost last): what a
+# call's forward leaves for its own recompute (spectral norm's power-iteration start) is the call's.
+_forwards: list["_Call"] = []
+_recomputes: list["_Call"] = []
+
+
+class _Call:
+    """One checkpointed call: for each module that keeps state for its recompute, the values its
+    forward started from, one entry per time the forward ran it (the recompute runs it as often,
+    in the same order). It lives as long as checkpoint keeps the call's contexts: the graph."""
+
+    def __init__(self):
+        self.starts: dict[int, list] = {}
+        self.read: dict[int, int] = {}   # how many of each module's the recompute under way has used
+
+
+class _InForward:
+    def __init__(self, inner, call):
+        self.inner, self.call = inner, call
+
+    def __enter__(self):
+        self.inner.__enter__()
+        _forwards.append(self.call)
+
+    def __exit__(self, *exc):
+        _forwards.pop()
+        return self.inner.__exit__(*exc)
 
 
 class _InRecompute:
     """The recompute's context: `inner` entered, the recompute counted. Entered once per
     recompute (a checkpoint recomputes again for each backward that unpacks), so a class."""
 
-    def __init__(self, inner):
-        self.inner = inner
+    def __init__(self, inner, call=None):
+        self.inner, self.call = inner, call
 
     def __enter__(self):
         self.inner.__enter__()
         _recomputing[0] += 1
+        if self.call is not None:
+            self.call.read = {}   # each recompute runs the forward's modules from their first time
+            _recomputes.append(self.call)
 
     def __exit__(self, *exc):
+        if self.call is not None:
+            _recomputes.pop()
         _recomputing[0] -= 1
         return self.inner.__exit__(*exc)
 
 
 def marking_recompute(context_fn=None):
     """A context_fn for torch.utils.checkpoint: context_fn's own contexts (none: no-ops), the
-    recompute's counted so that keep_running_stats tells it from the forward."""
+    recompute's counted so that keep_running_stats tells it from the forward, and both given the
+    call's _Call (keep_power_iteration)."""
     def fn():
         fwd, rec = context_fn() if context_fn is not None else (contextlib.nullcontext(), contextlib.nullcontext())
-        return fwd, _InRecompute(rec)
+        call = _Call()
+        return _InForward(fwd, call), _InRecompute(rec, call)
     return fn
+
+
+def _spectral_norm_type():
+    from torch.nn.utils import parametrizations
+
+    return getattr(parametrizations, "_SpectralNorm", ())
+
+
+def keep_power_iteration(sn: torch.nn.Module) -> None:
+    """torch.nn.utils.parametrizations.spectral_norm in a checkpointed module: in training each
+    forward runs a power iteration that updates its vectors u and v in place, and the weight is
+    divided by the sigma they give. The recompute would iterate again, from the vectors the
+    forward left: u and v advanced twice a step, and the backward differentiated a weight divided
+    by another sigma than the forward's. The forward's starting vectors are kept by the
+    checkpointed call (copies, made in the recompute too: the same ops); the recompute iterates
+    from copies of them, reaching the forward's u, v and sigma, and the module's own vectors are
+    put back after it."""
+    if getattr(sn, "_mhc_keeps_power_iteration", False):
+        return
+
+    def swap_in(m, args):
+        if not m.training:
+            return
+        call = _recomputes[-1] if _recomputes else None
+        i = call.read.get(id(m), 0) if call is not None else 0
+        if call is not None and i < len(call.starts.get(id(m), ())):
+            call.read[id(m)] = i + 1
+            start = call.starts[id(m)][i]
+            m._mhc_vectors_kept = dict(m.named_buffers(recurse=False))
+            for n, b in start.items():
+                setattr(m, n, b.clone())
+        else:
+            start = {n: b.clone() for n, b in m.named_buffers(recurse=False)}
+            if _forwards and not _recomputing[0]:
+                _forwards[-1].starts.setdefault(id(m), []).append(start)
+
+    def swap_back(m, args, out):
+        kept = m.__dict__.pop("_mhc_vectors_kept", None)
+        for n, b in (kept or {}).items():
+            setattr(m, n, b)
+
+    sn.register_forward_pre_hook(swap_in)
+    sn.register_forward_hook(swap_back)
+    sn._mhc_keeps_power_iteration = True
 
 
 BATCHNORMS = (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.BatchNorm3d, torch.nn.SyncBatchNorm)
@@ -205,12 +283,15 @@ def keep_running_stats(bn: torch.nn.Module) -> None:
 
 def checkpoint_module(module: torch.nn.Module, policy: str) -> None:
     """Checkpoints `module` in place with `policy` (full, save_matmuls, mhc); BatchNorm inside
-    what is recomputed keeps its running statistics (keep_running_stats)."""
+    what is recomputed keeps its running statistics (keep_running_stats), spectral norm its power
+    iteration (keep_power_iteration)."""
     regions = mhc_maps(module) if policy == "mhc" else [module]
     for r in regions:
         for m in r.modules():
             if isinstance(m, BATCHNORMS) and m.track_running_stats:
                 keep_running_stats(m)
+            elif isinstance(m, _spectral_norm_type()):
+                keep_power_iteration(m)
     if policy == "mhc":
         for m in regions:
             m.forward = _checkpointed(m.forward, m)

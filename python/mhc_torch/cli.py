@@ -375,6 +375,10 @@ def _capture_guarded(a, parser: argparse.ArgumentParser) -> int:
         _say(f"mhc-torch: note: {_rnn_names(rnns)} captured as cuDNN's RNN kernel (aten::_cudnn_rnn, fp16 under "
              "autocast); its reserve space is estimated (cuDNN sizes it on the GPU) and its workspaces are not "
              "modelled: meta capture.cudnn_rnn.estimated")
+    if r.meta.get("capture.batch_on_host"):
+        _say(f"mhc-torch: note: make_batch() selects by value ({r.meta['capture.batch_on_host']}), which fake "
+             "tensors cannot: it ran on the host's real tensors, as a DataLoader's collate function does, and its "
+             "tensors went to the device as fakes (meta capture.batch_on_host)")
     if r.meta.get("capture.hf_checkpointing_on") == "true" and setting is None and not a.forward_only:
         off = _without_hf_checkpointing(r, build, make_batch, a, capture_kwargs=dict(
             steps=a.steps, gpu=a.gpu, loss_fn=loss_fn, optimizer=optimizer, autocast_dtype=dtype,

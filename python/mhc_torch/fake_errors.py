@@ -40,7 +40,7 @@ def _fake_error(e: BaseException, outer: BaseException | None = None) -> Capture
         hint = ("; the backward of a write or read through a boolean mask in the forward (x[mask] = v, x[mask]) "
                 "selects by the mask's values: write it as torch.where(mask, v, x), whose shapes do not depend on them")
     else:
-        hint = _eager_experts_hint(outer or e) or _mask_hint(func) or _ctc_hint(func)
+        hint = _eager_experts_hint(outer or e) or _mask_hint(func) or _ctc_hint(func) or _scalar_hint(func)
     return CaptureError(f"op {op} cannot run on fake tensors{place}: {why}{hint}")
 
 
@@ -53,6 +53,17 @@ def _ctc_hint(func) -> str:
         return ""
     return ("; F.ctc_loss's buffers are sized by the lengths' values: give input_lengths and target_lengths "
             "as Python lists (lengths.tolist()), which the capture supports")
+
+
+def _scalar_hint(func) -> str:
+    """What a value read into Python is, said after the error's line: int(t), t.item(), float(t)
+    or `if t:` of a fake tensor, which holds no values (a counter or position kept in a tensor:
+    MoCo's queue pointer, `int(self.queue_ptr)`)."""
+    if getattr(func, "_overloadpacket", None) is not torch.ops.aten._local_scalar_dense:
+        return ""
+    return ("; a value read into Python (int(t), t.item(), float(t), `if t:`), which fake tensors do not hold: a "
+            "counter or position kept in a tensor (a queue's pointer in a buffer) can be kept as a Python int "
+            "instead, the same on the GPU without a synchronisation")
 
 
 def _mask_hint(func) -> str:

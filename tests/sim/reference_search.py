@@ -54,7 +54,8 @@ def blocks(cap):
     """docs/advise.md "Search": the numbered children of the module path with the most forward
     kernels (else its named children when they are two or more of one type); when those are all of
     one module type, also every other such stack of one type neither inside nor around it, in
-    forward order; never a module the forward makes on each call."""
+    forward order; never a module the forward makes on each call, of another model the step runs,
+    or that only ran under no_grad."""
     fwd_kernels = {}
     for k in cap.kernels:
         if k["phase"] == ref.FWD:
@@ -64,9 +65,21 @@ def blocks(cap):
                 m = cap.modules.get(m, {}).get("parent", 0)
     # never a module the forward makes on each call (meta capture.unregistered_modules)
     made = json.loads(cap.meta.get("capture.unregistered_modules", "") or "{}")
+    # never a layer of another model the step runs (outside the model's root, the first root)
+    roots = [m for m in cap.modules if cap.modules[m]["parent"] == 0]
+    root = roots[0] if roots else None
+    # never a module that only ran under no_grad (nothing saved, no backward), in a step with saves
+    trained = set()
+    for k in cap.kernels:
+        if k["phase"] == ref.BWD or cap.saved_at.get(k["i"]):
+            m = k["module"]
+            while m:
+                trained.add(m)
+                m = cap.modules.get(m, {}).get("parent", 0)
+    no_grad_only = lambda mid: cap.saved_at and mid in fwd_kernels and mid not in trained  # noqa: E731
     children = {}
     for mid, m in cap.modules.items():
-        if m["name"] not in made:
+        if m["name"] not in made and (root is None or cap.inside(mid, root)) and not no_grad_only(mid):
             children.setdefault(m["parent"], []).append(mid)
     numbered = {p: [c for c in cs if cap.modules[c]["name"].rpartition(".")[2].isdigit()]
                 for p, cs in children.items()}

@@ -128,5 +128,9 @@ std::string data_parallel_note(const CaptureInfo& info);
 // (the search's checkpoint and offload choices act on them) and how to predict a module of one's
 // own with --setting, naming the model's own children as the capture spells them.
 std::string blocks_note(const CaptureInfo& info);
+// The blocks the model's own code checkpoints already (their kernels recompute in the backward:
+// checkpoint_sequential, torch.utils.checkpoint in its forward), said in one line; "" when none
+// or when a Hugging Face model's own call does it (its answers say so).
+std::string own_checkpoint_note(const CaptureInfo& info);
 
 }  // namespace mhc::advise
