@@ -641,8 +641,8 @@ std::string to_text(const CoupledResult& c) {
     s += fmt("job            peak %s (baseline %s: the largest rank's)\n", format_bytes(c.job_peak).c_str(),
              format_bytes(c.job_baseline_peak).c_str());
     if (c.oom >= 0)
-        s += fmt("               stopped at an out-of-memory after %s of simulated time (no loss: it did not "
-                 "finish)\n", format_ns(c.job_simulated_makespan).c_str());
+        s += fmt("               stopped by an OOM after %s of simulated time (no loss: it did not finish)\n",
+                 format_ns(c.job_simulated_makespan).c_str());
     else
         s += fmt("               makespan recorded %s -> simulated %s (throughput loss %.2f%%)\n",
                  format_ns(c.job_baseline_makespan).c_str(), format_ns(c.job_simulated_makespan).c_str(),
@@ -664,7 +664,7 @@ std::string to_text(const CoupledResult& c) {
     s += std::string("peaks: ") + peak_meaning(parse_allocator(first.config.allocator)) + "\n";
     s += "baseline: a rank's peak without a limit; stall: waiting for its own swaps or recomputations\n";
     s += "wait: waiting at a cross-rank kernel for a later rank (the stalls of others, passed on)\n";
-    if (!first.order_only) s += std::string("loss, stall, wait: ") + kEstimateNote + "\n";
+    if (!first.order_only) s += std::string("loss, times: ") + kEstimateNote + "\n";
     return s;
 }
 
