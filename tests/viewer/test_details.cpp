@@ -110,7 +110,7 @@ TEST_CASE("allocation details: lifetime, accesses on both clocks, the run's even
     DetailsPane pane = allocation_pane(w, &run);
     bool run_line = false, life = false;
     for (const auto& [k, v] : pane.fields) {
-        if (k == "run #1 lru@1GiB") run_line = v == "swap_out x1, swap_in x1; first at 400.000 us";
+        if (k == "run #1 lru@1GiB") run_line = v == "swap-out x1, swap-in x1; first at 400.000 us";
         if (k == "lifetime") life = v == "allocated 0 ns, alive at the end of the trace (1.00 ms)";
         if (k == "accesses") CHECK(v == "2: 2 reading, 0 writing");
     }

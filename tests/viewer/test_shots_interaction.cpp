@@ -87,7 +87,7 @@ TEST_CASE("a click on a folded box zooms to it, a click on a band shows the allo
     CHECK(field_of(pane, "lifetime") == "allocated 0 ns, alive at the end of the trace (1.00 ms)");
     CHECK(field_of(pane, "label (source frame)") == "weights");
     CHECK(field_of(pane, "accesses") == "2: 2 reading, 0 writing");
-    CHECK(field_of(pane, "run #1 lru@1GiB") == "swap_out x1, swap_in x1; first at 400.000 us");
+    CHECK(field_of(pane, "run #1 lru@1GiB") == "swap-out x1, swap-in x1; first at 400.000 us");
     REQUIRE(pane["rows"].size() == 2);
     CHECK(pane["rows"][1][1] == fixture::kBeta);
     CHECK(pane["rows"][1][3] == "500.000 us");
