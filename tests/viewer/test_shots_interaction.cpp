@@ -23,15 +23,15 @@ TEST_CASE("a click on a kernel selects it: outlined, its details pane with both 
     const auto& details_json = tl["details"];
     CHECK(details_json["title"] == fixture::kBeta);
     CHECK(field_of(details_json, "family") == "attention");
-    CHECK(field_of(details_json, "recorded") == "start 500.000 us, end 700.000 us (200 us)");
-    CHECK(field_of(details_json, "run #1 lru@1GiB") == "start 550.000 us (+50.0 us), end 750.000 us");
-    CHECK(field_of(details_json, "stalled") == "50.0 us waiting for its operands");
+    CHECK(field_of(details_json, "recorded") == "start 500.000 us, end 700.000 us (200.00 us)");
+    CHECK(field_of(details_json, "run #1 lru@1GiB") == "start 550.000 us (+50.00 us), end 750.000 us");
+    CHECK(field_of(details_json, "stalled") == "50.00 us waiting for its operands");
     REQUIRE(details_json["rows"].size() == 2);
     CHECK(details_json["rows"][0][1] == "weights");
     CHECK(details_json["rows"][0][2] == "400.00 MiB");
     CHECK(details_json["rows"][0][3] == "param");
     CHECK(details_json["rows"][0][5] ==
-          "swapped out 40.0 us of 400.00 MiB, 110 us before; swapped in 50.0 us of 400.00 MiB, up to the start");
+          "swapped out 40.00 us of 400.00 MiB, 110.00 us before; swapped in 50.00 us of 400.00 MiB, up to the start");
     CHECK(details_json["rows"][1][1] == "act_big");
     CHECK(details_json["rows"][1][4] == "write");
     // The pane sits under the plots, above the status bar, inside the window.
