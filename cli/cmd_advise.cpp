@@ -32,24 +32,20 @@ namespace {
 
 // A note under the table, "(...)", wrapped within 100 columns under its opening bracket (a note of
 // 175 columns ran past any terminal's edge).
-void print_note(const char* f, ...) __attribute__((format(printf, 1, 2)));
-void print_note(const char* f, ...) {
-    va_list ap, again;
-    va_start(ap, f);
-    va_copy(again, ap);
-    const int n = std::vsnprintf(nullptr, 0, f, ap);
-    va_end(ap);
-    std::string text(static_cast<size_t>(std::max(n, 0)) + 1, '\0');
-    std::vsnprintf(text.data(), text.size(), f, again);
+void print_note(const char* pattern, ...) __attribute__((format(printf, 1, 2)));
+void print_note(const char* pattern, ...) {
+    va_list args, again;
+    va_start(args, pattern);
+    va_copy(again, args);
+    const int length = std::vsnprintf(nullptr, 0, pattern, args);
+    va_end(args);
+    std::string text(static_cast<size_t>(std::max(length, 0)) + 1, '\0');
+    std::vsnprintf(text.data(), text.size(), pattern, again);
     va_end(again);
-    text.resize(static_cast<size_t>(std::max(n, 0)));
+    text.resize(static_cast<size_t>(std::max(length, 0)));
     while (!text.empty() && text.back() == '\n') text.pop_back();
     std::printf("%s", mhc::cli::wrap(text, 100, 1, 0).c_str());
 }
-
-}  // namespace
-
-namespace {
 
 using namespace mhc::advise;
 

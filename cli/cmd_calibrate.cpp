@@ -194,10 +194,10 @@ int run(const Args& a) {
     std::printf("%-10s %-43s %s\n", "", "   one direction at a time", "   both directions at once");
     std::printf("%-10s %6s %-14s %6s %-14s %6s %-14s %6s\n", "chunk", "h2d", "", "d2h", "", "h2d", "", "d2h");
     auto cell = [](const Stat& st) {   // the median aligned down its column, the spread beside it
-        char b[96], spread[48];
+        char text[96], spread[48];
         std::snprintf(spread, sizeof spread, "[%.2f-%.2f]", st.lo / 1e9, st.hi / 1e9);
-        std::snprintf(b, sizeof b, "%6.2f %-14s", st.median / 1e9, spread);
-        return std::string(b);
+        std::snprintf(text, sizeof text, "%6.2f %-14s", st.median / 1e9, spread);
+        return std::string(text);
     };
     ChunkRates best_h2d, best_d2h;
     std::vector<double> duplex_ratios;
