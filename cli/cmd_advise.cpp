@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #include "command.hpp"
-#include "help.hpp"
 #include "mhc/advise/calibrate.hpp"
 #include "mhc/advise/code.hpp"
 #include "mhc/advise/gpus.hpp"
@@ -24,6 +23,7 @@
 #include "mhc/common/error.hpp"
 #include "mhc/common/output_file.hpp"
 #include "mhc/common/units.hpp"
+#include "mhc/common/wrap.hpp"
 #include "mhc/sim/config.hpp"
 #include "mhc/sim/link.hpp"
 #include "mhc/trace/check.hpp"
@@ -44,7 +44,7 @@ void print_note(const char* pattern, ...) {
     va_end(again);
     text.resize(static_cast<size_t>(std::max(length, 0)));
     while (!text.empty() && text.back() == '\n') text.pop_back();
-    std::printf("%s", mhc::cli::wrap(text, 100, 1, 0).c_str());
+    std::printf("%s", mhc::wrap(text, 100, 1, 0).c_str());
 }
 
 using namespace mhc::advise;

@@ -14,8 +14,6 @@ namespace mhc::cli {
 // Columns to wrap help at: the terminal's width when stdout is one (at least 40), else 80.
 int help_width();
 
-// mhc::wrap (common/include/mhc/common/wrap.hpp), as help and the commands call it.
-using mhc::wrap;
 
 // CLI11's formatter, wrapping at help_width(). An option's default is what default_str() says
 // (set it to the text users write: "auto", "256MiB"); options without one show none.

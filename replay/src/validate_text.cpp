@@ -13,9 +13,9 @@ namespace {
 // The rates the replay's transfers achieved (bytes per second of real time, while busy).
 std::string link_seen(const Measured& m) {
     if (m.link_h2d_Bps <= 0 && m.link_d2h_Bps <= 0) return "";
-    std::string s = "H2D " + format_rate(m.link_h2d_Bps) + ", D2H " + format_rate(m.link_d2h_Bps) + " (real time)";
-    if (m.late_transfers > 0) s += ", " + std::to_string(m.late_transfers) + " late by " + format_ns(m.late_ns);
-    return s;
+    std::string text = "H2D " + format_rate(m.link_h2d_Bps) + ", D2H " + format_rate(m.link_d2h_Bps) + " (real time)";
+    if (m.late_transfers > 0) text += ", " + std::to_string(m.late_transfers) + " late by " + format_ns(m.late_ns);
+    return text;
 }
 
 // CUDA: how much of the stood-still clock had copies in flight (they ran on meanwhile), or nothing.
@@ -141,7 +141,7 @@ std::string to_text(const Report& r) {
     }
     out += wrap("machine: " + r.load.text() + (r.load.loaded() ? " -- LOADED: measured times include other work" : ""),
                 100, 9);
-    for (const Row& x : r.rows) out += wrap("verdict " + x.name + ": " + x.verdict, 100, 2);
+    for (const Row& row : r.rows) out += wrap("verdict " + row.name + ": " + row.verdict, 100, 2);
     if (r.time_limit_s > 0) {   // what --time-limit cut
         char limit[64];
         std::snprintf(limit, sizeof limit, "%g s", r.time_limit_s);

@@ -633,8 +633,8 @@ std::string to_text(const CoupledResult& c) {
         s += fmt("%-4d %10s %10s %10s %8s %10s %6lld %10s %5lld  %s\n", c.global_rank[r],
                  x.capacity >= kUnlimited ? "unlimited" : format_bytes(x.capacity).c_str(),
                  format_bytes(x.baseline_peak).c_str(), format_bytes(x.simulated_peak).c_str(), loss.c_str(),
-                 format_ns(x.stall_time).c_str(), (long long)x.stall_count, format_ns(x.coupled_wait_time).c_str(),
-                 (long long)x.coupled_wait_count, c.paths[r].c_str());
+                 format_ns(x.stall_time).c_str(), static_cast<long long>(x.stall_count), format_ns(x.coupled_wait_time).c_str(),
+                 static_cast<long long>(x.coupled_wait_count), c.paths[r].c_str());
     }
     int64_t stalls = 0, waits = 0;
     for (const Result& x : c.ranks) { stalls += x.stall_time; waits += x.coupled_wait_time; }
@@ -650,16 +650,18 @@ std::string to_text(const CoupledResult& c) {
     s += fmt("               stall time %s, wait time %s (all ranks)\n", format_ns(stalls).c_str(),
              format_ns(waits).c_str());
     if (c.limiting >= 0)
-        s += fmt("limiting rank  %d (%s of its own stalls; rank %d finishes last)\n", c.global_rank[size_t(c.limiting)],
-                 format_ns(c.ranks[size_t(c.limiting)].stall_time).c_str(), c.global_rank[size_t(c.last)]);
+        s += fmt("limiting rank  %d (%s of its own stalls; rank %d finishes last)\n",
+                 c.global_rank[static_cast<size_t>(c.limiting)],
+                 format_ns(c.ranks[static_cast<size_t>(c.limiting)].stall_time).c_str(),
+                 c.global_rank[static_cast<size_t>(c.last)]);
     else
         s += "limiting rank  none (no rank stalls)\n";
     if (c.oom >= 0)
-        s += fmt("out of memory  rank %d: %s: %s\n", c.global_rank[size_t(c.oom)], c.ranks[size_t(c.oom)].oom.where.c_str(),
-                 c.ranks[size_t(c.oom)].oom.why.c_str());
+        s += fmt("out of memory  rank %d: %s: %s\n", c.global_rank[static_cast<size_t>(c.oom)],
+                 c.ranks[static_cast<size_t>(c.oom)].oom.where.c_str(), c.ranks[static_cast<size_t>(c.oom)].oom.why.c_str());
     if (!stopped.empty())
         s += "stopped        rank" + std::string(stopped.find(',') == std::string::npos ? " " : "s ") + stopped +
-             (c.oom >= 0 ? fmt(": waited for rank %d, out of memory", c.global_rank[size_t(c.oom)])
+             (c.oom >= 0 ? fmt(": waited for rank %d, out of memory", c.global_rank[static_cast<size_t>(c.oom)])
                          : std::string(": waited for a rank that failed")) + "\n";
     s += std::string("peaks: ") + peak_meaning(parse_allocator(first.config.allocator)) + "\n";
     s += "baseline: a rank's peak without a limit; stall: waiting for its own swaps or recomputations\n";
