@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -22,11 +23,29 @@
 #include "mhc/common/error.hpp"
 #include "mhc/common/output_file.hpp"
 #include "mhc/common/units.hpp"
+#include "mhc/common/wrap.hpp"
 #include "mhc/sim/config.hpp"
 #include "mhc/sim/link.hpp"
 #include "mhc/trace/check.hpp"
 
 namespace {
+
+// A note under the table, "(...)", wrapped within 100 columns under its opening bracket (a note of
+// 175 columns ran past any terminal's edge).
+void print_note(const char* pattern, ...) __attribute__((format(printf, 1, 2)));
+void print_note(const char* pattern, ...) {
+    va_list args, again;
+    va_start(args, pattern);
+    va_copy(again, args);
+    const int length = std::vsnprintf(nullptr, 0, pattern, args);
+    va_end(args);
+    std::string text(static_cast<size_t>(std::max(length, 0)) + 1, '\0');
+    std::vsnprintf(text.data(), text.size(), pattern, again);
+    va_end(again);
+    text.resize(static_cast<size_t>(std::max(length, 0)));
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    std::printf("%s", mhc::wrap(text, 100, 1, 0).c_str());
+}
 
 using namespace mhc::advise;
 
@@ -430,9 +449,7 @@ int run(const Options& o) {
     const bool limited = o.setting.empty() && capacity > 0;
     std::printf("\n%-4s %10s %10s", "rank", "peak", "reserved");
     if (limited) std::printf(" %10s", "no limit");
-    std::printf(" %10s %11s %7s", "host", steps > 1 ? "time (est.)" : "step (est.)", "loss");
-    if (o.verify) std::printf(" %11s %11s %7s %7s", "capt. peak", "capt. res.", "err pk", "err res");
-    if (o.verify && limited) std::printf(" %5s", "runs");
+    std::printf(" %10s %11s %7s", "host peak", steps > 1 ? "time (est.)" : "step (est.)", "loss");
     std::printf("  setting\n");
     for (size_t i = 0; i < rows.size(); ++i) {
         const Row& r = rows[i];
@@ -442,16 +459,28 @@ int run(const Options& o) {
         if (limited) std::printf(" %10s", mhc::format_bytes(p.memory.reserved).c_str());
         std::printf(" %10s %11s %7s", mhc::format_bytes(p.host_peak).c_str(),
                     mhc::format_ns(time_at_capacity(p)).c_str(), pct(r.c.loss).c_str());
-        if (o.verify)   // like with like: the captured stream through the same model, at the same capacity
-            std::printf(" %11s %11s %6.2f%% %6.2f%%", mhc::format_bytes(r.captured.memory.peak).c_str(),
+        std::printf("  %s\n", row_description(r, base.info).c_str());
+    }
+    if (o.verify) {
+        // A table of its own (beside the predictions it ran to 150 columns): like with like, the
+        // captured stream through the same model, at the same capacity.
+        std::printf("verified: each setting applied and the step captured again\n%-4s %14s %17s %9s %12s",
+                    "rank", "captured peak", "captured reserved", "peak err", "reserved err");
+        if (limited) std::printf(" %5s", "runs");
+        std::printf("\n");
+        for (size_t i = 0; i < rows.size(); ++i) {
+            const Row& r = rows[i];
+            const Prediction& p = r.c.prediction;
+            std::printf("%-4zu %14s %17s %8.2f%% %11.2f%%", i + 1, mhc::format_bytes(r.captured.memory.peak).c_str(),
                         mhc::format_bytes(shown_reserved(r.captured.memory)).c_str(),
                         100 * relative_error(p.memory.peak, r.captured.memory.peak),
                         100 * relative_error(shown_reserved(p.memory), shown_reserved(r.captured.memory)));
-        if (o.verify && limited) std::printf(" %5s", r.captured.memory.fits ? "yes" : "NO");
-        std::printf("  %s\n", row_description(r, base.info).c_str());
+            if (limited) std::printf(" %5s", r.captured.memory.fits ? "yes" : "NO");
+            std::printf("\n");
+        }
     }
     if (limited) {
-        std::printf(
+        print_note(
             "(reserved: the caching allocator's peak with %s as the GPU's limit, where a failed cudaMalloc "
             "gives cached memory back and retries, as PyTorch does; no limit: its peak on a larger GPU)\n",
             mhc::format_bytes(capacity).c_str());
@@ -470,7 +499,7 @@ int run(const Options& o) {
                          mhc::format_ns(mem.steady_cost / std::max<int64_t>(1, mem.steps)) + " a step, " +
                          mhc::format_ns(mem.steady_cost) + " in its time";
             if (mem.retries > 0)
-                std::printf(
+                print_note(
                     "(%zu. runs only by giving cached memory back: %lld cudaMalloc retr%s, %lld full release%s (a "
                     "synchronisation each), %lld segment%s given back (%s) and %lld made again (%s): %s %s)\n",
                     i + 1, static_cast<long long>(mem.retries), mem.retries == 1 ? "y" : "ies",
@@ -480,7 +509,7 @@ int run(const Options& o) {
                     mhc::format_bytes(mem.bytes_remade).c_str(), mhc::format_ns(mem.retry_cost).c_str(),
                     steady.c_str());
             else if (mem.retry_cost > 0 || mem.steady_cost > 0)   // garbage collection's frees alone
-                std::printf(
+                print_note(
                     "(%zu. gives cached memory back by garbage collection: %lld segment%s (%s), %lld made again "
                     "(%s): %s %s)\n",
                     i + 1, static_cast<long long>(mem.segments_freed), mem.segments_freed == 1 ? "" : "s",
@@ -489,8 +518,8 @@ int run(const Options& o) {
                     steady.c_str());
         }
     }
-    std::printf("(%s%s)\n", steps > 1 ? ("time: the " + time_of + " of the capture together; ").c_str() : "",
-                cal ? kCalibratedTimeNote : kTimeNote);
+    print_note("(%s%s)\n", steps > 1 ? ("time: the " + time_of + " of the capture together; ").c_str() : "",
+               cal ? kCalibratedTimeNote : kTimeNote);
     for (size_t i = 0; i < rows.size(); ++i)
         std::printf("\n# %zu. %s\n%s\n", i + 1, row_description(rows[i], base.info).c_str(),
                     row_code(rows[i], base.info).c_str());

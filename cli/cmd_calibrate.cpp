@@ -188,10 +188,16 @@ int run(const Args& a) {
     auto engine = make(path);
     std::vector<sim::LinkModel::Chunk> by_chunk;
     const int rounds = a.quick ? std::min(a.rounds, 3) : a.rounds;
-    std::printf("median of %d rounds (min-max in brackets)\n", rounds);
-    std::printf("%-10s %32s %32s %32s %32s\n", "chunk", "h2d", "d2h", "both: h2d", "both: d2h");
-    auto cell = [](const Stat& st) {
-        return format_rate(st.median) + " [" + format_rate(st.lo) + "-" + format_rate(st.hi) + "]";
+    // Every rate in one unit (GB/s, 2 decimals: a 4 KiB chunk's 0.56 and a large one's 17.90 read
+    // side by side), so that the table fits 100 columns; the unit and the spread said once above it.
+    std::printf("transfer rate in GB/s by chunk size: median of %d rounds [min-max]\n", rounds);
+    std::printf("%-10s %-43s %s\n", "", "   one direction at a time", "   both directions at once");
+    std::printf("%-10s %6s %-14s %6s %-14s %6s %-14s %6s\n", "chunk", "h2d", "", "d2h", "", "h2d", "", "d2h");
+    auto cell = [](const Stat& st) {   // the median aligned down its column, the spread beside it
+        char text[96], spread[48];
+        std::snprintf(spread, sizeof spread, "[%.2f-%.2f]", st.lo / 1e9, st.hi / 1e9);
+        std::snprintf(text, sizeof text, "%6.2f %-14s", st.median / 1e9, spread);
+        return std::string(text);
     };
     ChunkRates best_h2d, best_d2h;
     std::vector<double> duplex_ratios;
@@ -199,8 +205,11 @@ int run(const Args& a) {
         int count = a.repeat > 0 ? a.repeat : static_cast<int>(std::clamp(budget / s, 4.0, 4096.0));
         measure(*engine, s, std::min(count, 4), true, true);  // warm-up
         ChunkRates c = measure_rounds(*engine, s, count, rounds);
-        std::printf("%-10s %32s %32s %32s %32s\n", format_bytes(static_cast<int64_t>(s)).c_str(),
-                    cell(c.h2d).c_str(), cell(c.d2h).c_str(), cell(c.both_h2d).c_str(), cell(c.both_d2h).c_str());
+        std::string row = format_bytes(static_cast<int64_t>(s));
+        row.resize(std::max<size_t>(row.size(), 10), ' ');
+        row += " " + cell(c.h2d) + " " + cell(c.d2h) + " " + cell(c.both_h2d) + " " + cell(c.both_d2h);
+        row.erase(row.find_last_not_of(' ') + 1);
+        std::printf("%s\n", row.c_str());
         by_chunk.push_back({static_cast<int64_t>(s), c.h2d.median, c.d2h.median, c.both_h2d.median, c.both_d2h.median});
         if (c.h2d.median > best_h2d.h2d.median) best_h2d = c;
         if (c.d2h.median > best_d2h.d2h.median) best_d2h = c;
@@ -219,7 +228,7 @@ int run(const Args& a) {
     auto fixed = [&](double t, double bw) { return std::max(0.0, t - small / bw) * 1e6; };   // us
     double lat_h2d = fixed(lh.median, best_one.h2d) * 1e-6;
     double lat_d2h = fixed(ld.median, best_one.d2h) * 1e-6;
-    std::printf("latency (4 KiB, %d transfers): h2d %.2f us [p10-p90 %.2f-%.2f]; d2h %.2f us [%.2f-%.2f]\n", reps,
+    std::printf("latency in us (4 KiB, median of %d [p10-p90]): h2d %.2f [%.2f-%.2f], d2h %.2f [%.2f-%.2f]\n", reps,
                 lat_h2d * 1e6, fixed(lh.lo, best_one.h2d), fixed(lh.hi, best_one.h2d), lat_d2h * 1e6,
                 fixed(ld.lo, best_one.d2h), fixed(ld.hi, best_one.d2h));
     // Duplex factor: both directions at once relative to one, the median over chunk sizes.
@@ -232,9 +241,9 @@ int run(const Args& a) {
         const size_t s = sizes.back();
         int count = std::max(4, static_cast<int>(budget / s));
         Rates o = measure(*other, s, count, true, false), od = measure(*other, s, count, false, true);
-        std::printf("%s at %s: h2d %s, d2h %s\n", k::to_string(other->config().path),
-                    format_bytes(static_cast<int64_t>(s)).c_str(), format_rate(o.h2d).c_str(),
-                    format_rate(od.d2h).c_str());
+        std::printf("%s at %s (for comparison, not in the profile): h2d %.2f GB/s, d2h %.2f GB/s\n",
+                    k::to_string(other->config().path), format_bytes(static_cast<int64_t>(s)).c_str(), o.h2d / 1e9,
+                    od.d2h / 1e9);
     }
 
     std::string source = "mhc calibrate --backend " + backend + " --path " + a.path + " --max-chunk " + a.max_chunk +
@@ -253,9 +262,10 @@ int run(const Args& a) {
     l.by_chunk = std::move(by_chunk);
     for (const auto& n : sim::write_link_profile(a.output, l)) std::printf("note: %s\n", n.c_str());
     const double written_duplex = std::clamp(duplex, 0.05, 1.0);
-    std::printf("h2d %s, latency %.2f us; d2h %s, latency %.2f us; duplex factor %.2f -> %s\n",
-                format_rate(best_one.h2d).c_str(), lat_h2d * 1e6, format_rate(best_one.d2h).c_str(),
-                lat_d2h * 1e6, written_duplex, a.output.c_str());
+    // What the profile holds, in the table's units: each direction's fastest chunk's rate.
+    std::printf("%s written: h2d %.2f GB/s + %.2f us a transfer, d2h %.2f GB/s + %.2f us a transfer\n"
+                "  both directions at once: each at %.2f x its rate (duplex factor)\n",
+                a.output.c_str(), best_one.h2d / 1e9, lat_h2d * 1e6, best_one.d2h / 1e9, lat_d2h * 1e6, written_duplex);
     return kExitOk;
 }
 

@@ -8,9 +8,9 @@
 
 #include "command.hpp"
 #include "run_store.hpp"
-#include "help.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/units.hpp"
+#include "mhc/common/wrap.hpp"
 #include "mhc/sim/config.hpp"
 #include "mhc/sim/result.hpp"
 #include "mhc/trace/check.hpp"
@@ -110,7 +110,7 @@ std::string within(const std::string& text, int width) {
     for (std::string l; std::getline(lines, l);)
         wrapped += static_cast<int>(l.size()) <= width
                        ? l + "\n"
-                       : l.substr(0, 12) + mhc::cli::wrap(l.substr(12), width, 12, 12).substr(12);
+                       : l.substr(0, 12) + mhc::wrap(l.substr(12), width, 12, 12).substr(12);
     // A word longer than the room left (a meta value of one piece) is cut, as long names are.
     std::istringstream parts(wrapped);
     for (std::string l; std::getline(parts, l);)

@@ -241,9 +241,15 @@ int run_record(const std::string& output, bool torch, bool no_accesses, bool for
                      exec_errno == ENOENT ? "command not found" : std::strerror(exec_errno));
         return exec_errno == ENOENT ? 127 : 126;
     }
-    if (written.empty())
+    // Without an NVIDIA device node no program initialises CUDA: say that, and the way to a trace
+    // without a GPU, rather than "never initialised CUDA" of a program that tried.
+    const bool gpu_node = fs::exists("/dev/nvidiactl") || fs::exists("/dev/nvidia0") || fs::exists("/dev/dxg");
+    if (written.empty() && !gpu_node)
+        std::printf("mhc record: no trace written: this machine has no NVIDIA GPU (no /dev/nvidia0)\n"
+                    "mhc record: without a GPU, mhc-torch capture (docs/torch.md) or mhc generate writes a trace\n");
+    else if (written.empty())
         std::printf("mhc record: no trace written: %s ran but never initialised CUDA, or the recorder "
-                    "could not start (see messages above)\n",
+                    "could not start (its messages, if any, are above)\n",
                     cmd[0].c_str());
 
     int code;

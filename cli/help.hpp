@@ -7,15 +7,13 @@
 
 #include <string>
 
+#include "mhc/common/wrap.hpp"
+
 namespace mhc::cli {
 
 // Columns to wrap help at: the terminal's width when stdout is one (at least 40), else 80.
 int help_width();
 
-// `text` wrapped at `width` columns, every line after the first indented by `indent` spaces
-// (the first by `first_indent`). Explicit line breaks in `text` are kept; a word longer than a
-// line stays whole.
-std::string wrap(const std::string& text, int width, int indent = 0, int first_indent = 0);
 
 // CLI11's formatter, wrapping at help_width(). An option's default is what default_str() says
 // (set it to the text users write: "auto", "256MiB"); options without one show none.

@@ -518,8 +518,7 @@ def _flops_line(r, gpu_name: str) -> str:
 
 
 def _runs(a) -> int:
-    import pandas as pd
-
+    from .runs_text import runs_fields, runs_table
     from .store import TraceError, read_runs
 
     if a.trace == "":  # was "mhc-torch: : no such file"; said as mhc says an empty value
@@ -530,15 +529,13 @@ def _runs(a) -> int:
     except TraceError as e:
         _say(f"mhc-torch: {e}")
         return 2
-    # What the file says (a run's name, a config value) with its control characters shown as '?', as
-    # mhc info shows them: pandas printed an escape as it is, to the terminal.
-    for column in df.columns:
-        if df[column].dtype == object or pd.api.types.is_string_dtype(df[column]):
-            df[column] = df[column].map(lambda v: printable(v) if isinstance(v, str) else v)
-    # the columns wrap at the terminal's width (COLUMNS, else 200 when not a terminal)
-    width = shutil.get_terminal_size((200, 24)).columns
-    with pd.option_context("display.max_columns", None):
-        print(df.to_string(line_width=width) if len(df) else f"{printable(a.trace)}: no runs")
+    if not len(df):
+        print(f"{printable(a.trace)}: no runs")
+    elif a.all:
+        # the fields down the page, the runs across, wrapped at the terminal's width (COLUMNS, else 100)
+        print(runs_fields(df, shutil.get_terminal_size((100, 24)).columns))
+    else:
+        print(runs_table(df))
     return 0
 
 
@@ -704,8 +701,10 @@ def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
                         "record_shapes=True: each kernel takes the time measured there instead of the roofline")
     c.add_argument("--max-input-size", type=size, metavar="SIZE", default=256 << 20,
                    help="the most bytes of the --kernel-times profile read, decompressed (default 256MiB)")
-    r = sub.add_parser("runs", help="print a trace's simulated and replayed runs (pandas)")
+    r = sub.add_parser("runs", help="print a trace's simulated and replayed runs: peak, loss, stalls, swaps")
     r.add_argument("trace", help="a trace file (.db)")
+    r.add_argument("--all", action="store_true",
+                   help="every stored field of each run (config.* and metrics, as mhc_torch.read_runs reads them)")
     return p, c
 
 

@@ -158,7 +158,7 @@ def test_two_layer_model_two_steps_checks_and_simulates(tmp_path, mhc_exe):
         code = main(["capture", "tiny-llama", "--layers", "2", "--steps", "2", "--seq", "32", "--batch", "2", "-o", path])
     assert code == 0, err.getvalue()
     chk = subprocess.run([mhc_exe, "check", path], capture_output=True, text=True)
-    assert chk.returncode == 0 and chk.stdout.strip().endswith("ok"), chk.stdout + chk.stderr
+    assert chk.returncode == 0 and f"{path}: ok: " in chk.stdout, chk.stdout + chk.stderr
     # Step and layer markers from the module hierarchy: 2 steps x 2 layers x (forward, backward).
     markers = _rows(path, "SELECT s.text, kind, idx FROM markers m JOIN strings s ON s.id = m.name ORDER BY t_start, kind")
     assert sorted(x for x in markers if x[1] == store.MARKER_STEP) == [("step", 0, 0), ("step", 0, 1)]

@@ -216,16 +216,29 @@ def test_every_option_has_help_and_its_default():
 
 
 def test_runs_table_wraps_at_the_terminal_width(tmp_path, capsys, monkeypatch, mhc_exe):
-    """A simulated run has some 50 columns: printed on one line of 1,000 characters it could not be
-    read; the table wraps at the terminal's width."""
+    """A simulated run has some 50 fields: printed on one line of 1,000 characters (then pandas'
+    200-column blocks of internal names and raw floats) it could not be read. The table says a
+    run's peak, reduction, loss, stall and swaps as mhc sweep does, in 100 columns; --all gives
+    every field, a line each, wrapped at the terminal's width."""
     _file(tmp_path, "good.py", GOOD)
     assert _cli(capsys, "capture", "good.py", "-o", "t.db", cwd=tmp_path)[0] == 0
     subprocess.run([mhc_exe, "simulate", str(tmp_path / "t.db"), "--capacity", "100MB"], check=True,
                    capture_output=True)
-    monkeypatch.setenv("COLUMNS", "100")
+    out_sim = subprocess.run([mhc_exe, "-q", "info", str(tmp_path / "t.db")], check=True, capture_output=True,
+                             text=True).stdout
     code, out, err = _cli(capsys, "runs", str(tmp_path / "t.db"))
     assert code == 0, err
-    assert "simulated" in out and "throughput_loss" in out and max(map(len, out.splitlines())) <= 100
+    lines = out.splitlines()
+    assert lines[0].split() == ["id", "kind", "status", "peak", "reduction", "loss", "stall", "swap-in",
+                                "swap-out", "name"], out
+    assert max(map(len, lines)) <= 100 and "e+" not in out and "NaN" not in out, out
+    # the row's peak, reduction and loss read as mhc info's runs table has them
+    info_row = next(line for line in out_sim.splitlines() if line.lstrip().startswith("1 simulated"))
+    assert lines[1].split()[:7] == info_row.split()[:7], (lines[1], info_row)
+    monkeypatch.setenv("COLUMNS", "100")
+    code, out, err = _cli(capsys, "runs", "--all", str(tmp_path / "t.db"))
+    assert code == 0, err
+    assert "throughput_loss" in out and "config.capacity_bytes" in out and max(map(len, out.splitlines())) <= 100
 
 
 def test_runs_shows_control_characters_as_mhc_does(tmp_path, capsys, mhc_exe):

@@ -211,16 +211,9 @@ void Validation::tell_measured(const Row* baseline, const Row& row) const {
     const std::string head = "configuration " + std::to_string(config_no_) + "/" +
                              std::to_string(1 + spec_.capacities.size());
     spec_.progress_line("mhc: " + head + " measured (its rows of the report's table):");
-    // As wide as the report's table will be, the header once.
-    std::vector<std::string> names;
-    for (size_t i = 0; i <= spec_.capacities.size(); ++i) {
-        sim::Config config = base_;
-        config.capacity = i == 0 ? sim::Capacity{} : spec_.capacities[i - 1];
-        names.push_back(sim::run_name(config));
-    }
-    const int width = table_width(names);
-    std::string lines = row_text(row, width);
-    if (!baseline) lines = table_header(width) + lines;
+    // As the report's table will say it, the header once.
+    std::string lines = row_text(row);
+    if (!baseline) lines = table_header() + lines;
     for (size_t at = 0; at < lines.size();) {
         const size_t end = lines.find('\n', at);
         spec_.progress_line(lines.substr(at, end - at));

@@ -614,46 +614,59 @@ namespace {
 bool finished(const CoupledResult& c, size_t r) { return !c.ranks[r].oom.happened && !c.stopped[r]; }
 }  // namespace
 
+// Within 100 columns for short trace names: the columns and notes of `mhc sweep` (peaks, loss
+// "OOM", the estimate note), a rank that stopped waiting says STOPPED where its loss would be.
 std::string to_text(const CoupledResult& c) {
     std::string s;
     const Result& first = c.ranks.front();
     s += "coupled run    " + run_name(first.config) + " on " + std::to_string(c.ranks.size()) + " ranks, " +
          std::to_string(c.cross_events) + " cross-rank kernels\n";
-    s += fmt("%-6s %-10s %-10s %-10s %8s %10s %7s %10s %7s  %s\n", "rank", "capacity", "baseline", "peak", "loss",
-             "stalls", "count", "waits", "count", "trace");
+    s += fmt("%-4s %10s %10s %10s %8s %10s %6s %10s %5s  %s\n", "rank", "capacity", "baseline", "peak", "loss",
+             "stall time", "stalls", "wait time", "waits", "trace");
+    std::string stopped;
     for (size_t r = 0; r < c.ranks.size(); ++r) {
         const Result& x = c.ranks[r];
-        const std::string loss = finished(c, r) ? fmt("%7.2f%%", x.throughput_loss * 100) : "-";
-        const std::string note = x.oom.happened ? "  OUT OF MEMORY"
-                                 : !c.stopped[r]  ? ""
-                                 : c.oom >= 0     ? fmt("  STOPPED (rank %d ran out of memory)", c.global_rank[size_t(c.oom)])
-                                                  : "  STOPPED (a rank it waits for failed)";
-        s += fmt("%-6d %-10s %-10s %-10s %8s %10s %7lld %10s %7lld  %s%s\n", c.global_rank[r],
+        const std::string loss = x.oom.happened ? "OOM"
+                                 : c.stopped[r] ? "STOPPED"
+                                                : fmt("%.2f%%", x.throughput_loss * 100);
+        if (c.stopped[r]) stopped += (stopped.empty() ? "" : ", ") + std::to_string(c.global_rank[r]);
+        s += fmt("%-4d %10s %10s %10s %8s %10s %6lld %10s %5lld  %s\n", c.global_rank[r],
                  x.capacity >= kUnlimited ? "unlimited" : format_bytes(x.capacity).c_str(),
                  format_bytes(x.baseline_peak).c_str(), format_bytes(x.simulated_peak).c_str(), loss.c_str(),
-                 format_ns(x.stall_time).c_str(), (long long)x.stall_count, format_ns(x.coupled_wait_time).c_str(),
-                 (long long)x.coupled_wait_count, c.paths[r].c_str(), note.c_str());
+                 format_ns(x.stall_time).c_str(), static_cast<long long>(x.stall_count), format_ns(x.coupled_wait_time).c_str(),
+                 static_cast<long long>(x.coupled_wait_count), c.paths[r].c_str());
     }
     int64_t stalls = 0, waits = 0;
     for (const Result& x : c.ranks) { stalls += x.stall_time; waits += x.coupled_wait_time; }
+    s += fmt("job            peak %s (baseline %s: the largest rank's)\n", format_bytes(c.job_peak).c_str(),
+             format_bytes(c.job_baseline_peak).c_str());
     if (c.oom >= 0)
-        s += fmt("job            peak %s (baseline %s), stopped at an out-of-memory after %s (no loss: it did not "
-                 "finish), stalls %s, waits %s\n",
-                 format_bytes(c.job_peak).c_str(), format_bytes(c.job_baseline_peak).c_str(),
-                 format_ns(c.job_simulated_makespan).c_str(), format_ns(stalls).c_str(), format_ns(waits).c_str());
+        s += fmt("               stopped by an OOM after %s of simulated time (no loss: it did not finish)\n",
+                 format_ns(c.job_simulated_makespan).c_str());
     else
-        s += fmt("job            peak %s (baseline %s), makespan %s -> %s, loss %.2f%%, stalls %s, waits %s\n",
-                 format_bytes(c.job_peak).c_str(), format_bytes(c.job_baseline_peak).c_str(),
-                 format_ns(c.job_baseline_makespan).c_str(), format_ns(c.job_simulated_makespan).c_str(), c.job_loss * 100,
-                 format_ns(stalls).c_str(), format_ns(waits).c_str());
+        s += fmt("               makespan recorded %s -> simulated %s (throughput loss %.2f%%)\n",
+                 format_ns(c.job_baseline_makespan).c_str(), format_ns(c.job_simulated_makespan).c_str(),
+                 c.job_loss * 100);
+    s += fmt("               stall time %s, wait time %s (all ranks)\n", format_ns(stalls).c_str(),
+             format_ns(waits).c_str());
     if (c.limiting >= 0)
-        s += fmt("limiting rank  %d (%s of its own stalls; rank %d finishes last)\n", c.global_rank[size_t(c.limiting)],
-                 format_ns(c.ranks[size_t(c.limiting)].stall_time).c_str(), c.global_rank[size_t(c.last)]);
+        s += fmt("limiting rank  %d (%s of its own stalls; rank %d finishes last)\n",
+                 c.global_rank[static_cast<size_t>(c.limiting)],
+                 format_ns(c.ranks[static_cast<size_t>(c.limiting)].stall_time).c_str(),
+                 c.global_rank[static_cast<size_t>(c.last)]);
     else
         s += "limiting rank  none (no rank stalls)\n";
     if (c.oom >= 0)
-        s += fmt("out of memory  rank %d: %s: %s\n", c.global_rank[size_t(c.oom)], c.ranks[size_t(c.oom)].oom.where.c_str(),
-                 c.ranks[size_t(c.oom)].oom.why.c_str());
+        s += fmt("out of memory  rank %d: %s: %s\n", c.global_rank[static_cast<size_t>(c.oom)],
+                 c.ranks[static_cast<size_t>(c.oom)].oom.where.c_str(), c.ranks[static_cast<size_t>(c.oom)].oom.why.c_str());
+    if (!stopped.empty())
+        s += "stopped        rank" + std::string(stopped.find(',') == std::string::npos ? " " : "s ") + stopped +
+             (c.oom >= 0 ? fmt(": waited for rank %d, out of memory", c.global_rank[static_cast<size_t>(c.oom)])
+                         : std::string(": waited for a rank that failed")) + "\n";
+    s += std::string("peaks: ") + peak_meaning(parse_allocator(first.config.allocator)) + "\n";
+    s += "baseline: a rank's peak without a limit; stall: waiting for its own swaps or recomputations\n";
+    s += "wait: waiting at a cross-rank kernel for a later rank (the stalls of others, passed on)\n";
+    if (!first.order_only) s += std::string("loss, times: ") + kEstimateNote + "\n";
     return s;
 }
 

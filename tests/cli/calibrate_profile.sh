@@ -37,13 +37,18 @@ json.dump(j, open("long.json", "w"))
 PY
 "$mhc" validate t.db --capacity 80% --link long.json --no-store >val.txt 2>&1 || fail "validate rejected the profile: $(cat val.txt)"
 python3 - val.txt <<'PY' || fail "validate's table lost its alignment: $(cat val.txt)"
-import sys
+import re, sys
 lines = open(sys.argv[1]).read().split("\n")
-head = next(l for l in lines if l.startswith("configuration"))
-rows = [l for l in lines if "long descriptive name" in l and "|" in l]
+at = lines.index("configuration")
+head = lines[at + 1]
+# each configuration's name (with the link's) on its line, its figures under the header's columns
+rows = [lines[k + 1] for k in range(at, len(lines) - 1) if "long descriptive name" in lines[k]
+        and lines[k].startswith("lru")]
 assert rows, "no table rows name the link"
+ends = [m.end() for m in re.finditer(r"\S+(?: \S+)?(?=\s{2,}|$)", head)]
 for r in rows:
-    assert r.index("|") == head.index("|"), (head, r)
+    for e in ends[:6]:
+        assert r[e - 1] != " " and (e == len(r) or r[e] == " "), (head, r, e)
 PY
 # An existing profile is never replaced silently: refused (exit 2, before measuring, file
 # unchanged) unless --force.

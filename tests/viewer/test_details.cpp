@@ -67,17 +67,17 @@ TEST_CASE("kernel details: recorded and run times, operands, what the policy did
         return std::string();
     };
     CHECK(field(pane, "family") == "attention");
-    CHECK(field(pane, "recorded") == "start 500.000 us, end 700.000 us (200 us)");
-    CHECK(field(pane, "run #1 lru@1GiB") == "start 550.000 us (+50.0 us), end 750.000 us");
-    CHECK(field(pane, "stalled") == "50.0 us waiting for its operands");
+    CHECK(field(pane, "recorded") == "start 500.000 us, end 700.000 us (200.00 us)");
+    CHECK(field(pane, "run #1 lru@1GiB") == "start 550.000 us (+50.00 us), end 750.000 us");
+    CHECK(field(pane, "stalled") == "50.00 us waiting for its operands");
     REQUIRE(pane.rows.size() == 2);
     REQUIRE(pane.columns.size() == 7);
     CHECK(pane.rows[0][0] == "#1");
     CHECK(pane.rows[0][2] == "400.00 MiB");
     CHECK(pane.rows[0][3] == "param");
-    CHECK(pane.rows[0][5] == "swapped out 40.0 us of 400.00 MiB, 110 us before; swapped in 50.0 us of 400.00 MiB, up to the start");
+    CHECK(pane.rows[0][5] == "swapped out 40.00 us of 400.00 MiB, 110.00 us before; swapped in 50.00 us of 400.00 MiB, up to the start");
     CHECK(pane.rows[0][6] == "-");
-    CHECK(kernel_pane(a, &run).rows[0][6] == "swapped out 40.0 us of 400.00 MiB, 100 us after; swapped in 50.0 us of 400.00 MiB, 200 us after");
+    CHECK(kernel_pane(a, &run).rows[0][6] == "swapped out 40.00 us of 400.00 MiB, 100.00 us after; swapped in 50.00 us of 400.00 MiB, 200.00 us after");
 
     // Without a run: recorded times only, no policy columns.
     KernelDetails plain = kernel_details(t, nullptr, 2);
@@ -110,7 +110,7 @@ TEST_CASE("allocation details: lifetime, accesses on both clocks, the run's even
     DetailsPane pane = allocation_pane(w, &run);
     bool run_line = false, life = false;
     for (const auto& [k, v] : pane.fields) {
-        if (k == "run #1 lru@1GiB") run_line = v == "swap_out x1, swap_in x1; first at 400.000 us";
+        if (k == "run #1 lru@1GiB") run_line = v == "swap-out x1, swap-in x1; first at 400.000 us";
         if (k == "lifetime") life = v == "allocated 0 ns, alive at the end of the trace (1.00 ms)";
         if (k == "accesses") CHECK(v == "2: 2 reading, 0 writing");
     }

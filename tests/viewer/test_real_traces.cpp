@@ -81,13 +81,13 @@ TEST_CASE("an order-only snapshot: times are event numbers in every text, no ker
     CHECK(format_metric("simulated_makespan_ns", 1.47e8, true) == kNotATime);
     CHECK(format_metric("throughput_loss", 0.0, true) == kNotATime);
     CHECK(format_metric("simulated_peak_bytes", 8.0 * (1 << 30), true) == "8.00 GiB");
-    CHECK(format_metric("simulated_makespan_ns", 1.47e8) == "147 ms");
+    CHECK(format_metric("simulated_makespan_ns", 1.47e8) == "147.00 ms");
     RunRow row;
     row.makespan = 1.47e8;
     row.loss = 0;
     CHECK(run_cell(row, RunColumn::Makespan, true) == kNotATime);
     CHECK(run_cell(row, RunColumn::Loss, true) == kNotATime);
-    CHECK(run_cell(row, RunColumn::Makespan) == "147 ms");
+    CHECK(run_cell(row, RunColumn::Makespan) == "147.00 ms");
 }
 
 TEST_CASE("a trace of no kernels and no allocations (MTIA inference): sentences, not empty tables") {

@@ -77,17 +77,23 @@ TEST_CASE("metrics read with human names in the unit of their key") {
     CHECK(metric_label("baseline_peak_bytes") == "peak memory, no limit (same allocator model)");
     CHECK(format_metric("simulated_makespan_ns", 29.927e9).find(" s") != std::string::npos);
     CHECK(format_metric("simulated_makespan_ns", 29.927e9).find("29.9") == 0);
-    CHECK(format_metric("stall_ns", 212e6) == "212 ms");
+    CHECK(format_metric("stall_ns", 212e6) == "212.00 ms");
     // Whole numbers of keys without a known unit read whole, not in exponent form.
     CHECK(format_metric("kernels_reached", 13560) == "13560");
     CHECK(format_metric("last_kernel_reached", 2.5e7) == "25000000");
     CHECK(format_metric("forecast_horizon_steps", 1.5) == "1.5");
-    CHECK(format_metric("throughput_loss", 0.0412) == "4.12 %");
+    CHECK(format_metric("throughput_loss", 0.0412) == "4.12%");
+    CHECK(format_metric("peak_reduction", 0.3006) == "30.1%");   // one decimal, as mhc simulate
     CHECK(format_metric("capacity_bytes", -1) == "unlimited");
     CHECK(format_metric("simulated_peak_bytes", 77.05 * 1024 * 1024 * 1024) == "77.05 GiB");
     CHECK(format_metric("drops", 2016) == "2016");
     CHECK(format_metric("oom", 0) == "no");
-    CHECK(format_metric("sim_seconds", 1.5) == "1.50 s");
+    CHECK(format_metric("sim_seconds", 1.5) == "1.500 s");
+    // An OOM run's stored peak and makespan are where it stopped: the compare table shows "-".
+    CHECK(mhc::viewer::finished_run_figure("simulated_peak_bytes"));
+    CHECK(mhc::viewer::finished_run_figure("throughput_loss"));
+    CHECK_FALSE(mhc::viewer::finished_run_figure("capacity_bytes"));
+    CHECK_FALSE(mhc::viewer::finished_run_figure("baseline_peak_bytes"));
     // No label keeps a unit suffix; unknown keys are readable too.
     for (const char* k : {"simulated_makespan_ns", "baseline_peak_bytes", "stall_ns", "sim_seconds", "some_new_ns",
                           "other_bytes"}) {

@@ -48,11 +48,14 @@ TEST_CASE("run picker: cells from the run's config and metrics, words filter, an
     CHECK(run_cell(rows[1], RunColumn::Prefetch) == "forecast");
     CHECK(run_cell(rows[1], RunColumn::Capacity) == "70.00 GiB");
     CHECK(run_cell(rows[1], RunColumn::Peak) == "69.50 GiB");
-    CHECK(run_cell(rows[1], RunColumn::Reduction) == "30.00 %");
-    CHECK(run_cell(rows[1], RunColumn::Loss) == "6.00 %");
-    CHECK(run_cell(rows[1], RunColumn::Makespan) == "5.66 s");
+    CHECK(run_cell(rows[1], RunColumn::Reduction) == "30.0%");   // as mhc simulate and info say it
+    CHECK(run_cell(rows[1], RunColumn::Loss) == "6.00%");
+    CHECK(run_cell(rows[1], RunColumn::Makespan) == "5.659 s");
     CHECK(run_cell(rows[4], RunColumn::Loss) == "-");
     CHECK(run_cell(rows[4], RunColumn::Status) == "oom");
+    // an OOM run did not finish: its stored peak and makespan are no figures of a run (mhc info: "-")
+    CHECK(run_cell(rows[4], RunColumn::Peak) == "-");
+    CHECK(run_cell(rows[4], RunColumn::Makespan) == "-");
     CHECK(run_cell(rows[5], RunColumn::Policy) == "-");
     CHECK(run_cell(rows[5], RunColumn::Capacity) == "-");
 

@@ -28,8 +28,8 @@ TEST_CASE("compare screenshot: both runs' curves overlaid") {
     for (const auto& area : cmp["metrics"]) rows[area["key"].get<std::string>()] = area;
     REQUIRE(rows.count("stall_ns"));
     CHECK(rows["stall_ns"]["label"] == "stall time");
-    CHECK(rows["stall_ns"]["values"][0] == "50.0 us");
-    CHECK(rows["stall_ns"]["values"][1] == "10.0 us");
+    CHECK(rows["stall_ns"]["values"][0] == "50.00 us");
+    CHECK(rows["stall_ns"]["values"][1] == "10.00 us");
     for (const auto& [key, area] : rows) CHECK(area["label"].get<std::string>().find('_') == std::string::npos);
     // The timelines take the height they need (the recording's block and two runs'), the table the
     // rest: an empty band of 100 px and more lay between them at 1400x700 (2026-12-05).
@@ -104,7 +104,7 @@ TEST_CASE("compare at scale: 70 runs in a table, timelines scroll, the axis reac
     }
     // Row #3: the sweep's first run: lru, none, pcie4, its figures.
     CHECK(picker["rows"][2]["cells"] == nlohmann::json({"3", "lru", "none", "pcie4", "900.00 MiB", "890.00 MiB",
-                                                        "30.00 %", "0.00 %", "1.00 ms", "complete"}));
+                                                        "30.0%", "0.00%", "1.00 ms", "complete"}));
     // The picker takes a part of the window, the plots the rest; nothing runs off the window.
     double pick_h = picker["rect"]["y1"].get<double>() - picker["rect"]["y0"].get<double>();
     CHECK(pick_h < 0.35 * shot.img.h);

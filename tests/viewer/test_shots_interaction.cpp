@@ -23,15 +23,15 @@ TEST_CASE("a click on a kernel selects it: outlined, its details pane with both 
     const auto& details_json = tl["details"];
     CHECK(details_json["title"] == fixture::kBeta);
     CHECK(field_of(details_json, "family") == "attention");
-    CHECK(field_of(details_json, "recorded") == "start 500.000 us, end 700.000 us (200 us)");
-    CHECK(field_of(details_json, "run #1 lru@1GiB") == "start 550.000 us (+50.0 us), end 750.000 us");
-    CHECK(field_of(details_json, "stalled") == "50.0 us waiting for its operands");
+    CHECK(field_of(details_json, "recorded") == "start 500.000 us, end 700.000 us (200.00 us)");
+    CHECK(field_of(details_json, "run #1 lru@1GiB") == "start 550.000 us (+50.00 us), end 750.000 us");
+    CHECK(field_of(details_json, "stalled") == "50.00 us waiting for its operands");
     REQUIRE(details_json["rows"].size() == 2);
     CHECK(details_json["rows"][0][1] == "weights");
     CHECK(details_json["rows"][0][2] == "400.00 MiB");
     CHECK(details_json["rows"][0][3] == "param");
     CHECK(details_json["rows"][0][5] ==
-          "swapped out 40.0 us of 400.00 MiB, 110 us before; swapped in 50.0 us of 400.00 MiB, up to the start");
+          "swapped out 40.00 us of 400.00 MiB, 110.00 us before; swapped in 50.00 us of 400.00 MiB, up to the start");
     CHECK(details_json["rows"][1][1] == "act_big");
     CHECK(details_json["rows"][1][4] == "write");
     // The pane sits under the plots, above the status bar, inside the window.
@@ -87,7 +87,7 @@ TEST_CASE("a click on a folded box zooms to it, a click on a band shows the allo
     CHECK(field_of(pane, "lifetime") == "allocated 0 ns, alive at the end of the trace (1.00 ms)");
     CHECK(field_of(pane, "label (source frame)") == "weights");
     CHECK(field_of(pane, "accesses") == "2: 2 reading, 0 writing");
-    CHECK(field_of(pane, "run #1 lru@1GiB") == "swap_out x1, swap_in x1; first at 400.000 us");
+    CHECK(field_of(pane, "run #1 lru@1GiB") == "swap-out x1, swap-in x1; first at 400.000 us");
     REQUIRE(pane["rows"].size() == 2);
     CHECK(pane["rows"][1][1] == fixture::kBeta);
     CHECK(pane["rows"][1][3] == "500.000 us");

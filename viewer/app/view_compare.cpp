@@ -279,8 +279,10 @@ nlohmann::json metrics_table(const std::vector<const ViewRun*>& runs, bool order
         for (size_t k = 0; k < runs.size(); ++k) {
             ImGui::TableSetColumnIndex(static_cast<int>(k) + 1);
             auto it = runs[k]->metrics.find(key);
-            std::string value = it != runs[k]->metrics.end() ? format_metric(key, it->second, order_only) : "-";
-            if (it != runs[k]->metrics.end()) ImGui::TextUnformatted(value.c_str());
+            const bool shown = it != runs[k]->metrics.end() &&
+                               !(runs[k]->info.status == trace::RunStatus::Oom && finished_run_figure(key));
+            std::string value = shown ? format_metric(key, it->second, order_only) : "-";
+            if (shown) ImGui::TextUnformatted(value.c_str());
             else ImGui::TextDisabled("-");
             row["values"].push_back(value);
         }

@@ -85,12 +85,16 @@ void draw_fields(LauncherUi& ui, bool busy) {
     ImGui::Spacing();
     ImGui::TextUnformatted("GPU capacity");
     ImGui::SameLine();
-    if (ImGui::RadioButton("% of the unlimited peak", f.capacity_is_percent)) f.capacity_is_percent = true;
+    // mhc simulate's words ("70% of the baseline peak") and range: above 100% limits nothing and
+    // was refused after the click (the slider went to 150%).
+    if (ImGui::RadioButton("% of the baseline peak", f.capacity_is_percent)) f.capacity_is_percent = true;
+    if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("the peak of the run without a limit, under the allocator model chosen below");
     ImGui::SameLine();
     if (ImGui::RadioButton("bytes", !f.capacity_is_percent)) f.capacity_is_percent = false;
     ImGui::SetNextItemWidth(220);
     if (f.capacity_is_percent)
-        ImGui::SliderFloat("capacity##pct", &ui.percent, 5.f, 150.f, "%.0f %%");
+        ImGui::SliderFloat("capacity##pct", &ui.percent, 5.f, 100.f, "%.0f %%");
     else
         ImGui::InputTextWithHint("capacity##bytes", "40GiB, 1500MB, unlimited", ui.capacity_text,
                                  sizeof ui.capacity_text);

@@ -80,10 +80,10 @@ void kernels_tab(App& app, StatisticsUi& ui, bool changed, nlohmann::json& out) 
     ImGui::TableSetupScrollFreeze(0, 1);
     ImGui::TableSetupColumn("name", ImGuiTableColumnFlags_WidthStretch);
     number_column("count", "88888888");
-    number_column(ops ? "share" : "total", ops ? "88.8%" : "888.8 ms (88.8%)",
+    number_column(ops ? "share" : "total", ops ? "88.8%" : "888.88 ms (88.8%)",
                   ImGuiTableColumnFlags_DefaultSort | ImGuiTableColumnFlags_PreferSortDescending);
-    number_column("mean", "888.8 ms", ops ? ImGuiTableColumnFlags_Disabled : 0);
-    number_column("max", "888.8 ms", ops ? ImGuiTableColumnFlags_Disabled : 0);
+    number_column("mean", "888.88 ms", ops ? ImGuiTableColumnFlags_Disabled : 0);
+    number_column("max", "888.88 ms", ops ? ImGuiTableColumnFlags_Disabled : 0);
     ImGui::TableHeadersRow();
     nlohmann::json headers = nlohmann::json::array();
     for (int c = 0; c < 5; ++c)
@@ -142,7 +142,7 @@ void allocations_tab(App& app, StatisticsUi& ui, bool changed) {
     ImGui::TableSetupColumn("label", ImGuiTableColumnFlags_WidthStretch);
     number_column("bytes", "888.88 MiB", ImGuiTableColumnFlags_DefaultSort | ImGuiTableColumnFlags_PreferSortDescending);
     number_column("category", "activation");
-    number_column("lifetime", "888.8 ms");
+    number_column("lifetime", "888.88 ms");
     number_column("allocated at", "88.888 s");
     ImGui::TableHeadersRow();
     if (sort_spec(ui.alloc_col, ui.alloc_asc) || changed || ui.alloc_rows.empty())

@@ -10,6 +10,7 @@
 #include "mhc/viewer/colors.hpp"
 #include "mhc/viewer/controls.hpp"
 #include "mhc/viewer/families.hpp"
+#include "mhc/viewer/metrics.hpp"
 
 namespace mhc::viewer {
 
@@ -176,7 +177,7 @@ std::string item_name(App& app, const Lane& l, size_t i) {
         case LaneKind::Kernels: return app.trace->str(l.key[i]);
         case LaneKind::Copies: return std::string(trace::to_string(static_cast<trace::CopyKind>(l.key[i])));
         case LaneKind::Markers: return app.trace->str(l.key[i]);
-        case LaneKind::Events: return std::string(trace::to_string(static_cast<trace::EventKind>(l.key[i])));
+        case LaneKind::Events: return event_label(static_cast<trace::EventKind>(l.key[i]));
         case LaneKind::Highlight:
             return std::string(trace::to_string(static_cast<trace::AccessMode>(l.key[i]))) + " by kernel #" +
                    std::to_string(l.ref[i]);

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "mhc/common/units.hpp"
+
 namespace mhc::viewer {
 
 std::vector<double> byte_ticks(double y_max, float height_px, float min_gap_px) {
@@ -162,16 +164,9 @@ std::string format_time(int64_t t, int64_t resolution_ns) {
     return buf;
 }
 
-std::string format_duration(int64_t ns) {
-    const Unit* u = &kUnits[3];
-    for (const Unit& c : kUnits)
-        if (std::llabs(ns) >= c.ns) { u = &c; break; }
-    char buf[64];
-    double v = static_cast<double>(ns) / static_cast<double>(u->ns);
-    if (u->ns == 1) std::snprintf(buf, sizeof buf, "%lld ns", static_cast<long long>(ns));
-    else std::snprintf(buf, sizeof buf, "%.*f %s", std::fabs(v) < 10 ? 2 : (std::fabs(v) < 100 ? 1 : 0), v, u->name);
-    return buf;
-}
+// mhc's one duration format (common/src/units.cpp): the header's "40.1 ms" read beside mhc info's
+// "duration 40.11 ms" as another figure.
+std::string format_duration(int64_t ns) { return format_ns(ns); }
 
 std::string TimeText::at(int64_t time, int64_t resolution_ns) const {
     return events ? std::string(noun) + " #" + std::to_string(time) : format_time(time, resolution_ns);

@@ -10,6 +10,7 @@
 #include "mhc/common/units.hpp"
 #include "mhc/trace/store.hpp"
 #include "mhc/viewer/axis.hpp"
+#include "mhc/viewer/metrics.hpp"
 
 namespace mhc::viewer {
 
@@ -256,7 +257,7 @@ DetailsPane allocation_pane(const AllocationDetails& d, const ViewRun* run) {
         std::string v;
         for (int k = 0; k < trace::kEventKindCount; ++k)
             if (count[static_cast<size_t>(k)] > 0)
-                v += (v.empty() ? "" : ", ") + std::string(trace::to_string(static_cast<trace::EventKind>(k))) + " x" +
+                v += (v.empty() ? "" : ", ") + event_label(static_cast<trace::EventKind>(k)) + " x" +
                      std::to_string(count[static_cast<size_t>(k)]);
         if (!d.events.empty()) v += "; first at " + run->times.at(d.events.front().t_start);
         p.fields.push_back({"run " + run->label(), v.empty() ? "left resident: no event on it" : v});

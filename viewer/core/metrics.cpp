@@ -75,6 +75,20 @@ Unit unit_of(const std::string& key) {
 
 }  // namespace
 
+bool finished_run_figure(const std::string& key) {
+    return key == "simulated_peak_bytes" || key == "simulated_makespan_ns" || key == "peak_reduction" ||
+           key == "throughput_loss";
+}
+
+std::string event_label(trace::EventKind kind) {
+    switch (kind) {
+        case trace::EventKind::SwapOut: return "swap-out";
+        case trace::EventKind::SwapIn: return "swap-in";
+        case trace::EventKind::EvictClean: return "clean eviction";
+        default: return std::string(trace::to_string(kind));
+    }
+}
+
 std::string metric_label(const std::string& key) {
     if (auto it = known().find(key); it != known().end()) return it->second.label;
     std::string s = key;
@@ -94,9 +108,14 @@ std::string format_metric(const std::string& key, double value, bool order_only)
         case Unit::Bytes:
             if (value < 0) return "unlimited";
             return format_bytes(static_cast<int64_t>(value));
-        case Unit::Nanoseconds: return format_duration(static_cast<int64_t>(std::llround(value)));
-        case Unit::Seconds: return format_duration(static_cast<int64_t>(std::llround(value * 1e9)));
-        case Unit::Ratio: std::snprintf(buf, sizeof buf, "%.2f %%", value * 100); return buf;
+        // As mhc prints them (docs/cli.md "What the commands print"): a figure read in the viewer
+        // and in `mhc simulate` is the same text (it read "295 ms" and "30.06 %" beside 294.61 ms
+        // and 30.1%): times by mhc::format_ns, a peak reduction with one decimal, other shares two.
+        case Unit::Nanoseconds: return format_ns(static_cast<int64_t>(std::llround(value)));
+        case Unit::Seconds: return format_ns(static_cast<int64_t>(std::llround(value * 1e9)));
+        case Unit::Ratio:
+            std::snprintf(buf, sizeof buf, key == "peak_reduction" ? "%.1f%%" : "%.2f%%", value * 100);
+            return buf;
         case Unit::Count:
             std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(std::llround(value)));
             return buf;

@@ -6,6 +6,7 @@
 #include "mhc/common/units.hpp"
 #include "mhc/viewer/axis.hpp"
 #include "mhc/viewer/data.hpp"
+#include "mhc/viewer/metrics.hpp"
 
 namespace mhc::viewer {
 
@@ -170,7 +171,7 @@ ViewRun load_view_run(const ViewTrace& t, int64_t run_id) {
         if (l.empty()) continue;
         l.kind = LaneKind::Events;
         l.stream = k;
-        l.title = std::string(trace::to_string(static_cast<trace::EventKind>(k)));
+        l.title = event_label(static_cast<trace::EventKind>(k));
         l.finish();
         r.event_lanes.push_back(std::move(l));
     }

@@ -92,14 +92,16 @@ std::string run_cell(const RunRow& row, RunColumn column, bool order_only) {
     switch (column) {
         case RunColumn::Id: return std::to_string(row.id);
         case RunColumn::Capacity: return row.capacity < 0 ? "-" : format_bytes(row.capacity);
-        case RunColumn::Peak: return row.peak < 0 ? "-" : format_bytes(static_cast<int64_t>(row.peak));
+        // An OOM run did not finish: no peak or makespan to show (its 0 B read as a figure), as mhc info.
+        case RunColumn::Peak:
+            return row.peak < 0 || row.status == "oom" ? "-" : format_metric("simulated_peak_bytes", row.peak);
         case RunColumn::Reduction:
             return std::isnan(row.reduction) ? "-" : format_metric("peak_reduction", row.reduction);
         case RunColumn::Loss:
             return std::isnan(row.loss) ? "-" : format_metric("throughput_loss", row.loss, order_only);
         case RunColumn::Makespan:
-            if (row.makespan < 0) return "-";
-            return order_only ? kNotATime : format_duration(static_cast<int64_t>(row.makespan));
+            if (row.makespan < 0 || row.status == "oom") return "-";
+            return order_only ? kNotATime : format_metric("simulated_makespan_ns", row.makespan);
         default: {
             const std::string& cell = text(row, column);
             return cell.empty() ? "-" : cell;

@@ -30,7 +30,7 @@ struct ValidateSpec {
     // Called as the validation goes, one line at a time (no newline): when each replay ends
     // ("mhc: configuration 2/5: replay 1/3 of NAME: makespan ..."), and once a configuration is
     // measured, its lines of the report's table as to_text will print them (the header before
-    // the baseline's; row_text at table_width) and its verdict on the load so far. A
+    // the baseline's) and its verdict on the load so far. A
     // validation cut short (a timeout, a signal) has said what it measured; the report at the
     // end is unchanged.
     std::function<void(const std::string&)> progress_line;
@@ -219,12 +219,12 @@ struct Report {
 Report validate(const std::string& trace_path, const ValidateSpec& spec,
                 const std::function<void(const std::string&)>& note = {});
 std::string to_text(const Report& r);
-// The table's configuration column: wide enough for every name (at least 34), and its header line.
-int table_width(const std::vector<std::string>& names);
-std::string table_header(int width);
-// One configuration's lines of to_text's table (its row, an OOM line when one ran out of memory,
-// the detail line), the name padded to `width`; each line ends with a newline.
-std::string row_text(const Row& row, int width);
+// The table's header lines (within 100 columns, as every line of the table).
+std::string table_header();
+// One configuration's lines of to_text's table (its name, its row of figures, then labelled detail
+// lines: a failure, an OOM, swaps, makespan, stalls, the replay's own figures, the transfers' rates);
+// each line ends with a newline.
+std::string row_text(const Row& row);
 // The report as one JSON object (mhc validate --json): per configuration the predicted and
 // measured peak, loss, error in points, traffic, checksums, repeats and their spread, the
 // verdict; the link used and how it was obtained; the load.

@@ -56,7 +56,7 @@ std::vector<std::string> byte_tick_labels(const std::vector<double>& ticks);
 std::vector<std::string> byte_tick_labels_fitted(const std::vector<double>& ticks);
 // "1.2345 s" with as many decimals as `resolution_ns` needs, in the unit that suits `t`.
 std::string format_time(int64_t t, int64_t resolution_ns);
-// A duration in readable units: "850 ns", "12.3 us", "4.56 ms", "1.23 s".
+// A duration as mhc prints one (mhc::format_ns): "850 ns", "12.30 us", "4.56 ms", "1.230 s".
 std::string format_duration(int64_t ns);
 
 // Times in words as the trace has them: recorded times, or event numbers when its timing is order

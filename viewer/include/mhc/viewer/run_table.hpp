@@ -29,7 +29,8 @@ struct RunRow {
 };
 
 std::vector<RunRow> run_rows(const std::vector<trace::RunInfo>& runs);
-// The cell as the table shows it: "cost_aware", "70.0 GiB", "21.9 %", "5.66 s", "-" when absent.
+// The cell as the table shows it, in mhc's formats: "cost_aware", "70.00 GiB", "21.9%", "5.660 s",
+// "-" when absent (an OOM run's peak and makespan too).
 // `order_only`: the trace's times are event numbers: loss and makespan read "not a time (order only)".
 std::string run_cell(const RunRow& row, RunColumn column, bool order_only = false);
 // Rows whose text holds every word of `filter` (case-insensitive, in any of the name, kind,
