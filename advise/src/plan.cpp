@@ -308,6 +308,25 @@ void place_allocations(Base& b, const sim::EventStreams& ev) {
     }
 }
 
+// Base::saved_dropped: a node holds what it saved until the backward releases it, so a saved
+// storage freed before its pass's backward began had lost every node that saved it.
+void mark_dropped_saves(Base& b) {
+    const size_t rows = b.info.saved_begin.size() == b.plan.allocs.size() + 1 ? b.plan.allocs.size() : 0;
+    std::vector<uint8_t> dead(b.korder.size(), 0);
+    for (size_t a = 0; a < rows; ++a) {
+        const Alloc& alloc = b.plan.allocs[a];
+        if (alloc.freed.op == kNoFree || alloc.category == trace::Category::Param) continue;
+        b.for_savers(static_cast<int32_t>(a), [&](int32_t seq) {
+            if (seq < 0) return;
+            const int32_t bwd = b.pass_bwd_first[static_cast<size_t>(b.pass[static_cast<size_t>(seq)])];
+            if (bwd >= 0 && b.plan.key(alloc.freed) < b.plan.key(Point{bwd, false})) dead[static_cast<size_t>(seq)] = 1;
+        });
+    }
+    b.saved_dropped.assign(b.saved_seq.size(), 0);
+    for (size_t j = 0; j < b.saved_seq.size(); ++j)
+        b.saved_dropped[j] = b.saved_seq[j] >= 0 && dead[static_cast<size_t>(b.saved_seq[j])];
+}
+
 }  // namespace
 
 Base make_base(const trace::TraceData& t) { return make_base(t, load_capture_info(t)); }
@@ -379,6 +398,7 @@ Base make_base(const trace::TraceData& t, CaptureInfo info) {
     p.ops[n].anchor = static_cast<int32_t>(n);
     p.ops[n + 1].anchor = static_cast<int32_t>(n + 1);
     place_allocations(b, ev);
+    mark_dropped_saves(b);
     apply_comm_model(b, comm_model(t, b.info, ""));
     return b;
 }

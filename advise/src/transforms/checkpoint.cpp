@@ -279,10 +279,10 @@ void Checkpoint::release_forward_casts(const Base& base, Plan& plan, const std::
         Alloc& alloc = plan.allocs[static_cast<size_t>(cast)];
         const int32_t made = base.creator[static_cast<size_t>(cast)];
         if (!base.param_cast[static_cast<size_t>(cast)] || made < 0 || alloc.device != base.device ||
-            alloc.freed.op == kNoFree || !base.saved(cast))
+            alloc.freed.op == kNoFree || !base.kept_saved(cast))
             continue;
         bool only_runs = true;
-        base.for_savers(cast, [&](int32_t seq) { only_runs = only_runs && in_run[static_cast<size_t>(seq)]; });
+        base.for_kept_savers(cast, [&](int32_t seq) { only_runs = only_runs && in_run[static_cast<size_t>(seq)]; });
         if (!only_runs) continue;
         const int32_t pass = base.pass[static_cast<size_t>(made)];
         Point end{std::max(base.last_access_in_pass(cast, Phase::Forward, pass),
@@ -330,8 +330,11 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
     std::vector<uint8_t> only_here(static_cast<size_t>(nrec), 0);
     for (int32_t x : touched) {
         bool any = false, all = true;
-        b.for_savers(x, [&](int32_t s) {
-            if (in_run(s)) { any = true; stop = std::max(stop, s); }
+        // a save whose node the forward let go still counts toward the early stop (a pack), but
+        // keeps nothing: its storage is the recomputation's like any other (Base::saved_dropped)
+        b.for_savers(x, [&](int32_t s) { if (in_run(s)) stop = std::max(stop, s); });
+        b.for_kept_savers(x, [&](int32_t s) {
+            if (in_run(s)) any = true;
             else all = false;
         });
         if (!any) continue;
@@ -670,7 +673,7 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
                 out.freed_offset = 0;
                 continue;
             }
-            if (it != replayed_at.end() && !b.saved(kept) && recorded.op >= r.first && recorded.op <= r.last) {
+            if (it != replayed_at.end() && !b.kept_saved(kept) && recorded.op >= r.first && recorded.op <= r.last) {
                 Point end = until;
                 auto rerun = rerun_of.find(recorded.op);
                 auto replay = replayed_at.find(recorded.op);

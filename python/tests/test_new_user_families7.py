@@ -1,0 +1,74 @@
+"""Prediction errors found with the training setups of bench/advise/new_user (peft DoRA,
+torchvision R(2+1)D, DPO on Llama), each test failing without the fix it guards
+(docs/results.md, "Checkpointing predicted as verified: DoRA, R(2+1)D, DPO", 2026-12-06)."""
+import json
+import sqlite3
+import subprocess
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+
+import mhc_torch  # noqa: E402
+
+
+def device_allocations(path):
+    """(count, bytes) of the device allocations of a trace, and the sizes in the order made."""
+    with sqlite3.connect(path) as db:
+        return (db.execute("SELECT count(*), sum(bytes) FROM allocations WHERE device = 0").fetchone(),
+                [r[0] for r in db.execute("SELECT bytes FROM allocations WHERE device = 0 ORDER BY t_alloc, id")])
+
+
+def predict_and_capture(tmp_path, mhc_exe, build, batch, setting, **kw):
+    """The setting predicted from a baseline capture (--trace-out) and captured with it applied."""
+    base, captured, predicted = (str(tmp_path / f"{n}.db") for n in ("base", "captured", "predicted"))
+    mhc_torch.capture(build, batch, steps=1, path=base, **kw)
+    mhc_torch.capture(build, batch, steps=1, path=captured, setting=setting, **kw)
+    r = subprocess.run([mhc_exe, "advise", base, "--setting", json.dumps(setting), "--trace-out", predicted],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return device_allocations(predicted), device_allocations(captured)
+
+
+class DoraLinear(nn.Module):
+    """peft's DoRA layer as it computes: the norm of W + BA per output row every call, taken from
+    lora_B(lora_A(eye)) whose graph is dropped (only its .detach() is used)."""
+
+    def __init__(self, d, r=4):
+        super().__init__()
+        self.base = nn.Linear(d, d)
+        self.base.requires_grad_(False)
+        self.lora_A = nn.Linear(d, r, bias=False)
+        self.lora_B = nn.Linear(r, d, bias=False)
+        self.magnitude = nn.Parameter(torch.ones(d))
+
+    def forward(self, x):
+        eye = torch.eye(self.lora_A.in_features)
+        lora_weight = self.lora_B(self.lora_A(eye)).T
+        norm = (self.base.weight + 2.0 * lora_weight.detach()).norm(dim=1).detach()
+        return self.base(x) + (self.magnitude / norm - 1) * self.base(x) + self.lora_B(self.lora_A(x))
+
+
+class DoraNet(nn.Module):
+    def __init__(self, d=256):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Sequential(DoraLinear(d), nn.GELU(), DoraLinear(d)) for _ in range(2))
+        self.head = nn.Linear(d, 8)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = x + layer(x)
+        return self.head(x)
+
+
+def test_checkpointing_a_layer_whose_forward_drops_a_graph(tmp_path, mhc_exe):
+    """DoRA's lora_B(lora_A(eye)) saves tensors (the identity, lora_A's output) for a backward that
+    never comes: the graph is dropped with its .detach()ed result in the forward. The checkpoint
+    transform took them for the layer's saves, made their recomputed copies live until the
+    captured free (in the forward: before the copies were made), and every prediction that
+    checkpointed a DoRA layer was an invalid step (access-outside-lifetime), so mhc advise gave no
+    advice on peft_dora_qwen2.py. A save whose node the forward let go keeps nothing now."""
+    setting = {"checkpoint": {"modules": ["DoraNet.layers.0"]}}
+    predicted, captured = predict_and_capture(tmp_path, mhc_exe, DoraNet, lambda: torch.randn(512, 256), setting)
+    assert predicted == captured
