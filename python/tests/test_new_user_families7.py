@@ -20,6 +20,18 @@ def device_allocations(path):
                 [r[0] for r in db.execute("SELECT bytes FROM allocations WHERE device = 0 ORDER BY t_alloc, id")])
 
 
+def device_events(path):
+    """The device allocations and frees of a trace in time order (frees first at one instant), as
+    +bytes / -bytes: the order decides what the caching allocator reserves."""
+    with sqlite3.connect(path) as db:
+        ev = []
+        for i, n, made, freed in db.execute("SELECT id, bytes, t_alloc, t_free FROM allocations WHERE device = 0"):
+            ev.append((made, 1, i, n))
+            if freed is not None:
+                ev.append((freed, 0, i, -n))
+    return [e[3] for e in sorted(ev)]
+
+
 def predict_and_capture(tmp_path, mhc_exe, build, batch, setting, **kw):
     """The setting predicted from a baseline capture (--trace-out) and captured with it applied."""
     base, captured, predicted = (str(tmp_path / f"{n}.db") for n in ("base", "captured", "predicted"))
@@ -28,7 +40,8 @@ def predict_and_capture(tmp_path, mhc_exe, build, batch, setting, **kw):
     r = subprocess.run([mhc_exe, "advise", base, "--setting", json.dumps(setting), "--trace-out", predicted],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    return device_allocations(predicted), device_allocations(captured)
+    return (device_allocations(predicted), device_events(predicted)), (device_allocations(captured),
+                                                                        device_events(captured))
 
 
 class DoraLinear(nn.Module):
@@ -71,4 +84,45 @@ def test_checkpointing_a_layer_whose_forward_drops_a_graph(tmp_path, mhc_exe):
     advice on peft_dora_qwen2.py. A save whose node the forward let go keeps nothing now."""
     setting = {"checkpoint": {"modules": ["DoraNet.layers.0"]}}
     predicted, captured = predict_and_capture(tmp_path, mhc_exe, DoraNet, lambda: torch.randn(512, 256), setting)
+    assert predicted == captured
+
+
+class VideoBlock(nn.Module):
+    """torchvision's video BasicBlock: conv, BN, ReLU, conv, BN, the residual added in place, an
+    in-place ReLU at the end (it saves the block's output, which the next block's first
+    convolution saves as its input)."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.conv1 = nn.Sequential(nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU(inplace=True))
+        self.conv2 = nn.Sequential(nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c))
+        self.relu = nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        out = self.conv2(self.conv1(x))
+        out += x
+        return self.relu(out)
+
+
+class VideoNet(nn.Module):
+    def __init__(self, c=32):
+        super().__init__()
+        self.stem = nn.Conv2d(3, c, 3, padding=1)
+        self.layer1 = nn.Sequential(VideoBlock(c), VideoBlock(c))
+        self.head = nn.Linear(c, 4)
+
+    def forward(self, x):
+        return self.head(self.layer1(self.stem(x)).mean((2, 3)))
+
+
+@pytest.mark.parametrize("policy", ["full", "save_matmuls"])
+def test_a_block_ending_in_an_in_place_relu_checkpointed(tmp_path, mhc_exe, policy):
+    """The block's in-place ReLU saves its output, and the next block's convolution saves it too.
+    Checkpointed, the ReLU's backward unpacks the checkpoint's holder and reads the recomputed
+    copy, and the original dies after the next block's convolution backward; the prediction ran
+    the ReLU's backward on the original before the recomputation and kept the original until
+    then (R(2+1)D-18 at 5 GiB: reserved predicted 1.61% under the verified capture). The
+    allocations and frees now come in the captured order."""
+    setting = {"checkpoint": {"modules": ["VideoNet.layer1.0"], "policy": policy}}
+    predicted, captured = predict_and_capture(tmp_path, mhc_exe, VideoNet, lambda: torch.randn(16, 3, 32, 32), setting)
     assert predicted == captured

@@ -177,6 +177,51 @@ std::vector<int32_t> insert_clones(const Base& base, Plan& plan, const StatsCall
     return allocs;
 }
 
+// A storage a call made and saved that ops outside the call save as well (Checkpoint::apply_run),
+// its backward reads split by whose nodes make them.
+struct SharedSave {
+    int32_t alloc = -1;
+    std::vector<int32_t> run_reads;          // backward reads of the call's nodes, in order
+    int32_t run_first = -1, run_last = -1;
+    int32_t outside_last = -1;               // the last read of an outside saver's node
+};
+
+// torchvision's video block ends in an in-place ReLU, which saves the block's output, and the next
+// block's first convolution saves that output as its input. Checkpointed, the ReLU's save is the
+// checkpoint's holder: its backward (which the capture may credit to the block's parent) unpacks
+// it, recomputing first, and reads the recomputed copy; the original lives as long as the outside
+// nodes that saved it. A read is an outside saver's when its module is within that saver's; when
+// an outside saver's module holds the call's, the reads are not told apart (nullopt).
+std::optional<SharedSave> shared_save(const Base& b, int32_t x, int32_t module, int32_t pass, int32_t first,
+                                      int32_t last) {
+    const int32_t made = b.creator[static_cast<size_t>(x)];
+    if (made < first || made > last) return std::nullopt;
+    std::vector<int32_t> outside;
+    bool apart = true;
+    b.for_kept_savers(x, [&](int32_t saver) {
+        if (saver >= first && saver <= last) return;
+        const int32_t other = b.module[static_cast<size_t>(saver)];
+        apart = apart && other >= 0 && !b.info.within(module, other);
+        outside.push_back(other);
+    });
+    if (!apart || outside.empty()) return std::nullopt;
+    SharedSave out;
+    out.alloc = x;
+    b.for_acc(x, [&](int32_t seq, trace::AccessMode) {
+        if (b.phase[static_cast<size_t>(seq)] != Phase::Backward || b.pass[static_cast<size_t>(seq)] != pass) return;
+        const int32_t by = b.module[static_cast<size_t>(seq)];
+        if (std::any_of(outside.begin(), outside.end(), [&](int32_t other) { return b.info.within(by, other); })) {
+            out.outside_last = std::max(out.outside_last, seq);
+        } else if (out.run_reads.empty() || out.run_reads.back() != seq) {
+            out.run_reads.push_back(seq);
+        }
+    });
+    if (out.run_reads.empty()) return std::nullopt;
+    out.run_first = out.run_reads.front();
+    out.run_last = out.run_reads.back();
+    return out;
+}
+
 class Checkpoint final : public Transform {
 public:
     explicit Checkpoint(std::vector<Region> regions) : regions_(std::move(regions)) {}
@@ -326,17 +371,22 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
     const auto& starts = b.info.call_starts;
     const auto first_start = std::lower_bound(starts.begin(), starts.end(), std::make_pair(r.module, INT32_MIN));
     const bool repeated = first_start != starts.end() && first_start->first == r.module;
-    std::vector<int32_t> saved;
+    std::vector<int32_t> saved, dropped_only;   // dropped_only: saved by the run's let-go nodes alone
     std::vector<uint8_t> only_here(static_cast<size_t>(nrec), 0);
     for (int32_t x : touched) {
         bool any = false, all = true;
         // a save whose node the forward let go still counts toward the early stop (a pack), but
         // keeps nothing: its storage is the recomputation's like any other (Base::saved_dropped)
-        b.for_savers(x, [&](int32_t s) { if (in_run(s)) stop = std::max(stop, s); });
+        bool packed_here = false, packed_out = false;
+        b.for_savers(x, [&](int32_t s) {
+            if (in_run(s)) stop = std::max(stop, s);
+            (in_run(s) ? packed_here : packed_out) = true;
+        });
         b.for_kept_savers(x, [&](int32_t s) {
             if (in_run(s)) any = true;
             else all = false;
         });
+        if (packed_here && !packed_out && !b.kept_saved(x)) dropped_only.push_back(x);
         if (!any) continue;
         saved.push_back(x);
         only_here[static_cast<size_t>(x)] = all;
@@ -350,6 +400,23 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
         });
     }
     if (stop < 0) return;   // nothing saved
+    // What the run made and only nodes the forward let go saved: the checkpoint's holders keep
+    // nothing, so it dies where the code drops it (its last use, a frame's hold), not with the
+    // dropped graph; a weight's cast at the forward's end (autocast's cache), and selective
+    // checkpointing's cached outputs as below.
+    for (int32_t x : dropped_only) {
+        Alloc& a = p.allocs[static_cast<size_t>(x)];
+        const int32_t made = b.creator[static_cast<size_t>(x)];
+        if (!in_run(made) || cached(made) || a.device != b.device) continue;
+        int32_t kept = b.last_access_in_pass(x, Phase::Forward, r.pass);
+        if (b.param_cast[static_cast<size_t>(x)]) kept = std::max(kept, b.pass_fwd_last[static_cast<size_t>(r.pass)]);
+        const int32_t held = b.held_seq[static_cast<size_t>(x)];
+        if (held >= 0 && b.pass[static_cast<size_t>(held)] == r.pass) kept = std::max(kept, held);
+        if (kept >= 0 && p.key(Point{kept, true}) < p.key(a.freed)) {
+            a.freed = {kept, true};
+            a.freed_offset = 0;
+        }
+    }
     if (trigger < 0) {
         // Nothing the run saved is read back in this pass's backward: no backward reaches the
         // module (LLaVA's last vision layer, whose output vision_feature_layer -2 leaves unused;
@@ -412,6 +479,7 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
     // than where the capture freed it, when that was in this pass's backward (mHC's layers.1 held
     // layer 0's 192 MiB output two kernels longer than its last read).
     int32_t region_bwd_last = trigger;
+    std::vector<SharedSave> shared;
     for (int32_t storage : saved) {
         if (only_here[static_cast<size_t>(storage)]) {
             const int32_t read = b.last_access_in_pass(storage, Phase::Backward, r.pass);
@@ -430,16 +498,21 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
                 b.info.within(b.module[static_cast<size_t>(seq)], r.module))
                 region_bwd_last = std::max(region_bwd_last, seq);
         });
+        if (auto sh = shared_save(b, storage, r.module, r.pass, r.first, r.last)) {
+            trigger = std::min(trigger, sh->run_first);
+            region_bwd_last = std::max(region_bwd_last, sh->run_last);
+            shared.push_back(*sh);
+        }
     }
     const int32_t fwd_end = b.pass_fwd_last[static_cast<size_t>(r.pass)];
 
     // PyTorch's early stop ends the recomputation at the run's last pack. An op packs its inputs
     // before its kernel runs and its output after, so the stop's kernel reruns only when the
     // stop saves its own output (relu, sigmoid); a matmul or gelu saving its input stops before.
-    bool stop_runs = false;
-    b.for_made(stop, [&](int32_t made) {
-        b.for_savers(made, [&](int32_t saver) { stop_runs = stop_runs || saver == stop; });
-    });
+    bool stop_runs = false;   // an output written in place counts (an in-place ReLU saves its result)
+    for (const PlanAccess& access : b.plan.ops[static_cast<size_t>(stop)].acc)
+        if (access.mode != trace::AccessMode::Read && access.alloc < nrec)
+            b.for_savers(access.alloc, [&](int32_t saver) { stop_runs = stop_runs || saver == stop; });
     const int32_t recompute_last = stop_runs ? stop : stop - 1;
 
     // The recomputation: the run's ops up to the stop, placed before the trigger; cached ops
@@ -607,6 +680,32 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
                 if (pa.alloc == x) pa.alloc = xc;
         });
         last_use.erase(xc);
+    }
+    // A storage outside ops saved too (shared_save): the call's nodes read its recomputed copy,
+    // handed over at their unpack (it dies when the last of them returns: where the captured step
+    // freed it, when that node was the last to hold it); the original dies after its forward use
+    // and the outside nodes' reads.
+    for (const SharedSave& sh : shared) {
+        auto it = copy_of.find(sh.alloc);
+        if (it == copy_of.end()) continue;
+        Alloc& a = p.allocs[static_cast<size_t>(sh.alloc)];
+        Alloc& c = p.allocs[static_cast<size_t>(it->second)];
+        Point end{sh.run_last, true};
+        if (auto back = b.node_return(sh.alloc, r.pass, a.freed); back && sh.run_last > sh.outside_last)
+            end = p.later(end, *back);
+        c.freed = p.later(c.freed, end);
+        c.freed_offset = 0;
+        last_use.erase(it->second);
+        for (int32_t seq : sh.run_reads)
+            for (PlanAccess& pa : p.ops[static_cast<size_t>(seq)].acc)
+                if (pa.alloc == sh.alloc) pa.alloc = it->second;
+        int32_t kept = std::max(b.last_access_in_pass(sh.alloc, Phase::Forward, r.pass), sh.outside_last);
+        const int32_t held = b.held_seq[static_cast<size_t>(sh.alloc)];
+        if (held >= 0 && b.pass[static_cast<size_t>(held)] == r.pass) kept = std::max(kept, held);
+        if (kept >= 0 && p.key(Point{kept, true}) < p.key(a.freed)) {
+            a.freed = {kept, true};
+            a.freed_offset = 0;
+        }
     }
     // Recomputed storages nothing saved die where the captured forward freed them, the same code
     // dropping its last reference (a local, an argument: not always at the last use); those
