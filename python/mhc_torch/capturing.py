@@ -26,7 +26,7 @@ from typing import Any, Callable
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from . import ctc_loss, cudnn_rnn, generation, gpu_paths, recipes, store
+from . import ctc_loss, cudnn_rnn, generation, gpu_paths, model_cache, recipes, store
 from .allocator_environment import ALLOCATOR_ENV, _readable_allocator_conf, allocator_env
 from .autocast_cuda import user_cuda_autocast
 from .built_for_gpu import BuiltForGpu, CudaInStep, cuda_calls_in_step, cuda_calls_on_fake_device
@@ -363,7 +363,7 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         holds = FrameHolds(rec, model)
         if on_cpu:   # one `with` item: Python allows 20 blocks nested
             user_autocast = _together(user_autocast, _save_on_cpu_as_offload(model, rec), _functorch_beside_capture(rec),
-                                     generation.generate_on_fake(rec))
+                                     generation.generate_on_fake(rec), model_cache.model_cache_updates(rec))
         with placement.listening(rec), recipes.autocast_kernels(device, recipe), tracker, fake.recording_to(rec), run, \
                 _collector_at_step_ends(), kernels, rnns, ctc, foreach, user_autocast, cuda_calls, cuda_tensors, \
                 gpu_paths.transformers_masks_as_on_gpu(), gpu_paths.grouped_mm_as_on_gpu(), holds, \

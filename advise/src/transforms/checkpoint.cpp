@@ -238,6 +238,9 @@ public:
         for (const Run& run : all) apply_run(ctx.base, plan, run);
         release_forward_casts(ctx.base, plan, all, std::move(recasts_));
         recasts_.clear();
+        std::vector<int32_t> modules;
+        for (const Region& g : regions_) modules.push_back(g.module);
+        drop_model_cache(ctx.base, plan, modules);
     }
 
 private:
