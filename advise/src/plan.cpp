@@ -310,21 +310,21 @@ void place_allocations(Base& b, const sim::EventStreams& ev) {
 
 // Base::saved_dropped: a node holds what it saved until the backward releases it, so a saved
 // storage freed before its pass's backward began had lost every node that saved it.
-void mark_dropped_saves(Base& b) {
-    const size_t rows = b.info.saved_begin.size() == b.plan.allocs.size() + 1 ? b.plan.allocs.size() : 0;
-    std::vector<uint8_t> dead(b.korder.size(), 0);
-    for (size_t a = 0; a < rows; ++a) {
-        const Alloc& alloc = b.plan.allocs[a];
+void mark_dropped_saves(Base& base) {
+    const size_t rows = base.info.saved_begin.size() == base.plan.allocs.size() + 1 ? base.plan.allocs.size() : 0;
+    std::vector<uint8_t> dead(base.korder.size(), 0);
+    for (size_t row = 0; row < rows; ++row) {
+        const Alloc& alloc = base.plan.allocs[row];
         if (alloc.freed.op == kNoFree || alloc.category == trace::Category::Param) continue;
-        b.for_savers(static_cast<int32_t>(a), [&](int32_t seq) {
+        base.for_savers(static_cast<int32_t>(row), [&](int32_t seq) {
             if (seq < 0) return;
-            const int32_t bwd = b.pass_bwd_first[static_cast<size_t>(b.pass[static_cast<size_t>(seq)])];
-            if (bwd >= 0 && b.plan.key(alloc.freed) < b.plan.key(Point{bwd, false})) dead[static_cast<size_t>(seq)] = 1;
+            const int32_t bwd = base.pass_bwd_first[static_cast<size_t>(base.pass[static_cast<size_t>(seq)])];
+            if (bwd >= 0 && base.plan.key(alloc.freed) < base.plan.key(Point{bwd, false})) dead[static_cast<size_t>(seq)] = 1;
         });
     }
-    b.saved_dropped.assign(b.saved_seq.size(), 0);
-    for (size_t j = 0; j < b.saved_seq.size(); ++j)
-        b.saved_dropped[j] = b.saved_seq[j] >= 0 && dead[static_cast<size_t>(b.saved_seq[j])];
+    base.saved_dropped.assign(base.saved_seq.size(), 0);
+    for (size_t j = 0; j < base.saved_seq.size(); ++j)
+        base.saved_dropped[j] = base.saved_seq[j] >= 0 && dead[static_cast<size_t>(base.saved_seq[j])];
 }
 
 }  // namespace

@@ -157,3 +157,21 @@ def test_a_hf_models_own_cache_is_dropped_with_checkpointing(tmp_path, mhc_exe, 
 
     assert cats(predicted) == cats(captured)
     assert device_allocations(predicted)[0] == device_allocations(captured)[0]
+
+
+@pytest.mark.parametrize("value, says", [
+    ('[["NoSuchModel", 1, 1, 1]]', "names module 'NoSuchModel', which the trace lacks"),
+    ('[["VideoNet", 1, 2]]', "not a JSON list of [model, first kernel, last kernel, returned]"),
+    ('[["VideoNet", 1, 99999999, 1]]', "names kernel 99999999, which the trace lacks"),
+])
+def test_a_bad_model_cache_meta_is_one_line(tmp_path, mhc_exe, value, says):
+    """meta capture.model_cache_updates read from a trace anyone may have edited: one line naming
+    the file and the meta key, exit 2."""
+    path = str(tmp_path / "video.db")
+    mhc_torch.capture(VideoNet, lambda: torch.randn(4, 3, 16, 16), steps=1, path=path)
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('capture.model_cache_updates', ?)", (value,))
+    r = subprocess.run([mhc_exe, "advise", path, "--setting", '{"checkpoint": {"modules": ["VideoNet.layer1.0"]}}'],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert f"{path}: meta capture.model_cache_updates: {says}" in r.stderr

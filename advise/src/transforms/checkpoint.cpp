@@ -192,25 +192,25 @@ struct SharedSave {
 // it, recomputing first, and reads the recomputed copy; the original lives as long as the outside
 // nodes that saved it. A read is an outside saver's when its module is within that saver's; when
 // an outside saver's module holds the call's, the reads are not told apart (nullopt).
-std::optional<SharedSave> shared_save(const Base& b, int32_t x, int32_t module, int32_t pass, int32_t first,
+std::optional<SharedSave> shared_save(const Base& base, int32_t alloc, int32_t module, int32_t pass, int32_t first,
                                       int32_t last) {
-    const int32_t made = b.creator[static_cast<size_t>(x)];
+    const int32_t made = base.creator[static_cast<size_t>(alloc)];
     if (made < first || made > last) return std::nullopt;
     std::vector<int32_t> outside;
     bool apart = true;
-    b.for_kept_savers(x, [&](int32_t saver) {
+    base.for_kept_savers(alloc, [&](int32_t saver) {
         if (saver >= first && saver <= last) return;
-        const int32_t other = b.module[static_cast<size_t>(saver)];
-        apart = apart && other >= 0 && !b.info.within(module, other);
+        const int32_t other = base.module[static_cast<size_t>(saver)];
+        apart = apart && other >= 0 && !base.info.within(module, other);
         outside.push_back(other);
     });
     if (!apart || outside.empty()) return std::nullopt;
     SharedSave out;
-    out.alloc = x;
-    b.for_acc(x, [&](int32_t seq, trace::AccessMode) {
-        if (b.phase[static_cast<size_t>(seq)] != Phase::Backward || b.pass[static_cast<size_t>(seq)] != pass) return;
-        const int32_t by = b.module[static_cast<size_t>(seq)];
-        if (std::any_of(outside.begin(), outside.end(), [&](int32_t other) { return b.info.within(by, other); })) {
+    out.alloc = alloc;
+    base.for_acc(alloc, [&](int32_t seq, trace::AccessMode) {
+        if (base.phase[static_cast<size_t>(seq)] != Phase::Backward || base.pass[static_cast<size_t>(seq)] != pass) return;
+        const int32_t by = base.module[static_cast<size_t>(seq)];
+        if (std::any_of(outside.begin(), outside.end(), [&](int32_t other) { return base.info.within(by, other); })) {
             out.outside_last = std::max(out.outside_last, seq);
         } else if (out.run_reads.empty() || out.run_reads.back() != seq) {
             out.run_reads.push_back(seq);
@@ -239,7 +239,7 @@ public:
         release_forward_casts(ctx.base, plan, all, std::move(recasts_));
         recasts_.clear();
         std::vector<int32_t> modules;
-        for (const Region& g : regions_) modules.push_back(g.module);
+        for (const Region& region : regions_) modules.push_back(region.module);
         drop_model_cache(ctx.base, plan, modules);
     }
 
@@ -381,12 +381,12 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
         // a save whose node the forward let go still counts toward the early stop (a pack), but
         // keeps nothing: its storage is the recomputation's like any other (Base::saved_dropped)
         bool packed_here = false, packed_out = false;
-        b.for_savers(x, [&](int32_t s) {
-            if (in_run(s)) stop = std::max(stop, s);
-            (in_run(s) ? packed_here : packed_out) = true;
+        b.for_savers(x, [&](int32_t saver) {
+            if (in_run(saver)) stop = std::max(stop, saver);
+            (in_run(saver) ? packed_here : packed_out) = true;
         });
-        b.for_kept_savers(x, [&](int32_t s) {
-            if (in_run(s)) any = true;
+        b.for_kept_savers(x, [&](int32_t saver) {
+            if (in_run(saver)) any = true;
             else all = false;
         });
         if (packed_here && !packed_out && !b.kept_saved(x)) dropped_only.push_back(x);
@@ -407,17 +407,17 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
     // nothing, so it dies where the code drops it (its last use, a frame's hold), not with the
     // dropped graph; a weight's cast at the forward's end (autocast's cache), and selective
     // checkpointing's cached outputs as below.
-    for (int32_t x : dropped_only) {
-        Alloc& a = p.allocs[static_cast<size_t>(x)];
-        const int32_t made = b.creator[static_cast<size_t>(x)];
-        if (!in_run(made) || cached(made) || a.device != b.device) continue;
-        int32_t kept = b.last_access_in_pass(x, Phase::Forward, r.pass);
-        if (b.param_cast[static_cast<size_t>(x)]) kept = std::max(kept, b.pass_fwd_last[static_cast<size_t>(r.pass)]);
-        const int32_t held = b.held_seq[static_cast<size_t>(x)];
+    for (int32_t let_go : dropped_only) {
+        Alloc& storage = p.allocs[static_cast<size_t>(let_go)];
+        const int32_t made = b.creator[static_cast<size_t>(let_go)];
+        if (!in_run(made) || cached(made) || storage.device != b.device) continue;
+        int32_t kept = b.last_access_in_pass(let_go, Phase::Forward, r.pass);
+        if (b.param_cast[static_cast<size_t>(let_go)]) kept = std::max(kept, b.pass_fwd_last[static_cast<size_t>(r.pass)]);
+        const int32_t held = b.held_seq[static_cast<size_t>(let_go)];
         if (held >= 0 && b.pass[static_cast<size_t>(held)] == r.pass) kept = std::max(kept, held);
-        if (kept >= 0 && p.key(Point{kept, true}) < p.key(a.freed)) {
-            a.freed = {kept, true};
-            a.freed_offset = 0;
+        if (kept >= 0 && p.key(Point{kept, true}) < p.key(storage.freed)) {
+            storage.freed = {kept, true};
+            storage.freed_offset = 0;
         }
     }
     if (trigger < 0) {
@@ -691,13 +691,13 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
     for (const SharedSave& sh : shared) {
         auto it = copy_of.find(sh.alloc);
         if (it == copy_of.end()) continue;
-        Alloc& a = p.allocs[static_cast<size_t>(sh.alloc)];
-        Alloc& c = p.allocs[static_cast<size_t>(it->second)];
+        Alloc& original = p.allocs[static_cast<size_t>(sh.alloc)];
+        Alloc& copy = p.allocs[static_cast<size_t>(it->second)];
         Point end{sh.run_last, true};
-        if (auto back = b.node_return(sh.alloc, r.pass, a.freed); back && sh.run_last > sh.outside_last)
+        if (auto back = b.node_return(sh.alloc, r.pass, original.freed); back && sh.run_last > sh.outside_last)
             end = p.later(end, *back);
-        c.freed = p.later(c.freed, end);
-        c.freed_offset = 0;
+        copy.freed = p.later(copy.freed, end);
+        copy.freed_offset = 0;
         last_use.erase(it->second);
         for (int32_t seq : sh.run_reads)
             for (PlanAccess& pa : p.ops[static_cast<size_t>(seq)].acc)
@@ -705,9 +705,9 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
         int32_t kept = std::max(b.last_access_in_pass(sh.alloc, Phase::Forward, r.pass), sh.outside_last);
         const int32_t held = b.held_seq[static_cast<size_t>(sh.alloc)];
         if (held >= 0 && b.pass[static_cast<size_t>(held)] == r.pass) kept = std::max(kept, held);
-        if (kept >= 0 && p.key(Point{kept, true}) < p.key(a.freed)) {
-            a.freed = {kept, true};
-            a.freed_offset = 0;
+        if (kept >= 0 && p.key(Point{kept, true}) < p.key(original.freed)) {
+            original.freed = {kept, true};
+            original.freed_offset = 0;
         }
     }
     // Recomputed storages nothing saved die where the captured forward freed them, the same code

@@ -12,18 +12,19 @@
 
 namespace mhc::advise {
 
-void drop_model_cache(const Base& b, Plan& plan, const std::vector<int32_t>& checkpointed) {
-    const auto& updates = b.info.model_cache_updates;
+void drop_model_cache(const Base& base, Plan& plan, const std::vector<int32_t>& checkpointed) {
+    const auto& updates = base.info.model_cache_updates;
     if (updates.empty() || checkpointed.empty()) return;
-    std::vector<int32_t> seq_of(b.trace->kernels.size(), -1);
-    for (size_t s = 0; s < b.korder.size(); ++s) seq_of[static_cast<size_t>(b.korder[s])] = static_cast<int32_t>(s);
+    std::vector<int32_t> seq_of(base.trace->kernels.size(), -1);
+    for (size_t s = 0; s < base.korder.size(); ++s) seq_of[static_cast<size_t>(base.korder[s])] = static_cast<int32_t>(s);
     // the recorded kernels whose copies go: the updates of a model (or of its copy, which shares
     // the switch when made after the setting, as DPO's reference) that holds a checkpointed module
-    std::vector<uint8_t> dropped(b.korder.size(), 0);
-    std::vector<int32_t> returned(b.korder.size(), -1);   // per dropped seq: its caller's return (a seq)
-    for (const auto& [model, first, last, back] : updates) {
+    std::vector<uint8_t> dropped(base.korder.size(), 0);
+    std::vector<int32_t> returned(base.korder.size(), -1);   // per dropped seq: its caller's return (a seq)
+    for (const auto& update : updates) {
+        const int32_t model = update[0], first = update[1], last = update[2], back = update[3];
         if (std::none_of(checkpointed.begin(), checkpointed.end(),
-                         [&](int32_t region) { return b.info.within(region, model); }))
+                         [&](int32_t region) { return base.info.within(region, model); }))
             continue;
         for (int32_t row = first; row <= last; ++row) {
             const int32_t seq = seq_of[static_cast<size_t>(row)];
@@ -37,17 +38,17 @@ void drop_model_cache(const Base& b, Plan& plan, const std::vector<int32_t>& che
     std::unordered_map<int32_t, int32_t> source;
     std::vector<int32_t> removed;
     for (size_t op = 0; op < plan.ops.size(); ++op) {
-        const Op& o = plan.ops[op];
-        const int32_t seq = static_cast<int32_t>(op) < plan.recorded ? static_cast<int32_t>(op) : o.src;
-        if (o.kind != OpKind::Kernel || seq < 0 || seq >= plan.recorded || !dropped[static_cast<size_t>(seq)]) continue;
+        const Op& kernel = plan.ops[op];
+        const int32_t seq = static_cast<int32_t>(op) < plan.recorded ? static_cast<int32_t>(op) : kernel.src;
+        if (kernel.kind != OpKind::Kernel || seq < 0 || seq >= plan.recorded || !dropped[static_cast<size_t>(seq)]) continue;
         int32_t copied = -1;
-        for (const PlanAccess& a : o.acc)
-            if (a.mode == trace::AccessMode::Read &&
-                (copied < 0 || plan.allocs[static_cast<size_t>(a.alloc)].bytes > plan.allocs[static_cast<size_t>(copied)].bytes))
-                copied = a.alloc;
+        for (const PlanAccess& read : kernel.acc)
+            if (read.mode == trace::AccessMode::Read &&
+                (copied < 0 || plan.allocs[static_cast<size_t>(read.alloc)].bytes > plan.allocs[static_cast<size_t>(copied)].bytes))
+                copied = read.alloc;
         if (copied < 0) continue;
-        for (const PlanAccess& a : o.acc)
-            if (plan.allocs[static_cast<size_t>(a.alloc)].made.op == static_cast<int32_t>(op)) source[a.alloc] = copied;
+        for (const PlanAccess& made : kernel.acc)
+            if (plan.allocs[static_cast<size_t>(made.alloc)].made.op == static_cast<int32_t>(op)) source[made.alloc] = copied;
         removed.push_back(static_cast<int32_t>(op));
     }
     if (removed.empty()) return;
@@ -58,13 +59,13 @@ void drop_model_cache(const Base& b, Plan& plan, const std::vector<int32_t>& che
     // rebinds the names that hold the source without the cache)
     std::unordered_map<int32_t, Point> last_read;
     for (size_t op = 0; op < plan.ops.size(); ++op)
-        for (PlanAccess& a : plan.ops[op].acc) {
-            auto it = source.find(a.alloc);
+        for (PlanAccess& access : plan.ops[op].acc) {
+            auto it = source.find(access.alloc);
             if (it == source.end()) continue;
             const Point here{static_cast<int32_t>(op), true};
-            auto [at, fresh] = last_read.emplace(a.alloc, here);
+            auto [at, fresh] = last_read.emplace(access.alloc, here);
             if (!fresh && plan.key(here) > plan.key(at->second)) at->second = here;
-            a.alloc = it->second;
+            access.alloc = it->second;
         }
     for (const auto& [copy, copied] : source) {
         Alloc& gone = plan.allocs[static_cast<size_t>(copy)];

@@ -173,13 +173,13 @@ struct Base {
     }
     bool saved(int32_t a) const { return info.saved_begin[static_cast<size_t>(a) + 1] > info.saved_begin[static_cast<size_t>(a)]; }
     // The savers whose node lives into the backward (saved_dropped is 0), and whether there are any.
-    template <class F> void for_kept_savers(int32_t a, F&& f) const {
-        for (int64_t j = info.saved_begin[static_cast<size_t>(a)]; j < info.saved_begin[static_cast<size_t>(a) + 1]; ++j)
-            if (saved_dropped[static_cast<size_t>(j)] == 0) f(saved_seq[static_cast<size_t>(j)]);
+    template <class F> void for_kept_savers(int32_t alloc, F&& visit) const {
+        for (int64_t j = info.saved_begin[static_cast<size_t>(alloc)]; j < info.saved_begin[static_cast<size_t>(alloc) + 1]; ++j)
+            if (saved_dropped[static_cast<size_t>(j)] == 0) visit(saved_seq[static_cast<size_t>(j)]);
     }
-    bool kept_saved(int32_t a) const {
+    bool kept_saved(int32_t alloc) const {
         bool any = false;
-        for_kept_savers(a, [&](int32_t) { any = true; });
+        for_kept_savers(alloc, [&](int32_t) { any = true; });
         return any;
     }
     // The last access of allocation row `alloc` by an op of `phase` in step `step`, -1 if none.
