@@ -363,10 +363,11 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         holds = FrameHolds(rec, model)
         if on_cpu:   # one `with` item: Python allows 20 blocks nested
             user_autocast = _together(user_autocast, _save_on_cpu_as_offload(model, rec), _functorch_beside_capture(rec),
-                                     generation.generate_on_fake(rec), model_cache.model_cache_updates(rec))
+                                     generation.generate_on_fake(rec))
         with placement.listening(rec), recipes.autocast_kernels(device, recipe), tracker, fake.recording_to(rec), run, \
                 _collector_at_step_ends(), kernels, rnns, ctc, foreach, user_autocast, cuda_calls, cuda_tensors, \
-                gpu_paths.transformers_masks_as_on_gpu(), gpu_paths.grouped_mm_as_on_gpu(), holds, \
+                gpu_paths.transformers_masks_as_on_gpu(), gpu_paths.grouped_mm_as_on_gpu(), \
+                _together(holds, model_cache.model_cache_updates(rec)), \
                 data_parallel.following_fsdp2(model, rec, fake) as fsdp2:
             for s in range(steps):
                 rec.step, rec.phase = s, "forward"
