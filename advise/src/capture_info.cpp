@@ -401,6 +401,36 @@ void read_torch_func(const trace::TraceData& trace_data, CaptureInfo& info) {
     }
 }
 
+// Meta capture.model_cache_updates (python/mhc_torch/model_cache.py): absent when no model made a
+// cache of its own.
+void read_model_cache(const trace::TraceData& trace_data, CaptureInfo& info) {
+    info.model_cache_updates.clear();
+    const std::string text = trace_data.meta_or("capture.model_cache_updates", "");
+    if (text.empty()) return;
+    const nlohmann::json updates = nlohmann::json::parse(text, nullptr, false);
+    auto bad = [&](const std::string& why) {
+        return Error(trace_data.path + ": meta capture.model_cache_updates: " + why +
+                     " (capture the step again with mhc-torch capture)");
+    };
+    const std::string shape = "not a JSON list of [model, first kernel, last kernel, returned]";
+    if (!updates.is_array()) throw bad(shape);
+    for (const auto& update : updates) {
+        if (!update.is_array() || update.size() != 4 || !update[0].is_string() || !update[1].is_number_integer() ||
+            !update[2].is_number_integer() || !update[3].is_number_integer())
+            throw bad(shape);
+        const int32_t model = info.find_module(update[0].get<std::string>());
+        if (model < 0) throw bad("names module '" + update[0].get<std::string>() + "', which the trace lacks");
+        std::array<int64_t, 3> rows{};
+        for (size_t i = 0; i < rows.size(); ++i) {
+            rows[i] = trace_data.kernel_at(update[i + 1].get<int64_t>());
+            if (rows[i] < 0) throw bad("names kernel " + update[i + 1].dump() + ", which the trace lacks");
+        }
+        if (rows[1] < rows[0] || rows[2] < rows[1]) throw bad("kernels " + update.dump() + " out of order");
+        info.model_cache_updates.push_back({model, static_cast<int32_t>(rows[0]), static_cast<int32_t>(rows[1]),
+                                            static_cast<int32_t>(rows[2])});
+    }
+}
+
 // Meta capture.unregistered_modules (python/mhc_torch/capture_tables.py, unregistered_meta): absent
 // when the model's forward makes no module of its own.
 void read_unregistered(const trace::TraceData& trace_data, CaptureInfo& info) {
@@ -612,6 +642,7 @@ CaptureInfo load_capture_info(const trace::TraceData& trace_data) {
     read_unpacks(trace_data, info);
     read_module_calls(trace_data, info);
     read_torch_func(trace_data, info);
+    read_model_cache(trace_data, info);
     return info;
 }
 

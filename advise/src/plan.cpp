@@ -308,6 +308,25 @@ void place_allocations(Base& b, const sim::EventStreams& ev) {
     }
 }
 
+// Base::saved_dropped: a node holds what it saved until the backward releases it, so a saved
+// storage freed before its pass's backward began had lost every node that saved it.
+void mark_dropped_saves(Base& base) {
+    const size_t rows = base.info.saved_begin.size() == base.plan.allocs.size() + 1 ? base.plan.allocs.size() : 0;
+    std::vector<uint8_t> dead(base.korder.size(), 0);
+    for (size_t row = 0; row < rows; ++row) {
+        const Alloc& alloc = base.plan.allocs[row];
+        if (alloc.freed.op == kNoFree || alloc.category == trace::Category::Param) continue;
+        base.for_savers(static_cast<int32_t>(row), [&](int32_t seq) {
+            if (seq < 0) return;
+            const int32_t bwd = base.pass_bwd_first[static_cast<size_t>(base.pass[static_cast<size_t>(seq)])];
+            if (bwd >= 0 && base.plan.key(alloc.freed) < base.plan.key(Point{bwd, false})) dead[static_cast<size_t>(seq)] = 1;
+        });
+    }
+    base.saved_dropped.assign(base.saved_seq.size(), 0);
+    for (size_t j = 0; j < base.saved_seq.size(); ++j)
+        base.saved_dropped[j] = base.saved_seq[j] >= 0 && dead[static_cast<size_t>(base.saved_seq[j])];
+}
+
 }  // namespace
 
 Base make_base(const trace::TraceData& t) { return make_base(t, load_capture_info(t)); }
@@ -379,6 +398,7 @@ Base make_base(const trace::TraceData& t, CaptureInfo info) {
     p.ops[n].anchor = static_cast<int32_t>(n);
     p.ops[n + 1].anchor = static_cast<int32_t>(n + 1);
     place_allocations(b, ev);
+    mark_dropped_saves(b);
     apply_comm_model(b, comm_model(t, b.info, ""));
     return b;
 }

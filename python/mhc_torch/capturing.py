@@ -27,7 +27,7 @@ from typing import Any, Callable
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from . import ctc_loss, cudnn_rnn, generation, gpu_paths, recipes, store
+from . import ctc_loss, cudnn_rnn, generation, gpu_paths, model_cache, recipes, store
 from .allocator_environment import ALLOCATOR_ENV, _readable_allocator_conf, allocator_env
 from .autocast_cuda import user_cuda_autocast
 from .built_for_gpu import BuiltForGpu, CudaInStep, cuda_calls_in_step, cuda_calls_on_fake_device
@@ -395,7 +395,8 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
                                      generation.generate_on_fake(rec))
         with placement.listening(rec), recipes.autocast_kernels(device, recipe), tracker, fake.recording_to(rec), run, \
                 _collector_at_step_ends(), kernels, rnns, ctc, foreach, user_autocast, cuda_calls, cuda_tensors, \
-                gpu_paths.transformers_masks_as_on_gpu(), gpu_paths.grouped_mm_as_on_gpu(), holds, \
+                gpu_paths.transformers_masks_as_on_gpu(), gpu_paths.grouped_mm_as_on_gpu(), \
+                _together(holds, model_cache.model_cache_updates(rec)), \
                 data_parallel.following_fsdp2(model, rec, fake) as fsdp2:
             for s in range(steps):
                 rec.step, rec.phase = s, "forward"

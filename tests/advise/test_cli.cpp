@@ -34,6 +34,13 @@ Out run(const std::string& args, const std::string& env = "") {
 
 int lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
 
+// The notes under advise's table wrap within 100 columns, a continued line indented by one space:
+// the text as one line, to find a sentence wherever it was cut.
+std::string unwrapped(std::string text) {
+    for (size_t at = text.find("\n "); at != std::string::npos; at = text.find("\n ", at)) text.replace(at, 2, " ");
+    return text;
+}
+
 }  // namespace
 
 TEST_CASE("mhc advise ranks settings that fit and prints their code", "[advise][cli]") {
@@ -91,6 +98,7 @@ TEST_CASE("mhc advise: the reserved peak at the capacity beside the one without 
     CHECK(first["alloc_retries"].get<int64_t>() > 0);
     Out text = run("advise " + gru + " --capacity " + std::to_string(capacity) + "B");
     REQUIRE(text.status == 0);
+    text.out = unwrapped(text.out);
     CHECK(text.out.find("reserved   no limit") != std::string::npos);
     CHECK(text.out.find("as the GPU's limit, where a failed cudaMalloc gives cached memory back and retries") !=
           std::string::npos);

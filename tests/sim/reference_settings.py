@@ -795,9 +795,27 @@ def checkpoint_call(plan, cap, ks, mod, call, policy, recasts):
         i = rec[0].kernel if rec[1] == "after" else rec[0].kernel - 1
         if i >= max(reads) and i in kset and cap.kernels[i]["phase"] == BWD:
             frame_users.append(i)
+    # a storage the call made and saved that kernels outside it saved too (an output the call's last
+    # op saves, which the next block's first kernel saves as its input): the backward reads not
+    # inside an outside saver's module are the call's nodes', which unpack the checkpoint's holder
+    # (the trigger no later than the first) and read the recomputed copy; not told apart when an
+    # outside saver's module holds the call's module
+    shared = {}   # alloc -> (the call's reads, the outside savers' reads)
+    for a in ([] if repeated else sorted(saved)):
+        if a in only or cap.made_by.get(a) not in callset:
+            continue
+        outs = [cap.kernels[i]["module"] for i in cap.saves_of.get(a, []) if i not in callset]
+        if any(not o or cap.inside(mod, o) for o in outs):
+            continue
+        own = [i for i in bwd_users(a) if not any(cap.inside(cap.kernels[i]["module"], o) for o in outs)]
+        if own:
+            shared[a] = (own, [i for i in bwd_users(a) if i not in own])
+            trig = min(trig, own[0])
+            frame_users.append(own[-1])
     frame_last = max(frame_users + [trig])
     frame_end = (plan.op_of[frame_last], "after", 0)
-    stop_reruns = any(cap.made_by.get(a) == stop for a in cap.saved_at[stop])
+    # the stop saves a storage it writes (made, or in place: an in-place ReLU saves its result)
+    stop_reruns = any(cap.acc[stop].get(a, 0) & WRITE for a in cap.saved_at[stop])
     rerun = [i for i in call if i < stop] + ([stop] if stop_reruns else [])
     trig_op = plan.op_of[trig]
     copy_of = {}
@@ -886,7 +904,22 @@ def checkpoint_call(plan, cap, ks, mod, call, policy, recasts):
     for a, key in copy_of.items():
         only_call = a in saved and all(i in callset for i in cap.saves_of.get(a, []))
         recorded = plan.allocs[a].freed
-        if only_call:
+        if a in shared:   # the call's reads take the copy, handed over at their unpack; the original
+            own, other = shared[a]   # lives past its forward use, frame hold and the outside reads
+            plan.redirect(set(own), a, key)
+            end = (plan.op_of[own[-1]], "after", 0)
+            if recorded is not None and (not other or own[-1] > other[-1]):
+                end = plan.later(end, before_sums(cap, plan, recorded))
+            plan.allocs[key].freed = end
+            early = last_forward_use(cap, plan, a, kset)
+            held = cap.frame_hold.get(a)
+            if early is not None and held in kset:
+                early = plan.later(early, (plan.op_of[held], "after", 0))
+            if early is not None and other:
+                early = plan.later(early, (plan.op_of[other[-1]], "after", 0))
+            if early is not None and (recorded is None or plan.later(early, recorded) is recorded):
+                plan.allocs[a].freed = early
+        elif only_call:
             if cap.is_cached_cast(a):
                 early = end_of_forward(cap, plan, ks)
             else:

@@ -42,14 +42,16 @@ void checkpoint_call(const Base& base, Plan& plan, const Call& call, std::vector
         insert_clones(base, plan, stats_call, Phase::Forward, stats_call.first, stats_call.first);
     Saves saves = find_saves(base, plan, call);
     if (saves.stop < 0) return;   // nothing saved
+    end_let_go_saves(base, plan, call, saves);
     if (saves.trigger < 0) {
         free_unread_saves(base, plan, call, saves);
         return;
     }
     move_trigger_before_reads(base, call, saves);
-    saves.backward_last = backward_last(base, plan, call, saves);
+    find_backward_end(base, plan, call, saves);
     Recomputation rec = insert_recomputation(base, plan, call, saves, stats);
     hand_saves_to_copies(base, plan, call, saves, rec);
+    hand_shared_saves_to_copies(base, plan, call, saves, rec);
     end_unsaved_copies(base, plan, call, rec);
     note_shared_casts(base, call, saves, rec, shared_casts);
     end_cached_outputs(base, plan, call, saves, rec);
@@ -72,6 +74,9 @@ public:
         std::vector<Recast> shared_casts;
         for (const Call& call : all) checkpoint_call(ctx.base, plan, call, shared_casts);
         release_forward_casts(ctx.base, plan, all, std::move(shared_casts));
+        std::vector<int32_t> modules;
+        for (const Region& region : regions_) modules.push_back(region.module);
+        drop_model_cache(ctx.base, plan, modules);
     }
 
 private:

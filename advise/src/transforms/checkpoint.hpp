@@ -27,11 +27,22 @@ struct Call {
 // (selective checkpointing's matmuls).
 bool cached(const Plan& plan, const Call& call, int32_t seq);
 
+// A storage a call made and saved that ops outside the call save as well (shared_save), its
+// backward reads split by whose nodes make them.
+struct SharedSave {
+    int32_t alloc = -1;
+    std::vector<int32_t> run_reads;   // backward reads of the call's nodes, in order
+    int32_t run_first = -1, run_last = -1;
+    int32_t outside_last = -1;        // the last read of an outside saver's node
+};
+
 // What one call saved and the part of the backward that reads it back.
 struct Saves {
     std::vector<int32_t> touched;     // recorded storages the call's ops access (sorted, unique)
     std::vector<int32_t> saved;       // those the call saved (sorted)
     std::vector<uint8_t> only_here;   // per recorded storage: saved by this call alone
+    std::vector<int32_t> dropped_only;   // saved only by the call's nodes the forward let go
+    std::vector<SharedSave> shared;      // saved by the call and by ops outside it (shared_save)
     bool repeated = false;            // the module is called many times a pass (shared weights)
     int32_t stop = -1;                // the call's last saving op: the recomputation's early stop
     int32_t trigger = -1;             // the first backward op that unpacks a save: the recomputation goes before it
@@ -67,14 +78,16 @@ struct Recomputation {
 Saves find_saves(const Base& base, const Plan& plan, const Call& call);
 void free_unread_saves(const Base& base, Plan& plan, const Call& call, const Saves& saves);
 void move_trigger_before_reads(const Base& base, const Call& call, Saves& saves);
-int32_t backward_last(const Base& base, const Plan& plan, const Call& call, const Saves& saves);
+void find_backward_end(const Base& base, const Plan& plan, const Call& call, Saves& saves);
 
 // checkpoint_recompute.cpp
 Recomputation insert_recomputation(const Base& base, Plan& plan, const Call& call, const Saves& saves,
                                    const std::vector<StatsCall>& stats);
 
 // checkpoint_lifetimes.cpp
+void end_let_go_saves(const Base& base, Plan& plan, const Call& call, const Saves& saves);
 void hand_saves_to_copies(const Base& base, Plan& plan, const Call& call, const Saves& saves, Recomputation& rec);
+void hand_shared_saves_to_copies(const Base& base, Plan& plan, const Call& call, const Saves& saves, Recomputation& rec);
 void end_unsaved_copies(const Base& base, Plan& plan, const Call& call, Recomputation& rec);
 void note_shared_casts(const Base& base, const Call& call, const Saves& saves, const Recomputation& rec,
                        std::vector<Recast>& shared_casts);

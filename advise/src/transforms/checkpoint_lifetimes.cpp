@@ -66,6 +66,56 @@ void hand_saves_to_copies(const Base& base, Plan& plan, const Call& call, const 
     }
 }
 
+// What the call made and only nodes the forward let go saved: the checkpoint's holders keep
+// nothing, so it dies where the code drops it (its last use, a frame's hold), not with the
+// dropped graph; a weight's cast at the forward's end (autocast's cache), and selective
+// checkpointing's cached outputs as end_cached_outputs says.
+void end_let_go_saves(const Base& base, Plan& plan, const Call& call, const Saves& saves) {
+    for (int32_t let_go : saves.dropped_only) {
+        Alloc& storage = plan.allocs[static_cast<size_t>(let_go)];
+        const int32_t made = base.creator[static_cast<size_t>(let_go)];
+        if (!call.holds(made) || cached(plan, call, made) || storage.device != base.device) continue;
+        int32_t kept = base.last_access_in_pass(let_go, Phase::Forward, call.pass);
+        if (base.param_cast[static_cast<size_t>(let_go)])
+            kept = std::max(kept, base.pass_fwd_last[static_cast<size_t>(call.pass)]);
+        const int32_t held = base.held_seq[static_cast<size_t>(let_go)];
+        if (held >= 0 && base.pass[static_cast<size_t>(held)] == call.pass) kept = std::max(kept, held);
+        if (kept >= 0 && plan.key(Point{kept, true}) < plan.key(storage.freed)) {
+            storage.freed = {kept, true};
+            storage.freed_offset = 0;
+        }
+    }
+}
+
+// A storage outside ops saved too (shared_save): the call's nodes read its recomputed copy,
+// handed over at their unpack (it dies when the last of them returns: where the captured step
+// freed it, when that node was the last to hold it); the original dies after its forward use
+// and the outside nodes' reads.
+void hand_shared_saves_to_copies(const Base& base, Plan& plan, const Call& call, const Saves& saves, Recomputation& rec) {
+    for (const SharedSave& shared : saves.shared) {
+        auto found = rec.copy_of.find(shared.alloc);
+        if (found == rec.copy_of.end()) continue;
+        Alloc& original = plan.allocs[static_cast<size_t>(shared.alloc)];
+        Alloc& copy = plan.allocs[static_cast<size_t>(found->second)];
+        Point end{shared.run_last, true};
+        if (auto back = base.node_return(shared.alloc, call.pass, original.freed); back && shared.run_last > shared.outside_last)
+            end = plan.later(end, *back);
+        copy.freed = plan.later(copy.freed, end);
+        copy.freed_offset = 0;
+        rec.last_use.erase(found->second);
+        for (int32_t seq : shared.run_reads)
+            for (PlanAccess& access : plan.ops[static_cast<size_t>(seq)].acc)
+                if (access.alloc == shared.alloc) access.alloc = found->second;
+        int32_t kept = std::max(base.last_access_in_pass(shared.alloc, Phase::Forward, call.pass), shared.outside_last);
+        const int32_t held = base.held_seq[static_cast<size_t>(shared.alloc)];
+        if (held >= 0 && base.pass[static_cast<size_t>(held)] == call.pass) kept = std::max(kept, held);
+        if (kept >= 0 && plan.key(Point{kept, true}) < plan.key(original.freed)) {
+            original.freed = {kept, true};
+            original.freed_offset = 0;
+        }
+    }
+}
+
 // Recomputed storages nothing saved die where the captured forward freed them, the same code
 // dropping its last reference (a local, an argument: not always at the last use); those
 // it freed after the early stop die at the stop, which unwinds the recomputation's frames, and
@@ -138,7 +188,7 @@ void end_cached_outputs(const Base& base, Plan& plan, const Call& call, const Sa
                 out.freed_offset = 0;
                 continue;
             }
-            if (it != rec.replayed_at.end() && !base.saved(kept) && call.holds(recorded.op)) {
+            if (it != rec.replayed_at.end() && !base.kept_saved(kept) && call.holds(recorded.op)) {
                 out.freed = end_at_rerun(plan, rec, recorded, until);
                 out.freed_offset = 0;
                 continue;
@@ -233,10 +283,10 @@ void release_forward_casts(const Base& base, Plan& plan, const std::vector<Call>
         Alloc& alloc = plan.allocs[static_cast<size_t>(cast)];
         const int32_t made = base.creator[static_cast<size_t>(cast)];
         if (!base.param_cast[static_cast<size_t>(cast)] || made < 0 || alloc.device != base.device ||
-            alloc.freed.op == kNoFree || !base.saved(cast))
+            alloc.freed.op == kNoFree || !base.kept_saved(cast))
             continue;
         bool only_calls = true;
-        base.for_savers(cast, [&](int32_t seq) { only_calls = only_calls && in_call[static_cast<size_t>(seq)]; });
+        base.for_kept_savers(cast, [&](int32_t seq) { only_calls = only_calls && in_call[static_cast<size_t>(seq)]; });
         if (!only_calls) continue;
         const int32_t pass = base.pass[static_cast<size_t>(made)];
         Point end{std::max(base.last_access_in_pass(cast, Phase::Forward, pass),

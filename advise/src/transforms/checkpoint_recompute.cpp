@@ -202,10 +202,11 @@ Recomputation insert_recomputation(const Base& base, Plan& plan, const Call& cal
                                    const std::vector<StatsCall>& stats) {
     const int32_t stop = saves.stop, trigger = saves.trigger;
     Recomputation rec;
-    bool stop_runs = false;
-    base.for_made(stop, [&](int32_t made) {
-        base.for_savers(made, [&](int32_t saver) { stop_runs = stop_runs || saver == stop; });
-    });
+    const int32_t recorded_allocs = static_cast<int32_t>(base.trace->allocations.size());
+    bool stop_runs = false;   // an output written in place counts (an in-place ReLU saves its result)
+    for (const PlanAccess& access : base.plan.ops[static_cast<size_t>(stop)].acc)
+        if (access.mode != trace::AccessMode::Read && access.alloc < recorded_allocs)
+            base.for_savers(access.alloc, [&](int32_t saver) { stop_runs = stop_runs || saver == stop; });
     rec.last_rerun = stop_runs ? stop : stop - 1;
     const std::vector<RecastPlace> recasts = recast_places(base, plan, call, stop);
     size_t next_cast = 0;

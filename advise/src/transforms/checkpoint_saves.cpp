@@ -2,6 +2,7 @@
 // that reads the saves back (docs/simulator.md "Settings: checkpoint").
 #include <algorithm>
 #include <climits>
+#include <optional>
 
 #include "checkpoint.hpp"
 
@@ -18,6 +19,42 @@ std::vector<int32_t> touched_storages(const Plan& plan, const Call& call, int32_
     std::sort(touched.begin(), touched.end());
     touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
     return touched;
+}
+
+// torchvision's video block ends in an in-place ReLU, which saves the block's output, and the next
+// block's first convolution saves that output as its input. Checkpointed, the ReLU's save is the
+// checkpoint's holder: its backward (which the capture may credit to the block's parent) unpacks
+// it, recomputing first, and reads the recomputed copy; the original lives as long as the outside
+// nodes that saved it. A read is an outside saver's when its module is within that saver's; when
+// an outside saver's module holds the call's, the reads are not told apart (nullopt).
+std::optional<SharedSave> shared_save(const Base& base, int32_t alloc, const Call& call) {
+    const int32_t made = base.creator[static_cast<size_t>(alloc)];
+    if (!call.holds(made)) return std::nullopt;
+    std::vector<int32_t> outside;
+    bool apart = true;
+    base.for_kept_savers(alloc, [&](int32_t saver) {
+        if (call.holds(saver)) return;
+        const int32_t other = base.module[static_cast<size_t>(saver)];
+        apart = apart && other >= 0 && !base.info.within(call.module, other);
+        outside.push_back(other);
+    });
+    if (!apart || outside.empty()) return std::nullopt;
+    SharedSave out;
+    out.alloc = alloc;
+    base.for_acc(alloc, [&](int32_t seq, trace::AccessMode) {
+        if (base.phase[static_cast<size_t>(seq)] != Phase::Backward || base.pass[static_cast<size_t>(seq)] != call.pass)
+            return;
+        const int32_t reader = base.module[static_cast<size_t>(seq)];
+        if (std::any_of(outside.begin(), outside.end(), [&](int32_t other) { return base.info.within(reader, other); })) {
+            out.outside_last = std::max(out.outside_last, seq);
+        } else if (out.run_reads.empty() || out.run_reads.back() != seq) {
+            out.run_reads.push_back(seq);
+        }
+    });
+    if (out.run_reads.empty()) return std::nullopt;
+    out.run_first = out.run_reads.front();
+    out.run_last = out.run_reads.back();
+    return out;
 }
 
 }  // namespace
@@ -38,10 +75,18 @@ Saves find_saves(const Base& base, const Plan& plan, const Call& call) {
     saves.only_here.assign(static_cast<size_t>(recorded_allocs), 0);
     for (int32_t storage : saves.touched) {
         bool any = false, all = true;
+        // a save whose node the forward let go still counts toward the early stop (a pack), but
+        // keeps nothing: its storage is the recomputation's like any other (Base::saved_dropped)
+        bool packed_here = false, packed_out = false;
         base.for_savers(storage, [&](int32_t saver) {
-            if (call.holds(saver)) { any = true; saves.stop = std::max(saves.stop, saver); }
+            if (call.holds(saver)) saves.stop = std::max(saves.stop, saver);
+            (call.holds(saver) ? packed_here : packed_out) = true;
+        });
+        base.for_kept_savers(storage, [&](int32_t saver) {
+            if (call.holds(saver)) any = true;
             else all = false;
         });
+        if (packed_here && !packed_out && !base.kept_saved(storage)) saves.dropped_only.push_back(storage);
         if (!any) continue;
         saves.saved.push_back(storage);
         saves.only_here[static_cast<size_t>(storage)] = all;
@@ -124,7 +169,9 @@ void move_trigger_before_reads(const Base& base, const Call& call, Saves& saves)
 // multiplies the gradient twice. So a storage only the call saved ends the frame no earlier
 // than where the capture freed it, when that was in this pass's backward (mHC's layers.1 held
 // layer 0's 192 MiB output two kernels longer than its last read).
-int32_t backward_last(const Base& base, const Plan& plan, const Call& call, const Saves& saves) {
+// A storage outside ops saved too (shared_save) moves the trigger to the call's first read of it
+// and the end to its last.
+void find_backward_end(const Base& base, const Plan& plan, const Call& call, Saves& saves) {
     int32_t last = saves.trigger;
     for (int32_t storage : saves.saved) {
         if (saves.only_here[static_cast<size_t>(storage)]) {
@@ -144,8 +191,13 @@ int32_t backward_last(const Base& base, const Plan& plan, const Call& call, cons
                 base.info.within(base.module[static_cast<size_t>(seq)], call.module))
                 last = std::max(last, seq);
         });
+        if (auto shared = shared_save(base, storage, call)) {
+            saves.trigger = std::min(saves.trigger, shared->run_first);
+            last = std::max(last, shared->run_last);
+            saves.shared.push_back(*shared);
+        }
     }
-    return last;
+    saves.backward_last = last;
 }
 
 }  // namespace mhc::advise::checkpointing

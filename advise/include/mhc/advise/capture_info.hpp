@@ -2,6 +2,7 @@
 // What a model capture (mhc-torch capture) knows beyond the trace tables: the module of each
 // kernel, its phase (forward, backward, optimizer, recompute), the storages autograd saved for
 // the backward and which forward op saved them, and the model's repeated blocks.
+#include <array>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -69,6 +70,11 @@ struct CaptureInfo {
     // (per-sample gradients, vmap(grad(loss))): meta capture.torch_func_modules. Those transforms
     // refuse saved-tensor hooks, so PyTorch stops a checkpoint or an offload inside them.
     std::vector<int32_t> torch_func_modules;
+    // The kernels (first, last kernel row) of each update of a key/value cache that a Hugging Face
+    // model's forward made itself from its config's use_cache, with that model and the last kernel
+    // row before the module calling the update returned (meta capture.model_cache_updates,
+    // python/mhc_torch/model_cache.py; empty when none ran).
+    std::vector<std::array<int32_t, 4>> model_cache_updates;   // (model, first, last, returned)
 
     // What the printed code needs to know of the user's model and optimizer (meta that
     // mhc-torch capture writes; empty in a capture that lacks it).

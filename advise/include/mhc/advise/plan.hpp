@@ -124,6 +124,11 @@ struct Base {
     // The seqs of the ops that saved allocation row a for the backward (saved_tensors), by seq:
     // saved_seq[info.saved_begin[a] .. info.saved_begin[a+1]), with how many packs each made.
     std::vector<int32_t> saved_seq, saved_packs;
+    // Per saved_seq entry: 1 when the saving node was let go in the forward, its graph dropped
+    // (a result used only `.detach()`ed, as peft DoRA's weight norm of lora_B(lora_A(eye))): a
+    // storage the node saved (not a parameter, which FSDP2 frees while saved) was freed before
+    // its pass's backward began. No backward unpacks such a save; it still counted as a pack.
+    std::vector<uint8_t> saved_dropped;
     std::vector<uint8_t> param_cast;    // made by aten::_to_copy of a parameter (autocast's cache)
     std::vector<int32_t> held_seq;      // per allocation row: info.held_until as a seq, -1
     std::vector<std::pair<int32_t, int32_t>> unpack_seq;   // info.unpacks as (allocation row, seq), sorted
@@ -167,6 +172,16 @@ struct Base {
             f(made_list[static_cast<size_t>(j)]);
     }
     bool saved(int32_t a) const { return info.saved_begin[static_cast<size_t>(a) + 1] > info.saved_begin[static_cast<size_t>(a)]; }
+    // The savers whose node lives into the backward (saved_dropped is 0), and whether there are any.
+    template <class F> void for_kept_savers(int32_t alloc, F&& visit) const {
+        for (int64_t j = info.saved_begin[static_cast<size_t>(alloc)]; j < info.saved_begin[static_cast<size_t>(alloc) + 1]; ++j)
+            if (saved_dropped[static_cast<size_t>(j)] == 0) visit(saved_seq[static_cast<size_t>(j)]);
+    }
+    bool kept_saved(int32_t alloc) const {
+        bool any = false;
+        for_kept_savers(alloc, [&](int32_t) { any = true; });
+        return any;
+    }
     // The last access of allocation row `alloc` by an op of `phase` in step `step`, -1 if none.
     int32_t last_access(int32_t alloc, Phase phase, int32_t step) const {
         return access_in(alloc, phase, this->step, step, true);

@@ -58,6 +58,10 @@ Context make_context(const Base& b, const Setting& s, HostModel host = {});
 
 // The transforms, one per file.
 std::unique_ptr<Transform> make_checkpoint(const Base& b, const std::vector<CheckpointGroup>& groups);
+// The key/value cache copies of the Hugging Face models holding a checkpointed region, which the
+// setting turns the cache of off (transforms/model_cache.cpp): removed, their readers reading what
+// they copied. Checkpoint::apply calls it last.
+void drop_model_cache(const Base& base, Plan& plan, const std::vector<int32_t>& checkpointed);
 std::unique_ptr<Transform> make_offload(const Base& b, const OffloadSetting& o);
 std::unique_ptr<Transform> make_fused_optimizer(const Base& b);
 std::unique_ptr<Transform> make_host_optimizer(const Base& b);
