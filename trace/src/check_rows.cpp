@@ -171,7 +171,7 @@ void check_allocations(const TraceData& trace, CheckReport& report) {
                                                [&] {
                                                    char text[32];
                                                    snprintf(text, sizeof text, "%llx",
-                                                            (unsigned long long)allocs.address[row]);
+                                                            static_cast<unsigned long long>(allocs.address[row]));
                                                    return std::string(text);
                                                }() +
                                                " is freed twice at " + t_str(allocs.t_free[row]) +
