@@ -443,8 +443,8 @@ std::string describe(const Setting& setting, const CaptureInfo& info) {
         const std::string cls = optimizer_class(info);
         parts.push_back(std::string(to_string(setting.optimizer_impl)) + " " + cls.substr(cls.rfind('.') + 1));
     }
-    if (setting.optimizer_on_host) parts.push_back("optimizer on host");
-    if (setting.bf16_weights) parts.push_back("bf16 weights");
+    if (setting.optimizer_on_host) parts.emplace_back("optimizer on host");
+    if (setting.bf16_weights) parts.emplace_back("bf16 weights");
     if (!setting.allocator.empty()) parts.push_back(setting.allocator);
     if (!setting.reshard_after_forward.empty()) parts.push_back(reshard_words(setting.reshard_after_forward, info));
     if (parts.empty()) return "as captured";

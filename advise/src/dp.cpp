@@ -31,7 +31,7 @@ struct State {
 
 // Keeps the states that no other state beats in sf, sb and time; states within one quantum in
 // both sums are merged into the fastest.
-std::vector<State> prune(std::vector<State> states, int64_t quantum) {
+std::vector<State> prune(const std::vector<State>& states, int64_t quantum) {
     std::unordered_map<uint64_t, size_t> bucket;
     std::vector<State> merged;
     auto floor_div = [&](int64_t value) { return value >= 0 ? value / quantum : -((-value + quantum - 1) / quantum); };
@@ -105,7 +105,7 @@ DpResult solve(const SeparableModel& model, int64_t capacity, const std::vector<
                 if (gap_fits(model, k + 1, extended.sf, extended.sb, capacity)) next.push_back(extended);
             }
         }
-        layers[k + 1] = prune(std::move(next), quantum);
+        layers[k + 1] = prune(next, quantum);
         result.states = std::max<int64_t>(result.states, static_cast<int64_t>(layers[k + 1].size()));
         if (layers[k + 1].empty()) return result;
     }

@@ -62,7 +62,7 @@ int64_t Plan::key(Point pt) const {
         if (op_index >= host_seq.size() || host_seq[op_index] < 0)
             throw Error("advise: an op that was never placed (internal)", Error::Kind::Internal);
         seq = host_seq[op_index];
-        side = host_side[op_index];
+        side = static_cast<uint8_t>(host_side[op_index]);   // 0, 1 or 2: before, the op itself, after
         index = host_index[op_index];
     }
     return (((seq + 1) * 3 + side) * (int64_t(1) << 24) + index) * 2 + (pt.at_end ? 1 : 0);
@@ -647,7 +647,7 @@ trace::TraceData to_trace(const Plan& plan, const Order& order, const Timing& tm
                                 " (internal)",
                             Error::Kind::Internal);
             auto it = std::find_if(acc.begin(), acc.end(), [&](auto& entry) { return entry.first == dense_id; });
-            if (it == acc.end()) acc.push_back({dense_id, pa.mode});
+            if (it == acc.end()) acc.emplace_back(dense_id, pa.mode);
             else it->second = static_cast<trace::AccessMode>(static_cast<int>(it->second) | static_cast<int>(pa.mode));
         }
         std::sort(acc.begin(), acc.end());
@@ -665,7 +665,7 @@ trace::TraceData to_trace(const Plan& plan, const Order& order, const Timing& tm
     for (size_t i = 0; i < out.strings.size(); ++i)
         if (out.strings[i] == "step") step_name = static_cast<int64_t>(i);
     if (step_name < 0) {
-        out.strings.push_back("step");
+        out.strings.emplace_back("step");
         step_name = static_cast<int64_t>(out.strings.size() - 1);
     }
     for (auto& [s, span] : step_span)

@@ -82,7 +82,7 @@ OffloadSetting parse_offload(const json& node) {
     if (node.contains("modules") && !node["modules"].is_null())
         offload.modules = module_list(node["modules"], "offload.modules");
     if (node.contains("min_bytes"))
-        offload.min_bytes = integer(node["min_bytes"], "offload.min_bytes", 0, int64_t(1) << 56);
+        offload.min_bytes = integer(node["min_bytes"], "offload.min_bytes", 0, static_cast<int64_t>(1) << 56);
     if (node.contains("max_fwd_stash"))
         offload.max_fwd_stash = static_cast<int>(integer(node["max_fwd_stash"], "offload.max_fwd_stash", 1, 1 << 20));
     if (node.contains("prefetch"))
