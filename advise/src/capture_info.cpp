@@ -547,8 +547,11 @@ bool CaptureInfo::within(int32_t module, int32_t ancestor) const {
 std::vector<uint8_t> CaptureInfo::inside_any(const std::vector<int32_t>& roots) const {
     std::vector<uint8_t> in(module_name.size(), 0);
     for (size_t m = 0; m < module_name.size(); ++m)
-        for (int32_t r : roots)
-            if (within(static_cast<int32_t>(m), r)) { in[m] = 1; break; }
+        for (int32_t root : roots)
+            if (within(static_cast<int32_t>(m), root)) {
+                in[m] = 1;
+                break;
+            }
     return in;
 }
 

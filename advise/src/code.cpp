@@ -34,9 +34,9 @@ std::string names_of_one_prefix(const std::vector<std::string>& names);
 // encoder's and a decoder's layers) as one such list per stack, unpacked into one list.
 std::string names_expr(const std::vector<std::string>& modules, const CaptureInfo& info) {
     std::vector<std::vector<std::string>> runs;
-    for (const std::string& m : modules) {
-        int32_t i = info.find_module(m);
-        std::string name = i >= 0 ? info.user_name(i) : m;
+    for (const std::string& module : modules) {
+        int32_t index = info.find_module(module);
+        std::string name = index >= 0 ? info.user_name(index) : module;
         if (runs.empty() || prefix_of(runs.back().back()) != prefix_of(name)) runs.emplace_back();
         runs.back().push_back(name);
     }
@@ -50,45 +50,46 @@ std::string names_of_one_prefix(const std::vector<std::string>& names) {
     std::string prefix;
     std::vector<int> idx;
     bool numbered = !names.empty();
-    for (const std::string& n : names) {
-        size_t dot = n.rfind('.');
-        std::string p = dot == std::string::npos ? "" : n.substr(0, dot);
-        std::string tail = dot == std::string::npos ? n : n.substr(dot + 1);
-        if (tail.empty() || tail.find_first_not_of("0123456789") != std::string::npos || (!prefix.empty() && p != prefix)) {
+    for (const std::string& name : names) {
+        size_t dot = name.rfind('.');
+        std::string parent = dot == std::string::npos ? "" : name.substr(0, dot);
+        std::string tail = dot == std::string::npos ? name : name.substr(dot + 1);
+        if (tail.empty() || tail.find_first_not_of("0123456789") != std::string::npos ||
+            (!prefix.empty() && parent != prefix)) {
             numbered = false;
             break;
         }
-        prefix = p;
+        prefix = parent;
         idx.push_back(std::stoi(tail));
     }
-    std::ostringstream o;
+    std::ostringstream out;
     if (numbered && names.size() > 2) {
         bool run = true;
         for (size_t i = 1; i < idx.size(); ++i) run = run && idx[i] == idx[i - 1] + 1;
-        o << "[f\"" << (prefix.empty() ? "" : prefix + ".") << "{i}\" for i in ";
+        out << "[f\"" << (prefix.empty() ? "" : prefix + ".") << "{i}\" for i in ";
         if (run) {
-            o << "range(" << idx.front() << ", " << idx.back() + 1 << ")]";
+            out << "range(" << idx.front() << ", " << idx.back() + 1 << ")]";
         } else {
-            o << "(";
-            for (size_t i = 0; i < idx.size(); ++i) o << (i ? ", " : "") << idx[i];
-            o << ")]";
+            out << "(";
+            for (size_t i = 0; i < idx.size(); ++i) out << (i ? ", " : "") << idx[i];
+            out << ")]";
         }
-        return o.str();
+        return out.str();
     }
-    o << "[";
-    for (size_t i = 0; i < names.size(); ++i) o << (i ? ", " : "") << "\"" << names[i] << "\"";
-    o << "]";
-    return o.str();
+    out << "[";
+    for (size_t i = 0; i < names.size(); ++i) out << (i ? ", " : "") << "\"" << names[i] << "\"";
+    out << "]";
+    return out.str();
 }
 
 size_t block_count(const std::vector<std::string>& modules, const CaptureInfo& info) {
-    size_t n = 0;
-    for (const std::string& m : modules) {
-        int32_t i = info.find_module(m);
-        n += i >= 0 && info.module_block[static_cast<size_t>(i)] >= 0 &&
-             info.block_module[static_cast<size_t>(info.module_block[static_cast<size_t>(i)])] == i;
+    size_t count = 0;
+    for (const std::string& module : modules) {
+        int32_t index = info.find_module(module);
+        count += index >= 0 && info.module_block[static_cast<size_t>(index)] >= 0 &&
+                 info.block_module[static_cast<size_t>(info.module_block[static_cast<size_t>(index)])] == index;
     }
-    return n;
+    return count;
 }
 
 // The stack a block belongs to: its name less the last component ("ViTMAEForPreTraining.vit.layers").
@@ -106,12 +107,12 @@ std::string what_modules(const std::vector<std::string>& modules, const CaptureI
     // answers with as many blocks in all but not in each stack do not read the same ("checkpoint 10
     // of 20 blocks" twice on ViT-MAE, 3 + 7 and 4 + 6 of its encoder's and decoder's layers).
     std::vector<std::pair<std::string, std::pair<int, int>>> stacks;   // stack -> (chosen, all), forward order
-    for (const std::string& b : info.block_name) {
-        const std::string st = stack_of(b);
-        auto it = std::find_if(stacks.begin(), stacks.end(), [&](const auto& e) { return e.first == st; });
+    for (const std::string& block : info.block_name) {
+        const std::string st = stack_of(block);
+        auto it = std::find_if(stacks.begin(), stacks.end(), [&](const auto& entry) { return entry.first == st; });
         if (it == stacks.end()) it = stacks.insert(stacks.end(), {st, {0, 0}});
         ++it->second.second;
-        it->second.first += static_cast<int>(std::count(modules.begin(), modules.end(), b));
+        it->second.first += static_cast<int>(std::count(modules.begin(), modules.end(), block));
     }
     if (stacks.size() < 2) return out;
     std::string parts;
@@ -240,86 +241,89 @@ void batchnorm_code(std::ostringstream& out, const Setting& setting, const Captu
             << "            keep_power_iteration(m)\n";
 }
 
-void checkpoint_code(std::ostringstream& o, const Setting& s, const CaptureInfo& info) {
+void checkpoint_code(std::ostringstream& out, const Setting& setting, const CaptureInfo& info) {
     bool wrapper = false;
     // With BatchNorm or spectral norm inside, checkpoint's context_fn marks the recompute (batchnorm_code).
-    const bool bn = checkpoints_batchnorm(s, info);
+    const bool bn = checkpoints_batchnorm(setting, info);
     const std::string marked = bn ? ", context_fn=marking()" : "";
-    auto hf_all = [&](const CheckpointGroup& group) { return s.checkpoint.size() == 1 && hf_layers(group, info); };
-    if (!s.checkpoint.empty() && !hf_all(s.checkpoint.front())) o << "import functools\n";
-    for (const CheckpointGroup& g : s.checkpoint) {
-        if (hf_all(g)) {
+    auto hf_all = [&](const CheckpointGroup& group) {
+        return setting.checkpoint.size() == 1 && hf_layers(group, info);
+    };
+    if (!setting.checkpoint.empty() && !hf_all(setting.checkpoint.front())) out << "import functools\n";
+    for (const CheckpointGroup& group : setting.checkpoint) {
+        if (hf_all(group)) {
             const bool current = info.hf_checkpoint_call == "activation_checkpointing_enable";
-            o << "model." << info.hf_checkpoint_call << "(" << (current ? "activation" : "gradient")
-              << "_checkpointing_kwargs={\"use_reentrant\": False" << (bn ? ", \"context_fn\": marking()" : "")
-              << "})\n";
+            out << "model." << info.hf_checkpoint_call << "(" << (current ? "activation" : "gradient")
+                << "_checkpointing_kwargs={\"use_reentrant\": False" << (bn ? ", \"context_fn\": marking()" : "")
+                << "})\n";
             continue;
         }
         if (!wrapper) {
-            o << "from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (\n"
-              << "    CheckpointImpl, apply_activation_checkpointing, checkpoint_wrapper)\n";
+            out << "from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (\n"
+                << "    CheckpointImpl, apply_activation_checkpointing, checkpoint_wrapper)\n";
             // A Hugging Face model's own checkpointing turns its key/value cache off in the layers
             // it checkpoints; checkpoint_wrapper does not, and a recomputed layer writes its keys
             // and values into the cache again (transformers' attention then stops on a mask of
             // half the keys' length; DPO with the policy's layers checkpointed).
             if (!info.hf_checkpoint_layers.empty())
-                o << "model.config.use_cache = False   # as transformers' own checkpointing does: a recomputed layer would "
-                     "write its keys and values into the cache again\n";
+                out << "model.config.use_cache = False   # as transformers' own checkpointing does: a recomputed layer would "
+                       "write its keys and values into the cache again\n";
             wrapper = true;
         }
-        if (g.policy == Policy::Mhc) {
-            o << "# mHC: recompute the hyper-connections' maps (RMSNorm, projection, Sinkhorn-Knopp) in the backward\n"
-              << "maps = {m for n in " << names_expr(g.modules, info) << " for m in model.get_submodule(n).modules()\n"
-              << "        if type(m).__name__ == \"" << kMhcMaps << "\"}\n"
-              << "apply_activation_checkpointing(model, check_fn=lambda m: m in maps, checkpoint_wrapper_fn=functools.partial(\n"
-              << "    checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT" << marked << "))\n";
+        if (group.policy == Policy::Mhc) {
+            out << "# mHC: recompute the hyper-connections' maps (RMSNorm, projection, Sinkhorn-Knopp) in the backward\n"
+                << "maps = {m for n in " << names_expr(group.modules, info)
+                << " for m in model.get_submodule(n).modules()\n"
+                << "        if type(m).__name__ == \"" << kMhcMaps << "\"}\n"
+                << "apply_activation_checkpointing(model, check_fn=lambda m: m in maps, checkpoint_wrapper_fn=functools.partial(\n"
+                << "    checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT" << marked << "))\n";
             continue;
         }
-        if (g.policy == Policy::Full) {
-            o << "full = {model.get_submodule(n) for n in " << names_expr(g.modules, info) << "}\n"
-              << "apply_activation_checkpointing(model, check_fn=lambda m: m in full, checkpoint_wrapper_fn=functools.partial(\n"
-              << "    checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT" << marked << "))\n";
+        if (group.policy == Policy::Full) {
+            out << "full = {model.get_submodule(n) for n in " << names_expr(group.modules, info) << "}\n"
+                << "apply_activation_checkpointing(model, check_fn=lambda m: m in full, checkpoint_wrapper_fn=functools.partial(\n"
+                << "    checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT" << marked << "))\n";
         } else {
-            o << "from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts\n"
-              << "aten = torch.ops.aten\n"
-              << "MATMULS = {aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.default,\n"
-              << "           aten.convolution.default,\n"
-              << "           aten._scaled_dot_product_flash_attention.default,\n"
-              << "           aten._scaled_dot_product_flash_attention_for_cpu.default,   # the same on a CPU\n"
-              << "           aten._scaled_dot_product_efficient_attention.default,\n"
-              << "           aten._scaled_dot_product_cudnn_attention.default}\n"
-              << "def save_matmuls(ctx, op, *args, **kwargs):\n"
-              << "    return CheckpointPolicy.MUST_SAVE if op in MATMULS else CheckpointPolicy.PREFER_RECOMPUTE\n"
-              << "selective = {model.get_submodule(n) for n in " << names_expr(g.modules, info) << "}\n"
-              << "apply_activation_checkpointing(model, check_fn=lambda m: m in selective, checkpoint_wrapper_fn=functools.partial(\n"
-              << "    checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT,\n"
-              << "    context_fn=" << (bn ? "marking(" : "")
-              << "functools.partial(create_selective_checkpoint_contexts, save_matmuls)" << (bn ? ")" : "") << "))\n";
+            out << "from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts\n"
+                << "aten = torch.ops.aten\n"
+                << "MATMULS = {aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.default,\n"
+                << "           aten.convolution.default,\n"
+                << "           aten._scaled_dot_product_flash_attention.default,\n"
+                << "           aten._scaled_dot_product_flash_attention_for_cpu.default,   # the same on a CPU\n"
+                << "           aten._scaled_dot_product_efficient_attention.default,\n"
+                << "           aten._scaled_dot_product_cudnn_attention.default}\n"
+                << "def save_matmuls(ctx, op, *args, **kwargs):\n"
+                << "    return CheckpointPolicy.MUST_SAVE if op in MATMULS else CheckpointPolicy.PREFER_RECOMPUTE\n"
+                << "selective = {model.get_submodule(n) for n in " << names_expr(group.modules, info) << "}\n"
+                << "apply_activation_checkpointing(model, check_fn=lambda m: m in selective, checkpoint_wrapper_fn=functools.partial(\n"
+                << "    checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT,\n"
+                << "    context_fn=" << (bn ? "marking(" : "")
+                << "functools.partial(create_selective_checkpoint_contexts, save_matmuls)" << (bn ? ")" : "") << "))\n";
         }
     }
 }
 
-void offload_code(std::ostringstream& o, const OffloadSetting& f, const CaptureInfo& info) {
-    const bool streamed = f.mode == OffloadMode::Streamed;
-    o << "from torchtune.training import OffloadActivations\n"
-      << "offload = OffloadActivations(use_streams=" << (streamed ? "True" : "False");
-    if (streamed) o << ", max_fwd_stash_size=" << f.max_fwd_stash;
-    o << ", min_offload_size=" << f.min_bytes << ")\n";
+void offload_code(std::ostringstream& out, const OffloadSetting& offload, const CaptureInfo& info) {
+    const bool streamed = offload.mode == OffloadMode::Streamed;
+    out << "from torchtune.training import OffloadActivations\n"
+        << "offload = OffloadActivations(use_streams=" << (streamed ? "True" : "False");
+    if (streamed) out << ", max_fwd_stash_size=" << offload.max_fwd_stash;
+    out << ", min_offload_size=" << offload.min_bytes << ")\n";
     // Entered and left by forward hooks, as mhc_torch.apply (enter_around_forward) does: the code
     // printed is the code --verify captures. The whole forward: around the model's own call (a
     // loss the model computes inside forward is offloaded, one computed after it is not).
-    if (!f.modules) {
-        o << "m = model                          # around the model's forward (not a loss computed after it)\n";
+    if (!offload.modules) {
+        out << "m = model                          # around the model's forward (not a loss computed after it)\n";
     } else {
-        o << "for name in " << names_expr(*f.modules, info) << ":\n"
-          << "    m = model.get_submodule(name)\n";
+        out << "for name in " << names_expr(*offload.modules, info) << ":\n"
+            << "    m = model.get_submodule(name)\n";
     }
-    const std::string indent = f.modules ? "    " : "";
-    o << indent << "m.register_forward_pre_hook(lambda *_: offload.__enter__())\n"
-      << indent << "m.register_forward_hook(lambda *_: offload.__exit__(None, None, None), always_call=True)\n";
-    if (streamed && f.prefetch_or_default() > 0)
-        o << "# torchtune copies a tensor back when the backward needs it; the prediction (and mhc_torch.apply)\n"
-          << "# also brings the next " << f.prefetch_or_default() << " back ahead\n";
+    const std::string indent = offload.modules ? "    " : "";
+    out << indent << "m.register_forward_pre_hook(lambda *_: offload.__enter__())\n"
+        << indent << "m.register_forward_hook(lambda *_: offload.__exit__(None, None, None), always_call=True)\n";
+    if (streamed && offload.prefetch_or_default() > 0)
+        out << "# torchtune copies a tensor back when the backward needs it; the prediction (and mhc_torch.apply)\n"
+            << "# also brings the next " << offload.prefetch_or_default() << " back ahead\n";
 }
 
 // The optimizer's class as user code spells it (torch.optim.AdamW); AdamW when the capture
@@ -469,51 +473,53 @@ void reshard_code(std::ostringstream& out, const std::vector<std::pair<std::stri
 
 }  // namespace
 
-std::string describe(const Setting& s, const CaptureInfo& info) {
+std::string describe(const Setting& setting, const CaptureInfo& info) {
     std::vector<std::string> parts;
-    for (const CheckpointGroup& g : s.checkpoint) {
-        std::string what = what_modules(g.modules, info);
-        if (g.policy == Policy::Full) parts.push_back("checkpoint " + what);
-        else if (g.policy == Policy::SaveMatmuls) parts.push_back("selective checkpoint (keep matmuls) of " + what);
+    for (const CheckpointGroup& group : setting.checkpoint) {
+        std::string what = what_modules(group.modules, info);
+        if (group.policy == Policy::Full) parts.push_back("checkpoint " + what);
+        else if (group.policy == Policy::SaveMatmuls) parts.push_back("selective checkpoint (keep matmuls) of " + what);
         else parts.push_back("mHC recompute in " + what);
     }
-    if (s.offload)
-        parts.push_back(std::string(s.offload->mode == OffloadMode::Sync ? "offload (sync) " : "offload ") +
-                        (s.offload->modules ? what_modules(*s.offload->modules, info) : std::string("everything")));
-    if (s.optimizer_impl != OptimizerImpl::AsCaptured) {
+    if (setting.offload)
+        parts.push_back(
+            std::string(setting.offload->mode == OffloadMode::Sync ? "offload (sync) " : "offload ") +
+            (setting.offload->modules ? what_modules(*setting.offload->modules, info) : std::string("everything")));
+    if (setting.optimizer_impl != OptimizerImpl::AsCaptured) {
         const std::string cls = optimizer_class(info);
-        parts.push_back(std::string(to_string(s.optimizer_impl)) + " " + cls.substr(cls.rfind('.') + 1));
+        parts.push_back(std::string(to_string(setting.optimizer_impl)) + " " + cls.substr(cls.rfind('.') + 1));
     }
-    if (s.optimizer_on_host) parts.push_back("optimizer on host");
-    if (s.bf16_weights) parts.push_back("bf16 weights");
-    if (!s.allocator.empty()) parts.push_back(s.allocator);
-    if (!s.reshard_after_forward.empty()) parts.push_back(reshard_words(s.reshard_after_forward, info));
+    if (setting.optimizer_on_host) parts.emplace_back("optimizer on host");
+    if (setting.bf16_weights) parts.emplace_back("bf16 weights");
+    if (!setting.allocator.empty()) parts.push_back(setting.allocator);
+    if (!setting.reshard_after_forward.empty()) parts.push_back(reshard_words(setting.reshard_after_forward, info));
     if (parts.empty()) return "as captured";
     std::string out;
-    for (const std::string& p : parts) out += (out.empty() ? "" : " + ") + p;
+    for (const std::string& part : parts) out += (out.empty() ? "" : " + ") + part;
     return out;
 }
 
-std::string code_for(const Setting& s, const CaptureInfo& info) {
-    std::ostringstream o;
-    if (!s.allocator.empty()) {
+std::string code_for(const Setting& setting, const CaptureInfo& info) {
+    std::ostringstream out;
+    if (!setting.allocator.empty()) {
         // Over the settings the step was captured with, as it is predicted (a later key wins in
         // PyTorch's parser): the environment line replaces them.
-        const std::string conf = info.allocator_conf.empty() ? s.allocator : info.allocator_conf + "," + s.allocator;
-        o << "import os                          # before torch touches the GPU\n"
-          << "os.environ[\"PYTORCH_CUDA_ALLOC_CONF\"] = \"" << conf << "\"";
-        if (!info.allocator_conf.empty()) o << "   # the captured step's settings, then the answer's";
-        o << "\n";
+        const std::string conf = info.allocator_conf.empty() ? setting.allocator
+                                                             : info.allocator_conf + "," + setting.allocator;
+        out << "import os                          # before torch touches the GPU\n"
+            << "os.environ[\"PYTORCH_CUDA_ALLOC_CONF\"] = \"" << conf << "\"";
+        if (!info.allocator_conf.empty()) out << "   # the captured step's settings, then the answer's";
+        out << "\n";
     }
-    batchnorm_code(o, s, info);   // defines marking(), which the checkpoint code passes
-    checkpoint_code(o, s, info);
-    if (s.offload) offload_code(o, *s.offload, info);
-    optimizer_code(o, s, info);
-    if (!s.reshard_after_forward.empty()) reshard_code(o, s.reshard_after_forward, info);
-    o << "# or, the same in one line (what --verify runs):\n"
-      << "import mhc_torch\n"
-      << "model, optimizer = mhc_torch.apply(model, optimizer, " << to_json(s) << ")";
-    return o.str();
+    batchnorm_code(out, setting, info);   // defines marking(), which the checkpoint code passes
+    checkpoint_code(out, setting, info);
+    if (setting.offload) offload_code(out, *setting.offload, info);
+    optimizer_code(out, setting, info);
+    if (!setting.reshard_after_forward.empty()) reshard_code(out, setting.reshard_after_forward, info);
+    out << "# or, the same in one line (what --verify runs):\n"
+        << "import mhc_torch\n"
+        << "model, optimizer = mhc_torch.apply(model, optimizer, " << to_json(setting) << ")";
+    return out.str();
 }
 
 }  // namespace mhc::advise

@@ -33,8 +33,8 @@ const GpuMemory* find_gpu(const std::string& name) {
 }
 
 const GpuMemory& gpu_memory(const std::string& name) {
-    for (const GpuMemory& g : kGpus)
-        if (name == g.name) return g;
+    for (const GpuMemory& gpu : kGpus)
+        if (name == gpu.name) return gpu;
     throw Error("--gpu: unknown GPU '" + name + "'; valid: " + gpu_names());
 }
 

@@ -13,10 +13,10 @@
 
 namespace mhc::advise {
 
-int64_t Plan::intern(const std::string& s) {
+int64_t Plan::intern(const std::string& text) {
     for (size_t i = strings.size(); i-- > 0;)
-        if (strings[i] == s) return static_cast<int64_t>(i);
-    strings.push_back(s);
+        if (strings[i] == text) return static_cast<int64_t>(i);
+    strings.push_back(text);
     return static_cast<int64_t>(strings.size() - 1);
 }
 
@@ -25,27 +25,27 @@ int32_t Plan::add_op(Op op) {
     return static_cast<int32_t>(ops.size() - 1);
 }
 
-int32_t Plan::add_alloc(Alloc a) {
-    allocs.push_back(a);
+int32_t Plan::add_alloc(Alloc alloc) {
+    allocs.push_back(alloc);
     return static_cast<int32_t>(allocs.size() - 1);
 }
 
 void Plan::insert_before(int32_t seq, int32_t op) {
-    auto& v = before[static_cast<size_t>(seq)];
-    v.push_back(op);
+    auto& placed = before[static_cast<size_t>(seq)];
+    placed.push_back(op);
     if (host_seq.size() < ops.size()) { host_seq.resize(ops.size(), -1); host_index.resize(ops.size(), 0); host_side.resize(ops.size(), 1); }
     host_seq[static_cast<size_t>(op)] = seq;
     host_side[static_cast<size_t>(op)] = 0;
-    host_index[static_cast<size_t>(op)] = static_cast<int32_t>(v.size() - 1);
+    host_index[static_cast<size_t>(op)] = static_cast<int32_t>(placed.size() - 1);
 }
 
 void Plan::insert_after(int32_t seq, int32_t op) {
-    auto& v = after[static_cast<size_t>(seq)];
-    v.push_back(op);
+    auto& placed = after[static_cast<size_t>(seq)];
+    placed.push_back(op);
     if (host_seq.size() < ops.size()) { host_seq.resize(ops.size(), -1); host_index.resize(ops.size(), 0); host_side.resize(ops.size(), 1); }
     host_seq[static_cast<size_t>(op)] = seq;
     host_side[static_cast<size_t>(op)] = 2;
-    host_index[static_cast<size_t>(op)] = static_cast<int32_t>(v.size() - 1);
+    host_index[static_cast<size_t>(op)] = static_cast<int32_t>(placed.size() - 1);
 }
 
 int64_t Plan::key(Point pt) const {
@@ -58,27 +58,28 @@ int64_t Plan::key(Point pt) const {
     } else if (pt.op == end_op()) {
         seq = recorded;
     } else {
-        size_t o = static_cast<size_t>(pt.op);
-        if (o >= host_seq.size() || host_seq[o] < 0) throw Error("advise: an op that was never placed (internal)", Error::Kind::Internal);
-        seq = host_seq[o];
-        side = host_side[o];
-        index = host_index[o];
+        size_t op_index = static_cast<size_t>(pt.op);
+        if (op_index >= host_seq.size() || host_seq[op_index] < 0)
+            throw Error("advise: an op that was never placed (internal)", Error::Kind::Internal);
+        seq = host_seq[op_index];
+        side = static_cast<uint8_t>(host_side[op_index]);   // 0, 1 or 2: before, the op itself, after
+        index = host_index[op_index];
     }
     return (((seq + 1) * 3 + side) * (int64_t(1) << 24) + index) * 2 + (pt.at_end ? 1 : 0);
 }
 
 void Plan::remove_op(int32_t op) {
-    Op& o = ops[static_cast<size_t>(op)];
-    o.kind = OpKind::Mark;
-    o.duration = 0;
-    o.gap = 0;
-    o.acc.clear();
-    o.waits.clear();
+    Op& removed = ops[static_cast<size_t>(op)];
+    removed.kind = OpKind::Mark;
+    removed.duration = 0;
+    removed.gap = 0;
+    removed.acc.clear();
+    removed.waits.clear();
 }
 
-int32_t Base::step_index(int32_t s) const {
-    auto it = std::lower_bound(steps.begin(), steps.end(), s);
-    return it != steps.end() && *it == s ? static_cast<int32_t>(it - steps.begin()) : -1;
+int32_t Base::step_index(int32_t step) const {
+    auto it = std::lower_bound(steps.begin(), steps.end(), step);
+    return it != steps.end() && *it == step ? static_cast<int32_t>(it - steps.begin()) : -1;
 }
 
 int32_t Base::access_in(int32_t alloc, Phase ph, const std::vector<int32_t>& group, int32_t wanted, bool last) const {
@@ -120,83 +121,98 @@ std::optional<Point> Base::node_return(int32_t alloc, int32_t pass_index, Point 
 
 namespace {
 
-int32_t gpu_device(const trace::TraceData& t) {
-    int32_t d = INT32_MAX;
-    for (int32_t k : t.kernels.device) if (k >= 0) d = std::min(d, k);
-    if (d == INT32_MAX)
-        for (int32_t a : t.allocations.device) if (a >= 0) d = std::min(d, a);
-    return d == INT32_MAX ? 0 : d;
+int32_t gpu_device(const trace::TraceData& trace_data) {
+    int32_t device = INT32_MAX;
+    for (int32_t kernel_device : trace_data.kernels.device)
+        if (kernel_device >= 0) device = std::min(device, kernel_device);
+    if (device == INT32_MAX)
+        for (int32_t alloc_device : trace_data.allocations.device)
+            if (alloc_device >= 0) device = std::min(device, alloc_device);
+    return device == INT32_MAX ? 0 : device;
 }
 
 // Each allocation's accesses by seq (counting sort), its maker and whether it is autocast's
 // cached copy of a parameter (a cast of a trained parameter to as many bytes or fewer).
-void index_accesses(Base& b) {
-    const trace::TraceData& t = *b.trace;
-    const size_t m = t.allocations.size(), n = b.korder.size();
-    b.acc_begin.assign(m + 1, 0);
-    for (size_t s = 0; s < n; ++s) {
-        int32_t k = b.korder[s];
-        for (int64_t j = t.kernels.access_begin[static_cast<size_t>(k)]; j < t.kernels.access_begin[static_cast<size_t>(k) + 1]; ++j)
-            ++b.acc_begin[static_cast<size_t>(t.accesses.allocation[static_cast<size_t>(j)]) + 1];
+void index_accesses(Base& base) {
+    const trace::TraceData& trace_data = *base.trace;
+    const size_t alloc_count = trace_data.allocations.size(), seq_count = base.korder.size();
+    base.acc_begin.assign(alloc_count + 1, 0);
+    for (size_t s = 0; s < seq_count; ++s) {
+        int32_t kernel = base.korder[s];
+        for (int64_t j = trace_data.kernels.access_begin[static_cast<size_t>(kernel)];
+             j < trace_data.kernels.access_begin[static_cast<size_t>(kernel) + 1]; ++j)
+            ++base.acc_begin[static_cast<size_t>(trace_data.accesses.allocation[static_cast<size_t>(j)]) + 1];
     }
-    for (size_t i = 1; i <= m; ++i) b.acc_begin[i] += b.acc_begin[i - 1];
-    b.acc.resize(static_cast<size_t>(b.acc_begin[m]));
-    std::vector<int64_t> cur(b.acc_begin.begin(), b.acc_begin.end() - 1);
-    for (size_t s = 0; s < n; ++s) {
-        int32_t k = b.korder[s];
-        for (int64_t j = t.kernels.access_begin[static_cast<size_t>(k)]; j < t.kernels.access_begin[static_cast<size_t>(k) + 1]; ++j) {
-            size_t a = static_cast<size_t>(t.accesses.allocation[static_cast<size_t>(j)]);
-            b.acc[static_cast<size_t>(cur[a]++)] = {static_cast<int32_t>(s), t.accesses.mode[static_cast<size_t>(j)]};
+    for (size_t i = 1; i <= alloc_count; ++i) base.acc_begin[i] += base.acc_begin[i - 1];
+    base.acc.resize(static_cast<size_t>(base.acc_begin[alloc_count]));
+    std::vector<int64_t> cur(base.acc_begin.begin(), base.acc_begin.end() - 1);
+    for (size_t s = 0; s < seq_count; ++s) {
+        int32_t kernel = base.korder[s];
+        for (int64_t j = trace_data.kernels.access_begin[static_cast<size_t>(kernel)];
+             j < trace_data.kernels.access_begin[static_cast<size_t>(kernel) + 1]; ++j) {
+            size_t alloc = static_cast<size_t>(trace_data.accesses.allocation[static_cast<size_t>(j)]);
+            base.acc[static_cast<size_t>(cur[alloc]++)] = {static_cast<int32_t>(s),
+                                                           trace_data.accesses.mode[static_cast<size_t>(j)]};
         }
     }
     // The maker: the first access, when it writes and the allocation was made just before it
     // (an output); parameters, inputs and buffers made before any kernel have none.
-    b.creator.assign(m, -1);
-    b.param_cast.assign(m, 0);
-    for (size_t a = 0; a < m; ++a) {
-        if (b.acc_begin[a] == b.acc_begin[a + 1]) continue;
-        auto [s, mode] = b.acc[static_cast<size_t>(b.acc_begin[a])];
-        if (mode != trace::AccessMode::Read && t.allocations.t_alloc[a] == t.kernels.t_start[static_cast<size_t>(b.korder[static_cast<size_t>(s)])])
-            b.creator[a] = s;
+    base.creator.assign(alloc_count, -1);
+    base.param_cast.assign(alloc_count, 0);
+    for (size_t a = 0; a < alloc_count; ++a) {
+        if (base.acc_begin[a] == base.acc_begin[a + 1]) continue;
+        auto [s, mode] = base.acc[static_cast<size_t>(base.acc_begin[a])];
+        if (mode != trace::AccessMode::Read &&
+            trace_data.allocations.t_alloc[a] ==
+                trace_data.kernels.t_start[static_cast<size_t>(base.korder[static_cast<size_t>(s)])])
+            base.creator[a] = s;
     }
-    b.made_begin.assign(n + 1, 0);
-    for (size_t a = 0; a < m; ++a)
-        if (b.creator[a] >= 0) ++b.made_begin[static_cast<size_t>(b.creator[a]) + 1];
-    for (size_t s = 1; s <= n; ++s) b.made_begin[s] += b.made_begin[s - 1];
-    b.made_list.resize(static_cast<size_t>(b.made_begin[n]));
+    base.made_begin.assign(seq_count + 1, 0);
+    for (size_t a = 0; a < alloc_count; ++a)
+        if (base.creator[a] >= 0) ++base.made_begin[static_cast<size_t>(base.creator[a]) + 1];
+    for (size_t s = 1; s <= seq_count; ++s) base.made_begin[s] += base.made_begin[s - 1];
+    base.made_list.resize(static_cast<size_t>(base.made_begin[seq_count]));
     {
-        std::vector<int64_t> c(b.made_begin.begin(), b.made_begin.end() - 1);
-        for (size_t a = 0; a < m; ++a)
-            if (b.creator[a] >= 0) b.made_list[static_cast<size_t>(c[static_cast<size_t>(b.creator[a])]++)] = static_cast<int32_t>(a);
+        std::vector<int64_t> next_made(base.made_begin.begin(), base.made_begin.end() - 1);
+        for (size_t a = 0; a < alloc_count; ++a)
+            if (base.creator[a] >= 0)
+                base.made_list[static_cast<size_t>(next_made[static_cast<size_t>(base.creator[a])]++)] =
+                    static_cast<int32_t>(a);
     }
     // Parameters that train: those with a gradient ("<name>.grad"); autocast caches the casts of
     // those only (a frozen weight, such as LoRA's base, is cast anew at each use). A trace
     // without gradients says nothing: all count.
     std::unordered_set<std::string> grads;
-    for (size_t a = 0; a < m; ++a)
-        if (t.allocations.category[a] == trace::Category::Grad) grads.insert(t.str(t.allocations.label[a]));
+    for (size_t a = 0; a < alloc_count; ++a)
+        if (trace_data.allocations.category[a] == trace::Category::Grad)
+            grads.insert(trace_data.str(trace_data.allocations.label[a]));
     // FSDP2's unsharded parameters ("<name> (unsharded)"; "(unsharded, frozen)" without a gradient)
     // have theirs reduce-scattered into one buffer per group (python/mhc_torch/data_parallel.py).
     const std::string unsharded = " (unsharded)";
     auto trains = [&](int32_t param) {
-        const std::string& label = t.str(t.allocations.label[static_cast<size_t>(param)]);
+        const std::string& label = trace_data.str(trace_data.allocations.label[static_cast<size_t>(param)]);
         if (label.size() > unsharded.size() &&
             label.compare(label.size() - unsharded.size(), unsharded.size(), unsharded) == 0)
             return true;
         return grads.empty() || grads.count(label + ".grad") > 0;
     };
-    for (size_t a = 0; a < m; ++a) {
-        int32_t c = b.creator[a];
-        if (c < 0 || t.str(t.kernels.name[static_cast<size_t>(b.korder[static_cast<size_t>(c)])]) != "aten::_to_copy") continue;
-        int32_t k = b.korder[static_cast<size_t>(c)];
-        for (int64_t j = t.kernels.access_begin[static_cast<size_t>(k)]; j < t.kernels.access_begin[static_cast<size_t>(k) + 1]; ++j) {
-            int32_t src = t.accesses.allocation[static_cast<size_t>(j)];
+    for (size_t a = 0; a < alloc_count; ++a) {
+        int32_t creator = base.creator[a];
+        if (creator < 0 ||
+            trace_data.str(trace_data.kernels.name[static_cast<size_t>(base.korder[static_cast<size_t>(creator)])]) !=
+                "aten::_to_copy")
+            continue;
+        int32_t kernel = base.korder[static_cast<size_t>(creator)];
+        for (int64_t j = trace_data.kernels.access_begin[static_cast<size_t>(kernel)];
+             j < trace_data.kernels.access_begin[static_cast<size_t>(kernel) + 1]; ++j) {
+            int32_t src = trace_data.accesses.allocation[static_cast<size_t>(j)];
             // autocast caches a weight's cast to the lower precision only: an upcast (bf16
             // weights to fp32 for LayerNorm, a larger storage) is not kept for the forward
-            if (t.accesses.mode[static_cast<size_t>(j)] == trace::AccessMode::Read &&
-                t.allocations.category[static_cast<size_t>(src)] == trace::Category::Param &&
-                t.allocations.bytes[a] <= t.allocations.bytes[static_cast<size_t>(src)] && trains(src))
-                b.param_cast[a] = 1;
+            if (trace_data.accesses.mode[static_cast<size_t>(j)] == trace::AccessMode::Read &&
+                trace_data.allocations.category[static_cast<size_t>(src)] == trace::Category::Param &&
+                trace_data.allocations.bytes[a] <= trace_data.allocations.bytes[static_cast<size_t>(src)] &&
+                trains(src))
+                base.param_cast[a] = 1;
         }
     }
 }
@@ -226,85 +242,87 @@ void index_passes(Base& base) {
     }
 }
 
-void index_steps(Base& b) {
-    const size_t n = b.korder.size();
-    for (size_t s = 0; s < n; ++s) b.steps.push_back(b.step[s]);
-    std::sort(b.steps.begin(), b.steps.end());
-    b.steps.erase(std::unique(b.steps.begin(), b.steps.end()), b.steps.end());
-    const size_t ns = b.steps.size();
-    b.fwd_last.assign(ns, -1);
-    b.bwd_first.assign(ns, -1);
-    b.opt_first.assign(ns, -1);
-    b.opt_last.assign(ns, -1);
-    const trace::TraceData& t = *b.trace;
+void index_steps(Base& base) {
+    const size_t seq_count = base.korder.size();
+    for (size_t s = 0; s < seq_count; ++s) base.steps.push_back(base.step[s]);
+    std::sort(base.steps.begin(), base.steps.end());
+    base.steps.erase(std::unique(base.steps.begin(), base.steps.end()), base.steps.end());
+    const size_t ns = base.steps.size();
+    base.fwd_last.assign(ns, -1);
+    base.bwd_first.assign(ns, -1);
+    base.opt_first.assign(ns, -1);
+    base.opt_last.assign(ns, -1);
+    const trace::TraceData& trace_data = *base.trace;
     bool fused = false, foreach_ = false;
-    for (size_t s = 0; s < n; ++s) {
-        size_t i = static_cast<size_t>(b.step_index(b.step[s]));
-        if (b.phase[s] == Phase::Forward) b.fwd_last[i] = static_cast<int32_t>(s);
-        if (b.phase[s] == Phase::Backward && b.bwd_first[i] < 0) b.bwd_first[i] = static_cast<int32_t>(s);
-        if (b.phase[s] == Phase::Optimizer) {
-            if (b.opt_first[i] < 0) b.opt_first[i] = static_cast<int32_t>(s);
-            b.opt_last[i] = static_cast<int32_t>(s);
-            const std::string& name = t.str(t.kernels.name[static_cast<size_t>(b.korder[s])]);
+    for (size_t s = 0; s < seq_count; ++s) {
+        size_t step_row = static_cast<size_t>(base.step_index(base.step[s]));
+        if (base.phase[s] == Phase::Forward) base.fwd_last[step_row] = static_cast<int32_t>(s);
+        if (base.phase[s] == Phase::Backward && base.bwd_first[step_row] < 0)
+            base.bwd_first[step_row] = static_cast<int32_t>(s);
+        if (base.phase[s] == Phase::Optimizer) {
+            if (base.opt_first[step_row] < 0) base.opt_first[step_row] = static_cast<int32_t>(s);
+            base.opt_last[step_row] = static_cast<int32_t>(s);
+            const std::string& name = trace_data.str(trace_data.kernels.name[static_cast<size_t>(base.korder[s])]);
             fused |= name.find("_fused_adam") != std::string::npos;
             foreach_ |= name.find("_foreach_") != std::string::npos;
         }
     }
-    b.optimizer_impl = fused ? "fused" : foreach_ ? "foreach" : "";
+    base.optimizer_impl = fused ? "fused" : foreach_ ? "foreach" : "";
     // Forward-to-backward transitions per step (a recomputation inside the backward is not one).
     std::vector<int32_t> passes(ns, 0);
     Phase last = Phase::Other;
-    for (size_t s = 0; s < n; ++s) {
-        if (b.phase[s] == Phase::Recompute) continue;
-        if (s > 0 && b.step[s] != b.step[s - 1]) last = Phase::Other;
-        if (b.phase[s] == Phase::Backward && last == Phase::Forward)
-            ++passes[static_cast<size_t>(b.step_index(b.step[s]))];
-        last = b.phase[s];
+    for (size_t s = 0; s < seq_count; ++s) {
+        if (base.phase[s] == Phase::Recompute) continue;
+        if (s > 0 && base.step[s] != base.step[s - 1]) last = Phase::Other;
+        if (base.phase[s] == Phase::Backward && last == Phase::Forward)
+            ++passes[static_cast<size_t>(base.step_index(base.step[s]))];
+        last = base.phase[s];
     }
-    for (int32_t count : passes) b.passes = std::max(b.passes, count);
-    index_passes(b);
+    for (int32_t count : passes) base.passes = std::max(base.passes, count);
+    index_passes(base);
 }
 
 // Where a recorded allocation is made and freed among the recorded kernels.
-void place_allocations(Base& b, const sim::EventStreams& ev) {
-    const trace::TraceData& t = *b.trace;
-    Plan& p = b.plan;
-    const int32_t n = p.recorded;
-    const int64_t t_last = n > 0 ? *std::max_element(ev.kend.begin(), ev.kend.end()) : 0;
+void place_allocations(Base& base, const sim::EventStreams& ev) {
+    const trace::TraceData& trace_data = *base.trace;
+    Plan& plan = base.plan;
+    const int32_t recorded = plan.recorded;
+    const int64_t t_last = recorded > 0 ? *std::max_element(ev.kend.begin(), ev.kend.end()) : 0;
     // kernels by end time: the last one ending at or before a free
     std::vector<int32_t> by_end = ev.kend_order;
-    for (size_t a = 0; a < t.allocations.size(); ++a) {
+    for (size_t a = 0; a < trace_data.allocations.size(); ++a) {
         Alloc al;
         al.src = static_cast<int32_t>(a);
-        al.bytes = t.allocations.bytes[a];
-        al.device = t.allocations.device[a];
-        al.category = t.allocations.category[a];
-        al.label = t.allocations.label[a];
-        al.stream = t.allocations.stream[a];
-        const int64_t ta = t.allocations.t_alloc[a], tf = t.allocations.t_free[a];
-        auto s = std::lower_bound(ev.kstart.begin(), ev.kstart.end(), ta) - ev.kstart.begin();
-        if (s < n) {
-            al.made = {static_cast<int32_t>(s), false};
-            al.made_offset = ta - ev.kstart[static_cast<size_t>(s)];
+        al.bytes = trace_data.allocations.bytes[a];
+        al.device = trace_data.allocations.device[a];
+        al.category = trace_data.allocations.category[a];
+        al.label = trace_data.allocations.label[a];
+        al.stream = trace_data.allocations.stream[a];
+        const int64_t ta = trace_data.allocations.t_alloc[a], tf = trace_data.allocations.t_free[a];
+        auto start_seq = std::lower_bound(ev.kstart.begin(), ev.kstart.end(), ta) - ev.kstart.begin();
+        if (start_seq < recorded) {
+            al.made = {static_cast<int32_t>(start_seq), false};
+            al.made_offset = ta - ev.kstart[static_cast<size_t>(start_seq)];
         } else {
-            al.made = {p.end_op(), false};
+            al.made = {plan.end_op(), false};
             al.made_offset = ta - t_last;
         }
         if (tf == trace::kNoTime) {
             al.freed = {kNoFree, false};
         } else {
-            auto e = std::upper_bound(by_end.begin(), by_end.end(), tf,
-                                      [&](int64_t f, int32_t q) { return f < ev.kend[static_cast<size_t>(q)]; });
-            if (e == by_end.begin()) {
-                al.freed = {n > 0 ? 0 : p.end_op(), false};
-                al.freed_offset = tf - (n > 0 ? ev.kstart[0] : t_last);
+            auto ended = std::upper_bound(by_end.begin(), by_end.end(), tf, [&](int64_t free_time, int32_t seq) {
+                return free_time < ev.kend[static_cast<size_t>(seq)];
+            });
+            if (ended == by_end.begin()) {
+                al.freed = {recorded > 0 ? 0 : plan.end_op(), false};
+                al.freed_offset = tf - (recorded > 0 ? ev.kstart[0] : t_last);
             } else {
-                int32_t q = *(e - 1);
-                al.freed = {q, true};
-                al.freed_offset = tf - ev.kend[static_cast<size_t>(q)];
+                int32_t last_ended = *(ended - 1);
+                al.freed = {last_ended, true};
+                al.freed_offset = tf - ev.kend[static_cast<size_t>(last_ended)];
             }
         }
-        p.allocs.push_back(al);
+        plan.allocs.push_back(al);
     }
 }
 
@@ -329,95 +347,97 @@ void mark_dropped_saves(Base& base) {
 
 }  // namespace
 
-Base make_base(const trace::TraceData& t) { return make_base(t, load_capture_info(t)); }
+Base make_base(const trace::TraceData& trace_data) { return make_base(trace_data, load_capture_info(trace_data)); }
 
-Base make_base(const trace::TraceData& t, CaptureInfo info) {
-    Base b;
-    b.trace = &t;
-    b.info = std::move(info);
-    b.device = gpu_device(t);
-    sim::EventStreams ev = sim::event_streams(t, b.device);
-    b.korder = ev.korder;
-    const size_t n = b.korder.size();
-    b.module.resize(n);
-    b.step.resize(n);
-    b.phase.resize(n);
-    for (size_t s = 0; s < n; ++s) {
-        size_t k = static_cast<size_t>(b.korder[s]);
-        b.module[s] = b.info.kernel_module[k];
-        b.phase[s] = b.info.kernel_phase[k];
-        b.step[s] = t.kernels.step[k];
+Base make_base(const trace::TraceData& trace_data, CaptureInfo info) {
+    Base base;
+    base.trace = &trace_data;
+    base.info = std::move(info);
+    base.device = gpu_device(trace_data);
+    sim::EventStreams ev = sim::event_streams(trace_data, base.device);
+    base.korder = ev.korder;
+    const size_t seq_count = base.korder.size();
+    base.module.resize(seq_count);
+    base.step.resize(seq_count);
+    base.phase.resize(seq_count);
+    for (size_t s = 0; s < seq_count; ++s) {
+        size_t kernel = static_cast<size_t>(base.korder[s]);
+        base.module[s] = base.info.kernel_module[kernel];
+        base.phase[s] = base.info.kernel_phase[kernel];
+        base.step[s] = trace_data.kernels.step[kernel];
     }
-    index_accesses(b);
-    index_steps(b);
+    index_accesses(base);
+    index_steps(base);
     {
-        std::vector<int32_t> seq_of(t.kernels.size(), -1);
-        for (size_t s = 0; s < n; ++s) seq_of[static_cast<size_t>(b.korder[s])] = static_cast<int32_t>(s);
+        std::vector<int32_t> seq_of(trace_data.kernels.size(), -1);
+        for (size_t s = 0; s < seq_count; ++s) seq_of[static_cast<size_t>(base.korder[s])] = static_cast<int32_t>(s);
         // by kernel row (the capture's launch order, the same as seq for one stream)
-        b.saved_seq.resize(b.info.saved_by.size());
-        b.saved_packs = b.info.saved_packs;
-        for (size_t i = 0; i < b.info.saved_by.size(); ++i) b.saved_seq[i] = seq_of[static_cast<size_t>(b.info.saved_by[i])];
-        b.held_seq.assign(t.allocations.size(), -1);
-        for (size_t a = 0; a < b.info.held_until.size() && a < b.held_seq.size(); ++a)
-            if (b.info.held_until[a] >= 0) b.held_seq[a] = seq_of[static_cast<size_t>(b.info.held_until[a])];
-        for (auto [a, k] : b.info.unpacks)
-            if (seq_of[static_cast<size_t>(k)] >= 0) b.unpack_seq.emplace_back(a, seq_of[static_cast<size_t>(k)]);
-        std::sort(b.unpack_seq.begin(), b.unpack_seq.end());
+        base.saved_seq.resize(base.info.saved_by.size());
+        base.saved_packs = base.info.saved_packs;
+        for (size_t i = 0; i < base.info.saved_by.size(); ++i)
+            base.saved_seq[i] = seq_of[static_cast<size_t>(base.info.saved_by[i])];
+        base.held_seq.assign(trace_data.allocations.size(), -1);
+        for (size_t a = 0; a < base.info.held_until.size() && a < base.held_seq.size(); ++a)
+            if (base.info.held_until[a] >= 0) base.held_seq[a] = seq_of[static_cast<size_t>(base.info.held_until[a])];
+        for (auto [a, k] : base.info.unpacks)
+            if (seq_of[static_cast<size_t>(k)] >= 0) base.unpack_seq.emplace_back(a, seq_of[static_cast<size_t>(k)]);
+        std::sort(base.unpack_seq.begin(), base.unpack_seq.end());
     }
     // Checked (mhc check says it first): "nan", "-1" or "1e300" were cast to int64 unchecked.
-    const trace::CaptureTiming timing = trace::capture_timing(t.meta);
+    const trace::CaptureTiming timing = trace::capture_timing(trace_data.meta);
     if (!timing.error.empty())
-        throw Error(t.path + ": meta " + timing.error + " (capture the step again with mhc-torch capture)");
-    b.hbm_bw = timing.hbm_bw;
-    b.launch_overhead = timing.launch_overhead_ns;
+        throw Error(trace_data.path + ": meta " + timing.error + " (capture the step again with mhc-torch capture)");
+    base.hbm_bw = timing.hbm_bw;
+    base.launch_overhead = timing.launch_overhead_ns;
 
-    Plan& p = b.plan;
-    p.strings = t.strings;
-    p.recorded = static_cast<int32_t>(n);
-    p.ops.resize(n + 2);
-    p.before.assign(n, {});
-    p.after.assign(n, {});
-    int64_t prev_end = n > 0 ? std::min(ev.kstart[0], t.t_begin()) : 0;
-    for (size_t s = 0; s < n; ++s) {
-        size_t k = static_cast<size_t>(b.korder[s]);
-        Op& o = p.ops[s];
-        o.kind = OpKind::Kernel;
-        o.src = static_cast<int32_t>(s);
-        o.name = t.kernels.name[k];
-        o.duration = ev.kend[s] - ev.kstart[s];
-        o.gap = std::max<int64_t>(0, ev.kstart[s] - prev_end);
+    Plan& plan = base.plan;
+    plan.strings = trace_data.strings;
+    plan.recorded = static_cast<int32_t>(seq_count);
+    plan.ops.resize(seq_count + 2);
+    plan.before.assign(seq_count, {});
+    plan.after.assign(seq_count, {});
+    int64_t prev_end = seq_count > 0 ? std::min(ev.kstart[0], trace_data.t_begin()) : 0;
+    for (size_t s = 0; s < seq_count; ++s) {
+        size_t kernel = static_cast<size_t>(base.korder[s]);
+        Op& op = plan.ops[s];
+        op.kind = OpKind::Kernel;
+        op.src = static_cast<int32_t>(s);
+        op.name = trace_data.kernels.name[kernel];
+        op.duration = ev.kend[s] - ev.kstart[s];
+        op.gap = std::max<int64_t>(0, ev.kstart[s] - prev_end);
         prev_end = std::max(prev_end, ev.kend[s]);
-        o.module = b.module[s];
-        o.step = b.step[s];
-        o.phase = b.phase[s];
-        o.anchor = static_cast<int32_t>(s);
-        for (int64_t j = t.kernels.access_begin[k]; j < t.kernels.access_begin[k + 1]; ++j)
-            o.acc.push_back({t.accesses.allocation[static_cast<size_t>(j)], t.accesses.mode[static_cast<size_t>(j)]});
+        op.module = base.module[s];
+        op.step = base.step[s];
+        op.phase = base.phase[s];
+        op.anchor = static_cast<int32_t>(s);
+        for (int64_t j = trace_data.kernels.access_begin[kernel]; j < trace_data.kernels.access_begin[kernel + 1]; ++j)
+            op.acc.push_back({trace_data.accesses.allocation[static_cast<size_t>(j)],
+                              trace_data.accesses.mode[static_cast<size_t>(j)]});
     }
-    p.ops[n].kind = p.ops[n + 1].kind = OpKind::Mark;
-    p.ops[n].anchor = static_cast<int32_t>(n);
-    p.ops[n + 1].anchor = static_cast<int32_t>(n + 1);
-    place_allocations(b, ev);
-    mark_dropped_saves(b);
-    apply_comm_model(b, comm_model(t, b.info, ""));
-    return b;
+    plan.ops[seq_count].kind = plan.ops[seq_count + 1].kind = OpKind::Mark;
+    plan.ops[seq_count].anchor = static_cast<int32_t>(seq_count);
+    plan.ops[seq_count + 1].anchor = static_cast<int32_t>(seq_count + 1);
+    place_allocations(base, ev);
+    mark_dropped_saves(base);
+    apply_comm_model(base, comm_model(trace_data, base.info, ""));
+    return base;
 }
 
-Order order_of(const Plan& p) {
-    Order o;
-    o.pos.assign(p.ops.size(), -1);
+Order order_of(const Plan& plan) {
+    Order order;
+    order.pos.assign(plan.ops.size(), -1);
     auto put = [&](int32_t op) {
-        o.pos[static_cast<size_t>(op)] = static_cast<int32_t>(o.seq.size());
-        o.seq.push_back(op);
+        order.pos[static_cast<size_t>(op)] = static_cast<int32_t>(order.seq.size());
+        order.seq.push_back(op);
     };
-    put(p.begin_op());
-    for (int32_t s = 0; s < p.recorded; ++s) {
-        for (int32_t op : p.before[static_cast<size_t>(s)]) put(op);
+    put(plan.begin_op());
+    for (int32_t s = 0; s < plan.recorded; ++s) {
+        for (int32_t op : plan.before[static_cast<size_t>(s)]) put(op);
         put(s);
-        for (int32_t op : p.after[static_cast<size_t>(s)]) put(op);
+        for (int32_t op : plan.after[static_cast<size_t>(s)]) put(op);
     }
-    put(p.end_op());
-    return o;
+    put(plan.end_op());
+    return order;
 }
 
 namespace {
@@ -427,15 +447,16 @@ struct LinkQueues {
     int64_t busy[2] = {INT64_MIN, INT64_MIN};   // [0] H2D, [1] D2H: when each queue is free
 
     // Start and end of a copy issued at t.
-    std::pair<int64_t, int64_t> run(bool h2d, int64_t bytes, int64_t t) {
-        const int q = link.copy_engines >= 2 ? (h2d ? 0 : 1) : 0;
-        const int other = 1 - q;
-        int64_t start = std::max(t, busy[q]);
-        const sim::Direction& d = h2d ? link.h2d : link.d2h;
-        double bw = d.bandwidth_Bps;
+    std::pair<int64_t, int64_t> run(bool h2d, int64_t bytes, int64_t issued) {
+        const int queue = link.copy_engines >= 2 ? (h2d ? 0 : 1) : 0;
+        const int other = 1 - queue;
+        int64_t start = std::max(issued, busy[queue]);
+        const sim::Direction& direction = h2d ? link.h2d : link.d2h;
+        double bw = direction.bandwidth_Bps;
         if (link.copy_engines >= 2 && busy[other] > start) bw *= link.duplex_factor;
-        int64_t dur = std::max<int64_t>(1, static_cast<int64_t>(std::ceil((d.latency_s + static_cast<double>(bytes) / bw) * 1e9)));
-        busy[q] = start + dur;
+        int64_t dur = std::max<int64_t>(
+            1, static_cast<int64_t>(std::ceil((direction.latency_s + static_cast<double>(bytes) / bw) * 1e9)));
+        busy[queue] = start + dur;
         return {start, start + dur};
     }
 };
@@ -453,14 +474,15 @@ Timing timing(const Plan& plan, const Order& order, const sim::LinkModel& link, 
     for (size_t c = 0; c < plan.copies.size(); ++c)
         (plan.copies[c].at_start ? at_start : at_end)[static_cast<size_t>(plan.copies[c].trigger)].push_back(
             static_cast<int32_t>(c));
-    LinkQueues q{link};
-    auto issue = [&](const std::vector<int32_t>& cs, int64_t t) {
-        for (int32_t c : cs) {
-            auto [s, e] = q.run(plan.copies[static_cast<size_t>(c)].h2d, plan.copies[static_cast<size_t>(c)].bytes, t);
-            tm.copy_start[static_cast<size_t>(c)] = s;
-            tm.copy_end[static_cast<size_t>(c)] = e;
-            (plan.copies[static_cast<size_t>(c)].h2d ? tm.h2d_bytes
-                                                     : tm.d2h_bytes) += plan.copies[static_cast<size_t>(c)].bytes;
+    LinkQueues queues{link};
+    auto issue = [&](const std::vector<int32_t>& cs, int64_t issued) {
+        for (int32_t copy : cs) {
+            auto [s, e] = queues.run(plan.copies[static_cast<size_t>(copy)].h2d,
+                                     plan.copies[static_cast<size_t>(copy)].bytes, issued);
+            tm.copy_start[static_cast<size_t>(copy)] = s;
+            tm.copy_end[static_cast<size_t>(copy)] = e;
+            (plan.copies[static_cast<size_t>(copy)].h2d ? tm.h2d_bytes
+                                                        : tm.d2h_bytes) += plan.copies[static_cast<size_t>(copy)].bytes;
         }
     };
     int64_t now = 0;
@@ -493,10 +515,11 @@ Timing timing(const Plan& plan, const Order& order, const sim::LinkModel& link, 
         int64_t ready = now + cur.gap;
         issue(at_start[static_cast<size_t>(op)], ready);   // issued when the stream reaches the op
         int64_t waited = ready;
-        for (int32_t c : cur.waits) {
-            int64_t e = tm.copy_end[static_cast<size_t>(c)];
-            if (e < 0) throw Error("advise: an op waits for a copy issued after it (internal)", Error::Kind::Internal);
-            waited = std::max(waited, e);
+        for (int32_t copy : cur.waits) {
+            int64_t copy_end = tm.copy_end[static_cast<size_t>(copy)];
+            if (copy_end < 0)
+                throw Error("advise: an op waits for a copy issued after it (internal)", Error::Kind::Internal);
+            waited = std::max(waited, copy_end);
         }
         tm.waits += waited - ready;
         int64_t after_comm = waited;
@@ -506,7 +529,7 @@ Timing timing(const Plan& plan, const Order& order, const sim::LinkModel& link, 
         waited = after_comm;
         int64_t start = waited, end = start + cur.duration;
         if (cur.kind == OpKind::CopyH2D || cur.kind == OpKind::CopyD2H) {
-            auto [s, e] = q.run(cur.kind == OpKind::CopyH2D, cur.bytes, waited);
+            auto [s, e] = queues.run(cur.kind == OpKind::CopyH2D, cur.bytes, waited);
             tm.waits += s - waited;
             start = s;
             end = e;
@@ -526,51 +549,51 @@ Timing timing(const Plan& plan, const Order& order, const sim::LinkModel& link, 
     return tm;
 }
 
-LiveProfile live_profile(const Plan& p, const Order& o, int32_t device) {
-    const size_t nops = p.ops.size();
+LiveProfile live_profile(const Plan& plan, const Order& order, int32_t device) {
+    const size_t nops = plan.ops.size();
     // bytes made / freed at each op's start and end, on the GPU and on the host
     std::vector<int64_t> made_s(nops, 0), made_e(nops, 0), freed_s(nops, 0), freed_e(nops, 0);
     std::vector<int64_t> hmade_s(nops, 0), hmade_e(nops, 0), hfreed_s(nops, 0), hfreed_e(nops, 0);
-    for (const Alloc& a : p.allocs) {
-        if (a.removed) continue;
-        const bool gpu = a.device == device;
-        if (!gpu && a.device >= 0) continue;
-        size_t m = static_cast<size_t>(a.made.op);
-        (a.made.at_end ? (gpu ? made_e : hmade_e) : (gpu ? made_s : hmade_s))[m] += a.bytes;
-        if (a.freed.op != kNoFree) {
-            size_t f = static_cast<size_t>(a.freed.op);
-            (a.freed.at_end ? (gpu ? freed_e : hfreed_e) : (gpu ? freed_s : hfreed_s))[f] += a.bytes;
+    for (const Alloc& alloc : plan.allocs) {
+        if (alloc.removed) continue;
+        const bool gpu = alloc.device == device;
+        if (!gpu && alloc.device >= 0) continue;
+        size_t made_at = static_cast<size_t>(alloc.made.op);
+        (alloc.made.at_end ? (gpu ? made_e : hmade_e) : (gpu ? made_s : hmade_s))[made_at] += alloc.bytes;
+        if (alloc.freed.op != kNoFree) {
+            size_t freed_at = static_cast<size_t>(alloc.freed.op);
+            (alloc.freed.at_end ? (gpu ? freed_e : hfreed_e) : (gpu ? freed_s : hfreed_s))[freed_at] += alloc.bytes;
         }
     }
     LiveProfile lp;
-    lp.window.assign(static_cast<size_t>(p.recorded) + 2, 0);
+    lp.window.assign(static_cast<size_t>(plan.recorded) + 2, 0);
     int64_t live = 0, host = 0;
     size_t prev = SIZE_MAX;
-    for (int32_t op : o.seq) {
-        size_t i = static_cast<size_t>(op);
+    for (int32_t op : order.seq) {
+        size_t op_index = static_cast<size_t>(op);
         // the boundary between the previous op's end and this op's start: frees, then allocations
         if (prev != SIZE_MAX) { live -= freed_e[prev]; host -= hfreed_e[prev]; }
-        live -= freed_s[i];
-        host -= hfreed_s[i];
+        live -= freed_s[op_index];
+        host -= hfreed_s[op_index];
         if (prev != SIZE_MAX) { live += made_e[prev]; host += hmade_e[prev]; }
-        live += made_s[i];
-        host += hmade_s[i];
-        size_t w = static_cast<size_t>(p.ops[i].anchor);
-        lp.window[w] = std::max(lp.window[w], live);
+        live += made_s[op_index];
+        host += hmade_s[op_index];
+        size_t window = static_cast<size_t>(plan.ops[op_index].anchor);
+        lp.window[window] = std::max(lp.window[window], live);
         lp.peak = std::max(lp.peak, live);
         lp.host_peak = std::max(lp.host_peak, host);
-        prev = i;
+        prev = op_index;
     }
     return lp;
 }
 
-trace::TraceData to_trace(const Plan& p, const Order& o, const Timing& tm, const trace::TraceData& recorded,
+trace::TraceData to_trace(const Plan& plan, const Order& order, const Timing& tm, const trace::TraceData& recorded,
                           const std::map<std::string, std::string>& meta) {
-    trace::TraceData t;
-    t.path = recorded.path;
-    t.meta = recorded.meta;
-    for (auto& [k, v] : meta) t.meta[k] = v;
-    t.strings = p.strings;
+    trace::TraceData out;
+    out.path = recorded.path;
+    out.meta = recorded.meta;
+    for (auto& [k, v] : meta) out.meta[k] = v;
+    out.strings = plan.strings;
     auto point_time = [&](Point pt, int64_t offset) {
         size_t op = static_cast<size_t>(pt.op);
         return (pt.at_end ? tm.end[op] : tm.start[op]) + offset;
@@ -579,92 +602,98 @@ trace::TraceData to_trace(const Plan& p, const Order& o, const Timing& tm, const
     // op's end before those made at the next op's start, then added ones (a copy back from the
     // host, made when autograd unpacks it) before the recorded op's own outputs.
     std::vector<int32_t> idx;
-    for (size_t a = 0; a < p.allocs.size(); ++a)
-        if (!p.allocs[a].removed) idx.push_back(static_cast<int32_t>(a));
-    std::vector<int64_t> made(p.allocs.size()), pos_key(p.allocs.size());
-    for (int32_t a : idx) {
-        const Alloc& al = p.allocs[static_cast<size_t>(a)];
-        made[static_cast<size_t>(a)] = point_time(al.made, al.made_offset);
-        pos_key[static_cast<size_t>(a)] = 4 * static_cast<int64_t>(o.pos[static_cast<size_t>(al.made.op)]) + (al.made.at_end ? 2 : 0) +
-                                          (al.src >= 0 ? 1 : 0);
+    for (size_t a = 0; a < plan.allocs.size(); ++a)
+        if (!plan.allocs[a].removed) idx.push_back(static_cast<int32_t>(a));
+    std::vector<int64_t> made(plan.allocs.size()), pos_key(plan.allocs.size());
+    for (int32_t alloc : idx) {
+        const Alloc& al = plan.allocs[static_cast<size_t>(alloc)];
+        made[static_cast<size_t>(alloc)] = point_time(al.made, al.made_offset);
+        pos_key[static_cast<size_t>(alloc)] = 4 * static_cast<int64_t>(order.pos[static_cast<size_t>(al.made.op)]) +
+                                              (al.made.at_end ? 2 : 0) + (al.src >= 0 ? 1 : 0);
     }
-    std::stable_sort(idx.begin(), idx.end(), [&](int32_t x, int32_t y) {
-        if (made[static_cast<size_t>(x)] != made[static_cast<size_t>(y)]) return made[static_cast<size_t>(x)] < made[static_cast<size_t>(y)];
-        return pos_key[static_cast<size_t>(x)] < pos_key[static_cast<size_t>(y)];
+    std::stable_sort(idx.begin(), idx.end(), [&](int32_t lhs, int32_t rhs) {
+        if (made[static_cast<size_t>(lhs)] != made[static_cast<size_t>(rhs)])
+            return made[static_cast<size_t>(lhs)] < made[static_cast<size_t>(rhs)];
+        return pos_key[static_cast<size_t>(lhs)] < pos_key[static_cast<size_t>(rhs)];
     });
-    std::vector<int32_t> dense(p.allocs.size(), -1);
-    t.allocations.reserve(idx.size());
-    for (int32_t a : idx) {
-        const Alloc& al = p.allocs[static_cast<size_t>(a)];
-        trace::Allocation r;
-        r.id = static_cast<int64_t>(t.allocations.size()) + 1;
-        r.device = al.device;
-        r.bytes = al.bytes;
-        r.t_alloc = made[static_cast<size_t>(a)];
-        r.t_free = al.freed.op == kNoFree ? trace::kNoTime : std::max(r.t_alloc, point_time(al.freed, al.freed_offset));
-        r.stream = al.stream;
-        r.category = al.category;
-        r.label = al.label;
-        dense[static_cast<size_t>(a)] = static_cast<int32_t>(t.allocations.size());
-        t.allocations.push(r);
+    std::vector<int32_t> dense(plan.allocs.size(), -1);
+    out.allocations.reserve(idx.size());
+    for (int32_t alloc : idx) {
+        const Alloc& al = plan.allocs[static_cast<size_t>(alloc)];
+        trace::Allocation row;
+        row.id = static_cast<int64_t>(out.allocations.size()) + 1;
+        row.device = al.device;
+        row.bytes = al.bytes;
+        row.t_alloc = made[static_cast<size_t>(alloc)];
+        row.t_free = al.freed.op == kNoFree ? trace::kNoTime
+                                            : std::max(row.t_alloc, point_time(al.freed, al.freed_offset));
+        row.stream = al.stream;
+        row.category = al.category;
+        row.label = al.label;
+        dense[static_cast<size_t>(alloc)] = static_cast<int32_t>(out.allocations.size());
+        out.allocations.push(row);
     }
-    t.kernels.access_begin.push_back(0);
+    out.kernels.access_begin.push_back(0);
     std::map<int32_t, std::pair<int64_t, int64_t>> step_span;
-    for (int32_t op : o.seq) {
-        const Op& x = p.ops[static_cast<size_t>(op)];
-        const int64_t s = tm.start[static_cast<size_t>(op)], e = tm.end[static_cast<size_t>(op)];
-        if (x.step >= 0 && x.kind != OpKind::Mark) {
-            auto it = step_span.emplace(x.step, std::make_pair(s, e)).first;
-            it->second.first = std::min(it->second.first, s);
-            it->second.second = std::max(it->second.second, e);
+    for (int32_t op : order.seq) {
+        const Op& cur = plan.ops[static_cast<size_t>(op)];
+        const int64_t start = tm.start[static_cast<size_t>(op)], end = tm.end[static_cast<size_t>(op)];
+        if (cur.step >= 0 && cur.kind != OpKind::Mark) {
+            auto it = step_span.emplace(cur.step, std::make_pair(start, end)).first;
+            it->second.first = std::min(it->second.first, start);
+            it->second.second = std::max(it->second.second, end);
         }
-        if (x.kind == OpKind::CopyH2D || x.kind == OpKind::CopyD2H) {
-            t.copies.push({static_cast<int64_t>(t.copies.size()) + 1, 0, 0,
-                           x.kind == OpKind::CopyH2D ? trace::CopyKind::H2D : trace::CopyKind::D2H, x.bytes, s, e});
+        if (cur.kind == OpKind::CopyH2D || cur.kind == OpKind::CopyD2H) {
+            out.copies.push({static_cast<int64_t>(out.copies.size()) + 1, 0, 0,
+                             cur.kind == OpKind::CopyH2D ? trace::CopyKind::H2D : trace::CopyKind::D2H, cur.bytes,
+                             start, end});
             continue;
         }
-        if (x.kind != OpKind::Kernel) continue;
-        trace::Kernel k;
-        k.id = static_cast<int64_t>(t.kernels.size()) + 1;
-        k.name = x.name;
-        k.t_start = s;
-        k.t_end = e;
-        k.step = x.step;
-        t.kernels.push(k);
+        if (cur.kind != OpKind::Kernel) continue;
+        trace::Kernel kernel;
+        kernel.id = static_cast<int64_t>(out.kernels.size()) + 1;
+        kernel.name = cur.name;
+        kernel.t_start = start;
+        kernel.t_end = end;
+        kernel.step = cur.step;
+        out.kernels.push(kernel);
         std::vector<std::pair<int32_t, trace::AccessMode>> acc;
-        for (const PlanAccess& pa : x.acc) {
-            int32_t d = dense[static_cast<size_t>(pa.alloc)];
-            if (d < 0)
-                throw Error("advise: kernel " + p.strings[static_cast<size_t>(x.name)] + " accesses removed allocation " +
-                                p.strings[static_cast<size_t>(p.allocs[static_cast<size_t>(pa.alloc)].label)] + " (internal)",
+        for (const PlanAccess& pa : cur.acc) {
+            int32_t dense_id = dense[static_cast<size_t>(pa.alloc)];
+            if (dense_id < 0)
+                throw Error("advise: kernel " + plan.strings[static_cast<size_t>(cur.name)] +
+                                " accesses removed allocation " +
+                                plan.strings[static_cast<size_t>(plan.allocs[static_cast<size_t>(pa.alloc)].label)] +
+                                " (internal)",
                             Error::Kind::Internal);
-            auto it = std::find_if(acc.begin(), acc.end(), [&](auto& q) { return q.first == d; });
-            if (it == acc.end()) acc.push_back({d, pa.mode});
+            auto it = std::find_if(acc.begin(), acc.end(), [&](auto& entry) { return entry.first == dense_id; });
+            if (it == acc.end()) acc.emplace_back(dense_id, pa.mode);
             else it->second = static_cast<trace::AccessMode>(static_cast<int>(it->second) | static_cast<int>(pa.mode));
         }
         std::sort(acc.begin(), acc.end());
         for (auto& [d, m] : acc) {
-            t.accesses.allocation.push_back(d);
-            t.accesses.mode.push_back(m);
+            out.accesses.allocation.push_back(d);
+            out.accesses.mode.push_back(m);
         }
-        t.kernels.access_begin.push_back(static_cast<int64_t>(t.accesses.allocation.size()));
+        out.kernels.access_begin.push_back(static_cast<int64_t>(out.accesses.allocation.size()));
     }
-    for (size_t c = 0; c < p.copies.size(); ++c)
-        t.copies.push({static_cast<int64_t>(t.copies.size()) + 1, 0, p.copies[c].h2d ? 1 : 2,
-                       p.copies[c].h2d ? trace::CopyKind::H2D : trace::CopyKind::D2H, p.copies[c].bytes,
-                       tm.copy_start[c], tm.copy_end[c]});
+    for (size_t c = 0; c < plan.copies.size(); ++c)
+        out.copies.push({static_cast<int64_t>(out.copies.size()) + 1, 0, plan.copies[c].h2d ? 1 : 2,
+                         plan.copies[c].h2d ? trace::CopyKind::H2D : trace::CopyKind::D2H, plan.copies[c].bytes,
+                         tm.copy_start[c], tm.copy_end[c]});
     int64_t step_name = -1;
-    for (size_t i = 0; i < t.strings.size(); ++i)
-        if (t.strings[i] == "step") step_name = static_cast<int64_t>(i);
+    for (size_t i = 0; i < out.strings.size(); ++i)
+        if (out.strings[i] == "step") step_name = static_cast<int64_t>(i);
     if (step_name < 0) {
-        t.strings.push_back("step");
-        step_name = static_cast<int64_t>(t.strings.size() - 1);
+        out.strings.emplace_back("step");
+        step_name = static_cast<int64_t>(out.strings.size() - 1);
     }
     for (auto& [s, span] : step_span)
-        t.markers.push({static_cast<int64_t>(t.markers.size()) + 1, step_name, span.first, span.second, trace::MarkerKind::Step, s});
-    t.allocation_index.build(t.allocations.id);
-    t.kernel_index.build(t.kernels.id);
-    return t;
+        out.markers.push({static_cast<int64_t>(out.markers.size()) + 1, step_name, span.first, span.second,
+                          trace::MarkerKind::Step, s});
+    out.allocation_index.build(out.allocations.id);
+    out.kernel_index.build(out.kernels.id);
+    return out;
 }
 
 }  // namespace mhc::advise

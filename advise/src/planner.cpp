@@ -34,28 +34,28 @@ struct Windows {
     std::vector<uint8_t> fwd;
 };
 
-Windows classify(const Base& b) {
+Windows classify(const Base& base) {
     // per pass (a step with gradient accumulation holds its blocks once per micro-batch)
-    const size_t seqs = b.korder.size(), nb = b.info.block_name.size(), ns = b.pass_step.size();
-    Windows w;
-    w.owner.assign(seqs + 2, -1);
-    w.held.assign(seqs + 2, 0);
-    w.fwd.assign(seqs + 2, 0);
+    const size_t seqs = base.korder.size(), nb = base.info.block_name.size(), ns = base.pass_step.size();
+    Windows windows;
+    windows.owner.assign(seqs + 2, -1);
+    windows.held.assign(seqs + 2, 0);
+    windows.fwd.assign(seqs + 2, 0);
     std::vector<int32_t> first_fwd(nb * ns, INT32_MAX), last_fwd(nb * ns, -1);
     std::vector<int32_t> first_bwd(nb * ns, INT32_MAX), last_bwd(nb * ns, -1);
     for (size_t s = 0; s < seqs; ++s) {
-        const int32_t m = b.module[s];
-        const int32_t k = m >= 0 ? b.info.module_block[static_cast<size_t>(m)] : -1;
-        w.owner[s] = k;
-        w.fwd[s] = b.phase[s] == Phase::Forward;
-        if (k < 0) continue;
-        size_t slot = static_cast<size_t>(k) * ns + static_cast<size_t>(b.pass[s]);
+        const int32_t module = base.module[s];
+        const int32_t block = module >= 0 ? base.info.module_block[static_cast<size_t>(module)] : -1;
+        windows.owner[s] = block;
+        windows.fwd[s] = base.phase[s] == Phase::Forward;
+        if (block < 0) continue;
+        size_t slot = static_cast<size_t>(block) * ns + static_cast<size_t>(base.pass[s]);
         const auto at = static_cast<int32_t>(s);
-        if (b.phase[s] == Phase::Forward) {
+        if (base.phase[s] == Phase::Forward) {
             first_fwd[slot] = std::min(first_fwd[slot], at);
             last_fwd[slot] = std::max(last_fwd[slot], at);
         }
-        if (b.phase[s] == Phase::Backward) {
+        if (base.phase[s] == Phase::Backward) {
             first_bwd[slot] = std::min(first_bwd[slot], at);
             last_bwd[slot] = std::max(last_bwd[slot], at);
         }
@@ -64,38 +64,40 @@ Windows classify(const Base& b) {
     // backward (a shared activation module the blocks call, one not registered under them) is
     // that block's: the block is not held there, its forward not done.
     for (size_t s = 0; s < seqs; ++s) {
-        if (w.owner[s] >= 0) continue;
+        if (windows.owner[s] >= 0) continue;
         const auto at = static_cast<int32_t>(s);
-        const size_t si = static_cast<size_t>(b.pass[s]);
+        const size_t si = static_cast<size_t>(base.pass[s]);
         for (size_t k = 0; k < nb; ++k) {
             const size_t slot = k * ns + si;
             if ((first_fwd[slot] < at && at < last_fwd[slot]) || (first_bwd[slot] < at && at < last_bwd[slot])) {
-                w.owner[s] = static_cast<int32_t>(k);
+                windows.owner[s] = static_cast<int32_t>(k);
                 break;
             }
         }
     }
     for (size_t s = 0; s < seqs; ++s) {
-        if (w.owner[s] >= 0) continue;
-        size_t si = static_cast<size_t>(b.pass[s]);
+        if (windows.owner[s] >= 0) continue;
+        size_t si = static_cast<size_t>(base.pass[s]);
         int32_t held = 0;
         for (size_t k = 0; k < nb; ++k)
             held += first_fwd[k * ns + si] < static_cast<int32_t>(s) && last_bwd[k * ns + si] > static_cast<int32_t>(s);
-        w.held[s] = held;
+        windows.held[s] = held;
     }
-    return w;
+    return windows;
 }
 
-bool block_has_type(const Base& b, size_t block, const std::string& type) {
-    for (size_t m = 0; m < b.info.module_name.size(); ++m)
-        if (b.info.module_type[m] == type && b.info.within(static_cast<int32_t>(m), b.info.block_module[block])) return true;
+bool block_has_type(const Base& base, size_t block, const std::string& type) {
+    for (size_t m = 0; m < base.info.module_name.size(); ++m)
+        if (base.info.module_type[m] == type &&
+            base.info.within(static_cast<int32_t>(m), base.info.block_module[block]))
+            return true;
     return false;
 }
 
 }  // namespace
 
-std::string_view to_string(BlockChoice c) {
-    switch (c) {
+std::string_view to_string(BlockChoice choice) {
+    switch (choice) {
         case BlockChoice::Keep: return "keep";
         case BlockChoice::Full: return "checkpoint";
         case BlockChoice::SaveMatmuls: return "selective checkpoint";
@@ -106,28 +108,29 @@ std::string_view to_string(BlockChoice c) {
     return "?";
 }
 
-Setting combine(const Base& b, const Setting& global, const std::vector<BlockChoice>& per_block, const OffloadSetting& offload) {
-    Setting s = global;
-    s.checkpoint.clear();
-    s.offload.reset();
+Setting combine(const Base& base, const Setting& global, const std::vector<BlockChoice>& per_block,
+                const OffloadSetting& offload) {
+    Setting setting = global;
+    setting.checkpoint.clear();
+    setting.offload.reset();
     const std::pair<BlockChoice, Policy> groups[] = {{BlockChoice::Full, Policy::Full},
                                                      {BlockChoice::SaveMatmuls, Policy::SaveMatmuls},
                                                      {BlockChoice::Mhc, Policy::Mhc}};
     for (auto [choice, policy] : groups) {
-        CheckpointGroup g;
-        g.policy = policy;
+        CheckpointGroup group;
+        group.policy = policy;
         for (size_t k = 0; k < per_block.size(); ++k)
-            if (per_block[k] == choice) g.modules.push_back(b.info.block_name[k]);
-        if (!g.modules.empty()) s.checkpoint.push_back(g);
+            if (per_block[k] == choice) group.modules.push_back(base.info.block_name[k]);
+        if (!group.modules.empty()) setting.checkpoint.push_back(group);
     }
     std::vector<std::string> off;
     for (size_t k = 0; k < per_block.size(); ++k)
-        if (per_block[k] == BlockChoice::Offload) off.push_back(b.info.block_name[k]);
+        if (per_block[k] == BlockChoice::Offload) off.push_back(base.info.block_name[k]);
     if (!off.empty()) {
-        s.offload = offload;
-        s.offload->modules = off;
+        setting.offload = offload;
+        setting.offload->modules = off;
     }
-    return s;
+    return setting;
 }
 
 namespace {
@@ -280,77 +283,81 @@ void check_selective(const Base& base, const Setting& setting) {
 
 namespace {
 
-BlockEffects block_effects(const Evaluator& ev, const PlannerOptions& o, int64_t& evaluations) {
-    const Base& b = ev.base();
-    const size_t nb = b.info.block_name.size();
-    BlockEffects e;
+BlockEffects block_effects(const Evaluator& ev, const PlannerOptions& options, int64_t& evaluations) {
+    const Base& base = ev.base();
+    const size_t nb = base.info.block_name.size();
+    BlockEffects effects;
     Evaluator::Quick q0 = ev.quick(Setting{});
     ++evaluations;
-    e.base_window = q0.live.window;
-    e.base_time = q0.step_time;
-    e.delta.assign(nb, std::vector<std::vector<int64_t>>(kChoices));
-    e.time.assign(nb, std::vector<int64_t>(kChoices, 0));
+    effects.base_window = q0.live.window;
+    effects.base_time = q0.step_time;
+    effects.delta.assign(nb, std::vector<std::vector<int64_t>>(kChoices));
+    effects.time.assign(nb, std::vector<int64_t>(kChoices, 0));
     for (size_t k = 0; k < nb; ++k) {
-        e.delta[k][0].assign(e.base_window.size(), 0);
-        const bool mhc = block_has_type(b, k, kMhcMaps);
-        const bool selective = offers_selective(b, k);
+        effects.delta[k][0].assign(effects.base_window.size(), 0);
+        const bool mhc = block_has_type(base, k, kMhcMaps);
+        const bool selective = offers_selective(base, k);
         // none of checkpointing or offloading where a later backward reads the block's saves again
-        if (!reread_refusal(b, b.info.block_module[k]).empty()) continue;
+        if (!reread_refusal(base, base.info.block_module[k]).empty()) continue;
         for (int c = 1; c < kChoices; ++c) {
             if (c == static_cast<int>(BlockChoice::Mhc) && !mhc) continue;
             if (c == static_cast<int>(BlockChoice::SaveMatmuls) && !selective) continue;
             std::vector<BlockChoice> per(nb, BlockChoice::Keep);
             per[k] = static_cast<BlockChoice>(c);
-            Evaluator::Quick q = ev.quick(combine(b, Setting{}, per, o.offload));
+            Evaluator::Quick quick = ev.quick(combine(base, Setting{}, per, options.offload));
             ++evaluations;
-            std::vector<int64_t>& d = e.delta[k][static_cast<size_t>(c)];
-            d.resize(q.live.window.size());
-            for (size_t w = 0; w < d.size(); ++w) d[w] = q.live.window[w] - e.base_window[w];
-            e.time[k][static_cast<size_t>(c)] = q.step_time - q0.step_time;
+            std::vector<int64_t>& delta = effects.delta[k][static_cast<size_t>(c)];
+            delta.resize(quick.live.window.size());
+            for (size_t w = 0; w < delta.size(); ++w) delta[w] = quick.live.window[w] - effects.base_window[w];
+            effects.time[k][static_cast<size_t>(c)] = quick.step_time - q0.step_time;
         }
-        if (o.progress && (k + 1) % 8 == 0) o.progress("evaluated the choices of " + std::to_string(k + 1) + " of " + std::to_string(nb) + " blocks");
+        if (options.progress && (k + 1) % 8 == 0)
+            options.progress("evaluated the choices of " + std::to_string(k + 1) + " of " + std::to_string(nb) +
+                             " blocks");
     }
-    return e;
+    return effects;
 }
 
-SeparableModel build_model(const BlockEffects& e, const Windows& w, const std::vector<int64_t>& m0, size_t nb) {
-    SeparableModel m;
-    m.blocks.assign(nb, std::vector<BlockOption>(kChoices));
-    m.gap_f.assign(nb + 1, kNone);
-    m.gap_b.assign(nb + 1, kNone);
+SeparableModel build_model(const BlockEffects& effects, const Windows& windows, const std::vector<int64_t>& m0,
+                           size_t nb) {
+    SeparableModel model;
+    model.blocks.assign(nb, std::vector<BlockOption>(kChoices));
+    model.gap_f.assign(nb + 1, kNone);
+    model.gap_b.assign(nb + 1, kNone);
     for (size_t s = 0; s < m0.size(); ++s) {
-        if (w.owner[s] >= 0) continue;
-        auto& gap = w.fwd[s] ? m.gap_f : m.gap_b;
-        size_t h = static_cast<size_t>(std::min<int32_t>(w.held[s], static_cast<int32_t>(nb)));
-        gap[h] = std::max(gap[h], m0[s]);
+        if (windows.owner[s] >= 0) continue;
+        auto& gap = windows.fwd[s] ? model.gap_f : model.gap_b;
+        size_t held_blocks = static_cast<size_t>(std::min<int32_t>(windows.held[s], static_cast<int32_t>(nb)));
+        gap[held_blocks] = std::max(gap[held_blocks], m0[s]);
     }
     for (size_t k = 0; k < nb; ++k)
         for (size_t c = 0; c < static_cast<size_t>(kChoices); ++c) {
-            BlockOption& opt = m.blocks[k][c];
-            const std::vector<int64_t>& d = e.delta[k][c];
-            if (d.empty()) {   // not available: never feasible
+            BlockOption& opt = model.blocks[k][c];
+            const std::vector<int64_t>& delta = effects.delta[k][c];
+            if (delta.empty()) {   // not available: never feasible
                 opt.wf = opt.wb = INT64_MAX / 4;
                 continue;
             }
             opt.wf = opt.wb = kNone;
             int64_t df = kNone, db = kNone;
             for (size_t s = 0; s < m0.size(); ++s) {
-                const int32_t own = w.owner[s];
+                const int32_t own = windows.owner[s];
                 if (own == static_cast<int32_t>(k)) {
-                    int64_t& win = w.fwd[s] ? opt.wf : opt.wb;
-                    win = std::max(win, m0[s] + d[s]);
+                    int64_t& win = windows.fwd[s] ? opt.wf : opt.wb;
+                    win = std::max(win, m0[s] + delta[s]);
                     continue;
                 }
-                const bool held = own > static_cast<int32_t>(k) || (own < 0 && w.held[s] > static_cast<int32_t>(k));
+                const bool held = own > static_cast<int32_t>(k) ||
+                                  (own < 0 && windows.held[s] > static_cast<int32_t>(k));
                 if (!held) continue;
-                int64_t& hd = w.fwd[s] ? df : db;
-                hd = std::max(hd, d[s]);   // the least saving seen while held: conservative
+                int64_t& hd = windows.fwd[s] ? df : db;
+                hd = std::max(hd, delta[s]);   // the least saving seen while held: conservative
             }
             opt.df = df == kNone ? 0 : df;
             opt.db = db == kNone ? 0 : db;
-            opt.time = e.time[k][c];
+            opt.time = effects.time[k][c];
         }
-    return m;
+    return model;
 }
 
 // The ranking's order (docs/advise.md "Search", 5): fitting first, then faster, then the setting
@@ -601,68 +608,75 @@ std::vector<std::string> search_allocator_confs(const Evaluator& ev, const Plann
     return confs;
 }
 
-Advice advise(const Evaluator& ev, const PlannerOptions& o) {
+Advice advise(const Evaluator& ev, const PlannerOptions& options) {
     auto t0 = std::chrono::steady_clock::now();
-    const Base& b = ev.base();
-    const size_t nb = b.info.block_name.size();
-    Advice a;
-    a.baseline = ev.predict(Setting{}, o.capacity);
-    ++a.evaluations;
-    if (o.progress) o.progress("evaluating " + std::to_string(nb) + " blocks x " + std::to_string(kChoices - 1) + " choices");
-    BlockEffects e = block_effects(ev, o, a.evaluations);
-    const Windows w = classify(b);
+    const Base& base = ev.base();
+    const size_t nb = base.info.block_name.size();
+    Advice advice;
+    advice.baseline = ev.predict(Setting{}, options.capacity);
+    ++advice.evaluations;
+    if (options.progress)
+        options.progress("evaluating " + std::to_string(nb) + " blocks x " + std::to_string(kChoices - 1) + " choices");
+    BlockEffects effects = block_effects(ev, options, advice.evaluations);
+    const Windows windows = classify(base);
 
     // Global combinations: optimizer implementation x placement.
     std::vector<Setting> globals;
     // a host optimizer is refused then (and under DDP or FSDP2, or for torch.func's gradients: make_host_optimizer)
-    const bool grads_read_late = !grads_used_after_backward(b).empty() || !b.info.data_parallel.empty() ||
-                                 !b.info.torch_func_modules.empty();
+    const bool grads_read_late = !grads_used_after_backward(base).empty() || !base.info.data_parallel.empty() ||
+                                 !base.info.torch_func_modules.empty();
     for (int fused = 0; fused < 2; ++fused)
         for (int host = 0; host < 2; ++host) {
-            if (fused && (!o.fused_optimizer || b.optimizer_impl != "foreach" || !b.info.adam_optimizer())) continue;
+            if (fused && (!options.fused_optimizer || base.optimizer_impl != "foreach" || !base.info.adam_optimizer()))
+                continue;
             if (fused && host) continue;   // a host step replaces the GPU's kernels either way
-            if (host && (!o.host_optimizer || b.opt_first.empty() || b.opt_first[0] < 0 || grads_read_late)) continue;
-            Setting g;
-            if (fused) g.optimizer_impl = OptimizerImpl::Fused;
-            g.optimizer_on_host = host;
-            globals.push_back(g);
+            if (host && (!options.host_optimizer || base.opt_first.empty() || base.opt_first[0] < 0 || grads_read_late))
+                continue;
+            Setting candidate;
+            if (fused) candidate.optimizer_impl = OptimizerImpl::Fused;
+            candidate.optimizer_on_host = host;
+            globals.push_back(candidate);
         }
-    add_reshard_choices(b, globals);   // FSDP2: reshard_after_forward false (transforms/reshard.cpp)
+    add_reshard_choices(base, globals);   // FSDP2: reshard_after_forward false (transforms/reshard.cpp)
     // Families of block choices: all of them, and each alone (answers people can read).
     std::vector<std::vector<uint8_t>> families = {{1, 1, 1, 1, 1}, {1, 1, 0, 0, 0}, {1, 0, 1, 0, 0},
                                                   {1, 0, 0, 1, 0}, {1, 0, 0, 0, 1}, {1, 0, 0, 0, 0}};
     // The allocator settings every combination is predicted under (as captured, expandable
     // segments, and a max_split_size_mb where the captured step says it reserves less).
-    const std::vector<std::string> confs = search_allocator_confs(ev, o, a.allocator_trials);
-    a.allocator_confs = confs;
-    if (a.allocator_trials > 0) {   // the search's own settings, then each value alone and with expandable segments
-        a.roundup_values = o.roundup_divisions > 0
-                               ? static_cast<int64_t>(
-                                     roundup_values(*b.trace, static_cast<size_t>(o.roundup_divisions)).size())
-                               : 0;
-        a.split_values = (a.allocator_trials - static_cast<int64_t>(o.allocator_confs.size())) / 2 - a.roundup_values;
+    const std::vector<std::string> confs = search_allocator_confs(ev, options, advice.allocator_trials);
+    advice.allocator_confs = confs;
+    if (advice.allocator_trials >
+        0) {   // the search's own settings, then each value alone and with expandable segments
+        advice.roundup_values =
+            options.roundup_divisions > 0
+                ? static_cast<int64_t>(
+                      roundup_values(*base.trace, static_cast<size_t>(options.roundup_divisions)).size())
+                : 0;
+        advice.split_values = (advice.allocator_trials - static_cast<int64_t>(options.allocator_confs.size())) / 2 -
+                              advice.roundup_values;
     }
-    if (confs.size() > o.allocator_confs.size()) a.split_conf = confs.back();
+    if (confs.size() > options.allocator_confs.size()) advice.split_conf = confs.back();
     std::map<std::string, Candidate> seen;
     auto candidate = [&](const Setting& setting, const Prediction& prediction) {
         Candidate cand;
         cand.setting = setting;
         cand.prediction = prediction;
         // against the captured step; at the capacity, with what giving cached memory back costs
-        cand.loss = a.baseline.step_time > 0 ? static_cast<double>(time_at_capacity(cand.prediction)) /
-                                                       static_cast<double>(a.baseline.step_time) -
-                                                   1
-                                             : 0;
-        cand.fits = fits(cand.prediction.memory, o.capacity);   // runs at the capacity (docs/advise.md "What fits")
-        cand.within_budget = o.budget < 0 || cand.loss <= o.budget + 1e-12;
+        cand.loss = advice.baseline.step_time > 0 ? static_cast<double>(time_at_capacity(cand.prediction)) /
+                                                            static_cast<double>(advice.baseline.step_time) -
+                                                        1
+                                                  : 0;
+        cand.fits = fits(cand.prediction.memory,
+                         options.capacity);   // runs at the capacity (docs/advise.md "What fits")
+        cand.within_budget = options.budget < 0 || cand.loss <= options.budget + 1e-12;
         return cand;
     };
     std::function<Candidate(const Setting&)> predict = [&](const Setting& setting) -> Candidate {
         std::string key = to_json(setting);
         auto it = seen.find(key);
         if (it != seen.end()) return it->second;
-        Candidate cand = candidate(setting, ev.predict(setting, o.capacity));
-        ++a.evaluations;
+        Candidate cand = candidate(setting, ev.predict(setting, options.capacity));
+        ++advice.evaluations;
         seen[key] = cand;
         return cand;
     };
@@ -676,13 +690,13 @@ Advice advise(const Evaluator& ev, const PlannerOptions& o) {
             if (seen.find(to_json(each[i])) == seen.end()) missing.push_back(confs[i]);
         }
         if (!missing.empty()) {
-            const std::vector<Prediction> got = ev.predict(setting, missing, o.capacity);
+            const std::vector<Prediction> got = ev.predict(setting, missing, options.capacity);
             for (size_t j = 0; j < missing.size(); ++j) {
                 Setting under = setting;
                 under.allocator = missing[j];
                 seen[to_json(under)] = candidate(under, got[j]);
             }
-            a.evaluations += static_cast<int64_t>(missing.size());
+            advice.evaluations += static_cast<int64_t>(missing.size());
         }
         std::vector<Candidate> out;
         out.reserve(confs.size());
@@ -694,35 +708,35 @@ Advice advise(const Evaluator& ev, const PlannerOptions& o) {
     for (size_t gi = 0; gi < globals.size(); ++gi) {
         const Setting& global = globals[gi];
         dp_points.push_back({gi, std::vector<BlockChoice>(nb, BlockChoice::Keep)});
-        const SeparableModel model = build_model(e, w, ev.quick(global).live.window, nb);
-        ++a.evaluations;
+        const SeparableModel model = build_model(effects, windows, ev.quick(global).live.window, nb);
+        ++advice.evaluations;
         // The caching allocator's rounding and fragmentation, as the global setting alone has them.
         const Prediction pg = predict(global).prediction;
         const int64_t base_margin = std::max<int64_t>(0, pg.memory.reserved - pg.memory.peak);
         for (const auto& fam : families) {
             int64_t margin = base_margin;
             for (int iter = 0; iter < 6; ++iter) {
-                DpResult r = solve(model, o.capacity - margin, fam);
-                ++a.dp_runs;
-                a.max_states = std::max(a.max_states, r.states);
-                if (!r.feasible && iter == 0 && margin > 0) {
+                DpResult result = solve(model, options.capacity - margin, fam);
+                ++advice.dp_runs;
+                advice.max_states = std::max(advice.max_states, result.states);
+                if (!result.feasible && iter == 0 && margin > 0) {
                     // A combination's own reserved-minus-peak can be below the global setting's:
                     // try once more without the margin (the exact prediction decides).
                     margin = 0;
                     continue;
                 }
-                if (!r.feasible) break;
+                if (!result.feasible) break;
                 std::vector<BlockChoice> per(nb);
-                for (size_t k = 0; k < nb; ++k) per[k] = static_cast<BlockChoice>(r.choice[k]);
+                for (size_t k = 0; k < nb; ++k) per[k] = static_cast<BlockChoice>(result.choice[k]);
                 dp_points.push_back({gi, per});
                 // Of its allocator settings, one that runs at the capacity, else the least reserving:
                 // when none runs, the margin grows by that one's excess (its unlimited reserved peak
                 // is then above the capacity: at or below it nothing fails).
                 Candidate best;
                 bool have = false;
-                for (Candidate& cand : predict_each(combine(b, global, per, o.offload))) {
+                for (Candidate& cand : predict_each(combine(base, global, per, options.offload))) {
                     cand.blocks = per;
-                    cand.model_peak = r.peak;
+                    cand.model_peak = result.peak;
                     seen[to_json(cand.setting)] = cand;
                     if (!have || (cand.fits && !best.fits) ||
                         (cand.fits == best.fits && cand.prediction.memory.reserved < best.prediction.memory.reserved)) {
@@ -731,25 +745,25 @@ Advice advise(const Evaluator& ev, const PlannerOptions& o) {
                     }
                 }
                 if (best.fits) break;
-                margin += best.prediction.memory.reserved - o.capacity + (16 << 20);
+                margin += best.prediction.memory.reserved - options.capacity + (16 << 20);
             }
         }
     }
-    refine(ev, globals, e, o, dp_points, predict_each, a);
-    for (auto& [key, c] : seen) a.all.push_back(c);
-    std::sort(a.all.begin(), a.all.end(), ranked_before);
+    refine(ev, globals, effects, options, dp_points, predict_each, advice);
+    for (auto& [key, c] : seen) advice.all.push_back(c);
+    std::sort(advice.all.begin(), advice.all.end(), ranked_before);
     // Settings that read the same count once (the first that fits): the same choices on as many
     // blocks of each stack, the same global settings, whatever the allocator.
     std::map<std::string, bool> shown;
-    for (const Candidate& cand : a.all) {
-        if (!cand.fits || !cand.within_budget || static_cast<int>(a.ranked.size()) >= o.top) continue;
+    for (const Candidate& cand : advice.all) {
+        if (!cand.fits || !cand.within_budget || static_cast<int>(advice.ranked.size()) >= options.top) continue;
         const std::string key = reads_as(cand.setting);
         if (shown[key]) continue;
         shown[key] = true;
-        a.ranked.push_back(cand);
+        advice.ranked.push_back(cand);
     }
-    a.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return a;
+    advice.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return advice;
 }
 
 }  // namespace mhc::advise

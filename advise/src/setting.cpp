@@ -18,87 +18,93 @@ namespace {
     throw Error("setting: field '" + field + "': " + why);
 }
 
-void only_keys(const json& j, const std::string& where, std::initializer_list<const char*> keys) {
-    for (auto it = j.begin(); it != j.end(); ++it) {
+void only_keys(const json& node, const std::string& where, std::initializer_list<const char*> keys) {
+    for (auto it = node.begin(); it != node.end(); ++it) {
         bool known = false;
-        for (const char* k : keys) known |= it.key() == k;
+        for (const char* key : keys) known |= it.key() == key;
         if (!known) {
             std::string list;
-            for (const char* k : keys) list += (list.empty() ? "" : ", ") + std::string(k);
+            for (const char* key : keys) list += (list.empty() ? "" : ", ") + std::string(key);
             bad(where.empty() ? it.key() : where + "." + it.key(), "unknown key (known: " + list + ")");
         }
     }
 }
 
-std::vector<std::string> module_list(const json& j, const std::string& field) {
-    if (!j.is_array()) bad(field, "must be a list of module names");
+std::vector<std::string> module_list(const json& node, const std::string& field) {
+    if (!node.is_array()) bad(field, "must be a list of module names");
     std::vector<std::string> out;
-    for (const json& m : j) {
-        if (!m.is_string() || m.get<std::string>().empty()) bad(field, "must be a list of module names");
-        out.push_back(m.get<std::string>());
+    for (const json& module : node) {
+        if (!module.is_string() || module.get<std::string>().empty()) bad(field, "must be a list of module names");
+        out.push_back(module.get<std::string>());
     }
     return out;
 }
 
-int64_t integer(const json& j, const std::string& field, int64_t lo, int64_t hi) {
-    if (!j.is_number_integer()) bad(field, "must be an integer");
-    int64_t v = j.get<int64_t>();
-    if (v < lo || v > hi) bad(field, std::to_string(v) + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-    return v;
+int64_t integer(const json& node, const std::string& field, int64_t lo, int64_t hi) {
+    if (!node.is_number_integer()) bad(field, "must be an integer");
+    int64_t number = node.get<int64_t>();
+    if (number < lo || number > hi)
+        bad(field, std::to_string(number) + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return number;
 }
 
-std::string text(const json& j, const std::string& field) {
-    if (!j.is_string()) bad(field, "must be a string");
-    return j.get<std::string>();
+std::string text(const json& node, const std::string& field) {
+    if (!node.is_string()) bad(field, "must be a string");
+    return node.get<std::string>();
 }
 
-CheckpointGroup parse_group(const json& j, const std::string& field) {
-    if (!j.is_object()) bad(field, "must be an object {\"modules\": [...], \"policy\": ...}");
-    only_keys(j, field, {"modules", "policy"});
-    CheckpointGroup g;
-    if (!j.contains("modules")) bad(field + ".modules", "missing");
-    g.modules = module_list(j["modules"], field + ".modules");
-    if (j.contains("policy")) {
-        std::string p = text(j["policy"], field + ".policy");
-        if (p == "full") g.policy = Policy::Full;
-        else if (p == "save_matmuls") g.policy = Policy::SaveMatmuls;
-        else if (p == "mhc") g.policy = Policy::Mhc;
-        else bad(field + ".policy", "'" + p + "' is not one of full, save_matmuls, mhc");
+CheckpointGroup parse_group(const json& node, const std::string& field) {
+    if (!node.is_object()) bad(field, "must be an object {\"modules\": [...], \"policy\": ...}");
+    only_keys(node, field, {"modules", "policy"});
+    CheckpointGroup group;
+    if (!node.contains("modules")) bad(field + ".modules", "missing");
+    group.modules = module_list(node["modules"], field + ".modules");
+    if (node.contains("policy")) {
+        std::string policy = text(node["policy"], field + ".policy");
+        if (policy == "full") group.policy = Policy::Full;
+        else if (policy == "save_matmuls") group.policy = Policy::SaveMatmuls;
+        else if (policy == "mhc") group.policy = Policy::Mhc;
+        else bad(field + ".policy", "'" + policy + "' is not one of full, save_matmuls, mhc");
     }
-    return g;
+    return group;
 }
 
-OffloadSetting parse_offload(const json& j) {
-    if (!j.is_object()) bad("offload", "must be an object");
-    only_keys(j, "offload", {"mode", "modules", "min_bytes", "max_fwd_stash", "prefetch"});
-    OffloadSetting o;
-    if (j.contains("mode")) {
-        std::string m = text(j["mode"], "offload.mode");
-        if (m == "sync") o.mode = OffloadMode::Sync;
-        else if (m == "streamed") o.mode = OffloadMode::Streamed;
-        else bad("offload.mode", "'" + m + "' is not one of sync, streamed");
+OffloadSetting parse_offload(const json& node) {
+    if (!node.is_object()) bad("offload", "must be an object");
+    only_keys(node, "offload", {"mode", "modules", "min_bytes", "max_fwd_stash", "prefetch"});
+    OffloadSetting offload;
+    if (node.contains("mode")) {
+        std::string mode = text(node["mode"], "offload.mode");
+        if (mode == "sync") offload.mode = OffloadMode::Sync;
+        else if (mode == "streamed") offload.mode = OffloadMode::Streamed;
+        else bad("offload.mode", "'" + mode + "' is not one of sync, streamed");
     }
-    if (j.contains("modules") && !j["modules"].is_null()) o.modules = module_list(j["modules"], "offload.modules");
-    if (j.contains("min_bytes")) o.min_bytes = integer(j["min_bytes"], "offload.min_bytes", 0, int64_t(1) << 56);
-    if (j.contains("max_fwd_stash")) o.max_fwd_stash = static_cast<int>(integer(j["max_fwd_stash"], "offload.max_fwd_stash", 1, 1 << 20));
-    if (j.contains("prefetch")) o.prefetch = static_cast<int>(integer(j["prefetch"], "offload.prefetch", 0, 1 << 20));
-    if (o.mode == OffloadMode::Sync && o.prefetch > 0) bad("offload.prefetch", "a sync offload brings tensors back on demand (prefetch 0)");
-    return o;
+    if (node.contains("modules") && !node["modules"].is_null())
+        offload.modules = module_list(node["modules"], "offload.modules");
+    if (node.contains("min_bytes"))
+        offload.min_bytes = integer(node["min_bytes"], "offload.min_bytes", 0, static_cast<int64_t>(1) << 56);
+    if (node.contains("max_fwd_stash"))
+        offload.max_fwd_stash = static_cast<int>(integer(node["max_fwd_stash"], "offload.max_fwd_stash", 1, 1 << 20));
+    if (node.contains("prefetch"))
+        offload.prefetch = static_cast<int>(integer(node["prefetch"], "offload.prefetch", 0, 1 << 20));
+    if (offload.mode == OffloadMode::Sync && offload.prefetch > 0)
+        bad("offload.prefetch", "a sync offload brings tensors back on demand (prefetch 0)");
+    return offload;
 }
 
-void parse_optimizer(const json& j, Setting& s) {
-    if (!j.is_object()) bad("optimizer", "must be an object");
-    only_keys(j, "optimizer", {"impl", "state"});
-    if (j.contains("impl")) {
-        std::string i = text(j["impl"], "optimizer.impl");
-        if (i == "foreach") s.optimizer_impl = OptimizerImpl::Foreach;
-        else if (i == "fused") s.optimizer_impl = OptimizerImpl::Fused;
-        else if (i == "forloop") s.optimizer_impl = OptimizerImpl::Forloop;
-        else bad("optimizer.impl", "'" + i + "' is not one of foreach, fused, forloop");
+void parse_optimizer(const json& node, Setting& setting) {
+    if (!node.is_object()) bad("optimizer", "must be an object");
+    only_keys(node, "optimizer", {"impl", "state"});
+    if (node.contains("impl")) {
+        std::string impl = text(node["impl"], "optimizer.impl");
+        if (impl == "foreach") setting.optimizer_impl = OptimizerImpl::Foreach;
+        else if (impl == "fused") setting.optimizer_impl = OptimizerImpl::Fused;
+        else if (impl == "forloop") setting.optimizer_impl = OptimizerImpl::Forloop;
+        else bad("optimizer.impl", "'" + impl + "' is not one of foreach, fused, forloop");
     }
-    if (j.contains("state")) {
-        std::string st = text(j["state"], "optimizer.state");
-        if (st == "host") s.optimizer_on_host = true;
+    if (node.contains("state")) {
+        std::string st = text(node["state"], "optimizer.state");
+        if (st == "host") setting.optimizer_on_host = true;
         else if (st != "device") bad("optimizer.state", "'" + st + "' is not one of device, host");
     }
 }
@@ -136,8 +142,8 @@ bool Setting::empty() const {
            !bf16_weights && allocator.empty() && reshard_after_forward.empty();
 }
 
-std::string_view to_string(Policy p) {
-    switch (p) {
+std::string_view to_string(Policy policy) {
+    switch (policy) {
         case Policy::Full: return "full";
         case Policy::SaveMatmuls: return "save_matmuls";
         case Policy::Mhc: return "mhc";
@@ -145,8 +151,8 @@ std::string_view to_string(Policy p) {
     return "?";
 }
 
-std::string_view to_string(OptimizerImpl i) {
-    switch (i) {
+std::string_view to_string(OptimizerImpl impl) {
+    switch (impl) {
         case OptimizerImpl::AsCaptured: return "as captured";
         case OptimizerImpl::Foreach: return "foreach";
         case OptimizerImpl::Fused: return "fused";
@@ -171,9 +177,9 @@ Setting parse_setting(const std::string& input) {
 namespace {
 
 Setting parse_setting_text(const std::string& body) {
-    json j;
+    json doc;
     try {
-        j = json::parse(body);
+        doc = json::parse(body);
     } catch (const json::exception& e) {
         // Without the library's tag and its raw bytes (a binary file's are control bytes), as a
         // link profile's parse error is said.
@@ -182,69 +188,72 @@ Setting parse_setting_text(const std::string& body) {
         if (const size_t raw = what.find("; last read"); raw != std::string::npos) what.resize(raw);
         throw Error("setting: not JSON: " + what.substr(0, 160));
     }
-    if (!j.is_object()) throw Error("setting: must be a JSON object");
+    if (!doc.is_object()) throw Error("setting: must be a JSON object");
     // {"weights": "bf16", "weights": "fp32"} was the last: the setting as captured.
     if (const std::string twice = repeated_json_key(body); !twice.empty())
         throw Error("setting: field '" + twice + "' is given twice: JSON readers take either value; give it once");
-    only_keys(j, "", {"checkpoint", "offload", "optimizer", "weights", "allocator", "reshard_after_forward"});
-    Setting s;
-    if (j.contains("checkpoint")) {
-        const json& c = j["checkpoint"];
-        if (c.is_array()) {
-            for (size_t i = 0; i < c.size(); ++i) s.checkpoint.push_back(parse_group(c[i], "checkpoint[" + std::to_string(i) + "]"));
+    only_keys(doc, "", {"checkpoint", "offload", "optimizer", "weights", "allocator", "reshard_after_forward"});
+    Setting setting;
+    if (doc.contains("checkpoint")) {
+        const json& checkpoint = doc["checkpoint"];
+        if (checkpoint.is_array()) {
+            for (size_t i = 0; i < checkpoint.size(); ++i)
+                setting.checkpoint.push_back(parse_group(checkpoint[i], "checkpoint[" + std::to_string(i) + "]"));
         } else {
-            s.checkpoint.push_back(parse_group(c, "checkpoint"));
+            setting.checkpoint.push_back(parse_group(checkpoint, "checkpoint"));
         }
     }
-    if (j.contains("offload") && !j["offload"].is_null()) s.offload = parse_offload(j["offload"]);
-    if (j.contains("optimizer")) parse_optimizer(j["optimizer"], s);
-    if (j.contains("weights")) {
-        std::string w = text(j["weights"], "weights");
-        if (w == "bf16") s.bf16_weights = true;
-        else if (w != "fp32") bad("weights", "'" + w + "' is not one of fp32, bf16");
+    if (doc.contains("offload") && !doc["offload"].is_null()) setting.offload = parse_offload(doc["offload"]);
+    if (doc.contains("optimizer")) parse_optimizer(doc["optimizer"], setting);
+    if (doc.contains("weights")) {
+        std::string weights = text(doc["weights"], "weights");
+        if (weights == "bf16") setting.bf16_weights = true;
+        else if (weights != "fp32") bad("weights", "'" + weights + "' is not one of fp32, bf16");
     }
-    if (j.contains("allocator")) s.allocator = text(j["allocator"], "allocator");
-    if (j.contains("reshard_after_forward")) s.reshard_after_forward = parse_reshard(j["reshard_after_forward"]);
-    return s;
+    if (doc.contains("allocator")) setting.allocator = text(doc["allocator"], "allocator");
+    if (doc.contains("reshard_after_forward"))
+        setting.reshard_after_forward = parse_reshard(doc["reshard_after_forward"]);
+    return setting;
 }
 
 }  // namespace
 
-std::string to_json(const Setting& s) {
-    json j = json::object();
-    if (!s.checkpoint.empty()) {
+std::string to_json(const Setting& setting) {
+    json doc = json::object();
+    if (!setting.checkpoint.empty()) {
         json groups = json::array();
-        for (const CheckpointGroup& g : s.checkpoint)
-            groups.push_back(json{{"modules", g.modules}, {"policy", std::string(to_string(g.policy))}});
-        j["checkpoint"] = groups.size() == 1 ? groups[0] : groups;
+        for (const CheckpointGroup& group : setting.checkpoint)
+            groups.push_back(json{{"modules", group.modules}, {"policy", std::string(to_string(group.policy))}});
+        doc["checkpoint"] = groups.size() == 1 ? groups[0] : groups;
     }
-    if (s.offload) {
-        const OffloadSetting& o = *s.offload;
+    if (setting.offload) {
+        const OffloadSetting& offload = *setting.offload;
         json oj;
-        oj["mode"] = o.mode == OffloadMode::Sync ? "sync" : "streamed";
-        oj["modules"] = o.modules ? json(*o.modules) : json(nullptr);
-        oj["min_bytes"] = o.min_bytes;
-        if (o.mode == OffloadMode::Streamed) {
-            oj["max_fwd_stash"] = o.max_fwd_stash;
-            oj["prefetch"] = o.prefetch_or_default();
+        oj["mode"] = offload.mode == OffloadMode::Sync ? "sync" : "streamed";
+        oj["modules"] = offload.modules ? json(*offload.modules) : json(nullptr);
+        oj["min_bytes"] = offload.min_bytes;
+        if (offload.mode == OffloadMode::Streamed) {
+            oj["max_fwd_stash"] = offload.max_fwd_stash;
+            oj["prefetch"] = offload.prefetch_or_default();
         }
-        j["offload"] = oj;
+        doc["offload"] = oj;
     }
-    if (s.optimizer_impl != OptimizerImpl::AsCaptured || s.optimizer_on_host) {
+    if (setting.optimizer_impl != OptimizerImpl::AsCaptured || setting.optimizer_on_host) {
         json oj = json::object();
-        if (s.optimizer_impl != OptimizerImpl::AsCaptured) oj["impl"] = std::string(to_string(s.optimizer_impl));
-        if (s.optimizer_on_host) oj["state"] = "host";
-        j["optimizer"] = oj;
+        if (setting.optimizer_impl != OptimizerImpl::AsCaptured)
+            oj["impl"] = std::string(to_string(setting.optimizer_impl));
+        if (setting.optimizer_on_host) oj["state"] = "host";
+        doc["optimizer"] = oj;
     }
-    if (s.bf16_weights) j["weights"] = "bf16";
-    if (!s.allocator.empty()) j["allocator"] = s.allocator;
-    if (!s.reshard_after_forward.empty()) {
+    if (setting.bf16_weights) doc["weights"] = "bf16";
+    if (!setting.allocator.empty()) doc["allocator"] = setting.allocator;
+    if (!setting.reshard_after_forward.empty()) {
         json values = json::object();
-        for (const auto& [module, value] : s.reshard_after_forward)
+        for (const auto& [module, value] : setting.reshard_after_forward)
             values[module] = value <= 1 ? json(value == 1) : json(value);
-        j["reshard_after_forward"] = values;
+        doc["reshard_after_forward"] = values;
     }
-    return j.dump();
+    return doc.dump();
 }
 
 }  // namespace mhc::advise

@@ -8,21 +8,23 @@ namespace mhc::advise {
 std::vector<int32_t> resolve_modules(const CaptureInfo& info, const std::vector<std::string>& names,
                                      const std::string& field) {
     std::vector<int32_t> out;
-    for (const std::string& n : names) {
-        int32_t module_index = info.find_module(n);
+    for (const std::string& name : names) {
+        int32_t module_index = info.find_module(name);
         if (module_index < 0 && !info.root.empty())
-            module_index = info.find_module(info.root + "." + n);   // model.get_submodule's spelling
+            module_index = info.find_module(info.root + "." + name);   // model.get_submodule's spelling
         if (module_index < 0) {
             std::string hint = info.block_name.empty() ? info.root : info.block_name.front();
-            throw Error("setting: field '" + field + "': the model has no module '" + n + "' (" + info.path + " records " +
-                        std::to_string(info.module_name.size()) + " modules, e.g. '" + hint + "')");
+            throw Error("setting: field '" + field + "': the model has no module '" + name + "' (" + info.path +
+                        " records " + std::to_string(info.module_name.size()) + " modules, e.g. '" + hint + "')");
         }
         if (!info.made_in.empty() && info.made_in[static_cast<size_t>(module_index)] >= 0) {
             const int32_t made_in = info.made_in[static_cast<size_t>(module_index)];
             const std::string caller = info.user_name(made_in).empty() ? info.root : info.user_name(made_in);
-            throw Error("setting: field '" + field + "': module '" + n + "' is made inside the forward of '" + caller +
+            throw Error("setting: field '" + field + "': module '" + name + "' is made inside the forward of '" +
+                        caller +
                         "' on each call, not registered under the model (model.get_submodule cannot reach it); "
-                        "name '" + caller + "' instead");
+                        "name '" +
+                        caller + "' instead");
         }
         out.push_back(module_index);
     }

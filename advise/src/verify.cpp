@@ -110,7 +110,8 @@ Captured capture_with(const std::string& trace_path, const std::map<std::string,
                                    std::string("--setting"), to_json(setting), std::string("-o"), out, std::string("--force")})
         args.push_back(arg);
     std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
+    argv.reserve(args.size() + 1);
+    for (std::string& word : args) argv.push_back(word.data());
     argv.push_back(nullptr);
     // What the capture says goes to a private temporary file (mkstemp), removed on every way out,
     // signals included: it was OUT.log in $TMPDIR by a name anyone could guess, opened with

@@ -123,21 +123,22 @@ private:
 std::vector<Region> checkpoint_regions(const CaptureInfo& info, const std::vector<CheckpointGroup>& groups) {
     std::vector<Region> out;
     for (size_t gi = 0; gi < groups.size(); ++gi) {
-        const CheckpointGroup& g = groups[gi];
+        const CheckpointGroup& group = groups[gi];
         const std::string field = groups.size() == 1 ? "checkpoint.modules" : "checkpoint[" + std::to_string(gi) + "].modules";
-        for (int32_t m : resolve_modules(info, g.modules, field)) {
-            if (g.policy != Policy::Mhc) {
-                out.push_back({m, g.policy});
+        for (int32_t module : resolve_modules(info, group.modules, field)) {
+            if (group.policy != Policy::Mhc) {
+                out.push_back({module, group.policy});
                 continue;
             }
             size_t found = 0;
             for (size_t q = 0; q < info.module_name.size(); ++q)
-                if (info.module_type[q] == kMhcMaps && info.within(static_cast<int32_t>(q), m)) {
+                if (info.module_type[q] == kMhcMaps && info.within(static_cast<int32_t>(q), module)) {
                     out.push_back({static_cast<int32_t>(q), Policy::Full});
                     ++found;
                 }
             if (found == 0)
-                throw Error("setting: field '" + field + "': policy mhc: module '" + info.module_name[static_cast<size_t>(m)] +
+                throw Error("setting: field '" + field + "': policy mhc: module '" +
+                            info.module_name[static_cast<size_t>(module)] +
                             "' holds no mHC hyper-connection maps (a module of type " + kMhcMaps + ")");
         }
     }
@@ -149,8 +150,8 @@ std::vector<Region> checkpoint_regions(const CaptureInfo& info, const std::vecto
     return out;
 }
 
-std::unique_ptr<Transform> make_checkpoint(const Base& b, const std::vector<CheckpointGroup>& groups) {
-    return std::make_unique<checkpointing::Checkpoint>(checkpoint_regions(b.info, groups));
+std::unique_ptr<Transform> make_checkpoint(const Base& base, const std::vector<CheckpointGroup>& groups) {
+    return std::make_unique<checkpointing::Checkpoint>(checkpoint_regions(base.info, groups));
 }
 
 }  // namespace mhc::advise

@@ -37,29 +37,29 @@ int32_t add_copy(const Base& base, Plan& plan, bool h2d, int64_t bytes, int32_t 
 
 class Offload final : public Transform {
 public:
-    Offload(OffloadSetting o, std::vector<int32_t> scope) : o_(std::move(o)), scope_(std::move(scope)) {}
-    void apply(const Context& c, Plan& p) const override {
-        for (size_t pi = 0; pi < c.base.pass_step.size(); ++pi) apply_pass(c, p, static_cast<int32_t>(pi));
+    Offload(OffloadSetting setting, std::vector<int32_t> scope) : o_(std::move(setting)), scope_(std::move(scope)) {}
+    void apply(const Context& ctx, Plan& plan) const override {
+        for (size_t pi = 0; pi < ctx.base.pass_step.size(); ++pi) apply_pass(ctx, plan, static_cast<int32_t>(pi));
     }
 
 private:
     OffloadSetting o_;
     std::vector<int32_t> scope_;   // modules whose forward runs under the hook; empty: the whole forward
 
-    bool in_scope(const Context& c, int32_t seq) const {
+    bool in_scope(const Context& ctx, int32_t seq) const {
         // (a module the model does not register: its caller's)
-        const int32_t mod = c.caller[static_cast<size_t>(seq)];
-        if (mod >= 0 && c.in_checkpoint[static_cast<size_t>(mod)]) return false;   // the checkpoint's own hook
+        const int32_t mod = ctx.caller[static_cast<size_t>(seq)];
+        if (mod >= 0 && ctx.in_checkpoint[static_cast<size_t>(mod)]) return false;   // the checkpoint's own hook
         // null: around the model's forward (the root module's call), not a loss computed after it
         if (!o_.modules) return mod >= 0;
-        for (int32_t s : scope_)
-            if (c.base.info.within(mod, s)) return true;
+        for (int32_t scoped : scope_)
+            if (ctx.base.info.within(mod, scoped)) return true;
         return false;
     }
-    bool eligible(const Base& b, const Plan& p, int32_t x) const {
-        const Alloc& a = p.allocs[static_cast<size_t>(x)];
-        const std::string& label = p.strings[static_cast<size_t>(a.label)];
-        return a.device == b.device && a.bytes >= o_.min_bytes && a.category != trace::Category::Param &&
+    bool eligible(const Base& base, const Plan& plan, int32_t alloc_id) const {
+        const Alloc& alloc = plan.allocs[static_cast<size_t>(alloc_id)];
+        const std::string& label = plan.strings[static_cast<size_t>(alloc.label)];
+        return alloc.device == base.device && alloc.bytes >= o_.min_bytes && alloc.category != trace::Category::Param &&
                label.rfind("buffer ", 0) != 0;
     }
     // One forward and its backward (a step with gradient accumulation has one per micro-batch).
@@ -118,7 +118,8 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
     // the op's other outputs, before the output itself (nanoGPT: the stash let go of the output
     // first, the capture of the logsumexp; reserved +0.06%).
     bool all_placed = !pack_place.empty();
-    for (const Pack& p : packs) all_placed = all_placed && pack_place.count({p.alloc, p.seq}) > 0;
+    for (const Pack& pack_entry : packs)
+        all_placed = all_placed && pack_place.count({pack_entry.alloc, pack_entry.seq}) > 0;
     std::sort(packs.begin(), packs.end(), [&](const Pack& left, const Pack& right) {
         auto pl = pack_place.find({left.alloc, left.seq}), pr = pack_place.find({right.alloc, right.seq});
         if (all_placed && pl->second != pr->second) return pl->second < pr->second;
@@ -153,10 +154,10 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
     // came back as a second device copy (the DCGAN's selective checkpoint + offload at 3.2 GiB:
     // reserved +1.87%, and a capacity the captured step did not run at).
     std::vector<uint8_t> cached_by(base.info.module_name.size(), 0);
-    for (const Region& r : checkpoint_regions(base.info, ctx.setting.checkpoint))
-        if (r.policy == Policy::SaveMatmuls)
+    for (const Region& region : checkpoint_regions(base.info, ctx.setting.checkpoint))
+        if (region.policy == Policy::SaveMatmuls)
             for (size_t m = 0; m < cached_by.size(); ++m)
-                if (base.info.within(static_cast<int32_t>(m), r.module)) cached_by[m] = 1;
+                if (base.info.within(static_cast<int32_t>(m), region.module)) cached_by[m] = 1;
     auto kept_by_policy = [&](int32_t storage) {
         const int32_t made_by = storage < static_cast<int32_t>(base.creator.size())
                                     ? base.creator[static_cast<size_t>(storage)] : -1;
@@ -247,41 +248,41 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
     };
     std::vector<Back> backs;
     for (size_t i = 0; i < packs.size(); ++i) {
-        const int32_t x = packs[i].alloc;
-        auto fp = first_pack.find(x);
+        const int32_t alloc_id = packs[i].alloc;
+        auto fp = first_pack.find(alloc_id);
         if (fp == first_pack.end() || fp->second != i) continue;
-        const int32_t k = packs[i].seq;
-        Alloc& saved = plan.allocs[static_cast<size_t>(x)];
+        const int32_t pack_seq = packs[i].seq;
+        Alloc& saved = plan.allocs[static_cast<size_t>(alloc_id)];
         const Point recorded_free = saved.freed;
         const int64_t recorded_free_offset = saved.freed_offset;
         // The host copy, made after the saving op.
         Alloc host_copy = saved;
         host_copy.src = -1;
         host_copy.device = -1;
-        host_copy.made = {k, true};
+        host_copy.made = {pack_seq, true};
         host_copy.made_offset = host_copy.freed_offset = 0;
         int32_t d2h = -1;
         if (streamed) {
-            plan.copies.push_back({false, saved.bytes, k, false});
+            plan.copies.push_back({false, saved.bytes, pack_seq, false});
             d2h = static_cast<int32_t>(plan.copies.size() - 1);
         } else {
-            plan.insert_after(k, add_copy(base, plan, false, saved.bytes, step, k));
+            plan.insert_after(pack_seq, add_copy(base, plan, false, saved.bytes, step, pack_seq));
         }
-        const int32_t u = unpack_at(x);
-        const bool dies = copied_back.count(x) > 0;
-        if (!dies || u < 0) {
+        const int32_t unpack = unpack_at(alloc_id);
+        const bool dies = copied_back.count(alloc_id) > 0;
+        if (!dies || unpack < 0) {
             // the hook drops the host copy at its own unpack
-            const int32_t hu = hook_unpack_at(x);
+            const int32_t hu = hook_unpack_at(alloc_id);
             host_copy.freed = hu >= 0 ? Point{hu, false} : saved.freed;
             plan.add_alloc(host_copy);
             continue;
         }
         // The device storage dies at its last forward use, or (streamed) once max_fwd_stash
         // more packs have happened or the forward ended.
-        int32_t lf = base.last_access_in_pass(x, Phase::Forward, pass);
-        if (base.param_cast[static_cast<size_t>(x)]) lf = std::max(lf, fwd_end);
+        int32_t lf = base.last_access_in_pass(alloc_id, Phase::Forward, pass);
+        if (base.param_cast[static_cast<size_t>(alloc_id)]) lf = std::max(lf, fwd_end);
         // or later, while a frame of the model's code still refers to it (capture.frame_holds)
-        const int32_t held = base.held_seq[static_cast<size_t>(x)];
+        const int32_t held = base.held_seq[static_cast<size_t>(alloc_id)];
         if (held >= 0 && base.phase[static_cast<size_t>(held)] == Phase::Forward &&
             base.pass[static_cast<size_t>(held)] == pass)
             lf = std::max(lf, held);
@@ -290,16 +291,18 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
             // kept until a pack the hook offloads comes max_fwd_stash or more packs later (the
             // others count but let go of nothing: torchtune's pack_tensor), else until the
             // hook's first unpack; the compute stream waits there for the copy to land
-            size_t j = i + static_cast<size_t>(o_.max_fwd_stash);
-            while (j < packs.size() && !eligible(base, plan, packs[j].alloc)) ++j;
-            Point stash = j < packs.size() ? packs[j].at() : first_unpack >= 0 ? Point{first_unpack, false} : Point{fwd_end, true};
+            size_t stash_end = i + static_cast<size_t>(o_.max_fwd_stash);
+            while (stash_end < packs.size() && !eligible(base, plan, packs[stash_end].alloc)) ++stash_end;
+            Point stash = stash_end < packs.size() ? packs[stash_end].at()
+                          : first_unpack >= 0      ? Point{first_unpack, false}
+                                                   : Point{fwd_end, true};
             release = plan.later(release, stash);
-            int32_t waiter = j < packs.size()    ? packs[j].seq + (packs[j].output ? 1 : 0)
-                             : first_unpack >= 0 ? first_unpack
-                                                 : base.pass_bwd_first[static_cast<size_t>(pass)];
+            int32_t waiter = stash_end < packs.size() ? packs[stash_end].seq + (packs[stash_end].output ? 1 : 0)
+                             : first_unpack >= 0      ? first_unpack
+                                                      : base.pass_bwd_first[static_cast<size_t>(pass)];
             // the D2H is issued at the saving op's end: no op before it can wait for it (a
             // stash smaller than the saving op's own input packs)
-            waiter = std::max(waiter, k + 1);
+            waiter = std::max(waiter, pack_seq + 1);
             if (waiter >= 0 && waiter < plan.recorded) plan.ops[static_cast<size_t>(waiter)].waits.push_back(d2h);
         }
         saved.freed = release;
@@ -307,7 +310,7 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
         // Back in the backward: at the unpack, or earlier when a later pack's unpack prefetches it
         // (only the unpack of a storage copied back prefetches: the hook hands the others back as
         // they are).
-        int32_t bring = u;
+        int32_t bring = unpack;
         // Which unpack brings it: the save the hook unpacks (own, i) or a later one whose
         // prefetch reaches it (q); at one instant the hook copies in the order it runs.
         // Any save of the storage is one the hook looks back to: a storage saved twice (a ReLU's
@@ -317,7 +320,7 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
         // Among the unpacks at one kernel, the earliest pack's; it reaches back to the nearest.
         size_t trigger = i, distance = 0;
         if (streamed)
-            for (size_t place : pack_places[x])
+            for (size_t place : pack_places[alloc_id])
                 for (size_t q = place + 1; q <= place + static_cast<size_t>(prefetch) && q < packs.size(); ++q) {
                     if (!copied_back.count(packs[q].alloc)) continue;   // kept on the device: no prefetch
                     int32_t uq = save_unpack_at(q);
@@ -333,23 +336,23 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
         device_copy.src = -1;
         device_copy.freed = recorded_free;
         device_copy.freed_offset = recorded_free_offset;
-        if (auto end = base.node_return(x, pass, recorded_free)) {
+        if (auto end = base.node_return(alloc_id, pass, recorded_free)) {
             device_copy.freed = *end;
             device_copy.freed_offset = 0;
         }
         if (streamed) {
             plan.copies.push_back({true, saved.bytes, bring, true});
-            plan.ops[static_cast<size_t>(u)].waits.push_back(static_cast<int32_t>(plan.copies.size() - 1));
+            plan.ops[static_cast<size_t>(unpack)].waits.push_back(static_cast<int32_t>(plan.copies.size() - 1));
             device_copy.made = {bring, false};
         } else {
-            int32_t id = add_copy(base, plan, true, saved.bytes, step, u);
-            plan.insert_before(u, id);
+            int32_t id = add_copy(base, plan, true, saved.bytes, step, unpack);
+            plan.insert_before(unpack, id);
             device_copy.made = {id, false};
         }
         device_copy.made_offset = 0;
         host_copy.freed = device_copy.made;
         plan.add_alloc(host_copy);
-        backs.push_back({trigger, trigger == i ? 0 : distance, x, device_copy});
+        backs.push_back({trigger, trigger == i ? 0 : distance, alloc_id, device_copy});
     }
     // The device copies in the order the hook makes them at one instant (allocations made at one
     // point keep the order they are added in, and so do their frees at one instant): at each
@@ -376,10 +379,10 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
 
 }  // namespace
 
-std::unique_ptr<Transform> make_offload(const Base& b, const OffloadSetting& o) {
+std::unique_ptr<Transform> make_offload(const Base& base, const OffloadSetting& setting) {
     std::vector<int32_t> scope;
-    if (o.modules) scope = resolve_modules(b.info, *o.modules, "offload.modules");
-    return std::make_unique<Offload>(o, std::move(scope));
+    if (setting.modules) scope = resolve_modules(base.info, *setting.modules, "offload.modules");
+    return std::make_unique<Offload>(setting, std::move(scope));
 }
 
 }  // namespace mhc::advise

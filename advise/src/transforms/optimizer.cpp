@@ -28,14 +28,16 @@ int64_t whole_ns(const Base& base, double ns, const char* what) {
 // What one step's optimizer ops touch, by category.
 struct StepTensors {
     std::set<int32_t> params, grads, state;
-    int64_t bytes(const Plan& p, const std::set<int32_t>& s) const {
-        int64_t n = 0;
-        for (int32_t a : s) n += p.allocs[static_cast<size_t>(a)].bytes;
-        return n;
+    int64_t bytes(const Plan& plan, const std::set<int32_t>& ids) const {
+        int64_t total = 0;
+        for (int32_t alloc : ids) total += plan.allocs[static_cast<size_t>(alloc)].bytes;
+        return total;
     }
     // What a fused multi-tensor AdamW kernel reads and writes: gradients once, parameters and
     // state read and written (the capture's roofline counts a mutated tensor twice).
-    int64_t adam_bytes(const Plan& p) const { return bytes(p, grads) + 2 * (bytes(p, params) + bytes(p, state)); }
+    int64_t adam_bytes(const Plan& plan) const {
+        return bytes(plan, grads) + 2 * (bytes(plan, params) + bytes(plan, state));
+    }
 };
 
 // From the recorded ops first..last (other settings may already have replaced its kernels).
@@ -59,31 +61,33 @@ StepTensors step_tensors(const Base& base, size_t si) {
 }
 
 // An op that only makes optimizer state (zeros_like of the first step's lazy init).
-bool makes_state_only(const Base& b, const Plan& p, int32_t s) {
+bool makes_state_only(const Base& base, const Plan& plan, int32_t seq) {
     bool makes = false;
-    for (const PlanAccess& a : p.ops[static_cast<size_t>(s)].acc) {
-        if (p.allocs[static_cast<size_t>(a.alloc)].category != trace::Category::Optimizer) return false;
-        makes |= a.alloc < static_cast<int32_t>(b.creator.size()) && b.creator[static_cast<size_t>(a.alloc)] == s;
+    for (const PlanAccess& access : plan.ops[static_cast<size_t>(seq)].acc) {
+        if (plan.allocs[static_cast<size_t>(access.alloc)].category != trace::Category::Optimizer) return false;
+        makes |= access.alloc < static_cast<int32_t>(base.creator.size()) &&
+                 base.creator[static_cast<size_t>(access.alloc)] == seq;
     }
     return makes;
 }
 
 class FusedOptimizer final : public Transform {
 public:
-    void apply(const Context& c, Plan& p) const override {
-        const Base& b = c.base;
-        if (b.optimizer_impl == "fused") return;
-        for (size_t si = 0; si < b.steps.size(); ++si) {
-            if (b.opt_first[si] < 0) continue;
+    void apply(const Context& ctx, Plan& plan) const override {
+        const Base& base = ctx.base;
+        if (base.optimizer_impl == "fused") return;
+        for (size_t si = 0; si < base.steps.size(); ++si) {
+            if (base.opt_first[si] < 0) continue;
             // One fused kernel per optimizer.step() call: a step function may step several times a
             // captured step (PPO's mini-batches, each backward then step), and each call's
             // gradients are gone (zero_grad(set_to_none=True)) before the next backward makes new ones.
-            for (int32_t first = b.opt_first[si]; first >= 0 && first <= b.opt_last[si];) {
+            for (int32_t first = base.opt_first[si]; first >= 0 && first <= base.opt_last[si];) {
                 int32_t last = first;
-                while (last + 1 <= b.opt_last[si] && !is_pass_op(b.phase[static_cast<size_t>(last) + 1])) ++last;
-                fuse(b, p, si, first, last);
+                while (last + 1 <= base.opt_last[si] && !is_pass_op(base.phase[static_cast<size_t>(last) + 1])) ++last;
+                fuse(base, plan, si, first, last);
                 first = last + 1;
-                while (first <= b.opt_last[si] && b.phase[static_cast<size_t>(first)] != Phase::Optimizer) ++first;
+                while (first <= base.opt_last[si] && base.phase[static_cast<size_t>(first)] != Phase::Optimizer)
+                    ++first;
             }
         }
     }
@@ -205,42 +209,44 @@ int64_t forloop_adam_temporaries(const Base& base, const StepTensors& st) {
 
 class HostOptimizer final : public Transform {
 public:
-    void apply(const Context& c, Plan& p) const override {
-        const Base& b = c.base;
+    void apply(const Context& ctx, Plan& plan) const override {
+        const Base& base = ctx.base;
         std::set<int64_t> host_grads_made;   // by label: one host buffer per parameter
         std::set<int32_t> on_host;           // allocations moved to the host (sized once)
-        for (size_t si = 0; si < b.steps.size(); ++si) {
-            if (b.opt_first[si] < 0) continue;
-            const int32_t step = b.steps[si];
-            StepTensors st = step_tensors(b, si);
-            const int64_t moved = host_bytes(b, st.adam_bytes(b.plan));
+        for (size_t si = 0; si < base.steps.size(); ++si) {
+            if (base.opt_first[si] < 0) continue;
+            const int32_t step = base.steps[si];
+            StepTensors st = step_tensors(base, si);
+            const int64_t moved = host_bytes(base, st.adam_bytes(base.plan));
             // State of a parameter's size (the moments) is in the host copy's dtype; a step counter
             // (a 4-byte fp32 scalar) is one whatever the parameters are.
             std::set<int64_t> param_sizes;
-            for (int32_t prm : st.params) param_sizes.insert(b.plan.allocs[static_cast<size_t>(prm)].bytes);
+            for (int32_t prm : st.params) param_sizes.insert(base.plan.allocs[static_cast<size_t>(prm)].bytes);
             auto to_host = [&](int32_t moved_alloc) {
-                Alloc& al = p.allocs[static_cast<size_t>(moved_alloc)];
+                Alloc& al = plan.allocs[static_cast<size_t>(moved_alloc)];
                 if (on_host.insert(moved_alloc).second && param_sizes.count(al.bytes))
-                    al.bytes = host_bytes(b, al.bytes);
+                    al.bytes = host_bytes(base, al.bytes);
                 al.device = -1;
             };
-            const int64_t temporaries = host_forloop_adam(b, c.setting) ? forloop_adam_temporaries(b, st)
-                                                                        : host_bytes(b, step_temporaries(b, p, si));
+            const int64_t temporaries = host_forloop_adam(base, ctx.setting)
+                                            ? forloop_adam_temporaries(base, st)
+                                            : host_bytes(base, step_temporaries(base, plan, si));
             std::vector<int32_t> made_here;   // state the step makes (its first): made by the host step
             // The GPU runs no optimizer kernel (recorded or made by another setting).
-            for (int32_t s = b.opt_first[si]; s <= b.opt_last[si]; ++s) {
-                for (auto* side : {&p.before[static_cast<size_t>(s)], &p.after[static_cast<size_t>(s)]})
+            for (int32_t s = base.opt_first[si]; s <= base.opt_last[si]; ++s) {
+                for (auto* side : {&plan.before[static_cast<size_t>(s)], &plan.after[static_cast<size_t>(s)]})
                     for (int32_t op : *side)
-                        if (p.ops[static_cast<size_t>(op)].phase == Phase::Optimizer && p.ops[static_cast<size_t>(op)].kind == OpKind::Kernel)
-                            p.remove_op(op);
-                if (b.phase[static_cast<size_t>(s)] != Phase::Optimizer) continue;
-                p.remove_op(s);
+                        if (plan.ops[static_cast<size_t>(op)].phase == Phase::Optimizer &&
+                            plan.ops[static_cast<size_t>(op)].kind == OpKind::Kernel)
+                            plan.remove_op(op);
+                if (base.phase[static_cast<size_t>(s)] != Phase::Optimizer) continue;
+                plan.remove_op(s);
                 // state it made lives on the host; its temporaries are the host step's (below)
-                b.for_made(s, [&](int32_t a) {
-                    Alloc& al = p.allocs[static_cast<size_t>(a)];
+                base.for_made(s, [&](int32_t alloc) {
+                    Alloc& al = plan.allocs[static_cast<size_t>(alloc)];
                     if (al.category == trace::Category::Optimizer) {
-                        to_host(a);
-                        made_here.push_back(a);
+                        to_host(alloc);
+                        made_here.push_back(alloc);
                     } else if (al.category != trace::Category::Param) {
                         al.removed = true;
                     }
@@ -249,19 +255,19 @@ public:
             for (int32_t state : st.state) to_host(state);
             Op host;
             host.kind = OpKind::HostWork;
-            host.name = p.intern("host optimizer step");
+            host.name = plan.intern("host optimizer step");
             host.step = step;
             host.phase = Phase::Optimizer;
-            host.anchor = b.opt_first[si];
+            host.anchor = base.opt_first[si];
             // The bytes' time rounded down and the tensors' cost to the nearest ns, each and their sum
             // within the bound.
-            const int64_t bytes_ns =
-                whole_ns(b, static_cast<double>(moved) / c.host.bandwidth_Bps * 1e9, "the host optimizer step");
-            const int64_t tensors_ns =
-                whole_ns(b, std::round(static_cast<double>(st.params.size()) * c.host.per_tensor_s * 1e9),
-                         "the host optimizer's per-tensor cost");
+            const int64_t bytes_ns = whole_ns(base, static_cast<double>(moved) / ctx.host.bandwidth_Bps * 1e9,
+                                              "the host optimizer step");
+            const int64_t tensors_ns = whole_ns(
+                base, std::round(static_cast<double>(st.params.size()) * ctx.host.per_tensor_s * 1e9),
+                "the host optimizer's per-tensor cost");
             if (tensors_ns > trace::limits::kMaxAbsTime - bytes_ns)
-                throw Error(b.trace->path + ": the host optimizer step would take more than 2^62 ns");
+                throw Error(base.trace->path + ": the host optimizer step would take more than 2^62 ns");
             host.duration = bytes_ns + tensors_ns;
             // Each gradient goes to its host buffer once accumulated; the device copy is freed. With
             // gradient accumulation that happens in every pass (mhc_torch.apply adds each pass's
@@ -270,36 +276,36 @@ public:
             // Per op that ends a gradient's life in a pass after the first: the largest host copy
             // its hooks add to a buffer (one after another, each freed before the next is made).
             std::map<int32_t, int64_t> accumulated;
-            for (int32_t g : st.grads) {
-                if (g >= static_cast<int32_t>(b.creator.size())) continue;
+            for (int32_t grad : st.grads) {
+                if (grad >= static_cast<int32_t>(base.creator.size())) continue;
                 bool first_life = true;
-                for (size_t pi = 0; pi < b.pass_step.size(); ++pi) {
-                    if (b.pass_step[pi] != static_cast<int32_t>(si)) continue;
+                for (size_t pi = 0; pi < base.pass_step.size(); ++pi) {
+                    if (base.pass_step[pi] != static_cast<int32_t>(si)) continue;
                     const auto pass = static_cast<int32_t>(pi);
-                    const int32_t last = b.last_access_in_pass(g, Phase::Backward, pass);
+                    const int32_t last = base.last_access_in_pass(grad, Phase::Backward, pass);
                     if (last < 0) continue;
-                    int32_t dev = g;
+                    int32_t dev = grad;
                     const bool accumulates = !first_life;
-                    if (accumulates) dev = grad_life(b, p, g, pass);
+                    if (accumulates) dev = grad_life(base, plan, grad, pass);
                     first_life = false;
-                    Alloc& life = p.allocs[static_cast<size_t>(dev)];
+                    Alloc& life = plan.allocs[static_cast<size_t>(dev)];
                     life.freed = {last, true};
                     life.freed_offset = 0;
-                    p.copies.push_back({false, life.bytes, last, false});
-                    host.waits.push_back(static_cast<int32_t>(p.copies.size() - 1));
+                    plan.copies.push_back({false, life.bytes, last, false});
+                    host.waits.push_back(static_cast<int32_t>(plan.copies.size() - 1));
                     if (host_grads_made.insert(life.label).second) {
                         Alloc buffer = life;
                         buffer.src = -1;
                         buffer.device = -1;
-                        buffer.bytes = host_bytes(b, life.bytes);
+                        buffer.bytes = host_bytes(base, life.bytes);
                         buffer.made = {last, true};
                         buffer.freed = {kNoFree, false};
                         buffer.made_offset = buffer.freed_offset = 0;
-                        p.add_alloc(buffer);
+                        plan.add_alloc(buffer);
                     }
                     if (accumulates) {   // the host's copy of this pass's gradient, added to the buffer
                         int64_t& most = accumulated[last];
-                        most = std::max(most, host_bytes(b, life.bytes));
+                        most = std::max(most, host_bytes(base, life.bytes));
                     }
                 }
             }
@@ -308,26 +314,26 @@ public:
                 added.bytes = bytes;
                 added.device = -1;
                 added.category = trace::Category::Workspace;
-                added.label = p.intern("gradient accumulation on the host");
+                added.label = plan.intern("gradient accumulation on the host");
                 added.made = {op, false};
                 added.freed = {op, true};
-                p.add_alloc(added);
+                plan.add_alloc(added);
             }
             if (si == 0)
                 for (int32_t prm : st.params) {   // the fp32 master copies the host steps on
-                    Alloc m = b.plan.allocs[static_cast<size_t>(prm)];
-                    m.src = -1;
-                    m.device = -1;
-                    m.bytes = host_bytes(b, m.bytes);
-                    m.made = {p.begin_op(), false};
-                    m.freed = {kNoFree, false};
-                    m.made_offset = m.freed_offset = 0;
-                    p.add_alloc(m);
+                    Alloc copy = base.plan.allocs[static_cast<size_t>(prm)];
+                    copy.src = -1;
+                    copy.device = -1;
+                    copy.bytes = host_bytes(base, copy.bytes);
+                    copy.made = {plan.begin_op(), false};
+                    copy.freed = {kNoFree, false};
+                    copy.made_offset = copy.freed_offset = 0;
+                    plan.add_alloc(copy);
                 }
-            const int32_t host_op = p.add_op(host);
-            p.insert_before(b.opt_first[si], host_op);
+            const int32_t host_op = plan.add_op(host);
+            plan.insert_before(base.opt_first[si], host_op);
             for (int32_t made : made_here) {
-                Alloc& al = p.allocs[static_cast<size_t>(made)];
+                Alloc& al = plan.allocs[static_cast<size_t>(made)];
                 al.made = {host_op, false};
                 al.made_offset = 0;
             }
@@ -336,27 +342,27 @@ public:
                 temp.bytes = temporaries;
                 temp.device = -1;
                 temp.category = trace::Category::Workspace;
-                temp.label = p.intern("host optimizer step temporaries");
+                temp.label = plan.intern("host optimizer step temporaries");
                 temp.made = {host_op, false};
                 temp.freed = {host_op, true};
-                p.add_alloc(temp);
+                plan.add_alloc(temp);
             }
             Op up;
             up.kind = OpKind::CopyH2D;
-            up.name = p.intern("parameters H2D");
-            up.bytes = st.bytes(b.plan, st.params);
+            up.name = plan.intern("parameters H2D");
+            up.bytes = st.bytes(base.plan, st.params);
             up.step = step;
             up.phase = Phase::Optimizer;
-            up.anchor = b.opt_first[si];
-            p.insert_before(b.opt_first[si], p.add_op(up));
+            up.anchor = base.opt_first[si];
+            plan.insert_before(base.opt_first[si], plan.add_op(up));
         }
     }
 };
 
 }  // namespace
 
-std::unique_ptr<Transform> make_fused_optimizer(const Base& b) {
-    if (b.optimizer_impl.empty())
+std::unique_ptr<Transform> make_fused_optimizer(const Base& base) {
+    if (base.optimizer_impl.empty())
         throw Error("setting: field 'optimizer.impl': the captured optimizer step runs neither foreach nor fused AdamW "
                     "kernels; only a foreach AdamW step can be turned into a fused one");
     return std::make_unique<FusedOptimizer>();
@@ -386,15 +392,15 @@ std::string grads_used_after_backward(const Base& base) {
     return "";
 }
 
-std::unique_ptr<Transform> make_host_optimizer(const Base& b) {
+std::unique_ptr<Transform> make_host_optimizer(const Base& base) {
     bool any = false;
-    for (int32_t f : b.opt_first) any |= f >= 0;
+    for (int32_t first : base.opt_first) any |= first >= 0;
     if (!any) throw Error("setting: field 'optimizer.state': the capture has no optimizer step");
-    if (b.info.data_parallel == "ddp")
+    if (base.info.data_parallel == "ddp")
         throw Error(
             "setting: field 'optimizer.state': the step runs under DDP, whose all-reduce needs the gradients on "
             "the GPU; ZeRO-Offload replaces DDP (DeepSpeed's engine) and is not modelled from a DDP capture");
-    if (!b.info.data_parallel.empty())
+    if (!base.info.data_parallel.empty())
         throw Error(
             "setting: field 'optimizer.state': the step runs under FSDP2, whose reduce-scatter leaves each "
             "rank's gradient shards on the GPU; FSDP2's own CPUOffloadPolicy (parameters, gradients and the "
@@ -402,14 +408,14 @@ std::unique_ptr<Transform> make_host_optimizer(const Base& b) {
     // Per-sample gradients from torch.func (DP-SGD): the step writes .grad itself, after the
     // transforms, and no backward accumulates a gradient to send down (DeepSpeed takes them from
     // its engine's backward).
-    if (!b.info.torch_func_modules.empty())
+    if (!base.info.torch_func_modules.empty())
         throw Error("setting: field 'optimizer.state': the step computes its gradients with torch.func's grad (meta "
                     "capture.torch_func_modules) and sets .grad itself; a host optimizer takes each gradient from "
                     "the backward as it is accumulated, which such a step does not run");
     // The host model sends each gradient down once the backward has accumulated it and drops the
     // device copy; a step that reads the gradients on the device after the backward (clipping,
     // GradScaler's unscale) would read dropped memory (mhc_torch.apply clips on the host copies).
-    const std::string used = grads_used_after_backward(b);
+    const std::string used = grads_used_after_backward(base);
     if (!used.empty())
         throw Error(
             "setting: field 'optimizer.state': the step reads the gradients on the GPU between the backward "

@@ -20,8 +20,8 @@
 
 namespace mhc::trace::import {
 
-std::string_view to_string(Format f) {
-    switch (f) {
+std::string_view to_string(Format format) {
+    switch (format) {
         case Format::Auto: return "auto";
         case Format::Snapshot: return "snapshot";
         case Format::Kineto: return "kineto";
@@ -31,10 +31,10 @@ std::string_view to_string(Format f) {
     return "?";
 }
 
-Format format_from_string(std::string_view s) {
-    for (Format f : {Format::Auto, Format::Snapshot, Format::Kineto, Format::ExecutionTrace, Format::Nsys})
-        if (to_string(f) == s) return f;
-    throw Error("unknown format '" + std::string(s) + "' (known: auto, snapshot, kineto, et, nsys)");
+Format format_from_string(std::string_view name) {
+    for (Format format : {Format::Auto, Format::Snapshot, Format::Kineto, Format::ExecutionTrace, Format::Nsys})
+        if (to_string(format) == name) return format;
+    throw Error("unknown format '" + std::string(name) + "' (known: auto, snapshot, kineto, et, nsys)");
 }
 
 // Tables of an SQLite file, or why it cannot be opened.
@@ -42,9 +42,9 @@ static std::vector<std::string> sqlite_tables(const std::string& path) {
     sqlite3* db = nullptr;
     std::vector<std::string> out;
     if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
-        std::string m = db ? sqlite3_errmsg(db) : "cannot open";
+        std::string message = db ? sqlite3_errmsg(db) : "cannot open";
         sqlite3_close(db);
-        throw Error(where(path, "cannot open as SQLite: " + m));
+        throw Error(where(path, "cannot open as SQLite: " + message));
     }
     sqlite3_stmt* st = nullptr;
     int rc = sqlite3_prepare_v2(db, "SELECT name FROM sqlite_master WHERE type IN ('table','view')", -1, &st, nullptr);
@@ -210,9 +210,9 @@ namespace {
 Format sqlite_format(const std::string& path) {
     auto tables = sqlite_tables(path);
     bool mhc = false, nsys = false;
-    for (auto& t : tables) {
-        if (t == "allocations" || t == "runs") mhc = true;
-        if (is_nsys_table(t)) nsys = true;
+    for (auto& table : tables) {
+        if (table == "allocations" || table == "runs") mhc = true;
+        if (is_nsys_table(table)) nsys = true;
     }
     if (nsys) return Format::Nsys;
     if (mhc) throw Error(where(path, "this is already an mhc trace; nothing to import"));
@@ -253,11 +253,11 @@ Format json_object_format(const std::string& path, const std::string& prefix, bo
 
 // The Chrome trace's JSON Array Format, as PyTorch 1.8's profiler wrote it: [{"ph": ...}, ...].
 // Kineto or a snapshot's JSON; nothing where the array is none of these.
-std::optional<Format> json_array_format(const std::string& path, const std::string& prefix, size_t p,
+std::optional<Format> json_array_format(const std::string& path, const std::string& prefix, size_t start,
                                         bool snapshot_keys) {
-    size_t first = prefix.find_first_not_of(" \t\r\n", p + 1);
+    size_t first = prefix.find_first_not_of(" \t\r\n", start + 1);
     if (first != std::string::npos && prefix[first] == '[')
-        throw Error(where(path, memory_timeline_raw(prefix, p)
+        throw Error(where(path, memory_timeline_raw(prefix, start)
                                     ? "the raw memory timeline of PyTorch's profiler (export_memory_timeline to "
                                       ".raw.json.gz: [time, action, bytes, category] rows of one device), which mhc "
                                       "does not import: its rows name no address, tensor or stream. Import the "
@@ -275,7 +275,7 @@ std::optional<Format> json_array_format(const std::string& path, const std::stri
 
 // HTML: torch.cuda._memory_viz's pages (trace_plot, segment_plot) embed the snapshot's pickle,
 // which the snapshot importer reads; the profiler's memory timeline page is a PNG picture.
-std::optional<Format> html_format(const std::string& path, const std::string& prefix, size_t p) {
+std::optional<Format> html_format(const std::string& path, const std::string& prefix, size_t start) {
     if (prefix.find("add_local_files") != std::string::npos && prefix.find("\"base64\"") != std::string::npos)
         return Format::Snapshot;
     // PyTorch 2.0's pages (trace_plot, segment_plot, profile_plot of torch/cuda/_memory_viz.py before
@@ -292,7 +292,7 @@ std::optional<Format> html_format(const std::string& path, const std::string& pr
                           "the memory timeline plot of PyTorch's profiler (export_memory_timeline to .html): "
                           "a PNG picture, no data to import. Import the profiler's trace of the same run "
                           "(export_chrome_trace, with profile_memory=True)"));
-    std::string lower = prefix.substr(p, 256);
+    std::string lower = prefix.substr(start, 256);
     std::transform(lower.begin(), lower.end(), lower.begin(),
                    [](unsigned char letter) { return std::tolower(letter); });
     if (lower.find("<html") != std::string::npos || lower.find("<!doctype html") != std::string::npos)
@@ -364,24 +364,24 @@ Format detect_format(const std::string& path) {
     refuse_nvidia_file(path);
     char head[16] = {};
     {
-        std::ifstream f(path, std::ios::binary);
-        if (!f) throw Error(std::filesystem::exists(path) ? where(path, "cannot open") : no_such_file(path));
-        f.read(head, sizeof head);
-        if (f.gcount() == 0) throw Error(where(path, "the file is empty"));
+        std::ifstream file(path, std::ios::binary);
+        if (!file) throw Error(std::filesystem::exists(path) ? where(path, "cannot open") : no_such_file(path));
+        file.read(head, sizeof head);
+        if (file.gcount() == 0) throw Error(where(path, "the file is empty"));
     }
     if (static_cast<uint8_t>(head[0]) == 0x80) return Format::Snapshot;   // pickle PROTO
     if (std::memcmp(head, "SQLite format 3", 16) == 0) return sqlite_format(path);
     // JSON, plain or gzip: look for the top-level keys near the start.
     std::string prefix;
     {
-        GzSource s(path);
+        GzSource source(path);
         prefix.resize(1 << 20);
-        size_t got = 0, r;
-        while (got < prefix.size() && (r = s.read(prefix.data() + got, prefix.size() - got)) > 0) got += r;
+        size_t got = 0, chunk;
+        while (got < prefix.size() && (chunk = source.read(prefix.data() + got, prefix.size() - got)) > 0) got += chunk;
         prefix.resize(got);
     }
-    size_t p = prefix.find_first_not_of(" \t\r\n");
-    if (p != std::string::npos && static_cast<uint8_t>(prefix[p]) == 0x80) return Format::Snapshot;
+    size_t start = prefix.find_first_not_of(" \t\r\n");
+    if (start != std::string::npos && static_cast<uint8_t>(prefix[start]) == 0x80) return Format::Snapshot;
     // A PyTorch memory snapshot saved as JSON (json.dump(torch.cuda.memory._snapshot()), or of
     // memory_snapshot()'s segments list): its keys, which no Kineto or execution trace has.
     const bool snapshot_keys = prefix.find("\"device_traces\"") != std::string::npos ||
@@ -389,14 +389,14 @@ Format detect_format(const std::string& path) {
                                 prefix.find("\"blocks\"") != std::string::npos);
     // An Ascend NPU profiler's trace_view.json: refused here too, as msprof's events may write 'ts' as a
     // string, which the parse would refuse as a bad field before reading the process names.
-    if (p != std::string::npos && (prefix[p] == '{' || prefix[p] == '[') &&
+    if (start != std::string::npos && (prefix[start] == '{' || prefix[start] == '[') &&
         prefix.find("\"Ascend Hardware\"") != std::string::npos)
         throw Error(where(path, ascend_trace_message()));
-    if (p != std::string::npos && prefix[p] == '{') return json_object_format(path, prefix, snapshot_keys);
-    if (p != std::string::npos && prefix[p] == '[')
-        if (auto format = json_array_format(path, prefix, p, snapshot_keys)) return *format;
-    if (p != std::string::npos && prefix[p] == '<')
-        if (auto format = html_format(path, prefix, p)) return *format;
+    if (start != std::string::npos && prefix[start] == '{') return json_object_format(path, prefix, snapshot_keys);
+    if (start != std::string::npos && prefix[start] == '[')
+        if (auto format = json_array_format(path, prefix, start, snapshot_keys)) return *format;
+    if (start != std::string::npos && prefix[start] == '<')
+        if (auto format = html_format(path, prefix, start)) return *format;
     refuse_unread_format(path, std::string_view(head, sizeof head), prefix);
 }
 

@@ -145,7 +145,7 @@ private:
     bool has(const char* table) const { return tables_.count(table) > 0; }
 
     // Throws naming the table when it lacks one of the columns the import cannot do without.
-    std::set<std::string> columns(const std::string& t, std::initializer_list<const char*> needed) const;
+    std::set<std::string> columns(const std::string& table, std::initializer_list<const char*> needed) const;
 
     // The tables present (views refused), the export's versions, and which tables are missing.
     void find_tables();
@@ -184,7 +184,7 @@ private:
     void find_base_time();
 
     // Times relative to the base; values whose difference does not fit in int64 are bad input.
-    int64_t rel(int64_t t, const char* table) const;
+    int64_t rel(int64_t time_ns, const char* table) const;
 
     // The GPU with the most memory: TARGET_INFO_GPU.totalMemory (nsys 2022 and later); exports of
     // nsys 2021 keep the size in TARGET_INFO_CUDA_GPU.globalMemorySize instead. The memory column

@@ -16,37 +16,38 @@ namespace mhc::trace::import::nsys {
 
 void NsysImport::read_kernels() {
     if (!has("CUPTI_ACTIVITY_KIND_KERNEL")) return;
-    auto c = columns("CUPTI_ACTIVITY_KIND_KERNEL", {"start", "end"});
-    std::string name = c.count("demangledName") ? "demangledName" : c.count("shortName") ? "shortName" : "-1";
-    std::string q = "SELECT start, end, " + col(c, "deviceId") + ", " + col(c, "streamId") + ", " + name + ", " +
-                    col(c, "correlationId") + ", " + col(c, "gridX") + ", " + col(c, "gridY") + ", " +
-                    col(c, "gridZ") + ", " + col(c, "blockX") + ", " + col(c, "blockY") + ", " + col(c, "blockZ") +
-                    ", " + col(c, "staticSharedMemory") + " + " + col(c, "dynamicSharedMemory") + ", " +
-                    col(c, "registersPerThread") + ", " + col(c, "globalPid") +
-                    ", rowid FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start, rowid";
-    sql::Stmt s(db_.db, in_, q.c_str());
-    Cells cell{s, in_, "CUPTI_ACTIVITY_KIND_KERNEL", 15};
+    auto cols = columns("CUPTI_ACTIVITY_KIND_KERNEL", {"start", "end"});
+    std::string name = cols.count("demangledName") ? "demangledName" : cols.count("shortName") ? "shortName" : "-1";
+    std::string query = "SELECT start, end, " + col(cols, "deviceId") + ", " + col(cols, "streamId") + ", " + name +
+                        ", " + col(cols, "correlationId") + ", " + col(cols, "gridX") + ", " + col(cols, "gridY") +
+                        ", " + col(cols, "gridZ") + ", " + col(cols, "blockX") + ", " + col(cols, "blockY") + ", " +
+                        col(cols, "blockZ") + ", " + col(cols, "staticSharedMemory") + " + " +
+                        col(cols, "dynamicSharedMemory") + ", " + col(cols, "registersPerThread") + ", " +
+                        col(cols, "globalPid") + ", rowid FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start, rowid";
+    sql::Stmt stmt(db_.db, in_, query.c_str());
+    Cells cell{stmt, in_, "CUPTI_ACTIVITY_KIND_KERNEL", 15};
     std::unordered_map<int64_t, int64_t> name_ids;
-    while (s.step()) {
+    while (stmt.step()) {
         ++events_;
-        Kernel k;
-        std::tie(k.device, k.stream) = lane(cell, 14);
+        Kernel kernel;
+        std::tie(kernel.device, kernel.stream) = lane(cell, 14);
         int64_t sid = cell.get(4, "demangledName", INT64_MIN, INT64_MAX, false, -1);
         auto ni = name_ids.find(sid);
-        k.name = ni != name_ids.end() ? ni->second : (name_ids[sid] = w_.intern(str(sid)));
+        kernel.name = ni != name_ids.end() ? ni->second : (name_ids[sid] = w_.intern(str(sid)));
         auto [ks, ke] = cell.interval(0, 1);
-        k.t_start = rel(ks, "CUPTI_ACTIVITY_KIND_KERNEL");
-        k.t_end = rel(ke, "CUPTI_ACTIVITY_KIND_KERNEL");
-        k.correlation = cell.get(5, "correlationId", INT64_MIN, INT64_MAX, false);
-        k.step = kernel_step(k, cell.get(14, "globalPid", INT64_MIN, INT64_MAX, false));
+        kernel.t_start = rel(ks, "CUPTI_ACTIVITY_KIND_KERNEL");
+        kernel.t_end = rel(ke, "CUPTI_ACTIVITY_KIND_KERNEL");
+        kernel.correlation = cell.get(5, "correlationId", INT64_MIN, INT64_MAX, false);
+        kernel.step = kernel_step(kernel, cell.get(14, "globalPid", INT64_MIN, INT64_MAX, false));
         static const char* grid[] = {"gridX", "gridY", "gridZ"}, *block[] = {"blockX", "blockY", "blockZ"};
         for (int i = 0; i < 3; ++i) {
-            k.grid[i] = static_cast<int32_t>(cell.get(6 + i, grid[i], 0, INT32_MAX, false));
-            k.block[i] = static_cast<int32_t>(cell.get(9 + i, block[i], 0, INT32_MAX, false));
+            kernel.grid[i] = static_cast<int32_t>(cell.get(6 + i, grid[i], 0, INT32_MAX, false));
+            kernel.block[i] = static_cast<int32_t>(cell.get(9 + i, block[i], 0, INT32_MAX, false));
         }
-        k.shared_mem = static_cast<int32_t>(cell.get(12, "staticSharedMemory + dynamicSharedMemory", 0, INT32_MAX, false));
-        k.registers = static_cast<int32_t>(cell.get(13, "registersPerThread", 0, INT32_MAX, false));
-        kernels_.push_back(k);
+        kernel.shared_mem = static_cast<int32_t>(
+            cell.get(12, "staticSharedMemory + dynamicSharedMemory", 0, INT32_MAX, false));
+        kernel.registers = static_cast<int32_t>(cell.get(13, "registersPerThread", 0, INT32_MAX, false));
+        kernels_.push_back(kernel);
     }
 }
 

@@ -15,16 +15,16 @@
 namespace mhc::trace::import::nsys {
 
 int64_t NsysImport::add_block(int32_t device, int64_t address, int64_t bytes, int64_t t_alloc, int64_t t_free, int64_t label) {
-    Allocation a;
-    a.id = ++allocations_;
-    a.device = device;
-    a.address = address;
-    a.bytes = bytes;
-    a.t_alloc = t_alloc;
-    a.t_free = t_free;
-    a.label = label;
-    w_.add(a);
-    return a.id;
+    Allocation alloc;
+    alloc.id = ++allocations_;
+    alloc.device = device;
+    alloc.address = address;
+    alloc.bytes = bytes;
+    alloc.t_alloc = t_alloc;
+    alloc.t_free = t_free;
+    alloc.label = label;
+    w_.add(alloc);
+    return alloc.id;
 }
 
 std::set<int64_t> NsysImport::memory_kinds() const {
@@ -40,19 +40,19 @@ std::set<int64_t> NsysImport::memory_kinds() const {
 
 void NsysImport::read_allocations() {
     if (!has("CUDA_GPU_MEMORY_USAGE_EVENTS")) return;
-    auto c = columns("CUDA_GPU_MEMORY_USAGE_EVENTS", {"address", "bytes", "memoryOperationType"});
-    std::string q = "SELECT start, " + col(c, "deviceId") + ", address, bytes, " + col(c, "memKind", "2") +
-                    ", memoryOperationType, " + col(c, "globalPid") +
-                    ", rowid FROM CUDA_GPU_MEMORY_USAGE_EVENTS ORDER BY start, rowid";
-    sql::Stmt s(db_.db, in_, q.c_str());
-    Cells cell{s, in_, "CUDA_GPU_MEMORY_USAGE_EVENTS", 7};
+    auto cols = columns("CUDA_GPU_MEMORY_USAGE_EVENTS", {"address", "bytes", "memoryOperationType"});
+    std::string query = "SELECT start, " + col(cols, "deviceId") + ", address, bytes, " + col(cols, "memKind", "2") +
+                        ", memoryOperationType, " + col(cols, "globalPid") +
+                        ", rowid FROM CUDA_GPU_MEMORY_USAGE_EVENTS ORDER BY start, rowid";
+    sql::Stmt stmt(db_.db, in_, query.c_str());
+    Cells cell{stmt, in_, "CUDA_GPU_MEMORY_USAGE_EVENTS", 7};
     std::map<std::tuple<int32_t, int64_t, int64_t>, int64_t> live;
     std::map<int32_t, int64_t> first_process;   // device -> the first globalPid seen allocating on it
     int64_t unaddressed = 0, unknown_kinds = 0, first_unknown_kind = 0;
     const std::set<int64_t> mem_kinds = memory_kinds();
-    while (s.step()) {
+    while (stmt.step()) {
         ++events_;
-        int64_t t = rel(cell.get(0, "start", -kMaxTime, kMaxTime), "CUDA_GPU_MEMORY_USAGE_EVENTS");
+        int64_t time_ns = rel(cell.get(0, "start", -kMaxTime, kMaxTime), "CUDA_GPU_MEMORY_USAGE_EVENTS");
         // memKind 0 pageable, 1 pinned: host memory (device -1); the rest is on the GPU.
         int64_t kind = cell.get(4, "memKind", INT64_MIN, INT64_MAX, false, 2);
         if (!mem_kinds.count(kind) && unknown_kinds++ == 0) first_unknown_kind = kind;
@@ -68,16 +68,16 @@ void NsysImport::read_allocations() {
         }
         auto it = live.find(key);
         if (op == 0 && bytes <= 0)
-            throw Error(where_row(in_, "CUDA_GPU_MEMORY_USAGE_EVENTS", s.i64(7),
+            throw Error(where_row(in_, "CUDA_GPU_MEMORY_USAGE_EVENTS", stmt.i64(7),
                                   "allocation of " + std::to_string(bytes) + " bytes"));
         if (it != live.end()) {   // an allocation at a live block's address frees it first
-            w_.set_free_time(it->second, t);
+            w_.set_free_time(it->second, time_ns);
             live.erase(it);
-            if (op == 0) live[key] = add_block(dev, addr, bytes, t, kNoTime, kNoString);
+            if (op == 0) live[key] = add_block(dev, addr, bytes, time_ns, kNoTime, kNoString);
         } else if (op == 0) {
-            live[key] = add_block(dev, addr, bytes, t, kNoTime, kNoString);
+            live[key] = add_block(dev, addr, bytes, time_ns, kNoTime, kNoString);
         } else if (bytes > 0) {   // a free of a block allocated before the capture began
-            add_block(dev, addr, bytes, 0, t, w_.intern("(allocated before recording)"));
+            add_block(dev, addr, bytes, 0, time_ns, w_.intern("(allocated before recording)"));
             ++reconstructed_;
         }
     }

@@ -133,7 +133,7 @@ std::string NsysImport::nvtx_ranges_and_marks() {
 
 void NsysImport::read_markers() {
     if (!has("NVTX_EVENTS")) return;
-    auto c = db_.columns("NVTX_EVENTS");
+    auto cols = db_.columns("NVTX_EVENTS");
     const std::string only = nvtx_ranges_and_marks();
     if (!only.empty()) {
         sql::Stmt skipped(db_.db, in_, ("SELECT COUNT(*) FROM NVTX_EVENTS WHERE NOT (1" + only + ")").c_str());
@@ -142,8 +142,8 @@ void NsysImport::read_markers() {
                                                    " (domain, category and thread names: not markers)";
     }
     // A range (not a mark: 34, 65) whose end is NULL was never ended while nsys recorded.
-    const std::string unended = c.count("eventType") ? "(eventType NOT IN (34, 65))" : "0";
-    if (c.count("end") && db_.not_null("NVTX_EVENTS", "end")) {
+    const std::string unended = cols.count("eventType") ? "(eventType NOT IN (34, 65))" : "0";
+    if (cols.count("end") && db_.not_null("NVTX_EVENTS", "end")) {
         sql::Stmt defaults(db_.db, in_,
                            ("SELECT COUNT(*) FROM NVTX_EVENTS WHERE " + nvtx_end("") + " IS NULL" + only).c_str());
         if (defaults.step() && defaults.i64(0) > 0)
@@ -152,29 +152,29 @@ void NsysImport::read_markers() {
                 " NVTX marks or ranges with end 0 in a table that declares end NOT NULL (an export of 2021 "
                 "or before, which wrote a default where a field had none): read as no end";
     }
-    std::string query = "SELECT start, " + (c.count("end") ? nvtx_end("") : std::string("NULL")) + ", " +
-                    col(c, "text", "NULL") + ", " + col(c, "textId", "NULL") + ", " + unended +
-                    ", rowid FROM NVTX_EVENTS WHERE 1" + only + " ORDER BY start, rowid";
+    std::string query = "SELECT start, " + (cols.count("end") ? nvtx_end("") : std::string("NULL")) + ", " +
+                        col(cols, "text", "NULL") + ", " + col(cols, "textId", "NULL") + ", " + unended +
+                        ", rowid FROM NVTX_EVENTS WHERE 1" + only + " ORDER BY start, rowid";
     sql::Stmt rows(db_.db, in_, query.c_str());
     Cells cell{rows, in_, "NVTX_EVENTS", 5};
     int64_t markers = 0, open_ranges = 0;
     while (rows.step()) {
         ++events_;
-        Marker m;
-        m.id = ++markers;
+        Marker marker;
+        marker.id = ++markers;
         std::string text = !rows.is_null(2) ? rows.text(2) : !rows.is_null(3) ? str(cell.get(3, "textId", INT64_MIN, INT64_MAX)) : "nvtx";
-        m.name = w_.intern(text);
-        m.t_start = rel(cell.get(0, "start", -kMaxTime, kMaxTime), "NVTX_EVENTS");
-        m.t_end = rows.is_null(1) ? m.t_start : rel(cell.interval(0, 1).second, "NVTX_EVENTS");
+        marker.name = w_.intern(text);
+        marker.t_start = rel(cell.get(0, "start", -kMaxTime, kMaxTime), "NVTX_EVENTS");
+        marker.t_end = rows.is_null(1) ? marker.t_start : rel(cell.interval(0, 1).second, "NVTX_EVENTS");
         if (rows.is_null(1) && rows.i64(4) == 1 && open_ranges++ == 0) first_open_range_ = quoted_name(text);
         // An unended ProfilerStep#N or optimizer step (find_steps): to the end of recording.
         const auto open_step = rows.is_null(1) ? open_step_ends_.find(rows.i64(5)) : open_step_ends_.end();
-        if (open_step != open_step_ends_.end()) m.t_end = open_step->second;
+        if (open_step != open_step_ends_.end()) marker.t_end = open_step->second;
         const std::optional<int32_t> step =
             rows.is_null(1) && open_step == open_step_ends_.end() ? std::nullopt : profiler_step_number(text);
-        m.kind = step ? MarkerKind::Step : MarkerKind::Range;
-        m.index = step.value_or(-1);
-        w_.add(m);
+        marker.kind = step ? MarkerKind::Step : MarkerKind::Range;
+        marker.index = step.value_or(-1);
+        w_.add(marker);
     }
     if (profiler_steps_.empty())   // steps from the optimizer's ranges (find_steps)
         for (const StepSpan& step : steps_)

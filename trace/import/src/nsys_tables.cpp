@@ -10,28 +10,31 @@
 
 namespace mhc::trace::import::nsys {
 
-std::set<std::string> NsysImport::columns(const std::string& t, std::initializer_list<const char*> needed) const {
-    std::set<std::string> cols = db_.columns(t);
-    for (const char* n : needed)
-        if (!cols.count(n)) throw Error(where(in_, "table " + t + " has no column '" + n + "' (unknown nsys version)"));
+std::set<std::string> NsysImport::columns(const std::string& table, std::initializer_list<const char*> needed) const {
+    std::set<std::string> cols = db_.columns(table);
+    for (const char* name : needed)
+        if (!cols.count(name))
+            throw Error(where(in_, "table " + table + " has no column '" + name + "' (unknown nsys version)"));
     return cols;
 }
 
 void NsysImport::find_tables() {
     std::set<std::string> views;
     {
-        sql::Stmt s(db_.db, in_, "SELECT name, type FROM sqlite_master WHERE type IN ('table','view')");
-        while (s.step()) (s.text(1) == "view" ? views : tables_).insert(s.text(0));
+        sql::Stmt stmt(db_.db, in_, "SELECT name, type FROM sqlite_master WHERE type IN ('table','view')");
+        while (stmt.step()) (stmt.text(1) == "view" ? views : tables_).insert(stmt.text(0));
     }
     // What nsys writes are tables; a view of the same name computes rows nsys never recorded.
-    for (const char* t : {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
-                          "CUDA_GPU_MEMORY_USAGE_EVENTS", "NVTX_EVENTS", "StringIds", "TARGET_INFO_GPU",
-                          "EXPORT_META_DATA", "META_DATA_EXPORT", kGraphTrace})
-        if (views.count(t)) throw Error(where(in_, std::string(t) + " is a view, not a table: not an nsys export"));
+    for (const char* table_name : {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+                                   "CUPTI_ACTIVITY_KIND_MEMSET", "CUDA_GPU_MEMORY_USAGE_EVENTS", "NVTX_EVENTS",
+                                   "StringIds", "TARGET_INFO_GPU", "EXPORT_META_DATA", "META_DATA_EXPORT", kGraphTrace})
+        if (views.count(table_name))
+            throw Error(where(in_, std::string(table_name) + " is a view, not a table: not an nsys export"));
     std::string missing;
-    for (const char* t : {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
-                          "CUDA_GPU_MEMORY_USAGE_EVENTS", "NVTX_EVENTS", "StringIds", "TARGET_INFO_GPU"})
-        if (!has(t)) missing += (missing.empty() ? "" : ",") + std::string(t);
+    for (const char* table_name :
+         {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+          "CUDA_GPU_MEMORY_USAGE_EVENTS", "NVTX_EVENTS", "StringIds", "TARGET_INFO_GPU"})
+        if (!has(table_name)) missing += (missing.empty() ? "" : ",") + std::string(table_name);
     std::string version = "unknown";
     // nsys 2022 names the table EXPORT_META_DATA, nsys 2024.5 META_DATA_EXPORT (the same rows).
     for (const char* table : {"EXPORT_META_DATA", "META_DATA_EXPORT"}) {
@@ -159,8 +162,8 @@ std::pair<int32_t, int64_t> NsysImport::lane(const Cells& cell, int pid_col) con
 void NsysImport::read_strings() {
     if (!has("StringIds")) return;
     columns("StringIds", {"id", "value"});
-    sql::Stmt s(db_.db, in_, "SELECT id, value FROM StringIds");
-    while (s.step()) strings_[s.i64(0)] = s.text(1);
+    sql::Stmt stmt(db_.db, in_, "SELECT id, value FROM StringIds");
+    while (stmt.step()) strings_[stmt.i64(0)] = stmt.text(1);
 }
 
 std::string NsysImport::str(int64_t id) const {
@@ -169,24 +172,25 @@ std::string NsysImport::str(int64_t id) const {
 }
 
 void NsysImport::find_base_time() {
-    for (const char* t : {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
-                          "CUDA_GPU_MEMORY_USAGE_EVENTS", "NVTX_EVENTS", kGraphTrace}) {
-        if (!has(t)) continue;
-        columns(t, {"start"});
+    for (const char* table : {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+                              "CUDA_GPU_MEMORY_USAGE_EVENTS", "NVTX_EVENTS", kGraphTrace}) {
+        if (!has(table)) continue;
+        columns(table, {"start"});
         // Integers only: each row's own check names any other value. NVTX rows: markers only.
-        std::string query = std::string("SELECT MIN(start) FROM ") + t + " WHERE typeof(start) = 'integer'";
-        if (std::string(t) == "NVTX_EVENTS") query += nvtx_ranges_and_marks();
-        if (std::string(t) == kGraphTrace) query += kGraphTimed;
+        std::string query = std::string("SELECT MIN(start) FROM ") + table + " WHERE typeof(start) = 'integer'";
+        if (std::string(table) == "NVTX_EVENTS") query += nvtx_ranges_and_marks();
+        if (std::string(table) == kGraphTrace) query += kGraphTimed;
         sql::Stmt earliest(db_.db, in_, query.c_str());
         if (earliest.step() && !earliest.is_null(0)) base_ = std::min(base_, std::max(earliest.i64(0), -kMaxTime));
     }
     if (base_ == INT64_MAX) base_ = 0;
 }
 
-int64_t NsysImport::rel(int64_t t, const char* table) const {
+int64_t NsysImport::rel(int64_t time_ns, const char* table) const {
     int64_t out;
-    if (__builtin_sub_overflow(t, base_, &out))
-        throw Error(where(in_, std::string("table ") + table + ": time " + std::to_string(t) + " is out of range"));
+    if (__builtin_sub_overflow(time_ns, base_, &out))
+        throw Error(
+            where(in_, std::string("table ") + table + ": time " + std::to_string(time_ns) + " is out of range"));
     return out;
 }
 

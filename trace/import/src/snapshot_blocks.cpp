@@ -16,28 +16,29 @@ struct Step {
     int phase;
     MemoryEvent block;
     size_t segment;
-    bool operator<(const Step& o) const {
-        if (time != o.time) return time < o.time;
-        if (phase != o.phase) return phase < o.phase;
-        return phase == 1 ? block < o.block : segment < o.segment;
+    bool operator<(const Step& other) const {
+        if (time != other.time) return time < other.time;
+        if (phase != other.phase) return phase < other.phase;
+        return phase == 1 ? block < other.block : segment < other.segment;
     }
 };
 
 std::vector<Step> steps_of(const std::vector<Allocation>& allocs, const std::vector<Segment>& segments) {
-    std::vector<Step> s;
-    s.reserve(allocs.size() * 2 + segments.size() * 2);
+    std::vector<Step> steps;
+    steps.reserve(allocs.size() * 2 + segments.size() * 2);
     for (size_t i = 0; i < segments.size(); ++i) {
-        s.push_back({segments[i].t_alloc, 0, {}, i});
-        if (segments[i].t_free != kNoTime) s.push_back({segments[i].t_free, 2, {}, i});
+        steps.push_back({segments[i].t_alloc, 0, {}, i});
+        if (segments[i].t_free != kNoTime) steps.push_back({segments[i].t_free, 2, {}, i});
     }
     for (size_t i = 0; i < allocs.size(); ++i) {
-        const auto& a = allocs[i];
-        s.push_back({a.t_alloc, 1, MemoryEvent::allocation(static_cast<int64_t>(i), a.t_alloc), 0});
-        if (a.t_free != kNoTime)
-            s.push_back({a.t_free, 1, MemoryEvent::release(static_cast<int64_t>(i), a.t_alloc, a.t_free), 0});
+        const auto& alloc = allocs[i];
+        steps.push_back({alloc.t_alloc, 1, MemoryEvent::allocation(static_cast<int64_t>(i), alloc.t_alloc), 0});
+        if (alloc.t_free != kNoTime)
+            steps.push_back(
+                {alloc.t_free, 1, MemoryEvent::release(static_cast<int64_t>(i), alloc.t_alloc, alloc.t_free), 0});
     }
-    std::sort(s.begin(), s.end());
-    return s;
+    std::sort(steps.begin(), steps.end());
+    return steps;
 }
 
 }  // namespace
@@ -55,42 +56,44 @@ BlockReport infer_block_sizes(std::vector<Allocation>& allocs, const std::vector
         if (before.t_alloc == 0) live_blocks.insert({before.device, before.address});
     for (const Step& st : steps_of(allocs, segments)) {
         if (st.phase != 1) {
-            const Segment& g = segments[st.segment];
-            auto it = live_segments.find({g.device, g.address});
-            if (st.phase == 0) live_segments[{g.device, g.address}] = st.segment;
+            const Segment& segment = segments[st.segment];
+            auto it = live_segments.find({segment.device, segment.address});
+            if (st.phase == 0) live_segments[{segment.device, segment.address}] = st.segment;
             else if (it != live_segments.end() && it->second == st.segment) live_segments.erase(it);
             continue;
         }
-        const auto i = static_cast<size_t>(st.block.row);
-        Allocation& a = allocs[i];
-        const Key at{a.device, a.address};
+        const auto row = static_cast<size_t>(st.block.row);
+        Allocation& alloc = allocs[row];
+        const Key at{alloc.device, alloc.address};
         if (st.block.free) {
             live_blocks.erase(at);
             continue;
         }
-        if (infer[i]) {
-            const int64_t size = rules.rounded(a.requested_bytes);
-            a.bytes = size;
+        if (infer[row]) {
+            const int64_t size = rules.rounded(alloc.requested_bytes);
+            alloc.bytes = size;
             if (size > torch::kSmallSize) {   // the small pool always splits (every size is a multiple of 512)
-                auto s = live_segments.upper_bound(at);
-                const Segment* g = nullptr;
-                if (s != live_segments.begin()) {
-                    const Segment& c = segments[std::prev(s)->second];
-                    if (c.device == a.device && c.address <= a.address && a.address < c.address + c.bytes) g = &c;
+                auto after = live_segments.upper_bound(at);
+                const Segment* segment = nullptr;
+                if (after != live_segments.begin()) {
+                    const Segment& candidate = segments[std::prev(after)->second];
+                    if (candidate.device == alloc.device && candidate.address <= alloc.address &&
+                        alloc.address < candidate.address + candidate.bytes)
+                        segment = &candidate;
                 }
-                if (!g) {
+                if (!segment) {
                     ++rep.without_segment;
-                } else if (g->expandable || rules.expandable) {
+                } else if (segment->expandable || rules.expandable) {
                     ++rep.split;   // should_split: the rest is at least 512 bytes
                 } else {
                     auto next = live_blocks.upper_bound(at);
-                    int64_t end = g->address + g->bytes;
-                    if (next != live_blocks.end() && next->first == a.device) end = std::min(end, next->second);
-                    const int64_t room = end - a.address;
+                    int64_t end = segment->address + segment->bytes;
+                    if (next != live_blocks.end() && next->first == alloc.device) end = std::min(end, next->second);
+                    const int64_t room = end - alloc.address;
                     if (room < size) ++rep.no_room;
                     else if (size < rules.max_split_size && room - size > torch::kSmallSize) ++rep.split;
                     else {
-                        a.bytes = room;
+                        alloc.bytes = room;
                         ++rep.whole;
                     }
                 }

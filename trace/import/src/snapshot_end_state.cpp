@@ -143,12 +143,12 @@ void SnapshotImport::end_state(std::optional<Id> segments) {
         // 'address' (PyTorch 2.0) starts where the one before it ended.
         int64_t next = has_address ? d_.as_int(*sa) : 0;
         size_t block_index = 0;
-        for (Id b : d_.items(*blocks)) {
+        for (Id block : d_.items(*blocks)) {
             const std::string block_at = at + ".blocks[" + std::to_string(block_index++) + "]";
-            if (d_.kind(b) != PickleDoc::Kind::Dict)
-                throw Error(where(in_, block_at + ": is " + type_name(d_, b) + ", not a dict"));
-            auto addr_v = d_.get(b, "address");
-            auto size_v = d_.get(b, "size");
+            if (d_.kind(block) != PickleDoc::Kind::Dict)
+                throw Error(where(in_, block_at + ": is " + type_name(d_, block) + ", not a dict"));
+            auto addr_v = d_.get(block, "address");
+            auto size_v = d_.get(block, "size");
             if (addr_v && d_.kind(*addr_v) != PickleDoc::Kind::Int)
                 throw Error(where(in_, block_at + ": 'address' is " + type_name(d_, *addr_v) + ", not an int"));
             int64_t addr = addr_v ? d_.as_int(*addr_v) : next;
@@ -156,7 +156,7 @@ void SnapshotImport::end_state(std::optional<Id> segments) {
                 end_unplaced_ = true;
                 break;
             }
-            end_block(dev, stream, b, addr, block_at, seg_pool);
+            end_block(dev, stream, block, addr, block_at, seg_pool);
             if (size_v && d_.is_int(*size_v) && d_.as_int(*size_v) > 0 && d_.as_int(*size_v) <= kMaxBytes)
                 next = addr + d_.as_int(*size_v);
         }

@@ -15,9 +15,9 @@ namespace mhc::trace::import::snapshot {
 
 namespace {
 
-Action action_of(std::string_view a) {
+Action action_of(std::string_view name) {
     for (size_t i = 0; i < index(Action::Unknown); ++i)
-        if (a == kActionNames[i]) return static_cast<Action>(i);
+        if (name == kActionNames[i]) return static_cast<Action>(i);
     return Action::Unknown;
 }
 
@@ -70,93 +70,94 @@ template <class Bad> PoolKey pool_field(const PickleDoc& doc, Id value, const Ba
 }  // namespace
 
 std::vector<int64_t> event_times(const std::vector<Event>& evs, bool all_timed, double t_min) {
-    std::vector<int64_t> t(evs.size());
+    std::vector<int64_t> times(evs.size());
     if (!all_timed) {
-        for (size_t k = 0; k < evs.size(); ++k) t[k] = static_cast<int64_t>(k) + 1;
-        return t;
+        for (size_t k = 0; k < evs.size(); ++k) times[k] = static_cast<int64_t>(k) + 1;
+        return times;
     }
-    for (size_t k = 0; k < evs.size(); ++k) t[k] = static_cast<int64_t>(std::floor(evs[k].time_us - t_min));
-    if (std::is_sorted(t.begin(), t.end())) {
+    for (size_t k = 0; k < evs.size(); ++k) times[k] = static_cast<int64_t>(std::floor(evs[k].time_us - t_min));
+    if (std::is_sorted(times.begin(), times.end())) {
         // The allocator's order is time order (as recorded): the events of one microsecond are
         // one run, numbered within it without a table.
-        for (size_t first = 0, end = 0; first < t.size(); first = end) {
-            while (end < t.size() && t[end] == t[first]) ++end;
+        for (size_t first = 0, end = 0; first < times.size(); first = end) {
+            while (end < times.size() && times[end] == times[first]) ++end;
             const auto count = static_cast<int64_t>(end - first);
             for (size_t k = first; k < end; ++k) {
                 const auto seen = static_cast<int64_t>(k - first);
-                t[k] = t[k] * 1000 + 1 + (count <= 1000 ? seen : seen * 1000 / count);
+                times[k] = times[k] * 1000 + 1 + (count <= 1000 ? seen : seen * 1000 / count);
             }
         }
-        return t;
+        return times;
     }
     std::unordered_map<int64_t, std::pair<int64_t, int64_t>> per_us;   // us -> (events, seen so far)
     per_us.reserve(evs.size());
-    for (size_t k = 0; k < evs.size(); ++k) ++per_us[t[k]].first;
+    for (size_t k = 0; k < evs.size(); ++k) ++per_us[times[k]].first;
     for (size_t k = 0; k < evs.size(); ++k) {
-        auto& [n, seen] = per_us[t[k]];
+        auto& [n, seen] = per_us[times[k]];
         const int64_t offset = n <= 1000 ? seen : seen * 1000 / n;
         ++seen;
-        t[k] = t[k] * 1000 + 1 + offset;
+        times[k] = times[k] * 1000 + 1 + offset;
     }
-    return t;
+    return times;
 }
 
-std::string at_event(size_t dev, size_t k) {
-    return "device_traces[" + std::to_string(dev) + "][" + std::to_string(k) + "]";
+std::string at_event(size_t dev, size_t event_index) {
+    return "device_traces[" + std::to_string(dev) + "][" + std::to_string(event_index) + "]";
 }
 
-Decoded decode_events(const PickleDoc& d, Id traces, NodeCodes& keys, const std::string& in) {
-    NodeCodes actions(d.node_count());
+Decoded decode_events(const PickleDoc& doc, Id traces, NodeCodes& keys, const std::string& in) {
+    NodeCodes actions(doc.node_count());
     Decoded out;
     bool have_t = false;
-    for (Id dev : d.items(traces)) {
-        if (d.kind(dev) != PickleDoc::Kind::List)
-            throw Error(where(in, "device_traces[" + std::to_string(out.devices.size()) + "] is " + type_name(d, dev) +
-                                      ", not a list of trace events"));
+    for (Id dev : doc.items(traces)) {
+        if (doc.kind(dev) != PickleDoc::Kind::List)
+            throw Error(where(in, "device_traces[" + std::to_string(out.devices.size()) + "] is " +
+                                      type_name(doc, dev) + ", not a list of trace events"));
         auto& evs = out.devices.emplace_back();
-        evs.reserve(d.size(dev));
-        for (Id e : d.items(dev)) {
+        evs.reserve(doc.size(dev));
+        for (Id event : doc.items(dev)) {
             Event ev;
             auto bad = [&](const std::string& what) {
                 return Error(where(in, at_event(out.devices.size() - 1, evs.size()) + ": " + what));
             };
-            if (d.kind(e) != PickleDoc::Kind::Dict) throw bad(std::string("is ") + type_name(d, e) + ", not a dict");
-            auto kv = d.items(e);
+            if (doc.kind(event) != PickleDoc::Kind::Dict)
+                throw bad(std::string("is ") + type_name(doc, event) + ", not a dict");
+            auto kv = doc.items(event);
             for (size_t i = 0; i + 1 < kv.size(); i += 2) {
-                Id k = kv[i], v = kv[i + 1];
-                switch (keys.get(k, [&] { return key_code(d.as_str(k)); })) {
+                Id key = kv[i], value = kv[i + 1];
+                switch (keys.get(key, [&] { return key_code(doc.as_str(key)); })) {
                     case KeyCode::Action:
-                        if (d.kind(v) != PickleDoc::Kind::Str)
-                            throw bad(std::string("'action' is ") + type_name(d, v) + ", not a str");
-                        ev.action = actions.get(v, [&] { return action_of(d.as_str(v)); });
+                        if (doc.kind(value) != PickleDoc::Kind::Str)
+                            throw bad(std::string("'action' is ") + type_name(doc, value) + ", not a str");
+                        ev.action = actions.get(value, [&] { return action_of(doc.as_str(value)); });
                         ev.has_action = true;
-                        if (ev.action == Action::Unknown) ++out.unknown_actions[std::string(d.as_str(v))];
+                        if (ev.action == Action::Unknown) ++out.unknown_actions[std::string(doc.as_str(value))];
                         break;
                     case KeyCode::Addr:
-                        ev.addr = int_field(d, v, "addr", bad);
+                        ev.addr = int_field(doc, value, "addr", bad);
                         ev.has_addr = true;
                         break;
                     case KeyCode::Size:
-                        ev.size = int_field(d, v, "size", bad);
+                        ev.size = int_field(doc, value, "size", bad);
                         ev.has_size = true;
                         if (ev.size < 0 || ev.size > kMaxBytes)
                             throw bad("size " + std::to_string(ev.size) + " is out of range");
                         break;
-                    case KeyCode::Stream: ev.stream = int_field(d, v, "stream", bad); break;
+                    case KeyCode::Stream: ev.stream = int_field(doc, value, "stream", bad); break;
                     case KeyCode::TimeUs:
-                        if (!d.is_number(v) || d.kind(v) == PickleDoc::Kind::Bool)
-                            throw bad(std::string("'time_us' is ") + type_name(d, v) + ", not a number");
-                        ev.time_us = d.as_float(v);
+                        if (!doc.is_number(value) || doc.kind(value) == PickleDoc::Kind::Bool)
+                            throw bad(std::string("'time_us' is ") + type_name(doc, value) + ", not a number");
+                        ev.time_us = doc.as_float(value);
                         // |t| <= 4e15 us keeps differences * 1000 inside int64 nanoseconds.
                         if (!(std::fabs(ev.time_us) <= 4e15)) throw bad("time_us is out of range");
                         ev.timed = true;
                         break;
-                    case KeyCode::Frames: ev.frames = v; break;
+                    case KeyCode::Frames: ev.frames = value; break;
                     case KeyCode::PoolId:
-                        ev.pool = pool_field(d, v, bad);
+                        ev.pool = pool_field(doc, value, bad);
                         ev.has_pool = true;
                         break;
-                    case KeyCode::Other: ++out.unknown_keys[std::string(d.as_str(k))]; break;
+                    case KeyCode::Other: ++out.unknown_keys[std::string(doc.as_str(key))]; break;
                     default: break;
                 }
             }
@@ -168,7 +169,7 @@ Decoded decode_events(const PickleDoc& d, Id traces, NodeCodes& keys, const std:
                 throw bad(std::string(name_of(ev.action)) + " event has no 'size'");
             out.pooled += ev.has_pool;
             if (ev.action == Action::UserDefined)
-                out.user_defined.push_back(user_defined_range(d, ev, out.devices.size() - 1, bad));
+                out.user_defined.push_back(user_defined_range(doc, ev, out.devices.size() - 1, bad));
             if (ev.timed) {
                 out.t_min = have_t ? std::min(out.t_min, ev.time_us) : ev.time_us;
                 have_t = true;

@@ -41,14 +41,14 @@ public:
     std::vector<Segment> segment_rows();
     void block_sizes(const std::vector<Segment>& segments, const BlockRules& rules);
     void write(const std::vector<Segment>& segments);
-    void meta(Result& r, const Decoded& ev) const;
+    void meta(Result& result, const Decoded& ev) const;
     // The import's alive bytes at each 'snapshot' entry against the allocator's active bytes it
     // records (meta snapshot.active_checked, a warning where they differ); after block_sizes.
     void check_active(Result& result) const;
 
 private:
     void replay_device(size_t dev, const std::vector<Event>& evs, const std::vector<int64_t>& times);
-    void free_block(size_t dev, size_t k, const Event& e, int64_t t);
+    void free_block(size_t dev, size_t event_index, const Event& event, int64_t time);
     void end_block(int32_t dev, int64_t stream, Id block, int64_t addr, const std::string& at, const PoolKey& pool);
     void reborn_times();
     size_t add(int32_t dev, int64_t addr, int64_t bytes, int64_t requested, int64_t t_alloc, int64_t t_free,

@@ -105,7 +105,7 @@ std::string SnapshotImport::reserved_peaks() const {
     return out.empty() ? "0" : out;
 }
 
-void SnapshotImport::meta(Result& r, const Decoded& ev) const {
+void SnapshotImport::meta(Result& result, const Decoded& ev) const {
     std::string act_list;
     for (size_t i = 0; i < kActionCount; ++i)
         if (action_counts_[i]) {
@@ -114,67 +114,71 @@ void SnapshotImport::meta(Result& r, const Decoded& ev) const {
             act_list += '=';
             act_list += std::to_string(action_counts_[i]);
         }
-    auto& m = r.meta;
-    m["source"] = "pytorch-memory-snapshot";
-    m["import.format"] = "snapshot";
-    m["import.events"] = std::to_string(ev.events);
-    m["import.actions"] = act_list;
-    m["accesses"] = "none";   // snapshots hold no kernels
-    m["kernels"] = "none";
-    m["timing"] = ev.all_timed && ev.events > 0 ? "exact" : "order-only";   // an end state alone has no times
+    auto& entries = result.meta;
+    entries["source"] = "pytorch-memory-snapshot";
+    entries["import.format"] = "snapshot";
+    entries["import.events"] = std::to_string(ev.events);
+    entries["import.actions"] = act_list;
+    entries["accesses"] = "none";   // snapshots hold no kernels
+    entries["kernels"] = "none";
+    entries["timing"] = ev.all_timed && ev.events > 0 ? "exact" : "order-only";   // an end state alone has no times
     if (ev.timed > 0 && !ev.all_timed) {
         // PyTorch writes time_us on every event or on none: some without it is a damaged or
         // edited file, and one such event takes the times of all (before 2026-12-03 in silence).
         const std::string untimed = std::to_string(ev.events - ev.timed) + " of " + std::to_string(ev.events);
-        m["snapshot.events_without_time_us"] = untimed;
-        r.warnings.push_back(untimed + " trace events have no time_us: the whole trace is imported in event order only");
+        entries["snapshot.events_without_time_us"] = untimed;
+        result.warnings.push_back(untimed +
+                                  " trace events have no time_us: the whole trace is imported in event order only");
     }
-    m["categories"] = "unknown";
-    m["labels"] = "first frame of user or library Python code, else of PyTorch, else native (docs/import.md)";
-    m["bytes"] = "block (the allocator's accounting: max_memory_allocated); requested_bytes: the request";
-    m["snapshot.blocks_inferred"] =
-        "split " + std::to_string(blocks_.split) + ", whole " + std::to_string(blocks_.whole) + ", no segment " +
-        std::to_string(blocks_.without_segment) + ", no room " + std::to_string(blocks_.no_room);
-    m["snapshot.blocks_checked_at_end"] =
-        std::to_string(end_size_checked_) + " (" + std::to_string(end_size_differs_) + " inferred another size)";
-    m["reconstructed_blocks"] = std::to_string(reconstructed_);
-    m["reconstructed_blocks.freed_during_trace"] = std::to_string(freed_unknown_);
+    entries["categories"] = "unknown";
+    entries["labels"] = "first frame of user or library Python code, else of PyTorch, else native (docs/import.md)";
+    entries["bytes"] = "block (the allocator's accounting: max_memory_allocated); requested_bytes: the request";
+    entries["snapshot.blocks_inferred"] = "split " + std::to_string(blocks_.split) + ", whole " +
+                                          std::to_string(blocks_.whole) + ", no segment " +
+                                          std::to_string(blocks_.without_segment) + ", no room " +
+                                          std::to_string(blocks_.no_room);
+    entries["snapshot.blocks_checked_at_end"] = std::to_string(end_size_checked_) + " (" +
+                                                std::to_string(end_size_differs_) + " inferred another size)";
+    entries["reconstructed_blocks"] = std::to_string(reconstructed_);
+    entries["reconstructed_blocks.freed_during_trace"] = std::to_string(freed_unknown_);
     int64_t reconstructed_bytes = 0;
     for (size_t i = 0; i < allocs_.size(); ++i)
         if (size_from_[i] != SizeFrom::Layout) add_bytes(reconstructed_bytes, allocs_[i].bytes);
-    m["reconstructed_bytes"] = std::to_string(reconstructed_bytes);
-    m["snapshot.end_state_allocated_blocks"] = std::to_string(end_blocks_);
+    entries["reconstructed_bytes"] = std::to_string(reconstructed_bytes);
+    entries["snapshot.end_state_allocated_blocks"] = std::to_string(end_blocks_);
     if (end_pending_blocks_ > 0) {
         // Alive to the end here (the allocator cannot reuse them yet), as memory_viz draws them;
         // torch.cuda.memory_allocated() had already dropped them when the snapshot was taken.
         const std::string pending = std::to_string(end_pending_blocks_) +
                                     (end_pending_blocks_ == 1 ? " block, " : " blocks, ") +
                                     std::to_string(end_pending_bytes_) + " B";
-        m["snapshot.end_state_pending_free"] =
+        entries["snapshot.end_state_pending_free"] =
             pending +
             " (freed, waiting for the streams that used them: alive to the end, counted in the peak; "
             "torch.cuda.memory_allocated() at the snapshot excludes them)";
-        r.warnings.push_back("the end state holds " + pending +
-                             " freed but still pending on other streams (record_stream): kept alive to the end, so "
-                             "the peak is above torch.cuda.memory_allocated() at the snapshot by up to " +
-                             std::to_string(end_pending_bytes_) + " B");
+        result.warnings.push_back(
+            "the end state holds " + pending +
+            " freed but still pending on other streams (record_stream): kept alive to the end, so "
+            "the peak is above torch.cuda.memory_allocated() at the snapshot by up to " +
+            std::to_string(end_pending_bytes_) + " B");
     }
-    say_private_pools(m, r);
-    m["snapshot.segment_events"] = std::to_string(segment_events_);
-    m["snapshot.reserved_peak_from_segment_events"] = reserved_peaks();
-    m["snapshot.oom_events"] = std::to_string(ooms_);
-    m["segments.reconstructed"] = std::to_string(seglog_.reconstructed);
-    if (seglog_.live_not_in_end_state) m["segments.live_not_in_end_state"] = std::to_string(seglog_.live_not_in_end_state);
-    m["snapshot.devices"] = std::to_string(ev.devices.size());
+    say_private_pools(entries, result);
+    entries["snapshot.segment_events"] = std::to_string(segment_events_);
+    entries["snapshot.reserved_peak_from_segment_events"] = reserved_peaks();
+    entries["snapshot.oom_events"] = std::to_string(ooms_);
+    entries["segments.reconstructed"] = std::to_string(seglog_.reconstructed);
+    if (seglog_.live_not_in_end_state)
+        entries["segments.live_not_in_end_state"] = std::to_string(seglog_.live_not_in_end_state);
+    entries["snapshot.devices"] = std::to_string(ev.devices.size());
     if (!ev.unknown_actions.empty()) {
         // Actions of a newer PyTorch than this reader knows: they could move memory, so the figures
         // may miss it; named and warned (before 2026-12-03 only their count, in meta alone).
         std::string names;
         for (const auto& [name, count] : ev.unknown_actions)
             names += (names.empty() ? "" : ", ") + name + "=" + std::to_string(count);
-        m["snapshot.unknown_actions"] = names;
-        r.warnings.push_back("trace events of actions mhc does not know were not imported (" + names +
-                             "): if they allocate or free memory, the figures miss it");
+        entries["snapshot.unknown_actions"] = names;
+        result.warnings.push_back("trace events of actions mhc does not know were not imported (" + names +
+                                  "): if they allocate or free memory, the figures miss it");
     }
     if (!ev.unknown_keys.empty()) {
         // Fields of a newer PyTorch than this reader knows: named and warned, as unknown actions are
@@ -182,14 +186,14 @@ void SnapshotImport::meta(Result& r, const Decoded& ev) const {
         std::string names;
         for (const auto& [name, count] : ev.unknown_keys)
             names += (names.empty() ? "" : ", ") + name + "=" + std::to_string(count);
-        m["snapshot.event_keys_not_read"] = names;
-        r.warnings.push_back("trace event fields mhc does not know were not read (" + names +
-                             "): if they change what an event allocates or frees, the figures miss it");
+        entries["snapshot.event_keys_not_read"] = names;
+        result.warnings.push_back("trace event fields mhc does not know were not read (" + names +
+                                  "): if they change what an event allocates or frees, the figures miss it");
     }
-    live_not_in_end_state(r);
+    live_not_in_end_state(result);
     if (!segments_dropped_.empty()) {
-        m["segments"] = "none: " + segments_dropped_;
-        r.warnings.push_back("segments " + segments_dropped_ + "; imported without them");
+        entries["segments"] = "none: " + segments_dropped_;
+        result.warnings.push_back("segments " + segments_dropped_ + "; imported without them");
     }
 }
 

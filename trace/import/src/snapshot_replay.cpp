@@ -44,9 +44,9 @@ void SnapshotImport::replay(const Decoded& ev) {
     // instead of regrown (each regrowth copies and touches fresh pages).
     size_t upper = 0;
     for (const auto& evs : ev.devices)
-        for (const Event& e : evs)
-            upper += e.action == Action::Alloc || e.action == Action::Free || e.action == Action::FreeCompleted ||
-                     e.action == Action::FreeRequested;
+        for (const Event& event : evs)
+            upper += event.action == Action::Alloc || event.action == Action::Free ||
+                     event.action == Action::FreeCompleted || event.action == Action::FreeRequested;
     allocs_.reserve(upper + 64);
     size_from_.reserve(upper + 64);
     live_.resize(ev.devices.size());
@@ -57,11 +57,11 @@ void SnapshotImport::replay(const Decoded& ev) {
         replay_device(dev, ev.devices[dev], event_times(ev.devices[dev], ev.all_timed, ev.t_min));
 }
 
-void SnapshotImport::free_block(size_t dev, size_t k, const Event& e, int64_t t) {
+void SnapshotImport::free_block(size_t dev, size_t event_index, const Event& event, int64_t time) {
     auto& live = live_[dev];
-    auto it = live.find(e.addr);
+    auto it = live.find(event.addr);
     if (it != live.end()) {
-        allocs_[it->second].t_free = t;
+        allocs_[it->second].t_free = time;
         live.erase(it);
     } else {
         // Allocated before recording began: alive from the start until now. The event has
@@ -69,23 +69,25 @@ void SnapshotImport::free_block(size_t dev, size_t k, const Event& e, int64_t t)
         // trace freed this address already and allocated nothing there since: two blocks alive
         // from the start at one address cannot be (before 2026-12-03 the import failed later, on
         // overlapping rows, without saying why).
-        if (auto again = freed_[dev].find(e.addr); again != freed_[dev].end())
-            throw Error(where(in_, at_event(dev, k) + " (" + name_of(e.action) + "): frees the block at " +
-                                       hex_address(e.addr) + " again, with no alloc there since " +
-                                       at_event(dev, again->second) +
+        if (auto again = freed_[dev].find(event.addr); again != freed_[dev].end())
+            throw Error(where(in_, at_event(dev, event_index) + " (" + name_of(event.action) +
+                                       "): frees the block at " + hex_address(event.addr) +
+                                       " again, with no alloc there since " + at_event(dev, again->second) +
                                        " freed it: the trace lacks alloc events (recorded with "
                                        "_record_memory_history(skip_actions=[\"alloc\"])?)"));
-        if (e.size <= 0)
-            throw Error(where(in_, at_event(dev, k) + " (" + name_of(e.action) +
+        if (event.size <= 0)
+            throw Error(where(in_, at_event(dev, event_index) + " (" + name_of(event.action) +
                                        "): frees an unknown block of unknown size"));
-        const size_t row = add(static_cast<int32_t>(dev), e.addr, e.size, e.size, 0, t, e.stream, pre_label_);
+        const size_t row = add(static_cast<int32_t>(dev), event.addr, event.size, event.size, 0, time, event.stream,
+                               pre_label_);
         size_from_[row] = SizeFrom::Rounding;
-        if (e.has_pool && is_private(e.pool)) row_pool_[row] = e.pool;   // free_completed names the block's pool
+        if (event.has_pool && is_private(event.pool))
+            row_pool_[row] = event.pool;   // free_completed names the block's pool
         ++reconstructed_;
         ++freed_unknown_;
     }
-    frees_[dev].emplace_back(e.addr, t);
-    freed_[dev][e.addr] = k;
+    frees_[dev].emplace_back(event.addr, time);
+    freed_[dev][event.addr] = event_index;
 }
 
 void SnapshotImport::replay_device(size_t dev, const std::vector<Event>& evs, const std::vector<int64_t>& times) {
@@ -101,47 +103,50 @@ void SnapshotImport::replay_device(size_t dev, const std::vector<Event>& evs, co
         std::any_of(evs.begin(), evs.end(), [](const Event& event) { return event.action == Action::FreeCompleted; });
     Reserved& reserved = reserved_[static_cast<int32_t>(dev)];
     for (size_t k = 0; k < evs.size(); ++k) {
-        const Event& e = evs[k];
-        ++action_counts_[index(e.action)];
-        const int64_t t = times[k];
-        switch (e.action) {
+        const Event& event = evs[k];
+        ++action_counts_[index(event.action)];
+        const int64_t time = times[k];
+        switch (event.action) {
             case Action::Alloc: {
-                if (e.size <= 0)
+                if (event.size <= 0)
                     throw Error(where(in_, at_event(dev, k) + " (alloc): size is missing or not positive"));
-                auto it = live.find(e.addr);
+                auto it = live.find(event.addr);
                 if (it != live.end()) {   // a free we never saw: end the old block here
-                    allocs_[it->second].t_free = t;
+                    allocs_[it->second].t_free = time;
                     live.erase(it);
                 }
-                freed_[dev].erase(e.addr);
-                size_t i = add(static_cast<int32_t>(dev), e.addr, e.size, e.size, t, kNoTime, e.stream, labels_.of(e.frames));
-                size_from_[i] = SizeFrom::Layout;
-                if (e.has_pool && is_private(e.pool)) row_pool_[i] = e.pool;
-                live.emplace(e.addr, i);
+                freed_[dev].erase(event.addr);
+                size_t row = add(static_cast<int32_t>(dev), event.addr, event.size, event.size, time, kNoTime,
+                                 event.stream, labels_.of(event.frames));
+                size_from_[row] = SizeFrom::Layout;
+                if (event.has_pool && is_private(event.pool)) row_pool_[row] = event.pool;
+                live.emplace(event.addr, row);
                 break;
             }
             case Action::FreeRequested:
                 if (has_completed) break;   // the block returns at free_completed
                 [[fallthrough]];
             case Action::FreeCompleted:
-            case Action::Free: free_block(dev, k, e, t); break;
+            case Action::Free: free_block(dev, k, event, time); break;
             case Action::SegAlloc:
             case Action::SegMap:
                 ++segment_events_;
-                seglog_.alloc(static_cast<int32_t>(dev), k, name_of(e.action), t, e.addr, e.size, e.stream,
-                              e.action == Action::SegMap);
-                if (e.has_pool && is_private(e.pool)) seg_made_pool_[{static_cast<int32_t>(dev), e.addr, t}] = e.pool;
-                add_bytes(reserved.at_end, e.size);
+                seglog_.alloc(static_cast<int32_t>(dev), k, name_of(event.action), time, event.addr, event.size,
+                              event.stream, event.action == Action::SegMap);
+                if (event.has_pool && is_private(event.pool))
+                    seg_made_pool_[{static_cast<int32_t>(dev), event.addr, time}] = event.pool;
+                add_bytes(reserved.at_end, event.size);
                 reserved.highest = std::max(reserved.highest, reserved.at_end);
                 reserved.seen = true;
                 break;
             case Action::SegFree:
             case Action::SegUnmap:
                 ++segment_events_;
-                seglog_.free(static_cast<int32_t>(dev), k, name_of(e.action), t, e.addr, e.size, e.stream,
-                             e.action == Action::SegUnmap);
-                if (e.has_pool && is_private(e.pool)) seg_freed_pool_[{static_cast<int32_t>(dev), e.addr, t}] = e.pool;
-                reserved.at_end -= e.size;
+                seglog_.free(static_cast<int32_t>(dev), k, name_of(event.action), time, event.addr, event.size,
+                             event.stream, event.action == Action::SegUnmap);
+                if (event.has_pool && is_private(event.pool))
+                    seg_freed_pool_[{static_cast<int32_t>(dev), event.addr, time}] = event.pool;
+                reserved.at_end -= event.size;
                 reserved.lowest = std::min(reserved.lowest, reserved.at_end);
                 reserved.seen = true;
                 break;
@@ -150,16 +155,16 @@ void SnapshotImport::replay_device(size_t dev, const std::vector<Event>& evs, co
                 // snapshot() records total_active, every active block's size, as this entry's size);
                 // one taken of a private pool alone (MemPool.snapshot(), pool_id named) is that
                 // pool's: not a check of the device.
-                if (e.has_size && !(e.has_pool && is_private(e.pool)))
-                    checkpoints_.push_back({static_cast<int32_t>(dev), k, t, e.size});
+                if (event.has_size && !(event.has_pool && is_private(event.pool)))
+                    checkpoints_.push_back({static_cast<int32_t>(dev), k, time, event.size});
                 break;
             case Action::Oom: {
-                Marker m;
-                m.id = ++ooms_;
-                m.name = w_.intern("oom: " + std::to_string(e.size) + " bytes requested");
-                m.t_start = m.t_end = t;
-                m.kind = MarkerKind::Range;
-                w_.add(m);
+                Marker marker;
+                marker.id = ++ooms_;
+                marker.name = w_.intern("oom: " + std::to_string(event.size) + " bytes requested");
+                marker.t_start = marker.t_end = time;
+                marker.kind = MarkerKind::Range;
+                w_.add(marker);
                 break;
             }
             default: break;

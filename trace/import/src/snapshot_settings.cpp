@@ -11,49 +11,52 @@
 
 namespace mhc::trace::import::snapshot {
 
-BlockRules add_allocator_settings(const PickleDoc& d, std::optional<Id> settings, std::map<std::string, std::string>& meta) {
+BlockRules add_allocator_settings(const PickleDoc& doc, std::optional<Id> settings,
+                                  std::map<std::string, std::string>& meta) {
     BlockRules rules;
-    if (!settings || d.kind(*settings) != PickleDoc::Kind::Dict) return rules;
+    if (!settings || doc.kind(*settings) != PickleDoc::Kind::Dict) return rules;
     std::string conf;
     auto put = [&](const std::string& kv) { conf += (conf.empty() ? "" : ",") + kv; };
-    if (auto v = d.get(*settings, "PYTORCH_CUDA_ALLOC_CONF"); v && d.kind(*v) == PickleDoc::Kind::Str)
-        meta["allocator.PYTORCH_CUDA_ALLOC_CONF"] = std::string(d.as_str(*v));
-    if (auto v = d.get(*settings, "expandable_segments"); v && d.is_int(*v)) {
-        rules.expandable = d.as_int(*v) != 0;
+    if (auto value = doc.get(*settings, "PYTORCH_CUDA_ALLOC_CONF"); value && doc.kind(*value) == PickleDoc::Kind::Str)
+        meta["allocator.PYTORCH_CUDA_ALLOC_CONF"] = std::string(doc.as_str(*value));
+    if (auto value = doc.get(*settings, "expandable_segments"); value && doc.is_int(*value)) {
+        rules.expandable = doc.as_int(*value) != 0;
         rules.expandable_said = true;
         put(std::string("expandable_segments:") + (rules.expandable ? "True" : "False"));
     }
-    if (auto v = d.get(*settings, "max_split_size"); v && d.is_int(*v)) {
-        int64_t b = d.as_int(*v);
-        if (b > 0 && b < (int64_t{1} << 56)) {
-            put("max_split_size_mb:" + std::to_string(b >> 20));
-            rules.max_split_size = b;
+    if (auto value = doc.get(*settings, "max_split_size"); value && doc.is_int(*value)) {
+        int64_t bytes = doc.as_int(*value);
+        if (bytes > 0 && bytes < (int64_t{1} << 56)) {
+            put("max_split_size_mb:" + std::to_string(bytes >> 20));
+            rules.max_split_size = bytes;
         }
     }
-    if (auto v = d.get(*settings, "roundup_power2_divisions"); v && d.kind(*v) == PickleDoc::Kind::Dict) {
-        auto kv = d.items(*v);
+    if (auto value = doc.get(*settings, "roundup_power2_divisions");
+        value && doc.kind(*value) == PickleDoc::Kind::Dict) {
+        auto kv = doc.items(*value);
         std::string list;
         bool any = false;
         for (size_t i = 0; i + 1 < kv.size(); i += 2) {
-            if (!d.is_int(kv[i + 1])) continue;
-            int64_t n = d.as_int(kv[i + 1]);
-            any |= n != 0;
-            std::string key = d.kind(kv[i]) == PickleDoc::Kind::Str ? std::string(d.as_str(kv[i]))
-                                                                   : std::to_string(d.as_int(kv[i]));
-            list += (list.empty() ? "" : ",") + key + ":" + std::to_string(n);
+            if (!doc.is_int(kv[i + 1])) continue;
+            int64_t divisions = doc.as_int(kv[i + 1]);
+            any |= divisions != 0;
+            std::string key = doc.kind(kv[i]) == PickleDoc::Kind::Str ? std::string(doc.as_str(kv[i]))
+                                                                      : std::to_string(doc.as_int(kv[i]));
+            list += (list.empty() ? "" : ",") + key + ":" + std::to_string(divisions);
             int64_t mib = std::atoll(key.c_str());   // the interval [mib, 2 mib) MiB
-            if (mib > 0 && n > 0 && n <= (1 << 20))
-                rules.divisions[static_cast<size_t>(torch::roundup_interval(mib << 20))] = n;
+            if (mib > 0 && divisions > 0 && divisions <= (1 << 20))
+                rules.divisions[static_cast<size_t>(torch::roundup_interval(mib << 20))] = divisions;
         }
         if (any) put("roundup_power2_divisions:[" + list + "]");
-    } else if (v && d.is_int(*v) && d.as_int(*v) > 0) {
-        put("roundup_power2_divisions:" + std::to_string(d.as_int(*v)));
-        if (d.as_int(*v) <= (1 << 20)) rules.divisions.fill(d.as_int(*v));
+    } else if (value && doc.is_int(*value) && doc.as_int(*value) > 0) {
+        put("roundup_power2_divisions:" + std::to_string(doc.as_int(*value)));
+        if (doc.as_int(*value) <= (1 << 20)) rules.divisions.fill(doc.as_int(*value));
     }
-    if (auto v = d.get(*settings, "garbage_collection_threshold"); v && d.is_number(*v) && d.as_float(*v) > 0) {
-        char b[32];
-        std::snprintf(b, sizeof b, "%g", d.as_float(*v));
-        put(std::string("garbage_collection_threshold:") + b);
+    if (auto value = doc.get(*settings, "garbage_collection_threshold");
+        value && doc.is_number(*value) && doc.as_float(*value) > 0) {
+        char text[32];
+        std::snprintf(text, sizeof text, "%g", doc.as_float(*value));
+        put(std::string("garbage_collection_threshold:") + text);
     }
     meta["allocator.conf"] = conf;
     return rules;
