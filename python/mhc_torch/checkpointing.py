@@ -61,8 +61,9 @@ class _CheckpointedForward:
     def __init__(self, fn, module: torch.nn.Module, context_fn=None):
         self.fn, self.module, self.context_fn = fn, module, context_fn
         functools.update_wrapper(self, fn)
-        self.kwargs = {"context_fn": marking_recompute(context_fn)}
-        if context_fn is not None and "respect_saved_tensors_hooks" in inspect.signature(checkpoint).parameters:
+        respect = context_fn is not None and "respect_saved_tensors_hooks" in inspect.signature(checkpoint).parameters
+        self.kwargs = {"context_fn": marking_recompute(context_fn, respect_saved_tensors_hooks=True if respect else None)}
+        if respect:
             self.kwargs["respect_saved_tensors_hooks"] = True
 
     def _region(self, *args, **kw):  # the recompute calls this, not the module: say whose code it is
@@ -190,12 +191,17 @@ class _InRecompute:
         return self.inner.__exit__(*exc)
 
 
-def marking_recompute(context_fn=None):
+def marking_recompute(context_fn=None, respect_saved_tensors_hooks=None):
     """A context_fn for torch.utils.checkpoint: context_fn's own contexts (none: no-ops), the
     recompute's counted so that keep_running_stats tells it from the forward, and both given the
-    call's _Call (keep_power_iteration)."""
+    call's _Call (keep_power_iteration). checkpoint tells selective checkpointing's caching mode
+    whether what it keeps goes through the saved-tensor hooks (an offload) only when that mode is
+    the forward context itself; wrapped here, it is told here (without it, an offload around a
+    selective checkpoint left the kept matmul outputs on the GPU)."""
     def fn():
         fwd, rec = context_fn() if context_fn is not None else (contextlib.nullcontext(), contextlib.nullcontext())
+        if respect_saved_tensors_hooks is not None and hasattr(fwd, "respect_saved_tensors_hooks"):
+            fwd.respect_saved_tensors_hooks = respect_saved_tensors_hooks
         call = _Call()
         return _InForward(fwd, call), _InRecompute(rec, call)
     return fn
