@@ -213,6 +213,16 @@ def _spectral_norm_type():
     return getattr(parametrizations, "_SpectralNorm", ())
 
 
+def _buffers_put_back(kept_as: str):
+    """A forward hook that sets back the buffers a pre-hook swapped out and kept in the module's
+    attribute `kept_as` (keep_power_iteration, keep_running_stats)."""
+    def swap_back(m, args, out):
+        kept = m.__dict__.pop(kept_as, None)
+        for n, b in (kept or {}).items():
+            setattr(m, n, b)
+    return swap_back
+
+
 def keep_power_iteration(sn: torch.nn.Module) -> None:
     """torch.nn.utils.parametrizations.spectral_norm in a checkpointed module: in training each
     forward runs a power iteration that updates its vectors u and v in place, and the weight is
@@ -241,13 +251,8 @@ def keep_power_iteration(sn: torch.nn.Module) -> None:
             if _forwards and not _recomputing[0]:
                 _forwards[-1].starts.setdefault(id(m), []).append(start)
 
-    def swap_back(m, args, out):
-        kept = m.__dict__.pop("_mhc_vectors_kept", None)
-        for n, b in (kept or {}).items():
-            setattr(m, n, b)
-
     sn.register_forward_pre_hook(swap_in)
-    sn.register_forward_hook(swap_back)
+    sn.register_forward_hook(_buffers_put_back("_mhc_vectors_kept"))
     sn._mhc_keeps_power_iteration = True
 
 
@@ -277,13 +282,8 @@ def keep_running_stats(bn: torch.nn.Module) -> None:
             for n, b in copies.items():
                 setattr(m, n, b)
 
-    def swap_back(m, args, out):
-        kept = m.__dict__.pop("_mhc_stats_kept", None)
-        for n, b in (kept or {}).items():
-            setattr(m, n, b)
-
     bn.register_forward_pre_hook(swap_in)
-    bn.register_forward_hook(swap_back)
+    bn.register_forward_hook(_buffers_put_back("_mhc_stats_kept"))
     bn._mhc_keeps_running_stats = True
 
 
