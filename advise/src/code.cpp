@@ -22,6 +22,13 @@ bool hf_layers(const CheckpointGroup& group, const CaptureInfo& info) {
     return asked == layers;
 }
 
+// A module a setting names, spelled as the trace does or as model.get_submodule does (without the
+// root's class name: resolve_modules takes both, and the code printed for it must find it too).
+int32_t named_module(const CaptureInfo& info, const std::string& name) {
+    const int32_t index = info.find_module(name);
+    return index >= 0 ? index : info.find_module(info.root + "." + name);
+}
+
 std::string prefix_of(const std::string& name) {
     const size_t dot = name.rfind('.');
     return dot == std::string::npos ? "" : name.substr(0, dot);
@@ -35,7 +42,7 @@ std::string names_of_one_prefix(const std::vector<std::string>& names);
 std::string names_expr(const std::vector<std::string>& modules, const CaptureInfo& info) {
     std::vector<std::vector<std::string>> runs;
     for (const std::string& module : modules) {
-        int32_t index = info.find_module(module);
+        int32_t index = named_module(info, module);
         std::string name = index >= 0 ? info.user_name(index) : module;
         if (runs.empty() || prefix_of(runs.back().back()) != prefix_of(name)) runs.emplace_back();
         runs.back().push_back(name);
@@ -85,7 +92,7 @@ std::string names_of_one_prefix(const std::vector<std::string>& names) {
 size_t block_count(const std::vector<std::string>& modules, const CaptureInfo& info) {
     size_t count = 0;
     for (const std::string& module : modules) {
-        int32_t index = info.find_module(module);
+        int32_t index = named_module(info, module);
         count += index >= 0 && info.module_block[static_cast<size_t>(index)] >= 0 &&
                  info.block_module[static_cast<size_t>(info.module_block[static_cast<size_t>(index)])] == index;
     }
@@ -129,7 +136,7 @@ std::string what_modules(const std::vector<std::string>& modules, const CaptureI
 // module types: "BatchNorm" finds SyncBatchNorm too).
 bool holds_type(const std::vector<std::string>& modules, const CaptureInfo& info, const std::string& type) {
     for (const std::string& name : modules) {
-        const int32_t root = info.find_module(name);
+        const int32_t root = named_module(info, name);
         for (size_t m = 0; root >= 0 && m < info.module_name.size(); ++m)
             if (info.module_type[m].find(type) != std::string::npos && info.within(static_cast<int32_t>(m), root))
                 return true;
@@ -189,6 +196,8 @@ void batchnorm_code(std::ostringstream& out, const Setting& setting, const Captu
         << "def marking(context_fn=None):   # checkpoint's context_fn, the forward and the recompute marked\n"
         << "    def fn():\n"
         << "        fwd, rec = context_fn() if context_fn else (contextlib.nullcontext(), contextlib.nullcontext())\n"
+        << "        if hasattr(fwd, \"respect_saved_tensors_hooks\"):   # selective checkpointing's mode, which\n"
+        << "            fwd.respect_saved_tensors_hooks = True       # checkpoint no longer sees behind Marked\n"
         << "        call = {\"starts\": {}, \"read\": {}}\n"
         << "        return Marked(fwd, call, Marked.forwards), Marked(rec, call, Marked.recomputes)\n"
         << "    return fn\n";
@@ -284,7 +293,12 @@ void checkpoint_code(std::ostringstream& out, const Setting& setting, const Capt
                 << "apply_activation_checkpointing(model, check_fn=lambda m: m in full, checkpoint_wrapper_fn=functools.partial(\n"
                 << "    checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT" << marked << "))\n";
         } else {
-            out << "from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts\n"
+            out << "import inspect\n"
+                << "from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts\n"
+                << "# what selective checkpointing keeps goes through saved-tensor hooks around it (an offload) as\n"
+                << "# predicted; PyTorch's default bypasses them (where this PyTorch has the option)\n"
+                << "RESPECT = {\"respect_saved_tensors_hooks\": True} if \"respect_saved_tensors_hooks\" in "
+                   "inspect.signature(checkpoint).parameters else {}\n"
                 << "aten = torch.ops.aten\n"
                 << "MATMULS = {aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.default,\n"
                 << "           aten.convolution.default,\n"
@@ -298,17 +312,21 @@ void checkpoint_code(std::ostringstream& out, const Setting& setting, const Capt
                 << "apply_activation_checkpointing(model, check_fn=lambda m: m in selective, checkpoint_wrapper_fn=functools.partial(\n"
                 << "    checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT,\n"
                 << "    context_fn=" << (bn ? "marking(" : "")
-                << "functools.partial(create_selective_checkpoint_contexts, save_matmuls)" << (bn ? ")" : "") << "))\n";
+                << "functools.partial(create_selective_checkpoint_contexts, save_matmuls)" << (bn ? ")" : "")
+                << ", **RESPECT))\n";
         }
     }
 }
 
 void offload_code(std::ostringstream& out, const OffloadSetting& offload, const CaptureInfo& info) {
     const bool streamed = offload.mode == OffloadMode::Streamed;
-    out << "from torchtune.training import OffloadActivations\n"
-        << "offload = OffloadActivations(use_streams=" << (streamed ? "True" : "False");
-    if (streamed) out << ", max_fwd_stash_size=" << offload.max_fwd_stash;
-    out << ", min_offload_size=" << offload.min_bytes << ")\n";
+    // mhc_torch's own hooks: the ones the prediction models and --verify captures. torchtune's
+    // OffloadActivations, the closest library class, copies per saved tensor (not per storage),
+    // moves a weight's view (a Linear saves weight.t(), no Parameter) and needs torchao and CUDA.
+    out << "from mhc_torch.offload import SavedTensorOffload   # torch.autograd.graph.saved_tensors_hooks, by storage\n"
+        << "offload = SavedTensorOffload(model, \"" << (streamed ? "streamed" : "sync") << "\", min_bytes=" << offload.min_bytes
+        << ", max_fwd_stash=" << (streamed ? offload.max_fwd_stash : 0) << ", prefetch=" << offload.prefetch_or_default()
+        << ").hooks()\n";
     // Entered and left by forward hooks, as mhc_torch.apply (enter_around_forward) does: the code
     // printed is the code --verify captures. The whole forward: around the model's own call (a
     // loss the model computes inside forward is offloaded, one computed after it is not).
@@ -321,9 +339,6 @@ void offload_code(std::ostringstream& out, const OffloadSetting& offload, const 
     const std::string indent = offload.modules ? "    " : "";
     out << indent << "m.register_forward_pre_hook(lambda *_: offload.__enter__())\n"
         << indent << "m.register_forward_hook(lambda *_: offload.__exit__(None, None, None), always_call=True)\n";
-    if (streamed && offload.prefetch_or_default() > 0)
-        out << "# torchtune copies a tensor back when the backward needs it; the prediction (and mhc_torch.apply)\n"
-            << "# also brings the next " << offload.prefetch_or_default() << " back ahead\n";
 }
 
 // The optimizer's class as user code spells it (torch.optim.AdamW); AdamW when the capture
@@ -441,7 +456,7 @@ void optimizer_code(std::ostringstream& out, const Setting& setting, const Captu
 std::string reshard_words(const std::vector<std::pair<std::string, int>>& values, const CaptureInfo& info) {
     std::map<int, std::string> by_value;
     for (const auto& [name, value] : values) {
-        const int32_t index = info.find_module(name);
+        const int32_t index = named_module(info, name);
         by_value[value] += (by_value[value].empty() ? "" : ", ") + (index >= 0 ? info.user_name(index) : name);
     }
     std::string out;
@@ -458,7 +473,7 @@ void reshard_code(std::ostringstream& out, const std::vector<std::pair<std::stri
                   const CaptureInfo& info) {
     out << "# FSDP2: parameters kept unsharded from the forward to the backward (no all-gather in the backward)\n";
     for (const auto& [name, value] : values) {
-        const int32_t index = info.find_module(name);
+        const int32_t index = named_module(info, name);
         const std::string module = index >= 0 ? info.user_name(index) : name;
         if (value >= 2) {
             out << "# fully_shard(model.get_submodule(\"" << module << "\"), ..., reshard_after_forward=" << value

@@ -232,7 +232,7 @@ def test_streamed_offload_prefetch(tmp_path):
 
 
 def test_streamed_stash_let_go_only_at_an_offloaded_save(tmp_path, mhc_exe):
-    """torchtune's OffloadActivations (the code `mhc advise` prints) lets go of its stash only when
+    """torchtune's OffloadActivations (whose stash rule the printed hooks follow) lets go of its stash only when
     it packs a tensor it offloads; saves it keeps as they are (weights, tensors under min_bytes)
     count toward max_fwd_stash but release nothing. With max_fwd_stash 3: a0 (save 1) is let go
     at save 6 (a1, block 1's relu output, packed after relu ran), not at save 4 (block 1's fc1
@@ -1192,45 +1192,24 @@ def _ce_loss(m, b):
     return torch.nn.functional.cross_entropy(m(*b), torch.zeros(32, dtype=torch.long))
 
 
-def _torchtune_stand_in(monkeypatch, model_of):
-    """`from torchtune.training import OffloadActivations` (not installed here): a class with its
-    constructor, giving mhc_torch.offload's hooks of the same semantics over the model that
-    model_of() returns (the printed code's own lines around it are what is tested)."""
-    import types
-
-    from mhc_torch.offload import SavedTensorOffload
-
-    def offload_activations(use_pin_memory=True, use_streams=False, max_fwd_stash_size=5, min_offload_size=1024):
-        mode = "streamed" if use_streams else "sync"
-        return SavedTensorOffload(model_of(), mode, min_offload_size, max_fwd_stash_size if use_streams else 0,
-                                  2 if use_streams else 0).hooks()
-    pkg, training = types.ModuleType("torchtune"), types.ModuleType("torchtune.training")
-    training.OffloadActivations = offload_activations
-    pkg.training = training
-    monkeypatch.setitem(sys.modules, "torchtune", pkg)
-    monkeypatch.setitem(sys.modules, "torchtune.training", training)
-
-
 @pytest.mark.parametrize("offload", [{"mode": "sync"}, {"mode": "streamed", "prefetch": 2},
                                      {"mode": "sync", "modules": ["Net.blocks.1", "Net.blocks.2"]}])
-def test_printed_offload_code_is_what_verify_captures(tmp_path, mhc_exe, monkeypatch, offload):
-    """The offload code `mhc advise` prints, run as printed (torchtune's class stood in for), and
-    mhc_torch.apply (what --verify captures) enter the hooks at the same places, and the prediction
-    holds for both: the same peak, copies and host peak. The whole forward's printed code was
-    `with offload: loss = model(**batch).loss` (forward and loss inside, and a Hugging Face loss
-    only) where apply and the prediction offload the model's forward alone; now both are the
-    model's forward hooks."""
+def test_printed_offload_code_is_what_verify_captures(tmp_path, mhc_exe, offload):
+    """The offload code `mhc advise` prints, run as printed, and mhc_torch.apply (what --verify
+    captures) enter the same hooks at the same places, and the prediction holds for both: the same
+    peak, copies and host peak. The whole forward's printed code was `with offload: loss =
+    model(**batch).loss` (forward and loss inside, and a Hugging Face loss only) where apply and
+    the prediction offload the model's forward alone; now both are the model's forward hooks."""
     batch = lambda: (torch.randn(32, 16),)   # noqa: E731
     base = str(tmp_path / "base.db")
     mhc_torch.capture(Net, batch, steps=1, path=base, autocast_dtype=None, loss_fn=_ce_loss)
     setting = {"offload": offload}
     row = _advise_json(mhc_exe, base, setting)["rows"][0]
     printed = row["code"].split("# or, the same in one line")[0]
-    holder = {}
-    _torchtune_stand_in(monkeypatch, lambda: holder["model"])
+    assert "torchtune" not in printed   # torchtune's class copies per tensor: not what was predicted
 
     def build_pasted():
-        model = holder["model"] = Net()
+        model = Net()
         exec(printed, {"model": model, "torch": torch})
         return model
     pasted = mhc_torch.capture(build_pasted, batch, steps=1, path=str(tmp_path / "pasted.db"), autocast_dtype=None,

@@ -10,7 +10,7 @@ same capture options are passed again. Where the printed code goes: lines that u
 at the end of build_model(); lines that use `optimizer` after build_optimizer(model) builds it
 (mhc-torch's default AdamW when the file has none) or, in a file whose step function builds its
 optimizer, at the line `# PASTE HERE` right after it (`optimizer` bound to run.state["optimizer"]).
-Answers whose printed code needs DeepSpeed or torchtune (not installed here) get the printed
+Answers whose printed code needs DeepSpeed (not installed here) get the printed
 `mhc_torch.apply` line pasted instead, and say so. The reserved bytes of a capture come from
 `mhc advise CAPTURE --setting '{"allocator": ...}'` with the answer's allocator setting (the
 printed `os.environ[...]` line acts on the GPU's allocator, which a capture does not run).
@@ -63,8 +63,8 @@ def main():
     for i, row in enumerate(doc["rows"], 1):
         printed, rest = row["code"].split("# or, the same in one line")
         note = ""
-        if "torchtune" in printed or "deepspeed" in printed:
-            printed, note = rest.split("\n", 1)[1], " (the printed mhc_torch.apply line: needs DeepSpeed/torchtune)"
+        if "deepspeed" in printed:
+            printed, note = rest.split("\n", 1)[1], " (the printed mhc_torch.apply line: needs DeepSpeed)"
         printed = printed.rstrip("\n") + "\n"
         name = os.path.join(folder, f"{base}_pasted{i}.py")
         db = os.path.join(folder, f"{base}_pasted{i}.db")

@@ -7,7 +7,7 @@ after one optimizer step and buffers (BatchNorm's running statistics) after it.
 MODEL.py is the file the trace was captured from; its build_model(small=True) and
 make_batch(small=True) give the small copy (every block kept, so the printed module names exist).
 The printed PyTorch lines are run as printed; lines that need CUDA or packages not installed
-(DeepSpeed, torchtune) are compiled only, and the one-line `mhc_torch.apply` form is run instead.
+(DeepSpeed) are compiled only, and the one-line `mhc_torch.apply` form is run instead.
 --micro-batches N runs each step as N forward and backward passes (the loss divided by N,
 gradients accumulated), as a capture with --micro-batches N does. Prints one line per answer and
 autocast mode. Needs torch (and the model's own packages)."""
@@ -111,10 +111,10 @@ def main():
         printed, rest = row["code"].split("# or, the same in one line")
         one_line = rest.split("\n", 1)[1]
         compile(row["code"], "<printed>", "exec")
-        runnable = "deepspeed" not in printed and "torchtune" not in printed
+        runnable = "deepspeed" not in printed
         for form, code in (("printed", printed), ("apply", one_line)):
             if form == "printed" and not runnable:
-                print(f"{i}. {row['description']} [printed]: compiled only (needs DeepSpeed/torchtune and CUDA)")
+                print(f"{i}. {row['description']} [printed]: compiled only (needs DeepSpeed and CUDA)")
                 continue
             for autocast in (False, True):
                 try:

@@ -1,7 +1,8 @@
 #pragma once
 // The code that applies a setting in a training script (docs/advise.md "The code"): the
-// PyTorch, Hugging Face, torchtune and DeepSpeed calls with their arguments, and the
-// mhc_torch.apply one-liner that does the same (and is what --verify runs).
+// PyTorch, Hugging Face and DeepSpeed calls with their arguments (an offload: mhc_torch's
+// saved-tensor hooks, the ones predicted), and the mhc_torch.apply one-liner that does the same
+// (and is what --verify runs).
 #include <string>
 
 #include "mhc/advise/capture_info.hpp"

@@ -1,0 +1,170 @@
+"""The code `mhc advise` prints, executed as printed, is the step `--verify` captures: a capture of
+a model built by pasting the printed lines holds, to the byte, the peak, host peak and copies of
+the capture with `mhc_torch.apply` (what --verify runs). Before
+2026-12-06 the printed selective checkpointing passed no `respect_saved_tensors_hooks`, so under
+an offload what it keeps bypassed the hooks (PyTorch's default) and stayed on the device; the
+printed `marking()` (BatchNorm inside) hid selective checkpointing's mode from checkpoint as
+apply's did before ab001520; and the printed offload was torchtune's class, which no test could run
+(it needs torchao and CUDA) and which copies per saved tensor, not per storage as predicted."""
+import json
+import sqlite3
+import subprocess
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+
+import mhc_torch  # noqa: E402
+
+
+class Block(nn.Module):
+    def __init__(self, d=64, norm="layer"):
+        super().__init__()
+        self.norm = nn.LayerNorm(d) if norm == "layer" else nn.BatchNorm1d(d)
+        self.fc1 = nn.Linear(d, 4 * d)
+        self.fc2 = nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        return x + self.fc2(torch.tanh(self.fc1(self.norm(x))))
+
+
+class Net(nn.Module):
+    def __init__(self, norm="layer"):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block(norm=norm) for _ in range(3))
+        self.head = nn.Linear(64, 8)
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return self.head(x)
+
+
+class BnNet(Net):
+    def __init__(self):
+        super().__init__(norm="batch")
+
+
+def _batch():
+    return (torch.randn(8192, 64),)
+
+
+def _loss(model, batch):
+    return model(*batch).square().mean()
+
+
+def _gpt2():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    m = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_positions=32, n_embd=32, n_layer=2, n_head=2, use_cache=False))
+    m.train()
+    return m
+
+
+def _gpt2_batch():
+    ids = torch.randint(0, 64, (2, 16))
+    return {"input_ids": ids, "labels": ids.clone()}
+
+
+BLOCKS = ["blocks.0", "blocks.1", "blocks.2"]
+GPT2_BLOCKS = ["transformer.h.0", "transformer.h.1"]
+CASES = {
+    "selective+offload": (Net, _batch, _loss,
+                          {"checkpoint": {"modules": BLOCKS[:2], "policy": "save_matmuls"},
+                           "offload": {"mode": "sync", "modules": None}}),
+    "selective+streamed": (Net, _batch, _loss,
+                           {"checkpoint": {"modules": BLOCKS, "policy": "save_matmuls"},
+                            "offload": {"mode": "streamed", "modules": BLOCKS[1:]}}),
+    "batchnorm-selective+offload": (BnNet, _batch, _loss,
+                                    {"checkpoint": [{"modules": BLOCKS[:1]},
+                                                    {"modules": BLOCKS[1:], "policy": "save_matmuls"}],
+                                     "offload": {"mode": "sync", "modules": None}}),
+    "gpt2-selective+offload": (_gpt2, _gpt2_batch, None,
+                               {"checkpoint": {"modules": GPT2_BLOCKS, "policy": "save_matmuls"},
+                                "offload": {"mode": "streamed", "modules": None}}),
+}
+
+
+def _copies(path):
+    db = sqlite3.connect(path)
+    try:
+        return db.execute("SELECT kind, stream, count(*), sum(bytes) FROM copies GROUP BY 1, 2 ORDER BY 1, 2").fetchall()
+    finally:
+        db.close()
+
+
+def _capture(path, build, batch, loss, setting=None):
+    kw = {"loss_fn": loss} if loss else {}
+    return mhc_torch.capture(build, batch, steps=1, path=path, autocast_dtype=None, setting=setting,
+                             optimizer=lambda ps: torch.optim.AdamW(ps, lr=1e-3, foreach=True), **kw)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_printed_code_captures_as_apply(mhc_exe, tmp_path, case):
+    build, batch, loss, setting = CASES[case]
+    if build is _gpt2:
+        pytest.importorskip("transformers")
+    base = str(tmp_path / "base.db")
+    _capture(base, build, batch, loss)
+    out = subprocess.run([mhc_exe, "advise", base, "--setting", json.dumps(setting), "--json"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    row = json.loads(out.stdout)["rows"][0]
+    printed = row["code"].split("# or, the same in one line")[0]
+    assert "torchtune" not in printed and "respect_saved_tensors_hooks" in printed
+
+    def build_pasted():
+        model = build()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FutureWarning)   # PyTorch's warning that SAC bypasses the hooks
+            exec(printed, {"model": model, "optimizer": None, "torch": torch})  # noqa: S102 - the code under test
+        return model
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        pasted = _capture(str(tmp_path / "pasted.db"), build_pasted, batch, loss)
+    applied = _capture(str(tmp_path / "applied.db"), build, batch, loss, setting)
+    # What a user pastes is what --verify captured. (Not the prediction: under an offload it leaves
+    # what checkpointing keeps on the device, docs/advise.md, Limits.)
+    assert pasted.peak_bytes == applied.peak_bytes
+    host = [int(r.meta["capture.host_peak_bytes"]) for r in (pasted, applied)]
+    assert host[0] == host[1] > 0
+    moved = _copies(str(tmp_path / "pasted.db"))
+    assert moved and moved == _copies(str(tmp_path / "applied.db"))
+
+
+def test_printed_selective_checkpoint_under_offload_trains_as_plain(mhc_exe, tmp_path):
+    """On real CPU tensors the printed lines (selective checkpointing with BatchNorm inside, under
+    the printed offload) train as the plain step does: the same loss, gradients bitwise equal, and
+    BatchNorm's running statistics updated once."""
+    build, batch, loss, setting = CASES["batchnorm-selective+offload"]
+    base = str(tmp_path / "base.db")
+    _capture(base, build, batch, loss)
+    out = subprocess.run([mhc_exe, "advise", base, "--setting", json.dumps(setting), "--json"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    printed = json.loads(out.stdout)["rows"][0]["code"].split("# or, the same in one line")[0]
+    torch.manual_seed(0)
+    plain, mine = build(), build()
+    mine.load_state_dict(plain.state_dict())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        exec(printed, {"model": mine, "optimizer": None, "torch": torch})  # noqa: S102
+    x = batch()
+    results = []
+    for model in (plain, mine):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FutureWarning)
+            value = loss(model, x)
+            value.backward()
+        grads = {n.replace("_checkpoint_wrapped_module.", ""): p.grad for n, p in model.named_parameters()}
+        stats = {n.replace("_checkpoint_wrapped_module.", ""): b.clone() for n, b in model.named_buffers()}
+        results.append((value.item(), grads, stats))
+    (l0, g0, s0), (l1, g1, s1) = results
+    assert l0 == l1 and g0.keys() == g1.keys() and s0.keys() == s1.keys()
+    for n in g0:
+        assert torch.equal(g0[n], g1[n]), n
+    for n in s0:
+        assert torch.equal(s0[n], s1[n]), n
