@@ -206,6 +206,7 @@ nlohmann::json row_json(const Row& row, const CaptureInfo& info) {
                          {"host_peak_bytes", row.captured.host_peak},
                          {"peak_error", relative_error(predicted.memory.peak, row.captured.memory.peak)},
                          {"reserved_error", relative_error(predicted.memory.reserved, row.captured.memory.reserved)},
+                         {"host_peak_error", relative_error(predicted.host_peak, row.captured.host_peak)},
                          {"seconds", row.captured.seconds}};
     if (row.verified && row.captured.memory.capacity > 0) {   // the captured stream at the same capacity
         out["verify"]["fits"] = row.captured.memory.fits;
@@ -464,17 +465,25 @@ int run(const Options& o) {
     if (o.verify) {
         // A table of its own (beside the predictions it ran to 150 columns): like with like, the
         // captured stream through the same model, at the same capacity.
-        std::printf("verified: each setting applied and the step captured again\n%-4s %14s %17s %9s %12s",
+        // The host's peak too where an answer moves memory there (an offload, the optimizer).
+        const bool host = std::any_of(rows.begin(), rows.end(), [](const Row& r) {
+            return r.c.prediction.host_peak > 0 || r.captured.host_peak > 0;
+        });
+        std::printf("verified: each setting applied and the step captured again\n%-4s %14s %18s %9s %12s",
                     "rank", "captured peak", "captured reserved", "peak err", "reserved err");
+        if (host) std::printf(" %14s %9s", "captured host", "host err");
         if (limited) std::printf(" %5s", "runs");
         std::printf("\n");
         for (size_t i = 0; i < rows.size(); ++i) {
             const Row& r = rows[i];
             const Prediction& p = r.c.prediction;
-            std::printf("%-4zu %14s %17s %8.2f%% %11.2f%%", i + 1, mhc::format_bytes(r.captured.memory.peak).c_str(),
+            std::printf("%-4zu %14s %18s %8.2f%% %11.2f%%", i + 1, mhc::format_bytes(r.captured.memory.peak).c_str(),
                         mhc::format_bytes(shown_reserved(r.captured.memory)).c_str(),
                         100 * relative_error(p.memory.peak, r.captured.memory.peak),
                         100 * relative_error(shown_reserved(p.memory), shown_reserved(r.captured.memory)));
+            if (host)
+                std::printf(" %14s %8.2f%%", mhc::format_bytes(r.captured.host_peak).c_str(),
+                            100 * relative_error(p.host_peak, r.captured.host_peak));
             if (limited) std::printf(" %5s", r.captured.memory.fits ? "yes" : "NO");
             std::printf("\n");
         }
