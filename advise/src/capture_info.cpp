@@ -381,24 +381,31 @@ void read_module_calls(const trace::TraceData& trace_data, CaptureInfo& info) {
     std::sort(info.call_starts.begin(), info.call_starts.end());
 }
 
-// Meta capture.torch_func_modules (python/mhc_torch/capture_tables.py, torch_func_meta): absent when
-// no module ran inside torch.func's grad.
-void read_torch_func(const trace::TraceData& trace_data, CaptureInfo& info) {
-    info.torch_func_modules.clear();
-    const std::string text = trace_data.meta_or("capture.torch_func_modules", "");
-    if (text.empty()) return;
+// A meta value that is a JSON list of the trace's module names (absent: none), as module indices.
+std::vector<int32_t> read_module_list(const trace::TraceData& trace_data, const CaptureInfo& info, const char* key) {
+    std::vector<int32_t> modules;
+    const std::string text = trace_data.meta_or(key, "");
+    if (text.empty()) return modules;
     const nlohmann::json names = nlohmann::json::parse(text, nullptr, false);
     auto bad = [&](const std::string& why) {
-        return Error(trace_data.path + ": meta capture.torch_func_modules: " + why +
-                     " (capture the step again with mhc-torch capture)");
+        return Error(trace_data.path + ": meta " + key + ": " + why + " (capture the step again with mhc-torch capture)");
     };
     if (!names.is_array()) throw bad("not a JSON list of module names");
     for (const auto& name : names) {
         if (!name.is_string()) throw bad("not a JSON list of module names");
         const int32_t module = info.find_module(name.get<std::string>());
         if (module < 0) throw bad("names module '" + name.get<std::string>() + "', which the trace lacks");
-        info.torch_func_modules.push_back(module);
+        modules.push_back(module);
     }
+    return modules;
+}
+
+// Meta capture.torch_func_modules (python/mhc_torch/capture_tables.py, torch_func_meta): absent when
+// no module ran inside torch.func's grad. Meta capture.kept_cache_callers (python/mhc_torch/
+// model_cache.py): absent when no module updated a cache given use_cache=True with autograd recording.
+void read_torch_func(const trace::TraceData& trace_data, CaptureInfo& info) {
+    info.torch_func_modules = read_module_list(trace_data, info, "capture.torch_func_modules");
+    info.kept_cache_callers = read_module_list(trace_data, info, "capture.kept_cache_callers");
 }
 
 // Meta capture.model_cache_updates (python/mhc_torch/model_cache.py): absent when no model made a

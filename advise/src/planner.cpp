@@ -252,6 +252,18 @@ std::string reread_refusal(const Base& base, int32_t module) {
     return "";
 }
 
+std::string cache_refusal(const Base& base, int32_t module) {
+    for (const int32_t caller : base.info.kept_cache_callers)
+        if (base.info.within(caller, module))
+            return "its forward (" + module_label(base, caller) +
+                   ") updates a key/value cache that checkpointing leaves on (the forward is given use_cache=True: "
+                   "meta capture.kept_cache_callers): the recompute in the backward appends its keys and values to "
+                   "the cache again, and transformers' attention stops on a mask of half the keys' length; train "
+                   "without use_cache=True, or checkpoint with the model's own gradient_checkpointing_enable(), "
+                   "which turns the cache off";
+    return "";
+}
+
 bool offers_selective(const Base& base, size_t block) {
     const int32_t blk = base.info.block_module[block];
     return keeps_an_output(base, blk) && selective_refusal(base, blk).empty();
@@ -265,6 +277,9 @@ void check_selective(const Base& base, const Setting& setting) {
         const std::vector<int32_t> modules = resolve_modules(base.info, group.modules, field);
         for (size_t i = 0; i < modules.size(); ++i) {
             if (std::string why = reread_refusal(base, modules[i]); !why.empty())
+                throw Error("setting: field '" + field + "': module '" + group.modules[i] + "': " + why);
+            if (group.policy == Policy::Mhc) continue;   // the maps inside run no cache update
+            if (std::string why = cache_refusal(base, modules[i]); !why.empty())
                 throw Error("setting: field '" + field + "': module '" + group.modules[i] + "': " + why);
             if (group.policy != Policy::SaveMatmuls) continue;
             if (std::string why = selective_refusal(base, modules[i]); !why.empty())
@@ -299,8 +314,12 @@ BlockEffects block_effects(const Evaluator& ev, const PlannerOptions& options, i
         const bool selective = offers_selective(base, k);
         // none of checkpointing or offloading where a later backward reads the block's saves again
         if (!reread_refusal(base, base.info.block_module[k]).empty()) continue;
+        const bool recomputable = cache_refusal(base, base.info.block_module[k]).empty();
         for (int c = 1; c < kChoices; ++c) {
             if (c == static_cast<int>(BlockChoice::Mhc) && !mhc) continue;
+            if ((c == static_cast<int>(BlockChoice::Full) || c == static_cast<int>(BlockChoice::SaveMatmuls)) &&
+                !recomputable)
+                continue;
             if (c == static_cast<int>(BlockChoice::SaveMatmuls) && !selective) continue;
             std::vector<BlockChoice> per(nb, BlockChoice::Keep);
             per[k] = static_cast<BlockChoice>(c);

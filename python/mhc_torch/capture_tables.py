@@ -40,6 +40,7 @@ class SettingsRecording:
         self.torch_func_modules: list[str] = []   # the outermost modules that ran inside one
         self.generate_lengths: list[int | None] = []   # each generate() call's max_length (generation.py)
         self.model_cache_updates: list[list] = []   # [model, first kernel, last kernel] (model_cache.py)
+        self.kept_cache_callers: set[str] = set()   # modules updating a cache the setting keeps (model_cache.py)
         self.active: list[str] = []  # modules running (forward, or backward), innermost last
         self.call_starts: dict[str, list[int]] = {}  # fqn -> the kernel id each forward call starts at
         self.name_of: Callable[[torch.nn.Module], str | None] = lambda m: None
@@ -192,12 +193,16 @@ class SettingsRecording:
         grad, vjp, jacrev or hessian (capturing._functorch_beside_capture), which refuse the
         saved-tensor hooks that checkpointing and offloading are; absent when none ran there. Meta
         capture.generate: the max_length of each Hugging Face generate() call (generation.py); meta
-        capture.model_cache_updates: the kernels of each update of a cache a model made itself."""
+        capture.model_cache_updates: the kernels of each update of a cache a model made itself; meta
+        capture.kept_cache_callers: the modules whose forward updates, with autograd recording, a
+        cache the setting does not turn off (a forward given use_cache=True)."""
         out = {"capture.torch_func_modules": json.dumps(self.torch_func_modules)} if self.torch_func_modules else {}
         if self.generate_lengths:   # each generate() call's length limit, which its fake rollout ran to
             out["capture.generate"] = json.dumps(self.generate_lengths)
         if self.model_cache_updates:   # the kernels of the caches models made themselves (model_cache.py)
             out["capture.model_cache_updates"] = json.dumps(self.model_cache_updates, separators=(",", ":"))
+        if self.kept_cache_callers:   # the modules whose forward updates a cache checkpointing leaves on
+            out["capture.kept_cache_callers"] = json.dumps(sorted(self.kept_cache_callers))
         return out
 
     def unpack_meta(self) -> dict[str, str]:

@@ -145,7 +145,8 @@ def test_a_hf_models_own_cache_is_dropped_with_checkpointing(tmp_path, mhc_exe, 
         m.loss_fn.ref = None   # each capture's step makes its own reference copy, after the setting
     with sqlite3.connect(base) as db:
         updates = json.loads(db.execute("SELECT value FROM meta WHERE key = 'capture.model_cache_updates'").fetchone()[0])
-    assert len(updates) == 4 and {u[0] for u in updates} == {"LlamaForCausalLM.model"}   # 2 layers, policy and copy
+    # 2 layers, policy and copy; each named by the model whose config apply switches
+    assert len(updates) == 4 and {u[0] for u in updates} == {"LlamaForCausalLM"}
     r = subprocess.run([mhc_exe, "advise", base, "--setting", json.dumps(setting), "--trace-out", predicted],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr

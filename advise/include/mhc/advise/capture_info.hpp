@@ -71,10 +71,14 @@ struct CaptureInfo {
     // refuse saved-tensor hooks, so PyTorch stops a checkpoint or an offload inside them.
     std::vector<int32_t> torch_func_modules;
     // The kernels (first, last kernel row) of each update of a key/value cache that a Hugging Face
-    // model's forward made itself from its config's use_cache, with that model and the last kernel
-    // row before the module calling the update returned (meta capture.model_cache_updates,
+    // model's forward made itself from its config's use_cache, with the model of the trained model
+    // whose config that is (checkpointing a module inside it turns the cache off) and the last
+    // kernel row before the module calling the update returned (meta capture.model_cache_updates,
     // python/mhc_torch/model_cache.py; empty when none ran).
     std::vector<std::array<int32_t, 4>> model_cache_updates;   // (model, first, last, returned)
+    // The modules whose forward updates a cache the setting leaves on (a forward given
+    // use_cache=True), with autograd recording: meta capture.kept_cache_callers.
+    std::vector<int32_t> kept_cache_callers;
 
     // What the printed code needs to know of the user's model and optimizer (meta that
     // mhc-torch capture writes; empty in a capture that lacks it).

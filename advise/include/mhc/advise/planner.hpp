@@ -118,8 +118,15 @@ std::string selective_refusal(const Base& base, int32_t module);
 // neither on such a block.
 std::string reread_refusal(const Base& base, int32_t module);
 
+// Why checkpointing `module` (full or selective) stops in PyTorch, empty when it does not: its
+// forward updates a Hugging Face key/value cache that the setting leaves on (a forward given
+// use_cache=True: meta capture.kept_cache_callers), which the recompute appends to again. The
+// planner offers neither on such a block.
+std::string cache_refusal(const Base& base, int32_t module);
+
 // Refuses (mhc::Error, one line naming the field and the module) a setting that checkpoints a module
-// selectively where selective_refusal says PyTorch stops, or checkpoints or offloads one that
+// selectively where selective_refusal says PyTorch stops, checkpoints one where cache_refusal
+// does, or checkpoints or offloads one that
 // reread_refusal says is not modelled: `mhc advise --setting` predicts only what it models.
 void check_selective(const Base& base, const Setting& setting);
 
