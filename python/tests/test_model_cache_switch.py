@@ -118,3 +118,19 @@ def test_checkpointing_a_layer_that_updates_a_kept_cache_is_refused(tmp_path, mh
     for row in json.loads(r.stdout)["rows"]:
         groups = row["setting"].get("checkpoint", [])
         assert not any(g["policy"] != "mhc" for g in (groups if isinstance(groups, list) else [groups])), row
+
+
+@pytest.mark.parametrize("value, says", [
+    ('["NoSuchModule"]', "names module 'NoSuchModule', which the trace lacks"),
+    ('{"a": 1}', "not a JSON list of module names"),
+])
+def test_a_bad_kept_cache_meta_is_one_line(tmp_path, mhc_exe, value, says):
+    """meta capture.kept_cache_callers read from a trace anyone may have edited: one line naming the
+    file and the meta key, exit 2."""
+    path = str(tmp_path / "t.db")
+    mhc_torch.capture(_llama, _batch, steps=1, path=path, loss_fn=_explicit_loss, autocast_dtype=None)
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE meta SET value = ? WHERE key = 'capture.kept_cache_callers'", (value,))
+    r = subprocess.run([mhc_exe, "advise", path, "--capacity", "1GiB"], capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert f"{path}: meta capture.kept_cache_callers: {says}" in r.stderr
