@@ -466,8 +466,8 @@ int run(const Options& o) {
         // A table of its own (beside the predictions it ran to 150 columns): like with like, the
         // captured stream through the same model, at the same capacity.
         // The host's peak too where an answer moves memory there (an offload, the optimizer).
-        const bool host = std::any_of(rows.begin(), rows.end(), [](const Row& r) {
-            return r.c.prediction.host_peak > 0 || r.captured.host_peak > 0;
+        const bool host = std::any_of(rows.begin(), rows.end(), [](const Row& row) {
+            return row.c.prediction.host_peak > 0 || row.captured.host_peak > 0;
         });
         std::printf("verified: each setting applied and the step captured again\n%-4s %14s %18s %9s %12s",
                     "rank", "captured peak", "captured reserved", "peak err", "reserved err");
