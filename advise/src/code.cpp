@@ -114,12 +114,17 @@ std::string what_modules(const std::vector<std::string>& modules, const CaptureI
     // answers with as many blocks in all but not in each stack do not read the same ("checkpoint 10
     // of 20 blocks" twice on ViT-MAE, 3 + 7 and 4 + 6 of its encoder's and decoder's layers).
     std::vector<std::pair<std::string, std::pair<int, int>>> stacks;   // stack -> (chosen, all), forward order
+    std::vector<std::string> named;   // the modules as the trace spells them (a setting may not)
+    for (const std::string& module : modules) {
+        const int32_t index = named_module(info, module);
+        named.push_back(index >= 0 ? info.module_name[static_cast<size_t>(index)] : module);
+    }
     for (const std::string& block : info.block_name) {
         const std::string st = stack_of(block);
         auto it = std::find_if(stacks.begin(), stacks.end(), [&](const auto& entry) { return entry.first == st; });
         if (it == stacks.end()) it = stacks.insert(stacks.end(), {st, {0, 0}});
         ++it->second.second;
-        it->second.first += static_cast<int>(std::count(modules.begin(), modules.end(), block));
+        it->second.first += static_cast<int>(std::count(named.begin(), named.end(), block));
     }
     if (stacks.size() < 2) return out;
     std::string parts;

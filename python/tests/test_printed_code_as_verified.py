@@ -168,3 +168,53 @@ def test_printed_selective_checkpoint_under_offload_trains_as_plain(mhc_exe, tmp
         assert torch.equal(g0[n], g1[n]), n
     for n in s0:
         assert torch.equal(s0[n], s1[n]), n
+
+
+class Stack(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block(norm="batch") for _ in range(3))
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return x
+
+
+class Encoder(Stack):
+    pass
+
+
+class Decoder(Stack):
+    pass
+
+
+class EncoderDecoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder, self.decoder = Encoder(), Decoder()
+
+    def forward(self, x):
+        return self.decoder(self.encoder(x))
+
+
+def test_short_module_names_print_as_the_traces(mhc_exe, tmp_path):
+    """`--setting` takes a module as model.get_submodule spells it (`encoder.blocks.0`) or as the
+    trace does (`EncoderDecoder.encoder.blocks.0`), and --verify passes it on as given; the printer
+    looked names up as the trace spells them only, so a short name printed no BatchNorm hooks (the
+    recompute updated the running statistics twice) and described blocks of two stacks as
+    "checkpoint 2 of 6 blocks ()". Both spellings now print and describe the same."""
+    base = str(tmp_path / "base.db")
+    _capture(base, EncoderDecoder, lambda: (torch.randn(256, 64),), _loss)
+    rows = []
+    for prefix in ("", "EncoderDecoder."):
+        setting = {"checkpoint": {"modules": [f"{prefix}encoder.blocks.0", f"{prefix}decoder.blocks.1"]}}
+        out = subprocess.run([mhc_exe, "advise", base, "--setting", json.dumps(setting), "--json"],
+                             capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        rows.append(json.loads(out.stdout)["rows"][0])
+    short, full = rows
+    assert short["description"] == full["description"] == \
+        "checkpoint 2 of 6 blocks (encoder.blocks 1 of 3, decoder.blocks 1 of 3)"
+    strip = lambda code: code.split("# or, the same in one line")[0]   # noqa: E731 (the apply line names the setting)
+    assert strip(short["code"]) == strip(full["code"]) and "keep_running_stats(m)" in strip(short["code"])
