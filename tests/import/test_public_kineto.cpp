@@ -122,6 +122,44 @@ TEST_CASE("kineto: a CPU-only gloo rank and a rank pair of one job keep their jo
     }
 }
 
+
+TEST_CASE("kineto: a large job's trace whose header passes the first MiB is read, not refused as an unknown format",
+          "[import][kineto][public]") {
+    // Kineto writes distributedInfo before traceEvents, with every process group's ranks: HTA's
+    // gloo rank 34 lists 11 groups of all 300 ranks (16,604 bytes). The same file as rank 34 of a
+    // 16,384-rank job holds 1,140,783 bytes before traceEvents as PyTorch writes it (json.dumps);
+    // before 2026-12-06 detection read the first MiB only and refused it ("not a known trace
+    // format"), where --format kineto read it whole.
+    test::TempDir dir;
+    auto doc = nlohmann::ordered_json::parse(test::gunzip(test::pub("kineto/hta-cpu-only-gloo-rank-34.pt.trace.json.gz")));
+    constexpr int kRanks = 16384;
+    auto& info = doc["distributedInfo"];
+    info["world_size"] = kRanks;
+    std::vector<int> ranks(kRanks);
+    std::iota(ranks.begin(), ranks.end(), 0);
+    for (auto& group : info["pg_config"]) {
+        group["pg_size"] = kRanks;
+        group["ranks"] = ranks;
+    }
+    const std::string text = doc.dump(1);   // a rank a line: past the first MiB as json.dumps's ", " is
+    REQUIRE(text.find("\"traceEvents\"") > (size_t{1} << 20));
+    const std::string path = dir.file("rank34-of-16384.json");
+    test::write_file(path, text);
+    CHECK(imp::detect_format(path) == imp::Format::Kineto);
+    imp::Result result;
+    TraceData trace = test::import_public_path(dir, path, result, "rank34.db");
+    CHECK(trace.meta.at("rank") == "34");
+    CHECK(trace.meta.at("world_size") == "16384");
+    CHECK(trace.markers.size() == 11);   // as the original: 10 gloo:all_reduce annotations and ProfilerStep#551
+    // A JSON object without those keys at its top level stays refused, also past the first MiB and
+    // where a nested object holds one.
+    doc.erase("traceEvents");
+    doc["distributedInfo"]["traceEvents"] = nlohmann::ordered_json::array();
+    test::write_file(path, doc.dump(1));
+    std::string err;
+    CHECK(test::run_mhc("import " + path + " -o " + dir.file("none.db"), &err) == 2);
+    CHECK(err.find("without a top-level 'traceEvents' (Kineto) or 'nodes'") != std::string::npos);
+}
 // Tools merge the traces of several ranks into one file (concatenating traceEvents; some also
 // prefix each pid with the rank). Each rank has its own ProfilerStep#N and its own correlation
 // ids: such a file was read as one process, with every step counted once per rank.
