@@ -237,31 +237,31 @@ std::string top_level_key(const std::string& path, std::initializer_list<std::st
     std::string key;
     for (size_t got; (got = source.read(buf.data(), buf.size())) > 0;)
         for (size_t i = 0; i < got; ++i) {
-            const char c = buf[i];
+            const char ch = buf[i];
             if (in_string) {
                 if (escaped) {
                     escaped = false;
-                } else if (c == '\\') {
+                } else if (ch == '\\') {
                     escaped = true;
-                } else if (c == '"') {
+                } else if (ch == '"') {
                     in_string = false;
                     if (in_key && std::find(wanted.begin(), wanted.end(), key) != wanted.end()) return key;
                     continue;
                 }
-                if (in_key && key.size() < 64) key += c;
+                if (in_key && key.size() < 64) key += ch;
                 continue;
             }
-            if (c == '"') {
+            if (ch == '"') {
                 in_string = true;
                 in_key = depth == 1 && key_next;
                 key_next = false;
                 key.clear();
-            } else if (c == '{' || c == '[') {
+            } else if (ch == '{' || ch == '[') {
                 ++depth;
-                key_next = c == '{' && depth == 1;
-            } else if (c == '}' || c == ']') {
+                key_next = ch == '{' && depth == 1;
+            } else if (ch == '}' || ch == ']') {
                 if (--depth <= 0) return "";
-            } else if (c == ',') {
+            } else if (ch == ',') {
                 key_next = depth == 1;
             }
         }
