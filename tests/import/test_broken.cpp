@@ -82,6 +82,13 @@ TEST_CASE("broken inputs are refused cleanly", "[import][broken]") {
          "no trace events"},
         // pickle.dumps({'segments': []}, protocol=4)
         {"no-device-traces.pickle", unhex("80049511000000000000007d948c087365676d656e7473945d94732e"), "device_traces"},
+        // pickle.dumps({'graag gedaan!': 'x', 'toeval': 1}, protocol=4): another program's pickle named
+        // memory.pickle (peopleofdata/mygpt's, a chatbot's phrases); before 2026-12-06 "snapshot has no
+        // 'device_traces': record it with torch.cuda.memory._record_memory_history() ...".
+        {"memory.pickle",
+         unhex("80049524000000000000007d94288c0d67726161672067656461616e21948c0178948c06746f6576616c944b01752e"),
+         "not a PyTorch memory snapshot: a pickled dict without 'segments' or 'device_traces' (its keys: "
+         "'graag gedaan!', 'toeval')"},
         {"truncated.pickle", unhex("80049527000000000000007d94288c087365676d656e7473"), "truncated"},
         {"notes.txt", "hello, this is not a trace\n", "unknown format"},
         {"empty.json", "", "empty"},
