@@ -98,6 +98,13 @@ TEST_CASE("broken inputs are refused cleanly", "[import][broken]") {
         // tests/data/json_trace.tar.gz jsonData/small_chakra.0.json: formats of other tools, said by name.
         {"rocprof.json", "{\"rocprofiler-sdk-tool\":[{\"metadata\":{\"node\":{\"id\":0}}}]}",
          "a rocprofiler-sdk JSON (rocprofv3 --output-format json), which mhc does not read"},
+        // py-spy record --format speedscope (bclarkson-code/flow_matching's profile.json): before
+        // 2026-12-06 "not a known trace format".
+        {"profile.json",
+         "{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",\"profiles\":[{\"type\":\"sampled\","
+         "\"name\":\"Thread 24561\",\"unit\":\"seconds\",\"startValue\":0.0,\"endValue\":23.19,\"samples\":[[1]],"
+         "\"weights\":[0.01]}],\"shared\":{\"frames\":[{\"name\":\"<module>\"}]}}",
+         "a speedscope profile (py-spy record --format speedscope"},
         {"chakra.json", "{\n  \"workload_graph\": [\n    {\n      \"Id\": 216,\n      \"NodeType\": 4}]}",
          "a Chakra workload-graph JSON (converted from a Chakra trace)"},
         // TensorFlow's and JAX's profiler (XProf) write their trace viewer's JSON with traceEvents

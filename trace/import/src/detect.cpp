@@ -290,6 +290,12 @@ Format json_object_format(const std::string& path, const std::string& prefix, bo
         throw Error(where(path,
                           "a TensorFlow or JAX profiler memory profile (XProf's HOST.memory_profile.json), "
                           "which mhc does not read: mhc reads PyTorch's memory snapshots and profiler traces"));
+    // py-spy's (and other sampling profilers') speedscope JSON, committed beside PyTorch traces.
+    if (prefix.find("\"$schema\":\"https://www.speedscope.app/file-format-schema.json\"") != std::string::npos)
+        throw Error(where(path,
+                          "a speedscope profile (py-spy record --format speedscope, or another sampling "
+                          "profiler's): CPU stack samples without memory or kernels, which mhc does not read: "
+                          "import the PyTorch profiler's trace (Kineto JSON) or a memory snapshot instead"));
     if (prefix.find("\"workload_graph\"") != std::string::npos)
         throw Error(where(path,
                           "a Chakra workload-graph JSON (converted from a Chakra trace), which mhc "
