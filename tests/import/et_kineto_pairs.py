@@ -105,8 +105,14 @@ def load_kineto(path):
     for e in ops:
         threads.setdefault(e["tid"], []).append(e)
     for t in threads.values():
-        t.sort(key=lambda e: e["args"]["Ev Idx"])
+        t.sort(key=ev_idx)
     return events, ops, threads
+
+
+def ev_idx(e):
+    """The profiler's own index of an event: `Ev Idx`, which PyTorch 1.13 wrote as `Profiler Event Index`."""
+    a = e["args"]
+    return a["Ev Idx"] if "Ev Idx" in a else a["Profiler Event Index"]
 
 
 def join(nodes, ops, threads):
@@ -158,7 +164,7 @@ def expected_storages(nodes, joined, events):
     """{(storage, device): [bytes, first ns, last ns]} on the GPU, and the joined ops' CPU span."""
     node_of = {id(e): i for i, e in joined.items()}
     joined_by_tid = {}
-    for e in sorted(joined.values(), key=lambda e: (ns(e["ts"]), e["args"].get("Ev Idx", 0))):
+    for e in sorted(joined.values(), key=lambda e: (ns(e["ts"]), ev_idx(e))):
         joined_by_tid.setdefault(e["tid"], ([], []))
         joined_by_tid[e["tid"]][0].append(ns(e["ts"]))
         joined_by_tid[e["tid"]][1].append(e)

@@ -82,6 +82,13 @@ TEST_CASE("broken inputs are refused cleanly", "[import][broken]") {
          "no trace events"},
         // pickle.dumps({'segments': []}, protocol=4)
         {"no-device-traces.pickle", unhex("80049511000000000000007d948c087365676d656e7473945d94732e"), "device_traces"},
+        // pickle.dumps({'graag gedaan!': 'x', 'toeval': 1}, protocol=4): another program's pickle named
+        // memory.pickle (peopleofdata/mygpt's, a chatbot's phrases); before 2026-12-06 "snapshot has no
+        // 'device_traces': record it with torch.cuda.memory._record_memory_history() ...".
+        {"memory.pickle",
+         unhex("80049524000000000000007d94288c0d67726161672067656461616e21948c0178948c06746f6576616c944b01752e"),
+         "not a PyTorch memory snapshot: a pickled dict without 'segments' or 'device_traces' (its keys: "
+         "'graag gedaan!', 'toeval')"},
         {"truncated.pickle", unhex("80049527000000000000007d94288c087365676d656e7473"), "truncated"},
         {"notes.txt", "hello, this is not a trace\n", "unknown format"},
         {"empty.json", "", "empty"},
@@ -91,6 +98,13 @@ TEST_CASE("broken inputs are refused cleanly", "[import][broken]") {
         // tests/data/json_trace.tar.gz jsonData/small_chakra.0.json: formats of other tools, said by name.
         {"rocprof.json", "{\"rocprofiler-sdk-tool\":[{\"metadata\":{\"node\":{\"id\":0}}}]}",
          "a rocprofiler-sdk JSON (rocprofv3 --output-format json), which mhc does not read"},
+        // py-spy record --format speedscope (bclarkson-code/flow_matching's profile.json): before
+        // 2026-12-06 "not a known trace format".
+        {"profile.json",
+         "{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",\"profiles\":[{\"type\":\"sampled\","
+         "\"name\":\"Thread 24561\",\"unit\":\"seconds\",\"startValue\":0.0,\"endValue\":23.19,\"samples\":[[1]],"
+         "\"weights\":[0.01]}],\"shared\":{\"frames\":[{\"name\":\"<module>\"}]}}",
+         "a speedscope profile (py-spy record --format speedscope"},
         {"chakra.json", "{\n  \"workload_graph\": [\n    {\n      \"Id\": 216,\n      \"NodeType\": 4}]}",
          "a Chakra workload-graph JSON (converted from a Chakra trace)"},
         // TensorFlow's and JAX's profiler (XProf) write their trace viewer's JSON with traceEvents

@@ -122,6 +122,44 @@ TEST_CASE("kineto: a CPU-only gloo rank and a rank pair of one job keep their jo
     }
 }
 
+
+TEST_CASE("kineto: a large job's trace whose header passes the first MiB is read, not refused as an unknown format",
+          "[import][kineto][public]") {
+    // Kineto writes distributedInfo before traceEvents, with every process group's ranks: HTA's
+    // gloo rank 34 lists 11 groups of all 300 ranks (16,604 bytes). The same file as rank 34 of a
+    // 16,384-rank job holds 1,140,783 bytes before traceEvents as PyTorch writes it (json.dumps);
+    // before 2026-12-06 detection read the first MiB only and refused it ("not a known trace
+    // format"), where --format kineto read it whole.
+    test::TempDir dir;
+    auto doc = nlohmann::ordered_json::parse(test::gunzip(test::pub("kineto/hta-cpu-only-gloo-rank-34.pt.trace.json.gz")));
+    constexpr int kRanks = 16384;
+    auto& info = doc["distributedInfo"];
+    info["world_size"] = kRanks;
+    std::vector<int> ranks(kRanks);
+    std::iota(ranks.begin(), ranks.end(), 0);
+    for (auto& group : info["pg_config"]) {
+        group["pg_size"] = kRanks;
+        group["ranks"] = ranks;
+    }
+    const std::string text = doc.dump(1);   // a rank a line: past the first MiB as json.dumps's ", " is
+    REQUIRE(text.find("\"traceEvents\"") > (size_t{1} << 20));
+    const std::string path = dir.file("rank34-of-16384.json");
+    test::write_file(path, text);
+    CHECK(imp::detect_format(path) == imp::Format::Kineto);
+    imp::Result result;
+    TraceData trace = test::import_public_path(dir, path, result, "rank34.db");
+    CHECK(trace.meta.at("rank") == "34");
+    CHECK(trace.meta.at("world_size") == "16384");
+    CHECK(trace.markers.size() == 11);   // as the original: 10 gloo:all_reduce annotations and ProfilerStep#551
+    // A JSON object without those keys at its top level stays refused, also past the first MiB and
+    // where a nested object holds one.
+    doc.erase("traceEvents");
+    doc["distributedInfo"]["traceEvents"] = nlohmann::ordered_json::array();
+    test::write_file(path, doc.dump(1));
+    std::string err;
+    CHECK(test::run_mhc("import " + path + " -o " + dir.file("none.db"), &err) == 2);
+    CHECK(err.find("without a top-level 'traceEvents' (Kineto) or 'nodes'") != std::string::npos);
+}
 // Tools merge the traces of several ranks into one file (concatenating traceEvents; some also
 // prefix each pid with the rank). Each rank has its own ProfilerStep#N and its own correlation
 // ids: such a file was read as one process, with every step counted once per rank.
@@ -608,10 +646,16 @@ TEST_CASE("kineto: a trace with no [memory] event says whether memory profiling 
     TraceData falcon = test::import_public(dir, "kineto/tracelens-h100-falconsai-nsfw-image-detection.json.gz", result);
     CHECK(falcon.meta.at("kineto.profile_memory") == "on");
     CHECK(falcon.meta.count("allocations") == 0);
-    // No flag (B200 eager trace, PyTorch writes it only when on): the hint stays a question.
+    // No flag (B200 eager trace, PyTorch writes it only when on): either reason is said.
     TraceData b200 = test::import_public(dir, "kineto/tracelens-b200-eager.json.gz", result);
     CHECK(b200.meta.count("kineto.profile_memory") == 0);
-    CHECK(b200.meta.at("allocations").find("profile_memory=True?") != std::string::npos);
+    const std::string no_memory = "recorded without profile_memory=True, or by PyTorch 1.8, whose profiler wrote none";
+    CHECK(b200.meta.at("allocations").find(no_memory) != std::string::npos);
+    // torch 1.8.1 recorded with profile_memory=True (writers/make_writers.py) wrote no [memory]
+    // event and no flag; before 2026-12-06 mhc asked whether it had been recorded without it.
+    TraceData t181 = test::import_public_path(dir, test::fixture("writers/torch-1.8.1-kineto.json.gz"), result, "t181.db");
+    CHECK(t181.allocations.size() == 0);
+    CHECK(t181.meta.at("allocations").find(no_memory) != std::string::npos);
 }
 
 TEST_CASE("kineto: Total Reserved at the first memory event and at its peak", "[import][kineto][public]") {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -221,7 +222,54 @@ Format sqlite_format(const std::string& path) {
                       "TARGET_INFO_* or CUPTI_ACTIVITY_KIND_* tables)"));
 }
 
-// A JSON object: by its top-level keys in the first MiB, or refused naming what it is.
+// The bytes of JSON read to tell a format by its keys; past them only the top-level keys are read.
+constexpr size_t kPrefixBytes = size_t{1} << 20;
+
+// The first of `wanted` among a JSON object's top-level keys, read from the start of the input
+// without holding it (each value skipped by its brackets and strings); empty where none is. Kineto
+// writes its header before traceEvents, and a large job's distributedInfo lists every process
+// group's ranks: a 16,384-rank job's 11 groups take 1.1 MB, past the first MiB.
+std::string top_level_key(const std::string& path, std::initializer_list<std::string_view> wanted) {
+    GzSource source(path);
+    std::vector<char> buf(size_t{1} << 16);
+    int depth = 0;
+    bool in_string = false, escaped = false, key_next = false, in_key = false;
+    std::string key;
+    for (size_t got; (got = source.read(buf.data(), buf.size())) > 0;)
+        for (size_t i = 0; i < got; ++i) {
+            const char ch = buf[i];
+            if (in_string) {
+                if (escaped) {
+                    escaped = false;
+                } else if (ch == '\\') {
+                    escaped = true;
+                } else if (ch == '"') {
+                    in_string = false;
+                    if (in_key && std::find(wanted.begin(), wanted.end(), key) != wanted.end()) return key;
+                    continue;
+                }
+                if (in_key && key.size() < 64) key += ch;
+                continue;
+            }
+            if (ch == '"') {
+                in_string = true;
+                in_key = depth == 1 && key_next;
+                key_next = false;
+                key.clear();
+            } else if (ch == '{' || ch == '[') {
+                ++depth;
+                key_next = ch == '{' && depth == 1;
+            } else if (ch == '}' || ch == ']') {
+                if (--depth <= 0) return "";
+            } else if (ch == ',') {
+                key_next = depth == 1;
+            }
+        }
+    return "";
+}
+
+// A JSON object: by its top-level keys in the first MiB (past it, by its top-level keys alone), or
+// refused naming what it is.
 Format json_object_format(const std::string& path, const std::string& prefix, bool snapshot_keys) {
     // mhc's own Chrome trace export (mhc export --format perfetto) writes its meta in otherData:
     // read back as Kineto it lost every copy, marker and allocation (counters) with a warning only.
@@ -242,13 +290,26 @@ Format json_object_format(const std::string& path, const std::string& prefix, bo
         throw Error(where(path,
                           "a TensorFlow or JAX profiler memory profile (XProf's HOST.memory_profile.json), "
                           "which mhc does not read: mhc reads PyTorch's memory snapshots and profiler traces"));
+    // py-spy's (and other sampling profilers') speedscope JSON, committed beside PyTorch traces.
+    if (prefix.find("\"$schema\":\"https://www.speedscope.app/file-format-schema.json\"") != std::string::npos)
+        throw Error(where(path,
+                          "a speedscope profile (py-spy record --format speedscope, or another sampling "
+                          "profiler's): CPU stack samples without memory or kernels, which mhc does not read: "
+                          "import the PyTorch profiler's trace (Kineto JSON) or a memory snapshot instead"));
     if (prefix.find("\"workload_graph\"") != std::string::npos)
         throw Error(where(path,
                           "a Chakra workload-graph JSON (converted from a Chakra trace), which mhc "
                           "does not read: import the PyTorch execution trace it was converted from"));
+    // Before 2026-12-06 a Kineto trace whose header passed the first MiB was refused here.
+    if (prefix.size() >= kPrefixBytes) {
+        const std::string key = top_level_key(path, {"traceEvents", "nodes", "device_traces"});
+        if (key == "traceEvents") return Format::Kineto;
+        if (key == "nodes") return Format::ExecutionTrace;
+        if (key == "device_traces") return Format::Snapshot;
+    }
     throw Error(where(path,
-                      "JSON without 'traceEvents' (Kineto) or 'nodes' (execution trace) "
-                      "in its first MiB: not a known trace format"));
+                      "a JSON object without a top-level 'traceEvents' (Kineto) or 'nodes' (execution "
+                      "trace): not a known trace format"));
 }
 
 // The Chrome trace's JSON Array Format, as PyTorch 1.8's profiler wrote it: [{"ph": ...}, ...].
@@ -375,7 +436,7 @@ Format detect_format(const std::string& path) {
     std::string prefix;
     {
         GzSource source(path);
-        prefix.resize(1 << 20);
+        prefix.resize(kPrefixBytes);
         size_t got = 0, chunk;
         while (got < prefix.size() && (chunk = source.read(prefix.data() + got, prefix.size() - got)) > 0) got += chunk;
         prefix.resize(got);

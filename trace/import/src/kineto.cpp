@@ -854,7 +854,8 @@ void import_kineto(const std::string& in, Rows& rows, Result& result, uint64_t m
                   "freed while it recorded (a CUDA graph replay allocates nothing); what was in use is not in the file"
             : data.profile_memory == 0
                 ? "none: recorded with memory profiling off (the trace's profile_memory: 0)"
-                : "none (the trace has no [memory] events: recorded without profile_memory=True?)";
+                : "none (the trace has no [memory] events: recorded without profile_memory=True, or by PyTorch "
+                  "1.8, whose profiler wrote none with it)";
 }
 
 }  // namespace mhc::trace::import

@@ -112,6 +112,21 @@ AnnotationClock annotation_clock(const Decoded& ev) {
     return clock;
 }
 
+// Why a pickled dict is no memory snapshot, naming its first keys (a user's pickle of something else
+// named memory.pickle).
+std::string not_a_snapshot_dict(const PickleDoc& doc, Id root) {
+    std::string keys;
+    const auto kv = doc.items(root);
+    const size_t shown = std::min<size_t>(kv.size() / 2, 5);
+    for (size_t i = 0; i < shown; ++i) {
+        const std::string_view key = doc.as_str(kv[2 * i]);
+        keys += (i ? ", " : "") + (key.empty() ? std::string("(not a str)") : "'" + std::string(key.substr(0, 40)) + "'");
+    }
+    if (kv.size() / 2 > shown) keys += ", ... (" + std::to_string(kv.size() / 2) + " keys)";
+    return "not a PyTorch memory snapshot: a pickled dict without 'segments' or 'device_traces'" +
+           (keys.empty() ? std::string(" (it is empty)") : " (its keys: " + keys + ")");
+}
+
 }  // namespace
 
 void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_input_size) {
@@ -138,6 +153,9 @@ void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_inp
                               "'segments' and 'device_traces'"));
     const std::optional<Id> traces = field("device_traces");
     const bool has_traces = traces && doc.kind(*traces) == PickleDoc::Kind::List;
+    // torch.cuda.memory._snapshot() always writes 'segments' (1.13 on): a dict without it and
+    // without 'device_traces' is another program's pickle (before 2026-12-06 told to record history).
+    if (dict_root && !traces && !field("segments")) throw Error(where(in, not_a_snapshot_dict(doc, root)));
     if (!has_traces && !segments_end)
         throw Error(where(in, "snapshot has no 'device_traces': record it with "
                               "torch.cuda.memory._record_memory_history() before _dump_snapshot()"));
