@@ -112,12 +112,14 @@ std::vector<std::string> check_job_identity(const std::vector<RankTrace>& ranks)
     if (worlds) check_world(k);
     if (clocks) check_overlap(k);
     // One trace without the keys is a job of one: nothing to assume about coupling.
-    const bool several = ranks.size() > 1;
-    if (!ids && several) assumed.push_back("no meta job.id: the traces are taken to be the ranks of one job");
-    if (!worlds && several)
-        assumed.push_back("no meta world_size: the " + std::to_string(ranks.size()) + " traces are taken to be the whole job");
-    if (!numbered && several) assumed.push_back("no meta rank: ranks are numbered by their order on the command line");
-    if (!clocks && several) assumed.push_back("no meta time_origin_ns: every trace's time 0 is taken to be the same instant");
+    if (ranks.size() > 1) {
+        if (!ids) assumed.emplace_back("no meta job.id: the traces are taken to be the ranks of one job");
+        if (!worlds)
+            assumed.emplace_back("no meta world_size: the " + std::to_string(ranks.size()) +
+                                 " traces are taken to be the whole job");
+        if (!numbered) assumed.emplace_back("no meta rank: ranks are numbered by their order on the command line");
+        if (!clocks) assumed.emplace_back("no meta time_origin_ns: every trace's time 0 is taken to be the same instant");
+    }
     // Collectives that ran on the host (a gloo job; the Kineto importer's meta): no NCCL kernel
     // couples those ranks, whatever the count of cross-rank kernels shows.
     std::string host;

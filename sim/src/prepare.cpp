@@ -578,7 +578,9 @@ std::string modelled_reserved_warning(const Prepared& prepared, const Config& co
     auto ratio = [bytes](int64_t other) { return static_cast<double>(other) / static_cast<double>(bytes); };
     // "More than 5% of the recorded peak", in whole bytes: for a whole difference d, d > R/20 exactly
     // when d > floor(R/20) (the ratios' difference in doubles said 5.000% was more than 5%).
-    auto more_than_5_percent = [bytes](int64_t a, int64_t b) { return (a > b ? a - b : b - a) > bytes / 20; };
+    auto more_than_5_percent = [bytes](int64_t one, int64_t other) {
+        return (one > other ? one - other : other - one) > bytes / 20;
+    };
     auto times = [&](int64_t other) {
         char text[32];
         std::snprintf(text, sizeof text, "x%.3f", ratio(other));
