@@ -7,6 +7,9 @@ stream numbers, job keys or none), each changed by one of these, or left whole:
 
   job_id, world_size, rank_outside, drop_key, drop_file, far_origin   (job identity)
   drop_collective, rename_op, flip_role, no_accesses, members, not_given, p2p_world   (matching)
+and, in one job in two first, some collectives moved to a second communicator over a subgroup
+(stream 14: a swap of two collectives can then deadlock):
+
   swap, swap_across   (two cross-rank kernels of one rank trade places, any two or a collective and a
                        point-to-point kernel: a deadlock or not, as the order says)
 
@@ -43,7 +46,7 @@ def meta(path):
     return dict(sql(path, "SELECT key, value FROM meta"))
 
 
-def cross(path, streams=(13, 23)):
+def cross(path, streams=(13, 14, 23)):
     """The rank's cross-rank kernels (id, stream, name id, t_start, t_end), in start order."""
     q = ",".join(map(str, streams))
     return sql(path, f"SELECT id, stream, name, t_start, t_end FROM kernels WHERE stream IN ({q}) ORDER BY t_start, id")
@@ -84,14 +87,14 @@ def change(kind, paths, rng):
                     if v is not None)
         sql(p, "UPDATE meta SET value = ? WHERE key = 'time_origin_ns'", (str(max(ends) - first + 10 ** 9),))
     elif kind == "drop_collective":
-        ks = cross(p, (13,))
+        ks = cross(p, (13, 14))
         if not ks:
             return None
         k = rng.choice(ks)[0]
         sql(p, "DELETE FROM accesses WHERE kernel = ?", (k,))
         sql(p, "DELETE FROM kernels WHERE id = ?", (k,))
     elif kind == "rename_op":
-        ks = cross(p, (13,))
+        ks = cross(p, (13, 14))
         if not ks:
             return None
         k, _, name, _, _ = rng.choice(ks)
@@ -154,15 +157,40 @@ def change(kind, paths, rng):
     return paths, p.name
 
 
+def regroup(paths, rng):
+    """Some of the whole job's collectives (the same positions on every rank) move to a second
+    communicator on stream 14 over a subgroup of the ranks (all of them, or 2 or more): its members
+    keep them, the others lose them. Named as the job names stream 13 (`sub:R,...`), or by the stream."""
+    n = len(paths)
+    lists = [cross(q, (13,)) for q in paths]
+    if min(len(x) for x in lists) < 2:
+        return ""
+    positions = set(rng.sample(range(len(lists[0])), rng.randint(1, len(lists[0]) - 1)))
+    group = sorted(rng.sample(range(n), rng.randint(2, n)))
+    named = "nccl.stream.13" in meta(paths[0])
+    for r, (q, ks) in enumerate(zip(paths, lists)):
+        rank = int(meta(q).get("rank", r))
+        for k in (ks[i][0] for i in positions):
+            if rank in group:
+                sql(q, "UPDATE kernels SET stream = 14 WHERE id = ?", (k,))
+            else:
+                sql(q, "DELETE FROM accesses WHERE kernel = ?", (k,))
+                sql(q, "DELETE FROM kernels WHERE id = ?", (k,))
+        if named and rank in group:
+            sql(q, "INSERT INTO meta (key, value) VALUES ('nccl.stream.14', ?)", ("sub:" + ",".join(map(str, group)),))
+    return f"stream 14 over ranks {group}, "
+
+
 def one(mhc, work, blank, rng, i, verbose):
     paths = outside.random_job(work, blank, rng, far=0.0)
+    grouped = regroup(paths, rng) if rng.random() < 0.5 else ""
     kind = rng.choice(CHANGES)
     done = change(kind, paths, rng)
     while done is None:
         kind = rng.choice(CHANGES)
         done = change(kind, paths, rng)
     paths, note = done
-    label = f"run {i}: {len(paths)} ranks, {kind} {note}".rstrip()
+    label = f"run {i}: {len(paths)} ranks, {grouped}{kind} {note}".rstrip()
     for q in paths:
         chk = subprocess.run([mhc, "check", str(q)], capture_output=True, text=True)
         if chk.returncode != 0:
