@@ -87,6 +87,9 @@ def identity(files):
                           f"{key} some have, others lack")
     if len(files) > 1 and not any(k in files[0].meta for k in JOB_KEYS):   # one trace alone is a job of one
         warnings.append("assumed one job")
+    host = [f.path for f in files if "kineto.host_collectives" in f.meta]   # docs/simulator.md "Cross-rank kernels"
+    if host:
+        warnings.append(("host collectives", host))
     for key in ("job.id", "world_size"):
         if key in files[0].meta and len({f.meta[key] for f in files}) > 1:
             raise Refused("identity", [f.path for f in files], f"{key} differs")

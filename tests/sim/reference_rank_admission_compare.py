@@ -7,6 +7,7 @@ stream numbers, job keys or none), each changed by one of these, or left whole:
 
   job_id, world_size, rank_outside, drop_key, drop_file, far_origin   (job identity)
   drop_collective, rename_op, flip_role, no_accesses, members, not_given, p2p_world   (matching)
+  host_collectives   (meta kineto.host_collectives on some ranks: named in the warning line)
 and, in one job in two first, some collectives moved to a second communicator over a subgroup
 (stream 14: a swap of two collectives can then deadlock):
 
@@ -31,7 +32,7 @@ import reference_rank_admission as ref  # noqa: E402
 
 CHANGES = ["none", "none", "job_id", "world_size", "rank_outside", "drop_key", "drop_file", "far_origin",
            "drop_collective", "drop_collective", "rename_op", "flip_role", "flip_role", "no_accesses", "members",
-           "not_given", "p2p_world", "p2p_world", "swap", "swap", "swap_across", "swap_across", "swap_across"]
+           "not_given", "p2p_world", "p2p_world", "host_collectives", "swap", "swap", "swap_across", "swap_across", "swap_across"]
 
 
 def sql(path, query, args=()):
@@ -61,6 +62,11 @@ def change(kind, paths, rng):
     p = paths[r]
     if kind == "none":
         return paths, ""
+    if kind == "host_collectives":   # ranks whose collectives ran on the host (the Kineto importer's meta)
+        some = rng.sample(paths, rng.randint(1, n))
+        for q in some:
+            sql(q, "INSERT INTO meta (key, value) VALUES ('kineto.host_collectives', 'c10d::allreduce_ 2')")
+        return paths, " ".join(q.name for q in some)
     if kind in ("job_id", "world_size", "rank_outside", "drop_key", "far_origin") and not identity:
         return None
     if kind == "job_id":
@@ -218,6 +224,10 @@ def one(mhc, work, blank, rng, i, verbose):
             said = "no meta job.id: the traces are taken to be the ranks of one job" in p.stderr
             if said != ("assumed one job" in facts):
                 problems.append(f"the one-job warning said {said}, the documents {'assumed one job' in facts}")
+            warned = "\n".join(x for x in p.stderr.splitlines() if x.startswith("mhc: warning:"))
+            host = next((w[1] for w in facts if isinstance(w, tuple)), [])
+            if ("kineto.host_collectives" in warned) != bool(host) or not all(h in warned for h in host):
+                problems.append(f"the host collectives' warning: {warned[:300]!r}, the documents name {host}")
     if verbose:
         print(label, p.returncode, p.stderr.strip()[:200])
     return label, refused.kind if refused is not None else "simulated", problems, kind
