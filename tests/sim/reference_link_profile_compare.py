@@ -173,6 +173,12 @@ def overrides(rng):
     return args, link, refused, custom
 
 
+def config_key(field):
+    """The run's config key (`--json`'s config) of a profile field."""
+    return {"h2d.bandwidth_Bps": "link.h2d_Bps", "d2h.bandwidth_Bps": "link.d2h_Bps",
+            "h2d.latency_s": "link.h2d_latency_s", "d2h.latency_s": "link.d2h_latency_s"}.get(field, "link." + field)
+
+
 def close(a, b):
     return abs(a - b) <= 1e-5 * max(abs(a), abs(b))
 
@@ -213,8 +219,7 @@ def main():
         else:
             conf = json.loads(run.stdout)["config"]
             for key, want in fact.items():
-                mine = {"h2d.bandwidth_Bps": "link.h2d_Bps", "d2h.bandwidth_Bps": "link.d2h_Bps",
-                        "h2d.latency_s": "link.h2d_latency_s", "d2h.latency_s": "link.d2h_latency_s"}.get(key, "link." + key)
+                mine = config_key(key)
                 have = float(conf.get(mine, "nan"))
                 if not close(have, float(want)):
                     problems.append(f"config {mine} {conf.get(mine)}, the profile's {want}")
@@ -240,8 +245,7 @@ def main():
             out = json.loads(run.stdout)
             conf = out["config"]
             for key, want in link.items():
-                mine = {"h2d.bandwidth_Bps": "link.h2d_Bps", "d2h.bandwidth_Bps": "link.d2h_Bps",
-                        "h2d.latency_s": "link.h2d_latency_s", "d2h.latency_s": "link.d2h_latency_s"}.get(key, "link." + key)
+                mine = config_key(key)
                 if not close(float(conf.get(mine, "nan")), float(want)):
                     problems.append(f"config {mine} {conf.get(mine)}, the options' {want}")
             name = out.get("run", {}).get("name", "") if isinstance(out.get("run"), dict) else str(out.get("run"))
@@ -253,7 +257,8 @@ def main():
                 print(f"  {q}")
         bad += bool(problems)
         runs += 1
-    print(f"{runs - bad} of {runs} profiles and option sets agree ({tally['ok']} accepted, {tally['refused']} refused by the document)")
+    print(f"{runs - bad} of {runs} profiles and option sets agree ({tally['ok']} accepted, "
+          f"{tally['refused']} refused by the document)")
     return 1 if bad else 0
 
 

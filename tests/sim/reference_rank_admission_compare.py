@@ -32,7 +32,8 @@ import reference_rank_admission as ref  # noqa: E402
 
 CHANGES = ["none", "none", "job_id", "world_size", "rank_outside", "drop_key", "drop_file", "far_origin",
            "drop_collective", "drop_collective", "rename_op", "flip_role", "flip_role", "no_accesses", "members",
-           "not_given", "p2p_world", "p2p_world", "host_collectives", "swap", "swap", "swap_across", "swap_across", "swap_across"]
+           "not_given", "p2p_world", "p2p_world", "host_collectives", "swap", "swap", "swap_across", "swap_across",
+           "swap_across"]
 
 
 def sql(path, query, args=()):
@@ -89,8 +90,8 @@ def change(kind, paths, rng):
                 ends.append(o + max(v for (v,) in sql(q, "SELECT max(t_end) FROM kernels UNION ALL "
                                                          "SELECT max(coalesce(t_free, t_alloc)) FROM allocations")
                                     if v is not None))
-        first = min(v for (v,) in sql(p, "SELECT min(t_start) FROM kernels UNION ALL SELECT min(t_alloc) FROM allocations")
-                    if v is not None)
+        first = min(v for (v,) in sql(p, "SELECT min(t_start) FROM kernels UNION ALL "
+                                         "SELECT min(t_alloc) FROM allocations") if v is not None)
         sql(p, "UPDATE meta SET value = ? WHERE key = 'time_origin_ns'", (str(max(ends) - first + 10 ** 9),))
     elif kind == "drop_collective":
         ks = cross(p, (13, 14))
@@ -104,7 +105,8 @@ def change(kind, paths, rng):
         if not ks:
             return None
         k, _, name, _, _ = rng.choice(ks)
-        sql(p, "UPDATE kernels SET name = ? WHERE id = ?", (rng.choice([x for x in (101, 102, 103, 104) if x != name]), k))
+        other = rng.choice([x for x in (101, 102, 103, 104) if x != name])   # another collective's name
+        sql(p, "UPDATE kernels SET name = ? WHERE id = ?", (other, k))
     elif kind == "flip_role":
         p = paths[rng.randrange(2)]
         ks = cross(p, (23,))
@@ -135,7 +137,8 @@ def change(kind, paths, rng):
         if not named:
             return None
         for q in paths:
-            sql(q, "UPDATE meta SET value = ? WHERE key = 'nccl.stream.13'", ("world:" + ",".join(map(str, range(n + 1))),))
+            sql(q, "UPDATE meta SET value = ? WHERE key = 'nccl.stream.13'",
+                ("world:" + ",".join(map(str, range(n + 1))),))
     elif kind == "p2p_world":
         if not cross(paths[0], (23,)) and not cross(paths[1], (23,)):
             return None
@@ -215,7 +218,8 @@ def one(mhc, work, blank, rng, i, verbose):
         if p.returncode != 2:
             problems.append(f"exit {p.returncode}, the documents refuse it")
         elif len(lines) != 1 or not any(Path(f).name in lines[0] for f in facts):
-            problems.append(f"refused, not in one line naming {[Path(f).name for f in facts]}: {p.stderr.strip()[:300]}")
+            problems.append(f"refused, not in one line naming {[Path(f).name for f in facts]}: "
+                            f"{p.stderr.strip()[:300]}")
     else:
         label += " (the documents: simulated)"
         if p.returncode != 0:
