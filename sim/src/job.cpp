@@ -97,7 +97,8 @@ void check_overlap(const Ranks& k) {
 
 std::vector<std::string> check_job_identity(const std::vector<RankTrace>& ranks) {
     std::vector<std::string> assumed;
-    if (ranks.size() < 2) return assumed;
+    // One trace is checked too: one rank of a larger job is not the whole job (before 2026-12-06 it
+    // was simulated alone, as a job of one).
     Ranks k{ranks};
     size_t ids = 0, worlds = 0, numbered = 0, clocks = 0;
     same_presence(k, kJobIdKey, ids);
@@ -110,10 +111,15 @@ std::vector<std::string> check_job_identity(const std::vector<RankTrace>& ranks)
                         "' as " + k.who(0) + " says: not the ranks of one job");
     if (worlds) check_world(k);
     if (clocks) check_overlap(k);
-    if (!ids) assumed.push_back("no meta job.id: the traces are taken to be the ranks of one job");
-    if (!worlds) assumed.push_back("no meta world_size: the " + std::to_string(ranks.size()) + " traces are taken to be the whole job");
-    if (!numbered) assumed.push_back("no meta rank: ranks are numbered by their order on the command line");
-    if (!clocks) assumed.push_back("no meta time_origin_ns: every trace's time 0 is taken to be the same instant");
+    // One trace without the keys is a job of one: nothing to assume about coupling.
+    if (ranks.size() > 1) {
+        if (!ids) assumed.emplace_back("no meta job.id: the traces are taken to be the ranks of one job");
+        if (!worlds)
+            assumed.emplace_back("no meta world_size: the " + std::to_string(ranks.size()) +
+                                 " traces are taken to be the whole job");
+        if (!numbered) assumed.emplace_back("no meta rank: ranks are numbered by their order on the command line");
+        if (!clocks) assumed.emplace_back("no meta time_origin_ns: every trace's time 0 is taken to be the same instant");
+    }
     // Collectives that ran on the host (a gloo job; the Kineto importer's meta): no NCCL kernel
     // couples those ranks, whatever the count of cross-rank kernels shows.
     std::string host;

@@ -576,6 +576,11 @@ std::string modelled_reserved_warning(const Prepared& prepared, const Config& co
     if (!recorded || *recorded <= 0) return "";
     const int64_t bytes = *recorded;
     auto ratio = [bytes](int64_t other) { return static_cast<double>(other) / static_cast<double>(bytes); };
+    // "More than 5% of the recorded peak", in whole bytes: for a whole difference d, d > R/20 exactly
+    // when d > floor(R/20) (the ratios' difference in doubles said 5.000% was more than 5%).
+    auto more_than_5_percent = [bytes](int64_t one, int64_t other) {
+        return (one > other ? one - other : other - one) > bytes / 20;
+    };
     auto times = [&](int64_t other) {
         char text[32];
         std::snprintf(text, sizeof text, "x%.3f", ratio(other));
@@ -584,35 +589,38 @@ std::string modelled_reserved_warning(const Prepared& prepared, const Config& co
     std::string said;
     // The warm start, where it made the figure: say so, and what an empty cache would have reserved.
     const int64_t cold = prepared.peak_caching_cold;
-    if (prepared.reserved_start > 0 && cold >= 0 && std::abs(ratio(modelled) - ratio(cold)) > 0.05)
+    if (prepared.reserved_start > 0 && cold >= 0 && more_than_5_percent(modelled, cold))
         said = "the caching allocator model starts from the " + format_bytes(prepared.reserved_start) +
                " the profiler recorded reserved at its first memory event (Total Reserved): memory the allocator "
                "held before profiling, which the model's new segments take before the GPU's (the trace does not say "
                "how it was laid out); from an empty cache the model reserves " +
                format_bytes(cold) + " (" + times(cold) + ")";
-    if (std::abs(ratio(modelled) - 1) <= 0.05) return said;
+    if (!more_than_5_percent(modelled, bytes)) return said;
     said += std::string(said.empty() ? "" : "; ") + "the caching allocator model reserves " + format_bytes(modelled) +
             " at unlimited capacity where the profiler recorded a reserved peak of " + format_bytes(bytes) +
             " (Total Reserved, " + times(modelled) + "): ";
     if (modelled > bytes)
         said +=
             "its blocks took more segments than the run's allocator held, whose settings the profiler does not record";
-    else if (prepared.reserved_start < 0)
+    // A first figure of 0 is recorded (the cache was empty when profiling began): the run grew it.
+    else if (const auto first = parse_integer<int64_t>(
+                 prepared.t->meta_or("kineto.reserved_first.device" + std::to_string(prepared.device), ""));
+             !first || *first < 0)
         said +=
             "the trace does not say what the allocator held at its first memory event (imported by an earlier "
             "mhc: import it again), so the model starts with no segments, and memory reserved before profiling is "
             "the likely difference";
     else
         said += "the run's allocator reserved more during the trace than the model does from the " +
-                format_bytes(prepared.reserved_start) +
+                format_bytes(std::max<int64_t>(prepared.reserved_start, 0)) +
                 " held at its first memory event; the trace does not say on "
                 "which stream each block was allocated (the allocator keeps a pool per stream) nor the allocator's "
                 "settings";
     said += "; a capacity given as a share is a share of the model's figure";
     // The what-if a user would try first (computed once per prepared trace), unless it is the run's own.
     const int64_t expandable = prepared.peak_expandable;
-    if (expandable >= 0 && config.allocator_conf.find("expandable_segments:True") == std::string::npos &&
-        std::abs(ratio(expandable) - 1) <= 0.05)
+    if (expandable >= 0 && !allocator_settings_for(*prepared.t, config.allocator_conf).expandable_segments &&
+        !more_than_5_percent(expandable, bytes))
         said += "; with expandable segments it reserves " + format_bytes(expandable) + " (" + times(expandable) +
                 "): the run may have used them (--allocator-conf expandable_segments:True)";
     return said;

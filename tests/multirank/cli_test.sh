@@ -55,5 +55,10 @@ rc=$?
 [ "$rc" = 2 ] || fail "mismatched ranks exited $rc: $(cat err)"
 [ "$(wc -l <err)" = 1 ] || fail "mismatch is not one line: $(cat err)"
 grep -q "rank 1" err && grep -q "communicator" err || fail "mismatch does not name rank and collective: $(cat err)"
+# One rank of the job alone is not the whole job (it was simulated as a job of one before 2026-12-06).
+"$mhc" simulate --ranks job.rank2.db --capacity unlimited --no-store >out 2>err
+rc=$?
+[ "$rc" = 2 ] || fail "one rank of 4 alone exited $rc: $(cat err)"
+grep -q "job.rank2.db (rank 2): meta world_size is 4 but 1 rank traces were given" err || fail "one rank alone: $(cat err)"
 "$mhc" simulate --ranks job.rank0.db --capacity 60% job.rank1.db >/dev/null 2>err && fail "trace and --ranks together accepted"
 echo ok

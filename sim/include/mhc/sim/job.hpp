@@ -19,8 +19,9 @@ inline constexpr const char* kTimeOriginKey = "time_origin_ns";
 // the traces cannot be one job: different job ids, different world sizes, fewer or more traces
 // than the world size, a rank outside it, a key on some ranks and not on others, or time
 // origins that put a rank's trace entirely before or after another's (the ranks of a job run at
-// the same time). Returns one sentence per thing assumed for keys the traces lack (older traces,
-// sources that do not record them), and one naming the ranks whose collectives ran on the host
+// the same time); one trace too (one rank of a larger job is not the job). Returns one sentence
+// per thing assumed for keys two traces or more lack (older traces, sources that do not record
+// them), and one naming the ranks whose collectives ran on the host
 // (meta kineto.host_collectives: not coupled); empty when nothing was assumed.
 std::vector<std::string> check_job_identity(const std::vector<RankTrace>& ranks);
 
