@@ -191,3 +191,34 @@ def test_checkpointed_qat_block_recomputes_what_its_forward_computed(policy):
                                "policy": policy}})
     for (n, a), (_, b) in zip(plain.state_dict().items(), ckpt.state_dict().items()):
         assert torch.equal(a, b), n
+
+
+class Quantizer(nn.Module):
+    """A VQ-VAE quantiser's core: nearest code by argmin, its one-hot encoding, the codes' use."""
+
+    def __init__(self, codes=512, d=16):
+        super().__init__()
+        self.proj = nn.Linear(d, d)
+        self.register_buffer("embedding", torch.randn(codes, d))
+
+    def forward(self, z):
+        flat = self.proj(z)
+        idx = torch.cdist(flat, self.embedding).argmin(1)
+        onehot = F.one_hot(idx, self.embedding.shape[0]).type(flat.dtype)
+        return (onehot @ self.embedding - flat).pow(2).mean()
+
+
+def test_one_hot_as_on_the_gpu(tmp_path):
+    """F.one_hot on fake tensors took aten's functional version (arange, eq, then .to(long)), whose
+    bool comparison, one byte per output element, lived beside the int64 result; CUDA makes the
+    int64 zeros and scatters the ones into them (Onehot.cpp), with no such temporary."""
+    path = str(tmp_path / "onehot.db")
+    n, codes = 4096, 512
+    mhc_torch.capture(Quantizer, lambda: torch.randn(n, 16), steps=1, path=path, loss_fn=lambda m, b: m(b),
+                      autocast_dtype=None)
+    with sqlite3.connect(path) as db:
+        names = {r[0] for r in db.execute("SELECT s.text FROM kernels k JOIN strings s ON s.id = k.name")}
+        bools = db.execute("SELECT count(*) FROM allocations WHERE bytes = ?", (n * codes,)).fetchone()[0]
+        longs = db.execute("SELECT count(*) FROM allocations WHERE bytes = ?", (n * codes * 8,)).fetchone()[0]
+    assert "aten::scatter_" in names and "aten::eq" not in names
+    assert bools == 0 and longs == 1
