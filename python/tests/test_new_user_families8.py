@@ -49,6 +49,34 @@ def test_autocast_on_the_capture_device_is_the_gpus(tmp_path):
     assert seen == {"cuda": True, "dtype": torch.bfloat16}
 
 
+def test_checkpoint_recompute_autocasts_as_the_gpus(tmp_path):
+    """checkpoint restores the forward's autocast in the recompute with torch.autocast("cpu"),
+    the capture's device: model code there asking torch.is_autocast_enabled("cuda") got False
+    where its forward got True (and on a GPU both are True)."""
+    seen = []
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(16, 16)
+
+        def forward(self, x):
+            seen.append(torch.is_autocast_enabled("cuda"))
+            return self.lin(x).relu()
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.block, self.head = Block(), nn.Linear(16, 1)
+
+        def forward(self, x):
+            return self.head(self.block(x)).float().mean()
+
+    mhc_torch.capture(Net, lambda: torch.randn(8, 16), steps=1, path=str(tmp_path / "ck.db"),
+                      loss_fn=lambda m, b: m(b), setting={"checkpoint": {"modules": ["Net.block"], "policy": "full"}})
+    assert seen == [True, True]   # the forward, then the recompute
+
+
 def test_accelerate_mixed_precision_captured_as_autocast(tmp_path):
     accelerate = pytest.importorskip("accelerate")
 
