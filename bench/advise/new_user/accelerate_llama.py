@@ -28,9 +28,9 @@ def make_batch(small=False):
 def step(model, batch, run):
     if "accelerator" not in run.state:
         acc = Accelerator(mixed_precision="bf16", gradient_accumulation_steps=2)
-        opt = torch.optim.AdamW(model.parameters(), lr=2e-5)
+        run.state["optimizer"] = torch.optim.AdamW(model.parameters(), lr=2e-5)
         # PASTE HERE
-        run.state["model"], run.state["optimizer"] = acc.prepare(model, opt)
+        run.state["model"], run.state["optimizer"] = acc.prepare(model, run.state["optimizer"])
         run.state["accelerator"] = acc
     acc, m, opt = run.state["accelerator"], run.state["model"], run.state["optimizer"]
     for _ in range(2):   # the two micro-batches of one optimizer step
