@@ -343,15 +343,19 @@ def user_cuda_autocast(capture_device: str = "cpu"):
     dtype=torch.bfloat16)` was captured in fp32. Enabled, the region is cuda_autocast() with
     the user's dtype (CUDA's default, float16, when none is given); disabled
     (`enabled=False`, an fp32 island), both CUDA's and the capture device's autocast are off.
-    Other device types keep torch's own behaviour."""
+    Autocast on the capture's device is the same region: code that picks its device by
+    torch.cuda.is_available() (accelerate's Accelerator(mixed_precision="bf16") wraps the forward
+    in torch.autocast("cpu") here, "cuda" on a GPU) autocasts as on the GPU, and the capture
+    knows it (meta capture.autocast said "none" for such a step). Other device types keep
+    torch's own behaviour."""
     cls = torch.amp.autocast_mode.autocast
     init, enter, leave = cls.__init__, cls.__enter__, cls.__exit__
 
     def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
-        if device_type != "cuda" or torch.cuda.is_available():
+        if device_type not in ("cuda", capture_device) or torch.cuda.is_available():
             return init(self, device_type, dtype, enabled, cache_enabled)
-        self.device = "cuda"
-        self.fast_dtype = torch.get_autocast_dtype("cuda") if dtype is None else dtype
+        self.device = device_type
+        self.fast_dtype = torch.get_autocast_dtype(device_type) if dtype is None else dtype
         self._enabled = bool(enabled)
         self._cache_enabled = torch.is_autocast_cache_enabled() if cache_enabled is None else cache_enabled
         self._mhc_regions = []

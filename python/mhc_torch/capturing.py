@@ -45,7 +45,7 @@ from .kernel_times import KernelTimes
 from .recipes import Recipe, StepRun, cast_model
 from .recording import Recording
 from .step_facts import (_accumulation, _autocast_used, _lr_schedulers_recorded, _own_optimizers,
-                         lr_scheduler_meta, model_facts, versions)
+                         graph_freeing_backwards_counted, lr_scheduler_meta, model_facts, versions)
 
 
 @dataclass
@@ -396,7 +396,7 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         with placement.listening(rec), recipes.autocast_kernels(device, recipe), tracker, fake.recording_to(rec), run, \
                 _collector_at_step_ends(), kernels, rnns, ctc, foreach, user_autocast, cuda_calls, cuda_tensors, \
                 gpu_paths.transformers_masks_as_on_gpu(), gpu_paths.grouped_mm_as_on_gpu(), \
-                _together(holds, model_cache.model_cache_updates(rec, model)), \
+                _together(holds, model_cache.model_cache_updates(rec, model), graph_freeing_backwards_counted(rec)), \
                 data_parallel.following_fsdp2(model, rec, fake) as fsdp2:
             for s in range(steps):
                 rec.step, rec.phase = s, "forward"

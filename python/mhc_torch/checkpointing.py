@@ -155,6 +155,11 @@ class _Call:
     def __init__(self):
         self.starts: dict[int, list] = {}
         self.read: dict[int, int] = {}   # how many of each module's the recompute under way has used
+        # modules whose buffers the recompute under way swapped for copies, with the attribute that
+        # keeps their own: put back when the recompute ends, also where checkpoint stops it early
+        # (it stops inside the op that makes the last tensor it needs, before the module's forward
+        # hook, which left that module with the copies: a QAT block's last fake quantizer)
+        self.swapped: list[tuple[torch.nn.Module, str]] = []
 
 
 class _InForward:
@@ -187,6 +192,10 @@ class _InRecompute:
     def __exit__(self, *exc):
         if self.call is not None:
             _recomputes.pop()
+            for m, kept_as in reversed(self.call.swapped):   # inner modules first: the outer's originals win
+                for n, b in (m.__dict__.pop(kept_as, None) or {}).items():
+                    _set_buffer(m, n, b)
+            self.call.swapped = []
         _recomputing[0] -= 1
         return self.inner.__exit__(*exc)
 
@@ -194,7 +203,7 @@ class _InRecompute:
 def marking_recompute(context_fn=None, respect_saved_tensors_hooks=None):
     """A context_fn for torch.utils.checkpoint: context_fn's own contexts (none: no-ops), the
     recompute's counted so that keep_running_stats tells it from the forward, and both given the
-    call's _Call (keep_power_iteration). checkpoint tells selective checkpointing's caching mode
+    call's _Call (keep_forward_start). checkpoint tells selective checkpointing's caching mode
     whether what it keeps goes through the saved-tensor hooks (an offload) only when that mode is
     the forward context itself; wrapped here, it is told here (without it, an offload around a
     selective checkpoint left the kept matmul outputs on the GPU)."""
@@ -213,26 +222,57 @@ def _spectral_norm_type():
     return getattr(parametrizations, "_SpectralNorm", ())
 
 
+def _set_buffer(m: torch.nn.Module, name: str, b: torch.Tensor) -> None:
+    """Sets buffer `name` (dotted: a submodule's, as named_buffers() names them) of `m` to `b`."""
+    owner, _, leaf = name.rpartition(".")
+    setattr(m.get_submodule(owner) if owner else m, leaf, b)
+
+
 def _buffers_put_back(kept_as: str):
     """A forward hook that sets back the buffers a pre-hook swapped out and kept in the module's
-    attribute `kept_as` (keep_power_iteration, keep_running_stats)."""
+    attribute `kept_as` (keep_forward_start, keep_running_stats)."""
     def swap_back(m, args, out):
         kept = m.__dict__.pop(kept_as, None)
         for n, b in (kept or {}).items():
-            setattr(m, n, b)
+            _set_buffer(m, n, b)
     return swap_back
 
 
-def keep_power_iteration(sn: torch.nn.Module) -> None:
-    """torch.nn.utils.parametrizations.spectral_norm in a checkpointed module: in training each
-    forward runs a power iteration that updates its vectors u and v in place, and the weight is
-    divided by the sigma they give. The recompute would iterate again, from the vectors the
-    forward left: u and v advanced twice a step, and the backward differentiated a weight divided
-    by another sigma than the forward's. The forward's starting vectors are kept by the
-    checkpointed call (copies, made in the recompute too: the same ops); the recompute iterates
-    from copies of them, reaching the forward's u, v and sigma, and the module's own vectors are
-    put back after it."""
-    if getattr(sn, "_mhc_keeps_power_iteration", False):
+def _quantization_types() -> tuple:
+    from torch.ao.nn.intrinsic.qat.modules.conv_fused import _ConvBnNd
+    from torch.ao.quantization import FakeQuantizeBase
+    from torch.ao.quantization.observer import ObserverBase
+
+    return FakeQuantizeBase, ObserverBase, _ConvBnNd
+
+
+def keeps_forward_start(m: torch.nn.Module, parent: torch.nn.Module | None = None) -> bool:
+    """Whether `m`'s training forward updates buffers in place that its output depends on (or that
+    a recompute must not update again), so that a recompute must start from the forward's values:
+    spectral norm's power iteration (u, v), and quantization-aware training's observers and fake
+    quantizers (the running min and max, and the scale and zero point computed from them; an
+    observer inside a fake quantizer is the fake quantizer's) and its fused conv + BatchNorm
+    modules, which fold the weight with the BatchNorm's running variance before the BatchNorm
+    updates it."""
+    if isinstance(m, _spectral_norm_type()):
+        return True
+    fake_quantize, observer, conv_bn = _quantization_types()
+    return (isinstance(m, (fake_quantize, conv_bn)) or
+            isinstance(m, observer) and not isinstance(parent, fake_quantize))
+
+
+def keep_forward_start(module: torch.nn.Module) -> None:
+    """A module whose training forward updates its buffers in place (keeps_forward_start) in a
+    checkpointed module: the recompute would update them again from what the forward left.
+    Spectral norm's u and v advanced twice a step, and the backward differentiated a weight
+    divided by another sigma than the forward's; a QAT fake quantizer's moving min and max moved
+    twice, and the recompute fake-quantized with another scale than the forward (MobileNetV2 under
+    prepare_qat, one block checkpointed: 27 gradients and 19 observer buffers differed from the
+    plain step's). The forward's starting buffers (the module's and its submodules') are kept by
+    the checkpointed call (copies, made in the recompute too: the same ops); the recompute runs
+    from copies of them, reaching the forward's values, and the module's own buffers are put back
+    after it."""
+    if getattr(module, "_mhc_keeps_forward_start", False):
         return
 
     def swap_in(m, args):
@@ -243,17 +283,18 @@ def keep_power_iteration(sn: torch.nn.Module) -> None:
         if call is not None and i < len(call.starts.get(id(m), ())):
             call.read[id(m)] = i + 1
             start = call.starts[id(m)][i]
-            m._mhc_vectors_kept = dict(m.named_buffers(recurse=False))
+            m._mhc_start_kept = dict(m.named_buffers())
+            call.swapped.append((m, "_mhc_start_kept"))
             for n, b in start.items():
-                setattr(m, n, b.clone())
+                _set_buffer(m, n, b.clone())
         else:
-            start = {n: b.clone() for n, b in m.named_buffers(recurse=False)}
+            start = {n: b.clone() for n, b in m.named_buffers()}
             if _forwards and not _recomputing[0]:
                 _forwards[-1].starts.setdefault(id(m), []).append(start)
 
-    sn.register_forward_pre_hook(swap_in)
-    sn.register_forward_hook(_buffers_put_back("_mhc_vectors_kept"))
-    sn._mhc_keeps_power_iteration = True
+    module.register_forward_pre_hook(swap_in)
+    module.register_forward_hook(_buffers_put_back("_mhc_start_kept"))
+    module._mhc_keeps_forward_start = True
 
 
 BATCHNORMS = (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.BatchNorm3d, torch.nn.SyncBatchNorm)
@@ -279,6 +320,8 @@ def keep_running_stats(bn: torch.nn.Module) -> None:
         copies = {n: b.clone() for n, b in m.named_buffers(recurse=False)}
         if _recomputing[0]:
             m._mhc_stats_kept = dict(m.named_buffers(recurse=False))
+            if _recomputes:
+                _recomputes[-1].swapped.append((m, "_mhc_stats_kept"))
             for n, b in copies.items():
                 setattr(m, n, b)
 
@@ -290,14 +333,14 @@ def keep_running_stats(bn: torch.nn.Module) -> None:
 def checkpoint_module(module: torch.nn.Module, policy: str) -> None:
     """Checkpoints `module` in place with `policy` (full, save_matmuls, mhc); BatchNorm inside
     what is recomputed keeps its running statistics (keep_running_stats), spectral norm its power
-    iteration (keep_power_iteration)."""
+    iteration and QAT's observers and fake quantizers their statistics (keep_forward_start)."""
     regions = mhc_maps(module) if policy == "mhc" else [module]
     for r in regions:
-        for m in r.modules():
+        for m, parent in _with_parents(r):
             if isinstance(m, BATCHNORMS) and m.track_running_stats:
                 keep_running_stats(m)
-            elif isinstance(m, _spectral_norm_type()):
-                keep_power_iteration(m)
+            elif keeps_forward_start(m, parent):
+                keep_forward_start(m)
     if policy == "mhc":
         for m in regions:
             m.forward = _checkpointed(m.forward, m)
@@ -305,6 +348,14 @@ def checkpoint_module(module: torch.nn.Module, policy: str) -> None:
     context_fn = (functools.partial(create_selective_checkpoint_contexts, _save_matmuls_policy)
                   if policy == "save_matmuls" else None)
     module.forward = _checkpointed(module.forward, module, context_fn)
+
+
+def _with_parents(root: torch.nn.Module):
+    """Each module under root (root included) with its parent (None for root)."""
+    yield root, None
+    for parent in root.modules():
+        for child in parent.children():
+            yield child, parent
 
 
 def mhc_maps(module: torch.nn.Module) -> list[torch.nn.Module]:

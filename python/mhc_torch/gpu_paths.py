@@ -63,9 +63,23 @@ def _attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False
                       is_causal, scale=scale, enable_gqa=enable_gqa)
 
 
+def _one_hot(self, num_classes=-1):
+    """F.one_hot as on a CUDA tensor: an int64 tensor of zeros and one scatter_ into it
+    (aten/src/ATen/native/Onehot.cpp). On fake tensors aten takes its functional version instead
+    (arange, eq, then .to(long)), whose bool comparison, one byte per output element, is alive
+    beside the int64 result: a VQ-VAE's one-hot codes of 131,072 latents x 512 codes held
+    67,108,864 B at the step's peak that a GPU never allocates. With num_classes -1 the classes
+    come from the values (self.max()), which fake tensors do not have: aten's own path says so."""
+    if isinstance(self, FakeTensor) and num_classes >= 0:
+        out = torch.zeros((*self.shape, num_classes), dtype=torch.long, device=self.device)
+        return out.scatter_(-1, self.unsqueeze(-1), 1)
+    return _composite(_aten.one_hot.default, self, num_classes)
+
+
 @contextlib.contextmanager
 def kernels_as_on_gpu():
-    """Registers the GPU's choices of dropout and attention kernels for the capture's duration."""
+    """Registers the GPU's choices of dropout, attention and one-hot kernels for the capture's
+    duration."""
     lib = torch.library.Library("aten", "IMPL")
     try:
         # Replacing aten's composite kernels is the point; torch says so in an 8-line warning.
@@ -74,6 +88,7 @@ def kernels_as_on_gpu():
             for key in _KEYS:
                 lib.impl("dropout", _dropout, key)
                 lib.impl("scaled_dot_product_attention", _attention, key)
+                lib.impl("one_hot", _one_hot, key)
         yield
     finally:
         lib._destroy()

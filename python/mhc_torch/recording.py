@@ -54,7 +54,7 @@ class Recording(SettingsRecording):
         # forward kernels of the steps by the autocast dtype they ran under (None: autocast off):
         # what the step did, which the recipe's dtype does not say for a step of the user's own
         self.forward_autocast: dict[torch.dtype | None, int] = {}
-        self.backward_passes: dict[int, int] = {}  # step -> backward passes begun in it
+        self.graph_freeing_backwards: dict[int, int] = {}  # step -> backward calls that freed their graph
         self.workspaces = workspaces.Workspaces(spec)
         self.accumulations = inplace_backward.Accumulations()
         self.init_tables()
@@ -176,7 +176,6 @@ class Recording(SettingsRecording):
 
     def begin_backward(self) -> None:
         if self.phase != "backward":
-            self.backward_passes[self.step] = self.backward_passes.get(self.step, 0) + 1
             self.active_at_backward = len(self.active)
         # Forward storages still alive when the backward starts are saved for it: activations.
         for s in self.storages.values():

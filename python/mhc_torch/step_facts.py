@@ -130,15 +130,44 @@ def versions() -> dict[str, str]:
     return out
 
 
+@contextlib.contextmanager
+def graph_freeing_backwards_counted(rec):
+    """Counts, per step, the backward calls that free their graph (`loss.backward()`,
+    `torch.autograd.backward` without retain_graph or create_graph): each ends one micro-batch's
+    pass. The autograd engine also runs `torch.autograd.grad` (MAML's inner steps, a gradient
+    penalty) and backward calls that keep the graph for another (PCGrad's one backward per task
+    over one forward); those are no micro-batches (a MAML step of 4 tasks was taken for 24, a
+    PCGrad step over 3 tasks for 3)."""
+    import inspect
+
+    backward = torch.autograd.backward
+    signature = inspect.signature(backward)
+
+    def counted(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        retain, create = bound.arguments.get("retain_graph"), bound.arguments.get("create_graph")
+        if not (create if retain is None else retain):
+            rec.graph_freeing_backwards[rec.step] = rec.graph_freeing_backwards.get(rec.step, 0) + 1
+        return backward(*args, **kwargs)
+
+    torch.autograd.backward = counted
+    try:
+        yield
+    finally:
+        torch.autograd.backward = backward
+
+
 def _accumulation(recipe, rec, run, steps: int) -> dict[str, str]:
     """A step function that accumulates gradients itself (N forward and backward passes, then one
     step of the capture's optimizer, in every step) is N micro-batches a step, as --micro-batches N
     is: meta capture.micro_batches says so (the printed DeepSpeed configuration's
-    gradient_accumulation_steps). Any other step function (one pass; passes without one step of
-    the capture's optimizer each, as a GAN's two) keeps the recipe's 1."""
+    gradient_accumulation_steps). A pass is a backward call that frees its graph
+    (graph_freeing_backwards_counted). Any other step function (one pass; passes without one step
+    of the capture's optimizer each, as a GAN's two) keeps the recipe's 1."""
     if recipe.step is None:
         return {}
-    passes = {rec.backward_passes.get(s, 0) for s in range(steps)}
+    passes = {rec.graph_freeing_backwards.get(s, 0) for s in range(steps)}
     stepped = {run.optimizer_steps.get(s, 0) for s in range(steps)}
     if len(passes) == 1 and min(passes) > 1 and stepped == {1}:
         return {"capture.micro_batches": str(min(passes))}

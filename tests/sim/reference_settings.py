@@ -1409,19 +1409,25 @@ def apply_fused(plan, cap):
 
 def reads_gradients_between(cap):
     """docs/advise.md: a step that reads the gradients on the GPU between the backward and the
-    optimizer step (clip_grad_norm_, GradScaler's unscale) gets no host optimizer; nor one whose
-    gradients come from torch.func's grad (meta capture.torch_func_modules: it sets .grad itself)."""
+    optimizer step gets no host optimizer: a kernel outside the backward and the optimizer reads a
+    gradient after the step's last backward access of it, and before the optimizer step
+    (clip_grad_norm_, GradScaler's unscale, PCGrad's flattening of each task's gradients); nor one
+    whose gradients come from torch.func's grad (meta capture.torch_func_modules: it sets .grad
+    itself)."""
     if json.loads(cap.meta.get("capture.torch_func_modules", "[]")):
         raise ValueError("the step computes its gradients with torch.func's grad and sets .grad itself")
     for ks in optimizer_steps(cap):
-        step = cap.kernels[ks[0]]["step"]
-        bwd = [k["i"] for k in cap.kernels if k["step"] == step and k["phase"] == BWD]
-        if not bwd:
-            continue
-        for i in range(bwd[-1] + 1, ks[0]):
-            k = cap.kernels[i]
-            if k["phase"] not in (BWD, OPT) and any(m & READ and cap.allocs[a]["category"] == GRAD
-                                                    for a, m in cap.acc[i].items()):
+        step, first = cap.kernels[ks[0]]["step"], ks[0]
+        in_step = [k for k in cap.kernels if k["step"] == step]
+        written = {}   # a gradient -> the step's last backward kernel that accessed it
+        for k in in_step:
+            if k["phase"] == BWD:
+                for a in cap.acc[k["i"]]:
+                    if cap.allocs[a]["category"] == GRAD:
+                        written[a] = k["i"]
+        for k in in_step:
+            if k["i"] < first and k["phase"] not in (BWD, OPT) and any(
+                    m & READ and a in written and written[a] < k["i"] for a, m in cap.acc[k["i"]].items()):
                 raise ValueError(f"the step reads the gradients on the GPU between the backward and the "
                                  f"optimizer step ({k['name']} (kernel {k['id']}))")
 

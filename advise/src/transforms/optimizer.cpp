@@ -368,23 +368,28 @@ std::unique_ptr<Transform> make_fused_optimizer(const Base& base) {
     return std::make_unique<FusedOptimizer>();
 }
 
+// An op of the step's own code that reads a gradient between the backward that wrote it and the
+// optimizer step (clipping, GradScaler's unscale, PCGrad's flattening of each task's gradients
+// after its backward), where a host optimizer, which takes each gradient from the backward as it
+// is accumulated and drops the device copy, leaves it nothing to read: "name (kernel id)", or
+// empty. Every gradient of the step counts, not only those the optimizer steps (PCGrad steps a
+// projected sum it made itself and reads the backward's gradients).
 std::string grads_used_after_backward(const Base& base) {
+    const auto recorded = static_cast<int32_t>(base.creator.size());
     for (size_t si = 0; si < base.steps.size(); ++si) {
         if (base.opt_first[si] < 0) continue;
-        for (int32_t grad : step_tensors(base, si).grads) {
-            if (grad >= static_cast<int32_t>(base.creator.size())) continue;
-            const int32_t last = base.last_access(grad, Phase::Backward, base.steps[si]);
+        for (int32_t grad = 0; grad < recorded; ++grad) {
+            if (base.plan.allocs[static_cast<size_t>(grad)].category != trace::Category::Grad) continue;
+            const int32_t written = base.last_access(grad, Phase::Backward, base.steps[si]);
             std::string found;
             base.for_acc(grad, [&](int32_t seq, trace::AccessMode) {
                 const Phase ph = base.phase[static_cast<size_t>(seq)];
-                if (found.empty() && last >= 0 && seq > last && seq < base.opt_first[si] && ph != Phase::Backward &&
-                    ph != Phase::Optimizer)
-                    found = base.trace->str(
-                                base.trace->kernels.name[static_cast<size_t>(base.korder[static_cast<size_t>(seq)])]) +
-                            " (kernel " +
-                            std::to_string(
-                                base.trace->kernels.id[static_cast<size_t>(base.korder[static_cast<size_t>(seq)])]) +
-                            ")";
+                if (!found.empty() || written < 0 || seq <= written || seq >= base.opt_first[si] ||
+                    ph == Phase::Backward || ph == Phase::Optimizer)
+                    return;
+                const size_t row = static_cast<size_t>(base.korder[static_cast<size_t>(seq)]);
+                found = base.trace->str(base.trace->kernels.name[row]) + " (kernel " +
+                        std::to_string(base.trace->kernels.id[row]) + ")";
             });
             if (!found.empty()) return found;
         }
@@ -421,7 +426,7 @@ std::unique_ptr<Transform> make_host_optimizer(const Base& base) {
             "setting: field 'optimizer.state': the step reads the gradients on the GPU between the backward "
             "and the optimizer step (" +
             used +
-            ": gradient clipping or unscaling?), which a host optimizer "
+            ": gradient clipping, unscaling, gradient surgery?), which a host optimizer "
             "does on its host copies; this model of it cannot follow such a step");
     return std::make_unique<HostOptimizer>();
 }
