@@ -133,12 +133,13 @@ Outcome run(int argc, char** argv) {
     // where the option is declared (default_str), never the C++ value (-2147483648).
     app.formatter(std::make_shared<HelpFormatter>(help_width()));
     bool quiet = false;
-    app.add_flag("-q,--quiet", quiet, "No progress output");
+    app.add_flag("-q,--quiet", quiet, "No progress output, nor notes while waiting (for a lock, a named pipe)");
     // The version, and whether this machine's driver can run the CUDA parts of this build.
     app.set_version_flag("--version", [] { return "mhc " MHC_VERSION "\n" + mhc::kernels::cuda_summary(); });
     std::function<int()> action;
     for (auto& cmd : registry()) {
         CLI::App* sub = app.add_subcommand(cmd.name, cmd.help);
+        sub->group("Commands");   // as docs/cli.md and `mhc help` name them (CLI11: "Subcommands")
         auto setup = cmd.setup(*sub);
         sub->callback([&action, setup] { action = setup; });
         apply_number_grammar(*sub);
