@@ -41,7 +41,7 @@ std::string sizes(int w) {
 
 std::string registry(const std::vector<sim::PolicyInfo>& v, const std::string& intro, int w) {
     std::string out = wrap(intro, w) + "\n";
-    for (const auto& p : v) out += entry(p.name, p.help + (p.source.empty() ? "" : ".\nSource: " + p.source + "."), w);
+    for (const auto& p : v) out += entry(p.name, p.help + (p.source.empty() ? "." : ".\nSource: " + p.source + "."), w);
     return out;
 }
 

@@ -47,6 +47,7 @@ names="generate simulate simulate-ideal simulate-oom sweep export export-norun i
        import-et import-snapshot import-nsys info-kineto info-snapshot"
 if [ "$update" = --update ]; then
     for n in $names; do cp "$n.txt" "$golden/$n.txt"; done
+    [ -n "$view" ] && "$view" --help >"$golden/view-help.txt"
     echo "updated $golden"
     exit 0
 fi
@@ -72,7 +73,14 @@ if [ -n "$view" ] && [ -x "$view" ]; then
         fail "mhc-view --run 9 exited $rc: $(cat verr)"
     # --view opens that view with or without --screenshot: its help says so.
     "$view" --help >vhelp 2>&1 || fail "mhc-view --help exited $?"
-    grep -qF "the view to open" vhelp || fail "mhc-view --help: --view: $(grep -F -- --view vhelp)"
+    grep -qF "The view to open" vhelp || fail "mhc-view --help: --view: $(grep -F -- --view vhelp)"
+    # Its help as mhc's (docs/cli.md, "Help"): within 80 columns, values named as users write
+    # them, not CLI11's TEXT, INT:NONNEGATIVE or REQUIRED; pinned as a golden file.
+    awk 'length($0) > 80 { print "FAIL: mhc-view --help: a line of " length($0) " columns: " $0; bad = 1 } END { exit bad }' \
+        vhelp || exit 1
+    grep -nE '^  (-[a-z], )?--[a-z-]+ ([A-Z]+:|INT|UINT|FLOAT)|REQUIRED|^Positionals:' vhelp &&
+        fail "mhc-view --help names a value as CLI11 does"
+    diff -u "$golden/view-help.txt" vhelp || fail "mhc-view --help differs from $golden/view-help.txt"
 else
     echo "SKIP the viewer's part: no mhc-view"
 fi

@@ -1,4 +1,4 @@
-#include "help.hpp"
+#include "mhc/common/help_format.hpp"
 
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -7,7 +7,7 @@
 #include <cctype>
 #include <sstream>
 
-namespace mhc::cli {
+namespace mhc {
 
 int help_width() {
     winsize ws{};
@@ -98,4 +98,4 @@ std::string HelpFormatter::make_footer(const CLI::App* app) const {
     return f.empty() ? std::string() : wrap(f, width_);
 }
 
-}  // namespace mhc::cli
+}  // namespace mhc
