@@ -16,10 +16,10 @@
 #include <iostream>
 
 #include "command.hpp"
-#include "help.hpp"
 #include "mhc/common/command_line.hpp"
 #include "mhc/common/environment.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/help_format.hpp"
 #include "mhc/common/numbers.hpp"
 #include "mhc/dist/process.hpp"
 #include "mhc/kernels/device.hpp"
@@ -131,7 +131,7 @@ Outcome run(int argc, char** argv) {
     app.require_subcommand(1);
     // Wrapped at the terminal's width; each option's default is the text users write, given
     // where the option is declared (default_str), never the C++ value (-2147483648).
-    app.formatter(std::make_shared<HelpFormatter>(help_width()));
+    app.formatter(std::make_shared<mhc::HelpFormatter>(mhc::help_width()));
     bool quiet = false;
     app.add_flag("-q,--quiet", quiet, "No progress output, nor notes while waiting (for a lock, a named pipe)");
     // The version, and whether this machine's driver can run the CUDA parts of this build.

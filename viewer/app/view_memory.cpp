@@ -332,16 +332,16 @@ void curve_legend(App& app, const ReservedCurves& curves, const std::vector<Lege
     const std::string device = memory_device_text(*app.trace);
     const std::string recorded = "recorded live bytes" + (device.empty() ? "" : ", " + device);
     std::vector<LegendEntry> entries{{kCurve, frame.run_curve ? frame.run->label() + ": device bytes" : recorded}};
-    if (frame.run_curve) entries.push_back({kRecorded, recorded});
-    if (frame.reserved) entries.push_back({kReserved, "recorded reserved (segments)"});
+    if (frame.run_curve) entries.emplace_back(kRecorded, recorded);
+    if (frame.reserved) entries.emplace_back(kReserved, "recorded reserved (segments)");
     if (!curves.model.empty())
-        entries.push_back(
-            {kModelReserved, "model reserved (caching allocator, device " + std::to_string(curves.model_device) + ")"});
+        entries.emplace_back(kModelReserved,
+                             "model reserved (caching allocator, device " + std::to_string(curves.model_device) + ")");
     if (!curves.pool_live.empty())
-        entries.push_back({kPoolLive, "live in private pools (" + std::to_string(curves.pools) +
-                                          (curves.pools == 1 ? " pool" : " pools") + ", peak " +
-                                          format_bytes(static_cast<int64_t>(curves.pool_live.peak())) + ")"});
-    if (frame.run && frame.run->capacity > 0) entries.push_back({kCapacity, "capacity"});
+        entries.emplace_back(kPoolLive, "live in private pools (" + std::to_string(curves.pools) +
+                                            (curves.pools == 1 ? " pool" : " pools") + ", peak " +
+                                            format_bytes(static_cast<int64_t>(curves.pool_live.peak())) + ")");
+    if (frame.run && frame.run->capacity > 0) entries.emplace_back(kCapacity, "capacity");
     if (!frame.device_note.empty()) entries.emplace_back(0, frame.device_note);
     legend_row(frame.dl, {frame.c0.x, frame.c0.y - curve_legend_h}, frame.c1.x, entries, frame.legend, 1);
     if (!pool_entries.empty())
