@@ -279,9 +279,9 @@ Registration reg{Command{
             ->default_str("auto");
         sub.add_option("-o,--output", args->output, "Link profile to write (.json)")->required()->type_name("FILE");
         sub.add_option("--name", args->name, "Name recorded in the profile");
-        auto* path = sub.add_option("--path", args->path, "copy-engine or zero-copy (cuda)")
+        auto* path = sub.add_option("--path", args->path, "How cuda moves the bytes: copy-engine or zero-copy")
                          ->check(one_of({"copy-engine", "zero-copy"}))
-                         ->type_name("PATH")
+                         ->type_name("NAME")
                          ->capture_default_str();
         sub.add_option("--max-chunk", args->max_chunk, "Largest chunk size measured, at least 4KiB")
             ->type_name("SIZE")

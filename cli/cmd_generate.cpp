@@ -95,9 +95,10 @@ GeneratorConfig build(const Options& o) {
     return c;
 }
 
+// "a, b or c": names listed as every option's help lists them (docs/cli.md, "Help").
 std::string names_list(const std::vector<std::string>& v) {
     std::string s;
-    for (const auto& n : v) s += (s.empty() ? "" : "|") + n;
+    for (size_t i = 0; i < v.size(); ++i) s += (i == 0 ? "" : i + 1 == v.size() ? " or " : ", ") + v[i];
     return s;
 }
 
@@ -362,6 +363,7 @@ mhc::cli::Registration reg{mhc::cli::Command{
     [](CLI::App& app) -> std::function<int()> {
         auto o = std::make_shared<Options>();
         auto& m = o->opt;
+        const std::vector<std::string> arch_names{"gpt2", "llama"}, dtype_names{"bf16", "fp16", "fp32"};
         m["preset"] = app.add_option("--preset", o->preset,
                                      "Model, parallelism and GPU: " + names_list(preset_names()) +
                                          "; the options below change them")
@@ -376,8 +378,8 @@ mhc::cli::Registration reg{mhc::cli::Command{
             ->default_str(o->max_output_size);
         m["steps"] = app.add_option("--steps", o->steps, "Training steps")->check(CLI::Range(1, 1000000));
         m["seed"] = app.add_option("--seed", o->seed, "Seed of the jitter")->type_name("UINT");
-        m["arch"] = app.add_option("--arch", o->arch, "gpt2|llama")
-                        ->check(mhc::cli::one_of({"gpt2", "llama"}))
+        m["arch"] = app.add_option("--arch", o->arch, "Architecture: " + names_list(arch_names))
+                        ->check(mhc::cli::one_of(arch_names))
                         ->type_name("NAME");
         m["layers"] = app.add_option("--layers", o->layers, "Transformer layers (whole model)")->check(CLI::Range(1, 4096));
         m["hidden"] = app.add_option("--hidden", o->hidden, "Hidden size")->check(CLI::Range(int64_t(1), int64_t(1) << 20));
@@ -389,8 +391,8 @@ mhc::cli::Registration reg{mhc::cli::Command{
         m["micro-batches"] = app.add_option("--micro-batches", o->micro_batches, "Micro-batches per step (accumulation / pipeline)")->check(CLI::Range(1, 4096));
         m["vocab"] = app.add_option("--vocab", o->vocab, "Vocabulary size")->check(CLI::Range(int64_t(1), int64_t(1) << 26));
         m["max-positions"] = app.add_option("--max-positions", o->max_positions, "gpt2 learned positions (0: seq)")->check(CLI::Range(int64_t(0), int64_t(1) << 22));
-        m["dtype"] = app.add_option("--dtype", o->dtype, "bf16|fp16|fp32")
-                         ->check(mhc::cli::one_of({"bf16", "fp16", "fp32"}))
+        m["dtype"] = app.add_option("--dtype", o->dtype, "Precision: " + names_list(dtype_names))
+                         ->check(mhc::cli::one_of(dtype_names))
                          ->type_name("NAME");
         m["dp"] = app.add_option("--dp", o->dp, "Data-parallel size")->check(CLI::Range(1, 65536));
         m["tp"] = app.add_option("--tp", o->tp, "Tensor-parallel size")->check(CLI::Range(1, 1024));
@@ -408,14 +410,15 @@ mhc::cli::Registration reg{mhc::cli::Command{
         m["sinkhorn-iters"] = app.add_option("--sinkhorn-iters", o->sinkhorn_iters, "Sinkhorn-Knopp iterations")->check(CLI::Range(1, 1000));
         m["hc-recompute"] = app.add_flag("--hc-recompute,!--no-hc-recompute", o->hc_recompute, "mHC block recomputation of the n-stream residual");
         m["hc-block"] = app.add_option("--hc-block", o->hc_block, "Layers per mHC recompute block (0: sqrt(nL/(n+2)))")->check(CLI::Range(0, 4096));
-        m["gpu"] =
-            app.add_option("--gpu", o->gpu, "a100|h100|h200")->check(mhc::cli::one_of(gpu_names()))->type_name("NAME");
+        m["gpu"] = app.add_option("--gpu", o->gpu, "GPU: " + names_list(gpu_names()))
+                       ->check(mhc::cli::one_of(gpu_names()))
+                       ->type_name("NAME");
         m["gpu-flops"] = app.add_option("--gpu-flops", o->gpu_flops, "Peak bf16 matmul FLOP/s override")
                              ->check(mhc::cli::finite_number())
                              ->check(CLI::PositiveNumber);
         m["gpu-bw"] = app.add_option("--gpu-bw", o->gpu_bw, "Memory bandwidth override (e.g. 3.35TB/s)")->type_name("RATE");
         m["gpu-memory"] = app.add_option("--gpu-memory", o->gpu_memory, "Device memory override (e.g. 80GiB)")->type_name("SIZE");
-        m["jitter"] = app.add_option("--jitter", o->jitter, "Relative jitter of durations (0..0.5)")
+        m["jitter"] = app.add_option("--jitter", o->jitter, "Relative jitter of durations, from 0 to 0.5")
                           ->check(mhc::cli::finite_number())
                           ->check(CLI::Range(0.0, 0.5));
         return [o] { return run(*o); };

@@ -5,8 +5,8 @@
 #include <sstream>
 
 #include "command.hpp"
-#include "help.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/help_format.hpp"
 #include "mhc/sim/config.hpp"
 #include "mhc/sim/link.hpp"
 
@@ -41,7 +41,8 @@ std::string sizes(int w) {
 
 std::string registry(const std::vector<sim::PolicyInfo>& v, const std::string& intro, int w) {
     std::string out = wrap(intro, w) + "\n";
-    for (const auto& p : v) out += entry(p.name, p.help + (p.source.empty() ? "" : ".\nSource: " + p.source + "."), w);
+    for (const auto& policy : v)
+        out += entry(policy.name, policy.help + (policy.source.empty() ? "." : ".\nSource: " + policy.source + "."), w);
     return out;
 }
 

@@ -12,8 +12,10 @@
 #include <memory>
 
 #include "command.hpp"
+#include "trace_notes.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/units.hpp"
+#include "mhc/common/wrap.hpp"
 #include "mhc/trace/import/import.hpp"
 
 namespace {
@@ -136,22 +138,24 @@ mhc::cli::Registration reg{mhc::cli::Command{
                              "gzip input's decompressed bytes, and a pipe's)\n",
                              mhc::printable(shown).c_str());
             std::printf(
-                "%s: %s, %lld input events -> %lld allocations, %lld kernels, %lld accesses, "
+                "%s: %s, %lld input event%s -> %lld allocations, %lld kernels, %lld accesses, "
                 "%lld copies, %lld markers\n",
                 out->c_str(), std::string(imp::to_string(result.format)).c_str(), static_cast<long long>(result.events),
-                static_cast<long long>(result.allocations), static_cast<long long>(result.kernels),
-                static_cast<long long>(result.accesses), static_cast<long long>(result.copies),
-                static_cast<long long>(result.markers));
+                result.events == 1 ? "" : "s", static_cast<long long>(result.allocations),
+                static_cast<long long>(result.kernels), static_cast<long long>(result.accesses),
+                static_cast<long long>(result.copies), static_cast<long long>(result.markers));
             // What the trace is and lacks, as `mhc info` says it later (an ET's join with its Kineto trace).
-            for (const char* key : mhc::cli::kTraceNotes) {
-                auto it = result.meta.find(key);
-                if (it != result.meta.end()) std::printf("  %-21s %s\n", key, mhc::printable(it->second).c_str());
-            }
+            // Under a label column, wrapped within 100 columns as mhc info's lines are.
+            const auto note_line = [](std::string label, const std::string& value) {
+                label.resize(11, ' ');
+                std::printf("  %s %s", label.c_str(), mhc::wrap(value, 100, 14, 14).substr(14).c_str());
+            };
+            for (const auto& note : mhc::cli::trace_notes(result.meta)) note_line(note.label, note.value);
             // Where a Kineto trace's Total Allocated and the imported curve disagree: one line per device.
             for (const auto& [k, v] : result.meta)
                 if ((k.rfind("kineto.total_allocated.", 0) == 0 && v.rfind("agrees", 0) != 0) ||
                     k == "kineto.negative_durations")
-                    std::printf("  warning               %s\n", mhc::printable(v).c_str());
+                    note_line("warning", mhc::printable(v));
             return mhc::cli::kExitOk;
         };
     }}};

@@ -8,6 +8,7 @@
 
 #include "command.hpp"
 #include "run_store.hpp"
+#include "trace_notes.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/common/wrap.hpp"
@@ -171,15 +172,13 @@ mhc::cli::Registration reg{mhc::cli::Command{
             std::string text = mhc::trace::to_text(summary);
             // The meta lines shown: what the trace is and lacks, and what an importer changed or
             // could not tell (docs/import.md).
-            for (const char* key : mhc::cli::kTraceNotes) {
-                auto it = data.meta.find(key);
-                // A line the summary already gives under that name ("timing  order only: ...") is
-                // not said again in the importer's words.
-                if (it == data.meta.end() || said_in(text, key)) continue;
-                const std::string value = mhc::printable(it->second);
-                std::string label = key;
-                label.resize(std::max<size_t>(label.size(), 11), ' ');
-                text += label + " " + value + "\n";
+            for (const auto& note : mhc::cli::trace_notes(data.meta)) {
+                // A line the summary already gives under that label ("timing  order only: ...",
+                // "frees  paired by size ...") is not said again in the importer's words.
+                if (said_in(text, note.label)) continue;
+                std::string label = note.label;
+                label.resize(11, ' ');
+                text += label + " " + note.value + "\n";
             }
             text += import_warning_lines(data.meta);
             std::printf("%s", within(text, 100).c_str());

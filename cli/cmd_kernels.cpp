@@ -208,17 +208,23 @@ Registration reg{Command{
         sub.require_subcommand(1);
         auto args = std::make_shared<Args>();
         CLI::App* sk = sub.add_subcommand("sinkhorn", "Batched Sinkhorn-Knopp on raw T x n x n tensors");
-        sk->add_option("--n", args->n, "Matrix size n (2..16)")->capture_default_str();
+        sk->group("Commands");   // as mhc --help heads its commands
+        sk->add_option("--n", args->n, "Matrix size n, from 2 to 16")->capture_default_str();
         sk->add_option("--iters", args->iters, "Iterations (the cap when --tol is given)")->capture_default_str();
         auto* eps = sk->add_option("--eps", args->eps, "Added to every denominator (plain variant)")
                         ->check(finite_number())
                         ->capture_default_str();
+        // Its default as users write it, 1e-6 (the stream's 1e-06).
+        if (std::string shown = eps->get_default_str(); shown.find("e-0") != std::string::npos)
+            eps->default_str(shown.erase(shown.find("e-0") + 2, 1));
         sk->add_option("--tol", args->tol, "Stop a token once its marginal error is <= tol, 0 for fixed iterations")
             ->check(finite_number())
             ->default_str("0");
         sk->add_flag("--column-first", args->column_first, "Normalise columns before rows in each iteration");
         sk->add_flag("--log-domain", args->log_domain, "logsumexp normalisation (extreme inputs)");
-        sk->add_option("--device", args->device, "Where the kernel runs")->type_name("cpu|cuda")->capture_default_str();
+        sk->add_option("--device", args->device, "Where the kernel runs: cpu or cuda")
+            ->type_name("NAME")
+            ->capture_default_str();
         auto* threads = sk->add_option("--threads", args->threads, "CPU threads, 0 for all")->default_str("0");
         sk->add_option("--input", args->input, "Logits H, raw little-endian T x n x n")->required()->type_name("FILE");
         sk->add_option("--output", args->output, "Result P (written atomically)")->required()->type_name("FILE");

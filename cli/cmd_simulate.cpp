@@ -49,7 +49,7 @@ std::function<int()> setup(CLI::App& app) {
         ->check(CLI::ExistingFile);
     app.add_option("--capacity", o->capacity,
                    "GPU memory: a share of the baseline peak (60%, at most 100%; the unlimited run's peak under "
-                   "--allocator), a size (40GiB, 40GB; mhc help sizes), or unlimited for the baseline (required)")
+                   "--allocator), a size (40GiB, 40GB; mhc help sizes), or unlimited for the baseline [required]")
         ->type_name("SHARE|SIZE");
     auto* pol = add_policy_options(app, o->policy, o->prefetch);
     app.add_option("--link", o->link, "Host link: a preset (pcie3, pcie4, pcie5, nvlink-c2c, nvlink4-peer) or a "

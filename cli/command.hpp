@@ -40,24 +40,6 @@ struct Registration {
     explicit Registration(Command c) { registry().push_back(std::move(c)); }
 };
 
-// The meta keys that say what a trace is and lacks, and what an importer changed or could not
-// tell (docs/import.md): `mhc info` shows those a trace has, and `mhc import` those it wrote.
-inline constexpr const char* kTraceNotes[] = {"preset",
-                                              "accesses",
-                                              "timing",
-                                              "allocations",
-                                              "dropped_records",
-                                              "complete",
-                                              "record.lifetimes",
-                                              "reconstructed_blocks",
-                                              "pairing",
-                                              "missing",
-                                              "snapshot.end_state_only",
-                                              "snapshot.end_state_pending_free",
-                                              "kineto.kernel_device",
-                                              "kineto.kernel_clamp",
-                                              "et.join"};
-
 // The value of `option` read by `parse` (a unit parser: parse_size, parse_share, ...); its error
 // names the option: "--bucket '25': a size needs a unit: ...".
 template <class Parse>

@@ -16,10 +16,10 @@
 #include <iostream>
 
 #include "command.hpp"
-#include "help.hpp"
 #include "mhc/common/command_line.hpp"
 #include "mhc/common/environment.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/help_format.hpp"
 #include "mhc/common/numbers.hpp"
 #include "mhc/dist/process.hpp"
 #include "mhc/kernels/device.hpp"
@@ -131,14 +131,15 @@ Outcome run(int argc, char** argv) {
     app.require_subcommand(1);
     // Wrapped at the terminal's width; each option's default is the text users write, given
     // where the option is declared (default_str), never the C++ value (-2147483648).
-    app.formatter(std::make_shared<HelpFormatter>(help_width()));
+    app.formatter(std::make_shared<mhc::HelpFormatter>(mhc::help_width()));
     bool quiet = false;
-    app.add_flag("-q,--quiet", quiet, "No progress output");
+    app.add_flag("-q,--quiet", quiet, "No progress output, nor notes while waiting (for a lock, a named pipe)");
     // The version, and whether this machine's driver can run the CUDA parts of this build.
     app.set_version_flag("--version", [] { return "mhc " MHC_VERSION "\n" + mhc::kernels::cuda_summary(); });
     std::function<int()> action;
     for (auto& cmd : registry()) {
         CLI::App* sub = app.add_subcommand(cmd.name, cmd.help);
+        sub->group("Commands");   // as docs/cli.md and `mhc help` name them (CLI11: "Subcommands")
         auto setup = cmd.setup(*sub);
         sub->callback([&action, setup] { action = setup; });
         apply_number_grammar(*sub);

@@ -39,7 +39,8 @@ void add_sim_base_options(CLI::App& app, SimBaseOptions& o, const std::string& a
                 return d >= -1 || d == sim::kAutoDevice ? std::string() : "a device is -1 (the host), 0 or more, or auto";
             },
             "DEVICE"));
-    app.add_flag("--no-early", o.no_early, "No early swap-out: evict only on demand (ablation of rule 10)");
+    app.add_flag("--no-early", o.no_early,
+                 "No early swap-out: evict only on demand (rule 10 of docs/simulator.md off)");
 }
 
 void add_allocator_conf_option(CLI::App& app, SimBaseOptions& o) {

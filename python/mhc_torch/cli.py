@@ -11,6 +11,7 @@ import sys
 import time
 
 from . import json_input
+from .formatting import format_bytes, format_ns
 from .json_input import not_a_regular_file
 from .number_grammar import printable, size, whole
 from .output_file import OutputError, check_output
@@ -361,10 +362,10 @@ def _capture_guarded(a, parser: argparse.ArgumentParser) -> int:
         _say(_model_failed(a.model, e))
         return 2
     wall = time.perf_counter() - t0
-    step_ms = ", ".join(f"{t / 1e6:.1f}" for t in r.step_time_ns)
+    step_times = ", ".join(format_ns(t) for t in r.step_time_ns)
     print(f"{a.out}: {r.kernels} kernels, {r.allocations} allocations, {r.steps} steps; "
-          f"peak {r.peak_bytes / 2**30:.2f} GiB; estimated step time {step_ms} ms on {a.gpu}; "
-          f"captured in {wall:.1f} s")
+          f"peak {format_bytes(r.peak_bytes)}; estimated step time {step_times} on {a.gpu}; "
+          f"captured in {format_ns(wall * 1e9)}")
     print(_flops_line(r, a.gpu))
     if r.meta.get("capture.allocator_conf_late") is not None:
         _say(_allocator_late(r.meta))
@@ -452,8 +453,8 @@ def _without_hf_checkpointing(r, build, make_batch, a, capture_kwargs) -> str | 
     faster = 1 - off.step_time_ns[-1] / r.step_time_ns[-1] if r.step_time_ns[-1] else 0.0
     return ("note: the model's own gradient checkpointing is on (its gradient_checkpointing_enable() or "
             f"activation_checkpointing_enable() call); without it the step peaks at "
-            f"{off.peak_bytes / 2**30:.2f} GiB (captured again without it; {r.peak_bytes / 2**30:.2f} GiB with it) "
-            f"and takes {off.step_time_ns[-1] / 1e6:.1f} ms (estimated; {faster:.1%} faster): where that fits, "
+            f"{format_bytes(off.peak_bytes)} (captured again without it; {format_bytes(r.peak_bytes)} with it) "
+            f"and takes {format_ns(off.step_time_ns[-1])} (estimated; {faster:.1%} faster): where that fits, "
             f"leave the call out")
 
 
@@ -463,7 +464,7 @@ def _reserved_note(r) -> str:
     simulates for the step instead."""
     calls = ", ".join(f"torch.cuda.{n}()" for n in r.meta["capture.reserved_asked"].split(", "))
     reserved = _reserved_bytes(r.path)
-    figure = (f"the caching allocator's reserved peak for this step is {reserved / 2**30:.2f} GiB (as `mhc advise "
+    figure = (f"the caching allocator's reserved peak for this step is {format_bytes(reserved)} (as `mhc advise "
               f"{r.path}` simulates it)" if reserved is not None else
               f"`mhc advise {r.path}` simulates the caching allocator's reserved peak")
     return (f"mhc-torch: note: the step's {calls} answered 0: a capture runs no caching allocator; {figure}")
@@ -487,7 +488,7 @@ def _reserved_bytes(trace: str) -> int | None:
 
 
 def _si(v: float, unit: str) -> str:
-    """3 significant digits with an SI prefix: 45.1 MFLOP, 2.37 ms."""
+    """3 significant digits with an SI prefix: 45.1 MFLOP (a time is said as mhc says one: format_ns)."""
     for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1, ""),
                           (1e-3, "m"), (1e-6, "u"), (1e-9, "n")):
         if abs(v) >= scale or scale == 1e-9:
@@ -509,11 +510,12 @@ def _flops_line(r, gpu_name: str) -> str:
     at_peak = (total - recompute) / peak
     est = r.step_time_ns[-1] / 1e9
     parts = ", ".join(f"{phase} {_si(v, 'FLOP')}" for phase, v in f.items() if v)
-    estimated = f" ({100 * at_peak / est:.1f}% at the estimated {_si(est, 's')})" if est > 0 else ""
-    line = (f"FLOPs per step {_si(total, 'FLOP')} ({parts or 'none counted'}); {_si(at_peak, 's')} at "
-            f"{gpu_name}'s bf16 peak, so MFU = {_si(at_peak, 's')} / a measured step time{estimated}")
+    seconds = lambda s: format_ns(s * 1e9)  # noqa: E731
+    estimated = f" ({100 * at_peak / est:.1f}% at the estimated {seconds(est)})" if est > 0 else ""
+    line = (f"FLOPs per step {_si(total, 'FLOP')} ({parts or 'none counted'}); {seconds(at_peak)} at "
+            f"{gpu_name}'s bf16 peak, so MFU = {seconds(at_peak)} / a measured step time{estimated}")
     if recompute:
-        line += f"; with the recompute (HFU) {_si(total / peak, 's')}"
+        line += f"; with the recompute (HFU) {seconds(total / peak)}"
     return line
 
 
@@ -599,6 +601,28 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message):
         message = printable(re.sub(r"^argument (-[^ :]*): ", r"\1: ", message))   # as mhc names an option
+        # a required argument or option left out, in mhc's words: "the TRACE argument is required",
+        # "--output is required" (argparse: "the following arguments are required: -o/--out/--output")
+        missing = re.match(r"the following arguments are required: (.*)$", message)
+        choice = re.match(r"argument COMMAND: invalid choice: '(.*)' \(choose from (.*)\)$", message)
+        if missing and missing.group(1) == "COMMAND" or choice:   # as mhc says a command missing or mistyped
+            import difflib
+
+            names = [a for a in self._actions if isinstance(a, argparse._SubParsersAction)][0].choices
+            near = difflib.get_close_matches(choice.group(1), names, n=1) if choice else []
+            message = (f"'{choice.group(1)}' is not a command" if choice else "a command is required") + \
+                (f"; did you mean {near[0]}?" if near else f"; commands: {', '.join(names)}")
+        elif re.match(r"(-[^ :]*): invalid choice: '(.*)' \(choose from (.*)\)$", message):
+            # an option's name refused as mhc's one_of refuses one: "--gpu: 'h300': use one of ...; did you mean h200?"
+            import difflib
+
+            option, value, listed = re.match(r"(-[^ :]*): invalid choice: '(.*)' \(choose from (.*)\)$", message).groups()
+            names = [n.strip().strip("'") for n in listed.split(", ")]
+            near = difflib.get_close_matches(value, names, n=1)
+            message = f"{option}: '{value}': use one of {', '.join(names)}" + (f"; did you mean {near[0]}?" if near else "")
+        elif missing:
+            message = "; ".join(f"{name.split('/')[-1]} is required" if name.startswith("-")
+                                else f"the {name} argument is required" for name in missing.group(1).split(", "))
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
@@ -658,13 +682,14 @@ def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     from .models import PRESETS
 
     p = _Parser(prog="mhc-torch", description=__doc__)
-    sub = p.add_subparsers(dest="cmd", required=True)
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     c = sub.add_parser("capture", help="capture training steps of a preset or FILE.py on fake tensors")
     c.add_argument("model", nargs="?", metavar="MODEL",
                    help=f"a preset ({', '.join(PRESETS)}) or FILE.py defining build_model(), make_batch() and "
                         "optionally loss_fn(model, batch), step(model, batch, run) and build_optimizer(model)")
-    c.add_argument("-o", "--out", required=True, help="trace file to write (.db); an existing file is refused "
-                                                      "unless --force")
+    # --output as every mhc command spells it; --out, its first name here, still read
+    c.add_argument("-o", "--out", "--output", dest="out", metavar="FILE", required=True,
+                   help="trace file to write (.db); an existing file is refused unless --force")
     c.add_argument("--force", action="store_true", help="replace an existing output (and the runs stored in it)")
     c.add_argument("--setting", metavar="JSON_OR_FILE",
                    help="apply a memory setting with mhc_torch.apply before the first step (docs/torch.md)")
@@ -702,7 +727,7 @@ def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     c.add_argument("--max-input-size", type=size, metavar="SIZE", default=256 << 20,
                    help="the most bytes of the --kernel-times profile read, decompressed (default 256MiB)")
     r = sub.add_parser("runs", help="print a trace's simulated and replayed runs: peak, loss, stalls, swaps")
-    r.add_argument("trace", help="a trace file (.db)")
+    r.add_argument("trace", metavar="TRACE", help="a trace file (.db)")
     r.add_argument("--all", action="store_true",
                    help="every stored field of each run (config.* and metrics, as mhc_torch.read_runs reads them)")
     return p, c

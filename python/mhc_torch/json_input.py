@@ -8,6 +8,8 @@ import json
 import os
 import stat
 
+from .formatting import format_bytes
+
 
 def not_a_regular_file(path: str) -> str | None:
     """Why `path` cannot be read as a JSON file (a named pipe waits for a writer, a device never
@@ -60,7 +62,7 @@ def read_file(path: str, what: str, limit: int = MAX_FILE_BYTES) -> bytes:
     with open(path, "rb") as f:
         data = f.read(limit + 1)
     if len(data) > limit:
-        raise ValueError(f"more than {limit / 2**20:.2f} MiB, larger than a {what} is (a trace or another file "
+        raise ValueError(f"more than {format_bytes(limit)}, larger than a {what} is (a trace or another file "
                          "given by mistake?)")
     return data
 

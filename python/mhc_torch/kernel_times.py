@@ -21,7 +21,7 @@ from collections import Counter
 
 from . import json_input
 from .json_input import not_a_regular_file
-from .sizes import _format_bytes
+from .formatting import format_bytes
 
 # The device work Kineto attributes to an op, and the ops (the capitalised names are those of
 # PyTorch 1.8-1.9's profiler, which also wrote `external id` on kernels).
@@ -108,7 +108,7 @@ def _events(path: str, max_bytes: int = MAX_INPUT_BYTES) -> tuple[list, dict]:
         raise KernelTimesError(f"{path}: not JSON: {str(e).splitlines()[0]}") from None
     if len(data) > max_bytes:
         raise KernelTimesError(f"{path}: {'expands' if path.endswith('.gz') else 'is'} past "
-                               f"{_format_bytes(max_bytes)}; raise with --max-input-size")
+                               f"{format_bytes(max_bytes)}; raise with --max-input-size")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

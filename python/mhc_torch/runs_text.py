@@ -1,14 +1,14 @@
 """`mhc-torch runs`: a trace's runs as text a user reads in 100 columns, in the words and units of
-`mhc sweep` and `mhc info` (peak, reduction, loss, stall, swap-in, swap-out; bytes in MiB/GiB with
-2 decimals, a reduction with 1, a loss with 2; "OOM" for a run out of memory), and every stored
-field of each run with --all (a field per line, a column per run)."""
+`mhc sweep` and `mhc info` (peak, reduction, loss, stall, swap-in, swap-out; bytes and durations as
+mhc prints them (formatting.py), a reduction with 1 decimal, a loss with 2; "OOM" for a run out of
+memory), and every stored field of each run with --all (a field per line, a column per run)."""
 
 from __future__ import annotations
 
 import math
 
+from .formatting import format_bytes, format_ns
 from .number_grammar import printable
-from .sizes import _format_bytes
 
 WIDTH = 100
 HEADER = f"{'id':>5} {'kind':<9} {'status':<10} {'peak':>10} {'reduction':>9} {'loss':>8} " \
@@ -23,19 +23,6 @@ def _number(v) -> float | None:
     return None if math.isnan(x) else x
 
 
-def format_ns(ns: float) -> str:
-    """A duration as mhc prints one (common/src/units.cpp format_ns): ns, us, ms with 2 decimals,
-    s with 3."""
-    a = abs(ns)
-    if a < 1e3:
-        return f"{int(ns)} ns"
-    if a < 1e6:
-        return f"{ns / 1e3:.2f} us"
-    if a < 1e9:
-        return f"{ns / 1e6:.2f} ms"
-    return f"{ns / 1e9:.3f} s"
-
-
 def _row(run_id, run) -> str:
     """One run: a replayed run's measured peak and loss, a simulated run's simulated ones ("-" for
     what it lacks, as mhc info's runs table); a name too long for the line goes under the row."""
@@ -45,7 +32,7 @@ def _row(run_id, run) -> str:
     peak = None if oom else get("measured_peak_bytes" if replayed else "simulated_peak_bytes")
     reduction = None if oom or replayed else get("peak_reduction")
     loss = get("measured_throughput_loss" if replayed else "throughput_loss")
-    size = lambda v: "-" if v is None else _format_bytes(int(v))  # noqa: E731
+    size = lambda v: "-" if v is None else format_bytes(v)  # noqa: E731
     stall = get("stall_ns")
     cells = (f"{int(run_id):>5} {printable(str(run.get('kind', '-'))):<9} "
              f"{printable(str(run.get('status', '-'))):<10} {size(peak):>10} "

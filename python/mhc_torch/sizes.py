@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 import re
 
+from .formatting import format_bytes
+
 __all__ = ["SizeError", "parse_size", "parse_share", "parse_bandwidth"]
 
 UNITS = "B, KiB, MiB, GiB, TiB, kB, MB, GB, TB"
@@ -53,15 +55,6 @@ def _exact_bytes(number: str, per: float):
     return (2 * int(digits) * int(per) + scale) // (2 * scale)
 
 
-def _format_bytes(b: int) -> str:
-    v, u = float(b), 0
-    units = ["B", "KiB", "MiB", "GiB", "TiB"]
-    while abs(v) >= 1024 and u < 4:
-        v /= 1024
-        u += 1
-    return f"{b} B" if u == 0 else f"{v:.2f} {units[u]}"
-
-
 def parse_size(text: str, minimum: int = 0, maximum: int = INT64_MAX) -> int:
     """Bytes of a size such as "40GiB", "1.5 GB" or "64k", within [minimum, maximum]."""
     quoted = f"'{text}'"
@@ -81,9 +74,9 @@ def parse_size(text: str, minimum: int = 0, maximum: int = INT64_MAX) -> int:
         raise SizeError(f"{quoted}: too large")
     b = int(b)
     if b < minimum:
-        raise SizeError(f"{quoted}: at least {_format_bytes(minimum)}")
+        raise SizeError(f"{quoted}: at least {format_bytes(minimum)}")
     if b > maximum:
-        raise SizeError(f"{quoted}: at most {_format_bytes(maximum)}")
+        raise SizeError(f"{quoted}: at most {format_bytes(maximum)}")
     return b
 
 

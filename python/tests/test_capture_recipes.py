@@ -154,7 +154,7 @@ def test_flops_stored_per_kernel_and_printed(tmp_path, capsys):
     total = 4 * M * N * K  # 131,072
     at_peak_ns = total / mhc_torch.gpu("h100-sxm").bf16_flops * 1e9
     assert line.startswith("FLOPs per step 131 kFLOP (forward 65.5 kFLOP, backward 65.5 kFLOP); "
-                           f"{at_peak_ns:.3g} ns at h100-sxm's bf16 peak"), line
+                           f"{mhc_torch.formatting.format_ns(at_peak_ns)} at h100-sxm's bf16 peak"), line
 
 
 def test_cli_recipe_options_and_a_files_step_function(tmp_path):

@@ -55,9 +55,15 @@ def _file(tmp_path, name, body):
 
 @pytest.mark.parametrize("args, message", [
     (["capture", "tiny-gpt2", "--batch", "x"], "mhc-torch capture: --batch: 'x': not a whole number"),
-    (["capture", "tiny-gpt2", "--gpu", "h300", "-o", "o.db"], "mhc-torch capture: --gpu: invalid choice"),
-    (["runs"], "mhc-torch runs: the following arguments are required: trace"),
-    (["bogus"], "mhc-torch: argument cmd: invalid choice: 'bogus'"),
+    # in mhc's words (mhc simulate --policy lur, mhc info, mhc simualte)
+    (["capture", "tiny-gpt2", "--gpu", "h300", "-o", "o.db"],
+     "mhc-torch capture: --gpu: 'h300': use one of a100-40g, a100-80g, h100-pcie, h100-sxm, h200, l40s; "
+     "did you mean h200?"),
+    (["runs"], "mhc-torch runs: the TRACE argument is required"),
+    (["capture", "tiny-gpt2"], "mhc-torch capture: --output is required"),
+    (["bogus"], "mhc-torch: 'bogus' is not a command; commands: capture, runs"),
+    (["captur"], "mhc-torch: 'captur' is not a command; did you mean capture?"),
+    ([], "mhc-torch: a command is required; commands: capture, runs"),
 ])
 def test_command_line_errors_are_one_line(tmp_path, capsys, args, message):
     code, out, err = _cli(capsys, *args, cwd=tmp_path)

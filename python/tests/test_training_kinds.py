@@ -165,9 +165,9 @@ def test_mfu_leaves_out_the_recompute():
         flops_per_step = [{"forward": 989e12, "backward": 2 * 989e12, "optimizer": 0, "recompute": 989e12, "other": 0}]
         step_time_ns = [6e9]
 
-    line = _flops_line(R(), "h100-sxm")   # 989 TFLOP/s bf16: 3 s of model FLOPs, 4 s with the recompute
-    assert "so MFU = 3 s / a measured step time (50.0% at the estimated 6 s)" in line
-    assert line.endswith("; with the recompute (HFU) 4 s")
+    line = _flops_line(R(), "h100-sxm")   # 989.4 TFLOP/s bf16: 3 s of model FLOPs, 4 s with the recompute
+    assert "so MFU = 2.999 s / a measured step time (50.0% at the estimated 6.000 s)" in line
+    assert line.endswith("; with the recompute (HFU) 3.998 s")
 
 
 def test_accumulation_in_a_step_function_is_micro_batches(mhc_exe, tmp_path):

@@ -42,7 +42,7 @@ has "--capacity is required" "$tmp/err"
 flat() { tr '\n' ' ' <"$tmp/out" | tr -s ' ' >"$tmp/flat"; mv "$tmp/flat" "$tmp/out"; }
 run 0 simulate --help
 flat
-for d in "default: lru]" "default: none]" "default: pcie4]" "default: caching]" "(required)" "default: auto]"; do
+for d in "default: lru]" "default: none]" "default: pcie4]" "default: caching]" "[required]" "default: auto]"; do
     has "$d" "$tmp/out" "simulate --help"
 done
 run 0 sweep --help

@@ -1,7 +1,7 @@
 #!/bin/bash
 # What a new user reads in the first hour, compared with golden files (tests/cli/golden/first-hour;
 # regenerate with --update and review the diff): generate's summary, simulate's result (GPU memory
-# limit, the OOM), a small sweep, export's line and info's runs. Each output says what its figures are: a peak of
+# limit, the OOM), a small sweep, export's line and info's runs, import's summary of each format. Each output says what its figures are: a peak of
 # the caching allocator model is reserved bytes (mhc info's peak is live bytes), simulated times are
 # estimates, a generated trace's times a roofline; a run's device and its OOM in one pair of
 # brackets. Then mhc-view without a display (one line that says what to do instead) and a --run it
@@ -13,7 +13,8 @@ update=${3:-}
 [ "$view" = --update ] && { update=--update; view=; }
 [ -n "$view" ] && view=$(realpath "$view")
 . "$(dirname "$0")/preamble.sh"
-golden="$(realpath "$(dirname "$0")")/golden/first-hour"
+here=$(realpath "$(dirname "$0")")
+golden="$here/golden/first-hour"
 cd "$tmp" || fail "no folder"
 mask() { sed -E 's/ in [0-9.]+ s/ in T/; s/^(simulated in   ).*/\1T/'; }
 # out NAME CMD...: runs mhc, its stdout (masked) kept as NAME.txt beside the golden one.
@@ -33,15 +34,26 @@ out export-norun export t.db -o t0.json
 "$mhc" info t.db >raw 2>err || fail "info: $(cat err)"
 sed -n '/^runs /,$p' raw >info-runs.txt
 sed -n '1,/^peak /p' raw >info-head.txt
-names="generate simulate simulate-ideal simulate-oom sweep export export-norun info-runs info-head"
+# import of each format: what the trace is and lacks under its counts, in words (rebuilt, frees,
+# join), not the meta keys that store them; then info's notes on the imported traces.
+fixtures="$here/../import/fixtures" public="$here/../data/public"
+out import-kineto import "$fixtures/cpu_mlp_kineto.json.gz" -o k.db
+out import-et import "$fixtures/cpu_mlp_et.json.gz" --kineto "$fixtures/cpu_mlp_kineto.json.gz" -o e.db
+out import-snapshot import "$public/torch-snapshot/flexgen-oom-snapshot.pickle" -o s.db
+out import-nsys import "$public/nsys/fuser-h200-nsys-2024.6.sqlite" -o n.db
+out info-kineto info k.db --top 2
+out info-snapshot info s.db --top 2
+names="generate simulate simulate-ideal simulate-oom sweep export export-norun info-runs info-head import-kineto
+       import-et import-snapshot import-nsys info-kineto info-snapshot"
 if [ "$update" = --update ]; then
     for n in $names; do cp "$n.txt" "$golden/$n.txt"; done
+    [ -n "$view" ] && "$view" --help >"$golden/view-help.txt"
     echo "updated $golden"
     exit 0
 fi
 for n in $names; do diff -u "$golden/$n.txt" "$n.txt" || fail "$n differs from $golden/$n.txt"; done
 # Every line of sweep, info and generate within 100 columns (simulate's OOM sentence is one line).
-for n in generate sweep info-runs info-head; do
+for n in generate sweep info-runs info-head import-kineto import-et import-snapshot import-nsys info-kineto info-snapshot; do
     awk -v f="$n" 'length($0) > 100 { print "FAIL: " f ": a line of " length($0) " columns: " $0; bad = 1 } END { exit bad }' \
         "$n.txt" || exit 1
 done
@@ -61,7 +73,14 @@ if [ -n "$view" ] && [ -x "$view" ]; then
         fail "mhc-view --run 9 exited $rc: $(cat verr)"
     # --view opens that view with or without --screenshot: its help says so.
     "$view" --help >vhelp 2>&1 || fail "mhc-view --help exited $?"
-    grep -qF "the view to open" vhelp || fail "mhc-view --help: --view: $(grep -F -- --view vhelp)"
+    grep -qF "The view to open" vhelp || fail "mhc-view --help: --view: $(grep -F -- --view vhelp)"
+    # Its help as mhc's (docs/cli.md, "Help"): within 80 columns, values named as users write
+    # them, not CLI11's TEXT, INT:NONNEGATIVE or REQUIRED; pinned as a golden file.
+    awk 'length($0) > 80 { print "FAIL: mhc-view --help: a line of " length($0) " columns: " $0; bad = 1 } END { exit bad }' \
+        vhelp || exit 1
+    grep -nE '^  (-[a-z], )?--[a-z-]+ ([A-Z]+:|INT|UINT|FLOAT)|REQUIRED|^Positionals:' vhelp &&
+        fail "mhc-view --help names a value as CLI11 does"
+    diff -u "$golden/view-help.txt" vhelp || fail "mhc-view --help differs from $golden/view-help.txt"
 else
     echo "SKIP the viewer's part: no mhc-view"
 fi

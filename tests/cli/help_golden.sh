@@ -10,7 +10,7 @@ update=${2:-}
 golden=$(cd "$(dirname "$0")" && pwd)/golden/help
 . "$(dirname "$0")/preamble.sh"
 
-# The names listed under "Subcommands:" (or "Commands:"/"Topics:" of `mhc help`) of a help text.
+# The names listed under "Commands:" (or "Topics:" of `mhc help`) of a help text.
 listed() {  # listed FILE SECTION
     awk -v s="$2:" '$0 == s {on = 1; next} /^[^ ]/ {on = 0} on && /^  [a-z]/ {print $1}' "$1"
 }
@@ -18,9 +18,9 @@ listed() {  # listed FILE SECTION
 # Every help text: NAME COMMAND... pairs, written to $tmp/NAME.txt.
 "$mhc" --help >"$tmp/mhc.txt" || fail "mhc --help exited $?"
 "$mhc" help >"$tmp/help.txt" || fail "mhc help exited $?"
-for cmd in $(listed "$tmp/mhc.txt" Subcommands); do
+for cmd in $(listed "$tmp/mhc.txt" Commands); do
     "$mhc" "$cmd" --help >"$tmp/mhc-$cmd.txt" || fail "mhc $cmd --help exited $?"
-    for sub in $(listed "$tmp/mhc-$cmd.txt" Subcommands); do
+    for sub in $(listed "$tmp/mhc-$cmd.txt" Commands); do
         "$mhc" "$cmd" "$sub" --help >"$tmp/mhc-$cmd-$sub.txt" || fail "mhc $cmd $sub --help exited $?"
     done
 done
@@ -46,6 +46,9 @@ for f in "$tmp"/*.txt; do
     # (268435456), no CLI11 flag value ({false}), no validator text (INT:INT in [1 - 4096]).
     grep -nE -- '-2147483648|2147483647|\[default: [0-9]{7,}\]|\{(false|true)\}|:INT|in \[[0-9]+ - ' "$f" \
         && fail "$name: a default or type as C++ or CLI11 write it"
+    # The words of docs/cli.md, not CLI11's: a command and its arguments, names listed "a, b or c".
+    grep -nE -- '^(Subcommands|Positionals):|SUBCOMMAND|^  --[a-z0-9-]+ [a-z0-9-]+\|' "$f" \
+        && fail "$name: CLI11's words (Subcommands, Positionals, SUBCOMMAND) or a value list written a|b"
     [[ -f $golden/$name ]] || fail "no golden file for $name (a new command or topic? run $regen)"
     diff -u "$golden/$name" "$f" || fail "$name differs from its golden file (run $regen if the change is meant)"
 done

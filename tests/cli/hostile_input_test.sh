@@ -290,7 +290,7 @@ sqlite3 meta.db "INSERT OR REPLACE INTO meta VALUES('kineto.kernel_device', '$(h
 "$mhc" info meta.db >out 2>err || fail "info of long meta values exited $?: $(cat err)"
 awk 'length($0) > 100 { bad = 1 } END { exit bad }' out || fail "info printed a line past 100 columns: $(awk 'length($0) > 100' out | head -c 200)"
 grep -q $'\x1b\|\x07' out && fail "info sent a meta value's control bytes to the terminal"
-grep -q "^kineto.kernel_clamp x?\[2J?y$" out || fail "info of a meta value with control bytes: $(grep kernel_clamp out)"
+grep -q "^overlaps    x?\[2J?y$" out || fail "info of a meta value with control bytes: $(grep overlaps out)"
 # A stored run's name past the line (runs are named by their settings; a link profile's name goes in it).
 "$mhc" -q simulate meta.db --capacity 100% >/dev/null || fail "simulate meta.db"
 sqlite3 meta.db "UPDATE runs SET name = printf('%.5000c', 'n')"

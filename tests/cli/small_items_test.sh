@@ -132,10 +132,10 @@ got=$(sqlite3 et.db "SELECT min(t_start), max(t_end), count(*), count(DISTINCT t
 # every note it prints once: cpu_mlp's 357 ops join by their record function ids.
 "$mhc" import "$fixtures/cpu_mlp_et.json.gz" --kineto "$fixtures/cpu_mlp_kineto.json.gz" -o etk.db >out 2>err ||
     fail "import of an ET with its Kineto trace: $(cat err)"
-grep -qE "^  et.join +357 of 357 ops joined \(1 of 1 threads\) by Record function id == rf_id$" out ||
+grep -qE "^  join +357 of 357 ops joined \(1 of 1 threads\) by Record function id == rf_id$" out ||
     fail "import does not say how the ET joined its Kineto trace: $(cat out)"
-"$mhc" info etk.db | grep -q "^et.join     357 of 357 ops joined" || fail "info lacks et.join: $("$mhc" info etk.db | tail -4)"
-for label in timing accesses et.join; do
+"$mhc" info etk.db | grep -q "^join        357 of 357 ops joined" || fail "info lacks et.join: $("$mhc" info etk.db | tail -4)"
+for label in timing accesses join; do
     [ "$(grep -c "^  $label " out)" = 1 ] || fail "import says '$label' other than once: $(cat out)"
 done
 # Its steps are spans of events too: param's ResNet ET has three steps of 2,584 ops each.
@@ -167,8 +167,8 @@ sqlite3 many.db "INSERT OR REPLACE INTO meta(key, value) VALUES ('import.warning
 "$mhc" -q import "$pub/torch-snapshot/verl-megatron-vllm-end-state.pickle.gz" -o verl.db >/dev/null 2>&1 \
     || fail "import of verl's snapshot"
 "$mhc" info verl.db >out || fail "info of verl's snapshot"
-grep -q "^snapshot.end_state_pending_free 9 blocks, 597377024 B" out || fail "info lacks the pending blocks: $(cat out)"
-grep -q "^snapshot.end_state_only 127 segments, 638 blocks" out || fail "info lacks the end state: $(cat out)"
+grep -q "^pending     9 blocks, 597377024 B" out || fail "info lacks the pending blocks: $(cat out)"
+grep -q "^end state   only the blocks alive at the snapshot: 127 segments, 638 blocks" out || fail "info lacks the end state: $(cat out)"
 for label in timing accesses; do
     [ "$(grep -c "^$label " out)" = 1 ] || fail "info says '$label' more than once: $(cat out)"
 done

@@ -119,3 +119,24 @@ TEST_CASE("formatting picks readable units", "[units]") {
     CHECK(mhc::format_ns(1500) == "1.50 us");
     CHECK(mhc::format_ns(2500000000LL) == "2.500 s");
 }
+
+// tests/data/figure-formats.tsv: kind (bytes, ns), value, the text mhc prints; mhc_torch's
+// formatting.py is tested on the same table (python/tests/test_formatting.py).
+TEST_CASE("the figure formats' table (shared with the Python package)", "[units]") {
+    std::ifstream table(MHC_FIGURE_FORMATS);
+    REQUIRE(table);
+    int rows = 0;
+    std::string line;
+    for (int n = 1; std::getline(table, line); ++n) {
+        if (line.empty() || line[0] == '#') continue;
+        const size_t tab1 = line.find('\t'), tab2 = line.find('\t', tab1 + 1);
+        REQUIRE(tab2 != std::string::npos);
+        const std::string kind = line.substr(0, tab1), text = line.substr(tab2 + 1);
+        const int64_t value = std::stoll(line.substr(tab1 + 1, tab2 - tab1 - 1));
+        INFO("figure-formats.tsv line " << n << ": " << kind << " " << value);
+        REQUIRE((kind == "bytes" || kind == "ns"));
+        CHECK((kind == "bytes" ? mhc::format_bytes(value) : mhc::format_ns(value)) == text);
+        ++rows;
+    }
+    CHECK(rows > 40);
+}

@@ -243,14 +243,14 @@ std::string to_text(const Summary& s) {
         o += "accesses    none: simulation will use allocation lifetimes only (coarser results)\n";
     if (s.kernels == 0 && s.allocations > 0)
         o += "kernels     none: a simulation's throughput loss then comes from swap-outs only\n";
-    if (!order)
+    if (!order && s.kernels > 0)   // none: the `kernels` line above says so
         line("kernel time %s (%.1f%% of the duration)\n", format_ns(s.kernel_time).c_str(),
              s.t_end > s.t_begin ? 100.0 * s.kernel_time / double(s.t_end - s.t_begin) : 0.0);
     if (s.allocations == 0)
         o += "peak        none: the trace has no allocations (a timeline only; nothing to simulate)\n";
     else
-        line("peak        %s live on device %d at %s\n", format_bytes(s.peak.bytes).c_str(),
-             s.peak_device, when(s.peak.time).c_str());
+        line("peak        %s live on device %d%s at %s\n", format_bytes(s.peak.bytes).c_str(), s.peak_device,
+             s.peak_device < 0 ? " (host)" : "", when(s.peak.time).c_str());
     for (int c = 0; c < kCategoryCount; ++c)
         if (s.peak.by_category[static_cast<size_t>(c)] > 0)
             line("  %-11s %12s  %5.1f%%\n", std::string(to_string(static_cast<Category>(c))).c_str(),

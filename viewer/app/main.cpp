@@ -19,6 +19,7 @@
 #include "app.hpp"
 #include "mhc/common/command_line.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/help_format.hpp"
 #include "mhc/common/numbers.hpp"
 #include "mhc/common/output_file.hpp"
 #include "mhc/sim/config.hpp"
@@ -200,44 +201,61 @@ int run_gui(mhc::viewer::App& app, bool screenshot) {
 int main(int argc, char** argv) {
     mhc::viewer::Options o;
     CLI::App cli{"mhc-view: browse a trace and its simulated runs", "mhc-view"};
+    // Help as mhc's (docs/cli.md, "Help"): wrapped at the terminal's width, each value named as
+    // users write it (TRACE, FILE, X,Y), defaults as [default: ...].
+    cli.formatter(std::make_shared<mhc::HelpFormatter>(mhc::help_width()));
     std::string size;
-    cli.add_option("trace", o.trace, "trace file (.db: mhc generate, import or record writes one)")->required();
+    cli.add_option("trace", o.trace, "Trace file (.db: mhc generate, import or record writes one)")->required();
     cli.add_option("--screenshot", o.screenshot,
-                   "render the view off-screen and write it as a PNG, then exit (no screen: under xvfb-run -a)");
+                   "Render the view off-screen and write it as a PNG, then exit (no screen: under xvfb-run -a)")
+        ->type_name("FILE");
     cli.add_option("--run", o.runs,
-                   "a stored run to select, by its id (mhc info TRACE lists them); repeat to compare several, the "
+                   "A stored run to select, by its id (mhc info TRACE lists them); repeat to compare several, the "
                    "first selected")
-        ->check(CLI::Validator([](std::string& text) { return mhc::whole_number_refusal(text, false); }, ""));
-    cli.add_option("--range", o.range, "time range T0:T1 to open at, e.g. 0:2ms or 1500000:1600000 (ns)");
+        ->check(CLI::Validator([](std::string& text) { return mhc::whole_number_refusal(text, false); }, ""))
+        ->type_name("ID");
+    cli.add_option("--range", o.range, "Time range T0:T1 to open at, e.g. 0:2ms or 1500000:1600000 (ns)")
+        ->type_name("RANGE");
     cli.add_option("--view", o.view,
-                   "the view to open: timeline (the default), memory, compare, statistics or run (the launcher)")
-        ->check(CLI::IsMember({"timeline", "memory", "compare", "statistics", "run"}));
-    cli.add_option("--size", size, "window size WxH in pixels (default 1600x900)");
+                   "The view to open: timeline, memory, compare, statistics or run (the launcher)")
+        ->check(CLI::IsMember({"timeline", "memory", "compare", "statistics", "run"}))
+        ->type_name("VIEW")
+        ->default_str("timeline");
+    cli.add_option("--size", size, "Window size in pixels")->type_name("WxH")->default_str("1600x900");
     cli.add_option("--families", o.families,
-                   "kernel family rules, one 'FAMILY TEXT' per line, checked before the built-in ones (docs/viewer.md)");
+                   "A file of kernel family rules, one 'FAMILY TEXT' per line, checked before the built-in ones "
+                   "(docs/viewer.md)")
+        ->type_name("FILE");
     cli.add_option("--runs-db", o.runs_db,
-                   "show the runs stored in this file (mhc simulate --runs-db) instead of those in the trace; one "
-                   "made for another trace is refused");
+                   "Show the runs stored in this file (mhc simulate --runs-db) instead of those in the trace; one "
+                   "made for another trace is refused")
+        ->type_name("FILE");
     std::string device = "auto";
-    cli.add_option("--device", device,
-                   "whose memory the memory views show: auto (the GPU with the largest peak, as mhc simulate), a GPU "
-                   "number, or -1 for the host's pinned memory");
+    auto* device_option = cli.add_option("--device", device,
+                                         "Whose memory the memory views show: auto (the GPU with the largest peak, as "
+                                         "mhc simulate), a GPU number, or -1 for the host's pinned memory");
     std::vector<std::string> clicks;
-    cli.add_option("--click", clicks, "with --screenshot: a left click at window pixel X,Y before the saved frame (repeat for more)");
+    cli.add_option("--click", clicks,
+                   "With --screenshot: a left click at window pixel X,Y before the saved frame (repeat for more)")
+        ->type_name("X,Y");
     std::string hover;
-    cli.add_option("--hover", hover, "with --screenshot: the mouse at window pixel X,Y in the saved frame (its tooltip)");
-    auto* step = cli.add_option("--step", o.step, "with --screenshot: set the toolbar's step and press Go");
+    cli.add_option("--hover", hover, "With --screenshot: the mouse at window pixel X,Y in the saved frame (its tooltip)")
+        ->type_name("X,Y");
+    auto* step = cli.add_option("--step", o.step, "With --screenshot: set the toolbar's step and press Go");
     cli.add_option("--find", o.finds,
-                   "with --screenshot: type TEXT in the timeline's find field and press Enter (again for each one)");
+                   "With --screenshot: type TEXT in the timeline's find field and press Enter (again for each one)")
+        ->type_name("TEXT");
     cli.add_option("--find-back", o.find_back,
-                   "with --screenshot: after the --find presses, press Shift+Enter (the match before) N times")
+                   "With --screenshot: after the --find presses, press Shift+Enter (the match before) N times")
         ->check(CLI::NonNegativeNumber);
     cli.add_option("--type", o.typed,
-                   "with --screenshot: after them, type TEXT in the timeline's find field a letter a frame (its "
-                   "matches marked as typed); a newline in TEXT presses Enter");
+                   "With --screenshot: after them, type TEXT in the timeline's find field a letter a frame (its "
+                   "matches marked as typed); a newline in TEXT presses Enter")
+        ->type_name("TEXT");
     cli.add_flag("--fit-y", o.fit_y,
-                 "memory curves: the y axis fitted to the bytes in view instead of from 0 B (the toolbar's \"fit y\")");
-    cli.add_option("--layout", o.layout, "with --screenshot: write the plot rectangles as JSON (for tests)");
+                 "Memory curves: the y axis fitted to the bytes in view instead of from 0 B (the toolbar's \"fit y\")");
+    cli.add_option("--layout", o.layout, "With --screenshot: write the plot rectangles as JSON (for tests)")
+        ->type_name("FILE");
     // The words checked by mhc's rules (mhc/common/command_line.hpp), before and after CLI11 parses
     // them: a flag given a value (--fit-y=1, --help=1) or twice, an option given twice or '', the
     // number grammar, said in mhc's words. --fit-y=1 and --fit-y --fit-y were taken, and the others
@@ -245,6 +263,7 @@ int main(int argc, char** argv) {
     namespace line = mhc::command_line;
     const std::vector<std::string> words(argv + 1, argv + argc);
     line::apply_number_grammar(cli);
+    device_option->type_name("DEVICE")->default_str(device);   // auto or a number: read below, as mhc reads it
     for (const std::string& said : {line::flag_with_value(cli, words), line::short_with_equals(cli, words)})
         if (!said.empty()) {
             say(said);

@@ -1,7 +1,8 @@
 #pragma once
-// Help that fits a terminal: every --help and `mhc help TOPIC` is wrapped at the terminal's
-// width (80 columns when stdout is not a terminal), options show their value as users write it
-// (`--capacity SIZE|SHARE`) and their default as users write it (`default: auto`, `256MiB`).
+// Help that fits a terminal, for mhc and mhc-view alike: every --help and `mhc help TOPIC` is
+// wrapped at the terminal's width (80 columns when stdout is not a terminal), options show their
+// value as users write it (`--capacity SIZE|SHARE`) and their default as users write it
+// (`default: auto`, `256MiB`).
 // Long explanations live in help topics (docs/cli.md), not in option lines.
 #include <CLI/CLI.hpp>
 
@@ -9,11 +10,10 @@
 
 #include "mhc/common/wrap.hpp"
 
-namespace mhc::cli {
+namespace mhc {
 
 // Columns to wrap help at: the terminal's width when stdout is one (at least 40), else 80.
 int help_width();
-
 
 // CLI11's formatter, wrapping at help_width(). An option's default is what default_str() says
 // (set it to the text users write: "auto", "256MiB"); options without one show none.
@@ -34,4 +34,4 @@ private:
     int width_;
 };
 
-}  // namespace mhc::cli
+}  // namespace mhc

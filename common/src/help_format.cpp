@@ -1,4 +1,4 @@
-#include "help.hpp"
+#include "mhc/common/help_format.hpp"
 
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -7,7 +7,7 @@
 #include <cctype>
 #include <sstream>
 
-namespace mhc::cli {
+namespace mhc {
 
 int help_width() {
     winsize ws{};
@@ -35,7 +35,12 @@ std::string value_name(const CLI::Option* opt) {
 
 }  // namespace
 
-HelpFormatter::HelpFormatter(int width) : width_(width) { column_width(std::min(30, width / 3)); }
+HelpFormatter::HelpFormatter(int width) : width_(width) {
+    column_width(std::min(30, width / 3));
+    // The words of docs/cli.md: a command and its arguments (CLI11: subcommand, positionals).
+    label("SUBCOMMAND", "COMMAND");
+    label("Positionals", "Arguments");
+}
 
 std::string HelpFormatter::two_columns(const std::string& left, const std::string& right) const {
     const int col = static_cast<int>(get_column_width());
@@ -93,4 +98,4 @@ std::string HelpFormatter::make_footer(const CLI::App* app) const {
     return f.empty() ? std::string() : wrap(f, width_);
 }
 
-}  // namespace mhc::cli
+}  // namespace mhc
