@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "command.hpp"
+#include "mhc/advise/answers.hpp"
 #include "mhc/advise/calibrate.hpp"
 #include "mhc/advise/code.hpp"
 #include "mhc/advise/gpus.hpp"
@@ -59,56 +60,13 @@ struct Options {
     bool top_given = false;   // --top given (its default is 3)
 };
 
+// An answer, and what --verify measured of it.
 struct Row {
-    Candidate c;
+    Answer answer;
     bool verified = false;
     Captured captured;
     std::string verify_error;
-    bool hf_off = false;   // the model's own gradient checkpointing turned off: figures a capture measured
 };
-
-// The Hugging Face model's own gradient checkpointing turned off, as an answer: the step the
-// capture took again without it (meta capture.without_hf_checkpointing), its time relative to
-// the captured step's last (both the capture's estimates) applied to the baseline's. None when
-// the capture has no such figures or no reserved bytes for them.
-std::optional<Row> hf_off_row(const Base& base, const Prediction& baseline) {
-    const CaptureInfo::HfOff& figures = base.info.hf_off;
-    if (figures.peak < 0 || figures.reserved < 0 || figures.step_ns <= 0 || baseline.step_time <= 0)
-        return std::nullopt;
-    int64_t with = figures.with_step_ns;
-    if (with <= 0) {   // the last step's span in the trace
-        const auto& kernel_rows = base.trace->kernels;
-        int64_t last = INT64_MIN, begin = INT64_MAX, end = INT64_MIN;
-        for (size_t i = 0; i < kernel_rows.size(); ++i) last = std::max<int64_t>(last, kernel_rows.step[i]);
-        for (size_t i = 0; i < kernel_rows.size(); ++i)
-            if (kernel_rows.step[i] == last)
-                begin = std::min(begin, kernel_rows.t_start[i]), end = std::max(end, kernel_rows.t_end[i]);
-        with = end > begin ? end - begin : 0;
-    }
-    if (with <= 0) return std::nullopt;
-    Row row;
-    row.hf_off = true;
-    row.c.prediction = baseline;
-    row.c.prediction.memory.peak = figures.peak;
-    row.c.prediction.memory.reserved = figures.reserved;
-    row.c.prediction.host_peak = figures.host_peak;
-    row.c.loss = static_cast<double>(figures.step_ns) / static_cast<double>(with) - 1;
-    row.c.prediction.step_time = std::llround(static_cast<double>(baseline.step_time) * (1 + row.c.loss));
-    return row;
-}
-
-std::string row_description(const Row& row, const CaptureInfo& info) {
-    return row.hf_off ? "the model's own gradient checkpointing off (captured)" : describe(row.c.setting, info);
-}
-
-std::string row_code(const Row& row, const CaptureInfo& info) {
-    if (!row.hf_off) return code_for(row.c.setting, info);
-    std::string off = info.hf_checkpoint_call.empty() ? "gradient_checkpointing_enable" : info.hf_checkpoint_call;
-    const std::string enable = off;
-    off.replace(off.rfind("_enable"), 7, "_disable");
-    return "model." + off + "()   # or leave out the model." + enable +
-           "(...) call; the figures are the step captured without it";
-}
 
 const char* kTimeNote =
     "times are estimates (the capture's roofline, the link model and, under DDP or FSDP2, the collectives' ring "
@@ -159,28 +117,23 @@ int64_t capacity_of(const Options& o, std::string& what) {
     return c.bytes;
 }
 
-std::string pct(double x) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%+.1f%%", 100 * x);
-    return b;
-}
-
 // The reserved peak a row shows: under the capacity where one was given (the search), else
 // without a limit (--setting).
 int64_t shown_reserved(const Memory& memory) { return memory.capacity > 0 ? memory.reserved_at : memory.reserved; }
 
 nlohmann::json row_json(const Row& row, const CaptureInfo& info) {
-    const Prediction& predicted = row.c.prediction;
-    nlohmann::json out = {{"setting", row.hf_off ? nlohmann::json{{"hf_checkpointing", false}}
-                                                 : nlohmann::json::parse(to_json(row.c.setting))},
-                          {"description", row_description(row, info)},
+    const Candidate& c = row.answer.candidate;
+    const Prediction& predicted = c.prediction;
+    nlohmann::json out = {{"setting", row.answer.hf_off ? nlohmann::json{{"hf_checkpointing", false}}
+                                                        : nlohmann::json::parse(to_json(c.setting))},
+                          {"description", describe(row.answer, info)},
                           {"peak_bytes", predicted.memory.peak},
                           {"reserved_bytes", predicted.memory.reserved},
                           {"host_peak_bytes", predicted.host_peak},
                           {"step_time_ns", predicted.step_time},
-                          {"loss", row.c.loss},
-                          {"fits", row.c.fits},
-                          {"code", row_code(row, info)}};
+                          {"loss", c.loss},
+                          {"fits", c.fits},
+                          {"code", code_for(row.answer, info)}};
     if (predicted.memory.capacity > 0) {   // the run with the capacity as the GPU's limit
         out["reserved_at_capacity_bytes"] = predicted.memory.reserved_at;
         out["alloc_retries"] = predicted.memory.retries;
@@ -222,9 +175,10 @@ void verify_rows(std::vector<Row>& rows, const Options& opts, const std::map<std
     if (!opts.model.empty())   // the code the captures run, said before they run
         std::fprintf(stderr, "--verify runs the model file %s (--model)\n", mhc::printable(opts.model).c_str());
     for (size_t i = 0; i < rows.size(); ++i) {
-        if (rows[i].hf_off) {   // its figures are a capture already
-            rows[i].captured.memory = rows[i].c.prediction.memory;
-            rows[i].captured.host_peak = rows[i].c.prediction.host_peak;
+        const Candidate& c = rows[i].answer.candidate;
+        if (rows[i].answer.hf_off) {   // its figures are a capture already
+            rows[i].captured.memory = c.prediction.memory;
+            rows[i].captured.host_peak = c.prediction.host_peak;
             rows[i].verified = true;
             continue;
         }
@@ -235,7 +189,7 @@ void verify_rows(std::vector<Row>& rows, const Options& opts, const std::map<std
         out.close();
         if (mhc::cli::show_progress() && !opts.json)
             std::fprintf(stderr, "verifying %zu of %zu: capturing the step with the setting applied...\n", i + 1, rows.size());
-        rows[i].captured = capture_with(opts.trace, meta, rows[i].c.setting, out.path(), capacity);
+        rows[i].captured = capture_with(opts.trace, meta, c.setting, out.path(), capacity);
         rows[i].verified = true;
     }
 }
@@ -254,8 +208,9 @@ void check_setting_word(const std::string& text) {
         throw mhc::Error("--setting " + text + ": not a regular file (a pipe or a device): save the setting to a file");
 }
 
-int run(const Options& o) {
-    const double budget = budget_of(o.budget);
+// Options that the others given leave with nothing to do, or that would lose an input: refused
+// before the trace is read.
+void check_option_combinations(const Options& o) {
     if (!o.setting.empty()) check_setting_word(o.setting);
     if (!o.trace_out.empty() && o.setting.empty()) throw mhc::Error("--trace-out: give the setting to write with --setting");
     if (o.force && o.trace_out.empty())
@@ -278,8 +233,10 @@ int run(const Options& o) {
                 throw mhc::Error(std::string(name) + " and --setting: " + name +
                                  " is for the search, and --setting predicts the one setting given; give one");
     if (o.top < 1 || o.top > 100) throw mhc::Error("--top: " + std::to_string(o.top) + " is outside [1, 100]");
-    std::string cap_what;
-    const int64_t capacity = o.setting.empty() ? capacity_of(o, cap_what) : 0;
+}
+
+// --host-bandwidth and --host-tensor-cost: what a host optimizer step costs.
+HostModel host_model_of(const Options& o) {
     HostModel host;
     host.bandwidth_Bps = mhc::cli::option_value("--host-bandwidth", [&] {
         // The link's bounds (docs/simulator.md): 0.001B/s made the plan's host step last 10^18 ns,
@@ -294,130 +251,135 @@ int run(const Options& o) {
         if (seconds > 1) throw mhc::Error("'" + o.host_tensor + "' is more than 1 s");
         return seconds;
     });
-    if (!o.comm_link.empty()) check_comm_link(o.comm_link);
-    // The measured step, refused before the trace is read when it is not a time.
-    int64_t measured_step = 0;
-    if (!o.step_time.empty()) {
-        const double seconds = mhc::cli::option_value("--step-time", [&] { return mhc::parse_seconds(o.step_time); });
-        if (!(seconds > 0) || seconds > 3600)
-            throw mhc::Error("--step-time: '" + o.step_time + "' is not a step time in (0, 1 h]");
-        measured_step = std::llround(seconds * 1e9);
-        // Below half a nanosecond it rounded to 0, which means "not given": the option was dropped.
-        if (measured_step < 1)
-            throw mhc::Error("--step-time: '" + o.step_time + "' is less than 1 ns (a step time in (0, 1 h])");
-    }
-    if (!o.model.empty() && !o.verify) throw mhc::Error("--model: the model file --verify runs, and no --verify is given");
+    return host;
+}
+
+// --step-time in ns (0: not given), refused before the trace is read when it is not a time.
+int64_t measured_step_of(const Options& o) {
+    if (o.step_time.empty()) return 0;
+    const double seconds = mhc::cli::option_value("--step-time", [&] { return mhc::parse_seconds(o.step_time); });
+    if (!(seconds > 0) || seconds > 3600)
+        throw mhc::Error("--step-time: '" + o.step_time + "' is not a step time in (0, 1 h]");
+    const int64_t measured_step = std::llround(seconds * 1e9);
+    // Below half a nanosecond it rounded to 0, which means "not given": the option was dropped.
+    if (measured_step < 1)
+        throw mhc::Error("--step-time: '" + o.step_time + "' is less than 1 ns (a step time in (0, 1 h])");
+    return measured_step;
+}
+
+// The capture, checked as `mhc check` checks one, with --verify's recipe settled before any work.
+mhc::trace::TraceData load_capture(const Options& o) {
     auto data = mhc::trace::load_checked_trace(o.trace);
     // --verify's recipe, before any work: a model file the trace names runs only as --model.
     if (o.verify) data.meta["capture.recipe"] = recipe_to_run(o.trace, data.meta, o.model);
     // What a capture keeps beyond any trace (`mhc check` says it too), before the plan is made of it.
     mhc::trace::require_ok(mhc::trace::check_capture(data), o.trace);
-    Base base = make_base(data);
+    return data;
+}
+
+// --comm-link: the collectives' link, where the capture has collectives.
+void apply_comm_link(const Options& o, const mhc::trace::TraceData& data, Base& base) {
+    if (o.comm_link.empty()) return;
     // The input decides whether --comm-link does anything: said, not refused (a script may pass it to every capture).
-    if (!o.comm_link.empty() && base.info.data_parallel.empty())
+    if (base.info.data_parallel.empty())
         std::fprintf(
             stderr,
             "mhc: warning: --comm-link %s has no effect: %s has no DDP or FSDP2 collectives (a step on one GPU)\n",
             mhc::printable(o.comm_link).c_str(), mhc::printable(o.trace).c_str());
-    if (!o.comm_link.empty()) apply_comm_model(base, comm_model(data, base.info, o.comm_link));
-    const mhc::sim::LinkModel link = mhc::sim::link_from_spec(o.link);
-    std::optional<Calibration> calibration;
-    if (measured_step > 0) calibration = calibrate_compute(base, link, measured_step);
-    const Calibration* cal = calibration ? &*calibration : nullptr;
-    Evaluator ev(base, link, host);
+    apply_comm_model(base, comm_model(data, base.info, o.comm_link));
+}
+
+// --setting: the one given setting, predicted (and with --trace-out, written as the step it makes).
+std::vector<Row> predict_given(const Options& o, const Base& base, const Evaluator& ev, Advice& advice) {
+    Setting setting = parse_setting(o.setting);
+    check_selective(base, setting);
+    if (!o.trace_out.empty()) write_trace(ev.trace(setting), o.trace_out, o.force);
+    advice.baseline = ev.predict(Setting{});
+    return {Row{predicted_answer(ev, setting, advice.baseline), false, {}, ""}};
+}
+
+// The search: the settings that fit, fastest first; none is bad input, said in one line.
+std::vector<Row> search(const Options& o, const Base& base, const Evaluator& ev, int64_t capacity, double budget,
+                        Advice& advice) {
+    PlannerOptions po;
+    po.capacity = capacity;
+    po.budget = budget;
+    po.top = o.top;
+    if (mhc::cli::show_progress() && !o.json)
+        po.progress = [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
+    advice = advise(ev, po);
     std::vector<Row> rows;
-    Advice a;
-    if (!o.setting.empty()) {   // one given setting: predict (and verify) it
-        Setting s = parse_setting(o.setting);
-        check_selective(base, s);
-        if (!o.trace_out.empty()) write_trace(ev.trace(s), o.trace_out, o.force);
-        a.baseline = ev.predict(Setting{});
-        Row r;
-        r.c.setting = s;
-        r.c.prediction = ev.predict(s);
-        r.c.loss = static_cast<double>(r.c.prediction.step_time) / static_cast<double>(a.baseline.step_time) - 1;
-        rows.push_back(r);
-    } else {
-        PlannerOptions po;
-        po.capacity = capacity;
-        po.budget = budget;
-        po.top = o.top;
-        if (mhc::cli::show_progress() && !o.json) po.progress = [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
-        a = advise(ev, po);
-        for (const Candidate& candidate : a.ranked) rows.push_back(Row{candidate, false, {}, "", false});
-        // turning the model's own checkpointing off, ranked with the others where it fits
-        if (std::optional<Row> off = hf_off_row(base, a.baseline);
-            off && off->c.prediction.memory.reserved <= capacity && (budget < 0 || off->c.loss <= budget)) {
-            off->c.fits = off->c.within_budget = true;   // a capture's figures: no stream to run at the capacity
-            off->c.prediction.memory.capacity = capacity;
-            off->c.prediction.memory.reserved_at = off->c.prediction.memory.reserved;
-            auto at = std::find_if(rows.begin(), rows.end(), [&](const Row& row) {
-                return time_at_capacity(row.c.prediction) > off->c.prediction.step_time;
-            });
-            rows.insert(at, *off);
-            if (rows.size() > static_cast<size_t>(o.top)) rows.resize(static_cast<size_t>(o.top));
-        }
-        if (rows.empty()) {
-            // nothing fits (or nothing within the budget): name the closest, one line, exit 2
-            const Candidate* close = nullptr;
-            for (const Candidate& c : a.all)
-                if (c.fits && (!close || c.loss < close->loss)) close = &c;
-            std::string why;
-            if (close) {
-                why = "nothing fits " + mhc::format_bytes(capacity) + " within a loss of " + pct(budget).substr(1) + ": the closest is " +
-                      describe(close->setting, base.info) + " at " + pct(close->loss) + " (estimated)";
-            } else {
-                for (const Candidate& c : a.all)
-                    if (!close || c.prediction.memory.reserved < close->prediction.memory.reserved) close = &c;
-                why = "nothing fits " + mhc::format_bytes(capacity) + ": the closest is " +
-                      (close ? describe(close->setting, base.info) + ", reserved " + mhc::format_bytes(close->prediction.memory.reserved)
-                             : std::string("the baseline, reserved ") + mhc::format_bytes(a.baseline.memory.reserved));
-            }
-            throw mhc::Error(o.trace + ": " + why);
-        }
+    for (Answer& answer : ranked_answers(advice, base, capacity, budget, o.top))
+        rows.push_back(Row{std::move(answer), false, {}, ""});
+    if (rows.empty()) throw mhc::Error(o.trace + ": " + nothing_fits(advice, base.info, capacity, budget));
+    return rows;
+}
+
+// What the report shows: the inputs, the search and its answers.
+struct Report {
+    const Options& o;
+    const Base& base;
+    const Evaluator& ev;
+    const HostModel& host;
+    const Calibration* cal;   // --step-time's, or none
+    int64_t capacity;         // 0 with --setting
+    std::string capacity_what;
+    double budget;
+    Advice advice;
+    std::vector<Row> rows;
+    // Under a capacity (the search): the reserved peak with it as the GPU's limit, and without one.
+    bool limited() const { return o.setting.empty() && capacity > 0; }
+    // A time is the whole captured trace's: with several steps, say so rather than call it a step.
+    std::string time_of() const {
+        return base.steps.size() > 1 ? std::to_string(base.steps.size()) + " steps" : "step";
     }
-    if (o.verify) verify_rows(rows, o, data.meta, o.setting.empty() ? capacity : 0);
-    if (o.json) {
-        nlohmann::json doc = {
-            {"trace", o.trace},
-            {"capacity_bytes", capacity},
-            {"link", ev.link().name},
-            {"comm", describe(base.comm)},
-            {"budget", budget},
-            {"baseline",
-             {{"peak_bytes", a.baseline.memory.peak},
-              {"reserved_bytes", a.baseline.memory.reserved},
-              {"fits", o.setting.empty() ? nlohmann::json(fits(a.baseline.memory, capacity)) : nlohmann::json(nullptr)},
-              {"step_time_ns", a.baseline.step_time},
-              {"comm_ns", a.baseline.comm},
-              {"comm_exposed_ns", a.baseline.comm_waits}}},
-            {"times", cal ? kCalibratedTimeNote : kTimeNote},
-            {"passes_per_step", base.passes},
-            {"calibration", cal ? nlohmann::json{{"factor", cal->factor},
-                                                 {"estimated_step_ns", cal->estimated_step},
-                                                 {"measured_step_ns", cal->measured_step},
-                                                 {"calibrated_step_ns", cal->calibrated_step}}
-                                : nlohmann::json(nullptr)},
-            {"data_parallel", data_parallel_note(base.info)},
-            {"rows", nlohmann::json::array()},
-            {"search",
-             {{"dp_runs", a.dp_runs},
-              {"evaluations", a.evaluations},
-              {"max_states", a.max_states},
-              {"allocator_confs", a.allocator_confs},
-              {"split_conf", a.split_conf},
-              {"split_values", a.split_values},
-              {"roundup_values", a.roundup_values},
-              {"allocator_trials", a.allocator_trials},
-              {"seconds", a.seconds}}}};
-        for (const Row& row : rows) doc["rows"].push_back(row_json(row, base.info));
-        std::printf("%s\n", doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-        return mhc::cli::kExitOk;
-    }
+};
+
+void print_json(const Report& r) {
+    const Advice& a = r.advice;
+    nlohmann::json doc = {
+        {"trace", r.o.trace},
+        {"capacity_bytes", r.capacity},
+        {"link", r.ev.link().name},
+        {"comm", describe(r.base.comm)},
+        {"budget", r.budget},
+        {"baseline",
+         {{"peak_bytes", a.baseline.memory.peak},
+          {"reserved_bytes", a.baseline.memory.reserved},
+          {"fits", r.o.setting.empty() ? nlohmann::json(fits(a.baseline.memory, r.capacity)) : nlohmann::json(nullptr)},
+          {"step_time_ns", a.baseline.step_time},
+          {"comm_ns", a.baseline.comm},
+          {"comm_exposed_ns", a.baseline.comm_waits}}},
+        {"times", r.cal ? kCalibratedTimeNote : kTimeNote},
+        {"passes_per_step", r.base.passes},
+        {"calibration", r.cal ? nlohmann::json{{"factor", r.cal->factor},
+                                               {"estimated_step_ns", r.cal->estimated_step},
+                                               {"measured_step_ns", r.cal->measured_step},
+                                               {"calibrated_step_ns", r.cal->calibrated_step}}
+                              : nlohmann::json(nullptr)},
+        {"data_parallel", data_parallel_note(r.base.info)},
+        {"rows", nlohmann::json::array()},
+        {"search",
+         {{"dp_runs", a.dp_runs},
+          {"evaluations", a.evaluations},
+          {"max_states", a.max_states},
+          {"allocator_confs", a.allocator_confs},
+          {"split_conf", a.split_conf},
+          {"split_values", a.split_values},
+          {"roundup_values", a.roundup_values},
+          {"allocator_trials", a.allocator_trials},
+          {"seconds", a.seconds}}}};
+    for (const Row& row : r.rows) doc["rows"].push_back(row_json(row, r.base.info));
+    std::printf("%s\n", doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+}
+
+// The lines above the table: the trace, its notes, the GPU, the links and the baseline.
+void print_header(const Report& r) {
+    const Base& base = r.base;
     const std::string blocks = base.info.block_name.empty()
                                    ? std::string("no blocks")
                                    : std::to_string(base.info.block_name.size()) + " blocks (" + base.info.block_prefix + ")";
-    std::printf("trace      %s: %s, %zu step%s\n", o.trace.c_str(), blocks.c_str(), base.steps.size(),
+    std::printf("trace      %s: %s, %zu step%s\n", r.o.trace.c_str(), blocks.c_str(), base.steps.size(),
                 base.steps.size() == 1 ? "" : "s");
     if (const std::string note = mhc::advise::blocks_note(base.info); !note.empty()) std::printf("note       %s\n", note.c_str());
     if (const std::string own = mhc::advise::own_checkpoint_note(base.info); !own.empty())
@@ -433,109 +395,150 @@ int run(const Options& o) {
         std::printf("note       %d backward passes per step (the step function's, not gradient accumulation): "
                     "settings act in each\n", base.passes);
     if (const std::string dp = data_parallel_note(base.info); !dp.empty()) std::printf("note       %s\n", dp.c_str());
-    if (!cap_what.empty()) std::printf("capacity   %s (%s)\n", mhc::format_bytes(capacity).c_str(), cap_what.c_str());
-    std::printf("link       %s; host optimizer steps at %s + %s per parameter tensor\n", ev.link().name.c_str(),
-                mhc::format_rate(host.bandwidth_Bps).c_str(), mhc::format_ns(std::llround(host.per_tensor_s * 1e9)).c_str());
-    if (const std::string comm = comm_line(base, a.baseline); !comm.empty())
-        std::printf("comm       %s\n", comm.c_str());
-    // A time is the whole captured trace's: with several steps, say so rather than call it a step.
-    const size_t steps = base.steps.size();
-    const std::string time_of = steps > 1 ? std::to_string(steps) + " steps" : "step";
-    std::printf("baseline   peak %s, reserved %s, %s %s%s\n", mhc::format_bytes(a.baseline.memory.peak).c_str(),
-                mhc::format_bytes(a.baseline.memory.reserved).c_str(), time_of.c_str(),
-                baseline_time(a.baseline, cal).c_str(),
-                o.setting.empty() && capacity > 0 && !fits(a.baseline.memory, capacity) ? ": does not fit" : "");
-    // Under a capacity (the search): the reserved peak with it as the GPU's limit, and without one.
-    const bool limited = o.setting.empty() && capacity > 0;
+    if (!r.capacity_what.empty())
+        std::printf("capacity   %s (%s)\n", mhc::format_bytes(r.capacity).c_str(), r.capacity_what.c_str());
+    std::printf("link       %s; host optimizer steps at %s + %s per parameter tensor\n", r.ev.link().name.c_str(),
+                mhc::format_rate(r.host.bandwidth_Bps).c_str(),
+                mhc::format_ns(std::llround(r.host.per_tensor_s * 1e9)).c_str());
+    const Prediction& baseline = r.advice.baseline;
+    if (const std::string comm = comm_line(base, baseline); !comm.empty()) std::printf("comm       %s\n", comm.c_str());
+    std::printf("baseline   peak %s, reserved %s, %s %s%s\n", mhc::format_bytes(baseline.memory.peak).c_str(),
+                mhc::format_bytes(baseline.memory.reserved).c_str(), r.time_of().c_str(),
+                baseline_time(baseline, r.cal).c_str(),
+                r.o.setting.empty() && r.capacity > 0 && !fits(baseline.memory, r.capacity) ? ": does not fit" : "");
+}
+
+// The answers' table: peaks, time and loss.
+void print_answers(const Report& r) {
     std::printf("\n%-4s %10s %10s", "rank", "peak", "reserved");
-    if (limited) std::printf(" %10s", "no limit");
-    std::printf(" %10s %11s %7s", "host peak", steps > 1 ? "time (est.)" : "step (est.)", "loss");
+    if (r.limited()) std::printf(" %10s", "no limit");
+    std::printf(" %10s %11s %7s", "host peak", r.base.steps.size() > 1 ? "time (est.)" : "step (est.)", "loss");
     std::printf("  setting\n");
-    for (size_t i = 0; i < rows.size(); ++i) {
-        const Row& r = rows[i];
-        const Prediction& p = r.c.prediction;
+    for (size_t i = 0; i < r.rows.size(); ++i) {
+        const Candidate& c = r.rows[i].answer.candidate;
+        const Prediction& p = c.prediction;
         std::printf("%-4zu %10s %10s", i + 1, mhc::format_bytes(p.memory.peak).c_str(),
                     mhc::format_bytes(shown_reserved(p.memory)).c_str());
-        if (limited) std::printf(" %10s", mhc::format_bytes(p.memory.reserved).c_str());
+        if (r.limited()) std::printf(" %10s", mhc::format_bytes(p.memory.reserved).c_str());
         std::printf(" %10s %11s %7s", mhc::format_bytes(p.host_peak).c_str(),
-                    mhc::format_ns(time_at_capacity(p)).c_str(), pct(r.c.loss).c_str());
-        std::printf("  %s\n", row_description(r, base.info).c_str());
+                    mhc::format_ns(time_at_capacity(p)).c_str(), format_loss(c.loss).c_str());
+        std::printf("  %s\n", describe(r.rows[i].answer, r.base.info).c_str());
     }
-    if (o.verify) {
-        // A table of its own (beside the predictions it ran to 150 columns): like with like, the
-        // captured stream through the same model, at the same capacity.
-        std::printf("verified: each setting applied and the step captured again\n%-4s %14s %17s %9s %12s",
-                    "rank", "captured peak", "captured reserved", "peak err", "reserved err");
-        if (limited) std::printf(" %5s", "runs");
+}
+
+// --verify's table, of its own (beside the predictions it ran to 150 columns): like with like,
+// the captured stream through the same model, at the same capacity.
+void print_verified(const Report& r) {
+    std::printf("verified: each setting applied and the step captured again\n%-4s %14s %17s %9s %12s", "rank",
+                "captured peak", "captured reserved", "peak err", "reserved err");
+    if (r.limited()) std::printf(" %5s", "runs");
+    std::printf("\n");
+    for (size_t i = 0; i < r.rows.size(); ++i) {
+        const Row& row = r.rows[i];
+        const Prediction& p = row.answer.candidate.prediction;
+        std::printf("%-4zu %14s %17s %8.2f%% %11.2f%%", i + 1, mhc::format_bytes(row.captured.memory.peak).c_str(),
+                    mhc::format_bytes(shown_reserved(row.captured.memory)).c_str(),
+                    100 * relative_error(p.memory.peak, row.captured.memory.peak),
+                    100 * relative_error(shown_reserved(p.memory), shown_reserved(row.captured.memory)));
+        if (r.limited()) std::printf(" %5s", row.captured.memory.fits ? "yes" : "NO");
         std::printf("\n");
-        for (size_t i = 0; i < rows.size(); ++i) {
-            const Row& r = rows[i];
-            const Prediction& p = r.c.prediction;
-            std::printf("%-4zu %14s %17s %8.2f%% %11.2f%%", i + 1, mhc::format_bytes(r.captured.memory.peak).c_str(),
-                        mhc::format_bytes(shown_reserved(r.captured.memory)).c_str(),
-                        100 * relative_error(p.memory.peak, r.captured.memory.peak),
-                        100 * relative_error(shown_reserved(p.memory), shown_reserved(r.captured.memory)));
-            if (limited) std::printf(" %5s", r.captured.memory.fits ? "yes" : "NO");
-            std::printf("\n");
-        }
     }
-    if (limited) {
-        print_note(
-            "(reserved: the caching allocator's peak with %s as the GPU's limit, where a failed cudaMalloc "
-            "gives cached memory back and retries, as PyTorch does; no limit: its peak on a larger GPU)\n",
-            mhc::format_bytes(capacity).c_str());
-        for (size_t i = 0; i < rows.size(); ++i) {
-            const Memory& mem = rows[i].c.prediction.memory;
-            // where a steady step pays otherwise than the capture's steps: what a steady step does,
-            // which the time holds (docs/advise.md "What running at the capacity costs")
-            std::string steady = "in its time";
-            if (mem.steady_cost != mem.retry_cost)
-                steady = "in the capture; a steady step: " + std::to_string(mem.steady_releases) + " full release" +
-                         (mem.steady_releases == 1 ? "" : "s") + ", " + std::to_string(mem.steady_segments_freed) +
-                         " given back (" + mhc::format_bytes(mem.steady_bytes_freed) + ") and " +
-                         std::to_string(mem.steady_segments_remade) + " made again (" +
-                         mhc::format_bytes(mem.steady_bytes_remade) + ")" +
-                         (mem.steady_steps > 1 ? " over " + std::to_string(mem.steady_steps) + " steps" : "") + ", " +
-                         mhc::format_ns(mem.steady_cost / std::max<int64_t>(1, mem.steps)) + " a step, " +
-                         mhc::format_ns(mem.steady_cost) + " in its time";
-            if (mem.retries > 0)
-                print_note(
-                    "(%zu. runs only by giving cached memory back: %lld cudaMalloc retr%s, %lld full release%s (a "
-                    "synchronisation each), %lld segment%s given back (%s) and %lld made again (%s): %s %s)\n",
-                    i + 1, static_cast<long long>(mem.retries), mem.retries == 1 ? "y" : "ies",
-                    static_cast<long long>(mem.releases), mem.releases == 1 ? "" : "s",
-                    static_cast<long long>(mem.segments_freed), mem.segments_freed == 1 ? "" : "s",
-                    mhc::format_bytes(mem.bytes_freed).c_str(), static_cast<long long>(mem.segments_remade),
-                    mhc::format_bytes(mem.bytes_remade).c_str(), mhc::format_ns(mem.retry_cost).c_str(),
-                    steady.c_str());
-            else if (mem.retry_cost > 0 || mem.steady_cost > 0)   // garbage collection's frees alone
-                print_note(
-                    "(%zu. gives cached memory back by garbage collection: %lld segment%s (%s), %lld made again "
-                    "(%s): %s %s)\n",
-                    i + 1, static_cast<long long>(mem.segments_freed), mem.segments_freed == 1 ? "" : "s",
-                    mhc::format_bytes(mem.bytes_freed).c_str(), static_cast<long long>(mem.segments_remade),
-                    mhc::format_bytes(mem.bytes_remade).c_str(), mhc::format_ns(mem.retry_cost).c_str(),
-                    steady.c_str());
-        }
+}
+
+// Where a steady step pays otherwise than the capture's steps: what a steady step does, which the
+// time holds (docs/advise.md "What running at the capacity costs").
+std::string steady_cost_words(const Memory& mem) {
+    if (mem.steady_cost == mem.retry_cost) return "in its time";
+    return "in the capture; a steady step: " + std::to_string(mem.steady_releases) + " full release" +
+           (mem.steady_releases == 1 ? "" : "s") + ", " + std::to_string(mem.steady_segments_freed) + " given back (" +
+           mhc::format_bytes(mem.steady_bytes_freed) + ") and " + std::to_string(mem.steady_segments_remade) +
+           " made again (" + mhc::format_bytes(mem.steady_bytes_remade) + ")" +
+           (mem.steady_steps > 1 ? " over " + std::to_string(mem.steady_steps) + " steps" : "") + ", " +
+           mhc::format_ns(mem.steady_cost / std::max<int64_t>(1, mem.steps)) + " a step, " +
+           mhc::format_ns(mem.steady_cost) + " in its time";
+}
+
+// Under a capacity: what the reserved column means, and what each answer pays to run there.
+void print_capacity_notes(const Report& r) {
+    print_note(
+        "(reserved: the caching allocator's peak with %s as the GPU's limit, where a failed cudaMalloc "
+        "gives cached memory back and retries, as PyTorch does; no limit: its peak on a larger GPU)\n",
+        mhc::format_bytes(r.capacity).c_str());
+    for (size_t i = 0; i < r.rows.size(); ++i) {
+        const Memory& mem = r.rows[i].answer.candidate.prediction.memory;
+        const std::string steady = steady_cost_words(mem);
+        if (mem.retries > 0)
+            print_note(
+                "(%zu. runs only by giving cached memory back: %lld cudaMalloc retr%s, %lld full release%s (a "
+                "synchronisation each), %lld segment%s given back (%s) and %lld made again (%s): %s %s)\n",
+                i + 1, static_cast<long long>(mem.retries), mem.retries == 1 ? "y" : "ies",
+                static_cast<long long>(mem.releases), mem.releases == 1 ? "" : "s",
+                static_cast<long long>(mem.segments_freed), mem.segments_freed == 1 ? "" : "s",
+                mhc::format_bytes(mem.bytes_freed).c_str(), static_cast<long long>(mem.segments_remade),
+                mhc::format_bytes(mem.bytes_remade).c_str(), mhc::format_ns(mem.retry_cost).c_str(), steady.c_str());
+        else if (mem.retry_cost > 0 || mem.steady_cost > 0)   // garbage collection's frees alone
+            print_note(
+                "(%zu. gives cached memory back by garbage collection: %lld segment%s (%s), %lld made again "
+                "(%s): %s %s)\n",
+                i + 1, static_cast<long long>(mem.segments_freed), mem.segments_freed == 1 ? "" : "s",
+                mhc::format_bytes(mem.bytes_freed).c_str(), static_cast<long long>(mem.segments_remade),
+                mhc::format_bytes(mem.bytes_remade).c_str(), mhc::format_ns(mem.retry_cost).c_str(), steady.c_str());
     }
-    print_note("(%s%s)\n", steps > 1 ? ("time: the " + time_of + " of the capture together; ").c_str() : "",
-               cal ? kCalibratedTimeNote : kTimeNote);
-    for (size_t i = 0; i < rows.size(); ++i)
-        std::printf("\n# %zu. %s\n%s\n", i + 1, row_description(rows[i], base.info).c_str(),
-                    row_code(rows[i], base.info).c_str());
-    if (o.setting.empty())
-        std::printf("\nsearch: %lld DP runs over %zu blocks (at most %lld states), %lld evaluations, %.1f s\n",
-                    static_cast<long long>(a.dp_runs), base.info.block_name.size(), static_cast<long long>(a.max_states),
-                    static_cast<long long>(a.evaluations), a.seconds);
-    if (o.setting.empty() && !a.split_conf.empty()) {
-        std::string confs;
-        for (const std::string& conf : a.allocator_confs)
-            confs += (confs.empty() ? "" : ", ") + (conf.empty() ? "as captured" : conf);
-        std::printf(
-            "        allocator settings searched: %s (the last: of %lld values of max_split_size_mb and %lld of "
-            "roundup_power2_divisions tried on the captured step, the one that does best at the capacity)\n",
-            confs.c_str(), static_cast<long long>(a.split_values), static_cast<long long>(a.roundup_values));
-    }
+}
+
+// What the search did: its DP runs and evaluations, and the allocator settings it tried.
+void print_search(const Report& r) {
+    const Advice& a = r.advice;
+    std::printf("\nsearch: %lld DP runs over %zu blocks (at most %lld states), %lld evaluations, %.1f s\n",
+                static_cast<long long>(a.dp_runs), r.base.info.block_name.size(), static_cast<long long>(a.max_states),
+                static_cast<long long>(a.evaluations), a.seconds);
+    if (a.split_conf.empty()) return;
+    std::string confs;
+    for (const std::string& conf : a.allocator_confs)
+        confs += (confs.empty() ? "" : ", ") + (conf.empty() ? "as captured" : conf);
+    std::printf(
+        "        allocator settings searched: %s (the last: of %lld values of max_split_size_mb and %lld of "
+        "roundup_power2_divisions tried on the captured step, the one that does best at the capacity)\n",
+        confs.c_str(), static_cast<long long>(a.split_values), static_cast<long long>(a.roundup_values));
+}
+
+void print_text(const Report& r) {
+    print_header(r);
+    print_answers(r);
+    if (r.o.verify) print_verified(r);
+    if (r.limited()) print_capacity_notes(r);
+    print_note("(%s%s)\n",
+               r.base.steps.size() > 1 ? ("time: the " + r.time_of() + " of the capture together; ").c_str() : "",
+               r.cal ? kCalibratedTimeNote : kTimeNote);
+    for (size_t i = 0; i < r.rows.size(); ++i)
+        std::printf("\n# %zu. %s\n%s\n", i + 1, describe(r.rows[i].answer, r.base.info).c_str(),
+                    code_for(r.rows[i].answer, r.base.info).c_str());
+    if (r.o.setting.empty()) print_search(r);
+}
+
+int run(const Options& o) {
+    const double budget = budget_of(o.budget);
+    check_option_combinations(o);
+    std::string capacity_what;
+    const int64_t capacity = o.setting.empty() ? capacity_of(o, capacity_what) : 0;
+    const HostModel host = host_model_of(o);
+    if (!o.comm_link.empty()) check_comm_link(o.comm_link);
+    const int64_t measured_step = measured_step_of(o);
+    if (!o.model.empty() && !o.verify)
+        throw mhc::Error("--model: the model file --verify runs, and no --verify is given");
+    const mhc::trace::TraceData data = load_capture(o);
+    Base base = make_base(data);
+    apply_comm_link(o, data, base);
+    const mhc::sim::LinkModel link = mhc::sim::link_from_spec(o.link);
+    std::optional<Calibration> calibration;
+    if (measured_step > 0) calibration = calibrate_compute(base, link, measured_step);
+    const Evaluator ev(base, link, host);
+    Report report{o, base, ev, host, calibration ? &*calibration : nullptr, capacity, capacity_what, budget, {}, {}};
+    report.rows = o.setting.empty() ? search(o, base, ev, capacity, budget, report.advice)
+                                    : predict_given(o, base, ev, report.advice);
+    if (o.verify) verify_rows(report.rows, o, data.meta, o.setting.empty() ? capacity : 0);
+    if (o.json) print_json(report);
+    else print_text(report);
     return mhc::cli::kExitOk;
 }
 
