@@ -100,21 +100,23 @@ double budget_of(const std::string& text) {
     return mhc::cli::option_value("--budget", [&] { return mhc::parse_share(text, 1000); });
 }
 
-int64_t capacity_of(const Options& o, std::string& what) {
-    if (o.capacity.empty() == o.gpu.empty()) throw mhc::Error("mhc advise: give the GPU as --capacity SIZE or --gpu NAME (one of them)");
-    if (!o.gpu.empty()) {
-        const GpuMemory& g = gpu_memory(o.gpu);
-        what = o.gpu + ": " + mhc::format_bytes(g.bytes) + " - " + mhc::format_bytes(g.reserve) + " for the CUDA context";
-        return g.bytes - g.reserve;
+int64_t capacity_of(const Options& options, std::string& what) {
+    if (options.capacity.empty() == options.gpu.empty())
+        throw mhc::Error("mhc advise: give the GPU as --capacity SIZE or --gpu NAME (one of them)");
+    if (!options.gpu.empty()) {
+        const GpuMemory& gpu_spec = gpu_memory(options.gpu);
+        what = options.gpu + ": " + mhc::format_bytes(gpu_spec.bytes) + " - " + mhc::format_bytes(gpu_spec.reserve) +
+               " for the CUDA context";
+        return gpu_spec.bytes - gpu_spec.reserve;
     }
-    mhc::sim::Capacity c = mhc::sim::parse_capacity(o.capacity);
+    mhc::sim::Capacity parsed = mhc::sim::parse_capacity(options.capacity);
     // The settings searched change the peak a share would be of: the GPU is a fixed size here.
-    if (c.fraction > 0 || c.unlimited())
-        throw mhc::Error("advise --capacity '" + o.capacity +
+    if (parsed.fraction > 0 || parsed.unlimited())
+        throw mhc::Error("advise --capacity '" + options.capacity +
                          "': give the GPU's memory as a size (80GiB) or --gpu NAME: the settings searched change "
                          "the peak, so a share of it or unlimited names no GPU");
-    what = "--capacity " + o.capacity;
-    return c.bytes;
+    what = "--capacity " + options.capacity;
+    return parsed.bytes;
 }
 
 // The reserved peak a row shows: under the capacity where one was given (the search), else
@@ -122,17 +124,17 @@ int64_t capacity_of(const Options& o, std::string& what) {
 int64_t shown_reserved(const Memory& memory) { return memory.capacity > 0 ? memory.reserved_at : memory.reserved; }
 
 nlohmann::json row_json(const Row& row, const CaptureInfo& info) {
-    const Candidate& c = row.answer.candidate;
-    const Prediction& predicted = c.prediction;
+    const Candidate& candidate = row.answer.candidate;
+    const Prediction& predicted = candidate.prediction;
     nlohmann::json out = {{"setting", row.answer.hf_off ? nlohmann::json{{"hf_checkpointing", false}}
-                                                        : nlohmann::json::parse(to_json(c.setting))},
+                                                        : nlohmann::json::parse(to_json(candidate.setting))},
                           {"description", describe(row.answer, info)},
                           {"peak_bytes", predicted.memory.peak},
                           {"reserved_bytes", predicted.memory.reserved},
                           {"host_peak_bytes", predicted.host_peak},
                           {"step_time_ns", predicted.step_time},
-                          {"loss", c.loss},
-                          {"fits", c.fits},
+                          {"loss", candidate.loss},
+                          {"fits", candidate.fits},
                           {"code", code_for(row.answer, info)}};
     if (predicted.memory.capacity > 0) {   // the run with the capacity as the GPU's limit
         out["reserved_at_capacity_bytes"] = predicted.memory.reserved_at;
@@ -175,10 +177,10 @@ void verify_rows(std::vector<Row>& rows, const Options& opts, const std::map<std
     if (!opts.model.empty())   // the code the captures run, said before they run
         std::fprintf(stderr, "--verify runs the model file %s (--model)\n", mhc::printable(opts.model).c_str());
     for (size_t i = 0; i < rows.size(); ++i) {
-        const Candidate& c = rows[i].answer.candidate;
+        const Candidate& candidate = rows[i].answer.candidate;
         if (rows[i].answer.hf_off) {   // its figures are a capture already
-            rows[i].captured.memory = c.prediction.memory;
-            rows[i].captured.host_peak = c.prediction.host_peak;
+            rows[i].captured.memory = candidate.prediction.memory;
+            rows[i].captured.host_peak = candidate.prediction.host_peak;
             rows[i].verified = true;
             continue;
         }
@@ -189,7 +191,7 @@ void verify_rows(std::vector<Row>& rows, const Options& opts, const std::map<std
         out.close();
         if (mhc::cli::show_progress() && !opts.json)
             std::fprintf(stderr, "verifying %zu of %zu: capturing the step with the setting applied...\n", i + 1, rows.size());
-        rows[i].captured = capture_with(opts.trace, meta, c.setting, out.path(), capacity);
+        rows[i].captured = capture_with(opts.trace, meta, candidate.setting, out.path(), capacity);
         rows[i].verified = true;
     }
 }
@@ -210,114 +212,117 @@ void check_setting_word(const std::string& text) {
 
 // Options that the others given leave with nothing to do, or that would lose an input: refused
 // before the trace is read.
-void check_option_combinations(const Options& o) {
-    if (!o.setting.empty()) check_setting_word(o.setting);
-    if (!o.trace_out.empty() && o.setting.empty()) throw mhc::Error("--trace-out: give the setting to write with --setting");
-    if (o.force && o.trace_out.empty())
+void check_option_combinations(const Options& options) {
+    if (!options.setting.empty()) check_setting_word(options.setting);
+    if (!options.trace_out.empty() && options.setting.empty())
+        throw mhc::Error("--trace-out: give the setting to write with --setting");
+    if (options.force && options.trace_out.empty())
         throw mhc::Error("--force: replaces an existing --trace-out file, and no --trace-out is given");
     // --trace-out naming the capture itself (any name: a link, a hard link) with --force replaced the
     // capture with the predicted step: the one file the prediction came from, lost.
-    if (!o.trace_out.empty()) mhc::refuse_input_as_output(o.trace, o.trace_out);
+    if (!options.trace_out.empty()) mhc::refuse_input_as_output(options.trace, options.trace_out);
     // So did --trace-out naming the --setting file (with --force): the setting, replaced by a trace.
-    if (!o.trace_out.empty() && !o.setting.empty() && o.setting.find_first_not_of(" \t\r\n") != std::string::npos &&
-        o.setting[o.setting.find_first_not_of(" \t\r\n")] != '{')
-        mhc::refuse_input_as_output(o.setting, o.trace_out);
+    if (!options.trace_out.empty() && !options.setting.empty() &&
+        options.setting.find_first_not_of(" \t\r\n") != std::string::npos &&
+        options.setting[options.setting.find_first_not_of(" \t\r\n")] != '{')
+        mhc::refuse_input_as_output(options.setting, options.trace_out);
     // The search's options with one given setting: it is predicted as given, nothing is searched
     // or ranked, and no capacity is compared (refused, as --trace-out without --setting is).
-    if (!o.setting.empty())
-        for (const auto& [name, given] : {std::pair<const char*, bool>{"--capacity", !o.capacity.empty()},
-                                          {"--gpu", !o.gpu.empty()},
-                                          {"--budget", !o.budget.empty()},
-                                          {"--top", o.top_given}})
+    if (!options.setting.empty())
+        for (const auto& [name, given] : {std::pair<const char*, bool>{"--capacity", !options.capacity.empty()},
+                                          {"--gpu", !options.gpu.empty()},
+                                          {"--budget", !options.budget.empty()},
+                                          {"--top", options.top_given}})
             if (given)
                 throw mhc::Error(std::string(name) + " and --setting: " + name +
                                  " is for the search, and --setting predicts the one setting given; give one");
-    if (o.top < 1 || o.top > 100) throw mhc::Error("--top: " + std::to_string(o.top) + " is outside [1, 100]");
+    if (options.top < 1 || options.top > 100)
+        throw mhc::Error("--top: " + std::to_string(options.top) + " is outside [1, 100]");
 }
 
 // --host-bandwidth and --host-tensor-cost: what a host optimizer step costs.
-HostModel host_model_of(const Options& o) {
+HostModel host_model_of(const Options& options) {
     HostModel host;
     host.bandwidth_Bps = mhc::cli::option_value("--host-bandwidth", [&] {
         // The link's bounds (docs/simulator.md): 0.001B/s made the plan's host step last 10^18 ns,
         // refused as "T.db: allocations row 65: t_free ... [range]", blaming the capture.
-        const double bps = mhc::parse_bandwidth(o.host_bw);
+        const double bps = mhc::parse_bandwidth(options.host_bw);
         if (bps < mhc::sim::kMinBandwidthBps || bps > mhc::sim::kMaxBandwidthBps)
-            throw mhc::Error("'" + o.host_bw + "' is outside [1kB/s, 1000TB/s]");
+            throw mhc::Error("'" + options.host_bw + "' is outside [1kB/s, 1000TB/s]");
         return bps;
     });
     host.per_tensor_s = mhc::cli::option_value("--host-tensor-cost", [&] {
-        const double seconds = mhc::parse_seconds(o.host_tensor);
-        if (seconds > 1) throw mhc::Error("'" + o.host_tensor + "' is more than 1 s");
+        const double seconds = mhc::parse_seconds(options.host_tensor);
+        if (seconds > 1) throw mhc::Error("'" + options.host_tensor + "' is more than 1 s");
         return seconds;
     });
     return host;
 }
 
 // --step-time in ns (0: not given), refused before the trace is read when it is not a time.
-int64_t measured_step_of(const Options& o) {
-    if (o.step_time.empty()) return 0;
-    const double seconds = mhc::cli::option_value("--step-time", [&] { return mhc::parse_seconds(o.step_time); });
+int64_t measured_step_of(const Options& options) {
+    if (options.step_time.empty()) return 0;
+    const double seconds = mhc::cli::option_value("--step-time", [&] { return mhc::parse_seconds(options.step_time); });
     if (!(seconds > 0) || seconds > 3600)
-        throw mhc::Error("--step-time: '" + o.step_time + "' is not a step time in (0, 1 h]");
+        throw mhc::Error("--step-time: '" + options.step_time + "' is not a step time in (0, 1 h]");
     const int64_t measured_step = std::llround(seconds * 1e9);
     // Below half a nanosecond it rounded to 0, which means "not given": the option was dropped.
     if (measured_step < 1)
-        throw mhc::Error("--step-time: '" + o.step_time + "' is less than 1 ns (a step time in (0, 1 h])");
+        throw mhc::Error("--step-time: '" + options.step_time + "' is less than 1 ns (a step time in (0, 1 h])");
     return measured_step;
 }
 
 // The capture, checked as `mhc check` checks one, with --verify's recipe settled before any work.
-mhc::trace::TraceData load_capture(const Options& o) {
-    auto data = mhc::trace::load_checked_trace(o.trace);
+mhc::trace::TraceData load_capture(const Options& options) {
+    auto data = mhc::trace::load_checked_trace(options.trace);
     // --verify's recipe, before any work: a model file the trace names runs only as --model.
-    if (o.verify) data.meta["capture.recipe"] = recipe_to_run(o.trace, data.meta, o.model);
+    if (options.verify) data.meta["capture.recipe"] = recipe_to_run(options.trace, data.meta, options.model);
     // What a capture keeps beyond any trace (`mhc check` says it too), before the plan is made of it.
-    mhc::trace::require_ok(mhc::trace::check_capture(data), o.trace);
+    mhc::trace::require_ok(mhc::trace::check_capture(data), options.trace);
     return data;
 }
 
 // --comm-link: the collectives' link, where the capture has collectives.
-void apply_comm_link(const Options& o, const mhc::trace::TraceData& data, Base& base) {
-    if (o.comm_link.empty()) return;
+void apply_comm_link(const Options& options, const mhc::trace::TraceData& data, Base& base) {
+    if (options.comm_link.empty()) return;
     // The input decides whether --comm-link does anything: said, not refused (a script may pass it to every capture).
     if (base.info.data_parallel.empty())
         std::fprintf(
             stderr,
             "mhc: warning: --comm-link %s has no effect: %s has no DDP or FSDP2 collectives (a step on one GPU)\n",
-            mhc::printable(o.comm_link).c_str(), mhc::printable(o.trace).c_str());
-    apply_comm_model(base, comm_model(data, base.info, o.comm_link));
+            mhc::printable(options.comm_link).c_str(), mhc::printable(options.trace).c_str());
+    apply_comm_model(base, comm_model(data, base.info, options.comm_link));
 }
 
 // --setting: the one given setting, predicted (and with --trace-out, written as the step it makes).
-std::vector<Row> predict_given(const Options& o, const Base& base, const Evaluator& ev, Advice& advice) {
-    Setting setting = parse_setting(o.setting);
+std::vector<Row> predict_given(const Options& options, const Base& base, const Evaluator& ev, Advice& advice) {
+    Setting setting = parse_setting(options.setting);
     check_selective(base, setting);
-    if (!o.trace_out.empty()) write_trace(ev.trace(setting), o.trace_out, o.force);
+    if (!options.trace_out.empty()) write_trace(ev.trace(setting), options.trace_out, options.force);
     advice.baseline = ev.predict(Setting{});
     return {Row{predicted_answer(ev, setting, advice.baseline), false, {}, ""}};
 }
 
 // The search: the settings that fit, fastest first; none is bad input, said in one line.
-std::vector<Row> search(const Options& o, const Base& base, const Evaluator& ev, int64_t capacity, double budget,
+std::vector<Row> search(const Options& options, const Base& base, const Evaluator& ev, int64_t capacity, double budget,
                         Advice& advice) {
     PlannerOptions po;
     po.capacity = capacity;
     po.budget = budget;
-    po.top = o.top;
-    if (mhc::cli::show_progress() && !o.json)
-        po.progress = [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
+    po.top = options.top;
+    if (mhc::cli::show_progress() && !options.json)
+        po.progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
     advice = advise(ev, po);
     std::vector<Row> rows;
-    for (Answer& answer : ranked_answers(advice, base, capacity, budget, o.top))
+    for (Answer& answer : ranked_answers(advice, base, capacity, budget, options.top))
         rows.push_back(Row{std::move(answer), false, {}, ""});
-    if (rows.empty()) throw mhc::Error(o.trace + ": " + nothing_fits(advice, base.info, capacity, budget));
+    if (rows.empty()) throw mhc::Error(options.trace + ": " + nothing_fits(advice, base.info, capacity, budget));
     return rows;
 }
 
 // What the report shows: the inputs, the search and its answers.
 struct Report {
-    const Options& o;
+    const Options& options;
     const Base& base;
     const Evaluator& ev;
     const HostModel& host;
@@ -328,58 +333,59 @@ struct Report {
     Advice advice;
     std::vector<Row> rows;
     // Under a capacity (the search): the reserved peak with it as the GPU's limit, and without one.
-    bool limited() const { return o.setting.empty() && capacity > 0; }
+    bool limited() const { return options.setting.empty() && capacity > 0; }
     // A time is the whole captured trace's: with several steps, say so rather than call it a step.
     std::string time_of() const {
         return base.steps.size() > 1 ? std::to_string(base.steps.size()) + " steps" : "step";
     }
 };
 
-void print_json(const Report& r) {
-    const Advice& a = r.advice;
+void print_json(const Report& report) {
+    const Advice& advice = report.advice;
     nlohmann::json doc = {
-        {"trace", r.o.trace},
-        {"capacity_bytes", r.capacity},
-        {"link", r.ev.link().name},
-        {"comm", describe(r.base.comm)},
-        {"budget", r.budget},
+        {"trace", report.options.trace},
+        {"capacity_bytes", report.capacity},
+        {"link", report.ev.link().name},
+        {"comm", describe(report.base.comm)},
+        {"budget", report.budget},
         {"baseline",
-         {{"peak_bytes", a.baseline.memory.peak},
-          {"reserved_bytes", a.baseline.memory.reserved},
-          {"fits", r.o.setting.empty() ? nlohmann::json(fits(a.baseline.memory, r.capacity)) : nlohmann::json(nullptr)},
-          {"step_time_ns", a.baseline.step_time},
-          {"comm_ns", a.baseline.comm},
-          {"comm_exposed_ns", a.baseline.comm_waits}}},
-        {"times", r.cal ? kCalibratedTimeNote : kTimeNote},
-        {"passes_per_step", r.base.passes},
-        {"calibration", r.cal ? nlohmann::json{{"factor", r.cal->factor},
-                                               {"estimated_step_ns", r.cal->estimated_step},
-                                               {"measured_step_ns", r.cal->measured_step},
-                                               {"calibrated_step_ns", r.cal->calibrated_step}}
-                              : nlohmann::json(nullptr)},
-        {"data_parallel", data_parallel_note(r.base.info)},
+         {{"peak_bytes", advice.baseline.memory.peak},
+          {"reserved_bytes", advice.baseline.memory.reserved},
+          {"fits", report.options.setting.empty() ? nlohmann::json(fits(advice.baseline.memory, report.capacity))
+                                                  : nlohmann::json(nullptr)},
+          {"step_time_ns", advice.baseline.step_time},
+          {"comm_ns", advice.baseline.comm},
+          {"comm_exposed_ns", advice.baseline.comm_waits}}},
+        {"times", report.cal ? kCalibratedTimeNote : kTimeNote},
+        {"passes_per_step", report.base.passes},
+        {"calibration", report.cal ? nlohmann::json{{"factor", report.cal->factor},
+                                                    {"estimated_step_ns", report.cal->estimated_step},
+                                                    {"measured_step_ns", report.cal->measured_step},
+                                                    {"calibrated_step_ns", report.cal->calibrated_step}}
+                                   : nlohmann::json(nullptr)},
+        {"data_parallel", data_parallel_note(report.base.info)},
         {"rows", nlohmann::json::array()},
         {"search",
-         {{"dp_runs", a.dp_runs},
-          {"evaluations", a.evaluations},
-          {"max_states", a.max_states},
-          {"allocator_confs", a.allocator_confs},
-          {"split_conf", a.split_conf},
-          {"split_values", a.split_values},
-          {"roundup_values", a.roundup_values},
-          {"allocator_trials", a.allocator_trials},
-          {"seconds", a.seconds}}}};
-    for (const Row& row : r.rows) doc["rows"].push_back(row_json(row, r.base.info));
+         {{"dp_runs", advice.dp_runs},
+          {"evaluations", advice.evaluations},
+          {"max_states", advice.max_states},
+          {"allocator_confs", advice.allocator_confs},
+          {"split_conf", advice.split_conf},
+          {"split_values", advice.split_values},
+          {"roundup_values", advice.roundup_values},
+          {"allocator_trials", advice.allocator_trials},
+          {"seconds", advice.seconds}}}};
+    for (const Row& row : report.rows) doc["rows"].push_back(row_json(row, report.base.info));
     std::printf("%s\n", doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
 }
 
 // The lines above the table: the trace, its notes, the GPU, the links and the baseline.
-void print_header(const Report& r) {
-    const Base& base = r.base;
+void print_header(const Report& report) {
+    const Base& base = report.base;
     const std::string blocks = base.info.block_name.empty()
                                    ? std::string("no blocks")
                                    : std::to_string(base.info.block_name.size()) + " blocks (" + base.info.block_prefix + ")";
-    std::printf("trace      %s: %s, %zu step%s\n", r.o.trace.c_str(), blocks.c_str(), base.steps.size(),
+    std::printf("trace      %s: %s, %zu step%s\n", report.options.trace.c_str(), blocks.c_str(), base.steps.size(),
                 base.steps.size() == 1 ? "" : "s");
     if (const std::string note = mhc::advise::blocks_note(base.info); !note.empty()) std::printf("note       %s\n", note.c_str());
     if (const std::string own = mhc::advise::own_checkpoint_note(base.info); !own.empty())
@@ -395,52 +401,54 @@ void print_header(const Report& r) {
         std::printf("note       %d backward passes per step (the step function's, not gradient accumulation): "
                     "settings act in each\n", base.passes);
     if (const std::string dp = data_parallel_note(base.info); !dp.empty()) std::printf("note       %s\n", dp.c_str());
-    if (!r.capacity_what.empty())
-        std::printf("capacity   %s (%s)\n", mhc::format_bytes(r.capacity).c_str(), r.capacity_what.c_str());
-    std::printf("link       %s; host optimizer steps at %s + %s per parameter tensor\n", r.ev.link().name.c_str(),
-                mhc::format_rate(r.host.bandwidth_Bps).c_str(),
-                mhc::format_ns(std::llround(r.host.per_tensor_s * 1e9)).c_str());
-    const Prediction& baseline = r.advice.baseline;
+    if (!report.capacity_what.empty())
+        std::printf("capacity   %s (%s)\n", mhc::format_bytes(report.capacity).c_str(), report.capacity_what.c_str());
+    std::printf("link       %s; host optimizer steps at %s + %s per parameter tensor\n", report.ev.link().name.c_str(),
+                mhc::format_rate(report.host.bandwidth_Bps).c_str(),
+                mhc::format_ns(std::llround(report.host.per_tensor_s * 1e9)).c_str());
+    const Prediction& baseline = report.advice.baseline;
     if (const std::string comm = comm_line(base, baseline); !comm.empty()) std::printf("comm       %s\n", comm.c_str());
     std::printf("baseline   peak %s, reserved %s, %s %s%s\n", mhc::format_bytes(baseline.memory.peak).c_str(),
-                mhc::format_bytes(baseline.memory.reserved).c_str(), r.time_of().c_str(),
-                baseline_time(baseline, r.cal).c_str(),
-                r.o.setting.empty() && r.capacity > 0 && !fits(baseline.memory, r.capacity) ? ": does not fit" : "");
+                mhc::format_bytes(baseline.memory.reserved).c_str(), report.time_of().c_str(),
+                baseline_time(baseline, report.cal).c_str(),
+                report.options.setting.empty() && report.capacity > 0 && !fits(baseline.memory, report.capacity)
+                    ? ": does not fit"
+                    : "");
 }
 
 // The answers' table: peaks, time and loss.
-void print_answers(const Report& r) {
+void print_answers(const Report& report) {
     std::printf("\n%-4s %10s %10s", "rank", "peak", "reserved");
-    if (r.limited()) std::printf(" %10s", "no limit");
-    std::printf(" %10s %11s %7s", "host peak", r.base.steps.size() > 1 ? "time (est.)" : "step (est.)", "loss");
+    if (report.limited()) std::printf(" %10s", "no limit");
+    std::printf(" %10s %11s %7s", "host peak", report.base.steps.size() > 1 ? "time (est.)" : "step (est.)", "loss");
     std::printf("  setting\n");
-    for (size_t i = 0; i < r.rows.size(); ++i) {
-        const Candidate& c = r.rows[i].answer.candidate;
-        const Prediction& p = c.prediction;
-        std::printf("%-4zu %10s %10s", i + 1, mhc::format_bytes(p.memory.peak).c_str(),
-                    mhc::format_bytes(shown_reserved(p.memory)).c_str());
-        if (r.limited()) std::printf(" %10s", mhc::format_bytes(p.memory.reserved).c_str());
-        std::printf(" %10s %11s %7s", mhc::format_bytes(p.host_peak).c_str(),
-                    mhc::format_ns(time_at_capacity(p)).c_str(), format_loss(c.loss).c_str());
-        std::printf("  %s\n", describe(r.rows[i].answer, r.base.info).c_str());
+    for (size_t i = 0; i < report.rows.size(); ++i) {
+        const Candidate& candidate = report.rows[i].answer.candidate;
+        const Prediction& prediction = candidate.prediction;
+        std::printf("%-4zu %10s %10s", i + 1, mhc::format_bytes(prediction.memory.peak).c_str(),
+                    mhc::format_bytes(shown_reserved(prediction.memory)).c_str());
+        if (report.limited()) std::printf(" %10s", mhc::format_bytes(prediction.memory.reserved).c_str());
+        std::printf(" %10s %11s %7s", mhc::format_bytes(prediction.host_peak).c_str(),
+                    mhc::format_ns(time_at_capacity(prediction)).c_str(), format_loss(candidate.loss).c_str());
+        std::printf("  %s\n", describe(report.rows[i].answer, report.base.info).c_str());
     }
 }
 
 // --verify's table, of its own (beside the predictions it ran to 150 columns): like with like,
 // the captured stream through the same model, at the same capacity.
-void print_verified(const Report& r) {
+void print_verified(const Report& report) {
     std::printf("verified: each setting applied and the step captured again\n%-4s %14s %17s %9s %12s", "rank",
                 "captured peak", "captured reserved", "peak err", "reserved err");
-    if (r.limited()) std::printf(" %5s", "runs");
+    if (report.limited()) std::printf(" %5s", "runs");
     std::printf("\n");
-    for (size_t i = 0; i < r.rows.size(); ++i) {
-        const Row& row = r.rows[i];
-        const Prediction& p = row.answer.candidate.prediction;
+    for (size_t i = 0; i < report.rows.size(); ++i) {
+        const Row& row = report.rows[i];
+        const Prediction& prediction = row.answer.candidate.prediction;
         std::printf("%-4zu %14s %17s %8.2f%% %11.2f%%", i + 1, mhc::format_bytes(row.captured.memory.peak).c_str(),
                     mhc::format_bytes(shown_reserved(row.captured.memory)).c_str(),
-                    100 * relative_error(p.memory.peak, row.captured.memory.peak),
-                    100 * relative_error(shown_reserved(p.memory), shown_reserved(row.captured.memory)));
-        if (r.limited()) std::printf(" %5s", row.captured.memory.fits ? "yes" : "NO");
+                    100 * relative_error(prediction.memory.peak, row.captured.memory.peak),
+                    100 * relative_error(shown_reserved(prediction.memory), shown_reserved(row.captured.memory)));
+        if (report.limited()) std::printf(" %5s", row.captured.memory.fits ? "yes" : "NO");
         std::printf("\n");
     }
 }
@@ -459,13 +467,13 @@ std::string steady_cost_words(const Memory& mem) {
 }
 
 // Under a capacity: what the reserved column means, and what each answer pays to run there.
-void print_capacity_notes(const Report& r) {
+void print_capacity_notes(const Report& report) {
     print_note(
         "(reserved: the caching allocator's peak with %s as the GPU's limit, where a failed cudaMalloc "
         "gives cached memory back and retries, as PyTorch does; no limit: its peak on a larger GPU)\n",
-        mhc::format_bytes(r.capacity).c_str());
-    for (size_t i = 0; i < r.rows.size(); ++i) {
-        const Memory& mem = r.rows[i].answer.candidate.prediction.memory;
+        mhc::format_bytes(report.capacity).c_str());
+    for (size_t i = 0; i < report.rows.size(); ++i) {
+        const Memory& mem = report.rows[i].answer.candidate.prediction.memory;
         const std::string steady = steady_cost_words(mem);
         if (mem.retries > 0)
             print_note(
@@ -487,57 +495,59 @@ void print_capacity_notes(const Report& r) {
 }
 
 // What the search did: its DP runs and evaluations, and the allocator settings it tried.
-void print_search(const Report& r) {
-    const Advice& a = r.advice;
+void print_search(const Report& report) {
+    const Advice& advice = report.advice;
     std::printf("\nsearch: %lld DP runs over %zu blocks (at most %lld states), %lld evaluations, %.1f s\n",
-                static_cast<long long>(a.dp_runs), r.base.info.block_name.size(), static_cast<long long>(a.max_states),
-                static_cast<long long>(a.evaluations), a.seconds);
-    if (a.split_conf.empty()) return;
+                static_cast<long long>(advice.dp_runs), report.base.info.block_name.size(),
+                static_cast<long long>(advice.max_states), static_cast<long long>(advice.evaluations), advice.seconds);
+    if (advice.split_conf.empty()) return;
     std::string confs;
-    for (const std::string& conf : a.allocator_confs)
+    for (const std::string& conf : advice.allocator_confs)
         confs += (confs.empty() ? "" : ", ") + (conf.empty() ? "as captured" : conf);
     std::printf(
         "        allocator settings searched: %s (the last: of %lld values of max_split_size_mb and %lld of "
         "roundup_power2_divisions tried on the captured step, the one that does best at the capacity)\n",
-        confs.c_str(), static_cast<long long>(a.split_values), static_cast<long long>(a.roundup_values));
+        confs.c_str(), static_cast<long long>(advice.split_values), static_cast<long long>(advice.roundup_values));
 }
 
-void print_text(const Report& r) {
-    print_header(r);
-    print_answers(r);
-    if (r.o.verify) print_verified(r);
-    if (r.limited()) print_capacity_notes(r);
-    print_note("(%s%s)\n",
-               r.base.steps.size() > 1 ? ("time: the " + r.time_of() + " of the capture together; ").c_str() : "",
-               r.cal ? kCalibratedTimeNote : kTimeNote);
-    for (size_t i = 0; i < r.rows.size(); ++i)
-        std::printf("\n# %zu. %s\n%s\n", i + 1, describe(r.rows[i].answer, r.base.info).c_str(),
-                    code_for(r.rows[i].answer, r.base.info).c_str());
-    if (r.o.setting.empty()) print_search(r);
+void print_text(const Report& report) {
+    print_header(report);
+    print_answers(report);
+    if (report.options.verify) print_verified(report);
+    if (report.limited()) print_capacity_notes(report);
+    print_note(
+        "(%s%s)\n",
+        report.base.steps.size() > 1 ? ("time: the " + report.time_of() + " of the capture together; ").c_str() : "",
+        report.cal ? kCalibratedTimeNote : kTimeNote);
+    for (size_t i = 0; i < report.rows.size(); ++i)
+        std::printf("\n# %zu. %s\n%s\n", i + 1, describe(report.rows[i].answer, report.base.info).c_str(),
+                    code_for(report.rows[i].answer, report.base.info).c_str());
+    if (report.options.setting.empty()) print_search(report);
 }
 
-int run(const Options& o) {
-    const double budget = budget_of(o.budget);
-    check_option_combinations(o);
+int run(const Options& options) {
+    const double budget = budget_of(options.budget);
+    check_option_combinations(options);
     std::string capacity_what;
-    const int64_t capacity = o.setting.empty() ? capacity_of(o, capacity_what) : 0;
-    const HostModel host = host_model_of(o);
-    if (!o.comm_link.empty()) check_comm_link(o.comm_link);
-    const int64_t measured_step = measured_step_of(o);
-    if (!o.model.empty() && !o.verify)
+    const int64_t capacity = options.setting.empty() ? capacity_of(options, capacity_what) : 0;
+    const HostModel host = host_model_of(options);
+    if (!options.comm_link.empty()) check_comm_link(options.comm_link);
+    const int64_t measured_step = measured_step_of(options);
+    if (!options.model.empty() && !options.verify)
         throw mhc::Error("--model: the model file --verify runs, and no --verify is given");
-    const mhc::trace::TraceData data = load_capture(o);
+    const mhc::trace::TraceData data = load_capture(options);
     Base base = make_base(data);
-    apply_comm_link(o, data, base);
-    const mhc::sim::LinkModel link = mhc::sim::link_from_spec(o.link);
+    apply_comm_link(options, data, base);
+    const mhc::sim::LinkModel link = mhc::sim::link_from_spec(options.link);
     std::optional<Calibration> calibration;
     if (measured_step > 0) calibration = calibrate_compute(base, link, measured_step);
     const Evaluator ev(base, link, host);
-    Report report{o, base, ev, host, calibration ? &*calibration : nullptr, capacity, capacity_what, budget, {}, {}};
-    report.rows = o.setting.empty() ? search(o, base, ev, capacity, budget, report.advice)
-                                    : predict_given(o, base, ev, report.advice);
-    if (o.verify) verify_rows(report.rows, o, data.meta, o.setting.empty() ? capacity : 0);
-    if (o.json) print_json(report);
+    Report report{options,  base,          ev,     host, calibration ? &*calibration : nullptr,
+                  capacity, capacity_what, budget, {},   {}};
+    report.rows = options.setting.empty() ? search(options, base, ev, capacity, budget, report.advice)
+                                          : predict_given(options, base, ev, report.advice);
+    if (options.verify) verify_rows(report.rows, options, data.meta, options.setting.empty() ? capacity : 0);
+    if (options.json) print_json(report);
     else print_text(report);
     return mhc::cli::kExitOk;
 }

@@ -48,13 +48,14 @@ std::vector<Answer> ranked_answers(const Advice& advice, const Base& base, int64
     for (const Candidate& candidate : advice.ranked) answers.push_back(Answer{candidate, false});
     std::optional<Answer> off = hf_off_answer(base, advice.baseline);
     if (!off) return answers;
-    Candidate& c = off->candidate;
-    if (c.prediction.memory.reserved > capacity || (budget >= 0 && c.loss > budget)) return answers;
-    c.fits = c.within_budget = true;   // a capture's figures: no stream to run at the capacity
-    c.prediction.memory.capacity = capacity;
-    c.prediction.memory.reserved_at = c.prediction.memory.reserved;
+    Candidate& off_candidate = off->candidate;
+    if (off_candidate.prediction.memory.reserved > capacity || (budget >= 0 && off_candidate.loss > budget))
+        return answers;
+    off_candidate.fits = off_candidate.within_budget = true;   // a capture's figures: no stream to run at the capacity
+    off_candidate.prediction.memory.capacity = capacity;
+    off_candidate.prediction.memory.reserved_at = off_candidate.prediction.memory.reserved;
     auto at = std::find_if(answers.begin(), answers.end(), [&](const Answer& answer) {
-        return time_at_capacity(answer.candidate.prediction) > c.prediction.step_time;
+        return time_at_capacity(answer.candidate.prediction) > off_candidate.prediction.step_time;
     });
     answers.insert(at, *off);
     if (answers.size() > static_cast<size_t>(top)) answers.resize(static_cast<size_t>(top));
@@ -72,15 +73,16 @@ Answer predicted_answer(const Evaluator& ev, const Setting& setting, const Predi
 
 std::string nothing_fits(const Advice& advice, const CaptureInfo& info, int64_t capacity, double budget) {
     const Candidate* fastest = nullptr;
-    for (const Candidate& c : advice.all)
-        if (c.fits && (!fastest || c.loss < fastest->loss)) fastest = &c;
+    for (const Candidate& candidate : advice.all)
+        if (candidate.fits && (!fastest || candidate.loss < fastest->loss)) fastest = &candidate;
     if (fastest)
         return "nothing fits " + format_bytes(capacity) + " within a loss of " + format_loss(budget).substr(1) +
                ": the closest is " + describe(fastest->setting, info) + " at " + format_loss(fastest->loss) +
                " (estimated)";
     const Candidate* smallest = nullptr;
-    for (const Candidate& c : advice.all)
-        if (!smallest || c.prediction.memory.reserved < smallest->prediction.memory.reserved) smallest = &c;
+    for (const Candidate& candidate : advice.all)
+        if (!smallest || candidate.prediction.memory.reserved < smallest->prediction.memory.reserved)
+            smallest = &candidate;
     return "nothing fits " + format_bytes(capacity) + ": the closest is " +
            (smallest
                 ? describe(smallest->setting, info) + ", reserved " + format_bytes(smallest->prediction.memory.reserved)

@@ -369,11 +369,11 @@ void check_segments(const TraceData& trace, CheckReport& report) {
 void check_allocations_in_segments(const TraceData& trace, CheckReport& report) {
     if (trace.meta_or("segments.hold_allocations", "") != "true") return;
     const auto& allocs = trace.allocations;
-    for (size_t i : allocations_outside_segments(trace))
-        report.problems.push_back({"outside-segment", "allocations", allocs.id[i],
-                                   std::to_string(allocs.bytes[i]) + " bytes at " + hex(allocs.address[i]) +
-                                       " allocated at " + exact_ns(allocs.t_alloc[i]) +
-                                       " lie in no segment of device " + std::to_string(allocs.device[i]) +
+    for (size_t row : allocations_outside_segments(trace))
+        report.problems.push_back({"outside-segment", "allocations", allocs.id[row],
+                                   std::to_string(allocs.bytes[row]) + " bytes at " + hex(allocs.address[row]) +
+                                       " allocated at " + exact_ns(allocs.t_alloc[row]) +
+                                       " lie in no segment of device " + std::to_string(allocs.device[row]) +
                                        " alive then"});
 }
 
