@@ -1,8 +1,6 @@
 // `mhc validate TRACE`: simulate, replay each plan on a backend, compare (docs/validation.md).
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -16,10 +14,8 @@
 #include "mhc/common/error.hpp"
 #include "mhc/common/numbers.hpp"
 #include "mhc/common/units.hpp"
-#include "mhc/replay/calibrate.hpp"
 #include "mhc/replay/validate.hpp"
 #include "mhc/sim/link.hpp"
-#include "mhc/trace/store.hpp"
 
 namespace mhc::cli {
 namespace {
@@ -63,70 +59,81 @@ struct ValOptions {
     bool json = false, no_sinkhorn = false, recorded_timing = false;
 };
 
-std::function<int()> setup(CLI::App& app) {
-    auto o = std::make_shared<ValOptions>();
-    app.add_option("trace", o->trace, "Trace file (.db)")->required()->check(CLI::ExistingFile);
-    app.add_option("--capacity", o->capacity,
+// The options whose being given matters beyond their value.
+struct GivenOptions {
+    CLI::Option* policy = nullptr;
+    CLI::Option* model_link = nullptr;
+    CLI::Option* max_age = nullptr;
+};
+
+GivenOptions add_options(CLI::App& app, ValOptions& options) {
+    GivenOptions given;
+    app.add_option("trace", options.trace, "Trace file (.db)")->required()->check(CLI::ExistingFile);
+    app.add_option("--capacity", options.capacity,
                    "Limited capacities, comma-separated: shares of the baseline peak (60%,70%) or sizes (40GiB); the "
                    "unlimited baseline is always run")
         ->type_name("LIST")
-        ->default_str(o->capacity);
-    auto* pol = add_policy_options(app, o->policy, o->prefetch);
-    app.add_option("--link", o->link,
+        ->default_str(options.capacity);
+    given.policy = add_policy_options(app, options.policy, options.prefetch);
+    app.add_option("--link", options.link,
                    "The replay machine's link: auto (measured under the replay's own conditions, cached per "
                    "machine), a preset, or a profile from mhc calibrate")
         ->type_name("LINK")
-        ->default_str(o->link);
-    auto* model_link =
-        app.add_option("--model-link", o->model_link,
+        ->default_str(options.link);
+    given.model_link =
+        app.add_option("--model-link", options.model_link,
                        "The link the trace's machine had (a preset or profile): --time-scale auto gives the replay its "
                        "compute/transfer ratio")
             ->type_name("LINK")
-            ->default_str(o->model_link);
-    app.add_flag("--recalibrate", o->recalibrate, "--link auto: measure again even when a fresh calibration is cached");
-    auto* max_age = app.add_option("--calibration-max-age", o->max_age_h,
+            ->default_str(options.model_link);
+    app.add_flag("--recalibrate", options.recalibrate,
+                 "--link auto: measure again even when a fresh calibration is cached");
+    given.max_age = app.add_option("--calibration-max-age", options.max_age_h,
                                    "--link auto: hours after which a cached calibration is measured again")
                         ->check(finite_number())
                         ->check(CLI::Range(0.0, 1e6))
                         ->type_name("HOURS")
                         ->capture_default_str();
-    add_sim_base_options(app, o->base,
-                         " (replay places caching segments in 2 MiB pages as on a GPU; ideal's page rounding may not fit)");
-    add_allocator_conf_option(app, o->base);   // the replay's arena follows the same settings
-    app.add_option("--backend", o->backend, "Where to replay: host or cuda")
+    add_sim_base_options(
+        app, options.base,
+        " (replay places caching segments in 2 MiB pages as on a GPU; ideal's page rounding may not fit)");
+    add_allocator_conf_option(app, options.base);   // the replay's arena follows the same settings
+    app.add_option("--backend", options.backend, "Where to replay: host or cuda")
         ->check(mhc::cli::one_of({"host", "cuda"}))
         ->type_name("BACKEND")
-        ->default_str(o->backend);
-    app.add_option("--time-scale", o->time_scale,
+        ->default_str(options.backend);
+    app.add_option("--time-scale", options.time_scale,
                    "Run kernels and gaps this many times slower (the prediction uses the link times this); auto: "
                    "the modelled link's bandwidth over the replay link's")
         ->type_name("X|auto")
-        ->default_str(o->time_scale);
-    app.add_option("--chunk", o->chunk, "Swap chunk size, at least 4KiB")->type_name("SIZE")->default_str(o->chunk);
-    app.add_option("--copy-threads", o->copy_threads, "Host backend, --unpaced: copy threads per direction")
+        ->default_str(options.time_scale);
+    app.add_option("--chunk", options.chunk, "Swap chunk size, at least 4KiB")
+        ->type_name("SIZE")
+        ->default_str(options.chunk);
+    app.add_option("--copy-threads", options.copy_threads, "Host backend, --unpaced: copy threads per direction")
         ->check(CLI::Range(1, 64))
-        ->default_str(std::to_string(o->copy_threads));
-    app.add_flag("--unpaced", o->unpaced,
+        ->default_str(std::to_string(options.copy_threads));
+    app.add_flag("--unpaced", options.unpaced,
                  "Host backend: copy as fast as the host lets them instead of emulating the link at its rates "
                  "(the rate then varies with what shares the cores; predictions use the calibrated medians)");
-    add_store_options(app, o->store);
-    app.add_flag("--json", o->json, "Print the report as JSON (stdout); verdicts and warnings stay in it");
-    app.add_option("--target", o->target_pp,
+    add_store_options(app, options.store);
+    app.add_flag("--json", options.json, "Print the report as JSON (stdout); verdicts and warnings stay in it");
+    app.add_option("--target", options.target_pp,
                    "Loss error target in percentage points: a configuration within it is validated, one whose "
                    "repeats spread more is inconclusive")
         ->check(finite_number())
         ->check(CLI::Range(0.0, 1000.0))
         ->type_name("POINTS")
         ->capture_default_str();
-    app.add_flag("--no-sinkhorn", o->no_sinkhorn, "Stand-ins for Sinkhorn-Knopp kernels too");
-    app.add_option("--max-replay-minutes", o->max_replay_minutes,
+    app.add_flag("--no-sinkhorn", options.no_sinkhorn, "Stand-ins for Sinkhorn-Knopp kernels too");
+    app.add_option("--max-replay-minutes", options.max_replay_minutes,
                    "Refuse to start when the replays are estimated to take longer (predicted makespans x time scale x "
                    "replays); 0: no limit")
         ->type_name("MINUTES")
         ->capture_default_str()
         ->check(finite_number())
         ->check(CLI::Range(0.0, 1e9));
-    app.add_option("--time-limit", o->time_limit_s,
+    app.add_option("--time-limit", options.time_limit_s,
                    "Seconds the validation may take: a replay that would end past them (its predicted makespan x time "
                    "scale, plus the most a replay cost beyond that so far) is not started; the configurations measured "
                    "are reported and the ones left out named; 0: no limit")
@@ -134,196 +141,215 @@ std::function<int()> setup(CLI::App& app) {
         ->capture_default_str()
         ->check(finite_number())
         ->check(CLI::Range(0.0, 1e9));
-    app.add_option("--repeat", o->repeat,
+    app.add_option("--repeat", options.repeat,
                    "Replay each configuration this many times (the baseline, whose noise every loss carries, 2N-1 "
                    "times) and use the one with the median makespan (the host is noisy; their spread decides "
                    "whether a result is conclusive); auto: at most 3 (5), stopping once the replays agree within "
                    "a share of --target")
         ->type_name("N|auto")
-        ->default_str(o->repeat);
-    app.add_option("--replay-steps", o->replay_steps,
+        ->default_str(options.repeat);
+    app.add_option("--replay-steps", options.replay_steps,
                    "Replay and measure the last N training steps, each prediction restricted to them (the steps "
                    "before run at once, unmeasured, to bring the replay to the state its run had); all: every step")
         ->type_name("N|all")
-        ->default_str(o->replay_steps);
-    app.add_flag("--recorded-timing", o->recorded_timing,
+        ->default_str(options.replay_steps);
+    app.add_flag("--recorded-timing", options.recorded_timing,
                  "Predict the limited runs with the recorded kernel times, not the baseline replay's "
                  "(the default moves the trace onto the replay machine's clock first)");
-    return [o, pol, model_link, max_age] {
-        check_store_environment(o->store);
-        check_runs_db_of(o->trace, o->store);
-        // Options that the others given leave with nothing to do: refused, as --copy-threads without --unpaced is.
-        if (o->link != "auto") {
-            if (o->recalibrate)
-                throw Error("--recalibrate and --link " + o->link + ": only --link auto measures the link; give one");
-            if (max_age->count() > 0)
-                throw Error("--calibration-max-age and --link " + o->link +
-                            ": only --link auto caches a measured link; give one");
-        }
-        if (o->recalibrate && max_age->count() > 0)
-            throw Error(
-                "--calibration-max-age and --recalibrate: --recalibrate measures again whatever the cached "
-                "calibration's age; give one");
-        if (o->time_scale != "auto" && model_link->count() > 0)
-            throw Error("--model-link and --time-scale " + o->time_scale +
-                        ": the modelled link only sets --time-scale auto; give one");
-        if (o->unpaced && o->backend == "cuda")
-            throw Error("--unpaced and --backend cuda: only the host backend paces its copies; give one");
-        replay::ValidateSpec spec;
-        sim::Config& c = spec.base;
-        c.eviction = o->policy;
-        c.prefetch = o->prefetch;
-        const bool auto_link = o->link == "auto";
-        c.link = sim::link_from_spec(auto_link ? "pcie4" : o->link);   // auto: replaced below, once the input is checked
-        const sim::LinkModel modelled = sim::link_from_spec(o->model_link);
-        apply_sim_base_options(o->base, c, pol->count() > 0);
-        sim::validate(c);
-        std::vector<std::string> capacity_keys;
-        for (const auto& item : split_list("--capacity", o->capacity)) {
-            spec.capacities.push_back(sim::parse_capacity(item));
-            // The baseline is replayed anyway: 'unlimited' replayed it a second time, stored it as
-            // another run and judged its noise as a loss (-41% on a tiny trace).
-            if (spec.capacities.back().unlimited())
-                throw Error("--capacity: '" + item +
-                            "' is the unlimited baseline, which validate always replays; give limits (60%, 40GiB)");
-            capacity_keys.push_back(capacity_key(spec.capacities.back()));
-        }
-        refuse_repeats("--capacity", split_list("--capacity", o->capacity),
-                       capacity_keys);   // replayed and stored twice
-        if (spec.capacities.empty()) throw Error("validate: --capacity '" + o->capacity + "' names no capacity");
-        spec.replay.backend = replay::parse_backend(o->backend);
-        double scale = 0;
-        if (o->time_scale != "auto") {
-            scale = mhc::decimal_refusal(o->time_scale).empty() ? std::strtod(o->time_scale.c_str(), nullptr) : -1;
-            if (!(scale >= 1e-3 && scale <= 1e6))
-                throw Error("--time-scale '" + o->time_scale + "': auto or a number in [0.001, 1e6]");
-        }
-        spec.replay.chunk_bytes = static_cast<size_t>(option_value("--chunk", [&] { return parse_size(o->chunk, 4096); }));
-        spec.replay.copy_threads = o->copy_threads;
-        spec.replay.real_sinkhorn = !o->no_sinkhorn;
-        spec.store = !o->store.no_store;
-        spec.runs_db = o->store.runs_db;
-        spec.target_pp = o->target_pp;
-        spec.retime = !o->recorded_timing;
-        spec.replay_steps = parse_replay_steps(o->replay_steps);
-        spec.adaptive_repeat = o->repeat == "auto";
-        spec.repeat = spec.adaptive_repeat ? kAutoRepeatMost : parse_repeat(o->repeat);
-        spec.pace = !o->unpaced;
-        spec.link_measured_here = auto_link;
-        spec.max_replay_seconds = 60 * o->max_replay_minutes;
-        spec.time_limit_s = o->time_limit_s;
-        spec.warn = [](const std::string& line) { std::fprintf(stderr, "mhc: warning: %s\n", line.c_str()); };
-        if (spec.pace && o->copy_threads > 1 && spec.replay.backend == replay::Backend::Host)
-            throw Error("--copy-threads " + std::to_string(o->copy_threads) +
-                        ": more copy threads are for --unpaced (the emulated link copies with one thread per direction)");
-        // Nothing to limit, nothing to replay: refuse as simulate does (before any replay).
-        {
-            const trace::Reader reader(o->trace);
-            if (reader.counts().allocations == 0)
-                throw Error(o->trace + ": no allocations: nothing to simulate or replay under a memory limit");
-            // Order-only timing: kernels replay for their event numbers' nanoseconds (a makespan
-            // of 16 ns predicted against 203.86 us measured was reported without a word).
-            const auto meta = reader.meta();
-            if (auto it = meta.find("timing"); it != meta.end() && it->second == "order-only")
-                spec.warn(o->trace +
-                          ": the trace's timing is order only (its source has no timestamps): kernels "
-                          "replay for their event numbers' nanoseconds, so the makespans and losses say "
-                          "nothing of the recorded run; the peaks and bytes moved stand");
-        }
-        // The replay machine's link: measured under the replay's conditions (cached), or given.
-        if (auto_link) {
-            replay::CalibrationSpec cs;
-            cs.backend = spec.replay.backend;
-            cs.chunk_bytes = spec.replay.chunk_bytes;
-            cs.copy_threads = spec.replay.copy_threads;
-            cs.paced = spec.pace;
-            if (show_progress()) std::fprintf(stderr, "\r\033[Kmhc: calibrating the replay's link");
-            const auto t_cal = std::chrono::steady_clock::now();
-            const std::clock_t cpu_cal = std::clock();   // this process's CPU time, every thread
-            replay::LinkCalibration cal = replay::replay_link(cs, o->recalibrate, o->max_age_h * 3600);
-            spec.calibration_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_cal).count();
-            spec.calibration_cpu_seconds = static_cast<double>(std::clock() - cpu_cal) / CLOCKS_PER_SEC;
-            c.link = cal.link;
-            spec.link_origin = "--link auto: " + cal.origin;
-        } else {
-            spec.link_origin = "--link " + o->link + (std::filesystem::is_regular_file(o->link) ? " (profile)" : " (preset)");
-        }
-        std::string scale_why;
-        if (o->time_scale == "auto") {
-            // The modelled link's own figures: what mhc simulate --link moves on the machine that
-            // recorded the trace (its transfers are not the replay's chunks); the replay's link at
-            // the chunk size its copies move.
-            scale = replay::auto_time_scale(modelled, replay::link_at_chunk(c.link, static_cast<int64_t>(spec.replay.chunk_bytes)),
-                                            &scale_why);
-            if (spec.pace && spec.replay.backend == replay::Backend::Host)
-                scale = replay::floor_paced_time_scale(scale, c.link, &scale_why);
-        } else {
-            scale_why = "--time-scale " + o->time_scale;
-        }
-        spec.replay.time_scale = scale;
-        // Progress on a terminal only: the phase and configuration i/N, then the replay's share
-        // of actions done, rewritten in place.
-        const bool tty = show_progress();
-        auto phase = std::make_shared<std::string>();
-        auto note = [tty, phase](const std::string& s) {
-            *phase = s;
-            if (tty) std::fprintf(stderr, "\r\033[Kmhc: %s", s.c_str());
+    return given;
+}
+
+// Options that the others given leave with nothing to do: refused, as --copy-threads without --unpaced is.
+void check_option_combinations(const ValOptions& options, const GivenOptions& given) {
+    if (options.link != "auto") {
+        if (options.recalibrate)
+            throw Error("--recalibrate and --link " + options.link + ": only --link auto measures the link; give one");
+        if (given.max_age->count() > 0)
+            throw Error("--calibration-max-age and --link " + options.link +
+                        ": only --link auto caches a measured link; give one");
+    }
+    if (options.recalibrate && given.max_age->count() > 0)
+        throw Error(
+            "--calibration-max-age and --recalibrate: --recalibrate measures again whatever the cached "
+            "calibration's age; give one");
+    if (options.time_scale != "auto" && given.model_link->count() > 0)
+        throw Error("--model-link and --time-scale " + options.time_scale +
+                    ": the modelled link only sets --time-scale auto; give one");
+    if (options.unpaced && options.backend == "cuda")
+        throw Error("--unpaced and --backend cuda: only the host backend paces its copies; give one");
+}
+
+// --capacity: the limited capacities, each once; never the unlimited baseline.
+std::vector<sim::Capacity> capacities_of(const std::string& list) {
+    std::vector<sim::Capacity> capacities;
+    std::vector<std::string> capacity_keys;
+    for (const auto& item : split_list("--capacity", list)) {
+        capacities.push_back(sim::parse_capacity(item));
+        // The baseline is replayed anyway: 'unlimited' replayed it a second time, stored it as
+        // another run and judged its noise as a loss (-41% on a tiny trace).
+        if (capacities.back().unlimited())
+            throw Error("--capacity: '" + item +
+                        "' is the unlimited baseline, which validate always replays; give limits (60%, 40GiB)");
+        capacity_keys.push_back(capacity_key(capacities.back()));
+    }
+    refuse_repeats("--capacity", split_list("--capacity", list), capacity_keys);   // replayed and stored twice
+    if (capacities.empty()) throw Error("validate: --capacity '" + list + "' names no capacity");
+    return capacities;
+}
+
+// --time-scale X: the number, or 0 for auto.
+double fixed_time_scale_of(const std::string& text) {
+    if (text == "auto") return 0;
+    const double scale = mhc::decimal_refusal(text).empty() ? std::strtod(text.c_str(), nullptr) : -1;
+    if (!(scale >= 1e-3 && scale <= 1e6)) throw Error("--time-scale '" + text + "': auto or a number in [0.001, 1e6]");
+    return scale;
+}
+
+// The replay's own options (--backend ... --time-limit) into `spec`; the fixed --time-scale, or 0.
+double set_replay_options(const ValOptions& options, replay::ValidateSpec& spec) {
+    spec.replay.backend = replay::parse_backend(options.backend);
+    const double scale = fixed_time_scale_of(options.time_scale);
+    spec.replay.chunk_bytes = static_cast<size_t>(
+        option_value("--chunk", [&] { return parse_size(options.chunk, 4096); }));
+    spec.replay.copy_threads = options.copy_threads;
+    spec.replay.real_sinkhorn = !options.no_sinkhorn;
+    spec.store = !options.store.no_store;
+    spec.runs_db = options.store.runs_db;
+    spec.target_pp = options.target_pp;
+    spec.retime = !options.recorded_timing;
+    spec.replay_steps = parse_replay_steps(options.replay_steps);
+    spec.adaptive_repeat = options.repeat == "auto";
+    spec.repeat = spec.adaptive_repeat ? kAutoRepeatMost : parse_repeat(options.repeat);
+    spec.pace = !options.unpaced;
+    spec.link_measured_here = options.link == "auto";
+    spec.max_replay_seconds = 60 * options.max_replay_minutes;
+    spec.time_limit_s = options.time_limit_s;
+    spec.warn = [](const std::string& line) { std::fprintf(stderr, "mhc: warning: %s\n", line.c_str()); };
+    if (spec.pace && options.copy_threads > 1 && spec.replay.backend == replay::Backend::Host)
+        throw Error("--copy-threads " + std::to_string(options.copy_threads) +
+                    ": more copy threads are for --unpaced (the emulated link copies with one thread per direction)");
+    return scale;
+}
+
+// The replay machine's link, measured under the replay's conditions (cached) or given, and the
+// time scale: given, or the modelled link's over the replay's.
+void set_link_and_time_scale(const ValOptions& options, const sim::LinkModel& modelled, double fixed_scale,
+                             replay::ValidateSpec& spec) {
+    if (options.link == "auto") {
+        if (show_progress()) std::fprintf(stderr, "\r\033[Kmhc: calibrating the replay's link");
+        replay::measure_replay_link_for(spec, options.recalibrate, options.max_age_h * 3600);
+    } else {
+        spec.link_origin = "--link " + options.link +
+                           (std::filesystem::is_regular_file(options.link) ? " (profile)" : " (preset)");
+    }
+    if (options.time_scale == "auto") {
+        replay::set_auto_time_scale(spec, modelled);
+    } else {
+        spec.replay.time_scale = fixed_scale;
+        spec.time_scale_origin = "--time-scale " + options.time_scale;
+    }
+}
+
+// Progress on a terminal only (the phase and configuration i/N, then the replay's share of
+// actions done, rewritten in place), each measured row on stderr, and the report printed once the
+// replays are done (before the store: runs that cannot be stored must not cost the replays).
+// Returns the phase note validate() calls.
+std::function<void(const std::string&)> attach_output(const std::shared_ptr<ValOptions>& options,
+                                                      replay::ValidateSpec& spec,
+                                                      const std::shared_ptr<std::optional<StorePhase>>& store_phase) {
+    const bool tty = show_progress();
+    auto phase = std::make_shared<std::string>();
+    if (tty)
+        spec.replay.progress = [phase](size_t done, size_t total) {
+            std::fprintf(stderr, "\r\033[Kmhc: %s %3.0f%%", phase->c_str(), total ? 100.0 * done / total : 100.0);
         };
-        if (tty)
-            spec.replay.progress = [phase](size_t done, size_t total) {
-                std::fprintf(stderr, "\r\033[Kmhc: %s %3.0f%%", phase->c_str(), total ? 100.0 * done / total : 100.0);
-            };
-        // Each replay and each configuration's rows as soon as they are measured, on stderr (stdout
-        // keeps the report alone): a validation stopped by a timeout has said what it measured.
-        spec.progress_line = [tty](const std::string& line) {
-            std::fprintf(stderr, "%s%s\n", tty ? "\r\033[K" : "", line.c_str());
-            std::fflush(stderr);
-        };
-        // The results first: runs that cannot be stored must not cost the replays.
-        spec.time_scale_origin = scale_why;
-        // A signal once the replays are done lets the store finish first.
-        auto store_phase = std::make_shared<std::optional<StorePhase>>();
-        spec.before_store = [o, tty, store_phase](const replay::Report& report) {
-            if (tty) std::fprintf(stderr, "\r\033[K");
-            if (o->json) std::cout << replay::to_json(report) << "\n";
-            else std::cout << replay::to_text(report);
-            std::cout.flush();
-            if (!o->store.no_store) store_phase->emplace();
-            if (report.load.loaded())
-                std::fprintf(stderr,
-                             "mhc: warning: the machine was loaded during the validation (%s): "
-                             "measured times include other work\n",
-                             report.load.text().c_str());
-        };
-        replay::Report r = replay::validate(o->trace, spec, note);
-        if (spec.store && r.stored && !o->json) {
-            std::cout << "stored runs (simulated -> replayed):";
-            auto ids = [&](const replay::Row& x) { std::cout << " " << x.sim_run << "->" << x.replay_run; };
-            ids(r.baseline);
-            for (const auto& x : r.rows) ids(x);
-            std::cout << " in " << store_target(o->trace, o->store) << "\n";
-        }
-        if (spec.store && !r.stored)
-            std::fprintf(stderr, "mhc: the runs were not stored (%s); the results above are complete: rerun with "
-                                 "--no-store, or --runs-db FILE to store them in another file\n", r.store_error.c_str());
-        if (*store_phase)
-            if (int status = (*store_phase)->stopped(r.stored, store_target(o->trace, o->store))) return status;
-        if (!r.ok()) {
-            std::fprintf(stderr, "mhc: validation failed (see the status column)\n");
-            return kExitInternal;
-        }
-        // A --time-limit that cut every limited configuration (the up-front estimate allowed the
-        // first, the replays took longer): the baseline alone was measured, nothing was validated.
-        if (r.rows.empty() && !r.not_run.empty()) {
-            std::fprintf(stderr,
-                         "mhc: --time-limit %g s: no limited configuration was replayed (%s's first replay "
-                         "would have ended past it): nothing was validated; give a longer limit, or 0 for none\n",
-                         o->time_limit_s, r.not_run.front().c_str());
-            return kExitBadInput;
-        }
-        if (spec.store && !r.stored) return kExitNotStored;
-        return kExitOk;
+    // Each replay and each configuration's rows as soon as they are measured, on stderr (stdout
+    // keeps the report alone): a validation stopped by a timeout has said what it measured.
+    spec.progress_line = [tty](const std::string& line) {
+        std::fprintf(stderr, "%s%s\n", tty ? "\r\033[K" : "", line.c_str());
+        std::fflush(stderr);
     };
+    // A signal once the replays are done lets the store finish first.
+    spec.before_store = [options, tty, store_phase](const replay::Report& report) {
+        if (tty) std::fprintf(stderr, "\r\033[K");
+        if (options->json) std::cout << replay::to_json(report) << "\n";
+        else std::cout << replay::to_text(report);
+        std::cout.flush();
+        if (!options->store.no_store) store_phase->emplace();
+        if (report.load.loaded())
+            std::fprintf(stderr,
+                         "mhc: warning: the machine was loaded during the validation (%s): "
+                         "measured times include other work\n",
+                         report.load.text().c_str());
+    };
+    return [tty, phase](const std::string& line) {
+        *phase = line;
+        if (tty) std::fprintf(stderr, "\r\033[Kmhc: %s", line.c_str());
+    };
+}
+
+// After the report: where the runs went, and the exit status.
+int conclude(const ValOptions& options, const replay::ValidateSpec& spec, const replay::Report& report,
+             std::optional<StorePhase>& store_phase) {
+    if (spec.store && report.stored && !options.json) {
+        std::cout << "stored runs (simulated -> replayed):";
+        auto ids = [&](const replay::Row& row) { std::cout << " " << row.sim_run << "->" << row.replay_run; };
+        ids(report.baseline);
+        for (const auto& row : report.rows) ids(row);
+        std::cout << " in " << store_target(options.trace, options.store) << "\n";
+    }
+    if (spec.store && !report.stored)
+        std::fprintf(stderr,
+                     "mhc: the runs were not stored (%s); the results above are complete: rerun with "
+                     "--no-store, or --runs-db FILE to store them in another file\n",
+                     report.store_error.c_str());
+    if (store_phase)
+        if (int status = store_phase->stopped(report.stored, store_target(options.trace, options.store))) return status;
+    if (!report.ok()) {
+        std::fprintf(stderr, "mhc: validation failed (see the status column)\n");
+        return kExitInternal;
+    }
+    // A --time-limit that cut every limited configuration (the up-front estimate allowed the
+    // first, the replays took longer): the baseline alone was measured, nothing was validated.
+    if (report.rows.empty() && !report.not_run.empty()) {
+        std::fprintf(stderr,
+                     "mhc: --time-limit %g s: no limited configuration was replayed (%s's first replay "
+                     "would have ended past it): nothing was validated; give a longer limit, or 0 for none\n",
+                     options.time_limit_s, report.not_run.front().c_str());
+        return kExitBadInput;
+    }
+    if (spec.store && !report.stored) return kExitNotStored;
+    return kExitOk;
+}
+
+int run(const std::shared_ptr<ValOptions>& options, const GivenOptions& given) {
+    check_store_environment(options->store);
+    check_runs_db_of(options->trace, options->store);
+    check_option_combinations(*options, given);
+    replay::ValidateSpec spec;
+    sim::Config& config = spec.base;
+    config.eviction = options->policy;
+    config.prefetch = options->prefetch;
+    config.link = sim::link_from_spec(
+        options->link == "auto" ? "pcie4" : options->link);   // auto: replaced once the input is checked
+    const sim::LinkModel modelled = sim::link_from_spec(options->model_link);
+    apply_sim_base_options(options->base, config, given.policy->count() > 0);
+    sim::validate(config);
+    spec.capacities = capacities_of(options->capacity);
+    const double fixed_scale = set_replay_options(*options, spec);
+    // Nothing to limit, nothing to replay: refuse as simulate does (before any replay).
+    replay::check_replayable(options->trace, spec.warn);
+    set_link_and_time_scale(*options, modelled, fixed_scale, spec);
+    auto store_phase = std::make_shared<std::optional<StorePhase>>();
+    const auto note = attach_output(options, spec, store_phase);
+    const replay::Report report = replay::validate(options->trace, spec, note);
+    return conclude(*options, spec, report, *store_phase);
+}
+
+std::function<int()> setup(CLI::App& app) {
+    auto options = std::make_shared<ValOptions>();
+    const GivenOptions given = add_options(app, *options);
+    return [options, given] { return run(options, given); };
 }
 
 Registration reg{Command{"validate", "Replay simulated plans on a backend and compare predicted with measured", setup}};

@@ -627,19 +627,10 @@ std::vector<std::string> search_allocator_confs(const Evaluator& ev, const Plann
     return confs;
 }
 
-Advice advise(const Evaluator& ev, const PlannerOptions& options) {
-    auto t0 = std::chrono::steady_clock::now();
-    const Base& base = ev.base();
-    const size_t nb = base.info.block_name.size();
-    Advice advice;
-    advice.baseline = ev.predict(Setting{}, options.capacity);
-    ++advice.evaluations;
-    if (options.progress)
-        options.progress("evaluating " + std::to_string(nb) + " blocks x " + std::to_string(kChoices - 1) + " choices");
-    BlockEffects effects = block_effects(ev, options, advice.evaluations);
-    const Windows windows = classify(base);
+namespace {
 
-    // Global combinations: optimizer implementation x placement.
+// Global combinations: optimizer implementation x placement.
+std::vector<Setting> global_settings(const Base& base, const PlannerOptions& options) {
     std::vector<Setting> globals;
     // a host optimizer is refused then (and under DDP or FSDP2, or for torch.func's gradients: make_host_optimizer)
     const bool grads_read_late = !grads_used_after_backward(base).empty() || !base.info.data_parallel.empty() ||
@@ -656,6 +647,53 @@ Advice advise(const Evaluator& ev, const PlannerOptions& options) {
             candidate.optimizer_on_host = host;
             globals.push_back(candidate);
         }
+    return globals;
+}
+
+// How many values of max_split_size_mb and of roundup_power2_divisions the allocator search tried
+// (search_allocator_confs: the search's own settings, then each value alone and with expandable
+// segments).
+void count_allocator_values(const Base& base, const PlannerOptions& options, Advice& advice) {
+    if (advice.allocator_trials <= 0) return;
+    advice.roundup_values =
+        options.roundup_divisions > 0
+            ? static_cast<int64_t>(roundup_values(*base.trace, static_cast<size_t>(options.roundup_divisions)).size())
+            : 0;
+    advice.split_values =
+        (advice.allocator_trials - static_cast<int64_t>(options.allocator_confs.size())) / 2 - advice.roundup_values;
+}
+
+// Every distinct setting predicted, fastest first, and the first `top` that fit within the budget;
+// settings that read the same count once (the first that fits): the same choices on as many
+// blocks of each stack, the same global settings, whatever the allocator.
+void rank_distinct(const std::map<std::string, Candidate>& seen, const PlannerOptions& options, Advice& advice) {
+    for (auto& [key, c] : seen) advice.all.push_back(c);
+    std::sort(advice.all.begin(), advice.all.end(), ranked_before);
+    std::map<std::string, bool> shown;
+    for (const Candidate& cand : advice.all) {
+        if (!cand.fits || !cand.within_budget || static_cast<int>(advice.ranked.size()) >= options.top) continue;
+        const std::string key = reads_as(cand.setting);
+        if (shown[key]) continue;
+        shown[key] = true;
+        advice.ranked.push_back(cand);
+    }
+}
+
+}  // namespace
+
+Advice advise(const Evaluator& ev, const PlannerOptions& options) {
+    auto t0 = std::chrono::steady_clock::now();
+    const Base& base = ev.base();
+    const size_t nb = base.info.block_name.size();
+    Advice advice;
+    advice.baseline = ev.predict(Setting{}, options.capacity);
+    ++advice.evaluations;
+    if (options.progress)
+        options.progress("evaluating " + std::to_string(nb) + " blocks x " + std::to_string(kChoices - 1) + " choices");
+    BlockEffects effects = block_effects(ev, options, advice.evaluations);
+    const Windows windows = classify(base);
+
+    std::vector<Setting> globals = global_settings(base, options);
     add_reshard_choices(base, globals);   // FSDP2: reshard_after_forward false (transforms/reshard.cpp)
     // Families of block choices: all of them, and each alone (answers people can read).
     std::vector<std::vector<uint8_t>> families = {{1, 1, 1, 1, 1}, {1, 1, 0, 0, 0}, {1, 0, 1, 0, 0},
@@ -664,16 +702,7 @@ Advice advise(const Evaluator& ev, const PlannerOptions& options) {
     // segments, and a max_split_size_mb where the captured step says it reserves less).
     const std::vector<std::string> confs = search_allocator_confs(ev, options, advice.allocator_trials);
     advice.allocator_confs = confs;
-    if (advice.allocator_trials >
-        0) {   // the search's own settings, then each value alone and with expandable segments
-        advice.roundup_values =
-            options.roundup_divisions > 0
-                ? static_cast<int64_t>(
-                      roundup_values(*base.trace, static_cast<size_t>(options.roundup_divisions)).size())
-                : 0;
-        advice.split_values = (advice.allocator_trials - static_cast<int64_t>(options.allocator_confs.size())) / 2 -
-                              advice.roundup_values;
-    }
+    count_allocator_values(base, options, advice);
     if (confs.size() > options.allocator_confs.size()) advice.split_conf = confs.back();
     std::map<std::string, Candidate> seen;
     auto candidate = [&](const Setting& setting, const Prediction& prediction) {
@@ -769,18 +798,7 @@ Advice advise(const Evaluator& ev, const PlannerOptions& options) {
         }
     }
     refine(ev, globals, effects, options, dp_points, predict_each, advice);
-    for (auto& [key, c] : seen) advice.all.push_back(c);
-    std::sort(advice.all.begin(), advice.all.end(), ranked_before);
-    // Settings that read the same count once (the first that fits): the same choices on as many
-    // blocks of each stack, the same global settings, whatever the allocator.
-    std::map<std::string, bool> shown;
-    for (const Candidate& cand : advice.all) {
-        if (!cand.fits || !cand.within_budget || static_cast<int>(advice.ranked.size()) >= options.top) continue;
-        const std::string key = reads_as(cand.setting);
-        if (shown[key]) continue;
-        shown[key] = true;
-        advice.ranked.push_back(cand);
-    }
+    rank_distinct(seen, options, advice);
     advice.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return advice;
 }

@@ -1,12 +1,15 @@
 // The link that validate's predictions use: a calibrated profile's rates at the replay's chunk
 // size, scaled with the replay's time scale, and the links a replay could not honour refused.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <utility>
 
 #include "mhc/common/error.hpp"
 #include "mhc/common/units.hpp"
+#include "mhc/replay/calibrate.hpp"
 #include "validation.hpp"
 
 namespace mhc::replay {
@@ -90,5 +93,29 @@ void refuse_unhonoured_latency(const ValidateSpec& spec) {
 }
 
 }  // namespace detail
+
+void measure_replay_link_for(ValidateSpec& spec, bool recalibrate, double max_age_s) {
+    CalibrationSpec calibration_spec;
+    calibration_spec.backend = spec.replay.backend;
+    calibration_spec.chunk_bytes = spec.replay.chunk_bytes;
+    calibration_spec.copy_threads = spec.replay.copy_threads;
+    calibration_spec.paced = spec.pace;
+    const auto wall_start = std::chrono::steady_clock::now();
+    const std::clock_t cpu_start = std::clock();   // this process's CPU time, every thread
+    const LinkCalibration calibration = replay_link(calibration_spec, recalibrate, max_age_s);
+    spec.calibration_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    spec.calibration_cpu_seconds = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
+    spec.base.link = calibration.link;
+    spec.link_origin = "--link auto: " + calibration.origin;
+}
+
+void set_auto_time_scale(ValidateSpec& spec, const sim::LinkModel& modelled) {
+    std::string why;
+    double scale = auto_time_scale(modelled,
+                                   link_at_chunk(spec.base.link, static_cast<int64_t>(spec.replay.chunk_bytes)), &why);
+    if (spec.pace && spec.replay.backend == Backend::Host) scale = floor_paced_time_scale(scale, spec.base.link, &why);
+    spec.replay.time_scale = scale;
+    spec.time_scale_origin = why;
+}
 
 }  // namespace mhc::replay

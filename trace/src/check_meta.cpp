@@ -61,8 +61,8 @@ namespace {
 
 constexpr size_t kMaxCaptureJsonNesting = 64;
 
+using checks::exact_ns;
 using checks::quoted;
-using checks::t_str;
 
 // Meta `key`, a JSON list of [allocation id, kernel id] (capture.frame_holds, capture.unpacks):
 // its first entry that is no pair, or names a row the trace lacks.
@@ -159,9 +159,9 @@ void check_capture_kernels(const TraceData& trace, CheckReport& report) {
         if (held != SIZE_MAX && kernels.t_start[row] < kernels.t_end[held])   // one stream: stream-overlap's
             report.problems.push_back(
                 {"capture-overlap", "kernels", kernels.id[row],
-                 "starts at " + t_str(kernels.t_start[row]) + " on stream " + std::to_string(kernels.stream[row]) +
+                 "starts at " + exact_ns(kernels.t_start[row]) + " on stream " + std::to_string(kernels.stream[row]) +
                      " while kernel " + std::to_string(kernels.id[held]) + " still runs on stream " +
-                     std::to_string(kernels.stream[held]) + " (until " + t_str(kernels.t_end[held]) +
+                     std::to_string(kernels.stream[held]) + " (until " + exact_ns(kernels.t_end[held]) +
                      "): a model capture runs its kernels one after another on device " +
                      std::to_string(kernels.device[row])});
         if (last == SIZE_MAX || kernels.t_end[row] > kernels.t_end[last]) {

@@ -15,7 +15,7 @@
 namespace mhc::trace::checks {
 
 // A time in a problem's message: "<t> ns".
-std::string t_str(int64_t time_ns);
+std::string exact_ns(int64_t time_ns);
 
 // A meta value quoted in a problem: its first 40 bytes, a control byte shown as '?'.
 std::string quoted(const std::string& value);

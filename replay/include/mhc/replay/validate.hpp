@@ -82,6 +82,19 @@ sim::LinkModel scaled_link(const sim::LinkModel& link, double scale);
 // profile's by_chunk rows (interpolated in log size); unchanged without rows.
 sim::LinkModel link_at_chunk(const sim::LinkModel& link, int64_t chunk);
 
+// --link auto: the replay machine's link measured under the replay's own conditions (backend,
+// chunk size, copy threads, pacing), or taken from the cache when fresh (replay_link); sets
+// spec.base.link, spec.link_origin and the seconds the measuring took (a phase of the report).
+void measure_replay_link_for(ValidateSpec& spec, bool recalibrate, double max_age_s);
+// --time-scale auto: the modelled link's own figures (what mhc simulate --link moves on the
+// machine that recorded the trace) against the replay's link at the chunk size its copies move
+// (auto_time_scale), floored for a paced host replay (floor_paced_time_scale, which slows
+// spec.base.link with it). Sets spec.replay.time_scale and spec.time_scale_origin.
+void set_auto_time_scale(ValidateSpec& spec, const sim::LinkModel& modelled);
+// Refuses (mhc::Error) a trace with nothing to limit or replay (no allocations), and tells `warn`
+// when its timing is order only (kernels replay for their event numbers' nanoseconds).
+void check_replayable(const std::string& path, const std::function<void(const std::string&)>& warn);
+
 // How far a configuration's replays are apart: the range of their makespans, without the
 // fastest and the slowest when there are 5 or more (a rare hiccup of the host that delays one
 // replay by 1-2% is not the spread of the others, which agreed to 0.3% in 7 of 8 baselines).

@@ -1,0 +1,109 @@
+// Which storages the offload hook's moves let die on the device and bring back, and when the
+// device copies die (offload.hpp).
+#include <algorithm>
+#include <unordered_map>
+
+#include "offload.hpp"
+
+namespace mhc::advise::offloading {
+
+// A storage that a pack outside the hook keeps, or that the program holds (made before this
+// step's forward: the batch, buffers), stays on the device; its unpack uses it and the host copy
+// is dropped then. The others die on the device and are copied back in the backward.
+void PassOffload::choose_copied_back() {
+    const Base& base = base_;
+    const Plan& plan = plan_;
+    // What a checkpoint's recomputation reads (its frame holds its inputs) stays on the device.
+    std::unordered_map<int32_t, bool> recomputed_reads;
+    for (const Op& op : plan.ops)
+        if (op.phase == Phase::Recompute)
+            for (const PlanAccess& pa : op.acc) recomputed_reads[pa.alloc] = true;
+    // A storage saved by two saved-tensor regimes lives as long as its longest holder: an output a
+    // selective checkpoint's policy keeps (a convolution's, "save_matmuls") is held by the
+    // checkpoint's cache until the recomputation replays its op, in the checkpointed module's
+    // backward; an offloaded module after it that saves it too (the BatchNorm that reads it)
+    // unpacks it before then, finds it still on the device and uses it as it is (the hook drops
+    // its host copy there). Moved to the host, it died at the BatchNorm in the prediction and
+    // came back as a second device copy (the DCGAN's selective checkpoint + offload at 3.2 GiB:
+    // reserved +1.87%, and a capacity the captured step did not run at).
+    std::vector<uint8_t> cached_by(base.info.module_name.size(), 0);
+    for (const Region& region : checkpoint_regions(base.info, ctx_.setting.checkpoint))
+        if (region.policy == Policy::SaveMatmuls)
+            for (size_t m = 0; m < cached_by.size(); ++m)
+                if (base.info.within(static_cast<int32_t>(m), region.module)) cached_by[m] = 1;
+    auto kept_by_policy = [&](int32_t storage) {
+        const int32_t made_by = storage < static_cast<int32_t>(base.creator.size())
+                                    ? base.creator[static_cast<size_t>(storage)]
+                                    : -1;
+        if (made_by < 0) return false;
+        const int32_t mod = ctx_.caller[static_cast<size_t>(made_by)];
+        if (mod < 0 || !cached_by[static_cast<size_t>(mod)] ||
+            !kept_by_save_matmuls(plan.strings[static_cast<size_t>(plan.ops[static_cast<size_t>(made_by)].name)]))
+            return false;
+        const int32_t unpacked = unpack_at(storage);
+        return unpacked >= 0 &&
+               plan.key(plan.allocs[static_cast<size_t>(storage)].freed) > plan.key(Point{unpacked, false});
+    };
+    for (auto& [x, i] : first_pack_) {
+        const int32_t made_by = x < static_cast<int32_t>(base.creator.size()) ? base.creator[static_cast<size_t>(x)]
+                                                                              : -1;
+        bool dies = made_by >= 0 && base.pass[static_cast<size_t>(made_by)] == pass_ &&
+                    base.phase[static_cast<size_t>(made_by)] == Phase::Forward;
+        base.for_savers(x, [&](int32_t saver) { dies = dies && saver >= 0 && in_scope(saver); });
+        // the program holds what a kernel of another pass uses (GradScaler's scale, read by the
+        // unscale after the backward)
+        base.for_acc(
+            x, [&](int32_t seq, trace::AccessMode) { dies = dies && base.pass[static_cast<size_t>(seq)] == pass_; });
+        if (dies && !recomputed_reads.count(x) && unpack_at(x) >= 0 && !kept_by_policy(x)) copied_back_[x] = true;
+    }
+}
+
+// When the device lets go of `storage` (first packed at `own`) in the forward: at its last forward
+// use, or (streamed) once max_fwd_stash more packs have happened or the forward ended; the compute
+// stream waits there for the copy out (`d2h`) to land.
+Point PassOffload::device_release(size_t own, int32_t storage, int32_t d2h) {
+    const Base& base = base_;
+    const int32_t fwd_end = base.pass_fwd_last[static_cast<size_t>(pass_)];
+    int32_t last_use = base.last_access_in_pass(storage, Phase::Forward, pass_);
+    if (base.param_cast[static_cast<size_t>(storage)]) last_use = std::max(last_use, fwd_end);
+    // or later, while a frame of the model's code still refers to it (capture.frame_holds)
+    const int32_t held = base.held_seq[static_cast<size_t>(storage)];
+    if (held >= 0 && base.phase[static_cast<size_t>(held)] == Phase::Forward &&
+        base.pass[static_cast<size_t>(held)] == pass_)
+        last_use = std::max(last_use, held);
+    Point release{last_use, true};
+    if (!streamed_) return release;
+    // kept until a pack the hook offloads comes max_fwd_stash or more packs later (the others
+    // count but let go of nothing: torchtune's pack_tensor), else until the hook's first unpack
+    size_t stash_end = own + static_cast<size_t>(setting_.max_fwd_stash);
+    while (stash_end < packs_.size() && !eligible(packs_[stash_end].alloc)) ++stash_end;
+    const Point stash = stash_end < packs_.size() ? packs_[stash_end].at()
+                        : first_unpack_ >= 0      ? Point{first_unpack_, false}
+                                                  : Point{fwd_end, true};
+    release = plan_.later(release, stash);
+    int32_t waiter = stash_end < packs_.size() ? packs_[stash_end].seq + (packs_[stash_end].output ? 1 : 0)
+                     : first_unpack_ >= 0      ? first_unpack_
+                                               : base.pass_bwd_first[static_cast<size_t>(pass_)];
+    // the D2H is issued at the saving op's end: no op before it can wait for it (a stash smaller
+    // than the saving op's own input packs)
+    waiter = std::max(waiter, packs_[own].seq + 1);
+    if (waiter >= 0 && waiter < plan_.recorded) plan_.ops[static_cast<size_t>(waiter)].waits.push_back(d2h);
+    return release;
+}
+
+// The copy of `storage` back on the device, made where it is brought back: the hook lets go of
+// it at the storage's last unpack, so it dies when that backward node returns.
+Alloc PassOffload::device_copy_back(int32_t storage, const Alloc& saved, Point recorded_free,
+                                    int64_t recorded_free_offset) const {
+    Alloc device_copy = saved;
+    device_copy.src = -1;
+    device_copy.freed = recorded_free;
+    device_copy.freed_offset = recorded_free_offset;
+    if (auto end = base_.node_return(storage, pass_, recorded_free)) {
+        device_copy.freed = *end;
+        device_copy.freed_offset = 0;
+    }
+    return device_copy;
+}
+
+}  // namespace mhc::advise::offloading

@@ -1,0 +1,96 @@
+// Where the offload hook unpacks a storage, and which unpack's prefetch brings a save back
+// (offload.hpp).
+#include "offload.hpp"
+
+namespace mhc::advise::offloading {
+
+// A backward node unpacks all it saved before its first kernel (capture.unpacks).
+int32_t PassOffload::unpack_at(int32_t storage) const { return base_.unpack_in_pass(storage, pass_); }
+
+// Where the hook itself first unpacks a storage. A storage that ops outside the hook saved too (a
+// timestep embedding every block reads) may be unpacked first by one of theirs, which the hook
+// never sees (capture.unpacks has a storage's first unpack only): then the first backward op in
+// the hook's scope that reads it.
+int32_t PassOffload::hook_unpack_at(int32_t storage) const {
+    const Base& base = base_;
+    const int32_t unpacked = unpack_at(storage);
+    bool outside = false;
+    base.for_savers(storage, [&](int32_t saver) {
+        if (saver >= 0 && base.pass[static_cast<size_t>(saver)] == pass_ &&
+            base.phase[static_cast<size_t>(saver)] == Phase::Forward && !in_scope(saver))
+            outside = true;
+    });
+    if (!outside || unpacked < 0) return unpacked;
+    int32_t found = -1;
+    base.for_acc(storage, [&](int32_t seq, trace::AccessMode) {
+        if (found < 0 && seq >= unpacked && base.pass[static_cast<size_t>(seq)] == pass_ &&
+            base.phase[static_cast<size_t>(seq)] == Phase::Backward && in_scope(seq))
+            found = seq;
+    });
+    return found >= 0 ? found : unpacked;
+}
+
+// Where a pack's own save is unpacked (what a prefetch from it waits for): the storage's unpack,
+// but for a storage that several forward ops of the pass saved (a time embedding every block
+// reads), the first backward kernel at or after it of the saving op's module or a module inside
+// it that reads it (the storage's first unpack is another node's). Inside: a backward kernel is
+// recorded under the module whose backward ran last, so a ResBlock's silu_backward of the time
+// embedding runs under its `skip` conv's (bench/advise/new_user/unet.py); with the module alone,
+// such a block's prefetch fell back to the storage's first unpack, in another block, and brought
+// its storages back hundreds of kernels early.
+int32_t PassOffload::save_unpack_at(size_t pack) const {
+    const Base& base = base_;
+    const int32_t storage = packs_[pack].alloc, unpacked = unpack_at(storage);
+    if (unpacked < 0) return unpacked;
+    int32_t savers = 0;
+    base.for_savers(storage, [&](int32_t saver) {
+        if (saver >= 0 && base.pass[static_cast<size_t>(saver)] == pass_ &&
+            base.phase[static_cast<size_t>(saver)] == Phase::Forward)
+            ++savers;
+    });
+    if (savers <= 1) return unpacked;
+    const int32_t mod = base.module[static_cast<size_t>(packs_[pack].seq)];
+    int32_t found = -1;
+    base.for_acc(storage, [&](int32_t seq, trace::AccessMode) {
+        if (found < 0 && seq >= unpacked && base.pass[static_cast<size_t>(seq)] == pass_ &&
+            base.phase[static_cast<size_t>(seq)] == Phase::Backward &&
+            base.info.within(base.module[static_cast<size_t>(seq)], mod))
+            found = seq;
+    });
+    return found >= 0 ? found : unpacked;
+}
+
+// The hook's first unpack (of a storage it moved) releases what the stash still holds.
+void PassOffload::find_first_unpack() {
+    for (auto& [storage, pack] : first_pack_) {
+        const int32_t unpacked = hook_unpack_at(storage);
+        if (unpacked >= 0 && (first_unpack_ < 0 || unpacked < first_unpack_)) first_unpack_ = unpacked;
+    }
+}
+
+// Which unpack brings `storage` (whose first pack is `own`) back: the save the hook unpacks (own)
+// or a later one whose prefetch reaches it (q); at one instant the hook copies in the order it
+// runs. Any save of the storage is one the hook looks back to: a storage saved twice (a ReLU's
+// output, saved by the ReLU and by the matmul that reads it) comes back with the unpack of a save
+// up to `prefetch` after either (offload.py, _unpack: saves index-1 .. index-prefetch, whichever
+// storage they hold). Among the unpacks at one kernel, the earliest pack's; it reaches back to the
+// nearest. `bring`: the storage's unpack in, the bringing one out; `distance`: how far back it reaches.
+size_t PassOffload::bringing_pack(size_t own, int32_t storage, int32_t& bring, size_t& distance) const {
+    size_t trigger = own;
+    distance = 0;
+    if (!streamed_) return trigger;
+    const size_t prefetch = static_cast<size_t>(setting_.prefetch_or_default());
+    for (size_t place : pack_places_.at(storage))
+        for (size_t q = place + 1; q <= place + prefetch && q < packs_.size(); ++q) {
+            if (!copied_back_.count(packs_[q].alloc)) continue;   // kept on the device: no prefetch
+            const int32_t unpacked = save_unpack_at(q);
+            if (unpacked >= 0 && (unpacked < bring || (unpacked == bring && trigger != own && q < trigger))) {
+                bring = unpacked;
+                trigger = q;
+            }
+            if (trigger == q) distance = q - place;   // places ascend: the last is the nearest
+        }
+    return trigger;
+}
+
+}  // namespace mhc::advise::offloading
