@@ -88,11 +88,11 @@ bool added_by_store(const std::string& table, const std::string& column) {
 
 bool has_column(sqlite3* db, const std::string& file, const char* table, const char* column,
                 const std::string& schema) {
-    sql::Stmt q(db, file, "SELECT 1 FROM pragma_table_info(?, ?) WHERE name = ?");
-    q.bind(1, std::string(table));
-    q.bind(2, schema);
-    q.bind(3, std::string(column));
-    return q.step();
+    sql::Stmt query(db, file, "SELECT 1 FROM pragma_table_info(?, ?) WHERE name = ?");
+    query.bind(1, std::string(table));
+    query.bind(2, schema);
+    query.bind(3, std::string(column));
+    return query.step();
 }
 
 std::vector<std::string> run_table_problems(sqlite3* db, const std::string& file, const std::string& schema,
@@ -322,7 +322,7 @@ RunWriter::~RunWriter() { abort(); }
 
 const std::string& RunWriter::file(size_t i) const { return files_.at(i); }
 const std::string& RunWriter::schema(size_t i) const { return schemas_.at(i); }
-const std::string& RunWriter::print(size_t i) const { return prints_.at(i); }
+const std::string& RunWriter::print(size_t target) const { return prints_.at(target); }
 
 void RunWriter::open_traces(const std::vector<Target>& targets) {
     const int most = max_files_per_transaction();

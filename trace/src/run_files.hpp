@@ -64,7 +64,7 @@ public:
     const std::string& schema(size_t i) const;
     // The fingerprint of target i's trace inside the transaction (the one its runs were computed
     // from: runs.trace_fingerprint, which every reader compares with the trace's then).
-    const std::string& print(size_t i) const;
+    const std::string& print(size_t target) const;
     // Records that `run` belongs to target i (a runs database only; a trace's runs are its own).
     void claim(size_t i, int64_t run);
     void commit();

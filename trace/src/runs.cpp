@@ -540,30 +540,30 @@ void check_run_pages(const std::string& trace_path, const std::string& runs_db) 
 namespace {
 
 // The one line that refuses run `id` ("name") when it is stale (RunReader::stale_reason), or "".
-std::string stale_line(const runfiles::RunReader& r, int64_t id, const std::string& name, const std::string& stored) {
-    const std::string why = r.stale_reason(stored);
+std::string stale_line(const runfiles::RunReader& reader, int64_t id, const std::string& name, const std::string& stored) {
+    std::string why = reader.stale_reason(stored);
     if (why.empty()) return why;
-    return r.file + ": run " + std::to_string(id) + (name.empty() ? "" : " (" + printable(name) + ")") + " " + why +
-           "; compute it again from the trace as it is: mhc simulate " + r.trace_path() +
+    return reader.file + ": run " + std::to_string(id) + (name.empty() ? "" : " (" + printable(name) + ")") + " " + why +
+           "; compute it again from the trace as it is: mhc simulate " + reader.trace_path() +
            " (mhc validate for a replay)";
 }
 
 // What a reader says of the stale runs it leaves out, in one line.
-std::string stale_note(const runfiles::RunReader& r, const std::vector<RunInfo>& stale) {
+std::string stale_note(const runfiles::RunReader& reader, const std::vector<RunInfo>& stale) {
     if (stale.empty()) return "";
     if (stale.size() == 1) {
         const RunInfo& run = stale.front();
-        return r.file + ": run " + std::to_string(run.id) + (run.name.empty() ? "" : " (" + printable(run.name) + ")") +
-               " is not shown: it " + r.stale_reason(run.trace_fingerprint) +
-               "; compute it again from the trace as it is: mhc simulate " + r.trace_path() +
+        return reader.file + ": run " + std::to_string(run.id) + (run.name.empty() ? "" : " (" + printable(run.name) + ")") +
+               " is not shown: it " + reader.stale_reason(run.trace_fingerprint) +
+               "; compute it again from the trace as it is: mhc simulate " + reader.trace_path() +
                " (mhc validate for a replay)";
     }
     std::string ids;
     for (size_t i = 0; i < stale.size() && i < 8; ++i) ids += (i ? ", " : "") + std::to_string(stale[i].id);
     if (stale.size() > 8) ids += ", … (" + std::to_string(stale.size()) + " in all)";
-    return r.file + ": runs " + ids + " are not shown: they were computed from other data than " + r.trace_path() +
+    return reader.file + ": runs " + ids + " are not shown: they were computed from other data than " + reader.trace_path() +
            " holds now (its rows or meta were changed after they were stored); compute them again from the trace "
-           "as it is: mhc simulate " + r.trace_path() + " (mhc validate for a replay)";
+           "as it is: mhc simulate " + reader.trace_path() + " (mhc validate for a replay)";
 }
 
 }   // namespace

@@ -162,10 +162,10 @@ std::map<sqlite3*, Snapshot>& snapshots() {
     return taken;
 }
 
-bool same(const Snapshot& a, const struct stat& st) {
-    return a.dev == st.st_dev && a.ino == st.st_ino && a.size == st.st_size &&
-           a.mtime.tv_sec == st.st_mtim.tv_sec && a.mtime.tv_nsec == st.st_mtim.tv_nsec &&
-           a.ctime.tv_sec == st.st_ctim.tv_sec && a.ctime.tv_nsec == st.st_ctim.tv_nsec;
+bool same(const Snapshot& taken, const struct stat& st) {
+    return taken.dev == st.st_dev && taken.ino == st.st_ino && taken.size == st.st_size &&
+           taken.mtime.tv_sec == st.st_mtim.tv_sec && taken.mtime.tv_nsec == st.st_mtim.tv_nsec &&
+           taken.ctime.tv_sec == st.st_ctim.tv_sec && taken.ctime.tv_nsec == st.st_ctim.tv_nsec;
 }
 
 // A WAL-mode file is read through an index SQLite keeps beside it in FILE-shm, which it makes on
