@@ -50,9 +50,9 @@ mhc::cli::Registration reg{mhc::cli::Command{
             if (report.ok() && runs.ok()) {
                 // What "ok" vouches for (a bare "ok" left a user asking whether the rows were read).
                 std::printf("%s: ok: the rules of docs/trace-format.md \"Checks\" and SQLite's %s check pass\n",
-                            path->c_str(), *full ? "full integrity" : "quick");
+                            mhc::printable(*path).c_str(), *full ? "full integrity" : "quick");
                 if (!runs_db->empty())
-                    std::printf("%s: ok: its runs of %s follow the same rules\n", runs_db->c_str(), path->c_str());
+                    std::printf("%s: ok: its runs of %s follow the same rules\n", mhc::printable(*runs_db).c_str(), mhc::printable(*path).c_str());
                 return mhc::cli::kExitOk;
             }
             int shown = 0;
@@ -61,15 +61,15 @@ mhc::cli::Registration reg{mhc::cli::Command{
                 for (const auto& problem : list->problems) {
                     if (shown++ >= *max) break;
                     if (problem.table == "file")
-                        std::printf("%s\n", problem.message.c_str());
+                        std::printf("%s\n", mhc::printable(problem.message).c_str());
                     else if (problem.table == "meta")   // the key leads the message
-                        std::printf("%s: meta %s [%s]\n", file->c_str(), problem.message.c_str(), problem.rule.c_str());
+                        std::printf("%s: meta %s [%s]\n", mhc::printable(*file).c_str(), mhc::printable(problem.message).c_str(), problem.rule.c_str());
                     else
-                        std::printf("%s: %s row %lld: %s [%s]\n", file->c_str(), problem.table.c_str(),
-                                    static_cast<long long>(problem.row), problem.message.c_str(), problem.rule.c_str());
+                        std::printf("%s: %s row %lld: %s [%s]\n", mhc::printable(*file).c_str(), problem.table.c_str(),
+                                    static_cast<long long>(problem.row), mhc::printable(problem.message).c_str(), problem.rule.c_str());
                 }
             if (static_cast<int>(total) > *max) std::printf("... %zu more\n", total - static_cast<size_t>(*max));
-            std::fprintf(stderr, "%s: %zu problem%s\n", path->c_str(), total, total == 1 ? "" : "s");
+            std::fprintf(stderr, "%s: %zu problem%s\n", mhc::printable(*path).c_str(), total, total == 1 ? "" : "s");
             return mhc::cli::kExitBadInput;
         };
     }}};

@@ -49,7 +49,7 @@ mhc::cli::Registration reg{mhc::cli::Command{
                 auto tables = ex::export_csv(*in, *out, {*run, if_exists, *runs_db});
                 int64_t rows = 0;
                 for (const auto& t : tables) rows += t.rows;
-                std::printf("%s: %zu tables, %lld rows\n", out->c_str(), tables.size(), static_cast<long long>(rows));
+                std::printf("%s: %zu tables, %lld rows\n", mhc::printable(*out).c_str(), tables.size(), static_cast<long long>(rows));
                 for (const auto& table : tables)
                     std::printf("  %-20s %12lld\n", table.file.c_str(), static_cast<long long>(table.rows));
             } else {
@@ -60,7 +60,7 @@ mhc::cli::Registration reg{mhc::cli::Command{
                 int64_t events = ex::export_perfetto(*in, *out, opt);
                 // What the file holds: the recorded trace, and the run only when --run named one.
                 const std::string what = *run > 0 ? "the trace and run " + std::to_string(*run) : "the trace, no run";
-                std::printf("%s: %lld trace events, %s (open in ui.perfetto.dev)\n", out->c_str(),
+                std::printf("%s: %lld trace events, %s (open in ui.perfetto.dev)\n", mhc::printable(*out).c_str(),
                             static_cast<long long>(events), what.c_str());
             }
             return mhc::cli::kExitOk;

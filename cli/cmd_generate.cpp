@@ -213,7 +213,7 @@ int run_ranks(const Options& o, GeneratorConfig cfg, const GenerateHooks& hooks)
     for (size_t i = 0; i < files.size(); ++i)
         std::printf("%s: rank %d (pp stage %d, dp rank %d, tp rank %d of %d x %d x %d): %lld rows (%lld kernels), "
                     "modelled time %s (a roofline estimate)\n",
-                    files[i].path.c_str(), global_rank(cfg, files[i].pp_stage, files[i].dp_rank, files[i].tp_rank),
+                    mhc::printable(files[i].path).c_str(), global_rank(cfg, files[i].pp_stage, files[i].dp_rank, files[i].tp_rank),
                     files[i].pp_stage, files[i].dp_rank, files[i].tp_rank, cfg.pp, cfg.dp, cfg.tp,
                     (long long)stats[i].rows, (long long)stats[i].kernels, mhc::format_ns(stats[i].end_time_ns).c_str());
     return mhc::cli::kExitOk;
@@ -337,7 +337,7 @@ int run(const Options& o) {
     Dims d = dims(cfg);
     // One fact a line, labelled as `mhc info` lays them out (it was one line of 400 characters), the
     // time said to be the generator's model: no GPU ran these kernels.
-    std::printf("%s: written in %.2f s\n", o.output.c_str(), st.seconds);
+    std::printf("%s: written in %.2f s\n", mhc::printable(o.output).c_str(), st.seconds);
     std::printf("rows        %lld: %lld allocations, %lld kernels, %lld accesses, %lld markers, %lld copies\n",
                 static_cast<long long>(st.rows), static_cast<long long>(st.allocations),
                 static_cast<long long>(st.kernels), static_cast<long long>(st.accesses),

@@ -140,7 +140,7 @@ mhc::cli::Registration reg{mhc::cli::Command{
             std::printf(
                 "%s: %s, %lld input event%s -> %lld allocations, %lld kernels, %lld accesses, "
                 "%lld copies, %lld markers\n",
-                out->c_str(), std::string(imp::to_string(result.format)).c_str(), static_cast<long long>(result.events),
+                mhc::printable(*out).c_str(), std::string(imp::to_string(result.format)).c_str(), static_cast<long long>(result.events),
                 result.events == 1 ? "" : "s", static_cast<long long>(result.allocations),
                 static_cast<long long>(result.kernels), static_cast<long long>(result.accesses),
                 static_cast<long long>(result.copies), static_cast<long long>(result.markers));

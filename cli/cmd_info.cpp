@@ -164,7 +164,10 @@ mhc::cli::Registration reg{mhc::cli::Command{
             // The full check: info computes peaks and sums, so it refuses what `mhc check` refuses.
             auto data = mhc::trace::load_checked_trace(*path);
             auto summary = mhc::trace::summarize(data, *top);
-            auto runs = mhc::trace::list_runs(*path, *runs_db);
+            auto listed = mhc::trace::list_all_runs(*path, *runs_db);
+            const auto& runs = listed.runs;
+            // Runs computed from other data than the trace holds now are not its runs.
+            if (!listed.note.empty()) std::fprintf(stderr, "mhc: warning: %s\n", mhc::printable(listed.note).c_str());
             if (*json) {
                 std::printf("%s\n", mhc::trace::to_json(summary).c_str());
                 return mhc::cli::kExitOk;

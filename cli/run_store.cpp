@@ -24,7 +24,7 @@ void add_store_options(CLI::App& app, StoreOptions& o) {
 }
 
 std::string store_target(const std::string& trace, const StoreOptions& o) {
-    return o.runs_db.empty() ? trace : o.runs_db;
+    return printable(o.runs_db.empty() ? trace : o.runs_db);   // said on one line
 }
 
 namespace {
@@ -49,7 +49,7 @@ void warn_if_large(const std::vector<const trace::Run*>& runs, const std::string
     if (bytes <= kWarnStoredBytes) return;
     std::fprintf(stderr, "mhc: warning: storing %zu run%s adds about %s to %s (more than %s); --no-store keeps only the "
                          "printed result, --runs-db FILE keeps the runs out of the trace\n",
-                 runs.size(), runs.size() == 1 ? "" : "s", format_bytes(bytes).c_str(), where.c_str(),
+                 runs.size(), runs.size() == 1 ? "" : "s", format_bytes(bytes).c_str(), printable(where).c_str(),
                  format_bytes(kWarnStoredBytes).c_str());
 }
 

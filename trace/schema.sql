@@ -44,9 +44,11 @@ CREATE TABLE saved_tensors (allocation INTEGER NOT NULL, kernel INTEGER NOT NULL
 
 -- section: run_tables
 -- The tables of runs: in a trace, or alone in a runs database (--runs-db).
+-- runs.trace_fingerprint: the fingerprint of the trace the run was computed from (NULL: stored by
+-- an mhc before 2026-12-06); the store adds the column to files made before it.
 CREATE TABLE runs (
   id INTEGER PRIMARY KEY, kind TEXT NOT NULL, name TEXT NOT NULL, status TEXT NOT NULL,
-  created TEXT NOT NULL, base_run INTEGER NOT NULL DEFAULT 0);
+  created TEXT NOT NULL, base_run INTEGER NOT NULL DEFAULT 0, trace_fingerprint TEXT);
 CREATE TABLE run_config (run INTEGER NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
   PRIMARY KEY (run, key)) WITHOUT ROWID;
 CREATE TABLE run_metrics (run INTEGER NOT NULL, key TEXT NOT NULL, value REAL NOT NULL,

@@ -531,6 +531,8 @@ def _runs(a) -> int:
     except TraceError as e:
         _say(f"mhc-torch: {e}")
         return 2
+    if df.attrs.get("stale_note"):   # runs computed from other data: not shown
+        _say(f"mhc-torch: warning: {df.attrs['stale_note']}")
     if not len(df):
         print(f"{printable(a.trace)}: no runs")
     elif a.all:

@@ -10,7 +10,9 @@ The sum does not depend on the order of the rows.
 from __future__ import annotations
 
 import itertools
+import os
 import sqlite3
+import urllib.parse
 
 import numpy as np
 
@@ -180,7 +182,9 @@ class Digest:
 
 def of_file(path: str) -> str:
     """The v2 digest of a trace file's rows (what `mhc check` recomputes for a v2 digest)."""
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    # The name quoted into the URI as the file system's bytes: a '#' or '?' in it (x#y.db opened x)
+    # and a name that is no UTF-8 are the file's own.
+    db = sqlite3.connect(f"file:{urllib.parse.quote(os.fsencode(os.path.abspath(path)))}?mode=ro", uri=True)
     try:
         d = Digest()
         present = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}

@@ -14,6 +14,7 @@ import sqlite3
 import urllib.parse
 from dataclasses import dataclass, field
 
+from . import run_identity
 from .digest import Digest
 from .output_file import OutputError, OutputExists, SignalGuard, begin_output, check_output, commit  # noqa: F401 (re-exported)
 
@@ -260,6 +261,26 @@ def _wal_without_index(path: str) -> bool:
     return True
 
 
+def _stray_log(path: str) -> None:
+    """A -wal log beside a trace not in WAL mode is another file's: SQLite applies its pages over the
+    trace when it opens it, read-only too. Refused as mhc refuses it (sqlite_util.cpp, stray_log)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(18)
+            if f.read(2) == b"\x02\x02":
+                return
+        if not os.path.isfile(path + "-wal"):
+            return
+        with open(path + "-wal", "rb") as f:
+            if f.read(4) not in (b"\x37\x7f\x06\x82", b"\x37\x7f\x06\x83"):
+                return
+    except OSError:
+        return
+    raise TraceError(f"{path}: {path}-wal is there, a write-ahead log that {path} (not in SQLite's WAL mode) did "
+                     "not leave: SQLite would apply its pages over the file's when it is opened (another file's "
+                     "log, copied or left beside it); move it away and rerun")
+
+
 def _open(path: str) -> sqlite3.Connection:
     if not os.path.isfile(path):
         from .json_input import not_a_regular_file, unreachable
@@ -271,8 +292,11 @@ def _open(path: str) -> sqlite3.Connection:
     # The path quoted into the URI: a '?', '#' or '%' in a file's name is part of the name (x#y.db
     # opened x, 50%41.db 50A.db).
     wait_s = _busy_timeout_s()
+    _stray_log(path)
     mode = "immutable=1" if _wal_without_index(path) else "mode=ro"
-    db = sqlite3.connect(f"file:{urllib.parse.quote(os.path.abspath(path))}?{mode}", uri=True, timeout=wait_s)
+    # Quoted as the file system's bytes: a name that is no UTF-8 (bad\xff.db) raised UnicodeEncodeError.
+    uri_path = urllib.parse.quote(os.fsencode(os.path.abspath(path)))
+    db = sqlite3.connect(f"file:{uri_path}?{mode}", uri=True, timeout=wait_s)
     try:
         version = db.execute("PRAGMA user_version").fetchone()[0]
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -317,14 +341,19 @@ def read_runs(path: str):
         runs = pd.read_sql("SELECT * FROM runs ORDER BY id", db)
         cfg = pd.read_sql("SELECT run, key, value FROM run_config", db)
         met = pd.read_sql("SELECT run, key, value FROM run_metrics", db)
+        stale = run_identity.stale_runs(db, path)
     finally:
         db.close()
+    # A run computed from other data (the trace edited after it was stored) is not the trace's:
+    # left out, and said in df.attrs["stale_note"] (docs/trace-format.md, "Runs and their data").
+    runs = runs[~runs["id"].isin(list(stale))].drop(columns=["trace_fingerprint"], errors="ignore")
     runs = runs.set_index("id")
     if len(cfg):
         wide = cfg.pivot(index="run", columns="key", values="value").add_prefix("config.")
         runs = runs.join(wide)
     if len(met):
         runs = runs.join(met.pivot(index="run", columns="key", values="value"))
+    runs.attrs["stale_note"] = run_identity.note(path, stale)
     return runs
 
 
@@ -357,10 +386,15 @@ def read_run_table(path: str, table: str, run: int | None = None):
         raise ValueError(f"unknown run table '{table}'; valid: {', '.join(sorted(allowed))}")
     db = _open(path)
     try:
+        stale = run_identity.stale_runs(db, path)
+        if run in stale:
+            raise TraceError(run_identity.refusal(path, run, stale))
         df = _run_events_by_range(db, run) if table == "run_events" and run is not None else None
         if df is None:
             where, args = ("WHERE run = ?", (run,)) if run is not None else ("", ())
             df = pd.read_sql(f"SELECT * FROM {table} {where}", db, params=args)
+        if stale:
+            df = df[~df["run"].isin(list(stale))]
         if table == "run_events":
             kinds = dict(db.execute("SELECT id, name FROM event_kinds"))
             df["kind_name"] = df["kind"].map(kinds)

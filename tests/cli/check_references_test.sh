@@ -9,26 +9,34 @@ mhc=$1
 . "$(dirname "$0")/preamble.sh"
 cd "$tmp" || exit 1
 "$mhc" -q generate --preset gpt2-small --steps 1 --layers 2 --seq 128 -o t.db >/dev/null || fail generate
-"$mhc" -q simulate t.db --capacity 90% >/dev/null || fail simulate   # run 1: swaps, so events
-# A replay of run 1 as `mhc validate` stores it (base_run = the simulated run), and a model
-# capture's rows: module 2 inside module 1, a kernel of module 2 (every kernel has its row), a
-# storage saved by it.
+# A model capture's rows: module 2 inside module 1, a kernel of module 2 (every kernel has its
+# row), a storage saved by it; then run 1, computed from those rows (a run records the trace it
+# was computed from: rows added after it make it stale), and a replay of it as `mhc validate`
+# stores it (base_run = the simulated run, the same trace).
 k=$(sqlite3 t.db "SELECT min(id) FROM kernels")
 a=$(sqlite3 t.db "SELECT min(id) FROM allocations")
 s=$(sqlite3 t.db "SELECT min(id) FROM strings")
-sqlite3 t.db "INSERT INTO runs VALUES (2, 'replayed', 'r', 'complete', '2026-12-03T00:00:00Z', 1);
-              INSERT INTO modules VALUES (1, $s, 0, $s), (2, $s, 1, $s);
+sqlite3 t.db "INSERT INTO modules VALUES (1, $s, 0, $s), (2, $s, 1, $s);
               INSERT INTO kernel_info SELECT id, CASE id WHEN $k THEN 2 ELSE 0 END, 0, 0, 0 FROM kernels;
               INSERT INTO saved_tensors VALUES ($a, $k, 1)" || fail "sqlite3 setup"
+"$mhc" -q simulate t.db --capacity 90% >/dev/null || fail simulate   # run 1: swaps, so events
+replay() {   # replay ID BASE: a replayed run's row, of the trace run 1 was computed from
+    echo "INSERT INTO runs SELECT $1, 'replayed', 'r$1', 'complete', '2026-12-03T00:00:00Z', $2, trace_fingerprint
+          FROM runs WHERE id = 1"
+}
+sqlite3 t.db "$(replay 2 1)" || fail "sqlite3 replay"
 [ "$(sqlite3 t.db "SELECT sum(allocation != 0) > 0 AND sum(kernel != 0) > 0 FROM run_events WHERE run = 1")" = 1 ] ||
     fail "the simulated run has no event of an allocation, or none of a kernel"
 "$mhc" check t.db >out 2>err || fail "check of the whole trace: $(cat out err)"
 
-# corrupt SQL WANT: check exits 2, prints exactly one problem, and it contains WANT
+# corrupt SQL WANT: check exits 2, prints exactly one problem, and it contains WANT. An edit of
+# the trace's own rows also makes runs 1 and 2 stale (computed from other rows), each listed:
+# those lines are not counted.
 corrupt() {
     cp t.db c.db
     sqlite3 c.db "$1" || fail "sqlite3 $1"
-    "$mhc" check c.db >out 2>err; local rc=$?
+    "$mhc" check c.db >all 2>err; local rc=$?
+    grep -v "^c.db: run [12] (.*) was computed from other data than c.db holds now" all >out
     [ $rc = 2 ] || fail "check after '$1' exited $rc: $(cat out err)"
     [ "$(wc -l <out)" = 1 ] || fail "check after '$1': wanted one problem: $(cat out)"
     grep -qF -- "$2" out || fail "check after '$1' does not say '$2': $(cat out)"
@@ -40,7 +48,7 @@ corrupt "UPDATE runs SET base_run = 999 WHERE id = 2" \
 corrupt "UPDATE runs SET base_run = 2 WHERE id = 2" "c.db: runs row 2: base_run refers to the run itself [base-run]"
 corrupt "UPDATE runs SET base_run = 2 WHERE id = 1" \
     "c.db: runs row 1: base_run refers to run 2 (replayed) from a simulated run"
-corrupt "INSERT INTO runs VALUES (3, 'replayed', 'r2', 'complete', '2026-12-03T00:00:00Z', 2)" \
+corrupt "$(replay 3 2)" \
     "c.db: runs row 3: base_run refers to run 2 (replayed) from a replayed run"
 corrupt "UPDATE run_events SET allocation = 99999 WHERE rowid = $e1" \
     "c.db: run_events row $(sqlite3 t.db "SELECT $e1"): allocation refers to allocation 99999, which does not exist (run 1)"

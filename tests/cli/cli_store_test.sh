@@ -190,7 +190,8 @@ PRAGMA journal_mode=OFF;
 CREATE TEMP TABLE k(v INTEGER PRIMARY KEY);
 WITH RECURSIVE c(v) AS (SELECT 1 UNION ALL SELECT v + 1 FROM c WHERE v < 20000) INSERT INTO k SELECT v FROM c;
 BEGIN;
-INSERT INTO runs SELECT id + v, kind, name, status, created, base_run FROM runs, k WHERE id = 1;
+INSERT INTO runs (id, kind, name, status, created, base_run, trace_fingerprint)
+  SELECT id + v, kind, name, status, created, base_run, trace_fingerprint FROM runs, k WHERE id = 1;
 INSERT INTO run_config SELECT run + v, key, value FROM run_config, k WHERE run = 1;
 INSERT INTO run_metrics SELECT run + v, key, value FROM run_metrics, k WHERE run = 1;
 INSERT INTO run_trace SELECT run + v, trace FROM run_trace, k WHERE run = 1;

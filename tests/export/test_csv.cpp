@@ -122,7 +122,7 @@ Expected read_back_by_library(const std::string& db) {
 // The run tables as load_run and list_runs read them (all runs, by id).
 void add_runs_by_library(const std::string& db, Expected& e, int64_t only = 0) {
     auto& runs = e.tables["runs"];
-    runs.push_back({"id", "kind", "name", "status", "created", "base_run"});
+    runs.push_back({"id", "kind", "name", "status", "created", "base_run", "trace_fingerprint"});
     auto& cfg = e.tables["run_config"];
     cfg.push_back({"run", "key", "value"});
     auto& met = e.tables["run_metrics"];
@@ -137,7 +137,7 @@ void add_runs_by_library(const std::string& db, Expected& e, int64_t only = 0) {
         if (only && info.id != only) continue;
         const std::string id = num(info.id);
         runs.push_back({id, std::string(tr::to_string(info.kind)), info.name, std::string(tr::to_string(info.status)), info.created,
-                        num(info.base_run)});
+                        num(info.base_run), info.trace_fingerprint});
         tr::Run run = tr::load_run(db, info.id);
         for (const auto& [key, value] : run.config) cfg.push_back({id, key, value});
         for (const auto& [key, value] : run.metrics) met.push_back({id, key, "=" + shortest(value)});

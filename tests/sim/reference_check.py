@@ -334,8 +334,8 @@ def make_runs(rng, con, kernel_ids, alloc_ids):
             base = rng.choice(sims) if sims else 0
         if rng.random() < 0.1:
             base = rng.choice([rid, n + 5, rng.randint(1, n)])
-        con.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?)", (rid, kind, "run%d" % rid, status,
-                                                                  "2026-12-06T00:00:00Z", base))
+        con.execute("INSERT INTO runs (id, kind, name, status, created, base_run) VALUES (?, ?, ?, ?, ?, ?)",
+                    (rid, kind, "run%d" % rid, status, "2026-12-06T00:00:00Z", base))
         con.execute("INSERT INTO run_config VALUES (?, 'policy', 'lru')", (rid,))
         metrics = {"peak_bytes": float(rng.randint(0, 1 << 30)), "throughput_loss": rng.uniform(-1, 5),
                    "stalls": float(rng.randint(0, 9))}

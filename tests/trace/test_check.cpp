@@ -353,7 +353,8 @@ TEST_CASE("run: every stored run its readers refuse is listed, not only the firs
     }
     // run 1: a metric that is no number; run 2: a memory sample below 0 bytes; run 3: sound.
     sql_unchecked(file.path,
-                  "INSERT INTO runs VALUES (1,'simulated','a','complete','2026-12-06',0),"
+                  "INSERT INTO runs (id, kind, name, status, created, base_run) VALUES "
+                  "(1,'simulated','a','complete','2026-12-06',0),"
                   "(2,'simulated','b','complete','2026-12-06',0),(3,'simulated','c','complete','2026-12-06',0);"
                   "INSERT INTO run_metrics VALUES (1,'stalls','abc'),(2,'stalls',1.0),(3,'stalls',2.0);"
                   "INSERT INTO run_memory VALUES (2,0,-1,0)");

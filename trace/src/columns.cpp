@@ -303,6 +303,7 @@ TraceData load_trace(const std::string& file, const std::string& name, LoadFrom 
         throw;
     }
     sqlite3_exec(r.handle(), "COMMIT", nullptr, nullptr, nullptr);
+    r.require_unchanged();
     return t;
 }
 

@@ -212,6 +212,10 @@ Reader::Reader(std::string path, std::string name) : path_(name.empty() ? path :
 
 Reader::~Reader() { sqlite3_close(db_); }
 
+void Reader::require_unchanged() const {
+    if (std::string why = sql::changed_while_read(db_, path_); !why.empty()) throw Error(why);
+}
+
 std::map<std::string, std::string> meta_rows(sqlite3* db, const std::string& file, const std::string& schema) {
     std::map<std::string, std::string> out;
     sql::Stmt stmt(db, file, ("SELECT key, value FROM " + schema + ".meta").c_str());

@@ -78,7 +78,22 @@ const std::map<std::string, std::vector<std::string>>& declared_run_columns() {
     return columns;
 }
 
+// Columns the store adds to a file made before them, in its storing transaction: their absence
+// is no problem of the file.
+bool added_by_store(const std::string& table, const std::string& column) {
+    return table == "runs" && column == "trace_fingerprint";
+}
+
 }   // namespace
+
+bool has_column(sqlite3* db, const std::string& file, const char* table, const char* column,
+                const std::string& schema) {
+    sql::Stmt query(db, file, "SELECT 1 FROM pragma_table_info(?, ?) WHERE name = ?");
+    query.bind(1, std::string(table));
+    query.bind(2, schema);
+    query.bind(3, std::string(column));
+    return query.step();
+}
 
 std::vector<std::string> run_table_problems(sqlite3* db, const std::string& file, const std::string& schema,
                                             bool runs_db) {
@@ -99,7 +114,7 @@ std::vector<std::string> run_table_problems(sqlite3* db, const std::string& file
                                    " of its own that is NOT NULL with no default: a run stored gives it no value");
         }
         for (const std::string& column : declared)
-            if (std::find(has.begin(), has.end(), column) == has.end())
+            if (std::find(has.begin(), has.end(), column) == has.end() && !added_by_store(table, column))
                 problems.push_back("table " + table + " has no column " + column +
                                    ", which runs are stored in (a damaged or foreign file)");
     }
@@ -247,6 +262,13 @@ void create_runs_db(const std::string& file, const std::vector<Target>& targets,
     }
 }
 
+// A file made before runs recorded their trace's fingerprint gets the column, in the storing
+// transaction (additive: older runs read NULL, docs/trace-format.md "Runs and their data").
+void add_print_column(sqlite3* db, const std::string& file, const std::string& schema) {
+    if (!has_table(db, file, "runs", schema) || has_column(db, file, "runs", "trace_fingerprint", schema)) return;
+    sql::exec(db, file, ("ALTER TABLE " + schema + ".runs ADD COLUMN trace_fingerprint TEXT").c_str());
+}
+
 bool separate(const std::vector<Target>& targets, const std::string& runs_db) {
     if (runs_db.empty()) return false;
     for (const auto& t : targets)
@@ -300,6 +322,7 @@ RunWriter::~RunWriter() { abort(); }
 
 const std::string& RunWriter::file(size_t i) const { return files_.at(i); }
 const std::string& RunWriter::schema(size_t i) const { return schemas_.at(i); }
+const std::string& RunWriter::print(size_t target) const { return prints_.at(target); }
 
 void RunWriter::open_traces(const std::vector<Target>& targets) {
     const int most = max_files_per_transaction();
@@ -342,13 +365,16 @@ void RunWriter::open_traces(const std::vector<Target>& targets) {
             throw Error(files_[i] + ": cannot store runs: the file is read-only");
     }
     sql::exec(db_, files_.front(), "BEGIN IMMEDIATE");
-    for (size_t i = 0; i < targets.size(); ++i) add_event_rows_table(db_, files_[i], schemas_[i]);
+    for (size_t i = 0; i < targets.size(); ++i) {
+        add_event_rows_table(db_, files_[i], schemas_[i]);
+        add_print_column(db_, files_[i], schemas_[i]);
+    }
     // The run was computed on the trace as it was read: a trace replaced or rewritten since
     // (another `generate --force`, `import --force`) is another trace.
     for (size_t i = 0; i < targets.size(); ++i) {
-        if (targets[i].fingerprint.empty()) continue;
         std::string now = fingerprint_in(db_, files_[i], schemas_[i]);
-        if (now != targets[i].fingerprint)
+        prints_.push_back(now);
+        if (!targets[i].fingerprint.empty() && now != targets[i].fingerprint)
             throw Error(files_[i] + ": the trace changed after it was read (fingerprint " + targets[i].fingerprint +
                         " then, " + now + " now: replaced by another process?), so the run computed from it "
                         "does not belong in it");
@@ -367,6 +393,7 @@ void RunWriter::open_runs_db(const std::vector<Target>& targets, const std::stri
     files_.assign(targets.size(), runs_db);
     schemas_.assign(targets.size(), "main");
     opened_.push_back(runs_db);
+    if (const std::string stray = sql::stray_log(runs_db); !stray.empty()) throw Error(stray);
     if (sqlite3_open_v2(runs_db.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK)
         throw Error(runs_db + ": cannot open or create: " + (db_ ? sqlite3_errmsg(db_) : "error"));
     sql::wait_when_busy(db_, runs_db);
@@ -391,6 +418,8 @@ void RunWriter::open_runs_db(const std::vector<Target>& targets, const std::stri
     }
     add_traces_table(db_, runs_db);
     add_event_rows_table(db_, runs_db, "main");
+    add_print_column(db_, runs_db, "main");
+    prints_ = prints;
 }
 
 void RunWriter::claim(size_t i, int64_t run) {
@@ -419,7 +448,16 @@ std::string RunWriter::abort() {
 RunReader::RunReader(const std::string& trace_path, const std::string& runs_db) {
     trace = std::make_unique<Reader>(trace_path);
     file = trace_path;
-    if (runs_db.empty() || runs_db == trace_path) return;
+    trace_path_ = trace_path;
+    if (runs_db.empty() || runs_db == trace_path) {
+        if (has_table(trace->handle(), file, "runs") &&
+            has_column(trace->handle(), file, "runs", "trace_fingerprint"))
+            print_column = "trace_fingerprint";
+        const auto meta = trace->meta();
+        auto digest = meta.find(kContentDigestKey);
+        if (digest != meta.end() && digest->second.rfind(kEditedDigestPrefix, 0) == 0) edited_ = digest->second;
+        return;
+    }
     file = runs_db;
     refuse_special_file(runs_db);   // a FIFO read as a database waits for a writer, or says "disk I/O error"
     std::string problem;
@@ -451,13 +489,14 @@ RunReader::RunReader(const std::string& trace_path, const std::string& runs_db) 
         throw Error(runs_db + ": not an mhc runs database (not an SQLite database)");
     }
     if (!meta) throw Error(runs_db + ": not an mhc runs database (no meta table)");
-    const std::string print = fingerprint(trace->meta(), trace->counts());
+    const std::string& print = this->print();
     std::map<std::string, int64_t> own = runs_db_traces(own_, file);
     auto it = own.find(print);
     if (it == own.end()) another_trace(own_, file, trace_path, print, own.size());
     for (int i = 0; schema::kRunTableNames[i]; ++i)
         if (!has_table(own_, file, schema::kRunTableNames[i]))
             throw Error(runs_db + ": missing table '" + schema::kRunTableNames[i] + "'");
+    if (has_column(own_, file, "runs", "trace_fingerprint")) print_column = "trace_fingerprint";
     if (!has_table(own_, file, "run_trace")) return;
     // A run without a row in run_trace was stored by an mhc that did not write them: it is of
     // the trace the database was made for.
@@ -468,6 +507,24 @@ RunReader::RunReader(const std::string& trace_path, const std::string& runs_db) 
 }
 
 RunReader::~RunReader() { sqlite3_close(own_); }
+
+const std::string& RunReader::print() const {
+    if (print_.empty()) print_ = fingerprint(trace->meta(), trace->counts());
+    return print_;
+}
+
+std::string RunReader::stale_reason(const std::string& stored) const {
+    if (!stored.empty()) {
+        if (stored == print()) return "";
+        return "was computed from other data than " + trace_path_ + " holds now (trace fingerprint " + stored +
+               " then, " + print() + " now: its rows or meta were changed after the run was stored)";
+    }
+    // Not recorded (an mhc before 2026-12-06): the trace's when its rows are as written. In a runs
+    // database, the database's own check of the fingerprint (RunReader above) holds them to it.
+    if (edited_.empty()) return "";
+    return "does not record which data it was computed from (stored by an mhc before 2026-12-06), and " +
+           trace_path_ + "'s rows were changed after it was written (meta content_digest '" + edited_ + "')";
+}
 
 sqlite3* RunReader::db() const { return own_ ? own_ : trace->handle(); }
 

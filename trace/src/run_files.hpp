@@ -29,6 +29,9 @@ struct Target {
 
 // Whether schema `schema` of `db` (main, or an attached file's) has table `name`.
 bool has_table(sqlite3* db, const std::string& file, const char* name, const std::string& schema = "main");
+// Whether that table has the column `column`.
+bool has_column(sqlite3* db, const std::string& file, const char* table, const char* column,
+                const std::string& schema = "main");
 
 // Why runs cannot be stored in the run tables of schema `schema` of `db` (the file `file`), one
 // sentence each naming the table and the column; empty when they can. The store writes the columns
@@ -59,6 +62,9 @@ public:
     // the alias its trace is attached as).
     const std::string& file(size_t i) const;
     const std::string& schema(size_t i) const;
+    // The fingerprint of target i's trace inside the transaction (the one its runs were computed
+    // from: runs.trace_fingerprint, which every reader compares with the trace's then).
+    const std::string& print(size_t target) const;
     // Records that `run` belongs to target i (a runs database only; a trace's runs are its own).
     void claim(size_t i, int64_t run);
     void commit();
@@ -73,6 +79,7 @@ private:
     std::vector<std::string> files_;            // per target
     std::vector<std::string> schemas_;          // per target
     std::vector<int64_t> trace_ids_;            // per target: its row in a runs database's `traces`
+    std::vector<std::string> prints_;           // per target: its trace's fingerprint
     std::vector<std::string> opened_;           // every file the transaction writes
     bool runs_db_ = false;
 };
@@ -90,9 +97,23 @@ struct RunReader {
     std::string file;                   // where the runs are
     // An SQL condition on `runs.id` that keeps this trace's runs ("1" when every run is).
     std::string runs_of_trace = "1";
+    // The trace's fingerprint now (its meta and row counts, read on first use), and what selects a
+    // run's recorded one ("NULL" in a file made before runs.trace_fingerprint).
+    const std::string& print() const;
+    std::string print_column = "NULL";
+    // Why a run recorded as computed from the trace of fingerprint `stored` (empty: not recorded)
+    // is not a run of the trace as it is now, as a predicate ("was computed from other data than
+    // T.db holds now (...)"); empty when it is (docs/trace-format.md, "Runs and their data").
+    std::string stale_reason(const std::string& stored) const;
+    const std::string& trace_path() const { return trace_path_; }
 
 private:
     sqlite3* own_ = nullptr;
+    std::string trace_path_;
+    mutable std::string print_;
+    // A run without a recorded fingerprint counts as the trace's unless the trace's rows were
+    // changed after it was written (meta content_digest 'edited:…'): this holds that digest.
+    std::string edited_;
 };
 
 // Rolls back the journal a failed or killed writer left beside `file` (a read by a connection

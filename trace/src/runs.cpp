@@ -389,7 +389,7 @@ std::vector<int64_t> store(const std::vector<runfiles::Target>& targets, const s
             const int64_t id = next_run_id(w.db(), w.file(i), w.schema(i));
             sql::Stmt ins(w.db(), w.file(i),
                           ("INSERT INTO " + w.schema(i) +
-                           ".runs (id, kind, name, status, created, base_run) VALUES (?,?,?,?,?,?)")
+                           ".runs (id, kind, name, status, created, base_run, trace_fingerprint) VALUES (?,?,?,?,?,?,?)")
                               .c_str());
             ins.bind(1, id);
             ins.bind(2, std::string(to_string(run->kind)));
@@ -397,6 +397,7 @@ std::vector<int64_t> store(const std::vector<runfiles::Target>& targets, const s
             ins.bind(4, std::string(to_string(run->status)));
             ins.bind(5, now_utc());
             ins.bind(6, run->base_run);
+            ins.bind(7, w.print(i));
             ins.run();
             w.claim(i, id);
             write_body(w.db(), w.file(i), w.schema(i), id, *run, true);
@@ -449,8 +450,11 @@ void finish_run(const std::string& trace_path, int64_t run_id, const Run& run,
                 const std::string& runs_db, const std::string& trace_fingerprint) {
     runfiles::RunWriter w({{trace_path, trace_fingerprint}}, runs_db);
     try {
-        sql::Stmt up(w.db(), w.file(0), "UPDATE runs SET name=?, status=?, base_run=? WHERE id=?");
-        up.bind(1, run.name); up.bind(2, std::string(to_string(run.status))); up.bind(3, run.base_run); up.bind(4, run_id);
+        // Finished on the trace the run began on: RunWriter refused another (its fingerprint).
+        sql::Stmt up(w.db(), w.file(0),
+                     "UPDATE runs SET name=?, status=?, base_run=?, trace_fingerprint=? WHERE id=?");
+        up.bind(1, run.name); up.bind(2, std::string(to_string(run.status))); up.bind(3, run.base_run);
+        up.bind(4, w.print(0)); up.bind(5, run_id);
         up.run();
         if (sqlite3_changes(w.db()) != 1)
             throw Error(w.file(0) + ": run " + std::to_string(run_id) + " does not exist");
@@ -533,25 +537,71 @@ void check_run_pages(const std::string& trace_path, const std::string& runs_db) 
                 " lists the damage; --no-store or --runs-db FILE leaves it alone)");
 }
 
+namespace {
+
+// The one line that refuses run `id` ("name") when it is stale (RunReader::stale_reason), or "".
+std::string stale_line(const runfiles::RunReader& reader, int64_t id, const std::string& name, const std::string& stored) {
+    std::string why = reader.stale_reason(stored);
+    if (why.empty()) return why;
+    return reader.file + ": run " + std::to_string(id) + (name.empty() ? "" : " (" + printable(name) + ")") + " " + why +
+           "; compute it again from the trace as it is: mhc simulate " + reader.trace_path() +
+           " (mhc validate for a replay)";
+}
+
+// What a reader says of the stale runs it leaves out, in one line.
+std::string stale_note(const runfiles::RunReader& reader, const std::vector<RunInfo>& stale) {
+    if (stale.empty()) return "";
+    if (stale.size() == 1) {
+        const RunInfo& run = stale.front();
+        return reader.file + ": run " + std::to_string(run.id) + (run.name.empty() ? "" : " (" + printable(run.name) + ")") +
+               " is not shown: it " + reader.stale_reason(run.trace_fingerprint) +
+               "; compute it again from the trace as it is: mhc simulate " + reader.trace_path() +
+               " (mhc validate for a replay)";
+    }
+    std::string ids;
+    for (size_t i = 0; i < stale.size() && i < 8; ++i) ids += (i ? ", " : "") + std::to_string(stale[i].id);
+    if (stale.size() > 8) ids += ", … (" + std::to_string(stale.size()) + " in all)";
+    return reader.file + ": runs " + ids + " are not shown: they were computed from other data than " + reader.trace_path() +
+           " holds now (its rows or meta were changed after they were stored); compute them again from the trace "
+           "as it is: mhc simulate " + reader.trace_path() + " (mhc validate for a replay)";
+}
+
+}   // namespace
+
 std::vector<RunInfo> list_runs(const std::string& trace_path, const std::string& runs_db) {
+    return list_all_runs(trace_path, runs_db).runs;
+}
+
+RunList list_all_runs(const std::string& trace_path, const std::string& runs_db, bool figures) {
     runfiles::RunReader r(trace_path, runs_db);
     const std::string& trace_path_ = r.file;
     std::vector<RunInfo> out;
     sql::Stmt s(r.db(), trace_path_,
-                ("SELECT id, kind, name, status, created, base_run FROM runs WHERE " + r.runs_of_trace + " ORDER BY id").c_str());
-    while (s.step())
+                ("SELECT id, kind, name, status, created, base_run, " + r.print_column + " FROM runs WHERE " +
+                 r.runs_of_trace + " ORDER BY id")
+                    .c_str());
+    while (s.step()) {
         out.push_back({s.i64(0), run_kind_from(s.text(1), trace_path_, s.i64(0)), s.text(2),
-                       run_status_from(s.text(3), trace_path_, s.i64(0)), s.text(4), s.i64(5), {}, {}});
-    std::map<int64_t, RunInfo*> by_id;
-    for (auto& run : out) by_id[run.id] = &run;
-    sql::Stmt m(r.db(), trace_path_, "SELECT run, key, value FROM run_metrics");
-    while (m.step())
-        if (auto it = by_id.find(m.i64(0)); it != by_id.end())
-            it->second->metrics[m.text(1)] = run_rules::metric(trace_path_, m.i64(0), m.text(1), m, 2);
-    sql::Stmt c(r.db(), trace_path_, "SELECT run, key, value FROM run_config");
-    while (c.step())
-        if (auto it = by_id.find(c.i64(0)); it != by_id.end()) it->second->config[c.text(1)] = c.text(2);
-    return out;
+                       run_status_from(s.text(3), trace_path_, s.i64(0)), s.text(4), s.i64(5), {}, {},
+                       s.text(6), {}});
+        out.back().stale = stale_line(r, out.back().id, out.back().name, out.back().trace_fingerprint);
+    }
+    if (figures) {
+        std::map<int64_t, RunInfo*> by_id;
+        for (auto& run : out) by_id[run.id] = &run;
+        sql::Stmt m(r.db(), trace_path_, "SELECT run, key, value FROM run_metrics");
+        while (m.step())
+            if (auto it = by_id.find(m.i64(0)); it != by_id.end())
+                it->second->metrics[m.text(1)] = run_rules::metric(trace_path_, m.i64(0), m.text(1), m, 2);
+        sql::Stmt c(r.db(), trace_path_, "SELECT run, key, value FROM run_config");
+        while (c.step())
+            if (auto it = by_id.find(c.i64(0)); it != by_id.end()) it->second->config[c.text(1)] = c.text(2);
+    }
+    r.trace->require_unchanged();
+    RunList list;
+    for (RunInfo& run : out) (run.stale.empty() ? list.runs : list.stale).push_back(std::move(run));
+    list.note = stale_note(r, list.stale);
+    return list;
 }
 
 Run load_run(const std::string& trace_path_arg, int64_t run_id, const std::string& runs_db) {
@@ -560,10 +610,14 @@ Run load_run(const std::string& trace_path_arg, int64_t run_id, const std::strin
     const std::string& trace_path = r.file;
     Run run;
     {
-        sql::Stmt s(db, trace_path, ("SELECT kind, name, status, base_run FROM runs WHERE id=? AND " + r.runs_of_trace).c_str());
+        sql::Stmt s(db, trace_path,
+                    ("SELECT kind, name, status, base_run, " + r.print_column + " FROM runs WHERE id=? AND " +
+                     r.runs_of_trace)
+                        .c_str());
         s.bind(1, run_id);
         if (!s.step())
             throw Error(trace_path + ": run " + std::to_string(run_id) + " does not exist");
+        if (std::string stale = stale_line(r, run_id, s.text(1), s.text(4)); !stale.empty()) throw Error(stale);
         run.kind = run_kind_from(s.text(0), trace_path, run_id); run.name = s.text(1);
         run.status = run_status_from(s.text(2), trace_path, run_id); run.base_run = s.i64(3);
     }
@@ -602,6 +656,7 @@ Run load_run(const std::string& trace_path_arg, int64_t run_id, const std::strin
         }
     }
     fill_unmoved_kernels(*r.trace, run);
+    r.trace->require_unchanged();
     return run;
 }
 

@@ -148,6 +148,26 @@ std::string file_uri(const std::string& file) {
     return uri;
 }
 
+// What an immutable connection saw of its file when it was opened: a process that can write the
+// folder may checkpoint its writes into the file while the connection reads it, unseen (no lock).
+struct Snapshot {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime, ctime;
+};
+std::mutex g_snapshots_mutex;
+std::map<sqlite3*, Snapshot>& snapshots() {
+    static std::map<sqlite3*, Snapshot> taken;
+    return taken;
+}
+
+bool same(const Snapshot& taken, const struct stat& st) {
+    return taken.dev == st.st_dev && taken.ino == st.st_ino && taken.size == st.st_size &&
+           taken.mtime.tv_sec == st.st_mtim.tv_sec && taken.mtime.tv_nsec == st.st_mtim.tv_nsec &&
+           taken.ctime.tv_sec == st.st_ctim.tv_sec && taken.ctime.tv_nsec == st.st_ctim.tv_nsec;
+}
+
 // A WAL-mode file is read through an index SQLite keeps beside it in FILE-shm, which it makes on
 // first use: in a folder this process cannot write, with no -shm there, every read of such a file
 // failed with "attempt to write a readonly database". It is opened immutable instead (read-only,
@@ -169,6 +189,8 @@ sqlite3* open_wal_without_index(const std::string& file, std::string& problem) {
                   "the owner run sqlite3 " + file + " 'PRAGMA journal_mode=DELETE'";
         return nullptr;
     }
+    struct stat before {};
+    if (::stat(file.c_str(), &before) != 0) return nullptr;   // gone: the plain open says so
     sqlite3* db = nullptr;
     if (sqlite3_open_v2((file_uri(file) + "?immutable=1").c_str(), &db,
                         SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
@@ -176,7 +198,20 @@ sqlite3* open_wal_without_index(const std::string& file, std::string& problem) {
         sqlite3_close(db);
         return nullptr;
     }
+    std::lock_guard<std::mutex> lock(g_snapshots_mutex);
+    snapshots()[db] = {before.st_dev, before.st_ino, before.st_size, before.st_mtim, before.st_ctim};
     return db;
+}
+
+// SQLite's write-ahead logs begin with one of two magic numbers (sqlite.org/fileformat.html, 4.1).
+bool begins_as_wal(const std::string& log) {
+    const int fd = ::open(log.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return false;
+    unsigned char magic[4] = {0, 0, 0, 0};
+    struct stat st {};
+    const bool read = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::pread(fd, magic, 4, 0) == 4;
+    ::close(fd);
+    return read && magic[0] == 0x37 && magic[1] == 0x7f && magic[2] == 0x06 && (magic[3] == 0x82 || magic[3] == 0x83);
 }
 
 }  // namespace
@@ -197,6 +232,7 @@ sqlite3* open_existing(const std::string& file, bool writable, std::string& prob
         problem = no_such_file(file);
         return nullptr;
     }
+    if (problem = stray_log(file); !problem.empty()) return nullptr;
     db = open_wal_without_index(file, problem);
     if (!problem.empty()) return nullptr;
     if (!db && sqlite3_open_v2(file.c_str(), &db, flags, nullptr) != SQLITE_OK) {
@@ -214,6 +250,33 @@ sqlite3* open_existing(const std::string& file, bool writable, std::string& prob
     }
     sqlite3_extended_result_codes(db, 1);
     return db;
+}
+
+std::string stray_log(const std::string& file) {
+    const std::string log = file + "-wal";
+    if (wal_mode(file) || !begins_as_wal(log)) return "";
+    return file + ": " + log + " is there, a write-ahead log that " + file +
+           " (not in SQLite's WAL mode) did not leave: SQLite would apply its pages over the file's when it "
+           "is opened (another file's log, copied or left beside it); move it away and rerun";
+}
+
+std::string changed_while_read(sqlite3* db, const std::string& file) {
+    // Keyed by the connection's address, which a later connection may take: only an immutable
+    // one (opened with the URI parameter) has a snapshot of its own.
+    const char* name = sqlite3_db_filename(db, "main");
+    if (!name || !sqlite3_uri_boolean(name, "immutable", 0)) return "";
+    Snapshot taken{};
+    {
+        std::lock_guard<std::mutex> lock(g_snapshots_mutex);
+        auto it = snapshots().find(db);
+        if (it == snapshots().end()) return "";
+        taken = it->second;
+    }
+    struct stat now {};
+    if (::stat(file.c_str(), &now) == 0 && same(taken, now)) return "";
+    return file + ": changed while it was read (it is in SQLite's WAL mode in a folder this process cannot "
+                  "write, so it is read without a lock, and another process wrote it meanwhile): what was read may "
+                  "mix two versions of it; run the command again";
 }
 
 std::string side_file_in_the_way(const std::string& file) {

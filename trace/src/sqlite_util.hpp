@@ -42,6 +42,14 @@ sqlite3* open_existing(const std::string& file, bool writable, std::string& prob
 // "" or why SQLite cannot open `file`: one of the files it keeps beside it ("-journal", "-wal",
 // "-shm") is there but no regular file (a folder: SQLite says only "unable to open database file").
 std::string side_file_in_the_way(const std::string& file);
+// "" or why `file` is not opened: FILE-wal is an SQLite write-ahead log but the file is not in WAL
+// mode, so the log is another file's (copied or left beside it), which SQLite would apply over
+// it, read-only connections included. open_existing refuses it (docs/cli.md).
+std::string stray_log(const std::string& file);
+// "" or why what an immutable connection (a WAL-mode file in a folder this process cannot write,
+// read without a lock) read of `file` may be torn: the file changed since it was opened (a
+// checkpoint of another process). Other connections: "" (their locks kept them whole).
+std::string changed_while_read(sqlite3* db, const std::string& file);
 std::string gzip_note(const std::string& file);
 
 // Throws mhc::Error "<file>: <what>: <sqlite message>" (Busy for a lock held past the timeout).

@@ -61,13 +61,15 @@ App::~App() {
 }
 
 void App::finish_load() {
-    run_list = trace::list_runs(trace->path, trace->runs_db);
+    auto listed = trace::list_all_runs(trace->path, trace->runs_db);
+    run_list = std::move(listed.runs);
     ++run_list_generation;
     runs.clear();
     runs.resize(run_list.size());
     compared.assign(run_list.size(), false);
     limits = {trace->t_begin, trace->t_end};
     notes = trace_notes(trace->meta, static_cast<int64_t>(trace->allocations.size()));
+    if (!listed.note.empty()) notes.push_back({"stale runs", listed.note});   // computed from other data
     step_input = step_control(trace->steps).first;   // the first step there is (not always 0)
     // --run IDs: the first is the selected run, all of them are compared.
     for (size_t k = 0; k < opt.runs.size(); ++k) {

@@ -388,8 +388,12 @@ int main(int argc, char** argv) {
             if (!o.families.empty()) mhc::viewer::FamilyRules().load_file(o.families);
             // A runs database of another trace, or a --run it does not hold: one line and exit 2,
             // before the window opens (a run id was said in the window, or after "no display").
-            const auto runs = mhc::trace::list_runs(o.trace, o.runs_db);
-            for (const int64_t id : o.runs) mhc::viewer::run_index(runs, id, o.trace, o.runs_db);
+            const auto runs = mhc::trace::list_all_runs(o.trace, o.runs_db);
+            for (const int64_t id : o.runs)
+                for (const auto& stale : runs.stale)   // computed from other data: refused by name
+                    if (stale.id == id) throw mhc::Error(stale.stale);
+            for (const int64_t id : o.runs) mhc::viewer::run_index(runs.runs, id, o.trace, o.runs_db);
+            if (!runs.note.empty()) say("warning: " + runs.note);
         } catch (const mhc::Error& e) {
             say(mhc::viewer::with_import_hint(e.what(), o.trace));
             return 2;

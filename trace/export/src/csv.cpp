@@ -123,28 +123,27 @@ RunSource run_source(const std::string& trace_path, sqlite3* db, const CsvOption
     RunSource out;
     out.db = db;
     out.file = trace_path;
-    if (opt.runs_db.empty() || opt.runs_db == trace_path) {
-        if (opt.run_id <= 0) return out;
-        Statement st(db, "SELECT 1 FROM runs WHERE id = ?", trace_path);
-        sqlite3_bind_int64(st.s, 1, opt.run_id);
-        if (sqlite3_step(st.s) != SQLITE_ROW)
-            throw Error(trace_path + ": run " + std::to_string(opt.run_id) + " does not exist");
-        out.ids = "(" + std::to_string(opt.run_id) + ")";
-        return out;
-    }
-    // A runs database may hold the runs of several traces (a job's): only this trace's.
-    const std::vector<RunInfo> mine = list_runs(trace_path, opt.runs_db);   // refuses another trace's
-    out.file = opt.runs_db;
+    // Only the runs of this trace as it is now: a runs database may hold a job's, and a run
+    // computed from other data (the trace edited after it was stored) is not exported as its.
+    const bool own = opt.runs_db.empty() || opt.runs_db == trace_path;
+    const RunList listed = list_all_runs(trace_path, own ? "" : opt.runs_db, false);   // refuses another trace's
+    if (!own) out.file = opt.runs_db;
+    // The trace's own run tables as they are (rows of no run among them) when every run is its.
+    if (own && opt.run_id <= 0 && listed.stale.empty()) return out;
     out.ids = "(";
     bool found = opt.run_id <= 0;
-    for (const RunInfo& info : mine) {
+    for (const RunInfo& info : listed.runs) {
         if (opt.run_id > 0 && info.id != opt.run_id) continue;
         found = true;
         out.ids += (out.ids.size() > 1 ? ", " : "") + std::to_string(info.id);
     }
     out.ids += ")";
+    for (const RunInfo& info : listed.stale)
+        if (info.id == opt.run_id) throw Error(info.stale);
     if (!found)
-        throw Error(opt.runs_db + ": run " + std::to_string(opt.run_id) + " does not exist (of " + trace_path + ")");
+        throw Error(out.file + ": run " + std::to_string(opt.run_id) + " does not exist" +
+                    (own ? "" : " (of " + trace_path + ")"));
+    if (own) return out;
     out.runs_db = std::make_unique<RunsDbReader>(trace_path, opt.runs_db);
     out.db = out.runs_db->handle();
     return out;
@@ -230,6 +229,7 @@ std::vector<CsvTable> export_csv(const std::string& trace_path, const std::strin
         outs.push_back(std::make_unique<Output>(dir + "/" + t + ".csv", false, opt.if_exists));
         written.push_back({t + ".csv", write_table(from, file, t, std::move(cols), runs.ids, *outs.back())});
     }
+    reader.require_unchanged();   // no tables of two versions of a trace read without a lock
     std::vector<OutputFile*> files;
     for (auto& o : outs) {
         o->close();

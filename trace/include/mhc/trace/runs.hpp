@@ -96,6 +96,12 @@ struct RunInfo {
     int64_t base_run = 0;
     std::map<std::string, double> metrics;   // the run's key figures (run_metrics), no events
     std::map<std::string, std::string> config;   // its settings (run_config: eviction, prefetch, link, ...)
+    // The fingerprint of the trace it was computed from (runs.trace_fingerprint; empty: stored by
+    // an mhc before 2026-12-06, which did not record it).
+    std::string trace_fingerprint;
+    // Empty for a run of the trace as it is now; else the one line that refuses the run: it was
+    // computed from other data (the trace's rows or meta changed after it was stored).
+    std::string stale;
 };
 
 // The device a run simulated (its config's `device`, mhc simulate --device; -1 the host); nullopt
@@ -156,8 +162,22 @@ int max_job_files();
 // sizes measured on files of stored runs (docs/trace-format.md, "How big runs are").
 int64_t stored_size(const Run& run);
 
+// A trace's runs (docs/trace-format.md, "Runs and their data"): those computed from the trace as
+// it is now, and the stale ones, computed from other data (its rows or meta were changed after
+// they were stored), which no reader shows as the trace's: `note` says so in one line (empty when
+// none is stale).
+struct RunList {
+    std::vector<RunInfo> runs;
+    std::vector<RunInfo> stale;
+    std::string note;
+};
+// `figures`: false reads the runs' rows only (no metrics and config, so none of their values is
+// refused), for a reader that copies the rows as they are (export --format csv).
+RunList list_all_runs(const std::string& trace_path, const std::string& runs_db = "", bool figures = true);
+// The runs of the trace as it is now (list_all_runs(...).runs).
 std::vector<RunInfo> list_runs(const std::string& trace_path, const std::string& runs_db = "");
-// Loads one run whole. Throws mhc::Error naming the file when the id does not exist. A
+// Loads one run whole. Throws mhc::Error naming the file when the id does not exist, or when the
+// run is stale (RunInfo::stale: computed from other data than the trace holds now). A
 // simulated run stored before runs kept every kernel's time (no `kernels_reached` metric: only
 // kernels that moved were stored) gets its unmoved kernels back at their recorded times.
 Run load_run(const std::string& trace_path, int64_t run_id, const std::string& runs_db = "");

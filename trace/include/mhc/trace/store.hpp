@@ -150,6 +150,10 @@ public:
     Reader& operator=(const Reader&) = delete;
 
     const std::string& path() const { return path_; }
+    // Throws mhc::Error when what this Reader read may mix two versions of the file: a trace in
+    // SQLite's WAL mode in a folder this process cannot write is read without a lock (docs/cli.md),
+    // and another process wrote it since it was opened. Readers call it once they have read.
+    void require_unchanged() const;
     std::map<std::string, std::string> meta() const;
     TableCounts counts() const;
     // strings[id]; id 0 is the empty name.
