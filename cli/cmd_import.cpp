@@ -140,10 +140,11 @@ mhc::cli::Registration reg{mhc::cli::Command{
             std::printf(
                 "%s: %s, %lld input event%s -> %lld allocations, %lld kernels, %lld accesses, "
                 "%lld copies, %lld markers\n",
-                mhc::printable(*out).c_str(), std::string(imp::to_string(result.format)).c_str(), static_cast<long long>(result.events),
-                result.events == 1 ? "" : "s", static_cast<long long>(result.allocations),
-                static_cast<long long>(result.kernels), static_cast<long long>(result.accesses),
-                static_cast<long long>(result.copies), static_cast<long long>(result.markers));
+                mhc::printable(*out).c_str(), std::string(imp::to_string(result.format)).c_str(),
+                static_cast<long long>(result.events), result.events == 1 ? "" : "s",
+                static_cast<long long>(result.allocations), static_cast<long long>(result.kernels),
+                static_cast<long long>(result.accesses), static_cast<long long>(result.copies),
+                static_cast<long long>(result.markers));
             // What the trace is and lacks, as `mhc info` says it later (an ET's join with its Kineto trace).
             // Under a label column, wrapped within 100 columns as mhc info's lines are.
             const auto note_line = [](std::string label, const std::string& value) {
