@@ -261,9 +261,10 @@ def _wal_without_index(path: str) -> bool:
     return True
 
 
-def _stray_log(path: str) -> None:
+def _stray_log(path: str | os.PathLike) -> None:
     """A -wal log beside a trace not in WAL mode is another file's: SQLite applies its pages over the
     trace when it opens it, read-only too. Refused as mhc refuses it (sqlite_util.cpp, stray_log)."""
+    path = os.fspath(path)   # callers pass str or pathlib paths
     try:
         with open(path, "rb") as f:
             f.seek(18)

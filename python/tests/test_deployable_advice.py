@@ -12,6 +12,7 @@ torch = pytest.importorskip("torch")
 
 import mhc_torch  # noqa: E402
 from mhc_torch.cli import main  # noqa: E402
+from mhc_torch.formatting import format_bytes  # noqa: E402
 
 MODEL = textwrap.dedent("""
     import torch
@@ -199,7 +200,7 @@ def test_hf_checkpointing_turned_on_is_said_with_the_step_without_it(tmp_path, c
     assert figures["peak_bytes"] == int(meta_off["capture.peak_bytes"])
     assert figures["peak_bytes"] > int(mhc_torch.read_meta(a)["capture.peak_bytes"])
     assert "note: the model's own gradient checkpointing is on (its gradient_checkpointing_enable()" in printed
-    assert f"peaks at {figures['peak_bytes'] / 2**30:.2f} GiB" in printed and "faster" in printed
+    assert f"peaks at {format_bytes(figures['peak_bytes'])}" in printed and "faster" in printed
 
 
 def test_hf_checkpointing_off_is_an_answer_where_it_fits(tmp_path, capsys, monkeypatch, mhc_exe):
