@@ -491,7 +491,7 @@ TEST_CASE("ET + Kineto: a join of nothing or of part says so in meta and in mhc 
         const std::string info = test::mhc_stdout("info " + db, &rc);
         CHECK(rc == 0);
         CHECK_THAT(info, Catch::Contains("\naccesses    none\n"));
-        CHECK_THAT(info, Catch::Contains("\net.join     0 of 1 ops joined (0 of 1 threads): execution-trace thread 1"));
+        CHECK_THAT(info, Catch::Contains("\njoin        0 of 1 ops joined (0 of 1 threads): execution-trace thread 1"));
     }
     SECTION("a CPU run, nothing joined: no op is in the trace, so nothing is timed") {
         test::write_file(et,
