@@ -17,6 +17,7 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 import mhc_torch  # noqa: E402
+from tiny_models import gpt2 as _gpt2, gpt2_batch as _gpt2_batch  # noqa: E402
 
 
 class Block(nn.Module):
@@ -54,19 +55,6 @@ def _net_batch():
 
 def _sgd(ps):
     return torch.optim.SGD(ps, lr=0.05, momentum=0.9, weight_decay=0.001, foreach=True)
-
-
-def _gpt2():
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    m = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_positions=32, n_embd=32, n_layer=2, n_head=2, use_cache=False))
-    m.train()
-    return m
-
-
-def _gpt2_batch():
-    ids = torch.randint(0, 64, (2, 16))
-    return {"input_ids": ids, "labels": ids.clone()}
 
 
 def _gpt2_loss(model, batch):
