@@ -58,6 +58,14 @@ def base(rng):
     return p
 
 
+def _put(obj, key, value):
+    """Sets a field; None (an edge case of its own) leaves the field out."""
+    if value is None:
+        obj.pop(key, None)
+    else:
+        obj[key] = value
+
+
 def perturb(p, rng):
     r = rng.randrange(13)
     if r == 0 and not (isinstance(p.get("h2d"), dict) and isinstance(p.get("d2h"), dict)):
@@ -67,31 +75,19 @@ def perturb(p, rng):
     if r == 0:
         d, k = rng.choice(["h2d", "d2h"]), rng.choice(["bandwidth_Bps", "latency_s"])
         v = rng.choice(EDGES["bandwidth" if k == "bandwidth_Bps" else "latency"])
-        if v is None:
-            del p[d][k]
-        else:
-            p[d][k] = v
+        _put(p[d], k, v)
         return f"{d}.{k}={v!r}"
     if r == 1:
         v = rng.choice(EDGES["copy_engines"])
-        if v is None:
-            del p["copy_engines"]
-        else:
-            p["copy_engines"] = v
+        _put(p, "copy_engines", v)
         return f"copy_engines={v!r}"
     if r == 2:
         v = rng.choice(EDGES["duplex"])
-        if v is None:
-            del p["duplex_factor"]
-        else:
-            p["duplex_factor"] = v
+        _put(p, "duplex_factor", v)
         return f"duplex_factor={v!r}"
     if r == 3:
         k, v = rng.choice(["nccl_share", "memcpy_share"]), rng.choice(EDGES["share"])
-        if v is None:
-            p.pop(k, None)
-        else:
-            p[k] = v
+        _put(p, k, v)
         return f"{k}={v!r}"
     if r in (4, 5):
         rows = p.setdefault("by_chunk", [{"bytes": 4096}, {"bytes": 1 << 20}])
