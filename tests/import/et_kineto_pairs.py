@@ -130,6 +130,10 @@ def join(nodes, ops, threads):
     if any("Record function id" in e["args"] for e in ops):
         return joined
     keyed = {nodes[i]["tid"] for i in joined}
+    # PyTorch 1.13's ExecutionGraphObserver records no ProfilerStep#N: the profiler's step ranges
+    # are then no op of the execution trace's, and an execution trace of two steps fits around them.
+    if not any(n["name"].startswith("ProfilerStep#") for n in nodes.values()):
+        threads = {t: [e for e in kops if not e["name"].startswith("ProfilerStep#")] for t, kops in threads.items()}
     et_threads = {}
     for i, n in nodes.items():
         if not n["name"].startswith("[pytorch|profiler|"):

@@ -705,3 +705,66 @@ TEST_CASE("et: an execution trace linked by chakra_trace_link reads as the execu
         return warning.find("an execution trace linked by chakra_trace_link (ET+)") != std::string::npos;
     }));
 }
+
+// PyTorch 1.13 writes whole microseconds and names the profiler's start order "Profiler Event
+// Index" (2.0 on: "Ev Idx"). Two ops of one name beginning in one microsecond, the first 0 us long:
+// ordered by duration (the longer first, as an enclosing op), the execution trace's first op took
+// the second's Kineto interval and its tensors the other's lifetime, exit 0, no warning; a 0 us op
+// followed by an op of another name in its microsecond (1.13.1's `aten::as_strided` then
+// `aten::copy_`, 82 places in 4 steps of a recorded run) left the whole thread unjoined.
+TEST_CASE("et + kineto: ops begun in one microsecond keep 1.13's Profiler Event Index order",
+          "[import][et][join]") {
+    auto op = [](const char* name, int64_t ts, int64_t dur, int64_t index) {
+        return std::string("{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"") + name +
+               "\",\"pid\":1,\"tid\":1,\"ts\":" + std::to_string(ts) + ",\"dur\":" + std::to_string(dur) +
+               ",\"args\":{\"External id\":" + std::to_string(index + 1) +
+               ",\"Profiler Event Index\":" + std::to_string(index) + "}}";
+    };
+    // Written in the profiler's order: add (storage 7) ends in the microsecond it began; the
+    // second add (storage 8), begun in that microsecond, runs 3 us; then as_strided (0 us) and
+    // mul (2 us), begun together.
+    const std::string kineto = "{\"traceEvents\":[" + op("aten::add", 100, 0, 0) + "," + op("aten::add", 100, 3, 1) +
+                               "," + op("aten::as_strided", 110, 0, 2) + "," + op("aten::mul", 110, 2, 3) + "]}";
+    auto node = [](int id, const char* name, int storage) {
+        return "{\"id\":" + std::to_string(id) + ",\"name\":\"" + name + "\",\"parent\":1,\"tid\":1,\"inputs\":[[" +
+               std::to_string(storage) + "," + std::to_string(storage) +
+               ",0,4,4,\"cpu\"]],\"input_types\":[\"Tensor(float)\"],\"outputs\":[],\"output_types\":[]}";
+    };
+    const std::string et = "{\"schema\":\"1.0.1\",\"pid\":1,\"nodes\":[{\"id\":1,\"name\":\"[pytorch|profiler|"
+                           "execution_graph|thread]\",\"parent\":1,\"tid\":1,\"inputs\":[],\"input_types\":[],"
+                           "\"outputs\":[],\"output_types\":[]}," +
+                           node(2, "aten::add", 7) + "," + node(3, "aten::add", 8) + "," +
+                           node(4, "aten::as_strided", 9) + "," + node(5, "aten::mul", 10) + "]}";
+    test::TempDir dir;
+    test::write_file(dir.file("k.json"), kineto);
+    test::write_file(dir.file("et.json"), et);
+    const Joined imported = import_pair(dir, dir.file("et.json"), dir.file("k.json"));
+    CHECK(meta(imported, "et.kineto_ops_matched_by_order") == "4");
+    const TraceData& trace = imported.trace;
+    std::map<std::string, std::pair<int64_t, int64_t>> lives;
+    for (size_t a = 0; a < trace.allocations.size(); ++a)
+        lives[trace.str(trace.allocations.label[a])] = {trace.allocations.t_alloc[a], trace.allocations.t_free[a]};
+    CHECK(lives["storage 7"] == std::pair<int64_t, int64_t>{0, 0});
+    CHECK(lives["storage 8"] == std::pair<int64_t, int64_t>{0, 3000});
+    CHECK(lives["storage 9"] == std::pair<int64_t, int64_t>{10000, 10000});
+    CHECK(lives["storage 10"] == std::pair<int64_t, int64_t>{10000, 12000});
+}
+
+TEST_CASE("et + kineto: torch 1.13.1's execution trace of two steps joins around the profiler's step ranges",
+          "[import][et][join][writers]") {
+    // tests/import/fixtures/writers (make_writers.py --et-steps, torch 1.13.1 on the CPU): the
+    // ExecutionGraphObserver records steps 2 and 3, and 1.13's observer records no ProfilerStep#N,
+    // so the Kineto thread holds ProfilerStep#2 among the execution trace's ops. Before 2026-12-06
+    // nothing joined (0 of 534 ops: "its ops do not occur in this order on any Kineto thread").
+    test::TempDir dir;
+    const Joined imported = import_pair(dir, test::fixture("writers/torch-1.13.1-et-steps-et.json.gz"),
+                                        test::fixture("writers/torch-1.13.1-et-steps-kineto.json.gz"));
+    CHECK(meta(imported, "et.kineto_ops_matched_by_order") == "534");
+    CHECK(meta(imported, "et.threads_not_joined") == "0");
+    CHECK(meta(imported, "et.join_parent_disagreements") == "0");
+    std::map<int32_t, int64_t> per_step;
+    for (int32_t step : imported.trace.kernels.step) ++per_step[step];
+    // ProfilerStep#2 and #3 (steps 1 and 2); the 2 ops between them are the profiler's own, run by
+    // step() before the next range begins (record_function's handle, torch.zeros in 1.13).
+    CHECK(per_step == std::map<int32_t, int64_t>{{-1, 2}, {1, 120}, {2, 121}});
+}

@@ -5,6 +5,7 @@
 // (tests/data/public/SOURCES.md); tests/import/public_traces.py checks the same files against their
 // own accounting.
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <numeric>
 #include <string>
@@ -551,4 +552,41 @@ TEST_CASE("nsys: one optimizer whose NVTX steps alternate in duration makes a st
     CHECK(two.meta.at("steps_from") ==
           "Optimizer.step#Adam.step ranges (no ProfilerStep#N in the trace): a step per 2 Optimizer.step#Adam.step "
           "ranges (their durations take turns)");
+}
+
+TEST_CASE("nsys: another file's write-ahead log beside the export is refused, not read over its rows",
+          "[import][nsys][public]") {
+    // A copy of the export put in WAL mode and changed (every kernel 1 ms longer) leaves its log;
+    // copied beside the export as FILE-wal, SQLite read its pages as the export's: the import took
+    // the changed kernel times (276.75 ms of kernel time where the export holds 270.74 ms), exit 0,
+    // and left FILE-shm beside the input.
+    test::TempDir dir;
+    const std::string in = dir.file("con_kernel.sqlite"), other = dir.file("other.sqlite");
+    test::write_file(in, test::read_file(test::pub("nsys/con_kernel.sqlite")));
+    test::write_file(other, test::read_file(in));
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(other.c_str(), &db) == SQLITE_OK);
+    const char* change = "PRAGMA journal_mode=WAL; PRAGMA wal_autocheckpoint=0; "
+                         "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET \"end\" = \"end\" + 1000000;";
+    REQUIRE(sqlite3_exec(db, change, nullptr, nullptr, nullptr) == SQLITE_OK);
+    test::write_file(in + "-wal", test::read_file(other + "-wal"));   // before the close checkpoints it
+    sqlite3_close(db);
+    const std::string said = in + ": " + in + "-wal is there, a write-ahead log that " + in +
+                             " (not in SQLite's WAL mode) did not leave";
+    for (const auto format : {imp::Format::Auto, imp::Format::Nsys}) {
+        imp::Options opt;
+        opt.warn = false;
+        opt.format = format;
+        CHECK_THROWS_WITH(imp::import_file(in, dir.file("t.db"), opt), Catch::StartsWith(said));
+    }
+    CHECK_FALSE(std::filesystem::exists(in + "-shm"));
+    CHECK_FALSE(std::filesystem::exists(dir.file("t.db")));
+    std::string err;
+    CHECK(test::run_mhc("import " + in + " -o " + dir.file("t.db"), &err) == 2);
+    CHECK(err.rfind("mhc: " + said, 0) == 0);
+    CHECK(std::count(err.begin(), err.end(), '\n') == 1);
+    // Moved away, the export imports as it is.
+    std::filesystem::remove(in + "-wal");
+    imp::Result result;
+    CHECK(test::kernel_time(test::import_public_path(dir, in, result)) == 270740082);
 }

@@ -40,6 +40,7 @@ enum class F : uint8_t {
     DevId,
     RfId,
     EvIdx,
+    ProfEvIdx,   // PyTorch 1.13's name of Ev Idx, "Profiler Event Index"
     SeqNr,
     SyclQueue,
     InDevice,
@@ -85,6 +86,7 @@ inline const char* field_name(F key) {
         case F::DevId: return "args.Device Id";
         case F::RfId: return "args.Record function id";
         case F::EvIdx: return "args.Ev Idx";
+        case F::ProfEvIdx: return "args.Profiler Event Index";
         case F::SeqNr: return "args.Sequence number";
         case F::SyclQueue: return "args.sycl queue";
         case F::InDevice: return "args.inDevice";
@@ -135,7 +137,10 @@ inline F arg_key(const char* key, size_t n) {
         case 14: return text == "Total Reserved" ? F::Reserved : F::None;
         case 15: return text == "Total Allocated" ? F::Total : text == "Sequence number" ? F::SeqNr : F::None;
         case 18: return text == "Record function id" ? F::RfId : F::None;
-        case 20: return text == "registers per thread" ? F::Regs : F::None;
+        case 20:
+            return text == "registers per thread"   ? F::Regs
+                   : text == "Profiler Event Index" ? F::ProfEvIdx
+                                                    : F::None;
         default: return F::None;
     }
 }

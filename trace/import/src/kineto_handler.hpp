@@ -336,6 +336,7 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
             case F::DevId: field(text, size, "args.Device Id", e.dev_id, -1, INT32_MAX); break;
             case F::RfId: field(text, size, "args.Record function id", e.rf_id, lo, hi); break;
             case F::EvIdx: field(text, size, "args.Ev Idx", e.ev_idx, lo, hi); break;
+            case F::ProfEvIdx: field(text, size, "args.Profiler Event Index", e.ev_idx, lo, hi); break;
             case F::SeqNr: field(text, size, "args.Sequence number", e.seq, lo, hi); break;
             default: break;
         }

@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "quoted_name.hpp"
 #include "steps.hpp"
@@ -296,14 +299,39 @@ bool map_timed_event(const KEvent& e, KinetoData& d) {
 }   // namespace
 
 void KinetoData::link_ops() {
+    // Ops that start in one microsecond (PyTorch up to 1.13 writes whole microseconds) are put in
+    // the profiler's own start order where every op of the thread has its index (Ev Idx; 1.13's
+    // Profiler Event Index), which it gives in order of the start's nanosecond: by duration alone,
+    // an op of 0 us and a longer one begun after it in that microsecond were swapped, the longer
+    // taken as the other's parent. Elsewhere the longer (the enclosing op) comes first, and ops
+    // alike in both keep the file's order: std::sort's order of them was arbitrary (a 1.13 thread
+    // whose parent and child start and end in one microsecond came out child first).
+    std::map<ThreadKey, bool> thread_indexed;
+    for (const KOp& op : ops) {
+        auto [it, fresh] = thread_indexed.emplace(ThreadKey{op.pid, op.tid}, true);
+        it->second = it->second && op.ev_idx >= 0;
+    }
+    std::vector<uint8_t> indexed(ops.size());
+    for (size_t i = 0; i < ops.size(); ++i) indexed[i] = thread_indexed[ThreadKey{ops[i].pid, ops[i].tid}] ? 1 : 0;
     // A thread is a process's: merged ranks' files may repeat thread ids across processes.
-    auto order = [](const KOp& a, const KOp& b) {
+    auto before = [&](size_t lhs, size_t rhs) {
+        const KOp &a = ops[lhs], &b = ops[rhs];
         if (a.pid != b.pid) return a.pid < b.pid;
         if (a.tid != b.tid) return a.tid < b.tid;
         if (a.ts != b.ts) return a.ts < b.ts;
-        return a.dur > b.dur;   // the enclosing op first
+        return indexed[lhs] ? a.ev_idx < b.ev_idx : a.dur > b.dur;
     };
-    if (!std::is_sorted(ops.begin(), ops.end(), order)) std::sort(ops.begin(), ops.end(), order);
+    bool sorted = true;
+    for (size_t i = 1; i < ops.size() && sorted; ++i) sorted = !before(i, i - 1);
+    if (!sorted) {
+        std::vector<size_t> order(ops.size());
+        for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+        std::stable_sort(order.begin(), order.end(), before);
+        std::vector<KOp> moved;
+        moved.reserve(ops.size());
+        for (size_t i : order) moved.push_back(ops[i]);
+        ops = std::move(moved);
+    }
     thread_ops_.clear();
     std::vector<int32_t> stack;
     for (size_t i = 0; i < ops.size(); ++i) {

@@ -29,6 +29,8 @@ struct Db {
     sqlite3* db = nullptr;
     std::string path;
     explicit Db(const std::string& p) : path(p) {
+        // Another file's write-ahead log beside the export would be applied over its rows.
+        if (const std::string stray = sql::stray_log(p); !stray.empty()) throw Error(stray);
         if (sqlite3_open_v2(p.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
             std::string m = db ? sqlite3_errmsg(db) : "cannot open";
             sqlite3_close(db);
