@@ -12,6 +12,9 @@
 #include <tuple>
 #include <utility>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <sqlite3.h>
@@ -587,6 +590,46 @@ TEST_CASE("nsys: another file's write-ahead log beside the export is refused, no
     CHECK(std::count(err.begin(), err.end(), '\n') == 1);
     // Moved away, the export imports as it is.
     std::filesystem::remove(in + "-wal");
+    imp::Result result;
+    CHECK(test::kernel_time(test::import_public_path(dir, in, result)) == 270740082);
+}
+
+TEST_CASE("nsys: an export left with a hot journal by an interrupted write is refused saying so",
+          "[import][nsys][public]") {
+    // A process that changed the export inside a transaction and died before it committed leaves
+    // FILE-journal, which SQLite rolls back before any read; a read-only connection cannot, and the
+    // import said "the SQLite file is corrupt or truncated: attempt to write a readonly database".
+    test::TempDir dir;
+    const std::string in = dir.file("con_kernel.sqlite");
+    test::write_file(in, test::read_file(test::pub("nsys/con_kernel.sqlite")));
+    const pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        sqlite3* db = nullptr;
+        sqlite3_open(in.c_str(), &db);
+        // A one-page cache spills the changed pages into the file before the commit.
+        sqlite3_exec(db, "PRAGMA cache_size=1; BEGIN; UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET \"end\" = \"end\" + 1; "
+                         "CREATE TABLE junk(x); WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
+                         "WHERE i < 200) INSERT INTO junk SELECT zeroblob(4000) FROM n;",
+                     nullptr, nullptr, nullptr);
+        _exit(0);   // no commit, no rollback: the journal stays hot
+    }
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    REQUIRE(std::filesystem::exists(in + "-journal"));
+    for (const auto format : {imp::Format::Auto, imp::Format::Nsys}) {
+        imp::Options opt;
+        opt.warn = false;
+        opt.format = format;
+        CHECK_THROWS_WITH(imp::import_file(in, dir.file("t.db"), opt),
+                          Catch::Contains("an interrupted write left " + in + "-journal, which SQLite must roll back"));
+    }
+    CHECK(std::filesystem::exists(in + "-journal"));   // the input is left as it is
+    // Rolled back (what sqlite3 does when it opens the file), the export imports as it was.
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(in.c_str(), &db) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
     imp::Result result;
     CHECK(test::kernel_time(test::import_public_path(dir, in, result)) == 270740082);
 }

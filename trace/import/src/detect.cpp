@@ -18,7 +18,7 @@
 #include "mhc/trace/import/import.hpp"
 #include "kineto_parse.hpp"
 #include "source.hpp"
-#include "sqlite_util.hpp"
+#include "sqlite_input.hpp"
 
 namespace mhc::trace::import {
 
@@ -41,17 +41,8 @@ Format format_from_string(std::string_view name) {
 
 // Tables of an SQLite file, or why it cannot be opened.
 static std::vector<std::string> sqlite_tables(const std::string& path) {
-    sqlite3* db = nullptr;
     std::vector<std::string> out;
-    // A write-ahead log beside a file not in WAL mode is another file's: SQLite would read its
-    // pages as the file's (an nsys export imported with another export's kernel times) and write
-    // FILE-shm beside the input. Refused before anything opens the file, as mhc refuses it for traces.
-    if (const std::string stray = sql::stray_log(path); !stray.empty()) throw Error(stray);
-    if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
-        std::string message = db ? sqlite3_errmsg(db) : "cannot open";
-        sqlite3_close(db);
-        throw Error(where(path, "cannot open as SQLite: " + message));
-    }
+    sqlite3* db = open_sqlite_input(path);
     sqlite3_stmt* st = nullptr;
     int rc = sqlite3_prepare_v2(db, "SELECT name FROM sqlite_master WHERE type IN ('table','view')", -1, &st, nullptr);
     if (rc == SQLITE_OK) {

@@ -20,6 +20,7 @@
 #include "mhc/common/error.hpp"
 #include "mhc/trace/import/import.hpp"
 #include "mhc/trace/import/rows.hpp"
+#include "sqlite_input.hpp"
 #include "sqlite_util.hpp"
 #include "steps.hpp"
 
@@ -28,15 +29,7 @@ namespace mhc::trace::import::nsys {
 struct Db {
     sqlite3* db = nullptr;
     std::string path;
-    explicit Db(const std::string& p) : path(p) {
-        // Another file's write-ahead log beside the export would be applied over its rows.
-        if (const std::string stray = sql::stray_log(p); !stray.empty()) throw Error(stray);
-        if (sqlite3_open_v2(p.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
-            std::string m = db ? sqlite3_errmsg(db) : "cannot open";
-            sqlite3_close(db);
-            throw Error(where(p, "cannot open as SQLite: " + m));
-        }
-    }
+    explicit Db(const std::string& p) : db(open_sqlite_input(p)), path(p) {}
     ~Db() { sqlite3_close(db); }
     std::set<std::string> columns(const std::string& table) const {
         std::set<std::string> out;
