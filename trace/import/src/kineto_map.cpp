@@ -307,12 +307,17 @@ void KinetoData::link_ops() {
     // alike in both keep the file's order: std::sort's order of them was arbitrary (a 1.13 thread
     // whose parent and child start and end in one microsecond came out child first).
     std::map<ThreadKey, bool> thread_indexed;
+    auto thread_of = [&, last = thread_indexed.end()](const KOp& op) mutable {   // runs of one thread: one lookup
+        if (last == thread_indexed.end() || last->first != ThreadKey{op.pid, op.tid})
+            last = thread_indexed.emplace(ThreadKey{op.pid, op.tid}, true).first;
+        return last;
+    };
     for (const KOp& op : ops) {
-        auto [it, fresh] = thread_indexed.emplace(ThreadKey{op.pid, op.tid}, true);
+        auto it = thread_of(op);
         it->second = it->second && op.ev_idx >= 0;
     }
     std::vector<uint8_t> indexed(ops.size());
-    for (size_t i = 0; i < ops.size(); ++i) indexed[i] = thread_indexed[ThreadKey{ops[i].pid, ops[i].tid}] ? 1 : 0;
+    for (size_t i = 0; i < ops.size(); ++i) indexed[i] = thread_of(ops[i])->second ? 1 : 0;
     // A thread is a process's: merged ranks' files may repeat thread ids across processes.
     auto before = [&](size_t lhs, size_t rhs) {
         const KOp &a = ops[lhs], &b = ops[rhs];
