@@ -320,11 +320,11 @@ void KinetoData::link_ops() {
     for (size_t i = 0; i < ops.size(); ++i) indexed[i] = thread_of(ops[i])->second ? 1 : 0;
     // A thread is a process's: merged ranks' files may repeat thread ids across processes.
     auto before = [&](size_t lhs, size_t rhs) {
-        const KOp &a = ops[lhs], &b = ops[rhs];
-        if (a.pid != b.pid) return a.pid < b.pid;
-        if (a.tid != b.tid) return a.tid < b.tid;
-        if (a.ts != b.ts) return a.ts < b.ts;
-        return indexed[lhs] ? a.ev_idx < b.ev_idx : a.dur > b.dur;
+        const KOp &one = ops[lhs], &other = ops[rhs];
+        if (one.pid != other.pid) return one.pid < other.pid;
+        if (one.tid != other.tid) return one.tid < other.tid;
+        if (one.ts != other.ts) return one.ts < other.ts;
+        return indexed[lhs] ? one.ev_idx < other.ev_idx : one.dur > other.dur;
     };
     bool sorted = true;
     for (size_t i = 1; i < ops.size() && sorted; ++i) sorted = !before(i, i - 1);
@@ -334,7 +334,7 @@ void KinetoData::link_ops() {
         std::stable_sort(order.begin(), order.end(), before);
         std::vector<KOp> moved;
         moved.reserve(ops.size());
-        for (size_t i : order) moved.push_back(ops[i]);
+        for (size_t from : order) moved.push_back(ops[from]);
         ops = std::move(moved);
     }
     thread_ops_.clear();

@@ -29,7 +29,7 @@ namespace mhc::trace::import::nsys {
 struct Db {
     sqlite3* db = nullptr;
     std::string path;
-    explicit Db(const std::string& p) : db(open_sqlite_input(p)), path(p) {}
+    explicit Db(const std::string& file) : db(open_sqlite_input(file)), path(file) {}
     ~Db() { sqlite3_close(db); }
     std::set<std::string> columns(const std::string& table) const {
         std::set<std::string> out;
