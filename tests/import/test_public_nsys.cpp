@@ -5,6 +5,9 @@
 // (tests/data/public/SOURCES.md); tests/import/public_traces.py checks the same files against their
 // own accounting.
 #include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <numeric>
@@ -632,4 +635,45 @@ TEST_CASE("nsys: an export left with a hot journal by an interrupted write is re
     sqlite3_close(db);
     imp::Result result;
     CHECK(test::kernel_time(test::import_public_path(dir, in, result)) == 270740082);
+}
+
+TEST_CASE("nsys: an export another process holds locked is waited for, then refused saying so",
+          "[import][nsys][public]") {
+    // An export still being written (its writer holds the lock): the import said at once "the SQLite
+    // file is corrupt or truncated: database is locked", or under --format nsys that the file "stayed
+    // locked by another process for 600 s" after 0.02 s, no wait at all.
+    test::TempDir dir;
+    const std::string in = dir.file("con_kernel.sqlite");
+    test::write_file(in, test::read_file(test::pub("nsys/con_kernel.sqlite")));
+    int ready[2];
+    REQUIRE(pipe(ready) == 0);
+    const pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        sqlite3* db = nullptr;
+        sqlite3_open(in.c_str(), &db);
+        sqlite3_exec(db, "BEGIN EXCLUSIVE; UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET \"end\" = \"end\" + 1;", nullptr,
+                     nullptr, nullptr);
+        (void)!write(ready[1], "x", 1);
+        sleep(5);
+        _exit(0);
+    }
+    char byte = 0;
+    REQUIRE(read(ready[0], &byte, 1) == 1);
+    setenv("MHC_BUSY_TIMEOUT_MS", "300", 1);
+    for (const auto format : {imp::Format::Auto, imp::Format::Nsys}) {
+        imp::Options opt;
+        opt.warn = false;
+        opt.format = format;
+        const auto start = std::chrono::steady_clock::now();
+        CHECK_THROWS_WITH(imp::import_file(in, dir.file("t.db"), opt),
+                          Catch::StartsWith(in + ": cannot read: the file stayed locked by another process for 0.3 s"));
+        CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(250));
+    }
+    unsetenv("MHC_BUSY_TIMEOUT_MS");
+    kill(child, SIGKILL);
+    int status = 0;
+    waitpid(child, &status, 0);
+    close(ready[0]);
+    close(ready[1]);
 }
