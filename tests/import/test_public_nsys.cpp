@@ -25,6 +25,7 @@
 #include "mhc/common/error.hpp"
 #include "mhc/trace/check.hpp"
 #include "public_variants.hpp"
+#include "sqlite_input.hpp"
 #include "util.hpp"
 
 namespace imp = mhc::trace::import;
@@ -676,4 +677,21 @@ TEST_CASE("nsys: an export another process holds locked is waited for, then refu
     waitpid(child, &status, 0);
     close(ready[0]);
     close(ready[1]);
+}
+
+TEST_CASE("nsys: an export is read in one read transaction, whole", "[import][nsys][public]") {
+    // Each query of the importer had a snapshot of its own: a writer committing between two of them
+    // made one import read two versions of the file. The connection now keeps one read transaction.
+    test::TempDir dir;
+    const std::string in = dir.file("con_kernel.sqlite");
+    test::write_file(in, test::read_file(test::pub("nsys/con_kernel.sqlite")));
+    sqlite3* reader = imp::open_sqlite_input(in);
+    CHECK(sqlite3_get_autocommit(reader) == 0);
+    sqlite3* writer = nullptr;
+    REQUIRE(sqlite3_open(in.c_str(), &writer) == SQLITE_OK);
+    const char* change = "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET \"end\" = \"end\" + 1";
+    CHECK(sqlite3_exec(writer, change, nullptr, nullptr, nullptr) == SQLITE_BUSY);   // no commit while it reads
+    sqlite3_close(reader);
+    CHECK(sqlite3_exec(writer, change, nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(writer);
 }

@@ -33,7 +33,10 @@ inline sqlite3* open_sqlite_input(const std::string& path) {
         sqlite3_close(db);
         throw;
     }
-    const int rc = sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr);
+    // One read transaction for the whole import: its first read takes a shared lock that it keeps,
+    // so a writer committing between two of the importer's queries cannot make it read two
+    // versions of the file (each statement had a snapshot of its own).
+    const int rc = sqlite3_exec(db, "BEGIN; SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr);
     if (rc == SQLITE_READONLY_ROLLBACK) {
         sqlite3_close(db);
         throw Error(where(path, "an interrupted write left " + path +
@@ -49,7 +52,7 @@ inline sqlite3* open_sqlite_input(const std::string& path) {
             throw;
         }
     }
-    return db;   // other errors: the caller's first query says them
+    return db;   // other errors: the caller's first query says them. Closing it ends the transaction.
 }
 
 }   // namespace mhc::trace::import
