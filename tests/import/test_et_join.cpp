@@ -768,3 +768,48 @@ TEST_CASE("et + kineto: torch 1.13.1's execution trace of two steps joins around
     // step() before the next range begins (record_function's handle, torch.zeros in 1.13).
     CHECK(per_step == std::map<int32_t, int64_t>{{-1, 2}, {1, 120}, {2, 121}});
 }
+
+// The same ties on a GPU: two `aten::to` begun in one microsecond, the first a no-op (0 us, its
+// tensor returned as it is), the second converting storage 8 into storage 9 with a kernel launched
+// in the next microsecond. Ordered by duration, the execution trace's first `to` was joined to the
+// 3 us op and the launch's innermost op was that one: the kernel read storage 7, and storages 8
+// and 9 were left out as used by no kernel, exit 0 (the generic warning about storages left out).
+TEST_CASE("et + kineto: a kernel launched by the second of two ops begun in one microsecond takes its tensors",
+          "[import][et][join]") {
+    const std::string kineto =
+        "{\"traceEvents\":["
+        "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::to\",\"pid\":1,\"tid\":1,\"ts\":100,\"dur\":0,"
+        "\"args\":{\"External id\":1,\"Profiler Event Index\":0}},"
+        "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::to\",\"pid\":1,\"tid\":1,\"ts\":100,\"dur\":3,"
+        "\"args\":{\"External id\":2,\"Profiler Event Index\":1}},"
+        "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":1,\"tid\":1,\"ts\":101,"
+        "\"dur\":1,\"args\":{\"correlation\":5}},"
+        "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"copy_kernel\",\"pid\":0,\"tid\":7,\"ts\":110,\"dur\":2,"
+        "\"args\":{\"correlation\":5,\"device\":0,\"stream\":7}}]}";
+    auto tensor = [](int storage) {
+        return "[" + std::to_string(storage) + "," + std::to_string(storage) + ",0,4,4,\"cuda:0\"]";
+    };
+    auto to = [&](int id, int in, int out) {
+        return "{\"id\":" + std::to_string(id) + ",\"name\":\"aten::to\",\"parent\":1,\"tid\":1,\"inputs\":[" +
+               tensor(in) + "],\"input_types\":[\"Tensor(float)\"],\"outputs\":[" + tensor(out) +
+               "],\"output_types\":[\"Tensor(float)\"]}";
+    };
+    const std::string et = "{\"schema\":\"1.0.1\",\"pid\":1,\"nodes\":["
+                           "{\"id\":1,\"name\":\"[pytorch|profiler|execution_graph|thread]\",\"parent\":1,"
+                           "\"tid\":1,\"inputs\":[],\"input_types\":[],\"outputs\":[],\"output_types\":[]}," +
+                           to(2, 7, 7) + "," + to(3, 8, 9) + "]}";
+    test::TempDir dir;
+    test::write_file(dir.file("k.json"), kineto);
+    test::write_file(dir.file("et.json"), et);
+    const Joined imported = import_pair(dir, dir.file("et.json"), dir.file("k.json"));
+    CHECK(meta(imported, "et.kineto_ops_matched_by_order") == "2");
+    const TraceData& trace = imported.trace;
+    REQUIRE(trace.kernels.size() == 1);
+    std::map<std::string, mhc::trace::AccessMode> accessed;
+    for (size_t a = 0; a < trace.accesses.size(); ++a)
+        accessed[trace.str(trace.allocations.label[static_cast<size_t>(trace.accesses.allocation[a])])] =
+            trace.accesses.mode[a];
+    CHECK(accessed == std::map<std::string, mhc::trace::AccessMode>{{"storage 8", mhc::trace::AccessMode::Read},
+                                                                    {"storage 9", mhc::trace::AccessMode::Write}});
+    CHECK(meta(imported, "et.storages_left_out").rfind("1", 0) == 0);   // storage 7: the no-op's, no kernel
+}
