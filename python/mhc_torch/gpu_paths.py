@@ -76,10 +76,34 @@ def _one_hot(self, num_classes=-1):
     return _composite(_aten.one_hot.default, self, num_classes)
 
 
+# torch.fft's functions that take a real input (a real input of fft_fft is made complex first).
+_FFT_OPS = ("fft_fft", "fft_ifft", "fft_fft2", "fft_ifft2", "fft_fftn", "fft_ifftn", "fft_rfft", "fft_rfft2",
+            "fft_rfftn", "fft_ihfft", "fft_ihfft2", "fft_ihfftn")
+
+
+def _fft_bf16(name):
+    """A torch.fft function of a bf16 tensor as on a GPU. torch's FFTs check the dtype by device:
+    on a CPU they take float32 and float64 only ("Unsupported dtype BFloat16"), on CUDA bf16 too
+    (torch/_refs/fft.py `_promote_type_fft`; `_fft_r2c_cufft` runs cuFFT's bf16 transform for
+    power-of-two sizes and converts its output to complex64, else it transforms `self.to(Float)`).
+    So under bf16 autocast a Fourier neural operator's `torch.fft.rfft2` of a Linear's output ran
+    on the GPU and stopped the capture. On a fake bf16 tensor the function runs on its float32
+    copy: the complex64 result and its backward are the GPU's; the float32 copy is the fallback's
+    transient, where cuFFT's power-of-two path holds a complex-half buffer of the one-sided output
+    instead (about half as many bytes, for the duration of the transform)."""
+    op = getattr(_aten, name).default
+
+    def kernel(self, *args, **kwargs):
+        if isinstance(self, FakeTensor) and self.dtype == torch.bfloat16:
+            self = self.float()
+        return _composite(op, self, *args, **kwargs)
+    return kernel
+
+
 @contextlib.contextmanager
 def kernels_as_on_gpu():
-    """Registers the GPU's choices of dropout, attention and one-hot kernels for the capture's
-    duration."""
+    """Registers the GPU's choices of dropout, attention and one-hot kernels, and its dtypes of
+    FFTs, for the capture's duration."""
     lib = torch.library.Library("aten", "IMPL")
     try:
         # Replacing aten's composite kernels is the point; torch says so in an 8-line warning.
@@ -89,6 +113,8 @@ def kernels_as_on_gpu():
                 lib.impl("dropout", _dropout, key)
                 lib.impl("scaled_dot_product_attention", _attention, key)
                 lib.impl("one_hot", _one_hot, key)
+                for name in _FFT_OPS:
+                    lib.impl(name, _fft_bf16(name), key)
         yield
     finally:
         lib._destroy()
