@@ -113,6 +113,11 @@ def _fft_bf16(name):
     def kernel(self, *args, **kwargs):
         if isinstance(self, FakeTensor) and self.dtype == torch.bfloat16:
             self = self.float()
+        elif isinstance(self, FakeTensor) and self.dtype == torch.float16:
+            # cuFFT's fp16 transforms give complex32, which no float32 copy stands for
+            raise NotImplementedError(
+                f"torch.fft.{name[4:]} of a float16 tensor runs on a GPU (cuFFT, power-of-two sizes) but not on "
+                "the capture's CPU tensors; capture with --autocast bf16 or none, or cast to float32 before the FFT")
         return _composite(op, self, *args, **kwargs)
     return kernel
 

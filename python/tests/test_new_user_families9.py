@@ -82,6 +82,10 @@ def test_bf16_fft_runs_as_on_the_gpu(tmp_path):
     mhc_torch.capture(Spectral, spectral_batch, steps=1, path=path, loss_fn=lambda m, b: m(b))
     assert kernel_count(path, "aten::_fft_r2c") >= 2
     assert meta(path, "capture.autocast") == "bfloat16"
+    # fp16 (complex32 on a GPU) is said in one line naming the model's line and what to do
+    with pytest.raises(Exception, match=r"fft.rfft2 of a float16 tensor .* --autocast bf16 or none"):
+        mhc_torch.capture(Spectral, spectral_batch, steps=1, path=str(tmp_path / "fp16.db"),
+                          loss_fn=lambda m, b: m(b), autocast_dtype=torch.float16)
     # real CPU tensors keep torch's own check
     with pytest.raises(Exception, match="Unsupported dtype"):
         torch.fft.rfft2(torch.randn(4, 4, dtype=torch.bfloat16))
