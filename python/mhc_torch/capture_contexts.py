@@ -180,7 +180,9 @@ def _sac_policies_see_gpu_attention():
     which such a policy does not name: it recomputed the attention a GPU keeps (a Llama-shaped
     decoder of 16 blocks: 32 attention forwards where a GPU runs 16, and the kept outputs missing
     from the forward's memory). Inside the capture the policy is asked about the GPU's kernel;
-    what is kept or recomputed is the op that ran."""
+    what is kept or recomputed is the op that ran. torch warns of a future change when saved-tensor
+    hooks are active around such a region; the only ones there are the capture's own (it records
+    the saves through them), which a GPU run does not have, so that warning is not the user's."""
     from torch.utils import checkpoint as ckpt
 
     cls = ckpt._CachingTorchDispatchMode
@@ -193,7 +195,10 @@ def _sac_policies_see_gpu_attention():
 
     cls.__init__ = caching_init
     try:
-        yield
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=FutureWarning,
+                                    message="A saved_tensors_hooks context .* selective activation checkpoint")
+            yield
     finally:
         cls.__init__ = init
 
