@@ -284,6 +284,7 @@ void read_model_facts(const trace::TraceData& trace_data, CaptureInfo& info) {
         info.hf_off.with_step_ns = number("with_step_time_ns", 0);
     }
     info.optimizer_class = trace_data.meta_or("capture.optimizer_class", "");
+    info.fused_refused = trace_data.meta_or("capture.fused_refused", "");
     info.allocator_conf = trace_data.meta_or("allocator.conf", "");
     info.optimizer_defaults = trace_data.meta_or("capture.optimizer_defaults", "");
     if (!info.optimizer_defaults.empty() && !nlohmann::json::parse(info.optimizer_defaults, nullptr, false).is_object())

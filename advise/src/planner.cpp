@@ -637,7 +637,8 @@ std::vector<Setting> global_settings(const Base& base, const PlannerOptions& opt
                                  !base.info.torch_func_modules.empty();
     for (int fused = 0; fused < 2; ++fused)
         for (int host = 0; host < 2; ++host) {
-            if (fused && (!options.fused_optimizer || base.optimizer_impl != "foreach" || !base.info.adam_optimizer()))
+            if (fused && (!options.fused_optimizer || base.optimizer_impl != "foreach" || !base.info.adam_optimizer() ||
+                          !base.info.fused_refused.empty()))
                 continue;
             if (fused && host) continue;   // a host step replaces the GPU's kernels either way
             if (host && (!options.host_optimizer || base.opt_first.empty() || base.opt_first[0] < 0 || grads_read_late))

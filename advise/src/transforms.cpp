@@ -96,6 +96,8 @@ std::vector<std::unique_ptr<Transform>> make_transforms(const Base& base, const 
             "setting: field 'optimizer.impl': the fused kernel is modelled for Adam and AdamW; the capture's "
             "optimizer is " +
             base.info.optimizer_class + ": capture the step with fused=True instead");
+    if (setting.optimizer_impl == OptimizerImpl::Fused && !base.info.fused_refused.empty())
+        throw Error("setting: field 'optimizer.impl': " + base.info.fused_refused);
     if (setting.optimizer_impl == OptimizerImpl::Fused) transforms.push_back(make_fused_optimizer(base));
     if (setting.optimizer_impl == OptimizerImpl::Foreach && base.optimizer_impl != "foreach")
         throw Error(

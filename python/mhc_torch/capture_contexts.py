@@ -120,8 +120,15 @@ def _value_checks_passed():
     with `.item()`, a value fake tensors do not hold, so every such model stopped the capture. A
     check changes no shape and no memory but its one-byte answer: inside the capture the answer
     is computed (`cond._is_all_true()`, the kernel the GPU runs) and the check taken as passed,
-    as the step that runs on the GPU would pass it; real tensors are checked as torch does."""
+    as the step that runs on the GPU would pass it; real tensors are checked as torch does.
+    torch.distributions validates its parameters and samples the same way (`Normal(mean,
+    sd).log_prob(z)` checks `sd > 0` with `bool(torch._is_all_true(valid))`, by default): a
+    normalising flow's, a VAE's or a policy's loss stopped there; its check passes likewise, and
+    its shape checks run as they do."""
+    from torch.distributions import distribution
+
     check_with, check_all = torch._check_tensor_all_with, torch._check_tensor_all
+    dist_check = distribution._all_true_or_runtime_assert
 
     def passed(cond) -> bool:
         if isinstance(cond, FakeTensor):
@@ -137,11 +144,63 @@ def _value_checks_passed():
         if not passed(cond):
             check_all(cond, message)
 
+    def dist_all_true(valid, error_message):
+        return passed(valid) or dist_check(valid, error_message)
+
     torch._check_tensor_all_with, torch._check_tensor_all = tensor_all_with, tensor_all
+    distribution._all_true_or_runtime_assert = dist_all_true
     try:
         yield
     finally:
         torch._check_tensor_all_with, torch._check_tensor_all = check_with, check_all
+        distribution._all_true_or_runtime_assert = dist_check
+
+
+def gpu_attention_op(func, args, kwargs):
+    """The attention kernel a GPU runs where the capture runs the CPU flash kernel
+    (gpu_paths.py): flash attention for fp16 and bf16 without a mask (head dim at most 256, as
+    the capture's workspaces model it), memory-efficient attention otherwise; any other op is
+    itself."""
+    if func is not torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default:
+        return func
+    query = args[0] if args else kwargs.get("query")
+    mask = kwargs.get("attn_mask")
+    flash = (isinstance(query, torch.Tensor) and query.dtype in (torch.float16, torch.bfloat16) and mask is None
+             and query.shape[-1] <= 256)
+    aten = torch.ops.aten
+    return (aten._scaled_dot_product_flash_attention if flash else aten._scaled_dot_product_efficient_attention).default
+
+
+@contextlib.contextmanager
+def _sac_policies_see_gpu_attention():
+    """A selective checkpointing policy of the model's own (torchtitan's op-level policy:
+    `create_selective_checkpoint_contexts(policy)`, saving `aten._scaled_dot_product_flash_attention`
+    and `_efficient_attention` with the matmuls) is asked about every op of a checkpointed region.
+    The capture runs attention as the CPU flash kernel (the GPU kernel's tensors, gpu_paths.py),
+    which such a policy does not name: it recomputed the attention a GPU keeps (a Llama-shaped
+    decoder of 16 blocks: 32 attention forwards where a GPU runs 16, and the kept outputs missing
+    from the forward's memory). Inside the capture the policy is asked about the GPU's kernel;
+    what is kept or recomputed is the op that ran. torch warns of a future change when saved-tensor
+    hooks are active around such a region; the only ones there are the capture's own (it records
+    the saves through them), which a GPU run does not have, so that warning is not the user's."""
+    from torch.utils import checkpoint as ckpt
+
+    cls = ckpt._CachingTorchDispatchMode
+    init = cls.__init__
+
+    def caching_init(self, policy_fn, *args, **kwargs):
+        def asked_as_on_gpu(ctx, func, *a, **kw):
+            return policy_fn(ctx, gpu_attention_op(func, a, kw), *a, **kw)
+        init(self, asked_as_on_gpu, *args, **kwargs)
+
+    cls.__init__ = caching_init
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=FutureWarning,
+                                    message="A saved_tensors_hooks context .* selective activation checkpoint")
+            yield
+    finally:
+        cls.__init__ = init
 
 
 @contextlib.contextmanager

@@ -35,7 +35,8 @@ from .capture_contexts import (_collector_at_step_ends, _environment_kept, _fake
                                _functorch_beside_capture,
                                _grad_scaler_on_fake_tensors, _leaf_safe_mod_tracker, _module_conversion_in_place,
                                _older_objects_frozen, _save_on_cpu_as_offload, _together,
-                               _trunc_normal_without_values, _value_checks_passed)
+                               _trunc_normal_without_values, _value_checks_passed,
+                               _sac_policies_see_gpu_attention)
 from .compiled_refused import _compiled_functions_refused, _refuse_compiled
 from .errors import CaptureError, a_kind
 from .fake_errors import _fake_error
@@ -144,7 +145,8 @@ def capture(build_model: Callable[[], torch.nn.Module],
     try:
         with _older_objects_frozen(), _module_conversion_in_place(), _trunc_normal_without_values(), \
                 _fake_constants_deep_copied(), \
-                _value_checks_passed(), _lr_schedulers_recorded(), _environment_kept(ALLOCATOR_ENV):
+                _value_checks_passed(), _lr_schedulers_recorded(), _environment_kept(ALLOCATOR_ENV), \
+                _sac_policies_see_gpu_attention():
             with _grad_scaler_on_fake_tensors(device), _compiled_functions_refused():
                 result = _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting,
                               build_optimizer)

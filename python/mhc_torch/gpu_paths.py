@@ -19,7 +19,7 @@ import sys
 import warnings
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensor
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 _aten = torch.ops.aten
 _COMPOSITE = torch._C.DispatchKey.CompositeImplicitAutograd
@@ -76,11 +76,60 @@ def _one_hot(self, num_classes=-1):
     return _composite(_aten.one_hot.default, self, num_classes)
 
 
+def _embedding_bag_meta(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
+                        per_sample_weights=None, include_last_offset=False, padding_idx=-1):
+    """nn.EmbeddingBag's kernel as on a CUDA tensor (`_embedding_bag_cuda`, EmbeddingBag.cu): the
+    output, offset2bag (an int64 bag number for every index), bag_size (one per offset) and, for
+    mode max only, max_indices (bags x dim; empty otherwise); the backward keeps all but the
+    output. torch's meta kernel takes the CPU kernel's tensors for a CPU device, where the sum's
+    fast path makes no offset2bag and max_indices is one per bag: a DLRM's tables of 8,192 bags of
+    20 ids kept 1,245,184 B less each from the forward to the backward than a GPU does (it grows
+    with the ids a step: about 52 MB a table at 65,536 bags of 100)."""
+    num_bags = offsets.size(0) - (1 if include_last_offset else 0)
+    output = weight.new_empty(num_bags, weight.size(1))
+    offset2bag = indices.new_empty(indices.size(0))
+    bag_size = indices.new_empty(offsets.size())
+    max_indices = indices.new_empty(num_bags, weight.size(1)) if mode == 2 else indices.new_empty(0)
+    return output, offset2bag, bag_size, max_indices
+
+
+# torch.fft's functions that take a real input (a real input of fft_fft is made complex first).
+_FFT_OPS = ("fft_fft", "fft_ifft", "fft_fft2", "fft_ifft2", "fft_fftn", "fft_ifftn", "fft_rfft", "fft_rfft2",
+            "fft_rfftn", "fft_ihfft", "fft_ihfft2", "fft_ihfftn")
+
+
+def _fft_bf16(name):
+    """A torch.fft function of a bf16 tensor as on a GPU. torch's FFTs check the dtype by device:
+    on a CPU they take float32 and float64 only ("Unsupported dtype BFloat16"), on CUDA bf16 too
+    (torch/_refs/fft.py `_promote_type_fft`; `_fft_r2c_cufft` runs cuFFT's bf16 transform for
+    power-of-two sizes and converts its output to complex64, else it transforms `self.to(Float)`).
+    So under bf16 autocast a Fourier neural operator's `torch.fft.rfft2` of a Linear's output ran
+    on the GPU and stopped the capture. On a fake bf16 tensor the function runs on its float32
+    copy: the complex64 result and its backward are the GPU's; the float32 copy is the fallback's
+    transient, where cuFFT's power-of-two path holds a complex-half buffer of the one-sided output
+    instead (about half as many bytes, for the duration of the transform)."""
+    op = getattr(_aten, name).default
+
+    def kernel(self, *args, **kwargs):
+        if isinstance(self, FakeTensor) and self.dtype == torch.bfloat16:
+            self = self.float()
+        elif isinstance(self, FakeTensor) and self.dtype == torch.float16:
+            # cuFFT's fp16 transforms give complex32, which no float32 copy stands for
+            raise NotImplementedError(
+                f"torch.fft.{name[4:]} of a float16 tensor runs on a GPU (cuFFT, power-of-two sizes) but not on "
+                "the capture's CPU tensors; capture with --autocast bf16 or none, or cast to float32 before the FFT")
+        return _composite(op, self, *args, **kwargs)
+    return kernel
+
+
 @contextlib.contextmanager
 def kernels_as_on_gpu():
-    """Registers the GPU's choices of dropout, attention and one-hot kernels for the capture's
-    duration."""
+    """Registers the GPU's choices of dropout, attention and one-hot kernels, and its dtypes of
+    FFTs, for the capture's duration."""
+    import torch._meta_registrations as meta
+
     lib = torch.library.Library("aten", "IMPL")
+    bag_meta = getattr(meta, "meta_embedding_bag", None)
     try:
         # Replacing aten's composite kernels is the point; torch says so in an 8-line warning.
         with warnings.catch_warnings():
@@ -89,8 +138,19 @@ def kernels_as_on_gpu():
                 lib.impl("dropout", _dropout, key)
                 lib.impl("scaled_dot_product_attention", _attention, key)
                 lib.impl("one_hot", _one_hot, key)
+                for name in _FFT_OPS:
+                    lib.impl(name, _fft_bf16(name), key)
+        # fake tensors run _embedding_bag through torch's fake implementation, which looks the meta
+        # kernel up in torch._meta_registrations when it runs; fake tensors' dispatch cache, shared
+        # by every FakeTensorMode, must not hand either kernel's tensors to the other
+        if bag_meta is not None:
+            meta.meta_embedding_bag = _embedding_bag_meta
+            FakeTensorMode.cache_clear()
         yield
     finally:
+        if bag_meta is not None:
+            meta.meta_embedding_bag = bag_meta
+            FakeTensorMode.cache_clear()
         lib._destroy()
 
 

@@ -52,6 +52,24 @@ def lr_scheduler_meta(optimizer) -> dict[str, str]:
     return {"capture.lr_schedulers": ", ".join(names)} if names else {}
 
 
+def _fused_refused(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, str]:
+    """Why torch.optim would refuse fused=True for the parameters this optimizer steps, as
+    meta capture.fused_refused (absent when it would not): its fused Adam and AdamW step floating-
+    point tensors only (torch/optim/optimizer.py, _device_dtype_check_for_fused, on every device),
+    so a model with complex weights (a Fourier neural operator's spectral weights) fails at its
+    first step with fused=True, and mhc advise must not offer it."""
+    names = {id(p): n for n, p in model.named_parameters()}
+    odd = [p for g in optimizer.param_groups for p in g["params"] if not torch.is_floating_point(p)]
+    if not odd:
+        return {}
+    first = names.get(id(odd[0]), "a parameter")
+    more = f" and {len(odd) - 1} more" if len(odd) > 1 else ""
+    dtypes = ", ".join(sorted({str(p.dtype).replace("torch.", "") for p in odd}))
+    return {"capture.fused_refused": f"torch.optim's fused=True steps floating-point parameters only, and {first}"
+                                     f"{more} {'is' if len(odd) == 1 else 'are'} {dtypes}: keep the optimizer "
+                                     "unfused (foreach)"}
+
+
 def model_facts(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, str]:
     """What the code `mhc advise` prints needs to know of the user's model and optimizer, as built
     (before a setting is applied): the optimizer's class and hyperparameters (the printed code keeps
@@ -97,6 +115,7 @@ def model_facts(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dic
             stepped[p.dtype] = stepped.get(p.dtype, 0) + p.numel() * p.element_size()
     if stepped:
         facts["capture.optimizer_dtype"] = str(max(stepped, key=stepped.get)).replace("torch.", "")
+    facts.update(_fused_refused(model, optimizer))
     # Recurrent layers run cuDNN's fused RNN kernel on a GPU, which the capture runs too, its reserve
     # space estimated (cudnn_rnn.py): the modules and what is estimated are named.
     facts.update(cudnn_rnn.meta(model))

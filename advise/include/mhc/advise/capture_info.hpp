@@ -123,6 +123,9 @@ struct CaptureInfo {
     // The captured optimizer is torch.optim's Adam or AdamW (also when the capture does not name
     // its class: mhc-torch capture's own AdamW): the optimizer whose fused kernel is modelled.
     bool adam_optimizer() const;
+    // Why PyTorch refuses fused=True for the parameters the optimizer steps (capture.fused_refused:
+    // a complex or integer parameter); "" when it accepts them.
+    std::string fused_refused;
 };
 
 // Reads the capture tables of `t`'s file. Throws mhc::Error (bad input, one line naming the
