@@ -685,7 +685,7 @@ std::string to_json(const CoupledResult& c) {
                  "\"oom\":%s,\"stopped\":%s}",
                  r ? "," : "", c.global_rank[r], json_string(c.paths[r]).c_str(), x.device,
                  // unlimited reads -1, as the stored capacity_bytes
-                 x.capacity >= kUnlimited ? -1LL : (long long)x.capacity,
+                 x.capacity >= kUnlimited ? -1LL : static_cast<long long>(x.capacity),
                  (long long)x.baseline_peak, (long long)x.simulated_peak, (long long)x.baseline_makespan,
                  (long long)x.simulated_makespan,
                  loss(finished(c, r), x.throughput_loss).c_str(), (long long)x.stall_time, (long long)x.stall_count,

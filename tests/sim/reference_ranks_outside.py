@@ -66,7 +66,7 @@ def live_peak(allocs):
     return peak
 
 
-def load_rank(path, position):
+def load_rank(path, position, device=None):
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     meta = dict(db.execute("SELECT key, value FROM meta"))
     strings = dict(db.execute("SELECT id, text FROM strings"))
@@ -74,7 +74,8 @@ def load_rank(path, position):
                   db.execute("SELECT id, device, bytes, t_alloc, t_free, category FROM allocations ORDER BY id")]
     devices = sorted({a["device"] for a in all_allocs if a["device"] >= 0})
     peaks = {d: live_peak([a for a in all_allocs if a["device"] == d]) for d in devices}
-    device = max(devices, key=lambda d: (peaks[d], -d))  # the largest live peak, ties the lowest number
+    if device is None:  # the largest live peak, ties the lowest number
+        device = max(devices, key=lambda d: (peaks[d], -d))
     allocs = [a for a in all_allocs if a["device"] == device]
     kernels = [dict(zip(("id", "stream", "name", "t_start", "t_end"), (r[0], r[1], strings.get(r[2], ""), r[3], r[4])))
                for r in db.execute("SELECT id, stream, name, t_start, t_end FROM kernels WHERE device = ?", (device,))]
@@ -510,9 +511,10 @@ def capacity_bytes(share, peak):
     return math.floor(Fraction(share) / 100 * peak)
 
 
-def simulate_job(paths, share, policy="lru", link=None, max_ops=0):
+def simulate_job(paths, share, policy="lru", link=None, max_ops=0, device=None):
+    """device: --device for every rank (None: each rank's own choice)."""
     link = link or link_config()
-    ranks = [load_rank(p, i) for i, p in enumerate(paths)]
+    ranks = [load_rank(p, i, device) for i, p in enumerate(paths)]
     match(ranks)
     by_rank = {r["rank"]: r for r in ranks}
     engines, gens, status, pending = {}, {}, {}, {}

@@ -79,8 +79,11 @@ def change(paths, rng):
     if rng.random() < 0.6:
         done.append("durations")
         for p in paths:
+            # compute kernels, and in one job in three cross-rank kernels too (some to zero length:
+            # "Inputs", a zero-length kernel's end comes right after its start)
+            cross = "" if rng.random() < 0.33 else "s.text NOT LIKE 'nccl%' AND "
             ids = [r[0] for r in sql(p, "SELECT k.id FROM kernels k JOIN strings s ON s.id = k.name "
-                                        "WHERE s.text NOT LIKE 'nccl%' AND k.t_end > k.t_start")]
+                                        f"WHERE {cross}k.t_end > k.t_start")]
             for kid in rng.sample(ids, len(ids) // 4):
                 f = rng.choice([0.0, 0.3, 0.7])
                 sql(p, "UPDATE kernels SET t_end = t_start + CAST((t_end - t_start) * ? AS INTEGER) WHERE id = ?",
@@ -101,9 +104,13 @@ def change(paths, rng):
                 sets = ", ".join(f"{c} = {c} + {d}" for c in cols)
                 sql(p, f"UPDATE {table} SET {sets}")
             sql(p, "UPDATE meta SET value = CAST(value AS INTEGER) - ? WHERE key = 'time_origin_ns'", (d,))
+    device = None
     if rng.random() < 0.4:
         done.append("device")
-        for p in rng.sample(paths, rng.randint(1, len(paths))):
+        moved = rng.sample(paths, rng.randint(1, len(paths)))
+        if len(moved) == len(paths) and rng.random() < 0.5:
+            device = 1  # given as --device 1 for every rank
+        for p in moved:
             for table in ("allocations", "kernels", "copies"):
                 sql(p, f"UPDATE {table} SET device = 1")
             first, small = sql(p, "SELECT MIN(t_alloc), MIN(bytes) FROM allocations")[0]
@@ -113,7 +120,7 @@ def change(paths, rng):
     if rng.random() < 0.5:
         done.append("shuffled")
         rng.shuffle(order)
-    return order, done
+    return order, done, device
 
 
 def configuration(rng):
@@ -304,15 +311,17 @@ def main():
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_rmaps_base_oversubscribe="1")
     bad = 0
-    tally = {"finished": 0, "oom": 0, "waits": 0, "mpi": 0}
+    tally = {"finished": 0, "oom": 0, "waits": 0, "stopped": 0, "gpu1": 0, "mpi": 0}
     for i in range(runs):
         job_dir = work / f"job{i}"
         shutil.rmtree(job_dir, ignore_errors=True)
         job_dir.mkdir()
         paths, gen = generate(mhc, job_dir, rng)
-        order, changes = change(paths, rng)
+        order, changes, device = change(paths, rng)
         opts, share, policy, link, max_ops = configuration(rng)
-        exp, rc = ref.simulate_job([str(p) for p in order], share, policy, link, max_ops)
+        if device is not None:
+            opts += ["--device", str(device)]
+        exp, rc = ref.simulate_job([str(p) for p in order], share, policy, link, max_ops, device)
         cmd = [mhc, "simulate", "--ranks", *map(str, order), *opts, "--json"]
         runs_db = job_dir / "runs.db"
         store = ["--runs-db", str(runs_db)] if "stored" in flags else ["--no-store"]
@@ -343,6 +352,8 @@ def main():
                 problems.append(f"mpirun -n {p}: no JSON: {m.stdout[:200]} {m.stderr[:200]}")
         tally["finished" if rc == 0 else "oom"] += 1
         tally["waits"] += sum(1 for x in exp["ranks"] if x["coupled_wait_count"])
+        tally["stopped"] += sum(1 for x in exp["ranks"] if x["stopped"])
+        tally["gpu1"] += sum(1 for x in exp["ranks"] if x["device"] == 1)
         if problems or "verbose" in flags:
             print(f"job {i}: generate {' '.join(gen)}; changes {','.join(changes) or 'none'}; {' '.join(opts)}")
             for p in problems[:12]:
@@ -352,7 +363,8 @@ def main():
         else:
             shutil.rmtree(job_dir, ignore_errors=True)
     print(f"{runs - bad} of {runs} coupled jobs agree ({tally['finished']} finished, {tally['oom']} out of memory; "
-          f"{tally['waits']} ranks with coupled waits; {tally['mpi']} also under mpirun)")
+          f"{tally['waits']} ranks with coupled waits, {tally['stopped']} stopped, {tally['gpu1']} on GPU 1; "
+          f"{tally['mpi']} also under mpirun)")
     return 1 if bad else 0
 
 
