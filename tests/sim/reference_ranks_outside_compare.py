@@ -341,7 +341,9 @@ def main():
             problems += stored(runs_db, exp)
         if mpi is not None:
             p = mpi or (2 + i % 2)
-            m = subprocess.run(["timeout", "120", "mpirun", "-n", str(p), "--oversubscribe", *cmd, "--no-store"],
+            mpi_db = job_dir / "runs_mpi.db"  # rank 0 alone stores every rank's run ("MPI")
+            m = subprocess.run(["timeout", "120", "mpirun", "-n", str(p), "--oversubscribe", *cmd]
+                               + (["--runs-db", str(mpi_db)] if "stored" in flags else ["--no-store"]),
                                capture_output=True, text=True, env=env)
             tally["mpi"] += 1
             if m.returncode != rc:
@@ -350,6 +352,8 @@ def main():
                 problems += [f"mpirun -n {p}: {d}" for d in diff(json.loads(m.stdout), exp)]
             except json.JSONDecodeError:
                 problems.append(f"mpirun -n {p}: no JSON: {m.stdout[:200]} {m.stderr[:200]}")
+            if "stored" in flags and not problems:
+                problems += [f"mpirun -n {p}: {d}" for d in stored(mpi_db, exp)]
         tally["finished" if rc == 0 else "oom"] += 1
         tally["waits"] += sum(1 for x in exp["ranks"] if x["coupled_wait_count"])
         tally["stopped"] += sum(1 for x in exp["ranks"] if x["stopped"])
