@@ -16,6 +16,7 @@
 #include "mhc/common/numbers.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/trace/comm_kernels.hpp"
+#include "mhc/trace/runs.hpp"
 #include "prepared.hpp"
 
 namespace mhc::sim {
@@ -630,11 +631,13 @@ std::string to_text(const CoupledResult& c) {
                                  : c.stopped[r] ? "STOPPED"
                                                 : fmt("%.2f%%", x.throughput_loss * 100);
         if (c.stopped[r]) stopped += (stopped.empty() ? "" : ", ") + std::to_string(c.global_rank[r]);
+        // the device each rank simulated when not GPU 0, as mhc info names a run's ("Inputs")
+        const std::string trace = x.device == 0 ? c.paths[r] : c.paths[r] + " (" + trace::device_name(x.device) + ")";
         s += fmt("%-4d %10s %10s %10s %8s %10s %6lld %10s %5lld  %s\n", c.global_rank[r],
                  x.capacity >= kUnlimited ? "unlimited" : format_bytes(x.capacity).c_str(),
                  format_bytes(x.baseline_peak).c_str(), format_bytes(x.simulated_peak).c_str(), loss.c_str(),
                  format_ns(x.stall_time).c_str(), static_cast<long long>(x.stall_count), format_ns(x.coupled_wait_time).c_str(),
-                 static_cast<long long>(x.coupled_wait_count), c.paths[r].c_str());
+                 static_cast<long long>(x.coupled_wait_count), trace.c_str());
     }
     int64_t stalls = 0, waits = 0;
     for (const Result& x : c.ranks) { stalls += x.stall_time; waits += x.coupled_wait_time; }
@@ -655,7 +658,8 @@ std::string to_text(const CoupledResult& c) {
                  format_ns(c.ranks[static_cast<size_t>(c.limiting)].stall_time).c_str(),
                  c.global_rank[static_cast<size_t>(c.last)]);
     else
-        s += "limiting rank  none (no rank stalls)\n";
+        s += fmt("limiting rank  none (no rank stalls; rank %d finishes last)\n",
+                 c.global_rank[static_cast<size_t>(c.last)]);
     if (c.oom >= 0)
         s += fmt("out of memory  rank %d: %s: %s\n", c.global_rank[static_cast<size_t>(c.oom)],
                  c.ranks[static_cast<size_t>(c.oom)].oom.where.c_str(), c.ranks[static_cast<size_t>(c.oom)].oom.why.c_str());
@@ -675,11 +679,13 @@ std::string to_json(const CoupledResult& c) {
     std::string s = "{\"ranks\":[";
     for (size_t r = 0; r < c.ranks.size(); ++r) {
         const Result& x = c.ranks[r];
-        s += fmt("%s{\"rank\":%d,\"trace\":%s,\"capacity\":%lld,\"baseline_peak\":%lld,\"simulated_peak\":%lld,"
+        s += fmt("%s{\"rank\":%d,\"trace\":%s,\"device\":%d,\"capacity\":%lld,\"baseline_peak\":%lld,\"simulated_peak\":%lld,"
                  "\"baseline_makespan\":%lld,\"simulated_makespan\":%lld,\"throughput_loss\":%s,"
                  "\"stall_time\":%lld,\"stall_count\":%lld,\"coupled_wait_time\":%lld,\"coupled_wait_count\":%lld,"
                  "\"oom\":%s,\"stopped\":%s}",
-                 r ? "," : "", c.global_rank[r], json_string(c.paths[r]).c_str(), (long long)x.capacity,
+                 r ? "," : "", c.global_rank[r], json_string(c.paths[r]).c_str(), x.device,
+                 // unlimited reads -1, as the stored capacity_bytes
+                 x.capacity >= kUnlimited ? -1LL : static_cast<long long>(x.capacity),
                  (long long)x.baseline_peak, (long long)x.simulated_peak, (long long)x.baseline_makespan,
                  (long long)x.simulated_makespan,
                  loss(finished(c, r), x.throughput_loss).c_str(), (long long)x.stall_time, (long long)x.stall_count,

@@ -123,6 +123,8 @@ def compare_job(mhc, paths, policy, capacity, link, link_args, allocator):
     problems = []
     for r, rank_out in zip(ranks, out["ranks"]):
         res = r.sim.result
+        if rank_out["device"] != r.sim.tr.device:   # "Inputs": each rank's own largest GPU
+            problems.append(f"rank {r.rank} device: mhc {rank_out['device']}, reference {r.sim.tr.device}")
         if bool(rank_out["stopped"]) != (halted[r.index] and not res.oom):
             problems.append(f"rank {r.rank} stopped: mhc {rank_out['stopped']}, reference {halted[r.index]}")
         stored = stored_run(r.path)

@@ -559,6 +559,18 @@ def run_ranks(mhc, work, rng):
     if g.returncode != 0:
         return " ".join(args), [f"generate: {g.stderr.strip()[:200]}"]
     paths = sorted(work.glob("job.rank*.db"))
+    moved = []
+    if rng.random() < 0.4:   # "Inputs": each rank simulates its own largest GPU, here GPU 1 beside a smaller GPU 0
+        moved = rng.sample(paths, rng.randint(1, len(paths)))
+        for path in moved:
+            db = sqlite3.connect(str(path))
+            for table in ("allocations", "kernels", "copies"):
+                db.execute(f"UPDATE {table} SET device = 1")
+            db.execute("INSERT INTO allocations (id, device, address, bytes, t_alloc, t_free, stream, category) "
+                       "SELECT MAX(id) + 1, 0, 0, MIN(bytes), MIN(t_alloc), NULL, 0, 3 FROM allocations")
+            db.commit()
+            db.close()
+        args.append(f"(ranks of {','.join(p.name for p in moved)} on GPU 1)")
     if rng.random() < 0.5:   # "Coupled ranks": ties go to the lowest global rank, whatever the files' order
         rng.shuffle(paths)
     link, largs = random_link(rng, work)

@@ -316,8 +316,13 @@ TEST_CASE("coupled: ties between ranks go to the lowest global rank, no stall, n
     // Unlimited: nobody stalls, no limiting rank (-1 in --json).
     sim::CoupledResult u = sim::simulate_coupled(job.ranks, plan, config("lru", sim::kUnlimited));
     CHECK(u.limiting == -1);
-    CHECK_THAT(sim::to_text(u), Catch::Contains("limiting rank  none (no rank stalls)"));
+    // The rank that finishes last is said even then (ties: the lowest global rank).
+    CHECK_THAT(sim::to_text(u), Catch::Contains("limiting rank  none (no rank stalls; rank 0 finishes last)"));
     CHECK_THAT(sim::to_json(u), Catch::Contains("\"limiting_rank\":-1"));
+    // An unlimited capacity is -1 (as the stored capacity_bytes), not the engine's sentinel; the
+    // device each rank simulated is given.
+    CHECK_THAT(sim::to_json(u), Catch::Contains("\"device\":0,\"capacity\":-1,"));
+    CHECK_THAT(sim::to_json(u), !Catch::Contains(std::to_string(sim::kUnlimited)));
 }
 
 TEST_CASE("coupled: of several ranks out of memory, the first on the shared clock is reported", "[sim][multirank][decided]") {

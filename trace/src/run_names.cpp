@@ -53,10 +53,12 @@ std::optional<int32_t> run_device(const RunInfo& run) {
     return static_cast<int32_t>(device);
 }
 
+std::string device_name(int32_t device) { return device < 0 ? "host" : "GPU " + std::to_string(device); }
+
 std::string run_name_notes(const RunInfo& run, const std::string& more) {
     const std::optional<int32_t> device = run_device(run);
     std::string notes;
-    if (device && *device != 0) notes = *device < 0 ? "host" : "GPU " + std::to_string(*device);
+    if (device && *device != 0) notes = device_name(*device);
     if (!more.empty()) notes += (notes.empty() ? "" : "; ") + more;
     return notes.empty() ? notes : " (" + notes + ")";
 }

@@ -107,6 +107,8 @@ struct RunInfo {
 // The device a run simulated (its config's `device`, mhc simulate --device; -1 the host); nullopt
 // when the run does not say (a replay, a run stored before the key was kept, a value not a number).
 std::optional<int32_t> run_device(const RunInfo& run);
+// How a device is named beside a run or a rank: "host" (-1), "GPU 1".
+std::string device_name(int32_t device);
 // A run's name with its device when that is not GPU 0, as `mhc info` and mhc-view list runs:
 // "lru+none@70%/pcie4/caching (host)", "... (GPU 1)". Two runs of one setting on GPU 0 and on the
 // host had the same name, in every list.
