@@ -18,9 +18,23 @@ namespace {
 
 int64_t on_run_clock(const ViewRun* run, int64_t t) { return run && !run->clock.empty() ? run->clock.map(t) : t; }
 
-// The kernel's times in the run: its item in the run's lane of its stream. A run stored without
-// its timeline keeps the recorded times.
-bool run_times(const ViewRun& run, const trace::Kernel& k, int64_t& start, int64_t& end) {
+// The run's events on allocation `a` around one access of it: before = those ending after the
+// previous access (`lo`) and starting by the kernel's start; after = those starting from the
+// kernel's end and before the next access (`hi`).
+void events_around(const ViewRun& run, int64_t a, int64_t lo, int64_t start, int64_t end, int64_t hi,
+                   OperandDetail& o) {
+    for (const trace::RunEvent& e : run.events) {
+        if (e.allocation != a) continue;
+        if (e.t_end > lo && e.t_start <= start) o.before.push_back(e);
+        else if (e.t_start >= end && e.t_start < hi) o.after.push_back(e);
+    }
+}
+
+std::string mode_name(trace::AccessMode m) { return std::string(trace::to_string(m)); }
+
+}  // namespace
+
+bool kernel_in_run(const ViewRun& run, const trace::Kernel& k, int64_t& start, int64_t& end) {
     if (run.kernel_lanes.empty()) {
         start = k.t_start;
         end = k.t_end;
@@ -38,22 +52,6 @@ bool run_times(const ViewRun& run, const trace::Kernel& k, int64_t& start, int64
     return false;
 }
 
-// The run's events on allocation `a` around one access of it: before = those ending after the
-// previous access (`lo`) and starting by the kernel's start; after = those starting from the
-// kernel's end and before the next access (`hi`).
-void events_around(const ViewRun& run, int64_t a, int64_t lo, int64_t start, int64_t end, int64_t hi,
-                   OperandDetail& o) {
-    for (const trace::RunEvent& e : run.events) {
-        if (e.allocation != a) continue;
-        if (e.t_end > lo && e.t_start <= start) o.before.push_back(e);
-        else if (e.t_start >= end && e.t_start < hi) o.after.push_back(e);
-    }
-}
-
-std::string mode_name(trace::AccessMode m) { return std::string(trace::to_string(m)); }
-
-}  // namespace
-
 KernelDetails kernel_details(const ViewTrace& t, const ViewRun* run, int64_t kernel_id) {
     KernelDetails d;
     d.times = t.time_text();
@@ -63,7 +61,7 @@ KernelDetails kernel_details(const ViewTrace& t, const ViewRun* run, int64_t ker
     d.family = t.family_of(d.kernel.name);
     if (run) {
         d.has_run = true;
-        d.reached = run_times(*run, d.kernel, d.run_start, d.run_end);
+        d.reached = kernel_in_run(*run, d.kernel, d.run_start, d.run_end);
         for (const trace::RunEvent& e : run->events)
             if (e.kind == trace::EventKind::Stall && e.kernel == kernel_id) d.stall_ns += e.t_end - e.t_start;
     }
