@@ -166,18 +166,18 @@ GivenOptions add_options(CLI::App& app, ValOptions& options) {
 void parse_limits(ValOptions& options, const GivenOptions& given) {
     const auto seconds = [](const std::string& option, const std::string& text, std::string_view bare_unit) {
         if (text == "none") return 0.0;
-        const double s = option_value(option, [&] { return parse_seconds(text, bare_unit); });
-        if (s > 1e9) throw Error(option + " '" + text + "': at most 1e9 s (31 years)");
-        return s;
+        const double secs = option_value(option, [&] { return parse_seconds(text, bare_unit); });
+        if (secs > 1e9) throw Error(option + " '" + text + "': at most 1e9 s (31 years)");
+        return secs;
     };
     options.max_age_s = seconds("--calibration-max-age", options.max_age, "h");
     options.time_limit_s = seconds("--time-limit", options.time_limit, "s");
     options.max_replay_s = seconds("--max-replay-time", options.max_replay_time, "");
     if (!options.max_replay_minutes.empty()) {
-        const double s = seconds("--max-replay-minutes", options.max_replay_minutes, "min");
+        const double old = seconds("--max-replay-minutes", options.max_replay_minutes, "min");
         if (given.max_replay_time->count() > 0)
             throw Error("--max-replay-minutes and --max-replay-time: the same limit (its old name); give one");
-        options.max_replay_s = s;
+        options.max_replay_s = old;
     }
 }
 

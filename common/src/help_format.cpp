@@ -101,8 +101,7 @@ std::string HelpFormatter::option_groups(const CLI::App* app, CLI::AppFormatMode
         if (group.empty()) continue;
         const auto opts = app->get_options([&](const CLI::Option* opt) {
             return opt->get_group() == group && opt->nonpositional() &&
-                   (mode != CLI::AppFormatMode::Sub ||
-                    (app->get_help_ptr() != opt && app->get_help_all_ptr() != opt));
+                   (mode != CLI::AppFormatMode::Sub || (app->get_help_ptr() != opt && app->get_help_all_ptr() != opt));
         });
         if (!opts.empty()) out += (out.empty() ? "" : "\n") + make_group(group, false, opts);
     }
@@ -111,8 +110,8 @@ std::string HelpFormatter::option_groups(const CLI::App* app, CLI::AppFormatMode
 
 std::string HelpFormatter::make_help(const CLI::App* app, std::string name, CLI::AppFormatMode mode) const {
     if (mode == CLI::AppFormatMode::Sub) return make_expanded(app);
-    return make_description(app) + make_usage(app, std::move(name)) + make_positionals(app) +
-           option_groups(app, mode) + make_subcommands(app, mode) + "\n" + make_footer(app);
+    return make_description(app) + make_usage(app, std::move(name)) + make_positionals(app) + option_groups(app, mode) +
+           make_subcommands(app, mode) + "\n" + make_footer(app);
 }
 
 std::string HelpFormatter::make_footer(const CLI::App* app) const {

@@ -176,7 +176,8 @@ double parse_seconds(std::string_view text, std::string_view bare_unit) {
     }
     for (const auto& [name, seconds] : units)
         if (unit == name) return quantity.value * seconds;
-    if (unit == "m") throw Error(quoted + ": 'm' could be minutes or milliseconds: write " + number + "min or " + number + "ms");
+    if (unit == "m")
+        throw Error(quoted + ": 'm' could be minutes or milliseconds: write " + number + "min or " + number + "ms");
     throw Error(quoted + ": unknown unit '" + quantity.unit + "' (ns, us, ms, s, min, h)");
 }
 

@@ -83,8 +83,9 @@ void check_replay_duration(const std::string& path, const ValidateSpec& spec, co
                   slowest == 0 ? "the baseline" : sim::run_name(predicted[slowest].config).c_str(),
                   format_ns(makespans[slowest]).c_str());
     if (spec.max_replay_seconds > 0 && seconds > spec.max_replay_seconds)
-        throw Error(path + ": the replays would take at least " + human_seconds(seconds) + " (" + why + "), more than the " +
-                    human_seconds(spec.max_replay_seconds) + " allowed: a faster --link, a smaller --time-scale or fewer "
+        throw Error(path + ": the replays would take at least " + human_seconds(seconds) + " (" + why +
+                    "), more than the " + human_seconds(spec.max_replay_seconds) +
+                    " allowed: a faster --link, a smaller --time-scale or fewer "
                     "--capacity values, or a larger --max-replay-time");
     if (seconds > kLongReplaySeconds && spec.warn)
         spec.warn("the replays will take at least " + human_seconds(seconds) + " (" + why + ")");

@@ -353,7 +353,8 @@ TEST_CASE("compare: a kernel clicked in one block is placed in every block, each
     CHECK(std::abs(near_run["x"].get<double>() - x_at(cmp["curve"], cmp, 510 * us)) < 1.5);
     const double line_y = tl["runs"][1]["y1"].get<double>() - 12;
     bool line = false;
-    for (int dx = -1; dx <= 1; ++dx) line |= near(shot.img.at(near_run["x"].get<double>() + dx, line_y), mhc::viewer::kSelected, 40);
+    for (int dx = -1; dx <= 1; ++dx)
+        line |= near(shot.img.at(near_run["x"].get<double>() + dx, line_y), mhc::viewer::kSelected, 40);
     CHECK(line);
     // The arrow's words are drawn in the title bar, right-aligned, on a tag that says it is a button.
     const auto& tag = late["rect"];

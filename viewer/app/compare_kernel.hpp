@@ -40,7 +40,7 @@ struct SelectedKernelPlaces {
 // the recording's own block. Returns the title text's left edge (the block's other notes end
 // before it) and fills `out` for --layout.
 float draw_kernel_place(App& app, ImDrawList* dl, const SelectedKernelPlaces::Place& place,
-                        const SelectedKernelPlaces::Place* recorded, int64_t kernel, const std::string& name,
-                        float x0, float x1, float title_y, float rows_y0, float rows_y1, nlohmann::json& out);
+                        const SelectedKernelPlaces::Place* recorded, int64_t kernel, const std::string& name, float x0,
+                        float x1, float title_y, float rows_y0, float rows_y1, nlohmann::json& out);
 
-}  // namespace mhc::viewer
+}   // namespace mhc::viewer

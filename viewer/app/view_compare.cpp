@@ -197,8 +197,8 @@ nlohmann::json run_timelines(App& app, CompareUi& ui, const std::vector<const Vi
                 ty += kRow + 1;
             }
             if (ui.selected.kernel)
-                draw_kernel_place(app, dl, ui.selected.recorded, nullptr, ui.selected.kernel, ui.selected.name, plot_x, plot_x + plot_w,
-                                  y, y + kRunHeader, ty, recorded["selected"]);
+                draw_kernel_place(app, dl, ui.selected.recorded, nullptr, ui.selected.kernel, ui.selected.name, plot_x,
+                                  plot_x + plot_w, y, y + kRunHeader, ty, recorded["selected"]);
         }
         y += block;
     }
@@ -223,7 +223,8 @@ nlohmann::json run_timelines(App& app, CompareUi& ui, const std::vector<const Vi
             if (ui.selected.kernel)
                 notes_end = draw_kernel_place(app, dl, ui.selected.runs[k], &ui.selected.recorded, ui.selected.kernel,
                                               ui.selected.name, plot_x, plot_x + plot_w, y, y + kRunHeader, rows_end,
-                                              jr.back()["selected"]) - 8;
+                                              jr.back()["selected"]) -
+                            8;
             // Why it stopped, after its name (clipped to the header); before that, a run of another
             // device than the memory shown says so (its curve is not drawn above).
             const std::string device_note = run_device_note(r.info, app.trace->memory_device);

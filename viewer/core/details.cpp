@@ -18,6 +18,28 @@ namespace {
 
 int64_t on_run_clock(const ViewRun* run, int64_t t) { return run && !run->clock.empty() ? run->clock.map(t) : t; }
 
+}   // namespace
+
+bool kernel_in_run(const ViewRun& run, const trace::Kernel& kernel, int64_t& start, int64_t& end) {
+    if (run.kernel_lanes.empty()) {
+        start = kernel.t_start;
+        end = kernel.t_end;
+        return true;
+    }
+    for (const Lane& l : run.kernel_lanes) {
+        if (l.device != kernel.device || l.stream != kernel.stream) continue;
+        for (size_t i = 0; i < l.size(); ++i)
+            if (l.ref[i] == kernel.id) {
+                start = l.t_start[i];
+                end = l.t_end[i];
+                return true;
+            }
+    }
+    return false;
+}
+
+namespace {
+
 // The run's events on allocation `a` around one access of it: before = those ending after the
 // previous access (`lo`) and starting by the kernel's start; after = those starting from the
 // kernel's end and before the next access (`hi`).
@@ -32,25 +54,7 @@ void events_around(const ViewRun& run, int64_t a, int64_t lo, int64_t start, int
 
 std::string mode_name(trace::AccessMode m) { return std::string(trace::to_string(m)); }
 
-}  // namespace
-
-bool kernel_in_run(const ViewRun& run, const trace::Kernel& k, int64_t& start, int64_t& end) {
-    if (run.kernel_lanes.empty()) {
-        start = k.t_start;
-        end = k.t_end;
-        return true;
-    }
-    for (const Lane& l : run.kernel_lanes) {
-        if (l.device != k.device || l.stream != k.stream) continue;
-        for (size_t i = 0; i < l.size(); ++i)
-            if (l.ref[i] == k.id) {
-                start = l.t_start[i];
-                end = l.t_end[i];
-                return true;
-            }
-    }
-    return false;
-}
+}   // namespace
 
 KernelDetails kernel_details(const ViewTrace& t, const ViewRun* run, int64_t kernel_id) {
     KernelDetails d;
