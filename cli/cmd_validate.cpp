@@ -161,11 +161,12 @@ GivenOptions add_options(CLI::App& app, ValOptions& options) {
     return given;
 }
 
-// The durations into seconds: none (or 0) is no limit; a bare number is read in the unit the
-// option's help named before it took durations (docs/cli.md, "Numbers").
+// The durations into seconds: a limit's none (or 0) is no limit; a bare number is read in the unit
+// the option's help named before it took durations (docs/cli.md, "Numbers"). A calibration's age
+// has no none (its 0 measures every time).
 void parse_limits(ValOptions& options, const GivenOptions& given) {
     const auto seconds = [](const std::string& option, const std::string& text, std::string_view bare_unit) {
-        if (text == "none") return 0.0;
+        if (text == "none" && option != "--calibration-max-age") return 0.0;
         const double secs = option_value(option, [&] { return parse_seconds(text, bare_unit); });
         if (secs > 1e9) throw Error(option + " '" + text + "': at most 1e9 s (31 years)");
         return secs;
