@@ -583,13 +583,13 @@ mhc::cli::Registration reg{mhc::cli::Command{
         app.add_option("--step-time", o->step_time,
                        "The step's measured time without any setting, e.g. 60ms (the median of a run's steady steps): "
                        "kernel times are scaled to it (the roofline's without it)")
-            ->type_name("TIME");
+            ->type_name("DURATION");
         app.add_option("--host-bandwidth", o->host_bw, "Memory bandwidth a host optimizer step streams at (an assumption)")
             ->type_name("RATE")
             ->default_str(o->host_bw);
         app.add_option("--host-tensor-cost", o->host_tensor,
                        "Fixed cost of a host optimizer step per parameter tensor (an assumption)")
-            ->type_name("TIME")
+            ->type_name("DURATION")
             ->default_str(o->host_tensor);
         auto* top = app.add_option("--top", o->top, "How many settings to print")->default_str(std::to_string(o->top));
         app.add_option("--setting", o->setting, "Predict one given setting (JSON or a file) instead of searching")

@@ -23,7 +23,7 @@ std::string entry(const std::string& term, const std::string& text, int width, i
 
 std::string sizes(int w) {
     return wrap("Sizes, shares and bandwidths are written the same way in every command and in the Python "
-                "package (mhc_torch.parse_size):", w) +
+                "package (mhc_torch.parse_size), durations in every command:", w) +
            "\n" +
            entry("size", "A number, then a unit: 40GiB, 40 GiB, 1.5GB, 512MiB, 64k. No sign, no exponent.", w) +
            entry("binary units", "K, KiB, M, MiB, G, GiB, T, TiB: powers of 1024 (G = GiB = 2^30 bytes).", w) +
@@ -36,7 +36,10 @@ std::string sizes(int w) {
            entry("share", "A number and %: 70%, 70 %. --capacity takes a share of the baseline peak, the "
                           "unlimited run's under the allocator model (reserved bytes with caching: mhc help "
                           "allocators; at most 100%), --budget a share of the recorded time.", w) +
-           entry("bandwidth", "A size per second: 25GB/s, 25 GB/s, 12.5GiB/s (\"/s\" may be left out).", w);
+           entry("bandwidth", "A size per second: 25GB/s, 25 GB/s, 12.5GiB/s (\"/s\" may be left out).", w) +
+           entry("duration", "A number and a unit: 6us, 2.5 ms, 50s, 30min, 24h (ns, us, ms, s, min, h; m alone "
+                             "is refused: minutes or milliseconds?). A number alone is refused, except where an "
+                             "option's help says what it counts (validate --time-limit 50: seconds).", w);
 }
 
 std::string registry(const std::vector<sim::PolicyInfo>& v, const std::string& intro, int w) {
@@ -79,7 +82,7 @@ struct Topic {
 };
 
 const Topic kTopics[] = {
-    {"sizes", "how sizes, shares and bandwidths are written (40GiB, 70%, 25GB/s)", sizes},
+    {"sizes", "how sizes, shares, bandwidths and durations are written (40GiB, 70%, 25GB/s, 50ms)", sizes},
     {"policies", "the eviction policies (--policy, --policies)",
      [](int w) { return registry(sim::eviction_policies(), "Eviction policies choose which resident allocation "
                                                            "leaves the GPU when room is needed:", w); }},

@@ -62,7 +62,7 @@ std::function<int()> setup(CLI::App& app) {
         ->type_name("RATE");
     app.add_option("--d2h-bandwidth", o->d2h_bw, "The link's D2H bandwidth instead of its own")->type_name("RATE");
     app.add_option("--latency", o->latency, "The per-transfer latency both ways instead of the link's: 6us")
-        ->type_name("TIME");
+        ->type_name("DURATION");
     app.add_option("--copy-engines", o->copy_engines, "Copy engines instead of the link's (0: the link's)");
     app.add_option("--duplex-factor", o->duplex,
                    "Bandwidth factor while both directions run, in (0, 1], instead of the link's (0: the link's)")

@@ -49,7 +49,9 @@ int parse_replay_steps(const std::string& text) {
 struct ValOptions {
     std::string trace, capacity = "60%", policy = "lru", prefetch = "none", link = "auto", model_link = "pcie4";
     std::string backend = "host", chunk = "2MiB", time_scale = "auto";
-    double max_age_h = 24, max_replay_minutes = 60, time_limit_s = 0;
+    // Durations as typed (parse_limits reads them), then in seconds.
+    std::string max_age = "24h", max_replay_time = "1h", max_replay_minutes, time_limit = "none";
+    double max_age_s = 0, max_replay_s = 0, time_limit_s = 0;
     int copy_threads = 1;
     std::string repeat = "auto", replay_steps = "all";
     bool recalibrate = false, unpaced = false;
@@ -64,6 +66,7 @@ struct GivenOptions {
     CLI::Option* policy = nullptr;
     CLI::Option* model_link = nullptr;
     CLI::Option* max_age = nullptr;
+    CLI::Option* max_replay_time = nullptr;
 };
 
 GivenOptions add_options(CLI::App& app, ValOptions& options) {
@@ -88,12 +91,11 @@ GivenOptions add_options(CLI::App& app, ValOptions& options) {
             ->default_str(options.model_link);
     app.add_flag("--recalibrate", options.recalibrate,
                  "--link auto: measure again even when a fresh calibration is cached");
-    given.max_age = app.add_option("--calibration-max-age", options.max_age_h,
-                                   "--link auto: hours after which a cached calibration is measured again")
-                        ->check(finite_number())
-                        ->check(CLI::Range(0.0, 1e6))
-                        ->type_name("HOURS")
-                        ->capture_default_str();
+    given.max_age = app.add_option("--calibration-max-age", options.max_age,
+                                   "--link auto: the age (a duration: 12h, 90min; a bare number is hours) after "
+                                   "which a cached calibration is measured again")
+                        ->type_name("DURATION")
+                        ->default_str(options.max_age);
     add_sim_base_options(
         app, options.base,
         " (replay places caching segments in 2 MiB pages as on a GPU; ideal's page rounding may not fit)");
@@ -126,21 +128,21 @@ GivenOptions add_options(CLI::App& app, ValOptions& options) {
         ->type_name("POINTS")
         ->capture_default_str();
     app.add_flag("--no-sinkhorn", options.no_sinkhorn, "Stand-ins for Sinkhorn-Knopp kernels too");
-    app.add_option("--max-replay-minutes", options.max_replay_minutes,
-                   "Refuse to start when the replays are estimated to take longer (predicted makespans x time scale x "
-                   "replays); 0: no limit")
-        ->type_name("MINUTES")
-        ->capture_default_str()
-        ->check(finite_number())
-        ->check(CLI::Range(0.0, 1e9));
-    app.add_option("--time-limit", options.time_limit_s,
-                   "Seconds the validation may take: a replay that would end past them (its predicted makespan x time "
-                   "scale, plus the most a replay cost beyond that so far) is not started; the configurations measured "
-                   "are reported and the ones left out named; 0: no limit")
-        ->type_name("SECONDS")
-        ->capture_default_str()
-        ->check(finite_number())
-        ->check(CLI::Range(0.0, 1e9));
+    given.max_replay_time =
+        app.add_option("--max-replay-time", options.max_replay_time,
+                       "Refuse to start when the replays are estimated to take longer (predicted makespans x time "
+                       "scale x replays): a duration (30min, 2h), or none")
+            ->type_name("DURATION")
+            ->default_str(options.max_replay_time);
+    // Its name before 2026-12-06, bare minutes: kept for scripts, out of the help.
+    app.add_option("--max-replay-minutes", options.max_replay_minutes)->group("");
+    app.add_option("--time-limit", options.time_limit,
+                   "How long the validation may take (a duration: 50s, 10min; a bare number is seconds): a replay "
+                   "that would end past it (its predicted makespan x time scale, plus the most a replay cost beyond "
+                   "that so far) is not started; the configurations measured are reported and the ones left out "
+                   "named; none: no limit")
+        ->type_name("DURATION")
+        ->default_str(options.time_limit);
     app.add_option("--repeat", options.repeat,
                    "Replay each configuration this many times (the baseline, whose noise every loss carries, 2N-1 "
                    "times) and use the one with the median makespan (the host is noisy; their spread decides "
@@ -157,6 +159,27 @@ GivenOptions add_options(CLI::App& app, ValOptions& options) {
                  "Predict the limited runs with the recorded kernel times, not the baseline replay's "
                  "(the default moves the trace onto the replay machine's clock first)");
     return given;
+}
+
+// The durations into seconds: a limit's none (or 0) is no limit; a bare number is read in the unit
+// the option's help named before it took durations (docs/cli.md, "Numbers"). A calibration's age
+// has no none (its 0 measures every time).
+void parse_limits(ValOptions& options, const GivenOptions& given) {
+    const auto seconds = [](const std::string& option, const std::string& text, std::string_view bare_unit) {
+        if (text == "none" && option != "--calibration-max-age") return 0.0;
+        const double secs = option_value(option, [&] { return parse_seconds(text, bare_unit); });
+        if (secs > 1e9) throw Error(option + " '" + text + "': at most 1e9 s (31 years)");
+        return secs;
+    };
+    options.max_age_s = seconds("--calibration-max-age", options.max_age, "h");
+    options.time_limit_s = seconds("--time-limit", options.time_limit, "s");
+    options.max_replay_s = seconds("--max-replay-time", options.max_replay_time, "");
+    if (!options.max_replay_minutes.empty()) {
+        const double old = seconds("--max-replay-minutes", options.max_replay_minutes, "min");
+        if (given.max_replay_time->count() > 0)
+            throw Error("--max-replay-minutes and --max-replay-time: the same limit (its old name); give one");
+        options.max_replay_s = old;
+    }
 }
 
 // Options that the others given leave with nothing to do: refused, as --copy-threads without --unpaced is.
@@ -222,7 +245,7 @@ double set_replay_options(const ValOptions& options, replay::ValidateSpec& spec)
     spec.repeat = spec.adaptive_repeat ? kAutoRepeatMost : parse_repeat(options.repeat);
     spec.pace = !options.unpaced;
     spec.link_measured_here = options.link == "auto";
-    spec.max_replay_seconds = 60 * options.max_replay_minutes;
+    spec.max_replay_seconds = options.max_replay_s;
     spec.time_limit_s = options.time_limit_s;
     spec.warn = [](const std::string& line) { std::fprintf(stderr, "mhc: warning: %s\n", line.c_str()); };
     if (spec.pace && options.copy_threads > 1 && spec.replay.backend == replay::Backend::Host)
@@ -237,7 +260,7 @@ void set_link_and_time_scale(const ValOptions& options, const sim::LinkModel& mo
                              replay::ValidateSpec& spec) {
     if (options.link == "auto") {
         if (show_progress()) std::fprintf(stderr, "\r\033[Kmhc: calibrating the replay's link");
-        replay::measure_replay_link_for(spec, options.recalibrate, options.max_age_h * 3600);
+        replay::measure_replay_link_for(spec, options.recalibrate, options.max_age_s);
     } else {
         spec.link_origin = "--link " + options.link +
                            (std::filesystem::is_regular_file(options.link) ? " (profile)" : " (preset)");
@@ -323,6 +346,7 @@ int conclude(const ValOptions& options, const replay::ValidateSpec& spec, const 
 }
 
 int run(const std::shared_ptr<ValOptions>& options, const GivenOptions& given) {
+    parse_limits(*options, given);
     check_store_environment(options->store);
     check_runs_db_of(options->trace, options->store);
     check_option_combinations(*options, given);

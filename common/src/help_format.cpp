@@ -93,6 +93,27 @@ std::string HelpFormatter::make_usage(const CLI::App* app, std::string name) con
     return wrap(usage, width_, 7);   // continued under the name, past "Usage: "
 }
 
+// CLI11's make_groups, but a blank line only between groups shown: CLI11 put one after a group
+// followed by a hidden one (group "": an option's old name, still read), an empty last line.
+std::string HelpFormatter::option_groups(const CLI::App* app, CLI::AppFormatMode mode) const {
+    std::string out;
+    for (const std::string& group : app->get_groups()) {
+        if (group.empty()) continue;
+        const auto opts = app->get_options([&](const CLI::Option* opt) {
+            return opt->get_group() == group && opt->nonpositional() &&
+                   (mode != CLI::AppFormatMode::Sub || (app->get_help_ptr() != opt && app->get_help_all_ptr() != opt));
+        });
+        if (!opts.empty()) out += (out.empty() ? "" : "\n") + make_group(group, false, opts);
+    }
+    return out;
+}
+
+std::string HelpFormatter::make_help(const CLI::App* app, std::string name, CLI::AppFormatMode mode) const {
+    if (mode == CLI::AppFormatMode::Sub) return make_expanded(app);
+    return make_description(app) + make_usage(app, std::move(name)) + make_positionals(app) + option_groups(app, mode) +
+           make_subcommands(app, mode) + "\n" + make_footer(app);
+}
+
 std::string HelpFormatter::make_footer(const CLI::App* app) const {
     const std::string& f = app->get_footer();
     return f.empty() ? std::string() : wrap(f, width_);

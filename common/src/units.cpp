@@ -151,22 +151,34 @@ int64_t parse_bytes(std::string_view text) {
 }
 
 // Durations follow the sizes' grammar: digits with an optional fraction, then a unit (ns, us,
-// ms, s; spaces may stand around it); no sign, exponent or other base (0x10 was read as 16 s),
-// and no bare number (7 could mean 7 s or 7 us).
-double parse_seconds(std::string_view text) {
+// ms, s, min, h; spaces may stand around it); no sign, exponent or other base (0x10 was read as
+// 16 s), and no bare number (7 could mean 7 s or 7 us) unless the option names its unit.
+double parse_seconds(std::string_view text, std::string_view bare_unit) {
+    static const std::pair<const char*, double> units[] = {{"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3},
+                                                           {"s", 1},     {"min", 60},  {"h", 3600}};
     const std::string quoted = "'" + std::string(text) + "'";
-    const Quantity quantity = split_quantity(text, quoted, "duration", "a number and a unit: 6us, 2.5 ms");
+    // A bare number where the option names its unit, as the option read it before (any decimal,
+    // an exponent included: --max-replay-minutes 1e-9).
+    if (!bare_unit.empty() && decimal_refusal(std::string(text)).empty()) {
+        const double value = std::strtod(std::string(text).c_str(), nullptr);
+        if (value < 0) throw Error(quoted + ": a duration cannot be negative");
+        if (!std::isfinite(value)) throw Error(quoted + ": too large");
+        return parse_seconds("1" + std::string(bare_unit)) * (value + 0.0);
+    }
+    const Quantity quantity = split_quantity(text, quoted, "duration", "a number and a unit: 6us, 2.5 ms, 90min");
     const std::string unit = lower(quantity.unit);
     const std::string& number = quantity.number;
-    if (unit.empty())
+    if (unit.empty()) {
+        if (!bare_unit.empty())
+            throw Error(quoted + ": a bare number is written without spaces: " + number + " or " + number +
+                        std::string(bare_unit));
         throw Error(quoted + ": a duration needs a unit: " + number + "us, " + number + "ms or " + number + "s");
-    double mul = 0;
-    if (unit == "ns") mul = 1e-9;
-    else if (unit == "us") mul = 1e-6;
-    else if (unit == "ms") mul = 1e-3;
-    else if (unit == "s") mul = 1;
-    else throw Error(quoted + ": unknown unit '" + quantity.unit + "' (ns, us, ms, s)");
-    return quantity.value * mul;
+    }
+    for (const auto& [name, seconds] : units)
+        if (unit == name) return quantity.value * seconds;
+    if (unit == "m")
+        throw Error(quoted + ": 'm' could be minutes or milliseconds: write " + number + "min or " + number + "ms");
+    throw Error(quoted + ": unknown unit '" + quantity.unit + "' (ns, us, ms, s, min, h)");
 }
 
 double parse_bandwidth(std::string_view text) {

@@ -12,6 +12,7 @@ import time
 
 from . import json_input
 from .formatting import format_bytes, format_ns
+from .help_format import format_help
 from .json_input import not_a_regular_file
 from .number_grammar import printable, size, whole
 from .output_file import OutputError, check_output
@@ -574,6 +575,10 @@ class _Parser(argparse.ArgumentParser):
         self.register("action", "store", _Store)
         self.register("action", "store_true", _StoreTrue)
 
+    def format_help(self):
+        """mhc's layout (help_format.py): --out, the old name of --output, still read, not shown."""
+        return format_help(self, hidden={"--out"})
+
     def parse_known_args(self, args=None, namespace=None):
         a, rest = super().parse_known_args(args, namespace)
         given = a.__dict__.pop("_given", {})
@@ -685,7 +690,8 @@ def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
 
     p = _Parser(prog="mhc-torch", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
-    c = sub.add_parser("capture", help="capture training steps of a preset or FILE.py on fake tensors")
+    what = "capture training steps of a preset or FILE.py on fake tensors"
+    c = sub.add_parser("capture", help=what, description=what[:1].upper() + what[1:])
     c.add_argument("model", nargs="?", metavar="MODEL",
                    help=f"a preset ({', '.join(PRESETS)}) or FILE.py defining build_model(), make_batch() and "
                         "optionally loss_fn(model, batch), step(model, batch, run) and build_optimizer(model)")
@@ -697,10 +703,9 @@ def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
                    help="apply a memory setting with mhc_torch.apply before the first step (docs/torch.md)")
     c.add_argument("--recipe", metavar="JSON_OR_FILE",
                    help="the model and options as a trace's meta capture.recipe has them (instead of MODEL and options)")
-    c.add_argument("--gpu", default="h100-sxm", choices=list(GPUS),
-                   help="the GPU whose roofline times the kernels (default h100-sxm)")
-    c.add_argument("--steps", type=whole, metavar="N", default=1,
-                   help="training steps captured (default 1; at most 1,000,000)")
+    c.add_argument("--gpu", default="h100-sxm", choices=list(GPUS), metavar="GPU",
+                   help="the GPU whose roofline times the kernels: %(choices)s")
+    c.add_argument("--steps", type=whole, metavar="N", default=1, help="training steps captured (at most 1,000,000)")
     c.add_argument("--batch", type=whole, metavar="N", help="sequences a step (presets; default 1)")
     c.add_argument("--seq", type=whole, metavar="N",
                    help="tokens a sequence (presets; default 4096; at most 4,194,304)")
@@ -709,26 +714,28 @@ def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
                         "80 for llama3-70b-slice; the tiny ones at most 64)")
     c.add_argument("--hc", type=whole, metavar="N",
                    help="mHC residual streams n (mhc-27b, tiny-mhc; 1 = plain; default 4; at most 16)")
-    c.add_argument("--autocast", default="bf16", choices=["bf16", "fp16", "none"],
-                   help="autocast of the forward and loss (default bf16)")
-    c.add_argument("--autocast-policy", default="cuda", choices=["cuda", "cpu"],
-                   help="CUDA autocast's cast lists (default: the target is a GPU) or torch's CPU lists")
-    c.add_argument("--weights", default="as-built", choices=["as-built", "bf16", "fp16", "fp32"],
+    c.add_argument("--autocast", default="bf16", choices=["bf16", "fp16", "none"], metavar="DTYPE",
+                   help="autocast of the forward and loss: %(choices)s")
+    c.add_argument("--autocast-policy", default="cuda", choices=["cuda", "cpu"], metavar="LISTS",
+                   help="whose cast lists autocast follows, CUDA's (the target is a GPU) or torch's CPU ones: "
+                        "%(choices)s")
+    c.add_argument("--weights", default="as-built", choices=["as-built", "bf16", "fp16", "fp32"], metavar="DTYPE",
                    help="cast the model's parameters and buffers (bf16: bf16 weights, grads and optimizer state; "
-                        "default as-built: as build_model() made them)")
+                        "as-built: as build_model() made them): %(choices)s")
     c.add_argument("--forward-only", action="store_true", help="forward steps under torch.no_grad() (inference)")
     c.add_argument("--micro-batches", type=whole, metavar="N", default=1,
-                   help="forward+backward passes per optimizer step, gradients accumulated (default 1)")
-    c.add_argument("--zero-grad", default="none", choices=["none", "zeros", "never"],
-                   help="after the optimizer step: grads set to None (default), zeroed and kept, or kept")
-    c.add_argument("--optimizer", default="adamw", choices=["adamw", "adamw-fused"],
-                   help="AdamW with foreach kernels (default) or the fused kernel")
+                   help="forward+backward passes per optimizer step, gradients accumulated")
+    c.add_argument("--zero-grad", default="none", choices=["none", "zeros", "never"], metavar="MODE",
+                   help="after the optimizer step the grads are set to None, zeroed and kept, or kept: %(choices)s")
+    c.add_argument("--optimizer", default="adamw", choices=["adamw", "adamw-fused"], metavar="NAME",
+                   help="AdamW with foreach kernels or the fused kernel: %(choices)s")
     c.add_argument("--kernel-times", metavar="PROFILE",
                    help="a PyTorch profiler trace (.json, .json.gz) of the same step on the GPU, recorded with "
                         "record_shapes=True: each kernel takes the time measured there instead of the roofline")
     c.add_argument("--max-input-size", type=size, metavar="SIZE", default=256 << 20,
-                   help="the most bytes of the --kernel-times profile read, decompressed (default 256MiB)")
-    r = sub.add_parser("runs", help="print a trace's simulated and replayed runs: peak, loss, stalls, swaps")
+                   help="the most bytes of the --kernel-times profile read, decompressed")
+    what = "print a trace's simulated and replayed runs: peak, loss, stalls, swaps"
+    r = sub.add_parser("runs", help=what, description=what[:1].upper() + what[1:])
     r.add_argument("trace", metavar="TRACE", help="a trace file (.db)")
     r.add_argument("--all", action="store_true",
                    help="every stored field of each run (config.* and metrics, as mhc_torch.read_runs reads them)")

@@ -1,5 +1,5 @@
 // Before any replay: each prediction over the replayed window, and the replays' duration
-// estimated from the predictions (refused past --max-replay-minutes, said when long).
+// estimated from the predictions (refused past --max-replay-time, said when long).
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
@@ -53,7 +53,7 @@ namespace detail {
 
 namespace {
 
-// "3.2 h", "14 min", "42 s", "0.11 s", "6e-08 s" (below 10 s, two digits: --max-replay-minutes
+// "3.2 h", "14 min", "42 s", "0.11 s", "6e-08 s" (below 10 s, two digits: --max-replay-time
 // 1e-9 was refused as "at least 0 s ... more than the 0 s allowed").
 std::string human_seconds(double seconds) {
     char text[64];
@@ -83,9 +83,10 @@ void check_replay_duration(const std::string& path, const ValidateSpec& spec, co
                   slowest == 0 ? "the baseline" : sim::run_name(predicted[slowest].config).c_str(),
                   format_ns(makespans[slowest]).c_str());
     if (spec.max_replay_seconds > 0 && seconds > spec.max_replay_seconds)
-        throw Error(path + ": the replays would take at least " + human_seconds(seconds) + " (" + why + "), more than the " +
-                    human_seconds(spec.max_replay_seconds) + " allowed: a faster --link, a smaller --time-scale or fewer "
-                    "--capacity values, or a larger --max-replay-minutes");
+        throw Error(path + ": the replays would take at least " + human_seconds(seconds) + " (" + why +
+                    "), more than the " + human_seconds(spec.max_replay_seconds) +
+                    " allowed: a faster --link, a smaller --time-scale or fewer "
+                    "--capacity values, or a larger --max-replay-time");
     if (seconds > kLongReplaySeconds && spec.warn)
         spec.warn("the replays will take at least " + human_seconds(seconds) + " (" + why + ")");
 }

@@ -21,14 +21,14 @@ echo '{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","ts":10,"dur":5,"args"
 
 # 1. Every option with a value, every command. What may take these words: a file (--runs-db,
 # -o), a profile's name (calibrate --name); 'inf' is unlimited for --capacity. validate's
-# --max-replay-minutes stops it before any replay: its refusal must not be the one that ends it.
+# --max-replay-time stops it before any replay: its refusal must not be the one that ends it.
 # advise's trace is no capture: only a name (--link, --setting) may reach that refusal.
 declare -A base=(
     [generate]="generate --preset gpt2-small --steps 1 --layers 2 --seq 128 -o g.db --force"
     [simulate]="simulate t.db --capacity 100% --no-store"
     [sweep]="sweep t.db --capacities 100% --policies lru --no-bisect --no-store"
     [advise]="advise t.db --capacity 800MiB"
-    [validate]="validate t.db --capacity 99% --link pcie4 --no-store --repeat 1 --max-replay-minutes 0.001"
+    [validate]="validate t.db --capacity 99% --link pcie4 --no-store --repeat 1 --max-replay-time 60ms"
     [export]="export t.db -o e.json --force"
     [check]="check t.db" [info]="info t.db" [allocator]="allocator t.db"
     [calibrate]="calibrate --backend host --quick --rounds 1 --max-chunk 16KiB -o c.json --force"
@@ -59,7 +59,7 @@ for cmd in "${!base[@]}"; do
             [ $rc = 2 ] && [ "$(wc -l <err)" = 1 ] || fail "$cmd $o '$v' exited $rc: $(head -c 300 err)"
             # An option that takes a number (or a list of them) names the value it refuses (a name
             # or a file may be refused for something else first).
-            case $kind in N | X | N\|* | X\|* | DEVICE | ID | SIZE | SHARE* | RATE | TIME | HOURS | MINUTES | SECONDS | POINTS | LIST)
+            case $kind in N | X | N\|* | X\|* | DEVICE | ID | SIZE | SHARE* | RATE | DURATION | POINTS | LIST)
                 case $v in 0x10 | +5 | ' 7' | '7 ' | 1_000 | 010 | 1e3 | -0x1 | 9999*)
                     grep -q "given 2 times" err || grep -qF -- "$v" err ||
                         fail "$cmd $o '$v': the refusal does not name the value: $(cat err)" ;;

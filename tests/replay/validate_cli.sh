@@ -148,6 +148,24 @@ PY
 "$mhc" validate t.db --capacity 90% --link pcie4 --time-scale 0.2 --repeat 1 --no-store --json >nl.json || fail "no --time-limit"
 python3 -c "import json; j=json.load(open('nl.json')); assert j['time_limit_s'] is None and j['not_run'] == [] and len(j['configurations']) == 1" \
     || fail "without --time-limit: $(head -c 800 nl.json)"
+# The time options take durations (docs/cli.md, "Numbers"): 10ms is the 0.01 s above; --time-limit
+# none is no limit. --max-replay-minutes, the old name of --max-replay-time, still reads minutes;
+# both at once are refused.
+"$mhc" validate t.db --capacity 90%,80% --link pcie4 --time-scale 0.2 --repeat 2 --time-limit 10ms --no-store --json \
+    >tu.json 2>/dev/null; [ $? = 2 ] || fail "--time-limit 10ms: not exit 2"
+python3 -c "import json; assert json.load(open('tu.json'))['time_limit_s'] == 0.01" || fail "--time-limit 10ms: $(head -c 300 tu.json)"
+"$mhc" validate t.db --capacity 90% --link pcie4 --time-scale 0.2 --repeat 1 --no-store --json --time-limit none \
+    --max-replay-time 2min >tn.json || fail "--time-limit none"
+python3 -c "import json; assert json.load(open('tn.json'))['time_limit_s'] is None" || fail "--time-limit none: $(head -c 300 tn.json)"
+"$mhc" validate t.db --capacity 90% --link pcie4 --no-store --max-replay-minutes 1e-6 2>tm.err; [ $? = 2 ] \
+    && grep -q "more than the 6e-05 s allowed" tm.err || fail "--max-replay-minutes 1e-6: $(cat tm.err)"
+"$mhc" validate t.db --capacity 90% --link pcie4 --no-store --max-replay-time 60us 2>tm.err; [ $? = 2 ] \
+    && grep -q "more than the 6e-05 s allowed.*a larger --max-replay-time$" tm.err || fail "--max-replay-time 60us: $(cat tm.err)"
+"$mhc" validate t.db --capacity 90% --link pcie4 --max-replay-minutes 5 --max-replay-time 5min 2>tm.err; [ $? = 2 ] \
+    && grep -qx "mhc: --max-replay-minutes and --max-replay-time: the same limit (its old name); give one" tm.err \
+    || fail "both names: $(cat tm.err)"
+"$mhc" validate t.db --capacity 90% --link pcie4 --max-replay-time 30 2>tm.err; [ $? = 2 ] \
+    && grep -qx "mhc: --max-replay-time '30': a duration needs a unit: 30us, 30ms or 30s" tm.err || fail "bare 30: $(cat tm.err)"
 "$mhc" info t.db --runs-db runs.db >info.txt 2>&1 || fail "info --runs-db: $(cat info.txt)"
 [ "$(grep -c replayed info.txt)" -ge 3 ] || fail "3 replayed runs wanted in runs.db: $(cat info.txt)"
 

@@ -96,6 +96,29 @@ TEST_CASE("durations parse", "[units]") {
     CHECK(mhc::parse_seconds(" 6 us ") == Approx(6e-6));
     CHECK(mhc::parse_seconds("1S") == Approx(1.0));
     CHECK(mhc::parse_seconds("0ns") == 0.0);
+    CHECK(mhc::parse_seconds("90min") == Approx(5400));
+    CHECK(mhc::parse_seconds("1.5 h") == Approx(5400));
+    CHECK(mhc::parse_seconds("2H") == Approx(7200));
+}
+
+// The options whose help gave bare numbers a unit before they took durations (validate
+// --time-limit seconds, --calibration-max-age hours): a bare number still reads in it, written as
+// the numbers' grammar writes one (no space, sign or exponent); every other option refuses it.
+TEST_CASE("durations read a bare number only in the unit an option names", "[units]") {
+    CHECK(mhc::parse_seconds("50", "s") == Approx(50));
+    CHECK(mhc::parse_seconds("0.5", "min") == Approx(30));
+    CHECK(mhc::parse_seconds("24", "h") == Approx(86400));
+    CHECK(mhc::parse_seconds("10min", "s") == Approx(600));   // a unit given wins
+    CHECK_THROWS_WITH(mhc::parse_seconds(" 7", "s"),
+                      Catch::Contains("' 7': a bare number is written without spaces: 7 or 7s"));
+    CHECK_THROWS_WITH(mhc::parse_seconds("7 ", "s"), Catch::Contains("'7 '"));
+    CHECK(mhc::parse_seconds("1e-3", "min") == Approx(0.06));   // as the option read it before: a decimal
+    CHECK_THROWS_WITH(mhc::parse_seconds("-1", "s"), Catch::Contains("'-1': a duration cannot be negative"));
+    CHECK_THROWS_WITH(mhc::parse_seconds("1e3"), Catch::Contains("unknown unit 'e3'"));
+    CHECK_THROWS_WITH(mhc::parse_seconds("50"), Catch::Contains("'50': a duration needs a unit: 50us, 50ms or 50s"));
+    // m alone is minutes to some and milliseconds to others: refused, both spelled out.
+    CHECK_THROWS_WITH(mhc::parse_seconds("5m"),
+                      Catch::Contains("'5m': 'm' could be minutes or milliseconds: write 5min or 5ms"));
 }
 
 // The sizes' grammar (docs/cli.md): strtod read 0x10 as 16 s, +5 and 1e3 as numbers, inf as a

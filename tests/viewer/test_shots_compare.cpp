@@ -316,3 +316,59 @@ TEST_CASE("the run simulator says whose memory a run keeps: the device the memor
     CHECK(gpu.layout["run"]["device"] == 0);   // auto: the GPU with the largest peak, as mhc simulate
     CHECK(gpu.layout["run"]["device_line"].get<std::string>().rfind("simulates GPU 0's memory", 0) == 0);
 }
+
+TEST_CASE("compare: a kernel clicked in one block is placed in every block, each on its own clock") {
+    // The known trace's "beta" (kernel #2) ran at [500, 700) us; run #1 moved it to 550 us, run #2 to
+    // 510 us. Viewing [0, 540) us, a click on the recorded beta showed it outlined where it lay in
+    // view and nowhere else: run #1's beta was out of view, and no block said where it was.
+    fixture::TempPath db("known.db");
+    fixture::write_known_trace(db.path);
+    const std::string args = "--view compare --run 1 --run 2 --range 0:540us --size 1400x900";
+    Shot first = shoot(db.path, args);
+    INFO(first.err);
+    REQUIRE(first.rc == 0);
+    const auto& tl0 = first.layout["compare"]["timelines"];
+    CHECK_FALSE(tl0["recorded"].contains("selected"));   // nothing selected, nothing said
+    const double click_x = x_at(first.layout["compare"]["curve"], first.layout["compare"], 520 * us);
+    const double click_y = tl0["recorded"]["y0"].get<double>() + 18 + 6;   // the recording's stream 7
+    const std::string click = " --click " + std::to_string(static_cast<int>(click_x)) + "," +
+                              std::to_string(static_cast<int>(click_y));
+    Shot shot = shoot(db.path, args + click);
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    const auto& cmp = shot.layout["compare"];
+    const auto& tl = cmp["timelines"];
+    REQUIRE(tl["recorded"].contains("selected"));
+    REQUIRE(tl["runs"].size() == 2);
+    CHECK(tl["recorded"]["selected"]["text"] == "kernel #2 at 500.00 us");
+    CHECK(tl["recorded"]["selected"]["where"] == "in view");
+    const auto& late = tl["runs"][0]["selected"];
+    CHECK(late["text"] == "kernel #2 at 550.00 us (+50.00 us) >");   // past the view's end: an arrow
+    CHECK(late["where"] == "right");
+    const auto& near_run = tl["runs"][1]["selected"];
+    CHECK(near_run["text"] == "kernel #2 at 510.00 us (+10.00 us)");
+    CHECK(near_run["where"] == "in view");
+    // Run #2's place is marked across its block, below its stream (in the event rows, where the
+    // kernel's own outline is not): a white line at 510 us.
+    CHECK(std::abs(near_run["x"].get<double>() - x_at(cmp["curve"], cmp, 510 * us)) < 1.5);
+    const double line_y = tl["runs"][1]["y1"].get<double>() - 12;
+    bool line = false;
+    for (int dx = -1; dx <= 1; ++dx)
+        line |= near(shot.img.at(near_run["x"].get<double>() + dx, line_y), mhc::viewer::kSelected, 40);
+    CHECK(line);
+    // The arrow's words are drawn in the title bar, right-aligned, on a tag that says it is a button.
+    const auto& tag = late["rect"];
+    CHECK(tag["x1"].get<double>() <= cmp["curve"]["x1"].get<double>() + 1);
+    CHECK(near(shot.img.at(tag["x0"].get<double>() + 1, tag["y0"].get<double>() + 1), rgb(70, 70, 85), 6));
+    // A click on it brings run #1's beta into view, a third from the left, the zoom kept.
+    const std::string on_tag = " --click " + std::to_string(static_cast<int>(tag["x0"].get<double>() + 20)) + "," +
+                               std::to_string(static_cast<int>(tag["y0"].get<double>() + 8));
+    Shot moved = shoot(db.path, args + click + on_tag);
+    INFO(moved.err);
+    REQUIRE(moved.rc == 0);
+    const auto& after = moved.layout["compare"];
+    CHECK(after["t1"].get<int64_t>() - after["t0"].get<int64_t>() == 540 * us);
+    CHECK(after["t0"].get<int64_t>() == 550 * us - 180 * us);
+    CHECK(after["timelines"]["runs"][0]["selected"]["where"] == "in view");
+    CHECK(after["timelines"]["recorded"]["selected"]["where"] == "in view");
+}

@@ -15,6 +15,7 @@
 #include "mhc/viewer/colors.hpp"
 #include "mhc/viewer/metrics.hpp"
 #include "mhc/viewer/run_table.hpp"
+#include "compare_kernel.hpp"
 #include "widgets.hpp"
 
 namespace mhc::viewer {
@@ -30,6 +31,7 @@ struct CompareUi {
     std::vector<CurveColumns> curves;
     std::vector<std::vector<TrackFrame>> frames;
     std::vector<TrackFrame> recorded;   // the recording's kernel lanes, first in the list
+    SelectedKernelPlaces selected;      // where the selected kernel lies in each block
     // An order-only trace's runs on its op axis (align.hpp), by run id: made once per run.
     std::map<int64_t, AlignedRun> aligned;
     const AlignedRun* aligned_of(const ViewTrace& view, const ViewRun& run) {
@@ -156,6 +158,9 @@ float timelines_height(const App& app, const std::vector<const ViewRun*>& runs) 
 nlohmann::json run_timelines(App& app, CompareUi& ui, const std::vector<const ViewRun*>& runs, float plot_x,
                              float plot_w, float height) {
     ImVec2 origin = ImGui::GetCursorScreenPos();
+    std::vector<const AlignedRun*> aligned(runs.size());
+    for (size_t k = 0; k < runs.size(); ++k) aligned[k] = ui.aligned_of(*app.trace, *runs[k]);
+    ui.selected.update(app, runs, aligned);
     ImGui::BeginChild("compare timelines", {0, height}, false, ImGuiWindowFlags_NoScrollWithMouse);
     ImDrawList* dl = ImGui::GetWindowDrawList();
     ImVec2 top = ImGui::GetCursorScreenPos();
@@ -191,26 +196,35 @@ nlohmann::json run_timelines(App& app, CompareUi& ui, const std::vector<const Vi
                 draw_track(app, dl, frame, {plot_x, ty}, plot_w, kRow);
                 ty += kRow + 1;
             }
+            if (ui.selected.kernel)
+                draw_kernel_place(app, dl, ui.selected.recorded, nullptr, ui.selected.kernel, ui.selected.name, plot_x,
+                                  plot_x + plot_w, y, y + kRunHeader, ty, recorded["selected"]);
         }
         y += block;
     }
     for (size_t k = 0; k < runs.size(); ++k) {
         const ViewRun& r = *runs[k];
-        const AlignedRun* aligned = ui.aligned_of(*app.trace, r);
-        const std::vector<Lane>& kernels = run_kernel_lanes(app, r, aligned);
-        const std::vector<Lane>& events = aligned ? aligned->event_lanes : r.event_lanes;
+        const std::vector<Lane>& kernels = run_kernel_lanes(app, r, aligned[k]);
+        const std::vector<Lane>& events = aligned[k] ? aligned[k]->event_lanes : r.event_lanes;
         const float block = kRunHeader + static_cast<float>(kernels.size() + events.size()) * (kRow + 1) + 6;
         const bool visible = y + block >= top.y + scroll && y <= top.y + scroll + height;
         jr.push_back({{"id", r.info.id}, {"y0", y}, {"y1", y + block}, {"visible", visible}});
         if (visible) {
             std::vector<Track> tracks;
             tracks.reserve(kernels.size() + events.size());
-            for (const Lane& lane : kernels) tracks.push_back({&lane, true, &r, aligned != nullptr});
-            for (const Lane& lane : events) tracks.push_back({&lane, true, &r, aligned != nullptr});
+            for (const Lane& lane : kernels) tracks.push_back({&lane, true, &r, aligned[k] != nullptr});
+            for (const Lane& lane : events) tracks.push_back({&lane, true, &r, aligned[k] != nullptr});
             prepare_timeline(tracks, app.range, plot_w, ui.frames[k]);
             dl->AddRectFilled({origin.x, y}, {plot_x + plot_w, y + 16}, IM_COL32(50, 50, 60, 255));
             dl->AddRectFilled({origin.x, y}, {origin.x + 4, y + 16}, series_color(k));
             dl->AddText({origin.x + 8, y + 1}, series_color(k), r.label().c_str());
+            const float rows_end = y + kRunHeader + static_cast<float>(kernels.size() + events.size()) * (kRow + 1);
+            float notes_end = plot_x + plot_w;   // the run's notes end before the selected kernel's place
+            if (ui.selected.kernel)
+                notes_end = draw_kernel_place(app, dl, ui.selected.runs[k], &ui.selected.recorded, ui.selected.kernel,
+                                              ui.selected.name, plot_x, plot_x + plot_w, y, y + kRunHeader, rows_end,
+                                              jr.back()["selected"]) -
+                            8;
             // Why it stopped, after its name (clipped to the header); before that, a run of another
             // device than the memory shown says so (its curve is not drawn above).
             const std::string device_note = run_device_note(r.info, app.trace->memory_device);
@@ -220,7 +234,7 @@ nlohmann::json run_timelines(App& app, CompareUi& ui, const std::vector<const Vi
                                                             : device_note + "; " + stopped;
             if (!outcome.empty()) {
                 const float text_x = origin.x + 16 + ImGui::CalcTextSize(r.label().c_str()).x;
-                ImVec4 clip{text_x, y, plot_x + plot_w, y + 16};
+                ImVec4 clip{text_x, y, notes_end, y + 16};
                 dl->AddText(nullptr, 0, {text_x, y + 1},
                             stopped.empty() ? IM_COL32(230, 180, 80, 255) : IM_COL32(255, 110, 110, 255),
                             outcome.c_str(), nullptr, 0, &clip);

@@ -18,18 +18,18 @@ namespace {
 
 int64_t on_run_clock(const ViewRun* run, int64_t t) { return run && !run->clock.empty() ? run->clock.map(t) : t; }
 
-// The kernel's times in the run: its item in the run's lane of its stream. A run stored without
-// its timeline keeps the recorded times.
-bool run_times(const ViewRun& run, const trace::Kernel& k, int64_t& start, int64_t& end) {
+}   // namespace
+
+bool kernel_in_run(const ViewRun& run, const trace::Kernel& kernel, int64_t& start, int64_t& end) {
     if (run.kernel_lanes.empty()) {
-        start = k.t_start;
-        end = k.t_end;
+        start = kernel.t_start;
+        end = kernel.t_end;
         return true;
     }
     for (const Lane& l : run.kernel_lanes) {
-        if (l.device != k.device || l.stream != k.stream) continue;
+        if (l.device != kernel.device || l.stream != kernel.stream) continue;
         for (size_t i = 0; i < l.size(); ++i)
-            if (l.ref[i] == k.id) {
+            if (l.ref[i] == kernel.id) {
                 start = l.t_start[i];
                 end = l.t_end[i];
                 return true;
@@ -37,6 +37,8 @@ bool run_times(const ViewRun& run, const trace::Kernel& k, int64_t& start, int64
     }
     return false;
 }
+
+namespace {
 
 // The run's events on allocation `a` around one access of it: before = those ending after the
 // previous access (`lo`) and starting by the kernel's start; after = those starting from the
@@ -52,7 +54,7 @@ void events_around(const ViewRun& run, int64_t a, int64_t lo, int64_t start, int
 
 std::string mode_name(trace::AccessMode m) { return std::string(trace::to_string(m)); }
 
-}  // namespace
+}   // namespace
 
 KernelDetails kernel_details(const ViewTrace& t, const ViewRun* run, int64_t kernel_id) {
     KernelDetails d;
@@ -63,7 +65,7 @@ KernelDetails kernel_details(const ViewTrace& t, const ViewRun* run, int64_t ker
     d.family = t.family_of(d.kernel.name);
     if (run) {
         d.has_run = true;
-        d.reached = run_times(*run, d.kernel, d.run_start, d.run_end);
+        d.reached = kernel_in_run(*run, d.kernel, d.run_start, d.run_end);
         for (const trace::RunEvent& e : run->events)
             if (e.kind == trace::EventKind::Stall && e.kernel == kernel_id) d.stall_ns += e.t_end - e.t_start;
     }

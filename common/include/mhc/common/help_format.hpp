@@ -28,9 +28,11 @@ public:
     std::string make_description(const CLI::App* app) const override;
     std::string make_usage(const CLI::App* app, std::string name) const override;
     std::string make_footer(const CLI::App* app) const override;
+    std::string make_help(const CLI::App* app, std::string name, CLI::AppFormatMode mode) const override;
 
 private:
     std::string two_columns(const std::string& left, const std::string& right) const;
+    std::string option_groups(const CLI::App* app, CLI::AppFormatMode mode) const;
     int width_;
 };
 

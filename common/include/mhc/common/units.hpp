@@ -22,8 +22,11 @@ double parse_bandwidth(std::string_view text);
 // A byte count the toolkit stored itself (a bare integer), or a size as above. Not for what
 // users type: that is parse_size.
 int64_t parse_bytes(std::string_view text);
-// Seconds from "5us", "2.5ms", "1s", "300ns". Throws mhc::Error.
-double parse_seconds(std::string_view text);
+// A duration in seconds: a number and a unit, ns, us, ms, s, min or h ("6us", "2.5 ms", "90min",
+// "24h"; docs/cli.md, "Numbers"). A bare number is refused (7 could be seconds or microseconds),
+// except where `bare_unit` names the unit ("s", "min" or "h") an option's help gave its bare
+// numbers before it took durations: then it is read in that unit, so old scripts keep working.
+double parse_seconds(std::string_view text, std::string_view bare_unit = {});
 
 std::string format_bytes(int64_t bytes);        // "1.50 GiB"
 std::string format_ns(int64_t ns);              // "12.3 ms"

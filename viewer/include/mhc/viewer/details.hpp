@@ -42,6 +42,9 @@ struct KernelDetails {
     std::vector<OperandDetail> operands;
 };
 KernelDetails kernel_details(const ViewTrace& t, const ViewRun* run, int64_t kernel_id);
+// The kernel's times in the run: its item in the run's lane of its stream; false when the run
+// stopped before it. A run stored without its timeline keeps the recorded times.
+bool kernel_in_run(const ViewRun& run, const trace::Kernel& kernel, int64_t& start, int64_t& end);
 
 struct AccessRow {
     int64_t kernel = 0;
