@@ -33,10 +33,10 @@ struct SimOptions {
     SimBaseOptions base;
 };
 
-std::function<int()> setup(CLI::App& app) {
-    auto o = std::make_shared<SimOptions>();
-    app.add_option("trace", o->trace, "Trace file (.db), or --ranks instead")->check(CLI::ExistingFile);
-    app.add_option("--ranks", o->ranks,
+// Declares simulate's options into `o`; returns --policy's (given or not: apply_sim_base_options).
+CLI::Option* add_simulate_options(CLI::App& app, SimOptions& o) {
+    app.add_option("trace", o.trace, "Trace file (.db), or --ranks instead")->check(CLI::ExistingFile);
+    app.add_option("--ranks", o.ranks,
                    "Coupled multi-rank run: one trace per rank (docs/simulator.md, Coupled ranks); under mpirun the "
                    "ranks are spread over the processes")
         // Without a file after it, CLI11 would read the next option (--capacity) as one.
@@ -47,84 +47,143 @@ std::function<int()> setup(CLI::App& app) {
             "FILE"))
         ->type_name("FILE")
         ->check(CLI::ExistingFile);
-    app.add_option("--capacity", o->capacity,
+    app.add_option("--capacity", o.capacity,
                    "GPU memory: a share of the baseline peak (60%, at most 100%; the unlimited run's peak under "
                    "--allocator), a size (40GiB, 40GB; mhc help sizes), or unlimited for the baseline [required]")
         ->type_name("SHARE|SIZE");
-    auto* pol = add_policy_options(app, o->policy, o->prefetch);
-    app.add_option("--link", o->link, "Host link: a preset (pcie3, pcie4, pcie5, nvlink-c2c, nvlink4-peer) or a "
-                                      "link profile file (mhc help links)")
+    CLI::Option* policy = add_policy_options(app, o.policy, o.prefetch);
+    app.add_option("--link", o.link,
+                   "Host link: a preset (pcie3, pcie4, pcie5, nvlink-c2c, nvlink4-peer) or a "
+                   "link profile file (mhc help links)")
         ->type_name("LINK")
-        ->default_str(o->link);
-    add_sim_base_options(app, o->base);
-    add_allocator_conf_option(app, o->base);
-    app.add_option("--h2d-bandwidth", o->h2d_bw, "The link's H2D bandwidth instead of its own: 25GB/s")
+        ->default_str(o.link);
+    add_sim_base_options(app, o.base);
+    add_allocator_conf_option(app, o.base);
+    app.add_option("--h2d-bandwidth", o.h2d_bw, "The link's H2D bandwidth instead of its own: 25GB/s")
         ->type_name("RATE");
-    app.add_option("--d2h-bandwidth", o->d2h_bw, "The link's D2H bandwidth instead of its own")->type_name("RATE");
-    app.add_option("--latency", o->latency, "The per-transfer latency both ways instead of the link's: 6us")
+    app.add_option("--d2h-bandwidth", o.d2h_bw, "The link's D2H bandwidth instead of its own")->type_name("RATE");
+    app.add_option("--latency", o.latency, "The per-transfer latency both ways instead of the link's: 6us")
         ->type_name("TIME");
-    app.add_option("--copy-engines", o->copy_engines, "Copy engines instead of the link's (0: the link's)");
-    app.add_option("--duplex-factor", o->duplex,
+    app.add_option("--copy-engines", o.copy_engines, "Copy engines instead of the link's (0: the link's)");
+    app.add_option("--duplex-factor", o.duplex,
                    "Bandwidth factor while both directions run, in (0, 1], instead of the link's (0: the link's)")
         ->check(finite_number());
-    app.add_option("--nccl-share", o->nccl_share,
+    app.add_option("--nccl-share", o.nccl_share,
                    "Bandwidth share lost while NCCL kernels run, in [0, 1) (-1: the link's)")
         ->check(finite_number());
-    app.add_option("--memcpy-share", o->memcpy_share,
+    app.add_option("--memcpy-share", o.memcpy_share,
                    "Bandwidth share lost to the trace's own memcpys, in [0, 1) (-1: the link's)")
         ->check(finite_number());
-    app.add_option("--memory-samples", o->samples, "Memory timeline samples stored")->default_str(std::to_string(o->samples));
-    app.add_flag("--json", o->json, "Print the result as JSON");
-    add_store_options(app, o->store);
-    app.add_flag("--check", o->check, "Check the invariants while running");
-    app.add_flag("--no-events", o->no_events,
+    app.add_option("--memory-samples", o.samples, "Memory timeline samples stored")
+        ->default_str(std::to_string(o.samples));
+    app.add_flag("--json", o.json, "Print the result as JSON");
+    add_store_options(app, o.store);
+    app.add_flag("--check", o.check, "Check the invariants while running");
+    app.add_flag("--no-events", o.no_events,
                  "Store the metrics and the memory timeline, not the events or kernel times");
-    return [o, pol, &app] {
+    return policy;
+}
+
+// The link's figures the options give instead of the preset's or profile's own.
+void apply_link_options(const SimOptions& o, sim::LinkModel& link) {
+    if (!o.h2d_bw.empty())
+        link.h2d.bandwidth_Bps = option_value("--h2d-bandwidth", [&] { return parse_bandwidth(o.h2d_bw); });
+    if (!o.d2h_bw.empty())
+        link.d2h.bandwidth_Bps = option_value("--d2h-bandwidth", [&] { return parse_bandwidth(o.d2h_bw); });
+    if (!o.latency.empty())
+        link.h2d.latency_s = link.d2h.latency_s = option_value("--latency", [&] { return parse_seconds(o.latency); });
+    if (o.copy_engines != 0) link.copy_engines = o.copy_engines;
+    if (o.duplex != 0) link.duplex_factor = o.duplex;
+    // -1 alone means the link's; any other value is the user's, range-checked with the link (-5 is refused).
+    if (o.nccl_share != -1) link.nccl_share = o.nccl_share;
+    if (o.memcpy_share != -1) link.memcpy_share = o.memcpy_share;
+    // Any figure of the link given (the contention shares too: two runs that differ only there had one name).
+    if (!o.h2d_bw.empty() || !o.d2h_bw.empty() || !o.latency.empty() || o.copy_engines || o.duplex ||
+        o.nccl_share != -1 || o.memcpy_share != -1)
+        link.name += "-custom";
+}
+
+// The run the options ask for, checked (sim::validate) before any trace is read.
+sim::Config simulate_config(const SimOptions& o, const CLI::App& app, const CLI::Option& policy) {
+    if (o.no_events && o.store.no_store)
+        throw Error("--no-events and --no-store: a run not stored keeps no timeline anyway; give one");
+    // Without a limit a run says nothing, and storing it by accident clutters the trace.
+    if (o.capacity.empty())
+        throw Error(
+            "simulate: --capacity is required: a share of the baseline peak (60%), a size (40GiB), "
+            "or 'unlimited' for the baseline");
+    sim::Config c;
+    c.capacity = sim::parse_capacity(o.capacity);
+    // Without a limit nothing is evicted, so nothing is swapped or brought back: the options that
+    // choose how are refused, naming the first given, rather than stored in a run they did not change.
+    if (c.capacity.unlimited())
+        for (const char* name : {"--policy", "--prefetch", "--link", "--h2d-bandwidth", "--d2h-bandwidth", "--latency",
+                                 "--copy-engines", "--duplex-factor", "--nccl-share", "--memcpy-share",
+                                 "--cpu-buffer-ratio", "--max-swap-ops-per-sec", "--no-early"})
+            if (app.get_option(name)->count() > 0)
+                throw Error(std::string(name) + " and --capacity " + o.capacity +
+                            ": nothing is evicted or swapped without a limit; give one");
+    c.eviction = o.policy;
+    c.prefetch = o.prefetch;
+    c.link = sim::link_from_spec(o.link);
+    apply_link_options(o, c.link);
+    c.memory_samples = o.samples;
+    // A run that is not stored needs no timeline (the printed result and metrics do not read it), as in sweep.
+    c.record_events = !o.no_events && !o.store.no_store;
+    if (o.check) c.check_invariants = true;
+    apply_sim_base_options(o.base, c, policy.count() > 0);
+    sim::validate(c);
+    return c;
+}
+
+// One trace simulated, printed, then stored; the exit status.
+int run_single(const SimOptions& o, const sim::Config& c) {
+    trace::TraceData t = trace::load_trace(o.trace);
+    auto prepared = prepare_for_simulation(t, c.device, o.trace);
+    sim::Result r = sim::simulate(*prepared, c);
+    // The result first: a run that cannot be stored must not cost the computation.
+    if (o.json) std::cout << sim::to_json(r) << "\n";
+    else std::cout << sim::to_text(r);
+    std::cout.flush();
+    bool stored = true;
+    std::optional<StorePhase> phase;   // a signal from here on lets the store finish first
+    if (!o.store.no_store) {
+        phase.emplace();
+        std::vector<trace::Run> runs;
+        runs.push_back(sim::take_run(r));   // moved in: a braced list would copy the run's millions of rows
+        auto ids = store_runs(o.trace, t.fingerprint, runs, o.store);
+        stored = ids.has_value();
+        if (ids && !o.json)
+            std::cout << "stored         run " << ids->at(0) << " in " << store_target(o.trace, o.store) << "\n";
+    }
+    // Only now: a store that failed leaves the trace as it was (docs/trace-format.md).
+    if (stored) sim::keep_prepared(*prepared, writes_into_trace(o.store));
+    if (phase)
+        if (int status = phase->stopped(stored, store_target(o.trace, o.store))) return status;
+    if (!r.invariant_violation.empty()) {
+        std::fprintf(stderr, "mhc: simulator invariant violated: %s\n", r.invariant_violation.c_str());
+        return kExitInternal;
+    }
+    if (!stored) return kExitNotStored;
+    if (r.oom.happened) {
+        // The text result opens with the OOM; with --json, stdout is for machines and the
+        // one human line goes to stderr.
+        if (o.json)
+            std::fprintf(stderr, "mhc: out of memory at %s of simulated time: %s: %s\n", format_ns(r.oom.time).c_str(),
+                         r.oom.where.c_str(), r.oom.why.c_str());
+        return kExitOom;
+    }
+    return kExitOk;
+}
+
+std::function<int()> setup(CLI::App& app) {
+    auto o = std::make_shared<SimOptions>();
+    const CLI::Option* policy = add_simulate_options(app, *o);
+    return [o, policy, &app] {
         check_store_environment(o->store);
         if (o->ranks.empty()) check_runs_db_of(o->trace, o->store);
         else check_runs_db_of_job(o->ranks, o->store);
-        if (o->no_events && o->store.no_store)
-            throw Error("--no-events and --no-store: a run not stored keeps no timeline anyway; give one");
-        // Without a limit a run says nothing, and storing it by accident clutters the trace.
-        if (o->capacity.empty())
-            throw Error("simulate: --capacity is required: a share of the baseline peak (60%), a size (40GiB), "
-                        "or 'unlimited' for the baseline");
-        sim::Config c;
-        c.capacity = sim::parse_capacity(o->capacity);
-        // Without a limit nothing is evicted, so nothing is swapped or brought back: the options that
-        // choose how are refused, naming the first given, rather than stored in a run they did not change.
-        if (c.capacity.unlimited())
-            for (const char* name : {"--policy", "--prefetch", "--link", "--h2d-bandwidth", "--d2h-bandwidth",
-                                     "--latency", "--copy-engines", "--duplex-factor", "--nccl-share", "--memcpy-share",
-                                     "--cpu-buffer-ratio", "--max-swap-ops-per-sec", "--no-early"})
-                if (app.get_option(name)->count() > 0)
-                    throw Error(std::string(name) + " and --capacity " + o->capacity +
-                                ": nothing is evicted or swapped without a limit; give one");
-        c.eviction = o->policy;
-        c.prefetch = o->prefetch;
-        c.link = sim::link_from_spec(o->link);
-        if (!o->h2d_bw.empty())
-            c.link.h2d.bandwidth_Bps = option_value("--h2d-bandwidth", [&] { return parse_bandwidth(o->h2d_bw); });
-        if (!o->d2h_bw.empty())
-            c.link.d2h.bandwidth_Bps = option_value("--d2h-bandwidth", [&] { return parse_bandwidth(o->d2h_bw); });
-        if (!o->latency.empty())
-            c.link.h2d.latency_s = c.link.d2h.latency_s = option_value("--latency",
-                                                                       [&] { return parse_seconds(o->latency); });
-        if (o->copy_engines != 0) c.link.copy_engines = o->copy_engines;
-        if (o->duplex != 0) c.link.duplex_factor = o->duplex;
-        // -1 alone means the link's; any other value is the user's, range-checked with the link (-5 is refused).
-        if (o->nccl_share != -1) c.link.nccl_share = o->nccl_share;
-        if (o->memcpy_share != -1) c.link.memcpy_share = o->memcpy_share;
-        // Any figure of the link given (the contention shares too: two runs that differ only there had one name).
-        if (!o->h2d_bw.empty() || !o->d2h_bw.empty() || !o->latency.empty() || o->copy_engines || o->duplex ||
-            o->nccl_share != -1 || o->memcpy_share != -1)
-            c.link.name += "-custom";
-        c.memory_samples = o->samples;
-        // A run that is not stored needs no timeline (the printed result and metrics do not read it), as in sweep.
-        c.record_events = !o->no_events && !o->store.no_store;
-        if (o->check) c.check_invariants = true;
-        apply_sim_base_options(o->base, c, pol->count() > 0);
-        sim::validate(c);
+        const sim::Config c = simulate_config(*o, app, *policy);
         if (!o->ranks.empty()) {
             if (!o->trace.empty())
                 throw Error("simulate: give either a trace or --ranks FILES..., not both");
@@ -132,43 +191,7 @@ std::function<int()> setup(CLI::App& app) {
         }
         if (o->trace.empty()) throw Error("simulate: a trace file is required (or --ranks FILES... for a coupled run)");
         if (!dist::is_root()) return kExitOk;   // under mpirun a single-trace run is rank 0's alone
-
-        trace::TraceData t = trace::load_trace(o->trace);
-        auto prepared = prepare_for_simulation(t, c.device, o->trace);
-        sim::Result r = sim::simulate(*prepared, c);
-        // The result first: a run that cannot be stored must not cost the computation.
-        if (o->json) std::cout << sim::to_json(r) << "\n";
-        else std::cout << sim::to_text(r);
-        std::cout.flush();
-        bool stored = true;
-        std::optional<StorePhase> phase;   // a signal from here on lets the store finish first
-        if (!o->store.no_store) {
-            phase.emplace();
-            std::vector<trace::Run> runs;
-            runs.push_back(sim::take_run(r));   // moved in: a braced list would copy the run's millions of rows
-            auto ids = store_runs(o->trace, t.fingerprint, runs, o->store);
-            stored = ids.has_value();
-            if (ids && !o->json)
-                std::cout << "stored         run " << ids->at(0) << " in " << store_target(o->trace, o->store) << "\n";
-        }
-        // Only now: a store that failed leaves the trace as it was (docs/trace-format.md).
-        if (stored) sim::keep_prepared(*prepared, writes_into_trace(o->store));
-        if (phase)
-            if (int status = phase->stopped(stored, store_target(o->trace, o->store))) return status;
-        if (!r.invariant_violation.empty()) {
-            std::fprintf(stderr, "mhc: simulator invariant violated: %s\n", r.invariant_violation.c_str());
-            return kExitInternal;
-        }
-        if (!stored) return kExitNotStored;
-        if (r.oom.happened) {
-            // The text result opens with the OOM; with --json, stdout is for machines and the
-            // one human line goes to stderr.
-            if (o->json)
-                std::fprintf(stderr, "mhc: out of memory at %s of simulated time: %s: %s\n",
-                             format_ns(r.oom.time).c_str(), r.oom.where.c_str(), r.oom.why.c_str());
-            return kExitOom;
-        }
-        return kExitOk;
+        return run_single(*o, c);
     };
 }
 
