@@ -185,6 +185,7 @@ struct Finished {
 // passed on. The manifest is removed when the command cannot be started.
 Finished run_command(const std::vector<std::string>& cmd, const std::string& manifest) {
     std::vector<char*> argv;
+    argv.reserve(cmd.size() + 1);
     for (const auto& arg : cmd) argv.push_back(const_cast<char*>(arg.c_str()));
     argv.push_back(nullptr);
 

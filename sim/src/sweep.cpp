@@ -251,12 +251,13 @@ std::string to_text(const SweepResult& s, int64_t baseline_peak) {
     return o.str();
 }
 
-std::vector<trace::Run> take_runs(SweepResult& s, const std::string& budget_text) {
+std::vector<trace::Run> take_runs(SweepResult& result, const std::string& budget_text) {
     auto saving = [](const BisectAnswer& answer) { return answer.found && answer.fraction < 1.0; };
     std::vector<trace::Run> runs;
-    runs.reserve(s.grid.size() + static_cast<size_t>(std::count_if(s.answers.begin(), s.answers.end(), saving)));
-    for (auto& result : s.grid) runs.push_back(take_run(result));
-    for (auto& answer : s.answers)
+    runs.reserve(result.grid.size() +
+                 static_cast<size_t>(std::count_if(result.answers.begin(), result.answers.end(), saving)));
+    for (auto& cell : result.grid) runs.push_back(take_run(cell));
+    for (auto& answer : result.answers)
         if (saving(answer)) {
             trace::Run run = take_run(answer.result);
             run.name = "bisect:" + run.name;
