@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "command.hpp"
@@ -105,54 +106,52 @@ Stat latency(k::SwapEngine& e, k::SwapDir dir, size_t bytes, int reps) {
     return {t[t.size() / 2], t[t.size() / 10], t[t.size() * 9 / 10]};
 }
 
-int run(const Args& a) {
-    // A profile is a measurement that took minutes on a particular machine: never replaced
-    // silently (checked before measuring, so a refusal costs nothing).
-    mhc::refuse_special_file(a.output);   // /dev/null, a FIFO: never replaced, even with --force
-    if (!a.force && std::filesystem::exists(a.output))
-        throw Error(a.output + ": already exists; pass --force to replace it");
-    // Nor is a folder that cannot take the profile found out after the measuring.
-    const std::string dir = std::filesystem::path(a.output).has_parent_path()
-                                ? std::filesystem::path(a.output).parent_path().string()
+// A profile is a measurement that took minutes on a particular machine: never replaced
+// silently, nor found unwritable after the measuring. Checked before measuring, so a refusal
+// costs nothing.
+void check_before_measuring(const Args& args) {
+    mhc::refuse_special_file(args.output);   // /dev/null, a FIFO: never replaced, even with --force
+    if (!args.force && std::filesystem::exists(args.output))
+        throw Error(args.output + ": already exists; pass --force to replace it");
+    const std::string dir = std::filesystem::path(args.output).has_parent_path()
+                                ? std::filesystem::path(args.output).parent_path().string()
                                 : std::string(".");
     if (::access(dir.c_str(), W_OK | X_OK) != 0)
-        throw Error(a.output + ": cannot write into " + dir + ": " +
+        throw Error(args.output + ": cannot write into " + dir + ": " +
                     (errno == ENOENT    ? "no such directory"
                      : errno == ENOTDIR ? "not a directory"
                                         : std::strerror(errno)));
     // The name goes into the runs' names a profile is used for (lru+none@80%/NAME): one line.
-    if (const std::string hidden = hidden_character(a.name); !hidden.empty())
-        throw Error("--name '" + printable(a.name) + "': holds a control character or one not shown (" + hidden +
+    if (const std::string hidden = hidden_character(args.name); !hidden.empty())
+        throw Error("--name '" + printable(args.name) + "': holds a control character or one not shown (" + hidden +
                     ": a newline, a tab, an escape, a bidirectional override); a profile's name is one line shown "
                     "as it is");
     // --quick measures at most 3 rounds: more, given, were not measured.
-    if (a.quick && a.rounds_given && a.rounds > 3)
-        throw Error("--rounds " + std::to_string(a.rounds) +
+    if (args.quick && args.rounds_given && args.rounds > 3)
+        throw Error("--rounds " + std::to_string(args.rounds) +
                     " and --quick: --quick measures at most 3 rounds; give one");
-    std::string backend = a.backend;
+}
+
+// host or cuda (auto: cuda when a GPU is present). The host backend's memcpy has one path:
+// --path names a GPU's way of copying (refused with --backend host, a warning under auto).
+std::string choose_backend(const Args& args, std::vector<std::string>& warnings) {
+    std::string backend = args.backend;
     const bool chosen = !backend.empty() && backend != "auto";
     if (!chosen) backend = k::cuda_device_count() > 0 ? "cuda" : "host";
-    // Said once every refusal has had its turn (a warning, then a refusal, would be two lines).
-    std::vector<std::string> warnings;
-    // The host backend's memcpy has one path: --path names a GPU's way of copying.
-    if (backend == "host" && a.path_given) {
+    if (backend == "host" && args.path_given) {
         if (chosen)
             throw Error("--path and --backend host: the host backend copies one way, the path is a GPU's; give one");
-        warnings.push_back("--path " + printable(a.path) +
+        warnings.push_back("--path " + printable(args.path) +
                            " has no effect: no GPU here, the host backend copies one way");
     }
-    const k::Device dev = backend == "cuda" ? k::Device::Cuda : k::Device::Cpu;
-    k::require_device(dev);
-    const k::SwapPath path = a.path == "zero-copy" ? k::SwapPath::ZeroCopy : k::SwapPath::CopyEngine;
-    const int64_t max_chunk = option_value("--max-chunk", [&] { return parse_size(a.max_chunk, 4096); });
+    return backend;
+}
 
-    std::vector<size_t> sizes;
-    for (size_t s = 4096; s <= static_cast<size_t>(max_chunk); s *= 4) sizes.push_back(s);
-    const size_t arena = std::max<size_t>(sizes.back() * 2, 16 << 20);
-    // A device and a host buffer of `arena` bytes each (both in host memory on the host backend,
-    // the host one pinned): refused before anything is allocated when they take more than half
-    // of this machine's memory, rather than ending "out of host memory" (or killed by the kernel
-    // under a container's smaller memory cgroup limit, which counts as the machine's memory).
+// A device and a host buffer of `arena` bytes each (both in host memory on the host backend,
+// the host one pinned): refused before anything is allocated when they take more than half
+// of this machine's memory, rather than ending "out of host memory" (or killed by the kernel
+// under a container's smaller memory cgroup limit, which counts as the machine's memory).
+void refuse_arena_past_half_memory(const Args& args, size_t arena) {
     const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
     double memory = pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0;
     std::string whose = "this machine's memory";
@@ -164,30 +163,22 @@ int run(const Args& a) {
     if (memory > 0 && 2.0 * static_cast<double>(arena) > memory / 2) {
         size_t most = 4096;
         while (static_cast<double>(most * 4 * 4) <= memory / 2) most *= 4;   // 2 buffers of 2 chunks within half
-        throw Error("--max-chunk " + a.max_chunk + ": its buffers (" + format_bytes(static_cast<int64_t>(2 * arena)) +
-                    ") take more than half of " + whose + " (" + format_bytes(static_cast<int64_t>(memory)) +
-                    "); give at most " + format_bytes(static_cast<int64_t>(most)));
+        throw Error("--max-chunk " + args.max_chunk + ": its buffers (" +
+                    format_bytes(static_cast<int64_t>(2 * arena)) + ") take more than half of " + whose + " (" +
+                    format_bytes(static_cast<int64_t>(memory)) + "); give at most " +
+                    format_bytes(static_cast<int64_t>(most)));
     }
-    // Chunks are 4 KiB times powers of 4: a --max-chunk between two (32MiB) was measured up to the
-    // one below it (16 MiB) without a word, the profile's source naming the value given.
-    if (static_cast<int64_t>(sizes.back()) != max_chunk)
-        warnings.push_back("--max-chunk " + printable(a.max_chunk) +
-                           ": chunks are 4 KiB times a power of 4; the largest measured is " +
-                           format_bytes(static_cast<int64_t>(sizes.back())));
-    for (const auto& warning : warnings) std::fprintf(stderr, "mhc: warning: %s\n", warning.c_str());
-    const double budget = a.quick ? 16e6 : 256e6;  // bytes moved per measurement
+}
 
-    auto make = [&](k::SwapPath p) {
-        k::SwapConfig c;
-        c.device_bytes = c.host_bytes = arena;
-        c.verify = false;  // measuring the link, not the checksum
-        c.path = p;
-        c.chunk_bytes = sizes.back();
-        return k::make_swap_engine(dev, c);
-    };
-    auto engine = make(path);
+// The rate table, one row per chunk size, and what the profile takes from it.
+struct RateTable {
     std::vector<sim::LinkModel::Chunk> by_chunk;
-    const int rounds = a.quick ? std::min(a.rounds, 3) : a.rounds;
+    ChunkRates best_h2d, best_d2h;       // the chunk sizes with the fastest one-way medians
+    std::vector<double> duplex_ratios;   // both directions at once over one, per chunk size
+};
+
+RateTable measure_rate_table(k::SwapEngine& engine, const std::vector<size_t>& sizes, const Args& args, int rounds,
+                             double budget) {
     // Every rate in one unit (GB/s, 2 decimals: a 4 KiB chunk's 0.56 and a large one's 17.90 read
     // side by side), so that the table fits 100 columns; the unit and the spread said once above it.
     std::printf("transfer rate in GB/s by chunk size: median of %d rounds [min-max]\n", rounds);
@@ -199,44 +190,122 @@ int run(const Args& a) {
         std::snprintf(text, sizeof text, "%6.2f %-14s", st.median / 1e9, spread);
         return std::string(text);
     };
-    ChunkRates best_h2d, best_d2h;
-    std::vector<double> duplex_ratios;
+    RateTable table;
     for (size_t s : sizes) {
-        int count = a.repeat > 0 ? a.repeat : static_cast<int>(std::clamp(budget / s, 4.0, 4096.0));
-        measure(*engine, s, std::min(count, 4), true, true);  // warm-up
-        ChunkRates c = measure_rounds(*engine, s, count, rounds);
+        int count = args.repeat > 0 ? args.repeat : static_cast<int>(std::clamp(budget / s, 4.0, 4096.0));
+        measure(engine, s, std::min(count, 4), true, true);   // warm-up
+        ChunkRates rates = measure_rounds(engine, s, count, rounds);
         std::string row = format_bytes(static_cast<int64_t>(s));
         row.resize(std::max<size_t>(row.size(), 10), ' ');
-        row += " " + cell(c.h2d) + " " + cell(c.d2h) + " " + cell(c.both_h2d) + " " + cell(c.both_d2h);
+        row += " " + cell(rates.h2d) + " " + cell(rates.d2h) + " " + cell(rates.both_h2d) + " " + cell(rates.both_d2h);
         row.erase(row.find_last_not_of(' ') + 1);
         std::printf("%s\n", row.c_str());
-        by_chunk.push_back({static_cast<int64_t>(s), c.h2d.median, c.d2h.median, c.both_h2d.median, c.both_d2h.median});
-        if (c.h2d.median > best_h2d.h2d.median) best_h2d = c;
-        if (c.d2h.median > best_d2h.d2h.median) best_d2h = c;
-        if (c.h2d.median > 0 && c.d2h.median > 0)
-            duplex_ratios.push_back(0.5 * (c.both_h2d.median / c.h2d.median + c.both_d2h.median / c.d2h.median));
+        table.by_chunk.push_back({static_cast<int64_t>(s), rates.h2d.median, rates.d2h.median, rates.both_h2d.median,
+                                  rates.both_d2h.median});
+        if (rates.h2d.median > table.best_h2d.h2d.median) table.best_h2d = rates;
+        if (rates.d2h.median > table.best_d2h.d2h.median) table.best_d2h = rates;
+        if (rates.h2d.median > 0 && rates.d2h.median > 0)
+            table.duplex_ratios.push_back(
+                0.5 * (rates.both_h2d.median / rates.h2d.median + rates.both_d2h.median / rates.d2h.median));
     }
-    if (!(best_h2d.h2d.median > 0) || !(best_d2h.d2h.median > 0))
+    if (!(table.best_h2d.h2d.median > 0) || !(table.best_d2h.d2h.median > 0))
         throw Error("calibrate: no transfer took measurable time (the clock is too coarse for these sizes); "
                     "raise --max-chunk or --repeat", Error::Kind::Internal);
-    Rates best_one{best_h2d.h2d.median, best_d2h.d2h.median};
-    // Latency: the fixed cost of a transfer = time of a tiny one minus its bytes at full rate.
+    return table;
+}
+
+// Latency: the fixed cost of a transfer = time of a tiny one minus its bytes at full rate.
+// Printed; returns seconds, h2d and d2h.
+std::pair<double, double> measure_latency(k::SwapEngine& engine, const Rates& best_one, bool quick) {
     const size_t small = 4096;
-    const int reps = a.quick ? 50 : 200;
-    Stat lh = latency(*engine, k::SwapDir::HostToDevice, small, reps);
-    Stat ld = latency(*engine, k::SwapDir::DeviceToHost, small, reps);
+    const int reps = quick ? 50 : 200;
+    Stat lh = latency(engine, k::SwapDir::HostToDevice, small, reps);
+    Stat ld = latency(engine, k::SwapDir::DeviceToHost, small, reps);
     auto fixed = [&](double t, double bw) { return std::max(0.0, t - small / bw) * 1e6; };   // us
     double lat_h2d = fixed(lh.median, best_one.h2d) * 1e-6;
     double lat_d2h = fixed(ld.median, best_one.d2h) * 1e-6;
     std::printf("latency in us (4 KiB, median of %d [p10-p90]): h2d %.2f [%.2f-%.2f], d2h %.2f [%.2f-%.2f]\n", reps,
                 lat_h2d * 1e6, fixed(lh.lo, best_one.h2d), fixed(lh.hi, best_one.h2d), lat_d2h * 1e6,
                 fixed(ld.lo, best_one.d2h), fixed(ld.hi, best_one.d2h));
+    return {lat_h2d, lat_d2h};
+}
+
+// What the profile holds: each direction's fastest chunk's rate, the latencies and the duplex factor.
+struct Measured {
+    Rates best_one;
+    double latency_h2d = 0, latency_d2h = 0, duplex = 0;
+};
+
+// Writes the link profile (named by --name, else by the device or the host engine) and says what it holds.
+void write_profile(const Args& args, const std::string& backend, int rounds, const std::string& engine_name,
+                   const Measured& measured, std::vector<sim::LinkModel::Chunk> by_chunk) {
+    const bool cuda = backend == "cuda";
+    std::string source = "mhc calibrate --backend " + backend + " --path " + args.path + " --max-chunk " +
+                         args.max_chunk + " --rounds " + std::to_string(rounds);
+    if (args.quick) source += " --quick";
+    std::string name = args.name;
+    if (name.empty())
+        name = cuda ? k::cuda_device_name() + " (" + args.path + ")" : "host memcpy (" + engine_name + ")";
+    sim::LinkModel link;
+    link.name = name;
+    link.h2d = {measured.best_one.h2d, measured.latency_h2d};
+    link.d2h = {measured.best_one.d2h, measured.latency_d2h};
+    link.copy_engines = cuda ? k::cuda_copy_engines() : 2;
+    link.duplex_factor = measured.duplex;
+    link.source = source;
+    link.by_chunk = std::move(by_chunk);
+    for (const auto& note : sim::write_link_profile(args.output, link)) std::printf("note: %s\n", note.c_str());
+    const double written_duplex = std::clamp(measured.duplex, 0.05, 1.0);
+    // What the profile holds, in the table's units: each direction's fastest chunk's rate.
+    std::printf(
+        "%s written: h2d %.2f GB/s + %.2f us a transfer, d2h %.2f GB/s + %.2f us a transfer\n"
+        "  both directions at once: each at %.2f x its rate (duplex factor)\n",
+        args.output.c_str(), measured.best_one.h2d / 1e9, measured.latency_h2d * 1e6, measured.best_one.d2h / 1e9,
+        measured.latency_d2h * 1e6, written_duplex);
+}
+
+int run(const Args& args) {
+    check_before_measuring(args);
+    // Said once every refusal has had its turn (a warning, then a refusal, would be two lines).
+    std::vector<std::string> warnings;
+    const std::string backend = choose_backend(args, warnings);
+    const k::Device dev = backend == "cuda" ? k::Device::Cuda : k::Device::Cpu;
+    k::require_device(dev);
+    const k::SwapPath path = args.path == "zero-copy" ? k::SwapPath::ZeroCopy : k::SwapPath::CopyEngine;
+    const int64_t max_chunk = option_value("--max-chunk", [&] { return parse_size(args.max_chunk, 4096); });
+
+    std::vector<size_t> sizes;
+    for (size_t s = 4096; s <= static_cast<size_t>(max_chunk); s *= 4) sizes.push_back(s);
+    const size_t arena = std::max<size_t>(sizes.back() * 2, 16 << 20);
+    refuse_arena_past_half_memory(args, arena);
+    // Chunks are 4 KiB times powers of 4: a --max-chunk between two (32MiB) was measured up to the
+    // one below it (16 MiB) without a word, the profile's source naming the value given.
+    if (static_cast<int64_t>(sizes.back()) != max_chunk)
+        warnings.push_back("--max-chunk " + printable(args.max_chunk) +
+                           ": chunks are 4 KiB times a power of 4; the largest measured is " +
+                           format_bytes(static_cast<int64_t>(sizes.back())));
+    for (const auto& warning : warnings) std::fprintf(stderr, "mhc: warning: %s\n", warning.c_str());
+    const double budget = args.quick ? 16e6 : 256e6;   // bytes moved per measurement
+
+    auto make = [&](k::SwapPath swap_path) {
+        k::SwapConfig config;
+        config.device_bytes = config.host_bytes = arena;
+        config.verify = false;   // measuring the link, not the checksum
+        config.path = swap_path;
+        config.chunk_bytes = sizes.back();
+        return k::make_swap_engine(dev, config);
+    };
+    auto engine = make(path);
+    const int rounds = args.quick ? std::min(args.rounds, 3) : args.rounds;
+    RateTable table = measure_rate_table(*engine, sizes, args, rounds, budget);
+    Rates best_one{table.best_h2d.h2d.median, table.best_d2h.d2h.median};
+    const auto [lat_h2d, lat_d2h] = measure_latency(*engine, best_one, args.quick);
     // Duplex factor: both directions at once relative to one, the median over chunk sizes.
     // The model needs it in (0, 1]; sim::write_link_profile clamps a noisy measurement (a host
     // backend's memcpy threads share no link and can measure above 1) and notes it.
-    const double duplex = stat(duplex_ratios).median;
+    const double duplex = stat(table.duplex_ratios).median;
 
-    if (dev == k::Device::Cuda) {  // copy engines vs zero-copy, for the record
+    if (dev == k::Device::Cuda) {   // copy engines vs zero-copy, for the record
         auto other = make(path == k::SwapPath::CopyEngine ? k::SwapPath::ZeroCopy : k::SwapPath::CopyEngine);
         const size_t s = sizes.back();
         int count = std::max(4, static_cast<int>(budget / s));
@@ -246,26 +315,8 @@ int run(const Args& a) {
                     od.d2h / 1e9);
     }
 
-    std::string source = "mhc calibrate --backend " + backend + " --path " + a.path + " --max-chunk " + a.max_chunk +
-                         " --rounds " + std::to_string(rounds);
-    if (a.quick) source += " --quick";
-    std::string name = a.name;
-    if (name.empty())
-        name = dev == k::Device::Cuda ? k::cuda_device_name() + " (" + a.path + ")" : "host memcpy (" + engine->name() + ")";
-    sim::LinkModel l;
-    l.name = name;
-    l.h2d = {best_one.h2d, lat_h2d};
-    l.d2h = {best_one.d2h, lat_d2h};
-    l.copy_engines = dev == k::Device::Cuda ? k::cuda_copy_engines() : 2;
-    l.duplex_factor = duplex;
-    l.source = source;
-    l.by_chunk = std::move(by_chunk);
-    for (const auto& n : sim::write_link_profile(a.output, l)) std::printf("note: %s\n", n.c_str());
-    const double written_duplex = std::clamp(duplex, 0.05, 1.0);
-    // What the profile holds, in the table's units: each direction's fastest chunk's rate.
-    std::printf("%s written: h2d %.2f GB/s + %.2f us a transfer, d2h %.2f GB/s + %.2f us a transfer\n"
-                "  both directions at once: each at %.2f x its rate (duplex factor)\n",
-                a.output.c_str(), best_one.h2d / 1e9, lat_h2d * 1e6, best_one.d2h / 1e9, lat_d2h * 1e6, written_duplex);
+    write_profile(args, backend, rounds, engine->name(), {best_one, lat_h2d, lat_d2h, duplex},
+                  std::move(table.by_chunk));
     return kExitOk;
 }
 

@@ -124,24 +124,10 @@ std::vector<Written> read_manifest(const std::string& manifest) {
     return out;
 }
 
-int run_record(const std::string& output, bool torch, bool no_accesses, bool force,
-               const std::string& library_opt, const std::vector<std::string>& cmd) {
-    if (cmd.empty()) throw Error("record: no command given (mhc record [options] -- CMD ...)",
-                                 Error::Kind::BadInput);
-    // The recorder's variables (docs/recording.md): the library names a value outside them and
-    // records with the default, inside a program that may run for hours; here it is refused first.
-    const record::EnvSettings env = record::settings_from_env(
-        [](const char* name) { return std::getenv(name); },
-        [](const std::string& problem, const std::string&) {
-            throw Error(printable(problem) + " (docs/recording.md)", Error::Kind::BadInput);
-        });
-    // A variable the user set counts as its flag (MHC_RECORD_FORCE=1 as --force,
-    // MHC_RECORD_ACCESSES=0 as --no-accesses): the command passes both on to the recorder, and
-    // a value it overwrote would be a setting dropped in silence.
-    force = force || env.replace;
-    no_accesses = no_accesses || !env.accesses;
-    // The output, checked as every command checks its own, before the program runs (it may run
-    // for hours): a folder or a device (/dev/stdout, /dev/null) is never replaced, even with --force.
+// The output, checked as every command checks its own, before the program runs (it may run for
+// hours): a folder or a device (/dev/stdout, /dev/null) is never replaced, even with --force.
+// Returns the recorder library (found between the checks, as the messages have always come).
+std::string check_output_and_find_library(const std::string& output, bool force, const std::string& library_opt) {
     const std::string dir = fs::path(output).has_parent_path() ? fs::path(output).parent_path().string() : ".";
     std::error_code ec;
     if (!fs::exists(dir, ec))
@@ -151,20 +137,27 @@ int run_record(const std::string& output, bool torch, bool no_accesses, bool for
     if (fs::is_directory(output, ec)) throw Error(output + ": is a directory", Error::Kind::BadInput);
     refuse_special_file(output);
     std::string library = find_library(library_opt);
-    fs::path out = fs::absolute(output);   // the program may change directory
     // Refused before the program runs; the recorder refuses rank and pid names that exist too
     // (MHC_RECORD_FORCE).
-    if (!force && fs::exists(out))
+    if (!force && fs::exists(fs::absolute(output)))
         throw Error(output + ": already exists; pass --force to replace it (and everything in it)",
                     Error::Kind::BadInput);
+    return library;
+}
 
+// An empty temporary file the recorder lists what it wrote in (one line a trace).
+std::string make_manifest() {
     char manifest_tmpl[] = "/tmp/mhc-record-XXXXXX";
     int mfd = mkstemp(manifest_tmpl);
     if (mfd < 0) throw Error(std::string("cannot create a temporary file: ") + std::strerror(errno),
                              Error::Kind::Internal);
     close(mfd);
-    std::string manifest = manifest_tmpl;
+    return manifest_tmpl;
+}
 
+// The variables the CUDA driver and the recorder read (docs/recording.md), for the program to inherit.
+void set_recorder_environment(const std::string& library, const fs::path& out, const std::string& manifest,
+                              bool no_accesses, bool force, bool torch) {
     if (const char* prev = std::getenv("CUDA_INJECTION64_PATH"); prev && library != prev)
         std::fprintf(stderr, "mhc record: replacing CUDA_INJECTION64_PATH=%s\n", prev);
     setenv("CUDA_INJECTION64_PATH", library.c_str(), 1);
@@ -180,9 +173,20 @@ int run_record(const std::string& output, bool torch, bool no_accesses, bool for
     setenv("MHC_RECORD_FORCE", force ? "1" : "0", 1);
     point_nvtx_at_cupti(library);
     if (torch) set_torch_allocator();
+}
 
+struct Finished {
+    int status = 0;       // waitpid's
+    int exec_errno = 0;   // why the command never started (0: it ran)
+};
+
+// Runs the command and waits for it. Ctrl-C reaches the whole process group, the child
+// included: it is waited for to write its trace instead of dying first; SIGTERM sent to us is
+// passed on. The manifest is removed when the command cannot be started.
+Finished run_command(const std::vector<std::string>& cmd, const std::string& manifest) {
     std::vector<char*> argv;
-    for (const auto& a : cmd) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.reserve(cmd.size() + 1);
+    for (const auto& arg : cmd) argv.push_back(const_cast<char*>(arg.c_str()));
     argv.push_back(nullptr);
 
     // A close-on-exec pipe tells a command that never started (not found, not executable)
@@ -209,13 +213,11 @@ int run_record(const std::string& output, bool torch, bool no_accesses, bool for
         _exit(err == ENOENT ? 127 : 126);
     }
     close(exec_pipe[1]);
-    int exec_errno = 0;
+    Finished finished;
     ssize_t got;
-    while ((got = read(exec_pipe[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {}
+    while ((got = read(exec_pipe[0], &finished.exec_errno, sizeof finished.exec_errno)) < 0 && errno == EINTR) {}
     close(exec_pipe[0]);
-    if (got != static_cast<ssize_t>(sizeof exec_errno)) exec_errno = 0;
-    // Ctrl-C reaches the whole process group, the child included: wait for it to write its
-    // trace instead of dying first. SIGTERM sent to us is passed on.
+    if (got != static_cast<ssize_t>(sizeof finished.exec_errno)) finished.exec_errno = 0;
     g_child = pid;
     struct sigaction ign {}, fwd {}, old_int {}, old_quit {}, old_term {};
     ign.sa_handler = SIG_IGN;
@@ -223,23 +225,23 @@ int run_record(const std::string& output, bool torch, bool no_accesses, bool for
     sigaction(SIGINT, &ign, &old_int);
     sigaction(SIGQUIT, &ign, &old_quit);
     sigaction(SIGTERM, &fwd, &old_term);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    while (waitpid(pid, &finished.status, 0) < 0 && errno == EINTR) {}
     sigaction(SIGINT, &old_int, nullptr);
     sigaction(SIGQUIT, &old_quit, nullptr);
     sigaction(SIGTERM, &old_term, nullptr);
     g_child = -1;
+    return finished;
+}
 
-    auto written = read_manifest(manifest);
-    unlink(manifest.c_str());
-    for (const auto& w : written)
-        std::printf("mhc record: wrote %s (%s; %s)\n", w.path.c_str(), w.status.c_str(),
-                    w.detail.c_str());
-    if (exec_errno != 0) {
+// What was written and how the command ended; the exit status (the command's, or why no trace).
+int report(const std::vector<std::string>& cmd, const std::vector<Written>& written, const Finished& finished) {
+    for (const auto& trace : written)
+        std::printf("mhc record: wrote %s (%s; %s)\n", trace.path.c_str(), trace.status.c_str(), trace.detail.c_str());
+    if (finished.exec_errno != 0) {
         // The shell's statuses: 127 not found, 126 found but not runnable.
         std::fprintf(stderr, "mhc record: %s: %s; no trace written\n", cmd[0].c_str(),
-                     exec_errno == ENOENT ? "command not found" : std::strerror(exec_errno));
-        return exec_errno == ENOENT ? 127 : 126;
+                     finished.exec_errno == ENOENT ? "command not found" : std::strerror(finished.exec_errno));
+        return finished.exec_errno == ENOENT ? 127 : 126;
     }
     // Without an NVIDIA device node no program initialises CUDA: say that, and the way to a trace
     // without a GPU, rather than "never initialised CUDA" of a program that tried.
@@ -252,6 +254,7 @@ int run_record(const std::string& output, bool torch, bool no_accesses, bool for
                     "could not start (its messages, if any, are above)\n",
                     cmd[0].c_str());
 
+    const int status = finished.status;
     int code;
     if (WIFEXITED(status)) {
         code = WEXITSTATUS(status);
@@ -269,6 +272,31 @@ int run_record(const std::string& output, bool torch, bool no_accesses, bool for
         return kExitNoTrace;
     }
     return code;
+}
+
+int run_record(const std::string& output, bool torch, bool no_accesses, bool force, const std::string& library_opt,
+               const std::vector<std::string>& cmd) {
+    if (cmd.empty()) throw Error("record: no command given (mhc record [options] -- CMD ...)", Error::Kind::BadInput);
+    // The recorder's variables (docs/recording.md): the library names a value outside them and
+    // records with the default, inside a program that may run for hours; here it is refused first.
+    const record::EnvSettings env = record::settings_from_env(
+        [](const char* name) { return std::getenv(name); },
+        [](const std::string& problem, const std::string&) {
+            throw Error(printable(problem) + " (docs/recording.md)", Error::Kind::BadInput);
+        });
+    // A variable the user set counts as its flag (MHC_RECORD_FORCE=1 as --force,
+    // MHC_RECORD_ACCESSES=0 as --no-accesses): the command passes both on to the recorder, and
+    // a value it overwrote would be a setting dropped in silence.
+    force = force || env.replace;
+    no_accesses = no_accesses || !env.accesses;
+    const std::string library = check_output_and_find_library(output, force, library_opt);
+    const fs::path out = fs::absolute(output);   // the program may change directory
+    const std::string manifest = make_manifest();
+    set_recorder_environment(library, out, manifest, no_accesses, force, torch);
+    const Finished finished = run_command(cmd, manifest);
+    const std::vector<Written> written = read_manifest(manifest);
+    unlink(manifest.c_str());
+    return report(cmd, written, finished);
 }
 
 std::function<int()> setup(CLI::App& sub) {

@@ -33,10 +33,10 @@ struct SimOptions {
     SimBaseOptions base;
 };
 
-std::function<int()> setup(CLI::App& app) {
-    auto o = std::make_shared<SimOptions>();
-    app.add_option("trace", o->trace, "Trace file (.db), or --ranks instead")->check(CLI::ExistingFile);
-    app.add_option("--ranks", o->ranks,
+// Declares simulate's options into `o`; returns --policy's (given or not: apply_sim_base_options).
+CLI::Option* add_simulate_options(CLI::App& app, SimOptions& options) {
+    app.add_option("trace", options.trace, "Trace file (.db), or --ranks instead")->check(CLI::ExistingFile);
+    app.add_option("--ranks", options.ranks,
                    "Coupled multi-rank run: one trace per rank (docs/simulator.md, Coupled ranks); under mpirun the "
                    "ranks are spread over the processes")
         // Without a file after it, CLI11 would read the next option (--capacity) as one.
@@ -47,128 +47,153 @@ std::function<int()> setup(CLI::App& app) {
             "FILE"))
         ->type_name("FILE")
         ->check(CLI::ExistingFile);
-    app.add_option("--capacity", o->capacity,
+    app.add_option("--capacity", options.capacity,
                    "GPU memory: a share of the baseline peak (60%, at most 100%; the unlimited run's peak under "
                    "--allocator), a size (40GiB, 40GB; mhc help sizes), or unlimited for the baseline [required]")
         ->type_name("SHARE|SIZE");
-    auto* pol = add_policy_options(app, o->policy, o->prefetch);
-    app.add_option("--link", o->link, "Host link: a preset (pcie3, pcie4, pcie5, nvlink-c2c, nvlink4-peer) or a "
-                                      "link profile file (mhc help links)")
+    CLI::Option* policy = add_policy_options(app, options.policy, options.prefetch);
+    app.add_option("--link", options.link,
+                   "Host link: a preset (pcie3, pcie4, pcie5, nvlink-c2c, nvlink4-peer) or a "
+                   "link profile file (mhc help links)")
         ->type_name("LINK")
-        ->default_str(o->link);
-    add_sim_base_options(app, o->base);
-    add_allocator_conf_option(app, o->base);
-    app.add_option("--h2d-bandwidth", o->h2d_bw, "The link's H2D bandwidth instead of its own: 25GB/s")
+        ->default_str(options.link);
+    add_sim_base_options(app, options.base);
+    add_allocator_conf_option(app, options.base);
+    app.add_option("--h2d-bandwidth", options.h2d_bw, "The link's H2D bandwidth instead of its own: 25GB/s")
         ->type_name("RATE");
-    app.add_option("--d2h-bandwidth", o->d2h_bw, "The link's D2H bandwidth instead of its own")->type_name("RATE");
-    app.add_option("--latency", o->latency, "The per-transfer latency both ways instead of the link's: 6us")
+    app.add_option("--d2h-bandwidth", options.d2h_bw, "The link's D2H bandwidth instead of its own")->type_name("RATE");
+    app.add_option("--latency", options.latency, "The per-transfer latency both ways instead of the link's: 6us")
         ->type_name("DURATION");
-    app.add_option("--copy-engines", o->copy_engines, "Copy engines instead of the link's (0: the link's)");
-    app.add_option("--duplex-factor", o->duplex,
+    app.add_option("--copy-engines", options.copy_engines, "Copy engines instead of the link's (0: the link's)");
+    app.add_option("--duplex-factor", options.duplex,
                    "Bandwidth factor while both directions run, in (0, 1], instead of the link's (0: the link's)")
         ->check(finite_number());
-    app.add_option("--nccl-share", o->nccl_share,
+    app.add_option("--nccl-share", options.nccl_share,
                    "Bandwidth share lost while NCCL kernels run, in [0, 1) (-1: the link's)")
         ->check(finite_number());
-    app.add_option("--memcpy-share", o->memcpy_share,
+    app.add_option("--memcpy-share", options.memcpy_share,
                    "Bandwidth share lost to the trace's own memcpys, in [0, 1) (-1: the link's)")
         ->check(finite_number());
-    app.add_option("--memory-samples", o->samples, "Memory timeline samples stored")->default_str(std::to_string(o->samples));
-    app.add_flag("--json", o->json, "Print the result as JSON");
-    add_store_options(app, o->store);
-    app.add_flag("--check", o->check, "Check the invariants while running");
-    app.add_flag("--no-events", o->no_events,
+    app.add_option("--memory-samples", options.samples, "Memory timeline samples stored")
+        ->default_str(std::to_string(options.samples));
+    app.add_flag("--json", options.json, "Print the result as JSON");
+    add_store_options(app, options.store);
+    app.add_flag("--check", options.check, "Check the invariants while running");
+    app.add_flag("--no-events", options.no_events,
                  "Store the metrics and the memory timeline, not the events or kernel times");
-    return [o, pol, &app] {
-        check_store_environment(o->store);
-        if (o->ranks.empty()) check_runs_db_of(o->trace, o->store);
-        else check_runs_db_of_job(o->ranks, o->store);
-        if (o->no_events && o->store.no_store)
-            throw Error("--no-events and --no-store: a run not stored keeps no timeline anyway; give one");
-        // Without a limit a run says nothing, and storing it by accident clutters the trace.
-        if (o->capacity.empty())
-            throw Error("simulate: --capacity is required: a share of the baseline peak (60%), a size (40GiB), "
-                        "or 'unlimited' for the baseline");
-        sim::Config c;
-        c.capacity = sim::parse_capacity(o->capacity);
-        // Without a limit nothing is evicted, so nothing is swapped or brought back: the options that
-        // choose how are refused, naming the first given, rather than stored in a run they did not change.
-        if (c.capacity.unlimited())
-            for (const char* name : {"--policy", "--prefetch", "--link", "--h2d-bandwidth", "--d2h-bandwidth",
-                                     "--latency", "--copy-engines", "--duplex-factor", "--nccl-share", "--memcpy-share",
-                                     "--cpu-buffer-ratio", "--max-swap-ops-per-sec", "--no-early"})
-                if (app.get_option(name)->count() > 0)
-                    throw Error(std::string(name) + " and --capacity " + o->capacity +
-                                ": nothing is evicted or swapped without a limit; give one");
-        c.eviction = o->policy;
-        c.prefetch = o->prefetch;
-        c.link = sim::link_from_spec(o->link);
-        if (!o->h2d_bw.empty())
-            c.link.h2d.bandwidth_Bps = option_value("--h2d-bandwidth", [&] { return parse_bandwidth(o->h2d_bw); });
-        if (!o->d2h_bw.empty())
-            c.link.d2h.bandwidth_Bps = option_value("--d2h-bandwidth", [&] { return parse_bandwidth(o->d2h_bw); });
-        if (!o->latency.empty())
-            c.link.h2d.latency_s = c.link.d2h.latency_s = option_value("--latency",
-                                                                       [&] { return parse_seconds(o->latency); });
-        if (o->copy_engines != 0) c.link.copy_engines = o->copy_engines;
-        if (o->duplex != 0) c.link.duplex_factor = o->duplex;
-        // -1 alone means the link's; any other value is the user's, range-checked with the link (-5 is refused).
-        if (o->nccl_share != -1) c.link.nccl_share = o->nccl_share;
-        if (o->memcpy_share != -1) c.link.memcpy_share = o->memcpy_share;
-        // Any figure of the link given (the contention shares too: two runs that differ only there had one name).
-        if (!o->h2d_bw.empty() || !o->d2h_bw.empty() || !o->latency.empty() || o->copy_engines || o->duplex ||
-            o->nccl_share != -1 || o->memcpy_share != -1)
-            c.link.name += "-custom";
-        c.memory_samples = o->samples;
-        // A run that is not stored needs no timeline (the printed result and metrics do not read it), as in sweep.
-        c.record_events = !o->no_events && !o->store.no_store;
-        if (o->check) c.check_invariants = true;
-        apply_sim_base_options(o->base, c, pol->count() > 0);
-        sim::validate(c);
-        if (!o->ranks.empty()) {
-            if (!o->trace.empty())
-                throw Error("simulate: give either a trace or --ranks FILES..., not both");
-            return run_coupled(o->ranks, c, o->json, o->store);
-        }
-        if (o->trace.empty()) throw Error("simulate: a trace file is required (or --ranks FILES... for a coupled run)");
-        if (!dist::is_root()) return kExitOk;   // under mpirun a single-trace run is rank 0's alone
+    return policy;
+}
 
-        trace::TraceData t = trace::load_trace(o->trace);
-        auto prepared = prepare_for_simulation(t, c.device, o->trace);
-        sim::Result r = sim::simulate(*prepared, c);
-        // The result first: a run that cannot be stored must not cost the computation.
-        if (o->json) std::cout << sim::to_json(r) << "\n";
-        else std::cout << sim::to_text(r);
-        std::cout.flush();
-        bool stored = true;
-        std::optional<StorePhase> phase;   // a signal from here on lets the store finish first
-        if (!o->store.no_store) {
-            phase.emplace();
-            std::vector<trace::Run> runs;
-            runs.push_back(sim::take_run(r));   // moved in: a braced list would copy the run's millions of rows
-            auto ids = store_runs(o->trace, t.fingerprint, runs, o->store);
-            stored = ids.has_value();
-            if (ids && !o->json)
-                std::cout << "stored         run " << ids->at(0) << " in " << store_target(o->trace, o->store) << "\n";
+// The link's figures the options give instead of the preset's or profile's own.
+void apply_link_options(const SimOptions& options, sim::LinkModel& link) {
+    if (!options.h2d_bw.empty())
+        link.h2d.bandwidth_Bps = option_value("--h2d-bandwidth", [&] { return parse_bandwidth(options.h2d_bw); });
+    if (!options.d2h_bw.empty())
+        link.d2h.bandwidth_Bps = option_value("--d2h-bandwidth", [&] { return parse_bandwidth(options.d2h_bw); });
+    if (!options.latency.empty())
+        link.h2d.latency_s = link.d2h.latency_s = option_value("--latency",
+                                                               [&] { return parse_seconds(options.latency); });
+    if (options.copy_engines != 0) link.copy_engines = options.copy_engines;
+    if (options.duplex != 0) link.duplex_factor = options.duplex;
+    // -1 alone means the link's; any other value is the user's, range-checked with the link (-5 is refused).
+    if (options.nccl_share != -1) link.nccl_share = options.nccl_share;
+    if (options.memcpy_share != -1) link.memcpy_share = options.memcpy_share;
+    // Any figure of the link given (the contention shares too: two runs that differ only there had one name).
+    if (!options.h2d_bw.empty() || !options.d2h_bw.empty() || !options.latency.empty() || options.copy_engines ||
+        options.duplex || options.nccl_share != -1 || options.memcpy_share != -1)
+        link.name += "-custom";
+}
+
+// The run the options ask for, checked (sim::validate) before any trace is read.
+sim::Config simulate_config(const SimOptions& options, const CLI::App& app, const CLI::Option& policy) {
+    if (options.no_events && options.store.no_store)
+        throw Error("--no-events and --no-store: a run not stored keeps no timeline anyway; give one");
+    // Without a limit a run says nothing, and storing it by accident clutters the trace.
+    if (options.capacity.empty())
+        throw Error(
+            "simulate: --capacity is required: a share of the baseline peak (60%), a size (40GiB), "
+            "or 'unlimited' for the baseline");
+    sim::Config config;
+    config.capacity = sim::parse_capacity(options.capacity);
+    // Without a limit nothing is evicted, so nothing is swapped or brought back: the options that
+    // choose how are refused, naming the first given, rather than stored in a run they did not change.
+    if (config.capacity.unlimited())
+        for (const char* name : {"--policy", "--prefetch", "--link", "--h2d-bandwidth", "--d2h-bandwidth", "--latency",
+                                 "--copy-engines", "--duplex-factor", "--nccl-share", "--memcpy-share",
+                                 "--cpu-buffer-ratio", "--max-swap-ops-per-sec", "--no-early"})
+            if (app.get_option(name)->count() > 0)
+                throw Error(std::string(name) + " and --capacity " + options.capacity +
+                            ": nothing is evicted or swapped without a limit; give one");
+    config.eviction = options.policy;
+    config.prefetch = options.prefetch;
+    config.link = sim::link_from_spec(options.link);
+    apply_link_options(options, config.link);
+    config.memory_samples = options.samples;
+    // A run that is not stored needs no timeline (the printed result and metrics do not read it), as in sweep.
+    config.record_events = !options.no_events && !options.store.no_store;
+    if (options.check) config.check_invariants = true;
+    apply_sim_base_options(options.base, config, policy.count() > 0);
+    sim::validate(config);
+    return config;
+}
+
+// One trace simulated, printed, then stored; the exit status.
+int run_single(const SimOptions& options, const sim::Config& config) {
+    trace::TraceData trace_data = trace::load_trace(options.trace);
+    auto prepared = prepare_for_simulation(trace_data, config.device, options.trace);
+    sim::Result result = sim::simulate(*prepared, config);
+    // The result first: a run that cannot be stored must not cost the computation.
+    if (options.json) std::cout << sim::to_json(result) << "\n";
+    else std::cout << sim::to_text(result);
+    std::cout.flush();
+    bool stored = true;
+    std::optional<StorePhase> phase;   // a signal from here on lets the store finish first
+    if (!options.store.no_store) {
+        phase.emplace();
+        std::vector<trace::Run> runs;
+        runs.push_back(sim::take_run(result));   // moved in: a braced list would copy the run's millions of rows
+        auto ids = store_runs(options.trace, trace_data.fingerprint, runs, options.store);
+        stored = ids.has_value();
+        if (ids && !options.json)
+            std::cout << "stored         run " << ids->at(0) << " in " << store_target(options.trace, options.store)
+                      << "\n";
+    }
+    // Only now: a store that failed leaves the trace as it was (docs/trace-format.md).
+    if (stored) sim::keep_prepared(*prepared, writes_into_trace(options.store));
+    if (phase)
+        if (int status = phase->stopped(stored, store_target(options.trace, options.store))) return status;
+    if (!result.invariant_violation.empty()) {
+        std::fprintf(stderr, "mhc: simulator invariant violated: %s\n", result.invariant_violation.c_str());
+        return kExitInternal;
+    }
+    if (!stored) return kExitNotStored;
+    if (result.oom.happened) {
+        // The text result opens with the OOM; with --json, stdout is for machines and the
+        // one human line goes to stderr.
+        if (options.json)
+            std::fprintf(stderr, "mhc: out of memory at %s of simulated time: %s: %s\n",
+                         format_ns(result.oom.time).c_str(), result.oom.where.c_str(), result.oom.why.c_str());
+        return kExitOom;
+    }
+    return kExitOk;
+}
+
+std::function<int()> setup(CLI::App& app) {
+    auto options = std::make_shared<SimOptions>();
+    const CLI::Option* policy = add_simulate_options(app, *options);
+    return [options, policy, &app] {
+        check_store_environment(options->store);
+        if (options->ranks.empty()) check_runs_db_of(options->trace, options->store);
+        else check_runs_db_of_job(options->ranks, options->store);
+        const sim::Config config = simulate_config(*options, app, *policy);
+        if (!options->ranks.empty()) {
+            if (!options->trace.empty()) throw Error("simulate: give either a trace or --ranks FILES..., not both");
+            return run_coupled(options->ranks, config, options->json, options->store);
         }
-        // Only now: a store that failed leaves the trace as it was (docs/trace-format.md).
-        if (stored) sim::keep_prepared(*prepared, writes_into_trace(o->store));
-        if (phase)
-            if (int status = phase->stopped(stored, store_target(o->trace, o->store))) return status;
-        if (!r.invariant_violation.empty()) {
-            std::fprintf(stderr, "mhc: simulator invariant violated: %s\n", r.invariant_violation.c_str());
-            return kExitInternal;
-        }
-        if (!stored) return kExitNotStored;
-        if (r.oom.happened) {
-            // The text result opens with the OOM; with --json, stdout is for machines and the
-            // one human line goes to stderr.
-            if (o->json)
-                std::fprintf(stderr, "mhc: out of memory at %s of simulated time: %s: %s\n",
-                             format_ns(r.oom.time).c_str(), r.oom.where.c_str(), r.oom.why.c_str());
-            return kExitOom;
-        }
-        return kExitOk;
+        if (options->trace.empty())
+            throw Error("simulate: a trace file is required (or --ranks FILES... for a coupled run)");
+        if (!dist::is_root()) return kExitOk;   // under mpirun a single-trace run is rank 0's alone
+        return run_single(*options, config);
     };
 }
 

@@ -31,180 +31,211 @@ struct SweepOptions {
     SimBaseOptions base;
 };
 
-std::function<int()> setup(CLI::App& app) {
-    auto o = std::make_shared<SweepOptions>();
-    app.add_option("trace", o->trace, "Trace file (.db)")->required()->check(CLI::ExistingFile);
-    auto* pol = app.add_option("--policies", o->policies, "Eviction policies, comma-separated: " +
-                                                              policy_names(sim::eviction_policies()) + " (mhc help policies)")
-                    ->type_name("LIST")
-                    ->default_str(o->policies);
-    auto* pre = app.add_option("--prefetchers", o->prefetchers,
-                               "Prefetch policies, comma-separated: " + policy_names(sim::prefetch_policies()) +
-                                   " (mhc help prefetch)")
-                    ->type_name("LIST")
-                    ->default_str(o->prefetchers);
-    app.add_option("--capacities", o->capacities, "Capacities, comma-separated: shares of the baseline peak (under --allocator) or sizes (40GiB)")
+// The options whose being given (not their value) counts: a grid point the user asked for, or a
+// bisection option with --no-bisect.
+struct GivenOptions {
+    const CLI::Option *policies = nullptr, *prefetchers = nullptr, *links = nullptr, *budget = nullptr,
+                      *bisect_steps = nullptr;
+};
+
+GivenOptions add_sweep_options(CLI::App& app, SweepOptions& options) {
+    GivenOptions given;
+    app.add_option("trace", options.trace, "Trace file (.db)")->required()->check(CLI::ExistingFile);
+    given.policies = app.add_option("--policies", options.policies,
+                                    "Eviction policies, comma-separated: " + policy_names(sim::eviction_policies()) +
+                                        " (mhc help policies)")
+                         ->type_name("LIST")
+                         ->default_str(options.policies);
+    given.prefetchers = app.add_option("--prefetchers", options.prefetchers,
+                                       "Prefetch policies, comma-separated: " + policy_names(sim::prefetch_policies()) +
+                                           " (mhc help prefetch)")
+                            ->type_name("LIST")
+                            ->default_str(options.prefetchers);
+    app.add_option("--capacities", options.capacities,
+                   "Capacities, comma-separated: shares of the baseline peak (under --allocator) or sizes (40GiB)")
         ->type_name("LIST")
-        ->default_str(o->capacities);
-    auto* links = app.add_option("--links", o->links,
+        ->default_str(options.capacities);
+    given.links = app.add_option("--links", options.links,
                                  "Links, comma-separated: presets or link profile files (mhc help links)")
                       ->type_name("LIST")
-                      ->default_str(o->links);
-    auto* budget = app.add_option("--budget", o->budget, "Throughput-loss budget of the bisection: a share of the recorded time (estimated loss)")
+                      ->default_str(options.links);
+    given.budget = app.add_option(
+                          "--budget", options.budget,
+                          "Throughput-loss budget of the bisection: a share of the recorded time (estimated loss)")
                        ->type_name("SHARE")
-                       ->default_str(o->budget);
-    add_sim_base_options(app, o->base);
-    add_allocator_conf_option(app, o->base);
-    app.add_option("--jobs,-j", o->jobs, "Threads, 0 for all cores")->default_str("0");
-    auto* steps = app.add_option("--bisect-steps", o->bisect_steps,
-                                 "Bisection steps (resolution 1/2^steps of the baseline peak)")
-                      ->default_str(std::to_string(o->bisect_steps));
-    add_store_options(app, o->store);
-    app.add_flag("--no-bisect", o->no_bisect, "Only the grid");
-    return [o, pol, pre, links, budget, steps] {
-        check_store_environment(o->store);
-        check_runs_db_of(o->trace, o->store);
-        sim::SweepSpec spec;
-        spec.base.record_events = !o->store.no_store;
-        apply_sim_base_options(o->base, spec.base, true);   // the policy list is handled below
-        spec.policies = split_list("--policies", o->policies);
-        if (pol->count() == 0 && std::getenv("MHC_EVICTION_STRATEGY")) {
-            sim::Config env;
-            sim::apply_environment(env, {true, false, true});
-            spec.policies = {env.eviction};
-        }
-        spec.prefetchers = split_list("--prefetchers", o->prefetchers);
-        for (const auto& item : split_list("--capacities", o->capacities))
-            spec.capacities.push_back(sim::parse_capacity(item));
-        for (const auto& item : split_list("--links", o->links)) spec.links.push_back(sim::link_from_spec(item));
-        // A grid that names a point twice would simulate and store it twice.
-        refuse_repeats("--policies", spec.policies, spec.policies);
-        refuse_repeats("--prefetchers", spec.prefetchers, spec.prefetchers);
-        std::vector<std::string> capacity_keys;
-        for (const auto& capacity : spec.capacities) capacity_keys.push_back(capacity_key(capacity));
-        refuse_repeats("--capacities", split_list("--capacities", o->capacities), capacity_keys);
-        refuse_repeats("--links", split_list("--links", o->links), split_list("--links", o->links));
-        // A loss can pass 100% (a run twice as slow loses 100%); past 1000% no budget means much.
-        spec.budget = option_value("--budget", [&] { return parse_share(o->budget, 1000); });
-        if (o->jobs < 0) throw Error("--jobs must be >= 0");
-        if (o->bisect_steps < 1 || o->bisect_steps > 30) throw Error("--bisect-steps must be in 1..30");
-        spec.jobs = o->jobs;
-        spec.bisect_steps = o->bisect_steps;
-        spec.bisect = !o->no_bisect;
-        // A grid of unlimited capacities alone, without the bisection: nothing is evicted or swapped,
-        // and how to do it, given, would be stored run by run with nothing done (as simulate refuses).
-        const bool all_unlimited = std::all_of(spec.capacities.begin(), spec.capacities.end(),
-                                               [](const sim::Capacity& capacity) { return capacity.unlimited(); });
-        if (all_unlimited && o->no_bisect)
-            for (const CLI::Option* given : {pol, pre, links})
-                if (given->count() > 0)
-                    throw Error(given->get_name() +
-                                " and --capacities unlimited with --no-bisect: nothing is evicted "
-                                "or swapped without a limit; give one");
-        // The bisection's own options with no bisection: taken, and nothing done with them.
-        for (const CLI::Option* given : {budget, steps})
-            if (o->no_bisect && given->count() > 0)
-                throw Error(given->get_name() + " and --no-bisect: " + given->get_name() +
-                            " is for the bisection, and --no-bisect runs only the grid; give one");
-        if (spec.policies.empty() || spec.prefetchers.empty() || spec.links.empty() || spec.capacities.empty())
-            throw Error("sweep: empty --policies, --prefetchers, --capacities or --links");
-        for (const auto& p : spec.policies)
-            for (const auto& f : spec.prefetchers) {
-                sim::Config c = spec.base;
-                c.eviction = p;
-                c.prefetch = f;
-                sim::validate(c);   // fail before loading the trace
-            }
+                       ->default_str(options.budget);
+    add_sim_base_options(app, options.base);
+    add_allocator_conf_option(app, options.base);
+    app.add_option("--jobs,-j", options.jobs, "Threads, 0 for all cores")->default_str("0");
+    given.bisect_steps = app.add_option("--bisect-steps", options.bisect_steps,
+                                        "Bisection steps (resolution 1/2^steps of the baseline peak)")
+                             ->default_str(std::to_string(options.bisect_steps));
+    add_store_options(app, options.store);
+    app.add_flag("--no-bisect", options.no_bisect, "Only the grid");
+    return given;
+}
 
-        trace::TraceData t = trace::load_trace(o->trace);
-        auto prepared = prepare_for_simulation(t, o->base.device, o->trace);
-        if (dist::is_root())
-            for (const auto& warning : sim::trace_warnings(*prepared)) std::printf("warning: %s\n", warning.c_str());
-        // Which device the grid simulates, where the trace has several with allocations (simulate
-        // names it on its run line; the sweep said nothing, and a trace of GPU 0 and the host's
-        // pinned buffers left it to guess).
-        {
-            std::vector<int32_t> devices(t.allocations.device.begin(), t.allocations.device.end());
-            std::sort(devices.begin(), devices.end());
-            devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
-            if (devices.size() > 1 && dist::is_root()) {
-                std::string list;
-                for (int32_t number : devices) list += (list.empty() ? "" : ", ") + std::to_string(number);
-                std::printf("device %d (the trace's devices with allocations: %s; --device for another)\n",
-                            sim::device_of(*prepared), list.c_str());
-            }
+// A grid that names a point twice would simulate and store it twice.
+void refuse_repeated_points(const SweepOptions& options, const sim::SweepSpec& spec) {
+    refuse_repeats("--policies", spec.policies, spec.policies);
+    refuse_repeats("--prefetchers", spec.prefetchers, spec.prefetchers);
+    std::vector<std::string> capacity_keys;
+    for (const auto& capacity : spec.capacities) capacity_keys.push_back(capacity_key(capacity));
+    refuse_repeats("--capacities", split_list("--capacities", options.capacities), capacity_keys);
+    refuse_repeats("--links", split_list("--links", options.links), split_list("--links", options.links));
+}
+
+// Options that would be taken and do nothing: how to evict without a limit, the bisection's
+// own options without a bisection.
+void refuse_pointless_options(const SweepOptions& options, const GivenOptions& given, const sim::SweepSpec& spec) {
+    // A grid of unlimited capacities alone, without the bisection: nothing is evicted or swapped,
+    // and how to do it, given, would be stored run by run with nothing done (as simulate refuses).
+    const bool all_unlimited = std::all_of(spec.capacities.begin(), spec.capacities.end(),
+                                           [](const sim::Capacity& capacity) { return capacity.unlimited(); });
+    if (all_unlimited && options.no_bisect)
+        for (const CLI::Option* option : {given.policies, given.prefetchers, given.links})
+            if (option->count() > 0)
+                throw Error(option->get_name() +
+                            " and --capacities unlimited with --no-bisect: nothing is evicted "
+                            "or swapped without a limit; give one");
+    for (const CLI::Option* option : {given.budget, given.bisect_steps})
+        if (options.no_bisect && option->count() > 0)
+            throw Error(option->get_name() + " and --no-bisect: " + option->get_name() +
+                        " is for the bisection, and --no-bisect runs only the grid; give one");
+}
+
+// The grid and the bisection the options ask for; every refusal before the trace is loaded.
+sim::SweepSpec sweep_spec(const SweepOptions& options, const GivenOptions& given) {
+    sim::SweepSpec spec;
+    spec.base.record_events = !options.store.no_store;
+    apply_sim_base_options(options.base, spec.base, true);   // the policy list is handled below
+    spec.policies = split_list("--policies", options.policies);
+    if (given.policies->count() == 0 && std::getenv("MHC_EVICTION_STRATEGY")) {
+        sim::Config env;
+        sim::apply_environment(env, {true, false, true});
+        spec.policies = {env.eviction};
+    }
+    spec.prefetchers = split_list("--prefetchers", options.prefetchers);
+    for (const auto& item : split_list("--capacities", options.capacities))
+        spec.capacities.push_back(sim::parse_capacity(item));
+    for (const auto& item : split_list("--links", options.links)) spec.links.push_back(sim::link_from_spec(item));
+    refuse_repeated_points(options, spec);
+    // A loss can pass 100% (a run twice as slow loses 100%); past 1000% no budget means much.
+    spec.budget = option_value("--budget", [&] { return parse_share(options.budget, 1000); });
+    if (options.jobs < 0) throw Error("--jobs must be >= 0");
+    if (options.bisect_steps < 1 || options.bisect_steps > 30) throw Error("--bisect-steps must be in 1..30");
+    spec.jobs = options.jobs;
+    spec.bisect_steps = options.bisect_steps;
+    spec.bisect = !options.no_bisect;
+    refuse_pointless_options(options, given, spec);
+    if (spec.policies.empty() || spec.prefetchers.empty() || spec.links.empty() || spec.capacities.empty())
+        throw Error("sweep: empty --policies, --prefetchers, --capacities or --links");
+    for (const auto& policy : spec.policies)
+        for (const auto& prefetch : spec.prefetchers) {
+            sim::Config config = spec.base;
+            config.eviction = policy;
+            config.prefetch = prefetch;
+            sim::validate(config);   // fail before loading the trace
         }
-        // Order-only timing: a loss is a share of event numbers, not of time, so a capacity
-        // "within the loss budget" means nothing (it printed losses of 4,848,656% and bisected
-        // them); the grid's memory figures stand.
-        if (t.order_only() && spec.bisect) {
-            spec.bisect = false;
-            if (dist::is_root())
-                std::printf(
-                    "warning: no bisection: its loss budget is a share of time, and this trace's times are "
-                    "event numbers; the grid's peaks stand\n");
+    return spec;
+}
+
+// What the trace leaves of the bisection, and which device the grid simulates where the trace
+// has several with allocations (simulate names it on its run line; the sweep said nothing, and a
+// trace of GPU 0 and the host's pinned buffers left it to guess). Printed by rank 0 alone.
+void adapt_to_trace(const trace::TraceData& trace_data, const sim::Prepared& prepared, sim::SweepSpec& spec) {
+    const bool root = dist::is_root();
+    if (root)
+        for (const auto& warning : sim::trace_warnings(prepared)) std::printf("warning: %s\n", warning.c_str());
+    if (const auto devices = sim::devices_with_allocations(trace_data); devices.size() > 1 && root) {
+        std::string list;
+        for (int32_t number : devices) list += (list.empty() ? "" : ", ") + std::to_string(number);
+        std::printf("device %d (the trace's devices with allocations: %s; --device for another)\n",
+                    sim::device_of(prepared), list.c_str());
+    }
+    // Order-only timing: a loss is a share of event numbers, not of time, so a capacity
+    // "within the loss budget" means nothing (it printed losses of 4,848,656% and bisected
+    // them); the grid's memory figures stand.
+    if (trace_data.order_only() && spec.bisect) {
+        spec.bisect = false;
+        if (root)
+            std::printf(
+                "warning: no bisection: its loss budget is a share of time, and this trace's times are "
+                "event numbers; the grid's peaks stand\n");
+    }
+    // Every event at one instant: the loss budget is a share of a zero baseline, so no capacity
+    // is within it or beyond it (the trace's warning says so; the grid's peaks stand).
+    if (sim::zero_duration(prepared)) spec.bisect = false;
+}
+
+// "1 simulations ... 1 grid runs" read wrong: a word's plural only past one.
+std::string many(size_t count, const char* word) {
+    return std::to_string(count) + " " + word + (count == 1 ? "" : "s");
+}
+
+// The bisection simulates bisect-steps + 1 capacities per combination and keeps one.
+void print_counts(const sim::SweepResult& result) {
+    std::printf("%s in %.2f s: %s", many(result.simulations, "simulation").c_str(), result.seconds,
+                many(result.grid.size(), "grid run").c_str());
+    if (!result.answers.empty())
+        std::printf(", %s for %s", many(result.simulations - result.grid.size(), "bisection probe").c_str(),
+                    many(result.answers.size(), "answer").c_str());
+    std::printf("\n");
+}
+
+// Stores the grid and the answers with a saving in one transaction (all or none), then keeps
+// the prepared trace; the exit status.
+int store_sweep(const SweepOptions& options, const trace::TraceData& trace_data, const sim::Prepared& prepared,
+                sim::SweepResult& result) {
+    bool stored = true;
+    std::optional<StorePhase> phase;   // a signal from here on lets the store finish first
+    if (!options.store.no_store) {
+        phase.emplace();
+        const size_t grid_runs = result.grid.size();
+        std::vector<trace::Run> runs = sim::take_runs(result, options.budget);
+        std::cout.flush();
+        std::fflush(stdout);
+        auto ids = store_runs(options.trace, trace_data.fingerprint, runs, options.store);
+        stored = ids.has_value();
+        if (ids)
+            std::printf("stored %s in %s:\n  the %s and %s with a saving (bisect:*)\n",
+                        many(runs.size(), "run").c_str(), store_target(options.trace, options.store).c_str(),
+                        many(grid_runs, "grid run").c_str(), many(runs.size() - grid_runs, "bisection answer").c_str());
+    }
+    if (stored) sim::keep_prepared(prepared, writes_into_trace(options.store));   // after the store, as simulate
+    if (phase)
+        if (int status = phase->stopped(stored, store_target(options.trace, options.store))) return status;
+    for (const auto& cell : result.grid)
+        if (!cell.invariant_violation.empty()) {
+            std::fprintf(stderr, "mhc: simulator invariant violated in %s: %s\n", sim::run_name(cell.config).c_str(),
+                         cell.invariant_violation.c_str());
+            return kExitInternal;
         }
-        // Every event at one instant: the loss budget is a share of a zero baseline, so no capacity
-        // is within it or beyond it (the trace's warning says so; the grid's peaks stand).
-        if (sim::zero_duration(*prepared)) spec.bisect = false;
-        bool tty = show_progress();
-        auto progress = [&tty](size_t done, size_t total) {
-            if (tty) std::fprintf(stderr, "\rsimulating %zu/%zu", done, total);
-        };
+    return stored ? kExitOk : kExitNotStored;
+}
+
+std::function<int()> setup(CLI::App& app) {
+    auto options = std::make_shared<SweepOptions>();
+    const GivenOptions given = add_sweep_options(app, *options);
+    return [options, given] {
+        check_store_environment(options->store);
+        check_runs_db_of(options->trace, options->store);
+        sim::SweepSpec spec = sweep_spec(*options, given);
+        trace::TraceData trace_data = trace::load_trace(options->trace);
+        auto prepared = prepare_for_simulation(trace_data, options->base.device, options->trace);
+        adapt_to_trace(trace_data, *prepared, spec);
         // Under mpirun the tasks are spread over the processes, and rank 0 gathers them, prints
         // and alone stores (docs/simulator.md, "MPI").
-        tty = tty && dist::is_root();
-        sim::SweepResult s = dist::sweep(*prepared, spec, progress);
+        const bool tty = show_progress() && dist::is_root();
+        auto progress = [tty](size_t done, size_t total) {
+            if (tty) std::fprintf(stderr, "\rsimulating %zu/%zu", done, total);
+        };
+        sim::SweepResult result = dist::sweep(*prepared, spec, progress);
         if (!dist::is_root()) return kExitOk;
         if (tty) std::fprintf(stderr, "\r%40s\r", "");
-        std::cout << sim::to_text(s, sim::baseline_peak(*prepared, o->base.allocator));
-        // The bisection simulates bisect-steps + 1 capacities per combination and keeps one.
-        // "1 simulations ... 1 grid runs" read wrong: a word's plural only past one.
-        auto many = [](size_t n, const char* word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); };
-        std::printf("%s in %.2f s: %s", many(s.simulations, "simulation").c_str(), s.seconds,
-                    many(s.grid.size(), "grid run").c_str());
-        if (!s.answers.empty())
-            std::printf(", %s for %s", many(s.simulations - s.grid.size(), "bisection probe").c_str(),
-                        many(s.answers.size(), "answer").c_str());
-        std::printf("\n");
-        bool stored = true;
-        std::optional<StorePhase> phase;   // a signal from here on lets the store finish first
-        if (!o->store.no_store) {
-            phase.emplace();
-            // An answer at 100% ("no saving") is the unlimited run again: nothing to store.
-            auto saving = [](const sim::BisectAnswer& a) { return a.found && a.fraction < 1.0; };
-            size_t found = 0;
-            for (const auto& a : s.answers) found += saving(a);
-            // Each result's rows move into its run: a sweep holds every run once, not twice.
-            std::vector<trace::Run> runs;
-            runs.reserve(s.grid.size() + found);
-            for (auto& result : s.grid) runs.push_back(sim::take_run(result));
-            for (auto& a : s.answers)
-                if (saving(a)) {
-                    trace::Run run = sim::take_run(a.result);
-                    run.name = "bisect:" + run.name;
-                    run.config["bisect_budget"] = o->budget;
-                    runs.push_back(std::move(run));
-                }
-            std::cout.flush();
-            std::fflush(stdout);
-            auto ids = store_runs(o->trace, t.fingerprint, runs, o->store);   // one transaction: all or none
-            stored = ids.has_value();
-            if (ids)
-                std::printf("stored %s in %s:\n  the %s and %s with a saving (bisect:*)\n",
-                            many(runs.size(), "run").c_str(), store_target(o->trace, o->store).c_str(),
-                            many(s.grid.size(), "grid run").c_str(), many(found, "bisection answer").c_str());
-        }
-        if (stored) sim::keep_prepared(*prepared, writes_into_trace(o->store));   // after the store, as simulate
-        if (phase)
-            if (int status = phase->stopped(stored, store_target(o->trace, o->store))) return status;
-        for (const auto& r : s.grid)
-            if (!r.invariant_violation.empty()) {
-                std::fprintf(stderr, "mhc: simulator invariant violated in %s: %s\n",
-                             sim::run_name(r.config).c_str(), r.invariant_violation.c_str());
-                return kExitInternal;
-            }
-        return stored ? kExitOk : kExitNotStored;
+        std::cout << sim::to_text(result, sim::baseline_peak(*prepared, options->base.allocator));
+        print_counts(result);
+        return store_sweep(*options, trace_data, *prepared, result);
     };
 }
 

@@ -27,224 +27,296 @@ bool split_numbered(const std::string& name, std::string& prefix, int& number) {
     return true;
 }
 
-void find_blocks(CaptureInfo& info) {
-    // Forward kernels inside each module: each kernel credits its module and the module's
-    // recorded ancestors (found by name: containers such as ModuleList are not recorded).
-    const size_t module_count = info.module_name.size();
-    std::vector<std::vector<int32_t>> ancestors(module_count);
-    for (size_t m = 0; m < module_count; ++m) {
-        const std::string& name = info.module_name[m];
-        for (size_t dot = name.size(); dot != std::string::npos && dot > 0; dot = name.rfind('.', dot - 1)) {
-            int32_t ancestor = info.find_module(name.substr(0, dot));
-            if (ancestor >= 0) ancestors[m].push_back(ancestor);
+bool under(const std::string& inner, const std::string& outer) {   // a module name inside another
+    return inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 && inner[outer.size()] == '.';
+}
+
+// The model's blocks: the stacks of repeated modules a user checkpoints or offloads one by one,
+// found by stage (modules' forward work, candidate stacks, nested stacks, the stacks chosen,
+// their members in forward order) into info.block_name, block_module, module_block, block_prefix.
+class BlockFinder {
+public:
+    explicit BlockFinder(CaptureInfo& info) : info_(info), module_count_(info.module_name.size()) {}
+
+    void run() {
+        find_ancestors();
+        count_forward_kernels();
+        find_candidate_stacks();
+        count_runs_and_composites();
+        add_named_stacks();
+        drop_outer_stacks();
+        int64_t best = -1;
+        std::string top;
+        for (auto& [prefix, w] : work_)
+            if (w > best) {
+                best = w;
+                top = prefix;
+            }
+        info_.module_block.assign(info_.module_name.size(), -1);
+        if (best <= 0) return;
+        number_blocks(stacks_beside(top));
+    }
+
+private:
+    CaptureInfo& info_;
+    const size_t module_count_;
+    std::vector<std::vector<int32_t>> ancestors_;   // per module: itself and its recorded ancestors
+    std::vector<int64_t> fwd_;                      // per module: forward kernels inside it
+    std::vector<int64_t> runs_;                     // per module: runs of consecutive forward kernels of its own
+    std::vector<char> composite_;                   // per module: recorded modules inside it
+    // Candidate stacks by prefix: their members (number, module) and forward work.
+    std::map<std::string, std::vector<std::pair<int, int32_t>>> groups_;
+    std::map<std::string, std::vector<int32_t>> named_;   // named children by prefix
+    std::map<std::string, int64_t> work_;
+    std::vector<std::string> outer_;   // stacks whose inner stacks are the blocks
+
+    // Each kernel credits its module and the module's recorded ancestors (found by name:
+    // containers such as ModuleList are not recorded).
+    void find_ancestors() {
+        ancestors_.assign(module_count_, {});
+        for (size_t m = 0; m < module_count_; ++m) {
+            const std::string& name = info_.module_name[m];
+            for (size_t dot = name.size(); dot != std::string::npos && dot > 0; dot = name.rfind('.', dot - 1)) {
+                int32_t ancestor = info_.find_module(name.substr(0, dot));
+                if (ancestor >= 0) ancestors_[m].push_back(ancestor);
+            }
         }
     }
-    std::vector<int64_t> fwd(module_count, 0);
-    for (size_t k = 0; k < info.kernel_module.size(); ++k)
-        if (info.kernel_phase[k] == trace::Phase::Forward && info.kernel_module[k] >= 0)
-            for (int32_t ancestor : ancestors[static_cast<size_t>(info.kernel_module[k])]) ++fwd[static_cast<size_t>(ancestor)];
+
+    // Forward kernels inside each module.
+    void count_forward_kernels() {
+        fwd_.assign(module_count_, 0);
+        for (size_t k = 0; k < info_.kernel_module.size(); ++k)
+            if (info_.kernel_phase[k] == trace::Phase::Forward && info_.kernel_module[k] >= 0)
+                for (int32_t ancestor : ancestors_[static_cast<size_t>(info_.kernel_module[k])])
+                    ++fwd_[static_cast<size_t>(ancestor)];
+    }
+
     // Modules that saved for a backward or ran in one. One that only ever ran under no_grad (MoCo's
     // and BYOL's momentum encoder beside the trained one, a frozen teacher kept in the model) has
     // nothing to checkpoint or offload: no block, nor a member that makes its twin a stack.
-    std::vector<char> trained(module_count, 0);
-    auto mark = [&](int32_t kernel) {
-        const int32_t module = kernel >= 0 && static_cast<size_t>(kernel) < info.kernel_module.size()
-                                   ? info.kernel_module[static_cast<size_t>(kernel)] : -1;
-        if (module >= 0)
-            for (int32_t ancestor : ancestors[static_cast<size_t>(module)]) trained[static_cast<size_t>(ancestor)] = 1;
-    };
-    for (int32_t kernel : info.saved_by) mark(kernel);
-    for (size_t k = 0; k < info.kernel_phase.size(); ++k)
-        if (info.kernel_phase[k] == trace::Phase::Backward) mark(static_cast<int32_t>(k));
+    std::vector<char> trained_modules() const {
+        std::vector<char> trained(module_count_, 0);
+        auto mark = [&](int32_t kernel) {
+            const int32_t module = kernel >= 0 && static_cast<size_t>(kernel) < info_.kernel_module.size()
+                                       ? info_.kernel_module[static_cast<size_t>(kernel)]
+                                       : -1;
+            if (module >= 0)
+                for (int32_t ancestor : ancestors_[static_cast<size_t>(module)])
+                    trained[static_cast<size_t>(ancestor)] = 1;
+        };
+        for (int32_t kernel : info_.saved_by) mark(kernel);
+        for (size_t k = 0; k < info_.kernel_phase.size(); ++k)
+            if (info_.kernel_phase[k] == trace::Phase::Backward) mark(static_cast<int32_t>(k));
+        return trained;
+    }
+
     // Candidate stacks: the numbered children of one prefix (ModuleList, Sequential), and the
     // named children of one prefix when there are two or more, all of one type (blocks kept in
-    // an nn.ModuleDict and called in a loop of the user's own).
-    std::map<std::string, std::vector<std::pair<int, int32_t>>> groups;
-    std::map<std::string, std::vector<int32_t>> named;
-    std::map<std::string, int64_t> work;
-    const int32_t root = info.find_module(info.root);
-    for (size_t m = 0; m < info.module_name.size(); ++m) {
-        if (!info.made_in.empty() && info.made_in[m] >= 0) continue;   // made in a forward: not the user's to name
-        // Another model the step runs beside this one (a distillation teacher, a reward model):
-        // model.get_submodule cannot reach its layers, and a setting could not name them.
-        if (root >= 0 && !info.within(static_cast<int32_t>(m), root)) continue;
-        if (fwd[m] > 0 && trained[m] == 0 && info.saved_rows > 0) continue;
-        // A container with no forward (nn.ModuleList, nn.ModuleDict: diffusers' resnets and
-        // attentions lists side by side in each UNet block) is never called: the model iterates
-        // it. A checkpoint of it wraps nothing that runs (checkpoint_wrapper makes it a module
-        // the model cannot iterate), so it is no block; its children may be.
-        if (info.module_type[m] == "ModuleList" || info.module_type[m] == "ModuleDict") continue;
-        std::string prefix;
-        int number = 0;
-        if (split_numbered(info.module_name[m], prefix, number)) {
-            groups[prefix].push_back({number, static_cast<int32_t>(m)});
-            work[prefix] += fwd[m];
-        } else if (size_t dot = info.module_name[m].rfind('.'); dot != std::string::npos) {
-            named[info.module_name[m].substr(0, dot)].push_back(static_cast<int32_t>(m));
+    // an nn.ModuleDict and called in a loop of the user's own: add_named_stacks).
+    void find_candidate_stacks() {
+        const std::vector<char> trained = trained_modules();
+        const int32_t root = info_.find_module(info_.root);
+        for (size_t m = 0; m < info_.module_name.size(); ++m) {
+            if (!info_.made_in.empty() && info_.made_in[m] >= 0)
+                continue;   // made in a forward: not the user's to name
+            // Another model the step runs beside this one (a distillation teacher, a reward model):
+            // model.get_submodule cannot reach its layers, and a setting could not name them.
+            if (root >= 0 && !info_.within(static_cast<int32_t>(m), root)) continue;
+            if (fwd_[m] > 0 && trained[m] == 0 && info_.saved_rows > 0) continue;
+            // A container with no forward (nn.ModuleList, nn.ModuleDict: diffusers' resnets and
+            // attentions lists side by side in each UNet block) is never called: the model iterates
+            // it. A checkpoint of it wraps nothing that runs (checkpoint_wrapper makes it a module
+            // the model cannot iterate), so it is no block; its children may be.
+            if (info_.module_type[m] == "ModuleList" || info_.module_type[m] == "ModuleDict") continue;
+            std::string prefix;
+            int number = 0;
+            if (split_numbered(info_.module_name[m], prefix, number)) {
+                groups_[prefix].push_back({number, static_cast<int32_t>(m)});
+                work_[prefix] += fwd_[m];
+            } else if (size_t dot = info_.module_name[m].rfind('.'); dot != std::string::npos) {
+                named_[info_.module_name[m].substr(0, dot)].push_back(static_cast<int32_t>(m));
+            }
         }
     }
+
     // A member's type; a block wrapped by checkpoint_wrapper (a capture with a checkpoint setting
     // applied to some blocks) has the type of the module it wraps.
-    auto type_of = [&](int32_t module) -> const std::string& {
-        const std::string& type = info.module_type[static_cast<size_t>(module)];
+    const std::string& type_of(int32_t module) const {
+        const std::string& type = info_.module_type[static_cast<size_t>(module)];
         if (type != "CheckpointWrapper") return type;
-        int32_t inner = info.find_module(info.module_name[static_cast<size_t>(module)] + "._checkpoint_wrapped_module");
-        return inner >= 0 ? info.module_type[static_cast<size_t>(inner)] : type;
-    };
-    auto one_type = [&](const std::string& prefix) {
-        const auto& members = groups[prefix];
+        int32_t inner = info_.find_module(info_.module_name[static_cast<size_t>(module)] +
+                                          "._checkpoint_wrapped_module");
+        return inner >= 0 ? info_.module_type[static_cast<size_t>(inner)] : type;
+    }
+
+    bool one_type(const std::string& prefix) {
+        const auto& members = groups_[prefix];
         if (members.size() < 2) return false;
         for (auto& [number, m] : members)
             if (type_of(m) != type_of(members.front().second)) return false;
         return true;
-    };
+    }
+
     // A stack whose first member alone differs in type, as a front-end's layers often do
     // (Wav2Vec2's feature extractor: a GroupNorm conv layer, then six conv layers without a norm):
     // three or more numbered members, all but the lowest-numbered of one type.
-    auto first_differs = [&](const std::string& prefix) {
-        auto members = groups[prefix];
+    bool first_differs(const std::string& prefix) {
+        auto members = groups_[prefix];
         if (members.size() < 3) return false;
         std::sort(members.begin(), members.end());
         if (type_of(members[0].second) == type_of(members[1].second)) return false;
         for (size_t i = 2; i < members.size(); ++i)
             if (type_of(members[i].second) != type_of(members[1].second)) return false;
         return true;
-    };
+    }
+
     // Per module: its runs of consecutive forward kernels of its own (one per call of a module
-    // that runs one kernel a call).
-    std::vector<int64_t> runs(module_count, 0);
-    int32_t previous = -1;
-    for (size_t k = 0; k < info.kernel_module.size(); ++k) {
-        if (info.kernel_phase[k] != trace::Phase::Forward) continue;
-        const int32_t module = info.kernel_module[k];
-        if (module >= 0 && module != previous) ++runs[static_cast<size_t>(module)];
-        previous = module;
-    }
-    // A module with recorded modules inside it (a module whose forward calls others).
-    std::vector<char> composite(module_count, 0);
-    for (size_t m = 0; m < module_count; ++m)
-        for (int32_t outer_module : ancestors[m])
-            if (outer_module != static_cast<int32_t>(m)) composite[static_cast<size_t>(outer_module)] = 1;
-    for (auto& [prefix, members] : named) {
-        if (groups.count(prefix) != 0) continue;   // numbered and named children mixed: not a stack
-        // Named children that are single layers (CLIP's token and position nn.Embedding side by
-        // side: no module inside, one kernel a call) are a module's parts, not repeated blocks a
-        // user would wrap.
-        bool leaves = std::all_of(members.begin(), members.end(), [&](int32_t member) {
-            return composite[static_cast<size_t>(member)] == 0 && fwd[static_cast<size_t>(member)] == runs[static_cast<size_t>(member)];
-        });
-        if (leaves) continue;
-        auto& group = groups[prefix];
-        for (int32_t member : members) group.push_back({0, member});
-        if (!one_type(prefix)) {
-            groups.erase(prefix);
-            continue;
+    // that runs one kernel a call), and whether recorded modules are inside it (its forward calls others).
+    void count_runs_and_composites() {
+        runs_.assign(module_count_, 0);
+        int32_t previous = -1;
+        for (size_t k = 0; k < info_.kernel_module.size(); ++k) {
+            if (info_.kernel_phase[k] != trace::Phase::Forward) continue;
+            const int32_t module = info_.kernel_module[k];
+            if (module >= 0 && module != previous) ++runs_[static_cast<size_t>(module)];
+            previous = module;
         }
-        for (int32_t member : members) work[prefix] += fwd[static_cast<size_t>(member)];
+        composite_.assign(module_count_, 0);
+        for (size_t m = 0; m < module_count_; ++m)
+            for (int32_t outer_module : ancestors_[m])
+                if (outer_module != static_cast<int32_t>(m)) composite_[static_cast<size_t>(outer_module)] = 1;
     }
-    auto under = [](const std::string& inner, const std::string& outer) {
-        return inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 && inner[outer.size()] == '.';
-    };
+
+    void add_named_stacks() {
+        for (auto& [prefix, members] : named_) {
+            if (groups_.count(prefix) != 0) continue;   // numbered and named children mixed: not a stack
+            // Named children that are single layers (CLIP's token and position nn.Embedding side by
+            // side: no module inside, one kernel a call) are a module's parts, not repeated blocks a
+            // user would wrap.
+            bool leaves = std::all_of(members.begin(), members.end(), [&](int32_t member) {
+                return composite_[static_cast<size_t>(member)] == 0 &&
+                       fwd_[static_cast<size_t>(member)] == runs_[static_cast<size_t>(member)];
+            });
+            if (leaves) continue;
+            auto& group = groups_[prefix];
+            for (int32_t member : members) group.push_back({0, member});
+            if (!one_type(prefix)) {
+                groups_.erase(prefix);
+                continue;
+            }
+            for (int32_t member : members) work_[prefix] += fwd_[static_cast<size_t>(member)];
+        }
+    }
+
     // A member's structure: the names (below it, checkpoint wrappers left out) and types of the
     // modules inside it.
-    auto structure = [&](int32_t member) {
-        const std::string& base = info.module_name[static_cast<size_t>(member)];
+    std::vector<std::pair<std::string, std::string>> structure(int32_t member) const {
+        const std::string& base = info_.module_name[static_cast<size_t>(member)];
         static const std::string wrapper = "._checkpoint_wrapped_module";
         std::vector<std::pair<std::string, std::string>> parts;
-        for (size_t m = 0; m < module_count; ++m) {
-            if (!under(info.module_name[m], base)) continue;
-            std::string rest = info.module_name[m].substr(base.size());
+        for (size_t m = 0; m < module_count_; ++m) {
+            if (!under(info_.module_name[m], base)) continue;
+            std::string rest = info_.module_name[m].substr(base.size());
             for (size_t at = rest.find(wrapper); at != std::string::npos; at = rest.find(wrapper))
                 rest.erase(at, wrapper.size());
-            if (info.module_type[m] != "CheckpointWrapper") parts.emplace_back(rest, info.module_type[m]);
+            if (info_.module_type[m] != "CheckpointWrapper") parts.emplace_back(rest, info_.module_type[m]);
         }
         std::sort(parts.begin(), parts.end());
         return parts;
-    };
-    // Nested stacks: when the members of a stack differ in structure (Swin's stages of 2, 2, 6
-    // and 2 blocks and a downsampling) and stacks inside each of them do most of its forward
-    // work, those inner stacks are the blocks (the Swin blocks, which a user checkpoints one by
-    // one), and an inner stack of a single block counts.
-    auto stacked = [&](const std::string& prefix) {   // blocks, each with modules inside (not single layers)
-        const auto& members = groups[prefix];
-        return work[prefix] > 0 && (one_type(prefix) || members.size() == 1) &&
+    }
+
+    bool stacked(const std::string& prefix) {   // blocks, each with modules inside (not single layers)
+        const auto& members = groups_[prefix];
+        return work_[prefix] > 0 && (one_type(prefix) || members.size() == 1) &&
                std::all_of(members.begin(), members.end(),
-                           [&](const auto& member) { return composite[static_cast<size_t>(member.second)] != 0; });
-    };
-    auto inner_work = [&](int32_t member) {   // the forward work of the outermost stacks inside it
+                           [&](const auto& member) { return composite_[static_cast<size_t>(member.second)] != 0; });
+    }
+
+    int64_t inner_work(int32_t member) {   // the forward work of the outermost stacks inside it
         int64_t sum = 0;
-        const std::string& base = info.module_name[static_cast<size_t>(member)];
-        for (auto& [other, ow] : work) {
+        const std::string& base = info_.module_name[static_cast<size_t>(member)];
+        for (auto& [other, ow] : work_) {
             if (!under(other, base) || !stacked(other)) continue;
             bool outermost = true;
-            for (auto& [around, aw] : work)
+            for (auto& [around, aw] : work_)
                 outermost = outermost && !(under(other, around) && under(around, base) && stacked(around));
             if (outermost) sum += ow;
         }
         return sum;
-    };
-    std::vector<std::string> outer;
-    for (auto& [prefix, w] : work) {
-        const auto& members = groups[prefix];
-        if (w <= 0 || members.size() < 2) continue;
-        bool inner = true;
-        for (auto& [number, member] : members)
-            inner = inner && 2 * inner_work(member) >= fwd[static_cast<size_t>(member)];
-        if (!inner) continue;
-        auto first_structure = structure(members.front().second);
-        bool same = true;
-        for (size_t i = 1; i < members.size() && same; ++i) same = structure(members[i].second) == first_structure;
-        if (!same) outer.push_back(prefix);
     }
-    for (const std::string& prefix : outer) work.erase(prefix);
-    auto within_outer = [&](const std::string& prefix) {
-        return std::any_of(outer.begin(), outer.end(), [&](const std::string& stack) { return under(prefix, stack); });
-    };
-    int64_t best = -1;
-    std::string top;
-    for (auto& [prefix, w] : work)
-        if (w > best) {
-            best = w;
-            top = prefix;
+
+    // Nested stacks: when the members of a stack differ in structure (Swin's stages of 2, 2, 6
+    // and 2 blocks and a downsampling) and stacks inside each of them do most of its forward
+    // work, those inner stacks are the blocks (the Swin blocks, which a user checkpoints one by
+    // one), and an inner stack of a single block counts.
+    void drop_outer_stacks() {
+        for (auto& [prefix, w] : work_) {
+            const auto& members = groups_[prefix];
+            if (w <= 0 || members.size() < 2) continue;
+            bool inner = true;
+            for (auto& [number, member] : members)
+                inner = inner && 2 * inner_work(member) >= fwd_[static_cast<size_t>(member)];
+            if (!inner) continue;
+            auto first_structure = structure(members.front().second);
+            bool same = true;
+            for (size_t i = 1; i < members.size() && same; ++i) same = structure(members[i].second) == first_structure;
+            if (!same) outer_.push_back(prefix);
         }
-    info.module_block.assign(info.module_name.size(), -1);
-    if (best <= 0) return;
-    // Other stacks of repeated layers join it (an encoder-decoder's encoder and decoder layers):
-    // children of one type each, with forward work, neither inside nor around a chosen one.
-    auto nested = [&](const std::string& one, const std::string& other) {   // one inside the other, or around it
-        return under(one, other) || under(other, one) || one == other;
-    };
-    std::vector<std::string> stacks = {top};
-    if (one_type(top))
-        for (auto& [prefix, w] : work) {
-            bool apart = w > 0 && (one_type(prefix) || first_differs(prefix) ||
-                                   (within_outer(prefix) && stacked(prefix) &&
-                                    type_of(groups[prefix].front().second) == type_of(groups[top].front().second)));
-            for (const std::string& stack : stacks) apart = apart && !nested(prefix, stack);
-            if (apart) stacks.push_back(prefix);
-        }
-    // In forward order: by each block's first forward kernel.
-    std::vector<int64_t> first(module_count, INT64_MAX);
-    for (size_t k = 0; k < info.kernel_module.size(); ++k)
-        if (info.kernel_phase[k] == trace::Phase::Forward && info.kernel_module[k] >= 0)
-            for (int32_t anc : ancestors[static_cast<size_t>(info.kernel_module[k])])
-                first[static_cast<size_t>(anc)] = std::min<int64_t>(first[static_cast<size_t>(anc)],
-                                                                    static_cast<int64_t>(k));
-    std::vector<std::pair<int64_t, int32_t>> members;
-    for (const std::string& stack : stacks)
-        for (auto& [number, m] : groups[stack]) members.emplace_back(first[static_cast<size_t>(m)], m);
-    std::sort(members.begin(), members.end());
-    for (auto& [at, m] : members) {
-        info.module_block[static_cast<size_t>(m)] = static_cast<int32_t>(info.block_name.size());
-        info.block_name.push_back(info.module_name[static_cast<size_t>(m)]);
-        info.block_module.push_back(m);
+        for (const std::string& prefix : outer_) work_.erase(prefix);
     }
-    for (const std::string& stack : stacks) info.block_prefix += (info.block_prefix.empty() ? "" : ", ") + stack;
-    for (size_t m = 0; m < info.module_name.size(); ++m)
-        for (size_t b = 0; b < info.block_module.size(); ++b)
-            if (info.within(static_cast<int32_t>(m), info.block_module[b]))
-                info.module_block[m] = static_cast<int32_t>(b);
-}
+
+    // The stack with the most forward work, and other stacks of repeated layers beside it (an
+    // encoder-decoder's encoder and decoder layers): children of one type each, with forward
+    // work, neither inside nor around a chosen one.
+    std::vector<std::string> stacks_beside(const std::string& top) {
+        auto within_outer = [&](const std::string& prefix) {
+            return std::any_of(outer_.begin(), outer_.end(),
+                               [&](const std::string& stack) { return under(prefix, stack); });
+        };
+        auto nested = [](const std::string& one, const std::string& other) {   // one inside the other, or around it
+            return under(one, other) || under(other, one) || one == other;
+        };
+        std::vector<std::string> stacks = {top};
+        if (one_type(top))
+            for (auto& [prefix, w] : work_) {
+                bool apart = w > 0 &&
+                             (one_type(prefix) || first_differs(prefix) ||
+                              (within_outer(prefix) && stacked(prefix) &&
+                               type_of(groups_[prefix].front().second) == type_of(groups_[top].front().second)));
+                for (const std::string& stack : stacks) apart = apart && !nested(prefix, stack);
+                if (apart) stacks.push_back(prefix);
+            }
+        return stacks;
+    }
+
+    // The stacks' members as blocks, in forward order (by each block's first forward kernel),
+    // and every module inside a block mapped to it.
+    void number_blocks(const std::vector<std::string>& stacks) {
+        std::vector<int64_t> first(module_count_, INT64_MAX);
+        for (size_t k = 0; k < info_.kernel_module.size(); ++k)
+            if (info_.kernel_phase[k] == trace::Phase::Forward && info_.kernel_module[k] >= 0)
+                for (int32_t anc : ancestors_[static_cast<size_t>(info_.kernel_module[k])])
+                    first[static_cast<size_t>(anc)] = std::min<int64_t>(first[static_cast<size_t>(anc)],
+                                                                        static_cast<int64_t>(k));
+        std::vector<std::pair<int64_t, int32_t>> members;
+        for (const std::string& stack : stacks)
+            for (auto& [number, m] : groups_[stack]) members.emplace_back(first[static_cast<size_t>(m)], m);
+        std::sort(members.begin(), members.end());
+        for (auto& [at, m] : members) {
+            info_.module_block[static_cast<size_t>(m)] = static_cast<int32_t>(info_.block_name.size());
+            info_.block_name.push_back(info_.module_name[static_cast<size_t>(m)]);
+            info_.block_module.push_back(m);
+        }
+        for (const std::string& stack : stacks) info_.block_prefix += (info_.block_prefix.empty() ? "" : ", ") + stack;
+        for (size_t m = 0; m < info_.module_name.size(); ++m)
+            for (size_t b = 0; b < info_.block_module.size(); ++b)
+                if (info_.within(static_cast<int32_t>(m), info_.block_module[b]))
+                    info_.module_block[m] = static_cast<int32_t>(b);
+    }
+};
+
+void find_blocks(CaptureInfo& info) { BlockFinder(info).run(); }
 
 // The meta of the model and optimizer as built (python/mhc_torch/step_facts.py model_facts).
 void read_model_facts(const trace::TraceData& trace_data, CaptureInfo& info) {

@@ -680,6 +680,118 @@ void rank_distinct(const std::map<std::string, Candidate>& seen, const PlannerOp
     }
 }
 
+// Every setting predicted so far, by its JSON, as a candidate against the captured step; each
+// counted in advice.evaluations.
+class Predictions {
+public:
+    Predictions(const Evaluator& ev, const PlannerOptions& options, const std::vector<std::string>& confs,
+                Advice& advice)
+        : ev_(ev), options_(options), confs_(confs), advice_(advice) {}
+
+    Candidate candidate(const Setting& setting, const Prediction& prediction) const {
+        Candidate cand;
+        cand.setting = setting;
+        cand.prediction = prediction;
+        // against the captured step; at the capacity, with what giving cached memory back costs
+        cand.loss = advice_.baseline.step_time > 0 ? static_cast<double>(time_at_capacity(cand.prediction)) /
+                                                             static_cast<double>(advice_.baseline.step_time) -
+                                                         1
+                                                   : 0;
+        cand.fits = fits(cand.prediction.memory,
+                         options_.capacity);   // runs at the capacity (docs/advise.md "What fits")
+        cand.within_budget = options_.budget < 0 || cand.loss <= options_.budget + 1e-12;
+        return cand;
+    }
+
+    Candidate predict(const Setting& setting) {
+        std::string key = to_json(setting);
+        auto it = seen_.find(key);
+        if (it != seen_.end()) return it->second;
+        Candidate cand = candidate(setting, ev_.predict(setting, options_.capacity));
+        ++advice_.evaluations;
+        seen_[key] = cand;
+        return cand;
+    }
+
+    // The setting under each allocator setting of the search (its own aside), in that order: the
+    // step transformed once for those not predicted yet.
+    std::vector<Candidate> predict_each(const Setting& setting) {
+        std::vector<Setting> each(confs_.size(), setting);
+        std::vector<std::string> missing;
+        for (size_t i = 0; i < confs_.size(); ++i) {
+            each[i].allocator = confs_[i];
+            if (seen_.find(to_json(each[i])) == seen_.end()) missing.push_back(confs_[i]);
+        }
+        if (!missing.empty()) {
+            const std::vector<Prediction> got = ev_.predict(setting, missing, options_.capacity);
+            for (size_t j = 0; j < missing.size(); ++j) {
+                Setting under = setting;
+                under.allocator = missing[j];
+                seen_[to_json(under)] = candidate(under, got[j]);
+            }
+            advice_.evaluations += static_cast<int64_t>(missing.size());
+        }
+        std::vector<Candidate> out;
+        out.reserve(confs_.size());
+        for (const Setting& under : each) out.push_back(seen_[to_json(under)]);
+        return out;
+    }
+
+    void keep(const Candidate& cand) { seen_[to_json(cand.setting)] = cand; }
+    const std::map<std::string, Candidate>& seen() const { return seen_; }
+
+private:
+    const Evaluator& ev_;
+    const PlannerOptions& options_;
+    const std::vector<std::string>& confs_;
+    Advice& advice_;
+    std::map<std::string, Candidate> seen_;
+};
+
+// The DP over the blocks for one global setting (by its index) and one family of block choices;
+// each combination it returns is predicted exactly under each allocator setting and added to
+// `dp_points`. The DP's capacity is lowered by a margin for the caching allocator's rounding and
+// fragmentation, grown by the excess of an answer that does not run (at most 6 tries).
+void search_family(const Evaluator& ev, const PlannerOptions& options, const SeparableModel& model, size_t gi,
+                   const Setting& global, const std::vector<uint8_t>& family, int64_t base_margin,
+                   Predictions& predictions, std::vector<Combo>& dp_points, Advice& advice) {
+    const Base& base = ev.base();
+    const size_t nb = base.info.block_name.size();
+    int64_t margin = base_margin;
+    for (int iter = 0; iter < 6; ++iter) {
+        DpResult result = solve(model, options.capacity - margin, family);
+        ++advice.dp_runs;
+        advice.max_states = std::max(advice.max_states, result.states);
+        if (!result.feasible && iter == 0 && margin > 0) {
+            // A combination's own reserved-minus-peak can be below the global setting's:
+            // try once more without the margin (the exact prediction decides).
+            margin = 0;
+            continue;
+        }
+        if (!result.feasible) break;
+        std::vector<BlockChoice> per(nb);
+        for (size_t k = 0; k < nb; ++k) per[k] = static_cast<BlockChoice>(result.choice[k]);
+        dp_points.push_back({gi, per});
+        // Of its allocator settings, one that runs at the capacity, else the least reserving:
+        // when none runs, the margin grows by that one's excess (its unlimited reserved peak
+        // is then above the capacity: at or below it nothing fails).
+        Candidate best;
+        bool have = false;
+        for (Candidate& cand : predictions.predict_each(combine(base, global, per, options.offload))) {
+            cand.blocks = per;
+            cand.model_peak = result.peak;
+            predictions.keep(cand);
+            if (!have || (cand.fits && !best.fits) ||
+                (cand.fits == best.fits && cand.prediction.memory.reserved < best.prediction.memory.reserved)) {
+                best = cand;
+                have = true;
+            }
+        }
+        if (best.fits) break;
+        margin += best.prediction.memory.reserved - options.capacity + (16 << 20);
+    }
+}
+
 }  // namespace
 
 Advice advise(const Evaluator& ev, const PlannerOptions& options) {
@@ -697,61 +809,15 @@ Advice advise(const Evaluator& ev, const PlannerOptions& options) {
     std::vector<Setting> globals = global_settings(base, options);
     add_reshard_choices(base, globals);   // FSDP2: reshard_after_forward false (transforms/reshard.cpp)
     // Families of block choices: all of them, and each alone (answers people can read).
-    std::vector<std::vector<uint8_t>> families = {{1, 1, 1, 1, 1}, {1, 1, 0, 0, 0}, {1, 0, 1, 0, 0},
-                                                  {1, 0, 0, 1, 0}, {1, 0, 0, 0, 1}, {1, 0, 0, 0, 0}};
+    const std::vector<std::vector<uint8_t>> families = {{1, 1, 1, 1, 1}, {1, 1, 0, 0, 0}, {1, 0, 1, 0, 0},
+                                                        {1, 0, 0, 1, 0}, {1, 0, 0, 0, 1}, {1, 0, 0, 0, 0}};
     // The allocator settings every combination is predicted under (as captured, expandable
     // segments, and a max_split_size_mb where the captured step says it reserves less).
     const std::vector<std::string> confs = search_allocator_confs(ev, options, advice.allocator_trials);
     advice.allocator_confs = confs;
     count_allocator_values(base, options, advice);
     if (confs.size() > options.allocator_confs.size()) advice.split_conf = confs.back();
-    std::map<std::string, Candidate> seen;
-    auto candidate = [&](const Setting& setting, const Prediction& prediction) {
-        Candidate cand;
-        cand.setting = setting;
-        cand.prediction = prediction;
-        // against the captured step; at the capacity, with what giving cached memory back costs
-        cand.loss = advice.baseline.step_time > 0 ? static_cast<double>(time_at_capacity(cand.prediction)) /
-                                                            static_cast<double>(advice.baseline.step_time) -
-                                                        1
-                                                  : 0;
-        cand.fits = fits(cand.prediction.memory,
-                         options.capacity);   // runs at the capacity (docs/advise.md "What fits")
-        cand.within_budget = options.budget < 0 || cand.loss <= options.budget + 1e-12;
-        return cand;
-    };
-    std::function<Candidate(const Setting&)> predict = [&](const Setting& setting) -> Candidate {
-        std::string key = to_json(setting);
-        auto it = seen.find(key);
-        if (it != seen.end()) return it->second;
-        Candidate cand = candidate(setting, ev.predict(setting, options.capacity));
-        ++advice.evaluations;
-        seen[key] = cand;
-        return cand;
-    };
-    // The setting under each allocator setting of the search (its own aside), in that order: the
-    // step transformed once for those not predicted yet.
-    std::function<std::vector<Candidate>(const Setting&)> predict_each = [&](const Setting& setting) {
-        std::vector<Setting> each(confs.size(), setting);
-        std::vector<std::string> missing;
-        for (size_t i = 0; i < confs.size(); ++i) {
-            each[i].allocator = confs[i];
-            if (seen.find(to_json(each[i])) == seen.end()) missing.push_back(confs[i]);
-        }
-        if (!missing.empty()) {
-            const std::vector<Prediction> got = ev.predict(setting, missing, options.capacity);
-            for (size_t j = 0; j < missing.size(); ++j) {
-                Setting under = setting;
-                under.allocator = missing[j];
-                seen[to_json(under)] = candidate(under, got[j]);
-            }
-            advice.evaluations += static_cast<int64_t>(missing.size());
-        }
-        std::vector<Candidate> out;
-        out.reserve(confs.size());
-        for (const Setting& under : each) out.push_back(seen[to_json(under)]);
-        return out;
-    };
+    Predictions predictions(ev, options, confs, advice);
     // every combination the DP returned, as (global, block choices): where the exact search starts
     std::vector<Combo> dp_points;
     for (size_t gi = 0; gi < globals.size(); ++gi) {
@@ -760,46 +826,15 @@ Advice advise(const Evaluator& ev, const PlannerOptions& options) {
         const SeparableModel model = build_model(effects, windows, ev.quick(global).live.window, nb);
         ++advice.evaluations;
         // The caching allocator's rounding and fragmentation, as the global setting alone has them.
-        const Prediction pg = predict(global).prediction;
+        const Prediction pg = predictions.predict(global).prediction;
         const int64_t base_margin = std::max<int64_t>(0, pg.memory.reserved - pg.memory.peak);
-        for (const auto& fam : families) {
-            int64_t margin = base_margin;
-            for (int iter = 0; iter < 6; ++iter) {
-                DpResult result = solve(model, options.capacity - margin, fam);
-                ++advice.dp_runs;
-                advice.max_states = std::max(advice.max_states, result.states);
-                if (!result.feasible && iter == 0 && margin > 0) {
-                    // A combination's own reserved-minus-peak can be below the global setting's:
-                    // try once more without the margin (the exact prediction decides).
-                    margin = 0;
-                    continue;
-                }
-                if (!result.feasible) break;
-                std::vector<BlockChoice> per(nb);
-                for (size_t k = 0; k < nb; ++k) per[k] = static_cast<BlockChoice>(result.choice[k]);
-                dp_points.push_back({gi, per});
-                // Of its allocator settings, one that runs at the capacity, else the least reserving:
-                // when none runs, the margin grows by that one's excess (its unlimited reserved peak
-                // is then above the capacity: at or below it nothing fails).
-                Candidate best;
-                bool have = false;
-                for (Candidate& cand : predict_each(combine(base, global, per, options.offload))) {
-                    cand.blocks = per;
-                    cand.model_peak = result.peak;
-                    seen[to_json(cand.setting)] = cand;
-                    if (!have || (cand.fits && !best.fits) ||
-                        (cand.fits == best.fits && cand.prediction.memory.reserved < best.prediction.memory.reserved)) {
-                        best = cand;
-                        have = true;
-                    }
-                }
-                if (best.fits) break;
-                margin += best.prediction.memory.reserved - options.capacity + (16 << 20);
-            }
-        }
+        for (const auto& family : families)
+            search_family(ev, options, model, gi, global, family, base_margin, predictions, dp_points, advice);
     }
-    refine(ev, globals, effects, options, dp_points, predict_each, advice);
-    rank_distinct(seen, options, advice);
+    refine(
+        ev, globals, effects, options, dp_points,
+        [&predictions](const Setting& setting) { return predictions.predict_each(setting); }, advice);
+    rank_distinct(predictions.seen(), options, advice);
     advice.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return advice;
 }

@@ -522,6 +522,13 @@ bool zero_duration(const Prepared& prepared) {
     return !prepared.t->order_only() && prepared.t_end == prepared.t_begin && !prepared.alloc_order.empty();
 }
 
+std::vector<int32_t> devices_with_allocations(const trace::TraceData& trace) {
+    std::vector<int32_t> devices(trace.allocations.device.begin(), trace.allocations.device.end());
+    std::sort(devices.begin(), devices.end());
+    devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
+    return devices;
+}
+
 void require_allocations(const trace::TraceData& trace, const Prepared& prepared, int32_t requested,
                          const std::string& path) {
     const auto& devices = trace.allocations.device;
@@ -533,9 +540,7 @@ void require_allocations(const trace::TraceData& trace, const Prepared& prepared
                         ": no allocations: nothing to simulate under a memory limit (a timeline only: "
                         "import its memory snapshot, or a trace recorded with memory)",
                     Error::Kind::BadInput);
-    std::vector<int32_t> with(devices.begin(), devices.end());
-    std::sort(with.begin(), with.end());
-    with.erase(std::unique(with.begin(), with.end()), with.end());
+    const std::vector<int32_t> with = devices_with_allocations(trace);
     std::string list;
     for (int32_t number : with)
         list += (list.empty() ? "" : ", ") + std::to_string(number) + (number < 0 ? " (the host)" : "");

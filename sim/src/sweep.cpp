@@ -251,4 +251,20 @@ std::string to_text(const SweepResult& s, int64_t baseline_peak) {
     return o.str();
 }
 
+std::vector<trace::Run> take_runs(SweepResult& result, const std::string& budget_text) {
+    auto saving = [](const BisectAnswer& answer) { return answer.found && answer.fraction < 1.0; };
+    std::vector<trace::Run> runs;
+    runs.reserve(result.grid.size() +
+                 static_cast<size_t>(std::count_if(result.answers.begin(), result.answers.end(), saving)));
+    for (auto& cell : result.grid) runs.push_back(take_run(cell));
+    for (auto& answer : result.answers)
+        if (saving(answer)) {
+            trace::Run run = take_run(answer.result);
+            run.name = "bisect:" + run.name;
+            run.config["bisect_budget"] = budget_text;
+            runs.push_back(std::move(run));
+        }
+    return runs;
+}
+
 }  // namespace mhc::sim

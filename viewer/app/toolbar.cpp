@@ -70,84 +70,93 @@ struct ToolbarWidths {
     float full = 0;      // every field with its whole label, the device field included
     float compact = 0;   // short labels, the device in the options menu
 };
-}   // namespace
 
-void toolbar(App& app, const std::function<void(nlohmann::json&)>& view_options) {
-    // Each field's label on its left ("run [combo]   step [-][+] Go"), so that no value reads
-    // as belonging to the widget before it. One line always: where the whole toolbar does not
-    // fit (under about 1300 px with a run and several devices), the zoom buttons read "Zoom sel"
-    // and "Reset", the run field narrows, the "memory of" field moves into the options menu, and
-    // the range in view is said as far as room is left (whole in (?)'s tooltip); it wrapped to a
-    // second line, pushing every plot down, and ran off the window at 1024 px.
-    nlohmann::json& jt = app.layout["toolbar"];
-    auto last_rect = [] { return rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax()); };
+float text_w(const char* text) { return ImGui::CalcTextSize(text).x; }
+nlohmann::json last_rect() { return rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax()); }
+
+// What the toolbar shows and the form it takes, worked out before anything is drawn.
+struct ToolbarForm {
+    std::string label;                   // the run field's value
+    std::vector<std::string> items;      // the run field's entries
+    float widest = 0;                    // the widest of them, "recorded" included
+    std::vector<DeviceChoice> devices;   // the "memory of" choices
+    float device_w = 0, help_w = 0, gap = 0, right = 0, avail = 0, step_w = 0;
+    ToolbarWidths widths;
+    bool compact = false, device_on_line = false;
+};
+
+ToolbarForm toolbar_form(const App& app, nlohmann::json& jt) {
+    ToolbarForm form;
     const ImGuiStyle& style = ImGui::GetStyle();
-    auto text_w = [](const char* text) { return ImGui::CalcTextSize(text).x; };
     auto button_w = [&](const char* text) { return text_w(text) + style.FramePadding.x * 2; };
-    const float gap = style.ItemSpacing.x;
-    const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
-    const float avail = right - ImGui::GetCursorScreenPos().x;
+    form.gap = style.ItemSpacing.x;
+    form.right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+    form.avail = form.right - ImGui::GetCursorScreenPos().x;
+    const float gap = form.gap;
 
     const char* current = app.selected < 0 ? "recorded" : nullptr;
-    std::string label = current ? current
-                                : trace::run_name_with_device(app.run_list[static_cast<size_t>(app.selected)]);
-    std::vector<std::string> items;
-    items.reserve(app.run_list.size());
-    float widest = text_w("recorded");
+    form.label = current ? current : trace::run_name_with_device(app.run_list[static_cast<size_t>(app.selected)]);
+    form.items.reserve(app.run_list.size());
+    form.widest = text_w("recorded");
     for (const auto& run : app.run_list) {
-        items.push_back(run_list_entry(run));
-        widest = std::max(widest, text_w(items.back().c_str()));
+        form.items.push_back(run_list_entry(run));
+        form.widest = std::max(form.widest, text_w(form.items.back().c_str()));
     }
-    const std::vector<DeviceChoice> devices = device_choices(app.trace->memory_devices);
+    form.devices = device_choices(app.trace->memory_devices);
     float device_w = 0;   // the "memory of" combo: as wide as its longest entry
-    for (const DeviceChoice& choice : devices) device_w = std::max(device_w, text_w(choice.label.c_str()));
-    device_w = std::clamp(combo_width(device_w), 120.f, 260.f);
+    for (const DeviceChoice& choice : form.devices) device_w = std::max(device_w, text_w(choice.label.c_str()));
+    form.device_w = device_w = std::clamp(combo_width(device_w), 120.f, 260.f);
     const float options_w = combo_width(text_w("options"));
-    const float help_w = text_w("(?)");
+    form.help_w = text_w("(?)");
     // Everything but the run field and the zoom buttons, in either form.
     const float common = text_w("run") + gap + 24 + text_w("step") + gap + 100 + gap + button_w("Go") + gap +
-                         options_w + gap + help_w;
-    ToolbarWidths widths;
-    widths.full = common + std::clamp(combo_width(widest), 120.f, 260.f) + button_w("Zoom to selection") + gap +
-                  button_w("Reset zoom") + gap + (devices.empty() ? 0.f : 16 + text_w("memory of") + gap + device_w);
-    const bool compact = widths.full > avail;
-    const float step_w = compact ? 80.f : 100.f;
-    widths.compact = common - (100 - step_w) + std::clamp(combo_width(widest), 120.f, 180.f) + button_w("Zoom sel") +
-                     gap + button_w("Reset") + gap;
+                         options_w + gap + form.help_w;
+    form.widths.full = common + std::clamp(combo_width(form.widest), 120.f, 260.f) + button_w("Zoom to selection") +
+                       gap + button_w("Reset zoom") + gap +
+                       (form.devices.empty() ? 0.f : 16 + text_w("memory of") + gap + device_w);
+    form.compact = form.widths.full > form.avail;
+    form.step_w = form.compact ? 80.f : 100.f;
+    form.widths.compact = common - (100 - form.step_w) + std::clamp(combo_width(form.widest), 120.f, 180.f) +
+                          button_w("Zoom sel") + gap + button_w("Reset") + gap;
     // The "memory of" field stays on the line while it fits there (1024 px with a run and two
     // devices), else it is in the options menu.
     const float device_part = 16 + text_w("memory of") + gap + device_w;
-    const bool device_on_line = !devices.empty() && (!compact || widths.compact + device_part <= avail);
-    jt["form"] = !compact ? "full" : device_on_line || devices.empty() ? "compact" : "narrow";
+    form.device_on_line = !form.devices.empty() && (!form.compact || form.widths.compact + device_part <= form.avail);
+    jt["form"] = !form.compact ? "full" : form.device_on_line || form.devices.empty() ? "compact" : "narrow";
+    return form;
+}
 
+void run_field(App& app, const ToolbarForm& form, nlohmann::json& jt) {
     ImGui::AlignTextToFramePadding();
     ImGui::TextUnformatted("run");
     jt["run_label"] = last_rect();
     ImGui::SameLine();
     // As wide as its longest entry, up to 260 px ("recorded" alone took 260 px of the line); 180 in
     // a narrow window (a longer name is cut in the field, whole in its list and its tooltip).
-    ImGui::SetNextItemWidth(std::clamp(combo_width(widest), 120.f, compact ? 180.f : 260.f));
-    if (ImGui::BeginCombo("##run", label.c_str())) {
+    ImGui::SetNextItemWidth(std::clamp(combo_width(form.widest), 120.f, form.compact ? 180.f : 260.f));
+    if (ImGui::BeginCombo("##run", form.label.c_str())) {
         if (ImGui::Selectable("recorded", app.selected < 0)) app.select_run(-1);
-        for (size_t i = 0; i < items.size(); ++i)
-            if (ImGui::Selectable(items[i].c_str(), app.selected == static_cast<int>(i)))
+        for (size_t i = 0; i < form.items.size(); ++i)
+            if (ImGui::Selectable(form.items[i].c_str(), app.selected == static_cast<int>(i)))
                 app.select_run(static_cast<int>(i));
         ImGui::EndCombo();
     }
     jt["run_combo"] = last_rect();
-    jt["run_combo"]["text"] = label;
+    jt["run_combo"]["text"] = form.label;
     if (ImGui::IsItemHovered() && app.selected >= 0)
-        ImGui::SetTooltip("%s", items[static_cast<size_t>(app.selected)].c_str());
-    ImGui::SameLine(0, 24);
-    // The step field: off, reading "none", for a trace without steps (its tooltip says why);
-    // else on a step the trace has (+/- move to the next one there is).
+        ImGui::SetTooltip("%s", form.items[static_cast<size_t>(app.selected)].c_str());
+}
+
+// The step field: off, reading "none", for a trace without steps (its tooltip says why);
+// else on a step the trace has (+/- move to the next one there is).
+void step_field(App& app, const ToolbarForm& form, nlohmann::json& jt) {
     const StepControl steps = step_control(app.trace->steps);
     ImGui::BeginGroup();
     ImGui::BeginDisabled(!steps.enabled);
     ImGui::TextUnformatted("step");
     jt["step_label"] = last_rect();
     ImGui::SameLine();
-    ImGui::SetNextItemWidth(step_w);
+    ImGui::SetNextItemWidth(form.step_w);
     if (steps.enabled) {
         const int previous = app.step_input;
         if (ImGui::InputInt("##step", &app.step_input))
@@ -173,7 +182,9 @@ void toolbar(App& app, const std::function<void(nlohmann::json&)>& view_options)
         jt["step"]["origin"] = origin;
         if (steps.enabled && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", origin.c_str());
     }
-    ImGui::SameLine();
+}
+
+void zoom_buttons(App& app, bool compact, nlohmann::json& jt) {
     if (ImGui::Button(compact ? "Zoom sel" : "Zoom to selection")) app.zoom_to_selection(app.view == ViewId::Memory);
     jt["zoom_selection"] = last_rect();
     if (ImGui::IsItemHovered())
@@ -184,34 +195,34 @@ void toolbar(App& app, const std::function<void(nlohmann::json&)>& view_options)
     if (ImGui::Button(compact ? "Reset" : "Reset zoom")) app.range = app.limits;
     jt["reset_zoom"] = last_rect();
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("reset zoom: the whole trace");
+}
+
+// Whose memory the curves show, when the trace has several devices (as --device).
+void device_field(App& app, const ToolbarForm& form, nlohmann::json& jt) {
+    std::string shown = device_name(app.trace->memory_device);
+    for (const DeviceChoice& choice : form.devices)
+        if (choice.device == app.trace->memory_device) shown = choice.label;
+    ImGui::SameLine(0, 16);
+    ImGui::TextUnformatted("memory of");
     ImGui::SameLine();
-    options_menu(app, view_options, jt, device_on_line ? std::vector<DeviceChoice>{} : devices);
-    // Whose memory the curves show, when the trace has several devices (as --device).
-    if (device_on_line) {
-        std::string shown = device_name(app.trace->memory_device);
-        for (const DeviceChoice& choice : devices)
-            if (choice.device == app.trace->memory_device) shown = choice.label;
-        ImGui::SameLine(0, 16);
-        ImGui::TextUnformatted("memory of");
-        ImGui::SameLine();
-        ImGui::SetNextItemWidth(device_w);
-        const bool busy = app.loading || launcher_busy(app);
-        ImGui::BeginDisabled(busy);
-        nlohmann::json entries = nlohmann::json::array();
-        if (ImGui::BeginCombo("##memory device", shown.c_str())) {
-            device_entries(app, devices, entries);
-            ImGui::EndCombo();
-        }
-        ImGui::EndDisabled();
-        jt["device"] = last_rect();
-        jt["device"]["current"] = app.trace->memory_device;
-        jt["device"]["text"] = shown;
-        if (!entries.empty()) jt["device"]["entries"] = entries;
-    } else if (!devices.empty()) {
-        jt["device_in_options"] = {{"current", app.trace->memory_device}};
+    ImGui::SetNextItemWidth(form.device_w);
+    const bool busy = app.loading || launcher_busy(app);
+    ImGui::BeginDisabled(busy);
+    nlohmann::json entries = nlohmann::json::array();
+    if (ImGui::BeginCombo("##memory device", shown.c_str())) {
+        device_entries(app, form.devices, entries);
+        ImGui::EndCombo();
     }
-    // The range in view: whole when it fits, else its span alone, else nothing (it is in (?)'s
-    // tooltip and on the axis).
+    ImGui::EndDisabled();
+    jt["device"] = last_rect();
+    jt["device"]["current"] = app.trace->memory_device;
+    jt["device"]["text"] = shown;
+    if (!entries.empty()) jt["device"]["entries"] = entries;
+}
+
+// The range in view: whole when it fits, else its span alone, else nothing (it is in (?)'s
+// tooltip and on the axis); then (?) and its help.
+void range_and_help(App& app, const ToolbarForm& form, nlohmann::json& jt) {
     const int64_t resolution = std::max<int64_t>(app.range.span() / 1000, 1);
     const RunTimes* run_clock = order_only_run(app);   // an order-only trace's run: ops + link time
     const std::string range_text = run_clock ? run_clock->interval(app.range.t0, app.range.t1)
@@ -219,7 +230,7 @@ void toolbar(App& app, const std::function<void(nlohmann::json&)>& view_options)
     const std::string span_text = "(" +
                                   (run_clock ? run_clock->span(app.range.span()) : app.times().span(app.range.span())) +
                                   ")";
-    const float room = right - ImGui::GetItemRectMax().x - 2 * gap - help_w;
+    const float room = form.right - ImGui::GetItemRectMax().x - 2 * form.gap - form.help_w;
     const std::string& shown_range = text_w(range_text.c_str()) <= room ? range_text : span_text;
     if (text_w(shown_range.c_str()) <= room) {
         ImGui::SameLine();
@@ -242,7 +253,29 @@ void toolbar(App& app, const std::function<void(nlohmann::json&)>& view_options)
         ImGui::SetTooltip("%s", text.c_str());
         jt["tooltip"] = text;
     }
-    jt["widths"] = {{"full", widths.full}, {"compact", widths.compact}, {"available", avail}};
+}
+}   // namespace
+
+void toolbar(App& app, const std::function<void(nlohmann::json&)>& view_options) {
+    // Each field's label on its left ("run [combo]   step [-][+] Go"), so that no value reads
+    // as belonging to the widget before it. One line always: where the whole toolbar does not
+    // fit (under about 1300 px with a run and several devices), the zoom buttons read "Zoom sel"
+    // and "Reset", the run field narrows, the "memory of" field moves into the options menu, and
+    // the range in view is said as far as room is left (whole in (?)'s tooltip); it wrapped to a
+    // second line, pushing every plot down, and ran off the window at 1024 px.
+    nlohmann::json& jt = app.layout["toolbar"];
+    const ToolbarForm form = toolbar_form(app, jt);
+    run_field(app, form, jt);
+    ImGui::SameLine(0, 24);
+    step_field(app, form, jt);
+    ImGui::SameLine();
+    zoom_buttons(app, form.compact, jt);
+    ImGui::SameLine();
+    options_menu(app, view_options, jt, form.device_on_line ? std::vector<DeviceChoice>{} : form.devices);
+    if (form.device_on_line) device_field(app, form, jt);
+    else if (!form.devices.empty()) jt["device_in_options"] = {{"current", app.trace->memory_device}};
+    range_and_help(app, form, jt);
+    jt["widths"] = {{"full", form.widths.full}, {"compact", form.widths.compact}, {"available", form.avail}};
 }
 
 }   // namespace mhc::viewer

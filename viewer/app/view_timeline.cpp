@@ -243,6 +243,117 @@ float find_count(App& app, ImVec2 right_top, nlohmann::json& out) {
     return width + 8;
 }
 
+// A run that stopped says why (mhc simulate's line), before anything is drawn of it; out of
+// memory, a click shows what was alive then (statistics). Returns the line's rectangle when it
+// can be clicked.
+nlohmann::json run_outcome_line(App& app, const ViewRun& run, const std::string& outcome) {
+    nlohmann::json outcome_rect;
+    ImGui::PushStyleColor(ImGuiCol_Text, IM_COL32(255, 110, 110, 255));
+    ImGui::TextWrapped("%s: %s", run.label().c_str(), outcome.c_str());
+    ImGui::PopStyleColor();
+    // Out of memory: a click shows what was alive then, where each was allocated (statistics).
+    if (run.info.status == trace::RunStatus::Oom) {
+        outcome_rect = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        if (ImGui::IsItemHovered())
+            ImGui::SetTooltip(
+                "click: what was alive when it ran out of memory, where the policy had put each "
+                "and where it was allocated");
+        if (ImGui::IsItemClicked()) app.show_oom();
+    }
+    return outcome_rect;
+}
+
+// The tracks' rows and the memory strip under them, in `body_h` px.
+struct TimelineHeights {
+    float strip_h = 0, tracks_h = 0;
+    std::vector<float> rows;
+};
+
+TimelineHeights timeline_heights(const App& app, const ViewRun* run, const std::vector<Track>& tracks, float body_h) {
+    // The tracks fill what the memory strip leaves; they scroll when they do not fit.
+    // When the rows reach their largest height with room to spare, the strip takes the rest.
+    // Without a curve to draw (no allocations, or an OOM run that stored none and a trace without
+    // any) the strip is the one line saying so, and the tracks keep the window.
+    const bool curve_empty = (run && !run->memory.empty() ? run->memory : app.trace->live).peak() <= 0;
+    const float empty_strip_h = ImGui::GetTextLineHeight() + 6.f;
+    TimelineHeights out;
+    out.strip_h = app.memory_strip ? (curve_empty ? empty_strip_h : std::max(70.f, body_h * 0.24f)) : 0.f;
+    out.tracks_h = std::max(body_h - out.strip_h - (app.memory_strip ? 6.f : 0.f), 40.f);
+    // Without a curve under them the rows share the window up to four times their usual height: two
+    // streams of a trace without allocations (vLLM's decode graph) left 60% of it empty.
+    const bool no_curve = !app.memory_strip || curve_empty;
+    out.rows = track_heights(tracks, out.tracks_h - 8.f, 20.f, no_curve ? 256.f : 64.f);
+    if (app.memory_strip) {
+        float rows = 8.f;
+        for (size_t i = 0; i < out.rows.size(); ++i)
+            rows += out.rows[i] + 2.f + (i > 0 && tracks[i].from_run != tracks[i - 1].from_run ? 4.f : 0.f);
+        if (rows < out.tracks_h && !curve_empty) {
+            out.strip_h += out.tracks_h - rows;
+            out.tracks_h = rows;
+        }
+    }
+    return out;
+}
+
+// One row's entry in the layout: its lane, where it is, and the first boxes of the row on screen
+// (x from the window's left) with what each is (an id, or the folded count) and the label drawn
+// in it, for tests that click on them.
+nlohmann::json row_layout(const TrackFrame& row, float plot_x, float row_y, float row_h,
+                          const std::vector<std::string>& labels) {
+    const Lane& lane = *row.lane;
+    nlohmann::json boxes = nlohmann::json::array();
+    for (size_t k = 0; k < row.items.size() && boxes.size() < 64; ++k) {
+        const DrawItem& box = row.items[k];
+        boxes.push_back({plot_x + box.x0, plot_x + box.x1,
+                         box.count == 1 ? lane.ref[box.first] : -static_cast<int64_t>(box.count), labels[k]});
+    }
+    return {{"title", lane.title},
+            {"kind", static_cast<int>(lane.kind)},
+            {"stream", lane.stream},
+            {"row", lane.row},
+            {"y0", row_y},
+            {"y1", row_y + row_h},
+            {"items", row.items.size()},
+            {"boxes", boxes}};
+}
+
+// The find field's matches on one kernel row (`index` among the lanes searched), the one selected
+// outlined as well; their x ranges go to `row["marks"]`, their counts to the totals.
+void mark_find_matches(const App& app, ImDrawList* dl, const std::vector<MatchMark>& row_marks, size_t index,
+                       float plot_x, float plot_w, float row_y, float row_h, nlohmann::json& row, size_t& marks_drawn,
+                       size_t& matches_marked) {
+    nlohmann::json jm = nlohmann::json::array();
+    for (const MatchMark& mark : row_marks) {
+        const ImVec2 top_left{plot_x + mark.x0, row_y}, bottom_right{plot_x + mark.x1, row_y + row_h};
+        dl->AddRect(top_left, bottom_right, kFindMark, 0, 0, 1.5f);
+        dl->AddRectFilled(top_left, {bottom_right.x, row_y + 4}, kFindMark);
+        dl->AddLine({top_left.x, row_y + 4.5f}, {bottom_right.x, row_y + 4.5f}, IM_COL32(20, 20, 20, 255));
+        if (jm.size() < 256) jm.push_back({top_left.x, bottom_right.x, mark.count});
+        ++marks_drawn;
+        matches_marked += mark.count;
+    }
+    // The match selected: its bar in white, at least 7 px wide, so that "2 of 50" is one of
+    // the marks to the eye (at 20 ms a view, all were the same lime line).
+    const auto current = static_cast<size_t>(app.find.index);
+    if (app.find.index >= 0 && current < app.find.count() && app.find.selected_match().lane == index) {
+        const KernelMatch match = app.find.selected_match();
+        float x0 = plot_x + static_cast<float>(app.range.x_of(match.t_start, plot_w));
+        float x1 = plot_x + static_cast<float>(app.range.x_of(match.t_end, plot_w));
+        if (x1 - x0 < 7) {
+            const float middle = (x0 + x1) / 2;
+            x0 = middle - 3.5f;
+            x1 = middle + 3.5f;
+        }
+        x0 = std::max(x0, plot_x);
+        x1 = std::min(x1, plot_x + plot_w);
+        if (x1 > x0) {
+            dl->AddRectFilled({x0, row_y}, {x1, row_y + 4}, kSelected);
+            row["current_mark"] = {x0, x1};
+        }
+    }
+    row["marks"] = jm;
+}
+
 }   // namespace
 
 void draw_timeline(App& app) {
@@ -255,21 +366,7 @@ void draw_timeline(App& app) {
     const ViewRun* run = app.selected_run();
     // A run that stopped says why (mhc simulate's line), before anything is drawn of it.
     const std::string outcome = run ? run_outcome(*run, app.times()) : std::string();
-    nlohmann::json outcome_rect;
-    if (!outcome.empty()) {
-        ImGui::PushStyleColor(ImGuiCol_Text, IM_COL32(255, 110, 110, 255));
-        ImGui::TextWrapped("%s: %s", run->label().c_str(), outcome.c_str());
-        ImGui::PopStyleColor();
-        // Out of memory: a click shows what was alive then, where each was allocated (statistics).
-        if (run->info.status == trace::RunStatus::Oom) {
-            outcome_rect = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
-            if (ImGui::IsItemHovered())
-                ImGui::SetTooltip(
-                    "click: what was alive when it ran out of memory, where the policy had put each "
-                    "and where it was allocated");
-            if (ImGui::IsItemClicked()) app.show_oom();
-        }
-    }
+    const nlohmann::json outcome_rect = outcome.empty() ? nlohmann::json() : run_outcome_line(app, *run, outcome);
     std::vector<Track> tracks = timeline_tracks(*app.trace, run, app.highlights.empty() ? nullptr : &app.highlights);
 
     ImVec2 avail = ImGui::GetContentRegionAvail();
@@ -290,30 +387,13 @@ void draw_timeline(App& app) {
     ImGui::SetCursorScreenPos(origin);
     ImGui::Dummy({avail.x, kAxisHeight + legend_h});
 
-    // The tracks fill what the memory strip leaves; they scroll when they do not fit.
-    // When the rows reach their largest height with room to spare, the strip takes the rest.
     // Below the axis come the tracks' child and the strip's dummy, each followed by the item
     // spacing: counted here, so that the strip ends inside the view (it ran 6 px past it, under
     // the status bar: the bottom of its curve, and of its one line "no memory curve", was cut).
     const float body_h = avail.y - kAxisHeight - legend_h - 2 * ImGui::GetStyle().ItemSpacing.y;
-    // Without a curve to draw (no allocations, or an OOM run that stored none and a trace without
-    // any) the strip is the one line saying so, and the tracks keep the window.
-    const bool curve_empty = (run && !run->memory.empty() ? run->memory : app.trace->live).peak() <= 0;
-    const float empty_strip_h = ImGui::GetTextLineHeight() + 6.f;
-    float strip_h = app.memory_strip ? (curve_empty ? empty_strip_h : std::max(70.f, body_h * 0.24f)) : 0.f;
-    float tracks_h = std::max(body_h - strip_h - (app.memory_strip ? 6.f : 0.f), 40.f);
-    // Without a curve under them the rows share the window up to four times their usual height: two
-    // streams of a trace without allocations (vLLM's decode graph) left 60% of it empty.
-    const bool no_curve = !app.memory_strip || curve_empty;
-    std::vector<float> heights = track_heights(tracks, tracks_h - 8.f, 20.f, no_curve ? 256.f : 64.f);
-    if (app.memory_strip) {
-        float rows = 8.f;
-        for (size_t i = 0; i < heights.size(); ++i) rows += heights[i] + 2.f + (i > 0 && tracks[i].from_run != tracks[i - 1].from_run ? 4.f : 0.f);
-        if (rows < tracks_h && !curve_empty) {
-            strip_h += tracks_h - rows;
-            tracks_h = rows;
-        }
-    }
+    const TimelineHeights sizes = timeline_heights(app, run, tracks, body_h);
+    const float strip_h = sizes.strip_h, tracks_h = sizes.tracks_h;
+    const std::vector<float>& heights = sizes.rows;
     prepare_timeline(tracks, app.range, plot_w, ui.frame);
     ImGui::BeginChild("tracks", {0, tracks_h}, false);
     dl = ImGui::GetWindowDrawList();
@@ -343,50 +423,13 @@ void draw_timeline(App& app) {
             note = "no kernel reached: the run stopped before this stream's first";
             dl->AddText({plot_x + 6, y + (h - ImGui::GetFontSize()) / 2}, IM_COL32(140, 140, 150, 255), note.c_str());
         }
-        // The first boxes of the row on screen (x from the window's left) with what each is
-        // (an id, or the folded count) and the label drawn in it, for tests that click on them.
-        nlohmann::json boxes = nlohmann::json::array();
-        for (size_t k = 0; k < ui.frame[i].items.size() && boxes.size() < 64; ++k) {
-            const DrawItem& box = ui.frame[i].items[k];
-            boxes.push_back({plot_x + box.x0, plot_x + box.x1,
-                             box.count == 1 ? l.ref[box.first] : -static_cast<int64_t>(box.count), labels[k]});
-        }
-        jt.push_back({{"title", l.title}, {"kind", static_cast<int>(l.kind)}, {"stream", l.stream}, {"row", l.row},
-                      {"y0", y}, {"y1", y + h}, {"items", ui.frame[i].items.size()}, {"boxes", boxes}});
+        jt.push_back(row_layout(ui.frame[i], plot_x, y, h, labels));
         if (!note.empty()) jt.back()["note"] = note;
         if (marking && l.kind == LaneKind::Kernels && !searched.empty() && &l >= searched.data() &&
             &l < searched.data() + searched.size()) {
             const auto index = static_cast<size_t>(&l - searched.data());
-            nlohmann::json jm = nlohmann::json::array();
-            for (const MatchMark& mark : marks[index]) {
-                const ImVec2 top_left{plot_x + mark.x0, y}, bottom_right{plot_x + mark.x1, y + h};
-                dl->AddRect(top_left, bottom_right, kFindMark, 0, 0, 1.5f);
-                dl->AddRectFilled(top_left, {bottom_right.x, y + 4}, kFindMark);
-                dl->AddLine({top_left.x, y + 4.5f}, {bottom_right.x, y + 4.5f}, IM_COL32(20, 20, 20, 255));
-                if (jm.size() < 256) jm.push_back({top_left.x, bottom_right.x, mark.count});
-                ++marks_drawn;
-                matches_marked += mark.count;
-            }
-            // The match selected: its bar in white, at least 7 px wide, so that "2 of 50" is one of
-            // the marks to the eye (at 20 ms a view, all were the same lime line).
-            const auto current = static_cast<size_t>(app.find.index);
-            if (app.find.index >= 0 && current < app.find.count() && app.find.selected_match().lane == index) {
-                const KernelMatch match = app.find.selected_match();
-                float x0 = plot_x + static_cast<float>(app.range.x_of(match.t_start, plot_w));
-                float x1 = plot_x + static_cast<float>(app.range.x_of(match.t_end, plot_w));
-                if (x1 - x0 < 7) {
-                    const float middle = (x0 + x1) / 2;
-                    x0 = middle - 3.5f;
-                    x1 = middle + 3.5f;
-                }
-                x0 = std::max(x0, plot_x);
-                x1 = std::min(x1, plot_x + plot_w);
-                if (x1 > x0) {
-                    dl->AddRectFilled({x0, y}, {x1, y + 4}, kSelected);
-                    jt.back()["current_mark"] = {x0, x1};
-                }
-            }
-            jt.back()["marks"] = jm;
+            mark_find_matches(app, dl, marks[index], index, plot_x, plot_w, y, h, jt.back(), marks_drawn,
+                              matches_marked);
         }
         y += h + 2;
     }

@@ -207,6 +207,26 @@ int64_t forloop_adam_temporaries(const Base& base, const StepTensors& st) {
     return most;
 }
 
+// Moves allocations to the host, each sized once: state of a parameter's size (the moments) is
+// in the host copy's dtype; a step counter (a 4-byte fp32 scalar) is one whatever the parameters are.
+class HostPlacement {
+public:
+    HostPlacement(const Base& base, const StepTensors& st, std::set<int32_t>& on_host)
+        : base_(base), on_host_(on_host) {
+        for (int32_t prm : st.params) param_sizes_.insert(base.plan.allocs[static_cast<size_t>(prm)].bytes);
+    }
+    void move(Plan& plan, int32_t alloc) {
+        Alloc& al = plan.allocs[static_cast<size_t>(alloc)];
+        if (on_host_.insert(alloc).second && param_sizes_.count(al.bytes)) al.bytes = host_bytes(base_, al.bytes);
+        al.device = -1;
+    }
+
+private:
+    const Base& base_;
+    std::set<int64_t> param_sizes_;
+    std::set<int32_t>& on_host_;   // allocations moved to the host, over every step
+};
+
 class HostOptimizer final : public Transform {
 public:
     void apply(const Context& ctx, Plan& plan) const override {
@@ -215,121 +235,17 @@ public:
         std::set<int32_t> on_host;           // allocations moved to the host (sized once)
         for (size_t si = 0; si < base.steps.size(); ++si) {
             if (base.opt_first[si] < 0) continue;
-            const int32_t step = base.steps[si];
-            StepTensors st = step_tensors(base, si);
-            const int64_t moved = host_bytes(base, st.adam_bytes(base.plan));
-            // State of a parameter's size (the moments) is in the host copy's dtype; a step counter
-            // (a 4-byte fp32 scalar) is one whatever the parameters are.
-            std::set<int64_t> param_sizes;
-            for (int32_t prm : st.params) param_sizes.insert(base.plan.allocs[static_cast<size_t>(prm)].bytes);
-            auto to_host = [&](int32_t moved_alloc) {
-                Alloc& al = plan.allocs[static_cast<size_t>(moved_alloc)];
-                if (on_host.insert(moved_alloc).second && param_sizes.count(al.bytes))
-                    al.bytes = host_bytes(base, al.bytes);
-                al.device = -1;
-            };
+            const StepTensors st = step_tensors(base, si);
+            HostPlacement placement(base, st, on_host);
+            // Measured before the device step is removed (its temporaries are marked removed).
             const int64_t temporaries = host_forloop_adam(base, ctx.setting)
                                             ? forloop_adam_temporaries(base, st)
                                             : host_bytes(base, step_temporaries(base, plan, si));
-            std::vector<int32_t> made_here;   // state the step makes (its first): made by the host step
-            // The GPU runs no optimizer kernel (recorded or made by another setting).
-            for (int32_t s = base.opt_first[si]; s <= base.opt_last[si]; ++s) {
-                for (auto* side : {&plan.before[static_cast<size_t>(s)], &plan.after[static_cast<size_t>(s)]})
-                    for (int32_t op : *side)
-                        if (plan.ops[static_cast<size_t>(op)].phase == Phase::Optimizer &&
-                            plan.ops[static_cast<size_t>(op)].kind == OpKind::Kernel)
-                            plan.remove_op(op);
-                if (base.phase[static_cast<size_t>(s)] != Phase::Optimizer) continue;
-                plan.remove_op(s);
-                // state it made lives on the host; its temporaries are the host step's (below)
-                base.for_made(s, [&](int32_t alloc) {
-                    Alloc& al = plan.allocs[static_cast<size_t>(alloc)];
-                    if (al.category == trace::Category::Optimizer) {
-                        to_host(alloc);
-                        made_here.push_back(alloc);
-                    } else if (al.category != trace::Category::Param) {
-                        al.removed = true;
-                    }
-                });
-            }
-            for (int32_t state : st.state) to_host(state);
-            Op host;
-            host.kind = OpKind::HostWork;
-            host.name = plan.intern("host optimizer step");
-            host.step = step;
-            host.phase = Phase::Optimizer;
-            host.anchor = base.opt_first[si];
-            // The bytes' time rounded down and the tensors' cost to the nearest ns, each and their sum
-            // within the bound.
-            const int64_t bytes_ns = whole_ns(base, static_cast<double>(moved) / ctx.host.bandwidth_Bps * 1e9,
-                                              "the host optimizer step");
-            const int64_t tensors_ns = whole_ns(
-                base, std::round(static_cast<double>(st.params.size()) * ctx.host.per_tensor_s * 1e9),
-                "the host optimizer's per-tensor cost");
-            if (tensors_ns > trace::limits::kMaxAbsTime - bytes_ns)
-                throw Error(base.trace->path + ": the host optimizer step would take more than 2^62 ns");
-            host.duration = bytes_ns + tensors_ns;
-            // Each gradient goes to its host buffer once accumulated; the device copy is freed. With
-            // gradient accumulation that happens in every pass (mhc_torch.apply adds each pass's
-            // gradient to the host buffer): one device life per pass, from its first backward
-            // access in the pass to its last.
-            // Per op that ends a gradient's life in a pass after the first: the largest host copy
-            // its hooks add to a buffer (one after another, each freed before the next is made).
-            std::map<int32_t, int64_t> accumulated;
-            for (int32_t grad : st.grads) {
-                if (grad >= static_cast<int32_t>(base.creator.size())) continue;
-                bool first_life = true;
-                for (size_t pi = 0; pi < base.pass_step.size(); ++pi) {
-                    if (base.pass_step[pi] != static_cast<int32_t>(si)) continue;
-                    const auto pass = static_cast<int32_t>(pi);
-                    const int32_t last = base.last_access_in_pass(grad, Phase::Backward, pass);
-                    if (last < 0) continue;
-                    int32_t dev = grad;
-                    const bool accumulates = !first_life;
-                    if (accumulates) dev = grad_life(base, plan, grad, pass);
-                    first_life = false;
-                    Alloc& life = plan.allocs[static_cast<size_t>(dev)];
-                    life.freed = {last, true};
-                    life.freed_offset = 0;
-                    plan.copies.push_back({false, life.bytes, last, false});
-                    host.waits.push_back(static_cast<int32_t>(plan.copies.size() - 1));
-                    if (host_grads_made.insert(life.label).second) {
-                        Alloc buffer = life;
-                        buffer.src = -1;
-                        buffer.device = -1;
-                        buffer.bytes = host_bytes(base, life.bytes);
-                        buffer.made = {last, true};
-                        buffer.freed = {kNoFree, false};
-                        buffer.made_offset = buffer.freed_offset = 0;
-                        plan.add_alloc(buffer);
-                    }
-                    if (accumulates) {   // the host's copy of this pass's gradient, added to the buffer
-                        int64_t& most = accumulated[last];
-                        most = std::max(most, host_bytes(base, life.bytes));
-                    }
-                }
-            }
-            for (const auto& [op, bytes] : accumulated) {   // held around that op
-                Alloc added;
-                added.bytes = bytes;
-                added.device = -1;
-                added.category = trace::Category::Workspace;
-                added.label = plan.intern("gradient accumulation on the host");
-                added.made = {op, false};
-                added.freed = {op, true};
-                plan.add_alloc(added);
-            }
-            if (si == 0)
-                for (int32_t prm : st.params) {   // the fp32 master copies the host steps on
-                    Alloc copy = base.plan.allocs[static_cast<size_t>(prm)];
-                    copy.src = -1;
-                    copy.device = -1;
-                    copy.bytes = host_bytes(base, copy.bytes);
-                    copy.made = {plan.begin_op(), false};
-                    copy.freed = {kNoFree, false};
-                    copy.made_offset = copy.freed_offset = 0;
-                    plan.add_alloc(copy);
-                }
+            const std::vector<int32_t> made_here = remove_device_step(base, plan, si, placement);
+            for (int32_t state : st.state) placement.move(plan, state);
+            Op host = host_step(ctx, plan, si, st);
+            move_gradients(base, plan, si, st, host, host_grads_made);
+            if (si == 0) add_master_copies(base, plan, st);
             const int32_t host_op = plan.add_op(host);
             plan.insert_before(base.opt_first[si], host_op);
             for (int32_t made : made_here) {
@@ -351,10 +267,129 @@ public:
             up.kind = OpKind::CopyH2D;
             up.name = plan.intern("parameters H2D");
             up.bytes = st.bytes(base.plan, st.params);
-            up.step = step;
+            up.step = base.steps[si];
             up.phase = Phase::Optimizer;
             up.anchor = base.opt_first[si];
             plan.insert_before(base.opt_first[si], plan.add_op(up));
+        }
+    }
+
+private:
+    // The GPU runs no optimizer kernel (recorded or made by another setting): the state the
+    // step made lives on the host, its temporaries are the host step's. Returns the state made
+    // here (the first step's), which the host step makes.
+    static std::vector<int32_t> remove_device_step(const Base& base, Plan& plan, size_t si,
+                                                   HostPlacement& placement) {
+        std::vector<int32_t> made_here;
+        for (int32_t s = base.opt_first[si]; s <= base.opt_last[si]; ++s) {
+            for (auto* side : {&plan.before[static_cast<size_t>(s)], &plan.after[static_cast<size_t>(s)]})
+                for (int32_t op : *side)
+                    if (plan.ops[static_cast<size_t>(op)].phase == Phase::Optimizer &&
+                        plan.ops[static_cast<size_t>(op)].kind == OpKind::Kernel)
+                        plan.remove_op(op);
+            if (base.phase[static_cast<size_t>(s)] != Phase::Optimizer) continue;
+            plan.remove_op(s);
+            base.for_made(s, [&](int32_t alloc) {
+                Alloc& al = plan.allocs[static_cast<size_t>(alloc)];
+                if (al.category == trace::Category::Optimizer) {
+                    placement.move(plan, alloc);
+                    made_here.push_back(alloc);
+                } else if (al.category != trace::Category::Param) {
+                    al.removed = true;
+                }
+            });
+        }
+        return made_here;
+    }
+
+    // The host step: its bytes streamed at the host's bandwidth plus a cost per tensor.
+    static Op host_step(const Context& ctx, Plan& plan, size_t si, const StepTensors& st) {
+        const Base& base = ctx.base;
+        const int64_t moved = host_bytes(base, st.adam_bytes(base.plan));
+        Op host;
+        host.kind = OpKind::HostWork;
+        host.name = plan.intern("host optimizer step");
+        host.step = base.steps[si];
+        host.phase = Phase::Optimizer;
+        host.anchor = base.opt_first[si];
+        // The bytes' time rounded down and the tensors' cost to the nearest ns, each and their sum
+        // within the bound.
+        const int64_t bytes_ns = whole_ns(base, static_cast<double>(moved) / ctx.host.bandwidth_Bps * 1e9,
+                                          "the host optimizer step");
+        const int64_t tensors_ns = whole_ns(
+            base, std::round(static_cast<double>(st.params.size()) * ctx.host.per_tensor_s * 1e9),
+            "the host optimizer's per-tensor cost");
+        if (tensors_ns > trace::limits::kMaxAbsTime - bytes_ns)
+            throw Error(base.trace->path + ": the host optimizer step would take more than 2^62 ns");
+        host.duration = bytes_ns + tensors_ns;
+        return host;
+    }
+
+    // Each gradient goes to its host buffer once accumulated; the device copy is freed. With
+    // gradient accumulation that happens in every pass (mhc_torch.apply adds each pass's
+    // gradient to the host buffer): one device life per pass, from its first backward access in
+    // the pass to its last. The host step waits for every copy.
+    static void move_gradients(const Base& base, Plan& plan, size_t si, const StepTensors& st, Op& host,
+                               std::set<int64_t>& host_grads_made) {
+        // Per op that ends a gradient's life in a pass after the first: the largest host copy
+        // its hooks add to a buffer (one after another, each freed before the next is made).
+        std::map<int32_t, int64_t> accumulated;
+        for (int32_t grad : st.grads) {
+            if (grad >= static_cast<int32_t>(base.creator.size())) continue;
+            bool first_life = true;
+            for (size_t pi = 0; pi < base.pass_step.size(); ++pi) {
+                if (base.pass_step[pi] != static_cast<int32_t>(si)) continue;
+                const auto pass = static_cast<int32_t>(pi);
+                const int32_t last = base.last_access_in_pass(grad, Phase::Backward, pass);
+                if (last < 0) continue;
+                int32_t dev = grad;
+                const bool accumulates = !first_life;
+                if (accumulates) dev = grad_life(base, plan, grad, pass);
+                first_life = false;
+                Alloc& life = plan.allocs[static_cast<size_t>(dev)];
+                life.freed = {last, true};
+                life.freed_offset = 0;
+                plan.copies.push_back({false, life.bytes, last, false});
+                host.waits.push_back(static_cast<int32_t>(plan.copies.size() - 1));
+                if (host_grads_made.insert(life.label).second) {
+                    Alloc buffer = life;
+                    buffer.src = -1;
+                    buffer.device = -1;
+                    buffer.bytes = host_bytes(base, life.bytes);
+                    buffer.made = {last, true};
+                    buffer.freed = {kNoFree, false};
+                    buffer.made_offset = buffer.freed_offset = 0;
+                    plan.add_alloc(buffer);
+                }
+                if (accumulates) {   // the host's copy of this pass's gradient, added to the buffer
+                    int64_t& most = accumulated[last];
+                    most = std::max(most, host_bytes(base, life.bytes));
+                }
+            }
+        }
+        for (const auto& [op, bytes] : accumulated) {   // held around that op
+            Alloc added;
+            added.bytes = bytes;
+            added.device = -1;
+            added.category = trace::Category::Workspace;
+            added.label = plan.intern("gradient accumulation on the host");
+            added.made = {op, false};
+            added.freed = {op, true};
+            plan.add_alloc(added);
+        }
+    }
+
+    // The fp32 master copies the host steps on, from the start of the step on.
+    static void add_master_copies(const Base& base, Plan& plan, const StepTensors& st) {
+        for (int32_t prm : st.params) {
+            Alloc copy = base.plan.allocs[static_cast<size_t>(prm)];
+            copy.src = -1;
+            copy.device = -1;
+            copy.bytes = host_bytes(base, copy.bytes);
+            copy.made = {plan.begin_op(), false};
+            copy.freed = {kNoFree, false};
+            copy.made_offset = copy.freed_offset = 0;
+            plan.add_alloc(copy);
         }
     }
 };

@@ -5,6 +5,7 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "mhc/sim/config.hpp"
 #include "mhc/sim/result.hpp"
@@ -68,6 +69,8 @@ struct CachingUnderLimit {
 };
 CachingUnderLimit caching_under_limit(const Prepared& prepared, const std::string& allocator_conf, int64_t capacity);
 int32_t device_of(const Prepared& p);
+// The devices the trace's allocations are on, each once, in order (-1: the host).
+std::vector<int32_t> devices_with_allocations(const trace::TraceData& trace);
 // Throws mhc::Error (bad input, naming `path`) when the prepared device has no allocations, so
 // nothing is to be simulated or replayed under a memory limit: a trace without any (a timeline
 // only), or one whose allocations are all on other devices (the host's -1, another GPU), which

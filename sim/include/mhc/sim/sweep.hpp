@@ -70,6 +70,11 @@ void parallel_for_each(size_t n, int jobs, const std::function<void(size_t)>& ta
 
 SweepResult sweep(const Prepared& p, const SweepSpec& spec,
                   const std::function<void(size_t, size_t)>& progress = {});
+// The runs a sweep stores, their rows moved out of `result` (a sweep holds every run once, not twice):
+// the grid in its order, then each answer with a saving, named "bisect:NAME" with the budget as
+// given (`budget_text`) in its configuration. An answer at 100% ("no saving") is the unlimited
+// run again: not among them.
+std::vector<trace::Run> take_runs(SweepResult& result, const std::string& budget_text);
 std::string to_text(const SweepResult& s, int64_t baseline_peak);
 // Policies that read the future of the trace (belady, lookahead:K): bounds, not deployable.
 bool is_oracle(const std::string& eviction, const std::string& prefetch);
