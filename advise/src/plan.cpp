@@ -48,6 +48,24 @@ void Plan::insert_after(int32_t seq, int32_t op) {
     host_index[static_cast<size_t>(op)] = static_cast<int32_t>(placed.size() - 1);
 }
 
+void Plan::insert_before_op(int32_t placed, int32_t op) {
+    if (placed < recorded) {
+        insert_before(placed, op);
+        return;
+    }
+    const int32_t seq = host_seq[static_cast<size_t>(placed)];
+    const int8_t side = host_side[static_cast<size_t>(placed)];
+    const auto index = static_cast<size_t>(host_index[static_cast<size_t>(placed)]);
+    auto& list = side == 0 ? before[static_cast<size_t>(seq)] : after[static_cast<size_t>(seq)];
+    list.insert(list.begin() + static_cast<std::ptrdiff_t>(index), op);
+    if (host_seq.size() < ops.size()) { host_seq.resize(ops.size(), -1); host_index.resize(ops.size(), 0); host_side.resize(ops.size(), 1); }
+    for (size_t i = index; i < list.size(); ++i) {
+        host_seq[static_cast<size_t>(list[i])] = seq;
+        host_side[static_cast<size_t>(list[i])] = side;
+        host_index[static_cast<size_t>(list[i])] = static_cast<int32_t>(i);
+    }
+}
+
 int64_t Plan::key(Point pt) const {
     if (pt.op == kNoFree) return INT64_MAX;
     int64_t seq, side = 1, index = 0;

@@ -5,7 +5,13 @@
 namespace mhc::advise::offloading {
 
 // A backward node unpacks all it saved before its first kernel (capture.unpacks).
-int32_t PassOffload::unpack_at(int32_t storage) const { return base_.unpack_in_pass(storage, pass_); }
+// A storage a checkpoint hands to the hook too: the earlier of that unpack and the capture's.
+int32_t PassOffload::unpack_at(int32_t storage) const {
+    const int32_t captured = base_.unpack_in_pass(storage, pass_);
+    auto hooked = hook_unpack_.find(storage);
+    if (hooked == hook_unpack_.end() || hooked->second < 0) return captured;
+    return captured >= 0 && earlier(captured, hooked->second) ? captured : hooked->second;
+}
 
 // Where the hook itself first unpacks a storage. A storage that ops outside the hook saved too (a
 // timestep embedding every block reads) may be unpacked first by one of theirs, which the hook
@@ -14,6 +20,7 @@ int32_t PassOffload::unpack_at(int32_t storage) const { return base_.unpack_in_p
 int32_t PassOffload::hook_unpack_at(int32_t storage) const {
     const Base& base = base_;
     const int32_t unpacked = unpack_at(storage);
+    if (hook_unpack_.count(storage)) return unpacked;
     bool outside = false;
     base.for_savers(storage, [&](int32_t saver) {
         if (saver >= 0 && base.pass[static_cast<size_t>(saver)] == pass_ &&
@@ -40,6 +47,7 @@ int32_t PassOffload::hook_unpack_at(int32_t storage) const {
 // its storages back hundreds of kernels early.
 int32_t PassOffload::save_unpack_at(size_t pack) const {
     const Base& base = base_;
+    if (packs_[pack].hook >= 0) return plan_.hook_saves[static_cast<size_t>(packs_[pack].hook)].unpack;
     const int32_t storage = packs_[pack].alloc, unpacked = unpack_at(storage);
     if (unpacked < 0) return unpacked;
     int32_t savers = 0;
@@ -64,7 +72,7 @@ int32_t PassOffload::save_unpack_at(size_t pack) const {
 void PassOffload::find_first_unpack() {
     for (auto& [storage, pack] : first_pack_) {
         const int32_t unpacked = hook_unpack_at(storage);
-        if (unpacked >= 0 && (first_unpack_ < 0 || unpacked < first_unpack_)) first_unpack_ = unpacked;
+        if (unpacked >= 0 && (first_unpack_ < 0 || earlier(unpacked, first_unpack_))) first_unpack_ = unpacked;
     }
 }
 
@@ -84,7 +92,7 @@ size_t PassOffload::bringing_pack(size_t own, int32_t storage, int32_t& bring, s
         for (size_t q = place + 1; q <= place + prefetch && q < packs_.size(); ++q) {
             if (!copied_back_.count(packs_[q].alloc)) continue;   // kept on the device: no prefetch
             const int32_t unpacked = save_unpack_at(q);
-            if (unpacked >= 0 && (unpacked < bring || (unpacked == bring && trigger != own && q < trigger))) {
+            if (unpacked >= 0 && (earlier(unpacked, bring) || (unpacked == bring && trigger != own && q < trigger))) {
                 bring = unpacked;
                 trigger = q;
             }

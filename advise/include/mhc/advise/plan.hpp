@@ -79,12 +79,26 @@ struct Alloc {
 };
 
 inline constexpr int32_t kNoFree = -1;
+// A save a checkpoint hands to the saved-tensor hooks around it, which the capture without the
+// checkpoint never made: torch.utils.checkpoint's save of the call's inputs (before its forward;
+// unpacked when its recomputation starts) and selective checkpointing's cached outputs under
+// respect_saved_tensors_hooks=True (after the op; unpacked where the recomputation replays it).
+// The checkpoint transform lists them; an offload around the checkpointed module moves them.
+struct HookSave {
+    int32_t module = -1, pass = 0;   // the checkpointed module, its pass
+    int32_t seq = 0;                 // the op saving it (an input: the call's first op)
+    bool output = false;             // packed after `seq` (a cached output), else before it
+    int32_t alloc = 0;
+    int32_t unpack = -1;             // the op the hook unpacks it before; -1: never (past the early stop)
+    Point frame_end;                 // where the checkpoint lets go of what it never unpacked
+};
 
 struct Plan {
     std::vector<std::string> strings;   // the trace's strings, then names settings add
     std::vector<Op> ops;                // [0, n): recorded kernels by seq; n: start; n+1: end; then added
     std::vector<Alloc> allocs;          // [0, m): recorded allocations by row; then added
     std::vector<AsyncCopy> copies;
+    std::vector<HookSave> hook_saves;   // the checkpoint transform's (offload moves them)
     // Ops added before / after each recorded kernel (by seq), in the order they run.
     std::vector<std::vector<int32_t>> before, after;
     int32_t recorded = 0;               // n
@@ -99,6 +113,9 @@ struct Plan {
     int32_t add_op(Op op);              // appended to ops, not yet placed
     void insert_before(int32_t seq, int32_t op);   // runs after what was inserted before seq so far
     void insert_after(int32_t seq, int32_t op);
+    // `op` right before `placed`: an added op (at its place among those beside the same kernel),
+    // or a recorded kernel (as insert_before: after what was inserted before it so far)
+    void insert_before_op(int32_t placed, int32_t op);
     // A total order of points (before placement is final): comparable keys.
     int64_t key(Point pt) const;
     Point later(Point a, Point b) const { return key(a) >= key(b) ? a : b; }
