@@ -247,3 +247,60 @@ def test_short_module_names_print_as_the_traces(mhc_exe, tmp_path):
         "checkpoint 2 of 6 blocks (encoder.blocks 1 of 3, decoder.blocks 1 of 3)"
     strip = lambda code: code.split("# or, the same in one line")[0]   # noqa: E731 (the apply line names the setting)
     assert strip(short["code"]) == strip(full["code"]) and "keep_running_stats(m)" in strip(short["code"])
+
+
+@pytest.fixture(scope="module")
+def qat_capture(tmp_path_factory):
+    """A capture of torchvision's quantizable MobileNetV2 prepared for QAT (one step)."""
+    pytest.importorskip("torchvision")
+    import torch.nn.functional as F
+    from test_new_user_families8 import qat_model
+
+    path = str(tmp_path_factory.mktemp("qat") / "qat.db")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mhc_torch.capture(qat_model, lambda: (torch.randn(2, 3, 64, 64), torch.randint(0, 1000, (2,))), steps=1,
+                          path=path, autocast_dtype=None, loss_fn=lambda m, b: F.cross_entropy(m(b[0]), b[1]))
+    return path
+
+
+@pytest.mark.parametrize("policy", ["full", "save_matmuls"])
+def test_printed_qat_checkpoint_trains_as_plain(mhc_exe, qat_capture, policy):
+    """Quantization-aware training inside checkpointed blocks: the printed lines install the hooks
+    that mhc_torch.apply installs (keep_forward_start on the fake quantizers, their observers' moving
+    min and max, and the fused conv + BatchNorm), so two training steps of the pasted model equal
+    the plain steps bit for bit, buffers included. Until 2026-12-06 the printed long form had no
+    such hooks (only the apply line was complete): 27 gradients and 19 buffers differed."""
+    import copy
+    import torch.nn.functional as F
+    from test_new_user_families8 import qat_model
+
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        base = qat_model()
+    x, y = torch.randn(2, 3, 64, 64), torch.randint(0, 1000, (2,))
+    setting = {"checkpoint": {"modules": ["features.3", "features.5"], "policy": policy}}
+    out = subprocess.run([mhc_exe, "advise", qat_capture, "--setting", json.dumps(setting), "--json"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    printed = json.loads(out.stdout)["rows"][0]["code"].split("# or, the same in one line")[0]
+    assert "mhc_torch" not in printed
+
+    def run(paste):
+        model = copy.deepcopy(base)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        if paste:
+            exec(printed, {"model": model, "optimizer": opt, "torch": torch})  # noqa: S102 - the code under test
+        torch.manual_seed(1)   # the classifier's dropout
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for _ in range(2):
+                F.cross_entropy(model(x), y).backward()
+                opt.step()
+                opt.zero_grad()
+        return {n.replace("_checkpoint_wrapped_module.", ""): t for n, t in model.state_dict().items()}
+
+    plain, pasted = run(False), run(True)
+    assert plain.keys() == pasted.keys()
+    assert [n for n in plain if not torch.equal(plain[n], pasted[n])] == []
