@@ -124,6 +124,18 @@ int32_t Base::unpack_in_pass(int32_t alloc, int32_t pass_index) const {
     return found;
 }
 
+bool Base::cast_kept_past_backward(int32_t cast) const {
+    const int32_t made = creator[static_cast<size_t>(cast)];
+    if (!param_cast[static_cast<size_t>(cast)] || made < 0) return false;
+    const int32_t in_pass = pass[static_cast<size_t>(made)];
+    const int32_t last_bwd = pass_bwd_last[static_cast<size_t>(in_pass)];
+    const int32_t last_read = last_access_in_pass(cast, Phase::Backward, in_pass);
+    const Point recorded = plan.allocs[static_cast<size_t>(cast)].freed;
+    const auto returned = node_return(cast, in_pass, recorded);
+    return last_bwd >= 0 && last_read >= 0 && returned && plan.key(recorded) >= plan.key(Point{last_bwd, true}) &&
+           plan.key(*returned) > plan.key(Point{last_read, true});
+}
+
 std::optional<Point> Base::node_return(int32_t alloc, int32_t pass_index, Point freed) const {
     const int32_t lb = last_access_in_pass(alloc, Phase::Backward, pass_index);
     if (lb < 0 || freed.op == kNoFree || freed.op >= static_cast<int32_t>(plan.ops.size())) return std::nullopt;
@@ -249,6 +261,7 @@ void index_passes(Base& base) {
             base.pass_step.push_back(base.step_index(base.step[s]));
             base.pass_fwd_last.push_back(-1);
             base.pass_bwd_first.push_back(-1);
+            base.pass_bwd_last.push_back(-1);
             last = Phase::Other;
         }
         base.pass[s] = cur;
@@ -256,6 +269,7 @@ void index_passes(Base& base) {
         if (base.phase[s] == Phase::Forward) base.pass_fwd_last[static_cast<size_t>(cur)] = at;
         if (base.phase[s] == Phase::Backward && base.pass_bwd_first[static_cast<size_t>(cur)] < 0)
             base.pass_bwd_first[static_cast<size_t>(cur)] = at;
+        if (base.phase[s] == Phase::Backward) base.pass_bwd_last[static_cast<size_t>(cur)] = at;
         if (base.phase[s] == Phase::Forward || base.phase[s] == Phase::Backward) last = base.phase[s];
     }
 }

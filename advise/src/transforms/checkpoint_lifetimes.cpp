@@ -47,8 +47,20 @@ void hand_saves_to_copies(const Base& base, Plan& plan, const Call& call, const 
             copy.freed = *end;
             copy.freed_offset = 0;
         }
+        if (base.cast_kept_past_backward(storage)) {
+            // the recorded free is the autocast region's end, not the node's: the node lets go of
+            // the recomputed cast after its last read and the engine's sums of its gradients (a
+            // weight's gradient cast after it is the cast's own backward node)
+            int32_t end = base.last_access_in_pass(storage, Phase::Backward, call.pass);
+            while (end + 1 < plan.recorded && base.phase[static_cast<size_t>(end + 1)] == Phase::Backward &&
+                   plan.strings[static_cast<size_t>(plan.ops[static_cast<size_t>(end + 1)].name)] == "aten::sum")
+                ++end;
+            copy.freed = {end, true};
+            copy.freed_offset = 0;
+        }
         int32_t last_forward = base.last_access_in_pass(storage, Phase::Forward, call.pass);
         if (base.param_cast[static_cast<size_t>(storage)]) last_forward = std::max(last_forward, fwd_end);
+        if (base.cast_kept_past_backward(storage)) last_forward = -1;   // freed as recorded
         // A frame of the model's code may hold it longer than its last use: `q, k, v` until the
         // block's forward returns, a module's input argument until its own forward does.
         const int32_t held = base.held_seq[static_cast<size_t>(storage)];
@@ -74,7 +86,9 @@ void end_let_go_saves(const Base& base, Plan& plan, const Call& call, const Save
     for (int32_t let_go : saves.dropped_only) {
         Alloc& storage = plan.allocs[static_cast<size_t>(let_go)];
         const int32_t made = base.creator[static_cast<size_t>(let_go)];
-        if (!call.holds(made) || cached(plan, call, made) || storage.device != base.device) continue;
+        if (!call.holds(made) || cached(plan, call, made) || storage.device != base.device ||
+            base.cast_kept_past_backward(let_go))
+            continue;
         int32_t kept = base.last_access_in_pass(let_go, Phase::Forward, call.pass);
         if (base.param_cast[static_cast<size_t>(let_go)])
             kept = std::max(kept, base.pass_fwd_last[static_cast<size_t>(call.pass)]);
@@ -289,6 +303,7 @@ void release_forward_casts(const Base& base, Plan& plan, const std::vector<Call>
         base.for_kept_savers(cast, [&](int32_t seq) { only_calls = only_calls && in_call[static_cast<size_t>(seq)]; });
         if (!only_calls) continue;
         const int32_t pass = base.pass[static_cast<size_t>(made)];
+        if (base.cast_kept_past_backward(cast)) continue;
         Point end{std::max(base.last_access_in_pass(cast, Phase::Forward, pass),
                            base.pass_fwd_last[static_cast<size_t>(pass)]),
                   true};

@@ -179,7 +179,9 @@ void find_backward_end(const Base& base, const Plan& plan, const Call& call, Sav
             last = std::max(last, read);
             const Point freed = base.plan.allocs[static_cast<size_t>(storage)].freed;
             const int32_t released = freed.at_end ? freed.op : freed.op - 1;
+            // (a cast autocast's cache kept past the backward was released by the region's end, not a node)
             const bool in_backward = read >= 0 && freed.op != kNoFree && released >= read && released < plan.recorded &&
+                                     !base.cast_kept_past_backward(storage) &&
                                      base.phase[static_cast<size_t>(released)] == Phase::Backward &&
                                      base.pass[static_cast<size_t>(released)] == call.pass;
             if (in_backward) last = std::max(last, released);

@@ -162,7 +162,7 @@ struct Base {
     // the optimizer, is the last pass's). Per pass: its step index, last forward seq and first
     // backward seq (-1: none). Checkpointing and offloading act per pass.
     std::vector<int32_t> pass;
-    std::vector<int32_t> pass_step, pass_fwd_last, pass_bwd_first;
+    std::vector<int32_t> pass_step, pass_fwd_last, pass_bwd_first, pass_bwd_last;
     double hbm_bw = 0;                  // B/s of the capture's GPU (roofline of added kernels)
     int64_t launch_overhead = 2000;     // ns
     CommModel comm;                     // the collectives' time (apply_comm_model)
@@ -221,6 +221,13 @@ struct Base {
     // cast to its input's dtype), and not before the pass's last backward read of it.
     // Empty when the pass's backward does not read it or `freed` is not an op of the step.
     std::optional<Point> node_return(int32_t alloc, int32_t pass_index, Point freed) const;
+    // Whether autocast's cached cast `cast` (param_cast) outlived its pass's backward: the forward's
+    // autocast region ended after the backward (SAM's second backward runs inside it), so its cache
+    // held the cast to its recorded free, at the backward's end and after the saving node returned.
+    // A checkpoint then keeps the forward's cast until then (its recomputation, on the autograd
+    // engine's device thread with a cache of its own, casts again); otherwise the region ended with
+    // the forward.
+    bool cast_kept_past_backward(int32_t cast) const;
 
 private:
     // The first (or last) access of allocation row `alloc` by an op of `phase` whose entry in
