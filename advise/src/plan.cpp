@@ -124,6 +124,15 @@ int32_t Base::unpack_in_pass(int32_t alloc, int32_t pass_index) const {
     return found;
 }
 
+int32_t Base::autocast_end(int32_t pass_index) const {
+    const int32_t end = pass_fwd_last[static_cast<size_t>(pass_index)];
+    if (end > 0 && pass_bwd_first[static_cast<size_t>(pass_index)] == end + 1 &&
+        plan.strings[static_cast<size_t>(plan.ops[static_cast<size_t>(end)].name)] == "aten::ones_like" &&
+        phase[static_cast<size_t>(end - 1)] == Phase::Forward)
+        return end - 1;
+    return end;
+}
+
 bool Base::cast_kept_past_backward(int32_t cast) const {
     const int32_t made = creator[static_cast<size_t>(cast)];
     if (!param_cast[static_cast<size_t>(cast)] || made < 0) return false;

@@ -28,7 +28,7 @@ Point end_at_rerun(const Plan& plan, const Recomputation& rec, Point freed, Poin
 // last forward use (autocast's cached parameter copies at the end of the forward) and the
 // backward reads their recomputed copies.
 void hand_saves_to_copies(const Base& base, Plan& plan, const Call& call, const Saves& saves, Recomputation& rec) {
-    const int32_t fwd_end = base.pass_fwd_last[static_cast<size_t>(call.pass)];
+    const int32_t fwd_end = base.autocast_end(call.pass);
     for (int32_t storage : saves.saved) {
         Alloc& alloc = plan.allocs[static_cast<size_t>(storage)];
         auto it = rec.copy_of.find(storage);
@@ -91,7 +91,7 @@ void end_let_go_saves(const Base& base, Plan& plan, const Call& call, const Save
             continue;
         int32_t kept = base.last_access_in_pass(let_go, Phase::Forward, call.pass);
         if (base.param_cast[static_cast<size_t>(let_go)])
-            kept = std::max(kept, base.pass_fwd_last[static_cast<size_t>(call.pass)]);
+            kept = std::max(kept, base.autocast_end(call.pass));
         const int32_t held = base.held_seq[static_cast<size_t>(let_go)];
         if (held >= 0 && base.pass[static_cast<size_t>(held)] == call.pass) kept = std::max(kept, held);
         if (kept >= 0 && plan.key(Point{kept, true}) < plan.key(storage.freed)) {
@@ -305,7 +305,7 @@ void release_forward_casts(const Base& base, Plan& plan, const std::vector<Call>
         const int32_t pass = base.pass[static_cast<size_t>(made)];
         if (base.cast_kept_past_backward(cast)) continue;
         Point end{std::max(base.last_access_in_pass(cast, Phase::Forward, pass),
-                           base.pass_fwd_last[static_cast<size_t>(pass)]),
+                           base.autocast_end(pass)),
                   true};
         base.for_acc(cast, [&](int32_t seq, trace::AccessMode) {   // reads no recomputation took over
             for (const PlanAccess& access : plan.ops[static_cast<size_t>(seq)].acc)

@@ -121,7 +121,7 @@ void free_unread_saves(const Base& base, Plan& plan, const Call& call, const Sav
                 weight_cast = weight_cast ||
                               (access.alloc < recorded_allocs && access.mode == trace::AccessMode::Read &&
                                plan.allocs[static_cast<size_t>(access.alloc)].category == trace::Category::Param);
-        int32_t last = weight_cast ? base.pass_fwd_last[static_cast<size_t>(call.pass)] : -1;
+        int32_t last = weight_cast ? base.autocast_end(call.pass) : -1;
         bool inside = true;
         base.for_acc(storage, [&](int32_t seq, trace::AccessMode) {
             if (base.pass[static_cast<size_t>(seq)] != call.pass) return;

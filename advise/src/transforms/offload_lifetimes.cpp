@@ -57,6 +57,9 @@ void PassOffload::choose_copied_back() {
                                       ctx_.in_checkpoint[static_cast<size_t>(ctx_.caller[static_cast<size_t>(saver)])];
             dies = dies && saver >= 0 && (in_scope(saver) || (hooked && checkpointed));
         });
+        // autocast's cache holds a weight cast to its region's end, after the backward when the
+        // backward runs inside it (SAM's second): the hook finds it still on the device
+        dies = dies && !base.cast_kept_past_backward(x);
         // the program holds what a kernel of another pass uses (GradScaler's scale, read by the
         // unscale after the backward)
         base.for_acc(
@@ -74,7 +77,7 @@ Point PassOffload::device_release(size_t own, int32_t storage, int32_t d2h) {
     const Base& base = base_;
     const int32_t fwd_end = base.pass_fwd_last[static_cast<size_t>(pass_)];
     int32_t last_use = base.last_access_in_pass(storage, Phase::Forward, pass_);
-    if (base.param_cast[static_cast<size_t>(storage)]) last_use = std::max(last_use, fwd_end);
+    if (base.param_cast[static_cast<size_t>(storage)]) last_use = std::max(last_use, base.autocast_end(pass_));
     // or later, while a frame of the model's code still refers to it (capture.frame_holds)
     const int32_t held = base.held_seq[static_cast<size_t>(storage)];
     if (held >= 0 && base.phase[static_cast<size_t>(held)] == Phase::Forward &&

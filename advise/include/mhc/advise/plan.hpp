@@ -228,6 +228,10 @@ struct Base {
     // engine's device thread with a cache of its own, casts again); otherwise the region ended with
     // the forward.
     bool cast_kept_past_backward(int32_t cast) const;
+    // The last forward seq of a pass inside the forward's autocast region, whose end frees
+    // autocast's cached weight casts: the pass's last forward seq, less the gradient seed
+    // (aten::ones_like) that `loss.backward()` makes right before the backward, after the region.
+    int32_t autocast_end(int32_t pass_index) const;
 
 private:
     // The first (or last) access of allocation row `alloc` by an op of `phase` whose entry in
