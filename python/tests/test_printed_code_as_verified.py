@@ -143,6 +143,43 @@ AROUND = {
 }
 
 
+class CondBlock(Block):
+    """A block called with two positional tensors, as a UNet's ResBlock(x, temb)."""
+
+    def forward(self, x, cond):
+        return super().forward(x) + self.fc2(torch.tanh(self.fc1(cond)))
+
+
+class CondNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Linear(64, 64)
+        self.blocks = nn.ModuleList(CondBlock() for _ in range(2))
+
+    def forward(self, x):
+        cond = self.embed(x).relu()
+        for b in self.blocks:
+            x = b(x, cond)
+        return x
+
+
+def test_checkpoint_inputs_as_captured(mhc_exe, tmp_path):
+    """checkpoint packs every tensor its call is passed positionally; the capture records them
+    (meta capture.call_args), and the prediction packs those: a block's second input (the condition,
+    made before the block and read after its hidden states) was left on the device when the inputs
+    were taken as what the call's first kernel reads."""
+    setting = {"checkpoint": {"modules": ["blocks.1"]}, "offload": {"mode": "sync", "modules": None}}
+    base, applied = str(tmp_path / "base.db"), str(tmp_path / "applied.db")
+    _capture(base, CondNet, _batch, _loss)
+    out = subprocess.run([mhc_exe, "advise", base, "--setting", json.dumps(setting), "--json"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    row = json.loads(out.stdout)["rows"][0]
+    captured = _capture(applied, CondNet, _batch, _loss, setting)
+    assert (row["peak_bytes"], row["host_peak_bytes"]) == \
+        (captured.peak_bytes, int(captured.meta["capture.host_peak_bytes"]))
+
+
 @pytest.fixture(scope="module")
 def mlp_base(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("around") / "base.db")

@@ -34,10 +34,10 @@ namespace {
 
 // The saves the call hands to saved-tensor hooks around it (Plan::hook_saves). Its inputs:
 // checkpoint packs the tensors passed to it positionally before the forward runs and unpacks them
-// when the recomputation starts; the capture does not record a call's arguments, so they are taken
-// as what the first kernel of the call that reads a tensor made before it (not a parameter or a
-// buffer: BatchNorm counts its batches first) reads so (a block's hidden states; not a mask or an
-// embedding passed by keyword and read later). Selective checkpointing's cached
+// when the recomputation starts: those the capture recorded (meta capture.call_args), or, in a
+// capture without that record, what the first kernel of the call that reads a tensor made before it
+// (not a parameter or a buffer: BatchNorm counts its batches first) reads so (a block's hidden
+// states; not a mask or an embedding passed by keyword and read later). Selective checkpointing's cached
 // outputs: packed after their op, unpacked where the recomputation replays it (never when the early
 // stop comes first: the frame lets go of them when the call's backward ends).
 void list_hook_saves(const Base& base, Plan& plan, const Call& call, const Saves& saves, const Recomputation& rec,
@@ -52,14 +52,22 @@ void list_hook_saves(const Base& base, Plan& plan, const Call& call, const Saves
                !base.param_cast[static_cast<size_t>(storage)] && base.creator[static_cast<size_t>(storage)] < call.first &&
                plan.strings[static_cast<size_t>(alloc.label)].rfind("buffer ", 0) != 0;
     };
-    for (int32_t seq = call.first; seq <= call.last; ++seq) {
-        bool found = false;
-        for (const PlanAccess& read : base.plan.ops[static_cast<size_t>(seq)].acc) {
-            if (!input(read.alloc)) continue;
-            found = true;
-            plan.hook_saves.push_back({call.module, call.pass, call.first, false, read.alloc, starts, frame_end});
+    // the capture's record of the call's positional arguments, where it has one
+    auto args = base.info.call_args.find({call.module, base.korder[static_cast<size_t>(call.first)]});
+    if (args != base.info.call_args.end()) {
+        for (int32_t storage : args->second)
+            if (input(storage))
+                plan.hook_saves.push_back({call.module, call.pass, call.first, false, storage, starts, frame_end});
+    } else {
+        for (int32_t seq = call.first; seq <= call.last; ++seq) {
+            bool found = false;
+            for (const PlanAccess& read : base.plan.ops[static_cast<size_t>(seq)].acc) {
+                if (!input(read.alloc)) continue;
+                found = true;
+                plan.hook_saves.push_back({call.module, call.pass, call.first, false, read.alloc, starts, frame_end});
+            }
+            if (found) break;
         }
-        if (found) break;
     }
     for (int32_t seq = call.first; seq <= call.last; ++seq) {
         if (!cached(plan, call, seq)) continue;

@@ -50,6 +50,7 @@ private:
     std::unordered_map<int32_t, bool> never_back_;   // ... and that the hook never unpacks (a checkpoint's)
     // storages a checkpoint hands to the hook -> the earliest op unpacking one of those saves (-1: none)
     std::unordered_map<int32_t, int32_t> hook_unpack_;
+    std::unordered_map<int32_t, bool> captured_pack_;   // storages the hook packs for the capture's saves too
     int32_t first_unpack_ = -1;                                      // the hook's first unpack of a storage it moved
     std::vector<Back> backs_;
 

@@ -101,6 +101,7 @@ void PassOffload::collect_packs() {
 // The saves checkpoints in the hook's scope hand to it (Plan::hook_saves), among the captured packs
 // at their places: an input before the call's first op, a cached output after its op.
 void PassOffload::add_hook_saves() {
+    for (const Pack& pack : packs_) captured_pack_[pack.alloc] = true;
     std::vector<Pack> hooked;
     for (size_t h = 0; h < plan_.hook_saves.size(); ++h) {
         const HookSave& save = plan_.hook_saves[h];

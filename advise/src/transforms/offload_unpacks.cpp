@@ -5,12 +5,15 @@
 namespace mhc::advise::offloading {
 
 // A backward node unpacks all it saved before its first kernel (capture.unpacks).
-// A storage a checkpoint hands to the hook too: the earlier of that unpack and the capture's.
+// A storage a checkpoint hands to the hook: that unpack, or the capture's when a save the hook
+// packs for the capture is unpacked earlier (the capture's unpack of a save outside the hook, a
+// timestep embedding another block saves, is not the hook's).
 int32_t PassOffload::unpack_at(int32_t storage) const {
     const int32_t captured = base_.unpack_in_pass(storage, pass_);
     auto hooked = hook_unpack_.find(storage);
-    if (hooked == hook_unpack_.end() || hooked->second < 0) return captured;
-    return captured >= 0 && earlier(captured, hooked->second) ? captured : hooked->second;
+    if (hooked == hook_unpack_.end()) return captured;
+    if (!captured_pack_.count(storage) || captured < 0) return hooked->second;
+    return hooked->second < 0 || earlier(captured, hooked->second) ? captured : hooked->second;
 }
 
 // Where the hook itself first unpacks a storage. A storage that ops outside the hook saved too (a
