@@ -22,22 +22,29 @@ int32_t PassOffload::unpack_at(int32_t storage) const {
 // the hook's scope that reads it.
 int32_t PassOffload::hook_unpack_at(int32_t storage) const {
     const Base& base = base_;
-    const int32_t unpacked = unpack_at(storage);
-    if (hook_unpack_.count(storage)) return unpacked;
+    // a storage a checkpoint hands to the hook: that unpack, or the hook's unpack of its capture's
+    // saves in scope when earlier
+    auto hooked = hook_unpack_.find(storage);
+    if (hooked != hook_unpack_.end() && !captured_pack_.count(storage)) return hooked->second;
+    auto with_hooked = [&](int32_t captured) {
+        if (hooked == hook_unpack_.end() || hooked->second < 0) return captured;
+        return captured >= 0 && earlier(captured, hooked->second) ? captured : hooked->second;
+    };
+    const int32_t unpacked = base.unpack_in_pass(storage, pass_);
     bool outside = false;
     base.for_savers(storage, [&](int32_t saver) {
         if (saver >= 0 && base.pass[static_cast<size_t>(saver)] == pass_ &&
             base.phase[static_cast<size_t>(saver)] == Phase::Forward && !in_scope(saver))
             outside = true;
     });
-    if (!outside || unpacked < 0) return unpacked;
+    if (!outside || unpacked < 0) return with_hooked(unpacked);
     int32_t found = -1;
     base.for_acc(storage, [&](int32_t seq, trace::AccessMode) {
         if (found < 0 && seq >= unpacked && base.pass[static_cast<size_t>(seq)] == pass_ &&
             base.phase[static_cast<size_t>(seq)] == Phase::Backward && in_scope(seq))
             found = seq;
     });
-    return found >= 0 ? found : unpacked;
+    return with_hooked(found >= 0 ? found : unpacked);
 }
 
 // Where a pack's own save is unpacked (what a prefetch from it waits for): the storage's unpack,
