@@ -52,9 +52,11 @@ void hand_saves_to_copies(const Base& base, Plan& plan, const Call& call, const 
             // the recomputed cast after its last read and the engine's sums of its gradients (a
             // weight's gradient cast after it is the cast's own backward node)
             int32_t end = base.last_access_in_pass(storage, Phase::Backward, call.pass);
-            while (end + 1 < plan.recorded && base.phase[static_cast<size_t>(end + 1)] == Phase::Backward &&
-                   plan.strings[static_cast<size_t>(plan.ops[static_cast<size_t>(end + 1)].name)] == "aten::sum")
-                ++end;
+            for (auto next = static_cast<size_t>(end) + 1; end >= 0 && next < static_cast<size_t>(plan.recorded) &&
+                                                           base.phase[next] == Phase::Backward &&
+                                                           plan.strings[static_cast<size_t>(plan.ops[next].name)] == "aten::sum";
+                 ++next)
+                end = static_cast<int32_t>(next);
             copy.freed = {end, true};
             copy.freed_offset = 0;
         }
