@@ -454,6 +454,36 @@ void read_module_calls(const trace::TraceData& trace_data, CaptureInfo& info) {
     std::sort(info.call_starts.begin(), info.call_starts.end());
 }
 
+// Meta capture.call_args (python/mhc_torch/capture_tables.py, args_meta): absent in older captures.
+void read_call_args(const trace::TraceData& trace_data, CaptureInfo& info) {
+    const std::string text = trace_data.meta_or("capture.call_args", "");
+    if (text.empty()) return;
+    const nlohmann::json rows = nlohmann::json::parse(text, nullptr, false);
+    auto bad = [&](const std::string& why) {
+        return Error(trace_data.path + ": meta capture.call_args: " + why +
+                     " (capture the step again with mhc-torch capture)");
+    };
+    const std::string shape = "not a JSON array of [module, kernel id, [allocation id, ...]]";
+    if (!rows.is_array()) throw bad(shape);
+    for (const auto& row : rows) {
+        if (!row.is_array() || row.size() != 3 || !row[0].is_string() || !row[1].is_number_integer() ||
+            !row[2].is_array())
+            throw bad(shape);
+        const std::string name = row[0].get<std::string>();
+        const int32_t module = info.find_module(name);
+        if (module < 0) throw bad("names module '" + name + "', which the trace lacks");
+        const int64_t kernel = trace_data.kernel_at(row[1].get<int64_t>());
+        if (kernel < 0) throw bad("names kernel " + std::to_string(row[1].get<int64_t>()) + ", which the trace lacks");
+        std::vector<int32_t>& args = info.call_args[{module, static_cast<int32_t>(kernel)}];
+        for (const auto& id : row[2]) {
+            if (!id.is_number_integer()) throw bad(shape);
+            const int64_t alloc = trace_data.allocation_at(id.get<int64_t>());
+            if (alloc < 0) throw bad("names allocation " + std::to_string(id.get<int64_t>()) + ", which the trace lacks");
+            args.push_back(static_cast<int32_t>(alloc));
+        }
+    }
+}
+
 // A meta value that is a JSON list of the trace's module names (absent: none), as module indices.
 std::vector<int32_t> read_module_list(const trace::TraceData& trace_data, const CaptureInfo& info, const char* key) {
     std::vector<int32_t> modules;
@@ -724,6 +754,7 @@ CaptureInfo load_capture_info(const trace::TraceData& trace_data) {
     read_frame_holds(trace_data, info);   // python/mhc_torch/frame_holds.py; absent: free at the last use
     read_unpacks(trace_data, info);
     read_module_calls(trace_data, info);
+    read_call_args(trace_data, info);
     read_torch_func(trace_data, info);
     read_model_cache(trace_data, info);
     return info;

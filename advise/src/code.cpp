@@ -157,19 +157,30 @@ bool checkpoints_type(const Setting& setting, const CaptureInfo& info, const std
     return holds_type(all, info, type);
 }
 
+// Whether a checkpointed module holds quantization-aware training's modules: fake quantizers and
+// observers (their moving min and max), fused conv + BatchNorm (torch.ao.nn.intrinsic.qat).
+bool checkpoints_qat(const Setting& setting, const CaptureInfo& info) {
+    return checkpoints_type(setting, info, "FakeQuantize") || checkpoints_type(setting, info, "Observer") ||
+           checkpoints_type(setting, info, "ConvBn");
+}
+
 // Whether a checkpointed module holds state its training forward updates, which the recompute
-// must not update again: BatchNorm's running statistics, spectral norm's power iteration.
+// must not update again: BatchNorm's running statistics, spectral norm's power iteration, QAT's
+// observers.
 bool checkpoints_batchnorm(const Setting& setting, const CaptureInfo& info) {
-    return checkpoints_type(setting, info, "BatchNorm") || checkpoints_type(setting, info, "_SpectralNorm");
+    return checkpoints_type(setting, info, "BatchNorm") || checkpoints_type(setting, info, "_SpectralNorm") ||
+           checkpoints_qat(setting, info);
 }
 
 // BatchNorm recomputed in the backward would update its running statistics a second time:
 // hooks that give it copies there (python/mhc_torch/checkpointing.py keep_running_stats does the
-// same). Spectral norm would iterate again from the vectors its forward left: the forward's
-// starting vectors are kept by the checkpointed call and the recompute iterates from copies of
-// them (keep_power_iteration). The recompute is told by checkpoint's context_fn, whose two
-// context managers run around the forward and the recompute (public API; the checkpoint code
-// below passes context_fn=marking(...)).
+// same). Spectral norm would iterate again from the vectors its forward left, and QAT's fake
+// quantizers and fused conv + BatchNorm would quantize with the statistics their forward left: the
+// forward's starting buffers are kept by the checkpointed call and the recompute runs from copies
+// of them (keep_forward_start, as checkpointing.py's), the module's own put back when the
+// recompute ends, also where checkpoint stops it early inside the module. The recompute is told by
+// checkpoint's context_fn, whose two context managers run around the forward and the recompute
+// (public API; the checkpoint code below passes context_fn=marking(...)).
 void batchnorm_code(std::ostringstream& out, const Setting& setting, const CaptureInfo& info) {
     if (!checkpoints_batchnorm(setting, info)) return;
     std::string names;
@@ -177,6 +188,7 @@ void batchnorm_code(std::ostringstream& out, const Setting& setting, const Captu
         names += (names.empty() ? "" : ", ") + std::string("*") + names_expr(group.modules, info);
     const bool bn = checkpoints_type(setting, info, "BatchNorm");
     const bool sn = checkpoints_type(setting, info, "_SpectralNorm");
+    const bool qat = checkpoints_qat(setting, info);
     if (bn)
         out << "# BatchNorm inside the checkpointed modules: the recompute in the backward would update its running\n"
             << "# statistics a second time; these hooks give it copies to update there.\n";
@@ -184,9 +196,20 @@ void batchnorm_code(std::ostringstream& out, const Setting& setting, const Captu
         out << "# spectral_norm inside the checkpointed modules: the recompute would run its power iteration again\n"
             << "# from the u and v the forward left (advanced twice a step, another sigma in the backward); these\n"
             << "# hooks keep the forward's starting vectors with the call and iterate from copies of them there.\n";
+    if (qat)
+        out << "# quantization-aware training inside the checkpointed modules: the recompute would move the fake\n"
+            << "# quantizers' min and max again and quantize with another scale than the forward (a fused conv +\n"
+            << "# BatchNorm would fold its weight with another running variance); these hooks keep the forward's\n"
+            << "# starting buffers with the call and recompute from copies of them there.\n";
     out << "# checkpoint's context_fn (its two context managers run around the forward and the recompute)\n"
         << "# tells them which is running.\n"
         << "import contextlib\n"
+        << "def set_buffer(m, name, b):   # a buffer of m or of a module inside it, as named_buffers() names it\n"
+        << "    owner, _, leaf = name.rpartition(\".\")\n"
+        << "    setattr(m.get_submodule(owner) if owner else m, leaf, b)\n"
+        << "def put_back(m, kept_as):   # the module's own buffers, kept while it ran on copies\n"
+        << "    for n, b in (m.__dict__.pop(kept_as, None) or {}).items():\n"
+        << "        set_buffer(m, n, b)\n"
         << "class Marked:   # a checkpointed call's forward or recompute, entered once per recompute\n"
         << "    forwards, recomputes = [], []   # the calls whose forward, recompute runs now\n"
         << "    def __init__(self, inner, call, stack):\n"
@@ -197,13 +220,17 @@ void batchnorm_code(std::ostringstream& out, const Setting& setting, const Captu
         << "        self.stack.append(self.call)\n"
         << "    def __exit__(self, *exc):\n"
         << "        self.stack.pop()\n"
+        << "        if self.stack is Marked.recomputes:   # also where checkpoint stopped the recompute inside a module\n"
+        << "            for m, kept_as in reversed(self.call[\"swapped\"]):\n"
+        << "                put_back(m, kept_as)\n"
+        << "            self.call[\"swapped\"] = []\n"
         << "        return self.inner.__exit__(*exc)\n"
         << "def marking(context_fn=None):   # checkpoint's context_fn, the forward and the recompute marked\n"
         << "    def fn():\n"
         << "        fwd, rec = context_fn() if context_fn else (contextlib.nullcontext(), contextlib.nullcontext())\n"
         << "        if hasattr(fwd, \"respect_saved_tensors_hooks\"):   # selective checkpointing's mode, which\n"
         << "            fwd.respect_saved_tensors_hooks = True       # checkpoint no longer sees behind Marked\n"
-        << "        call = {\"starts\": {}, \"read\": {}}\n"
+        << "        call = {\"starts\": {}, \"read\": {}, \"swapped\": []}\n"
         << "        return Marked(fwd, call, Marked.forwards), Marked(rec, call, Marked.recomputes)\n"
         << "    return fn\n";
     if (bn)
@@ -214,16 +241,15 @@ void batchnorm_code(std::ostringstream& out, const Setting& setting, const Captu
             << "        copies = {n: b.clone() for n, b in m.named_buffers(recurse=False)}   # forward too: same ops\n"
             << "        if Marked.recomputes:\n"
             << "            m.stats_kept = dict(m.named_buffers(recurse=False))\n"
+            << "            Marked.recomputes[-1][\"swapped\"].append((m, \"stats_kept\"))\n"
             << "            for n, b in copies.items():\n"
             << "                setattr(m, n, b)\n"
-            << "    def swap_back(m, args, out):\n"
-            << "        kept = m.__dict__.pop(\"stats_kept\", None)\n"
-            << "        for n, b in (kept or {}).items():\n"
-            << "            setattr(m, n, b)\n"
             << "    bn.register_forward_pre_hook(swap_in)\n"
-            << "    bn.register_forward_hook(swap_back)\n";
-    if (sn)
-        out << "def keep_power_iteration(sn):\n"
+            << "    bn.register_forward_hook(lambda m, args, out: put_back(m, \"stats_kept\"))\n";
+    if (sn || qat)
+        out << "def keep_forward_start(fs):\n"
+            << "    if getattr(fs, \"keeps_forward_start\", False):\n"
+            << "        return\n"
             << "    def swap_in(m, args):\n"
             << "        if not m.training:\n"
             << "            return\n"
@@ -231,28 +257,36 @@ void batchnorm_code(std::ostringstream& out, const Setting& setting, const Captu
             << "        i = call[\"read\"].get(id(m), 0) if call else 0\n"
             << "        if call and i < len(call[\"starts\"].get(id(m), ())):\n"
             << "            call[\"read\"][id(m)] = i + 1\n"
-            << "            m.vectors_kept = dict(m.named_buffers(recurse=False))\n"
+            << "            m.start_kept = dict(m.named_buffers())\n"
+            << "            call[\"swapped\"].append((m, \"start_kept\"))\n"
             << "            for n, b in call[\"starts\"][id(m)][i].items():\n"
-            << "                setattr(m, n, b.clone())\n"
+            << "                set_buffer(m, n, b.clone())\n"
             << "        else:\n"
-            << "            start = {n: b.clone() for n, b in m.named_buffers(recurse=False)}   # recompute too: same ops\n"
+            << "            start = {n: b.clone() for n, b in m.named_buffers()}   # recompute too: same ops\n"
             << "            if Marked.forwards and not Marked.recomputes:\n"
             << "                Marked.forwards[-1][\"starts\"].setdefault(id(m), []).append(start)\n"
-            << "    def swap_back(m, args, out):\n"
-            << "        kept = m.__dict__.pop(\"vectors_kept\", None)\n"
-            << "        for n, b in (kept or {}).items():\n"
-            << "            setattr(m, n, b)\n"
-            << "    sn.register_forward_pre_hook(swap_in)\n"
-            << "    sn.register_forward_hook(swap_back)\n";
+            << "    fs.register_forward_pre_hook(swap_in)\n"
+            << "    fs.register_forward_hook(lambda m, args, out: put_back(m, \"start_kept\"))\n"
+            << "    fs.keeps_forward_start = True\n"
+            << "def keeps_forward_start(m, parent):   # its training forward updates buffers its output depends on\n";
+    if (sn && !qat)
+        out << "    return type(m).__name__ == \"_SpectralNorm\"   # torch.nn.utils.parametrizations.spectral_norm\n";
+    if (qat)
+        out << "    from torch.ao.nn.intrinsic.qat.modules.conv_fused import _ConvBnNd\n"
+            << "    from torch.ao.quantization import FakeQuantizeBase\n"
+            << "    from torch.ao.quantization.observer import ObserverBase\n"
+            << "    return (type(m).__name__ == \"_SpectralNorm\" or isinstance(m, (FakeQuantizeBase, _ConvBnNd))\n"
+            << "            or isinstance(m, ObserverBase) and not isinstance(parent, FakeQuantizeBase))   # a fake quantizer's own\n";
     out << "BATCHNORMS = (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.BatchNorm3d, torch.nn.SyncBatchNorm)\n"
         << "for n in [" << names << "]:\n"
-        << "    for m in model.get_submodule(n).modules():\n";
+        << "    root = model.get_submodule(n)\n"
+        << "    for m, parent in [(root, None)] + [(c, p) for p in root.modules() for c in p.children()]:\n";
     if (bn)
         out << "        if isinstance(m, BATCHNORMS) and m.track_running_stats:\n"
             << "            keep_running_stats(m)\n";
-    if (sn)
-        out << "        if type(m).__name__ == \"_SpectralNorm\":   # torch.nn.utils.parametrizations.spectral_norm\n"
-            << "            keep_power_iteration(m)\n";
+    if (sn || qat)
+        out << "        " << (bn ? "elif" : "if") << " keeps_forward_start(m, parent):\n"
+            << "            keep_forward_start(m)\n";
 }
 
 void checkpoint_code(std::ostringstream& out, const Setting& setting, const CaptureInfo& info) {

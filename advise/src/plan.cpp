@@ -48,6 +48,24 @@ void Plan::insert_after(int32_t seq, int32_t op) {
     host_index[static_cast<size_t>(op)] = static_cast<int32_t>(placed.size() - 1);
 }
 
+void Plan::insert_before_op(int32_t placed, int32_t op) {
+    if (placed < recorded) {
+        insert_before(placed, op);
+        return;
+    }
+    const int32_t seq = host_seq[static_cast<size_t>(placed)];
+    const int8_t side = host_side[static_cast<size_t>(placed)];
+    const auto index = static_cast<size_t>(host_index[static_cast<size_t>(placed)]);
+    auto& list = side == 0 ? before[static_cast<size_t>(seq)] : after[static_cast<size_t>(seq)];
+    list.insert(list.begin() + static_cast<std::ptrdiff_t>(index), op);
+    if (host_seq.size() < ops.size()) { host_seq.resize(ops.size(), -1); host_index.resize(ops.size(), 0); host_side.resize(ops.size(), 1); }
+    for (size_t i = index; i < list.size(); ++i) {
+        host_seq[static_cast<size_t>(list[i])] = seq;
+        host_side[static_cast<size_t>(list[i])] = side;
+        host_index[static_cast<size_t>(list[i])] = static_cast<int32_t>(i);
+    }
+}
+
 int64_t Plan::key(Point pt) const {
     if (pt.op == kNoFree) return INT64_MAX;
     int64_t seq, side = 1, index = 0;
@@ -104,6 +122,27 @@ int32_t Base::unpack_in_pass(int32_t alloc, int32_t pass_index) const {
         if (found < 0 || seq < found) found = seq;
     }
     return found;
+}
+
+int32_t Base::autocast_end(int32_t pass_index) const {
+    const int32_t end = pass_fwd_last[static_cast<size_t>(pass_index)];
+    if (end > 0 && pass_bwd_first[static_cast<size_t>(pass_index)] == end + 1 &&
+        plan.strings[static_cast<size_t>(plan.ops[static_cast<size_t>(end)].name)] == "aten::ones_like" &&
+        phase[static_cast<size_t>(end - 1)] == Phase::Forward)
+        return end - 1;
+    return end;
+}
+
+bool Base::cast_kept_past_backward(int32_t cast) const {
+    const int32_t made = creator[static_cast<size_t>(cast)];
+    if (!param_cast[static_cast<size_t>(cast)] || made < 0) return false;
+    const int32_t in_pass = pass[static_cast<size_t>(made)];
+    const int32_t last_bwd = pass_bwd_last[static_cast<size_t>(in_pass)];
+    const int32_t last_read = last_access_in_pass(cast, Phase::Backward, in_pass);
+    const Point recorded = plan.allocs[static_cast<size_t>(cast)].freed;
+    const auto returned = node_return(cast, in_pass, recorded);
+    return last_bwd >= 0 && last_read >= 0 && returned && plan.key(recorded) >= plan.key(Point{last_bwd, true}) &&
+           plan.key(*returned) > plan.key(Point{last_read, true});
 }
 
 std::optional<Point> Base::node_return(int32_t alloc, int32_t pass_index, Point freed) const {
@@ -231,6 +270,7 @@ void index_passes(Base& base) {
             base.pass_step.push_back(base.step_index(base.step[s]));
             base.pass_fwd_last.push_back(-1);
             base.pass_bwd_first.push_back(-1);
+            base.pass_bwd_last.push_back(-1);
             last = Phase::Other;
         }
         base.pass[s] = cur;
@@ -238,6 +278,7 @@ void index_passes(Base& base) {
         if (base.phase[s] == Phase::Forward) base.pass_fwd_last[static_cast<size_t>(cur)] = at;
         if (base.phase[s] == Phase::Backward && base.pass_bwd_first[static_cast<size_t>(cur)] < 0)
             base.pass_bwd_first[static_cast<size_t>(cur)] = at;
+        if (base.phase[s] == Phase::Backward) base.pass_bwd_last[static_cast<size_t>(cur)] = at;
         if (base.phase[s] == Phase::Forward || base.phase[s] == Phase::Backward) last = base.phase[s];
     }
 }

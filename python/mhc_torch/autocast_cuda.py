@@ -122,6 +122,13 @@ class _Policy:
         self.lower = lower
         self.device_type = device_type
         self.cache: dict[int, tuple[weakref.ref, torch.Tensor]] = {}
+        # On a GPU the autograd engine runs the backward (and a checkpoint's recompute in it) on a
+        # device thread, whose autocast cache and nesting are its own (thread_local in
+        # autocast_mode.cpp): a recompute under autocast casts the weights again even where the
+        # backward runs inside the forward's autocast region (SAM's second backward), and its casts go
+        # when its region exits. The capture runs the backward on the calling thread: this cache
+        # stands for the device thread's.
+        self.engine_cache: dict[int, tuple[weakref.ref, torch.Tensor]] = {}
 
     def eligible(self, t) -> bool:
         return (isinstance(t, torch.Tensor) and t.device.type == self.device_type and t.is_floating_point()
@@ -137,11 +144,12 @@ class _Policy:
                      and not value._is_view() and torch.is_autocast_cache_enabled())
         if not cacheable:
             return value.to(to)
-        hit = self.cache.get(id(value))
+        cache = self.engine_cache if _engine_running() else self.cache
+        hit = cache.get(id(value))
         if hit is not None and hit[0]() is value:
             return hit[1]
         casted = value.to(to)
-        self.cache[id(value)] = (weakref.ref(value), casted)
+        cache[id(value)] = (weakref.ref(value), casted)
         return casted
 
     def promote_type(self, values) -> torch.dtype:
@@ -232,6 +240,35 @@ _active: list[_Policy] = []  # the policies whose kernels are registered now, in
 regions: list[torch.dtype | None] = []
 
 
+# The autocast nesting of the autograd engine's device thread (see _Policy.engine_cache).
+_engine_nesting = [0]
+
+
+def _engine_running() -> bool:
+    """Whether the autograd engine runs the op now (on a GPU: on its device thread)."""
+    return torch._C._current_graph_task_id() != -1
+
+
+def _enter_nesting() -> bool:
+    """One autocast region deeper, on the thread the GPU would run it on; whether it is the engine's."""
+    if _engine_running():
+        _engine_nesting[0] += 1
+        return True
+    torch.autocast_increment_nesting()
+    return False
+
+
+def _leave_nesting(engine: bool) -> None:
+    """Leaves a region _enter_nesting entered; the outermost one's exit drops that thread's cache."""
+    if engine:
+        _engine_nesting[0] -= 1
+        if _engine_nesting[0] == 0:
+            for policy in _active:
+                policy.engine_cache.clear()
+    elif torch.autocast_decrement_nesting() == 0:
+        torch.clear_autocast_cache()  # the policy's cached casts too
+
+
 def region_dtype() -> torch.dtype | None:
     """The dtype of the innermost autocast region entered through the capture, None outside one."""
     return regions[-1] if regions else None
@@ -283,6 +320,7 @@ def cuda_autocast_kernels(dtype: torch.dtype = torch.bfloat16, device_type: str 
             _active.remove(policy)
         torch.clear_autocast_cache = clear
         policy.cache.clear()
+        policy.engine_cache.clear()
         lib._destroy()
 
 
@@ -302,14 +340,13 @@ def cuda_autocast(dtype: torch.dtype = torch.bfloat16, device_type: str = "cpu")
         for dev in saved:
             torch.set_autocast_enabled(dev, True)
             torch.set_autocast_dtype(dev, dtype)
-        torch.autocast_increment_nesting()
+        engine = _enter_nesting()
         regions.append(dtype)
         try:
             yield unmodelled_ops()
         finally:
             regions.pop()
-            if torch.autocast_decrement_nesting() == 0:
-                torch.clear_autocast_cache()  # the policy's cached casts too
+            _leave_nesting(engine)
             for dev, (enabled, dt) in saved.items():
                 torch.set_autocast_enabled(dev, enabled)
                 torch.set_autocast_dtype(dev, dt)
@@ -322,14 +359,13 @@ def _autocast_off(device_type: str):
     saved = {dev: torch.is_autocast_enabled(dev) for dev in (device_type, "cuda")}
     for dev in saved:
         torch.set_autocast_enabled(dev, False)
-    torch.autocast_increment_nesting()
+    engine = _enter_nesting()
     regions.append(None)
     try:
         yield
     finally:
         regions.pop()
-        if torch.autocast_decrement_nesting() == 0:
-            torch.clear_autocast_cache()
+        _leave_nesting(engine)
         for dev, enabled in saved.items():
             torch.set_autocast_enabled(dev, enabled)
 

@@ -43,6 +43,7 @@ class SettingsRecording:
         self.kept_cache_callers: set[str] = set()   # modules updating a cache the setting keeps (model_cache.py)
         self.active: list[str] = []  # modules running (forward, or backward), innermost last
         self.call_starts: dict[str, list[int]] = {}  # fqn -> the kernel id each forward call starts at
+        self.call_args: list[list] = []   # [fqn, the call's first kernel id, [allocation ids]] (args_meta)
         self.name_of: Callable[[torch.nn.Module], str | None] = lambda m: None
         self.callee_names = weakref.WeakKeyDictionary()   # module -> its name under its caller
         self.callee_prefixes: dict[str, str] = {}   # ModTracker's name of such a module -> its name here
@@ -219,7 +220,7 @@ class SettingsRecording:
         The innermost running module is the one entered last: a module called from inside a
         sibling's forward (an mHC connection running its sublayer) is inside it while it runs."""
         self.name_of = tracker.get_known_fqn
-        tracker.register_user_hooks(pre_fw_hook=lambda m, _: self.on_module(m, True, True),
+        tracker.register_user_hooks(pre_fw_hook=lambda m, args: self.on_module(m, True, True, args),
                                     post_fw_hook=lambda m, _, __: self.on_module(m, False, True),
                                     pre_bw_hook=lambda m, _: self.on_module(m, True, False),
                                     post_bw_hook=lambda m, _: self.on_module(m, False, False))
@@ -229,7 +230,7 @@ class SettingsRecording:
         self.model_modules = {n: id(m) for m in model.modules() if (n := self.name_of(m))}
         self.model_root = self.name_of(model)
 
-    def on_module(self, module: torch.nn.Module | None, entering: bool, forward: bool = True) -> None:
+    def on_module(self, module: torch.nn.Module | None, entering: bool, forward: bool = True, args=()) -> None:
         name = self.name_of(module) if module is not None else None
         if not name:
             return
@@ -251,6 +252,7 @@ class SettingsRecording:
             starts = self.call_starts.setdefault(name, []) if self.phase == "forward" else None
             if starts is not None and (not starts or starts[-1] != len(self.kernels) + 1):
                 starts.append(len(self.kernels) + 1)  # a call entered twice (a checkpoint's wrapper too): once
+                self._note_args(name, args)
             self.module_types.setdefault(name, type(module).__name__)
         elif name in self.active:
             del self.active[len(self.active) - 1 - self.active[::-1].index(name)]
@@ -287,6 +289,24 @@ class SettingsRecording:
         them: `mhc advise` names the registered module instead)."""
         made = dict(sorted(self.made_in.items()))
         return {"capture.unregistered_modules": json.dumps(made, separators=(",", ":"))} if made else {}
+
+    def _note_args(self, name: str, args) -> None:
+        """The storages of the tensors a forward call is passed positionally, in order: what
+        torch.utils.checkpoint packs through saved-tensor hooks around the call (its save_inputs;
+        keyword arguments it keeps by reference)."""
+        ids = []
+        for a in args if isinstance(args, tuple) else ():
+            s = self.storages.get(id(a.untyped_storage())) if isinstance(a, torch.Tensor) else None
+            if s is not None:
+                ids.append(s.alloc.id)
+        if ids:
+            self.call_args.append([name, len(self.kernels) + 1, ids])
+
+    def args_meta(self) -> dict[str, str]:
+        """Meta capture.call_args: [[module, kernel id, [allocation id, ...]], ...], each forward
+        call's positional tensor arguments (those the capture tracks), by the kernel the call starts at."""
+        rows = [r for r in self.call_args if r[1] <= len(self.kernels)]
+        return {"capture.call_args": json.dumps(rows, separators=(",", ":"))} if rows else {}
 
     def calls_meta(self) -> dict[str, str]:
         """Meta capture.module_calls: {module: [kernel id, ...]}, the kernel each forward call

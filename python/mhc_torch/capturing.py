@@ -426,6 +426,7 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         facts.update(rec.unpack_meta())
         facts.update(rec.pack_meta())
         facts.update(rec.calls_meta())
+        facts.update(rec.args_meta())
         facts.update(rec.unregistered_meta())
         modules = rec.module_records(model)
         del run, opt, model, batch

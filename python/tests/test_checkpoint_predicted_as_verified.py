@@ -176,3 +176,41 @@ def test_a_bad_model_cache_meta_is_one_line(tmp_path, mhc_exe, value, says):
                        capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert f"{path}: meta capture.model_cache_updates: {says}" in r.stderr
+
+
+def _sam_file():
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "advise", "new_user", "sam_wrn.py")
+    spec = importlib.util.spec_from_file_location("sam_wrn", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_sam_second_backward_inside_autocast(tmp_path, mhc_exe):
+    """SAM (bench/advise/new_user/sam_wrn.py) runs its second backward inside the forward's
+    torch.autocast block: autocast's cache keeps every weight cast until the block exits, after that
+    backward. A checkpointed block's recompute runs on the autograd engine's device thread on a GPU,
+    whose autocast cache is its own: it casts the weights again (the capture stands for that thread
+    with a cache of its own since 2026-12-06; it found the forward's casts cached and made none),
+    and the prediction keeps the forward's casts to the block's exit (it dropped them at the
+    forward's end: 0.2-0.4% under the capture) and frees the checkpoint's inputs and recomputed
+    casts where their nodes return, not at that exit. Predicted as captured, to the byte."""
+    sam = _sam_file()
+    build = lambda: sam.WideResNet(16, 4)   # noqa: E731
+    batch = lambda: (torch.randn(32, 3, 32, 32), torch.randint(0, sam.CLASSES, (32,)))   # noqa: E731
+    setting = {"checkpoint": {"modules": ["blocks.0", "blocks.1", "blocks.3"]}}
+    base, captured = str(tmp_path / "base.db"), str(tmp_path / "captured.db")
+    for path, s in ((base, None), (captured, setting)):
+        mhc_torch.capture(build, batch, steps=1, path=path, step=sam.step, setting=s, autocast_dtype=None)
+    with sqlite3.connect(captured) as db:
+        recasts = db.execute("SELECT count(*) FROM kernels k JOIN strings s ON s.id = k.name JOIN kernel_info i "
+                             "ON i.kernel = k.id JOIN phases p ON p.id = i.phase "
+                             "WHERE s.text = 'aten::_to_copy' AND p.name = 'recompute'").fetchone()[0]
+    assert recasts == 14   # 7 weights of the 3 blocks, recast in each of the two backwards
+    r = subprocess.run([mhc_exe, "advise", base, "--setting", json.dumps(setting), "--json"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["rows"][0]["peak_bytes"] == int(mhc_torch.read_meta(captured)["capture.peak_bytes"])

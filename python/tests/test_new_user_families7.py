@@ -263,7 +263,7 @@ def test_printed_checkpoint_code_keeps_spectral_norm(mhc_exe, tmp_path, policy):
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     code = json.loads(out.stdout)["rows"][0]["code"].split("# or, the same in one line")[0]
-    assert "keep_power_iteration" in code and "context_fn=marking(" in code and "keep_running_stats" not in code
+    assert "keep_forward_start" in code and "context_fn=marking(" in code and "keep_running_stats" not in code
     assert "torch._C" not in code and "._buffers" not in code
     torch.manual_seed(0)
     plain = SNNet()

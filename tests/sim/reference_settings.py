@@ -656,10 +656,15 @@ def last_forward_use(cap, plan, a, kset):
 
 
 def end_of_forward(cap, plan, ks):
-    last = None
-    for i in ks:
-        if cap.kernels[i]["phase"] == FWD:
-            last = i
+    """The end of the pass's forward autocast region (docs/simulator.md): after its last forward
+    kernel, or the one before when that is the gradient seed, an aten::ones_like right before the
+    pass's first backward kernel (loss.backward() makes it outside the region)."""
+    fwd = [i for i in ks if cap.kernels[i]["phase"] == FWD]
+    last = fwd[-1]
+    after = [i for i in ks if i > last]
+    if (len(fwd) > 1 and fwd[-2] == last - 1 and cap.kernels[last]["name"] == "aten::ones_like"
+            and after and after[0] == last + 1 and cap.kernels[last + 1]["phase"] == BWD):
+        last = fwd[-2]
     return (plan.op_of[last], "after", 0)
 
 

@@ -350,7 +350,7 @@ def main(argv):
             print("no Python environment with torch, transformers and mhc_torch: skipped")
             return 77
         traces += got
-    n = bad = 0
+    n = bad = unread = 0
     for trace in traces:
         try:
             cap = ref.Captured(str(trace))
@@ -365,10 +365,34 @@ def main(argv):
             kept = (setting.get("offload") or {}).get("min_bytes") == 0   # the cases fixed in advise/ run always
             if sampled_out(label, opts, kept):
                 continue
+            if hook_around_checkpoint(cap, setting):
+                unread += 1
+                continue
             n += 1
             bad += report(label, compare(mhc, trace, setting, workdir, link, host_bw, cost, cap), opts)
     print(f"{n - bad} of {n} configurations agree")
+    if unread:
+        print(f"{unread} with an offload's hook around a checkpointed module left out: the reading does not yet "
+              "follow the saves a checkpoint hands to the hook (docs/simulator.md, offload; checked against "
+              "captures by python/tests/test_printed_code_as_verified.py)")
     return 0 if bad == 0 else 1
+
+
+def hook_around_checkpoint(cap, setting):
+    """Whether the setting offloads with a hook around a module it checkpoints (the whole forward, or
+    a named module at or around it): the checkpoint's inputs and selective checkpointing's cached
+    outputs then go through the hook (docs/simulator.md, offload), which the reading does not model."""
+    off = setting.get("offload")
+    groups = setting.get("checkpoint") or []
+    groups = groups if isinstance(groups, list) else [groups]
+    if not off or not groups:
+        return False
+    if off.get("modules") is None:
+        return True
+    if cap is None:
+        return False
+    scope = [cap.module_id(n) for n in off["modules"]]
+    return any(cap.inside(cap.module_id(m), s) for g in groups for m in g["modules"] for s in scope)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,57 @@ bool cached(const Plan& plan, const Call& call, int32_t seq) {
 
 namespace {
 
+// The saves the call hands to saved-tensor hooks around it (Plan::hook_saves). Its inputs:
+// checkpoint packs the tensors passed to it positionally before the forward runs and unpacks them
+// when the recomputation starts: those the capture recorded (meta capture.call_args), or, in a
+// capture without that record, what the first kernel of the call that reads a tensor made before it
+// (not a parameter or a buffer: BatchNorm counts its batches first) reads so (a block's hidden
+// states; not a mask or an embedding passed by keyword and read later). Selective checkpointing's cached
+// outputs: packed after their op, unpacked where the recomputation replays it (never when the early
+// stop comes first: the frame lets go of them when the call's backward ends).
+void list_hook_saves(const Base& base, Plan& plan, const Call& call, const Saves& saves, const Recomputation& rec,
+                     size_t recompute_from) {
+    const auto& placed = plan.before[static_cast<size_t>(saves.trigger)];
+    const int32_t starts = recompute_from < placed.size() ? placed[recompute_from] : saves.trigger;
+    const Point frame_end{saves.backward_last, true};
+    const int32_t recorded_allocs = static_cast<int32_t>(base.trace->allocations.size());
+    auto input = [&](int32_t storage) {
+        const Alloc& alloc = plan.allocs[static_cast<size_t>(storage)];
+        return storage < recorded_allocs && alloc.category != trace::Category::Param && alloc.device == base.device &&
+               !base.param_cast[static_cast<size_t>(storage)] && base.creator[static_cast<size_t>(storage)] < call.first &&
+               plan.strings[static_cast<size_t>(alloc.label)].rfind("buffer ", 0) != 0;
+    };
+    // the capture's record of the call's positional arguments, where it has one
+    auto args = base.info.call_args.find({call.module, base.korder[static_cast<size_t>(call.first)]});
+    if (args != base.info.call_args.end()) {
+        for (int32_t storage : args->second)
+            if (input(storage))
+                plan.hook_saves.push_back({call.module, call.pass, call.first, false, storage, starts, frame_end});
+    } else {
+        for (int32_t seq = call.first; seq <= call.last; ++seq) {
+            bool found = false;
+            for (const PlanAccess& read : base.plan.ops[static_cast<size_t>(seq)].acc) {
+                if (!input(read.alloc)) continue;
+                found = true;
+                plan.hook_saves.push_back({call.module, call.pass, call.first, false, read.alloc, starts, frame_end});
+            }
+            if (found) break;
+        }
+    }
+    for (int32_t seq = call.first; seq <= call.last; ++seq) {
+        if (!cached(plan, call, seq)) continue;
+        auto replay = rec.replayed_at.find(seq);
+        for (const PlanAccess& access : plan.ops[static_cast<size_t>(seq)].acc) {
+            const int32_t kept = access.alloc;
+            if (kept >= recorded_allocs || base.creator[static_cast<size_t>(kept)] != seq ||
+                base.plan.allocs[static_cast<size_t>(kept)].freed.op == kNoFree)
+                continue;
+            plan.hook_saves.push_back({call.module, call.pass, seq, true, kept,
+                                       replay != rec.replayed_at.end() ? replay->second : -1, frame_end});
+        }
+    }
+}
+
 // One call checkpointed: its BatchNorm statistics copies in the forward (made before the call and
 // dropped at once), then what it saved, its recomputation, and the lifetimes that changes. The
 // weight casts other calls saved too go to `shared_casts` (release_forward_casts hands them over
@@ -49,7 +100,9 @@ void checkpoint_call(const Base& base, Plan& plan, const Call& call, std::vector
     }
     move_trigger_before_reads(base, call, saves);
     find_backward_end(base, plan, call, saves);
+    const size_t recompute_from = plan.before[static_cast<size_t>(saves.trigger)].size();
     Recomputation rec = insert_recomputation(base, plan, call, saves, stats);
+    list_hook_saves(base, plan, call, saves, rec, recompute_from);
     hand_saves_to_copies(base, plan, call, saves, rec);
     hand_shared_saves_to_copies(base, plan, call, saves, rec);
     end_unsaved_copies(base, plan, call, rec);

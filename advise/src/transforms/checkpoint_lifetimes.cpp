@@ -28,7 +28,7 @@ Point end_at_rerun(const Plan& plan, const Recomputation& rec, Point freed, Poin
 // last forward use (autocast's cached parameter copies at the end of the forward) and the
 // backward reads their recomputed copies.
 void hand_saves_to_copies(const Base& base, Plan& plan, const Call& call, const Saves& saves, Recomputation& rec) {
-    const int32_t fwd_end = base.pass_fwd_last[static_cast<size_t>(call.pass)];
+    const int32_t fwd_end = base.autocast_end(call.pass);
     for (int32_t storage : saves.saved) {
         Alloc& alloc = plan.allocs[static_cast<size_t>(storage)];
         auto it = rec.copy_of.find(storage);
@@ -47,8 +47,22 @@ void hand_saves_to_copies(const Base& base, Plan& plan, const Call& call, const 
             copy.freed = *end;
             copy.freed_offset = 0;
         }
+        if (base.cast_kept_past_backward(storage)) {
+            // the recorded free is the autocast region's end, not the node's: the node lets go of
+            // the recomputed cast after its last read and the engine's sums of its gradients (a
+            // weight's gradient cast after it is the cast's own backward node)
+            int32_t end = base.last_access_in_pass(storage, Phase::Backward, call.pass);
+            for (auto next = static_cast<size_t>(end) + 1; end >= 0 && next < static_cast<size_t>(plan.recorded) &&
+                                                           base.phase[next] == Phase::Backward &&
+                                                           plan.strings[static_cast<size_t>(plan.ops[next].name)] == "aten::sum";
+                 ++next)
+                end = static_cast<int32_t>(next);
+            copy.freed = {end, true};
+            copy.freed_offset = 0;
+        }
         int32_t last_forward = base.last_access_in_pass(storage, Phase::Forward, call.pass);
         if (base.param_cast[static_cast<size_t>(storage)]) last_forward = std::max(last_forward, fwd_end);
+        if (base.cast_kept_past_backward(storage)) last_forward = -1;   // freed as recorded
         // A frame of the model's code may hold it longer than its last use: `q, k, v` until the
         // block's forward returns, a module's input argument until its own forward does.
         const int32_t held = base.held_seq[static_cast<size_t>(storage)];
@@ -74,10 +88,12 @@ void end_let_go_saves(const Base& base, Plan& plan, const Call& call, const Save
     for (int32_t let_go : saves.dropped_only) {
         Alloc& storage = plan.allocs[static_cast<size_t>(let_go)];
         const int32_t made = base.creator[static_cast<size_t>(let_go)];
-        if (!call.holds(made) || cached(plan, call, made) || storage.device != base.device) continue;
+        if (!call.holds(made) || cached(plan, call, made) || storage.device != base.device ||
+            base.cast_kept_past_backward(let_go))
+            continue;
         int32_t kept = base.last_access_in_pass(let_go, Phase::Forward, call.pass);
         if (base.param_cast[static_cast<size_t>(let_go)])
-            kept = std::max(kept, base.pass_fwd_last[static_cast<size_t>(call.pass)]);
+            kept = std::max(kept, base.autocast_end(call.pass));
         const int32_t held = base.held_seq[static_cast<size_t>(let_go)];
         if (held >= 0 && base.pass[static_cast<size_t>(held)] == call.pass) kept = std::max(kept, held);
         if (kept >= 0 && plan.key(Point{kept, true}) < plan.key(storage.freed)) {
@@ -289,8 +305,9 @@ void release_forward_casts(const Base& base, Plan& plan, const std::vector<Call>
         base.for_kept_savers(cast, [&](int32_t seq) { only_calls = only_calls && in_call[static_cast<size_t>(seq)]; });
         if (!only_calls) continue;
         const int32_t pass = base.pass[static_cast<size_t>(made)];
+        if (base.cast_kept_past_backward(cast)) continue;
         Point end{std::max(base.last_access_in_pass(cast, Phase::Forward, pass),
-                           base.pass_fwd_last[static_cast<size_t>(pass)]),
+                           base.autocast_end(pass)),
                   true};
         base.for_acc(cast, [&](int32_t seq, trace::AccessMode) {   // reads no recomputation took over
             for (const PlanAccess& access : plan.ops[static_cast<size_t>(seq)].acc)

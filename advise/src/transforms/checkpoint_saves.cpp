@@ -121,7 +121,7 @@ void free_unread_saves(const Base& base, Plan& plan, const Call& call, const Sav
                 weight_cast = weight_cast ||
                               (access.alloc < recorded_allocs && access.mode == trace::AccessMode::Read &&
                                plan.allocs[static_cast<size_t>(access.alloc)].category == trace::Category::Param);
-        int32_t last = weight_cast ? base.pass_fwd_last[static_cast<size_t>(call.pass)] : -1;
+        int32_t last = weight_cast ? base.autocast_end(call.pass) : -1;
         bool inside = true;
         base.for_acc(storage, [&](int32_t seq, trace::AccessMode) {
             if (base.pass[static_cast<size_t>(seq)] != call.pass) return;
@@ -179,7 +179,9 @@ void find_backward_end(const Base& base, const Plan& plan, const Call& call, Sav
             last = std::max(last, read);
             const Point freed = base.plan.allocs[static_cast<size_t>(storage)].freed;
             const int32_t released = freed.at_end ? freed.op : freed.op - 1;
+            // (a cast autocast's cache kept past the backward was released by the region's end, not a node)
             const bool in_backward = read >= 0 && freed.op != kNoFree && released >= read && released < plan.recorded &&
+                                     !base.cast_kept_past_backward(storage) &&
                                      base.phase[static_cast<size_t>(released)] == Phase::Backward &&
                                      base.pass[static_cast<size_t>(released)] == call.pass;
             if (in_backward) last = std::max(last, released);

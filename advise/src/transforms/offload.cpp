@@ -36,6 +36,7 @@ PassOffload::PassOffload(const Context& ctx, Plan& plan, int32_t pass, const Off
 
 void PassOffload::apply() {
     collect_packs();
+    add_hook_saves();
     index_eligible_packs();
     choose_copied_back();
     find_first_unpack();
@@ -64,13 +65,45 @@ void PassOffload::move(size_t own) {
     host_copy.made = {pack_seq, true};
     host_copy.made_offset = host_copy.freed_offset = 0;
     int32_t d2h = -1;
+    // a checkpoint's input is packed before the call runs (before what the call adds before its
+    // first op: BatchNorm's statistics copies)
+    const bool before_call = packs_[own].hook >= 0 && !packs_[own].output;
+    if (before_call) host_copy.made = {pack_seq, false};
     if (streamed_) {
-        plan.copies.push_back({false, saved.bytes, pack_seq, false});
+        plan.copies.push_back({false, saved.bytes, pack_seq, before_call});
         d2h = static_cast<int32_t>(plan.copies.size() - 1);
+    } else if (before_call) {
+        const int32_t id = add_copy(base, plan, false, saved.bytes, step, pack_seq);
+        const auto& placed = plan.before[static_cast<size_t>(pack_seq)];
+        placed.empty() ? plan.insert_before(pack_seq, id) : plan.insert_before_op(placed.front(), id);
     } else {
         plan.insert_after(pack_seq, add_copy(base, plan, false, saved.bytes, step, pack_seq));
     }
     const int32_t unpack = unpack_at(alloc_id);
+    if (never_back_.count(alloc_id)) {
+        // a checkpoint's cached output past its early stop: its frame lets go of it when the
+        // call's backward ends; a later unpack's prefetch may still bring it back, and then the
+        // copy stays until then (the hook holds a copy until its last save is unpacked)
+        Point frame_end = saved.freed;
+        for (size_t place : pack_places_.at(alloc_id))
+            if (packs_[place].hook >= 0) frame_end = plan.hook_saves[static_cast<size_t>(packs_[place].hook)].frame_end;
+        saved.freed = device_release(own, alloc_id, d2h);
+        saved.freed_offset = 0;
+        int32_t bring = plan.end_op();
+        size_t distance = 0;
+        const size_t trigger = bringing_pack(own, alloc_id, bring, distance);
+        host_copy.freed = trigger == own ? frame_end : Point{bring, false};
+        plan.add_alloc(host_copy);
+        if (trigger == own) return;
+        plan.copies.push_back({true, saved.bytes, bring, true});
+        Alloc device_copy = saved;
+        device_copy.src = -1;
+        device_copy.made = {bring, false};
+        device_copy.freed = frame_end;
+        device_copy.made_offset = device_copy.freed_offset = 0;
+        backs_.push_back({trigger, distance, alloc_id, device_copy});
+        return;
+    }
     if (!copied_back_.count(alloc_id) || unpack < 0) {
         // the hook drops the host copy at its own unpack
         const int32_t hook_unpack = hook_unpack_at(alloc_id);
@@ -92,8 +125,9 @@ void PassOffload::move(size_t own) {
         plan.ops[static_cast<size_t>(unpack)].waits.push_back(static_cast<int32_t>(plan.copies.size() - 1));
         device_copy.made = {bring, false};
     } else {
-        const int32_t id = add_copy(base, plan, true, saved.bytes, step, unpack);
-        plan.insert_before(unpack, id);
+        const int32_t anchor = unpack < plan.recorded ? unpack : plan.ops[static_cast<size_t>(unpack)].anchor;
+        const int32_t id = add_copy(base, plan, true, saved.bytes, step, anchor);
+        plan.insert_before_op(unpack, id);
         device_copy.made = {id, false};
     }
     device_copy.made_offset = 0;
@@ -119,12 +153,24 @@ void PassOffload::place_device_copies() {
     for (Back& back : backs_) {
         const int32_t storage = back.storage;
         const int32_t dc = plan_.add_alloc(back.copy);
-        base.for_acc(storage, [&](int32_t seq, trace::AccessMode) {
-            if (base.phase[static_cast<size_t>(seq)] != Phase::Backward || base.pass[static_cast<size_t>(seq)] != pass_)
-                return;
-            for (PlanAccess& pa : plan_.ops[static_cast<size_t>(seq)].acc)
+        // a checkpoint's save: the reads from where it comes back on, the recomputation's too
+        const bool hooked = hook_unpack_.count(storage) > 0;
+        const int64_t from = plan_.key(back.copy.made);
+        auto redirect = [&](int32_t op) {
+            if (hooked && plan_.key(Point{op, false}) < from) return;
+            for (PlanAccess& pa : plan_.ops[static_cast<size_t>(op)].acc)
                 if (pa.alloc == storage) pa.alloc = dc;
+        };
+        base.for_acc(storage, [&](int32_t seq, trace::AccessMode) {
+            if (base.phase[static_cast<size_t>(seq)] == Phase::Backward && base.pass[static_cast<size_t>(seq)] == pass_)
+                redirect(seq);
         });
+        if (!hooked) continue;
+        for (size_t op = static_cast<size_t>(plan_.recorded) + 2; op < plan_.ops.size(); ++op) {
+            const Op& added = plan_.ops[op];
+            if (added.phase == Phase::Recompute && base.pass[static_cast<size_t>(added.anchor)] == pass_)
+                redirect(static_cast<int32_t>(op));
+        }
     }
 }
 

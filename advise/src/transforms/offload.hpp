@@ -16,6 +16,7 @@ struct Pack {
     int32_t seq;     // the saving op
     int32_t alloc;   // the storage
     bool output;     // made by the saving op: packed after it ran (its inputs are packed before)
+    int32_t hook = -1;   // a checkpoint's save (index into Plan::hook_saves), -1: the capture's
     Point at() const { return {seq, output}; }
 };
 
@@ -46,13 +47,19 @@ private:
     std::unordered_map<int32_t, size_t> first_pack_;                 // storage -> its first eligible pack
     std::unordered_map<int32_t, std::vector<size_t>> pack_places_;   // storage -> all its packs
     std::unordered_map<int32_t, bool> copied_back_;                  // storages that die on the device
+    std::unordered_map<int32_t, bool> never_back_;   // ... and that the hook never unpacks (a checkpoint's)
+    // storages a checkpoint hands to the hook -> the earliest op unpacking one of those saves (-1: none)
+    std::unordered_map<int32_t, int32_t> hook_unpack_;
+    std::unordered_map<int32_t, bool> captured_pack_;   // storages the hook packs for the capture's saves too
     int32_t first_unpack_ = -1;                                      // the hook's first unpack of a storage it moved
     std::vector<Back> backs_;
 
     // offload_packs.cpp
     bool in_scope(int32_t seq) const;
+    bool covers(int32_t checkpointed) const;
     bool eligible(int32_t alloc_id) const;
     void collect_packs();
+    void add_hook_saves();
     void index_eligible_packs();
     // offload_unpacks.cpp
     int32_t unpack_at(int32_t storage) const;
@@ -60,6 +67,7 @@ private:
     int32_t save_unpack_at(size_t pack) const;
     void find_first_unpack();
     size_t bringing_pack(size_t own, int32_t storage, int32_t& bring, size_t& distance) const;
+    bool earlier(int32_t op, int32_t than) const { return plan_.key(Point{op, false}) < plan_.key(Point{than, false}); }
     // offload_lifetimes.cpp
     void choose_copied_back();
     Point device_release(size_t own, int32_t storage, int32_t d2h);

@@ -49,12 +49,24 @@ void PassOffload::choose_copied_back() {
                                                                               : -1;
         bool dies = made_by >= 0 && base.pass[static_cast<size_t>(made_by)] == pass_ &&
                     base.phase[static_cast<size_t>(made_by)] == Phase::Forward;
-        base.for_savers(x, [&](int32_t saver) { dies = dies && saver >= 0 && in_scope(saver); });
+        // A storage a checkpoint hands to the hook (its input, a cached output) is no longer held by
+        // the checkpoint's frame or cache, nor by the saves inside the checkpoint (its holders).
+        const bool hooked = hook_unpack_.count(x) > 0;
+        base.for_savers(x, [&](int32_t saver) {
+            const bool checkpointed = saver >= 0 && ctx_.caller[static_cast<size_t>(saver)] >= 0 &&
+                                      ctx_.in_checkpoint[static_cast<size_t>(ctx_.caller[static_cast<size_t>(saver)])];
+            dies = dies && saver >= 0 && (in_scope(saver) || (hooked && checkpointed));
+        });
+        // autocast's cache holds a weight cast to its region's end, after the backward when the
+        // backward runs inside it (SAM's second): the hook finds it still on the device
+        dies = dies && !base.cast_kept_past_backward(x);
         // the program holds what a kernel of another pass uses (GradScaler's scale, read by the
         // unscale after the backward)
         base.for_acc(
             x, [&](int32_t seq, trace::AccessMode) { dies = dies && base.pass[static_cast<size_t>(seq)] == pass_; });
-        if (dies && !recomputed_reads.count(x) && unpack_at(x) >= 0 && !kept_by_policy(x)) copied_back_[x] = true;
+        if (dies && hooked && unpack_at(x) < 0) never_back_[x] = true;
+        if (dies && (hooked || (!recomputed_reads.count(x) && !kept_by_policy(x))) && unpack_at(x) >= 0)
+            copied_back_[x] = true;
     }
 }
 
@@ -65,7 +77,7 @@ Point PassOffload::device_release(size_t own, int32_t storage, int32_t d2h) {
     const Base& base = base_;
     const int32_t fwd_end = base.pass_fwd_last[static_cast<size_t>(pass_)];
     int32_t last_use = base.last_access_in_pass(storage, Phase::Forward, pass_);
-    if (base.param_cast[static_cast<size_t>(storage)]) last_use = std::max(last_use, fwd_end);
+    if (base.param_cast[static_cast<size_t>(storage)]) last_use = std::max(last_use, base.autocast_end(pass_));
     // or later, while a frame of the model's code still refers to it (capture.frame_holds)
     const int32_t held = base.held_seq[static_cast<size_t>(storage)];
     if (held >= 0 && base.phase[static_cast<size_t>(held)] == Phase::Forward &&
@@ -87,7 +99,8 @@ Point PassOffload::device_release(size_t own, int32_t storage, int32_t d2h) {
     // the D2H is issued at the saving op's end: no op before it can wait for it (a stash smaller
     // than the saving op's own input packs)
     waiter = std::max(waiter, packs_[own].seq + 1);
-    if (waiter >= 0 && waiter < plan_.recorded) plan_.ops[static_cast<size_t>(waiter)].waits.push_back(d2h);
+    if (waiter >= 0 && waiter != plan_.begin_op() && waiter != plan_.end_op())
+        plan_.ops[static_cast<size_t>(waiter)].waits.push_back(d2h);
     return release;
 }
 
@@ -99,6 +112,8 @@ Alloc PassOffload::device_copy_back(int32_t storage, const Alloc& saved, Point r
     device_copy.src = -1;
     device_copy.freed = recorded_free;
     device_copy.freed_offset = recorded_free_offset;
+    // a checkpoint's save: as long as the checkpoint keeps it on the device without the hook
+    if (hook_unpack_.count(storage)) return device_copy;
     if (auto end = base_.node_return(storage, pass_, recorded_free)) {
         device_copy.freed = *end;
         device_copy.freed_offset = 0;

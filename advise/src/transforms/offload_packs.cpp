@@ -19,6 +19,15 @@ bool PassOffload::in_scope(int32_t seq) const {
     return false;
 }
 
+// Whether the hook is around a checkpointed module's calls (entered before checkpoint packs the
+// call's inputs: around the module itself or a module holding it, or the whole forward).
+bool PassOffload::covers(int32_t checkpointed) const {
+    if (!setting_.modules) return checkpointed >= 0;
+    for (int32_t scoped : scope_)
+        if (base_.info.within(checkpointed, scoped)) return true;
+    return false;
+}
+
 bool PassOffload::eligible(int32_t alloc_id) const {
     const Alloc& alloc = plan_.allocs[static_cast<size_t>(alloc_id)];
     const std::string& label = plan_.strings[static_cast<size_t>(alloc.label)];
@@ -87,6 +96,34 @@ void PassOffload::collect_packs() {
         const int32_t rank_left = unpack_rank(left.alloc), rank_right = unpack_rank(right.alloc);
         return rank_left != rank_right ? rank_left < rank_right : left.alloc < right.alloc;
     });
+}
+
+// The saves checkpoints in the hook's scope hand to it (Plan::hook_saves), among the captured packs
+// at their places: an input before the call's first op, a cached output after its op.
+void PassOffload::add_hook_saves() {
+    for (const Pack& pack : packs_) captured_pack_[pack.alloc] = true;
+    std::vector<Pack> hooked;
+    for (size_t h = 0; h < plan_.hook_saves.size(); ++h) {
+        const HookSave& save = plan_.hook_saves[h];
+        if (save.pass != pass_ || !covers(save.module)) continue;
+        hooked.push_back({save.seq, save.alloc, save.output, static_cast<int32_t>(h)});
+        auto [it, fresh] = hook_unpack_.emplace(save.alloc, save.unpack);
+        if (!fresh && save.unpack >= 0 && (it->second < 0 || earlier(save.unpack, it->second))) it->second = save.unpack;
+    }
+    std::stable_sort(hooked.begin(), hooked.end(), [](const Pack& left, const Pack& right) {
+        return left.seq != right.seq ? left.seq < right.seq : !left.output && right.output;
+    });
+    std::vector<Pack> merged;
+    merged.reserve(packs_.size() + hooked.size());
+    size_t next = 0;
+    for (const Pack& save : hooked) {
+        while (next < packs_.size() && (packs_[next].seq < save.seq ||
+                                        (packs_[next].seq == save.seq && (save.output || !packs_[next].output))))
+            merged.push_back(packs_[next++]);
+        merged.push_back(save);
+    }
+    merged.insert(merged.end(), packs_.begin() + static_cast<std::ptrdiff_t>(next), packs_.end());
+    packs_ = std::move(merged);
 }
 
 void PassOffload::index_eligible_packs() {

@@ -5,7 +5,16 @@
 namespace mhc::advise::offloading {
 
 // A backward node unpacks all it saved before its first kernel (capture.unpacks).
-int32_t PassOffload::unpack_at(int32_t storage) const { return base_.unpack_in_pass(storage, pass_); }
+// A storage a checkpoint hands to the hook: that unpack, or the capture's when a save the hook
+// packs for the capture is unpacked earlier (the capture's unpack of a save outside the hook, a
+// timestep embedding another block saves, is not the hook's).
+int32_t PassOffload::unpack_at(int32_t storage) const {
+    const int32_t captured = base_.unpack_in_pass(storage, pass_);
+    auto hooked = hook_unpack_.find(storage);
+    if (hooked == hook_unpack_.end()) return captured;
+    if (!captured_pack_.count(storage) || captured < 0) return hooked->second;
+    return hooked->second < 0 || earlier(captured, hooked->second) ? captured : hooked->second;
+}
 
 // Where the hook itself first unpacks a storage. A storage that ops outside the hook saved too (a
 // timestep embedding every block reads) may be unpacked first by one of theirs, which the hook
@@ -13,21 +22,29 @@ int32_t PassOffload::unpack_at(int32_t storage) const { return base_.unpack_in_p
 // the hook's scope that reads it.
 int32_t PassOffload::hook_unpack_at(int32_t storage) const {
     const Base& base = base_;
-    const int32_t unpacked = unpack_at(storage);
+    // a storage a checkpoint hands to the hook: that unpack, or the hook's unpack of its capture's
+    // saves in scope when earlier
+    auto hooked = hook_unpack_.find(storage);
+    if (hooked != hook_unpack_.end() && !captured_pack_.count(storage)) return hooked->second;
+    auto with_hooked = [&](int32_t captured) {
+        if (hooked == hook_unpack_.end() || hooked->second < 0) return captured;
+        return captured >= 0 && earlier(captured, hooked->second) ? captured : hooked->second;
+    };
+    const int32_t unpacked = base.unpack_in_pass(storage, pass_);
     bool outside = false;
     base.for_savers(storage, [&](int32_t saver) {
         if (saver >= 0 && base.pass[static_cast<size_t>(saver)] == pass_ &&
             base.phase[static_cast<size_t>(saver)] == Phase::Forward && !in_scope(saver))
             outside = true;
     });
-    if (!outside || unpacked < 0) return unpacked;
+    if (!outside || unpacked < 0) return with_hooked(unpacked);
     int32_t found = -1;
     base.for_acc(storage, [&](int32_t seq, trace::AccessMode) {
         if (found < 0 && seq >= unpacked && base.pass[static_cast<size_t>(seq)] == pass_ &&
             base.phase[static_cast<size_t>(seq)] == Phase::Backward && in_scope(seq))
             found = seq;
     });
-    return found >= 0 ? found : unpacked;
+    return with_hooked(found >= 0 ? found : unpacked);
 }
 
 // Where a pack's own save is unpacked (what a prefetch from it waits for): the storage's unpack,
@@ -40,6 +57,7 @@ int32_t PassOffload::hook_unpack_at(int32_t storage) const {
 // its storages back hundreds of kernels early.
 int32_t PassOffload::save_unpack_at(size_t pack) const {
     const Base& base = base_;
+    if (packs_[pack].hook >= 0) return plan_.hook_saves[static_cast<size_t>(packs_[pack].hook)].unpack;
     const int32_t storage = packs_[pack].alloc, unpacked = unpack_at(storage);
     if (unpacked < 0) return unpacked;
     int32_t savers = 0;
@@ -64,7 +82,7 @@ int32_t PassOffload::save_unpack_at(size_t pack) const {
 void PassOffload::find_first_unpack() {
     for (auto& [storage, pack] : first_pack_) {
         const int32_t unpacked = hook_unpack_at(storage);
-        if (unpacked >= 0 && (first_unpack_ < 0 || unpacked < first_unpack_)) first_unpack_ = unpacked;
+        if (unpacked >= 0 && (first_unpack_ < 0 || earlier(unpacked, first_unpack_))) first_unpack_ = unpacked;
     }
 }
 
@@ -84,7 +102,7 @@ size_t PassOffload::bringing_pack(size_t own, int32_t storage, int32_t& bring, s
         for (size_t q = place + 1; q <= place + prefetch && q < packs_.size(); ++q) {
             if (!copied_back_.count(packs_[q].alloc)) continue;   // kept on the device: no prefetch
             const int32_t unpacked = save_unpack_at(q);
-            if (unpacked >= 0 && (unpacked < bring || (unpacked == bring && trigger != own && q < trigger))) {
+            if (unpacked >= 0 && (earlier(unpacked, bring) || (unpacked == bring && trigger != own && q < trigger))) {
                 bring = unpacked;
                 trigger = q;
             }

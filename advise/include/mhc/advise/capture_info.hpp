@@ -4,6 +4,7 @@
 // the backward and which forward op saved them, and the model's repeated blocks.
 #include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -66,6 +67,10 @@ struct CaptureInfo {
     // starts (meta capture.module_calls: a layer whose weights are shared, called many times a
     // pass), sorted; calls one after another are one run of kernels without them.
     std::vector<std::pair<int32_t, int32_t>> call_starts;
+    // Meta capture.call_args: (module, the kernel row its forward call starts at) -> the allocation
+    // rows of the tensors the call was passed positionally, in order (what checkpoint packs through
+    // saved-tensor hooks around it). Empty in a capture made before 2026-12-06.
+    std::map<std::pair<int32_t, int32_t>, std::vector<int32_t>> call_args;
     // The outermost modules whose forward ran inside torch.func's grad, vjp, jacrev or hessian
     // (per-sample gradients, vmap(grad(loss))): meta capture.torch_func_modules. Those transforms
     // refuse saved-tensor hooks, so PyTorch stops a checkpoint or an offload inside them.

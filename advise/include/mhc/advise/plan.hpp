@@ -79,12 +79,26 @@ struct Alloc {
 };
 
 inline constexpr int32_t kNoFree = -1;
+// A save a checkpoint hands to the saved-tensor hooks around it, which the capture without the
+// checkpoint never made: torch.utils.checkpoint's save of the call's inputs (before its forward;
+// unpacked when its recomputation starts) and selective checkpointing's cached outputs under
+// respect_saved_tensors_hooks=True (after the op; unpacked where the recomputation replays it).
+// The checkpoint transform lists them; an offload around the checkpointed module moves them.
+struct HookSave {
+    int32_t module = -1, pass = 0;   // the checkpointed module, its pass
+    int32_t seq = 0;                 // the op saving it (an input: the call's first op)
+    bool output = false;             // packed after `seq` (a cached output), else before it
+    int32_t alloc = 0;
+    int32_t unpack = -1;             // the op the hook unpacks it before; -1: never (past the early stop)
+    Point frame_end;                 // where the checkpoint lets go of what it never unpacked
+};
 
 struct Plan {
     std::vector<std::string> strings;   // the trace's strings, then names settings add
     std::vector<Op> ops;                // [0, n): recorded kernels by seq; n: start; n+1: end; then added
     std::vector<Alloc> allocs;          // [0, m): recorded allocations by row; then added
     std::vector<AsyncCopy> copies;
+    std::vector<HookSave> hook_saves;   // the checkpoint transform's (offload moves them)
     // Ops added before / after each recorded kernel (by seq), in the order they run.
     std::vector<std::vector<int32_t>> before, after;
     int32_t recorded = 0;               // n
@@ -99,6 +113,9 @@ struct Plan {
     int32_t add_op(Op op);              // appended to ops, not yet placed
     void insert_before(int32_t seq, int32_t op);   // runs after what was inserted before seq so far
     void insert_after(int32_t seq, int32_t op);
+    // `op` right before `placed`: an added op (at its place among those beside the same kernel),
+    // or a recorded kernel (as insert_before: after what was inserted before it so far)
+    void insert_before_op(int32_t placed, int32_t op);
     // A total order of points (before placement is final): comparable keys.
     int64_t key(Point pt) const;
     Point later(Point a, Point b) const { return key(a) >= key(b) ? a : b; }
@@ -145,7 +162,7 @@ struct Base {
     // the optimizer, is the last pass's). Per pass: its step index, last forward seq and first
     // backward seq (-1: none). Checkpointing and offloading act per pass.
     std::vector<int32_t> pass;
-    std::vector<int32_t> pass_step, pass_fwd_last, pass_bwd_first;
+    std::vector<int32_t> pass_step, pass_fwd_last, pass_bwd_first, pass_bwd_last;
     double hbm_bw = 0;                  // B/s of the capture's GPU (roofline of added kernels)
     int64_t launch_overhead = 2000;     // ns
     CommModel comm;                     // the collectives' time (apply_comm_model)
@@ -204,6 +221,17 @@ struct Base {
     // cast to its input's dtype), and not before the pass's last backward read of it.
     // Empty when the pass's backward does not read it or `freed` is not an op of the step.
     std::optional<Point> node_return(int32_t alloc, int32_t pass_index, Point freed) const;
+    // Whether autocast's cached cast `cast` (param_cast) outlived its pass's backward: the forward's
+    // autocast region ended after the backward (SAM's second backward runs inside it), so its cache
+    // held the cast to its recorded free, at the backward's end and after the saving node returned.
+    // A checkpoint then keeps the forward's cast until then (its recomputation, on the autograd
+    // engine's device thread with a cache of its own, casts again); otherwise the region ended with
+    // the forward.
+    bool cast_kept_past_backward(int32_t cast) const;
+    // The last forward seq of a pass inside the forward's autocast region, whose end frees
+    // autocast's cached weight casts: the pass's last forward seq, less the gradient seed
+    // (aten::ones_like) that `loss.backward()` makes right before the backward, after the region.
+    int32_t autocast_end(int32_t pass_index) const;
 
 private:
     // The first (or last) access of allocation row `alloc` by an op of `phase` whose entry in
