@@ -112,7 +112,8 @@ private:
     std::string trace_path_;
     mutable std::string print_;
     // A run without a recorded fingerprint counts as the trace's unless the trace's rows were
-    // changed after it was written (meta content_digest 'edited:…'): this holds that digest.
+    // changed after it was written (meta content_digest 'edited:…', or a digest the rows no longer
+    // give in a file without its digest triggers): this says which.
     std::string edited_;
 };
 

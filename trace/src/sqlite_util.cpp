@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cerrno>
@@ -168,6 +169,34 @@ bool same(const Snapshot& taken, const struct stat& st) {
            taken.ctime.tv_sec == st.st_ctim.tv_sec && taken.ctime.tv_nsec == st.st_ctim.tv_nsec;
 }
 
+// A file's times are stamped from the kernel's coarse clock, which ticks every few ms (a second or two
+// on file systems that keep whole seconds): a write in the tick of the snapshot's stat would leave
+// them as the snapshot saw them, and a read it mixed into would pass as whole. So the snapshot is
+// taken only once the file's last change (its ctime, which no process can set) is older than a
+// tick: any write after it then stamps another ctime. Waits at most 3 s; a file still changing
+// then is being written without pause, said so.
+std::string settled_stat(const std::string& file, struct stat& st) {
+    namespace chrono = std::chrono;
+    const auto give_up = chrono::steady_clock::now() + chrono::seconds(3);
+    for (;;) {
+        if (::stat(file.c_str(), &st) != 0) {
+            st = {};   // gone: the plain open says so
+            return "";
+        }
+        const bool whole_seconds = st.st_ctim.tv_nsec == 0 && st.st_mtim.tv_nsec == 0;
+        const chrono::nanoseconds tick = whole_seconds ? chrono::nanoseconds(chrono::seconds(2))
+                                                       : chrono::nanoseconds(chrono::milliseconds(20));
+        const chrono::nanoseconds changed = chrono::seconds(st.st_ctim.tv_sec) + chrono::nanoseconds(st.st_ctim.tv_nsec);
+        const chrono::nanoseconds age = chrono::system_clock::now().time_since_epoch() - changed;
+        if (age > tick) return "";
+        if (chrono::steady_clock::now() >= give_up)
+            return file + ": changed while it was read (it is in SQLite's WAL mode in a folder this process cannot "
+                          "write, so it is read without a lock, and another process kept writing it: in 3 s of "
+                          "waiting its last change was never a tick old): run the command again when it is done";
+        std::this_thread::sleep_for(std::min<chrono::nanoseconds>(tick - age, chrono::milliseconds(100)));
+    }
+}
+
 // A WAL-mode file is read through an index SQLite keeps beside it in FILE-shm, which it makes on
 // first use: in a folder this process cannot write, with no -shm there, every read of such a file
 // failed with "attempt to write a readonly database". It is opened immutable instead (read-only,
@@ -190,7 +219,8 @@ sqlite3* open_wal_without_index(const std::string& file, std::string& problem) {
         return nullptr;
     }
     struct stat before {};
-    if (::stat(file.c_str(), &before) != 0) return nullptr;   // gone: the plain open says so
+    if (problem = settled_stat(file, before); !problem.empty()) return nullptr;
+    if (before.st_ino == 0) return nullptr;
     sqlite3* db = nullptr;
     if (sqlite3_open_v2((file_uri(file) + "?immutable=1").c_str(), &db,
                         SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
