@@ -1,5 +1,6 @@
 // Deleting runs (runs.hpp, delete_runs; docs/trace-format.md, "Deleting runs").
 #include <algorithm>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -54,7 +55,16 @@ std::vector<RunInfo> delete_runs(const std::string& trace_path, const std::vecto
     // The write lock first, then what to delete: a run stored meanwhile (under an id a concurrent
     // delete just freed) is judged as it is when the rows go, never by an earlier list.
     list_all_runs(trace_path, runs_db, false);   // refuses a runs database that is not there, or another trace's
-    runfiles::RunWriter writer({{trace_path, ""}}, runs_db);
+    std::unique_ptr<runfiles::RunWriter> opened;
+    try {
+        opened = std::make_unique<runfiles::RunWriter>(std::vector<runfiles::Target>{{trace_path, ""}}, runs_db);
+    } catch (const Error& e) {   // the writer's words are a store's: "T.db: cannot store runs: ..."
+        std::string said = e.what();
+        const std::string store = ": cannot store runs:";
+        if (const size_t at = said.find(store); at != std::string::npos) said.replace(at, store.size(), ": cannot delete runs:");
+        throw Error(said, e.kind());
+    }
+    runfiles::RunWriter& writer = *opened;
     const RunList list = list_all_runs(trace_path, runs_db, false);
     std::vector<RunInfo> chosen = chosen_runs(list, ids, writer.file(0), trace_path);
     if (chosen.empty()) return chosen;
