@@ -23,7 +23,7 @@ std::vector<int64_t> run_ids(const std::string& text) {
         const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
         if (item.empty()) throw mhc::Error("--run '" + text + "': an empty item; give run ids as 1,3");
         if (std::string why = mhc::whole_number_refusal(item, false); !why.empty())
-            throw mhc::Error("--run '" + text + "': " + why);
+            throw mhc::Error(item == text ? "--run: " + why : "--run '" + text + "': " + why);
         const int64_t id = std::stoll(item);
         if (!seen.insert(id).second) throw mhc::Error("--run '" + text + "': run " + item + " is named twice");
         ids.push_back(id);

@@ -70,11 +70,16 @@ std::vector<RunInfo> delete_runs(const std::string& trace_path, const std::vecto
     if (chosen.empty()) return chosen;
     std::string in;
     for (const RunInfo& r : chosen) in += (in.empty() ? "" : ",") + std::to_string(r.id);
-    for (const auto& [table, column] : kRunRows)
-        if (runfiles::has_table(writer.db(), writer.file(0), table, writer.schema(0)))
-            sql::exec(writer.db(), writer.file(0),
-                      ("DELETE FROM " + writer.schema(0) + "." + table + " WHERE " + column + " IN (" + in + ")").c_str());
-    writer.commit();
+    try {
+        for (const auto& [table, column] : kRunRows)
+            if (runfiles::has_table(writer.db(), writer.file(0), table, writer.schema(0)))
+                sql::exec(writer.db(), writer.file(0),
+                          ("DELETE FROM " + writer.schema(0) + "." + table + " WHERE " + column + " IN (" + in + ")").c_str());
+        writer.commit();
+    } catch (const Error& e) {   // a full disk for the journal, an I/O error: rolled back, said so
+        const std::string left = writer.abort();
+        throw Error(std::string(e.what()) + "; no run was deleted" + (left.empty() ? "" : " (" + left + ")"), e.kind());
+    }
     return chosen;
 }
 

@@ -118,17 +118,32 @@ std::string open_failure(sqlite3* db, const std::string& file, const std::string
     return file + ": " + doing + ": " + (db ? sqlite3_errmsg(db) : "error");
 }
 
+bool read_bytes(const std::string& file, unsigned char* out, int bytes, int64_t offset) {
+    // Through SQLite's own VFS: a POSIX lock belongs to the process, and closing any descriptor of
+    // a file drops every lock the process holds on it, so a plain open() and close() here dropped
+    // the locks of this process's connections to the file (a prune's write lock: another writer
+    // then wrote beside it). SQLite's unix VFS keeps such a descriptor open until those locks go.
+    sqlite3_vfs* vfs = sqlite3_vfs_find(nullptr);
+    if (!vfs) return false;
+    const char* name = sqlite3_create_filename(file.c_str(), "", "", 0, nullptr);
+    if (!name) return false;
+    std::vector<unsigned char> handle(static_cast<size_t>(vfs->szOsFile));
+    auto* opened = reinterpret_cast<sqlite3_file*>(handle.data());
+    int flags = 0;
+    bool read = vfs->xOpen(vfs, name, opened, SQLITE_OPEN_READONLY | SQLITE_OPEN_MAIN_DB, &flags) == SQLITE_OK;
+    read = read && opened->pMethods->xRead(opened, out, bytes, offset) == SQLITE_OK;
+    if (opened->pMethods) opened->pMethods->xClose(opened);
+    sqlite3_free_filename(name);
+    return read;
+}
+
 namespace {
 
 // SQLite's file header says WAL mode (PRAGMA journal_mode=WAL) in its bytes 18 and 19 ("file format
 // write version" and "read version", 2 for WAL: sqlite.org/fileformat.html, section 1.3).
 bool wal_mode(const std::string& file) {
-    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
     unsigned char versions[2] = {0, 0};
-    const bool read = ::pread(fd, versions, 2, 18) == 2;
-    ::close(fd);
-    return read && versions[0] == 2 && versions[1] == 2;
+    return read_bytes(file, versions, 2, 18) && versions[0] == 2 && versions[1] == 2;
 }
 
 // "file:" URI of `file` for sqlite3_open_v2 with SQLITE_OPEN_URI: every byte but a few
@@ -519,12 +534,14 @@ std::string read_freelist(sqlite3* db, const std::string& file) {
     }
     const int64_t page_size = number("PRAGMA page_size");
     const int64_t pages = number("PRAGMA page_count");
-    const char* path = sqlite3_db_filename(db, "main");
-    const int fd = path ? ::open(path, O_RDONLY | O_CLOEXEC) : -1;
-    if (fd < 0) return "";   // nothing to read it by (an in-memory file): SQLite checks it when it allocates
+    // Read through the connection's own file: a descriptor opened and closed here would drop the
+    // connection's locks (POSIX locks are the process's; read_bytes).
+    sqlite3_file* own = nullptr;
+    if (sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &own) != SQLITE_OK || !own || !own->pMethods)
+        return "";   // nothing to read it by (an in-memory file): SQLite checks it when it allocates
     std::vector<unsigned char> page(static_cast<size_t>(page_size));
     auto read_at = [&](int64_t offset, size_t bytes) {
-        return ::pread(fd, page.data(), bytes, static_cast<off_t>(offset)) == static_cast<ssize_t>(bytes);
+        return own->pMethods->xRead(own, page.data(), static_cast<int>(bytes), offset) == SQLITE_OK;
     };
     std::string why;
     if (!read_at(0, 100)) why = "cannot read the file's header";
@@ -550,7 +567,6 @@ std::string read_freelist(sqlite3* db, const std::string& file) {
                 why = at + ": free page " + std::to_string(leaf) + " is not a page of the file";
         trunk = big_endian(page.data());
     }
-    ::close(fd);
     return why;
 }
 
