@@ -243,9 +243,9 @@ namespace {
 // `sql` with every run of blanks one space: SQLite keeps a trigger's text as it was written.
 std::string squeezed(const std::string& sql) {
     std::string out;
-    for (char c : sql) {
-        const bool blank = c == ' ' || c == '\n' || c == '\t' || c == '\r';
-        if (!blank) out += c;
+    for (char ch : sql) {
+        const bool blank = ch == ' ' || ch == '\n' || ch == '\t' || ch == '\r';
+        if (!blank) out += ch;
         else if (!out.empty() && out.back() != ' ') out += ' ';
     }
     return out;
@@ -263,8 +263,8 @@ const std::map<std::string, std::string>& digest_triggers() {
         try {
             sql::exec(db, ":memory:", schema::kTraceTables);
             sql::exec(db, ":memory:", schema::kContentDigestTriggers);
-            sql::Stmt t(db, ":memory:", "SELECT name, sql FROM sqlite_master WHERE type = 'trigger'");
-            while (t.step()) out[t.text(0)] = squeezed(t.text(1));
+            sql::Stmt made(db, ":memory:", "SELECT name, sql FROM sqlite_master WHERE type = 'trigger'");
+            while (made.step()) out[made.text(0)] = squeezed(made.text(1));
         } catch (...) {
             sqlite3_close(db);
             throw;
@@ -280,10 +280,10 @@ const std::map<std::string, std::string>& digest_triggers() {
 bool digest_guarded(sqlite3* db, const std::string& file, const std::string& schema) {
     const auto& want = digest_triggers();
     size_t intact = 0;
-    sql::Stmt t(db, file, ("SELECT name, sql FROM " + schema + ".sqlite_master WHERE type = 'trigger'").c_str());
-    while (t.step()) {
-        auto it = want.find(t.text(0));
-        if (it != want.end() && it->second == squeezed(t.text(1))) ++intact;
+    sql::Stmt has(db, file, ("SELECT name, sql FROM " + schema + ".sqlite_master WHERE type = 'trigger'").c_str());
+    while (has.step()) {
+        auto it = want.find(has.text(0));
+        if (it != want.end() && it->second == squeezed(has.text(1))) ++intact;
     }
     return intact == want.size();
 }

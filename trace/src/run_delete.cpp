@@ -28,19 +28,19 @@ std::vector<RunInfo> chosen_runs(const RunList& list, const std::vector<int64_t>
     std::vector<RunInfo> chosen;
     if (ids.empty()) chosen = list.stale;
     for (int64_t id : ids) {
-        auto it = std::find_if(all.begin(), all.end(), [&](const RunInfo& r) { return r.id == id; });
+        auto it = std::find_if(all.begin(), all.end(), [&](const RunInfo& run) { return run.id == id; });
         if (it == all.end())
             throw Error(file + ": there is no run " + std::to_string(id) + " of " + trace_path + " (mhc info " +
                         trace_path + " lists its runs)");
         chosen.push_back(*it);
     }
     std::set<int64_t> gone;
-    for (const RunInfo& r : chosen) gone.insert(r.id);
-    for (const RunInfo& r : all)
-        if (r.base_run != 0 && gone.count(r.base_run) != 0 && gone.count(r.id) == 0)
-            throw Error(file + ": run " + std::to_string(r.id) + " is a replay of run " + std::to_string(r.base_run) +
+    for (const RunInfo& run : chosen) gone.insert(run.id);
+    for (const RunInfo& run : all)
+        if (run.base_run != 0 && gone.count(run.base_run) != 0 && gone.count(run.id) == 0)
+            throw Error(file + ": run " + std::to_string(run.id) + " is a replay of run " + std::to_string(run.base_run) +
                         ", which would be deleted without it (its base_run would refer to nothing): delete both (--run " +
-                        std::to_string(r.base_run) + "," + std::to_string(r.id) + ") or neither");
+                        std::to_string(run.base_run) + "," + std::to_string(run.id) + ") or neither");
     return chosen;
 }
 
@@ -69,7 +69,7 @@ std::vector<RunInfo> delete_runs(const std::string& trace_path, const std::vecto
     std::vector<RunInfo> chosen = chosen_runs(list, ids, writer.file(0), trace_path);
     if (chosen.empty()) return chosen;
     std::string in;
-    for (const RunInfo& r : chosen) in += (in.empty() ? "" : ",") + std::to_string(r.id);
+    for (const RunInfo& run : chosen) in += (in.empty() ? "" : ",") + std::to_string(run.id);
     try {
         for (const auto& [table, column] : kRunRows)
             if (runfiles::has_table(writer.db(), writer.file(0), table, writer.schema(0)))

@@ -458,12 +458,8 @@ RunReader::RunReader(const std::string& trace_path, const std::string& runs_db) 
         if (digest == meta.end()) return;
         if (digest->second.rfind(kEditedDigestPrefix, 0) == 0) {
             edited_ = "meta content_digest '" + digest->second + "'";
-        } else if (!digest_guarded(trace->handle(), file)) {   // its identity is what the rows give: one scan
-            auto identity = identity_meta(trace->handle(), file, "main");
-            print_ = fingerprint(identity, trace->counts());
-            if (identity[kContentDigestKey] != digest->second)
-                edited_ = "meta content_digest " + digest->second + ", the rows " + identity[kContentDigestKey] +
-                          ": a row was changed with its digest triggers dropped";
+        } else if (!digest_guarded(trace->handle(), file)) {
+            unguarded_digest_ = digest->second;   // its identity is what the rows give: print() scans them
         }
         return;
     }
@@ -518,7 +514,12 @@ RunReader::RunReader(const std::string& trace_path, const std::string& runs_db) 
 RunReader::~RunReader() { sqlite3_close(own_); }
 
 const std::string& RunReader::print() const {
-    if (print_.empty()) print_ = trace->fingerprint(trace->counts());
+    if (!print_.empty()) return print_;
+    auto identity = identity_meta(trace->handle(), trace_path_, "main");   // one scan when unguarded
+    print_ = fingerprint(identity, trace->counts());
+    if (!unguarded_digest_.empty() && identity[kContentDigestKey] != unguarded_digest_)
+        edited_ = "meta content_digest " + unguarded_digest_ + ", the rows " + identity[kContentDigestKey] +
+                  ": a row was changed with its digest triggers dropped";
     return print_;
 }
 
@@ -530,6 +531,7 @@ std::string RunReader::stale_reason(const std::string& stored) const {
     }
     // Not recorded (an mhc before 2026-12-06): the trace's when its rows are as written. In a runs
     // database, the database's own check of the fingerprint (RunReader above) holds them to it.
+    if (!unguarded_digest_.empty()) print();   // whether the rows still give the digest
     if (edited_.empty()) return "";
     return "does not record which data it was computed from (stored by an mhc before 2026-12-06), and " +
            trace_path_ + "'s rows were changed after it was written (" + edited_ + ")";
