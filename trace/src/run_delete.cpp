@@ -52,9 +52,12 @@ std::vector<RunInfo> delete_runs(const std::string& trace_path, const std::vecto
         const RunList list = list_all_runs(trace_path, runs_db, false);
         return chosen_runs(list, ids, runs_db.empty() ? trace_path : runs_db, trace_path);
     }
-    // The write lock first, then what to delete: a run stored meanwhile (under an id a concurrent
-    // delete just freed) is judged as it is when the rows go, never by an earlier list.
-    list_all_runs(trace_path, runs_db, false);   // refuses a runs database that is not there, or another trace's
+    // A first look refuses a runs database that is not there or another trace's, and nothing to
+    // delete writes nothing. Then the write lock, and what to delete again: a run stored meanwhile
+    // (under an id a concurrent delete just freed) is judged as it is when the rows go.
+    if (chosen_runs(list_all_runs(trace_path, runs_db, false), ids, runs_db.empty() ? trace_path : runs_db, trace_path)
+            .empty())
+        return {};
     std::unique_ptr<runfiles::RunWriter> opened;
     try {
         opened = std::make_unique<runfiles::RunWriter>(std::vector<runfiles::Target>{{trace_path, ""}}, runs_db);
