@@ -154,6 +154,22 @@ db.execute('COMMIT')" >reader.out &
 else
     echo "SKIP part 2 (locks): no /proc/locks"
 fi
+# SIGTERM while it waits to commit (a reader holds the file): the deletion is finished whole first.
+fresh g.db && "$mhc" simulate g.db --capacity 90% >/dev/null || fail "g.db"
+"$python" -c "
+import sqlite3, time
+db = sqlite3.connect('g.db', isolation_level=None)
+db.execute('BEGIN'); db.execute('SELECT count(*) FROM runs').fetchall()
+print('reading', flush=True)
+time.sleep(3)
+db.execute('COMMIT')" >reader.out &
+reader=$!
+for _ in $(seq 50); do grep -q reading reader.out && break; sleep 0.1; done
+"$mhc" prune g.db --run 1 >out 2>err &
+pruner=$!
+sleep 1; kill -TERM "$pruner"; wait "$pruner"; rc=$?; wait "$reader"
+[ $rc = 143 ] && grep -qx "mhc: stopped by SIGTERM after the runs were deleted whole from g.db" err &&
+    [ "$(sqlite3 g.db "SELECT count(*) FROM runs")" = 0 ] && [ ! -e g.db-journal ] || fail "prune stopped by SIGTERM exited $rc: $(cat err)"
 # A file size limit (a full disk) while the journal is written: one line, nothing deleted, no journal.
 fresh f.db && "$mhc" simulate f.db --capacity 90% >/dev/null && "$mhc" simulate f.db --capacity 85% >/dev/null && cp f.db f.before || fail "f.db"
 (trap '' XFSZ; ulimit -f 4; "$mhc" prune f.db --run 1,2) >out 2>err; rc=$?
