@@ -7,11 +7,16 @@
 #      mhc-view and mhc-torch runs leave such runs out, or refuse them by id.
 #   2. Stale runs could not be deleted but with sqlite3 (seven tables, and run_event_rows' triggers).
 #      `mhc prune` deletes them, or the runs named, in one transaction, and refuses ids that are
-#      no run of the trace and a replay's simulated run without the replay.
+#      no run of the trace and a replay's simulated run without the replay. Reading a file's header
+#      by a descriptor of its own (open, close) dropped every POSIX lock of the process on it: a
+#      prune lost its write lock when it listed runs inside its transaction (the lock check below
+#      fails on a build that reads the header so; concurrent stores hung or failed).
 #   3. A WAL trace read without a lock was checked for changes by its times alone: a write in the
 #      clock tick of the first look left them equal. The first look now waits until the file's last
 #      change is a tick old, and a file that never settles is refused; mhc-view's own load (three
-#      connections) is checked as mhc's is, and so is a file replaced between its connections.
+#      connections) is checked as mhc's is. This part guards the behaviour; it also passes on the
+#      build before (Linux 6.18 on ext4 stamps a fine-grained ctime after a stat, and mhc-view's
+#      launcher read the trace through load_trace, which checked).
 # Usage: hostile_pass14_test.sh MHC PYTHON PKG [MHC_VIEW] (PKG: the folder holding mhc_torch; the
 # parts that need pandas, mhc-view or another user are skipped, said)
 set -u
