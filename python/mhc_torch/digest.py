@@ -186,11 +186,16 @@ def of_file(path: str) -> str:
     # and a name that is no UTF-8 are the file's own.
     db = sqlite3.connect(f"file:{urllib.parse.quote(os.fsencode(os.path.abspath(path)))}?mode=ro", uri=True)
     try:
-        d = Digest()
-        present = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        for table in TABLES:
-            if table in present:
-                d.add_table(db, table)
-        return d.hex()
+        return of_db(db)
     finally:
         db.close()
+
+
+def of_db(db: sqlite3.Connection) -> str:
+    """The v2 digest of the rows of the trace open on `db`."""
+    d = Digest()
+    present = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    for table in TABLES:
+        if table in present:
+            d.add_table(db, table)
+    return d.hex()

@@ -295,7 +295,7 @@ TraceData load_trace(const std::string& file, const std::string& name, LoadFrom 
         t.meta = r.meta();
         t.strings = r.strings();
         TableCounts n = r.counts();
-        t.fingerprint = fingerprint(t.meta, n);
+        t.fingerprint = r.fingerprint(n);
         t.change_counter = change_counter(r.handle());
         if (from == LoadFrom::Rows || !load_cached(r, t)) load_rows(r, t, n);
     } catch (...) {

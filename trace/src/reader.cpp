@@ -238,9 +238,75 @@ TableCounts table_counts(sqlite3* db, const std::string& file, const std::string
     return counts;
 }
 
+namespace {
+
+// `sql` with every run of blanks one space: SQLite keeps a trigger's text as it was written.
+std::string squeezed(const std::string& sql) {
+    std::string out;
+    for (char ch : sql) {
+        const bool blank = ch == ' ' || ch == '\n' || ch == '\t' || ch == '\r';
+        if (!blank) out += ch;
+        else if (!out.empty() && out.back() != ' ') out += ' ';
+    }
+    return out;
+}
+
+// Each digest trigger's name and text as trace/schema.sql makes them (made in memory, read back).
+const std::map<std::string, std::string>& digest_triggers() {
+    static const std::map<std::string, std::string> triggers = [] {
+        std::map<std::string, std::string> out;
+        sqlite3* db = nullptr;
+        if (sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
+            sqlite3_close(db);
+            throw Error("cannot open an in-memory SQLite database", Error::Kind::Internal);
+        }
+        try {
+            sql::exec(db, ":memory:", schema::kTraceTables);
+            sql::exec(db, ":memory:", schema::kContentDigestTriggers);
+            sql::Stmt made(db, ":memory:", "SELECT name, sql FROM sqlite_master WHERE type = 'trigger'");
+            while (made.step()) out[made.text(0)] = squeezed(made.text(1));
+        } catch (...) {
+            sqlite3_close(db);
+            throw;
+        }
+        sqlite3_close(db);
+        return out;
+    }();
+    return triggers;
+}
+
+}   // namespace
+
+bool digest_guarded(sqlite3* db, const std::string& file, const std::string& schema) {
+    const auto& want = digest_triggers();
+    size_t intact = 0;
+    sql::Stmt has(db, file, ("SELECT name, sql FROM " + schema + ".sqlite_master WHERE type = 'trigger'").c_str());
+    while (has.step()) {
+        auto it = want.find(has.text(0));
+        if (it != want.end() && it->second == squeezed(has.text(1))) ++intact;
+    }
+    return intact == want.size();
+}
+
+std::map<std::string, std::string> identity_meta(sqlite3* db, const std::string& file, const std::string& schema) {
+    auto meta = meta_rows(db, file, schema);
+    auto digest = meta.find(kContentDigestKey);
+    if (digest == meta.end() || digest->second.rfind(kEditedDigestPrefix, 0) == 0) return meta;
+    if (!digest_guarded(db, file, schema)) digest->second = content_digest_of(db, file, digest->second, schema);
+    return meta;
+}
+
+std::string fingerprint_of(sqlite3* db, const std::string& file, const std::string& schema) {
+    return fingerprint(identity_meta(db, file, schema), table_counts(db, file, schema));
+}
+
 std::map<std::string, std::string> Reader::meta() const { return meta_rows(db_, path_, "main"); }
 
 TableCounts Reader::counts() const { return table_counts(db_, path_, "main"); }
+
+std::string Reader::fingerprint(const TableCounts& counts) const {
+    return trace::fingerprint(identity_meta(db_, path_, "main"), counts);
+}
 
 std::vector<std::string> Reader::strings() const {
     // Ids index the vector, so they must be dense: an id past the row count is refused rather

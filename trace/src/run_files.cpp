@@ -128,7 +128,7 @@ namespace fs = std::filesystem;
 // The fingerprint of the trace whose tables `schema` names on `db`: what Reader-based code
 // computes from meta() and counts(), here inside the storing transaction.
 std::string fingerprint_in(sqlite3* db, const std::string& file, const std::string& schema) {
-    return fingerprint(meta_rows(db, file, schema), table_counts(db, file, schema));
+    return fingerprint_of(db, file, schema);
 }
 
 std::string meta_value(sqlite3* db, const std::string& file, const char* key) {
@@ -387,7 +387,7 @@ void RunWriter::open_runs_db(const std::vector<Target>& targets, const std::stri
     std::vector<std::string> prints;
     for (const auto& t : targets) {
         Reader check(t.trace);   // throws on anything that is not a trace of this version
-        prints.push_back(t.fingerprint.empty() ? fingerprint(check.meta(), check.counts()) : t.fingerprint);
+        prints.push_back(t.fingerprint.empty() ? check.fingerprint(check.counts()) : t.fingerprint);
     }
     create_runs_db(runs_db, targets, prints);
     files_.assign(targets.size(), runs_db);
@@ -455,7 +455,12 @@ RunReader::RunReader(const std::string& trace_path, const std::string& runs_db) 
             print_column = "trace_fingerprint";
         const auto meta = trace->meta();
         auto digest = meta.find(kContentDigestKey);
-        if (digest != meta.end() && digest->second.rfind(kEditedDigestPrefix, 0) == 0) edited_ = digest->second;
+        if (digest == meta.end()) return;
+        if (digest->second.rfind(kEditedDigestPrefix, 0) == 0) {
+            edited_ = "meta content_digest '" + digest->second + "'";
+        } else if (!digest_guarded(trace->handle(), file)) {
+            unguarded_digest_ = digest->second;   // its identity is what the rows give: print() scans them
+        }
         return;
     }
     file = runs_db;
@@ -509,7 +514,12 @@ RunReader::RunReader(const std::string& trace_path, const std::string& runs_db) 
 RunReader::~RunReader() { sqlite3_close(own_); }
 
 const std::string& RunReader::print() const {
-    if (print_.empty()) print_ = fingerprint(trace->meta(), trace->counts());
+    if (!print_.empty()) return print_;
+    auto identity = identity_meta(trace->handle(), trace_path_, "main");   // one scan when unguarded
+    print_ = fingerprint(identity, trace->counts());
+    if (!unguarded_digest_.empty() && identity[kContentDigestKey] != unguarded_digest_)
+        edited_ = "meta content_digest " + unguarded_digest_ + ", the rows " + identity[kContentDigestKey] +
+                  ": a row was changed with its digest triggers dropped";
     return print_;
 }
 
@@ -521,9 +531,10 @@ std::string RunReader::stale_reason(const std::string& stored) const {
     }
     // Not recorded (an mhc before 2026-12-06): the trace's when its rows are as written. In a runs
     // database, the database's own check of the fingerprint (RunReader above) holds them to it.
+    if (!unguarded_digest_.empty()) print();   // whether the rows still give the digest
     if (edited_.empty()) return "";
     return "does not record which data it was computed from (stored by an mhc before 2026-12-06), and " +
-           trace_path_ + "'s rows were changed after it was written (meta content_digest '" + edited_ + "')";
+           trace_path_ + "'s rows were changed after it was written (" + edited_ + ")";
 }
 
 sqlite3* RunReader::db() const { return own_ ? own_ : trace->handle(); }

@@ -112,8 +112,12 @@ private:
     std::string trace_path_;
     mutable std::string print_;
     // A run without a recorded fingerprint counts as the trace's unless the trace's rows were
-    // changed after it was written (meta content_digest 'edited:…'): this holds that digest.
-    std::string edited_;
+    // changed after it was written (meta content_digest 'edited:…', or a digest the rows no longer
+    // give in a file without its digest triggers): this says which.
+    mutable std::string edited_;
+    // The content digest of a trace without its digest triggers, which print() compares with what
+    // the rows give (empty: the triggers are there, or there is no digest).
+    std::string unguarded_digest_;
 };
 
 // Rolls back the journal a failed or killed writer left beside `file` (a read by a connection

@@ -27,8 +27,8 @@ namespace mhc::trace {
 std::string_view to_string(EventKind k) {
     static constexpr std::string_view names[kEventKindCount] = {
         "swap_out", "swap_in", "evict_clean", "drop", "recompute", "stall", "oom", "prefetch"};
-    int i = static_cast<int>(k);
-    return (i >= 0 && i < kEventKindCount) ? names[i] : "?";
+    const int code = static_cast<int>(k);
+    return (code >= 0 && code < kEventKindCount) ? names[code] : "?";
 }
 
 // The domain each metric's values keep (runs.hpp).
@@ -76,11 +76,11 @@ const Column kHostBytes{"host_bytes", 0, kMaxTotalBytes, false, "range", "a size
 // Throws naming FILE, the table, the run and the row when a column of `s` breaks its rule.
 void check(const std::string& file, const char* table, int64_t run, int64_t row, const sql::Stmt& s,
            std::initializer_list<std::pair<const Column*, int>> cols) {
-    for (auto [c, col] : cols) {
-        std::string p = rules::value_problem(*c, s.get(), col);
-        if (!p.empty())
+    for (auto [column, col] : cols) {
+        std::string problem = rules::value_problem(*column, s.get(), col);
+        if (!problem.empty())
             throw Error(file + ": " + table + " row " + std::to_string(row) + " (run " + std::to_string(run) +
-                        "): " + p + " [" + c->rule + "]");
+                        "): " + problem + " [" + column->rule + "]");
     }
 }
 
@@ -102,24 +102,24 @@ double metric(const std::string& file, int64_t run, const std::string& key, cons
     int type = sqlite3_column_type(s.get(), col);
     if (type != SQLITE_INTEGER && type != SQLITE_FLOAT)
         throw Error(file + ": run_metrics of run " + std::to_string(run) + ": '" + key + "' is not a number [type]");
-    const double v = s.f64(col);
+    const double number = s.f64(col);
     // Infinity is no figure (a peak of +Inf bytes printed as -8388608 TiB): never written, refused.
-    if (!std::isfinite(v))
-        throw Error(file + ": run_metrics of run " + std::to_string(run) + ": '" + key + "' is " + std::to_string(v) +
+    if (!std::isfinite(number))
+        throw Error(file + ": run_metrics of run " + std::to_string(run) + ": '" + key + "' is " + std::to_string(number) +
                     ", not a finite number [range]");
     const MetricDomain domain = metric_domain(key);
     const double lowest = domain == MetricDomain::Capacity ? -1 : 0;
     const bool whole = domain == MetricDomain::Count || domain == MetricDomain::Capacity;
-    if (domain != MetricDomain::Signed && (v < lowest || (whole && v != std::floor(v)))) {
+    if (domain != MetricDomain::Signed && (number < lowest || (whole && number != std::floor(number)))) {
         std::ostringstream shown;
-        shown << v;
+        shown << number;
         const char* what = domain == MetricDomain::Capacity ? "a capacity in bytes: 0 or more, or -1 for unlimited"
                            : domain == MetricDomain::Count  ? "a count: a whole number, 0 or more"
                                                             : "an amount of bytes or time: 0 or more";
         throw Error(file + ": run_metrics of run " + std::to_string(run) + ": '" + key + "' is " + shown.str() +
                     ", out of its domain (" + what + ") [range]");
     }
-    return v;
+    return number;
 }
 }  // namespace run_rules
 

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cerrno>
@@ -117,17 +118,32 @@ std::string open_failure(sqlite3* db, const std::string& file, const std::string
     return file + ": " + doing + ": " + (db ? sqlite3_errmsg(db) : "error");
 }
 
+bool read_bytes(const std::string& file, unsigned char* out, int bytes, int64_t offset) {
+    // Through SQLite's own VFS: a POSIX lock belongs to the process, and closing any descriptor of
+    // a file drops every lock the process holds on it, so a plain open() and close() here dropped
+    // the locks of this process's connections to the file (a prune's write lock: another writer
+    // then wrote beside it). SQLite's unix VFS keeps such a descriptor open until those locks go.
+    sqlite3_vfs* vfs = sqlite3_vfs_find(nullptr);
+    if (!vfs) return false;
+    const char* name = sqlite3_create_filename(file.c_str(), "", "", 0, nullptr);
+    if (!name) return false;
+    std::vector<unsigned char> handle(static_cast<size_t>(vfs->szOsFile));
+    auto* opened = reinterpret_cast<sqlite3_file*>(handle.data());
+    int flags = 0;
+    bool read = vfs->xOpen(vfs, name, opened, SQLITE_OPEN_READONLY | SQLITE_OPEN_MAIN_DB, &flags) == SQLITE_OK;
+    read = read && opened->pMethods->xRead(opened, out, bytes, offset) == SQLITE_OK;
+    if (opened->pMethods) opened->pMethods->xClose(opened);
+    sqlite3_free_filename(name);
+    return read;
+}
+
 namespace {
 
 // SQLite's file header says WAL mode (PRAGMA journal_mode=WAL) in its bytes 18 and 19 ("file format
 // write version" and "read version", 2 for WAL: sqlite.org/fileformat.html, section 1.3).
 bool wal_mode(const std::string& file) {
-    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
     unsigned char versions[2] = {0, 0};
-    const bool read = ::pread(fd, versions, 2, 18) == 2;
-    ::close(fd);
-    return read && versions[0] == 2 && versions[1] == 2;
+    return read_bytes(file, versions, 2, 18) && versions[0] == 2 && versions[1] == 2;
 }
 
 // "file:" URI of `file` for sqlite3_open_v2 with SQLITE_OPEN_URI: every byte but a few
@@ -168,6 +184,34 @@ bool same(const Snapshot& taken, const struct stat& st) {
            taken.ctime.tv_sec == st.st_ctim.tv_sec && taken.ctime.tv_nsec == st.st_ctim.tv_nsec;
 }
 
+// A file's times are stamped from the kernel's coarse clock, which ticks every few ms (a second or two
+// on file systems that keep whole seconds): a write in the tick of the snapshot's stat would leave
+// them as the snapshot saw them, and a read it mixed into would pass as whole. So the snapshot is
+// taken only once the file's last change (its ctime, which no process can set) is older than a
+// tick: any write after it then stamps another ctime. Waits at most 3 s; a file still changing
+// then is being written without pause, said so.
+std::string settled_stat(const std::string& file, struct stat& st) {
+    namespace chrono = std::chrono;
+    const auto give_up = chrono::steady_clock::now() + chrono::seconds(3);
+    for (;;) {
+        if (::stat(file.c_str(), &st) != 0) {
+            st = {};   // gone: the plain open says so
+            return "";
+        }
+        const bool whole_seconds = st.st_ctim.tv_nsec == 0 && st.st_mtim.tv_nsec == 0;
+        const chrono::nanoseconds tick = whole_seconds ? chrono::nanoseconds(chrono::seconds(2))
+                                                       : chrono::nanoseconds(chrono::milliseconds(20));
+        const chrono::nanoseconds changed = chrono::seconds(st.st_ctim.tv_sec) + chrono::nanoseconds(st.st_ctim.tv_nsec);
+        const chrono::nanoseconds age = chrono::system_clock::now().time_since_epoch() - changed;
+        if (age > tick) return "";
+        if (chrono::steady_clock::now() >= give_up)
+            return file + ": changed while it was read (it is in SQLite's WAL mode in a folder this process cannot "
+                          "write, so it is read without a lock, and another process kept writing it: in 3 s of "
+                          "waiting its last change was never a tick old): run the command again when it is done";
+        std::this_thread::sleep_for(std::min<chrono::nanoseconds>(tick - age, chrono::milliseconds(100)));
+    }
+}
+
 // A WAL-mode file is read through an index SQLite keeps beside it in FILE-shm, which it makes on
 // first use: in a folder this process cannot write, with no -shm there, every read of such a file
 // failed with "attempt to write a readonly database". It is opened immutable instead (read-only,
@@ -190,7 +234,8 @@ sqlite3* open_wal_without_index(const std::string& file, std::string& problem) {
         return nullptr;
     }
     struct stat before {};
-    if (::stat(file.c_str(), &before) != 0) return nullptr;   // gone: the plain open says so
+    if (problem = settled_stat(file, before); !problem.empty()) return nullptr;
+    if (before.st_ino == 0) return nullptr;
     sqlite3* db = nullptr;
     if (sqlite3_open_v2((file_uri(file) + "?immutable=1").c_str(), &db,
                         SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
@@ -489,12 +534,14 @@ std::string read_freelist(sqlite3* db, const std::string& file) {
     }
     const int64_t page_size = number("PRAGMA page_size");
     const int64_t pages = number("PRAGMA page_count");
-    const char* path = sqlite3_db_filename(db, "main");
-    const int fd = path ? ::open(path, O_RDONLY | O_CLOEXEC) : -1;
-    if (fd < 0) return "";   // nothing to read it by (an in-memory file): SQLite checks it when it allocates
+    // Read through the connection's own file: a descriptor opened and closed here would drop the
+    // connection's locks (POSIX locks are the process's; read_bytes).
+    sqlite3_file* own = nullptr;
+    if (sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &own) != SQLITE_OK || !own || !own->pMethods)
+        return "";   // nothing to read it by (an in-memory file): SQLite checks it when it allocates
     std::vector<unsigned char> page(static_cast<size_t>(page_size));
     auto read_at = [&](int64_t offset, size_t bytes) {
-        return ::pread(fd, page.data(), bytes, static_cast<off_t>(offset)) == static_cast<ssize_t>(bytes);
+        return own->pMethods->xRead(own, page.data(), static_cast<int>(bytes), offset) == SQLITE_OK;
     };
     std::string why;
     if (!read_at(0, 100)) why = "cannot read the file's header";
@@ -520,7 +567,6 @@ std::string read_freelist(sqlite3* db, const std::string& file) {
                 why = at + ": free page " + std::to_string(leaf) + " is not a page of the file";
         trunk = big_endian(page.data());
     }
-    ::close(fd);
     return why;
 }
 

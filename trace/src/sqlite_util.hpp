@@ -37,6 +37,11 @@ public:
 std::string open_failure(sqlite3* db, const std::string& file, const std::string& opened, const char* doing);
 sqlite3* open_existing(const std::string& file, bool writable, std::string& problem);
 
+// Reads `bytes` bytes of `file` at `offset` (its header, before SQLite opens it) through SQLite's
+// VFS, never by a descriptor of its own: closing one would drop every POSIX lock this process's
+// connections hold on the file. False when the file cannot be opened or is shorter.
+bool read_bytes(const std::string& file, unsigned char* out, int bytes, int64_t offset);
+
 // What a file SQLite calls "not a database" is when it is gzip-compressed (a trace downloaded or
 // kept as .db.gz): "gzip-compressed: decompress it first (gunzip ...)"; "" otherwise.
 // "" or why SQLite cannot open `file`: one of the files it keeps beside it ("-journal", "-wal",

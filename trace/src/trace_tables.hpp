@@ -30,4 +30,16 @@ inline constexpr const char* kEditedDigestPrefix = "edited:";
 std::string content_digest_of(sqlite3* db, const std::string& file, const std::string& stored,
                               const std::string& schema = "main");
 
+// Whether every digest trigger of trace/schema.sql is in the file as it made them: without them an
+// edit leaves content_digest as written, so the digest no longer vouches for the rows.
+bool digest_guarded(sqlite3* db, const std::string& file, const std::string& schema = "main");
+
+// The meta rows as a trace's identity takes them: meta_rows, with a content_digest ("v1:"/"v2:")
+// replaced by what the rows give when the file lacks its digest triggers (dropped, so a row could
+// be changed without a trace): one scan of the content tables then, none while they are there.
+// Every fingerprint that ties runs to a trace is computed from these (fingerprint_of).
+std::map<std::string, std::string> identity_meta(sqlite3* db, const std::string& file,
+                                                 const std::string& schema = "main");
+std::string fingerprint_of(sqlite3* db, const std::string& file, const std::string& schema = "main");
+
 }  // namespace mhc::trace

@@ -330,17 +330,29 @@ ViewTrace load_view_trace(const std::string& path, const LoadOptions& options) {
                 } catch (...) { failure = std::current_exception(); }
             });
         };
+        // Each connection opens the file by its name: one opened after the file was replaced (a
+        // `generate --force` meanwhile) reads another trace, said rather than mixed in. A WAL trace
+        // read without a lock is checked once read (Reader::require_unchanged), as load_trace does.
+        auto same_trace = [&](const trace::Reader& other) {
+            if (other.meta() != t.meta)
+                throw Error(path + ": changed while it was read (another file took its name: the viewer read "
+                                   "parts of two traces); open it again");
+        };
         std::thread kt = on_thread(failed[0], [&] {
             trace::Reader second(path);   // the kernels' own connection
+            same_trace(second);
             second.map_up_to(int64_t{16} << 30);
             l.kernels(second);
+            second.require_unchanged();
         });
         std::thread at = on_thread(failed[1], [&] {
             if (!read_accesses) return;
             trace::Reader third(path);   // the accesses' own connection
+            same_trace(third);
             third.map_up_to(int64_t{16} << 30);
-            access_rows = detail::read_access_rows(third, trace::fingerprint(t.meta, n), n,
+            access_rows = detail::read_access_rows(third, third.fingerprint(n), n,
                                                    [&](int64_t rows) { l.tick(rows); });
+            third.require_unchanged();
         });
         try {
             l.allocations(*t.reader);
@@ -373,6 +385,7 @@ ViewTrace load_view_trace(const std::string& path, const LoadOptions& options) {
     t.live = Curve::from_events(ev, t.allocations.bytes);
     if (t.memory_devices.size() == 1) t.memory_devices[0].peak_bytes = static_cast<int64_t>(t.live.peak());
     t.keys = std::make_shared<const BandKeys>(band_keys(t, choose_band_coloring(t), ev));
+    t.reader->require_unchanged();
     // The file's pages were read once: unmap them (on-demand queries read through the cache).
     t.reader->map_up_to(0);
     return t;

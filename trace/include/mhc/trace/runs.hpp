@@ -184,6 +184,14 @@ std::vector<RunInfo> list_runs(const std::string& trace_path, const std::string&
 // kernels that moved were stored) gets its unmoved kernels back at their recorded times.
 Run load_run(const std::string& trace_path, int64_t run_id, const std::string& runs_db = "");
 
+// Deletes runs of the trace in one transaction (all or none; `mhc prune`): those of `ids`, or the
+// stale ones (RunList::stale) when `ids` is empty. An id that is no run of the trace, or a set that
+// takes a replay's simulated run (base_run) without the replay, is refused (mhc::Error naming the
+// file) and nothing is deleted. Which runs are stale is decided under the write lock. Returns the
+// runs deleted; with `dry_run`, those it would delete, and nothing is written.
+std::vector<RunInfo> delete_runs(const std::string& trace_path, const std::vector<int64_t>& ids,
+                                 const std::string& runs_db = "", bool dry_run = false);
+
 // Before the work of a command that stores runs: the pages the store will read are sound, so
 // that damage it would meet after the work (exit 4, the work's result lost) is refused before it
 // (mhc::Error, bad input, naming the file and the damaged page). The store appends: it reads the

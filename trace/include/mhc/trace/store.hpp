@@ -156,6 +156,9 @@ public:
     void require_unchanged() const;
     std::map<std::string, std::string> meta() const;
     TableCounts counts() const;
+    // fingerprint() of this trace as it is: of meta(), but with content_digest recomputed from the
+    // rows when the file lacks the triggers that keep it true (docs/trace-format.md, "Content digest").
+    std::string fingerprint(const TableCounts& counts) const;
     // strings[id]; id 0 is the empty name.
     std::vector<std::string> strings() const;
 
