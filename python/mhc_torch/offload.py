@@ -18,8 +18,9 @@ copies the whole storage to the host once; later saves of it share that copy. In
 first unpack of a storage (or a prefetch) makes one device copy of it, which every unpack of that
 storage gets; the host copy is dropped then, and the device copy is held until the storage's last
 save is unpacked (then the backward's ops alone hold it). A storage that is still alive on the
-device when the backward unpacks it (another save outside these hooks kept it) is used as it is,
-without a copy. Without CUDA streams (CPU tensors, fake
+device when the backward unpacks it (another save outside these hooks whose node has not run yet
+kept it) is used as it is, without a copy; one that such a save held only until its node ran (the
+caller's mul of a module's output: its node runs first) is gone by then and comes back. Without CUDA streams (CPU tensors, fake
 tensors in a capture) the same storages are kept and dropped at the same points; only the waits
 are no-ops, so a capture measures the memory a GPU would hold.
 """
