@@ -77,6 +77,10 @@ class SettingsRecording:
         records = [s for s in tracked if s is not None]
         host = [s.alloc.device == HOST for s in records]
         if records and all(host):
+            # Host work has no kernel to time; a nanosecond each keeps its allocations and frees
+            # in order (else a temporary made and freed within one op's instant counts alone:
+            # foreach AdamW's square roots, all held at once, did).
+            self.t += 1
             return True
         if name in _COPY_OPS and any(host) and mutated and reads:
             dst = self.storages[id(mutated[0].untyped_storage())].alloc

@@ -18,8 +18,9 @@ copies the whole storage to the host once; later saves of it share that copy. In
 first unpack of a storage (or a prefetch) makes one device copy of it, which every unpack of that
 storage gets; the host copy is dropped then, and the device copy is held until the storage's last
 save is unpacked (then the backward's ops alone hold it). A storage that is still alive on the
-device when the backward unpacks it (another save outside these hooks kept it) is used as it is,
-without a copy. Without CUDA streams (CPU tensors, fake
+device when the backward unpacks it (another save outside these hooks whose node has not run yet
+kept it) is used as it is, without a copy; one that such a save held only until its node ran (the
+caller's mul of a module's output: its node runs first) is gone by then and comes back. Without CUDA streams (CPU tensors, fake
 tensors in a capture) the same storages are kept and dropped at the same points; only the waits
 are no-ops, so a capture measures the memory a GPU would hold.
 """
@@ -30,6 +31,7 @@ import contextlib
 import weakref
 
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from . import placement
 
@@ -37,12 +39,15 @@ from . import placement
 class _Stored:
     """One offloaded device storage: its host copy, then its device copy in the backward."""
 
-    __slots__ = ("host", "nbytes", "source", "tensors", "producer", "device_copy", "ready", "pending", "__weakref__")
+    __slots__ = ("host", "nbytes", "source", "storage", "tensors", "producer", "device_copy", "ready", "pending",
+                 "__weakref__")
 
     def __init__(self, host: torch.Tensor, nbytes: int, t: torch.Tensor):
         self.host: torch.Tensor | None = host  # uint8, the whole storage
         self.nbytes = nbytes
         self.source = weakref.ref(t.untyped_storage())  # a later storage at the same place is another one
+        # the storage itself, weakly (the Python object above dies while autograd still holds it)
+        self.storage = StorageWeakRef(t.untyped_storage())
         self.tensors: list[weakref.ref] = []  # the tensors saved on it: while one lives, so does it
         # the node that made it and saved it as its output outside these hooks (relu, tanh,
         # softmax): autograd keeps that output's data, not the tensor, so none of `tensors` may
@@ -59,6 +64,8 @@ class _Stored:
             t = ref()
             if t is not None:
                 return t
+        if self.producer is not None and self.storage.expired():
+            self.producer = None   # its node let go of it (reading it would unpack what a checkpoint packed)
         if self.producer is not None:
             try:
                 kept = self.producer._saved_result

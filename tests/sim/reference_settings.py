@@ -322,13 +322,16 @@ class Plan:
         self.allocs[key] = Alloc(device, nbytes, stream, category, made, freed, (0, self.n_added), label)
         return key
 
-    def redirect(self, kset, a, key, phase=BWD):
+    def redirect(self, kset, a, key, phase=BWD, since=None):
         """The pass's kernels (kset, a set of kernel indices) of that phase access `key` instead of
-        the recorded allocation `a`; returns them in kernel order. Only a kernel that accessed `a` in
-        the capture can access it here (a recorded kernel gains an access only by a redirect)."""
+        the recorded allocation `a` (those at or after the point `since` only, when given); returns
+        them in kernel order. Only a kernel that accessed `a` in the capture can access it here (a
+        recorded kernel gains an access only by a redirect)."""
         moved = []
         for i, _m in self.cap.uses[a]:
             op = self.op_of[i]
+            if since is not None and self.pos((op, "before", 0)) < self.pos(since):
+                continue
             if i in kset and self.cap.kernels[i]["phase"] == phase and a in op.acc:
                 op.acc[key] = op.acc.pop(a)
                 moved.append(i)
@@ -1218,19 +1221,6 @@ def apply_offload(plan, cap, off, checkpointed, selective=()):
             freed = plan.allocs[a].freed
             return freed is None or plan.pos(freed) > plan.pos((plan.op_of[u], "before", 0))
 
-        dies = {}
-        for a, j in first.items():
-            mb = cap.made_by.get(a)
-            made_fwd = mb is not None and mb in kset and cap.kernels[mb]["phase"] == FWD
-            all_packs = all(i in kset and cap.kernels[i]["phase"] == FWD
-                            and (bool(cap.caller[i]) if mods is None else any(cap.inside(cap.caller[i], m) for m in mods))
-                            and not any(cap.inside(cap.caller[i], m) for m in checkpointed)
-                            for i in cap.saves_of.get(a, []))
-            held = any(i not in kset for i, _m in cap.uses[a])   # a kernel of another pass uses it
-            dies[a] = made_fwd and all_packs and not held and a not in recomputed and not kept_by_policy(a)
-        def comes_back(a):   # it dies and the backward unpacks it
-            return a in first and dies[a] and unpack(a) is not None
-
         def in_hook(i):
             return (bool(cap.caller[i]) if mods is None else any(cap.inside(cap.caller[i], m) for m in mods)) and \
                 not any(cap.inside(cap.caller[i], m) for m in checkpointed)
@@ -1247,6 +1237,37 @@ def apply_offload(plan, cap, off, checkpointed, selective=()):
             r = next((i for i, _m in cap.uses[a] if i >= u and i in kset and cap.kernels[i]["phase"] == BWD
                       and in_hook(i)), None)
             return u if r is None else r
+
+        def released_outside(a):
+            """Saves outside the hook, all made in the pass's forward after every save inside it, whose
+            backward reads all come before the hook's unpack: their nodes run first and let go of it
+            (the caller's mul of a module's output). The last of those reads, else None."""
+            savers = cap.saves_of.get(a, [])
+            inside = [i for i in savers if i in kset and cap.kernels[i]["phase"] == FWD and in_hook(i)]
+            outside = [i for i in savers if i not in inside]
+            hu = hook_unpack(a)
+            if not inside or not outside or hu is None or \
+                    any(i not in kset or cap.kernels[i]["phase"] != FWD or i < max(inside) for i in outside):
+                return None
+            reads = [i for i, _m in cap.uses[a] if i in kset and cap.kernels[i]["phase"] == BWD and not in_hook(i)]
+            return max(reads) if reads and max(reads) < hu else None
+
+        dies, released = {}, {}
+        for a, j in first.items():
+            mb = cap.made_by.get(a)
+            made_fwd = mb is not None and mb in kset and cap.kernels[mb]["phase"] == FWD
+            all_packs = all(i in kset and cap.kernels[i]["phase"] == FWD
+                            and (bool(cap.caller[i]) if mods is None else any(cap.inside(cap.caller[i], m) for m in mods))
+                            and not any(cap.inside(cap.caller[i], m) for m in checkpointed)
+                            for i in cap.saves_of.get(a, []))
+            if not all_packs and made_fwd:
+                r = released_outside(a)
+                if r is not None:
+                    released[a], all_packs = r, True
+            held = any(i not in kset for i, _m in cap.uses[a])   # a kernel of another pass uses it
+            dies[a] = made_fwd and all_packs and not held and a not in recomputed and not kept_by_policy(a)
+        def comes_back(a):   # it dies and the backward unpacks it
+            return a in first and dies[a] and unpack(a) is not None
 
         def save_unpack(i, a):
             """Where the save of `a` by kernel i is unpacked: its unpack, but when several forward
@@ -1281,7 +1302,7 @@ def apply_offload(plan, cap, off, checkpointed, selective=()):
                 made = (kop, "after", 0)
                 d2h[a] = cop
             host = plan.add_alloc(-1, al.nbytes, al.stream, al.category, made, label=al.label)
-            u = unpack(a)
+            u = unpack(a) if a not in released else hook_unpack(a)
             if not comes_back(a):   # stays on the GPU; without an unpack, as recorded
                 hu = hook_unpack(a)   # the host copy is dropped at the hook's own unpack
                 plan.allocs[host].freed = al.freed if hu is None else (plan.op_of[hu], "before", 0)
@@ -1308,6 +1329,8 @@ def apply_offload(plan, cap, off, checkpointed, selective=()):
                         wop.waits.append(d2h[a])
                     else:
                         wop.waits_end = getattr(wop, "waits_end", []) + [d2h[a]]
+            if a in released:   # the saves outside hold it to their last backward read
+                early = plan.later(early, (plan.op_of[released[a]], "after", 0))
             recorded_free = al.freed
             al.freed = early
             x = u
@@ -1339,7 +1362,7 @@ def apply_offload(plan, cap, off, checkpointed, selective=()):
         # own storage first, then the prefetched ones nearest first
         for _by, _d, a, al, made, recorded_free in sorted(backs, key=lambda b: (b[0], b[1])):
             dev = plan.add_alloc(al.device, al.nbytes, al.stream, al.category, made, label=al.label)
-            reads = plan.redirect(kset, a, dev)   # the backward reads the device copy
+            reads = plan.redirect(kset, a, dev, since=made if a in released else None)   # the backward reads the device copy
             # the hook lets go of it at its last unpack: freed when that node returns, as a
             # checkpoint's recomputed copy (the recorded free less the aten::sum kernels before it,
             # not before its last backward read)

@@ -79,7 +79,8 @@ void PassOffload::move(size_t own) {
     } else {
         plan.insert_after(pack_seq, add_copy(base, plan, false, saved.bytes, step, pack_seq));
     }
-    const int32_t unpack = unpack_at(alloc_id);
+    auto outside = outside_release_.find(alloc_id);
+    const int32_t unpack = outside == outside_release_.end() ? unpack_at(alloc_id) : hook_unpack_at(alloc_id);
     if (never_back_.count(alloc_id)) {
         // a checkpoint's cached output past its early stop: its frame lets go of it when the
         // call's backward ends; a later unpack's prefetch may still bring it back, and then the
@@ -113,6 +114,9 @@ void PassOffload::move(size_t own) {
     }
     saved.freed = device_release(own, alloc_id, d2h);
     saved.freed_offset = 0;
+    // held by the saves outside to their backward (a streamed offload's stash may hold it longer)
+    if (outside != outside_release_.end() && plan.key(Point{outside->second, true}) > plan.key(saved.freed))
+        saved.freed = Point{outside->second, true};
     // Back in the backward: at the unpack, or earlier when a later pack's unpack prefetches it
     // (only the unpack of a storage copied back prefetches: the hook hands the others back as
     // they are).
@@ -157,7 +161,7 @@ void PassOffload::place_device_copies() {
         const bool hooked = hook_unpack_.count(storage) > 0;
         const int64_t from = plan_.key(back.copy.made);
         auto redirect = [&](int32_t op) {
-            if (hooked && plan_.key(Point{op, false}) < from) return;
+            if ((hooked || outside_release_.count(storage)) && plan_.key(Point{op, false}) < from) return;
             for (PlanAccess& pa : plan_.ops[static_cast<size_t>(op)].acc)
                 if (pa.alloc == storage) pa.alloc = dc;
         };

@@ -51,6 +51,9 @@ private:
     // storages a checkpoint hands to the hook -> the earliest op unpacking one of those saves (-1: none)
     std::unordered_map<int32_t, int32_t> hook_unpack_;
     std::unordered_map<int32_t, bool> captured_pack_;   // storages the hook packs for the capture's saves too
+    // storages that saves outside the hook keep on the device until their own backward, before
+    // the hook's unpack -> the last backward op of theirs reading it (it dies after that op)
+    std::unordered_map<int32_t, int32_t> outside_release_;
     int32_t first_unpack_ = -1;                                      // the hook's first unpack of a storage it moved
     std::vector<Back> backs_;
 
@@ -70,6 +73,7 @@ private:
     bool earlier(int32_t op, int32_t than) const { return plan_.key(Point{op, false}) < plan_.key(Point{than, false}); }
     // offload_lifetimes.cpp
     void choose_copied_back();
+    int32_t released_outside(int32_t storage) const;
     Point device_release(size_t own, int32_t storage, int32_t d2h);
     Alloc device_copy_back(int32_t storage, const Alloc& saved, Point recorded_free,
                            int64_t recorded_free_offset) const;

@@ -52,11 +52,21 @@ void PassOffload::choose_copied_back() {
         // A storage a checkpoint hands to the hook (its input, a cached output) is no longer held by
         // the checkpoint's frame or cache, nor by the saves inside the checkpoint (its holders).
         const bool hooked = hook_unpack_.count(x) > 0;
+        bool held_outside = false;   // only by forward saves of this pass outside the hook
         base.for_savers(x, [&](int32_t saver) {
             const bool checkpointed = saver >= 0 && ctx_.caller[static_cast<size_t>(saver)] >= 0 &&
                                       ctx_.in_checkpoint[static_cast<size_t>(ctx_.caller[static_cast<size_t>(saver)])];
-            dies = dies && saver >= 0 && (in_scope(saver) || (hooked && checkpointed));
+            if (saver >= 0 && !in_scope(saver) && !(hooked && checkpointed) &&
+                base.pass[static_cast<size_t>(saver)] == pass_ && base.phase[static_cast<size_t>(saver)] == Phase::Forward)
+                held_outside = true;
+            else
+                dies = dies && saver >= 0 && (in_scope(saver) || (hooked && checkpointed));
         });
+        if (held_outside && dies && !hooked) {
+            const int32_t released = released_outside(x);
+            if (released >= 0) outside_release_[x] = released;
+            dies = released >= 0;
+        }
         // autocast's cache holds a weight cast to its region's end, after the backward when the
         // backward runs inside it (SAM's second): the hook finds it still on the device
         dies = dies && !base.cast_kept_past_backward(x);
@@ -67,7 +77,37 @@ void PassOffload::choose_copied_back() {
         if (dies && hooked && unpack_at(x) < 0) never_back_[x] = true;
         if (dies && (hooked || (!recomputed_reads.count(x) && !kept_by_policy(x))) && unpack_at(x) >= 0)
             copied_back_[x] = true;
+        if (!copied_back_.count(x)) outside_release_.erase(x);
     }
+}
+
+// A storage the hook packs that saves outside it hold too (a module's output its caller's mul
+// saves: NeRF's `w[..., None] * rgb`): the backward runs the nodes made later first, so when every
+// outside save was made after the hook's saves and every backward read of the storage outside
+// the hook comes before the hook's unpack, those nodes let go of it first and it dies on the
+// device after the last of those reads; the hook's unpack then finds it gone and copies it back
+// (python/mhc_torch/offload.py). Returns that read, else -1 (it stays on the device).
+int32_t PassOffload::released_outside(int32_t storage) const {
+    const Base& base = base_;
+    const int32_t unpack = hook_unpack_at(storage);
+    if (unpack < 0) return -1;
+    int32_t last_inside = -1, first_outside = -1;
+    base.for_savers(storage, [&](int32_t saver) {
+        if (saver < 0) return;
+        if (in_scope(saver)) last_inside = std::max(last_inside, saver);
+        else if (first_outside < 0 || saver < first_outside) first_outside = saver;
+    });
+    if (last_inside < 0 || first_outside < last_inside) return -1;
+    int32_t released = -1;
+    bool after_unpack = false;
+    base.for_acc(storage, [&](int32_t seq, trace::AccessMode) {
+        if (base.pass[static_cast<size_t>(seq)] != pass_ || base.phase[static_cast<size_t>(seq)] != Phase::Backward ||
+            in_scope(seq))
+            return;
+        if (earlier(seq, unpack)) released = std::max(released, seq);
+        else after_unpack = true;
+    });
+    return after_unpack ? -1 : released;
 }
 
 // When the device lets go of `storage` (first packed at `own`) in the forward: at its last forward
