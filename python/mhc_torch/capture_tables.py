@@ -12,6 +12,7 @@ import weakref
 from typing import Callable
 
 import torch
+from torch._C._functorch import is_functorch_wrapped_tensor
 
 from . import checkpointing, placement, store
 
@@ -300,7 +301,10 @@ class SettingsRecording:
         keyword arguments it keeps by reference)."""
         ids = []
         for a in args if isinstance(args, tuple) else ():
-            s = self.storages.get(id(a.untyped_storage())) if isinstance(a, torch.Tensor) else None
+            # A torch.func transform's wrapper (vmap, grad) has no storage of its own to name; the
+            # transforms run without checkpoint's hooks anyway.
+            tracked = isinstance(a, torch.Tensor) and not is_functorch_wrapped_tensor(a)
+            s = self.storages.get(id(a.untyped_storage())) if tracked else None
             if s is not None:
                 ids.append(s.alloc.id)
         if ids:
