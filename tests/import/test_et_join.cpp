@@ -811,5 +811,5 @@ TEST_CASE("et + kineto: a kernel launched by the second of two ops begun in one 
             trace.accesses.mode[a];
     CHECK(accessed == std::map<std::string, mhc::trace::AccessMode>{{"storage 8", mhc::trace::AccessMode::Read},
                                                                     {"storage 9", mhc::trace::AccessMode::Write}});
-    CHECK(meta(imported, "et.storages_left_out").rfind("1", 0) == 0);   // storage 7: the no-op's, no kernel
+    CHECK(meta(imported, "et.storages_left_out").rfind('1', 0) == 0);   // storage 7: the no-op's, no kernel
 }
