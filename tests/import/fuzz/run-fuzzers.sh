@@ -92,8 +92,9 @@ for obj in "$BUILD"/obj/*.o; do
 done
 # check_unlinked: the archive members the four links took (their maps) against UNLINKED. A listed
 # source they take costs every build a second link; an unlisted one they leave, a compile for
-# nothing. Both are named in one line, and the build fails with it (CI shows it), so the list
-# is kept as it is, not found out of date later.
+# nothing. Both are named in one line in the build's log. Neither makes a fuzzer wrong, so neither
+# fails the build: a source added elsewhere in trace/ or common/ (mhc prune's run_delete.cpp,
+# 2026-12-06) stopped a clean CI run that had passed every test, for a compile of a few seconds.
 check_unlinked() {
   local taken src rel stale=()
   taken=" $(grep -ho 'libfuzzdeps\.a([A-Za-z0-9_]*\.o)' "$BUILD"/link-{pickle,kineto,et,nsys}.map 2>/dev/null |
@@ -108,8 +109,7 @@ check_unlinked() {
   done
   [ ${#stale[@]} -eq 0 ] && return 0
   printf -v rel '; %s' "${stale[@]}"
-  echo "run-fuzzers: UNLINKED (tests/import/fuzz/run-fuzzers.sh) is out of date: ${rel#; }"
-  return 1
+  echo "run-fuzzers: note: UNLINKED (tests/import/fuzz/run-fuzzers.sh) is out of date: ${rel#; }"
 }
 compile "${linked[@]}" || { echo "run-fuzzers: a source did not compile"; exit 1; }
 mkdir -p "$BUILD/tests/import"
@@ -118,7 +118,7 @@ if ! link; then
   compile "${unlinked[@]}" || { echo "run-fuzzers: a source did not compile"; exit 1; }
   link || { cat "$BUILD"/link-*.log; echo "run-fuzzers: the fuzzers did not link"; exit 1; }
 fi
-check_unlinked || exit 1
+check_unlinked
 [ "$BUILD_ONLY" = 0 ] || exit 0
 
 # Seed corpora (small, uncompressed).
