@@ -10,7 +10,7 @@ import shutil
 import sys
 import time
 
-from . import json_input
+from . import file_bytes, json_input
 from .formatting import format_bytes, format_ns
 from .help_format import format_help
 from .json_input import not_a_regular_file
@@ -202,8 +202,10 @@ def _recipe_argv(text: str, parser: argparse.ArgumentParser) -> tuple[list[str],
         special = not_a_regular_file(path)
         if special:
             raise ValueError(f"{path}: {special}")
-        with open(path, "rb") as f:
-            head = f.read(16)   # a trace is read through SQLite, not into memory whole
+        head = file_bytes.read(path, 0, 16)   # a trace is read through SQLite, not into memory whole
+        if head is None:
+            with open(path, "rb"):   # the reason it cannot be read (no such file, a folder), as open() says it
+                head = b""
         if head.startswith(b"SQLite format 3\0"):  # a trace: the recipe it was captured with
             from .store import TraceError, read_meta
 

@@ -12,6 +12,8 @@ import stat
 import sys
 import threading
 
+from . import file_bytes
+
 
 class OutputError(OSError):
     """An output that cannot be written: the message is one line naming the file and why."""
@@ -135,10 +137,9 @@ def _refuse_sqlite_side_file(path: str) -> None:
         try:
             if not stat.S_ISREG(os.stat(db).st_mode):
                 return
-            with open(db, "rb") as f:
-                sqlite = f.read(16) == b"SQLite format 3\0"
         except OSError:
             return
+        sqlite = file_bytes.read(db, 0, 16) == b"SQLite format 3\0"   # the process's locks on db kept
         if sqlite:
             raise OutputError(f"{path}: is the name of {db}'s {name} ({db} is an SQLite database): SQLite would take "
                               f"the file for an interrupted write of {db} and remove it when {db} is next opened; "

@@ -14,7 +14,7 @@ import sqlite3
 import urllib.parse
 from dataclasses import dataclass, field
 
-from . import run_identity
+from . import file_bytes, run_identity
 from .digest import Digest
 from .output_file import OutputError, OutputExists, SignalGuard, begin_output, check_output, commit  # noqa: F401 (re-exported)
 
@@ -217,11 +217,7 @@ def gzip_note(path: str) -> str:
     """What a file that is no SQLite database is when it is gzip-compressed, as mhc says it
     (trace/src/sqlite_util.cpp): "gzip-compressed, not an SQLite database: decompress it first
     (gunzip ...)"; "" otherwise."""
-    try:
-        with open(path, "rb") as f:
-            if f.read(2) != b"\x1f\x8b":
-                return ""
-    except OSError:
+    if file_bytes.read(path, 0, 2) != b"\x1f\x8b":
         return ""
     how = f"gunzip -k {path}" if path.endswith(".gz") and len(path) > 3 else f"gunzip -c {path} > trace.db"
     return f"gzip-compressed, not an SQLite database: decompress it first ({how})"
@@ -243,12 +239,7 @@ def _wal_without_index(path: str) -> bool:
     cannot write, with no -shm index beside it: SQLite cannot make the index there, and every read
     failed ("attempt to write a readonly database"). Such a file is read immutable, as mhc reads
     it (docs/cli.md), when its -wal log is absent or empty; one with writes in its log is refused."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(18)
-            if f.read(2) != b"\x02\x02":
-                return False
-    except OSError:
+    if file_bytes.read(path, 18, 2) != b"\x02\x02":
         return False
     folder = os.path.dirname(path) or "."
     if os.path.exists(path + "-shm") or os.access(folder, os.W_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids):
@@ -265,13 +256,9 @@ def _stray_log(path: str | os.PathLike) -> None:
     """A -wal log beside a trace not in WAL mode is another file's: SQLite applies its pages over the
     trace when it opens it, read-only too. Refused as mhc refuses it (sqlite_util.cpp, stray_log)."""
     path = os.fspath(path)   # callers pass str or pathlib paths
-    try:
-        with open(path, "rb") as f:
-            f.seek(18)
-            if f.read(2) == b"\x02\x02":
-                return
-        if not os.path.isfile(path + "-wal"):
-            return
+    if not os.path.isfile(path + "-wal") or file_bytes.read(path, 18, 2) in (b"\x02\x02", None):
+        return
+    try:   # no lock of SQLite's is on a -wal file: a descriptor of its own drops none
         with open(path + "-wal", "rb") as f:
             if f.read(4) not in (b"\x37\x7f\x06\x82", b"\x37\x7f\x06\x83"):
                 return
