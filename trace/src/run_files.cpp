@@ -428,7 +428,27 @@ void RunWriter::claim(size_t i, int64_t run) {
     s.bind(1, run); s.bind(2, trace_ids_.at(i)); s.run();
 }
 
-void RunWriter::commit() { sql::exec(db_, files_.front(), "COMMIT"); }
+std::string RunWriter::moved() const {
+    for (size_t i = 0; i < files_.size(); ++i) {
+        int gone = 0;
+        if (sqlite3_file_control(db_, schemas_[i].c_str(), SQLITE_FCNTL_HAS_MOVED, &gone) == SQLITE_OK && gone)
+            return files_[i];
+    }
+    return "";
+}
+
+void RunWriter::commit() {
+    // A name that another process took (mv, a copy renamed over it) or removed while the
+    // transaction was open leads to another file, or none: the rows would go to a file no name
+    // leads to, said "stored". Looked at before the commit (nothing written), and after it, for
+    // a commit that waited for readers meanwhile (the write went with the file that had the name).
+    if (const std::string file = moved(); !file.empty())
+        throw Error(file + sql::kMovedDuringWrite + " (its name now leads to another file, or none)");
+    sql::exec(db_, files_.front(), "COMMIT");
+    if (const std::string file = moved(); !file.empty())
+        throw Error(file + sql::kMovedDuringWrite + ", so the write went into the file that had the name before, not into " +
+                    file);
+}
 
 std::string RunWriter::abort() {
     if (db_ && !sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);

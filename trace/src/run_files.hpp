@@ -67,6 +67,8 @@ public:
     const std::string& print(size_t target) const;
     // Records that `run` belongs to target i (a runs database only; a trace's runs are its own).
     void claim(size_t i, int64_t run);
+    // Commits; throws mhc::Error naming the file when one of them was renamed over or removed
+    // meanwhile (before the commit: nothing written; after it: the rows went with the old file).
     void commit();
     // Rolls back and closes now. Returns an empty string, or a sentence saying which journal
     // could not be rolled back (the next command that can write the file will).
@@ -75,6 +77,8 @@ public:
 private:
     void open_traces(const std::vector<Target>& targets);
     void open_runs_db(const std::vector<Target>& targets, const std::string& runs_db);
+    // The first file whose name no longer leads to the file this transaction writes, or "".
+    std::string moved() const;
     sqlite3* db_ = nullptr;
     std::vector<std::string> files_;            // per target
     std::vector<std::string> schemas_;          // per target

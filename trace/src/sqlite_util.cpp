@@ -340,12 +340,8 @@ std::string side_file_in_the_way(const std::string& file) {
 }
 
 std::string gzip_note(const std::string& file) {
-    std::FILE* stream = std::fopen(file.c_str(), "rb");
-    if (!stream) return "";
-    unsigned char magic[2] = {0, 0};
-    const size_t got = std::fread(magic, 1, 2, stream);
-    std::fclose(stream);
-    if (got != 2 || magic[0] != 0x1f || magic[1] != 0x8b) return "";
+    unsigned char magic[2] = {0, 0};   // read_bytes: this process's locks on the file kept
+    if (!read_bytes(file, magic, 2, 0) || magic[0] != 0x1f || magic[1] != 0x8b) return "";
     const bool gz = file.size() > 3 && file.compare(file.size() - 3, 3, ".gz") == 0;
     const std::string how = gz ? "gunzip -k " + file : "gunzip -c " + file + " > trace.db";
     return "gzip-compressed, not an SQLite database: decompress it first (" + how + ")";
@@ -366,6 +362,8 @@ void fail(sqlite3* db, const std::string& file, const std::string& what) {
         msg = "an interrupted write left " + file + "-journal, which only a process that can write "
               "the file and its directory can roll back: make them writable and rerun";
     else if (code == SQLITE_CORRUPT) msg = "the file is corrupt or truncated (" + msg + ")";
+    else if (ext == SQLITE_READONLY_DBMOVED)   // was "write failed: attempt to write a readonly database"
+        throw Error(file + kMovedDuringWrite + " (its name now leads to another file, or none)");
     if (code == SQLITE_CANTOPEN || code == SQLITE_IOERR || code == SQLITE_ERROR)
         if (std::string side = side_file_in_the_way(file); !side.empty()) msg = side;
     throw Error(file + ": " + what + ": " + msg);

@@ -59,6 +59,9 @@ std::string gzip_note(const std::string& file);
 
 // Throws mhc::Error "<file>: <what>: <sqlite message>" (Busy for a lock held past the timeout).
 [[noreturn]] void fail(sqlite3* db, const std::string& file, const std::string& what);
+// What a write says of a file whose name another process took (mv over it) or removed while the
+// write had it open ("FILE" + this): SQLite's SQLITE_READONLY_DBMOVED, RunWriter::commit.
+inline constexpr const char* kMovedDuringWrite = ": was replaced or removed by another process during this write";
 
 void exec(sqlite3* db, const std::string& file, const char* sql);
 
