@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import time
 import urllib.parse
 from dataclasses import dataclass, field
 
@@ -269,6 +270,54 @@ def _stray_log(path: str | os.PathLike) -> None:
                      "log, copied or left beside it); move it away and rerun")
 
 
+class _Connection(sqlite3.Connection):
+    """A connection to a trace; `snapshot` is what the file was when it was opened, for one read
+    without a lock (immutable): None otherwise."""
+    snapshot: tuple | None = None
+
+
+def _identity(st: os.stat_result) -> tuple:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _settled(path: str) -> tuple | None:
+    """The file's identity once its last change is a tick of the coarse clock old, as mhc takes it
+    (settled_stat, trace/src/sqlite_util.cpp): a write in the tick of this look would leave the
+    file's times as seen. Waits at most 3 s; a file still changing then is being written."""
+    give_up = time.monotonic() + 3
+    while True:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None   # gone: SQLite's open says so
+        whole_seconds = st.st_ctime_ns % 1_000_000_000 == 0 and st.st_mtime_ns % 1_000_000_000 == 0
+        tick = 2_000_000_000 if whole_seconds else 20_000_000
+        age = time.time_ns() - st.st_ctime_ns
+        if age > tick:
+            return _identity(st)
+        if time.monotonic() >= give_up:
+            raise TraceError(f"{path}: changed while it was read (it is in SQLite's WAL mode in a folder this process "
+                             "cannot write, so it is read without a lock, and another process kept writing it: in 3 s "
+                             "of waiting its last change was never a tick old): run the command again when it is done")
+        time.sleep(min(tick - age, 100_000_000) / 1e9)
+
+
+def _require_unchanged(db: sqlite3.Connection, path: str) -> None:
+    """Refuses what a read without a lock got when the file changed meanwhile: it may mix two
+    versions (another process checkpointed into it). Called once every read of `db` is done."""
+    taken = getattr(db, "snapshot", None)
+    if taken is None:
+        return
+    try:
+        now = _identity(os.stat(path))
+    except OSError:
+        now = None
+    if now != taken:
+        raise TraceError(f"{path}: changed while it was read (it is in SQLite's WAL mode in a folder this process "
+                         "cannot write, so it is read without a lock, and another process wrote it meanwhile): what "
+                         "was read may mix two versions of it; run the command again")
+
+
 def _open(path: str) -> sqlite3.Connection:
     if not os.path.isfile(path):
         from .json_input import not_a_regular_file, unreachable
@@ -281,10 +330,14 @@ def _open(path: str) -> sqlite3.Connection:
     # opened x, 50%41.db 50A.db).
     wait_s = _busy_timeout_s()
     _stray_log(path)
-    mode = "immutable=1" if _wal_without_index(path) else "mode=ro"
+    # Read without a lock: what the file was, for _require_unchanged (mhc-torch read it on while
+    # another process wrote it, where mhc refused).
+    snapshot = _settled(path) if _wal_without_index(path) else None
+    mode = "mode=ro" if snapshot is None else "immutable=1"
     # Quoted as the file system's bytes: a name that is no UTF-8 (bad\xff.db) raised UnicodeEncodeError.
     uri_path = urllib.parse.quote(os.fsencode(os.path.abspath(path)))
-    db = sqlite3.connect(f"file:{uri_path}?{mode}", uri=True, timeout=wait_s)
+    db = sqlite3.connect(f"file:{uri_path}?{mode}", uri=True, timeout=wait_s, factory=_Connection)
+    db.snapshot = snapshot
     try:
         version = db.execute("PRAGMA user_version").fetchone()[0]
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -314,7 +367,9 @@ def _open(path: str) -> sqlite3.Connection:
 def read_meta(path: str) -> dict[str, str]:
     db = _open(path)
     try:
-        return dict(db.execute("SELECT key, value FROM meta"))
+        meta = dict(db.execute("SELECT key, value FROM meta"))
+        _require_unchanged(db, path)
+        return meta
     finally:
         db.close()
 
@@ -330,6 +385,7 @@ def read_runs(path: str):
         cfg = pd.read_sql("SELECT run, key, value FROM run_config", db)
         met = pd.read_sql("SELECT run, key, value FROM run_metrics", db)
         stale = run_identity.stale_runs(db, path)
+        _require_unchanged(db, path)
     finally:
         db.close()
     # A run computed from other data (the trace edited after it was stored) is not the trace's:
@@ -386,6 +442,7 @@ def read_run_table(path: str, table: str, run: int | None = None):
         if table == "run_events":
             kinds = dict(db.execute("SELECT id, name FROM event_kinds"))
             df["kind_name"] = df["kind"].map(kinds)
+        _require_unchanged(db, path)
         return df
     finally:
         db.close()
@@ -408,6 +465,7 @@ def read_table(path: str, table: str):
             df[col] = df[col].map(strings)
         if table == "allocations":
             df["category_name"] = df["category"].map(dict(enumerate(CATEGORY_NAMES)))
+        _require_unchanged(db, path)
         return df
     finally:
         db.close()

@@ -19,8 +19,13 @@
 #      that overlapped that write passed as whole (exit 0 in 6 of 7 runs); with it, refused in each
 #      run. Tries in which the writer itself paused (a loaded machine) or mhc read nothing after
 #      the last write say nothing and are not counted. Needs root (mount -t ramfs, setpriv).
+#   4. The trace renamed over or removed while a store or prune waited for another process's lock:
+#      the write went into the file no name led to, said "stored run 1 in T.db", exit 0. Now
+#      refused (exit 4; prune 2), one line naming the file.
+#   5. mhc_torch read a WAL trace in a folder it cannot write without a lock and never looked
+#      whether it changed meanwhile (mhc did): now as mhc, the first look settled, a change refused.
 # Usage: hostile_pass15_test.sh MHC PYTHON PKG (PKG: the folder holding mhc_torch; the parts that
-# need pandas, root or a ramfs are skipped, said)
+# need root, setpriv or a ramfs mount are skipped, said)
 set -u
 mhc=$1
 python=$2
@@ -101,21 +106,19 @@ else
     echo "SKIP part 2: this sqlite3 has no .dbconfig enable_trigger"
 fi
 
-# 3. A WAL trace read without a lock on ramfs, written without pause while it is read.
-ram=$tmp/ram
-if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && mkdir "$ram" && mount -t ramfs none "$ram" 2>/dev/null; then
-    trap 'cd /; umount "$ram" 2>/dev/null; chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
-    chmod 0755 "$tmp" "$ram" && mkdir "$ram/ro" && cp t.db "$ram/ro/w.db" && sqlite3 "$ram/ro/w.db" "PRAGMA journal_mode=WAL" >/dev/null &&
-        chmod 0644 "$ram/ro/w.db" || fail "ram/ro/w.db"
-    # The writer (real-time where it may be) toggles a byte of the header's version-valid-for
-    # number (a change, the size kept) until mhc's connection reads the file (reads made while mhc
-    # holds it open: a header read makes one), writes once more, and stops. It prints mhc's exit
-    # status, whether the try counts, the longest pause between its writes, and mhc's stderr. A
-    # try counts where every pause was under 20 ms less a tick of the coarse clock (the file was
-    # never a tick old: no first look could be taken meanwhile) and mhc read after the last write,
-    # or never got to read: either way the file changed under the reading, which must be refused.
-    cat >writer.py <<'EOF'
+# The writer of parts 3 and 5: writer.py [--until-exit] FILE COMMAND... (real-time where it may
+# be) toggles a byte of the header's version-valid-for number (a change, the size kept) until
+# mhc's connection reads the file (reads made while mhc holds it open: a header read makes one),
+# writes once more, and stops (--until-exit: writes until the command ends). It prints mhc's exit
+# status, whether the try counts, the longest pause between its writes, and mhc's stderr. A
+# try counts where every pause was under 20 ms less a tick of the coarse clock (the file was
+# never a tick old: no first look could be taken meanwhile) and mhc read after the last write,
+# or never got to read: either way the file changed under the reading, which must be refused.
+cat >writer.py <<'EOF'
 import os, subprocess, sys, time
+until_exit = sys.argv[1] == "--until-exit"   # no stop after the reading began
+if until_exit:
+    sys.argv.pop(1)
 path, cmd = sys.argv[1], sys.argv[2:]
 fd = os.open(path, os.O_RDWR)
 byte = os.pread(fd, 1, 99)[0]
@@ -144,7 +147,7 @@ while proc.poll() is None:
     if now - rested > 0.001:   # a tenth of a CPU left to others: no real-time throttling (a 50 ms pause)
         time.sleep(0.0001)
         rested = time.monotonic()
-    if n % 16 == 0:
+    if n % 16 == 0 and not until_exit:
         count = reads()
         seen = (seen or (now, count)) if count is not None else None
         if seen and count - seen[1] >= 2:
@@ -175,6 +178,13 @@ tick = time.clock_getres(getattr(time, "CLOCK_REALTIME_COARSE", 5))
 conclusive = overlapped and gap < 0.020 - tick - 0.001
 print(proc.returncode, "yes" if conclusive else "no", f"{gap * 1000:.1f}", proc.stderr.read().decode().strip())
 EOF
+
+# 3. A WAL trace read without a lock on ramfs, written without pause while it is read.
+ram=$tmp/ram
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && mkdir "$ram" && mount -t ramfs none "$ram" 2>/dev/null; then
+    trap 'cd /; umount "$ram" 2>/dev/null; chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
+    chmod 0755 "$tmp" "$ram" && mkdir "$ram/ro" && cp t.db "$ram/ro/w.db" && sqlite3 "$ram/ro/w.db" "PRAGMA journal_mode=WAL" >/dev/null &&
+        chmod 0644 "$ram/ro/w.db" || fail "ram/ro/w.db"
     cd "$ram" || fail "cd $ram"
     seen=0
     for try in 1 2 3 4 5 6 7 8; do
@@ -238,5 +248,45 @@ sleep 1; mv q2.db q.db; wait "$pruner"; rc=$?; wait "$holder"
 [ $rc = 2 ] && grep -qF "mhc: q.db: was replaced or removed by another process during this write, so the write went into the file that had the name before, not into q.db; no run was deleted" err &&
     [ ! -s out ] || fail "prune with q.db renamed over while it waited exited $rc: $(cat out err)"
 [ "$(sqlite3 q.db "SELECT count(*) FROM runs")" = 1 ] || fail "q.db lost its run"
+
+# 5. mhc_torch read a WAL trace in a folder it cannot write (immutable, no lock) and never looked
+#    whether it changed meanwhile: read_meta and read_table returned what they read while another
+#    process wrote it (mhc refused it). Now as mhc: the first look waits for the file to settle a
+#    tick, and a file changed by the end of the read is refused (TraceError, one line).
+# The reader is root without CAP_DAC_OVERRIDE (this Python may be in root's home), in a 0555 folder.
+no_override=(setpriv --bounding-set -dac_override)
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && "${no_override[@]}" true 2>/dev/null; then
+    mkdir pw && cp t.db pw/w.db && sqlite3 pw/w.db "PRAGMA journal_mode=WAL" >/dev/null && chmod 0555 pw ||
+        fail "pw/w.db"
+    cat >pyreader.py <<'EOF'
+import importlib.util
+import sys
+from mhc_torch import store
+try:
+    store.read_meta(sys.argv[1])
+    if importlib.util.find_spec("pandas"):
+        store.read_table(sys.argv[1], "allocations")
+    sys.exit(0)
+except store.TraceError as e:
+    print(e, file=sys.stderr)
+    sys.exit(2)
+EOF
+    refusals=0
+    for try in 1 2 3 4 5; do
+        PYTHONPATH=$pkg "$python" writer.py --until-exit pw/w.db "${no_override[@]}" "$python" pyreader.py pw/w.db >out ||
+            fail "writer.py: $(cat out)"
+        read -r rc conclusive gap said <out
+        [ -n "${MHC_TEST_VERBOSE:-}" ] && echo "part 5 try $try: exit $rc, longest pause $gap ms"
+        [ "$rc" = 0 ] && continue
+        [ "$rc" = 2 ] && [ "$(grep -c . out)" = 1 ] && grep -qF "pw/w.db: changed while it was read (it is in SQLite's WAL mode in a folder this process cannot write" out ||
+            fail "mhc_torch reading pw/w.db while it was written exited $rc: $(cat out)"
+        refusals=$((refusals + 1))
+    done
+    [ $refusals -gt 0 ] || fail "mhc_torch read pw/w.db whole in 5 tries while another process wrote it without pause"
+    PYTHONPATH=$pkg "${no_override[@]}" "$python" pyreader.py pw/w.db 2>err ||
+        fail "mhc_torch reading pw/w.db left alone: $(cat err)"
+else
+    echo "SKIP part 5 (a WAL trace written while mhc_torch reads it): needs root and setpriv --bounding-set"
+fi
 
 echo "all hostile pass 15 checks passed"
