@@ -24,6 +24,8 @@
 #      refused (exit 4; prune 2), one line naming the file.
 #   5. mhc_torch read a WAL trace in a folder it cannot write without a lock and never looked
 #      whether it changed meanwhile (mhc did): now as mhc, the first look settled, a change refused.
+#   6. A store or prune into a writable trace in a folder it cannot write said "attempt to write a
+#      readonly database"; now that SQLite needs its journal beside the file, and the folder.
 # Usage: hostile_pass15_test.sh MHC PYTHON PKG (PKG: the folder holding mhc_torch; the parts that
 # need root, setpriv or a ramfs mount are skipped, said)
 set -u
@@ -288,5 +290,25 @@ EOF
 else
     echo "SKIP part 5 (a WAL trace written while mhc_torch reads it): needs root and setpriv --bounding-set"
 fi
+
+# 6. A trace that may be written in a folder that may not (a store needs its journal beside it):
+#    "attempt to write a readonly database", of a file the user sees writable. Now named so.
+# As root the process drops CAP_DAC_OVERRIDE (setpriv) to be refused the folder; otherwise as is.
+as_is=()
+[ "$(id -u)" = 0 ] && as_is=("${no_override[@]}")
+mkdir rof && fresh rof/t.db && "$mhc" simulate rof/t.db --capacity 80% >/dev/null && chmod 0555 rof || fail "rof/t.db"
+if [ "$(id -u)" != 0 ] || "${as_is[@]}" true 2>/dev/null; then
+    journal="rof/t.db: write failed: SQLite writes a journal (rof/t.db-journal) beside the file while it writes, and the folder rof cannot be written by this process: make it writable"
+    "${as_is[@]}" "$mhc" simulate rof/t.db --capacity 85% >out 2>err; rc=$?
+    [ $rc = 4 ] && [ "$(wc -l <err)" = 1 ] && grep -qF "mhc: the run was not stored ($journal)" err ||
+        fail "simulate of a trace in a read-only folder exited $rc: $(cat err)"
+    "${as_is[@]}" "$mhc" prune rof/t.db --run 1 >out 2>err; rc=$?
+    [ $rc = 2 ] && [ "$(wc -l <err)" = 1 ] && grep -qF "cannot be written by this process: make it writable; no run was deleted" err ||
+        fail "prune of a trace in a read-only folder exited $rc: $(cat err)"
+    [ "$(sqlite3 rof/t.db "SELECT count(*) FROM runs")" = 1 ] || fail "rof/t.db changed"
+else
+    echo "SKIP part 6 (a trace in a read-only folder): root without setpriv --bounding-set"
+fi
+chmod 0755 rof
 
 echo "all hostile pass 15 checks passed"

@@ -364,6 +364,11 @@ void fail(sqlite3* db, const std::string& file, const std::string& what) {
     else if (code == SQLITE_CORRUPT) msg = "the file is corrupt or truncated (" + msg + ")";
     else if (ext == SQLITE_READONLY_DBMOVED)   // was "write failed: attempt to write a readonly database"
         throw Error(file + kMovedDuringWrite + " (its name now leads to another file, or none)");
+    else if (ext == SQLITE_READONLY_DIRECTORY) {   // the file writable, its folder not: the same words
+        const std::string dir = std::filesystem::path(file).parent_path().string();
+        msg = "SQLite writes a journal (" + file + "-journal) beside the file while it writes, and the folder " +
+              (dir.empty() ? std::string(".") : dir) + " cannot be written by this process: make it writable";
+    }
     if (code == SQLITE_CANTOPEN || code == SQLITE_IOERR || code == SQLITE_ERROR)
         if (std::string side = side_file_in_the_way(file); !side.empty()) msg = side;
     throw Error(file + ": " + what + ": " + msg);
