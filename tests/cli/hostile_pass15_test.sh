@@ -26,6 +26,8 @@
 #      whether it changed meanwhile (mhc did): now as mhc, the first look settled, a change refused.
 #   6. A store or prune into a writable trace in a folder it cannot write said "attempt to write a
 #      readonly database"; now that SQLite needs its journal beside the file, and the folder.
+#   7. "disk I/O error" said alone (a file size limit; a WAL trace read on a full disk, where SQLite
+#      must make its -shm index): now with the system's reason and, for the index, its name.
 # Usage: hostile_pass15_test.sh MHC PYTHON PKG (PKG: the folder holding mhc_torch; the parts that
 # need root, setpriv or a ramfs mount are skipped, said)
 set -u
@@ -232,11 +234,13 @@ db.execute('COMMIT')" "$1" "$2" >holder.out &
     for _ in $(seq 100); do grep -q holding holder.out && break; sleep 0.1; done
 }
 other() { fresh "$1" && sqlite3 "$1" "UPDATE meta SET value = value || '-other' WHERE key = 'seed'" || fail "other $1"; }
+# Until the command says it waits for the lock (it has the file open): then the name is taken.
+waiting() { for _ in $(seq 200); do grep -q "waiting for it" err && return; sleep 0.05; done; fail "no wait said: $(cat err)"; }
 for how in BEGIN "BEGIN IMMEDIATE"; do
     fresh m.db && other m2.db && hold m.db "$how"
     "$mhc" simulate m.db --capacity 80% >out 2>err &
     sim=$!
-    sleep 1; mv m2.db m.db; wait "$sim"; rc=$?; wait "$holder"
+    waiting; mv m2.db m.db; wait "$sim"; rc=$?; wait "$holder"
     [ $rc = 4 ] && [ "$(grep -c . err)" = 2 ] && grep -qF "mhc: the run was not stored (m.db: was replaced or removed by another process during this write" err ||
         fail "simulate with m.db renamed over while it waited ($how) exited $rc: $(cat out err)"
     ! grep -q "^stored" out || fail "simulate said it stored a run in m.db ($how): $(grep '^stored' out)"
@@ -245,14 +249,14 @@ done
 fresh r.db && hold r.db BEGIN
 "$mhc" simulate r.db --capacity 80% >out 2>err &
 sim=$!
-sleep 1; rm r.db; wait "$sim"; rc=$?; wait "$holder"
+waiting; rm r.db; wait "$sim"; rc=$?; wait "$holder"
 [ $rc = 4 ] && grep -qF "(r.db: was replaced or removed by another process during this write, so the write went into the file that had the name before, not into r.db)" err ||
     fail "simulate with r.db removed while it waited exited $rc: $(cat out err)"
 [ ! -e r.db ] && [ ! -e r.db-journal ] || fail "r.db or its journal is there again"
 fresh q.db && "$mhc" simulate q.db --capacity 80% >/dev/null && cp q.db q2.db && hold q.db BEGIN || fail "q.db"
 "$mhc" prune q.db --run 1 >out 2>err &
 pruner=$!
-sleep 1; mv q2.db q.db; wait "$pruner"; rc=$?; wait "$holder"
+waiting; mv q2.db q.db; wait "$pruner"; rc=$?; wait "$holder"
 [ $rc = 2 ] && grep -qF "mhc: q.db: was replaced or removed by another process during this write, so the write went into the file that had the name before, not into q.db; no run was deleted" err &&
     [ ! -s out ] || fail "prune with q.db renamed over while it waited exited $rc: $(cat out err)"
 [ "$(sqlite3 q.db "SELECT count(*) FROM runs")" = 1 ] || fail "q.db lost its run"
@@ -318,5 +322,30 @@ else
     echo "SKIP part 6 (a trace in a read-only folder): root without setpriv --bounding-set"
 fi
 chmod 0755 rof
+
+# 7. "disk I/O error" alone: a store past a file size limit, and a WAL trace read on a full disk
+#    (SQLite makes its index T.db-shm beside it to read it, and could not) said no more. Now with
+#    what the system said.
+fresh big.db && "$mhc" -q generate --preset gpt2-small --steps 4 --layers 2 --force -o big.db >/dev/null || fail "big.db"
+cp big.db big.before
+(trap '' XFSZ; ulimit -f 1; "$mhc" simulate big.db --capacity 80%) >out 2>err; rc=$?
+[ $rc = 4 ] && [ "$(wc -l <err)" = 1 ] && grep -qF "(big.db: write failed: disk I/O error (File too large))" err ||
+    fail "simulate past a file size limit exited $rc: $(cat err)"
+cmp -s big.db big.before && [ ! -e big.db-journal ] || fail "big.db changed, or its journal was left"
+full=$tmp/full
+if [ "$(id -u)" = 0 ] && mkdir "$full" && mount -t tmpfs -o size=2m none "$full" 2>/dev/null; then
+    trap 'cd /; umount "$full" 2>/dev/null; umount "$ram" 2>/dev/null; chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
+    cp big.db "$full/w.db" && sqlite3 "$full/w.db" "PRAGMA journal_mode=WAL" >/dev/null || fail "full/w.db"
+    free_kib=$(df -k "$full" | awk 'NR == 2 {print $4}')
+    dd if=/dev/zero of="$full/fill" bs=1k count=$((free_kib - 20)) 2>/dev/null
+    "$mhc" info "$full/w.db" >out 2>err; rc=$?
+    [ $rc = 2 ] && [ "$(wc -l <err)" = 1 ] &&
+        grep -qF "$full/w.db: cannot read: disk I/O error making $full/w.db-shm, the index SQLite reads a file in WAL mode through: No space left on device" err ||
+        fail "info of a WAL trace on a full disk exited $rc: $(cat err)"
+    rm "$full/fill" && "$mhc" info "$full/w.db" >out 2>err || fail "info of full/w.db with room again: $(cat err)"
+    umount "$full" || fail "umount $full"
+else
+    echo "SKIP part 7 (a WAL trace on a full disk): needs root and a tmpfs mount"
+fi
 
 echo "all hostile pass 15 checks passed"

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -371,6 +372,14 @@ void fail(sqlite3* db, const std::string& file, const std::string& what) {
     }
     if (code == SQLITE_CANTOPEN || code == SQLITE_IOERR || code == SQLITE_ERROR)
         if (std::string side = side_file_in_the_way(file); !side.empty()) msg = side;
+    if (code == SQLITE_IOERR && msg == sqlite3_errstr(ext)) {
+        // "disk I/O error" alone, with what the system said (a full disk, a file size limit): a WAL
+        // file is read through an index SQLite makes beside it, which a reader writes too.
+        const int os_error = db ? sqlite3_system_errno(db) : 0;
+        const bool index = ext == SQLITE_IOERR_SHMOPEN || ext == SQLITE_IOERR_SHMSIZE || ext == SQLITE_IOERR_SHMMAP;
+        if (index) msg += " making " + file + "-shm, the index SQLite reads a file in WAL mode through";
+        if (os_error != 0) msg += std::string(index ? ": " : " (") + std::strerror(os_error) + (index ? "" : ")");
+    }
     throw Error(file + ": " + what + ": " + msg);
 }
 
