@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import stat
 import time
 import urllib.parse
 from dataclasses import dataclass, field
@@ -318,6 +319,20 @@ def _require_unchanged(db: sqlite3.Connection, path: str) -> None:
                          "was read may mix two versions of it; run the command again")
 
 
+def _side_file_in_the_way(path: str) -> str:
+    """Why SQLite cannot use a side file of `path` (a folder, a link or a special file where it keeps
+    the journal, log or index), as mhc says it (side_file_in_the_way, trace/src/sqlite_util.cpp); ""."""
+    for suffix, name in (("-journal", "journal"), ("-wal", "write-ahead log"), ("-shm", "shared-memory index")):
+        try:
+            mode = os.lstat(path + suffix).st_mode
+        except OSError:
+            continue
+        if not stat.S_ISREG(mode):
+            what = "a directory" if stat.S_ISDIR(mode) else "a symbolic link" if stat.S_ISLNK(mode) else "a special file"
+            return f"{path}{suffix} is {what}, where SQLite keeps {path}'s {name}: move it away and rerun"
+    return ""
+
+
 def _open(path: str) -> sqlite3.Connection:
     if not os.path.isfile(path):
         from .json_input import not_a_regular_file, unreachable
@@ -346,6 +361,9 @@ def _open(path: str) -> sqlite3.Connection:
         if "locked" in str(e):   # a trace another process writes: it was "not a trace: database is locked"
             raise TraceError(f"{path}: cannot read: the file stayed locked by another process for {wait_s:g} s "
                              "(MHC_BUSY_TIMEOUT_MS sets the wait)") from None
+        side = _side_file_in_the_way(path)
+        if side:   # it was "not a trace: disk I/O error"
+            raise TraceError(f"{path}: cannot read: {side}") from None
         gz = gzip_note(path)
         raise TraceError(f"{path}: not a trace: " + (f"the file is {gz}" if gz else str(e))) from None
     if "meta" not in tables:

@@ -28,6 +28,7 @@
 #      readonly database"; now that SQLite needs its journal beside the file, and the folder.
 #   7. "disk I/O error" said alone (a file size limit; a WAL trace read on a full disk, where SQLite
 #      must make its -shm index): now with the system's reason and, for the index, its name.
+#   8. mhc_torch said "not a trace: disk I/O error" where a folder stands in for the journal.
 # Usage: hostile_pass15_test.sh MHC PYTHON PKG (PKG: the folder holding mhc_torch; the parts that
 # need root, setpriv or a ramfs mount are skipped, said)
 set -u
@@ -346,6 +347,21 @@ if [ "$(id -u)" = 0 ] && mkdir "$full" && mount -t tmpfs -o size=2m none "$full"
     umount "$full" || fail "umount $full"
 else
     echo "SKIP part 7 (a WAL trace on a full disk): needs root and a tmpfs mount"
+fi
+
+# 8. mhc_torch said "not a trace: disk I/O error" of a trace with a folder where SQLite keeps its
+#    journal (mhc names the folder). Now as mhc says it.
+if [ "$has_pkg" = 1 ]; then
+    fresh jd.db && mkdir jd.db-journal || fail "jd.db"
+    PYTHONPATH=$pkg "$python" -c "
+from mhc_torch import store
+try:
+    store.read_meta('jd.db')
+except store.TraceError as e:
+    print(e)" >out 2>err
+    grep -qxF "jd.db: cannot read: jd.db-journal is a directory, where SQLite keeps jd.db's journal: move it away and rerun" out ||
+        fail "mhc_torch of a trace with a journal folder: $(cat out err)"
+    rmdir jd.db-journal
 fi
 
 echo "all hostile pass 15 checks passed"
