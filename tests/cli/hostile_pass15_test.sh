@@ -224,6 +224,7 @@ fi
 # hold FILE HOW: another process holds FILE for 3 s (HOW: BEGIN, a reader: the store waits to
 # commit; BEGIN IMMEDIATE, a writer: it waits to begin).
 hold() {
+    : >holder.out   # the last holder's word is no sign of this one's lock
     "$python" -c "
 import sqlite3, sys, time
 db = sqlite3.connect(sys.argv[1], isolation_level=None)
@@ -236,10 +237,11 @@ db.execute('COMMIT')" "$1" "$2" >holder.out &
 }
 other() { fresh "$1" && sqlite3 "$1" "UPDATE meta SET value = value || '-other' WHERE key = 'seed'" || fail "other $1"; }
 # Until the command says it waits for the lock (it has the file open): then the name is taken.
+# (err emptied before the command starts: a wait said by the one before is no sign.)
 waiting() { for _ in $(seq 200); do grep -q "waiting for it" err && return; sleep 0.05; done; fail "no wait said: $(cat err)"; }
 for how in BEGIN "BEGIN IMMEDIATE"; do
     fresh m.db && other m2.db && hold m.db "$how"
-    "$mhc" simulate m.db --capacity 80% >out 2>err &
+    : >err; "$mhc" simulate m.db --capacity 80% >out 2>err &
     sim=$!
     waiting; mv m2.db m.db; wait "$sim"; rc=$?; wait "$holder"
     [ $rc = 4 ] && [ "$(grep -c . err)" = 2 ] && grep -qF "mhc: the run was not stored (m.db: was replaced or removed by another process during this write" err ||
@@ -248,14 +250,14 @@ for how in BEGIN "BEGIN IMMEDIATE"; do
     [ "$(sqlite3 m.db "SELECT count(*) FROM runs")" = 0 ] || fail "the new m.db holds runs ($how)"
 done
 fresh r.db && hold r.db BEGIN
-"$mhc" simulate r.db --capacity 80% >out 2>err &
+: >err; "$mhc" simulate r.db --capacity 80% >out 2>err &
 sim=$!
 waiting; rm r.db; wait "$sim"; rc=$?; wait "$holder"
 [ $rc = 4 ] && grep -qF "(r.db: was replaced or removed by another process during this write, so the write went into the file that had the name before, not into r.db)" err ||
     fail "simulate with r.db removed while it waited exited $rc: $(cat out err)"
 [ ! -e r.db ] && [ ! -e r.db-journal ] || fail "r.db or its journal is there again"
 fresh q.db && "$mhc" simulate q.db --capacity 80% >/dev/null && cp q.db q2.db && hold q.db BEGIN || fail "q.db"
-"$mhc" prune q.db --run 1 >out 2>err &
+: >err; "$mhc" prune q.db --run 1 >out 2>err &
 pruner=$!
 waiting; mv q2.db q.db; wait "$pruner"; rc=$?; wait "$holder"
 [ $rc = 2 ] && grep -qF "mhc: q.db: was replaced or removed by another process during this write, so the write went into the file that had the name before, not into q.db; no run was deleted" err &&
