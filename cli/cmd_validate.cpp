@@ -81,13 +81,13 @@ GivenOptions add_options(CLI::App& app, ValOptions& options) {
     given.policy = add_policy_options(app, options.policy, options.prefetch);
     app.add_option("--link", options.link,
                    "The replay machine's link: auto (measured under the replay's own conditions, cached per "
-                   "machine), a preset, or a profile from mhc calibrate")
+                   "machine), a preset (" + link_preset_names() + "), or a profile from mhc calibrate (mhc help links)")
         ->type_name("LINK")
         ->default_str(options.link);
     given.model_link =
         app.add_option("--model-link", options.model_link,
-                       "The link the trace's machine had (a preset or profile): --time-scale auto gives the replay its "
-                       "compute/transfer ratio")
+                       "The link the trace's machine had (a preset or profile, as --link): --time-scale auto gives "
+                       "the replay its compute/transfer ratio")
             ->type_name("LINK")
             ->default_str(options.model_link);
     app.add_flag("--recalibrate", options.recalibrate,

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "mhc/common/error.hpp"
+#include "mhc/sim/link.hpp"
 #include <sstream>
 
 namespace mhc::cli {
@@ -106,6 +107,12 @@ CLI::Option* add_policy_options(CLI::App& app, std::string& policy, std::string&
 std::string policy_names(const std::vector<sim::PolicyInfo>& v) {
     std::string s;
     for (const auto& p : v) s += (s.empty() ? "" : ", ") + p.name;
+    return s;
+}
+
+std::string link_preset_names() {
+    std::string s;
+    for (const auto& link : sim::link_presets()) s += (s.empty() ? "" : ", ") + link.name;
     return s;
 }
 
