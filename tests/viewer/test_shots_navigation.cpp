@@ -190,8 +190,8 @@ TEST_CASE("Esc closes the innermost thing open, one a press: the notes' window, 
     Shot first = shoot(con.path, "--size 1400x700");
     REQUIRE(first.rc == 0);
     REQUIRE(first.layout.contains("notes"));
-    const std::string both =
-        "--size 1400x700" + click_at(some_kernel(first.layout["timeline"])) + " --click " + centre_of(first.layout["notes"]["rect"]);
+    const std::string both = "--size 1400x700" + click_at(some_kernel(first.layout["timeline"])) + " --click " +
+                             centre_of(first.layout["notes"]["rect"]);
     Shot open = shoot(con.path, both);
     REQUIRE(open.rc == 0);
     REQUIRE(open.layout["notes"].contains("window"));
@@ -207,7 +207,7 @@ TEST_CASE("Esc closes the innermost thing open, one a press: the notes' window, 
     // The (?) help says so, and that Ctrl+C copies the details.
     Shot help = shoot(db.path, "--size 1400x700 --hover " + centre_of(whole.layout["toolbar"]["help"]));
     REQUIRE(help.rc == 0);
-    CHECK(help.layout["toolbar"].value("tooltip", "").find(
-              "Ctrl+C: copy the details; Esc: close the notes, else clear the range selected, else close the details") !=
-          std::string::npos);
+    const std::string keys =
+        "Ctrl+C: copy the details; Esc: close the notes, else clear the range selected, else close the details";
+    CHECK(help.layout["toolbar"].value("tooltip", "").find(keys) != std::string::npos);
 }
