@@ -12,9 +12,9 @@ namespace {
 
 // Seconds as a plain decimal (no exponent, trailing zeros dropped): 540, 0.5, 0.000001.
 std::string plain(double seconds) {
-    char b[64];
-    std::snprintf(b, sizeof b, "%.9f", seconds);
-    std::string text = b;
+    char digits[64];
+    std::snprintf(digits, sizeof digits, "%.9f", seconds);
+    std::string text = digits;
     text.erase(text.find_last_not_of('0') + 1);
     if (text.back() == '.') text.pop_back();
     return text;

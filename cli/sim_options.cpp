@@ -111,9 +111,9 @@ std::string policy_names(const std::vector<sim::PolicyInfo>& v) {
 }
 
 std::string link_preset_names() {
-    std::string s;
-    for (const auto& link : sim::link_presets()) s += (s.empty() ? "" : ", ") + link.name;
-    return s;
+    std::string names;
+    for (const auto& link : sim::link_presets()) names += (names.empty() ? "" : ", ") + link.name;
+    return names;
 }
 
 std::vector<std::string> split_list(const std::string& option, const std::string& text) {

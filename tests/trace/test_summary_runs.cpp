@@ -103,26 +103,26 @@ TEST_CASE("summary lists kernels by total time and steps", "[summary]") {
 // where the short names' are: the kernels' room was one column short, and mhc info's 100-column
 // wrap then squeezed the line's spaces ("     591.53 ms 1024x sm90_xmma_...").
 TEST_CASE("summary text keeps long names within 100 columns", "[summary]") {
-    TempPath p("sum-long.db");
+    TempPath path("sum-long.db");
     const std::string long_name(200, 'k');
     {
-        Writer w(p.path);
-        int64_t name = w.intern(long_name), short_name = w.intern("s");
-        Kernel k{};
-        k.id = 1; k.name = name; k.t_start = 0; k.t_end = 10; w.add(k);
-        k.id = 2; k.name = short_name; k.t_start = 10; k.t_end = 15; w.add(k);
-        w.add(Allocation{1, 0, 0, 64, 0, 10, 0, Category::Activation, name});
-        w.finish();
+        Writer writer(path.path);
+        int64_t name = writer.intern(long_name), short_name = writer.intern("s");
+        Kernel kernel{};
+        kernel.id = 1; kernel.name = name; kernel.t_start = 0; kernel.t_end = 10; writer.add(kernel);
+        kernel.id = 2; kernel.name = short_name; kernel.t_start = 10; kernel.t_end = 15; writer.add(kernel);
+        writer.add(Allocation{1, 0, 0, 64, 0, 10, 0, Category::Activation, name});
+        writer.finish();
     }
-    const std::string text = to_text(summarize(load_trace(p.path)));
+    const std::string text = to_text(summarize(load_trace(path.path)));
     std::istringstream lines(text);
     std::vector<std::string> kernel_lines, allocation_lines;
     std::string section;
-    for (std::string l; std::getline(lines, l);) {
-        CHECK(l.size() <= 100);
-        if (l.rfind("  ", 0) != 0) section = l;
-        else if (section == "kernels by total time") kernel_lines.push_back(l);
-        else if (section == "largest allocations") allocation_lines.push_back(l);
+    for (std::string line; std::getline(lines, line);) {
+        CHECK(line.size() <= 100);
+        if (line.rfind("  ", 0) != 0) section = line;
+        else if (section == "kernels by total time") kernel_lines.push_back(line);
+        else if (section == "largest allocations") allocation_lines.push_back(line);
     }
     REQUIRE(kernel_lines.size() == 2);
     CHECK(kernel_lines[0].size() == 100);
