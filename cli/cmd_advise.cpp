@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "command.hpp"
+#include "sim_options.hpp"
 #include "mhc/advise/answers.hpp"
 #include "mhc/advise/calibrate.hpp"
 #include "mhc/advise/code.hpp"
@@ -573,7 +574,8 @@ mhc::cli::Registration reg{mhc::cli::Command{
             ->type_name("NAME");
         app.add_option("--budget", o->budget, "Largest loss of step time against the baseline, e.g. 3% (none without it)")
             ->type_name("SHARE");
-        app.add_option("--link", o->link, "Link to the host: a preset (pcie3, pcie4, pcie5, nvlink-c2c) or a link profile")
+        app.add_option("--link", o->link, "Link to the host: a preset (" + mhc::cli::link_preset_names() +
+                                                ") or a link profile file (mhc help links)")
             ->type_name("LINK")
             ->default_str(o->link);
         app.add_option("--comm-link", o->comm_link,
@@ -602,7 +604,7 @@ mhc::cli::Registration reg{mhc::cli::Command{
                        "With --verify, for a capture of a model file: the file to run (the trace's recipe names it; "
                        "--verify runs no file a trace names)")
             ->type_name("FILE.py");
-        app.add_flag("--json", o->json, "Machine-readable output");
+        app.add_flag("--json", o->json, "Print the baseline and the ranked settings as JSON");
         return [o, top] {
             o->top_given = top->count() > 0;
             return run(*o);

@@ -24,7 +24,7 @@ mhc::cli::Registration reg{mhc::cli::Command{
         auto device = std::make_shared<int>(-1);
         app.add_option("trace", *path, "Trace file (.db) with segments (an imported PyTorch memory snapshot)")
             ->required();
-        app.add_flag("--json", *json, "Machine-readable output");
+        app.add_flag("--json", *json, "Print the comparison as JSON");
         app.add_option("--allocator-conf", *conf,
                        "What-if settings over the recorded ones, in PYTORCH_CUDA_ALLOC_CONF syntax: "
                        "expandable_segments:True")

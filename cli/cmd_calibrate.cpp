@@ -324,7 +324,8 @@ Registration reg{Command{
     "calibrate", "Measure host<->device transfers and write a link profile (JSON)",
     [](CLI::App& sub) -> std::function<int()> {
         auto args = std::make_shared<Args>();
-        sub.add_option("--backend", args->backend, "host or cuda; auto is cuda when a GPU is present")
+        sub.add_option("--backend", args->backend,
+                       "Where to measure: host, cuda, or auto (cuda when a GPU is present, else host)")
             ->check(one_of({"auto", "host", "cuda"}))
             ->type_name("BACKEND")
             ->default_str("auto");

@@ -99,7 +99,8 @@ const Topic kTopics[] = {
 std::string overview(const CLI::App& top, int w) {
     std::string out = wrap("mhc help COMMAND prints a command's options (as mhc COMMAND --help does); mhc help "
                            "TOPIC explains what is too long for an option's line.", w) + "\nCommands:\n";
-    for (const CLI::App* sub : top.get_subcommands({})) out += entry(sub->get_name(), sub->get_description(), w);
+    for (const CLI::App* sub : top.get_subcommands({}))
+        if (!sub->get_group().empty()) out += entry(sub->get_name(), sub->get_description(), w);   // hidden: ""
     out += "\nTopics:\n";
     for (const auto& t : kTopics) out += entry(t.name, t.summary, w);
     return out;
@@ -145,7 +146,7 @@ std::function<int()> setup(CLI::App& app) {
                             (own.empty() ? ", which has none" : did_you_mean(*inner, own)) + " (mhc help " + *what +
                             ")");
             }
-            names.push_back(sub->get_name());
+            if (!sub->get_group().empty()) names.push_back(sub->get_name());
         }
         for (const auto& t : kTopics) names.push_back(t.name);
         throw Error("help: '" + *what + "' is neither a command nor a topic" + did_you_mean(*what, names) +

@@ -146,7 +146,8 @@ mhc::cli::Registration reg{mhc::cli::Command{
         auto top = std::make_shared<int>(10);
         auto runs_db = std::make_shared<std::string>();
         app.add_option("trace", *path, "Trace file (.db)")->required();
-        app.add_flag("--json", *json, "Machine-readable output");
+        app.add_flag("--json", *json,
+                     "Print the trace's summary as JSON (not its runs: mhc export --format csv has them)");
         app.add_option("--top", *top, "How many allocations and kernels to list")
             ->check(CLI::PositiveNumber)
             ->default_str(std::to_string(*top));

@@ -227,7 +227,7 @@ Registration reg{Command{
             ->capture_default_str();
         auto* threads = sk->add_option("--threads", args->threads, "CPU threads, 0 for all")->default_str("0");
         sk->add_option("--input", args->input, "Logits H, raw little-endian T x n x n")->required()->type_name("FILE");
-        sk->add_option("--output", args->output, "Result P (written atomically)")->required()->type_name("FILE");
+        sk->add_option("-o,--output", args->output, "Result P (written atomically)")->required()->type_name("FILE");
         sk->add_option("--input-dtype", args->input_dtype, "f32 or bf16 (input and --grad files)")
             ->type_name("TYPE")
             ->capture_default_str();

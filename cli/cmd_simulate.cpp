@@ -53,8 +53,7 @@ CLI::Option* add_simulate_options(CLI::App& app, SimOptions& options) {
         ->type_name("SHARE|SIZE");
     CLI::Option* policy = add_policy_options(app, options.policy, options.prefetch);
     app.add_option("--link", options.link,
-                   "Host link: a preset (pcie3, pcie4, pcie5, nvlink-c2c, nvlink4-peer) or a "
-                   "link profile file (mhc help links)")
+                   "Host link: a preset (" + link_preset_names() + ") or a link profile file (mhc help links)")
         ->type_name("LINK")
         ->default_str(options.link);
     add_sim_base_options(app, options.base);

@@ -52,11 +52,13 @@ GivenOptions add_sweep_options(CLI::App& app, SweepOptions& options) {
                             ->type_name("LIST")
                             ->default_str(options.prefetchers);
     app.add_option("--capacities", options.capacities,
-                   "Capacities, comma-separated: shares of the baseline peak (under --allocator) or sizes (40GiB)")
+                   "Capacities, comma-separated: shares of the baseline peak (under --allocator), sizes (40GiB) or "
+                   "unlimited")
         ->type_name("LIST")
         ->default_str(options.capacities);
     given.links = app.add_option("--links", options.links,
-                                 "Links, comma-separated: presets or link profile files (mhc help links)")
+                                 "Links, comma-separated: presets (" + link_preset_names() +
+                                     ") or link profile files (mhc help links)")
                       ->type_name("LIST")
                       ->default_str(options.links);
     given.budget = app.add_option(

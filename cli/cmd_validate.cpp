@@ -6,6 +6,7 @@
 #include <memory>
 #include <cstdint>
 #include <optional>
+#include <limits>
 #include <string>
 
 #include "command.hpp"
@@ -80,20 +81,21 @@ GivenOptions add_options(CLI::App& app, ValOptions& options) {
     given.policy = add_policy_options(app, options.policy, options.prefetch);
     app.add_option("--link", options.link,
                    "The replay machine's link: auto (measured under the replay's own conditions, cached per "
-                   "machine), a preset, or a profile from mhc calibrate")
+                   "machine), a preset (" + link_preset_names() + "), or a profile from mhc calibrate (mhc help links)")
         ->type_name("LINK")
         ->default_str(options.link);
     given.model_link =
         app.add_option("--model-link", options.model_link,
-                       "The link the trace's machine had (a preset or profile): --time-scale auto gives the replay its "
-                       "compute/transfer ratio")
+                       "The link the trace's machine had (a preset or profile, as --link): --time-scale auto gives "
+                       "the replay its compute/transfer ratio")
             ->type_name("LINK")
             ->default_str(options.model_link);
     app.add_flag("--recalibrate", options.recalibrate,
                  "--link auto: measure again even when a fresh calibration is cached");
     given.max_age = app.add_option("--calibration-max-age", options.max_age,
                                    "--link auto: the age (a duration: 12h, 90min; a bare number is hours) after "
-                                   "which a cached calibration is measured again")
+                                   "which a cached calibration is measured again; none: at no age (a change of the "
+                                   "load average still measures again)")
                         ->type_name("DURATION")
                         ->default_str(options.max_age);
     add_sim_base_options(
@@ -163,10 +165,12 @@ GivenOptions add_options(CLI::App& app, ValOptions& options) {
 
 // The durations into seconds: a limit's none (or 0) is no limit; a bare number is read in the unit
 // the option's help named before it took durations (docs/cli.md, "Numbers"). A calibration's age
-// has no none (its 0 measures every time).
+// reads none as every limit does, no limit (it never goes stale), but its 0 is an age too: stale
+// at once, measured every time.
 void parse_limits(ValOptions& options, const GivenOptions& given) {
     const auto seconds = [](const std::string& option, const std::string& text, std::string_view bare_unit) {
-        if (text == "none" && option != "--calibration-max-age") return 0.0;
+        if (text == "none")
+            return option == "--calibration-max-age" ? std::numeric_limits<double>::infinity() : 0.0;
         const double secs = option_value(option, [&] { return parse_seconds(text, bare_unit); });
         if (secs > 1e9) throw Error(option + " '" + text + "': at most 1e9 s (31 years)");
         return secs;

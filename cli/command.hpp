@@ -32,6 +32,8 @@ struct Command {
     // Adds options to `sub` and returns the action to run when `sub` is chosen. The action
     // returns the exit status; it may throw mhc::Error for bad input.
     std::function<std::function<int()>(CLI::App& sub)> setup;
+    // Out of `mhc --help` and the names a typo is matched against: a command for scripts.
+    bool hidden = false;
 };
 
 std::vector<Command>& registry();

@@ -139,7 +139,7 @@ Outcome run(int argc, char** argv) {
     std::function<int()> action;
     for (auto& cmd : registry()) {
         CLI::App* sub = app.add_subcommand(cmd.name, cmd.help);
-        sub->group("Commands");   // as docs/cli.md and `mhc help` name them (CLI11: "Subcommands")
+        sub->group(cmd.hidden ? "" : "Commands");   // as docs/cli.md and `mhc help` name them (CLI11: "Subcommands")
         auto setup = cmd.setup(*sub);
         sub->callback([&action, setup] { action = setup; });
         apply_number_grammar(*sub);
@@ -149,6 +149,7 @@ Outcome run(int argc, char** argv) {
     std::string names;
     std::vector<std::string> name_list;
     for (const auto& cmd : registry()) {
+        if (cmd.hidden) continue;
         names += (names.empty() ? "" : ", ") + cmd.name;
         name_list.push_back(cmd.name);
     }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "mhc/common/error.hpp"
+#include "mhc/sim/link.hpp"
 #include <sstream>
 
 namespace mhc::cli {
@@ -107,6 +108,12 @@ std::string policy_names(const std::vector<sim::PolicyInfo>& v) {
     std::string s;
     for (const auto& p : v) s += (s.empty() ? "" : ", ") + p.name;
     return s;
+}
+
+std::string link_preset_names() {
+    std::string names;
+    for (const auto& link : sim::link_presets()) names += (names.empty() ? "" : ", ") + link.name;
+    return names;
 }
 
 std::vector<std::string> split_list(const std::string& option, const std::string& text) {

@@ -45,6 +45,9 @@ CLI::Option* add_policy_options(CLI::App& app, std::string& policy, std::string&
 // "lru, largest, belady, dtr, cost_aware": the names of a policy registry, for an option's line
 // (the descriptions are in `mhc help policies`).
 std::string policy_names(const std::vector<sim::PolicyInfo>& v);
+// "pcie3, pcie4, ...": the link presets every --link, --links and --model-link takes, for their
+// lines (each had its own list; sweep's and validate's none, advise's one short).
+std::string link_preset_names();
 
 // "a,b,c" -> {"a", "b", "c"}; an empty item ("a,,c", "a,") is refused naming `option` (it was
 // dropped without a word: `--capacities 90%,,70%` ran two capacities).

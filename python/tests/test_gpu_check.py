@@ -128,3 +128,21 @@ def test_without_pytorch_the_sections_say_why(tmp_path, mhc_exe):
     for s in summary["sections"]:
         assert s["status"] == f"not run: {bare}: no PyTorch (ModuleNotFoundError: No module named 'torch')", s
     assert "not run (see their lines): " + " ".join(PYTORCH_SECTIONS) in summary["verdict"]
+
+
+def test_budget_is_a_duration_read_by_mhc(tmp_path, mhc_exe):
+    # --budget reads durations as every mhc option does (mhc seconds: mhc::parse_seconds); a bare
+    # number is still seconds, and the budget is counted in whole seconds.
+    for given, seconds in (("9min", 540), ("90.5s", 90), ("600", 600)):
+        _, summary, _ = gpu_check(tmp_path / given, mhc_exe, sys.executable, "--sections", "device", "--budget", given)
+        assert summary["budget_s"] == seconds, given
+    script = release_tree(str(tmp_path / "release"), mhc_exe)
+    env = dict(os.environ, OUT=str(tmp_path / "refused"))
+    for args, said in ((["--budget", "9m"], "gpu-check: --budget '9m': 'm' could be minutes or milliseconds"),
+                       (["--budget", "0x10"], "gpu-check: --budget '0x10'"),
+                       (["--budget"], "gpu-check: --budget needs a value"),
+                       (["--sections"], "gpu-check: --sections needs a value")):
+        r = subprocess.run([script, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           timeout=30)
+        assert r.returncode == 2 and r.stderr.startswith(said), (args, r.stderr)
+        assert len(r.stderr.splitlines()) == 1, r.stderr

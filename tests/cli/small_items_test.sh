@@ -10,7 +10,8 @@
 # info giving each device's peak; generate refusing a trace past --max-output-size with its estimate;
 # the MHC_* variables refused in one line beyond their documented values; export --runs-db waiting
 # for a locked runs database under its name; info saying an import's warnings again; import of an
-# execution trace with its Kineto trace saying how they joined.
+# execution trace with its Kineto trace saying how they joined; mhc seconds (a duration for
+# scripts, out of mhc --help) and validate --calibration-max-age none.
 set -u
 mhc=$1
 nsys=$2   # a public Nsight Systems export
@@ -27,6 +28,24 @@ refused() {
     grep -qF -- "$want" err || fail "$*: does not say '$want': $(cat err)"
 }
 "$mhc" -q generate --preset gpt2-small --steps 1 --layers 2 --seq 128 -o t.db >/dev/null || fail generate
+
+# mhc seconds: a duration read as every option reads one, printed in seconds (gpu-check --budget).
+for pair in 9min=540 "2.5 ms=0.0025" 1h=3600 90.5s=90.5 6us=0.000006; do
+    got=$("$mhc" seconds "${pair%=*}") || fail "seconds ${pair%=*}"
+    [ "$got" = "${pair#*=}" ] || fail "seconds ${pair%=*}: $got, wanted ${pair#*=}"
+done
+[ "$("$mhc" seconds --bare-unit s 540)" = 540 ] || fail "seconds --bare-unit s 540"
+want="seconds: '540': a duration needs a unit: 540us, 540ms or 540s"; refused seconds 540
+want="'9m': 'm' could be minutes or milliseconds"; refused seconds 9m
+want="at most 1e9 s"; refused seconds 1000000h
+"$mhc" --help | grep -q "^  seconds" && fail "mhc --help lists the scripts' seconds command"
+"$mhc" help | grep -q "^  seconds" && fail "mhc help lists the scripts' seconds command"
+want="'secondz' is not a command; commands: advise,"; refused secondz 5s
+grep -q "seconds" err && fail "a typo is told of the scripts' seconds command: $(cat err)"
+# --calibration-max-age takes none as every limit does (no age is stale); the refusal that it goes
+# with --recalibrate shows the value was read, not refused as a duration.
+want="--calibration-max-age and --recalibrate"; refused validate t.db --capacity 90% --recalibrate --calibration-max-age none
+want="--calibration-max-age 'never'"; refused validate t.db --capacity 90% --calibration-max-age never
 
 want="--ranks: needs trace files, not the option --capacity"; refused simulate --ranks --capacity 70%
 want="less than 0.0001% of the peak"; refused simulate t.db --capacity 0.00000001%

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 
 #include "mhc/replay/calibrate.hpp"
@@ -78,6 +79,12 @@ TEST_CASE("self-calibration is cached per machine and measured again when stale 
     auto d = replay::replay_link(spec, false, 24 * 3600, measure);
     CHECK(measured == 3);
     CHECK(d.origin.find("48.0 h old") != std::string::npos);
+
+    // --calibration-max-age none: no age is stale (a year-old cache is read).
+    fs::last_write_time(path, fs::file_time_type::clock::now() - std::chrono::hours(24 * 365));
+    auto never = replay::replay_link(spec, false, std::numeric_limits<double>::infinity(), measure);
+    CHECK(measured == 3);
+    CHECK(never.origin.find("cached ") == 0);
 
     // Another configuration (copy threads) has its own entry.
     replay::CalibrationSpec two = spec;

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <array>
+#include <sstream>
 #include <vector>
 #include <nlohmann/json.hpp>
 #include <sqlite3.h>
@@ -96,6 +97,40 @@ TEST_CASE("summary lists kernels by total time and steps", "[summary]") {
     CHECK(s.steps == 2);
     CHECK(s.step_durations == std::vector<int64_t>{20, 25});
     CHECK(s.kernel_time == 45);
+}
+
+// A name past the room is cut with "..." so that its line is exactly 100 columns, its columns
+// where the short names' are: the kernels' room was one column short, and mhc info's 100-column
+// wrap then squeezed the line's spaces ("     591.53 ms 1024x sm90_xmma_...").
+TEST_CASE("summary text keeps long names within 100 columns", "[summary]") {
+    TempPath path("sum-long.db");
+    const std::string long_name(200, 'k');
+    {
+        Writer writer(path.path);
+        int64_t name = writer.intern(long_name), short_name = writer.intern("s");
+        Kernel kernel{};
+        kernel.id = 1; kernel.name = name; kernel.t_start = 0; kernel.t_end = 10; writer.add(kernel);
+        kernel.id = 2; kernel.name = short_name; kernel.t_start = 10; kernel.t_end = 15; writer.add(kernel);
+        writer.add(Allocation{1, 0, 0, 64, 0, 10, 0, Category::Activation, name});
+        writer.finish();
+    }
+    const std::string text = to_text(summarize(load_trace(path.path)));
+    std::istringstream lines(text);
+    std::vector<std::string> kernel_lines, allocation_lines;
+    std::string section;
+    for (std::string line; std::getline(lines, line);) {
+        CHECK(line.size() <= 100);
+        if (line.rfind("  ", 0) != 0) section = line;
+        else if (section == "kernels by total time") kernel_lines.push_back(line);
+        else if (section == "largest allocations") allocation_lines.push_back(line);
+    }
+    REQUIRE(kernel_lines.size() == 2);
+    CHECK(kernel_lines[0].size() == 100);
+    CHECK(kernel_lines[0].substr(97) == "...");
+    CHECK(kernel_lines[1].substr(27) == "s");   // the names start in one column
+    CHECK(kernel_lines[0].substr(26, 4) == " kkk");
+    REQUIRE(allocation_lines.size() == 1);
+    CHECK(allocation_lines[0].size() == 100);
 }
 
 TEST_CASE("runs are added to a trace and read back whole", "[runs]") {

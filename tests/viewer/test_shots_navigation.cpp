@@ -129,3 +129,85 @@ TEST_CASE("a clicked kernel: Zoom to selection (F) zooms to it, copy puts its de
     CHECK(text.find(pane["fields"][0][0].get<std::string>() + ": ") != std::string::npos);
     CHECK(copied.layout["status"]["text"] == "copied kernel #2's details to the clipboard");
 }
+
+namespace {
+// --type's keys: Esc is printf's \033 (shoot runs the command through sh).
+const std::string kEsc = " --type \"$(printf '\\033')\"";
+const std::string kEscEsc = " --type \"$(printf '\\033\\033')\"";
+
+// A kernel box at least 6 px wide on a stream's track: its centre (a click selects it).
+std::pair<double, double> some_kernel(const nlohmann::json& tl) {
+    for (const auto& each : tl["tracks"]) {
+        if (each["title"].get<std::string>().rfind("stream", 0) != 0) continue;
+        for (const auto& box : each["boxes"])
+            if (box[2].get<int64_t>() > 0 && box[1].get<double>() - box[0].get<double>() >= 6)
+                return box_of(each, box[2].get<int64_t>());
+    }
+    FAIL("no kernel box 6 px wide");
+    return {0, 0};
+}
+}   // namespace
+
+TEST_CASE("Esc closes the innermost thing open, one a press: the notes' window, then the details pane") {
+    // Before, Esc closed the notes' window only: a details pane closed by its "close" alone, and the
+    // (?) help named no key for either. --type focuses the find field first: there the first Esc
+    // leaves the field (ImGui's own), as a user's does, and the next one closes the pane.
+    fixture::TempPath db("esc-known.db");
+    fixture::write_known_trace(db.path, false);
+    Shot whole = shoot(db.path, "--size 1400x700");
+    REQUIRE(whole.rc == 0);
+    const std::string kernel = click_at(box_of(track(whole.layout["timeline"], "stream 7"), 2));
+    Shot left_field = shoot(db.path, "--size 1400x700" + kernel + kEsc);
+    INFO(left_field.err);
+    REQUIRE(left_field.rc == 0);
+    CHECK(left_field.layout["timeline"]["selected_kernel"] == 2);
+    CHECK(left_field.layout["timeline"]["details"].contains("title"));
+    Shot closed = shoot(db.path, "--size 1400x700" + kernel + kEscEsc);
+    REQUIRE(closed.rc == 0);
+    CHECK(closed.layout["timeline"]["selected_kernel"] == 0);
+    CHECK(closed.layout["timeline"]["details"].is_null());
+    CHECK(closed.layout["status"]["text"] == "kernel details closed (Esc)");
+
+    // The memory view has no find field: one Esc closes an allocation's details.
+    fixture::TempPath runs_db("esc-known-runs.db");
+    fixture::write_known_trace(runs_db.path);
+    Shot memory = shoot(runs_db.path, "--view memory --run 1");
+    REQUIRE(memory.rc == 0);
+    const auto& bands = memory.layout["memory"]["bands"];
+    const std::string band = click_at({x_at(bands, memory.layout["memory"], 500 * us), bands["y1"].get<double>() - 6});
+    Shot picked = shoot(runs_db.path, "--view memory --run 1" + band);
+    REQUIRE(picked.rc == 0);
+    CHECK(picked.layout["memory"]["selected_allocation"] == 1);
+    Shot unpicked = shoot(runs_db.path, "--view memory --run 1" + band + kEsc);
+    REQUIRE(unpicked.rc == 0);
+    CHECK(unpicked.layout["memory"]["selected_allocation"] == 0);
+    CHECK(unpicked.layout["status"]["text"] == "allocation details closed (Esc)");
+
+    // con_kernel has notes: with its notes' window open over a kernel's details, the first Esc
+    // closes the window only, the second the details.
+    fixture::TempPath con("esc-con.db");
+    import_public("nsys/con_kernel.sqlite", con.path);
+    Shot first = shoot(con.path, "--size 1400x700");
+    REQUIRE(first.rc == 0);
+    REQUIRE(first.layout.contains("notes"));
+    const std::string both = "--size 1400x700" + click_at(some_kernel(first.layout["timeline"])) + " --click " +
+                             centre_of(first.layout["notes"]["rect"]);
+    Shot open = shoot(con.path, both);
+    REQUIRE(open.rc == 0);
+    REQUIRE(open.layout["notes"].contains("window"));
+    REQUIRE(open.layout["timeline"]["selected_kernel"] != 0);
+    Shot once = shoot(con.path, both + kEsc);
+    REQUIRE(once.rc == 0);
+    CHECK_FALSE(once.layout["notes"].contains("window"));
+    CHECK(once.layout["timeline"]["selected_kernel"] == open.layout["timeline"]["selected_kernel"]);
+    Shot twice = shoot(con.path, both + kEscEsc);
+    REQUIRE(twice.rc == 0);
+    CHECK(twice.layout["timeline"]["selected_kernel"] == 0);
+
+    // The (?) help says so, and that Ctrl+C copies the details.
+    Shot help = shoot(db.path, "--size 1400x700 --hover " + centre_of(whole.layout["toolbar"]["help"]));
+    REQUIRE(help.rc == 0);
+    const std::string keys =
+        "Ctrl+C: copy the details; Esc: close the notes, else clear the range selected, else close the details";
+    CHECK(help.layout["toolbar"].value("tooltip", "").find(keys) != std::string::npos);
+}

@@ -305,7 +305,7 @@ std::string to_text(const Summary& s) {
         o += "kernels by total time\n";
         for (const auto& e : s.top_kernels)
             line("  %12s  %8lldx  %s\n", format_ns(e.total).c_str(), (long long)e.count,
-                 fit(e.name, 100 - 26).c_str());
+                 fit(e.name, 100 - 27).c_str());   // 27: the columns before the name
     }
     return o;
 }

@@ -436,10 +436,25 @@ void App::notes_line() {
         ImGui::TextColored(ImVec4(0.95f, 0.8f, 0.4f, 1.f), "%s", notes[k].text.c_str());
     }
     ImGui::PopTextWrapPos();
-    if (ImGui::SmallButton("close") || ImGui::IsKeyPressed(GLFW_KEY_ESCAPE, false)) notes_open = false;
+    escape_taken_ = ImGui::IsKeyPressed(GLFW_KEY_ESCAPE, false);   // this press closes the notes only
+    if (ImGui::SmallButton("close") || escape_taken_) notes_open = false;
     const ImVec2 pos = ImGui::GetWindowPos(), size = ImGui::GetWindowSize();
     layout["notes"]["window"] = {{"lines", lines}, {"rect", rect_json(pos, {pos.x + size.x, pos.y + size.y})}};
     ImGui::End();
+}
+
+void App::escape_key() {
+    if (escape_taken_ || ImGui::GetIO().WantTextInput || !ImGui::IsKeyPressed(GLFW_KEY_ESCAPE, false)) return;
+    if (sel.active || sel.dragging) {
+        sel = {};
+        status = "range selection cleared (Esc)";
+    } else if (view == ViewId::Timeline && selected_kernel) {
+        select_kernel(0);
+        status = "kernel details closed (Esc)";
+    } else if (view == ViewId::Memory && highlight_alloc) {
+        select_allocation(0);
+        status = "allocation details closed (Esc)";
+    }
 }
 
 void App::frame(float width, float height) {
@@ -481,7 +496,9 @@ void App::frame(float width, float height) {
                                     "  |  " + times().span(trace->t_end - trace->t_begin);
     ImGui::TextUnformatted(header_text.c_str());
     layout["header"] = header_text;
+    escape_taken_ = false;
     notes_line();
+    escape_key();
     // The status bar keeps its line at the bottom whatever the view does above it.
     const float status_h = ImGui::GetFrameHeightWithSpacing();
     if (ImGui::BeginTabBar("views")) {

@@ -186,6 +186,11 @@ private:
     LoadOptions load_options() const;   // throws mhc::Error for a bad --families file
     void status_bar();
     void notes_line();   // the trace's notes, one line by the header (hover: all)
+    // Esc, outside a text field, closes the innermost thing open, one a press: the notes' window
+    // (notes_line, which says so in escape_taken_), else the range selected (right-drag), else the
+    // view's details pane (its "close" alone closed it; a browser's Esc closes a find bar or panel).
+    void escape_key();
+    bool escape_taken_ = false;
     void finish_load();
     struct Kept {   // what a reload for another memory device keeps
         TimeRange range;

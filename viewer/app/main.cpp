@@ -51,12 +51,14 @@ void style() {
 // the window under a combo's list), after two frames that settle the layout; --step presses Go
 // after them (the toolbar's field set to the step).
 constexpr int kFramesPerClick = 3;
-// --type's text as one key a frame: a character, or Enter ('\n') and a frame without a key.
+// --type's text as one key a frame: a character, or Enter ('\n') or Esc ('\x1b', printf '\e') and
+// a frame without a key (released before it is pressed again).
+constexpr char kEscape = '\x1b';
 std::vector<int> typed_keys(const std::string& text) {
     std::vector<int> keys;
     for (const char ch : text) {
         keys.push_back(static_cast<unsigned char>(ch));
-        if (ch == '\n') keys.push_back(0);
+        if (ch == '\n' || ch == kEscape) keys.push_back(0);
     }
     return keys;
 }
@@ -89,10 +91,12 @@ void simulate_input(mhc::viewer::App& app, int n) {
     const int typed = back - app.opt.find_back;
     if (typed == 0 && !app.opt.typed.empty()) app.focus_find = true;
     io.KeysDown[GLFW_KEY_ENTER] = false;
+    io.KeysDown[GLFW_KEY_ESCAPE] = false;
     const std::vector<int> keys = typed_keys(app.opt.typed);
     if (typed >= 2 && typed < 2 + static_cast<int>(keys.size())) {
         const int key = keys[static_cast<size_t>(typed - 2)];
         if (key == '\n') io.KeysDown[GLFW_KEY_ENTER] = true;
+        else if (key == kEscape) io.KeysDown[GLFW_KEY_ESCAPE] = true;
         else if (key > 0) io.AddInputCharacter(static_cast<unsigned>(key));
     }
 }

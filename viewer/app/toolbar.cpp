@@ -248,6 +248,7 @@ void range_and_help(App& app, const ToolbarForm& form, nlohmann::json& jt) {
             "wheel or W/S: zoom; drag or A/D: pan; right-drag: select a range, Z: zoom to it;\n"
             "click a kernel or an allocation: its details, F (or Z): zoom to it; click a folded box: zoom to it\n"
             "Ctrl+F or /: find a kernel by name; Enter or F3: the next match, Shift: the one before; N: the notes\n"
+            "Ctrl+C: copy the details; Esc: close the notes, else clear the range selected, else close the details\n"
             "in view: " +
             range_text;
         ImGui::SetTooltip("%s", text.c_str());
