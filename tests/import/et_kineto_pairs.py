@@ -19,7 +19,8 @@ torch-V-kineto.json.gz, one run of each torch recorded by make_writers.py):
     Kineto ops of its thread; the innermost joined one gives an ET node, and the node or its
     nearest ET ancestor (the ET's own parent links) with tensors gives the storages;
   - every GPU storage must then be in mhc's allocations (label "storage N", device) and no other:
-    bytes = largest (offset + numel) * itemsize over those nodes' uses (the ET's tensors), alive
+    bytes = largest (offset + elements spanned) * itemsize over those nodes' uses (the ET's tensors:
+    the span from shapes and strides where written, else numel; public_traces.et_tensors), alive
     from its first kernel's start to its last kernel's end (Kineto's times, to the ns);
   - every kernel mhc gave accesses was launched inside the Kineto ops the ET was joined to (the
     iteration the ET recorded, not another).
@@ -42,7 +43,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from public_traces import HOST, cpu_lanes, cpu_steps, decimal_of, et_tensors, step_of  # noqa: E402
+from public_traces import HOST, cpu_lanes, cpu_steps, decimal_of, et_side_tensors, et_tensors, step_of  # noqa: E402
 
 # (execution trace, Kineto trace of the same run), under PUBLIC_DIR.
 PAIRS = [
@@ -79,8 +80,8 @@ def load_et(path):
     for n in et["nodes"]:
         if isinstance(n.get("inputs"), dict):
             attrs = {a["name"]: a["value"] for a in n.get("attrs", [])}
-            ins = et_tensors(n["inputs"]["values"], n["inputs"]["types"])
-            outs = et_tensors(n["outputs"]["values"], n["outputs"]["types"])
+            ins = et_side_tensors(n["inputs"])
+            outs = et_side_tensors(n["outputs"])
             parent = n.get("ctrl_deps")
         else:
             attrs = n

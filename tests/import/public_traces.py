@@ -1420,23 +1420,34 @@ def nsys_source(path):
     return {d: (high[d] - low[d], None, "signed sum of memory events") for d in run}
 
 
-def et_tensors(values, types):
-    out = []
+def _is_tensor_value(x):
+    return isinstance(x, list) and len(x) >= 5 and all(isinstance(f, int) for f in x[:5])
 
-    def tensors_in(v):   # a list of tensors, or of lists of them (a collective's outputs): any depth
-        for x in v:
-            if isinstance(x, list) and len(x) >= 5 and all(isinstance(f, int) for f in x[:5]):
-                out.append(x)
+
+def et_tensors(values, types, shapes=None, strides=None):
+    """(storage, device, bytes) of each tensor in one inputs/outputs list. The bytes are (offset +
+    elements spanned) * itemsize: the span is 1 + sum((size - 1) * stride) where the trace writes
+    shapes and strides beside the values (schema 1.1.1), else numel (an expanded view, stride 0,
+    spans fewer elements than it has)."""
+    out = []   # (tensor value, shape, strides)
+
+    def at(lst, i):
+        return lst[i] if isinstance(lst, list) and i < len(lst) else None
+
+    def tensors_in(v, sh, st):   # a list of tensors, or of lists of them (a collective's outputs): any depth
+        for i, x in enumerate(v):
+            if _is_tensor_value(x):
+                out.append((x, at(sh, i), at(st, i)))
             elif isinstance(x, list):
-                tensors_in(x)
+                tensors_in(x, at(sh, i), at(st, i))
 
-    for v, t in zip(values, types):
+    for i, (v, t) in enumerate(zip(values, types)):
         if t.startswith("Tensor") and isinstance(v, list) and len(v) >= 5:
-            out.append(v)
+            out.append((v, at(shapes, i), at(strides, i)))
         elif t.startswith("GenericList") and "Tensor" in t and isinstance(v, list):
-            tensors_in(v)
+            tensors_in(v, at(shapes, i), at(strides, i))
     res = []
-    for x in out:
+    for x, shape, stride in out:
         storage, offset, numel, itemsize = x[1], x[2], x[3], x[4]
         if storage == 0 or numel == 0 or itemsize == 0:
             continue
@@ -1447,16 +1458,23 @@ def et_tensors(values, types):
         dev = HOST
         if kind not in ("", "cpu"):   # any accelerator (cuda, xpu, hpu, mtia, a backend's name); "cuda" is cuda:0
             dev = int(index) if index else 0
-        res.append((storage, dev, (offset + numel) * itemsize))
+        span = numel
+        if strides is not None and isinstance(shape, list) and isinstance(stride, list):
+            span = 1 + sum((size - 1) * step for size, step in zip(shape, stride))
+        res.append((storage, dev, (offset + span) * itemsize))
     return res
+
+
+def et_side_tensors(side):
+    """The tensors of a Chakra-style inputs or outputs object ({values, types, shapes[, strides]})."""
+    return et_tensors(side["values"], side["types"], side.get("shapes"), side.get("strides"))
 
 
 def et_node_tensors(n):
     """The tensors of an ET node's inputs and outputs, in either schema (dict of values and types,
     or the older parallel lists)."""
     if isinstance(n.get("inputs"), dict):
-        return et_tensors(n["inputs"]["values"], n["inputs"]["types"]) + \
-            et_tensors(n["outputs"]["values"], n["outputs"]["types"])
+        return et_side_tensors(n["inputs"]) + et_side_tensors(n["outputs"])
     return et_tensors(n.get("inputs", []), n.get("input_types", [])) + \
         et_tensors(n.get("outputs", []), n.get("output_types", []))
 
@@ -1464,7 +1482,7 @@ def et_node_tensors(n):
 def et_node_inputs(n):
     """The tensors of an ET node's inputs alone, in either schema."""
     if isinstance(n.get("inputs"), dict):
-        return et_tensors(n["inputs"]["values"], n["inputs"]["types"])
+        return et_side_tensors(n["inputs"])
     return et_tensors(n.get("inputs", []), n.get("input_types", []))
 
 

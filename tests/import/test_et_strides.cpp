@@ -1,0 +1,107 @@
+// An execution trace's storage bytes from the shapes and strides the trace writes beside each tensor
+// (schema 1.1.1, PyTorch 2.5 on): an expanded view (stride 0) has more elements than its storage
+// holds, a strided slice spans more than its elements. tests/import/public_traces.py and
+// et_kineto_pairs.py recompute every public and writer trace's storages the same way in Python.
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "mhc/common/error.hpp"
+#include "mhc/trace/check.hpp"
+#include "public_variants.hpp"
+#include "util.hpp"
+
+namespace imp = mhc::trace::import;
+using mhc::trace::TraceData;
+
+namespace {
+
+// A leaf op of schema 1.1.1 reading one tensor `value` with `shape` and `strides` (JSON text;
+// strides "" writes no strides key, as schemas before 1.1.1).
+std::string leaf(int id, const std::string& value, const std::string& shape, const std::string& strides) {
+    const std::string side = "{\"values\":[" + value + "],\"shapes\":[" + shape + "],\"types\":[\"Tensor(float)\"]" +
+                             (strides.empty() ? "" : ",\"strides\":[" + strides + "]") + "}";
+    return "{\"id\":" + std::to_string(id) + ",\"name\":\"aten::sum\",\"ctrl_deps\":1,\"inputs\":" + side +
+           ",\"outputs\":{\"values\":[],\"shapes\":[],\"types\":[]" + (strides.empty() ? "" : ",\"strides\":[]") +
+           "},\"attrs\":[{\"name\":\"rf_id\",\"type\":\"uint64\",\"value\":" + std::to_string(id) + "}]}";
+}
+
+std::map<std::string, int64_t> storage_bytes(const TraceData& trace) {
+    std::map<std::string, int64_t> bytes;
+    for (size_t a = 0; a < trace.allocations.size(); ++a)
+        bytes[trace.str(trace.allocations.label[a])] = trace.allocations.bytes[a];
+    return bytes;
+}
+
+}   // namespace
+
+TEST_CASE("execution trace: a storage's bytes are what its tensors span by their strides, not their numel",
+          "[import][et]") {
+    // Storage 7: a [128] float tensor (512 B) and a view of it expanded to [32, 128] (strides
+    // [0, 1], numel 4096), as ResNet's and every writer fixture's backward of a sum writes it (the
+    // 2.15 writer's aten::as_strided). Storage 8: seen only as a [4, 4] slice with strides [8, 2]
+    // from offset 1: it spans elements 1 to 31, 128 B. Before 2026-12-06 the bytes were (offset +
+    // numel) * 4: 16,384 B and 68 B.
+    test::TempDir dir;
+    const std::string nodes = leaf(2, "[1,7,0,128,4,\"cuda:0\"]", "[128]", "[1]") + "," +
+                              leaf(3, "[2,7,0,4096,4,\"cuda:0\"]", "[32,128]", "[0,1]") + "," +
+                              leaf(4, "[3,8,1,16,4,\"cuda:0\"]", "[4,4]", "[8,2]");
+    const std::string in = dir.file("strided_et.json"), out = dir.file("t.db");
+    test::write_file(in, "{\"schema\":\"1.1.1-chakra.0.0.4\",\"pid\":1,\"nodes\":[" + nodes + "]}");
+    imp::Options opt;
+    opt.warn = false;
+    imp::import_file(in, out, opt);
+    const TraceData trace = mhc::trace::load_trace(out);
+    REQUIRE(mhc::trace::check_trace(trace).ok());
+    CHECK(storage_bytes(trace) == std::map<std::string, int64_t>{{"storage 7", 512}, {"storage 8", 128}});
+
+    // Without strides (schemas before 1.1.1 write shapes alone) the elements are numel: the same
+    // ops give 16,384 B and 68 B, as the file says nothing more.
+    const std::string no_strides = leaf(2, "[1,7,0,128,4,\"cuda:0\"]", "[128]", "") + "," +
+                                   leaf(3, "[2,7,0,4096,4,\"cuda:0\"]", "[32,128]", "") + "," +
+                                   leaf(4, "[3,8,1,16,4,\"cuda:0\"]", "[4,4]", "");
+    test::write_file(in, "{\"schema\":\"1.1.0-chakra.0.0.4\",\"pid\":1,\"nodes\":[" + no_strides + "]}");
+    imp::import_file(in, out + "2", opt);
+    CHECK(storage_bytes(mhc::trace::load_trace(out + "2")) ==
+          std::map<std::string, int64_t>{{"storage 7", 16384}, {"storage 8", 68}});
+}
+
+TEST_CASE("execution trace: strides that do not describe their tensor are refused, one line naming the node",
+          "[import][et]") {
+    test::TempDir dir;
+    const std::string in = dir.file("bad_strides_et.json");
+    auto refused = [&](const std::string& shape, const std::string& strides) {
+        test::write_file(in, "{\"schema\":\"1.1.1-chakra.0.0.4\",\"pid\":1,\"nodes\":[" +
+                                 leaf(2, "[1,7,0,16,4,\"cuda:0\"]", shape, strides) + "]}");
+        std::string err;
+        CHECK(test::run_mhc("import " + in + " -o " + dir.file("t.db") + " --force", &err) == 2);
+        CHECK(err.find(in) != std::string::npos);
+        CHECK(err.find("nodes[0]: tensor shape " + shape) != std::string::npos);
+        CHECK(err.find("(inputs.values[0])") != std::string::npos);
+        CHECK(std::count(err.begin(), err.end(), '\n') == 1);
+        return err;
+    };
+    CHECK(refused("[4,4]", "[4]").find("are not one stride per dimension") != std::string::npos);
+    CHECK(refused("[4,4]", "[4,-1]").find("are not sizes and strides in [0, 2^40]") != std::string::npos);
+    CHECK(refused("[4,4]", "[4,\"1\"]").find("are not sizes and strides in [0, 2^40]") != std::string::npos);
+    CHECK(refused("[4,5]", "[5,1]").find("do not hold numel 16 elements") != std::string::npos);
+    CHECK(refused("[2,8]", "[1099511627776,1]").find("span more than 2^40 elements") != std::string::npos);
+}
+
+TEST_CASE("execution trace: ResNet's expanded gradients (schema 1.1.1) count their storage's bytes once",
+          "[import][et][public]") {
+    // param's resnet_1gpu_et (1.1.1): storage 3207 is a [32, 2048] gradient (262,144 B) expanded to
+    // [32, 2048, 7, 7] (strides [2048, 1, 0, 0]) by the backward of the average pool; in 3164 and
+    // 8993 the loss's one-element gradient is expanded to [32, 1000] (strides [0, 0]), storages
+    // whose other tensors span 512 and 4,000 B. Read with Python's json from the file. Before
+    // 2026-12-06: 12,845,056, 128,000 and 128,000 B, and the device's peak 3.46 GiB, not 3.44 GiB.
+    test::TempDir dir;
+    imp::Result result;
+    const TraceData trace = test::import_public(dir, "chakra/param-resnet-1gpu-et-1.1.1.json.gz", result);
+    const std::map<std::string, int64_t> bytes = storage_bytes(trace);
+    CHECK(bytes.at("storage 3207") == 262144);
+    CHECK(bytes.at("storage 3164") == 512);
+    CHECK(bytes.at("storage 8993") == 4000);
+}
