@@ -1540,6 +1540,55 @@ def check_et_storages(name, path, db):
                    f"the file's {want.get(k)}")
 
 
+def check_et_broadcast_views(name, path, meta):
+    """A trace without strides: the outputs with a tensor id of their own on an input's storage,
+    larger than that input (views made by broadcasting, aten::expand), and the bytes their storages
+    count above their other tensors, must be meta et.broadcast_views's figures; none, no meta."""
+    nodes = json.load(gzip.open(path))["nodes"]
+
+    def uses(side, n):
+        if isinstance(n.get(side), dict):
+            io = n[side]
+            if "strides" in io:
+                return []   # spanned by its strides: no view is counted by numel
+            values = io["values"]
+        else:
+            values = n.get(side, [])
+        out = []
+
+        def walk(v):
+            for x in v:
+                if _is_tensor_value(x) and len(x) >= 6:
+                    if x[1] and x[3] and x[4] and not str(x[5]).startswith("meta"):
+                        out.append((x[0], (x[1], x[5]), (x[2] + x[3]) * x[4]))
+                elif isinstance(x, list):
+                    walk(x)
+        walk(values)
+        return out
+
+    views = set()
+    for n in nodes:
+        ins, outs = uses("inputs", n), uses("outputs", n)
+        for tid, key, size in outs:
+            base = [b for t, k, b in ins if k == key]
+            if tid and tid not in {t for t, _, _ in ins} and base and size > max(base):
+                views.add((tid, key))
+    sizes = {}
+    for n in nodes:
+        for tid, key, size in uses("inputs", n) + uses("outputs", n):
+            every, kept = sizes.get(key, (0, 0))
+            sizes[key] = (max(every, size), kept if (tid, key) in views else max(kept, size))
+    more = sum(every - kept for every, kept in sizes.values() if kept > 0)
+    said = meta.get("et.broadcast_views")
+    print(f"  broadcast views: {len(views)} in the file ({more} B); mhc: {said or 'none said'}")
+    if not views:
+        if said:
+            fail(name, f"et.broadcast_views said ({said}) where the file has none")
+        return
+    if not said or not said.startswith(f"{len(views)} view") or f", {more} B more" not in said:
+        fail(name, f"et.broadcast_views is {said!r}, the file's {len(views)} views and {more} B")
+
+
 def check_et_steps(name, path, db):
     """Kernels per step of an execution trace imported alone: each leaf op with tensors (et_source's
     units) is in the ProfilerStep#N node above it; an op under none (the autograd thread's backward
@@ -1702,6 +1751,7 @@ def check(exe, path, source_of, work):
         check_nsys_launches_without_kernel(name, path, meta)
     if source_of == et_source:
         check_et_storages(name, path, db)
+        check_et_broadcast_views(name, path, meta)
         check_et_steps(name, path, db)
     if source:
         # info's headline peak is on the device simulate takes by default: the largest GPU's,

@@ -58,14 +58,28 @@ TEST_CASE("execution trace: a storage's bytes are what its tensors span by their
     CHECK(storage_bytes(trace) == std::map<std::string, int64_t>{{"storage 7", 512}, {"storage 8", 128}});
 
     // Without strides (schemas before 1.1.1 write shapes alone) the elements are numel: the same
-    // ops give 16,384 B and 68 B, as the file says nothing more.
-    const std::string no_strides = leaf(2, "[1,7,0,128,4,\"cuda:0\"]", "[128]", "") + "," +
+    // ops give 16,384 B and 68 B, as the file says nothing more. The aten::expand that made tensor
+    // 2 (an output with an id of its own on its input's storage, larger than it) is said, with the
+    // 15,872 B storage 7 counts above its [128] tensor.
+    const std::string expand =
+        "{\"id\":5,\"name\":\"aten::expand\",\"ctrl_deps\":1,\"inputs\":{\"values\":[[1,7,0,128,4,\"cuda:0\"]],"
+        "\"shapes\":[[128]],\"types\":[\"Tensor(float)\"]},\"outputs\":{\"values\":[[2,7,0,4096,4,\"cuda:0\"]],"
+        "\"shapes\":[[32,128]],\"types\":[\"Tensor(float)\"]},\"attrs\":[]}";
+    const std::string no_strides = leaf(2, "[1,7,0,128,4,\"cuda:0\"]", "[128]", "") + "," + expand + "," +
                                    leaf(3, "[2,7,0,4096,4,\"cuda:0\"]", "[32,128]", "") + "," +
                                    leaf(4, "[3,8,1,16,4,\"cuda:0\"]", "[4,4]", "");
     test::write_file(in, "{\"schema\":\"1.1.0-chakra.0.0.4\",\"pid\":1,\"nodes\":[" + no_strides + "]}");
-    imp::import_file(in, out + "2", opt);
-    CHECK(storage_bytes(mhc::trace::load_trace(out + "2")) ==
-          std::map<std::string, int64_t>{{"storage 7", 16384}, {"storage 8", 68}});
+    const imp::Result result = imp::import_file(in, out + "2", opt);
+    const TraceData numel = mhc::trace::load_trace(out + "2");
+    CHECK(storage_bytes(numel) == std::map<std::string, int64_t>{{"storage 7", 16384}, {"storage 8", 68}});
+    const std::string said = "1 view larger than the tensor viewed (the first made by aten::expand, node id 5): "
+                             "without strides (written from schema 1.1.1 on) their storages count the views' "
+                             "elements, 15872 B more than their other tensors span";
+    CHECK(numel.meta.at("et.broadcast_views") == said);
+    CHECK(std::find(result.warnings.begin(), result.warnings.end(),
+                    said + ": those storages' bytes may be too large by as much") != result.warnings.end());
+    // With strides the view is spanned right and nothing is said.
+    CHECK(trace.meta.count("et.broadcast_views") == 0);
 }
 
 TEST_CASE("execution trace: strides that do not describe their tensor are refused, one line naming the node",
@@ -104,4 +118,11 @@ TEST_CASE("execution trace: ResNet's expanded gradients (schema 1.1.1) count the
     CHECK(bytes.at("storage 3207") == 262144);
     CHECK(bytes.at("storage 3164") == 512);
     CHECK(bytes.at("storage 8993") == 4000);
+    // param's trace of another run of the same ResNet in schema 1.1.0 (no strides) counts those
+    // views' elements, and says so with the bytes the 1.1.1 trace's strides take off: 12,834,400 B,
+    // from its six aten::expand outputs.
+    const TraceData older = test::import_public(dir, "chakra/param-resnet-et-1.1.0-chakra.0.0.4.json.gz", result);
+    const std::string& said = older.meta.at("et.broadcast_views");
+    CHECK(said.rfind("6 views larger than the tensor viewed (the first made by aten::expand", 0) == 0);
+    CHECK(said.find(", 12834400 B more than their other tensors span") != std::string::npos);
 }

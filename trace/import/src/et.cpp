@@ -543,6 +543,50 @@ void device_types_meta(const std::string& in, const DeviceTypes& devices, Result
                                   " tensors on the meta device (shapes without storage) hold no memory: not imported");
 }
 
+// A trace without strides (schemas before 1.1.1) sizes a storage by its tensors' numel, so a
+// view made by broadcasting (aten::expand: stride 0) counts elements its storage does not hold
+// (param's ResNet of schema 1.1.0 counts a [32, 2048] gradient as its [32, 2048, 7, 7] expansion).
+// Such views are told by what the op writes: an output with a tensor id of its own on an input's
+// storage, larger than that input. Said (meta et.broadcast_views) with how many bytes the
+// storages count above their other tensors; not corrected, as a view may also span more of its
+// storage than the tensors seen before it.
+void broadcast_views_meta(const std::vector<Node>& nodes, Result& result) {
+    using Key = std::pair<int64_t, int32_t>;   // storage, device
+    std::set<std::pair<int64_t, Key>> views;   // tensor id, storage
+    const Node* first = nullptr;
+    for (const Node& n : nodes)
+        for (const TensorUse& out : n.outs) {
+            if (out.spanned || out.tensor == 0) continue;
+            int64_t base = -1;
+            bool own_id = true;
+            for (const TensorUse& in : n.ins) {
+                if (in.tensor == out.tensor) own_id = false;
+                if (in.storage == out.storage && in.device == out.device) base = std::max(base, in.bytes);
+            }
+            if (!own_id || base < 0 || out.bytes <= base) continue;
+            if (views.insert({out.tensor, {out.storage, out.device}}).second && first == nullptr) first = &n;
+        }
+    if (views.empty()) return;
+    std::map<Key, std::pair<int64_t, int64_t>> sizes;   // every use's largest bytes, and without the views
+    for (const Node& n : nodes)
+        for (const auto* side : {&n.ins, &n.outs})
+            for (const TensorUse& t : *side) {
+                auto& [all, kept] = sizes[{t.storage, t.device}];
+                all = std::max(all, t.bytes);
+                if (views.count({t.tensor, {t.storage, t.device}}) == 0) kept = std::max(kept, t.bytes);
+            }
+    int64_t more = 0;
+    for (const auto& [key, size] : sizes)
+        if (size.second > 0) more += size.first - size.second;
+    const std::string what =
+        std::to_string(views.size()) + (views.size() == 1 ? " view" : " views") +
+        " larger than the tensor viewed (the first made by " + quoted_name(first->name) + ", node id " +
+        std::to_string(first->id) + "): without strides (written from schema 1.1.1 on) their storages count the " +
+        "views' elements, " + std::to_string(more) + " B more than their other tensors span";
+    result.meta["et.broadcast_views"] = what;
+    if (more > 0) result.warnings.push_back(what + ": those storages' bytes may be too large by as much");
+}
+
 }  // namespace
 
 void import_et(const std::string& in, const std::string& kineto, Rows& w, Result& r, uint64_t max_input_size) {
@@ -551,6 +595,7 @@ void import_et(const std::string& in, const std::string& kineto, Rows& w, Result
     LinkedNodes linked;
     std::vector<Node> nodes = parse_nodes(in, max_input_size, pid, devices, linked);
     device_types_meta(in, devices, r);
+    broadcast_views_meta(nodes, r);
     r.events = static_cast<int64_t>(nodes.size()) + linked.count;
     if (linked.count > 0) {
         const std::string what = std::to_string(linked.count) +

@@ -175,7 +175,8 @@ void tensor_from(const json& value, const Layout& layout, std::vector<TensorUse>
     const int32_t device = device_of(value[5], types, bad);
     if (device == kNoMemory) return;
     const int64_t span = span_of(layout, numel, bad);
-    out.push_back({storage, device, (offset + span) * item});   // < 2^47
+    const bool spanned = layout.shape != nullptr && layout.strides != nullptr;
+    out.push_back({storage, device, (offset + span) * item, as_i64(value[0]), spanned});   // < 2^47
 }
 
 // The element types of "GenericList[A,B[C,D],E]": A, B[C,D] and E (split at its top level).

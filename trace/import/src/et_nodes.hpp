@@ -12,7 +12,9 @@ namespace mhc::trace::import {
 struct TensorUse {
     int64_t storage;
     int32_t device;
-    int64_t bytes;
+    int64_t bytes;         // (offset + elements spanned) * itemsize
+    int64_t tensor = 0;    // the trace's tensor id
+    bool spanned = false;  // the span from written strides; false: numel (no strides written)
 };
 
 struct Node {
