@@ -1470,6 +1470,38 @@ def et_side_tensors(side):
     return et_tensors(side["values"], side["types"], side.get("shapes"), side.get("strides"))
 
 
+def et_allocations(nodes):
+    """nodes: (id, name, parent id, inputs, outputs) in id order, the tensors as (storage, device,
+    bytes). The observer names a storage by its address, so an id comes back when a freed block's
+    address is given to a new storage: a leaf aten:: op writing an output on a storage id that none
+    of its inputs holds and that an earlier leaf op used begins that id's next allocation. Returns
+    {id: (inputs, outputs)} with each storage written (storage id, allocation number from 0)."""
+    has_children = {parent for nid, _, parent, _, _ in nodes if parent is not None and parent != nid}
+    number, last_leaf, out = {}, {}, {}
+    for nid, name, _, ins, outs in nodes:
+        leaf = nid not in has_children and not name.startswith("[pytorch|")
+        if leaf and name.startswith("aten::"):
+            held = {(st, dev) for st, dev, _ in ins}
+            for st, dev, _ in outs:
+                key = (st, dev)
+                if key not in held and key in last_leaf and last_leaf[key] != nid:
+                    number[key] = number.get(key, 0) + 1
+                    last_leaf[key] = nid
+        named = lambda ts: [((st, number.get((st, dev), 0)), dev, b) for st, dev, b in ts]
+        out[nid] = (named(ins), named(outs))
+        if leaf:
+            for st, dev, _ in ins + outs:
+                last_leaf[(st, dev)] = nid
+    return out
+
+
+def storage_of_label(label):
+    """mhc's allocation label 'storage N' (an id's first allocation) or 'storage N #K' (its K-th)
+    as (N, K - 1)."""
+    words = label.split()
+    return int(words[1]), (int(words[2][1:]) - 1 if len(words) > 2 else 0)
+
+
 def et_node_tensors(n):
     """The tensors of an ET node's inputs and outputs, in either schema (dict of values and types,
     or the older parallel lists)."""
@@ -1496,10 +1528,13 @@ def et_storages(path):
         p = n.get("parent", n.get("ctrl_deps"))
         if p is not None and p != n["id"]:
             parents.add(p)
-    storages = {}   # (storage, device) -> [bytes, first slot, last slot]
+    allocations = et_allocations([(n["id"], n["name"], n.get("parent", n.get("ctrl_deps")), et_node_inputs(n),
+                                   et_node_tensors(n)[len(et_node_inputs(n)):]) for n in nodes])
+    storages = {}   # ((storage, allocation), device) -> [bytes, first slot, last slot]
     slot = 0
     for n in nodes:
-        ts = et_node_tensors(n)
+        ins, outs = allocations[n["id"]]
+        ts = ins + outs
         if n["id"] in parents or not ts or n["name"].startswith("[pytorch|"):
             continue
         for storage, dev, size in ts:
@@ -1532,7 +1567,7 @@ def check_et_storages(name, path, db):
     got = {}
     for label, dev, size, t0, t1 in conn.execute(
             "SELECT s.text, a.device, a.bytes, a.t_alloc, a.t_free FROM allocations a JOIN strings s ON s.id = a.label"):
-        got[(int(label.split()[-1]), dev)] = (size, t0, t1)
+        got[(storage_of_label(label), dev)] = (size, t0, t1)
     wrong = sorted(k for k in set(want) | set(got) if want.get(k) != got.get(k))
     print(f"  storages: {len(got)} imported, {len(want)} in the file, {len(wrong)} with other bytes or lifetime")
     for k in wrong[:3]:

@@ -449,4 +449,40 @@ std::vector<Node> parse_nodes(const std::string& in, uint64_t max_input_size, in
     return nodes;
 }
 
+int64_t number_allocations(std::vector<Node>& nodes) {
+    // Only leaf ATen ops begin an allocation: they are the ones that allocate their outputs (a
+    // view's, an in-place or out= op's output is among its inputs), where a range such as
+    // record_param_comms writes the collective's output list, made before, as its outputs. And
+    // only leaf ops end one's reuse (a parent's outputs are its children's).
+    struct Allocation {
+        int32_t generation = 0;
+        size_t last_user = SIZE_MAX;   // the last leaf op that used this allocation
+    };
+    std::map<std::pair<int64_t, int32_t>, Allocation> current;
+    int64_t begun = 0;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+        Node& node = nodes[i];
+        const bool leaf = !node.has_children && node.name.rfind("[pytorch|", 0) != 0;
+        if (leaf && node.name.rfind("aten::", 0) == 0)
+            for (const TensorUse& out : node.outs) {
+                const bool an_input = std::any_of(node.ins.begin(), node.ins.end(), [&](const TensorUse& in) {
+                    return in.storage == out.storage && in.device == out.device;
+                });
+                auto it = current.find({out.storage, out.device});
+                if (an_input || it == current.end() || it->second.last_user == i || it->second.last_user == SIZE_MAX)
+                    continue;
+                ++it->second.generation;
+                it->second.last_user = i;
+                ++begun;
+            }
+        for (auto* uses : {&node.ins, &node.outs})
+            for (TensorUse& use : *uses) {
+                Allocation& a = current[{use.storage, use.device}];
+                use.generation = a.generation;
+                if (leaf) a.last_user = i;
+            }
+    }
+    return begun;
+}
+
 }  // namespace mhc::trace::import
