@@ -233,7 +233,7 @@ TEST_CASE("ET + Kineto (CPU only): the profiler recording every thread, every th
           "[import][et][join]") {
     // fixtures/cpu_threads_all_*: the run above with profile_all_threads=True. By
     // fixtures/expected_numbers.py: threads 1 (492 ops), 2 and 3 (24 each), every rf_id in Kineto;
-    // 128 storages of leaf ops with tensors, all of joined ops.
+    // 128 storage ids of leaf ops with tensors (131 allocations: 3 ids given again), all of joined ops.
     test::TempDir dir;
     auto imported = import_pair(dir, test::fixture("cpu_threads_all_et.json.gz"),
                                 test::fixture("cpu_threads_all_kineto.json.gz"));
