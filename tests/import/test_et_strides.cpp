@@ -142,9 +142,9 @@ TEST_CASE("execution trace: a storage id given again to new memory is a new allo
     // 2026-12-06 storage 7 was one allocation alive from op 2 to op 7.
     test::TempDir dir;
     auto op = [](int id, const std::string& name, const std::string& in, const std::string& out) {
-        auto side = [](const std::string& t) {
-            return "{\"values\":[" + t + "],\"shapes\":[" + (t.empty() ? "" : "[16]") + "],\"types\":[" +
-                   (t.empty() ? "" : "\"Tensor(float)\"") + "]}";
+        auto side = [](const std::string& tensor) {
+            return "{\"values\":[" + tensor + "],\"shapes\":[" + (tensor.empty() ? "" : "[16]") + "],\"types\":[" +
+                   (tensor.empty() ? "" : "\"Tensor(float)\"") + "]}";
         };
         return "{\"id\":" + std::to_string(id) + ",\"name\":\"" + name + "\",\"ctrl_deps\":1,\"inputs\":" + side(in) +
                ",\"outputs\":" + side(out) + ",\"attrs\":[]}";
@@ -183,8 +183,8 @@ TEST_CASE("execution trace: ResNet's storage ids given again over its three step
     std::vector<std::pair<int64_t, int64_t>> changes;
     for (size_t a = 0; a < trace.allocations.size(); ++a)
         if (trace.allocations.device[a] == 0) {
-            changes.push_back({trace.allocations.t_alloc[a], trace.allocations.bytes[a]});
-            changes.push_back({trace.allocations.t_free[a], -trace.allocations.bytes[a]});
+            changes.emplace_back(trace.allocations.t_alloc[a], trace.allocations.bytes[a]);
+            changes.emplace_back(trace.allocations.t_free[a], -trace.allocations.bytes[a]);
         }
     std::sort(changes.begin(), changes.end());   // a free before an allocation at one instant
     int64_t live = 0, peak = 0;

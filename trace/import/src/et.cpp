@@ -326,20 +326,20 @@ private:
             if (units_[u].node == SIZE_MAX) continue;
             const Node& n = nodes_[units_[u].node];
             std::map<StorageKey, uint8_t> modes;
-            for (const auto& t : n.ins) modes[key_of(t)] |= 1;
+            for (const auto& use : n.ins) modes[key_of(use)] |= 1;
             // An output that is also an input is written only by in-place ops (name ends in '_');
             // otherwise it is a view of the input.
             bool inplace = !n.name.empty() && n.name.back() == '_';
-            for (const auto& t : n.outs) {
-                auto& m = modes[key_of(t)];
-                if (!(m & 1) || inplace) m |= 2;
+            for (const auto& use : n.outs) {
+                auto& mode = modes[key_of(use)];
+                if (!(mode & 1) || inplace) mode |= 2;
             }
-            auto touch = [&](const TensorUse& t) {
-                Storage& s = storages_[key_of(t)];
-                s.bytes = std::max(s.bytes, t.bytes);
-                s.device = t.device;
-                s.t_first = std::min(s.t_first, units_[u].t_start);
-                s.t_last = std::max(s.t_last, units_[u].t_end);
+            auto touch = [&](const TensorUse& use) {
+                Storage& storage = storages_[key_of(use)];
+                storage.bytes = std::max(storage.bytes, use.bytes);
+                storage.device = use.device;
+                storage.t_first = std::min(storage.t_first, units_[u].t_start);
+                storage.t_last = std::max(storage.t_last, units_[u].t_end);
             };
             for (const auto& t : n.ins) touch(t);
             for (const auto& t : n.outs) touch(t);
@@ -460,7 +460,8 @@ private:
         meta["import.format"] = "et";
         meta["import.events"] = std::to_string(nodes_.size());
         meta["accesses"] = accesses();
-        meta["accesses.granularity"] = "storage (one allocation per storage id and device)";
+        meta["accesses.granularity"] = "storage (one allocation per storage id and device, a new one where an op "
+                                       "allocates the id again)";
         meta["lifetimes"] = "inferred (first to last op that touches the storage)";
         meta["categories"] = "unknown";
         // A CPU-only run's ops are timed by the Kineto ops they joined: none joined, none timed.
@@ -561,26 +562,26 @@ void broadcast_views_meta(const std::vector<Node>& nodes, Result& result) {
     using Key = std::pair<int64_t, int32_t>;   // storage, device
     std::set<std::pair<int64_t, Key>> views;   // tensor id, storage
     const Node* first = nullptr;
-    for (const Node& n : nodes)
-        for (const TensorUse& out : n.outs) {
+    for (const Node& node : nodes)
+        for (const TensorUse& out : node.outs) {
             if (out.spanned || out.tensor == 0) continue;
             int64_t base = -1;
             bool own_id = true;
-            for (const TensorUse& in : n.ins) {
+            for (const TensorUse& in : node.ins) {
                 if (in.tensor == out.tensor) own_id = false;
                 if (in.storage == out.storage && in.device == out.device) base = std::max(base, in.bytes);
             }
             if (!own_id || base < 0 || out.bytes <= base) continue;
-            if (views.insert({out.tensor, {out.storage, out.device}}).second && first == nullptr) first = &n;
+            if (views.insert({out.tensor, {out.storage, out.device}}).second && first == nullptr) first = &node;
         }
     if (views.empty()) return;
     std::map<Key, std::pair<int64_t, int64_t>> sizes;   // every use's largest bytes, and without the views
-    for (const Node& n : nodes)
-        for (const auto* side : {&n.ins, &n.outs})
-            for (const TensorUse& t : *side) {
-                auto& [all, kept] = sizes[{t.storage, t.device}];
-                all = std::max(all, t.bytes);
-                if (views.count({t.tensor, {t.storage, t.device}}) == 0) kept = std::max(kept, t.bytes);
+    for (const Node& node : nodes)
+        for (const auto* side : {&node.ins, &node.outs})
+            for (const TensorUse& use : *side) {
+                auto& [all, kept] = sizes[{use.storage, use.device}];
+                all = std::max(all, use.bytes);
+                if (views.count({use.tensor, {use.storage, use.device}}) == 0) kept = std::max(kept, use.bytes);
             }
     int64_t more = 0;
     for (const auto& [key, size] : sizes)

@@ -81,10 +81,11 @@ int64_t as_i64(const json& value) {
 struct Layout {
     const json* shape = nullptr;
     const json* strides = nullptr;
-    Layout at(size_t i) const {   // the layout of element i of a list value
+    Layout at(size_t index) const {   // the layout of element `index` of a list value
         Layout element;
-        if (shape != nullptr && shape->is_array() && i < shape->size()) element.shape = &(*shape)[i];
-        if (strides != nullptr && strides->is_array() && i < strides->size()) element.strides = &(*strides)[i];
+        if (shape != nullptr && shape->is_array() && index < shape->size()) element.shape = &(*shape)[index];
+        if (strides != nullptr && strides->is_array() && index < strides->size())
+            element.strides = &(*strides)[index];
         return element;
     }
 };
@@ -477,9 +478,9 @@ int64_t number_allocations(std::vector<Node>& nodes) {
             }
         for (auto* uses : {&node.ins, &node.outs})
             for (TensorUse& use : *uses) {
-                Allocation& a = current[{use.storage, use.device}];
-                use.generation = a.generation;
-                if (leaf) a.last_user = i;
+                Allocation& allocation = current[{use.storage, use.device}];
+                use.generation = allocation.generation;
+                if (leaf) allocation.last_user = i;
             }
     }
     return begun;
