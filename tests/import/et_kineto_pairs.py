@@ -19,7 +19,8 @@ torch-V-kineto.json.gz, one run of each torch recorded by make_writers.py):
     Kineto ops of its thread; the innermost joined one gives an ET node, and the node or its
     nearest ET ancestor (the ET's own parent links) with tensors gives the storages;
   - every GPU storage must then be in mhc's allocations (label "storage N", device) and no other:
-    bytes = largest (offset + numel) * itemsize over those nodes' uses (the ET's tensors), alive
+    bytes = largest (offset + elements spanned) * itemsize over those nodes' uses (the ET's tensors:
+    the span from shapes and strides where written, else numel; public_traces.et_tensors), alive
     from its first kernel's start to its last kernel's end (Kineto's times, to the ns);
   - every kernel mhc gave accesses was launched inside the Kineto ops the ET was joined to (the
     iteration the ET recorded, not another).
@@ -42,7 +43,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from public_traces import HOST, cpu_lanes, cpu_steps, decimal_of, et_tensors, step_of  # noqa: E402
+from public_traces import (HOST, cpu_lanes, cpu_steps, decimal_of, et_allocations, et_side_tensors,  # noqa: E402
+                           et_tensors, step_of, storage_of_label)
 
 # (execution trace, Kineto trace of the same run), under PUBLIC_DIR.
 PAIRS = [
@@ -79,8 +81,8 @@ def load_et(path):
     for n in et["nodes"]:
         if isinstance(n.get("inputs"), dict):
             attrs = {a["name"]: a["value"] for a in n.get("attrs", [])}
-            ins = et_tensors(n["inputs"]["values"], n["inputs"]["types"])
-            outs = et_tensors(n["outputs"]["values"], n["outputs"]["types"])
+            ins = et_side_tensors(n["inputs"])
+            outs = et_side_tensors(n["outputs"])
             parent = n.get("ctrl_deps")
         else:
             attrs = n
@@ -88,8 +90,11 @@ def load_et(path):
             outs = et_tensors(n.get("outputs", []), n.get("output_types", []))
             parent = n.get("parent")
         nodes[n["id"]] = {"name": n["name"], "tid": attrs.get("tid", 0), "seq": attrs.get("seq_id", -1),
-                          "rf_id": attrs.get("rf_id", -1), "parent": parent, "tensors": ins + outs,
+                          "rf_id": attrs.get("rf_id", -1), "parent": parent, "ins": ins, "outs": outs,
                           "device": (outs or ins or [(0, HOST, 0)])[0][1]}
+    allocations = et_allocations([(i, n["name"], n["parent"], n["ins"], n["outs"]) for i, n in sorted(nodes.items())])
+    for i, n in nodes.items():   # each storage as (id, allocation number): ids come back with addresses
+        n["tensors"] = allocations[i][0] + allocations[i][1]
     parents = {n["parent"] for n in nodes.values() if n["parent"] is not None and n["parent"] != -1}
     for i, n in nodes.items():
         # A leaf op with tensors, not a profiler range: what a CPU-only run times.
@@ -219,7 +224,7 @@ def check_cpu_pair(name, conn, nodes, joined):
     """A CPU-only pair: the joined leaf ops' storages, on any device, and those left out."""
     want, left_out = expected_cpu_storages(nodes, joined)
     strings = dict(conn.execute("SELECT id, text FROM strings"))
-    got = {(int(strings[label].split()[1]), dev): [size, t0, t1] for label, dev, size, t0, t1 in
+    got = {(storage_of_label(strings[label]), dev): [size, t0, t1] for label, dev, size, t0, t1 in
            conn.execute("SELECT label, device, bytes, t_alloc, t_free FROM allocations")}
     # mhc's times start at the Kineto trace's first op: the offset is the first timed op's.
     first_json = min((t0 for _, t0, _ in want.values()), default=0)
@@ -300,7 +305,7 @@ def check_pair(exe, et_path, kineto_path, work):
         return
     want, launches = expected_storages(nodes, joined, events)
     strings = dict(conn.execute("SELECT id, text FROM strings"))
-    got = {(int(strings[label].split()[1]), dev): [size, t0, t1] for label, dev, size, t0, t1 in
+    got = {(storage_of_label(strings[label]), dev): [size, t0, t1] for label, dev, size, t0, t1 in
            conn.execute("SELECT label, device, bytes, t_alloc, t_free FROM allocations WHERE device >= 0")}
     # mhc's times start at the trace's first event: the offset is the first kernel's.
     first_json = min(ns(e["ts"]) for e in events if e.get("ph") == "X" and e.get("cat") == "kernel")

@@ -1420,23 +1420,34 @@ def nsys_source(path):
     return {d: (high[d] - low[d], None, "signed sum of memory events") for d in run}
 
 
-def et_tensors(values, types):
-    out = []
+def _is_tensor_value(x):
+    return isinstance(x, list) and len(x) >= 5 and all(isinstance(f, int) for f in x[:5])
 
-    def tensors_in(v):   # a list of tensors, or of lists of them (a collective's outputs): any depth
-        for x in v:
-            if isinstance(x, list) and len(x) >= 5 and all(isinstance(f, int) for f in x[:5]):
-                out.append(x)
+
+def et_tensors(values, types, shapes=None, strides=None):
+    """(storage, device, bytes) of each tensor in one inputs/outputs list. The bytes are (offset +
+    elements spanned) * itemsize: the span is 1 + sum((size - 1) * stride) where the trace writes
+    shapes and strides beside the values (schema 1.1.1), else numel (an expanded view, stride 0,
+    spans fewer elements than it has)."""
+    out = []   # (tensor value, shape, strides)
+
+    def at(lst, i):
+        return lst[i] if isinstance(lst, list) and i < len(lst) else None
+
+    def tensors_in(v, sh, st):   # a list of tensors, or of lists of them (a collective's outputs): any depth
+        for i, x in enumerate(v):
+            if _is_tensor_value(x):
+                out.append((x, at(sh, i), at(st, i)))
             elif isinstance(x, list):
-                tensors_in(x)
+                tensors_in(x, at(sh, i), at(st, i))
 
-    for v, t in zip(values, types):
+    for i, (v, t) in enumerate(zip(values, types)):
         if t.startswith("Tensor") and isinstance(v, list) and len(v) >= 5:
-            out.append(v)
+            out.append((v, at(shapes, i), at(strides, i)))
         elif t.startswith("GenericList") and "Tensor" in t and isinstance(v, list):
-            tensors_in(v)
+            tensors_in(v, at(shapes, i), at(strides, i))
     res = []
-    for x in out:
+    for x, shape, stride in out:
         storage, offset, numel, itemsize = x[1], x[2], x[3], x[4]
         if storage == 0 or numel == 0 or itemsize == 0:
             continue
@@ -1447,16 +1458,55 @@ def et_tensors(values, types):
         dev = HOST
         if kind not in ("", "cpu"):   # any accelerator (cuda, xpu, hpu, mtia, a backend's name); "cuda" is cuda:0
             dev = int(index) if index else 0
-        res.append((storage, dev, (offset + numel) * itemsize))
+        span = numel
+        if strides is not None and isinstance(shape, list) and isinstance(stride, list):
+            span = 1 + sum((size - 1) * step for size, step in zip(shape, stride))
+        res.append((storage, dev, (offset + span) * itemsize))
     return res
+
+
+def et_side_tensors(side):
+    """The tensors of a Chakra-style inputs or outputs object ({values, types, shapes[, strides]})."""
+    return et_tensors(side["values"], side["types"], side.get("shapes"), side.get("strides"))
+
+
+def et_allocations(nodes):
+    """nodes: (id, name, parent id, inputs, outputs) in id order, the tensors as (storage, device,
+    bytes). The observer names a storage by its address, so an id comes back when a freed block's
+    address is given to a new storage: a leaf aten:: op writing an output on a storage id that none
+    of its inputs holds and that an earlier leaf op used begins that id's next allocation. Returns
+    {id: (inputs, outputs)} with each storage written (storage id, allocation number from 0)."""
+    has_children = {parent for nid, _, parent, _, _ in nodes if parent is not None and parent != nid}
+    number, last_leaf, out = {}, {}, {}
+    for nid, name, _, ins, outs in nodes:
+        leaf = nid not in has_children and not name.startswith("[pytorch|")
+        if leaf and name.startswith("aten::"):
+            held = {(st, dev) for st, dev, _ in ins}
+            for st, dev, _ in outs:
+                key = (st, dev)
+                if key not in held and key in last_leaf and last_leaf[key] != nid:
+                    number[key] = number.get(key, 0) + 1
+                    last_leaf[key] = nid
+        named = lambda ts: [((st, number.get((st, dev), 0)), dev, b) for st, dev, b in ts]
+        out[nid] = (named(ins), named(outs))
+        if leaf:
+            for st, dev, _ in ins + outs:
+                last_leaf[(st, dev)] = nid
+    return out
+
+
+def storage_of_label(label):
+    """mhc's allocation label 'storage N' (an id's first allocation) or 'storage N #K' (its K-th)
+    as (N, K - 1)."""
+    words = label.split()
+    return int(words[1]), (int(words[2][1:]) - 1 if len(words) > 2 else 0)
 
 
 def et_node_tensors(n):
     """The tensors of an ET node's inputs and outputs, in either schema (dict of values and types,
     or the older parallel lists)."""
     if isinstance(n.get("inputs"), dict):
-        return et_tensors(n["inputs"]["values"], n["inputs"]["types"]) + \
-            et_tensors(n["outputs"]["values"], n["outputs"]["types"])
+        return et_side_tensors(n["inputs"]) + et_side_tensors(n["outputs"])
     return et_tensors(n.get("inputs", []), n.get("input_types", [])) + \
         et_tensors(n.get("outputs", []), n.get("output_types", []))
 
@@ -1464,7 +1514,7 @@ def et_node_tensors(n):
 def et_node_inputs(n):
     """The tensors of an ET node's inputs alone, in either schema."""
     if isinstance(n.get("inputs"), dict):
-        return et_tensors(n["inputs"]["values"], n["inputs"]["types"])
+        return et_side_tensors(n["inputs"])
     return et_tensors(n.get("inputs", []), n.get("input_types", []))
 
 
@@ -1478,10 +1528,13 @@ def et_storages(path):
         p = n.get("parent", n.get("ctrl_deps"))
         if p is not None and p != n["id"]:
             parents.add(p)
-    storages = {}   # (storage, device) -> [bytes, first slot, last slot]
+    allocations = et_allocations([(n["id"], n["name"], n.get("parent", n.get("ctrl_deps")), et_node_inputs(n),
+                                   et_node_tensors(n)[len(et_node_inputs(n)):]) for n in nodes])
+    storages = {}   # ((storage, allocation), device) -> [bytes, first slot, last slot]
     slot = 0
     for n in nodes:
-        ts = et_node_tensors(n)
+        ins, outs = allocations[n["id"]]
+        ts = ins + outs
         if n["id"] in parents or not ts or n["name"].startswith("[pytorch|"):
             continue
         for storage, dev, size in ts:
@@ -1514,12 +1567,61 @@ def check_et_storages(name, path, db):
     got = {}
     for label, dev, size, t0, t1 in conn.execute(
             "SELECT s.text, a.device, a.bytes, a.t_alloc, a.t_free FROM allocations a JOIN strings s ON s.id = a.label"):
-        got[(int(label.split()[-1]), dev)] = (size, t0, t1)
+        got[(storage_of_label(label), dev)] = (size, t0, t1)
     wrong = sorted(k for k in set(want) | set(got) if want.get(k) != got.get(k))
     print(f"  storages: {len(got)} imported, {len(want)} in the file, {len(wrong)} with other bytes or lifetime")
     for k in wrong[:3]:
         fail(name, f"storage {k[0]} on device {k[1]}: imported (bytes, t_alloc, t_free) {got.get(k)}, "
                    f"the file's {want.get(k)}")
+
+
+def check_et_broadcast_views(name, path, meta):
+    """A trace without strides: the outputs with a tensor id of their own on an input's storage,
+    larger than that input (views made by broadcasting, aten::expand), and the bytes their storages
+    count above their other tensors, must be meta et.broadcast_views's figures; none, no meta."""
+    nodes = json.load(gzip.open(path))["nodes"]
+
+    def uses(side, n):
+        if isinstance(n.get(side), dict):
+            io = n[side]
+            if "strides" in io:
+                return []   # spanned by its strides: no view is counted by numel
+            values = io["values"]
+        else:
+            values = n.get(side, [])
+        out = []
+
+        def walk(v):
+            for x in v:
+                if _is_tensor_value(x) and len(x) >= 6:
+                    if x[1] and x[3] and x[4] and not str(x[5]).startswith("meta"):
+                        out.append((x[0], (x[1], x[5]), (x[2] + x[3]) * x[4]))
+                elif isinstance(x, list):
+                    walk(x)
+        walk(values)
+        return out
+
+    views = set()
+    for n in nodes:
+        ins, outs = uses("inputs", n), uses("outputs", n)
+        for tid, key, size in outs:
+            base = [b for t, k, b in ins if k == key]
+            if tid and tid not in {t for t, _, _ in ins} and base and size > max(base):
+                views.add((tid, key))
+    sizes = {}
+    for n in nodes:
+        for tid, key, size in uses("inputs", n) + uses("outputs", n):
+            every, kept = sizes.get(key, (0, 0))
+            sizes[key] = (max(every, size), kept if (tid, key) in views else max(kept, size))
+    more = sum(every - kept for every, kept in sizes.values() if kept > 0)
+    said = meta.get("et.broadcast_views")
+    print(f"  broadcast views: {len(views)} in the file ({more} B); mhc: {said or 'none said'}")
+    if not views:
+        if said:
+            fail(name, f"et.broadcast_views said ({said}) where the file has none")
+        return
+    if not said or not said.startswith(f"{len(views)} view") or f", {more} B more" not in said:
+        fail(name, f"et.broadcast_views is {said!r}, the file's {len(views)} views and {more} B")
 
 
 def check_et_steps(name, path, db):
@@ -1684,6 +1786,7 @@ def check(exe, path, source_of, work):
         check_nsys_launches_without_kernel(name, path, meta)
     if source_of == et_source:
         check_et_storages(name, path, db)
+        check_et_broadcast_views(name, path, meta)
         check_et_steps(name, path, db)
     if source:
         # info's headline peak is on the device simulate takes by default: the largest GPU's,

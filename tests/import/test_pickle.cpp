@@ -1,5 +1,7 @@
 // The safe pickle reader on hand-checked pickles (bytes from CPython's pickle module) and
 // on the public snapshots.
+#include <algorithm>
+
 #include <catch2/catch.hpp>
 
 #include "mhc/common/error.hpp"
@@ -199,5 +201,24 @@ TEST_CASE("pickle: a list appended in batches between other containers", "[pickl
         auto inner = d.items(it[i]);
         REQUIRE(inner.size() == 1);
         CHECK(d.as_int(inner[0]) == i % 256);
+    }
+}
+
+TEST_CASE("pickle: protocols 0 and 1 are named and refused in one line, with how to write them again", "[pickle]") {
+    // Python's pickle.dumps({'segments': [], 'device_traces': []}, protocol=0 and 1), byte for
+    // byte. They begin "(dp0\n" (MARK, DICT,
+    // PUT 0 as text) and "}q\0" (EMPTY_DICT, BINPUT 0); no PROTO opcode, so before 2026-12-06 they
+    // were "unknown format: not a pickle ...". PyTorch writes snapshots in protocol 2 and later.
+    test::TempDir dir;
+    for (const auto& [bytes, protocol] :
+         {std::pair{std::string("(dp0\nVsegments\np1\n(lp2\nsVdevice_traces\np3\n(lp4\ns.", 49), "0"},
+          {std::string("}q\0(X\x08\0\0\0segmentsq\x01]q\x02X\r\0\0\0device_tracesq\x03]q\x04u.", 47), "1"}}) {
+        const std::string in = dir.file("p" + std::string(protocol) + ".pickle");
+        test::write_file(in, bytes);
+        std::string err;
+        CHECK(test::run_mhc("import " + in + " -o " + dir.file("t.db") + " --force", &err) == 2);
+        CHECK(err.find(in + ": a pickle of protocol " + protocol + ", which mhc does not read") != std::string::npos);
+        CHECK(err.find("pickle.dump(pickle.load(open(sys.argv[1], 'rb'))") != std::string::npos);
+        CHECK(std::count(err.begin(), err.end(), '\n') == 1);
     }
 }

@@ -409,6 +409,19 @@ std::optional<Format> html_format(const std::string& path, const std::string& pr
         throw Error(where(path, "a Git LFS pointer, not the trace: the file" + size +
                                     " is in the repository's LFS storage; fetch it (git lfs pull) and import that"));
     }
+    // A pickle of protocol 0 or 1 (no PROTO opcode: a dict or list opened with MARK DICT/LIST and a
+    // memo PUT, or EMPTY_DICT/EMPTY_LIST and BINPUT): PyTorch writes snapshots with pickle's default
+    // protocol (3 or 4) or, from C++, protocol 2; these only come from writing one again with an old
+    // protocol. Named, with the one line that writes it in the default protocol, not read: protocol
+    // 0 writes its numbers and strings as text, a second grammar for one kind of file.
+    const bool text_pickle = prefix.rfind("(dp0\n", 0) == 0 || prefix.rfind("(lp0\n", 0) == 0;
+    const bool binary_pickle = prefix.size() >= 3 && (prefix[0] == '}' || prefix[0] == ']') && prefix[1] == 'q';
+    if (text_pickle || binary_pickle)
+        throw Error(where(path, std::string("a pickle of protocol ") + (text_pickle ? "0" : "1") +
+                                    ", which mhc does not read (it reads protocol 2 and later, as PyTorch writes "
+                                    "snapshots): write it again with pickle's default protocol, python3 -c \"import "
+                                    "pickle, sys; pickle.dump(pickle.load(open(sys.argv[1], 'rb')), open(sys.argv[2], "
+                                    "'wb'))\" IN OUT"));
     throw Error(where(path,
                       "unknown format: not a pickle (memory snapshot), JSON (Kineto or "
                       "execution trace, optionally gzip) or SQLite (Nsight Systems) file"));

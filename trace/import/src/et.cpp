@@ -9,6 +9,7 @@
 #include <numeric>
 #include <set>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -49,7 +50,10 @@ std::vector<size_t> stable_order(size_t n, Before before) {
     return order;
 }
 
-// Storages: one allocation per (storage id, device), alive over the hull of its uses.
+// Storages: one allocation per (storage id, device, generation), alive over the hull of its uses.
+using StorageKey = std::tuple<int64_t, int32_t, int32_t>;
+StorageKey key_of(const TensorUse& use) { return {use.storage, use.device, use.generation}; }
+
 struct Storage {
     int64_t bytes = 0, t_first = INT64_MAX, t_last = INT64_MIN, id = 0;
     int32_t device = 0;
@@ -297,15 +301,15 @@ private:
     void count_storages_left_out() {
         const bool cpu_run = !gpu_;
         auto counted = [&](int32_t device) { return device >= 0 || cpu_run; };
-        std::set<std::pair<int64_t, int32_t>> all;
+        std::set<StorageKey> all;
         for (const Node& node : nodes_) {
             if (!is_unit(node)) continue;
             for (const auto* uses : {&node.ins, &node.outs})
                 for (const auto& use : *uses)
-                    if (counted(use.device)) all.insert({use.storage, use.device});
+                    if (counted(use.device)) all.insert(key_of(use));
         }
         const auto kept = std::count_if(storages_.begin(), storages_.end(),
-                                        [&](const auto& kv) { return counted(kv.first.second); });
+                                        [&](const auto& kv) { return counted(std::get<1>(kv.first)); });
         left_out_ = static_cast<int64_t>(all.size()) - static_cast<int64_t>(kept);
         if (left_out_ <= 0) return;
         const std::string what = cpu_run ? " storages are used by no op joined to a Kineto op ("
@@ -321,21 +325,21 @@ private:
         for (size_t u = 0; u < units_.size(); ++u) {
             if (units_[u].node == SIZE_MAX) continue;
             const Node& n = nodes_[units_[u].node];
-            std::map<std::pair<int64_t, int32_t>, uint8_t> modes;
-            for (const auto& t : n.ins) modes[{t.storage, t.device}] |= 1;
+            std::map<StorageKey, uint8_t> modes;
+            for (const auto& use : n.ins) modes[key_of(use)] |= 1;
             // An output that is also an input is written only by in-place ops (name ends in '_');
             // otherwise it is a view of the input.
             bool inplace = !n.name.empty() && n.name.back() == '_';
-            for (const auto& t : n.outs) {
-                auto& m = modes[{t.storage, t.device}];
-                if (!(m & 1) || inplace) m |= 2;
+            for (const auto& use : n.outs) {
+                auto& mode = modes[key_of(use)];
+                if (!(mode & 1) || inplace) mode |= 2;
             }
-            auto touch = [&](const TensorUse& t) {
-                Storage& s = storages_[{t.storage, t.device}];
-                s.bytes = std::max(s.bytes, t.bytes);
-                s.device = t.device;
-                s.t_first = std::min(s.t_first, units_[u].t_start);
-                s.t_last = std::max(s.t_last, units_[u].t_end);
+            auto touch = [&](const TensorUse& use) {
+                Storage& storage = storages_[key_of(use)];
+                storage.bytes = std::max(storage.bytes, use.bytes);
+                storage.device = use.device;
+                storage.t_first = std::min(storage.t_first, units_[u].t_start);
+                storage.t_last = std::max(storage.t_last, units_[u].t_end);
             };
             for (const auto& t : n.ins) touch(t);
             for (const auto& t : n.outs) touch(t);
@@ -353,7 +357,10 @@ private:
             a.bytes = s.bytes;
             a.t_alloc = s.t_first;
             a.t_free = s.t_last;
-            a.label = w_.intern("storage " + std::to_string(key.first));
+            // A storage id's later allocations (its address given again) are "storage N #2", ...
+            const int32_t generation = std::get<2>(key);
+            a.label = w_.intern("storage " + std::to_string(std::get<0>(key)) +
+                                (generation > 0 ? " #" + std::to_string(generation + 1) : ""));
             w_.add(a);
         }
     }
@@ -453,7 +460,8 @@ private:
         meta["import.format"] = "et";
         meta["import.events"] = std::to_string(nodes_.size());
         meta["accesses"] = accesses();
-        meta["accesses.granularity"] = "storage (one allocation per storage id and device)";
+        meta["accesses.granularity"] = "storage (one allocation per storage id and device, a new one where an op "
+                                       "allocates the id again)";
         meta["lifetimes"] = "inferred (first to last op that touches the storage)";
         meta["categories"] = "unknown";
         // A CPU-only run's ops are timed by the Kineto ops they joined: none joined, none timed.
@@ -512,7 +520,7 @@ private:
     int64_t base_ = 0, matched_ = 0, unmatched_ = 0, clamped_ = 0, left_out_ = 0;
     int64_t ops_to_join_ = 0, threads_to_join_ = 0;   // the execution trace's ops (no profiler ranges)
     std::vector<Unit> units_;
-    std::map<std::pair<int64_t, int32_t>, Storage> storages_;
+    std::map<StorageKey, Storage> storages_;
     std::vector<std::vector<std::pair<Storage*, AccessMode>>> unit_access_;
 };
 
@@ -543,6 +551,50 @@ void device_types_meta(const std::string& in, const DeviceTypes& devices, Result
                                   " tensors on the meta device (shapes without storage) hold no memory: not imported");
 }
 
+// A trace without strides (schemas before 1.1.1) sizes a storage by its tensors' numel, so a
+// view made by broadcasting (aten::expand: stride 0) counts elements its storage does not hold
+// (param's ResNet of schema 1.1.0 counts a [32, 2048] gradient as its [32, 2048, 7, 7] expansion).
+// Such views are told by what the op writes: an output with a tensor id of its own on an input's
+// storage, larger than that input. Said (meta et.broadcast_views) with how many bytes the
+// storages count above their other tensors; not corrected, as a view may also span more of its
+// storage than the tensors seen before it.
+void broadcast_views_meta(const std::vector<Node>& nodes, Result& result) {
+    using Key = std::pair<int64_t, int32_t>;   // storage, device
+    std::set<std::pair<int64_t, Key>> views;   // tensor id, storage
+    const Node* first = nullptr;
+    for (const Node& node : nodes)
+        for (const TensorUse& out : node.outs) {
+            if (out.spanned || out.tensor == 0) continue;
+            int64_t base = -1;
+            bool own_id = true;
+            for (const TensorUse& in : node.ins) {
+                if (in.tensor == out.tensor) own_id = false;
+                if (in.storage == out.storage && in.device == out.device) base = std::max(base, in.bytes);
+            }
+            if (!own_id || base < 0 || out.bytes <= base) continue;
+            if (views.insert({out.tensor, {out.storage, out.device}}).second && first == nullptr) first = &node;
+        }
+    if (views.empty()) return;
+    std::map<Key, std::pair<int64_t, int64_t>> sizes;   // every use's largest bytes, and without the views
+    for (const Node& node : nodes)
+        for (const auto* side : {&node.ins, &node.outs})
+            for (const TensorUse& use : *side) {
+                auto& [all, kept] = sizes[{use.storage, use.device}];
+                all = std::max(all, use.bytes);
+                if (views.count({use.tensor, {use.storage, use.device}}) == 0) kept = std::max(kept, use.bytes);
+            }
+    int64_t more = 0;
+    for (const auto& [key, size] : sizes)
+        if (size.second > 0) more += size.first - size.second;
+    const std::string what =
+        std::to_string(views.size()) + (views.size() == 1 ? " view" : " views") +
+        " larger than the tensor viewed (the first made by " + quoted_name(first->name) + ", node id " +
+        std::to_string(first->id) + "): without strides (written from schema 1.1.1 on) their storages count the " +
+        "views' elements, " + std::to_string(more) + " B more than their other tensors span";
+    result.meta["et.broadcast_views"] = what;
+    if (more > 0) result.warnings.push_back(what + ": those storages' bytes may be too large by as much");
+}
+
 }  // namespace
 
 void import_et(const std::string& in, const std::string& kineto, Rows& w, Result& r, uint64_t max_input_size) {
@@ -551,6 +603,14 @@ void import_et(const std::string& in, const std::string& kineto, Rows& w, Result
     LinkedNodes linked;
     std::vector<Node> nodes = parse_nodes(in, max_input_size, pid, devices, linked);
     device_types_meta(in, devices, r);
+    broadcast_views_meta(nodes, r);
+    // Before 2026-12-06 each storage id was one allocation alive from its first use to its last:
+    // param's 1.1.1 ResNet trace gives 340 ids again, 1,098 times, over its three steps, and its
+    // device peak was 3.44 GiB where its allocations' is 1.85 GiB.
+    if (const int64_t again = number_allocations(nodes); again > 0)
+        r.meta["et.storage_ids_given_again"] =
+            std::to_string(again) + " allocations on a storage id an earlier op used (the observer names a storage by " +
+            "its address, and a freed block's address is given again): each its own allocation, 'storage N #2', ...";
     r.events = static_cast<int64_t>(nodes.size()) + linked.count;
     if (linked.count > 0) {
         const std::string what = std::to_string(linked.count) +

@@ -75,13 +75,72 @@ int64_t as_i64(const json& value) {
     return -1;
 }
 
+// The shape and strides written beside a tensor value (schema 1.1.1 on: PyTorch 2.5's observer
+// writes "strides" beside "shapes", one of each per value, nested as the values are); null where
+// the trace writes none.
+struct Layout {
+    const json* shape = nullptr;
+    const json* strides = nullptr;
+    Layout at(size_t index) const {   // the layout of element `index` of a list value
+        Layout element;
+        if (shape != nullptr && shape->is_array() && index < shape->size()) element.shape = &(*shape)[index];
+        if (strides != nullptr && strides->is_array() && index < strides->size())
+            element.strides = &(*strides)[index];
+        return element;
+    }
+};
+
+// How many elements from its offset on a tensor of `numel` elements spans in its storage: 1 +
+// sum((size - 1) * stride) from its shape and strides where both are written, else numel. A view
+// made by broadcasting (expand, stride 0) has more elements than its storage holds, and a strided
+// slice (x[:, ::2]) fewer than it spans: before 2026-12-06 the storage's bytes were (offset +
+// numel) * itemsize, so ResNet's expanded gradients (a [32, 2048, 7, 7] view of a [32, 2048]
+// storage) counted 49 times their bytes. A shape and strides that do not describe the tensor
+// (lengths differ, not integers, sizes whose product is not numel) are bad input (`bad`).
+int64_t span_of(const Layout& layout, int64_t numel, std::string& bad) {
+    if (layout.shape == nullptr || layout.strides == nullptr) return numel;
+    const json &shape = *layout.shape, &strides = *layout.strides;
+    auto describe = [&] {
+        std::string text = "shape " + shape.dump() + " and strides " + strides.dump();
+        return text.size() > 80 ? text.substr(0, 80) + "..." : text;
+    };
+    if (!shape.is_array() || !strides.is_array() || shape.size() != strides.size() || shape.size() > 64) {
+        if (bad.empty()) bad = describe() + " are not one stride per dimension";
+        return numel;
+    }
+    constexpr int64_t kMax = INT64_C(1) << 40;   // the bound on numel and offset
+    int64_t span = 1, product = 1;
+    for (size_t d = 0; d < shape.size(); ++d) {
+        const int64_t size = shape[d].is_number_integer() ? as_i64(shape[d]) : -1;
+        const int64_t stride = strides[d].is_number_integer() ? as_i64(strides[d]) : -1;
+        if (size < 0 || size > kMax || stride < 0 || stride > kMax) {
+            if (bad.empty()) bad = describe() + " are not sizes and strides in [0, 2^40]";
+            return numel;
+        }
+        product = std::min(product * size, kMax + 1);   // both <= 2^40 + 1: no overflow
+        if (size > 1 && stride > 0) {
+            if (stride > (kMax - span) / (size - 1)) {
+                if (bad.empty()) bad = describe() + " span more than 2^40 elements";
+                return numel;
+            }
+            span += (size - 1) * stride;
+        }
+    }
+    if (product != numel) {
+        if (bad.empty()) bad = describe() + " do not hold numel " + std::to_string(numel) + " elements";
+        return numel;
+    }
+    return span;
+}
+
 // [tensor_id, storage_id, offset, numel, itemsize, device] (schema 1.0.1 on: PyTorch's
 // execution_graph_observer.cpp, later execution_trace_observer.cpp). Zero storage, numel or itemsize is an undefined
 // tensor (skipped); a field that is not an integer, is negative, or is past 2^40 elements/offset or 64-byte items is
 // bad input (`bad` names it). So is a tensor of another length: schema 1.0.0 (PyTorch's
 // execution_graph_observer.cpp) wrote [tensor_id, storage_id, offset, numel, itemsize], without
 // the device, and before 2026-12-03 such a tensor was the host's, in silence.
-void tensor_from(const json& value, std::vector<TensorUse>& out, std::string& bad, DeviceTypes& types) {
+void tensor_from(const json& value, const Layout& layout, std::vector<TensorUse>& out, std::string& bad,
+                 DeviceTypes& types) {
     // An empty array is an undefined tensor (skipped). Anything else that is not an array of
     // numbers was skipped in silence before 2026-12-03: its op lost the access.
     if (value.is_array() && value.empty()) return;
@@ -116,7 +175,9 @@ void tensor_from(const json& value, std::vector<TensorUse>& out, std::string& ba
     if (storage == 0 || numel == 0 || item == 0) return;
     const int32_t device = device_of(value[5], types, bad);
     if (device == kNoMemory) return;
-    out.push_back({storage, device, (offset + numel) * item});   // < 2^47
+    const int64_t span = span_of(layout, numel, bad);
+    const bool spanned = layout.shape != nullptr && layout.strides != nullptr;
+    out.push_back({storage, device, (offset + span) * item, as_i64(value[0]), spanned});   // < 2^47
 }
 
 // The element types of "GenericList[A,B[C,D],E]": A, B[C,D] and E (split at its top level).
@@ -143,10 +204,10 @@ std::vector<std::string_view> element_types(std::string_view type) {
 // lists: c10d::allgather_'s GenericList[GenericList[Tensor(float),Tensor(float)]]), each element
 // by its own type. Before 2026-12-03 only one level was read: the tensors of nested lists were
 // no access of their op, and their storages' lifetimes could end early.
-void typed_value(std::string_view type, const json& value, std::vector<TensorUse>& out, std::string& bad,
-                 DeviceTypes& devices, int depth) {
+void typed_value(std::string_view type, const json& value, const Layout& layout, std::vector<TensorUse>& out,
+                 std::string& bad, DeviceTypes& devices, int depth) {
     if (type.rfind("Tensor", 0) == 0) {
-        tensor_from(value, out, bad, devices);
+        tensor_from(value, layout, out, bad, devices);
         return;
     }
     if (type.rfind("GenericList", 0) != 0 || type.find("Tensor") == std::string_view::npos || !value.is_array() ||
@@ -154,22 +215,30 @@ void typed_value(std::string_view type, const json& value, std::vector<TensorUse
         return;
     const std::vector<std::string_view> types = element_types(type);
     for (size_t i = 0; i < value.size(); ++i) {
-        if (types.size() == value.size()) typed_value(types[i], value[i], out, bad, devices, depth + 1);
-        else tensor_from(value[i], out, bad, devices);   // types not one per element: a list of tensors
+        if (types.size() == value.size()) typed_value(types[i], value[i], layout.at(i), out, bad, devices, depth + 1);
+        else tensor_from(value[i], layout.at(i), out, bad, devices);   // types not one per element: a list of tensors
     }
 }
 
 // The tensors of one list of values (`field`: "inputs", "outputs.values", ...); a bad tensor's
 // message ends with the value it is in ("(inputs[2])").
-void values_from(const json& values, const json& types, const char* field, std::vector<TensorUse>& out,
-                 std::string& bad, DeviceTypes& devices) {
+void values_from(const json& values, const json& types, const Layout& layouts, const char* field,
+                 std::vector<TensorUse>& out, std::string& bad, DeviceTypes& devices) {
     if (!values.is_array() || !types.is_array()) return;
     for (size_t i = 0; i < values.size() && i < types.size(); ++i) {
         if (!types[i].is_string()) continue;
         const bool was_good = bad.empty();
-        typed_value(types[i].get_ref<const std::string&>(), values[i], out, bad, devices, 0);
+        typed_value(types[i].get_ref<const std::string&>(), values[i], layouts.at(i), out, bad, devices, 0);
         if (was_good && !bad.empty()) bad += " (" + std::string(field) + "[" + std::to_string(i) + "])";
     }
+}
+
+// The shapes and strides of an inputs/outputs object, where it writes both.
+Layout layouts_of(const json& side) {
+    auto shapes = side.find("shapes");
+    auto strides = side.find("strides");
+    if (shapes == side.end() || strides == side.end()) return {};
+    return {&*shapes, &*strides};
 }
 
 // One element of "nodes" (a small DOM) -> Node.
@@ -185,11 +254,12 @@ Node node_from(const std::string& in, const json& n, size_t row, DeviceTypes& de
     if (n.contains("name") && n["name"].is_string()) node.name = n["name"].get<std::string>();
     auto ins = n.find("inputs");
     auto outs = n.find("outputs");
-    if (ins != n.end() && ins->is_object()) {   // Chakra style: {values, shapes, types}, attrs list
-        values_from(ins->value("values", json()), ins->value("types", json()), "inputs.values", node.ins, bad, devices);
+    if (ins != n.end() && ins->is_object()) {   // Chakra style: {values, shapes, types[, strides]}, attrs list
+        values_from(ins->value("values", json()), ins->value("types", json()), layouts_of(*ins), "inputs.values",
+                    node.ins, bad, devices);
         if (outs != n.end() && outs->is_object())
-            values_from(outs->value("values", json()), outs->value("types", json()), "outputs.values", node.outs, bad,
-                        devices);
+            values_from(outs->value("values", json()), outs->value("types", json()), layouts_of(*outs),
+                        "outputs.values", node.outs, bad, devices);
         if (n.contains("ctrl_deps")) node.parent = int_of(n["ctrl_deps"], "ctrl_deps", field_bad);
         if (n.contains("attrs") && n["attrs"].is_array())
             for (const auto& attr : n["attrs"]) {
@@ -199,8 +269,9 @@ Node node_from(const std::string& in, const json& n, size_t row, DeviceTypes& de
                 if (attr["name"] == "seq_id") node.seq = int_of(attr["value"], "attrs seq_id", field_bad);
             }
     } else {   // 1.0.x style: inputs / input_types lists
-        if (ins != n.end()) values_from(*ins, n.value("input_types", json()), "inputs", node.ins, bad, devices);
-        if (outs != n.end()) values_from(*outs, n.value("output_types", json()), "outputs", node.outs, bad, devices);
+        if (ins != n.end()) values_from(*ins, n.value("input_types", json()), Layout{}, "inputs", node.ins, bad, devices);
+        if (outs != n.end())
+            values_from(*outs, n.value("output_types", json()), Layout{}, "outputs", node.outs, bad, devices);
         if (n.contains("parent")) node.parent = int_of(n["parent"], "parent", field_bad);
         if (n.contains("rf_id")) node.rf_id = int_of(n["rf_id"], "rf_id", field_bad);
         if (n.contains("tid")) node.tid = int_of(n["tid"], "tid", field_bad);
@@ -377,6 +448,42 @@ std::vector<Node> parse_nodes(const std::string& in, uint64_t max_input_size, in
         if (parent_at != at.end()) nodes[parent_at->second].has_children = true;
     }
     return nodes;
+}
+
+int64_t number_allocations(std::vector<Node>& nodes) {
+    // Only leaf ATen ops begin an allocation: they are the ones that allocate their outputs (a
+    // view's, an in-place or out= op's output is among its inputs), where a range such as
+    // record_param_comms writes the collective's output list, made before, as its outputs. And
+    // only leaf ops end one's reuse (a parent's outputs are its children's).
+    struct Allocation {
+        int32_t generation = 0;
+        size_t last_user = SIZE_MAX;   // the last leaf op that used this allocation
+    };
+    std::map<std::pair<int64_t, int32_t>, Allocation> current;
+    int64_t begun = 0;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+        Node& node = nodes[i];
+        const bool leaf = !node.has_children && node.name.rfind("[pytorch|", 0) != 0;
+        if (leaf && node.name.rfind("aten::", 0) == 0)
+            for (const TensorUse& out : node.outs) {
+                const bool an_input = std::any_of(node.ins.begin(), node.ins.end(), [&](const TensorUse& in) {
+                    return in.storage == out.storage && in.device == out.device;
+                });
+                auto it = current.find({out.storage, out.device});
+                if (an_input || it == current.end() || it->second.last_user == i || it->second.last_user == SIZE_MAX)
+                    continue;
+                ++it->second.generation;
+                it->second.last_user = i;
+                ++begun;
+            }
+        for (auto* uses : {&node.ins, &node.outs})
+            for (TensorUse& use : *uses) {
+                Allocation& allocation = current[{use.storage, use.device}];
+                use.generation = allocation.generation;
+                if (leaf) allocation.last_user = i;
+            }
+    }
+    return begun;
 }
 
 }  // namespace mhc::trace::import

@@ -12,7 +12,10 @@ namespace mhc::trace::import {
 struct TensorUse {
     int64_t storage;
     int32_t device;
-    int64_t bytes;
+    int64_t bytes;         // (offset + elements spanned) * itemsize
+    int64_t tensor = 0;    // the trace's tensor id
+    bool spanned = false;  // the span from written strides; false: numel (no strides written)
+    int32_t generation = 0;   // which allocation of the storage id (number_allocations)
 };
 
 struct Node {
@@ -40,5 +43,12 @@ struct LinkedNodes {
 // the file.
 std::vector<Node> parse_nodes(const std::string& in, uint64_t max_input_size, int64_t& pid, DeviceTypes& devices,
                               LinkedNodes& linked);
+
+// PyTorch's observer names a storage by its data pointer, so when the allocator gives a freed
+// block's address to a new storage, its id comes back. A leaf ATen op's output on a storage id
+// that none of its inputs holds is a new allocation: where another leaf op used that id before,
+// it starts the id's next allocation (TensorUse::generation, from 0). `nodes` in id order (the
+// order ops start). Returns how many allocations began so.
+int64_t number_allocations(std::vector<Node>& nodes);
 
 }  // namespace mhc::trace::import
