@@ -399,6 +399,9 @@ EV = {"swap_out": 0, "swap_in": 1, "evict_clean": 2, "drop": 3, "recompute": 4, 
       "prefetch": 7}
 
 
+EXP = {k: True for k in __import__("os").environ.get("MHC_REF_EXP", "").split(",") if k}
+
+
 class OOM(Exception):
     pass
 
@@ -467,6 +470,8 @@ class Engine:
         self.ns_in = 1e9 / self.link["h2d_bw"]
         self.ns_out = 1e9 / self.link["d2h_bw"]
         self.oom = None
+        self.samples_n = cfg.get("memory_samples", 4096)
+        self.buckets = {}
 
     # -- bookkeeping
     def note_used(self):
@@ -505,6 +510,16 @@ class Engine:
 
     def evictable(self, i):
         return self.state[i] == GPU and self.pins[i] == 0 and self.rpins[i] == 0
+
+    def sample(self, r):
+        """"Outputs": after each recorded event, the device bytes are offered to the bucket of its
+        recorded time; a bucket keeps the first offer of its highest value."""
+        tr = self.tr
+        span = max(1, tr.last - tr.first)
+        b = min(self.samples_n - 1, max(0, (r - tr.first) * self.samples_n // (span + 1)))
+        cur = self.buckets.get(b)
+        if cur is None or self.used > cur[1]:
+            self.buckets[b] = (r + self.shift, self.used, self.host + self.prog_host)
 
     # -- GPU bytes
     def place(self, i):
@@ -784,9 +799,10 @@ class Engine:
                 short = max(0, need - max(self.alloc.largest_free(), self.cap - self.alloc.reserved))
             else:
                 short = need - free
-        else:
-            need, short = b, self.used + b - self.cap
-        return dict(alloc=i, kernel=kernel, t=t, needed=need, pinned=pinned, short=short)
+            return dict(alloc=i, kernel=kernel, t=t, needed=need, pinned=pinned, short=short, frag=frag,
+                        in_use=in_use, largest=self.alloc.largest_free(), reserved=self.alloc.reserved)
+        need, short = b, self.used + b - self.cap
+        return dict(alloc=i, kernel=kernel, t=t, needed=need, pinned=pinned, short=short, held=self.used)
 
     # -- the run
     def run(self):
@@ -826,20 +842,26 @@ class Engine:
                         self.note_used()
                         topped = True
                     self.allocate(i, r)
+                    self.sample(r)
                     if tr.at_free[i] == r:
                         self.free(i, r)
+                        self.sample(r)
                 elif cls == 1:
                     self.free(i, r)
+                    self.sample(r)
                 elif cls == 3:
                     self.start(i)
+                    self.sample(r)
                     if tr.kend[i] == tr.kstart[i]:
                         yield from self.end(i)
                         if self.oom == "stopped":
                             return
+                        self.sample(r)
                 else:
                     yield from self.end(i)
                     if self.oom == "stopped":
                         return
+                    self.sample(r)
             except OOM as e:
                 self.oom = self.oom_info
                 self.reached = max(self.reached, e.args[0])
@@ -873,6 +895,7 @@ class Engine:
         self.ev("stall", t, t + w, a, k, 0)
 
     def free(self, i, r):
+        self.complete(r + self.shift)
         st = self.state[i]
         if self.xfer[i] is not None:
             tr = self.xfer[i]
@@ -895,6 +918,7 @@ class Engine:
         r = tr.kstart[s]
         t = r + self.shift
         self.started = s
+        self.complete(t)
         ops = tr.ops[s]
         for i, _ in ops:
             self.pins[i] += 1
@@ -1020,6 +1044,7 @@ class Engine:
                 self.ev("stall", t0, t0 + w, None, s, 0)
         t = tr.kend[s] + self.shift
         self.reached = max(self.reached, t)
+        self.complete(t)
         for i, _ in tr.ops[s]:
             self.pins[i] -= 1
             if self.evictable(i):

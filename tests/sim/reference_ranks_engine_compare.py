@@ -106,6 +106,16 @@ def public_job(src, job_dir, rng, max_kernels):
                 sql(p, "UPDATE kernels SET t_end = t_start + CAST((t_end - t_start) * ? AS INTEGER) WHERE id = ?",
                     (f, kid))
             done.append(f"rank {r} shorter")
+        if r and rng.random() < 0.6:
+            # some of its allocations larger (its stalls differ from the others': coupled waits)
+            f = rng.choice([1.25, 1.5, 2])
+            ids = [x[0] for x in sql(p, "SELECT id FROM allocations WHERE device >= 0")]
+            db = sqlite3.connect(str(p))
+            db.executemany("UPDATE allocations SET bytes = CAST(bytes * ? AS INTEGER) WHERE id = ?",
+                           [(f, a) for a in rng.sample(ids, len(ids) // 5)])
+            db.commit()
+            db.close()
+            done.append(f"rank {r} larger x{f}")
         if r and rng.random() < 0.5:
             span = sql(p, "SELECT MAX(t_end) - MIN(t_start) FROM kernels")[0][0] or 1
             d = rng.randrange(-span // 5, span // 5 + 1)
@@ -178,6 +188,36 @@ def stored_diff(runs_db, engines):
                 out.append(f"rank {rank} stored {k}: mhc {got[k]:.0f} reference {want[k]}")
             elif k not in got and k not in ("baseline_peak_bytes",):
                 out.append(f"rank {rank} stored {k}: absent in mhc, reference {want[k]}")
+        if isinstance(e.oom, dict):
+            o = e.oom
+            want_oom = dict(oom=1, oom_bytes_needed=o["needed"], oom_bytes_pinned=o["pinned"],
+                            oom_bytes_short=o["short"], oom_time_ns=o["t"],
+                            oom_slowdown=0 if o["recorded"] == e.tr.first else e.sim_mk / (o["recorded"] - e.tr.first) - 1)
+            if "frag" in o:
+                want_oom["oom_fragmentation"] = int(o["frag"])
+            for k, v in want_oom.items():
+                if got.get(k) != v:
+                    out.append(f"rank {rank} stored {k}: mhc {got.get(k)} reference {v}")
+        elif got.get("oom", 0) != 0:
+            out.append(f"rank {rank} stored oom {got['oom']}, none in the reading")
+        kr = len(e.kt)
+        if got.get("kernels_reached") != kr:
+            out.append(f"rank {rank} stored kernels_reached: mhc {got.get('kernels_reached')} reference {kr}")
+        if kr and got.get("last_kernel_reached") != e.tr.kid[max(e.kt)]:
+            out.append(f"rank {rank} stored last_kernel_reached: mhc {got.get('last_kernel_reached')} "
+                       f"reference {e.tr.kid[max(e.kt)]}")
+        ks = db.execute("SELECT kernel, t_start, t_end FROM run_kernels WHERE run = ? ORDER BY kernel", (rid,)).fetchall()
+        mine = sorted((e.tr.kid[s], t, t + e.tr.kend[s] - e.tr.kstart[s]) for s, t in e.kt.items())
+        if ks != mine:
+            d = [(a, b) for a, b in zip(ks, mine) if a != b][:3]
+            out.append(f"rank {rank} stored kernels: {len(ks)} in mhc, {len(mine)} in the reading; first differences {d}")
+        mem = db.execute("SELECT t, device_bytes, host_bytes FROM run_memory WHERE run = ? ORDER BY t, rowid",
+                         (rid,)).fetchall()
+        mine = sorted(v for _, v in sorted(e.buckets.items()))
+        if sorted(mem) != mine:
+            d = [(a, b) for a, b in zip(sorted(mem), mine) if a != b][:3]
+            out.append(f"rank {rank} stored memory samples: {len(mem)} in mhc, {len(mine)} in the reading; "
+                       f"first differences {d}")
         ev = sorted(db.execute("SELECT kind, t_start, t_end, allocation, kernel, bytes FROM run_events WHERE run = ?",
                                (rid,)).fetchall())
         mine = sorted(e.events)
@@ -191,18 +231,48 @@ def stored_diff(runs_db, engines):
     return out
 
 
+def oom_text_diff(text, exp, engines):
+    """Rule 7's figures in the text's `out of memory` line of the rank reported."""
+    r = exp["job"]["oom_rank"]
+    if r < 0:
+        return []
+    o = engines[r].oom
+    line = next((ln for ln in text.splitlines() if ln.startswith(f"out of memory  rank {r}:")), None)
+    if line is None:
+        return [f"text: no out-of-memory line for rank {r}"]
+    f = outside.fmt_bytes
+    want = [f"needs {f(o['needed'])}", f"({f(o['pinned'])} pinned by running kernels)", f"short by {f(o['short'])}"
+            if not o.get("frag") else f"largest free block {f(o['largest'])}"]
+    if "in_use" in o:
+        want += [f"{f(o['in_use'])} in use", f"{f(o['reserved'])} reserved in segments of {f(engines[r].cap)}"]
+    else:
+        want += [f"{f(o['held'])} of {f(engines[r].cap)} are held"]
+    k = o["kernel"]
+    a = engines[r].tr.allocs[o["alloc"]][0]
+    want.append(f"kernel {engines[r].tr.kid[k]} (" if k is not None else f"allocation {a}")
+    if k is not None:
+        want.append(f"needs allocation {a}:")
+    return [f"text's OOM line lacks '{w}': {line}" for w in want if w not in line]
+
+
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     flags = dict((a[2:].split("=", 1) + [""])[:2] for a in sys.argv[1:] if a.startswith("--"))
     mhc, work = args[0], Path(args[1])
     runs, seed = int(flags.get("runs", 20)), int(flags.get("seed", 1))
     only = flags.get("only")
+    mpi = int(flags["mpi"]) if "mpi" in flags else None
+    if mpi is not None and shutil.which("mpirun") is None:
+        print("skipped: --mpi given but mpirun is not on PATH")
+        return 77
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
     rng = random.Random(seed)
     work.mkdir(parents=True, exist_ok=True)
     public = imported(mhc, work, flags["public"]) if "public" in flags and only != "generated" else []
     max_kernels = int(flags.get("max-kernels", 400))
     bad = 0
-    tally = {"finished": 0, "oom": 0, "waits": 0, "stopped": 0, "public": 0, "swaps": 0, "drops": 0,
+    tally = {"mpi": 0, "finished": 0, "oom": 0, "waits": 0, "stopped": 0, "public": 0, "swaps": 0, "drops": 0,
              "prefetches": 0}
     for i in range(runs):
         job_dir = work / f"job{i}"
@@ -211,7 +281,8 @@ def main():
         use_public = public and (only == "public" or rng.random() < 0.5)
         device = None
         if use_public:
-            src = public[rng.randrange(len(public))]
+            # HTA's df-index trace (2,020 NCCL kernels) in one job of two: the others couple at nothing
+            src = public[0] if rng.random() < 0.5 else public[rng.randrange(len(public))]
             order, changes = public_job(src, job_dir, rng, max_kernels)
             gen = [src.name]
             tally["public"] += 1
@@ -241,8 +312,24 @@ def main():
                 problems.append(f"no JSON: {r.stdout[:200]} {r.stderr[:200]}")
             t = subprocess.run(cmd + ["--no-store"], capture_output=True, text=True)
             problems += outside.text_diff(t.stdout, exp, "unlimited" in opts)
+            problems += oom_text_diff(t.stdout, exp, engines)
             if r.returncode in (0, 3):
                 problems += stored_diff(runs_db, engines)
+            if mpi is not None:
+                # "MPI": the results of one process, bit for bit; rank 0 alone stores every rank's run
+                p = mpi or (2 + i % 2)
+                mpi_db = job_dir / "runs_mpi.db"
+                m = subprocess.run(["timeout", "120", "mpirun", "-n", str(p), "--oversubscribe", *cmd, "--json",
+                                    "--runs-db", str(mpi_db)], capture_output=True, text=True, env=env)
+                tally["mpi"] += 1
+                if m.returncode != rc:
+                    problems.append(f"mpirun -n {p}: exit {m.returncode} reference {rc}: {m.stderr.strip()[:300]}")
+                try:
+                    problems += [f"mpirun -n {p}: {d}" for d in outside.diff(json.loads(m.stdout), exp)]
+                except json.JSONDecodeError:
+                    problems.append(f"mpirun -n {p}: no JSON: {m.stdout[:200]} {m.stderr[:200]}")
+                if m.returncode in (0, 3):
+                    problems += [f"mpirun -n {p}: {d}" for d in stored_diff(mpi_db, engines)]
             tally["finished" if rc == 0 else "oom"] += 1
             tally["waits"] += sum(1 for x in exp["ranks"] if x["coupled_wait_count"])
             tally["stopped"] += sum(1 for x in exp["ranks"] if x["stopped"])
@@ -259,7 +346,8 @@ def main():
             shutil.rmtree(job_dir, ignore_errors=True)
     print(f"{runs - bad} of {runs} coupled jobs agree ({tally['public']} of public traces; {tally['finished']} "
           f"finished, {tally['oom']} out of memory; {tally['waits']} ranks with coupled waits, {tally['stopped']} "
-          f"stopped; {tally['swaps']} swap-outs, {tally['drops']} drops, {tally['prefetches']} prefetches)")
+          f"stopped; {tally['swaps']} swap-outs, {tally['drops']} drops, {tally['prefetches']} prefetches; "
+          f"{tally['mpi']} also under mpirun)")
     return 1 if bad else 0
 
 
