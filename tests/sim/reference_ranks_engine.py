@@ -399,6 +399,12 @@ EV = {"swap_out": 0, "swap_in": 1, "evict_clean": 2, "drop": 3, "recompute": 4, 
       "prefetch": 7}
 
 
+# Other readings of sentences this page once left open, each the engine's behaviour's alternative
+# (reference_ranks_engine_compare.py --toggles counts the jobs on which mhc tells them apart):
+#   complete_alloc_only   transfers complete before an allocation only (not a free, kernel start or end)
+#   prefetch_stop_round   a protected victim ends the whole prefetch round, not one allocation's
+#   discard_check_first   host copies are discarded only when discarding them all would make room
+#   early_clean_first     rule 10: a victim the policy would drop is skipped before the host-buffer test
 EXP = {k: True for k in __import__("os").environ.get("MHC_REF_EXP", "").split(",") if k}
 
 
@@ -627,6 +633,9 @@ class Engine:
         if self.host_cap is None:
             return True
         b = self.tr.abytes[v]
+        if EXP.get("discard_check_first"):
+            if self.host + b - sum(self.tr.abytes[c] for c in self.cache_order) > self.host_cap:
+                return False
         while self.host + b > self.host_cap and self.cache_order:
             c = max(self.cache_order, key=self.cache_order.get)
             del self.cache_order[c]
@@ -754,6 +763,7 @@ class Engine:
     def make_room(self, i, t, prefetch=False):
         """Returns the time room was made (None: a prefetch that gives up); raises OOM."""
         aside = []
+        self.protected_stop = False
         try:
             while True:
                 self.complete(t)
@@ -766,6 +776,7 @@ class Engine:
                         if v is None:
                             break
                         if prefetch and v in self.window:
+                            self.protected_stop = True
                             return None
                         if not self.host_valid[v] and not self.would_drop(v) and not self.host_can_take(v):
                             aside.append(v)
@@ -895,7 +906,8 @@ class Engine:
         self.ev("stall", t, t + w, a, k, 0)
 
     def free(self, i, r):
-        self.complete(r + self.shift)
+        if not EXP.get("complete_alloc_only"):
+            self.complete(r + self.shift)
         st = self.state[i]
         if self.xfer[i] is not None:
             tr = self.xfer[i]
@@ -918,7 +930,8 @@ class Engine:
         r = tr.kstart[s]
         t = r + self.shift
         self.started = s
-        self.complete(t)
+        if not EXP.get("complete_alloc_only"):
+            self.complete(t)
         ops = tr.ops[s]
         for i, _ in ops:
             self.pins[i] += 1
@@ -1044,7 +1057,8 @@ class Engine:
                 self.ev("stall", t0, t0 + w, None, s, 0)
         t = tr.kend[s] + self.shift
         self.reached = max(self.reached, t)
-        self.complete(t)
+        if not EXP.get("complete_alloc_only"):
+            self.complete(t)
         for i, _ in tr.ops[s]:
             self.pins[i] -= 1
             if self.evictable(i):
@@ -1067,6 +1081,8 @@ class Engine:
                     continue
                 got = self.make_room(i, t, prefetch=True)
                 if got is None:
+                    if EXP.get("prefetch_stop_round") and self.protected_stop:
+                        return
                     continue
                 self.set_state(i, H2D)
                 self.m["prefetches"] += 1
@@ -1089,7 +1105,8 @@ class Engine:
                 v = self.victim(t)
                 if v is None or v in self.window:
                     return
-                if not self.host_valid[v] and not self.host_can_take(v):
+                if not self.host_valid[v] and not (EXP.get("early_clean_first") and self.would_drop(v)) \
+                        and not self.host_can_take(v):
                     aside.append(v)
                     self.ev_remove(v)
                     continue
