@@ -607,12 +607,12 @@ std::string fmt(const char* f, ...) {
     va_start(ap, f);
     va_list again;
     va_copy(again, ap);
-    const int n = std::vsnprintf(nullptr, 0, f, ap);
+    const int length = std::vsnprintf(nullptr, 0, f, ap);
     va_end(ap);
-    std::string s(n > 0 ? static_cast<size_t>(n) : 0, '\0');
-    if (n > 0) std::vsnprintf(s.data(), s.size() + 1, f, again);
+    std::string out(length > 0 ? static_cast<size_t>(length) : 0, '\0');
+    if (length > 0) std::vsnprintf(out.data(), out.size() + 1, f, again);
     va_end(again);
-    return s;
+    return out;
 }
 }  // namespace
 

@@ -216,7 +216,7 @@ class Trace:
 
     def live_at(self, times):
         ev = self.memory_events(self.allocs)
-        out, live, j = [], 0, 0
+        live, j = 0, 0
         order = sorted(range(len(times)), key=lambda k: times[k])
         res = [0] * len(times)
         for k in order:
@@ -230,7 +230,6 @@ class Trace:
                     live -= self.abytes[i]
                 j += 1
             res[k] = live
-        del out
         return res
 
 

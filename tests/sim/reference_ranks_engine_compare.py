@@ -120,7 +120,7 @@ def public_job(src, job_dir, rng, max_kernels):
                 sql(p, "UPDATE kernels SET t_end = t_start + CAST((t_end - t_start) * ? AS INTEGER) WHERE id = ?",
                     (f, kid))
             done.append(f"rank {r} shorter")
-        if r and rng.random() < 0.6:
+        if r and rng.random() < 0.8:
             # some of its allocations larger (its stalls differ from the others': coupled waits)
             f = rng.choice([1.25, 1.5, 2])
             ids = [x[0] for x in sql(p, "SELECT id FROM allocations WHERE device >= 0")]
@@ -150,9 +150,13 @@ def configuration(rng, stress=False, shares=None):
                 "--cpu-buffer-ratio", str(ratio)]
         return opts, dict(share=share + "%", allocator=alloc, policy=policy, prefetch=prefetch,
                           link=ref.link_config(), host_ratio=ratio)
-    share = rng.choice(shares or ["unlimited", "100", "95", "90", "85", "75", "70", "60", "50", "40",
-                                  str(round(rng.uniform(40, 100), 2))])
-    alloc = rng.choice(["caching", "caching", "ideal"])
+    if shares:  # a public trace's: the allocator first, then a share of its baseline
+        alloc = rng.choice(["caching", "caching", "ideal"])
+        share = rng.choice(shares[alloc])
+    else:
+        share = rng.choice(["unlimited", "100", "95", "90", "85", "75", "70", "60", "50", "40",
+                            str(round(rng.uniform(40, 100), 2))])
+        alloc = rng.choice(["caching", "caching", "ideal"])
     if share == "unlimited":
         return (["--capacity", "unlimited", "--allocator", alloc],
                 dict(share="unlimited", allocator=alloc, policy="lru", prefetch="none", link=ref.link_config()))
@@ -314,11 +318,16 @@ def main():
         else:
             paths, gen = outside.generate(mhc, job_dir, rng)
             order, changes, device = outside.change(paths, rng)
-        # a Kineto trace's caching baseline is the profiler's first reserved figure, far above its
-        # live bytes (HTA's df-index: 12.78 GB reserved, 4.1 GB live): lower shares for those
-        low = ["unlimited", "90", "70", "50", "40", "35", "33", "31", "30", "28", "25", "20",
-               str(round(rng.uniform(20, 40), 2))]
-        opts, cfg = configuration(rng, "stress" in flags, low if use_public else None)
+        shares = None
+        if use_public:
+            # a Kineto trace's caching baseline is the profiler's first reserved figure, far above
+            # its live bytes (HTA's df-index: 12.78 GB reserved, 4.1 GB live): shares of the live
+            # peak there, so that runs evict without running out of memory at once
+            t = ref.Trace(str(order[0]))
+            live = ref.live_peak(t.allocs) / ref.baseline_peak(t, "caching")
+            shares = {"caching": ["unlimited"] + [f"{100 * live * rng.uniform(0.85, 1.05):.2f}" for _ in range(4)],
+                      "ideal": ["unlimited", "99", "97", "95", "90", "80", "70"]}
+        opts, cfg = configuration(rng, "stress" in flags, shares)
         if device is not None:
             opts += ["--device", str(device)]
             cfg["device"] = device
