@@ -600,12 +600,19 @@ CoupledResult simulate_coupled(const std::vector<RankTrace>& ranks, const JobPla
 namespace {
 std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
 std::string fmt(const char* f, ...) {
-    char b[512];
+    // Sized by a first pass: a line holds a kernel's name and a trace's path, which real traces
+    // make longer than any fixed buffer (a 512-byte one cut the out-of-memory line of a Kineto
+    // trace's templated kernel, newline included).
     va_list ap;
     va_start(ap, f);
-    std::vsnprintf(b, sizeof b, f, ap);
+    va_list again;
+    va_copy(again, ap);
+    const int length = std::vsnprintf(nullptr, 0, f, ap);
     va_end(ap);
-    return b;
+    std::string out(length > 0 ? static_cast<size_t>(length) : 0, '\0');
+    if (length > 0) std::vsnprintf(out.data(), out.size() + 1, f, again);
+    va_end(again);
+    return out;
 }
 }  // namespace
 

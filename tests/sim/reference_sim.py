@@ -461,6 +461,7 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
             if not self.warmed and (self.tr.reserved_first <= 0 or self.tr.allocs[a][3] > 0):
                 self.caching.top_up(self.tr.reserved_first)
                 self.warmed = True
+                self.note_used()   # held from here: in the peak even if this call fails and gives them back
             return self.caching.allocate(a, b, self.tr.streams[a], self.tr.pools[a])
         if self.used + b > self.cap:
             return False

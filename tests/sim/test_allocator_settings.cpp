@@ -943,6 +943,24 @@ TEST_CASE("simulate: the caching model starts from the reserved bytes a profiler
     CHECK(sim::simulate(*sim::prepare(before, 0), config).baseline_peak == 40 * MiB);
 }
 
+TEST_CASE("simulate: the held bytes of a profiler's first figure count in the peak when the first call fails",
+          "[sim][allocator][kineto]") {
+    // 4 MiB live before recording (a 20 MiB segment), then a 22 MiB request at t = 10 under a capacity
+    // of 30 MiB, the profiler having recorded 40 MiB: the model holds 30 MiB (10 held), the 22 MiB
+    // segment does not fit (20 + 10 held - 10 + 22 > 30), the held bytes go back, the 4 MiB block is
+    // swapped out and its segment given back, and the 22 MiB one is made. Reserved was 30 MiB from the
+    // top-up until that failed call: the peak (it was 22 MiB when the top-up came in the failing call).
+    auto trace = allocations({{4 * MiB, 0, trace::kNoTime}, {22 * MiB, 10, 20}});
+    trace.meta["kineto.reserved_first.device0"] = std::to_string(40 * MiB);
+    sim::Config config;
+    config.allocator = "caching";
+    config.capacity = sim::parse_capacity("30MiB");
+    const auto run = sim::simulate(*sim::prepare(trace, 0), config);
+    CHECK_FALSE(run.oom.happened);
+    CHECK(run.swap_out_bytes == 4 * MiB);
+    CHECK(run.simulated_peak == 30 * MiB);
+}
+
 TEST_CASE("simulate: the reserved warning names why the model is below the profiler's peak",
           "[sim][allocator][kineto]") {
     auto trace = allocations({{12 * MiB, 10, 20}, {14 * MiB, 30, 40}});

@@ -226,6 +226,22 @@ TEST_CASE("coupled: a rank that waits through another for a rank out of memory s
     CHECK_THAT(j, !Catch::Contains("\"throughput_loss\":0") && !Catch::Contains("\"throughput_loss\":-"));
     CHECK_THAT(sim::to_text(r), Catch::Contains("out of memory  rank 2:") && Catch::Contains(" STOPPED ") &&
                                     Catch::Contains("stopped        ranks 0, 1: waited for rank 2, out of memory"));
+    // A kernel's name as long as a real trace's templated ones (and a long trace path): rank 2
+    // runs out of memory at that kernel (its second operand was swapped out for the first), and
+    // the out-of-memory line is printed whole, then the next line (the lines were cut at 511
+    // characters, the newline with them).
+    const std::string long_name = std::string(kAllReduce) + std::string(600, 'x');
+    Job longer({rank_trace(0, {{100, 0, kNoTime}}, {{10, 20, {}, -1, 13, kAllReduce}, {30, 40, {}, -1, 21, kAllReduce}}, ab),
+                rank_trace(1, {{100, 0, kNoTime}}, {{30, 40, {}, -1, 21, kAllReduce}}, b),
+                rank_trace(2, {{1000, 0, kNoTime}, {1000, 5, kNoTime}},
+                           {{10, 20, {{0, 'r'}, {1, 'r'}}, -1, 13, long_name}}, a)});
+    longer.ranks[0].path = std::string(700, 'p') + ".db";
+    sim::CoupledResult lr = sim::simulate_coupled(longer.ranks, sim::plan_job(longer.ranks), config("lru", 1500));
+    REQUIRE(lr.oom == 2);
+    const std::string lt = sim::to_text(lr);
+    CHECK_THAT(lt, Catch::Contains(long_name + ") needs allocation") &&
+                       Catch::Contains("short by 500 B\nstopped        ranks 0, 1: waited for rank 2, out of memory\n") &&
+                       Catch::Contains(std::string(700, 'p') + ".db\n"));
     // The same with the ranks given in another order: the rank out of memory is named by
     // its global rank.
     Job rev({rank_trace(2, {{2000, 0, kNoTime}}, {{10, 20, {}, -1, 13, kAllReduce}}, a),
