@@ -1266,7 +1266,9 @@ def apply_offload(plan, cap, off, checkpointed, selective=()):
                 return None
             reads = [i for i, _m in cap.uses[a] if i in kset and cap.kernels[i]["phase"] == BWD and not in_hook(i)
                      and (cached(a) or not in_checkpoint(i))]
-            return max(reads) if reads and max(reads) < hu else None
+            # released after the engine's checks of the node's gradients (the aten::sum kernels
+            # right after it)
+            return past_sums(cap, max(reads)) if reads and max(reads) < hu else None
 
         dies, released = {}, {}
         for a, j in first.items():

@@ -111,7 +111,15 @@ int32_t PassOffload::released_outside(int32_t storage, int32_t first_outside, bo
         if (earlier(seq, unpack)) released = std::max(released, seq);
         else after_unpack = true;
     });
-    return after_unpack ? -1 : released;
+    if (after_unpack || released < 0) return -1;
+    // the node releases what it saved after the engine's checks of its gradients (the aten::sum
+    // kernels right after it: a Linear's bias gradient summed to the bias's shape)
+    const Plan& plan = plan_;
+    while (released + 1 < static_cast<int32_t>(base.phase.size()) &&
+           base.phase[static_cast<size_t>(released + 1)] == Phase::Backward &&
+           plan.strings[static_cast<size_t>(plan.ops[static_cast<size_t>(released + 1)].name)] == "aten::sum")
+        ++released;
+    return released;
 }
 
 // When the device lets go of `storage` (first packed at `own`) in the forward: at its last forward
