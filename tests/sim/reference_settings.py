@@ -1266,9 +1266,15 @@ def apply_offload(plan, cap, off, checkpointed, selective=()):
                 return None
             reads = [i for i, _m in cap.uses[a] if i in kset and cap.kernels[i]["phase"] == BWD and not in_hook(i)
                      and (cached(a) or not in_checkpoint(i))]
-            # released after the engine's checks of the node's gradients (the aten::sum kernels
-            # right after it)
-            return past_sums(cap, max(reads)) if reads and max(reads) < hu else None
+            if not reads or max(reads) >= hu:
+                return None
+            # released after the engine's checks of the node's gradients (the aten::sum and
+            # aten::_to_copy kernels right after it)
+            i = max(reads)
+            while i + 1 < len(cap.kernels) and cap.kernels[i + 1]["phase"] == BWD and \
+                    cap.kernels[i + 1]["name"] in ("aten::sum", "aten::_to_copy"):
+                i += 1
+            return i
 
         dies, released = {}, {}
         for a, j in first.items():

@@ -113,12 +113,16 @@ int32_t PassOffload::released_outside(int32_t storage, int32_t first_outside, bo
     });
     if (after_unpack || released < 0) return -1;
     // the node releases what it saved after the engine's checks of its gradients (the aten::sum
-    // kernels right after it: a Linear's bias gradient summed to the bias's shape)
+    // and aten::_to_copy kernels right after it: a Linear's bias gradient summed to the bias's
+    // shape, a gradient cast to its input's dtype; engine.cpp,
+    // Engine::evaluate_function: call_function, then release_variables)
     const Plan& plan = plan_;
-    while (released + 1 < static_cast<int32_t>(base.phase.size()) &&
-           base.phase[static_cast<size_t>(released + 1)] == Phase::Backward &&
-           plan.strings[static_cast<size_t>(plan.ops[static_cast<size_t>(released + 1)].name)] == "aten::sum")
-        ++released;
+    auto engine_check = [&](int32_t seq) {
+        const std::string& name = plan.strings[static_cast<size_t>(plan.ops[static_cast<size_t>(seq)].name)];
+        return base.phase[static_cast<size_t>(seq)] == Phase::Backward &&
+               (name == "aten::sum" || name == "aten::_to_copy");
+    };
+    while (released + 1 < static_cast<int32_t>(base.phase.size()) && engine_check(released + 1)) ++released;
     return released;
 }
 
