@@ -79,10 +79,14 @@ def test_caller_frame_hold_recorded(tmp_path):
     assert [names[held[a]] for a in relu_outputs[:3]] == ["aten::relu"] * 3, (holds, made)
 
 
-def test_offload_of_frame_held_inputs_as_captured(mhc_exe, tmp_path):
+@pytest.mark.parametrize("mode", ["sync", "streamed"])
+def test_offload_of_frame_held_inputs_as_captured(mhc_exe, tmp_path, mode):
+    """Streamed: the ReLU's save of its output is unpacked by its own node (threshold_backward, in
+    the MLP), after the next Linear's weight-gradient matmul inside the MLP that reads it too; the
+    prefetch from it came one node early before 2026-12-06 (peak +4.13%)."""
     base, applied, out = str(tmp_path / "base.db"), str(tmp_path / "applied.db"), str(tmp_path / "out.db")
     _capture(base)
-    setting = {"offload": {"mode": "sync", "modules": ["Net.mlp"], "min_bytes": 0}}
+    setting = {"offload": {"mode": mode, "modules": ["Net.mlp"], "min_bytes": 0}}
     got = subprocess.run([mhc_exe, "advise", base, "--setting", json.dumps(setting), "--json", "--trace-out", out],
                          capture_output=True, text=True)
     assert got.returncode == 0, got.stderr

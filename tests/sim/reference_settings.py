@@ -1302,8 +1302,12 @@ def apply_offload(plan, cap, off, checkpointed, selective=()):
             if u is None or len(savers) <= 1:
                 return u
             mod = cap.kernels[i]["module"]
+            # other savers' modules inside it are theirs (a ReLU in an MLP's forward, the Linear after it)
+            inner = [cap.kernels[s]["module"] for s in savers
+                     if s != i and cap.kernels[s]["module"] != mod and cap.inside(cap.kernels[s]["module"], mod)]
             r = next((k for k, _m in cap.uses[a] if k >= u and k in kset and cap.kernels[k]["phase"] == BWD
-                      and cap.inside(cap.kernels[k]["module"], mod)), None)
+                      and cap.inside(cap.kernels[k]["module"], mod)
+                      and not any(cap.inside(cap.kernels[k]["module"], m) for m in inner)), None)
             return u if r is None else r
 
         moved_reads = [hook_unpack(a) for a in first]   # every storage it copied to the host
