@@ -28,9 +28,11 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import sys
 import weakref
 
 import torch
+import torch.utils.checkpoint
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from . import placement
@@ -81,9 +83,29 @@ def _saved_as_its_output(t: torch.Tensor):
     """t's node if it saved t as its output (`_saved_result`) and t is not being saved as the output
     of the op that just ran (then its node would hold what holds it), else None."""
     node = t.grad_fn
-    if node is None or node._sequence_nr() == torch._C._autograd._get_sequence_nr() - 1:
+    if node is None or (node._sequence_nr() == torch._C._autograd._get_sequence_nr() - 1
+                        and not _packing_checkpoint_inputs()):
         return None
     return node if "_saved_result" in dir(node) else None
+
+
+_SAVE_INPUTS = getattr(getattr(torch.utils.checkpoint, "_CheckpointFrame", None), "save_inputs", None)
+
+
+def _packing_checkpoint_inputs() -> bool:
+    """Whether this pack is torch.utils.checkpoint saving a call's inputs (`_CheckpointFrame.save_inputs`,
+    which makes no node): then the node made last (the stem's ReLU before a checkpointed block) is
+    not saving its own output, and it holds the input until its backward; taken for that save, the
+    hook copied the input back at the recomputation although the ReLU still held it."""
+    code = getattr(_SAVE_INPUTS, "__code__", None)
+    frame = sys._getframe(2)   # above this and _saved_as_its_output: _pack, then autograd's caller
+    for _ in range(4):
+        if frame is None or code is None:
+            return False
+        if frame.f_code is code:
+            return True
+        frame = frame.f_back
+    return False
 
 
 class _Saved:

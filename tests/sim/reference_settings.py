@@ -1238,19 +1238,43 @@ def apply_offload(plan, cap, off, checkpointed, selective=()):
                       and in_hook(i)), None)
             return u if r is None else r
 
+        def cached(a):
+            """Made by a kernel a selective checkpoint's policy keeps (save_matmuls)."""
+            mb = cap.made_by.get(a)
+            return mb is not None and is_must_save(cap.kernels[mb]["name"] or "") and \
+                any(cap.inside(cap.caller[mb], m) for m in selective)
+
+        def in_checkpoint(i):
+            return any(cap.inside(cap.caller[i], m) for m in checkpointed)
+
+        def savers_of(a):
+            """Its saves the step makes: one inside a checkpointed module is the checkpoint's holder
+            unless the policy keeps the storage (the recomputation saves a storage of its own)."""
+            return [i for i in cap.saves_of.get(a, []) if cached(a) or not in_checkpoint(i)]
+
         def released_outside(a):
             """Saves outside the hook, all made in the pass's forward after every save inside it, whose
             backward reads all come before the hook's unpack: their nodes run first and let go of it
-            (the caller's mul of a module's output). The last of those reads, else None."""
-            savers = cap.saves_of.get(a, [])
+            (the caller's mul of a module's output). The last of those reads, else None. Reads by
+            kernels inside a checkpoint are the recomputation's, unless the policy keeps it."""
+            savers = savers_of(a)
             inside = [i for i in savers if i in kset and cap.kernels[i]["phase"] == FWD and in_hook(i)]
             outside = [i for i in savers if i not in inside]
             hu = hook_unpack(a)
             if not inside or not outside or hu is None or \
                     any(i not in kset or cap.kernels[i]["phase"] != FWD or i < max(inside) for i in outside):
                 return None
-            reads = [i for i, _m in cap.uses[a] if i in kset and cap.kernels[i]["phase"] == BWD and not in_hook(i)]
-            return max(reads) if reads and max(reads) < hu else None
+            reads = [i for i, _m in cap.uses[a] if i in kset and cap.kernels[i]["phase"] == BWD and not in_hook(i)
+                     and (cached(a) or not in_checkpoint(i))]
+            if not reads or max(reads) >= hu:
+                return None
+            # released after the engine's checks of the node's gradients (the aten::sum and
+            # aten::_to_copy kernels right after it)
+            i = max(reads)
+            while i + 1 < len(cap.kernels) and cap.kernels[i + 1]["phase"] == BWD and \
+                    cap.kernels[i + 1]["name"] in ("aten::sum", "aten::_to_copy"):
+                i += 1
+            return i
 
         dies, released = {}, {}
         for a, j in first.items():
@@ -1258,8 +1282,8 @@ def apply_offload(plan, cap, off, checkpointed, selective=()):
             made_fwd = mb is not None and mb in kset and cap.kernels[mb]["phase"] == FWD
             all_packs = all(i in kset and cap.kernels[i]["phase"] == FWD
                             and (bool(cap.caller[i]) if mods is None else any(cap.inside(cap.caller[i], m) for m in mods))
-                            and not any(cap.inside(cap.caller[i], m) for m in checkpointed)
-                            for i in cap.saves_of.get(a, []))
+                            and not in_checkpoint(i)
+                            for i in savers_of(a))
             if not all_packs and made_fwd:
                 r = released_outside(a)
                 if r is not None:
@@ -1278,8 +1302,12 @@ def apply_offload(plan, cap, off, checkpointed, selective=()):
             if u is None or len(savers) <= 1:
                 return u
             mod = cap.kernels[i]["module"]
+            # other savers' modules inside it are theirs (a ReLU in an MLP's forward, the Linear after it)
+            inner = [cap.kernels[s]["module"] for s in savers
+                     if s != i and cap.kernels[s]["module"] != mod and cap.inside(cap.kernels[s]["module"], mod)]
             r = next((k for k, _m in cap.uses[a] if k >= u and k in kset and cap.kernels[k]["phase"] == BWD
-                      and cap.inside(cap.kernels[k]["module"], mod)), None)
+                      and cap.inside(cap.kernels[k]["module"], mod)
+                      and not any(cap.inside(cap.kernels[k]["module"], m) for m in inner)), None)
             return u if r is None else r
 
         moved_reads = [hook_unpack(a) for a in first]   # every storage it copied to the host

@@ -157,6 +157,12 @@ def grid(path, quick):
             out.append({"checkpoint": {"modules": bl[-1:], "policy": "full"},
                         "offload": {"mode": "streamed", "modules": None, "min_bytes": 0, "max_fwd_stash": 2,
                                     "prefetch": 3}, "allocator": "expandable_segments:True"})
+        # the next block offloaded after a checkpointed one: the checkpoint's saves of its output
+        # (a ReLU's, in place in ResNet's blocks) are its holders, not saves that keep it
+        if len(bl) > 1:
+            for mode in ("sync", "streamed"):
+                out.append({"checkpoint": {"modules": bl[:1], "policy": "full"},
+                            "offload": {"mode": mode, "modules": bl[1:2], "min_bytes": 0}})
         # a selective checkpoint of a block's convolution or linear layer, the norm after it
         # offloaded: an output the policy keeps that the hook saves too (the DCGAN's BatchNorm)
         pair = kept_then_norm(path, bl[0])

@@ -59,6 +59,7 @@ private:
 
     // offload_packs.cpp
     bool in_scope(int32_t seq) const;
+    bool checkpointed(int32_t seq) const;
     bool covers(int32_t checkpointed) const;
     bool eligible(int32_t alloc_id) const;
     void collect_packs();
@@ -73,7 +74,7 @@ private:
     bool earlier(int32_t op, int32_t than) const { return plan_.key(Point{op, false}) < plan_.key(Point{than, false}); }
     // offload_lifetimes.cpp
     void choose_copied_back();
-    int32_t released_outside(int32_t storage) const;
+    int32_t released_outside(int32_t storage, int32_t first_outside, bool replaced) const;
     Point device_release(size_t own, int32_t storage, int32_t d2h);
     Alloc device_copy_back(int32_t storage, const Alloc& saved, Point recorded_free,
                            int64_t recorded_free_offset) const;

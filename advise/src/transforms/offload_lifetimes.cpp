@@ -31,15 +31,17 @@ void PassOffload::choose_copied_back() {
         if (region.policy == Policy::SaveMatmuls)
             for (size_t m = 0; m < cached_by.size(); ++m)
                 if (base.info.within(static_cast<int32_t>(m), region.module)) cached_by[m] = 1;
-    auto kept_by_policy = [&](int32_t storage) {
+    auto cached = [&](int32_t storage) {   // an output a selective checkpoint's policy keeps
         const int32_t made_by = storage < static_cast<int32_t>(base.creator.size())
                                     ? base.creator[static_cast<size_t>(storage)]
                                     : -1;
         if (made_by < 0) return false;
         const int32_t mod = ctx_.caller[static_cast<size_t>(made_by)];
-        if (mod < 0 || !cached_by[static_cast<size_t>(mod)] ||
-            !kept_by_save_matmuls(plan.strings[static_cast<size_t>(plan.ops[static_cast<size_t>(made_by)].name)]))
-            return false;
+        return mod >= 0 && cached_by[static_cast<size_t>(mod)] &&
+               kept_by_save_matmuls(plan.strings[static_cast<size_t>(plan.ops[static_cast<size_t>(made_by)].name)]);
+    };
+    auto kept_by_policy = [&](int32_t storage) {
+        if (!cached(storage)) return false;
         const int32_t unpacked = unpack_at(storage);
         return unpacked >= 0 &&
                plan.key(plan.allocs[static_cast<size_t>(storage)].freed) > plan.key(Point{unpacked, false});
@@ -51,19 +53,22 @@ void PassOffload::choose_copied_back() {
                     base.phase[static_cast<size_t>(made_by)] == Phase::Forward;
         // A storage a checkpoint hands to the hook (its input, a cached output) is no longer held by
         // the checkpoint's frame or cache, nor by the saves inside the checkpoint (its holders).
-        const bool hooked = hook_unpack_.count(x) > 0;
-        bool held_outside = false;   // only by forward saves of this pass outside the hook
+        // A save inside a checkpoint that its policy does not keep is not made at all (the
+        // checkpoint's holder replaces it; the recomputation saves a storage of its own): blocks.0's
+        // in-place ReLU saving its output, which blocks.1 saves too (ResNet's basic blocks), held
+        // it to blocks.0's backward in the prediction, where the step lets it die after blocks.1.
+        const bool hooked = hook_unpack_.count(x) > 0, replaced = hooked || !cached(x);
+        int32_t first_outside = -1;   // the first forward save of this pass outside the hook
         base.for_savers(x, [&](int32_t saver) {
-            const bool checkpointed = saver >= 0 && ctx_.caller[static_cast<size_t>(saver)] >= 0 &&
-                                      ctx_.in_checkpoint[static_cast<size_t>(ctx_.caller[static_cast<size_t>(saver)])];
-            if (saver >= 0 && !in_scope(saver) && !(hooked && checkpointed) &&
-                base.pass[static_cast<size_t>(saver)] == pass_ && base.phase[static_cast<size_t>(saver)] == Phase::Forward)
-                held_outside = true;
+            if (replaced && saver >= 0 && checkpointed(saver)) return;
+            if (saver >= 0 && !in_scope(saver) && base.pass[static_cast<size_t>(saver)] == pass_ &&
+                base.phase[static_cast<size_t>(saver)] == Phase::Forward)
+                first_outside = first_outside < 0 ? saver : std::min(first_outside, saver);
             else
-                dies = dies && saver >= 0 && (in_scope(saver) || (hooked && checkpointed));
+                dies = dies && saver >= 0 && in_scope(saver);
         });
-        if (held_outside && dies && !hooked) {
-            const int32_t released = released_outside(x);
+        if (first_outside >= 0 && dies) {
+            const int32_t released = released_outside(x, first_outside, replaced);
             if (released >= 0) outside_release_[x] = released;
             dies = released >= 0;
         }
@@ -83,31 +88,42 @@ void PassOffload::choose_copied_back() {
 
 // A storage the hook packs that saves outside it hold too (a module's output its caller's mul
 // saves: NeRF's `w[..., None] * rgb`): the backward runs the nodes made later first, so when every
-// outside save was made after the hook's saves and every backward read of the storage outside
-// the hook comes before the hook's unpack, those nodes let go of it first and it dies on the
-// device after the last of those reads; the hook's unpack then finds it gone and copies it back
-// (python/mhc_torch/offload.py). Returns that read, else -1 (it stays on the device).
-int32_t PassOffload::released_outside(int32_t storage) const {
+// outside save (the first at `first_outside`) was made after the hook's packs and every backward
+// read of the storage outside the hook comes before the hook's unpack, those nodes let go of it
+// first and it dies on the device after the last of those reads; the hook's unpack then finds it
+// gone and copies it back (python/mhc_torch/offload.py). Returns that read, else -1 (it stays on
+// the device). A checkpoint's input the hook packs is packed before the call: the stem's ReLU
+// that saved it before keeps it (ResNet, layer1.0 checkpointed). `replaced`: the checkpointed
+// ops' own reads are the recomputation's, through the checkpoint's unpacks, not outside reads.
+int32_t PassOffload::released_outside(int32_t storage, int32_t first_outside, bool replaced) const {
     const Base& base = base_;
     const int32_t unpack = hook_unpack_at(storage);
     if (unpack < 0) return -1;
-    int32_t last_inside = -1, first_outside = -1;
-    base.for_savers(storage, [&](int32_t saver) {
-        if (saver < 0) return;
-        if (in_scope(saver)) last_inside = std::max(last_inside, saver);
-        else if (first_outside < 0 || saver < first_outside) first_outside = saver;
-    });
+    int32_t last_inside = -1;
+    for (size_t place : pack_places_.at(storage)) last_inside = std::max(last_inside, packs_[place].seq);
     if (last_inside < 0 || first_outside < last_inside) return -1;
     int32_t released = -1;
     bool after_unpack = false;
     base.for_acc(storage, [&](int32_t seq, trace::AccessMode) {
         if (base.pass[static_cast<size_t>(seq)] != pass_ || base.phase[static_cast<size_t>(seq)] != Phase::Backward ||
-            in_scope(seq))
+            in_scope(seq) || (replaced && checkpointed(seq)))
             return;
         if (earlier(seq, unpack)) released = std::max(released, seq);
         else after_unpack = true;
     });
-    return after_unpack ? -1 : released;
+    if (after_unpack || released < 0) return -1;
+    // the node releases what it saved after the engine's checks of its gradients (the aten::sum
+    // and aten::_to_copy kernels right after it: a Linear's bias gradient summed to the bias's
+    // shape, a gradient cast to its input's dtype; engine.cpp,
+    // Engine::evaluate_function: call_function, then release_variables)
+    const Plan& plan = plan_;
+    auto engine_check = [&](int32_t seq) {
+        const std::string& name = plan.strings[static_cast<size_t>(plan.ops[static_cast<size_t>(seq)].name)];
+        return base.phase[static_cast<size_t>(seq)] == Phase::Backward &&
+               (name == "aten::sum" || name == "aten::_to_copy");
+    };
+    while (released + 1 < static_cast<int32_t>(base.phase.size()) && engine_check(released + 1)) ++released;
+    return released;
 }
 
 // When the device lets go of `storage` (first packed at `own`) in the forward: at its last forward

@@ -10,13 +10,19 @@ namespace mhc::advise::offloading {
 
 bool PassOffload::in_scope(int32_t seq) const {
     // (a module the model does not register: its caller's)
+    if (checkpointed(seq)) return false;   // the checkpoint's own hook
     const int32_t mod = ctx_.caller[static_cast<size_t>(seq)];
-    if (mod >= 0 && ctx_.in_checkpoint[static_cast<size_t>(mod)]) return false;   // the checkpoint's own hook
     // null: around the model's forward (the root module's call), not a loss computed after it
     if (!setting_.modules) return mod >= 0;
     for (int32_t scoped : scope_)
         if (base_.info.within(mod, scoped)) return true;
     return false;
+}
+
+// Whether op `seq` runs inside a checkpointed module (its saves are the checkpoint's).
+bool PassOffload::checkpointed(int32_t seq) const {
+    const int32_t mod = ctx_.caller[static_cast<size_t>(seq)];
+    return mod >= 0 && ctx_.in_checkpoint[static_cast<size_t>(mod)];
 }
 
 // Whether the hook is around a checkpointed module's calls (entered before checkpoint packs the

@@ -1,5 +1,8 @@
 // Where the offload hook unpacks a storage, and which unpack's prefetch brings a save back
 // (offload.hpp).
+#include <algorithm>
+#include <vector>
+
 #include "offload.hpp"
 
 namespace mhc::advise::offloading {
@@ -68,11 +71,23 @@ int32_t PassOffload::save_unpack_at(size_t pack) const {
     });
     if (savers <= 1) return unpacked;
     const int32_t mod = base.module[static_cast<size_t>(packs_[pack].seq)];
+    // the modules of its other savers inside that module are theirs: a ReLU called in an MLP's
+    // forward saves its output, which the next Linear (inside the MLP) saves too; the Linear's
+    // weight-gradient matmul reads it before the ReLU's own backward does
+    std::vector<int32_t> inner;
+    base.for_savers(storage, [&](int32_t saver) {
+        if (saver < 0 || saver == packs_[pack].seq || base.pass[static_cast<size_t>(saver)] != pass_ ||
+            base.phase[static_cast<size_t>(saver)] != Phase::Forward)
+            return;
+        const int32_t other = base.module[static_cast<size_t>(saver)];
+        if (other != mod && base.info.within(other, mod)) inner.push_back(other);
+    });
     int32_t found = -1;
     base.for_acc(storage, [&](int32_t seq, trace::AccessMode) {
+        const int32_t at = base.module[static_cast<size_t>(seq)];
         if (found < 0 && seq >= unpacked && base.pass[static_cast<size_t>(seq)] == pass_ &&
-            base.phase[static_cast<size_t>(seq)] == Phase::Backward &&
-            base.info.within(base.module[static_cast<size_t>(seq)], mod))
+            base.phase[static_cast<size_t>(seq)] == Phase::Backward && base.info.within(at, mod) &&
+            std::none_of(inner.begin(), inner.end(), [&](int32_t other) { return base.info.within(at, other); }))
             found = seq;
     });
     return found >= 0 ? found : unpacked;
