@@ -16,9 +16,13 @@ from .recording import Recording, _graph_task_id
 # give none (their meta kernels make an empty sparse tensor): the clone the autograd engine makes
 # of nn.Embedding(sparse=True)'s gradient, its coalesce (SparseAdam), whose entries are the
 # distinct rows looked up (the lookups are counted: an upper bound, exact for distinct ids), and
-# sparse_mask (SparseAdam's moments at the gradient's rows: new values, the mask's indices).
+# sparse_mask (SparseAdam's moments at the gradient's rows: new values, the mask's indices), and
+# the transpose of a sparse matrix (a clone with its index rows swapped: torch.sparse.mm's
+# backward multiplies the gradient by the adjacency's transpose, which had no entries, no memory
+# and no FLOPs).
 _SPARSE_ROWS_KEPT = {torch.ops.aten.clone.default, torch.ops.aten._coalesce.default,
-                     torch.ops.aten.sparse_mask.default}
+                     torch.ops.aten.sparse_mask.default, torch.ops.aten.t.default, torch.ops.aten.transpose.int}
+_NOT_COALESCED = {torch.ops.aten.clone.default, torch.ops.aten.t.default, torch.ops.aten.transpose.int}
 
 
 def _sparse_rows_kept(func, args, out):
@@ -35,7 +39,7 @@ def _sparse_rows_kept(func, args, out):
         indices, values = rows._indices().clone(), rows._values().clone()
     return torch.ops.aten._sparse_coo_tensor_with_dims_and_tensors(
         rows.sparse_dim(), rows.dense_dim(), list(out.shape), indices, values, dtype=out.dtype,
-        layout=torch.sparse_coo, device=out.device, is_coalesced=func is not torch.ops.aten.clone.default)
+        layout=torch.sparse_coo, device=out.device, is_coalesced=func not in _NOT_COALESCED)
 
 
 _aten = torch.ops.aten

@@ -34,6 +34,7 @@ import sys
 import torch
 
 from .errors import _machinery
+from .op_schema import _dense_parts
 
 
 _DEPTH = 4       # containers read inside containers (a dict of lists of tensors: 2)
@@ -82,7 +83,8 @@ class FrameHolds:
         transformers' ModelOutput) nested up to _DEPTH deep, other than `returned`."""
         if isinstance(value, torch.Tensor):
             if value is not returned:
-                yield value
+                # a sparse COO tensor has no storage: its indices and values hold its memory
+                yield from _dense_parts(value) if value.layout == torch.sparse_coo else (value,)
         elif depth > 0 and isinstance(value, (tuple, list, dict)):
             items = value.values() if isinstance(value, dict) else value
             if len(items) <= _ITEMS:
