@@ -162,17 +162,17 @@ class SettingsRecording:
 
     def saved_hooks(self):
         """The capture's own saved-tensor hooks for the forward: they record and keep the tensor,
-        and note when the backward first unpacks each storage (on_unpacked). They keep what autograd
-        keeps without hooks: an input as the tensor itself, an output of the node saving it as
-        t.detach() (PyTorch's advice for a pack hook; SavedVariable keeps an output's data without
-        its node). Keeping such an output itself made its node hold the packed t, which holds the
-        node, a reference cycle no collection breaks: a graph dropped without a backward (a GAN's
-        `fake = G(z).detach()`) kept every storage it saved, and checkpoint's inputs, to the step's
-        end, where PyTorch frees them at the drop. The detach is the capture's op, not recorded."""
+        and note when the backward first unpacks each storage (on_unpacked). They keep each saved
+        tensor as t.detach(), its storage without the tensor object (PyTorch's advice for a pack
+        hook; SavedVariable keeps an output's data without its node). Keeping an output itself made
+        its node hold the packed t, which holds the node, a reference cycle no collection breaks: a
+        graph dropped without a backward (a GAN's `fake = G(z).detach()`) kept every storage it
+        saved, and checkpoint's inputs, to the step's end, where PyTorch frees them at the drop.
+        Keeping an input itself kept its tensor object alive, which then did not die where the
+        model's code dropped it (frame_holds.py watches a forward's returned tensors for that).
+        The detach is the capture's op, not recorded."""
         def pack(t):
             self.on_saved(t)
-            if not _own_output(t):
-                return t
             self.own_ops += 1
             try:
                 return t.detach()

@@ -30,6 +30,7 @@ import inspect
 import json
 import os
 import sys
+import weakref
 
 import torch
 
@@ -77,6 +78,7 @@ class FrameHolds:
         self.held: dict[int, int] = {}   # allocation id -> kernel id
         self._arguments: dict[int, list[int]] = {}   # id(frame) -> its tensor arguments' allocation ids
         self._previous = None
+        self._returned: dict[int, weakref.ref] = {}   # a forward's returned tensors, until the caller drops them
 
     def _tensors(self, value, returned, depth: int = _DEPTH):
         """The tensors in `value`, also inside tuples, lists and dicts (and their subclasses:
@@ -123,6 +125,8 @@ class FrameHolds:
         kernel = len(self.rec.kernels)
         if kernel == 0:
             return
+        if forward:
+            self._watch_returned(arg)
         returned = {id(storage_of(v)) for v in self._tensors(arg, None)}
         returned_ids = {storages[k].alloc.id for k in returned if k in storages}
         held = []
@@ -135,6 +139,29 @@ class FrameHolds:
         for aid in held + [a for a in arguments if a not in returned_ids]:
             if self.held.get(aid, 0) < kernel:
                 self.held[aid] = kernel
+
+    def _watch_returned(self, value) -> None:
+        """What a module's forward returns, its caller may keep past its last read: a discriminator's
+        list of every layer's features (HiFi-GAN's, kept by the step's loop until the loss is
+        summed), which a checkpoint of that module would otherwise free at once. The tensor
+        objects die where the caller's code drops them (autograd holds a saved one through the
+        capture's pack hook only as a detached alias), which is recorded as a hold."""
+        for t in self._tensors(value, None):
+            s = self.rec.storages.get(id(storage_of(t)))
+            if s is None:
+                continue
+            aid = s.alloc.id
+
+            def dropped(ref, aid=aid):
+                self._returned.pop(id(ref), None)
+                kernel = len(self.rec.kernels)
+                if self.rec.phase == "forward" and kernel and self.held.get(aid, 0) < kernel:
+                    self.held[aid] = kernel
+            try:
+                ref = weakref.ref(t, dropped)
+            except TypeError:   # a tensor that takes no weak reference: not watched
+                continue
+            self._returned[id(ref)] = ref
 
     def __enter__(self):
         self._previous = sys.getprofile()

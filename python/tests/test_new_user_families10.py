@@ -138,3 +138,56 @@ def test_flex_attention_is_refused_in_one_line_saying_why(tmp_path):
         mhc_torch.capture(Attn, lambda: torch.randn(1, 128, 16), steps=1, path=str(tmp_path / "flex.db"),
                           loss_fn=lambda m, b: m(b), autocast_dtype=None)
     assert "\n" not in str(e.value)
+
+
+class FeatureDisc(nn.Module):
+    """A discriminator returning its score and every layer's features (HiFi-GAN's, for feature
+    matching)."""
+
+    def __init__(self, d=256, layers=3):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
+
+    def forward(self, x):
+        feats = []
+        for layer in self.layers:
+            x = F.leaky_relu(layer(x), 0.1)
+            feats.append(x)
+        return x.sum(-1), feats
+
+
+class DiscNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.d = FeatureDisc()
+        self.wide = nn.Linear(256, 4096)
+
+
+def disc_loss(model, x):
+    out, feats = model.d(x)
+    with torch.no_grad():            # a statistic logged while the features are still referenced
+        stat = model.wide(x).square().mean()
+    del feats
+    return out.mean() + 0 * stat
+
+
+def test_features_a_checkpointed_module_returns_live_until_the_caller_drops_them(tmp_path, mhc_exe):
+    """HiFi-GAN's discriminators return every layer's features in a list, which the step's loop
+    keeps until the loss is summed. With a discriminator checkpointed the prediction freed them
+    right after their last read inside it (the next layer), 5.4% under the captured peak, and the
+    step predicted to fit 4 GiB did not. What a module's forward returns is now watched until the
+    caller's code drops it (capture.frame_holds), and the prediction keeps it so long."""
+    import json
+    import subprocess
+
+    batch = lambda: torch.randn(4096, 256)   # noqa: E731
+    base = str(tmp_path / "disc.db")
+    mhc_torch.capture(DiscNet, batch, steps=1, path=base, loss_fn=disc_loss, autocast_dtype=None)
+    setting = {"checkpoint": {"modules": ["DiscNet.d"], "policy": "full"}}
+    captured = mhc_torch.capture(DiscNet, batch, steps=1, path=str(tmp_path / "ckpt.db"), loss_fn=disc_loss,
+                                 autocast_dtype=None, setting=setting)
+    out = subprocess.run([mhc_exe, "advise", base, "--setting", json.dumps(setting), "--json"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    predicted = json.loads(out.stdout)["rows"][0]["peak_bytes"]
+    assert predicted == captured.peak_bytes

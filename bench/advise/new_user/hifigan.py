@@ -93,7 +93,7 @@ class Discriminators(nn.Module):
     def __init__(self, small=False):
         super().__init__()
         self.mpd = nn.ModuleList(PeriodDisc(p, 4 if small else 32) for p in (2, 3, 5, 7, 11))
-        self.msd = nn.ModuleList(ScaleDisc(spectral_norm if i == 0 else weight_norm, 1 if small else 16)
+        self.msd = nn.ModuleList(ScaleDisc(spectral_norm if i == 0 else weight_norm, 4 if small else 16)
                                  for i in range(3))
         self.pool = nn.AvgPool1d(4, 2, padding=2)
 
