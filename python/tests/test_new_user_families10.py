@@ -191,3 +191,12 @@ def test_features_a_checkpointed_module_returns_live_until_the_caller_drops_them
     assert out.returncode == 0, out.stderr
     predicted = json.loads(out.stdout)["rows"][0]["peak_bytes"]
     assert predicted == captured.peak_bytes
+
+
+@pytest.mark.parametrize("name", ["conformer_ctc", "graph_sparse"])
+def test_new_user_model_files_capture_small(tmp_path, name, new_user_file, capture_small):
+    """The model files of bench/advise/new_user added here that guard a fix capture at their
+    small size (conformer_ctc through CTC with tensor lengths, graph_sparse through torch.sparse)."""
+    m = new_user_file(name)
+    r = capture_small(m, tmp_path / f"{name}.db")
+    assert r.kernels > 0 and r.peak_bytes > 0
