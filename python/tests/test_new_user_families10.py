@@ -76,6 +76,32 @@ def test_sparse_tensor_passed_to_a_module_is_captured_with_its_flops(tmp_path):
     assert sorted(set(allocation_sizes(path, "aten::t"))) == [200 * 4, 2 * 200 * 8]
 
 
+def test_sparse_matmul_of_an_autocast_output_is_refused_as_on_the_gpu(tmp_path):
+    """torch.sparse.mm has no autocast rule and its kernels read the dense operand as the sparse
+    values' dtype on every device: an fp32 adjacency times a Linear's bf16 output under autocast
+    fails on the GPU ('expected scalar type Float but found BFloat16'), where the capture took it.
+    It is refused in one line (mhc-torch names the model's line); cast to the adjacency's dtype,
+    it runs."""
+    with pytest.raises(RuntimeError, match=r"^torch.sparse.mm: the sparse matrix is torch.float32 and the dense one "
+                                           r"torch.bfloat16: the GPU refuses it") as e:
+        mhc_torch.capture(SparseGCN, lambda: torch.randn(64, 16), steps=1, path=str(tmp_path / "bf16.db"),
+                          loss_fn=lambda m, b: m(b))
+    assert "\n" not in str(e.value)
+
+    class Cast(SparseGCN.Layer):
+        def forward(self, x, adj):
+            return x + torch.sparse.mm(adj, self.lin(x).to(adj.dtype))
+
+    class CastGCN(SparseGCN):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList(Cast(16) for _ in range(2))
+
+    r = mhc_torch.capture(CastGCN, lambda: torch.randn(64, 16), steps=1, path=str(tmp_path / "cast.db"),
+                          loss_fn=lambda m, b: m(b))
+    assert r.kernels > 0
+
+
 class CTCHead(nn.Module):
     def __init__(self):
         super().__init__()

@@ -75,7 +75,7 @@ class Conformer(nn.Module):
 
 
 def build_model(small=False):
-    return Conformer(32, 2, 2) if small else Conformer()
+    return Conformer(32, 2, 16) if small else Conformer()
 
 
 def make_batch(small=False):

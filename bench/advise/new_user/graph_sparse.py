@@ -4,8 +4,9 @@ as a sparse COO tensor built once in build_model() (a buffer) over 100,000 nodes
 edges; each of 6 layers a local message-passing branch (torch.sparse.mm of the adjacency with the
 projected features, a GCN layer) beside a global linear-attention branch (Performer-style kernel
 features: elu + 1, keys summed over all nodes, no N x N scores), a residual, LayerNorm and an MLP;
-a cross-entropy loss over all nodes. Hidden 256, AdamW, fp32 (torch.sparse.mm has no bf16
-autocast rule: it runs in fp32 on a GPU too)."""
+a cross-entropy loss over all nodes. Hidden 256, AdamW, bf16 autocast; the sparse product in
+fp32 (torch.sparse.mm has no autocast rule and refuses a bf16 dense operand with fp32 values on
+every device, so the Linear's bf16 output is cast to the adjacency's dtype)."""
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -34,7 +35,7 @@ class Layer(nn.Module):
 
     def forward(self, x, adj):
         h = self.n1(x)
-        local = torch.sparse.mm(adj, self.local(h))
+        local = torch.sparse.mm(adj, self.local(h).to(adj.dtype))
         q, k, v = (F.elu(t) + 1 if i < 2 else t for i, t in
                    enumerate(self.qkv(h).view(x.shape[0], 3, self.heads, -1).unbind(1)))
         kv = torch.einsum("nhd,nhe->hde", k, v)                      # keys summed over all nodes
@@ -60,7 +61,7 @@ class GraphTransformer(nn.Module):
 
 
 def build_model(small=False):
-    return GraphTransformer(500, 2000, 32, 2) if small else GraphTransformer()
+    return GraphTransformer(500, 2000, 32, 6) if small else GraphTransformer()
 
 
 def make_batch(small=False):

@@ -120,7 +120,7 @@ def mel_filters(n_fft=NFFT, mels=MELS):
 class HiFiGAN(nn.Module):
     def __init__(self, small=False):
         super().__init__()
-        self.G = Generator(32, (8, 8, 2, 2), (3, 7)) if small else Generator()
+        self.G = Generator(32) if small else Generator()
         self.D = Discriminators(small)
         self.register_buffer("window", torch.hann_window(NFFT))
         self.register_buffer("fbank", mel_filters())

@@ -55,7 +55,7 @@ class Decoder(nn.Module):
 
 
 def build_model(small=False):
-    return Decoder(64, 4, 2, 2) if small else Decoder()
+    return Decoder(64, 4, 4, 4) if small else Decoder()
 
 
 def make_batch(small=False):

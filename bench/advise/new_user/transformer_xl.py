@@ -60,7 +60,7 @@ class TransformerXL(nn.Module):
 
 
 def build_model(small=False):
-    return TransformerXL(64, 4, 2, 32, 32) if small else TransformerXL()
+    return TransformerXL(64, 4, 12, 32, 32) if small else TransformerXL()
 
 
 def make_batch(small=False):
