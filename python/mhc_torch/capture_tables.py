@@ -15,6 +15,7 @@ import torch
 from torch._C._functorch import is_functorch_wrapped_tensor
 
 from . import checkpointing, placement, store
+from .op_schema import _dense_parts
 
 _HOST_CATEGORY = {placement.ACTIVATION: store.ACTIVATION, placement.OPTIMIZER: store.OPTIMIZER,
                   placement.GRAD: store.GRAD, placement.PARAM: store.PARAM, placement.WORKSPACE: store.WORKSPACE}
@@ -119,10 +120,10 @@ class SettingsRecording:
     def on_saved(self, t: torch.Tensor) -> None:
         """A pack hook's tensor: an output of the op that ran last or an input of the op that runs
         next (_own_output)."""
-        s = self.storages.get(id(t.untyped_storage()))
-        if s is None:
-            return
-        self.saves.append((s.alloc.id, len(self.kernels), _own_output(t), self.module_of()))
+        for part in _dense_parts(t):   # a sparse tensor (torch.sparse.mm's adjacency): its indices and values
+            s = self.storages.get(id(part.untyped_storage()))
+            if s is not None:
+                self.saves.append((s.alloc.id, len(self.kernels), _own_output(t), self.module_of()))
 
     def saved_pairs(self) -> list[tuple[int, int, int]]:
         """(allocation, kernel, packs) of the saves: an output to the kernel that made it (which ran
@@ -161,17 +162,17 @@ class SettingsRecording:
 
     def saved_hooks(self):
         """The capture's own saved-tensor hooks for the forward: they record and keep the tensor,
-        and note when the backward first unpacks each storage (on_unpacked). They keep what autograd
-        keeps without hooks: an input as the tensor itself, an output of the node saving it as
-        t.detach() (PyTorch's advice for a pack hook; SavedVariable keeps an output's data without
-        its node). Keeping such an output itself made its node hold the packed t, which holds the
-        node, a reference cycle no collection breaks: a graph dropped without a backward (a GAN's
-        `fake = G(z).detach()`) kept every storage it saved, and checkpoint's inputs, to the step's
-        end, where PyTorch frees them at the drop. The detach is the capture's op, not recorded."""
+        and note when the backward first unpacks each storage (on_unpacked). They keep each saved
+        tensor as t.detach(), its storage without the tensor object (PyTorch's advice for a pack
+        hook; SavedVariable keeps an output's data without its node). Keeping an output itself made
+        its node hold the packed t, which holds the node, a reference cycle no collection breaks: a
+        graph dropped without a backward (a GAN's `fake = G(z).detach()`) kept every storage it
+        saved, and checkpoint's inputs, to the step's end, where PyTorch frees them at the drop.
+        Keeping an input itself kept its tensor object alive, which then did not die where the
+        model's code dropped it (frame_holds.py watches a forward's returned tensors for that).
+        The detach is the capture's op, not recorded."""
         def pack(t):
             self.on_saved(t)
-            if not _own_output(t):
-                return t
             self.own_ops += 1
             try:
                 return t.detach()
@@ -189,10 +190,11 @@ class SettingsRecording:
         where that kernel reads it (a matmul's backward unpacks its input for the weight gradient,
         its second kernel): an offloaded storage is brought back there. Recorded per backward
         (graph task) as the id of the kernel that runs next."""
-        s = self.storages.get(id(t.untyped_storage()))
         task = torch._C._current_graph_task_id()
-        if s is not None and task != -1:
-            self.unpacks.setdefault((s.alloc.id, task), len(self.kernels) + 1)
+        for part in _dense_parts(t) if task != -1 else ():
+            s = self.storages.get(id(part.untyped_storage()))
+            if s is not None:
+                self.unpacks.setdefault((s.alloc.id, task), len(self.kernels) + 1)
 
     def torch_func_meta(self) -> dict[str, str]:
         """Meta capture.torch_func_modules: the outermost modules whose forward ran inside torch.func's
@@ -303,10 +305,12 @@ class SettingsRecording:
         for a in args if isinstance(args, tuple) else ():
             # A torch.func transform's wrapper (vmap, grad) has no storage of its own to name; the
             # transforms run without checkpoint's hooks anyway.
+            # A sparse COO tensor (torch.sparse.mm's adjacency) has no storage: its indices' and values' are its own.
             tracked = isinstance(a, torch.Tensor) and not is_functorch_wrapped_tensor(a)
-            s = self.storages.get(id(a.untyped_storage())) if tracked else None
-            if s is not None:
-                ids.append(s.alloc.id)
+            for part in _dense_parts(a) if tracked else ():
+                s = self.storages.get(id(part.untyped_storage()))
+                if s is not None:
+                    ids.append(s.alloc.id)
         if ids:
             self.call_args.append([name, len(self.kernels) + 1, ids])
 

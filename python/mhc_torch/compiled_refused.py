@@ -34,10 +34,47 @@ def _compiled_functions_refused():
     either question raises a CaptureError naming the function. torch 2.11 has only the second: a
     capture there died with a segmentation fault. Only when Dynamo is loaded (a model that
     compiles imported it)."""
-    eval_frame = sys.modules.get("torch._dynamo.eval_frame")
-    if eval_frame is None:
+    with _flex_attention_refused():
+        eval_frame = sys.modules.get("torch._dynamo.eval_frame")
+        if eval_frame is None:
+            yield
+            return
+        with _compile_wrappers_refused(eval_frame):
+            yield
+
+
+@contextlib.contextmanager
+def _flex_attention_refused():
+    """FlexAttention (torch.nn.attention.flex_attention) runs as a higher-order op that it compiles
+    even when called eagerly, which the capture's fake tensors have no rule for; the first thing
+    it checks, its inputs' device, said "FlexAttention does not support backward on CPU" for a
+    model written for the GPU, which a GPU runs. Refused in one line saying why, on fake tensors
+    only (flex_attention looks the check up in its module at each call)."""
+    flex = sys.modules.get("torch.nn.attention.flex_attention")
+    check = getattr(flex, "_validate_device", None)
+    if check is None:
         yield
         return
+
+    def validate(query, key, value):
+        from torch._subclasses.fake_tensor import FakeTensor
+
+        if isinstance(query, FakeTensor):
+            raise CaptureError("flex_attention is not captured: it runs as a higher-order op that torch.compile's "
+                               "machinery builds even in eager mode, which a capture (eager PyTorch op by op, on "
+                               "fake tensors) cannot record; capture the model with F.scaled_dot_product_attention "
+                               "in its place (its memory is not FlexAttention's)")
+        return check(query, key, value)
+
+    flex._validate_device = validate
+    try:
+        yield
+    finally:
+        flex._validate_device = check
+
+
+@contextlib.contextmanager
+def _compile_wrappers_refused(eval_frame):
 
     def refuse():
         fn = sys._getframe(2).f_locals.get("fn")   # the wrapper's compiled function

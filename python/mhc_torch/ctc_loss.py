@@ -9,8 +9,12 @@ sample and log_alpha, batch x input frames x (2 x the longest target + 1) in log
 which autograd keeps for the backward; the backward makes the gradient (like log_probs) and
 log_beta (like log_alpha, for the kernel's length: workspaces.py). ctc_loss.IntList on fake
 tensors runs the composite's steps in Python (the reduction's divisor a constant). Lengths given
-as tensors still stop the capture (their values decide the shapes): give them as lists. The GPU's
-cuDNN CTC (int32 targets on the CPU, every input of full length, blank 0) is not modelled.
+as tensors (ESPnet's, NeMo's, a Conformer's subsampled frame counts) hold values fake tensors do
+not: the CUDA kernel sizes log_alpha by the longest target, at most the padded targets' width
+(batch x S), which a collator pads to the batch's longest; that width is taken (an upper bound
+where the batch is padded wider). Concatenated 1-D targets with tensor lengths give no bound and
+still stop the capture: give the lengths as lists there. The GPU's cuDNN CTC (int32 targets on
+the CPU, every input of full length, blank 0) is not modelled.
 """
 from __future__ import annotations
 
@@ -31,6 +35,15 @@ def _fake_ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, z
     batch = log_probs.shape[1]
     longest = max(target_lengths) if len(target_lengths) else 0
     return log_probs.new_empty([batch]), log_probs.new_empty([batch, log_probs.shape[0], 2 * longest + 1])
+
+
+def _fake_ctc_loss_tensor(log_probs, targets, input_lengths, target_lengths, blank=0, zero_infinity=False):
+    """_ctc_loss.Tensor (lengths as tensors): the longest target is taken as the padded width."""
+    if targets.dim() != 2:
+        from torch._subclasses.fake_tensor import DynamicOutputShapeException
+
+        raise DynamicOutputShapeException(torch.ops.aten._ctc_loss.Tensor)
+    return _fake_ctc_loss(log_probs, targets, None, [targets.shape[1]], blank, zero_infinity)
 
 
 def _fake_ctc_loss_backward(grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood, log_alpha,
@@ -73,6 +86,9 @@ def ctc_on_fake():
         # unless asked (2.15 allows it by default)
         torch.library.register_fake("aten::_ctc_loss", _fake_ctc_loss, lib=fake, allow_override=True)
         torch.library.register_fake("aten::_ctc_loss_backward", _fake_ctc_loss_backward, lib=fake, allow_override=True)
+        torch.library.register_fake("aten::_ctc_loss.Tensor", _fake_ctc_loss_tensor, lib=fake, allow_override=True)
+        torch.library.register_fake("aten::_ctc_loss_backward.Tensor", _fake_ctc_loss_backward, lib=fake,
+                                    allow_override=True)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=_OVERRIDE_WARNING, category=UserWarning)
             for key in ("AutogradCPU", "CPU"):

@@ -16,9 +16,13 @@ from .recording import Recording, _graph_task_id
 # give none (their meta kernels make an empty sparse tensor): the clone the autograd engine makes
 # of nn.Embedding(sparse=True)'s gradient, its coalesce (SparseAdam), whose entries are the
 # distinct rows looked up (the lookups are counted: an upper bound, exact for distinct ids), and
-# sparse_mask (SparseAdam's moments at the gradient's rows: new values, the mask's indices).
+# sparse_mask (SparseAdam's moments at the gradient's rows: new values, the mask's indices), and
+# the transpose of a sparse matrix (a clone with its index rows swapped: torch.sparse.mm's
+# backward multiplies the gradient by the adjacency's transpose, which had no entries, no memory
+# and no FLOPs).
 _SPARSE_ROWS_KEPT = {torch.ops.aten.clone.default, torch.ops.aten._coalesce.default,
-                     torch.ops.aten.sparse_mask.default}
+                     torch.ops.aten.sparse_mask.default, torch.ops.aten.t.default, torch.ops.aten.transpose.int}
+_NOT_COALESCED = {torch.ops.aten.clone.default, torch.ops.aten.t.default, torch.ops.aten.transpose.int}
 
 
 def _sparse_rows_kept(func, args, out):
@@ -35,7 +39,7 @@ def _sparse_rows_kept(func, args, out):
         indices, values = rows._indices().clone(), rows._values().clone()
     return torch.ops.aten._sparse_coo_tensor_with_dims_and_tensors(
         rows.sparse_dim(), rows.dense_dim(), list(out.shape), indices, values, dtype=out.dtype,
-        layout=torch.sparse_coo, device=out.device, is_coalesced=func is not torch.ops.aten.clone.default)
+        layout=torch.sparse_coo, device=out.device, is_coalesced=func not in _NOT_COALESCED)
 
 
 _aten = torch.ops.aten
@@ -52,8 +56,31 @@ _SAME_DTYPE = {op: (name, pos) for name, pos, ops in (
     for op in ops}
 
 
+# Sparse-dense matmuls (torch.sparse.mm): the kernels read the dense operand as the sparse values'
+# dtype on every device ("expected scalar type Float but found BFloat16"), and autocast has no rule
+# for them, so an fp32 adjacency times an autocast Linear's bf16 output fails on the GPU too.
+_SPARSE_MATMULS = {_aten._sparse_addmm.default: (1, 2), _aten.addmm.default: (1, 2), _aten.mm.default: (0, 1),
+                   _aten._sparse_mm.default: (0, 1)}
+
+
+def _check_sparse_matmul_dtype(func, args) -> None:
+    where = _SPARSE_MATMULS.get(func)
+    if where is None or len(args) <= where[1]:
+        return
+    a, b = args[where[0]], args[where[1]]
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.dtype == b.dtype:
+        return
+    if torch.sparse_coo not in (a.layout, b.layout):
+        return
+    sparse, dense = (a, b) if a.layout == torch.sparse_coo else (b, a)
+    raise RuntimeError(f"torch.sparse.mm: the sparse matrix is {sparse.dtype} and the dense one {dense.dtype}: the "
+                       "GPU refuses it (expected scalar type ...; fake tensors do not check it, and autocast has no "
+                       "rule for it); cast one to the other's dtype")
+
+
 def _check_same_dtype(func, args) -> None:
     """Raises as a GPU would for the ops above when self and source differ in dtype."""
+    _check_sparse_matmul_dtype(func, args)
     entry = _SAME_DTYPE.get(func)
     if entry is None or len(args) <= entry[1]:
         return

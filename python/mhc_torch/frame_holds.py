@@ -30,10 +30,12 @@ import inspect
 import json
 import os
 import sys
+import weakref
 
 import torch
 
 from .errors import _machinery
+from .op_schema import _dense_parts
 
 
 _DEPTH = 4       # containers read inside containers (a dict of lists of tensors: 2)
@@ -76,13 +78,15 @@ class FrameHolds:
         self.held: dict[int, int] = {}   # allocation id -> kernel id
         self._arguments: dict[int, list[int]] = {}   # id(frame) -> its tensor arguments' allocation ids
         self._previous = None
+        self._returned: dict[int, weakref.ref] = {}   # a forward's returned tensors, until the caller drops them
 
     def _tensors(self, value, returned, depth: int = _DEPTH):
         """The tensors in `value`, also inside tuples, lists and dicts (and their subclasses:
         transformers' ModelOutput) nested up to _DEPTH deep, other than `returned`."""
         if isinstance(value, torch.Tensor):
             if value is not returned:
-                yield value
+                # a sparse COO tensor has no storage: its indices and values hold its memory
+                yield from _dense_parts(value) if value.layout == torch.sparse_coo else (value,)
         elif depth > 0 and isinstance(value, (tuple, list, dict)):
             items = value.values() if isinstance(value, dict) else value
             if len(items) <= _ITEMS:
@@ -121,6 +125,8 @@ class FrameHolds:
         kernel = len(self.rec.kernels)
         if kernel == 0:
             return
+        if forward:
+            self._watch_returned(arg)
         returned = {id(storage_of(v)) for v in self._tensors(arg, None)}
         returned_ids = {storages[k].alloc.id for k in returned if k in storages}
         held = []
@@ -146,6 +152,29 @@ class FrameHolds:
         for aid in held + [a for a in arguments if a not in returned_ids]:
             if self.held.get(aid, 0) < kernel:
                 self.held[aid] = kernel
+
+    def _watch_returned(self, value) -> None:
+        """What a module's forward returns, its caller may keep past its last read: a discriminator's
+        list of every layer's features (HiFi-GAN's, kept by the step's loop until the loss is
+        summed), which a checkpoint of that module would otherwise free at once. The tensor
+        objects die where the caller's code drops them (autograd holds a saved one through the
+        capture's pack hook only as a detached alias), which is recorded as a hold."""
+        for t in self._tensors(value, None):
+            s = self.rec.storages.get(id(storage_of(t)))
+            if s is None:
+                continue
+            aid = s.alloc.id
+
+            def dropped(ref, aid=aid):
+                self._returned.pop(id(ref), None)
+                kernel = len(self.rec.kernels)
+                if self.rec.phase == "forward" and kernel and self.held.get(aid, 0) < kernel:
+                    self.held[aid] = kernel
+            try:
+                ref = weakref.ref(t, dropped)
+            except TypeError:   # a tensor that takes no weak reference: not watched
+                continue
+            self._returned[id(ref)] = ref
 
     def __enter__(self):
         self._previous = sys.getprofile()

@@ -60,7 +60,9 @@ def _diff(a, b):
         return None
     if a.keys() != b.keys():
         return float("inf")
-    return max([(a[k].float() - b[k].float()).abs().max().item() for k in a] or [0.0])
+    # a sparse buffer (a graph's adjacency) has no max: its values are compared
+    dense = lambda t: t.coalesce().values() if t.is_sparse else t   # noqa: E731
+    return max([(dense(a[k]).float() - dense(b[k]).float()).abs().max().item() for k in a] or [0.0])
 
 
 def _fmt(d):
