@@ -42,6 +42,26 @@ def new_user_file():
     return load
 
 
+@pytest.fixture(scope="session")
+def shared_run(tmp_path_factory):
+    """A costly step that several tests take with the same inputs (a capture in a process of its
+    own: about 5 s of CPU to import torch before it starts), taken once a session:
+    shared_run(key, make, into) calls make(folder) the first time the key is asked, in a new
+    folder, and keeps what it returns; each call copies that folder's files into `into`, so a test
+    still reads and changes files of its own. The key holds every input make reads."""
+    done = {}
+
+    def run(key, make, into):
+        if key not in done:
+            folder = tmp_path_factory.mktemp("shared")
+            done[key] = (folder, make(folder))
+        folder, result = done[key]
+        shutil.copytree(folder, into, dirs_exist_ok=True)
+        return result
+
+    return run
+
+
 @pytest.fixture
 def capture_small():
     """Captures a new-user model file's step at its small size, with the step, loss and optimizer

@@ -73,24 +73,26 @@ def _env():
     return dict(os.environ, PYTHONPATH=os.path.abspath(PY) + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
-def _capture(tmp_path, text, name, *extra):
-    model = tmp_path / f"{name}.py"
-    model.write_text(textwrap.dedent(text))
-    out = tmp_path / f"{name}.db"
-    env = _env()
-    autocast = [] if "--autocast" in extra else ["--autocast", "none"]   # an option is given once
-    r = subprocess.run([sys.executable, "-m", "mhc_torch.cli", "capture", str(model), "-o", str(out),
-                        *autocast, "--steps", "2", *extra],
-                       capture_output=True, text=True, env=env, timeout=600)
-    return r, out
+def _capture(shared_run, tmp_path, text, name, *extra):
+    """The model file NAME.py and its capture NAME.db in tmp_path; a capture of the same text, name
+    and options that another test made is copied (conftest.py's shared_run)."""
+    def make(folder):
+        model = folder / f"{name}.py"
+        model.write_text(textwrap.dedent(text))
+        autocast = [] if "--autocast" in extra else ["--autocast", "none"]   # an option is given once
+        return subprocess.run([sys.executable, "-m", "mhc_torch.cli", "capture", str(model), "-o",
+                               str(folder / f"{name}.db"), *autocast, "--steps", "2", *extra],
+                              capture_output=True, text=True, env=_env(), timeout=600)
+
+    return shared_run((text, name, extra), make, tmp_path), tmp_path / f"{name}.db"
 
 
 @pytest.mark.parametrize("as_view", [False, True])
-def test_ddp_on_fake_ranks_is_captured_with_its_bucket(tmp_path, as_view):
+def test_ddp_on_fake_ranks_is_captured_with_its_bucket(shared_run, tmp_path, as_view):
     """Without the capture's own all-reduce hook the fake group's future stopped the backward
     ("expected the hook result is either a Tensor or a TensorList found None"), and the second
     step's bucket rebuild read a tensor's values ("its data is not allocated yet")."""
-    r, out = _capture(tmp_path, DDP.replace("AS_VIEW", str(as_view)), "ddp")
+    r, out = _capture(shared_run, tmp_path, DDP.replace("AS_VIEW", str(as_view)), "ddp")
     assert r.returncode == 0, r.stderr
     meta = mhc_torch.read_table(str(out), "meta").set_index("key").value.to_dict()
     assert meta["capture.data_parallel"] == "ddp"
@@ -137,7 +139,7 @@ CUBLAS = 2 * 32 * 2**20 + 2**20      # the capture's cuBLAS workspaces on an H10
 
 
 @pytest.mark.parametrize("reshard", [True, False])
-def test_fsdp2_capture_is_a_ranks_memory(tmp_path, reshard):
+def test_fsdp2_capture_is_a_ranks_memory(shared_run, tmp_path, reshard):
     """One rank of 4, worked out by hand (fp32, no autocast, AdamW foreach, batch 32 x 64), at the
     last kernel of blocks.1's forward in the second step (its second Linear):
       shards 66,176 + AdamW's exp_avg and exp_avg_sq of the shards 132,352 + 8 step counters 32
@@ -149,7 +151,7 @@ def test_fsdp2_capture_is_a_ranks_memory(tmp_path, reshard):
     and, with reshard_after_forward=False, blocks.0's unsharded parameters too (132,352). Before
     FSDP2's resizes were followed every parameter was unsharded for the whole step; before its
     collectives were kernels no all-gather or reduce-scatter was in the trace."""
-    r, out = _capture(tmp_path, FSDP2.replace("reshard_after_forward=True", f"reshard_after_forward={reshard}"),
+    r, out = _capture(shared_run, tmp_path, FSDP2.replace("reshard_after_forward=True", f"reshard_after_forward={reshard}"),
                       "fsdp2")
     assert r.returncode == 0, r.stderr
     meta = mhc_torch.read_table(str(out), "meta").set_index("key").value.to_dict()
@@ -199,21 +201,21 @@ def test_fsdp2_capture_is_a_ranks_memory(tmp_path, reshard):
     assert opt == 64 * 64 * 4
 
 
-def test_fsdp2_unsharded_parameters_are_not_offloaded(tmp_path):
+def test_fsdp2_unsharded_parameters_are_not_offloaded(shared_run, tmp_path):
     """FSDP2 swaps a group's unsharded parameters into its module only when its forward begins, so
     they are not among the model's parameters when the offload's forward starts: blocks.1's
     weights (2 x 64 KiB) were copied to the host too. What a sync offload of both blocks keeps on
     the host is their saved activations: each block's input (8,192 B), Linear(64, 256) output and
     GELU output (32,768 B each)."""
     setting = {"offload": {"mode": "sync", "modules": ["FSDPNet.blocks.0", "FSDPNet.blocks.1"]}}
-    r, out = _capture(tmp_path, FSDP2, "fsdp2", "--setting", json.dumps(setting))
+    r, out = _capture(shared_run, tmp_path, FSDP2, "fsdp2", "--setting", json.dumps(setting))
     assert r.returncode == 0, r.stderr
     meta = mhc_torch.read_table(str(out), "meta").set_index("key").value.to_dict()
     assert int(meta["capture.host_peak_bytes"]) == 2 * (8192 + 32768 + 32768)
 
 
-def test_advise_says_what_it_models_of_ddp_and_fsdp2(tmp_path, mhc_exe):
-    r, ddp = _capture(tmp_path, DDP.replace("AS_VIEW", "False"), "ddp")
+def test_advise_says_what_it_models_of_ddp_and_fsdp2(shared_run, tmp_path, mhc_exe):
+    r, ddp = _capture(shared_run, tmp_path, DDP.replace("AS_VIEW", "False"), "ddp")
     assert r.returncode == 0, r.stderr
     a = subprocess.run([mhc_exe, "advise", str(ddp), "--setting",
                         json.dumps({"checkpoint": {"modules": ["DistributedDataParallel.module.blocks.0"]}})],
@@ -224,7 +226,7 @@ def test_advise_says_what_it_models_of_ddp_and_fsdp2(tmp_path, mhc_exe):
     h = subprocess.run([mhc_exe, "advise", str(ddp), "--setting", '{"optimizer": {"state": "host"}}'],
                        capture_output=True, text=True)
     assert h.returncode == 2 and len(h.stderr.strip().splitlines()) == 1 and "DDP" in h.stderr, h.stderr
-    r, fsdp = _capture(tmp_path, FSDP2, "fsdp2", "--autocast", "bf16")
+    r, fsdp = _capture(shared_run, tmp_path, FSDP2, "fsdp2", "--autocast", "bf16")
     assert r.returncode == 0, r.stderr
     h = subprocess.run([mhc_exe, "advise", str(fsdp), "--setting", '{"optimizer": {"state": "host"}}'],
                        capture_output=True, text=True)
@@ -249,7 +251,7 @@ def test_advise_says_what_it_models_of_ddp_and_fsdp2(tmp_path, mhc_exe):
     p = subprocess.run([mhc_exe, "advise", str(fsdp), "--setting", json.dumps(setting), "--trace-out", str(predicted)],
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    r, captured = _capture(tmp_path, FSDP2, "fsdp2_checkpointed", "--autocast", "bf16", "--setting", json.dumps(setting))
+    r, captured = _capture(shared_run, tmp_path, FSDP2, "fsdp2_checkpointed", "--autocast", "bf16", "--setting", json.dumps(setting))
     assert r.returncode == 0, r.stderr
 
     def forward(path):   # live bytes at the kernels of the second step before its backward's seed
@@ -264,8 +266,8 @@ def test_advise_says_what_it_models_of_ddp_and_fsdp2(tmp_path, mhc_exe):
     assert forward(predicted) == forward(captured)
 
 
-def test_advise_refuses_fsdp2_with_cpu_offload(tmp_path, mhc_exe):
-    r, out = _capture(tmp_path, FSDP2.replace("reshard_after_forward=True", "reshard_after_forward=True, offload_policy="
+def test_advise_refuses_fsdp2_with_cpu_offload(shared_run, tmp_path, mhc_exe):
+    r, out = _capture(shared_run, tmp_path, FSDP2.replace("reshard_after_forward=True", "reshard_after_forward=True, offload_policy="
                                               "__import__('torch').distributed.fsdp.CPUOffloadPolicy(pin_memory=False)"), "offload")
     if r.returncode != 0:
         pytest.skip(f"FSDP2 with CPUOffloadPolicy does not run in a capture: {r.stderr.strip().splitlines()[-1]}")
@@ -274,7 +276,7 @@ def test_advise_refuses_fsdp2_with_cpu_offload(tmp_path, mhc_exe):
     assert len(f.stderr.strip().splitlines()) == 1 and "CPUOffloadPolicy" in f.stderr, f.stderr
 
 
-def test_advise_keeps_fsdp2_parameters_unsharded_when_it_fits(tmp_path, mhc_exe):
+def test_advise_keeps_fsdp2_parameters_unsharded_when_it_fits(shared_run, tmp_path, mhc_exe):
     """reshard_after_forward=False is a setting mhc advise chooses (docs/advise.md, "Data
     parallelism"): with room to spare, every answer keeps the blocks' gathered parameters from the
     forward to the backward (no all-gather in the backward: faster by the ring model), and each is
@@ -282,7 +284,7 @@ def test_advise_keeps_fsdp2_parameters_unsharded_when_it_fits(tmp_path, mhc_exe)
     captured ones to the byte, and equal those of the model sharded with
     fully_shard(..., reshard_after_forward=False). Before, the setting did not exist and each
     all-gather lasted a launch on the compute stream."""
-    r, fsdp = _capture(tmp_path, FSDP2, "fsdp2")
+    r, fsdp = _capture(shared_run, tmp_path, FSDP2, "fsdp2")
     assert r.returncode == 0, r.stderr
     env = dict(_env(), MHC_TORCH=f"{sys.executable} -m mhc_torch.cli")
     a = subprocess.run([mhc_exe, "advise", str(fsdp), "--capacity", "1GiB", "--top", "1", "--verify", "--json",
@@ -300,7 +302,7 @@ def test_advise_keeps_fsdp2_parameters_unsharded_when_it_fits(tmp_path, mhc_exe)
     assert row["verify"]["reserved_bytes"] == row["reserved_bytes"]
     # the same step sharded with reshard_after_forward=False: the same peaks, and 2 all-gathers a
     # step where the prediction removed the backward's
-    r, kept = _capture(tmp_path, FSDP2.replace("reshard_after_forward=True", "reshard_after_forward=False"), "kept")
+    r, kept = _capture(shared_run, tmp_path, FSDP2.replace("reshard_after_forward=True", "reshard_after_forward=False"), "kept")
     assert r.returncode == 0, r.stderr
     k = subprocess.run([mhc_exe, "advise", str(kept), "--setting", "{}", "--json"], capture_output=True, text=True)
     assert k.returncode == 0, k.stderr
@@ -313,10 +315,10 @@ def test_advise_keeps_fsdp2_parameters_unsharded_when_it_fits(tmp_path, mhc_exe)
     assert predicted["step_time_ns"] == captured["step_time_ns"]
 
 
-def test_ddp_all_reduce_is_a_kernel_and_timed(tmp_path, mhc_exe):
+def test_ddp_all_reduce_is_a_kernel_and_timed(shared_run, tmp_path, mhc_exe):
     """The capture's all-reduce hook records the bucket's all-reduce (one per step: the capture's
     single bucket), which mhc advise times by the ring model on its own stream."""
-    r, ddp = _capture(tmp_path, DDP.replace("AS_VIEW", "False"), "ddp")
+    r, ddp = _capture(shared_run, tmp_path, DDP.replace("AS_VIEW", "False"), "ddp")
     assert r.returncode == 0, r.stderr
     names = [k[1] for k in _kernels(str(ddp))]
     assert names.count("c10d::allreduce_") == 2

@@ -58,9 +58,11 @@ def _capture(path, optimizer, dtype, setting=None):
     ("adamw-foreach", "host", None), ("adamw-foreach", "host", torch.bfloat16),
     ("adamw-default", "host", None), ("adam-forloop", "host", None), ("sgd-momentum", "host", None),
     ("adamw-foreach", "host-fused", None)])
-def test_host_optimizer_peak_as_captured(mhc_exe, tmp_path, optimizer, setting, dtype):
+def test_host_optimizer_peak_as_captured(mhc_exe, tmp_path, shared_run, optimizer, setting, dtype):
     base, applied = str(tmp_path / "base.db"), str(tmp_path / "applied.db")
-    _capture(base, OPTIMIZERS[optimizer], dtype)
+    # the step without the setting: one capture for the settings that start from it
+    shared_run(("host optimizer base", optimizer, str(dtype)),
+               lambda folder: _capture(str(folder / "base.db"), OPTIMIZERS[optimizer], dtype), tmp_path)
     out = subprocess.run([mhc_exe, "advise", base, "--setting", json.dumps(SETTINGS[setting]), "--json"],
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
