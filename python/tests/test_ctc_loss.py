@@ -1,6 +1,7 @@
 """F.ctc_loss in a captured step (python/mhc_torch/ctc_loss.py): refused before, whatever the
 lengths ("aten._ctc_loss cannot run on fake tensors: its output shape depends on tensor values");
-with the lengths as Python lists it now captures with CUDA's outputs."""
+with the lengths as Python lists, or as tensors beside padded 2-D targets, it now captures with
+CUDA's outputs."""
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -12,21 +13,26 @@ from mhc_torch.capturing import CaptureError  # noqa: E402
 T, N, C, S = 50, 3, 29, 10  # frames, batch, classes, target length
 
 
-def _capture(path, lengths=list):
+def _capture(path, lengths=list, flat_targets=False):
     def loss(m, b):
         lp = m(b[0]).float().log_softmax(-1).transpose(0, 1)   # T x N x C
-        return F.ctc_loss(lp, b[1], lengths([T] * N), lengths([S] * N))
+        targets = b[1].flatten() if flat_targets else b[1]
+        return F.ctc_loss(lp, targets, lengths([T] * N), lengths([S] * N))
     return mhc_torch.capture(lambda: torch.nn.Linear(8, C), lambda: (torch.randn(N, T, 8), torch.randint(1, C, (N, S))),
                              path=path, loss_fn=loss)
+
+
+def _ctc_sizes(path):
+    a = mhc_torch.read_table(path, "allocations")
+    return sorted(a[a.label == "aten::_ctc_loss"].bytes)
 
 
 def test_ctc_loss_with_list_lengths_captures_cudas_buffers(tmp_path):
     path = str(tmp_path / "ctc.db")
     _capture(path)
     a = mhc_torch.read_table(path, "allocations")
-    made = sorted(a[a.label == "aten::_ctc_loss"].bytes)
     # the loss per sample (3 x 4 B) and log_alpha: 3 x 50 x (2 x 10 + 1) fp32 = 12,600 B
-    assert made == [12, 12600]
+    assert _ctc_sizes(path) == [12, 12600]
     alpha = a[(a.label == "aten::_ctc_loss") & (a.bytes == 12600)].iloc[0]
     bwd = a[a.label == "aten::_ctc_loss_backward"].iloc[0]
     assert bwd.bytes == T * N * C * 4              # the gradient, like log_probs
@@ -35,9 +41,18 @@ def test_ctc_loss_with_list_lengths_captures_cudas_buffers(tmp_path):
     assert list(beta.bytes) == [12600]
 
 
-def test_tensor_lengths_still_say_why(tmp_path):
+def test_tensor_lengths_with_padded_targets_size_log_alpha_by_the_padded_width(tmp_path):
+    """Lengths as tensors: the padded targets' width (here every target's length) bounds the
+    longest target, so the buffers are those of the lengths given as lists."""
+    path = str(tmp_path / "ctc.db")
+    _capture(path, lengths=lambda xs: torch.tensor(xs))
+    assert _ctc_sizes(path) == [12, 12600]
+
+
+def test_tensor_lengths_with_concatenated_targets_still_say_why(tmp_path):
+    """Concatenated 1-D targets with tensor lengths give no bound on the longest target."""
     with pytest.raises(CaptureError, match="_ctc_loss") as err:
-        _capture(str(tmp_path / "ctc.db"), lengths=lambda xs: torch.tensor(xs))
+        _capture(str(tmp_path / "ctc.db"), lengths=lambda xs: torch.tensor(xs), flat_targets=True)
     # the message says what to write instead, not only that tensor values are to blame
     assert "as Python lists" in str(err.value) and "lengths.tolist()" in str(err.value)
 
