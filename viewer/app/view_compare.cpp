@@ -363,17 +363,10 @@ nlohmann::json op_cursor(App& app, const std::vector<const ViewRun*>& runs,
     return lines;
 }
 
-}  // namespace
 
-void draw_compare(App& app) {
-    if (app.run_list.empty()) {
-        ImGui::TextWrapped("This trace has no runs yet. Simulate it (mhc simulate, or the Run simulator tab) "
-                           "and the runs appear here.");
-        return;
-    }
-    if (!app.compare_ui) app.compare_ui = std::make_shared<CompareUi>();
-    CompareUi& ui = *app.compare_ui;
-    // Colours follow the ticked runs in list order (the picker's boxes are the curves' legend).
+// The picker over the view, and the runs ticked in it (loaded), in list order: their colours
+// follow that order (the picker's boxes are the curves' legend).
+nlohmann::json pick_runs(App& app, CompareUi& ui, std::vector<const ViewRun*>& runs) {
     std::vector<int> colour_of(app.run_list.size(), -1);
     std::vector<int> chosen;
     for (size_t i = 0; i < app.run_list.size(); ++i)
@@ -385,27 +378,46 @@ void draw_compare(App& app) {
     // The picker as tall as its rows (a header and at least three), at most a quarter of the view.
     const float rows_h = (static_cast<float>(std::max<size_t>(app.run_list.size(), 3)) + 1) * ImGui::GetFrameHeight() + 6;
     nlohmann::json picker = run_picker(app, ui, std::min(rows_h, std::max(full_h * 0.26f, 110.f)), colour_of);
-    std::vector<const ViewRun*> runs;
     for (int i : chosen)
         if (const ViewRun* r = app.run(i)) runs.push_back(r);
+    return picker;
+}
 
-    ImVec2 avail = ImGui::GetContentRegionAvail();
-    ImVec2 origin = ImGui::GetCursorScreenPos();
-    float plot_x = origin.x + kLabelWidth, plot_w = std::max(avail.x - kLabelWidth - 10, 10.f);
-    int W = static_cast<int>(plot_w);
-    ImDrawList* dl = ImGui::GetWindowDrawList();
-    time_axis(app, dl, {plot_x, origin.y + 2}, plot_w, app.layout["axis"]);
+// The overlaid curves' plot: where it is, its byte range and what the layout JSON says of it.
+struct ComparePlot {
+    ImVec2 c0, c1;
+    ByteRange y_range;
+    nlohmann::json axis_labels = nlohmann::json::array(), runs = nlohmann::json::array(), caption;
+};
 
-    // Overlaid curves: the recorded live bytes in grey, then each run's device bytes.
-    float curve_h = std::clamp(avail.y * 0.36f, 80.f, 320.f);
-    ImVec2 c0{plot_x, origin.y + kAxisHeight + 6}, c1{plot_x + plot_w, origin.y + kAxisHeight + curve_h};
+// What the grey curve is, over the plot's top left as the memory strip's title (in the label
+// column it was drawn over the top byte label).
+void draw_recorded_caption(const App& app, ImDrawList* dl, ComparePlot& plot) {
+    const ImVec2 c0 = plot.c0;
+    const std::string caption = "recorded (grey)" + std::string(app.trace->memory_devices.size() > 1 || app.trace->memory_device != 0
+                                                                    ? ", " + device_name(app.trace->memory_device)
+                                                                    : "");
+    const ImVec2 cs = ImGui::CalcTextSize(caption.c_str());
+    const ImVec2 ca{c0.x + 2, c0.y + 1}, cb{c0.x + 8 + cs.x, c0.y + 3 + cs.y};
+    dl->AddRectFilled(ca, cb, IM_COL32(36, 36, 42, 220));
+    dl->AddText({c0.x + 4, c0.y + 2}, IM_COL32(150, 150, 160, 255), caption.c_str());
+    plot.caption = rect_json(ca, cb);
+}
+
+// Overlaid curves: the recorded live bytes in grey, then each run's device bytes, with each
+// capacity's line; `aligned`: each run on an order-only trace's op axis, else null.
+ComparePlot draw_compare_curves(App& app, CompareUi& ui, const std::vector<const ViewRun*>& runs,
+                                const std::vector<const AlignedRun*>& aligned, ImDrawList* dl, ImVec2 origin,
+                                float plot_x, float plot_w, float avail_h) {
+    const int W = static_cast<int>(plot_w);
+    ComparePlot plot;
+    const float curve_h = std::clamp(avail_h * 0.36f, 80.f, 320.f);
+    const ImVec2 c0 = plot.c0 = {plot_x, origin.y + kAxisHeight + 6};
+    const ImVec2 c1 = plot.c1 = {plot_x + plot_w, origin.y + kAxisHeight + curve_h};
     dl->AddRectFilled(c0, c1, IM_COL32(36, 36, 42, 255));
     ui.curves.resize(runs.size() + 1);
     prepare_curve(app.trace->live, app.range, W, ui.curves[0]);
     double y_max = ui.curves[0].y_max;
-    // On an order-only trace, each run on the op axis (its clock's nanoseconds are no op numbers).
-    std::vector<const AlignedRun*> aligned(runs.size());
-    for (size_t k = 0; k < runs.size(); ++k) aligned[k] = ui.aligned_of(*app.trace, *runs[k]);
     // A run of another device than the one shown is not drawn over its recording (run_device_note).
     std::vector<std::string> other_device(runs.size());
     for (size_t k = 0; k < runs.size(); ++k) other_device[k] = run_device_note(runs[k]->info, app.trace->memory_device);
@@ -416,25 +428,15 @@ void draw_compare(App& app) {
         if (runs[k]->capacity > 0) y_max = std::max(y_max, static_cast<double>(runs[k]->capacity));
     }
     // Runs of several capacities: always from 0 B (no "fit y" here).
-    const ByteRange y_range = byte_range(0, y_max, false, 0.08);
-    nlohmann::json axis_labels = nlohmann::json::array();
-    draw_bytes_axis(dl, c0, c1, y_range, &axis_labels);
+    const ByteRange y_range = plot.y_range = byte_range(0, y_max, false, 0.08);
+    draw_bytes_axis(dl, c0, c1, y_range, &plot.axis_labels);
     draw_curve(dl, ui.curves[0], c0, c1, y_range, IM_COL32(150, 150, 160, 255), false,
                columns_before(app.range, W, app.trace->t_end));
-    // What the grey curve is, over the plot's top left as the memory strip's title (in the label
-    // column it was drawn over the top byte label).
-    const std::string caption = "recorded (grey)" + std::string(app.trace->memory_devices.size() > 1 || app.trace->memory_device != 0
-                                                                    ? ", " + device_name(app.trace->memory_device)
-                                                                    : "");
-    const ImVec2 cs = ImGui::CalcTextSize(caption.c_str());
-    const ImVec2 ca{c0.x + 2, c0.y + 1}, cb{c0.x + 8 + cs.x, c0.y + 3 + cs.y};
-    dl->AddRectFilled(ca, cb, IM_COL32(36, 36, 42, 220));
-    dl->AddText({c0.x + 4, c0.y + 2}, IM_COL32(150, 150, 160, 255), caption.c_str());
+    draw_recorded_caption(app, dl, plot);
     std::set<int64_t> capacities;
-    nlohmann::json jruns = nlohmann::json::array();
     for (size_t k = 0; k < runs.size(); ++k) {
         if (!other_device[k].empty()) {   // said in its timeline's header and under the plot, not drawn
-            jruns.push_back({{"id", runs[k]->info.id}, {"color", series_color(k)}, {"other_device", other_device[k]}});
+            plot.runs.push_back({{"id", runs[k]->info.id}, {"color", series_color(k)}, {"other_device", other_device[k]}});
             continue;
         }
         if (runs[k]->capacity > 0 && capacities.insert(runs[k]->capacity).second) {
@@ -447,14 +449,40 @@ void draw_compare(App& app) {
         const size_t first = columns_before_first_sample(curve, app.range, W);
         draw_curve(dl, ui.curves[k + 1], c0, c1, y_range, series_color(k), false, columns_before(app.range, W, t_end),
                    first);
-        jruns.push_back({{"id", runs[k]->info.id},
-                         {"color", series_color(k)},
-                         {"peak", ui.curves[k + 1].y_max},
-                         {"peak_col", ui.curves[k + 1].peak_col},
-                         {"t_end", t_end},
-                         {"by_op", aligned[k] != nullptr},
-                         {"first_column", first}});
+        plot.runs.push_back({{"id", runs[k]->info.id},
+                             {"color", series_color(k)},
+                             {"peak", ui.curves[k + 1].y_max},
+                             {"peak_col", ui.curves[k + 1].peak_col},
+                             {"t_end", t_end},
+                             {"by_op", aligned[k] != nullptr},
+                             {"first_column", first}});
     }
+    return plot;
+}
+}  // namespace
+
+void draw_compare(App& app) {
+    if (app.run_list.empty()) {
+        ImGui::TextWrapped("This trace has no runs yet. Simulate it (mhc simulate, or the Run simulator tab) "
+                           "and the runs appear here.");
+        return;
+    }
+    if (!app.compare_ui) app.compare_ui = std::make_shared<CompareUi>();
+    CompareUi& ui = *app.compare_ui;
+    std::vector<const ViewRun*> runs;
+    const nlohmann::json picker = pick_runs(app, ui, runs);
+
+    ImVec2 avail = ImGui::GetContentRegionAvail();
+    ImVec2 origin = ImGui::GetCursorScreenPos();
+    float plot_x = origin.x + kLabelWidth, plot_w = std::max(avail.x - kLabelWidth - 10, 10.f);
+    int W = static_cast<int>(plot_w);
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    time_axis(app, dl, {plot_x, origin.y + 2}, plot_w, app.layout["axis"]);
+    // On an order-only trace, each run on the op axis (its clock's nanoseconds are no op numbers).
+    std::vector<const AlignedRun*> aligned(runs.size());
+    for (size_t k = 0; k < runs.size(); ++k) aligned[k] = ui.aligned_of(*app.trace, *runs[k]);
+    const ComparePlot plot = draw_compare_curves(app, ui, runs, aligned, dl, origin, plot_x, plot_w, avail.y);
+    const ImVec2 c0 = plot.c0, c1 = plot.c1;
     ImGui::Dummy({avail.x, c1.y - origin.y + 6});
 
     // The timelines take what the metrics table leaves (it keeps at least ~7 rows), and no more than
@@ -474,9 +502,9 @@ void draw_compare(App& app) {
     nlohmann::json jrows = metrics_table(runs, app.order_only());
     const nlohmann::json metrics_rect = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     app.layout["compare"] = {{"curve", rect_json(c0, c1)},   {"t0", app.range.t0},   {"t1", app.range.t1},
-                             {"y_max", y_range.hi},          {"runs", jruns},        {"metrics", jrows},
+                             {"y_max", plot.y_range.hi},     {"runs", plot.runs},    {"metrics", jrows},
                              {"metrics_rect", metrics_rect}, {"picker", picker},     {"timelines", timelines},
-                             {"axis_labels", axis_labels},   {"hover_op", hover_op}, {"caption", rect_json(ca, cb)}};
+                             {"axis_labels", plot.axis_labels}, {"hover_op", hover_op}, {"caption", plot.caption}};
 }
 
 }  // namespace mhc::viewer
