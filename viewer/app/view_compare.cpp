@@ -154,6 +154,103 @@ float timelines_height(const App& app, const std::vector<const ViewRun*>& runs) 
     return height;
 }
 
+// Where run_timelines draws: the list's left edge and the plot, and the part of it in view.
+struct TimelinesPlace {
+    float left = 0, plot_x = 0, plot_w = 0;
+    float view_top = 0, view_bottom = 0;   // the child's scrolled window
+    bool in_view(float y, float block) const { return y + block >= view_top && y <= view_bottom; }
+};
+
+// A block's title bar: its colour's mark and its name.
+void draw_block_header(ImDrawList* dl, const TimelinesPlace& place, float y, uint32_t colour, const char* name) {
+    dl->AddRectFilled({place.left, y}, {place.plot_x + place.plot_w, y + 16}, IM_COL32(50, 50, 60, 255));
+    dl->AddRectFilled({place.left, y}, {place.left + 4, y + 16}, colour);
+    dl->AddText({place.left + 8, y + 1}, colour, name);
+}
+
+// A block's compact rows under its title bar; returns where they end.
+float draw_block_rows(App& app, ImDrawList* dl, const TimelinesPlace& place, const std::vector<TrackFrame>& frames,
+                     float y) {
+    float ty = y + kRunHeader;
+    for (const TrackFrame& frame : frames) {
+        draw_track_label(dl, *frame.lane, {place.left + 10, ty}, kRow, true);
+        draw_track(app, dl, frame, {place.plot_x, ty}, place.plot_w, kRow);
+        ty += kRow + 1;
+    }
+    return ty;
+}
+
+// The recording first, in grey as its curve: what each run is compared with, on the same axis
+// (before, only the runs' kernels were drawn and a user had to switch to the timeline without
+// a run to see where the recorded kernels lay). Returns its layout; `y` moves past it.
+nlohmann::json recorded_block(App& app, CompareUi& ui, ImDrawList* dl, const TimelinesPlace& place, float& y) {
+    const auto& kernels = app.trace->kernel_lanes;
+    const float block = kRunHeader + static_cast<float>(kernels.size()) * (kRow + 1) + 6;
+    const bool visible = place.in_view(y, block);
+    nlohmann::json recorded = {{"y0", y}, {"y1", y + block}, {"visible", visible}, {"tracks", kernels.size()}};
+    if (visible) {
+        std::vector<Track> tracks;
+        tracks.reserve(kernels.size());
+        for (const Lane& lane : kernels) tracks.push_back({&lane, false});
+        prepare_timeline(tracks, app.range, place.plot_w, ui.recorded);
+        draw_block_header(dl, place, y, IM_COL32(150, 150, 160, 255), "recorded");
+        const float rows_end = draw_block_rows(app, dl, place, ui.recorded, y);
+        if (ui.selected.kernel)
+            draw_kernel_place(app, dl, ui.selected.recorded, nullptr, ui.selected.kernel, ui.selected.name,
+                              place.plot_x, place.plot_x + place.plot_w, y, y + kRunHeader, rows_end,
+                              recorded["selected"]);
+    }
+    y += block;
+    return recorded;
+}
+
+// A run's header note: a run of another device than the memory shown says so (its curve is not
+// drawn above), then why it stopped; drawn after its name, clipped before `notes_end`.
+void draw_run_note(const App& app, ImDrawList* dl, const TimelinesPlace& place, const ViewRun& r, float y,
+                   float notes_end, nlohmann::json& out) {
+    const std::string device_note = run_device_note(r.info, app.trace->memory_device);
+    const std::string stopped = run_outcome(r, app.times());
+    const std::string outcome = device_note.empty() ? stopped
+                                : stopped.empty()   ? device_note
+                                                    : device_note + "; " + stopped;
+    if (outcome.empty()) return;
+    const float text_x = place.left + 16 + ImGui::CalcTextSize(r.label().c_str()).x;
+    ImVec4 clip{text_x, y, notes_end, y + 16};
+    dl->AddText(nullptr, 0, {text_x, y + 1}, stopped.empty() ? IM_COL32(230, 180, 80, 255) : IM_COL32(255, 110, 110, 255),
+                outcome.c_str(), nullptr, 0, &clip);
+    out["header_note"] = outcome;
+}
+
+// Run k's block: its title bar with its note, and its kernel and event rows. Returns its layout;
+// `y` moves past it.
+nlohmann::json run_block(App& app, CompareUi& ui, ImDrawList* dl, const TimelinesPlace& place, const ViewRun& r,
+                         size_t k, const AlignedRun* aligned, float& y) {
+    const std::vector<Lane>& kernels = run_kernel_lanes(app, r, aligned);
+    const std::vector<Lane>& events = aligned ? aligned->event_lanes : r.event_lanes;
+    const float block = kRunHeader + static_cast<float>(kernels.size() + events.size()) * (kRow + 1) + 6;
+    const bool visible = place.in_view(y, block);
+    nlohmann::json out = {{"id", r.info.id}, {"y0", y}, {"y1", y + block}, {"visible", visible}};
+    if (visible) {
+        std::vector<Track> tracks;
+        tracks.reserve(kernels.size() + events.size());
+        for (const Lane& lane : kernels) tracks.push_back({&lane, true, &r, aligned != nullptr});
+        for (const Lane& lane : events) tracks.push_back({&lane, true, &r, aligned != nullptr});
+        prepare_timeline(tracks, app.range, place.plot_w, ui.frames[k]);
+        draw_block_header(dl, place, y, series_color(k), r.label().c_str());
+        const float rows_end = y + kRunHeader + static_cast<float>(kernels.size() + events.size()) * (kRow + 1);
+        float notes_end = place.plot_x + place.plot_w;   // the run's notes end before the selected kernel's place
+        if (ui.selected.kernel)
+            notes_end = draw_kernel_place(app, dl, ui.selected.runs[k], &ui.selected.recorded, ui.selected.kernel,
+                                          ui.selected.name, place.plot_x, place.plot_x + place.plot_w, y,
+                                          y + kRunHeader, rows_end, out["selected"]) -
+                        8;
+        draw_run_note(app, dl, place, r, y, notes_end, out);
+        draw_block_rows(app, dl, place, ui.frames[k], y);
+    }
+    y += block;
+    return out;
+}
+
 // The ticked runs' timelines in a scrolling list: only the runs in view are prepared and drawn.
 nlohmann::json run_timelines(App& app, CompareUi& ui, const std::vector<const ViewRun*>& runs, float plot_x,
                              float plot_w, float height) {
@@ -170,85 +267,12 @@ nlohmann::json run_timelines(App& app, CompareUi& ui, const std::vector<const Vi
     if (ImGui::IsWindowHovered() && io.MouseWheel != 0 && io.MousePos.x < plot_x)
         ImGui::SetScrollY(scroll - io.MouseWheel * 3 * (kRunHeader + kRow));
     ui.frames.resize(runs.size());
+    const TimelinesPlace place{origin.x, plot_x, plot_w, top.y + scroll, top.y + scroll + height};
     nlohmann::json jr = nlohmann::json::array();
     float y = top.y;
-    // The recording first, in grey as its curve: what each run is compared with, on the same axis
-    // (before, only the runs' kernels were drawn and a user had to switch to the timeline without
-    // a run to see where the recorded kernels lay).
     nlohmann::json recorded;
-    if (!runs.empty() && !app.trace->kernel_lanes.empty()) {
-        const auto& kernels = app.trace->kernel_lanes;
-        const float block = kRunHeader + static_cast<float>(kernels.size()) * (kRow + 1) + 6;
-        const bool visible = y + block >= top.y + scroll && y <= top.y + scroll + height;
-        recorded = {{"y0", y}, {"y1", y + block}, {"visible", visible}, {"tracks", kernels.size()}};
-        if (visible) {
-            std::vector<Track> tracks;
-            tracks.reserve(kernels.size());
-            for (const Lane& lane : kernels) tracks.push_back({&lane, false});
-            prepare_timeline(tracks, app.range, plot_w, ui.recorded);
-            const uint32_t grey = IM_COL32(150, 150, 160, 255);
-            dl->AddRectFilled({origin.x, y}, {plot_x + plot_w, y + 16}, IM_COL32(50, 50, 60, 255));
-            dl->AddRectFilled({origin.x, y}, {origin.x + 4, y + 16}, grey);
-            dl->AddText({origin.x + 8, y + 1}, grey, "recorded");
-            float ty = y + kRunHeader;
-            for (const TrackFrame& frame : ui.recorded) {
-                draw_track_label(dl, *frame.lane, {origin.x + 10, ty}, kRow, true);
-                draw_track(app, dl, frame, {plot_x, ty}, plot_w, kRow);
-                ty += kRow + 1;
-            }
-            if (ui.selected.kernel)
-                draw_kernel_place(app, dl, ui.selected.recorded, nullptr, ui.selected.kernel, ui.selected.name, plot_x,
-                                  plot_x + plot_w, y, y + kRunHeader, ty, recorded["selected"]);
-        }
-        y += block;
-    }
-    for (size_t k = 0; k < runs.size(); ++k) {
-        const ViewRun& r = *runs[k];
-        const std::vector<Lane>& kernels = run_kernel_lanes(app, r, aligned[k]);
-        const std::vector<Lane>& events = aligned[k] ? aligned[k]->event_lanes : r.event_lanes;
-        const float block = kRunHeader + static_cast<float>(kernels.size() + events.size()) * (kRow + 1) + 6;
-        const bool visible = y + block >= top.y + scroll && y <= top.y + scroll + height;
-        jr.push_back({{"id", r.info.id}, {"y0", y}, {"y1", y + block}, {"visible", visible}});
-        if (visible) {
-            std::vector<Track> tracks;
-            tracks.reserve(kernels.size() + events.size());
-            for (const Lane& lane : kernels) tracks.push_back({&lane, true, &r, aligned[k] != nullptr});
-            for (const Lane& lane : events) tracks.push_back({&lane, true, &r, aligned[k] != nullptr});
-            prepare_timeline(tracks, app.range, plot_w, ui.frames[k]);
-            dl->AddRectFilled({origin.x, y}, {plot_x + plot_w, y + 16}, IM_COL32(50, 50, 60, 255));
-            dl->AddRectFilled({origin.x, y}, {origin.x + 4, y + 16}, series_color(k));
-            dl->AddText({origin.x + 8, y + 1}, series_color(k), r.label().c_str());
-            const float rows_end = y + kRunHeader + static_cast<float>(kernels.size() + events.size()) * (kRow + 1);
-            float notes_end = plot_x + plot_w;   // the run's notes end before the selected kernel's place
-            if (ui.selected.kernel)
-                notes_end = draw_kernel_place(app, dl, ui.selected.runs[k], &ui.selected.recorded, ui.selected.kernel,
-                                              ui.selected.name, plot_x, plot_x + plot_w, y, y + kRunHeader, rows_end,
-                                              jr.back()["selected"]) -
-                            8;
-            // Why it stopped, after its name (clipped to the header); before that, a run of another
-            // device than the memory shown says so (its curve is not drawn above).
-            const std::string device_note = run_device_note(r.info, app.trace->memory_device);
-            const std::string stopped = run_outcome(r, app.times());
-            const std::string outcome = device_note.empty() ? stopped
-                                        : stopped.empty()   ? device_note
-                                                            : device_note + "; " + stopped;
-            if (!outcome.empty()) {
-                const float text_x = origin.x + 16 + ImGui::CalcTextSize(r.label().c_str()).x;
-                ImVec4 clip{text_x, y, notes_end, y + 16};
-                dl->AddText(nullptr, 0, {text_x, y + 1},
-                            stopped.empty() ? IM_COL32(230, 180, 80, 255) : IM_COL32(255, 110, 110, 255),
-                            outcome.c_str(), nullptr, 0, &clip);
-                jr.back()["header_note"] = outcome;
-            }
-            float ty = y + kRunHeader;
-            for (const TrackFrame& f : ui.frames[k]) {
-                draw_track_label(dl, *f.lane, {origin.x + 10, ty}, kRow, true);
-                draw_track(app, dl, f, {plot_x, ty}, plot_w, kRow);
-                ty += kRow + 1;
-            }
-        }
-        y += block;
-    }
+    if (!runs.empty() && !app.trace->kernel_lanes.empty()) recorded = recorded_block(app, ui, dl, place, y);
+    for (size_t k = 0; k < runs.size(); ++k) jr.push_back(run_block(app, ui, dl, place, *runs[k], k, aligned[k], y));
     ImGui::Dummy({1, y - top.y});
     draw_selection(app, dl, {plot_x, top.y + scroll}, {plot_x + plot_w, top.y + scroll + height});
     ImGui::EndChild();
