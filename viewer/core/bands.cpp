@@ -258,10 +258,8 @@ struct Stacker {
     }
 };
 
-}  // namespace
-
-void layout_bands(const AllocationTable& a, const Curve& live, const BandKeys* keys, TimeRange range, int width,
-                  int height_px, size_t max_bands, BandLayout& out, size_t per_column, const CurveColumns* columns) {
+// Every figure of `out` emptied, its per-column arrays `columns` wide and zero.
+void clear_layout(BandLayout& out, size_t columns) {
     out.bands.clear();
     out.segments.clear();
     out.summaries.clear();
@@ -270,11 +268,43 @@ void layout_bands(const AllocationTable& a, const Curve& live, const BandKeys* k
     out.peak_key_bytes.clear();
     out.peak_summarised_bytes = 0;
     out.summarised = 0;
-    const size_t W = static_cast<size_t>(std::max(width, 0));
-    out.drawn_top.assign(W, 0.0);
-    out.stack_top.assign(W, 0.0);
-    out.total.assign(W, 0.0);
+    out.drawn_top.assign(columns, 0.0);
+    out.stack_top.assign(columns, 0.0);
+    out.total.assign(columns, 0.0);
     out.y_max = 0;
+}
+
+// The bands kept: all of them when they fit in max_bands; else the largest cap of bands per column
+// (from per_column, doubling while the bands stay within half the budget) whose selection fits,
+// or the first cap's first max_bands when even it overflows. `select(cap, bands)`: false when a
+// (max_bands + 1)-th band would have been kept.
+template <typename Select>
+void choose_bands(const Select& select, size_t per_column, size_t max_bands, BandLayout& out) {
+    out.per_column = 0;
+    if (select(0, out.bands)) return;
+    std::vector<uint32_t> trial;
+    size_t cap = std::max<size_t>(per_column, 1);
+    bool fits = false;
+    for (;;) {
+        if (!select(cap, trial)) break;
+        out.bands.swap(trial);
+        out.per_column = cap;
+        fits = true;
+        if (out.bands.size() > max_bands / 2 || cap >= max_bands) break;
+        cap *= 2;
+    }
+    if (!fits) {   // even the first cap overflows the budget: its first max_bands
+        out.bands.swap(trial);
+        out.per_column = cap;
+    }
+}
+
+}  // namespace
+
+void layout_bands(const AllocationTable& a, const Curve& live, const BandKeys* keys, TimeRange range, int width,
+                  int height_px, size_t max_bands, BandLayout& out, size_t per_column, const CurveColumns* columns) {
+    const size_t W = static_cast<size_t>(std::max(width, 0));
+    clear_layout(out, W);
     if (W == 0 || range.span() <= 0) return;
 
     CurveColumns own;
@@ -333,24 +363,7 @@ void layout_bands(const AllocationTable& a, const Curve& live, const BandKeys* k
         }
         return true;
     };
-    out.per_column = 0;
-    if (!select(0, out.bands)) {
-        std::vector<uint32_t> trial;
-        size_t cap = std::max<size_t>(per_column, 1);
-        bool fits = false;
-        for (;;) {
-            if (!select(cap, trial)) break;
-            out.bands.swap(trial);
-            out.per_column = cap;
-            fits = true;
-            if (out.bands.size() > max_bands / 2 || cap >= max_bands) break;
-            cap *= 2;
-        }
-        if (!fits) {   // even the first cap overflows the budget: its first max_bands
-            out.bands.swap(trial);
-            out.per_column = cap;
-        }
-    }
+    choose_bands(select, per_column, max_bands, out);
     out.summarised = a.overlapping(range.t0, range.t1) - out.bands.size();
     // Stack order: long-lived groups at the bottom, then by allocation time.
     std::sort(out.bands.begin(), out.bands.end(), [&](uint32_t p, uint32_t q) {
