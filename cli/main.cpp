@@ -199,7 +199,9 @@ std::optional<Outcome> check_command_word(CLI::App& app, const CommandNames& nam
 std::optional<Outcome> parse_words(CLI::App& app, CLI::App* chosen, const CommandNames& names, int argc,
                                    char** argv) {
     using mhc::cli::kExitBadInput;
-    using namespace mhc::command_line;
+    using mhc::command_line::contrary_flags, mhc::command_line::dash_file, mhc::command_line::empty_value,
+        mhc::command_line::in_our_words, mhc::command_line::missing_value, mhc::command_line::path_first,
+        mhc::command_line::repeated_flag, mhc::command_line::required_in_context, mhc::command_line::unexpected;
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

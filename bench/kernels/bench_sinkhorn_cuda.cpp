@@ -129,12 +129,12 @@ BenchOptions read_options(int argc, char** argv) {
 double measure_bandwidth() {
     auto standin = k::make_standin(k::Device::Cuda);
     double bw = 0;
-    k::DeviceBuffer r(1ul << 30), w(1ul << 30);
-    r.fill_bytes(1);
+    k::DeviceBuffer source(1ul << 30), sink(1ul << 30);
+    source.fill_bytes(1);
     for (int i = 0; i < 5; ++i) {
-        standin->touch(r.data(), r.size(), w.data(), w.size());
+        standin->touch(source.data(), source.size(), sink.data(), sink.size());
         standin->synchronize();
-        bw = std::max(bw, 2.0 * r.size() / standin->last_elapsed_s());
+        bw = std::max(bw, 2.0 * source.size() / standin->last_elapsed_s());
     }
     return bw;
 }
@@ -169,30 +169,32 @@ struct Case {
 // kernel sets. Returns the median in seconds.
 double time_kernel(const BenchOptions& opt, DeviceData& data, double bw, const Case& what,
                    k::CudaSinkhornKernels kernels, std::vector<k::bf16>& out) {
-    const int64_t T = opt.tokens;
+    const int64_t tokens = opt.tokens;
     const double bytes_per_token = (what.backward ? 6.0 : 4.0) * opt.nn();
-    k::SinkhornOptions o;
-    o.device = k::Device::Cuda;
-    o.n = opt.n;
-    o.iters = opt.iters;
-    o.log_domain = what.log;
-    o.cuda_kernels = kernels;
-    std::vector<double> t;
-    k::SinkhornReport r;
+    k::SinkhornOptions options;
+    options.device = k::Device::Cuda;
+    options.n = opt.n;
+    options.iters = opt.iters;
+    options.log_domain = what.log;
+    options.cuda_kernels = kernels;
+    std::vector<double> times;
+    k::SinkhornReport report;
     for (int i = 0; i < opt.reps + 1; ++i) {
-        r = what.backward ? k::sinkhorn_backward(o, T, {data.dH.data(), k::DType::BF16}, {data.dG.data(), k::DType::BF16},
-                                                 {data.ddH.data(), k::DType::BF16})
-                          : k::sinkhorn_forward(o, T, {data.dH.data(), k::DType::BF16}, {data.dP.data(), k::DType::BF16});
-        if (i > 0) t.push_back(r.seconds);  // the first run warms up
+        report = what.backward
+                     ? k::sinkhorn_backward(options, tokens, {data.dH.data(), k::DType::BF16},
+                                            {data.dG.data(), k::DType::BF16}, {data.ddH.data(), k::DType::BF16})
+                     : k::sinkhorn_forward(options, tokens, {data.dH.data(), k::DType::BF16},
+                                           {data.dP.data(), k::DType::BF16});
+        if (i > 0) times.push_back(report.seconds);  // the first run warms up
     }
-    std::sort(t.begin(), t.end());
-    const double med = t[t.size() / 2], gbs = bytes_per_token * T / med;
+    std::sort(times.begin(), times.end());
+    const double med = times[times.size() / 2], gbs = bytes_per_token * tokens / med;
     std::printf(
         "%-9s %-22s median %8.3f ms  min %8.3f ms  %7.1f GB/s  %5.1f%% of device bandwidth  "
         "(max row err %.2g, %s)\n",
-        k::to_string(kernels), what.what, med * 1e3, t.front() * 1e3, gbs / 1e9, 100 * gbs / bw, r.max_row_err,
-        r.backend.c_str());
-    const size_t check_values = static_cast<size_t>(std::min<int64_t>(T, 1 << 20) * opt.nn());
+        k::to_string(kernels), what.what, med * 1e3, times.front() * 1e3, gbs / 1e9, 100 * gbs / bw,
+        report.max_row_err, report.backend.c_str());
+    const size_t check_values = static_cast<size_t>(std::min<int64_t>(tokens, 1 << 20) * opt.nn());
     out.assign(check_values, k::bf16{});
     (what.backward ? data.ddH : data.dP).download(out.data(), out.size() * 2);
     return med;
@@ -217,8 +219,8 @@ void print_difference(const Case& what, const std::vector<k::bf16>& baseline, co
 
 int main(int argc, char** argv) {
     const BenchOptions opt = read_options(argc, argv);
-    const int64_t nn = opt.nn(), T = opt.tokens;
-    if (opt.inputs_only) return check_inputs(T * nn, opt.threads);
+    const int64_t nn = opt.nn(), tokens = opt.tokens;
+    if (opt.inputs_only) return check_inputs(tokens * nn, opt.threads);
     if (k::cuda_device_count() == 0) {
         std::printf("no CUDA device (built with CUDA: %s): nothing to measure\n", k::built_with_cuda() ? "yes" : "no");
         return 0;
@@ -228,7 +230,7 @@ int main(int argc, char** argv) {
     std::printf("measured device bandwidth (read+write stand-in): %.1f GB/s\n", bw / 1e9);
     DeviceData data = upload_inputs(opt);
     std::printf("T=%lld tokens, n=%d, %d iterations, bf16 in/out, %d timed runs each (CUDA events)\n",
-                static_cast<long long>(T), opt.n, opt.iters, opt.reps);
+                static_cast<long long>(tokens), opt.n, opt.iters, opt.reps);
     const Case cases[] = {{"forward", false, false},
                           {"backward (H,G->dH)", false, true},
                           {"log-domain forward", true, false},
@@ -243,7 +245,7 @@ int main(int argc, char** argv) {
     }
     const int judged = fused ? 1 : 0;
     const double fwd = med[judged][0], bwd = med[judged][1];
-    const double frac = 4.0 * nn * T / fwd / bw;
+    const double frac = 4.0 * nn * tokens / fwd / bw;
     std::printf("target forward >= 70%% of device bandwidth (%s): %s (%.1f%%)\n", fused ? "fused" : "baseline",
                 frac >= 0.7 ? "MET" : "MISSED", 100 * frac);
     std::printf("target backward within 3x of forward (%s): %s (%.2fx)\n", fused ? "fused" : "baseline",
