@@ -158,20 +158,20 @@ float timelines_height(const App& app, const std::vector<const ViewRun*>& runs) 
 struct TimelinesPlace {
     float left = 0, plot_x = 0, plot_w = 0;
     float view_top = 0, view_bottom = 0;   // the child's scrolled window
-    bool in_view(float y, float block) const { return y + block >= view_top && y <= view_bottom; }
+    bool in_view(float top, float block) const { return top + block >= view_top && top <= view_bottom; }
 };
 
 // A block's title bar: its colour's mark and its name.
-void draw_block_header(ImDrawList* dl, const TimelinesPlace& place, float y, uint32_t colour, const char* name) {
-    dl->AddRectFilled({place.left, y}, {place.plot_x + place.plot_w, y + 16}, IM_COL32(50, 50, 60, 255));
-    dl->AddRectFilled({place.left, y}, {place.left + 4, y + 16}, colour);
-    dl->AddText({place.left + 8, y + 1}, colour, name);
+void draw_block_header(ImDrawList* dl, const TimelinesPlace& place, float top, uint32_t colour, const char* name) {
+    dl->AddRectFilled({place.left, top}, {place.plot_x + place.plot_w, top + 16}, IM_COL32(50, 50, 60, 255));
+    dl->AddRectFilled({place.left, top}, {place.left + 4, top + 16}, colour);
+    dl->AddText({place.left + 8, top + 1}, colour, name);
 }
 
 // A block's compact rows under its title bar; returns where they end.
 float draw_block_rows(App& app, ImDrawList* dl, const TimelinesPlace& place, const std::vector<TrackFrame>& frames,
-                     float y) {
-    float ty = y + kRunHeader;
+                     float top) {
+    float ty = top + kRunHeader;
     for (const TrackFrame& frame : frames) {
         draw_track_label(dl, *frame.lane, {place.left + 10, ty}, kRow, true);
         draw_track(app, dl, frame, {place.plot_x, ty}, place.plot_w, kRow);
@@ -182,72 +182,72 @@ float draw_block_rows(App& app, ImDrawList* dl, const TimelinesPlace& place, con
 
 // The recording first, in grey as its curve: what each run is compared with, on the same axis
 // (before, only the runs' kernels were drawn and a user had to switch to the timeline without
-// a run to see where the recorded kernels lay). Returns its layout; `y` moves past it.
-nlohmann::json recorded_block(App& app, CompareUi& ui, ImDrawList* dl, const TimelinesPlace& place, float& y) {
+// a run to see where the recorded kernels lay). Returns its layout; `top` moves past it.
+nlohmann::json recorded_block(App& app, CompareUi& ui, ImDrawList* dl, const TimelinesPlace& place, float& top) {
     const auto& kernels = app.trace->kernel_lanes;
     const float block = kRunHeader + static_cast<float>(kernels.size()) * (kRow + 1) + 6;
-    const bool visible = place.in_view(y, block);
-    nlohmann::json recorded = {{"y0", y}, {"y1", y + block}, {"visible", visible}, {"tracks", kernels.size()}};
+    const bool visible = place.in_view(top, block);
+    nlohmann::json recorded = {{"y0", top}, {"y1", top + block}, {"visible", visible}, {"tracks", kernels.size()}};
     if (visible) {
         std::vector<Track> tracks;
         tracks.reserve(kernels.size());
         for (const Lane& lane : kernels) tracks.push_back({&lane, false});
         prepare_timeline(tracks, app.range, place.plot_w, ui.recorded);
-        draw_block_header(dl, place, y, IM_COL32(150, 150, 160, 255), "recorded");
-        const float rows_end = draw_block_rows(app, dl, place, ui.recorded, y);
+        draw_block_header(dl, place, top, IM_COL32(150, 150, 160, 255), "recorded");
+        const float rows_end = draw_block_rows(app, dl, place, ui.recorded, top);
         if (ui.selected.kernel)
             draw_kernel_place(app, dl, ui.selected.recorded, nullptr, ui.selected.kernel, ui.selected.name,
-                              place.plot_x, place.plot_x + place.plot_w, y, y + kRunHeader, rows_end,
+                              place.plot_x, place.plot_x + place.plot_w, top, top + kRunHeader, rows_end,
                               recorded["selected"]);
     }
-    y += block;
+    top += block;
     return recorded;
 }
 
 // A run's header note: a run of another device than the memory shown says so (its curve is not
 // drawn above), then why it stopped; drawn after its name, clipped before `notes_end`.
-void draw_run_note(const App& app, ImDrawList* dl, const TimelinesPlace& place, const ViewRun& r, float y,
+void draw_run_note(const App& app, ImDrawList* dl, const TimelinesPlace& place, const ViewRun& run, float top,
                    float notes_end, nlohmann::json& out) {
-    const std::string device_note = run_device_note(r.info, app.trace->memory_device);
-    const std::string stopped = run_outcome(r, app.times());
+    const std::string device_note = run_device_note(run.info, app.trace->memory_device);
+    const std::string stopped = run_outcome(run, app.times());
     const std::string outcome = device_note.empty() ? stopped
                                 : stopped.empty()   ? device_note
                                                     : device_note + "; " + stopped;
     if (outcome.empty()) return;
-    const float text_x = place.left + 16 + ImGui::CalcTextSize(r.label().c_str()).x;
-    ImVec4 clip{text_x, y, notes_end, y + 16};
-    dl->AddText(nullptr, 0, {text_x, y + 1}, stopped.empty() ? IM_COL32(230, 180, 80, 255) : IM_COL32(255, 110, 110, 255),
+    const float text_x = place.left + 16 + ImGui::CalcTextSize(run.label().c_str()).x;
+    ImVec4 clip{text_x, top, notes_end, top + 16};
+    dl->AddText(nullptr, 0, {text_x, top + 1}, stopped.empty() ? IM_COL32(230, 180, 80, 255) : IM_COL32(255, 110, 110, 255),
                 outcome.c_str(), nullptr, 0, &clip);
     out["header_note"] = outcome;
 }
 
-// Run k's block: its title bar with its note, and its kernel and event rows. Returns its layout;
-// `y` moves past it.
-nlohmann::json run_block(App& app, CompareUi& ui, ImDrawList* dl, const TimelinesPlace& place, const ViewRun& r,
-                         size_t k, const AlignedRun* aligned, float& y) {
-    const std::vector<Lane>& kernels = run_kernel_lanes(app, r, aligned);
-    const std::vector<Lane>& events = aligned ? aligned->event_lanes : r.event_lanes;
+// Run index's block: its title bar with its note, and its kernel and event rows. Returns its layout;
+// `top` moves past it.
+nlohmann::json run_block(App& app, CompareUi& ui, ImDrawList* dl, const TimelinesPlace& place, const ViewRun& run,
+                         size_t index, const AlignedRun* aligned, float& top) {
+    const std::vector<Lane>& kernels = run_kernel_lanes(app, run, aligned);
+    const std::vector<Lane>& events = aligned ? aligned->event_lanes : run.event_lanes;
     const float block = kRunHeader + static_cast<float>(kernels.size() + events.size()) * (kRow + 1) + 6;
-    const bool visible = place.in_view(y, block);
-    nlohmann::json out = {{"id", r.info.id}, {"y0", y}, {"y1", y + block}, {"visible", visible}};
+    const bool visible = place.in_view(top, block);
+    nlohmann::json out = {{"id", run.info.id}, {"y0", top}, {"y1", top + block}, {"visible", visible}};
     if (visible) {
         std::vector<Track> tracks;
         tracks.reserve(kernels.size() + events.size());
-        for (const Lane& lane : kernels) tracks.push_back({&lane, true, &r, aligned != nullptr});
-        for (const Lane& lane : events) tracks.push_back({&lane, true, &r, aligned != nullptr});
-        prepare_timeline(tracks, app.range, place.plot_w, ui.frames[k]);
-        draw_block_header(dl, place, y, series_color(k), r.label().c_str());
-        const float rows_end = y + kRunHeader + static_cast<float>(kernels.size() + events.size()) * (kRow + 1);
+        for (const Lane& lane : kernels) tracks.push_back({&lane, true, &run, aligned != nullptr});
+        for (const Lane& lane : events) tracks.push_back({&lane, true, &run, aligned != nullptr});
+        prepare_timeline(tracks, app.range, place.plot_w, ui.frames[index]);
+        draw_block_header(dl, place, top, series_color(index), run.label().c_str());
+        const float rows_end = top + kRunHeader + static_cast<float>(kernels.size() + events.size()) * (kRow + 1);
         float notes_end = place.plot_x + place.plot_w;   // the run's notes end before the selected kernel's place
         if (ui.selected.kernel)
-            notes_end = draw_kernel_place(app, dl, ui.selected.runs[k], &ui.selected.recorded, ui.selected.kernel,
-                                          ui.selected.name, place.plot_x, place.plot_x + place.plot_w, y,
-                                          y + kRunHeader, rows_end, out["selected"]) -
+            notes_end = draw_kernel_place(app, dl, ui.selected.runs[index], &ui.selected.recorded, ui.selected.kernel,
+                                          ui.selected.name, place.plot_x, place.plot_x + place.plot_w, top,
+                                          top + kRunHeader, rows_end, out["selected"]) -
                         8;
-        draw_run_note(app, dl, place, r, y, notes_end, out);
-        draw_block_rows(app, dl, place, ui.frames[k], y);
+        draw_run_note(app, dl, place, run, top, notes_end, out);
+        draw_block_rows(app, dl, place, ui.frames[index], top);
     }
-    y += block;
+    top += block;
     return out;
 }
 
@@ -433,21 +433,21 @@ void draw_recorded_caption(const App& app, ImDrawList* dl, ComparePlot& plot) {
 ComparePlot draw_compare_curves(App& app, CompareUi& ui, const std::vector<const ViewRun*>& runs,
                                 const std::vector<const AlignedRun*>& aligned, ImDrawList* dl, ImVec2 origin,
                                 float plot_x, float plot_w, float avail_h) {
-    const int W = static_cast<int>(plot_w);
+    const int columns = static_cast<int>(plot_w);
     ComparePlot plot;
     const float curve_h = std::clamp(avail_h * 0.36f, 80.f, 320.f);
     const ImVec2 c0 = plot.c0 = {plot_x, origin.y + kAxisHeight + 6};
     const ImVec2 c1 = plot.c1 = {plot_x + plot_w, origin.y + kAxisHeight + curve_h};
     dl->AddRectFilled(c0, c1, IM_COL32(36, 36, 42, 255));
     ui.curves.resize(runs.size() + 1);
-    prepare_curve(app.trace->live, app.range, W, ui.curves[0]);
+    prepare_curve(app.trace->live, app.range, columns, ui.curves[0]);
     double y_max = ui.curves[0].y_max;
     // A run of another device than the one shown is not drawn over its recording (run_device_note).
     std::vector<std::string> other_device(runs.size());
     for (size_t k = 0; k < runs.size(); ++k) other_device[k] = run_device_note(runs[k]->info, app.trace->memory_device);
     for (size_t k = 0; k < runs.size(); ++k) {
         if (!other_device[k].empty()) continue;
-        prepare_curve(aligned[k] ? aligned[k]->memory : runs[k]->memory, app.range, W, ui.curves[k + 1]);
+        prepare_curve(aligned[k] ? aligned[k]->memory : runs[k]->memory, app.range, columns, ui.curves[k + 1]);
         y_max = std::max(y_max, ui.curves[k + 1].y_max);
         if (runs[k]->capacity > 0) y_max = std::max(y_max, static_cast<double>(runs[k]->capacity));
     }
@@ -455,7 +455,7 @@ ComparePlot draw_compare_curves(App& app, CompareUi& ui, const std::vector<const
     const ByteRange y_range = plot.y_range = byte_range(0, y_max, false, 0.08);
     draw_bytes_axis(dl, c0, c1, y_range, &plot.axis_labels);
     draw_curve(dl, ui.curves[0], c0, c1, y_range, IM_COL32(150, 150, 160, 255), false,
-               columns_before(app.range, W, app.trace->t_end));
+               columns_before(app.range, columns, app.trace->t_end));
     draw_recorded_caption(app, dl, plot);
     std::set<int64_t> capacities;
     for (size_t k = 0; k < runs.size(); ++k) {
@@ -470,8 +470,8 @@ ComparePlot draw_compare_curves(App& app, CompareUi& ui, const std::vector<const
         const int64_t t_end = aligned[k] ? aligned[k]->t_end : runs[k]->t_end;
         // From the run's first sample (before it the run stored none; 0 B read as an empty device).
         const Curve& curve = aligned[k] ? aligned[k]->memory : runs[k]->memory;
-        const size_t first = columns_before_first_sample(curve, app.range, W);
-        draw_curve(dl, ui.curves[k + 1], c0, c1, y_range, series_color(k), false, columns_before(app.range, W, t_end),
+        const size_t first = columns_before_first_sample(curve, app.range, columns);
+        draw_curve(dl, ui.curves[k + 1], c0, c1, y_range, series_color(k), false, columns_before(app.range, columns, t_end),
                    first);
         plot.runs.push_back({{"id", runs[k]->info.id},
                              {"color", series_color(k)},
@@ -499,7 +499,7 @@ void draw_compare(App& app) {
     ImVec2 avail = ImGui::GetContentRegionAvail();
     ImVec2 origin = ImGui::GetCursorScreenPos();
     float plot_x = origin.x + kLabelWidth, plot_w = std::max(avail.x - kLabelWidth - 10, 10.f);
-    int W = static_cast<int>(plot_w);
+    int columns = static_cast<int>(plot_w);
     ImDrawList* dl = ImGui::GetWindowDrawList();
     time_axis(app, dl, {plot_x, origin.y + 2}, plot_w, app.layout["axis"]);
     // On an order-only trace, each run on the op axis (its clock's nanoseconds are no op numbers).
@@ -522,7 +522,7 @@ void draw_compare(App& app) {
     draw_selection(app, dl, c0, c1);
     nlohmann::json hover_op;
     if (hovered && app.order_only() && !ImGui::IsMouseDragging(ImGuiMouseButton_Left))
-        hover_op = op_cursor(app, runs, aligned, {plot_x, c0.y}, plot_w, c1.y, tl_bottom, W, ui);
+        hover_op = op_cursor(app, runs, aligned, {plot_x, c0.y}, plot_w, c1.y, tl_bottom, columns, ui);
     nlohmann::json jrows = metrics_table(runs, app.order_only());
     const nlohmann::json metrics_rect = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     app.layout["compare"] = {{"curve", rect_json(c0, c1)},   {"t0", app.range.t0},   {"t1", app.range.t1},

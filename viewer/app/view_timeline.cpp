@@ -396,9 +396,9 @@ void draw_tracks(App& app, TimelineUi& ui, const std::vector<float>& heights, fl
     const float plot_x = frame.plot_x, plot_w = frame.plot_w;
     ImGui::BeginChild("tracks", {0, tracks_h}, false);
     ImDrawList* dl = ImGui::GetWindowDrawList();
-    const ImVec2 p = ImGui::GetCursorScreenPos();
-    frame.tracks_top = p.y;
-    float y = p.y;
+    const ImVec2 top_left = ImGui::GetCursorScreenPos();
+    frame.tracks_top = top_left.y;
+    float y = top_left.y;
     std::vector<std::string> labels;
     // Every match of the find field, marked on its row (the one selected is outlined as well).
     const std::vector<Lane>& searched = run && !run->kernel_lanes.empty() ? run->kernel_lanes : app.trace->kernel_lanes;
@@ -432,9 +432,9 @@ void draw_tracks(App& app, TimelineUi& ui, const std::vector<float>& heights, fl
         }
         y += h + 2;
     }
-    frame.bottom = std::max(y, p.y + ImGui::GetContentRegionAvail().y);
-    ImGui::Dummy({frame.avail.x, y - p.y});
-    draw_selection(app, dl, {plot_x, p.y}, {plot_x + plot_w, frame.bottom});
+    frame.bottom = std::max(y, top_left.y + ImGui::GetContentRegionAvail().y);
+    ImGui::Dummy({frame.avail.x, y - top_left.y});
+    draw_selection(app, dl, {plot_x, top_left.y}, {plot_x + plot_w, frame.bottom});
     ImGui::EndChild();
 }
 
