@@ -273,25 +273,25 @@ void rows_and_peak_lines(const Summary& summary, SummaryText& text) {
 // Each device's figures when there are several (the `peak` line is the largest GPU's): blocks,
 // requested and reserved peaks.
 void device_memory_lines(const Summary& summary, SummaryText& text) {
-    for (const auto& m : summary.memory) {
+    for (const auto& memory : summary.memory) {
         const bool several = summary.memory.size() > 1;
         if (several)
             text.line("blocks      %s peak on device %d%s at %s (the allocator's blocks live at once)\n",
-                   format_bytes(m.peak).c_str(), m.device, m.device < 0 ? " (host)" : "", when(summary, m.peak_time).c_str());
-        if (m.requested < 0 && m.reserved < 0 && m.profiler_reserved < 0) continue;
-        std::string dev = several ? " on device " + std::to_string(m.device) : "";
-        if (m.requested >= 0)
+                   format_bytes(memory.peak).c_str(), memory.device, memory.device < 0 ? " (host)" : "", when(summary, memory.peak_time).c_str());
+        if (memory.requested < 0 && memory.reserved < 0 && memory.profiler_reserved < 0) continue;
+        std::string dev = several ? " on device " + std::to_string(memory.device) : "";
+        if (memory.requested >= 0)
             text.line("requested   %s peak%s (what the program asked for; `peak` counts the allocator's blocks)\n",
-                   format_bytes(m.requested).c_str(), dev.c_str());
-        if (m.reserved >= 0)
-            text.line("reserved    %s peak%s (the allocator's segments)\n", format_bytes(m.reserved).c_str(), dev.c_str());
-        else if (m.profiler_reserved >= 0)
+                   format_bytes(memory.requested).c_str(), dev.c_str());
+        if (memory.reserved >= 0)
+            text.line("reserved    %s peak%s (the allocator's segments)\n", format_bytes(memory.reserved).c_str(), dev.c_str());
+        else if (memory.profiler_reserved >= 0)
             text.line("reserved    %s peak%s (the profiler's Total Reserved%s; no segments recorded)\n",
-                   format_bytes(m.profiler_reserved).c_str(), dev.c_str(),
-                   m.profiler_reserved_first == m.profiler_reserved
+                   format_bytes(memory.profiler_reserved).c_str(), dev.c_str(),
+                   memory.profiler_reserved_first == memory.profiler_reserved
                        ? ", all of it at its first memory event: reserved before profiling"
-                   : m.profiler_reserved_first >= 0
-                       ? (", " + format_bytes(m.profiler_reserved_first) + " at its first memory event").c_str()
+                   : memory.profiler_reserved_first >= 0
+                       ? (", " + format_bytes(memory.profiler_reserved_first) + " at its first memory event").c_str()
                        : "");
     }
 }
@@ -318,14 +318,14 @@ void step_lines(const Summary& summary, SummaryText& text) {
 void top_lines(const Summary& summary, SummaryText& text) {
     if (!summary.top_allocations.empty()) {
         text.out += "largest allocations\n";
-        for (const auto& e : summary.top_allocations)
-            text.line("  %12s  %-10s %s\n", format_bytes(e.bytes).c_str(), e.category.c_str(), fit(e.name, 100 - 27).c_str());
+        for (const auto& entry : summary.top_allocations)
+            text.line("  %12s  %-10s %s\n", format_bytes(entry.bytes).c_str(), entry.category.c_str(), fit(entry.name, 100 - 27).c_str());
     }
     if (!summary.top_kernels.empty()) {
         text.out += "kernels by total time\n";
-        for (const auto& e : summary.top_kernels)
-            text.line("  %12s  %8lldx  %s\n", format_ns(e.total).c_str(), static_cast<long long>(e.count),
-                   fit(e.name, 100 - 26).c_str());
+        for (const auto& entry : summary.top_kernels)
+            text.line("  %12s  %8lldx  %s\n", format_ns(entry.total).c_str(), static_cast<long long>(entry.count),
+                   fit(entry.name, 100 - 26).c_str());
     }
 }
 }  // namespace

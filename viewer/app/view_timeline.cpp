@@ -398,7 +398,7 @@ void draw_tracks(App& app, TimelineUi& ui, const std::vector<float>& heights, fl
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const ImVec2 top_left = ImGui::GetCursorScreenPos();
     frame.tracks_top = top_left.y;
-    float y = top_left.y;
+    float row_y = top_left.y;
     std::vector<std::string> labels;
     // Every match of the find field, marked on its row (the one selected is outlined as well).
     const std::vector<Lane>& searched = run && !run->kernel_lanes.empty() ? run->kernel_lanes : app.trace->kernel_lanes;
@@ -411,29 +411,29 @@ void draw_tracks(App& app, TimelineUi& ui, const std::vector<float>& heights, fl
         const Lane& l = *ui.frame[i].lane;
         float h = heights[i];
         // Separators between the trace's tracks and the run's, so that a run reads as a block.
-        if (i > 0 && ui.frame[i].from_run != ui.frame[i - 1].from_run) y += 4;
+        if (i > 0 && ui.frame[i].from_run != ui.frame[i - 1].from_run) row_y += 4;
         if (l.row == 0 && i % 2 == 0)
-            dl->AddRectFilled({frame.origin.x, y}, {plot_x + plot_w, y + h}, IM_COL32(38, 38, 44, 255));
-        draw_track_label(dl, l, {frame.origin.x, y}, h, ui.frame[i].from_run);
-        draw_track(app, dl, ui.frame[i], {plot_x, y}, plot_w, h, &labels);
+            dl->AddRectFilled({frame.origin.x, row_y}, {plot_x + plot_w, row_y + h}, IM_COL32(38, 38, 44, 255));
+        draw_track_label(dl, l, {frame.origin.x, row_y}, h, ui.frame[i].from_run);
+        draw_track(app, dl, ui.frame[i], {plot_x, row_y}, plot_w, h, &labels);
         // A stream of the run without a kernel: it stopped before reaching any (the row was blank).
         std::string note;
         if (ui.frame[i].from_run && l.kind == LaneKind::Kernels && l.t_start.empty() && !frame.outcome.empty()) {
             note = "no kernel reached: the run stopped before this stream's first";
-            dl->AddText({plot_x + 6, y + (h - ImGui::GetFontSize()) / 2}, IM_COL32(140, 140, 150, 255), note.c_str());
+            dl->AddText({plot_x + 6, row_y + (h - ImGui::GetFontSize()) / 2}, IM_COL32(140, 140, 150, 255), note.c_str());
         }
-        frame.tracks.push_back(row_layout(ui.frame[i], plot_x, y, h, labels));
+        frame.tracks.push_back(row_layout(ui.frame[i], plot_x, row_y, h, labels));
         if (!note.empty()) frame.tracks.back()["note"] = note;
         if (marking && l.kind == LaneKind::Kernels && !searched.empty() && &l >= searched.data() &&
             &l < searched.data() + searched.size()) {
             const auto index = static_cast<size_t>(&l - searched.data());
-            mark_find_matches(app, dl, marks[index], index, plot_x, plot_w, y, h, frame.tracks.back(),
+            mark_find_matches(app, dl, marks[index], index, plot_x, plot_w, row_y, h, frame.tracks.back(),
                               frame.marks_drawn, frame.matches_marked);
         }
-        y += h + 2;
+        row_y += h + 2;
     }
-    frame.bottom = std::max(y, top_left.y + ImGui::GetContentRegionAvail().y);
-    ImGui::Dummy({frame.avail.x, y - top_left.y});
+    frame.bottom = std::max(row_y, top_left.y + ImGui::GetContentRegionAvail().y);
+    ImGui::Dummy({frame.avail.x, row_y - top_left.y});
     draw_selection(app, dl, {plot_x, top_left.y}, {plot_x + plot_w, frame.bottom});
     ImGui::EndChild();
 }

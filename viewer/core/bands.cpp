@@ -301,17 +301,17 @@ void choose_bands(const Select& select, size_t per_column, size_t max_bands, Ban
 
 }  // namespace
 
-void layout_bands(const AllocationTable& a, const Curve& live, const BandKeys* keys, TimeRange range, int width,
+void layout_bands(const AllocationTable& table, const Curve& live, const BandKeys* keys, TimeRange range, int width,
                   int height_px, size_t max_bands, BandLayout& out, size_t per_column, const CurveColumns* columns) {
-    const size_t W = static_cast<size_t>(std::max(width, 0));
-    clear_layout(out, W);
-    if (W == 0 || range.span() <= 0) return;
+    const size_t column_count = static_cast<size_t>(std::max(width, 0));
+    clear_layout(out, column_count);
+    if (column_count == 0 || range.span() <= 0) return;
 
     CurveColumns own;
-    const bool given = columns && columns->max.size() == W && columns->at.size() == W;
+    const bool given = columns && columns->max.size() == column_count && columns->at.size() == column_count;
     if (!given) prepare_curve(live, range, width, own, true);
     const CurveColumns& cols = given ? *columns : own;
-    for (size_t x = 0; x < W; ++x) out.total[x] = cols.max[x];
+    for (size_t x = 0; x < column_count; ++x) out.total[x] = cols.max[x];
     out.peak_col = cols.peak_col;   // the live bytes' peak (before bands stack above it)
     out.y_max = std::max(cols.y_max, 1.0);
     const double min_bytes = 0.5 * out.y_max / std::max(height_px, 1);
@@ -334,26 +334,26 @@ void layout_bands(const AllocationTable& a, const Curve& live, const BandKeys* k
     const std::vector<int64_t>& at = cols.at;
     // false: a (max_bands + 1)-th band would have been kept (`bands` holds the first max_bands).
     std::vector<uint32_t> ranks;
-    const ScanOrder order = scan_order(a, range, min_bytes, ranks);
+    const ScanOrder order = scan_order(table, range, min_bytes, ranks);
 
     auto select = [&](size_t cap, std::vector<uint32_t>& bands) {
         bands.clear();
-        ColumnCounts counts(cap ? W : 0);
+        ColumnCounts counts(cap ? column_count : 0);
         const int32_t c = static_cast<int32_t>(std::min<size_t>(cap, INT32_MAX));
         for (size_t k = 0; k < order.count; ++k) {
             const size_t r = order.listed ? ranks[k] : k;
-            uint32_t i = a.by_size[r];
-            int64_t ta = a.by_size_alloc[r], tf = a.by_size_free[r];
+            uint32_t i = table.by_size[r];
+            int64_t ta = table.by_size_alloc[r], tf = table.by_size_free[r];
             if (ta >= range.t1 || tf <= range.t0) continue;
             // Columns [x0, x1) the band is drawn in, by the same test as the stacking below (alive
             // at the column's instant; the instants increase with x). None: it lived between two
             // columns' instants, and is summarised.
-            const size_t x0 = first_column(W, [&](size_t column) { return at[column] >= ta; });
-            const size_t x1 = first_column(W, [&](size_t column) { return at[column] >= tf; });
+            const size_t x0 = first_column(column_count, [&](size_t column) { return at[column] >= ta; });
+            const size_t x1 = first_column(column_count, [&](size_t column) { return at[column] >= tf; });
             if (x0 >= x1) continue;
             if (cap) {
                 if (counts.min(x0, x1) >= c) {
-                    if (counts.min(0, W) >= c) break;
+                    if (counts.min(0, column_count) >= c) break;
                     continue;
                 }
             }
@@ -364,14 +364,14 @@ void layout_bands(const AllocationTable& a, const Curve& live, const BandKeys* k
         return true;
     };
     choose_bands(select, per_column, max_bands, out);
-    out.summarised = a.overlapping(range.t0, range.t1) - out.bands.size();
+    out.summarised = table.overlapping(range.t0, range.t1) - out.bands.size();
     // Stack order: long-lived groups at the bottom, then by allocation time.
     std::sort(out.bands.begin(), out.bands.end(), [&](uint32_t p, uint32_t q) {
-        if (a.group[p] != a.group[q]) return a.group[p] < a.group[q];
-        return a.t_alloc[p] != a.t_alloc[q] ? a.t_alloc[p] < a.t_alloc[q] : p < q;
+        if (table.group[p] != table.group[q]) return table.group[p] < table.group[q];
+        return table.t_alloc[p] != table.t_alloc[q] ? table.t_alloc[p] < table.t_alloc[q] : p < q;
     });
-    Stacker st{a, keys, out};
-    st.run(W, at);
+    Stacker st{table, keys, out};
+    st.run(column_count, at);
     st.peak(live, col_t0, col_t1);
 }
 
