@@ -342,7 +342,7 @@ void layout_bands(const AllocationTable& table, const Curve& live, const BandKey
         const int32_t c = static_cast<int32_t>(std::min<size_t>(cap, INT32_MAX));
         for (size_t k = 0; k < order.count; ++k) {
             const size_t r = order.listed ? ranks[k] : k;
-            uint32_t i = table.by_size[r];
+            uint32_t allocation = table.by_size[r];
             int64_t ta = table.by_size_alloc[r], tf = table.by_size_free[r];
             if (ta >= range.t1 || tf <= range.t0) continue;
             // Columns [x0, x1) the band is drawn in, by the same test as the stacking below (alive
@@ -359,7 +359,7 @@ void layout_bands(const AllocationTable& table, const Curve& live, const BandKey
             }
             if (bands.size() == max_bands) return false;
             if (cap) counts.add(x0, x1);
-            bands.push_back(i);
+            bands.push_back(allocation);
         }
         return true;
     };
