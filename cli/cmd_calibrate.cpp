@@ -112,7 +112,7 @@ Stat latency(k::SwapEngine& e, k::SwapDir dir, size_t bytes, int reps) {
 void check_before_measuring(const Args& args) {
     mhc::refuse_special_file(args.output);   // /dev/null, a FIFO: never replaced, even with --force
     if (!args.force && std::filesystem::exists(args.output))
-        throw Error(args.output + ": already exists; pass --force to replace it");
+        throw Error(mhc::already_exists(args.output));
     const std::string dir = std::filesystem::path(args.output).has_parent_path()
                                 ? std::filesystem::path(args.output).parent_path().string()
                                 : std::string(".");

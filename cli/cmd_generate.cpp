@@ -207,8 +207,7 @@ int run_ranks(const Options& o, GeneratorConfig cfg, const GenerateHooks& hooks)
     for (const auto& f : files) mhc::refuse_special_file(f.path);   // before any file is generated
     for (const auto& f : files)
         if (!o.force && std::filesystem::exists(f.path))
-            throw mhc::Error(f.path + ": already exists; pass --force to replace it (and the runs stored in it)",
-                             mhc::Error::Kind::BadInput);
+            throw mhc::Error(mhc::already_exists(f.path, "the runs stored in it"), mhc::Error::Kind::BadInput);
     auto stats = generate_ranks(cfg, files, hooks);
     for (size_t i = 0; i < files.size(); ++i)
         std::printf("%s: rank %d (pp stage %d, dp rank %d, tp rank %d of %d x %d x %d): %lld rows (%lld kernels), "

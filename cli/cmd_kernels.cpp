@@ -162,7 +162,7 @@ int run_sinkhorn(const Args& a) {
     // what is wrong with the inputs is said first.
     for (const std::string* out : {&a.output, &a.grad_output})
         if (!a.force && !out->empty() && std::filesystem::exists(*out))
-            throw Error(*out + ": already exists; pass --force to replace it");
+            throw Error(mhc::already_exists(*out));
     const size_t out_bytes = static_cast<size_t>(T) * a.n * a.n * k::dtype_size(out_t);
     std::vector<unsigned char> P(out_bytes), dH(a.backward ? out_bytes : 0);
 

@@ -140,8 +140,7 @@ std::string check_output_and_find_library(const std::string& output, bool force,
     // Refused before the program runs; the recorder refuses rank and pid names that exist too
     // (MHC_RECORD_FORCE).
     if (!force && fs::exists(fs::absolute(output)))
-        throw Error(output + ": already exists; pass --force to replace it (and everything in it)",
-                    Error::Kind::BadInput);
+        throw Error(mhc::already_exists(output, "everything in it"), Error::Kind::BadInput);
     return library;
 }
 

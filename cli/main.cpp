@@ -14,6 +14,7 @@
 #include <exception>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "command.hpp"
 #include "mhc/common/command_line.hpp"
@@ -118,46 +119,55 @@ Outcome finish_stdout(Outcome out) {
     return out;
 }
 
-// The command line, run: its exit code, and the one line to print when it failed (printed by
-// main(), once per job under mpirun).
-Outcome run(int argc, char** argv) {
-    using namespace mhc::cli;
-    using mhc::command_line::apply_number_grammar, mhc::command_line::contrary_flags, mhc::command_line::dash_file,
-        mhc::command_line::empty_value, mhc::command_line::flag_with_value, mhc::command_line::in_our_words,
-        mhc::command_line::missing_command, mhc::command_line::missing_value, mhc::command_line::path_first,
-        mhc::command_line::repeated_flag, mhc::command_line::required_in_context, mhc::command_line::short_with_equals,
-        mhc::command_line::unexpected;
-    CLI::App app{"mhc: GPU memory scheduling simulator and profiling toolkit", "mhc"};
+// The commands' names: as a list (for the typo a word most likely meant), and as said after a
+// refusal that needs a command ("; commands: a, b, ... (mhc --help)").
+struct CommandNames {
+    std::vector<std::string> list;
+    std::string joined;
+    std::string hint() const { return "; commands: " + joined + " (mhc --help)"; }
+};
+
+CommandNames command_names() {
+    CommandNames names;
+    for (const auto& cmd : mhc::cli::registry()) {
+        if (cmd.hidden) continue;
+        names.joined += (names.joined.empty() ? "" : ", ") + cmd.name;
+        names.list.push_back(cmd.name);
+    }
+    return names;
+}
+
+// mhc's options and a subcommand per registered command; `action` is set to the chosen
+// command's when the command line is parsed.
+void add_commands(CLI::App& app, bool& quiet, std::function<int()>& action) {
     app.require_subcommand(1);
     // Wrapped at the terminal's width; each option's default is the text users write, given
     // where the option is declared (default_str), never the C++ value (-2147483648).
     app.formatter(std::make_shared<mhc::HelpFormatter>(mhc::help_width()));
-    bool quiet = false;
     app.add_flag("-q,--quiet", quiet, "No progress output, nor notes while waiting (for a lock, a named pipe)");
     // The version, and whether this machine's driver can run the CUDA parts of this build.
     app.set_version_flag("--version", [] { return "mhc " MHC_VERSION "\n" + mhc::kernels::cuda_summary(); });
-    std::function<int()> action;
-    for (auto& cmd : registry()) {
+    for (auto& cmd : mhc::cli::registry()) {
         CLI::App* sub = app.add_subcommand(cmd.name, cmd.help);
         sub->group(cmd.hidden ? "" : "Commands");   // as docs/cli.md and `mhc help` name them (CLI11: "Subcommands")
         auto setup = cmd.setup(*sub);
         sub->callback([&action, setup] { action = setup; });
-        apply_number_grammar(*sub);
+        mhc::command_line::apply_number_grammar(*sub);
     }
-    // The first word that is not an option must be a command; say so when it is not one, with
-    // the command a typo most likely meant (CLI11 would only say that a subcommand is required).
-    std::string names;
-    std::vector<std::string> name_list;
-    for (const auto& cmd : registry()) {
-        if (cmd.hidden) continue;
-        names += (names.empty() ? "" : ", ") + cmd.name;
-        name_list.push_back(cmd.name);
-    }
-    CLI::App* chosen = nullptr;
+}
+
+// The words before CLI11 reads them. The first word that is not an option must be a command; say
+// so when it is not one, with the command a typo most likely meant (CLI11 would only say that a
+// subcommand is required). The options before it, and the command's own words, by mhc's rules.
+// `chosen`: the command named, if any; the refusal, if one.
+std::optional<Outcome> check_command_word(CLI::App& app, const CommandNames& names, int argc, char** argv,
+                                          CLI::App*& chosen) {
+    using mhc::cli::kExitBadInput;
+    using mhc::command_line::flag_with_value, mhc::command_line::missing_command,
+        mhc::command_line::short_with_equals;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
-        if (a == "--")
-            return failure(kExitBadInput, "a command is required before --; commands: " + names + " (mhc --help)");
+        if (a == "--") return failure(kExitBadInput, "a command is required before --" + names.hint());
         if (!a.empty() && a[0] == '-') {
             std::vector<std::string> top;   // the options before the command
             for (const CLI::Option* o : app.get_options())
@@ -170,32 +180,37 @@ Outcome run(int argc, char** argv) {
             continue;
         }
         bool known = false;
-        for (const auto& cmd : registry()) known |= cmd.name == a;
+        for (const auto& cmd : mhc::cli::registry()) known |= cmd.name == a;
         if (!known) {
-            std::string guess = mhc::did_you_mean(a, name_list);
-            return failure(kExitBadInput, "'" + a + "' is not a command" +
-                                              (guess.empty() ? "; commands: " + names + " (mhc --help)" : guess));
+            std::string guess = mhc::did_you_mean(a, names.list);
+            return failure(kExitBadInput, "'" + a + "' is not a command" + (guess.empty() ? names.hint() : guess));
         }
         chosen = app.get_subcommand(a);
-        if (std::string valued = flag_with_value(*chosen, std::vector<std::string>(argv + i + 1, argv + argc));
-            !valued.empty())
-            return failure(kExitBadInput, valued);
-        if (std::string equals = short_with_equals(*chosen, std::vector<std::string>(argv + i + 1, argv + argc));
-            !equals.empty())
-            return failure(kExitBadInput, equals);
-        if (std::string missing = missing_command(*chosen, std::vector<std::string>(argv + i + 1, argv + argc));
-            !missing.empty())
-            return failure(kExitBadInput, missing);
+        const std::vector<std::string> rest(argv + i + 1, argv + argc);
+        for (const std::string& said :
+             {flag_with_value(*chosen, rest), short_with_equals(*chosen, rest), missing_command(*chosen, rest)})
+            if (!said.empty()) return failure(kExitBadInput, said);
         break;
     }
+    return std::nullopt;
+}
+
+// CLI11's parse; its refusals in mhc's words. The outcome when mhc is to stop here (help, the
+// version, a refusal).
+std::optional<Outcome> parse_words(CLI::App& app, CLI::App* chosen, const CommandNames& names, int argc,
+                                   char** argv) {
+    using mhc::cli::kExitBadInput;
+    using mhc::command_line::contrary_flags, mhc::command_line::dash_file, mhc::command_line::empty_value,
+        mhc::command_line::in_our_words, mhc::command_line::missing_value, mhc::command_line::path_first,
+        mhc::command_line::repeated_flag, mhc::command_line::required_in_context, mhc::command_line::unexpected;
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
-        return {app.exit(e), ""};
+        return Outcome{app.exit(e), ""};
     } catch (const CLI::CallForAllHelp& e) {
-        return {app.exit(e), ""};
+        return Outcome{app.exit(e), ""};
     } catch (const CLI::Success& e) {
-        return {app.exit(e), ""};
+        return Outcome{app.exit(e), ""};
     } catch (const CLI::ExtrasError&) {
         return failure(kExitBadInput, unexpected(app, chosen));
     } catch (const CLI::ParseError& e) {
@@ -209,20 +224,19 @@ Outcome run(int argc, char** argv) {
         if (chosen && msg == mhc::no_such_file("-"))
             msg = chosen->get_name() + ": '-' names a file to read, not standard input; name a file (./- for one " +
                   "called -) (mhc " + chosen->get_name() + " --help)";
-        if (argc < 2 || !chosen) msg += "; commands: " + names + " (mhc --help)";
+        if (argc < 2 || !chosen) msg += names.hint();
         return failure(kExitBadInput, msg);
     }
-    if (std::string empty = empty_value(chosen); !empty.empty()) return failure(kExitBadInput, empty);
-    if (std::string contrary = contrary_flags(chosen, std::vector<std::string>(argv + 1, argv + argc));
-        !contrary.empty())
-        return failure(kExitBadInput, contrary);
-    if (std::string twice = repeated_flag(app, chosen, std::vector<std::string>(argv + 1, argv + argc)); !twice.empty())
-        return failure(kExitBadInput, twice);
-    if (std::string dash = dash_file(chosen); !dash.empty()) return failure(kExitBadInput, dash);
-    set_quiet(quiet);
-    // A trace another process holds: said once on stderr, terminal or not (a silent wait of up to
-    // MHC_BUSY_TIMEOUT_MS reads as a hang in a log); -q keeps it quiet.
-    mhc::trace::set_lock_wait_note(!quiet);
+    const std::vector<std::string> words(argv + 1, argv + argc);
+    for (const std::string& said : {empty_value(chosen), contrary_flags(chosen, words), repeated_flag(app, chosen, words),
+                                    dash_file(chosen)})
+        if (!said.empty()) return failure(kExitBadInput, said);
+    return std::nullopt;
+}
+
+// The chosen command, run: its exit code, or its failure in one line.
+Outcome run_command(const std::function<int()>& action) {
+    using mhc::cli::kExitBadInput, mhc::cli::kExitInternal;
     try {
         check_environment();
         return {action ? action() : kExitBadInput, ""};
@@ -240,6 +254,24 @@ Outcome run(int argc, char** argv) {
         if (e.path1().empty()) return failure(kExitBadInput, e.what());
         return failure(kExitBadInput, e.path1().string() + ": cannot be reached: " + e.code().message());
     } catch (const std::exception& e) { return failure(kExitInternal, std::string("internal error: ") + e.what()); }
+}
+
+// The command line, run: its exit code, and the one line to print when it failed (printed by
+// main(), once per job under mpirun).
+Outcome run(int argc, char** argv) {
+    CLI::App app{"mhc: GPU memory scheduling simulator and profiling toolkit", "mhc"};
+    bool quiet = false;
+    std::function<int()> action;
+    add_commands(app, quiet, action);
+    const CommandNames names = command_names();
+    CLI::App* chosen = nullptr;
+    if (auto refused = check_command_word(app, names, argc, argv, chosen)) return *refused;
+    if (auto stop = parse_words(app, chosen, names, argc, argv)) return *stop;
+    mhc::cli::set_quiet(quiet);
+    // A trace another process holds: said once on stderr, terminal or not (a silent wait of up to
+    // MHC_BUSY_TIMEOUT_MS reads as a hang in a log); -q keeps it quiet.
+    mhc::trace::set_lock_wait_note(!quiet);
+    return run_command(action);
 }
 
 }  // namespace

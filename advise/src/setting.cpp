@@ -181,17 +181,12 @@ Setting parse_setting_text(const std::string& body) {
     try {
         doc = json::parse(body);
     } catch (const json::exception& e) {
-        // Without the library's tag and its raw bytes (a binary file's are control bytes), as a
-        // link profile's parse error is said.
-        std::string what = e.what();
-        if (const size_t tag = what.find("] "); tag != std::string::npos) what = what.substr(tag + 2);
-        if (const size_t raw = what.find("; last read"); raw != std::string::npos) what.resize(raw);
-        throw Error("setting: not JSON: " + what.substr(0, 160));
+        // As a link profile's parse error is said.
+        throw Error("setting: not JSON: " + json_error_text(e.what()).substr(0, 160));
     }
     if (!doc.is_object()) throw Error("setting: must be a JSON object");
     // {"weights": "bf16", "weights": "fp32"} was the last: the setting as captured.
-    if (const std::string twice = repeated_json_key(body); !twice.empty())
-        throw Error("setting: field '" + twice + "' is given twice: JSON readers take either value; give it once");
+    if (const std::string twice = repeated_json_key_refusal(body); !twice.empty()) throw Error("setting: " + twice);
     only_keys(doc, "", {"checkpoint", "offload", "optimizer", "weights", "allocator", "reshard_after_forward"});
     Setting setting;
     if (doc.contains("checkpoint")) {

@@ -87,14 +87,17 @@ int check_inputs(int64_t count, int threads) {
     return ok ? 0 : 1;
 }
 
-}   // namespace
-
-int main(int argc, char** argv) {
-    int64_t T = 16 << 20;
+struct BenchOptions {
+    int64_t tokens = 16 << 20;
     int n = 4, iters = 20, reps = 10;
     int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     std::string variant = "both";
     bool inputs_only = false;
+    int64_t nn() const { return static_cast<int64_t>(n) * n; }   // values a token
+};
+
+BenchOptions read_options(int argc, char** argv) {
+    BenchOptions opt;
     const mhc::bench::Args args(
         argc, argv,
         "[--tokens N] [--n N] [--iters N] [--reps N] [--variant both|fused|baseline] [--threads N] [--inputs-only]");
@@ -106,123 +109,143 @@ int main(int argc, char** argv) {
             i = static_cast<int>(w) + 1;
             return value;
         };
-        if (a == "--tokens") T = next();
-        else if (a == "--n") n = static_cast<int>(next(k::kSinkhornMinN, k::kSinkhornMaxN));
-        else if (a == "--iters") iters = static_cast<int>(next(1, k::kSinkhornMaxIters));
-        else if (a == "--reps") reps = static_cast<int>(next(1, 1000));
-        else if (a == "--threads") threads = static_cast<int>(next(1, 1024));
-        else if (a == "--inputs-only") inputs_only = true;
+        if (a == "--tokens") opt.tokens = next();
+        else if (a == "--n") opt.n = static_cast<int>(next(k::kSinkhornMinN, k::kSinkhornMaxN));
+        else if (a == "--iters") opt.iters = static_cast<int>(next(1, k::kSinkhornMaxIters));
+        else if (a == "--reps") opt.reps = static_cast<int>(next(1, 1000));
+        else if (a == "--threads") opt.threads = static_cast<int>(next(1, 1024));
+        else if (a == "--inputs-only") opt.inputs_only = true;
         else if (a == "--variant") {
-            variant = args.value_after(w);
+            opt.variant = args.value_after(w);
             i = static_cast<int>(w) + 1;
-            if (variant != "both" && variant != "fused" && variant != "baseline")
-                args.refuse("--variant '" + variant + "': use both, fused or baseline");
+            if (opt.variant != "both" && opt.variant != "fused" && opt.variant != "baseline")
+                args.refuse("--variant '" + opt.variant + "': use both, fused or baseline");
         } else args.refuse("unknown argument '" + a + "'");
     }
-    const int64_t nn = static_cast<int64_t>(n) * n;
-    if (inputs_only) return check_inputs(T * nn, threads);
+    return opt;
+}
+
+// Device bandwidth: best of 5 read+write sweeps over 1 GiB each.
+double measure_bandwidth() {
+    auto standin = k::make_standin(k::Device::Cuda);
+    double bw = 0;
+    k::DeviceBuffer source(1ul << 30), sink(1ul << 30);
+    source.fill_bytes(1);
+    for (int i = 0; i < 5; ++i) {
+        standin->touch(source.data(), source.size(), sink.data(), sink.size());
+        standin->synchronize();
+        bw = std::max(bw, 2.0 * source.size() / standin->last_elapsed_s());
+    }
+    return bw;
+}
+
+// The kernels' inputs (logits H, gradients G) and outputs (P, dH) on the device.
+struct DeviceData {
+    k::DeviceBuffer dH, dG, dP, ddH;
+};
+
+DeviceData upload_inputs(const BenchOptions& opt) {
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<k::bf16> logits(static_cast<size_t>(opt.tokens * opt.nn())),
+        grads(static_cast<size_t>(opt.tokens * opt.nn()));
+    fill_normal(logits, 1, opt.threads);
+    fill_normal(grads, 2, opt.threads);
+    DeviceData data{k::DeviceBuffer(logits.size() * 2), k::DeviceBuffer(grads.size() * 2),
+                    k::DeviceBuffer(logits.size() * 2), k::DeviceBuffer(logits.size() * 2)};
+    data.dH.upload(logits.data(), data.dH.size());
+    data.dG.upload(grads.data(), data.dG.size());
+    std::printf("inputs: %lld tokens made on %d threads and uploaded in %.2f s\n", static_cast<long long>(opt.tokens),
+                opt.threads, seconds_since(t0));
+    return data;
+}
+
+struct Case {
+    const char* what;
+    bool log, backward;
+};
+
+// One kernel timed: the median and least of `reps` runs after a warm-up, printed against the
+// device's bandwidth; `out` gets the first tokens' outputs of the last run, to compare the two
+// kernel sets. Returns the median in seconds.
+double time_kernel(const BenchOptions& opt, DeviceData& data, double bw, const Case& what,
+                   k::CudaSinkhornKernels kernels, std::vector<k::bf16>& out) {
+    const int64_t tokens = opt.tokens;
+    const double bytes_per_token = (what.backward ? 6.0 : 4.0) * opt.nn();
+    k::SinkhornOptions options;
+    options.device = k::Device::Cuda;
+    options.n = opt.n;
+    options.iters = opt.iters;
+    options.log_domain = what.log;
+    options.cuda_kernels = kernels;
+    std::vector<double> times;
+    k::SinkhornReport report;
+    for (int i = 0; i < opt.reps + 1; ++i) {
+        report = what.backward
+                     ? k::sinkhorn_backward(options, tokens, {data.dH.data(), k::DType::BF16},
+                                            {data.dG.data(), k::DType::BF16}, {data.ddH.data(), k::DType::BF16})
+                     : k::sinkhorn_forward(options, tokens, {data.dH.data(), k::DType::BF16},
+                                           {data.dP.data(), k::DType::BF16});
+        if (i > 0) times.push_back(report.seconds);  // the first run warms up
+    }
+    std::sort(times.begin(), times.end());
+    const double med = times[times.size() / 2], gbs = bytes_per_token * tokens / med;
+    std::printf(
+        "%-9s %-22s median %8.3f ms  min %8.3f ms  %7.1f GB/s  %5.1f%% of device bandwidth  "
+        "(max row err %.2g, %s)\n",
+        k::to_string(kernels), what.what, med * 1e3, times.front() * 1e3, gbs / 1e9, 100 * gbs / bw,
+        report.max_row_err, report.backend.c_str());
+    const size_t check_values = static_cast<size_t>(std::min<int64_t>(tokens, 1 << 20) * opt.nn());
+    out.assign(check_values, k::bf16{});
+    (what.backward ? data.ddH : data.dP).download(out.data(), out.size() * 2);
+    return med;
+}
+
+// How far the fused kernels' outputs are from the baseline's, and how much faster they ran.
+void print_difference(const Case& what, const std::vector<k::bf16>& baseline, const std::vector<k::bf16>& fused,
+                      double baseline_med, double fused_med, int64_t nn) {
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < fused.size(); ++i) {
+        const double was = k::bf16_to_float(baseline[i]), now = k::bf16_to_float(fused[i]);
+        worst = std::max(worst, std::abs(was - now));
+        scale = std::max(scale, std::abs(was));
+    }
+    std::printf(
+        "          %-22s fused: %.2fx the baseline's speed; outputs of the first %lld tokens differ "
+        "by at most %.3g (largest |value| %.3g, bf16 step near it %.3g)\n",
+        what.what, baseline_med / fused_med, static_cast<long long>(fused.size() / nn), worst, scale, scale / 128);
+}
+
+}   // namespace
+
+int main(int argc, char** argv) {
+    const BenchOptions opt = read_options(argc, argv);
+    const int64_t nn = opt.nn(), tokens = opt.tokens;
+    if (opt.inputs_only) return check_inputs(tokens * nn, opt.threads);
     if (k::cuda_device_count() == 0) {
         std::printf("no CUDA device (built with CUDA: %s): nothing to measure\n", k::built_with_cuda() ? "yes" : "no");
         return 0;
     }
     std::printf("device: %s\n", k::cuda_device_name().c_str());
-
-    // Device bandwidth: best of 5 read+write sweeps over 1 GiB each.
-    auto standin = k::make_standin(k::Device::Cuda);
-    double bw = 0;
-    {
-        k::DeviceBuffer r(1ul << 30), w(1ul << 30);
-        r.fill_bytes(1);
-        for (int i = 0; i < 5; ++i) {
-            standin->touch(r.data(), r.size(), w.data(), w.size());
-            standin->synchronize();
-            bw = std::max(bw, 2.0 * r.size() / standin->last_elapsed_s());
-        }
-    }
+    const double bw = measure_bandwidth();
     std::printf("measured device bandwidth (read+write stand-in): %.1f GB/s\n", bw / 1e9);
-
-    auto t0 = std::chrono::steady_clock::now();
-    std::vector<k::bf16> logits(static_cast<size_t>(T * nn)), grads(static_cast<size_t>(T * nn));
-    fill_normal(logits, 1, threads);
-    fill_normal(grads, 2, threads);
-    k::DeviceBuffer dH(logits.size() * 2), dG(grads.size() * 2), dP(logits.size() * 2), ddH(logits.size() * 2);
-    dH.upload(logits.data(), dH.size());
-    dG.upload(grads.data(), dG.size());
-    std::printf("inputs: %lld tokens made on %d threads and uploaded in %.2f s\n", static_cast<long long>(T), threads,
-                seconds_since(t0));
-    logits = {};
-    grads = {};
-
-    // The first tokens' outputs of the last run of each kernel, to compare the two kernel sets.
-    const size_t check_values = static_cast<size_t>(std::min<int64_t>(T, 1 << 20) * nn);
-    auto head = [&](const k::DeviceBuffer& buf) {
-        std::vector<k::bf16> vals(check_values);
-        buf.download(vals.data(), vals.size() * 2);
-        return vals;
-    };
-    auto run = [&](const char* what, k::CudaSinkhornKernels kernels, bool log, bool backward, double bytes_per_token,
-                   std::vector<k::bf16>& out) {
-        k::SinkhornOptions o;
-        o.device = k::Device::Cuda;
-        o.n = n;
-        o.iters = iters;
-        o.log_domain = log;
-        o.cuda_kernels = kernels;
-        std::vector<double> t;
-        k::SinkhornReport r;
-        for (int i = 0; i < reps + 1; ++i) {
-            r = backward ? k::sinkhorn_backward(o, T, {dH.data(), k::DType::BF16}, {dG.data(), k::DType::BF16},
-                                                {ddH.data(), k::DType::BF16})
-                         : k::sinkhorn_forward(o, T, {dH.data(), k::DType::BF16}, {dP.data(), k::DType::BF16});
-            if (i > 0) t.push_back(r.seconds);  // the first run warms up
-        }
-        std::sort(t.begin(), t.end());
-        const double med = t[t.size() / 2], gbs = bytes_per_token * T / med;
-        std::printf(
-            "%-9s %-22s median %8.3f ms  min %8.3f ms  %7.1f GB/s  %5.1f%% of device bandwidth  "
-            "(max row err %.2g, %s)\n",
-            k::to_string(kernels), what, med * 1e3, t.front() * 1e3, gbs / 1e9, 100 * gbs / bw, r.max_row_err,
-            r.backend.c_str());
-        out = head(backward ? ddH : dP);
-        return med;
-    };
+    DeviceData data = upload_inputs(opt);
     std::printf("T=%lld tokens, n=%d, %d iterations, bf16 in/out, %d timed runs each (CUDA events)\n",
-                static_cast<long long>(T), n, iters, reps);
-    struct Case {
-        const char* what;
-        bool log, backward;
-    };
+                static_cast<long long>(tokens), opt.n, opt.iters, opt.reps);
     const Case cases[] = {{"forward", false, false},
                           {"backward (H,G->dH)", false, true},
                           {"log-domain forward", true, false},
                           {"log-domain backward", true, true}};
-    const bool base = variant != "fused", fused = variant != "baseline";
+    const bool base = opt.variant != "fused", fused = opt.variant != "baseline";
     double med[2][4] = {};
     for (int c = 0; c < 4; ++c) {
-        const double bytes = (cases[c].backward ? 6.0 : 4.0) * nn;
         std::vector<k::bf16> ob, of;
-        if (base)
-            med[0][c] = run(cases[c].what, k::CudaSinkhornKernels::Baseline, cases[c].log, cases[c].backward, bytes,
-                            ob);
-        if (fused)
-            med[1][c] = run(cases[c].what, k::CudaSinkhornKernels::Fused, cases[c].log, cases[c].backward, bytes, of);
-        if (base && fused) {
-            double worst = 0, scale = 0;
-            for (size_t i = 0; i < of.size(); ++i) {
-                const double was = k::bf16_to_float(ob[i]), now = k::bf16_to_float(of[i]);
-                worst = std::max(worst, std::abs(was - now));
-                scale = std::max(scale, std::abs(was));
-            }
-            std::printf(
-                "          %-22s fused: %.2fx the baseline's speed; outputs of the first %lld tokens differ "
-                "by at most %.3g (largest |value| %.3g, bf16 step near it %.3g)\n",
-                cases[c].what, med[0][c] / med[1][c], static_cast<long long>(of.size() / nn), worst, scale,
-                scale / 128);
-        }
+        if (base) med[0][c] = time_kernel(opt, data, bw, cases[c], k::CudaSinkhornKernels::Baseline, ob);
+        if (fused) med[1][c] = time_kernel(opt, data, bw, cases[c], k::CudaSinkhornKernels::Fused, of);
+        if (base && fused) print_difference(cases[c], ob, of, med[0][c], med[1][c], nn);
     }
     const int judged = fused ? 1 : 0;
     const double fwd = med[judged][0], bwd = med[judged][1];
-    const double frac = 4.0 * nn * T / fwd / bw;
+    const double frac = 4.0 * nn * tokens / fwd / bw;
     std::printf("target forward >= 70%% of device bandwidth (%s): %s (%.1f%%)\n", fused ? "fused" : "baseline",
                 frac >= 0.7 ? "MET" : "MISSED", 100 * frac);
     std::printf("target backward within 3x of forward (%s): %s (%.2fx)\n", fused ? "fused" : "baseline",

@@ -118,4 +118,15 @@ std::string repeated_json_key(std::string_view text) {
     return reader.found;
 }
 
+std::string repeated_json_key_refusal(std::string_view text) {
+    const std::string twice = repeated_json_key(text);
+    return twice.empty() ? "" : "field '" + twice + "' is given twice: JSON readers take either value; give it once";
+}
+
+std::string json_error_text(std::string what) {
+    if (const size_t tag = what.find("] "); tag != std::string::npos) what = what.substr(tag + 2);
+    if (const size_t raw = what.find("; last read"); raw != std::string::npos) what.resize(raw);
+    return what;
+}
+
 }  // namespace mhc

@@ -513,6 +513,10 @@ int remove_stale_temps(const std::string& path) {
     return removed;
 }
 
+std::string already_exists(const std::string& path, const std::string& along, const std::string& note) {
+    return path + ": already exists" + note + "; pass --force to replace it" + (along.empty() ? "" : " (and " + along + ")");
+}
+
 OutputFile::OutputFile(std::string path, IfExists if_exists)
     : path_(std::move(path)), if_exists_(if_exists) {
     refuse_unreachable_name(path_);
@@ -528,7 +532,7 @@ OutputFile::OutputFile(std::string path, IfExists if_exists)
             throw Error(path_ + ": is a " + kind_of(lst.st_mode) + ", not a regular file");
         const std::string what = link ? " (a symbolic link to " + link_target(path_) + ")" : "";
         if (if_exists_ == IfExists::Refuse)
-            throw Error(path_ + ": already exists" + what + "; pass --force to replace it (and everything in it)");
+            throw Error(already_exists(path_, "everything in it", what));
         // The new file takes the link's place: say so, since the file it pointed to stays.
         if (link)
             std::fprintf(stderr, "mhc: %s is a symbolic link to %s: the link is replaced by the new file; %s is left as it is\n",

@@ -116,18 +116,13 @@ LinkModel load_link_profile(const std::string& path) {
     try {
         root = json::parse(text);
     } catch (const json::exception& e) {
-        // "[json.exception.parse_error.101] parse error at line 1, column 1: ...; last read: '<bytes>'":
-        // the place, without the library's tag and the raw bytes (a binary file's are control bytes).
-        // A number beyond a double ("1e999": out_of_range.406) is said so too (it was an internal error).
-        std::string what = e.what();
-        if (const size_t tag = what.find("] "); tag != std::string::npos) what = what.substr(tag + 2);
-        if (const size_t raw = what.find("; last read"); raw != std::string::npos) what.resize(raw);
-        throw Error(where(path, "not a link profile: not valid JSON (" + what + ")"));
+        // The place (json_error_text). A number beyond a double ("1e999": out_of_range.406) is said
+        // so too (it was an internal error).
+        throw Error(where(path, "not a link profile: not valid JSON (" + json_error_text(e.what()) + ")"));
     }
     if (!root.is_object()) throw Error(where(path, "a link profile must be a JSON object"));
     // {"copy_engines": 2, "copy_engines": 1} ran with the last.
-    if (const std::string twice = repeated_json_key(text); !twice.empty())
-        throw Error(where(path, "field '" + twice + "' is given twice: JSON readers take either value; give it once"));
+    if (const std::string twice = repeated_json_key_refusal(text); !twice.empty()) throw Error(where(path, twice));
     LinkModel l;
     if (!root.contains("name") || !root.at("name").is_string())
         throw Error(where(path, "field 'name': missing or not a string"));

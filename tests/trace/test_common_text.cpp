@@ -21,6 +21,19 @@ TEST_CASE("json_string escapes what JSON requires and replaces bytes that are no
     CHECK(out == "[\"x\"");
 }
 
+TEST_CASE("a repeated key and a parse error are said once for every file users write", "[common]") {
+    CHECK(mhc::repeated_json_key_refusal(R"({"a": 1, "b": {"c": 1, "c": 2}})") ==
+          "field 'b.c' is given twice: JSON readers take either value; give it once");
+    CHECK(mhc::repeated_json_key_refusal(R"({"a": 1, "b": {"a": 2}})").empty());   // one key per object
+    // nlohmann's tag and the bytes it last read are dropped; the place and the reason stay.
+    CHECK(mhc::json_error_text("[json.exception.parse_error.101] parse error at line 1, column 2: syntax error "
+                               "while parsing value - invalid literal; last read: '\x01'") ==
+          "parse error at line 1, column 2: syntax error while parsing value - invalid literal");
+    CHECK(mhc::json_error_text("[json.exception.out_of_range.406] number overflow parsing '1e999'") ==
+          "number overflow parsing '1e999'");
+    CHECK(mhc::json_error_text("no tag here") == "no tag here");
+}
+
 TEST_CASE("Error keeps its whole message, as printable() shows it", "[common]") {
     // what() is read as a C string: a NUL quoted from an input cut the message there.
     const mhc::Error nul(std::string("s.json: field 'a\0b': must be an object", 38));

@@ -195,14 +195,14 @@ namespace {
 std::string fit(const std::string& name, size_t room) {
     return name.size() <= room ? name : name.substr(0, room - 3) + "...";
 }
-}  // namespace
-
-std::string to_text(const Summary& s) {
-    std::string o;
-    // One line each, whole: what the trace says (a label, the device's name, the file's own name)
-    // with a control byte shown as '?' (a label with a newline was printed over two lines, an
-    // escape sent to the terminal), and no length cut (a path past 512 bytes lost its newline).
-    auto line = [&](const char* fmt, auto... args) {
+// The summary's text, a line at a time. One line each, whole: what the trace says (a label, the
+// device's name, the file's own name) with a control byte shown as '?' (a label with a newline was
+// printed over two lines, an escape sent to the terminal), and no length cut (a path past 512
+// bytes lost its newline).
+struct SummaryText {
+    std::string out;
+    template <typename... Args>
+    void line(const char* fmt, Args... args) {
         const int length = std::snprintf(nullptr, 0, fmt, args...);
         if (length <= 0) return;
         std::string text(static_cast<size_t>(length) + 1, '\0');
@@ -210,104 +210,139 @@ std::string to_text(const Summary& s) {
         text.pop_back();
         const bool ends = text.back() == '\n';
         if (ends) text.pop_back();
-        o += printable(std::move(text)) + (ends ? "\n" : "");
-    };
-    line("trace       %s\n", s.path.c_str());
-    line("source      %s\n", s.source.c_str());
-    std::map<std::string, std::string> meta(s.meta.begin(), s.meta.end());
-    if (std::string v = capture_versions(meta); !v.empty()) line("captured    with %s\n", v.c_str());
-    line("device      %s%s\n", s.device_name.c_str(),
-         s.device_memory > 0 ? (" (" + format_bytes(s.device_memory) + ")").c_str() : "");
-    const bool order = order_only_timing(s.timing);
-    // A time of an order-only trace is an event number (event k at k ns).
-    auto when = [&](int64_t t) { return order ? "event #" + std::to_string(t) : format_ns(t - s.t_begin); };
-    if (order) {
-        o += "timing      order only: the source has no timestamps, so times are event numbers; time figures "
-             "(durations, loss, stalls, makespan) say nothing, memory figures stand\n";
-        line("duration    %lld events\n", (long long)(s.t_end - s.t_begin));
-    } else {
-        line("duration    %s\n", format_ns(s.t_end - s.t_begin).c_str());
-        // Times no GPU measured are said to be a model's, beside the first of them: a generated trace
-        // (the generator's roofline) and a capture (meta timing "estimated", its timing_model).
-        auto model = std::find_if(s.meta.begin(), s.meta.end(), [](const auto& kv) { return kv.first == "timing_model"; });
-        if (s.source == "generate")
-            o += "timing      estimated: the generator's roofline of the GPU, not a measurement\n";
-        else if (s.timing == "estimated")
-            line("timing      estimated: %s\n",
-                 model != s.meta.end() ? model->second.c_str() : "a model of the GPU, not a measurement");
+        out += printable(std::move(text)) + (ends ? "\n" : "");
     }
-    line("rows        %lld allocations, %lld kernels, %lld accesses, %lld copies, %lld markers\n",
-         (long long)s.allocations, (long long)s.kernels, (long long)s.accesses, (long long)s.copies,
-         (long long)s.markers);
-    if (!s.has_accesses && s.allocations > 0)
-        o += "accesses    none: simulation will use allocation lifetimes only (coarser results)\n";
-    if (s.kernels == 0 && s.allocations > 0)
-        o += "kernels     none: a simulation's throughput loss then comes from swap-outs only\n";
-    if (!order && s.kernels > 0)   // none: the `kernels` line above says so
-        line("kernel time %s (%.1f%% of the duration)\n", format_ns(s.kernel_time).c_str(),
-             s.t_end > s.t_begin ? 100.0 * s.kernel_time / double(s.t_end - s.t_begin) : 0.0);
-    if (s.allocations == 0)
-        o += "peak        none: the trace has no allocations (a timeline only; nothing to simulate)\n";
+};
+
+// A time of the trace as said: an order-only trace's is an event number (event k at k ns).
+std::string when(const Summary& summary, int64_t time) {
+    return order_only_timing(summary.timing) ? "event #" + std::to_string(time) : format_ns(time - summary.t_begin);
+}
+
+// Where the trace came from, its device, and its timing and duration.
+void origin_lines(const Summary& summary, SummaryText& text) {
+    text.line("trace       %s\n", summary.path.c_str());
+    text.line("source      %s\n", summary.source.c_str());
+    std::map<std::string, std::string> meta(summary.meta.begin(), summary.meta.end());
+    if (std::string versions = capture_versions(meta); !versions.empty())
+        text.line("captured    with %s\n", versions.c_str());
+    text.line("device      %s%s\n", summary.device_name.c_str(),
+           summary.device_memory > 0 ? (" (" + format_bytes(summary.device_memory) + ")").c_str() : "");
+    if (order_only_timing(summary.timing)) {
+        text.out += "timing      order only: the source has no timestamps, so times are event numbers; time figures "
+                 "(durations, loss, stalls, makespan) say nothing, memory figures stand\n";
+        text.line("duration    %lld events\n", static_cast<long long>(summary.t_end - summary.t_begin));
+        return;
+    }
+    text.line("duration    %s\n", format_ns(summary.t_end - summary.t_begin).c_str());
+    // Times no GPU measured are said to be a model's, beside the first of them: a generated trace
+    // (the generator's roofline) and a capture (meta timing "estimated", its timing_model).
+    auto model = std::find_if(summary.meta.begin(), summary.meta.end(), [](const auto& kv) { return kv.first == "timing_model"; });
+    if (summary.source == "generate")
+        text.out += "timing      estimated: the generator's roofline of the GPU, not a measurement\n";
+    else if (summary.timing == "estimated")
+        text.line("timing      estimated: %s\n",
+               model != summary.meta.end() ? model->second.c_str() : "a model of the GPU, not a measurement");
+}
+
+// The rows per table, what is missing, the kernels' time, and the peak by category.
+void rows_and_peak_lines(const Summary& summary, SummaryText& text) {
+    const bool order = order_only_timing(summary.timing);
+    text.line("rows        %lld allocations, %lld kernels, %lld accesses, %lld copies, %lld markers\n",
+           static_cast<long long>(summary.allocations), static_cast<long long>(summary.kernels), static_cast<long long>(summary.accesses), static_cast<long long>(summary.copies),
+           static_cast<long long>(summary.markers));
+    if (!summary.has_accesses && summary.allocations > 0)
+        text.out += "accesses    none: simulation will use allocation lifetimes only (coarser results)\n";
+    if (summary.kernels == 0 && summary.allocations > 0)
+        text.out += "kernels     none: a simulation's throughput loss then comes from swap-outs only\n";
+    if (!order && summary.kernels > 0)   // none: the `kernels` line above says so
+        text.line("kernel time %s (%.1f%% of the duration)\n", format_ns(summary.kernel_time).c_str(),
+               summary.t_end > summary.t_begin ? 100.0 * summary.kernel_time / static_cast<double>(summary.t_end - summary.t_begin) : 0.0);
+    if (summary.allocations == 0)
+        text.out += "peak        none: the trace has no allocations (a timeline only; nothing to simulate)\n";
     else
-        line("peak        %s live on device %d%s at %s\n", format_bytes(s.peak.bytes).c_str(), s.peak_device,
-             s.peak_device < 0 ? " (host)" : "", when(s.peak.time).c_str());
+        text.line("peak        %s live on device %d%s at %s\n", format_bytes(summary.peak.bytes).c_str(), summary.peak_device,
+               summary.peak_device < 0 ? " (host)" : "", when(summary, summary.peak.time).c_str());
     for (int c = 0; c < kCategoryCount; ++c)
-        if (s.peak.by_category[static_cast<size_t>(c)] > 0)
-            line("  %-11s %12s  %5.1f%%\n", std::string(to_string(static_cast<Category>(c))).c_str(),
-                 format_bytes(s.peak.by_category[static_cast<size_t>(c)]).c_str(),
-                 100.0 * s.peak.by_category[static_cast<size_t>(c)] / double(std::max<int64_t>(1, s.peak.bytes)));
-    // Each device's figures when there are several (the `peak` line is the largest GPU's).
-    for (const auto& m : s.memory) {
-        const bool several = s.memory.size() > 1;
+        if (summary.peak.by_category[static_cast<size_t>(c)] > 0)
+            text.line("  %-11s %12s  %5.1f%%\n", std::string(to_string(static_cast<Category>(c))).c_str(),
+                   format_bytes(summary.peak.by_category[static_cast<size_t>(c)]).c_str(),
+                   100.0 * summary.peak.by_category[static_cast<size_t>(c)] / static_cast<double>(std::max<int64_t>(1, summary.peak.bytes)));
+}
+
+// Each device's figures when there are several (the `peak` line is the largest GPU's): blocks,
+// requested and reserved peaks.
+void device_memory_lines(const Summary& summary, SummaryText& text) {
+    for (const auto& memory : summary.memory) {
+        const bool several = summary.memory.size() > 1;
         if (several)
-            line("blocks      %s peak on device %d%s at %s (the allocator's blocks live at once)\n",
-                 format_bytes(m.peak).c_str(), m.device, m.device < 0 ? " (host)" : "", when(m.peak_time).c_str());
-        if (m.requested < 0 && m.reserved < 0 && m.profiler_reserved < 0) continue;
-        std::string dev = several ? " on device " + std::to_string(m.device) : "";
-        if (m.requested >= 0)
-            line("requested   %s peak%s (what the program asked for; `peak` counts the allocator's blocks)\n",
-                 format_bytes(m.requested).c_str(), dev.c_str());
-        if (m.reserved >= 0)
-            line("reserved    %s peak%s (the allocator's segments)\n", format_bytes(m.reserved).c_str(), dev.c_str());
-        else if (m.profiler_reserved >= 0)
-            line("reserved    %s peak%s (the profiler's Total Reserved%s; no segments recorded)\n",
-                 format_bytes(m.profiler_reserved).c_str(), dev.c_str(),
-                 m.profiler_reserved_first == m.profiler_reserved
-                     ? ", all of it at its first memory event: reserved before profiling"
-                 : m.profiler_reserved_first >= 0
-                     ? (", " + format_bytes(m.profiler_reserved_first) + " at its first memory event").c_str()
-                     : "");
+            text.line("blocks      %s peak on device %d%s at %s (the allocator's blocks live at once)\n",
+                   format_bytes(memory.peak).c_str(), memory.device, memory.device < 0 ? " (host)" : "", when(summary, memory.peak_time).c_str());
+        if (memory.requested < 0 && memory.reserved < 0 && memory.profiler_reserved < 0) continue;
+        std::string dev = several ? " on device " + std::to_string(memory.device) : "";
+        if (memory.requested >= 0)
+            text.line("requested   %s peak%s (what the program asked for; `peak` counts the allocator's blocks)\n",
+                   format_bytes(memory.requested).c_str(), dev.c_str());
+        if (memory.reserved >= 0)
+            text.line("reserved    %s peak%s (the allocator's segments)\n", format_bytes(memory.reserved).c_str(), dev.c_str());
+        else if (memory.profiler_reserved >= 0)
+            text.line("reserved    %s peak%s (the profiler's Total Reserved%s; no segments recorded)\n",
+                   format_bytes(memory.profiler_reserved).c_str(), dev.c_str(),
+                   memory.profiler_reserved_first == memory.profiler_reserved
+                       ? ", all of it at its first memory event: reserved before profiling"
+                   : memory.profiler_reserved_first >= 0
+                       ? (", " + format_bytes(memory.profiler_reserved_first) + " at its first memory event").c_str()
+                       : "");
     }
-    // Traces without addresses (Kineto before about PyTorch 1.10): say what is exact and what is not.
-    for (const auto& [k, v] : s.meta)
-        if (k == "pairing" && v == "size")
-            o += "frees       paired by size (no addresses recorded): live bytes exact,\n"
-                 "            which block a free ended inferred\n";
-    if (s.steps > 0) {
-        int64_t tot = std::accumulate(s.step_durations.begin(), s.step_durations.end(), int64_t{0});
-        if (order)   // a step's span is a count of events, not a time
-            line("steps       %lld (mean %lld events)\n", static_cast<long long>(s.steps), static_cast<long long>(tot / s.steps));
+}
+
+// The steps and layers marked, and where the steps were found.
+void step_lines(const Summary& summary, SummaryText& text) {
+    if (summary.steps > 0) {
+        int64_t tot = std::accumulate(summary.step_durations.begin(), summary.step_durations.end(), int64_t{0});
+        if (order_only_timing(summary.timing))   // a step's span is a count of events, not a time
+            text.line("steps       %lld (mean %lld events)\n", static_cast<long long>(summary.steps),
+                   static_cast<long long>(tot / summary.steps));
         else
-            line("steps       %lld (mean %s)\n", static_cast<long long>(s.steps), format_ns(tot / s.steps).c_str());
+            text.line("steps       %lld (mean %s)\n", static_cast<long long>(summary.steps), format_ns(tot / summary.steps).c_str());
         // Where the importer found them, when not from the trace's own step markers (steps_from).
-        for (const auto& [k, v] : s.meta)
-            if (k == "steps_from" && v.rfind("ProfilerStep#", 0) != 0) line("            from %s\n", v.c_str());
+        for (const auto& [k, v] : summary.meta)
+            if (k == "steps_from" && v.rfind("ProfilerStep#", 0) != 0) text.line("            from %s\n", v.c_str());
     } else {
-        o += "steps       none marked\n";
+        text.out += "steps       none marked\n";
     }
-    if (s.layers > 0) line("layers      %lld layer markers\n", (long long)s.layers);
-    if (!s.top_allocations.empty()) {
-        o += "largest allocations\n";
-        for (const auto& e : s.top_allocations)
-            line("  %12s  %-10s %s\n", format_bytes(e.bytes).c_str(), e.category.c_str(), fit(e.name, 100 - 27).c_str());
+    if (summary.layers > 0) text.line("layers      %lld layer markers\n", static_cast<long long>(summary.layers));
+}
+
+// The largest allocations and the kernels by total time.
+void top_lines(const Summary& summary, SummaryText& text) {
+    if (!summary.top_allocations.empty()) {
+        text.out += "largest allocations\n";
+        for (const auto& entry : summary.top_allocations)
+            text.line("  %12s  %-10s %s\n", format_bytes(entry.bytes).c_str(), entry.category.c_str(), fit(entry.name, 100 - 27).c_str());
     }
-    if (!s.top_kernels.empty()) {
-        o += "kernels by total time\n";
-        for (const auto& e : s.top_kernels)
-            line("  %12s  %8lldx  %s\n", format_ns(e.total).c_str(), (long long)e.count,
-                 fit(e.name, 100 - 27).c_str());   // 27: the columns before the name
+    if (!summary.top_kernels.empty()) {
+        text.out += "kernels by total time\n";
+        for (const auto& entry : summary.top_kernels)
+            text.line("  %12s  %8lldx  %s\n", format_ns(entry.total).c_str(), static_cast<long long>(entry.count),
+                   fit(entry.name, 100 - 26).c_str());
     }
-    return o;
+}
+}  // namespace
+
+std::string to_text(const Summary& summary) {
+    SummaryText text;
+    origin_lines(summary, text);
+    rows_and_peak_lines(summary, text);
+    device_memory_lines(summary, text);
+    // Traces without addresses (Kineto before about PyTorch 1.10): say what is exact and what is not.
+    for (const auto& [k, v] : summary.meta)
+        if (k == "pairing" && v == "size")
+            text.out += "frees       paired by size (no addresses recorded): live bytes exact,\n"
+                     "            which block a free ended inferred\n";
+    step_lines(summary, text);
+    top_lines(summary, text);
+    return text.out;
 }
 
 std::string to_json(const Summary& s) {

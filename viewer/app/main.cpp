@@ -200,74 +200,80 @@ int run_gui(mhc::viewer::App& app, bool screenshot) {
     return rc;
 }
 
-}  // namespace
+// The words of the options read after CLI11 parses them (as mhc reads its own), and the two
+// options whose use is asked afterwards.
+struct Given {
+    std::string size, device = "auto", hover;
+    std::vector<std::string> clicks;
+    CLI::Option* device_option = nullptr;
+    CLI::Option* step = nullptr;
+};
 
-int main(int argc, char** argv) {
-    mhc::viewer::Options o;
-    CLI::App cli{"mhc-view: browse a trace and its simulated runs", "mhc-view"};
+void add_options(CLI::App& cli, mhc::viewer::Options& options, Given& given) {
     // Help as mhc's (docs/cli.md, "Help"): wrapped at the terminal's width, each value named as
     // users write it (TRACE, FILE, X,Y), defaults as [default: ...].
     cli.formatter(std::make_shared<mhc::HelpFormatter>(mhc::help_width()));
-    std::string size;
-    cli.add_option("trace", o.trace, "Trace file (.db: mhc generate, import or record writes one)")->required();
-    cli.add_option("--screenshot", o.screenshot,
+    cli.add_option("trace", options.trace, "Trace file (.db: mhc generate, import or record writes one)")->required();
+    cli.add_option("--screenshot", options.screenshot,
                    "Render the view off-screen and write it as a PNG, then exit (no screen: under xvfb-run -a)")
         ->type_name("FILE");
-    cli.add_option("--run", o.runs,
+    cli.add_option("--run", options.runs,
                    "A stored run to select, by its id (mhc info TRACE lists them); repeat to compare several, the "
                    "first selected")
         ->check(CLI::Validator([](std::string& text) { return mhc::whole_number_refusal(text, false); }, ""))
         ->type_name("ID");
-    cli.add_option("--range", o.range, "Time range T0:T1 to open at, e.g. 0:2ms or 1500000:1600000 (ns)")
+    cli.add_option("--range", options.range, "Time range T0:T1 to open at, e.g. 0:2ms or 1500000:1600000 (ns)")
         ->type_name("RANGE");
-    cli.add_option("--view", o.view,
+    cli.add_option("--view", options.view,
                    "The view to open: timeline, memory, compare, statistics or run (the launcher)")
         ->check(CLI::IsMember({"timeline", "memory", "compare", "statistics", "run"}))
         ->type_name("VIEW")
         ->default_str("timeline");
-    cli.add_option("--size", size, "Window size in pixels")->type_name("WxH")->default_str("1600x900");
-    cli.add_option("--families", o.families,
+    cli.add_option("--size", given.size, "Window size in pixels")->type_name("WxH")->default_str("1600x900");
+    cli.add_option("--families", options.families,
                    "A file of kernel family rules, one 'FAMILY TEXT' per line, checked before the built-in ones "
                    "(docs/viewer.md)")
         ->type_name("FILE");
-    cli.add_option("--runs-db", o.runs_db,
+    cli.add_option("--runs-db", options.runs_db,
                    "Show the runs stored in this file (mhc simulate --runs-db) instead of those in the trace; one "
                    "made for another trace is refused")
         ->type_name("FILE");
-    std::string device = "auto";
-    auto* device_option = cli.add_option("--device", device,
+    given.device_option = cli.add_option("--device", given.device,
                                          "Whose memory the memory views show: auto (the GPU with the largest peak, as "
                                          "mhc simulate), a GPU number, or -1 for the host's pinned memory");
-    std::vector<std::string> clicks;
-    cli.add_option("--click", clicks,
+    cli.add_option("--click", given.clicks,
                    "With --screenshot: a left click at window pixel X,Y before the saved frame (repeat for more)")
         ->type_name("X,Y");
-    std::string hover;
-    cli.add_option("--hover", hover, "With --screenshot: the mouse at window pixel X,Y in the saved frame (its tooltip)")
+    cli.add_option("--hover", given.hover,
+                   "With --screenshot: the mouse at window pixel X,Y in the saved frame (its tooltip)")
         ->type_name("X,Y");
-    auto* step = cli.add_option("--step", o.step, "With --screenshot: set the toolbar's step and press Go");
-    cli.add_option("--find", o.finds,
+    given.step = cli.add_option("--step", options.step, "With --screenshot: set the toolbar's step and press Go");
+    cli.add_option("--find", options.finds,
                    "With --screenshot: type TEXT in the timeline's find field and press Enter (again for each one)")
         ->type_name("TEXT");
-    cli.add_option("--find-back", o.find_back,
+    cli.add_option("--find-back", options.find_back,
                    "With --screenshot: after the --find presses, press Shift+Enter (the match before) N times")
         ->check(CLI::NonNegativeNumber);
-    cli.add_option("--type", o.typed,
+    cli.add_option("--type", options.typed,
                    "With --screenshot: after them, type TEXT in the timeline's find field a letter a frame (its "
                    "matches marked as typed); a newline in TEXT presses Enter")
         ->type_name("TEXT");
-    cli.add_flag("--fit-y", o.fit_y,
+    cli.add_flag("--fit-y", options.fit_y,
                  "Memory curves: the y axis fitted to the bytes in view instead of from 0 B (the toolbar's \"fit y\")");
-    cli.add_option("--layout", o.layout, "With --screenshot: write the plot rectangles as JSON (for tests)")
+    cli.add_option("--layout", options.layout, "With --screenshot: write the plot rectangles as JSON (for tests)")
         ->type_name("FILE");
-    // The words checked by mhc's rules (mhc/common/command_line.hpp), before and after CLI11 parses
-    // them: a flag given a value (--fit-y=1, --help=1) or twice, an option given twice or '', the
-    // number grammar, said in mhc's words. --fit-y=1 and --fit-y --fit-y were taken, and the others
-    // said in CLI11's ("--size: At Most 1 required but received 2").
+}
+
+// The words checked by mhc's rules (mhc/common/command_line.hpp), before and after CLI11 parses
+// them: a flag given a value (--fit-y=1, --help=1) or twice, an option given twice or '', the
+// number grammar, said in mhc's words. --fit-y=1 and --fit-y --fit-y were taken, and the others
+// said in CLI11's ("--size: At Most 1 required but received 2"). The exit status when mhc-view is
+// to stop here (--help, a refusal).
+std::optional<int> parse_command_line(CLI::App& cli, const Given& given, int argc, char** argv) {
     namespace line = mhc::command_line;
     const std::vector<std::string> words(argv + 1, argv + argc);
     line::apply_number_grammar(cli);
-    device_option->type_name("DEVICE")->default_str(device);   // auto or a number: read below, as mhc reads it
+    given.device_option->type_name("DEVICE")->default_str(given.device);   // auto or a number: read_device
     for (const std::string& said : {line::flag_with_value(cli, words), line::short_with_equals(cli, words)})
         if (!said.empty()) {
             say(said);
@@ -290,119 +296,143 @@ int main(int argc, char** argv) {
             say(said);
             return 2;
         }
-    o.go_step = step->count() > 0;
-    mhc::trace::set_lock_wait_note(true);   // a locked trace: said once on stderr, never a silent wait
-    try {   // the MHC_* variables the viewer reads, as mhc checks them: before any window
-        mhc::trace::check_environment();
-        mhc::sim::Config sim_defaults;
-        mhc::sim::apply_environment(sim_defaults, {});
-    } catch (const mhc::Error& e) {
-        say(e.what());
-        return 2;
+    return std::nullopt;
+}
+
+// Numbers as mhc reads them (docs/cli.md, "Numbers"): decimal, no '+', space, 0x or exponent.
+// Each reader below throws mhc::Error with the refusal.
+void read_device(const std::string& device, mhc::viewer::Options& options) {
+    if (device == "auto") return;
+    const auto parsed =
+        mhc::whole_number_refusal(device, true).empty() ? mhc::parse_integer<int>(device) : std::nullopt;
+    const int value = parsed.value_or(-2);
+    if (value < -1) throw mhc::Error("--device '" + device + "': expected auto, a GPU number or -1 (the host)");
+    options.device = value;
+}
+
+// "X,Y" in window pixels, each within 0..65536.
+std::optional<std::pair<float, float>> pixel(const std::string& text) {
+    float px = -1, py = -1;
+    const size_t comma = text.find(',');
+    const std::string xs = text.substr(0, comma), ys = comma == std::string::npos ? "" : text.substr(comma + 1);
+    if (comma != std::string::npos && mhc::decimal_refusal(xs).empty() && mhc::decimal_refusal(ys).empty()) {
+        px = std::strtof(xs.c_str(), nullptr);
+        py = std::strtof(ys.c_str(), nullptr);
     }
-    // Numbers as mhc reads them (docs/cli.md, "Numbers"): decimal, no '+', space, 0x or exponent.
-    if (device != "auto") {
-        const auto parsed = mhc::whole_number_refusal(device, true).empty() ? mhc::parse_integer<int>(device)
-                                                                            : std::nullopt;
-        const int value = parsed.value_or(-2);
-        if (value < -1) {
-            say("--device '" + device + "': expected auto, a GPU number or -1 (the host)");
-            return 2;
-        }
-        o.device = value;
-    }
-    auto pixel = [](const std::string& text) -> std::optional<std::pair<float, float>> {
-        float px = -1, py = -1;
-        const size_t comma = text.find(',');
-        const std::string xs = text.substr(0, comma), ys = comma == std::string::npos ? "" : text.substr(comma + 1);
-        if (comma != std::string::npos && mhc::decimal_refusal(xs).empty() && mhc::decimal_refusal(ys).empty()) {
-            px = std::strtof(xs.c_str(), nullptr);
-            py = std::strtof(ys.c_str(), nullptr);
-        }
-        if (!(px >= 0 && py >= 0 && px <= 65536 && py <= 65536)) return std::nullopt;
-        return std::pair{px, py};
-    };
-    for (const std::string& click : clicks) {
+    if (!(px >= 0 && py >= 0 && px <= 65536 && py <= 65536)) return std::nullopt;
+    return std::pair{px, py};
+}
+
+void read_pointer(const Given& given, mhc::viewer::Options& options) {
+    for (const std::string& click : given.clicks) {
         const auto at = pixel(click);
-        if (!at) {
-            say("--click '" + click + "': expected X,Y in window pixels, e.g. 400,300");
-            return 2;
-        }
-        o.clicks.push_back(*at);
+        if (!at) throw mhc::Error("--click '" + click + "': expected X,Y in window pixels, e.g. 400,300");
+        options.clicks.push_back(*at);
     }
-    if (!hover.empty()) {
-        o.hover = pixel(hover);
-        if (!o.hover) {
-            say("--hover '" + hover + "': expected X,Y in window pixels, e.g. 400,300");
-            return 2;
-        }
+    if (given.hover.empty()) return;
+    options.hover = pixel(given.hover);
+    if (!options.hover) throw mhc::Error("--hover '" + given.hover + "': expected X,Y in window pixels, e.g. 400,300");
+}
+
+void read_size(const std::string& size, mhc::viewer::Options& options) {
+    if (size.empty()) return;
+    const size_t times = size.find('x');
+    const std::string ws = size.substr(0, times), hs = times == std::string::npos ? "" : size.substr(times + 1);
+    auto dimension = [](const std::string& text) {
+        return mhc::whole_number_refusal(text, false).empty() ? mhc::parse_integer<int>(text).value_or(0) : 0;
+    };
+    const int width = dimension(ws), height = dimension(hs);
+    if (width < 320 || height < 240 || width > 8192 || height > 8192)
+        throw mhc::Error("--size '" + size + "': expected WxH between 320x240 and 8192x8192");
+    options.width = width;
+    options.height = height;
+}
+
+// The outputs checked before the trace is read and the window opens, as mhc checks its own: a
+// folder, a device, a descriptor of this process (/dev/stdout), a folder that is not there.
+// An output naming an input (--screenshot T.db replaced the trace with a PNG after the frame),
+// or both outputs one file, refused as mhc refuses them.
+void check_outputs(const mhc::viewer::Options& options) {
+    for (const std::string* out : {&options.screenshot, &options.layout}) {
+        if (out->empty()) continue;
+        for (const std::string* in : {&options.trace, &options.runs_db, &options.families}) mhc::refuse_input_as_output(*in, *out);
+        mhc::OutputFile checked(*out, mhc::IfExists::Replace);
     }
-    if (!size.empty()) {
-        const size_t times = size.find('x');
-        const std::string ws = size.substr(0, times), hs = times == std::string::npos ? "" : size.substr(times + 1);
-        auto dimension = [](const std::string& text) {
-            return mhc::whole_number_refusal(text, false).empty() ? mhc::parse_integer<int>(text).value_or(0) : 0;
-        };
-        const int width = dimension(ws), height = dimension(hs);
-        if (width < 320 || height < 240 || width > 8192 || height > 8192) {
-            say("--size '" + size + "': expected WxH between 320x240 and 8192x8192");
-            return 2;
-        }
-        o.width = width;
-        o.height = height;
-    }
-    const bool screenshot = !o.screenshot.empty();
-    // The outputs checked before the trace is read and the window opens, as mhc checks its own: a
-    // folder, a device, a descriptor of this process (/dev/stdout), a folder that is not there.
-    // An output naming an input (--screenshot T.db replaced the trace with a PNG after the frame),
-    // or both outputs one file, refused as mhc refuses them.
-    try {
-        for (const std::string* out : {&o.screenshot, &o.layout}) {
-            if (out->empty()) continue;
-            for (const std::string* in : {&o.trace, &o.runs_db, &o.families}) mhc::refuse_input_as_output(*in, *out);
-            mhc::OutputFile checked(*out, mhc::IfExists::Replace);
-        }
-        std::error_code ec;
-        if (!o.layout.empty() && !o.screenshot.empty() &&
-            (std::filesystem::absolute(o.layout, ec).lexically_normal() ==
-                 std::filesystem::absolute(o.screenshot, ec).lexically_normal() ||
-             std::filesystem::equivalent(o.layout, o.screenshot, ec)))
-            throw mhc::Error("--layout " + o.layout + " is also --screenshot; write them to two files");
-    } catch (const mhc::Error& e) {
-        say(e.what());
-        return 2;
-    }
-    mhc::viewer::App app(o);
+    std::error_code ec;
+    if (!options.layout.empty() && !options.screenshot.empty() &&
+        (std::filesystem::absolute(options.layout, ec).lexically_normal() ==
+             std::filesystem::absolute(options.screenshot, ec).lexically_normal() ||
+         std::filesystem::equivalent(options.layout, options.screenshot, ec)))
+        throw mhc::Error("--layout " + options.layout + " is also --screenshot; write them to two files");
+}
+
+// Interactive: a file that is no trace (missing, a profiler's JSON, a directory): one line and exit
+// 2 before any window opens; the window said it and stayed open. Throws mhc::Error.
+void check_before_window(const mhc::viewer::Options& options) {
+    const mhc::trace::Reader opened(options.trace);
+    if (!options.range.empty()) mhc::viewer::parse_range(options.range);
+    if (!options.families.empty()) mhc::viewer::FamilyRules().load_file(options.families);
+    // A runs database of another trace, or a --run it does not hold: one line and exit 2,
+    // before the window opens (a run id was said in the window, or after "no display").
+    const auto runs = mhc::trace::list_all_runs(options.trace, options.runs_db);
+    for (const int64_t id : options.runs)
+        for (const auto& stale : runs.stale)   // computed from other data: refused by name
+            if (stale.id == id) throw mhc::Error(stale.stale);
+    for (const int64_t id : options.runs) mhc::viewer::run_index(runs.runs, id, options.trace, options.runs_db);
+    if (!runs.note.empty()) say("warning: " + runs.note);
+}
+
+// Screenshot mode loads the trace now; the window loads it on a worker thread after the checks
+// above. The exit status when mhc-view is to stop here.
+std::optional<int> start_loading(mhc::viewer::App& app, bool screenshot) {
+    const mhc::viewer::Options& options = app.opt;
     if (screenshot) {
         try {
             app.load_now();
         } catch (const mhc::Error& e) {
-            say(mhc::viewer::with_import_hint(e.what(), o.trace));
+            say(mhc::viewer::with_import_hint(e.what(), options.trace));
             return e.exit_code();
         } catch (const std::exception& e) {
             say(e.what());
             return 1;
         }
-    } else {
-        try {
-            // A file that is no trace (missing, a profiler's JSON, a directory): one line and exit
-            // 2 before any window opens; the window said it and stayed open.
-            const mhc::trace::Reader opened(o.trace);
-            if (!o.range.empty()) mhc::viewer::parse_range(o.range);
-            if (!o.families.empty()) mhc::viewer::FamilyRules().load_file(o.families);
-            // A runs database of another trace, or a --run it does not hold: one line and exit 2,
-            // before the window opens (a run id was said in the window, or after "no display").
-            const auto runs = mhc::trace::list_all_runs(o.trace, o.runs_db);
-            for (const int64_t id : o.runs)
-                for (const auto& stale : runs.stale)   // computed from other data: refused by name
-                    if (stale.id == id) throw mhc::Error(stale.stale);
-            for (const int64_t id : o.runs) mhc::viewer::run_index(runs.runs, id, o.trace, o.runs_db);
-            if (!runs.note.empty()) say("warning: " + runs.note);
-        } catch (const mhc::Error& e) {
-            say(mhc::viewer::with_import_hint(e.what(), o.trace));
-            return 2;
-        }
-        app.load_async();
+        return std::nullopt;
     }
+    try {
+        check_before_window(options);
+    } catch (const mhc::Error& e) {
+        say(mhc::viewer::with_import_hint(e.what(), options.trace));
+        return 2;
+    }
+    app.load_async();
+    return std::nullopt;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    mhc::viewer::Options options;
+    CLI::App cli{"mhc-view: browse a trace and its simulated runs", "mhc-view"};
+    Given given;
+    add_options(cli, options, given);
+    if (const auto stop = parse_command_line(cli, given, argc, argv)) return *stop;
+    options.go_step = given.step->count() > 0;
+    mhc::trace::set_lock_wait_note(true);   // a locked trace: said once on stderr, never a silent wait
+    try {
+        // the MHC_* variables the viewer reads, as mhc checks them: before any window
+        mhc::trace::check_environment();
+        mhc::sim::Config sim_defaults;
+        mhc::sim::apply_environment(sim_defaults, {});
+        read_device(given.device, options);
+        read_pointer(given, options);
+        read_size(given.size, options);
+        check_outputs(options);
+    } catch (const mhc::Error& e) {
+        say(e.what());
+        return 2;
+    }
+    const bool screenshot = !options.screenshot.empty();
+    mhc::viewer::App app(options);
+    if (const auto stop = start_loading(app, screenshot)) return *stop;
     return run_gui(app, screenshot);
 }

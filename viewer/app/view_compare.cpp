@@ -154,6 +154,103 @@ float timelines_height(const App& app, const std::vector<const ViewRun*>& runs) 
     return height;
 }
 
+// Where run_timelines draws: the list's left edge and the plot, and the part of it in view.
+struct TimelinesPlace {
+    float left = 0, plot_x = 0, plot_w = 0;
+    float view_top = 0, view_bottom = 0;   // the child's scrolled window
+    bool in_view(float top, float block) const { return top + block >= view_top && top <= view_bottom; }
+};
+
+// A block's title bar: its colour's mark and its name.
+void draw_block_header(ImDrawList* dl, const TimelinesPlace& place, float top, uint32_t colour, const char* name) {
+    dl->AddRectFilled({place.left, top}, {place.plot_x + place.plot_w, top + 16}, IM_COL32(50, 50, 60, 255));
+    dl->AddRectFilled({place.left, top}, {place.left + 4, top + 16}, colour);
+    dl->AddText({place.left + 8, top + 1}, colour, name);
+}
+
+// A block's compact rows under its title bar; returns where they end.
+float draw_block_rows(App& app, ImDrawList* dl, const TimelinesPlace& place, const std::vector<TrackFrame>& frames,
+                     float top) {
+    float ty = top + kRunHeader;
+    for (const TrackFrame& frame : frames) {
+        draw_track_label(dl, *frame.lane, {place.left + 10, ty}, kRow, true);
+        draw_track(app, dl, frame, {place.plot_x, ty}, place.plot_w, kRow);
+        ty += kRow + 1;
+    }
+    return ty;
+}
+
+// The recording first, in grey as its curve: what each run is compared with, on the same axis
+// (before, only the runs' kernels were drawn and a user had to switch to the timeline without
+// a run to see where the recorded kernels lay). Returns its layout; `top` moves past it.
+nlohmann::json recorded_block(App& app, CompareUi& ui, ImDrawList* dl, const TimelinesPlace& place, float& top) {
+    const auto& kernels = app.trace->kernel_lanes;
+    const float block = kRunHeader + static_cast<float>(kernels.size()) * (kRow + 1) + 6;
+    const bool visible = place.in_view(top, block);
+    nlohmann::json recorded = {{"y0", top}, {"y1", top + block}, {"visible", visible}, {"tracks", kernels.size()}};
+    if (visible) {
+        std::vector<Track> tracks;
+        tracks.reserve(kernels.size());
+        for (const Lane& lane : kernels) tracks.push_back({&lane, false});
+        prepare_timeline(tracks, app.range, place.plot_w, ui.recorded);
+        draw_block_header(dl, place, top, IM_COL32(150, 150, 160, 255), "recorded");
+        const float rows_end = draw_block_rows(app, dl, place, ui.recorded, top);
+        if (ui.selected.kernel)
+            draw_kernel_place(app, dl, ui.selected.recorded, nullptr, ui.selected.kernel, ui.selected.name,
+                              place.plot_x, place.plot_x + place.plot_w, top, top + kRunHeader, rows_end,
+                              recorded["selected"]);
+    }
+    top += block;
+    return recorded;
+}
+
+// A run's header note: a run of another device than the memory shown says so (its curve is not
+// drawn above), then why it stopped; drawn after its name, clipped before `notes_end`.
+void draw_run_note(const App& app, ImDrawList* dl, const TimelinesPlace& place, const ViewRun& run, float top,
+                   float notes_end, nlohmann::json& out) {
+    const std::string device_note = run_device_note(run.info, app.trace->memory_device);
+    const std::string stopped = run_outcome(run, app.times());
+    const std::string outcome = device_note.empty() ? stopped
+                                : stopped.empty()   ? device_note
+                                                    : device_note + "; " + stopped;
+    if (outcome.empty()) return;
+    const float text_x = place.left + 16 + ImGui::CalcTextSize(run.label().c_str()).x;
+    ImVec4 clip{text_x, top, notes_end, top + 16};
+    dl->AddText(nullptr, 0, {text_x, top + 1}, stopped.empty() ? IM_COL32(230, 180, 80, 255) : IM_COL32(255, 110, 110, 255),
+                outcome.c_str(), nullptr, 0, &clip);
+    out["header_note"] = outcome;
+}
+
+// Run index's block: its title bar with its note, and its kernel and event rows. Returns its layout;
+// `top` moves past it.
+nlohmann::json run_block(App& app, CompareUi& ui, ImDrawList* dl, const TimelinesPlace& place, const ViewRun& run,
+                         size_t index, const AlignedRun* aligned, float& top) {
+    const std::vector<Lane>& kernels = run_kernel_lanes(app, run, aligned);
+    const std::vector<Lane>& events = aligned ? aligned->event_lanes : run.event_lanes;
+    const float block = kRunHeader + static_cast<float>(kernels.size() + events.size()) * (kRow + 1) + 6;
+    const bool visible = place.in_view(top, block);
+    nlohmann::json out = {{"id", run.info.id}, {"y0", top}, {"y1", top + block}, {"visible", visible}};
+    if (visible) {
+        std::vector<Track> tracks;
+        tracks.reserve(kernels.size() + events.size());
+        for (const Lane& lane : kernels) tracks.push_back({&lane, true, &run, aligned != nullptr});
+        for (const Lane& lane : events) tracks.push_back({&lane, true, &run, aligned != nullptr});
+        prepare_timeline(tracks, app.range, place.plot_w, ui.frames[index]);
+        draw_block_header(dl, place, top, series_color(index), run.label().c_str());
+        const float rows_end = top + kRunHeader + static_cast<float>(kernels.size() + events.size()) * (kRow + 1);
+        float notes_end = place.plot_x + place.plot_w;   // the run's notes end before the selected kernel's place
+        if (ui.selected.kernel)
+            notes_end = draw_kernel_place(app, dl, ui.selected.runs[index], &ui.selected.recorded, ui.selected.kernel,
+                                          ui.selected.name, place.plot_x, place.plot_x + place.plot_w, top,
+                                          top + kRunHeader, rows_end, out["selected"]) -
+                        8;
+        draw_run_note(app, dl, place, run, top, notes_end, out);
+        draw_block_rows(app, dl, place, ui.frames[index], top);
+    }
+    top += block;
+    return out;
+}
+
 // The ticked runs' timelines in a scrolling list: only the runs in view are prepared and drawn.
 nlohmann::json run_timelines(App& app, CompareUi& ui, const std::vector<const ViewRun*>& runs, float plot_x,
                              float plot_w, float height) {
@@ -170,85 +267,12 @@ nlohmann::json run_timelines(App& app, CompareUi& ui, const std::vector<const Vi
     if (ImGui::IsWindowHovered() && io.MouseWheel != 0 && io.MousePos.x < plot_x)
         ImGui::SetScrollY(scroll - io.MouseWheel * 3 * (kRunHeader + kRow));
     ui.frames.resize(runs.size());
+    const TimelinesPlace place{origin.x, plot_x, plot_w, top.y + scroll, top.y + scroll + height};
     nlohmann::json jr = nlohmann::json::array();
     float y = top.y;
-    // The recording first, in grey as its curve: what each run is compared with, on the same axis
-    // (before, only the runs' kernels were drawn and a user had to switch to the timeline without
-    // a run to see where the recorded kernels lay).
     nlohmann::json recorded;
-    if (!runs.empty() && !app.trace->kernel_lanes.empty()) {
-        const auto& kernels = app.trace->kernel_lanes;
-        const float block = kRunHeader + static_cast<float>(kernels.size()) * (kRow + 1) + 6;
-        const bool visible = y + block >= top.y + scroll && y <= top.y + scroll + height;
-        recorded = {{"y0", y}, {"y1", y + block}, {"visible", visible}, {"tracks", kernels.size()}};
-        if (visible) {
-            std::vector<Track> tracks;
-            tracks.reserve(kernels.size());
-            for (const Lane& lane : kernels) tracks.push_back({&lane, false});
-            prepare_timeline(tracks, app.range, plot_w, ui.recorded);
-            const uint32_t grey = IM_COL32(150, 150, 160, 255);
-            dl->AddRectFilled({origin.x, y}, {plot_x + plot_w, y + 16}, IM_COL32(50, 50, 60, 255));
-            dl->AddRectFilled({origin.x, y}, {origin.x + 4, y + 16}, grey);
-            dl->AddText({origin.x + 8, y + 1}, grey, "recorded");
-            float ty = y + kRunHeader;
-            for (const TrackFrame& frame : ui.recorded) {
-                draw_track_label(dl, *frame.lane, {origin.x + 10, ty}, kRow, true);
-                draw_track(app, dl, frame, {plot_x, ty}, plot_w, kRow);
-                ty += kRow + 1;
-            }
-            if (ui.selected.kernel)
-                draw_kernel_place(app, dl, ui.selected.recorded, nullptr, ui.selected.kernel, ui.selected.name, plot_x,
-                                  plot_x + plot_w, y, y + kRunHeader, ty, recorded["selected"]);
-        }
-        y += block;
-    }
-    for (size_t k = 0; k < runs.size(); ++k) {
-        const ViewRun& r = *runs[k];
-        const std::vector<Lane>& kernels = run_kernel_lanes(app, r, aligned[k]);
-        const std::vector<Lane>& events = aligned[k] ? aligned[k]->event_lanes : r.event_lanes;
-        const float block = kRunHeader + static_cast<float>(kernels.size() + events.size()) * (kRow + 1) + 6;
-        const bool visible = y + block >= top.y + scroll && y <= top.y + scroll + height;
-        jr.push_back({{"id", r.info.id}, {"y0", y}, {"y1", y + block}, {"visible", visible}});
-        if (visible) {
-            std::vector<Track> tracks;
-            tracks.reserve(kernels.size() + events.size());
-            for (const Lane& lane : kernels) tracks.push_back({&lane, true, &r, aligned[k] != nullptr});
-            for (const Lane& lane : events) tracks.push_back({&lane, true, &r, aligned[k] != nullptr});
-            prepare_timeline(tracks, app.range, plot_w, ui.frames[k]);
-            dl->AddRectFilled({origin.x, y}, {plot_x + plot_w, y + 16}, IM_COL32(50, 50, 60, 255));
-            dl->AddRectFilled({origin.x, y}, {origin.x + 4, y + 16}, series_color(k));
-            dl->AddText({origin.x + 8, y + 1}, series_color(k), r.label().c_str());
-            const float rows_end = y + kRunHeader + static_cast<float>(kernels.size() + events.size()) * (kRow + 1);
-            float notes_end = plot_x + plot_w;   // the run's notes end before the selected kernel's place
-            if (ui.selected.kernel)
-                notes_end = draw_kernel_place(app, dl, ui.selected.runs[k], &ui.selected.recorded, ui.selected.kernel,
-                                              ui.selected.name, plot_x, plot_x + plot_w, y, y + kRunHeader, rows_end,
-                                              jr.back()["selected"]) -
-                            8;
-            // Why it stopped, after its name (clipped to the header); before that, a run of another
-            // device than the memory shown says so (its curve is not drawn above).
-            const std::string device_note = run_device_note(r.info, app.trace->memory_device);
-            const std::string stopped = run_outcome(r, app.times());
-            const std::string outcome = device_note.empty() ? stopped
-                                        : stopped.empty()   ? device_note
-                                                            : device_note + "; " + stopped;
-            if (!outcome.empty()) {
-                const float text_x = origin.x + 16 + ImGui::CalcTextSize(r.label().c_str()).x;
-                ImVec4 clip{text_x, y, notes_end, y + 16};
-                dl->AddText(nullptr, 0, {text_x, y + 1},
-                            stopped.empty() ? IM_COL32(230, 180, 80, 255) : IM_COL32(255, 110, 110, 255),
-                            outcome.c_str(), nullptr, 0, &clip);
-                jr.back()["header_note"] = outcome;
-            }
-            float ty = y + kRunHeader;
-            for (const TrackFrame& f : ui.frames[k]) {
-                draw_track_label(dl, *f.lane, {origin.x + 10, ty}, kRow, true);
-                draw_track(app, dl, f, {plot_x, ty}, plot_w, kRow);
-                ty += kRow + 1;
-            }
-        }
-        y += block;
-    }
+    if (!runs.empty() && !app.trace->kernel_lanes.empty()) recorded = recorded_block(app, ui, dl, place, y);
+    for (size_t k = 0; k < runs.size(); ++k) jr.push_back(run_block(app, ui, dl, place, *runs[k], k, aligned[k], y));
     ImGui::Dummy({1, y - top.y});
     draw_selection(app, dl, {plot_x, top.y + scroll}, {plot_x + plot_w, top.y + scroll + height});
     ImGui::EndChild();
@@ -363,17 +387,10 @@ nlohmann::json op_cursor(App& app, const std::vector<const ViewRun*>& runs,
     return lines;
 }
 
-}  // namespace
 
-void draw_compare(App& app) {
-    if (app.run_list.empty()) {
-        ImGui::TextWrapped("This trace has no runs yet. Simulate it (mhc simulate, or the Run simulator tab) "
-                           "and the runs appear here.");
-        return;
-    }
-    if (!app.compare_ui) app.compare_ui = std::make_shared<CompareUi>();
-    CompareUi& ui = *app.compare_ui;
-    // Colours follow the ticked runs in list order (the picker's boxes are the curves' legend).
+// The picker over the view, and the runs ticked in it (loaded), in list order: their colours
+// follow that order (the picker's boxes are the curves' legend).
+nlohmann::json pick_runs(App& app, CompareUi& ui, std::vector<const ViewRun*>& runs) {
     std::vector<int> colour_of(app.run_list.size(), -1);
     std::vector<int> chosen;
     for (size_t i = 0; i < app.run_list.size(); ++i)
@@ -385,44 +402,22 @@ void draw_compare(App& app) {
     // The picker as tall as its rows (a header and at least three), at most a quarter of the view.
     const float rows_h = (static_cast<float>(std::max<size_t>(app.run_list.size(), 3)) + 1) * ImGui::GetFrameHeight() + 6;
     nlohmann::json picker = run_picker(app, ui, std::min(rows_h, std::max(full_h * 0.26f, 110.f)), colour_of);
-    std::vector<const ViewRun*> runs;
     for (int i : chosen)
         if (const ViewRun* r = app.run(i)) runs.push_back(r);
+    return picker;
+}
 
-    ImVec2 avail = ImGui::GetContentRegionAvail();
-    ImVec2 origin = ImGui::GetCursorScreenPos();
-    float plot_x = origin.x + kLabelWidth, plot_w = std::max(avail.x - kLabelWidth - 10, 10.f);
-    int W = static_cast<int>(plot_w);
-    ImDrawList* dl = ImGui::GetWindowDrawList();
-    time_axis(app, dl, {plot_x, origin.y + 2}, plot_w, app.layout["axis"]);
+// The overlaid curves' plot: where it is, its byte range and what the layout JSON says of it.
+struct ComparePlot {
+    ImVec2 c0, c1;
+    ByteRange y_range;
+    nlohmann::json axis_labels = nlohmann::json::array(), runs = nlohmann::json::array(), caption;
+};
 
-    // Overlaid curves: the recorded live bytes in grey, then each run's device bytes.
-    float curve_h = std::clamp(avail.y * 0.36f, 80.f, 320.f);
-    ImVec2 c0{plot_x, origin.y + kAxisHeight + 6}, c1{plot_x + plot_w, origin.y + kAxisHeight + curve_h};
-    dl->AddRectFilled(c0, c1, IM_COL32(36, 36, 42, 255));
-    ui.curves.resize(runs.size() + 1);
-    prepare_curve(app.trace->live, app.range, W, ui.curves[0]);
-    double y_max = ui.curves[0].y_max;
-    // On an order-only trace, each run on the op axis (its clock's nanoseconds are no op numbers).
-    std::vector<const AlignedRun*> aligned(runs.size());
-    for (size_t k = 0; k < runs.size(); ++k) aligned[k] = ui.aligned_of(*app.trace, *runs[k]);
-    // A run of another device than the one shown is not drawn over its recording (run_device_note).
-    std::vector<std::string> other_device(runs.size());
-    for (size_t k = 0; k < runs.size(); ++k) other_device[k] = run_device_note(runs[k]->info, app.trace->memory_device);
-    for (size_t k = 0; k < runs.size(); ++k) {
-        if (!other_device[k].empty()) continue;
-        prepare_curve(aligned[k] ? aligned[k]->memory : runs[k]->memory, app.range, W, ui.curves[k + 1]);
-        y_max = std::max(y_max, ui.curves[k + 1].y_max);
-        if (runs[k]->capacity > 0) y_max = std::max(y_max, static_cast<double>(runs[k]->capacity));
-    }
-    // Runs of several capacities: always from 0 B (no "fit y" here).
-    const ByteRange y_range = byte_range(0, y_max, false, 0.08);
-    nlohmann::json axis_labels = nlohmann::json::array();
-    draw_bytes_axis(dl, c0, c1, y_range, &axis_labels);
-    draw_curve(dl, ui.curves[0], c0, c1, y_range, IM_COL32(150, 150, 160, 255), false,
-               columns_before(app.range, W, app.trace->t_end));
-    // What the grey curve is, over the plot's top left as the memory strip's title (in the label
-    // column it was drawn over the top byte label).
+// What the grey curve is, over the plot's top left as the memory strip's title (in the label
+// column it was drawn over the top byte label).
+void draw_recorded_caption(const App& app, ImDrawList* dl, ComparePlot& plot) {
+    const ImVec2 c0 = plot.c0;
     const std::string caption = "recorded (grey)" + std::string(app.trace->memory_devices.size() > 1 || app.trace->memory_device != 0
                                                                     ? ", " + device_name(app.trace->memory_device)
                                                                     : "");
@@ -430,11 +425,42 @@ void draw_compare(App& app) {
     const ImVec2 ca{c0.x + 2, c0.y + 1}, cb{c0.x + 8 + cs.x, c0.y + 3 + cs.y};
     dl->AddRectFilled(ca, cb, IM_COL32(36, 36, 42, 220));
     dl->AddText({c0.x + 4, c0.y + 2}, IM_COL32(150, 150, 160, 255), caption.c_str());
+    plot.caption = rect_json(ca, cb);
+}
+
+// Overlaid curves: the recorded live bytes in grey, then each run's device bytes, with each
+// capacity's line; `aligned`: each run on an order-only trace's op axis, else null.
+ComparePlot draw_compare_curves(App& app, CompareUi& ui, const std::vector<const ViewRun*>& runs,
+                                const std::vector<const AlignedRun*>& aligned, ImDrawList* dl, ImVec2 origin,
+                                float plot_x, float plot_w, float avail_h) {
+    const int columns = static_cast<int>(plot_w);
+    ComparePlot plot;
+    const float curve_h = std::clamp(avail_h * 0.36f, 80.f, 320.f);
+    const ImVec2 c0 = plot.c0 = {plot_x, origin.y + kAxisHeight + 6};
+    const ImVec2 c1 = plot.c1 = {plot_x + plot_w, origin.y + kAxisHeight + curve_h};
+    dl->AddRectFilled(c0, c1, IM_COL32(36, 36, 42, 255));
+    ui.curves.resize(runs.size() + 1);
+    prepare_curve(app.trace->live, app.range, columns, ui.curves[0]);
+    double y_max = ui.curves[0].y_max;
+    // A run of another device than the one shown is not drawn over its recording (run_device_note).
+    std::vector<std::string> other_device(runs.size());
+    for (size_t k = 0; k < runs.size(); ++k) other_device[k] = run_device_note(runs[k]->info, app.trace->memory_device);
+    for (size_t k = 0; k < runs.size(); ++k) {
+        if (!other_device[k].empty()) continue;
+        prepare_curve(aligned[k] ? aligned[k]->memory : runs[k]->memory, app.range, columns, ui.curves[k + 1]);
+        y_max = std::max(y_max, ui.curves[k + 1].y_max);
+        if (runs[k]->capacity > 0) y_max = std::max(y_max, static_cast<double>(runs[k]->capacity));
+    }
+    // Runs of several capacities: always from 0 B (no "fit y" here).
+    const ByteRange y_range = plot.y_range = byte_range(0, y_max, false, 0.08);
+    draw_bytes_axis(dl, c0, c1, y_range, &plot.axis_labels);
+    draw_curve(dl, ui.curves[0], c0, c1, y_range, IM_COL32(150, 150, 160, 255), false,
+               columns_before(app.range, columns, app.trace->t_end));
+    draw_recorded_caption(app, dl, plot);
     std::set<int64_t> capacities;
-    nlohmann::json jruns = nlohmann::json::array();
     for (size_t k = 0; k < runs.size(); ++k) {
         if (!other_device[k].empty()) {   // said in its timeline's header and under the plot, not drawn
-            jruns.push_back({{"id", runs[k]->info.id}, {"color", series_color(k)}, {"other_device", other_device[k]}});
+            plot.runs.push_back({{"id", runs[k]->info.id}, {"color", series_color(k)}, {"other_device", other_device[k]}});
             continue;
         }
         if (runs[k]->capacity > 0 && capacities.insert(runs[k]->capacity).second) {
@@ -444,17 +470,43 @@ void draw_compare(App& app) {
         const int64_t t_end = aligned[k] ? aligned[k]->t_end : runs[k]->t_end;
         // From the run's first sample (before it the run stored none; 0 B read as an empty device).
         const Curve& curve = aligned[k] ? aligned[k]->memory : runs[k]->memory;
-        const size_t first = columns_before_first_sample(curve, app.range, W);
-        draw_curve(dl, ui.curves[k + 1], c0, c1, y_range, series_color(k), false, columns_before(app.range, W, t_end),
+        const size_t first = columns_before_first_sample(curve, app.range, columns);
+        draw_curve(dl, ui.curves[k + 1], c0, c1, y_range, series_color(k), false, columns_before(app.range, columns, t_end),
                    first);
-        jruns.push_back({{"id", runs[k]->info.id},
-                         {"color", series_color(k)},
-                         {"peak", ui.curves[k + 1].y_max},
-                         {"peak_col", ui.curves[k + 1].peak_col},
-                         {"t_end", t_end},
-                         {"by_op", aligned[k] != nullptr},
-                         {"first_column", first}});
+        plot.runs.push_back({{"id", runs[k]->info.id},
+                             {"color", series_color(k)},
+                             {"peak", ui.curves[k + 1].y_max},
+                             {"peak_col", ui.curves[k + 1].peak_col},
+                             {"t_end", t_end},
+                             {"by_op", aligned[k] != nullptr},
+                             {"first_column", first}});
     }
+    return plot;
+}
+}  // namespace
+
+void draw_compare(App& app) {
+    if (app.run_list.empty()) {
+        ImGui::TextWrapped("This trace has no runs yet. Simulate it (mhc simulate, or the Run simulator tab) "
+                           "and the runs appear here.");
+        return;
+    }
+    if (!app.compare_ui) app.compare_ui = std::make_shared<CompareUi>();
+    CompareUi& ui = *app.compare_ui;
+    std::vector<const ViewRun*> runs;
+    const nlohmann::json picker = pick_runs(app, ui, runs);
+
+    ImVec2 avail = ImGui::GetContentRegionAvail();
+    ImVec2 origin = ImGui::GetCursorScreenPos();
+    float plot_x = origin.x + kLabelWidth, plot_w = std::max(avail.x - kLabelWidth - 10, 10.f);
+    int columns = static_cast<int>(plot_w);
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    time_axis(app, dl, {plot_x, origin.y + 2}, plot_w, app.layout["axis"]);
+    // On an order-only trace, each run on the op axis (its clock's nanoseconds are no op numbers).
+    std::vector<const AlignedRun*> aligned(runs.size());
+    for (size_t k = 0; k < runs.size(); ++k) aligned[k] = ui.aligned_of(*app.trace, *runs[k]);
+    const ComparePlot plot = draw_compare_curves(app, ui, runs, aligned, dl, origin, plot_x, plot_w, avail.y);
+    const ImVec2 c0 = plot.c0, c1 = plot.c1;
     ImGui::Dummy({avail.x, c1.y - origin.y + 6});
 
     // The timelines take what the metrics table leaves (it keeps at least ~7 rows), and no more than
@@ -470,13 +522,13 @@ void draw_compare(App& app) {
     draw_selection(app, dl, c0, c1);
     nlohmann::json hover_op;
     if (hovered && app.order_only() && !ImGui::IsMouseDragging(ImGuiMouseButton_Left))
-        hover_op = op_cursor(app, runs, aligned, {plot_x, c0.y}, plot_w, c1.y, tl_bottom, W, ui);
+        hover_op = op_cursor(app, runs, aligned, {plot_x, c0.y}, plot_w, c1.y, tl_bottom, columns, ui);
     nlohmann::json jrows = metrics_table(runs, app.order_only());
     const nlohmann::json metrics_rect = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     app.layout["compare"] = {{"curve", rect_json(c0, c1)},   {"t0", app.range.t0},   {"t1", app.range.t1},
-                             {"y_max", y_range.hi},          {"runs", jruns},        {"metrics", jrows},
+                             {"y_max", plot.y_range.hi},     {"runs", plot.runs},    {"metrics", jrows},
                              {"metrics_rect", metrics_rect}, {"picker", picker},     {"timelines", timelines},
-                             {"axis_labels", axis_labels},   {"hover_op", hover_op}, {"caption", rect_json(ca, cb)}};
+                             {"axis_labels", plot.axis_labels}, {"hover_op", hover_op}, {"caption", plot.caption}};
 }
 
 }  // namespace mhc::viewer

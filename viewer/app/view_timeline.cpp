@@ -21,6 +21,9 @@ struct TimelineUi {
 
 namespace {
 
+// The family legend's row under the time axis.
+constexpr float kTimelineLegendHeight = 18.f;
+
 // The families present and their share of kernel time, in their colours, on one line.
 void family_legend(App& app, ImDrawList* dl, ImVec2 p, float x_max, nlohmann::json& out) {
     float x = p.x;
@@ -354,6 +357,97 @@ void mark_find_matches(const App& app, ImDrawList* dl, const std::vector<MatchMa
     row["marks"] = jm;
 }
 
+// What the stages of one timeline frame share: the run shown and the plot's place, and what each
+// stage leaves for the layout JSON.
+struct TimelineFrame {
+    const ViewRun* run = nullptr;
+    std::string outcome;   // a run that stopped: why (mhc simulate's line)
+    nlohmann::json outcome_rect, legend = nlohmann::json::array(), find, tracks = nlohmann::json::array(), strip,
+                                 details;
+    ImVec2 avail, origin;
+    float details_h = 0, plot_x = 0, plot_w = 0;
+    float tracks_top = 0, bottom = 0;   // the tracks' child: its top, and the plot's bottom
+    size_t marks_drawn = 0, matches_marked = 0;
+};
+
+// The time axis, and under it the find field, its count and the family legend on one line.
+void draw_timeline_header(App& app, TimelineFrame& frame) {
+    frame.avail = ImGui::GetContentRegionAvail();
+    // The selected kernel's details take the bottom of the view.
+    frame.details_h = app.selected_kernel ? std::clamp(frame.avail.y * 0.34f, 150.f, 320.f) : 0.f;
+    frame.avail.y -= frame.details_h;
+    const ImVec2 origin = frame.origin = ImGui::GetCursorScreenPos();
+    const float plot_x = frame.plot_x = origin.x + kLabelWidth;
+    const float plot_w = frame.plot_w = std::max(frame.avail.x - kLabelWidth, 10.f);
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    time_axis(app, dl, {plot_x, origin.y}, plot_w, app.layout["axis"]);
+    // The label column of the family legend's row holds the find field (the legend's colours say
+    // what it is; an execution trace's families are its ops', by count).
+    frame.find = find_field(app, {origin.x + 2, origin.y + kAxisHeight + 1});
+    const float count_w = find_count(app, {plot_x + plot_w, origin.y + kAxisHeight + 1}, frame.find);
+    family_legend(app, dl, {plot_x, origin.y + kAxisHeight + 2}, plot_x + plot_w - count_w, frame.legend);
+    ImGui::SetCursorScreenPos(origin);
+    ImGui::Dummy({frame.avail.x, kAxisHeight + kTimelineLegendHeight});
+}
+
+// The tracks' rows in a child that scrolls, each with its label, boxes and find marks.
+void draw_tracks(App& app, TimelineUi& ui, const std::vector<float>& heights, float tracks_h, TimelineFrame& frame) {
+    const ViewRun* run = frame.run;
+    const float plot_x = frame.plot_x, plot_w = frame.plot_w;
+    ImGui::BeginChild("tracks", {0, tracks_h}, false);
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const ImVec2 top_left = ImGui::GetCursorScreenPos();
+    frame.tracks_top = top_left.y;
+    float row_y = top_left.y;
+    std::vector<std::string> labels;
+    // Every match of the find field, marked on its row (the one selected is outlined as well).
+    const std::vector<Lane>& searched = run && !run->kernel_lanes.empty() ? run->kernel_lanes : app.trace->kernel_lanes;
+    const bool marking = app.find.current(app.find_text) && app.find.run == (run ? run->info.id : 0) &&
+                         app.find.count() > 0;
+    std::vector<std::vector<MatchMark>> marks = marking ? app.find.marks(app.range, plot_w)
+                                                        : std::vector<std::vector<MatchMark>>{};
+    marks.resize(searched.size());
+    for (size_t i = 0; i < ui.frame.size(); ++i) {
+        const Lane& l = *ui.frame[i].lane;
+        float h = heights[i];
+        // Separators between the trace's tracks and the run's, so that a run reads as a block.
+        if (i > 0 && ui.frame[i].from_run != ui.frame[i - 1].from_run) row_y += 4;
+        if (l.row == 0 && i % 2 == 0)
+            dl->AddRectFilled({frame.origin.x, row_y}, {plot_x + plot_w, row_y + h}, IM_COL32(38, 38, 44, 255));
+        draw_track_label(dl, l, {frame.origin.x, row_y}, h, ui.frame[i].from_run);
+        draw_track(app, dl, ui.frame[i], {plot_x, row_y}, plot_w, h, &labels);
+        // A stream of the run without a kernel: it stopped before reaching any (the row was blank).
+        std::string note;
+        if (ui.frame[i].from_run && l.kind == LaneKind::Kernels && l.t_start.empty() && !frame.outcome.empty()) {
+            note = "no kernel reached: the run stopped before this stream's first";
+            dl->AddText({plot_x + 6, row_y + (h - ImGui::GetFontSize()) / 2}, IM_COL32(140, 140, 150, 255), note.c_str());
+        }
+        frame.tracks.push_back(row_layout(ui.frame[i], plot_x, row_y, h, labels));
+        if (!note.empty()) frame.tracks.back()["note"] = note;
+        if (marking && l.kind == LaneKind::Kernels && !searched.empty() && &l >= searched.data() &&
+            &l < searched.data() + searched.size()) {
+            const auto index = static_cast<size_t>(&l - searched.data());
+            mark_find_matches(app, dl, marks[index], index, plot_x, plot_w, row_y, h, frame.tracks.back(),
+                              frame.marks_drawn, frame.matches_marked);
+        }
+        row_y += h + 2;
+    }
+    frame.bottom = std::max(row_y, top_left.y + ImGui::GetContentRegionAvail().y);
+    ImGui::Dummy({frame.avail.x, row_y - top_left.y});
+    draw_selection(app, dl, {plot_x, top_left.y}, {plot_x + plot_w, frame.bottom});
+    ImGui::EndChild();
+}
+
+// The selected kernel's details pane; its "copy" said on the status bar.
+void draw_kernel_details(App& app, TimelineFrame& frame) {
+    if (app.selected_kernel && draw_details("kernel details", app.kernel_info, frame.details_h - 4, frame.details))
+        app.select_kernel(0);
+    if (frame.details.contains("copied")) {
+        app.status = "copied kernel #" + std::to_string(app.selected_kernel) + "'s details to the clipboard";
+        app.copied = frame.details["copied"];
+    }
+}
+
 }   // namespace
 
 void draw_timeline(App& app) {
@@ -363,115 +457,49 @@ void draw_timeline(App& app) {
         ImGui::Checkbox("memory strip", &app.memory_strip);
         jt["memory_strip"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     });
-    const ViewRun* run = app.selected_run();
+    TimelineFrame frame;
+    const ViewRun* run = frame.run = app.selected_run();
     // A run that stopped says why (mhc simulate's line), before anything is drawn of it.
-    const std::string outcome = run ? run_outcome(*run, app.times()) : std::string();
-    const nlohmann::json outcome_rect = outcome.empty() ? nlohmann::json() : run_outcome_line(app, *run, outcome);
+    frame.outcome = run ? run_outcome(*run, app.times()) : std::string();
+    if (!frame.outcome.empty()) frame.outcome_rect = run_outcome_line(app, *run, frame.outcome);
     std::vector<Track> tracks = timeline_tracks(*app.trace, run, app.highlights.empty() ? nullptr : &app.highlights);
-
-    ImVec2 avail = ImGui::GetContentRegionAvail();
-    // The selected kernel's details take the bottom of the view.
-    const float details_h = app.selected_kernel ? std::clamp(avail.y * 0.34f, 150.f, 320.f) : 0.f;
-    avail.y -= details_h;
-    ImVec2 origin = ImGui::GetCursorScreenPos();
-    float plot_x = origin.x + kLabelWidth, plot_w = std::max(avail.x - kLabelWidth, 10.f);
-    ImDrawList* dl = ImGui::GetWindowDrawList();
-    time_axis(app, dl, {plot_x, origin.y}, plot_w, app.layout["axis"]);
-    nlohmann::json legend = nlohmann::json::array();
-    const float legend_h = 18.f;
-    // The label column of the family legend's row holds the find field (the legend's colours say
-    // what it is; an execution trace's families are its ops', by count).
-    nlohmann::json find = find_field(app, {origin.x + 2, origin.y + kAxisHeight + 1});
-    const float count_w = find_count(app, {plot_x + plot_w, origin.y + kAxisHeight + 1}, find);
-    family_legend(app, dl, {plot_x, origin.y + kAxisHeight + 2}, plot_x + plot_w - count_w, legend);
-    ImGui::SetCursorScreenPos(origin);
-    ImGui::Dummy({avail.x, kAxisHeight + legend_h});
+    draw_timeline_header(app, frame);
 
     // Below the axis come the tracks' child and the strip's dummy, each followed by the item
     // spacing: counted here, so that the strip ends inside the view (it ran 6 px past it, under
     // the status bar: the bottom of its curve, and of its one line "no memory curve", was cut).
-    const float body_h = avail.y - kAxisHeight - legend_h - 2 * ImGui::GetStyle().ItemSpacing.y;
+    const float body_h =
+        frame.avail.y - kAxisHeight - kTimelineLegendHeight - 2 * ImGui::GetStyle().ItemSpacing.y;
     const TimelineHeights sizes = timeline_heights(app, run, tracks, body_h);
-    const float strip_h = sizes.strip_h, tracks_h = sizes.tracks_h;
-    const std::vector<float>& heights = sizes.rows;
+    const float plot_x = frame.plot_x, plot_w = frame.plot_w;
     prepare_timeline(tracks, app.range, plot_w, ui.frame);
-    ImGui::BeginChild("tracks", {0, tracks_h}, false);
-    dl = ImGui::GetWindowDrawList();
-    ImVec2 p = ImGui::GetCursorScreenPos();
-    float y = p.y;
-    nlohmann::json jt = nlohmann::json::array();
-    std::vector<std::string> labels;
-    // Every match of the find field, marked on its row (the one selected is outlined as well).
-    const std::vector<Lane>& searched = run && !run->kernel_lanes.empty() ? run->kernel_lanes : app.trace->kernel_lanes;
-    const bool marking = app.find.current(app.find_text) && app.find.run == (run ? run->info.id : 0) &&
-                         app.find.count() > 0;
-    std::vector<std::vector<MatchMark>> marks = marking ? app.find.marks(app.range, plot_w)
-                                                        : std::vector<std::vector<MatchMark>>{};
-    marks.resize(searched.size());
-    size_t marks_drawn = 0, matches_marked = 0;
-    for (size_t i = 0; i < ui.frame.size(); ++i) {
-        const Lane& l = *ui.frame[i].lane;
-        float h = heights[i];
-        // Separators between the trace's tracks and the run's, so that a run reads as a block.
-        if (i > 0 && ui.frame[i].from_run != ui.frame[i - 1].from_run) y += 4;
-        if (l.row == 0 && i % 2 == 0) dl->AddRectFilled({origin.x, y}, {plot_x + plot_w, y + h}, IM_COL32(38, 38, 44, 255));
-        draw_track_label(dl, l, {origin.x, y}, h, ui.frame[i].from_run);
-        draw_track(app, dl, ui.frame[i], {plot_x, y}, plot_w, h, &labels);
-        // A stream of the run without a kernel: it stopped before reaching any (the row was blank).
-        std::string note;
-        if (ui.frame[i].from_run && l.kind == LaneKind::Kernels && l.t_start.empty() && !outcome.empty()) {
-            note = "no kernel reached: the run stopped before this stream's first";
-            dl->AddText({plot_x + 6, y + (h - ImGui::GetFontSize()) / 2}, IM_COL32(140, 140, 150, 255), note.c_str());
-        }
-        jt.push_back(row_layout(ui.frame[i], plot_x, y, h, labels));
-        if (!note.empty()) jt.back()["note"] = note;
-        if (marking && l.kind == LaneKind::Kernels && !searched.empty() && &l >= searched.data() &&
-            &l < searched.data() + searched.size()) {
-            const auto index = static_cast<size_t>(&l - searched.data());
-            mark_find_matches(app, dl, marks[index], index, plot_x, plot_w, y, h, jt.back(), marks_drawn,
-                              matches_marked);
-        }
-        y += h + 2;
-    }
-    float bottom = std::max(y, p.y + ImGui::GetContentRegionAvail().y);
-    ImGui::Dummy({avail.x, y - p.y});
-    draw_selection(app, dl, {plot_x, p.y}, {plot_x + plot_w, bottom});
-    ImGui::EndChild();
-    float nav_bottom = p.y + tracks_h;
-
-    nlohmann::json strip;
+    draw_tracks(app, ui, sizes.rows, sizes.tracks_h, frame);
+    float nav_bottom = frame.tracks_top + sizes.tracks_h;
     if (app.memory_strip) {
-        dl = ImGui::GetWindowDrawList();
-        ImVec2 s0{plot_x, ImGui::GetCursorScreenPos().y + 4}, s1{plot_x + plot_w - 2, s0.y + strip_h};
-        memory_strip(app, run, dl, s0, s1, ui, strip);
-        ImGui::Dummy({avail.x, strip_h + 4});
+        ImDrawList* dl = ImGui::GetWindowDrawList();
+        ImVec2 s0{plot_x, ImGui::GetCursorScreenPos().y + 4}, s1{plot_x + plot_w - 2, s0.y + sizes.strip_h};
+        memory_strip(app, run, dl, s0, s1, ui, frame.strip);
+        ImGui::Dummy({frame.avail.x, sizes.strip_h + 4});
         draw_selection(app, dl, s0, s1);
         nav_bottom = s1.y;
     }
     // One navigation call per frame (keys would act twice otherwise), over tracks and strip.
-    navigate(app, {plot_x, p.y}, {plot_x + plot_w, nav_bottom});
-
-    nlohmann::json details;
-    if (app.selected_kernel && draw_details("kernel details", app.kernel_info, details_h - 4, details))
-        app.select_kernel(0);
-    if (details.contains("copied")) {
-        app.status = "copied kernel #" + std::to_string(app.selected_kernel) + "'s details to the clipboard";
-        app.copied = details["copied"];
-    }
-    app.layout["timeline"] = {{"plot", rect_json({plot_x, p.y}, {plot_x + plot_w, bottom})},
+    navigate(app, {plot_x, frame.tracks_top}, {plot_x + plot_w, nav_bottom});
+    draw_kernel_details(app, frame);
+    app.layout["timeline"] = {{"plot", rect_json({plot_x, frame.tracks_top}, {plot_x + plot_w, frame.bottom})},
                               {"t0", app.range.t0},
                               {"t1", app.range.t1},
-                              {"tracks", jt},
-                              {"legend", legend},
-                              {"memory_strip", strip},
+                              {"tracks", frame.tracks},
+                              {"legend", frame.legend},
+                              {"memory_strip", frame.strip},
                               {"draw_items", draw_item_count(ui.frame)},
-                              {"details", details},
+                              {"details", frame.details},
                               {"selected_kernel", app.selected_kernel},
-                              {"run_outcome", outcome},
-                              {"run_outcome_rect", outcome_rect},
-                              {"find", find},
-                              {"find_marks", marks_drawn},
-                              {"find_marked", matches_marked}};
+                              {"run_outcome", frame.outcome},
+                              {"run_outcome_rect", frame.outcome_rect},
+                              {"find", frame.find},
+                              {"find_marks", frame.marks_drawn},
+                              {"find_marked", frame.matches_marked}};
 }
 
 }  // namespace mhc::viewer

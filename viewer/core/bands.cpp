@@ -258,10 +258,8 @@ struct Stacker {
     }
 };
 
-}  // namespace
-
-void layout_bands(const AllocationTable& a, const Curve& live, const BandKeys* keys, TimeRange range, int width,
-                  int height_px, size_t max_bands, BandLayout& out, size_t per_column, const CurveColumns* columns) {
+// Every figure of `out` emptied, its per-column arrays `columns` wide and zero.
+void clear_layout(BandLayout& out, size_t columns) {
     out.bands.clear();
     out.segments.clear();
     out.summaries.clear();
@@ -270,18 +268,50 @@ void layout_bands(const AllocationTable& a, const Curve& live, const BandKeys* k
     out.peak_key_bytes.clear();
     out.peak_summarised_bytes = 0;
     out.summarised = 0;
-    const size_t W = static_cast<size_t>(std::max(width, 0));
-    out.drawn_top.assign(W, 0.0);
-    out.stack_top.assign(W, 0.0);
-    out.total.assign(W, 0.0);
+    out.drawn_top.assign(columns, 0.0);
+    out.stack_top.assign(columns, 0.0);
+    out.total.assign(columns, 0.0);
     out.y_max = 0;
-    if (W == 0 || range.span() <= 0) return;
+}
+
+// The bands kept: all of them when they fit in max_bands; else the largest cap of bands per column
+// (from per_column, doubling while the bands stay within half the budget) whose selection fits,
+// or the first cap's first max_bands when even it overflows. `select(cap, bands)`: false when a
+// (max_bands + 1)-th band would have been kept.
+template <typename Select>
+void choose_bands(const Select& select, size_t per_column, size_t max_bands, BandLayout& out) {
+    out.per_column = 0;
+    if (select(0, out.bands)) return;
+    std::vector<uint32_t> trial;
+    size_t cap = std::max<size_t>(per_column, 1);
+    bool fits = false;
+    for (;;) {
+        if (!select(cap, trial)) break;
+        out.bands.swap(trial);
+        out.per_column = cap;
+        fits = true;
+        if (out.bands.size() > max_bands / 2 || cap >= max_bands) break;
+        cap *= 2;
+    }
+    if (!fits) {   // even the first cap overflows the budget: its first max_bands
+        out.bands.swap(trial);
+        out.per_column = cap;
+    }
+}
+
+}  // namespace
+
+void layout_bands(const AllocationTable& table, const Curve& live, const BandKeys* keys, TimeRange range, int width,
+                  int height_px, size_t max_bands, BandLayout& out, size_t per_column, const CurveColumns* columns) {
+    const size_t column_count = static_cast<size_t>(std::max(width, 0));
+    clear_layout(out, column_count);
+    if (column_count == 0 || range.span() <= 0) return;
 
     CurveColumns own;
-    const bool given = columns && columns->max.size() == W && columns->at.size() == W;
+    const bool given = columns && columns->max.size() == column_count && columns->at.size() == column_count;
     if (!given) prepare_curve(live, range, width, own, true);
     const CurveColumns& cols = given ? *columns : own;
-    for (size_t x = 0; x < W; ++x) out.total[x] = cols.max[x];
+    for (size_t x = 0; x < column_count; ++x) out.total[x] = cols.max[x];
     out.peak_col = cols.peak_col;   // the live bytes' peak (before bands stack above it)
     out.y_max = std::max(cols.y_max, 1.0);
     const double min_bytes = 0.5 * out.y_max / std::max(height_px, 1);
@@ -304,61 +334,44 @@ void layout_bands(const AllocationTable& a, const Curve& live, const BandKeys* k
     const std::vector<int64_t>& at = cols.at;
     // false: a (max_bands + 1)-th band would have been kept (`bands` holds the first max_bands).
     std::vector<uint32_t> ranks;
-    const ScanOrder order = scan_order(a, range, min_bytes, ranks);
+    const ScanOrder order = scan_order(table, range, min_bytes, ranks);
 
     auto select = [&](size_t cap, std::vector<uint32_t>& bands) {
         bands.clear();
-        ColumnCounts counts(cap ? W : 0);
+        ColumnCounts counts(cap ? column_count : 0);
         const int32_t c = static_cast<int32_t>(std::min<size_t>(cap, INT32_MAX));
         for (size_t k = 0; k < order.count; ++k) {
             const size_t r = order.listed ? ranks[k] : k;
-            uint32_t i = a.by_size[r];
-            int64_t ta = a.by_size_alloc[r], tf = a.by_size_free[r];
+            uint32_t allocation = table.by_size[r];
+            int64_t ta = table.by_size_alloc[r], tf = table.by_size_free[r];
             if (ta >= range.t1 || tf <= range.t0) continue;
             // Columns [x0, x1) the band is drawn in, by the same test as the stacking below (alive
             // at the column's instant; the instants increase with x). None: it lived between two
             // columns' instants, and is summarised.
-            const size_t x0 = first_column(W, [&](size_t column) { return at[column] >= ta; });
-            const size_t x1 = first_column(W, [&](size_t column) { return at[column] >= tf; });
+            const size_t x0 = first_column(column_count, [&](size_t column) { return at[column] >= ta; });
+            const size_t x1 = first_column(column_count, [&](size_t column) { return at[column] >= tf; });
             if (x0 >= x1) continue;
             if (cap) {
                 if (counts.min(x0, x1) >= c) {
-                    if (counts.min(0, W) >= c) break;
+                    if (counts.min(0, column_count) >= c) break;
                     continue;
                 }
             }
             if (bands.size() == max_bands) return false;
             if (cap) counts.add(x0, x1);
-            bands.push_back(i);
+            bands.push_back(allocation);
         }
         return true;
     };
-    out.per_column = 0;
-    if (!select(0, out.bands)) {
-        std::vector<uint32_t> trial;
-        size_t cap = std::max<size_t>(per_column, 1);
-        bool fits = false;
-        for (;;) {
-            if (!select(cap, trial)) break;
-            out.bands.swap(trial);
-            out.per_column = cap;
-            fits = true;
-            if (out.bands.size() > max_bands / 2 || cap >= max_bands) break;
-            cap *= 2;
-        }
-        if (!fits) {   // even the first cap overflows the budget: its first max_bands
-            out.bands.swap(trial);
-            out.per_column = cap;
-        }
-    }
-    out.summarised = a.overlapping(range.t0, range.t1) - out.bands.size();
+    choose_bands(select, per_column, max_bands, out);
+    out.summarised = table.overlapping(range.t0, range.t1) - out.bands.size();
     // Stack order: long-lived groups at the bottom, then by allocation time.
     std::sort(out.bands.begin(), out.bands.end(), [&](uint32_t p, uint32_t q) {
-        if (a.group[p] != a.group[q]) return a.group[p] < a.group[q];
-        return a.t_alloc[p] != a.t_alloc[q] ? a.t_alloc[p] < a.t_alloc[q] : p < q;
+        if (table.group[p] != table.group[q]) return table.group[p] < table.group[q];
+        return table.t_alloc[p] != table.t_alloc[q] ? table.t_alloc[p] < table.t_alloc[q] : p < q;
     });
-    Stacker st{a, keys, out};
-    st.run(W, at);
+    Stacker st{table, keys, out};
+    st.run(column_count, at);
     st.peak(live, col_t0, col_t1);
 }
 

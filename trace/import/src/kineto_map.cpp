@@ -182,6 +182,72 @@ void map_event(const KEvent& e, KinetoData& d) {
 }
 
 namespace {
+// A host op or a range (cpu_op, user_annotation, Operator, python_function,
+// gpu_user_annotation): a step or annotation range, a loop range, and an op row.
+void map_host_op(const KEvent& e, std::string_view c, KinetoData& d) {
+    bool step = e.name.substr(0, 13) == "ProfilerStep#";
+    // An optimizer's step range is kept whatever its category (cpu_op and Operator before
+    // about PyTorch 1.10): steps come from it where the trace has no ProfilerStep#N.
+    if (c == "gpu_user_annotation" || c == "user_annotation" || step || is_optimizer_step(e.name)) {
+        KRange r;
+        r.ts = e.ts;
+        r.dur = std::max<int64_t>(0, e.dur);
+        r.name = d.strings.intern(e.name);
+        r.gpu = c == "gpu_user_annotation";
+        r.pid = e.pid;
+        r.tid = e.tid;
+        int64_t n = -1;
+        if (step && !r.gpu && parse_int(e.name.data() + 13, e.name.size() - 13, n) && n >= 0 && n <= INT32_MAX)
+            r.step = static_cast<int32_t>(n);
+        d.ranges.push_back(r);
+        d.t_min = std::min(d.t_min, r.ts);
+    } else if (is_loop_range(e.name)) {   // PyTorch 1.8's Operator, cpu_op: not a marker
+        KRange loop;
+        loop.ts = e.ts;
+        loop.dur = std::max<int64_t>(0, e.dur);
+        loop.name = d.strings.intern(e.name);
+        loop.pid = e.pid;
+        loop.tid = e.tid;   // its thread's ops place step 0 (steps.hpp)
+        d.loop_ranges.push_back(loop);
+    }
+    if (c != "gpu_user_annotation" && c != "python_function") {
+        KOp o;
+        o.ts = e.ts;
+        o.dur = std::max<int64_t>(0, e.dur);
+        o.tid = e.tid;
+        o.external = e.ext;
+        o.rf_id = e.rf_id;
+        o.ev_idx = e.ev_idx;
+        o.pid = e.pid;
+        o.seq = e.seq;
+        if (e.rf_id >= 0) d.has_rf_id = true;
+        o.name = d.strings.intern(e.name);
+        d.ops.push_back(o);
+    }
+}
+
+// A [memory] instant: one allocation or free on a device (or the host), in the profiler's order.
+void map_memory_event(const KEvent& e, KinetoData& d) {
+    KMemory m;
+    m.ts = e.ts;
+    m.addr = e.addr;
+    m.bytes = e.mem_bytes;
+    m.total = e.total;
+    m.reserved = e.reserved;
+    m.has_addr = e.has_addr;
+    m.index = d.events - 1;   // the tokenizer counted this event already
+    m.pid = e.pid;
+    m.device = is_accelerator(e.dev_type) && e.dev_id >= 0 ? static_cast<int32_t>(e.dev_id) : -1;
+    if (m.device < 0) ++d.host_memory_events;
+    if (m.device < 0 && e.dev_type != 0)   // host memory by another rule than Device Type 0 (-1: none written)
+        count_by_name(d.odd_memory_devices,
+                      "Device Type " + std::to_string(e.dev_type) + " Id " + std::to_string(e.dev_id),
+                      "(other Device Types and Ids)");
+    if (e.dev_type == 6) d.rocm = true;   // c10::DeviceType HIP: memory of a ROCm build's GPU
+    d.memory.push_back(m);
+    d.t_min = std::min(d.t_min, m.ts);
+}
+
 bool map_timed_event(const KEvent& e, KinetoData& d) {
     std::string_view c = e.cat;
     if (e.ph == 'X' && e.dur < 0 && d.negative_durations++ == 0) {
@@ -200,69 +266,14 @@ bool map_timed_event(const KEvent& e, KinetoData& d) {
                 d.launch_calls.push_back(KCall{e.ts, e.pid, e.corr, d.events - 1, d.strings.intern(e.name), *kind});
         } else if (c == "cpu_op" || c == "user_annotation" || c == "Operator" || c == "python_function" ||
                    c == "gpu_user_annotation") {
-            bool step = e.name.substr(0, 13) == "ProfilerStep#";
-            // An optimizer's step range is kept whatever its category (cpu_op and Operator before
-            // about PyTorch 1.10): steps come from it where the trace has no ProfilerStep#N.
-            if (c == "gpu_user_annotation" || c == "user_annotation" || step || is_optimizer_step(e.name)) {
-                KRange r;
-                r.ts = e.ts;
-                r.dur = std::max<int64_t>(0, e.dur);
-                r.name = d.strings.intern(e.name);
-                r.gpu = c == "gpu_user_annotation";
-                r.pid = e.pid;
-                r.tid = e.tid;
-                int64_t n = -1;
-                if (step && !r.gpu && parse_int(e.name.data() + 13, e.name.size() - 13, n) && n >= 0 && n <= INT32_MAX)
-                    r.step = static_cast<int32_t>(n);
-                d.ranges.push_back(r);
-                d.t_min = std::min(d.t_min, r.ts);
-            } else if (is_loop_range(e.name)) {   // PyTorch 1.8's Operator, cpu_op: not a marker
-                KRange loop;
-                loop.ts = e.ts;
-                loop.dur = std::max<int64_t>(0, e.dur);
-                loop.name = d.strings.intern(e.name);
-                loop.pid = e.pid;
-                loop.tid = e.tid;   // its thread's ops place step 0 (steps.hpp)
-                d.loop_ranges.push_back(loop);
-            }
-            if (c != "gpu_user_annotation" && c != "python_function") {
-                KOp o;
-                o.ts = e.ts;
-                o.dur = std::max<int64_t>(0, e.dur);
-                o.tid = e.tid;
-                o.external = e.ext;
-                o.rf_id = e.rf_id;
-                o.ev_idx = e.ev_idx;
-                o.pid = e.pid;
-                o.seq = e.seq;
-                if (e.rf_id >= 0) d.has_rf_id = true;
-                o.name = d.strings.intern(e.name);
-                d.ops.push_back(o);
-            }
+            map_host_op(e, c, d);
         } else if (!is_known_unread_category(c)) {
             count_by_name(d.unread_categories, c.empty() ? std::string_view("(no category)") : c,
                           "(other categories)");
             return false;
         }
     } else if ((e.ph == 'i' || e.ph == 'I') && e.name == "[memory]" && e.has_mem) {
-        KMemory m;
-        m.ts = e.ts;
-        m.addr = e.addr;
-        m.bytes = e.mem_bytes;
-        m.total = e.total;
-        m.reserved = e.reserved;
-        m.has_addr = e.has_addr;
-        m.index = d.events - 1;   // the tokenizer counted this event already
-        m.pid = e.pid;
-        m.device = is_accelerator(e.dev_type) && e.dev_id >= 0 ? static_cast<int32_t>(e.dev_id) : -1;
-        if (m.device < 0) ++d.host_memory_events;
-        if (m.device < 0 && e.dev_type != 0)   // host memory by another rule than Device Type 0 (-1: none written)
-            count_by_name(d.odd_memory_devices,
-                          "Device Type " + std::to_string(e.dev_type) + " Id " + std::to_string(e.dev_id),
-                          "(other Device Types and Ids)");
-        if (e.dev_type == 6) d.rocm = true;   // c10::DeviceType HIP: memory of a ROCm build's GPU
-        d.memory.push_back(m);
-        d.t_min = std::min(d.t_min, m.ts);
+        map_memory_event(e, d);
     } else if ((e.ph == 'i' || e.ph == 'I') && e.name == "[OutOfMemory]") {
         if (d.out_of_memory++ == 0) {   // the first one's device, request and totals, for the message
             KMemory& oom = d.first_out_of_memory;

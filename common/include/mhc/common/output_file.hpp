@@ -71,6 +71,10 @@ void set_stop_note(const std::string& note);
 // open on): what mhc writes into or beside a file (a runs database and its journal) must be a
 // regular file the user named.
 void refuse_special_file(const std::string& path);
+// The one refusal of an output that exists: "PATH: already exists[NOTE]; pass --force to replace
+// it[ (and ALONG)]" (NOTE: what it is, e.g. a symbolic link; ALONG: what goes with it, e.g. "the
+// runs stored in it").
+std::string already_exists(const std::string& path, const std::string& along = "", const std::string& note = "");
 // Throws mhc::Error (bad input) when `path` is longer than a name or a path may be (ENAMETOOLONG)
 // or its folders hold a loop of symbolic links (ELOOP): said before the work, in one way. OutputFile and
 // refuse_special_file check it.
