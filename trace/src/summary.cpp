@@ -325,7 +325,7 @@ void top_lines(const Summary& summary, SummaryText& text) {
         text.out += "kernels by total time\n";
         for (const auto& entry : summary.top_kernels)
             text.line("  %12s  %8lldx  %s\n", format_ns(entry.total).c_str(), static_cast<long long>(entry.count),
-                   fit(entry.name, 100 - 26).c_str());
+                   fit(entry.name, 100 - 27).c_str());   // 27: the columns before the name
     }
 }
 }  // namespace
