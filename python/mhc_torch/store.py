@@ -277,6 +277,11 @@ class _Connection(sqlite3.Connection):
     snapshot: tuple | None = None
 
 
+# How a read without a lock that saw the file change is said (both refusals below), up to who wrote.
+_READ_WITHOUT_LOCK = ("changed while it was read (it is in SQLite's WAL mode in a folder this process cannot "
+                      "write, so it is read without a lock, and another process")
+
+
 def _identity(st: os.stat_result) -> tuple:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
@@ -297,9 +302,8 @@ def _settled(path: str) -> tuple | None:
         if age > tick:
             return _identity(st)
         if time.monotonic() >= give_up:
-            raise TraceError(f"{path}: changed while it was read (it is in SQLite's WAL mode in a folder this process "
-                             "cannot write, so it is read without a lock, and another process kept writing it: in 3 s "
-                             "of waiting its last change was never a tick old): run the command again when it is done")
+            raise TraceError(f"{path}: {_READ_WITHOUT_LOCK} kept writing it: in 3 s of waiting its last change was "
+                             "never a tick old): run the command again when it is done")
         time.sleep(min(tick - age, 100_000_000) / 1e9)
 
 
@@ -314,9 +318,8 @@ def _require_unchanged(db: sqlite3.Connection, path: str) -> None:
     except OSError:
         now = None
     if now != taken:
-        raise TraceError(f"{path}: changed while it was read (it is in SQLite's WAL mode in a folder this process "
-                         "cannot write, so it is read without a lock, and another process wrote it meanwhile): what "
-                         "was read may mix two versions of it; run the command again")
+        raise TraceError(f"{path}: {_READ_WITHOUT_LOCK} wrote it meanwhile): what was read may mix two versions "
+                         "of it; run the command again")
 
 
 def _side_file_in_the_way(path: str) -> str:
