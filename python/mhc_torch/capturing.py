@@ -205,8 +205,11 @@ def capture(build_model: Callable[[], torch.nn.Module],
     full_meta.update(meta or {})
     if "capture.optimizer" in facts:   # the step's own optimizers, not the option's (mhc-torch capture)
         full_meta["capture.optimizer"] = facts["capture.optimizer"]
-    store.write_trace(path, rec.allocs, rec.kernels, rec.markers, full_meta, modules=modules,
-                      saved=rec.saved_pairs(), copies=rec.copies, replace=replace)
+    try:
+        store.write_trace(path, rec.allocs, rec.kernels, rec.markers, full_meta, modules=modules,
+                          saved=rec.saved_pairs(), copies=rec.copies, replace=replace)
+    except store.RowOutOfRange as e:
+        raise CaptureError(f"{e}; no trace written") from None
     flops = [dict.fromkeys(store.PHASE_NAMES, 0) for _ in range(steps)]
     for k in rec.kernels:
         if 0 <= k.step < steps:

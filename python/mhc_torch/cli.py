@@ -15,7 +15,7 @@ from .formatting import format_bytes, format_ns
 from .help_format import format_help
 from .json_input import not_a_regular_file
 from .number_grammar import printable, size, whole
-from .output_file import OutputError, check_output
+from .output_file import OutputError, _Terminated, check_output
 
 
 def _say(line: str) -> None:
@@ -91,6 +91,34 @@ def _no_os_exit():
         yield
     finally:
         os._exit = real
+
+
+@contextlib.contextmanager
+def _streams_kept():
+    """mhc-torch's own standard output, standard error and print() after the model's code ran, as
+    they were before: a model that replaced sys.stdout or sys.stderr (io.StringIO()), closed one or
+    replaced builtins.print had mhc-torch's summary go nowhere (exit 0, nothing printed), its
+    one-line refusal too (exit 2, nothing said), or ended in a traceback of ValueError (exit 1)."""
+    import builtins
+
+    kept = []
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        try:
+            kept.append((name, stream, stream.fileno()))
+        except (AttributeError, ValueError, OSError):  # already not a file: nothing to restore
+            kept.append((name, stream, None))
+    real_print = builtins.print
+    try:
+        yield
+    finally:
+        builtins.print = real_print
+        for name, stream, fd in kept:
+            if getattr(stream, "closed", False) and fd is not None:  # closed by the model: its descriptor is not
+                with contextlib.suppress(Exception):
+                    stream = open(fd, "w", buffering=1 if stream.line_buffering else -1, encoding=stream.encoding,  # noqa: SIM115
+                                  errors=stream.errors, closefd=False)
+            setattr(sys, name, stream)
 
 
 def _model_failed(model: str, e: BaseException) -> str:
@@ -316,11 +344,14 @@ def _capture_guarded(a, parser: argparse.ArgumentParser) -> int:
 
     if a.model.endswith(".py"):
         try:
-            build, make_batch, loss_fn, step, build_optimizer = _load_model_file(a.model)
+            with _streams_kept():
+                build, make_batch, loss_fn, step, build_optimizer = _load_model_file(a.model)
         except OSError as e:
             _say(f"mhc-torch: {a.model}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
             return 2
-        except (Exception, SystemExit) as e:  # the file's own code failed while loading
+        except (KeyboardInterrupt, _Terminated):
+            raise
+        except BaseException as e:  # the file's own code failed while loading (GeneratorExit, its own classes)
             _say(_model_failed(a.model, e))
             return 2
         if step is not None and (a.forward_only or a.micro_batches != 1):
@@ -345,11 +376,12 @@ def _capture_guarded(a, parser: argparse.ArgumentParser) -> int:
         optimizer = None
     t0 = time.perf_counter()
     try:
-        r = capture(build, make_batch, steps=a.steps, gpu=a.gpu, path=out, loss_fn=loss_fn,
-                    optimizer=optimizer, autocast_dtype=dtype, meta=meta, replace=a.force,
-                    autocast_policy=a.autocast_policy, param_dtype=dtypes[a.weights], forward_only=a.forward_only,
-                    micro_batches=a.micro_batches, zero_grad=a.zero_grad, step=step, setting=setting,
-                    build_optimizer=build_optimizer, kernel_times=kernel_times)
+        with _streams_kept():
+            r = capture(build, make_batch, steps=a.steps, gpu=a.gpu, path=out, loss_fn=loss_fn,
+                        optimizer=optimizer, autocast_dtype=dtype, meta=meta, replace=a.force,
+                        autocast_policy=a.autocast_policy, param_dtype=dtypes[a.weights], forward_only=a.forward_only,
+                        micro_batches=a.micro_batches, zero_grad=a.zero_grad, step=step, setting=setting,
+                        build_optimizer=build_optimizer, kernel_times=kernel_times)
     except (CaptureError, SettingError) as e:
         _say(f"mhc-torch: {a.model}: {e}")
         return 2
@@ -359,7 +391,9 @@ def _capture_guarded(a, parser: argparse.ArgumentParser) -> int:
     except OutputError as e:  # the output, refused or unwritable
         _say(f"mhc-torch: {str(e).replace(out, a.out)}")
         return 2
-    except (Exception, SystemExit) as e:
+    except _Terminated:
+        raise
+    except BaseException as e:  # Exception, SystemExit, GeneratorExit, a model's own BaseException
         if not a.model.endswith(".py"):
             raise  # a preset failing is a bug of this package: keep the traceback
         _say(_model_failed(a.model, e))
@@ -435,7 +469,8 @@ def _without_hf_checkpointing(r, build, make_batch, a, capture_kwargs) -> str | 
 
     folder = tempfile.mkdtemp(prefix="mhc-hf-off-")
     try:
-        off = capture(build_off, make_batch, path=os.path.join(folder, "off.db"), **capture_kwargs)
+        with _streams_kept():
+            off = capture(build_off, make_batch, path=os.path.join(folder, "off.db"), **capture_kwargs)
         reserved = _reserved_bytes(os.path.join(folder, "off.db"))
     except Exception as e:  # noqa: BLE001 - the trace is written; this is a note beside it
         return f"note: the step without Hugging Face checkpointing could not be captured: {type(e).__name__}: {e}"

@@ -132,6 +132,36 @@ class Marker:
     idx: int
 
 
+class RowOutOfRange(ValueError):
+    """A row the trace's readers would refuse (docs/trace-format.md, "Value ranges")."""
+
+
+def _refuse_out_of_range(allocations, kernels, markers, copies) -> None:
+    """Raises RowOutOfRange naming the first row mhc would refuse: a fake tensor of 2^58 bytes,
+    or a roofline time past 2^62 ns, was written, and every mhc command then refused the trace."""
+    from .formatting import format_bytes
+
+    total = 0
+    for a in allocations:
+        if not 1 <= a.bytes <= 2**56:
+            raise RowOutOfRange(f"allocation {a.id} ({a.label or 'no label'}) holds {format_bytes(a.bytes)}, outside "
+                                "1 B to 2^56 B (64.00 PiB), what one allocation of a trace may hold")
+        total += a.bytes
+        if total > 2**62:
+            raise RowOutOfRange(f"the allocations up to {a.id} ({a.label or 'no label'}) hold {format_bytes(total)} "
+                                "together, past 2^62 B (4.00 EiB), what all of a trace's may hold")
+    for table, rows in (("kernel", kernels), ("allocation", allocations), ("copy", copies), ("marker", markers)):
+        for n, r in enumerate(rows):
+            times = (r.t_alloc, r.t_free) if table == "allocation" else (r.t_start, r.t_end)
+            if any(t is not None and abs(t) > 2**62 for t in times):
+                name = getattr(r, "label", None) or getattr(r, "name", "")
+                raise RowOutOfRange(f"{table} {getattr(r, 'id', n + 1)}{f' ({name})' if name else ''}: a time of "
+                                    f"{max(abs(t) for t in times if t is not None) / 1e9:.3g} s, past 2^62 ns "
+                                    "(146 years), what a trace's times may be")
+            if table == "copy" and not 0 <= r.bytes <= 2**56:
+                raise RowOutOfRange(f"copy {r.id}: {format_bytes(r.bytes)}, outside 0 B to 2^56 B (64.00 PiB)")
+
+
 def write_trace(path: str, allocations, kernels, markers, meta: dict[str, str],
                 modules=(), saved=(), copies=(), replace: bool = True) -> None:
     """Writes a complete trace to `path` atomically (temporary file, then rename).
@@ -142,6 +172,7 @@ def write_trace(path: str, allocations, kernels, markers, meta: dict[str, str],
     how many times (views of one storage); `copies` are Copy records.
     With `replace` False an existing `path` is never replaced (OutputExists).
     """
+    _refuse_out_of_range(allocations, kernels, markers, copies)
     tmp = begin_output(path, replace)
     signals = SignalGuard()
     strings: dict[str, int] = {"": 0}

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 
@@ -526,8 +527,15 @@ void Executor::setup() {
     sum.assign(na, 0);
     version.assign(na, 0);
     xfer.assign(na, 0);
-    for (int32_t s = 0; s < std::max(plan.streams, 1); ++s)
-        workers.push_back(std::make_unique<detail::Worker>(device, options.sinkhorn_threads, &times, &paused_ns));
+    for (int32_t s = 0; s < std::max(plan.streams, 1); ++s) {
+        try {
+            workers.push_back(std::make_unique<detail::Worker>(device, options.sinkhorn_threads, &times, &paused_ns));
+        } catch (const std::system_error& e) {   // a limit on threads (ulimit -u, a container's): not a bug
+            throw Error("cannot start the replay's thread for stream " + std::to_string(s + 1) + " of " +
+                        std::to_string(plan.streams) + ": " + e.code().message() +
+                        " (a limit on this user's processes and threads: ulimit -u)");
+        }
+    }
     jobs_pushed_.assign(workers.size(), 0);
 }
 

@@ -8,6 +8,8 @@
 #include <map>
 #include <numeric>
 #include <optional>
+#include <set>
+#include <string>
 
 #include "mhc/common/error.hpp"
 #include "mhc/sim/allocator_compare.hpp"
@@ -150,6 +152,16 @@ private:
 };
 
 }  // namespace
+
+void refuse_streams_past_bound(const trace::TraceData& t, int32_t device, const std::string& path) {
+    std::set<int64_t> streams;
+    for (size_t k = 0; k < t.kernels.size(); ++k)
+        if (t.kernels.device[k] == device) streams.insert(t.kernels.stream[k]);
+    if (streams.size() > static_cast<size_t>(kMaxReplayStreams))
+        throw Error(path + ": the kernels of " + (device < 0 ? std::string("the host") : "device " + std::to_string(device)) +
+                    " run on " + std::to_string(streams.size()) + " streams; a replay runs each stream on a thread of its own, at most " +
+                    std::to_string(kMaxReplayStreams) + " (a GPU runs at most 128 kernels at once)");
+}
 
 Plan make_plan(const trace::TraceData& t, const sim::Result& r) {
     if (r.plan_log.origins.size() != r.events.size())

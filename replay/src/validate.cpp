@@ -103,6 +103,7 @@ void Validation::begin() {
     // Refused as simulate refuses it: a device without allocations replayed for minutes and
     // reported 0 B peaks (a Kineto trace with only the host's memory events).
     sim::require_allocations(t_, *prepared_, spec_.base.device, path_);
+    refuse_streams_past_bound(t_, sim::device_of(*prepared_), path_);
     base_ = spec_.base;
     // Replay copies in chunks of spec.replay.chunk_bytes: a calibrated profile's rate for that
     // chunk size is the rate to predict with, not its best one.

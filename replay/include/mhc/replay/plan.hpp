@@ -80,6 +80,15 @@ inline int64_t predicted_arena_peak(const sim::Result& run) {
 // record_events on; sim::Result::event_origin ties each event to the recorded event that
 // decided it). Throws mhc::Error when the Result has no event origins.
 Plan make_plan(const trace::TraceData& trace, const sim::Result& run);
+
+// The most streams a replay runs. Each stream's kernels run on a thread of their own (and, on
+// the CUDA backend, a CUDA stream of their own), while a GPU runs at most 128 kernels at once
+// (CUDA C++ Programming Guide, "Maximum number of resident grids per device"): a trace of
+// 100,001 streams spent 110 s starting threads, then ended "internal error: Resource
+// temporarily unavailable".
+inline constexpr int32_t kMaxReplayStreams = 1024;
+// Refuses (mhc::Error naming `path`) a device whose kernels run on more streams than that.
+void refuse_streams_past_bound(const trace::TraceData& trace, int32_t device, const std::string& path);
 // Whether the plan swaps anything out (its replay reads back what it wrote, checksummed).
 bool has_swaps(const Plan& plan);
 
