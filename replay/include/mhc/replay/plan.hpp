@@ -84,7 +84,7 @@ Plan make_plan(const trace::TraceData& trace, const sim::Result& run);
 // The most streams a replay runs. Each stream's kernels run on a thread of their own (and, on
 // the CUDA backend, a CUDA stream of their own), while a GPU runs at most 128 kernels at once
 // (CUDA C++ Programming Guide, "Maximum number of resident grids per device"): a trace of
-// 100,001 streams spent 110 s starting threads, then ended "internal error: Resource
+// 100,002 streams spent 110 s starting threads, then ended "internal error: Resource
 // temporarily unavailable".
 inline constexpr int32_t kMaxReplayStreams = 1024;
 // Refuses (mhc::Error naming `path`) a device whose kernels run on more streams than that.
