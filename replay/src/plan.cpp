@@ -153,10 +153,10 @@ private:
 
 }  // namespace
 
-void refuse_streams_past_bound(const trace::TraceData& t, int32_t device, const std::string& path) {
+void refuse_streams_past_bound(const trace::TraceData& trace, int32_t device, const std::string& path) {
     std::set<int64_t> streams;
-    for (size_t k = 0; k < t.kernels.size(); ++k)
-        if (t.kernels.device[k] == device) streams.insert(t.kernels.stream[k]);
+    for (size_t k = 0; k < trace.kernels.size(); ++k)
+        if (trace.kernels.device[k] == device) streams.insert(trace.kernels.stream[k]);
     if (streams.size() > static_cast<size_t>(kMaxReplayStreams))
         throw Error(path + ": the kernels of " + (device < 0 ? std::string("the host") : "device " + std::to_string(device)) +
                     " run on " + std::to_string(streams.size()) + " streams; a replay runs each stream on a thread of its own, at most " +
