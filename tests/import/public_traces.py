@@ -99,7 +99,7 @@ def rel(a, b):
 
 class _TraceJson:
     """A trace file's JSON, parsed at most once each way while its file is checked (each check read
-    the file again: five parses of each Kineto file, four of each execution trace). Read only."""
+    the file again: four parses of each Kineto file and of each execution trace). Read only."""
 
     def __init__(self, path):
         self.path = path
