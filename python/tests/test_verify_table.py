@@ -4,7 +4,11 @@ answer in the answers' order, its cells right-aligned under their headings, and 
 of `--json` (verify.peak_bytes, reserved, host peak, their errors, whether the step runs at the
 capacity). The captured host peak and its error are columns where an answer moves memory to the
 host (an offload, the optimizer): an offload's host bytes were predicted 2.00 MiB where the capture
-held 28.00 MiB (docs/advise.md, Limits) and the table did not show it."""
+held 28.00 MiB (docs/advise.md, Limits) and the table did not show it.
+
+Each question is asked twice, for the text and for `--json`; the second asking's captures are the
+first's, copied (REUSE below: same recipe and setting, so the same step), so that the two outputs
+are compared on one capture per answer, and the suite pays for three captures, not six."""
 import json
 import os
 import re
@@ -62,6 +66,23 @@ RUNS = [
 ]
 
 
+# MHC_TORCH for `mhc advise --verify`: the capture a recipe and setting asked before (every argument
+# but -o's), copied to -o; otherwise mhc-torch run as it is (a process of its own) and its trace kept.
+REUSE = textwrap.dedent("""
+    import hashlib, os, shutil, subprocess, sys
+    kept, args = sys.argv[1], sys.argv[2:]
+    at = args.index("-o") + 1
+    key = hashlib.sha256("\\0".join(args[:at] + args[at + 1:]).encode()).hexdigest()
+    trace = os.path.join(kept, key + ".db")
+    if not os.path.exists(trace):
+        r = subprocess.run([sys.executable, "-m", "mhc_torch.cli", *args])
+        if r.returncode:
+            sys.exit(r.returncode)
+        shutil.copyfile(args[at], trace)
+    shutil.copyfile(trace, args[at])
+""")
+
+
 def _bytes(n):   # mhc::format_bytes
     units = ["B", "KiB", "MiB", "GiB", "TiB"]
     v, u = float(n), 0
@@ -79,8 +100,10 @@ def outputs(tmp_path_factory, mhc_exe):
     folder = tmp_path_factory.mktemp("verify_table")
     model = folder / "mlp.py"
     model.write_text(MODEL)
+    (folder / "reuse.py").write_text(REUSE)
+    (folder / "kept").mkdir()
     env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), "..") + os.pathsep +
-               os.environ.get("PYTHONPATH", ""), MHC_TORCH=f"{sys.executable} -m mhc_torch.cli")
+               os.environ.get("PYTHONPATH", ""), MHC_TORCH=f"{sys.executable} {folder / 'reuse.py'} {folder / 'kept'}")
     trace = str(folder / "mlp.db")
     r = subprocess.run([sys.executable, "-m", "mhc_torch.cli", "capture", str(model), "-o", trace, "--autocast", "none"],
                        capture_output=True, text=True, env=env)

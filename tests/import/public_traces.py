@@ -97,12 +97,33 @@ def rel(a, b):
 
 # ---- the source's own accounting ----
 
-@functools.lru_cache(maxsize=1)
+class _TraceJson:
+    """A trace file's JSON, parsed at most once each way while its file is checked (each check read
+    the file again: four parses of each Kineto file and of each execution trace). Read only."""
+
+    def __init__(self, path):
+        self.path = path
+
+    @functools.cached_property
+    def exact(self):
+        """Numbers with a fraction stay the text the file has (json would round epoch `ts`, 19
+        significant digits, to doubles): decimal() reads them."""
+        with gzip.open(self.path) as f:
+            return json.load(f, parse_float=str)
+
+    @functools.cached_property
+    def plain(self):
+        with gzip.open(self.path) as f:
+            return json.load(f)
+
+
+@functools.lru_cache(maxsize=1)   # the file checked now: both parses go when the next one starts
+def trace_json(path):
+    return _TraceJson(path)
+
+
 def kineto_doc(path):
-    """The trace's JSON, read once per file; numbers with a fraction stay the text the file
-    has (json would round epoch `ts`, 19 significant digits, to doubles): decimal() reads them."""
-    with gzip.open(path) as f:
-        return json.load(f, parse_float=str)
+    return trace_json(path).exact
 
 
 def kineto_events(path):
@@ -984,8 +1005,7 @@ def check_rocm_devices(name, path, meta):
     events, or a deviceProperties list of one GPU, give the process's number, the kernels take it
     (meta kineto.kernel_device "A -> B"); otherwise their numbers are kept and meta says which
     ("2 kept: ..."), never in silence. A CUDA trace's kernel numbers are the process's own: no line."""
-    with gzip.open(path) as f:
-        doc = json.load(f)
+    doc = trace_json(path).plain
     events = kineto_events(path)
     top = doc if isinstance(doc, dict) else {}
     rocm = any(k.startswith(("roctracer", "rocprofiler", "hip_")) for k in top) or any(
@@ -1014,8 +1034,7 @@ def check_rocm_devices(name, path, meta):
 def check_device_list(name, path, meta):
     """meta device_name and device_memory are the file's GPU list's (deviceProperties, or
     computeProperties in Kineto's traces of early 2021): its device 0, else its first entry."""
-    with gzip.open(path) as f:
-        doc = json.load(f)
+    doc = trace_json(path).plain
     gpus = (doc.get("deviceProperties") or doc.get("computeProperties") or []) if isinstance(doc, dict) else []
     gpus = [g for g in gpus if isinstance(g, dict)]
     gpu = next((g for g in gpus if g.get("id") == 0), gpus[0] if gpus else {})
@@ -1132,8 +1151,7 @@ def check_out_of_memory(name, path, meta):
 
 def check_job_identity(name, path, meta):
     """meta rank and world_size are the file's distributedInfo (absent where it has none)."""
-    with gzip.open(path) as f:
-        doc = json.load(f)
+    doc = trace_json(path).plain
     info = doc.get("distributedInfo") or {} if isinstance(doc, dict) else {}
     for key in ("rank", "world_size"):
         want = str(info[key]) if key in info else None
@@ -1518,11 +1536,12 @@ def et_node_inputs(n):
     return et_tensors(n.get("inputs", []), n.get("input_types", []))
 
 
+@functools.lru_cache(maxsize=1)   # et_source and check_et_storages of one file: read only
 def et_storages(path):
     """Each storage's (bytes, first slot, last slot) and the number of slots: one slot per leaf op
     with tensors, in id order (ids are given as ops start; the file lists a node when its op ends,
     so two threads' ops that overlap are in another order there)."""
-    nodes = sorted(json.load(gzip.open(path))["nodes"], key=lambda n: n["id"])
+    nodes = sorted(trace_json(path).plain["nodes"], key=lambda n: n["id"])
     parents = set()
     for n in nodes:
         p = n.get("parent", n.get("ctrl_deps"))
@@ -1579,7 +1598,7 @@ def check_et_broadcast_views(name, path, meta):
     """A trace without strides: the outputs with a tensor id of their own on an input's storage,
     larger than that input (views made by broadcasting, aten::expand), and the bytes their storages
     count above their other tensors, must be meta et.broadcast_views's figures; none, no meta."""
-    nodes = json.load(gzip.open(path))["nodes"]
+    nodes = trace_json(path).plain["nodes"]
 
     def uses(side, n):
         if isinstance(n.get(side), dict):
@@ -1630,7 +1649,7 @@ def check_et_steps(name, path, db):
     runs while the step's thread waits in backward()) is in the step whose node ids its id falls
     within (ids are given as ops start, on every thread: from the ProfilerStep#N node's id to the last
     id under it), else in none (-1)."""
-    nodes = json.load(gzip.open(path))["nodes"]
+    nodes = trace_json(path).plain["nodes"]
     by_id = {n["id"]: n for n in nodes}
 
     def parent(n):
