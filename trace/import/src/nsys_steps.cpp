@@ -35,6 +35,7 @@ void NsysImport::find_steps() {
     sql::Stmt rows(db_.db, in_, query.c_str());
     std::vector<NamedSpan> spans;
     std::vector<std::pair<size_t, int64_t>> threads;   // optimizer range (index in spans) -> its globalTid
+    std::set<int64_t> step_processes;                  // the processes (globalTid >> 24) of ProfilerStep#N
     while (rows.step()) {
         if (rows.is_null(2)) continue;
         const std::string name = rows.text(2);
@@ -43,12 +44,16 @@ void NsysImport::find_steps() {
         const int64_t t_start = rel(rows.i64(0), "NVTX_EVENTS"),
                       t_end = std::max(t_start, open ? recording_end() : rel(rows.i64(1), "NVTX_EVENTS"));
         if (open) open_step_ends_[rows.i64(4)] = t_end;
-        if (auto number = profiler_step_number(name)) profiler_steps_.push_back(StepSpan{*number, t_start, t_end});
+        if (auto number = profiler_step_number(name)) {
+            profiler_steps_.push_back(StepSpan{*number, t_start, t_end});
+            step_processes.insert(rows.is_null(3) ? -1 : rows.i64(3) >> 24);
+        }
         else if (is_optimizer_step(name) || is_loop_range(name)) {
             if (is_optimizer_step(name) && !rows.is_null(3)) threads.emplace_back(spans.size(), rows.i64(3));
             spans.push_back(NamedSpan{name, t_start, t_end});
         }
     }
+    if (step_processes.size() > 1) join_process_steps(step_processes.size());
     if (profiler_steps_.empty()) optimizer_work(spans, threads);
     if (!profiler_steps_.empty()) {
         steps_ = profiler_steps_;
@@ -70,6 +75,35 @@ void NsysImport::find_steps() {
     while (calls.step())   // globalTid = globalPid + thread id (the low 24 bits)
         launch_at_[{calls.i64(0) & ~int64_t{0xFFFFFF}, calls.i64(1)}] = rel(calls.i64(2),
                                                                             "CUPTI_ACTIVITY_KIND_RUNTIME");
+}
+
+// An export of several processes (nsys over a launcher) holds each rank's ProfilerStep#N: one
+// step of the job, N times over. As Kineto files of merged ranks are read (kineto.processes), the
+// ranges of one N become one step, from the first start to the last end; read_markers writes it
+// as the step marker and the ranges themselves as ranges. Before 2026-12-06 each range was a step
+// of its own: two ranks' four steps were `steps 8`.
+void NsysImport::join_process_steps(size_t processes) {
+    std::map<int32_t, size_t> at;   // step number -> its span in joined
+    std::vector<StepSpan> joined;
+    int64_t merged = 0;
+    for (const StepSpan& span : profiler_steps_) {
+        auto [it, fresh] = at.try_emplace(span.step, joined.size());
+        if (fresh) {
+            joined.push_back(span);
+            continue;
+        }
+        StepSpan& step = joined[it->second];
+        step.t_start = std::min(step.t_start, span.t_start);
+        step.t_end = std::max(step.t_end, span.t_end);
+        ++merged;
+    }
+    profiler_steps_ = std::move(joined);
+    steps_joined_ = true;
+    const std::string said = "ProfilerStep#N ranges of " + std::to_string(processes) +
+                             " processes (globalPid) in the export: " + std::to_string(merged) +
+                             " ranges of the same N joined, one step marker each";
+    r_.meta["nsys.step_processes"] = said;
+    r_.warnings.push_back(said);
 }
 
 int64_t NsysImport::recording_end() {
@@ -170,8 +204,9 @@ void NsysImport::read_markers() {
         // An unended ProfilerStep#N or optimizer step (find_steps): to the end of recording.
         const auto open_step = rows.is_null(1) ? open_step_ends_.find(rows.i64(5)) : open_step_ends_.end();
         if (open_step != open_step_ends_.end()) marker.t_end = open_step->second;
-        const std::optional<int32_t> step =
-            rows.is_null(1) && open_step == open_step_ends_.end() ? std::nullopt : profiler_step_number(text);
+        const std::optional<int32_t> step = steps_joined_ || (rows.is_null(1) && open_step == open_step_ends_.end())
+                                                ? std::nullopt
+                                                : profiler_step_number(text);
         marker.kind = step ? MarkerKind::Step : MarkerKind::Range;
         marker.index = step.value_or(-1);
         w_.add(marker);
@@ -180,6 +215,10 @@ void NsysImport::read_markers() {
         for (const StepSpan& step : steps_)
             w_.add(Marker{++markers, w_.intern("step#" + std::to_string(step.step)), step.t_start, step.t_end,
                           MarkerKind::Step, step.step});
+    if (steps_joined_)   // several processes' ProfilerStep#N, one marker each (join_process_steps)
+        for (const StepSpan& step : steps_)
+            w_.add(Marker{++markers, w_.intern("ProfilerStep#" + std::to_string(step.step)), step.t_start,
+                          step.t_end, MarkerKind::Step, step.step});
     if (open_ranges > 0) {
         const std::string said = std::to_string(open_ranges) +
                                  " NVTX ranges have no end (pushed or started and never ended while nsys "
