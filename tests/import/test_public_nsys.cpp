@@ -253,6 +253,39 @@ TEST_CASE("nsys: CUDA graph launches traced whole are kernel rows, said, not dro
     CHECK(only.meta.at("nsys.missing_tables").find("CUPTI_ACTIVITY_KIND_KERNEL") != std::string::npos);
 }
 
+// A CUDA graph launch traced whole is a kernel row, in the step its cudaGraphLaunch call (the
+// CUPTI_ACTIVITY_KIND_RUNTIME row of its correlationId and process) fell in, else its start's, as
+// every kernel. Before 2026-12-06 every such row was in no step.
+TEST_CASE("nsys: CUDA graph launches traced whole are in their steps", "[import][nsys][public][steps]") {
+    test::TempDir dir;
+    imp::Result result;
+    // The 2025.1 export (process 282323165642752, thread 282323165693308) with ProfilerStep#6 from
+    // 9,032,000,000 to 9,034,950,000 ns of its clock and #7 to 9,035,010,000; its last kernel
+    // (correlation 2200, launched at 9,032,767,796: step 6) and three graph launches on the GPU at
+    // 9,034,956,316 (graph 4), 9,034,970,000 (graph 4) and 9,034,985,000 (graph 6), all in step 7's
+    // span; the first's cudaGraphLaunch call at 9,034,940,000 (step 6), the others without a call row.
+    TraceData trace = test::import_variant(
+        dir, "nsys/fuser-h200-nsys-2025.1.sqlite",
+        "CREATE TABLE CUPTI_ACTIVITY_KIND_GRAPH_TRACE (start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId "
+        "INTEGER NOT NULL, contextId INTEGER NOT NULL, streamId INTEGER NOT NULL, correlationId INTEGER, globalPid "
+        "INTEGER, graphId INTEGER NOT NULL);"
+        "INSERT INTO CUPTI_ACTIVITY_KIND_GRAPH_TRACE VALUES (9034956316, 9034966316, 0, 1, 7, 3001, "
+        "282323165642752, 4), (9034970000, 9034980000, 0, 1, 7, 3002, 282323165642752, 4), (9034985000, 9035000000, "
+        "0, 1, 7, 3004, 282323165642752, 6);"
+        "INSERT INTO StringIds (id, value) VALUES (100000, 'cudaGraphLaunch_v10000');"
+        "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, eventClass, globalTid, correlationId, nameId, "
+        "returnValue) VALUES (9034940000, 9034945000, 1, 282323165693308, 3001, 100000, 0);"
+        "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid) VALUES (9032000000, 9034950000, 59, "
+        "'ProfilerStep#6', 282323165693308), (9034950000, 9035010000, 59, 'ProfilerStep#7', 282323165693308);",
+        result);
+    std::map<std::string, std::vector<int32_t>> steps;
+    for (size_t i = 0; i < trace.kernels.size(); ++i)
+        if (trace.str(trace.kernels.name[i]).rfind("CUDA graph", 0) == 0)
+            steps[trace.str(trace.kernels.name[i])].push_back(trace.kernels.step[i]);
+    CHECK(steps == std::map<std::string, std::vector<int32_t>>{{"CUDA graph 4", {6, 7}}, {"CUDA graph 6", {7}}});
+    CHECK(test::kernels_per_step(trace) == test::Steps{{-1, 17}, {6, 2}, {7, 2}});
+}
+
 // nsys profile over a launcher records several processes in one export (globalPid): each numbers
 // its streams and holds its address space on its own. Two processes on one GPU both had stream 7
 // (one lane: the second's kernels clamped behind the first's) and the same addresses (one

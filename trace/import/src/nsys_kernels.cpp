@@ -82,6 +82,7 @@ void NsysImport::read_graph_launches() {
         launch.name = w_.intern("CUDA graph " + std::to_string(graph));
         launch.t_start = rel(gs, kGraphTrace);
         launch.t_end = rel(ge, kGraphTrace);
+        launch.step = kernel_step(launch, pid);   // before 2026-12-06 none: every graph launch in no step
         kernels_.push_back(launch);
         ++launches;
         busy_ns += ge - gs;
