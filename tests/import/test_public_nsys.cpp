@@ -640,6 +640,56 @@ TEST_CASE("nsys: several processes' ProfilerStep#N are one step each", "[import]
     CHECK(test::warned(result, "4 ranges of the same N joined"));
 }
 
+// The optimizer's NVTX ranges of two ranks in one export (emit_nvtx in each process) were read as
+// one process's: where they took turns, two ranks' four steps were `steps 8`. Found per process,
+// the k-th of each joined into step k, as in Kineto files of merged ranks.
+TEST_CASE("nsys: several processes' optimizer steps are found per process and joined",
+          "[import][nsys][public][steps]") {
+    // The 2024.6 export with four Optimizer.step#Adam.step ranges of 2 ms at 1.00 s + 10 ms i on its
+    // thread (globalTid 281980910466509) and, 3 ms later, on a second process's (+ 2^24), each with
+    // 2 cudaStreamIsCapturing calls (nameId 59) of its thread inside.
+    auto variant = [](int processes) {
+        std::string ranges, calls;
+        for (int p = 0; p < processes; ++p)
+            for (int i = 0; i < 4; ++i) {
+                const int64_t at = 1000000000 + 10000000LL * i + 3000000LL * p;
+                const std::string tid = std::to_string(281980910466509LL + (int64_t{p} << 24));
+                ranges += std::string(ranges.empty() ? "" : ", ") + "(" + std::to_string(at) + ", " +
+                          std::to_string(at + 2000000) + ", 59, 'Optimizer.step#Adam.step', " + tid + ")";
+                for (int call = 0; call < 2; ++call) {
+                    const int64_t when = at + 100000 + 150000LL * call;
+                    calls += std::string(calls.empty() ? "" : ", ") + "(" + std::to_string(when) + ", " +
+                             std::to_string(when + 50000) + ", 0, " + tid + ", 59, 0)";
+                }
+            }
+        return "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid) VALUES " + ranges +
+               "; INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, eventClass, globalTid, nameId, returnValue) "
+               "VALUES " +
+               calls + ";";
+    };
+    auto lengths = [](const TraceData& trace) {   // steps 1-3 (step 0 holds the trace's start)
+        std::vector<int64_t> out;
+        for (size_t i = 0; i < trace.markers.size(); ++i)
+            if (trace.markers.kind[i] == mhc::trace::MarkerKind::Step && trace.markers.index[i] > 0)
+                out.push_back(trace.markers.t_end[i] - trace.markers.t_start[i]);
+        return out;
+    };
+    test::TempDir dir;
+    imp::Result result;
+    const TraceData one = test::import_variant(dir, "nsys/fuser-h200-nsys-2024.6.sqlite", variant(1), result);
+    CHECK(mhc::trace::summarize(one).steps == 4);
+    CHECK(lengths(one) == std::vector<int64_t>{10000000, 10000000, 10000000});
+    CHECK(one.meta.count("nsys.step_processes") == 0);
+    // Each step from the first process's start (the end of its range before) to the second's end.
+    const TraceData two = test::import_variant(dir, "nsys/fuser-h200-nsys-2024.6.sqlite", variant(2), result);
+    CHECK(mhc::trace::summarize(two).steps == 4);
+    CHECK(lengths(two) == std::vector<int64_t>{13000000, 13000000, 13000000});
+    CHECK(two.meta.at("nsys.step_processes") ==
+          "optimizer steps of 2 processes (globalPid) in the export, found per process: 4 steps of the same number "
+          "joined, one step marker each");
+    CHECK(two.meta.at("steps_from") == "Optimizer.step#Adam.step ranges (no ProfilerStep#N in the trace)");
+}
+
 TEST_CASE("nsys: one optimizer whose NVTX steps alternate in duration makes a step per range",
           "[import][nsys][public][steps]") {
     // The 2024.6 export with eight Optimizer.step#Adam.step NVTX ranges on a thread of its process

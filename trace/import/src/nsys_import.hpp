@@ -242,6 +242,7 @@ private:
     // export had no steps at all.
     void find_steps();
     void join_process_steps(size_t processes);   // find_steps: several processes' ProfilerStep#N
+    void process_optimizer_steps(const std::vector<NamedSpan>& spans, const std::vector<int64_t>& process);
 
     // Where the recording stopped (relative): the latest start or end in the tables read (kernels,
     // copies, memsets, memory events, runtime calls, NVTX rows, graph launches). Computed once.

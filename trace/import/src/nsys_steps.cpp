@@ -36,6 +36,7 @@ void NsysImport::find_steps() {
     std::vector<NamedSpan> spans;
     std::vector<std::pair<size_t, int64_t>> threads;   // optimizer range (index in spans) -> its globalTid
     std::set<int64_t> step_processes;                  // the processes (globalTid >> 24) of ProfilerStep#N
+    std::vector<int64_t> span_process;                 // each span's process (globalTid >> 24; -1: none)
     while (rows.step()) {
         if (rows.is_null(2)) continue;
         const std::string name = rows.text(2);
@@ -51,6 +52,7 @@ void NsysImport::find_steps() {
         else if (is_optimizer_step(name) || is_loop_range(name)) {
             if (is_optimizer_step(name) && !rows.is_null(3)) threads.emplace_back(spans.size(), rows.i64(3));
             spans.push_back(NamedSpan{name, t_start, t_end});
+            span_process.push_back(rows.is_null(3) ? -1 : rows.i64(3) >> 24);
         }
     }
     if (step_processes.size() > 1) join_process_steps(step_processes.size());
@@ -59,10 +61,7 @@ void NsysImport::find_steps() {
         steps_ = profiler_steps_;
         r_.meta["steps_from"] = kStepsFromProfiler;
     } else {
-        const OptimizerSteps found = optimizer_steps(spans, 0);
-        steps_ = found.steps;
-        if (!steps_.empty()) r_.meta["steps_from"] = found.said(), r_.meta["steps_optimizers"] = found.optimizers_said();
-        if (const std::string warning = found.warning(); !warning.empty()) r_.warnings.push_back(warning);
+        process_optimizer_steps(spans, span_process);
     }
     std::sort(steps_.begin(), steps_.end(),
               [](const StepSpan& lhs, const StepSpan& rhs) { return lhs.t_start < rhs.t_start; });
@@ -75,6 +74,50 @@ void NsysImport::find_steps() {
     while (calls.step())   // globalTid = globalPid + thread id (the low 24 bits)
         launch_at_[{calls.i64(0) & ~int64_t{0xFFFFFF}, calls.i64(1)}] = rel(calls.i64(2),
                                                                             "CUPTI_ACTIVITY_KIND_RUNTIME");
+}
+
+// The optimizer's step ranges, per process: an export of several processes (nsys over a launcher,
+// emit_nvtx in each rank) holds each rank's, and read as one process's the ranks' ranges took turns
+// (two ranks' four steps: `steps 8`) or lay inside one another (the second rank's not counted).
+// As Kineto files of merged ranks are read (add_optimizer_steps), each process's steps are found
+// on their own and the k-th of every process is one step k, from the first start to the last end.
+void NsysImport::process_optimizer_steps(const std::vector<NamedSpan>& spans, const std::vector<int64_t>& process) {
+    std::map<int64_t, std::vector<NamedSpan>> by_process;
+    std::set<int64_t> stepping;   // processes with an optimizer range
+    for (size_t i = 0; i < spans.size(); ++i) {
+        by_process[process[i]].push_back(spans[i]);
+        if (is_optimizer_step(spans[i].name)) stepping.insert(process[i]);
+    }
+    if (stepping.size() < 2) by_process = {{0, spans}};
+    std::vector<StepSpan> joined;
+    int64_t merged = 0;
+    bool first = true;
+    for (const auto& [pid, mine] : by_process) {
+        const OptimizerSteps found = optimizer_steps(mine, 0);
+        if (found.steps.empty()) continue;
+        if (first) {
+            r_.meta["steps_from"] = found.said(), r_.meta["steps_optimizers"] = found.optimizers_said();
+            if (const std::string warning = found.warning(); !warning.empty()) r_.warnings.push_back(warning);
+            first = false;
+        }
+        for (const StepSpan& step : found.steps) {
+            if (static_cast<size_t>(step.step) >= joined.size()) {
+                joined.push_back(step);
+                continue;
+            }
+            StepSpan& into = joined[static_cast<size_t>(step.step)];
+            into.t_start = std::min(into.t_start, step.t_start);
+            into.t_end = std::max(into.t_end, step.t_end);
+            ++merged;
+        }
+    }
+    steps_ = std::move(joined);
+    if (stepping.size() < 2 || merged == 0) return;
+    const std::string said = "optimizer steps of " + std::to_string(stepping.size()) +
+                             " processes (globalPid) in the export, found per process: " + std::to_string(merged) +
+                             " steps of the same number joined, one step marker each";
+    r_.meta["nsys.step_processes"] = said;
+    r_.warnings.push_back(said);
 }
 
 // An export of several processes (nsys over a launcher) holds each rank's ProfilerStep#N: one
