@@ -1267,9 +1267,9 @@ def nsys_kernel_rows(db, tables):
 
 def nsys_profiler_steps(db, tables):
     """An nsys export's ProfilerStep#N NVTX ranges: (how many, joined) where joined is, when they
-    come from two or more processes (globalTid >> 24), one (start, end, 'ProfilerStep#N') per N from
-    its ranges' first start to their last end (docs/import.md: each is one step marker, the ranges
-    themselves ranges), else []."""
+    come from two or more processes (globalTid >> 24) and some N is marked twice, one (start, end,
+    'ProfilerStep#N') per N from its ranges' first start to their last end (docs/import.md: each is
+    one step marker, the ranges themselves ranges), else []."""
     if "NVTX_EVENTS" not in tables:
         return 0, []
     cols = {r[1] for r in db.execute("PRAGMA table_info(NVTX_EVENTS)")}
@@ -1286,6 +1286,8 @@ def nsys_profiler_steps(db, tables):
     for start, end, _, n in ranges:
         a, b = joined.get(n, (start, end))
         joined[n] = (min(a, start), max(b, end))
+    if len(joined) == len(ranges):   # no N twice: each range its own step, as in one process
+        return len(ranges), []
     return len(ranges), [(a, b, f"ProfilerStep#{n}") for n, (a, b) in sorted(joined.items())]
 
 

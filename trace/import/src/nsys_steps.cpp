@@ -140,6 +140,7 @@ void NsysImport::join_process_steps(size_t processes) {
         step.t_end = std::max(step.t_end, span.t_end);
         ++merged;
     }
+    if (merged == 0) return;   // no number twice: each range is a step, as in one process
     profiler_steps_ = std::move(joined);
     steps_joined_ = true;
     const std::string said = "ProfilerStep#N ranges of " + std::to_string(processes) +
