@@ -675,18 +675,13 @@ def check_kernel_steps(name, path, db):
     cpu, devices = cpu_lanes(kineto_events(path))
     kernel_cats = ("kernel", "Kernel")
     steps = cpu_steps(events, devices)
-    launch = {}
-    for e in events:
-        corr = e.get("args", {}).get("correlation") if isinstance(e.get("args"), dict) else None
-        if corr is not None and e.get("cat") not in kernel_cats and e.get("pid") not in devices:
-            launch[corr] = decimal_of(e["ts"])
+    calls = [e for e in events if isinstance(e.get("args"), dict) and e["args"].get("correlation") is not None
+             and e.get("cat") not in kernel_cats and e.get("pid") not in devices]
+    kernels = [e for e in events if e.get("cat") in kernel_cats]
     want, linked = {}, 0
-    for e in events:
-        if e.get("cat") not in kernel_cats:
-            continue
-        linked += e.get("args", {}).get("correlation") in launch
-        t = launch.get(e.get("args", {}).get("correlation"), decimal_of(e["ts"]))
-        step = step_of(steps, t)
+    for e, call in zip(kernels, resolve_launches(kernels, calls)):
+        linked += call is not None
+        step = step_of(steps, call[0] if call is not None else decimal_of(e["ts"]))
         want[step] = want.get(step, 0) + 1
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     got = dict(conn.execute("SELECT step, COUNT(*) FROM kernels GROUP BY step"))
@@ -824,16 +819,59 @@ CALL_CATEGORIES = ("cuda_runtime", "cuda_driver", "Runtime", "Driver", "xpu_runt
                    "privateuse1_runtime", "privateuse1_driver")
 
 
+def resolve_launches(gpu, calls):
+    """Each GPU event's launch, (ts, pid) of the call of its correlation id, or None. Correlation
+    ids are per process: where calls of several processes (ranks merged into one file) carry the
+    id, each process's last call of it stands, and the event takes the one of the process that
+    launched 99% or more of its lane's (pid, device) kernels whose id one process used, else the
+    latest of them before it (the earliest where none is)."""
+    by_id = {}
+    for e in calls:
+        corr = (e.get("args") or {}).get("correlation")
+        if corr is not None:
+            by_id.setdefault(corr, {})[e.get("pid")] = (decimal_of(e["ts"]), e.get("pid"))
+
+    def lane(e):
+        return (e.get("pid"), (e.get("args") or {}).get("device"))
+    votes = {}
+    for e in gpu:
+        mine = by_id.get((e.get("args") or {}).get("correlation"), {})
+        if len(mine) == 1 and e.get("cat") in ("kernel", "Kernel"):
+            c = votes.setdefault(lane(e), {})
+            pid = next(iter(mine))
+            c[pid] = c.get(pid, 0) + 1
+    owner = {k: max(c, key=c.get) for k, c in votes.items() if max(c.values()) * 100 >= sum(c.values()) * 99}
+    out = []
+    for e in gpu:
+        mine = by_id.get((e.get("args") or {}).get("correlation"), {})
+        if len(mine) <= 1:
+            out.append(next(iter(mine.values()), None))
+        elif owner.get(lane(e)) in mine:
+            out.append(mine[owner[lane(e)]])
+        else:
+            t = decimal_of(e["ts"])
+            before = [c for c in mine.values() if c[0] <= t]
+            out.append(max(before) if before else min(mine.values()))
+    return out
+
+
+def kernel_calls_run(events, calls):
+    """(pid, correlation) of the calls whose kernel, memcpy or memset event is in the trace."""
+    gpu = [e for e in events if e.get("ph") == "X" and "ts" in e and e.get("cat") in
+           ("kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset")]
+    return {(call[1], (e.get("args") or {}).get("correlation"))
+            for e, call in zip(gpu, resolve_launches(gpu, [e for _, e in calls])) if call is not None}
+
+
 def check_launches_without_kernel(name, path, meta):
     """Kernel launches whose correlation id no kernel, memcpy or memset event carries: those made
     while a stream capture of their process was open (captured into a graph, not run) and the
     others (not recorded) must be counted in meta kineto.launches_without_kernel; a trace with none
     has no such key."""
     events = [e if isinstance(e, dict) else {} for e in kineto_events(path)]   # indexes as in traceEvents
-    ran = {(e.get("args") or {}).get("correlation") for e in events if e.get("ph") == "X" and e.get("cat") in
-           ("kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset")}
     calls = [(i, e) for i, e in enumerate(events) if e.get("ph") == "X" and e.get("cat") in CALL_CATEGORIES
              and "ts" in e and isinstance(e.get("name"), str)]
+    ran = kernel_calls_run(events, calls)
     spans = {}
     for _, e in sorted((c for c in calls if c[1]["name"].startswith(CAPTURE_BEGIN + CAPTURE_END)),
                        key=lambda c: (c[1].get("pid"), decimal_of(c[1]["ts"]))):
@@ -846,7 +884,7 @@ def check_launches_without_kernel(name, path, meta):
     captured = lost = 0
     first = None
     for i, e in launches:
-        if (e.get("args") or {}).get("correlation") in ran:
+        if (e.get("pid"), (e.get("args") or {}).get("correlation")) in ran:
             continue
         t = decimal_of(e["ts"])
         if any(b <= t and (end is None or t < end) for b, end in spans.get(e.get("pid"), [])):
@@ -884,11 +922,15 @@ def check_nsys_launches_without_kernel(name, path, meta):
         if said is not None:
             fail(name, f"no runtime table, yet meta nsys.launches_without_kernel = {said!r}")
         return
-    ran = set()
+    # Correlation ids are per process: a GPU row with a globalPid stands for that process's call only.
+    ran, ran_any = set(), set()
     for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
                   "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"):
         if table in tables:
-            ran |= {r[0] for r in db.execute(f"SELECT correlationId FROM {table}")}
+            columns = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
+            pid = "globalPid" if "globalPid" in columns else "NULL"
+            for process, corr in db.execute(f"SELECT {pid}, correlationId FROM {table}"):
+                (ran_any.add(corr) if process is None else ran.add((process >> 24, corr)))
     rows = db.execute("SELECT s.value, r.start, r.globalTid, r.correlationId, r.rowid FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
                       "JOIN StringIds s ON s.id = r.nameId WHERE r.returnValue = 0 ORDER BY r.start, r.rowid").fetchall()
     spans, launches = {}, []
@@ -904,7 +946,7 @@ def check_nsys_launches_without_kernel(name, path, meta):
     captured = lost = 0
     first = None
     for text, start, process, corr, row in launches:
-        if corr in ran:
+        if corr in ran_any or (process, corr) in ran:
             continue
         if any(b <= start and (e is None or start < e) for b, e in spans.get(process, [])):
             captured += 1
@@ -1203,61 +1245,13 @@ def nvtx_markers(db, tables):
     return count
 
 
-def nsys_timeline(path):
-    """What `mhc info` reports of an nsys export's timeline, counted with SQL."""
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-
-    def rows(table, what):
-        return db.execute(f"SELECT {what} FROM {table}").fetchone() if table in tables else None
-    kernels, clamped, prev_end = [0, 0], 0, {}
-    rows_ = []
-    if "CUPTI_ACTIVITY_KIND_KERNEL" in tables:
-        rows_ = list(db.execute("SELECT deviceId, streamId, start, end, correlationId FROM "
-                                "CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start, rowid"))
-    if "CUPTI_ACTIVITY_KIND_GRAPH_TRACE" in tables:
-        # nsys --cuda-graph-trace=graph: a graph launch is one row here and its kernels are not in
-        # the kernel table; each is one kernel of the timeline (start = end = 0: not timed, left
-        # out; a launch whose correlation id a kernel row has is in the kernel table already).
-        traced = {r[4] for r in rows_ if r[4]}
-        rows_ += [r for r in db.execute("SELECT deviceId, streamId, start, end, correlationId FROM "
-                                        "CUPTI_ACTIVITY_KIND_GRAPH_TRACE WHERE NOT (start = 0 AND end = 0) "
-                                        "ORDER BY start, rowid") if not (r[4] and r[4] in traced)]
-        rows_.sort(key=lambda r: r[2])   # stable: kernels before graph launches at one start
-    if rows_:
-        # docs/import.md: a kernel that starts before the previous one on its stream ended
-        # starts at that end (the export's own sum of end - start is printed beside it).
-        for dev, stream, start, end, _ in rows_:
-            begin = max(start, prev_end.get((dev, stream), start))
-            clamped += begin > start
-            prev_end[(dev, stream)] = max(begin, end)
-            kernels[0] += 1
-            kernels[1] += max(0, end - begin)
-    copies = sum((rows(t, "COUNT(*)") or (0,))[0] for t in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"))
-    spans = [rows(t, "MIN(start), MAX(end)") for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
-                                                       "CUPTI_ACTIVITY_KIND_MEMSET")]
-    spans += [(min(r[2] for r in rows_), max(r[3] for r in rows_))] if rows_ else []
-    spans += [rows("CUDA_GPU_MEMORY_USAGE_EVENTS", "MIN(start), MAX(start)")]
-    spans = [s for s in spans if s and s[0] is not None]
-    return {"kernels": kernels[0], "copies": copies, "markers": nvtx_markers(db, tables),
-            "kernel_time_ns": kernels[1], "kernel_starts_clamped": clamped,
-            "duration_ns": max(s[1] for s in spans) - min(s[0] for s in spans)}
-
-
-# CUPTI_ACTIVITY_MEMCPY_KIND (cupti_activity.h) and nsys's unified-memory codes 11-13
-# (ENUM_CUDA_MEMCPY_OPER) to the trace's copy kinds (0 H2D, 1 D2H, 2 D2D, 3 P2P, 4 memset, 5 H2H):
-# HtoD, HtoA, UVM HtoD -> H2D; DtoH, AtoH, UVM DtoH -> D2H; PtoP -> P2P; HtoH -> H2H; the rest D2D.
-NSYS_COPY_KINDS = {1: 0, 3: 0, 11: 0, 2: 1, 4: 1, 12: 1, 10: 3, 9: 5}
-
-
-def nsys_lanes(path):
-    """An nsys export's kernels per (device, stream) with their GPU time after the clamp (graph
-    launches traced whole counted as kernels, as nsys_timeline counts them), and its memcpys and
-    memsets per (device, kind) with their bytes. Several processes on one GPU: the k-th process's
-    (by globalPid) streams are k * 2^40 + streamId (docs/import.md)."""
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-
+def nsys_kernel_rows(db, tables):
+    """An nsys export's kernels as (device, lane, start, end) by start: the kernel table's rows and
+    the CUDA graph launches traced whole (nsys --cuda-graph-trace=graph: a launch is one row of
+    CUPTI_ACTIVITY_KIND_GRAPH_TRACE and its kernels are not in the kernel table; start = end = 0:
+    not timed, left out; a launch whose process's kernel row has its correlation id is in the
+    kernel table already: correlation ids are per process). Several processes on one GPU: the k-th
+    process's (by globalPid) streams are k * 2^40 + streamId (docs/import.md)."""
     def cols(t):
         return {r[1] for r in db.execute(f"PRAGMA table_info({t})")}
     gpu_tables = [t for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
@@ -1269,25 +1263,97 @@ def nsys_lanes(path):
             for dev, pid in db.execute(f"SELECT DISTINCT deviceId, globalPid FROM {t}"):
                 pids.setdefault(dev, set()).add(pid)
         for dev, ps in pids.items():
-            for k, pid in enumerate(sorted(ps)):
+            for k, pid in enumerate(sorted(ps, key=lambda p: (p is None, p or 0))):
                 base[(dev, pid)] = k << 40
 
     def pid_col(t):
         return "globalPid" if "globalPid" in cols(t) else "0"
     rows = []
     if "CUPTI_ACTIVITY_KIND_KERNEL" in tables:
-        rows = list(db.execute(f"SELECT deviceId, streamId, start, end, correlationId, {pid_col('CUPTI_ACTIVITY_KIND_KERNEL')} "
-                               "FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start, rowid"))
+        rows = list(db.execute(f"SELECT deviceId, streamId, start, end, correlationId, "
+                               f"{pid_col('CUPTI_ACTIVITY_KIND_KERNEL')} FROM CUPTI_ACTIVITY_KIND_KERNEL "
+                               "ORDER BY start, rowid"))
     if "CUPTI_ACTIVITY_KIND_GRAPH_TRACE" in tables:
-        traced = {r[4] for r in rows if r[4]}
+        traced = {(r[5], r[4]) for r in rows if r[4]}
         rows += [r for r in db.execute(f"SELECT deviceId, streamId, start, end, correlationId, "
                                        f"{pid_col('CUPTI_ACTIVITY_KIND_GRAPH_TRACE')} FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE "
                                        "WHERE NOT (start = 0 AND end = 0) ORDER BY start, rowid")
-                 if not (r[4] and r[4] in traced)]
-        rows.sort(key=lambda r: r[2])
+                 if not (r[4] and (r[5], r[4]) in traced)]
+        rows.sort(key=lambda r: r[2])   # stable: kernels before graph launches at one start
+    return [(dev, stream + base.get((dev, pid), 0), start, end) for dev, stream, start, end, _, pid in rows]
+
+
+def nsys_profiler_steps(db, tables):
+    """An nsys export's ProfilerStep#N NVTX ranges: (how many, joined) where joined is, when they
+    come from two or more processes (globalTid >> 24) and some N is marked twice, one (start, end,
+    'ProfilerStep#N') per N from its ranges' first start to their last end (docs/import.md: each is
+    one step marker, the ranges themselves ranges), else []."""
+    if "NVTX_EVENTS" not in tables:
+        return 0, []
+    cols = {r[1] for r in db.execute("PRAGMA table_info(NVTX_EVENTS)")}
+    text = "text" if "text" in cols else "NULL"
+    if "textId" in cols and "StringIds" in tables:
+        text = f"COALESCE({text}, (SELECT value FROM StringIds WHERE id = textId))"
+    tid = "globalTid" if "globalTid" in cols else "NULL"
+    ranges = [(start, end, (t >> 24) if t is not None else -1, int(name[13:]))
+              for start, end, name, t in db.execute(f"SELECT start, end, {text}, {tid} FROM NVTX_EVENTS")
+              if isinstance(name, str) and name.startswith("ProfilerStep#") and name[13:].isdigit() and end is not None]
+    if len({r[2] for r in ranges}) < 2:
+        return len(ranges), []
+    joined = {}
+    for start, end, _, n in ranges:
+        a, b = joined.get(n, (start, end))
+        joined[n] = (min(a, start), max(b, end))
+    if len(joined) == len(ranges):   # no N twice: each range its own step, as in one process
+        return len(ranges), []
+    return len(ranges), [(a, b, f"ProfilerStep#{n}") for n, (a, b) in sorted(joined.items())]
+
+
+def nsys_timeline(path):
+    """What `mhc info` reports of an nsys export's timeline, counted with SQL."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+    def rows(table, what):
+        return db.execute(f"SELECT {what} FROM {table}").fetchone() if table in tables else None
+    kernels, clamped, prev_end = [0, 0], 0, {}
+    rows_ = nsys_kernel_rows(db, tables)
+    if rows_:
+        # docs/import.md: a kernel that starts before the previous one on its stream ended
+        # starts at that end (the export's own sum of end - start is printed beside it).
+        for dev, stream, start, end in rows_:
+            begin = max(start, prev_end.get((dev, stream), start))
+            clamped += begin > start
+            prev_end[(dev, stream)] = max(begin, end)
+            kernels[0] += 1
+            kernels[1] += max(0, end - begin)
+    copies = sum((rows(t, "COUNT(*)") or (0,))[0] for t in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"))
+    spans = [rows(t, "MIN(start), MAX(end)") for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+                                                       "CUPTI_ACTIVITY_KIND_MEMSET")]
+    spans += [(min(r[2] for r in rows_), max(r[3] for r in rows_))] if rows_ else []
+    spans += [rows("CUDA_GPU_MEMORY_USAGE_EVENTS", "MIN(start), MAX(start)")]
+    spans = [s for s in spans if s and s[0] is not None]
+    ranges, joined = nsys_profiler_steps(db, tables)
+    steps = {"steps": len(joined) if joined else ranges} if ranges else {}
+    return {**steps, "kernels": kernels[0], "copies": copies, "markers": nvtx_markers(db, tables) + len(joined),
+            "kernel_time_ns": kernels[1], "kernel_starts_clamped": clamped,
+            "duration_ns": max(s[1] for s in spans) - min(s[0] for s in spans)}
+
+
+# CUPTI_ACTIVITY_MEMCPY_KIND (cupti_activity.h) and nsys's unified-memory codes 11-13
+# (ENUM_CUDA_MEMCPY_OPER) to the trace's copy kinds (0 H2D, 1 D2H, 2 D2D, 3 P2P, 4 memset, 5 H2H):
+# HtoD, HtoA, UVM HtoD -> H2D; DtoH, AtoH, UVM DtoH -> D2H; PtoP -> P2P; HtoH -> H2H; the rest D2D.
+NSYS_COPY_KINDS = {1: 0, 3: 0, 11: 0, 2: 1, 4: 1, 12: 1, 10: 3, 9: 5}
+
+
+def nsys_lanes(path):
+    """An nsys export's kernels per (device, stream) with their GPU time after the clamp (the rows
+    of nsys_kernel_rows), and its memcpys and memsets per (device, kind) with their bytes."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     kernels, prev_end = {}, {}
-    for dev, stream, start, end, _, pid in rows:
-        lane = (dev, stream + base.get((dev, pid), 0))
+    for dev, stream, start, end in nsys_kernel_rows(db, tables):
+        lane = (dev, stream)
         begin = max(start, prev_end.get(lane, start))
         prev_end[lane] = max(begin, end)
         k = kernels.setdefault(lane, [0, 0])
@@ -1393,6 +1459,7 @@ def check_nsys_markers(name, path, db):
             continue
         label = text if text is not None else strings.get(text_id, f"string {text_id}") if text_id is not None else "nvtx"
         want.append((start, end if end is not None else start, label))
+    want += nsys_profiler_steps(src, tables)[1]   # several processes' steps joined: a marker each
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     got = list(conn.execute("SELECT m.t_start, m.t_end, s.text FROM markers m LEFT JOIN strings s ON s.id = m.name"))
     if not want and not got:

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <numeric>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -776,6 +777,40 @@ TEST_CASE("kineto: kernel launches whose kernels are not in the trace are said (
     CHECK(uncaptured.meta.at(key).find("have no kernel, memcpy or memset event of their correlation id: 544 not "
                                        "recorded (the first: traceEvents[") != std::string::npos);
     CHECK(test::warned(result, "544 of the Kineto trace's 546 kernel launches have no kernel"));
+}
+
+// Correlation ids are per process: in a file of several processes' traces a launch whose kernel the
+// profiler lost was taken as run where another process's kernel had its id, and the loss went unsaid.
+TEST_CASE("kineto: merged ranks' launches are matched to their kernels within their process",
+          "[import][kineto][public]") {
+    test::TempDir dir;
+    // HTA's sampled ranks 0 (pid 4037) and 1 (pid 4045) merged into one file, as in the merge test
+    // above, without the 4 kernels of rank 1 whose correlation ids rank 0's kernels also carry
+    // (Python's json: 1,154 and 1,104 launches, 1,154 and 1,104 kernels; 4 ids in both ranks'
+    // kernels, the first 6,945,023).
+    auto rank0 = nlohmann::json::parse(test::gunzip(test::pub("kineto/hta-sampled-rank-0.json.gz")));
+    const auto rank1 = nlohmann::json::parse(test::gunzip(test::pub("kineto/hta-sampled-rank-1.json.gz")));
+    std::set<int64_t> ids0;
+    for (const auto& event : rank0["traceEvents"])
+        if (event.value("cat", "") == "kernel") ids0.insert(event["args"]["correlation"].get<int64_t>());
+    int64_t dropped = 0;
+    for (const auto& event : rank1["traceEvents"]) {
+        if (event.value("cat", "") == "kernel" && ids0.count(event["args"]["correlation"].get<int64_t>())) {
+            ++dropped;
+            continue;
+        }
+        rank0["traceEvents"].push_back(event);
+    }
+    REQUIRE(dropped == 4);
+    test::write_file(dir.file("merged.json"), rank0.dump());
+    imp::Result result;
+    TraceData trace = test::import_public_path(dir, dir.file("merged.json"), result);
+    CHECK(std::count(trace.kernels.device.begin(), trace.kernels.device.end(), 1) == 1104 - 4);
+    CHECK(trace.meta.at("kineto.launches_without_kernel").rfind(
+              "4 of 2258 kernel launches (runtime and driver calls that launch kernels or CUDA graphs) have no "
+              "kernel, memcpy or memset event of their correlation id: 4 not recorded (the first: traceEvents[",
+              0) == 0);
+    CHECK(test::warned(result, "4 of the Kineto trace's 2258 kernel launches have no kernel"));
 }
 
 TEST_CASE("kineto: a trace without ProfilerStep#N takes its steps from the optimizer's step ranges",

@@ -207,7 +207,7 @@ TEST_CASE("nsys: an NVTX end of 0 in an export that declares end NOT NULL is no 
 TEST_CASE("nsys: CUDA graph launches traced whole are kernel rows, said, not dropped", "[import][nsys][public]") {
     test::TempDir dir;
     // The 2025.1 export (18 kernels on device 0, stream 7, the last ending at 9,034,955,316 ns,
-    // correlation ids 167 to 2200) with the table and columns CUPTI_ActivityGraphTrace2 gives it:
+    // correlation ids 167 to 2200, globalPid 282323165642752) with the table and columns CUPTI_ActivityGraphTrace2 gives it:
     // graph 4 twice (10,000 and 20,000 ns), graph 6 once (15,000 ns, starting 5,000 ns before
     // graph 4's second launch ends: clamped to 10,000 ns), one launch of correlation 2200, whose
     // kernel the kernel table holds (node-level tracing: not added again), and one launch that
@@ -216,9 +216,9 @@ TEST_CASE("nsys: CUDA graph launches traced whole are kernel rows, said, not dro
         "CREATE TABLE CUPTI_ACTIVITY_KIND_GRAPH_TRACE (start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER "
         "NOT NULL, contextId INTEGER NOT NULL, streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER, "
         "graphId INTEGER NOT NULL);"
-        "INSERT INTO CUPTI_ACTIVITY_KIND_GRAPH_TRACE VALUES (9034956316, 9034966316, 0, 1, 7, 3001, 1, 4),"
-        "(9034970000, 9034990000, 0, 1, 7, 3002, 1, 4), (9034985000, 9035000000, 0, 1, 7, 3004, 1, 6),"
-        "(9032815243, 9034955316, 0, 1, 7, 2200, 1, 5), (0, 0, 0, 1, 7, 3003, 1, 4);";
+        "INSERT INTO CUPTI_ACTIVITY_KIND_GRAPH_TRACE VALUES (9034956316, 9034966316, 0, 1, 7, 3001, 282323165642752, 4),"
+        "(9034970000, 9034990000, 0, 1, 7, 3002, 282323165642752, 4), (9034985000, 9035000000, 0, 1, 7, 3004, 282323165642752, 6),"
+        "(9032815243, 9034955316, 0, 1, 7, 2200, 282323165642752, 5), (0, 0, 0, 1, 7, 3003, 282323165642752, 4);";
     const std::string in = dir.file("graphs.sqlite");
     test::public_variant("nsys/fuser-h200-nsys-2025.1.sqlite", in, table);
     imp::Options opt;
@@ -251,6 +251,39 @@ TEST_CASE("nsys: CUDA graph launches traced whole are kernel rows, said, not dro
         result);
     CHECK(only.kernels.size() == 4);   // with the launch of correlation 2200: no kernel holds it now
     CHECK(only.meta.at("nsys.missing_tables").find("CUPTI_ACTIVITY_KIND_KERNEL") != std::string::npos);
+}
+
+// A CUDA graph launch traced whole is a kernel row, in the step its cudaGraphLaunch call (the
+// CUPTI_ACTIVITY_KIND_RUNTIME row of its correlationId and process) fell in, else its start's, as
+// every kernel. Before 2026-12-06 every such row was in no step.
+TEST_CASE("nsys: CUDA graph launches traced whole are in their steps", "[import][nsys][public][steps]") {
+    test::TempDir dir;
+    imp::Result result;
+    // The 2025.1 export (process 282323165642752, thread 282323165693308) with ProfilerStep#6 from
+    // 9,032,000,000 to 9,034,950,000 ns of its clock and #7 to 9,035,010,000; its last kernel
+    // (correlation 2200, launched at 9,032,767,796: step 6) and three graph launches on the GPU at
+    // 9,034,956,316 (graph 4), 9,034,970,000 (graph 4) and 9,034,985,000 (graph 6), all in step 7's
+    // span; the first's cudaGraphLaunch call at 9,034,940,000 (step 6), the others without a call row.
+    TraceData trace = test::import_variant(
+        dir, "nsys/fuser-h200-nsys-2025.1.sqlite",
+        "CREATE TABLE CUPTI_ACTIVITY_KIND_GRAPH_TRACE (start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId "
+        "INTEGER NOT NULL, contextId INTEGER NOT NULL, streamId INTEGER NOT NULL, correlationId INTEGER, globalPid "
+        "INTEGER, graphId INTEGER NOT NULL);"
+        "INSERT INTO CUPTI_ACTIVITY_KIND_GRAPH_TRACE VALUES (9034956316, 9034966316, 0, 1, 7, 3001, "
+        "282323165642752, 4), (9034970000, 9034980000, 0, 1, 7, 3002, 282323165642752, 4), (9034985000, 9035000000, "
+        "0, 1, 7, 3004, 282323165642752, 6);"
+        "INSERT INTO StringIds (id, value) VALUES (100000, 'cudaGraphLaunch_v10000');"
+        "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, eventClass, globalTid, correlationId, nameId, "
+        "returnValue) VALUES (9034940000, 9034945000, 1, 282323165693308, 3001, 100000, 0);"
+        "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid) VALUES (9032000000, 9034950000, 59, "
+        "'ProfilerStep#6', 282323165693308), (9034950000, 9035010000, 59, 'ProfilerStep#7', 282323165693308);",
+        result);
+    std::map<std::string, std::vector<int32_t>> steps;
+    for (size_t i = 0; i < trace.kernels.size(); ++i)
+        if (trace.str(trace.kernels.name[i]).rfind("CUDA graph", 0) == 0)
+            steps[trace.str(trace.kernels.name[i])].push_back(trace.kernels.step[i]);
+    CHECK(steps == std::map<std::string, std::vector<int32_t>>{{"CUDA graph 4", {6, 7}}, {"CUDA graph 6", {7}}});
+    CHECK(test::kernels_per_step(trace) == test::Steps{{-1, 17}, {6, 2}, {7, 2}});
 }
 
 // nsys profile over a launcher records several processes in one export (globalPid): each numbers
@@ -301,6 +334,44 @@ TEST_CASE("nsys: two processes on one GPU keep their own lanes and their own all
         CHECK(live == 0);
     }
     CHECK(mem.meta.at("nsys.memory_processes").rfind("20 memory events of processes after the first", 0) == 0);
+}
+
+// CUPTI numbers correlation ids per process: in an export of several processes one id names a
+// call in each. Matched by the id alone, a second process's CUDA graph launch whose id a kernel of
+// the first process held was dropped as "held by the kernel table", and its launch call whose GPU
+// row nsys lost counted as run: kernel time short by the graphs, no warning.
+TEST_CASE("nsys: correlation ids are matched within their process", "[import][nsys][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // The 2025.1 export (globalPid 282323165642752: 18 kernels, 10,167,602 ns, correlation ids 167
+    // to 2200, 990 runtime calls) and a second process (globalPid + 2^24, 1,000 ns later) as CUPTI
+    // numbers it, with the same ids: its calls are the first's; its kernels of correlations 2156,
+    // 2178 and 2200 (383,931 + 2,115,529 + 2,140,073 ns) ran as launches of graph 1 (GRAPH_TRACE
+    // rows, nsys --cuda-graph-trace=graph) and its kernel of 2130 (901,303 ns) was not recorded.
+    TraceData two = test::import_variant(
+        dir, "nsys/fuser-h200-nsys-2025.1.sqlite",
+        "CREATE TEMP TABLE k2 AS SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL; UPDATE k2 SET globalPid = globalPid + "
+        "16777216, start = start + 1000, end = end + 1000;"
+        "CREATE TABLE CUPTI_ACTIVITY_KIND_GRAPH_TRACE (start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId "
+        "INTEGER NOT NULL, contextId INTEGER NOT NULL, streamId INTEGER NOT NULL, correlationId INTEGER, globalPid "
+        "INTEGER, graphId INTEGER NOT NULL);"
+        "INSERT INTO CUPTI_ACTIVITY_KIND_GRAPH_TRACE SELECT start, end, deviceId, contextId, streamId, correlationId, "
+        "globalPid, 1 FROM k2 WHERE correlationId IN (2156, 2178, 2200);"
+        "DELETE FROM k2 WHERE correlationId IN (2130, 2156, 2178, 2200);"
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM k2;"
+        "CREATE TEMP TABLE r2 AS SELECT * FROM CUPTI_ACTIVITY_KIND_RUNTIME; UPDATE r2 SET globalTid = globalTid + "
+        "16777216, start = start + 1000, end = end + 1000; INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME SELECT * FROM r2;",
+        result);
+    CHECK(two.kernels.size() == 18 + 14 + 3);
+    CHECK(test::kernel_time(two) == 2 * 10167602 - 901303);
+    CHECK(two.meta.at("nsys.kernel_starts_clamped") == "0");
+    CHECK(two.meta.at("nsys.graph_launches").rfind("3 CUDA graph launches of 1 graphs traced whole", 0) == 0);
+    CHECK(two.meta.at("nsys.graph_launches").find("more whose kernels") == std::string::npos);
+    CHECK(two.meta.at("nsys.launches_without_kernel") ==
+          "1 of 36 kernel launches (CUPTI_ACTIVITY_KIND_RUNTIME calls that launch kernels or CUDA graphs, "
+          "returning success) have no kernel, memcpy, memset or graph row of their correlationId: 1 not recorded "
+          "(the first: CUPTI_ACTIVITY_KIND_RUNTIME row 1961 'cuLaunchKernel')");
+    CHECK(test::warned(result, "1 of the export's 36 kernel launches have no kernel"));
 }
 
 TEST_CASE("nsys: a 2021 export without a version table, with memcpys, memsets and synchronisation rows",
@@ -518,6 +589,105 @@ TEST_CASE("nsys: steps from NVTX ProfilerStep#N ranges, else from the optimizer'
     TraceData plain = test::import_public(dir, "nsys/fuser-h200-nsys-2024.6.sqlite", result);
     CHECK(plain.meta.count("steps_from") == 0);
     CHECK(test::all_are(plain.kernels.step, -1));
+}
+
+// nsys over a launcher records every rank's ProfilerStep#N in one export: each range was a step of
+// its own, and two ranks' four steps read as `steps 8`. Joined per N across processes, as a Kineto
+// file of merged ranks is read.
+TEST_CASE("nsys: several processes' ProfilerStep#N are one step each", "[import][nsys][public][steps]") {
+    // The 2024.6 export (19 kernels; thread globalTid 281980910466509) with ProfilerStep#1..4 of
+    // 20 ms each at 1.16 s + 25 ms (N - 1) on its thread and, 5 ms later, on a second process's
+    // (globalTid + 2^24). Its kernels' launches (sqlite3): 1,164.4 and 1,167.9 ms (step 1 of both
+    // processes), 1,234.1 and 1,234.4 (the second's step 3 only), 1,243.9 to 1,250.5 (3, step 4 of
+    // both), 1,257.3 to 1,257.5 (7, the second's step 4 only), 5 more in none.
+    auto steps = [](int processes) {
+        std::string rows;
+        for (int p = 0; p < processes; ++p)
+            for (int n = 1; n <= 4; ++n) {
+                const int64_t at = 1160000000 + 25000000LL * (n - 1) + 5000000LL * p;
+                rows += std::string(rows.empty() ? "" : ", ") + "(" + std::to_string(at) + ", " +
+                        std::to_string(at + 20000000) + ", 59, 'ProfilerStep#" + std::to_string(n) + "', " +
+                        std::to_string(281980910466509LL + (int64_t{p} << 24)) + ")";
+            }
+        return "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid) VALUES " + rows + ";";
+    };
+    test::TempDir dir;
+    imp::Result result;
+    auto step_lengths = [](const TraceData& trace) {
+        std::map<int32_t, std::vector<int64_t>> out;
+        for (size_t i = 0; i < trace.markers.size(); ++i)
+            if (trace.markers.kind[i] == mhc::trace::MarkerKind::Step)
+                out[trace.markers.index[i]].push_back(trace.markers.t_end[i] - trace.markers.t_start[i]);
+        return out;
+    };
+    const TraceData one = test::import_variant(dir, "nsys/fuser-h200-nsys-2024.6.sqlite", steps(1), result);
+    CHECK(mhc::trace::summarize(one).steps == 4);
+    CHECK(step_lengths(one) == std::map<int32_t, std::vector<int64_t>>{
+                                   {1, {20000000}}, {2, {20000000}}, {3, {20000000}}, {4, {20000000}}});
+    CHECK(test::kernels_per_step(one) == test::Steps{{-1, 14}, {1, 2}, {4, 3}});
+    CHECK(one.meta.count("nsys.step_processes") == 0);
+    // Each step from its first range's start to its last range's end; a kernel in the step its
+    // launch falls in, as in Kineto files of merged ranks.
+    const TraceData two = test::import_variant(dir, "nsys/fuser-h200-nsys-2024.6.sqlite", steps(2), result);
+    CHECK(mhc::trace::summarize(two).steps == 4);
+    CHECK(step_lengths(two) == std::map<int32_t, std::vector<int64_t>>{
+                                   {1, {25000000}}, {2, {25000000}}, {3, {25000000}}, {4, {25000000}}});
+    CHECK(test::kernels_per_step(two) == test::Steps{{-1, 5}, {1, 2}, {3, 2}, {4, 10}});
+    CHECK(two.markers.size() == one.markers.size() + 4 + 4);   // the 8 ranges stay, as ranges
+    CHECK(two.meta.at("nsys.step_processes") ==
+          "ProfilerStep#N ranges of 2 processes (globalPid) in the export: 4 ranges of the same N joined, one step "
+          "marker each");
+    CHECK(test::warned(result, "4 ranges of the same N joined"));
+}
+
+// The optimizer's NVTX ranges of two ranks in one export (emit_nvtx in each process) were read as
+// one process's: where they took turns, two ranks' four steps were `steps 8`. Found per process,
+// the k-th of each joined into step k, as in Kineto files of merged ranks.
+TEST_CASE("nsys: several processes' optimizer steps are found per process and joined",
+          "[import][nsys][public][steps]") {
+    // The 2024.6 export with four Optimizer.step#Adam.step ranges of 2 ms at 1.00 s + 10 ms i on its
+    // thread (globalTid 281980910466509) and, 3 ms later, on a second process's (+ 2^24), each with
+    // 2 cudaStreamIsCapturing calls (nameId 59) of its thread inside.
+    auto variant = [](int processes) {
+        std::string ranges, calls;
+        for (int p = 0; p < processes; ++p)
+            for (int i = 0; i < 4; ++i) {
+                const int64_t at = 1000000000 + 10000000LL * i + 3000000LL * p;
+                const std::string tid = std::to_string(281980910466509LL + (int64_t{p} << 24));
+                ranges += std::string(ranges.empty() ? "" : ", ") + "(" + std::to_string(at) + ", " +
+                          std::to_string(at + 2000000) + ", 59, 'Optimizer.step#Adam.step', " + tid + ")";
+                for (int call = 0; call < 2; ++call) {
+                    const int64_t when = at + 100000 + 150000LL * call;
+                    calls += std::string(calls.empty() ? "" : ", ") + "(" + std::to_string(when) + ", " +
+                             std::to_string(when + 50000) + ", 0, " + tid + ", 59, 0)";
+                }
+            }
+        return "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid) VALUES " + ranges +
+               "; INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, eventClass, globalTid, nameId, returnValue) "
+               "VALUES " +
+               calls + ";";
+    };
+    auto lengths = [](const TraceData& trace) {   // steps 1-3 (step 0 holds the trace's start)
+        std::vector<int64_t> out;
+        for (size_t i = 0; i < trace.markers.size(); ++i)
+            if (trace.markers.kind[i] == mhc::trace::MarkerKind::Step && trace.markers.index[i] > 0)
+                out.push_back(trace.markers.t_end[i] - trace.markers.t_start[i]);
+        return out;
+    };
+    test::TempDir dir;
+    imp::Result result;
+    const TraceData one = test::import_variant(dir, "nsys/fuser-h200-nsys-2024.6.sqlite", variant(1), result);
+    CHECK(mhc::trace::summarize(one).steps == 4);
+    CHECK(lengths(one) == std::vector<int64_t>{10000000, 10000000, 10000000});
+    CHECK(one.meta.count("nsys.step_processes") == 0);
+    // Each step from the first process's start (the end of its range before) to the second's end.
+    const TraceData two = test::import_variant(dir, "nsys/fuser-h200-nsys-2024.6.sqlite", variant(2), result);
+    CHECK(mhc::trace::summarize(two).steps == 4);
+    CHECK(lengths(two) == std::vector<int64_t>{13000000, 13000000, 13000000});
+    CHECK(two.meta.at("nsys.step_processes") ==
+          "optimizer steps of 2 processes (globalPid) in the export, found per process: 4 steps of the same number "
+          "joined, one step marker each");
+    CHECK(two.meta.at("steps_from") == "Optimizer.step#Adam.step ranges (no ProfilerStep#N in the trace)");
 }
 
 TEST_CASE("nsys: one optimizer whose NVTX steps alternate in duration makes a step per range",

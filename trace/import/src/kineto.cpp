@@ -7,7 +7,6 @@
 #include <numeric>
 #include <set>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "kineto_memory.hpp"
 #include "kineto_write.hpp"
@@ -753,8 +752,12 @@ void say_host_memory_scope(const KMemoryResult& mem, Result& result) {
 // category mhc does not read, kineto.unread_events): said in meta and a warning, since the kernel
 // time, the duration and a simulation of the trace lack them.
 void say_launches_without_kernels(const KinetoData& data, Result& result) {
-    std::unordered_set<int64_t> ran;
-    for (const KKernel& kernel : data.kernels) ran.insert(kernel.correlation);
+    // (process, correlation id) of the calls whose GPU event is in the trace: ids are per process,
+    // and in a file of several processes' traces one id names a call in each (launch_of finds the
+    // kernel's own); matched by the id alone, one process's kernel hid another's lost launch.
+    std::set<std::pair<int64_t, int64_t>> ran;
+    for (const KKernel& kernel : data.kernels)
+        if (const KLaunch* call = data.launch_of(kernel)) ran.emplace(call->pid, kernel.correlation);
     // Each process's open captures, [begin, end) (an end never seen: to the end of the trace).
     std::vector<const KCall*> captures;
     for (const KCall& call : data.launch_calls)
@@ -779,7 +782,7 @@ void say_launches_without_kernels(const KinetoData& data, Result& result) {
     for (const KCall& call : data.launch_calls) {
         if (call.kind != KCallKind::Launch) continue;
         ++launches;
-        if (call.correlation >= 0 && ran.count(call.correlation) > 0) continue;
+        if (call.correlation >= 0 && ran.count({call.pid, call.correlation}) > 0) continue;
         if (captured(call)) {
             ++in_capture;
         } else if (lost++ == 0) {

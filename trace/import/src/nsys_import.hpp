@@ -241,6 +241,8 @@ private:
     // the step markers. Meta steps_from says where they came from. Before 2026-12-05 an nsys
     // export had no steps at all.
     void find_steps();
+    void join_process_steps(size_t processes);   // find_steps: several processes' ProfilerStep#N
+    void process_optimizer_steps(const std::vector<NamedSpan>& spans, const std::vector<int64_t>& process);
 
     // Where the recording stopped (relative): the latest start or end in the tables read (kernels,
     // copies, memsets, memory events, runtime calls, NVTX rows, graph launches). Computed once.
@@ -277,6 +279,9 @@ private:
     Result& r_;
     std::set<std::string> tables_;
     std::vector<Kernel> kernels_;                     // read, not yet written (write_kernels)
+    // (globalPid, correlationId) of the kernel rows read: CUPTI numbers correlations per process, so
+    // in an export of several processes one id names one call in each (read_graph_launches).
+    std::set<std::pair<int64_t, int64_t>> kernel_calls_;
     std::map<std::pair<int64_t, int64_t>, int64_t> stream_base_;   // (device, globalPid) -> added to its streams
     std::string cuda_traced_, memory_usage_traced_;   // META_DATA_CAPTURE: "true", "false" or unknown ("")
     std::string schema_version_ = "unknown";          // EXPORT_SCHEMA_VERSION, as meta nsys.schema_version
@@ -287,6 +292,7 @@ private:
     int64_t clamp_largest_ns_ = 0, clamp_lost_ns_ = 0;
     std::vector<StepSpan> steps_, profiler_steps_;               // find_steps
     std::map<std::pair<int64_t, int64_t>, int64_t> launch_at_;   // (globalPid, correlationId) -> call start
+    bool steps_joined_ = false;   // several processes' ProfilerStep#N joined (join_process_steps)
     std::map<int64_t, int64_t> open_step_ends_;   // unended step-making NVTX range (rowid) -> its end (find_steps)
     std::optional<int64_t> recording_end_;
     std::string first_open_range_;   // the first NVTX range without an end, for the warning   // the clamped starts'

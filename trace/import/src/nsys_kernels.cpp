@@ -38,7 +38,9 @@ void NsysImport::read_kernels() {
         kernel.t_start = rel(ks, "CUPTI_ACTIVITY_KIND_KERNEL");
         kernel.t_end = rel(ke, "CUPTI_ACTIVITY_KIND_KERNEL");
         kernel.correlation = cell.get(5, "correlationId", INT64_MIN, INT64_MAX, false);
-        kernel.step = kernel_step(kernel, cell.get(14, "globalPid", INT64_MIN, INT64_MAX, false));
+        const int64_t pid = cell.get(14, "globalPid", INT64_MIN, INT64_MAX, false);
+        kernel.step = kernel_step(kernel, pid);
+        if (kernel.correlation != 0) kernel_calls_.emplace(pid, kernel.correlation);
         static const char* grid[] = {"gridX", "gridY", "gridZ"}, *block[] = {"blockX", "blockY", "blockZ"};
         for (int i = 0; i < 3; ++i) {
             kernel.grid[i] = static_cast<int32_t>(cell.get(6 + i, grid[i], 0, INT32_MAX, false));
@@ -54,9 +56,6 @@ void NsysImport::read_kernels() {
 void NsysImport::read_graph_launches() {
     if (!has(kGraphTrace)) return;
     auto cols = columns(kGraphTrace, {"start", "end"});
-    std::set<int64_t> traced;   // correlation ids of the kernels read
-    for (const Kernel& kernel : kernels_)
-        if (kernel.correlation != 0) traced.insert(kernel.correlation);
     sql::Stmt untimed(
         db_.db, in_,
         (std::string("SELECT COUNT(*) FROM ") + kGraphTrace + " WHERE NOT (1" + kGraphTimed + ")").c_str());
@@ -74,14 +73,16 @@ void NsysImport::read_graph_launches() {
         std::tie(launch.device, launch.stream) = lane(cell, 6);
         const int64_t graph = cell.get(4, "graphId", 0, INT64_MAX, false);
         launch.correlation = cell.get(5, "correlationId", INT64_MIN, INT64_MAX, false);
+        const int64_t pid = cell.get(6, "globalPid", INT64_MIN, INT64_MAX, false);
         auto [gs, ge] = cell.interval(0, 1);
-        if (launch.correlation != 0 && traced.count(launch.correlation)) {
+        if (launch.correlation != 0 && kernel_calls_.count({pid, launch.correlation})) {
             ++also_as_kernels;
             continue;
         }
         launch.name = w_.intern("CUDA graph " + std::to_string(graph));
         launch.t_start = rel(gs, kGraphTrace);
         launch.t_end = rel(ge, kGraphTrace);
+        launch.step = kernel_step(launch, pid);   // before 2026-12-06 none: every graph launch in no step
         kernels_.push_back(launch);
         ++launches;
         busy_ns += ge - gs;
@@ -204,15 +205,30 @@ void NsysImport::say_launches_without_kernels() {
     if (!has("CUPTI_ACTIVITY_KIND_RUNTIME") || !has("StringIds")) return;
     auto cols = columns("CUPTI_ACTIVITY_KIND_RUNTIME", {"start", "nameId"});
     if (!cols.count("correlationId")) return;
-    std::string ran;   // the correlation ids of the GPU rows
+    // A call ran where a GPU row has its correlationId and process: correlation ids are per
+    // process, and a call's process is its globalTid's (the PID in bits 24-47, globalPid the same
+    // bits). A row without globalPid, or calls without globalTid (exports of one process,
+    // before nsys wrote them), match by the id alone. Both lookups are uncorrelated subqueries, indexed once by SQLite.
+    std::string by_process, by_id;
     for (const char* table :
-         {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", kGraphTrace})
-        if (has(table) && db_.columns(table).count("correlationId"))
-            ran += std::string(ran.empty() ? "" : " UNION ") + "SELECT correlationId FROM " + table;
-    if (ran.empty()) ran = "SELECT NULL WHERE 0";
+         {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", kGraphTrace}) {
+        if (!has(table)) continue;
+        const std::set<std::string> gpu = db_.columns(table);
+        if (!gpu.count("correlationId")) continue;
+        const bool pid = gpu.count("globalPid") > 0 && cols.count("globalTid") > 0;
+        by_id += std::string(by_id.empty() ? "" : " UNION ") + "SELECT correlationId FROM " + table +
+                 (pid ? " WHERE globalPid IS NULL" : "");
+        if (pid)
+            by_process += std::string(by_process.empty() ? "" : " UNION ") + "SELECT globalPid, correlationId FROM " +
+                          table + " WHERE globalPid IS NOT NULL";
+    }
+    const std::string process = "(" + col(cols, "globalTid") + " & ~16777215)";
+    std::string ran_call = "0";
+    if (!by_process.empty()) ran_call += " OR (" + process + ", r.correlationId) IN (" + by_process + ")";
+    if (!by_id.empty()) ran_call += " OR r.correlationId IN (" + by_id + ")";
     const std::string ok = cols.count("returnValue") ? "r.returnValue = 0" : "1";
-    std::string query = "SELECT s.value, r.start, " + col(cols, "globalTid") + ", r.correlationId IN (" + ran +
-                        ") , r.rowid FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId "
+    std::string query = "SELECT s.value, r.start, " + col(cols, "globalTid") + ", (" + ran_call +
+                        "), r.rowid FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId "
                         "WHERE " +
                         ok + " AND (s.value LIKE '%Launch%' OR s.value LIKE '%Capture%') ORDER BY r.start, r.rowid";
     sql::Stmt rows(db_.db, in_, query.c_str());

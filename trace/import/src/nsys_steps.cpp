@@ -35,6 +35,8 @@ void NsysImport::find_steps() {
     sql::Stmt rows(db_.db, in_, query.c_str());
     std::vector<NamedSpan> spans;
     std::vector<std::pair<size_t, int64_t>> threads;   // optimizer range (index in spans) -> its globalTid
+    std::set<int64_t> step_processes;                  // the processes (globalTid >> 24) of ProfilerStep#N
+    std::vector<int64_t> span_process;                 // each span's process (globalTid >> 24; -1: none)
     while (rows.step()) {
         if (rows.is_null(2)) continue;
         const std::string name = rows.text(2);
@@ -43,21 +45,23 @@ void NsysImport::find_steps() {
         const int64_t t_start = rel(rows.i64(0), "NVTX_EVENTS"),
                       t_end = std::max(t_start, open ? recording_end() : rel(rows.i64(1), "NVTX_EVENTS"));
         if (open) open_step_ends_[rows.i64(4)] = t_end;
-        if (auto number = profiler_step_number(name)) profiler_steps_.push_back(StepSpan{*number, t_start, t_end});
+        if (auto number = profiler_step_number(name)) {
+            profiler_steps_.push_back(StepSpan{*number, t_start, t_end});
+            step_processes.insert(rows.is_null(3) ? -1 : rows.i64(3) >> 24);
+        }
         else if (is_optimizer_step(name) || is_loop_range(name)) {
             if (is_optimizer_step(name) && !rows.is_null(3)) threads.emplace_back(spans.size(), rows.i64(3));
             spans.push_back(NamedSpan{name, t_start, t_end});
+            span_process.push_back(rows.is_null(3) ? -1 : rows.i64(3) >> 24);
         }
     }
+    if (step_processes.size() > 1) join_process_steps(step_processes.size());
     if (profiler_steps_.empty()) optimizer_work(spans, threads);
     if (!profiler_steps_.empty()) {
         steps_ = profiler_steps_;
         r_.meta["steps_from"] = kStepsFromProfiler;
     } else {
-        const OptimizerSteps found = optimizer_steps(spans, 0);
-        steps_ = found.steps;
-        if (!steps_.empty()) r_.meta["steps_from"] = found.said(), r_.meta["steps_optimizers"] = found.optimizers_said();
-        if (const std::string warning = found.warning(); !warning.empty()) r_.warnings.push_back(warning);
+        process_optimizer_steps(spans, span_process);
     }
     std::sort(steps_.begin(), steps_.end(),
               [](const StepSpan& lhs, const StepSpan& rhs) { return lhs.t_start < rhs.t_start; });
@@ -70,6 +74,80 @@ void NsysImport::find_steps() {
     while (calls.step())   // globalTid = globalPid + thread id (the low 24 bits)
         launch_at_[{calls.i64(0) & ~int64_t{0xFFFFFF}, calls.i64(1)}] = rel(calls.i64(2),
                                                                             "CUPTI_ACTIVITY_KIND_RUNTIME");
+}
+
+// The optimizer's step ranges, per process: an export of several processes (nsys over a launcher,
+// emit_nvtx in each rank) holds each rank's, and read as one process's the ranks' ranges took turns
+// (two ranks' four steps: `steps 8`) or lay inside one another (the second rank's not counted).
+// As Kineto files of merged ranks are read (add_optimizer_steps), each process's steps are found
+// on their own and the k-th of every process is one step k, from the first start to the last end.
+void NsysImport::process_optimizer_steps(const std::vector<NamedSpan>& spans, const std::vector<int64_t>& process) {
+    std::map<int64_t, std::vector<NamedSpan>> by_process;
+    std::set<int64_t> stepping;   // processes with an optimizer range
+    for (size_t i = 0; i < spans.size(); ++i) {
+        by_process[process[i]].push_back(spans[i]);
+        if (is_optimizer_step(spans[i].name)) stepping.insert(process[i]);
+    }
+    if (stepping.size() < 2) by_process = {{0, spans}};
+    std::vector<StepSpan> joined;
+    int64_t merged = 0;
+    bool first = true;
+    for (const auto& [pid, mine] : by_process) {
+        const OptimizerSteps found = optimizer_steps(mine, 0);
+        if (found.steps.empty()) continue;
+        if (first) {
+            r_.meta["steps_from"] = found.said(), r_.meta["steps_optimizers"] = found.optimizers_said();
+            if (const std::string warning = found.warning(); !warning.empty()) r_.warnings.push_back(warning);
+            first = false;
+        }
+        for (const StepSpan& step : found.steps) {
+            if (static_cast<size_t>(step.step) >= joined.size()) {
+                joined.push_back(step);
+                continue;
+            }
+            StepSpan& into = joined[static_cast<size_t>(step.step)];
+            into.t_start = std::min(into.t_start, step.t_start);
+            into.t_end = std::max(into.t_end, step.t_end);
+            ++merged;
+        }
+    }
+    steps_ = std::move(joined);
+    if (stepping.size() < 2 || merged == 0) return;
+    const std::string said = "optimizer steps of " + std::to_string(stepping.size()) +
+                             " processes (globalPid) in the export, found per process: " + std::to_string(merged) +
+                             " steps of the same number joined, one step marker each";
+    r_.meta["nsys.step_processes"] = said;
+    r_.warnings.push_back(said);
+}
+
+// An export of several processes (nsys over a launcher) holds each rank's ProfilerStep#N: one
+// step of the job, N times over. As Kineto files of merged ranks are read (kineto.processes), the
+// ranges of one N become one step, from the first start to the last end; read_markers writes it
+// as the step marker and the ranges themselves as ranges. Before 2026-12-06 each range was a step
+// of its own: two ranks' four steps were `steps 8`.
+void NsysImport::join_process_steps(size_t processes) {
+    std::map<int32_t, size_t> at;   // step number -> its span in joined
+    std::vector<StepSpan> joined;
+    int64_t merged = 0;
+    for (const StepSpan& span : profiler_steps_) {
+        auto [it, fresh] = at.try_emplace(span.step, joined.size());
+        if (fresh) {
+            joined.push_back(span);
+            continue;
+        }
+        StepSpan& step = joined[it->second];
+        step.t_start = std::min(step.t_start, span.t_start);
+        step.t_end = std::max(step.t_end, span.t_end);
+        ++merged;
+    }
+    if (merged == 0) return;   // no number twice: each range is a step, as in one process
+    profiler_steps_ = std::move(joined);
+    steps_joined_ = true;
+    const std::string said = "ProfilerStep#N ranges of " + std::to_string(processes) +
+                             " processes (globalPid) in the export: " + std::to_string(merged) +
+                             " ranges of the same N joined, one step marker each";
+    r_.meta["nsys.step_processes"] = said;
+    r_.warnings.push_back(said);
 }
 
 int64_t NsysImport::recording_end() {
@@ -170,8 +248,9 @@ void NsysImport::read_markers() {
         // An unended ProfilerStep#N or optimizer step (find_steps): to the end of recording.
         const auto open_step = rows.is_null(1) ? open_step_ends_.find(rows.i64(5)) : open_step_ends_.end();
         if (open_step != open_step_ends_.end()) marker.t_end = open_step->second;
-        const std::optional<int32_t> step =
-            rows.is_null(1) && open_step == open_step_ends_.end() ? std::nullopt : profiler_step_number(text);
+        const std::optional<int32_t> step = steps_joined_ || (rows.is_null(1) && open_step == open_step_ends_.end())
+                                                ? std::nullopt
+                                                : profiler_step_number(text);
         marker.kind = step ? MarkerKind::Step : MarkerKind::Range;
         marker.index = step.value_or(-1);
         w_.add(marker);
@@ -180,6 +259,10 @@ void NsysImport::read_markers() {
         for (const StepSpan& step : steps_)
             w_.add(Marker{++markers, w_.intern("step#" + std::to_string(step.step)), step.t_start, step.t_end,
                           MarkerKind::Step, step.step});
+    if (steps_joined_)   // several processes' ProfilerStep#N, one marker each (join_process_steps)
+        for (const StepSpan& step : steps_)
+            w_.add(Marker{++markers, w_.intern("ProfilerStep#" + std::to_string(step.step)), step.t_start,
+                          step.t_end, MarkerKind::Step, step.step});
     if (open_ranges > 0) {
         const std::string said = std::to_string(open_ranges) +
                                  " NVTX ranges have no end (pushed or started and never ended while nsys "
