@@ -344,25 +344,20 @@ class Sim(out.Sim):
         return self.link.lat[direction] * 1e9 + b * (1e9 / self.link.bps[direction])
 
     def candidates(self):
+        """Every allocation of the list (at most 64) or 64 drawn positions (one drawn twice counts
+        once), as the list was when the round began; one found freed leaves the list then, the
+        last entry taking its place."""
         lst = self.fc_list
         if len(lst) <= SAMPLE:
-            i = 0
-            while i < len(lst):
-                if self.state[lst[i]] == out.FREED:
-                    lst[i] = lst[-1]
-                    lst.pop()
-                    continue
-                yield lst[i]
-                i += 1
-            return
-        seen, order = set(), []
-        for _ in range(SAMPLE):
-            self.fc_x = xorshift64(self.fc_x)
-            x = self.fc_x % len(lst)
-            if x not in seen:
-                seen.add(x)
-                order.append(x)
-        drawn = [lst[x] for x in order]   # drawn from the list as it was
+            drawn = list(lst)
+        else:
+            seen, drawn = set(), []
+            for _ in range(SAMPLE):
+                self.fc_x = xorshift64(self.fc_x)
+                x = self.fc_x % len(lst)
+                if x not in seen:
+                    seen.add(x)
+                    drawn.append(lst[x])
         for a in drawn:
             if self.state[a] == out.FREED:
                 x = lst.index(a)

@@ -4,10 +4,13 @@ outside reading of docs/simulator.md's learning prefetchers and **Steps**, over 
 of the engine, reference_outside.py) and compares every metric (the forecaster's errors included),
 every stored event, every kernel's simulated time and the memory timeline.
 
-Usage: reference_learning_compare.py MHC WORKDIR [--runs=N] [--seed=S] [--public=DIR] [--verbose]
+Usage: reference_learning_compare.py MHC WORKDIR [--runs=N] [--seed=S] [--public=DIR [--big]]
+       [--public-filter=A,B] [--prefetchers=A,B] [--verbose]
 Traces: random ones (reference_outside_compare.random_trace) with a step column or step markers,
 steps that keep what they make, ties, one instant, many streams; `mhc generate` traces of 2 to 5
-steps; with --public=DIR, the public traces of DIR that `mhc import` reads (one in four runs).
+steps; with --public=DIR, the public traces of DIR that `mhc import` reads with kernels and GPU memory
+(one run in four; --public-filter=A,B: those whose names contain A or B; --big: also those over
+3,000 kernels or allocations, slow here).
 Configurations: lru, largest or belady; periodic:K (K 1, 2, 8, 40), capuchin, forecast:H (H 1, 2,
 8); capacities from 100% down to 30% and the peak in bytes less one; random links, host buffers
 (some small: rule 5's set-aside victims) and `--no-early`.
@@ -27,6 +30,7 @@ import reference_outside_compare as oc  # noqa: E402
 FORECAST_METRICS = ["forecast_error", "forecast_peak_error", "forecast_horizon_error", "forecast_horizon_steps",
                     "forecast_evictions"]
 TALLY = {}
+PREFETCHERS = ["periodic", "periodic", "capuchin", "forecast", "forecast"]
 
 
 def tally(key):
@@ -36,7 +40,7 @@ def tally(key):
 def run_one(mhc, trace, rng, work, verbose):
     link, largs = oc.random_link(rng, work)
     policy = rng.choice(["lru", "largest", "belady"])
-    pre = rng.choice(["periodic", "periodic", "capuchin", "forecast", "forecast"])
+    pre = rng.choice(PREFETCHERS)
     if pre == "periodic":
         pre += rng.choice(["", ":1", ":2", ":8", ":40"])
     elif pre == "forecast":
@@ -111,6 +115,15 @@ def run_one(mhc, trace, rng, work, verbose):
     return f"{label} [{got['run']}]", problems
 
 
+def with_kernels(path, big):
+    """A public trace with kernels beside its GPU memory (the prefetchers act at kernel starts),
+    and, unless `big`, small enough for this reading (at most 3,000 kernels and allocations)."""
+    db = sqlite3.connect(str(path))
+    k, a = db.execute("SELECT (SELECT count(*) FROM kernels), (SELECT count(*) FROM allocations)").fetchone()
+    db.close()
+    return k > 0 and (big or max(k, a) <= 3000)
+
+
 def generated(mhc, work):
     out = []
     for j, args in enumerate([["--preset", "gpt2-small", "--layers", "2", "--steps", "3", "--seq", "64"],
@@ -132,11 +145,16 @@ def main():
     opt = lambda name, d: next((a.split("=", 1)[1] for a in sys.argv if a.startswith(f"--{name}=")), d)  # noqa
     runs, seed = int(opt("runs", "100")), int(opt("seed", "1"))
     verbose = "--verbose" in sys.argv
+    big = "--big" in sys.argv
+    only = opt("prefetchers", "")   # only these (periodic, capuchin, forecast)
+    if only:
+        PREFETCHERS[:] = only.split(",")
     work.mkdir(parents=True, exist_ok=True)
     blank = oc.empty_trace(mhc, work)
     gens = generated(mhc, work)
     public = opt("public", None)
-    pubs = oc.public_traces(mhc, work, public) if public else []
+    only = [x for x in opt("public-filter", "").split(",") if x] or None
+    pubs = [t for t in (oc.public_traces(mhc, work, public, only) if public else []) if with_kernels(t, big)]
     rng = random.Random(seed)
     differ = 0
     for i in range(runs):
