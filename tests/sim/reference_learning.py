@@ -43,6 +43,13 @@ def median(values, even):
     return v[m] if len(v) % 2 else even(v[m - 1], v[m])
 
 
+LIMIT = 1 << 62   # the simulator's time range
+
+
+class TooSlow(Exception):
+    """A transfer that would end past the time range: the link is too slow for the trace."""
+
+
 class Trace(out.Trace):
     """The outside reading's trace, with the steps of "Inputs" and each allocation's step and rank."""
 
@@ -150,6 +157,8 @@ class Sim(out.Sim):
     # ---- hooks ----
     def start_transfer(self, a, direction, t):
         x = super().start_transfer(a, direction, t)
+        if x.end > LIMIT:   # "Link models": past the time range, the run stops (exit 2)
+            raise TooSlow(self.tr.bytes[a])
         if direction == out.D2H_Q:
             self.last_d2h_end = x.end
         return x

@@ -5,7 +5,7 @@ of the engine, reference_outside.py) and compares every metric (the forecaster's
 every stored event, every kernel's simulated time and the memory timeline.
 
 Usage: reference_learning_compare.py MHC WORKDIR [--runs=N] [--seed=S] [--public=DIR [--big]]
-       [--public-filter=A,B] [--prefetchers=A,B] [--verbose]
+       [--public-filter=A,B] [--prefetchers=A,B] [--stress] [--verbose]
 Traces: random ones (reference_outside_compare.random_trace) with a step column or step markers,
 steps that keep what they make, ties, one instant, many streams; `mhc generate` traces of 2 to 5
 steps; with --public=DIR, the public traces of DIR that `mhc import` reads with kernels and GPU memory
@@ -13,7 +13,9 @@ steps; with --public=DIR, the public traces of DIR that `mhc import` reads with 
 3,000 kernels or allocations, slow here).
 Configurations: lru, largest or belady; periodic:K (K 1, 2, 8, 40), capuchin, forecast:H (H 1, 2,
 8); capacities from 100% down to 30% and the peak in bytes less one; random links, host buffers
-(some small: rule 5's set-aside victims) and `--no-early`.
+(some small: rule 5's set-aside victims) and `--no-early`; --stress: one run in two on a link at
+the ends of the profile's bounds (1 kB/s to 1 PB/s, 10 s latency, 64 copy engines, shares near 1,
+0.001 swap operations per second).
 Exit 0 when every run agrees, 1 otherwise (each difference printed)."""
 import math
 import random
@@ -37,8 +39,24 @@ def tally(key):
     TALLY[key] = TALLY.get(key, 0) + 1
 
 
-def run_one(mhc, trace, rng, work, verbose):
-    link, largs = oc.random_link(rng, work)
+def stress_link(rng, work):
+    """A link at the ends of the profile's bounds (docs/simulator.md, "Link models"): 1 kB/s to
+    1 PB/s, latencies of 0 to 10 s, 1 or 64 copy engines, a duplex factor near 0 or 1, shares of
+    0 or near 1, a swap-operation cap of 0.001 to 1e12 per second."""
+    h2d, d2h = rng.choice([1e3, 1e6, 1e15]), rng.choice([1e3, 7e5, 1e15])
+    hl, dl = rng.choice([0, 0, 1e-9, 10.0]), rng.choice([0, 3e-9, 10.0])
+    link = ref.out.Link(h2d, d2h, hl, dl, rng.choice([1, 64]), rng.choice([1e-6, 1.0]), rng.choice([0, 0.999]),
+                        rng.choice([0, 0.999]), rng.choice([0, 0.001, 1e12]))
+    prof = {"name": "stress", "h2d": {"bandwidth_Bps": h2d, "latency_s": hl},
+            "d2h": {"bandwidth_Bps": d2h, "latency_s": dl}, "copy_engines": link.engines,
+            "duplex_factor": link.duplex, "nccl_share": link.nccl_share, "memcpy_share": link.memcpy_share}
+    (work / "link.json").write_text(json.dumps(prof))
+    args = ["--link", str(work / "link.json")]
+    return link, args + (["--max-swap-ops-per-sec", str(link.max_ops)] if link.max_ops else [])
+
+
+def run_one(mhc, trace, rng, work, verbose, stress=False):
+    link, largs = stress_link(rng, work) if stress else oc.random_link(rng, work)
     policy = rng.choice(["lru", "largest", "belady"])
     pre = rng.choice(PREFETCHERS)
     if pre == "periodic":
@@ -62,13 +80,19 @@ def run_one(mhc, trace, rng, work, verbose):
     cmd += largs + ([] if early else ["--no-early"])
     p = subprocess.run(cmd, capture_output=True, text=True)
     label = " ".join(str(c) for c in cmd[2:])
+    host_cap = math.floor(cap * ratio) if ratio else 0
+    try:
+        sim = ref.Sim(tr, cap, policy, link, pre, host_cap, early, samples).run()
+    except ref.TooSlow as e:   # refused in one line naming the link and the transfer's bytes
+        said = p.returncode == 2 and "past the simulator's time range" in p.stderr and f" {e.args[0]} bytes" in p.stderr
+        tally("link too slow")
+        return label, [] if said else [f"exit {p.returncode}, the reading: a transfer of {e.args[0]} bytes past the "
+                                       f"time range: {p.stderr.strip()[:200]}"]
     if p.returncode not in (0, 3):
         return label, [f"exit {p.returncode}: {p.stderr.strip()[:300]}"]
     got = json.loads(p.stdout)
     if got["device"] != tr.device:
         return label, [f"device: mhc {got['device']}, reading {tr.device}"]
-    host_cap = math.floor(cap * ratio) if ratio else 0
-    sim = ref.Sim(tr, cap, policy, link, pre, host_cap, early, samples).run()
     mine = sim.metrics
     if not mine.get("forecast_evictions"):   # stored only when above 0
         mine.pop("forecast_evictions", None)
@@ -146,6 +170,7 @@ def main():
     runs, seed = int(opt("runs", "100")), int(opt("seed", "1"))
     verbose = "--verbose" in sys.argv
     big = "--big" in sys.argv
+    stress = "--stress" in sys.argv   # one run in two on a link at the bounds' ends
     only = opt("prefetchers", "")   # only these (periodic, capuchin, forecast)
     if only:
         PREFETCHERS[:] = only.split(",")
@@ -175,7 +200,7 @@ def main():
                 print(f"trace {i} fails mhc check: {chk.stdout.strip()[:300]}")
                 differ += 1
                 continue
-        label, problems = run_one(mhc, trace, rng, work, verbose)
+        label, problems = run_one(mhc, trace, rng, work, verbose, stress and rng.random() < 0.5)
         if problems:
             differ += 1
             (work / f"differ-{i}.db").write_bytes(trace.read_bytes())

@@ -53,7 +53,7 @@ void CapuchinPrefetcher::after_launch(int32_t s, int64_t t) {
         ++plan_cursor;
         if (a >= 0) { eng.protect(a); fired.push_back(a); }
     }
-    for (const int32_t a : fired) eng.prefetch(a, t);
+    for (const int32_t alloc : fired) eng.prefetch(alloc, t);
 }
 
 }  // namespace mhc::sim
