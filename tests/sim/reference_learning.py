@@ -173,7 +173,7 @@ class Sim(out.Sim):
                 self.learnt[a] = fu[0] + tr.steps[i][0] - tr.steps[i - 1][0] if fu else NEVER
         if self.kind == "forecast":
             self.fc_list.append(a)
-            if i is not None and tr.rank[a] in self.fc_first_pos:
+            if i is not None and self.fc_first_pos.get(tr.rank[a], -1) >= 0:   # below 0: nothing
                 self.fc_pred[a] = tr.steps[i][0] + self.fc_first_pos[tr.rank[a]]
 
     def operand_wait(self, s, k, d):

@@ -148,20 +148,21 @@ def with_kernels(path, big):
     return k > 0 and (big or max(k, a) <= 3000)
 
 
-def generated(mhc, work):
-    out = []
-    for j, args in enumerate([["--preset", "gpt2-small", "--layers", "2", "--steps", "3", "--seq", "64"],
-                              ["--preset", "llama2-7b", "--layers", "1", "--steps", "4", "--seq", "64",
-                               "--micro-batches", "2", "--recompute"],
-                              ["--preset", "gpt2-small", "--layers", "1", "--steps", "5", "--seq", "64", "--dp", "2",
-                               "--pp", "1", "--seed", "7", "--jitter", "0.2"],
-                              ["--preset", "mhc-27b", "--layers", "2", "--steps", "3", "--seq", "64", "--tp", "2", "--dp", "1",
-                               "--pp", "1"]]):
-        gen = work / f"gen{j}.db"
-        if not gen.exists():
-            subprocess.run([mhc, "generate", "--force", "-o", str(gen)] + args, check=True, capture_output=True)
-        out.append(gen.read_bytes())
-    return out
+GENERATE = [["--preset", "gpt2-small", "--layers", "2", "--steps", "3", "--seq", "64"],
+            ["--preset", "llama2-7b", "--layers", "1", "--steps", "4", "--seq", "64", "--micro-batches", "2",
+             "--recompute"],
+            ["--preset", "gpt2-small", "--layers", "1", "--steps", "5", "--seq", "64", "--dp", "2", "--pp", "1",
+             "--seed", "7", "--jitter", "0.2"],
+            ["--preset", "mhc-27b", "--layers", "2", "--steps", "3", "--seq", "64", "--tp", "2", "--dp", "1",
+             "--pp", "1"]]
+
+
+def generated(mhc, work, j):
+    """The j-th generated trace (made once, when first needed)."""
+    gen = work / f"gen{j}.db"
+    if not gen.exists():
+        subprocess.run([mhc, "generate", "--force", "-o", str(gen)] + GENERATE[j], check=True, capture_output=True)
+    return gen.read_bytes()
 
 
 def main():
@@ -176,7 +177,6 @@ def main():
         PREFETCHERS[:] = only.split(",")
     work.mkdir(parents=True, exist_ok=True)
     blank = oc.empty_trace(mhc, work)
-    gens = generated(mhc, work)
     public = opt("public", None)
     only = [x for x in opt("public-filter", "").split(",") if x] or None
     pubs = [t for t in (oc.public_traces(mhc, work, public, only) if public else []) if with_kernels(t, big)]
@@ -189,7 +189,7 @@ def main():
             trace.write_bytes(src.read_bytes())
             what = src.name
         elif i % 5 == 4:
-            trace.write_bytes(gens[(i // 5) % len(gens)])
+            trace.write_bytes(generated(mhc, work, (i // 5) % len(GENERATE)))
             what = "generated"
         else:
             edge = rng.choice(["leak", "markers", "leak", "markers", None, "ties", "instant", "streams", "one"])
