@@ -53,10 +53,13 @@ class CapuchinPrefetch:
                         self.plan.append((max(q - prev - self.trigger[off], 0), len(self.plan), a))
             self.plan.sort()
         self.protected = {a for a, _ in tr.operands[s]}
+        fired = []
         while self.plan and self.plan[0][0] <= pos:
             _, _, a_prev = self.plan.pop(0)
             a = self.mapped_now(a_prev, st)
             if a is not None:
-                self.protected.add(a)
-                if self.state[a] == HOST:
-                    self.prefetch(a, t)
+                fired.append(a)
+        self.protected.update(fired)   # all protected before the first is prefetched
+        for a in fired:
+            if self.state[a] == HOST:
+                self.prefetch(a, t)

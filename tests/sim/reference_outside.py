@@ -373,6 +373,10 @@ class Sim:
         self.valid[a] = False
         self.tick += 1
         self.clock[a] = self.tick
+        self.allocated(a, t2)
+
+    def allocated(self, a, t):
+        """A prefetcher's hook: allocation a was placed at simulated t (reference_learning.py)."""
 
     def free(self, a, r):
         self.complete_by(r + self.shift)
@@ -396,10 +400,11 @@ class Sim:
         for a, _ in ops:
             self.pins[a] += 1
         cursor = ready = t
-        for a, _ in ops:
+        for k, (a, _) in enumerate(ops):
             st, b = self.state[a], tr.bytes[a]
             if st == H2D:
                 ready = max(ready, self.xfer[a].end)
+                self.operand_wait(s, k, self.xfer[a].end - t)
             elif st == D2H:
                 self.saw("swap-out cancelled")
                 self.xfer[a].cancelled = True
@@ -411,21 +416,36 @@ class Sim:
                 self.state[a] = H2D
                 self.used += b
                 self.note_used()
-                ready = max(ready, self.start_transfer(a, H2D_Q, cursor).end)
+                end = self.start_transfer(a, H2D_Q, cursor).end
+                ready = max(ready, end)
+                self.operand_wait(s, k, end - t)
         start = max(cursor, ready)
         self.complete_by(start)   # its operands land (and anything else due by then)
         self.stall(t, start - t, tr.kid[s])
         self.lastk = s
-        for a, mode in ops:
-            if self.state[a] == FREED:
+        for k, (a, mode) in enumerate(ops):
+            if self.state[a] == FREED:   # skipped: no access (no clock, nothing learnt)
                 self.saw("freed operand skipped")
                 continue
+            self.accessed(s, k, a, mode)
             self.tick += 1
             self.clock[a] = self.tick
             if mode in (2, 3) and self.valid[a]:
                 self.valid[a] = False
                 self.sim_host -= tr.bytes[a]
         self.kernel_times[tr.kid[s]] = (start, start + tr.kend[s] - tr.kstart[s])
+        self.after_launch(s, start)
+
+    # ---- a prefetcher's hooks (lookahead:K here; reference_learning.py the learning ones) ----
+    def operand_wait(self, s, k, d):
+        """Operand k of kernel s is ready d ns after the kernel's time (d > 0: it waits)."""
+
+    def accessed(self, s, k, a, mode):
+        """Kernel s, started, accesses allocation a as its operand k."""
+
+    def after_launch(self, s, start):
+        """Rules 9 and 10 after kernel s started at simulated `start`."""
+        tr = self.tr
         if self.k:
             self.protect = {a for j in range(s, min(len(tr.kid), s + self.k + 1)) for a, _ in tr.ops[j]}
             for j in range(s + 1, min(len(tr.kid), s + self.k + 1)):
@@ -434,6 +454,16 @@ class Sim:
                         self.prefetch(a, start)
             if self.early:
                 self.early_round(s, start)
+
+    def early_demand(self, v, s):
+        """Rule 10.4 for lookahead: the largest recorded live bytes at the starts of kernels s+1 .. e."""
+        tr = self.tr
+        nu = self.next_use(v)
+        last_before_free = len(tr.kid) - 1
+        if tr.t_free[v] is not None:
+            last_before_free = max((j for j in range(len(tr.kid)) if tr.kstart[j] < tr.t_free[v]), default=-1)
+        e = min(nu - 1, last_before_free)
+        return max(self.live_at_start[s + 1:e + 1]) if e > s else None
 
     def prefetch(self, a, t):
         b = self.tr.bytes[a]
@@ -462,19 +492,9 @@ class Sim:
             v = self.victim(aside, window=True)
             if v is None:
                 break
-            demand = None
-            if not self.valid[v]:
-                nu = self.next_use(v)
-                last_before_free = len(tr.kid) - 1
-                if tr.t_free[v] is not None:
-                    last_before_free = max((j for j in range(len(tr.kid)) if tr.kstart[j] < tr.t_free[v]), default=-1)
-                e = min(nu - 1, last_before_free)
-                if e > s:
-                    demand = max(self.live_at_start[s + 1:e + 1])
+            demand = None if self.valid[v] else self.early_demand(v, s)
             if demand is not None:
-                live = sum(tr.bytes[a] for a in range(len(self.state)) if self.state[a] not in (NA, FREED))
-                resident = sum(tr.bytes[a] for a in range(len(self.state)) if self.state[a] in (GPU, H2D))
-                if demand - (live - resident) > self.cap:
+                if demand - self.off() > self.cap:
                     self.evict(v, t)
                     self.m["early_evictions"] += 1
                     continue
@@ -482,6 +502,14 @@ class Sim:
                 break
             skipped += 1
             aside.add(v)
+
+    def live(self):
+        """Allocated and not freed bytes (rule 10.5)."""
+        return sum(self.tr.bytes[a] for a in range(len(self.state)) if self.state[a] not in (NA, FREED))
+
+    def off(self):
+        """Rule 10.5: live bytes less resident ones (on the GPU or in H2D)."""
+        return self.live() - sum(self.tr.bytes[a] for a in range(len(self.state)) if self.state[a] in (GPU, H2D))
 
     def kernel_end(self, s):
         self.complete_by(self.tr.kend[s] + self.shift)

@@ -44,11 +44,16 @@ void CapuchinPrefetcher::after_launch(int32_t s, int64_t t) {
     int32_t pos = s - P.step_begin[st];
     if (s == P.step_begin[st]) plan_step(st);
     for (int64_t j = P.acc_begin[s]; j < P.acc_begin[s + 1]; ++j) eng.protect(P.acc_alloc[j]);
+    // Every trigger due here is protected before the first of them is prefetched, so that one
+    // prefetch never evicts what another of this round brings (protected one by one, a fired
+    // allocation still resident could be the victim of an earlier one's prefetch).
+    fired.clear();
     while (plan_cursor < plan.size() && plan[plan_cursor].first <= pos) {
         int32_t a = translate_to_step(P, eng, P.acc_alloc[plan[plan_cursor].second], st);
         ++plan_cursor;
-        if (a >= 0) { eng.protect(a); eng.prefetch(a, t); }
+        if (a >= 0) { eng.protect(a); fired.push_back(a); }
     }
+    for (const int32_t alloc : fired) eng.prefetch(alloc, t);
 }
 
 }  // namespace mhc::sim

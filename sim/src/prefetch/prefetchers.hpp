@@ -150,6 +150,7 @@ private:
     std::vector<int32_t> trig;
     std::vector<std::pair<int32_t, int64_t>> plan;   // (position in step, access of prev step)
     size_t plan_cursor = 0;
+    std::vector<int32_t> fired;   // the triggers due at this kernel, protected before any is prefetched
 };
 
 // An allocation of step `step`-1 as the allocation of step `step` that plays its part
