@@ -210,9 +210,7 @@ void compare_naive(const Bench& bench, const Tensors& t, const FusedTimes& fused
                 secs / fused.wall, naive_cpu / fused.cpu, naive_cpu, fused.cpu, max_difference(Pn, t.P));
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run_benchmark(int argc, char** argv) {
     const BenchOptions options = read_options(argc, argv);
     const int64_t nn = static_cast<int64_t>(options.n) * options.n;
     const Figures figures = measure_machine(options);
@@ -226,4 +224,10 @@ int main(int argc, char** argv) {
     compare_eigen(bench, tensors, fused);
     if (options.naive) compare_naive(bench, tensors, fused);
     return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    return mhc::bench::guarded("bench_sinkhorn", [&] { return run_benchmark(argc, argv); });
 }

@@ -355,9 +355,7 @@ void frame_figures(const ViewTrace& t, const ViewRun* run, int width) {
     std::printf("worst frame preparation: %.2f ms (the 60 fps budget is 16.7 ms)\n", worst);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run_benchmark(int argc, char** argv) {
     const BenchOptions options = read_options(argc, argv);
     prepare_trace_file(options);
     const ViewTrace t = open_view_trace(options.path);
@@ -368,4 +366,10 @@ int main(int argc, char** argv) {
     if (!options.find_text.empty()) find_figures(t, selected, options.find_text, options.width);
     frame_figures(t, selected, options.width);
     return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    return bench::guarded("bench_viewer", [&] { return run_benchmark(argc, argv); });
 }
