@@ -70,9 +70,7 @@ BenchOptions read_options(int argc, char** argv) {
         else if (a == "--threads") options.threads = static_cast<int>(next(0));
         else if (a == "--reps") options.reps = static_cast<int>(next());
         else if (a == "--no-naive") options.naive = false;
-        else {
-            args.refuse("unknown argument '" + a + "'");
-        }
+        else { args.refuse("unknown argument '" + a + "'"); }
     }
     if (options.threads <= 0) options.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     return options;
@@ -84,8 +82,8 @@ Figures measure_machine(const BenchOptions& options) {
     Figures f;
     f.bw = memcpy_bandwidth(256 << 20, options.threads, 5);
     f.peak = fma_peak(options.threads, avx512);
-    std::printf("machine: %d threads, memcpy %.2f GB/s (read+write), fp32 FMA peak %.1f GFLOP/s (%s)\n", options.threads,
-                f.bw / 1e9, f.peak / 1e9, avx512 ? "AVX-512" : "AVX2");
+    std::printf("machine: %d threads, memcpy %.2f GB/s (read+write), fp32 FMA peak %.1f GFLOP/s (%s)\n",
+                options.threads, f.bw / 1e9, f.peak / 1e9, avx512 ? "AVX-512" : "AVX2");
     std::printf("problem: T=%lld tokens, n=%d, %d iterations; fused kernels use the %s code path\n",
                 static_cast<long long>(options.tokens), options.n, options.iters, k::cpu_isa());
     return f;
@@ -97,20 +95,20 @@ struct Tensors {
     std::vector<k::bf16> Hb, Pb;
 };
 
-Tensors make_tensors(int64_t T, int64_t nn) {
-    Tensors t;
+Tensors make_tensors(int64_t tokens, int64_t nn) {
+    Tensors tensors;
     std::mt19937_64 rng(1);
     std::normal_distribution<float> nd(0.0f, 1.0f);
-    t.H.resize(T * nn);
-    t.P.resize(T * nn);
-    t.G.resize(T * nn);
-    t.dH.resize(T * nn);
-    for (auto& x : t.H) x = nd(rng);
-    for (auto& x : t.G) x = nd(rng);
-    t.Hb.resize(T * nn);
-    t.Pb.resize(T * nn);
-    for (int64_t i = 0; i < T * nn; ++i) t.Hb[i] = k::float_to_bf16(t.H[i]);
-    return t;
+    tensors.H.resize(tokens * nn);
+    tensors.P.resize(tokens * nn);
+    tensors.G.resize(tokens * nn);
+    tensors.dH.resize(tokens * nn);
+    for (auto& value : tensors.H) value = nd(rng);
+    for (auto& value : tensors.G) value = nd(rng);
+    tensors.Hb.resize(tokens * nn);
+    tensors.Pb.resize(tokens * nn);
+    for (int64_t i = 0; i < tokens * nn; ++i) tensors.Hb[i] = k::float_to_bf16(tensors.H[i]);
+    return tensors;
 }
 
 // One run's problem and what it is judged against; `best` is the fastest of the repetitions.
@@ -120,8 +118,7 @@ struct Bench {
     k::SinkhornOptions kernel;
     int64_t nn;
     double flops;
-    template <class Fn>
-    double best(Fn&& fn) const {
+    template <class Fn> double best(Fn&& fn) const {
         double b = 1e30;
         for (int r = 0; r < options.reps; ++r) b = std::min(b, fn());
         return b;
@@ -137,77 +134,84 @@ struct FusedTimes {
 };
 
 // The fused kernels: forward f32 and bf16, backward, log-domain forward (which leaves its output in P).
-FusedTimes time_fused(const Bench& bench, Tensors& t) {
-    const int64_t T = bench.options.tokens;
-    const k::SinkhornOptions& o = bench.kernel;
+FusedTimes time_fused(const Bench& bench, Tensors& tensors) {
+    const int64_t tokens = bench.options.tokens;
+    const k::SinkhornOptions& options = bench.kernel;
     const int64_t nn = bench.nn;
     const double fl = bench.flops;
     FusedTimes fused;
     fused.wall = bench.best([&] {
         const double c0 = cpu_seconds();
-        const double w = k::sinkhorn_forward(o, T, k::view(t.H.data()), k::view(t.P.data())).seconds;
+        const double wall =
+            k::sinkhorn_forward(options, tokens, k::view(tensors.H.data()), k::view(tensors.P.data())).seconds;
         fused.cpu = std::min(fused.cpu, cpu_seconds() - c0);
-        return w;
+        return wall;
     });
     bench.report("fused forward f32->f32", fused.wall, 8.0 * nn, fl);
-    bench.report("fused forward bf16->bf16",
-                 bench.best([&] { return k::sinkhorn_forward(o, T, k::view(t.Hb.data()), k::view(t.Pb.data())).seconds; }),
+    bench.report("fused forward bf16->bf16", bench.best([&] {
+        return k::sinkhorn_forward(options, tokens, k::view(tensors.Hb.data()), k::view(tensors.Pb.data())).seconds;
+    }),
                  4.0 * nn, fl);
     bench.report("fused backward f32 (H,G->dH)", bench.best([&] {
-                     return k::sinkhorn_backward(o, T, k::view(t.H.data()), k::view(t.G.data()), k::view(t.dH.data()))
-                         .seconds;
-                 }),
+        return k::sinkhorn_backward(options, tokens, k::view(tensors.H.data()), k::view(tensors.G.data()),
+                                    k::view(tensors.dH.data()))
+            .seconds;
+    }),
                  12.0 * nn, 3 * fl);
-    k::SinkhornOptions lo = o;
+    k::SinkhornOptions lo = options;
     lo.log_domain = true;
-    bench.report("fused log-domain forward f32",
-                 bench.best([&] { return k::sinkhorn_forward(lo, T, k::view(t.H.data()), k::view(t.P.data())).seconds; }),
+    bench.report("fused log-domain forward f32", bench.best([&] {
+        return k::sinkhorn_forward(lo, tokens, k::view(tensors.H.data()), k::view(tensors.P.data())).seconds;
+    }),
                  8.0 * nn, fl);
     return fused;
 }
 
 double max_difference(const std::vector<float>& lhs, const std::vector<float>& rhs) {
     double diff = 0;
-    for (size_t i = 0; i < lhs.size(); ++i) diff = std::max(diff, double(std::abs(lhs[i] - rhs[i])));
+    for (size_t i = 0; i < lhs.size(); ++i) diff = std::max(diff, static_cast<double>(std::abs(lhs[i] - rhs[i])));
     return diff;
 }
 
 // The Eigen reference (per-token Eigen::Map, all iterations in cache), f32 -> f32.
-void compare_eigen(const Bench& bench, const Tensors& t, const FusedTimes& fused) {
-    const int64_t T = bench.options.tokens;
-    std::vector<float> Pe(T * bench.nn, 0.0f);
+void compare_eigen(const Bench& bench, const Tensors& tensors, const FusedTimes& fused) {
+    const int64_t tokens = bench.options.tokens;
+    std::vector<float> Pe(tokens * bench.nn, 0.0f);
     double eigen_cpu = 1e30;
     const double eigen = bench.best([&] {
         const double c0 = cpu_seconds();
         auto t0 = Clock::now();
-        k::sinkhorn_forward_eigen(bench.kernel, T, t.H.data(), Pe.data());
-        const double w = since(t0);
+        k::sinkhorn_forward_eigen(bench.kernel, tokens, tensors.H.data(), Pe.data());
+        const double wall = since(t0);
         eigen_cpu = std::min(eigen_cpu, cpu_seconds() - c0);
-        return w;
+        return wall;
     });
     bench.report("Eigen reference forward f32", eigen, 8.0 * bench.nn, bench.flops);
-    std::printf("  Eigen is %.1fx slower than fused in wall time, %.1fx in CPU time "
-                "(%.3f s vs %.3f s CPU; max |difference| %.2g)\n",
-                eigen / fused.wall, eigen_cpu / fused.cpu, eigen_cpu, fused.cpu, max_difference(Pe, t.P));
+    std::printf(
+        "  Eigen is %.1fx slower than fused in wall time, %.1fx in CPU time "
+        "(%.3f s vs %.3f s CPU; max |difference| %.2g)\n",
+        eigen / fused.wall, eigen_cpu / fused.cpu, eigen_cpu, fused.cpu, max_difference(Pe, tensors.P));
 }
 
 // The straightforward baseline, run once: it reads and writes the whole tensor once per
 // normalisation (plus the exp pass).
-void compare_naive(const Bench& bench, const Tensors& t, const FusedTimes& fused) {
-    const int64_t T = bench.options.tokens, nn = bench.nn;
+void compare_naive(const Bench& bench, const Tensors& tensors, const FusedTimes& fused) {
+    const int64_t tokens = bench.options.tokens, nn = bench.nn;
     const int iters = bench.options.iters;
-    std::vector<float> Pn(T * nn, 0.0f);
+    std::vector<float> Pn(tokens * nn, 0.0f);
     const double c0 = cpu_seconds();
     auto t0 = Clock::now();
-    k::sinkhorn_forward_naive(bench.kernel, T, t.H.data(), Pn.data());
+    k::sinkhorn_forward_naive(bench.kernel, tokens, tensors.H.data(), Pn.data());
     const double secs = since(t0), naive_cpu = cpu_seconds() - c0;
     bench.report("straightforward forward f32", secs, 8.0 * nn, bench.flops);
     std::printf("  baseline memory traffic: %.1f GB in %d passes = %.2f GB/s (%.0f%% of memcpy)\n",
-                8.0 * nn * T * (2 * iters + 1) / 1e9, 2 * iters + 1, 8.0 * nn * T * (2 * iters + 1) / secs / 1e9,
-                100 * 8.0 * nn * T * (2 * iters + 1) / secs / bench.figures.bw);
-    std::printf("speed-up of fused over straightforward: %.1fx in wall time, %.1fx in CPU time "
-                "(%.2f s vs %.3f s; max |difference| %.2g)\n",
-                secs / fused.wall, naive_cpu / fused.cpu, naive_cpu, fused.cpu, max_difference(Pn, t.P));
+                8.0 * nn * tokens * (2 * iters + 1) / 1e9, 2 * iters + 1,
+                8.0 * nn * tokens * (2 * iters + 1) / secs / 1e9,
+                100 * 8.0 * nn * tokens * (2 * iters + 1) / secs / bench.figures.bw);
+    std::printf(
+        "speed-up of fused over straightforward: %.1fx in wall time, %.1fx in CPU time "
+        "(%.2f s vs %.3f s; max |difference| %.2g)\n",
+        secs / fused.wall, naive_cpu / fused.cpu, naive_cpu, fused.cpu, max_difference(Pn, tensors.P));
 }
 
 int run_benchmark(int argc, char** argv) {
@@ -226,7 +230,7 @@ int run_benchmark(int argc, char** argv) {
     return 0;
 }
 
-}  // namespace
+}   // namespace
 
 int main(int argc, char** argv) {
     return mhc::bench::guarded("bench_sinkhorn", [&] { return run_benchmark(argc, argv); });
