@@ -275,25 +275,25 @@ static void bench_simulate(int max_m) {
 // Loading a trace from SQLite against simulating it (4 million rows, fewer when `max_m` is).
 static void bench_load(int max_m, const std::string& tmp) {
     std::printf("\n== load from SQLite vs simulate (4M rows) ==\n");
-    auto t = sim::synthetic::training(7, std::min(max_m, 4) * 1'000'000LL, 32, 2);
+    auto generated = sim::synthetic::training(7, std::min(max_m, 4) * 1'000'000LL, 32, 2);
     std::string path = tmp + "/mhc-bench-sim.db";
     auto t0 = Clock::now();
-    write_trace(t, path);
+    write_trace(generated, path);
     double wr = since(t0);
     t0 = Clock::now();
     auto loaded = trace::load_trace(path);
     double load = since(t0);
     t0 = Clock::now();
-    auto p = sim::prepare(loaded);
+    auto prepared = sim::prepare(loaded);
     double prep = since(t0);
-    sim::Config c;
-    c.eviction = "lru";
-    c.capacity.fraction = 0.6;
-    c.check_invariants = false;
-    c.record_events = false;
-    auto r = sim::simulate(*p, c);
+    sim::Config config;
+    config.eviction = "lru";
+    config.capacity.fraction = 0.6;
+    config.check_invariants = false;
+    config.record_events = false;
+    auto result = sim::simulate(*prepared, config);
     std::printf("rows %lld: write %.2f s, load %.2f s, prepare %.2f s (incl. checks), simulate lru %.2f s\n",
-                static_cast<long long>(loaded.rows()), wr, load, prep, r.seconds);
+                static_cast<long long>(loaded.rows()), wr, load, prep, result.seconds);
     std::filesystem::remove(path);
 }
 

@@ -287,23 +287,24 @@ void prepare_trace_file(const BenchOptions& options) {
 ViewTrace open_view_trace(const std::string& path) {
     const double rss0 = rss_mb();
     const double w0 = wall_s(), c0 = cpu_ms();
-    ViewTrace t = load_view_trace(path);
+    ViewTrace view = load_view_trace(path);
     const double open_wall = wall_s() - w0, open_cpu = (cpu_ms() - c0) / 1e3;
-    std::printf("open (load_view_trace): %.2f s wall, %.2f s CPU; %lld kernels in %zu lanes, %zu allocations, "
-                "%zu curve samples\n",
-                open_wall, open_cpu, static_cast<long long>(t.kernel_count), t.kernel_lanes.size(), t.allocations.size(),
-                t.live.size());
+    std::printf(
+        "open (load_view_trace): %.2f s wall, %.2f s CPU; %lld kernels in %zu lanes, %zu allocations, "
+        "%zu curve samples\n",
+        open_wall, open_cpu, static_cast<long long>(view.kernel_count), view.kernel_lanes.size(),
+        view.allocations.size(), view.live.size());
     const double rss = rss_mb() - rss0;
-    const auto events = static_cast<double>(t.kernel_count) + static_cast<double>(t.allocations.size());
-    std::printf("resident after opening: %.0f MB more than before, %.0f bytes per event (kernel or allocation)\n",
-                rss, rss * 1e6 / std::max(events, 1.0));
-    return t;
+    const auto events = static_cast<double>(view.kernel_count) + static_cast<double>(view.allocations.size());
+    std::printf("resident after opening: %.0f MB more than before, %.0f bytes per event (kernel or allocation)\n", rss,
+                rss * 1e6 / std::max(events, 1.0));
+    return view;
 }
 
 // The run as the viewer selects it, timed.
-ViewRun open_view_run(const ViewTrace& t, int64_t run_id) {
+ViewRun open_view_run(const ViewTrace& view, int64_t run_id) {
     const double w0 = wall_s(), c0 = cpu_ms();
-    ViewRun run = load_view_run(t, run_id);
+    ViewRun run = load_view_run(view, run_id);
     size_t events = 0;
     for (const Lane& lane : run.event_lanes) events += lane.size();
     std::printf("run %lld (load_view_run): %.2f s wall, %.2f s CPU; %zu event tracks, %zu events, %zu memory samples\n",
@@ -314,24 +315,25 @@ ViewRun open_view_run(const ViewTrace& t, int64_t run_id) {
 
 // The per-frame preparation of the timeline and the memory view over random ranges at several
 // zoom levels: worst and median per span.
-void frame_figures(const ViewTrace& t, const ViewRun* run, int width) {
-    const BandKeys& keys = *t.keys;   // the memory view's colour keys, made at load
-    std::vector<Track> tracks = timeline_tracks(t, run);
+void frame_figures(const ViewTrace& view, const ViewRun* run, int width) {
+    const BandKeys& keys = *view.keys;   // the memory view's colour keys, made at load
+    std::vector<Track> tracks = timeline_tracks(view, run);
     std::vector<TrackFrame> frame;
     CurveColumns cols, run_cols;
     BandLayout bands;
-    std::printf("%-14s %12s %12s %12s %12s %12s %10s\n", "span", "timeline ms", "(median)", "items", "memory ms", "(median)",
-                "bands");
+    std::printf("%-14s %12s %12s %12s %12s %12s %10s\n", "span", "timeline ms", "(median)", "items", "memory ms",
+                "(median)", "bands");
     const int reps = 20;
     double worst = 0;
     for (double frac : {1.0, 0.1, 0.01, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7}) {
-        int64_t span = std::max<int64_t>(static_cast<int64_t>(static_cast<double>(t.t_end - t.t_begin) * frac), 1000);
+        int64_t span = std::max<int64_t>(static_cast<int64_t>(static_cast<double>(view.t_end - view.t_begin) * frac),
+                                         1000);
         std::vector<double> tl, mem;
         size_t max_items = 0, max_bands = 0;
         std::mt19937_64 rng(1);
         for (int r = 0; r < reps; ++r) {
-            int64_t room = std::max<int64_t>(t.t_end - t.t_begin - span, 1);
-            int64_t a = t.t_begin + static_cast<int64_t>(rng() % static_cast<uint64_t>(room));
+            int64_t room = std::max<int64_t>(view.t_end - view.t_begin - span, 1);
+            int64_t a = view.t_begin + static_cast<int64_t>(rng() % static_cast<uint64_t>(room));
             TimeRange range{a, a + span};
             double c = cpu_ms();
             prepare_timeline(tracks, range, static_cast<float>(width), frame);
@@ -339,36 +341,37 @@ void frame_figures(const ViewTrace& t, const ViewRun* run, int width) {
             max_items = std::max(max_items, draw_item_count(frame));
             c = cpu_ms();
             if (run) prepare_curve(run->memory, range, width, run_cols);   // the run's curve over the recorded one
-            prepare_curve(t.live, range, width, cols, true);   // as the memory view: its curve, then the bands
-            layout_bands(t.allocations, t.live, &keys, range, width, 300, 1024, bands, kBandsPerColumn, &cols);
+            prepare_curve(view.live, range, width, cols, true);   // as the memory view: its curve, then the bands
+            layout_bands(view.allocations, view.live, &keys, range, width, 300, 1024, bands, kBandsPerColumn, &cols);
             mem.push_back(cpu_ms() - c);
             max_bands = std::max(max_bands, bands.bands.size());
         }
         std::sort(tl.begin(), tl.end());
         std::sort(mem.begin(), mem.end());
         worst = std::max({worst, tl.back(), mem.back()});
-        std::printf("%-14s %12.3f %12.3f %12zu %12.3f %12.3f %10zu\n", format_duration(span).c_str(), tl.back(), tl[tl.size() / 2],
-                    max_items, mem.back(), mem[mem.size() / 2], max_bands);
+        std::printf("%-14s %12.3f %12.3f %12zu %12.3f %12.3f %10zu\n", format_duration(span).c_str(), tl.back(),
+                    tl[tl.size() / 2], max_items, mem.back(), mem[mem.size() / 2], max_bands);
     }
-    std::printf("(worst and median of %d random ranges per span, CPU time; width %d px, %zu tracks, bound on items %zu)\n", reps,
-                width, tracks.size(), tracks.size() * static_cast<size_t>(width / kFoldPx + 2));
+    std::printf(
+        "(worst and median of %d random ranges per span, CPU time; width %d px, %zu tracks, bound on items %zu)\n",
+        reps, width, tracks.size(), tracks.size() * static_cast<size_t>(width / kFoldPx + 2));
     std::printf("worst frame preparation: %.2f ms (the 60 fps budget is 16.7 ms)\n", worst);
 }
 
 int run_benchmark(int argc, char** argv) {
     const BenchOptions options = read_options(argc, argv);
     prepare_trace_file(options);
-    const ViewTrace t = open_view_trace(options.path);
-    hover_figures(t);
+    const ViewTrace view = open_view_trace(options.path);
+    hover_figures(view);
     ViewRun run;
-    if (options.run_id) run = open_view_run(t, options.run_id);
+    if (options.run_id) run = open_view_run(view, options.run_id);
     const ViewRun* selected = options.run_id ? &run : nullptr;
-    if (!options.find_text.empty()) find_figures(t, selected, options.find_text, options.width);
-    frame_figures(t, selected, options.width);
+    if (!options.find_text.empty()) find_figures(view, selected, options.find_text, options.width);
+    frame_figures(view, selected, options.width);
     return 0;
 }
 
-}  // namespace
+}   // namespace
 
 int main(int argc, char** argv) {
     return bench::guarded("bench_viewer", [&] { return run_benchmark(argc, argv); });
