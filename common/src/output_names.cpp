@@ -39,19 +39,19 @@ long pid_after(const std::string& name, const std::string& base, const char* mar
     return pid;
 }
 
-const char* kind_of(mode_t m) {
-    if (S_ISDIR(m)) return "directory";
-    if (S_ISCHR(m)) return "character device";
-    if (S_ISBLK(m)) return "block device";
-    if (S_ISFIFO(m)) return "FIFO";
-    if (S_ISSOCK(m)) return "socket";
+const char* kind_of(mode_t mode) {
+    if (S_ISDIR(mode)) return "directory";
+    if (S_ISCHR(mode)) return "character device";
+    if (S_ISBLK(mode)) return "block device";
+    if (S_ISFIFO(mode)) return "FIFO";
+    if (S_ISSOCK(mode)) return "socket";
     return "special file";
 }
 
 std::string link_target(const std::string& path) {
     std::error_code ec;
-    auto t = std::filesystem::read_symlink(path, ec);
-    return ec ? std::string("?") : t.string();
+    auto target = std::filesystem::read_symlink(path, ec);
+    return ec ? std::string("?") : target.string();
 }
 
 // Removes the logs of the file an output replaces (sqlite_log_beside), and a write-ahead log's
@@ -75,8 +75,8 @@ using output_names::process_alive;
 namespace {
 
 long name_max(const std::string& dir) {
-    long m = ::pathconf(dir.c_str(), _PC_NAME_MAX);
-    return m > 0 ? m : 255;
+    long limit = ::pathconf(dir.c_str(), _PC_NAME_MAX);
+    return limit > 0 ? limit : 255;
 }
 
 // "<name>" or, when "<name>.mhc-tmp-<pid>-journal" would pass the limit on a name, the start of
@@ -91,9 +91,9 @@ std::string temp_stem(const std::string& dir, const std::string& base) {
 }
 
 void split(const std::string& path, std::string& dir, std::string& base) {
-    std::filesystem::path p(path);
-    dir = p.has_parent_path() ? p.parent_path().string() : ".";
-    base = p.filename().string();
+    std::filesystem::path parts(path);
+    dir = parts.has_parent_path() ? parts.parent_path().string() : ".";
+    base = parts.filename().string();
 }
 
 }  // namespace
@@ -220,8 +220,8 @@ void refuse_special_file(const std::string& path) {
 std::string temp_name(const std::string& path, long pid) {
     std::string dir, base;
     split(path, dir, base);
-    std::filesystem::path p(path);
-    return (p.has_parent_path() ? p.parent_path().string() + "/" : std::string()) + temp_stem(dir, base) + ".mhc-tmp-" +
+    std::filesystem::path parts(path);
+    return (parts.has_parent_path() ? parts.parent_path().string() + "/" : std::string()) + temp_stem(dir, base) + ".mhc-tmp-" +
            std::to_string(pid);
 }
 
@@ -231,10 +231,10 @@ int remove_stale_temps(const std::string& path) {
     split(path, dir, base);
     const std::string stem = temp_stem(dir, base);
     int removed = 0;
-    DIR* d = ::opendir(dir.c_str());
-    if (!d) return 0;
-    while (dirent* e = ::readdir(d)) {
-        std::string name = e->d_name;
+    DIR* folder = ::opendir(dir.c_str());
+    if (!folder) return 0;
+    while (dirent* entry = ::readdir(folder)) {
+        std::string name = entry->d_name;
         long pid = -1;
         for (const char* marker : {".mhc-tmp-", ".tmp-", ".importing-"})
             if ((pid = pid_after(name, base, marker)) > 0 || (pid = pid_after(name, stem, marker)) > 0) break;
@@ -243,7 +243,7 @@ int remove_stale_temps(const std::string& path) {
         if (::unlink(full.c_str()) == 0) ++removed;
         ::unlink((full + "-journal").c_str());
     }
-    ::closedir(d);
+    ::closedir(folder);
     return removed;
 }
 

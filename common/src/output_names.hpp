@@ -8,7 +8,7 @@
 namespace mhc::output_names {
 
 // "directory", "FIFO", ...: what a file that is not a regular one is, as messages say it.
-const char* kind_of(mode_t m);
+const char* kind_of(mode_t mode);
 // Where a symbolic link points ("?" when it cannot be read).
 std::string link_target(const std::string& path);
 // Removes the SQLite logs of the file an output replaces (and a write-ahead log's index).

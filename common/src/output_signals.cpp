@@ -267,11 +267,11 @@ int claim(const std::string& name, bool directory, const std::string& target) {
     std::lock_guard<std::mutex> lock(g_mutex);
     install_handlers();
     for (int i = 0; i < kSlots; ++i) {
-        Slot& s = g_slots[i];
-        if (s.used.load()) continue;
-        if (!fill(s.name, s.capacity, name) || !fill(s.target, s.target_capacity, target)) return -1;
-        s.directory.store(directory);
-        s.used.store(true);
+        Slot& slot = g_slots[i];
+        if (slot.used.load()) continue;
+        if (!fill(slot.name, slot.capacity, name) || !fill(slot.target, slot.target_capacity, target)) return -1;
+        slot.directory.store(directory);
+        slot.used.store(true);
         return i;
     }
     return -1;   // more files at once: still removed by the destructor or the next run
