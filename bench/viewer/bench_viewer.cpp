@@ -333,8 +333,8 @@ void frame_figures(const ViewTrace& view, const ViewRun* run, int width) {
         std::mt19937_64 rng(1);
         for (int r = 0; r < reps; ++r) {
             int64_t room = std::max<int64_t>(view.t_end - view.t_begin - span, 1);
-            int64_t a = view.t_begin + static_cast<int64_t>(rng() % static_cast<uint64_t>(room));
-            TimeRange range{a, a + span};
+            int64_t from = view.t_begin + static_cast<int64_t>(rng() % static_cast<uint64_t>(room));
+            TimeRange range{from, from + span};
             double c = cpu_ms();
             prepare_timeline(tracks, range, static_cast<float>(width), frame);
             tl.push_back(cpu_ms() - c);
