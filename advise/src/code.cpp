@@ -172,23 +172,8 @@ bool checkpoints_batchnorm(const Setting& setting, const CaptureInfo& info) {
            checkpoints_qat(setting, info);
 }
 
-// BatchNorm recomputed in the backward would update its running statistics a second time:
-// hooks that give it copies there (python/mhc_torch/checkpointing.py keep_running_stats does the
-// same). Spectral norm would iterate again from the vectors its forward left, and QAT's fake
-// quantizers and fused conv + BatchNorm would quantize with the statistics their forward left: the
-// forward's starting buffers are kept by the checkpointed call and the recompute runs from copies
-// of them (keep_forward_start, as checkpointing.py's), the module's own put back when the
-// recompute ends, also where checkpoint stops it early inside the module. The recompute is told by
-// checkpoint's context_fn, whose two context managers run around the forward and the recompute
-// (public API; the checkpoint code below passes context_fn=marking(...)).
-void batchnorm_code(std::ostringstream& out, const Setting& setting, const CaptureInfo& info) {
-    if (!checkpoints_batchnorm(setting, info)) return;
-    std::string names;
-    for (const CheckpointGroup& group : setting.checkpoint)
-        names += (names.empty() ? "" : ", ") + std::string("*") + names_expr(group.modules, info);
-    const bool bn = checkpoints_type(setting, info, "BatchNorm");
-    const bool sn = checkpoints_type(setting, info, "_SpectralNorm");
-    const bool qat = checkpoints_qat(setting, info);
+// Why the hooks are there: one comment per kind of state the checkpointed modules hold.
+void state_hooks_comment(std::ostringstream& out, bool bn, bool sn, bool qat) {
     if (bn)
         out << "# BatchNorm inside the checkpointed modules: the recompute in the backward would update its running\n"
             << "# statistics a second time; these hooks give it copies to update there.\n";
@@ -201,6 +186,11 @@ void batchnorm_code(std::ostringstream& out, const Setting& setting, const Captu
             << "# quantizers' min and max again and quantize with another scale than the forward (a fused conv +\n"
             << "# BatchNorm would fold its weight with another running variance); these hooks keep the forward's\n"
             << "# starting buffers with the call and recompute from copies of them there.\n";
+}
+
+// Marked, marking and the buffer helpers: checkpoint's context_fn tells the hooks whether the
+// forward or the recompute runs.
+void marking_code(std::ostringstream& out) {
     out << "# checkpoint's context_fn (its two context managers run around the forward and the recompute)\n"
         << "# tells them which is running.\n"
         << "import contextlib\n"
@@ -233,50 +223,61 @@ void batchnorm_code(std::ostringstream& out, const Setting& setting, const Captu
         << "        call = {\"starts\": {}, \"read\": {}, \"swapped\": []}\n"
         << "        return Marked(fwd, call, Marked.forwards), Marked(rec, call, Marked.recomputes)\n"
         << "    return fn\n";
-    if (bn)
-        out << "def keep_running_stats(bn):\n"
-            << "    def swap_in(m, args):\n"
-            << "        if not m.training:\n"
-            << "            return\n"
-            << "        copies = {n: b.clone() for n, b in m.named_buffers(recurse=False)}   # forward too: same ops\n"
-            << "        if Marked.recomputes:\n"
-            << "            m.stats_kept = dict(m.named_buffers(recurse=False))\n"
-            << "            Marked.recomputes[-1][\"swapped\"].append((m, \"stats_kept\"))\n"
-            << "            for n, b in copies.items():\n"
-            << "                setattr(m, n, b)\n"
-            << "    bn.register_forward_pre_hook(swap_in)\n"
-            << "    bn.register_forward_hook(lambda m, args, out: put_back(m, \"stats_kept\"))\n";
-    if (sn || qat)
-        out << "def keep_forward_start(fs):\n"
-            << "    if getattr(fs, \"keeps_forward_start\", False):\n"
-            << "        return\n"
-            << "    def swap_in(m, args):\n"
-            << "        if not m.training:\n"
-            << "            return\n"
-            << "        call = Marked.recomputes[-1] if Marked.recomputes else None\n"
-            << "        i = call[\"read\"].get(id(m), 0) if call else 0\n"
-            << "        if call and i < len(call[\"starts\"].get(id(m), ())):\n"
-            << "            call[\"read\"][id(m)] = i + 1\n"
-            << "            m.start_kept = dict(m.named_buffers())\n"
-            << "            call[\"swapped\"].append((m, \"start_kept\"))\n"
-            << "            for n, b in call[\"starts\"][id(m)][i].items():\n"
-            << "                set_buffer(m, n, b.clone())\n"
-            << "        else:\n"
-            << "            start = {n: b.clone() for n, b in m.named_buffers()}   # recompute too: same ops\n"
-            << "            if Marked.forwards and not Marked.recomputes:\n"
-            << "                Marked.forwards[-1][\"starts\"].setdefault(id(m), []).append(start)\n"
-            << "    fs.register_forward_pre_hook(swap_in)\n"
-            << "    fs.register_forward_hook(lambda m, args, out: put_back(m, \"start_kept\"))\n"
-            << "    fs.keeps_forward_start = True\n"
-            << "def keeps_forward_start(m, parent):   # its training forward updates buffers its output depends on\n";
+}
+
+// BatchNorm's hook: the recompute updates copies of the running statistics.
+void keep_running_stats_code(std::ostringstream& out) {
+    out << "def keep_running_stats(bn):\n"
+        << "    def swap_in(m, args):\n"
+        << "        if not m.training:\n"
+        << "            return\n"
+        << "        copies = {n: b.clone() for n, b in m.named_buffers(recurse=False)}   # forward too: same ops\n"
+        << "        if Marked.recomputes:\n"
+        << "            m.stats_kept = dict(m.named_buffers(recurse=False))\n"
+        << "            Marked.recomputes[-1][\"swapped\"].append((m, \"stats_kept\"))\n"
+        << "            for n, b in copies.items():\n"
+        << "                setattr(m, n, b)\n"
+        << "    bn.register_forward_pre_hook(swap_in)\n"
+        << "    bn.register_forward_hook(lambda m, args, out: put_back(m, \"stats_kept\"))\n";
+}
+
+// Spectral norm's and QAT's hook: the recompute starts from copies of the forward's starting
+// buffers; keeps_forward_start says which modules need it.
+void keep_forward_start_code(std::ostringstream& out, bool sn, bool qat) {
+    out << "def keep_forward_start(fs):\n"
+        << "    if getattr(fs, \"keeps_forward_start\", False):\n"
+        << "        return\n"
+        << "    def swap_in(m, args):\n"
+        << "        if not m.training:\n"
+        << "            return\n"
+        << "        call = Marked.recomputes[-1] if Marked.recomputes else None\n"
+        << "        i = call[\"read\"].get(id(m), 0) if call else 0\n"
+        << "        if call and i < len(call[\"starts\"].get(id(m), ())):\n"
+        << "            call[\"read\"][id(m)] = i + 1\n"
+        << "            m.start_kept = dict(m.named_buffers())\n"
+        << "            call[\"swapped\"].append((m, \"start_kept\"))\n"
+        << "            for n, b in call[\"starts\"][id(m)][i].items():\n"
+        << "                set_buffer(m, n, b.clone())\n"
+        << "        else:\n"
+        << "            start = {n: b.clone() for n, b in m.named_buffers()}   # recompute too: same ops\n"
+        << "            if Marked.forwards and not Marked.recomputes:\n"
+        << "                Marked.forwards[-1][\"starts\"].setdefault(id(m), []).append(start)\n"
+        << "    fs.register_forward_pre_hook(swap_in)\n"
+        << "    fs.register_forward_hook(lambda m, args, out: put_back(m, \"start_kept\"))\n"
+        << "    fs.keeps_forward_start = True\n"
+        << "def keeps_forward_start(m, parent):   # its training forward updates buffers its output depends on\n";
     if (sn && !qat)
         out << "    return type(m).__name__ == \"_SpectralNorm\"   # torch.nn.utils.parametrizations.spectral_norm\n";
     if (qat)
         out << "    from torch.ao.nn.intrinsic.qat.modules.conv_fused import _ConvBnNd\n"
-            << "    from torch.ao.quantization import FakeQuantizeBase\n"
-            << "    from torch.ao.quantization.observer import ObserverBase\n"
-            << "    return (type(m).__name__ == \"_SpectralNorm\" or isinstance(m, (FakeQuantizeBase, _ConvBnNd))\n"
-            << "            or isinstance(m, ObserverBase) and not isinstance(parent, FakeQuantizeBase))   # a fake quantizer's own\n";
+        << "    from torch.ao.quantization import FakeQuantizeBase\n"
+        << "    from torch.ao.quantization.observer import ObserverBase\n"
+        << "    return (type(m).__name__ == \"_SpectralNorm\" or isinstance(m, (FakeQuantizeBase, _ConvBnNd))\n"
+        << "            or isinstance(m, ObserverBase) and not isinstance(parent, FakeQuantizeBase))   # a fake quantizer's own\n";
+}
+
+// The loop that puts the hooks on every such module inside the checkpointed modules `names`.
+void install_state_hooks(std::ostringstream& out, const std::string& names, bool bn, bool sn, bool qat) {
     out << "BATCHNORMS = (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.BatchNorm3d, torch.nn.SyncBatchNorm)\n"
         << "for n in [" << names << "]:\n"
         << "    root = model.get_submodule(n)\n"
@@ -287,6 +288,30 @@ void batchnorm_code(std::ostringstream& out, const Setting& setting, const Captu
     if (sn || qat)
         out << "        " << (bn ? "elif" : "if") << " keeps_forward_start(m, parent):\n"
             << "            keep_forward_start(m)\n";
+}
+
+// BatchNorm recomputed in the backward would update its running statistics a second time:
+// hooks that give it copies there (python/mhc_torch/checkpointing.py keep_running_stats does the
+// same). Spectral norm would iterate again from the vectors its forward left, and QAT's fake
+// quantizers and fused conv + BatchNorm would quantize with the statistics their forward left: the
+// forward's starting buffers are kept by the checkpointed call and the recompute runs from copies
+// of them (keep_forward_start, as checkpointing.py's), the module's own put back when the
+// recompute ends, also where checkpoint stops it early inside the module. The recompute is told by
+// checkpoint's context_fn, whose two context managers run around the forward and the recompute
+// (public API; the checkpoint code below passes context_fn=marking(...)).
+void batchnorm_code(std::ostringstream& out, const Setting& setting, const CaptureInfo& info) {
+    if (!checkpoints_batchnorm(setting, info)) return;
+    std::string names;
+    for (const CheckpointGroup& group : setting.checkpoint)
+        names += (names.empty() ? "" : ", ") + std::string("*") + names_expr(group.modules, info);
+    const bool bn = checkpoints_type(setting, info, "BatchNorm");
+    const bool sn = checkpoints_type(setting, info, "_SpectralNorm");
+    const bool qat = checkpoints_qat(setting, info);
+    state_hooks_comment(out, bn, sn, qat);
+    marking_code(out);
+    if (bn) keep_running_stats_code(out);
+    if (sn || qat) keep_forward_start_code(out, sn, qat);
+    install_state_hooks(out, names, bn, sn, qat);
 }
 
 void checkpoint_code(std::ostringstream& out, const Setting& setting, const CaptureInfo& info) {

@@ -628,27 +628,26 @@ LiveProfile live_profile(const Plan& plan, const Order& order, int32_t device) {
     return lp;
 }
 
-trace::TraceData to_trace(const Plan& plan, const Order& order, const Timing& tm, const trace::TraceData& recorded,
-                          const std::map<std::string, std::string>& meta) {
-    trace::TraceData out;
-    out.path = recorded.path;
-    out.meta = recorded.meta;
-    for (auto& [k, v] : meta) out.meta[k] = v;
-    out.strings = plan.strings;
-    auto point_time = [&](Point pt, int64_t offset) {
-        size_t op = static_cast<size_t>(pt.op);
-        return (pt.at_end ? tm.end[op] : tm.start[op]) + offset;
-    };
-    // Allocations in the order they are made: by time, then (at one instant) those made at an
-    // op's end before those made at the next op's start, then added ones (a copy back from the
-    // host, made when autograd unpacks it) before the recorded op's own outputs.
+namespace {
+
+// When a point of the plan (an op's start or end, and an offset) falls on the plan's clock.
+int64_t point_time(const Timing& tm, Point pt, int64_t offset) {
+    size_t op = static_cast<size_t>(pt.op);
+    return (pt.at_end ? tm.end[op] : tm.start[op]) + offset;
+}
+
+// The plan's allocations as the trace's rows, in the order they are made: by time, then (at one
+// instant) those made at an op's end before those made at the next op's start, then added ones (a
+// copy back from the host, made when autograd unpacks it) before the recorded op's own outputs.
+// Returns each allocation's row (its dense index), -1 for one removed.
+std::vector<int32_t> write_allocations(const Plan& plan, const Order& order, const Timing& tm, trace::TraceData& out) {
     std::vector<int32_t> idx;
     for (size_t a = 0; a < plan.allocs.size(); ++a)
         if (!plan.allocs[a].removed) idx.push_back(static_cast<int32_t>(a));
     std::vector<int64_t> made(plan.allocs.size()), pos_key(plan.allocs.size());
     for (int32_t alloc : idx) {
         const Alloc& al = plan.allocs[static_cast<size_t>(alloc)];
-        made[static_cast<size_t>(alloc)] = point_time(al.made, al.made_offset);
+        made[static_cast<size_t>(alloc)] = point_time(tm, al.made, al.made_offset);
         pos_key[static_cast<size_t>(alloc)] = 4 * static_cast<int64_t>(order.pos[static_cast<size_t>(al.made.op)]) +
                                               (al.made.at_end ? 2 : 0) + (al.src >= 0 ? 1 : 0);
     }
@@ -667,13 +666,52 @@ trace::TraceData to_trace(const Plan& plan, const Order& order, const Timing& tm
         row.bytes = al.bytes;
         row.t_alloc = made[static_cast<size_t>(alloc)];
         row.t_free = al.freed.op == kNoFree ? trace::kNoTime
-                                            : std::max(row.t_alloc, point_time(al.freed, al.freed_offset));
+                                            : std::max(row.t_alloc, point_time(tm, al.freed, al.freed_offset));
         row.stream = al.stream;
         row.category = al.category;
         row.label = al.label;
         dense[static_cast<size_t>(alloc)] = static_cast<int32_t>(out.allocations.size());
         out.allocations.push(row);
     }
+    return dense;
+}
+
+// A kernel op as a kernel row and its accesses, one per allocation (the modes of several
+// accesses to one allocation joined), by row.
+void write_kernel(const Plan& plan, const Op& cur, int64_t start, int64_t end, const std::vector<int32_t>& dense,
+                  trace::TraceData& out) {
+    trace::Kernel kernel;
+    kernel.id = static_cast<int64_t>(out.kernels.size()) + 1;
+    kernel.name = cur.name;
+    kernel.t_start = start;
+    kernel.t_end = end;
+    kernel.step = cur.step;
+    out.kernels.push(kernel);
+    std::vector<std::pair<int32_t, trace::AccessMode>> acc;
+    for (const PlanAccess& pa : cur.acc) {
+        int32_t dense_id = dense[static_cast<size_t>(pa.alloc)];
+        if (dense_id < 0)
+            throw Error("advise: kernel " + plan.strings[static_cast<size_t>(cur.name)] +
+                            " accesses removed allocation " +
+                            plan.strings[static_cast<size_t>(plan.allocs[static_cast<size_t>(pa.alloc)].label)] +
+                            " (internal)",
+                        Error::Kind::Internal);
+        auto it = std::find_if(acc.begin(), acc.end(), [&](auto& entry) { return entry.first == dense_id; });
+        if (it == acc.end()) acc.emplace_back(dense_id, pa.mode);
+        else it->second = static_cast<trace::AccessMode>(static_cast<int>(it->second) | static_cast<int>(pa.mode));
+    }
+    std::sort(acc.begin(), acc.end());
+    for (auto& [d, m] : acc) {
+        out.accesses.allocation.push_back(d);
+        out.accesses.mode.push_back(m);
+    }
+    out.kernels.access_begin.push_back(static_cast<int64_t>(out.accesses.allocation.size()));
+}
+
+// The ops in order as kernel and copy rows, then the plan's own copies (the offloads' moves);
+// returns each step's span (its ops' first start and last end).
+std::map<int32_t, std::pair<int64_t, int64_t>> write_ops(const Plan& plan, const Order& order, const Timing& tm,
+                                                        const std::vector<int32_t>& dense, trace::TraceData& out) {
     out.kernels.access_begin.push_back(0);
     std::map<int32_t, std::pair<int64_t, int64_t>> step_span;
     for (int32_t op : order.seq) {
@@ -690,38 +728,17 @@ trace::TraceData to_trace(const Plan& plan, const Order& order, const Timing& tm
                              start, end});
             continue;
         }
-        if (cur.kind != OpKind::Kernel) continue;
-        trace::Kernel kernel;
-        kernel.id = static_cast<int64_t>(out.kernels.size()) + 1;
-        kernel.name = cur.name;
-        kernel.t_start = start;
-        kernel.t_end = end;
-        kernel.step = cur.step;
-        out.kernels.push(kernel);
-        std::vector<std::pair<int32_t, trace::AccessMode>> acc;
-        for (const PlanAccess& pa : cur.acc) {
-            int32_t dense_id = dense[static_cast<size_t>(pa.alloc)];
-            if (dense_id < 0)
-                throw Error("advise: kernel " + plan.strings[static_cast<size_t>(cur.name)] +
-                                " accesses removed allocation " +
-                                plan.strings[static_cast<size_t>(plan.allocs[static_cast<size_t>(pa.alloc)].label)] +
-                                " (internal)",
-                            Error::Kind::Internal);
-            auto it = std::find_if(acc.begin(), acc.end(), [&](auto& entry) { return entry.first == dense_id; });
-            if (it == acc.end()) acc.emplace_back(dense_id, pa.mode);
-            else it->second = static_cast<trace::AccessMode>(static_cast<int>(it->second) | static_cast<int>(pa.mode));
-        }
-        std::sort(acc.begin(), acc.end());
-        for (auto& [d, m] : acc) {
-            out.accesses.allocation.push_back(d);
-            out.accesses.mode.push_back(m);
-        }
-        out.kernels.access_begin.push_back(static_cast<int64_t>(out.accesses.allocation.size()));
+        if (cur.kind == OpKind::Kernel) write_kernel(plan, cur, start, end, dense, out);
     }
     for (size_t c = 0; c < plan.copies.size(); ++c)
         out.copies.push({static_cast<int64_t>(out.copies.size()) + 1, 0, plan.copies[c].h2d ? 1 : 2,
                          plan.copies[c].h2d ? trace::CopyKind::H2D : trace::CopyKind::D2H, plan.copies[c].bytes,
                          tm.copy_start[c], tm.copy_end[c]});
+    return step_span;
+}
+
+// One step marker per step, named "step" (the string added when the trace has none).
+void write_step_markers(const std::map<int32_t, std::pair<int64_t, int64_t>>& step_span, trace::TraceData& out) {
     int64_t step_name = -1;
     for (size_t i = 0; i < out.strings.size(); ++i)
         if (out.strings[i] == "step") step_name = static_cast<int64_t>(i);
@@ -732,6 +749,19 @@ trace::TraceData to_trace(const Plan& plan, const Order& order, const Timing& tm
     for (auto& [s, span] : step_span)
         out.markers.push({static_cast<int64_t>(out.markers.size()) + 1, step_name, span.first, span.second,
                           trace::MarkerKind::Step, s});
+}
+
+}  // namespace
+
+trace::TraceData to_trace(const Plan& plan, const Order& order, const Timing& tm, const trace::TraceData& recorded,
+                          const std::map<std::string, std::string>& meta) {
+    trace::TraceData out;
+    out.path = recorded.path;
+    out.meta = recorded.meta;
+    for (auto& [k, v] : meta) out.meta[k] = v;
+    out.strings = plan.strings;
+    const std::vector<int32_t> dense = write_allocations(plan, order, tm, out);
+    write_step_markers(write_ops(plan, order, tm, dense, out), out);
     out.allocation_index.build(out.allocations.id);
     out.kernel_index.build(out.kernels.id);
     return out;

@@ -232,6 +232,71 @@ static void bench_one(const std::string& ev, const std::string& pf, int millions
                 result.throughput_loss * 100, loadavg().c_str());
 }
 
+// The simulator's speed on the training traces of the main table (1, 4 and 16 million rows, up
+// to `max_m`): lru/belady with none/lookahead, wall and thread CPU time.
+static void bench_simulate(int max_m) {
+    std::printf("== simulate, one core, capacity 60%% of the peak, pcie4 ==\n");
+    std::printf("%8s %10s %10s %-20s %10s %12s %8s\n", "rows", "build s", "prepare s", "config", "sim s", "rows/s", "loss");
+    for (int m : {1, 4, 16}) {
+        if (m > max_m) break;
+        auto t0 = Clock::now();
+        auto t = sim::synthetic::training(42, static_cast<int64_t>(m) * 1'000'000, 32, 2);
+        double build = since(t0);
+        t0 = Clock::now();
+        auto p = sim::prepare(t);
+        double prep = since(t0);
+        for (std::string ev : {"lru", "belady"})
+            for (std::string pf : {"none", "lookahead:8"}) {
+                sim::Config c;
+                c.eviction = ev;
+                c.prefetch = pf;
+                c.capacity.fraction = 0.6;
+                c.check_invariants = false;
+                c.record_events = false;   // a stored run's timeline is written separately
+                // thread CPU time as well as wall time: on a shared machine the wall time
+                // measures the load more than the simulator
+                double c0 = thread_cpu();
+                auto r = sim::simulate(*p, c);
+                double cpu = thread_cpu() - c0;
+                std::printf("%8lld %10.2f %10.2f %-20s %10.3f %12.3g %7.1f%%  CPU %.3f s = %.3g rows/s\n",
+                            static_cast<long long>(r.rows), build, prep, (ev + "+" + pf).c_str(), r.seconds,
+                            r.rows / r.seconds, r.throughput_loss * 100, cpu, r.rows / cpu);
+            }
+        sim::Config c;
+        c.eviction = "belady";
+        c.capacity.fraction = 0.6;
+        c.check_invariants = false;
+        auto r = sim::simulate(*p, c);
+        std::printf("%8s %10s %10s %-20s %10.3f %12.3g   (with events: %lld)\n", "", "", "", "belady+none+events",
+                    r.seconds, r.rows / r.seconds, static_cast<long long>(r.events.size()));
+    }
+}
+
+// Loading a trace from SQLite against simulating it (4 million rows, fewer when `max_m` is).
+static void bench_load(int max_m, const std::string& tmp) {
+    std::printf("\n== load from SQLite vs simulate (4M rows) ==\n");
+    auto generated = sim::synthetic::training(7, std::min(max_m, 4) * 1'000'000LL, 32, 2);
+    std::string path = tmp + "/mhc-bench-sim.db";
+    auto t0 = Clock::now();
+    write_trace(generated, path);
+    double wr = since(t0);
+    t0 = Clock::now();
+    auto loaded = trace::load_trace(path);
+    double load = since(t0);
+    t0 = Clock::now();
+    auto prepared = sim::prepare(loaded);
+    double prep = since(t0);
+    sim::Config config;
+    config.eviction = "lru";
+    config.capacity.fraction = 0.6;
+    config.check_invariants = false;
+    config.record_events = false;
+    auto result = sim::simulate(*prepared, config);
+    std::printf("rows %lld: write %.2f s, load %.2f s, prepare %.2f s (incl. checks), simulate lru %.2f s\n",
+                static_cast<long long>(loaded.rows()), wr, load, prep, result.seconds);
+    std::filesystem::remove(path);
+}
+
 static int run(int argc, char** argv) {
     const bench::Args args(argc, argv,
                            "[MAX_MILLION_ROWS] [TMP_DIR] | sweep [REPS] | recompute [REPS] | end-to-end TRACE RUNS_DB [ALLOCATOR]"
@@ -270,66 +335,8 @@ static int run(int argc, char** argv) {
     }
     int max_m = static_cast<int>(args.count(0, "MAX_MILLION_ROWS", 16, 1, 1000));
     std::string tmp = args.text(1, "/tmp");
-    std::printf("== simulate, one core, capacity 60%% of the peak, pcie4 ==\n");
-    std::printf("%8s %10s %10s %-20s %10s %12s %8s\n", "rows", "build s", "prepare s", "config", "sim s", "rows/s", "loss");
-    for (int m : {1, 4, 16}) {
-        if (m > max_m) break;
-        auto t0 = Clock::now();
-        auto t = sim::synthetic::training(42, static_cast<int64_t>(m) * 1'000'000, 32, 2);
-        double build = since(t0);
-        t0 = Clock::now();
-        auto p = sim::prepare(t);
-        double prep = since(t0);
-        for (std::string ev : {"lru", "belady"})
-            for (std::string pf : {"none", "lookahead:8"}) {
-                sim::Config c;
-                c.eviction = ev;
-                c.prefetch = pf;
-                c.capacity.fraction = 0.6;
-                c.check_invariants = false;
-                c.record_events = false;   // a stored run's timeline is written separately
-                // thread CPU time as well as wall time: on a shared machine the wall time
-                // measures the load more than the simulator
-                double c0 = thread_cpu();
-                auto r = sim::simulate(*p, c);
-                double cpu = thread_cpu() - c0;
-                std::printf("%8lld %10.2f %10.2f %-20s %10.3f %12.3g %7.1f%%  CPU %.3f s = %.3g rows/s\n",
-                            static_cast<long long>(r.rows), build, prep, (ev + "+" + pf).c_str(), r.seconds,
-                            r.rows / r.seconds, r.throughput_loss * 100, cpu, r.rows / cpu);
-            }
-        sim::Config c;
-        c.eviction = "belady";
-        c.capacity.fraction = 0.6;
-        c.check_invariants = false;
-        auto r = sim::simulate(*p, c);
-        std::printf("%8s %10s %10s %-20s %10.3f %12.3g   (with events: %lld)\n", "", "", "", "belady+none+events",
-                    r.seconds, r.rows / r.seconds, static_cast<long long>(r.events.size()));
-    }
-
-    std::printf("\n== load from SQLite vs simulate (4M rows) ==\n");
-    {
-        auto t = sim::synthetic::training(7, std::min(max_m, 4) * 1'000'000LL, 32, 2);
-        std::string path = tmp + "/mhc-bench-sim.db";
-        auto t0 = Clock::now();
-        write_trace(t, path);
-        double wr = since(t0);
-        t0 = Clock::now();
-        auto loaded = trace::load_trace(path);
-        double load = since(t0);
-        t0 = Clock::now();
-        auto p = sim::prepare(loaded);
-        double prep = since(t0);
-        sim::Config c;
-        c.eviction = "lru";
-        c.capacity.fraction = 0.6;
-        c.check_invariants = false;
-        c.record_events = false;
-        auto r = sim::simulate(*p, c);
-        std::printf("rows %lld: write %.2f s, load %.2f s, prepare %.2f s (incl. checks), simulate lru %.2f s\n",
-                    static_cast<long long>(loaded.rows()), wr, load, prep, r.seconds);
-        std::filesystem::remove(path);
-    }
-
+    bench_simulate(max_m);
+    bench_load(max_m, tmp);
     bench_sweep(3);
     return 0;
 }

@@ -66,6 +66,12 @@ double wall_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// What the synthetic trace's meta bench_size says: the sizes asked for and the generator's version
+// (a trace of another version is written again).
+std::string bench_size(int64_t kernels, int64_t allocations) {
+    return std::to_string(kernels) + "/" + std::to_string(allocations) + "/v3";
+}
+
 // 8 compute streams of back-to-back kernels (0.5..40 us, 0..5 us gaps), 64 kernel names,
 // a step marker every 20k kernels; allocations with log-uniform sizes (4 KiB..2 GiB) and
 // lifetimes from 1 us to 1% of the trace per million allocations (about 2,000 live at a time).
@@ -73,7 +79,7 @@ void write_trace(const std::string& path, int64_t kernels, int64_t allocations) 
     std::mt19937_64 rng(42);
     trace::Writer w(path);
     w.set_meta("source", "bench_viewer");
-    w.set_meta("bench_size", std::to_string(kernels) + "/" + std::to_string(allocations) + "/v3");
+    w.set_meta("bench_size", bench_size(kernels, allocations));
     std::vector<int64_t> names;
     for (int i = 0; i < 64; ++i) names.push_back(w.intern("kernel_" + std::to_string(i)));
     const int streams = 8;
@@ -224,110 +230,149 @@ void find_figures(const ViewTrace& view, const ViewRun* run, const std::string& 
         find.searches, find.refinements, find.slice, worst_frame);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// What the command line asks for.
+struct BenchOptions {
     int64_t kernels = 10'000'000, allocations = 1'000'000;
     std::string path = (std::filesystem::temp_directory_path() / "mhc-bench-viewer.db").string();
     int width = 1600;
     bool open_as_is = false;
     int64_t run_id = 0;
     std::string find_text;
+};
+
+BenchOptions read_options(int argc, char** argv) {
+    BenchOptions options;
     const bench::Args args(argc, argv,
                            "[--kernels N] [--allocations M] [--trace PATH | --open TRACE] [--width PX] [--run ID] "
                            "[--find TEXT]");
     for (size_t i = 0; i < args.size(); ++i) {
         const std::string& option = args.word(i);
-        if (option == "--kernels") kernels = args.whole(args.value_after(i), "--kernels", 1, int64_t{1} << 40);
-        else if (option == "--allocations") allocations = args.whole(args.value_after(i), "--allocations", 1, int64_t{1} << 40);
-        else if (option == "--trace") path = args.value_after(i);
+        if (option == "--kernels") options.kernels = args.whole(args.value_after(i), "--kernels", 1, int64_t{1} << 40);
+        else if (option == "--allocations")
+            options.allocations = args.whole(args.value_after(i), "--allocations", 1, int64_t{1} << 40);
+        else if (option == "--trace") options.path = args.value_after(i);
         else if (option == "--open") {
-            path = args.value_after(i);
-            open_as_is = true;
-        } else if (option == "--run") run_id = args.whole(args.value_after(i), "--run", 1, int64_t{1} << 62);
-        else if (option == "--find") find_text = args.value_after(i);
-        else if (option == "--width") width = static_cast<int>(args.whole(args.value_after(i), "--width", 64, 16384));
+            options.path = args.value_after(i);
+            options.open_as_is = true;
+        } else if (option == "--run") options.run_id = args.whole(args.value_after(i), "--run", 1, int64_t{1} << 62);
+        else if (option == "--find") options.find_text = args.value_after(i);
+        else if (option == "--width")
+            options.width = static_cast<int>(args.whole(args.value_after(i), "--width", 64, 16384));
         else args.refuse("unknown option '" + option + "'");
     }
-    std::string want = std::to_string(kernels) + "/" + std::to_string(allocations) + "/v3";
-    bool reuse = open_as_is;
+    return options;
+}
+
+// The synthetic trace written again unless the one at the path has the size asked for (or
+// --open names a trace to take as it is).
+void prepare_trace_file(const BenchOptions& options) {
+    const std::string& path = options.path;
+    bool reuse = options.open_as_is;
     if (!reuse && std::filesystem::exists(path)) {
-        try { reuse = trace::Reader(path).meta()["bench_size"] == want; } catch (const std::exception&) {}
+        try {
+            reuse = trace::Reader(path).meta()["bench_size"] == bench_size(options.kernels, options.allocations);
+        } catch (const std::exception&) {}
     }
     if (!reuse) {
         double t = wall_s();
         std::filesystem::remove(path);
-        write_trace(path, kernels, allocations);
+        write_trace(path, options.kernels, options.allocations);
         std::printf("wrote %s (%lld kernels, %lld allocations) in %.1f s\n", path.c_str(),
-                    static_cast<long long>(kernels), static_cast<long long>(allocations), wall_s() - t);
+                    static_cast<long long>(options.kernels), static_cast<long long>(options.allocations), wall_s() - t);
     }
     std::printf("trace file: %.0f MB\n", static_cast<double>(std::filesystem::file_size(path)) / 1e6);
+}
 
+// The trace through the viewer's loading path, timed, with the memory it takes.
+ViewTrace open_view_trace(const std::string& path) {
     const double rss0 = rss_mb();
-    double w0 = wall_s(), c0 = cpu_ms();
-    ViewTrace t = load_view_trace(path);
+    const double w0 = wall_s(), c0 = cpu_ms();
+    ViewTrace view = load_view_trace(path);
     const double open_wall = wall_s() - w0, open_cpu = (cpu_ms() - c0) / 1e3;
-    std::printf("open (load_view_trace): %.2f s wall, %.2f s CPU; %lld kernels in %zu lanes, %zu allocations, "
-                "%zu curve samples\n",
-                open_wall, open_cpu, static_cast<long long>(t.kernel_count), t.kernel_lanes.size(), t.allocations.size(),
-                t.live.size());
-    const BandKeys& keys = *t.keys;   // the memory view's colour keys, made at load
+    std::printf(
+        "open (load_view_trace): %.2f s wall, %.2f s CPU; %lld kernels in %zu lanes, %zu allocations, "
+        "%zu curve samples\n",
+        open_wall, open_cpu, static_cast<long long>(view.kernel_count), view.kernel_lanes.size(),
+        view.allocations.size(), view.live.size());
     const double rss = rss_mb() - rss0;
-    const auto events = static_cast<double>(t.kernel_count) + static_cast<double>(t.allocations.size());
-    std::printf("resident after opening: %.0f MB more than before, %.0f bytes per event (kernel or allocation)\n",
-                rss, rss * 1e6 / std::max(events, 1.0));
+    const auto events = static_cast<double>(view.kernel_count) + static_cast<double>(view.allocations.size());
+    std::printf("resident after opening: %.0f MB more than before, %.0f bytes per event (kernel or allocation)\n", rss,
+                rss * 1e6 / std::max(events, 1.0));
+    return view;
+}
 
-    hover_figures(t);
+// The run as the viewer selects it, timed.
+ViewRun open_view_run(const ViewTrace& view, int64_t run_id) {
+    const double w0 = wall_s(), c0 = cpu_ms();
+    ViewRun run = load_view_run(view, run_id);
+    size_t events = 0;
+    for (const Lane& lane : run.event_lanes) events += lane.size();
+    std::printf("run %lld (load_view_run): %.2f s wall, %.2f s CPU; %zu event tracks, %zu events, %zu memory samples\n",
+                static_cast<long long>(run_id), wall_s() - w0, (cpu_ms() - c0) / 1e3, run.event_lanes.size(), events,
+                run.memory.size());
+    return run;
+}
 
-    ViewRun run;
-    if (run_id) {
-        w0 = wall_s();
-        c0 = cpu_ms();
-        run = load_view_run(t, run_id);
-        size_t events = 0;
-        for (const Lane& lane : run.event_lanes) events += lane.size();
-        std::printf(
-            "run %lld (load_view_run): %.2f s wall, %.2f s CPU; %zu event tracks, %zu events, %zu memory samples\n",
-            static_cast<long long>(run_id), wall_s() - w0, (cpu_ms() - c0) / 1e3, run.event_lanes.size(), events,
-            run.memory.size());
-    }
-    if (!find_text.empty()) find_figures(t, run_id ? &run : nullptr, find_text, width);
-    std::vector<Track> tracks = timeline_tracks(t, run_id ? &run : nullptr);
+// The per-frame preparation of the timeline and the memory view over random ranges at several
+// zoom levels: worst and median per span.
+void frame_figures(const ViewTrace& view, const ViewRun* run, int width) {
+    const BandKeys& keys = *view.keys;   // the memory view's colour keys, made at load
+    std::vector<Track> tracks = timeline_tracks(view, run);
     std::vector<TrackFrame> frame;
     CurveColumns cols, run_cols;
     BandLayout bands;
-    std::printf("%-14s %12s %12s %12s %12s %12s %10s\n", "span", "timeline ms", "(median)", "items", "memory ms", "(median)",
-                "bands");
+    std::printf("%-14s %12s %12s %12s %12s %12s %10s\n", "span", "timeline ms", "(median)", "items", "memory ms",
+                "(median)", "bands");
     const int reps = 20;
     double worst = 0;
     for (double frac : {1.0, 0.1, 0.01, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7}) {
-        int64_t span = std::max<int64_t>(static_cast<int64_t>(static_cast<double>(t.t_end - t.t_begin) * frac), 1000);
+        int64_t span = std::max<int64_t>(static_cast<int64_t>(static_cast<double>(view.t_end - view.t_begin) * frac),
+                                         1000);
         std::vector<double> tl, mem;
         size_t max_items = 0, max_bands = 0;
         std::mt19937_64 rng(1);
         for (int r = 0; r < reps; ++r) {
-            int64_t room = std::max<int64_t>(t.t_end - t.t_begin - span, 1);
-            int64_t a = t.t_begin + static_cast<int64_t>(rng() % static_cast<uint64_t>(room));
-            TimeRange range{a, a + span};
+            int64_t room = std::max<int64_t>(view.t_end - view.t_begin - span, 1);
+            int64_t from = view.t_begin + static_cast<int64_t>(rng() % static_cast<uint64_t>(room));
+            TimeRange range{from, from + span};
             double c = cpu_ms();
             prepare_timeline(tracks, range, static_cast<float>(width), frame);
             tl.push_back(cpu_ms() - c);
             max_items = std::max(max_items, draw_item_count(frame));
             c = cpu_ms();
-            if (run_id) prepare_curve(run.memory, range, width, run_cols);   // the run's curve over the recorded one
-            prepare_curve(t.live, range, width, cols, true);   // as the memory view: its curve, then the bands
-            layout_bands(t.allocations, t.live, &keys, range, width, 300, 1024, bands, kBandsPerColumn, &cols);
+            if (run) prepare_curve(run->memory, range, width, run_cols);   // the run's curve over the recorded one
+            prepare_curve(view.live, range, width, cols, true);   // as the memory view: its curve, then the bands
+            layout_bands(view.allocations, view.live, &keys, range, width, 300, 1024, bands, kBandsPerColumn, &cols);
             mem.push_back(cpu_ms() - c);
             max_bands = std::max(max_bands, bands.bands.size());
         }
         std::sort(tl.begin(), tl.end());
         std::sort(mem.begin(), mem.end());
         worst = std::max({worst, tl.back(), mem.back()});
-        std::printf("%-14s %12.3f %12.3f %12zu %12.3f %12.3f %10zu\n", format_duration(span).c_str(), tl.back(), tl[tl.size() / 2],
-                    max_items, mem.back(), mem[mem.size() / 2], max_bands);
+        std::printf("%-14s %12.3f %12.3f %12zu %12.3f %12.3f %10zu\n", format_duration(span).c_str(), tl.back(),
+                    tl[tl.size() / 2], max_items, mem.back(), mem[mem.size() / 2], max_bands);
     }
-    std::printf("(worst and median of %d random ranges per span, CPU time; width %d px, %zu tracks, bound on items %zu)\n", reps,
-                width, tracks.size(), tracks.size() * static_cast<size_t>(width / kFoldPx + 2));
+    std::printf(
+        "(worst and median of %d random ranges per span, CPU time; width %d px, %zu tracks, bound on items %zu)\n",
+        reps, width, tracks.size(), tracks.size() * static_cast<size_t>(width / kFoldPx + 2));
     std::printf("worst frame preparation: %.2f ms (the 60 fps budget is 16.7 ms)\n", worst);
+}
+
+int run_benchmark(int argc, char** argv) {
+    const BenchOptions options = read_options(argc, argv);
+    prepare_trace_file(options);
+    const ViewTrace view = open_view_trace(options.path);
+    hover_figures(view);
+    ViewRun run;
+    if (options.run_id) run = open_view_run(view, options.run_id);
+    const ViewRun* selected = options.run_id ? &run : nullptr;
+    if (!options.find_text.empty()) find_figures(view, selected, options.find_text, options.width);
+    frame_figures(view, selected, options.width);
     return 0;
+}
+
+}   // namespace
+
+int main(int argc, char** argv) {
+    return bench::guarded("bench_viewer", [&] { return run_benchmark(argc, argv); });
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 
 #include "mhc/common/error.hpp"
 #include "mhc/trace/columns.hpp"
@@ -70,9 +71,10 @@ bool pow2(uint64_t v) { return v && !(v & (v - 1)); }
 
 }  // namespace
 
-AllocatorSettings parse_allocator_conf(std::string_view text, const std::string& what, const AllocatorSettings& base) {
-    AllocatorSettings s = base;
-    // Options are separated by commas outside brackets (a roundup list holds commas).
+namespace {
+
+// Options are separated by commas outside brackets (a roundup list holds commas).
+std::vector<std::string> split_options(std::string_view text, const std::string& what) {
     std::vector<std::string> opts;
     std::string cur;
     int depth = 0;
@@ -88,94 +90,119 @@ AllocatorSettings parse_allocator_conf(std::string_view text, const std::string&
     }
     if (depth != 0) throw Error(what + ": '" + std::string(text) + "': unbalanced brackets");
     opts.push_back(cur);
-    for (const std::string& raw : opts) {
-        std::string opt = trim(raw);
-        if (opt.empty()) continue;
-        size_t colon = opt.find(':');
-        if (colon == std::string::npos)
-            throw Error(what + ": '" + opt + "': expected key:value (PYTORCH_CUDA_ALLOC_CONF syntax)");
-        std::string key = trim(std::string_view(opt).substr(0, colon));
-        std::string val = trim(std::string_view(opt).substr(colon + 1));
-        auto bad = [&](const std::string& why) { return Error(what + ": " + key + ": " + why); };
-        uint64_t n = 0;
-        if (key == "expandable_segments") {
-            if (val != "True" && val != "False") throw bad("'" + val + "' is not True or False");
-            s.expandable_segments = val == "True";
-        } else if (key == "max_split_size_mb" || key == "max_non_split_rounding_mb") {
-            // parseMaxSplitSize / parseMaxNonSplitRoundingSize: MiB, at least kLargeBuffer (20 MiB), as
-            // torch 2.15 (c10/core/AllocatorConfig.cpp: val_env >= kLargeBuffer / kMB) takes them;
-            // earlier releases refused 20 too, and so did the model before 2026-12-05, which refused a
-            // torch 2.15 snapshot recorded with max_split_size_mb:20 that PyTorch had run.
-            if (!parse_u64(val, n)) throw bad("'" + val + "' is not a whole number of MiB");
-            if (n < 20) throw bad(std::to_string(n) + " is too small: it must be at least 20 (MiB)");
-            if (n > (uint64_t{1} << 30)) throw bad(std::to_string(n) + " MiB is more than 2^50 bytes");
-            (key == "max_split_size_mb" ? s.max_split_size : s.max_non_split_rounding) = static_cast<int64_t>(n) << 20;
-        } else if (key == "garbage_collection_threshold") {
-            // parseGarbageCollectionThreshold: a fraction strictly between 0 and 1.
-            char* end = nullptr;
-            double x = std::strtod(val.c_str(), &end);
-            if (val.empty() || *end != '\0' || !std::isfinite(x)) throw bad("'" + val + "' is not a number");
-            if (!(x > 0 && x < 1)) throw bad(val + " is not strictly between 0 and 1");
-            s.garbage_collection_threshold = x;
-        } else if (key == "roundup_power2_divisions") {
-            // parseRoundUpPower2Divisions: one power of two for every size, or
-            // [MiB:divisions,...,>:divisions]; the first entry also covers the intervals below it, and
-            // `>` fills from the last entry's own interval on (PyTorch's std::fill from last_index, which
-            // starts at 0): it overwrites that entry's value, and alone it sets every interval.
-            std::array<int32_t, AllocatorSettings::kIntervals> d{};
-            if (!val.empty() && val.front() == '[') {
-                if (val.back() != ']') throw bad("'" + val + "': a list ends with ']'");
-                std::string body = val.substr(1, val.size() - 2);
-                d = s.roundup_power2_divisions;
-                bool first = true;
-                size_t last = 0;
-                size_t pos = 0;
-                while (pos <= body.size()) {
-                    size_t comma = body.find(',', pos);
-                    std::string item = trim(std::string_view(body).substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
-                    pos = comma == std::string::npos ? body.size() + 1 : comma + 1;
-                    if (item.empty()) throw bad("'" + val + "': an empty list entry");
-                    size_t c = item.find(':');
-                    if (c == std::string::npos) throw bad("'" + item + "': expected MiB:divisions");
-                    std::string k = trim(std::string_view(item).substr(0, c)), v = trim(std::string_view(item).substr(c + 1));
-                    uint64_t div = 0;
-                    if (!parse_u64(v, div) || (div != 0 && !pow2(div)) || div > (1u << 20))
-                        throw bad("'" + v + "': the divisions must be a power of 2 (or 0)");
-                    if (k == ">") {
-                        for (size_t i = last; i < d.size(); ++i) d[i] = static_cast<int32_t>(div);
-                        continue;
-                    }
-                    uint64_t mb = 0;
-                    if (!parse_u64(k, mb) || !pow2(mb)) throw bad("'" + k + "': an interval must be a power of 2 (MiB)");
-                    size_t idx = std::min<size_t>(static_cast<size_t>(63 - __builtin_clzll(mb)), d.size() - 1);
-                    if (first) {
-                        for (size_t i = 0; i < idx; ++i) d[i] = static_cast<int32_t>(div);
-                        first = false;
-                    }
-                    d[idx] = static_cast<int32_t>(div);
-                    last = idx;
-                }
-            } else {
-                if (!parse_u64(val, n) || (n != 0 && !pow2(n)) || n > (1u << 20))
-                    throw bad("'" + val + "': the divisions must be a power of 2 (or 0)");
-                d.fill(static_cast<int32_t>(n));
-            }
-            s.roundup_power2_divisions = d;
-        } else if (key == "backend") {
-            if (val == "cudaMallocAsync") throw bad("cudaMallocAsync is not the caching allocator this model follows");
-            if (val != "native") throw bad("'" + val + "' is not native or cudaMallocAsync");
-        } else if (key == "release_lock_on_cudamalloc" || key == "pinned_use_cuda_host_register" ||
-                   key == "pinned_num_register_threads" || key == "pinned_use_background_threads" ||
-                   key == "graph_capture_record_stream_reuse" || key == "pinned_reserve_segment_size_mb" ||
-                   key == "per_process_memory_fraction") {
-            // Accepted by PyTorch; no effect on where blocks go.
-        } else {
-            throw Error(what + ": " + key + ": not an option of PYTORCH_CUDA_ALLOC_CONF this model knows "
-                        "(expandable_segments, max_split_size_mb, roundup_power2_divisions, garbage_collection_threshold, "
-                        "max_non_split_rounding_mb)");
-        }
+    return opts;
+}
+
+using Divisions = std::array<int32_t, AllocatorSettings::kIntervals>;
+using Refusal = std::function<Error(const std::string&)>;
+
+// parseRoundUpPower2Divisions: one power of two for every size, or
+// [MiB:divisions,...,>:divisions]; the first entry also covers the intervals below it, and
+// `>` fills from the last entry's own interval on (PyTorch's std::fill from last_index, which
+// starts at 0): it overwrites that entry's value, and alone it sets every interval.
+Divisions parse_roundup_divisions(const std::string& val, const Divisions& current, const Refusal& bad) {
+    Divisions divisions{};
+    uint64_t every = 0;
+    if (val.empty() || val.front() != '[') {
+        if (!parse_u64(val, every) || (every != 0 && !pow2(every)) || every > (1u << 20))
+            throw bad("'" + val + "': the divisions must be a power of 2 (or 0)");
+        divisions.fill(static_cast<int32_t>(every));
+        return divisions;
     }
-    return s;
+    if (val.back() != ']') throw bad("'" + val + "': a list ends with ']'");
+    const std::string body = val.substr(1, val.size() - 2);
+    const std::string_view entries = body;
+    divisions = current;
+    bool first = true;
+    size_t last = 0;
+    size_t pos = 0;
+    while (pos <= body.size()) {
+        size_t comma = body.find(',', pos);
+        std::string item = trim(entries.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
+        pos = comma == std::string::npos ? body.size() + 1 : comma + 1;
+        if (item.empty()) throw bad("'" + val + "': an empty list entry");
+        const std::string_view entry = item;
+        size_t colon = entry.find(':');
+        if (colon == std::string::npos) throw bad("'" + item + "': expected MiB:divisions");
+        std::string interval = trim(entry.substr(0, colon)), count = trim(entry.substr(colon + 1));
+        uint64_t div = 0;
+        if (!parse_u64(count, div) || (div != 0 && !pow2(div)) || div > (1u << 20))
+            throw bad("'" + count + "': the divisions must be a power of 2 (or 0)");
+        if (interval == ">") {
+            for (size_t i = last; i < divisions.size(); ++i) divisions[i] = static_cast<int32_t>(div);
+            continue;
+        }
+        uint64_t mb = 0;
+        if (!parse_u64(interval, mb) || !pow2(mb))
+            throw bad("'" + interval + "': an interval must be a power of 2 (MiB)");
+        size_t idx = std::min<size_t>(static_cast<size_t>(63 - __builtin_clzll(mb)), divisions.size() - 1);
+        if (first) {
+            for (size_t i = 0; i < idx; ++i) divisions[i] = static_cast<int32_t>(div);
+            first = false;
+        }
+        divisions[idx] = static_cast<int32_t>(div);
+        last = idx;
+    }
+    return divisions;
+}
+
+// One key:value option applied to `settings`.
+void apply_option(AllocatorSettings& settings, const std::string& opt, const std::string& what) {
+    const std::string_view option = opt;
+    size_t colon = option.find(':');
+    if (colon == std::string::npos)
+        throw Error(what + ": '" + opt + "': expected key:value (PYTORCH_CUDA_ALLOC_CONF syntax)");
+    std::string key = trim(option.substr(0, colon));
+    std::string val = trim(option.substr(colon + 1));
+    const Refusal bad = [&](const std::string& why) { return Error(what + ": " + key + ": " + why); };
+    uint64_t mib = 0;
+    if (key == "expandable_segments") {
+        if (val != "True" && val != "False") throw bad("'" + val + "' is not True or False");
+        settings.expandable_segments = val == "True";
+    } else if (key == "max_split_size_mb" || key == "max_non_split_rounding_mb") {
+        // parseMaxSplitSize / parseMaxNonSplitRoundingSize: MiB, at least kLargeBuffer (20 MiB), as
+        // torch 2.15 (c10/core/AllocatorConfig.cpp: val_env >= kLargeBuffer / kMB) takes them;
+        // earlier releases refused 20 too, and so did the model before 2026-12-05, which refused a
+        // torch 2.15 snapshot recorded with max_split_size_mb:20 that PyTorch had run.
+        if (!parse_u64(val, mib)) throw bad("'" + val + "' is not a whole number of MiB");
+        if (mib < 20) throw bad(std::to_string(mib) + " is too small: it must be at least 20 (MiB)");
+        if (mib > (uint64_t{1} << 30)) throw bad(std::to_string(mib) + " MiB is more than 2^50 bytes");
+        (key == "max_split_size_mb" ? settings.max_split_size
+                                    : settings.max_non_split_rounding) = static_cast<int64_t>(mib) << 20;
+    } else if (key == "garbage_collection_threshold") {
+        // parseGarbageCollectionThreshold: a fraction strictly between 0 and 1.
+        char* end = nullptr;
+        double threshold = std::strtod(val.c_str(), &end);
+        if (val.empty() || *end != '\0' || !std::isfinite(threshold)) throw bad("'" + val + "' is not a number");
+        if (!(threshold > 0 && threshold < 1)) throw bad(val + " is not strictly between 0 and 1");
+        settings.garbage_collection_threshold = threshold;
+    } else if (key == "roundup_power2_divisions") {
+        settings.roundup_power2_divisions = parse_roundup_divisions(val, settings.roundup_power2_divisions, bad);
+    } else if (key == "backend") {
+        if (val == "cudaMallocAsync") throw bad("cudaMallocAsync is not the caching allocator this model follows");
+        if (val != "native") throw bad("'" + val + "' is not native or cudaMallocAsync");
+    } else if (key == "release_lock_on_cudamalloc" || key == "pinned_use_cuda_host_register" ||
+               key == "pinned_num_register_threads" || key == "pinned_use_background_threads" ||
+               key == "graph_capture_record_stream_reuse" || key == "pinned_reserve_segment_size_mb" ||
+               key == "per_process_memory_fraction") {
+        // Accepted by PyTorch; no effect on where blocks go.
+    } else {
+        throw Error(what + ": " + key +
+                    ": not an option of PYTORCH_CUDA_ALLOC_CONF this model knows "
+                    "(expandable_segments, max_split_size_mb, roundup_power2_divisions, garbage_collection_threshold, "
+                    "max_non_split_rounding_mb)");
+    }
+}
+
+}   // namespace
+
+AllocatorSettings parse_allocator_conf(std::string_view text, const std::string& what, const AllocatorSettings& base) {
+    AllocatorSettings settings = base;
+    for (const std::string& raw : split_options(text, what)) {
+        std::string opt = trim(raw);
+        if (!opt.empty()) apply_option(settings, opt, what);
+    }
+    return settings;
 }
 
 AllocatorSettings allocator_settings_for(const trace::TraceData& t, const std::string& override_conf) {

@@ -2,7 +2,7 @@
 # scripts/check-code against two fixture trees laid out like the repository: fixtures/good keeps
 # every rule (exit 0; its build-nompi/ folder, generated code, is not checked); fixtures/bad
 # breaks each rule once (a lower library including a higher one, a private header, CUDA outside
-# its layers, one front-end including another, a folder in no layer, a 121-line function, an
+# its layers, one front-end including another, a folder in no layer, a function one line past the limit, an
 # exception grown past its limit, plain enums) and must be reported line for line as
 # expected_bad.txt says, with exit 1.
 set -uo pipefail

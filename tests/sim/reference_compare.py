@@ -176,8 +176,8 @@ def same_rows(res, tr, stored):
 
 
 def public_traces(mhc, work, public, only=None):
-    """The public traces (tests/data/public) the importer reads alone, imported once (only: those
-    whose file name contains one of these)."""
+    """The public traces (tests/data/public) the importer reads alone, with allocations on a GPU,
+    imported once (only: those whose file name contains one of these)."""
     out = []
     for folder in ["torch-snapshot", "kineto", "nsys"]:
         for f in sorted((Path(public) / folder).glob("*")):
@@ -187,8 +187,12 @@ def public_traces(mhc, work, public, only=None):
             if not db.exists():
                 p = subprocess.run([mhc, "import", str(f), "-o", str(db)], capture_output=True, text=True)
                 if p.returncode != 0:
+                    db.unlink(missing_ok=True)
                     continue
-            if sqlite3.connect(str(db)).execute("SELECT count(*) FROM allocations WHERE device >= 0").fetchone()[0]:
+            con = sqlite3.connect(str(db))
+            n = con.execute("SELECT count(*) FROM allocations WHERE device >= 0").fetchone()[0]
+            con.close()
+            if n:
                 out.append(db)
     return out
 

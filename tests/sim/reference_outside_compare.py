@@ -35,6 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import reference_outside as ref  # noqa: E402
+from reference_compare import public_traces  # noqa: E402
 
 MiB = 1 << 20
 TALLY = {}   # runs in which each figure was nonzero: what the fuzzing exercised
@@ -789,27 +790,6 @@ def step_time_check(mhc, captures, work):
                 problems.append(f"{cap.name} --step-time {measured}ns: --trace-out kernels: {d}")
             checked += 1
     return checked, problems
-
-
-def public_traces(mhc, work, public, only=None):
-    """The public traces the importer reads alone, with allocations on a GPU, imported once."""
-    out = []
-    for folder in ["torch-snapshot", "kineto", "nsys"]:
-        for f in sorted((Path(public) / folder).glob("*")):
-            if only and not any(o in f.name for o in only):
-                continue
-            db = work / f"public-{f.name}.db"
-            if not db.exists():
-                p = subprocess.run([mhc, "import", str(f), "-o", str(db)], capture_output=True, text=True)
-                if p.returncode != 0:
-                    db.unlink(missing_ok=True)
-                    continue
-            con = sqlite3.connect(str(db))
-            n = con.execute("SELECT count(*) FROM allocations WHERE device >= 0").fetchone()[0]
-            con.close()
-            if n:
-                out.append(db)
-    return out
 
 
 def stored_run(trace):

@@ -56,12 +56,7 @@ METRICS = ["baseline_peak_bytes", "simulated_peak_bytes", "capacity_bytes", "sta
            "baseline_makespan_ns", "simulated_makespan_ns"]
 
 
-def sql(path, query, args=()):
-    db = sqlite3.connect(str(path))
-    rows = db.execute(query, args).fetchall()
-    db.commit()
-    db.close()
-    return rows
+sql = outside.sql
 
 
 def imported(mhc, work, public, only=None):
@@ -172,18 +167,7 @@ def configuration(rng, stress=False, shares=None):
             x = rng.choice(choices)
             opts += [flag, str(x)]
             over[key] = x
-    if rng.random() < 0.3:
-        us = rng.choice([0, 1, 20])
-        opts += ["--latency", f"{us}us"]
-        over["latency"] = us * 1e-6
-    if rng.random() < 0.3:
-        gb = rng.choice([2, 8, 40])
-        opts += ["--h2d-bandwidth", f"{gb}GB/s"]
-        over["h2d_bw"] = gb * 1e9
-    if rng.random() < 0.3:
-        gb = rng.choice([3, 16])
-        opts += ["--d2h-bandwidth", f"{gb}GB/s"]
-        over["d2h_bw"] = gb * 1e9
+    outside.link_figure_overrides(rng, opts, over)
     cfg = dict(share=share + "%", allocator=alloc, policy=policy, prefetch=prefetch, link=ref.link_config(preset, **over))
     if rng.random() < 0.2:
         cfg["max_ops"] = rng.choice([1000, 20000])

@@ -123,6 +123,23 @@ def change(paths, rng):
     return order, done, device
 
 
+def link_figure_overrides(rng, opts, over):
+    """Some of the link's own figures (latency, each way's bandwidth) given on the command line:
+    their options added to opts, their values to over (reference link_config's keywords)."""
+    if rng.random() < 0.3:
+        us = rng.choice([0, 1, 20])
+        opts += ["--latency", f"{us}us"]
+        over["latency"] = us * 1e-6
+    if rng.random() < 0.3:
+        gb = rng.choice([2, 8, 40])
+        opts += ["--h2d-bandwidth", f"{gb}GB/s"]
+        over["h2d_bw"] = gb * 1e9
+    if rng.random() < 0.3:
+        gb = rng.choice([3, 16])
+        opts += ["--d2h-bandwidth", f"{gb}GB/s"]
+        over["d2h_bw"] = gb * 1e9
+
+
 def configuration(rng):
     share = rng.choice(["unlimited", "100", "95", "90", "85", "75", "70", "60", "50", "30", str(round(rng.uniform(40, 100), 2))])
     policy = rng.choice(["lru", "largest", "belady"])
@@ -147,18 +164,7 @@ def configuration(rng):
         x = rng.choice([0, 0.75])
         opts += ["--memcpy-share", str(x)]
         over["memcpy_share"] = x
-    if rng.random() < 0.3:
-        us = rng.choice([0, 1, 20])
-        opts += ["--latency", f"{us}us"]
-        over["latency"] = us * 1e-6
-    if rng.random() < 0.3:
-        gb = rng.choice([2, 8, 40])
-        opts += ["--h2d-bandwidth", f"{gb}GB/s"]
-        over["h2d_bw"] = gb * 1e9
-    if rng.random() < 0.3:
-        gb = rng.choice([3, 16])
-        opts += ["--d2h-bandwidth", f"{gb}GB/s"]
-        over["d2h_bw"] = gb * 1e9
+    link_figure_overrides(rng, opts, over)
     max_ops = 0
     if rng.random() < 0.2:
         max_ops = rng.choice([1000, 20000])

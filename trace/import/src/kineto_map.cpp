@@ -184,68 +184,69 @@ void map_event(const KEvent& e, KinetoData& d) {
 namespace {
 // A host op or a range (cpu_op, user_annotation, Operator, python_function,
 // gpu_user_annotation): a step or annotation range, a loop range, and an op row.
-void map_host_op(const KEvent& e, std::string_view c, KinetoData& d) {
-    bool step = e.name.substr(0, 13) == "ProfilerStep#";
+void map_host_op(const KEvent& event, std::string_view category, KinetoData& data) {
+    bool step = event.name.substr(0, 13) == "ProfilerStep#";
     // An optimizer's step range is kept whatever its category (cpu_op and Operator before
     // about PyTorch 1.10): steps come from it where the trace has no ProfilerStep#N.
-    if (c == "gpu_user_annotation" || c == "user_annotation" || step || is_optimizer_step(e.name)) {
-        KRange r;
-        r.ts = e.ts;
-        r.dur = std::max<int64_t>(0, e.dur);
-        r.name = d.strings.intern(e.name);
-        r.gpu = c == "gpu_user_annotation";
-        r.pid = e.pid;
-        r.tid = e.tid;
-        int64_t n = -1;
-        if (step && !r.gpu && parse_int(e.name.data() + 13, e.name.size() - 13, n) && n >= 0 && n <= INT32_MAX)
-            r.step = static_cast<int32_t>(n);
-        d.ranges.push_back(r);
-        d.t_min = std::min(d.t_min, r.ts);
-    } else if (is_loop_range(e.name)) {   // PyTorch 1.8's Operator, cpu_op: not a marker
+    if (category == "gpu_user_annotation" || category == "user_annotation" || step || is_optimizer_step(event.name)) {
+        KRange range;
+        range.ts = event.ts;
+        range.dur = std::max<int64_t>(0, event.dur);
+        range.name = data.strings.intern(event.name);
+        range.gpu = category == "gpu_user_annotation";
+        range.pid = event.pid;
+        range.tid = event.tid;
+        int64_t step_number = -1;
+        if (step && !range.gpu && parse_int(event.name.data() + 13, event.name.size() - 13, step_number) &&
+            step_number >= 0 && step_number <= INT32_MAX)
+            range.step = static_cast<int32_t>(step_number);
+        data.ranges.push_back(range);
+        data.t_min = std::min(data.t_min, range.ts);
+    } else if (is_loop_range(event.name)) {   // PyTorch 1.8's Operator, cpu_op: not a marker
         KRange loop;
-        loop.ts = e.ts;
-        loop.dur = std::max<int64_t>(0, e.dur);
-        loop.name = d.strings.intern(e.name);
-        loop.pid = e.pid;
-        loop.tid = e.tid;   // its thread's ops place step 0 (steps.hpp)
-        d.loop_ranges.push_back(loop);
+        loop.ts = event.ts;
+        loop.dur = std::max<int64_t>(0, event.dur);
+        loop.name = data.strings.intern(event.name);
+        loop.pid = event.pid;
+        loop.tid = event.tid;   // its thread's ops place step 0 (steps.hpp)
+        data.loop_ranges.push_back(loop);
     }
-    if (c != "gpu_user_annotation" && c != "python_function") {
-        KOp o;
-        o.ts = e.ts;
-        o.dur = std::max<int64_t>(0, e.dur);
-        o.tid = e.tid;
-        o.external = e.ext;
-        o.rf_id = e.rf_id;
-        o.ev_idx = e.ev_idx;
-        o.pid = e.pid;
-        o.seq = e.seq;
-        if (e.rf_id >= 0) d.has_rf_id = true;
-        o.name = d.strings.intern(e.name);
-        d.ops.push_back(o);
+    if (category != "gpu_user_annotation" && category != "python_function") {
+        KOp op;
+        op.ts = event.ts;
+        op.dur = std::max<int64_t>(0, event.dur);
+        op.tid = event.tid;
+        op.external = event.ext;
+        op.rf_id = event.rf_id;
+        op.ev_idx = event.ev_idx;
+        op.pid = event.pid;
+        op.seq = event.seq;
+        if (event.rf_id >= 0) data.has_rf_id = true;
+        op.name = data.strings.intern(event.name);
+        data.ops.push_back(op);
     }
 }
 
 // A [memory] instant: one allocation or free on a device (or the host), in the profiler's order.
-void map_memory_event(const KEvent& e, KinetoData& d) {
-    KMemory m;
-    m.ts = e.ts;
-    m.addr = e.addr;
-    m.bytes = e.mem_bytes;
-    m.total = e.total;
-    m.reserved = e.reserved;
-    m.has_addr = e.has_addr;
-    m.index = d.events - 1;   // the tokenizer counted this event already
-    m.pid = e.pid;
-    m.device = is_accelerator(e.dev_type) && e.dev_id >= 0 ? static_cast<int32_t>(e.dev_id) : -1;
-    if (m.device < 0) ++d.host_memory_events;
-    if (m.device < 0 && e.dev_type != 0)   // host memory by another rule than Device Type 0 (-1: none written)
-        count_by_name(d.odd_memory_devices,
-                      "Device Type " + std::to_string(e.dev_type) + " Id " + std::to_string(e.dev_id),
+void map_memory_event(const KEvent& event, KinetoData& data) {
+    KMemory memory;
+    memory.ts = event.ts;
+    memory.addr = event.addr;
+    memory.bytes = event.mem_bytes;
+    memory.total = event.total;
+    memory.reserved = event.reserved;
+    memory.has_addr = event.has_addr;
+    memory.index = data.events - 1;   // the tokenizer counted this event already
+    memory.pid = event.pid;
+    memory.device = is_accelerator(event.dev_type) && event.dev_id >= 0 ? static_cast<int32_t>(event.dev_id) : -1;
+    if (memory.device < 0) ++data.host_memory_events;
+    if (memory.device < 0 && event.dev_type != 0)   // host memory by another rule than Device Type 0 (-1: none written)
+        count_by_name(data.odd_memory_devices,
+                      "Device Type " + std::to_string(event.dev_type) + " Id " + std::to_string(event.dev_id),
                       "(other Device Types and Ids)");
-    if (e.dev_type == 6) d.rocm = true;   // c10::DeviceType HIP: memory of a ROCm build's GPU
-    d.memory.push_back(m);
-    d.t_min = std::min(d.t_min, m.ts);
+    if (event.dev_type == 6) data.rocm = true;   // c10::DeviceType HIP: memory of a ROCm build's GPU
+    data.memory.push_back(memory);
+    data.t_min = std::min(data.t_min, memory.ts);
 }
 
 bool map_timed_event(const KEvent& e, KinetoData& d) {

@@ -671,49 +671,75 @@ void Translator::settle_allocations() {
     }
 }
 
+namespace {
+
+// What the settling changed, as one line.
+std::string settling_line(const TranslatorStats& counts) {
+    std::string line = std::to_string(counts.lifetimes_extended) + " of " + std::to_string(counts.allocations) +
+                       " allocations freed at their last kernel's end, not at the free call; " +
+                       std::to_string(counts.allocs_delayed) + " started at the previous holder's end, not at the call (" +
+                       std::to_string(counts.lifetimes_emptied) + " left with no time, " +
+                       std::to_string(counts.lifetime_conflicts) + " with a kernel before that start)";
+    if (counts.allocs_stream_started + counts.frees_stream_ordered > 0)
+        line += "; stream-ordered: " + std::to_string(counts.allocs_stream_started) +
+                " started when their stream reached the call (the end of the kernel launched before it on "
+                "that stream), " +
+                std::to_string(counts.frees_stream_ordered) + " frees ended when their stream reached them";
+    return line;
+}
+
+}  // namespace
+
 void Translator::finish() {
     settle_allocations();
     for (const Held& held : allocs_) w_.add(held.row);
-    if (opt_.segments) {
-        // Settled lifetimes, as the allocation rows: a segment is held until its last use.
-        std::vector<trace::Segment> rows;
-        for (const Held& held : allocs_) {
-            if (held.pool || held.static_memory) continue;
-            trace::Segment segment;
-            segment.device = held.row.device;
-            segment.stream = held.row.stream;
-            segment.address = held.row.address;
-            segment.bytes = held.row.bytes;
-            segment.t_alloc = held.row.t_alloc;
-            segment.t_free = held.row.t_free;
-            segment.expandable = held.source == AllocSource::Vmm;
-            rows.push_back(segment);
-        }
-        const auto driver = static_cast<int64_t>(rows.size());
-        pool_segments(rows);
-        stats_.pool_segments = static_cast<int64_t>(rows.size()) - driver;
-        std::stable_sort(rows.begin(), rows.end(), [](const trace::Segment& lhs, const trace::Segment& rhs) {
-            if (lhs.t_alloc != rhs.t_alloc) return lhs.t_alloc < rhs.t_alloc;
-            if (lhs.device != rhs.device) return lhs.device < rhs.device;
-            return lhs.address < rhs.address;
-        });
-        int64_t segment_count = 0;
-        for (trace::Segment& segment : rows) {
-            segment.id = ++segment_count;
-            w_.add(segment);
-        }
-        w_.set_meta("segments",
-                    std::to_string(segment_count) + " rows: " + std::to_string(driver) +
-                        " device allocations not from a pool (cuMemAlloc, cuMemMap: PyTorch's segments under its "
-                        "caching allocator), " +
-                        std::to_string(stats_.pool_segments) +
-                        " of the memory stream-ordered pools hold (cudaMallocAsync: the pool's size as CUPTI reports "
-                        "it at the pool's allocations, releases, creation, trims and destruction; not known in "
-                        "between); modules' static memory is not a segment");
-        w_.set_meta("segments.from_driver", std::to_string(driver));
-        w_.set_meta("segments.from_pools", std::to_string(stats_.pool_segments));
+    if (opt_.segments) write_segments();
+    close_open_ranges();
+    write_counts();
+}
+
+// Settled lifetimes, as the allocation rows: a segment is held until its last use.
+void Translator::write_segments() {
+    std::vector<trace::Segment> rows;
+    for (const Held& held : allocs_) {
+        if (held.pool || held.static_memory) continue;
+        trace::Segment segment;
+        segment.device = held.row.device;
+        segment.stream = held.row.stream;
+        segment.address = held.row.address;
+        segment.bytes = held.row.bytes;
+        segment.t_alloc = held.row.t_alloc;
+        segment.t_free = held.row.t_free;
+        segment.expandable = held.source == AllocSource::Vmm;
+        rows.push_back(segment);
     }
-    // Ranges still open (an interrupted run): they end at the latest time seen.
+    const auto driver = static_cast<int64_t>(rows.size());
+    pool_segments(rows);
+    stats_.pool_segments = static_cast<int64_t>(rows.size()) - driver;
+    std::stable_sort(rows.begin(), rows.end(), [](const trace::Segment& lhs, const trace::Segment& rhs) {
+        if (lhs.t_alloc != rhs.t_alloc) return lhs.t_alloc < rhs.t_alloc;
+        if (lhs.device != rhs.device) return lhs.device < rhs.device;
+        return lhs.address < rhs.address;
+    });
+    int64_t segment_count = 0;
+    for (trace::Segment& segment : rows) {
+        segment.id = ++segment_count;
+        w_.add(segment);
+    }
+    w_.set_meta("segments",
+                std::to_string(segment_count) + " rows: " + std::to_string(driver) +
+                    " device allocations not from a pool (cuMemAlloc, cuMemMap: PyTorch's segments under its "
+                    "caching allocator), " +
+                    std::to_string(stats_.pool_segments) +
+                    " of the memory stream-ordered pools hold (cudaMallocAsync: the pool's size as CUPTI reports "
+                    "it at the pool's allocations, releases, creation, trims and destruction; not known in "
+                    "between); modules' static memory is not a segment");
+    w_.set_meta("segments.from_driver", std::to_string(driver));
+    w_.set_meta("segments.from_pools", std::to_string(stats_.pool_segments));
+}
+
+// Ranges still open (an interrupted run): they end at the latest time seen.
+void Translator::close_open_ranges() {
     std::vector<std::pair<uint32_t, Open>> still(open_.begin(), open_.end());
     std::sort(still.begin(), still.end(), [](const auto& lhs, const auto& rhs) { return lhs.second.t < rhs.second.t; });
     for (const auto& [id, o] : still) {
@@ -722,7 +748,10 @@ void Translator::finish() {
     }
     open_.clear();
     stats_.launches_unmatched += static_cast<int64_t>(launches_.size() - free_slots_.size());
+}
 
+// What the recording saw and the settling did, as the trace's meta (docs/recording.md).
+void Translator::write_counts() {
     const TranslatorStats& counts = stats_;
     auto put = [this](const char* key, int64_t value) { w_.set_meta(key, std::to_string(value)); };
     w_.set_meta("accesses", opt_.accesses ? "inferred" : "none");
@@ -741,20 +770,8 @@ void Translator::finish() {
     put("record.allocations_delayed", counts.allocs_delayed);
     // What the settling changed, in one line `mhc info` shows (docs/recording.md).
     if (counts.lifetimes_extended + counts.allocs_delayed + counts.allocs_stream_started + counts.frees_stream_ordered >
-        0) {
-        std::string line = std::to_string(counts.lifetimes_extended) + " of " + std::to_string(counts.allocations) +
-                           " allocations freed at their last kernel's end, not at the free call; " +
-                           std::to_string(counts.allocs_delayed) +
-                           " started at the previous holder's end, not at the call (" +
-                           std::to_string(counts.lifetimes_emptied) + " left with no time, " +
-                           std::to_string(counts.lifetime_conflicts) + " with a kernel before that start)";
-        if (counts.allocs_stream_started + counts.frees_stream_ordered > 0)
-            line += "; stream-ordered: " + std::to_string(counts.allocs_stream_started) +
-                    " started when their stream reached the call (the end of the kernel launched before it on "
-                    "that stream), " +
-                    std::to_string(counts.frees_stream_ordered) + " frees ended when their stream reached them";
-        w_.set_meta("record.lifetimes", line);
-    }
+        0)
+        w_.set_meta("record.lifetimes", settling_line(counts));
     put("record.allocations_stream_started", counts.allocs_stream_started);
     put("record.frees_stream_ordered", counts.frees_stream_ordered);
     put("record.lifetimes_emptied", counts.lifetimes_emptied);

@@ -140,6 +140,9 @@ private:
     void place_emptied(const std::vector<size_t>& group);
     void release_launch(uint32_t slot);
     void pool_segments(std::vector<trace::Segment>& out);
+    void write_segments();
+    void close_open_ranges();
+    void write_counts();
     int64_t stream_reached(int32_t device, int64_t stream, int64_t time) const;
 
     trace::Writer& w_;
