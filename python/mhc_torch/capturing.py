@@ -283,6 +283,8 @@ def _batch_made(fake, device, make_batch):
                                  else None)
         if err is None:
             raise
+        if not str(err).startswith("op "):
+            raise err from None   # no op to make on the host instead (a jagged nested tensor)
         # "op OP cannot run on fake tensors (at FILE:LINE in make_batch): ...": the op and its line
         m = re.match(r"op (\S+) cannot run on fake tensors(?: \(at (.*?)\))?:", str(err))
         why = f"{m.group(1)} at {m.group(2)}" if m and m.group(2) else m.group(1) if m else str(err)
