@@ -127,3 +127,61 @@ def test_new_user_model_files_capture_small(tmp_path, name, new_user_file, captu
     m = new_user_file(name)
     r = capture_small(m, tmp_path / f"{name}.db")
     assert r.kernels > 0 and r.peak_bytes > 0
+
+
+def test_tensor_parallel_sharding_propagation_is_not_the_ranks_memory(tmp_path, new_user_file, capture_small,
+                                                                      mhc_exe):
+    """Tensor and sequence parallelism without FSDP2 (parallelize_module): DTensor's sharding
+    propagation runs each op once more on fake tensors of the global shape, which the capture left
+    out under FSDP2 only. Under TP it recorded them as the rank's memory (an RMSNorm's pow of the
+    whole sequence, 4 x the rank's shard) and their reused storages as accesses outside their
+    lifetimes, which `mhc advise` refused (`access-outside-lifetime`)."""
+    import json
+    import subprocess
+
+    m = new_user_file("tp_decoder")
+    path = tmp_path / "tp.db"
+    capture_small(m, path)
+    norm = sorted({b for b, label in allocations(str(path)) if label == "Decoder.blocks.0.n1:aten::pow"})
+    # the rank's sequence shard: 2 x (32 / 4) tokens x 64 fp32, and the backward's [16, 1] pow
+    assert norm == [2 * 8 * 4, 2 * 8 * 64 * 4], norm
+    out = subprocess.run([mhc_exe, "advise", str(path), "--setting", "{}", "--json"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["rows"][0]["peak_bytes"] > 0
+
+
+class _JvpNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(16, 64), nn.Tanh(), nn.Linear(64, 16)) for _ in range(2))
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = x + b(x)
+        return x
+
+
+def test_modules_inside_jvp_are_named_and_not_checkpointed(tmp_path, mhc_exe):
+    """MeanFlow's du/dt by torch.func.jvp: `mhc advise` offered checkpointing the blocks, and
+    PyTorch stops on it (the recomputation runs without the tangents: "A different number of
+    tensors was saved during the original forward and recomputation"; the verification's capture
+    stopped with "Cannot access storage of TensorWrapper"). Meta capture.jvp_modules names the
+    modules that ran inside; advise refuses checkpointing them in one line and keeps the optimizer
+    settings."""
+    import subprocess
+    from torch.func import jvp
+
+    def loss_fn(model, x):
+        u, du = jvp(model, (x,), (torch.ones_like(x),))
+        return F.mse_loss(u, du.detach())
+
+    path = str(tmp_path / "jvp.db")
+    mhc_torch.capture(_JvpNet, lambda: torch.randn(32, 16), steps=1, path=path, autocast_dtype=None, loss_fn=loss_fn)
+    meta = dict(mhc_torch.read_table(path, "meta")[["key", "value"]].values)
+    assert meta.get("capture.jvp_modules") == '["_JvpNet"]', meta.get("capture.jvp_modules")
+    out = subprocess.run([mhc_exe, "advise", path, "--setting",
+                          '{"checkpoint": {"modules": ["_JvpNet.blocks.0"]}}'], capture_output=True, text=True)
+    assert out.returncode == 2 and "inside torch.func's jvp" in out.stderr and out.stderr.count("\n") == 1, out.stderr
+    out = subprocess.run([mhc_exe, "advise", path, "--setting", '{"optimizer": {"state": "host"}}', "--json"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
