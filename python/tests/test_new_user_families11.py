@@ -150,6 +150,39 @@ def test_tensor_parallel_sharding_propagation_is_not_the_ranks_memory(tmp_path, 
     assert json.loads(out.stdout)["rows"][0]["peak_bytes"] > 0
 
 
+def test_tensor_parallel_saves_are_the_local_shards(tmp_path, new_user_file, mhc_exe):
+    """Under tensor parallelism autograd saves DTensors, whose wrapper storage holds nothing: the
+    capture recorded none of those saves, so a checkpointed block's prediction kept them (the TP
+    decoder at 6 GiB: checkpoint 5 of 8 predicted 5.96 GiB, captured 4.72). The saves are their
+    local shards now; checkpointing a block is predicted as captured (97,967,112 B predicted
+    against 89,574,408 B captured before)."""
+    import json
+    import subprocess
+
+    m = new_user_file("tp_decoder")
+    decoder = m.Decoder
+
+    def build():
+        m.Decoder = lambda *a, **k: decoder(512, 256, 4, 1024, 2)
+        try:
+            return m.build_model(small=True)
+        finally:
+            m.Decoder = decoder
+
+    def batch():
+        ids = torch.randint(0, 512, (4, 512))
+        return {"ids": ids, "labels": ids.clone()}
+
+    setting = {"checkpoint": {"modules": ["Decoder.blocks.0"]}}
+    base, done = str(tmp_path / "base.db"), str(tmp_path / "ckpt.db")
+    mhc_torch.capture(build, batch, steps=1, path=base, loss_fn=m.loss_fn)
+    captured = mhc_torch.capture(build, batch, steps=1, path=done, loss_fn=m.loss_fn, setting=setting)
+    out = subprocess.run([mhc_exe, "advise", base, "--setting", json.dumps(setting), "--json"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["rows"][0]["peak_bytes"] == captured.peak_bytes
+
+
 class _JvpNet(nn.Module):
     def __init__(self):
         super().__init__()
