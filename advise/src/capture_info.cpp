@@ -504,10 +504,11 @@ std::vector<int32_t> read_module_list(const trace::TraceData& trace_data, const 
 }
 
 // Meta capture.torch_func_modules (python/mhc_torch/capture_tables.py, torch_func_meta): absent when
-// no module ran inside torch.func's grad. Meta capture.kept_cache_callers (python/mhc_torch/
+// no module ran inside torch.func's grad; meta capture.jvp_modules: absent when none ran inside its jvp. Meta capture.kept_cache_callers (python/mhc_torch/
 // model_cache.py): absent when no module updated a cache given use_cache=True with autograd recording.
 void read_torch_func(const trace::TraceData& trace_data, CaptureInfo& info) {
     info.torch_func_modules = read_module_list(trace_data, info, "capture.torch_func_modules");
+    info.jvp_modules = read_module_list(trace_data, info, "capture.jvp_modules");
     info.kept_cache_callers = read_module_list(trace_data, info, "capture.kept_cache_callers");
 }
 

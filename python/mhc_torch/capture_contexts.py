@@ -4,6 +4,7 @@ trace every time) and restores it after."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import os
 import warnings
@@ -299,11 +300,30 @@ def _functorch_beside_capture(rec):
             for pack, unpack in reversed(own):
                 C._push_saved_tensors_default_hooks(pack, unpack)
 
+    # torch.func's jvp and jacfwd (forward-mode AD: MeanFlow's and consistency models' du/dt) run
+    # under saved-tensor hooks, and the capture records their saves; but a module checkpointed
+    # there is recomputed without its tangents ("A different number of tensors was saved during
+    # the original forward and recomputation") and an offload's hooks meet functorch's wrapped
+    # tensors ("Cannot access storage of TensorWrapper"): the modules that ran inside are named
+    # (meta capture.jvp_modules), the capture's hooks kept
+    from torch._functorch import eager_transforms
+    jvp = eager_transforms._jvp_with_argnums
+
+    @functools.wraps(jvp)
+    def jvp_named(*args, **kwargs):
+        rec.jvp_depth += 1
+        try:
+            return jvp(*args, **kwargs)
+        finally:
+            rec.jvp_depth -= 1
+
     graph.disable_saved_tensors_hooks = beside_capture
+    eager_transforms._jvp_with_argnums = jvp_named
     try:
         yield
     finally:
         graph.disable_saved_tensors_hooks = disable
+        eager_transforms._jvp_with_argnums = jvp
 
 
 @contextlib.contextmanager

@@ -40,6 +40,8 @@ class SettingsRecording:
         self.module_types: dict[str, str] = {}  # fqn -> class name, in the order they first ran
         self.torch_func_depth = 0   # torch.func transforms running with the capture's hooks set aside
         self.torch_func_modules: list[str] = []   # the outermost modules that ran inside one
+        self.jvp_depth = 0   # torch.func's jvp and jacfwd running (the capture's hooks kept)
+        self.jvp_modules: list[str] = []   # the outermost modules that ran inside one
         self.generate_lengths: list[int | None] = []   # each generate() call's max_length (generation.py)
         self.model_cache_updates: list[list] = []   # [model, first kernel, last kernel] (model_cache.py)
         self.kept_cache_callers: set[str] = set()   # modules updating a cache the setting keeps (model_cache.py)
@@ -205,6 +207,8 @@ class SettingsRecording:
         capture.kept_cache_callers: the modules whose forward updates, with autograd recording, a
         cache the setting does not turn off (a forward given use_cache=True)."""
         out = {"capture.torch_func_modules": json.dumps(self.torch_func_modules)} if self.torch_func_modules else {}
+        if self.jvp_modules:   # the outermost modules run inside torch.func's jvp or jacfwd
+            out["capture.jvp_modules"] = json.dumps(self.jvp_modules)
         if self.generate_lengths:   # each generate() call's length limit, which its fake rollout ran to
             out["capture.generate"] = json.dumps(self.generate_lengths)
         if self.model_cache_updates:   # the kernels of the caches models made themselves (model_cache.py)
@@ -254,6 +258,8 @@ class SettingsRecording:
             name = self.callee_names.get(module, name)
         if entering and forward and self.torch_func_depth and not any(a in self.torch_func_modules for a in self.active):
             self.torch_func_modules.append(name)   # the outermost module run inside torch.func's grad
+        if entering and forward and self.jvp_depth and not any(a in self.jvp_modules for a in self.active):
+            self.jvp_modules.append(name)   # the outermost module run inside torch.func's jvp
         if entering:
             self.active.append(name)
             starts = self.call_starts.setdefault(name, []) if self.phase == "forward" else None

@@ -30,6 +30,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from . import ctc_loss, cudnn_rnn, generation, gpu_paths, model_cache, recipes, store
 from .allocator_environment import ALLOCATOR_ENV, _readable_allocator_conf, allocator_env
 from .autocast_cuda import user_cuda_autocast
+from .batch_values import keep_batch_values
 from .built_for_gpu import BuiltForGpu, CudaInStep, cuda_calls_in_step, cuda_calls_on_fake_device
 from .capture_contexts import (_collector_at_step_ends, _environment_kept, _fake_constants_deep_copied,
                                _functorch_beside_capture,
@@ -271,21 +272,38 @@ def _batch_made(fake, device, make_batch):
     try:
         with torch.device(device), BuiltForGpu(device, lambda: None) as making:
             with cuda_calls_on_fake_device(making):
-                return make_batch(), None
+                batch = make_batch()
+        if any(isinstance(t, torch.Tensor) and not t.is_floating_point() for t in tree_flatten(batch)[0]):
+            # its integer and boolean tensors' values, for ops that select or read by them
+            try:
+                with torch.random.fork_rng(devices=[]):
+                    fake.shadows |= keep_batch_values(batch, _batch_on_host(make_batch)) > 0
+            except Exception:  # noqa: BLE001 - a batch the host cannot make keeps no values
+                pass
+        return batch, None
     except Exception as e:
         err = _fake_error(e) or (_fake_error(e.__cause__ or e.__context__, e) if (e.__cause__ or e.__context__)
                                  else None)
         if err is None:
             raise
+        if not str(err).startswith("op "):
+            raise err from None   # no op to make on the host instead (a jagged nested tensor)
         # "op OP cannot run on fake tensors (at FILE:LINE in make_batch): ...": the op and its line
         m = re.match(r"op (\S+) cannot run on fake tensors(?: \(at (.*?)\))?:", str(err))
         why = f"{m.group(1)} at {m.group(2)}" if m and m.group(2) else m.group(1) if m else str(err)
+    real = _batch_on_host(make_batch)
+    batch = tree_map(lambda t: fake.from_tensor(t) if isinstance(t, torch.Tensor) else t, real)
+    fake.shadows |= keep_batch_values(batch, real) > 0
+    return batch, why
+
+
+def _batch_on_host(make_batch):
+    """make_batch() on the host's real tensors (a DataLoader's)."""
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     with unset_fake_temporarily(), torch.device("cpu"), BuiltForGpu("cpu", lambda: None) as making:
         with cuda_calls_on_fake_device(making):
-            batch = make_batch()
-    return tree_map(lambda t: fake.from_tensor(t) if isinstance(t, torch.Tensor) else t, batch), why
+            return make_batch()
 
 
 def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting, build_optimizer=None):

@@ -293,7 +293,8 @@ def following_fsdp2(model: torch.nn.Module, rec, fake):
     DTensor's sharding propagation left out (the module's note). Does nothing for a model without
     fully_shard. Yields the object whose meta() says which collectives ran."""
     if not find(model)[1]:
-        yield None
+        with _sharding_propagation_unrecorded(model, fake):
+            yield None
         return
     from torch.distributed.fsdp._fully_shard import _fsdp_param, _fsdp_param_group
     from torch.distributed.tensor._sharding_prop import ShardingPropagator
@@ -329,3 +330,32 @@ def following_fsdp2(model: torch.nn.Module, rec, fake):
     finally:
         for where, name, old, _ in patches:
             setattr(where, name, old)
+
+
+@contextlib.contextmanager
+def _sharding_propagation_unrecorded(model: torch.nn.Module, fake):
+    """DTensor's sharding propagation left out for a model with DTensor parameters and no FSDP2:
+    tensor parallelism (parallelize_module's ColwiseParallel, RowwiseParallel, SequenceParallel).
+    Its global-shape ops (an RMSNorm's pow of the whole sequence, 4 x the rank's under
+    SequenceParallel on 4 ranks) were recorded as the rank's memory, and their storages, which
+    propagation reuses, as kernels' accesses outside their lifetimes. Nothing for other models."""
+    try:
+        from torch.distributed.tensor import DTensor
+        from torch.distributed.tensor._sharding_prop import ShardingPropagator
+    except ImportError:  # a torch built without distributed
+        yield
+        return
+    if not any(isinstance(p, DTensor) for p in model.parameters()):
+        yield
+        return
+    propagate = ShardingPropagator._propagate_tensor_meta_non_cached
+
+    def propagate_unrecorded(self, op_schema):
+        with fake.paused():
+            return propagate(self, op_schema)
+
+    ShardingPropagator._propagate_tensor_meta_non_cached = propagate_unrecorded
+    try:
+        yield
+    finally:
+        ShardingPropagator._propagate_tensor_meta_non_cached = propagate

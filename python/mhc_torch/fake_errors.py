@@ -2,6 +2,8 @@
 user's line and what to write instead."""
 from __future__ import annotations
 
+import os
+
 import torch
 
 from .errors import CaptureError
@@ -21,7 +23,7 @@ def _fake_error(e: BaseException, outer: BaseException | None = None) -> Capture
     except ImportError:
         pass
     if not isinstance(e, kinds):
-        return None
+        return _jagged_error(e, outer)
     func = getattr(e, "func", None)
     op = str(func) if func is not None else str(e).splitlines()[0] if str(e) else type(e).__name__
     why = {"DynamicOutputShapeException": "its output shape depends on tensor values",
@@ -40,8 +42,61 @@ def _fake_error(e: BaseException, outer: BaseException | None = None) -> Capture
         hint = ("; the backward of a write or read through a boolean mask in the forward (x[mask] = v, x[mask]) "
                 "selects by the mask's values: write it as torch.where(mask, v, x), whose shapes do not depend on them")
     else:
-        hint = _eager_experts_hint(outer or e) or _mask_hint(func) or _ctc_hint(func) or _scalar_hint(func)
+        hint = (_eager_experts_hint(outer or e) or _optimizer_reads_values_hint(outer or e, func) or _mask_hint(func)
+                or _ctc_hint(func) or _scalar_hint(func))
     return CaptureError(f"op {op} cannot run on fake tensors{place}: {why}{hint}")
+
+
+def _optimizer_reads_values_hint(e: BaseException, func) -> str:
+    """An optimizer whose step() reads the loss or the gradients into Python (torch.optim.LBFGS:
+    `float(closure())`, its convergence tests and its strong-Wolfe line search decide how many
+    times it calls the closure): the optimizer named, said after the error's line; "" when the
+    value was read elsewhere."""
+    if getattr(func, "_overloadpacket", None) is not torch.ops.aten._local_scalar_dense:
+        return ""
+    tb, found = e.__traceback__, None
+    optim = f"{os.sep}torch{os.sep}optim{os.sep}"
+    while tb is not None:
+        if optim in tb.tb_frame.f_code.co_filename:
+            me = tb.tb_frame.f_locals.get("self")
+            if isinstance(me, torch.optim.Optimizer):
+                found = me
+                break
+        tb = tb.tb_next
+    if found is None:
+        return ""
+    name = type(found).__name__
+    return (f"; {name}.step() reads the loss or the gradients into Python to decide how many times it runs the "
+            "closure (convergence tests, a line search), which fake tensors do not hold: capture the step with "
+            f"the optimizer training starts with (Adam before {name}), or call the closure a fixed number of times "
+            "in a step of your own")
+
+
+def _jagged_error(e: BaseException, outer: BaseException | None) -> CaptureError | None:
+    """A nested tensor of jagged layout (torch.nested.nested_tensor(..., layout=torch.jagged),
+    nested_tensor_from_jagged) made under the capture: its ragged dimension is a symbolic size
+    ("nested int") that PyTorch makes only in a shape environment, which fake tensors without
+    torch.compile have not (`self.shape_env must not be None`, raised deep in torch). Said in one
+    line naming the user's line, with what to capture instead; None for any other error."""
+    import traceback
+
+    if not isinstance(e, AssertionError) or "shape_env" not in str(e):
+        return None
+    frames = traceback.extract_tb(e.__traceback__)
+    if not any(f"{os.sep}torch{os.sep}nested{os.sep}" in f.filename or "nested_int" in f.name for f in frames):
+        return None
+    from .errors import called_from, user_frame, where
+
+    frame = user_frame(outer or e) or user_frame(e)
+    at = where(frame)
+    if at:
+        at += called_from(outer or e, frame)
+    place = f" (at {at})" if at else ""
+    return CaptureError(f"a nested tensor of jagged layout (torch.nested, layout=torch.jagged) cannot be captured"
+                        f"{place}: its ragged dimension is a symbolic size that fake tensors have only under "
+                        "torch.compile's shape environment; capture the step with the sequences padded to the "
+                        "longest and a padding mask, or packed into one row with position ids restarting at each "
+                        "document (the same tokens, the memory of the padded or packed batch)")
 
 
 def _ctc_hint(func) -> str:

@@ -7,8 +7,10 @@ import contextlib
 import functools
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch._subclasses.fake_tensor import (DataDependentOutputException, DynamicOutputShapeException, FakeTensor,
+                                           FakeTensorMode)
 
+from . import batch_values
 from .recording import Recording, _graph_task_id
 
 
@@ -100,6 +102,7 @@ class _RecordingFakeMode(FakeTensorMode):
         super().__init__(**kwargs)
         self.recording: Recording | None = None
         self._depth = 0  # ops of this mode's running now (>1: run by FakeTensorMode itself)
+        self.shadows = False  # the batch's values are kept beside it (batch_values.py)
 
     def __deepcopy__(self, memo):
         """The mode itself: copy.deepcopy of a fake tensor (a module cloned with deepcopy, as
@@ -108,16 +111,42 @@ class _RecordingFakeMode(FakeTensorMode):
         fake modes NYI`."""
         return self
 
+    def _fake_like(self, shape, stride, dtype, device):
+        """A new fake tensor, made as one of FakeTensorMode's own ops (not the model's)."""
+        self._depth += 1
+        try:
+            return self.dispatch(torch.ops.aten.empty_strided.default, (), (shape, stride),
+                                 {"dtype": dtype, "device": device})
+        finally:
+            self._depth -= 1
+
+    def _run(self, func, types, args, kwargs, shadows: bool):
+        """FakeTensorMode's op; where the batch's values are kept, an op whose output depends on
+        them is answered from them and every op of theirs follows them (batch_values.py)."""
+        if not shadows:
+            return super().dispatch(func, types, args, kwargs)
+        run_args = batch_values.bool_indices_as_long(func, args, self._fake_like) or args
+        try:
+            out = super().dispatch(func, types, run_args, kwargs)
+        except (DynamicOutputShapeException, DataDependentOutputException):
+            out = batch_values.answered(func, args, kwargs or {}, self._fake_like)
+            if out is None:
+                raise
+            return out
+        batch_values.follow(func, args, kwargs or {}, out)
+        return out
+
     def dispatch(self, func, types, args=(), kwargs=None):
+        shadows = self.shadows and not self._depth
         if not self._depth:
             _check_same_dtype(func, args)
         rec = self.recording
         if rec is None or self._depth or rec.own_ops:
-            return super().dispatch(func, types, args, kwargs)
+            return self._run(func, types, args, kwargs, shadows)
         kwargs = kwargs or {}
         self._depth += 1
         try:
-            out = _sparse_rows_kept(func, args, super().dispatch(func, types, args, kwargs))
+            out = _sparse_rows_kept(func, args, self._run(func, types, args, kwargs, shadows))
             rec.on_op(func, args, kwargs, out)  # ops it runs itself are not the model's
         except Exception as e:
             # raised in the backward, where no line of the model's is on the stack: the node

@@ -85,8 +85,9 @@ class FrameHolds:
         transformers' ModelOutput) nested up to _DEPTH deep, other than `returned`."""
         if isinstance(value, torch.Tensor):
             if value is not returned:
-                # a sparse COO tensor has no storage: its indices and values hold its memory
-                yield from _dense_parts(value) if value.layout == torch.sparse_coo else (value,)
+                # a sparse COO tensor has no storage: its indices and values hold its memory (a
+                # DTensor's, its local shard)
+                yield from _dense_parts(value)
         elif depth > 0 and isinstance(value, (tuple, list, dict)):
             items = value.values() if isinstance(value, dict) else value
             if len(items) <= _ITEMS:

@@ -66,7 +66,12 @@ def _op(func) -> _Op:
 def _dense_parts(t: torch.Tensor) -> list[torch.Tensor]:
     """The tensors that hold t's memory: t itself, or for a sparse COO tensor (the gradient of
     nn.Embedding(sparse=True) and nn.EmbeddingBag(sparse=True)) its indices and values, which
-    have storages where the sparse tensor has none."""
+    have storages where the sparse tensor has none. A DTensor (tensor parallelism's activations,
+    which autograd saves and modules return as DTensors) is its local shard: the wrapper's
+    storage is of the global shape and holds nothing."""
+    local = getattr(t, "_local_tensor", None)
+    if isinstance(local, torch.Tensor):
+        t = local
     if t.layout == torch.sparse_coo:
         return [t._indices(), t._values()]
     return [t]

@@ -64,7 +64,14 @@ class Recording(SettingsRecording):
     # Storages -------------------------------------------------------------------------------
     def track(self, t: torch.Tensor, category: int | None, label: str) -> _Storage | None:
         """The record of t's storage, created (allocated now) if new; None for empty storages. A
-        sparse tensor's are its indices' and values' storages: the values' record is returned."""
+        sparse tensor's are its indices' and values' storages: the values' record is returned. A
+        ZeroTensor (`aten._efficientzerotensor`: forward-mode AD's tangent of a tensor without one,
+        the zero gradients of some backward formulas, and what multiplying by one gives) has none:
+        its storage reports its size, but its allocator hands out no memory on any device. Nor has a
+        tensor on the meta device (the C++ kernels of ZeroTensor's add and sub run the op once on
+        meta copies of the operands, to learn the result's shape: no memory either)."""
+        if t._is_zerotensor() or t.device.type == "meta":
+            return None
         if t.layout == torch.sparse_coo:
             indices, values = _dense_parts(t)
             self._track_storage(indices.untyped_storage(), category, label)

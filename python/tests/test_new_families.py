@@ -28,14 +28,18 @@ def test_a_model_without_recurrent_layers_gets_no_such_warning(tmp_path, capsys)
 def test_a_loss_over_a_boolean_mask_says_what_captures(tmp_path, capsys):
     """A GNN's loss over its training nodes, cross_entropy(logits[mask], y[mask]), stops the capture
     (nonzero: its shape depends on the mask's values), which the line said without a way out; it
-    now says how to write the same loss with fixed shapes, and that form captures."""
+    now says how to write the same loss with fixed shapes, and that form captures. (A mask the
+    batch holds as a boolean tensor is captured with its values: batch_values.py; this one is
+    computed from a float tensor of the batch, whose values the capture does not keep.)"""
     model = tmp_path / "masked.py"
     body = """
         import torch
         import torch.nn.functional as F
         def build_model(): return torch.nn.Linear(8, 3)
-        def make_batch(): return {"x": torch.randn(6, 8), "y": torch.randint(0, 3, (6,)), "mask": torch.rand(6) < 0.5}
-        def loss_fn(model, b): return F.cross_entropy(model(b["x"])LOGITS, LABELS)
+        def make_batch(): return {"x": torch.randn(6, 8), "y": torch.randint(0, 3, (6,)), "score": torch.rand(6)}
+        def loss_fn(model, b):
+            b = {**b, "mask": b["score"] < 0.5}
+            return F.cross_entropy(model(b["x"])LOGITS, LABELS)
     """
     model.write_text(textwrap.dedent(body.replace("LOGITS", '[b["mask"]]').replace("LABELS", 'b["y"][b["mask"]]')))
     assert main(["capture", str(model), "-o", str(tmp_path / "m.db")]) == 2

@@ -269,19 +269,21 @@ def test_a_mask_that_stops_the_backward_is_named(tmp_path, capsys):
     (hidden_states[mask] = embed), which fake tensors run; its backward selects by the mask, which
     they cannot. The line named no place at all (no line of the model's is on the stack in the
     backward) and advised on a loss over masked rows, which had nothing to do with it. It now names
-    the backward's node and the forward's form that captures, and that form does."""
+    the backward's node and the forward's form that captures, and that form does. (The mask is
+    computed from the input's values here: a boolean mask the batch holds keeps its values in the
+    capture, batch_values.py, and its backward runs.)"""
     from mhc_torch.cli import main
     body = ("import torch\n"
             "class M(torch.nn.Module):\n"
             "    def __init__(self):\n"
             "        super().__init__()\n"
             "        self.lin, self.embed = torch.nn.Linear(8, 8), torch.nn.Parameter(torch.zeros(8))\n"
-            "    def forward(self, x, mask):\n"
-            "        h = self.lin(x)\n"
+            "    def forward(self, x, score):\n"
+            "        h, mask = self.lin(x), score < 0.5\n"
             "        WRITE\n"
             "        return h\n"
             "def build_model(): return M()\n"
-            "def make_batch(): return (torch.randn(4, 8), torch.rand(4) < 0.5)\n"
+            "def make_batch(): return (torch.randn(4, 8), torch.rand(4))\n"
             "def loss_fn(model, batch): return model(*batch).float().sum()\n")
     model = tmp_path / "masked_write.py"
     model.write_text(body.replace("WRITE", "h[mask] = self.embed.to(h.dtype)"))

@@ -75,6 +75,10 @@ struct CaptureInfo {
     // (per-sample gradients, vmap(grad(loss))): meta capture.torch_func_modules. Those transforms
     // refuse saved-tensor hooks, so PyTorch stops a checkpoint or an offload inside them.
     std::vector<int32_t> torch_func_modules;
+    // The outermost modules whose forward ran inside torch.func's jvp or jacfwd (forward-mode AD:
+    // MeanFlow's du/dt): meta capture.jvp_modules. Their saves are recorded, but PyTorch's checkpoint
+    // recomputes them without the tangents and an offload's hooks meet functorch's wrapped tensors.
+    std::vector<int32_t> jvp_modules;
     // The kernels (first, last kernel row) of each update of a key/value cache that a Hugging Face
     // model's forward made itself from its config's use_cache, with the model of the trained model
     // whose config that is (checkpointing a module inside it turns the cache off) and the last

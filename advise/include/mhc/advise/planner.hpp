@@ -114,7 +114,8 @@ std::string selective_refusal(const Base& base, int32_t module);
 // copy is gone (mhc_torch's offload refuses the second unpack); the transforms model one backward
 // per forward. Nor in a step that offloads every save itself (meta capture.save_on_cpu: the user's
 // torch.autograd.graph.save_on_cpu), nor for a module that runs inside torch.func's grad (meta
-// capture.torch_func_modules), whose transforms refuse saved-tensor hooks. The planner offers
+// capture.torch_func_modules), whose transforms refuse saved-tensor hooks, or inside its jvp (meta
+// capture.jvp_modules), where checkpoint recomputes without the tangents. The planner offers
 // neither on such a block.
 std::string reread_refusal(const Base& base, int32_t module);
 

@@ -1,0 +1,153 @@
+"""The values of the batch's integer and boolean tensors, kept beside their fake tensors: a
+selection by a mask the data loader made (VideoMAE's `bool_masked_pos`, `x[mask]` over the masked
+tokens), a count or a maximum read from the labels (`labels.max() >= vocab_size`) has the shape or
+value a GPU would have. The batch is made once more on real host tensors (a DataLoader makes it on
+the host) and each non-float tensor of it that matches its fake one in shape and dtype is kept as
+its *shadow*. An op whose tensor inputs all have shadows runs on them too (on the host, as its
+real kernel: small tensors only) and its outputs get theirs; an op that cannot run on fake
+tensors because its output's shape or value depends on the values (nonzero, x[mask],
+masked_select, .item()) is answered from the shadows. A shadow holds while its fake tensor's
+version counter is the one it was made at: a write in place that did not run on the shadows ends
+it, and the op is refused as before."""
+from __future__ import annotations
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_map
+
+_MOST = 1 << 22  # elements a shadow may have: mask and label sized, never activations
+_ATTR = "_mhc_shadow"
+_aten = torch.ops.aten
+_BOOL_INDEXED = {_aten.index.Tensor: 1, _aten.index_put.default: 1, _aten.index_put_.default: 1,
+                 _aten._index_put_impl_.default: 1}
+
+
+def shadow_of(t) -> torch.Tensor | None:
+    """t's real values, or None (none kept, or t written since in a way they did not follow)."""
+    s = getattr(t, _ATTR, None) if isinstance(t, torch.Tensor) else None
+    if s is None:
+        return None
+    real, version = s
+    return real if t._version == version else None
+
+
+def _keep(fake: torch.Tensor, real: torch.Tensor) -> None:
+    if real.numel() <= _MOST and tuple(real.shape) == tuple(fake.shape) and real.dtype == fake.dtype:
+        setattr(fake, _ATTR, (real, fake._version))
+
+
+def keep_batch_values(fake_batch, real_batch) -> int:
+    """Shadows for the fake batch's integer and boolean tensors from the same leaves of the real
+    batch (made by the same make_batch() on the host); the number kept. Leaves whose shape or dtype
+    differ (a batch of random shape) keep none."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    with unset_fake_temporarily():
+        return _keep_leaves(fake_batch, real_batch)
+
+
+def _keep_leaves(fake_batch, real_batch) -> int:
+    fakes, spec = tree_flatten(fake_batch)
+    reals, real_spec = tree_flatten(real_batch)
+    if spec != real_spec:
+        return 0
+    kept = 0
+    for f, r in zip(fakes, reals):
+        if (isinstance(f, torch.Tensor) and isinstance(r, torch.Tensor) and not f.is_floating_point()
+                and not f.is_complex() and f.layout == torch.strided):
+            _keep(f, r)
+            kept += shadow_of(f) is not None
+    return kept
+
+
+def _tensors(args, kwargs):
+    return [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
+
+
+def _on_host(args, kwargs):
+    """args and kwargs with each tensor its shadow and any device the host."""
+    def real(a):
+        return shadow_of(a) if isinstance(a, torch.Tensor) else a
+    kwargs = dict(kwargs)
+    if "device" in kwargs:
+        kwargs["device"] = torch.device("cpu")
+    kwargs.pop("pin_memory", None)
+    return tree_map(real, args), tree_map(real, kwargs)
+
+
+def all_shadowed(args, kwargs) -> bool:
+    ts = _tensors(args, kwargs)
+    return bool(ts) and all(shadow_of(t) is not None for t in ts)
+
+
+def follow(func, args, kwargs, out) -> None:
+    """After an op ran on fake tensors whose inputs all have shadows: runs it on the shadows and
+    gives each fake output the real one's values (a write in place: the written input's shadow
+    follows). Ops the host cannot run, or whose results do not match, leave no shadow."""
+    if not all_shadowed(args, kwargs):
+        return
+    fouts, _ = tree_flatten(out)
+    # never a large result on the host (one_hot of the labels over a vocabulary): it keeps no values
+    if any(isinstance(f, torch.Tensor) and f.numel() > _MOST for f in fouts):
+        return
+    rargs, rkwargs = _on_host(args, kwargs)
+    try:
+        real = func(*rargs, **rkwargs)
+    except Exception:
+        return
+    routs, _ = tree_flatten(real)
+    if len(fouts) != len(routs):
+        return
+    for f, r in zip(fouts, routs):
+        if isinstance(f, torch.Tensor) and isinstance(r, torch.Tensor):
+            _keep(f, r)
+    # a write in place: the written input's shadow was written too (its version moved with the op)
+    for a, ra in zip(_tensors(args, kwargs), _tensors(rargs, rkwargs)):
+        if getattr(a, _ATTR, None) is not None and getattr(a, _ATTR)[0] is ra:
+            setattr(a, _ATTR, (ra, a._version))
+
+
+def bool_indices_as_long(func, args, fake_like):
+    """args of x[mask] (index.Tensor) or x[mask] = v (index_put) with each boolean index that has a
+    shadow replaced by the long indices of its True places (what the GPU's kernel runs nonzero for),
+    fake tensors with shadows; None when there is none to replace."""
+    pos = _BOOL_INDEXED.get(func)
+    if pos is None or len(args) <= pos or not isinstance(args[pos], (list, tuple)):
+        return None
+    indices, changed = [], False
+    for idx in args[pos]:
+        real = shadow_of(idx) if isinstance(idx, torch.Tensor) and idx.dtype in (torch.bool, torch.uint8) else None
+        if real is None:
+            indices.append(idx)
+            continue
+        changed = True
+        for col in real.bool().nonzero().unbind(1):
+            long = fake_like(tuple(col.shape), (1,), torch.long, idx.device)
+            _keep(long, col)
+            indices.append(long)
+    if not changed:
+        return None
+    return (*args[:pos], indices, *args[pos + 1:])
+
+
+def answered(func, args, kwargs, fake_like):
+    """The result of an op whose output shape or value depends on values (it raised on fake
+    tensors), from the shadows of its inputs: fake outputs of the real ones' shapes and dtypes with
+    those as their shadows (fake_like(shape, stride, dtype, device) makes one), a Python number
+    for .item(); None where an input has no shadow."""
+    if not all_shadowed(args, kwargs):
+        return None
+    rargs, rkwargs = _on_host(args, kwargs)
+    try:
+        real = func(*rargs, **rkwargs)
+    except Exception:
+        return None
+    device = _tensors(args, kwargs)[0].device
+
+    def fake(r):
+        if not isinstance(r, torch.Tensor):
+            return r
+        f = fake_like(tuple(r.shape), tuple(r.stride()), r.dtype, device)
+        _keep(f, r)
+        return f
+
+    return tree_map(fake, real)
