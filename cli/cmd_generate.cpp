@@ -9,6 +9,7 @@
 
 #include "command.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/refusal.hpp"
 #include "mhc/common/numbers.hpp"
 #include "mhc/common/output_file.hpp"
 #include "mhc/common/units.hpp"
@@ -43,7 +44,7 @@ struct Options {
 // 0 ... 2^64 - 1, said rather than clamped when it is not one.
 uint64_t parse_seed(const std::string& text) {
     const auto seed = mhc::parse_integer<uint64_t>(text);
-    if (!seed) throw mhc::Error("--seed " + text + ": not an integer in [0, 2^64 - 1]", mhc::Error::Kind::BadInput);
+    if (!seed) throw mhc::Error(mhc::refused_value("--seed", text, "not a whole number in 0..2^64 - 1"));
     return *seed;
 }
 
@@ -218,8 +219,8 @@ int run_ranks(const Options& o, GeneratorConfig cfg, const GenerateHooks& hooks)
     return mhc::cli::kExitOk;
 }
 
-// The library names a configuration's fields ("field 'pp': must divide layers (3)"); the command
-// line names its options ("--pp: must divide layers (3)").
+// The library names a configuration's fields ("field 'pp': '2': must divide layers (3)"); the command
+// line names its options ("--pp: '2': must divide layers (3)").
 void validate_options(const GeneratorConfig& cfg) {
     try {
         validate(cfg);
@@ -229,7 +230,7 @@ void validate_options(const GeneratorConfig& cfg) {
         if (msg.rfind(field, 0) != 0 || end == std::string::npos) throw;
         std::string name = msg.substr(field.size(), end - field.size());
         if (name == "bucket-bytes") name = "bucket";
-        throw mhc::Error("--" + name + ": " + msg.substr(end + 3), e.kind());
+        throw mhc::Error(mhc::of_option("--" + name, msg.substr(end + 3)), e.kind());
     }
 }
 
