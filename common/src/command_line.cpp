@@ -198,7 +198,7 @@ std::string empty_value(const CLI::App* sub) {
                 if (!value.empty()) continue;
                 const std::string what = opt->get_lnames().empty() && opt->get_snames().empty()
                                              ? "the " + opt->get_name() + " argument is empty"
-                                             : opt->get_name() + " '': an empty value";
+                                             : opt->get_name() + ": '': an empty value";
                 return where_said(sub) + what + " " + help_hint(sub);
             }
         }
@@ -422,7 +422,7 @@ std::string missing_value(const std::string& msg, const CLI::App& chosen, const 
         for (const CLI::App* inner : sub->get_subcommands({}))
             if (inner->get_name() == word) sub = inner;
     const bool empty = std::find(words.begin(), words.end(), name + "=") != words.end();
-    return where_said(sub) + name + (empty ? " '': an empty value" : " needs a value: none was given") + " " +
+    return where_said(sub) + name + (empty ? ": '': an empty value" : " needs a value: none was given") + " " +
            help_hint(sub);
 }
 

@@ -72,7 +72,7 @@ for cmd in "${!base[@]}"; do
     done
 done
 [ $tried -gt 300 ] || fail "only $tried option values tried"
-want="simulate: --latency '': an empty value"; refused "$want" simulate t.db --capacity 70% --latency ''
+want="simulate: --latency: '': an empty value"; refused "$want" simulate t.db --capacity 70% --latency ''
 refused "info: the trace argument is empty" info ''
 # A message quoting a newline, a tab or an escape (a value, a file name) stays one line: each such
 # byte is shown as '?' (a trace named 'a<newline>b.db' was said over two lines).

@@ -66,7 +66,7 @@ refused "kernels sinkhorn: --input is required (mhc kernels sinkhorn --help)" ke
 # wrote a file named '=g.db'. mhc's own option after the command was answered "did you mean -h?";
 # '--' before any command "unknown option --".
 refused "info: --top needs a value: none was given (mhc info --help)" info t.db --top
-refused "info: --top '': an empty value (mhc info --help)" info t.db --top=
+refused "info: --top: '': an empty value (mhc info --help)" info t.db --top=
 refused "simulate: --capacity needs a value: none was given" simulate t.db --capacity
 refused "kernels sinkhorn: --n needs a value: none was given" kernels sinkhorn --n
 refused "generate: '-o=g.db': a short option takes its value after a space (-o g.db); this would be '=g.db'" \

@@ -79,7 +79,7 @@ for bad in 0 -1 x 2x ''; do
     rc=$?
     [ $rc = 2 ] || fail "--replay-steps '$bad' must exit 2, got $rc: $(cat bad.txt)"
     want="--replay-steps: '$bad': all or a number of steps in 1..2147483647"
-    [ -z "$bad" ] && want="validate: --replay-steps '': an empty value"   # every option's empty value (docs/cli.md)
+    [ -z "$bad" ] && want="validate: --replay-steps: '': an empty value"   # every option's empty value (docs/cli.md)
     grep -q "^mhc: $want" bad.txt || fail "--replay-steps '$bad': $(cat bad.txt)"
     [ "$(wc -l <bad.txt)" = 1 ] || fail "--replay-steps '$bad': one line wanted: $(cat bad.txt)"
 done
