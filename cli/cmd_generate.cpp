@@ -3,6 +3,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <iterator>
 #include <sys/statvfs.h>
 #include <map>
 #include <memory>
@@ -17,6 +18,29 @@
 #include "mhc/datasets/generate.hpp"
 
 namespace {
+
+// "54.0 million", "6.74 billion": a count in words ("0.054 B parameters" read as bytes, beside
+// sizes written in B everywhere else).
+std::string count_words(double n) {
+    char text[48];
+    if (n >= 1e9) std::snprintf(text, sizeof text, "%.2f billion", n / 1e9);
+    else if (n >= 1e6) std::snprintf(text, sizeof text, "%.1f million", n / 1e6);
+    else std::snprintf(text, sizeof text, "%.0f", n);
+    return text;
+}
+
+// "2.75 TFLOP": decimal prefixes, as FLOP counts are quoted (it was printf's "2.75e+12 FLOP").
+std::string flop_words(double flop) {
+    static const char* const prefixes[] = {"", "k", "M", "G", "T", "P", "E"};
+    size_t at = 0;
+    while (flop >= 1000 && at + 1 < std::size(prefixes)) {
+        flop /= 1000;
+        ++at;
+    }
+    char text[48];
+    std::snprintf(text, sizeof text, "%.2f %sFLOP", flop, prefixes[at]);
+    return text;
+}
 
 using namespace mhc::datasets;
 
@@ -342,13 +366,14 @@ int run(const Options& o) {
                 static_cast<long long>(st.rows), static_cast<long long>(st.allocations),
                 static_cast<long long>(st.kernels), static_cast<long long>(st.accesses),
                 static_cast<long long>(st.markers), static_cast<long long>(st.copies));
-    std::printf("model       preset %s (%s), %.3f B parameters\n", cfg.preset.c_str(),
-                std::string(to_string(cfg.arch)).c_str(), st.parameters / 1e9);
-    std::printf("parallelism tp %d, pp %d (stage 0 written), dp %d%s: %.3f B parameters on this GPU\n", cfg.tp, cfg.pp,
-                cfg.dp, cfg.zero1 ? " ZeRO-1" : "", st.local_parameters / 1e9);
-    std::printf("steps       %d, each %d micro-batch%s of %lld x %lld tokens, %.3g FLOP a step; seed %llu\n", cfg.steps,
+    std::printf("model       preset %s (%s), %s parameters\n", cfg.preset.c_str(),
+                std::string(to_string(cfg.arch)).c_str(), count_words(static_cast<double>(st.parameters)).c_str());
+    std::printf("parallelism tp %d, pp %d (stage 0 written), dp %d%s: %s parameters on this GPU\n", cfg.tp, cfg.pp,
+                cfg.dp, cfg.zero1 ? " ZeRO-1" : "", count_words(static_cast<double>(st.local_parameters)).c_str());
+    std::printf("steps       %d, each %d micro-batch%s of %lld x %lld tokens, %s a step; seed %llu\n", cfg.steps,
                 cfg.micro_batches, cfg.micro_batches == 1 ? "" : "es", static_cast<long long>(cfg.micro_batch),
-                static_cast<long long>(cfg.seq), st.flops_per_step, static_cast<unsigned long long>(cfg.seed));
+                static_cast<long long>(cfg.seq), flop_words(st.flops_per_step).c_str(),
+                static_cast<unsigned long long>(cfg.seed));
     std::printf("activations %s saved per layer (%lld layers on this GPU, hc n=%d%s%s%s)\n",
                 mhc::format_bytes(st.activation_bytes_per_layer).c_str(), static_cast<long long>(d.layers), cfg.hc,
                 cfg.flash ? ", flash" : "", cfg.recompute ? ", recompute" : "",
