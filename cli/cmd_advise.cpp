@@ -609,7 +609,7 @@ mhc::cli::Registration reg{mhc::cli::Command{
             ->type_name("DURATION")
             ->default_str(o->host_tensor);
         auto* top = app.add_option("--top", o->top, "How many settings to print, 1 to 100")
-                        ->check(mhc::cli::number_in([](double n) { return n >= 1 && n <= 100; }, "in 1..100"))
+                        ->check(mhc::cli::number_in([](double count) { return count >= 1 && count <= 100; }, "in 1..100"))
                         ->default_str(std::to_string(o->top));
         app.add_option("--setting", o->setting, "Predict one given setting (JSON or a file) instead of searching")
             ->type_name("JSON|FILE");

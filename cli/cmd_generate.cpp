@@ -21,11 +21,11 @@ namespace {
 
 // "54.0 million", "6.74 billion": a count in words ("0.054 B parameters" read as bytes, beside
 // sizes written in B everywhere else).
-std::string count_words(double n) {
+std::string count_words(double count) {
     char text[48];
-    if (n >= 1e9) std::snprintf(text, sizeof text, "%.2f billion", n / 1e9);
-    else if (n >= 1e6) std::snprintf(text, sizeof text, "%.1f million", n / 1e6);
-    else std::snprintf(text, sizeof text, "%.0f", n);
+    if (count >= 1e9) std::snprintf(text, sizeof text, "%.2f billion", count / 1e9);
+    else if (count >= 1e6) std::snprintf(text, sizeof text, "%.1f million", count / 1e6);
+    else std::snprintf(text, sizeof text, "%.0f", count);
     return text;
 }
 

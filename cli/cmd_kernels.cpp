@@ -204,23 +204,23 @@ Registration reg{Command{
         CLI::App* sk = sub.add_subcommand("sinkhorn", "Batched Sinkhorn-Knopp on raw T x n x n tensors");
         sk->group("Commands");   // as mhc --help heads its commands
         sk->add_option("--n", args->n, "Matrix size n, from 2 to 16")
-            ->check(number_in([](double n) { return n >= k::kSinkhornMinN && n <= k::kSinkhornMaxN; },
+            ->check(number_in([](double count) { return count >= k::kSinkhornMinN && count <= k::kSinkhornMaxN; },
                               "in " + std::to_string(k::kSinkhornMinN) + ".." + std::to_string(k::kSinkhornMaxN)))
             ->capture_default_str();
         sk->add_option("--iters", args->iters, "Iterations, 1 to 100000 (the cap when --tol is given)")
-            ->check(number_in([](double n) { return n >= 1 && n <= k::kSinkhornMaxIters; },
+            ->check(number_in([](double count) { return count >= 1 && count <= k::kSinkhornMaxIters; },
                               "in 1.." + std::to_string(k::kSinkhornMaxIters)))
             ->capture_default_str();
         auto* eps = sk->add_option("--eps", args->eps, "Added to every denominator (plain variant)")
                         ->check(finite_number())
-                        ->check(number_in([](double x) { return x >= 0; }, "0 or more"))
+                        ->check(number_in([](double value) { return value >= 0; }, "0 or more"))
                         ->capture_default_str();
         // Its default as users write it, 1e-6 (the stream's 1e-06).
         if (std::string shown = eps->get_default_str(); shown.find("e-0") != std::string::npos)
             eps->default_str(shown.erase(shown.find("e-0") + 2, 1));
         sk->add_option("--tol", args->tol, "Stop a token once its marginal error is <= tol, 0 for fixed iterations")
             ->check(finite_number())
-            ->check(number_in([](double x) { return x >= 0; }, "0 or more"))
+            ->check(number_in([](double value) { return value >= 0; }, "0 or more"))
             ->default_str("0");
         sk->add_flag("--column-first", args->column_first, "Normalise columns before rows in each iteration");
         sk->add_flag("--log-domain", args->log_domain, "logsumexp normalisation (extreme inputs)");
@@ -229,7 +229,7 @@ Registration reg{Command{
             ->type_name("NAME")
             ->capture_default_str();
         auto* threads = sk->add_option("--threads", args->threads, "CPU threads, 0 for all")
-                            ->check(number_in([](double n) { return n >= 0; }, "0 or more (0: all cores)"))
+                            ->check(number_in([](double count) { return count >= 0; }, "0 or more (0: all cores)"))
                             ->default_str("0");
         sk->add_option("--input", args->input, "Logits H, raw little-endian T x n x n")->required()->type_name("FILE");
         sk->add_option("-o,--output", args->output, "Result P (written atomically)")->required()->type_name("FILE");

@@ -66,21 +66,21 @@ CLI::Option* add_simulate_options(CLI::App& app, SimOptions& options) {
         ->type_name("DURATION");
     // The link's own ranges (sim::validate of a link), said of the option given.
     app.add_option("--copy-engines", options.copy_engines, "Copy engines instead of the link's, 1 to 64 (0: the link's)")
-        ->check(number_in([](double n) { return n >= 0 && n <= 64; }, "in 1..64 (0: the link's)"));
+        ->check(number_in([](double count) { return count >= 0 && count <= 64; }, "in 1..64 (0: the link's)"));
     app.add_option("--duplex-factor", options.duplex,
                    "Bandwidth factor while both directions run, in (0, 1], instead of the link's (0: the link's)")
         ->check(finite_number())
-        ->check(number_in([](double x) { return x >= 0 && x <= 1; }, "in (0, 1] (0: the link's)"));
+        ->check(number_in([](double value) { return value >= 0 && value <= 1; }, "in (0, 1] (0: the link's)"));
     app.add_option("--nccl-share", options.nccl_share,
                    "Bandwidth share lost while NCCL kernels run, in [0, 1) (-1: the link's)")
         ->check(finite_number())
-        ->check(number_in([](double x) { return (x >= 0 && x < 1) || x == -1; }, "in [0, 1) (-1: the link's)"));
+        ->check(number_in([](double value) { return (value >= 0 && value < 1) || value == -1; }, "in [0, 1) (-1: the link's)"));
     app.add_option("--memcpy-share", options.memcpy_share,
                    "Bandwidth share lost to the trace's own memcpys, in [0, 1) (-1: the link's)")
         ->check(finite_number())
-        ->check(number_in([](double x) { return (x >= 0 && x < 1) || x == -1; }, "in [0, 1) (-1: the link's)"));
+        ->check(number_in([](double value) { return (value >= 0 && value < 1) || value == -1; }, "in [0, 1) (-1: the link's)"));
     app.add_option("--memory-samples", options.samples, "Memory timeline samples stored, 1 to 1,000,000")
-        ->check(number_in([](double n) { return n >= 1 && n <= sim::kMaxMemorySamples; }, "in 1..1000000"))
+        ->check(number_in([](double count) { return count >= 1 && count <= sim::kMaxMemorySamples; }, "in 1..1000000"))
         ->default_str(std::to_string(options.samples));
     app.add_flag("--json", options.json, "Print the result as JSON");
     add_store_options(app, options.store);

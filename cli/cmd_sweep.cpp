@@ -76,7 +76,7 @@ GivenOptions add_sweep_options(CLI::App& app, SweepOptions& options) {
     app.add_option("--jobs,-j", options.jobs, "Threads, 0 for all cores")->check(CLI::NonNegativeNumber)->default_str("0");
     given.bisect_steps = app.add_option("--bisect-steps", options.bisect_steps,
                                         "Bisection steps, 1 to 30 (resolution 1/2^steps of the baseline peak)")
-                             ->check(number_in([](double n) { return n >= 1 && n <= 30; }, "in 1..30"))
+                             ->check(number_in([](double count) { return count >= 1 && count <= 30; }, "in 1..30"))
                              ->default_str(std::to_string(options.bisect_steps));
     add_store_options(app, options.store);
     app.add_flag("--no-bisect", options.no_bisect, "Only the grid");

@@ -33,11 +33,11 @@ void add_sim_base_options(CLI::App& app, SimBaseOptions& o, const std::string& a
                            "Cap on swap transfers per second, 0 for none ($MHC_MAX_SWAP_OPS_PER_SEC when not given)")
                 ->check(finite_number())
                 ->check(CLI::Validator(
-                    [](std::string& v) {
-                        const double ops = std::strtod(v.c_str(), nullptr);
+                    [](std::string& text) {
+                        const double ops = std::strtod(text.c_str(), nullptr);
                         return ops == 0 || (ops >= sim::kMinSwapOpsPerSec && ops <= sim::kMaxSwapOpsPerSec)
                                    ? std::string()
-                                   : "'" + v + "': must be 0 (unlimited) or in [0.001, 1e12]";
+                                   : "'" + text + "': must be 0 (unlimited) or in [0.001, 1e12]";
                     },
                     ""))
                 ->default_str("0");

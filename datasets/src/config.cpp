@@ -145,7 +145,7 @@ void validate(const GeneratorConfig& c) {
     range("hc", c.hc, 1, 16);
     range("sinkhorn-iters", c.sinkhorn_iters, 1, 1000);
     range("hc-block", c.hc_block, 0, c.layers);
-    const auto quoted = [](auto v) { return "'" + std::to_string(v) + "': "; };
+    const auto quoted = [](auto value) { return "'" + std::to_string(value) + "': "; };
     if (c.hidden % c.heads) bad("hidden", quoted(c.hidden) + "must be a multiple of heads (" + std::to_string(c.heads) + ")");
     if (c.heads % c.kv_heads) bad("kv-heads", quoted(c.kv_heads) + "must divide heads (" + std::to_string(c.heads) + ")");
     if (c.heads % c.tp) bad("tp", quoted(c.tp) + "must divide heads (" + std::to_string(c.heads) + ")");

@@ -24,8 +24,8 @@ std::vector<unsigned> g_tab_order;
 // `id`, the field's own (the last item's by default), joins the Tab order.
 void note_focus(nlohmann::json& jt, const char* name, ImGuiID id = 0) {
     if (id == 0) id = ImGui::GetItemID();
-    const ImGuiContext& g = *ImGui::GetCurrentContext();
-    if (id != 0 && (g.NavId == id || g.ActiveId == id) && !g.NavDisableHighlight) jt["focused"] = name;
+    const ImGuiContext& ctx = *ImGui::GetCurrentContext();
+    if (id != 0 && (ctx.NavId == id || ctx.ActiveId == id) && !ctx.NavDisableHighlight) jt["focused"] = name;
     if (id != 0) g_tab_order.push_back(id);
 }
 
@@ -33,21 +33,21 @@ void note_focus(nlohmann::json& jt, const char* name, ImGuiID id = 0) {
 // tabbing (text fields only: from the step field to the find field, past the buttons and menus) is
 // cancelled then. Tab from another text field (the find field) is ImGui's.
 void tab_along(App& app) {
-    ImGuiContext& g = *ImGui::GetCurrentContext();
+    ImGuiContext& ctx = *ImGui::GetCurrentContext();
     const std::vector<unsigned>& order = app.toolbar_tab_order;
-    if (order.empty() || g.IO.KeyCtrl || !ImGui::IsKeyPressed(GLFW_KEY_TAB)) return;
+    if (order.empty() || ctx.IO.KeyCtrl || !ImGui::IsKeyPressed(GLFW_KEY_TAB)) return;
     // No field shown focused (ImGui keeps a hidden one, the first: the run field) is none.
-    const bool from_none = g.ActiveId == 0 && (g.NavId == 0 || g.NavDisableHighlight);
-    const auto at = from_none ? order.end() : std::find(order.begin(), order.end(), g.ActiveId != 0 ? g.ActiveId : g.NavId);
+    const bool from_none = ctx.ActiveId == 0 && (ctx.NavId == 0 || ctx.NavDisableHighlight);
+    const auto at = from_none ? order.end() : std::find(order.begin(), order.end(), ctx.ActiveId != 0 ? ctx.ActiveId : ctx.NavId);
     if (at == order.end() && !from_none) return;
-    const auto n = static_cast<std::ptrdiff_t>(order.size());
-    const std::ptrdiff_t here = at == order.end() ? (g.IO.KeyShift ? 0 : -1) : at - order.begin();
-    const unsigned next = order[static_cast<size_t>(((here + (g.IO.KeyShift ? -1 : 1)) % n + n) % n)];
+    const auto count = static_cast<std::ptrdiff_t>(order.size());
+    const std::ptrdiff_t here = at == order.end() ? (ctx.IO.KeyShift ? 0 : -1) : at - order.begin();
+    const unsigned next = order[static_cast<size_t>(((here + (ctx.IO.KeyShift ? -1 : 1)) % count + count) % count)];
     ImGui::NavMoveRequestCancel();
-    if (g.ActiveId != 0) ImGui::ClearActiveID();   // leaves the step field as Tab does
+    if (ctx.ActiveId != 0) ImGui::ClearActiveID();   // leaves the step field as Tab does
     ImGui::SetFocusID(next, ImGui::GetCurrentWindow());
-    g.NavDisableHighlight = false;   // the field focused is outlined, as after ImGui's own Tab
-    g.NavDisableMouseHover = true;
+    ctx.NavDisableHighlight = false;   // the field focused is outlined, as after ImGui's own Tab
+    ctx.NavDisableMouseHover = true;
 }
 
 // The width of a combo whose widest value is `text_width` px: that, the frame's padding and the arrow.
