@@ -23,6 +23,7 @@
 #include "mhc/advise/planner.hpp"
 #include "mhc/advise/verify.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/refusal.hpp"
 #include "mhc/common/output_file.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/common/wrap.hpp"
@@ -95,6 +96,17 @@ std::string comm_line(const Base& base, const Prediction& baseline) {
            " of it not hidden behind compute (every step of the capture; estimated)";
 }
 
+// --capacity: a size. The settings searched change the peak a share would be of: the GPU is a
+// fixed size here.
+int64_t gpu_capacity(const std::string& text) {
+    const mhc::sim::Capacity parsed = mhc::sim::parse_capacity(text);
+    if (parsed.fraction > 0 || parsed.unlimited())
+        throw mhc::Error("'" + text +
+                         "': give the GPU's memory as a size (80GiB) or --gpu NAME: the settings searched change "
+                         "the peak, so a share of it or unlimited names no GPU");
+    return parsed.bytes;
+}
+
 // A share in the size grammar (mhc help sizes), as sweep's --budget.
 double budget_of(const std::string& text) {
     if (text.empty()) return -1;
@@ -110,14 +122,8 @@ int64_t capacity_of(const Options& options, std::string& what) {
                " for the CUDA context";
         return gpu_spec.bytes - gpu_spec.reserve;
     }
-    mhc::sim::Capacity parsed = mhc::sim::parse_capacity(options.capacity);
-    // The settings searched change the peak a share would be of: the GPU is a fixed size here.
-    if (parsed.fraction > 0 || parsed.unlimited())
-        throw mhc::Error("advise --capacity '" + options.capacity +
-                         "': give the GPU's memory as a size (80GiB) or --gpu NAME: the settings searched change "
-                         "the peak, so a share of it or unlimited names no GPU");
     what = "--capacity " + options.capacity;
-    return parsed.bytes;
+    return mhc::cli::option_value("--capacity", [&] { return gpu_capacity(options.capacity); });
 }
 
 // The reserved peak a row shows: under the capacity where one was given (the search), else
@@ -239,7 +245,7 @@ void check_option_combinations(const Options& options) {
                 throw mhc::Error(std::string(name) + " and --setting: " + name +
                                  " is for the search, and --setting predicts the one setting given; give one");
     if (options.top < 1 || options.top > 100)
-        throw mhc::Error("--top: " + std::to_string(options.top) + " is outside [1, 100]");
+        throw mhc::Error(mhc::refused_value("--top", std::to_string(options.top), "not in 1..100"));
 }
 
 // --host-bandwidth and --host-tensor-cost: what a host optimizer step costs.
@@ -250,12 +256,12 @@ HostModel host_model_of(const Options& options) {
         // refused as "T.db: allocations row 65: t_free ... [range]", blaming the capture.
         const double bps = mhc::parse_bandwidth(options.host_bw);
         if (bps < mhc::sim::kMinBandwidthBps || bps > mhc::sim::kMaxBandwidthBps)
-            throw mhc::Error("'" + options.host_bw + "' is outside [1kB/s, 1000TB/s]");
+            throw mhc::Error("'" + options.host_bw + "': not in [1kB/s, 1000TB/s]");
         return bps;
     });
     host.per_tensor_s = mhc::cli::option_value("--host-tensor-cost", [&] {
         const double seconds = mhc::parse_seconds(options.host_tensor);
-        if (seconds > 1) throw mhc::Error("'" + options.host_tensor + "' is more than 1 s");
+        if (seconds > 1) throw mhc::Error("'" + options.host_tensor + "': more than 1 s; give at most 1s");
         return seconds;
     });
     return host;
@@ -266,11 +272,12 @@ int64_t measured_step_of(const Options& options) {
     if (options.step_time.empty()) return 0;
     const double seconds = mhc::cli::option_value("--step-time", [&] { return mhc::parse_seconds(options.step_time); });
     if (!(seconds > 0) || seconds > 3600)
-        throw mhc::Error("--step-time: '" + options.step_time + "' is not a step time in (0, 1 h]");
+        throw mhc::Error(mhc::refused_value("--step-time", options.step_time, "not a step time in (0, 1 h]"));
     const int64_t measured_step = std::llround(seconds * 1e9);
     // Below half a nanosecond it rounded to 0, which means "not given": the option was dropped.
     if (measured_step < 1)
-        throw mhc::Error("--step-time: '" + options.step_time + "' is less than 1 ns (a step time in (0, 1 h])");
+        throw mhc::Error(
+            mhc::refused_value("--step-time", options.step_time, "less than 1 ns (a step time in (0, 1 h])"));
     return measured_step;
 }
 
@@ -569,19 +576,27 @@ mhc::cli::Registration reg{mhc::cli::Command{
     [](CLI::App& app) -> std::function<int()> {
         auto o = std::make_shared<Options>();
         app.add_option("trace", o->trace, "A captured training step (mhc-torch capture)")->required()->check(CLI::ExistingFile);
-        app.add_option("--capacity", o->capacity, "GPU memory the reserved peak must fit, e.g. 80GiB")->type_name("SIZE");
+        // Each value checked as the command line is read (docs/cli.md: "--gpu: 'v100': ..."), before
+        // the capture is read.
+        app.add_option("--capacity", o->capacity, "GPU memory the reserved peak must fit, e.g. 80GiB")
+            ->type_name("SIZE")
+            ->check(mhc::cli::parsed_by(gpu_capacity));
         app.add_option("--gpu", o->gpu, "The GPU: " + gpu_names() + " (its memory less 1 GiB for the CUDA context)")
-            ->type_name("NAME");
+            ->type_name("NAME")
+            ->check(mhc::cli::parsed_by(gpu_memory));
         app.add_option("--budget", o->budget, "Largest loss of step time against the baseline, e.g. 3% (none without it)")
-            ->type_name("SHARE");
+            ->type_name("SHARE")
+            ->check(mhc::cli::parsed_by([](const std::string& text) { mhc::parse_share(text, 1000); }));
         app.add_option("--link", o->link, "Link to the host: a preset (" + mhc::cli::link_preset_names() +
                                                 ") or a link profile file (mhc help links)")
             ->type_name("LINK")
+            ->check(mhc::cli::link_name())
             ->default_str(o->link);
         app.add_option("--comm-link", o->comm_link,
                        "The collectives' link (DDP, FSDP2): nvlink (the capture's GPU), ib-ndr, ib-hdr, or a bus "
                        "bandwidth such as 200GB/s (default: nvlink up to 8 ranks, else ib-ndr)")
-            ->type_name("LINK");
+            ->type_name("LINK")
+            ->check(mhc::cli::parsed_by(check_comm_link));
         app.add_option("--step-time", o->step_time,
                        "The step's measured time without any setting, e.g. 60ms (the median of a run's steady steps): "
                        "kernel times are scaled to it (the roofline's without it)")
@@ -593,7 +608,9 @@ mhc::cli::Registration reg{mhc::cli::Command{
                        "Fixed cost of a host optimizer step per parameter tensor (an assumption)")
             ->type_name("DURATION")
             ->default_str(o->host_tensor);
-        auto* top = app.add_option("--top", o->top, "How many settings to print")->default_str(std::to_string(o->top));
+        auto* top = app.add_option("--top", o->top, "How many settings to print, 1 to 100")
+                        ->check(mhc::cli::number_in([](double count) { return count >= 1 && count <= 100; }, "in 1..100"))
+                        ->default_str(std::to_string(o->top));
         app.add_option("--setting", o->setting, "Predict one given setting (JSON or a file) instead of searching")
             ->type_name("JSON|FILE");
         app.add_option("--trace-out", o->trace_out, "With --setting: write the step as the setting changes it (a trace)")

@@ -15,6 +15,7 @@
 
 #include "command.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/refusal.hpp"
 #include "mhc/replay/host_memory.hpp"
 #include "mhc/common/output_file.hpp"
 #include "mhc/common/units.hpp"
@@ -123,9 +124,10 @@ void check_before_measuring(const Args& args) {
                                         : std::strerror(errno)));
     // The name goes into the runs' names a profile is used for (lru+none@80%/NAME): one line.
     if (const std::string hidden = hidden_character(args.name); !hidden.empty())
-        throw Error("--name '" + printable(args.name) + "': holds a control character or one not shown (" + hidden +
-                    ": a newline, a tab, an escape, a bidirectional override); a profile's name is one line shown "
-                    "as it is");
+        throw Error(refused_value("--name", args.name,
+                                  "holds a control character or one not shown (" + hidden +
+                                      ": a newline, a tab, an escape, a bidirectional override); a profile's name is "
+                                      "one line shown as it is"));
     // --quick measures at most 3 rounds: more, given, were not measured.
     if (args.quick && args.rounds_given && args.rounds > 3)
         throw Error("--rounds " + std::to_string(args.rounds) +
@@ -163,10 +165,11 @@ void refuse_arena_past_half_memory(const Args& args, size_t arena) {
     if (memory > 0 && 2.0 * static_cast<double>(arena) > memory / 2) {
         size_t most = 4096;
         while (static_cast<double>(most * 4 * 4) <= memory / 2) most *= 4;   // 2 buffers of 2 chunks within half
-        throw Error("--max-chunk " + args.max_chunk + ": its buffers (" +
-                    format_bytes(static_cast<int64_t>(2 * arena)) + ") take more than half of " + whose + " (" +
-                    format_bytes(static_cast<int64_t>(memory)) + "); give at most " +
-                    format_bytes(static_cast<int64_t>(most)));
+        throw Error(refused_value("--max-chunk", args.max_chunk,
+                                  "its buffers (" + format_bytes(static_cast<int64_t>(2 * arena)) +
+                                      ") take more than half of " + whose + " (" +
+                                      format_bytes(static_cast<int64_t>(memory)) + "); give at most " +
+                                      format_bytes(static_cast<int64_t>(most))));
     }
 }
 

@@ -3,12 +3,14 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <iterator>
 #include <sys/statvfs.h>
 #include <map>
 #include <memory>
 
 #include "command.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/refusal.hpp"
 #include "mhc/common/numbers.hpp"
 #include "mhc/common/output_file.hpp"
 #include "mhc/common/units.hpp"
@@ -16,6 +18,29 @@
 #include "mhc/datasets/generate.hpp"
 
 namespace {
+
+// "54.0 million", "6.74 billion": a count in words ("0.054 B parameters" read as bytes, beside
+// sizes written in B everywhere else).
+std::string count_words(double count) {
+    char text[48];
+    if (count >= 1e9) std::snprintf(text, sizeof text, "%.2f billion", count / 1e9);
+    else if (count >= 1e6) std::snprintf(text, sizeof text, "%.1f million", count / 1e6);
+    else std::snprintf(text, sizeof text, "%.0f", count);
+    return text;
+}
+
+// "2.75 TFLOP": decimal prefixes, as FLOP counts are quoted (it was printf's "2.75e+12 FLOP").
+std::string flop_words(double flop) {
+    static const char* const prefixes[] = {"", "k", "M", "G", "T", "P", "E"};
+    size_t at = 0;
+    while (flop >= 1000 && at + 1 < std::size(prefixes)) {
+        flop /= 1000;
+        ++at;
+    }
+    char text[48];
+    std::snprintf(text, sizeof text, "%.2f %sFLOP", flop, prefixes[at]);
+    return text;
+}
 
 using namespace mhc::datasets;
 
@@ -43,7 +68,7 @@ struct Options {
 // 0 ... 2^64 - 1, said rather than clamped when it is not one.
 uint64_t parse_seed(const std::string& text) {
     const auto seed = mhc::parse_integer<uint64_t>(text);
-    if (!seed) throw mhc::Error("--seed " + text + ": not an integer in [0, 2^64 - 1]", mhc::Error::Kind::BadInput);
+    if (!seed) throw mhc::Error(mhc::refused_value("--seed", text, "not a whole number in 0..2^64 - 1"));
     return *seed;
 }
 
@@ -218,8 +243,8 @@ int run_ranks(const Options& o, GeneratorConfig cfg, const GenerateHooks& hooks)
     return mhc::cli::kExitOk;
 }
 
-// The library names a configuration's fields ("field 'pp': must divide layers (3)"); the command
-// line names its options ("--pp: must divide layers (3)").
+// The library names a configuration's fields ("field 'pp': '2': must divide layers (3)"); the command
+// line names its options ("--pp: '2': must divide layers (3)").
 void validate_options(const GeneratorConfig& cfg) {
     try {
         validate(cfg);
@@ -229,7 +254,7 @@ void validate_options(const GeneratorConfig& cfg) {
         if (msg.rfind(field, 0) != 0 || end == std::string::npos) throw;
         std::string name = msg.substr(field.size(), end - field.size());
         if (name == "bucket-bytes") name = "bucket";
-        throw mhc::Error("--" + name + ": " + msg.substr(end + 3), e.kind());
+        throw mhc::Error(mhc::of_option("--" + name, msg.substr(end + 3)), e.kind());
     }
 }
 
@@ -341,13 +366,14 @@ int run(const Options& o) {
                 static_cast<long long>(st.rows), static_cast<long long>(st.allocations),
                 static_cast<long long>(st.kernels), static_cast<long long>(st.accesses),
                 static_cast<long long>(st.markers), static_cast<long long>(st.copies));
-    std::printf("model       preset %s (%s), %.3f B parameters\n", cfg.preset.c_str(),
-                std::string(to_string(cfg.arch)).c_str(), st.parameters / 1e9);
-    std::printf("parallelism tp %d, pp %d (stage 0 written), dp %d%s: %.3f B parameters on this GPU\n", cfg.tp, cfg.pp,
-                cfg.dp, cfg.zero1 ? " ZeRO-1" : "", st.local_parameters / 1e9);
-    std::printf("steps       %d, each %d micro-batch%s of %lld x %lld tokens, %.3g FLOP a step; seed %llu\n", cfg.steps,
+    std::printf("model       preset %s (%s), %s parameters\n", cfg.preset.c_str(),
+                std::string(to_string(cfg.arch)).c_str(), count_words(static_cast<double>(st.parameters)).c_str());
+    std::printf("parallelism tp %d, pp %d (stage 0 written), dp %d%s: %s parameters on this GPU\n", cfg.tp, cfg.pp,
+                cfg.dp, cfg.zero1 ? " ZeRO-1" : "", count_words(static_cast<double>(st.local_parameters)).c_str());
+    std::printf("steps       %d, each %d micro-batch%s of %lld x %lld tokens, %s a step; seed %llu\n", cfg.steps,
                 cfg.micro_batches, cfg.micro_batches == 1 ? "" : "es", static_cast<long long>(cfg.micro_batch),
-                static_cast<long long>(cfg.seq), st.flops_per_step, static_cast<unsigned long long>(cfg.seed));
+                static_cast<long long>(cfg.seq), flop_words(st.flops_per_step).c_str(),
+                static_cast<unsigned long long>(cfg.seed));
     std::printf("activations %s saved per layer (%lld layers on this GPU, hc n=%d%s%s%s)\n",
                 mhc::format_bytes(st.activation_bytes_per_layer).c_str(), static_cast<long long>(d.layers), cfg.hc,
                 cfg.flash ? ", flash" : "", cfg.recompute ? ", recompute" : "",

@@ -14,6 +14,7 @@
 
 #include "command.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/refusal.hpp"
 #include "mhc/common/output_file.hpp"
 #include "mhc/kernels/device.hpp"
 #include "mhc/kernels/sinkhorn.hpp"
@@ -23,10 +24,10 @@ namespace {
 
 namespace k = mhc::kernels;
 
-k::DType parse_dtype(const std::string& s, const char* option) {
+k::DType parse_dtype(const std::string& s) {
     if (s == "f32" || s == "float32") return k::DType::F32;
     if (s == "bf16" || s == "bfloat16") return k::DType::BF16;
-    throw Error(std::string(option) + ": unknown element type '" + s + "' (f32 or bf16)");
+    throw Error("'" + s + "': not an element type; use f32 or bf16 (float32, bfloat16)");
 }
 
 // Reads a T x n x n tensor; the size must be a whole number of matrices.
@@ -84,17 +85,10 @@ struct Args {
 
 // The options' ranges, named as the user typed them (kernels::validate names the library's fields).
 void check_options(const Args& args) {
-    if (args.n < k::kSinkhornMinN || args.n > k::kSinkhornMaxN)
-        throw Error("--n: " + std::to_string(args.n) + " is outside " + std::to_string(k::kSinkhornMinN) + ".." +
-                    std::to_string(k::kSinkhornMaxN));
-    if (args.iters < 1 || args.iters > k::kSinkhornMaxIters)
-        throw Error("--iters: " + std::to_string(args.iters) + " is outside 1.." +
-                    std::to_string(k::kSinkhornMaxIters));
-    if (!(args.eps >= 0.0f)) throw Error("--eps: must be a finite number >= 0");
+    // Each range is checked as the command line is read (the options' checks below); this one
+    // needs --log-domain too.
     if (!args.log_domain && args.eps == 0.0f)
-        throw Error("--eps: must be > 0 without --log-domain (it guards every division)");
-    if (!(args.tol >= 0.0f)) throw Error("--tol: must be a finite number >= 0");
-    if (args.threads < 0) throw Error("--threads: " + std::to_string(args.threads) + " is negative (0 for all cores)");
+        throw Error(refused_value("--eps", "0", "must be more than 0 without --log-domain (it guards every division)"));
     // Options the others leave with nothing to do: taken, and the run the same without them.
     if (args.eps_given && args.log_domain)
         throw Error(
@@ -129,7 +123,7 @@ int run_sinkhorn(const Args& a) {
     o.threads = a.threads;
     if (a.device == "cpu") o.device = k::Device::Cpu;
     else if (a.device == "cuda") o.device = k::Device::Cuda;
-    else throw Error("--device: unknown device '" + a.device + "' (cpu or cuda)");
+    else throw Error(refused_value("--device", a.device, "use one of cpu, cuda"));
     check_options(a);
     k::validate(o);   // the library's own check: after check_options, it finds nothing more
     k::require_device(o.device);
@@ -144,8 +138,8 @@ int run_sinkhorn(const Args& a) {
         throw Error("--backward needs --grad G.f32 and --grad-output dH.f32");
     if (!a.backward && (!a.grad.empty() || !a.grad_output.empty()))
         throw Error("--grad and --grad-output only make sense with --backward");
-    const k::DType in_t = parse_dtype(a.input_dtype, "--input-dtype");
-    const k::DType out_t = parse_dtype(a.output_dtype, "--output-dtype");
+    const k::DType in_t = option_value("--input-dtype", [&] { return parse_dtype(a.input_dtype); });
+    const k::DType out_t = option_value("--output-dtype", [&] { return parse_dtype(a.output_dtype); });
 
     int64_t T = 0, TG = 0;
     auto H = read_tensor(a.input, a.n, in_t, T);
@@ -209,29 +203,42 @@ Registration reg{Command{
         auto args = std::make_shared<Args>();
         CLI::App* sk = sub.add_subcommand("sinkhorn", "Batched Sinkhorn-Knopp on raw T x n x n tensors");
         sk->group("Commands");   // as mhc --help heads its commands
-        sk->add_option("--n", args->n, "Matrix size n, from 2 to 16")->capture_default_str();
-        sk->add_option("--iters", args->iters, "Iterations (the cap when --tol is given)")->capture_default_str();
+        sk->add_option("--n", args->n, "Matrix size n, from 2 to 16")
+            ->check(number_in([](double count) { return count >= k::kSinkhornMinN && count <= k::kSinkhornMaxN; },
+                              "in " + std::to_string(k::kSinkhornMinN) + ".." + std::to_string(k::kSinkhornMaxN)))
+            ->capture_default_str();
+        sk->add_option("--iters", args->iters, "Iterations, 1 to 100000 (the cap when --tol is given)")
+            ->check(number_in([](double count) { return count >= 1 && count <= k::kSinkhornMaxIters; },
+                              "in 1.." + std::to_string(k::kSinkhornMaxIters)))
+            ->capture_default_str();
         auto* eps = sk->add_option("--eps", args->eps, "Added to every denominator (plain variant)")
                         ->check(finite_number())
+                        ->check(number_in([](double value) { return value >= 0; }, "0 or more"))
                         ->capture_default_str();
         // Its default as users write it, 1e-6 (the stream's 1e-06).
         if (std::string shown = eps->get_default_str(); shown.find("e-0") != std::string::npos)
             eps->default_str(shown.erase(shown.find("e-0") + 2, 1));
         sk->add_option("--tol", args->tol, "Stop a token once its marginal error is <= tol, 0 for fixed iterations")
             ->check(finite_number())
+            ->check(number_in([](double value) { return value >= 0; }, "0 or more"))
             ->default_str("0");
         sk->add_flag("--column-first", args->column_first, "Normalise columns before rows in each iteration");
         sk->add_flag("--log-domain", args->log_domain, "logsumexp normalisation (extreme inputs)");
         sk->add_option("--device", args->device, "Where the kernel runs: cpu or cuda")
+            ->check(one_of({"cpu", "cuda"}))
             ->type_name("NAME")
             ->capture_default_str();
-        auto* threads = sk->add_option("--threads", args->threads, "CPU threads, 0 for all")->default_str("0");
+        auto* threads = sk->add_option("--threads", args->threads, "CPU threads, 0 for all")
+                            ->check(number_in([](double count) { return count >= 0; }, "0 or more (0: all cores)"))
+                            ->default_str("0");
         sk->add_option("--input", args->input, "Logits H, raw little-endian T x n x n")->required()->type_name("FILE");
         sk->add_option("-o,--output", args->output, "Result P (written atomically)")->required()->type_name("FILE");
         sk->add_option("--input-dtype", args->input_dtype, "f32 or bf16 (input and --grad files)")
+            ->check(parsed_by([](const std::string& text) { parse_dtype(text); }))
             ->type_name("TYPE")
             ->capture_default_str();
         sk->add_option("--output-dtype", args->output_dtype, "f32 or bf16 (output files)")
+            ->check(parsed_by([](const std::string& text) { parse_dtype(text); }))
             ->type_name("TYPE")
             ->capture_default_str();
         sk->add_flag("--backward", args->backward, "Also compute dH from the upstream gradient --grad");

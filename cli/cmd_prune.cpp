@@ -7,6 +7,7 @@
 #include "command.hpp"
 #include "run_store.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/refusal.hpp"
 #include "mhc/common/numbers.hpp"
 #include "mhc/common/output_file.hpp"
 #include "mhc/trace/runs.hpp"
@@ -21,11 +22,11 @@ std::vector<int64_t> run_ids(const std::string& text) {
     for (;;) {
         const size_t comma = text.find(',', start);
         const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        if (item.empty()) throw mhc::Error("--run '" + text + "': an empty item; give run ids as 1,3");
+        if (item.empty()) throw mhc::Error(mhc::refused_value("--run", text, "an empty item; give run ids as 1,3"));
         if (std::string why = mhc::whole_number_refusal(item, false); !why.empty())
-            throw mhc::Error(item == text ? "--run: " + why : "--run '" + text + "': " + why);
+            throw mhc::Error(mhc::of_option("--run", why));   // why quotes the item: "'x': not a whole number"
         const int64_t id = std::stoll(item);
-        if (!seen.insert(id).second) throw mhc::Error("--run '" + text + "': run " + item + " is named twice");
+        if (!seen.insert(id).second) throw mhc::Error(mhc::refused_value("--run", text, "run " + item + " is named twice"));
         ids.push_back(id);
         if (comma == std::string::npos) return ids;
         start = comma + 1;

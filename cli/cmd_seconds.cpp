@@ -33,7 +33,7 @@ mhc::cli::Registration reg{mhc::cli::Command{
             ->type_name("UNIT");
         return [text, bare]() {
             // Named as the command's ("seconds: '9m': ..."): gpu-check says it as its --budget's.
-            const double seconds = mhc::cli::option_value("seconds:", [&] { return mhc::parse_seconds(*text, *bare); });
+            const double seconds = mhc::cli::option_value("seconds", [&] { return mhc::parse_seconds(*text, *bare); });
             if (seconds > 1e9) throw mhc::Error("seconds: '" + *text + "': at most 1e9 s (31 years)");
             std::printf("%s\n", plain(seconds).c_str());
             return mhc::cli::kExitOk;

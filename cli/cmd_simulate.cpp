@@ -42,7 +42,7 @@ CLI::Option* add_simulate_options(CLI::App& app, SimOptions& options) {
         // Without a file after it, CLI11 would read the next option (--capacity) as one.
         ->check(CLI::Validator(
             [](std::string& v) {
-                return !v.empty() && v[0] == '-' ? "needs trace files, not the option " + v : std::string();
+                return !v.empty() && v[0] == '-' ? "'" + v + "': needs trace files, not an option" : std::string();
             },
             "FILE"))
         ->type_name("FILE")
@@ -54,6 +54,7 @@ CLI::Option* add_simulate_options(CLI::App& app, SimOptions& options) {
     CLI::Option* policy = add_policy_options(app, options.policy, options.prefetch);
     app.add_option("--link", options.link,
                    "Host link: a preset (" + link_preset_names() + ") or a link profile file (mhc help links)")
+        ->check(link_name())
         ->type_name("LINK")
         ->default_str(options.link);
     add_sim_base_options(app, options.base);
@@ -63,17 +64,23 @@ CLI::Option* add_simulate_options(CLI::App& app, SimOptions& options) {
     app.add_option("--d2h-bandwidth", options.d2h_bw, "The link's D2H bandwidth instead of its own")->type_name("RATE");
     app.add_option("--latency", options.latency, "The per-transfer latency both ways instead of the link's: 6us")
         ->type_name("DURATION");
-    app.add_option("--copy-engines", options.copy_engines, "Copy engines instead of the link's (0: the link's)");
+    // The link's own ranges (sim::validate of a link), said of the option given.
+    app.add_option("--copy-engines", options.copy_engines, "Copy engines instead of the link's, 1 to 64 (0: the link's)")
+        ->check(number_in([](double count) { return count >= 0 && count <= 64; }, "in 1..64 (0: the link's)"));
     app.add_option("--duplex-factor", options.duplex,
                    "Bandwidth factor while both directions run, in (0, 1], instead of the link's (0: the link's)")
-        ->check(finite_number());
+        ->check(finite_number())
+        ->check(number_in([](double value) { return value >= 0 && value <= 1; }, "in (0, 1] (0: the link's)"));
     app.add_option("--nccl-share", options.nccl_share,
                    "Bandwidth share lost while NCCL kernels run, in [0, 1) (-1: the link's)")
-        ->check(finite_number());
+        ->check(finite_number())
+        ->check(number_in([](double value) { return (value >= 0 && value < 1) || value == -1; }, "in [0, 1) (-1: the link's)"));
     app.add_option("--memcpy-share", options.memcpy_share,
                    "Bandwidth share lost to the trace's own memcpys, in [0, 1) (-1: the link's)")
-        ->check(finite_number());
-    app.add_option("--memory-samples", options.samples, "Memory timeline samples stored")
+        ->check(finite_number())
+        ->check(number_in([](double value) { return (value >= 0 && value < 1) || value == -1; }, "in [0, 1) (-1: the link's)"));
+    app.add_option("--memory-samples", options.samples, "Memory timeline samples stored, 1 to 1,000,000")
+        ->check(number_in([](double count) { return count >= 1 && count <= sim::kMaxMemorySamples; }, "in 1..1000000"))
         ->default_str(std::to_string(options.samples));
     app.add_flag("--json", options.json, "Print the result as JSON");
     add_store_options(app, options.store);
@@ -113,7 +120,7 @@ sim::Config simulate_config(const SimOptions& options, const CLI::App& app, cons
             "simulate: --capacity is required: a share of the baseline peak (60%), a size (40GiB), "
             "or 'unlimited' for the baseline");
     sim::Config config;
-    config.capacity = sim::parse_capacity(options.capacity);
+    config.capacity = option_value("--capacity", [&] { return sim::parse_capacity(options.capacity); });
     // Without a limit nothing is evicted, so nothing is swapped or brought back: the options that
     // choose how are refused, naming the first given, rather than stored in a run they did not change.
     if (config.capacity.unlimited())

@@ -45,32 +45,38 @@ GivenOptions add_sweep_options(CLI::App& app, SweepOptions& options) {
                                     "Eviction policies, comma-separated: " + policy_names(sim::eviction_policies()) +
                                         " (mhc help policies)")
                          ->type_name("LIST")
+                         ->check(each_parsed_by(sim::parse_eviction))
                          ->default_str(options.policies);
     given.prefetchers = app.add_option("--prefetchers", options.prefetchers,
                                        "Prefetch policies, comma-separated: " + policy_names(sim::prefetch_policies()) +
                                            " (mhc help prefetch)")
                             ->type_name("LIST")
+                            ->check(each_parsed_by(sim::parse_prefetch))
                             ->default_str(options.prefetchers);
     app.add_option("--capacities", options.capacities,
                    "Capacities, comma-separated: shares of the baseline peak (under --allocator), sizes (40GiB) or "
                    "unlimited")
         ->type_name("LIST")
+        ->check(each_parsed_by(sim::parse_capacity))
         ->default_str(options.capacities);
     given.links = app.add_option("--links", options.links,
                                  "Links, comma-separated: presets (" + link_preset_names() +
                                      ") or link profile files (mhc help links)")
                       ->type_name("LIST")
+                      ->check(each_parsed_by(check_link_name))
                       ->default_str(options.links);
     given.budget = app.add_option(
                           "--budget", options.budget,
                           "Throughput-loss budget of the bisection: a share of the recorded time (estimated loss)")
                        ->type_name("SHARE")
+                       ->check(parsed_by([](const std::string& text) { parse_share(text, 1000); }))
                        ->default_str(options.budget);
     add_sim_base_options(app, options.base);
     add_allocator_conf_option(app, options.base);
-    app.add_option("--jobs,-j", options.jobs, "Threads, 0 for all cores")->default_str("0");
+    app.add_option("--jobs,-j", options.jobs, "Threads, 0 for all cores")->check(CLI::NonNegativeNumber)->default_str("0");
     given.bisect_steps = app.add_option("--bisect-steps", options.bisect_steps,
-                                        "Bisection steps (resolution 1/2^steps of the baseline peak)")
+                                        "Bisection steps, 1 to 30 (resolution 1/2^steps of the baseline peak)")
+                             ->check(number_in([](double count) { return count >= 1 && count <= 30; }, "in 1..30"))
                              ->default_str(std::to_string(options.bisect_steps));
     add_store_options(app, options.store);
     app.add_flag("--no-bisect", options.no_bisect, "Only the grid");
@@ -119,13 +125,11 @@ sim::SweepSpec sweep_spec(const SweepOptions& options, const GivenOptions& given
     }
     spec.prefetchers = split_list("--prefetchers", options.prefetchers);
     for (const auto& item : split_list("--capacities", options.capacities))
-        spec.capacities.push_back(sim::parse_capacity(item));
+        spec.capacities.push_back(option_value("--capacities", [&] { return sim::parse_capacity(item); }));
     for (const auto& item : split_list("--links", options.links)) spec.links.push_back(sim::link_from_spec(item));
     refuse_repeated_points(options, spec);
     // A loss can pass 100% (a run twice as slow loses 100%); past 1000% no budget means much.
     spec.budget = option_value("--budget", [&] { return parse_share(options.budget, 1000); });
-    if (options.jobs < 0) throw Error("--jobs must be >= 0");
-    if (options.bisect_steps < 1 || options.bisect_steps > 30) throw Error("--bisect-steps must be in 1..30");
     spec.jobs = options.jobs;
     spec.bisect_steps = options.bisect_steps;
     spec.bisect = !options.no_bisect;

@@ -13,6 +13,7 @@
 #include "run_store.hpp"
 #include "sim_options.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/refusal.hpp"
 #include "mhc/common/numbers.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/replay/validate.hpp"
@@ -33,7 +34,7 @@ std::optional<int> whole_int(const std::string& text) {
 // --repeat N: an integer in 1..99.
 int parse_repeat(const std::string& text) {
     const std::optional<int> count = whole_int(text);
-    if (!count || *count < 1 || *count > 99) throw Error("--repeat '" + text + "': auto or an integer in 1..99");
+    if (!count || *count < 1 || *count > 99) throw Error("'" + text + "': auto or a whole number in 1..99");
     return *count;
 }
 
@@ -43,8 +44,25 @@ int parse_replay_steps(const std::string& text) {
     const std::optional<int> count = whole_int(text);
     // Past a 32-bit count no trace has that many steps: said as the range, not as "at least 1".
     if (!count || *count < 1)
-        throw Error("--replay-steps '" + text + "': all or a number of steps in 1.." + std::to_string(INT32_MAX));
+        throw Error("'" + text + "': all or a number of steps in 1.." + std::to_string(INT32_MAX));
     return *count;
+}
+
+// An item of --capacity: a limit. The baseline is replayed anyway: 'unlimited' replayed it a
+// second time, stored it as another run and judged its noise as a loss (-41% on a tiny trace).
+sim::Capacity limited_capacity(const std::string& item) {
+    const sim::Capacity capacity = sim::parse_capacity(item);
+    if (capacity.unlimited())
+        throw Error("'" + item + "': the unlimited baseline, which validate always replays; give limits (60%, 40GiB)");
+    return capacity;
+}
+
+// --time-scale X: the number, or 0 for auto.
+double fixed_time_scale_of(const std::string& text) {
+    if (text == "auto") return 0;
+    const double scale = mhc::decimal_refusal(text).empty() ? std::strtod(text.c_str(), nullptr) : -1;
+    if (!(scale >= 1e-3 && scale <= 1e6)) throw Error("'" + text + "': auto or a number in [0.001, 1e6]");
+    return scale;
 }
 
 struct ValOptions {
@@ -77,18 +95,23 @@ GivenOptions add_options(CLI::App& app, ValOptions& options) {
                    "Limited capacities, comma-separated: shares of the baseline peak (60%,70%) or sizes (40GiB); the "
                    "unlimited baseline is always run")
         ->type_name("LIST")
+        ->check(each_parsed_by(limited_capacity))
         ->default_str(options.capacity);
     given.policy = add_policy_options(app, options.policy, options.prefetch);
     app.add_option("--link", options.link,
                    "The replay machine's link: auto (measured under the replay's own conditions, cached per "
                    "machine), a preset (" + link_preset_names() + "), or a profile from mhc calibrate (mhc help links)")
         ->type_name("LINK")
+        ->check(parsed_by([](const std::string& link) {
+            if (link != "auto") check_link_name(link);
+        }))
         ->default_str(options.link);
     given.model_link =
         app.add_option("--model-link", options.model_link,
                        "The link the trace's machine had (a preset or profile, as --link): --time-scale auto gives "
                        "the replay its compute/transfer ratio")
             ->type_name("LINK")
+            ->check(link_name())
             ->default_str(options.model_link);
     app.add_flag("--recalibrate", options.recalibrate,
                  "--link auto: measure again even when a fresh calibration is cached");
@@ -110,9 +133,11 @@ GivenOptions add_options(CLI::App& app, ValOptions& options) {
                    "Run kernels and gaps this many times slower (the prediction uses the link times this); auto: "
                    "the modelled link's bandwidth over the replay link's")
         ->type_name("X|auto")
+        ->check(parsed_by(fixed_time_scale_of))
         ->default_str(options.time_scale);
     app.add_option("--chunk", options.chunk, "Swap chunk size, at least 4KiB")
         ->type_name("SIZE")
+        ->check(parsed_by([](const std::string& text) { parse_size(text, 4096); }))
         ->default_str(options.chunk);
     app.add_option("--copy-threads", options.copy_threads, "Host backend, --unpaced: copy threads per direction")
         ->check(CLI::Range(1, 64))
@@ -151,11 +176,15 @@ GivenOptions add_options(CLI::App& app, ValOptions& options) {
                    "whether a result is conclusive); auto: at most 3 (5), stopping once the replays agree within "
                    "a share of --target")
         ->type_name("N|auto")
+        ->check(parsed_by([](const std::string& text) {
+            if (text != "auto") parse_repeat(text);
+        }))
         ->default_str(options.repeat);
     app.add_option("--replay-steps", options.replay_steps,
                    "Replay and measure the last N training steps, each prediction restricted to them (the steps "
                    "before run at once, unmeasured, to bring the replay to the state its run had); all: every step")
         ->type_name("N|all")
+        ->check(parsed_by(parse_replay_steps))
         ->default_str(options.replay_steps);
     app.add_flag("--recorded-timing", options.recorded_timing,
                  "Predict the limited runs with the recorded kernel times, not the baseline replay's "
@@ -172,7 +201,7 @@ void parse_limits(ValOptions& options, const GivenOptions& given) {
         if (text == "none")
             return option == "--calibration-max-age" ? std::numeric_limits<double>::infinity() : 0.0;
         const double secs = option_value(option, [&] { return parse_seconds(text, bare_unit); });
-        if (secs > 1e9) throw Error(option + " '" + text + "': at most 1e9 s (31 years)");
+        if (secs > 1e9) throw Error(refused_value(option, text, "at most 1e9 s (31 years)"));
         return secs;
     };
     options.max_age_s = seconds("--calibration-max-age", options.max_age, "h");
@@ -211,12 +240,7 @@ std::vector<sim::Capacity> capacities_of(const std::string& list) {
     std::vector<sim::Capacity> capacities;
     std::vector<std::string> capacity_keys;
     for (const auto& item : split_list("--capacity", list)) {
-        capacities.push_back(sim::parse_capacity(item));
-        // The baseline is replayed anyway: 'unlimited' replayed it a second time, stored it as
-        // another run and judged its noise as a loss (-41% on a tiny trace).
-        if (capacities.back().unlimited())
-            throw Error("--capacity: '" + item +
-                        "' is the unlimited baseline, which validate always replays; give limits (60%, 40GiB)");
+        capacities.push_back(option_value("--capacity", [&] { return limited_capacity(item); }));
         capacity_keys.push_back(capacity_key(capacities.back()));
     }
     refuse_repeats("--capacity", split_list("--capacity", list), capacity_keys);   // replayed and stored twice
@@ -224,18 +248,10 @@ std::vector<sim::Capacity> capacities_of(const std::string& list) {
     return capacities;
 }
 
-// --time-scale X: the number, or 0 for auto.
-double fixed_time_scale_of(const std::string& text) {
-    if (text == "auto") return 0;
-    const double scale = mhc::decimal_refusal(text).empty() ? std::strtod(text.c_str(), nullptr) : -1;
-    if (!(scale >= 1e-3 && scale <= 1e6)) throw Error("--time-scale '" + text + "': auto or a number in [0.001, 1e6]");
-    return scale;
-}
-
 // The replay's own options (--backend ... --time-limit) into `spec`; the fixed --time-scale, or 0.
 double set_replay_options(const ValOptions& options, replay::ValidateSpec& spec) {
     spec.replay.backend = replay::parse_backend(options.backend);
-    const double scale = fixed_time_scale_of(options.time_scale);
+    const double scale = option_value("--time-scale", [&] { return fixed_time_scale_of(options.time_scale); });
     spec.replay.chunk_bytes = static_cast<size_t>(
         option_value("--chunk", [&] { return parse_size(options.chunk, 4096); }));
     spec.replay.copy_threads = options.copy_threads;
@@ -244,9 +260,10 @@ double set_replay_options(const ValOptions& options, replay::ValidateSpec& spec)
     spec.runs_db = options.store.runs_db;
     spec.target_pp = options.target_pp;
     spec.retime = !options.recorded_timing;
-    spec.replay_steps = parse_replay_steps(options.replay_steps);
+    spec.replay_steps = option_value("--replay-steps", [&] { return parse_replay_steps(options.replay_steps); });
     spec.adaptive_repeat = options.repeat == "auto";
-    spec.repeat = spec.adaptive_repeat ? kAutoRepeatMost : parse_repeat(options.repeat);
+    spec.repeat =
+        spec.adaptive_repeat ? kAutoRepeatMost : option_value("--repeat", [&] { return parse_repeat(options.repeat); });
     spec.pace = !options.unpaced;
     spec.link_measured_here = options.link == "auto";
     spec.max_replay_seconds = options.max_replay_s;

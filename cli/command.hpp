@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "mhc/common/error.hpp"
+#include "mhc/common/refusal.hpp"
 
 namespace mhc::cli {
 
@@ -43,14 +44,63 @@ struct Registration {
 };
 
 // The value of `option` read by `parse` (a unit parser: parse_size, parse_share, ...); its error
-// names the option: "--bucket '25': a size needs a unit: ...".
+// names the option as every refusal of a value does: "--bucket: '25': a size needs a unit: ...".
 template <class Parse>
 auto option_value(const std::string& option, Parse&& parse) {
     try {
         return parse();
     } catch (const Error& e) {
-        throw Error(option + " " + e.what(), e.kind());
+        throw Error(of_option(option, e.what()), e.kind());
     }
+}
+
+// An option's value checked when the command line is read, by the parser that reads it later
+// (sim::parse_eviction, parse_size, ...): CLI11 says its refusal as "--policy: 'lur': not an
+// eviction policy; ..." (the parsers' refusals begin with the value, or the item of a list,
+// quoted; one that does not is quoted here), before any work.
+template <class Parse>
+CLI::Validator parsed_by(Parse parse) {
+    return CLI::Validator(
+        [parse](std::string& text) -> std::string {
+            if (text.empty()) return "";   // said as every option's empty value is (command_line::empty_value)
+            try {
+                parse(text);
+                return "";
+            } catch (const Error& e) {
+                const std::string said = e.what();
+                return said.rfind('\'', 0) == 0 ? said : "'" + printable(text) + "': " + said;
+            }
+        },
+        "");
+}
+
+// The same for a comma-separated list, item by item: "--policies: 'lur': not an eviction policy;
+// ...". An empty item is left to split_list (sim_options.hpp), which names the list.
+template <class Parse>
+CLI::Validator each_parsed_by(Parse parse) {
+    return parsed_by([parse](const std::string& list) {
+        for (size_t at = 0; at <= list.size();) {
+            const size_t comma = std::min(list.find(',', at), list.size());
+            const std::string item = list.substr(at, comma - at);
+            if (item.find_first_not_of(" \t") != std::string::npos) parse(item);
+            at = comma + 1;
+        }
+    });
+}
+
+// A number option's range, said as its help says it: number_in([](double x) { return x >= 0 && x < 1
+// || x == -1; }, "in [0, 1) (-1: the link's)") refuses 5 as "--nccl-share: '5': not in [0, 1) (-1:
+// the link's)". Text that is no number is left to the number grammar's check.
+template <class In>
+CLI::Validator number_in(In in, std::string accepted) {
+    return CLI::Validator(
+        [in, accepted = std::move(accepted)](std::string& text) -> std::string {
+            char* end = nullptr;
+            const double number = std::strtod(text.c_str(), &end);
+            if (end == text.c_str() || *end != '\0' || in(number)) return "";
+            return "'" + printable(text) + "': not " + accepted;
+        },
+        "");
 }
 
 // A number option's check: "nan", "inf" and numbers past a double's range (1e400) are refused

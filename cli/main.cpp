@@ -215,7 +215,8 @@ std::optional<Outcome> parse_words(CLI::App& app, CLI::App* chosen, const Comman
         return failure(kExitBadInput, unexpected(app, chosen));
     } catch (const CLI::ParseError& e) {
         // One line, exit 2: unknown options, missing files, wrong values.
-        std::string msg = in_our_words(path_first(e.what()));
+        std::string msg =
+            mhc::command_line::as_typed(in_our_words(path_first(e.what())), app, std::vector<std::string>(argv + 1, argv + argc));
         // No command among the words (`mhc -q`): said as for `mhc` alone.
         if (!chosen && msg == "A subcommand is required") msg = "a command is required";
         if (chosen) msg = required_in_context(msg, *chosen, std::vector<std::string>(argv + 1, argv + argc));

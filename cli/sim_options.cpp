@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <vector>
 
 #include "mhc/common/error.hpp"
+#include "mhc/common/refusal.hpp"
+#include "mhc/sim/allocator.hpp"
 #include "mhc/sim/link.hpp"
 #include <sstream>
 
@@ -18,15 +21,25 @@ void add_sim_base_options(CLI::App& app, SimBaseOptions& o, const std::string& a
                    "Allocator model: caching (PyTorch's block and segment rules) or ideal (bytes only)" +
                        allocator_note)
         ->type_name("MODEL")
-        ->default_str(kDefaultAllocator);
+        ->default_str(kDefaultAllocator)
+        ->check(parsed_by(sim::parse_allocator));
     o.ratio = app.add_option(
                      "--cpu-buffer-ratio", o.cpu_buffer_ratio,
                      "Host buffer as a ratio of GPU capacity, 0 for unlimited ($MHC_CPU_BUFFER_RATIO when not given)")
                   ->check(finite_number())
+                  ->check(CLI::Range(0.0, sim::kMaxCpuBufferRatio))
                   ->default_str("0");
     o.ops = app.add_option("--max-swap-ops-per-sec", o.max_swap_ops,
                            "Cap on swap transfers per second, 0 for none ($MHC_MAX_SWAP_OPS_PER_SEC when not given)")
                 ->check(finite_number())
+                ->check(CLI::Validator(
+                    [](std::string& text) {
+                        const double ops = std::strtod(text.c_str(), nullptr);
+                        return ops == 0 || (ops >= sim::kMinSwapOpsPerSec && ops <= sim::kMaxSwapOpsPerSec)
+                                   ? std::string()
+                                   : "'" + text + "': must be 0 (unlimited) or in [0.001, 1e12]";
+                    },
+                    ""))
                 ->default_str("0");
     app.add_option("--device", o.device,
                    "Device to simulate: auto is the GPU with the largest peak; -1 is the host's pinned memory")
@@ -37,7 +50,8 @@ void add_sim_base_options(CLI::App& app, SimBaseOptions& o, const std::string& a
         ->check(CLI::Validator(
             [](std::string& v) {
                 const long long d = std::strtoll(v.c_str(), nullptr, 10);
-                return d >= -1 || d == sim::kAutoDevice ? std::string() : "a device is -1 (the host), 0 or more, or auto";
+                return d >= -1 || d == sim::kAutoDevice ? std::string()
+                                                        : "'" + v + "': a device is -1 (the host), 0 or more, or auto";
             },
             "DEVICE"));
     app.add_flag("--no-early", o.no_early,
@@ -78,6 +92,15 @@ CLI::Validator allocator_conf_once() {
                     key += byte;
                 }
             }
+            // Its syntax and values, as the command line is read (allocator read the trace first and
+            // said it had no segments): the parser names the option itself, CLI11 names it again.
+            const std::string option = "--allocator-conf";
+            try {
+                sim::parse_allocator_conf(text, option);
+            } catch (const Error& e) {
+                const std::string said = e.what();
+                return said.rfind(option + ": ", 0) == 0 ? said.substr(option.size() + 2) : said;
+            }
             return std::string();
         },
         "");
@@ -97,10 +120,12 @@ CLI::Option* add_policy_options(CLI::App& app, std::string& policy, std::string&
     auto* pol = app.add_option("--policy,--eviction", policy,
                                "Eviction policy: " + policy_names(sim::eviction_policies()) + " (mhc help policies)")
                     ->type_name("POLICY")
-                    ->default_str(policy);
+                    ->default_str(policy)
+                    ->check(parsed_by(sim::parse_eviction));
     app.add_option("--prefetch", prefetch, "Prefetch policy: " + policy_names(sim::prefetch_policies()) + " (mhc help prefetch)")
         ->type_name("POLICY")
-        ->default_str(prefetch);
+        ->default_str(prefetch)
+        ->check(parsed_by(sim::parse_prefetch));
     return pol;
 }
 
@@ -116,6 +141,15 @@ std::string link_preset_names() {
     return names;
 }
 
+void check_link_name(const std::string& spec) {
+    std::error_code ec;
+    const bool file_meant = std::filesystem::exists(spec, ec) || std::filesystem::is_symlink(spec, ec) ||
+                            spec.find('/') != std::string::npos || spec.ends_with(".json");
+    if (!file_meant) sim::link_from_spec(spec);   // a preset, else refused by name
+}
+
+CLI::Validator link_name() { return parsed_by(check_link_name); }
+
 std::vector<std::string> split_list(const std::string& option, const std::string& text) {
     std::vector<std::string> out;
     std::stringstream ss(text);
@@ -123,8 +157,7 @@ std::vector<std::string> split_list(const std::string& option, const std::string
     if (!text.empty() && text.back() == ',') out.emplace_back();
     for (const auto& item : out)
         if (item.find_first_not_of(" \t") == std::string::npos)
-            throw Error(option + " '" + text +
-                        "': an empty item (two commas, or one at an end); separate the items by one comma");
+            throw Error(refused_value(option, text, "an empty item (two commas, or one at an end); separate the items by one comma"));
     return out;
 }
 

@@ -49,6 +49,12 @@ std::string policy_names(const std::vector<sim::PolicyInfo>& v);
 // lines (each had its own list; sweep's and validate's none, advise's one short).
 std::string link_preset_names();
 
+// --link's check when the command line is read (and each item of --links): a preset, or a name
+// that is a file or reads as one (its faults are said naming the file when it is read): "--link:
+// 'pcie44': not a link; use one of ...; did you mean pcie4?".
+void check_link_name(const std::string& spec);
+CLI::Validator link_name();
+
 // "a,b,c" -> {"a", "b", "c"}; an empty item ("a,,c", "a,") is refused naming `option` (it was
 // dropped without a word: `--capacities 90%,,70%` ran two capacities).
 std::vector<std::string> split_list(const std::string& option, const std::string& text);

@@ -7,6 +7,7 @@
 #include "mhc/advise/gpus.hpp"
 #include "mhc/advise/plan.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/refusal.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/sim/link.hpp"
 #include "mhc/trace/data_parallel.hpp"
@@ -58,11 +59,11 @@ void check_comm_link(const std::string& link) {
     try {
         bps = parse_bandwidth(link);
     } catch (const Error&) {
-        throw Error("--comm-link: '" + link + "' is not nvlink, ib-ndr, ib-hdr or a bandwidth such as 200GB/s");
+        throw Error(refused_value("--comm-link", link, "not nvlink, ib-ndr, ib-hdr or a bandwidth such as 200GB/s"));
     }
     // The link's bounds (docs/simulator.md): 0.001B/s made a collective last past 2^63 ns.
     if (bps < sim::kMinBandwidthBps || bps > sim::kMaxBandwidthBps)
-        throw Error("--comm-link: '" + link + "' is outside [1kB/s, 1000TB/s]");
+        throw Error(refused_value("--comm-link", link, "not in [1kB/s, 1000TB/s]"));
 }
 
 CommModel comm_model(const trace::TraceData& trace_data, const CaptureInfo& info, const std::string& link) {

@@ -1,6 +1,10 @@
 #include "mhc/advise/gpus.hpp"
 
+#include <string>
+#include <vector>
+
 #include "mhc/common/error.hpp"
+#include "mhc/common/refusal.hpp"
 
 namespace mhc::advise {
 
@@ -35,7 +39,9 @@ const GpuMemory* find_gpu(const std::string& name) {
 const GpuMemory& gpu_memory(const std::string& name) {
     for (const GpuMemory& gpu : kGpus)
         if (name == gpu.name) return gpu;
-    throw Error("--gpu: unknown GPU '" + name + "'; valid: " + gpu_names());
+    std::vector<std::string> names;
+    for (const GpuMemory& gpu : kGpus) names.emplace_back(gpu.name);
+    throw Error(refused_value("--gpu", name, "not a GPU mhc knows; use one of " + gpu_names() + did_you_mean(name, names)));
 }
 
 }  // namespace mhc::advise

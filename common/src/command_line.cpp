@@ -106,6 +106,34 @@ std::string in_our_words(const std::string& msg) {
     return msg;
 }
 
+std::string as_typed(const std::string& msg, const CLI::App& app, const std::vector<std::string>& words) {
+    const size_t colon = msg.find(": ");
+    if (colon == std::string::npos || msg.rfind("--", 0) != 0) return msg;
+    const std::string named = msg.substr(0, colon);
+    // The options of the top level and of each command the words name.
+    std::vector<const CLI::App*> apps{&app};
+    for (const auto& word : words)
+        for (const CLI::App* sub : apps.back()->get_subcommands({}))
+            if (sub->get_name() == word) {
+                apps.push_back(sub);
+                break;
+            }
+    for (const CLI::App* where : apps)
+        for (const CLI::Option* opt : where->get_options()) {
+            std::vector<std::string> names;
+            for (const auto& long_name : opt->get_lnames()) names.push_back("--" + long_name);
+            for (const auto& short_name : opt->get_snames()) names.push_back("-" + short_name);
+            if (names.size() < 2 || std::find(names.begin(), names.end(), named) == names.end()) continue;
+            for (const auto& word : words) {
+                if (word == "--") break;
+                const std::string given = word.substr(0, word.find('='));
+                if (given != named && std::find(names.begin(), names.end(), given) != names.end())
+                    return given + msg.substr(colon);
+            }
+        }
+    return msg;
+}
+
 // "simulate: unknown option --capasity; did you mean --capacity? (mhc simulate --help)" for
 // the first argument `sub` (or the top level) did not expect.
 std::string unexpected(const CLI::App& app, const CLI::App* sub) {
@@ -170,7 +198,7 @@ std::string empty_value(const CLI::App* sub) {
                 if (!value.empty()) continue;
                 const std::string what = opt->get_lnames().empty() && opt->get_snames().empty()
                                              ? "the " + opt->get_name() + " argument is empty"
-                                             : opt->get_name() + " '': an empty value";
+                                             : opt->get_name() + ": '': an empty value";
                 return where_said(sub) + what + " " + help_hint(sub);
             }
         }
@@ -394,7 +422,7 @@ std::string missing_value(const std::string& msg, const CLI::App& chosen, const 
         for (const CLI::App* inner : sub->get_subcommands({}))
             if (inner->get_name() == word) sub = inner;
     const bool empty = std::find(words.begin(), words.end(), name + "=") != words.end();
-    return where_said(sub) + name + (empty ? " '': an empty value" : " needs a value: none was given") + " " +
+    return where_said(sub) + name + (empty ? ": '': an empty value" : " needs a value: none was given") + " " +
            help_hint(sub);
 }
 

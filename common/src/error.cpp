@@ -1,4 +1,5 @@
 #include "mhc/common/error.hpp"
+#include "mhc/common/refusal.hpp"
 
 #include <sys/stat.h>
 
@@ -90,6 +91,14 @@ std::string where(const std::string& file, const std::string& message) {
 std::string where_row(const std::string& file, const std::string& table, long long row,
                       const std::string& message) {
     return file + ": " + table + " row " + std::to_string(row) + ": " + message;
+}
+
+std::string refused_value(std::string_view option, std::string_view value, std::string_view why) {
+    return of_option(option, "'" + printable(value) + "': " + std::string(why));
+}
+
+std::string of_option(std::string_view option, std::string_view refusal) {
+    return std::string(option) + ": " + std::string(refusal);
 }
 
 std::string no_such_file(const std::string& file) {

@@ -115,13 +115,14 @@ std::string num_text(double v) {
 }  // namespace
 
 void validate(const GeneratorConfig& c) {
+    // "field 'kv-heads': '500': not in 1..12": the value quoted first, as the command line's
+    // refusals say it (mhc generate names the option instead of the field).
     auto bad = [](const char* field, const std::string& why) {
         throw Error(std::string("field '") + field + "': " + why);
     };
     auto range = [&](const char* field, int64_t v, int64_t lo, int64_t hi) {
         if (v < lo || v > hi)
-            bad(field, std::to_string(v) + " is outside [" + std::to_string(lo) + ", " +
-                           std::to_string(hi) + "]");
+            bad(field, "'" + std::to_string(v) + "': not in " + std::to_string(lo) + ".." + std::to_string(hi));
     };
     range("layers", c.layers, 1, 4096);
     range("hidden", c.hidden, 1, 1 << 20);
@@ -144,21 +145,22 @@ void validate(const GeneratorConfig& c) {
     range("hc", c.hc, 1, 16);
     range("sinkhorn-iters", c.sinkhorn_iters, 1, 1000);
     range("hc-block", c.hc_block, 0, c.layers);
-    if (c.hidden % c.heads) bad("hidden", "must be a multiple of heads (" + std::to_string(c.heads) + ")");
-    if (c.heads % c.kv_heads) bad("kv-heads", "must divide heads (" + std::to_string(c.heads) + ")");
-    if (c.heads % c.tp) bad("tp", "must divide heads (" + std::to_string(c.heads) + ")");
-    if (c.kv_heads % c.tp) bad("tp", "must divide kv-heads (" + std::to_string(c.kv_heads) + ")");
-    if (c.ffn % c.tp) bad("tp", "must divide ffn (" + std::to_string(c.ffn) + ")");
-    if (c.layers % c.pp) bad("pp", "must divide layers (" + std::to_string(c.layers) + ")");
+    const auto quoted = [](auto value) { return "'" + std::to_string(value) + "': "; };
+    if (c.hidden % c.heads) bad("hidden", quoted(c.hidden) + "must be a multiple of heads (" + std::to_string(c.heads) + ")");
+    if (c.heads % c.kv_heads) bad("kv-heads", quoted(c.kv_heads) + "must divide heads (" + std::to_string(c.heads) + ")");
+    if (c.heads % c.tp) bad("tp", quoted(c.tp) + "must divide heads (" + std::to_string(c.heads) + ")");
+    if (c.kv_heads % c.tp) bad("tp", quoted(c.tp) + "must divide kv-heads (" + std::to_string(c.kv_heads) + ")");
+    if (c.ffn % c.tp) bad("tp", quoted(c.tp) + "must divide ffn (" + std::to_string(c.ffn) + ")");
+    if (c.layers % c.pp) bad("pp", quoted(c.pp) + "must divide layers (" + std::to_string(c.layers) + ")");
     if (c.arch == Arch::Gpt2 && c.max_positions && c.max_positions < c.seq)
-        bad("max-positions", "is smaller than seq");
-    if (!(c.jitter >= 0 && c.jitter <= 0.5)) bad("jitter", "must be in [0, 0.5]");
+        bad("max-positions", quoted(c.max_positions) + "is smaller than seq (" + std::to_string(c.seq) + ")");
+    if (!(c.jitter >= 0 && c.jitter <= 0.5)) bad("jitter", "'" + num_text(c.jitter) + "': not in [0, 0.5]");
     const GpuSpec& g = c.gpu;
     // Rates a GPU can have, within many orders of magnitude either way: a trace's times come
     // from them (a rate of 1e-3 FLOP/s made kernels of 10^18 ns).
     auto rate = [&](const char* field, double v, double lo, double hi, const char* unit) {
         if (!(v >= lo && v <= hi))
-            bad(field, num_text(v) + " " + unit + " is outside [" + num_text(lo) + ", " + num_text(hi) + "]");
+            bad(field, "'" + num_text(v) + "': not in [" + num_text(lo) + ", " + num_text(hi) + "] " + unit);
     };
     rate("gpu-flops", g.matmul_flops, 1e6, 1e20, "FLOP/s");
     rate("gpu", g.tf32_flops, 1e6, 1e20, "FLOP/s (tf32)");
@@ -167,7 +169,7 @@ void validate(const GeneratorConfig& c) {
     rate("gpu", g.nvlink_bw, 1e3, 1e16, "B/s (NVLink)");
     rate("gpu", g.net_bw, 1e3, 1e16, "B/s (network)");
     if (!(g.memory_bytes > 0 && g.memory_bytes <= (int64_t{1} << 56)))
-        bad("gpu-memory", std::to_string(g.memory_bytes) + " bytes is outside [1, 2^56]");
+        bad("gpu-memory", "'" + std::to_string(g.memory_bytes) + "': not in [1, 2^56] bytes");
     for (double e : {g.gemm_eff, g.attn_eff, g.mem_eff, g.comm_eff})
         if (!(e > 0 && e <= 1)) bad("gpu", "efficiency factors must be in (0, 1]");
     // The largest tensor (s x s scores, logits) must fit int64 bytes comfortably.

@@ -35,7 +35,8 @@ Capacity parse_capacity(const std::string& text) {
     for (char ch : text)
         if (!std::isspace(static_cast<unsigned char>(ch))) t += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     if (t == "unlimited" || t == "inf") return c;
-    const std::string quoted = "capacity '" + text + "'";
+    // Refusals in a value parser's form ("'500': ..."): the command names its option before it.
+    const std::string quoted = "'" + text + "'";
     // A number alone: 70% of the peak or 70 GiB was meant (never 70 bytes); suggest only what is
     // accepted.
     // (One number: digits and at most one '.'; "1..2" was told "1..2% of the peak, 1..2GiB", "."
@@ -44,28 +45,24 @@ Capacity parse_capacity(const std::string& text) {
         std::count(t.begin(), t.end(), '.') <= 1 && t.find_first_of("0123456789") != std::string::npos) {
         const double v = std::strtod(t.c_str(), nullptr);
         if (!(v > 0)) throw Error(quoted + ": must be positive");
-        throw Error(quoted + ": needs a unit: " + (v <= 100 ? t + "% of the peak, " : std::string()) + t + "GiB or " +
+        throw Error(quoted + ": a capacity needs a unit: " + (v <= 100 ? t + "% of the peak, " : std::string()) + t + "GiB or " +
                     t + "GB (mhc help sizes)");
     }
-    try {
-        if (!t.empty() && t.back() == '%') {
-            // Above the unlimited peak nothing is limited: such a run would be stored as if it
-            // said something about a limit.
-            c.fraction = parse_share(text, INFINITY);
-            if (c.fraction <= 0) throw Error("'" + text + "': must be positive");
-            if (c.fraction > 1)
-                throw Error("'" + text + "': more than 100% of the peak limits nothing; give at most 100% "
-                            "(or 'unlimited' for the baseline)");
-            // A share so small that it is no capacity at all (1e-300% of any peak is 0 bytes).
-            if (c.fraction * 100 < kMinPercent)
-                throw Error("'" + text + "': less than " + std::to_string(kMinPercent).substr(0, 6) +
-                            "% of the peak; give a size (512KiB) for a limit that small");
-        } else {
-            c.bytes = parse_size(text);
-            if (c.bytes <= 0) throw Error("'" + text + "': must be positive");
-        }
-    } catch (const Error& e) {
-        throw Error("capacity " + std::string(e.what()));
+    if (!t.empty() && t.back() == '%') {
+        // Above the unlimited peak nothing is limited: such a run would be stored as if it
+        // said something about a limit.
+        c.fraction = parse_share(text, INFINITY);
+        if (c.fraction <= 0) throw Error("'" + text + "': must be positive");
+        if (c.fraction > 1)
+            throw Error("'" + text + "': more than 100% of the peak limits nothing; give at most 100% "
+                        "(or 'unlimited' for the baseline)");
+        // A share so small that it is no capacity at all (1e-300% of any peak is 0 bytes).
+        if (c.fraction * 100 < kMinPercent)
+            throw Error("'" + text + "': less than " + std::to_string(kMinPercent).substr(0, 6) +
+                        "% of the peak; give a size (512KiB) for a limit that small");
+    } else {
+        c.bytes = parse_size(text);
+        if (c.bytes <= 0) throw Error("'" + text + "': must be positive");
     }
     return c;
 }
@@ -157,14 +154,14 @@ EvictionKind parse_eviction(const std::string& name) {
     const auto& v = eviction_policies();
     for (size_t i = 0; i < v.size(); ++i)
         if (v[i].name == name) return static_cast<EvictionKind>(i);
-    throw Error("unknown eviction policy '" + name + "': use one of " + names_of(v) + guess(v, name));
+    throw Error("'" + name + "': not an eviction policy; use one of " + names_of(v) + guess(v, name));
 }
 
 AllocatorKind parse_allocator(const std::string& name) {
     const auto& v = allocator_models();
     for (size_t i = 0; i < v.size(); ++i)
         if (v[i].name == name) return static_cast<AllocatorKind>(i);
-    throw Error("unknown allocator model '" + name + "': use one of " + names_of(v) + guess(v, name));
+    throw Error("'" + name + "': not an allocator model; use one of " + names_of(v) + guess(v, name));
 }
 
 const char* peak_meaning(AllocatorKind allocator) {
@@ -211,18 +208,18 @@ PrefetchSpec parse_prefetch(const std::string& text) {
     else if (base == "capuchin") p.kind = PrefetchKind::Capuchin;
     else if (base == "forecast") p.kind = PrefetchKind::Forecast;
     else
-        throw Error("unknown prefetch policy '" + text + "': use one of " + names_of(prefetch_policies()) +
+        throw Error("'" + text + "': not a prefetch policy; use one of " + names_of(prefetch_policies()) +
                     guess(prefetch_policies(), base));
     if (colon != std::string::npos) {
         if (p.kind == PrefetchKind::Capuchin || p.kind == PrefetchKind::None)
-            throw Error("prefetch policy '" + base + "' takes no argument");
+            throw Error("'" + text + "': " + base + " takes no argument");
         // The window follows the options' number grammar (docs/cli.md, "Numbers"): 08 was read as 8.
         const std::string_view digits = std::string_view{text}.substr(colon + 1);
         if (const std::string why = whole_number_refusal(digits, false); !why.empty())
-            throw Error("prefetch '" + text + "': the window " + why);
+            throw Error("'" + text + "': the window " + why);
         const auto window = parse_integer<int>(digits);
         if (!window || *window < 1 || *window > 100000)
-            throw Error("prefetch '" + text + "': the window must be an integer in 1..100000");
+            throw Error("'" + text + "': the window must be a whole number in 1..100000");
         p.window = *window;
     }
     return p;

@@ -291,8 +291,8 @@ LinkModel link_from_spec(const std::string& spec) {
         names += (names.empty() ? "" : ", ") + p.name;
         list.push_back(p.name);
     }
-    throw Error("unknown link '" + spec + "': use one of " + names + " or a link profile JSON file" +
-                did_you_mean(spec, list));
+    throw Error("'" + spec + "': not a link; use one of " + names +
+                " or a link profile JSON file" + did_you_mean(spec, list));
 }
 
 }  // namespace mhc::sim

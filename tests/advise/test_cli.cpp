@@ -123,9 +123,9 @@ TEST_CASE("mhc advise: bad input is one line and exit 2", "[advise][cli]") {
              "the model has no module 'M.blocks.9'");
     one_line(run("advise " + t.path), "give the GPU as --capacity SIZE or --gpu NAME");
     one_line(run("advise " + t.path + " --gpu h100-sxm --capacity 1GiB"), "one of them");
-    one_line(run("advise " + t.path + " --gpu v100"), "unknown GPU 'v100'");
-    one_line(run("advise " + t.path + " --capacity 50%"), "advise --capacity '50%': give the GPU's memory as a size (80GiB) or --gpu NAME");
-    one_line(run("advise " + t.path + " --capacity 1GiB --budget lots"), "--budget 'lots': not a share");
+    one_line(run("advise " + t.path + " --gpu v100"), "--gpu: 'v100': not a GPU mhc knows; use one of");
+    one_line(run("advise " + t.path + " --capacity 50%"), "--capacity: '50%': give the GPU's memory as a size (80GiB) or --gpu NAME");
+    one_line(run("advise " + t.path + " --capacity 1GiB --budget lots"), "--budget: 'lots': not a share");
     one_line(run("advise " + t.path + " --capacity 1GiB --verify"), "no capture.recipe");
     one_line(run("advise " + t.path + " --setting '{\"offload\": 1}'"), "field 'offload'");
     // Options with nothing to do beside the others given: refused before any work, naming them
@@ -136,9 +136,9 @@ TEST_CASE("mhc advise: bad input is one line and exit 2", "[advise][cli]") {
     one_line(run("advise " + t.path + " --setting '{}' --budget 3%"), "--budget and --setting");
     one_line(run("advise " + t.path + " --setting '{}' --top 3"), "--top and --setting");
     one_line(run("advise " + t.path + " --capacity 1GiB --force"), "--force: replaces an existing --trace-out file");
-    one_line(run("advise " + t.path + " --capacity 1GiB --step-time 0s"), "--step-time: '0s' is not a step time");
-    one_line(run("advise " + t.path + " --capacity 1GiB --step-time 7200s"), "--step-time: '7200s' is not a step time");
-    one_line(run("advise " + t.path + " --capacity 1GiB --step-time 60"), "--step-time '60': a duration needs a unit");
+    one_line(run("advise " + t.path + " --capacity 1GiB --step-time 0s"), "--step-time: '0s': not a step time");
+    one_line(run("advise " + t.path + " --capacity 1GiB --step-time 7200s"), "--step-time: '7200s': not a step time");
+    one_line(run("advise " + t.path + " --capacity 1GiB --step-time 60"), "--step-time: '60': a duration needs a unit");
     one_line(run("advise " + t.path + " --capacity 1GiB --step-time fast"), "--step-time");
     one_line(run("advise " + t.path + " --capacity 1GiB --step-time 1s"), "no scaling of the kernels' times gives that step");
     mhc::test::TempPath plain{"plain.db"};

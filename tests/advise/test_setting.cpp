@@ -76,5 +76,5 @@ TEST_CASE("the GPU sizes of mhc advise --gpu are mhc-torch's", "[advise][setting
         ++seen;
     }
     CHECK(seen >= 6);
-    CHECK_THROWS_WITH(gpu_memory("v100"), Catch::Contains("unknown GPU 'v100'"));
+    CHECK_THROWS_WITH(gpu_memory("v100"), Catch::Contains("--gpu: 'v100': not a GPU mhc knows"));
 }

@@ -25,7 +25,7 @@ run 0 generate --preset gpt2-small --layers 2 --steps 2 -o "$t"
 for cmd in "simulate $t --capacity 70" "sweep $t --capacities 90%,70 --no-store" "validate $t --capacity 70 --no-store"; do
     # shellcheck disable=SC2086
     run 2 $cmd
-    has "capacity '70': needs a unit: 70% of the peak, 70GiB or 70GB" "$tmp/err" "$cmd"
+    has "^mhc: --capacit[a-z]*: '70': a capacity needs a unit: 70% of the peak, 70GiB or 70GB (mhc help sizes)$" "$tmp/err" "$cmd"
     [[ $(wc -l <"$tmp/err") == 1 ]] || fail "$cmd: more than one line on stderr"
 done
 run 2 simulate "$t" --capacity 150%

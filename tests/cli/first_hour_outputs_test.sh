@@ -74,6 +74,10 @@ if [ -n "$view" ] && [ -x "$view" ]; then
     # --view opens that view with or without --screenshot: its help says so.
     "$view" --help >vhelp 2>&1 || fail "mhc-view --help exited $?"
     grep -qF "The view to open" vhelp || fail "mhc-view --help: --view: $(grep -F -- --view vhelp)"
+    # The keys, Esc and the zoom's reset among them (its help named no key).
+    tr '\n' ' ' <vhelp | grep -qF "Esc closes the innermost thing open, one a press" ||
+        fail "mhc-view --help does not say what Esc does"
+    tr '\n' ' ' <vhelp | grep -qF "0 shows the whole trace" || fail "mhc-view --help does not name the zoom's reset key"
     # Its help as mhc's (docs/cli.md, "Help"): within 80 columns, values named as users write
     # them, not CLI11's TEXT, INT:NONNEGATIVE or REQUIRED; pinned as a golden file.
     awk 'length($0) > 80 { print "FAIL: mhc-view --help: a line of " length($0) " columns: " $0; bad = 1 } END { exit bad }' \

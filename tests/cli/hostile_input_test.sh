@@ -72,14 +72,14 @@ for cmd in "${!base[@]}"; do
     done
 done
 [ $tried -gt 300 ] || fail "only $tried option values tried"
-want="simulate: --latency '': an empty value"; refused "$want" simulate t.db --capacity 70% --latency ''
+want="simulate: --latency: '': an empty value"; refused "$want" simulate t.db --capacity 70% --latency ''
 refused "info: the trace argument is empty" info ''
 # A message quoting a newline, a tab or an escape (a value, a file name) stays one line: each such
 # byte is shown as '?' (a trace named 'a<newline>b.db' was said over two lines).
 refused "mhc: a?b?c?.db: no such file" info $'a\nb\tc\e.db'
 refused "--top: '7?': not a whole number" info t.db --top $'7\n'
 refused "--nccl-share: 'nan': not a finite number" simulate t.db --capacity 70% --no-store --nccl-share nan
-refused "nccl_share': must be in [0, 1)" simulate t.db --capacity 70% --no-store --nccl-share -5
+refused "--nccl-share: '-5': not in [0, 1)" simulate t.db --capacity 70% --no-store --nccl-share -5
 
 # A malformed variable that only the store reads: refused before the simulation, not after it.
 for cmd in "simulate t.db --capacity 90%" "sweep t.db --capacities 90% --policies lru --no-bisect" \

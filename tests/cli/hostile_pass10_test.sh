@@ -52,8 +52,8 @@ if [ -n "$view" ] && [ -x "$view" ]; then
     view_refused "--fit-y given 2 times; give it once" t.db --fit-y --fit-y
     view_refused "--size given 2 times; give it once" t.db --size 800x600 --size 900x700
     view_refused "--screenshot given 2 times; give it once" t.db --screenshot a.png --screenshot b.png
-    view_refused "--runs-db '': an empty value (mhc-view --help)" t.db --runs-db=
-    view_refused "--families '': an empty value (mhc-view --help)" t.db --families ''
+    view_refused "--runs-db: '': an empty value (mhc-view --help)" t.db --runs-db=
+    view_refused "--families: '': an empty value (mhc-view --help)" t.db --families ''
     view_refused "--step: '1e3': not a whole number (decimal digits only: no sign '+', space, 0x or exponent)" \
         t.db --step 1e3
     view_refused "unknown option --no-such (mhc-view --help)" t.db --no-such

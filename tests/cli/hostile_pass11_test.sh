@@ -74,7 +74,7 @@ refused "rlo.json: field 'name': holds a control character or one not shown (U+2
 refused "c1.json: field 'name': holds a control character or one not shown (U+009B" \
     simulate t.db --capacity 80% --no-store --link c1.json
 "$mhc" -q simulate t.db --capacity 80% --no-store --link ok.json >/dev/null 2>err || fail "a name in other scripts: $(cat err)"
-refused "--name 'my?link': holds a control character or one not shown (U+2066" calibrate --backend host --quick \
+refused "--name: 'my?link': holds a control character or one not shown (U+2066" calibrate --backend host --quick \
     --rounds 1 --max-chunk 16KiB --name "$(printf 'my\xe2\x81\xa6link')" -o cal.json
 [ ! -e cal.json ] || fail "a refused calibrate wrote cal.json"
 torch_refused "mhc-torch: a?31m.db: no such file" runs "$csi"

@@ -102,10 +102,10 @@ done
 "$mhc" check p.db >out 2>err && "$mhc" info p.db >out 2>err && [ ! -s err ] || fail "after prune: $(cat out err)"
 "$mhc" prune p.db >out 2>err && grep -qx "p.db: no stale runs; nothing deleted" out || fail "a second prune: $(cat out err)"
 refused "mhc: p.db: there is no run 7 of p.db (mhc info p.db lists its runs)" prune p.db --run 3,7
-refused "--run '3,,4': an empty item" prune p.db --run 3,,4
-refused "--run '3,3': run 3 is named twice" prune p.db --run 3,3
+refused "--run: '3,,4': an empty item" prune p.db --run 3,,4
+refused "--run: '3,3': run 3 is named twice" prune p.db --run 3,3
 refused "mhc: --run: '0x3': not a whole number" prune p.db --run 0x3
-refused "mhc: --run '3,-4': '-4': must be 0 or more" prune p.db --run 3,-4
+refused "mhc: --run: '-4': must be 0 or more" prune p.db --run 3,-4
 [ "$(sqlite3 p.db "SELECT count(*) FROM runs")" = 1 ] || fail "a refused prune deleted a run"
 # A replay names the simulated run it executed: that run goes with it or not at all.
 "$mhc" simulate p.db --capacity 95% >/dev/null && sqlite3 p.db "UPDATE runs SET kind = 'replayed', base_run = 3 WHERE id = 4" ||

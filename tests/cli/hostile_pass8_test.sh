@@ -71,14 +71,14 @@ mask=$(sed 's/^SigIgn:[[:space:]]*//' sigign.seen)
 # t_free is 7421872000009798820 ... [range]", blaming the capture); --step-time 0.4ns rounded to 0
 # ns, read as not given.
 big=$(printf '9%.0s' $(seq 400))
-refused "--host-bandwidth '${big}GB/s': too large" advise "$capture" --capacity 80MiB --host-bandwidth "${big}GB/s"
-refused "--latency '${big}s': too large" simulate t.db --capacity 80% --no-store --latency "${big}s"
-refused "--gpu-bw '${big}GB/s': too large" generate --steps 1 --gpu-bw "${big}GB/s" -o g.db
-refused "--host-bandwidth '0.001B/s' is outside [1kB/s, 1000TB/s]" advise "$capture" --capacity 80MiB --host-bandwidth 0.001B/s
-refused "--comm-link: '0.001B/s' is outside [1kB/s, 1000TB/s]" advise "$capture" --capacity 80MiB --comm-link 0.001B/s
-refused "--step-time: '0.4ns' is less than 1 ns" advise "$capture" --capacity 80MiB --step-time 0.4ns
-refused "capacity '1..2': unknown unit '.2'" simulate t.db --capacity 1..2 --no-store   # told "1..2% of the peak"
-refused "capacity '.': not a size" simulate t.db --capacity . --no-store                 # told "must be positive"
+refused "--host-bandwidth: '${big}GB/s': too large" advise "$capture" --capacity 80MiB --host-bandwidth "${big}GB/s"
+refused "--latency: '${big}s': too large" simulate t.db --capacity 80% --no-store --latency "${big}s"
+refused "--gpu-bw: '${big}GB/s': too large" generate --steps 1 --gpu-bw "${big}GB/s" -o g.db
+refused "--host-bandwidth: '0.001B/s': not in [1kB/s, 1000TB/s]" advise "$capture" --capacity 80MiB --host-bandwidth 0.001B/s
+refused "--comm-link: '0.001B/s': not in [1kB/s, 1000TB/s]" advise "$capture" --capacity 80MiB --comm-link 0.001B/s
+refused "--step-time: '0.4ns': less than 1 ns" advise "$capture" --capacity 80MiB --step-time 0.4ns
+refused "--capacity: '1..2': unknown unit '.2'" simulate t.db --capacity 1..2 --no-store   # told "1..2% of the peak"
+refused "--capacity: '.': not a size" simulate t.db --capacity . --no-store                 # told "must be positive"
 "$mhc" advise "$capture" --capacity 80MiB --host-bandwidth 1kB/s >out 2>err || fail "advise --host-bandwidth 1kB/s: $(cat err)"
 
 # 3. Two exports of different traces into one CSV folder at once (--force): each moved its tables
@@ -129,7 +129,7 @@ refused "[requested-over-block]" simulate r.db --capacity 90% --no-store
 # 8. A link profile's name goes into the name of every run made with it (lru+none@80%/NAME): one
 # with a newline and an escape (calibrate --name, or a profile written by hand) was printed by
 # simulate and info over two lines with the escape sent to the terminal, and stored so.
-refused "--name 'my?link?[2J': holds a control character" calibrate --backend host --quick --rounds 1 \
+refused "--name: 'my?link?[2J': holds a control character" calibrate --backend host --quick --rounds 1 \
     --max-chunk 16KiB --name $'my\nlink\e[2J' -o nl.json
 [ ! -e nl.json ] || fail "calibrate wrote a profile named over two lines"
 "$mhc" calibrate --backend host --quick --rounds 1 --max-chunk 16KiB --name fine -o nl.json >/dev/null 2>err ||
@@ -156,7 +156,7 @@ got=$(sqlite3 z.db "SELECT count(*) FROM run_config WHERE value LIKE '-0%'")
 [ "$got" = 0 ] || fail "negative zero stored: $(sqlite3 z.db "SELECT key, value FROM run_config WHERE value LIKE '-0%'")"
 "$mhc" -q generate --steps 1 --layers 1 --jitter -0 -o j.db >/dev/null || fail "generate --jitter -0"
 [ "$(sqlite3 j.db "SELECT value FROM meta WHERE key = 'gen.jitter'")" = 0 ] || fail "generate --jitter -0 stored $(sqlite3 j.db "SELECT value FROM meta WHERE key = 'gen.jitter'")"
-refused "nccl_share': must be in [0, 1)" simulate t.db --capacity 80% --no-store --nccl-share -0.5
+refused "--nccl-share: '-0.5': not in [0, 1)" simulate t.db --capacity 80% --no-store --nccl-share -0.5
 
 # 7. mhc-view's messages and outputs (no display needed: each is refused before the window).
 if [ -n "$view" ]; then
@@ -166,8 +166,8 @@ if [ -n "$view" ]; then
         [ $rc = 2 ] && [ "$(wc -l <err)" = 1 ] && grep -qF -- "$want" err || fail "mhc-view $* exited $rc: $(cat err)"
     }
     view_refused "mhc-view: a?b.db: no such file" $'a\nb.db'
-    view_refused "mhc-view: --size '1?2': expected WxH" t.db --size $'1\n2'
-    view_refused "mhc-view: --click '1?2': expected X,Y" t.db --click $'1\n2'
+    view_refused "mhc-view: --size: '1?2': expected WxH" t.db --size $'1\n2'
+    view_refused "mhc-view: --click: '1?2': expected X,Y" t.db --click $'1\n2'
     ln -s /proc/self/fd/1 stdout.png
     view_refused "stdout.png: is a symbolic link to /proc/self/fd/1: a descriptor of this process" t.db --screenshot stdout.png
     [ -L stdout.png ] || fail "mhc-view --screenshot replaced a link to its standard output"

@@ -73,7 +73,7 @@ refused "import -: standard input is closed; pipe the trace into mhc or name a f
 
 # 4. validate --capacity naming the baseline: refused before any replay.
 for c in unlimited 90%,unlimited inf; do
-    refused "--capacity: '${c##*,}' is the unlimited baseline, which validate always replays; give limits" \
+    refused "--capacity: '${c##*,}': the unlimited baseline, which validate always replays; give limits" \
         validate t.db --link pcie4 --repeat 1 --no-store --capacity "$c"
     [ ! -s out ] || fail "validate --capacity $c replayed first: $(head -c 200 out)"
 done

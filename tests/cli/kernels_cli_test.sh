@@ -66,12 +66,12 @@ floats nan.f32 $((16 * 10)) $((16 * 6 + 3)) nan
 expect_bad "NaN names the token" "^mhc: nan.f32: token 6 " -- kernels sinkhorn --input nan.f32 --output P.f32
 floats inf.f32 $((16 * 10)) 17 -inf
 expect_bad "Inf names the token" "^mhc: inf.f32: token 1 " -- kernels sinkhorn --input inf.f32 --output P.f32
-expect_bad "n too large" "outside 2..16" -- kernels sinkhorn --n 17 --input H.f32 --output P.f32
-expect_bad "n too small" "^mhc: --n: 1 is outside 2..16$" -- kernels sinkhorn --n 1 --input H.f32 --output P.f32
+expect_bad "n too large" "not in 2..16" -- kernels sinkhorn --n 17 --input H.f32 --output P.f32
+expect_bad "n too small" "^mhc: --n: '1': not in 2..16$" -- kernels sinkhorn --n 1 --input H.f32 --output P.f32
 # The option named as typed (not the library's field: "iters = 0").
-expect_bad "iters zero" "^mhc: --iters: 0 is outside 1..100000$" -- kernels sinkhorn --iters 0 --input H.f32 --output P.f32
-expect_bad "eps zero" "^mhc: --eps: must be > 0 without --log-domain" -- kernels sinkhorn --eps 0 --input H.f32 --output P.f32
-expect_bad "threads negative" "^mhc: --threads: -1 is negative" -- kernels sinkhorn --threads -1 --input H.f32 --output P.f32
+expect_bad "iters zero" "^mhc: --iters: '0': not in 1..100000$" -- kernels sinkhorn --iters 0 --input H.f32 --output P.f32
+expect_bad "eps zero" "^mhc: --eps: '0': must be more than 0 without --log-domain" -- kernels sinkhorn --eps 0 --input H.f32 --output P.f32
+expect_bad "threads negative" "^mhc: --threads: '-1': not 0 or more (0: all cores)" -- kernels sinkhorn --threads -1 --input H.f32 --output P.f32
 # The input as the output: refused, the input intact (a success once replaced it with its result).
 cp H.f32 H-keep.f32
 expect_bad "input as output" "^mhc: H.f32: is the input file H.f32" -- kernels sinkhorn --input H.f32 --output H.f32

@@ -43,11 +43,11 @@ says 2 "mhc: unknown option --verison; did you mean --version? (mhc --help)" "$m
 says 2 "mhc: simulate: unknown option --capasity; did you mean --capacity? (mhc simulate --help)" \
     "$mhc" simulate "$t" --capasity 50%
 says 2 "mhc: info: unknown option --jsn; did you mean --json? (mhc info --help)" "$mhc" info "$t" --jsn
-says 2 "mhc: unknown eviction policy 'lur': use one of lru, largest, belady, dtr, cost_aware; did you mean lru?" \
+says 2 "mhc: --policy: 'lur': not an eviction policy; use one of lru, largest, belady, dtr, cost_aware; did you mean lru?" \
     "$mhc" simulate "$t" --capacity 50% --policy lur
-says 2 "mhc: unknown prefetch policy 'lookahaed:8': use one of none, lookahead:K, periodic[:K], capuchin, forecast[:H]; did you mean lookahead?" \
+says 2 "mhc: --prefetch: 'lookahaed:8': not a prefetch policy; use one of none, lookahead:K, periodic[:K], capuchin, forecast[:H]; did you mean lookahead?" \
     "$mhc" simulate "$t" --capacity 50% --prefetch lookahaed:8
-says 2 "mhc: unknown link 'pcie44': use one of pcie3, pcie4, pcie5, nvlink-c2c, nvlink4-peer or a link profile JSON file; did you mean pcie4?" \
+says 2 "mhc: --link: 'pcie44': not a link; use one of pcie3, pcie4, pcie5, nvlink-c2c, nvlink4-peer or a link profile JSON file; did you mean pcie4?" \
     "$mhc" simulate "$t" --capacity 50% --link pcie44
 says 2 "mhc: help: 'sizs' is neither a command nor a topic; did you mean sizes? (mhc help lists them)" "$mhc" help sizs
 # a named choice of an option: the names and the nearest (CLI11's own check said "llama-7b not in {...}")

@@ -45,14 +45,14 @@ grep -q "seconds" err && fail "a typo is told of the scripts' seconds command: $
 # --calibration-max-age takes none as every limit does (no age is stale); the refusal that it goes
 # with --recalibrate shows the value was read, not refused as a duration.
 want="--calibration-max-age and --recalibrate"; refused validate t.db --capacity 90% --recalibrate --calibration-max-age none
-want="--calibration-max-age 'never'"; refused validate t.db --capacity 90% --calibration-max-age never
+want="--calibration-max-age: 'never'"; refused validate t.db --capacity 90% --calibration-max-age never
 
-want="--ranks: needs trace files, not the option --capacity"; refused simulate --ranks --capacity 70%
+want="--ranks: '--capacity': needs trace files, not an option"; refused simulate --ranks --capacity 70%
 want="less than 0.0001% of the peak"; refused simulate t.db --capacity 0.00000001%
 want="not a percentage"; refused simulate t.db --capacity 1e-300%
 want="must be positive"; refused simulate t.db --capacity 0%
-want="sweep: --capacities '': an empty value"; refused sweep t.db --capacities ''
-want="validate: --capacity '': an empty value"; refused validate t.db --capacity ''
+want="sweep: --capacities: '': an empty value"; refused sweep t.db --capacities ''
+want="validate: --capacity: '': an empty value"; refused validate t.db --capacity ''
 want="--device"; refused allocator t.db --device -5
 want="--device"; refused simulate t.db --capacity 80% --device -5
 want="more than half of this machine's memory"; refused calibrate --backend host --max-chunk 1TiB -o p.json
@@ -274,7 +274,7 @@ want="--steps: '1.5': not a whole number"; refused generate --steps 1.5 -o n.db
 want="--layers: '1e1': not a whole number"; refused generate --layers 1e1 -o n.db
 want="--steps: '0': not in 1..1000000"; refused generate --steps 0 -o n.db
 want="--jitter: '0.6': not in 0..0.5"; refused generate --jitter 0.6 -o n.db
-want="--pp: must divide layers (3)"; refused generate --layers 3 --pp 2 --steps 1 -o n.db
+want="--pp: '2': must divide layers (3)"; refused generate --layers 3 --pp 2 --steps 1 -o n.db
 # Contrary options: a flag and its negation (the last won), --all-ranks with one rank named (the
 # rank was ignored).
 want="generate: --zero1 and --no-zero1 both given; give one"; refused generate --zero1 --no-zero1 --steps 1 -o n.db
@@ -282,7 +282,7 @@ want="--all-ranks writes every rank; --pp-stage, --dp-rank and --tp-rank choose 
 refused generate --pp 2 --layers 2 --steps 1 --pp-stage 1 --all-ranks -o n.db
 [ ! -e n.db ] && [ ! -e n.rank0.db ] || fail "a refused generate wrote $(ls n.*)"
 # A count past 32 bits was said to be below 1.
-want="--replay-steps '100000000000': all or a number of steps in 1..2147483647"
+want="--replay-steps: '100000000000': all or a number of steps in 1..2147483647"
 refused validate e0.db --policy lru --capacity 80% --replay-steps 100000000000
 
 # export --runs-db of a locked runs database: the wait and the timeout name the runs database

@@ -66,7 +66,7 @@ refused "kernels sinkhorn: --input is required (mhc kernels sinkhorn --help)" ke
 # wrote a file named '=g.db'. mhc's own option after the command was answered "did you mean -h?";
 # '--' before any command "unknown option --".
 refused "info: --top needs a value: none was given (mhc info --help)" info t.db --top
-refused "info: --top '': an empty value (mhc info --help)" info t.db --top=
+refused "info: --top: '': an empty value (mhc info --help)" info t.db --top=
 refused "simulate: --capacity needs a value: none was given" simulate t.db --capacity
 refused "kernels sinkhorn: --n needs a value: none was given" kernels sinkhorn --n
 refused "generate: '-o=g.db': a short option takes its value after a space (-o g.db); this would be '=g.db'" \
@@ -107,7 +107,7 @@ for list in "--capacities 90%,,70%" "--capacities 90%," "--policies lru,,dtr" "-
     # shellcheck disable=SC2086
     refused "'${list#* }': an empty item (two commas, or one at an end)" sweep t.db --no-store --no-bisect $list
 done
-refused "--capacity '90%,,70%': an empty item" validate t.db --capacity 90%,,70% --no-store --link pcie4 --repeat 1
+refused "--capacity: '90%,,70%': an empty item" validate t.db --capacity 90%,,70% --no-store --link pcie4 --repeat 1
 # A link profile that is a folder was "no such file"; one that is no JSON said the JSON library's
 # tag and the bytes it read (a binary file's control bytes).
 mkdir -p linkdir
@@ -187,7 +187,7 @@ c="calibrate --quick --rounds 1 --max-chunk 16KiB"
     refused "--rounds 5 and --quick: --quick measures at most 3 rounds; give one" calibrate --quick --rounds 5 -o c.json
     [ ! -e c.json ] || fail "a refused calibrate wrote its profile"
     # A warning never stands before a refusal (two lines): the refusal alone.
-    refused "--max-chunk '100': a size needs a unit" calibrate --quick --rounds 1 -o c.json --max-chunk 100 --path zero-copy
+    refused "--max-chunk: '100': a size needs a unit" calibrate --quick --rounds 1 -o c.json --max-chunk 100 --path zero-copy
     # A --max-chunk between two measured sizes (4 KiB times powers of 4): said, and run.
     "$mhc" calibrate --backend host --quick --rounds 1 --max-chunk 20KiB -o c20.json >out 2>err ||
         fail "calibrate --max-chunk 20KiB: $(cat err)"

@@ -71,15 +71,15 @@ PY
 "$mhc" validate t.db --capacity 80% --link pcie4 --repeat 0 --no-store >bad.txt 2>&1
 rc=$?
 [ $rc = 2 ] || fail "--repeat 0 must exit 2, got $rc: $(cat bad.txt)"
-grep -q "^mhc: --repeat '0': auto or an integer in 1..99" bad.txt || fail "--repeat 0: $(cat bad.txt)"
+grep -q "^mhc: --repeat: '0': auto or a whole number in 1..99" bad.txt || fail "--repeat 0: $(cat bad.txt)"
 [ "$(wc -l <bad.txt)" = 1 ] || fail "--repeat 0: one line wanted: $(cat bad.txt)"
 # --replay-steps: all or a count of at least 1; anything else is one line and exit 2.
 for bad in 0 -1 x 2x ''; do
     "$mhc" validate t.db --capacity 80% --link pcie4 --replay-steps "$bad" --no-store >bad.txt 2>&1
     rc=$?
     [ $rc = 2 ] || fail "--replay-steps '$bad' must exit 2, got $rc: $(cat bad.txt)"
-    want="--replay-steps '$bad': all or a number of steps in 1..2147483647"
-    [ -z "$bad" ] && want="validate: --replay-steps '': an empty value"   # every option's empty value (docs/cli.md)
+    want="--replay-steps: '$bad': all or a number of steps in 1..2147483647"
+    [ -z "$bad" ] && want="validate: --replay-steps: '': an empty value"   # every option's empty value (docs/cli.md)
     grep -q "^mhc: $want" bad.txt || fail "--replay-steps '$bad': $(cat bad.txt)"
     [ "$(wc -l <bad.txt)" = 1 ] || fail "--replay-steps '$bad': one line wanted: $(cat bad.txt)"
 done
@@ -165,7 +165,7 @@ python3 -c "import json; assert json.load(open('tn.json'))['time_limit_s'] is No
     && grep -qx "mhc: --max-replay-minutes and --max-replay-time: the same limit (its old name); give one" tm.err \
     || fail "both names: $(cat tm.err)"
 "$mhc" validate t.db --capacity 90% --link pcie4 --max-replay-time 30 2>tm.err; [ $? = 2 ] \
-    && grep -qx "mhc: --max-replay-time '30': a duration needs a unit: 30us, 30ms or 30s" tm.err || fail "bare 30: $(cat tm.err)"
+    && grep -qx "mhc: --max-replay-time: '30': a duration needs a unit: 30us, 30ms or 30s" tm.err || fail "bare 30: $(cat tm.err)"
 "$mhc" info t.db --runs-db runs.db >info.txt 2>&1 || fail "info --runs-db: $(cat info.txt)"
 [ "$(grep -c replayed info.txt)" -ge 3 ] || fail "3 replayed runs wanted in runs.db: $(cat info.txt)"
 

@@ -34,7 +34,7 @@ TEST_CASE("a capacity without a unit and one above 100% are refused with hints t
             FAIL("accepted a bare number");
         } catch (const Error& e) {
             std::string msg = e.what();
-            CHECK(msg.rfind("capacity '" + std::string(bare) + "': needs a unit: ", 0) == 0);
+            CHECK(msg.rfind("'" + std::string(bare) + "': a capacity needs a unit: ", 0) == 0);
             // Every suggestion is accepted.
             const bool share = std::stod(bare) <= 100;
             CHECK((msg.find(std::string(bare) + "%") != std::string::npos) == share);
@@ -125,7 +125,7 @@ TEST_CASE("environment variables fill options that were not given", "[sim][confi
 TEST_CASE("validate rejects unknown policies and bad windows", "[sim][config]") {
     sim::Config c;
     c.eviction = "fifo";
-    CHECK_THROWS_WITH(sim::validate(c), Catch::Contains("unknown eviction policy 'fifo'"));
+    CHECK_THROWS_WITH(sim::validate(c), Catch::Contains("'fifo': not an eviction policy"));
     c.eviction = "lru";
     c.prefetch = "lookahead:0";
     CHECK_THROWS_AS(sim::validate(c), Error);
@@ -163,18 +163,18 @@ TEST_CASE("policy and allocator names parse into one kind each, unknown names ar
                                                   sim::EvictionKind::CostAware});
     CHECK(sim::parse_allocator("ideal") == sim::AllocatorKind::Ideal);
     CHECK(sim::parse_allocator("caching") == sim::AllocatorKind::Caching);
-    CHECK_THROWS_WITH(sim::parse_eviction("cost-aware"), "unknown eviction policy 'cost-aware': use one of lru, largest, "
+    CHECK_THROWS_WITH(sim::parse_eviction("cost-aware"), "'cost-aware': not an eviction policy; use one of lru, largest, "
                                                          "belady, dtr, cost_aware; did you mean cost_aware?");
-    CHECK_THROWS_WITH(sim::parse_allocator("cachin"), Catch::StartsWith("unknown allocator model 'cachin': use one of ideal, caching"));
+    CHECK_THROWS_WITH(sim::parse_allocator("cachin"), Catch::StartsWith("'cachin': not an allocator model; use one of ideal, caching"));
     // A run never falls back to another policy: an unknown name is refused where it starts.
     using namespace simtest;
     auto t = build({{MiB, 0, mhc::trace::kNoTime}}, {{1 * ms, 2 * ms, {{0, 'w'}}}});
     auto c = config("lru", 4 * MiB);
     c.eviction = "fifo";
-    CHECK_THROWS_WITH(sim::simulate(t, c), Catch::StartsWith("unknown eviction policy 'fifo'"));
+    CHECK_THROWS_WITH(sim::simulate(t, c), Catch::StartsWith("'fifo': not an eviction policy"));
     sim::RankTrace rank{"r.db", &t, sim::prepare(t)};
     sim::JobPlan plan = sim::plan_job({rank});
-    CHECK_THROWS_WITH(sim::make_runner(*rank.prepared, c, plan, 0), Catch::StartsWith("unknown eviction policy 'fifo'"));
+    CHECK_THROWS_WITH(sim::make_runner(*rank.prepared, c, plan, 0), Catch::StartsWith("'fifo': not an eviction policy"));
 }
 
 TEST_CASE("a share of the peak is exact in bytes when the share divides it", "[sim][config]") {

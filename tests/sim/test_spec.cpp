@@ -248,7 +248,7 @@ TEST_CASE("prefetch names are parsed once, into types, unknown names are errors"
     CHECK_THROWS_AS(sim::parse_prefetch("lookahead:x"), Error);  // was std::stoi's exception
     CHECK_THROWS_AS(sim::parse_prefetch("lookahead:0"), Error);
     // the window follows the options' number grammar: 08 was read as 8
-    CHECK_THROWS_WITH(sim::parse_prefetch("lookahead:08"), "prefetch 'lookahead:08': the window '08': a whole number "
+    CHECK_THROWS_WITH(sim::parse_prefetch("lookahead:08"), "'lookahead:08': the window '08': a whole number "
                                                            "starts with no 0 (it is decimal, not octal)");
     CHECK_THROWS_WITH(sim::parse_prefetch("periodic:1_0"), Catch::Contains("'1_0': not a whole number"));
     CHECK_THROWS_WITH(sim::parse_prefetch("lookahead:-1"), Catch::Contains("'-1': must be 0 or more"));

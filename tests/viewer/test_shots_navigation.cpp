@@ -211,3 +211,47 @@ TEST_CASE("Esc closes the innermost thing open, one a press: the notes' window, 
         "Ctrl+C: copy the details; Esc: close the notes, else clear the range selected, else close the details";
     CHECK(help.layout["toolbar"].value("tooltip", "").find(keys) != std::string::npos);
 }
+
+namespace {
+// --keys: printf's escapes (shoot runs the command through sh); \t is Tab.
+std::string keys(const std::string& printf_text) { return " --keys \"$(printf '" + printf_text + "')\""; }
+}   // namespace
+
+TEST_CASE("0 shows the whole trace; Tab reaches the toolbar's fields in turn, Space uses the one focused") {
+    // Before, no key reset the zoom ("Reset zoom" was a button alone), and Tab reached no field of
+    // the toolbar (ImGui's keyboard navigation was off): the keyboard could not choose a run.
+    fixture::TempPath db("keys-known.db");
+    fixture::write_known_trace(db.path, false);
+    Shot whole = shoot(db.path, "--size 1400x700");
+    REQUIRE(whole.rc == 0);
+    const std::string all = whole.layout["toolbar"]["range_text"];
+    Shot narrow = shoot(db.path, "--size 1400x700 --range 100us:200us");
+    REQUIRE(narrow.rc == 0);
+    REQUIRE(narrow.layout["toolbar"]["range_text"] != all);
+    Shot zero = shoot(db.path, "--size 1400x700 --range 100us:200us" + keys("0"));
+    INFO(zero.err);
+    REQUIRE(zero.rc == 0);
+    CHECK(zero.layout["toolbar"]["range_text"] == all);
+    CHECK(zero.layout["status"]["text"] == "zoom reset: the whole trace (0)");
+    // Nothing focused before a Tab; each Tab the next field, left to right.
+    CHECK_FALSE(whole.layout["toolbar"].contains("focused"));
+    const std::vector<std::string> order{"run", "step", "go", "zoom_selection", "reset_zoom", "options"};
+    std::string tabs;
+    for (const std::string& field : order) {
+        tabs += "\\t";
+        Shot tabbed = shoot(db.path, "--size 1400x700" + keys(tabs));
+        REQUIRE(tabbed.rc == 0);
+        INFO(tabs << ": " << tabbed.layout["toolbar"].dump());
+        CHECK(tabbed.layout["toolbar"].value("focused", "") == field);
+    }
+    // Tab to "Reset zoom", Space presses it: the whole trace again.
+    Shot pressed = shoot(db.path, "--size 1400x700 --range 100us:200us" + keys("\\t\\t\\t\\t\\t "));
+    REQUIRE(pressed.rc == 0);
+    CHECK(pressed.layout["toolbar"]["range_text"] == all);
+    // The (?) help names both.
+    Shot help = shoot(db.path, "--size 1400x700 --hover " + centre_of(whole.layout["toolbar"]["help"]));
+    REQUIRE(help.rc == 0);
+    const std::string tooltip = help.layout["toolbar"].value("tooltip", "");
+    CHECK(tooltip.find("0: the whole trace") != std::string::npos);
+    CHECK(tooltip.find("Tab (Shift+Tab): the toolbar's fields in turn") != std::string::npos);
+}

@@ -12,6 +12,7 @@
 #include "mhc/common/units.hpp"
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/store.hpp"
+#include "mhc/common/refusal.hpp"
 #include "mhc/viewer/align.hpp"
 #include "mhc/viewer/axis.hpp"
 #include "mhc/viewer/controls.hpp"
@@ -23,27 +24,27 @@ namespace mhc::viewer {
 
 TimeRange parse_range(const std::string& text) {
     auto colon = text.find(':');
-    if (colon == std::string::npos) throw Error("--range '" + text + "': expected T0:T1, e.g. 100us:2ms");
+    if (colon == std::string::npos) throw Error(refused_value("--range", text, "expected T0:T1, e.g. 100us:2ms"));
     auto ns = [&](const std::string& s) -> int64_t {
         bool digits = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
         if (digits) {   // plain numbers are nanoseconds, decimal (docs/cli.md, "Numbers")
-            if (std::string why = whole_number_refusal(s, false); !why.empty()) throw Error("--range " + why);
+            if (std::string why = whole_number_refusal(s, false); !why.empty()) throw Error(of_option("--range", why));
             return *parse_integer<int64_t>(s);
         }
         double seconds = 0;
         try {
             seconds = parse_seconds(s);
         } catch (const Error& e) {
-            throw Error(std::string("--range ") + e.what());   // the option named, as for numbers
+            throw Error(of_option("--range", e.what()));   // the option named, as for numbers
         }
         // Past int64 nanoseconds (292 years) the cast wrapped: '0:99999999999s' read as an end
         // before its start.
         if (!(seconds * 1e9 < 9.2e18))
-            throw Error("--range '" + text + "': '" + s + "' is too large (at most 292 years)");
+            throw Error(refused_value("--range", text, "'" + s + "' is too large (at most 292 years)"));
         return static_cast<int64_t>(std::llround(seconds * 1e9));
     };
     TimeRange r{ns(text.substr(0, colon)), ns(text.substr(colon + 1))};
-    if (r.t1 <= r.t0) throw Error("--range '" + text + "': the end must be after the start");
+    if (r.t1 <= r.t0) throw Error(refused_value("--range", text, "the end must be after the start"));
     return r;
 }
 
@@ -256,6 +257,11 @@ void App::select_allocation(int64_t allocation_id) {
     } catch (const std::exception& e) {
         error = e.what();
     }
+}
+
+void App::reset_zoom() {
+    range = limits;
+    status = "zoom reset: the whole trace (0)";
 }
 
 bool App::zoom_to_selection(bool memory_view) {
@@ -517,7 +523,10 @@ void App::frame(float width, float height) {
                     view = t.id;
                     if (order_only()) update_limits();
                 }
-                ImGui::BeginChild("view", {0, -status_h}, false, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+                // NavFlattened: Tab goes on from the view tabs into the view's toolbar (it stopped at the tabs).
+                ImGui::BeginChild("view", {0, -status_h}, false,
+                                  ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse |
+                                      ImGuiWindowFlags_NavFlattened);
                 const ImVec2 view_pos = ImGui::GetWindowPos(), view_size = ImGui::GetWindowSize();
                 layout["view"] = rect_json(view_pos, {view_pos.x + view_size.x, view_pos.y + view_size.y});
                 t.draw(*this);

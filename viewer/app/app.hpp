@@ -47,6 +47,9 @@ struct Options {
     // --type TEXT: after them, the find field is focused and TEXT typed into it, a letter a frame,
     // without Enter (as a user types: its matches are marked as they are).
     std::string typed;
+    // --keys KEYS: after them, each key pressed and released in turn with no field focused, as a
+    // keyboard sends it (a key, and its character where it has one): Tab, Esc, Enter, a letter, a digit.
+    std::string keys;
 };
 
 // Each view's own state (buffers reused across frames, sort orders, search text), complete only
@@ -90,6 +93,8 @@ public:
     // Zooms to the range selected (right-drag), else in the memory view to the selected allocation's
     // lifetime, else to the selected kernel, else the allocation; false when nothing is selected.
     bool zoom_to_selection(bool memory_view = false);
+    // The whole trace in view ("Reset zoom", the 0 key); said in the status line.
+    void reset_zoom();
     ViewId view = ViewId::Timeline;
     ViewId requested = ViewId::Timeline;   // tab to select in the first frames
     int force_frames = 3;
@@ -177,6 +182,9 @@ public:
     // mode), keeping the range, the selected and compared runs.
     void switch_memory_device(int32_t device);
     std::optional<int32_t> device_request;   // picked in the toolbar: switched at the next frame's start
+    // The toolbar's fields in Tab order as the frame before drew them (their ImGui ids): ImGui 1.86
+    // tabs between text fields only, so the toolbar moves the keyboard along its own (toolbar.cpp).
+    std::vector<unsigned> toolbar_tab_order;
 
     // Loader progress for the async path.
     std::atomic<double> progress{0};

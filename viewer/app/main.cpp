@@ -8,6 +8,8 @@
 #include <GLFW/glfw3.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cctype>
 #include <cfloat>
 #include <chrono>
 #include <cstdio>
@@ -22,6 +24,7 @@
 #include "mhc/common/help_format.hpp"
 #include "mhc/common/numbers.hpp"
 #include "mhc/common/output_file.hpp"
+#include "mhc/common/refusal.hpp"
 #include "mhc/sim/config.hpp"
 #include "mhc/trace/runs.hpp"
 #include "mhc/trace/store.hpp"
@@ -62,6 +65,18 @@ std::vector<int> typed_keys(const std::string& text) {
     }
     return keys;
 }
+// One key of --keys, down, and its character where it has one (a letter, a digit, a space).
+void press_key(ImGuiIO& io, char ch) {
+    const auto letter = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (ch == '\t') io.KeysDown[GLFW_KEY_TAB] = true;
+    else if (ch == '\n') io.KeysDown[GLFW_KEY_ENTER] = true;
+    else if (ch == kEscape) io.KeysDown[GLFW_KEY_ESCAPE] = true;
+    else if (ch == ' ') io.KeysDown[GLFW_KEY_SPACE] = true;
+    else if (ch >= '0' && ch <= '9') io.KeysDown[GLFW_KEY_0 + (ch - '0')] = true;
+    else if (letter >= 'a' && letter <= 'z') io.KeysDown[GLFW_KEY_A + (letter - 'a')] = true;
+    if (ch == ' ' || std::isalnum(static_cast<unsigned char>(ch))) io.AddInputCharacter(static_cast<unsigned>(ch));
+}
+
 void simulate_input(mhc::viewer::App& app, int n) {
     ImGuiIO& io = ImGui::GetIO();
     const int k = n - 2;
@@ -99,6 +114,13 @@ void simulate_input(mhc::viewer::App& app, int n) {
         else if (key == kEscape) io.KeysDown[GLFW_KEY_ESCAPE] = true;
         else if (key > 0) io.AddInputCharacter(static_cast<unsigned>(key));
     }
+    // --keys: a key down on one frame, up on the next, after the typing.
+    const int pressed = typed - (app.opt.typed.empty() ? 0 : 2 + static_cast<int>(keys.size()));
+    for (const int code : {GLFW_KEY_TAB, GLFW_KEY_SPACE}) io.KeysDown[code] = false;
+    for (int code = GLFW_KEY_0; code <= GLFW_KEY_9; ++code) io.KeysDown[code] = false;
+    for (int code = GLFW_KEY_A; code <= GLFW_KEY_Z; ++code) io.KeysDown[code] = false;
+    if (pressed >= 0 && pressed < 2 * static_cast<int>(app.opt.keys.size()) && pressed % 2 == 0)
+        press_key(io, app.opt.keys[static_cast<size_t>(pressed / 2)]);
 }
 
 // GLFW's reason while it starts, said in the one line that says what to do instead (it was a
@@ -137,6 +159,9 @@ int run_gui(mhc::viewer::App& app, bool screenshot) {
     IMGUI_CHECKVERSION();
     ImGui::CreateContext();
     ImGui::GetIO().IniFilename = nullptr;
+    // The keyboard reaches every field: Tab (Shift+Tab) and the arrows move among the toolbar's
+    // fields and buttons, Space or Enter uses the one focused (Tab alone reached the text fields).
+    ImGui::GetIO().ConfigFlags |= ImGuiConfigFlags_NavEnableKeyboard;
     style();
     ImGui_ImplGlfw_InitForOpenGL(w, true);
     ImGui_ImplOpenGL3_Init("#version 330");
@@ -147,7 +172,8 @@ int run_gui(mhc::viewer::App& app, bool screenshot) {
     const int clicks = static_cast<int>(app.opt.clicks.size());
     const int frames = 4 + kFramesPerClick * clicks + (app.opt.go_step ? 1 : 0) +
                        static_cast<int>(app.opt.finds.size()) + app.opt.find_back +
-                       (app.opt.typed.empty() ? 0 : 2 + static_cast<int>(typed_keys(app.opt.typed).size()));
+                       (app.opt.typed.empty() ? 0 : 2 + static_cast<int>(typed_keys(app.opt.typed).size())) +
+                       2 * static_cast<int>(app.opt.keys.size());
     mhc::viewer::FramePacer pacer;
     double wait = 0;
     for (int n = 0; screenshot ? n < frames : !glfwWindowShouldClose(w); ++n) {
@@ -213,6 +239,12 @@ void add_options(CLI::App& cli, mhc::viewer::Options& options, Given& given) {
     // Help as mhc's (docs/cli.md, "Help"): wrapped at the terminal's width, each value named as
     // users write it (TRACE, FILE, X,Y), defaults as [default: ...].
     cli.formatter(std::make_shared<mhc::HelpFormatter>(mhc::help_width()));
+    // The keys, as the toolbar's (?) says them: Esc closed things without a word in the help.
+    cli.footer(
+        "Keys: wheel or W/S zoom, drag or A/D pan, right-drag selects a range, Z or F zooms to the selection, "
+        "0 shows the whole trace; Tab (Shift+Tab) and the arrows move among the toolbar's fields, Space or Enter "
+        "uses the one focused; Ctrl+F or / finds a kernel; N lists the trace's notes; Esc closes the innermost "
+        "thing open, one a press (a field, the notes, the range selected, the details).");
     cli.add_option("trace", options.trace, "Trace file (.db: mhc generate, import or record writes one)")->required();
     cli.add_option("--screenshot", options.screenshot,
                    "Render the view off-screen and write it as a PNG, then exit (no screen: under xvfb-run -a)")
@@ -226,7 +258,14 @@ void add_options(CLI::App& cli, mhc::viewer::Options& options, Given& given) {
         ->type_name("RANGE");
     cli.add_option("--view", options.view,
                    "The view to open: timeline, memory, compare, statistics or run (the launcher)")
-        ->check(CLI::IsMember({"timeline", "memory", "compare", "statistics", "run"}))
+        ->check(CLI::Validator(
+            [](std::string& view) {
+                const std::vector<std::string> views{"timeline", "memory", "compare", "statistics", "run"};
+                if (std::find(views.begin(), views.end(), view) != views.end()) return std::string();
+                return "'" + view + "': use one of timeline, memory, compare, statistics, run" +
+                       mhc::did_you_mean(view, views);
+            },
+            ""))
         ->type_name("VIEW")
         ->default_str("timeline");
     cli.add_option("--size", given.size, "Window size in pixels")->type_name("WxH")->default_str("1600x900");
@@ -258,6 +297,10 @@ void add_options(CLI::App& cli, mhc::viewer::Options& options, Given& given) {
                    "With --screenshot: after them, type TEXT in the timeline's find field a letter a frame (its "
                    "matches marked as typed); a newline in TEXT presses Enter")
         ->type_name("TEXT");
+    cli.add_option("--keys", options.keys,
+                   "With --screenshot: after them, press these keys in turn, a key a frame with no field focused: "
+                   "a letter, a digit, a space, a tab, Esc or a newline (Enter)")
+        ->type_name("KEYS");
     cli.add_flag("--fit-y", options.fit_y,
                  "Memory curves: the y axis fitted to the bytes in view instead of from 0 B (the toolbar's \"fit y\")");
     cli.add_option("--layout", options.layout, "With --screenshot: write the plot rectangles as JSON (for tests)")
@@ -306,7 +349,7 @@ void read_device(const std::string& device, mhc::viewer::Options& options) {
     const auto parsed =
         mhc::whole_number_refusal(device, true).empty() ? mhc::parse_integer<int>(device) : std::nullopt;
     const int value = parsed.value_or(-2);
-    if (value < -1) throw mhc::Error("--device '" + device + "': expected auto, a GPU number or -1 (the host)");
+    if (value < -1) throw mhc::Error(mhc::refused_value("--device", device, "expected auto, a GPU number or -1 (the host)"));
     options.device = value;
 }
 
@@ -326,12 +369,13 @@ std::optional<std::pair<float, float>> pixel(const std::string& text) {
 void read_pointer(const Given& given, mhc::viewer::Options& options) {
     for (const std::string& click : given.clicks) {
         const auto at = pixel(click);
-        if (!at) throw mhc::Error("--click '" + click + "': expected X,Y in window pixels, e.g. 400,300");
+        if (!at) throw mhc::Error(mhc::refused_value("--click", click, "expected X,Y in window pixels, e.g. 400,300"));
         options.clicks.push_back(*at);
     }
     if (given.hover.empty()) return;
     options.hover = pixel(given.hover);
-    if (!options.hover) throw mhc::Error("--hover '" + given.hover + "': expected X,Y in window pixels, e.g. 400,300");
+    if (!options.hover)
+        throw mhc::Error(mhc::refused_value("--hover", given.hover, "expected X,Y in window pixels, e.g. 400,300"));
 }
 
 void read_size(const std::string& size, mhc::viewer::Options& options) {
@@ -343,7 +387,7 @@ void read_size(const std::string& size, mhc::viewer::Options& options) {
     };
     const int width = dimension(ws), height = dimension(hs);
     if (width < 320 || height < 240 || width > 8192 || height > 8192)
-        throw mhc::Error("--size '" + size + "': expected WxH between 320x240 and 8192x8192");
+        throw mhc::Error(mhc::refused_value("--size", size, "expected WxH between 320x240 and 8192x8192"));
     options.width = width;
     options.height = height;
 }

@@ -117,6 +117,8 @@ bool navigate(App& app, ImVec2 p0, ImVec2 p1) {
         // Z or F (Perfetto's key): the range selected, else the selected kernel or allocation.
         if (!io.KeyCtrl && (ImGui::IsKeyPressed(GLFW_KEY_Z, false) || ImGui::IsKeyPressed(GLFW_KEY_F, false)))
             app.zoom_to_selection(app.view == ViewId::Memory);
+        // 0 (a browser's Ctrl+0): the whole trace, as "Reset zoom" (no other key of the views uses it).
+        if (!io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_0, false)) app.reset_zoom();
     }
     if (hovered && ImGui::IsMouseDragging(ImGuiMouseButton_Left) && io.MouseDelta.x != 0) {
         auto dt = static_cast<int64_t>(-io.MouseDelta.x / w * static_cast<double>(app.range.span()));

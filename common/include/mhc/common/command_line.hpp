@@ -17,6 +17,9 @@ std::string path_first(const std::string& msg);
 std::string command_path(const CLI::App* sub);
 // CLI11's other messages ("At Most 1 required", ranges printed to 309 digits) in our words.
 std::string in_our_words(const std::string& msg);
+// A refusal that names an option by its first name ("--policy: 'lur': ...", as CLI11 names it)
+// names it as the user typed it (`--eviction lur`, `-j x`): docs/cli.md, "Messages".
+std::string as_typed(const std::string& msg, const CLI::App& app, const std::vector<std::string>& words);
 // The first word `sub` (or the top level) did not expect: an unknown option, with the nearest.
 std::string unexpected(const CLI::App& app, const CLI::App* sub);
 // A command with commands of its own given none, or an unknown one.
