@@ -88,6 +88,45 @@ struct GivenOptions {
     CLI::Option* max_replay_time = nullptr;
 };
 
+// How long the validation may run and what of each replay is measured: the limits, repeats and
+// steps (after the rest, in the help's order).
+void add_measure_options(CLI::App& app, ValOptions& options, GivenOptions& given) {
+    given.max_replay_time =
+        app.add_option("--max-replay-time", options.max_replay_time,
+                       "Refuse to start when the replays are estimated to take longer (predicted makespans x time "
+                       "scale x replays): a duration (30min, 2h), or none")
+            ->type_name("DURATION")
+            ->default_str(options.max_replay_time);
+    // Its name before 2026-12-06, bare minutes: kept for scripts, out of the help.
+    app.add_option("--max-replay-minutes", options.max_replay_minutes)->group("");
+    app.add_option("--time-limit", options.time_limit,
+                   "How long the validation may take (a duration: 50s, 10min; a bare number is seconds): a replay "
+                   "that would end past it (its predicted makespan x time scale, plus the most a replay cost beyond "
+                   "that so far) is not started; the configurations measured are reported and the ones left out "
+                   "named; none: no limit")
+        ->type_name("DURATION")
+        ->default_str(options.time_limit);
+    app.add_option("--repeat", options.repeat,
+                   "Replay each configuration this many times (the baseline, whose noise every loss carries, 2N-1 "
+                   "times) and use the one with the median makespan (the host is noisy; their spread decides "
+                   "whether a result is conclusive); auto: at most 3 (5), stopping once the replays agree within "
+                   "a share of --target")
+        ->type_name("N|auto")
+        ->check(parsed_by([](const std::string& text) {
+            if (text != "auto") parse_repeat(text);
+        }))
+        ->default_str(options.repeat);
+    app.add_option("--replay-steps", options.replay_steps,
+                   "Replay and measure the last N training steps, each prediction restricted to them (the steps "
+                   "before run at once, unmeasured, to bring the replay to the state its run had); all: every step")
+        ->type_name("N|all")
+        ->check(parsed_by(parse_replay_steps))
+        ->default_str(options.replay_steps);
+    app.add_flag("--recorded-timing", options.recorded_timing,
+                 "Predict the limited runs with the recorded kernel times, not the baseline replay's "
+                 "(the default moves the trace onto the replay machine's clock first)");
+}
+
 GivenOptions add_options(CLI::App& app, ValOptions& options) {
     GivenOptions given;
     app.add_option("trace", options.trace, "Trace file (.db)")->required()->check(CLI::ExistingFile);
@@ -155,40 +194,7 @@ GivenOptions add_options(CLI::App& app, ValOptions& options) {
         ->type_name("POINTS")
         ->capture_default_str();
     app.add_flag("--no-sinkhorn", options.no_sinkhorn, "Stand-ins for Sinkhorn-Knopp kernels too");
-    given.max_replay_time =
-        app.add_option("--max-replay-time", options.max_replay_time,
-                       "Refuse to start when the replays are estimated to take longer (predicted makespans x time "
-                       "scale x replays): a duration (30min, 2h), or none")
-            ->type_name("DURATION")
-            ->default_str(options.max_replay_time);
-    // Its name before 2026-12-06, bare minutes: kept for scripts, out of the help.
-    app.add_option("--max-replay-minutes", options.max_replay_minutes)->group("");
-    app.add_option("--time-limit", options.time_limit,
-                   "How long the validation may take (a duration: 50s, 10min; a bare number is seconds): a replay "
-                   "that would end past it (its predicted makespan x time scale, plus the most a replay cost beyond "
-                   "that so far) is not started; the configurations measured are reported and the ones left out "
-                   "named; none: no limit")
-        ->type_name("DURATION")
-        ->default_str(options.time_limit);
-    app.add_option("--repeat", options.repeat,
-                   "Replay each configuration this many times (the baseline, whose noise every loss carries, 2N-1 "
-                   "times) and use the one with the median makespan (the host is noisy; their spread decides "
-                   "whether a result is conclusive); auto: at most 3 (5), stopping once the replays agree within "
-                   "a share of --target")
-        ->type_name("N|auto")
-        ->check(parsed_by([](const std::string& text) {
-            if (text != "auto") parse_repeat(text);
-        }))
-        ->default_str(options.repeat);
-    app.add_option("--replay-steps", options.replay_steps,
-                   "Replay and measure the last N training steps, each prediction restricted to them (the steps "
-                   "before run at once, unmeasured, to bring the replay to the state its run had); all: every step")
-        ->type_name("N|all")
-        ->check(parsed_by(parse_replay_steps))
-        ->default_str(options.replay_steps);
-    app.add_flag("--recorded-timing", options.recorded_timing,
-                 "Predict the limited runs with the recorded kernel times, not the baseline replay's "
-                 "(the default moves the trace onto the replay machine's clock first)");
+    add_measure_options(app, options, given);
     return given;
 }
 

@@ -120,7 +120,7 @@ cat >l.json <<'JSON'
 JSON
 refused "l.json: not a link profile: not valid JSON (number overflow parsing '1e999')" simulate t.db --capacity 90% --link l.json --no-store
 # A host buffer of 1e308 x the capacity overflowed to -8 EiB: an OOM at once, exit 3.
-refused "--cpu-buffer-ratio must be at most 1000" simulate t.db --capacity 90% --cpu-buffer-ratio 1e308 --no-store
+refused "--cpu-buffer-ratio: '1e308': not in 0..1000" simulate t.db --capacity 90% --cpu-buffer-ratio 1e308 --no-store
 MHC_CPU_BUFFER_RATIO=1e300 "$mhc" simulate t.db --capacity 90% --no-store >out 2>err; rc=$?
 [ $rc = 2 ] && grep -qF "at most 1000" err || fail "MHC_CPU_BUFFER_RATIO=1e300 exited $rc: $(cat err)"
 "$mhc" simulate t.db --capacity 90% --cpu-buffer-ratio 1000 --no-store >out 2>err || fail "--cpu-buffer-ratio 1000: $(cat err)"
