@@ -919,9 +919,18 @@ Advice advise(const Evaluator& ev, const PlannerOptions& options) {
                           advice);
         }
     }
-    refine(
-        ev, globals, offloads, effects.front(), options, dp_points,
-        [&predictions](const Setting& setting) { return predictions.predict_each(setting); }, advice);
+    // The exact search from each offload mode's best start: from the best of all, it can stop at a
+    // combination of one mode that does not fit and that no one or two changes take to a fitting one
+    // of the other (a 4-block step at its least capacities: a sync offload closest, a streamed fits).
+    for (size_t m = 0; m < mode_count; ++m) {
+        std::vector<Combo> starts;
+        for (const Combo& point : dp_points)
+            if (mode_of[point.global] == m) starts.push_back(point);
+        if (starts.empty()) continue;
+        refine(
+            ev, globals, offloads, effects.front(), options, starts,
+            [&predictions](const Setting& setting) { return predictions.predict_each(setting); }, advice);
+    }
     rank_distinct(predictions.seen(), options, advice);
     advice.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return advice;
