@@ -459,8 +459,9 @@ std::string reads_as(const Setting& setting) {
         // offloaded, or two checkpointed and one offloaded
         std::vector<std::string> plain, inputs;
         for (const std::string& name : *key.offload->modules) {
-            const bool wrapped = std::any_of(key.checkpoint.begin(), key.checkpoint.end(), [&](const CheckpointGroup& g) {
-                return g.policy == Policy::Full && std::find(g.modules.begin(), g.modules.end(), name) != g.modules.end();
+            const bool wrapped = std::any_of(key.checkpoint.begin(), key.checkpoint.end(), [&](const CheckpointGroup& group) {
+                return group.policy == Policy::Full &&
+                       std::find(group.modules.begin(), group.modules.end(), name) != group.modules.end();
             });
             (wrapped ? inputs : plain).push_back(name);
         }
@@ -864,6 +865,7 @@ Advice advise(const Evaluator& ev, const PlannerOptions& options) {
     }
     if (modes.empty()) modes.push_back(options.offload);
     std::vector<BlockEffects> effects;
+    effects.reserve(modes.size());
     for (const OffloadSetting& mode : modes)
         effects.push_back(block_effects(ev, options, mode, effects.empty() ? nullptr : &effects.front(),
                                         advice.evaluations));

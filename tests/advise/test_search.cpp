@@ -121,9 +121,9 @@ TEST_CASE("the planner's answer is the fastest fitting combination, checked exac
     int64_t lowest = INT64_MAX;
     for (const Setting& setting : settings)
         for (const std::string& conf : confs) {
-            Setting s = setting;
-            s.allocator = conf;
-            all.push_back(ev.predict(s));
+            Setting under = setting;
+            under.allocator = conf;
+            all.push_back(ev.predict(under));
             lowest = std::min(lowest, all.back().memory.reserved);
         }
     const int64_t baseline = ev.predict(Setting{}).memory.reserved;
