@@ -722,10 +722,21 @@ void rank_distinct(const std::map<std::string, Candidate>& seen, const PlannerOp
     for (auto& [key, c] : seen) advice.all.push_back(c);
     std::sort(advice.all.begin(), advice.all.end(), ranked_before);
     std::map<std::string, bool> shown;
+    // An answer as fast as one shown above, with the same peaks, that holds at least as many host
+    // bytes adds a change that changes nothing on the GPU (a streamed offload of checkpointed
+    // blocks' inputs whose device copies the stash keeps to the backward): not printed.
+    auto adds_nothing = [&](const Candidate& cand) {
+        return std::any_of(advice.ranked.begin(), advice.ranked.end(), [&](const Candidate& above) {
+            const Memory &mine = cand.prediction.memory, &theirs = above.prediction.memory;
+            return time_at_capacity(cand.prediction) == time_at_capacity(above.prediction) &&
+                   mine.peak == theirs.peak && mine.reserved == theirs.reserved &&
+                   mine.reserved_at == theirs.reserved_at && cand.prediction.host_peak >= above.prediction.host_peak;
+        });
+    };
     for (const Candidate& cand : advice.all) {
         if (!cand.fits || !cand.within_budget || static_cast<int>(advice.ranked.size()) >= options.top) continue;
         const std::string key = reads_as(cand.setting);
-        if (shown[key]) continue;
+        if (shown[key] || adds_nothing(cand)) continue;
         shown[key] = true;
         advice.ranked.push_back(cand);
     }
