@@ -4,10 +4,10 @@ what it saves, its call's inputs), ranked first where it wins, printed, and veri
 
 4 MiB (a block's input) below the reserved peak of checkpointing every block, the first answer
 checkpoints blocks and offloads the inputs of two of them (sync: the streamed offload's stash of 5
-saves keeps 4 blocks' inputs on the device until the backward; 1.05 ms against 1.23 ms for the
-fastest setting without it, the host optimizer with 2 blocks checkpointed); before 2026-12-06 the
-search never put a checkpoint and an offload on one block, nor offloaded in sync mode. `--verify` captures the step with the answer applied
-(mhc_torch.apply) and the code printed for it, pasted into a model, captures the same step: the
+saves keeps 4 blocks' inputs on the device until the backward). Before 2026-12-06 the search never
+put a checkpoint and an offload on one block, nor offloaded in sync mode, and answered the host
+optimizer there (checkpoint 2 of 4 + optimizer on host, +141.3% against +66.1%). `--verify` captures the step with the answer applied (mhc_torch.apply) and the
+code printed for it, pasted into the model file, captures the same step: the
 predicted peak, reserved peak and host bytes are the captured ones to the byte."""
 import json
 import os
