@@ -1374,8 +1374,9 @@ def apply_offload(plan, cap, off, checkpointed, selective=()):
         def save_unpack(i, a):
             """Where the save of `a` by kernel i is unpacked: its unpack, but when several forward
             kernels of the pass saved it, the first backward kernel at or after that of kernel i's
-            module that reads it."""
-            u = unpack(a)
+            module that reads it; as a point (a checkpoint's input the hook packs is unpacked where a
+            recomputation starts)."""
+            u = unpack_at(a)
             savers = [s for s in cap.saves_of.get(a, []) if s in kset and cap.kernels[s]["phase"] == FWD]
             if u is None or len(savers) <= 1:
                 return u
@@ -1383,10 +1384,11 @@ def apply_offload(plan, cap, off, checkpointed, selective=()):
             # other savers' modules inside it are theirs (a ReLU in an MLP's forward, the Linear after it)
             inner = [cap.kernels[s]["module"] for s in savers
                      if s != i and cap.kernels[s]["module"] != mod and cap.inside(cap.kernels[s]["module"], mod)]
-            r = next((k for k, _m in cap.uses[a] if k >= u and k in kset and cap.kernels[k]["phase"] == BWD
+            r = next((k for k, _m in cap.uses[a] if plan.pos((plan.op_of[k], "before", 0)) >= plan.pos(u)
+                      and k in kset and cap.kernels[k]["phase"] == BWD
                       and cap.inside(cap.kernels[k]["module"], mod)
                       and not any(cap.inside(cap.kernels[k]["module"], m) for m in inner)), None)
-            return u if r is None else r
+            return u if r is None else (plan.op_of[r], "before", 0)
 
         moved_reads = [hook_unpack_at(a) for a in first]   # every storage it copied to the host
         moved_reads = [r for r in moved_reads if r is not None]
@@ -1451,8 +1453,7 @@ def apply_offload(plan, cap, off, checkpointed, selective=()):
             def pack_unpack(q):
                 if q in ck:   # unpacked where that call's recomputation starts
                     return (ck[q][1], "before", 0)
-                su = save_unpack(packs[q][0], packs[q][2])
-                return None if su is None else (plan.op_of[su], "before", 0)
+                return save_unpack(packs[q][0], packs[q][2])
             if streamed and prefetch > 0:   # only a pack whose storage also comes back prefetches
                 # any pack of the storage looks back: a save up to `prefetch` packs after any of them
                 places = [q for q, (_i, _o, b) in enumerate(packs) if b == a]
