@@ -662,9 +662,9 @@ def call_inputs(cap, mod, call):
         cap.has_call_args = "capture.call_args" in cap.meta
     t0 = cap.kernels[call[0]]["t0"]
 
-    def arg(a):
-        al = cap.allocs[a]
-        return al["t_alloc"] < t0 and not cap.is_param(a) and not cap.is_buffer(a) and not cap.is_cached_cast(a)
+    def arg(a):   # made before the call (one no kernel made: allocated before its first kernel starts)
+        al, mb = cap.allocs[a], cap.made_by.get(a)
+        return (al["t_alloc"] <= t0 if mb is None else mb < call[0]) and not cap.is_param(a) and not cap.is_buffer(a) and not cap.is_cached_cast(a)
     if cap.has_call_args:
         return [a for a in cap.call_args.get((cap.modules[mod]["name"], call[0]), []) if arg(a)]
     for i in call:
