@@ -670,16 +670,23 @@ def search(trace, capacity, budget=None, top=3, link=ref.LINKS["pcie5"], host_bw
                 if best["fits"]:
                     break
                 margin += best["reserved"] - capacity + MARGIN_STEP
-    exact_search(starts, globals_, names, deltas, candidate,
-                 lambda p: quick(trace, cap, combine(names, globals_[p[0]], list(p[1])), link, host_bw, cost)[1],
-                 allocators)
+    # from each offload mode's best start (docs/advise.md "Search", step 5)
+    for m in modes:
+        mine = [p for p in starts if mode_of[p[0]] == m]
+        if mine:
+            exact_search(mine, globals_, names, deltas, candidate,
+                         lambda p: quick(trace, cap, combine(names, globals_[p[0]], list(p[1])), link, host_bw,
+                                         cost)[1], allocators)
     every = sorted(seen.values(), key=rank_key)
     ranked, shown = [], set()
     for c in every:
         if not c["fits"] or not c["within"] or len(ranked) >= top:
             continue
         key = reads_as(c["setting"])
-        if key in shown:
+        # as fast as one above, the same peaks (at the capacity too), at least its host bytes: it
+        # adds a change that changes nothing on the GPU (docs/advise.md, how answers read)
+        if key in shown or any(c["time"] == r["time"] and c["peak"] == r["peak"] and c["reserved"] == r["reserved"]
+                               and c["reserved_at"] == r["reserved_at"] and c["host"] >= r["host"] for r in ranked):
             continue
         shown.add(key)
         ranked.append(c)
