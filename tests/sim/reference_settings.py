@@ -937,7 +937,7 @@ def checkpoint_call(plan, cap, ks, mod, call, policy, recasts):
     rec_end = (last_op, "after", 0) if last_op is not None else None
     # where the recomputation starts (torch.utils.checkpoint unpacks the call's inputs there: an
     # offload's hook around the checkpoint brings them back then)
-    first_rec = [op for op in plan.ops if getattr(op, "recompute", False) and op.anchor == trig_op.anchor]
+    first_rec = list(placed.values()) + [plan.allocs[copy_of[a]].made[0] for a in again if a in copy_of]
     first_rec += [plan.allocs[k].made[0] for ks_, _bn in stats_copies for k in ks_]
     if first_rec:
         plan.rec_first[(mod, call[0])] = min(first_rec, key=lambda op: op.rank)
@@ -1244,6 +1244,7 @@ def apply_offload(plan, cap, off, checkpointed, selective=()):
         if not packs:
             continue
         ck_inputs = {packs[q][2] for q in ck}
+        rec_ops = [op for op in plan.ops if getattr(op, "recompute", False)] if ck else []
 
         def eligible(a):
             al = cap.allocs[a]
@@ -1479,14 +1480,14 @@ def apply_offload(plan, cap, off, checkpointed, selective=()):
             plan.allocs[host].freed = made
             backs.append((by, distance, a, al, made, recorded_free))
             if a in ck_inputs:   # the recomputation reads the copy from its making on
-                for op in plan.ops:
-                    if getattr(op, "recompute", False) and a in op.acc and plan.pos((op, "before", 0)) >= plan.pos(made):
+                for op in rec_ops:
+                    if a in op.acc and plan.pos((op, "before", 0)) >= plan.pos(made):
                         op.acc[("ck", a)] = op.acc.pop(a)
         # the device copies in the hook's order: by the pack whose unpack brings them, that pack's
         # own storage first, then the prefetched ones nearest first
         for _by, _d, a, al, made, recorded_free in sorted(backs, key=lambda b: (b[0], b[1])):
             dev = plan.add_alloc(al.device, al.nbytes, al.stream, al.category, made, label=al.label)
-            for op in plan.ops:
+            for op in rec_ops if a in ck_inputs else []:
                 if ("ck", a) in op.acc:
                     op.acc[dev] = op.acc.pop(("ck", a))
             reads = plan.redirect(kset, a, dev, since=made if a in released else None)   # the backward reads the device copy
