@@ -382,7 +382,25 @@ void checkpoint_code(std::ostringstream& out, const Setting& setting, const Capt
     }
 }
 
-void offload_code(std::ostringstream& out, const OffloadSetting& offload, const CaptureInfo& info) {
+// The offloaded modules that a checkpoint of policy full wraps too (by the trace's index; a setting
+// may spell a name either way): there the offload's hooks go around the checkpoint and take what it
+// saves, its call's inputs.
+std::vector<int32_t> checkpointed_offloads(const Setting& setting, const CaptureInfo& info) {
+    std::vector<int32_t> out;
+    if (!setting.offload || !setting.offload->modules) return out;
+    for (const std::string& name : *setting.offload->modules) {
+        const int32_t index = named_module(info, name);
+        for (const CheckpointGroup& group : setting.checkpoint)
+            if (group.policy == Policy::Full &&
+                std::any_of(group.modules.begin(), group.modules.end(),
+                            [&](const std::string& other) { return named_module(info, other) == index; }))
+                out.push_back(index);
+    }
+    return out;
+}
+
+void offload_code(std::ostringstream& out, const Setting& setting, const CaptureInfo& info) {
+    const OffloadSetting& offload = *setting.offload;
     const bool streamed = offload.mode == OffloadMode::Streamed;
     // mhc_torch's own hooks: the ones the prediction models and --verify captures. torchtune's
     // OffloadActivations, the closest library class, copies per saved tensor (not per storage),
@@ -397,6 +415,10 @@ void offload_code(std::ostringstream& out, const OffloadSetting& offload, const 
     if (!offload.modules) {
         out << "m = model                          # around the model's forward (not a loss computed after it)\n";
     } else {
+        // After apply_activation_checkpointing, get_submodule returns the wrapper: the hooks go
+        // around the checkpoint, as predicted (inside it they would offload the saves it recomputes).
+        if (!checkpointed_offloads(setting, info).empty())
+            out << "# after the checkpoint wrapper: around it, the hooks offload what it saves (its inputs)\n";
         out << "for name in " << names_expr(*offload.modules, info) << ":\n"
             << "    m = model.get_submodule(name)\n";
     }
@@ -560,10 +582,17 @@ std::string describe(const Setting& setting, const CaptureInfo& info) {
         else if (group.policy == Policy::SaveMatmuls) parts.push_back("selective checkpoint (keep matmuls) of " + what);
         else parts.push_back("mHC recompute in " + what);
     }
-    if (setting.offload)
-        parts.push_back(
-            std::string(setting.offload->mode == OffloadMode::Sync ? "offload (sync) " : "offload ") +
-            (setting.offload->modules ? what_modules(*setting.offload->modules, info) : std::string("everything")));
+    if (setting.offload) {
+        std::string what = std::string(setting.offload->mode == OffloadMode::Sync ? "offload (sync) " : "offload ") +
+                           (setting.offload->modules ? what_modules(*setting.offload->modules, info)
+                                                     : std::string("everything"));
+        const size_t inputs = checkpointed_offloads(setting, info).size();
+        if (inputs > 0)   // not the same answer as as many checkpointed beside as many offloaded
+            what += inputs == setting.offload->modules->size()
+                        ? std::string(", checkpointed: their saved inputs")
+                        : " (" + std::to_string(inputs) + " checkpointed: their saved inputs)";
+        parts.push_back(what);
+    }
     if (setting.optimizer_impl != OptimizerImpl::AsCaptured) {
         const std::string cls = optimizer_class(info);
         parts.push_back(std::string(to_string(setting.optimizer_impl)) + " " + cls.substr(cls.rfind('.') + 1));
@@ -592,7 +621,7 @@ std::string code_for(const Setting& setting, const CaptureInfo& info) {
     }
     batchnorm_code(out, setting, info);   // defines marking(), which the checkpoint code passes
     checkpoint_code(out, setting, info);
-    if (setting.offload) offload_code(out, *setting.offload, info);
+    if (setting.offload) offload_code(out, setting, info);
     optimizer_code(out, setting, info);
     if (!setting.reshard_after_forward.empty()) reshard_code(out, setting.reshard_after_forward, info);
     out << "# or, the same in one line (what --verify runs):\n"

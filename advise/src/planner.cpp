@@ -103,6 +103,7 @@ std::string_view to_string(BlockChoice choice) {
         case BlockChoice::SaveMatmuls: return "selective checkpoint";
         case BlockChoice::Mhc: return "mhc recompute";
         case BlockChoice::Offload: return "offload";
+        case BlockChoice::FullOffload: return "checkpoint + offload";
         case BlockChoice::Count: break;
     }
     return "?";
@@ -116,16 +117,20 @@ Setting combine(const Base& base, const Setting& global, const std::vector<Block
     const std::pair<BlockChoice, Policy> groups[] = {{BlockChoice::Full, Policy::Full},
                                                      {BlockChoice::SaveMatmuls, Policy::SaveMatmuls},
                                                      {BlockChoice::Mhc, Policy::Mhc}};
+    // checkpoint + offload: the block in the full checkpoint's group and in the offload's modules,
+    // whose hooks then go around the checkpoint and take what it saves (the call's inputs)
     for (auto [choice, policy] : groups) {
         CheckpointGroup group;
         group.policy = policy;
         for (size_t k = 0; k < per_block.size(); ++k)
-            if (per_block[k] == choice) group.modules.push_back(base.info.block_name[k]);
+            if (per_block[k] == choice || (choice == BlockChoice::Full && per_block[k] == BlockChoice::FullOffload))
+                group.modules.push_back(base.info.block_name[k]);
         if (!group.modules.empty()) setting.checkpoint.push_back(group);
     }
     std::vector<std::string> off;
     for (size_t k = 0; k < per_block.size(); ++k)
-        if (per_block[k] == BlockChoice::Offload) off.push_back(base.info.block_name[k]);
+        if (per_block[k] == BlockChoice::Offload || per_block[k] == BlockChoice::FullOffload)
+            off.push_back(base.info.block_name[k]);
     if (!off.empty()) {
         setting.offload = offload;
         setting.offload->modules = off;
@@ -312,9 +317,31 @@ void check_selective(const Base& base, const Setting& setting) {
 
 namespace {
 
-BlockEffects block_effects(const Evaluator& ev, const PlannerOptions& options, int64_t& evaluations) {
+bool offloads(int choice) {
+    return choice == static_cast<int>(BlockChoice::Offload) || choice == static_cast<int>(BlockChoice::FullOffload);
+}
+
+// Each block choice alone under `offload`; with `from` (the same under another offload mode), only
+// the choices that offload are evaluated again, the others copied.
+BlockEffects block_effects(const Evaluator& ev, const PlannerOptions& options, const OffloadSetting& offload,
+                           const BlockEffects* from, int64_t& evaluations) {
     const Base& base = ev.base();
     const size_t nb = base.info.block_name.size();
+    if (from != nullptr) {
+        BlockEffects effects = *from;
+        for (size_t k = 0; k < nb; ++k)
+            for (int c = 1; c < kChoices; ++c) {
+                std::vector<int64_t>& delta = effects.delta[k][static_cast<size_t>(c)];
+                if (!offloads(c) || delta.empty()) continue;
+                std::vector<BlockChoice> per(nb, BlockChoice::Keep);
+                per[k] = static_cast<BlockChoice>(c);
+                Evaluator::Quick quick = ev.quick(combine(base, Setting{}, per, offload));
+                ++evaluations;
+                for (size_t w = 0; w < delta.size(); ++w) delta[w] = quick.live.window[w] - effects.base_window[w];
+                effects.time[k][static_cast<size_t>(c)] = quick.step_time - effects.base_time;
+            }
+        return effects;
+    }
     BlockEffects effects;
     Evaluator::Quick q0 = ev.quick(Setting{});
     ++evaluations;
@@ -331,13 +358,14 @@ BlockEffects block_effects(const Evaluator& ev, const PlannerOptions& options, i
         const bool recomputable = cache_refusal(base, base.info.block_module[k]).empty();
         for (int c = 1; c < kChoices; ++c) {
             if (c == static_cast<int>(BlockChoice::Mhc) && !mhc) continue;
-            if ((c == static_cast<int>(BlockChoice::Full) || c == static_cast<int>(BlockChoice::SaveMatmuls)) &&
+            if ((c == static_cast<int>(BlockChoice::Full) || c == static_cast<int>(BlockChoice::SaveMatmuls) ||
+                 c == static_cast<int>(BlockChoice::FullOffload)) &&
                 !recomputable)
                 continue;
             if (c == static_cast<int>(BlockChoice::SaveMatmuls) && !selective) continue;
             std::vector<BlockChoice> per(nb, BlockChoice::Keep);
             per[k] = static_cast<BlockChoice>(c);
-            Evaluator::Quick quick = ev.quick(combine(base, Setting{}, per, options.offload));
+            Evaluator::Quick quick = ev.quick(combine(base, Setting{}, per, offload));
             ++evaluations;
             std::vector<int64_t>& delta = effects.delta[k][static_cast<size_t>(c)];
             delta.resize(quick.live.window.size());
@@ -439,8 +467,22 @@ std::string reads_as(const Setting& setting) {
     };
     Setting key = setting;
     key.allocator.clear();
+    if (key.offload && key.offload->modules) {
+        // an offloaded block that is also checkpointed (its inputs offloaded) reads apart from one
+        // that is not: checkpoint 2 + offload 1 is either one checkpointed and one with its inputs
+        // offloaded, or two checkpointed and one offloaded
+        std::vector<std::string> plain, inputs;
+        for (const std::string& name : *key.offload->modules) {
+            const bool wrapped = std::any_of(key.checkpoint.begin(), key.checkpoint.end(), [&](const CheckpointGroup& group) {
+                return group.policy == Policy::Full &&
+                       std::find(group.modules.begin(), group.modules.end(), name) != group.modules.end();
+            });
+            (wrapped ? inputs : plain).push_back(name);
+        }
+        key.offload->modules = counts(plain);
+        for (const std::string& count : counts(inputs)) key.offload->modules->push_back("checkpointed " + count);
+    }
     for (CheckpointGroup& group : key.checkpoint) group.modules = counts(group.modules);
-    if (key.offload && key.offload->modules) key.offload->modules = counts(*key.offload->modules);
     return to_json(key);
 }
 
@@ -455,15 +497,15 @@ struct Combo {
 // global setting), each predicted exactly under each allocator setting, while that one is
 // better: faster and fitting once the combination fits (a neighbour whose step time is not below
 // the combination's is not predicted); before, fitting or closer.
-void refine(const Evaluator& ev, const std::vector<Setting>& globals, const BlockEffects& effects,
-            const PlannerOptions& opts, const std::vector<Combo>& starts,
+void refine(const Evaluator& ev, const std::vector<Setting>& globals, const std::vector<OffloadSetting>& offloads,
+            const BlockEffects& effects, const PlannerOptions& opts, const std::vector<Combo>& starts,
             const std::function<std::vector<Candidate>(const Setting&)>& predict_each, Advice& advice) {
     const Base& base = ev.base();
     const size_t nb = base.info.block_name.size();
     auto value = [&](const Combo& combo) {   // the combination under its better allocator setting
         Candidate best;
         bool have = false;
-        for (Candidate& cand : predict_each(combine(base, globals[combo.global], combo.per, opts.offload))) {
+        for (Candidate& cand : predict_each(combine(base, globals[combo.global], combo.per, offloads[combo.global]))) {
             if (!have || closer(cand, best)) {
                 best = std::move(cand);
                 have = true;
@@ -490,6 +532,9 @@ void refine(const Evaluator& ev, const std::vector<Setting>& globals, const Bloc
         else combo.per[change.at] = static_cast<BlockChoice>(change.to);
         return combo;
     };
+    // step times by setting: a global setting under another offload mode is the same setting
+    // where no block offloads
+    std::map<std::string, int64_t> times;
     for (int round = 0; round < kRefineRounds; ++round) {
         Combo next = cur;
         Candidate got = now;
@@ -498,8 +543,14 @@ void refine(const Evaluator& ev, const std::vector<Setting>& globals, const Bloc
         auto consider = [&](const Combo& combo) -> int64_t {
             int64_t time = -1;
             if (now.fits) {
-                time = ev.quick(combine(base, globals[combo.global], combo.per, opts.offload)).step_time;
-                ++advice.evaluations;
+                const Setting setting = combine(base, globals[combo.global], combo.per, offloads[combo.global]);
+                const std::string key = to_json(setting);
+                auto known = times.find(key);
+                if (known == times.end()) {
+                    known = times.emplace(key, ev.quick(setting).step_time).first;
+                    ++advice.evaluations;
+                }
+                time = known->second;
                 if (time >= time_at_capacity(now.prediction)) return time;
             }
             Candidate cand = value(combo);
@@ -685,10 +736,21 @@ void rank_distinct(const std::map<std::string, Candidate>& seen, const PlannerOp
     for (auto& [key, c] : seen) advice.all.push_back(c);
     std::sort(advice.all.begin(), advice.all.end(), ranked_before);
     std::map<std::string, bool> shown;
+    // An answer as fast as one shown above, with the same peaks, that holds at least as many host
+    // bytes adds a change that changes nothing on the GPU (a streamed offload of checkpointed
+    // blocks' inputs whose device copies the stash keeps to the backward): not printed.
+    auto adds_nothing = [&](const Candidate& cand) {
+        return std::any_of(advice.ranked.begin(), advice.ranked.end(), [&](const Candidate& above) {
+            const Memory &mine = cand.prediction.memory, &theirs = above.prediction.memory;
+            return time_at_capacity(cand.prediction) == time_at_capacity(above.prediction) &&
+                   mine.peak == theirs.peak && mine.reserved == theirs.reserved &&
+                   mine.reserved_at == theirs.reserved_at && cand.prediction.host_peak >= above.prediction.host_peak;
+        });
+    };
     for (const Candidate& cand : advice.all) {
         if (!cand.fits || !cand.within_budget || static_cast<int>(advice.ranked.size()) >= options.top) continue;
         const std::string key = reads_as(cand.setting);
-        if (shown[key]) continue;
+        if (shown[key] || adds_nothing(cand)) continue;
         shown[key] = true;
         advice.ranked.push_back(cand);
     }
@@ -767,7 +829,8 @@ private:
 // `dp_points`. The DP's capacity is lowered by a margin for the caching allocator's rounding and
 // fragmentation, grown by the excess of an answer that does not run (at most 6 tries).
 void search_family(const Evaluator& ev, const PlannerOptions& options, const SeparableModel& model, size_t gi,
-                   const Setting& global, const std::vector<uint8_t>& family, int64_t base_margin,
+                   const Setting& global, const OffloadSetting& offload, const std::vector<uint8_t>& family,
+                   int64_t base_margin,
                    Predictions& predictions, std::vector<Combo>& dp_points, Advice& advice) {
     const Base& base = ev.base();
     const size_t nb = base.info.block_name.size();
@@ -791,7 +854,7 @@ void search_family(const Evaluator& ev, const PlannerOptions& options, const Sep
         // is then above the capacity: at or below it nothing fails).
         Candidate best;
         bool have = false;
-        for (Candidate& cand : predictions.predict_each(combine(base, global, per, options.offload))) {
+        for (Candidate& cand : predictions.predict_each(combine(base, global, per, offload))) {
             cand.blocks = per;
             cand.model_peak = result.peak;
             predictions.keep(cand);
@@ -817,14 +880,46 @@ Advice advise(const Evaluator& ev, const PlannerOptions& options) {
     ++advice.evaluations;
     if (options.progress)
         options.progress("evaluating " + std::to_string(nb) + " blocks x " + std::to_string(kChoices - 1) + " choices");
-    BlockEffects effects = block_effects(ev, options, advice.evaluations);
+    // The block choices that offload use one mode per combination (one SavedTensorOffload): each
+    // mode searched is a dimension of the global setting, with the blocks' effects under it.
+    std::vector<OffloadSetting> modes;
+    for (const OffloadMode mode : options.offload_modes) {
+        modes.push_back(options.offload);
+        modes.back().mode = mode;
+        if (mode == OffloadMode::Sync) modes.back().prefetch = -1;   // the mode's default: none
+    }
+    if (modes.empty()) modes.push_back(options.offload);
+    std::vector<BlockEffects> effects;
+    effects.reserve(modes.size());
+    for (const OffloadSetting& mode : modes)
+        effects.push_back(block_effects(ev, options, mode, effects.empty() ? nullptr : &effects.front(),
+                                        advice.evaluations));
     const Windows windows = classify(base);
 
     std::vector<Setting> globals = global_settings(base, options);
     add_reshard_choices(base, globals);   // FSDP2: reshard_after_forward false (transforms/reshard.cpp)
+    // each global setting under each offload mode (one mode alone where no block offers an offload)
+    bool any_offload = false;
+    for (size_t k = 0; k < nb; ++k)
+        any_offload |= !effects.front().delta[k][static_cast<size_t>(BlockChoice::Offload)].empty();
+    const size_t mode_count = any_offload ? modes.size() : 1;
+    std::vector<size_t> mode_of;
+    std::vector<OffloadSetting> offloads;
+    {
+        const std::vector<Setting> one = globals;
+        globals.clear();
+        for (size_t m = 0; m < mode_count; ++m)
+            for (const Setting& global : one) {
+                globals.push_back(global);
+                mode_of.push_back(m);
+                offloads.push_back(modes[m]);
+            }
+    }
     // Families of block choices: all of them, and each alone (answers people can read).
-    const std::vector<std::vector<uint8_t>> families = {{1, 1, 1, 1, 1}, {1, 1, 0, 0, 0}, {1, 0, 1, 0, 0},
-                                                        {1, 0, 0, 1, 0}, {1, 0, 0, 0, 1}, {1, 0, 0, 0, 0}};
+    const std::vector<std::vector<uint8_t>> families = {{1, 1, 1, 1, 1, 1}, {1, 1, 0, 0, 0, 0}, {1, 0, 1, 0, 0, 0},
+                                                        {1, 0, 0, 1, 0, 0}, {1, 0, 0, 0, 1, 0}, {1, 0, 0, 0, 0, 1},
+                                                        {1, 0, 0, 0, 0, 0}};
+    static_assert(kChoices == 6, "a family per choice: one more row and column per choice added");
     // The allocator settings every combination is predicted under (as captured, expandable
     // segments, and a max_split_size_mb where the captured step says it reserves less).
     const std::vector<std::string> confs = search_allocator_confs(ev, options, advice.allocator_trials);
@@ -837,17 +932,32 @@ Advice advise(const Evaluator& ev, const PlannerOptions& options) {
     for (size_t gi = 0; gi < globals.size(); ++gi) {
         const Setting& global = globals[gi];
         dp_points.push_back({gi, std::vector<BlockChoice>(nb, BlockChoice::Keep)});
-        const SeparableModel model = build_model(effects, windows, ev.quick(global).live.window, nb);
+        const SeparableModel model = build_model(effects[mode_of[gi]], windows, ev.quick(global).live.window, nb);
         ++advice.evaluations;
         // The caching allocator's rounding and fragmentation, as the global setting alone has them.
         const Prediction pg = predictions.predict(global).prediction;
         const int64_t base_margin = std::max<int64_t>(0, pg.memory.reserved - pg.memory.peak);
-        for (const auto& family : families)
-            search_family(ev, options, model, gi, global, family, base_margin, predictions, dp_points, advice);
+        for (const auto& family : families) {
+            // under a second mode, the families without an offload are the first mode's again
+            if (mode_of[gi] > 0 && !family[static_cast<size_t>(BlockChoice::Offload)] &&
+                !family[static_cast<size_t>(BlockChoice::FullOffload)])
+                continue;
+            search_family(ev, options, model, gi, global, offloads[gi], family, base_margin, predictions, dp_points,
+                          advice);
+        }
     }
-    refine(
-        ev, globals, effects, options, dp_points,
-        [&predictions](const Setting& setting) { return predictions.predict_each(setting); }, advice);
+    // The exact search from each offload mode's best start: from the best of all, it can stop at a
+    // combination of one mode that does not fit and that no one or two changes take to a fitting one
+    // of the other (a 4-block step at its least capacities: a sync offload closest, a streamed fits).
+    for (size_t m = 0; m < mode_count; ++m) {
+        std::vector<Combo> starts;
+        for (const Combo& point : dp_points)
+            if (mode_of[point.global] == m) starts.push_back(point);
+        if (starts.empty()) continue;
+        refine(
+            ev, globals, offloads, effects.front(), options, starts,
+            [&predictions](const Setting& setting) { return predictions.predict_each(setting); }, advice);
+    }
     rank_distinct(predictions.seen(), options, advice);
     advice.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return advice;

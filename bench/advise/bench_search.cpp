@@ -85,15 +85,25 @@ std::vector<Combination> every_combination(const Evaluator& ev, const PlannerOpt
     for (const Setting& global : globals)
         for (size_t code = 0; code < combos; ++code) {
             std::vector<BlockChoice> per(nb);
-            for (size_t k = 0, rest = code; k < nb; ++k, rest /= kinds) per[k] = static_cast<BlockChoice>(rest % kinds);
-            for (const std::string& conf : confs) {
-                Setting setting = combine(base, global, per, opts.offload);
-                setting.allocator = conf;
-                try {
-                    const Prediction pred = ev.predict(setting);
-                    out.push_back({pred.memory.reserved, pred.step_time, to_json(setting), setting});
-                } catch (const mhc::Error&) {   // mHC recompute without HcMaps, and the like
+            bool offloads = false;   // then once per offload mode the planner searches (one set of hooks each)
+            for (size_t k = 0, rest = code; k < nb; ++k, rest /= kinds) {
+                per[k] = static_cast<BlockChoice>(rest % kinds);
+                offloads |= per[k] == BlockChoice::Offload || per[k] == BlockChoice::FullOffload;
+            }
+            for (const mhc::advise::OffloadMode mode : opts.offload_modes) {
+                mhc::advise::OffloadSetting offload = opts.offload;
+                offload.mode = mode;
+                if (mode == mhc::advise::OffloadMode::Sync) offload.prefetch = -1;
+                for (const std::string& conf : confs) {
+                    Setting setting = combine(base, global, per, offload);
+                    setting.allocator = conf;
+                    try {
+                        const Prediction pred = ev.predict(setting);
+                        out.push_back({pred.memory.reserved, pred.step_time, to_json(setting), setting});
+                    } catch (const mhc::Error&) {   // mHC recompute without HcMaps, and the like
+                    }
                 }
+                if (!offloads) break;
             }
         }
     return out;

@@ -2,6 +2,7 @@
 // the whole planner against every combination predicted exactly on small captured steps.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <random>
 #include <set>
 
@@ -37,6 +38,35 @@ SeparableModel random_model(std::mt19937_64& rng, size_t blocks, size_t choices)
     m.gap_b[blocks] = win(rng) + 600;   // the head's backward sees every block held
     m.gap_b[0] = win(rng);
     return m;
+}
+
+// Every choice on each of `nb` blocks, each combination once per offload mode the planner searches
+// (one where it offloads no block), as settings on top of `global`; mHC recompute only with `mhc`.
+std::vector<Setting> every_block_choice(const Base& base, const Setting& global, const PlannerOptions& opts,
+                                        bool mhc = false) {
+    const size_t nb = base.info.block_name.size();
+    const auto kinds = static_cast<size_t>(BlockChoice::Count);
+    size_t combos = 1;
+    for (size_t k = 0; k < nb; ++k) combos *= kinds;
+    std::vector<Setting> out;
+    for (size_t code = 0; code < combos; ++code) {
+        std::vector<BlockChoice> per(nb);
+        bool offloads = false;
+        for (size_t k = 0, rest = code; k < nb; ++k, rest /= kinds) {
+            per[k] = static_cast<BlockChoice>(rest % kinds);
+            if (per[k] == BlockChoice::Mhc && !mhc) per[k] = BlockChoice::Count;
+            offloads |= per[k] == BlockChoice::Offload || per[k] == BlockChoice::FullOffload;
+        }
+        if (std::find(per.begin(), per.end(), BlockChoice::Count) != per.end()) continue;
+        for (const OffloadMode mode : opts.offload_modes) {
+            OffloadSetting offload = opts.offload;
+            offload.mode = mode;
+            if (mode == OffloadMode::Sync) offload.prefetch = -1;
+            out.push_back(combine(base, global, per, offload));
+            if (!offloads) break;
+        }
+    }
+    return out;
 }
 
 }  // namespace
@@ -86,27 +116,24 @@ TEST_CASE("the planner's answer is the fastest fitting combination, checked exac
     int64_t trials = 0;
     const std::vector<std::string> confs = search_allocator_confs(ev, o, trials);
     std::vector<Prediction> all;
-    const BlockChoice kinds[] = {BlockChoice::Keep, BlockChoice::Full, BlockChoice::SaveMatmuls, BlockChoice::Offload};
+    // every block choice (checkpoint + offload of its inputs included), streamed and sync
+    const std::vector<Setting> settings = every_block_choice(base, Setting{}, o);
     int64_t lowest = INT64_MAX;
-    for (int code = 0; code < 64; ++code) {
-        std::vector<BlockChoice> per{kinds[code % 4], kinds[code / 4 % 4], kinds[code / 16]};
+    for (const Setting& setting : settings)
         for (const std::string& conf : confs) {
-            Setting s = combine(base, Setting{}, per, o.offload);
-            s.allocator = conf;
-            all.push_back(ev.predict(s));
+            Setting under = setting;
+            under.allocator = conf;
+            all.push_back(ev.predict(under));
             lowest = std::min(lowest, all.back().memory.reserved);
         }
-    }
     const int64_t baseline = ev.predict(Setting{}).memory.reserved;
     REQUIRE(lowest < baseline);
     for (int64_t cap : {lowest, (lowest + baseline) / 2, baseline - 1}) {
         // fitting: the caching model runs at the capacity (PyTorch's free-and-retry included)
         int64_t best = INT64_MAX;
-        for (int code = 0; code < 64; ++code) {
-            std::vector<BlockChoice> per{kinds[code % 4], kinds[code / 4 % 4], kinds[code / 16]};
-            for (const Prediction& pred : ev.predict(combine(base, Setting{}, per, o.offload), confs, cap))
+        for (const Setting& setting : settings)
+            for (const Prediction& pred : ev.predict(setting, confs, cap))
                 if (pred.memory.fits) best = std::min(best, pred.step_time);
-        }
         o.capacity = cap;
         o.top = 1;
         INFO("capacity " << cap << ", lowest " << lowest << ", baseline " << baseline);
@@ -135,21 +162,19 @@ TEST_CASE("the planner finds the fitting combination whose own margin is below i
     opts.fused_optimizer = false;
     int64_t trials = 0;
     const std::vector<std::string> confs = search_allocator_confs(ev, opts, trials);
-    const BlockChoice kinds[] = {BlockChoice::Keep, BlockChoice::Full, BlockChoice::SaveMatmuls, BlockChoice::Offload};
     std::vector<Prediction> all;
     int64_t lowest = INT64_MAX;
-    for (bool host : {false, true})
-        for (int code = 0; code < 64; ++code) {
-            Setting global;
-            global.optimizer_on_host = host;
-            std::vector<BlockChoice> per{kinds[code % 4], kinds[code / 4 % 4], kinds[code / 16]};
+    for (bool host : {false, true}) {
+        Setting global;
+        global.optimizer_on_host = host;
+        for (const Setting& each : every_block_choice(base, global, opts))
             for (const std::string& conf : confs) {
-                Setting setting = combine(base, global, per, opts.offload);
+                Setting setting = each;
                 setting.allocator = conf;
                 all.push_back(ev.predict(setting));
                 lowest = std::min(lowest, all.back().memory.reserved);
             }
-        }
+    }
     int64_t best = INT64_MAX;
     for (const Prediction& pred : all)
         if (pred.memory.reserved <= lowest) best = std::min(best, pred.step_time);
@@ -208,21 +233,14 @@ std::vector<Combination> every_combination(const Evaluator& ev, const PlannerOpt
     const Base& base = ev.base();
     int64_t trials = 0;
     const std::vector<std::string> confs = search_allocator_confs(ev, opts, trials);
-    const size_t nb = base.info.block_name.size();
     std::vector<Setting> globals(3);
     globals[1].optimizer_on_host = true;
     globals[2].optimizer_impl = OptimizerImpl::Fused;
     std::vector<Combination> out;
-    const int kinds = static_cast<int>(BlockChoice::Count);
-    size_t combos = 1;
-    for (size_t k = 0; k < nb; ++k) combos *= static_cast<size_t>(kinds);
     for (const Setting& global : globals)
-        for (size_t code = 0; code < combos; ++code) {
-            std::vector<BlockChoice> per(nb);
-            for (size_t k = 0, rest = code; k < nb; ++k, rest /= static_cast<size_t>(kinds))
-                per[k] = static_cast<BlockChoice>(rest % static_cast<size_t>(kinds));
+        for (const Setting& each : every_block_choice(base, global, opts, true)) {
             for (const std::string& conf : confs) {
-                Setting setting = combine(base, global, per, opts.offload);
+                Setting setting = each;
                 setting.allocator = conf;
                 try {
                     const Prediction pred = ev.predict(setting);

@@ -18,12 +18,16 @@ QUANTUM = 1 << 20            # "sums compared in 1 MiB quanta"
 ROUNDS = 6                   # "at most 6 rounds"
 MARGIN_STEP = 16 << 20       # the margin grows by the excess and 16 MiB more
 REFINE_ROUNDS = 64           # "at most 64 rounds" of the exact search
-CHOICES = ["keep", "full", "save_matmuls", "mhc", "offload"]
-# the streamed offload a block choice turns on: torchtune's OffloadActivations defaults
-BLOCK_OFFLOAD = {"mode": "streamed", "min_bytes": 1024, "max_fwd_stash": 5, "prefetch": 2}
+# "full_offload": checkpointed, and the offload's hooks around it (what it saves: its inputs)
+CHOICES = ["keep", "full", "save_matmuls", "mhc", "offload", "full_offload"]
+OFFLOADING = ("offload", "full_offload")
+# the offload the block choices turn on, in each mode searched (one per combination): streamed with
+# torchtune's OffloadActivations defaults, then sync (as its JSON spells it: no stash, no prefetch)
+BLOCK_OFFLOADS = [{"mode": "streamed", "min_bytes": 1024, "max_fwd_stash": 5, "prefetch": 2},
+                  {"mode": "sync", "min_bytes": 1024}]
 # families of block choices: all of them, each alone, none (the global setting alone)
 FAMILIES = [set(CHOICES), {"keep", "full"}, {"keep", "save_matmuls"}, {"keep", "mhc"}, {"keep", "offload"},
-            {"keep"}]
+            {"keep", "full_offload"}, {"keep"}]
 ALLOCATORS = ["", "expandable_segments:True"]
 MIB = 1 << 20
 SPLIT_VALUES = 8    # "at most 8 values" of max_split_size_mb
@@ -411,17 +415,20 @@ def allocator_settings(cap, predict, at=None):
 # ---------------------------------------------------------------- the search
 
 def combine(names, global_setting, choice):
-    s = dict(global_setting)
+    """global_setting: (the global setting, the offload the block choices use)."""
+    g, offload = global_setting
+    s = dict(g)
     groups = []
     for c, policy in (("full", "full"), ("save_matmuls", "save_matmuls"), ("mhc", "mhc")):
-        mods = [names[k] for k, x in enumerate(choice) if CHOICES[x] == c]
+        mods = [names[k] for k, x in enumerate(choice)
+                if CHOICES[x] == c or (c == "full" and CHOICES[x] == "full_offload")]
         if mods:
             groups.append({"modules": mods, "policy": policy})
     if groups:
         s["checkpoint"] = groups[0] if len(groups) == 1 else groups
-    off = [names[k] for k, x in enumerate(choice) if CHOICES[x] == "offload"]
+    off = [names[k] for k, x in enumerate(choice) if CHOICES[x] in OFFLOADING]
     if off:
-        s["offload"] = dict(BLOCK_OFFLOAD, modules=off)
+        s["offload"] = dict(offload, modules=off)
     return s
 
 
@@ -439,7 +446,12 @@ def reads_as(setting):
     if ck is not None:
         s["checkpoint"] = [dict(g, modules=counts(g["modules"])) for g in (ck if isinstance(ck, list) else [ck])]
     if s.get("offload") and s["offload"].get("modules") is not None:
-        s["offload"] = dict(s["offload"], modules=counts(s["offload"]["modules"]))
+        # an offloaded block checkpointed in full (its inputs offloaded) reads apart from one that is not
+        groups = ck if isinstance(ck, list) else [ck] if ck else []
+        full = {m for g in groups if g.get("policy", "full") == "full" for m in g["modules"]}
+        mods = s["offload"]["modules"]
+        s["offload"] = dict(s["offload"], modules=counts([m for m in mods if m not in full]) +
+                            [("checkpointed " + st, n) for st, n in counts([m for m in mods if m in full])])
     return setting_json(s)
 
 
@@ -567,23 +579,32 @@ def search(trace, capacity, budget=None, top=3, link=ref.LINKS["pcie5"], host_bw
         cap, predict, lambda conf, p: at_capacity(trace, {"allocator": conf} if conf else {}, p, capacity, link,
                                                   host_bw, cost))
     base_win, base_time = quick(trace, cap, {}, link, host_bw, cost)
-    deltas = [dict() for _ in range(nb)]
-    times = [dict(keep=0) for _ in range(nb)]
-    for k in range(nb):
-        deltas[k]["keep"] = {}
-        # neither checkpointing nor offloading where a later backward reads the block's saves again
-        if ref.reread_refusal(cap, bids[k]):
-            continue
-        for c in CHOICES[1:]:
-            if c == "mhc" and not has_type(cap, bids[k], "HcMaps"):
+    # each choice alone, per offload mode (a second mode evaluates only the choices that offload)
+    by_mode = []
+    for mode, offload in enumerate(BLOCK_OFFLOADS):
+        deltas = [dict() for _ in range(nb)]
+        times = [dict(keep=0) for _ in range(nb)]
+        for k in range(nb):
+            deltas[k]["keep"] = {}
+            # neither checkpointing nor offloading where a later backward reads the block's saves again
+            if ref.reread_refusal(cap, bids[k]):
                 continue
-            # keep matmuls on a block whose forward runs none (cuDNN's RNN) is full checkpointing
-            if c == "save_matmuls" and not offers_selective(cap, bids[k]):
-                continue
-            w, t = quick(trace, cap, combine(names, {}, [CHOICES.index(c) if j == k else 0 for j in range(nb)]),
-                         link, host_bw, cost)
-            deltas[k][c] = {s: w.get(s, 0) - base_win.get(s, 0) for s in set(w) | set(base_win)}
-            times[k][c] = t - base_time
+            for c in CHOICES[1:]:
+                if c == "mhc" and not has_type(cap, bids[k], "HcMaps"):
+                    continue
+                # keep matmuls on a block whose forward runs none (cuDNN's RNN) is full checkpointing
+                if c == "save_matmuls" and not offers_selective(cap, bids[k]):
+                    continue
+                if mode > 0 and c not in OFFLOADING:
+                    deltas[k][c], times[k][c] = by_mode[0][0][k][c], by_mode[0][1][k][c]
+                    continue
+                w, t = quick(trace, cap, combine(names, ({}, offload),
+                                                 [CHOICES.index(c) if j == k else 0 for j in range(nb)]),
+                             link, host_bw, cost)
+                deltas[k][c] = {s: w.get(s, 0) - base_win.get(s, 0) for s in set(w) | set(base_win)}
+                times[k][c] = t - base_time
+        by_mode.append((deltas, times))
+    deltas = by_mode[0][0]
     cls = Classes(cap, bids)
     # global combinations: the optimizer as captured, on the host, fused (foreach Adam(W) only)
     has_opt = bool(ref.optimizer_steps(cap))
@@ -595,6 +616,10 @@ def search(trace, capacity, budget=None, top=3, link=ref.LINKS["pcie5"], host_bw
         globals_.append({"optimizer": {"state": "host"}})
     if foreach and adam and has_opt:
         globals_.append({"optimizer": {"impl": "fused"}})
+    # each global setting under each offload mode, the modes outermost (one mode where no block offloads)
+    modes = range(len(BLOCK_OFFLOADS)) if any(d.get("offload") is not None for d in deltas) else range(1)
+    globals_ = [(g, BLOCK_OFFLOADS[m]) for m in modes for g in globals_]
+    mode_of = [m for m in modes for _g in range(len(globals_) // len(modes))]
     seen = {}
 
     def candidate(s):
@@ -614,13 +639,15 @@ def search(trace, capacity, budget=None, top=3, link=ref.LINKS["pcie5"], host_bw
 
     dp_runs = 0
     starts = []   # (global's index, block choices): the global settings alone and every DP answer
-    for gi, g in enumerate(globals_):
+    for gi, (g, _offload) in enumerate(globals_):
         starts.append((gi, (0,) * nb))
         gw, _gt = quick(trace, cap, g, link, host_bw, cost)
-        model = build_model(cls, gw, deltas, times, nb)
+        model = build_model(cls, gw, *by_mode[mode_of[gi]], nb)
         pg = candidate(g)
         base_margin = max(0, pg["reserved"] - pg["peak"])
         for fam in FAMILIES:
+            if mode_of[gi] > 0 and not fam & set(OFFLOADING):
+                continue   # without an offload, the first mode's family again
             margin = base_margin
             for _round in range(ROUNDS):
                 choice = solve(model, capacity - margin, fam)
@@ -633,7 +660,7 @@ def search(trace, capacity, budget=None, top=3, link=ref.LINKS["pcie5"], host_bw
                 starts.append((gi, tuple(choice)))
                 best = None
                 for conf in allocators:
-                    s = combine(names, g, choice)
+                    s = combine(names, globals_[gi], choice)
                     if conf:
                         s["allocator"] = conf
                     c = candidate(s)
@@ -643,16 +670,23 @@ def search(trace, capacity, budget=None, top=3, link=ref.LINKS["pcie5"], host_bw
                 if best["fits"]:
                     break
                 margin += best["reserved"] - capacity + MARGIN_STEP
-    exact_search(starts, globals_, names, deltas, candidate,
-                 lambda p: quick(trace, cap, combine(names, globals_[p[0]], list(p[1])), link, host_bw, cost)[1],
-                 allocators)
+    # from each offload mode's best start (docs/advise.md "Search", step 5)
+    for m in modes:
+        mine = [p for p in starts if mode_of[p[0]] == m]
+        if mine:
+            exact_search(mine, globals_, names, deltas, candidate,
+                         lambda p: quick(trace, cap, combine(names, globals_[p[0]], list(p[1])), link, host_bw,
+                                         cost)[1], allocators)
     every = sorted(seen.values(), key=rank_key)
     ranked, shown = [], set()
     for c in every:
         if not c["fits"] or not c["within"] or len(ranked) >= top:
             continue
         key = reads_as(c["setting"])
-        if key in shown:
+        # as fast as one above, the same peaks (at the capacity too), at least its host bytes: it
+        # adds a change that changes nothing on the GPU (docs/advise.md, how answers read)
+        if key in shown or any(c["time"] == r["time"] and c["peak"] == r["peak"] and c["reserved"] == r["reserved"]
+                               and c["reserved_at"] == r["reserved_at"] and c["host"] >= r["host"] for r in ranked):
             continue
         shown.add(key)
         ranked.append(c)

@@ -95,7 +95,7 @@ def capacities(trace):
         tries.append({"optimizer": {"state": "host"}})
     if names:
         tries += [dict(t, checkpoint={"modules": names, "policy": "full"}) for t in tries]
-        tries.append({"offload": dict(rs.BLOCK_OFFLOAD, modules=names)})
+        tries.append({"offload": dict(rs.BLOCK_OFFLOADS[0], modules=names)})
     got = []
     for t in tries:
         try:

@@ -20,7 +20,8 @@ import reference_search_compare as rsc  # noqa: E402
 for trace in sys.argv[1:]:
     cap = ref.Captured(trace)
     bids = rs.blocks(cap); names = [cap.modules[b]["name"] for b in bids]
-    choices = [c for c in range(5) if rs.CHOICES[c] != "mhc" or all(rs.has_type(cap, b, "HcMaps") for b in bids)]
+    choices = [c for c in range(len(rs.CHOICES))
+               if rs.CHOICES[c] != "mhc" or all(rs.has_type(cap, b, "HcMaps") for b in bids)]
     has_opt = bool(ref.optimizer_steps(cap))
     globals_ = [{}]
     if has_opt and not rs.grads_read_on_gpu(cap): globals_.append({"optimizer": {"state": "host"}})
@@ -29,8 +30,10 @@ for trace in sys.argv[1:]:
     every = []
     for g in globals_:
         for ch in itertools.product(choices, repeat=len(bids)):
-            for conf in allocators:
-                s = rs.combine(names, g, list(ch))
+            # once per offload mode where a block offloads (one set of hooks: one mode per combination)
+            offloads = any(rs.CHOICES[c] in rs.OFFLOADING for c in ch)
+            for off, conf in itertools.product(rs.BLOCK_OFFLOADS if offloads else rs.BLOCK_OFFLOADS[:1], allocators):
+                s = rs.combine(names, (g, off), list(ch))
                 if conf: s["allocator"] = conf
                 p = ref.predict(trace, s, cap=cap)
                 every.append((p["step_time_ns"], p["reserved_bytes"], rs.setting_json(s), p))

@@ -265,6 +265,7 @@ class Plan:
         self.allocs = {}    # key -> Alloc; recorded allocations keyed by id, added ones by ("add", n)
         self.copies = []
         self.n_added = 0
+        self.rec_first = {}   # (checkpointed module, the call's first kernel) -> the recomputation's first op
         for a, al in cap.allocs.items():
             made = self.anchor(al["t_alloc"], alloc=True)
             freed = None if al["t_free"] is None else self.anchor(al["t_free"], alloc=False)
@@ -648,6 +649,31 @@ def calls_of(cap, ks, mod):
     return runs
 
 
+def call_inputs(cap, mod, call):
+    """The storages torch.utils.checkpoint packs for a call of the module (docs/simulator.md,
+    offload): capture.call_args's for the call, in order, made before it and neither a parameter,
+    a buffer nor an autocast cast; without that key, those read by the call's first kernel that
+    reads one."""
+    if not hasattr(cap, "call_args"):
+        cap.call_args = {}
+        for name, k, ids in json.loads(cap.meta.get("capture.call_args", "null") or "null") or []:
+            if k in cap.kidx:
+                cap.call_args[(name, cap.kidx[k])] = [a for a in ids if a in cap.allocs]
+        cap.has_call_args = "capture.call_args" in cap.meta
+    t0 = cap.kernels[call[0]]["t0"]
+
+    def arg(a):   # made before the call (one no kernel made: allocated before its first kernel starts)
+        al, mb = cap.allocs[a], cap.made_by.get(a)
+        return (al["t_alloc"] <= t0 if mb is None else mb < call[0]) and not cap.is_param(a) and not cap.is_buffer(a) and not cap.is_cached_cast(a)
+    if cap.has_call_args:
+        return [a for a in cap.call_args.get((cap.modules[mod]["name"], call[0]), []) if arg(a)]
+    for i in call:
+        got = [a for a, m in sorted(cap.acc[i].items()) if m & READ and arg(a)]
+        if got:
+            return got
+    return []
+
+
 def last_forward_use(cap, plan, a, kset):
     """After the last forward kernel of the pass (kset, a set of kernel indices) that accesses the
     storage."""
@@ -909,6 +935,12 @@ def checkpoint_call(plan, cap, ks, mod, call, policy, recasts):
             last_use[use] = op
             op.acc[use] = m
     rec_end = (last_op, "after", 0) if last_op is not None else None
+    # where the recomputation starts (torch.utils.checkpoint unpacks the call's inputs there: an
+    # offload's hook around the checkpoint brings them back then)
+    first_rec = list(placed.values()) + [plan.allocs[copy_of[a]].made[0] for a in again if a in copy_of]
+    first_rec += [plan.allocs[k].made[0] for ks_, _bn in stats_copies for k in ks_]
+    if first_rec:
+        plan.rec_first[(mod, call[0])] = min(first_rec, key=lambda op: op.rank)
     for a, key in copy_of.items():
         only_call = a in saved and all(i in callset for i in cap.saves_of.get(a, []))
         recorded = plan.allocs[a].freed
@@ -1177,8 +1209,6 @@ def apply_offload(plan, cap, off, checkpointed, selective=()):
                 continue
             out = cap.made_by.get(a) == i
             packs += [(i, place.get((a, i), float("inf")), 1 if out else 0, rank.get(a, float("inf")), a)] * n
-        if not packs:
-            continue
         # with every save's place recorded, the hook's order across ops too (a non-differentiable
         # output, flash attention's logsumexp, is credited to the next kernel yet packed with its op)
         if all(p[1] != float("inf") for p in packs):
@@ -1186,6 +1216,35 @@ def apply_offload(plan, cap, off, checkpointed, selective=()):
         else:
             packs.sort()
         packs = [(i, o, a) for i, _place, o, _rank, a in packs]
+        # the inputs a full checkpoint inside the hook packs before its call's first kernel, and
+        # unpacks where its recomputation starts: pack place -> (the op its D2H goes before, the
+        # recomputation's first op)
+        ck = {}
+        for m in checkpointed:
+            if m in selective or (mods is not None and not any(cap.inside(m, s) for s in mods)):
+                continue
+            for call in calls_of(cap, ks, m):
+                rec = plan.rec_first.get((m, call[0]))
+                if rec is None:
+                    continue
+                args = call_inputs(cap, m, call)
+                if not args:
+                    continue
+                # before what the setting adds at the call's start (BatchNorm's statistics copies)
+                n = plan.index(plan.op_of[call[0]])
+                while n > 0 and plan.ops[n - 1].kind == "inserted" and plan.ops[n - 1].anchor == call[0] \
+                        and not getattr(plan.ops[n - 1], "recompute", False):
+                    n -= 1
+                start = plan.ops[n]
+                at = next((q for q, p in enumerate(packs) if p[0] >= call[0]), len(packs))
+                moved = {q + (len(args) if q >= at else 0): v for q, v in ck.items()}
+                ck = moved
+                ck.update({at + x: (start, rec) for x in range(len(args))})
+                packs[at:at] = [(call[0], 0, a) for a in args]
+        if not packs:
+            continue
+        ck_inputs = {packs[q][2] for q in ck}
+        rec_ops = [op for op in plan.ops if getattr(op, "recompute", False)] if ck else []
 
         def eligible(a):
             al = cap.allocs[a]
@@ -1205,6 +1264,25 @@ def apply_offload(plan, cap, off, checkpointed, selective=()):
 
         recomputed = {k for op in plan.ops if getattr(op, "recompute", False) or
                       (op.kernel is not None and cap.kernels[op.kernel]["phase"] == RECOMPUTE) for k in op.acc}
+        recomputed -= ck_inputs   # the recomputation reads the device copy the hook brings back
+
+        def unpack_at(a):
+            """Its unpack as a point: the captured one, or, for a checkpoint's input the hook packs, the
+            recomputation's start, or the unpack of a captured save the hook packs when that is earlier."""
+            u = unpack(a)
+            if a not in ck_inputs:
+                return None if u is None else (plan.op_of[u], "before", 0)
+            pts = [(rec, "before", 0) for q, (_s, rec) in ck.items() if packs[q][2] == a]
+            if u is not None and any(i in kset and in_hook(i) and cap.kernels[i]["phase"] == FWD
+                                     for i in cap.saves_of.get(a, [])):
+                pts.append((plan.op_of[u], "before", 0))
+            return min(pts, key=plan.pos)
+
+        def hook_unpack_at(a):
+            if a in ck_inputs:
+                return unpack_at(a)
+            hu = hook_unpack(a)
+            return None if hu is None else (plan.op_of[hu], "before", 0)
         first = {}
         for j, (i, out, a) in enumerate(packs):
             if eligible(a) and a not in first:
@@ -1259,14 +1337,15 @@ def apply_offload(plan, cap, off, checkpointed, selective=()):
             kernels inside a checkpoint are the recomputation's, unless the policy keeps it."""
             savers = savers_of(a)
             inside = [i for i in savers if i in kset and cap.kernels[i]["phase"] == FWD and in_hook(i)]
+            inside += [packs[q][0] for q in ck if packs[q][2] == a]   # a checkpoint's input pack
             outside = [i for i in savers if i not in inside]
-            hu = hook_unpack(a)
+            hu = hook_unpack_at(a)
             if not inside or not outside or hu is None or \
                     any(i not in kset or cap.kernels[i]["phase"] != FWD or i < max(inside) for i in outside):
                 return None
             reads = [i for i, _m in cap.uses[a] if i in kset and cap.kernels[i]["phase"] == BWD and not in_hook(i)
                      and (cached(a) or not in_checkpoint(i))]
-            if not reads or max(reads) >= hu:
+            if not reads or plan.pos((plan.op_of[max(reads)], "before", 0)) >= plan.pos(hu):
                 return None
             # released after the engine's checks of the node's gradients (the aten::sum and
             # aten::_to_copy kernels right after it)
@@ -1291,13 +1370,14 @@ def apply_offload(plan, cap, off, checkpointed, selective=()):
             held = any(i not in kset for i, _m in cap.uses[a])   # a kernel of another pass uses it
             dies[a] = made_fwd and all_packs and not held and a not in recomputed and not kept_by_policy(a)
         def comes_back(a):   # it dies and the backward unpacks it
-            return a in first and dies[a] and unpack(a) is not None
+            return a in first and dies[a] and unpack_at(a) is not None
 
         def save_unpack(i, a):
             """Where the save of `a` by kernel i is unpacked: its unpack, but when several forward
             kernels of the pass saved it, the first backward kernel at or after that of kernel i's
-            module that reads it."""
-            u = unpack(a)
+            module that reads it; as a point (a checkpoint's input the hook packs is unpacked where a
+            recomputation starts)."""
+            u = unpack_at(a)
             savers = [s for s in cap.saves_of.get(a, []) if s in kset and cap.kernels[s]["phase"] == FWD]
             if u is None or len(savers) <= 1:
                 return u
@@ -1305,35 +1385,43 @@ def apply_offload(plan, cap, off, checkpointed, selective=()):
             # other savers' modules inside it are theirs (a ReLU in an MLP's forward, the Linear after it)
             inner = [cap.kernels[s]["module"] for s in savers
                      if s != i and cap.kernels[s]["module"] != mod and cap.inside(cap.kernels[s]["module"], mod)]
-            r = next((k for k, _m in cap.uses[a] if k >= u and k in kset and cap.kernels[k]["phase"] == BWD
+            r = next((k for k, _m in cap.uses[a] if plan.pos((plan.op_of[k], "before", 0)) >= plan.pos(u)
+                      and k in kset and cap.kernels[k]["phase"] == BWD
                       and cap.inside(cap.kernels[k]["module"], mod)
                       and not any(cap.inside(cap.kernels[k]["module"], m) for m in inner)), None)
-            return u if r is None else r
+            return u if r is None else (plan.op_of[r], "before", 0)
 
-        moved_reads = [hook_unpack(a) for a in first]   # every storage it copied to the host
+        moved_reads = [hook_unpack_at(a) for a in first]   # every storage it copied to the host
         moved_reads = [r for r in moved_reads if r is not None]
-        first_unpack = min(moved_reads) if moved_reads else None
+        first_unpack = min(moved_reads, key=plan.pos) if moved_reads else None
         d2h = {}
         backs = []
         for a, j in sorted(first.items(), key=lambda x: x[1]):
             i = packs[j][0]
             kop = plan.op_of[i]
             al = plan.allocs[a]
+            issued = (kop, "after", 0)
+            if j in ck:   # a checkpoint's input: copied before the call's first kernel
+                kop = ck[j][0]
+                issued = (kop, "before", 0)
             if streamed:
-                c = Copy(D2H, al.nbytes, kop, True)
-                kop.issue_end.append(c)
+                c = Copy(D2H, al.nbytes, kop, j not in ck)
+                (kop.issue_start if j in ck else kop.issue_end).append(c)
                 plan.copies.append(c)
                 d2h[a] = c
-                made = (kop, "after", 0)
+                made = issued
+            elif j in ck:   # the host copy is made at the call's start, after the D2H copies before it
+                d2h[a] = plan.insert_before(kop, Op("copy", "D2H", copy=(D2H, al.nbytes)))
+                made = issued
             else:
                 cop = plan.insert_after(kop, Op("copy", "D2H", copy=(D2H, al.nbytes)))
                 made = (kop, "after", 0)
                 d2h[a] = cop
             host = plan.add_alloc(-1, al.nbytes, al.stream, al.category, made, label=al.label)
-            u = unpack(a) if a not in released else hook_unpack(a)
+            u = unpack_at(a) if a not in released else hook_unpack_at(a)
             if not comes_back(a):   # stays on the GPU; without an unpack, as recorded
-                hu = hook_unpack(a)   # the host copy is dropped at the hook's own unpack
-                plan.allocs[host].freed = al.freed if hu is None else (plan.op_of[hu], "before", 0)
+                hu = hook_unpack_at(a)   # the host copy is dropped at the hook's own unpack
+                plan.allocs[host].freed = al.freed if hu is None else hu
                 continue
             early = end_of_forward(cap, plan, ks) if cap.is_cached_cast(a) else last_forward_use(cap, plan, a, kset)
             held = cap.frame_hold.get(a)   # the model's code held it longer (in this pass's forward)
@@ -1344,14 +1432,12 @@ def apply_offload(plan, cap, off, checkpointed, selective=()):
                 j2 = next((q for q in range(j + stash, len(packs)) if eligible(packs[q][2])), len(packs))
                 if j2 < len(packs):
                     i2, out2, _ = packs[j2]
-                    at = (plan.op_of[i2], "after" if out2 else "before", 0)
-                elif first_unpack is not None:
-                    at = (plan.op_of[first_unpack], "before", 0)
+                    at = (ck[j2][0], "before", 0) if j2 in ck else (plan.op_of[i2], "after" if out2 else "before", 0)
                 else:
-                    at = None
+                    at = first_unpack
                 if at is not None:
                     early = plan.later(early, at)
-                    at = plan.later(at, (kop, "after", 0))   # not before its D2H is issued
+                    at = plan.later(at, issued)   # not before its D2H is issued
                     wop, side, _ = at
                     if side == "before":
                         wop.waits.append(d2h[a])
@@ -1364,33 +1450,51 @@ def apply_offload(plan, cap, off, checkpointed, selective=()):
             x = u
             by = j   # the pack whose unpack brings it back
             distance = 0
+
+            def pack_unpack(q):
+                if q in ck:   # unpacked where that call's recomputation starts
+                    return (ck[q][1], "before", 0)
+                return save_unpack(packs[q][0], packs[q][2])
             if streamed and prefetch > 0:   # only a pack whose storage also comes back prefetches
                 # any pack of the storage looks back: a save up to `prefetch` packs after any of them
                 places = [q for q, (_i, _o, b) in enumerate(packs) if b == a]
-                cands = {(save_unpack(packs[q][0], packs[q][2]), q)
+                cands = {(pack_unpack(q), q)
                          for pl in places for q in range(pl + 1, min(pl + 1 + prefetch, len(packs)))
                          if comes_back(packs[q][2])}
                 cands = [c for c in cands if c[0] is not None]
-                if cands and min(cands)[0] < x:
-                    x, by = min(cands)   # the earliest unpack; of equal ones the earliest pack
-                    distance = by - max(pl for pl in places if pl < by)   # from the nearest pack before it
-            xop = plan.op_of[x]
+                if cands:
+                    best = min(cands, key=lambda c: (plan.pos(c[0]), c[1]))
+                    if plan.pos(best[0]) < plan.pos(x):
+                        x, by = best   # the earliest unpack; of equal ones the earliest pack
+                        distance = by - max(pl for pl in places if pl < by)   # from the nearest pack before it
+            xop = x[0]
             if streamed:
                 c = Copy(H2D, al.nbytes, xop, False)
                 xop.issue_start.append(c)
                 plan.copies.append(c)
-                plan.op_of[u].waits.append(c)
+                u[0].waits.append(c)
                 made = (xop, "before", 0)
             else:
-                cop = plan.insert_before(plan.op_of[u], Op("copy", "H2D", copy=(H2D, al.nbytes)))
+                cop = plan.insert_before(u[0], Op("copy", "H2D", copy=(H2D, al.nbytes)))
                 made = (cop, "before", 0)
             plan.allocs[host].freed = made
             backs.append((by, distance, a, al, made, recorded_free))
+            if a in ck_inputs:   # the recomputation reads the copy from its making on
+                for op in rec_ops:
+                    if a in op.acc and plan.pos((op, "before", 0)) >= plan.pos(made):
+                        op.acc[("ck", a)] = op.acc.pop(a)
         # the device copies in the hook's order: by the pack whose unpack brings them, that pack's
         # own storage first, then the prefetched ones nearest first
         for _by, _d, a, al, made, recorded_free in sorted(backs, key=lambda b: (b[0], b[1])):
             dev = plan.add_alloc(al.device, al.nbytes, al.stream, al.category, made, label=al.label)
+            for op in rec_ops if a in ck_inputs else []:
+                if ("ck", a) in op.acc:
+                    op.acc[dev] = op.acc.pop(("ck", a))
             reads = plan.redirect(kset, a, dev, since=made if a in released else None)   # the backward reads the device copy
+            if a in ck_inputs:   # kept as the checkpoint keeps its input without the hook
+                plan.allocs[dev].freed = plan.later(recorded_free, (plan.op_of[max(reads)], "after", 0)) \
+                    if reads and recorded_free is not None else recorded_free
+                continue
             # the hook lets go of it at its last unpack: freed when that node returns, as a
             # checkpoint's recomputed copy (the recorded free less the aten::sum kernels before it,
             # not before its last backward read)

@@ -73,9 +73,13 @@ void PassOffload::move(size_t own) {
         plan.copies.push_back({false, saved.bytes, pack_seq, before_call});
         d2h = static_cast<int32_t>(plan.copies.size() - 1);
     } else if (before_call) {
+        // after the copies of the call's earlier inputs (autograd packs the arguments in order),
+        // before anything else placed there
         const int32_t id = add_copy(base, plan, false, saved.bytes, step, pack_seq);
         const auto& placed = plan.before[static_cast<size_t>(pack_seq)];
-        placed.empty() ? plan.insert_before(pack_seq, id) : plan.insert_before_op(placed.front(), id);
+        size_t& copied = call_input_copies_[pack_seq];
+        copied < placed.size() ? plan.insert_before_op(placed[copied], id) : plan.insert_before(pack_seq, id);
+        ++copied;
     } else {
         plan.insert_after(pack_seq, add_copy(base, plan, false, saved.bytes, step, pack_seq));
     }

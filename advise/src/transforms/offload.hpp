@@ -54,6 +54,8 @@ private:
     // storages that saves outside the hook keep on the device until their own backward, before
     // the hook's unpack -> the last backward op of theirs reading it (it dies after that op)
     std::unordered_map<int32_t, int32_t> outside_release_;
+    // a call's first op -> the sync D2H copies of its checkpoint's inputs placed before it so far
+    std::unordered_map<int32_t, size_t> call_input_copies_;
     int32_t first_unpack_ = -1;                                      // the hook's first unpack of a storage it moved
     std::vector<Back> backs_;
 

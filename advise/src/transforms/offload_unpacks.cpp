@@ -82,10 +82,12 @@ int32_t PassOffload::save_unpack_at(size_t pack) const {
         const int32_t other = base.module[static_cast<size_t>(saver)];
         if (other != mod && base.info.within(other, mod)) inner.push_back(other);
     });
+    // at or after it in the plan's order: a checkpoint's input the hook packs is unpacked where a
+    // recomputation starts, an added op whose index says nothing of its place
     int32_t found = -1;
     base.for_acc(storage, [&](int32_t seq, trace::AccessMode) {
         const int32_t at = base.module[static_cast<size_t>(seq)];
-        if (found < 0 && seq >= unpacked && base.pass[static_cast<size_t>(seq)] == pass_ &&
+        if (found < 0 && !earlier(seq, unpacked) && base.pass[static_cast<size_t>(seq)] == pass_ &&
             base.phase[static_cast<size_t>(seq)] == Phase::Backward && base.info.within(at, mod) &&
             std::none_of(inner.begin(), inner.end(), [&](int32_t other) { return base.info.within(at, other); }))
             found = seq;

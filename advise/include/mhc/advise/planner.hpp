@@ -4,8 +4,9 @@
 //
 // Per block the choices are: unchanged, checkpoint (full), selective checkpoint keeping
 // matmuls, mHC's hyper-connections recomputed (mHC models), offload of its saved tensors
-// (streamed). Globally: the optimizer's implementation (foreach -> fused) and placement (device,
-// host), and the allocator's settings (as captured, expandable segments, and a max_split_size_mb
+// (streamed), and checkpoint (full) with its saved inputs offloaded (the offload's hooks around
+// the checkpoint: what a checkpointed block saves is its call's inputs). Globally: the
+// optimizer's implementation (foreach -> fused) and placement (device, host), and the allocator's settings (as captured, expandable segments, and a max_split_size_mb
 // chosen from the step's own large allocations where it reserves less). Each block choice is
 // evaluated alone on the whole step (transform, then live bytes per window and time); the
 // separable model (dp.hpp) combines them, and a DP finds, per global combination and per family
@@ -25,7 +26,7 @@
 
 namespace mhc::advise {
 
-enum class BlockChoice : int { Keep = 0, Full, SaveMatmuls, Mhc, Offload, Count };
+enum class BlockChoice : int { Keep = 0, Full, SaveMatmuls, Mhc, Offload, FullOffload, Count };
 std::string_view to_string(BlockChoice c);
 
 struct PlannerOptions {
@@ -41,7 +42,10 @@ struct PlannerOptions {
     int split_sizes = 8;
     // roundup_power2_divisions: at most this many values (roundup_values), tried the same way. 0: none.
     int roundup_divisions = 4;
-    OffloadSetting offload;      // the streamed offload a block choice "offload" uses
+    OffloadSetting offload;      // the offload the block choices "offload" and "checkpoint + offload" use
+    // in each of these modes: one per combination (one set of hooks), so each is a dimension of the
+    // global setting (docs/advise.md "Search"); empty: offload.mode alone
+    std::vector<OffloadMode> offload_modes{OffloadMode::Streamed, OffloadMode::Sync};
     bool host_optimizer = true, fused_optimizer = true;
     // The exact search also moves two blocks' choices at once, or one block's and the global
     // setting, where no single change is better (docs/advise.md "Search", 5).
