@@ -196,9 +196,8 @@ std::string module_label(const Base& base, int32_t module) {
     return user.empty() ? base.info.module_name[static_cast<size_t>(module)] : user;
 }
 
-}  // namespace
-
-std::string selective_refusal(const Base& base, int32_t module) {
+// Checkpointing and offloading both stop inside torch.func's jvp: one reason for the two refusals.
+std::string jvp_refusal(const Base& base, int32_t module) {
     for (const int32_t inside : base.info.jvp_modules)
         if (base.info.within(module, inside) || base.info.within(inside, module))
             return "its forward runs inside torch.func's jvp (" + module_label(base, inside) +
@@ -206,6 +205,13 @@ std::string selective_refusal(const Base& base, int32_t module) {
                    "its tangents (\"A different number of tensors was saved during the original forward and "
                    "recomputation\") and an offload's saved-tensor hooks meet functorch's wrapped tensors (\"Cannot "
                    "access storage of TensorWrapper\"); the global settings apply";
+    return "";
+}
+
+}  // namespace
+
+std::string selective_refusal(const Base& base, int32_t module) {
+    if (std::string jvp = jvp_refusal(base, module); !jvp.empty()) return jvp;
     for (size_t s = 0; s < base.korder.size(); ++s) {
         if (base.phase[s] != Phase::Forward || !base.info.within(base.module[s], module)) continue;
         const std::string& kept = base.plan.strings[static_cast<size_t>(base.plan.ops[s].name)];
@@ -240,13 +246,7 @@ std::string reread_refusal(const Base& base, int32_t module) {
                    ", meta capture.torch_func_modules: per-sample gradients with vmap(grad(...))), which refuses the "
                    "saved-tensor hooks that checkpointing and offloading are: PyTorch stops (\"torch.func.{grad, vjp, "
                    "jacrev, hessian} don't yet support saved tensor hooks\"); the global settings apply";
-    for (const int32_t inside : base.info.jvp_modules)
-        if (base.info.within(module, inside) || base.info.within(inside, module))
-            return "its forward runs inside torch.func's jvp (" + module_label(base, inside) +
-                   ", meta capture.jvp_modules: forward-mode AD), where PyTorch's checkpoint recomputes it without "
-                   "its tangents (\"A different number of tensors was saved during the original forward and "
-                   "recomputation\") and an offload's saved-tensor hooks meet functorch's wrapped tensors (\"Cannot "
-                   "access storage of TensorWrapper\"); the global settings apply";
+    if (std::string jvp = jvp_refusal(base, module); !jvp.empty()) return jvp;
     for (size_t s = 0; s < base.korder.size(); ++s) {
         if (base.phase[s] != Phase::Forward || !base.info.within(base.module[s], module)) continue;
         int32_t again = -1;
