@@ -263,6 +263,12 @@ def _build_optimizer(build_optimizer, model):
     return opt
 
 
+# The batch is made a second time on the host's real tensors for its values only where it is no
+# larger than this: a step's batch of tens of GiB (long video, large images) would take the
+# host's memory for masks and labels the capture can go without.
+_MOST_HOST_BATCH_BYTES = 1 << 30
+
+
 def _batch_made(fake, device, make_batch):
     """(the batch, None) made by make_batch() on fake tensors; or, where it selects by value
     (a masked-language-model collator's `ids[mask] = MASK`, an `.item()`), which fake tensors
@@ -273,7 +279,9 @@ def _batch_made(fake, device, make_batch):
         with torch.device(device), BuiltForGpu(device, lambda: None) as making:
             with cuda_calls_on_fake_device(making):
                 batch = make_batch()
-        if any(isinstance(t, torch.Tensor) and not t.is_floating_point() for t in tree_flatten(batch)[0]):
+        leaves = [t for t in tree_flatten(batch)[0] if isinstance(t, torch.Tensor)]
+        if (any(not t.is_floating_point() for t in leaves)
+                and sum(t.numel() * t.element_size() for t in leaves) <= _MOST_HOST_BATCH_BYTES):
             # its integer and boolean tensors' values, for ops that select or read by them
             try:
                 with torch.random.fork_rng(devices=[]):
