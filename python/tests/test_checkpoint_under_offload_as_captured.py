@@ -19,17 +19,7 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 import mhc_torch  # noqa: E402
-
-
-class ResBlock(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.c1, self.b1, self.c2, self.b2 = nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8), \
-            nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8)
-        self.relu = nn.ReLU(inplace=True)
-
-    def forward(self, x):
-        return self.relu(self.b2(self.c2(self.relu(self.b1(self.c1(x))))) + x)
+from tiny_models import ResBlock  # noqa: E402
 
 
 class Net(nn.Module):

@@ -16,6 +16,7 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 import mhc_torch  # noqa: E402
+from tiny_models import ResBlock  # noqa: E402
 
 
 class Inner(nn.Module):
@@ -89,19 +90,6 @@ def test_offload_of_an_output_saved_outside_as_captured(mhc_exe, tmp_path, build
                                capture_output=True, text=True)
     assert simulated.returncode == 0, simulated.stderr
     assert row["reserved_bytes"] == json.loads(simulated.stdout)["metrics"]["simulated_peak_bytes"]
-
-
-class ResBlock(nn.Module):
-    """A ResNet basic block: its in-place ReLU saves its output (ReluBackward's result)."""
-
-    def __init__(self):
-        super().__init__()
-        self.c1, self.b1, self.c2, self.b2 = nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8), \
-            nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8)
-        self.relu = nn.ReLU(inplace=True)
-
-    def forward(self, x):
-        return self.relu(self.b2(self.c2(self.relu(self.b1(self.c1(x))))) + x)
 
 
 class ResNet(nn.Module):

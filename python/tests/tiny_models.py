@@ -1,5 +1,6 @@
 """Small models several tests capture: one definition each, so their figures stay comparable."""
 import torch
+from torch import nn
 
 
 def gpt2():
@@ -15,3 +16,16 @@ def gpt2_batch():
     """Two sequences of 16 tokens, labelled with themselves."""
     ids = torch.randint(0, 64, (2, 16))
     return {"input_ids": ids, "labels": ids.clone()}
+
+
+class ResBlock(nn.Module):
+    """A ResNet basic block: its in-place ReLU saves its output (ReluBackward's result)."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1, self.b1, self.c2, self.b2 = nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8), \
+            nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8)
+        self.relu = nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        return self.relu(self.b2(self.c2(self.relu(self.b1(self.c1(x))))) + x)
