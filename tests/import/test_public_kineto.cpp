@@ -929,3 +929,52 @@ TEST_CASE("kineto: ranks merged into one file without ProfilerStep#N join their 
     CHECK(mhc::trace::summarize(trace).steps == 30);
     CHECK(test::warned(result, "30 optimizer steps of the same number joined, one step marker each"));
 }
+
+// Ranks run out of step by some time. Each joined step spans the ranks' ranges of its number, from
+// the first start to the last end; a kernel's step was looked up in those joined spans, so the
+// launches at the end of a lagging rank's step (its optimizer's update, after the first rank had
+// begun the next step) were counted in the next step, and the first rank's launch after its last
+// step in the lagging rank's last one.
+TEST_CASE("kineto: merged ranks running out of step keep each kernel in its own process's step",
+          "[import][kineto][public][steps]") {
+    // param's ResNet trace twice in one file: the second copy is rank 1 on GPU 1 (its GPU events'
+    // pid and args.device 0 -> 1, its CPU pid + 1,000,000), its correlation, External id and flow
+    // ids + 10,000,000 (distinct from rank 0's, as HTA's sampled ranks' are), and every ts 2 ms
+    // later. Each rank's own optimizer ranges give each GPU param's 318, then 321 kernels a step,
+    // 1 after the last (the same rule on rank 0's file alone).
+    test::TempDir dir;
+    const std::string in = dir.file("skewed.json");
+    kineto_variant("kineto/param-resnet-kineto.json.gz", in, [](nlohmann::json& events) {
+        const size_t count = events.size();
+        for (size_t i = 0; i < count; ++i) {
+            nlohmann::json copy = events[i];
+            if (copy.contains("pid") && copy["pid"] == 0) {
+                copy["pid"] = 1;
+                if (copy.contains("args") && copy["args"].contains("device")) copy["args"]["device"] = 1;
+            } else if (copy.contains("pid") && copy["pid"].is_number_integer()) {
+                copy["pid"] = copy["pid"].get<int64_t>() + 1000000;
+            }
+            if (copy.contains("ts") && copy["ts"].is_number_integer()) copy["ts"] = copy["ts"].get<int64_t>() + 2000;
+            for (const char* key : {"correlation", "External id"})
+                if (copy.contains("args") && copy["args"].contains(key) && copy["args"][key].is_number_integer())
+                    copy["args"][key] = copy["args"][key].get<int64_t>() + 10000000;
+            if ((copy.value("ph", "") == "s" || copy.value("ph", "") == "f") && copy["id"].is_number_integer())
+                copy["id"] = copy["id"].get<int64_t>() + 10000000;
+            events.push_back(copy);
+        }
+    });
+    imp::Result result;
+    TraceData trace = test::import_public_path(dir, in, result);
+    std::map<int32_t, test::Steps> per_device;
+    for (size_t i = 0; i < trace.kernels.size(); ++i) ++per_device[trace.kernels.device[i]][trace.kernels.step[i]];
+    // Before 2026-12-06 (twenty-fifth audit): GPU 1 {0: 317, 1: 317, 2: 316, 3: 321, 4: 304, ...},
+    // GPU 0 322 kernels in step 29 and none after it.
+    CHECK(per_device[0] == resnet_steps(1, 318, 321));
+    CHECK(per_device[1] == resnet_steps(1, 318, 321));
+    CHECK(mhc::trace::summarize(trace).steps == 30);
+    CHECK_THAT(trace.meta.at("kineto.processes"),
+               Catch::EndsWith("30 optimizer steps of the same number joined, one step marker each; the ranges of one "
+                               "step begin up to 2000000 ns apart across processes: each marker spans them all (the "
+                               "first start to the last end), and a kernel is in the step its launch fell in among "
+                               "its own process's ranges"));
+}

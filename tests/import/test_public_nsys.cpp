@@ -627,16 +627,22 @@ TEST_CASE("nsys: several processes' ProfilerStep#N are one step each", "[import]
     CHECK(test::kernels_per_step(one) == test::Steps{{-1, 14}, {1, 2}, {4, 3}});
     CHECK(one.meta.count("nsys.step_processes") == 0);
     // Each step from its first range's start to its last range's end; a kernel in the step its
-    // launch falls in, as in Kineto files of merged ranks.
+    // launch falls in among its own process's ranges. Every kernel is the first process's, so its
+    // steps are those of the export alone. Before 2026-12-06 (twenty-fifth audit) they were looked
+    // up in the joined ranges, which the second process, 5 ms behind, kept open after the first's
+    // had ended: {-1: 5, 1: 2, 3: 2, 4: 10}, the two launches at 1,234 ms in step 3 and the seven
+    // at 1,257 ms in step 4, where the first process was in no step.
     const TraceData two = test::import_variant(dir, "nsys/fuser-h200-nsys-2024.6.sqlite", steps(2), result);
     CHECK(mhc::trace::summarize(two).steps == 4);
     CHECK(step_lengths(two) == std::map<int32_t, std::vector<int64_t>>{
                                    {1, {25000000}}, {2, {25000000}}, {3, {25000000}}, {4, {25000000}}});
-    CHECK(test::kernels_per_step(two) == test::Steps{{-1, 5}, {1, 2}, {3, 2}, {4, 10}});
+    CHECK(test::kernels_per_step(two) == test::Steps{{-1, 14}, {1, 2}, {4, 3}});
     CHECK(two.markers.size() == one.markers.size() + 4 + 4);   // the 8 ranges stay, as ranges
     CHECK(two.meta.at("nsys.step_processes") ==
           "ProfilerStep#N ranges of 2 processes (globalPid) in the export: 4 ranges of the same N joined, one step "
-          "marker each");
+          "marker each; the ranges of one step begin up to 5000000 ns apart across processes: each marker spans them "
+          "all (the first start to the last end), and a kernel is in the step its launch fell in among its own "
+          "process's ranges");
     CHECK(test::warned(result, "4 ranges of the same N joined"));
 }
 
@@ -686,7 +692,9 @@ TEST_CASE("nsys: several processes' optimizer steps are found per process and jo
     CHECK(lengths(two) == std::vector<int64_t>{13000000, 13000000, 13000000});
     CHECK(two.meta.at("nsys.step_processes") ==
           "optimizer steps of 2 processes (globalPid) in the export, found per process: 4 steps of the same number "
-          "joined, one step marker each");
+          "joined, one step marker each; the ranges of one step begin up to 3000000 ns apart across processes: each "
+          "marker spans them all (the first start to the last end), and a kernel is in the step its launch fell in "
+          "among its own process's ranges");
     CHECK(two.meta.at("steps_from") == "Optimizer.step#Adam.step ranges (no ProfilerStep#N in the trace)");
 }
 

@@ -269,9 +269,10 @@ void add_optimizer_steps(KinetoData& data, int64_t base, Result& result) {
 // ProfilerStep#N ranges carry several pids; a trace the profiler writes has one) has each
 // process's ProfilerStep#N: the step is one marker, from the earliest start of its ranges to
 // their latest end, as info counts steps by number. Said in meta and a warning; a trace of one
-// process is left as it is. (Correlation ids, also per process, are joined per process:
-// KinetoData::launch_of, said by say_shared_ids.)
-void merge_process_steps(KinetoData& data, Result& result) {
+// process is left as it is. A kernel's step is looked up in its launching process's own ranges
+// (ProcessSteps; `skew` is how far apart the ranges of one N begin, said). (Correlation ids, also
+// per process, are joined per process: KinetoData::launch_of, said by say_shared_ids.)
+void merge_process_steps(KinetoData& data, int64_t skew, Result& result) {
     std::set<int64_t> step_pids;
     for (const auto& range : data.ranges)
         if (range.step >= 0) step_pids.insert(range.pid);
@@ -301,7 +302,8 @@ void merge_process_steps(KinetoData& data, Result& result) {
                        " pids; a profiler writes one process a file: ranks merged?): " + std::to_string(merged) +
                        (result.meta.count("steps_from") == 0 || result.meta.at("steps_from") == kStepsFromProfiler
                             ? " ProfilerStep#N ranges of the same N joined, one step marker each"
-                            : " optimizer steps of the same number joined, one step marker each");
+                            : " optimizer steps of the same number joined, one step marker each") +
+                       joined_steps_said(skew);
     said_and_warned(result, "kineto.processes", said);
 }
 
@@ -500,7 +502,8 @@ void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
         std::stable_sort(d.kernels.begin(), d.kernels.end(), by_ts);
     // Steps from ProfilerStep#N (CPU side): a kernel belongs to the step its launch fell in.
     add_optimizer_steps(d, base, r);
-    merge_process_steps(d, r);
+    const ProcessSteps own_steps(d.ranges);   // before the join: each process's own ranges
+    merge_process_steps(d, own_steps.skew(), r);
     const StepRanges steps(d.ranges);
     separate_process_streams(d, r);
     clamp_stream_overlaps(d, r);
@@ -542,7 +545,7 @@ void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
         const KLaunch* call = d.launch_of(k, &how);
         linked += call != nullptr;
         picked[static_cast<size_t>(how)] += 1;
-        row.step = steps.at(call != nullptr ? call->ts : k.ts);
+        row.step = call != nullptr ? own_steps.at(call->pid, call->ts, steps) : steps.at(k.ts);
         w.add(row);
         if (on_kernel) on_kernel(i, row.id);
     }

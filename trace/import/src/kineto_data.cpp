@@ -135,4 +135,27 @@ int32_t StepRanges::at(int64_t time) const {
     return time <= step->ts + step->dur ? step->step : -1;
 }
 
+ProcessSteps::ProcessSteps(const std::vector<KRange>& ranges) {
+    std::map<int32_t, std::pair<int64_t, int64_t>> starts;   // step number -> (earliest, latest) start
+    for (const auto& range : ranges) {
+        if (range.step < 0) continue;
+        own_[range.pid].push_back(Span{range.ts, range.ts + range.dur, range.step});
+        auto [it, fresh] = starts.try_emplace(range.step, range.ts, range.ts);
+        it->second = {std::min(it->second.first, range.ts), std::max(it->second.second, range.ts)};
+    }
+    for (auto& [pid, steps] : own_)
+        std::stable_sort(steps.begin(), steps.end(), [](const Span& lhs, const Span& rhs) { return lhs.start < rhs.start; });
+    for (const auto& [step, span] : starts) skew_ = std::max(skew_, span.second - span.first);
+}
+
+int32_t ProcessSteps::at(int64_t pid, int64_t time, const StepRanges& joined) const {
+    auto found = own_.find(pid);
+    if (found == own_.end()) return joined.at(time);
+    const std::vector<Span>& steps = found->second;
+    auto after = std::upper_bound(steps.begin(), steps.end(), time,
+                                  [](int64_t value, const Span& step) { return value < step.start; });
+    if (after == steps.begin()) return -1;
+    return time <= (after - 1)->end ? (after - 1)->step : -1;
+}
+
 }  // namespace mhc::trace::import

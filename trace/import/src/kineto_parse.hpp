@@ -239,4 +239,27 @@ private:
     std::vector<const KRange*> steps_;   // by start
 };
 
+// Each process's own step ranges, kept before merge_process_steps joins those of one N across the
+// processes of a file of merged ranks: a kernel is in the step its launch fell in among its own
+// process's ranges. Looked up in the joined ones, a rank running behind another had the launches
+// at the end of its step N (its optimizer's update) counted in step N+1, which the other rank had
+// begun (param's ResNet trace as two ranks, the second 2 ms behind: its steps held 317, 317, 316,
+// 321, 304, ... kernels where its own ranges hold 318, then 321 each).
+class ProcessSteps {
+public:
+    explicit ProcessSteps(const std::vector<KRange>& ranges);   // ProfilerStep#N and step#k ranges
+    // The step of `pid`'s own ranges that holds `time`; `joined`'s where `pid` has none.
+    int32_t at(int64_t pid, int64_t time, const StepRanges& joined) const;
+    // The most by which ranges of one N begin apart across processes (0 for one process).
+    int64_t skew() const { return skew_; }
+
+private:
+    struct Span {
+        int64_t start = 0, end = 0;
+        int32_t step = -1;
+    };
+    std::map<int64_t, std::vector<Span>> own_;   // pid -> its step ranges, by start
+    int64_t skew_ = 0;
+};
+
 }  // namespace mhc::trace::import

@@ -241,7 +241,8 @@ private:
     // the step markers. Meta steps_from says where they came from. Before 2026-12-05 an nsys
     // export had no steps at all.
     void find_steps();
-    void join_process_steps(size_t processes);   // find_steps: several processes' ProfilerStep#N
+    // find_steps: several processes' ProfilerStep#N (`process`: each range's, globalTid >> 24).
+    void join_process_steps(size_t processes, const std::vector<int64_t>& process);
     void process_optimizer_steps(const std::vector<NamedSpan>& spans, const std::vector<int64_t>& process);
 
     // Where the recording stopped (relative): the latest start or end in the tables read (kernels,
@@ -249,6 +250,8 @@ private:
     int64_t recording_end();
 
     int32_t kernel_step(const Kernel& kernel, int64_t global_pid) const;
+    // The most by which the ranges of one step begin apart across process_steps_' processes.
+    int64_t process_skew() const;
 
     // NVTX_EVENTS also holds rows that are no range or mark (ENUM_NSYS_EVENT_TYPE): domain
     // creation (75, 76), category and thread names (33, 39, 64, 72-74), CUDA object names (97-99).
@@ -293,6 +296,9 @@ private:
     std::vector<StepSpan> steps_, profiler_steps_;               // find_steps
     std::map<std::pair<int64_t, int64_t>, int64_t> launch_at_;   // (globalPid, correlationId) -> call start
     bool steps_joined_ = false;   // several processes' ProfilerStep#N joined (join_process_steps)
+    // Where several processes' steps were joined: each process's own (globalTid >> 24 -> by start),
+    // which its kernels' steps are looked up in (kernel_step).
+    std::map<int64_t, std::vector<StepSpan>> process_steps_;
     std::map<int64_t, int64_t> open_step_ends_;   // unended step-making NVTX range (rowid) -> its end (find_steps)
     std::optional<int64_t> recording_end_;
     std::string first_open_range_;   // the first NVTX range without an end, for the warning   // the clamped starts'

@@ -36,6 +36,7 @@ void NsysImport::find_steps() {
     std::vector<NamedSpan> spans;
     std::vector<std::pair<size_t, int64_t>> threads;   // optimizer range (index in spans) -> its globalTid
     std::set<int64_t> step_processes;                  // the processes (globalTid >> 24) of ProfilerStep#N
+    std::vector<int64_t> step_process;                 // each ProfilerStep#N's process (-1: none)
     std::vector<int64_t> span_process;                 // each span's process (globalTid >> 24; -1: none)
     while (rows.step()) {
         if (rows.is_null(2)) continue;
@@ -47,7 +48,8 @@ void NsysImport::find_steps() {
         if (open) open_step_ends_[rows.i64(4)] = t_end;
         if (auto number = profiler_step_number(name)) {
             profiler_steps_.push_back(StepSpan{*number, t_start, t_end});
-            step_processes.insert(rows.is_null(3) ? -1 : rows.i64(3) >> 24);
+            step_process.push_back(rows.is_null(3) ? -1 : rows.i64(3) >> 24);
+            step_processes.insert(step_process.back());
         }
         else if (is_optimizer_step(name) || is_loop_range(name)) {
             if (is_optimizer_step(name) && !rows.is_null(3)) threads.emplace_back(spans.size(), rows.i64(3));
@@ -55,7 +57,7 @@ void NsysImport::find_steps() {
             span_process.push_back(rows.is_null(3) ? -1 : rows.i64(3) >> 24);
         }
     }
-    if (step_processes.size() > 1) join_process_steps(step_processes.size());
+    if (step_processes.size() > 1) join_process_steps(step_processes.size(), step_process);
     if (profiler_steps_.empty()) optimizer_work(spans, threads);
     if (!profiler_steps_.empty()) {
         steps_ = profiler_steps_;
@@ -100,6 +102,7 @@ void NsysImport::process_optimizer_steps(const std::vector<NamedSpan>& spans, co
             if (const std::string warning = found.warning(); !warning.empty()) r_.warnings.push_back(warning);
             first = false;
         }
+        process_steps_[pid] = found.steps;
         for (const StepSpan& step : found.steps) {
             if (static_cast<size_t>(step.step) >= joined.size()) {
                 joined.push_back(step);
@@ -112,10 +115,14 @@ void NsysImport::process_optimizer_steps(const std::vector<NamedSpan>& spans, co
         }
     }
     steps_ = std::move(joined);
-    if (stepping.size() < 2 || merged == 0) return;
+    if (stepping.size() < 2 || merged == 0) {
+        process_steps_.clear();
+        return;
+    }
     const std::string said = "optimizer steps of " + std::to_string(stepping.size()) +
                              " processes (globalPid) in the export, found per process: " + std::to_string(merged) +
-                             " steps of the same number joined, one step marker each";
+                             " steps of the same number joined, one step marker each" +
+                             joined_steps_said(process_skew());
     r_.meta["nsys.step_processes"] = said;
     r_.warnings.push_back(said);
 }
@@ -125,10 +132,11 @@ void NsysImport::process_optimizer_steps(const std::vector<NamedSpan>& spans, co
 // ranges of one N become one step, from the first start to the last end; read_markers writes it
 // as the step marker and the ranges themselves as ranges. Before 2026-12-06 each range was a step
 // of its own: two ranks' four steps were `steps 8`.
-void NsysImport::join_process_steps(size_t processes) {
+void NsysImport::join_process_steps(size_t processes, const std::vector<int64_t>& process) {
     std::map<int32_t, size_t> at;   // step number -> its span in joined
     std::vector<StepSpan> joined;
     int64_t merged = 0;
+    for (size_t i = 0; i < profiler_steps_.size(); ++i) process_steps_[process[i]].push_back(profiler_steps_[i]);
     for (const StepSpan& span : profiler_steps_) {
         auto [it, fresh] = at.try_emplace(span.step, joined.size());
         if (fresh) {
@@ -140,12 +148,19 @@ void NsysImport::join_process_steps(size_t processes) {
         step.t_end = std::max(step.t_end, span.t_end);
         ++merged;
     }
-    if (merged == 0) return;   // no number twice: each range is a step, as in one process
+    if (merged == 0) {   // no number twice: each range is a step, as in one process
+        process_steps_.clear();
+        return;
+    }
+    for (auto& [pid, own] : process_steps_)
+        std::stable_sort(own.begin(), own.end(),
+                         [](const StepSpan& lhs, const StepSpan& rhs) { return lhs.t_start < rhs.t_start; });
+    const int64_t skew = process_skew();
     profiler_steps_ = std::move(joined);
     steps_joined_ = true;
     const std::string said = "ProfilerStep#N ranges of " + std::to_string(processes) +
                              " processes (globalPid) in the export: " + std::to_string(merged) +
-                             " ranges of the same N joined, one step marker each";
+                             " ranges of the same N joined, one step marker each" + joined_steps_said(skew);
     r_.meta["nsys.step_processes"] = said;
     r_.warnings.push_back(said);
 }
@@ -170,10 +185,27 @@ int64_t NsysImport::recording_end() {
     return *recording_end_;
 }
 
+// A kernel (or graph launch) of an export of several processes is in the step of its own process's
+// ranges (process_steps_): looked up in the joined ones, a rank running behind another had the
+// launches at the end of its step N counted in step N+1, which the other had begun.
 int32_t NsysImport::kernel_step(const Kernel& kernel, int64_t global_pid) const {
     if (steps_.empty()) return -1;
     auto call = launch_at_.find({global_pid & ~int64_t{0xFFFFFF}, kernel.correlation});
-    return step_at(steps_, call != launch_at_.end() ? call->second : kernel.t_start);
+    auto own = process_steps_.find(global_pid >> 24);
+    return step_at(own != process_steps_.end() ? own->second : steps_,
+                   call != launch_at_.end() ? call->second : kernel.t_start);
+}
+
+int64_t NsysImport::process_skew() const {
+    std::map<int32_t, std::pair<int64_t, int64_t>> starts;   // step number -> (earliest, latest) start
+    for (const auto& [pid, own] : process_steps_)
+        for (const StepSpan& step : own) {
+            auto [it, fresh] = starts.try_emplace(step.step, step.t_start, step.t_start);
+            it->second = {std::min(it->second.first, step.t_start), std::max(it->second.second, step.t_start)};
+        }
+    int64_t skew = 0;
+    for (const auto& [step, span] : starts) skew = std::max(skew, span.second - span.first);
+    return skew;
 }
 
 void NsysImport::optimizer_work(std::vector<NamedSpan>& spans, const std::vector<std::pair<size_t, int64_t>>& threads) {

@@ -429,4 +429,10 @@ int32_t step_at(const std::vector<StepSpan>& steps, int64_t time) {
     return time <= step.t_end ? step.step : -1;
 }
 
+std::string joined_steps_said(int64_t skew) {
+    return "; the ranges of one step begin up to " + std::to_string(skew) +
+           " ns apart across processes: each marker spans them all (the first start to the last end), "
+           "and a kernel is in the step its launch fell in among its own process's ranges";
+}
+
 }   // namespace mhc::trace::import

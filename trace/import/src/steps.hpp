@@ -118,6 +118,11 @@ OptimizerSteps optimizer_steps(const std::vector<NamedSpan>& ranges, int64_t t_f
 // The step a time falls in (-1 before the first or after the last); steps sorted by start.
 int32_t step_at(const std::vector<StepSpan>& steps, int64_t time);
 
+// What the meta line of several processes' steps joined adds (Kineto's kineto.processes, nsys's
+// nsys.step_processes): how far apart (`skew`, ns) the ranges of one step begin, and that each
+// marker spans them all while a kernel keeps its own process's step.
+std::string joined_steps_said(int64_t skew);
+
 // The meta value `steps_from` of a trace whose steps are ProfilerStep#N ranges.
 inline constexpr const char* kStepsFromProfiler = "ProfilerStep#N ranges (the profiler's step markers)";
 
