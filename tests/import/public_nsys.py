@@ -1,6 +1,7 @@
 """The Nsight Systems exports (nsys/*.sqlite) against their own tables: the source's timeline,
 kernels, copies, NVTX ranges and unread tables, and the checks of mhc's import of them
 (public_traces.py runs them)."""
+import bisect
 import sqlite3
 
 from public_report import CAPTURE_BEGIN, CAPTURE_END, HOST, LAUNCH_PREFIXES, fail, imported_copies
@@ -184,6 +185,9 @@ def nsys_timeline(path):
     spans = [s for s in spans if s and s[0] is not None]
     ranges, joined = nsys_profiler_steps(db, tables)
     steps = {"steps": len(joined) if joined else ranges} if ranges else {}
+    if not ranges:   # steps from the optimizer's ranges: one step#k marker each (the processes' k-th joined)
+        joined = sorted({k for own in nsys_own_steps(db, tables).values() for _, _, k in own})
+        steps = {"steps": len(joined)} if joined else {}
     return {**steps, "kernels": kernels[0], "copies": copies, "markers": nvtx_markers(db, tables) + len(joined),
             "kernel_time_ns": kernels[1], "kernel_starts_clamped": clamped,
             "duration_ns": max(s[1] for s in spans) - min(s[0] for s in spans)}
@@ -309,6 +313,13 @@ def check_nsys_markers(name, path, db):
         label = text if text is not None else strings.get(text_id, f"string {text_id}") if text_id is not None else "nvtx"
         want.append((start, end if end is not None else start, label))
     want += nsys_profiler_steps(src, tables)[1]   # several processes' steps joined: a marker each
+    if not nsys_profiler_steps(src, tables)[0]:   # steps from optimizer ranges: a marker step#k each, joined
+        joined = {}
+        for steps in nsys_own_steps(src, tables).values():
+            for a, b, k in steps:
+                lo, hi = joined.get(k, (a, b))
+                joined[k] = (min(lo, a), max(hi, b))
+        want += [(a, b, f"step#{k}") for k, (a, b) in joined.items()]
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     got = list(conn.execute("SELECT m.t_start, m.t_end, s.text FROM markers m LEFT JOIN strings s ON s.id = m.name"))
     if not want and not got:
@@ -337,3 +348,100 @@ def nsys_source(path):
         low[dev] = min(low.get(dev, 0), run[dev])
         high[dev] = max(high.get(dev, 0), run[dev])
     return {d: (high[d] - low[d], None, "signed sum of memory events") for d in run}
+
+
+def nsys_own_steps(db, tables):
+    """docs/import.md "Steps" on an nsys export, each process's own (globalTid >> 24): {process:
+    [(start, end, N)]} from its ProfilerStep#N NVTX ranges (a range never ended: to the end of
+    recording, the latest start or end of the tables the import reads), else from its optimizer-step
+    ranges (optimizer_step_bounds, each range's work the runtime calls of its thread that begin within
+    it; step 0 from the export's first time). Ranges without a thread are process -1."""
+    if "NVTX_EVENTS" not in tables:
+        return {}
+    from public_traces import loop_range_name, optimizer_step_bounds, optimizer_step_name   # noqa: cycle
+    cols = {r[1] for r in db.execute("PRAGMA table_info(NVTX_EVENTS)")}
+    text = "text" if "text" in cols else "NULL"
+    if "textId" in cols and "StringIds" in tables:
+        text = f"COALESCE({text}, (SELECT value FROM StringIds WHERE id = textId))"
+    tid = "globalTid" if "globalTid" in cols else "NULL"
+    kinds = " AND (eventType IS NULL OR eventType IN (35, 37, 59, 60, 66, 68, 70, 71))" if "eventType" in cols else ""
+    rows = list(db.execute(f"SELECT start, end, {text}, {tid} FROM NVTX_EVENTS WHERE 1{kinds}"))
+    step_rows = [r for r in rows if isinstance(r[2], str) and r[2].startswith("ProfilerStep#") and r[2][13:].isdigit()]
+    times = []
+    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+                  "CUPTI_ACTIVITY_KIND_RUNTIME", "CUDA_GPU_MEMORY_USAGE_EVENTS", "NVTX_EVENTS"):
+        if table in tables:
+            tcols = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
+            times += [v for c in ("start", "end") if c in tcols
+                      for (v,) in db.execute(f'SELECT MAX("{c}") FROM {table}') if v is not None]
+    recording_end = max(times) if times else 0
+    own = {}
+    if step_rows:
+        for start, end, name, t in step_rows:
+            own.setdefault(t >> 24 if t is not None else -1, []).append(
+                (start, end if end is not None else max(start, recording_end), int(name[13:])))
+        return {p: sorted(v) for p, v in own.items()}
+    calls = {}
+    if "CUPTI_ACTIVITY_KIND_RUNTIME" in tables:
+        for t, start in db.execute("SELECT globalTid, start FROM CUPTI_ACTIVITY_KIND_RUNTIME"):
+            calls.setdefault(t, []).append(start)
+    for v in calls.values():
+        v.sort()
+    firsts = [v for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+                              "CUDA_GPU_MEMORY_USAGE_EVENTS") if table in tables
+              for (v,) in db.execute(f"SELECT MIN(start) FROM {table}") if v is not None]
+    marks = " WHERE eventType IS NULL OR eventType IN (34, 35, 37, 59, 60, 65, 66, 68, 70, 71)" if "eventType" in cols else ""
+    firsts += [v for (v,) in db.execute(f"SELECT MIN(start) FROM NVTX_EVENTS{marks}") if v is not None]
+    by_process = {}
+    for start, end, name, t in rows:
+        if optimizer_step_name(name or "") or loop_range_name(name or ""):
+            if end is None:
+                if not optimizer_step_name(name):
+                    continue
+                end = max(start, recording_end)
+            v = calls.get(t, [])
+            work = (bisect.bisect_right(v, end) - bisect.bisect_left(v, start)) \
+                if optimizer_step_name(name) and t is not None and calls else None
+            by_process.setdefault(t >> 24 if t is not None else -1, []).append((name, start, end, work, None))
+    stepping = {p for p, v in by_process.items() if any(optimizer_step_name(r[0]) for r in v)}
+    if len(stepping) < 2:   # one process: its ranges read together (with any that have no thread)
+        by_process = {0: [r for v in by_process.values() for r in v]}
+    for p, ranges in by_process.items():
+        begin, ends = optimizer_step_bounds(ranges, min(firsts))
+        for k, end in enumerate(ends):
+            end = max(end, begin)
+            own.setdefault(p, []).append((begin, end, k))
+            begin = end
+    return own
+
+
+def check_nsys_kernel_steps(name, path, db):
+    """Kernels (and CUDA graph launches traced whole) per step: each in the step its launch (the
+    CUPTI_ACTIVITY_KIND_RUNTIME row of its correlationId and globalPid) fell in, else its start, among
+    its own process's steps (nsys_own_steps; one process: all of them)."""
+    src = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    tables = {r[0] for r in src.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    own = nsys_own_steps(src, tables)
+    if not own or "CUPTI_ACTIVITY_KIND_KERNEL" not in tables:
+        return
+    single = [s for v in own.values() for s in v] if len(own) == 1 else None
+    calls = {}
+    if "CUPTI_ACTIVITY_KIND_RUNTIME" in tables:
+        for t, corr, start in src.execute("SELECT globalTid, correlationId, start FROM CUPTI_ACTIVITY_KIND_RUNTIME"):
+            calls[(t >> 24, corr)] = start
+    kcols = {r[1] for r in src.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_KERNEL)")}
+    pid = "globalPid" if "globalPid" in kcols else "NULL"
+    want = {}
+    for start, corr, gp in src.execute(f"SELECT start, correlationId, {pid} FROM CUPTI_ACTIVITY_KIND_KERNEL"):
+        process = gp >> 24 if gp is not None else -1
+        t = calls.get((process, corr), start)
+        steps = sorted(single if single is not None else own.get(process, [s for v in own.values() for s in v]))
+        begun = [s for s in steps if s[0] <= t]
+        n = max(begun, key=lambda s: s[0])[2] if begun and t <= max(begun, key=lambda s: s[0])[1] else -1
+        want[n] = want.get(n, 0) + 1
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    got = dict(conn.execute("SELECT step, COUNT(*) FROM kernels WHERE name NOT IN "
+                            "(SELECT id FROM strings WHERE text LIKE 'CUDA graph %') GROUP BY step"))
+    print(f"  kernels per step: {dict(sorted(got.items()))} imported, {dict(sorted(want.items()))} in the file")
+    if got != want:
+        fail(name, f"kernels per step {dict(sorted(got.items()))}, the file's {dict(sorted(want.items()))}")

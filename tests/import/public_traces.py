@@ -66,7 +66,8 @@ import sqlite3
 import subprocess
 import sys
 
-from public_nsys import (check_nsys_launches_without_kernel, check_nsys_markers, check_nsys_placement,
+from public_nsys import (check_nsys_kernel_steps, check_nsys_launches_without_kernel, check_nsys_markers,
+                         check_nsys_placement,
                          check_nsys_unread_tables, check_nsys_uvm_migrations, nsys_source, nsys_timeline)
 from public_report import (ACCELERATORS, CALL_CATEGORIES, CAPTURE_BEGIN, CAPTURE_END, HOST,
                            LAUNCH_PREFIXES, close, fail, failures, imported_copies, rel)
@@ -471,19 +472,26 @@ def first_ts(events):
     return min((decimal_of(e["ts"]) for e in events if isinstance(e, dict) and "ts" in e), default=float("-inf"))
 
 
-def cpu_steps(events, devices):
+def cpu_steps(events, devices, by_pid=False):
     """The steps of a Kineto trace as (start, end, N), in microseconds: its CPU ProfilerStep#N ranges;
     where it has none, docs/import.md "Steps": each process's optimizer-step ranges (any category but
     gpu_user_annotation; one inside another is not counted), step k from the end of the one before
     (step 0 from the earliest event, the trace's start, or where the loop's ranges put it:
     optimizer_step_bounds) to the end of the k-th; the processes' ranges of one k joined, from the
-    earliest start to the latest end."""
+    earliest start to the latest end. With by_pid, each process's own: {pid: [(start, end, N), ...]}
+    (a kernel is in its launching process's step: docs/import.md "Steps")."""
     cpu = [e for e in events if e.get("cat") != "gpu_user_annotation" and e.get("pid") not in devices]
     steps = sorted((decimal_of(e["ts"]), decimal_of(e["ts"]) + decimal_of(e.get("dur", 0)), int(e["name"][13:]))
                    for e in cpu if str(e.get("name", "")).startswith("ProfilerStep#") and e["name"][13:].isdigit())
     if steps:
-        return profiler_steps_mended(events, cpu)
-    joined = {}
+        mended = profiler_steps_mended(events, cpu, with_pid=by_pid)
+        if not by_pid:
+            return mended
+        own = {}
+        for a, b, n, pid in mended:
+            own.setdefault(pid, []).append((a, b, n))
+        return {pid: sorted(v) for pid, v in own.items()}
+    joined, own = {}, {}
     # An optimizer range's work: the ops (cpu_op, user_annotation, Operator) and runtime or driver calls
     # of its process and thread that begin within it, itself included.
     # The last optimizer range of a process lasting 0 was open when recording stopped: it ends at the
@@ -531,11 +539,14 @@ def cpu_steps(events, devices):
             end = max(end, begin)
             a, b = joined.get(k, (begin, end))
             joined[k] = (min(a, begin), max(b, end))
+            own.setdefault(pid, []).append((begin, end, k))
             begin = end
+    if by_pid:
+        return own
     return sorted((a, b, k) for k, (a, b) in joined.items())
 
 
-def profiler_steps_mended(events, cpu):
+def profiler_steps_mended(events, cpu, with_pid=False):
     """The CPU ProfilerStep#N ranges as (start, end, N), each thread's mended where the file wrote them
     with their end only right (docs/import.md "Steps": torch 2.5 with with_stack=True writes each from
     the start of the step() call that ends it). A thread's ranges follow one another and hold its ops;
@@ -566,8 +577,8 @@ def profiler_steps_mended(events, cpu):
             ends = [b for _, b, _ in ranges]
             for k, r in enumerate(ranges):
                 r[0] = min(r[0], v[0]) if k == 0 else min(r[0], ends[k - 1])
-        out += [tuple(r) for r in ranges]
-    return sorted(out)
+        out += [tuple(r) + ((key[0],) if with_pid else ()) for r in ranges]
+    return sorted(out, key=lambda r: r[:3])
 
 
 def check_step_markers(name, path, db):
@@ -644,21 +655,24 @@ def step_of(steps, t):
 
 
 def check_kernel_steps(name, path, db):
-    """Kernels per step: a kernel belongs to the ProfilerStep#N (a CPU range) its launch fell in, the
-    launch being the CPU-side event with the kernel's correlation id (any category), else the kernel's
-    own time. Compared with the imported kernels' steps; and how many kernels have such a launch
-    with meta kineto.kernels_linked_to_launch."""
+    """Kernels per step: a kernel belongs to the ProfilerStep#N (a CPU range) its launch fell in among
+    its launching process's own ranges (a file of merged ranks: not the joined ones, which a lagging
+    rank keeps open after another has begun the next step), the launch being the CPU-side event with
+    the kernel's correlation id (any category), else the kernel's own time in the joined steps.
+    Compared with the imported kernels' steps; and how many kernels have such a launch with meta
+    kineto.kernels_linked_to_launch."""
     events = [e for e in kineto_events(path) if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e]
     cpu, devices = cpu_lanes(kineto_events(path))
     kernel_cats = ("kernel", "Kernel")
     steps = cpu_steps(events, devices)
+    own = cpu_steps(events, devices, by_pid=True)
     calls = [e for e in events if isinstance(e.get("args"), dict) and e["args"].get("correlation") is not None
              and e.get("cat") not in kernel_cats and e.get("pid") not in devices]
     kernels = [e for e in events if e.get("cat") in kernel_cats]
     want, linked = {}, 0
     for e, call in zip(kernels, resolve_launches(kernels, calls)):
         linked += call is not None
-        step = step_of(steps, call[0] if call is not None else decimal_of(e["ts"]))
+        step = step_of(own.get(call[1], steps), call[0]) if call is not None else step_of(steps, decimal_of(e["ts"]))
         want[step] = want.get(step, 0) + 1
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     got = dict(conn.execute("SELECT step, COUNT(*) FROM kernels GROUP BY step"))
@@ -1499,6 +1513,7 @@ def check(exe, path, source_of, work):
         check_timeline(name, nsys_timeline(path), info)
         check_nsys_placement(name, path, db)
         check_nsys_markers(name, path, db)
+        check_nsys_kernel_steps(name, path, db)
         check_nsys_unread_tables(name, path, meta)
         check_nsys_uvm_migrations(name, path, meta)
         check_nsys_launches_without_kernel(name, path, meta)
