@@ -258,6 +258,7 @@ private:
 
     void units_from_ops(const std::vector<int32_t>& node_op) {
         const StepRanges kineto_steps(kd_.ranges);   // for an execution trace without ProfilerStep#
+        const ProcessSteps own_steps(kd_.ranges);     // a merged Kineto file: the op's own process's
         if (kineto_steps.size() > 0) use_optimizer_ = false;   // the profiler's steps, better
         for (size_t i = 0; i < nodes_.size(); ++i) {
             if (!is_unit(nodes_[i])) continue;
@@ -268,7 +269,7 @@ private:
             }
             const KOp& o = kd_.ops[op];
             int32_t step = step_of(i);
-            if (step < 0) step = kineto_steps.at(o.ts);
+            if (step < 0) step = own_steps.at(o.pid, o.ts, kineto_steps);
             units_.push_back({o.ts - base_, o.ts + o.dur - base_, o.tid, op_device(nodes_[i]), step, i, SIZE_MAX,
                               nodes_[i].name});
         }
