@@ -802,8 +802,9 @@ def resolve_launches(gpu, calls):
     """Each GPU event's launch, (ts, pid) of the call of its correlation id, or None. Correlation
     ids are per process: where calls of several processes (ranks merged into one file) carry the
     id, each process's last call of it stands, and the event takes the one of the process that
-    launched 99% or more of its lane's (pid, device) kernels whose id one process used, else the
-    latest of them before it (the earliest where none is)."""
+    launched 99% or more of its lane's (pid, device) kernels whose id one process used or whose
+    id's calls only one process began by the kernel's start, else the latest of them before it
+    (the earliest where none is)."""
     by_id = {}
     for e in calls:
         corr = (e.get("args") or {}).get("correlation")
@@ -815,9 +816,12 @@ def resolve_launches(gpu, calls):
     votes = {}
     for e in gpu:
         mine = by_id.get((e.get("args") or {}).get("correlation"), {})
-        if len(mine) == 1 and e.get("cat") in ("kernel", "Kernel"):
+        # A vote: an id one process used, or one of several processes' calls alone begun by the
+        # kernel's start (a launch precedes its kernel; ranks running one program share every id).
+        begun = [pid for pid, (ts, _) in mine.items() if ts <= decimal_of(e["ts"])]
+        if e.get("cat") in ("kernel", "Kernel") and (len(mine) == 1 or len(begun) == 1):
             c = votes.setdefault(lane(e), {})
-            pid = next(iter(mine))
+            pid = next(iter(mine)) if len(mine) == 1 else begun[0]
             c[pid] = c.get(pid, 0) + 1
     owner = {k: max(c, key=c.get) for k, c in votes.items() if max(c.values()) * 100 >= sum(c.values()) * 99}
     out = []

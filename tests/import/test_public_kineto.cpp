@@ -935,16 +935,14 @@ TEST_CASE("kineto: ranks merged into one file without ProfilerStep#N join their 
 // launches at the end of a lagging rank's step (its optimizer's update, after the first rank had
 // begun the next step) were counted in the next step, and the first rank's launch after its last
 // step in the lagging rank's last one.
-TEST_CASE("kineto: merged ranks running out of step keep each kernel in its own process's step",
-          "[import][kineto][public][steps]") {
-    // param's ResNet trace twice in one file: the second copy is rank 1 on GPU 1 (its GPU events'
-    // pid and args.device 0 -> 1, its CPU pid + 1,000,000), its correlation, External id and flow
-    // ids + 10,000,000 (distinct from rank 0's, as HTA's sampled ranks' are), and every ts 2 ms
-    // later. Each rank's own optimizer ranges give each GPU param's 318, then 321 kernels a step,
-    // 1 after the last (the same rule on rank 0's file alone).
-    test::TempDir dir;
-    const std::string in = dir.file("skewed.json");
-    kineto_variant("kineto/param-resnet-kineto.json.gz", in, [](nlohmann::json& events) {
+namespace {
+
+// param's ResNet trace twice in one file, the second copy as rank 1 on GPU 1 (its GPU events' pid
+// and args.device 0 -> 1, its CPU pid + 1,000,000), every ts `later_us` later, and, where
+// `own_ids`, its correlation, External id and flow ids + 10,000,000 (else the same ids as rank 0's,
+// as ranks running one program number their calls).
+void two_ranks(const std::string& path, int64_t later_us, bool own_ids) {
+    kineto_variant("kineto/param-resnet-kineto.json.gz", path, [&](nlohmann::json& events) {
         const size_t count = events.size();
         for (size_t i = 0; i < count; ++i) {
             nlohmann::json copy = events[i];
@@ -954,19 +952,38 @@ TEST_CASE("kineto: merged ranks running out of step keep each kernel in its own 
             } else if (copy.contains("pid") && copy["pid"].is_number_integer()) {
                 copy["pid"] = copy["pid"].get<int64_t>() + 1000000;
             }
-            if (copy.contains("ts") && copy["ts"].is_number_integer()) copy["ts"] = copy["ts"].get<int64_t>() + 2000;
+            if (copy.contains("ts") && copy["ts"].is_number_integer())
+                copy["ts"] = copy["ts"].get<int64_t>() + later_us;
             for (const char* key : {"correlation", "External id"})
-                if (copy.contains("args") && copy["args"].contains(key) && copy["args"][key].is_number_integer())
+                if (own_ids && copy.contains("args") && copy["args"].contains(key) &&
+                    copy["args"][key].is_number_integer())
                     copy["args"][key] = copy["args"][key].get<int64_t>() + 10000000;
-            if ((copy.value("ph", "") == "s" || copy.value("ph", "") == "f") && copy["id"].is_number_integer())
+            if (own_ids && (copy.value("ph", "") == "s" || copy.value("ph", "") == "f") && copy["id"].is_number_integer())
                 copy["id"] = copy["id"].get<int64_t>() + 10000000;
             events.push_back(copy);
         }
     });
+}
+
+std::map<int32_t, test::Steps> kernels_per_device_step(const TraceData& trace) {
+    std::map<int32_t, test::Steps> out;
+    for (size_t i = 0; i < trace.kernels.size(); ++i) ++out[trace.kernels.device[i]][trace.kernels.step[i]];
+    return out;
+}
+
+}   // namespace
+
+TEST_CASE("kineto: merged ranks running out of step keep each kernel in its own process's step",
+          "[import][kineto][public][steps]") {
+    // param's ResNet trace as two ranks (two_ranks), with ids of their own (distinct from rank 0's, as
+    // HTA's sampled ranks' are), the second 2 ms later. Each rank's own optimizer ranges give each
+    // GPU param's 318, then 321 kernels a step, 1 after the last (the same rule on rank 0's file alone).
+    test::TempDir dir;
+    const std::string in = dir.file("skewed.json");
+    two_ranks(in, 2000, true);
     imp::Result result;
     TraceData trace = test::import_public_path(dir, in, result);
-    std::map<int32_t, test::Steps> per_device;
-    for (size_t i = 0; i < trace.kernels.size(); ++i) ++per_device[trace.kernels.device[i]][trace.kernels.step[i]];
+    std::map<int32_t, test::Steps> per_device = kernels_per_device_step(trace);
     // Before 2026-12-06 (twenty-fifth audit): GPU 1 {0: 317, 1: 317, 2: 316, 3: 321, 4: 304, ...},
     // GPU 0 322 kernels in step 29 and none after it.
     CHECK(per_device[0] == resnet_steps(1, 318, 321));
@@ -977,4 +994,31 @@ TEST_CASE("kineto: merged ranks running out of step keep each kernel in its own 
                                "step begin up to 2000000 ns apart across processes: each marker spans them all (the "
                                "first start to the last end), and a kernel is in the step its launch fell in among "
                                "its own process's ranges"));
+}
+
+// Ranks running one program number their runtime calls alike: in a file of them merged every
+// correlation id repeats, and the GPU lanes' processes were learnt from ids one process used alone.
+// None was learnt, each kernel took the latest call of its id before it, and the calls left over
+// were said to have lost their kernels.
+TEST_CASE("kineto: merged ranks sharing every correlation id join each kernel to its own rank's launch",
+          "[import][kineto][public]") {
+    // param's ResNet trace as two ranks with the same ids (two_ranks), the second 2 ms later:
+    // every one of the 19,256 launches has its kernel. Before 2026-12-06 (twenty-fifth audit):
+    // "9530 of 19256 kernel launches ... have no kernel" (warned), 0 kernels joined by their lane's
+    // process. Now rank 0's lane is learnt from the kernels that began before rank 1's call of
+    // their id (a launch precedes its kernel); rank 1's kernels take the latest call before them,
+    // their own.
+    test::TempDir dir;
+    const std::string in = dir.file("same-ids.json");
+    two_ranks(in, 2000, false);
+    imp::Result result;
+    TraceData trace = test::import_public_path(dir, in, result);
+    CHECK(trace.meta.count("kineto.launches_without_kernel") == 0);
+    CHECK_FALSE(test::warned(result, "kernel launches have no kernel"));
+    CHECK_THAT(trace.meta.at("kineto.shared_correlations"),
+               Catch::Contains("9628 kernels of such ids joined to the launch of the process that launched the other "
+                               "kernels of their GPU, 9628 to the latest launch before them"));
+    std::map<int32_t, test::Steps> per_device = kernels_per_device_step(trace);
+    CHECK(per_device[0] == resnet_steps(1, 318, 321));
+    CHECK(per_device[1] == resnet_steps(1, 318, 321));
 }

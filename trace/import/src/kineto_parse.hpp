@@ -101,6 +101,8 @@ struct KinetoData {
     // 99% of its kernels whose id one process used; -1 where none did (two processes' kernels
     // under one pid and device). Filled by learn_lanes where some id is shared, empty otherwise.
     std::map<std::pair<int64_t, int32_t>, int64_t> lane_process;
+    // How many processes' calls of the kernel's id (one the calls of several used) began by its start.
+    size_t calls_begun(const KKernel& kernel) const;
     std::vector<KRange> ranges;   // ProfilerStep#N and annotations
     // A loop's zero_grad and DataLoader ranges of category cpu_op or Operator (user_annotation ones
     // are in `ranges`): where step 0 begins when the steps are the optimizer's; no markers.
