@@ -15,6 +15,7 @@
 
 #include "et_join.hpp"
 #include "et_nodes.hpp"
+#include "kineto_steps.hpp"
 #include "kineto_write.hpp"
 #include "limits.hpp"
 #include "mhc/common/error.hpp"

@@ -161,7 +161,8 @@ ProcessSteps::ProcessSteps(const std::vector<KRange>& ranges) {
         it->second = {std::min(it->second.first, range.ts), std::max(it->second.second, range.ts)};
     }
     for (auto& [pid, steps] : own_)
-        std::stable_sort(steps.begin(), steps.end(), [](const Span& lhs, const Span& rhs) { return lhs.start < rhs.start; });
+        std::stable_sort(steps.begin(), steps.end(),
+                         [](const Span& lhs, const Span& rhs) { return lhs.start < rhs.start; });
     for (const auto& [step, span] : starts) skew_ = std::max(skew_, span.second - span.first);
 }
 

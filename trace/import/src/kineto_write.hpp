@@ -2,6 +2,7 @@
 // Writing the timeline part of a parsed Kineto trace (kernels, copies, markers); shared by
 // the Kineto and execution-trace importers.
 #include <functional>
+#include <string>
 
 #include "kineto_parse.hpp"
 #include "mhc/trace/import/import.hpp"
@@ -9,13 +10,14 @@
 
 namespace mhc::trace::import {
 
+// What the importer did that the file did not say: kept in meta under `key` and warned, in the same words.
+inline void said_and_warned(Result& result, const std::string& key, const std::string& said) {
+    result.meta[key] = said;
+    result.warnings.push_back(said);
+}
+
 // Earliest time of anything kept (ns); rows are written relative to it.
 int64_t kineto_base(const KinetoData& d);
-
-// ProfilerStep#N ranges written with their end only right (torch 2.5 with with_stack=True) begin
-// where the one before them ended (kineto.cpp says the rule); said in meta and a warning. Called
-// before steps are read from d.ranges; a second call changes nothing.
-void mend_profiler_steps(KinetoData& data, Result& result);
 
 // Writes kernels (ids 1..), copies and markers. Sorts d.kernels by start time first.
 // on_kernel(index into d.kernels, kernel id) is called after each kernel row (for accesses).
