@@ -14,14 +14,14 @@ from . import file_bytes, json_input
 from .formatting import format_bytes, format_ns
 from .help_format import format_help
 from .json_input import not_a_regular_file
-from .number_grammar import printable, size, whole
+from .number_grammar import capped_words, printable, size, whole
 from .output_file import OutputError, _Terminated, check_output
 
 
 def _say(line: str) -> None:
     """One line on stderr, whatever it quotes: a newline or an escape in a file name or a value is
     shown as '?', as mhc shows it (it was sent as is: two lines, or the terminal's escape)."""
-    print(printable(line), file=sys.stderr)
+    print(capped_words(printable(line)), file=sys.stderr)
 
 
 def _load_model_file(path: str):
@@ -679,7 +679,7 @@ class _Parser(argparse.ArgumentParser):
         elif missing:
             message = "; ".join(f"{name.split('/')[-1]} is required" if name.startswith("-")
                                 else f"the {name} argument is required" for name in missing.group(1).split(", "))
-        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: {capped_words(message)} (see {self.prog} --help)\n")
 
 
 def _stdout_to_devnull() -> None:
