@@ -194,7 +194,7 @@ public:
         const int64_t at = it->second;
         // the last busy interval beginning before `at`: `at` lies inside it when it ends after
         auto after = std::lower_bound(merged_.begin(), merged_.end(), at,
-                                      [](const std::pair<int64_t, int64_t>& interval, int64_t t) { return interval.first < t; });
+                                      [](const std::pair<int64_t, int64_t>& interval, int64_t time) { return interval.first < time; });
         return after == merged_.begin() || std::prev(after)->second <= at;
     }
 
