@@ -73,7 +73,7 @@ void check_environment() {
 // One line, whatever it quotes: a value or a file name with a newline, a tab or an escape in it
 // (`--top $'7\n'`, a trace named so) printed its message over two lines, or sent the byte to
 // the terminal; each such byte is shown as '?'.
-Outcome failure(int code, const std::string& what) { return {code, "mhc: " + mhc::printable(what)}; }
+Outcome failure(int code, const std::string& what) { return {code, "mhc: " + mhc::capped_words(mhc::printable(what))}; }
 
 // A reader of the standard output that went away (`mhc sweep T.db | head -1`, `| true`, a closed
 // terminal) killed the command with SIGPIPE at its first line printed: a sweep or simulate that
@@ -92,6 +92,22 @@ void catch_broken_pipe() {
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
     ::sigaction(SIGPIPE, &sa, nullptr);
+}
+
+// A file past the user's limit on file sizes (`ulimit -f`, a batch system's) killed the command
+// with SIGXFSZ at that write: exit 153, nothing said, the temporary file left beside the output.
+// Caught (a handler, which exec resets, as for SIGPIPE), the write fails with EFBIG and the
+// command says so in one line, as on a full disk, and removes what it began.
+extern "C" void note_file_size_limit(int) {}
+
+void catch_file_size_limit() {
+    struct sigaction current {};
+    if (::sigaction(SIGXFSZ, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) return;   // ignored: left so
+    struct sigaction sa {};
+    sa.sa_handler = note_file_size_limit;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    ::sigaction(SIGXFSZ, &sa, nullptr);
 }
 
 // What the command printed reached the standard output whole, or that is said: `mhc info --json >
@@ -285,6 +301,7 @@ int main(int argc, char** argv) {
         ~MpiSession() { mhc::dist::finalize(); }
     } mpi_session(&argc, &argv);
     catch_broken_pipe();
+    catch_file_size_limit();
     Outcome out;
     bool agreed = false;
     try {

@@ -82,7 +82,38 @@ std::string printable(std::string_view text) {
     return out;
 }
 
-Error::Error(const std::string& message, Kind kind) : std::runtime_error(printable(message)), kind_(kind) {}
+std::string shortened(std::string_view text) {
+    constexpr size_t kMost = 80, kKept = 60;
+    if (text.size() <= kMost) return std::string(text);
+    size_t cut = kKept;   // not inside a UTF-8 sequence
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xc0) == 0x80) --cut;
+    return std::string(text.substr(0, cut)) + "...(" + std::to_string(text.size()) + " bytes)";
+}
+
+std::string quoted_value(std::string_view value) { return "'" + shortened(printable(value)) + "'"; }
+
+std::string capped_words(std::string_view message) {
+    constexpr size_t kLongest = 4096;   // PATH_MAX: no file name is longer
+    if (message.size() <= kLongest) return std::string(message);
+    std::string out;
+    for (size_t at = 0; at < message.size();) {
+        const size_t end = std::min(message.find(' ', at), message.size());
+        const std::string_view word = message.substr(at, end - at);
+        if (word.size() <= kLongest) {
+            out += word;
+        } else {   // the quotes around a value and the colon after it stay, its length told: 'xxxx...(N bytes)':
+            const size_t head = std::string_view("'\"(").find(word.front()) != std::string_view::npos ? 1 : 0;
+            size_t end = word.size();
+            while (end > head && std::string_view("'\":;,)]").find(word[end - 1]) != std::string_view::npos) --end;
+            out += std::string(word.substr(0, head)) + shortened(word.substr(head, end - head)) + std::string(word.substr(end));
+        }
+        if (end < message.size()) out += ' ';
+        at = end + 1;
+    }
+    return out;
+}
+
+Error::Error(const std::string& message, Kind kind) : std::runtime_error(capped_words(printable(message))), kind_(kind) {}
 
 std::string where(const std::string& file, const std::string& message) {
     return file + ": " + message;
@@ -94,7 +125,7 @@ std::string where_row(const std::string& file, const std::string& table, long lo
 }
 
 std::string refused_value(std::string_view option, std::string_view value, std::string_view why) {
-    return of_option(option, "'" + printable(value) + "': " + std::string(why));
+    return of_option(option, quoted_value(value) + ": " + std::string(why));
 }
 
 std::string of_option(std::string_view option, std::string_view refusal) {

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "mhc/common/error.hpp"
+
 namespace mhc {
 
 namespace {
@@ -20,17 +22,17 @@ bool all_digits(std::string_view text, size_t from, size_t to) {
 
 std::string whole_number_refusal(std::string_view text, bool negative_ok) {
     const size_t start = !text.empty() && text[0] == '-' ? 1 : 0;
-    if (start == 1 && !negative_ok) return "'" + std::string(text) + "': must be 0 or more";
+    if (start == 1 && !negative_ok) return quoted_value(text) + ": must be 0 or more";
     if (!all_digits(text, start, text.size()))
-        return "'" + std::string(text) +
-               "': not a whole number (decimal digits only: no sign '+', space, 0x or exponent)";
+        return quoted_value(text) +
+               ": not a whole number (decimal digits only: no sign '+', space, 0x or exponent)";
     if (text.size() - start > 1 && text[start] == '0')
-        return "'" + std::string(text) + "': a whole number starts with no 0 (it is decimal, not octal)";
+        return quoted_value(text) + ": a whole number starts with no 0 (it is decimal, not octal)";
     // Past 64 bits CLI11 took the largest value instead (export --run 99999999999999999999 looked
     // for run 9223372036854775807); an option's own range says the rest.
     const bool fits = negative_ok ? parse_integer<int64_t>(text).has_value()
                                   : parse_integer<uint64_t>(text).has_value();
-    if (!fits) return "'" + std::string(text) + "': too large a number";
+    if (!fits) return quoted_value(text) + ": too large a number";
     return "";
 }
 
@@ -41,7 +43,7 @@ std::string decimal_refusal(std::string_view text) {
         return folded;
     }();
     if (lower == "nan" || lower == "-nan" || lower.find("inf") != std::string::npos)
-        return "'" + std::string(text) + "': not a finite number";
+        return quoted_value(text) + ": not a finite number";
     size_t at = !text.empty() && text[0] == '-' ? 1 : 0;
     const size_t int_from = at;
     while (at < text.size() && std::isdigit(static_cast<unsigned char>(text[at]))) ++at;
@@ -59,7 +61,7 @@ std::string decimal_refusal(std::string_view text) {
         if (at == exp_from) digits = false;
     }
     if (!digits || at != text.size())
-        return "'" + std::string(text) + "': not a number (decimal: 1.5, -2, 1e-3; no sign '+', space or 0x)";
+        return quoted_value(text) + ": not a number (decimal: 1.5, -2, 1e-3; no sign '+', space or 0x)";
     return "";
 }
 

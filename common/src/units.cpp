@@ -107,7 +107,7 @@ std::optional<unsigned __int128> exact_bytes(const std::string& number, double p
 }  // namespace
 
 int64_t parse_size(std::string_view text, int64_t min, int64_t max) {
-    const std::string quoted = "'" + std::string(text) + "'";
+    const std::string quoted = quoted_value(text);
     Quantity q = split_quantity(text, quoted, "size", "a number and a unit: 40GiB, 512 MB");
     if (q.unit.empty()) {
         std::string hint = size_suggestions(q, min, max);
@@ -130,7 +130,7 @@ int64_t parse_size(std::string_view text, int64_t min, int64_t max) {
 }
 
 double parse_share(std::string_view text, double max_percent) {
-    const std::string quoted = "'" + std::string(text) + "'";
+    const std::string quoted = quoted_value(text);
     Quantity q = split_quantity(text, quoted, "share", "a percentage: 70%");
     char limit[32];
     std::snprintf(limit, sizeof limit, "%g%%", max_percent);
@@ -156,7 +156,7 @@ int64_t parse_bytes(std::string_view text) {
 double parse_seconds(std::string_view text, std::string_view bare_unit) {
     static const std::pair<const char*, double> units[] = {{"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3},
                                                            {"s", 1},     {"min", 60},  {"h", 3600}};
-    const std::string quoted = "'" + std::string(text) + "'";
+    const std::string quoted = quoted_value(text);
     // A bare number where the option names its unit, as the option read it before (any decimal,
     // an exponent included: --max-replay-minutes 1e-9).
     if (!bare_unit.empty() && decimal_refusal(std::string(text)).empty()) {
@@ -182,7 +182,7 @@ double parse_seconds(std::string_view text, std::string_view bare_unit) {
 }
 
 double parse_bandwidth(std::string_view text) {
-    const std::string quoted = "'" + std::string(text) + "'";
+    const std::string quoted = quoted_value(text);
     std::string_view t = trim(text);
     // "/s", with any spaces and case, is the same size per second.
     if (size_t slash = t.rfind('/'); slash != std::string_view::npos) {

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -39,7 +40,7 @@ from .capture_contexts import (_collector_at_step_ends, _environment_kept, _fake
                                _trunc_normal_without_values, _value_checks_passed,
                                _sac_policies_see_gpu_attention)
 from .compiled_refused import _compiled_functions_refused, _refuse_compiled
-from .errors import CaptureError, a_kind
+from .errors import CaptureError, ForkedChild, a_kind
 from .fake_errors import _fake_error
 from .fake_mode import _RecordingFakeMode
 from .gpus import GpuSpec, gpu as gpu_by_name
@@ -135,6 +136,7 @@ def capture(build_model: Callable[[], torch.nn.Module],
         setting_given = read_setting(setting)
         setting = check_setting(setting_given)
     store.check_output(path, replace)
+    began_in = os.getpid()
     if isinstance(kernel_times, str):
         kernel_times = KernelTimes(kernel_times)
     rec = Recording(spec, kernel_times)
@@ -163,6 +165,9 @@ def capture(build_model: Callable[[], torch.nn.Module],
         raise
     finally:
         fake_log.setLevel(fake_log_level)
+    if os.getpid() != began_in:  # a child the model's code forked: the parent writes the trace
+        raise ForkedChild(f"process {os.getpid()}, forked by the model in the capture of process {began_in}, writes "
+                          "no trace")
     layer_names, step_times, modules, facts = result
     rec.layer_markers()
     rec.finish_categories()

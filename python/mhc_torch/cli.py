@@ -14,14 +14,14 @@ from . import file_bytes, json_input
 from .formatting import format_bytes, format_ns
 from .help_format import format_help
 from .json_input import not_a_regular_file
-from .number_grammar import printable, size, whole
+from .number_grammar import capped_words, printable, size, whole
 from .output_file import OutputError, _Terminated, check_output
 
 
 def _say(line: str) -> None:
     """One line on stderr, whatever it quotes: a newline or an escape in a file name or a value is
     shown as '?', as mhc shows it (it was sent as is: two lines, or the terminal's escape)."""
-    print(printable(line), file=sys.stderr)
+    print(capped_words(printable(line)), file=sys.stderr)
 
 
 def _load_model_file(path: str):
@@ -295,6 +295,18 @@ def _recipe_words(text, parser: argparse.ArgumentParser) -> list[str]:
     return argv
 
 
+@contextlib.contextmanager
+def _forked_children_end(pid: int):
+    """A process the model's code forked (os.fork() in the file, build_model() or forward) ends here,
+    silently, once its copy of the loading or the capture is done: it wrote the trace too, racing
+    its parent for the output, and said its own summary or refusal. The parent alone writes."""
+    try:
+        yield
+    finally:
+        if os.getpid() != pid:
+            os._exit(0)  # nothing flushed: the parent's buffered output is the parent's to print
+
+
 def _capture(a, parser: argparse.ArgumentParser) -> int:
     if not a.model.endswith(".py"):
         return _capture_guarded(a, parser)
@@ -344,7 +356,7 @@ def _capture_guarded(a, parser: argparse.ArgumentParser) -> int:
 
     if a.model.endswith(".py"):
         try:
-            with _streams_kept():
+            with _forked_children_end(os.getpid()), _streams_kept():
                 build, make_batch, loss_fn, step, build_optimizer = _load_model_file(a.model)
         except OSError as e:
             _say(f"mhc-torch: {a.model}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
@@ -376,7 +388,7 @@ def _capture_guarded(a, parser: argparse.ArgumentParser) -> int:
         optimizer = None
     t0 = time.perf_counter()
     try:
-        with _streams_kept():
+        with _forked_children_end(os.getpid()), _streams_kept():
             r = capture(build, make_batch, steps=a.steps, gpu=a.gpu, path=out, loss_fn=loss_fn,
                         optimizer=optimizer, autocast_dtype=dtype, meta=meta, replace=a.force,
                         autocast_policy=a.autocast_policy, param_dtype=dtypes[a.weights], forward_only=a.forward_only,
@@ -469,7 +481,7 @@ def _without_hf_checkpointing(r, build, make_batch, a, capture_kwargs) -> str | 
 
     folder = tempfile.mkdtemp(prefix="mhc-hf-off-")
     try:
-        with _streams_kept():
+        with _forked_children_end(os.getpid()), _streams_kept():
             off = capture(build_off, make_batch, path=os.path.join(folder, "off.db"), **capture_kwargs)
         reserved = _reserved_bytes(os.path.join(folder, "off.db"))
     except Exception as e:  # noqa: BLE001 - the trace is written; this is a note beside it
@@ -667,7 +679,7 @@ class _Parser(argparse.ArgumentParser):
         elif missing:
             message = "; ".join(f"{name.split('/')[-1]} is required" if name.startswith("-")
                                 else f"the {name} argument is required" for name in missing.group(1).split(", "))
-        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: {capped_words(message)} (see {self.prog} --help)\n")
 
 
 def _stdout_to_devnull() -> None:
@@ -705,19 +717,42 @@ def _finish_stdout(code) -> int:
 
 
 def main(argv=None) -> int:
+    """mhc-torch's command line (`argv` None: this process is mhc-torch, run as a program)."""
     global _stdout_error
     _stdout_error = None
     try:
         code = _main(argv)
     except KeyboardInterrupt:  # before or after the capture's own handling: nothing was written
         _say("mhc-torch: interrupted; no trace written")
-        return 130
+        code = 130
     except BrokenPipeError:  # printing the summary, after the trace was written whole
         _stdout_to_devnull()
-        return 141
+        code = 141
     except SystemExit as e:  # argparse: --help (0) or a refusal (2, said on stderr)
-        code = e.code
-    return _finish_stdout(code)
+        code = _finish_stdout(e.code)
+    else:
+        code = _finish_stdout(code)
+    if argv is None:
+        _end_threads_left(code)
+    return code
+
+
+def _end_threads_left(code: int) -> None:
+    """A model's thread that still runs (not a daemon: a poller, a logger's worker) kept mhc-torch
+    alive after the trace was written, for as long as the thread ran (forever, for a loop): Python
+    waits for such threads before it exits. It is named, and the process ends with `code`."""
+    import threading
+
+    left = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    if not left:
+        return
+    names = ", ".join(f"'{t.name}'" for t in left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")
+    _say(f"mhc-torch: note: the model's thread{'s' if len(left) > 1 else ''} {names} still ran when mhc-torch was "
+         "done; ended with it (what was written is whole)")
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:

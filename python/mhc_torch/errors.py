@@ -90,3 +90,9 @@ def a_kind(value) -> str:
 
 class CaptureError(Exception):
     """The model cannot be captured: the message names the op and the reason (one line)."""
+
+
+class ForkedChild(Exception):
+    """Raised in a process the model's code forked (os.fork()) when its copy of the capture is done:
+    only the process that began the capture writes the trace (the child wrote it too, racing the
+    parent for the output)."""

@@ -21,6 +21,34 @@ def printable(text: str) -> str:
     return "".join("?" if _hidden(ord(c)) else c for c in text)
 
 
+def shortened(text: str) -> str:
+    """A value of more than 80 bytes as its first 60 and its length, "xxxx...(122880 bytes)", as mhc
+    shortens one (common/include/mhc/common/error.hpp): a refusal quoted a 120 KB value whole."""
+    raw = text.encode("utf-8", "surrogateescape")
+    if len(raw) <= 80:
+        return text
+    return raw[:60].decode("utf-8", "ignore") + f"...({len(raw)} bytes)"
+
+
+def capped_words(message: str) -> str:
+    """`message` with each run of more than 4,096 bytes without a space shortened (no file name is
+    longer), as every line mhc prints is: what each line mhc-torch says passes through."""
+    if len(message) <= 4096:
+        return message
+    def cap(word: str) -> str:
+        if len(word.encode("utf-8", "surrogateescape")) <= 4096:
+            return word
+        # the quotes around a value and the colon after it stay, the value's length told: 'xxx...(N bytes)':
+        head = word[:1] if word[:1] in "'\"(" else ""
+        body = word[len(head):].rstrip(_CLOSING)
+        return head + shortened(body) + word[len(head) + len(body):]
+
+    return " ".join(cap(w) for w in message.split(" "))
+
+
+_CLOSING = "'\":;,)]"
+
+
 def _hidden(code: int) -> bool:
     """Unicode's Cc, Cf, Zl, Zp and Cs characters (python/tests/test_printable.py holds the list
     against unicodedata); the same list as mhc::printable."""

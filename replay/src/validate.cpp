@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cstdio>
 #include <thread>
+#include <unordered_map>
+#include <utility>
 
 #include "mhc/common/environment.hpp"
 #include "mhc/common/error.hpp"
@@ -161,6 +163,48 @@ void Validation::predict_on_recorded() {
     check_time_limit(makespans);
 }
 
+namespace {
+
+// predict_window(...).quiescent() of every kernel start of one prediction at once: a start is
+// quiet where no transfer (swap) and no kernel of the run is running across it. Asking
+// predict_window of each candidate scanned the run's kernels and events for every one: quadratic,
+// 19 s for a last step of 80,000 kernels with one long kernel beside them (docs/validation.md).
+class QuietStarts {
+public:
+    explicit QuietStarts(const sim::Result& run) {
+        std::vector<std::pair<int64_t, int64_t>> busy;   // open intervals (start, end)
+        for (const trace::RunEvent& event : run.events)
+            if (event.kind == trace::EventKind::SwapIn || event.kind == trace::EventKind::SwapOut) busy.emplace_back(event.t_start, event.t_end);
+        for (const trace::RunKernelTime& kernel : run.kernel_times) {
+            busy.emplace_back(kernel.t_start, kernel.t_end);
+            started_.emplace(kernel.kernel, kernel.t_start);   // the first start of an id, as predict_window finds it
+        }
+        std::sort(busy.begin(), busy.end());
+        for (const auto& [from, to] : busy) {
+            if (to <= from) continue;   // an empty interval holds no point
+            if (!merged_.empty() && from < merged_.back().second) merged_.back().second = std::max(merged_.back().second, to);
+            else merged_.emplace_back(from, to);
+        }
+    }
+    // The run started kernel `id` (false: it ran out of memory before) and nothing ran across its start.
+    bool reached(int64_t id) const { return started_.count(id) != 0; }
+    bool quiet(int64_t id) const {
+        auto it = started_.find(id);
+        if (it == started_.end()) return false;
+        const int64_t at = it->second;
+        // the last busy interval beginning before `at`: `at` lies inside it when it ends after
+        auto after = std::lower_bound(merged_.begin(), merged_.end(), at,
+                                      [](const std::pair<int64_t, int64_t>& interval, int64_t time) { return interval.first < time; });
+        return after == merged_.begin() || std::prev(after)->second <= at;
+    }
+
+private:
+    std::unordered_map<int64_t, int64_t> started_;
+    std::vector<std::pair<int64_t, int64_t>> merged_;   // disjoint, by start
+};
+
+}  // namespace
+
 // The window begins at the first kernel of the last steps at which no prediction on the
 // recorded trace has a transfer in flight or a kernel running (the replay begins it with
 // none); -1 (the whole trace) when there is no such kernel.
@@ -176,11 +220,12 @@ void Validation::choose_window_start() {
     });
     const int32_t asked = window_kernel_;
     window_kernel_ = -1;
+    std::vector<QuietStarts> starts(on_recorded_.begin(), on_recorded_.end());
     for (int32_t candidate : candidates) {
-        const bool quiet = std::all_of(on_recorded_.begin(), on_recorded_.end(), [&](const sim::Result& run) {
-            const WindowPrediction window = predict_window(t_, run, candidate, 0);
-            return run.oom.happened ? (!window.reached || window.quiescent()) : window.quiescent();
-        });
+        const int64_t id = kernels.id[static_cast<size_t>(candidate)];
+        bool quiet = true;
+        for (size_t i = 0; i < starts.size() && quiet; ++i)
+            quiet = on_recorded_[i].oom.happened ? (!starts[i].reached(id) || starts[i].quiet(id)) : starts[i].quiet(id);
         if (quiet) {
             window_kernel_ = candidate;
             break;

@@ -17,28 +17,25 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
 fi
 
 # 1. A trace replaced while a sweep computes on it (as `generate --force` does: a rename over it):
-# exit 4, one line, the new trace untouched. The trace is large enough that reading it and
-# simulating it take a while, so the rename lands between the two.
-"$mhc" -q generate --preset gpt2-small --steps 40 --seq 1024 -o big.db >/dev/null
-gen -o other.db
-caps=50%,55%,60%,65%,70%,75%,80%,85%,90%,95%
-replaced=
-for attempt in 1 2 3; do
-    cp big.db t.db
-    cp other.db new.db
-    "$mhc" sweep t.db --policies lru,largest --capacities "$caps" --no-bisect >out 2>err &
-    pid=$!
-    # Replaced once the sweep has read it (its descriptor opened, then closed) while it simulates.
-    seen=0
-    while kill -0 $pid 2>/dev/null; do
-        if ls -l /proc/$pid/fd 2>/dev/null | grep -q "$tmp/t.db"; then seen=1
-        elif [ $seen = 1 ]; then mv new.db t.db && replaced=1; break; fi
-        sleep 0.002
-    done
-    wait $pid; rc=$?
-    [ -n "$replaced" ] && break
+# exit 4, one line, the new trace untouched. The sweep stops itself (SIGSTOP) once its runs are
+# computed, before it stores them (MHC_TEST_STOP_BEFORE_STORE=1), and the trace is replaced then:
+# the moment between the read and the store, every time (a poll of its descriptors could miss it
+# on a loaded machine, and then the replacement came after the store).
+gen -o t.db
+gen --micro-batch 2 -o new.db
+caps=50%,60%,70%,80%,90%
+MHC_TEST_STOP_BEFORE_STORE=1 "$mhc" sweep t.db --policies lru,largest --capacities "$caps" --no-bisect >out 2>err &
+pid=$!
+state=
+for _ in $(seq 1200); do   # up to 60 s
+    state=$(sed 's/.*) //' /proc/$pid/stat 2>/dev/null | cut -d' ' -f1)
+    [ "$state" = T ] || [ -z "$state" ] || [ "$state" = Z ] && break
+    sleep 0.05
 done
-[ -n "$replaced" ] || fail "the sweep never ran long enough to replace its trace"
+[ "$state" = T ] || { kill $pid 2>/dev/null; fail "the sweep did not stop before its store (state '$state'): $(cat err)"; }
+mv new.db t.db
+kill -CONT $pid
+wait $pid; rc=$?
 [ $rc = 4 ] || fail "a sweep whose trace was replaced exited $rc: $(cat err)"
 one_line err "replaced trace"
 grep -q "changed after it was read" err || fail "replaced trace: $(cat err)"

@@ -7,6 +7,7 @@
 #include "mhc/common/hash.hpp"
 #include "mhc/common/json.hpp"
 #include "mhc/common/numbers.hpp"
+#include "mhc/common/refusal.hpp"
 
 TEST_CASE("json_string escapes what JSON requires and replaces bytes that are not UTF-8", "[common]") {
     CHECK(mhc::json_string("gemm") == "\"gemm\"");
@@ -41,6 +42,19 @@ TEST_CASE("Error keeps its whole message, as printable() shows it", "[common]") 
     CHECK(mhc::Error("two\nlines\x1b[31m").what() == std::string("two?lines?[31m"));
     CHECK(mhc::Error("caf\xc3\xa9 \xff", mhc::Error::Kind::Internal).what() == std::string("caf\xc3\xa9 ?"));
     CHECK(mhc::Error("x", mhc::Error::Kind::Internal).exit_code() == 1);
+}
+
+TEST_CASE("a long value is quoted as its start and its length; a long word of any message too", "[common]") {
+    const std::string x80(80, 'x'), x81(81, 'x');
+    CHECK(mhc::quoted_value(x80) == "'" + x80 + "'");
+    CHECK(mhc::quoted_value(x81) == "'" + std::string(60, 'x') + "...(81 bytes)'");
+    // not cut inside a UTF-8 sequence: 59 bytes, then a 2-byte character across byte 60
+    CHECK(mhc::shortened(std::string(59, 'x') + "\xc3\xa9" + std::string(40, 'x')) == std::string(59, 'x') + "...(101 bytes)");
+    const std::string word(120000, 'y');
+    // the quotes and the colon around a value stay; words of 4,096 bytes or less are kept whole
+    CHECK(mhc::Error("--capacity: '" + word + "': a capacity needs a unit " + std::string(4096, 'z')).what() ==
+          "--capacity: '" + std::string(60, 'y') + "...(120000 bytes)': a capacity needs a unit " + std::string(4096, 'z'));
+    CHECK(mhc::refused_value("--policy", word, "no such policy") == "--policy: '" + std::string(60, 'y') + "...(120000 bytes)': no such policy");
 }
 
 TEST_CASE("parse_integer takes the whole text as a decimal integer or nothing", "[common]") {

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
+#include <cstdlib>
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -309,6 +311,10 @@ bool roll_back_hot_journal(const std::string& file) noexcept {
 
 RunWriter::RunWriter(const std::vector<Target>& targets, const std::string& runs_db) {
     if (targets.empty()) throw Error("no trace to store runs in", Error::Kind::Internal);
+    // A test's pause at this very moment, the runs computed and nothing of them stored yet: the
+    // process stops itself (SIGSTOP) until the test, having replaced the trace, continues it
+    // (tests/cli/whole_store_test.sh): MHC_TEST_STOP_BEFORE_STORE=1.
+    if (const char* hook = std::getenv("MHC_TEST_STOP_BEFORE_STORE"); hook && std::string(hook) == "1") ::raise(SIGSTOP);
     try {
         if (separate(targets, runs_db)) open_runs_db(targets, runs_db);
         else open_traces(targets);

@@ -51,5 +51,14 @@ std::string printable(std::string_view text);
 // one: such names are kept, shown with '?'), or "" when there is none: a name that goes into
 // other names and lines (a link profile's, a run's) is refused with it.
 std::string hidden_character(std::string_view text);
+// A value as a message quotes it, printable: a value of more than 80 bytes (a 120 KB argument, a
+// file's line of megabytes) as its first 60 and its length, "xxxx...(122880 bytes)": a refusal
+// quoted it whole, one line of 120 KB on the terminal. quoted_value adds the quotes: 'value'.
+std::string shortened(std::string_view text);
+std::string quoted_value(std::string_view value);
+// A message with each run of more than 4,096 bytes without a space (no file name is longer: a
+// value quoted whole where it is formed) shortened as shortened() does: what every message
+// mhc prints passes through, so that no refusal is megabytes long.
+std::string capped_words(std::string_view message);
 
 }  // namespace mhc
