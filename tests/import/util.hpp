@@ -68,8 +68,8 @@ inline int run_mhc(const std::string& args, std::string* err = nullptr) {
 inline std::string mhc_stdout(const std::string& args, int* rc = nullptr) {
     TempDir t;
     std::string o = t.file("stdout");
-    int r = std::system((std::string(mhc::test::mhc_exe()) + " " + args + " >" + o + " 2>/dev/null").c_str());
-    if (rc) *rc = WIFEXITED(r) ? WEXITSTATUS(r) : -1;
+    int status = std::system((std::string(mhc::test::mhc_exe()) + " " + args + " >" + o + " 2>/dev/null").c_str());
+    if (rc) *rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     return read_file(o);
 }
 

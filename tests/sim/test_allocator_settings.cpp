@@ -737,17 +737,17 @@ TEST_CASE("mhc allocator on the public snapshots: the figures of docs/results.md
     SECTION("GPT-2 small on an H200 with expandable segments (our recording): the model to the byte") {
         // datasets/recorded/README.md: 20 training steps, torch 2.11, the allocator's history from
         // before the model moved to the GPU. max_memory_reserved() of that run: 14,250,147,840 B.
-        auto c = compare_public("h200-gpt2-small-expandable-segments.pickle.gz", "", mhc::test::source_path("datasets/recorded"));
-        CHECK(c.settings == "expandable_segments:True");   // recorded in the snapshot
-        CHECK(c.allocations == 28289);
-        CHECK(c.seeded_segments == 0);   // recorded from an empty cache
-        CHECK(c.recorded_peak == 14250147840);
-        CHECK(c.model_peak == 14250147840);
-        CHECK(c.recorded_segments == 139);
-        CHECK(c.model_segments == 139);
-        CHECK(c.max_abs_diff == 0);
-        CHECK_FALSE(c.diverged);
-        CHECK(c.blocks_outside_segments == 0);
+        auto rec = compare_public("h200-gpt2-small-expandable-segments.pickle.gz", "", mhc::test::source_path("datasets/recorded"));
+        CHECK(rec.settings == "expandable_segments:True");   // recorded in the snapshot
+        CHECK(rec.allocations == 28289);
+        CHECK(rec.seeded_segments == 0);   // recorded from an empty cache
+        CHECK(rec.recorded_peak == 14250147840);
+        CHECK(rec.model_peak == 14250147840);
+        CHECK(rec.recorded_segments == 139);
+        CHECK(rec.model_segments == 139);
+        CHECK(rec.max_abs_diff == 0);
+        CHECK_FALSE(rec.diverged);
+        CHECK(rec.blocks_outside_segments == 0);
         // The same program run again with PyTorch's default allocator (no snapshot) reserved
         // 14,971,568,128 B (torch.cuda.max_memory_reserved): the model, given this recording's
         // allocations and the default settings, reserves exactly that.
