@@ -16,11 +16,11 @@ struct GrammarRow {
 
 // tests/data/size-grammar.tsv: kind, input, expected (a value or "error: <part of the message>").
 std::vector<GrammarRow> grammar_table() {
-    std::ifstream f(mhc::test::source_path("tests/data/size-grammar.tsv"));
-    REQUIRE(f);
+    std::ifstream table(mhc::test::source_path("tests/data/size-grammar.tsv"));
+    REQUIRE(table);
     std::vector<GrammarRow> rows;
     std::string line;
-    for (int n = 1; std::getline(f, line); ++n) {
+    for (int n = 1; std::getline(table, line); ++n) {
         if (line.empty() || line[0] == '#') continue;
         GrammarRow r;
         r.line = n;
