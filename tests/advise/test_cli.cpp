@@ -7,10 +7,10 @@
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
+#include "mhc/test/paths.hpp"
 #include "mhc/test/temp.hpp"
 #include "tiny.hpp"
 
-#ifdef MHC_EXE
 namespace {
 
 struct Out {
@@ -20,7 +20,7 @@ struct Out {
 
 Out run(const std::string& args, const std::string& env = "") {
     mhc::test::TempPath err{"stderr.txt"};
-    std::string cmd = env + " " + std::string(MHC_EXE) + " " + args + " 2>" + err.path;
+    std::string cmd = env + " " + std::string(mhc::test::mhc_exe()) + " " + args + " 2>" + err.path;
     Out o{};
     FILE* p = popen(cmd.c_str(), "r");
     std::array<char, 4096> buf{};
@@ -78,7 +78,7 @@ TEST_CASE("mhc advise: the reserved peak at the capacity beside the one without 
     // answer, expandable segments with max_split_size_mb:2048, reserves 10.17 GiB without a limit,
     // more than the capacity, and runs there: the failed mapping in the first step gives cached pages
     // back (2,160,547 ns in the capture), nothing in the second: a steady step pays nothing.
-    const std::string gru = std::string(MHC_SOURCE_DIR) + "/tests/data/advise/speech_gru.db";
+    const std::string gru = std::string(mhc::test::source_dir()) + "/tests/data/advise/speech_gru.db";
     const int64_t capacity = 6227702579;   // 5.8 GiB, rounded down
     Out json = run("advise " + gru + " --capacity " + std::to_string(capacity) + "B --json");
     INFO(json.err);
@@ -205,4 +205,3 @@ TEST_CASE("mhc advise --verify runs the capture command and compares", "[advise]
     CHECK(f.status == 2);
     CHECK(f.err.find("mhc-torch: tiny: setting: offload: bad") != std::string::npos);
 }
-#endif

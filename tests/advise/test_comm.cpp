@@ -9,6 +9,7 @@
 #include "mhc/advise/code.hpp"
 #include "mhc/advise/evaluate.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/test/paths.hpp"
 #include "mhc/test/temp.hpp"
 #include "mhc/trace/check.hpp"
 #include "mhc/trace/data_parallel.hpp"
@@ -365,14 +366,13 @@ TEST_CASE("the data-parallel meta's sizes: bounded before they are counted with"
     }
 }
 
-#ifdef MHC_EXE
 // `mhc advise --comm-link` on a step with collectives: taken without a word (on a step on one
 // GPU it has no effect and says so: test_cli.cpp).
 TEST_CASE("mhc advise --comm-link on an FSDP2 or DDP step: taken without a warning", "[advise][comm][cli]") {
     for (const TinyTrace& tiny : {fsdp2_step(), ddp_step()}) {
         Step step(tiny);
         mhc::test::TempPath err{"stderr.txt"};
-        const std::string cmd = std::string(MHC_EXE) + " advise " + step.path.path +
+        const std::string cmd = std::string(mhc::test::mhc_exe()) + " advise " + step.path.path +
                                 " --setting '{}' --json --comm-link 200GB/s 2>" + err.path + " >/dev/null";
         CHECK(std::system(cmd.c_str()) == 0);
         std::ifstream said(err.path);
@@ -381,4 +381,3 @@ TEST_CASE("mhc advise --comm-link on an FSDP2 or DDP step: taken without a warni
         CHECK(text.empty());
     }
 }
-#endif

@@ -11,6 +11,7 @@
 #include "mhc/advise/planner.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/sim/simulate.hpp"
+#include "mhc/test/paths.hpp"
 #include "mhc/test/temp.hpp"
 #include "mhc/trace/check.hpp"
 #include "tiny.hpp"
@@ -279,7 +280,7 @@ TEST_CASE("the planner's first answer is the fastest fitting combination on capt
                           {"tiny_mhc.db", {71303168, 73400319, 73400320, 76283904}},
                           {"bert.db", {69206015, 69206016, 71565312}}};
     for (const Case& cs : cases) {
-        auto data = mhc::trace::load_checked_trace(std::string(MHC_SOURCE_DIR) + "/tests/data/advise/" + cs.file);
+        auto data = mhc::trace::load_checked_trace(std::string(mhc::test::source_dir()) + "/tests/data/advise/" + cs.file);
         Base base = make_base(data);
         Evaluator ev(base, mhc::sim::link_from_spec("pcie5"));
         PlannerOptions opts;
@@ -314,7 +315,7 @@ TEST_CASE("answers that read the same are ranked once", "[advise][dp]") {
     // on the GradScaler step at 81,788,928 bytes, checkpointing block 0 and checkpointing block 2
     // (+ fused AdamW) are equally fast, and both were printed as "checkpoint 1 of 3 blocks + fused
     // AdamW" (rows 2 and 3). One of them is printed; the third row is another answer.
-    auto data = mhc::trace::load_checked_trace(std::string(MHC_SOURCE_DIR) + "/tests/data/advise/scaler.db");
+    auto data = mhc::trace::load_checked_trace(std::string(mhc::test::source_dir()) + "/tests/data/advise/scaler.db");
     Base base = make_base(data);
     Evaluator ev(base, mhc::sim::link_from_spec("pcie5"));
     PlannerOptions opts;
@@ -659,7 +660,7 @@ TEST_CASE("advise does not offer max_split_size_mb where it does not help", "[ad
     // The small captured steps: one class each, tried and not kept (their large requests are 20 to
     // 40 MiB and nothing is split that a value would keep whole).
     for (const char* file : {"scaler.db", "bert.db", "tiny_mhc.db"}) {
-        auto captured = mhc::trace::load_checked_trace(std::string(MHC_SOURCE_DIR) + "/tests/data/advise/" + file);
+        auto captured = mhc::trace::load_checked_trace(std::string(mhc::test::source_dir()) + "/tests/data/advise/" + file);
         Base small = make_base(captured);
         Evaluator small_ev(small, mhc::sim::link_from_spec("pcie5"));
         int64_t runs = 0;
@@ -677,7 +678,7 @@ TEST_CASE("the captured speech GRU: max_split_size_mb fits where nothing did at 
     // 32, 31.25, 24 MiB); 128 reserves least, 6,603,931,648 B (6.15 GiB; 2048: 6,612,320,256). At
     // 6.5 GiB the search answered the optimizer on the host (+192.9% step time): now the fused AdamW
     // with max_split_size_mb:128, then max_split_size_mb:128 alone at no loss.
-    auto data = mhc::trace::load_checked_trace(std::string(MHC_SOURCE_DIR) + "/tests/data/advise/speech_gru.db");
+    auto data = mhc::trace::load_checked_trace(std::string(mhc::test::source_dir()) + "/tests/data/advise/speech_gru.db");
     Base base = make_base(data);
     Evaluator ev(base, mhc::sim::link_from_spec("pcie5"));
     CHECK(split_size_values(data, 8) == std::vector<int64_t>{2048, 164, 128, 96, 64, 48, 40, 36});
@@ -738,7 +739,7 @@ TEST_CASE("the captured speech GRU: runs at a capacity exactly where mhc simulat
     // caching model inside the engine, evicting where an allocation cannot be had): as captured it
     // evicts at every capacity below its 8.84 GiB (the cuDNN reserve's split block holds AdamW's
     // state, no retry frees it); expandable segments and max_split_size_mb:128 run down to 5.8 GiB.
-    auto data = mhc::trace::load_checked_trace(std::string(MHC_SOURCE_DIR) + "/tests/data/advise/speech_gru.db");
+    auto data = mhc::trace::load_checked_trace(std::string(mhc::test::source_dir()) + "/tests/data/advise/speech_gru.db");
     const auto prepared = mhc::sim::prepare(data);
     const int64_t gib = int64_t{1} << 30;
     for (const char* conf : {"", "expandable_segments:True", "max_split_size_mb:128"})

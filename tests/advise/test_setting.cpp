@@ -8,6 +8,7 @@
 #include "mhc/advise/gpus.hpp"
 #include "mhc/advise/setting.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/test/paths.hpp"
 #include "mhc/test/temp.hpp"
 
 using namespace mhc::advise;
@@ -61,7 +62,7 @@ TEST_CASE("a bad setting names its field", "[advise][setting]") {
 
 TEST_CASE("the GPU sizes of mhc advise --gpu are mhc-torch's", "[advise][setting]") {
     // python/mhc_torch/gpus.py holds each GPU's figures for the capture; --gpu must agree.
-    std::ifstream in(std::string(MHC_SOURCE_DIR) + "/python/mhc_torch/gpus.py");
+    std::ifstream in(std::string(mhc::test::source_dir()) + "/python/mhc_torch/gpus.py");
     std::stringstream ss;
     ss << in.rdbuf();
     const std::string py = ss.str();

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mhc/common/error.hpp"
+#include "mhc/test/paths.hpp"
 #include "mhc/trace/export/export.hpp"
 #include "mhc/trace/store.hpp"
 #include "util.hpp"
@@ -581,7 +582,7 @@ TEST_CASE("a device or pipe as input is read at most --max-input-size bytes, not
 // private temporary file first; errors still name the pipe, and the copy never outlives the call.
 TEST_CASE("a pipe as input is imported like the file it carries", "[import][hostile][pipe]") {
     test::TempDir dir, spool;
-    const std::string src = std::string(MHC_PUBLIC_DATASETS) + "/kineto/simple_add_trace.json.gz";
+    const std::string src = std::string(mhc::test::public_datasets()) + "/kineto/simple_add_trace.json.gz";
     const std::string fifo = dir.file("in.pipe");
     REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
     auto feed = [&](const std::string& bytes) {
@@ -637,13 +638,13 @@ int64_t peak_rss_of_mhc(const std::vector<std::string>& args) {
     pid_t c = fork();
     REQUIRE(c >= 0);
     if (c == 0) {
-        std::vector<char*> argv{const_cast<char*>(MHC_EXE)};
+        std::vector<char*> argv{const_cast<char*>(mhc::test::mhc_exe())};
         for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
         argv.push_back(nullptr);
         int null = ::open("/dev/null", O_WRONLY);
         dup2(null, 1);
         dup2(null, 2);
-        execv(MHC_EXE, argv.data());
+        execv(mhc::test::mhc_exe(), argv.data());
         _exit(127);
     }
     int st = 0;

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "mhc/test/paths.hpp"
 #include "mhc/test/temp.hpp"
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/import/import.hpp"
@@ -23,8 +24,8 @@ inline std::string joined_path(const char* folder, const std::string& rel) {
     path.append("/").append(rel);
     return path;
 }
-inline std::string pub(const std::string& rel) { return joined_path(MHC_PUBLIC_DATASETS, rel); }
-inline std::string fixture(const std::string& rel) { return joined_path(MHC_IMPORT_FIXTURES, rel); }
+inline std::string pub(const std::string& rel) { return joined_path(mhc::test::public_datasets(), rel); }
+inline std::string fixture(const std::string& rel) { return joined_path(mhc::test::source_path("tests/import/fixtures").c_str(), rel); }
 
 using TempDir = mhc::test::TempDir;
 
@@ -58,7 +59,7 @@ inline std::string gunzip(const std::string& path) {
 inline int run_mhc(const std::string& args, std::string* err = nullptr) {
     TempDir t;
     std::string e = t.file("stderr");
-    int rc = std::system((std::string(MHC_EXE) + " " + args + " >/dev/null 2>" + e).c_str());
+    int rc = std::system((std::string(mhc::test::mhc_exe()) + " " + args + " >/dev/null 2>" + e).c_str());
     if (err) *err = read_file(e);
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
@@ -67,8 +68,8 @@ inline int run_mhc(const std::string& args, std::string* err = nullptr) {
 inline std::string mhc_stdout(const std::string& args, int* rc = nullptr) {
     TempDir t;
     std::string o = t.file("stdout");
-    int r = std::system((std::string(MHC_EXE) + " " + args + " >" + o + " 2>/dev/null").c_str());
-    if (rc) *rc = WIFEXITED(r) ? WEXITSTATUS(r) : -1;
+    int status = std::system((std::string(mhc::test::mhc_exe()) + " " + args + " >" + o + " 2>/dev/null").c_str());
+    if (rc) *rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     return read_file(o);
 }
 

@@ -19,5 +19,10 @@ cd "$root" || exit 1
 # loops, the host optimizer step) on one thread, not on one per core beside the other entry
 # (docs/results.md, "Building and testing"). OMP_NUM_THREADS set by the caller stays.
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+# Each test's CPU seconds into BASETEMP.cputime.tsv (bench/ci/pytest_cputime.py): the table that
+# packs the parts is written again from a ctest run's files by
+#   bench/ci/pytest_costs.sh build/tests/python/pytest-part-*.cputime.tsv >tests/python/pytest-costs.tsv
+rm -f "$basetemp.cputime.tsv"
+export PYTHONPATH=$root/bench/ci${PYTHONPATH:+:$PYTHONPATH} CPUTIME_OUT=$basetemp.cputime.tsv
 # Each ctest entry its own temporary folder: two pytest sessions run side by side.
-MHC_EXE=$mhc exec "$py" -m pytest -q -p no:cacheprovider --basetemp="$basetemp" "$@"
+MHC_EXE=$mhc exec "$py" -m pytest -q -p no:cacheprovider -p pytest_cputime --basetemp="$basetemp" "$@"

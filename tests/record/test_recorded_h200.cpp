@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "helpers.hpp"
+#include "mhc/test/paths.hpp"
 #include "mhc/trace/summary.hpp"
 
 using mhc::record::AllocEvent;
@@ -29,7 +30,7 @@ namespace record = mhc::record;
 namespace {
 // The trace, gunzipped into a scratch file and loaded.
 trace::TraceData load_gz(const std::string& name) {
-    const std::string gz = std::string(MHC_RECORDED_DATASETS) + "/" + name;
+    const std::string gz = mhc::test::source_path("datasets/recorded/" + name);
     gzFile in = gzopen(gz.c_str(), "rb");
     REQUIRE(in != nullptr);
     const std::string path = record::test::temp_trace_path();

@@ -19,6 +19,7 @@
 
 #include "golden_file.hpp"
 #include "mhc/sim/allocator.hpp"
+#include "mhc/test/paths.hpp"
 
 namespace sim = mhc::sim;
 
@@ -104,7 +105,7 @@ Run run(const std::string& conf, int streams, uint64_t seed) {
 }  // namespace
 
 TEST_CASE("the caching allocator model gives the golden runs under every setting", "[sim][allocator][allocator-golden]") {
-    const simtest::GoldenFile golden(MHC_GOLDEN_DIR "/allocator_grid.json");
+    const simtest::GoldenFile golden(mhc::test::source_path("tests/sim/golden/allocator_grid.json"));
     nlohmann::json got;
     int checked = 0;
     for (const char* conf : {"", "max_split_size_mb:64", "garbage_collection_threshold:0.6",

@@ -447,18 +447,19 @@ TEST_CASE("mhc allocator: a trace without segments is refused", "[sim][allocator
                       "--allocator-conf: max_split_size_mb: 1 is too small: it must be at least 20 (MiB)");
 }
 
-#if defined(MHC_HAVE_IMPORT) && defined(MHC_PUBLIC_DATASETS)
+#if defined(MHC_HAVE_IMPORT)
 #include <filesystem>
 
 #include <fstream>
 
+#include "mhc/test/paths.hpp"
 #include "mhc/trace/import/import.hpp"
 #include "mhc/trace/store.hpp"
 #include "pickle_writer.hpp"
 
 namespace {
 sim::AllocatorComparison compare_public(const std::string& rel, const std::string& conf_text = "",
-                                        const std::string& folder = MHC_PUBLIC_DATASETS) {
+                                        const std::string& folder = mhc::test::public_datasets()) {
     std::string in = folder + "/" + rel;
     std::string db = temp_path(std::filesystem::path(rel).stem().string() + ".db");
     trace::import::import_file(in, db);
@@ -484,8 +485,8 @@ sim::AllocatorComparison compare_public(const std::string& rel, const std::strin
 // a second page mapped after it, across the segment's two mapped rows.
 TEST_CASE("mhc allocator: a private pool's expandable segment keeps its blocks from the default pool",
           "[sim][allocator][compare][pools]") {
-    using test::event;
-    using test::Py;
+    using ::test::event;
+    using ::test::Py;
     const int64_t P = 0x7f0000000000, D = 0x7f8000000000;
     std::vector<Py> evs{event("segment_map", P, 20 * MiB, 0, 1000),       event("alloc", P, 6 * MiB, 0, 1000),
                         event("free_requested", P, 6 * MiB, 0, 1010),    event("free_completed", P, 6 * MiB, 0, 1010),
@@ -540,10 +541,10 @@ namespace {
 // E 12 MiB): a 22 MiB segment F (1060). Recorded reserved: 20, 34, 46 (1030), 32 (1040), 54 MiB.
 // `pool_ids` false: the same file as torch before 2.15 writes it (no pool_id).
 trace::TraceData mempool_given_back(const std::string& name, bool pool_ids, std::vector<trace::Segment>* segments) {
-    using test::Py;
+    using ::test::Py;
     const int64_t seg_d = 0x7f0000000000, seg_p = 0x7f1000000000, seg_e = 0x7f2000000000, seg_f = 0x7f3000000000;
     auto ev = [&](const char* action, int64_t addr, int64_t bytes, int64_t pool, double us) {
-        return pool_ids ? test::pool_event(action, addr, bytes, pool, us) : test::event(action, addr, bytes, 0, us);
+        return pool_ids ? ::test::pool_event(action, addr, bytes, pool, us) : ::test::event(action, addr, bytes, 0, us);
     };
     std::vector<Py> evs{ev("segment_alloc", seg_d, 20 * MiB, 0, 1000),  ev("alloc", seg_d, 9 * MiB, 0, 1000),
                         ev("segment_alloc", seg_p, 14 * MiB, 1, 1010),  ev("alloc", seg_p, 14 * MiB, 1, 1010),
@@ -552,8 +553,8 @@ trace::TraceData mempool_given_back(const std::string& name, bool pool_ids, std:
                         ev("segment_free", seg_p, 14 * MiB, 1, 1040),   ev("free_requested", seg_e, 12 * MiB, 0, 1050),
                         ev("free_completed", seg_e, 12 * MiB, 0, 1050), ev("segment_alloc", seg_f, 22 * MiB, 0, 1060),
                         ev("alloc", seg_f, 22 * MiB, 0, 1060)};
-    auto block = test::snapshot_block;
-    auto segment = test::snapshot_segment;
+    auto block = ::test::snapshot_block;
+    auto segment = ::test::snapshot_segment;
     Py snap = Py::dict(
         {{"segments", Py::list({segment(seg_d, 20 * MiB, {block(seg_d, 9 * MiB, true), block(seg_d + 9 * MiB, 11 * MiB, false)}),
                                 segment(seg_e, 12 * MiB, {block(seg_e, 12 * MiB, false)}),
@@ -622,8 +623,8 @@ TEST_CASE("mhc allocator and simulate: a private pool given back during the trac
 }
 
 TEST_CASE("mhc allocator: one empty_cache() freeing 597 segments over 53 ms is one call", "[sim][allocator][compare]") {
-    using test::event;
-    using test::Py;
+    using ::test::event;
+    using ::test::Py;
     std::vector<Py> evs;
     int64_t us = 1000;   // time_us: whole microseconds, as PyTorch records them
     const int64_t base = 0x7f0000000000;
@@ -736,22 +737,22 @@ TEST_CASE("mhc allocator on the public snapshots: the figures of docs/results.md
     SECTION("GPT-2 small on an H200 with expandable segments (our recording): the model to the byte") {
         // datasets/recorded/README.md: 20 training steps, torch 2.11, the allocator's history from
         // before the model moved to the GPU. max_memory_reserved() of that run: 14,250,147,840 B.
-        auto c = compare_public("h200-gpt2-small-expandable-segments.pickle.gz", "", MHC_RECORDED_DATASETS);
-        CHECK(c.settings == "expandable_segments:True");   // recorded in the snapshot
-        CHECK(c.allocations == 28289);
-        CHECK(c.seeded_segments == 0);   // recorded from an empty cache
-        CHECK(c.recorded_peak == 14250147840);
-        CHECK(c.model_peak == 14250147840);
-        CHECK(c.recorded_segments == 139);
-        CHECK(c.model_segments == 139);
-        CHECK(c.max_abs_diff == 0);
-        CHECK_FALSE(c.diverged);
-        CHECK(c.blocks_outside_segments == 0);
+        auto rec = compare_public("h200-gpt2-small-expandable-segments.pickle.gz", "", mhc::test::source_path("datasets/recorded"));
+        CHECK(rec.settings == "expandable_segments:True");   // recorded in the snapshot
+        CHECK(rec.allocations == 28289);
+        CHECK(rec.seeded_segments == 0);   // recorded from an empty cache
+        CHECK(rec.recorded_peak == 14250147840);
+        CHECK(rec.model_peak == 14250147840);
+        CHECK(rec.recorded_segments == 139);
+        CHECK(rec.model_segments == 139);
+        CHECK(rec.max_abs_diff == 0);
+        CHECK_FALSE(rec.diverged);
+        CHECK(rec.blocks_outside_segments == 0);
         // The same program run again with PyTorch's default allocator (no snapshot) reserved
         // 14,971,568,128 B (torch.cuda.max_memory_reserved): the model, given this recording's
         // allocations and the default settings, reserves exactly that.
         auto d = compare_public("h200-gpt2-small-expandable-segments.pickle.gz", "expandable_segments:False",
-                                MHC_RECORDED_DATASETS);
+                                mhc::test::source_path("datasets/recorded"));
         CHECK(d.model_peak == 14971568128);
         CHECK(d.model_segments == 140);
     }
@@ -792,7 +793,7 @@ TEST_CASE("mhc allocator on the public snapshots: the figures of docs/results.md
         // pool. With one pool per stream simulate reserved 36,821,794,816 B (-5.05%) at unlimited
         // capacity; now the recording's and mhc allocator's 38,780,534,784 B.
         const std::string db = temp_path("slime-simulate.db");
-        trace::import::import_file(std::string(MHC_PUBLIC_DATASETS) + "/torch-snapshot/slime-megatron-mempool-device3.pickle.gz", db);
+        trace::import::import_file(std::string(mhc::test::public_datasets()) + "/torch-snapshot/slime-megatron-mempool-device3.pickle.gz", db);
         auto t = trace::load_trace(db);
         sim::Config config;
         config.allocator = "caching";

@@ -11,13 +11,14 @@
 #include "helpers.hpp"
 #include "mhc/sim/result.hpp"
 #include "mhc/sim/simulate.hpp"
+#include "mhc/test/paths.hpp"
 #include "mhc/trace/cache.hpp"
 #include "mhc/trace/runs.hpp"
 #include "mhc/trace/store.hpp"
 #if defined(MHC_HAVE_DATASETS)
 #include "mhc/datasets/generate.hpp"
 #endif
-#if defined(MHC_HAVE_IMPORT) && defined(MHC_PUBLIC_DATASETS)
+#if defined(MHC_HAVE_IMPORT)
 #include "mhc/trace/import/import.hpp"
 #endif
 
@@ -162,14 +163,14 @@ TEST_CASE("the cache gives the rows' columns and the same runs over generated tr
 #endif
 }
 
-#if defined(MHC_HAVE_IMPORT) && defined(MHC_PUBLIC_DATASETS)
+#if defined(MHC_HAVE_IMPORT)
 TEST_CASE("the cache keeps each allocation's private pool (a snapshot's torch.cuda.MemPool)", "[sim][cache][pools]") {
     // slime's MemPool snapshot: 800 of its allocations in the pool. The prepared form read back
     // gives the same runs and the caching peak with the pool (38,780,534,784 B, as recorded), not
     // the one-pool figure (36,821,794,816 B) an entry written before pools held: that entry lacks
     // the array alloc_pool and is not used.
     const std::string path = simtest::temp_path("cache-slime.db");
-    trace::import::import_file(std::string(MHC_PUBLIC_DATASETS) + "/torch-snapshot/slime-megatron-mempool-device3.pickle.gz", path);
+    trace::import::import_file(std::string(mhc::test::public_datasets()) + "/torch-snapshot/slime-megatron-mempool-device3.pickle.gz", path);
     check_same_as_rows(path);
     const trace::TraceData t = trace::load_trace(path);
     const auto p = sim::prepare_cached(t);

@@ -7,16 +7,16 @@
 #include <sys/wait.h>
 
 #include "helpers.hpp"
+#include "mhc/test/paths.hpp"
 #include "mhc/trace/runs.hpp"
 
-#ifdef MHC_EXE
 using namespace simtest;
 
 namespace {
 struct Out { int status; std::string err, out; };
 Out run(const std::string& args) {
     std::string errf = temp_path("stderr.txt");
-    std::string cmd = std::string(MHC_EXE) + " " + args + " 2>" + errf;
+    std::string cmd = std::string(mhc::test::mhc_exe()) + " " + args + " 2>" + errf;
     Out o{};
     FILE* p = popen(cmd.c_str(), "r");
     std::array<char, 4096> buf{};
@@ -101,9 +101,7 @@ TEST_CASE("mhc simulate: bad configurations exit 2 with one line", "[sim][cli]")
     CHECK(m.status == 2);
     CHECK(m.err == "mhc: /nonexistent/trace.db: no such file\n");
 }
-#endif
 
-#ifdef MHC_EXE
 TEST_CASE("mhc sweep runs the grid, bisects and stores every run", "[sim][cli]") {
     std::string t = small_trace();
     auto o = run("sweep " + t + " --policies lru,belady --capacities 90%,70% --links pcie4,pcie5 --budget 50% --jobs 2");
@@ -118,4 +116,3 @@ TEST_CASE("mhc sweep runs the grid, bisects and stores every run", "[sim][cli]")
     auto neg = run("sweep " + t + " --capacities=90%,-1GiB --no-store");
     CHECK(neg.status == 2);
 }
-#endif

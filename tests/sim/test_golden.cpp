@@ -15,11 +15,12 @@
 #include "mhc/sim/config.hpp"
 #include "mhc/sim/result.hpp"
 #include "mhc/sim/simulate.hpp"
+#include "mhc/test/paths.hpp"
 
 using namespace mhc;
 
 TEST_CASE("every policy and prefetcher gives the golden metrics on two presets", "[sim][golden]") {
-    std::ifstream in(MHC_GOLDEN_DIR "/prefetch_grid.json");
+    std::ifstream in(mhc::test::source_path("tests/sim/golden/prefetch_grid.json"));
     REQUIRE(in.good());
     const auto golden = nlohmann::json::parse(in).at("runs");
     REQUIRE(golden.size() == 80);

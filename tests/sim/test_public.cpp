@@ -1,15 +1,16 @@
-// Identity on the public traces (MHC_PUBLIC_DATASETS), imported with the importer library:
+// Identity on the public traces (tests/data/public), imported with the importer library:
 // at unlimited capacity every kernel keeps its recorded start and end, with no stalls and
 // no traffic, for every policy and prefetcher; at a tight capacity a run completes within
 // the invariants or stops with a clean OOM.
 #include <catch2/catch.hpp>
 
-#if defined(MHC_HAVE_IMPORT) && defined(MHC_PUBLIC_DATASETS)
+#if defined(MHC_HAVE_IMPORT)
 #include <algorithm>
 #include <filesystem>
 
 #include "helpers.hpp"
 #include "mhc/sim/simulate.hpp"
+#include "mhc/test/paths.hpp"
 #include "mhc/trace/import/import.hpp"
 
 using namespace mhc;
@@ -54,7 +55,7 @@ void check_identity_and_limits(const std::string& name, const trace::TraceData& 
 }  // namespace
 
 TEST_CASE("identity on every public trace, imported", "[sim][identity][public]") {
-    const std::string root = MHC_PUBLIC_DATASETS;
+    const std::string root = mhc::test::public_datasets();
     std::vector<PublicTrace> traces{
         {"torch-snapshot/stanford-cs336-training-step.pickle", ""},
         {"torch-snapshot/mosaic-synthetic.pickle", ""},
@@ -92,7 +93,7 @@ TEST_CASE("the caching model on a Kineto trace starts from the profiler's reserv
     // 6,866,075,648 B (x0.537, before 2026-12-04); started from the recorded figure, its segments
     // (6.39 GiB at most) all come from the bytes held, so it reserves the recorded figure, and it
     // says where that comes from.
-    const std::string in = std::string(MHC_PUBLIC_DATASETS) + "/kineto/hta-df-index-resolver.json.gz";
+    const std::string in = std::string(mhc::test::public_datasets()) + "/kineto/hta-df-index-resolver.json.gz";
     imp::Options opt;
     opt.warn = false;
     const std::string out = simtest::temp_path("hta-df-index-resolver-reserved.db");

@@ -24,6 +24,7 @@
 #include "golden_file.hpp"
 #include "helpers.hpp"
 #include "mhc/sim/synthetic.hpp"
+#include "mhc/test/paths.hpp"
 
 namespace sim = mhc::sim;
 namespace trace = mhc::trace;
@@ -121,7 +122,7 @@ std::vector<Case> traces() {
 }  // namespace
 
 TEST_CASE("every policy, prefetcher and allocator gives the golden timeline", "[sim][golden][timeline]") {
-    const simtest::GoldenFile golden(MHC_GOLDEN_DIR "/timeline_grid.json");
+    const simtest::GoldenFile golden(mhc::test::source_path("tests/sim/golden/timeline_grid.json"));
     nlohmann::json got;
     int checked = 0;
     for (auto& tc : traces()) {
@@ -161,7 +162,7 @@ TEST_CASE("every policy, prefetcher and allocator gives the golden timeline", "[
 // before the draw's remainder, random numbers and candidate bookkeeping were made faster:
 // the draw, the candidates it keeps and the order it ranks them in stay the same.
 TEST_CASE("forecast's sampled candidate draws give the golden timeline", "[sim][golden][timeline][forecast]") {
-    const simtest::GoldenFile golden(MHC_GOLDEN_DIR "/forecast_draws.json");
+    const simtest::GoldenFile golden(mhc::test::source_path("tests/sim/golden/forecast_draws.json"));
     nlohmann::json got;
     int checked = 0;
     const std::vector<Case> cases = {{"training-32-layers", sim::synthetic::training(3, 60'000, 32, 2)},

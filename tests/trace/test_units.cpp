@@ -5,6 +5,7 @@
 
 #include "mhc/common/error.hpp"
 #include "mhc/common/units.hpp"
+#include "mhc/test/paths.hpp"
 
 namespace {
 
@@ -15,11 +16,11 @@ struct GrammarRow {
 
 // tests/data/size-grammar.tsv: kind, input, expected (a value or "error: <part of the message>").
 std::vector<GrammarRow> grammar_table() {
-    std::ifstream f(MHC_SIZE_GRAMMAR);
-    REQUIRE(f);
+    std::ifstream table(mhc::test::source_path("tests/data/size-grammar.tsv"));
+    REQUIRE(table);
     std::vector<GrammarRow> rows;
     std::string line;
-    for (int n = 1; std::getline(f, line); ++n) {
+    for (int n = 1; std::getline(table, line); ++n) {
         if (line.empty() || line[0] == '#') continue;
         GrammarRow r;
         r.line = n;
@@ -146,7 +147,7 @@ TEST_CASE("formatting picks readable units", "[units]") {
 // tests/data/figure-formats.tsv: kind (bytes, ns), value, the text mhc prints; mhc_torch's
 // formatting.py is tested on the same table (python/tests/test_formatting.py).
 TEST_CASE("the figure formats' table (shared with the Python package)", "[units]") {
-    std::ifstream table(MHC_FIGURE_FORMATS);
+    std::ifstream table(mhc::test::source_path("tests/data/figure-formats.tsv"));
     REQUIRE(table);
     int rows = 0;
     std::string line;

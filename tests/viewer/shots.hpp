@@ -20,9 +20,7 @@
 #include <sstream>
 
 #include "fixtures.hpp"
-#ifndef MHC_VIEW_EXE   // set for the screenshot program (CMakeLists.txt); clang-tidy reads this header alone
-#define MHC_VIEW_EXE "mhc-view"
-#endif
+#include "mhc/test/paths.hpp"
 #include "mhc/trace/import/import.hpp"
 #include "mhc/viewer/band_colors.hpp"
 #include "mhc/viewer/colors.hpp"
@@ -68,7 +66,7 @@ struct Shot {
 
 inline Shot shoot(const std::string& trace, const std::string& args) {
     fixture::TempPath png("shot.png"), json("shot.json"), err("stderr.txt");
-    std::string cmd = std::string("'") + MHC_VIEW_EXE + "' '" + trace + "' --screenshot '" + png.path + "' --layout '" +
+    std::string cmd = std::string("'") + mhc::test::mhc_view_exe() + "' '" + trace + "' --screenshot '" + png.path + "' --layout '" +
                       json.path + "'" + (args.find("--size") == std::string::npos ? " --size 1400x700 " : " ") + args +
                       " 2>'" + err.path + "'";
     int st = std::system(cmd.c_str());
@@ -161,7 +159,7 @@ inline std::string click_at(std::pair<double, double> point) {
 inline std::string import_public(const std::string& relative, const std::string& db) {
     mhc::trace::import::Options opt;
     opt.warn = false;
-    mhc::trace::import::import_file(std::string(MHC_PUBLIC_DATASETS) + "/" + relative, db, opt);
+    mhc::trace::import::import_file(std::string(mhc::test::public_datasets()) + "/" + relative, db, opt);
     return db;
 }
 

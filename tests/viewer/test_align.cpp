@@ -8,6 +8,7 @@
 #include <random>
 
 #include "fixtures.hpp"
+#include "mhc/test/paths.hpp"
 #include "mhc/trace/import/import.hpp"
 #include "mhc/viewer/align.hpp"
 #include "mhc/viewer/data.hpp"
@@ -124,7 +125,7 @@ TEST_CASE("compare by op: the op under the mouse by its number and name on param
     fixture::TempPath db("pt2-op-at.db");
     mhc::trace::import::Options options;
     options.warn = false;
-    mhc::trace::import::import_file(std::string(MHC_PUBLIC_DATASETS) + "/chakra/param-pt2-et-1.1.1.json.gz", db.path,
+    mhc::trace::import::import_file(std::string(mhc::test::public_datasets()) + "/chakra/param-pt2-et-1.1.1.json.gz", db.path,
                                     options);
     const mhc::viewer::ViewTrace view = mhc::viewer::load_view_trace(db.path);
     REQUIRE(view.order_only());

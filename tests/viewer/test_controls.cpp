@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "mhc/test/paths.hpp"
 #include "mhc/viewer/axis.hpp"
 #include "mhc/viewer/controls.hpp"
 #include "mhc/viewer/curve.hpp"
@@ -204,7 +205,7 @@ TEST_CASE("steps from the optimizer's ranges of the public Kineto traces that ha
         fixture::TempPath db("public-steps.db");
         mhc::trace::import::Options options;
         options.warn = false;
-        mhc::trace::import::import_file(std::string(MHC_PUBLIC_DATASETS) + "/" + file, db.path, options);
+        mhc::trace::import::import_file(std::string(mhc::test::public_datasets()) + "/" + file, db.path, options);
         const ViewTrace view = load_view_trace(db.path);
         CHECK(view.steps.size() == count);
         CHECK(view.steps_from.rfind("Optimizer.step#SGD.step ranges", 0) == 0);

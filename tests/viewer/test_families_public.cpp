@@ -11,6 +11,7 @@
 
 #include "fixtures.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/test/paths.hpp"
 #include "mhc/trace/import/import.hpp"
 #include "mhc/viewer/data.hpp"
 #include "mhc/viewer/timeline.hpp"
@@ -64,7 +65,7 @@ LoadOptions user_rules(const fs::path& path) {
 }  // namespace
 
 TEST_CASE("'other' is under 5% of kernel time on every real public trace") {
-    const fs::path root = MHC_PUBLIC_DATASETS;
+    const fs::path root = mhc::test::public_datasets();
     std::vector<fs::path> files;
     for (const char* dir : {"kineto", "nsys", "chakra", "torch-snapshot"})
         for (const auto& e : fs::directory_iterator(root / dir)) files.push_back(e.path());
@@ -109,7 +110,7 @@ TEST_CASE("'other' is under 5% of kernel time on every real public trace") {
 }
 
 TEST_CASE("the user's rules file names kernels no built-in rule knows, before the built-in rules") {
-    const fs::path root = MHC_PUBLIC_DATASETS;
+    const fs::path root = mhc::test::public_datasets();
     const fs::path nsys = root / "nsys" / "con_kernel.sqlite";
     ViewTrace plain = imported(nsys);
     REQUIRE(plain.kernel_count == 9);
@@ -154,7 +155,7 @@ TEST_CASE("the user's rules file names kernels no built-in rule knows, before th
 // dgrad2d_alg1_1, ...) and fft2d_r2c_32x32 was a reduction (its cudnn::reduced_divisor argument).
 // Every name below a trace's is one of the same libraries' families that no kept trace holds.
 TEST_CASE("convolutions and sorts and collectives of every library and autograd nodes fall into their families") {
-    const fs::path root = MHC_PUBLIC_DATASETS;
+    const fs::path root = mhc::test::public_datasets();
     ViewTrace fft = imported(root / "kineto" / "tb-plugin-resnet50-autograd-api-workers4.pt.trace.json.gz");
     CHECK(other_share(fft) < 0.001);   // was 0.0633
     CHECK(fft.family_ns[static_cast<size_t>(KernelFamily::Conv)] >

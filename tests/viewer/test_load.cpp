@@ -5,6 +5,7 @@
 
 #include "fixtures.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/test/paths.hpp"
 #include "mhc/trace/cache.hpp"
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/summary.hpp"
@@ -276,7 +277,7 @@ TEST_CASE("a file that is no mhc trace is refused with the import that reads it"
           "export, PyTorch memory snapshot, execution trace) is viewed after `mhc import k.json -o TRACE.db`");
     CHECK(with_import_hint("nope.db: no such file", "nope.db") == "nope.db: no such file");
     // The refusal itself, from the loader: a Nsight Systems export is an SQLite file without a meta table.
-    const std::string nsys = std::string(MHC_PUBLIC_DATASETS) + "/nsys/con_kernel.sqlite";
+    const std::string nsys = std::string(mhc::test::public_datasets()) + "/nsys/con_kernel.sqlite";
     try {
         load_view_trace(nsys);
         FAIL("loaded an Nsight Systems export as a trace");

@@ -15,6 +15,7 @@
 #include "mhc/sim/config.hpp"
 #include "mhc/sim/result.hpp"
 #include "mhc/sim/simulate.hpp"
+#include "mhc/test/paths.hpp"
 #include "mhc/trace/import/import.hpp"
 #include "mhc/trace/import/pickle.hpp"
 #include "mhc/trace/runs.hpp"
@@ -74,7 +75,7 @@ EndState read_end_state(const std::string& data) {
 }   // namespace
 
 TEST_CASE("At the OOM on FlexGen's real out-of-memory snapshot: the groups are the snapshot's own blocks") {
-    const std::string in = std::string(MHC_PUBLIC_DATASETS) + "/torch-snapshot/flexgen-oom-snapshot.pickle";
+    const std::string in = std::string(mhc::test::public_datasets()) + "/torch-snapshot/flexgen-oom-snapshot.pickle";
     std::ifstream file(in, std::ios::binary);
     std::stringstream bytes;
     bytes << file.rdbuf();

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "fixtures.hpp"
+#include "mhc/test/paths.hpp"
 #include "mhc/trace/import/import.hpp"
 #include "mhc/viewer/data.hpp"
 #include "mhc/viewer/stats.hpp"
@@ -45,7 +46,7 @@ TEST_CASE("live at the peak of the public PyTorch snapshots: their bytes add up 
     // Snapshots free and allocate at the same microsecond; the rows listed must be exactly the
     // curve's (t_alloc <= t < t_free), whatever the order of events at the peak's time.
     int checked = 0;
-    for (const auto& file : fs::directory_iterator(fs::path(MHC_PUBLIC_DATASETS) / "torch-snapshot")) {
+    for (const auto& file : fs::directory_iterator(fs::path(mhc::test::public_datasets()) / "torch-snapshot")) {
         INFO(file.path().filename().string());
         fixture::TempPath db("peak.db");
         mhc::trace::import::Options opt;

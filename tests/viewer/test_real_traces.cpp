@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "fixtures.hpp"
+#include "mhc/test/paths.hpp"
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/import/import.hpp"
 #include "mhc/trace/runs.hpp"
@@ -37,7 +38,7 @@ namespace trace = mhc::trace;
 
 namespace {
 
-const fs::path kPublic = MHC_PUBLIC_DATASETS;
+const fs::path kPublic = mhc::test::public_datasets();
 
 ViewTrace imported(const fs::path& in, const std::string& out_name) {
     fixture::TempPath out(out_name);

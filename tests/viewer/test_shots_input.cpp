@@ -2,6 +2,7 @@
 // drawn by op number.
 // (shots.hpp: how a screenshot is taken and read.)
 #include "shots.hpp"
+#include "mhc/test/paths.hpp"
 
 TEST_CASE("screenshot mode: bad trace, unknown run, bad range exit 2 with one line") {
     Shot missing = shoot("/nonexistent/none.db", "");
@@ -25,7 +26,7 @@ TEST_CASE("the window is not opened on a file that is no trace: one line naming 
     // and no word of `mhc import`. (timeout: the window, if it opens, is killed after 30 s.)
     fixture::TempPath json("kineto.json"), err("stderr.txt");
     std::ofstream(json.path) << R"({"traceEvents": []})";
-    const std::string cmd = std::string("timeout 30 '") + MHC_VIEW_EXE + "' '" + json.path + "' 2>'" + err.path + "'";
+    const std::string cmd = std::string("timeout 30 '") + mhc::test::mhc_view_exe() + "' '" + json.path + "' 2>'" + err.path + "'";
     const int st = std::system(cmd.c_str());
     REQUIRE(WIFEXITED(st));
     CHECK(WEXITSTATUS(st) == 2);
@@ -42,7 +43,7 @@ TEST_CASE("the window is not opened on a file that is no trace: one line naming 
     // A missing file: one line, no window, no hint (there is no file to import).
     fixture::TempPath none("none.db");
     const int missing = std::system(
-        (std::string("timeout 30 '") + MHC_VIEW_EXE + "' '" + none.path + "' 2>/dev/null").c_str());
+        (std::string("timeout 30 '") + mhc::test::mhc_view_exe() + "' '" + none.path + "' 2>/dev/null").c_str());
     REQUIRE(WIFEXITED(missing));
     CHECK(WEXITSTATUS(missing) == 2);
 }

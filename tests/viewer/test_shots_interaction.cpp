@@ -2,6 +2,7 @@
 // and the idle window's CPU cost.
 // (shots.hpp: how a screenshot is taken and read.)
 #include "shots.hpp"
+#include "mhc/test/paths.hpp"
 
 using mhc::viewer::kSelected;
 
@@ -159,7 +160,7 @@ TEST_CASE("an idle window waits for events: it costs (almost) no CPU") {
     pid_t pid = fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
-        execl(MHC_VIEW_EXE, MHC_VIEW_EXE, db.path.c_str(), static_cast<char*>(nullptr));
+        execl(mhc::test::mhc_view_exe(), mhc::test::mhc_view_exe(), db.path.c_str(), static_cast<char*>(nullptr));
         _exit(127);
     }
     usleep(2'500'000);   // start, load on the worker thread, settle

@@ -2,6 +2,7 @@
 // from segments, fit y, the device picker.
 // (shots.hpp: how a screenshot is taken and read.)
 #include "shots.hpp"
+#include "mhc/test/paths.hpp"
 #include <tuple>
 
 using mhc::viewer::category_color;
@@ -230,7 +231,7 @@ TEST_CASE("memory bands of a real Kineto trace: size classes from its own sizes,
     mhc::trace::import::Options opt;
     opt.warn = false;
     mhc::trace::import::import_file(
-        std::string(MHC_PUBLIC_DATASETS) + "/kineto/tb-plugin-resnet50-worker0.1623143089861.pt.trace.json.gz", db.path,
+        std::string(mhc::test::public_datasets()) + "/kineto/tb-plugin-resnet50-worker0.1623143089861.pt.trace.json.gz", db.path,
         opt);
     Shot shot = shoot(db.path, "--view memory --size 1400x700");
     INFO(shot.err);

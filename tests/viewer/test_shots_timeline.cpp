@@ -3,6 +3,7 @@
 // axis labels.
 // (shots.hpp: how a screenshot is taken and read.)
 #include "shots.hpp"
+#include "mhc/test/paths.hpp"
 
 using mhc::viewer::copy_color;
 using mhc::viewer::event_color;
@@ -207,7 +208,7 @@ TEST_CASE(
     mhc::trace::import::Options opt;
     opt.warn = false;
     mhc::trace::import::import_file(
-        std::string(MHC_PUBLIC_DATASETS) + "/kineto/tracelens-mi300x-vllm-decode-full-graph.json.gz", db.path, opt);
+        std::string(mhc::test::public_datasets()) + "/kineto/tracelens-mi300x-vllm-decode-full-graph.json.gz", db.path, opt);
     Shot shot = shoot(db.path, "--size 1400x700");
     INFO(shot.err);
     REQUIRE(shot.rc == 0);
@@ -265,7 +266,7 @@ TEST_CASE("byte labels of a short memory plot never overlap (16 streams fold the
     fixture::TempPath db("streams16.db");
     mhc::trace::import::Options opt;
     opt.warn = false;
-    mhc::trace::import::import_file(std::string(MHC_PUBLIC_DATASETS) + "/nsys/extrap-concurrent-16-streams.sqlite",
+    mhc::trace::import::import_file(std::string(mhc::test::public_datasets()) + "/nsys/extrap-concurrent-16-streams.sqlite",
                                     db.path, opt);
     auto overlap = [](const nlohmann::json& upper, const nlohmann::json& lower) {
         return upper["y0"].get<double>() < lower["y1"].get<double>() &&
@@ -308,7 +309,7 @@ TEST_CASE("labels in timeline boxes fit their box, cut with '...', never clipped
     fixture::TempPath db("labels16.db");
     mhc::trace::import::Options opt;
     opt.warn = false;
-    mhc::trace::import::import_file(std::string(MHC_PUBLIC_DATASETS) + "/nsys/extrap-concurrent-16-streams.sqlite",
+    mhc::trace::import::import_file(std::string(mhc::test::public_datasets()) + "/nsys/extrap-concurrent-16-streams.sqlite",
                                     db.path, opt);
     Shot shot = shoot(db.path, "--size 1400x700");
     INFO(shot.err);
@@ -337,7 +338,7 @@ TEST_CASE("folded boxes say their count whole or not at all") {
     mhc::trace::import::Options opt;
     opt.warn = false;
     mhc::trace::import::import_file(
-        std::string(MHC_PUBLIC_DATASETS) + "/kineto/hta-trace-diff-cuda-graphs-rank-1.json.gz", db.path, opt);
+        std::string(mhc::test::public_datasets()) + "/kineto/hta-trace-diff-cuda-graphs-rank-1.json.gz", db.path, opt);
     Shot shot = shoot(db.path, "--size 1600x900");
     INFO(shot.err);
     REQUIRE(shot.rc == 0);
@@ -365,7 +366,7 @@ TEST_CASE("ranges nested deeper than the rows: no label runs under the next box"
     fixture::TempPath db("mtia-rows.db");
     mhc::trace::import::Options opt;
     opt.warn = false;
-    mhc::trace::import::import_file(std::string(MHC_PUBLIC_DATASETS) + "/kineto/hta-mtia-inference-rank-0.json.gz",
+    mhc::trace::import::import_file(std::string(mhc::test::public_datasets()) + "/kineto/hta-mtia-inference-rank-0.json.gz",
                                     db.path, opt);
     Shot shot = shoot(db.path, "--size 1600x900");
     INFO(shot.err);

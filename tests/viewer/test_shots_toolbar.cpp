@@ -2,6 +2,7 @@
 // toolbar on one line at 1400 and 1024 px.
 // (shots.hpp: how a screenshot is taken and read.)
 #include "shots.hpp"
+#include "mhc/test/paths.hpp"
 
 TEST_CASE("an import's warnings are said by the header, the strip's one line ends inside the view") {
     // nvFuser's 2025.1 Nsight export: no CUDA_GPU_MEMORY_USAGE_EVENTS (an import warning and
@@ -11,7 +12,7 @@ TEST_CASE("an import's warnings are said by the header, the strip's one line end
     fixture::TempPath db("fuser-notes.db");
     mhc::trace::import::Options opt;
     opt.warn = false;
-    mhc::trace::import::import_file(std::string(MHC_PUBLIC_DATASETS) + "/nsys/fuser-h200-nsys-2025.1.sqlite", db.path,
+    mhc::trace::import::import_file(std::string(mhc::test::public_datasets()) + "/nsys/fuser-h200-nsys-2025.1.sqlite", db.path,
                                     opt);
     Shot shot = shoot(db.path, "--size 1400x700");
     INFO(shot.err);
@@ -54,7 +55,7 @@ TEST_CASE("(?) shows the help on an order-only trace, the notes show every note 
     fixture::TempPath db("flexgen-help.db");
     mhc::trace::import::Options opt;
     opt.warn = false;
-    mhc::trace::import::import_file(std::string(MHC_PUBLIC_DATASETS) + "/torch-snapshot/flexgen-oom-snapshot.pickle",
+    mhc::trace::import::import_file(std::string(mhc::test::public_datasets()) + "/torch-snapshot/flexgen-oom-snapshot.pickle",
                                     db.path, opt);
     Shot first = shoot(db.path, "--size 1400x700");
     INFO(first.err);
