@@ -134,7 +134,7 @@ class Learning:
         n = len(tr.ids)
         self.last_access = [-1] * n      # the kernel (seq) that accessed it last
         self.learnt = [None] * n         # periodic: predicted next use (seq, NEVER), None: unknown
-        self.ltigger = {}                # capuchin: access offset -> distance in kernels
+        self.trigger = {}                # capuchin: access offset -> distance in kernels
         self.laid = []                   # capuchin: (position, order, allocation of the previous step)
         self.m["forecast_evictions"] = 0
         self.last_d2h_end = -math.inf
@@ -182,13 +182,13 @@ class Learning:
             return
         st, p = tr.steps[tr.step_of[s]], tr.pos[s]
         off = tr.offset0[s] + k
-        o = p - self.ltigger.get(off, 0)   # a distance of 0 is none: on demand
+        o = p - self.trigger.get(off, 0)   # a distance of 0 is none: on demand
         if o < 0:   # learnt at another position, earlier than this step's first kernel: kept
             return
         c = o
         while c > 0 and tr.kstart[st[o]] - tr.kstart[st[c]] < d:
             c -= 1
-        self.ltigger[off] = p - c
+        self.trigger[off] = p - c
 
     def accessed(self, s, k, a, mode):
         tr = self.lt
@@ -237,9 +237,11 @@ class Learning:
                 lay = []
                 for q in prev:
                     for k, (u, _) in enumerate(tr.ops[q]):
-                        dist = self.ltigger.get(tr.offset0[q] + k)
+                        dist = self.trigger.get(tr.offset0[q] + k)
                         if dist:
-                            lay.append((max(tr.pos[q] - dist, 0), len(lay), u))
+                            # its kernel's position: q's place after the step's first kernel,
+                            # also for a kernel of no step inside the step ("Steps")
+                            lay.append((max(q - prev[0] - dist, 0), len(lay), u))
                 self.laid = sorted(lay)
             while self.laid and self.laid[0][0] <= p:
                 _, _, u = self.laid.pop(0)

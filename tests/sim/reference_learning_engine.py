@@ -15,19 +15,20 @@ import reference_ranks_engine as eng
 
 
 class Sim(lrn.Learning, eng.Engine):
-    """opts: reference_ranks_engine's configuration (allocator, policy, link, host_ratio, max_ops,
-    memory_samples, device); prefetch: periodic[:K], capuchin or forecast[:H]."""
+    """trace: a reference_ranks_engine.Trace; opts: its configuration (allocator, policy, link,
+    host_ratio, max_ops, memory_samples, no_early, and prefetch: periodic[:K], capuchin or
+    forecast[:H]); capacity in bytes (None: unlimited). reference_ranks_engine.simulate_job takes
+    it as its engine (opts["engine"]): the learning prefetchers on coupled ranks."""
 
-    def __init__(self, path, opts, share, prefetch, early=True):
-        trace = eng.Trace(path, opts.get("device"))
-        self.base_peak = eng.baseline_peak(trace, opts["allocator"])
-        eng.Engine.__init__(self, trace, dict(opts, prefetch="none"), eng.capacity_of(share, self.base_peak))
-        self.lt = lrn.Trace(path, trace.device)
+    def __init__(self, trace, opts, capacity):
+        eng.Engine.__init__(self, trace, opts, capacity)
+        self.lt = lrn.Trace(trace.path, trace.device)
         # what both readings take from "Inputs" must be the same, or the pair reads nothing
         if [list(o) for o in self.lt.ops] != [list(o) for o in trace.ops] or self.lt.kid != trace.kid:
-            raise AssertionError(f"{path}: the two readings disagree on the kernels' operands")
+            raise AssertionError(f"{trace.path}: the two readings disagree on the kernels' operands")
         _, self.live_at_start = self.lt.live_walk()
-        self.learning_setup(prefetch, early)
+        # "Identity": at an unlimited capacity no demand exceeds it, so rule 10 never evicts
+        self.learning_setup(opts["prefetch"], not opts.get("no_early") and capacity is not None)
 
     # the engine's names for what the prefetchers ask
     @property
@@ -64,8 +65,9 @@ class Sim(lrn.Learning, eng.Engine):
             self.last_d2h_end = x.end
         return x
 
-    def run(self):
-        for _ in eng.Engine.run(self):   # no cross-rank kernels here: it never waits
+    def run_alone(self):
+        """One trace's run, with the figures its stored run holds (metrics, kernel_times, memory)."""
+        for _ in self.run():   # no cross-rank kernels here: it never waits
             pass
         tr = self.tr
         m = dict(self.m)
@@ -92,3 +94,12 @@ class Sim(lrn.Learning, eng.Engine):
         self.kernel_times = {tr.kid[s]: (t, t + tr.kend[s] - tr.kstart[s]) for s, t in self.kt.items()}
         self.memory = [self.buckets[b] for b in sorted(self.buckets)]
         return self
+
+
+def simulate(path, opts, share):
+    """`mhc simulate PATH` under opts with --capacity share ("70%", "unlimited" or bytes)."""
+    trace = eng.Trace(path, opts.get("device"))
+    base = eng.baseline_peak(trace, opts["allocator"])
+    sim = Sim(trace, opts, eng.capacity_of(share, base))
+    sim.base_peak = base
+    return sim.run_alone()

@@ -6,13 +6,16 @@ forecaster's errors included, the OOM report's figures), every stored event, eve
 time and the memory timeline.
 
 Usage: reference_learning_engine_compare.py MHC WORKDIR [--runs=N] [--seed=S] [--public=DIR
-       [--public-filter=A,B]] [--prefetchers=A,B] [--policies=A,B] [--verbose]
+       [--public-filter=A,B]] [--prefetchers=A,B] [--policies=A,B] [--stress] [--confs] [--verbose]
 Traces: random ones (reference_outside_compare.random_trace) with a step column, step markers or
 steps that keep what they make; `mhc generate` traces of 3 to 5 steps (one with recomputation);
 with --public=DIR one run in four on the public traces of DIR with kernels and GPU memory.
 Configurations: the caching allocator in four runs of five; lru, largest, belady, dtr, cost_aware
 (dtr and cost_aware one run in two); periodic:K, capuchin, forecast:H; capacities from 100% down to
-30%; random links, host buffers and `--no-early`.
+30%; random links, host buffers and `--no-early`; --stress: one run in two on a link at the ends of
+the profile's bounds (reference_learning_compare.stress_link); --confs: one caching run in two under
+allocator settings (`--allocator-conf`: expandable segments, max_split_size_mb, roundup_power2_divisions,
+garbage collection), the model then being reference_allocator_outside.py's.
 Exit 0 when every run agrees, 1 otherwise (each difference printed)."""
 import json
 import math
@@ -29,6 +32,10 @@ import reference_outside_compare as oc  # noqa: E402
 RECOMPUTE_METRICS = ["drops", "recomputations", "recompute_ns", "recompute_depth_max", "recompute_inputs_assumed"]
 OOM_METRICS = ["oom_bytes_needed", "oom_bytes_pinned", "oom_bytes_short", "oom_time_ns", "oom_fragmentation"]
 POLICIES = ["dtr", "cost_aware", "dtr", "cost_aware", "lru", "largest", "belady"]
+# "Allocator models": settings over the recorded ones (--confs: one caching run in two takes one)
+CONFS = ["expandable_segments:True", "max_split_size_mb:20", "max_split_size_mb:64,max_non_split_rounding_mb:40",
+         "roundup_power2_divisions:4", "roundup_power2_divisions:[1:2,64:8,>:4]", "garbage_collection_threshold:0.6",
+         "expandable_segments:True,roundup_power2_divisions:8", "garbage_collection_threshold:0.9,max_split_size_mb:30"]
 
 
 def engine_link(link, max_ops):
@@ -38,8 +45,8 @@ def engine_link(link, max_ops):
                 memcpy_share=link.memcpy_share), max_ops
 
 
-def run_one(mhc, trace, rng, work, verbose):
-    link, largs = oc.random_link(rng, work)
+def run_one(mhc, trace, rng, work, verbose, stress=False, confs=False):
+    link, largs = lc.stress_link(rng, work) if stress else oc.random_link(rng, work)
     policy = rng.choice(POLICIES)
     allocator = "caching" if rng.random() < 0.8 else "ideal"
     pre = rng.choice(lc.PREFETCHERS)
@@ -54,14 +61,18 @@ def run_one(mhc, trace, rng, work, verbose):
     cmd = [mhc, "simulate", str(trace), "--allocator", allocator, "--policy", policy, "--prefetch", pre,
            "--capacity", f"{share}%", "--json", "--cpu-buffer-ratio", str(ratio), "--memory-samples", str(samples)]
     cmd += largs + ([] if early else ["--no-early"])
+    conf = rng.choice(CONFS) if confs and allocator == "caching" and rng.random() < 0.5 else ""
+    if conf:
+        cmd += ["--allocator-conf", conf]
     p = subprocess.run(cmd, capture_output=True, text=True)
     label = " ".join(str(c) for c in cmd[2:])
     lk, max_ops = engine_link(link, link.max_ops)
-    opts = dict(allocator=allocator, policy=policy, link=lk, host_ratio=ratio, memory_samples=samples)
+    opts = dict(allocator=allocator, policy=policy, link=lk, host_ratio=ratio, memory_samples=samples, prefetch=pre,
+                no_early=not early, allocator_conf=conf)
     if max_ops:
         opts["max_ops"] = max_ops
     try:
-        sim = ref.Sim(str(trace), opts, f"{share}%", pre, early).run()
+        sim = ref.simulate(str(trace), opts, f"{share}%")
     except ref.lrn.TooSlow as e:   # refused in one line naming the link and the transfer's bytes
         said = p.returncode == 2 and "past the simulator's time range" in p.stderr and f" {e.args[0]} bytes" in p.stderr
         lc.tally("link too slow")
@@ -104,7 +115,7 @@ def run_one(mhc, trace, rng, work, verbose):
         print("   ", " ".join(str(c) for c in cmd))
     lc.tally(pre.split(":")[0])
     lc.tally(policy)
-    lc.tally(allocator)
+    lc.tally(allocator + (" with settings" if conf else ""))
     for key in ("prefetches", "early_evictions", "forecast_evictions", "drops", "recomputations", "stalls"):
         if mine.get(key):
             lc.tally(key)
@@ -154,7 +165,8 @@ def main():
                 print(f"trace {i} fails mhc check: {chk.stdout.strip()[:300]}")
                 differ += 1
                 continue
-        label, problems = run_one(mhc, trace, rng, work, verbose)
+        label, problems = run_one(mhc, trace, rng, work, verbose, "--stress" in sys.argv and rng.random() < 0.5,
+                                  "--confs" in sys.argv)
         if problems:
             differ += 1
             (work / f"differ-{i}.db").write_bytes(trace.read_bytes())

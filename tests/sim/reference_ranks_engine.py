@@ -353,10 +353,59 @@ class Caching:
     def largest_free(self):
         return max((blk[1] for seg in self.segs for blk in seg[3] if blk[2]), default=0)
 
+    @staticmethod
+    def round(b):
+        return round_size(b)
+
+    @staticmethod
+    def block_bytes(h):
+        return h[1][1]
+
     def top_up(self, figure):
         want = figure if self.cap is None else min(figure, self.cap)
         if want > self.reserved:
             self.held += want - self.reserved
+
+
+class SettingsCaching:
+    """The caching model under settings (`expandable_segments`, `max_split_size_mb`,
+    `roundup_power2_divisions`, `garbage_collection_threshold`, ...): the allocator's outside
+    reading (reference_allocator_outside.py, every setting of "Allocator models") behind the
+    interface of Caching. Private pools are left out (the traces this reading runs name none)."""
+
+    def __init__(self, conf, cap):
+        import reference_allocator_outside as ra
+        self.a = ra.Allocator(conf, ra.UNLIMITED if cap is None else cap)
+
+    @property
+    def reserved(self):
+        return self.a.reserved
+
+    def malloc(self, b, stream):
+        return self.a.malloc(b, stream)
+
+    def free(self, h):
+        self.a.free(h)
+
+    def largest_free(self):
+        return max((b.size for seg in self.a.segs for b in seg.blocks if b.state == "free"), default=0)
+
+    def top_up(self, figure):
+        self.a.top_up(figure)
+
+    def round(self, b):
+        return self.a.round_size(b)
+
+    @staticmethod
+    def block_bytes(h):
+        return h.size
+
+
+def caching_model(trace, cap, conf=""):
+    """The recorded settings (meta allocator.conf) with `--allocator-conf` over them: the default
+    settings' model (Caching), or, with any setting, SettingsCaching."""
+    text = ",".join(c for c in (trace.meta.get("allocator.conf", ""), conf) if c)
+    return SettingsCaching(text, cap) if text else Caching(cap)
 
 
 def first_reserved(trace):
@@ -370,7 +419,7 @@ def first_reserved(trace):
 def baseline_peak(trace, allocator):
     if allocator == "ideal":
         return live_peak(trace.allocs)
-    c = Caching(None)
+    c = caching_model(trace, None)   # "Capacity": under the recorded settings, whatever --allocator-conf says
     first = first_reserved(trace)
     topped = first is None
     peak = 0
@@ -425,7 +474,7 @@ class Engine:
         self.cap = capacity                       # None: unlimited
         self.policy = cfg["policy"]
         self.caching = cfg["allocator"] == "caching"
-        self.alloc = Caching(capacity) if self.caching else None
+        self.alloc = caching_model(trace, capacity, cfg.get("allocator_conf", "")) if self.caching else None
         ratio = cfg.get("host_ratio", 0)
         self.host_cap = None if not ratio or capacity is None else int(Fraction(str(ratio)) * capacity)
         self.link = cfg["link"]
@@ -624,7 +673,7 @@ class Engine:
 
     def not_enough(self, i):
         if self.caching:
-            return self.pending(i) < round_size(self.tr.abytes[i])
+            return self.pending(i) < self.alloc.round(self.tr.abytes[i])
         return self.used - self.pending(i) + self.tr.abytes[i] > self.cap
 
     # -- host buffer (rule 5)
@@ -803,8 +852,8 @@ class Engine:
         on = [j for j in range(len(self.state)) if self.state[j] in (GPU, H2D, D2H)]
         pinned = sum(self.tr.abytes[j] for j in on if self.pins[j] > 0)
         if self.caching:
-            need = round_size(b)
-            in_use = sum(self.block[j][1][1] for j in on if self.block[j] is not None)
+            need = self.alloc.round(b)
+            in_use = sum(self.alloc.block_bytes(self.block[j]) for j in on if self.block[j] is not None)
             free = self.cap - in_use
             frag = free >= need
             if frag:
@@ -1257,7 +1306,8 @@ def plan(traces, given):
 
 
 def simulate_job(paths, opts):
-    """opts: share, allocator, policy, prefetch, link, max_ops, host_ratio, no_early, device."""
+    """opts: share, allocator, policy, prefetch, link, max_ops, host_ratio, no_early, device, and
+    engine: the class each rank runs (Engine; reference_learning_engine.Sim for the learning prefetchers)."""
     traces = [Trace(p, opts.get("device")) for p in paths]
     ranks, deps = plan(traces, paths)
     by_rank = dict(zip(ranks, traces))
@@ -1265,7 +1315,7 @@ def simulate_job(paths, opts):
     for r, t in zip(ranks, traces):
         base = baseline_peak(t, opts["allocator"])
         cap = capacity_of(opts["share"], base)
-        e = Engine(t, opts, cap)
+        e = opts.get("engine", Engine)(t, opts, cap)
         e.base_peak = base
         e.cross = {s for (rr, s) in deps if rr == r}
         e.rank_id = r

@@ -21,13 +21,15 @@ Compared: every per-rank and job field of `--json`, the exit status, the text's 
 
 Usage: reference_ranks_engine_compare.py MHC WORKDIR [--runs=N] [--seed=S] [--public=DIR]
        [--traces=NAME,...] [--max-kernels=N] [--only=generated|public] [--stress] [--mpi=P]
-       [--toggles=NAME,...] [--verbose]
+       [--toggles=NAME,...] [--learning] [--verbose]
 
 --traces keeps the public traces whose names hold one of the words (HTA's df-index trace, the one
 with NCCL kernels, is the first); --stress runs lookahead against host buffers of 0.25 to 2 x the
 capacity; --toggles=NAME,... counts, for each other reading of a sentence this page once left open
 (reference_ranks_engine.EXP), the jobs on which mhc tells it from the one written down; --mpi=P
-runs each job under mpirun -n P too (0: 2 and 3 in turn).
+runs each job under mpirun -n P too (0: 2 and 3 in turn); --learning runs every rank under a learning
+prefetcher (`periodic[:K]`, `capuchin`, `forecast[:H]`: reference_learning_engine.py's, the
+prefetchers of reference_learning.py over this engine) instead of `none` or `lookahead:K`.
 Exit 0 when all agree, 1 otherwise."""
 import json
 import os
@@ -312,6 +314,12 @@ def main():
             shares = {"caching": ["unlimited"] + [f"{100 * live * rng.uniform(0.85, 1.05):.2f}" for _ in range(4)],
                       "ideal": ["unlimited", "99", "97", "95", "90", "80", "70"]}
         opts, cfg = configuration(rng, "stress" in flags, shares)
+        if "learning" in flags:   # each rank under a learning prefetcher (reference_learning_engine.py)
+            import reference_learning_engine
+            pre = rng.choice(["periodic", "periodic:2", "capuchin", "forecast", "forecast:1"])
+            opts = opts[:opts.index("--prefetch")] + opts[opts.index("--prefetch") + 2:] if "--prefetch" in opts else opts
+            opts += ["--prefetch", pre]
+            cfg.update(prefetch=pre, engine=reference_learning_engine.Sim)
         if device is not None:
             opts += ["--device", str(device)]
             cfg["device"] = device
