@@ -29,6 +29,8 @@ class Sim(lrn.Learning, eng.Engine):
         _, self.live_at_start = self.lt.live_walk()
         # "Identity": at an unlimited capacity no demand exceeds it, so rule 10 never evicts
         self.learning_setup(opts["prefetch"], not opts.get("no_early") and capacity is not None)
+        if self.lookahead:
+            self.early = not opts.get("no_early") and capacity is not None
 
     # the engine's names for what the prefetchers ask
     @property
@@ -64,6 +66,18 @@ class Sim(lrn.Learning, eng.Engine):
         if kind == 1:
             self.last_d2h_end = x.end
         return x
+
+    # `lookahead:K` and `none` stay the engine's own (reference_ranks_engine.py), so that one
+    # driver runs every prefetcher over the engine's settings
+    def after_launch(self, s, t):
+        if self.lookahead:
+            return eng.Engine.after_launch(self, s, t)
+        return lrn.Learning.after_launch(self, s, t)
+
+    def early_demand(self, v, s):
+        if self.lookahead:
+            return eng.Engine.early_demand(self, v, s)
+        return lrn.Learning.early_demand(self, v, s)
 
     def run_alone(self):
         """One trace's run, with the figures its stored run holds (metrics, kernel_times, memory)."""

@@ -54,6 +54,8 @@ def run_one(mhc, trace, rng, work, verbose, stress=False, confs=False):
         pre += rng.choice(["", ":1", ":2", ":8", ":40"])
     elif pre == "forecast":
         pre += rng.choice(["", ":1", ":2", ":8"])
+    elif pre == "lookahead":   # --prefetchers=lookahead: the engine's own, under the same settings
+        pre += rng.choice(["", ":2", ":16"])
     early = rng.random() < 0.85
     samples = rng.choice([4096, 4096, 7])
     ratio = rng.choice([0, 0, 0, 0.05, 0.3, 1])
@@ -61,6 +63,9 @@ def run_one(mhc, trace, rng, work, verbose, stress=False, confs=False):
     cmd = [mhc, "simulate", str(trace), "--allocator", allocator, "--policy", policy, "--prefetch", pre,
            "--capacity", f"{share}%", "--json", "--cpu-buffer-ratio", str(ratio), "--memory-samples", str(samples)]
     cmd += largs + ([] if early else ["--no-early"])
+    if rng.random() < 0.1:   # "Defaults": caching, lru, none, pcie4, no host buffer, no cap, 4096 samples
+        link, allocator, policy, pre, ratio, samples, early = oc.ref.preset("pcie4"), "caching", "lru", "none", 0, 4096, True
+        cmd = [mhc, "simulate", str(trace), "--capacity", f"{share}%", "--json"]
     conf = rng.choice(CONFS) if confs and allocator == "caching" and rng.random() < 0.5 else ""
     if conf:
         cmd += ["--allocator-conf", conf]
