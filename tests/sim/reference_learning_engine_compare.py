@@ -64,7 +64,8 @@ def run_one(mhc, trace, rng, work, verbose, stress=False, confs=False):
            "--capacity", f"{share}%", "--json", "--cpu-buffer-ratio", str(ratio), "--memory-samples", str(samples)]
     cmd += largs + ([] if early else ["--no-early"])
     if rng.random() < 0.1:   # "Defaults": caching, lru, none, pcie4, no host buffer, no cap, 4096 samples
-        link, allocator, policy, pre, ratio, samples, early = oc.ref.preset("pcie4"), "caching", "lru", "none", 0, 4096, True
+        link, allocator, policy, pre = oc.ref.preset("pcie4"), "caching", "lru", "none"
+        ratio, samples, early = 0, 4096, True
         cmd = [mhc, "simulate", str(trace), "--capacity", f"{share}%", "--json"]
     conf = rng.choice(CONFS) if confs and allocator == "caching" and rng.random() < 0.5 else ""
     if conf:
