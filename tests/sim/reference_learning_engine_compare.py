@@ -93,6 +93,11 @@ def run_one(mhc, trace, rng, work, verbose, stress=False, confs=False):
     stored = oc.stored_run(trace)
     gm = stored["metrics"]
     problems = []
+    # "What the output says about the trace": no kernels, or no accesses (assumed)
+    said = " ".join(got.get("warnings", []))
+    for what, lacks in (("no kernels", not sim.tr.kid), ("no accesses", sim.lt.assumed and bool(sim.tr.kid))):
+        if (what in said) != lacks:
+            problems.append(f"warnings: {'no' if lacks else 'a'} warning saying '{what}': {said[:200]}")
     for key in oc.INT_METRICS + RECOMPUTE_METRICS + OOM_METRICS + ["forecast_evictions"]:
         if key not in gm:   # a count is stored only when above 0 (and the OOM's figures with an OOM)
             if mine.get(key):
@@ -129,6 +134,8 @@ def run_one(mhc, trace, rng, work, verbose, stress=False, confs=False):
         lc.tally("recompute depth > 1")
     if isinstance(sim.oom, dict):
         lc.tally("oom")
+    if sim.lt.assumed:
+        lc.tally("assumed accesses")
     return f"{label} [{got['run']}]", problems
 
 
