@@ -290,13 +290,13 @@ TEST_CASE("cost_aware's backlog is the D2H queue's: with one copy engine, the sw
     const std::vector<simtest::K> ks = {{0, 1 * ms, {{0, 'w'}, {1, 'w'}}}, {10 * ms, 11 * ms, {{2, 'w'}}},
                                         {31 * ms, 32 * ms, {{3, 'w'}, {4, 'w'}}}, {50 * ms, 51 * ms, {{0, 'r'}, {1, 'r'}}},
                                         {60 * ms, 61 * ms, {{4, 'r'}}}, {80 * ms, 81 * ms, {{3, 'r'}}}};
-    auto c = config("cost_aware", 15 * MiB);
-    c.allocator = "ideal";
-    c.link.copy_engines = 1;
-    const auto r = sim::simulate(build(ts, ks), c);
-    REQUIRE_FALSE(r.oom.happened);
-    CHECK(r.invariant_violation.empty());
-    const auto outs = swapped_out(r);
+    auto cfg = config("cost_aware", 15 * MiB);
+    cfg.allocator = "ideal";
+    cfg.link.copy_engines = 1;
+    const auto run = sim::simulate(build(ts, ks), cfg);
+    REQUIRE_FALSE(run.oom.happened);
+    CHECK(run.invariant_violation.empty());
+    const auto outs = swapped_out(run);
     REQUIRE(outs.size() >= 3);
     CHECK(outs[0] == 2);   // Y
     CHECK(outs[1] == 1);   // X
