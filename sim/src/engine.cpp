@@ -158,6 +158,7 @@ int64_t Engine<Policy>::start_transfer(int32_t a, bool h2d, int64_t t) {
     int64_t end = start + dur;
     busy[q] = end;
     (h2d ? ctx.h2d_busy_until : ctx.d2h_busy_until) = end;
+    ctx.d2h_queue_busy_until = busy[config.link.copy_engines >= 2 ? 1 : 0];
     inflight.push({end, a, epoch[a], h2d}, q);
     if (h2d) {
         ++result.swap_in_count;

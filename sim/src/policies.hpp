@@ -31,11 +31,14 @@ struct Ctx {
     std::vector<uint8_t> host_valid;
     int64_t now = 0;                      // simulated ns
     int32_t cur_seq = 0;                  // the kernel started last (0 before any)
-    // The link queues' ends: a queue that has run nothing is free at every time, also before 0
-    // (traces may hold negative times, down to -2^62 ns).
-    int64_t h2d_busy_until = INT64_MIN / 2, d2h_busy_until = INT64_MIN / 2;
-    // The D2H backlog beyond now, at least 0.
+    // The last transfer's end in each direction, and the end of the queue a swap-out waits for
+    // (with one copy engine the queue both directions share): free at every time before its first
+    // transfer, also before 0 (traces may hold negative times, down to -2^62 ns).
+    int64_t h2d_busy_until = INT64_MIN / 2, d2h_busy_until = INT64_MIN / 2, d2h_queue_busy_until = INT64_MIN / 2;
+    // Beyond now, at least 0: the last swap-out's end (forecast's backlog) and the D2H queue's
+    // (cost_aware's: a swap-out issued now starts after the swap-ins of a shared queue too).
     int64_t d2h_backlog() const { return d2h_busy_until > now ? d2h_busy_until - now : 0; }
+    int64_t d2h_queue_backlog() const { return d2h_queue_busy_until > now ? d2h_queue_busy_until - now : 0; }
     double h2d_ns_per_byte = 0, d2h_ns_per_byte = 0, h2d_lat_ns = 0, d2h_lat_ns = 0;
 
     double swap_in_ns(int32_t a) const { return h2d_lat_ns + bytes[a] * h2d_ns_per_byte; }
@@ -473,7 +476,7 @@ struct CostAwarePolicy : SampledPolicy<CostAwareRecord> {
         const std::vector<int64_t>& kstart = c->P->kstart;
         // a trace without kernels has no next use to measure from (every record is `never`)
         const int64_t current = kstart.empty() ? 0 : kstart[std::min<size_t>(c->cur_seq, kstart.size() - 1)];
-        const double backlog = static_cast<double>(c->d2h_backlog());
+        const double backlog = static_cast<double>(c->d2h_queue_backlog());
         return set.best([current, backlog](const CostAwareRecord& rec) {
             double ttnu = rec.never ? 1e18 : static_cast<double>(rec.next_start - current);
             ttnu = std::max(ttnu, 1.0);

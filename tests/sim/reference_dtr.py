@@ -100,7 +100,9 @@ class SampledPolicies:
         nu = self.next_use_now(a)
         ttnu = NEVER_TTNU if nu >= len(tr.kernels) else max(1, tr.kernels[nu][2] - tr.kernels[self.last_started][2])
         reload = max(1.0, min(self.swap_cost(a, True), r))
-        backlog = max(0, self.d2h_end - now)   # the last swap-out's end
+        # the D2H queue's end (the queue both directions share with one copy engine): the last
+        # swap-out's end until 2026-12-06, which missed the swap-ins queued before a swap-out
+        backlog = max(0, self.queue_free[self.link.copy_engines == 1] - now)
         hide = 1.0 if ttnu >= backlog + self.swap_cost(a, False) + reload else 0.1
         return ttnu / reload * hide * (1.25 - self.depth(a) / 2)
 

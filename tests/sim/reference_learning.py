@@ -115,15 +115,22 @@ class Trace(out.Trace):
         return u[j] if j < len(u) else NEVER
 
 
-class Sim(out.Sim):
-    def __init__(self, tr, capacity, policy, link, prefetch, host_cap=0, early=True, samples=4096):
+class Learning:
+    """The learning prefetchers, over any engine that offers the hooks and helpers they use: `lt`
+    (the trace above), `state`, `valid`, `protect`, `live_at_start`, `m`, `cap`, `shift`, `qfree`,
+    `queue`, `prefetch`, `early_round` (which asks `early_demand`), `evict`, `evictable`,
+    `would_drop`, `host_room`, `live`, `off`, `swap_ns` and `last_d2h_end` (the last swap-out's
+    end). reference_outside.py's engine below; reference_learning_engine.py puts them over the
+    third reading's (the caching allocator, `dtr` and `cost_aware`)."""
+
+    def learning_setup(self, prefetch, early):
         name, _, arg = prefetch.partition(":")
         self.kind = name
         self.K = int(arg) if arg else 8
-        super().__init__(tr, capacity, policy, link, 0, host_cap, early, samples)
         # rule 10: early swap-out with periodic and forecast, never with capuchin
         self.early = early and name in ("periodic", "forecast")
-        self.window = self.K if name == "periodic" else 8   # forecast prefetches as periodic:8
+        self.span = self.K if name == "periodic" else 8   # forecast prefetches as periodic:8
+        tr = self.lt
         n = len(tr.ids)
         self.last_access = [-1] * n      # the kernel (seq) that accessed it last
         self.learnt = [None] * n         # periodic: predicted next use (seq, NEVER), None: unknown
@@ -148,23 +155,15 @@ class Sim(out.Sim):
     def mapped(self, u, i):
         """An operand u of step i-1's kernel, mapped to step i: one made during step i-1 to the
         allocation of the same rank among step i's (None when it has fewer), any other to itself."""
-        tr = self.tr
+        tr = self.lt
         if tr.alloc_step[u] == i - 1:
             lst = tr.step_allocs[i]
             return lst[tr.rank[u]] if tr.rank[u] < len(lst) else None
         return u
 
     # ---- hooks ----
-    def start_transfer(self, a, direction, t):
-        x = super().start_transfer(a, direction, t)
-        if x.end > LIMIT:   # "Link models": past the time range, the run stops (exit 2)
-            raise TooSlow(self.tr.bytes[a])
-        if direction == out.D2H_Q:
-            self.last_d2h_end = x.end
-        return x
-
     def allocated(self, a, t):
-        tr = self.tr
+        tr = self.lt
         i = tr.alloc_step[a]
         if self.kind == "periodic" and i is not None and i >= 1:
             prev = tr.step_allocs[i - 1]
@@ -178,7 +177,7 @@ class Sim(out.Sim):
 
     def operand_wait(self, s, k, d):
         """capuchin: the trigger of this access position moves earlier."""
-        tr = self.tr
+        tr = self.lt
         if self.kind != "capuchin" or d <= 0 or tr.step_of[s] is None:
             return
         st, p = tr.steps[tr.step_of[s]], tr.pos[s]
@@ -192,7 +191,7 @@ class Sim(out.Sim):
         self.trigger[off] = p - c
 
     def accessed(self, s, k, a, mode):
-        tr = self.tr
+        tr = self.lt
         i, p = tr.step_of[s], tr.pos[s]
         if self.kind == "periodic":
             self.learnt[a] = None   # any access but one that lines up makes it unknown
@@ -218,7 +217,7 @@ class Sim(out.Sim):
         self.last_access[a] = s
 
     def after_launch(self, s, start):
-        tr = self.tr
+        tr = self.lt
         i, p = tr.step_of[s], tr.pos[s]
         self.protect = {a for a, _ in tr.ops[s]}
         if self.kind == "forecast" and i is not None:
@@ -228,7 +227,7 @@ class Sim(out.Sim):
         prev = tr.steps[i - 1]
         wanted = []
         if self.kind in ("periodic", "forecast"):
-            for q in prev[p + 1:p + 1 + self.window]:
+            for q in prev[p + 1:p + 1 + self.span]:
                 for u, _ in tr.ops[q]:
                     m = self.mapped(u, i)
                     if m is not None:
@@ -240,7 +239,9 @@ class Sim(out.Sim):
                     for k, (u, _) in enumerate(tr.ops[q]):
                         dist = self.trigger.get(tr.offset0[q] + k)
                         if dist:
-                            lay.append((max(tr.pos[q] - dist, 0), len(lay), u))
+                            # its kernel's position: q's place after the step's first kernel,
+                            # also for a kernel of no step inside the step ("Steps")
+                            lay.append((max(q - prev[0] - dist, 0), len(lay), u))
                 self.laid = sorted(lay)
             while self.laid and self.laid[0][0] <= p:
                 _, _, u = self.laid.pop(0)
@@ -264,14 +265,14 @@ class Sim(out.Sim):
         not accessed since; None (unknown) otherwise."""
         if pred is not None:
             return pred
-        tr = self.tr
+        tr = self.lt
         f = tr.steps[tr.step_of[s] - 1][0]
         if tr.t_alloc[v] < tr.kstart[f] and self.last_access[v] < f:
             return NEVER
         return None
 
     def early_demand(self, v, s):
-        tr = self.tr
+        tr = self.lt
         nu = self.predicted(v, s, self.learnt[v])
         if nu is None:
             return None
@@ -287,7 +288,7 @@ class Sim(out.Sim):
     def fit(self, i):
         """The model fitted when step i begins, on steps max(0, i-32) .. i-1: (trend, level). The
         levels are whole bytes (rounded half away from 0), as are the predictions."""
-        tr = self.tr
+        tr = self.lt
         ks = list(range(max(0, i - FIT_STEPS), i))
         lives = {k: [self.live_at_start[s] for s in tr.steps[k]] for k in ks}
         means = [sum(lives[k]) / len(lives[k]) for k in ks]
@@ -306,7 +307,7 @@ class Sim(out.Sim):
 
     def observe(self, s):
         """Kernel s of a step started: its depth in the step's graph and the forecast's errors."""
-        tr = self.tr
+        tr = self.lt
         i, p = tr.step_of[s], tr.pos[s]
         d = 0
         for a, mode in tr.ops[s]:
@@ -336,7 +337,7 @@ class Sim(out.Sim):
         return mean(self.err), mean(self.perr), mean(self.herr)
 
     def load(self, s):
-        tr = self.tr
+        tr = self.lt
         a = max(0, s - LOAD_KERNELS)
         lo, hi = tr.kstart[a], tr.kstart[s]
         if hi == lo:
@@ -348,9 +349,6 @@ class Sim(out.Sim):
                 ran += y - x
                 cur = y
         return ran / (hi - lo)
-
-    def swap_ns(self, b, direction):
-        return self.link.lat[direction] * 1e9 + b * (1e9 / self.link.bps[direction])
 
     def candidates(self):
         """Every allocation of the list (at most 64) or 64 drawn positions (one drawn twice counts
@@ -376,7 +374,7 @@ class Sim(out.Sim):
             yield a
 
     def forecast_round(self, s, t):
-        tr = self.tr
+        tr = self.lt
         i, p = tr.step_of[s], tr.pos[s]
         trend, level = self.models[i]
         f = self.forecast(self.models[i], i)
@@ -434,7 +432,7 @@ class Sim(out.Sim):
             if demand is not None and demand - self.off() > self.cap:
                 if self.qfree[q] > tr.kstart[s + 1] + self.shift:
                     return
-                if (self.evictable(v) and v not in self.protect and not self.valid[v]
+                if (self.evictable(v) and v not in self.protect and not self.valid[v] and not self.would_drop(v)
                         and self.host_room(tr.bytes[v])):
                     self.evict(v, t)
                     self.m["early_evictions"] += 1
@@ -444,12 +442,39 @@ class Sim(out.Sim):
                 return
             skipped += 1
 
-    def run(self):
-        super().run()
+    def learning_metrics(self):
         if self.kind == "forecast":
             e, pe, he = self.errors()
             self.metrics.update(forecast_error=e, forecast_peak_error=pe, forecast_horizon_error=he,
                                 forecast_horizon_steps=self.K)
         else:
-            del self.metrics["forecast_evictions"]
+            self.metrics.pop("forecast_evictions", None)
+
+
+class Sim(Learning, out.Sim):
+    """The learning prefetchers over reference_outside.py's engine (the `ideal` allocator; `lru`,
+    `largest`, `belady`)."""
+
+    def __init__(self, tr, capacity, policy, link, prefetch, host_cap=0, early=True, samples=4096):
+        out.Sim.__init__(self, tr, capacity, policy, link, 0, host_cap, early, samples)
+        self.lt = tr
+        self.learning_setup(prefetch, early)
+
+    def start_transfer(self, a, direction, t):
+        x = super().start_transfer(a, direction, t)
+        if x.end > LIMIT:   # "Link models": past the time range, the run stops (exit 2)
+            raise TooSlow(self.tr.bytes[a])
+        if direction == out.D2H_Q:
+            self.last_d2h_end = x.end
+        return x
+
+    def would_drop(self, v):
+        return False   # no policy of this engine drops
+
+    def swap_ns(self, b, direction):
+        return self.link.lat[direction] * 1e9 + b * (1e9 / self.link.bps[direction])
+
+    def run(self):
+        super().run()
+        self.learning_metrics()
         return self

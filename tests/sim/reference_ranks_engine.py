@@ -353,10 +353,59 @@ class Caching:
     def largest_free(self):
         return max((blk[1] for seg in self.segs for blk in seg[3] if blk[2]), default=0)
 
+    @staticmethod
+    def round(b):
+        return round_size(b)
+
+    @staticmethod
+    def block_bytes(h):
+        return h[1][1]
+
     def top_up(self, figure):
         want = figure if self.cap is None else min(figure, self.cap)
         if want > self.reserved:
             self.held += want - self.reserved
+
+
+class SettingsCaching:
+    """The caching model under settings (`expandable_segments`, `max_split_size_mb`,
+    `roundup_power2_divisions`, `garbage_collection_threshold`, ...): the allocator's outside
+    reading (reference_allocator_outside.py, every setting of "Allocator models") behind the
+    interface of Caching. Private pools are left out (the traces this reading runs name none)."""
+
+    def __init__(self, conf, cap):
+        import reference_allocator_outside as ra
+        self.a = ra.Allocator(conf, ra.UNLIMITED if cap is None else cap)
+
+    @property
+    def reserved(self):
+        return self.a.reserved
+
+    def malloc(self, b, stream):
+        return self.a.malloc(b, stream)
+
+    def free(self, h):
+        self.a.free(h)
+
+    def largest_free(self):
+        return max((b.size for seg in self.a.segs for b in seg.blocks if b.state == "free"), default=0)
+
+    def top_up(self, figure):
+        self.a.top_up(figure)
+
+    def round(self, b):
+        return self.a.round_size(b)
+
+    @staticmethod
+    def block_bytes(h):
+        return h.size
+
+
+def caching_model(trace, cap, conf=""):
+    """The recorded settings (meta allocator.conf) with `--allocator-conf` over them: the default
+    settings' model (Caching), or, with any setting, SettingsCaching."""
+    text = ",".join(c for c in (trace.meta.get("allocator.conf", ""), conf) if c)
+    return SettingsCaching(text, cap) if text else Caching(cap)
 
 
 def first_reserved(trace):
@@ -370,7 +419,7 @@ def first_reserved(trace):
 def baseline_peak(trace, allocator):
     if allocator == "ideal":
         return live_peak(trace.allocs)
-    c = Caching(None)
+    c = caching_model(trace, None)   # "Capacity": under the recorded settings, whatever --allocator-conf says
     first = first_reserved(trace)
     topped = first is None
     peak = 0
@@ -393,7 +442,7 @@ def baseline_peak(trace, allocator):
 # ---------------------------------------------------------------------------------------------
 # One rank's run (rules 1-10)
 
-NOT, GPU, HOST, H2D, D2H, DROP, FREED = range(7)
+NOT, GPU, HOST, H2D, D2H, FREED, DROP = range(7)   # reference_outside.py's numbers, and DROP
 EV = {"swap_out": 0, "swap_in": 1, "evict_clean": 2, "drop": 3, "recompute": 4, "stall": 5, "oom": 6,
       "prefetch": 7}
 
@@ -403,7 +452,7 @@ EV = {"swap_out": 0, "swap_in": 1, "evict_clean": 2, "drop": 3, "recompute": 4, 
 #   complete_alloc_only   transfers complete before an allocation only (not a free, kernel start or end)
 #   prefetch_stop_round   a protected victim ends the whole prefetch round, not one allocation's
 #   discard_check_first   host copies are discarded only when discarding them all would make room
-#   early_clean_first     rule 10: a victim the policy would drop is skipped before the host-buffer test
+#   early_host_first      rule 10: the host-buffer test before a victim the policy would drop is skipped
 EXP = {k: True for k in __import__("os").environ.get("MHC_REF_EXP", "").split(",") if k}
 
 
@@ -425,7 +474,7 @@ class Engine:
         self.cap = capacity                       # None: unlimited
         self.policy = cfg["policy"]
         self.caching = cfg["allocator"] == "caching"
-        self.alloc = Caching(capacity) if self.caching else None
+        self.alloc = caching_model(trace, capacity, cfg.get("allocator_conf", "")) if self.caching else None
         ratio = cfg.get("host_ratio", 0)
         self.host_cap = None if not ratio or capacity is None else int(Fraction(str(ratio)) * capacity)
         self.link = cfg["link"]
@@ -624,14 +673,16 @@ class Engine:
 
     def not_enough(self, i):
         if self.caching:
-            return self.pending(i) < round_size(self.tr.abytes[i])
+            return self.pending(i) < self.alloc.round(self.tr.abytes[i])
         return self.used - self.pending(i) + self.tr.abytes[i] > self.cap
 
     # -- host buffer (rule 5)
     def host_can_take(self, v):
+        return self.host_room(self.tr.abytes[v])
+
+    def host_room(self, b):
         if self.host_cap is None:
             return True
-        b = self.tr.abytes[v]
         if EXP.get("discard_check_first"):
             if self.host + b - sum(self.tr.abytes[c] for c in self.cache_order) > self.host_cap:
                 return False
@@ -801,8 +852,8 @@ class Engine:
         on = [j for j in range(len(self.state)) if self.state[j] in (GPU, H2D, D2H)]
         pinned = sum(self.tr.abytes[j] for j in on if self.pins[j] > 0)
         if self.caching:
-            need = round_size(b)
-            in_use = sum(self.block[j][1][1] for j in on if self.block[j] is not None)
+            need = self.alloc.round(b)
+            in_use = sum(self.alloc.block_bytes(self.block[j]) for j in on if self.block[j] is not None)
             free = self.cap - in_use
             frag = free >= need
             if frag:
@@ -897,6 +948,7 @@ class Engine:
         self.clock[i] = self.tick
         self.ev_add(i)
         self.reached = max(self.reached, r + self.shift)
+        self.allocated(i, t2)
 
     def stall(self, t, w, a=None, k=None):
         self.shift += w
@@ -939,12 +991,13 @@ class Engine:
         ready = t
         self.rec_pinned = []
         try:
-            for i, _ in ops:
+            for k, (i, _) in enumerate(ops):
                 st = self.state[i]
                 if st == GPU or st == FREED:
                     continue
                 if st == H2D:
                     ready = max(ready, self.xfer[i].end)
+                    self.operand_wait(s, k, self.xfer[i].end - t)
                 elif st == D2H:
                     x = self.xfer[i]
                     x.cancelled = True
@@ -957,9 +1010,11 @@ class Engine:
                     x = self.transfer(0, i, cursor)
                     x_end = x.end
                     ready = max(ready, x_end)
+                    self.operand_wait(s, k, x_end - t)
                 elif st == DROP:
                     end, cursor = self.recompute(i, cursor, 1, set(), s)
                     ready = max(ready, end)
+                    self.operand_wait(s, k, end - t)
         except OOM as e:
             for j in self.rec_pinned:
                 self.rpins[j] -= 1
@@ -976,7 +1031,9 @@ class Engine:
         if begin > t:
             self.stall(t, begin - t, k=s)
         self.complete(begin)
-        for i, mode in ops:
+        for k, (i, mode) in enumerate(ops):
+            if self.state[i] != FREED:   # a skipped operand is no access
+                self.accessed(s, k, i, mode)
             self.tick += 1
             self.clock[i] = self.tick
             self.last_use_t[i] = begin
@@ -988,10 +1045,23 @@ class Engine:
                 self.producer[i] = s
         self.kt[s] = begin
         self.reached = max(self.reached, begin + tr.kend[s] - tr.kstart[s])
+        self.after_launch(s, begin)
+
+    # -- a prefetcher's hooks (lookahead here; reference_learning_engine.py the learning ones)
+    def allocated(self, i, t):
+        """Allocation i was placed at simulated t."""
+
+    def operand_wait(self, s, k, d):
+        """Operand k of kernel s is ready d ns after the kernel's time."""
+
+    def accessed(self, s, k, i, mode):
+        """Kernel s, started, accesses allocation i as its operand k."""
+
+    def after_launch(self, s, t):
         if self.lookahead:
-            self.prefetch_round(s, begin)
+            self.prefetch_round(s, t)
             if self.early:
-                self.early_round(s, begin)
+                self.early_round(s, t)
 
     def recompute(self, a, t, depth, chain, s):
         """Rule 2's recursive recomputation of a dropped allocation; returns (ready, make room end)."""
@@ -1078,17 +1148,30 @@ class Engine:
             for i, _ in tr.ops[k]:
                 if self.state[i] != HOST:
                     continue
-                got = self.make_room(i, t, prefetch=True)
-                if got is None:
-                    if EXP.get("prefetch_stop_round") and self.protected_stop:
-                        return
-                    continue
-                self.set_state(i, H2D)
-                self.m["prefetches"] += 1
-                self.ev("prefetch", t, t, i, None, tr.abytes[i])
-                self.transfer(0, i, t)
+                if not self.prefetch(i, t) and EXP.get("prefetch_stop_round") and self.protected_stop:
+                    return
+
+    def prefetch(self, i, t):
+        """Rule 9 for allocation i (on the host): swap it in if room is made without waiting."""
+        if self.make_room(i, t, prefetch=True) is None:
+            return False
+        self.set_state(i, H2D)
+        self.m["prefetches"] += 1
+        self.ev("prefetch", t, t, i, None, self.tr.abytes[i])
+        self.transfer(0, i, t)
+        return True
 
     # -- rule 10 (lookahead's demand)
+    def early_demand(self, v, s):
+        """Rule 10.4 for lookahead: the largest recorded live bytes at the starts of kernels s+1 .. e."""
+        tr = self.tr
+        nu = self.next_use_now(v)
+        e = (nu - 1) if nu is not None else len(tr.kstart) - 1
+        f = tr.at_free[v]
+        if f is not None:
+            e = min(e, bisect.bisect_left(tr.kstart, f) - 1)
+        return tr.range_max(s + 1, e) if e > s else None
+
     def early_round(self, s, t):
         tr = self.tr
         if s + 1 >= len(tr.kstart):
@@ -1104,7 +1187,7 @@ class Engine:
                 v = self.victim(t)
                 if v is None or v in self.window:
                     return
-                if not self.host_valid[v] and not (EXP.get("early_clean_first") and self.would_drop(v)) \
+                if not self.host_valid[v] and not (not EXP.get("early_host_first") and self.would_drop(v)) \
                         and not self.host_can_take(v):
                     aside.append(v)
                     self.ev_remove(v)
@@ -1112,14 +1195,7 @@ class Engine:
                 skip = self.host_valid[v] or self.would_drop(v)
                 demand = None
                 if not skip:
-                    nu = self.next_use_now(v)
-                    e = (nu - 1) if nu is not None else len(tr.kstart) - 1
-                    f = tr.at_free[v]
-                    if f is not None:
-                        lastk = bisect.bisect_left(tr.kstart, f) - 1
-                        e = min(e, lastk)
-                    if e > s:
-                        demand = tr.range_max(s + 1, e)
+                    demand = self.early_demand(v, s)
                     off = self.live_bytes - self.resident_bytes
                     if demand is None or demand - off <= self.cap:
                         skip = True
@@ -1230,7 +1306,8 @@ def plan(traces, given):
 
 
 def simulate_job(paths, opts):
-    """opts: share, allocator, policy, prefetch, link, max_ops, host_ratio, no_early, device."""
+    """opts: share, allocator, policy, prefetch, link, max_ops, host_ratio, no_early, device, and
+    engine: the class each rank runs (Engine; reference_learning_engine.Sim for the learning prefetchers)."""
     traces = [Trace(p, opts.get("device")) for p in paths]
     ranks, deps = plan(traces, paths)
     by_rank = dict(zip(ranks, traces))
@@ -1238,7 +1315,7 @@ def simulate_job(paths, opts):
     for r, t in zip(ranks, traces):
         base = baseline_peak(t, opts["allocator"])
         cap = capacity_of(opts["share"], base)
-        e = Engine(t, opts, cap)
+        e = opts.get("engine", Engine)(t, opts, cap)
         e.base_peak = base
         e.cross = {s for (rr, s) in deps if rr == r}
         e.rank_id = r

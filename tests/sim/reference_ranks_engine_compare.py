@@ -21,13 +21,16 @@ Compared: every per-rank and job field of `--json`, the exit status, the text's 
 
 Usage: reference_ranks_engine_compare.py MHC WORKDIR [--runs=N] [--seed=S] [--public=DIR]
        [--traces=NAME,...] [--max-kernels=N] [--only=generated|public] [--stress] [--mpi=P]
-       [--toggles=NAME,...] [--verbose]
+       [--toggles=NAME,...] [--learning] [--confs] [--verbose]
 
 --traces keeps the public traces whose names hold one of the words (HTA's df-index trace, the one
 with NCCL kernels, is the first); --stress runs lookahead against host buffers of 0.25 to 2 x the
 capacity; --toggles=NAME,... counts, for each other reading of a sentence this page once left open
 (reference_ranks_engine.EXP), the jobs on which mhc tells it from the one written down; --mpi=P
-runs each job under mpirun -n P too (0: 2 and 3 in turn).
+runs each job under mpirun -n P too (0: 2 and 3 in turn); --learning runs every rank under a learning
+prefetcher (`periodic[:K]`, `capuchin`, `forecast[:H]`: reference_learning_engine.py's, the
+prefetchers of reference_learning.py over this engine) instead of `none` or `lookahead:K`; --confs
+runs one caching job in two under allocator settings (`--allocator-conf`).
 Exit 0 when all agree, 1 otherwise."""
 import json
 import os
@@ -312,6 +315,15 @@ def main():
             shares = {"caching": ["unlimited"] + [f"{100 * live * rng.uniform(0.85, 1.05):.2f}" for _ in range(4)],
                       "ideal": ["unlimited", "99", "97", "95", "90", "80", "70"]}
         opts, cfg = configuration(rng, "stress" in flags, shares)
+        if "learning" in flags and "--prefetch" in opts:   # (none without a limit: a prefetcher is refused there)
+            import reference_learning_engine   # each rank under a learning prefetcher
+            pre = rng.choice(["periodic", "periodic:2", "capuchin", "forecast", "forecast:1"])
+            opts[opts.index("--prefetch") + 1] = pre
+            cfg.update(prefetch=pre, engine=reference_learning_engine.Sim)
+        if "confs" in flags and cfg["allocator"] == "caching" and rng.random() < 0.5:
+            import reference_learning_engine_compare   # its settings; the model reference_allocator_outside.py's
+            cfg["allocator_conf"] = rng.choice(reference_learning_engine_compare.CONFS)
+            opts += ["--allocator-conf", cfg["allocator_conf"]]
         if device is not None:
             opts += ["--device", str(device)]
             cfg["device"] = device

@@ -307,7 +307,7 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
         self.arrivals = {}  # coupled ranks: cross-rank event -> the shift at its start
         self.init_periodic(periodic)
         self.init_capuchin(capuchin)
-        self.d2h_end = -math.inf   # the end of the last swap-out (cost_aware's and forecast's backlog)
+        self.d2h_end = -math.inf   # the end of the last swap-out (forecast's backlog)
         self.init_forecast(forecast)
 
     def build_next_uses(self):

@@ -268,3 +268,37 @@ TEST_CASE("memory samples of a trace spanning 2^61 ns fall in their buckets", "[
     CHECK(r.memory[1].t == far);
     CHECK(r.memory[1].device_bytes == 2 * MiB);
 }
+
+TEST_CASE("cost_aware's backlog is the D2H queue's: with one copy engine, the swap-ins before it", "[sim][spec][transfers]") {
+    // "Eviction policies": hide = 1 when ttnu >= backlog + swap out + reload, backlog = the time the
+    // D2H queue is busy beyond now; with one copy engine that queue is the one both directions share
+    // (rule 8). Until 2026-12-06 the engine took the last swap-out's end, so a swap-in queued on the
+    // shared queue hid nothing. Found by a second reading of the learning prefetchers over the third
+    // reading's engine (reference_learning_engine_compare.py, seed 11, a one-engine link).
+    // One copy engine, 1 MiB per ms each way, no latency, the ideal allocator, capacity 15 MiB; no
+    // steps (depth 0.5: factor 1). Tensors: X 10 MiB, Y 1 MiB from 0; T 12 MiB [10, 12]; A 4 MiB and
+    // B 1 MiB from 30. Kernels: k0 [0,1] writes X, Y; kT [10,11] writes T; k1 [31,32] writes A, B;
+    // k2 [50,51] reads X, Y; kB [60,61] reads B; kA [80,81] reads A.
+    //  * T at 10: 11 + 12 > 15. ttnu of X and Y = 50 (k2) - 0 (k0); X: 50/10, Y: 50/1: Y out first
+    //    (10-11), then X (11-21): T placed at 21, stall 11.
+    //  * k2 at 50 + 11 = 61: X back, 5 + 10 <= 15: H2D 61-71 on the shared queue. Y: 15 + 1 > 15,
+    //    victims A (ttnu 80 - 50 = 30, reload 4, swap out 4) and B (ttnu 10, reload 1, swap out 1);
+    //    backlog 71 - 61 = 10: A hides (30 >= 18): 30/4 = 7.5; B does not (10 < 12): 0.1 x 10 = 1.
+    //    A goes out (71-75). With the last swap-out's end (21: backlog 0) B scored 10 and went.
+    const std::vector<simtest::Tensor> ts = {{10 * MiB, 0, kNoTime}, {MiB, 0, kNoTime}, {12 * MiB, 10 * ms, 12 * ms},
+                                             {4 * MiB, 30 * ms, kNoTime}, {MiB, 30 * ms, kNoTime}};
+    const std::vector<simtest::K> ks = {{0, 1 * ms, {{0, 'w'}, {1, 'w'}}}, {10 * ms, 11 * ms, {{2, 'w'}}},
+                                        {31 * ms, 32 * ms, {{3, 'w'}, {4, 'w'}}}, {50 * ms, 51 * ms, {{0, 'r'}, {1, 'r'}}},
+                                        {60 * ms, 61 * ms, {{4, 'r'}}}, {80 * ms, 81 * ms, {{3, 'r'}}}};
+    auto cfg = config("cost_aware", 15 * MiB);
+    cfg.allocator = "ideal";
+    cfg.link.copy_engines = 1;
+    const auto run = sim::simulate(build(ts, ks), cfg);
+    REQUIRE_FALSE(run.oom.happened);
+    CHECK(run.invariant_violation.empty());
+    const auto outs = swapped_out(run);
+    REQUIRE(outs.size() >= 3);
+    CHECK(outs[0] == 2);   // Y
+    CHECK(outs[1] == 1);   // X
+    CHECK(outs[2] == 4);   // A, not B (5)
+}
