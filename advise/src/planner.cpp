@@ -396,9 +396,7 @@ Advice advise(const Evaluator& ev, const PlannerOptions& options) {
         for (const Combo& point : dp_points)
             if (mode_of[point.global] == m) starts.push_back(point);
         if (starts.empty()) continue;
-        refine(
-            ev, globals, offloads, effects.front(), options, starts,
-            [&predictions](const Setting& setting) { return predictions.predict_each(setting); }, advice);
+        refine(ev, globals, offloads, effects.front(), options, starts, predictions, advice);
     }
     rank_distinct(predictions.seen(), options, advice);
     advice.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -7,7 +7,6 @@
 //   allocator_values.cpp the allocator settings searched (max_split_size_mb, roundup_power2_divisions)
 //   refusals.cpp         what the search does not offer on a block, and why
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -42,12 +41,6 @@ bool ranked_before(const Candidate& lhs, const Candidate& rhs);
 // not, of two that fit the ranking's first, of two that do not the smaller reserved peak, then the
 // smaller live peak, then the ranking's first.
 bool closer(const Candidate& lhs, const Candidate& rhs);
-
-// The exact search (docs/advise.md "Search", 5) from the best of `starts`; `predict_each` predicts
-// a setting under each allocator setting of the search.
-void refine(const Evaluator& ev, const std::vector<Setting>& globals, const std::vector<OffloadSetting>& offloads,
-            const BlockEffects& effects, const PlannerOptions& opts, const std::vector<Combo>& starts,
-            const std::function<std::vector<Candidate>(const Setting&)>& predict_each, Advice& advice);
 
 // Every setting predicted so far, by its JSON, as a candidate against the captured step; each
 // counted in advice.evaluations.
@@ -106,6 +99,29 @@ public:
         return out;
     }
 
+    // A setting's step time and live-bytes peak, measured once for the whole search (no allocator
+    // setting changes either): from its exact prediction when there is one, else Evaluator::quick
+    // (counted in advice.evaluations). The live peak bounds every allocator setting's reserved peak
+    // from below (the reserved bytes hold the live ones), so a setting whose live peak exceeds the
+    // capacity runs at it under none.
+    struct Quick {
+        int64_t time = 0, peak = 0;
+    };
+    Quick quick(const Setting& setting) {
+        Setting under = setting;
+        under.allocator = confs_.front();
+        if (auto known = seen_.find(to_json(under)); known != seen_.end())
+            return {known->second.prediction.step_time, known->second.prediction.memory.peak};
+        const std::string key = to_json(setting);
+        auto known = quick_.find(key);
+        if (known == quick_.end()) {
+            const Evaluator::Quick measured = ev_.quick(setting);
+            known = quick_.emplace(key, Quick{measured.step_time, measured.live.peak}).first;
+            ++advice_.evaluations;
+        }
+        return known->second;
+    }
+
     void keep(const Candidate& cand) { seen_[to_json(cand.setting)] = cand; }
     const std::map<std::string, Candidate>& seen() const { return seen_; }
 
@@ -115,7 +131,14 @@ private:
     const std::vector<std::string>& confs_;
     Advice& advice_;
     std::map<std::string, Candidate> seen_;
+    std::map<std::string, Quick> quick_;   // by the setting's JSON (no allocator setting)
 };
+
+// The exact search (docs/advise.md "Search", 5) from the best of `starts`, each combination
+// predicted under each allocator setting of `predictions`.
+void refine(const Evaluator& ev, const std::vector<Setting>& globals, const std::vector<OffloadSetting>& offloads,
+            const BlockEffects& effects, const PlannerOptions& opts, const std::vector<Combo>& starts,
+            Predictions& predictions, Advice& advice);
 
 // Every distinct setting predicted, fastest first, and the first `top` that fit within the budget
 // (advice.all, advice.ranked).

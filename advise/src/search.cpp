@@ -48,13 +48,13 @@ bool closer(const Candidate& lhs, const Candidate& rhs) {
 // the combination's is not predicted); before, fitting or closer.
 void refine(const Evaluator& ev, const std::vector<Setting>& globals, const std::vector<OffloadSetting>& offloads,
             const BlockEffects& effects, const PlannerOptions& opts, const std::vector<Combo>& starts,
-            const std::function<std::vector<Candidate>(const Setting&)>& predict_each, Advice& advice) {
+            Predictions& predictions, Advice& advice) {
     const Base& base = ev.base();
     const size_t nb = base.info.block_name.size();
     auto value = [&](const Combo& combo) {   // the combination under its better allocator setting
         Candidate best;
         bool have = false;
-        for (Candidate& cand : predict_each(combine(base, globals[combo.global], combo.per, offloads[combo.global]))) {
+        for (Candidate& cand : predictions.predict_each(combine(base, globals[combo.global], combo.per, offloads[combo.global]))) {
             if (!have || closer(cand, best)) {
                 best = std::move(cand);
                 have = true;
@@ -81,26 +81,20 @@ void refine(const Evaluator& ev, const std::vector<Setting>& globals, const std:
         else combo.per[change.at] = static_cast<BlockChoice>(change.to);
         return combo;
     };
-    // step times by setting: a global setting under another offload mode is the same setting
-    // where no block offloads
-    std::map<std::string, int64_t> times;
     for (int round = 0; round < kRefineRounds; ++round) {
         Combo next = cur;
         Candidate got = now;
-        // only a faster one can be better once the combination fits: its time first (no
-        // allocator setting changes it); returns that time (-1: not measured)
+        // only a faster one that runs at the capacity can be better once the combination fits: its
+        // time and live peak first (no allocator setting changes them; live bytes above the
+        // capacity run under none), then the exact prediction; returns that time (-1: not measured)
         auto consider = [&](const Combo& combo) -> int64_t {
             int64_t time = -1;
             if (now.fits) {
-                const Setting setting = combine(base, globals[combo.global], combo.per, offloads[combo.global]);
-                const std::string key = to_json(setting);
-                auto known = times.find(key);
-                if (known == times.end()) {
-                    known = times.emplace(key, ev.quick(setting).step_time).first;
-                    ++advice.evaluations;
-                }
-                time = known->second;
-                if (time >= time_at_capacity(now.prediction)) return time;
+                const Predictions::Quick quick =
+                    predictions.quick(combine(base, globals[combo.global], combo.per, offloads[combo.global]));
+                time = quick.time;
+                if (time >= time_at_capacity(now.prediction) || (opts.capacity > 0 && quick.peak > opts.capacity))
+                    return time;
             }
             Candidate cand = value(combo);
             if (closer(cand, got)) {
