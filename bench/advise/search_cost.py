@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
-"""The search's cost and answers under two builds of mhc, in one run (docs/results.md).
+"""The search's cost and answers under two builds of mhc or more, in one run (docs/results.md).
 
 For each TRACE.db and each capacity (a fraction of the trace's captured reserved peak, as
 docs/results.md's tables give them), runs `mhc advise TRACE --capacity C --json --top N` with the
-old and the new binary, one after the other, and prints per case: the first answer of each,
+old binary and each new one, one after the other, and prints per case: the first answer of each,
 its loss, evaluations, the child's CPU seconds (user + system) and new/old; then whether the
-whole JSON (the search's own counters and seconds left out) is the same, and the sums of CPU
-seconds and their ratio. Exit status 1 when some case's answers differ (a change meant to cut the
-cost only must keep them), 2 on bad usage.
+whole JSON (the search's own counters and seconds left out) is the same as the old one's, and
+per new binary the sums of CPU seconds and their ratio. Exit status 1 when some case's answers
+differ (a change meant to cut the cost only must keep them), 2 on bad usage.
 
-  search_cost.py OLD_MHC NEW_MHC --capacities 0.68,0.35 [--top 3] [--counters] TRACE.db...
+  search_cost.py OLD_MHC NEW_MHC[,NEWER_MHC...] --capacities 0.68,0.35 [--top 3] [--counters] TRACE.db...
 
 --counters also compares the search's counters (evaluations, DP runs, rounds): for a change that
 must not change how the search goes (a file split).
@@ -71,29 +71,39 @@ def main():
     except ValueError:
         print(f"--capacities: '{args.capacities}': fractions such as 0.68,0.35", file=sys.stderr)
         return 2
-    differ = 0
-    cpu_old = cpu_new = 0.0
+    news = args.new.split(",")
+    differ = [0] * len(news)
+    cpu_old = 0.0
+    cpu_new = [0.0] * len(news)
     for trace in args.traces:
         peak = reserved_peak(args.old, trace)
         for fraction in fractions:
             capacity = int(fraction * peak)
             old, t_old = timed(args.old, trace, capacity, args.top)
-            new, t_new = timed(args.new, trace, capacity, args.top)
             cpu_old += t_old
-            cpu_new += t_new
-            same = comparable(old, args.counters) == comparable(new, args.counters)
-            differ += not same
-            for name, got, cpu in (("old", old, t_old), ("new", new, t_new)):
-                answer, loss = first(got)
-                evals = got.get("search", {}).get("evaluations", "-")
+            runs = [("old", old, t_old)]
+            for i, mhc in enumerate(news):
+                new, t_new = timed(mhc, trace, capacity, args.top)
+                cpu_new[i] += t_new
+                same = comparable(old, args.counters) == comparable(new, args.counters)
+                differ[i] += not same
+                name = "new" if len(news) == 1 else f"new{i + 1}"
+                runs.append((name, new, t_new, same))
+            for run in runs:
+                answer, loss = first(run[1])
+                evals = run[1].get("search", {}).get("evaluations", "-")
                 loss_text = f"{loss * 100:+.2f}%" if loss is not None else ""
-                print(f"{os.path.basename(trace)} {fraction:.2f} ({capacity} B) {name}: {answer} {loss_text} "
-                      f"| evaluations {evals} cpu {cpu:.2f} s")
-            ratio = t_new / t_old if t_old > 0 else float("nan")
-            print(f"  new/old cpu {ratio:.2f}; answers {'the same' if same else 'DIFFER'}")
-    ratio = cpu_new / cpu_old if cpu_old > 0 else float("nan")
-    print(f"total cpu old {cpu_old:.2f} s new {cpu_new:.2f} s new/old {ratio:.2f}; {differ} case(s) differ")
-    return 1 if differ else 0
+                extra = ""
+                if len(run) > 3:
+                    ratio = run[2] / t_old if t_old > 0 else float("nan")
+                    extra = f"; new/old cpu {ratio:.2f}, answers {'the same' if run[3] else 'DIFFER'}"
+                print(f"{os.path.basename(trace)} {fraction:.2f} ({capacity} B) {run[0]}: {answer} {loss_text} "
+                      f"| evaluations {evals} cpu {run[2]:.2f} s{extra}")
+    for i, mhc in enumerate(news):
+        ratio = cpu_new[i] / cpu_old if cpu_old > 0 else float("nan")
+        print(f"total cpu old {cpu_old:.2f} s, {mhc} {cpu_new[i]:.2f} s: new/old {ratio:.2f}; "
+              f"{differ[i]} case(s) differ")
+    return 1 if any(differ) else 0
 
 
 if __name__ == "__main__":
