@@ -3,9 +3,10 @@
 //   planner.cpp          single-block effects, the separable model, the DP per global setting and
 //                        family of choices, and advise() that runs the stages in order
 //   search.cpp           the exact search over neighbouring combinations, and the orders it moves by
-//   ranking.cpp          every setting predicted once (Predictions), and the answers ranked
+//   ranking.cpp          the answers ranked, each that reads the same once
 //   allocator_values.cpp the allocator settings searched (max_split_size_mb, roundup_power2_divisions)
 //   refusals.cpp         what the search does not offer on a block, and why
+// and here: every setting predicted once for the whole search (Predictions).
 #include <cstdint>
 #include <map>
 #include <string>
