@@ -670,9 +670,10 @@ def search(trace, capacity, budget=None, top=3, link=ref.LINKS["pcie5"], host_bw
                 if best["fits"]:
                     break
                 margin += best["reserved"] - capacity + MARGIN_STEP
-    # from each offload mode's best start (docs/advise.md "Search", step 5)
-    for m in modes:
-        mine = [p for p in starts if mode_of[p[0]] == m]
+    # from each global setting's best start: each optimizer choice under each offload mode
+    # (docs/advise.md "Search", step 5)
+    for gi in range(len(globals_)):
+        mine = [p for p in starts if p[0] == gi]
         if mine:
             exact_search(mine, globals_, names, deltas, candidate,
                          lambda p: quick(trace, cap, combine(names, globals_[p[0]], list(p[1])), link, host_bw,

@@ -70,6 +70,7 @@ struct Recomputation {
     std::unordered_map<int32_t, int32_t> last_use;      // recomputed copy -> last recompute op using it
     std::unordered_map<int32_t, int32_t> replayed_at;   // cached op seq -> its position in the recomputation
     std::unordered_map<int32_t, int32_t> rerun_of;      // op seq -> its recomputed op
+    std::unordered_map<int32_t, int32_t> workspace_of;  // main thread's workspace -> the autograd thread's
     // the recompute's statistics copies: (their allocations, the call)
     std::vector<std::pair<std::vector<int32_t>, const StatsCall*>> stats_copies;
 };

@@ -17,31 +17,39 @@ namespace {
 // GEMM of that kind and kept to the end: python/mhc_torch/workspaces.py). A recomputed op that used
 // the main thread's workspace uses the autograd thread's: the captured one (made here instead if
 // the captured backward made it later), else one made here.
-int32_t thread_workspace(Plan& plan, int32_t alloc, int32_t op) {
+int32_t thread_workspace(Plan& plan, int32_t alloc, int32_t op, Recomputation& rec) {
     static const std::string kMain = " (main thread)";
     const Alloc& main = plan.allocs[static_cast<size_t>(alloc)];
     const std::string& label = plan.strings[static_cast<size_t>(main.label)];
     if (main.freed.op != kNoFree || label.size() <= kMain.size() ||
         label.compare(label.size() - kMain.size(), kMain.size(), kMain) != 0 || label.rfind("cuBLAS", 0) != 0)
         return alloc;
-    const std::string own = label.substr(0, label.size() - kMain.size()) + " (autograd thread)";
     const Point here{op, false};
-    for (size_t i = 0; i < plan.allocs.size(); ++i) {
-        Alloc& theirs = plan.allocs[i];
-        if (theirs.removed || theirs.device != main.device || plan.strings[static_cast<size_t>(theirs.label)] != own)
-            continue;
+    auto use = [&](int32_t found) {   // made by the recomputation's first op that uses it, at the latest
+        Alloc& theirs = plan.allocs[static_cast<size_t>(found)];
         if (plan.key(theirs.made) > plan.key(here)) {
             theirs.made = here;
             theirs.made_offset = 0;
         }
-        return static_cast<int32_t>(i);
+        rec.workspace_of[alloc] = found;
+        return found;
+    };
+    // found once per recomputation: a scan of every allocation for each recomputed GEMM was a
+    // tenth of the search's time on a decoder
+    if (auto known = rec.workspace_of.find(alloc); known != rec.workspace_of.end()) return use(known->second);
+    const std::string own = label.substr(0, label.size() - kMain.size()) + " (autograd thread)";
+    for (size_t i = 0; i < plan.allocs.size(); ++i) {
+        const Alloc& theirs = plan.allocs[i];
+        if (theirs.removed || theirs.device != main.device || plan.strings[static_cast<size_t>(theirs.label)] != own)
+            continue;
+        return use(static_cast<int32_t>(i));
     }
     Alloc made = main;
     made.src = -1;
     made.label = plan.intern(own);
     made.made = here;
     made.made_offset = 0;
-    return plan.add_alloc(made);
+    return use(plan.add_alloc(made));
 }
 
 // The parameter allocation a recomputed op reads before `trigger`: the recorded one, unless it was
@@ -183,7 +191,7 @@ void rerun_op(const Base& base, Plan& plan, const Call& call, int32_t seq, int32
         }
         auto it = rec.copy_of.find(storage);
         const int32_t use =
-            it == rec.copy_of.end() ? thread_workspace(plan, live_param(plan, storage, trigger), id) : it->second;
+            it == rec.copy_of.end() ? thread_workspace(plan, live_param(plan, storage, trigger), id, rec) : it->second;
         acc.push_back({use, access.mode});
         if (it != rec.copy_of.end()) rec.last_use[use] = id;
     }

@@ -13,9 +13,9 @@
 // of block choices, the fastest combination whose live-bytes peak fits the capacity minus a
 // margin for the caching allocator. Every answer is then predicted exactly (the whole
 // transformed step through the simulator's caching allocator model); the margin grows until
-// the exact reserved peak fits. Then an exact search moves from the best answer to a better
-// neighbour (one block's choice or the global setting changed, predicted exactly) while there is
-// one: the first answer fits and no such neighbour of it is faster and fits.
+// the exact reserved peak fits. Then an exact search moves from each global setting's best answer
+// to a better neighbour (one block's choice or the global setting changed, predicted exactly)
+// while there is one: the first answer fits and no such neighbour of it is faster and fits.
 #include <cstdint>
 #include <functional>
 #include <string>
