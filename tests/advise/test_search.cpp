@@ -810,7 +810,7 @@ TEST_CASE("the first answer's time never grows with the capacity", "[advise][dp]
                           {"tiny_mhc.db", 0.86, 1.02, 9},
                           {"bert.db", 0.90, 1.02, 9}};
     for (const Case& cs : cases) {
-        auto data = mhc::trace::load_checked_trace(std::string(MHC_SOURCE_DIR) + "/tests/data/advise/" + cs.file);
+        auto data = mhc::trace::load_checked_trace(mhc::test::source_path(std::string("tests/data/advise/") + cs.file));
         Base base = make_base(data);
         Evaluator ev(base, mhc::sim::link_from_spec("pcie5"));
         const int64_t reserved = ev.predict(Setting{}).memory.reserved;
