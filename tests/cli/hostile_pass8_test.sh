@@ -71,9 +71,11 @@ mask=$(sed 's/^SigIgn:[[:space:]]*//' sigign.seen)
 # t_free is 7421872000009798820 ... [range]", blaming the capture); --step-time 0.4ns rounded to 0
 # ns, read as not given.
 big=$(printf '9%.0s' $(seq 400))
-refused "--host-bandwidth: '${big}GB/s': too large" advise "$capture" --capacity 80MiB --host-bandwidth "${big}GB/s"
-refused "--latency: '${big}s': too large" simulate t.db --capacity 80% --no-store --latency "${big}s"
-refused "--gpu-bw: '${big}GB/s': too large" generate --steps 1 --gpu-bw "${big}GB/s" -o g.db
+# A value past 80 bytes is quoted by its first 60 and its length (pass 17).
+shown="$(printf '9%.0s' $(seq 60))...(404 bytes)"
+refused "--host-bandwidth: '${shown}': too large" advise "$capture" --capacity 80MiB --host-bandwidth "${big}GB/s"
+refused "--latency: '$(printf '9%.0s' $(seq 60))...(401 bytes)': too large" simulate t.db --capacity 80% --no-store --latency "${big}s"
+refused "--gpu-bw: '${shown}': too large" generate --steps 1 --gpu-bw "${big}GB/s" -o g.db
 refused "--host-bandwidth: '0.001B/s': not in [1kB/s, 1000TB/s]" advise "$capture" --capacity 80MiB --host-bandwidth 0.001B/s
 refused "--comm-link: '0.001B/s': not in [1kB/s, 1000TB/s]" advise "$capture" --capacity 80MiB --comm-link 0.001B/s
 refused "--step-time: '0.4ns': less than 1 ns" advise "$capture" --capacity 80MiB --step-time 0.4ns
