@@ -232,13 +232,13 @@ void check_setting_word(const std::string& text) {
 // in the one form: of the option for JSON on the command line ("--setting: '{...}': field 'x':
 // why"), naming the file and the field for a file ("s.json: field 'x': why"), as a link profile's
 // field is said. The same words for the JSON's allocator text as for --allocator-conf's.
-mhc::Error setting_refusal(const std::string& given, const mhc::Error& e) {
-    const std::string said = e.what();
+mhc::Error setting_refusal(const std::string& given, const mhc::Error& refusal) {
+    const std::string said = refusal.what();
     const std::string prefix = "setting: ";
-    if (said.rfind(prefix, 0) != 0) return e;
+    if (said.rfind(prefix, 0) != 0) return refusal;
     const std::string why = said.substr(prefix.size());
-    if (setting_is_json(given)) return mhc::Error(mhc::refused_value("--setting", given, why), e.kind());
-    return mhc::Error(why.rfind(given + ": ", 0) == 0 ? why : given + ": " + why, e.kind());
+    if (setting_is_json(given)) return mhc::Error(mhc::refused_value("--setting", given, why), refusal.kind());
+    return mhc::Error(why.rfind(given + ": ", 0) == 0 ? why : given + ": " + why, refusal.kind());
 }
 
 // Options that the others given leave with nothing to do, or that would lose an input: refused
@@ -337,8 +337,8 @@ std::vector<Row> predict_given(const Options& options, const Base& base, const E
         if (!options.trace_out.empty()) write_trace(ev.trace(setting), options.trace_out, options.force);
         advice.baseline = ev.predict(Setting{});
         return {Row{predicted_answer(ev, setting, advice.baseline), false, {}, ""}};
-    } catch (const mhc::Error& e) {
-        throw setting_refusal(options.setting, e);
+    } catch (const mhc::Error& refusal) {
+        throw setting_refusal(options.setting, refusal);
     }
 }
 

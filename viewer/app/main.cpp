@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cfloat>
 #include <chrono>
@@ -81,7 +82,7 @@ std::vector<KeyPress> key_presses(const std::string& keys) {
         const auto letter = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
         if (ch == kEscape && at + 2 < keys.size() && keys[at + 1] == '[') {
             static const std::string kFinals = "ABCDZ";
-            static const int kCodes[] = {GLFW_KEY_UP, GLFW_KEY_DOWN, GLFW_KEY_RIGHT, GLFW_KEY_LEFT, GLFW_KEY_TAB};
+            static const std::array<int, 5> kCodes{GLFW_KEY_UP, GLFW_KEY_DOWN, GLFW_KEY_RIGHT, GLFW_KEY_LEFT, GLFW_KEY_TAB};
             const size_t which = kFinals.find(keys[at + 2]);
             if (which == std::string::npos)
                 throw mhc::Error(mhc::refused_value("--keys", keys, "ESC [ " + keys.substr(at + 2, 1) +
