@@ -27,6 +27,7 @@
 #include "mhc/common/output_file.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/common/wrap.hpp"
+#include "mhc/sim/allocator.hpp"
 #include "mhc/sim/config.hpp"
 #include "mhc/sim/link.hpp"
 #include "mhc/trace/check.hpp"
@@ -207,15 +208,37 @@ void verify_rows(std::vector<Row>& rows, const Options& opts, const std::map<std
 // --setting JSON|FILE: a word that is no JSON object was read as a file only when it is a regular
 // file, else parsed as JSON: a mistyped file name, a folder or a pipe was "setting: not JSON: ...
 // last read: 's'". Said as what it is, before the trace is read.
-void check_setting_word(const std::string& text) {
+// Said in the one form of a refused value (docs/cli.md): "--setting: 'x.json': no such file, ...".
+bool setting_is_json(const std::string& text) {
     const size_t first = text.find_first_not_of(" \t\r\n");
-    if (first == std::string::npos || text[first] == '{') return;   // JSON: parse_setting says what is wrong
+    return first == std::string::npos || text[first] == '{';
+}
+
+void check_setting_word(const std::string& text) {
+    if (setting_is_json(text)) return;   // JSON: parse_setting says what is wrong
     struct stat st {};
     if (::stat(text.c_str(), &st) != 0)
-        throw mhc::Error("--setting " + mhc::no_such_file(text) + ", and not a JSON object ({\"checkpoint\": ...})");
-    if (S_ISDIR(st.st_mode)) throw mhc::Error("--setting " + text + ": is a directory, not a setting file");
+        throw mhc::Error(mhc::refused_value("--setting", text,
+                                            mhc::no_such_file(text).substr(text.size() + 2) +
+                                                ", and not a JSON object ({\"checkpoint\": ...})"));
+    if (S_ISDIR(st.st_mode))
+        throw mhc::Error(mhc::refused_value("--setting", text, "a directory, not a setting file (JSON)"));
     if (!S_ISREG(st.st_mode))
-        throw mhc::Error("--setting " + text + ": not a regular file (a pipe or a device): save the setting to a file");
+        throw mhc::Error(mhc::refused_value("--setting", text,
+                                            "not a regular file (a pipe or a device): save the setting to a file"));
+}
+
+// What the setting given holds, refused (the planner says "setting: [FILE: ]field 'x': why"), said
+// in the one form: of the option for JSON on the command line ("--setting: '{...}': field 'x':
+// why"), naming the file and the field for a file ("s.json: field 'x': why"), as a link profile's
+// field is said. The same words for the JSON's allocator text as for --allocator-conf's.
+mhc::Error setting_refusal(const std::string& given, const mhc::Error& refusal) {
+    const std::string said = refusal.what();
+    const std::string prefix = "setting: ";
+    if (said.rfind(prefix, 0) != 0) return refusal;
+    const std::string why = said.substr(prefix.size());
+    if (setting_is_json(given)) return mhc::Error(mhc::refused_value("--setting", given, why), refusal.kind());
+    return mhc::Error(why.rfind(given + ": ", 0) == 0 ? why : given + ": " + why, refusal.kind());
 }
 
 // Options that the others given leave with nothing to do, or that would lose an input: refused
@@ -305,11 +328,18 @@ void apply_comm_link(const Options& options, const mhc::trace::TraceData& data, 
 
 // --setting: the one given setting, predicted (and with --trace-out, written as the step it makes).
 std::vector<Row> predict_given(const Options& options, const Base& base, const Evaluator& ev, Advice& advice) {
-    Setting setting = parse_setting(options.setting);
-    check_selective(base, setting);
-    if (!options.trace_out.empty()) write_trace(ev.trace(setting), options.trace_out, options.force);
-    advice.baseline = ev.predict(Setting{});
-    return {Row{predicted_answer(ev, setting, advice.baseline), false, {}, ""}};
+    try {
+        Setting setting = parse_setting(options.setting);
+        // Its allocator text read as --allocator-conf's is (it was said as "--allocator-conf: ...",
+        // an option not given).
+        if (!setting.allocator.empty()) mhc::sim::parse_allocator_conf(setting.allocator, "setting: field 'allocator'");
+        check_selective(base, setting);
+        if (!options.trace_out.empty()) write_trace(ev.trace(setting), options.trace_out, options.force);
+        advice.baseline = ev.predict(Setting{});
+        return {Row{predicted_answer(ev, setting, advice.baseline), false, {}, ""}};
+    } catch (const mhc::Error& refusal) {
+        throw setting_refusal(options.setting, refusal);
+    }
 }
 
 // The search: the settings that fit, fastest first; none is bad input, said in one line.

@@ -26,8 +26,7 @@ mhc::cli::Registration reg{mhc::cli::Command{
             ->required();
         app.add_flag("--json", *json, "Print the comparison as JSON");
         app.add_option("--allocator-conf", *conf,
-                       "What-if settings over the recorded ones, in PYTORCH_CUDA_ALLOC_CONF syntax: "
-                       "expandable_segments:True")
+                       "What-if settings over the recorded ones, " + std::string(mhc::cli::kAllocatorConfHelp))
             ->type_name("CONF")
             ->check(mhc::cli::allocator_conf_once());
         app.add_option("--device", *device,

@@ -1,6 +1,7 @@
 // `mhc help [COMMAND|TOPIC]`: a command's --help, or a topic: the explanations too long for an
 // option's line (the size grammar, the policies, links, exit statuses). docs/cli.md quotes each
 // topic as this command prints it (scripts/doc-figures keeps them equal).
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -149,10 +150,38 @@ std::function<int()> setup(CLI::App& app) {
             if (!sub->get_group().empty()) names.push_back(sub->get_name());
         }
         for (const auto& t : kTopics) names.push_back(t.name);
-        throw Error("help: '" + *what + "' is neither a command nor a topic" + did_you_mean(*what, names) +
-                    " (mhc help lists them)");
+        const std::string elsewhere = done_elsewhere(*what);
+        throw Error("help: '" + *what + "' is neither a command nor a topic" +
+                    (elsewhere.empty() ? did_you_mean(*what, names) + " (mhc help lists them)" : elsewhere));
     };
 }
+
+}  // namespace
+
+std::string done_elsewhere(const std::string& word) {
+    struct Elsewhere {
+        std::vector<std::string> words;
+        const char* where;
+    };
+    static const std::vector<Elsewhere> kElsewhere = {
+        {{"view", "viewer", "show", "browse", "gui", "open"}, "the viewer is a program of its own: mhc-view TRACE"},
+        {{"capture"}, "a PyTorch step is captured by mhc-torch capture (docs/torch.md), then read by mhc advise"},
+        {{"replay"}, "a simulated plan is replayed by mhc validate"},
+        {{"run"}, "a run is simulated by mhc simulate, and replayed by mhc validate"},
+        {{"version"}, "the version is mhc --version"},
+        {{"summary", "summarize", "stats", "inspect"}, "a trace's summary is mhc info TRACE"},
+        {{"convert"}, "mhc import reads other formats into a trace, mhc export writes a trace out"},
+        {{"recommend", "plan", "suggest"}, "the settings to turn on are mhc advise's"},
+        {{"lint", "verify"}, "a trace is checked by mhc check (a setting, by mhc advise --verify)"},
+        {{"profile"}, "a CUDA program is recorded by mhc record"},
+    };
+    for (const Elsewhere& entry : kElsewhere)
+        if (std::find(entry.words.begin(), entry.words.end(), word) != entry.words.end())
+            return std::string("; ") + entry.where;
+    return "";
+}
+
+namespace {
 
 Registration reg{Command{"help", "Help on a command or a topic: sizes, policies, prefetch, allocators, links, "
                                  "exit-status", setup}};

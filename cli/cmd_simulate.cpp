@@ -13,6 +13,7 @@
 #include "mhc/common/units.hpp"
 #include "mhc/sim/coupled.hpp"
 #include "mhc/sim/job.hpp"
+#include "mhc/sim/link.hpp"
 #include "mhc/sim/simulate.hpp"
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/runs.hpp"
@@ -59,10 +60,14 @@ CLI::Option* add_simulate_options(CLI::App& app, SimOptions& options) {
         ->default_str(options.link);
     add_sim_base_options(app, options.base);
     add_allocator_conf_option(app, options.base);
-    app.add_option("--h2d-bandwidth", options.h2d_bw, "The link's H2D bandwidth instead of its own: 25GB/s")
+    app.add_option("--h2d-bandwidth", options.h2d_bw,
+                   "The link's H2D bandwidth instead of its own, 1kB/s to 1000TB/s: 25GB/s")
         ->type_name("RATE");
-    app.add_option("--d2h-bandwidth", options.d2h_bw, "The link's D2H bandwidth instead of its own")->type_name("RATE");
-    app.add_option("--latency", options.latency, "The per-transfer latency both ways instead of the link's: 6us")
+    app.add_option("--d2h-bandwidth", options.d2h_bw,
+                   "The link's D2H bandwidth instead of its own, 1kB/s to 1000TB/s: 25GB/s")
+        ->type_name("RATE");
+    app.add_option("--latency", options.latency,
+                   "The per-transfer latency both ways instead of the link's, 0 to 10s: 6us")
         ->type_name("DURATION");
     // The link's own ranges (sim::validate of a link), said of the option given.
     app.add_option("--copy-engines", options.copy_engines, "Copy engines instead of the link's, 1 to 64 (0: the link's)")
@@ -91,14 +96,26 @@ CLI::Option* add_simulate_options(CLI::App& app, SimOptions& options) {
 }
 
 // The link's figures the options give instead of the preset's or profile's own.
+// The link's own bounds (sim::validate), said of the option given: it was "link pcie4-custom: field
+// 'h2d.bandwidth_Bps': must be a number in [1e3, 1e15] B/s", of a field the user never wrote.
+double link_bandwidth(const char* option, const std::string& text) {
+    const double rate = option_value(option, [&] { return parse_bandwidth(text); });
+    if (rate < sim::kMinBandwidthBps || rate > sim::kMaxBandwidthBps)
+        throw Error(refused_value(option, text,
+                                  std::string(rate < sim::kMinBandwidthBps ? "below 1kB/s" : "above 1000TB/s") +
+                                      "; a link's bandwidth is 1kB/s to 1000TB/s"));
+    return rate;
+}
+
 void apply_link_options(const SimOptions& options, sim::LinkModel& link) {
-    if (!options.h2d_bw.empty())
-        link.h2d.bandwidth_Bps = option_value("--h2d-bandwidth", [&] { return parse_bandwidth(options.h2d_bw); });
-    if (!options.d2h_bw.empty())
-        link.d2h.bandwidth_Bps = option_value("--d2h-bandwidth", [&] { return parse_bandwidth(options.d2h_bw); });
-    if (!options.latency.empty())
-        link.h2d.latency_s = link.d2h.latency_s = option_value("--latency",
-                                                               [&] { return parse_seconds(options.latency); });
+    if (!options.h2d_bw.empty()) link.h2d.bandwidth_Bps = link_bandwidth("--h2d-bandwidth", options.h2d_bw);
+    if (!options.d2h_bw.empty()) link.d2h.bandwidth_Bps = link_bandwidth("--d2h-bandwidth", options.d2h_bw);
+    if (!options.latency.empty()) {
+        const double latency = option_value("--latency", [&] { return parse_seconds(options.latency); });
+        if (latency > sim::kMaxLatencyS)
+            throw Error(refused_value("--latency", options.latency, "above 10s; a transfer's latency is 0 to 10s"));
+        link.h2d.latency_s = link.d2h.latency_s = latency;
+    }
     if (options.copy_engines != 0) link.copy_engines = options.copy_engines;
     if (options.duplex != 0) link.duplex_factor = options.duplex;
     // -1 alone means the link's; any other value is the user's, range-checked with the link (-5 is refused).

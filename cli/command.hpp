@@ -39,6 +39,13 @@ struct Command {
 
 std::vector<Command>& registry();
 
+// A word users type for what mhc does under another name, or what another program does ("view":
+// the viewer is mhc-view): "; " and where to go, or "" (cmd_help.cpp). `mhc view T.db` listed
+// the commands, none of which opens the viewer.
+std::string done_elsewhere(const std::string& word);
+// The command lines that end a command's --help under "Examples:" (examples.cpp).
+std::vector<std::string> command_examples(const std::string& name);
+
 struct Registration {
     explicit Registration(Command c) { registry().push_back(std::move(c)); }
 };

@@ -167,6 +167,13 @@ void add_commands(CLI::App& app, bool& quiet, std::function<int()>& action) {
         CLI::App* sub = app.add_subcommand(cmd.name, cmd.help);
         sub->group(cmd.hidden ? "" : "Commands");   // as docs/cli.md and `mhc help` name them (CLI11: "Subcommands")
         auto setup = cmd.setup(*sub);
+        // Its examples after its options (and after a footer of its own): whole lines, each run as is.
+        if (const std::vector<std::string> examples = mhc::cli::command_examples(cmd.name); !examples.empty()) {
+            std::string footer = sub->get_footer().empty() ? "" : sub->get_footer() + "\n\n";
+            footer += "Examples:";
+            for (const std::string& example : examples) footer += "\n$ " + example;
+            sub->footer(footer);
+        }
         sub->callback([&action, setup] { action = setup; });
         mhc::command_line::apply_number_grammar(*sub);
     }
@@ -198,7 +205,8 @@ std::optional<Outcome> check_command_word(CLI::App& app, const CommandNames& nam
         bool known = false;
         for (const auto& cmd : mhc::cli::registry()) known |= cmd.name == a;
         if (!known) {
-            std::string guess = mhc::did_you_mean(a, names.list);
+            std::string guess = mhc::cli::done_elsewhere(a);
+            if (guess.empty()) guess = mhc::did_you_mean(a, names.list);
             return failure(kExitBadInput, "'" + a + "' is not a command" + (guess.empty() ? names.hint() : guess));
         }
         chosen = app.get_subcommand(a);

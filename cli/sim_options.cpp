@@ -25,12 +25,14 @@ void add_sim_base_options(CLI::App& app, SimBaseOptions& o, const std::string& a
         ->check(parsed_by(sim::parse_allocator));
     o.ratio = app.add_option(
                      "--cpu-buffer-ratio", o.cpu_buffer_ratio,
-                     "Host buffer as a ratio of GPU capacity, 0 for unlimited ($MHC_CPU_BUFFER_RATIO when not given)")
+                     "Host buffer as a ratio of GPU capacity, 0 to 1000, 0 for unlimited ($MHC_CPU_BUFFER_RATIO when "
+                     "not given)")
                   ->check(finite_number())
                   ->check(CLI::Range(0.0, sim::kMaxCpuBufferRatio))
                   ->default_str("0");
     o.ops = app.add_option("--max-swap-ops-per-sec", o.max_swap_ops,
-                           "Cap on swap transfers per second, 0 for none ($MHC_MAX_SWAP_OPS_PER_SEC when not given)")
+                           "Cap on swap transfers per second, 0.001 to 1e12, 0 for none ($MHC_MAX_SWAP_OPS_PER_SEC "
+                           "when not given)")
                 ->check(finite_number())
                 ->check(CLI::Validator(
                     [](std::string& text) {
@@ -59,9 +61,8 @@ void add_sim_base_options(CLI::App& app, SimBaseOptions& o, const std::string& a
 }
 
 void add_allocator_conf_option(CLI::App& app, SimBaseOptions& o) {
-    app.add_option("--allocator-conf", o.allocator_conf,
-                   "What-if caching allocator settings over the recorded ones, in PYTORCH_CUDA_ALLOC_CONF syntax: "
-                   "expandable_segments:True")
+    app.add_option("--allocator-conf", o.allocator_conf, "What-if caching allocator settings over the recorded ones, " +
+                                                             std::string(kAllocatorConfHelp))
         ->type_name("CONF")
         ->check(allocator_conf_once());
 }

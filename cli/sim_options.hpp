@@ -12,6 +12,13 @@
 
 namespace mhc::cli {
 
+// What --allocator-conf takes (simulate, sweep, validate, allocator), said once.
+inline constexpr const char* kAllocatorConfHelp =
+    "in PYTORCH_CUDA_ALLOC_CONF syntax, comma-separated: expandable_segments:True or False, "
+    "max_split_size_mb:N and max_non_split_rounding_mb:N (MiB, 20 or more), roundup_power2_divisions:N (a "
+    "power of 2, or [MiB:N,...,>:N]), garbage_collection_threshold:X (between 0 and 1); e.g. "
+    "expandable_segments:True or max_split_size_mb:128";
+
 // One allocator model for every command (simulate, sweep, validate and the viewer's launcher):
 // PyTorch's caching allocator is what a training job meets; `ideal` (bytes only) is the bound.
 inline constexpr const char* kDefaultAllocator = "caching";

@@ -138,8 +138,10 @@ def test_budget_is_a_duration_read_by_mhc(tmp_path, mhc_exe):
         assert summary["budget_s"] == seconds, given
     script = release_tree(str(tmp_path / "release"), mhc_exe)
     env = dict(os.environ, OUT=str(tmp_path / "refused"))
-    for args, said in ((["--budget", "9m"], "gpu-check: --budget '9m': 'm' could be minutes or milliseconds"),
-                       (["--budget", "0x10"], "gpu-check: --budget '0x10'"),
+    # Said in mhc's one form of a refused value (docs/cli.md): "--option: 'value': why" (its colon was missing).
+    for args, said in ((["--budget", "9m"], "gpu-check: --budget: '9m': 'm' could be minutes or milliseconds"),
+                       (["--budget", "0x10"], "gpu-check: --budget: '0x10'"),
+                       (["--sections", "device kernls"], "gpu-check: --sections: 'kernls': not a section; use one of"),
                        (["--budget"], "gpu-check: --budget needs a value"),
                        (["--sections"], "gpu-check: --sections needs a value")):
         r = subprocess.run([script, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

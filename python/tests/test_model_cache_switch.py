@@ -108,7 +108,7 @@ def test_checkpointing_a_layer_that_updates_a_kept_cache_is_refused(tmp_path, mh
                           autocast_dtype=None, setting=LAYER)
     r = subprocess.run([mhc_exe, "advise", base, "--setting", json.dumps(LAYER)], capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
-    assert ("setting: field 'checkpoint.modules': module 'LlamaForCausalLM.model.layers.0': its forward "
+    assert ("': field 'checkpoint.modules': module 'LlamaForCausalLM.model.layers.0': its forward "
             "(model.layers.0.self_attn) updates a key/value cache") in r.stderr
     # 134 MiB reserved as captured; at 130 MiB the search answered selective checkpointing of a layer
     r = subprocess.run([mhc_exe, "advise", base, "--capacity", "130MiB", "--top", "3", "--json"],

@@ -1267,7 +1267,8 @@ def test_modules_made_in_forward_are_never_named(tmp_path, mhc_exe):
                          capture_output=True, text=True)
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines() == [
-        "mhc: setting: field 'checkpoint.modules': module 'MadeInForward.Sequential.0' is made inside the forward of "
+        "mhc: --setting: '" + json.dumps({"checkpoint": {"modules": ["MadeInForward.Sequential.0"]}}) + "': "
+        "field 'checkpoint.modules': module 'MadeInForward.Sequential.0' is made inside the forward of "
         "'MadeInForward' on each call, not registered under the model (model.get_submodule cannot reach it); name "
         "'MadeInForward' instead"]
 

@@ -88,7 +88,9 @@ std::vector<std::string> split_options(std::string_view text, const std::string&
             cur += c;
         }
     }
-    if (depth != 0) throw Error(what + ": '" + std::string(text) + "': unbalanced brackets");
+    if (depth != 0)
+        throw Error(what + ": '" + std::string(text) +
+                    "': its brackets do not balance; a list, as roundup_power2_divisions takes, is [MiB:divisions,...]");
     opts.push_back(cur);
     return opts;
 }
@@ -105,11 +107,11 @@ Divisions parse_roundup_divisions(const std::string& val, const Divisions& curre
     uint64_t every = 0;
     if (val.empty() || val.front() != '[') {
         if (!parse_u64(val, every) || (every != 0 && !pow2(every)) || every > (1u << 20))
-            throw bad("'" + val + "': the divisions must be a power of 2 (or 0)");
+            throw bad("the divisions '" + val + "' are not a power of 2 (or 0)");
         divisions.fill(static_cast<int32_t>(every));
         return divisions;
     }
-    if (val.back() != ']') throw bad("'" + val + "': a list ends with ']'");
+    if (val.back() != ']') throw bad("the list '" + val + "' does not end with ']'");
     const std::string body = val.substr(1, val.size() - 2);
     const std::string_view entries = body;
     divisions = current;
@@ -120,21 +122,21 @@ Divisions parse_roundup_divisions(const std::string& val, const Divisions& curre
         size_t comma = body.find(',', pos);
         std::string item = trim(entries.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
         pos = comma == std::string::npos ? body.size() + 1 : comma + 1;
-        if (item.empty()) throw bad("'" + val + "': an empty list entry");
+        if (item.empty()) throw bad("the list '" + val + "' has an empty entry");
         const std::string_view entry = item;
         size_t colon = entry.find(':');
-        if (colon == std::string::npos) throw bad("'" + item + "': expected MiB:divisions");
+        if (colon == std::string::npos) throw bad("the entry '" + item + "' is not MiB:divisions");
         std::string interval = trim(entry.substr(0, colon)), count = trim(entry.substr(colon + 1));
         uint64_t div = 0;
         if (!parse_u64(count, div) || (div != 0 && !pow2(div)) || div > (1u << 20))
-            throw bad("'" + count + "': the divisions must be a power of 2 (or 0)");
+            throw bad("the divisions '" + count + "' are not a power of 2 (or 0)");
         if (interval == ">") {
             for (size_t i = last; i < divisions.size(); ++i) divisions[i] = static_cast<int32_t>(div);
             continue;
         }
         uint64_t mb = 0;
         if (!parse_u64(interval, mb) || !pow2(mb))
-            throw bad("'" + interval + "': an interval must be a power of 2 (MiB)");
+            throw bad("the interval '" + interval + "' is not a power of 2 (MiB)");
         size_t idx = std::min<size_t>(static_cast<size_t>(63 - __builtin_clzll(mb)), divisions.size() - 1);
         if (first) {
             for (size_t i = 0; i < idx; ++i) divisions[i] = static_cast<int32_t>(div);
@@ -146,7 +148,10 @@ Divisions parse_roundup_divisions(const std::string& val, const Divisions& curre
     return divisions;
 }
 
-// One key:value option applied to `settings`.
+// One key:value option applied to `settings`. A refusal is said in the one form of a refused value
+// (docs/cli.md), the option quoted whole as an item of a list is: "--allocator-conf:
+// 'max_split_size_mb:abc': not a whole number of MiB; max_split_size_mb takes 20 to 1073741824",
+// `what` naming the option or the file and its field ("t.db: meta allocator.conf").
 void apply_option(AllocatorSettings& settings, const std::string& opt, const std::string& what) {
     const std::string_view option = opt;
     size_t colon = option.find(':');
@@ -154,7 +159,16 @@ void apply_option(AllocatorSettings& settings, const std::string& opt, const std
         throw Error(what + ": '" + opt + "': expected key:value (PYTORCH_CUDA_ALLOC_CONF syntax)");
     std::string key = trim(option.substr(0, colon));
     std::string val = trim(option.substr(colon + 1));
-    const Refusal bad = [&](const std::string& why) { return Error(what + ": " + key + ": " + why); };
+    // What each key takes, said after what is wrong.
+    const auto takes = [&]() -> std::string {
+        if (key == "expandable_segments") return "expandable_segments takes True or False";
+        if (key == "garbage_collection_threshold") return key + " takes a number strictly between 0 and 1";
+        if (key == "roundup_power2_divisions")
+            return "roundup_power2_divisions takes a power of 2 (or 0), or a list [MiB:divisions,...,>:divisions] of them";
+        if (key == "backend") return "backend takes native (the caching allocator)";
+        return key + " takes a whole number of MiB, 20 to 1073741824";
+    };
+    const Refusal bad = [&](const std::string& why) { return Error(what + ": '" + opt + "': " + why + "; " + takes()); };
     uint64_t mib = 0;
     if (key == "expandable_segments") {
         if (val != "True" && val != "False") throw bad("'" + val + "' is not True or False");
@@ -164,8 +178,8 @@ void apply_option(AllocatorSettings& settings, const std::string& opt, const std
         // torch 2.15 (c10/core/AllocatorConfig.cpp: val_env >= kLargeBuffer / kMB) takes them;
         // earlier releases refused 20 too, and so did the model before 2026-12-05, which refused a
         // torch 2.15 snapshot recorded with max_split_size_mb:20 that PyTorch had run.
-        if (!parse_u64(val, mib)) throw bad("'" + val + "' is not a whole number of MiB");
-        if (mib < 20) throw bad(std::to_string(mib) + " is too small: it must be at least 20 (MiB)");
+        if (!parse_u64(val, mib)) throw bad("'" + val + "' is not a whole number");
+        if (mib < 20) throw bad(std::to_string(mib) + " is below 20");
         if (mib > (uint64_t{1} << 30)) throw bad(std::to_string(mib) + " MiB is more than 2^50 bytes");
         (key == "max_split_size_mb" ? settings.max_split_size
                                     : settings.max_non_split_rounding) = static_cast<int64_t>(mib) << 20;
@@ -187,10 +201,13 @@ void apply_option(AllocatorSettings& settings, const std::string& opt, const std
                key == "per_process_memory_fraction") {
         // Accepted by PyTorch; no effect on where blocks go.
     } else {
-        throw Error(what + ": " + key +
-                    ": not an option of PYTORCH_CUDA_ALLOC_CONF this model knows "
-                    "(expandable_segments, max_split_size_mb, roundup_power2_divisions, garbage_collection_threshold, "
-                    "max_non_split_rounding_mb)");
+        const std::vector<std::string> known{"expandable_segments", "max_split_size_mb", "roundup_power2_divisions",
+                                             "garbage_collection_threshold", "max_non_split_rounding_mb"};
+        throw Error(what + ": '" + opt + "': " + key +
+                    " is not an option of PYTORCH_CUDA_ALLOC_CONF this model knows; use expandable_segments, "
+                    "max_split_size_mb, roundup_power2_divisions, garbage_collection_threshold or "
+                    "max_non_split_rounding_mb" +
+                    did_you_mean(key, known));
     }
 }
 

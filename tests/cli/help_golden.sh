@@ -28,6 +28,12 @@ for topic in $(listed "$tmp/help.txt" Topics); do
     "$mhc" help "$topic" >"$tmp/help-$topic.txt" || fail "mhc help $topic exited $?"
 done
 [[ $(ls "$tmp" | wc -l) -ge 15 ]] || fail "only $(ls "$tmp" | wc -l) help texts found"
+# Every command's help ends with examples of it, whole command lines ("$ mhc CMD ..."); none had one
+# before 2026-12-06.
+for cmd in $(listed "$tmp/mhc.txt" Commands); do
+    sed -n '/^Examples:$/,$p' "$tmp/mhc-$cmd.txt" | grep -q "^\$ mhc $cmd " ||
+        fail "mhc $cmd --help has no 'Examples:' with a line '\$ mhc $cmd ...'"
+done
 
 if [[ $update == --update ]]; then
     rm -f "$golden"/*.txt

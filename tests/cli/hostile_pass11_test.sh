@@ -151,9 +151,9 @@ torch_refused "mhc-torch: recipe: rec.db: meta capture.recipe: not JSON" capture
 echo '{"checkpoint": 5}' >s.json
 torch_refused "mhc-torch: setting: s.json: checkpoint: expected an object, got a number" capture tiny-gpt2 --setting s.json -o m.db
 # The same for mhc advise --setting FILE (and nlohmann's tag left out of its parse errors).
-refused "mhc: setting: s.json: field 'checkpoint': must be an object" advise "$here/../data/advise/tiny_mhc.db" --setting s.json
+refused "mhc: s.json: field 'checkpoint': must be an object" advise "$here/../data/advise/tiny_mhc.db" --setting s.json
 echo '{"weights": ' >cut.json
-refused "mhc: setting: cut.json: not JSON: parse error at line 2, column 1" advise "$here/../data/advise/tiny_mhc.db" \
+refused "mhc: cut.json: not JSON: parse error at line 2, column 1" advise "$here/../data/advise/tiny_mhc.db" \
     --setting cut.json
 [ ! -e m.db ] || fail "a refused capture wrote m.db"
 

@@ -38,7 +38,7 @@ torch_cli() { PYTHONPATH=$pkg timeout 300 "$python" -m mhc_torch.cli "$@"; }
 
 # 1. A NUL byte in a quoted value: the whole message, the NUL shown as '?'.
 printf '{"checkpoint": {"a\\u0000b": true}}' >nul.json
-refused "mhc: setting: nul.json: field 'checkpoint.a?b': " advise "$here/../data/advise/tiny_mhc.db" --setting nul.json
+refused "mhc: nul.json: field 'checkpoint.a?b': " advise "$here/../data/advise/tiny_mhc.db" --setting nul.json
 if [ -n "$view" ] && [ -x "$view" ]; then
     printf 'ge\0mm gemm\n' >fam.txt
     DISPLAY='' WAYLAND_DISPLAY='' timeout 20 "$view" t.db --families fam.txt >out 2>err </dev/null; rc=$?

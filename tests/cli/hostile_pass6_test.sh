@@ -46,8 +46,9 @@ refused "twice.json: field 'copy_engines' $twice" simulate t.db --capacity 90% -
 refused "nested.json: field 'h2d.bandwidth_Bps' $twice" sweep t.db --capacities 90% --no-bisect --no-store --links nested.json
 refused "twice.json: field 'copy_engines' $twice" validate t.db --capacity 90% --no-store --repeat 1 --link twice.json
 "$mhc" simulate t.db --capacity 90% --no-store --link once.json >out 2>err || fail "a link profile with each key once: $(cat err)"
-refused "setting: field 'weights' $twice" advise "$capture" --setting '{"weights": "bf16", "weights": "fp32"}'
-refused "setting: field 'checkpoint[1].policy' $twice" advise "$capture" \
+refused "--setting: '{\"weights\": \"bf16\", \"weights\": \"fp32\"}': field 'weights' $twice" advise "$capture" \
+    --setting '{"weights": "bf16", "weights": "fp32"}'
+refused "field 'checkpoint[1].policy' $twice" advise "$capture" \
     --setting '{"checkpoint": [{"modules": ["a"]}, {"modules": ["b"], "policy": "full", "policy": "mhc"}]}'
 "$mhc" advise "$capture" --setting '{"weights": "fp32"}' >out 2>err || fail "advise --setting with each key once: $(cat err)"
 

@@ -85,9 +85,9 @@ refused "r2.db: table run_kernels has no column t_end" simulate t.db --capacity 
 # 3. Allocator settings a trace recorded (meta allocator.conf) that the caching model cannot read
 # (mhc-torch wrote "max_split_size_mb:٣٣", digits of another script): check said "ok", then simulate
 # and advise refused the trace with "mhc: trace meta allocator.conf: ...", naming no file.
-for conf in "max_split_size_mb:٣٣|max_split_size_mb: '٣٣' is not a whole number of MiB" \
-            "roundup_power2_divisions:3|roundup_power2_divisions: '3': the divisions must be a power of 2 (or 0)" \
-            "garbage_collection_threshold:0.5_0|garbage_collection_threshold: '0.5_0' is not a number"; do
+for conf in "max_split_size_mb:٣٣|'max_split_size_mb:٣٣': '٣٣' is not a whole number; max_split_size_mb takes a whole number of MiB, 20 to 1073741824" \
+            "roundup_power2_divisions:3|'roundup_power2_divisions:3': the divisions '3' are not a power of 2 (or 0); roundup_power2_divisions takes a power of 2 (or 0), or a list [MiB:divisions,...,>:divisions] of them" \
+            "garbage_collection_threshold:0.5_0|'garbage_collection_threshold:0.5_0': '0.5_0' is not a number; garbage_collection_threshold takes a number strictly between 0 and 1"; do
     cp t.db conf.db
     sqlite3 conf.db "INSERT OR REPLACE INTO meta VALUES ('allocator.conf', '${conf%%|*}')" || fail sqlite3
     "$mhc" check conf.db >out 2>err; rc=$?

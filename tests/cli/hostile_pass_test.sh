@@ -93,7 +93,7 @@ echo '{}' >setting.json
 refused "./setting.json: is the input file setting.json; write the output to another file" \
     advise cap.db --setting setting.json --trace-out ./setting.json --force
 [ "$(cat setting.json)" = '{}' ] || fail "advise --trace-out replaced the setting file"
-refused "--setting setting2.json: no such file, and not a JSON object" advise cap.db --setting setting2.json
-refused "--setting dir.f32: is a directory, not a setting file" advise cap.db --setting dir.f32
-refused "--setting pipe.f32: not a regular file (a pipe or a device)" advise cap.db --setting pipe.f32
+refused "--setting: 'setting2.json': no such file, and not a JSON object" advise cap.db --setting setting2.json
+refused "--setting: 'dir.f32': a directory, not a setting file" advise cap.db --setting dir.f32
+refused "--setting: 'pipe.f32': not a regular file (a pipe or a device)" advise cap.db --setting pipe.f32
 echo ok

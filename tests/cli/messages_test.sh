@@ -37,6 +37,12 @@ done
 # ---- a typo gets the nearest name ----
 says 2 "mhc: 'simualte' is not a command; did you mean simulate?" "$mhc" simualte "$t"
 says 2 "mhc: 'sweeep' is not a command; did you mean sweep?" "$mhc" sweeep
+# A word for what another program or another command does: where to go (it listed the commands, none
+# of which opens the viewer).
+says 2 "mhc: 'view' is not a command; the viewer is a program of its own: mhc-view TRACE" "$mhc" view "$t"
+says 2 "mhc: 'capture' is not a command; a PyTorch step is captured by mhc-torch capture (docs/torch.md), then read by mhc advise" "$mhc" capture
+says 2 "mhc: 'version' is not a command; the version is mhc --version" "$mhc" version
+says 2 "mhc: help: 'replay' is neither a command nor a topic; a simulated plan is replayed by mhc validate" "$mhc" help replay
 "$mhc" nosuchthing >"$tmp/out" 2>"$tmp/err"; [[ $? == 2 ]] || fail "unknown command exit"
 grep -q "commands: .*simulate" "$tmp/err" || fail "a word near no command lists the commands: $(cat "$tmp/err")"
 says 2 "mhc: unknown option --verison; did you mean --version? (mhc --help)" "$mhc" --verison

@@ -118,6 +118,50 @@ if [ -n "$view" ]; then
         for v in bogus -5 500 0; do check "$view" "" "$vbase" "$o" "$kind" "$v"; done
     done < <("$view" --help | options_of)
 fi
+# Values inside a value keep the form (before 2026-12-06 each had its own): an --allocator-conf
+# item is quoted whole, then what is wrong and what its key takes; a --setting's JSON is quoted, then
+# the field; a value in a file is said by the file and its field instead of the option.
+deep() {   # deep WANT(regex) ARGS...: refused in one line matching WANT, exit 2
+    local want=$1; shift
+    "$mhc" "$@" >out 2>err </dev/null; local rc=$?
+    tried=$((tried + 1))
+    [ $rc = 2 ] && [ "$(wc -l <err)" = 1 ] && [[ $(cat err) =~ $want ]] ||
+        wrong "$* (exit $rc): not said as /$want/: $(cat err)"
+}
+for item in max_split_size_mb:abc max_split_size_mb:19 max_non_split_rounding_mb:-1 expandable_segments:maybe \
+            garbage_collection_threshold:2 garbage_collection_threshold:x roundup_power2_divisions:3 \
+            'roundup_power2_divisions:[3:2]' 'roundup_power2_divisions:[64:2' backend:cudaMallocAsync max_splitsize_mb:64; do
+    quoted=$(printf '%s' "$item" | sed 's/[][]/\\&/g')
+    for cmd in "simulate t.db --capacity 90% --no-store" "sweep t.db --capacities 90% --no-bisect --no-store" \
+               "allocator t.db" "validate t.db --capacity 90% --no-store"; do
+        # shellcheck disable=SC2086
+        deep "^mhc: --allocator-conf: '$quoted': .+(; .+ takes |; use |; a list)" $cmd --allocator-conf "$item"
+    done
+    # shellcheck disable=SC2016
+    json=$(printf '{"allocator": "%s"}' "$item")
+    deep "^mhc: --setting: '\\{\"allocator\": \"$quoted\"\\}': field 'allocator': '$quoted': " advise a.db --setting "$json"
+    printf '%s' "$json" >s.json
+    deep "^mhc: s.json: field 'allocator': '$quoted': " advise a.db --setting s.json
+    cp t.db m.db && sqlite3 m.db "INSERT OR REPLACE INTO meta VALUES ('allocator.conf', '$item')" || fail sqlite3
+    deep "^mhc: m.db: meta allocator.conf: '$quoted': " simulate m.db --capacity 90% --no-store
+done
+for json in '{"checkpoint": 5}' '{"optimizer": {"state": "gpu2"}}' '{"bogus": 1}' '{"offload": {"min_bytes": "x"}}' \
+            '{"checkpoint": {"modules": ["nope"]}}' '{"weights": "fp8"}'; do
+    field=$(printf '%s' "$json" | sed -E 's/^\{"([a-z_]+)".*/\1/')
+    deep "^mhc: --setting: '.+': field '$field[a-z_.]*': " advise a.db --setting "$json"
+    printf '%s' "$json" >s.json
+    deep "^mhc: s.json: field '$field[a-z_.]*': " advise a.db --setting s.json
+done
+deep "^mhc: --setting: 'missing.json': no such file" advise a.db --setting missing.json
+# The link's own bounds, said of the option (it was "link pcie4-custom: field 'h2d.bandwidth_Bps': ...").
+for case in "--h2d-bandwidth 1B/s" "--d2h-bandwidth 2000TB/s" "--latency 2h"; do
+    # shellcheck disable=SC2086
+    deep "^mhc: ${case% *}: '${case#* }': (below|above) .+; .+ is .+ to " simulate t.db --capacity 90% --no-store $case
+done
+for cmd in "advise a.db --capacity 800MiB" "sweep t.db --capacities 90% --no-store"; do
+    # shellcheck disable=SC2086
+    deep "^mhc: --budget: '9m': " $cmd --budget 9m
+done
 [ $tried -gt 400 ] || fail "only $tried option values tried"
 [ ${#bad[@]} = 0 ] || { printf '%s\n' "${bad[@]}"; fail "${#bad[@]} of $tried refusals not in the form --option: 'value': ..."; }
 echo "ok: $tried option values tried"

@@ -202,7 +202,8 @@ TEST_CASE("what-if: expandable segments avoid a fragmentation OOM, and mhc alloc
     CHECK(test::run_mhc(sim + " --allocator-conf expandable_segments:True") == 0);
     std::string err;
     CHECK(test::run_mhc(sim + " --allocator-conf expandable_segments:yes", &err) == 2);
-    CHECK(err == "mhc: --allocator-conf: expandable_segments: 'yes' is not True or False\n");
+    CHECK(err == "mhc: --allocator-conf: 'expandable_segments:yes': 'yes' is not True or False; expandable_segments "
+                 "takes True or False\n");
     CHECK(test::run_mhc("simulate " + db + " --allocator ideal --capacity 40MiB --allocator-conf expandable_segments:True",
                         &err) == 2);
     CHECK(err.find("--allocator-conf applies to the caching allocator model") != std::string::npos);

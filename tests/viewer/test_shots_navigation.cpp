@@ -255,3 +255,87 @@ TEST_CASE("0 shows the whole trace; Tab reaches the toolbar's fields in turn, Sp
     CHECK(tooltip.find("0: the whole trace") != std::string::npos);
     CHECK(tooltip.find("Tab (Shift+Tab): the toolbar's fields in turn") != std::string::npos);
 }
+
+TEST_CASE("Shift+Tab goes back, the arrows move between the fields, Enter presses the one focused") {
+    // --keys sends them as a terminal does (ESC [ Z Shift+Tab, ESC [ C and D right and left); before
+    // 2026-12-06 it pressed Tab, Esc, Space, letters and digits only (ESC [ Z was Esc, then Z), and
+    // Enter on a button did nothing (ImGui 1.86's Enter edits text fields alone).
+    fixture::TempPath db("keys-back.db");
+    fixture::write_known_trace(db.path, false);
+    auto focused = [&](const std::string& printf_text, const std::string& more = "") {
+        Shot shot = shoot(db.path, "--size 1400x700" + more + keys(printf_text));
+        INFO(printf_text << ": " << shot.err);
+        REQUIRE(shot.rc == 0);
+        return shot;
+    };
+    CHECK(focused("\\t\\t\\t\\033[Z").layout["toolbar"].value("focused", "") == "step");
+    CHECK(focused("\\t\\t\\t\\033[Z\\033[Z").layout["toolbar"].value("focused", "") == "run");
+    // From none Shift+Tab goes to the last stop, round the ring backwards.
+    Shot last = focused("\\033[Z");
+    REQUIRE(last.layout.contains("keyboard"));
+    const auto& order = last.layout["keyboard"]["order"];
+    REQUIRE(order.size() > 6);
+    CHECK(last.layout["keyboard"].value("focused", "") == order.back());
+    // The arrows: right from "Zoom to selection" to "Reset zoom", left back.
+    CHECK(focused("\\t\\t\\t\\t\\033[C").layout["toolbar"].value("focused", "") == "reset_zoom");
+    CHECK(focused("\\t\\t\\t\\t\\t\\033[D").layout["toolbar"].value("focused", "") == "zoom_selection");
+    // Enter on "Reset zoom" presses it (the q after it keeps the newline from sh's $(...)).
+    Shot whole = shoot(db.path, "--size 1400x700");
+    REQUIRE(whole.rc == 0);
+    const std::string all = whole.layout["toolbar"]["range_text"];
+    Shot entered = focused("\\t\\t\\t\\t\\t\\nq", " --range 100us:200us");
+    CHECK(entered.layout["toolbar"]["range_text"] == all);
+    CHECK(entered.layout["status"]["text"] == "zoom reset: the whole trace (0)");
+    // What no key sends is refused in the one form, before the window.
+    Shot refused = shoot(db.path, "--keys 'a%'");
+    CHECK(refused.rc == 2);
+    CHECK(refused.err.rfind("mhc-view: --keys: 'a%': '%' is no key --keys presses", 0) == 0);
+}
+
+TEST_CASE("Tab reaches the details pane, the notes and the view tabs; Space or Enter uses them") {
+    // Before 2026-12-06 the notes' window, the details panes and the view tabs were no Tab stops:
+    // a mouse alone opened the notes, closed a pane (Esc aside) or changed the view.
+    fixture::TempPath con("tab-con.db");
+    import_public("nsys/con_kernel.sqlite", con.path);
+    Shot first = shoot(con.path, "--size 1400x700");
+    REQUIRE(first.rc == 0);
+    const std::string kernel = "--size 1400x700" + click_at(some_kernel(first.layout["timeline"]));
+    Shot selected = shoot(con.path, kernel);
+    REQUIRE(selected.rc == 0);
+    REQUIRE(selected.layout.contains("keyboard"));
+    const auto& order = selected.layout["keyboard"]["order"];
+    INFO(order.dump());
+    auto tabs_to = [&](const std::string& stop) {
+        std::string tabs;
+        for (const auto& name : order) {
+            tabs += "\\t";
+            if (name == stop) return tabs;
+        }
+        FAIL("no stop " << stop);
+        return tabs;
+    };
+    // The toolbar first, then the view's own, then the notes and the view tabs.
+    CHECK(order[0] == "run");
+    for (const char* stop : {"find", "details_copy", "details_close", "notes", "view_timeline", "view_statistics"}) {
+        INFO(stop);
+        CHECK(std::find(order.begin(), order.end(), stop) != order.end());
+    }
+    // Space on the pane's "close" closes it.
+    Shot closed = shoot(con.path, kernel + keys(tabs_to("details_close") + " "));
+    REQUIRE(closed.rc == 0);
+    CHECK(closed.layout["timeline"]["selected_kernel"] == 0);
+    // Space on the notes line opens the notes' window and puts the keyboard on its "close"; Space
+    // again closes it.
+    Shot notes = shoot(con.path, kernel + keys(tabs_to("notes") + " "));
+    REQUIRE(notes.rc == 0);
+    CHECK(notes.layout["notes"].contains("window"));
+    CHECK(notes.layout["keyboard"].value("focused", "") == "notes_close");
+    Shot notes_closed = shoot(con.path, kernel + keys(tabs_to("notes") + "  "));
+    REQUIRE(notes_closed.rc == 0);
+    CHECK_FALSE(notes_closed.layout["notes"].contains("window"));
+    // Enter on the view tab "Statistics" opens that view.
+    Shot statistics = shoot(con.path, kernel + keys(tabs_to("view_statistics") + "\\nq"));
+    REQUIRE(statistics.rc == 0);
+    CHECK(statistics.layout.contains("statistics"));
+    CHECK_FALSE(statistics.layout.contains("timeline"));
+}

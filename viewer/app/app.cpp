@@ -411,12 +411,16 @@ void App::notes_line() {
     const std::string shown = fit_label(full, room, ImGui::CalcTextSize("M").x);
     ImGui::TextColored(ImVec4(0.95f, 0.8f, 0.4f, 1.f), "%s", shown.c_str());
     const ImVec2 line_min = ImGui::GetItemRectMin(), line_max = ImGui::GetItemRectMax();
+    // The line is a button of the Tab ring too: Space or Enter there opens the window, as a click.
+    ImGui::SetCursorScreenPos(line_min);
+    const bool pressed = ImGui::InvisibleButton("##notes", {line_max.x - line_min.x, line_max.y - line_min.y});
+    tab_stop(*this, "notes");
     nlohmann::json lines = nlohmann::json::array();
     for (const TraceNote& note : notes) lines.push_back(note.text);
     layout["notes"] = {{"text", shown}, {"lines", lines}, {"rect", rect_json(line_min, line_max)}};
     const bool hovered = ImGui::IsItemHovered();
     if (hovered) ImGui::SetMouseCursor(ImGuiMouseCursor_Hand);
-    if (hovered && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) notes_open = !notes_open;
+    if (pressed) notes_open = !notes_open;
     if (!ImGui::GetIO().WantTextInput && ImGui::IsKeyPressed(GLFW_KEY_N, false)) notes_open = !notes_open;
     if (hovered && !notes_open) {
         layout["notes"]["tooltip"] = lines;
@@ -443,7 +447,9 @@ void App::notes_line() {
     }
     ImGui::PopTextWrapPos();
     escape_taken_ = ImGui::IsKeyPressed(GLFW_KEY_ESCAPE, false);   // this press closes the notes only
-    if (ImGui::SmallButton("close") || escape_taken_) notes_open = false;
+    const bool close = ImGui::SmallButton("close");
+    tab_stop(*this, "notes_close");
+    if (close || escape_taken_) notes_open = false;
     const ImVec2 pos = ImGui::GetWindowPos(), size = ImGui::GetWindowSize();
     layout["notes"]["window"] = {{"lines", lines}, {"rect", rect_json(pos, {pos.x + size.x, pos.y + size.y})}};
     ImGui::End();
@@ -465,6 +471,7 @@ void App::escape_key() {
 
 void App::frame(float width, float height) {
     layout = nlohmann::json::object();
+    tab_drawn.clear();
     loaded_this_frame = false;
     if (loading && pending_ready_) take_pending();
     if (device_request) {   // picked in the last frame's toolbar
@@ -487,6 +494,7 @@ void App::frame(float width, float height) {
         ImGui::TextWrapped("%s", error.c_str());
         ImGui::PopStyleColor();
         if (trace && ImGui::SmallButton("dismiss")) error.clear();
+        if (trace) tab_stop(*this, "dismiss");
     }
     if (loading && trace) {
         ImGui::Text("Reading %s for %s...", opt.trace.c_str(), device_name(opt.device).c_str());
@@ -495,6 +503,7 @@ void App::frame(float width, float height) {
         ImGui::ProgressBar(static_cast<float>(progress.load()), {400, 0});
     }
     if (!trace) { ImGui::End(); return; }
+    tab_along(*this);
 
     // With several devices the allocations counted are those of the device the memory views show.
     const std::string on = trace->memory_devices.size() > 1 ? " on " + device_name(trace->memory_device) : "";
@@ -507,16 +516,19 @@ void App::frame(float width, float height) {
     escape_key();
     // The status bar keeps its line at the bottom whatever the view does above it.
     const float status_h = ImGui::GetFrameHeightWithSpacing();
+    std::pair<size_t, size_t> view_stops{0, 0};   // the view's own stops among this frame's
     if (ImGui::BeginTabBar("views")) {
-        struct Tab { const char* name; ViewId id; void (*draw)(App&); };
-        static constexpr Tab kTabs[] = {{"Timeline", ViewId::Timeline, draw_timeline},
-                                        {"Memory", ViewId::Memory, draw_memory},
-                                        {"Compare", ViewId::Compare, draw_compare},
-                                        {"Statistics", ViewId::Statistics, draw_statistics},
-                                        {"Run simulator", ViewId::Launcher, draw_launcher}};
+        struct Tab { const char* name; const char* stop; ViewId id; void (*draw)(App&); };
+        static constexpr Tab kTabs[] = {{"Timeline", "view_timeline", ViewId::Timeline, draw_timeline},
+                                        {"Memory", "view_memory", ViewId::Memory, draw_memory},
+                                        {"Compare", "view_compare", ViewId::Compare, draw_compare},
+                                        {"Statistics", "view_statistics", ViewId::Statistics, draw_statistics},
+                                        {"Run simulator", "view_run", ViewId::Launcher, draw_launcher}};
         for (const Tab& t : kTabs) {
             ImGuiTabItemFlags f = (force_frames > 0 && requested == t.id) ? ImGuiTabItemFlags_SetSelected : 0;
-            if (ImGui::BeginTabItem(t.name, nullptr, f)) {
+            const bool open = ImGui::BeginTabItem(t.name, nullptr, f);
+            tab_stop(*this, t.stop);   // Space or Enter on it opens the view
+            if (open) {
                 // Compare's axis differs from the others' on an order-only trace (runs by op): the
                 // limits follow the view at once, before it draws.
                 if (view != t.id) {
@@ -529,7 +541,9 @@ void App::frame(float width, float height) {
                                       ImGuiWindowFlags_NavFlattened);
                 const ImVec2 view_pos = ImGui::GetWindowPos(), view_size = ImGui::GetWindowSize();
                 layout["view"] = rect_json(view_pos, {view_pos.x + view_size.x, view_pos.y + view_size.y});
+                view_stops.first = tab_drawn.size();
                 t.draw(*this);
+                view_stops.second = tab_drawn.size();
                 ImGui::EndChild();
                 ImGui::EndTabItem();
             }
@@ -538,6 +552,7 @@ void App::frame(float width, float height) {
         ImGui::EndTabBar();
     }
     status_bar();
+    end_tab_ring(*this, view_stops.first, view_stops.second);
     ImGui::End();
 }
 

@@ -60,6 +60,15 @@ struct MemoryUi;       // view_memory.cpp
 struct CompareUi;      // view_compare.cpp
 struct StatisticsUi;   // view_statistics.cpp
 
+// One stop of the keyboard's Tab ring (keyboard.cpp): an item's ImGui id, the ImGui window it is in,
+// and its name in the layout ("keyboard": {"focused": NAME, "order": [...]}).
+struct TabStop {
+    unsigned id = 0;
+    void* window = nullptr;
+    std::string name;
+    bool text = false;   // a text field: Enter edits it (ImGui's), where it presses any other stop
+};
+
 struct Selection {
     bool active = false, dragging = false;
     int64_t t0 = 0, t1 = 0;
@@ -182,9 +191,10 @@ public:
     // mode), keeping the range, the selected and compared runs.
     void switch_memory_device(int32_t device);
     std::optional<int32_t> device_request;   // picked in the toolbar: switched at the next frame's start
-    // The toolbar's fields in Tab order as the frame before drew them (their ImGui ids): ImGui 1.86
-    // tabs between text fields only, so the toolbar moves the keyboard along its own (toolbar.cpp).
-    std::vector<unsigned> toolbar_tab_order;
+    // Every interactive part in Tab order as the frame before drew them, and this frame's so far:
+    // ImGui 1.86 tabs between text fields only, so the window moves the keyboard along its own
+    // (keyboard.cpp): the view's toolbar and fields, its details pane, then the notes and the view tabs.
+    std::vector<TabStop> tab_ring, tab_drawn;
 
     // Loader progress for the async path.
     std::atomic<double> progress{0};

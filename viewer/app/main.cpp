@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cfloat>
 #include <chrono>
@@ -65,16 +66,59 @@ std::vector<int> typed_keys(const std::string& text) {
     }
     return keys;
 }
-// One key of --keys, down, and its character where it has one (a letter, a digit, a space).
-void press_key(ImGuiIO& io, char ch) {
-    const auto letter = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    if (ch == '\t') io.KeysDown[GLFW_KEY_TAB] = true;
-    else if (ch == '\n') io.KeysDown[GLFW_KEY_ENTER] = true;
-    else if (ch == kEscape) io.KeysDown[GLFW_KEY_ESCAPE] = true;
-    else if (ch == ' ') io.KeysDown[GLFW_KEY_SPACE] = true;
-    else if (ch >= '0' && ch <= '9') io.KeysDown[GLFW_KEY_0 + (ch - '0')] = true;
-    else if (letter >= 'a' && letter <= 'z') io.KeysDown[GLFW_KEY_A + (letter - 'a')] = true;
-    if (ch == ' ' || std::isalnum(static_cast<unsigned char>(ch))) io.AddInputCharacter(static_cast<unsigned>(ch));
+// One press of --keys: the key, Shift held with it, and the character it types (0: none).
+struct KeyPress {
+    int key = 0;
+    bool shift = false;
+    unsigned typed = 0;
+};
+// --keys as a terminal sends them: a character a key (a letter, a digit, a space, a tab, a newline
+// for Enter), ESC [ A, B, C, D the arrows up, down, right, left, ESC [ Z Shift+Tab, ESC alone Esc.
+// What no key sends is refused (mhc::Error, the one form): it was pressed as nothing, unsaid.
+std::vector<KeyPress> key_presses(const std::string& keys) {
+    std::vector<KeyPress> presses;
+    for (size_t at = 0; at < keys.size(); ++at) {
+        const char ch = keys[at];
+        const auto letter = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        if (ch == kEscape && at + 2 < keys.size() && keys[at + 1] == '[') {
+            static const std::string kFinals = "ABCDZ";
+            static const std::array<int, 5> kCodes{GLFW_KEY_UP, GLFW_KEY_DOWN, GLFW_KEY_RIGHT, GLFW_KEY_LEFT, GLFW_KEY_TAB};
+            const size_t which = kFinals.find(keys[at + 2]);
+            if (which == std::string::npos)
+                throw mhc::Error(mhc::refused_value("--keys", keys, "ESC [ " + keys.substr(at + 2, 1) +
+                                                                         " is no key; ESC [ A, B, C, D are the arrows up, "
+                                                                         "down, right, left and ESC [ Z Shift+Tab"));
+            presses.push_back({kCodes[which], keys[at + 2] == 'Z', 0});
+            at += 2;
+        } else if (ch == '\t') {
+            presses.push_back({GLFW_KEY_TAB});
+        } else if (ch == '\n') {
+            presses.push_back({GLFW_KEY_ENTER});
+        } else if (ch == kEscape) {
+            presses.push_back({GLFW_KEY_ESCAPE});
+        } else if (ch == ' ') {
+            presses.push_back({GLFW_KEY_SPACE, false, ' '});
+        } else if (ch >= '0' && ch <= '9') {
+            presses.push_back({GLFW_KEY_0 + (ch - '0'), false, static_cast<unsigned>(ch)});
+        } else if (letter >= 'a' && letter <= 'z') {
+            presses.push_back({GLFW_KEY_A + (letter - 'a'), false, static_cast<unsigned>(ch)});
+        } else {
+            throw mhc::Error(mhc::refused_value(
+                "--keys", keys,
+                "'" + std::string(1, ch) +
+                    "' is no key --keys presses; use letters, digits, space, tab, newline (Enter), ESC (Esc), "
+                    "ESC [ A, B, C, D (the arrows) and ESC [ Z (Shift+Tab)"));
+        }
+    }
+    return presses;
+}
+// The arrows, Tab, Space, the digits and letters: up on every frame but a press's own.
+void release_keys(ImGuiIO& io) {
+    for (const int code : {GLFW_KEY_TAB, GLFW_KEY_SPACE, GLFW_KEY_UP, GLFW_KEY_DOWN, GLFW_KEY_LEFT, GLFW_KEY_RIGHT})
+        io.KeysDown[code] = false;
+    for (int code = GLFW_KEY_0; code <= GLFW_KEY_9; ++code) io.KeysDown[code] = false;
+    for (int code = GLFW_KEY_A; code <= GLFW_KEY_Z; ++code) io.KeysDown[code] = false;
+    io.KeyShift = false;
 }
 
 void simulate_input(mhc::viewer::App& app, int n) {
@@ -116,11 +160,14 @@ void simulate_input(mhc::viewer::App& app, int n) {
     }
     // --keys: a key down on one frame, up on the next, after the typing.
     const int pressed = typed - (app.opt.typed.empty() ? 0 : 2 + static_cast<int>(keys.size()));
-    for (const int code : {GLFW_KEY_TAB, GLFW_KEY_SPACE}) io.KeysDown[code] = false;
-    for (int code = GLFW_KEY_0; code <= GLFW_KEY_9; ++code) io.KeysDown[code] = false;
-    for (int code = GLFW_KEY_A; code <= GLFW_KEY_Z; ++code) io.KeysDown[code] = false;
-    if (pressed >= 0 && pressed < 2 * static_cast<int>(app.opt.keys.size()) && pressed % 2 == 0)
-        press_key(io, app.opt.keys[static_cast<size_t>(pressed / 2)]);
+    release_keys(io);
+    const std::vector<KeyPress> presses = key_presses(app.opt.keys);
+    if (pressed >= 0 && pressed < 2 * static_cast<int>(presses.size()) && pressed % 2 == 0) {
+        const KeyPress& press = presses[static_cast<size_t>(pressed / 2)];
+        io.KeysDown[press.key] = true;
+        io.KeyShift = press.shift;
+        if (press.typed != 0) io.AddInputCharacter(press.typed);
+    }
 }
 
 // GLFW's reason while it starts, said in the one line that says what to do instead (it was a
@@ -173,7 +220,7 @@ int run_gui(mhc::viewer::App& app, bool screenshot) {
     const int frames = 4 + kFramesPerClick * clicks + (app.opt.go_step ? 1 : 0) +
                        static_cast<int>(app.opt.finds.size()) + app.opt.find_back +
                        (app.opt.typed.empty() ? 0 : 2 + static_cast<int>(typed_keys(app.opt.typed).size())) +
-                       2 * static_cast<int>(app.opt.keys.size());
+                       2 * static_cast<int>(key_presses(app.opt.keys).size());
     mhc::viewer::FramePacer pacer;
     double wait = 0;
     for (int n = 0; screenshot ? n < frames : !glfwWindowShouldClose(w); ++n) {
@@ -242,8 +289,9 @@ void add_options(CLI::App& cli, mhc::viewer::Options& options, Given& given) {
     // The keys, as the toolbar's (?) says them: Esc closed things without a word in the help.
     cli.footer(
         "Keys: wheel or W/S zoom, drag or A/D pan, right-drag selects a range, Z or F zooms to the selection, "
-        "0 shows the whole trace; Tab (Shift+Tab) and the arrows move among the toolbar's fields, Space or Enter "
-        "uses the one focused; Ctrl+F or / finds a kernel; N lists the trace's notes; Esc closes the innermost "
+        "0 shows the whole trace; Tab (Shift+Tab) moves along the toolbar's fields, then the view's, the details "
+        "pane's buttons, the notes and the view tabs, the arrows among neighbours, and Space or Enter uses the one "
+        "focused; Ctrl+F or / finds a kernel; N lists the trace's notes; Esc closes the innermost "
         "thing open, one a press (a field, the notes, the range selected, the details).");
     cli.add_option("trace", options.trace, "Trace file (.db: mhc generate, import or record writes one)")->required();
     cli.add_option("--screenshot", options.screenshot,
@@ -298,8 +346,19 @@ void add_options(CLI::App& cli, mhc::viewer::Options& options, Given& given) {
                    "matches marked as typed); a newline in TEXT presses Enter")
         ->type_name("TEXT");
     cli.add_option("--keys", options.keys,
-                   "With --screenshot: after them, press these keys in turn, a key a frame with no field focused: "
-                   "a letter, a digit, a space, a tab, Esc or a newline (Enter)")
+                   "With --screenshot: after them, press these keys in turn, a key a frame with no field focused, "
+                   "as a terminal sends them: a letter, a digit, a space, a tab, Esc or a newline (Enter); ESC [ A, "
+                   "B, C, D the arrows up, down, right, left; ESC [ Z Shift+Tab. E.g. \"$(printf '\\t\\t\\033[Z')\"")
+        ->check(CLI::Validator(
+            [](std::string& keys) {
+                try {
+                    key_presses(keys);
+                    return std::string();
+                } catch (const mhc::Error& e) {   // "--keys: 'VALUE': why", said by CLI11 after the option
+                    return std::string(e.what()).substr(std::string("--keys: ").size());
+                }
+            },
+            ""))
         ->type_name("KEYS");
     cli.add_flag("--fit-y", options.fit_y,
                  "Memory curves: the y axis fitted to the bytes in view instead of from 0 B (the toolbar's \"fit y\")");

@@ -17,37 +17,13 @@
 namespace mhc::viewer {
 
 namespace {
-// The fields in Tab order, drawn this frame (App::toolbar_tab_order keeps them for the next).
-std::vector<unsigned> g_tab_order;
-
 // The field the keyboard is on (Tab, the arrows), named in the layout: "toolbar": {"focused": "run"};
-// `id`, the field's own (the last item's by default), joins the Tab order.
-void note_focus(nlohmann::json& jt, const char* name, ImGuiID id = 0) {
+// `id`, the field's own (the last item's by default), joins the Tab ring (keyboard.cpp).
+void note_focus(App& app, nlohmann::json& jt, const char* name, ImGuiID id = 0) {
     if (id == 0) id = ImGui::GetItemID();
     const ImGuiContext& ctx = *ImGui::GetCurrentContext();
     if (id != 0 && (ctx.NavId == id || ctx.ActiveId == id) && !ctx.NavDisableHighlight) jt["focused"] = name;
-    if (id != 0) g_tab_order.push_back(id);
-}
-
-// Tab (Shift+Tab back) from a field of the toolbar, or from no field, to the next one; ImGui's own
-// tabbing (text fields only: from the step field to the find field, past the buttons and menus) is
-// cancelled then. Tab from another text field (the find field) is ImGui's.
-void tab_along(App& app) {
-    ImGuiContext& ctx = *ImGui::GetCurrentContext();
-    const std::vector<unsigned>& order = app.toolbar_tab_order;
-    if (order.empty() || ctx.IO.KeyCtrl || !ImGui::IsKeyPressed(GLFW_KEY_TAB)) return;
-    // No field shown focused (ImGui keeps a hidden one, the first: the run field) is none.
-    const bool from_none = ctx.ActiveId == 0 && (ctx.NavId == 0 || ctx.NavDisableHighlight);
-    const auto at = from_none ? order.end() : std::find(order.begin(), order.end(), ctx.ActiveId != 0 ? ctx.ActiveId : ctx.NavId);
-    if (at == order.end() && !from_none) return;
-    const auto count = static_cast<std::ptrdiff_t>(order.size());
-    const std::ptrdiff_t here = at == order.end() ? (ctx.IO.KeyShift ? 0 : -1) : at - order.begin();
-    const unsigned next = order[static_cast<size_t>(((here + (ctx.IO.KeyShift ? -1 : 1)) % count + count) % count)];
-    ImGui::NavMoveRequestCancel();
-    if (ctx.ActiveId != 0) ImGui::ClearActiveID();   // leaves the step field as Tab does
-    ImGui::SetFocusID(next, ImGui::GetCurrentWindow());
-    ctx.NavDisableHighlight = false;   // the field focused is outlined, as after ImGui's own Tab
-    ctx.NavDisableMouseHover = true;
+    tab_stop(app, name, id, name == std::string("step"));
 }
 
 // The width of a combo whose widest value is `text_width` px: that, the frame's padding and the arrow.
@@ -95,7 +71,7 @@ void options_menu(App& app, const std::function<void(nlohmann::json&)>& view_opt
         ImGui::EndCombo();
     }
     jt["options"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
-    note_focus(jt, "options");
+    note_focus(app, jt, "options");
     jt["options"]["fit_y"] = app.fit_y;
     if (ImGui::IsItemHovered())
         ImGui::SetTooltip("fit y (%s), and this view's own options%s", app.fit_y ? "on" : "off",
@@ -179,7 +155,7 @@ void run_field(App& app, const ToolbarForm& form, nlohmann::json& jt) {
         ImGui::EndCombo();
     }
     jt["run_combo"] = last_rect();
-    note_focus(jt, "run");
+    note_focus(app, jt, "run");
     jt["run_combo"]["text"] = form.label;
     if (ImGui::IsItemHovered() && app.selected >= 0)
         ImGui::SetTooltip("%s", form.items[static_cast<size_t>(app.selected)].c_str());
@@ -208,11 +184,11 @@ void step_field(App& app, const ToolbarForm& form, nlohmann::json& jt) {
         ImGui::InputText("##step", none, sizeof none, ImGuiInputTextFlags_ReadOnly);
     }
     jt["step_input"] = last_rect();
-    if (steps.enabled) note_focus(jt, "step", step_text);
+    if (steps.enabled) note_focus(app, jt, "step", step_text);
     if (steps.enabled) app.step_input = std::clamp(app.step_input, steps.first, steps.last);
     ImGui::SameLine();
     if (ImGui::Button("Go") && steps.enabled) app.go_to_step(app.step_input);
-    if (steps.enabled) note_focus(jt, "go");
+    if (steps.enabled) note_focus(app, jt, "go");
     ImGui::EndDisabled();
     ImGui::EndGroup();
     jt["step"] = {{"enabled", steps.enabled}, {"value", app.step_input}, {"first", steps.first}, {"last", steps.last}};
@@ -231,7 +207,7 @@ void step_field(App& app, const ToolbarForm& form, nlohmann::json& jt) {
 void zoom_buttons(App& app, bool compact, nlohmann::json& jt) {
     if (ImGui::Button(compact ? "Zoom sel" : "Zoom to selection")) app.zoom_to_selection(app.view == ViewId::Memory);
     jt["zoom_selection"] = last_rect();
-    note_focus(jt, "zoom_selection");
+    note_focus(app, jt, "zoom_selection");
     if (ImGui::IsItemHovered())
         ImGui::SetTooltip(
             "zoom to the range selected (right-drag), else to the kernel or allocation selected (a "
@@ -239,7 +215,7 @@ void zoom_buttons(App& app, bool compact, nlohmann::json& jt) {
     ImGui::SameLine();
     if (ImGui::Button(compact ? "Reset" : "Reset zoom")) app.reset_zoom();
     jt["reset_zoom"] = last_rect();
-    note_focus(jt, "reset_zoom");
+    note_focus(app, jt, "reset_zoom");
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("reset zoom: the whole trace; 0 does the same");
 }
 
@@ -261,7 +237,7 @@ void device_field(App& app, const ToolbarForm& form, nlohmann::json& jt) {
     }
     ImGui::EndDisabled();
     jt["device"] = last_rect();
-    note_focus(jt, "device");
+    note_focus(app, jt, "device");
     jt["device"]["current"] = app.trace->memory_device;
     jt["device"]["text"] = shown;
     if (!entries.empty()) jt["device"]["entries"] = entries;
@@ -296,7 +272,8 @@ void range_and_help(App& app, const ToolbarForm& form, nlohmann::json& jt) {
             "click a kernel or an allocation: its details, F (or Z): zoom to it; click a folded box: zoom to it\n"
             "Ctrl+F or /: find a kernel by name; Enter or F3: the next match, Shift: the one before; N: the notes\n"
             "Ctrl+C: copy the details; Esc: close the notes, else clear the range selected, else close the details\n"
-            "Tab (Shift+Tab): the toolbar's fields in turn, arrows between them, Space or Enter: use the one focused\n"
+            "Tab (Shift+Tab): the toolbar's fields in turn, then the view's, the details, the notes and the view tabs;\n"
+            "arrows between them, Space or Enter: use the one focused\n"
             "in view: " +
             range_text;
         ImGui::SetTooltip("%s", text.c_str());
@@ -313,8 +290,6 @@ void toolbar(App& app, const std::function<void(nlohmann::json&)>& view_options)
     // the range in view is said as far as room is left (whole in (?)'s tooltip); it wrapped to a
     // second line, pushing every plot down, and ran off the window at 1024 px.
     nlohmann::json& jt = app.layout["toolbar"];
-    tab_along(app);
-    g_tab_order.clear();
     const ToolbarForm form = toolbar_form(app, jt);
     run_field(app, form, jt);
     ImGui::SameLine(0, 24);
@@ -326,7 +301,6 @@ void toolbar(App& app, const std::function<void(nlohmann::json&)>& view_options)
     if (form.device_on_line) device_field(app, form, jt);
     else if (!form.devices.empty()) jt["device_in_options"] = {{"current", app.trace->memory_device}};
     range_and_help(app, form, jt);
-    app.toolbar_tab_order = g_tab_order;
     jt["widths"] = {{"full", form.widths.full}, {"compact", form.widths.compact}, {"available", form.avail}};
 }
 

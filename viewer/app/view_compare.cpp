@@ -59,6 +59,7 @@ nlohmann::json run_picker(App& app, CompareUi& ui, float height, const std::vect
     ImGui::SameLine();
     ImGui::SetNextItemWidth(300);
     ImGui::InputTextWithHint("##run filter", "filter: words of the name, policy, link, status", ui.filter, sizeof ui.filter);
+    tab_stop(app, "run_filter");
     ImGui::SameLine();
     size_t ticked = static_cast<size_t>(std::count(app.compared.begin(), app.compared.end(), true));
     ImGui::TextDisabled("%zu of %zu shown, %zu ticked", ui.shown.size(), ui.rows.size(), ticked);
@@ -67,11 +68,13 @@ nlohmann::json run_picker(App& app, CompareUi& ui, float height, const std::vect
         for (size_t i : ui.shown) app.compared[ui.rows[i].index] = true;
         app.limits_dirty = true;
     }
+    tab_stop(app, "tick_shown");
     ImGui::SameLine();
     if (ImGui::SmallButton("untick all")) {
         std::fill(app.compared.begin(), app.compared.end(), false);
         app.limits_dirty = true;
     }
+    tab_stop(app, "untick_all");
 
     nlohmann::json out = {{"total", ui.rows.size()}, {"rows", nlohmann::json::array()}};
     const ImGuiTableFlags flags = ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_Sortable |
@@ -112,6 +115,7 @@ nlohmann::json run_picker(App& app, CompareUi& ui, float height, const std::vect
                     app.compared[r.index] = on;
                     app.limits_dirty = true;
                 }
+                tab_stop(app, "tick_run_" + std::to_string(r.id));
                 ImGui::PopID();
                 if (colour >= 0) ImGui::PopStyleColor();
                 float y0 = ImGui::GetItemRectMin().y, y1 = ImGui::GetItemRectMax().y;

@@ -28,7 +28,7 @@ struct LauncherUi {
 namespace {
 
 // A combo over a simulator registry; shows each entry's help as a tooltip.
-void registry_combo(const char* label, const std::vector<sim::PolicyInfo>& list, std::string& value, bool base) {
+void registry_combo(App& app, const char* label, const std::vector<sim::PolicyInfo>& list, std::string& value, bool base) {
     ImGui::SetNextItemWidth(220);
     if (ImGui::BeginCombo(label, value.c_str())) {
         for (const sim::PolicyInfo& p : list) {
@@ -39,6 +39,7 @@ void registry_combo(const char* label, const std::vector<sim::PolicyInfo>& list,
         }
         ImGui::EndCombo();
     }
+    tab_stop(app, label);
 }
 
 void spinner(float radius, uint32_t color) {
@@ -63,11 +64,15 @@ void adopt_run(App& app, int64_t run_id) {
         }
 }
 
-void draw_fields(LauncherUi& ui, bool busy) {
+// Each field a stop of the Tab ring (none while a run is in flight: they are off then).
+void draw_fields(App& app, LauncherUi& ui, bool busy) {
     LaunchFields& f = ui.fields;
+    const auto stop = [&](const char* name) {
+        if (!busy) tab_stop(app, name);
+    };
     ImGui::BeginDisabled(busy);
-    registry_combo("eviction policy", sim::eviction_policies(), f.eviction, false);
-    registry_combo("prefetch policy", sim::prefetch_policies(), f.prefetch, true);
+    registry_combo(app, "eviction policy", sim::eviction_policies(), f.eviction, false);
+    registry_combo(app, "prefetch policy", sim::prefetch_policies(), f.prefetch, true);
     const sim::PolicyInfo* pre = nullptr;
     for (const sim::PolicyInfo& p : sim::prefetch_policies())
         if (policy_base_name(p.name) == f.prefetch) pre = &p;
@@ -76,6 +81,7 @@ void draw_fields(LauncherUi& ui, bool busy) {
         ImGui::SetNextItemWidth(70);
         ImGui::InputTextWithHint("##prefetch_arg", pre->name.substr(pre->name.find(':') + 1).c_str(),
                                  ui.prefetch_arg, sizeof ui.prefetch_arg, ImGuiInputTextFlags_CharsDecimal);
+        stop("prefetch argument");
         ImGui::SameLine();
         ImGui::TextDisabled("(empty: the policy's default)");
     } else {
@@ -88,24 +94,29 @@ void draw_fields(LauncherUi& ui, bool busy) {
     // mhc simulate's words ("70% of the baseline peak") and range: above 100% limits nothing and
     // was refused after the click (the slider went to 150%).
     if (ImGui::RadioButton("% of the baseline peak", f.capacity_is_percent)) f.capacity_is_percent = true;
+    stop("capacity share");
     if (ImGui::IsItemHovered())
         ImGui::SetTooltip("the peak of the run without a limit, under the allocator model chosen below");
     ImGui::SameLine();
     if (ImGui::RadioButton("bytes", !f.capacity_is_percent)) f.capacity_is_percent = false;
+    stop("capacity bytes");
     ImGui::SetNextItemWidth(220);
     if (f.capacity_is_percent)
         ImGui::SliderFloat("capacity##pct", &ui.percent, 5.f, 100.f, "%.0f %%");
     else
         ImGui::InputTextWithHint("capacity##bytes", "40GiB, 1500MB, unlimited", ui.capacity_text,
                                  sizeof ui.capacity_text);
+    stop("capacity");
 
     ImGui::Spacing();
     ImGui::Checkbox("link profile file", &ui.use_link_file);
+    stop("link profile file");
     ImGui::SameLine();
     ImGui::SetNextItemWidth(ui.use_link_file ? 420.f : 220.f);
     if (ui.use_link_file) {
         ImGui::InputTextWithHint("##linkfile", "path of a JSON profile (mhc calibrate)", ui.link_file,
                                  sizeof ui.link_file);
+        stop("link file");
     } else if (ImGui::BeginCombo("link preset", f.link.c_str())) {
         for (const sim::LinkModel& l : sim::link_presets()) {
             if (ImGui::Selectable(l.name.c_str(), l.name == f.link)) f.link = l.name;
@@ -115,8 +126,10 @@ void draw_fields(LauncherUi& ui, bool busy) {
         }
         ImGui::EndCombo();
     }
-    registry_combo("allocator model", sim::allocator_models(), f.allocator, false);
+    if (!ui.use_link_file) stop("link preset");
+    registry_combo(app, "allocator model", sim::allocator_models(), f.allocator, false);
     ImGui::Checkbox("record events (timeline tracks)", &f.record_events);
+    stop("record events");
     ImGui::EndDisabled();
 }
 
@@ -129,7 +142,7 @@ void draw_launcher(App& app) {
     if (app.trace->memory_devices.empty())   // mhc simulate refuses such a trace: say so before the button
         ImGui::TextDisabled("%s: a run has nothing to keep under a memory limit",
                             empty_table_text(*app.trace, StatsTable::Allocations, 0).c_str());
-    draw_fields(ui, busy);
+    draw_fields(app, ui, busy);
     // Whose memory the run keeps under the capacity: the device the memory views show. It simulated
     // the GPU with the largest peak whatever they showed (a user on "memory of: host" got a GPU 0 run).
     const int32_t shown = app.trace->memory_device;
@@ -158,6 +171,7 @@ void draw_launcher(App& app) {
             ui.error = e.what();
         }
     }
+    if (!busy) tab_stop(app, "run simulation");
     ImGui::EndDisabled();
     if (!ui.error.empty()) {
         ImGui::PushStyleColor(ImGuiCol_Text, IM_COL32(255, 110, 110, 255));
@@ -173,6 +187,7 @@ void draw_launcher(App& app) {
         ImGui::Text("%s: %s ... %.1f s", s.name.c_str(), phase_name(s.phase), s.elapsed_s);
         ImGui::SameLine();
         if (ImGui::Button("Cancel")) ui.worker.cancel();
+        tab_stop(app, "cancel");
     }
     if (s.generation != ui.seen_generation && !busy) {
         ui.seen_generation = s.generation;

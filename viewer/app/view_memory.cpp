@@ -511,7 +511,7 @@ void draw_memory(App& app) {
     ImGui::Dummy(frame.avail);
     memory_pointer(app, ui, frame);
     nlohmann::json details;
-    if (app.highlight_alloc && draw_details("allocation details", app.allocation_info, frame.details_h - 4, details))
+    if (app.highlight_alloc && draw_details(app, "allocation details", app.allocation_info, frame.details_h - 4, details))
         app.select_allocation(0);
     if (details.contains("copied")) {
         app.status = "copied allocation #" + std::to_string(app.highlight_alloc) + "'s details to the clipboard";

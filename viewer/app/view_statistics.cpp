@@ -477,6 +477,7 @@ void oom_tab(App& app, StatisticsUi& ui, const ViewRun& run, nlohmann::json& out
     ImGui::TextWrapped("%s", head.c_str());
     ImGui::PopStyleColor();
     ImGui::Checkbox("one row per allocation", &ui.oom_each);
+    tab_stop(app, "oom_each");
     if (ImGui::IsItemHovered())
         ImGui::SetTooltip("off: the allocations grouped by where each was allocated, their bytes summed");
     out["each_rect"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
@@ -577,16 +578,21 @@ void draw_statistics(App& app) {
     ImGui::InputTextWithHint("##search",
                              app.ops() ? "search op and allocation names" : "search kernel and allocation names",
                              ui.search, sizeof ui.search);
+    tab_stop(app, "stats_search");
     bool changed = ui.last_search != ui.search;
     ui.last_search = ui.search;
 
     if (!ImGui::BeginTabBar("stats")) return;
     nlohmann::json kernels;
-    if (ImGui::BeginTabItem(app.ops() ? "Ops###kernels" : "Kernels###kernels")) {
+    const bool kernels_open = ImGui::BeginTabItem(app.ops() ? "Ops###kernels" : "Kernels###kernels");
+    tab_stop(app, "stats_kernels");
+    if (kernels_open) {
         kernels_tab(app, ui, changed, kernels);
         ImGui::EndTabItem();
     }
-    if (ImGui::BeginTabItem("Allocations")) {
+    const bool allocations_open = ImGui::BeginTabItem("Allocations");
+    tab_stop(app, "stats_allocations");
+    if (allocations_open) {
         allocations_tab(app, ui, changed);
         ImGui::EndTabItem();
     }
@@ -599,6 +605,7 @@ void draw_statistics(App& app) {
                                                app.open_oom ? ImGuiTabItemFlags_SetSelected : 0);
     app.open_oom = false;
     tabs["at_peak"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    tab_stop(app, "stats_at_peak");
     if (peak_open) {
         // With a run selected, the run's peak (the curve the memory views show is the run's).
         if (oom) oom_tab(app, ui, *run, at_peak);
@@ -606,11 +613,15 @@ void draw_statistics(App& app) {
         else peak_tab(app, ui, at_peak);
         ImGui::EndTabItem();
     }
-    if (ImGui::BeginTabItem("Categories")) {
+    const bool categories_open = ImGui::BeginTabItem("Categories");
+    tab_stop(app, "stats_categories");
+    if (categories_open) {
         categories_tab(app, ui);
         ImGui::EndTabItem();
     }
-    if (ImGui::BeginTabItem("Steps")) {
+    const bool steps_open = ImGui::BeginTabItem("Steps");
+    tab_stop(app, "stats_steps");
+    if (steps_open) {
         steps_tab(app, ui);
         ImGui::EndTabItem();
     }

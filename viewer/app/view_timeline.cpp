@@ -168,6 +168,7 @@ nlohmann::json find_field(App& app, ImVec2 at) {
     // The text is the field's as typed (ImGui writes each edit back at once); Enter is said apart.
     const bool enter = ImGui::InputTextWithHint("##find", app.ops() ? "find op" : "find kernel", app.find_text,
                                                 sizeof app.find_text, ImGuiInputTextFlags_EnterReturnsTrue);
+    tab_stop(app, "find");
     ImGui::PopStyleVar();
     nlohmann::json out = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     if (enter) {
@@ -227,10 +228,12 @@ float find_count(App& app, ImVec2 right_top, nlohmann::json& out) {
     const bool any = !searching && app.find.count() > 0;
     if (!any) ImGui::BeginDisabled();
     if (ImGui::ArrowButton("##find previous", ImGuiDir_Left)) app.find_next(true);
+    if (any) tab_stop(app, "find_previous");
     out["previous"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("the match before (Shift+Enter, Shift+F3)");
     ImGui::SameLine(0, 2);
     if (ImGui::ArrowButton("##find next", ImGuiDir_Right)) app.find_next(false);
+    if (any) tab_stop(app, "find_next");
     out["next"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("the next match (Enter, F3)");
     if (!any) ImGui::EndDisabled();
@@ -440,7 +443,7 @@ void draw_tracks(App& app, TimelineUi& ui, const std::vector<float>& heights, fl
 
 // The selected kernel's details pane; its "copy" said on the status bar.
 void draw_kernel_details(App& app, TimelineFrame& frame) {
-    if (app.selected_kernel && draw_details("kernel details", app.kernel_info, frame.details_h - 4, frame.details))
+    if (app.selected_kernel && draw_details(app, "kernel details", app.kernel_info, frame.details_h - 4, frame.details))
         app.select_kernel(0);
     if (frame.details.contains("copied")) {
         app.status = "copied kernel #" + std::to_string(app.selected_kernel) + "'s details to the clipboard";

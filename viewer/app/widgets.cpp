@@ -398,7 +398,7 @@ ByteRange plot_range(const App& app, const std::vector<std::pair<const CurveColu
     return byte_range(lo, hi, app.fit_y && any, headroom);
 }
 
-bool draw_details(const char* id, const DetailsPane& pane, float height, nlohmann::json& out) {
+bool draw_details(App& app, const char* id, const DetailsPane& pane, float height, nlohmann::json& out) {
     bool close = false;
     ImGui::BeginChild(id, {0, height}, true, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
     ImVec2 p0 = ImGui::GetWindowPos(), size = ImGui::GetWindowSize();
@@ -414,6 +414,7 @@ bool draw_details(const char* id, const DetailsPane& pane, float height, nlohman
     ImGui::SameLine(right - close_w - copy_w - 6);
     const ImGuiIO& io = ImGui::GetIO();
     bool copy = ImGui::SmallButton("copy");
+    tab_stop(app, "details_copy");
     const nlohmann::json copy_rect = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("copy these details as text (Ctrl+C)");
     copy = copy || (!io.WantTextInput && io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_C, false));
@@ -424,6 +425,7 @@ bool draw_details(const char* id, const DetailsPane& pane, float height, nlohman
     }
     ImGui::SameLine(right - close_w);
     if (ImGui::SmallButton("close")) close = true;
+    tab_stop(app, "details_close");
     ImGui::SetCursorScreenPos({ImGui::GetCursorScreenPos().x, std::max(ImGui::GetCursorScreenPos().y, title_bottom + 4)});
     // Fields on the left, the table on the right, as Perfetto's details pane.
     const float avail_h = ImGui::GetContentRegionAvail().y, avail_w = ImGui::GetContentRegionAvail().x;

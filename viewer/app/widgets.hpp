@@ -64,13 +64,25 @@ ByteRange plot_range(const App& app, const std::vector<std::pair<const CurveColu
 // toolbar's layout JSON (for tests).
 void toolbar(App& app, const std::function<void(nlohmann::json&)>& view_options = {});
 
+// The keyboard's Tab ring (keyboard.cpp). tab_stop: the last item drawn (or the item `id`) is the
+// next stop, `name` in the layout's "keyboard" (and "focused" when the keyboard is on it).
+// `text`: the item `id` is a text field (an item of its own is known to be one).
+void tab_stop(App& app, const std::string& name, unsigned id = 0, bool text = false);
+// Tab (Shift+Tab back) from a stop, or from none, to the next one, in the frame before's order, and
+// Enter on a stop that is no text field presses it as Space does (ImGui 1.86's Enter edits text
+// alone); called at the frame's start. From a field that is no stop, Tab is ImGui's.
+void tab_along(App& app);
+// This frame's stops become the ring: the view's (drawn from `first` to `last`: its toolbar first)
+// before the others (the notes, the view tabs), each part in the order drawn.
+void end_tab_ring(App& app, size_t first, size_t last);
+
 nlohmann::json rect_json(ImVec2 p0, ImVec2 p1);
 // A left click (released without dragging) this frame.
 bool clicked();
 // The details pane (DetailsPane from the core) in a child of `height` pixels: title, a close
 // button (clears the selection: returns true), the fields, then the table. Its contents go to
 // `out` (for --layout).
-bool draw_details(const char* id, const DetailsPane& pane, float height, nlohmann::json& out);
+bool draw_details(App& app, const char* id, const DetailsPane& pane, float height, nlohmann::json& out);
 // SameLine when `width` more pixels fit after the last item, else start a new line.
 void same_line_if_fits(float width, float spacing = 20.f);
 
