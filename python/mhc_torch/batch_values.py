@@ -30,9 +30,35 @@ def shadow_of(t) -> torch.Tensor | None:
     return real if t._version == version else None
 
 
-def _keep(fake: torch.Tensor, real: torch.Tensor) -> None:
+def _keep(fake: torch.Tensor, real: torch.Tensor, version: int | None = None) -> None:
     if real.numel() <= _MOST and tuple(real.shape) == tuple(fake.shape) and real.dtype == fake.dtype:
-        setattr(fake, _ATTR, (real, fake._version))
+        setattr(fake, _ATTR, (real, fake._version if version is None else version))
+
+
+def _written_args(func, args, kwargs):
+    """The tensors an op writes in place (its schema's `Tensor(a!)` arguments)."""
+    out = []
+    for i, arg in enumerate(func._schema.arguments):
+        if arg.alias_info is not None and arg.alias_info.is_write:
+            value = args[i] if i < len(args) and not arg.kwarg_only else kwargs.get(arg.name)
+            if isinstance(value, torch.Tensor):
+                out.append(value)
+    return out
+
+
+def _version_after(func, i: int, fake: torch.Tensor, base) -> int:
+    """The version counter fake will read once the op has returned. The op runs below autograd's
+    ADInplaceOrView kernel, which bumps a tensor written in place after the op and makes a view
+    share its base's counter after it: an output recorded at the version it has during the op (a
+    view's fresh 0, a write's old count) lost its values at the next op (ids[:, 1:] of a batch
+    written in place once, or a mask written in the forward)."""
+    rets = func._schema.returns
+    alias = rets[min(i, len(rets) - 1)].alias_info if rets else None
+    if alias is None:
+        return fake._version
+    if alias.is_write:
+        return fake._version + 1
+    return base._version if isinstance(base, torch.Tensor) else fake._version
 
 
 def keep_batch_values(fake_batch, real_batch) -> int:
@@ -97,13 +123,14 @@ def follow(func, args, kwargs, out) -> None:
     routs, _ = tree_flatten(real)
     if len(fouts) != len(routs):
         return
-    for f, r in zip(fouts, routs):
+    base = _tensors(args, kwargs)[0]  # what a view op's outputs alias (its self)
+    for i, (f, r) in enumerate(zip(fouts, routs)):
         if isinstance(f, torch.Tensor) and isinstance(r, torch.Tensor):
-            _keep(f, r)
-    # a write in place: the written input's shadow was written too (its version moved with the op)
-    for a, ra in zip(_tensors(args, kwargs), _tensors(rargs, rkwargs)):
-        if getattr(a, _ATTR, None) is not None and getattr(a, _ATTR)[0] is ra:
-            setattr(a, _ATTR, (ra, a._version))
+            _keep(f, r, _version_after(func, i, f, base))
+    # a write in place: the written input's shadow was written too (its version moves with the op)
+    for a in _written_args(func, args, kwargs):
+        if getattr(a, _ATTR, None) is not None:
+            setattr(a, _ATTR, (getattr(a, _ATTR)[0], a._version + 1))
 
 
 def bool_indices_as_long(func, args, fake_like):

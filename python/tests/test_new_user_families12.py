@@ -1,0 +1,65 @@
+"""Training setups a new user brought on 2026-12-06, twelfth round (bench/advise/new_user: Meta's
+reference Llama with complex rotary embeddings, a word-level LM with PyTorch's adaptive softmax, a
+reversible ViT, a packed-sequence BiLSTM tagger, fast style transfer with VGG features taken by
+forward hooks): each test fails without the fix it guards (docs/results.md, "Six more training
+setups as a new user, twelfth round", 2026-12-06)."""
+import sqlite3
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+
+import mhc_torch  # noqa: E402
+from mhc_torch.errors import CaptureError  # noqa: E402
+
+
+def allocations(path):
+    """(bytes, label) of the device's allocations."""
+    with sqlite3.connect(path) as db:
+        return db.execute("SELECT a.bytes, s.text FROM allocations a JOIN strings s ON s.id = a.label "
+                          "WHERE a.device = 0 ORDER BY a.id").fetchall()
+
+
+class SelectsByLabels(nn.Module):
+    """The selection nn.AdaptiveLogSoftmaxWithLoss makes: the rows whose target falls in a cluster,
+    (target >= low) & (target < high) then nonzero, on targets sliced from the batch's ids."""
+
+    def __init__(self, write=None):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.write = write
+
+    def forward(self, x, ids):
+        if self.write == "forward":
+            ids.add_(1)              # a write in place the kept values follow
+        targets = ids[:, 1:].flatten()
+        rows = ((targets >= 3) & (targets < 6)).nonzero().squeeze(1)
+        return self.lin(x).sum() + self.lin(x.new_ones(rows.numel(), 4)).sum()
+
+
+@pytest.mark.parametrize("where", ["make_batch", "forward"])
+def test_values_kept_through_a_view_of_a_tensor_written_in_place(tmp_path, where):
+    """A view of a batch tensor written in place once (make_batch's `ids.clamp_(max=...)`,
+    `labels[pad] = -100`), or of one written in the forward by an op the kept values follow, lost
+    its values: the op runs below autograd's kernel that bumps a written tensor's version and makes a
+    view share its base's counter, so the values were kept under the version the tensor had during
+    the op and were stale at the next one. nn.AdaptiveLogSoftmaxWithLoss on targets ids[:, 1:]
+    stopped the capture (`op aten.nonzero.default cannot run on fake tensors`). The selection now has
+    the rows the values give (here 5 of the 8 targets, fp32 rows of 4)."""
+    values = [[0, 3, 4, 9, 5], [1, 2, 7, 3, 8]]
+    expect = torch.tensor(values) + (1 if where == "forward" else 0)
+    targets = expect[:, 1:].flatten()
+    rows = int(((targets >= 3) & (targets < 6)).sum())
+
+    def make_batch():
+        t = torch.tensor(values)
+        if where == "make_batch":
+            t.clamp_(max=9)
+        return torch.randn(3, 4), t
+
+    path = str(tmp_path / f"{where}.db")
+    mhc_torch.capture(lambda: SelectsByLabels("forward" if where == "forward" else None), make_batch, steps=1,
+                      path=path, autocast_dtype=None, loss_fn=lambda m, b: m(*b))
+    ones = [b for b, label in allocations(path) if label.endswith("aten::new_ones")]
+    assert ones == [rows * 4 * 4], (ones, rows)
