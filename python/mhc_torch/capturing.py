@@ -369,6 +369,12 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
             rec.set_category(p, store.PARAM, n)
         for n, b in model.named_buffers():
             rec.set_category(b, store.OTHER, f"buffer {n}")
+        # host copies an optimizer on the host steps (apply made them, before the step): host
+        # memory from the step's start, where they counted only from the host step's first use of
+        # each, so the host peak lacked the copies of every parameter stepped after the peak's
+        host_names = {id(p): n for n, p in model.named_parameters()}
+        for p, h in getattr(opt, "offloaded_params", ()):
+            rec.track(h, None, f"{host_names.get(id(p), '?')} (host copy)")
         gc.collect()
         for st in building.alive():   # held since build_model (a plain attribute, a cache): on the device all along
             rec._track_storage(st, store.OTHER, "held since build_model")

@@ -63,3 +63,40 @@ def test_values_kept_through_a_view_of_a_tensor_written_in_place(tmp_path, where
                       path=path, autocast_dtype=None, loss_fn=lambda m, b: m(*b))
     ones = [b for b, label in allocations(path) if label.endswith("aten::new_ones")]
     assert ones == [rows * 4 * 4], (ones, rows)
+
+
+class EmbedFirst(nn.Module):
+    """A large embedding stepped first, then a small head: the host optimizer's peak is the
+    embedding's step, while the head's host copy is not used yet."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(1000, 64)
+        self.head = nn.Linear(64, 4)
+
+    def forward(self, ids):
+        return self.head(self.embed(ids)).square().mean()
+
+
+def test_host_copies_of_an_optimizer_on_the_host_count_from_the_step_start(tmp_path):
+    """With the optimizer state on the host, the fp32 host copies mhc_torch.apply makes of the
+    parameters were recorded only when the host step first used each (`untracked input of
+    aten::mul_`), so the host peak, at the embedding's step, lacked the copies of the parameters
+    stepped after it: adaptive_lm.py's host peak was captured at 8.23 GiB where mhc advise predicted
+    8.94 GiB, 0.71 GiB of copies of the encoder missing. Each copy is host memory from the step's
+    start now, and the host peak holds them all: copies, gradients and both moments of every
+    parameter (4 x 257,040 B), the step counters and the for-loop step's sqrt and quotient of the embedding (2 x 256,000 B)."""
+    path = str(tmp_path / "host.db")
+    r = mhc_torch.capture(EmbedFirst, lambda: torch.randint(0, 1000, (8, 16)), steps=1, path=path,
+                          autocast_dtype=None, loss_fn=lambda m, b: m(b), setting={"optimizer": {"state": "host"}},
+                          optimizer=lambda ps: torch.optim.AdamW(ps, lr=1e-4))   # foreach=None: the for-loop on the host
+    with sqlite3.connect(path) as db:
+        copies = db.execute("SELECT a.bytes, a.t_alloc FROM allocations a JOIN strings s ON s.id = a.label "
+                            "WHERE a.device = -1 AND s.text LIKE '%(host copy)'").fetchall()
+        first_kernel = db.execute("SELECT MIN(t_start) FROM kernels").fetchone()[0]
+        host_peak = int(db.execute("SELECT value FROM meta WHERE key = 'capture.host_peak_bytes'").fetchone()[0])
+    params = 1000 * 64 * 4 + 64 * 4 * 4 + 4 * 4
+    assert sorted(b for b, _ in copies) == [16, 1024, 256000]
+    assert all(t <= first_kernel for _, t in copies)
+    assert host_peak == 4 * params + 3 * 4 + 2 * 256000, host_peak   # and three 4-byte step counters
+    assert r.kernels > 0
