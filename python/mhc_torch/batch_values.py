@@ -108,10 +108,17 @@ def all_shadowed(args, kwargs) -> bool:
 def follow(func, args, kwargs, out) -> None:
     """After an op ran on fake tensors whose inputs all have shadows: runs it on the shadows and
     gives each fake output the real one's values (a write in place: the written input's shadow
-    follows). Ops the host cannot run, or whose results do not match, leave no shadow."""
-    if not all_shadowed(args, kwargs):
-        return
+    follows). Ops the host cannot run, or whose results do not match, leave no shadow. An op with
+    no tensor input that makes integer or boolean values by rule (arange, zeros, full: positions
+    compared with the lengths, the indices pack_padded_sequence inverts) gets them too; a random
+    one (randint, randperm) does not: the GPU's draws are not the host's."""
     fouts, _ = tree_flatten(out)
+    if not _tensors(args, kwargs):
+        if (torch.Tag.nondeterministic_seeded in func.tags or not fouts
+                or any(not isinstance(f, torch.Tensor) or f.is_floating_point() or f.is_complex() for f in fouts)):
+            return
+    elif not all_shadowed(args, kwargs):
+        return
     # never a large result on the host (one_hot of the labels over a vocabulary): it keeps no values
     if any(isinstance(f, torch.Tensor) and f.numel() > _MOST for f in fouts):
         return
@@ -123,7 +130,7 @@ def follow(func, args, kwargs, out) -> None:
     routs, _ = tree_flatten(real)
     if len(fouts) != len(routs):
         return
-    base = _tensors(args, kwargs)[0]  # what a view op's outputs alias (its self)
+    base = next(iter(_tensors(args, kwargs)), None)  # what a view op's outputs alias (its self)
     for i, (f, r) in enumerate(zip(fouts, routs)):
         if isinstance(f, torch.Tensor) and isinstance(r, torch.Tensor):
             _keep(f, r, _version_after(func, i, f, base))
@@ -161,6 +168,8 @@ def answered(func, args, kwargs, fake_like):
     tensors), from the shadows of its inputs: fake outputs of the real ones' shapes and dtypes with
     those as their shadows (fake_like(shape, stride, dtype, device) makes one), a Python number
     for .item(); None where an input has no shadow."""
+    if func is _aten._pack_padded_sequence.default:
+        return _packed(args, kwargs, fake_like)
     if not all_shadowed(args, kwargs):
         return None
     rargs, rkwargs = _on_host(args, kwargs)
@@ -178,3 +187,24 @@ def answered(func, args, kwargs, fake_like):
         return f
 
     return tree_map(fake, real)
+
+
+def _packed(args, kwargs, fake_like):
+    """pack_padded_sequence's op from the lengths' values alone (the input is activations, with no
+    values kept): the packed data, of sum(lengths) rows, and batch_sizes, on the lengths' device
+    (the host, as PyTorch asks) with its values kept for the RNN and pad_packed_sequence that read
+    them. PyTorch's kernel is run on the host over an input of one value per position, so its
+    checks (lengths sorted, none zero) and its batch_sizes are its own."""
+    input, lengths = (list(args) + [kwargs.get("input"), kwargs.get("lengths")])[:2]
+    batch_first = args[2] if len(args) > 2 else kwargs.get("batch_first", False)
+    real = shadow_of(lengths)
+    if real is None or not isinstance(input, torch.Tensor) or input.dim() < 2:
+        return None
+    positions = torch.zeros(tuple(input.shape[:2]) + (1,))
+    data, batch_sizes = _aten._pack_padded_sequence.default(positions, real, batch_first)
+    shape = (int(data.shape[0]), *input.shape[2:])
+    stride = tuple(torch.empty(shape, device="meta").stride())
+    out = fake_like(shape, stride, input.dtype, input.device)
+    sizes = fake_like(tuple(batch_sizes.shape), (1,), batch_sizes.dtype, lengths.device)
+    _keep(sizes, batch_sizes)
+    return out, sizes

@@ -100,3 +100,50 @@ def test_host_copies_of_an_optimizer_on_the_host_count_from_the_step_start(tmp_p
     assert all(t <= first_kernel for _, t in copies)
     assert host_peak == 4 * params + 3 * 4 + 2 * 256000, host_peak   # and three 4-byte step counters
     assert r.kernels > 0
+
+
+class PackedTagger(nn.Module):
+    """A bidirectional LSTM over padded sentences packed by their lengths, then padded back."""
+
+    def __init__(self, emb=8, hidden=16):
+        super().__init__()
+        self.lstm = nn.LSTM(emb, hidden, batch_first=True, bidirectional=True)
+
+    def forward(self, x, lengths):
+        packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        out, _ = self.lstm(packed)
+        out, out_lengths = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
+        real = torch.arange(x.shape[1])[None, :] < out_lengths[:, None]   # the positions of real tokens
+        return out[real].square().mean()
+
+
+def test_packed_sequences_run_cudnns_packed_rnn(tmp_path):
+    """pack_padded_sequence stopped the capture (`op aten._pack_padded_sequence.default cannot run
+    on fake tensors`: its rows are the sum of the lengths), and an LSTM over a PackedSequence kept
+    the CPU's path. From the lengths' kept values the packed data has sum(lengths) rows, the LSTM
+    is cuDNN's packed kernel (its output packed alike, the states of the longest batch), and
+    pad_packed_sequence and the pack's backward run PyTorch's own composite kernels (full, one copy
+    per run of equal batch sizes; zeros, one copy per step). Lengths 7, 3, 5, 2 of 9 steps here:
+    17 rows of 8 fp32 values packed, 17 x 32 out of the LSTM, padded to 4 x 9 x 32, and the 17
+    real tokens selected by a mask of arange(9) against the lengths pad_packed_sequence returns
+    (an op without tensor inputs, arange, keeps its values now too)."""
+    lengths = [7, 3, 5, 2]
+
+    def make_batch():
+        return torch.randn(4, 9, 8), torch.tensor(lengths)
+
+    path = str(tmp_path / "packed.db")
+    mhc_torch.capture(PackedTagger, make_batch, steps=1, path=path, autocast_dtype=None, loss_fn=lambda m, b: m(*b))
+    allocs = allocations(path)
+    rows = sum(lengths)
+    assert (rows * 8 * 4, "PackedTagger:aten::_pack_padded_sequence") in allocs, allocs
+    rnn = [b for b, label in allocs if label.endswith("aten::_cudnn_rnn")]
+    assert rows * 32 * 4 in rnn, rnn                    # the packed output
+    assert 2 * 4 * 16 * 4 in rnn, rnn                   # hy and cy: 2 directions x the longest batch (4)
+    assert (4 * 9 * 32 * 4, "PackedTagger:aten::full") in allocs, allocs
+    # the lengths pad_packed_sequence returns (and arange's positions) have values: the selection
+    # of the real tokens is theirs
+    assert (rows * 32 * 4, "PackedTagger:aten::index") in allocs, allocs
+    with sqlite3.connect(path) as db:
+        names = {r[0] for r in db.execute("SELECT s.text FROM kernels k JOIN strings s ON s.id = k.name")}
+    assert "aten::_cudnn_rnn_backward" in names and "aten::mkldnn_rnn_layer" not in names, names
