@@ -1,7 +1,7 @@
 """Training setups a new user brought on 2026-12-06, twelfth round (bench/advise/new_user: Meta's
 reference Llama with complex rotary embeddings, a word-level LM with PyTorch's adaptive softmax, a
 reversible ViT, a packed-sequence BiLSTM tagger, fast style transfer with VGG features taken by
-forward hooks): each test fails without the fix it guards (docs/results.md, "Six more training
+forward hooks): each test fails without the fix it guards (docs/results.md, "Five more training
 setups as a new user, twelfth round", 2026-12-06)."""
 import sqlite3
 
