@@ -107,10 +107,11 @@ class PackedTagger(nn.Module):
 
     def __init__(self, emb=8, hidden=16):
         super().__init__()
+        self.inp = nn.Linear(emb, emb)      # so the pack's backward runs
         self.lstm = nn.LSTM(emb, hidden, batch_first=True, bidirectional=True)
 
     def forward(self, x, lengths):
-        packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        packed = nn.utils.rnn.pack_padded_sequence(self.inp(x), lengths, batch_first=True, enforce_sorted=False)
         out, _ = self.lstm(packed)
         out, out_lengths = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
         real = torch.arange(x.shape[1])[None, :] < out_lengths[:, None]   # the positions of real tokens
@@ -141,6 +142,8 @@ def test_packed_sequences_run_cudnns_packed_rnn(tmp_path):
     assert rows * 32 * 4 in rnn, rnn                    # the packed output
     assert 2 * 4 * 16 * 4 in rnn, rnn                   # hy and cy: 2 directions x the longest batch (4)
     assert (4 * 9 * 32 * 4, "PackedTagger:aten::full") in allocs, allocs
+    # the pack's backward: zeros of the padded input (sequence-first), filled step by step
+    assert any(b == 4 * 9 * 8 * 4 and label.endswith("aten::zeros") for b, label in allocs), allocs
     # the lengths pad_packed_sequence returns (and arange's positions) have values: the selection
     # of the real tokens is theirs
     assert (rows * 32 * 4, "PackedTagger:aten::index") in allocs, allocs
@@ -178,3 +181,25 @@ def test_a_random_batchs_selection_has_the_same_rows_in_every_capture(tmp_path):
                           loss_fn=lambda m, b: m(*b))
         sizes.append([b for b, label in allocations(path) if label.endswith("aten::new_ones")])
     assert sizes[0] == sizes[1] and len(sizes[0]) == 1, sizes
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_the_packed_kernels_written_for_fake_tensors_are_pytorchs(monkeypatch, batch_first):
+    """The capture's pad_packed_sequence and pack backward (cudnn_rnn.py), run on real tensors with
+    real batch sizes, give what PyTorch's own kernels give: the values, lengths and strides."""
+    from mhc_torch import cudnn_rnn
+
+    monkeypatch.setattr(cudnn_rnn, "FakeTensor", torch.Tensor)
+    monkeypatch.setattr(cudnn_rnn, "_sizes", lambda b: [int(v) for v in b.tolist()])
+    monkeypatch.setattr(cudnn_rnn, "_keep_values", lambda fake, values: None)
+    torch.manual_seed(0)
+    lengths = torch.tensor([7, 3, 5, 2, 7])
+    x = torch.randn(5, 9, 4) if batch_first else torch.randn(9, 5, 4)
+    p = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=batch_first, enforce_sorted=False)
+    ref, ref_lengths = torch.ops.aten._pad_packed_sequence.default(p.data, p.batch_sizes, batch_first, -1.0, 9)
+    out, out_lengths = cudnn_rnn._pad_packed(p.data, p.batch_sizes, batch_first, -1.0, 9)
+    assert torch.equal(ref, out) and ref.stride() == out.stride() and torch.equal(ref_lengths, out_lengths)
+    g = torch.randn_like(p.data)
+    ref = torch.ops.aten._pack_padded_sequence_backward.default(g, list(x.shape), p.batch_sizes, batch_first)
+    out = cudnn_rnn._pack_backward(g, list(x.shape), p.batch_sizes, batch_first)
+    assert torch.equal(ref, out) and ref.stride() == out.stride()
