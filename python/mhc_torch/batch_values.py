@@ -11,6 +11,8 @@ version counter is the one it was made at: a write in place that did not run on 
 it, and the op is refused as before."""
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
@@ -30,9 +32,14 @@ def shadow_of(t) -> torch.Tensor | None:
     return real if t._version == version else None
 
 
-def _keep(fake: torch.Tensor, real: torch.Tensor, version: int | None = None) -> None:
+def _keep(fake: torch.Tensor, real: torch.Tensor, version=None) -> None:
+    """real kept as fake's values, under version (a callable: the version fake will have once the
+    op that made it has returned), else fake's version now. Never for an inference tensor (made
+    under torch.inference_mode): it has no version counter to tell a later write by."""
+    if fake.is_inference():
+        return
     if real.numel() <= _MOST and tuple(real.shape) == tuple(fake.shape) and real.dtype == fake.dtype:
-        setattr(fake, _ATTR, (real, fake._version if version is None else version))
+        setattr(fake, _ATTR, (real, fake._version if version is None else version()))
 
 
 def _written_args(func, args, kwargs):
@@ -58,7 +65,7 @@ def _version_after(func, i: int, fake: torch.Tensor, base) -> int:
         return fake._version
     if alias.is_write:
         return fake._version + 1
-    return base._version if isinstance(base, torch.Tensor) else fake._version
+    return base._version if isinstance(base, torch.Tensor) and not base.is_inference() else fake._version
 
 
 def keep_batch_values(fake_batch, real_batch) -> int:
@@ -133,10 +140,10 @@ def follow(func, args, kwargs, out) -> None:
     base = next(iter(_tensors(args, kwargs)), None)  # what a view op's outputs alias (its self)
     for i, (f, r) in enumerate(zip(fouts, routs)):
         if isinstance(f, torch.Tensor) and isinstance(r, torch.Tensor):
-            _keep(f, r, _version_after(func, i, f, base))
+            _keep(f, r, functools.partial(_version_after, func, i, f, base))
     # a write in place: the written input's shadow was written too (its version moves with the op)
     for a in _written_args(func, args, kwargs):
-        if getattr(a, _ATTR, None) is not None:
+        if getattr(a, _ATTR, None) is not None and not a.is_inference():
             setattr(a, _ATTR, (getattr(a, _ATTR)[0], a._version + 1))
 
 

@@ -203,3 +203,27 @@ def test_the_packed_kernels_written_for_fake_tensors_are_pytorchs(monkeypatch, b
     ref = torch.ops.aten._pack_padded_sequence_backward.default(g, list(x.shape), p.batch_sizes, batch_first)
     out = cudnn_rnn._pack_backward(g, list(x.shape), p.batch_sizes, batch_first)
     assert torch.equal(ref, out) and ref.stride() == out.stride()
+
+
+class InferenceInside(nn.Module):
+    """Positions made by arange under torch.inference_mode() inside a training forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(10, 4)
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, ids):
+        with torch.inference_mode():
+            pos = torch.arange(ids.shape[1])
+            side = self.lin(self.emb(ids + pos)).sum()
+        return self.lin(self.emb(ids)).sum() + side.clone()
+
+
+def test_values_are_not_kept_for_inference_tensors(tmp_path):
+    """An integer factory's values are kept now (arange's), and an inference tensor has no version
+    counter to keep them under: without the guard the capture stopped with PyTorch's `Inference
+    tensors do not track version counter.` It captures, as before factories kept values."""
+    r = mhc_torch.capture(InferenceInside, lambda: torch.randint(0, 5, (2, 4)), steps=1,
+                          path=str(tmp_path / "inf.db"), autocast_dtype=None, loss_fn=lambda m, b: m(b))
+    assert r.kernels > 0
