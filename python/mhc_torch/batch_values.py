@@ -11,6 +11,8 @@ version counter is the one it was made at: a write in place that did not run on 
 it, and the op is refused as before."""
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
@@ -30,9 +32,40 @@ def shadow_of(t) -> torch.Tensor | None:
     return real if t._version == version else None
 
 
-def _keep(fake: torch.Tensor, real: torch.Tensor) -> None:
+def _keep(fake: torch.Tensor, real: torch.Tensor, version=None) -> None:
+    """real kept as fake's values, under version (a callable: the version fake will have once the
+    op that made it has returned), else fake's version now. Never for an inference tensor (made
+    under torch.inference_mode): it has no version counter to tell a later write by."""
+    if fake.is_inference():
+        return
     if real.numel() <= _MOST and tuple(real.shape) == tuple(fake.shape) and real.dtype == fake.dtype:
-        setattr(fake, _ATTR, (real, fake._version))
+        setattr(fake, _ATTR, (real, fake._version if version is None else version()))
+
+
+def _written_args(func, args, kwargs):
+    """The tensors an op writes in place (its schema's `Tensor(a!)` arguments)."""
+    out = []
+    for i, arg in enumerate(func._schema.arguments):
+        if arg.alias_info is not None and arg.alias_info.is_write:
+            value = args[i] if i < len(args) and not arg.kwarg_only else kwargs.get(arg.name)
+            if isinstance(value, torch.Tensor):
+                out.append(value)
+    return out
+
+
+def _version_after(func, i: int, fake: torch.Tensor, base) -> int:
+    """The version counter fake will read once the op has returned. The op runs below autograd's
+    ADInplaceOrView kernel, which bumps a tensor written in place after the op and makes a view
+    share its base's counter after it: an output recorded at the version it has during the op (a
+    view's fresh 0, a write's old count) lost its values at the next op (ids[:, 1:] of a batch
+    written in place once, or a mask written in the forward)."""
+    rets = func._schema.returns
+    alias = rets[min(i, len(rets) - 1)].alias_info if rets else None
+    if alias is None:
+        return fake._version
+    if alias.is_write:
+        return fake._version + 1
+    return base._version if isinstance(base, torch.Tensor) and not base.is_inference() else fake._version
 
 
 def keep_batch_values(fake_batch, real_batch) -> int:
@@ -82,10 +115,17 @@ def all_shadowed(args, kwargs) -> bool:
 def follow(func, args, kwargs, out) -> None:
     """After an op ran on fake tensors whose inputs all have shadows: runs it on the shadows and
     gives each fake output the real one's values (a write in place: the written input's shadow
-    follows). Ops the host cannot run, or whose results do not match, leave no shadow."""
-    if not all_shadowed(args, kwargs):
-        return
+    follows). Ops the host cannot run, or whose results do not match, leave no shadow. An op with
+    no tensor input that makes integer or boolean values by rule (arange, zeros, full: positions
+    compared with the lengths, the indices pack_padded_sequence inverts) gets them too; a random
+    one (randint, randperm) does not: the GPU's draws are not the host's."""
     fouts, _ = tree_flatten(out)
+    if not _tensors(args, kwargs):
+        if (torch.Tag.nondeterministic_seeded in func.tags or not fouts
+                or any(not isinstance(f, torch.Tensor) or f.is_floating_point() or f.is_complex() for f in fouts)):
+            return
+    elif not all_shadowed(args, kwargs):
+        return
     # never a large result on the host (one_hot of the labels over a vocabulary): it keeps no values
     if any(isinstance(f, torch.Tensor) and f.numel() > _MOST for f in fouts):
         return
@@ -97,13 +137,14 @@ def follow(func, args, kwargs, out) -> None:
     routs, _ = tree_flatten(real)
     if len(fouts) != len(routs):
         return
-    for f, r in zip(fouts, routs):
+    base = next(iter(_tensors(args, kwargs)), None)  # what a view op's outputs alias (its self)
+    for i, (f, r) in enumerate(zip(fouts, routs)):
         if isinstance(f, torch.Tensor) and isinstance(r, torch.Tensor):
-            _keep(f, r)
-    # a write in place: the written input's shadow was written too (its version moved with the op)
-    for a, ra in zip(_tensors(args, kwargs), _tensors(rargs, rkwargs)):
-        if getattr(a, _ATTR, None) is not None and getattr(a, _ATTR)[0] is ra:
-            setattr(a, _ATTR, (ra, a._version))
+            _keep(f, r, functools.partial(_version_after, func, i, f, base))
+    # a write in place: the written input's shadow was written too (its version moves with the op)
+    for a in _written_args(func, args, kwargs):
+        if getattr(a, _ATTR, None) is not None and not a.is_inference():
+            setattr(a, _ATTR, (getattr(a, _ATTR)[0], a._version + 1))
 
 
 def bool_indices_as_long(func, args, fake_like):
@@ -134,6 +175,8 @@ def answered(func, args, kwargs, fake_like):
     tensors), from the shadows of its inputs: fake outputs of the real ones' shapes and dtypes with
     those as their shadows (fake_like(shape, stride, dtype, device) makes one), a Python number
     for .item(); None where an input has no shadow."""
+    if func is _aten._pack_padded_sequence.default:
+        return _packed(args, kwargs, fake_like)
     if not all_shadowed(args, kwargs):
         return None
     rargs, rkwargs = _on_host(args, kwargs)
@@ -151,3 +194,24 @@ def answered(func, args, kwargs, fake_like):
         return f
 
     return tree_map(fake, real)
+
+
+def _packed(args, kwargs, fake_like):
+    """pack_padded_sequence's op from the lengths' values alone (the input is activations, with no
+    values kept): the packed data, of sum(lengths) rows, and batch_sizes, on the lengths' device
+    (the host, as PyTorch asks) with its values kept for the RNN and pad_packed_sequence that read
+    them. PyTorch's kernel is run on the host over an input of one value per position, so its
+    checks (lengths sorted, none zero) and its batch_sizes are its own."""
+    input, lengths = (list(args) + [kwargs.get("input"), kwargs.get("lengths")])[:2]
+    batch_first = args[2] if len(args) > 2 else kwargs.get("batch_first", False)
+    real = shadow_of(lengths)
+    if real is None or not isinstance(input, torch.Tensor) or input.dim() < 2:
+        return None
+    positions = torch.zeros(tuple(input.shape[:2]) + (1,))
+    data, batch_sizes = _aten._pack_padded_sequence.default(positions, real, batch_first)
+    shape = (int(data.shape[0]), *input.shape[2:])
+    stride = tuple(torch.empty(shape, device="meta").stride())
+    out = fake_like(shape, stride, input.dtype, input.device)
+    sizes = fake_like(tuple(batch_sizes.shape), (1,), batch_sizes.dtype, lengths.device)
+    _keep(sizes, batch_sizes)
+    return out, sizes

@@ -310,13 +310,23 @@ def _batch_made(fake, device, make_batch):
     return batch, why
 
 
+_HOST_BATCH_SEED = 0
+
+
 def _batch_on_host(make_batch):
-    """make_batch() on the host's real tensors (a DataLoader's)."""
+    """make_batch() on the host's real tensors (a DataLoader's), from torch's generator seeded
+    alike in every capture (the process's own state put back after): the values the batch's
+    selections follow, and so their shapes, are the same in the capture and in each capture
+    `mhc advise --verify` makes again with a setting applied. Unseeded, a batch of random labels
+    (adaptive softmax's clusters, a random mask) had other rows in each, and the verification
+    compared two batches (adaptive_lm.py: a reserved error of 14.37% that was the batch's)."""
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
-    with unset_fake_temporarily(), torch.device("cpu"), BuiltForGpu("cpu", lambda: None) as making:
-        with cuda_calls_on_fake_device(making):
-            return make_batch()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(_HOST_BATCH_SEED)
+        with unset_fake_temporarily(), torch.device("cpu"), BuiltForGpu("cpu", lambda: None) as making:
+            with cuda_calls_on_fake_device(making):
+                return make_batch()
 
 
 def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting, build_optimizer=None):
@@ -374,6 +384,12 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
             rec.set_category(p, store.PARAM, n)
         for n, b in model.named_buffers():
             rec.set_category(b, store.OTHER, f"buffer {n}")
+        # host copies an optimizer on the host steps (apply made them, before the step): host
+        # memory from the step's start, where they counted only from the host step's first use of
+        # each, so the host peak lacked the copies of every parameter stepped after the peak's
+        host_names = {id(p): n for n, p in model.named_parameters()}
+        for p, h in getattr(opt, "offloaded_params", ()):
+            rec.track(h, None, f"{host_names.get(id(p), '?')} (host copy)")
         gc.collect()
         for st in building.alive():   # held since build_model (a plain attribute, a cache): on the device all along
             rec._track_storage(st, store.OTHER, "held since build_model")

@@ -37,9 +37,15 @@ checked). Checked on the two fp32 reserve sizes cuDNN reported in pytorch/pytorc
 736,000,000 B gives steps x batch = 25,000 (the issue does not state them), and with it the GRU
 rule gives the GRU's 864,000,000 B exactly (GRU 4 x hidden, the backward's minimum, would give
 672,000,000). Newer cuDNN versions may size it otherwise. Not modelled: cuDNN's
-workspaces (taken and given back inside each call), the dropout state (about 2 MiB, made once
-per device for a module with dropout between layers), packed sequences (PackedSequence inputs
-keep the CPU's path). The capture's meta says so (`capture.cudnn_rnn*`).
+workspaces (taken and given back inside each call) and the dropout state (about 2 MiB, made once
+per device for a module with dropout between layers). The capture's meta says so
+(`capture.cudnn_rnn*`).
+
+A PackedSequence input (pack_padded_sequence) takes cuDNN's packed path (`lstm.data` and the
+others: _cudnn_rnn with batch_sizes), its reserve space sized by the packed rows, where the
+batch's lengths have values kept (batch_values.py: the lengths tensor of the batch, or anything
+made from it); pad_packed_sequence and the pack's backward, composite kernels that read
+batch_sizes, run as PyTorch writes them (PackedSequence.cpp) on those values.
 """
 from __future__ import annotations
 
@@ -65,7 +71,11 @@ FORWARD = "aten::_cudnn_rnn"
 BACKWARD = "aten::_cudnn_rnn_backward"
 
 
-def _geometry(input, batch_first):
+def _geometry(input, batch_first, batch_sizes=()):
+    """(steps, batch) of the input; a packed one's (rows of the packed data, 1): what sizes
+    the reserve space and the FLOPs is the number of (step, sequence) pairs the kernel runs."""
+    if len(batch_sizes):
+        return int(sum(batch_sizes)), 1
     t, b = (input.shape[1], input.shape[0]) if batch_first else (input.shape[0], input.shape[1])
     return int(t), int(b)
 
@@ -80,16 +90,20 @@ def reserve_bytes(mode: int, seq: int, batch: int, hidden: int, out_size: int, l
 
 def _meta_cudnn_rnn(input, weight, weight_stride0, weight_buf, hx, cx, mode, hidden_size, proj_size, num_layers,
                     batch_first, dropout, train, bidirectional, batch_sizes, dropout_state):
-    """_cudnn_rnn's outputs with the reserve space estimated (torch's own meta kernel makes it empty)."""
-    if len(batch_sizes):
-        raise NotImplementedError("packed sequences keep the CPU's path")
-    seq, batch = _geometry(input, batch_first)
+    """_cudnn_rnn's outputs with the reserve space estimated (torch's own meta kernel makes it empty).
+    A packed input (batch_sizes given) is its data, one row per (step, sequence): the output is
+    packed alike, the states are the longest batch's."""
+    seq, batch = _geometry(input, batch_first, batch_sizes)
     dirs = 2 if bidirectional else 1
     out_size = proj_size or hidden_size
-    shape = [batch, seq, out_size * dirs] if batch_first else [seq, batch, out_size * dirs]
+    if len(batch_sizes):
+        shape, states = [seq, out_size * dirs], int(batch_sizes[0])
+    else:
+        shape = [batch, seq, out_size * dirs] if batch_first else [seq, batch, out_size * dirs]
+        states = batch
     output = input.new_empty(shape)
-    hy = hx.new_empty([num_layers * dirs, batch, out_size])
-    cy = cx.new_empty([num_layers * dirs, batch, hidden_size]) if cx is not None else hx.new_empty([0])
+    hy = hx.new_empty([num_layers * dirs, states, out_size])
+    cy = cx.new_empty([num_layers * dirs, states, hidden_size]) if cx is not None else hx.new_empty([0])
     nbytes = reserve_bytes(mode, seq, batch, hidden_size, out_size, num_layers, dirs, dropout,
                            input.element_size()) if train else 0
     reserve = input.new_empty([nbytes], dtype=torch.uint8)
@@ -157,7 +171,7 @@ def flops(func, args, kwargs) -> int | None:
     proj = _arg(func, args, kwargs, "proj_size") or 0
     layers = _arg(func, args, kwargs, "num_layers")
     dirs = 2 if _arg(func, args, kwargs, "bidirectional") else 1
-    seq, batch = _geometry(input, _arg(func, args, kwargs, "batch_first"))
+    seq, batch = _geometry(input, _arg(func, args, kwargs, "batch_first"), _arg(func, args, kwargs, "batch_sizes", ()))
     out_size = proj or hidden
     total = 0
     for layer in range(layers):
@@ -197,7 +211,7 @@ def _flat_half(weights):
 
 
 def _run(cast: Cast, input, hx, cx, params, has_biases, mode, num_layers, dropout, train, bidirectional,
-         batch_first):
+         batch_first, batch_sizes=()):
     hidden = int((cx if cx is not None else hx).shape[2])
     proj = int(hx.shape[2]) if cx is not None and cx.shape[2] != hx.shape[2] else 0
     stride0 = (4 if has_biases else 2) + (1 if proj else 0)
@@ -208,12 +222,81 @@ def _run(cast: Cast, input, hx, cx, params, has_biases, mode, num_layers, dropou
         input, hx, cx = _to_half(input), _to_half(hx), _to_half(cx)
     with torch.autocast("cpu", enabled=False):
         out = _aten._cudnn_rnn.default(input, weights, stride0, weight_buf, hx, cx, mode, hidden, proj, num_layers,
-                                       batch_first, dropout, train, bidirectional, [], None)
+                                       batch_first, dropout, train, bidirectional, list(batch_sizes), None)
     return out[0], out[1], out[2]
 
 
 def _composite(op, *args):
     return op._op_dk(_COMPOSITE, *args)
+
+
+def _sizes(batch_sizes) -> list[int] | None:
+    """A PackedSequence's batch_sizes as numbers: the values kept beside a fake tensor made from the
+    batch's lengths (batch_values.py), else None (the composite path, which stops on fake tensors)."""
+    from .batch_values import shadow_of
+
+    real = shadow_of(batch_sizes)
+    return None if real is None else [int(v) for v in real.tolist()]
+
+
+def _pad_packed(data, batch_sizes, batch_first, padding_value, total_length):
+    """pad_packed_sequence as PyTorch's kernel runs it on any device (PackedSequence.cpp's
+    _pad_packed_sequence, composite: autograd records its ops): the output filled with the padding
+    value, one copy for each run of steps with the same batch size, the lengths on the host."""
+    sizes = _sizes(batch_sizes)
+    if not isinstance(data, FakeTensor) or sizes is None:
+        return _composite(_aten._pad_packed_sequence.default, data, batch_sizes, batch_first, padding_value,
+                          total_length)
+    steps = len(sizes)
+    if total_length != -1 and total_length < steps:
+        raise RuntimeError(f"Expected total_length to be at least the length of the longest sequence input, "
+                           f"but got total_length={total_length} and max sequence length being {steps}")
+    rows = data.shape[1:]
+    output = torch.full((max(total_length, steps), sizes[0], *rows), padding_value, dtype=data.dtype,
+                        device=data.device)
+    lengths = [0] * sizes[0]
+    offset, prev_size, prev_i = 0, sizes[0], 0
+    for i in range(steps + 1):
+        size = sizes[i] if i != steps else 0
+        if size != prev_size:
+            n = prev_size * (i - prev_i)
+            block = data[offset:offset + n].view(i - prev_i, prev_size, *rows)
+            output[prev_i:i, :prev_size].copy_(block)
+            offset += n
+            for j in range(size, prev_size):
+                lengths[j] = i
+            prev_size, prev_i = size, i
+    out_lengths = torch.tensor(lengths, dtype=torch.int64, device=batch_sizes.device)
+    _keep_values(out_lengths, lengths)
+    return (output.transpose(0, 1) if batch_first else output), out_lengths
+
+
+def _pack_backward(grad, input_size, batch_sizes, batch_first):
+    """pack_padded_sequence's backward as PyTorch's kernel runs it (composite): zeros of the
+    padded input, one copy per step of that step's rows of the gradient."""
+    sizes = _sizes(batch_sizes)
+    if not isinstance(grad, FakeTensor) or sizes is None:
+        return _composite(_aten._pack_padded_sequence_backward.default, grad, input_size, batch_sizes, batch_first)
+    size = list(input_size)
+    if batch_first:
+        size[0], size[1] = size[1], size[0]
+    grad_input = torch.zeros(size, dtype=grad.dtype, device=grad.device)
+    offset = 0
+    for i, n in enumerate(sizes):
+        grad_input[i, :n].copy_(grad[offset:offset + n])
+        offset += n
+    return grad_input.transpose(0, 1) if batch_first else grad_input
+
+
+def _keep_values(fake, values) -> None:
+    """values kept beside the fake tensor fake (batch_values.py), made on the host's real tensors."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    from . import batch_values
+
+    with unset_fake_temporarily():
+        real = torch.tensor(values, dtype=fake.dtype)
+    batch_values._keep(fake, real)
 
 
 def _kernels(cast: Cast):
@@ -223,6 +306,25 @@ def _kernels(cast: Cast):
                               bidirectional, batch_first)
         return _run(cast, input, hx[0], hx[1], params, has_biases, LSTM, num_layers, dropout, train, bidirectional,
                     batch_first)
+
+    def lstm_data(data, batch_sizes, hx, params, has_biases, num_layers, dropout, train, bidirectional):
+        sizes = _sizes(batch_sizes)
+        if not isinstance(data, FakeTensor) or sizes is None:
+            return _composite(_aten.lstm.data, data, batch_sizes, hx, params, has_biases, num_layers, dropout, train,
+                              bidirectional)
+        return _run(cast, data, hx[0], hx[1], params, has_biases, LSTM, num_layers, dropout, train, bidirectional,
+                    False, sizes)
+
+    def one_hidden_data(op, mode):
+        def kernel(data, batch_sizes, hx, params, has_biases, num_layers, dropout, train, bidirectional):
+            sizes = _sizes(batch_sizes)
+            if not isinstance(data, FakeTensor) or sizes is None:
+                return _composite(op, data, batch_sizes, hx, params, has_biases, num_layers, dropout, train,
+                                  bidirectional)
+            out, hy, _ = _run(cast, data, hx, None, params, has_biases, mode, num_layers, dropout, train,
+                              bidirectional, False, sizes)
+            return out, hy
+        return kernel
 
     def one_hidden(op, mode):
         def kernel(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
@@ -250,7 +352,11 @@ def _kernels(cast: Cast):
     return {"lstm_cell": lstm_cell, "gru_cell": gru_cell,
             "lstm.input": lstm, "gru.input": one_hidden(_aten.gru.input, GRU),
             "rnn_tanh.input": one_hidden(_aten.rnn_tanh.input, TANH),
-            "rnn_relu.input": one_hidden(_aten.rnn_relu.input, RELU)}
+            "rnn_relu.input": one_hidden(_aten.rnn_relu.input, RELU),
+            "lstm.data": lstm_data, "gru.data": one_hidden_data(_aten.gru.data, GRU),
+            "rnn_tanh.data": one_hidden_data(_aten.rnn_tanh.data, TANH),
+            "rnn_relu.data": one_hidden_data(_aten.rnn_relu.data, RELU),
+            "_pad_packed_sequence": _pad_packed, "_pack_padded_sequence_backward": _pack_backward}
 
 
 @contextlib.contextmanager
@@ -281,7 +387,7 @@ def meta(model: torch.nn.Module) -> dict[str, str]:
     return {"capture.cudnn_rnn": json.dumps(names),
             "capture.cudnn_rnn.estimated": "reserve space (per step, layer and direction LSTM 5, GRU 6, RNN 1 x "
                                            "hidden, and inner layers' outputs: docs/torch.md)",
-            "capture.cudnn_rnn.unmodelled": "cuDNN workspaces, the dropout state, packed sequences (CPU path)"}
+            "capture.cudnn_rnn.unmodelled": "cuDNN workspaces, the dropout state"}
 
 
 __all__ = ["rnn_as_on_gpu", "meta", "reserve_bytes", "transient_buffers", "flops", "FORWARD", "BACKWARD"]
