@@ -68,12 +68,12 @@ private:
     bool make_room(int32_t a, int64_t& t, bool for_prefetch);
     void restore_aside();
     // events
-    bool on_alloc(int32_t a);
-    void on_free(int32_t a);
-    bool on_kernel_start(int32_t s);
+    bool on_alloc(int32_t alloc);
+    void on_free(int32_t alloc);
+    bool on_kernel_start(int32_t seq);
     bool recompute(int32_t a, int32_t s, int64_t& t, int depth, int64_t& ready);
     void unpin_recompute_inputs();
-    void on_kernel_end(int32_t s);
+    void on_kernel_end(int32_t seq);
     // what prefetchers may ask (PrefetchTarget)
     void start_prefetch(int32_t a, int64_t t) override;
     int64_t early_swap_out(int32_t s, int64_t t, const Prefetcher& by) override;
@@ -156,7 +156,7 @@ private:
     std::vector<int64_t> arrivals;
     bool paused = false;
     bool halted = false;                 // stopped by halt(): its makespan ends where it stopped
-    bool step(const RecordedEvent& e);   // one event; false when the run must stop (OOM)
+    bool step(const RecordedEvent& recorded);   // one event; false when the run must stop (OOM)
     int32_t gate(int32_t seq) const { return gates ? (*gates)[static_cast<size_t>(seq)] : -1; }
 };
 
@@ -182,7 +182,7 @@ decltype(auto) with_eviction_policy(EvictionKind kind, F&& f) {
 
 // A run's result before the engine fills it (configuration, baseline, capacities resolved),
 // and its closing figures after: the same for simulate() and the coupled runners.
-Result start_result(const Prepared& p, const Config& c, int64_t& cap, int64_t& host_cap);
-void end_result(const Prepared& p, Result& r, double seconds);
+Result start_result(const Prepared& prep, const Config& config, int64_t& cap, int64_t& host_cap);
+void end_result(const Prepared& prep, Result& result, double seconds);
 
 }  // namespace mhc::sim

@@ -4,16 +4,16 @@
 
 namespace mhc::sim {
 
-// A swap-in requested by the prefetcher (`a` is on the host): never waits, and never evicts
+// A swap-in requested by the prefetcher (`alloc` is on the host): never waits, and never evicts
 // what the current window protects.
 template <class Policy>
-void Engine<Policy>::start_prefetch(int32_t a, int64_t t) {
-    if (!make_room(a, t, true)) return;
-    state[a] = Residency::InH2D;
-    resident_bytes += prepared.t->allocations.bytes[a];
+void Engine<Policy>::start_prefetch(int32_t alloc, int64_t time) {
+    if (!make_room(alloc, time, true)) return;
+    state[alloc] = Residency::InH2D;
+    resident_bytes += prepared.t->allocations.bytes[alloc];
     ++result.prefetch_count;
-    event(EK::Prefetch, t, t, a, -1, prepared.t->allocations.bytes[a]);
-    ready_at[a] = start_transfer(a, true, t);
+    event(EK::Prefetch, time, time, alloc, -1, prepared.t->allocations.bytes[alloc]);
+    ready_at[alloc] = start_transfer(alloc, true, time);
 }
 
 // Early (proactive) swap-out, docs/simulator.md rule 10. While the eviction queue is free
@@ -22,11 +22,11 @@ void Engine<Policy>::start_prefetch(int32_t a, int64_t t) {
 // victim now, so that its transfer overlaps compute instead of stalling the allocation that
 // needs room.
 template <class Policy>
-int64_t Engine<Policy>::early_swap_out(int32_t s, int64_t t, const Prefetcher& by) {
+int64_t Engine<Policy>::early_swap_out(int32_t seq, int64_t time, const Prefetcher& by) {
     constexpr int kEarlySkips = 4;
-    if (!early_swap_out_open(s)) return 0;
-    int64_t next_start = prepared.kstart[s + 1] + shift;
-    ctx.now = t;
+    if (!early_swap_out_open(seq)) return 0;
+    int64_t next_start = prepared.kstart[seq + 1] + shift;
+    ctx.now = time;
     int skipped = 0;
     int64_t evicted = 0;
     int32_t passed = -1;   // the last victim passed over or evicted
@@ -46,14 +46,14 @@ int64_t Engine<Policy>::early_swap_out(int32_t s, int64_t t, const Prefetcher& b
             pass_over(victim);
             continue;
         }
-        const int64_t demand = by.early_demand(victim, s);
+        const int64_t demand = by.early_demand(victim, seq);
         if (demand == INT64_MIN || demand - (allocated_bytes - resident_bytes) <= cap) {
             // look past a victim that is freed (or back) before any pressure
             if (++skipped > kEarlySkips) break;
             pass_over(victim);
             continue;
         }
-        evict(victim, t);
+        evict(victim, time);
         passed = victim;
         ++result.early_evictions;
         ++evicted;
@@ -82,22 +82,22 @@ int32_t Engine<Policy>::early_victim(int32_t passed) {
 // Early swap-outs are open while the queue is free by the next kernel's start (checked once here
 // for both early_swap_out's loop and the forecast's own victims).
 template <class Policy>
-bool Engine<Policy>::early_swap_out_open(int32_t s) const {
-    const int32_t n = static_cast<int32_t>(prepared.korder.size());
-    if (!config.early_swap_out || s + 1 >= n || cap >= kUnlimited || done) return false;
-    return link.swap_out_free_at() <= prepared.kstart[s + 1] + shift;
+bool Engine<Policy>::early_swap_out_open(int32_t seq) const {
+    const int32_t kernels = static_cast<int32_t>(prepared.korder.size());
+    if (!config.early_swap_out || seq + 1 >= kernels || cap >= kUnlimited || done) return false;
+    return link.swap_out_free_at() <= prepared.kstart[seq + 1] + shift;
 }
 
 // Early swap-out of one victim chosen by the prefetcher (forecast): an evictable dirty victim
 // outside the window that the host buffer can take.
 template <class Policy>
-typename PrefetchTarget::Early Engine<Policy>::early_swap_out_of(int32_t v, int32_t s, int64_t t) {
-    if (!early_swap_out_open(s)) return Early::LinkBusy;
-    if (state[v] != Residency::Gpu || pins[v] != 0 || !pol.contains(v) || is_protected(v) || ctx.host_valid[v] ||
-        pol.may_drop(v) || !host_room(prepared.t->allocations.bytes[v]))
+typename PrefetchTarget::Early Engine<Policy>::early_swap_out_of(int32_t victim, int32_t seq, int64_t time) {
+    if (!early_swap_out_open(seq)) return Early::LinkBusy;
+    if (state[victim] != Residency::Gpu || pins[victim] != 0 || !pol.contains(victim) || is_protected(victim) || ctx.host_valid[victim] ||
+        pol.may_drop(victim) || !host_room(prepared.t->allocations.bytes[victim]))
         return Early::Refused;
-    ctx.now = t;
-    evict(v, t);
+    ctx.now = time;
+    evict(victim, time);
     ++result.early_evictions;
     return Early::Evicted;
 }

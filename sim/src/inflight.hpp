@@ -12,8 +12,8 @@ struct Transfer {
     int32_t alloc;
     uint32_t epoch;   // the allocation's epoch at the start: a later one means freed or cancelled since
     bool h2d;
-    bool operator>(const Transfer& o) const {
-        return end != o.end ? end > o.end : alloc > o.alloc;
+    bool operator>(const Transfer& other) const {
+        return end != other.end ? end > other.end : alloc > other.alloc;
     }
 };
 

@@ -9,28 +9,28 @@
 
 namespace mhc::sim {
 
-LinkQueues::LinkQueues(const Prepared& p, const Config& c) : prepared(p), link(c.link) {
-    if (c.max_swap_ops_per_sec > 0) op_gap = static_cast<int64_t>(std::ceil(1e9 / c.max_swap_ops_per_sec));
+LinkQueues::LinkQueues(const Prepared& prep, const Config& config) : prepared(prep), link(config.link) {
+    if (config.max_swap_ops_per_sec > 0) op_gap = static_cast<int64_t>(std::ceil(1e9 / config.max_swap_ops_per_sec));
 }
 
-LinkQueues::Slot LinkQueues::book(int64_t bytes, bool h2d, int64_t t, int64_t shift) {
+LinkQueues::Slot LinkQueues::book(int64_t bytes, bool h2d, int64_t time, int64_t shift) {
     const int dir = h2d ? 0 : 1;
-    const int q = queue_of(h2d);
-    int64_t start = std::max(t, busy[q]);
+    const int queue = queue_of(h2d);
+    int64_t start = std::max(time, busy[queue]);
     if (op_gap > 0) {
         // the first transfer has no previous one, whatever its time (a trace may start at -2^62 ns)
         if (any_op) start = std::max(start, last_op + op_gap);
         last_op = start;
         any_op = true;
     }
-    const Direction& d = h2d ? link.h2d : link.d2h;
-    double bw = d.bandwidth_Bps;
+    const Direction& direction = h2d ? link.h2d : link.d2h;
+    double bw = direction.bandwidth_Bps;
     if (link.copy_engines >= 2 && busy[1 - dir] > start) bw *= link.duplex_factor;
     const int64_t recorded = start - shift;
     if (prepared.nccl.contains(recorded, nccl_hint)) bw *= 1.0 - link.nccl_share;
     if (h2d ? prepared.h2d_busy.contains(recorded, h2d_hint) : prepared.d2h_busy.contains(recorded, d2h_hint))
         bw *= 1.0 - link.memcpy_share;
-    const double dur_ns = std::ceil(d.latency_s * 1e9 + static_cast<double>(bytes) / bw * 1e9);
+    const double dur_ns = std::ceil(direction.latency_s * 1e9 + static_cast<double>(bytes) / bw * 1e9);
     // Times stay within +-2^62 ns (trace limits): a transfer past that is a link too slow for
     // this trace, not a number to wrap around.
     constexpr int64_t kTimeLimit = int64_t{1} << 62;
@@ -46,8 +46,8 @@ LinkQueues::Slot LinkQueues::book(int64_t bytes, bool h2d, int64_t t, int64_t sh
                     "simulator's time range (2^62 ns): the trace's times are too close to its end; shift "
                     "them towards 0");
     const int64_t end = start + std::max<int64_t>(static_cast<int64_t>(dur_ns), 1);
-    busy[q] = end;
-    return {start, end, q};
+    busy[queue] = end;
+    return {start, end, queue};
 }
 
 }  // namespace mhc::sim

@@ -12,7 +12,7 @@ namespace mhc::sim {
 
 class LinkQueues {
 public:
-    LinkQueues(const Prepared& p, const Config& c);
+    LinkQueues(const Prepared& prep, const Config& config);
     struct Slot {
         int64_t start, end;   // simulated ns
         int queue;            // the queue it runs in (Inflight::push)
@@ -20,7 +20,7 @@ public:
     // Books the link for a transfer of `bytes` asked for at simulated time t (shift: simulated
     // minus recorded time, to look up the recorded contention). Throws mhc::Error where its end
     // would pass the simulator's time range.
-    Slot book(int64_t bytes, bool h2d, int64_t t, int64_t shift);
+    Slot book(int64_t bytes, bool h2d, int64_t time, int64_t shift);
     // When the queue that swap-outs take is free (early swap-outs start only while it is).
     int64_t swap_out_free_at() const { return busy[queue_of(false)]; }
 

@@ -25,8 +25,8 @@ void MemorySamples::find_bucket(int64_t recorded) {
 }
 
 void MemorySamples::store(std::vector<trace::RunMemorySample>& memory) const {
-    for (const Bucket& b : buckets)
-        if (b.dev >= 0) memory.push_back({b.t, b.dev, b.host});
+    for (const Bucket& kept : buckets)
+        if (kept.dev >= 0) memory.push_back({kept.t, kept.dev, kept.host});
 }
 
 }  // namespace mhc::sim

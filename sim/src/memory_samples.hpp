@@ -13,7 +13,7 @@ namespace mhc::sim {
 
 class MemorySamples {
 public:
-    MemorySamples(const Prepared& p, int samples) : prepared(p), buckets(static_cast<size_t>(samples)) {}
+    MemorySamples(const Prepared& prep, int samples) : prepared(prep), buckets(static_cast<size_t>(samples)) {}
     // Device and host bytes after the event at `recorded` (shift: simulated minus recorded time).
     // Events come in time order, so the bucket is looked up only when `recorded` leaves the
     // current one's range [bucket_lo, bucket_hi).

@@ -18,9 +18,10 @@ struct OomFigures {
     int64_t capacity;
 };
 
-// Fills o's bytes and text for allocation a, placed by itself (s < 0) or needed by kernel s;
+// Fills oom's bytes and text for allocation `alloc`, placed by itself (seq < 0) or needed by
+// kernel seq;
 // `caching`: the caching allocator's state, null under the ideal model.
-void explain_oom(Oom& o, const Prepared& p, int32_t a, int32_t s, const OomFigures& f,
+void explain_oom(Oom& oom, const Prepared& prep, int32_t alloc, int32_t seq, const OomFigures& figures,
                  const CachingAllocator* caching);
 
 }  // namespace mhc::sim

@@ -24,53 +24,53 @@ int64_t share_of(double share, int64_t bytes) {
 }
 }   // namespace
 
-Result start_result(const Prepared& p, const Config& c, int64_t& cap, int64_t& host_cap) {
-    Result r;
-    r.config = c;
-    r.config.cancel = nullptr;   // the flag belongs to the caller, not to the result
-    r.device = p.device;
-    r.assumed_accesses = p.assumed_accesses;
-    r.warnings = trace_warnings(p);
-    r.order_only = p.t->order_only();
-    r.baseline_peak = baseline_peak(p, parse_allocator(c.allocator));
-    if (std::string said = modelled_reserved_warning(p, c, r.baseline_peak); !said.empty()) r.warnings.push_back(said);
-    cap = c.capacity.fraction > 0 ? share_of(c.capacity.fraction, r.baseline_peak) : c.capacity.bytes;
+Result start_result(const Prepared& prep, const Config& config, int64_t& cap, int64_t& host_cap) {
+    Result result;
+    result.config = config;
+    result.config.cancel = nullptr;   // the flag belongs to the caller, not to the result
+    result.device = prep.device;
+    result.assumed_accesses = prep.assumed_accesses;
+    result.warnings = trace_warnings(prep);
+    result.order_only = prep.t->order_only();
+    result.baseline_peak = baseline_peak(prep, parse_allocator(config.allocator));
+    if (std::string said = modelled_reserved_warning(prep, config, result.baseline_peak); !said.empty()) result.warnings.push_back(said);
+    cap = config.capacity.fraction > 0 ? share_of(config.capacity.fraction, result.baseline_peak) : config.capacity.bytes;
     host_cap = kUnlimited;
-    if (c.cpu_buffer_ratio > 0 && cap < kUnlimited) host_cap = share_of(c.cpu_buffer_ratio, cap);
-    r.capacity = cap;
-    r.host_capacity = host_cap;
-    r.rows = p.rows;
-    return r;
+    if (config.cpu_buffer_ratio > 0 && cap < kUnlimited) host_cap = share_of(config.cpu_buffer_ratio, cap);
+    result.capacity = cap;
+    result.host_capacity = host_cap;
+    result.rows = prep.rows;
+    return result;
 }
 
-void end_result(const Prepared& p, Result& r, double seconds) {
-    r.peak_reduction = r.baseline_peak > 0 ? 1.0 - static_cast<double>(r.simulated_peak) / static_cast<double>(r.baseline_peak) : 0;
+void end_result(const Prepared& prep, Result& result, double seconds) {
+    result.peak_reduction = result.baseline_peak > 0 ? 1.0 - static_cast<double>(result.simulated_peak) / static_cast<double>(result.baseline_peak) : 0;
     // An OOM run's loss is that of the part that ran: simulated time to the OOM over the
     // recorded time of the event that failed (0 when it failed at the first event). A finished
     // run of a trace whose events are all at one instant has no loss: a share of a zero baseline
     // is not defined (NaN: no metric, null in --json, "-" in a sweep, never within a budget).
-    const int64_t recorded_span = r.oom.happened ? r.oom.recorded - p.t_begin : r.baseline_makespan;
+    const int64_t recorded_span = result.oom.happened ? result.oom.recorded - prep.t_begin : result.baseline_makespan;
     if (recorded_span > 0)
-        r.throughput_loss = static_cast<double>(r.simulated_makespan) / static_cast<double>(recorded_span) - 1.0;
-    else r.throughput_loss = r.oom.happened ? 0 : std::numeric_limits<double>::quiet_NaN();
-    r.seconds = seconds;
+        result.throughput_loss = static_cast<double>(result.simulated_makespan) / static_cast<double>(recorded_span) - 1.0;
+    else result.throughput_loss = result.oom.happened ? 0 : std::numeric_limits<double>::quiet_NaN();
+    result.seconds = seconds;
 }
 
-Result simulate(const Prepared& p, const Config& c) {
-    validate(c);
+Result simulate(const Prepared& prep, const Config& config) {
+    validate(config);
     auto t0 = std::chrono::steady_clock::now();
     int64_t cap = 0, host_cap = 0;
-    Result r = start_result(p, c, cap, host_cap);
-    with_eviction_policy(parse_eviction(c.eviction), [&]<class Policy>(std::type_identity<Policy>) {
-        Engine<Policy>(p, c, r, cap, host_cap).run();
+    Result result = start_result(prep, config, cap, host_cap);
+    with_eviction_policy(parse_eviction(config.eviction), [&]<class Policy>(std::type_identity<Policy>) {
+        Engine<Policy>(prep, config, result, cap, host_cap).run();
     });
-    end_result(p, r, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    return r;
+    end_result(prep, result, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    return result;
 }
 
-Result simulate(const trace::TraceData& t, const Config& c) {
-    auto p = prepare(t, c.device);
-    return simulate(*p, c);
+Result simulate(const trace::TraceData& trace_data, const Config& config) {
+    auto prep = prepare(trace_data, config.device);
+    return simulate(*prep, config);
 }
 
 }  // namespace mhc::sim
