@@ -4,7 +4,7 @@
 // engine_prefetch.cpp.
 #include "engine.hpp"
 
-#include <cmath>
+#include <string>
 
 #include "oom_report.hpp"
 
