@@ -362,25 +362,24 @@ void bench_search(const std::string& path, const Base& base, const Evaluator& ev
     print_search_report(path, base, confs, all.size(), enum_s, caps.size(), modes, product_found, readings);
 }
 
+int run_benchmark(int argc, char** argv) {
+    const mhc::bench::Args args(argc, argv, "[--link NAME] [--max N] TRACE.db...");
+    const BenchOptions bench = read_options(args);
+    for (const std::string& path : bench.traces) {
+        auto data = mhc::trace::load_checked_trace(path);
+        Base base = make_base(data);
+        Evaluator ev(base, mhc::sim::link_from_spec(bench.link));
+        PlannerOptions opts;
+        opts.top = 1;
+        if (!bench.fractions.empty()) bench_costs(path, base, ev, opts, bench.fractions);
+        else bench_search(path, base, ev, opts, bench.max_caps);
+        std::fflush(stdout);
+    }
+    return 0;
+}
+
 }   // namespace
 
 int main(int argc, char** argv) {
-    mhc::bench::Args args(argc, argv, "[--link NAME] [--max N] TRACE.db...");
-    const BenchOptions bench = read_options(args);
-    try {
-        for (const std::string& path : bench.traces) {
-            auto data = mhc::trace::load_checked_trace(path);
-            Base base = make_base(data);
-            Evaluator ev(base, mhc::sim::link_from_spec(bench.link));
-            PlannerOptions opts;
-            opts.top = 1;
-            if (!bench.fractions.empty()) bench_costs(path, base, ev, opts, bench.fractions);
-            else bench_search(path, base, ev, opts, bench.max_caps);
-            std::fflush(stdout);
-        }
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "bench_advise_search: %s\n", e.what());
-        return 2;
-    }
-    return 0;
+    return mhc::bench::guarded("bench_advise_search", [&] { return run_benchmark(argc, argv); });
 }

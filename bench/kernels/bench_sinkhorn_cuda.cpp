@@ -215,9 +215,7 @@ void print_difference(const Case& what, const std::vector<k::bf16>& baseline, co
         what.what, baseline_med / fused_med, static_cast<long long>(fused.size() / nn), worst, scale, scale / 128);
 }
 
-}   // namespace
-
-int main(int argc, char** argv) {
+int run_benchmark(int argc, char** argv) {
     const BenchOptions opt = read_options(argc, argv);
     const int64_t nn = opt.nn(), tokens = opt.tokens;
     if (opt.inputs_only) return check_inputs(tokens * nn, opt.threads);
@@ -251,4 +249,10 @@ int main(int argc, char** argv) {
     std::printf("target backward within 3x of forward (%s): %s (%.2fx)\n", fused ? "fused" : "baseline",
                 bwd <= 3 * fwd ? "MET" : "MISSED", bwd / fwd);
     return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    return mhc::bench::guarded("bench_sinkhorn_cuda", [&] { return run_benchmark(argc, argv); });
 }

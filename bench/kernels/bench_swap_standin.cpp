@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "mhc/bench/args.hpp"
 #include "mhc/kernels/device.hpp"
 #include "mhc/kernels/standin.hpp"
 #include "mhc/kernels/swap.hpp"
@@ -24,12 +25,11 @@ double rate(k::SwapEngine& e, k::SwapDir dir, size_t bytes, int count) {
     return static_cast<double>(bytes) * count / std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-    k::Device dev = k::Device::Cpu;
-    for (int i = 1; i < argc; ++i)
-        if (std::string(argv[i]) == "--cuda") dev = k::Device::Cuda;
+int run_benchmark(int argc, char** argv) {
+    const mhc::bench::Args args(argc, argv, "[--cuda]");
+    args.at_most(1);
+    if (args.has(0) && args.word(0) != "--cuda") args.refuse("unknown option '" + args.word(0) + "'");
+    const k::Device dev = args.has(0) ? k::Device::Cuda : k::Device::Cpu;
     if (dev == k::Device::Cuda && k::cuda_device_count() == 0) {
         std::printf("no CUDA device: nothing to measure\n");
         return 0;
@@ -86,4 +86,10 @@ int main(int argc, char** argv) {
         std::printf("  touch 1 GiB read + 1 GiB write: %.3f ms, %.1f GB/s\n", best * 1e3, 2.0 * r.size() / best / 1e9);
     }
     return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    return mhc::bench::guarded("bench_swap_standin", [&] { return run_benchmark(argc, argv); });
 }

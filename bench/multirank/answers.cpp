@@ -38,9 +38,8 @@ double bisect(const std::function<bool(double)>& within, bool& found) {
     }
     return hi;
 }
-}  // namespace
 
-int main(int argc, char** argv) {
+int run_benchmark(int argc, char** argv) {
     const bench::Args args(argc, argv, "PRESET PP DP TP MICRO_BATCHES LAYERS STEPS DIR [policy[+prefetch]...]");
     if (args.size() < 8) args.refuse("needs " + std::to_string(8 - args.size()) + " more argument(s)");
     datasets::GeneratorConfig cfg = datasets::preset(argv[1]);
@@ -129,4 +128,10 @@ int main(int argc, char** argv) {
     }
     std::printf("took %.1f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    return mhc::bench::guarded("bench_multirank_answers", [&] { return run_benchmark(argc, argv); });
 }

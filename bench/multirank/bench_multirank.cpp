@@ -16,7 +16,9 @@
 
 using namespace mhc;
 
-int main(int argc, char** argv) {
+namespace {
+
+int run_benchmark(int argc, char** argv) {
     const bench::Args args(argc, argv, "[pp] [dp] [micro_batches] [layers] [steps] [dir] [preset]");
     args.at_most(7);
     int pp = static_cast<int>(args.count(0, "pp", 4, 1, 1024)), dp = static_cast<int>(args.count(1, "dp", 2, 1, 1024));
@@ -69,4 +71,10 @@ int main(int argc, char** argv) {
                         double(rows) / best, alone_best, (best / alone_best - 1) * 100, r.job_loss * 100);
         }
     return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    return mhc::bench::guarded("bench_multirank", [&] { return run_benchmark(argc, argv); });
 }

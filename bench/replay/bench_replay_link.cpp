@@ -14,7 +14,9 @@
 
 using namespace mhc;
 
-int main(int argc, char** argv) {
+namespace {
+
+int run_benchmark(int argc, char** argv) {
     const bench::Args args(argc, argv, "[REPEATS] [CHUNK_MIB]");
     args.at_most(2);
     const int repeats = static_cast<int>(args.count(0, "REPEATS", 5, 1, 1000));
@@ -43,4 +45,10 @@ int main(int argc, char** argv) {
     getloadavg(l1, 3);
     std::printf("load average after: %.2f %.2f %.2f\n", l1[0], l1[1], l1[2]);
     return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    return mhc::bench::guarded("bench_replay_link", [&] { return run_benchmark(argc, argv); });
 }

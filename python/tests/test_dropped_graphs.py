@@ -14,6 +14,7 @@ from torch import nn  # noqa: E402
 from torch.utils.checkpoint import checkpoint  # noqa: E402
 
 import mhc_torch  # noqa: E402
+from tiny_models import Block  # noqa: E402
 
 
 class Gen(nn.Module):
@@ -59,15 +60,6 @@ def test_a_graph_dropped_without_a_backward_is_freed_at_the_drop(tmp_path, check
     assert len(made_by_g) == 5, made_by_g
     late = [(label, t_free) for label, t_free in made_by_g if t_free is None or t_free > d_start]
     assert not late, (d_start, late)
-
-
-class Block(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1, self.fc2 = nn.Linear(16, 64, bias=False), nn.Linear(64, 16, bias=False)
-
-    def forward(self, x):
-        return self.fc2(torch.relu(self.fc1(x)))
 
 
 def test_an_offloaded_storage_an_output_save_keeps_is_not_copied_back(monkeypatch):

@@ -29,3 +29,30 @@ class ResBlock(nn.Module):
 
     def forward(self, x):
         return self.relu(self.b2(self.c2(self.relu(self.b1(self.c1(x))))) + x)
+
+
+class Block(nn.Module):
+    """x -> fc2(relu(fc1(x))) without biases: relu saves its output, and fc2 saves it again as its
+    input (the bytes each save takes: settings_net.py)."""
+
+    def __init__(self, d=16, h=64):
+        super().__init__()
+        self.fc1 = nn.Linear(d, h, bias=False)
+        self.fc2 = nn.Linear(h, d, bias=False)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+class Net(nn.Module):
+    """Three Blocks: the settings tests' tiny model (its module names, "Net.blocks.0.fc1", are in
+    their figures)."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block() for _ in range(3))
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return x

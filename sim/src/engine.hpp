@@ -12,6 +12,10 @@
 #include "mhc/common/units.hpp"
 #include "mhc/sim/allocator.hpp"
 #include "mhc/sim/result.hpp"
+#include "host_copy_order.hpp"
+#include "inflight.hpp"
+#include "link_queues.hpp"
+#include "memory_samples.hpp"
 #include "policies.hpp"
 #include "prefetch/prefetcher.hpp"
 #include "prepared.hpp"
@@ -43,54 +47,6 @@ public:
 
 private:
     using EK = trace::EventKind;
-    struct Transfer {
-        int64_t end;
-        int32_t alloc;
-        uint32_t epoch;
-        bool h2d;
-        bool operator>(const Transfer& o) const {
-            return end != o.end ? end > o.end : alloc > o.alloc;
-        }
-    };
-    // The transfers in flight, earliest (end, alloc) first. Each link queue runs its transfers
-    // one after another (rule 8), each at least 1 ns, so their ends strictly increase within a
-    // queue: one FIFO per queue, merged at the head, gives the order of a priority queue
-    // without its O(log n) pushes and pops.
-    class Inflight {
-    public:
-        bool empty() const { return head[0] == fifo[0].size() && head[1] == fifo[1].size(); }
-        const Transfer& top() const { return fifo[first()][head[first()]]; }
-        // The end of top(), INT64_MAX when empty: the engine's test for landed transfers.
-        int64_t next_end() const { return next; }
-        void push(const Transfer& transfer, int queue) {
-            fifo[queue].push_back(transfer);
-            next = std::min(next, transfer.end);   // a later end in a queue is not its head
-        }
-        void pop() {
-            const int queue = first();
-            if (++head[queue] == fifo[queue].size()) {
-                fifo[queue].clear();
-                head[queue] = 0;
-            } else if (head[queue] >= 4096 && 2 * head[queue] >= fifo[queue].size()) {
-                fifo[queue].erase(fifo[queue].begin(), fifo[queue].begin() + static_cast<std::ptrdiff_t>(head[queue]));
-                head[queue] = 0;
-            }
-            next = INT64_MAX;
-            for (int q = 0; q < 2; ++q)
-                if (head[q] < fifo[q].size()) next = std::min(next, fifo[q][head[q]].end);
-        }
-
-    private:
-        int first() const {   // the queue whose head comes first (empty() is false)
-            if (head[0] == fifo[0].size()) return 1;
-            if (head[1] == fifo[1].size()) return 0;
-            return fifo[0][head[0]] > fifo[1][head[1]] ? 1 : 0;
-        }
-        std::vector<Transfer> fifo[2];
-        size_t head[2] = {0, 0};
-        int64_t next = INT64_MAX;
-    };
-
     // memory (ideal or caching allocator)
     bool try_reserve(int32_t a);
     void release_bytes(int32_t a);
@@ -112,12 +68,12 @@ private:
     bool make_room(int32_t a, int64_t& t, bool for_prefetch);
     void restore_aside();
     // events
-    bool on_alloc(int32_t a);
-    void on_free(int32_t a);
-    bool on_kernel_start(int32_t s);
+    bool on_alloc(int32_t alloc);
+    void on_free(int32_t alloc);
+    bool on_kernel_start(int32_t seq);
     bool recompute(int32_t a, int32_t s, int64_t& t, int depth, int64_t& ready);
     void unpin_recompute_inputs();
-    void on_kernel_end(int32_t s);
+    void on_kernel_end(int32_t seq);
     // what prefetchers may ask (PrefetchTarget)
     void start_prefetch(int32_t a, int64_t t) override;
     int64_t early_swap_out(int32_t s, int64_t t, const Prefetcher& by) override;
@@ -130,8 +86,6 @@ private:
 
     void reserve_events(size_t allocations, size_t kernels);
     void event(EK k, int64_t t0, int64_t t1, int32_t a, int32_t s, int64_t bytes);
-    void sample(int64_t recorded);
-    void find_bucket(int64_t recorded);
     void stall(int64_t now, int64_t until, int32_t a, int32_t s);
     void fail_invariant(const std::string& what);
     void oom(int64_t t, int32_t a, int32_t s, int64_t bytes_needed);
@@ -161,29 +115,7 @@ private:
     std::vector<int64_t> ready_at;
     std::vector<int32_t> block;
     std::vector<int32_t> aside;       // victims set aside during one make_room
-    // Resident allocations whose host copy is also valid, in the order their copies became
-    // caches (a swap-in landed): the host discards the last first (docs/simulator.md, rule 5).
-    struct CachedOrder {
-        std::vector<int32_t> prev, next;   // -2: not in the list
-        int32_t tail = -1;
-        void init(size_t n) { prev.assign(n, -2); next.assign(n, -2); tail = -1; }
-        bool empty() const { return tail < 0; }
-        int32_t back() const { return tail; }
-        void insert(int32_t alloc) {
-            if (prev[alloc] != -2) return;
-            prev[alloc] = tail;
-            next[alloc] = -1;
-            if (tail >= 0) next[tail] = alloc;
-            tail = alloc;
-        }
-        void erase(int32_t alloc) {
-            if (prev[alloc] == -2) return;
-            if (prev[alloc] >= 0) next[prev[alloc]] = next[alloc];
-            if (next[alloc] >= 0) prev[next[alloc]] = prev[alloc];
-            else tail = prev[alloc];
-            prev[alloc] = next[alloc] = -2;
-        }
-    } cached_host;
+    HostCopyOrder cached_host;   // resident allocations whose host copy is valid too
     Inflight inflight;
 
     int64_t used = 0, pending_release = 0, host_used = 0, shift = 0, tick = 0;
@@ -204,12 +136,7 @@ private:
     size_t host_event = 0;
     // ideal bytes: allocated and not freed / of those, on the GPU or in H2D (early swap-out)
     int64_t allocated_bytes = 0, resident_bytes = 0;
-    // link queues: [0] H2D (or both), [1] D2H; free at every time before their first transfer (a
-    // trace's times may be negative, down to -2^62 ns: a queue "free since 0" stalled such a trace
-    // until 0)
-    int64_t busy[2] = {INT64_MIN / 2, INT64_MIN / 2};
-    int64_t last_op = 0, op_gap = 0;   // the previous transfer's start (any_op: there is one)
-    bool any_op = false;
+    LinkQueues link;
     int64_t recompute_free = INT64_MIN / 2;   // the GPU is busy recomputing until then
     // Recursive recomputation: inputs pinned while the current kernel's operands are
     // restored, the chain being recomputed (cycle guard), and the allocation that failed.
@@ -219,13 +146,7 @@ private:
     static constexpr int kMaxRecomputeDepth = 32;
     int64_t t_last = INT64_MIN;   // the latest simulated time reached (negative times included)
 
-    // memory samples: peak per bucket of recorded time
-    struct Bucket { int64_t t = -1, dev = -1, host = 0; };
-    std::vector<Bucket> buckets;
-    int64_t cur_recorded = 0;
-    size_t bucket = 0;                                   // sample(): the current bucket and
-    int64_t bucket_lo = INT64_MAX, bucket_hi = INT64_MIN;   // its recorded times [lo, hi)
-    size_t nccl_hint = 0, h2d_hint = 0, d2h_hint = 0;   // Intervals::contains, forward in time
+    MemorySamples samples;
 
     // the event loop (coupled runs: paused at cross-rank events)
     std::unique_ptr<EventCursor> cursor;
@@ -235,9 +156,15 @@ private:
     std::vector<int64_t> arrivals;
     bool paused = false;
     bool halted = false;                 // stopped by halt(): its makespan ends where it stopped
-    bool step(const RecordedEvent& e);   // one event; false when the run must stop (OOM)
+    bool step(const RecordedEvent& recorded);   // one event; false when the run must stop (OOM)
     int32_t gate(int32_t seq) const { return gates ? (*gates)[static_cast<size_t>(seq)] : -1; }
 };
+
+// The eviction policies' classes, each an Engine the library is compiled for. The engine's
+// members are defined in engine.cpp (state, memory, transfers, eviction, what a run records),
+// engine_events.cpp (the pass over the events), engine_recompute.cpp and engine_prefetch.cpp;
+// each file instantiates, for every policy, what it defines that the others call.
+#define MHC_SIM_EVICTION_POLICIES(X) X(LruPolicy) X(LargestPolicy) X(BeladyPolicy) X(DtrPolicy) X(CostAwarePolicy)
 
 // The one place where an eviction policy's kind becomes its class: returns
 // f(std::type_identity<Policy>{}).
@@ -255,7 +182,7 @@ decltype(auto) with_eviction_policy(EvictionKind kind, F&& f) {
 
 // A run's result before the engine fills it (configuration, baseline, capacities resolved),
 // and its closing figures after: the same for simulate() and the coupled runners.
-Result start_result(const Prepared& p, const Config& c, int64_t& cap, int64_t& host_cap);
-void end_result(const Prepared& p, Result& r, double seconds);
+Result start_result(const Prepared& prep, const Config& config, int64_t& cap, int64_t& host_cap);
+void end_result(const Prepared& prep, Result& result, double seconds);
 
 }  // namespace mhc::sim

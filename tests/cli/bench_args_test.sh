@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The benchmark programs check their arguments as the commands do: a value that is not what
-# the usage says is one line naming it (and the usage) on stderr, exit status 2, before any work.
+# the usage says is one line naming it (and the usage) on stderr, exit status 2, before any work;
+# bad input met while working (a preset that does not exist) is one line and exit 2 too, not an abort.
 # Usage: bench_args_test.sh BENCH_IMPORT BENCH_SIM BENCH_STORE BENCH_DATASETS BENCH_VIEWER
+#        BENCH_MULTIRANK BENCH_MULTIRANK_ANSWERS BENCH_SWAP_STANDIN BENCH_REPLAY_LINK BENCH_SINKHORN_CUDA
 set -u
 import=$1 sim=$2 store=$3 datasets=$4 viewer=$5
+multirank=$6 answers=$7 standin=$8 replay_link=$9 sinkhorn_cuda=${10}
 . "$(dirname "$0")/preamble.sh"
 # refused WANT CMD...: exit 2, one line on stderr containing WANT, nothing on stdout
 refused() {
@@ -30,4 +33,10 @@ refused "--kernels 'ten' is not a whole number (usage: bench_viewer [--kernels N
 refused "--allocations '0' is outside [1," "$viewer" --allocations 0
 refused "--trace needs a value" "$viewer" --trace
 refused "unknown option '--help'" "$viewer" --help
+refused "bench_datasets: unknown preset 'nosuch'" "$datasets" nosuch 10
+refused "bench_multirank: unknown preset 'nosuch'" "$multirank" 1 1 1 1 1 "$tmp" nosuch
+refused "bench_multirank_answers: unknown preset 'nosuch'" "$answers" nosuch 1 1 1 1 1 1 "$tmp"
+refused "unknown option '--gpu' (usage: bench_swap_standin [--cuda])" "$standin" --gpu
+refused "REPEATS 'x' is not a whole number" "$replay_link" x
+refused "--tokens 'abc' is not a whole number" "$sinkhorn_cuda" --tokens abc
 echo "ok"

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -185,7 +186,8 @@ namespace {
 // A host op or a range (cpu_op, user_annotation, Operator, python_function,
 // gpu_user_annotation): a step or annotation range, a loop range, and an op row.
 void map_host_op(const KEvent& event, std::string_view category, KinetoData& data) {
-    bool step = event.name.substr(0, 13) == "ProfilerStep#";
+    constexpr std::string_view kStepPrefix = "ProfilerStep#";   // then the step's number
+    const bool step = std::string_view(event.name).starts_with(kStepPrefix);
     // An optimizer's step range is kept whatever its category (cpu_op and Operator before
     // about PyTorch 1.10): steps come from it where the trace has no ProfilerStep#N.
     if (category == "gpu_user_annotation" || category == "user_annotation" || step || is_optimizer_step(event.name)) {
@@ -197,7 +199,8 @@ void map_host_op(const KEvent& event, std::string_view category, KinetoData& dat
         range.pid = event.pid;
         range.tid = event.tid;
         int64_t step_number = -1;
-        if (step && !range.gpu && parse_int(event.name.data() + 13, event.name.size() - 13, step_number) &&
+        if (step && !range.gpu &&
+            parse_int(event.name.data() + kStepPrefix.size(), event.name.size() - kStepPrefix.size(), step_number) &&
             step_number >= 0 && step_number <= INT32_MAX)
             range.step = static_cast<int32_t>(step_number);
         data.ranges.push_back(range);
