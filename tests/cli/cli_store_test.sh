@@ -167,9 +167,9 @@ grep -q "memory-samples" "$tmp/err" || fail "--memory-samples 2147483647: the er
 expect2 "$mhc" simulate "$t" --capacity 50% --max-swap-ops-per-sec 1e-20
 grep -q "max-swap-ops-per-sec" "$tmp/err" || fail "--max-swap-ops-per-sec 1e-20: the error does not name max-swap-ops-per-sec: $(cat "$tmp/err")"
 expect2 "$mhc" simulate "$t" --capacity 50% --latency 10000000000s
-grep -q "latency_s" "$tmp/err" || fail "--latency 10000000000s: the error does not name latency_s: $(cat "$tmp/err")"
+grep -q -- "--latency: '10000000000s'" "$tmp/err" || fail "--latency 10000000000s: the error does not name the option and its value: $(cat "$tmp/err")"
 expect2 "$mhc" simulate "$t" --capacity 50% --h2d-bandwidth 0.000000000001B/s
-grep -q "bandwidth_Bps" "$tmp/err" || fail "--h2d-bandwidth 0.000000000001B/s: the error does not name bandwidth_Bps: $(cat "$tmp/err")"
+grep -q -- "--h2d-bandwidth: '0.000000000001B/s'" "$tmp/err" || fail "--h2d-bandwidth 0.000000000001B/s: the error does not name the option and its value: $(cat "$tmp/err")"
 cat >"$tmp/link.json" <<'JSON'
 {"name": "huge", "h2d": {"bandwidth_Bps": 2.5e10, "latency_s": 6e-6},
  "d2h": {"bandwidth_Bps": 2.5e10, "latency_s": 6e-6}, "copy_engines": 4294967297, "duplex_factor": 0.8}

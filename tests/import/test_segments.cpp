@@ -210,7 +210,7 @@ TEST_CASE("what-if: expandable segments avoid a fragmentation OOM, and mhc alloc
 
     CHECK(test::run_mhc("allocator " + db) == 0);
     CHECK(test::run_mhc("allocator " + db + " --allocator-conf garbage_collection:0.5", &err) == 2);
-    CHECK(err.find("--allocator-conf: garbage_collection: not an option") != std::string::npos);
+    CHECK(err.find("--allocator-conf: 'garbage_collection:0.5': garbage_collection is not an option") != std::string::npos);
     CHECK(std::count(err.begin(), err.end(), '\n') == 1);
     // A trace without segments (an Nsight Systems export).
     std::string nsys = dir.file("nsys.db");

@@ -44,7 +44,7 @@ TEST_CASE("Error keeps its whole message, as printable() shows it", "[common]") 
     CHECK(mhc::Error("x", mhc::Error::Kind::Internal).exit_code() == 1);
 }
 
-TEST_CASE("a long value is quoted as its start and its length; a long word of any message too", "[common]") {
+TEST_CASE("a long value is quoted as its start and its length, as is a long word of any message", "[common]") {
     const std::string x80(80, 'x'), x81(81, 'x');
     CHECK(mhc::quoted_value(x80) == "'" + x80 + "'");
     CHECK(mhc::quoted_value(x81) == "'" + std::string(60, 'x') + "...(81 bytes)'");
