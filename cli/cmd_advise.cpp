@@ -353,7 +353,8 @@ std::vector<Row> search(const Options& options, const Base& base, const Evaluato
         po.progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
     advice = advise(ev, po);
     if (advice.broken > 0)
-        std::fprintf(stderr, "mhc: warning: %lld combinations left out of the search, their predicted step inconsistent "
+        std::fprintf(stderr,
+                     "mhc: warning: %lld combinations left out of the search, their predicted step inconsistent "
                      "(mhc's fault, not the capture's; please report it): the first: %s\n",
                      static_cast<long long>(advice.broken), mhc::printable(advice.broken_first).c_str());
     std::vector<Row> rows;

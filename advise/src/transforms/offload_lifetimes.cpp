@@ -107,7 +107,7 @@ bool reads(const Plan& plan, int32_t seq, int32_t storage) {
     const auto& acc = plan.ops[static_cast<size_t>(seq)].acc;
     return std::any_of(acc.begin(), acc.end(), [&](const PlanAccess& pa) { return pa.alloc == storage; });
 }
-}  // namespace
+}   // namespace
 
 int32_t PassOffload::released_outside(int32_t storage, int32_t first_outside, bool replaced) const {
     const Base& base = base_;
