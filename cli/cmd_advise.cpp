@@ -352,6 +352,11 @@ std::vector<Row> search(const Options& options, const Base& base, const Evaluato
     if (mhc::cli::show_progress() && !options.json)
         po.progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
     advice = advise(ev, po);
+    if (advice.broken > 0)
+        std::fprintf(stderr,
+                     "mhc: warning: %lld combinations left out of the search, their predicted step inconsistent "
+                     "(mhc's fault, not the capture's; please report it): the first: %s\n",
+                     static_cast<long long>(advice.broken), mhc::printable(advice.broken_first).c_str());
     std::vector<Row> rows;
     for (Answer& answer : ranked_answers(advice, base, capacity, budget, options.top))
         rows.push_back(Row{std::move(answer), false, {}, ""});
@@ -407,6 +412,7 @@ void print_json(const Report& report) {
         {"search",
          {{"dp_runs", advice.dp_runs},
           {"evaluations", advice.evaluations},
+          {"left_out_inconsistent", advice.broken},
           {"max_states", advice.max_states},
           {"allocator_confs", advice.allocator_confs},
           {"split_conf", advice.split_conf},

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "mhc/common/error.hpp"
 #include "mhc/sim/allocator.hpp"
 #include "mhc/sim/simulate.hpp"
 
@@ -154,11 +155,23 @@ std::vector<Prediction> Evaluator::predict(const Setting& setting, const std::ve
     const Timing timed = timing(transformed, order, link_);
     const LiveProfile lp = live_profile(transformed, order, b_.device);
     const Timing launch_order = timing(transformed, order, link_, false);
-    const trace::TraceData written = to_trace(transformed, order, launch_order, *b_.trace,
-                                              {{"source", "advise"}, {"advise.setting", to_json(setting)}});
+    trace::TraceData written = to_trace(transformed, order, launch_order, *b_.trace,
+                                        {{"source", "advise"}, {"advise.setting", to_json(setting)}});
+    // The step a setting's transforms wrote is mhc's, not the user's file (which passed the checks
+    // when loaded): a trace rule it breaks is a fault of a transform, never blamed on the capture.
+    written.path = "the predicted step";
+    std::vector<Memory> memories;
+    try {
+        memories = measure(written, allocator_confs, capacity);
+    } catch (const Error& e) {
+        if (e.kind() == Error::Kind::Internal) throw;
+        throw Error("internal error: setting " + to_json(setting) + ": " + e.what() + " (" + b_.trace->path +
+                        " passes the checks: the fault is mhc's transform of it)",
+                    Error::Kind::Internal);
+    }
     std::vector<Prediction> out;
     out.reserve(allocator_confs.size());
-    for (const Memory& memory : measure(written, allocator_confs, capacity)) {
+    for (const Memory& memory : memories) {
         Prediction pred;
         pred.memory = memory;
         pred.host_peak = lp.host_peak;

@@ -306,7 +306,7 @@ void search_family(const Evaluator& ev, const PlannerOptions& options, const Sep
                 have = true;
             }
         }
-        if (best.fits) break;
+        if (best.fits || best.broken) break;
         margin += best.prediction.memory.reserved - options.capacity + (16 << 20);
     }
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "mhc/advise/planner.hpp"
+#include "mhc/common/error.hpp"
 
 namespace mhc::advise::planning {
 
@@ -66,6 +67,16 @@ public:
         return cand;
     }
 
+    // A combination left out: after every other one in each order of the search.
+    static Candidate broken(const Setting& setting) {
+        Candidate cand;
+        cand.setting = setting;
+        cand.broken = true;
+        cand.prediction.step_time = cand.prediction.memory.peak = cand.prediction.memory.reserved =
+            cand.prediction.memory.reserved_at = INT64_MAX / 4;
+        return cand;
+    }
+
     Candidate predict(const Setting& setting) {
         std::string key = to_json(setting);
         auto it = seen_.find(key);
@@ -86,11 +97,20 @@ public:
             if (seen_.find(to_json(each[i])) == seen_.end()) missing.push_back(confs_[i]);
         }
         if (!missing.empty()) {
-            const std::vector<Prediction> got = ev_.predict(setting, missing, options_.capacity);
+            std::vector<Prediction> got;
+            bool ok = true;
+            try {
+                got = ev_.predict(setting, missing, options_.capacity);
+            } catch (const Error& e) {
+                // one combination a transform gets wrong is left out, not the whole search
+                if (e.kind() != Error::Kind::Internal) throw;
+                if (advice_.broken++ == 0) advice_.broken_first = e.what();
+                ok = false;
+            }
             for (size_t j = 0; j < missing.size(); ++j) {
                 Setting under = setting;
                 under.allocator = missing[j];
-                seen_[to_json(under)] = candidate(under, got[j]);
+                seen_[to_json(under)] = ok ? candidate(under, got[j]) : broken(under);
             }
             advice_.evaluations += static_cast<int64_t>(missing.size());
         }

@@ -46,7 +46,8 @@ std::string reads_as(const Setting& setting) {
 // Settings that read the same count once (the first that fits): the same choices on as many
 // blocks of each stack, the same global settings, whatever the allocator.
 void rank_distinct(const std::map<std::string, Candidate>& seen, const PlannerOptions& options, Advice& advice) {
-    for (auto& [key, c] : seen) advice.all.push_back(c);
+    for (auto& [key, c] : seen)
+        if (!c.broken) advice.all.push_back(c);
     std::sort(advice.all.begin(), advice.all.end(), ranked_before);
     std::map<std::string, bool> shown;
     // An answer as fast as one shown above, with the same peaks, that holds at least as many host

@@ -227,3 +227,32 @@ def test_values_are_not_kept_for_inference_tensors(tmp_path):
     r = mhc_torch.capture(InferenceInside, lambda: torch.randint(0, 5, (2, 4)), steps=1,
                           path=str(tmp_path / "inf.db"), autocast_dtype=None, loss_fn=lambda m, b: m(b))
     assert r.kernels > 0
+
+
+def test_an_offloaded_checkpoint_input_another_checkpoint_also_takes_lives_to_its_backward(
+        tmp_path, mhc_exe, new_user_file, capture_small):
+    """style_hooks.py's VGG runs in-place ReLUs: vgg.k's output storage is vgg.k+1's input too.
+    Checkpointing both and offloading only vgg.k, the offload let the storage die after its last
+    forward read, though vgg.k+1's checkpoint (outside the hook) holds it in its frame and its
+    recomputation and backward read it before the hook's unpack: the predicted step broke
+    access-outside-lifetime, and `mhc advise --capacity 50MiB` stopped on the first such
+    combination with a message that named the capture (which `mhc check` passes). Every such pair
+    of blocks now predicts a step that passes the checks, and the search runs to its answer."""
+    import subprocess
+
+    path = tmp_path / "style.db"
+    capture_small(new_user_file("style_hooks"), path)
+    for k in range(22):
+        first, second = f"StyleTransfer.vgg.{k}", f"StyleTransfer.vgg.{k + 1}"
+        setting = ('{"checkpoint": {"modules": ["%s", "%s"], "policy": "full"}, '
+                   '"offload": {"mode": "sync", "min_bytes": 1024, "modules": ["%s"]}}' % (first, second, first))
+        out = tmp_path / f"pair{k}.db"
+        r = subprocess.run([mhc_exe, "advise", str(path), "--setting", setting, "--trace-out", str(out)],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, (k, r.stderr)
+        r = subprocess.run([mhc_exe, "check", str(out)], capture_output=True, text=True)
+        assert r.returncode == 0, (k, r.stdout, r.stderr)
+    r = subprocess.run([mhc_exe, "advise", str(path), "--capacity", "50MiB"], capture_output=True, text=True)
+    said = r.stdout + r.stderr
+    assert "access-outside-lifetime" not in said and "left out of the search" not in said, said
+    assert "nothing fits 50.00 MiB" in said or r.returncode == 0, said

@@ -32,7 +32,14 @@ int32_t add_copy(const Base& base, Plan& plan, bool h2d, int64_t bytes, int32_t 
 PassOffload::PassOffload(const Context& ctx, Plan& plan, int32_t pass, const OffloadSetting& setting,
                          const std::vector<int32_t>& scope)
     : ctx_(ctx), base_(ctx.base), plan_(plan), pass_(pass), setting_(setting), scope_(scope),
-      streamed_(setting.mode == OffloadMode::Streamed) {}
+      streamed_(setting.mode == OffloadMode::Streamed) {
+    uncovered_.assign(base_.info.module_name.size(), 0);
+    for (const Region& region : checkpoint_regions(base_.info, ctx.setting.checkpoint)) {
+        if (covers(region.module)) continue;
+        for (size_t m = 0; m < uncovered_.size(); ++m)
+            if (base_.info.within(static_cast<int32_t>(m), region.module)) uncovered_[m] = 1;
+    }
+}
 
 void PassOffload::apply() {
     collect_packs();

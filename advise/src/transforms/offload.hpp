@@ -43,6 +43,7 @@ private:
     const OffloadSetting& setting_;
     const std::vector<int32_t>& scope_;   // modules whose forward runs under the hook; empty: the whole forward
     const bool streamed_;
+    std::vector<uint8_t> uncovered_;   // module -> inside a checkpoint the hook is not around
     std::vector<Pack> packs_;                                        // in the hook's order
     std::unordered_map<int32_t, size_t> first_pack_;                 // storage -> its first eligible pack
     std::unordered_map<int32_t, std::vector<size_t>> pack_places_;   // storage -> all its packs
@@ -62,6 +63,7 @@ private:
     // offload_packs.cpp
     bool in_scope(int32_t seq) const;
     bool checkpointed(int32_t seq) const;
+    bool checkpointed_outside(int32_t seq) const;
     bool covers(int32_t checkpointed) const;
     bool eligible(int32_t alloc_id) const;
     void collect_packs();

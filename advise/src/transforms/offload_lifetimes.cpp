@@ -67,6 +67,13 @@ void PassOffload::choose_copied_back() {
             else
                 dies = dies && saver >= 0 && in_scope(saver);
         });
+        // A checkpoint the hook is not around that takes the storage as an input too (vgg.19
+        // reading what vgg.18's in-place ReLU wrote, only vgg.18 offloaded) holds it in its frame:
+        // an outside save. Left out, the storage died after its last forward read and vgg.19's
+        // backward read it dead (bench/advise/new_user/style_hooks.py: access-outside-lifetime).
+        for (const HookSave& save : plan.hook_saves)
+            if (save.alloc == x && save.pass == pass_ && !covers(save.module))
+                first_outside = first_outside < 0 ? save.seq : std::min(first_outside, save.seq);
         if (first_outside >= 0 && dies) {
             const int32_t released = released_outside(x, first_outside, replaced);
             if (released >= 0) outside_release_[x] = released;
@@ -95,6 +102,13 @@ void PassOffload::choose_copied_back() {
 // the device). A checkpoint's input the hook packs is packed before the call: the stem's ReLU
 // that saved it before keeps it (ResNet, layer1.0 checkpointed). `replaced`: the checkpointed
 // ops' own reads are the recomputation's, through the checkpoint's unpacks, not outside reads.
+namespace {
+bool reads(const Plan& plan, int32_t seq, int32_t storage) {
+    const auto& acc = plan.ops[static_cast<size_t>(seq)].acc;
+    return std::any_of(acc.begin(), acc.end(), [&](const PlanAccess& pa) { return pa.alloc == storage; });
+}
+}   // namespace
+
 int32_t PassOffload::released_outside(int32_t storage, int32_t first_outside, bool replaced) const {
     const Base& base = base_;
     const int32_t unpack = hook_unpack_at(storage);
@@ -106,11 +120,25 @@ int32_t PassOffload::released_outside(int32_t storage, int32_t first_outside, bo
     bool after_unpack = false;
     base.for_acc(storage, [&](int32_t seq, trace::AccessMode) {
         if (base.pass[static_cast<size_t>(seq)] != pass_ || base.phase[static_cast<size_t>(seq)] != Phase::Backward ||
-            in_scope(seq) || (replaced && checkpointed(seq)))
+            in_scope(seq) || (replaced && checkpointed(seq) && !checkpointed_outside(seq)))
             return;
+        // a checkpoint outside the hook reads it through its own frame, unless its recomputation
+        // now reads a storage of its own
+        if (checkpointed_outside(seq) && !reads(plan_, seq, storage)) return;
         if (earlier(seq, unpack)) released = std::max(released, seq);
         else after_unpack = true;
     });
+    // the recomputation of a checkpoint outside the hook reads it through that frame too (before
+    // that checkpoint's backward, whose reads set the release; none: the frame's end is not known)
+    int32_t recomputed = -1;
+    for (size_t op = static_cast<size_t>(plan_.recorded) + 2; op < plan_.ops.size(); ++op) {
+        const Op& added = plan_.ops[op];
+        if (added.phase != Phase::Recompute || base.pass[static_cast<size_t>(added.anchor)] != pass_ ||
+            !checkpointed_outside(added.anchor) || !reads(plan_, static_cast<int32_t>(op), storage))
+            continue;
+        if (!earlier(static_cast<int32_t>(op), unpack)) return -1;
+        if (recomputed < 0 || earlier(recomputed, static_cast<int32_t>(op))) recomputed = static_cast<int32_t>(op);
+    }
     if (after_unpack || released < 0) return -1;
     // the node releases what it saved after the engine's checks of its gradients (the aten::sum
     // and aten::_to_copy kernels right after it: a Linear's bias gradient summed to the bias's
@@ -123,7 +151,7 @@ int32_t PassOffload::released_outside(int32_t storage, int32_t first_outside, bo
                (name == "aten::sum" || name == "aten::_to_copy");
     };
     while (released + 1 < static_cast<int32_t>(base.phase.size()) && engine_check(released + 1)) ++released;
-    return released;
+    return recomputed >= 0 && earlier(released, recomputed) ? recomputed : released;
 }
 
 // When the device lets go of `storage` (first packed at `own`) in the forward: at its last forward

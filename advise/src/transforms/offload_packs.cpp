@@ -25,6 +25,13 @@ bool PassOffload::checkpointed(int32_t seq) const {
     return mod >= 0 && ctx_.in_checkpoint[static_cast<size_t>(mod)];
 }
 
+// Whether op `seq` runs inside a checkpoint the hook is not around: that checkpoint's frame holds
+// its inputs on the device to its own backward, whatever the hook does with the same storage.
+bool PassOffload::checkpointed_outside(int32_t seq) const {
+    const int32_t mod = ctx_.caller[static_cast<size_t>(seq)];
+    return mod >= 0 && uncovered_[static_cast<size_t>(mod)];
+}
+
 // Whether the hook is around a checkpointed module's calls (entered before checkpoint packs the
 // call's inputs: around the module itself or a module holding it, or the whole forward).
 bool PassOffload::covers(int32_t checkpointed) const {

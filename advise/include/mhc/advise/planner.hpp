@@ -60,6 +60,7 @@ struct Candidate {
     std::vector<BlockChoice> blocks;  // per block
     int64_t model_peak = 0;           // the separable model's peak (the DP's view)
     bool fits = false, within_budget = false;
+    bool broken = false;   // its predicted step broke a trace rule (a transform's fault): never ranked
 };
 
 struct Advice {
@@ -75,6 +76,10 @@ struct Advice {
     int64_t refine_rounds = 0;   // rounds of the exact search over neighbouring combinations
     int64_t pair_rounds = 0;     // of which also tried two changes at once
     double seconds = 0;
+    // combinations left out because their predicted step broke a trace rule (mhc's fault, not the
+    // capture's): the first one's message, and how many
+    std::string broken_first;
+    int64_t broken = 0;
 };
 
 Advice advise(const Evaluator& ev, const PlannerOptions& o);
