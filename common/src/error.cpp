@@ -101,11 +101,11 @@ std::string capped_words(std::string_view message) {
         const std::string_view word = message.substr(at, end - at);
         if (word.size() <= kLongest) {
             out += word;
-        } else {   // the quotes around a value and the colon after it stay, its length told: 'xxxx...(N bytes)':
+        } else {   // shortened between its opening quote and its closing quote and colon, which stay
             const size_t head = std::string_view("'\"(").find(word.front()) != std::string_view::npos ? 1 : 0;
-            size_t end = word.size();
-            while (end > head && std::string_view("'\":;,)]").find(word[end - 1]) != std::string_view::npos) --end;
-            out += std::string(word.substr(0, head)) + shortened(word.substr(head, end - head)) + std::string(word.substr(end));
+            size_t tail = word.size();
+            while (tail > head && std::string_view("'\":;,)]").find(word[tail - 1]) != std::string_view::npos) --tail;
+            out += std::string(word.substr(0, head)) + shortened(word.substr(head, tail - head)) + std::string(word.substr(tail));
         }
         if (end < message.size()) out += ' ';
         at = end + 1;
