@@ -578,7 +578,8 @@ TEST_CASE("kineto: a ROCm rank of an 8-GPU DDP job keeps its kernels' agent numb
     CHECK(test::all_are(ddp.kernels.device, 2));
     CHECK(ddp.copies.size() == 658);
     // 746 kernels a step; 757 launched before recording in none (before 2026-12-07: 1,383 in step 15).
-    for (int step = 15; step <= 17; ++step) CHECK(std::count(ddp.kernels.step.begin(), ddp.kernels.step.end(), step) == 746);
+    for (int step = 15; step <= 17; ++step)
+        CHECK(std::count(ddp.kernels.step.begin(), ddp.kernels.step.end(), step) == 746);
     CHECK(std::count(ddp.kernels.step.begin(), ddp.kernels.step.end(), -1) == 757);
     CHECK(ddp.meta.at("rank") == "0");
     CHECK(ddp.meta.at("world_size") == "8");
