@@ -695,6 +695,21 @@ def check_kernel_steps(name, path, db):
         print(f"  kernels per step: {dict(sorted(got.items()))} imported, {dict(sorted(want.items()))} in the file")
     if got != want:
         fail(name, f"kernels per step {dict(sorted(got.items()))}, the file's {dict(sorted(want.items()))}")
+    # The rule's premise: a stream runs its kernels in launch order, so one launched before
+    # recording began starts before every kernel of its stream whose launch is in the file.
+    first_launched = {}
+    for e, call in zip(kernels, launches):
+        if call is not None:
+            lane = (e.get("pid"), e["args"].get("device"), e["args"].get("stream"))
+            first_launched[lane] = min(first_launched.get(lane, decimal_of(e["ts"])), decimal_of(e["ts"]))
+    for e, call in zip(kernels, launches):
+        pid, corr = owner.get((e.get("pid"), e["args"].get("device"))), e["args"].get("correlation")
+        lane = (e.get("pid"), e["args"].get("device"), e["args"].get("stream"))
+        if call is None and pid in first_id and isinstance(corr, int) and 0 < corr < first_id[pid] \
+                and decimal_of(e["ts"]) > first_launched.get(lane, float("inf")):
+            fail(name, f"kernel of id {corr} below its process's first call's starts after a kernel of its stream "
+                       f"launched in the file: correlation ids not in launch order")
+            break
     said_before = dict(conn.execute("SELECT key, value FROM meta")).get("kineto.kernels_launched_before_recording")
     if (said_before or "0").split(" ")[0] != str(before):
         fail(name, f"meta kineto.kernels_launched_before_recording {said_before!r}, the file has {before} such kernels")
