@@ -670,9 +670,21 @@ def check_kernel_steps(name, path, db):
              and e.get("cat") not in kernel_cats and e.get("pid") not in devices]
     kernels = [e for e in events if e.get("cat") in kernel_cats]
     want, linked = {}, 0
-    for e, call in zip(kernels, resolve_launches(kernels, calls)):
+    launches = resolve_launches(kernels, calls)
+    owner, first_id, before = lane_owners(kernels, launches, calls), {}, 0
+    for e in calls:
+        corr = e["args"]["correlation"]
+        if isinstance(corr, int):
+            first_id[e.get("pid")] = min(first_id.get(e.get("pid"), corr), corr)
+    for e, call in zip(kernels, launches):
         linked += call is not None
-        step = step_of(own.get(call[1], steps), call[0]) if call is not None else step_of(steps, decimal_of(e["ts"]))
+        if call is not None:
+            step = step_of(own.get(call[1], steps), call[0])
+        else:   # no launch in the file: its lane's process's; before its first call's id, no step
+            pid, corr = owner.get((e.get("pid"), e["args"].get("device"))), e["args"].get("correlation")
+            early = pid in first_id and isinstance(corr, int) and 0 < corr < first_id[pid]
+            before += early
+            step = -1 if early else step_of(own.get(pid, steps), decimal_of(e["ts"]))
         want[step] = want.get(step, 0) + 1
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     got = dict(conn.execute("SELECT step, COUNT(*) FROM kernels GROUP BY step"))
@@ -683,6 +695,26 @@ def check_kernel_steps(name, path, db):
         print(f"  kernels per step: {dict(sorted(got.items()))} imported, {dict(sorted(want.items()))} in the file")
     if got != want:
         fail(name, f"kernels per step {dict(sorted(got.items()))}, the file's {dict(sorted(want.items()))}")
+    # The rule's premise: a stream runs its kernels in launch order, so one launched before
+    # recording began starts before every kernel of its stream whose launch is in the file.
+    first_launched = {}
+    for e, call in zip(kernels, launches):
+        if call is not None:
+            lane = (e.get("pid"), e["args"].get("device"), e["args"].get("stream"))
+            first_launched[lane] = min(first_launched.get(lane, decimal_of(e["ts"])), decimal_of(e["ts"]))
+    for e, call in zip(kernels, launches):
+        pid, corr = owner.get((e.get("pid"), e["args"].get("device"))), e["args"].get("correlation")
+        lane = (e.get("pid"), e["args"].get("device"), e["args"].get("stream"))
+        if call is None and pid in first_id and isinstance(corr, int) and 0 < corr < first_id[pid] \
+                and decimal_of(e["ts"]) > first_launched.get(lane, float("inf")):
+            fail(name, f"kernel of id {corr} below its process's first call's starts after a kernel of its stream "
+                       f"launched in the file: correlation ids not in launch order")
+            break
+    said_before = dict(conn.execute("SELECT key, value FROM meta")).get("kineto.kernels_launched_before_recording")
+    if (said_before or "0").split(" ")[0] != str(before):
+        fail(name, f"meta kineto.kernels_launched_before_recording {said_before!r}, the file has {before} such kernels")
+    elif before:
+        print(f"  kernels launched before recording began (ids below their process's first call's): {before}")
     # Steps from the optimizer's ranges (docs/import.md "Steps"): each step's length in ns. Step 0's
     # too where mhc says the loop's ranges moved its start; where it says not, the file's start of
     # step 0 must not lie after mhc's time 0 (the first kernel's ts less its imported start).
@@ -835,6 +867,24 @@ def resolve_launches(gpu, calls):
             t = decimal_of(e["ts"])
             before = [c for c in mine.values() if c[0] <= t]
             out.append(max(before) if before else min(mine.values()))
+    return out
+
+
+def lane_owners(gpu, launches, calls):
+    """(pid, device) of a GPU lane -> the process whose calls launched 99% or more of its kernels
+    that have a launch; a lane with none is the process's where one process made every call."""
+    votes = {}
+    for e, call in zip(gpu, launches):
+        if call is not None:
+            c = votes.setdefault((e.get("pid"), (e.get("args") or {}).get("device")), {})
+            c[call[1]] = c.get(call[1], 0) + 1
+    pids = {e.get("pid") for e in calls}
+    only = next(iter(pids)) if len(pids) == 1 else None
+    out = {lane: max(c, key=c.get) for lane, c in votes.items() if max(c.values()) * 100 >= sum(c.values()) * 99}
+    for e in gpu:
+        lane = (e.get("pid"), (e.get("args") or {}).get("device"))
+        if lane not in votes and only is not None:
+            out[lane] = only
     return out
 
 

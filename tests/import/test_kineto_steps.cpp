@@ -330,3 +330,69 @@ TEST_CASE("kineto: torch 2.5.1's ProfilerStep#N ranges written with with_stack=T
     CHECK(step_markers(plain).size() == 4);
     CHECK(plain.meta.count("kineto.profiler_steps_mended") == 0);
 }
+
+namespace {
+
+// A kernel event of process `pid`'s GPU `device` (the GPU lane's pid is the device number, as
+// Kineto writes it) on stream 7, of correlation id `corr`.
+std::string gpu_kernel(int device, int64_t ts, int corr) {
+    return event("kernel", "k", device, 7, ts, 10,
+                 R"({"device":)" + std::to_string(device) + R"(,"stream":7,"correlation":)" + std::to_string(corr) + "}");
+}
+
+// A launch at `ts` by process `pid` of a kernel on GPU `device` 25 us later.
+std::string launched(int pid, int device, int64_t ts, int corr) {
+    return event("cuda_runtime", "cudaLaunchKernel", pid, pid, ts, 5, R"({"correlation":)" + std::to_string(corr) + "}") +
+           "," + gpu_kernel(device, ts + 25, corr);
+}
+
+std::map<int32_t, std::map<int32_t, int64_t>> kernels_per_device_step(const mhc::trace::TraceData& trace) {
+    std::map<int32_t, std::map<int32_t, int64_t>> out;
+    for (size_t i = 0; i < trace.kernels.size(); ++i) ++out[trace.kernels.device[i]][trace.kernels.step[i]];
+    return out;
+}
+
+}   // namespace
+
+TEST_CASE("kineto: kernels whose launch the file lacks are in their own process's steps, none if launched before "
+          "recording", "[import][kineto][steps]") {
+    // Process 1001 (GPU 0): ProfilerStep#3 [1000, 1990], #4 [2000, 2990]; launches of ids 10 and 11 in
+    // them; a kernel of id 5 at 1050 (below its first call's id: launched before recording began,
+    // and run in step 3) and one of id 12 at 2500 (its call lost). Process 1002 (GPU 1), 500 us
+    // behind: #3 [1500, 2490], #4 [2500, 3490]; launches of ids 20 and 22; a kernel of id 19 at 1520
+    // and one of id 21 at 2300, in its own step 3 but in the joined step 4 (begun at 2000).
+    // Before 2026-12-07 each such kernel took the joined step its start fell in: GPU 0 {3: 2, 4: 2},
+    // GPU 1 {3: 2, 4: 2}.
+    const std::string events =
+        event("user_annotation", "ProfilerStep#3", 1001, 1001, 1000, 990) + "," +
+        event("user_annotation", "ProfilerStep#4", 1001, 1001, 2000, 990) + "," + launched(1001, 0, 1100, 10) + "," +
+        launched(1001, 0, 2100, 11) + "," + gpu_kernel(0, 1050, 5) + "," + gpu_kernel(0, 2500, 12) + "," +
+        event("user_annotation", "ProfilerStep#3", 1002, 1002, 1500, 990) + "," +
+        event("user_annotation", "ProfilerStep#4", 1002, 1002, 2500, 990) + "," + launched(1002, 1, 1600, 20) + "," +
+        launched(1002, 1, 2600, 22) + "," + gpu_kernel(1, 1520, 19) + "," + gpu_kernel(1, 2300, 21);
+    test::TempDir dir;
+    imp::Result result;
+    const std::string in = dir.file("unlaunched.json");
+    test::write_file(in, R"({"schemaVersion":1,"traceEvents":[)" + events + "]}");
+    const mhc::trace::TraceData trace = test::import_public_path(dir, in, result, "unlaunched.db");
+    CHECK(kernels_per_device_step(trace) ==
+          std::map<int32_t, std::map<int32_t, int64_t>>{{0, {{-1, 1}, {3, 1}, {4, 2}}}, {1, {{-1, 1}, {3, 2}, {4, 1}}}});
+    CHECK(trace.meta.at("kineto.kernels_launched_before_recording") ==
+          "2 kernels whose launch the file lacks, of correlation ids 5 to 19, below every call the file holds of "
+          "their process: launched before recording began, so in no step (their start fell in step 3: 2)");
+}
+
+TEST_CASE("kineto: a real trace's kernels launched before recording are not counted in its first step",
+          "[import][kineto][steps][public]") {
+    // HTA's TorchRec rank: 705 kernels of ids 815,091 to 824,946 whose calls precede the file's first
+    // (824,968) ran in ProfilerStep#550. Before 2026-12-07 step 550 held 1,780 kernels, each later
+    // step 1,075; now each step holds 1,075.
+    test::TempDir dir;
+    imp::Result result;
+    const mhc::trace::TraceData trace = test::import_public(dir, "kineto/hta-torchrec-rank0-five-streams.json.gz", result);
+    CHECK(kernels_per_step(trace) == std::map<int32_t, int64_t>{
+                                         {-1, 705}, {550, 1075}, {551, 1075}, {552, 1075}, {553, 1075}, {554, 1075}});
+    CHECK_THAT(trace.meta.at("kineto.kernels_launched_before_recording"),
+               Catch::StartsWith("705 kernels whose launch the file lacks, of correlation ids 815091 to 824946") &&
+                   Catch::EndsWith("(their start fell in step 550: 705)"));
+}

@@ -264,6 +264,7 @@ void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
     const ProcessSteps own_steps(d.ranges);   // before the join: each process's own ranges
     merge_process_steps(d, own_steps.skew(), r);
     const StepRanges steps(d.ranges);
+    KernelSteps kernel_steps(d, own_steps, steps);
     separate_process_streams(d, r);
     clamp_stream_overlaps(d, r);
     std::vector<int64_t> name_ids(d.strings.list.size(), -1);
@@ -304,7 +305,7 @@ void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
         const KLaunch* call = d.launch_of(k, &how);
         linked += call != nullptr;
         picked[static_cast<size_t>(how)] += 1;
-        row.step = call != nullptr ? own_steps.at(call->pid, call->ts, steps) : steps.at(k.ts);
+        row.step = kernel_steps.of(k, call);
         w.add(row);
         if (on_kernel) on_kernel(i, row.id);
     }
@@ -326,6 +327,7 @@ void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
     r.meta["kineto.flow_events"] = std::to_string(d.flows);
     r.meta["kineto.step_markers"] = std::to_string(steps.size());
     say_shared_ids(d, picked, r);
+    kernel_steps.say(r);
     if (d.sycl_queue_lanes > 0)
         r.meta["kineto.sycl_queues"] = std::to_string(d.sycl_queue_lanes) +
                                        " kernels and copies on the stream of their args.sycl queue (an Intel XPU "

@@ -78,6 +78,8 @@ const KLaunch* pick_call(const std::unordered_map<int64_t, KLaunch>& last,
 
 void KinetoData::add_launch(int64_t correlation, const KLaunch& call) {
     add_call(launches, shared_launches, correlation, call);
+    auto [first, fresh] = first_call_id.try_emplace(call.pid, correlation);
+    if (!fresh) first->second = std::min(first->second, correlation);
     if (launch_pids.size() < kMaxLaunchPids) launch_pids.insert(call.pid);
 }
 

@@ -101,6 +101,10 @@ struct KinetoData {
     // 99% of its kernels whose id one process used; -1 where none did (two processes' kernels
     // under one pid and device). Filled by learn_lanes where some id is shared, empty otherwise.
     std::map<std::pair<int64_t, int32_t>, int64_t> lane_process;
+    // Each process's lowest correlation id among its runtime and driver calls. CUPTI and roctracer
+    // number a process's calls in the order they are made, so a GPU event of a lower id whose call
+    // is not in the file was launched before recording began (kineto_steps.hpp, KernelSteps).
+    std::map<int64_t, int64_t> first_call_id;
     // How many processes' calls of the kernel's id (one the calls of several used) began by its start.
     size_t calls_begun(const KKernel& kernel) const;
     std::vector<KRange> ranges;   // ProfilerStep#N and annotations

@@ -251,4 +251,54 @@ void merge_process_steps(KinetoData& data, int64_t skew, Result& result) {
     said_and_warned(result, "kineto.processes", said);
 }
 
+int64_t KernelSteps::lane_owner(const KKernel& kernel) {
+    if (auto known = data_.lane_process.find({kernel.pid, kernel.device});
+        known != data_.lane_process.end() && known->second >= 0)
+        return known->second;
+    if (!lanes_learnt_) {   // once, where some kernel lacks its launch: most traces have none
+        lanes_learnt_ = true;
+        std::map<std::pair<int64_t, int32_t>, std::map<int64_t, int64_t>> votes;
+        for (const KKernel& other : data_.kernels)
+            if (!other.is_copy && !other.is_memset)
+                if (const KLaunch* call = data_.launch_of(other)) ++votes[{other.pid, other.device}][call->pid];
+        for (const auto& [lane, counts] : votes) {   // 99%, as KinetoData::learn_lanes
+            int64_t process = -1, most = 0, total = 0;
+            for (const auto& [pid, count] : counts) {
+                total += count;
+                if (count > most) process = pid, most = count;
+            }
+            owner_[lane] = most * 100 >= total * 99 ? process : -1;
+        }
+    }
+    if (auto found = owner_.find({kernel.pid, kernel.device}); found != owner_.end()) return found->second;
+    return data_.launch_pids.size() == 1 ? *data_.launch_pids.begin() : -1;
+}
+
+int32_t KernelSteps::of(const KKernel& kernel, const KLaunch* call) {
+    if (call != nullptr) return own_.at(call->pid, call->ts, joined_);
+    const int64_t process = lane_owner(kernel);
+    if (process < 0) return joined_.at(kernel.ts);
+    auto first = data_.first_call_id.find(process);
+    if (first != data_.first_call_id.end() && kernel.correlation > 0 && kernel.correlation < first->second) {
+        lowest_ = before_ == 0 ? kernel.correlation : std::min(lowest_, kernel.correlation);
+        highest_ = std::max(highest_, kernel.correlation);
+        ++before_;
+        ++by_start_[own_.at(process, kernel.ts, joined_)];
+        return -1;
+    }
+    return own_.at(process, kernel.ts, joined_);
+}
+
+void KernelSteps::say(Result& result) const {
+    if (before_ == 0) return;
+    std::string steps;
+    for (const auto& [step, count] : by_start_)
+        if (step >= 0) steps += (steps.empty() ? "" : ", ") + std::to_string(step) + ": " + std::to_string(count);
+    result.meta["kineto.kernels_launched_before_recording"] =
+        std::to_string(before_) + " kernels whose launch the file lacks, of correlation ids " +
+        std::to_string(lowest_) + " to " + std::to_string(highest_) +
+        ", below every call the file holds of their process: launched before recording began, so in no step" +
+        (steps.empty() ? std::string() : " (their start fell in step " + steps + ")");
+}
+
 }  // namespace mhc::trace::import
