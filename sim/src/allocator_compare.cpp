@@ -188,7 +188,9 @@ int64_t blocks_outside_segments(const trace::TraceData& t, const std::vector<con
             while (it != by_addr.begin()) {
                 const trace::Segment* s = *--it;
                 if (s->address + largest <= at) break;
-                if (at < s->address + s->bytes && s->t_alloc <= when && (s->t_free == trace::kNoTime || when < s->t_free))
+                // alive at `when` in docs/trace-format.md's instant order: made at it, or freed at it
+                // (a segment freed at t still holds a block made at t, as mhc check's outside-segment)
+                if (at < s->address + s->bytes && s->t_alloc <= when && (s->t_free == trace::kNoTime || when <= s->t_free))
                     return s->address + s->bytes;
             }
             return -1;

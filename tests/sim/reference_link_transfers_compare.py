@@ -5,7 +5,7 @@ swap-operation cap) and checks, with reference_link_transfers.py (an outside rea
 docs/simulator.md "Link models" and rule 8), the link figures the run holds and every transfer it
 stored.
 
-    python3 tests/sim/reference_link_transfers_compare.py MHC WORK [--runs=N] [--seed=S] [-v]
+    python3 tests/sim/reference_link_transfers_compare.py MHC WORK [--runs=N] [--seed=S] [--edges=far,...] [-v]
 
 Exit 1 when a run differs from the reading (each difference printed), 0 otherwise.
 """
@@ -56,9 +56,13 @@ def random_profile(rng):
 
 def random_link(rng, work):
     """(the reading's link, the command-line arguments)."""
-    if rng.random() < 0.45:
+    measured = sorted((HERE.parent.parent / "datasets" / "links").glob("*.json"))
+    if rng.random() < 0.4:
         name = rng.choice(sorted(ref.PRESETS))
         link, args = ref.preset(name), ["--link", name]
+    elif measured and rng.random() < 0.15:   # the profiles measured on real machines (by_chunk rows)
+        f = rng.choice(measured)
+        link, args = ref.profile(json.loads(f.read_text())), ["--link", str(f)]
     else:
         doc = random_profile(rng)
         f = work / "link.json"
@@ -110,10 +114,13 @@ def run_events(db):
     return rows
 
 
+EDGES = None   # --edges=a,b: the trace generator's edge shapes (far: times near +-2^62 ns)
+
+
 def one_run(mhc, work, blank, rng, verbose):
     """Returns (problems, transfers checked, refused)."""
     trace = work / "t.db"
-    random_trace(trace, blank, rng, edges=None, skip=("far", "wide", "instant", "one"))
+    random_trace(trace, blank, rng, edges=EDGES, skip=("instant", "one"))
     link, args = random_link(rng, work)
     policy = rng.choice(["lru", "largest", "belady", "dtr", "cost_aware"])
     prefetch = rng.choice(["none", "lookahead:2", "lookahead:8", "periodic", "capuchin", "forecast:2"])
@@ -150,6 +157,8 @@ def main():
     mhc, work = args[0], Path(args[1])
     work.mkdir(parents=True, exist_ok=True)
     rng = random.Random(int(opts.get("seed", 1)))
+    global EDGES
+    EDGES = opts["edges"].split(",") if "edges" in opts else None
     runs = int(opts.get("runs", 50))
     blank = empty_trace(mhc, work)
     differ, transfers, open_, refused = 0, 0, 0, 0

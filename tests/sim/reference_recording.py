@@ -48,11 +48,20 @@ class Recording:
         return max(devs, key=lambda d: (self.recorded_peak(d), -d)) if devs else None
 
     def warm(self, dev):
-        """Non-expandable segments held before recording began (reconstructed, alive at 0), and the
-        allocations alive at 0 that lie inside one of them."""
-        rows = [s for s in self.seg_rows(dev) if s[7] and not s[6] and s[4] <= 0 and (s[5] is None or s[5] > 0)]
-        blocks = [a for a in self.alloc_rows(dev) if a[4] <= 0 and (a[5] is None or a[5] > 0)
-                  and any(s[2] <= a[2] and a[2] + a[3] <= s[2] + s[3] for s in rows)]
+        """Non-expandable segments held before recording began (reconstructed, made at 0: a snapshot
+        import's time before recording), and the allocations made at 0 that lie inside one of them."""
+        rows = [s for s in self.seg_rows(dev) if s[7] and not s[6] and s[4] == 0]
+        # placed in the instant's order (by row, one freed at 0 gone before the next), each where
+        # its bytes are free: one overlapping a block placed before it is the model's to place
+        blocks, held = [], []
+        for a in self.alloc_rows(dev):
+            if a[4] != 0 or not any(s[2] <= a[2] and a[2] + a[3] <= s[2] + s[3] for s in rows):
+                continue
+            if any(lo < a[2] + a[3] and a[2] < hi for lo, hi, _ in held):
+                continue
+            blocks.append(a)
+            if a[5] != 0:
+                held.append((a[2], a[2] + a[3], a[0]))
         return rows, blocks
 
     def empty_cache_calls(self, dev):
@@ -139,3 +148,28 @@ class Recording:
         # all samples at one instant (no time to weigh by): the plain mean of their |diff|
         mean = weighted / span if span > 0 else sum(abs(d) for _, d in samples) / len(samples)
         return mx, mean, first
+
+    def expandable(self, dev, conf):
+        """Whether the model runs with expandable segments: the what-if settings' word, else the
+        recorded settings', else whether the recorded segments are expandable."""
+        for text in (conf, self.meta.get("allocator.conf")):
+            words = [w.split(":", 1)[1] for w in (text or "").split(",") if w.startswith("expandable_segments:")]
+            if words:
+                return words[-1] == "True"
+        return any(s[6] for s in self.seg_rows(dev))
+
+    def model_calls(self, dev, model_after):
+        """The model's segments, cudaMalloc and cudaFree calls from its reserved bytes after each
+        time, where each rise is one segment and each fall one segment given back: without expandable
+        segments, at unlimited capacity and with at most one allocation a time. None otherwise."""
+        made = [a[4] for a in self.alloc_rows(dev)]
+        if len(made) != len(set(made)):
+            return None
+        times, _ = self.model_times(dev)
+        prev, up, down = 0, 0, 0
+        for t in times:
+            up += model_after[t] > prev
+            down += model_after[t] < prev
+            prev = model_after[t]
+        return {"model.segments": up, "model.device_allocs": up, "model.device_frees": down,
+                "cold_start.segments": up}

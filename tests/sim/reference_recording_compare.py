@@ -110,6 +110,21 @@ def without_warm_start_or_calls(src, dst):
     return changed
 
 
+def tie_blocks(db, rng):
+    """Blocks alive only at the instant a segment is freed, inside it (docs/trace-format.md: a segment
+    freed at t still holds a block made at t), and one made at the instant a segment is made."""
+    con = sqlite3.connect(str(db))
+    rows = con.execute("SELECT device, address, bytes, t_alloc, t_free FROM segments").fetchall()
+    nid = con.execute("SELECT coalesce(max(id), 0) FROM allocations").fetchone()[0]
+    for dev, addr, n, ta, tf in rng.sample(rows, min(len(rows), rng.randint(1, 3))):
+        nid += 1
+        at = tf if tf is not None and rng.random() < 0.7 else ta
+        con.execute("INSERT INTO allocations (id, device, address, bytes, t_alloc, t_free, stream, category) "
+                    "VALUES (?,?,?,?,?,?,0,6)", (nid, dev, addr + n - 512, 512, at, at))
+    con.commit()
+    con.close()
+
+
 def check(mhc, trace, work, conf, device=None):
     """Problems (text) of one comparison, and whether the model's side was compared."""
     cmd = [mhc, "allocator", str(trace), "--json"] + (["--allocator-conf", conf] if conf else []) + (
@@ -145,6 +160,10 @@ def check(mhc, trace, work, conf, device=None):
     for k, v in want.items():
         if got.get(k) != v:
             problems.append(f"{k}: mhc {got.get(k)}, the reading {v}")
+    calls = None if rec.expandable(dev, conf) else rec.model_calls(dev, after)
+    for k, v in (calls or {}).items():
+        if got.get(k) != v:
+            problems.append(f"{k}: mhc {got.get(k)}, the reading {v}")
     gm = got["reserved_diff"]["mean_abs"]
     if abs(gm - mean) > 1e-9 * max(1.0, abs(mean)):
         problems.append(f"reserved_diff.mean_abs: mhc {gm}, the reading {mean}")
@@ -172,13 +191,18 @@ def main():
     for i in range(int(opts.get("runs", 40))):
         db = work / f"rec{i}.db"
         what = random_recording(rng, db)
+        if rng.random() < 0.3:
+            tie_blocks(db, rng)
+            what += " +blocks at segment events' instants"
         cases.append((db, rng.choice(WHATIF), what))
         plain = work / f"rec{i}-plain.db"
         if without_warm_start_or_calls(db, plain):
             cases.append((plain, rng.choice(WHATIF), what + " (warm start and empty_cache calls taken out)"))
     differ = model_side = 0
     for db, conf, what in cases:
-        problems, both = check(mhc, db, work, conf)
+        devs = ref.Recording(db).devices()
+        device = rng.choice(devs) if len(devs) > 1 and rng.random() < 0.5 else None   # --device N
+        problems, both = check(mhc, db, work, conf, device)
         model_side += both
         if verbose:
             print(f"{db.name} [{conf}] {what}: {'model too' if both else 'recording'}: {len(problems)} problems")
