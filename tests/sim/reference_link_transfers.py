@@ -187,3 +187,27 @@ def check_run(link, events, nccl_kernels, memcpys):
             last["d2h"] = last["h2d"]
         prev_start = s
     return problems, count, open_
+
+
+def too_slow(link, stderr):
+    """A run stopped for a link too slow ("Link models": a transfer whose time leaves the simulator's
+    range, 2^62 ns): the bytes and seconds it names must be one direction's time under some of the
+    factors, past the range. Returns a problem (text) or None."""
+    import re
+    m = re.search(r"link (.+): a transfer of (\d+) bytes takes ([0-9.]+) s, past the simulator's time range "
+                  r"\(2\^62 ns\): the link is too slow for this trace", stderr)
+    if not m:
+        return f"refused as too slow, not in the page's words: {stderr.strip()[:200]}"
+    name, n, secs = m.group(1), int(m.group(2)), float(m.group(3))
+    if name != link.name:
+        return f"too slow: names link {name!r}, the run's is {link.name!r}"
+    times = set()
+    for d in ("h2d", "d2h"):
+        bws = [link.bw[d]]
+        for f in (link.duplex, 1 - link.nccl, 1 - link.memcpy):
+            bws += [b * f for b in bws]
+        for bw in bws:
+            times.add(link.lat[d] * 1e9 + n / bw * 1e9)
+    if not any(abs(math.ceil(t) / 1e9 - secs) <= 1e-6 * secs and math.ceil(t) >= 2 ** 62 for t in times):
+        return f"too slow: {n} B in {secs} s is no time of this link past 2^62 ns"
+    return None

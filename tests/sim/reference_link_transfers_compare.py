@@ -40,13 +40,15 @@ def random_profile(rng):
             doc[key] = rng.choice([0.0, 0.25, 0.5, 0.9])
     if rng.random() < 0.6:
         rows, size = [], rng.choice([512, 4096])
-        for _ in range(rng.randint(1, 6)):
+        for _ in range(rng.randint(1, 6)):   # sizes rising, up to the bound 2^56
             row = {"bytes": size}
             for k in ("h2d_Bps", "d2h_Bps", "both_h2d_Bps", "both_d2h_Bps"):
                 if rng.random() < 0.8:
                     row[k] = rng.choice([0, 5e3, 1e8, 7e9, 9e14])
             rows.append(row)
-            size *= rng.choice([2, 16, 1024])
+            if size == 1 << 56:
+                break
+            size = min(size * rng.choice([2, 16, 1024]), 1 << 56)
         doc["by_chunk"] = rows
     if rng.random() < 0.2:
         doc["measured_load_average"] = 3.5
@@ -54,7 +56,7 @@ def random_profile(rng):
     return doc
 
 
-def random_link(rng, work):
+def random_link(rng, work, slow=False):
     """(the reading's link, the command-line arguments)."""
     measured = sorted((HERE.parent.parent / "datasets" / "links").glob("*.json"))
     if rng.random() < 0.4:
@@ -78,6 +80,10 @@ def random_link(rng, work):
                ("memcpy", "--memcpy-share", [(-1, "-1"), (0.0, "0"), (0.7, "0.7")]),
                ("max_ops", "--max-swap-ops-per-sec", [(3000.0, "3000"), (777.0, "777"), (1e5, "1e5"),
                                                      (0.5, "0.5")])]
+    if slow:   # the page's too-slow example: 1 kB/s each way
+        choices = [c for c in choices if c[0] not in ("h2d", "d2h")]
+        opts.update(h2d=1e3, d2h=1e3)
+        args += ["--h2d-bandwidth", "1kB/s", "--d2h-bandwidth", "1kB/s"]
     for key, flag, values in choices:
         if rng.random() < 0.25:
             value, text = rng.choice(values)
@@ -121,7 +127,13 @@ def one_run(mhc, work, blank, rng, verbose):
     """Returns (problems, transfers checked, refused)."""
     trace = work / "t.db"
     random_trace(trace, blank, rng, edges=EDGES, skip=("instant", "one"))
-    link, args = random_link(rng, work)
+    slow = rng.random() < 0.04
+    if slow:   # the page's too-slow example: terabytes over 1 kB/s, past 2^62 ns
+        con = sqlite3.connect(str(trace))
+        con.execute("UPDATE allocations SET bytes = bytes * ? WHERE device >= 0", (1 << 20,))
+        con.commit()
+        con.close()
+    link, args = random_link(rng, work, slow)
     policy = rng.choice(["lru", "largest", "belady", "dtr", "cost_aware"])
     prefetch = rng.choice(["none", "lookahead:2", "lookahead:8", "periodic", "capuchin", "forecast:2"])
     cap = rng.choice(["90%", "75%", "60%", "45%", "30%"])
@@ -132,7 +144,8 @@ def one_run(mhc, work, blank, rng, verbose):
     p = subprocess.run(cmd, capture_output=True, text=True)
     label = " ".join(cmd[2:])
     if p.returncode == 2 and "too slow" in p.stderr:
-        return [], 0, 1
+        why = ref.too_slow(link, p.stderr)
+        return ([f"{label}: {why}"] if why else []), 0, 1
     if p.returncode not in (0, 3):
         return [f"{label}: exit {p.returncode}: {p.stderr.strip()[:300]}"], 0, 0
     out = json.loads(p.stdout)

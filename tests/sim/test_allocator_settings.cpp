@@ -857,11 +857,11 @@ TEST_CASE("mhc allocator: a segment freed at an allocation's instant still holds
     // 6 MiB made at 10 with its 20 MiB segment; 1 MiB alive only at 20, the instant the segment is
     // freed: both lie in it (the model before counted the second outside, 1 of 2, where mhc check
     // passes the recording). 2 MiB at 30, after the free, lies in none.
-    auto t = allocations({{6 * MiB, 10, 15, 0x1000000}, {1 * MiB, 20, 20, 0x1000000 + 19 * MiB},
-                          {2 * MiB, 30, 40, 0x1000000}});
-    std::vector<trace::Segment> s{seg(0x1000000, 20 * MiB, 10, 20)};
-    auto c = sim::compare_allocator(t, s, 0, "");
-    CHECK(c.blocks_outside_segments == 1);
+    auto trace_data = allocations({{6 * MiB, 10, 15, 0x1000000}, {1 * MiB, 20, 20, 0x1000000 + 19 * MiB},
+                                   {2 * MiB, 30, 40, 0x1000000}});
+    std::vector<trace::Segment> segs{seg(0x1000000, 20 * MiB, 10, 20)};
+    auto cmp = sim::compare_allocator(trace_data, segs, 0, "");
+    CHECK(cmp.blocks_outside_segments == 1);
 }
 
 TEST_CASE("mhc allocator on an order-only trace names the divergence by event", "[sim][allocator][compare][order-only]") {
