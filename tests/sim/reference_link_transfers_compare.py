@@ -3,7 +3,8 @@
 with `by_chunk` rows, one to four copy engines, duplex factors, latencies, contention shares, the
 swap-operation cap) and checks, with reference_link_transfers.py (an outside reading of
 docs/simulator.md "Link models" and rule 8), the link figures the run holds and every transfer it
-stored.
+stored, and the run's config as stored ("Outputs": `--json`'s config, the capacity in bytes, the
+OOM's lines, warnings, the note of assumed accesses).
 
     python3 tests/sim/reference_link_transfers_compare.py MHC WORK [--runs=N] [--seed=S] [--edges=far,...] [-v]
 
@@ -110,6 +111,30 @@ def trace_rows(db, device):
     return nccl, copies
 
 
+def stored_config(db):
+    con = sqlite3.connect(str(db))
+    run = con.execute("SELECT max(id) FROM runs").fetchone()[0]
+    rows = dict(con.execute("SELECT key, value FROM run_config WHERE run = ?", (run,)).fetchall())
+    con.close()
+    return rows
+
+
+def config_as_stored(out):
+    """The run's config as docs/simulator.md "Outputs" says it is stored: `--json`'s config, the
+    resolved capacity in bytes (-1 unlimited), an OOM's two lines, the warnings one a line, the note
+    of assumed accesses."""
+    want = dict(out["config"])
+    cap = out["metrics"]["capacity_bytes"]
+    want["capacity_bytes"] = str(int(cap))
+    if out.get("oom"):
+        want["oom_where"], want["oom_why"] = out["oom"]["where"], out["oom"]["why"]
+    if out.get("warnings"):
+        want["warnings"] = "\n".join(out["warnings"])
+    if out.get("assumed_accesses"):
+        want["note"] = "trace has no accesses: assumed first-kernel write, last-kernel read"
+    return want
+
+
 def run_events(db):
     con = sqlite3.connect(str(db))
     run = con.execute("SELECT max(id) FROM runs").fetchone()[0]
@@ -155,6 +180,10 @@ def one_run(mhc, work, blank, rng, verbose):
         ok = got == want if key == "link" else (got is not None and same(got, want))
         if not ok:
             problems.append(f"config {key}: mhc {got}, the reading {want}")
+    stored, want = stored_config(trace), config_as_stored(out)
+    for key in sorted(set(stored) | set(want)):
+        if stored.get(key) != want.get(key):
+            problems.append(f"stored config {key}: {str(stored.get(key))[:80]!r}, the reading {str(want.get(key))[:80]!r}")
     nccl, copies = trace_rows(trace, out["device"])
     found, count, open_ = ref.check_run(link, run_events(trace), nccl, copies)
     problems += found
