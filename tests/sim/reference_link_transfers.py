@@ -23,6 +23,7 @@ checks each against the page:
 check_run). Stdlib only; shares no code with sim/.
 """
 import math
+import re
 
 GB = 1e9
 
@@ -115,8 +116,8 @@ def check_run(link, events, nccl_kernels, memcpys):
     transfers checked, transfers whose contention the stored events leave open).
 
     The shift in force when a transfer was decided is not stored: it is one of the run's shifts (0,
-    then the sum of the stalls in the order they end) from the one in force at the previous
-    transfer's decision up to the one at this transfer's start. Where those shifts put a recorded
+    then the sum of the stalls in the order they end) from the one in force at the decision of the
+    transfer before it in its queue up to the one at this transfer's start. Where those shifts put a recorded
     NCCL kernel or memcpy at `s - shift` differently, any of their times is taken."""
     problems = []
     stalls = sorted((e, e - s) for kind, s, e, *_ in events if kind == "stall")
@@ -193,7 +194,6 @@ def too_slow(link, stderr):
     """A run stopped for a link too slow ("Link models": a transfer whose time leaves the simulator's
     range, 2^62 ns): the bytes and seconds it names must be one direction's time under some of the
     factors, past the range. Returns a problem (text) or None."""
-    import re
     m = re.search(r"link (.+): a transfer of (\d+) bytes takes ([0-9.]+) s, past the simulator's time range "
                   r"\(2\^62 ns\): the link is too slow for this trace", stderr)
     if not m:

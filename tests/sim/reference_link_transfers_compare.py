@@ -183,7 +183,8 @@ def one_run(mhc, work, blank, rng, verbose):
     stored, want = stored_config(trace), config_as_stored(out)
     for key in sorted(set(stored) | set(want)):
         if stored.get(key) != want.get(key):
-            problems.append(f"stored config {key}: {str(stored.get(key))[:80]!r}, the reading {str(want.get(key))[:80]!r}")
+            problems.append(f"stored config {key}: {str(stored.get(key))[:80]!r}, "
+                            f"the reading {str(want.get(key))[:80]!r}")
     nccl, copies = trace_rows(trace, out["device"])
     found, count, open_ = ref.check_run(link, run_events(trace), nccl, copies)
     problems += found
