@@ -112,7 +112,8 @@ def without_warm_start_or_calls(src, dst):
 
 def tie_blocks(db, rng):
     """Blocks alive only at the instant a segment is freed, inside it (docs/trace-format.md: a segment
-    freed at t still holds a block made at t), and one made at the instant a segment is made."""
+    freed at t still holds a block made at t), one made at the instant a segment is made, and one at
+    address 0 (not known)."""
     con = sqlite3.connect(str(db))
     rows = con.execute("SELECT device, address, bytes, t_alloc, t_free FROM segments").fetchall()
     nid = con.execute("SELECT coalesce(max(id), 0) FROM allocations").fetchone()[0]
@@ -121,6 +122,11 @@ def tie_blocks(db, rng):
         at = tf if tf is not None and rng.random() < 0.7 else ta
         con.execute("INSERT INTO allocations (id, device, address, bytes, t_alloc, t_free, stream, category) "
                     "VALUES (?,?,?,?,?,?,0,6)", (nid, dev, addr + n - 512, 512, at, at))
+    if rows and rng.random() < 0.5:   # a block whose address is not known (0): not judged
+        nid += 1
+        at = rng.choice(rows)[3] + 1
+        con.execute("INSERT INTO allocations (id, device, address, bytes, t_alloc, t_free, stream, category) "
+                    "VALUES (?,?,0,4096,?,?,0,6)", (nid, rows[0][0], at, at + 1))
     con.commit()
     con.close()
 
