@@ -175,9 +175,10 @@ int64_t blocks_outside_segments(const trace::TraceData& t, const std::vector<con
                                 int32_t device) {
     std::vector<trace::Segment> rows;
     rows.reserve(segments.size());
-    for (const auto* s : segments) rows.push_back(*s);
+    for (const auto* segment : segments) rows.push_back(*segment);
     int64_t outside = 0;
-    for (size_t row : trace::allocations_outside_segments(t.allocations, rows)) outside += t.allocations.device[row] == device;
+    for (size_t row : trace::allocations_outside_segments(t.allocations, rows))
+        outside += t.allocations.device[row] == device;
     return outside;
 }
 
