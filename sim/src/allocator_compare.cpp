@@ -11,6 +11,7 @@
 #include "mhc/common/json.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/sim/allocator.hpp"
+#include "mhc/trace/check.hpp"
 
 namespace mhc::sim {
 
@@ -167,36 +168,17 @@ AllocatorSettings model_settings(const trace::TraceData& t, const std::vector<co
 }
 
 // Consistency of the recording: allocations of the device whose bytes lie in no segment alive
-// at their time (adjacent segments count as one range: an expandable segment's mapped pages
-// are rows).
+// when they were made, by mhc check's rule outside-segment itself (one reading of the instant:
+// a segment made or freed at a block's time holds it; adjacent rows are one range; address 0,
+// not known, is not judged).
 int64_t blocks_outside_segments(const trace::TraceData& t, const std::vector<const trace::Segment*>& segments,
                                 int32_t device) {
-    std::vector<const trace::Segment*> by_addr(segments.begin(), segments.end());
-    std::sort(by_addr.begin(), by_addr.end(), [](auto* x, auto* y) { return x->address < y->address; });
-    int64_t largest = 0;
-    for (const auto* s : by_addr) largest = std::max(largest, s->bytes);
-    const auto& al = t.allocations;
+    std::vector<trace::Segment> rows;
+    rows.reserve(segments.size());
+    for (const auto* segment : segments) rows.push_back(*segment);
     int64_t outside = 0;
-    for (size_t i = 0; i < al.size(); ++i) {
-        if (al.device[i] != device) continue;
-        const int64_t hi = al.address[i] + al.bytes[i], when = al.t_alloc[i];
-        // The end of a segment alive at `when` that holds byte `at`, or -1. Segments starting
-        // at or below it, nearest first, while one could still reach it.
-        auto covering = [&](int64_t at) -> int64_t {
-            auto it = std::upper_bound(by_addr.begin(), by_addr.end(), at,
-                                       [](int64_t v, const trace::Segment* s) { return v < s->address; });
-            while (it != by_addr.begin()) {
-                const trace::Segment* s = *--it;
-                if (s->address + largest <= at) break;
-                if (at < s->address + s->bytes && s->t_alloc <= when && (s->t_free == trace::kNoTime || when < s->t_free))
-                    return s->address + s->bytes;
-            }
-            return -1;
-        };
-        int64_t at = al.address[i];
-        while (at >= 0 && at < hi) at = covering(at);
-        if (at < hi) ++outside;
-    }
+    for (size_t row : trace::allocations_outside_segments(t.allocations, rows))
+        outside += t.allocations.device[row] == device;
     return outside;
 }
 

@@ -384,8 +384,10 @@ void check_allocations_in_segments(const TraceData& trace, CheckReport& report) 
 // block outside every segment cannot come from the allocator the segments describe. At one
 // time: segment allocations, then the blocks made, then segment frees.
 std::vector<size_t> allocations_outside_segments(const TraceData& trace) {
-    const auto& segments = trace.segments;
-    const auto& allocs = trace.allocations;
+    return allocations_outside_segments(trace.allocations, trace.segments);
+}
+
+std::vector<size_t> allocations_outside_segments(const AllocationColumns& allocs, const std::vector<Segment>& segments) {
     std::vector<size_t> outside;
     if (segments.empty()) return outside;
     std::set<int32_t> with_segments;

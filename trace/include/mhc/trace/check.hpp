@@ -32,6 +32,8 @@ CheckReport check_capture(const TraceData& trace);
 // alive when they were made (rule `outside-segment`; devices without segments are not
 // judged). Importers that drop an inconsistent segments table ask it before writing one.
 std::vector<size_t> allocations_outside_segments(const TraceData& t);
+// The same over these allocations and segments (mhc allocator's `blocks_outside_segments`).
+std::vector<size_t> allocations_outside_segments(const AllocationColumns& allocs, const std::vector<Segment>& segments);
 
 // Checks a file: opens it (file-level problems: missing, not SQLite, truncated, corrupt,
 // wrong version, missing tables, invalid codes), then loads it and runs check_trace.
