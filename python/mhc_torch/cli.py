@@ -7,6 +7,7 @@ import sys
 
 from .cli_capture import _capture_command
 from .cli_io import _end_threads_left, _finish_stdout, _say, _stdout_failed, _stdout_to_devnull
+from .cli_options import _MOST, _SHAPE
 from .cli_parser import _Parser
 from .cli_recipe import _from_recipe
 from .cli_runs import _runs
@@ -55,15 +56,17 @@ def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
                    help="the model and options as a trace's meta capture.recipe has them (instead of MODEL and options)")
     c.add_argument("--gpu", default="h100-sxm", choices=list(GPUS), metavar="GPU",
                    help="the GPU whose roofline times the kernels: %(choices)s")
-    c.add_argument("--steps", type=whole, metavar="N", default=1, help="training steps captured (at most 1,000,000)")
-    c.add_argument("--batch", type=whole, metavar="N", help="sequences a step (presets; default 1)")
+    c.add_argument("--steps", type=whole, metavar="N", default=1,
+                   help=f"training steps captured (at most {_MOST['steps']:,})")
+    c.add_argument("--batch", type=whole, metavar="N", help=f"sequences a step (presets; default {_SHAPE['batch']})")
     c.add_argument("--seq", type=whole, metavar="N",
-                   help="tokens a sequence (presets; default 4096; at most 4,194,304)")
+                   help=f"tokens a sequence (presets; default {_SHAPE['seq']}; at most {_MOST['seq']:,})")
     c.add_argument("--layers", type=whole, metavar="N", default=None,
                    help="the first N transformer layers (presets; default and most: the model's own, 4 of "
                         "80 for llama3-70b-slice; the tiny ones at most 64)")
     c.add_argument("--hc", type=whole, metavar="N",
-                   help="mHC residual streams n (mhc-27b, tiny-mhc; 1 = plain; default 4; at most 16)")
+                   help=f"mHC residual streams n (mhc-27b, tiny-mhc; 1 = plain; default {_SHAPE['hc']}; "
+                        f"at most {_MOST['hc']})")
     c.add_argument("--autocast", default="bf16", choices=["bf16", "fp16", "none"], metavar="DTYPE",
                    help="autocast of the forward and loss: %(choices)s")
     c.add_argument("--autocast-policy", default="cuda", choices=["cuda", "cpu"], metavar="LISTS",

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 # The options that shape a preset's model and batch, and their defaults: a model file makes its own.
 _SHAPE = {"batch": 1, "seq": 4096, "layers": None, "hc": 4}
-
-
+# The most a count option may be, in the order checked (--seq and --hc as `mhc generate` bounds
+# them); the help says them from here.
+_MOST = {"steps": 10**6, "micro_batches": 10**6, "hc": 16, "seq": 1 << 22}
 # The most tokens a step may hold (batch x seq): far beyond any GPU's step, and token counts times a
 # vocabulary still fit the 64-bit sizes of tensors.
 _MAX_TOKENS = 2**31
@@ -60,11 +61,9 @@ def _check_options(a) -> str | None:
                     ("--layers", a.layers if a.layers is not None else 1), ("--micro-batches", a.micro_batches)):
         if v < 1:
             return f"{name} must be at least 1 (got {v})"
-    # --seq and --hc as `mhc generate` bounds them
-    for name, v, hi in (("--steps", a.steps, 10**6), ("--micro-batches", a.micro_batches, 10**6), ("--hc", a.hc, 16),
-                        ("--seq", a.seq, 1 << 22)):
-        if v > hi:
-            return f"{name} must be at most {hi:,} (got {v:,})"
+    for d, hi in _MOST.items():
+        if getattr(a, d) > hi:
+            return f"{_flag(d)} must be at most {hi:,} (got {getattr(a, d):,})"
     if not _is_file(a.model):
         from .models import depth
 
