@@ -26,8 +26,9 @@ namespace {
 // a run silently wrong events: an unknown kind read as a stall, text read as 0, a time that
 // overflows a difference). Checked as load_run decodes them; `where` names the row.
 namespace run_rules {
+using limits::kMaxAbsTime;
+using limits::kMaxTotalBytes;
 using rules::Column;
-using namespace limits;
 const Column kTime{"t_start", -kMaxAbsTime, kMaxAbsTime, false, "range", "a time in ns"};
 const Column kEndTime{"t_end", -kMaxAbsTime, kMaxAbsTime, false, "range", "a time in ns"};
 const Column kSampleTime{"t", -kMaxAbsTime, kMaxAbsTime, false, "range", "a time in ns"};
@@ -38,10 +39,10 @@ const Column kDeviceBytes{"device_bytes", 0, kMaxTotalBytes, false, "range", "a 
 const Column kHostBytes{"host_bytes", 0, kMaxTotalBytes, false, "range", "a size in bytes"};
 
 // Throws naming FILE, the table, the run and the row when a column of `s` breaks its rule.
-void check(const std::string& file, const char* table, int64_t run, int64_t row, const sql::Stmt& s,
+void check(const std::string& file, const char* table, int64_t run, int64_t row, const sql::Stmt& stmt,
            std::initializer_list<std::pair<const Column*, int>> cols) {
     for (auto [column, col] : cols) {
-        std::string problem = rules::value_problem(*column, s.get(), col);
+        std::string problem = rules::value_problem(*column, stmt.get(), col);
         if (!problem.empty())
             throw Error(file + ": " + table + " row " + std::to_string(row) + " (run " + std::to_string(run) +
                         "): " + problem + " [" + column->rule + "]");
@@ -62,11 +63,11 @@ int64_t value(const std::string& file, const char* table, int64_t run, int64_t r
 }
 
 // A metric is a number: text or a blob is refused rather than read as 0.
-double metric(const std::string& file, int64_t run, const std::string& key, const sql::Stmt& s, int col) {
-    int type = sqlite3_column_type(s.get(), col);
+double metric(const std::string& file, int64_t run, const std::string& key, const sql::Stmt& stmt, int col) {
+    int type = sqlite3_column_type(stmt.get(), col);
     if (type != SQLITE_INTEGER && type != SQLITE_FLOAT)
         throw Error(file + ": run_metrics of run " + std::to_string(run) + ": '" + key + "' is not a number [type]");
-    const double number = s.f64(col);
+    const double number = stmt.f64(col);
     // Infinity is no figure (a peak of +Inf bytes printed as -8388608 TiB): never written, refused.
     if (!std::isfinite(number))
         throw Error(file + ": run_metrics of run " + std::to_string(run) + ": '" + key + "' is " + std::to_string(number) +
@@ -103,23 +104,24 @@ void fill_unmoved_kernels(const Reader& trace, Run& run) {
     if (run.status != RunStatus::Complete && run.status != RunStatus::Oom) return;
     std::vector<RunKernelTime> recorded;
     {
-        Scan k = trace.scan(TraceTable::Kernels, {"id", "t_start", "t_end"});
-        while (k.next()) recorded.push_back({k[0], k[1], k[2]});
+        Scan kernels = trace.scan(TraceTable::Kernels, {"id", "t_start", "t_end"});
+        while (kernels.next()) recorded.push_back({kernels[0], kernels[1], kernels[2]});
     }
     std::unordered_set<int64_t> stored;
-    for (const RunKernelTime& k : run.kernel_times) stored.insert(k.kernel);
+    for (const RunKernelTime& kt : run.kernel_times) stored.insert(kt.kernel);
     int64_t last_unmoved = INT64_MIN;   // the latest recorded start an unmoved kernel can have
     if (!stored.empty()) {
-        for (const RunKernelTime& k : recorded)
-            if (stored.count(k.kernel)) last_unmoved = last_unmoved == INT64_MIN ? k.t_start : std::min(last_unmoved, k.t_start);
+        for (const RunKernelTime& kt : recorded)
+            if (stored.count(kt.kernel))
+                last_unmoved = last_unmoved == INT64_MIN ? kt.t_start : std::min(last_unmoved, kt.t_start);
     } else if (metric_or(run, "stall_ns", 1) == 0 && metric_or(run, "coupled_wait_time", 0) == 0) {
         if (run.status == RunStatus::Complete) last_unmoved = INT64_MAX;
         else if (run.metrics.count("oom_time_ns")) last_unmoved = static_cast<int64_t>(run.metrics.at("oom_time_ns")) - 1;
     }
-    for (const RunKernelTime& k : recorded)
-        if (k.t_start <= last_unmoved && !stored.count(k.kernel)) run.kernel_times.push_back(k);
+    for (const RunKernelTime& kt : recorded)
+        if (kt.t_start <= last_unmoved && !stored.count(kt.kernel)) run.kernel_times.push_back(kt);
     std::sort(run.kernel_times.begin(), run.kernel_times.end(),
-              [](const RunKernelTime& a, const RunKernelTime& b) { return a.kernel < b.kernel; });
+              [](const RunKernelTime& lhs, const RunKernelTime& rhs) { return lhs.kernel < rhs.kernel; });
 }
 
 // One row of run_events as `row` holds it in columns from `col` (kind, t_start, t_end, allocation,
@@ -224,90 +226,101 @@ std::vector<RunInfo> list_runs(const std::string& trace_path, const std::string&
 }
 
 RunList list_all_runs(const std::string& trace_path, const std::string& runs_db, bool figures) {
-    runfiles::RunReader r(trace_path, runs_db);
-    const std::string& trace_path_ = r.file;
+    runfiles::RunReader reader(trace_path, runs_db);
+    const std::string& trace_path_ = reader.file;
     std::vector<RunInfo> out;
-    sql::Stmt s(r.db(), trace_path_,
-                ("SELECT id, kind, name, status, created, base_run, " + r.print_column + " FROM runs WHERE " +
-                 r.runs_of_trace + " ORDER BY id")
-                    .c_str());
-    while (s.step()) {
-        out.push_back({s.i64(0), run_kind_from(s.text(1), trace_path_, s.i64(0)), s.text(2),
-                       run_status_from(s.text(3), trace_path_, s.i64(0)), s.text(4), s.i64(5), {}, {},
-                       s.text(6), {}});
-        out.back().stale = stale_line(r, out.back().id, out.back().name, out.back().trace_fingerprint);
+    sql::Stmt runs(reader.db(), trace_path_,
+                   ("SELECT id, kind, name, status, created, base_run, " + reader.print_column + " FROM runs WHERE " +
+                    reader.runs_of_trace + " ORDER BY id")
+                       .c_str());
+    while (runs.step()) {
+        out.push_back({runs.i64(0),
+                       run_kind_from(runs.text(1), trace_path_, runs.i64(0)),
+                       runs.text(2),
+                       run_status_from(runs.text(3), trace_path_, runs.i64(0)),
+                       runs.text(4),
+                       runs.i64(5),
+                       {},
+                       {},
+                       runs.text(6),
+                       {}});
+        out.back().stale = stale_line(reader, out.back().id, out.back().name, out.back().trace_fingerprint);
     }
     if (figures) {
         std::map<int64_t, RunInfo*> by_id;
         for (auto& run : out) by_id[run.id] = &run;
-        sql::Stmt m(r.db(), trace_path_, "SELECT run, key, value FROM run_metrics");
-        while (m.step())
-            if (auto it = by_id.find(m.i64(0)); it != by_id.end())
-                it->second->metrics[m.text(1)] = run_rules::metric(trace_path_, m.i64(0), m.text(1), m, 2);
-        sql::Stmt c(r.db(), trace_path_, "SELECT run, key, value FROM run_config");
-        while (c.step())
-            if (auto it = by_id.find(c.i64(0)); it != by_id.end()) it->second->config[c.text(1)] = c.text(2);
+        sql::Stmt metrics(reader.db(), trace_path_, "SELECT run, key, value FROM run_metrics");
+        while (metrics.step())
+            if (auto it = by_id.find(metrics.i64(0)); it != by_id.end())
+                it->second->metrics[metrics.text(1)] = run_rules::metric(trace_path_, metrics.i64(0), metrics.text(1),
+                                                                         metrics, 2);
+        sql::Stmt config(reader.db(), trace_path_, "SELECT run, key, value FROM run_config");
+        while (config.step())
+            if (auto it = by_id.find(config.i64(0)); it != by_id.end())
+                it->second->config[config.text(1)] = config.text(2);
     }
-    r.trace->require_unchanged();
+    reader.trace->require_unchanged();
     RunList list;
     for (RunInfo& run : out) (run.stale.empty() ? list.runs : list.stale).push_back(std::move(run));
-    list.note = stale_note(r, list.stale);
+    list.note = stale_note(reader, list.stale);
     return list;
 }
 
 Run load_run(const std::string& trace_path_arg, int64_t run_id, const std::string& runs_db) {
-    runfiles::RunReader r(trace_path_arg, runs_db);
-    sqlite3* db = r.db();
-    const std::string& trace_path = r.file;
+    runfiles::RunReader reader(trace_path_arg, runs_db);
+    sqlite3* db = reader.db();
+    const std::string& trace_path = reader.file;
     Run run;
     {
-        sql::Stmt s(db, trace_path,
-                    ("SELECT kind, name, status, base_run, " + r.print_column + " FROM runs WHERE id=? AND " +
-                     r.runs_of_trace)
-                        .c_str());
-        s.bind(1, run_id);
-        if (!s.step())
-            throw Error(trace_path + ": run " + std::to_string(run_id) + " does not exist");
-        if (std::string stale = stale_line(r, run_id, s.text(1), s.text(4)); !stale.empty()) throw Error(stale);
-        run.kind = run_kind_from(s.text(0), trace_path, run_id); run.name = s.text(1);
-        run.status = run_status_from(s.text(2), trace_path, run_id); run.base_run = s.i64(3);
+        sql::Stmt stmt(db, trace_path,
+                       ("SELECT kind, name, status, base_run, " + reader.print_column + " FROM runs WHERE id=? AND " +
+                        reader.runs_of_trace)
+                           .c_str());
+        stmt.bind(1, run_id);
+        if (!stmt.step()) throw Error(trace_path + ": run " + std::to_string(run_id) + " does not exist");
+        if (std::string stale = stale_line(reader, run_id, stmt.text(1), stmt.text(4)); !stale.empty())
+            throw Error(stale);
+        run.kind = run_kind_from(stmt.text(0), trace_path, run_id);
+        run.name = stmt.text(1);
+        run.status = run_status_from(stmt.text(2), trace_path, run_id);
+        run.base_run = stmt.i64(3);
     }
     {
-        sql::Stmt s(db, trace_path, "SELECT key, value FROM run_config WHERE run=?");
-        s.bind(1, run_id);
-        while (s.step()) run.config[s.text(0)] = s.text(1);
+        sql::Stmt stmt(db, trace_path, "SELECT key, value FROM run_config WHERE run=?");
+        stmt.bind(1, run_id);
+        while (stmt.step()) run.config[stmt.text(0)] = stmt.text(1);
     }
     {
-        sql::Stmt s(db, trace_path, "SELECT key, value FROM run_metrics WHERE run=?");
-        s.bind(1, run_id);
-        while (s.step()) run.metrics[s.text(0)] = run_rules::metric(trace_path, run_id, s.text(0), s, 1);
+        sql::Stmt stmt(db, trace_path, "SELECT key, value FROM run_metrics WHERE run=?");
+        stmt.bind(1, run_id);
+        while (stmt.step()) run.metrics[stmt.text(0)] = run_rules::metric(trace_path, run_id, stmt.text(0), stmt, 1);
     }
     if (!read_event_range(db, trace_path, run_id, run.events)) read_events_by_run(db, trace_path, run_id, run.events);
     {
-        sql::Stmt s(db, trace_path,
-                    "SELECT kernel, t_start, t_end FROM run_kernels WHERE run=? ORDER BY kernel");
-        s.bind(1, run_id);
+        sql::Stmt stmt(db, trace_path, "SELECT kernel, t_start, t_end FROM run_kernels WHERE run=? ORDER BY kernel");
+        stmt.bind(1, run_id);
         int64_t row = 0;
-        while (s.step()) {
+        while (stmt.step()) {
             ++row;
-            const int64_t kernel = run_rules::value(trace_path, "run_kernels", run_id, row, s, run_rules::kId, 0);
-            const int64_t start = run_rules::value(trace_path, "run_kernels", run_id, row, s, run_rules::kTime, 1);
-            const int64_t end = run_rules::value(trace_path, "run_kernels", run_id, row, s, run_rules::kEndTime, 2);
+            const int64_t kernel = run_rules::value(trace_path, "run_kernels", run_id, row, stmt, run_rules::kId, 0);
+            const int64_t start = run_rules::value(trace_path, "run_kernels", run_id, row, stmt, run_rules::kTime, 1);
+            const int64_t end = run_rules::value(trace_path, "run_kernels", run_id, row, stmt, run_rules::kEndTime, 2);
             run.kernel_times.push_back({kernel, start, end});
         }
     }
     {
-        sql::Stmt s(db, trace_path,
-                    "SELECT t, device_bytes, host_bytes, rowid FROM run_memory WHERE run=? ORDER BY t");
-        s.bind(1, run_id);
-        while (s.step()) {
-            run_rules::check(trace_path, "run_memory", run_id, s.i64(3), s,
-                             {{&run_rules::kSampleTime, 0}, {&run_rules::kDeviceBytes, 1}, {&run_rules::kHostBytes, 2}});
-            run.memory.push_back({s.i64(0), s.i64(1), s.i64(2)});
+        sql::Stmt stmt(db, trace_path,
+                       "SELECT t, device_bytes, host_bytes, rowid FROM run_memory WHERE run=? ORDER BY t");
+        stmt.bind(1, run_id);
+        while (stmt.step()) {
+            run_rules::check(
+                trace_path, "run_memory", run_id, stmt.i64(3), stmt,
+                {{&run_rules::kSampleTime, 0}, {&run_rules::kDeviceBytes, 1}, {&run_rules::kHostBytes, 2}});
+            run.memory.push_back({stmt.i64(0), stmt.i64(1), stmt.i64(2)});
         }
     }
-    fill_unmoved_kernels(*r.trace, run);
-    r.trace->require_unchanged();
+    fill_unmoved_kernels(*reader.trace, run);
+    reader.trace->require_unchanged();
     return run;
 }
 
