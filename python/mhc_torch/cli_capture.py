@@ -5,7 +5,7 @@ import argparse
 import os
 import time
 
-from .cli_capture_notes import _allocator_late, _flops_line, _reserved_note, _rnn_names, _without_hf_checkpointing
+from .cli_capture_notes import _flops_line, _say_notes, _without_hf_checkpointing
 from .cli_io import _say
 from .cli_model_file import (_forked_children_end, _load_model_file, _model_failed, _no_os_exit, _not_a_file,
                              _streams_kept, _unknown_model)
@@ -155,19 +155,7 @@ def _capture_guarded(a, parser: argparse.ArgumentParser) -> int:
           f"peak {format_bytes(r.peak_bytes)}; estimated step time {step_times} on {a.gpu}; "
           f"captured in {format_ns(wall * 1e9)}")
     print(_flops_line(r, a.gpu))
-    if r.meta.get("capture.allocator_conf_late") is not None:
-        _say(_allocator_late(r.meta))
-    if r.meta.get("capture.reserved_asked"):
-        _say(_reserved_note(r))
-    if r.meta.get("capture.cudnn_rnn"):
-        rnns = json.loads(r.meta["capture.cudnn_rnn"])
-        _say(f"mhc-torch: note: {_rnn_names(rnns)} captured as cuDNN's RNN kernel (aten::_cudnn_rnn, fp16 under "
-             "autocast); its reserve space is estimated (cuDNN sizes it on the GPU) and its workspaces are not "
-             "modelled: meta capture.cudnn_rnn.estimated")
-    if r.meta.get("capture.batch_on_host"):
-        _say(f"mhc-torch: note: make_batch() selects by value ({r.meta['capture.batch_on_host']}), which fake "
-             "tensors cannot: it ran on the host's real tensors, as a DataLoader's collate function does, and its "
-             "tensors went to the device as fakes (meta capture.batch_on_host)")
+    _say_notes(r)
     if r.meta.get("capture.hf_checkpointing_on") == "true" and setting is None and not a.forward_only:
         off = _without_hf_checkpointing(r, build, make_batch, a, capture_kwargs=dict(
             steps=a.steps, gpu=a.gpu, loss_fn=loss_fn, optimizer=optimizer, autocast_dtype=dtype,

@@ -1,13 +1,33 @@
 """The lines `mhc-torch capture` prints or notes beside a captured step's summary: its FLOPs, the
-allocator settings set too late, cuDNN's RNN kernel, the reserved peak, and the step without a Hugging
-Face model's own gradient checkpointing."""
+allocator settings set too late, cuDNN's RNN kernel, a batch made on the host, the reserved peak,
+and the step without a Hugging Face model's own gradient checkpointing."""
 from __future__ import annotations
 
 import os
 import shutil
 
+from .cli_io import _say
 from .cli_model_file import _forked_children_end, _streams_kept
 from .formatting import format_bytes, format_ns
+
+
+def _say_notes(r) -> None:
+    """The notes and warnings a captured step's meta calls for, on stderr, each in one line."""
+    import json
+
+    if r.meta.get("capture.allocator_conf_late") is not None:
+        _say(_allocator_late(r.meta))
+    if r.meta.get("capture.reserved_asked"):
+        _say(_reserved_note(r))
+    if r.meta.get("capture.cudnn_rnn"):
+        rnns = json.loads(r.meta["capture.cudnn_rnn"])
+        _say(f"mhc-torch: note: {_rnn_names(rnns)} captured as cuDNN's RNN kernel (aten::_cudnn_rnn, fp16 under "
+             "autocast); its reserve space is estimated (cuDNN sizes it on the GPU) and its workspaces are not "
+             "modelled: meta capture.cudnn_rnn.estimated")
+    if r.meta.get("capture.batch_on_host"):
+        _say(f"mhc-torch: note: make_batch() selects by value ({r.meta['capture.batch_on_host']}), which fake "
+             "tensors cannot: it ran on the host's real tensors, as a DataLoader's collate function does, and its "
+             "tensors went to the device as fakes (meta capture.batch_on_host)")
 
 
 def _allocator_late(meta: dict) -> str:
