@@ -159,7 +159,7 @@ def test_grouped_matmuls_count_their_flops(tmp_path):
 
 def test_mfu_leaves_out_the_recompute():
     """MFU counted a checkpointed step's recomputation as model FLOPs (it is hardware FLOPs: HFU)."""
-    from mhc_torch.cli import _flops_line
+    from mhc_torch.cli_capture_notes import _flops_line
 
     class R:
         flops_per_step = [{"forward": 989e12, "backward": 2 * 989e12, "optimizer": 0, "recompute": 989e12, "other": 0}]

@@ -235,4 +235,26 @@ TEST_CASE("a run begun with no events and finished with them gets its range", "[
     require_events(load_run(trace, id).events, by_start(done.events));
 }
 
+// The event kinds' names are written twice: in trace/schema.sql's event_kinds (what the Python
+// package and SQL readers join on) and in to_string (what mhc prints and exports). Kept equal here.
+TEST_CASE("every event kind's name is the one the trace's event_kinds table holds", "[runs]") {
+    TempDir dir("mhc-event-kinds");
+    const std::string trace = dir.file("t.db");
+    test::write_trace(trace);
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open_v2(trace.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+    sqlite3_stmt* stmt = nullptr;
+    REQUIRE(sqlite3_prepare_v2(db, "SELECT id, name FROM event_kinds ORDER BY id", -1, &stmt, nullptr) == SQLITE_OK);
+    std::vector<std::pair<int64_t, std::string>> table;
+    while (sqlite3_step(stmt) == SQLITE_ROW)
+        table.emplace_back(sqlite3_column_int64(stmt, 0), reinterpret_cast<const char*>(sqlite3_column_text(stmt, 1)));
+    sqlite3_finalize(stmt);
+    sqlite3_close(db);
+    REQUIRE(table.size() == static_cast<size_t>(kEventKindCount));
+    for (const auto& [code, name] : table) {
+        INFO("event kind " << code);
+        CHECK(to_string(static_cast<EventKind>(code)) == name);
+    }
+}
+
 }  // namespace mhc::trace

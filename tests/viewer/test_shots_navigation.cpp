@@ -217,7 +217,7 @@ namespace {
 std::string keys(const std::string& printf_text) { return " --keys \"$(printf '" + printf_text + "')\""; }
 }   // namespace
 
-TEST_CASE("0 shows the whole trace; Tab reaches the toolbar's fields in turn, Space uses the one focused") {
+TEST_CASE("0 shows the whole trace, and Tab reaches the toolbar's fields in turn, Space uses the one focused") {
     // Before, no key reset the zoom ("Reset zoom" was a button alone), and Tab reached no field of
     // the toolbar (ImGui's keyboard navigation was off): the keyboard could not choose a run.
     fixture::TempPath db("keys-known.db");
@@ -292,7 +292,7 @@ TEST_CASE("Shift+Tab goes back, the arrows move between the fields, Enter presse
     CHECK(refused.err.rfind("mhc-view: --keys: 'a%': '%' is no key --keys presses", 0) == 0);
 }
 
-TEST_CASE("Tab reaches the details pane, the notes and the view tabs; Space or Enter uses them") {
+TEST_CASE("Tab reaches the details pane, the notes and the view tabs, and Space or Enter uses them") {
     // Before 2026-12-06 the notes' window, the details panes and the view tabs were no Tab stops:
     // a mouse alone opened the notes, closed a pane (Esc aside) or changed the view.
     fixture::TempPath con("tab-con.db");

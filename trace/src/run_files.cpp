@@ -52,6 +52,12 @@ bool has_table(sqlite3* db, const std::string& file, const char* name, const std
     return query.step();
 }
 
+int64_t max_event_rowid(sqlite3* db, const std::string& path, const std::string& schema) {
+    sql::Stmt query(db, path, ("SELECT coalesce(max(rowid), 0) FROM " + schema + ".run_events").c_str());
+    query.step();
+    return query.i64(0);
+}
+
 namespace {
 
 // Each run table's columns as trace/schema.sql declares them (the schema made in memory, read back).

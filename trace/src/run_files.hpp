@@ -32,6 +32,8 @@ bool has_table(sqlite3* db, const std::string& file, const char* name, const std
 // Whether that table has the column `column`.
 bool has_column(sqlite3* db, const std::string& file, const char* table, const char* column,
                 const std::string& schema = "main");
+// The largest rowid of `schema`'s run_events (0 when empty): where a run's events start and end.
+int64_t max_event_rowid(sqlite3* db, const std::string& path, const std::string& schema);
 
 // Why runs cannot be stored in the run tables of schema `schema` of `db` (the file `file`), one
 // sentence each naming the table and the column; empty when they can. The store writes the columns

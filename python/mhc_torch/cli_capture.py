@@ -1,0 +1,170 @@
+"""`mhc-torch capture`: the step captured on fake tensors, written as a trace, and its summary."""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+from .cli_capture_notes import _flops_line, _say_notes, _without_hf_checkpointing
+from .cli_io import _say
+from .cli_model_file import (_forked_children_end, _load_model_file, _model_failed, _no_os_exit, _not_a_file,
+                             _streams_kept, _unknown_model)
+from .cli_options import _check_options, _no_effect, _unused
+from .cli_recipe import _recipe
+from .formatting import format_bytes, format_ns
+from .output_file import OutputError, _Terminated, check_output
+
+
+def _capture_command(a, parser: argparse.ArgumentParser, recipe: str | None) -> int:
+    """`mhc-torch capture` once its arguments are parsed: the model and options checked, and the
+    output, before anything is imported or run (`recipe`: --recipe as given, a file it names is an input)."""
+    from .models import PRESETS
+
+    if a.model is None:
+        _say("mhc-torch: capture needs MODEL (a preset or FILE.py) or --recipe")
+        return 2
+    if not a.model.endswith(".py") and a.model not in PRESETS:
+        _say(f"mhc-torch: {_unknown_model(a.model, PRESETS)}")
+        return 2
+    for w in _no_effect(a):
+        _say(f"mhc-torch: warning: {w}")
+    wrong = _check_options(a)
+    if wrong:
+        _say(f"mhc-torch: {wrong}")
+        return 2
+    if a.model.endswith(".py") and not os.path.isfile(a.model):
+        # said before torch is imported (about 2 s), as _load_model_file would say it
+        _say(f"mhc-torch: {a.model}: {_not_a_file(a.model)}")
+        return 2
+    try:  # before the model is loaded or run: a refused output costs nothing
+        # the files read (a setting, a recipe or a profile named as a file) are inputs too
+        check_output(a.out, replace=a.force, inputs=[a.model if a.model.endswith(".py") else None, a.setting,
+                                                     recipe, a.kernel_times])
+    except OutputError as e:
+        _say(f"mhc-torch: {e}")
+        return 2
+    return _capture(a, parser)
+
+
+def _capture(a, parser: argparse.ArgumentParser) -> int:
+    if not a.model.endswith(".py"):
+        return _capture_guarded(a, parser)
+    with _no_os_exit():
+        return _capture_guarded(a, parser)
+
+
+def _capture_guarded(a, parser: argparse.ArgumentParser) -> int:
+    import json
+
+    # The output where it was named: a model file may change the working folder (os.chdir at its
+    # top level or in build_model()), and the trace was written there, under the name given.
+    out = os.path.abspath(a.out)
+
+    from .settings import SettingError, load_setting
+
+    try:  # before torch is imported: a bad setting is told at once
+        setting = load_setting(a.setting) if a.setting is not None else None
+    except SettingError as e:
+        _say(f"mhc-torch: {e}")
+        return 2
+
+    if a.forward_only and setting is not None and setting.get("optimizer"):
+        _say("mhc-torch: warning: the setting's \"optimizer\" has no effect: a --forward-only step has no optimizer")
+
+    import torch
+
+    from .capturing import CaptureError, capture
+    from .models import preset
+    from .recipes import Recipe
+
+    from .kernel_times import KernelTimes, KernelTimesError
+
+    try:  # before the model is loaded: a profile that cannot give times is told at once
+        kernel_times = KernelTimes(a.kernel_times, a.max_input_size) if a.kernel_times is not None else None
+    except KernelTimesError as e:
+        _say(f"mhc-torch: --kernel-times: {e}")
+        return 2
+
+    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "none": None, "as-built": None}
+    try:  # before the model is loaded: options that contradict each other
+        Recipe(dtypes[a.autocast], a.autocast_policy, dtypes[a.weights], a.forward_only, a.micro_batches,
+               a.zero_grad).check()
+    except ValueError as e:
+        _say(f"mhc-torch: {e}")
+        return 2
+
+    if a.model.endswith(".py"):
+        try:
+            with _forked_children_end(os.getpid()), _streams_kept():
+                build, make_batch, loss_fn, step, build_optimizer = _load_model_file(a.model)
+        except OSError as e:
+            _say(f"mhc-torch: {a.model}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+            return 2
+        except (KeyboardInterrupt, _Terminated):
+            raise
+        except BaseException as e:  # the file's own code failed while loading (GeneratorExit, its own classes)
+            _say(_model_failed(a.model, e))
+            return 2
+        if step is not None and (a.forward_only or a.micro_batches != 1):
+            _say(f"mhc-torch: {a.model}: defines step(), which says itself what a step does: drop --forward-only "
+                 "and --micro-batches")
+            return 2
+    else:
+        build, make_batch, loss_fn, _ = preset(a.model, batch=a.batch, seq=a.seq, layers=a.layers, hc=a.hc)
+        step = build_optimizer = None
+    dtype = dtypes[a.autocast]
+    meta = {"capture.model": a.model}
+    meta.update({f"capture.{d}": str(getattr(a, d)) for d in ("batch", "seq", "hc") if d not in _unused(a.model)})
+    meta["capture.optimizer"] = a.optimizer if build_optimizer is None else "build_optimizer"
+    if build_optimizer is not None and a.optimizer != "adamw":
+        _say(f"mhc-torch: warning: --optimizer {a.optimizer} has no effect: {a.model} builds its own optimizer "
+             "(build_optimizer())")
+    meta["capture.recipe"] = json.dumps(_recipe(a, parser), sort_keys=True)
+    # foreach (PyTorch's default on GPUs) or fused: the fused kernel makes no temporaries.
+    fused = a.optimizer == "adamw-fused"
+    optimizer = lambda ps: torch.optim.AdamW(ps, lr=1e-4, fused=fused, foreach=None if fused else True)  # noqa: E731
+    if build_optimizer is not None:  # the model file's own optimizer (its class, groups, hyperparameters)
+        optimizer = None
+    t0 = time.perf_counter()
+    try:
+        with _forked_children_end(os.getpid()), _streams_kept():
+            r = capture(build, make_batch, steps=a.steps, gpu=a.gpu, path=out, loss_fn=loss_fn,
+                        optimizer=optimizer, autocast_dtype=dtype, meta=meta, replace=a.force,
+                        autocast_policy=a.autocast_policy, param_dtype=dtypes[a.weights], forward_only=a.forward_only,
+                        micro_batches=a.micro_batches, zero_grad=a.zero_grad, step=step, setting=setting,
+                        build_optimizer=build_optimizer, kernel_times=kernel_times)
+    except (CaptureError, SettingError) as e:
+        _say(f"mhc-torch: {a.model}: {e}")
+        return 2
+    except KeyboardInterrupt:
+        _say(f"mhc-torch: {a.out}: interrupted; no trace written")
+        return 130
+    except OutputError as e:  # the output, refused or unwritable
+        _say(f"mhc-torch: {str(e).replace(out, a.out)}")
+        return 2
+    except _Terminated:
+        raise
+    except BaseException as e:  # Exception, SystemExit, GeneratorExit, a model's own BaseException
+        if not a.model.endswith(".py"):
+            raise  # a preset failing is a bug of this package: keep the traceback
+        _say(_model_failed(a.model, e))
+        return 2
+    wall = time.perf_counter() - t0
+    step_times = ", ".join(format_ns(t) for t in r.step_time_ns)
+    print(f"{a.out}: {r.kernels} kernels, {r.allocations} allocations, {r.steps} steps; "
+          f"peak {format_bytes(r.peak_bytes)}; estimated step time {step_times} on {a.gpu}; "
+          f"captured in {format_ns(wall * 1e9)}")
+    print(_flops_line(r, a.gpu))
+    _say_notes(r)
+    if r.meta.get("capture.hf_checkpointing_on") == "true" and setting is None and not a.forward_only:
+        off = _without_hf_checkpointing(r, build, make_batch, a, capture_kwargs=dict(
+            steps=a.steps, gpu=a.gpu, loss_fn=loss_fn, optimizer=optimizer, autocast_dtype=dtype,
+            autocast_policy=a.autocast_policy, param_dtype=dtypes[a.weights], micro_batches=a.micro_batches,
+            zero_grad=a.zero_grad, step=step, build_optimizer=build_optimizer))
+        if off is not None:
+            print(off)
+    if kernel_times is not None:
+        m = kernel_times.meta()
+        print(f"kernel times: {m['capture.kernel_times.matched']} measured in {a.kernel_times} "
+              f"({m['capture.kernel_times.device']}); the roofline for the rest: {m['capture.kernel_times.unmatched']}")
+    return 0
