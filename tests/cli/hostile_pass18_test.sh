@@ -17,8 +17,12 @@
 #      'max_split_size_mb:', ','): PyTorch's import ended the process (SIGABRT, exit 134, a C++
 #      backtrace) before mhc-torch's own check of the settings ran. Now checked before torch is
 #      imported: one line naming the variable, exit 2.
+#   5. mhc-view --screenshot past a file size limit or onto a full disk: stbi_write_png checks no
+#      write, so a cut PNG (8 KiB of 65 KiB) was left under the name, exit 0. Now encoded in
+#      memory and written as every output is (each write checked): one line, exit 2, nothing left.
 # Usage: hostile_pass18_test.sh MHC PYTHON PKG [MHC_VIEW] (PKG: the folder holding mhc_torch; the
-# mhc-torch parts need a Python with torch, mhc-view's part MHC_VIEW; each is skipped, said, without)
+# mhc-torch parts need a Python with torch, mhc-view's parts MHC_VIEW (5 xvfb-run too); each is skipped,
+# said, without)
 set -u
 mhc=$1
 python=$2
@@ -58,8 +62,19 @@ if [ -n "$view" ] && [ -x "$view" ]; then
     "$view" "$long/nope.db" >out 2>err; rc=$?
     [ $rc = 2 ] || fail "mhc-view LONG/nope.db exited $rc: $(head -c 300 err)"
     capped "mhc-view of a missing file" "mhc-view: $d60...(158 bytes)"
+    # 5. past a file size limit (SIGXFSZ ignored: the write fails with EFBIG, as on a full disk);
+    #    the limit is the viewer's alone (xvfb-run's server writes files of its own)
+    if command -v xvfb-run >/dev/null; then
+        xvfb-run -a bash -c 'trap "" XFSZ; ulimit -f 8; exec "$0" t.db --screenshot s.png' "$view" >out 2>err
+        rc=$?
+        [ $rc = 2 ] && [ "$(wc -l <err)" = 1 ] && grep -q "^mhc-view: s.png: write failed" err ||
+            fail "mhc-view --screenshot past ulimit -f 8: exit $rc: $(head -c 300 err)"
+        [ -z "$(ls | grep '^s\.png')" ] || fail "mhc-view --screenshot past ulimit -f 8 left $(ls | grep '^s\.png')"
+    else
+        echo "SKIP part 5: no xvfb-run"
+    fi
 else
-    echo "SKIP part 1 (mhc-view): no mhc-view"
+    echo "SKIP parts 1 (mhc-view) and 5: no mhc-view"
 fi
 
 # 3. by_chunk rows that measure nothing: each rate 0, or -0.0, or only bytes.
