@@ -304,7 +304,7 @@ int run_coupled(const std::vector<std::string>& paths, const sim::Config& c, boo
     if (!stored) return kExitNotStored;
     if (r.oom >= 0) {
         if (json)
-            mhc::say("mhc: out of memory on rank %d: %s: %s\n", r.global_rank[size_t(r.oom)],
+            mhc::say("mhc: out of memory on rank %d: %s: %s\n", r.global_rank[static_cast<size_t>(r.oom)],
                          r.ranks[size_t(r.oom)].oom.where.c_str(), r.ranks[size_t(r.oom)].oom.why.c_str());
         return kExitOom;
     }

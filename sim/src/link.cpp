@@ -240,11 +240,11 @@ std::vector<std::string> clamp_measured_link(LinkModel& l) {
 std::vector<std::string> write_link_profile(const std::string& path, LinkModel l) {
     std::vector<std::string> notes = clamp_measured_link(l);
     json by_chunk = json::array();
-    for (const auto& c : l.by_chunk) {   // a rate not measured (0) left out; a row of none, too
-        json row = {{"bytes", c.bytes}};
-        for (auto [v, name] : {std::pair{c.h2d_Bps, "h2d_Bps"}, {c.d2h_Bps, "d2h_Bps"},
-                               {c.both_h2d_Bps, "both_h2d_Bps"}, {c.both_d2h_Bps, "both_d2h_Bps"}})
-            if (v != 0) row[name] = v;
+    for (const auto& chunk : l.by_chunk) {   // a rate not measured (0) left out; a row of none, too
+        json row = {{"bytes", chunk.bytes}};
+        for (auto [rate, name] : {std::pair{chunk.h2d_Bps, "h2d_Bps"}, {chunk.d2h_Bps, "d2h_Bps"},
+                                  {chunk.both_h2d_Bps, "both_h2d_Bps"}, {chunk.both_d2h_Bps, "both_d2h_Bps"}})
+            if (rate != 0) row[name] = rate;
         if (row.size() > 1) by_chunk.push_back(row);
     }
     json j = {{"name", l.name},
