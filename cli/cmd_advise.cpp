@@ -23,6 +23,7 @@
 #include "mhc/advise/planner.hpp"
 #include "mhc/advise/verify.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/message_line.hpp"
 #include "mhc/common/refusal.hpp"
 #include "mhc/common/output_file.hpp"
 #include "mhc/common/units.hpp"
@@ -184,7 +185,7 @@ nlohmann::json row_json(const Row& row, const CaptureInfo& info) {
 void verify_rows(std::vector<Row>& rows, const Options& opts, const std::map<std::string, std::string>& meta,
                  int64_t capacity) {
     if (!opts.model.empty())   // the code the captures run, said before they run
-        std::fprintf(stderr, "--verify runs the model file %s (--model)\n", mhc::printable(opts.model).c_str());
+        mhc::say("--verify runs the model file %s (--model)\n", mhc::printable(opts.model).c_str());
     for (size_t i = 0; i < rows.size(); ++i) {
         const Candidate& candidate = rows[i].answer.candidate;
         if (rows[i].answer.hf_off) {   // its figures are a capture already
@@ -319,8 +320,7 @@ void apply_comm_link(const Options& options, const mhc::trace::TraceData& data, 
     if (options.comm_link.empty()) return;
     // The input decides whether --comm-link does anything: said, not refused (a script may pass it to every capture).
     if (base.info.data_parallel.empty())
-        std::fprintf(
-            stderr,
+        mhc::say(
             "mhc: warning: --comm-link %s has no effect: %s has no DDP or FSDP2 collectives (a step on one GPU)\n",
             mhc::printable(options.comm_link).c_str(), mhc::printable(options.trace).c_str());
     apply_comm_model(base, comm_model(data, base.info, options.comm_link));

@@ -15,6 +15,7 @@
 
 #include "command.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/message_line.hpp"
 #include "mhc/common/refusal.hpp"
 #include "mhc/replay/host_memory.hpp"
 #include "mhc/common/output_file.hpp"
@@ -287,7 +288,7 @@ int run(const Args& args) {
         warnings.push_back("--max-chunk " + printable(args.max_chunk) +
                            ": chunks are 4 KiB times a power of 4; the largest measured is " +
                            format_bytes(static_cast<int64_t>(sizes.back())));
-    for (const auto& warning : warnings) std::fprintf(stderr, "mhc: warning: %s\n", warning.c_str());
+    for (const auto& warning : warnings) mhc::say("mhc: warning: %s\n", warning.c_str());
     const double budget = args.quick ? 16e6 : 256e6;   // bytes moved per measurement
 
     auto make = [&](k::SwapPath swap_path) {

@@ -4,6 +4,7 @@
 #include "command.hpp"
 #include "run_store.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/message_line.hpp"
 #include "mhc/sim/allocator.hpp"
 #include "mhc/trace/check.hpp"
 #include "mhc/trace/store.hpp"
@@ -69,7 +70,7 @@ mhc::cli::Registration reg{mhc::cli::Command{
                                     static_cast<long long>(problem.row), mhc::printable(problem.message).c_str(), problem.rule.c_str());
                 }
             if (static_cast<int>(total) > *max) std::printf("... %zu more\n", total - static_cast<size_t>(*max));
-            std::fprintf(stderr, "%s: %zu problem%s\n", mhc::printable(*path).c_str(), total, total == 1 ? "" : "s");
+            mhc::say("%s: %zu problem%s\n", mhc::printable(*path).c_str(), total, total == 1 ? "" : "s");
             return mhc::cli::kExitBadInput;
         };
     }}};

@@ -10,6 +10,7 @@
 
 #include "command.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/message_line.hpp"
 #include "mhc/common/refusal.hpp"
 #include "mhc/common/numbers.hpp"
 #include "mhc/common/output_file.hpp"
@@ -346,10 +347,10 @@ int run(const Options& o) {
         if (progress) std::fprintf(stderr, "\n");
         // As a signal's line says elsewhere (output_file.cpp, say_what_is_left).
         if (o.all_ranks)
-            std::fprintf(stderr, "mhc: stopped by SIGINT before the job's files (%s, ...) were written (no part of them left)\n",
+            mhc::say("mhc: stopped by SIGINT before the job's files (%s, ...) were written (no part of them left)\n",
                          rank_path(o.output, 0).c_str());
         else
-            std::fprintf(stderr, "mhc: stopped by SIGINT before %s was written (no part of it left)\n", o.output.c_str());
+            mhc::say("mhc: stopped by SIGINT before %s was written (no part of it left)\n", o.output.c_str());
         return 130;
     } catch (...) {
         sigaction(SIGINT, &old, nullptr);

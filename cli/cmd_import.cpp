@@ -14,6 +14,7 @@
 #include "command.hpp"
 #include "trace_notes.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/message_line.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/common/wrap.hpp"
 #include "mhc/trace/import/import.hpp"
@@ -32,7 +33,7 @@ void say_if_waiting(const std::string& path, const std::string& what) {
     if (S_ISCHR(st.st_mode)) {
         const bool stdin_name = path == "/dev/stdin" || path == "/dev/fd/0" || path == "/proc/self/fd/0";
         if (stdin_name && ::isatty(STDIN_FILENO))
-            std::fprintf(stderr, "mhc: import: reading %s from the terminal until Ctrl-D\n", what.c_str());
+            mhc::say("mhc: import: reading %s from the terminal until Ctrl-D\n", what.c_str());
         return;
     }
     if (!S_ISFIFO(st.st_mode)) return;
@@ -40,7 +41,7 @@ void say_if_waiting(const std::string& path, const std::string& what) {
     char real[PATH_MAX];
     struct stat lst {};
     if (::realpath(path.c_str(), real) == nullptr || ::lstat(real, &lst) != 0 || !S_ISFIFO(lst.st_mode)) return;
-    std::fprintf(stderr,
+    mhc::say(
                  "mhc: import: %s is a named pipe: reading it until its writer closes it (waiting for a "
                  "writer to open it)\n",
                  what.c_str());
@@ -133,7 +134,7 @@ mhc::cli::Registration reg{mhc::cli::Command{
                 throw mhc::Error(as_given(e.what()), e.kind());
             }
             if (unbounded)
-                std::fprintf(stderr,
+                mhc::say(
                              "mhc: warning: --max-input-size had no effect: %s is not gzip-compressed (it bounds a "
                              "gzip input's decompressed bytes, and a pipe's)\n",
                              mhc::printable(shown).c_str());

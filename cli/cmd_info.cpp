@@ -10,6 +10,7 @@
 #include "run_store.hpp"
 #include "trace_notes.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/message_line.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/common/wrap.hpp"
 #include "mhc/sim/config.hpp"
@@ -168,7 +169,7 @@ mhc::cli::Registration reg{mhc::cli::Command{
             auto listed = mhc::trace::list_all_runs(*path, *runs_db);
             const auto& runs = listed.runs;
             // Runs computed from other data than the trace holds now are not its runs.
-            if (!listed.note.empty()) std::fprintf(stderr, "mhc: warning: %s\n", mhc::printable(listed.note).c_str());
+            if (!listed.note.empty()) mhc::say("mhc: warning: %s\n", mhc::printable(listed.note).c_str());
             if (*json) {
                 std::printf("%s\n", mhc::trace::to_json(summary).c_str());
                 return mhc::cli::kExitOk;

@@ -7,6 +7,7 @@
 #include "command.hpp"
 #include "run_store.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/message_line.hpp"
 #include "mhc/common/refusal.hpp"
 #include "mhc/common/numbers.hpp"
 #include "mhc/common/output_file.hpp"
@@ -71,7 +72,7 @@ mhc::cli::Registration reg{mhc::cli::Command{
             if (sig != 0) {
                 std::fflush(stdout);
                 const char* name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "a signal";
-                std::fprintf(stderr, "mhc: stopped by %s after the runs were %s\n", name,
+                mhc::say("mhc: stopped by %s after the runs were %s\n", name,
                              *dry_run ? "listed" : ("deleted whole from " + mhc::printable(file)).c_str());
                 return 128 + sig;
             }

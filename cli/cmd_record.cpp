@@ -18,6 +18,7 @@
 
 #include "command.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/message_line.hpp"
 #include "mhc/common/output_file.hpp"
 #include "mhc/record/output.hpp"
 
@@ -82,7 +83,7 @@ void set_torch_allocator() {
     const char* cur = std::getenv("PYTORCH_CUDA_ALLOC_CONF");
     std::string conf = cur ? cur : "";
     if (conf.find("backend:") != std::string::npos) {
-        std::fprintf(stderr,
+        mhc::say(
                      "mhc record: --torch: PYTORCH_CUDA_ALLOC_CONF already chooses a backend "
                      "(%s); left as is\n",
                      conf.c_str());
@@ -90,7 +91,7 @@ void set_torch_allocator() {
     }
     conf = conf.empty() ? "backend:cudaMallocAsync" : conf + ",backend:cudaMallocAsync";
     setenv("PYTORCH_CUDA_ALLOC_CONF", conf.c_str(), 1);
-    std::fprintf(stderr,
+    mhc::say(
                  "mhc record: --torch: PYTORCH_CUDA_ALLOC_CONF=%s, so that each tensor is its "
                  "own cudaMallocAsync allocation (not a slice of a cached segment)\n",
                  conf.c_str());
@@ -158,7 +159,7 @@ std::string make_manifest() {
 void set_recorder_environment(const std::string& library, const fs::path& out, const std::string& manifest,
                               bool no_accesses, bool force, bool torch) {
     if (const char* prev = std::getenv("CUDA_INJECTION64_PATH"); prev && library != prev)
-        std::fprintf(stderr, "mhc record: replacing CUDA_INJECTION64_PATH=%s\n", prev);
+        mhc::say("mhc record: replacing CUDA_INJECTION64_PATH=%s\n", prev);
     setenv("CUDA_INJECTION64_PATH", library.c_str(), 1);
     setenv("MHC_RECORD_OUTPUT", out.c_str(), 1);
     setenv("MHC_RECORD_MANIFEST", manifest.c_str(), 1);
@@ -238,7 +239,7 @@ int report(const std::vector<std::string>& cmd, const std::vector<Written>& writ
         std::printf("mhc record: wrote %s (%s; %s)\n", trace.path.c_str(), trace.status.c_str(), trace.detail.c_str());
     if (finished.exec_errno != 0) {
         // The shell's statuses: 127 not found, 126 found but not runnable.
-        std::fprintf(stderr, "mhc record: %s: %s; no trace written\n", cmd[0].c_str(),
+        mhc::say("mhc record: %s: %s; no trace written\n", cmd[0].c_str(),
                      finished.exec_errno == ENOENT ? "command not found" : std::strerror(finished.exec_errno));
         return finished.exec_errno == ENOENT ? 127 : 126;
     }

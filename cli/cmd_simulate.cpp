@@ -8,6 +8,7 @@
 #include "run_store.hpp"
 #include "sim_options.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/message_line.hpp"
 #include "mhc/dist/process.hpp"
 #include "mhc/dist/run.hpp"
 #include "mhc/common/units.hpp"
@@ -186,7 +187,7 @@ int run_single(const SimOptions& options, const sim::Config& config) {
     if (phase)
         if (int status = phase->stopped(stored, store_target(options.trace, options.store))) return status;
     if (!result.invariant_violation.empty()) {
-        std::fprintf(stderr, "mhc: simulator invariant violated: %s\n", result.invariant_violation.c_str());
+        mhc::say("mhc: simulator invariant violated: %s\n", result.invariant_violation.c_str());
         return kExitInternal;
     }
     if (!stored) return kExitNotStored;
@@ -194,7 +195,7 @@ int run_single(const SimOptions& options, const sim::Config& config) {
         // The text result opens with the OOM; with --json, stdout is for machines and the
         // one human line goes to stderr.
         if (options.json)
-            std::fprintf(stderr, "mhc: out of memory at %s of simulated time: %s: %s\n",
+            mhc::say("mhc: out of memory at %s of simulated time: %s: %s\n",
                          format_ns(result.oom.time).c_str(), result.oom.where.c_str(), result.oom.why.c_str());
         return kExitOom;
     }
@@ -255,10 +256,10 @@ int run_coupled(const std::vector<std::string>& paths, const sim::Config& c, boo
     if (!assumed.empty() && dist::is_root()) {
         std::string line;
         for (const auto& a : assumed) line += (line.empty() ? "" : "; ") + a;
-        std::fprintf(stderr, "mhc: warning: %s\n", line.c_str());
+        mhc::say("mhc: warning: %s\n", line.c_str());
     }
     if (std::string w = trace::version_mismatch(versions); !w.empty() && dist::is_root())
-        std::fprintf(stderr, "mhc: warning: %s\n", w.c_str());
+        mhc::say("mhc: warning: %s\n", w.c_str());
     sim::JobPlan plan = sim::plan_job(ranks);
     sim::CoupledResult r = dist::simulate_coupled(ranks, plan, c);
     if (!dist::is_root()) return kExitOk;
@@ -297,13 +298,13 @@ int run_coupled(const std::vector<std::string>& paths, const sim::Config& c, boo
     }
     for (const auto& x : r.ranks)
         if (!x.invariant_violation.empty()) {
-            std::fprintf(stderr, "mhc: simulator invariant violated: %s\n", x.invariant_violation.c_str());
+            mhc::say("mhc: simulator invariant violated: %s\n", x.invariant_violation.c_str());
             return kExitInternal;
         }
     if (!stored) return kExitNotStored;
     if (r.oom >= 0) {
         if (json)
-            std::fprintf(stderr, "mhc: out of memory on rank %d: %s: %s\n", r.global_rank[size_t(r.oom)],
+            mhc::say("mhc: out of memory on rank %d: %s: %s\n", r.global_rank[static_cast<size_t>(r.oom)],
                          r.ranks[size_t(r.oom)].oom.where.c_str(), r.ranks[size_t(r.oom)].oom.why.c_str());
         return kExitOom;
     }

@@ -12,6 +12,7 @@
 #include "run_store.hpp"
 #include "sim_options.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/message_line.hpp"
 #include "mhc/dist/process.hpp"
 #include "mhc/dist/run.hpp"
 #include "mhc/common/units.hpp"
@@ -213,7 +214,7 @@ int store_sweep(const SweepOptions& options, const trace::TraceData& trace_data,
         if (int status = phase->stopped(stored, store_target(options.trace, options.store))) return status;
     for (const auto& cell : result.grid)
         if (!cell.invariant_violation.empty()) {
-            std::fprintf(stderr, "mhc: simulator invariant violated in %s: %s\n", sim::run_name(cell.config).c_str(),
+            mhc::say("mhc: simulator invariant violated in %s: %s\n", sim::run_name(cell.config).c_str(),
                          cell.invariant_violation.c_str());
             return kExitInternal;
         }

@@ -13,6 +13,7 @@
 #include "run_store.hpp"
 #include "sim_options.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/message_line.hpp"
 #include "mhc/common/refusal.hpp"
 #include "mhc/common/numbers.hpp"
 #include "mhc/common/units.hpp"
@@ -274,7 +275,7 @@ double set_replay_options(const ValOptions& options, replay::ValidateSpec& spec)
     spec.link_measured_here = options.link == "auto";
     spec.max_replay_seconds = options.max_replay_s;
     spec.time_limit_s = options.time_limit_s;
-    spec.warn = [](const std::string& line) { std::fprintf(stderr, "mhc: warning: %s\n", line.c_str()); };
+    spec.warn = [](const std::string& line) { mhc::say("mhc: warning: %s\n", line.c_str()); };
     if (spec.pace && options.copy_threads > 1 && spec.replay.backend == replay::Backend::Host)
         throw Error("--copy-threads " + std::to_string(options.copy_threads) +
                     ": more copy threads are for --unpaced (the emulated link copies with one thread per direction)");
@@ -327,7 +328,7 @@ std::function<void(const std::string&)> attach_output(const std::shared_ptr<ValO
         std::cout.flush();
         if (!options->store.no_store) store_phase->emplace();
         if (report.load.loaded())
-            std::fprintf(stderr,
+            mhc::say(
                          "mhc: warning: the machine was loaded during the validation (%s): "
                          "measured times include other work\n",
                          report.load.text().c_str());
@@ -349,20 +350,20 @@ int conclude(const ValOptions& options, const replay::ValidateSpec& spec, const 
         std::cout << " in " << store_target(options.trace, options.store) << "\n";
     }
     if (spec.store && !report.stored)
-        std::fprintf(stderr,
+        mhc::say(
                      "mhc: the runs were not stored (%s); the results above are complete: rerun with "
                      "--no-store, or --runs-db FILE to store them in another file\n",
                      report.store_error.c_str());
     if (store_phase)
         if (int status = store_phase->stopped(report.stored, store_target(options.trace, options.store))) return status;
     if (!report.ok()) {
-        std::fprintf(stderr, "mhc: validation failed (see the status column)\n");
+        mhc::say("mhc: validation failed (see the status column)\n");
         return kExitInternal;
     }
     // A --time-limit that cut every limited configuration (the up-front estimate allowed the
     // first, the replays took longer): the baseline alone was measured, nothing was validated.
     if (report.rows.empty() && !report.not_run.empty()) {
-        std::fprintf(stderr,
+        mhc::say(
                      "mhc: --time-limit %g s: no limited configuration was replayed (%s's first replay "
                      "would have ended past it): nothing was validated; give a longer limit, or 0 for none\n",
                      options.time_limit_s, report.not_run.front().c_str());

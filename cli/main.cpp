@@ -20,6 +20,7 @@
 #include "mhc/common/command_line.hpp"
 #include "mhc/common/environment.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/message_line.hpp"
 #include "mhc/common/help_format.hpp"
 #include "mhc/common/numbers.hpp"
 #include "mhc/dist/process.hpp"
@@ -73,7 +74,7 @@ void check_environment() {
 // One line, whatever it quotes: a value or a file name with a newline, a tab or an escape in it
 // (`--top $'7\n'`, a trace named so) printed its message over two lines, or sent the byte to
 // the terminal; each such byte is shown as '?'.
-Outcome failure(int code, const std::string& what) { return {code, "mhc: " + mhc::capped_words(mhc::printable(what))}; }
+Outcome failure(int code, const std::string& what) { return {code, "mhc: " + mhc::message_line(what)}; }
 
 // A reader of the standard output that went away (`mhc sweep T.db | head -1`, `| true`, a closed
 // terminal) killed the command with SIGPIPE at its first line printed: a sweep or simulate that

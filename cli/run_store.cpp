@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "mhc/common/error.hpp"
+#include "mhc/common/message_line.hpp"
 #include "mhc/common/output_file.hpp"
 #include "mhc/common/units.hpp"
 
@@ -47,7 +48,7 @@ void warn_if_large(const std::vector<const trace::Run*>& runs, const std::string
     for (const trace::Run* r : runs) bytes += trace::stored_size(*r);
     const int64_t kWarnStoredBytes = warn_size();
     if (bytes <= kWarnStoredBytes) return;
-    std::fprintf(stderr, "mhc: warning: storing %zu run%s adds about %s to %s (more than %s); --no-store keeps only the "
+    mhc::say("mhc: warning: storing %zu run%s adds about %s to %s (more than %s); --no-store keeps only the "
                          "printed result, --runs-db FILE keeps the runs out of the trace\n",
                  runs.size(), runs.size() == 1 ? "" : "s", format_bytes(bytes).c_str(), printable(where).c_str(),
                  format_bytes(kWarnStoredBytes).c_str());
@@ -58,7 +59,7 @@ std::optional<std::vector<int64_t>> store_or_say(size_t count, Store store) {
     try {
         return store();
     } catch (const std::exception& e) {
-        std::fprintf(stderr, "mhc: %s not stored (%s); the result above is complete: rerun with "
+        mhc::say("mhc: %s not stored (%s); the result above is complete: rerun with "
                              "--no-store, or --runs-db FILE to store %s in another file\n",
                      count == 1 ? "the run was" : "the runs were", e.what(), count == 1 ? "it" : "them");
         return std::nullopt;
@@ -176,8 +177,8 @@ int StorePhase::stopped(bool stored, const std::string& target) {
     const char* name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "a signal";
     std::fflush(stdout);
     if (stored)
-        std::fprintf(stderr, "mhc: stopped by %s after the runs were stored whole in %s\n", name, target.c_str());
-    else std::fprintf(stderr, "mhc: stopped by %s; no run was stored\n", name);
+        mhc::say("mhc: stopped by %s after the runs were stored whole in %s\n", name, target.c_str());
+    else mhc::say("mhc: stopped by %s; no run was stored\n", name);
     return 128 + sig;
 }
 

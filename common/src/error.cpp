@@ -1,10 +1,12 @@
 #include "mhc/common/error.hpp"
+#include "mhc/common/message_line.hpp"
 #include "mhc/common/refusal.hpp"
 
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <iterator>
@@ -93,7 +95,7 @@ std::string shortened(std::string_view text) {
 std::string quoted_value(std::string_view value) { return "'" + shortened(printable(value)) + "'"; }
 
 std::string capped_words(std::string_view message) {
-    constexpr size_t kLongest = 4096;   // PATH_MAX: no file name is longer
+    constexpr size_t kLongest = 80;   // shortened()'s rule: a file name too, not only a value
     if (message.size() <= kLongest) return std::string(message);
     std::string out;
     for (size_t at = 0; at < message.size();) {
@@ -113,7 +115,23 @@ std::string capped_words(std::string_view message) {
     return out;
 }
 
-Error::Error(const std::string& message, Kind kind) : std::runtime_error(capped_words(printable(message))), kind_(kind) {}
+std::string message_line(std::string_view text) { return capped_words(printable(text)); }
+
+void say(const char* format, ...) {
+    std::va_list args;
+    va_start(args, format);
+    std::va_list again;
+    va_copy(again, args);
+    const int length = std::vsnprintf(nullptr, 0, format, args);
+    va_end(args);
+    std::string line(length > 0 ? static_cast<size_t>(length) : 0, '\0');
+    if (length > 0) std::vsnprintf(line.data(), line.size() + 1, format, again);
+    va_end(again);
+    if (!line.empty() && line.back() == '\n') line.pop_back();
+    std::fprintf(stderr, "%s\n", message_line(line).c_str());
+}
+
+Error::Error(const std::string& message, Kind kind) : std::runtime_error(message_line(message)), kind_(kind) {}
 
 std::string where(const std::string& file, const std::string& message) {
     return file + ": " + message;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "mhc/common/error.hpp"
+#include "mhc/common/message_line.hpp"
 #include "mhc/common/made_directory.hpp"
 #include "output_names.hpp"
 #include "output_signals.hpp"
@@ -51,7 +52,7 @@ OutputFile::OutputFile(std::string path, IfExists if_exists)
             throw Error(already_exists(path_, "everything in it", what));
         // The new file takes the link's place: say so, since the file it pointed to stays.
         if (link)
-            std::fprintf(stderr, "mhc: %s is a symbolic link to %s: the link is replaced by the new file; %s is left as it is\n",
+            mhc::say("mhc: %s is a symbolic link to %s: the link is replaced by the new file; %s is left as it is\n",
                          path_.c_str(), link_target(path_).c_str(), link_target(path_).c_str());
     }
     // A folder that is not there, said one way by every command (SQLite says "unable to open

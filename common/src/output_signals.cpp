@@ -12,6 +12,7 @@
 #include <new>
 #include <utility>
 
+#include "mhc/common/message_line.hpp"
 #include "mhc/common/output_file.hpp"
 
 namespace mhc {
@@ -269,7 +270,10 @@ int claim(const std::string& name, bool directory, const std::string& target) {
     for (int i = 0; i < kSlots; ++i) {
         Slot& slot = g_slots[i];
         if (slot.used.load()) continue;
-        if (!fill(slot.name, slot.capacity, name) || !fill(slot.target, slot.target_capacity, target)) return -1;
+        // The target as every message names a file (the handler cannot make it so): one line, capped.
+        if (!fill(slot.name, slot.capacity, name) ||
+            !fill(slot.target, slot.target_capacity, target.empty() ? target : message_line(target)))
+            return -1;
         slot.directory.store(directory);
         slot.used.store(true);
         return i;
@@ -283,13 +287,13 @@ void release(int slot) {
 
 void note_written(const std::string& path) {
     if (t_not_outputs > 0) return;
-    auto* written = new WrittenName{g_written_names.load(), path};
+    auto* written = new WrittenName{g_written_names.load(), message_line(path)};
     while (!g_written_names.compare_exchange_weak(written->before, written)) {}
 }
 
 void forget_written(const std::string& path) {
     for (WrittenName* w = g_written_names.load(); w; w = w->before)
-        if (w->name == path && !w->gone.load()) {
+        if (w->name == message_line(path) && !w->gone.load()) {
             w->gone.store(true);
             break;
         }
@@ -324,7 +328,7 @@ void set_stop_note(const std::string& note) {
         g_stop_note.store(nullptr);
         return;
     }
-    auto* kept = new WrittenName{g_stop_notes.load(), note};
+    auto* kept = new WrittenName{g_stop_notes.load(), message_line(note)};
     while (!g_stop_notes.compare_exchange_weak(kept->before, kept)) {}
     g_stop_note.store(kept->name.c_str());
 }

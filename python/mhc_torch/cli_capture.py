@@ -12,7 +12,7 @@ from .cli_model_file import (_forked_children_end, _load_model_file, _model_fail
 from .cli_options import _check_options, _no_effect, _unused
 from .cli_recipe import _recipe
 from .formatting import format_bytes, format_ns
-from .output_file import OutputError, _Terminated, check_output
+from .output_file import OutputError, _Terminated, check_output, show_as
 
 
 def _capture_command(a, parser: argparse.ArgumentParser, recipe: str | None) -> int:
@@ -59,11 +59,14 @@ def _capture_guarded(a, parser: argparse.ArgumentParser) -> int:
     # The output where it was named: a model file may change the working folder (os.chdir at its
     # top level or in build_model()), and the trace was written there, under the name given.
     out = os.path.abspath(a.out)
+    show_as(out, a.out)
 
+    from .allocator_environment import refuse_unreadable_env
     from .settings import SettingError, load_setting
 
     try:  # before torch is imported: a bad setting is told at once
         setting = load_setting(a.setting) if a.setting is not None else None
+        refuse_unreadable_env()   # PyTorch's import ends the process on some
     except SettingError as e:
         _say(f"mhc-torch: {e}")
         return 2

@@ -31,12 +31,14 @@ def shortened(text: str) -> str:
 
 
 def capped_words(message: str) -> str:
-    """`message` with each run of more than 4,096 bytes without a space shortened (no file name is
-    longer), as every line mhc prints is: what each line mhc-torch says passes through."""
-    if len(message) <= 4096:
+    """`message` with each run of more than 80 bytes without a space shortened, as every line mhc
+    prints is (common/src/error.cpp, capped_words): a value quoted whole where it is formed and a
+    file name of 81 to 4,096 bytes alike, the quotes and colon around it kept."""
+    if len(message.encode("utf-8", "surrogateescape")) <= 80:
         return message
+
     def cap(word: str) -> str:
-        if len(word.encode("utf-8", "surrogateescape")) <= 4096:
+        if len(word.encode("utf-8", "surrogateescape")) <= 80:
             return word
         # the quotes around a value and the colon after it stay, the value's length told: 'xxx...(N bytes)':
         head = word[:1] if word[:1] in "'\"(" else ""
@@ -44,6 +46,12 @@ def capped_words(message: str) -> str:
         return head + shortened(body) + word[len(head) + len(body):]
 
     return " ".join(cap(w) for w in message.split(" "))
+
+
+def message_line(text: str) -> str:
+    """A line for stderr as mhc says one (mhc::message_line): printable(), then capped_words().
+    Every line mhc-torch writes on stderr passes through it."""
+    return capped_words(printable(text))
 
 
 _CLOSING = "'\":;,)]"

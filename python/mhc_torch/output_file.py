@@ -13,6 +13,17 @@ import sys
 import threading
 
 from . import file_bytes
+from .number_grammar import message_line
+
+
+# The name an output is said by, where it is written under another: mhc-torch capture writes to
+# the absolute path (a model's os.chdir cannot move the trace) but names what the user gave.
+_SHOWN: dict[str, str] = {}
+
+
+def show_as(path: str, name: str) -> None:
+    """Messages about the output `path` name it `name`."""
+    _SHOWN[path] = name
 
 
 class OutputError(OSError):
@@ -256,8 +267,8 @@ def begin_output(path: str, replace: bool) -> str:
     check_output(path, replace)
     if replace and os.path.islink(path):   # the new file takes the link's place: say so
         target = os.readlink(path)
-        print(f"mhc-torch: {path} is a symbolic link to {target}: the link is replaced by the new file; {target} is "
-              "left as it is", file=sys.stderr)
+        print(message_line(f"mhc-torch: {_SHOWN.get(path, path)} is a symbolic link to {target}: the link is replaced "
+                           f"by the new file; {target} is left as it is"), file=sys.stderr)
     remove_stale_temps(path)
     tmp = temp_name(path, os.getpid())
     with contextlib.suppress(FileNotFoundError):

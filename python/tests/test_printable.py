@@ -23,3 +23,16 @@ def test_names_stay_as_they_show():
     assert printable("x\u202egpj.db") == "x?gpj.db"            # shown as "xbd.jpg" otherwise
     assert printable("k\udcff.db") == "k?.db"                  # a byte of no UTF-8, as os.fsdecode reads it
     assert printable("caf\u00e9 \u6a21\u578b \u00a0") == "caf\u00e9 \u6a21\u578b \u00a0"   # what shows, kept
+
+
+def test_long_words_are_capped_as_mhc_caps_them():
+    """common/src/error.cpp's capped_words, one rule for a value and a file name: a word past 80
+    bytes is its first 60 and its length, the quotes and colon around it kept; one of 80 stays."""
+    from mhc_torch.number_grammar import capped_words, message_line
+
+    name = "d" * 150 + "/t.db"
+    assert capped_words(f"{name}: already exists") == "d" * 60 + "...(155 bytes): already exists"
+    assert capped_words(f"--steps: '{'x' * 120000}': no") == "--steps: '" + "x" * 60 + "...(120000 bytes)': no"
+    assert capped_words("y" * 80 + " z") == "y" * 80 + " z"
+    assert capped_words("\u00e9" * 50) == "\u00e9" * 30 + "...(100 bytes)"   # bytes counted, not characters
+    assert message_line(f"mhc-torch: {name} is a link\n") == "mhc-torch: " + "d" * 60 + "...(155 bytes) is a link?"

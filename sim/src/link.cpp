@@ -70,6 +70,11 @@ void validate(const LinkModel& l, const std::string& what) {
         if (i > 0 && c.bytes <= l.by_chunk[i - 1].bytes)
             bad(pre + "bytes", std::to_string(c.bytes) + " is not more than by_chunk[" + std::to_string(i - 1) +
                                    "].bytes " + std::to_string(l.by_chunk[i - 1].bytes) + " (rows in increasing size)");
+        // A row measuring nothing (every rate 0, "not measured", or left out) was read without a
+        // word: a profile of such rows predicted with its flat figures as though it held none.
+        if (c.h2d_Bps == 0 && c.d2h_Bps == 0 && c.both_h2d_Bps == 0 && c.both_d2h_Bps == 0)
+            bad(pre.substr(0, pre.size() - 1), "no rate measured (h2d_Bps, d2h_Bps, both_h2d_Bps and both_d2h_Bps "
+                                                "are each 0 or left out); give one, or leave the row out");
         if (c.h2d_Bps != 0 && !bandwidth_ok(c.h2d_Bps)) bad(pre + "h2d_Bps", bw_range);
         if (c.d2h_Bps != 0 && !bandwidth_ok(c.d2h_Bps)) bad(pre + "d2h_Bps", bw_range);
         if (c.both_h2d_Bps != 0 && !bandwidth_ok(c.both_h2d_Bps)) bad(pre + "both_h2d_Bps", bw_range);
@@ -235,11 +240,12 @@ std::vector<std::string> clamp_measured_link(LinkModel& l) {
 std::vector<std::string> write_link_profile(const std::string& path, LinkModel l) {
     std::vector<std::string> notes = clamp_measured_link(l);
     json by_chunk = json::array();
-    for (const auto& c : l.by_chunk) {
-        json row = {{"bytes", c.bytes}, {"h2d_Bps", c.h2d_Bps}, {"d2h_Bps", c.d2h_Bps}};
-        if (c.both_h2d_Bps != 0) row["both_h2d_Bps"] = c.both_h2d_Bps;
-        if (c.both_d2h_Bps != 0) row["both_d2h_Bps"] = c.both_d2h_Bps;
-        by_chunk.push_back(row);
+    for (const auto& chunk : l.by_chunk) {   // a rate not measured (0) left out; a row of none, too
+        json row = {{"bytes", chunk.bytes}};
+        for (auto [rate, name] : {std::pair{chunk.h2d_Bps, "h2d_Bps"}, {chunk.d2h_Bps, "d2h_Bps"},
+                                  {chunk.both_h2d_Bps, "both_h2d_Bps"}, {chunk.both_d2h_Bps, "both_d2h_Bps"}})
+            if (rate != 0) row[name] = rate;
+        if (row.size() > 1) by_chunk.push_back(row);
     }
     json j = {{"name", l.name},
               {"h2d", {{"bandwidth_Bps", l.h2d.bandwidth_Bps}, {"latency_s", l.h2d.latency_s}}},

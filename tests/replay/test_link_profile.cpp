@@ -92,6 +92,22 @@ TEST_CASE("a profile written by calibrate is always accepted by validate and sim
             CHECK(back.d2h.latency_s == 0);
         }
     }
+    SECTION("a rate not measured is left out, a row of none too; the reader refuses such a row") {
+        sim::LinkModel link = measured(0.92);
+        link.by_chunk[0] = {4096, 0, 1.0e9, 0, 0};   // D2H alone measured
+        link.by_chunk.push_back({8 << 20, 0, 0, 0, 0});   // nothing measured
+        std::string path = temp("unmeasured.json");
+        sim::write_link_profile(path, link);
+        accepted(path);
+        const auto back = sim::link_from_spec(path);
+        REQUIRE(back.by_chunk.size() == 2);
+        CHECK(back.by_chunk[0].h2d_Bps == 0);
+        CHECK(back.by_chunk[0].d2h_Bps == 1.0e9);
+        std::ofstream(path) << R"({"name": "x", "h2d": {"bandwidth_Bps": 1e9, "latency_s": 0},
+            "d2h": {"bandwidth_Bps": 1e9, "latency_s": 0}, "copy_engines": 2, "duplex_factor": 1,
+            "by_chunk": [{"bytes": 4096, "h2d_Bps": 1e9}, {"bytes": 8192, "h2d_Bps": 0, "d2h_Bps": -0.0}]})";
+        CHECK_THROWS_WITH(sim::link_from_spec(path), Catch::Contains("field 'by_chunk[1]': no rate measured"));
+    }
     SECTION("the reader refuses what the writer never writes (the bounds are the reader's)") {
         std::string p = temp("hand.json");
         std::ofstream(p) << R"({"name": "x", "h2d": {"bandwidth_Bps": 1e9, "latency_s": 0},

@@ -111,9 +111,12 @@ def chunks(rows, bad):
                 last = b
             except Bad as e:
                 bad.append(e.field)
-        for k in ("h2d_Bps", "d2h_Bps", "both_h2d_Bps", "both_d2h_Bps"):
+        rates = ("h2d_Bps", "d2h_Bps", "both_h2d_Bps", "both_d2h_Bps")
+        for k in rates:
             try:
                 if k in row and number(row[k], k) != 0:   # 0: not measured
                     within(row[k], *BW, k)
             except Bad as e:
                 bad.append(e.field)
+        if all(k not in row or row[k] == 0 for k in rates):   # a row that measures no rate
+            bad.append("by_chunk")

@@ -19,6 +19,7 @@
 
 #include "mhc/common/environment.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/message_line.hpp"
 #include "run_files.hpp"
 #include "sqlite_util.hpp"
 
@@ -93,7 +94,7 @@ struct Secret {
 };
 // Why the key cannot be had, said once a process (on standard error, as the program's note).
 std::optional<Secret> no_key(const std::string& why) {
-    std::fprintf(stderr, "%s: note: the trace cache is off (each command reads every row): %s\n",
+    mhc::say("%s: note: the trace cache is off (each command reads every row): %s\n",
                  program_invocation_short_name, printable(why).c_str());
     return std::nullopt;
 }

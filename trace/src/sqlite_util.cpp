@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "mhc/common/error.hpp"
+#include "mhc/common/message_line.hpp"
 #include "mhc/common/numbers.hpp"
 
 namespace mhc::trace::sql {
@@ -85,7 +86,7 @@ int busy_wait(void* ctx, int count) {
         std::lock_guard<std::mutex> lock(g_waits_mutex);
         if (!wait.noted) {
             wait.noted = true;
-            std::fprintf(stderr, "%s: %s: locked by another process; waiting for it (at most %g s: MHC_BUSY_TIMEOUT_MS)\n",
+            mhc::say("%s: %s: locked by another process; waiting for it (at most %g s: MHC_BUSY_TIMEOUT_MS)\n",
                          program_invocation_short_name, wait.file.c_str(), wait.timeout_ms / 1000.0);
         }
     }

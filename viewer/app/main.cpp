@@ -22,6 +22,7 @@
 #include "app.hpp"
 #include "mhc/common/command_line.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/message_line.hpp"
 #include "mhc/common/help_format.hpp"
 #include "mhc/common/numbers.hpp"
 #include "mhc/common/output_file.hpp"
@@ -37,7 +38,7 @@ namespace {
 // name or a value is shown as '?' (`mhc-view $'a\nb.db'` was said over two lines), as is any
 // character mhc::printable hides.
 void say(const std::string& what) {
-    std::fprintf(stderr, "mhc-view: %s\n", mhc::printable(what).c_str());
+    std::fprintf(stderr, "mhc-view: %s\n", mhc::message_line(what).c_str());
 }
 
 void style() {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <string>
 #include <vector>
 
 #include "mhc/common/error.hpp"
@@ -30,10 +31,15 @@ void write_framebuffer_png(const std::string& path, int width, int height) {
     // renamed into place. It was PATH.tmp, one name for every process (two screenshots at once
     // wrote into one file), opened through a link planted there, and `--screenshot /dev/stdout`
     // (as root) replaced /dev/stdout with /dev/stdout.tmp.
-    OutputFile file(path, IfExists::Replace);
-    if (!stbi_write_png(file.temp_path().c_str(), width, height, 4, out.data(), static_cast<int>(row)))
-        throw Error(path + ": cannot write the PNG");
-    file.commit();
+    // Encoded in memory, then written with each write checked: stbi_write_png checks none, and a
+    // full disk left a cut PNG under the name, exit 0.
+    std::string png;
+    const auto append = [](void* to, void* data, int size) {
+        static_cast<std::string*>(to)->append(static_cast<const char*>(data), static_cast<size_t>(size));
+    };
+    if (!stbi_write_png_to_func(append, &png, width, height, 4, out.data(), static_cast<int>(row)))
+        throw Error(path + ": cannot encode the PNG", Error::Kind::Internal);
+    write_file_atomically(path, png, IfExists::Replace);
 }
 
 }  // namespace mhc::viewer

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "mhc/common/error.hpp"
+#include "mhc/common/message_line.hpp"
 #include "mhc/common/output_file.hpp"
 #include "mhc/trace/check.hpp"
 #include "mhc/trace/columns.hpp"
@@ -136,7 +137,7 @@ static Result import_regular(const std::string& in, const std::string& shown, co
     r.meta["import.input"] = std::filesystem::path(shown).filename().string();
     // Named as the user gave it (a pipe's private copy is not the user's file).
     if (opt.warn)
-        for (const auto& warning : said) std::fprintf(stderr, "mhc: warning: %s: %s\n", shown.c_str(), warning.c_str());
+        for (const auto& warning : said) mhc::say("mhc: warning: %s: %s\n", shown.c_str(), warning.c_str());
     // Kept with the trace, one per line: `mhc info` says them long after the import's stderr is gone.
     if (!said.empty()) {
         std::string kept;
