@@ -913,6 +913,7 @@ TEST_CASE("nsys: a kernel launched before the capture began is in no step, said"
     std::map<int64_t, int32_t> step_of;   // by start (relative): 2178, 2179, 2200, 2214
     for (size_t i = 0; i < trace.kernels.size(); ++i) step_of[trace.kernels.t_start[i]] = trace.kernels.step[i];
     std::vector<int32_t> steps;
+    steps.reserve(step_of.size());
     for (const auto& [start, step] : step_of) steps.push_back(step);
     CHECK(steps == std::vector<int32_t>{-1, -1, 6, 7});
     CHECK(trace.meta.at("nsys.kernels_launched_before_recording") ==
