@@ -227,7 +227,10 @@ void build_steps(Prepared& p) {
     size_t known = 0;
     for (size_t s = 0; s < n; ++s) known += t.kernels.step[p.korder[s]] >= 0;
     std::vector<int64_t> raw(n, -1);
-    if (known * 2 >= n && n > 0) {
+    // An importer that found the steps (meta steps_from) put each kernel in its step itself, by its
+    // launch: one in none was launched outside every step, or before recording began though it ran
+    // in the first, and the markers would count it there by its start (docs/import.md, "Steps").
+    if ((known * 2 >= n || t.meta.count("steps_from") > 0) && n > 0) {
         for (size_t s = 0; s < n; ++s) raw[s] = t.kernels.step[p.korder[s]];
     } else {
         // From step markers: the step whose marker contains the kernel's start.

@@ -418,7 +418,9 @@ def nsys_own_steps(db, tables):
 def check_nsys_kernel_steps(name, path, db):
     """Kernels (and CUDA graph launches traced whole) per step: each in the step its launch (the
     CUPTI_ACTIVITY_KIND_RUNTIME row of its correlationId and globalPid) fell in, else its start, among
-    its own process's steps (nsys_own_steps; one process: all of them)."""
+    its own process's steps (nsys_own_steps; one process: all of them); one without a runtime row, of a
+    correlationId below every runtime row of its process, launched before the capture began: in no
+    step, and counted in meta nsys.kernels_launched_before_recording."""
     src = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     tables = {r[0] for r in src.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     own = nsys_own_steps(src, tables)
@@ -429,11 +431,18 @@ def check_nsys_kernel_steps(name, path, db):
     if "CUPTI_ACTIVITY_KIND_RUNTIME" in tables:
         for t, corr, start in src.execute("SELECT globalTid, correlationId, start FROM CUPTI_ACTIVITY_KIND_RUNTIME"):
             calls[(t >> 24, corr)] = start
+    first_call = {}
+    for process, corr in calls:
+        first_call[process] = min(first_call.get(process, corr), corr)
     kcols = {r[1] for r in src.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_KERNEL)")}
     pid = "globalPid" if "globalPid" in kcols else "NULL"
-    want = {}
+    want, before = {}, 0
     for start, corr, gp in src.execute(f"SELECT start, correlationId, {pid} FROM CUPTI_ACTIVITY_KIND_KERNEL"):
         process = gp >> 24 if gp is not None else -1
+        if (process, corr) not in calls and corr and 0 < corr < first_call.get(process, 0):
+            want[-1] = want.get(-1, 0) + 1
+            before += 1
+            continue
         t = calls.get((process, corr), start)
         steps = sorted(single if single is not None else own.get(process, [s for v in own.values() for s in v]))
         begun = [s for s in steps if s[0] <= t]
@@ -445,3 +454,6 @@ def check_nsys_kernel_steps(name, path, db):
     print(f"  kernels per step: {dict(sorted(got.items()))} imported, {dict(sorted(want.items()))} in the file")
     if got != want:
         fail(name, f"kernels per step {dict(sorted(got.items()))}, the file's {dict(sorted(want.items()))}")
+    said = dict(conn.execute("SELECT key, value FROM meta")).get("nsys.kernels_launched_before_recording")
+    if (int(said.split()[0]) if said else 0) != before:
+        fail(name, f"meta nsys.kernels_launched_before_recording {said!r}, the file has {before} such kernels")

@@ -873,3 +873,52 @@ TEST_CASE("nsys: an export is read in one read transaction, whole", "[import][ns
     CHECK(sqlite3_exec(writer, change, nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(writer);
 }
+
+// A kernel that ran in the capture but was launched before it began (the GPU runs behind the host):
+// its runtime row is not in the export, and CUPTI numbers a process's calls in order, so its
+// correlationId is below every call of its process the export holds. None of the kept exports has
+// one (con_kernel's two kernels without a runtime row are above every call); the premise is built
+// on the 2025.1 export as if the capture had begun at 9,032,000,000 ns (nsys --capture-range): its
+// process's calls before then and its kernels ended by then removed, ProfilerStep#6 from there to
+// 9,034,950,000 and #7 to 9,035,010,000. Left: kernel 2178 (launched at 9,030,581,328, started
+// before the step), 2200 (launched at 9,032,767,796: step 6), and two added on its stream: 2179,
+// queued behind 2178 and run at 9,032,756,108 (in step 6's span), and 2214, started at
+// 9,034,960,000 (in step 7's) with no runtime row but above the first call 2192 (its call lost).
+// Before 2026-12-07 kernel 2179 took step 6, the step of its start.
+TEST_CASE("nsys: a kernel launched before the capture began is in no step, said", "[import][nsys][public][steps]") {
+    test::TempDir dir;
+    imp::Result result;
+    const std::string copy = "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, contextId, streamId, "
+                             "correlationId, globalPid, demangledName, shortName, registersPerThread, gridX, gridY, "
+                             "gridZ, blockX, blockY, blockZ, staticSharedMemory, dynamicSharedMemory, "
+                             "localMemoryPerThread, localMemoryTotal, gridId) SELECT ";
+    const std::string of_2200 = ", deviceId, contextId, streamId, ?, globalPid, demangledName, shortName, "
+                                "registersPerThread, gridX, gridY, gridZ, blockX, blockY, blockZ, staticSharedMemory, "
+                                "dynamicSharedMemory, localMemoryPerThread, localMemoryTotal, gridId FROM "
+                                "CUPTI_ACTIVITY_KIND_KERNEL WHERE correlationId = 2200;";
+    auto added = [&](const std::string& times, const std::string& id) {
+        std::string sql = copy + times + of_2200;
+        sql.replace(sql.find('?'), 1, id);
+        return sql;
+    };
+    TraceData trace = test::import_variant(
+        dir, "nsys/fuser-h200-nsys-2025.1.sqlite",
+        "DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE start < 9032000000 AND globalTid >= 282323165642752 AND "
+        "globalTid < 282323165642752 + 16777216;"
+        "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE end < 9032000000;" +
+            added("9032756108, 9032800000", "2179") + added("9034960000, 9034970000", "2214") +
+            "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid) VALUES (9032000000, 9034950000, 59, "
+            "'ProfilerStep#6', 282323165693308), (9034950000, 9035010000, 59, 'ProfilerStep#7', 282323165693308);",
+        result);
+    std::map<int64_t, int32_t> step_of;   // by start (relative): 2178, 2179, 2200, 2214
+    for (size_t i = 0; i < trace.kernels.size(); ++i) step_of[trace.kernels.t_start[i]] = trace.kernels.step[i];
+    std::vector<int32_t> steps;
+    steps.reserve(step_of.size());
+    for (const auto& [start, step] : step_of) steps.push_back(step);
+    CHECK(steps == std::vector<int32_t>{-1, -1, 6, 7});
+    CHECK(trace.meta.at("nsys.kernels_launched_before_recording") ==
+          "2 kernels whose launch the file lacks, of correlation ids 2178 to 2179, below every call the file holds "
+          "of their process: launched before recording began, so in no step (their start fell in step 6: 1)");
+    // The export as recorded (every call from id 1 on): nothing said.
+    CHECK(test::unsaid(dir, "nsys/fuser-h200-nsys-2025.1.sqlite", "nsys.kernels_launched_before_recording"));
+}

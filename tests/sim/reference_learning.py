@@ -59,9 +59,10 @@ class Trace(out.Trace):
         col = [st for (st,) in db.execute("SELECT step FROM kernels WHERE device = ? ORDER BY t_start, id",
                                           (self.device,))]
         markers = db.execute("SELECT t_start, t_end, id FROM markers WHERE kind = 0 ORDER BY t_start, id").fetchall()
+        stepped = db.execute("SELECT 1 FROM meta WHERE key = 'steps_from'").fetchone() is not None   # an importer's
         db.close()
         n = len(col)
-        if n and 2 * sum(1 for v in col if v is not None and v >= 0) >= n:
+        if n and (2 * sum(1 for v in col if v is not None and v >= 0) >= n or stepped):
             value = [v if v is not None and v >= 0 else None for v in col]
         else:   # the last step marker (start order, then row) starting at or before, if not ended by then
             starts = [m[0] for m in markers]

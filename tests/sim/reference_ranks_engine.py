@@ -158,7 +158,7 @@ class Trace:
     def steps(self, markers):
         n = len(self.kstart)
         raw = [None] * n
-        if n and sum(1 for s in self.kstep_col if s is not None and s >= 0) * 2 >= n:
+        if n and (sum(1 for s in self.kstep_col if s is not None and s >= 0) * 2 >= n or "steps_from" in self.meta):
             raw = [s if s is not None and s >= 0 else None for s in self.kstep_col]
         elif markers:
             for s in range(n):

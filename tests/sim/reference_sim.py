@@ -82,7 +82,8 @@ class Trace:
         self.kernels = own
         self.kernel_seq = {k[0]: s for s, k in enumerate(own)}
         markers = db.execute("SELECT t_start, t_end FROM markers WHERE kind = 0 ORDER BY id").fetchall()
-        self.kernel_steps, self.step_span = Trace.steps(own, markers)
+        stepped = db.execute("SELECT 1 FROM meta WHERE key = 'steps_from'").fetchone() is not None   # an importer's
+        self.kernel_steps, self.step_span = Trace.steps(own, markers, stepped)
         self.operands = [[] for _ in own]   # (alloc index, mode) by allocation id
         for kid, aid, mode in db.execute("SELECT kernel, allocation, mode FROM accesses ORDER BY kernel, allocation"):
             if kid in self.kernel_seq and aid in self.alloc_index:
@@ -171,10 +172,11 @@ class Trace:
         return pools, {}
 
     @staticmethod
-    def steps(kernels, markers):
-        """docs/simulator.md, "Steps": each kernel's step (-1: none) and step -> (first seq, kernels)."""
+    def steps(kernels, markers, stepped=False):
+        """docs/simulator.md, "Steps": each kernel's step (-1: none) and step -> (first seq, kernels);
+        `stepped`: meta steps_from is set (the column decides)."""
         n = len(kernels)
-        if 2 * sum(k[5] >= 0 for k in kernels) >= n:
+        if 2 * sum(k[5] >= 0 for k in kernels) >= n or stepped:
             raw = [k[5] for k in kernels]
         else:   # the step marker (in start order; markers starting together: the later row) holding the kernel's start
             markers = sorted(markers, key=lambda m: m[0])   # stable: rows in id order

@@ -5,6 +5,7 @@
 
 #include "helpers.hpp"
 #include "mhc/sim/simulate.hpp"
+#include "prepared.hpp"
 
 using namespace simtest;
 using namespace mhc;
@@ -155,4 +156,27 @@ TEST_CASE("lookahead prefetch hides a swap-in behind compute", "[sim][hand]") {
     CHECK(pre.stall_time == 1 * ms);
     CHECK(pre.prefetch_count == 1);
     CHECK(pre.swap_in_count == 1);
+}
+
+// Steps (docs/simulator.md): where fewer than half of a device's kernels carry a step the step
+// markers decide, unless the trace's importer found its steps (meta steps_from): it put each kernel
+// in its step by its launch, and one in none stays in none. Premise: ProfilerStep#5 to #7, 100 ns
+// each; three kernels launched before recording began run in #5's span (in no step: docs/import.md,
+// "Steps"), then #6's and #7's own kernel. Before 2026-12-07 the markers counted the three in a step.
+TEST_CASE("steps: kernels an importer put in no step stay there, though they are most", "[sim][hand][steps]") {
+    auto trace = build({{MiB, 0, 400}}, {{10, 15, {{0, 'r'}}},
+                                         {20, 25, {{0, 'r'}}},
+                                         {30, 35, {{0, 'r'}}},
+                                         {110, 115, {{0, 'r'}}, 6},
+                                         {210, 215, {{0, 'r'}}, 7}});
+    for (int32_t step = 5; step <= 7; ++step) {
+        mhc::trace::Marker marker;
+        marker.id = step, marker.t_start = (step - 5) * 100, marker.t_end = (step - 4) * 100;
+        marker.kind = mhc::trace::MarkerKind::Step, marker.index = step;
+        trace.markers.push(marker);
+    }
+    // Written by no importer that says where its steps came from: the markers decide.
+    CHECK(mhc::sim::prepare(trace)->step_of == std::vector<int32_t>{0, 0, 0, 1, 2});
+    trace.meta["steps_from"] = "ProfilerStep#N ranges (the profiler's step markers)";
+    CHECK(mhc::sim::prepare(trace)->step_of == std::vector<int32_t>{-1, -1, -1, 0, 1});
 }

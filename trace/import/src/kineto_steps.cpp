@@ -279,26 +279,10 @@ int32_t KernelSteps::of(const KKernel& kernel, const KLaunch* call) {
     const int64_t process = lane_owner(kernel);
     if (process < 0) return joined_.at(kernel.ts);
     auto first = data_.first_call_id.find(process);
-    if (first != data_.first_call_id.end() && kernel.correlation > 0 && kernel.correlation < first->second) {
-        lowest_ = before_ == 0 ? kernel.correlation : std::min(lowest_, kernel.correlation);
-        highest_ = std::max(highest_, kernel.correlation);
-        ++before_;
-        ++by_start_[own_.at(process, kernel.ts, joined_)];
-        return -1;
-    }
-    return own_.at(process, kernel.ts, joined_);
-}
-
-void KernelSteps::say(Result& result) const {
-    if (before_ == 0) return;
-    std::string steps;
-    for (const auto& [step, count] : by_start_)
-        if (step >= 0) steps += (steps.empty() ? "" : ", ") + std::to_string(step) + ": " + std::to_string(count);
-    result.meta["kineto.kernels_launched_before_recording"] =
-        std::to_string(before_) + " kernels whose launch the file lacks, of correlation ids " +
-        std::to_string(lowest_) + " to " + std::to_string(highest_) +
-        ", below every call the file holds of their process: launched before recording began, so in no step" +
-        (steps.empty() ? std::string() : " (their start fell in step " + steps + ")");
+    const int32_t by_start = own_.at(process, kernel.ts, joined_);
+    return before_.take(kernel.correlation, first != data_.first_call_id.end() ? first->second : 0, by_start)
+               ? -1
+               : by_start;
 }
 
 }  // namespace mhc::trace::import

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "kineto_parse.hpp"
+#include "steps.hpp"
 #include "mhc/trace/import/import.hpp"
 
 namespace mhc::trace::import {
@@ -39,7 +40,7 @@ public:
         : data_(data), own_(own), joined_(joined) {}
     // `call`: the kernel's launch (KinetoData::launch_of), nullptr where the file has none.
     int32_t of(const KKernel& kernel, const KLaunch* call);
-    void say(Result& result) const;
+    void say(Result& result) const { before_.say(result, "kineto.kernels_launched_before_recording"); }
 
 private:
     int64_t lane_owner(const KKernel& kernel);   // -1: not known
@@ -48,8 +49,7 @@ private:
     const StepRanges& joined_;
     bool lanes_learnt_ = false;
     std::map<std::pair<int64_t, int32_t>, int64_t> owner_;   // (pid, device) -> process, or -1
-    int64_t before_ = 0, lowest_ = 0, highest_ = 0;          // launched before recording: count, ids
-    std::map<int32_t, int64_t> by_start_;                    // ... the step their start fell in -> count
+    LaunchedBeforeRecording before_;
 };
 
 }  // namespace mhc::trace::import

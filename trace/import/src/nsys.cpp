@@ -15,6 +15,7 @@ void NsysImport::write_meta() {
     r_.meta["import.format"] = "nsys";
     r_.meta["import.events"] = std::to_string(events_);
     r_.meta["timing"] = "exact";
+    before_recording_.say(r_, "nsys.kernels_launched_before_recording");
     r_.meta["accesses"] = "none";   // nsys records no kernel arguments
     r_.meta["categories"] = "unknown";
     r_.meta["reconstructed_blocks"] = std::to_string(reconstructed_);

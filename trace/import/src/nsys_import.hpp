@@ -237,7 +237,8 @@ private:
     // Steps (steps.hpp): NVTX ranges named ProfilerStep#N (torch.profiler under emit_nvtx appends
     // ", op_id = ..."), else the optimizer's step ranges (Optimizer.step#<Class>.step, recorded under
     // emit_nvtx or pushed by hand). A kernel is in the step its launch (the CUPTI runtime call of its
-    // correlation id and process) fell in, else the step its start falls in; read_markers writes
+    // correlation id and process) fell in, else the step its start falls in (none where launched
+    // before capture: kernel_step); read_markers writes
     // the step markers. Meta steps_from says where they came from. Before 2026-12-05 an nsys
     // export had no steps at all.
     void find_steps();
@@ -249,7 +250,7 @@ private:
     // copies, memsets, memory events, runtime calls, NVTX rows, graph launches). Computed once.
     int64_t recording_end();
 
-    int32_t kernel_step(const Kernel& kernel, int64_t global_pid) const;
+    int32_t kernel_step(const Kernel& kernel, int64_t global_pid);
     // The most by which the ranges of one step begin apart across process_steps_' processes.
     int64_t process_skew() const;
 
@@ -295,6 +296,8 @@ private:
     int64_t clamp_largest_ns_ = 0, clamp_lost_ns_ = 0;
     std::vector<StepSpan> steps_, profiler_steps_;               // find_steps
     std::map<std::pair<int64_t, int64_t>, int64_t> launch_at_;   // (globalPid, correlationId) -> call start
+    std::map<int64_t, int64_t> first_call_id_;   // globalPid -> its lowest runtime call's correlationId
+    LaunchedBeforeRecording before_recording_;   // kernels launched before capture (kernel_step)
     bool steps_joined_ = false;   // several processes' ProfilerStep#N joined (join_process_steps)
     // Where several processes' steps were joined: each process's own (globalTid >> 24 -> by start),
     // which its kernels' steps are looked up in (kernel_step).

@@ -73,9 +73,12 @@ void NsysImport::find_steps() {
     sql::Stmt calls(db_.db, in_,
                     "SELECT globalTid, correlationId, start FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE typeof(start) = "
                     "'integer' AND typeof(correlationId) = 'integer' AND typeof(globalTid) = 'integer'");
-    while (calls.step())   // globalTid = globalPid + thread id (the low 24 bits)
-        launch_at_[{calls.i64(0) & ~int64_t{0xFFFFFF}, calls.i64(1)}] = rel(calls.i64(2),
-                                                                            "CUPTI_ACTIVITY_KIND_RUNTIME");
+    while (calls.step()) {   // globalTid = globalPid + thread id (the low 24 bits)
+        const int64_t process = calls.i64(0) & ~int64_t{0xFFFFFF}, id = calls.i64(1);
+        launch_at_[{process, id}] = rel(calls.i64(2), "CUPTI_ACTIVITY_KIND_RUNTIME");
+        auto [first, fresh] = first_call_id_.try_emplace(process, id);
+        if (!fresh) first->second = std::min(first->second, id);
+    }
 }
 
 // The optimizer's step ranges, per process: an export of several processes (nsys over a launcher,
@@ -187,13 +190,21 @@ int64_t NsysImport::recording_end() {
 
 // A kernel (or graph launch) of an export of several processes is in the step of its own process's
 // ranges (process_steps_): looked up in the joined ones, a rank running behind another had the
-// launches at the end of its step N counted in step N+1, which the other had begun.
-int32_t NsysImport::kernel_step(const Kernel& kernel, int64_t global_pid) const {
+// launches at the end of its step N counted in step N+1, which the other had begun. One without a
+// runtime row of a correlation id below all its process's was launched before capture (steps.hpp,
+// LaunchedBeforeRecording): in no step. Before 2026-12-07 it took the step of its start.
+int32_t NsysImport::kernel_step(const Kernel& kernel, int64_t global_pid) {
     if (steps_.empty()) return -1;
-    auto call = launch_at_.find({global_pid & ~int64_t{0xFFFFFF}, kernel.correlation});
+    const int64_t process = global_pid & ~int64_t{0xFFFFFF};
+    auto call = launch_at_.find({process, kernel.correlation});
     auto own = process_steps_.find(global_pid >> 24);
-    return step_at(own != process_steps_.end() ? own->second : steps_,
-                   call != launch_at_.end() ? call->second : kernel.t_start);
+    const std::vector<StepSpan>& steps = own != process_steps_.end() ? own->second : steps_;
+    if (call != launch_at_.end()) return step_at(steps, call->second);
+    const int32_t by_start = step_at(steps, kernel.t_start);
+    auto first = first_call_id_.find(process);
+    return before_recording_.take(kernel.correlation, first != first_call_id_.end() ? first->second : 0, by_start)
+               ? -1
+               : by_start;
 }
 
 int64_t NsysImport::process_skew() const {

@@ -435,4 +435,25 @@ std::string joined_steps_said(int64_t skew) {
            "and a kernel is in the step its launch fell in among its own process's ranges";
 }
 
+bool LaunchedBeforeRecording::take(int64_t correlation, int64_t first_call, int32_t step_of_start) {
+    if (correlation <= 0 || correlation >= first_call) return false;
+    lowest_ = count_ == 0 ? correlation : std::min(lowest_, correlation);
+    highest_ = std::max(highest_, correlation);
+    ++count_;
+    ++by_start_[step_of_start];
+    return true;
+}
+
+void LaunchedBeforeRecording::say(Result& result, const std::string& key) const {
+    if (count_ == 0) return;
+    std::string steps;
+    for (const auto& [step, count] : by_start_)
+        if (step >= 0) steps += (steps.empty() ? "" : ", ") + std::to_string(step) + ": " + std::to_string(count);
+    result.meta[key] = std::to_string(count_) + " kernels whose launch the file lacks, of correlation ids " +
+                       std::to_string(lowest_) + " to " + std::to_string(highest_) +
+                       ", below every call the file holds of their process: launched before recording began, "
+                       "so in no step" +
+                       (steps.empty() ? std::string() : " (their start fell in step " + steps + ")");
+}
+
 }   // namespace mhc::trace::import

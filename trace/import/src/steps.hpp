@@ -25,10 +25,13 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "mhc/trace/import/import.hpp"
 
 namespace mhc::trace::import {
 
@@ -122,6 +125,25 @@ int32_t step_at(const std::vector<StepSpan>& steps, int64_t time);
 // nsys.step_processes): how far apart (`skew`, ns) the ranges of one step begin, and that each
 // marker spans them all while a kernel keeps its own process's step.
 std::string joined_steps_said(int64_t skew);
+
+// Kernels launched before recording began (docs/import.md, "Steps"), one rule for Kineto and Nsight
+// Systems: CUPTI and roctracer number a process's runtime and driver calls in the order they are
+// made, and the profiler keeps the GPU activity that runs in its window whenever it was launched, so
+// a kernel whose call the file lacks, of a correlation id below every call the file holds of its
+// process, was launched before the recording began: in no step. Counted for meta
+// `<format>.kernels_launched_before_recording`.
+class LaunchedBeforeRecording {
+public:
+    // Whether a kernel without a call in the file, of id `correlation`, was launched before
+    // recording: `first_call` is its process's lowest call id (0 where the file holds no call of
+    // it: not known). `step_of_start`: the step its start falls in, said.
+    bool take(int64_t correlation, int64_t first_call, int32_t step_of_start);
+    void say(Result& result, const std::string& key) const;
+
+private:
+    int64_t count_ = 0, lowest_ = 0, highest_ = 0;   // how many, their ids
+    std::map<int32_t, int64_t> by_start_;             // the step their start fell in -> how many
+};
 
 // The meta value `steps_from` of a trace whose steps are ProfilerStep#N ranges.
 inline constexpr const char* kStepsFromProfiler = "ProfilerStep#N ranges (the profiler's step markers)";
