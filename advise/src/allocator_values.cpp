@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "mhc/advise/planner.hpp"
+#include "mhc/common/error.hpp"
 #include "mhc/sim/allocator.hpp"
 #include "mhc/trace/torch_sizes.hpp"
 #include "planner_parts.hpp"
@@ -99,7 +100,14 @@ std::vector<std::string> search_allocator_confs(const Evaluator& ev, const Plann
     };
     const size_t own = confs.size();
     for (const Setting& setting : on) {
-        const std::vector<Prediction> got = ev.predict(setting, tries, opts.capacity);
+        std::vector<Prediction> got;
+        try {
+            got = ev.predict(setting, tries, opts.capacity);
+        } catch (const Error& e) {
+            // a step a transform gets wrong: the search leaves it out and says so (Predictions)
+            if (e.kind() != Error::Kind::Internal) throw;
+            continue;
+        }
         trials += static_cast<int64_t>(tries.size());
         auto least = key(got[0].memory);   // the best of the search's own allocator settings
         for (size_t i = 1; i < own; ++i) least = std::min(least, key(got[i].memory));
@@ -117,17 +125,13 @@ std::vector<std::string> search_allocator_confs(const Evaluator& ev, const Plann
 
 namespace planning {
 
-// search_allocator_confs tried the search's own settings, then each value alone and with
-// expandable segments.
-void count_allocator_values(const Base& base, const PlannerOptions& options, size_t settings, Advice& advice) {
-    if (advice.allocator_trials <= 0 || settings == 0) return;
-    const int64_t per_setting = advice.allocator_trials / static_cast<int64_t>(settings);
-    advice.roundup_values =
-        options.roundup_divisions > 0
-            ? static_cast<int64_t>(roundup_values(*base.trace, static_cast<size_t>(options.roundup_divisions)).size())
-            : 0;
-    advice.split_values =
-        (per_setting - static_cast<int64_t>(options.allocator_confs.size())) / 2 - advice.roundup_values;
+// search_allocator_confs tried each value of split_size_values and roundup_values (alone and with
+// expandable segments) on each step it tried them on.
+void count_allocator_values(const Base& base, const PlannerOptions& options, Advice& advice) {
+    if (advice.allocator_trials <= 0) return;
+    const auto most = [](int values) { return static_cast<size_t>(std::max(values, 0)); };
+    advice.roundup_values = static_cast<int64_t>(roundup_values(*base.trace, most(options.roundup_divisions)).size());
+    advice.split_values = static_cast<int64_t>(split_size_values(*base.trace, most(options.split_sizes)).size());
 }
 
 }  // namespace planning

@@ -367,7 +367,7 @@ Advice advise(const Evaluator& ev, const PlannerOptions& options) {
     // segments, and a max_split_size_mb where the captured step says it reserves less).
     const std::vector<std::string> confs = search_allocator_confs(ev, options, global_alone, advice.allocator_trials);
     advice.allocator_confs = confs;
-    count_allocator_values(base, options, global_alone.size(), advice);
+    count_allocator_values(base, options, advice);
     if (confs.size() > options.allocator_confs.size()) advice.split_conf = confs[options.allocator_confs.size()];
     Predictions predictions(ev, options, confs, advice);
     // every combination the DP returned, as (global, block choices): where the exact search starts

@@ -167,8 +167,7 @@ void refine(const Evaluator& ev, const std::vector<Setting>& globals, const std:
 // (advice.all, advice.ranked).
 void rank_distinct(const std::map<std::string, Candidate>& seen, const PlannerOptions& options, Advice& advice);
 
-// How many values of max_split_size_mb and of roundup_power2_divisions the allocator search tried
-// (on each of `settings` settings alike).
-void count_allocator_values(const Base& base, const PlannerOptions& options, size_t settings, Advice& advice);
+// How many values of max_split_size_mb and of roundup_power2_divisions the allocator search tried.
+void count_allocator_values(const Base& base, const PlannerOptions& options, Advice& advice);
 
 }  // namespace mhc::advise::planning
