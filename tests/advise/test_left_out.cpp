@@ -12,7 +12,21 @@
 #include "mhc/test/paths.hpp"
 #include "mhc/trace/check.hpp"
 
-using namespace mhc::advise;
+using mhc::advise::Advice;
+using mhc::advise::advise;
+using mhc::advise::Alloc;
+using mhc::advise::Base;
+using mhc::advise::Candidate;
+using mhc::advise::CheckpointGroup;
+using mhc::advise::Evaluator;
+using mhc::advise::make_base;
+using mhc::advise::OpKind;
+using mhc::advise::Plan;
+using mhc::advise::PlanAccess;
+using mhc::advise::PlannerOptions;
+using mhc::advise::Prediction;
+using mhc::advise::Setting;
+using mhc::advise::to_json;
 
 namespace {
 

@@ -6,7 +6,17 @@
 #include "mhc/test/paths.hpp"
 #include "mhc/trace/check.hpp"
 
-using namespace mhc::advise;
+using mhc::advise::Advice;
+using mhc::advise::advise;
+using mhc::advise::Base;
+using mhc::advise::Evaluator;
+using mhc::advise::make_base;
+using mhc::advise::parse_setting;
+using mhc::advise::PlannerOptions;
+using mhc::advise::Prediction;
+using mhc::advise::Setting;
+using mhc::advise::time_at_capacity;
+using mhc::advise::to_json;
 
 TEST_CASE("the first answer's time never grows with the capacity", "[advise][dp][monotone]") {
     // An answer that runs at a capacity runs at a larger one, so the search at the larger one must

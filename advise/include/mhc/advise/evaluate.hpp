@@ -101,7 +101,7 @@ public:
 
     // The transforms applied; throws mhc::Error (bad input). Everything below starts from it;
     // virtual so that tests/advise can break one setting's step as a faulty transform would.
-    virtual Plan plan(const Setting& s) const;
+    virtual Plan plan(const Setting& setting) const;
     // Fast: live bytes per window and the step time, without the caching model.
     struct Quick {
         LiveProfile live;
