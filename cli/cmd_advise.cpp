@@ -558,8 +558,9 @@ void print_search(const Report& report) {
     for (const std::string& conf : advice.allocator_confs)
         confs += (confs.empty() ? "" : ", ") + (conf.empty() ? "as captured" : conf);
     std::printf(
-        "        allocator settings searched: %s (the last: of %lld values of max_split_size_mb and %lld of "
-        "roundup_power2_divisions tried on the captured step, the one that does best at the capacity)\n",
+        "        allocator settings searched: %s (after the first two: of %lld values of max_split_size_mb and %lld of "
+        "roundup_power2_divisions tried on the captured step and each global setting alone, the one that does best "
+        "at the capacity on each)\n",
         confs.c_str(), static_cast<long long>(advice.split_values), static_cast<long long>(advice.roundup_values));
 }
 

@@ -1,10 +1,12 @@
 // The allocator settings the search tries (planner.hpp: split_size_values, roundup_values,
 // search_allocator_confs; docs/advise.md "Search", allocator settings).
+#include <algorithm>
 #include <iterator>
 #include <set>
 #include <tuple>
 
 #include "mhc/advise/planner.hpp"
+#include "mhc/common/error.hpp"
 #include "mhc/sim/allocator.hpp"
 #include "mhc/trace/torch_sizes.hpp"
 #include "planner_parts.hpp"
@@ -64,6 +66,11 @@ std::vector<int64_t> roundup_values(const trace::TraceData& step, size_t most) {
 }
 
 std::vector<std::string> search_allocator_confs(const Evaluator& ev, const PlannerOptions& opts, int64_t& trials) {
+    return search_allocator_confs(ev, opts, {Setting{}}, trials);
+}
+
+std::vector<std::string> search_allocator_confs(const Evaluator& ev, const PlannerOptions& opts,
+                                                const std::vector<Setting>& on, int64_t& trials) {
     std::vector<std::string> confs = opts.allocator_confs;
     const std::vector<int64_t> values = opts.split_sizes > 0
                                             ? split_size_values(*ev.base().trace, static_cast<size_t>(opts.split_sizes))
@@ -86,37 +93,45 @@ std::vector<std::string> search_allocator_confs(const Evaluator& ev, const Plann
     // each at the capacity (docs/advise.md "Search", allocator settings): one that runs there
     // first, then the less time giving cached memory back costs there, then the smaller reserved
     // peak there, then without a limit; one that does not run, by its reserved peak without a limit
-    const std::vector<Prediction> got = ev.predict(Setting{}, tries, opts.capacity);
-    trials += static_cast<int64_t>(tries.size());
     auto key = [&](const Memory& memory) {
         const bool runs = opts.capacity > 0 && fits(memory, opts.capacity);
         return std::make_tuple(runs ? 0 : 1, runs ? memory.steady_cost : 0, runs ? memory.retry_cost : 0,
                                runs ? memory.reserved_at : 0, memory.reserved);
     };
-    auto least = key(got[0].memory);   // the best of the search's own allocator settings
-    for (size_t i = 1; i < confs.size(); ++i) least = std::min(least, key(got[i].memory));
-    size_t best = tries.size();
-    for (size_t i = confs.size(); i < tries.size(); ++i)
-        if (key(got[i].memory) < least) {   // strictly better: of equals, the first (larger value, alone)
-            least = key(got[i].memory);
-            best = i;
+    const size_t own = confs.size();
+    for (const Setting& setting : on) {
+        std::vector<Prediction> got;
+        try {
+            got = ev.predict(setting, tries, opts.capacity);
+        } catch (const Error& e) {
+            // a step a transform gets wrong: the search leaves it out and says so (Predictions)
+            if (e.kind() != Error::Kind::Internal) throw;
+            continue;
         }
-    if (best < tries.size()) confs.push_back(tries[best]);
+        trials += static_cast<int64_t>(tries.size());
+        auto least = key(got[0].memory);   // the best of the search's own allocator settings
+        for (size_t i = 1; i < own; ++i) least = std::min(least, key(got[i].memory));
+        size_t best = tries.size();
+        for (size_t i = own; i < tries.size(); ++i)
+            if (key(got[i].memory) < least) {   // strictly better: of equals, the first (larger value, alone)
+                least = key(got[i].memory);
+                best = i;
+            }
+        if (best < tries.size() && std::find(confs.begin(), confs.end(), tries[best]) == confs.end())
+            confs.push_back(tries[best]);
+    }
     return confs;
 }
 
 namespace planning {
 
-// search_allocator_confs tried the search's own settings, then each value alone and with
-// expandable segments.
+// search_allocator_confs tried each value of split_size_values and roundup_values (alone and with
+// expandable segments) on each step it tried them on.
 void count_allocator_values(const Base& base, const PlannerOptions& options, Advice& advice) {
     if (advice.allocator_trials <= 0) return;
-    advice.roundup_values =
-        options.roundup_divisions > 0
-            ? static_cast<int64_t>(roundup_values(*base.trace, static_cast<size_t>(options.roundup_divisions)).size())
-            : 0;
-    advice.split_values =
-        (advice.allocator_trials - static_cast<int64_t>(options.allocator_confs.size())) / 2 - advice.roundup_values;
+    const auto most = [](int values) { return static_cast<size_t>(std::max(values, 0)); };
+    advice.roundup_values = static_cast<int64_t>(roundup_values(*base.trace, most(options.roundup_divisions)).size());
+    advice.split_values = static_cast<int64_t>(split_size_values(*base.trace, most(options.split_sizes)).size());
 }
 
 }  // namespace planning

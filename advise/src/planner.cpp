@@ -340,6 +340,7 @@ Advice advise(const Evaluator& ev, const PlannerOptions& options) {
 
     std::vector<Setting> globals = global_settings(base, options);
     add_reshard_choices(base, globals);   // FSDP2: reshard_after_forward false (transforms/reshard.cpp)
+    const std::vector<Setting> global_alone = globals;   // where the allocator's values are tried
     // each global setting under each offload mode (one mode alone where no block offers an offload)
     bool any_offload = false;
     for (size_t k = 0; k < nb; ++k)
@@ -364,10 +365,10 @@ Advice advise(const Evaluator& ev, const PlannerOptions& options) {
     static_assert(kChoices == 6, "a family per choice: one more row and column per choice added");
     // The allocator settings every combination is predicted under (as captured, expandable
     // segments, and a max_split_size_mb where the captured step says it reserves less).
-    const std::vector<std::string> confs = search_allocator_confs(ev, options, advice.allocator_trials);
+    const std::vector<std::string> confs = search_allocator_confs(ev, options, global_alone, advice.allocator_trials);
     advice.allocator_confs = confs;
     count_allocator_values(base, options, advice);
-    if (confs.size() > options.allocator_confs.size()) advice.split_conf = confs.back();
+    if (confs.size() > options.allocator_confs.size()) advice.split_conf = confs[options.allocator_confs.size()];
     Predictions predictions(ev, options, confs, advice);
     // every combination the DP returned, as (global, block choices): where the exact search starts
     std::vector<Combo> dp_points;

@@ -77,14 +77,13 @@ public:
         return cand;
     }
 
+    // The setting as it is (its own allocator setting).
     Candidate predict(const Setting& setting) {
         std::string key = to_json(setting);
         auto it = seen_.find(key);
         if (it != seen_.end()) return it->second;
-        Candidate cand = candidate(setting, ev_.predict(setting, options_.capacity));
-        ++advice_.evaluations;
-        seen_[key] = cand;
-        return cand;
+        predict_under(setting, {setting.allocator});
+        return seen_[key];
     }
 
     // The setting under each allocator setting of the search (its own aside), in that order: the
@@ -96,24 +95,7 @@ public:
             each[i].allocator = confs_[i];
             if (seen_.find(to_json(each[i])) == seen_.end()) missing.push_back(confs_[i]);
         }
-        if (!missing.empty()) {
-            std::vector<Prediction> got;
-            bool ok = true;
-            try {
-                got = ev_.predict(setting, missing, options_.capacity);
-            } catch (const Error& e) {
-                // one combination a transform gets wrong is left out, not the whole search
-                if (e.kind() != Error::Kind::Internal) throw;
-                if (advice_.broken++ == 0) advice_.broken_first = e.what();
-                ok = false;
-            }
-            for (size_t j = 0; j < missing.size(); ++j) {
-                Setting under = setting;
-                under.allocator = missing[j];
-                seen_[to_json(under)] = ok ? candidate(under, got[j]) : broken(under);
-            }
-            advice_.evaluations += static_cast<int64_t>(missing.size());
-        }
+        if (!missing.empty()) predict_under(setting, missing);
         std::vector<Candidate> out;
         out.reserve(confs_.size());
         for (const Setting& under : each) out.push_back(seen_[to_json(under)]);
@@ -147,6 +129,26 @@ public:
     const std::map<std::string, Candidate>& seen() const { return seen_; }
 
 private:
+    // Predicts `setting` under each of `confs` into seen_: the step transformed once.
+    void predict_under(const Setting& setting, const std::vector<std::string>& confs) {
+        std::vector<Prediction> got;
+        bool ok = true;
+        try {
+            got = ev_.predict(setting, confs, options_.capacity);
+        } catch (const Error& e) {
+            // one combination a transform gets wrong is left out, not the whole search
+            if (e.kind() != Error::Kind::Internal) throw;
+            if (advice_.broken++ == 0) advice_.broken_first = e.what();
+            ok = false;
+        }
+        for (size_t j = 0; j < confs.size(); ++j) {
+            Setting under = setting;
+            under.allocator = confs[j];
+            seen_[to_json(under)] = ok ? candidate(under, got[j]) : broken(under);
+        }
+        advice_.evaluations += static_cast<int64_t>(confs.size());
+    }
+
     const Evaluator& ev_;
     const PlannerOptions& options_;
     const std::vector<std::string>& confs_;

@@ -86,7 +86,9 @@ void refine(const Evaluator& ev, const std::vector<Setting>& globals, const std:
         Candidate got = now;
         // only a faster one that runs at the capacity can be better once the combination fits: its
         // time and live peak first (no allocator setting changes them; live bytes above the
-        // capacity run under none), then the exact prediction; returns that time (-1: not measured)
+        // capacity run under none), then the exact prediction; returns that time (-1: not measured,
+        // or the combination is left out: the pre-screen does not check the step, and a left-out
+        // change is no half of a pair move)
         auto consider = [&](const Combo& combo) -> int64_t {
             int64_t time = -1;
             if (now.fits) {
@@ -97,6 +99,7 @@ void refine(const Evaluator& ev, const std::vector<Setting>& globals, const std:
                     return time;
             }
             Candidate cand = value(combo);
+            if (cand.broken) return -1;
             if (closer(cand, got)) {
                 next = combo;
                 got = cand;

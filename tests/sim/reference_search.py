@@ -377,39 +377,44 @@ def roundup_values(cap, most=ROUNDUP_VALUES):
     return out
 
 
-def allocator_settings(cap, predict, at=None):
-    """The allocator settings the search tries: as captured, expandable segments, and the
-    max_split_size_mb (each value alone, then with expandable segments, largest value first) or
-    roundup_power2_divisions (likewise, after them) that
-    does best on the captured step at the capacity, when it does better than both of theirs (of
-    equals, the first): one that runs there first, then the smaller cost of giving cached memory
-    back there, then the smaller reserved peak there, then without a limit; one that does not run,
-    by its reserved peak without a limit. `at(conf, prediction)`: the run at the capacity
-    (at_capacity); None: by the reserved peak without a limit alone. Returns (the list, the one
-    added or "")."""
+def allocator_settings(cap, predict, at=None, on=({},)):
+    """The allocator settings the search tries: as captured, expandable segments, and for each
+    setting of `on` (the global settings alone, the captured step's first) the max_split_size_mb
+    (each value alone, then with expandable segments, largest value first) or
+    roundup_power2_divisions (likewise, after them) that does best on that step at the capacity,
+    when it does better there than both of theirs (of equals, the first), each once: one that runs
+    there first, then the smaller cost of giving cached memory back there, then the smaller reserved
+    peak there, then without a limit; one that does not run, by its reserved peak without a limit.
+    `at(setting, prediction)`: the run at the capacity (at_capacity); None: by the reserved peak
+    without a limit alone. Returns (the list, the first one added or "")."""
     values = split_size_values(cap)
     divisions = roundup_values(cap)
     if not values and not divisions:
         return list(ALLOCATORS), ""
 
-    def key(conf):
-        p = predict({"allocator": conf} if conf else {})
+    def key(step, conf):
+        s = dict(step, allocator=conf) if conf else dict(step)
+        p = predict(s)
         if at is not None:
-            r = at(conf, p)
+            r = at(s, p)
             if r["runs"]:
                 return (0, r["steady_cost"], r["cost"], r["reserved_at"], p["reserved_bytes"])
         return (1, 0, 0, 0, p["reserved_bytes"])
 
-    least = min(key(c) for c in ALLOCATORS)
-    kept = ""
     tries = [c for v in values for c in (f"max_split_size_mb:{v}", f"expandable_segments:True,max_split_size_mb:{v}")]
     tries += [c for d in divisions for c in (f"roundup_power2_divisions:{d}",
                                              f"expandable_segments:True,roundup_power2_divisions:{d}")]
-    for conf in tries:
-        k = key(conf)
-        if k < least:
-            least, kept = k, conf
-    return list(ALLOCATORS) + ([kept] if kept else []), kept
+    added = []
+    for step in on:
+        least = min(key(step, c) for c in ALLOCATORS)
+        kept = ""
+        for conf in tries:
+            k = key(step, conf)
+            if k < least:
+                least, kept = k, conf
+        if kept and kept not in added:
+            added.append(kept)
+    return list(ALLOCATORS) + added, (added[0] if added else "")
 
 
 # ---------------------------------------------------------------- the search
@@ -575,9 +580,6 @@ def search(trace, capacity, budget=None, top=3, link=ref.LINKS["pcie5"], host_bw
         return cached("predict", trace, s, link, host_bw, cost, lambda: predict_exactly(trace, cap, s, link, host_bw, cost))
 
     baseline = predict({})
-    allocators, split_conf = allocator_settings(
-        cap, predict, lambda conf, p: at_capacity(trace, {"allocator": conf} if conf else {}, p, capacity, link,
-                                                  host_bw, cost))
     base_win, base_time = quick(trace, cap, {}, link, host_bw, cost)
     # each choice alone, per offload mode (a second mode evaluates only the choices that offload)
     by_mode = []
@@ -616,6 +618,9 @@ def search(trace, capacity, budget=None, top=3, link=ref.LINKS["pcie5"], host_bw
         globals_.append({"optimizer": {"state": "host"}})
     if foreach and adam and has_opt:
         globals_.append({"optimizer": {"impl": "fused"}})
+    # the allocator's values, tried on each global setting alone
+    allocators, split_conf = allocator_settings(
+        cap, predict, lambda s, p: at_capacity(trace, s, p, capacity, link, host_bw, cost), on=globals_)
     # each global setting under each offload mode, the modes outermost (one mode where no block offloads)
     modes = range(len(BLOCK_OFFLOADS)) if any(d.get("offload") is not None for d in deltas) else range(1)
     globals_ = [(g, BLOCK_OFFLOADS[m]) for m in modes for g in globals_]

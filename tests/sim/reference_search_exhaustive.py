@@ -26,7 +26,7 @@ for trace in sys.argv[1:]:
     globals_ = [{}]
     if has_opt and not rs.grads_read_on_gpu(cap): globals_.append({"optimizer": {"state": "host"}})
     if any(k["name"].startswith("aten::_foreach_") for k in cap.kernels): globals_.append({"optimizer": {"impl": "fused"}})
-    allocators, _kept = rs.allocator_settings(cap, lambda s: ref.predict(trace, s, cap=cap))
+    allocators, _kept = rs.allocator_settings(cap, lambda s: ref.predict(trace, s, cap=cap), on=globals_)
     every = []
     for g in globals_:
         for ch in itertools.product(choices, repeat=len(bids)):

@@ -91,10 +91,17 @@ inline int64_t time_as_captured(const Prediction& prediction) {
 class Evaluator {
 public:
     Evaluator(const Base& b, sim::LinkModel link, HostModel host = {});
+    Evaluator(const Evaluator&) = default;
+    Evaluator(Evaluator&&) = default;
+    Evaluator& operator=(const Evaluator&) = delete;
+    Evaluator& operator=(Evaluator&&) = delete;
+    virtual ~Evaluator() = default;
     const Base& base() const { return b_; }
     const sim::LinkModel& link() const { return link_; }
 
-    Plan plan(const Setting& s) const;   // the transforms applied; throws mhc::Error (bad input)
+    // The transforms applied; throws mhc::Error (bad input). Everything below starts from it;
+    // virtual so that tests/advise can break one setting's step as a faulty transform would.
+    virtual Plan plan(const Setting& setting) const;
     // Fast: live bytes per window and the step time, without the caching model.
     struct Quick {
         LiveProfile live;

@@ -104,6 +104,10 @@ std::vector<int64_t> roundup_values(const trace::TraceData& step, size_t most);
 // giving cached memory back there, then the smaller reserved peak there, then without a limit (of
 // equals, the first tried). `trials` counts the caching model's runs.
 std::vector<std::string> search_allocator_confs(const Evaluator& ev, const PlannerOptions& opts, int64_t& trials);
+// The same on each of `on` (the search's global settings alone: an allocator value that does best
+// under a fused optimizer need not under the captured one), each one's best kept once, in that order.
+std::vector<std::string> search_allocator_confs(const Evaluator& ev, const PlannerOptions& opts,
+                                                const std::vector<Setting>& on, int64_t& trials);
 
 // Whether the search offers selective checkpointing ("keep matmuls") for block `block`: not when
 // its forward runs no op that policy keeps (it would be full checkpointing under another name),
