@@ -1,12 +1,20 @@
 """A pytest plugin: each test's CPU seconds (this process and the processes it waited for, from
 os.times()) and wall seconds, appended to $CPUTIME_OUT (default pytest-cputime.tsv) as each ends.
   PYTHONPATH=python:bench/ci CPUTIME_OUT=/tmp/t.tsv .venv/bin/python -m pytest python/tests -p pytest_cputime
-  sort -rn /tmp/t.tsv | head"""
+  sort -rn /tmp/t.tsv | head
+A line is `CPU<TAB>wall<TAB>node id`. A test's line holds its setup and teardown too, so the
+module- and session-scoped fixtures it is the first (or last) to use count in it. Importing a
+test file (its module-level imports: torch, transformers, a model file) happens while the session
+collects, before any test: that gets a line of its own whose node id is the file's, so that a
+file's lines add up to what the file costs a session. What no file causes (pytest's own start,
+the plugins) is left out. Timed where the test runs (pytest_runtest_protocol), so a plugin that
+runs tests in other processes (xdist) is timed in the process that ran them."""
 import os
 import time
 
+import pytest
+
 _OUT = os.environ.get("CPUTIME_OUT", "pytest-cputime.tsv")
-_start = {}
 
 
 def _cpu():
@@ -14,11 +22,25 @@ def _cpu():
     return t.user + t.system + t.children_user + t.children_system
 
 
-def pytest_runtest_logstart(nodeid, location):
-    _start[nodeid] = (_cpu(), time.time())
-
-
-def pytest_runtest_logfinish(nodeid, location):
-    c, w = _start.pop(nodeid, (_cpu(), time.time()))
+def _write(cpu, wall, nodeid):
     with open(_OUT, "a") as f:
-        f.write(f"{_cpu() - c:.2f}\t{time.time() - w:.2f}\t{nodeid}\n")
+        f.write(f"{cpu:.2f}\t{wall:.2f}\t{nodeid}\n")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    c, w = _cpu(), time.time()
+    yield
+    _write(_cpu() - c, time.time() - w, item.nodeid)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    # A Module's report is where its file is imported; a package's or the session's holds the
+    # modules' own (they are collected inside it), so only modules are timed.
+    if not isinstance(collector, pytest.Module):
+        yield
+        return
+    c, w = _cpu(), time.time()
+    yield
+    _write(_cpu() - c, time.time() - w, collector.nodeid)
