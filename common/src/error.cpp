@@ -95,20 +95,23 @@ std::string shortened(std::string_view text) {
 std::string quoted_value(std::string_view value) { return "'" + shortened(printable(value)) + "'"; }
 
 std::string capped_words(std::string_view message) {
-    constexpr size_t kLongest = 80;   // shortened()'s rule: a file name too, not only a value
+    // Longer than a file name a user writes (a name's parts are 255 bytes at most), so a name is
+    // said whole and a pasted value of kilobytes is not; a value quoted by quoted_value() is
+    // shortened past 80 bytes already.
+    constexpr size_t kLongest = 1024;
     if (message.size() <= kLongest) return std::string(message);
     std::string out;
     for (size_t at = 0; at < message.size();) {
         const size_t end = std::min(message.find(' ', at), message.size());
         const std::string_view word = message.substr(at, end - at);
-        if (word.size() <= kLongest) {
+        // the word without its opening quote and its closing quote and colon, which stay
+        const size_t head = !word.empty() && std::string_view("'\"(").find(word.front()) != std::string_view::npos ? 1 : 0;
+        size_t tail = word.size();
+        while (tail > head && std::string_view("'\":;,)]").find(word[tail - 1]) != std::string_view::npos) --tail;
+        if (tail - head <= kLongest)
             out += word;
-        } else {   // shortened between its opening quote and its closing quote and colon, which stay
-            const size_t head = std::string_view("'\"(").find(word.front()) != std::string_view::npos ? 1 : 0;
-            size_t tail = word.size();
-            while (tail > head && std::string_view("'\":;,)]").find(word[tail - 1]) != std::string_view::npos) --tail;
+        else
             out += std::string(word.substr(0, head)) + shortened(word.substr(head, tail - head)) + std::string(word.substr(tail));
-        }
         if (end < message.size()) out += ' ';
         at = end + 1;
     }

@@ -31,18 +31,18 @@ def shortened(text: str) -> str:
 
 
 def capped_words(message: str) -> str:
-    """`message` with each run of more than 80 bytes without a space shortened, as every line mhc
-    prints is (common/src/error.cpp, capped_words): a value quoted whole where it is formed and a
-    file name of 81 to 4,096 bytes alike, the quotes and colon around it kept."""
-    if len(message.encode("utf-8", "surrogateescape")) <= 80:
+    """`message` with each run of more than 1,024 bytes without a space shortened, as every line
+    mhc prints is (common/src/error.cpp, capped_words): a value formed into it whole, the quotes
+    and colon around it kept; a file name, which the user must recognise, is said whole."""
+    if len(message.encode("utf-8", "surrogateescape")) <= _LONGEST_WORD:
         return message
 
     def cap(word: str) -> str:
-        if len(word.encode("utf-8", "surrogateescape")) <= 80:
-            return word
         # the quotes around a value and the colon after it stay, the value's length told: 'xxx...(N bytes)':
-        head = word[:1] if word[:1] in "'\"(" else ""
+        head = word[:1] if word[:1] and word[:1] in "'\"(" else ""
         body = word[len(head):].rstrip(_CLOSING)
+        if len(body.encode("utf-8", "surrogateescape")) <= _LONGEST_WORD:
+            return word
         return head + shortened(body) + word[len(head) + len(body):]
 
     return " ".join(cap(w) for w in message.split(" "))
@@ -55,6 +55,7 @@ def message_line(text: str) -> str:
 
 
 _CLOSING = "'\":;,)]"
+_LONGEST_WORD = 1024   # longer than a file name a user writes: its parts are 255 bytes at most
 
 
 def _hidden(code: int) -> bool:

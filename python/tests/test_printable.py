@@ -26,13 +26,17 @@ def test_names_stay_as_they_show():
 
 
 def test_long_words_are_capped_as_mhc_caps_them():
-    """common/src/error.cpp's capped_words, one rule for a value and a file name: a word past 80
-    bytes is its first 60 and its length, the quotes and colon around it kept; one of 80 stays."""
+    """common/src/error.cpp's capped_words: a word past 1,024 bytes is its first 60 and its length,
+    the quotes and colon around it kept; a file name as the user wrote it stays whole."""
     from mhc_torch.number_grammar import capped_words, message_line
 
     name = "d" * 150 + "/t.db"
-    assert capped_words(f"{name}: already exists") == "d" * 60 + "...(155 bytes): already exists"
+    assert capped_words(f"{name}: already exists") == f"{name}: already exists"
+    deep = ("d" * 210 + "/") * 5 + "t.db"   # 1,059 bytes
+    assert capped_words(f"{deep}: already exists") == "d" * 60 + "...(1059 bytes): already exists"
     assert capped_words(f"--steps: '{'x' * 120000}': no") == "--steps: '" + "x" * 60 + "...(120000 bytes)': no"
-    assert capped_words("y" * 80 + " z") == "y" * 80 + " z"
-    assert capped_words("\u00e9" * 50) == "\u00e9" * 30 + "...(100 bytes)"   # bytes counted, not characters
-    assert message_line(f"mhc-torch: {name} is a link\n") == "mhc-torch: " + "d" * 60 + "...(155 bytes) is a link?"
+    assert capped_words("y" * 1024 + " z") == "y" * 1024 + " z"
+    assert capped_words("y" * 1024 + ": no such file") == "y" * 1024 + ": no such file"   # the colon is not the name's
+    assert capped_words("a  b " + "y" * 1030) == "a  b " + "y" * 60 + "...(1030 bytes)"   # an empty word kept
+    assert capped_words("\u00e9" * 520) == "\u00e9" * 30 + "...(1040 bytes)"   # bytes counted, not characters
+    assert message_line(f"mhc-torch: {deep} is a link\n") == "mhc-torch: " + "d" * 60 + "...(1059 bytes) is a link?"

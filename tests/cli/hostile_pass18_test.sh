@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Hostile pass 18 (docs/cli.md, "Messages and exit statuses"; docs/simulator.md, "Link models";
 # docs/torch.md): what passes 1 to 17 left.
-#   1. A file name of 81 to 4,096 bytes was said whole in every message (only values went through
+#   1. A word of 1,025 to 4,096 bytes was said whole in every message (only values went through
 #      mhc::quoted_value; pass 17 capped words past 4,096 bytes): refusals, notes and warnings of
-#      mhc, mhc-view and mhc-torch alike. Now every line on stderr caps a word past 80 bytes as a
-#      value is capped, its first 60 and its length ("dddd...(158 bytes): no such file"), by one
+#      mhc, mhc-view and mhc-torch alike. Now every line on stderr caps a word past 1,024 bytes as
+#      a value is capped, its first 60 and its length ("dddd...(1062 bytes): no such file"), a file
+#      name as a user writes one said whole, by one
 #      rule per language (mhc::message_line, mhc_torch.number_grammar.message_line). A note or
 #      warning printed by printf (the link an output replaces, a store's size warning) did not
 #      pass through even printable(): mhc-torch's link note sent a newline in a name as is.
@@ -38,33 +39,40 @@ cd "$tmp" || exit 1
 "$mhc" -q generate --preset gpt2-small --steps 2 --layers 1 --hidden 64 --heads 2 --seq 32 --micro-batch 1 \
     --vocab 1000 -o t.db >/dev/null || fail generate
 
-# 1. A folder of 150 bytes: its files' names are 155 bytes and more.
-long=$(printf 'd%.0s' $(seq 150))
+# 1. Five folders of 210 bytes, one in the other: its files' names are past 1,024 bytes.
+part=$(printf 'd%.0s' $(seq 210))
+long=$part/$part/$part/$part/$part
 d60=$(printf "%.60s" "$long")
-mkdir "$long" && cp t.db "$long/t.db" && ln -s t.db "$long/l.db" || fail "$long"
+mkdir -p "$long" && cp t.db "$long/t.db" && ln -s t.db "$long/l.db" || fail "$long"
 capped() {   # capped WHAT WANT: err is one line holding WANT, and no run of 61 d's (the name whole)
     [ "$(wc -l <err)" = 1 ] && grep -qF -- "$2" err && ! grep -q 'd\{61\}' err ||
         fail "$1: wanted one line with '$2': $(head -c 400 err)"
 }
-refused "$d60...(158 bytes): no such file" info "$long/nope.db"
-capped "info of a missing file" "mhc: $d60...(158 bytes): no such file"
+refused "$d60...($((${#long} + 8)) bytes): no such file" info "$long/nope.db"
+capped "info of a missing file" "mhc: $d60...($((${#long} + 8)) bytes): no such file"
 refused "already exists" export t.db -o "$long/t.db"
-capped "export over a file" "mhc: $d60...(155 bytes): already exists"
+capped "export over a file" "mhc: $d60...($((${#long} + 5)) bytes): already exists"
 refused "no such file" simulate t.db --capacity 80% --link "$long/nope.json"
-capped "--link of a missing file" "$d60...(160 bytes)"
+capped "--link of a missing file" "$d60...($((${#long} + 10)) bytes)"
 # a note (printf'd, not an error): the link an output replaces
 "$mhc" export t.db -o "$long/l.db" --force >out 2>err || fail "export -o LONG/l.db --force: $(cat err)"
-capped "export over a link" "mhc: $d60...(155 bytes) is a symbolic link to t.db"
-# a warning (printf'd): a store's size
-MHC_STORE_WARN_SIZE=1B "$mhc" simulate "$long/t.db" --capacity 80% >out 2>err || fail "simulate LONG/t.db: $(cat err)"
-capped "the store's size warning" "to $d60...(155 bytes) (more than 1 B)"
-# 80 bytes are kept whole: a name of exactly 80
-name80=$(printf 'e%.0s' $(seq 77)).db
-refused "mhc: $name80: no such file" info "$name80"
+capped "export over a link" "mhc: $d60...($((${#long} + 5)) bytes) is a symbolic link to t.db"
+# a warning (printf'd): a store's size. SQLite opens no file whose full path is 512 bytes or more,
+# so a trace's name is never shortened: a folder of 150 bytes, said whole, on one line
+mid=$(printf 'm%.0s' $(seq 150))
+mkdir "$mid" && cp t.db "$mid/t.db" || fail "$mid"
+MHC_STORE_WARN_SIZE=1B "$mhc" simulate "$mid/t.db" --capacity 80% >out 2>err || fail "simulate MID/t.db: $(cat err)"
+[ "$(wc -l <err)" = 1 ] && grep -qF -- "to $mid/t.db (more than 1 B)" err ||
+    fail "the store's size warning: wanted one line naming $mid/t.db whole: $(head -c 400 err)"
+# a name as a user writes it is kept whole: one of exactly 1,024 bytes (four parts of 250, then 20)
+epart=$(printf 'e%.0s' $(seq 250))
+name1024=$epart/$epart/$epart/$epart/$(printf 'e%.0s' $(seq 17)).db
+[ ${#name1024} = 1024 ] || fail "name1024 is ${#name1024} bytes"
+refused "mhc: $name1024: no such file" info "$name1024"
 if [ -n "$view" ] && [ -x "$view" ]; then
     "$view" "$long/nope.db" >out 2>err; rc=$?
     [ $rc = 2 ] || fail "mhc-view LONG/nope.db exited $rc: $(head -c 300 err)"
-    capped "mhc-view of a missing file" "mhc-view: $d60...(158 bytes)"
+    capped "mhc-view of a missing file" "mhc-view: $d60...($((${#long} + 8)) bytes)"
     # 5. past a file size limit (SIGXFSZ ignored: the write fails with EFBIG, as on a full disk);
     #    the limit is the viewer's alone (xvfb-run's server writes files of its own)
     if command -v xvfb-run >/dev/null; then
@@ -94,7 +102,7 @@ x.json" >out 2>err &
     wait $pid
     grep -q "before" err || continue
     landed=1
-    capped "the line of a SIGTERM mid-write" "mhc: stopped by SIGTERM before $d60...(159 bytes) was written"
+    capped "the line of a SIGTERM mid-write" "mhc: stopped by SIGTERM before $d60...($((${#long} + 9)) bytes) was written"
     [ -z "$(ls "$long" | grep '^e')" ] || fail "SIGTERM mid-write left $(ls "$long" | grep '^e')"
     break
 done
@@ -131,7 +139,7 @@ torch() {   # torch ARGS...: mhc-torch ARGS; $rc, out, err
 # 1. mhc-torch's refusal of a long name
 torch capture tiny-gpt2 -o "$long/t.db"
 [ $rc = 2 ] || fail "mhc-torch capture -o LONG/t.db (there) exited $rc: $(head -c 300 err)"
-capped "mhc-torch over a file" "mhc-torch: $d60...(155 bytes): already exists"
+capped "mhc-torch over a file" "mhc-torch: $d60...($((${#long} + 5)) bytes): already exists"
 # 4. allocator settings PyTorch's import ends the process on
 for conf in garbage 'max_split_size_mb:' ','; do
     PYTORCH_CUDA_ALLOC_CONF=$conf torch capture tiny-gpt2 -o p.db

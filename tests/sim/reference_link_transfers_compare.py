@@ -46,6 +46,8 @@ def random_profile(rng):
             for k in ("h2d_Bps", "d2h_Bps", "both_h2d_Bps", "both_d2h_Bps"):
                 if rng.random() < 0.8:
                     row[k] = rng.choice([0, 5e3, 1e8, 7e9, 9e14])
+            if not any(row.get(k) for k in ("h2d_Bps", "d2h_Bps", "both_h2d_Bps", "both_d2h_Bps")):
+                row["h2d_Bps"] = 1e8   # a row that measures nothing is refused (docs/simulator.md)
             rows.append(row)
             if size == 1 << 56:
                 break

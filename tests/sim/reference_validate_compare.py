@@ -55,7 +55,7 @@ def generated(mhc, work):
 
 
 def random_profile(rng, path, name):
-    """A link profile with random figures within the documented bounds, by_chunk rows some rates absent."""
+    """A link profile with random figures within the documented bounds, by_chunk rows some rates absent, never all."""
     def bw():
         return float(f"{10 ** rng.uniform(8.3, 10.7):.4g}")
     p = {"name": name, "h2d": {"bandwidth_Bps": bw(), "latency_s": rng.choice([0, 1e-6, 6e-6, 2.5e-5, 1e-4])},
@@ -74,6 +74,8 @@ def random_profile(rng, path, name):
                 r["h2d_Bps"] = bw()
             if rng.random() < 0.85:
                 r["d2h_Bps"] = bw()
+            if len(r) == 1:   # a row that measures nothing is refused (docs/simulator.md)
+                r[rng.choice(["h2d_Bps", "d2h_Bps"])] = bw()
             rows.append(r)
         p["by_chunk"] = rows
     path.write_text(json.dumps(p))

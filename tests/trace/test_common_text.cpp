@@ -52,14 +52,21 @@ TEST_CASE("a long value is quoted as its start and its length, as is a long word
     // not cut inside a UTF-8 sequence: 59 bytes, then a 2-byte character across byte 60
     CHECK(mhc::shortened(std::string(59, 'x') + "\xc3\xa9" + std::string(40, 'x')) == std::string(59, 'x') + "...(101 bytes)");
     const std::string word(120000, 'y');
-    // the quotes and the colon around a value stay; words of 80 bytes or less are kept whole
-    CHECK(mhc::Error("--capacity: '" + word + "': a capacity needs a unit " + std::string(80, 'z')).what() ==
-          "--capacity: '" + std::string(60, 'y') + "...(120000 bytes)': a capacity needs a unit " + std::string(80, 'z'));
-    // a file name of 81 to 4,096 bytes, formed into the message whole, is shortened by the same rule
+    // the quotes and the colon around a value stay; other words of 1,024 bytes or less are kept whole
+    CHECK(mhc::Error("--capacity: '" + word + "': a capacity needs a unit " + std::string(1024, 'z')).what() ==
+          "--capacity: '" + std::string(60, 'y') + "...(120000 bytes)': a capacity needs a unit " + std::string(1024, 'z'));
+    // a file name is said whole as the user wrote it; one past 1,024 bytes (five parts of 210) is shortened
     const std::string name = std::string(150, 'd') + "/t.db";
-    CHECK(mhc::Error(name + ": no such file").what() == std::string(60, 'd') + "...(155 bytes): no such file");
-    CHECK(mhc::message_line("mhc: " + name + " is a link\n") == "mhc: " + std::string(60, 'd') + "...(155 bytes) is a link?");
-    CHECK(mhc::message_line(std::string(81, 'a')) == std::string(60, 'a') + "...(81 bytes)");
+    CHECK(mhc::Error(name + ": no such file").what() == name + ": no such file");
+    std::string deep;
+    for (int part = 0; part < 5; ++part) deep += std::string(210, 'd') + "/";
+    deep += "t.db";
+    CHECK(mhc::Error(deep + ": no such file").what() == std::string(60, 'd') + "...(1059 bytes): no such file");
+    CHECK(mhc::message_line("mhc: " + deep + " is a link\n") == "mhc: " + std::string(60, 'd') + "...(1059 bytes) is a link?");
+    CHECK(mhc::message_line(std::string(1024, 'a')) == std::string(1024, 'a'));
+    // the colon after a name is not the name's: one of 1,024 bytes and its colon stay whole
+    CHECK(mhc::message_line(std::string(1024, 'a') + ": no such file") == std::string(1024, 'a') + ": no such file");
+    CHECK(mhc::message_line(std::string(1025, 'a')) == std::string(60, 'a') + "...(1025 bytes)");
     CHECK(mhc::refused_value("--policy", word, "no such policy") == "--policy: '" + std::string(60, 'y') + "...(120000 bytes)': no such policy");
 }
 
