@@ -180,14 +180,14 @@ std::string to_text(const SweepResult& s, int64_t baseline_peak) {
     // pushed its row's figures out from under their headings.
     int policy_w = 10, prefetch_w = 15, capacity_w = 9;
     auto widen = [](int& width, const std::string& text) { width = std::max(width, static_cast<int>(text.size())); };
-    for (const auto& r : s.grid) {
-        widen(policy_w, r.config.eviction);
-        widen(prefetch_w, r.config.prefetch + (is_oracle(r.config.eviction, r.config.prefetch) ? " *" : ""));
-        widen(capacity_w, r.config.capacity.to_string());
+    for (const auto& run : s.grid) {
+        widen(policy_w, run.config.eviction);
+        widen(prefetch_w, run.config.prefetch + (is_oracle(run.config.eviction, run.config.prefetch) ? " *" : ""));
+        widen(capacity_w, run.config.capacity.to_string());
     }
-    for (const auto& a : s.answers) {
-        widen(policy_w, a.policy);
-        widen(prefetch_w, a.prefetch + (is_oracle(a.policy, a.prefetch) ? " *" : ""));
+    for (const auto& answer : s.answers) {
+        widen(policy_w, answer.policy);
+        widen(prefetch_w, answer.prefetch + (is_oracle(answer.policy, answer.prefetch) ? " *" : ""));
     }
     const char* row = "%-*s %-*s %-*s %10s %9s %8s %9s %10s %10s\n";
     for (const auto& link : links) {

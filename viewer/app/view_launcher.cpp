@@ -165,11 +165,11 @@ void draw_launcher(App& app) {
     ImGui::TextDisabled("%s", device_line.c_str());
     app.layout["run"]["device"] = app.trace->memory_device;
     app.layout["run"]["device_line"] = device_line;
-    const LaunchFields& f = ui.fields;   // as the fields read now (tests of the keyboard)
-    app.layout["run"]["fields"] = {{"eviction", f.eviction},   {"prefetch", f.prefetch},
-                                   {"link", f.link},           {"allocator", f.allocator},
-                                   {"capacity_is_percent", f.capacity_is_percent},
-                                   {"record_events", f.record_events}};
+    const LaunchFields& fields = ui.fields;   // as the fields read now (tests of the keyboard)
+    app.layout["run"]["fields"] = {{"eviction", fields.eviction},   {"prefetch", fields.prefetch},
+                                   {"link", fields.link},           {"allocator", fields.allocator},
+                                   {"capacity_is_percent", fields.capacity_is_percent},
+                                   {"record_events", fields.record_events}};
 
     ImGui::Spacing();
     ImGui::BeginDisabled(busy);

@@ -185,8 +185,8 @@ void allocations_tab(App& app, StatisticsUi& ui, bool changed) {
 
 // A peak table row's first two cells: the allocation's label (selects it; the first row's place
 // goes to the screenshot JSON) and its size. `tag` keeps the widget ids of two tables apart; the
-// row (number `r` in its table) joins the table's stop.
-void allocation_cells(App& app, size_t row, const char* tag, int r, TabRows& stops, nlohmann::json& out) {
+// row (number `place` in its table) joins the table's stop.
+void allocation_cells(App& app, size_t row, const char* tag, int place, TabRows& stops, nlohmann::json& out) {
     const ViewTrace& view = *app.trace;
     const AllocationTable& allocs = view.allocations;
     ImGui::TableNextRow();
@@ -196,8 +196,8 @@ void allocation_cells(App& app, size_t row, const char* tag, int r, TabRows& sto
         (name.empty() ? "#" + std::to_string(allocs.id[row]) : name) + tag + std::to_string(allocs.id[row]);
     if (ImGui::Selectable(label.c_str(), app.highlight_alloc == allocs.id[row], ImGuiSelectableFlags_SpanAllColumns))
         app.select_allocation(allocs.id[row]);
-    tab_row(stops, r, app.highlight_alloc == allocs.id[row]);
-    if (r == 0) out["first_row"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    tab_row(stops, place, app.highlight_alloc == allocs.id[row]);
+    if (place == 0) out["first_row"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     ImGui::TableNextColumn();
     ImGui::TextUnformatted(format_bytes(allocs.bytes[row]).c_str());
 }
@@ -547,15 +547,15 @@ void categories_tab(App& app, StatisticsUi& ui) {
     number_column("peak live", "888.88 GiB");
     ImGui::TableHeadersRow();
     TabRows stops;
-    int r = 0;
+    int place = 0;
     for (const CategoryStat& c : ui.categories) {
         if (c.count == 0) continue;
         ImGui::TableNextRow();
         ImGui::TableNextColumn();
         // A row the arrows reach, as in the other tables; it does nothing pressed.
-        ImGui::Selectable(("##category" + std::to_string(r)).c_str(), false,
+        ImGui::Selectable(("##category" + std::to_string(place)).c_str(), false,
                           ImGuiSelectableFlags_SpanAllColumns | ImGuiSelectableFlags_AllowItemOverlap);
-        tab_row(stops, r++, false);
+        tab_row(stops, place++, false);
         ImGui::SameLine(0, 0);
         ImGui::PushItemFlag(ImGuiItemFlags_NoNav, true);
         ImGui::ColorButton("##c", ImGui::ColorConvertU32ToFloat4(category_color(c.category)), ImGuiColorEditFlags_NoTooltip, {10, 10});
@@ -584,13 +584,13 @@ void steps_tab(App& app, StatisticsUi& ui) {
     ImGui::TableHeadersRow();
     if (sort_spec(ui.step_col, ui.step_asc)) sort_steps(ui.steps, static_cast<StepSort>(ui.step_col), ui.step_asc);
     TabRows stops;
-    int r = 0;
+    int place = 0;
     for (const StepStat& s : ui.steps) {
         ImGui::TableNextRow();
         ImGui::TableNextColumn();
         std::string n = std::to_string(s.step);
         if (ImGui::Selectable(n.c_str(), false, ImGuiSelectableFlags_SpanAllColumns)) app.go_to_step(s.step);
-        tab_row(stops, r++, false);
+        tab_row(stops, place++, false);
         ImGui::TableNextColumn();
         ImGui::TextUnformatted(app.times().at(s.t0, 1000).c_str());
         ImGui::TableNextColumn();
