@@ -46,6 +46,12 @@ std::vector<RunInfo> chosen_runs(const RunList& list, const std::vector<int64_t>
 
 }   // namespace
 
+std::string no_such_run(const std::string& trace_path, int64_t run_id, size_t runs, const std::string& runs_db) {
+    return (runs_db.empty() ? trace_path : runs_db) + ": run " + std::to_string(run_id) + " does not exist (" +
+           std::to_string(runs) + (runs == 1 ? " run" : " runs") + " in the file: mhc info " + trace_path +
+           (runs_db.empty() ? "" : " --runs-db " + runs_db) + " lists them)";
+}
+
 std::vector<RunInfo> delete_runs(const std::string& trace_path, const std::vector<int64_t>& ids,
                                  const std::string& runs_db, bool dry_run) {
     if (dry_run) {

@@ -604,12 +604,6 @@ RunList list_all_runs(const std::string& trace_path, const std::string& runs_db,
     return list;
 }
 
-std::string no_such_run(const std::string& trace_path, int64_t run_id, size_t runs, const std::string& runs_db) {
-    return (runs_db.empty() ? trace_path : runs_db) + ": run " + std::to_string(run_id) + " does not exist (" +
-           std::to_string(runs) + (runs == 1 ? " run" : " runs") + " in the file: mhc info " + trace_path +
-           (runs_db.empty() ? "" : " --runs-db " + runs_db) + " lists them)";
-}
-
 Run load_run(const std::string& trace_path_arg, int64_t run_id, const std::string& runs_db) {
     runfiles::RunReader r(trace_path_arg, runs_db);
     sqlite3* db = r.db();
@@ -622,7 +616,7 @@ Run load_run(const std::string& trace_path_arg, int64_t run_id, const std::strin
                         .c_str());
         s.bind(1, run_id);
         if (!s.step())
-            throw Error(no_such_run(trace_path_arg, run_id, list_runs(trace_path_arg, runs_db).size(), runs_db));
+            throw Error(trace_path + ": run " + std::to_string(run_id) + " does not exist");
         if (std::string stale = stale_line(r, run_id, s.text(1), s.text(4)); !stale.empty()) throw Error(stale);
         run.kind = run_kind_from(s.text(0), trace_path, run_id); run.name = s.text(1);
         run.status = run_status_from(s.text(2), trace_path, run_id); run.base_run = s.i64(3);
