@@ -1,10 +1,12 @@
 // mhc export TRACE --format perfetto|csv -o OUT [--run ID]: every table as CSV, or a Perfetto trace.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
 #include "command.hpp"
 #include "run_store.hpp"
 #include "mhc/trace/export/export.hpp"
+#include "mhc/trace/runs.hpp"
 
 namespace {
 
@@ -53,6 +55,17 @@ mhc::cli::Registration reg{mhc::cli::Command{
                 for (const auto& table : tables)
                     std::printf("  %-20s %12lld\n", table.file.c_str(), static_cast<long long>(table.rows));
             } else {
+                // A run the file does not hold, in the words of every command (a stale one is said by
+                // the export itself: what it was computed from).
+                if (*run > 0) {
+                    const mhc::trace::RunList listed = mhc::trace::list_all_runs(*in, *runs_db, false);
+                    const auto has = [&](const std::vector<mhc::trace::RunInfo>& runs) {
+                        return std::any_of(runs.begin(), runs.end(),
+                                           [&](const mhc::trace::RunInfo& info) { return info.id == *run; });
+                    };
+                    if (!has(listed.runs) && !has(listed.stale))
+                        throw mhc::Error(mhc::trace::no_such_run(*in, *run, listed.runs.size(), *runs_db));
+                }
                 ex::PerfettoOptions opt;
                 opt.run_id = *run;
                 opt.if_exists = if_exists;

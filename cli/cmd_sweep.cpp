@@ -19,6 +19,7 @@
 #include "mhc/sim/sweep.hpp"
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/runs.hpp"
+#include <nlohmann/json.hpp>
 
 namespace mhc::cli {
 namespace {
@@ -27,7 +28,7 @@ struct SweepOptions {
     std::string trace, policies = "lru,largest,belady,dtr,cost_aware", prefetchers = "none";
     std::string capacities = "90%,70%,50%", links = "pcie4", budget = "3%";
     int jobs = 0, bisect_steps = 8;
-    bool no_bisect = false;
+    bool no_bisect = false, json = false;
     StoreOptions store;
     SimBaseOptions base;
 };
@@ -81,6 +82,8 @@ GivenOptions add_sweep_options(CLI::App& app, SweepOptions& options) {
                              ->default_str(std::to_string(options.bisect_steps));
     add_store_options(app, options.store);
     app.add_flag("--no-bisect", options.no_bisect, "Only the grid");
+    app.add_flag("--json", options.json,
+                 "Print the grid and the answers as JSON (stdout), each run as mhc simulate --json prints it");
     return given;
 }
 
@@ -150,15 +153,17 @@ sim::SweepSpec sweep_spec(const SweepOptions& options, const GivenOptions& given
 // What the trace leaves of the bisection, and which device the grid simulates where the trace
 // has several with allocations (simulate names it on its run line; the sweep said nothing, and a
 // trace of GPU 0 and the host's pinned buffers left it to guess). Printed by rank 0 alone.
-void adapt_to_trace(const trace::TraceData& trace_data, const sim::Prepared& prepared, sim::SweepSpec& spec) {
+// `say`: stdout, or stderr under --json (stdout is the JSON's alone).
+void adapt_to_trace(const trace::TraceData& trace_data, const sim::Prepared& prepared, sim::SweepSpec& spec,
+                    std::FILE* say) {
     const bool root = dist::is_root();
     if (root)
-        for (const auto& warning : sim::trace_warnings(prepared)) std::printf("warning: %s\n", warning.c_str());
+        for (const auto& warning : sim::trace_warnings(prepared)) std::fprintf(say, "warning: %s\n", warning.c_str());
     if (const auto devices = sim::devices_with_allocations(trace_data); devices.size() > 1 && root) {
         std::string list;
         for (int32_t number : devices) list += (list.empty() ? "" : ", ") + std::to_string(number);
-        std::printf("device %d (the trace's devices with allocations: %s; --device for another)\n",
-                    sim::device_of(prepared), list.c_str());
+        std::fprintf(say, "device %d (the trace's devices with allocations: %s; --device for another)\n",
+                     sim::device_of(prepared), list.c_str());
     }
     // Order-only timing: a loss is a share of event numbers, not of time, so a capacity
     // "within the loss budget" means nothing (it printed losses of 4,848,656% and bisected
@@ -166,7 +171,7 @@ void adapt_to_trace(const trace::TraceData& trace_data, const sim::Prepared& pre
     if (trace_data.order_only() && spec.bisect) {
         spec.bisect = false;
         if (root)
-            std::printf(
+            std::fprintf(say,
                 "warning: no bisection: its loss budget is a share of time, and this trace's times are "
                 "event numbers; the grid's peaks stand\n");
     }
@@ -181,13 +186,36 @@ std::string many(size_t count, const char* word) {
 }
 
 // The bisection simulates bisect-steps + 1 capacities per combination and keeps one.
-void print_counts(const sim::SweepResult& result) {
-    std::printf("%s in %.2f s: %s", many(result.simulations, "simulation").c_str(), result.seconds,
-                many(result.grid.size(), "grid run").c_str());
+void print_counts(const sim::SweepResult& result, std::FILE* say) {
+    std::fprintf(say, "%s in %.2f s: %s", many(result.simulations, "simulation").c_str(), result.seconds,
+                 many(result.grid.size(), "grid run").c_str());
     if (!result.answers.empty())
-        std::printf(", %s for %s", many(result.simulations - result.grid.size(), "bisection probe").c_str(),
-                    many(result.answers.size(), "answer").c_str());
-    std::printf("\n");
+        std::fprintf(say, ", %s for %s", many(result.simulations - result.grid.size(), "bisection probe").c_str(),
+                     many(result.answers.size(), "answer").c_str());
+    std::fprintf(say, "\n");
+}
+
+// --json (docs/cli.md, "JSON"): what the table says, each run whole as mhc simulate --json prints
+// it; the budget is null without a bisection. No wall time (the counts' line, on stderr, has it).
+std::string sweep_json(const sim::SweepResult& result, int64_t baseline_peak, bool bisect) {
+    nlohmann::json out;
+    out["baseline_peak_bytes"] = baseline_peak;
+    out["budget"] = bisect ? nlohmann::json(result.budget) : nlohmann::json(nullptr);
+    out["grid"] = nlohmann::json::array();
+    for (const auto& run : result.grid) out["grid"].push_back(nlohmann::json::parse(sim::to_json(run)));
+    out["answers"] = nlohmann::json::array();
+    for (const auto& answer : result.answers) {
+        nlohmann::json each = {{"policy", answer.policy}, {"prefetch", answer.prefetch}, {"link", answer.link},
+                               {"oracle", sim::is_oracle(answer.policy, answer.prefetch)}};
+        // found and below the peak: a saving, at `capacity_share` of the baseline peak
+        each["saving"] = answer.found && answer.fraction < 1.0;
+        each["found"] = answer.found;
+        each["capacity_share"] = answer.found ? nlohmann::json(answer.fraction) : nlohmann::json(nullptr);
+        each["run"] = answer.found ? nlohmann::json::parse(sim::to_json(answer.result)) : nlohmann::json(nullptr);
+        out["answers"].push_back(each);
+    }
+    out["simulations"] = result.simulations;
+    return out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 // Stores the grid and the answers with a saving in one transaction (all or none), then keeps
@@ -205,9 +233,9 @@ int store_sweep(const SweepOptions& options, const trace::TraceData& trace_data,
         auto ids = store_runs(options.trace, trace_data.fingerprint, runs, options.store);
         stored = ids.has_value();
         if (ids)
-            std::printf("stored %s in %s:\n  the %s and %s with a saving (bisect:*)\n",
-                        many(runs.size(), "run").c_str(), store_target(options.trace, options.store).c_str(),
-                        many(grid_runs, "grid run").c_str(), many(runs.size() - grid_runs, "bisection answer").c_str());
+            std::fprintf(options.json ? stderr : stdout, "stored %s in %s:\n  the %s and %s with a saving (bisect:*)\n",
+                         many(runs.size(), "run").c_str(), store_target(options.trace, options.store).c_str(),
+                         many(grid_runs, "grid run").c_str(), many(runs.size() - grid_runs, "bisection answer").c_str());
     }
     if (stored) sim::keep_prepared(prepared, writes_into_trace(options.store));   // after the store, as simulate
     if (phase)
@@ -230,7 +258,8 @@ std::function<int()> setup(CLI::App& app) {
         sim::SweepSpec spec = sweep_spec(*options, given);
         trace::TraceData trace_data = trace::load_trace(options->trace);
         auto prepared = prepare_for_simulation(trace_data, options->base.device, options->trace);
-        adapt_to_trace(trace_data, *prepared, spec);
+        std::FILE* say = options->json ? stderr : stdout;
+        adapt_to_trace(trace_data, *prepared, spec, say);
         // Under mpirun the tasks are spread over the processes, and rank 0 gathers them, prints
         // and alone stores (docs/simulator.md, "MPI").
         const bool tty = show_progress() && dist::is_root();
@@ -240,8 +269,11 @@ std::function<int()> setup(CLI::App& app) {
         sim::SweepResult result = dist::sweep(*prepared, spec, progress);
         if (!dist::is_root()) return kExitOk;
         if (tty) std::fprintf(stderr, "\r%40s\r", "");
-        std::cout << sim::to_text(result, sim::baseline_peak(*prepared, options->base.allocator));
-        print_counts(result);
+        const int64_t baseline = sim::baseline_peak(*prepared, options->base.allocator);
+        if (options->json) std::cout << sweep_json(result, baseline, spec.bisect);
+        else std::cout << sim::to_text(result, baseline);
+        std::cout.flush();
+        print_counts(result, say);
         return store_sweep(*options, trace_data, *prepared, result);
     };
 }

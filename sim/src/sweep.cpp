@@ -176,7 +176,20 @@ std::string to_text(const SweepResult& s, int64_t baseline_peak) {
         if (std::find(links.begin(), links.end(), r.config.link.name) == links.end()) links.push_back(r.config.link.name);
     for (const auto& a : s.answers)
         if (std::find(links.begin(), links.end(), a.link) == links.end()) links.push_back(a.link);
-    const char* row = "%-10s %-15s %-9s %10s %9s %8s %9s %10s %10s\n";
+    // The name columns as wide as their longest entry (at least 10, 15 and 9): "lookahead:100000 *"
+    // pushed its row's figures out from under their headings.
+    int policy_w = 10, prefetch_w = 15, capacity_w = 9;
+    auto widen = [](int& width, const std::string& text) { width = std::max(width, static_cast<int>(text.size())); };
+    for (const auto& run : s.grid) {
+        widen(policy_w, run.config.eviction);
+        widen(prefetch_w, run.config.prefetch + (is_oracle(run.config.eviction, run.config.prefetch) ? " *" : ""));
+        widen(capacity_w, run.config.capacity.to_string());
+    }
+    for (const auto& answer : s.answers) {
+        widen(policy_w, answer.policy);
+        widen(prefetch_w, answer.prefetch + (is_oracle(answer.policy, answer.prefetch) ? " *" : ""));
+    }
+    const char* row = "%-*s %-*s %-*s %10s %9s %8s %9s %10s %10s\n";
     for (const auto& link : links) {
         if (&link != &links.front()) o << "\n";
         o << "link " << link << "\n";
@@ -184,8 +197,8 @@ std::string to_text(const SweepResult& s, int64_t baseline_peak) {
         for (const auto& r : s.grid) {
             if (r.config.link.name != link) continue;
             if (!header) {
-                std::snprintf(line, sizeof line, row, "policy", "prefetch", "capacity", "peak", "reduction", "loss",
-                              "stall", "swap-in", "swap-out");
+                std::snprintf(line, sizeof line, row, policy_w, "policy", prefetch_w, "prefetch", capacity_w, "capacity",
+                              "peak", "reduction", "loss", "stall", "swap-in", "swap-out");
                 o << line;
                 header = true;
             }
@@ -206,8 +219,8 @@ std::string to_text(const SweepResult& s, int64_t baseline_peak) {
                 else std::snprintf(loss, sizeof loss, "%.2f%%", r.throughput_loss * 100);
             }
             const std::string stall = r.order_only ? std::string("-") : format_ns(r.stall_time);
-            std::snprintf(line, sizeof line, row, r.config.eviction.c_str(), prefetch.c_str(),
-                          r.config.capacity.to_string().c_str(), peak.c_str(), red, loss, stall.c_str(),
+            std::snprintf(line, sizeof line, row, policy_w, r.config.eviction.c_str(), prefetch_w, prefetch.c_str(),
+                          capacity_w, r.config.capacity.to_string().c_str(), peak.c_str(), red, loss, stall.c_str(),
                           format_bytes(r.swap_in_bytes).c_str(), format_bytes(r.swap_out_bytes).c_str());
             o << line;
         }
@@ -225,15 +238,15 @@ std::string to_text(const SweepResult& s, int64_t baseline_peak) {
             any_oracle |= oracle;
             std::string prefetch = a.prefetch + (oracle ? " *" : "");
             if (!a.found) {
-                std::snprintf(line, sizeof line, "%-10s %-15s not within the %s budget even at 100%%\n", a.policy.c_str(),
-                              prefetch.c_str(), budget);
+                std::snprintf(line, sizeof line, "%-*s %-*s not within the %s budget even at 100%%\n", policy_w,
+                              a.policy.c_str(), prefetch_w, prefetch.c_str(), budget);
             } else if (a.fraction >= 1.0) {
                 // Every capacity below the peak that the bisection tried lost more than the budget.
-                std::snprintf(line, sizeof line, "%-10s %-15s no saving within the %s budget\n", a.policy.c_str(),
-                              prefetch.c_str(), budget);
+                std::snprintf(line, sizeof line, "%-*s %-*s no saving within the %s budget\n", policy_w,
+                              a.policy.c_str(), prefetch_w, prefetch.c_str(), budget);
             } else {
-                std::snprintf(line, sizeof line, "%-10s %-15s %5.1f%% = %-10s peak %s, reduction %.1f%%, loss %.2f%%\n",
-                              a.policy.c_str(), prefetch.c_str(), a.fraction * 100,
+                std::snprintf(line, sizeof line, "%-*s %-*s %5.1f%% = %-10s peak %s, reduction %.1f%%, loss %.2f%%\n",
+                              policy_w, a.policy.c_str(), prefetch_w, prefetch.c_str(), a.fraction * 100,
                               format_bytes(a.result.capacity).c_str(), format_bytes(a.result.simulated_peak).c_str(),
                               a.result.peak_reduction * 100, a.result.throughput_loss * 100);
             }

@@ -29,6 +29,10 @@ out simulate simulate t.db --capacity 70% --policy lru
 out simulate-ideal simulate t.db --capacity 70% --allocator ideal --no-store
 out simulate-oom simulate t.db --capacity 2MiB
 out sweep sweep t.db --policies lru,dtr,belady --capacities 90%,50% --no-store -j 1
+# Names longer than the columns' least width widen them: "lookahead:100000 *" pushed its row's
+# figures out from under their headings (2026-12-07).
+out sweep-long sweep t.db --policies cost_aware,lru --prefetchers forecast:2000,lookahead:100000 --capacities 3500MiB,60% \
+    --budget 50% --no-store -j 1
 out export export t.db -o t.json --run 1
 out export-norun export t.db -o t0.json
 "$mhc" info t.db >raw 2>err || fail "info: $(cat err)"
@@ -43,7 +47,7 @@ out import-snapshot import "$public/torch-snapshot/flexgen-oom-snapshot.pickle" 
 out import-nsys import "$public/nsys/fuser-h200-nsys-2024.6.sqlite" -o n.db
 out info-kineto info k.db --top 2
 out info-snapshot info s.db --top 2
-names="generate simulate simulate-ideal simulate-oom sweep export export-norun info-runs info-head import-kineto
+names="generate simulate simulate-ideal simulate-oom sweep sweep-long export export-norun info-runs info-head import-kineto
        import-et import-snapshot import-nsys info-kineto info-snapshot"
 if [ "$update" = --update ]; then
     for n in $names; do cp "$n.txt" "$golden/$n.txt"; done
@@ -52,6 +56,24 @@ if [ "$update" = --update ]; then
     exit 0
 fi
 for n in $names; do diff -u "$golden/$n.txt" "$n.txt" || fail "$n differs from $golden/$n.txt"; done
+# Every row of a sweep's grid has its figures under their headings: each heading ends where each
+# row's figure ends (the columns right of the names are right-aligned).
+awk '/^policy /{ head = $0; next } head != "" && NF >= 9 && !/^\*/ {
+         if (length($0) != length(head)) { print "FAIL: sweep-long: a row of " length($0) " columns under a heading of " length(head) ": " $0; bad = 1 } }
+     /^$/{ head = "" } END { exit bad }' sweep-long.txt || exit 1
+# sweep --json (docs/cli.md, "JSON"): stdout is the JSON alone (the counts' line on stderr), the grid
+# as mhc simulate --json prints each run, and the answers with their share of the baseline peak.
+"$mhc" sweep t.db --policies lru,dtr --capacities 90%,50% --no-store -j 1 --json >sweep.json 2>err ||
+    fail "sweep --json exited $?: $(cat err)"
+grep -q "^22 simulations in " err || fail "sweep --json: the counts' line not on stderr: $(cat err)"
+jq -e '(.grid | length) == 4 and (.grid[0].run == "lru+none@90%/pcie4/caching") and .budget == 0.03
+       and (.answers | map(.policy)) == ["lru", "dtr"] and .answers[1].saving and .answers[1].capacity_share < 1
+       and .answers[1].run.metrics.simulated_peak_bytes > 0 and (.answers[0].saving | not)
+       and .grid[3].oom != null and .grid[3].metrics.throughput_loss == null
+       and .baseline_peak_bytes == .grid[0].metrics.baseline_peak_bytes and .simulations == 22' sweep.json >/dev/null ||
+    fail "sweep --json: $(head -c 600 sweep.json)"
+"$mhc" sweep t.db --policies lru --capacities 50% --no-store -j 1 --no-bisect --json 2>/dev/null |
+    jq -e '.budget == null and .answers == []' >/dev/null || fail "sweep --json --no-bisect: the budget is not null"
 # Every line of sweep, info and generate within 100 columns (simulate's OOM sentence is one line).
 for n in generate sweep info-runs info-head import-kineto import-et import-snapshot import-nsys info-kineto info-snapshot; do
     awk -v f="$n" 'length($0) > 100 { print "FAIL: " f ": a line of " length($0) " columns: " $0; bad = 1 } END { exit bad }' \

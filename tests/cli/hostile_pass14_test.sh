@@ -101,7 +101,7 @@ for table in run_config run_metrics run_events run_kernels run_memory run_event_
 done
 "$mhc" check p.db >out 2>err && "$mhc" info p.db >out 2>err && [ ! -s err ] || fail "after prune: $(cat out err)"
 "$mhc" prune p.db >out 2>err && grep -qx "p.db: no stale runs; nothing deleted" out || fail "a second prune: $(cat out err)"
-refused "mhc: p.db: there is no run 7 of p.db (mhc info p.db lists its runs)" prune p.db --run 3,7
+refused "mhc: p.db: run 7 does not exist (1 run in the file: mhc info p.db lists them)" prune p.db --run 3,7
 refused "--run: '3,,4': an empty item" prune p.db --run 3,,4
 refused "--run: '3,3': run 3 is named twice" prune p.db --run 3,3
 refused "mhc: --run: '0x3': not a whole number" prune p.db --run 0x3

@@ -71,9 +71,16 @@ echo "not sqlite" >"$tmp/text.db"
 [[ $(wc -l <"$tmp/err") == 1 && ! -s $tmp/out ]] || fail "check text.db: $(cat "$tmp/out" "$tmp/err")"
 grep -q "problem" "$tmp/err" && fail "check text.db counts problems: $(cat "$tmp/err")"
 
-# ---- a run that does not exist is refused, in both export formats ----
-says 2 "mhc: $t: run 9 does not exist" "$mhc" export "$t" --run 9 -o "$tmp/r.json"
-says 2 "mhc: $t: run 9 does not exist" "$mhc" export "$t" --format csv --run 9 -o "$tmp/r"
+# ---- a run that does not exist is refused, in both export formats and prune, in one wording ----
+# (export said "run 9 does not exist" alone, prune "there is no run 9 of T (...)" until 2026-12-07)
+"$mhc" simulate "$t" --capacity 70% >/dev/null || fail "simulate"
+no_run="mhc: $t: run 9 does not exist (1 run in the file: mhc info $t lists them)"
+says 2 "$no_run" "$mhc" export "$t" --run 9 -o "$tmp/r.json"
+says 2 "$no_run" "$mhc" export "$t" --format csv --run 9 -o "$tmp/r"
+says 2 "$no_run" "$mhc" prune "$t" --run 9
+"$mhc" simulate "$t" --capacity 70% --runs-db "$tmp/runs.db" >/dev/null || fail "simulate --runs-db"
+says 2 "mhc: $tmp/runs.db: run 9 does not exist (1 run in the file: mhc info $t --runs-db $tmp/runs.db lists them)" \
+    "$mhc" prune "$t" --runs-db "$tmp/runs.db" --run 9
 [[ ! -e $tmp/r.json && ! -e $tmp/r/allocations.csv ]] || fail "a refused export wrote files"
 
 # ---- mhc-view: bad options exit 2 with one line ----

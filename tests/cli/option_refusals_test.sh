@@ -41,7 +41,7 @@ declare -A base=(
 free='--keys|--name|--output|--runs-db|--input|--grad|--grad-output|--kineto|--ranks|--library|--trace-out|--model|--setting|--screenshot|--layout|--families|--find|--type'
 # Refusals of an accepted value for something else: the base's replay limit, a run the trace does
 # not hold, a file the base lacks, an option the others leave idle ("--x with --y", "and --y").
-other='the replays would take|has no device|no allocations on|run [0-9]+ does not exist|no run [0-9]+ of|no segments recorded|--[a-z-]+ (with|without) --|and --[a-z-]+( [^ :]+)?: |with dp 1|^mhc: [^ ]+: no such file'
+other='the replays would take|has no device|no allocations on|run [0-9]+ does not exist|no segments recorded|--[a-z-]+ (with|without) --|and --[a-z-]+( [^ :]+)?: |with dp 1|^mhc: [^ ]+: no such file'
 # A value in range that another option's refuses against it (--heads 500: "--hidden: '768': must be a
 # multiple of heads (500)"): said in the form, of the other option.
 formed="^mhc: ([a-z ]+: )?--[a-z0-9-]+: '[^']*': "

@@ -284,11 +284,15 @@ TEST_CASE("csv export: --run keeps one run in the run tables, an unknown run is 
     compare(out, expected_of(db, 2));
     CHECK(read_csv(out + "/runs.csv").size() == 2);
     std::string bad = dir.file("bad");
-    CHECK_THROWS_WITH(ex::export_csv(db, bad, {9, mhc::IfExists::Replace, {}}), db + ": run 9 does not exist");
+    // Said as every command and the viewer say it: how many runs there are and where they are listed.
+    const size_t runs = mhc::trace::list_runs(db).size();
+    const std::string said = db + ": run 9 does not exist (" + std::to_string(runs) + (runs == 1 ? " run" : " runs") +
+                             " in the file: mhc info " + db + " lists them)";
+    CHECK_THROWS_WITH(ex::export_csv(db, bad, {9, mhc::IfExists::Replace, {}}), said);
     CHECK_FALSE(std::filesystem::exists(bad + "/allocations.csv"));
     std::string err;
     CHECK(test::run_mhc("export " + db + " --format csv --run 9 -o " + bad, &err) == 2);
-    CHECK(err == "mhc: " + db + ": run 9 does not exist\n");
+    CHECK(err == "mhc: " + said + "\n");
 }
 
 TEST_CASE("csv export: a generated trace with simulated runs and a real nsys trace round-trip", "[export][csv]") {

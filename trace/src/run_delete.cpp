@@ -21,8 +21,9 @@ constexpr const char* kRunRows[][2] = {{"run_events", "run"},     {"run_kernels"
 
 // The runs of `ids`, or the stale ones when `ids` is empty, checked against `list`: an unknown id
 // is refused, and so is a set that leaves a replay whose simulated run it takes away.
-std::vector<RunInfo> chosen_runs(const RunList& list, const std::vector<int64_t>& ids, const std::string& file,
-                                 const std::string& trace_path) {
+std::vector<RunInfo> chosen_runs(const RunList& list, const std::vector<int64_t>& ids, const std::string& trace_path,
+                                 const std::string& runs_db) {
+    const std::string& file = runs_db.empty() ? trace_path : runs_db;
     std::vector<RunInfo> all = list.runs;
     all.insert(all.end(), list.stale.begin(), list.stale.end());
     std::vector<RunInfo> chosen;
@@ -30,8 +31,7 @@ std::vector<RunInfo> chosen_runs(const RunList& list, const std::vector<int64_t>
     for (int64_t id : ids) {
         auto it = std::find_if(all.begin(), all.end(), [&](const RunInfo& run) { return run.id == id; });
         if (it == all.end())
-            throw Error(file + ": there is no run " + std::to_string(id) + " of " + trace_path + " (mhc info " +
-                        trace_path + " lists its runs)");
+            throw Error(no_such_run(trace_path, id, list.runs.size(), runs_db));
         chosen.push_back(*it);
     }
     std::set<int64_t> gone;
@@ -46,17 +46,22 @@ std::vector<RunInfo> chosen_runs(const RunList& list, const std::vector<int64_t>
 
 }   // namespace
 
+std::string no_such_run(const std::string& trace_path, int64_t run_id, size_t runs, const std::string& runs_db) {
+    return (runs_db.empty() ? trace_path : runs_db) + ": run " + std::to_string(run_id) + " does not exist (" +
+           std::to_string(runs) + (runs == 1 ? " run" : " runs") + " in the file: mhc info " + trace_path +
+           (runs_db.empty() ? "" : " --runs-db " + runs_db) + " lists them)";
+}
+
 std::vector<RunInfo> delete_runs(const std::string& trace_path, const std::vector<int64_t>& ids,
                                  const std::string& runs_db, bool dry_run) {
     if (dry_run) {
         const RunList list = list_all_runs(trace_path, runs_db, false);
-        return chosen_runs(list, ids, runs_db.empty() ? trace_path : runs_db, trace_path);
+        return chosen_runs(list, ids, trace_path, runs_db);
     }
     // A first look refuses a runs database that is not there or another trace's, and nothing to
     // delete writes nothing. Then the write lock, and what to delete again: a run stored meanwhile
     // (under an id a concurrent delete just freed) is judged as it is when the rows go.
-    if (chosen_runs(list_all_runs(trace_path, runs_db, false), ids, runs_db.empty() ? trace_path : runs_db, trace_path)
-            .empty())
+    if (chosen_runs(list_all_runs(trace_path, runs_db, false), ids, trace_path, runs_db).empty())
         return {};
     std::unique_ptr<runfiles::RunWriter> opened;
     try {
@@ -69,7 +74,7 @@ std::vector<RunInfo> delete_runs(const std::string& trace_path, const std::vecto
     }
     runfiles::RunWriter& writer = *opened;
     const RunList list = list_all_runs(trace_path, runs_db, false);
-    std::vector<RunInfo> chosen = chosen_runs(list, ids, writer.file(0), trace_path);
+    std::vector<RunInfo> chosen = chosen_runs(list, ids, trace_path, runs_db);
     if (chosen.empty()) return chosen;
     std::string in;
     for (const RunInfo& run : chosen) in += (in.empty() ? "" : ",") + std::to_string(run.id);

@@ -286,6 +286,14 @@ bool App::find_update() {
     return find.update(*trace, selected_run(), find_text, selected_kernel);
 }
 
+void App::find_on_timeline(const std::string& name) {
+    std::snprintf(find_text, sizeof find_text, "%s", name.c_str());   // a longer name's start still finds it
+    selected_kernel = 0;
+    find_next();
+    requested = ViewId::Timeline;
+    force_frames = std::max(force_frames, 2);
+}
+
 void App::find_next(bool backward) {
     find.finish(*trace, selected_run(), find_text, selected_kernel);   // Enter asks for a match: all of them
     KernelMatch match;

@@ -67,6 +67,10 @@ struct TabStop {
     void* window = nullptr;
     std::string name;
     bool text = false;   // a text field: Enter edits it (ImGui's), where it presses any other stop
+    // A table's rows as one stop (tab_row): the keyboard on any of them is at this stop, which it
+    // enters at `id` (the selected row, else the first drawn).
+    std::vector<unsigned> members;
+    bool plot = false;   // a plot: the arrows pan and zoom it (keyboard.cpp), not move away
 };
 
 struct Selection {
@@ -135,6 +139,9 @@ public:
     FindState find;
     bool find_update();   // true when the matches changed
     void find_next(bool backward = false);
+    // A kernel row of the statistics (a click or Enter on it): its name in the find field, the
+    // timeline shown at its first match (selected), as Enter in the field goes to it.
+    void find_on_timeline(const std::string& name);
     // Shows what was alive when the selected run ran out of memory: the statistics view at its
     // "At the OOM" tab (the timeline's OOM line and oom mark call it).
     void show_oom() {

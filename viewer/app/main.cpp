@@ -290,9 +290,10 @@ void add_options(CLI::App& cli, mhc::viewer::Options& options, Given& given) {
     // The keys, as the toolbar's (?) says them: Esc closed things without a word in the help.
     cli.footer(
         "Keys: wheel or W/S zoom, drag or A/D pan, right-drag selects a range, Z or F zooms to the selection, "
-        "0 shows the whole trace; Tab (Shift+Tab) moves along the toolbar's fields, then the view's, the details "
-        "pane's buttons, the notes and the view tabs, the arrows among neighbours, and Space or Enter uses the one "
-        "focused; Ctrl+F or / finds a kernel; N lists the trace's notes; Esc closes the innermost "
+        "0 shows the whole trace; Tab (Shift+Tab) moves along the toolbar's fields (an open menu's entries too), "
+        "then the view's, its plot and its table's rows, the details pane's, the notes and the view tabs, the "
+        "arrows among neighbours (in a table row to row; on the plot left and right pan, up and down zoom), and "
+        "Space or Enter uses the one focused (Enter on a kernel's row finds it on the timeline); Ctrl+F or / finds a kernel; N lists the trace's notes; Esc closes the innermost "
         "thing open, one a press (a field, the notes, the range selected, the details).");
     cli.add_option("trace", options.trace, "Trace file (.db: mhc generate, import or record writes one)")->required();
     cli.add_option("--screenshot", options.screenshot,

@@ -37,6 +37,7 @@ void device_entries(App& app, const std::vector<DeviceChoice>& devices, nlohmann
     for (const DeviceChoice& choice : devices) {
         if (ImGui::Selectable(choice.label.c_str(), choice.device == app.trace->memory_device))
             app.device_request = choice.device;
+        tab_stop(app, "device_" + std::to_string(choice.device));
         entries.push_back(rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax()));
         entries.back()["device"] = choice.device;
     }
@@ -50,8 +51,11 @@ void options_menu(App& app, const std::function<void(nlohmann::json&)>& view_opt
                   const std::vector<DeviceChoice>& devices) {
     const char* title = "options";
     ImGui::SetNextItemWidth(combo_width(ImGui::CalcTextSize(title).x));
+    // The field's stop before its entries' (stops while the menu is open): Tab goes down the menu.
+    note_focus(app, jt, "options", ImGui::GetID("##options"));
     if (ImGui::BeginCombo("##options", title, ImGuiComboFlags_HeightLargest)) {
         ImGui::Checkbox("fit y", &app.fit_y);
+        tab_stop(app, "fit_y");
         jt["fit_y"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
         if (ImGui::IsItemHovered())
             ImGui::SetTooltip(
@@ -71,7 +75,6 @@ void options_menu(App& app, const std::function<void(nlohmann::json&)>& view_opt
         ImGui::EndCombo();
     }
     jt["options"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
-    note_focus(app, jt, "options");
     jt["options"]["fit_y"] = app.fit_y;
     if (ImGui::IsItemHovered())
         ImGui::SetTooltip("fit y (%s), and this view's own options%s", app.fit_y ? "on" : "off",
@@ -147,15 +150,18 @@ void run_field(App& app, const ToolbarForm& form, nlohmann::json& jt) {
     // As wide as its longest entry, up to 260 px ("recorded" alone took 260 px of the line); 180 in
     // a narrow window (a longer name is cut in the field, whole in its list and its tooltip).
     ImGui::SetNextItemWidth(std::clamp(combo_width(form.widest), 120.f, form.compact ? 180.f : 260.f));
+    note_focus(app, jt, "run", ImGui::GetID("##run"));
     if (ImGui::BeginCombo("##run", form.label.c_str())) {
         if (ImGui::Selectable("recorded", app.selected < 0)) app.select_run(-1);
-        for (size_t i = 0; i < form.items.size(); ++i)
+        tab_stop(app, "run_recorded");
+        for (size_t i = 0; i < form.items.size(); ++i) {
             if (ImGui::Selectable(form.items[i].c_str(), app.selected == static_cast<int>(i)))
                 app.select_run(static_cast<int>(i));
+            tab_stop(app, "run_" + std::to_string(i));
+        }
         ImGui::EndCombo();
     }
     jt["run_combo"] = last_rect();
-    note_focus(app, jt, "run");
     jt["run_combo"]["text"] = form.label;
     if (ImGui::IsItemHovered() && app.selected >= 0)
         ImGui::SetTooltip("%s", form.items[static_cast<size_t>(app.selected)].c_str());
@@ -231,13 +237,13 @@ void device_field(App& app, const ToolbarForm& form, nlohmann::json& jt) {
     const bool busy = app.loading || launcher_busy(app);
     ImGui::BeginDisabled(busy);
     nlohmann::json entries = nlohmann::json::array();
+    note_focus(app, jt, "device", ImGui::GetID("##memory device"));
     if (ImGui::BeginCombo("##memory device", shown.c_str())) {
         device_entries(app, form.devices, entries);
         ImGui::EndCombo();
     }
     ImGui::EndDisabled();
     jt["device"] = last_rect();
-    note_focus(app, jt, "device");
     jt["device"]["current"] = app.trace->memory_device;
     jt["device"]["text"] = shown;
     if (!entries.empty()) jt["device"]["entries"] = entries;
@@ -272,8 +278,9 @@ void range_and_help(App& app, const ToolbarForm& form, nlohmann::json& jt) {
             "click a kernel or an allocation: its details, F (or Z): zoom to it; click a folded box: zoom to it\n"
             "Ctrl+F or /: find a kernel by name; Enter or F3: the next match, Shift: the one before; N: the notes\n"
             "Ctrl+C: copy the details; Esc: close the notes, else clear the range selected, else close the details\n"
-            "Tab (Shift+Tab): the toolbar's fields in turn, then the view's, the details, the notes and the view tabs;\n"
-            "arrows between them, Space or Enter: use the one focused\n"
+            "Tab (Shift+Tab): the toolbar's fields in turn (an open menu's entries too), then the view's, its plot,\n"
+            "the details and their rows, the notes and the view tabs; arrows between them (in a table row to row;\n"
+            "on the plot left/right pan, up/down zoom), Space or Enter: use the one focused\n"
             "in view: " +
             range_text;
         ImGui::SetTooltip("%s", text.c_str());

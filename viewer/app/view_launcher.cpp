@@ -27,19 +27,28 @@ struct LauncherUi {
 
 namespace {
 
+// A field's name in the Tab ring, as the other views name theirs: its label in snake case
+// ("eviction_policy").
+std::string stop_name(const char* label) {
+    std::string name = label;
+    std::replace(name.begin(), name.end(), ' ', '_');
+    return name;
+}
+
 // A combo over a simulator registry; shows each entry's help as a tooltip.
 void registry_combo(App& app, const char* label, const std::vector<sim::PolicyInfo>& list, std::string& value, bool base) {
     ImGui::SetNextItemWidth(220);
+    tab_stop(app, stop_name(label), ImGui::GetID(label));   // before its entries: stops while it is open
     if (ImGui::BeginCombo(label, value.c_str())) {
         for (const sim::PolicyInfo& p : list) {
             std::string name = base ? policy_base_name(p.name) : p.name;
             if (ImGui::Selectable(p.name.c_str(), name == value)) value = name;
+            tab_stop(app, stop_name(label) + "_" + p.name);
             if (ImGui::IsItemHovered())
                 ImGui::SetTooltip("%s%s%s", p.help.c_str(), p.source.empty() ? "" : "\n", p.source.c_str());
         }
         ImGui::EndCombo();
     }
-    tab_stop(app, label);
 }
 
 void spinner(float radius, uint32_t color) {
@@ -68,7 +77,7 @@ void adopt_run(App& app, int64_t run_id) {
 void draw_fields(App& app, LauncherUi& ui, bool busy) {
     LaunchFields& f = ui.fields;
     const auto stop = [&](const char* name) {
-        if (!busy) tab_stop(app, name);
+        if (!busy) tab_stop(app, stop_name(name));
     };
     ImGui::BeginDisabled(busy);
     registry_combo(app, "eviction policy", sim::eviction_policies(), f.eviction, false);
@@ -117,16 +126,19 @@ void draw_fields(App& app, LauncherUi& ui, bool busy) {
         ImGui::InputTextWithHint("##linkfile", "path of a JSON profile (mhc calibrate)", ui.link_file,
                                  sizeof ui.link_file);
         stop("link file");
-    } else if (ImGui::BeginCombo("link preset", f.link.c_str())) {
+    } else {
+        if (!busy) tab_stop(app, "link_preset", ImGui::GetID("link preset"));   // before its entries
+    }
+    if (!ui.use_link_file && ImGui::BeginCombo("link preset", f.link.c_str())) {
         for (const sim::LinkModel& l : sim::link_presets()) {
             if (ImGui::Selectable(l.name.c_str(), l.name == f.link)) f.link = l.name;
+            stop(("link_preset_" + l.name).c_str());
             if (ImGui::IsItemHovered())
                 ImGui::SetTooltip("H2D %.1f GB/s, D2H %.1f GB/s, %d copy engines\n%s", l.h2d.bandwidth_Bps / 1e9,
                                   l.d2h.bandwidth_Bps / 1e9, l.copy_engines, l.source.c_str());
         }
         ImGui::EndCombo();
     }
-    if (!ui.use_link_file) stop("link preset");
     registry_combo(app, "allocator model", sim::allocator_models(), f.allocator, false);
     ImGui::Checkbox("record events (timeline tracks)", &f.record_events);
     stop("record events");
@@ -153,6 +165,11 @@ void draw_launcher(App& app) {
     ImGui::TextDisabled("%s", device_line.c_str());
     app.layout["run"]["device"] = app.trace->memory_device;
     app.layout["run"]["device_line"] = device_line;
+    const LaunchFields& fields = ui.fields;   // as the fields read now (tests of the keyboard)
+    app.layout["run"]["fields"] = {{"eviction", fields.eviction},   {"prefetch", fields.prefetch},
+                                   {"link", fields.link},           {"allocator", fields.allocator},
+                                   {"capacity_is_percent", fields.capacity_is_percent},
+                                   {"record_events", fields.record_events}};
 
     ImGui::Spacing();
     ImGui::BeginDisabled(busy);
@@ -171,7 +188,7 @@ void draw_launcher(App& app) {
             ui.error = e.what();
         }
     }
-    if (!busy) tab_stop(app, "run simulation");
+    if (!busy) tab_stop(app, "run_simulation");
     ImGui::EndDisabled();
     if (!ui.error.empty()) {
         ImGui::PushStyleColor(ImGuiCol_Text, IM_COL32(255, 110, 110, 255));

@@ -184,6 +184,9 @@ void band_colour_options(App& app, BandColoring coloring, BandColoring auto_colo
             const std::string text = std::string(coloring_name(choice)) +
                                      (choice == auto_coloring ? " (this trace)" : "");
             if (ImGui::RadioButton(text.c_str(), choice == coloring)) app.band_coloring = static_cast<int>(choice);
+            std::string stop = std::string("band_colour_") + coloring_name(choice);
+            std::replace(stop.begin(), stop.end(), ' ', '_');
+            tab_stop(app, stop);
             choices.push_back(rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax()));
             choices.back()["text"] = text;
         }

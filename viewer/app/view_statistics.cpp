@@ -1,6 +1,8 @@
 // Statistics view: kernels by total time, allocations by size and category, per-step time
 // and peak; sortable tables and one search box for kernel and allocation names. Number columns
 // are as wide as their figures; the name column takes the rest (full names in a tooltip).
+#include <imgui_internal.h>
+
 #include <algorithm>
 
 #include "mhc/common/units.hpp"
@@ -94,6 +96,7 @@ void kernels_tab(App& app, StatisticsUi& ui, bool changed, nlohmann::json& out) 
     int64_t all = 0;
     for (const auto& k : t.kernel_stats) all += k.total_ns;
     nlohmann::json cols = nlohmann::json::array(), names = nlohmann::json::array();
+    TabRows stops;
     ImGuiListClipper clip;
     clip.Begin(static_cast<int>(ui.kernel_rows.size()));
     while (clip.Step())
@@ -102,8 +105,16 @@ void kernels_tab(App& app, StatisticsUi& ui, bool changed, nlohmann::json& out) 
             ImGui::TableNextRow();
             ImGui::TableNextColumn();
             if (cols.empty()) cols.push_back(ImGui::GetContentRegionAvail().x);
+            // The row: a click or Enter finds the kernel on the timeline (its matches marked and counted).
+            if (ImGui::Selectable(("##kernel" + std::to_string(r)).c_str(), false,
+                                  ImGuiSelectableFlags_SpanAllColumns | ImGuiSelectableFlags_AllowItemOverlap))
+                app.find_on_timeline(t.str(k.name));
+            tab_row(stops, r, false);
+            ImGui::SameLine(0, 0);
+            ImGui::PushItemFlag(ImGuiItemFlags_NoNav, true);
             ImGui::ColorButton("##c", ImGui::ColorConvertU32ToFloat4(t.color_of(k.name)), ImGuiColorEditFlags_NoTooltip,
                                {10, 10});
+            ImGui::PopItemFlag();
             if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s kernel", family_name(t.family_of(k.name)));
             ImGui::SameLine();
             name_cell(t.str(k.name));
@@ -123,6 +134,7 @@ void kernels_tab(App& app, StatisticsUi& ui, bool changed, nlohmann::json& out) 
             if (cols.size() == 4) cols.push_back(ImGui::GetContentRegionAvail().x);
             ImGui::TextUnformatted(app.times().span(k.max_ns).c_str());
         }
+    tab_rows(app, "kernel_rows", stops);
     ImVec2 p0 = ImGui::GetWindowPos();
     ImGui::EndTable();
     out = {{"column_widths", cols}, {"names", names},   {"rows", ui.kernel_rows.size()},
@@ -147,6 +159,7 @@ void allocations_tab(App& app, StatisticsUi& ui, bool changed) {
     ImGui::TableHeadersRow();
     if (sort_spec(ui.alloc_col, ui.alloc_asc) || changed || ui.alloc_rows.empty())
         ui.alloc_rows = allocation_table(t, ui.search, static_cast<AllocSort>(ui.alloc_col), ui.alloc_asc, 5000);
+    TabRows stops;
     ImGuiListClipper clip;
     clip.Begin(static_cast<int>(ui.alloc_rows.size()));
     while (clip.Step())
@@ -158,6 +171,7 @@ void allocations_tab(App& app, StatisticsUi& ui, bool changed) {
                                 std::to_string(a.id[i]);
             if (ImGui::Selectable(label.c_str(), app.highlight_alloc == a.id[i], ImGuiSelectableFlags_SpanAllColumns))
                 app.select_allocation(a.id[i]);
+            tab_row(stops, r, app.highlight_alloc == a.id[i]);
             ImGui::TableNextColumn(); ImGui::TextUnformatted(format_bytes(a.bytes[i]).c_str());
             ImGui::TableNextColumn(); ImGui::TextUnformatted(std::string(trace::to_string(a.category[i])).c_str());
             ImGui::TableNextColumn();
@@ -165,12 +179,14 @@ void allocations_tab(App& app, StatisticsUi& ui, bool changed) {
             ImGui::TableNextColumn();
             ImGui::TextUnformatted(app.times().at(a.t_alloc[i], 1000).c_str());
         }
+    tab_rows(app, "allocation_rows", stops);
     ImGui::EndTable();
 }
 
 // A peak table row's first two cells: the allocation's label (selects it; the first row's place
-// goes to the screenshot JSON) and its size. `tag` keeps the widget ids of two tables apart.
-void allocation_cells(App& app, size_t row, const char* tag, bool first, nlohmann::json& out) {
+// goes to the screenshot JSON) and its size. `tag` keeps the widget ids of two tables apart; the
+// row (number `place` in its table) joins the table's stop.
+void allocation_cells(App& app, size_t row, const char* tag, int place, TabRows& stops, nlohmann::json& out) {
     const ViewTrace& view = *app.trace;
     const AllocationTable& allocs = view.allocations;
     ImGui::TableNextRow();
@@ -180,7 +196,8 @@ void allocation_cells(App& app, size_t row, const char* tag, bool first, nlohman
         (name.empty() ? "#" + std::to_string(allocs.id[row]) : name) + tag + std::to_string(allocs.id[row]);
     if (ImGui::Selectable(label.c_str(), app.highlight_alloc == allocs.id[row], ImGuiSelectableFlags_SpanAllColumns))
         app.select_allocation(allocs.id[row]);
-    if (first) out["first_row"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    tab_row(stops, place, app.highlight_alloc == allocs.id[row]);
+    if (place == 0) out["first_row"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     ImGui::TableNextColumn();
     ImGui::TextUnformatted(format_bytes(allocs.bytes[row]).c_str());
 }
@@ -215,12 +232,13 @@ void peak_tab(App& app, const StatisticsUi& ui, nlohmann::json& out) {
     number_column("allocated at", "88.888 s");
     number_column("freed at", "88.888 s");
     ImGui::TableHeadersRow();
+    TabRows stops;
     ImGuiListClipper clip;
     clip.Begin(static_cast<int>(peak.rows.size()));
     while (clip.Step())
         for (int r = clip.DisplayStart; r < clip.DisplayEnd; ++r) {
             const size_t row = peak.rows[static_cast<size_t>(r)];
-            allocation_cells(app, row, "##peak", r == 0, out);
+            allocation_cells(app, row, "##peak", r, stops, out);
             ImGui::TableNextColumn();
             ImGui::Text("%.1f%%", peak.bytes > 0 ? 100.0 * static_cast<double>(allocs.bytes[row]) / peak.bytes : 0.0);
             ImGui::TableNextColumn();
@@ -231,6 +249,7 @@ void peak_tab(App& app, const StatisticsUi& ui, nlohmann::json& out) {
             ImGui::TextUnformatted(
                 allocs.t_free[row] == trace::kNoTime ? "never" : app.times().at(allocs.t_free[row], 1000).c_str());
         }
+    tab_rows(app, "peak_rows", stops);
     ImGui::EndTable();
 }
 
@@ -259,13 +278,14 @@ void live_rows_table(App& app, const ViewRun& run, const RunPeakLive& peak, cons
         if (index < 0) return std::string("-");
         return describe_events({run.events[static_cast<size_t>(index)]}, peak.time, before, &run.times);
     };
+    TabRows stops;
     ImGuiListClipper clip;
     clip.Begin(static_cast<int>(peak.rows.size()));
     while (clip.Step())
         for (int r = clip.DisplayStart; r < clip.DisplayEnd; ++r) {
             const RunPeakRow& each = peak.rows[static_cast<size_t>(r)];
             const size_t row = each.row;
-            allocation_cells(app, row, "##runpeak", r == 0, out);
+            allocation_cells(app, row, "##runpeak", r, stops, out);
             ImGui::TableNextColumn();
             const bool pinned = operand && (*operand)[static_cast<size_t>(r)] && each.where == Residence::Device;
             const bool needed = oom && oom->needed == r;
@@ -295,6 +315,7 @@ void live_rows_table(App& app, const ViewRun& run, const RunPeakLive& peak, cons
             ImGui::TableNextColumn();
             name_cell(event_text(each.after, false));
         }
+    tab_rows(app, "live_rows", stops);
     ImGui::EndTable();
 }
 
@@ -324,6 +345,7 @@ void live_groups_table(App& app, const RunPeakLive& live, const std::vector<Live
     number_column("largest", "888.88 MiB");
     ImGui::TableSetupColumn("note", ImGuiTableColumnFlags_WidthStretch);
     ImGui::TableHeadersRow();
+    TabRows stops;
     ImGuiListClipper clip;
     clip.Begin(static_cast<int>(groups.size()));
     while (clip.Step())
@@ -337,6 +359,7 @@ void live_groups_table(App& app, const RunPeakLive& live, const std::vector<Live
             if (ImGui::Selectable(id.c_str(), app.highlight_alloc == allocs.id[largest],
                                   ImGuiSelectableFlags_SpanAllColumns))
                 app.select_allocation(allocs.id[largest]);
+            tab_row(stops, g, app.highlight_alloc == allocs.id[largest]);
             if (g == 0) out["first_row"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
             if (ImGui::IsItemHovered())
                 ImGui::SetTooltip("%s\n%zu allocations, %s in all; click: the largest (#%lld) in the memory view",
@@ -369,6 +392,7 @@ void live_groups_table(App& app, const RunPeakLive& live, const std::vector<Live
             if (group.dropped > 0) note += (note.empty() ? "" : "; ") + format_bytes(group.dropped) + " dropped";
             name_cell(note);
         }
+    tab_rows(app, "group_rows", stops);
     ImGui::EndTable();
 }
 
@@ -510,7 +534,7 @@ void oom_tab(App& app, StatisticsUi& ui, const ViewRun& run, nlohmann::json& out
     else live_groups_table(app, live, ui.oom_groups, oom.needed_placed, out);
 }
 
-void categories_tab(const App& app, StatisticsUi& ui) {
+void categories_tab(App& app, StatisticsUi& ui) {
     if (app.trace->allocations.size() == 0) {
         ImGui::TextDisabled("%s", empty_table_text(*app.trace, StatsTable::Allocations, 0).c_str());
         return;
@@ -522,11 +546,20 @@ void categories_tab(const App& app, StatisticsUi& ui) {
     number_column("largest", "888.88 GiB");
     number_column("peak live", "888.88 GiB");
     ImGui::TableHeadersRow();
+    TabRows stops;
+    int place = 0;
     for (const CategoryStat& c : ui.categories) {
         if (c.count == 0) continue;
         ImGui::TableNextRow();
         ImGui::TableNextColumn();
+        // A row the arrows reach, as in the other tables; it does nothing pressed.
+        ImGui::Selectable(("##category" + std::to_string(place)).c_str(), false,
+                          ImGuiSelectableFlags_SpanAllColumns | ImGuiSelectableFlags_AllowItemOverlap);
+        tab_row(stops, place++, false);
+        ImGui::SameLine(0, 0);
+        ImGui::PushItemFlag(ImGuiItemFlags_NoNav, true);
         ImGui::ColorButton("##c", ImGui::ColorConvertU32ToFloat4(category_color(c.category)), ImGuiColorEditFlags_NoTooltip, {10, 10});
+        ImGui::PopItemFlag();
         ImGui::SameLine();
         ImGui::TextUnformatted(std::string(trace::to_string(c.category)).c_str());
         ImGui::TableNextColumn(); ImGui::Text("%lld", static_cast<long long>(c.count));
@@ -534,6 +567,7 @@ void categories_tab(const App& app, StatisticsUi& ui) {
         ImGui::TableNextColumn(); ImGui::TextUnformatted(format_bytes(c.largest).c_str());
         ImGui::TableNextColumn(); ImGui::TextUnformatted(format_bytes(static_cast<int64_t>(c.peak_live)).c_str());
     }
+    tab_rows(app, "category_rows", stops);
     ImGui::EndTable();
 }
 
@@ -549,17 +583,21 @@ void steps_tab(App& app, StatisticsUi& ui) {
     for (const char* h : {"step", "start", "time", "peak live"}) ImGui::TableSetupColumn(h);
     ImGui::TableHeadersRow();
     if (sort_spec(ui.step_col, ui.step_asc)) sort_steps(ui.steps, static_cast<StepSort>(ui.step_col), ui.step_asc);
+    TabRows stops;
+    int place = 0;
     for (const StepStat& s : ui.steps) {
         ImGui::TableNextRow();
         ImGui::TableNextColumn();
         std::string n = std::to_string(s.step);
         if (ImGui::Selectable(n.c_str(), false, ImGuiSelectableFlags_SpanAllColumns)) app.go_to_step(s.step);
+        tab_row(stops, place++, false);
         ImGui::TableNextColumn();
         ImGui::TextUnformatted(app.times().at(s.t0, 1000).c_str());
         ImGui::TableNextColumn();
         ImGui::TextUnformatted(app.times().span(s.t1 - s.t0).c_str());
         ImGui::TableNextColumn(); ImGui::TextUnformatted(format_bytes(static_cast<int64_t>(s.peak)).c_str());
     }
+    tab_rows(app, "step_rows", stops);
     ImGui::EndTable();
 }
 

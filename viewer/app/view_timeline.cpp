@@ -458,6 +458,7 @@ void draw_timeline(App& app) {
     TimelineUi& ui = *app.timeline_ui;
     toolbar(app, [&app](nlohmann::json& jt) {
         ImGui::Checkbox("memory strip", &app.memory_strip);
+        tab_stop(app, "memory_strip");
         jt["memory_strip"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     });
     TimelineFrame frame;

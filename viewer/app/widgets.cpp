@@ -100,6 +100,7 @@ void time_axis(App& app, ImDrawList* dl, ImVec2 p0, float width, nlohmann::json&
 }
 
 bool navigate(App& app, ImVec2 p0, ImVec2 p1) {
+    tab_plot(app, p0, p1);
     ImGuiIO& io = ImGui::GetIO();
     float w = p1.x - p0.x;
     bool hovered = ImGui::IsMouseHoveringRect(p0, p1) && ImGui::IsWindowHovered(ImGuiHoveredFlags_ChildWindows);
@@ -459,14 +460,25 @@ bool draw_details(App& app, const char* id, const DetailsPane& pane, float heigh
         ImGui::TableHeadersRow();
         ImGuiListClipper clip;
         clip.Begin(static_cast<int>(pane.rows.size()));
+        TabRows stops;
         while (clip.Step())
             for (int r = clip.DisplayStart; r < clip.DisplayEnd; ++r) {
                 ImGui::TableNextRow();
+                bool first = true;
                 for (const std::string& cell : pane.rows[static_cast<size_t>(r)]) {
                     ImGui::TableNextColumn();
+                    if (first) {
+                        // A row the arrows reach (the table scrolls with them); it does nothing pressed.
+                        ImGui::Selectable(("##row" + std::to_string(r)).c_str(), false,
+                                          ImGuiSelectableFlags_SpanAllColumns | ImGuiSelectableFlags_AllowItemOverlap);
+                        tab_row(stops, r, false);
+                        ImGui::SameLine(0, 0);
+                        first = false;
+                    }
                     ImGui::TextUnformatted(cell.c_str());
                 }
             }
+        tab_rows(app, "details_rows", stops);
         ImGui::EndTable();
     }
     ImGui::EndChild();

@@ -72,6 +72,20 @@ void tab_stop(App& app, const std::string& name, unsigned id = 0, bool text = fa
 // Enter on a stop that is no text field presses it as Space does (ImGui 1.86's Enter edits text
 // alone); called at the frame's start. From a field that is no stop, Tab is ImGui's.
 void tab_along(App& app);
+// A table's rows as one stop: tab_row after each row's first item (a Selectable spanning the row;
+// `selected`: the row chosen, where Tab enters), tab_rows after the last (the stop, named `name`;
+// the layout's "keyboard" says {"focused": name, "row": N} when the keyboard is on row N). The
+// arrows move row by row, Enter presses the row as a click does, Tab goes on past the table.
+struct TabRows {
+    TabStop stop;
+    bool selected = false;
+    int focused = -1;
+};
+void tab_row(TabRows& rows, int row, bool selected);
+void tab_rows(App& app, const std::string& name, TabRows& rows);
+// The plot spanning p0..p1 (timeline, memory, compare) as a stop named "plot": focused, it is
+// outlined and the arrows pan it (left, right) and zoom it (up: in, down: out) about its middle.
+void tab_plot(App& app, ImVec2 p0, ImVec2 p1);
 // This frame's stops become the ring: the view's (drawn from `first` to `last`: its toolbar first)
 // before the others (the notes, the view tabs), each part in the order drawn.
 void end_tab_ring(App& app, size_t first, size_t last);

@@ -101,18 +101,16 @@ size_t run_index(const std::vector<trace::RunInfo>& runs, int64_t run_id, const 
                  const std::string& runs_db) {
     for (size_t i = 0; i < runs.size(); ++i)
         if (runs[i].id == run_id) return i;
-    const std::string file = runs_db.empty() ? path : runs_db;
-    throw Error(file + ": run " + std::to_string(run_id) + " does not exist (" + std::to_string(runs.size()) +
-                (runs.size() == 1 ? " run" : " runs") + " in the file: mhc info " + path +
-                (runs_db.empty() ? "" : " --runs-db " + runs_db) + " lists them)");
+    throw Error(trace::no_such_run(path, run_id, runs.size(), runs_db));
 }
 
 ViewRun load_view_run(const ViewTrace& t, int64_t run_id) {
     ViewRun r;
     bool found = false;
-    for (const trace::RunInfo& info : trace::list_runs(t.path, t.runs_db))
+    const std::vector<trace::RunInfo> runs = trace::list_runs(t.path, t.runs_db);
+    for (const trace::RunInfo& info : runs)
         if (info.id == run_id) { r.info = info; found = true; }
-    if (!found) throw Error((t.runs_db.empty() ? t.path : t.runs_db) + ": run " + std::to_string(run_id) + " does not exist");
+    if (!found) throw Error(trace::no_such_run(t.path, run_id, runs.size(), t.runs_db));
     trace::Run run = trace::load_run(t.path, run_id, t.runs_db);
     r.config = std::move(run.config);
     r.metrics = std::move(run.metrics);

@@ -141,8 +141,7 @@ RunSource run_source(const std::string& trace_path, sqlite3* db, const CsvOption
     for (const RunInfo& info : listed.stale)
         if (info.id == opt.run_id) throw Error(info.stale);
     if (!found)
-        throw Error(out.file + ": run " + std::to_string(opt.run_id) + " does not exist" +
-                    (own ? "" : " (of " + trace_path + ")"));
+        throw Error(no_such_run(trace_path, opt.run_id, listed.runs.size(), own ? "" : opt.runs_db));
     if (own) return out;
     out.runs_db = std::make_unique<RunsDbReader>(trace_path, opt.runs_db);
     out.db = out.runs_db->handle();

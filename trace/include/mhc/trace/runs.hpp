@@ -178,6 +178,9 @@ struct RunList {
 RunList list_all_runs(const std::string& trace_path, const std::string& runs_db = "", bool figures = true);
 // The runs of the trace as it is now (list_all_runs(...).runs).
 std::vector<RunInfo> list_runs(const std::string& trace_path, const std::string& runs_db = "");
+// The one line for a run id the file does not hold, in every command and the viewer: "t.db: run 9
+// does not exist (2 runs in the file: mhc info t.db lists them)"; `runs_db` (when given) is the file.
+std::string no_such_run(const std::string& trace_path, int64_t run_id, size_t runs, const std::string& runs_db = "");
 // Loads one run whole. Throws mhc::Error naming the file when the id does not exist, or when the
 // run is stale (RunInfo::stale: computed from other data than the trace holds now). A
 // simulated run stored before runs kept every kernel's time (no `kernels_reached` metric: only
