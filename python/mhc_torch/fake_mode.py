@@ -102,7 +102,8 @@ class _RecordingFakeMode(FakeTensorMode):
         super().__init__(**kwargs)
         self.recording: Recording | None = None
         self._depth = 0  # ops of this mode's running now (>1: run by FakeTensorMode itself)
-        self.shadows = False  # the batch's values are kept beside it (batch_values.py)
+        self.value_checks_pass = 0  # inside an op whose value check passes as on the GPU (torch.istft's)
+        self.shadows = True  # values kept beside fake tensors: the batch's, factories' (batch_values.py)
 
     def __deepcopy__(self, memo):
         """The mode itself: copy.deepcopy of a fake tensor (a module cloned with deepcopy, as
@@ -130,6 +131,8 @@ class _RecordingFakeMode(FakeTensorMode):
             out = super().dispatch(func, types, run_args, kwargs)
         except (DynamicOutputShapeException, DataDependentOutputException):
             out = batch_values.answered(func, args, kwargs or {}, self._fake_like)
+            if out is None and func is torch.ops.aten.equal.default and self.value_checks_pass:
+                return False   # "the check failed" is the one answer that stops: it passes
             if out is None:
                 raise
             return out
