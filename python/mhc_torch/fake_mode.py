@@ -80,9 +80,27 @@ def _check_sparse_matmul_dtype(func, args) -> None:
                        "rule for it); cast one to the other's dtype")
 
 
+_COMPLEX_PARTS = (torch.float16, torch.float32, torch.float64)
+
+
+def _check_complex_parts(func, args) -> None:
+    """torch.complex(real, imag) of bf16 parts (a bf16 autocast Linear's outputs made a complex
+    mask): every device's kernel refuses it, where the meta kernel makes a bcomplex32 tensor."""
+    if func is not _aten.complex.default or len(args) < 2:
+        return
+    re, im = args[0], args[1]
+    if isinstance(re, torch.Tensor) and isinstance(im, torch.Tensor) and re.dtype == im.dtype \
+            and re.dtype not in _COMPLEX_PARTS:
+        name = {torch.bfloat16: "BFloat16"}.get(re.dtype, str(re.dtype))
+        raise RuntimeError(f"Expected both inputs to be Half, Float or Double tensors but got {name} and {name}: "
+                           "every device refuses it (fake tensors do not check it); make the parts float with "
+                           ".float() first")
+
+
 def _check_same_dtype(func, args) -> None:
     """Raises as a GPU would for the ops above when self and source differ in dtype."""
     _check_sparse_matmul_dtype(func, args)
+    _check_complex_parts(func, args)
     entry = _SAME_DTYPE.get(func)
     if entry is None or len(args) <= entry[1]:
         return

@@ -2,7 +2,8 @@
 noisy waveform's torch.stft (n_fft 512, hop 128, Hann window, return_complex), a magnitude
 (log1p) into 2 convolutional layers and a 2-layer LSTM of 512 units that predicts a complex ratio
 mask, the masked spectrum back through torch.istft, and the negative SI-SDR of the estimate against
-the clean waveform; Adam (lr 1e-3); batch 16 clips of 4 s at 16 kHz. torch.istft checks the
+the clean waveform; Adam (lr 1e-3), bf16 autocast (the mask made fp32 before torch.complex,
+which takes no bf16 parts); batch 16 clips of 4 s at 16 kHz. torch.istft checks the
 window's overlap-add envelope by value (the NOLA condition) before it divides by it."""
 import torch
 from torch import nn
@@ -25,7 +26,7 @@ class Enhancer(nn.Module):
         h = self.conv(feat).transpose(1, 2)
         h, _ = self.lstm(h)
         m = self.mask(h).transpose(1, 2)
-        re, im = m.chunk(2, dim=1)
+        re, im = m.float().chunk(2, dim=1)   # torch.complex takes no bf16 parts, on any device
         est = spec * torch.complex(torch.tanh(re), torch.tanh(im))
         return torch.istft(est, N_FFT, HOP, window=self.window, length=wav.shape[-1])
 
