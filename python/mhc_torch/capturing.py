@@ -290,7 +290,7 @@ def _batch_made(fake, device, make_batch):
             # its integer and boolean tensors' values, for ops that select or read by them
             try:
                 with torch.random.fork_rng(devices=[]):
-                    fake.shadows |= keep_batch_values(batch, _batch_on_host(make_batch)) > 0
+                    keep_batch_values(batch, _batch_on_host(make_batch))
             except Exception:  # noqa: BLE001 - a batch the host cannot make keeps no values
                 pass
         return batch, None
@@ -306,7 +306,7 @@ def _batch_made(fake, device, make_batch):
         why = f"{m.group(1)} at {m.group(2)}" if m and m.group(2) else m.group(1) if m else str(err)
     real = _batch_on_host(make_batch)
     batch = tree_map(lambda t: fake.from_tensor(t) if isinstance(t, torch.Tensor) else t, real)
-    fake.shadows |= keep_batch_values(batch, real) > 0
+    keep_batch_values(batch, real)
     return batch, why
 
 

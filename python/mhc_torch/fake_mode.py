@@ -121,7 +121,6 @@ class _RecordingFakeMode(FakeTensorMode):
         self.recording: Recording | None = None
         self._depth = 0  # ops of this mode's running now (>1: run by FakeTensorMode itself)
         self.value_checks_pass = 0  # inside an op whose value check passes as on the GPU (torch.istft's)
-        self.shadows = True  # values kept beside fake tensors: the batch's, factories' (batch_values.py)
 
     def __deepcopy__(self, memo):
         """The mode itself: copy.deepcopy of a fake tensor (a module cloned with deepcopy, as
@@ -158,7 +157,7 @@ class _RecordingFakeMode(FakeTensorMode):
         return out
 
     def dispatch(self, func, types, args=(), kwargs=None):
-        shadows = self.shadows and not self._depth
+        shadows = not self._depth   # values kept beside fake tensors: the batch's, fills' (batch_values.py)
         if not self._depth:
             _check_same_dtype(func, args)
         rec = self.recording

@@ -4,6 +4,7 @@ with diffusers' checkpointing, RAFT optical flow, Hugging Face's Trainer with Ad
 checkpointing): each test fails without the fix it guards, but the one of a fill written in place,
 which guards the fix's limit (docs/results.md, "Five more training
 setups as a new user, thirteenth round", 2026-12-07)."""
+import json
 import sqlite3
 
 import pytest
@@ -151,3 +152,53 @@ def test_complex_of_bf16_parts_is_refused_as_on_every_device(tmp_path):
     r = mhc_torch.capture(BF16ComplexMask, lambda: torch.randn(2, 8), steps=1, path=str(tmp_path / "fp.db"),
                           autocast_dtype=None, loss_fn=lambda m, b: m(b))
     assert r.kernels > 0
+
+
+class FeatureConvs(nn.Module):
+    """stft_enhance.py's shape: an fp32 feature map kept by the root forward's frame (`feat`),
+    read by a convolution under bf16 autocast through a bf16 copy (so autograd never saves the
+    fp32 map itself), the convolution checkpointed and its saved inputs offloaded."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Sequential(nn.Conv1d(64, 64, 3, padding=1), nn.ReLU(), nn.Conv1d(64, 64, 3, padding=1))
+        self.head = nn.Linear(64, 64)
+
+    def forward(self, x):
+        feat = torch.log1p(x.abs())
+        h = self.conv(feat)
+        out = self.head(h.transpose(1, 2)).float()
+        return out.square().mean()
+
+
+def test_a_frame_held_input_of_a_checkpointed_module_offloaded_is_predicted_as_captured(tmp_path, mhc_exe):
+    """A module input that autograd does not save but the model's frame holds (feat) is saved by
+    the module's checkpoint: offloading the checkpoint's saved inputs leaves it on the device until
+    the forward returns. The capture recorded frame holds only for storages autograd saves, so
+    `mhc advise` freed it after its read: stft_enhance.py checkpointing and offloading its convs
+    was predicted 300.81 MiB where the capture held 308.67 MiB (2.55%). The inputs of modules'
+    forwards are recorded too now, and the prediction frees it where the capture does."""
+    import subprocess
+
+    setting = {"checkpoint": {"modules": ["FeatureConvs.conv"], "policy": "full"},
+               "offload": {"mode": "sync", "min_bytes": 1024, "modules": ["FeatureConvs.conv"]}}
+
+    def capture(path, s=None):
+        mhc_torch.capture(FeatureConvs, lambda: torch.randn(16, 64, 4096), steps=1, path=str(path),
+                          autocast_dtype=torch.bfloat16, setting=s, loss_fn=lambda m, b: m(b))
+
+    def feat_freed(path):
+        """The kernels that start while the log1p output (feat) is alive on the device."""
+        with sqlite3.connect(str(path)) as db:
+            t_alloc, t_free = db.execute("SELECT a.t_alloc, a.t_free FROM allocations a JOIN strings s ON "
+                                         "s.id = a.label WHERE a.device = 0 AND s.text LIKE '%aten::log1p'").fetchone()
+            return db.execute("SELECT COUNT(*) FROM kernels WHERE device = 0 AND t_start >= ? AND t_start < ?",
+                              (t_alloc, t_free)).fetchone()[0]
+
+    base, captured, predicted = tmp_path / "base.db", tmp_path / "captured.db", tmp_path / "predicted.db"
+    capture(base)
+    capture(captured, setting)
+    r = subprocess.run([mhc_exe, "advise", str(base), "--setting", json.dumps(setting), "--trace-out",
+                        str(predicted)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert feat_freed(predicted) == feat_freed(captured), (feat_freed(predicted), feat_freed(captured))
