@@ -30,6 +30,16 @@ def _constant(real) -> bool:
     return all(st == 0 for st in real.stride())
 
 
+class _Shadow(tuple):
+    """(real values, the version they hold at). A copy of the fake tensor (copy.deepcopy of a
+    module: MoCo's momentum encoder, an EMA) keeps none: deepcopy of its __dict__ would copy the
+    host tensor inside the fake mode, which torch refuses (`set the storage of a tensor on device
+    "meta" to a storage on different device "cpu"`)."""
+
+    def __deepcopy__(self, memo):
+        return None
+
+
 def shadow_of(t) -> torch.Tensor | None:
     """t's real values, or None (none kept, or t written since in a way they did not follow)."""
     s = getattr(t, _ATTR, None) if isinstance(t, torch.Tensor) else None
@@ -46,7 +56,7 @@ def _keep(fake: torch.Tensor, real: torch.Tensor, version=None) -> None:
     if fake.is_inference():
         return
     if (real.numel() <= _MOST or _constant(real)) and tuple(real.shape) == tuple(fake.shape) and real.dtype == fake.dtype:
-        setattr(fake, _ATTR, (real, fake._version if version is None else version()))
+        setattr(fake, _ATTR, _Shadow((real, fake._version if version is None else version())))
 
 
 def _written_args(func, args, kwargs):
@@ -193,6 +203,8 @@ def follow(func, args, kwargs, out) -> None:
     compared with the lengths, the indices pack_padded_sequence inverts) gets them too; a random
     one (randint, randperm) does not: the GPU's draws are not the host's."""
     fouts, _ = tree_flatten(out)
+    if torch.Tag.nondeterministic_seeded in func.tags:   # a draw (bernoulli of a fill): the GPU's, not the host's
+        return
     if _followed_as_constants(func, args, kwargs, fouts):
         return
     if not _tensors(args, kwargs):
@@ -219,7 +231,7 @@ def follow(func, args, kwargs, out) -> None:
     # a write in place: the written input's shadow was written too (its version moves with the op)
     for a in _written_args(func, args, kwargs):
         if getattr(a, _ATTR, None) is not None and not a.is_inference():
-            setattr(a, _ATTR, (getattr(a, _ATTR)[0], a._version + 1))
+            setattr(a, _ATTR, _Shadow((getattr(a, _ATTR)[0], a._version + 1)))
 
 
 def bool_indices_as_long(func, args, fake_like):

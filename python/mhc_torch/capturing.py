@@ -290,7 +290,7 @@ def _batch_made(fake, device, make_batch):
             # its integer and boolean tensors' values, for ops that select or read by them
             try:
                 with torch.random.fork_rng(devices=[]):
-                    keep_batch_values(batch, _batch_on_host(make_batch))
+                    fake.shadows |= keep_batch_values(batch, _batch_on_host(make_batch)) > 0
             except Exception:  # noqa: BLE001 - a batch the host cannot make keeps no values
                 pass
         return batch, None
@@ -306,7 +306,7 @@ def _batch_made(fake, device, make_batch):
         why = f"{m.group(1)} at {m.group(2)}" if m and m.group(2) else m.group(1) if m else str(err)
     real = _batch_on_host(make_batch)
     batch = tree_map(lambda t: fake.from_tensor(t) if isinstance(t, torch.Tensor) else t, real)
-    keep_batch_values(batch, real)
+    fake.shadows |= keep_batch_values(batch, real) > 0
     return batch, why
 
 
@@ -341,8 +341,14 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         # model is built and goes to the GPU, what the script set before (its first lines) counts
         at_init: list[str] = []
         building = BuiltForGpu(device, lambda: at_init.append(allocator_env()))
-        with torch.device(device), building, cuda_calls_on_fake_device(building):
-            model = build_model()
+        # values kept while the model is built: torch.nn.utils.prune selects by a mask of ones
+        # there (batch_values.py); in the step, only where the batch has integer tensors
+        fake.shadows = True
+        try:
+            with torch.device(device), building, cuda_calls_on_fake_device(building):
+                model = build_model()
+        finally:
+            fake.shadows = False
         allocator_conf = allocator_at_build = at_init[0] if at_init else allocator_env()
         _readable_allocator_conf(allocator_conf)
         if not isinstance(model, torch.nn.Module):

@@ -45,11 +45,12 @@ def test_a_fill_keeps_its_one_value_whatever_its_size(tmp_path, n):
     """torch.nn.utils.prune.global_unstructured selects `t[mask == 1]` over a mask of ones the
     size of all the pruned weights (11.7M for a ResNet-18): a fill's values were not kept (a float
     factory, or ones_like of a parameter), so the selection stopped the capture (`op
-    aten.nonzero.default cannot run on fake tensors`). A fill keeps its one value, expanded to any
-    size without host memory, through pointwise ops and copies: the selection has all n places."""
+    aten.nonzero.default cannot run on fake tensors`). Where values are kept (a batch with labels),
+    a fill keeps its one value, expanded to any size without host memory, through pointwise ops
+    and copies: the selection has all n places."""
     path = str(tmp_path / "ones.db")
-    mhc_torch.capture(lambda: SelectsByOnes(n), lambda: torch.randn(2, 4), steps=1, path=path,
-                      autocast_dtype=None, loss_fn=lambda m, b: m(b))
+    mhc_torch.capture(lambda: SelectsByOnes(n), lambda: (torch.randn(2, 4), torch.randint(0, 9, (2,))), steps=1,
+                      path=path, autocast_dtype=None, loss_fn=lambda m, b: m(b[0]))
     kept = [b for b, label, _, _ in allocations(path) if label.endswith("aten::index")]
     assert kept == [n * 4], kept
 
@@ -58,8 +59,8 @@ def test_a_fill_written_in_place_has_values_no_more(tmp_path):
     """A write the kept value does not follow (a slice set to 0) ends it: the selection by the
     written mask is refused as before, not given the fill's size."""
     with pytest.raises(CaptureError, match="nonzero"):
-        mhc_torch.capture(lambda: SelectsByOnes(1000, written=True), lambda: torch.randn(2, 4), steps=1,
-                          path=str(tmp_path / "w.db"), autocast_dtype=None, loss_fn=lambda m, b: m(b))
+        mhc_torch.capture(lambda: SelectsByOnes(1000, written=True), lambda: (torch.randn(2, 4), torch.arange(2)),
+                          steps=1, path=str(tmp_path / "w.db"), autocast_dtype=None, loss_fn=lambda m, b: m(b[0]))
 
 
 def test_global_magnitude_pruning_captures(tmp_path, new_user_file, capture_small):
