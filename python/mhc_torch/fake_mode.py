@@ -121,7 +121,7 @@ class _RecordingFakeMode(FakeTensorMode):
         self.recording: Recording | None = None
         self._depth = 0  # ops of this mode's running now (>1: run by FakeTensorMode itself)
         self.value_checks_pass = 0  # inside an op whose value check passes as on the GPU (torch.istft's)
-        self.shadows = False  # the batch's values are kept beside it (batch_values.py)
+        self.shadows = False  # values kept beside fake tensors (batch_values.py): building, a batch with ints
 
     def __deepcopy__(self, memo):
         """The mode itself: copy.deepcopy of a fake tensor (a module cloned with deepcopy, as
