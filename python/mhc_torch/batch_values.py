@@ -55,7 +55,8 @@ def _keep(fake: torch.Tensor, real: torch.Tensor, version=None) -> None:
     under torch.inference_mode): it has no version counter to tell a later write by."""
     if fake.is_inference():
         return
-    if (real.numel() <= _MOST or _constant(real)) and tuple(real.shape) == tuple(fake.shape) and real.dtype == fake.dtype:
+    if ((real.numel() <= _MOST or _constant(real)) and tuple(real.shape) == tuple(fake.shape)
+            and real.dtype == fake.dtype):
         setattr(fake, _ATTR, _Shadow((real, fake._version if version is None else version())))
 
 

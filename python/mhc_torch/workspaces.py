@@ -50,9 +50,10 @@ snapshot tests/data/public/torch-snapshot/stanford-cs336-training-step.pickle):
   path takes the C2C transform of all but the last into a tensor of the same size
   (torch.fft.irfft, irfft2, istft's inverse transform). The CPU's kernel makes none.
 
-Not modelled (stated in docs/torch.md): cuFFT's plan workspaces, cuDNN's convolution workspaces, embedding_dense_backward's
-segment buffers (their size depends on how many indices are distinct), cub temporaries of other
-sorts (torch.sort, unique), NCCL buffers, and the CUDA context itself (not allocator memory).
+Not modelled (stated in docs/torch.md): cuFFT's plan workspaces, cuDNN's convolution workspaces,
+embedding_dense_backward's segment buffers (their size depends on how many indices are
+distinct), cub temporaries of other sorts (torch.sort, unique), NCCL buffers, and the CUDA
+context itself (not allocator memory).
 """
 from __future__ import annotations
 
@@ -247,7 +248,8 @@ class Workspaces:
         self.max_threads_per_sm = getattr(spec, "max_threads_per_sm", None)
 
     def meta(self) -> dict[str, str]:
-        return {"capture.workspaces": "cublas cublaslt reduction-staging index_put-sort attention-backward fft-c2r-copy",
+        return {"capture.workspaces":
+                "cublas cublaslt reduction-staging index_put-sort attention-backward fft-c2r-copy",
                 "capture.cublas_workspace_bytes": str(self.cublas_bytes),
                 "capture.cublaslt_workspace_bytes": str(self.cublaslt_bytes)}
 

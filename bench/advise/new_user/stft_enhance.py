@@ -15,7 +15,8 @@ class Enhancer(nn.Module):
     def __init__(self, hidden=512):
         super().__init__()
         f = N_FFT // 2 + 1
-        self.conv = nn.Sequential(nn.Conv1d(f, hidden, 3, padding=1), nn.PReLU(), nn.Conv1d(hidden, hidden, 3, padding=1), nn.PReLU())
+        self.conv = nn.Sequential(nn.Conv1d(f, hidden, 3, padding=1), nn.PReLU(),
+                                  nn.Conv1d(hidden, hidden, 3, padding=1), nn.PReLU())
         self.lstm = nn.LSTM(hidden, hidden, num_layers=2, batch_first=True)
         self.mask = nn.Linear(hidden, 2 * f)
         self.register_buffer("window", torch.hann_window(N_FFT))
