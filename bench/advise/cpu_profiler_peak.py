@@ -29,7 +29,7 @@ from torch.profiler import ProfilerActivity, profile
 
 import mhc_torch
 
-GPU_ONLY = ("cuBLAS", "reduction staging", "reduction semaphores", "index_put sort", "attention backward")
+GPU_ONLY = ("cuBLAS", "reduction staging", "reduction semaphores", "index_put sort", "attention backward", "cuFFT")
 
 
 def load(path):

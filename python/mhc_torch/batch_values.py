@@ -8,7 +8,9 @@ real kernel: small tensors only) and its outputs get theirs; an op that cannot r
 tensors because its output's shape or value depends on the values (nonzero, x[mask],
 masked_select, .item()) is answered from the shadows. A shadow holds while its fake tensor's
 version counter is the one it was made at: a write in place that did not run on the shadows ends
-it, and the op is refused as before."""
+it, and the op is refused as before. A tensor filled with one value (`ones_like`, `zeros`, `full`,
+`fill_`, of any dtype and size) keeps that one value, expanded to its shape, so a mask of ones
+that torch.nn.utils.prune selects by (`t[mask == 1]`) has its size whatever the model's."""
 from __future__ import annotations
 
 import functools
@@ -21,6 +23,21 @@ _ATTR = "_mhc_shadow"
 _aten = torch.ops.aten
 _BOOL_INDEXED = {_aten.index.Tensor: 1, _aten.index_put.default: 1, _aten.index_put_.default: 1,
                  _aten._index_put_impl_.default: 1}
+
+
+def _constant(real) -> bool:
+    """Whether a shadow is one value expanded to its shape (a fill's): no stride moves."""
+    return all(st == 0 for st in real.stride())
+
+
+class _Shadow(tuple):
+    """(real values, the version they hold at). A copy of the fake tensor (copy.deepcopy of a
+    module: MoCo's momentum encoder, an EMA) keeps none: deepcopy of its __dict__ would copy the
+    host tensor inside the fake mode, which torch refuses (`set the storage of a tensor on device
+    "meta" to a storage on different device "cpu"`)."""
+
+    def __deepcopy__(self, memo):
+        return None
 
 
 def shadow_of(t) -> torch.Tensor | None:
@@ -38,8 +55,9 @@ def _keep(fake: torch.Tensor, real: torch.Tensor, version=None) -> None:
     under torch.inference_mode): it has no version counter to tell a later write by."""
     if fake.is_inference():
         return
-    if real.numel() <= _MOST and tuple(real.shape) == tuple(fake.shape) and real.dtype == fake.dtype:
-        setattr(fake, _ATTR, (real, fake._version if version is None else version()))
+    if ((real.numel() <= _MOST or _constant(real)) and tuple(real.shape) == tuple(fake.shape)
+            and real.dtype == fake.dtype):
+        setattr(fake, _ATTR, _Shadow((real, fake._version if version is None else version())))
 
 
 def _written_args(func, args, kwargs):
@@ -112,6 +130,72 @@ def all_shadowed(args, kwargs) -> bool:
     return bool(ts) and all(shadow_of(t) is not None for t in ts)
 
 
+# Ops that fill their output, or self in place, with one value: the value, or the argument naming it.
+_FILLS = {_aten.ones.default: 1, _aten.ones_like.default: 1, _aten.new_ones.default: 1, _aten.zeros.default: 0,
+          _aten.zeros_like.default: 0, _aten.new_zeros.default: 0, _aten.zero_.default: 0,
+          _aten.full.default: "fill_value", _aten.full_like.default: "fill_value",
+          _aten.new_full.default: "fill_value", _aten.fill_.Scalar: "value"}
+# Ops whose output values are all taken from self's (a selection by indices that need no values).
+_SELECTS = {_aten.index.Tensor, _aten.index_select.default, _aten.gather.default}
+# Ops whose output values are all their inputs' (copies, concatenations): views are found by schema.
+_MOVES = {_aten.clone.default, _aten._to_copy.default, _aten._unsafe_view.default, _aten.cat.default,
+          _aten.stack.default, _aten.repeat.default, _aten.contiguous.default} | _SELECTS
+
+
+def _fill_value(func, args, kwargs):
+    value = _FILLS.get(func)
+    if not isinstance(value, str):
+        return value
+    for i, arg in enumerate(func._schema.arguments):
+        if arg.name == value:
+            v = args[i] if i < len(args) and not arg.kwarg_only else kwargs.get(value)
+            return v if isinstance(v, (bool, int, float)) else None
+    return None
+
+
+def _keep_constant(func, i, f, base, value) -> None:
+    if isinstance(f, torch.Tensor) and f.layout == torch.strided:
+        real = torch.full((), value, dtype=f.dtype, device="cpu").expand(tuple(f.shape))
+        _keep(f, real, functools.partial(_version_after, func, i, f, base))
+
+
+def _followed_as_constants(func, args, kwargs, fouts) -> bool:
+    """Ops over tensors of one value each, whatever their size: a fill gives its value, a
+    pointwise op runs on one element of each, a copy, concatenation, view or selection of tensors
+    of one same value has it. False where the op is none of those (the general path follows)."""
+    ts = _tensors(args, kwargs)
+    base = next(iter(ts), None)
+    value = _fill_value(func, args, kwargs)
+    if value is not None:
+        for i, f in enumerate(fouts):
+            _keep_constant(func, i, f, base, value)
+        return True
+    reals = [shadow_of(t) for t in (ts[:1] if func in _SELECTS else ts)]
+    if not reals or any(r is None or not _constant(r) or r.numel() == 0 for r in reals):
+        return False
+    if torch.Tag.pointwise in func.tags:
+        def one(a):
+            if not isinstance(a, torch.Tensor):
+                return a
+            r = shadow_of(a)
+            return r.as_strided([1] * r.dim(), [0] * r.dim())
+        try:
+            real = func(*tree_map(one, args), **tree_map(one, {k: v for k, v in kwargs.items() if k != "device"}))
+        except Exception:
+            return True
+        for i, (f, r) in enumerate(zip(fouts, tree_flatten(real)[0])):
+            if isinstance(r, torch.Tensor) and r.numel() == 1:
+                _keep_constant(func, i, f, base, r.reshape(()).item())
+        return True
+    values = {r.reshape(-1)[0].item() for r in reals}
+    if len(values) != 1 or not (func in _MOVES or func.is_view):
+        return False
+    value = values.pop()
+    for i, f in enumerate(fouts):
+        _keep_constant(func, i, f, base, value)
+    return True
+
+
 def follow(func, args, kwargs, out) -> None:
     """After an op ran on fake tensors whose inputs all have shadows: runs it on the shadows and
     gives each fake output the real one's values (a write in place: the written input's shadow
@@ -120,6 +204,10 @@ def follow(func, args, kwargs, out) -> None:
     compared with the lengths, the indices pack_padded_sequence inverts) gets them too; a random
     one (randint, randperm) does not: the GPU's draws are not the host's."""
     fouts, _ = tree_flatten(out)
+    if torch.Tag.nondeterministic_seeded in func.tags:   # a draw (bernoulli of a fill): the GPU's, not the host's
+        return
+    if _followed_as_constants(func, args, kwargs, fouts):
+        return
     if not _tensors(args, kwargs):
         if (torch.Tag.nondeterministic_seeded in func.tags or not fouts
                 or any(not isinstance(f, torch.Tensor) or f.is_floating_point() or f.is_complex() for f in fouts)):
@@ -144,7 +232,7 @@ def follow(func, args, kwargs, out) -> None:
     # a write in place: the written input's shadow was written too (its version moves with the op)
     for a in _written_args(func, args, kwargs):
         if getattr(a, _ATTR, None) is not None and not a.is_inference():
-            setattr(a, _ATTR, (getattr(a, _ATTR)[0], a._version + 1))
+            setattr(a, _ATTR, _Shadow((getattr(a, _ATTR)[0], a._version + 1)))
 
 
 def bool_indices_as_long(func, args, fake_like):
@@ -161,6 +249,10 @@ def bool_indices_as_long(func, args, fake_like):
             indices.append(idx)
             continue
         changed = True
+        if real.numel() > _MOST:   # one value (a fill's): all places or none, no host nonzero
+            n = real.numel() if bool(real.reshape(-1)[0]) else 0
+            indices += [fake_like((n,), (1,), torch.long, idx.device) for _ in range(real.dim())]
+            continue
         for col in real.bool().nonzero().unbind(1):
             long = fake_like(tuple(col.shape), (1,), torch.long, idx.device)
             _keep(long, col)
@@ -179,6 +271,9 @@ def answered(func, args, kwargs, fake_like):
         return _packed(args, kwargs, fake_like)
     if not all_shadowed(args, kwargs):
         return None
+    if func is _aten.nonzero.default and args[0].numel() > _MOST:   # a fill's mask: all places or none
+        n = args[0].numel() if bool(shadow_of(args[0]).reshape(-1)[0]) else 0
+        return fake_like((n, args[0].dim()), (args[0].dim(), 1), torch.long, args[0].device)
     rargs, rkwargs = _on_host(args, kwargs)
     try:
         real = func(*rargs, **rkwargs)

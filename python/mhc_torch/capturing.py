@@ -341,8 +341,14 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         # model is built and goes to the GPU, what the script set before (its first lines) counts
         at_init: list[str] = []
         building = BuiltForGpu(device, lambda: at_init.append(allocator_env()))
-        with torch.device(device), building, cuda_calls_on_fake_device(building):
-            model = build_model()
+        # values kept while the model is built: torch.nn.utils.prune selects by a mask of ones
+        # there (batch_values.py); in the step, only where the batch has integer tensors
+        fake.shadows = True
+        try:
+            with torch.device(device), building, cuda_calls_on_fake_device(building):
+                model = build_model()
+        finally:
+            fake.shadows = False
         allocator_conf = allocator_at_build = at_init[0] if at_init else allocator_env()
         _readable_allocator_conf(allocator_conf)
         if not isinstance(model, torch.nn.Module):

@@ -80,9 +80,27 @@ def _check_sparse_matmul_dtype(func, args) -> None:
                        "rule for it); cast one to the other's dtype")
 
 
+_COMPLEX_PARTS = (torch.float16, torch.float32, torch.float64)
+
+
+def _check_complex_parts(func, args) -> None:
+    """torch.complex(real, imag) of bf16 parts (a bf16 autocast Linear's outputs made a complex
+    mask): every device's kernel refuses it, where the meta kernel makes a bcomplex32 tensor."""
+    if func is not _aten.complex.default or len(args) < 2:
+        return
+    re, im = args[0], args[1]
+    if isinstance(re, torch.Tensor) and isinstance(im, torch.Tensor) and re.dtype == im.dtype \
+            and re.dtype not in _COMPLEX_PARTS:
+        name = {torch.bfloat16: "BFloat16"}.get(re.dtype, str(re.dtype))
+        raise RuntimeError(f"Expected both inputs to be Half, Float or Double tensors but got {name} and {name}: "
+                           "every device refuses it (fake tensors do not check it); make the parts float with "
+                           ".float() first")
+
+
 def _check_same_dtype(func, args) -> None:
     """Raises as a GPU would for the ops above when self and source differ in dtype."""
     _check_sparse_matmul_dtype(func, args)
+    _check_complex_parts(func, args)
     entry = _SAME_DTYPE.get(func)
     if entry is None or len(args) <= entry[1]:
         return
@@ -102,7 +120,8 @@ class _RecordingFakeMode(FakeTensorMode):
         super().__init__(**kwargs)
         self.recording: Recording | None = None
         self._depth = 0  # ops of this mode's running now (>1: run by FakeTensorMode itself)
-        self.shadows = False  # the batch's values are kept beside it (batch_values.py)
+        self.value_checks_pass = 0  # inside an op whose value check passes as on the GPU (torch.istft's)
+        self.shadows = False  # values kept beside fake tensors (batch_values.py): building, a batch with ints
 
     def __deepcopy__(self, memo):
         """The mode itself: copy.deepcopy of a fake tensor (a module cloned with deepcopy, as
@@ -124,12 +143,19 @@ class _RecordingFakeMode(FakeTensorMode):
         """FakeTensorMode's op; where the batch's values are kept, an op whose output depends on
         them is answered from them and every op of theirs follows them (batch_values.py)."""
         if not shadows:
-            return super().dispatch(func, types, args, kwargs)
+            try:
+                return super().dispatch(func, types, args, kwargs)
+            except DataDependentOutputException:
+                if func is torch.ops.aten.equal.default and self.value_checks_pass:
+                    return False   # "the check failed" is the one answer that stops: it passes
+                raise
         run_args = batch_values.bool_indices_as_long(func, args, self._fake_like) or args
         try:
             out = super().dispatch(func, types, run_args, kwargs)
         except (DynamicOutputShapeException, DataDependentOutputException):
             out = batch_values.answered(func, args, kwargs or {}, self._fake_like)
+            if out is None and func is torch.ops.aten.equal.default and self.value_checks_pass:
+                return False   # "the check failed" is the one answer that stops: it passes
             if out is None:
                 raise
             return out

@@ -44,10 +44,16 @@ snapshot tests/data/public/torch-snapshot/stanford-cs336-training-step.pickle):
   takes one buffer of 25,559,296 B in each layer's attention backward, the rule's 25,559,040 B +
   256 (one workspace: the kernel the GPU chose is another with the same accumulators). fp32
   attention runs the memory-efficient kernel on a GPU, whose workspace is not modelled.
+- The input copy of a complex-to-real FFT (aten/src/ATen/native/cuda/SpectralOps.cpp:
+  _fft_c2r_cufft): cuFFT's C2R transform may overwrite its input, so PyTorch clones the input
+  (contiguous) for the kernel's length, or for more than one dimension outside cuFFT's optimized
+  path takes the C2C transform of all but the last into a tensor of the same size
+  (torch.fft.irfft, irfft2, istft's inverse transform). The CPU's kernel makes none.
 
-Not modelled (stated in docs/torch.md): cuDNN's convolution workspaces, embedding_dense_backward's
-segment buffers (their size depends on how many indices are distinct), cub temporaries of other
-sorts (torch.sort, unique), NCCL buffers, and the CUDA context itself (not allocator memory).
+Not modelled (stated in docs/torch.md): cuFFT's plan workspaces, cuDNN's convolution workspaces,
+embedding_dense_backward's segment buffers (their size depends on how many indices are
+distinct), cub temporaries of other sorts (torch.sort, unique), NCCL buffers, and the CUDA
+context itself (not allocator memory).
 """
 from __future__ import annotations
 
@@ -242,7 +248,8 @@ class Workspaces:
         self.max_threads_per_sm = getattr(spec, "max_threads_per_sm", None)
 
     def meta(self) -> dict[str, str]:
-        return {"capture.workspaces": "cublas cublaslt reduction-staging index_put-sort attention-backward",
+        return {"capture.workspaces":
+                "cublas cublaslt reduction-staging index_put-sort attention-backward fft-c2r-copy",
                 "capture.cublas_workspace_bytes": str(self.cublas_bytes),
                 "capture.cublaslt_workspace_bytes": str(self.cublaslt_bytes)}
 
@@ -284,6 +291,8 @@ class Workspaces:
             return cudnn_rnn.transient_buffers(func, args, kwargs, name)
         if name == ctc_loss.BACKWARD:
             return ctc_loss.transient_buffers(func, args, kwargs, name)
+        if name == "aten::_fft_c2r" and args and isinstance(args[0], torch.Tensor):
+            return [(args[0].numel() * args[0].element_size(), "cuFFT C2R input copy")]
         if name in ("aten::index_put", "aten::index_put_", "aten::_index_put_impl_") and \
                 _arg(func, args, kwargs, "accumulate", False):
             indices = [i for i in _arg(func, args, kwargs, "indices", []) if isinstance(i, torch.Tensor)]
