@@ -226,12 +226,20 @@ def test_printed_offload_code_is_what_verify_captures(tmp_path, mhc_exe, offload
     # (3 x 24,576 B), and in the second step's later passes the host copy of a pass's gradient
     # added to its buffer, one weight's 4,096 B at a time: the prediction left it out (73,728 B).
     ("sgd", 3, 3 * 24576 + 4096),
+    # SGD's for-loop with weight decay: one weight's decayed gradient (4,096 B) at a time, where the
+    # capture's foreach step held all six (the prediction was 24,576 B over); with nesterov the
+    # decayed gradient is held while grad + momentum x buf is made: two weights' worth
+    ("sgd-decay", 1, 3 * 24576 + 4096),
+    ("sgd-nesterov-decay", 1, 3 * 24576 + 2 * 4096),
 ])
 def test_host_optimizer_as_pytorch_runs_it_on_the_cpu(tmp_path, mhc_exe, optimizer, micro_batches, host_peak):
     """The optimizer on the host steps with the implementation PyTorch picks for CPU tensors, and
     gradient accumulation's host copies are in the prediction: predicted = captured = worked out."""
     make = {"adamw": lambda ps: torch.optim.AdamW(ps, lr=1e-4),
-            "sgd": lambda ps: torch.optim.SGD(ps, lr=1e-2, momentum=0.9)}[optimizer]
+            "sgd": lambda ps: torch.optim.SGD(ps, lr=1e-2, momentum=0.9),
+            "sgd-decay": lambda ps: torch.optim.SGD(ps, lr=1e-2, momentum=0.9, weight_decay=1e-4),
+            "sgd-nesterov-decay": lambda ps: torch.optim.SGD(ps, lr=1e-2, momentum=0.9, weight_decay=1e-4,
+                                                             nesterov=True)}[optimizer]
     source = ACCUM_FILE.split("\n\ndef step(")[0]
     doc, captured = _predicted_and_captured(tmp_path, mhc_exe, source, {"optimizer": {"state": "host"}},
                                             micro_batches=micro_batches, steps=2, optimizer=make)

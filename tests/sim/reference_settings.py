@@ -1620,6 +1620,56 @@ def host_forloop_adam(cap, impl):
     return impl is None and defaults.get("foreach") is not True and defaults.get("fused") is not True
 
 
+def host_forloop_sgd(cap, impl):
+    """docs/simulator.md: the host step is torch's for-loop SGD (not differentiable, its decay and
+    momentum numbers) when the for-loop runs as for Adam; returns what makes a new tensor per
+    parameter: (maximize, weight decay, momentum, nesterov), else None."""
+    if cap.meta.get("capture.optimizer_class", "") != "torch.optim.sgd.SGD":
+        return None
+    try:
+        d = json.loads(cap.meta.get("capture.optimizer_defaults", ""))
+    except ValueError:
+        return None
+    if not isinstance(d, dict) or d.get("differentiable") is True:
+        return None
+    if any(k in d and (isinstance(d[k], bool) or not isinstance(d[k], (int, float))) for k in ("weight_decay", "momentum")):
+        return None
+    if not (impl == "forloop" or (impl is None and d.get("foreach") is not True and d.get("fused") is not True)):
+        return None
+    momentum = d.get("momentum", 0) != 0
+    return (d.get("maximize") is True, d.get("weight_decay", 0) != 0, momentum, momentum and d.get("nesterov") is True)
+
+
+def sgd_loop_above_state(sizes, flags, makes_state):
+    """The for-loop's most bytes (state and its new tensors) less the state it ends with, never
+    below 0: -grad, grad + decay x param, grad + momentum x buf each new, a reassigned name's old
+    tensor freed, the last held until the next parameter; in the step that makes the momentum
+    buffers each is cloned as its parameter comes."""
+    maximize, decay, momentum, nesterov = flags
+    end_state = sum(sizes) if momentum else 0
+    state = 0 if makes_state else end_state
+    peak, held = state, 0
+    for b in sizes:
+        var = 0
+        if maximize:
+            peak = max(peak, state + held + b)
+            var = b
+        if decay:
+            peak = max(peak, state + var + b)
+            var = b
+        if momentum:
+            if makes_state:
+                state += b
+                peak = max(peak, state + var)
+            if nesterov:
+                peak = max(peak, state + var + b)
+                var = b
+            else:
+                var = 0
+        held = var
+    return max(0, peak - end_state)
+
+
 def apply_host_optimizer(plan, cap, host_bw, tensor_cost_ns, impl=None):
     steps = optimizer_steps(cap)
     gradient_buffer = {}
@@ -1667,6 +1717,10 @@ def apply_host_optimizer(plan, cap, host_bw, tensor_cost_ns, impl=None):
                     del plan.allocs[a]
         for a in state:
             to_host(a)
+        sgd = host_forloop_sgd(cap, impl)
+        if sgd is not None:
+            sizes = [int(cap.allocs[a]["bytes"] * factor) for a in sorted(params)]
+            temporaries = sgd_loop_above_state(sizes, sgd, bool(made_here))
         copies = []
         passes = [ks_ for ks_ in cap.passes if any(cap.kernels[i]["step"] == step and
                                                    cap.kernels[i]["phase"] == BWD for i in ks_)]

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "mhc/advise/transforms.hpp"
@@ -177,20 +178,101 @@ int64_t step_temporaries(const Base& base, const Plan& plan, size_t si) {
     return most;
 }
 
-// Whether the host step is torch's for-loop Adam/AdamW, whose temporaries follow from the
-// parameters' sizes (docs/simulator.md "Settings: optimizer"): the implementation PyTorch picks
-// for the host's CPU copies is the for-loop unless foreach or fused is asked for (the setting's
-// impl, else the captured optimizer's foreach/fused; foreach=None on CPU tensors is the for-loop),
-// and the for-loop path is the plain one (no amsgrad, maximize, capturable, differentiable).
-bool host_forloop_adam(const Base& base, const Setting& setting) {
-    if (!base.info.adam_optimizer() || base.info.optimizer_defaults.empty()) return false;
-    const nlohmann::json defaults = nlohmann::json::parse(base.info.optimizer_defaults, nullptr, false);
-    if (!defaults.is_object()) return false;
-    auto on = [&](const char* key) { return defaults.contains(key) && defaults[key].is_boolean() && defaults[key].get<bool>(); };
-    if (on("amsgrad") || on("maximize") || on("capturable") || on("differentiable")) return false;
+// The captured optimizer's defaults (meta capture.optimizer_defaults; an object or empty, as
+// CaptureInfo checked), and whether one of them is true.
+nlohmann::json optimizer_defaults(const Base& base) {
+    if (base.info.optimizer_defaults.empty()) return nlohmann::json();
+    return nlohmann::json::parse(base.info.optimizer_defaults, nullptr, false);
+}
+bool default_on(const nlohmann::json& defaults, const char* key) {
+    return defaults.contains(key) && defaults[key].is_boolean() && defaults[key].get<bool>();
+}
+
+// Whether the host step runs torch's for-loop: the implementation PyTorch picks for the host's CPU
+// copies is the for-loop unless foreach or fused is asked for (the setting's impl, else the
+// captured optimizer's foreach/fused; foreach=None on CPU tensors is the for-loop).
+bool host_runs_forloop(const nlohmann::json& defaults, const Setting& setting) {
     if (setting.optimizer_impl == OptimizerImpl::Forloop) return true;
     if (setting.optimizer_impl != OptimizerImpl::AsCaptured) return false;
-    return !on("foreach") && !on("fused");
+    return !default_on(defaults, "foreach") && !default_on(defaults, "fused");
+}
+
+// Whether the host step is torch's plain for-loop Adam/AdamW (no amsgrad, maximize, capturable,
+// differentiable), whose temporaries follow from the parameters' sizes (docs/simulator.md
+// "Settings: optimizer").
+bool host_forloop_adam(const Base& base, const Setting& setting) {
+    const nlohmann::json defaults = optimizer_defaults(base);
+    if (!base.info.adam_optimizer() || !defaults.is_object()) return false;
+    for (const char* key : {"amsgrad", "maximize", "capturable", "differentiable"})
+        if (default_on(defaults, key)) return false;
+    return host_runs_forloop(defaults, setting);
+}
+
+// What makes a new tensor in torch's for-loop SGD (_single_tensor_sgd), per parameter.
+struct ForloopSgd {
+    bool maximize = false, weight_decay = false, momentum = false, nesterov = false;
+};
+
+// The host step's for-loop SGD, when it runs one whose temporaries follow from the parameters'
+// sizes (not differentiable; hyperparameters as numbers).
+std::optional<ForloopSgd> host_forloop_sgd(const Base& base, const Setting& setting) {
+    const nlohmann::json defaults = optimizer_defaults(base);
+    if (base.info.optimizer_class != "torch.optim.sgd.SGD" || !defaults.is_object() ||
+        default_on(defaults, "differentiable") || !host_runs_forloop(defaults, setting))
+        return std::nullopt;
+    auto nonzero = [&](const char* key) {
+        return defaults.contains(key) && defaults[key].is_number() && defaults[key].get<double>() != 0;
+    };
+    for (const char* key : {"weight_decay", "momentum"})
+        if (defaults.contains(key) && !defaults[key].is_number()) return std::nullopt;
+    ForloopSgd sgd;
+    sgd.maximize = default_on(defaults, "maximize");
+    sgd.weight_decay = nonzero("weight_decay");
+    sgd.momentum = nonzero("momentum");
+    sgd.nesterov = sgd.momentum && default_on(defaults, "nesterov");
+    return sgd;
+}
+
+// The for-loop SGD step's bytes above the state it ends with, at their most: for each parameter
+// in turn (the trace's order of their allocations) -grad (maximize), grad + decay x param (weight
+// decay) and grad + momentum x buf (nesterov) are each a new tensor of its host bytes, the loop's
+// variable freeing its old one when reassigned and holding the last until the next parameter's
+// grad is taken. In a step that makes the momentum buffers (the first), each is cloned from the
+// gradient as its parameter comes, so the state grows as the loop goes; the model makes it all
+// when the host step starts, hence "above the state it ends with" (0 when the loop holds less).
+int64_t forloop_sgd_temporaries(const Base& base, const StepTensors& st, const ForloopSgd& sgd,
+                                bool makes_state) {
+    std::vector<int64_t> sizes;
+    for (int32_t prm : st.params) sizes.push_back(host_bytes(base, base.plan.allocs[static_cast<size_t>(prm)].bytes));
+    int64_t all_state = 0;
+    if (sgd.momentum)
+        for (int64_t bytes : sizes) all_state += bytes;
+    int64_t state = makes_state ? 0 : all_state, most = state, held = 0;
+    for (int64_t bytes : sizes) {
+        int64_t variable = 0;   // grads[i] itself: the previous tensor freed, nothing made
+        if (sgd.maximize) {
+            most = std::max(most, state + held + bytes);
+            variable = bytes;
+        }
+        if (sgd.weight_decay) {
+            most = std::max(most, state + variable + bytes);
+            variable = bytes;
+        }
+        if (sgd.momentum) {
+            if (makes_state) {
+                state += bytes;
+                most = std::max(most, state + variable);
+            }
+            if (sgd.nesterov) {
+                most = std::max(most, state + variable + bytes);
+                variable = bytes;
+            } else {
+                variable = 0;   // grad = buf: the state
+            }
+        }
+        held = variable;
+    }
+    return std::max<int64_t>(0, most - all_state);
 }
 
 // The for-loop Adam/AdamW step's temporaries at their most: for each parameter in turn (the
@@ -233,15 +315,17 @@ public:
         const Base& base = ctx.base;
         std::set<int64_t> host_grads_made;   // by label: one host buffer per parameter
         std::set<int32_t> on_host;           // allocations moved to the host (sized once)
+        const std::optional<ForloopSgd> sgd = host_forloop_sgd(base, ctx.setting);
         for (size_t si = 0; si < base.steps.size(); ++si) {
             if (base.opt_first[si] < 0) continue;
             const StepTensors st = step_tensors(base, si);
             HostPlacement placement(base, st, on_host);
             // Measured before the device step is removed (its temporaries are marked removed).
-            const int64_t temporaries = host_forloop_adam(base, ctx.setting)
-                                            ? forloop_adam_temporaries(base, st)
-                                            : host_bytes(base, step_temporaries(base, plan, si));
+            int64_t temporaries = host_forloop_adam(base, ctx.setting) ? forloop_adam_temporaries(base, st)
+                                  : sgd                                 ? 0
+                                                                        : host_bytes(base, step_temporaries(base, plan, si));
             const std::vector<int32_t> made_here = remove_device_step(base, plan, si, placement);
+            if (sgd) temporaries = forloop_sgd_temporaries(base, st, *sgd, !made_here.empty());
             for (int32_t state : st.state) placement.move(plan, state);
             Op host = host_step(ctx, plan, si, st);
             move_gradients(base, plan, si, st, host, host_grads_made);
