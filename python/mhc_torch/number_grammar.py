@@ -38,7 +38,7 @@ def capped_words(message: str) -> str:
         return message
 
     def cap(word: str) -> str:
-        # the quotes around a value and the colon after it stay, the value's length told: 'xxx...(N bytes)':
+        # the quotes around a value and the colon after it stay; the value is its first 60 bytes and its length
         head = word[:1] if word[:1] and word[:1] in "'\"(" else ""
         body = word[len(head):].rstrip(_CLOSING)
         if len(body.encode("utf-8", "surrogateescape")) <= _LONGEST_WORD:
