@@ -185,6 +185,59 @@ def check_counts(tr, run, coupled_waits):
     return out
 
 
+def check_lives(tr, run, done, policy, prefetch, early, unlimited):
+    """"State" and the rules read through the stored events: nothing happens to an allocation before it
+    is made, nor after it is freed but a transfer booked before the free that its queue starts later
+    (rule 6: its link time is spent; the event spans the transfer from its start on the link), the
+    times simulated (recorded + the shift then); a swap-in brings back
+    what a swap-out put on the host (landed by then); a clean eviction needs a valid host copy (a
+    swap-out landed or a swap-in); a recomputation follows a drop; only the sampled policies drop;
+    early swap-out and prefetches only where rule 10 and the prefetcher make them; with unlimited
+    capacity nothing is evicted, moved or waited for ("Identity")."""
+    out = []
+    made, freed = {}, {}
+    for r, kind, eid, shift in done:
+        if kind == ALLOC:
+            made[eid] = r + shift
+        elif kind == FREE:
+            freed[eid] = r + shift
+    last_out, copied = {}, set()
+    for i, (kind, s, e, a, k, n) in enumerate(run.events):
+        if not a or kind in ("stall", "oom"):
+            continue
+        if a not in made or s < made[a]:
+            out.append(f"event {i} ({kind}) of allocation {a} at {s}, before it was made ({made.get(a)})")
+        if a in freed and s > freed[a] and kind in INSTANTS:   # a transfer queued before may start later
+            out.append(f"event {i} ({kind}) of allocation {a} at {s}, after its free at {freed[a]}")
+        if kind == "swap_out":
+            last_out[a] = e
+        elif kind == "swap_in":
+            if a not in last_out or last_out[a] > s:
+                out.append(f"swap_in {i} of allocation {a} at {s}: no swap-out of it landed before "
+                           f"({last_out.get(a)})")
+            copied.add(a)
+        elif kind == "evict_clean" and not (a in copied or last_out.get(a, s + 1) <= s):
+            out.append(f"clean eviction {i} of allocation {a} at {s} without a valid host copy")
+        elif kind == "recompute" and not any(x[0] == "drop" and x[3] == a and x[1] <= s for x in run.events[:i]):
+            out.append(f"recompute {i} of allocation {a} at {s} with no drop of it before")
+    m = run.metrics
+    if metric(run, "drops") and policy not in ("dtr", "cost_aware"):
+        out.append(f"{metric(run, 'drops')} drops under {policy}, which never drops")
+    learning = prefetch.split(":")[0] in ("lookahead", "periodic", "forecast")
+    if metric(run, "early_evictions") and not (learning and early):
+        out.append(f"{metric(run, 'early_evictions')} early evictions with --prefetch {prefetch}"
+                   f"{'' if early else ' --no-early'}")
+    if metric(run, "prefetches") and prefetch == "none":
+        out.append(f"{metric(run, 'prefetches')} prefetches with --prefetch none")
+    if metric(run, "oom_fragmentation") and run.config.get("allocator") == "ideal":
+        out.append("oom_fragmentation 1 with the ideal allocator")
+    what_if = "allocator_conf" in run.config   # the baseline is the recorded settings' ("Capacity")
+    if unlimited and (run.events or (m.get("simulated_peak_bytes") != m.get("baseline_peak_bytes") and not what_if)):
+        out.append(f"unlimited capacity: {len(run.events)} events, peak {m.get('simulated_peak_bytes')} against "
+                   f"the baseline's {m.get('baseline_peak_bytes')}")
+    return out
+
+
 def oom_owner(run):
     """The recorded event at which the run stopped: (ALLOC, allocation) or (START, kernel), or None."""
     ooms = [x for x in run.events if x[0] == "oom"]
@@ -263,9 +316,16 @@ def check_kernels(tr, run, starts, owner, done):
 
 
 def close(a, b):
+    """Shares computed from figures as doubles: equal but for the last bits of the quotient (a loss
+    of 1e-12 on a span of 2^61 ns is the difference of two doubles near 1)."""
     if a is None or b is None:
         return a is None and b is None
-    return a == b or abs(a - b) <= 1e-12 * max(abs(a), abs(b))
+    return a == b or abs(a - b) <= 1e-12 * max(abs(a), abs(b)) or abs(a - b) <= 1e-15
+
+
+def as_stored(n):
+    """"Time": the figures are stored as doubles, beyond 2^53 ns the nearest double of the integer."""
+    return float(n)
 
 
 def check_time(tr, run, final_shift, oom_shift, owner, one_instant):
@@ -274,15 +334,14 @@ def check_time(tr, run, final_shift, oom_shift, owner, one_instant):
     out = []
     base = tr.last - tr.first
     m = run.metrics
-    if m.get("baseline_makespan_ns") != base:
+    if m.get("baseline_makespan_ns") != as_stored(base):
         out.append(f"baseline_makespan_ns {m.get('baseline_makespan_ns')}, last - first recorded event = {base}")
     if owner is None:
         sim = tr.last + final_shift - tr.first
-        if m.get("simulated_makespan_ns") != sim:
+        if m.get("simulated_makespan_ns") != as_stored(sim):
             out.append(f"simulated_makespan_ns {m.get('simulated_makespan_ns')}, (last recorded event + final "
                        f"shift) - first = {sim}")
-        sim = m.get("simulated_makespan_ns", sim)
-        loss = None if base == 0 else sim / base - 1
+        loss = None if base == 0 else float(sim) / float(base) - 1
         if not close(m.get("throughput_loss"), loss):
             out.append(f"throughput_loss {m.get('throughput_loss')}, simulated / baseline - 1 = {loss}")
         peak, bpeak = m.get("simulated_peak_bytes"), m.get("baseline_peak_bytes")
@@ -294,7 +353,7 @@ def check_time(tr, run, final_shift, oom_shift, owner, one_instant):
         return out
     ooms = [x for x in run.events if x[0] == "oom"]
     t_oom = ooms[0][1]
-    if m.get("oom_time_ns") != t_oom:
+    if m.get("oom_time_ns") != as_stored(t_oom):
         out.append(f"oom_time_ns {m.get('oom_time_ns')}, the oom event's time {t_oom}")
     if m.get("oom_bytes_short") != ooms[0][5]:
         out.append(f"oom_bytes_short {m.get('oom_bytes_short')}, the oom event's bytes {ooms[0][5]}")
@@ -303,10 +362,10 @@ def check_time(tr, run, final_shift, oom_shift, owner, one_instant):
     if oom_shift is not None and t_oom < r + oom_shift:
         out.append(f"the OOM at {t_oom} is before its event's recorded time + shift ({r} + {oom_shift})")
     sim = t_oom - tr.first
-    if m.get("simulated_makespan_ns") != sim:
+    if m.get("simulated_makespan_ns") != as_stored(sim):
         out.append(f"OOM run: simulated_makespan_ns {m.get('simulated_makespan_ns')}, the OOM's time - first = {sim}")
     ran = r - tr.first
-    slow = sim / ran - 1 if ran > 0 else 0.0
+    slow = float(sim) / float(ran) - 1 if ran > 0 else 0.0
     if not close(m.get("oom_slowdown"), slow):
         out.append(f"oom_slowdown {m.get('oom_slowdown')}, makespan / (recorded {r} - first {tr.first}) - 1 = {slow}")
     for key in ("throughput_loss", "peak_reduction"):
@@ -421,7 +480,7 @@ def check_presence(run, owner, one_instant, prefetch):
 
 
 def check_run(tr, run, prefetch="none", allocator="caching", capacity_text=None, samples=MEMORY_SAMPLES,
-              coupled=False, events_stored=True):
+              coupled=False, events_stored=True, policy="lru", early=True):
     """Every figure of one stored run against the page. `capacity_text` is --capacity as given."""
     out = []
     owner = oom_owner(run)
@@ -448,6 +507,7 @@ def check_run(tr, run, prefetch="none", allocator="caching", capacity_text=None,
         problems = [x for x in problems if "belongs to no recorded event" not in x]
     out += problems
     out += check_counts(tr, run, waits)
+    out += check_lives(tr, run, done, policy, prefetch, early, capacity_text == "unlimited")
     out += check_kernels(tr, run, starts, "stopped" if stopped else owner, done)
     if not stopped:
         out += check_time(tr, run, final, oom_shift, owner, one_instant)
