@@ -220,6 +220,16 @@ def check_lives(tr, run, done, policy, prefetch, early, unlimited):
             out.append(f"clean eviction {i} of allocation {a} at {s} without a valid host copy")
         elif kind == "recompute" and not any(x[0] == "drop" and x[3] == a and x[1] <= s for x in run.events[:i]):
             out.append(f"recompute {i} of allocation {a} at {s} with no drop of it before")
+    recs = sorted((x[1], x[2]) for x in run.events if x[0] == "recompute")
+    for (s0, e0), (s1, _) in zip(recs, recs[1:]):   # rule 2: recomputations run one after another
+        if s1 < e0:
+            out.append(f"a recomputation starts at {s1}, before the one at {s0} ends ({e0})")
+            break
+    kstarts = {t for r, kind, eid, shift in done if kind == START for t in (r + shift,)}
+    for x in run.events:   # rule 9: a prefetch is asked for after a kernel starts, at its start
+        if x[0] == "prefetch" and x[1] not in kstarts:
+            out.append(f"a prefetch of allocation {x[3]} at {x[1]}, when no kernel starts")
+            break
     m = run.metrics
     if metric(run, "drops") and policy not in ("dtr", "cost_aware"):
         out.append(f"{metric(run, 'drops')} drops under {policy}, which never drops")
@@ -421,6 +431,8 @@ def check_memory(tr, run, done, n, capacity, exact):
         if capacity is not None and capacity >= 0 and dev > capacity:
             out.append(f"memory sample at {t}: {dev} device bytes, above the capacity {capacity}")
     peak = metric(run, "simulated_peak_bytes", None)
+    if peak is not None and capacity is not None and peak > capacity:   # "State": used <= capacity
+        out.append(f"simulated_peak_bytes {peak}, above the capacity {capacity}")
     if peak is not None and run.memory and max(x[1] for x in run.memory) > peak:
         out.append(f"a memory sample holds {max(x[1] for x in run.memory)} device bytes, above the simulated "
                    f"peak {peak}")
