@@ -26,6 +26,7 @@ sys.path.insert(0, str(HERE))
 import reference_run_accounting as ref  # noqa: E402
 from reference_outside_compare import empty_trace, random_trace  # noqa: E402  (trace generator only)
 
+CSV_EVERY = 4   # about one simulate run in four is also exported as CSV
 TALLY = {}   # runs in which each case came up: what the random configurations exercised
 POLICIES = ["lru", "largest", "belady", "dtr", "cost_aware"]
 PREFETCHERS = ["none", "lookahead:2", "lookahead", "periodic", "periodic:3", "capuchin", "forecast", "forecast:2"]
@@ -115,6 +116,58 @@ def json_against_stored(out, run):
     return problems
 
 
+def shortest(text, value):
+    """docs/import.md "Formats out": a metric in the shortest text that reads back as the same double,
+    a whole-valued one as the integer it is (all its digits, beyond 2^53 too)."""
+    if float(text) != value:
+        return False
+    if float(value).is_integer():
+        return text == str(int(value))
+    digits = lambda t: len(t.lower().split("e")[0].replace("-", "").replace(".", "").strip("0"))  # noqa: E731
+    return digits(text) <= digits(repr(float(value)))
+
+
+def csv_against_stored(mhc, trace, db, run, work):
+    """`mhc export --format csv --run ID` (docs/import.md "Formats out"): the run tables as stored, time
+    columns named with `_ns`, event kinds by name, `run_events` and `run_memory` in time order."""
+    out = work / "csv"
+    if out.exists():
+        for f in out.iterdir():
+            f.unlink()
+        out.rmdir()
+    p = subprocess.run([mhc, "export", str(trace), "--runs-db", str(db), "--format", "csv", "-o", str(out), "--run",
+                        str(run.id)], capture_output=True, text=True)
+    if p.returncode != 0:
+        return [f"export --format csv: exit {p.returncode}: {p.stderr.strip()[:200]}"]
+    import csv
+    read = lambda name: list(csv.DictReader((out / name).open(newline="")))  # noqa: E731
+    problems = []
+    metrics = {r["key"]: r["value"] for r in read("run_metrics.csv")}
+    if set(metrics) != set(run.metrics):
+        problems.append(f"run_metrics.csv keys differ: {sorted(set(metrics) ^ set(run.metrics))[:4]}")
+    problems += [f"run_metrics.csv {k} = {v!r}, stored {run.metrics.get(k)!r} (not the shortest text of it)"
+                 for k, v in metrics.items() if k in run.metrics and not shortest(v, run.metrics[k])][:3]
+    events = [(r["kind"], int(r["t_start_ns"]), int(r["t_end_ns"]), int(r["allocation"]), int(r["kernel"]),
+               int(r["bytes"])) for r in read("run_events.csv")]
+    if sorted(events) != sorted(run.events):
+        problems.append(f"run_events.csv: {len(events)} rows, {len(run.events)} stored, or not the same rows")
+    if [e[1] for e in events] != sorted(e[1] for e in events):
+        problems.append("run_events.csv is not in time order")
+    memory = [(int(r["t_ns"]), int(r["device_bytes"]), int(r["host_bytes"])) for r in read("run_memory.csv")]
+    if memory != [tuple(x) for x in run.memory]:
+        problems.append(f"run_memory.csv: {len(memory)} rows, not the {len(run.memory)} stored in time order")
+    kernels = {int(r["kernel"]): (int(r["t_start_ns"]), int(r["t_end_ns"])) for r in read("run_kernels.csv")}
+    if kernels != run.kernels:
+        problems.append(f"run_kernels.csv: {len(kernels)} rows, {len(run.kernels)} stored, or other times")
+    config = {r["key"]: r["value"] for r in read("run_config.csv")}
+    if config != run.config:
+        problems.append(f"run_config.csv differs from the stored config: {sorted(set(config.items()) ^ set(run.config.items()))[:2]}")
+    runs = read("runs.csv")
+    if [(r["id"], r["name"], r["status"], r["kind"]) for r in runs] != [(str(run.id), run.name, run.status, run.kind)]:
+        problems.append(f"runs.csv: {[(r['id'], r['name'], r['status']) for r in runs][:2]}")
+    return problems
+
+
 def simulate(mhc, trace, work, args, info, verbose, label=""):
     db = work / "runs.db"
     if db.exists():
@@ -132,6 +185,10 @@ def simulate(mhc, trace, work, args, info, verbose, label=""):
     run = ref.Run(str(db), last_run(db))
     problems = ref.check_run(tr, run, **info) + json_against_stored(out, run)
     tally(run, info["allocator"])
+    TALLY["simulate runs"] = TALLY.get("simulate runs", 0) + 1
+    if TALLY["simulate runs"] % CSV_EVERY == 0:
+        problems += csv_against_stored(mhc, trace, db, run, work)
+        TALLY["runs exported as CSV"] = TALLY.get("runs exported as CSV", 0) + 1
     if verbose:
         print(f"{name}: {len(run.events)} events, {len(run.kernels)} kernels, {len(problems)} problems")
     return [f"{name}: {x}" for x in problems[:6]], 1
