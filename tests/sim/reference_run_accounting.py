@@ -230,6 +230,12 @@ def check_lives(tr, run, done, policy, prefetch, early, unlimited):
         if x[0] == "prefetch" and x[1] not in kstarts:
             out.append(f"a prefetch of allocation {x[3]} at {x[1]}, when no kernel starts")
             break
+    return out + check_who(run, policy, prefetch, early, unlimited)
+
+
+def check_who(run, policy, prefetch, early, unlimited):
+    """Which runs drop, evict early, prefetch or run out of memory by fragmentation, and "Identity"."""
+    out = []
     m = run.metrics
     if metric(run, "drops") and policy not in ("dtr", "cost_aware"):
         out.append(f"{metric(run, 'drops')} drops under {policy}, which never drops")
@@ -384,13 +390,13 @@ def check_time(tr, run, final_shift, oom_shift, owner, one_instant):
     return out
 
 
-def live_timeline(tr, done, n, oom):
+def live_timeline(tr, done, n):
     """The memory samples of a run in which nothing left the GPU under `ideal`: after each processed
     event, the live bytes and the host's own bytes (its events up to the event's recorded time applied
     first), offered to the event's bucket; a bucket keeps the first offer of its highest value.
     Returns (samples [(t, device, host)], live peak, host peak)."""
     hosts = host_order(tr.host)
-    h, hi, host, host_peak = 0, 0, 0, 0
+    hi, host, host_peak = 0, 0, 0
     live, peak, best = 0, 0, {}
     size = {a[0]: a[1] for a in tr.allocs}
     for r, kind, eid, shift in done:
@@ -406,7 +412,6 @@ def live_timeline(tr, done, n, oom):
         b = bucket(r, tr.first, tr.last, n)
         if b not in best or live > best[b][1]:
             best[b] = (r + shift, live, host)
-        h += 1
     return sorted(best.values()), peak, host_peak
 
 
@@ -437,7 +442,7 @@ def check_memory(tr, run, done, n, capacity, exact):
         out.append(f"a memory sample holds {max(x[1] for x in run.memory)} device bytes, above the simulated "
                    f"peak {peak}")
     if exact:
-        want, live_peak, host_peak = live_timeline(tr, done, n, None)
+        want, live_peak, host_peak = live_timeline(tr, done, n)
         if want != [tuple(x) for x in run.memory]:
             diff = next(((a, b) for a, b in zip(want, run.memory) if tuple(a) != tuple(b)), None)
             out.append(f"memory timeline: {len(run.memory)} samples, the live bytes give {len(want)}; first "

@@ -13,6 +13,7 @@ bisection and the count of simulations.
 
 Exit 1 when a run differs from the reading (each difference printed), 0 otherwise.
 """
+import csv
 import json
 import random
 import sqlite3
@@ -139,7 +140,6 @@ def csv_against_stored(mhc, trace, db, run, work):
                         str(run.id)], capture_output=True, text=True)
     if p.returncode != 0:
         return [f"export --format csv: exit {p.returncode}: {p.stderr.strip()[:200]}"]
-    import csv
     read = lambda name: list(csv.DictReader((out / name).open(newline="")))  # noqa: E731
     problems = []
     metrics = {r["key"]: r["value"] for r in read("run_metrics.csv")}
@@ -200,6 +200,43 @@ def within(metrics, budget):
     return not metrics.get("oom") and loss is not None and loss <= budget
 
 
+def check_answers(mhc, trace, answers, steps, budget, allocator):
+    """"Sweep": each answer's oracle mark, what found and saving say, its share a bisection point, its
+    run within the budget, and the probe 2^-steps under it not within (simulated again)."""
+    problems = []
+    b = float(Fraction(budget.rstrip("%")) / 100)
+    for a in answers:
+        label = f"answer {a.get('policy')}+{a.get('prefetch')}"
+        oracle = a.get("policy") == "belady" or str(a.get("prefetch")).startswith("lookahead")
+        if a.get("oracle") != oracle:
+            problems.append(f"{label}: oracle {a.get('oracle')}")
+        share = a.get("capacity_share")
+        if not a.get("found"):
+            if share is not None or a.get("run") is not None or a.get("saving") is not False:
+                problems.append(f"{label}: nothing found, yet a share {share}, a run or saving {a.get('saving')}")
+            continue
+        if share is None or a.get("run") is None:
+            problems.append(f"{label}: found, with no share or no run")
+            continue
+        if share * (1 << steps) != int(share * (1 << steps)) or not 0 < share <= 1:
+            problems.append(f"{label}: share {share} is not a bisection point of {steps} steps")
+        if a.get("saving") != (share < 1):
+            problems.append(f"{label}: saving {a.get('saving')} at a share of {share}")
+        if not within(a["run"]["metrics"], b):
+            problems.append(f"{label}: the answer's run is not within the {budget} budget")
+        lower = share - 1 / (1 << steps)
+        if share < 1 and lower > 0:   # the probe just under the answer: bisection found it not within
+            pct = f"{float(Fraction(lower) * 100):.10g}%"
+            r = subprocess.run([mhc, "simulate", str(trace), "--capacity", pct, "--policy", a["policy"], "--prefetch",
+                                a["prefetch"], "--allocator", allocator, "--link", "pcie4", "--json", "--no-store"],
+                               capture_output=True, text=True)
+            TALLY["answers checked against the probe under them"] = TALLY.get(
+                "answers checked against the probe under them", 0) + 1
+            if r.returncode in (0, 3) and within(json.loads(r.stdout)["metrics"], b):
+                problems.append(f"{label}: {pct} of the peak, under the answer {share}, is within the budget too")
+    return problems
+
+
 def sweep_case(mhc, trace, work, rng, verbose):
     """`mhc sweep --json`: the grid's runs (each as simulate stores it, against the reading), the answers
     and their bisection (the answer within the budget, the probe 2^-steps under it not), the count."""
@@ -255,35 +292,7 @@ def sweep_case(mhc, trace, work, rng, verbose):
                               policy=g["config"]["eviction"])
         tally(run, allocator)
         problems += [f"grid {g['run']}: {x}" for x in found[:3] + json_against_stored(g, run)[:3]]
-    for a in answers:
-        label = f"answer {a.get('policy')}+{a.get('prefetch')}"
-        oracle = a.get("policy") == "belady" or str(a.get("prefetch")).startswith("lookahead")
-        if a.get("oracle") != oracle:
-            problems.append(f"{label}: oracle {a.get('oracle')}")
-        share = a.get("capacity_share")
-        if not a.get("found"):
-            if share is not None or a.get("run") is not None:
-                problems.append(f"{label}: nothing found, yet a share {share} or a run")
-            continue
-        if share is None or a.get("run") is None:
-            problems.append(f"{label}: found, with no share or no run")
-            continue
-        if share * (1 << steps) != int(share * (1 << steps)) or not 0 < share <= 1:
-            problems.append(f"{label}: share {share} is not a bisection point of {steps} steps")
-        if a.get("saving") != (share < 1):
-            problems.append(f"{label}: saving {a.get('saving')} at a share of {share}")
-        if not within(a["run"]["metrics"], b):
-            problems.append(f"{label}: the answer's run is not within the {budget} budget")
-        lower = share - 1 / (1 << steps)
-        if share < 1 and lower > 0:   # the probe just under the answer: bisection found it not within
-            pct = f"{float(Fraction(lower) * 100):.10g}%"
-            r = subprocess.run([mhc, "simulate", str(trace), "--capacity", pct, "--policy", a["policy"], "--prefetch",
-                                a["prefetch"], "--allocator", allocator, "--link", "pcie4", "--json", "--no-store"],
-                               capture_output=True, text=True)
-            TALLY["answers checked against the probe under them"] = TALLY.get(
-                "answers checked against the probe under them", 0) + 1
-            if r.returncode in (0, 3) and within(json.loads(r.stdout)["metrics"], b):
-                problems.append(f"{label}: {pct} of the peak, under the answer {share}, is within the budget too")
+    problems += check_answers(mhc, trace, answers, steps, budget, allocator)
     if verbose:
         print(f"{name}: {len(grid)} grid runs, {len(answers)} answers, {len(problems)} problems")
     return [f"{name}: {x}" for x in problems[:8]], len(grid)
