@@ -10,7 +10,7 @@ figures must add up as the page says, so it holds for every policy, prefetcher, 
 link and host buffer alike:
 
 * the metrics count the stored events (`swap_outs` the swap_out events, `swap_out_bytes` their
-  allocations' bytes, `stalls`/`stall_ns` the stalls, `recompute_ns` the recomputations' time, ...);
+  allocations' bytes, `stalls`/`stall_ns` the stalls, `recompute_ns` the recomputations' time, and so on);
 * the shift: the stalls, walked in the order the run processes the recorded events, each starts at
   its event's recorded time plus the shift so far and adds its length to the shift; every kernel the
   run reached starts at its recorded start plus the shift after its own stall and ends its recorded
