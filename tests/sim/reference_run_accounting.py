@@ -171,6 +171,11 @@ def check_counts(tr, run, coupled_waits):
         want["coupled_wait_time"] = sum(x[2] - x[1] for x in cw)
     out = [f"metric {k} = {metric(run, k, None)}, the stored events give {v}"
            for k, v in want.items() if metric(run, k, None) != v]
+    if metric(run, "prefetches") > metric(run, "swap_ins"):
+        out.append(f"prefetches {metric(run, 'prefetches')} > swap_ins {metric(run, 'swap_ins')}")
+    if run.memory and metric(run, "host_peak_bytes", 0) < max(x[2] for x in run.memory):
+        out.append(f"host_peak_bytes {metric(run, 'host_peak_bytes', None)}, below a memory sample's "
+                   f"{max(x[2] for x in run.memory)} host bytes")
     if metric(run, "early_evictions") > metric(run, "swap_outs"):
         out.append(f"early_evictions {metric(run, 'early_evictions')} > swap_outs {metric(run, 'swap_outs')}")
     if metric(run, "forecast_evictions") > metric(run, "early_evictions"):
@@ -375,6 +380,17 @@ def check_time(tr, run, final_shift, oom_shift, owner, one_instant):
         out.append(f"oom_bytes_short {m.get('oom_bytes_short')}, the oom event's bytes {ooms[0][5]}")
     kind, eid = owner
     r = tr.kernel_by_id[eid][1] if kind == START else tr.alloc_by_id[eid][2]
+    a = ooms[0][3]
+    if a in tr.alloc_by_id:   # rule 7: ideal needs the allocation's bytes, caching its rounded request
+        b = tr.alloc_by_id[a][1]
+        ideal = run.config.get("allocator") == "ideal"
+        if (m.get("oom_bytes_needed") != b) if ideal else (m.get("oom_bytes_needed", 0) < b):
+            out.append(f"oom_bytes_needed {m.get('oom_bytes_needed')} for allocation {a} of {b} bytes")
+    # short by: at most what was needed; 0 only with fragmentation (its max with 0: the free bytes
+    # hold the request, not the segment or pages the allocator adds for it)
+    floor = 0 if m.get("oom_fragmentation") else 1
+    if not floor <= m.get("oom_bytes_short", 0) <= m.get("oom_bytes_needed", 0):
+        out.append(f"oom_bytes_short {m.get('oom_bytes_short')}, needed {m.get('oom_bytes_needed')}")
     if oom_shift is not None and t_oom < r + oom_shift:
         out.append(f"the OOM at {t_oom} is before its event's recorded time + shift ({r} + {oom_shift})")
     sim = t_oom - tr.first
