@@ -1600,24 +1600,93 @@ def host_factor(cap):
     return 2.0 if dtype in ("bfloat16", "float16") else 0.5 if dtype == "float64" else 1.0
 
 
-def host_forloop_adam(cap, impl):
-    """docs/simulator.md: the host step is torch's plain for-loop Adam/AdamW when the setting asks
-    for the for-loop, or asks for nothing and the captured optimizer has neither foreach nor fused
-    true (foreach=None on the host's CPU tensors is the for-loop), and none of amsgrad, maximize,
-    capturable, differentiable."""
-    cls = cap.meta.get("capture.optimizer_class", "")
-    if cls not in ("", "torch.optim.adamw.AdamW", "torch.optim.adam.Adam"):
-        return False
+def _runs_forloop(d, impl):
+    """The host step runs torch's for-loop: the setting asks for it, or asks for nothing and the
+    captured optimizer has neither foreach nor fused true (foreach=None on CPU tensors)."""
+    return impl == "forloop" or (impl is None and d.get("foreach") is not True and d.get("fused") is not True)
+
+
+def _optimizer_defaults(cap):
     try:
-        defaults = json.loads(cap.meta.get("capture.optimizer_defaults", ""))
+        d = json.loads(cap.meta.get("capture.optimizer_defaults", ""))
     except ValueError:
-        return False
-    if not isinstance(defaults, dict) or any(defaults.get(k) is True for k in
-                                             ("amsgrad", "maximize", "capturable", "differentiable")):
-        return False
-    if impl == "forloop":
-        return True
-    return impl is None and defaults.get("foreach") is not True and defaults.get("fused") is not True
+        return None
+    return d if isinstance(d, dict) else None
+
+
+def _radam_rectified(d, step):
+    """RAdam's rho_t > 5 in its step-th step (torch/optim/radam.py), None where beta2 is no
+    number in (0, 1)."""
+    betas = d.get("betas", [0.9, 0.999])
+    if not isinstance(betas, list) or len(betas) != 2 or isinstance(betas[1], bool) \
+            or not isinstance(betas[1], (int, float)) or not 0 < betas[1] < 1:
+        return None
+    b2 = float(betas[1])
+    rho_inf = 2 / (1 - b2) - 1
+    return rho_inf - 2 * step * b2 ** step / (1 - b2 ** step) > 5.0
+
+
+def host_forloop_lines(cap, impl, step):
+    """docs/simulator.md: the lines of torch's for-loop step (other than SGD's) that make tensors,
+    per parameter, as (name, what): "new" binds a new tensor of the parameter's bytes to the name
+    (its old one freed after), "gone" frees the name's tensor, ("to", other) hands it to another
+    name; None where not modelled (capturable, differentiable, weight decay no number, Rprop,
+    Adagrad, ASGD, SGD, another class). Read from torch/optim/*.py's _single_tensor_* functions."""
+    cls = cap.meta.get("capture.optimizer_class", "")
+    d = _optimizer_defaults(cap)
+    if d is None or not _runs_forloop(d, impl) or d.get("capturable") is True or d.get("differentiable") is True:
+        return None
+    wd = d.get("weight_decay", 0)
+    if isinstance(wd, bool) or not isinstance(wd, (int, float)):
+        return None
+    maximize = d.get("maximize") is True
+    # torch.optim's own classes only (a class of another module by the same name runs its own code)
+    short = {"": "AdamW", **{f"torch.optim.{n.lower()}.{n}": n for n in
+                             ("Adam", "AdamW", "NAdam", "RAdam", "Adamax", "RMSprop", "Adadelta")}}.get(cls)
+    if short in ("Adam", "AdamW", "NAdam", "RAdam"):
+        decoupled = short == "AdamW" or d.get("decoupled_weight_decay") is True
+        lines = [("grad", "new") if maximize else ("grad", "gone")]   # grads[i] or -grads[i]
+        if wd != 0 and not decoupled:
+            lines.append(("grad", "new"))                            # grad.add(param, alpha=wd)
+        if short == "RAdam":
+            rect = _radam_rectified(d, step)
+            if rect is None:
+                return None
+            lines.append(("bcea", "new"))                            # exp_avg / bias_correction1
+            if rect:   # bcea * lr * (bc2 ** 0.5 / sqrt) * rect: the division by a tensor makes two
+                lines += [("t1", "new"), ("s", "new"), ("r0", "new"), ("r", "new"), ("s", "gone"),
+                          ("r0", "gone"), ("t2", "new"), ("t1", "gone"), ("r", "gone"), ("t3", "new"),
+                          ("t2", "gone"), ("t3", "gone")]
+            else:
+                lines += [("t1", "new"), ("t1", "gone")]
+        else:   # Adam: sqrt then / c; NAdam: .div(c) then sqrt(): two tensors, the first dies
+            lines += [("a", "new"), ("b", "new"), ("a", "gone"), ("b", ("to", "denom"))]
+        return lines
+    if short is None:
+        return None
+    lines = [("grad", "gone")] + [("grad", "new")] * (int(maximize) + int(wd != 0))
+    lines += {"Adamax": [("abs", "new"), ("abs", "gone")],   # grad.abs().add_(eps)
+              "RMSprop": [("avg", "new")],                   # square_avg.sqrt()
+              "Adadelta": [("std", "new"), ("delta", "new")]}[short]
+    return lines
+
+
+def loop_most(sizes, lines):
+    """The most bytes the loop's names hold at once, parameter after parameter."""
+    names, live, peak = {}, 0, 0
+    for b in sizes:
+        for name, what in lines:
+            if what == "new":
+                live += b
+                peak = max(peak, live)
+                live -= names.get(name, 0)
+                names[name] = b
+            elif what == "gone":
+                live -= names.pop(name, 0)
+            else:
+                live -= names.get(what[1], 0)
+                names[what[1]] = names.pop(name, 0)
+    return peak
 
 
 def host_forloop_sgd(cap, impl):
@@ -1702,10 +1771,9 @@ def apply_host_optimizer(plan, cap, host_bw, tensor_cost_ns, impl=None):
                     live += al.nbytes
             most = max(most, live)
         temporaries = int(most * factor)
-        if host_forloop_adam(cap, impl):
-            # each parameter's sqrt and quotient, the previous parameter's quotient still held
-            sizes = [int(cap.allocs[a]["bytes"] * factor) for a in sorted(params)]
-            temporaries = max((prev + 2 * b for prev, b in zip([0] + sizes, sizes)), default=0)
+        lines = host_forloop_lines(cap, impl, si + 1)
+        if lines is not None:
+            temporaries = loop_most([int(cap.allocs[a]["bytes"] * factor) for a in sorted(params)], lines)
         # state moves to the host (the first step's moments are made by the host step)
         made_here = []
         for a, i in list(cap.made_by.items()):
