@@ -1330,21 +1330,40 @@ def apply_offload(plan, cap, off, checkpointed, selective=()):
             unless the policy keeps the storage (the recomputation saves a storage of its own)."""
             return [i for i in cap.saves_of.get(a, []) if cached(a) or not in_checkpoint(i)]
 
+        # checkpoints the hook is not around (docs/simulator.md, offload): the call's first kernel
+        # for each storage one of their calls takes as an input, which that checkpoint's frame holds
+        uncovered = [m for m in checkpointed if mods is not None and not any(cap.inside(m, s) for s in mods)]
+
+        def in_uncovered(i):
+            return any(cap.inside(cap.caller[i], m) for m in uncovered)
+        frame_inputs = {}
+        for m in uncovered:
+            for call in calls_of(cap, ks, m):
+                for a in call_inputs(cap, m, call) or []:
+                    frame_inputs[a] = min(frame_inputs.get(a, call[0]), call[0])
+
         def released_outside(a):
             """Saves outside the hook, all made in the pass's forward after every save inside it, whose
             backward reads all come before the hook's unpack: their nodes run first and let go of it
             (the caller's mul of a module's output). The last of those reads, else None. Reads by
-            kernels inside a checkpoint are the recomputation's, unless the policy keeps it."""
+            kernels inside a checkpoint are the recomputation's, unless the policy keeps it; a
+            checkpoint the hook is not around that takes it as an input holds it in its frame: its
+            backward's reads that still read it and its recomputation's reads count (None when that
+            recomputation reads it after the hook's unpack)."""
             savers = savers_of(a)
             inside = [i for i in savers if i in kset and cap.kernels[i]["phase"] == FWD and in_hook(i)]
             inside += [packs[q][0] for q in ck if packs[q][2] == a]   # a checkpoint's input pack
-            outside = [i for i in savers if i not in inside]
+            outside = [i for i in savers if i not in inside] + ([frame_inputs[a]] if a in frame_inputs else [])
             hu = hook_unpack_at(a)
             if not inside or not outside or hu is None or \
                     any(i not in kset or cap.kernels[i]["phase"] != FWD or i < max(inside) for i in outside):
                 return None
             reads = [i for i, _m in cap.uses[a] if i in kset and cap.kernels[i]["phase"] == BWD and not in_hook(i)
-                     and (cached(a) or not in_checkpoint(i))]
+                     and ((a in plan.op_of[i].acc) if in_uncovered(i) else (cached(a) or not in_checkpoint(i)))]
+            rereads = [op for op in plan.ops if getattr(op, "recompute", False) and op.anchor in kset
+                       and in_uncovered(op.anchor) and a in op.acc]
+            if any(plan.pos((op, "before", 0)) >= plan.pos(hu) for op in rereads):
+                return None
             if not reads or plan.pos((plan.op_of[max(reads)], "before", 0)) >= plan.pos(hu):
                 return None
             # released after the engine's checks of the node's gradients (the aten::sum and
@@ -1353,6 +1372,9 @@ def apply_offload(plan, cap, off, checkpointed, selective=()):
             while i + 1 < len(cap.kernels) and cap.kernels[i + 1]["phase"] == BWD and \
                     cap.kernels[i + 1]["name"] in ("aten::sum", "aten::_to_copy"):
                 i += 1
+            last = max(rereads, key=lambda op: plan.pos((op, "before", 0)), default=None)
+            if last is not None and plan.pos((last, "after", 0)) > plan.pos((plan.op_of[i], "after", 0)):
+                return last
             return i
 
         dies, released = {}, {}
@@ -1362,7 +1384,7 @@ def apply_offload(plan, cap, off, checkpointed, selective=()):
             all_packs = all(i in kset and cap.kernels[i]["phase"] == FWD
                             and (bool(cap.caller[i]) if mods is None else any(cap.inside(cap.caller[i], m) for m in mods))
                             and not in_checkpoint(i)
-                            for i in savers_of(a))
+                            for i in savers_of(a)) and a not in frame_inputs
             if not all_packs and made_fwd:
                 r = released_outside(a)
                 if r is not None:
@@ -1444,7 +1466,8 @@ def apply_offload(plan, cap, off, checkpointed, selective=()):
                     else:
                         wop.waits_end = getattr(wop, "waits_end", []) + [d2h[a]]
             if a in released:   # the saves outside hold it to their last backward read
-                early = plan.later(early, (plan.op_of[released[a]], "after", 0))
+                r = released[a]
+                early = plan.later(early, (r if isinstance(r, Op) else plan.op_of[r], "after", 0))
             recorded_free = al.freed
             al.freed = early
             x = u
