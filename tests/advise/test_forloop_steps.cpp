@@ -18,7 +18,7 @@ int64_t most(const char* cls, const char* defaults, const std::vector<int64_t>& 
     return forloop_most(sizes, *program);
 }
 const std::vector<int64_t> kSix(6, 4096);
-}  // namespace
+}   // namespace
 
 TEST_CASE("for-loop steps hold what the capture of the host step holds", "[advise][optimizer][forloop]") {
     // captured host peak - (masters + gradient buffers + state): the loop's tensors at their most
@@ -29,7 +29,8 @@ TEST_CASE("for-loop steps hold what the capture of the host step holds", "[advis
     CHECK(most("torch.optim.adam.Adam", R"({"amsgrad": true})", kSix) == 3 * 4096);
     CHECK(most("torch.optim.adam.Adam", R"({"maximize": true})", kSix) == 4 * 4096);
     CHECK(most("torch.optim.adamw.AdamW", R"({"maximize": true, "amsgrad": true, "weight_decay": 0.01,
-                                             "decoupled_weight_decay": true})", kSix) == 4 * 4096);
+                                             "decoupled_weight_decay": true})",
+               kSix) == 4 * 4096);
     CHECK(most("torch.optim.nadam.NAdam", "{}", kSix) == 3 * 4096);
     CHECK(most("torch.optim.nadam.NAdam", R"({"weight_decay": 0.1})", kSix) == 4 * 4096);
     CHECK(most("torch.optim.radam.RAdam", "{}", kSix, 2) == 2 * 4096);
@@ -40,8 +41,8 @@ TEST_CASE("for-loop steps hold what the capture of the host step holds", "[advis
     CHECK(most("torch.optim.adamax.Adamax", "{}", kSix) == 4096);
     CHECK(most("torch.optim.adamax.Adamax", R"({"weight_decay": 0.1})", kSix) == 2 * 4096);
     CHECK(most("torch.optim.rmsprop.RMSprop", "{}", kSix) == 2 * 4096);
-    CHECK(most("torch.optim.rmsprop.RMSprop", R"({"centered": true, "momentum": 0.9, "weight_decay": 0.1})",
-               kSix) == 3 * 4096);
+    CHECK(most("torch.optim.rmsprop.RMSprop", R"({"centered": true, "momentum": 0.9, "weight_decay": 0.1})", kSix) ==
+          3 * 4096);
     CHECK(most("torch.optim.adadelta.Adadelta", "{}", kSix) == 3 * 4096);
 }
 

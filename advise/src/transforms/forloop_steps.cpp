@@ -48,7 +48,7 @@ std::optional<bool> radam_rectified(const nlohmann::json& defaults, int64_t step
     return rho_t > 5.0;
 }
 
-}  // namespace
+}   // namespace
 
 std::optional<LoopProgram> forloop_program(const std::string& optimizer_class, const nlohmann::json& defaults,
                                            int64_t step_number) {
@@ -63,48 +63,48 @@ std::optional<LoopProgram> forloop_program(const std::string& optimizer_class, c
     // decoupled weight decay (AdamW; Adam, NAdam, RAdam with decoupled_weight_decay) is param.mul_
     const bool decoupled = optimizer_class.empty() || optimizer_class == "torch.optim.adamw.AdamW" ||
                            flag(defaults, "decoupled_weight_decay");
-    LoopProgram p;
+    LoopProgram program;
     if (adam || nadam || radam) {
         // `grad = grads[i] if not maximize else -grads[i]`: the new one made while the old is held
-        p.push_back(maximize ? make(kGrad) : drop(kGrad));
-        if (*weight_decay != 0 && !decoupled) p.push_back(make(kGrad));   // grad.add(param, alpha=wd)
+        program.push_back(maximize ? make(kGrad) : drop(kGrad));
+        if (*weight_decay != 0 && !decoupled) program.push_back(make(kGrad));   // grad.add(param, alpha=wd)
         if (adam || nadam) {
             // Adam: denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps) (amsgrad: of the
             // max, made in place); NAdam: denom = exp_avg_sq.div(bias_correction2).sqrt()
-            for (const LoopLine line : {make(kT0), make(kT1), drop(kT0), move(kT1, kHeld)}) p.push_back(line);
+            for (const LoopLine line : {make(kT0), make(kT1), drop(kT0), move(kT1, kHeld)}) program.push_back(line);
         } else {
             const std::optional<bool> rectified = radam_rectified(defaults, step_number);
             if (!rectified) return std::nullopt;
-            p.push_back(make(kHeld));   // bias_corrected_exp_avg = exp_avg / bias_correction1
-            if (*rectified) {   // bcea * lr * (bc2 ** 0.5 / exp_avg_sq.sqrt().add_(eps)) * rect
-                for (const LoopLine line : {make(kT0), make(kT1), make(kT2), make(kT3), drop(kT1), drop(kT2),
-                                            make(kT4), drop(kT0), drop(kT3), make(kT0), drop(kT4), drop(kT0)})
-                    p.push_back(line);
+            program.push_back(make(kHeld));   // bias_corrected_exp_avg = exp_avg / bias_correction1
+            if (*rectified) {                 // bcea * lr * (bc2 ** 0.5 / exp_avg_sq.sqrt().add_(eps)) * rect
+                for (const LoopLine line : {make(kT0), make(kT1), make(kT2), make(kT3), drop(kT1), drop(kT2), make(kT4),
+                                            drop(kT0), drop(kT3), make(kT0), drop(kT4), drop(kT0)})
+                    program.push_back(line);
             } else {   // bcea * lr
-                p.push_back(make(kT0));
-                p.push_back(drop(kT0));
+                program.push_back(make(kT0));
+                program.push_back(drop(kT0));
             }
         }
-        return p;
+        return program;
     }
     const bool adamax = optimizer_class == "torch.optim.adamax.Adamax";
     const bool rmsprop = optimizer_class == "torch.optim.rmsprop.RMSprop";
     const bool adadelta = optimizer_class == "torch.optim.adadelta.Adadelta";
     if (!adamax && !rmsprop && !adadelta) return std::nullopt;
     // `grad = grads[i]` (or the zip's), then `grad = grad if not maximize else -grad`
-    p.push_back(drop(kGrad));
-    if (maximize) p.push_back(make(kGrad));
-    if (*weight_decay != 0) p.push_back(make(kGrad));
+    program.push_back(drop(kGrad));
+    if (maximize) program.push_back(make(kGrad));
+    if (*weight_decay != 0) program.push_back(make(kGrad));
     if (adamax) {   // torch.maximum(exp_inf.mul_(beta2), grad.abs().add_(eps), out=exp_inf)
-        p.push_back(make(kT0));
-        p.push_back(drop(kT0));
+        program.push_back(make(kT0));
+        program.push_back(drop(kT0));
     } else if (rmsprop) {   // avg = square_avg.sqrt() (centered: square_avg.addcmul(...).sqrt_())
-        p.push_back(make(kHeld));
+        program.push_back(make(kHeld));
     } else {   // std = square_avg.add(eps).sqrt_(); delta = acc_delta.add(eps).sqrt_()
-        p.push_back(make(kHeld));
-        p.push_back(make(kHeld2));
+        program.push_back(make(kHeld));
+        program.push_back(make(kHeld2));
     }
-    return p;
+    return program;
 }
 
 int64_t forloop_most(const std::vector<int64_t>& sizes, const LoopProgram& program) {
@@ -131,4 +131,4 @@ int64_t forloop_most(const std::vector<int64_t>& sizes, const LoopProgram& progr
     return most;
 }
 
-}  // namespace mhc::advise
+}   // namespace mhc::advise

@@ -33,4 +33,4 @@ std::optional<LoopProgram> forloop_program(const std::string& optimizer_class, c
 // order the loop visits them).
 int64_t forloop_most(const std::vector<int64_t>& sizes, const LoopProgram& program);
 
-}  // namespace mhc::advise
+}   // namespace mhc::advise
