@@ -231,6 +231,18 @@ def test_printed_offload_code_is_what_verify_captures(tmp_path, mhc_exe, offload
     # decayed gradient is held while grad + momentum x buf is made: two weights' worth
     ("sgd-decay", 1, 3 * 24576 + 4096),
     ("sgd-nesterov-decay", 1, 3 * 24576 + 2 * 4096),
+    # The other for-loops, read from torch/optim's _single_tensor_* (masters, gradient buffers,
+    # state, step counters, then the loop's tensors at their most; 2026-12-07): Adam's coupled
+    # decay holds grad + wd x param beside the sqrt, the quotient and the previous denom (4
+    # weights' worth; 3 predicted before, 4,096 B under the capture)
+    ("adam-decay", 1, 4 * 24576 + 24 + 4 * 4096),
+    # amsgrad's third state, and maximize's -grad held from one weight to the next
+    ("adamw-maximize-amsgrad", 1, 5 * 24576 + 24 + 4 * 4096),
+    ("nadam", 1, 4 * 24576 + 48 + 3 * 4096),   # a step counter and mu_product per weight
+    ("radam-decay", 1, 4 * 24576 + 24 + 3 * 4096),   # bias_corrected_exp_avg held to the next weight
+    ("adamax", 1, 4 * 24576 + 24 + 4096),
+    ("rmsprop-centered", 1, 5 * 24576 + 24 + 3 * 4096),
+    ("adadelta", 1, 4 * 24576 + 24 + 3 * 4096),
 ])
 def test_host_optimizer_as_pytorch_runs_it_on_the_cpu(tmp_path, mhc_exe, optimizer, micro_batches, host_peak):
     """The optimizer on the host steps with the implementation PyTorch picks for CPU tensors, and
@@ -239,7 +251,15 @@ def test_host_optimizer_as_pytorch_runs_it_on_the_cpu(tmp_path, mhc_exe, optimiz
             "sgd": lambda ps: torch.optim.SGD(ps, lr=1e-2, momentum=0.9),
             "sgd-decay": lambda ps: torch.optim.SGD(ps, lr=1e-2, momentum=0.9, weight_decay=1e-4),
             "sgd-nesterov-decay": lambda ps: torch.optim.SGD(ps, lr=1e-2, momentum=0.9, weight_decay=1e-4,
-                                                             nesterov=True)}[optimizer]
+                                                             nesterov=True),
+            "adam-decay": lambda ps: torch.optim.Adam(ps, lr=1e-3, weight_decay=0.1),
+            "adamw-maximize-amsgrad": lambda ps: torch.optim.AdamW(ps, lr=1e-3, maximize=True, amsgrad=True),
+            "nadam": lambda ps: torch.optim.NAdam(ps, lr=1e-3),
+            "radam-decay": lambda ps: torch.optim.RAdam(ps, lr=1e-3, weight_decay=0.1),
+            "adamax": lambda ps: torch.optim.Adamax(ps, lr=1e-3),
+            "rmsprop-centered": lambda ps: torch.optim.RMSprop(ps, lr=1e-3, centered=True, momentum=0.9,
+                                                               weight_decay=0.1),
+            "adadelta": lambda ps: torch.optim.Adadelta(ps)}[optimizer]
     source = ACCUM_FILE.split("\n\ndef step(")[0]
     doc, captured = _predicted_and_captured(tmp_path, mhc_exe, source, {"optimizer": {"state": "host"}},
                                             micro_batches=micro_batches, steps=2, optimizer=make)

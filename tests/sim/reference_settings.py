@@ -1330,21 +1330,40 @@ def apply_offload(plan, cap, off, checkpointed, selective=()):
             unless the policy keeps the storage (the recomputation saves a storage of its own)."""
             return [i for i in cap.saves_of.get(a, []) if cached(a) or not in_checkpoint(i)]
 
+        # checkpoints the hook is not around (docs/simulator.md, offload): the call's first kernel
+        # for each storage one of their calls takes as an input, which that checkpoint's frame holds
+        uncovered = [m for m in checkpointed if mods is not None and not any(cap.inside(m, s) for s in mods)]
+
+        def in_uncovered(i):
+            return any(cap.inside(cap.caller[i], m) for m in uncovered)
+        frame_inputs = {}
+        for m in uncovered:
+            for call in calls_of(cap, ks, m):
+                for a in call_inputs(cap, m, call) or []:
+                    frame_inputs[a] = min(frame_inputs.get(a, call[0]), call[0])
+
         def released_outside(a):
             """Saves outside the hook, all made in the pass's forward after every save inside it, whose
             backward reads all come before the hook's unpack: their nodes run first and let go of it
             (the caller's mul of a module's output). The last of those reads, else None. Reads by
-            kernels inside a checkpoint are the recomputation's, unless the policy keeps it."""
+            kernels inside a checkpoint are the recomputation's, unless the policy keeps it; a
+            checkpoint the hook is not around that takes it as an input holds it in its frame: its
+            backward's reads that still read it and its recomputation's reads count (None when that
+            recomputation reads it after the hook's unpack)."""
             savers = savers_of(a)
             inside = [i for i in savers if i in kset and cap.kernels[i]["phase"] == FWD and in_hook(i)]
             inside += [packs[q][0] for q in ck if packs[q][2] == a]   # a checkpoint's input pack
-            outside = [i for i in savers if i not in inside]
+            outside = [i for i in savers if i not in inside] + ([frame_inputs[a]] if a in frame_inputs else [])
             hu = hook_unpack_at(a)
             if not inside or not outside or hu is None or \
                     any(i not in kset or cap.kernels[i]["phase"] != FWD or i < max(inside) for i in outside):
                 return None
             reads = [i for i, _m in cap.uses[a] if i in kset and cap.kernels[i]["phase"] == BWD and not in_hook(i)
-                     and (cached(a) or not in_checkpoint(i))]
+                     and ((a in plan.op_of[i].acc) if in_uncovered(i) else (cached(a) or not in_checkpoint(i)))]
+            rereads = [op for op in plan.ops if getattr(op, "recompute", False) and op.anchor in kset
+                       and in_uncovered(op.anchor) and a in op.acc]
+            if any(plan.pos((op, "before", 0)) >= plan.pos(hu) for op in rereads):
+                return None
             if not reads or plan.pos((plan.op_of[max(reads)], "before", 0)) >= plan.pos(hu):
                 return None
             # released after the engine's checks of the node's gradients (the aten::sum and
@@ -1353,6 +1372,9 @@ def apply_offload(plan, cap, off, checkpointed, selective=()):
             while i + 1 < len(cap.kernels) and cap.kernels[i + 1]["phase"] == BWD and \
                     cap.kernels[i + 1]["name"] in ("aten::sum", "aten::_to_copy"):
                 i += 1
+            last = max(rereads, key=lambda op: plan.pos((op, "before", 0)), default=None)
+            if last is not None and plan.pos((last, "after", 0)) > plan.pos((plan.op_of[i], "after", 0)):
+                return last
             return i
 
         dies, released = {}, {}
@@ -1362,7 +1384,7 @@ def apply_offload(plan, cap, off, checkpointed, selective=()):
             all_packs = all(i in kset and cap.kernels[i]["phase"] == FWD
                             and (bool(cap.caller[i]) if mods is None else any(cap.inside(cap.caller[i], m) for m in mods))
                             and not in_checkpoint(i)
-                            for i in savers_of(a))
+                            for i in savers_of(a)) and a not in frame_inputs
             if not all_packs and made_fwd:
                 r = released_outside(a)
                 if r is not None:
@@ -1444,7 +1466,8 @@ def apply_offload(plan, cap, off, checkpointed, selective=()):
                     else:
                         wop.waits_end = getattr(wop, "waits_end", []) + [d2h[a]]
             if a in released:   # the saves outside hold it to their last backward read
-                early = plan.later(early, (plan.op_of[released[a]], "after", 0))
+                r = released[a]
+                early = plan.later(early, (r if isinstance(r, Op) else plan.op_of[r], "after", 0))
             recorded_free = al.freed
             al.freed = early
             x = u
@@ -1600,24 +1623,93 @@ def host_factor(cap):
     return 2.0 if dtype in ("bfloat16", "float16") else 0.5 if dtype == "float64" else 1.0
 
 
-def host_forloop_adam(cap, impl):
-    """docs/simulator.md: the host step is torch's plain for-loop Adam/AdamW when the setting asks
-    for the for-loop, or asks for nothing and the captured optimizer has neither foreach nor fused
-    true (foreach=None on the host's CPU tensors is the for-loop), and none of amsgrad, maximize,
-    capturable, differentiable."""
-    cls = cap.meta.get("capture.optimizer_class", "")
-    if cls not in ("", "torch.optim.adamw.AdamW", "torch.optim.adam.Adam"):
-        return False
+def _runs_forloop(d, impl):
+    """The host step runs torch's for-loop: the setting asks for it, or asks for nothing and the
+    captured optimizer has neither foreach nor fused true (foreach=None on CPU tensors)."""
+    return impl == "forloop" or (impl is None and d.get("foreach") is not True and d.get("fused") is not True)
+
+
+def _optimizer_defaults(cap):
     try:
-        defaults = json.loads(cap.meta.get("capture.optimizer_defaults", ""))
+        d = json.loads(cap.meta.get("capture.optimizer_defaults", ""))
     except ValueError:
-        return False
-    if not isinstance(defaults, dict) or any(defaults.get(k) is True for k in
-                                             ("amsgrad", "maximize", "capturable", "differentiable")):
-        return False
-    if impl == "forloop":
-        return True
-    return impl is None and defaults.get("foreach") is not True and defaults.get("fused") is not True
+        return None
+    return d if isinstance(d, dict) else None
+
+
+def _radam_rectified(d, step):
+    """RAdam's rho_t > 5 in its step-th step (torch/optim/radam.py), None where beta2 is no
+    number in (0, 1)."""
+    betas = d.get("betas", [0.9, 0.999])
+    if not isinstance(betas, list) or len(betas) != 2 or isinstance(betas[1], bool) \
+            or not isinstance(betas[1], (int, float)) or not 0 < betas[1] < 1:
+        return None
+    b2 = float(betas[1])
+    rho_inf = 2 / (1 - b2) - 1
+    return rho_inf - 2 * step * b2 ** step / (1 - b2 ** step) > 5.0
+
+
+def host_forloop_lines(cap, impl, step):
+    """docs/simulator.md: the lines of torch's for-loop step (other than SGD's) that make tensors,
+    per parameter, as (name, what): "new" binds a new tensor of the parameter's bytes to the name
+    (its old one freed after), "gone" frees the name's tensor, ("to", other) hands it to another
+    name; None where not modelled (capturable, differentiable, weight decay no number, Rprop,
+    Adagrad, ASGD, SGD, another class). Read from torch/optim/*.py's _single_tensor_* functions."""
+    cls = cap.meta.get("capture.optimizer_class", "")
+    d = _optimizer_defaults(cap)
+    if d is None or not _runs_forloop(d, impl) or d.get("capturable") is True or d.get("differentiable") is True:
+        return None
+    wd = d.get("weight_decay", 0)
+    if isinstance(wd, bool) or not isinstance(wd, (int, float)):
+        return None
+    maximize = d.get("maximize") is True
+    # torch.optim's own classes only (a class of another module by the same name runs its own code)
+    short = {"": "AdamW", **{f"torch.optim.{n.lower()}.{n}": n for n in
+                             ("Adam", "AdamW", "NAdam", "RAdam", "Adamax", "RMSprop", "Adadelta")}}.get(cls)
+    if short in ("Adam", "AdamW", "NAdam", "RAdam"):
+        decoupled = short == "AdamW" or d.get("decoupled_weight_decay") is True
+        lines = [("grad", "new") if maximize else ("grad", "gone")]   # grads[i] or -grads[i]
+        if wd != 0 and not decoupled:
+            lines.append(("grad", "new"))                            # grad.add(param, alpha=wd)
+        if short == "RAdam":
+            rect = _radam_rectified(d, step)
+            if rect is None:
+                return None
+            lines.append(("bcea", "new"))                            # exp_avg / bias_correction1
+            if rect:   # bcea * lr * (bc2 ** 0.5 / sqrt) * rect: the division by a tensor makes two
+                lines += [("t1", "new"), ("s", "new"), ("r0", "new"), ("r", "new"), ("s", "gone"),
+                          ("r0", "gone"), ("t2", "new"), ("t1", "gone"), ("r", "gone"), ("t3", "new"),
+                          ("t2", "gone"), ("t3", "gone")]
+            else:
+                lines += [("t1", "new"), ("t1", "gone")]
+        else:   # Adam: sqrt then / c; NAdam: .div(c) then sqrt(): two tensors, the first dies
+            lines += [("a", "new"), ("b", "new"), ("a", "gone"), ("b", ("to", "denom"))]
+        return lines
+    if short is None:
+        return None
+    lines = [("grad", "gone")] + [("grad", "new")] * (int(maximize) + int(wd != 0))
+    lines += {"Adamax": [("abs", "new"), ("abs", "gone")],   # grad.abs().add_(eps)
+              "RMSprop": [("avg", "new")],                   # square_avg.sqrt()
+              "Adadelta": [("std", "new"), ("delta", "new")]}[short]
+    return lines
+
+
+def loop_most(sizes, lines):
+    """The most bytes the loop's names hold at once, parameter after parameter."""
+    names, live, peak = {}, 0, 0
+    for b in sizes:
+        for name, what in lines:
+            if what == "new":
+                live += b
+                peak = max(peak, live)
+                live -= names.get(name, 0)
+                names[name] = b
+            elif what == "gone":
+                live -= names.pop(name, 0)
+            else:
+                live -= names.get(what[1], 0)
+                names[what[1]] = names.pop(name, 0)
+    return peak
 
 
 def host_forloop_sgd(cap, impl):
@@ -1702,10 +1794,9 @@ def apply_host_optimizer(plan, cap, host_bw, tensor_cost_ns, impl=None):
                     live += al.nbytes
             most = max(most, live)
         temporaries = int(most * factor)
-        if host_forloop_adam(cap, impl):
-            # each parameter's sqrt and quotient, the previous parameter's quotient still held
-            sizes = [int(cap.allocs[a]["bytes"] * factor) for a in sorted(params)]
-            temporaries = max((prev + 2 * b for prev, b in zip([0] + sizes, sizes)), default=0)
+        lines = host_forloop_lines(cap, impl, si + 1)
+        if lines is not None:
+            temporaries = loop_most([int(cap.allocs[a]["bytes"] * factor) for a in sorted(params)], lines)
         # state moves to the host (the first step's moments are made by the host step)
         made_here = []
         for a, i in list(cap.made_by.items()):

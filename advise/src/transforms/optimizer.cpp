@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 
+#include "mhc/advise/forloop_steps.hpp"
 #include "mhc/advise/transforms.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/trace/limits.hpp"
@@ -197,17 +198,6 @@ bool host_runs_forloop(const nlohmann::json& defaults, const Setting& setting) {
     return !default_on(defaults, "foreach") && !default_on(defaults, "fused");
 }
 
-// Whether the host step is torch's plain for-loop Adam/AdamW (no amsgrad, maximize, capturable,
-// differentiable), whose temporaries follow from the parameters' sizes (docs/simulator.md
-// "Settings: optimizer").
-bool host_forloop_adam(const Base& base, const Setting& setting) {
-    const nlohmann::json defaults = optimizer_defaults(base);
-    if (!base.info.adam_optimizer() || !defaults.is_object()) return false;
-    for (const char* key : {"amsgrad", "maximize", "capturable", "differentiable"})
-        if (default_on(defaults, key)) return false;
-    return host_runs_forloop(defaults, setting);
-}
-
 // What makes a new tensor in torch's for-loop SGD (_single_tensor_sgd), per parameter.
 struct ForloopSgd {
     bool maximize = false, weight_decay = false, momentum = false, nesterov = false;
@@ -215,10 +205,9 @@ struct ForloopSgd {
 
 // The host step's for-loop SGD, when it runs one whose temporaries follow from the parameters'
 // sizes (not differentiable; hyperparameters as numbers).
-std::optional<ForloopSgd> host_forloop_sgd(const Base& base, const Setting& setting) {
-    const nlohmann::json defaults = optimizer_defaults(base);
+std::optional<ForloopSgd> host_forloop_sgd(const Base& base, const nlohmann::json& defaults) {
     if (base.info.optimizer_class != "torch.optim.sgd.SGD" || !defaults.is_object() ||
-        default_on(defaults, "differentiable") || !host_runs_forloop(defaults, setting))
+        default_on(defaults, "differentiable"))
         return std::nullopt;
     auto nonzero = [&](const char* key) {
         return defaults.contains(key) && defaults[key].is_number() && defaults[key].get<double>() != 0;
@@ -275,18 +264,12 @@ int64_t forloop_sgd_temporaries(const Base& base, const StepTensors& st, const F
     return std::max<int64_t>(0, most - all_state);
 }
 
-// The for-loop Adam/AdamW step's temporaries at their most: for each parameter in turn (the
-// trace's order of their allocations) `exp_avg_sq.sqrt()` and its quotient `denom`, while the
-// previous parameter's `denom` is still held (the loop's variable until it is reassigned):
-// max over i of bytes[i-1] + 2 x bytes[i], in host bytes.
-int64_t forloop_adam_temporaries(const Base& base, const StepTensors& st) {
-    int64_t most = 0, previous = 0;
-    for (int32_t prm : st.params) {
-        const int64_t bytes = host_bytes(base, base.plan.allocs[static_cast<size_t>(prm)].bytes);
-        most = std::max(most, previous + 2 * bytes);
-        previous = bytes;
-    }
-    return most;
+// The host step's for-loop (other than SGD's) at its most above its state: each parameter's
+// lines in turn (the trace's order of their allocations) in host bytes (forloop_steps.hpp).
+int64_t forloop_temporaries(const Base& base, const StepTensors& st, const LoopProgram& program) {
+    std::vector<int64_t> sizes;
+    for (int32_t prm : st.params) sizes.push_back(host_bytes(base, base.plan.allocs[static_cast<size_t>(prm)].bytes));
+    return forloop_most(sizes, program);
 }
 
 // Moves allocations to the host, each sized once: state of a parameter's size (the moments) is
@@ -315,15 +298,23 @@ public:
         const Base& base = ctx.base;
         std::set<int64_t> host_grads_made;   // by label: one host buffer per parameter
         std::set<int32_t> on_host;           // allocations moved to the host (sized once)
-        const std::optional<ForloopSgd> sgd = host_forloop_sgd(base, ctx.setting);
+        // The captured optimizer's defaults, read once: whether the host runs torch's for-loop
+        // (SGD's rule of its own, the others' lines by forloop_program)
+        const nlohmann::json defaults = optimizer_defaults(base);
+        const bool forloop = host_runs_forloop(defaults, ctx.setting);
+        const std::optional<ForloopSgd> sgd = forloop ? host_forloop_sgd(base, defaults) : std::nullopt;
+        int64_t host_steps = 0;
         for (size_t si = 0; si < base.steps.size(); ++si) {
             if (base.opt_first[si] < 0) continue;
+            ++host_steps;
             const StepTensors st = step_tensors(base, si);
             HostPlacement placement(base, st, on_host);
+            const std::optional<LoopProgram> program =
+                forloop && !sgd ? forloop_program(base.info.optimizer_class, defaults, host_steps) : std::nullopt;
             // Measured before the device step is removed (its temporaries are marked removed).
-            int64_t temporaries = host_forloop_adam(base, ctx.setting) ? forloop_adam_temporaries(base, st)
-                                  : sgd                                 ? 0
-                                                                        : host_bytes(base, step_temporaries(base, plan, si));
+            int64_t temporaries = program ? forloop_temporaries(base, st, *program)
+                                  : sgd   ? 0
+                                          : host_bytes(base, step_temporaries(base, plan, si));
             const std::vector<int32_t> made_here = remove_device_step(base, plan, si, placement);
             if (sgd) temporaries = forloop_sgd_temporaries(base, st, *sgd, !made_here.empty());
             for (int32_t state : st.state) placement.move(plan, state);

@@ -1,0 +1,36 @@
+#pragma once
+// The bytes torch.optim's for-loop steps (_single_tensor_<name> in torch/optim/<name>.py) make
+// above their state, per parameter in turn: each line of the loop that makes a tensor, and the
+// names that hold one from a parameter to the next. docs/simulator.md "Settings: optimizer".
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace mhc::advise {
+
+// One parameter's loop as what its lines do to the names that hold tensors (slots): Make a tensor
+// of the parameter's bytes and bind it to a slot (the slot's old tensor freed after: Python
+// rebinds a name once the new value exists), Drop a slot (rebound to a tensor the loop did not
+// make, or a temporary freed), Move a slot's tensor to another (the other's old one freed).
+enum class LoopOp : uint8_t { Make, Drop, Move };
+struct LoopLine {
+    LoopOp op = LoopOp::Make;
+    uint8_t slot = 0, to = 0;
+};
+using LoopProgram = std::vector<LoopLine>;
+
+// The loop of torch.optim `optimizer_class` with these defaults (capture.optimizer_defaults) in
+// its `step_number`th step (1 for the first; RAdam's rectified branch depends on it), or nullopt
+// where it is not modelled (SGD: its own rule; capturable or differentiable; Rprop's masks;
+// Adagrad's and ASGD's, which the host optimizer never runs; an unknown class).
+std::optional<LoopProgram> forloop_program(const std::string& optimizer_class, const nlohmann::json& defaults,
+                                           int64_t step_number);
+
+// The most bytes the loop's tensors hold at once over the parameters of `sizes` (bytes, in the
+// order the loop visits them).
+int64_t forloop_most(const std::vector<int64_t>& sizes, const LoopProgram& program);
+
+}   // namespace mhc::advise

@@ -1,0 +1,134 @@
+// torch.optim's for-loop steps as the tensors each parameter's lines make (forloop_steps.hpp).
+// Read from torch 2.15's torch/optim/{adam,nadam,radam,adamax,rmsprop,adadelta}.py, the
+// `_single_tensor_*` functions without capturable or differentiable: in-place ops make nothing,
+// `x.sqrt()`, `x / c`, `x.add(y)`, `-x` each make a tensor, `c / x` makes two (its reciprocal,
+// then the product).
+#include "mhc/advise/forloop_steps.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+namespace mhc::advise {
+
+namespace {
+
+// The names: the loop's `grad`, the names that live from one parameter to the next (`denom`,
+// `avg`, `std`, `delta`, `bias_corrected_exp_avg`), and temporaries of one line.
+constexpr uint8_t kGrad = 0, kHeld = 1, kHeld2 = 2, kT0 = 3, kT1 = 4, kT2 = 5, kT3 = 6, kT4 = 7;
+constexpr size_t kSlots = 8;
+
+LoopLine make(uint8_t slot) { return {LoopOp::Make, slot, 0}; }
+LoopLine drop(uint8_t slot) { return {LoopOp::Drop, slot, 0}; }
+LoopLine move(uint8_t from, uint8_t to) { return {LoopOp::Move, from, to}; }
+
+bool flag(const nlohmann::json& defaults, const char* key) {
+    return defaults.contains(key) && defaults[key].is_boolean() && defaults[key].get<bool>();
+}
+
+// `weight_decay` as a number (absent: 0); nullopt when it is something else.
+std::optional<double> number(const nlohmann::json& defaults, const char* key) {
+    if (!defaults.contains(key)) return 0.0;
+    const nlohmann::json& value = defaults[key];
+    if (!value.is_number()) return std::nullopt;
+    return value.get<double>();
+}
+
+// RAdam's rho_t > 5 in step `step` (its rectified branch), with beta2 from `betas`.
+std::optional<bool> radam_rectified(const nlohmann::json& defaults, int64_t step) {
+    const nlohmann::json betas = defaults.value("betas", nlohmann::json::array({0.9, 0.999}));
+    if (!betas.is_array() || betas.size() != 2 || !betas[1].is_number()) return std::nullopt;
+    const double beta2 = betas[1].get<double>();
+    if (!(beta2 > 0 && beta2 < 1)) return std::nullopt;
+    const double rho_inf = 2 / (1 - beta2) - 1;
+    const double power = std::pow(beta2, static_cast<double>(step));
+    const double rho_t = rho_inf - 2 * static_cast<double>(step) * power / (1 - power);
+    return rho_t > 5.0;
+}
+
+}   // namespace
+
+std::optional<LoopProgram> forloop_program(const std::string& optimizer_class, const nlohmann::json& defaults,
+                                           int64_t step_number) {
+    if (!defaults.is_object() || flag(defaults, "capturable") || flag(defaults, "differentiable")) return std::nullopt;
+    const std::optional<double> weight_decay = number(defaults, "weight_decay");
+    if (!weight_decay) return std::nullopt;
+    const bool maximize = flag(defaults, "maximize");
+    const bool adam = optimizer_class.empty() || optimizer_class == "torch.optim.adam.Adam" ||
+                      optimizer_class == "torch.optim.adamw.AdamW";
+    const bool nadam = optimizer_class == "torch.optim.nadam.NAdam";
+    const bool radam = optimizer_class == "torch.optim.radam.RAdam";
+    // decoupled weight decay (AdamW; Adam, NAdam, RAdam with decoupled_weight_decay) is param.mul_
+    const bool decoupled = optimizer_class.empty() || optimizer_class == "torch.optim.adamw.AdamW" ||
+                           flag(defaults, "decoupled_weight_decay");
+    LoopProgram program;
+    if (adam || nadam || radam) {
+        // `grad = grads[i] if not maximize else -grads[i]`: the new one made while the old is held
+        program.push_back(maximize ? make(kGrad) : drop(kGrad));
+        if (*weight_decay != 0 && !decoupled) program.push_back(make(kGrad));   // grad.add(param, alpha=wd)
+        if (adam || nadam) {
+            // Adam: denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps) (amsgrad: of the
+            // max, made in place); NAdam: denom = exp_avg_sq.div(bias_correction2).sqrt()
+            for (const LoopLine line : {make(kT0), make(kT1), drop(kT0), move(kT1, kHeld)}) program.push_back(line);
+        } else {
+            const std::optional<bool> rectified = radam_rectified(defaults, step_number);
+            if (!rectified) return std::nullopt;
+            program.push_back(make(kHeld));   // bias_corrected_exp_avg = exp_avg / bias_correction1
+            if (*rectified) {                 // bcea * lr * (bc2 ** 0.5 / exp_avg_sq.sqrt().add_(eps)) * rect
+                for (const LoopLine line : {make(kT0), make(kT1), make(kT2), make(kT3), drop(kT1), drop(kT2), make(kT4),
+                                            drop(kT0), drop(kT3), make(kT0), drop(kT4), drop(kT0)})
+                    program.push_back(line);
+            } else {   // bcea * lr
+                program.push_back(make(kT0));
+                program.push_back(drop(kT0));
+            }
+        }
+        return program;
+    }
+    const bool adamax = optimizer_class == "torch.optim.adamax.Adamax";
+    const bool rmsprop = optimizer_class == "torch.optim.rmsprop.RMSprop";
+    const bool adadelta = optimizer_class == "torch.optim.adadelta.Adadelta";
+    if (!adamax && !rmsprop && !adadelta) return std::nullopt;
+    // `grad = grads[i]` (or the zip's), then `grad = grad if not maximize else -grad`
+    program.push_back(drop(kGrad));
+    if (maximize) program.push_back(make(kGrad));
+    if (*weight_decay != 0) program.push_back(make(kGrad));
+    if (adamax) {   // torch.maximum(exp_inf.mul_(beta2), grad.abs().add_(eps), out=exp_inf)
+        program.push_back(make(kT0));
+        program.push_back(drop(kT0));
+    } else if (rmsprop) {   // avg = square_avg.sqrt() (centered: square_avg.addcmul(...).sqrt_())
+        program.push_back(make(kHeld));
+    } else {   // std = square_avg.add(eps).sqrt_(); delta = acc_delta.add(eps).sqrt_()
+        program.push_back(make(kHeld));
+        program.push_back(make(kHeld2));
+    }
+    return program;
+}
+
+int64_t forloop_most(const std::vector<int64_t>& sizes, const LoopProgram& program) {
+    std::array<int64_t, kSlots> held{};
+    int64_t live = 0, most = 0;
+    for (const int64_t bytes : sizes)
+        for (const LoopLine& line : program) {
+            int64_t& slot = held[line.slot];
+            if (line.op == LoopOp::Make) {
+                live += bytes;
+                most = std::max(most, live);
+                live -= slot;
+                slot = bytes;
+            } else if (line.op == LoopOp::Drop) {
+                live -= slot;
+                slot = 0;
+            } else {
+                int64_t& target = held[line.to];
+                live -= target;
+                target = slot;
+                slot = 0;
+            }
+        }
+    return most;
+}
+
+}   // namespace mhc::advise

@@ -1,0 +1,68 @@
+// The host optimizer's for-loop steps (torch.optim's _single_tensor_* functions) against what a
+// capture of the host step holds: mhc_torch.capture of tests' Net (six 4,096 B fp32 weights) with
+// {"optimizer": {"state": "host"}}, its host peak less the masters, gradient buffers and state
+// (2026-12-07, torch 2.15), and against the lines worked out by hand for unequal parameters.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "mhc/advise/forloop_steps.hpp"
+
+using mhc::advise::forloop_most;
+using mhc::advise::forloop_program;
+
+namespace {
+int64_t most(const char* cls, const char* defaults, const std::vector<int64_t>& sizes, int64_t step = 1) {
+    const auto program = forloop_program(cls, nlohmann::json::parse(defaults), step);
+    REQUIRE(program);
+    return forloop_most(sizes, *program);
+}
+const std::vector<int64_t> kSix(6, 4096);
+}   // namespace
+
+TEST_CASE("for-loop steps hold what the capture of the host step holds", "[advise][optimizer][forloop]") {
+    // captured host peak - (masters + gradient buffers + state): the loop's tensors at their most
+    CHECK(most("torch.optim.adam.Adam", R"({"weight_decay": 0})", kSix) == 3 * 4096);
+    // Adam's coupled decay makes grad + wd x param: 114,712 B captured, 4 weights' worth (the
+    // rule before took sqrt and quotient alone, 3: 4,096 B under)
+    CHECK(most("torch.optim.adam.Adam", R"({"weight_decay": 0.1})", kSix) == 4 * 4096);
+    CHECK(most("torch.optim.adam.Adam", R"({"amsgrad": true})", kSix) == 3 * 4096);
+    CHECK(most("torch.optim.adam.Adam", R"({"maximize": true})", kSix) == 4 * 4096);
+    CHECK(most("torch.optim.adamw.AdamW", R"({"maximize": true, "amsgrad": true, "weight_decay": 0.01,
+                                             "decoupled_weight_decay": true})",
+               kSix) == 4 * 4096);
+    CHECK(most("torch.optim.nadam.NAdam", "{}", kSix) == 3 * 4096);
+    CHECK(most("torch.optim.nadam.NAdam", R"({"weight_decay": 0.1})", kSix) == 4 * 4096);
+    CHECK(most("torch.optim.radam.RAdam", "{}", kSix, 2) == 2 * 4096);
+    CHECK(most("torch.optim.radam.RAdam", R"({"weight_decay": 0.1})", kSix, 2) == 3 * 4096);
+    // rho_t > 5 from the sixth step at beta2 0.999: 7 steps captured, 118,808 B, 5 weights' worth
+    CHECK(most("torch.optim.radam.RAdam", R"({"betas": [0.9, 0.999]})", kSix, 7) == 5 * 4096);
+    CHECK(most("torch.optim.radam.RAdam", R"({"betas": [0.9, 0.999]})", kSix, 5) == 2 * 4096);
+    CHECK(most("torch.optim.adamax.Adamax", "{}", kSix) == 4096);
+    CHECK(most("torch.optim.adamax.Adamax", R"({"weight_decay": 0.1})", kSix) == 2 * 4096);
+    CHECK(most("torch.optim.rmsprop.RMSprop", "{}", kSix) == 2 * 4096);
+    CHECK(most("torch.optim.rmsprop.RMSprop", R"({"centered": true, "momentum": 0.9, "weight_decay": 0.1})", kSix) ==
+          3 * 4096);
+    CHECK(most("torch.optim.adadelta.Adadelta", "{}", kSix) == 3 * 4096);
+}
+
+TEST_CASE("for-loop steps of unequal parameters follow the loop's names", "[advise][optimizer][forloop]") {
+    // Adam: the previous denom (100) held while this one's sqrt and quotient (2 x 300) are made
+    CHECK(most("torch.optim.adam.Adam", "{}", {100, 300, 50}) == 700);
+    // maximize, Adam's form: -grads[i] made while the previous -grad and denom are held
+    CHECK(most("torch.optim.adam.Adam", R"({"maximize": true})", {300, 100}) == 3 * 300);
+    CHECK(most("torch.optim.adam.Adam", R"({"maximize": true})", {100, 300}) == 100 + 3 * 300);
+    // Adamax's `grad = grads[i]` frees the previous decayed grad before -grad is made
+    CHECK(most("torch.optim.adamax.Adamax", R"({"maximize": true, "weight_decay": 1})", {100, 300}) == 2 * 300);
+    // Adadelta: std and delta of the previous parameter held while this one's are made
+    CHECK(most("torch.optim.adadelta.Adadelta", "{}", {100, 300}) == 100 + 2 * 300);
+}
+
+TEST_CASE("for-loop steps not modelled fall back", "[advise][optimizer][forloop]") {
+    for (const char* defaults : {R"({"capturable": true})", R"({"differentiable": true})", R"({"weight_decay": "x"})"})
+        CHECK_FALSE(forloop_program("torch.optim.adam.Adam", nlohmann::json::parse(defaults), 1));
+    for (const char* cls : {"torch.optim.sgd.SGD", "torch.optim.rprop.Rprop", "torch.optim.adagrad.Adagrad",
+                            "torch.optim.asgd.ASGD", "mylib.Adam"})
+        CHECK_FALSE(forloop_program(cls, nlohmann::json::object(), 1));
+    CHECK_FALSE(forloop_program("torch.optim.radam.RAdam", nlohmann::json::parse(R"({"betas": [0.9, 1]})"), 1));
+}
