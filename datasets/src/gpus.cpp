@@ -32,10 +32,11 @@ public:
     std::string text(std::string_view column) const { return std::string(field(column)); }
     template <class T>
     T number(std::string_view column) const {
-        const std::string_view s = field(column);
+        const std::string_view text = field(column);
         T value{};
-        const auto [end, error] = std::from_chars(s.data(), s.data() + s.size(), value);
-        if (s.empty() || error != std::errc() || end != s.data() + s.size()) fail(column, "'" + std::string(s) + "' is no number");
+        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+        if (text.empty() || error != std::errc() || end != text.data() + text.size())
+            fail(column, "'" + std::string(text) + "' is no number");
         return value;
     }
 

@@ -78,7 +78,7 @@ TEST_CASE("the GPU sizes of mhc advise --gpu are mhc-torch's", "[advise][setting
             continue;
         }
         auto at = [&](const std::string& column) {
-            return fields.at(size_t(std::find(header.begin(), header.end(), column) - header.begin()));
+            return fields.at(static_cast<size_t>(std::find(header.begin(), header.end(), column) - header.begin()));
         };
         INFO(at("name"));
         CHECK(gpu_memory(at("name")).bytes == std::stoll(at("memory_bytes")));

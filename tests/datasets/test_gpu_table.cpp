@@ -13,7 +13,10 @@
 #include "mhc/datasets/config.hpp"
 #include "mhc/test/paths.hpp"
 
-using namespace mhc::datasets;
+using mhc::datasets::gpu_names;
+using mhc::datasets::gpu_spec;
+using mhc::datasets::GpuSpec;
+using mhc::datasets::read_gpu_table;
 
 namespace {
 std::vector<std::string> tab_fields(const std::string& line) {
