@@ -1,10 +1,11 @@
-// Presets, GPU roofline figures and validation of generator parameters.
+// Presets, the GPUs by name (datasets/gpus.tsv) and validation of generator parameters.
 #include "mhc/datasets/config.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
+#include "gpu_table.hpp"
 #include "mhc/common/error.hpp"
 
 namespace mhc::datasets {
@@ -26,34 +27,16 @@ std::string join(const std::vector<std::string>& v) {
     for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
     return s;
 }
-
-// The GPUs by name: dense (no sparsity) datasheet peaks; see docs/datasets.md for the sources.
-const std::vector<GpuSpec>& gpus() {
-    static const std::vector<GpuSpec> table = {
-        {.name = "a100", .device_name = "NVIDIA A100-SXM4-80GB", .memory_bytes = 80ll << 30,
-         .matmul_flops = 312e12, .tf32_flops = 156e12, .fp32_flops = 19.5e12, .mem_bw = 2.039e12,
-         .nvlink_bw = 300e9,   // NVLink 3: 600 GB/s both directions
-         .net_bw = 25e9},      // HDR InfiniBand 200 Gb/s per GPU
-        {.name = "h100", .device_name = "NVIDIA H100 80GB HBM3", .memory_bytes = 80ll << 30,
-         .matmul_flops = 989.4e12, .tf32_flops = 494.7e12, .fp32_flops = 66.9e12, .mem_bw = 3.35e12,
-         .nvlink_bw = 450e9,   // NVLink 4: 900 GB/s both directions
-         .net_bw = 50e9},      // NDR InfiniBand 400 Gb/s per GPU
-        {.name = "h200", .device_name = "NVIDIA H200", .memory_bytes = 141000000000ll,
-         .matmul_flops = 989.4e12, .tf32_flops = 494.7e12, .fp32_flops = 66.9e12, .mem_bw = 4.8e12,
-         .nvlink_bw = 450e9, .net_bw = 50e9},
-    };
-    return table;
-}
 }  // namespace
 
 std::vector<std::string> gpu_names() {
     std::vector<std::string> names;
-    for (const GpuSpec& gpu : gpus()) names.push_back(gpu.name);
+    for (const GpuSpec& gpu : generator_gpus()) names.push_back(gpu.name);
     return names;
 }
 
 GpuSpec gpu_spec(std::string_view name) {
-    for (const GpuSpec& gpu : gpus())
+    for (const GpuSpec& gpu : generator_gpus())
         if (gpu.name == name) return gpu;
     throw Error("unknown GPU '" + std::string(name) + "'; valid: " + join(gpu_names()));
 }

@@ -171,7 +171,6 @@ class _Policy:
     def kernel(self, op, policy: str, redispatch=None):
         schema = op._schema
         names = [a.name for a in schema.arguments]
-        kwarg_only = {a.name for a in schema.arguments if a.kwarg_only}
 
         def bound(args, kwargs) -> dict:
             values = dict(zip(names, args))

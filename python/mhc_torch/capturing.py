@@ -28,7 +28,7 @@ from typing import Any, Callable
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from . import ctc_loss, cudnn_rnn, generation, gpu_paths, model_cache, recipes, store
+from . import ctc_loss, cudnn_rnn, generation, gpu_paths, model_cache, output_file, recipes, store
 from .allocator_environment import ALLOCATOR_ENV, _readable_allocator_conf, allocator_env
 from .autocast_cuda import user_cuda_autocast
 from .batch_values import keep_batch_values
@@ -135,7 +135,7 @@ def capture(build_model: Callable[[], torch.nn.Module],
 
         setting_given = read_setting(setting)
         setting = check_setting(setting_given)
-    store.check_output(path, replace)
+    output_file.check_output(path, replace)
     began_in = os.getpid()
     if isinstance(kernel_times, str):
         kernel_times = KernelTimes(kernel_times)

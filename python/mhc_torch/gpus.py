@@ -1,25 +1,7 @@
 """Roofline figures of target GPUs: dense peak FLOP/s per dtype, HBM bandwidth, memory.
 
-Figures are the vendors' public datasheet numbers, dense (no 2:4 sparsity):
-- A100: NVIDIA A100 Tensor Core GPU datasheet (2021): BF16/FP16 tensor 312 TFLOP/s, TF32 156,
-  FP32 19.5; 80 GB HBM2e at 2,039 GB/s (SXM), 40 GB HBM2 at 1,555 GB/s.
-- H100 SXM / PCIe: NVIDIA H100 Tensor Core GPU datasheet (2023): SXM BF16 989.4 TFLOP/s (1,979
-  with sparsity), TF32 494.7, FP32 66.9, 80 GB HBM3 at 3.35 TB/s; PCIe BF16 756, TF32 378,
-  FP32 51.2, 80 GB HBM2e at 2.0 TB/s.
-- H200: NVIDIA H200 Tensor Core GPU datasheet (2024): same compute as H100 SXM, 141 GB HBM3e at
-  4.8 TB/s.
-- L40S: NVIDIA L40S datasheet (2023): BF16 362.05 TFLOP/s, TF32 183, FP32 91.6, 48 GB GDDR6 at
-  864 GB/s.
-
-The host link is the GPU's PCIe generation, one direction, pinned memory, as measured (the
-toolkit's link presets, docs/simulator.md): PCIe 4 (A100, L40S) 25 GB/s, PCIe 5 (H100, H200)
-55 GB/s. A capture times the copies of host-memory settings with it.
-
-Streaming multiprocessors: A100 108 (NVIDIA A100 Tensor Core GPU Architecture whitepaper, 2020),
-H100 SXM5 132 and H100 PCIe 114 (NVIDIA H100 Tensor Core GPU Architecture whitepaper, 2022), H200
-132 (the H100 SXM's GH100 configuration), L40S 142 (NVIDIA L40S datasheet, 2023). Resident threads
-per SM by compute capability (CUDA C++ Programming Guide, "Technical Specifications per Compute
-Capability"): 2048 on 8.0 and 9.0, 1536 on 8.9.
+The figures and their sources are the toolkit's one GPU table, datasets/gpus.tsv (shipped in this
+package as gpus.tsv), which `mhc generate` reads too; each of its rows is a GpuSpec here.
 
 The launch overhead is the gap a back-to-back kernel costs on one stream (a few microseconds on
 these GPUs with a busy CPU; the same 2 us for all, an assumption, not a datasheet figure).
@@ -56,20 +38,27 @@ class GpuSpec:
         return self.fp32_flops
 
 
-GPUS: dict[str, GpuSpec] = {
-    "a100-40g": GpuSpec("a100-40g", "NVIDIA A100-SXM4-40GB", 40 << 30, 312e12, 156e12, 19.5e12, 1.555e12,
-                        compute_capability=(8, 0), sm_count=108, max_threads_per_sm=2048),
-    "a100-80g": GpuSpec("a100-80g", "NVIDIA A100-SXM4-80GB", 80 << 30, 312e12, 156e12, 19.5e12, 2.039e12,
-                        compute_capability=(8, 0), sm_count=108, max_threads_per_sm=2048),
-    "h100-pcie": GpuSpec("h100-pcie", "NVIDIA H100 PCIe", 80 << 30, 756e12, 378e12, 51.2e12, 2.0e12, 55e9,
-                         compute_capability=(9, 0), sm_count=114, max_threads_per_sm=2048),
-    "h100-sxm": GpuSpec("h100-sxm", "NVIDIA H100 80GB HBM3", 80 << 30, 989.4e12, 494.7e12, 66.9e12, 3.35e12, 55e9,
-                        compute_capability=(9, 0), sm_count=132, max_threads_per_sm=2048),
-    "h200": GpuSpec("h200", "NVIDIA H200", 141_000_000_000, 989.4e12, 494.7e12, 66.9e12, 4.8e12, 55e9,
-                    compute_capability=(9, 0), sm_count=132, max_threads_per_sm=2048),
-    "l40s": GpuSpec("l40s", "NVIDIA L40S", 48 << 30, 362.05e12, 183e12, 91.6e12, 0.864e12,
-                    compute_capability=(8, 9), sm_count=142, max_threads_per_sm=1536),
-}
+def _read_table() -> dict[str, GpuSpec]:
+    """The rows of gpus.tsv by name; the generator's columns (generate, nvlink_bw, net_bw) are not
+    the capture's."""
+    from importlib import resources
+
+    text = resources.files(__package__).joinpath("gpus.tsv").read_text(encoding="utf-8")
+    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
+    header = lines[0].split("\t")
+    table = {}
+    for line in lines[1:]:
+        row = dict(zip(header, line.split("\t")))
+        major, minor = row["compute_capability"].split(".")
+        table[row["name"]] = GpuSpec(
+            row["name"], row["device_name"], int(row["memory_bytes"]), float(row["bf16_flops"]),
+            float(row["tf32_flops"]), float(row["fp32_flops"]), float(row["hbm_bw"]),
+            host_link_bw=float(row["host_link_bw"]), compute_capability=(int(major), int(minor)),
+            sm_count=int(row["sm_count"]), max_threads_per_sm=int(row["max_threads_per_sm"]))
+    return table
+
+
+GPUS: dict[str, GpuSpec] = _read_table()
 
 
 def gpu(name: str) -> GpuSpec:

@@ -351,9 +351,11 @@ class StepRun:
         if self.recipe.step is not None:
             self.recipe.step(self.model, batch, self)
         elif self.recipe.forward_only:
+            # The output is held past the autocast's exit (which clears its cast cache), as a
+            # user's `out = model(batch)` is; `_`: held, never read.
             with torch.no_grad(), self.autocast():
-                out = self.loss(self.model, batch)
-            del out
+                _ = self.loss(self.model, batch)
+            del _
         else:
             self._train_step(batch)
 

@@ -357,7 +357,7 @@ class Recording(SettingsRecording):
     # Markers ----------------------------------------------------------------------------------
     def layer_markers(self) -> None:
         """One layer marker per run of consecutive kernels of one layer in one phase."""
-        run_start = None
+        run_start, prev = None, None
         for i, (layer, phase) in enumerate(self.kernel_layer + [(None, "")]):
             key = (layer, phase)
             if run_start is not None and key != prev:

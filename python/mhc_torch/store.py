@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from . import file_bytes, run_identity
 from .digest import Digest
-from .output_file import OutputError, OutputExists, SignalGuard, begin_output, check_output, commit  # noqa: F401 (re-exported)
+from .output_file import OutputError, SignalGuard, begin_output, commit
 
 SCHEMA_VERSION = 1
 FORMAT_NAME = "mhc-trace"

@@ -12,7 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 import mhc_torch  # noqa: E402
-from mhc_torch import store  # noqa: E402
+from mhc_torch import output_file, store  # noqa: E402
 
 ENV = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), "..") + os.pathsep
            + os.environ.get("PYTHONPATH", ""))
@@ -160,7 +160,7 @@ def test_output_in_a_missing_folder_refused_before_the_capture_runs(tmp_path, _c
         mhc_torch.capture(build, lambda: (torch.randn(1, 2),), path=str(tmp_path / "missing" / "x.db"))
     assert built == []
     (tmp_path / "x.db").write_bytes(b"old")
-    with pytest.raises(store.OutputExists):
+    with pytest.raises(output_file.OutputExists):
         mhc_torch.capture(build, lambda: (torch.randn(1, 2),), path=str(tmp_path / "x.db"), replace=False)
     assert built == []
     r = _cli("capture", "tiny-llama", "-o", str(tmp_path / "missing" / "x.db"))

@@ -71,7 +71,7 @@ def test_lstm_runs_cudnn_with_its_reserve_kept_for_the_backward(tmp_path):
     assert len(reserve) == 1, _written_by(path, fwd[0])
     assert reserve[0][2] is not None and reserve[0][2] >= bwd[2]
     reads = {a for (a,) in _rows(path, f"SELECT allocation FROM accesses WHERE kernel = {bwd[0]} AND mode = 1")}
-    assert _rows(path, f"SELECT id FROM A WHERE bytes = 10560")[0][0] in reads
+    assert _rows(path, "SELECT id FROM A WHERE bytes = 10560")[0][0] in reads
     # The output, B x T x 16 fp32 = 960 B, kept for the backward too.
     assert any(r[0] == B * T * H * 4 and r[2] >= bwd[2] for r in _written_by(path, fwd[0]))
     # batch_first: the input copied sequence-first for the kernel's length (480 B), in the

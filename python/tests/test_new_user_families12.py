@@ -11,7 +11,6 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 import mhc_torch  # noqa: E402
-from mhc_torch.errors import CaptureError  # noqa: E402
 
 
 def allocations(path):

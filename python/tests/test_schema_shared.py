@@ -45,8 +45,9 @@ def test_cpp_and_python_traces_have_one_schema(tmp_path, mhc_exe):
 
 
 def test_an_installed_package_finds_the_schema(tmp_path):
-    # A copy of the package (the link to trace/schema.sql resolved, as a release tree would hold it)
-    # built into a wheel and installed elsewhere: the schema travels as package data.
+    # A copy of the package (the links to trace/schema.sql and datasets/gpus.tsv resolved, as a
+    # release tree would hold them) built into a wheel and installed elsewhere: the schema and the
+    # GPU table travel as package data.
     src = tmp_path / "src"
     shutil.copytree(os.path.join(REPO, "python", "mhc_torch"), src / "mhc_torch",
                     ignore=shutil.ignore_patterns("__pycache__"))
@@ -54,11 +55,11 @@ def test_an_installed_package_finds_the_schema(tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
                     "-w", str(tmp_path / "wheel"), str(src)], check=True, capture_output=True)
     (wheel,) = (tmp_path / "wheel").iterdir()
-    assert "mhc_torch/schema.sql" in zipfile.ZipFile(wheel).namelist()
+    assert {"mhc_torch/schema.sql", "mhc_torch/gpus.tsv"} <= set(zipfile.ZipFile(wheel).namelist())
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
-    out = subprocess.run([sys.executable, "-c", "from mhc_torch import store; print(store.__file__, store._TABLES.count('CREATE TABLE'))"],
+    out = subprocess.run([sys.executable, "-c", "from mhc_torch import gpus, store; print(store.__file__, store._TABLES.count('CREATE TABLE'), len(gpus.GPUS))"],
                          env={**os.environ, "PYTHONPATH": str(site)}, cwd=tmp_path, capture_output=True, text=True,
                          check=True)
-    path, tables = out.stdout.split()
-    assert path.startswith(str(site)) and int(tables) == 17
+    path, tables, gpu_rows = out.stdout.split()
+    assert path.startswith(str(site)) and int(tables) == 17 and int(gpu_rows) == 6

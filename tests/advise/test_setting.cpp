@@ -1,9 +1,10 @@
 // Settings as JSON: what mhc advise prints is what it reads back; mistakes name the field.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <fstream>
-#include <regex>
 #include <sstream>
+#include <vector>
 
 #include "mhc/advise/gpus.hpp"
 #include "mhc/advise/setting.hpp"
@@ -61,19 +62,26 @@ TEST_CASE("a bad setting names its field", "[advise][setting]") {
 }
 
 TEST_CASE("the GPU sizes of mhc advise --gpu are mhc-torch's", "[advise][setting]") {
-    // python/mhc_torch/gpus.py holds each GPU's figures for the capture; --gpu must agree.
-    std::ifstream in(std::string(mhc::test::source_dir()) + "/python/mhc_torch/gpus.py");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    const std::string py = ss.str();
-    std::regex row(R"re("([a-z0-9-]+)": GpuSpec\("[a-z0-9-]+", "[^"]*", ([0-9_]+)( << 30)?,)re");
+    // datasets/gpus.tsv, the GPU table mhc-torch capture reads, holds each GPU's figures; --gpu must
+    // agree: its column `name` is a --gpu name, `memory_bytes` its memory.
+    std::ifstream in(std::string(mhc::test::source_dir()) + "/datasets/gpus.tsv");
+    REQUIRE(in);
+    std::vector<std::string> header;
     int seen = 0;
-    for (auto it = std::sregex_iterator(py.begin(), py.end(), row); it != std::sregex_iterator(); ++it) {
-        std::string digits = (*it)[2].str();
-        digits.erase(std::remove(digits.begin(), digits.end(), '_'), digits.end());
-        int64_t bytes = std::stoll(digits) << ((*it)[3].matched ? 30 : 0);
-        INFO((*it)[1].str());
-        CHECK(gpu_memory((*it)[1].str()).bytes == bytes);
+    for (std::string line; std::getline(in, line);) {
+        if (line.empty() || line[0] == '#') continue;
+        std::vector<std::string> fields;
+        std::stringstream ss(line);
+        for (std::string field; std::getline(ss, field, '\t');) fields.push_back(field);
+        if (header.empty()) {
+            header = fields;
+            continue;
+        }
+        auto at = [&](const std::string& column) {
+            return fields.at(static_cast<size_t>(std::find(header.begin(), header.end(), column) - header.begin()));
+        };
+        INFO(at("name"));
+        CHECK(gpu_memory(at("name")).bytes == std::stoll(at("memory_bytes")));
         ++seen;
     }
     CHECK(seen >= 6);

@@ -220,106 +220,164 @@ class Recorder(rc.CachingAllocator):
 
 def random_recording(rng, path):
     """A random recording; returns a label of what it holds."""
-    t = [0]
+    r = RandomRecording(rng)
+    r.warm_blocks()
+    r.events()
+    segs = r.segment_rows()
+    meta = r.meta(segs)
+    allocs = r.allocs
+    if rng.random() < 0.3:   # a second device: one segment and its block (auto picks the larger peak)
+        nbytes = rng.choice([20 * MIB, 2 * MIB, max(s[4] for s in segs) * 40])
+        segs.append([len(segs) + 1, 1, 0, 1 << 44, nbytes, 5, None, 0, 0, 0])
+        allocs.append([len(allocs) + 1, 1, 1 << 44, nbytes // 2, 6, None, 0])
+    write_trace(path, meta, [tuple(a) for a in allocs], [tuple(s[:9]) for s in segs])
+    wide = rng.random() < 0.15
+    if wide:
+        widen(rng, path, allocs, segs)
+    return f"{'wide ' if wide else ''}conf={r.conf or '-'} pools={'exact' if r.exact else 'derived' if r.pools else 'none'} " \
+           f"streams={len(r.streams)} allocs={len(allocs)} segs={len(segs)} warm={r.n_warm}"
 
-    def clock():
-        t[0] += 1
-        return t[0]
 
-    choice = rng.random()
-    conf = ("expandable_segments:True" if choice < 0.25 else
-            f"max_split_size_mb:{rng.choice([24, 40, 64])}" if choice < 0.5 else
-            "roundup_power2_divisions:4" if choice < 0.6 else
-            "roundup_power2_divisions:[2:8,16:2,>:4],garbage_collection_threshold:0.6" if choice < 0.67 else
-            "expandable_segments:True,max_split_size_mb:40" if choice < 0.72 else "")
-    pools = rng.random() < 0.5
-    exact = pools and rng.random() < 0.6
-    rec = Recorder(conf, clock)
-    streams = [0, 7] if rng.random() < 0.6 else [0]
-    live, allocs, pool_of = {}, [], {}
-    n_warm = rng.randint(0, 4) if not conf.startswith("expandable") else 0
-    # before recording: a few blocks made at time 0 (their segments are reconstructed rows)
-    t[0] = 0
-    warm_rows = set()
-    for _ in range(n_warm):
-        size = rng.choice([512, 4096, 300_000, 3 * MIB, 12 * MIB, 30 * MIB])
-        aid = len(allocs) + 1
-        rows_before = len(rec.rows)
-        rec.clock = lambda: 0
-        rec.allocate(aid, size, 0)
-        rec.clock = clock
-        warm_rows.update(range(rows_before, len(rec.rows)))
-        b = rec.block_of[aid]
-        allocs.append([aid, 0, rec._addr(b.segment) + b.offset, size, 0, None, 0])
-        live[aid] = allocs[-1]
-    given_pool_time = None
-    force_alloc = False
-    last_free = None
-    for step in range(rng.randint(20, 160) if rng.random() < 0.9 else rng.randint(1, 3)):   # a few: one event or two
-        r = rng.random()
-        if r < 0.5 or not live or force_alloc:
-            force_alloc = False
-            size = rng.choice([rng.randint(1, 4096), rng.randint(4097, MIB), rng.randint(MIB, 12 * MIB),
-                               rng.randint(12 * MIB, 90 * MIB)])
-            stream = rng.choice(streams)
-            pool = rng.choice([None, None, 1, 2]) if pools and given_pool_time is None else (
-                rng.choice([None, 1]) if pools else None)
-            aid = len(allocs) + 1
-            clock()   # a segment the allocation needs is recorded 1 ns before it
-            rec.allocate(aid, size, stream, pool)
+def widen(rng, path, allocs, segs):
+    """A gap of 2^61 ns after a random time (t = 0, before recording, stays): the spans that weigh
+    the mean |diff| near the range's width."""
+    times = sorted({x for a in allocs for x in (a[4], a[5]) if x} | {x for s in segs for x in (s[5], s[6]) if x})
+    cut = rng.choice(times) if times else 0
+    db = sqlite3.connect(str(path))
+    for tb, c in (("allocations", "t_alloc"), ("allocations", "t_free"), ("segments", "t_alloc"),
+                  ("segments", "t_free")):
+        db.execute(f"UPDATE {tb} SET {c} = {c} + ? WHERE {c} > ?", (1 << 61, cut))
+    db.commit()
+    db.close()
+
+
+class RandomRecording:
+    """The settings of one random recording, drawn first, and the blocks the reference model makes
+    and frees under them; the random draws come in the order the methods are called."""
+
+    def __init__(self, rng):
+        self.rng = rng
+        self.t = 0
+        choice = rng.random()
+        self.conf = ("expandable_segments:True" if choice < 0.25 else
+                     f"max_split_size_mb:{rng.choice([24, 40, 64])}" if choice < 0.5 else
+                     "roundup_power2_divisions:4" if choice < 0.6 else
+                     "roundup_power2_divisions:[2:8,16:2,>:4],garbage_collection_threshold:0.6" if choice < 0.67 else
+                     "expandable_segments:True,max_split_size_mb:40" if choice < 0.72 else "")
+        self.pools = rng.random() < 0.5
+        self.exact = self.pools and rng.random() < 0.6
+        self.rec = Recorder(self.conf, self.clock)
+        self.streams = [0, 7] if rng.random() < 0.6 else [0]
+        self.live, self.allocs, self.pool_of = {}, [], {}
+        self.n_warm = rng.randint(0, 4) if not self.conf.startswith("expandable") else 0
+        self.warm_rows = set()
+        self.given_pool_time = None
+        self.force_alloc = False
+        self.last_free = None
+
+    def clock(self):
+        self.t += 1
+        return self.t
+
+    def warm_blocks(self):
+        """Before recording: a few blocks made at time 0 (their segments are reconstructed rows)."""
+        rec = self.rec
+        for _ in range(self.n_warm):
+            size = self.rng.choice([512, 4096, 300_000, 3 * MIB, 12 * MIB, 30 * MIB])
+            aid = len(self.allocs) + 1
+            rows_before = len(rec.rows)
+            rec.clock = lambda: 0
+            rec.allocate(aid, size, 0)
+            rec.clock = self.clock
+            self.warm_rows.update(range(rows_before, len(rec.rows)))
             b = rec.block_of[aid]
-            tm = clock()
-            allocs.append([aid, 0, rec._addr(b.segment) + b.offset, size, tm, None, stream])
-            pool_of[aid] = pool
-            live[aid] = allocs[-1]
-            if rng.random() < 0.05:   # alive only at that instant
-                rec.free(aid)
-                allocs[-1][5] = tm
-                del live[aid]
-        elif r < 0.93:
-            aid = rng.choice(sorted(live))
+            self.allocs.append([aid, 0, rec._addr(b.segment) + b.offset, size, 0, None, 0])
+            self.live[aid] = self.allocs[-1]
+
+    def events(self):
+        """Allocations, frees, empty_cache calls and a private pool given back, at random."""
+        rng = self.rng
+        for step in range(rng.randint(20, 160) if rng.random() < 0.9 else rng.randint(1, 3)):   # a few: one event or two
+            r = rng.random()
+            if r < 0.5 or not self.live or self.force_alloc:
+                self.allocate()
+            elif r < 0.93:
+                aid = rng.choice(sorted(self.live))
+                self.rec.free(aid)
+                self.live.pop(aid)[5] = self.last_free = self.clock()
+            elif r < 0.97:
+                if self.last_free == self.t and rng.random() < 0.5:
+                    # torch.cuda.empty_cache() right after a free, its first segment free recorded at
+                    # that free's nanosecond: frees of an instant come before the call it ends
+                    self.t -= 1
+                else:
+                    self.clock()
+                self.rec._release_cached()   # torch.cuda.empty_cache()
+            elif self.pools and self.given_pool_time is None:
+                self.give_back_pool()
+
+    def allocate(self):
+        rng, rec = self.rng, self.rec
+        self.force_alloc = False
+        size = rng.choice([rng.randint(1, 4096), rng.randint(4097, MIB), rng.randint(MIB, 12 * MIB),
+                           rng.randint(12 * MIB, 90 * MIB)])
+        stream = rng.choice(self.streams)
+        pool = rng.choice([None, None, 1, 2]) if self.pools and self.given_pool_time is None else (
+            rng.choice([None, 1]) if self.pools else None)
+        aid = len(self.allocs) + 1
+        self.clock()   # a segment the allocation needs is recorded 1 ns before it
+        rec.allocate(aid, size, stream, pool)
+        b = rec.block_of[aid]
+        tm = self.clock()
+        self.allocs.append([aid, 0, rec._addr(b.segment) + b.offset, size, tm, None, stream])
+        self.pool_of[aid] = pool
+        self.live[aid] = self.allocs[-1]
+        if rng.random() < 0.05:   # alive only at that instant
             rec.free(aid)
-            live.pop(aid)[5] = last_free = clock()
-        elif r < 0.97:
-            if last_free == t[0] and rng.random() < 0.5:
-                # torch.cuda.empty_cache() right after a free, its first segment free recorded at
-                # that free's nanosecond: frees of an instant come before the call it ends
-                t[0] -= 1
-            else:
-                clock()
-            rec._release_cached()   # torch.cuda.empty_cache()
-        elif pools and given_pool_time is None:
-            for aid in [a for a in sorted(live) if pool_of.get(a) == 2]:   # the program lets go of pool 2
-                rec.free(aid)
-                live.pop(aid)[5] = clock()
-            clock()
-            if rng.random() < 0.5:   # the pool's segments go back at one time, an allocation's
-                at = clock()
-                rec.clock = lambda: at
-                rec.release_pool(2)
-                rec.clock = clock
-                t[0] = at - 2   # the next allocation (its segment 1 ns before) is made at `at`
-                force_alloc = True
-            else:
-                rec.release_pool(2)
-            given_pool_time = t[0]
-    # rows
-    segs = []
-    for i, row in enumerate(sorted(rec.rows, key=lambda r: (r[2], r[0]))):
-        segs.append([i + 1, 0, row[4], row[0], row[1], row[2], row[3], row[5], 0, row[6]])
-    warm_addrs = {rec.rows[i][0] for i in warm_rows}
-    for s in segs:
-        if s[3] in warm_addrs and s[5] == 0:
-            s[8] = 1
-    meta = {"format": "mhc-trace", "schema_version": "1", "source": "reference_allocator_compare_run.py",
-            "segments.hold_allocations": "true"}
-    if conf or rng.random() < 0.5:
-        meta["allocator.conf"] = conf or "expandable_segments:False"
-    if pools:
-        if exact:
+            self.allocs[-1][5] = tm
+            del self.live[aid]
+
+    def give_back_pool(self):
+        """The program lets go of pool 2: its blocks freed, its segments given back."""
+        rec = self.rec
+        for aid in [a for a in sorted(self.live) if self.pool_of.get(a) == 2]:
+            rec.free(aid)
+            self.live.pop(aid)[5] = self.clock()
+        self.clock()
+        if self.rng.random() < 0.5:   # the pool's segments go back at one time, an allocation's
+            at = self.clock()
+            rec.clock = lambda: at
+            rec.release_pool(2)
+            rec.clock = self.clock
+            self.t = at - 2   # the next allocation (its segment 1 ns before) is made at `at`
+            self.force_alloc = True
+        else:
+            rec.release_pool(2)
+        self.given_pool_time = self.t
+
+    def segment_rows(self):
+        rec = self.rec
+        segs = []
+        for i, row in enumerate(sorted(rec.rows, key=lambda r: (r[2], r[0]))):
+            segs.append([i + 1, 0, row[4], row[0], row[1], row[2], row[3], row[5], 0, row[6]])
+        warm_addrs = {rec.rows[i][0] for i in self.warm_rows}
+        for s in segs:
+            if s[3] in warm_addrs and s[5] == 0:
+                s[8] = 1
+        return segs
+
+    def meta(self, segs):
+        """The recording's meta: its allocator settings and, with private pools, which rows are whose."""
+        meta = {"format": "mhc-trace", "schema_version": "1", "source": "reference_allocator_compare_run.py",
+                "segments.hold_allocations": "true"}
+        if self.conf or self.rng.random() < 0.5:
+            meta["allocator.conf"] = self.conf or "expandable_segments:False"
+        if not self.pools:
+            return meta
+        if self.exact:
             meta["snapshot.pools_from"] = "trace events (pool_id): exact"
-            for key, rows, pool_col in (("snapshot.allocation_pools", [(a[0], pool_of.get(a[0])) for a in allocs], 1),
-                                        ("snapshot.segment_row_pools", [(s[0], s[9]) for s in segs], 1)):
+            for key, rows in (("snapshot.allocation_pools", [(a[0], self.pool_of.get(a[0])) for a in self.allocs]),
+                              ("snapshot.segment_row_pools", [(s[0], s[9]) for s in segs])):
                 parts = []
                 for p, pid in ((1, "0,1"), (2, "1,0")):
                     ids = [i for i, q in rows if q == p]
@@ -332,24 +390,7 @@ def random_recording(rng, path):
             ends = [f"0:{'0,1' if s[9] == 1 else '1,0'}:{s[3]}:{s[4]}" for s in segs if s[9] and s[6] is None]
             if ends:
                 meta["snapshot.segment_pools"] = " ".join(ends)
-    if rng.random() < 0.3:   # a second device: one segment and its block (auto picks the larger peak)
-        nbytes = rng.choice([20 * MIB, 2 * MIB, max(s[4] for s in segs) * 40])
-        segs.append([len(segs) + 1, 1, 0, 1 << 44, nbytes, 5, None, 0, 0, 0])
-        allocs.append([len(allocs) + 1, 1, 1 << 44, nbytes // 2, 6, None, 0])
-    write_trace(path, meta, [tuple(a) for a in allocs], [tuple(s[:9]) for s in segs])
-    wide = rng.random() < 0.15
-    if wide:   # a gap of 2^61 ns after a random time (t = 0, before recording, stays): the spans that
-        # weigh the mean |diff| near the range's width
-        times = sorted({x for a in allocs for x in (a[4], a[5]) if x} | {x for s in segs for x in (s[5], s[6]) if x})
-        cut = rng.choice(times) if times else 0
-        db = sqlite3.connect(str(path))
-        for tb, c in (("allocations", "t_alloc"), ("allocations", "t_free"), ("segments", "t_alloc"),
-                      ("segments", "t_free")):
-            db.execute(f"UPDATE {tb} SET {c} = {c} + ? WHERE {c} > ?", (1 << 61, cut))
-        db.commit()
-        db.close()
-    return f"{'wide ' if wide else ''}conf={conf or '-'} pools={'exact' if exact else 'derived' if pools else 'none'} streams={len(streams)} " \
-           f"allocs={len(allocs)} segs={len(segs)} warm={n_warm}"
+        return meta
 
 
 def main():

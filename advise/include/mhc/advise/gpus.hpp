@@ -1,5 +1,5 @@
 #pragma once
-// GPUs by the names mhc-torch capture --gpu takes (python/mhc_torch/gpus.py holds their roofline
+// GPUs by the names mhc-torch capture --gpu takes (datasets/gpus.tsv holds their datasheet
 // figures; a test checks that the memory sizes agree).
 #include <cstdint>
 #include <string>

@@ -17,8 +17,8 @@ std::string_view to_string(Arch a);
 std::string_view to_string(DType d);
 int dtype_bytes(DType d);
 
-// A GPU as the roofline sees it. Peak figures are the vendor's dense numbers (sources in
-// docs/datasets.md); the efficiencies say how much of them a kernel class reaches.
+// A GPU as the roofline sees it. Peak figures are the vendor's dense numbers (datasets/gpus.tsv,
+// with their sources); the efficiencies say how much of them a kernel class reaches.
 struct GpuSpec {
     std::string name;            // "h100"
     std::string device_name;     // "NVIDIA H100 80GB HBM3"
@@ -36,7 +36,8 @@ struct GpuSpec {
     double comm_latency_s = 10e-6;  // per collective
 };
 
-// "a100", "h100", "h200"; throws mhc::Error listing the valid names.
+// The rows of datasets/gpus.tsv with a generator name: "a100", "h100", "h200"; throws mhc::Error
+// listing the valid names.
 GpuSpec gpu_spec(std::string_view name);
 std::vector<std::string> gpu_names();
 
