@@ -64,8 +64,8 @@ def _functional(filename: str) -> bool:
 def _helper(code) -> bool:
     """A function of the model's own Python (not torch's, mhc_torch's or the standard library's).
     mhc_torch's own mHC model (mhc_model.py) is a model's code. Code compiled from a string (`exec`
-    of a model's text, a notebook cell, generated code: `<string>`, `<ipython-input-...>`) is the
-    model's; frozen modules (`<frozen ...>`) are not."""
+    of a model's text, a notebook cell, generated code: `<string>`, `<ipython-input-3-1b2c>`) is the
+    model's; frozen modules (`<frozen importlib._bootstrap>`) are not."""
     name = code.co_filename
     if name.startswith("<"):
         return not name.startswith("<frozen")
