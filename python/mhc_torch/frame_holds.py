@@ -23,6 +23,15 @@ grouped-mm experts function keeps the gathered expert inputs (128 MiB each in an
 the modules' own frames were read, and advise predicted such a layer 1.1% under its reserved bytes.
 torch's functional Python (torch.nn.functional, torch.functional) is read the same way: before
 2026-12-05 an nn.MultiheadAttention layer checkpointed was predicted 0.60% under its reserved bytes.
+
+The hook is called at every event of every frame (26 million in a capture of diffusers' UNet with
+an EMA of its weights), so it returns at once outside the model's frames, knowing each code object's
+kind after its first call. sys.settrace, which is called only at a frame's start, is no cheaper: it
+has the interpreter work out the line of every instruction it runs. And a profile function is kept
+at every event for another reason: until Python 3.13, the interpreter copies a frame's variables
+into its f_locals dict before each call of one, once code has read that frame's f_locals (as this
+hook does), and that dict keeps the tensors it refers to until the next copy; the capture records
+those frees where they happen.
 """
 from __future__ import annotations
 
@@ -35,14 +44,12 @@ import weakref
 import torch
 
 from .errors import _machinery
-from .op_schema import _dense_parts
+from .frame_storages import StorageKeys, storage_of, tensors
 
-
-_DEPTH = 4       # containers read inside containers (a dict of lists of tensors: 2)
-_ITEMS = 4096    # a container longer than this is not read (a frame's list of every layer's cache)
 # mhc_torch's own mHC model (mhc-27b, tiny-mhc) is a model's code, not machinery: its sinkhorn()
 # holds its argument, the logits, until it returns
 _MHC_MODEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mhc_model.py")
+_HELPER, _FORWARD = 1, 2   # a code's kind (0: neither)
 
 
 def _functional(filename: str) -> bool:
@@ -54,13 +61,15 @@ def _functional(filename: str) -> bool:
     return path.endswith(("/torch/nn/functional.py", "/torch/functional.py"))
 
 
-def storage_of(t: torch.Tensor):
-    """The storage under `t`: inside torch.func's transforms (vmap, grad) the model's Python sees
-    functorch's wrappers, which have none ("Cannot access storage of TensorWrapper"); the capture
-    records the tensor they wrap."""
-    while torch._C._functorch.is_functorch_wrapped_tensor(t):
-        t = torch._C._functorch.get_unwrapped(t)
-    return t.untyped_storage()
+def _helper(code) -> bool:
+    """A function of the model's own Python (not torch's, mhc_torch's or the standard library's).
+    mhc_torch's own mHC model (mhc_model.py) is a model's code. Code compiled from a string (`exec`
+    of a model's text, a notebook cell, generated code: `<string>`, `<ipython-input-3-1b2c>`) is the
+    model's; frozen modules (`<frozen importlib._bootstrap>`) are not."""
+    name = code.co_filename
+    if name.startswith("<"):
+        return not name.startswith("<frozen")
+    return not _machinery(name) or os.path.abspath(name) == _MHC_MODEL or _functional(name)
 
 
 class FrameHolds:
@@ -74,87 +83,89 @@ class FrameHolds:
                 code = getattr(f, "__code__", None)
                 if code is not None:
                     self.codes.add(code)
-        self.helpers: dict = {}   # code -> whether its frames hold (the model's own Python, not a forward)
+        # id(code) -> its kind; the codes are kept, so an id is not another code's (hashing a code
+        # object hashes its constants, names and bytecode: 0.3 us, a call)
+        self._kinds: dict[int, int] = {}
+        self._kept_codes: list = []
+        self._keys = StorageKeys()
         self.held: dict[int, int] = {}   # allocation id -> kernel id
         self._arguments: dict[int, list[int]] = {}   # id(frame) -> its tensor arguments' allocation ids
         self.inputs: set[int] = set()   # allocation ids a module's forward was called with
         self._previous = None
         self._returned: dict[int, weakref.ref] = {}   # a forward's returned tensors, until the caller drops them
 
-    def _tensors(self, value, returned, depth: int = _DEPTH):
-        """The tensors in `value`, also inside tuples, lists and dicts (and their subclasses:
-        transformers' ModelOutput) nested up to _DEPTH deep, other than `returned`."""
-        if isinstance(value, torch.Tensor):
-            if value is not returned:
-                # a sparse COO tensor has no storage: its indices and values hold its memory (a
-                # DTensor's, its local shard)
-                yield from _dense_parts(value)
-        elif depth > 0 and isinstance(value, (tuple, list, dict)):
-            items = value.values() if isinstance(value, dict) else value
-            if len(items) <= _ITEMS:
-                for v in items:
-                    yield from self._tensors(v, returned, depth - 1)
+    def _kind(self, code) -> int:
+        """_FORWARD for a module's forward, _HELPER for the model's other Python, 0 for the rest."""
+        kind = self._kinds.get(id(code))
+        if kind is None:
+            kind = self._kinds[id(code)] = _FORWARD if code in self.codes else _HELPER if _helper(code) else 0
+            self._kept_codes.append(code)
+        return kind
 
-    def _helper(self, code) -> bool:
-        """A function of the model's own Python (not torch's, mhc_torch's or the standard library's).
-        mhc_torch's own mHC model (mhc_model.py) is a model's code. Code compiled from a string (`exec`
-        of a model's text, a notebook cell, generated code: `<string>`, `<ipython-input-...>`) is the
-        model's; frozen modules (`<frozen ...>`) are not."""
-        known = self.helpers.get(code)
-        if known is None:
-            name = code.co_filename
-            known = self.helpers[code] = (not name.startswith("<frozen") if name.startswith("<") else
-                                          not _machinery(name) or os.path.abspath(name) == _MHC_MODEL
-                                          or _functional(name))
-        return known
+    def _hook(self):
+        """sys.setprofile's function: a module's forward starts (its arguments), a forward or a
+        helper of the model returns, in the forward phase."""
+        rec, kinds, kind_of = self.rec, self._kinds, self._kind
+        called, returning = self._called, self._returning
 
-    def _profile(self, frame, event, arg):
-        if event not in ("call", "return") or self.rec.phase != "forward":
-            return
-        forward = frame.f_code in self.codes
-        if not forward and (event == "call" or not self._helper(frame.f_code)):
-            return
+        def profile(frame, event, arg):
+            if (event == "call" or event == "return") and rec.phase == "forward":
+                code = frame.f_code
+                kind = kinds.get(id(code))
+                if kind is None:
+                    kind = kind_of(code)
+                if event == "call":
+                    if kind == _FORWARD:
+                        called(frame)
+                elif kind:
+                    returning(frame, arg, kind == _FORWARD)
+        return profile
+
+    def _allocations(self, values, skip) -> list[int]:
+        """The allocation ids of the recorded storages that `values` refer to (skip aside)."""
+        keys: list[int] = []
+        for value in values:
+            self._keys.add(value, skip, keys)
         storages = self.rec.storages
-        if event == "call":
-            # The arguments: nn.Module's call holds them (its *args) until forward returns, even
-            # when forward rebinds the name (`x = x + self.attn(x)`). Allocation ids only: a
-            # reference here would keep them alive.
-            ids = [s.alloc.id for value in frame.f_locals.values() for t in self._tensors(value, None)
-                   if (s := storages.get(id(storage_of(t)))) is not None]
-            self._arguments[id(frame)] = ids
-            self.inputs.update(ids)
-            return
+        return [s.alloc.id for k in keys if (s := storages.get(k)) is not None]
+
+    def _called(self, frame) -> None:
+        """A module's forward starts: the arguments. nn.Module's call holds them (its *args) until
+        forward returns, even when forward rebinds the name (`x = x + self.attn(x)`). Allocation ids
+        only: a reference here would keep them alive."""
+        ids = self._allocations(frame.f_locals.values(), None)
+        self._arguments[id(frame)] = ids
+        self.inputs.update(ids)
+
+    def _returning(self, frame, arg, forward: bool) -> None:
+        """A forward or a helper of the model returns `arg` in the forward phase: what its frame and
+        the model's frames that called it hold is held until the last kernel so far."""
+        storages = self.rec.storages
         arguments = self._arguments.pop(id(frame), [])
         kernel = len(self.rec.kernels)
         if kernel == 0:
             return
         if forward:
             self._watch_returned(arg)
-        returned = {id(storage_of(v)) for v in self._tensors(arg, None)}
+        returned = {id(storage_of(v)) for v in tensors(arg, None)}
         returned_ids = {storages[k].alloc.id for k in returned if k in storages}
-        held = []
+        keys: list[int] = []
         for value in frame.f_locals.values():
-            for t in self._tensors(value, arg):
-                key = id(storage_of(t))
-                s = storages.get(key)
-                if s is not None and key not in returned:
-                    held.append(s.alloc.id)
+            self._keys.add(value, arg, keys)
+        held = [s.alloc.id for k in keys if k not in returned and (s := storages.get(k)) is not None]
         # The model's frames that called this one hold their locals past its return: NeRF's
         # `h = F.relu(layer(h))` keeps the old `h` until F.relu returns and the name is rebound (an
         # offloaded Linear's input freed after the matmul in the prediction, after the ReLU in the
         # step: reserved +10.08%).
         caller = frame.f_back
         while caller is not None:
-            if caller.f_code in self.codes or self._helper(caller.f_code):
-                for value in caller.f_locals.values():
-                    for t in self._tensors(value, None):
-                        s = storages.get(id(storage_of(t)))
-                        if s is not None:
-                            held.append(s.alloc.id)
+            if self._kind(caller.f_code):
+                held += self._allocations(caller.f_locals.values(), None)
             caller = caller.f_back
+        current = self.held
         for aid in held + [a for a in arguments if a not in returned_ids]:
-            if self.held.get(aid, 0) < kernel:
-                self.held[aid] = kernel
+            if current.get(aid, 0) < kernel:
+                current[aid] = kernel
 
     def _watch_returned(self, value) -> None:
         """What a module's forward returns, its caller may keep past its last read: a discriminator's
@@ -162,7 +173,7 @@ class FrameHolds:
         summed), which a checkpoint of that module would otherwise free at once. The tensor
         objects die where the caller's code drops them (autograd holds a saved one through the
         capture's pack hook only as a detached alias), which is recorded as a hold."""
-        for t in self._tensors(value, None):
+        for t in tensors(value, None):
             s = self.rec.storages.get(id(storage_of(t)))
             if s is None:
                 continue
@@ -181,7 +192,7 @@ class FrameHolds:
 
     def __enter__(self):
         self._previous = sys.getprofile()
-        sys.setprofile(self._profile)
+        sys.setprofile(self._hook())
         return self
 
     def __exit__(self, *exc):

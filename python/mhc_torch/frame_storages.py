@@ -1,0 +1,76 @@
+"""The storages that a Python frame's variables refer to, for the capture's frame holds
+(frame_holds.py): the tensors in a value, also inside tuples, lists and dicts (and their subclasses:
+transformers' ModelOutput) nested up to four deep, and the storage under each.
+
+It runs at every return of the model's Python in the forward, over the variables of every model
+frame up the stack; diffusers' EMAModel.step holds a list of every parameter while it calls two
+helpers a parameter, so a step read 3 million tensors there. A tensor's dense parts (its own
+storage, or a sparse COO tensor's indices and values, a DTensor's local shard, the tensor that
+functorch's wrapper wraps) do not change while the tensor lives, so a tensor that is its own only
+part is remembered (a weak reference tells it from a later object at the same address) and only its
+storage is read again; the storage is read each time (`set_` and `.data =` change it).
+"""
+from __future__ import annotations
+
+import weakref
+
+import torch
+
+from .op_schema import _dense_parts
+
+DEPTH = 4       # containers read inside containers (a dict of lists of tensors: 2)
+ITEMS = 4096    # a container longer than this is not read (a frame's list of every layer's cache)
+_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+
+
+def storage_of(t: torch.Tensor):
+    """The storage under `t`: inside torch.func's transforms (vmap, grad) the model's Python sees
+    functorch's wrappers, which have none ("Cannot access storage of TensorWrapper"); the capture
+    records the tensor they wrap."""
+    while _wrapped(t):
+        t = torch._C._functorch.get_unwrapped(t)
+    return t.untyped_storage()
+
+
+def tensors(value, returned, depth: int = DEPTH):
+    """The tensors in `value` (their dense parts), other than `returned`."""
+    if isinstance(value, torch.Tensor):
+        if value is not returned:
+            yield from _dense_parts(value)
+    elif depth > 0 and isinstance(value, (tuple, list, dict)):
+        items = value.values() if isinstance(value, dict) else value
+        if len(items) <= ITEMS:
+            for v in items:
+                yield from tensors(v, returned, depth - 1)
+
+
+class StorageKeys:
+    """id(storage_of(t)) for each t of tensors(value, skip), appended to a list: the same tensors
+    in the same order, read without a generator a level."""
+
+    def __init__(self):
+        self._plain: dict[int, weakref.ref] = {}   # id(tensor) -> the tensor, its own only dense part
+
+    def add(self, value, skip, out: list, depth: int = DEPTH) -> None:
+        if isinstance(value, torch.Tensor):
+            if value is not skip:
+                ref = self._plain.get(id(value))
+                if ref is not None and ref() is value:
+                    out.append(id(value.untyped_storage()))
+                else:
+                    self._parts(value, out)
+        elif depth > 0 and isinstance(value, (tuple, list, dict)):
+            items = value.values() if isinstance(value, dict) else value
+            if len(items) <= ITEMS:
+                for v in items:
+                    self.add(v, skip, out, depth - 1)
+
+    def _parts(self, t: torch.Tensor, out: list) -> None:
+        parts = _dense_parts(t)
+        for p in parts:
+            out.append(id(storage_of(p)))
+        if len(parts) == 1 and parts[0] is t and not _wrapped(t):
+            try:
+                self._plain[id(t)] = weakref.ref(t)
+            except TypeError:   # a tensor that takes no weak reference: read in full each time
+                pass
