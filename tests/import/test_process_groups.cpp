@@ -110,17 +110,17 @@ TEST_CASE("kineto: a stream's communicator is written only where its kernels nam
     std::string all;
     for (int r = 0; r < 64; ++r) all += (r ? ", " : "") + std::to_string(r);
     auto kernel = [](int stream, int ts, const std::string& group) {
-        return R"({"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "pid": 0, "tid": )" +
-               std::to_string(stream) + R"(, "ts": )" + std::to_string(ts) +
-               R"(, "dur": 5, "args": {"device": 0, "stream": )" + std::to_string(stream) + group + "}}";
+        return R"J({"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "pid": 0, "tid": )J" +
+               std::to_string(stream) + R"J(, "ts": )J" + std::to_string(ts) +
+               R"J(, "dur": 5, "args": {"device": 0, "stream": )J" + std::to_string(stream) + group + "}}";
     };
     auto group = [](const std::string& name, const std::string& ranks) {
-        return R"(, "Process Group Name": ")" + name + R"(", "Process Group Ranks": ")" + ranks + "\"";
+        return R"J(, "Process Group Name": ")J" + name + R"J(", "Process Group Ranks": ")J" + ranks + "\"";
     };
-    const std::string doc = R"({"distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 64, "pg_config": [
-        {"pg_name": "0", "pg_desc": "default_pg", "ranks": [)" + all + R"(]},
-        {"pg_name": "5", "pg_desc": "undefined", "ranks": [)" + all + R"(]}]},
-        "traceEvents": [)" + kernel(7, 10, group("5", cut)) + ", " + kernel(9, 20, group("6", "[0, 2]")) + ", " +
+    const std::string doc = R"J({"distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 64, "pg_config": [
+        {"pg_name": "0", "pg_desc": "default_pg", "ranks": [)J" + all + R"J(]},
+        {"pg_name": "5", "pg_desc": "undefined", "ranks": [)J" + all + R"J(]}]},
+        "traceEvents": [)J" + kernel(7, 10, group("5", cut)) + ", " + kernel(9, 20, group("6", "[0, 2]")) + ", " +
                             kernel(9, 30, group("7", "[0, 4]")) + ", " + kernel(11, 40, group("8", cut)) + ", " +
                             kernel(13, 50, group("9", "[1, 2]")) + ", " + kernel(15, 60, "") + "]}";
     test::TempDir dir;

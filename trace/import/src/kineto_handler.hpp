@@ -141,10 +141,11 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
         if (name && bad.empty()) bad = std::string(name) + " is " + what + ", not a string";
     }
 
-    // args.Process Group Name or Ranks that is no string: the kernel's group is not read (said).
-    void group_not_string() {
+    // args.Process Group Name or Ranks that is no string: the kernel's group is not read (said). A
+    // pg_config entry's ranks that are no list of numbers: its members are not known (num judges numbers).
+    void group_not_string(bool number = false) {
         if (at(In::Args) && (key == F::PgName || key == F::PgRanks)) e.group_unreadable = true;
-        if (at(In::DistPgRanks) || (at(In::DistPg) && key == F::DistPgRanks)) pg_ranks_ok = false;
+        if (!number && (at(In::DistPgRanks) || (at(In::DistPg) && key == F::DistPgRanks))) pg_ranks_ok = false;
     }
 
     bool StartObject() {
@@ -404,7 +405,7 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
     std::string bad;   // set when a number cannot be used: stops the parse
     bool RawNumber(const char* text, rapidjson::SizeType n, bool) {
         not_string("a number");
-        group_not_string();
+        group_not_string(true);
         num(text, n);
         boundary();
         return bad.empty();
