@@ -50,11 +50,11 @@ struct StreamGroups {
 };
 
 // A group's members: its kernels' list, else distributedInfo.pg_config's; nullopt if neither holds them.
-std::optional<std::vector<int64_t>> members_of(const KinetoData& d, const std::string& name, const std::string& text) {
+std::optional<std::vector<int64_t>> members_of(const KinetoData& data, const std::string& name, const std::string& text) {
     std::optional<std::vector<int64_t>> ranks = ranks_of(text);
     if (!ranks || ranks->empty()) {
-        auto listed = d.pg_config.find(name);
-        if (listed == d.pg_config.end() || listed->second.empty()) return std::nullopt;
+        auto listed = data.pg_config.find(name);
+        if (listed == data.pg_config.end() || listed->second.empty()) return std::nullopt;
         ranks = listed->second;
     }
     std::sort(ranks->begin(), ranks->end());
@@ -64,14 +64,15 @@ std::optional<std::vector<int64_t>> members_of(const KinetoData& d, const std::s
 
 // Writes nccl.stream.N for a stream whose named kernels are of one group; returns what it says of
 // the stream, and a warning where no communicator could be written for it.
-std::string stream_said(const KinetoData& d, int64_t stream, const StreamGroups& s, Result& r, std::string& warning) {
+std::string stream_said(const KinetoData& data, int64_t stream, const StreamGroups& kernels_of, Result& result,
+                        std::string& warning) {
     const std::string lane = "stream " + std::to_string(stream);
     std::map<std::string, std::pair<std::optional<std::vector<int64_t>>, int64_t>> groups;   // name -> members, kernels
     bool differ = false;
-    for (const auto& [key, count] : s.kernels) {
+    for (const auto& [key, count] : kernels_of.kernels) {
         const size_t cut = key.find('\x1f');
         const std::string name = key.substr(0, cut);
-        auto members = members_of(d, name, key.substr(cut + 1));
+        auto members = members_of(data, name, key.substr(cut + 1));
         auto [it, fresh] = groups.try_emplace(name, members, 0);
         differ |= !fresh && it->second.first != members;
         it->second.second += count;
@@ -81,7 +82,8 @@ std::string stream_said(const KinetoData& d, int64_t stream, const StreamGroups&
         said += (said.size() > lane.size() + 2 ? "; " : "") + std::string("process group ") + name + " (" +
                 (group.first ? "ranks " + list_text(*group.first) : std::string("ranks not known")) + ") " +
                 std::to_string(group.second) + " kernels";
-    if (s.without + s.unreadable > 0) said += "; " + std::to_string(s.without + s.unreadable) + " naming none";
+    const int64_t none = kernels_of.without + kernels_of.unreadable;
+    if (none > 0) said += "; " + std::to_string(none) + " naming none";
     if (groups.size() > 1 || differ) {
         warning = lane + " carries the NCCL kernels of " + std::to_string(groups.size()) +
                   " process groups (or one group with two member lists): simulate --ranks takes a stream for one "
@@ -95,37 +97,37 @@ std::string stream_said(const KinetoData& d, int64_t stream, const StreamGroups&
                   "matches its kernels across ranks by the stream number";
         return said;
     }
-    if (d.rank >= 0 && !std::binary_search(group.first->begin(), group.first->end(), d.rank)) {
-        warning = lane + "'s process group " + name + " does not list the trace's own rank " + std::to_string(d.rank) +
+    if (data.rank >= 0 && !std::binary_search(group.first->begin(), group.first->end(), data.rank)) {
+        warning = lane + "'s process group " + name + " does not list the trace's own rank " + std::to_string(data.rank) +
                   ": no communicator written for it";
         return said;
     }
-    r.meta["nccl.stream." + std::to_string(stream)] = "pg " + name + ":" + list_text(*group.first);
+    result.meta["nccl.stream." + std::to_string(stream)] = "pg " + name + ":" + list_text(*group.first);
     return said;
 }
 
 }  // namespace
 
-void write_process_groups(const KinetoData& d, Result& r) {
+void write_process_groups(const KinetoData& data, Result& result) {
     std::map<int64_t, StreamGroups> streams;
     int64_t nccl = 0, named = 0;
-    for (const KKernel& k : d.kernels) {
-        if (k.is_copy || k.is_memset || comm_kernel_op(d.strings.list[k.name]).empty()) continue;
+    for (const KKernel& kernel : data.kernels) {
+        if (kernel.is_copy || kernel.is_memset || comm_kernel_op(data.strings.list[kernel.name]).empty()) continue;
         ++nccl;
-        StreamGroups& s = streams[k.stream];
-        if (k.group_unreadable) {
-            ++s.unreadable;
-        } else if (k.group_name == KKernel::kNoGroup) {
-            ++s.without;
+        StreamGroups& lane = streams[kernel.stream];
+        if (kernel.group_unreadable) {
+            ++lane.unreadable;
+        } else if (kernel.group_name == KKernel::kNoGroup) {
+            ++lane.without;
         } else {
             ++named;
-            const std::string ranks = k.group_ranks == KKernel::kNoGroup ? "" : d.strings.list[k.group_ranks];
-            ++s.kernels[d.strings.list[k.group_name] + '\x1f' + ranks];
+            const std::string ranks = kernel.group_ranks == KKernel::kNoGroup ? "" : data.strings.list[kernel.group_ranks];
+            ++lane.kernels[data.strings.list[kernel.group_name] + '\x1f' + ranks];
         }
     }
     if (nccl == 0) return;
     if (named == 0) {
-        r.meta["kineto.process_groups"] =
+        result.meta["kineto.process_groups"] =
             "none of the " + std::to_string(nccl) +
             " NCCL kernels names its process group (args.Process Group Name, written by PyTorch 2.x): simulate --ranks "
             "takes each stream for one communicator";
@@ -133,18 +135,18 @@ void write_process_groups(const KinetoData& d, Result& r) {
     }
     std::string said = std::to_string(named) + " of " + std::to_string(nccl) + " NCCL kernels name their process group: ";
     bool first = true;
-    for (const auto& [stream, s] : streams) {
-        if (s.kernels.empty()) continue;
+    for (const auto& [stream, lane] : streams) {
+        if (lane.kernels.empty()) continue;
         std::string warning;
-        said += (first ? "" : "; ") + stream_said(d, stream, s, r, warning);
+        said += (first ? "" : "; ") + stream_said(data, stream, lane, result, warning);
         first = false;
-        if (!warning.empty()) r.warnings.push_back(warning);
+        if (!warning.empty()) result.warnings.push_back(warning);
     }
-    for (const auto& [stream, s] : streams)
-        if (s.kernels.empty())
-            said += "; stream " + std::to_string(stream) + ": " + std::to_string(s.without + s.unreadable) +
+    for (const auto& [stream, lane] : streams)
+        if (lane.kernels.empty())
+            said += "; stream " + std::to_string(stream) + ": " + std::to_string(lane.without + lane.unreadable) +
                     " naming none";
-    r.meta["kineto.process_groups"] = said;
+    result.meta["kineto.process_groups"] = said;
 }
 
 }  // namespace mhc::trace::import

@@ -13,6 +13,6 @@ namespace mhc::trace::import {
 // cross-rank kernels by; docs/trace-format.md). Says in meta kineto.process_groups what each
 // stream's kernels name, and warns for a stream no communicator could be written for (two groups
 // on it, members not known, the trace's own rank not among them). Call once the streams are final.
-void write_process_groups(const KinetoData& d, Result& r);
+void write_process_groups(const KinetoData& data, Result& result);
 
 }  // namespace mhc::trace::import
