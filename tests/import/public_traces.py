@@ -33,7 +33,8 @@ trace (chakra/*.json.gz):
     equal to the file's to the nanosecond (read as decimals: epoch `ts` carry 19 digits), its kernels
     per step (check_kernel_steps), its kernels per (device, stream) and copies per (device, kind) with
     their bytes (check_placement), every event on a device's lane accounted for (check_device_lanes),
-    meta rank/world_size equal to distributedInfo, meta time_origin_ns
+    meta rank/world_size equal to distributedInfo, meta nccl.stream.N of each stream whose NCCL kernels
+    name one process group of known members (check_process_groups), meta time_origin_ns
     placing its ProfilerStep#N on the Unix epoch's clock as baseTimeNanoseconds + ts do (check_time_origin), meta device_name/device_memory equal to its GPU list's,
     its [OutOfMemory] events counted in meta (check_out_of_memory), its kernel launches without a kernel event
     (captured into a graph, or not recorded) counted in meta (check_launches_without_kernel), its counter events and [memory] events read
@@ -62,6 +63,7 @@ import glob
 import gzip
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -1175,6 +1177,60 @@ def check_job_identity(name, path, meta):
             fail(name, f"meta {key} {meta.get(key)}, distributedInfo.{key} {want}")
 
 
+def nccl_op(kernel_name):
+    """The operation of an NCCL (or RCCL) kernel, as docs/trace-format.md "Cross-rank events" reads
+    its name (starts with nccl, then Kernel_OP); '' for any other kernel."""
+    m = re.match(r"nccl.*?Kernel_([A-Za-z0-9]*)", kernel_name)
+    return m.group(1) if m else ""
+
+
+def group_members(text, pg_config, group):
+    """A group's members: args.Process Group Ranks ("[0, 1]"), else distributedInfo.pg_config's
+    list where that one is cut short ("[0, ..., 29, ...]") or empty; None where neither holds them."""
+    inner = text[1:-1].split(",") if text.startswith("[") and text.endswith("]") else ["x"]
+    try:
+        ranks = [int(r) for r in inner if r.strip()] if text != "[]" else []
+    except ValueError:
+        ranks = None
+    if not ranks:
+        listed = pg_config.get(group)
+        ranks = list(listed) if listed else None
+    return sorted(set(ranks)) if ranks else None
+
+
+def check_process_groups(name, path, meta):
+    """Each stream whose NCCL kernels name one process group whose members are known (and hold the
+    trace's rank): meta nccl.stream.N = "pg NAME:R0,R1,..."; no key for any other stream
+    (docs/import.md, "Process groups")."""
+    doc = trace_json(path).plain
+    info = (doc.get("distributedInfo") or {}) if isinstance(doc, dict) else {}
+    pg_config = {str(p.get("pg_name")): p.get("ranks") for p in info.get("pg_config") or []
+                 if isinstance(p.get("ranks"), list) and all(isinstance(r, int) for r in p["ranks"])}
+    streams = {}
+    for e in kineto_events(path):
+        if not isinstance(e, dict) or e.get("ph") != "X" or e.get("cat") not in ("kernel", "Kernel"):
+            continue
+        if not nccl_op(e.get("name", "")):
+            continue
+        args = e.get("args") or {}
+        group, ranks = args.get("Process Group Name"), args.get("Process Group Ranks", "")
+        if isinstance(group, str) and group and isinstance(ranks, str):
+            streams.setdefault(args.get("stream", 0), set()).add((group, ranks))
+    want = {}
+    for stream, groups in streams.items():
+        resolved = {(g, tuple(group_members(r, pg_config, g) or ())) for g, r in groups}
+        if len(resolved) != 1:
+            continue
+        (group, members), = resolved
+        if members and ("rank" not in info or info["rank"] in members):
+            want[f"nccl.stream.{stream}"] = f"pg {group}:" + ",".join(map(str, members))
+    got = {k: v for k, v in meta.items() if k.startswith("nccl.stream.")}
+    if got != want:
+        fail(name, f"meta nccl.stream keys {got}, the file's process groups give {want}")
+    elif want:
+        print(f"  communicators from the kernels' process groups: {want}")
+
+
 def check_kernel_starts(name, path, db):
     """Each kernel's start, relative to the first, to the nanosecond (Kineto without clamped starts)."""
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
@@ -1560,6 +1616,7 @@ def check(exe, path, source_of, work):
         check_host_memory_scope(name, path, meta)
         check_reserved_first(name, path, meta)
         check_job_identity(name, path, meta)
+        check_process_groups(name, path, meta)
         check_out_of_memory(name, path, meta)
         check_device_list(name, path, meta)
         check_rocm_devices(name, path, meta)

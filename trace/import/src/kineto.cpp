@@ -8,6 +8,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "kineto_groups.hpp"
 #include "kineto_memory.hpp"
 #include "kineto_write.hpp"
 #include "kineto_steps.hpp"
@@ -267,6 +268,7 @@ void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
     KernelSteps kernel_steps(d, own_steps, steps);
     separate_process_streams(d, r);
     clamp_stream_overlaps(d, r);
+    write_process_groups(d, r);   // the streams are final
     std::vector<int64_t> name_ids(d.strings.list.size(), -1);
     auto name = [&](uint32_t s) {
         if (name_ids[s] < 0) name_ids[s] = w.intern(d.strings.list[s]);

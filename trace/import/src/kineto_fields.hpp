@@ -45,6 +45,8 @@ enum class F : uint8_t {
     SyclQueue,
     InDevice,
     ArgName,   // args.name (a metadata event's process name)
+    PgName,    // args.Process Group Name (an NCCL kernel's process group, PyTorch 2.x)
+    PgRanks,   // args.Process Group Ranks ("[0, 1]": its members' global ranks)
     // deviceProperties
     DpId,
     DpName,
@@ -52,6 +54,9 @@ enum class F : uint8_t {
     // distributedInfo
     DistRank,
     DistWorld,
+    DistPgConfig,   // distributedInfo.pg_config: every process group of the job
+    DistPgName,     // pg_config[i].pg_name
+    DistPgRanks,    // pg_config[i].ranks
     TopKey,   // a key of the root object was just read (its name in Handler::top_key)
     Count,    // how many there are (a bit each in Handler::seen_keys)
 };
@@ -91,6 +96,8 @@ inline const char* field_name(F key) {
         case F::SyclQueue: return "args.sycl queue";
         case F::InDevice: return "args.inDevice";
         case F::ArgName: return "args.name";
+        case F::PgName: return "args.Process Group Name";
+        case F::PgRanks: return "args.Process Group Ranks";
         default: return "a field";
     }
 }
@@ -136,7 +143,8 @@ inline F arg_key(const char* key, size_t n) {
         case 13: return text == "shared memory" ? F::Smem : F::None;
         case 14: return text == "Total Reserved" ? F::Reserved : F::None;
         case 15: return text == "Total Allocated" ? F::Total : text == "Sequence number" ? F::SeqNr : F::None;
-        case 18: return text == "Record function id" ? F::RfId : F::None;
+        case 18: return text == "Record function id" ? F::RfId : text == "Process Group Name" ? F::PgName : F::None;
+        case 19: return text == "Process Group Ranks" ? F::PgRanks : F::None;
         case 20:
             return text == "registers per thread"   ? F::Regs
                    : text == "Profiler Event Index" ? F::ProfEvIdx

@@ -40,6 +40,9 @@ enum class In : uint8_t {
     Props,        // the deviceProperties array
     Prop,         // one deviceProperties object
     Dist,         // the distributedInfo object (the process's rank in its job)
+    DistPgs,      // distributedInfo.pg_config (the job's process groups)
+    DistPg,       // one pg_config entry
+    DistPgRanks,  // its ranks
     Other,        // any other container (skipped)
 };
 
@@ -52,7 +55,11 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
     int dim_i = 0;           // next index of args.grid / args.block
     KEvent e;
     bool copy_strings = true;   // false for the in-situ parse: strings stay in the buffer
-    std::string own_cat, own_name, own_arg_name;
+    std::string own_cat, own_name, own_arg_name, own_group_name, own_group_ranks;
+    // distributedInfo.pg_config entry being read: its name, its ranks, whether they all read
+    std::string pg_name;
+    std::vector<int64_t> pg_ranks;
+    bool pg_ranks_ok = true;
     // deviceProperties entry
     std::string dp_name;
     int64_t dp_id = -1, dp_mem = 0;
@@ -134,20 +141,34 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
         if (name && bad.empty()) bad = std::string(name) + " is " + what + ", not a string";
     }
 
+    // args.Process Group Name or Ranks that is no string: the kernel's group is not read (said). A
+    // pg_config entry's ranks that are no list of numbers: its members are not known (num judges numbers).
+    void group_not_string(bool number = false) {
+        if (at(In::Args) && (key == F::PgName || key == F::PgRanks)) e.group_unreadable = true;
+        if (!number && (at(In::DistPgRanks) || (at(In::DistPg) && key == F::DistPgRanks))) pg_ranks_ok = false;
+    }
+
     bool StartObject() {
         not_number("an object");
         not_string("an object");
+        group_not_string();
         In opened = stack.empty()                                                      ? In::Root
                     : at(In::Events)                                                   ? In::Event
                     : at(In::Event) && key == F::Args                                  ? In::Args
                     : at(In::Props)                                                    ? In::Prop
                     : at(In::Root) && key == F::TopKey && top_key == "distributedInfo" ? In::Dist
+                    : at(In::DistPgs)                                                  ? In::DistPg
                     : in_event()                                                       ? In::EventOther
                                                                                        : In::Other;
         if (!enter(opened) || !bad.empty()) return false;
         if (opened == In::Event) {
             e = KEvent{};
             seen_keys = 0;
+        }
+        if (opened == In::DistPg) {
+            pg_name.clear();
+            pg_ranks.clear();
+            pg_ranks_ok = true;
         }
         if (opened == In::Prop) {
             dp_name.clear();
@@ -170,6 +191,10 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
             ++d.events;
             map_event(e, d);
         }
+        if (at(In::DistPg) && !pg_name.empty()) {
+            if (!pg_ranks_ok) pg_ranks.clear();
+            d.pg_config[pg_name] = pg_ranks;
+        }
         if (at(In::Prop)) {
             ++d.device_count;
             d.device_id = dp_id;
@@ -190,10 +215,13 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
         bool dims = at(In::Args) && (key == F::Grid || key == F::Block);
         if (!dims) not_number("an array");
         not_string("an array");
+        const bool pg_list = (at(In::Dist) && key == F::DistPgConfig) || (at(In::DistPg) && key == F::DistPgRanks);
+        if (!pg_list) group_not_string();
         bool top = at(In::Root) && key == F::TopKey;
         In inside = dims                              ? (key == F::Grid ? In::GridDims : In::BlockDims)
                     : top && top_key == "traceEvents" ? In::Events
                     : top && is_device_list(top_key)  ? In::Props
+                    : pg_list                         ? (at(In::Dist) ? In::DistPgs : In::DistPgRanks)
                     : in_event()                      ? In::EventOther
                                                       : In::Other;
         if (!enter(inside) || !bad.empty()) return false;
@@ -250,7 +278,13 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
                     d.rocm = true;
                 break;
             case In::Prop: key = name == "id" ? F::DpId : name == "name" ? F::DpName : name == "totalGlobalMem" ? F::DpMem : F::None; break;
-            case In::Dist: key = name == "rank" ? F::DistRank : name == "world_size" ? F::DistWorld : F::None; break;
+            case In::Dist:
+                key = name == "rank"         ? F::DistRank
+                      : name == "world_size" ? F::DistWorld
+                      : name == "pg_config"  ? F::DistPgConfig
+                                             : F::None;
+                break;
+            case In::DistPg: key = name == "pg_name" ? F::DistPgName : name == "ranks" ? F::DistPgRanks : F::None; break;
             default: key = F::None; break;
         }
         return true;
@@ -286,6 +320,15 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
             case In::Dist:   // the job identity (docs/trace-format.md): a rank below 2^24
                 if (key == F::DistRank) field(text, n, "distributedInfo.rank", d.rank, 0, 1 << 24);
                 if (key == F::DistWorld) field(text, n, "distributedInfo.world_size", d.world_size, 1, 1 << 24);
+                break;
+            case In::DistPgRanks: {   // a process group's members; another value: the group's are not known
+                int64_t member = -1;
+                if (parse_int(text, n, member) && member >= 0 && member <= (1 << 24)) pg_ranks.push_back(member);
+                else pg_ranks_ok = false;
+                return;
+            }
+            case In::DistPg:
+                if (key == F::DistPgRanks) pg_ranks_ok = false;
                 break;
             case In::Root:   // the recording's own flags (docs/import.md): profile_memory, and its clock's base
                 if (key == F::TopKey && top_key == "profile_memory") root_flag(std::string_view(text, n));
@@ -362,6 +405,7 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
     std::string bad;   // set when a number cannot be used: stops the parse
     bool RawNumber(const char* text, rapidjson::SizeType n, bool) {
         not_string("a number");
+        group_not_string(true);
         num(text, n);
         boundary();
         return bad.empty();
@@ -370,6 +414,17 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
         boundary();
         not_number("a string");
         if (at(In::Prop) && key == F::DpName) dp_name.assign(text, n);
+        if (at(In::DistPg) && key == F::DistPgName) pg_name.assign(text, n);
+        if (at(In::DistPg) && key == F::DistPgRanks) pg_ranks_ok = false;
+        if (at(In::DistPgRanks)) pg_ranks_ok = false;
+        if (at(In::Args) && key == F::PgName) {
+            own_group_name.assign(text, n);
+            e.group_name = own_group_name;
+        }
+        if (at(In::Args) && key == F::PgRanks) {
+            own_group_ranks.assign(text, n);
+            e.group_ranks = own_group_ranks;
+        }
         if (at(In::Args) && key == F::ArgName) {
             if (copy_strings) {
                 own_arg_name.assign(text, n);
@@ -423,6 +478,7 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
         boundary();
         not_number("null");
         not_string("null");
+        group_not_string();
         key = F::None;
         return bad.empty();
     }
@@ -430,6 +486,7 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
         boundary();
         not_number("a boolean");
         not_string("a boolean");
+        group_not_string();
         if (at(In::Root) && key == F::TopKey && top_key == "profile_memory") root_flag(value ? "1" : "0");
         key = F::None;
         return bad.empty();

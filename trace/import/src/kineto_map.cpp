@@ -154,6 +154,9 @@ void map_gpu_activity(const KEvent& event, std::string_view category, KinetoData
         if (!kind && data.copies_without_direction++ == 0) data.first_copy_without_direction = quoted_name(event.name);
     }
     if (kernel.is_memset) kernel.copy_kind = CopyKind::Memset;
+    if (!event.group_name.empty()) kernel.group_name = data.strings.intern(event.group_name);
+    if (!event.group_ranks.empty()) kernel.group_ranks = data.strings.intern(event.group_ranks);
+    kernel.group_unreadable = event.group_unreadable;
     data.kernels.push_back(kernel);
     data.t_min = std::min(data.t_min, kernel.ts);
 }

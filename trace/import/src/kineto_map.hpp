@@ -27,6 +27,11 @@ struct KEvent {
     // args.name: a metadata event's (ph M process_name: the process's name), read for XProf's
     // process names only (KinetoData::xprof_process).
     std::string_view arg_name;
+    // args.Process Group Name and args.Process Group Ranks: the process group of an NCCL kernel
+    // (Kineto copies them from its record_param_comms op, PyTorch 2.x); empty where absent.
+    // group_unreadable: one of them was there but not a string.
+    std::string_view group_name, group_ranks;
+    bool group_unreadable = false;
     // args.sycl queue: Intel XPU traces (Kineto's XPU plugin) place kernels and copies by their
     // SYCL queue and write no args.stream; -1: absent.
     int64_t sycl_queue = -1;

@@ -34,6 +34,11 @@ struct KKernel {
     bool is_copy = false, is_memset = false;
     int64_t bytes = 0;   // copies
     CopyKind copy_kind = CopyKind::D2D;   // copies and memsets (Memset)
+    // The process group its args name (kineto_groups.cpp): interned args.Process Group Name and
+    // args.Process Group Ranks, kNoGroup where absent; group_unreadable where one was no string.
+    static constexpr uint32_t kNoGroup = UINT32_MAX;
+    uint32_t group_name = kNoGroup, group_ranks = kNoGroup;
+    bool group_unreadable = false;
 };
 
 struct KMemory {
@@ -178,6 +183,10 @@ struct KinetoData {
     int device_count = 0;
     int64_t device_id = -1;   // the id of the last deviceProperties entry (-1: none, or no id)
     int64_t rank = -1, world_size = -1;   // distributedInfo, -1 when the trace does not say
+    // distributedInfo.pg_config: each process group's pg_name -> its ranks (global), as listed; a
+    // group whose ranks are not all integers in [0, 2^24] is listed with none. Where a kernel's
+    // args.Process Group Ranks is cut short (PyTorch writes 30 ranks, then "..."), its members.
+    std::map<std::string, std::vector<int64_t>, std::less<>> pg_config;
     // The top-level profile_memory flag PyTorch writes when memory profiling was on (1; 0 when a
     // writer says off); -1 when the trace does not say (older PyTorch, or profiling off).
     int profile_memory = -1;

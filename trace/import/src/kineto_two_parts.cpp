@@ -38,6 +38,8 @@ bool merge_second_part(KinetoData& first, KinetoData&& second) {
     first.kernels.reserve(first.kernels.size() + second.kernels.size());
     for (KKernel& kernel : second.kernels) {
         kernel.name = name[kernel.name];
+        if (kernel.group_name != KKernel::kNoGroup) kernel.group_name = name[kernel.group_name];
+        if (kernel.group_ranks != KKernel::kNoGroup) kernel.group_ranks = name[kernel.group_ranks];
         first.kernels.push_back(kernel);
     }
     first.memory.reserve(first.memory.size() + second.memory.size());
@@ -116,6 +118,7 @@ bool merge_second_part(KinetoData& first, KinetoData&& second) {
     }
     if (second.rank >= 0) first.rank = second.rank;
     if (second.world_size >= 0) first.world_size = second.world_size;
+    for (auto& [group, ranks] : second.pg_config) first.pg_config[group] = std::move(ranks);
     first.has_rf_id |= second.has_rf_id;
     first.rocm |= second.rocm;
     if (second.profile_memory >= 0) first.profile_memory = second.profile_memory;   // a key after traceEvents
