@@ -413,7 +413,32 @@ def _open(path: str) -> sqlite3.Connection:
             made = f" (it was made for {kind['trace']})" if kind.get("trace") else ""
             raise TraceError(f"{path}: is a runs database (mhc simulate --runs-db), not a trace{made}")
         raise TraceError(f"{path}: schema version {version}, expected {SCHEMA_VERSION}")
+    why = _not_a_whole_trace(db, path, tables)
+    if why:
+        db.close()
+        raise TraceError(why)
     return db
+
+
+# The tables every trace has (trace/src/schema.cpp, kRequiredTables).
+_REQUIRED_TABLES = ("meta", "strings", "allocations", "kernels", "accesses", "copies", "markers", "runs", "run_config",
+                    "run_metrics", "run_events", "run_kernels", "run_memory")
+
+
+def _not_a_whole_trace(db: sqlite3.Connection, path: str, tables: set[str]) -> str:
+    """What mhc's reader refuses in a file of the right schema version (trace/src/reader.cpp), or
+    "": a table missing (`runs` of a file without run_metrics was a traceback of pandas'
+    DatabaseError, exit 1), meta saying another format, or another schema_version than the file's."""
+    for table in _REQUIRED_TABLES:
+        if table not in tables:
+            return f"{path}: missing table '{table}' (a damaged or foreign file)"
+    meta = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('format', 'schema_version')"))
+    if meta.get("format") != FORMAT_NAME:
+        return f"{path}: not an mhc trace (meta format is '{meta.get('format', '')}', not '{FORMAT_NAME}')"
+    if meta.get("schema_version") != str(SCHEMA_VERSION):
+        return (f"{path}: meta schema_version is '{meta.get('schema_version', '')}', not {SCHEMA_VERSION} as "
+                "PRAGMA user_version says (a damaged or foreign file)")
+    return ""
 
 
 def read_meta(path: str) -> dict[str, str]:
