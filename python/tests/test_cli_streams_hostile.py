@@ -138,3 +138,21 @@ def test_a_model_that_prints_onto_a_full_or_gone_output_still_writes_its_trace(t
     rc, out, err = _sh(tmp_path, "| head -1; exit ${PIPESTATUS[0]}", "capture", "p.py", "-o", "h.db")
     assert (rc, out, err) == (141, "model line 0\n", "")
     assert store.read_meta(str(tmp_path / "h.db"))["capture.model"] == "p.py"
+
+
+@pytest.mark.parametrize("setting, said", [
+    ('{"offload": {"mode": "sync", "min_bytes": 99999999999999999999999}}',
+     "offload.min_bytes: expected at most 72,057,594,037,927,936 bytes (2^56), got 99999999999999999999999"),
+    ('{"offload": {"mode": "streamed", "max_fwd_stash": 1048577}}',
+     "offload.max_fwd_stash: expected at most 1,048,576 saves (2^20), got 1048577"),
+    ('{"offload": {"mode": "streamed", "prefetch": 1048577}}',
+     "offload.prefetch: expected at most 1,048,576 saves (2^20), got 1048577"),
+    ('{"reshard_after_forward": {"blocks.0": 1048577}}',
+     "reshard_after_forward.blocks.0: expected at most 1,048,576 ranks (2^20), got 1048577"),
+])
+def test_a_settings_counts_past_mhcs_bounds_are_refused_before_the_capture(tmp_path, setting, said):
+    """mhc-torch took counts mhc refuses (advise/src/setting.cpp: min_bytes to 2^56, the others to
+    2^20): the trace was captured with a setting no mhc command reads back."""
+    assert _sh(tmp_path, "", "capture", "tiny-gpt2", "-o", "s.db", "--setting", setting) == \
+        (2, "", f"mhc-torch: setting: {said}\n")
+    assert not (tmp_path / "s.db").exists()
