@@ -63,9 +63,9 @@ bool mapped_file(uintptr_t address, char* out, size_t cap) {
             used = 0;
             const char* name = nullptr;
             if (maps(row, address, name)) {
-                size_t n = 0;
-                for (; name[n] && n + 1 < cap; ++n) out[n] = name[n];
-                out[n] = '\0';
+                size_t length = 0;
+                for (; name[length] && length + 1 < cap; ++length) out[length] = name[length];
+                out[length] = '\0';
                 found = true;
             }
         }
