@@ -22,6 +22,7 @@
 #include "mhc/advise/gpus.hpp"
 #include "mhc/advise/planner.hpp"
 #include "mhc/advise/verify.hpp"
+#include "mhc/common/bandwidth.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/message_line.hpp"
 #include "mhc/common/refusal.hpp"
@@ -278,14 +279,11 @@ HostModel host_model_of(const Options& options) {
     host.bandwidth_Bps = mhc::cli::option_value("--host-bandwidth", [&] {
         // The link's bounds (docs/simulator.md): 0.001B/s made the plan's host step last 10^18 ns,
         // refused as "T.db: allocations row 65: t_free ... [range]", blaming the capture.
-        const double bps = mhc::parse_bandwidth(options.host_bw);
-        if (bps < mhc::sim::kMinBandwidthBps || bps > mhc::sim::kMaxBandwidthBps)
-            throw mhc::Error("'" + options.host_bw + "': not in [1kB/s, 1000TB/s]");
-        return bps;
+        return mhc::parse_bandwidth_in(options.host_bw, mhc::sim::kMinBandwidthBps, mhc::sim::kMaxBandwidthBps);
     });
     host.per_tensor_s = mhc::cli::option_value("--host-tensor-cost", [&] {
         const double seconds = mhc::parse_seconds(options.host_tensor);
-        if (seconds > 1) throw mhc::Error("'" + options.host_tensor + "': more than 1 s; give at most 1s");
+        if (seconds > 1) throw mhc::Error(mhc::quoted_value(options.host_tensor) + ": more than 1 s; give at most 1s");
         return seconds;
     });
     return host;

@@ -40,7 +40,7 @@ mhc::cli::Registration reg{mhc::cli::Command{
                     const long long id = std::strtoll(text.c_str(), nullptr, 10);
                     return id >= 0 || id == mhc::sim::kAutoDevice
                                ? std::string()
-                               : "'" + text + "': a device is 0 or more, or auto (segments are the GPUs' memory)";
+                               : mhc::quoted_value(text) + ": a device is 0 or more, or auto (segments are the GPUs' memory)";
                 },
                 "DEVICE"));
         return [path, json, conf, device] {

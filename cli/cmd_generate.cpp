@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "command.hpp"
+#include "mhc/common/bandwidth.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/message_line.hpp"
 #include "mhc/common/refusal.hpp"
@@ -78,6 +79,11 @@ void set_if(const Options& o, const char* name, T& dst, const T& src) {
     if (o.given(name)) dst = src;
 }
 
+// --gpu-bw, --gpu-flops and --gpu-memory within what validate() takes (docs/datasets.md), a GPU's
+// memory from 1 MiB.
+constexpr double kMinGpuBw = 1e3, kMaxGpuBw = 1e16;
+constexpr int64_t kMinGpuMemory = int64_t{1} << 20, kMaxGpuMemory = int64_t{1} << 56;
+
 GeneratorConfig build(const Options& o) {
     GeneratorConfig c = preset(o.preset);
     set_if(o, "steps", c.steps, o.steps);
@@ -114,9 +120,13 @@ GeneratorConfig build(const Options& o) {
     if (o.given("gpu")) c.gpu = gpu_spec(o.gpu);
     if (o.given("gpu-flops")) c.gpu.matmul_flops = o.gpu_flops;
     using mhc::cli::option_value;
-    if (o.given("gpu-bw")) c.gpu.mem_bw = option_value("--gpu-bw", [&] { return mhc::parse_bandwidth(o.gpu_bw); });
+    // The bounds said of the option as typed (validate() said "field 'gpu-bw': '1': not in [1000,
+    // 1e16] B/s" of --gpu-bw 1B/s), and a GPU of less than 1 MiB is none (--gpu-memory 1B was taken).
+    if (o.given("gpu-bw"))
+        c.gpu.mem_bw = option_value("--gpu-bw", [&] { return mhc::parse_bandwidth_in(o.gpu_bw, kMinGpuBw, kMaxGpuBw); });
     if (o.given("gpu-memory"))
-        c.gpu.memory_bytes = option_value("--gpu-memory", [&] { return mhc::parse_size(o.gpu_memory, 1); });
+        c.gpu.memory_bytes =
+            option_value("--gpu-memory", [&] { return mhc::parse_size(o.gpu_memory, kMinGpuMemory, kMaxGpuMemory); });
     if (o.given("bucket")) c.bucket_bytes = option_value("--bucket", [&] { return mhc::parse_size(o.bucket, 1); });
     return c;
 }
@@ -441,7 +451,9 @@ mhc::cli::Registration reg{mhc::cli::Command{
                        ->type_name("NAME");
         m["gpu-flops"] = app.add_option("--gpu-flops", o->gpu_flops, "Peak bf16 matmul FLOP/s override")
                              ->check(mhc::cli::finite_number())
-                             ->check(CLI::PositiveNumber);
+                             ->check(CLI::PositiveNumber)
+                             ->check(mhc::cli::number_in([](double flops) { return flops >= 1e6 && flops <= 1e20; },
+                                                         "in [1e6, 1e20] FLOP/s"));
         m["gpu-bw"] = app.add_option("--gpu-bw", o->gpu_bw, "Memory bandwidth override (e.g. 3.35TB/s)")->type_name("RATE");
         m["gpu-memory"] = app.add_option("--gpu-memory", o->gpu_memory, "Device memory override (e.g. 80GiB)")->type_name("SIZE");
         m["jitter"] = app.add_option("--jitter", o->jitter, "Relative jitter of durations, from 0 to 0.5")

@@ -27,7 +27,7 @@ namespace k = mhc::kernels;
 k::DType parse_dtype(const std::string& s) {
     if (s == "f32" || s == "float32") return k::DType::F32;
     if (s == "bf16" || s == "bfloat16") return k::DType::BF16;
-    throw Error("'" + s + "': not an element type; use f32 or bf16 (float32, bfloat16)");
+    throw Error(quoted_value(s) + ": not an element type; use f32 or bf16 (float32, bfloat16)");
 }
 
 // Reads a T x n x n tensor; the size must be a whole number of matrices.

@@ -2,6 +2,7 @@
 // (docs/trace-format.md, "Deleting runs"), in one transaction.
 #include <csignal>
 #include <cstdio>
+#include <optional>
 #include <set>
 
 #include "command.hpp"
@@ -26,7 +27,10 @@ std::vector<int64_t> run_ids(const std::string& text) {
         if (item.empty()) throw mhc::Error(mhc::refused_value("--run", text, "an empty item; give run ids as 1,3"));
         if (std::string why = mhc::whole_number_refusal(item, false); !why.empty())
             throw mhc::Error(mhc::of_option("--run", why));   // why quotes the item: "'x': not a whole number"
-        const int64_t id = std::stoll(item);
+        // Past int64 (2^64 - 1 is a whole number): std::stoll threw, "mhc: internal error: stoll", exit 1.
+        const std::optional<int64_t> parsed = mhc::parse_integer<int64_t>(item);
+        if (!parsed) throw mhc::Error(mhc::refused_value("--run", item, "not a run id (ids are 1 to 2^63 - 1)"));
+        const int64_t id = *parsed;
         if (!seen.insert(id).second) throw mhc::Error(mhc::refused_value("--run", text, "run " + item + " is named twice"));
         ids.push_back(id);
         if (comma == std::string::npos) return ids;

@@ -35,7 +35,7 @@ std::optional<int> whole_int(const std::string& text) {
 // --repeat N: an integer in 1..99.
 int parse_repeat(const std::string& text) {
     const std::optional<int> count = whole_int(text);
-    if (!count || *count < 1 || *count > 99) throw Error("'" + text + "': auto or a whole number in 1..99");
+    if (!count || *count < 1 || *count > 99) throw Error(quoted_value(text) + ": auto or a whole number in 1..99");
     return *count;
 }
 
@@ -45,7 +45,7 @@ int parse_replay_steps(const std::string& text) {
     const std::optional<int> count = whole_int(text);
     // Past a 32-bit count no trace has that many steps: said as the range, not as "at least 1".
     if (!count || *count < 1)
-        throw Error("'" + text + "': all or a number of steps in 1.." + std::to_string(INT32_MAX));
+        throw Error(quoted_value(text) + ": all or a number of steps in 1.." + std::to_string(INT32_MAX));
     return *count;
 }
 
@@ -54,7 +54,7 @@ int parse_replay_steps(const std::string& text) {
 sim::Capacity limited_capacity(const std::string& item) {
     const sim::Capacity capacity = sim::parse_capacity(item);
     if (capacity.unlimited())
-        throw Error("'" + item + "': the unlimited baseline, which validate always replays; give limits (60%, 40GiB)");
+        throw Error(quoted_value(item) + ": the unlimited baseline, which validate always replays; give limits (60%, 40GiB)");
     return capacity;
 }
 
@@ -62,7 +62,7 @@ sim::Capacity limited_capacity(const std::string& item) {
 double fixed_time_scale_of(const std::string& text) {
     if (text == "auto") return 0;
     const double scale = mhc::decimal_refusal(text).empty() ? std::strtod(text.c_str(), nullptr) : -1;
-    if (!(scale >= 1e-3 && scale <= 1e6)) throw Error("'" + text + "': auto or a number in [0.001, 1e6]");
+    if (!(scale >= 1e-3 && scale <= 1e6)) throw Error(quoted_value(text) + ": auto or a number in [0.001, 1e6]");
     return scale;
 }
 

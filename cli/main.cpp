@@ -18,6 +18,7 @@
 
 #include "command.hpp"
 #include "mhc/common/command_line.hpp"
+#include "mhc/common/cut_short.hpp"
 #include "mhc/common/environment.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/message_line.hpp"
@@ -311,6 +312,7 @@ int main(int argc, char** argv) {
     } mpi_session(&argc, &argv);
     catch_broken_pipe();
     catch_file_size_limit();
+    mhc::catch_files_cut_short("mhc");   // a trace truncated while read: one line, exit 2 (it was SIGBUS, 135)
     Outcome out;
     bool agreed = false;
     try {

@@ -39,7 +39,7 @@ void add_sim_base_options(CLI::App& app, SimBaseOptions& o, const std::string& a
                         const double ops = std::strtod(text.c_str(), nullptr);
                         return ops == 0 || (ops >= sim::kMinSwapOpsPerSec && ops <= sim::kMaxSwapOpsPerSec)
                                    ? std::string()
-                                   : "'" + text + "': must be 0 (unlimited) or in [0.001, 1e12]";
+                                   : mhc::quoted_value(text) + ": must be 0 (unlimited) or in [0.001, 1e12]";
                     },
                     ""))
                 ->default_str("0");
@@ -53,7 +53,7 @@ void add_sim_base_options(CLI::App& app, SimBaseOptions& o, const std::string& a
             [](std::string& v) {
                 const long long d = std::strtoll(v.c_str(), nullptr, 10);
                 return d >= -1 || d == sim::kAutoDevice ? std::string()
-                                                        : "'" + v + "': a device is -1 (the host), 0 or more, or auto";
+                                                        : mhc::quoted_value(v) + ": a device is -1 (the host), 0 or more, or auto";
             },
             "DEVICE"));
     app.add_flag("--no-early", o.no_early,
@@ -83,7 +83,7 @@ CLI::Validator allocator_conf_once() {
                     const size_t first = key.find_first_not_of(' '), last = key.find_last_not_of(' ');
                     const std::string trimmed = first == std::string::npos ? "" : key.substr(first, last - first + 1);
                     if (!trimmed.empty() && std::find(keys.begin(), keys.end(), trimmed) != keys.end())
-                        return "'" + text + "': " + trimmed + " is given twice (the last one was used); give it once";
+                        return mhc::quoted_value(text) + ": " + trimmed + " is given twice (the last one was used); give it once";
                     keys.push_back(trimmed);
                     key.clear();
                     in_key = true;

@@ -61,7 +61,9 @@ std::string names_of_one_prefix(const std::vector<std::string>& names) {
         size_t dot = name.rfind('.');
         std::string parent = dot == std::string::npos ? "" : name.substr(0, dot);
         std::string tail = dot == std::string::npos ? name : name.substr(dot + 1);
-        if (tail.empty() || tail.find_first_not_of("0123456789") != std::string::npos ||
+        // At most 9 digits: a module "layers.99999999999" of a hostile trace made std::stoi throw
+        // ("mhc: internal error: stoi").
+        if (tail.empty() || tail.size() > 9 || tail.find_first_not_of("0123456789") != std::string::npos ||
             (!prefix.empty() && parent != prefix)) {
             numbered = false;
             break;

@@ -94,28 +94,43 @@ std::string shortened(std::string_view text) {
 
 std::string quoted_value(std::string_view value) { return "'" + shortened(printable(value)) + "'"; }
 
+namespace {
+
+// `message` with each part between two `separator`s past `longest` bytes (and holding `within`,
+// where it is not empty) shortened as shortened() does, the quote opening it and the quotes,
+// colons and brackets closing it kept.
+std::string capped_parts(std::string_view message, std::string_view separator, size_t longest,
+                         std::string_view within = {}) {
+    std::string out;
+    for (size_t at = 0; at <= message.size();) {
+        const size_t end = std::min(message.find(separator, at), message.size());
+        const std::string_view part = message.substr(at, end - at);
+        const size_t head = !part.empty() && std::string_view("'\"(").find(part.front()) != std::string_view::npos ? 1 : 0;
+        size_t tail = part.size();
+        while (tail > head && std::string_view("'\":;,)]").find(part[tail - 1]) != std::string_view::npos) --tail;
+        if (tail - head <= longest || (!within.empty() && part.find(within) == std::string_view::npos))
+            out += part;
+        else
+            out += std::string(part.substr(0, head)) + shortened(part.substr(head, tail - head)) + std::string(part.substr(tail));
+        if (end == message.size()) break;
+        out += separator;
+        at = end + separator.size();
+    }
+    return out;
+}
+
+}  // namespace
+
 std::string capped_words(std::string_view message) {
     // Longer than a file name a user writes (a name's parts are 255 bytes at most), so a name is
     // said whole and a pasted value of kilobytes is not; a value quoted by quoted_value() is
     // shortened past 80 bytes already.
     constexpr size_t kLongest = 1024;
     if (message.size() <= kLongest) return std::string(message);
-    std::string out;
-    for (size_t at = 0; at < message.size();) {
-        const size_t end = std::min(message.find(' ', at), message.size());
-        const std::string_view word = message.substr(at, end - at);
-        // the word without its opening quote and its closing quote and colon, which stay
-        const size_t head = !word.empty() && std::string_view("'\"(").find(word.front()) != std::string_view::npos ? 1 : 0;
-        size_t tail = word.size();
-        while (tail > head && std::string_view("'\":;,)]").find(word[tail - 1]) != std::string_view::npos) --tail;
-        if (tail - head <= kLongest)
-            out += word;
-        else
-            out += std::string(word.substr(0, head)) + shortened(word.substr(head, tail - head)) + std::string(word.substr(tail));
-        if (end < message.size()) out += ' ';
-        at = end + 1;
-    }
-    return out;
+    // Word by word, then a path between two ": " (a name with spaces in it, 5 KB through folders
+    // named "my runs", was said whole: no word of it was long). Only a path: a value is quoted
+    // short already, and a sentence of long words stays as it is.
+    return capped_parts(capped_parts(message, " ", kLongest), ": ", kLongest, "/");
 }
 
 std::string message_line(std::string_view text) { return capped_words(printable(text)); }

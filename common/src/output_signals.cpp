@@ -202,12 +202,7 @@ extern "C" void remove_temps_and_die(int sig) {
         return;
     }
     say_what_is_left(sig);
-    for (auto& slot : g_slots)
-        if (slot.used.load() && !slot.directory.load()) ::unlink(slot.name);
-    // Then the folders made for outputs, when empty: a parent before its child fails, so again.
-    for (int pass = 0; pass < 4; ++pass)
-        for (auto& slot : g_slots)
-            if (slot.used.load() && slot.directory.load()) ::rmdir(slot.name);
+    output_signals::remove_temporaries();
     // Then die of the signal as the process would have (exit status 128+sig in a shell).
     for (int i = 0; i < 3; ++i)
         if (kSignals[i] == sig) ::sigaction(sig, &g_previous[i], nullptr);
@@ -263,6 +258,15 @@ bool fill(char*& buffer, size_t& capacity, const std::string& text) {
 }  // namespace
 
 namespace output_signals {
+
+void remove_temporaries() {
+    for (auto& slot : g_slots)
+        if (slot.used.load() && !slot.directory.load()) ::unlink(slot.name);
+    // Then the folders made for outputs, when empty: a parent before its child fails, so again.
+    for (int pass = 0; pass < 4; ++pass)
+        for (auto& slot : g_slots)
+            if (slot.used.load() && slot.directory.load()) ::rmdir(slot.name);
+}
 
 int claim(const std::string& name, bool directory, const std::string& target) {
     std::lock_guard<std::mutex> lock(g_mutex);

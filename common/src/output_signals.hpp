@@ -20,6 +20,10 @@ void note_written(const std::string& path);
 // One written whole and removed again (commit_together undoing its set): no longer named.
 void forget_written(const std::string& path);
 
+// Removes every temporary file and folder claimed (async-signal-safe): what a signal handler
+// that ends the process leaves no part of.
+void remove_temporaries();
+
 // While a set of files is moved into place: the handler's signals are blocked on this thread and
 // wait on every other; release() lets them go, and the outermost hold dies of one that came.
 class Hold {

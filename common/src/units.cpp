@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "mhc/common/bandwidth.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/numbers.hpp"
 
@@ -104,6 +105,20 @@ std::optional<unsigned __int128> exact_bytes(const std::string& number, double p
     return (2 * digits * whole + scale) / (2 * scale);
 }
 
+// A bound of a bandwidth as a user writes one: 1000 -> "1kB/s", 1e15 -> "1000TB/s".
+std::string bandwidth_text(double bytes_per_s) {
+    static const std::pair<const char*, double> units[] = {{"TB/s", 1e12}, {"GB/s", 1e9}, {"MB/s", 1e6}, {"kB/s", 1e3}};
+    for (const auto& [unit, per] : units)
+        if (bytes_per_s >= per) {
+            char text[48];
+            std::snprintf(text, sizeof text, "%.15g%s", bytes_per_s / per, unit);
+            return text;
+        }
+    char text[48];
+    std::snprintf(text, sizeof text, "%.15gB/s", bytes_per_s);
+    return text;
+}
+
 }  // namespace
 
 int64_t parse_size(std::string_view text, int64_t min, int64_t max) {
@@ -197,6 +212,13 @@ double parse_bandwidth(std::string_view text) {
     if (per == 0) throw Error(quoted + ": unknown unit '" + q.unit + "' (" + kUnits + ", per second; mhc help sizes)");
     if (q.value <= 0) throw Error(quoted + ": must be positive");
     return q.value * per;
+}
+
+double parse_bandwidth_in(std::string_view text, double min, double max) {
+    const double rate = parse_bandwidth(text);
+    if (rate < min || rate > max)
+        throw Error(quoted_value(text) + ": not in [" + bandwidth_text(min) + ", " + bandwidth_text(max) + "]");
+    return rate;
 }
 
 std::string format_bytes(int64_t bytes) {

@@ -6,7 +6,8 @@ import argparse
 import sys
 
 from .cli_capture import _capture_command
-from .cli_io import _end_threads_left, _finish_stdout, _say, _stdout_failed, _stdout_to_devnull
+from .cli_io import (_end_threads_left, _exit_handlers_keep_status, _finish_stdout, _said_instead_of_tracebacks, _say,
+                     _stdout_failed, _stdout_to_devnull, _streams_guarded)
 from .cli_options import _MOST, _SHAPE
 from .cli_parser import _Parser
 from .cli_recipe import _from_recipe
@@ -17,20 +18,24 @@ from .number_grammar import size, whole
 def main(argv=None) -> int:
     """mhc-torch's command line (`argv` None: this process is mhc-torch, run as a program)."""
     _stdout_failed(None)
-    try:
-        code = _main(argv)
-    except KeyboardInterrupt:  # before or after the capture's own handling: nothing was written
-        _say("mhc-torch: interrupted; no trace written")
-        code = 130
-    except BrokenPipeError:  # printing the summary, after the trace was written whole
-        _stdout_to_devnull()
-        code = 141
-    except SystemExit as e:  # argparse: --help (0) or a refusal (2, said on stderr)
-        code = _finish_stdout(e.code)
-    else:
-        code = _finish_stdout(code)
+    if argv is None:
+        _said_instead_of_tracebacks()
+    with _streams_guarded():   # a failed write to either is recorded, not raised (a traceback, exit 1)
+        try:
+            code = _main(argv)
+        except KeyboardInterrupt:  # before or after the capture's own handling: nothing was written
+            _say("mhc-torch: interrupted; no trace written")
+            code = 130
+        except BrokenPipeError:  # printing the summary, after the trace was written whole
+            _stdout_to_devnull()
+            code = 141
+        except SystemExit as e:  # argparse: --help (0) or a refusal (2, said on stderr)
+            code = _finish_stdout(e.code)
+        else:
+            code = _finish_stdout(code)
     if argv is None:
         _end_threads_left(code)
+        _exit_handlers_keep_status()
     return code
 
 

@@ -58,9 +58,9 @@ class _Parser(argparse.ArgumentParser):
     def _print_message(self, message, file=None):
         """argparse let a failed write go without a word (the help cut short on a full disk, exit 0):
         kept for _finish_stdout to say, the standard output's error only."""
-        if not message:
-            return
         file = file or sys.stderr
+        if not message or file is None:   # no standard error (`2>&-`): None.write was a traceback, exit 1
+            return
         try:
             file.write(message)
             if file is sys.stdout:

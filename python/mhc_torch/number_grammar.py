@@ -33,19 +33,28 @@ def shortened(text: str) -> str:
 def capped_words(message: str) -> str:
     """`message` with each run of more than 1,024 bytes without a space shortened, as every line
     mhc prints is (common/src/error.cpp, capped_words): a value formed into it whole, the quotes
-    and colon around it kept; a file name, which the user must recognise, is said whole."""
+    and colon around it kept; a file name, which the user must recognise, is said whole. Then each
+    path (a part holding a '/') between two ": " still past 1,024 bytes (a name with spaces in it,
+    5 KB through folders named "my runs": no word of it was long) is shortened the same way."""
     if len(message.encode("utf-8", "surrogateescape")) <= _LONGEST_WORD:
         return message
+    return _capped_parts(_capped_parts(message, " "), ": ", within="/")
 
-    def cap(word: str) -> str:
-        # the quotes around a value and the colon after it stay; the value is its first 60 bytes and its length
-        head = word[:1] if word[:1] and word[:1] in "'\"(" else ""
-        body = word[len(head):].rstrip(_CLOSING)
+
+def _capped_parts(message: str, separator: str, within: str = "") -> str:
+    """`message` with each part between two `separator`s past 1,024 bytes (and holding `within`,
+    where given) shortened, the quote opening it and the quotes, colons and brackets closing it kept."""
+
+    def cap(part: str) -> str:
+        if within and within not in part:
+            return part
+        head = part[:1] if part[:1] and part[:1] in "'\"(" else ""
+        body = part[len(head):].rstrip(_CLOSING)
         if len(body.encode("utf-8", "surrogateescape")) <= _LONGEST_WORD:
-            return word
-        return head + shortened(body) + word[len(head) + len(body):]
+            return part
+        return head + shortened(body) + part[len(head) + len(body):]
 
-    return " ".join(cap(w) for w in message.split(" "))
+    return separator.join(cap(p) for p in message.split(separator))
 
 
 def message_line(text: str) -> str:

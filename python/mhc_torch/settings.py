@@ -147,6 +147,8 @@ def _reshard(v) -> dict:
         if not name or not (isinstance(value, bool) or (isinstance(value, int) and value >= 2)):
             raise SettingError(f"setting: reshard_after_forward.{name}: expected true, false or a number of ranks "
                                f">= 2, got {json.dumps(value)}")
+        if not isinstance(value, bool) and value > 1 << 20:   # mhc's bound (advise/src/setting.cpp)
+            _count(f"reshard_after_forward.{name}", value, "ranks", 2)
     return dict(v)
 
 
@@ -179,9 +181,14 @@ def _modules(key: str, v, allow_null: bool) -> list[str] | None:
     return list(dict.fromkeys(v))  # in the given order, each once
 
 
-def _count(key: str, v, unit: str, least: int = 0) -> int:
+def _count(key: str, v, unit: str, least: int = 0, most: int = 1 << 20) -> int:
+    """A whole number in [least, most]: mhc's bounds of the field (advise/src/setting.cpp), so
+    that a setting mhc-torch captures with, mhc reads (10**30 saves was taken here, refused there)."""
     if isinstance(v, bool) or not isinstance(v, int) or v < least:
         raise SettingError(f"setting: {key}: expected a whole number of {unit} >= {least}, got {json.dumps(v)}")
+    if v > most:
+        shown = json.dumps(v) if len(str(v)) <= 40 else f"a number of {len(str(v))} digits"
+        raise SettingError(f"setting: {key}: expected at most {most:,} {unit} (2^{most.bit_length() - 1}), got {shown}")
     return v
 
 
@@ -208,7 +215,7 @@ def _offload(v) -> dict:
     v = _object("offload", v, ("mode", "modules", "min_bytes", "max_fwd_stash", "prefetch"))
     mode = _choice("offload.mode", v.get("mode", "sync"), OFFLOAD_MODES)
     out = {"mode": mode, "modules": _modules("offload.modules", v.get("modules"), True),
-           "min_bytes": _count("offload.min_bytes", v.get("min_bytes", DEFAULT_MIN_BYTES), "bytes")}
+           "min_bytes": _count("offload.min_bytes", v.get("min_bytes", DEFAULT_MIN_BYTES), "bytes", most=1 << 56)}
     if mode == "sync":
         for key in ("max_fwd_stash", "prefetch"):
             if v.get(key):

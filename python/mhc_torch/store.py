@@ -413,9 +413,60 @@ def _open(path: str) -> sqlite3.Connection:
             made = f" (it was made for {kind['trace']})" if kind.get("trace") else ""
             raise TraceError(f"{path}: is a runs database (mhc simulate --runs-db), not a trace{made}")
         raise TraceError(f"{path}: schema version {version}, expected {SCHEMA_VERSION}")
+    try:
+        why = _not_a_whole_trace(db, path, tables)
+    except sqlite3.DatabaseError as e:   # meta without its columns: said by _database_errors_said
+        db.close()
+        raise TraceError(f"{path}: cannot read: {e} (a damaged or foreign file)") from None
+    if why:
+        db.close()
+        raise TraceError(why)
     return db
 
 
+# The tables every trace has (trace/src/schema.cpp, kRequiredTables).
+_REQUIRED_TABLES = ("meta", "strings", "allocations", "kernels", "accesses", "copies", "markers", "runs", "run_config",
+                    "run_metrics", "run_events", "run_kernels", "run_memory")
+
+
+def _not_a_whole_trace(db: sqlite3.Connection, path: str, tables: set[str]) -> str:
+    """What mhc's reader refuses in a file of the right schema version (trace/src/reader.cpp), or
+    "": a table missing (`runs` of a file without run_metrics was a traceback of pandas'
+    DatabaseError, exit 1), meta saying another format, or another schema_version than the file's."""
+    for table in _REQUIRED_TABLES:
+        if table not in tables:
+            return f"{path}: missing table '{table}' (a damaged or foreign file)"
+    meta = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('format', 'schema_version')"))
+    if meta.get("format") != FORMAT_NAME:
+        return f"{path}: not an mhc trace (meta format is '{meta.get('format', '')}', not '{FORMAT_NAME}')"
+    if meta.get("schema_version") != str(SCHEMA_VERSION):
+        return (f"{path}: meta schema_version is '{meta.get('schema_version', '')}', not {SCHEMA_VERSION} as "
+                "PRAGMA user_version says (a damaged or foreign file)")
+    return ""
+
+
+def _database_errors_said(read):
+    """`read(path, ...)` with SQLite's errors said as TraceError naming the file, as mhc says them
+    (`T.db: cannot prepare query: no such column: value`): a run table or meta without one of its
+    columns was a traceback of pandas' DatabaseError or sqlite3's OperationalError, exit 1."""
+    import functools
+
+    @functools.wraps(read)
+    def reading(path, *args, **kwargs):
+        try:
+            return read(path, *args, **kwargs)
+        except Exception as e:  # noqa: BLE001 (sqlite3's and pandas' DatabaseError only; others re-raised)
+            cause = e.__cause__ if isinstance(e.__cause__, sqlite3.DatabaseError) else e
+            if not isinstance(cause, sqlite3.DatabaseError) and type(e).__name__ != "DatabaseError":
+                raise
+            reason = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
+            damaged = " (a damaged or foreign file)" if reason.startswith(("no such column", "no such table")) else ""
+            raise TraceError(f"{path}: cannot read: {reason}{damaged}") from None
+
+    return reading
+
+
+@_database_errors_said
 def read_meta(path: str) -> dict[str, str]:
     db = _open(path)
     try:
@@ -426,6 +477,7 @@ def read_meta(path: str) -> dict[str, str]:
         db.close()
 
 
+@_database_errors_said
 def read_runs(path: str):
     """The trace's runs as one DataFrame, a row per run: id, kind, name, status, created, base_run,
     then one column per `run_config` key (prefixed `config.`) and per `run_metrics` key."""
@@ -472,6 +524,7 @@ def _run_events_by_range(db, run: int):
     return df if fits else None
 
 
+@_database_errors_said
 def read_run_table(path: str, table: str, run: int | None = None):
     """One of the per-run tables (run_events, run_kernels, run_memory, run_config, run_metrics) as
     a DataFrame, for one run or all; run_events gets the event kind's name as `kind_name`."""
@@ -500,6 +553,7 @@ def read_run_table(path: str, table: str, run: int | None = None):
         db.close()
 
 
+@_database_errors_said
 def read_table(path: str, table: str):
     """Any trace table (allocations, kernels, accesses, markers, …) as a DataFrame, with names
     (kernels.name, allocations.label, markers.name) resolved to text."""

@@ -40,3 +40,21 @@ def test_long_words_are_capped_as_mhc_caps_them():
     assert capped_words("a  b " + "y" * 1030) == "a  b " + "y" * 60 + "...(1030 bytes)"   # an empty word kept
     assert capped_words("\u00e9" * 520) == "\u00e9" * 30 + "...(1040 bytes)"   # bytes counted, not characters
     assert message_line(f"mhc-torch: {deep} is a link\n") == "mhc-torch: " + "d" * 60 + "...(1059 bytes) is a link?"
+
+
+def test_long_names_with_spaces_are_capped_between_colons():
+    """A name past 1,024 bytes with spaces in it (folders named "my runs"): no word of it is long,
+    so word by word it was said whole, a line of 1,079 bytes; a path between two ": " is
+    capped as a word is, the reason after it kept (common/src/error.cpp holds the same rule)."""
+    from mhc_torch.number_grammar import capped_words
+
+    spaced = ("my runs " + "r" * 200 + "/") * 5 + "t.db"   # 5 x 209 + 4 = 1,049 bytes
+    assert capped_words(f"mhc-torch: {spaced}: already exists") == \
+        f"mhc-torch: {spaced[:60]}...(1049 bytes): already exists"
+    assert capped_words(f"mhc-torch: '{spaced}': no") == f"mhc-torch: '{spaced[:60]}...(1049 bytes)': no"
+    # a path of 1,024 bytes with spaces stays whole, as a word of 1,024 does; a sentence is no path
+    whole = "a/" * 512
+    assert capped_words(f"x: {whole[:-1]} : y") == f"x: {whole[:-1]} : y"
+    assert capped_words(f"x: {'b ' * 600}: y") == f"x: {'b ' * 600}: y"
+    # a long word inside is capped first: the part is short after it and kept
+    assert capped_words("mhc: " + "d" * 1030 + " is a link") == "mhc: " + "d" * 60 + "...(1030 bytes) is a link"

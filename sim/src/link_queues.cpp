@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "mhc/common/error.hpp"
@@ -34,10 +35,12 @@ LinkQueues::Slot LinkQueues::book(int64_t bytes, bool h2d, int64_t time, int64_t
     // Times stay within +-2^62 ns (trace limits): a transfer past that is a link too slow for
     // this trace, not a number to wrap around.
     constexpr int64_t kTimeLimit = int64_t{1} << 62;
-    if (!(dur_ns < static_cast<double>(kTimeLimit)))
-        throw Error("link " + link.name + ": a transfer of " + std::to_string(bytes) + " bytes takes " +
-                    std::to_string(dur_ns / 1e9) + " s, past the simulator's time range (2^62 ns): "
-                    "the link is too slow for this trace");
+    if (!(dur_ns < static_cast<double>(kTimeLimit))) {
+        char seconds[32];   // %g: std::to_string wrote 1.9e304 s as its 305 digits (--duplex-factor 1e-300)
+        std::snprintf(seconds, sizeof seconds, "%.3g", dur_ns / 1e9);
+        throw Error("link " + link.name + ": a transfer of " + std::to_string(bytes) + " bytes takes " + seconds +
+                    " s, past the simulator's time range (2^62 ns): the link is too slow for this trace");
+    }
     // A short transfer past the range: the trace's own times sit at its end (a trace shifted
     // near 2^62 ns), which the link is not to blame for.
     if (start > kTimeLimit - static_cast<int64_t>(dur_ns))

@@ -70,6 +70,24 @@ TEST_CASE("a long value is quoted as its start and its length, as is a long word
     CHECK(mhc::refused_value("--policy", word, "no such policy") == "--policy: '" + std::string(60, 'y') + "...(120000 bytes)': no such policy");
 }
 
+TEST_CASE("a path past 1,024 bytes with spaces in it is capped between its colons, a sentence is not", "[common]") {
+    // five folders "my runs " and 200 r of 209 bytes and t.db: 1,049 bytes, no word of it past 1,024
+    std::string spaced;
+    for (int part = 0; part < 5; ++part) spaced += "my runs " + std::string(200, 'r') + "/";
+    spaced += "t.db";
+    REQUIRE(spaced.size() == 1049);
+    CHECK(mhc::Error(spaced + ": already exists").what() == spaced.substr(0, 60) + "...(1049 bytes): already exists");
+    CHECK(mhc::message_line("mhc: '" + spaced + "': no") == "mhc: '" + spaced.substr(0, 60) + "...(1049 bytes)': no");
+    // a path of 1,024 bytes with spaces stays whole; a sentence (no '/') of 1,200 bytes too
+    std::string path1024;
+    for (int part = 0; part < 512; ++part) path1024 += "a/";
+    path1024.back() = ' ';
+    CHECK(mhc::message_line("x: " + path1024 + ": y") == "x: " + path1024 + ": y");
+    std::string sentence;
+    for (int word = 0; word < 600; ++word) sentence += "b ";
+    CHECK(mhc::message_line("x: " + sentence + ": y") == "x: " + sentence + ": y");
+}
+
 TEST_CASE("parse_integer takes the whole text as a decimal integer or nothing", "[common]") {
     CHECK(mhc::parse_integer<int64_t>("0") == 0);
     CHECK(mhc::parse_integer<int64_t>("-42") == -42);

@@ -21,6 +21,7 @@
 
 #include "app.hpp"
 #include "mhc/common/command_line.hpp"
+#include "mhc/common/cut_short.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/message_line.hpp"
 #include "mhc/common/help_format.hpp"
@@ -523,6 +524,7 @@ int main(int argc, char** argv) {
     if (const auto stop = parse_command_line(cli, given, argc, argv)) return *stop;
     options.go_step = given.step->count() > 0;
     mhc::trace::set_lock_wait_note(true);   // a locked trace: said once on stderr, never a silent wait
+    mhc::catch_files_cut_short("mhc-view");   // a trace truncated while read: one line, exit 2 (it was SIGBUS)
     try {
         // the MHC_* variables the viewer reads, as mhc checks them: before any window
         mhc::trace::check_environment();

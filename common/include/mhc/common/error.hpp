@@ -57,9 +57,9 @@ std::string hidden_character(std::string_view text);
 std::string shortened(std::string_view text);
 std::string quoted_value(std::string_view value);
 // A message with each run of more than 1,024 bytes without a space (a value formed into it whole,
-// not by quoted_value) shortened as shortened() does: every line on stderr passes through it
-// (mhc/common/message_line.hpp), so that no refusal is megabytes long, while a file name, which
-// the user must recognise, is said whole.
+// not by quoted_value), then each path between ": " still past 1,024 (spaces in it), shortened as
+// shortened() does: every line on stderr passes through it (mhc/common/message_line.hpp), so that
+// no refusal is megabytes long, while a file name, which the user must recognise, is said whole.
 std::string capped_words(std::string_view message);
 
 }  // namespace mhc
