@@ -197,10 +197,11 @@ mhc::cli::Registration reg{mhc::cli::Command{
             if (!runs.empty()) {
                 // Peak, peak reduction and throughput loss (a replay's measured ones), named as sweep
                 // and simulate name them.
-                std::printf("runs        %zu stored\n"
-                            "                                           peak throughput\n"
-                            "   id kind      status           peak reduction       loss  name\n",
-                            runs.size());
+                std::printf(
+                    "runs        %zu stored\n"
+                    "                                           peak throughput\n"
+                    "   id kind      status           peak reduction       loss  name\n",
+                    runs.size());
                 for (const auto& run : runs) std::printf("%s", run_row(run, data.order_only(), width).c_str());
                 std::printf("%s", within(runs_legend(runs, data.order_only()), width).c_str());
             }

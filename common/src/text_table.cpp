@@ -100,4 +100,4 @@ int table_width() {
     return 0;
 }
 
-}  // namespace mhc
+}   // namespace mhc

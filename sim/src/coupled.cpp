@@ -647,14 +647,13 @@ std::string ranks_table(const CoupledResult& c, int width) {
         // the device each rank simulated when not GPU 0, as mhc info names a run's ("Inputs")
         const std::string trace = x.device == 0 ? c.paths[r] : c.paths[r] + " (" + trace::device_name(x.device) + ")";
         table.add_row({std::to_string(c.global_rank[r]),
-                       x.capacity >= kUnlimited ? "unlimited" : format_bytes(x.capacity),
-                       format_bytes(x.baseline_peak), format_bytes(x.simulated_peak), loss, format_ns(x.stall_time),
-                       std::to_string(x.stall_count), format_ns(x.coupled_wait_time),
-                       std::to_string(x.coupled_wait_count), trace});
+                       x.capacity >= kUnlimited ? "unlimited" : format_bytes(x.capacity), format_bytes(x.baseline_peak),
+                       format_bytes(x.simulated_peak), loss, format_ns(x.stall_time), std::to_string(x.stall_count),
+                       format_ns(x.coupled_wait_time), std::to_string(x.coupled_wait_count), trace});
     }
     return table.render(width);
 }
-}  // namespace
+}   // namespace
 
 // Within `width` columns (0: no limit; a narrower terminal gets the ranks' figures in blocks, the
 // rank in each): the columns and notes of `mhc sweep` (peaks, loss "OOM", the estimate note).
@@ -696,9 +695,10 @@ std::string to_text(const CoupledResult& c, int width) {
              (c.oom >= 0 ? fmt(": waited for rank %d, out of memory", c.global_rank[static_cast<size_t>(c.oom)])
                          : std::string(": waited for a rank that failed")) + "\n";
     s += std::string("peaks: ") + peak_meaning(parse_allocator(first.config.allocator)) + "\n";
-    std::string notes = "baseline peak: a rank's peak without a limit; stall time: waiting for its own swaps or "
-                        "recomputations\n"
-                        "wait time: waiting at a cross-rank kernel for a later rank (the stalls of others, passed on)\n";
+    std::string notes =
+        "baseline peak: a rank's peak without a limit; stall time: waiting for its own swaps or "
+        "recomputations\n"
+        "wait time: waiting at a cross-rank kernel for a later rank (the stalls of others, passed on)\n";
     if (!first.order_only) notes += std::string("throughput loss, times: ") + kEstimateNote + "\n";
     // Each note within the width (100 columns for a file), its lines after the first indented.
     std::istringstream lines(notes);

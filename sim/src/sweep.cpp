@@ -244,7 +244,7 @@ std::string answer_line(const BisectAnswer& a, const std::string& budget, int po
     return names.substr(0, names.find_last_not_of(' ') + 1) + "\n" + spaced(wrap(phrases, width, 4, 4));
 }
 
-}  // namespace
+}   // namespace
 
 // The grid and the answers of one link at a time (the link is the group's heading, not a
 // column), with the words and units `mhc simulate` prints (peak reduction, throughput loss, stall
@@ -287,8 +287,9 @@ std::string to_text(const SweepResult& s, int64_t baseline_peak, int width) {
         for (const auto& a : s.answers) {
             if (a.link != link) continue;
             if (!intro) {
-                const std::string head = std::string(header ? "\n" : "") + "smallest capacity within the loss budget of " +
-                                         budget + " (baseline peak " + format_bytes(baseline_peak) + "):";
+                const std::string head = std::string(header ? "\n" : "") +
+                                         "smallest capacity within the loss budget of " + budget + " (baseline peak " +
+                                         format_bytes(baseline_peak) + "):";
                 o << wrap(head, width > 0 ? width : 100);
                 intro = true;
             }
@@ -298,7 +299,8 @@ std::string to_text(const SweepResult& s, int64_t baseline_peak, int width) {
     // What the figures are: the peaks' kind (the allocator model decides it) and that times are estimates.
     std::string notes;
     if (any_oracle)
-        notes += "* oracle: reads the trace's future (belady, lookahead:K): a bound, not a policy a scheduler can run\n";
+        notes +=
+            "* oracle: reads the trace's future (belady, lookahead:K): a bound, not a policy a scheduler can run\n";
     const Result* any = !s.grid.empty() ? &s.grid.front() : !s.answers.empty() ? &s.answers.front().result : nullptr;
     if (any) {
         notes += std::string("peaks: ") + peak_meaning(parse_allocator(any->config.allocator)) + "\n";

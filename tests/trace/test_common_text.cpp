@@ -101,32 +101,32 @@ TEST_CASE("Fnv1a keeps the values fingerprints were made with, and fields end in
     CHECK(mhc::Fnv1a().add_field("ab").add_field("").value() != mhc::Fnv1a().add_field("a").add_field("b").value());
 }
 
-TEST_CASE("a text table: two-line headings, figures right-aligned, split into blocks in a narrow terminal", "[common]") {
-    mhc::TextTable table({{{"policy"}, true, true},
-                          {{"peak"}},
-                          {{"peak", "reduction"}},
-                          {{"throughput", "loss"}},
-                          {{"stall", "time"}}});
+TEST_CASE("a text table: two-line headings, figures right-aligned, split into blocks in a narrow terminal",
+          "[common]") {
+    mhc::TextTable table(
+        {{{"policy"}, true, true}, {{"peak"}}, {{"peak", "reduction"}}, {{"throughput", "loss"}}, {{"stall", "time"}}});
     table.add_row({"lru", "2.81 GiB", "30.1%", "634.53%", "254.50 ms"});
     table.add_row({"cost_aware", "3.41 GiB", "15.2%", "4.75%", "8.06 ms"});
     // Worked by hand: policy 10 wide, peak 8, reduction 9, loss 10, time 9; one space between.
-    const std::string whole = "                         peak throughput     stall\n"
-                              "policy         peak reduction       loss      time\n"
-                              "lru        2.81 GiB     30.1%    634.53% 254.50 ms\n"
-                              "cost_aware 3.41 GiB     15.2%      4.75%   8.06 ms\n";
+    const std::string whole =
+        "                         peak throughput     stall\n"
+        "policy         peak reduction       loss      time\n"
+        "lru        2.81 GiB     30.1%    634.53% 254.50 ms\n"
+        "cost_aware 3.41 GiB     15.2%      4.75%   8.06 ms\n";
     CHECK(table.full_width() == 50);
     CHECK(table.render(0) == whole);
     CHECK(table.render(50) == whole);
     // 35 columns: policy (the key) in each block, the figures that fit beside it, in their order.
-    const std::string split = "                         peak\n"
-                              "policy         peak reduction\n"
-                              "lru        2.81 GiB     30.1%\n"
-                              "cost_aware 3.41 GiB     15.2%\n"
-                              "\n"
-                              "           throughput     stall\n"
-                              "policy           loss      time\n"
-                              "lru           634.53% 254.50 ms\n"
-                              "cost_aware      4.75%   8.06 ms\n";
+    const std::string split =
+        "                         peak\n"
+        "policy         peak reduction\n"
+        "lru        2.81 GiB     30.1%\n"
+        "cost_aware 3.41 GiB     15.2%\n"
+        "\n"
+        "           throughput     stall\n"
+        "policy           loss      time\n"
+        "lru           634.53% 254.50 ms\n"
+        "cost_aware      4.75%   8.06 ms\n";
     CHECK(table.render(35) == split);
     // Narrower than the key and one column: a column a block, still whole (never cut).
     const std::string narrow = table.render(12);

@@ -281,7 +281,8 @@ Run load_run(const std::string& trace_path_arg, int64_t run_id, const std::strin
             // Said as every reader says it: the file, how many runs it holds and where they are listed.
             sql::Stmt count(db, trace_path, ("SELECT count(*) FROM runs WHERE " + reader.runs_of_trace).c_str());
             const auto runs = static_cast<size_t>(count.step() ? count.i64(0) : 0);
-            throw Error(no_such_run(reader.trace_path(), run_id, runs, trace_path == reader.trace_path() ? "" : runs_db));
+            throw Error(
+                no_such_run(reader.trace_path(), run_id, runs, trace_path == reader.trace_path() ? "" : runs_db));
         }
         if (std::string stale = stale_line(reader, run_id, stmt.text(1), stmt.text(4)); !stale.empty())
             throw Error(stale);

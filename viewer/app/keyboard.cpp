@@ -125,7 +125,7 @@ void focus_requested(App& app) {
             return;
         }
 }
-}  // namespace
+}   // namespace
 
 void tab_along(App& app) {
     ImGuiContext& ctx = *ImGui::GetCurrentContext();

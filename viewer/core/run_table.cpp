@@ -57,8 +57,9 @@ bool numeric(RunColumn c) {
 
 const char* run_column_name(RunColumn c) {
     // The figures under the names mhc simulate, sweep and the metrics table below give them.
-    static constexpr const char* k[kRunColumnCount] = {"#",    "policy",         "prefetch",        "link",     "capacity",
-                                                       "peak", "peak reduction", "throughput loss", "makespan", "status"};
+    static constexpr const char* k[kRunColumnCount] = {"#",        "policy", "prefetch",       "link",
+                                                       "capacity", "peak",   "peak reduction", "throughput loss",
+                                                       "makespan", "status"};
     auto i = static_cast<int>(c);
     return i >= 0 && i < kRunColumnCount ? k[i] : "?";
 }

@@ -40,4 +40,4 @@ private:
 // table whole).
 int table_width();
 
-}  // namespace mhc
+}   // namespace mhc
