@@ -11,6 +11,7 @@
 #include "trace_notes.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/message_line.hpp"
+#include "mhc/common/text_table.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/common/wrap.hpp"
 #include "mhc/sim/config.hpp"
@@ -30,7 +31,7 @@ bool said_in(const std::string& text, const std::string& label) {
 // A run's row: its peak, peak reduction and throughput loss in the words and signs `simulate`
 // and `sweep` print (a replayed run's measured figures; "-" for what it lacks), then its name,
 // and for an OOM what was short: within 100 columns, a long name on a line of its own.
-std::string run_row(const mhc::trace::RunInfo& run, bool order_only) {
+std::string run_row(const mhc::trace::RunInfo& run, bool order_only, int width) {
     auto get = [&](const char* key) {
         auto it = run.metrics.find(key);
         return it == run.metrics.end() ? std::optional<double>{} : std::optional<double>{it->second};
@@ -62,16 +63,19 @@ std::string run_row(const mhc::trace::RunInfo& run, bool order_only) {
     const std::string what_short = mhc::printable(mhc::trace::run_name_notes(run, short_text));
     const std::string kind(to_string(run.kind)), status(to_string(run.status));
     char b[512];
-    std::snprintf(b, sizeof b, "%5lld %-9s %-10s %10s %9s %8s", static_cast<long long>(run.id), kind.c_str(),
+    std::snprintf(b, sizeof b, "%5lld %-9s %-10s %10s %9s %10s", static_cast<long long>(run.id), kind.c_str(),
                   status.c_str(), bytes(peak).c_str(), percent(red, "%.1f%%").c_str(), loss_text.c_str());
     // A name too long for the line goes under the row.
     const std::string row = b;
-    if (row.size() + 2 + name.size() + what_short.size() <= 100) return row + "  " + name + what_short + "\n";
+    const auto line = static_cast<size_t>(width);
+    if (row.size() + 2 + name.size() + what_short.size() <= line) return row + "  " + name + what_short + "\n";
     // Under the row, the name cut to the line as a long kernel name is (--json keeps it whole);
-    // what an OOM was short of stays whole (it was cut through its figure: "short by 70....").
-    const size_t room = 94 - std::min<size_t>(what_short.size(), 60);
+    // what an OOM was short of stays whole (it was cut through its figure: "short by 70...."),
+    // wrapped under the name where the line is narrow.
+    const auto room = static_cast<size_t>(
+        std::max<int>(width - 6 - static_cast<int>(std::min<size_t>(what_short.size(), 60)), 12));
     if (name.size() > room) name = name.substr(0, room - 3) + "...";
-    return row + "\n      " + name + what_short + "\n";
+    return row + "\n" + mhc::wrap(name + what_short, width, 6, 6);
 }
 
 // What the runs table's figures are, as simulate and sweep say it: a simulated run's peak under its
@@ -186,14 +190,20 @@ mhc::cli::Registration reg{mhc::cli::Command{
                 text += label + " " + note.value + "\n";
             }
             text += import_warning_lines(data.meta);
-            std::printf("%s", within(text, 100).c_str());
+            // Within 100 columns, or the terminal's when narrower (COLUMNS, else its width).
+            const int terminal = mhc::table_width();
+            const int width = terminal > 0 ? std::clamp(terminal, 60, 100) : 100;
+            std::printf("%s", within(text, width).c_str());
             if (!runs.empty()) {
-                // Peak, peak reduction and throughput loss (a replay's measured ones), as sweep says them.
-                std::printf("runs        %zu stored\n"
-                            "   id kind      status           peak reduction     loss  name\n",
-                            runs.size());
-                for (const auto& run : runs) std::printf("%s", run_row(run, data.order_only()).c_str());
-                std::printf("%s", within(runs_legend(runs, data.order_only()), 100).c_str());
+                // Peak, peak reduction and throughput loss (a replay's measured ones), named as sweep
+                // and simulate name them.
+                std::printf(
+                    "runs        %zu stored\n"
+                    "                                           peak throughput\n"
+                    "   id kind      status           peak reduction       loss  name\n",
+                    runs.size());
+                for (const auto& run : runs) std::printf("%s", run_row(run, data.order_only(), width).c_str());
+                std::printf("%s", within(runs_legend(runs, data.order_only()), width).c_str());
             }
             return mhc::cli::kExitOk;
         };

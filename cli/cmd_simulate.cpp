@@ -9,6 +9,7 @@
 #include "sim_options.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/message_line.hpp"
+#include "mhc/common/text_table.hpp"
 #include "mhc/dist/process.hpp"
 #include "mhc/dist/run.hpp"
 #include "mhc/common/units.hpp"
@@ -264,7 +265,7 @@ int run_coupled(const std::vector<std::string>& paths, const sim::Config& c, boo
     sim::CoupledResult r = dist::simulate_coupled(ranks, plan, c);
     if (!dist::is_root()) return kExitOk;
     if (json) std::cout << sim::to_json(r) << "\n";
-    else std::cout << sim::to_text(r);
+    else std::cout << sim::to_text(r, mhc::table_width());
     std::cout.flush();
     bool stored = true;
     if (!store.no_store) {

@@ -13,6 +13,8 @@
 #include "sim_options.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/message_line.hpp"
+#include "mhc/common/text_table.hpp"
+#include "mhc/common/wrap.hpp"
 #include "mhc/dist/process.hpp"
 #include "mhc/dist/run.hpp"
 #include "mhc/common/units.hpp"
@@ -187,12 +189,15 @@ std::string many(size_t count, const char* word) {
 
 // The bisection simulates bisect-steps + 1 capacities per combination and keeps one.
 void print_counts(const sim::SweepResult& result, std::FILE* say) {
-    std::fprintf(say, "%s in %.2f s: %s", many(result.simulations, "simulation").c_str(), result.seconds,
-                 many(result.grid.size(), "grid run").c_str());
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, " in %.2f s: ", result.seconds);
+    std::string line = many(result.simulations, "simulation") + seconds + many(result.grid.size(), "grid run");
     if (!result.answers.empty())
-        std::fprintf(say, ", %s for %s", many(result.simulations - result.grid.size(), "bisection probe").c_str(),
-                     many(result.answers.size(), "answer").c_str());
-    std::fprintf(say, "\n");
+        line += ", " + many(result.simulations - result.grid.size(), "bisection probe") + " for " +
+                many(result.answers.size(), "answer");
+    // Within a narrow terminal's width, as the table above it (docs/cli.md, "A narrower terminal").
+    const int width = mhc::table_width();
+    std::fputs((width > 0 ? mhc::wrap(line, width, 2) : line + "\n").c_str(), say);
 }
 
 // --json (docs/cli.md, "JSON"): what the table says, each run whole as mhc simulate --json prints
@@ -271,7 +276,7 @@ std::function<int()> setup(CLI::App& app) {
         if (tty) std::fprintf(stderr, "\r%40s\r", "");
         const int64_t baseline = sim::baseline_peak(*prepared, options->base.allocator);
         if (options->json) std::cout << sweep_json(result, baseline, spec.bisect);
-        else std::cout << sim::to_text(result, baseline);
+        else std::cout << sim::to_text(result, baseline, mhc::table_width());
         std::cout.flush();
         print_counts(result, say);
         return store_sweep(*options, trace_data, *prepared, result);

@@ -1,5 +1,5 @@
 """`mhc-torch runs`: a trace's runs as text a user reads in 100 columns, in the words and units of
-`mhc sweep` and `mhc info` (peak, reduction, loss, stall, swap-in, swap-out; bytes and durations as
+`mhc sweep` and `mhc info` (peak, peak reduction, throughput loss, stall time, swap-in, swap-out; bytes and durations as
 mhc prints them (formatting.py), a reduction with 1 decimal, a loss with 2; "OOM" for a run out of
 memory), and every stored field of each run with --all (a field per line, a column per run)."""
 
@@ -11,8 +11,12 @@ from .formatting import format_bytes, format_ns
 from .number_grammar import printable
 
 WIDTH = 100
-HEADER = f"{'id':>5} {'kind':<9} {'status':<10} {'peak':>10} {'reduction':>9} {'loss':>8} " \
-         f"{'stall':>10} {'swap-in':>10} {'swap-out':>10}  name"
+# Two lines: the figures under the names mhc simulate, sweep and --json give them (peak reduction,
+# throughput loss, stall time; "stall" alone was a second name for the stall time).
+HEADER = f"{'':>5} {'':<9} {'':<10} {'':>10} {'peak':>9} {'throughput':>10} " \
+         f"{'stall':>10} {'swap-in':>10} {'swap-out':>10}\n" \
+         f"{'id':>5} {'kind':<9} {'status':<10} {'peak':>10} {'reduction':>9} {'loss':>10} " \
+         f"{'time':>10} {'(H2D)':>10} {'(D2H)':>10}  name"
 
 
 def _number(v) -> float | None:
@@ -37,7 +41,7 @@ def _row(run_id, run) -> str:
     cells = (f"{int(run_id):>5} {printable(str(run.get('kind', '-'))):<9} "
              f"{printable(str(run.get('status', '-'))):<10} {size(peak):>10} "
              f"{'-' if reduction is None else f'{reduction * 100:.1f}%':>9} "
-             f"{'OOM' if oom else '-' if loss is None else f'{loss * 100:.2f}%':>8} "
+             f"{'OOM' if oom else '-' if loss is None else f'{loss * 100:.2f}%':>10} "
              f"{'-' if stall is None else format_ns(stall):>10} {size(get('swap_in_bytes')):>10} "
              f"{size(get('swap_out_bytes')):>10}")
     name = printable(str(run.get("name", "")))
@@ -56,8 +60,8 @@ def runs_table(df) -> str:
         lines.append(_row(run_id, run))
         kinds.add(run.get("kind"))
     if "simulated" in kinds:
-        lines.append("simulated: peak under the run's allocator model (caching: reserved bytes); "
-                     "loss, stall: estimates")
+        lines.append("simulated: peak under the allocator model (caching: reserved bytes); "
+                     "loss, stall time: estimates")
     if "replayed" in kinds:
         lines.append("replayed: peak, loss, stall and swaps measured on the replay's backend")
     lines.append("every stored field of each run: mhc-torch runs --all TRACE (in Python: mhc_torch.read_runs)")

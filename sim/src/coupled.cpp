@@ -9,12 +9,15 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <sstream>
 
 #include "engine.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/json.hpp"
 #include "mhc/common/numbers.hpp"
+#include "mhc/common/text_table.hpp"
 #include "mhc/common/units.hpp"
+#include "mhc/common/wrap.hpp"
 #include "mhc/trace/comm_kernels.hpp"
 #include "mhc/trace/runs.hpp"
 #include "prepared.hpp"
@@ -622,30 +625,47 @@ namespace {
 bool finished(const CoupledResult& c, size_t r) { return !c.ranks[r].oom.happened && !c.stopped[r]; }
 }  // namespace
 
-// Within 100 columns for short trace names: the columns and notes of `mhc sweep` (peaks, loss
-// "OOM", the estimate note), a rank that stopped waiting says STOPPED where its loss would be.
-std::string to_text(const CoupledResult& c) {
-    std::string s;
-    const Result& first = c.ranks.front();
-    s += "coupled run    " + run_name(first.config) + " on " + std::to_string(c.ranks.size()) + " ranks, " +
-         std::to_string(c.cross_events) + " cross-rank kernels\n";
-    s += fmt("%-4s %10s %10s %10s %8s %10s %6s %10s %5s  %s\n", "rank", "capacity", "baseline", "peak", "loss",
-             "stall time", "stalls", "wait time", "waits", "trace");
-    std::string stopped;
+namespace {
+// A rank a row, under the names `mhc simulate` and sweep give the figures (throughput loss, stall
+// time), a rank that stopped waiting says STOPPED where its loss would be.
+std::string ranks_table(const CoupledResult& c, int width) {
+    TextTable table({{{"rank"}, true, true},
+                     {{"capacity"}},
+                     {{"baseline", "peak"}},
+                     {{"peak"}},
+                     {{"throughput", "loss"}},
+                     {{"stall", "time"}},
+                     {{"stalls"}},
+                     {{"wait", "time"}},
+                     {{"waits"}},
+                     {{"trace"}, true}});
     for (size_t r = 0; r < c.ranks.size(); ++r) {
         const Result& x = c.ranks[r];
         const std::string loss = x.oom.happened ? "OOM"
                                  : c.stopped[r] ? "STOPPED"
                                                 : fmt("%.2f%%", x.throughput_loss * 100);
-        if (c.stopped[r]) stopped += (stopped.empty() ? "" : ", ") + std::to_string(c.global_rank[r]);
         // the device each rank simulated when not GPU 0, as mhc info names a run's ("Inputs")
         const std::string trace = x.device == 0 ? c.paths[r] : c.paths[r] + " (" + trace::device_name(x.device) + ")";
-        s += fmt("%-4d %10s %10s %10s %8s %10s %6lld %10s %5lld  %s\n", c.global_rank[r],
-                 x.capacity >= kUnlimited ? "unlimited" : format_bytes(x.capacity).c_str(),
-                 format_bytes(x.baseline_peak).c_str(), format_bytes(x.simulated_peak).c_str(), loss.c_str(),
-                 format_ns(x.stall_time).c_str(), static_cast<long long>(x.stall_count), format_ns(x.coupled_wait_time).c_str(),
-                 static_cast<long long>(x.coupled_wait_count), trace.c_str());
+        table.add_row({std::to_string(c.global_rank[r]),
+                       x.capacity >= kUnlimited ? "unlimited" : format_bytes(x.capacity), format_bytes(x.baseline_peak),
+                       format_bytes(x.simulated_peak), loss, format_ns(x.stall_time), std::to_string(x.stall_count),
+                       format_ns(x.coupled_wait_time), std::to_string(x.coupled_wait_count), trace});
     }
+    return table.render(width);
+}
+}   // namespace
+
+// Within `width` columns (0: no limit; a narrower terminal gets the ranks' figures in blocks, the
+// rank in each): the columns and notes of `mhc sweep` (peaks, loss "OOM", the estimate note).
+std::string to_text(const CoupledResult& c, int width) {
+    std::string s;
+    const Result& first = c.ranks.front();
+    s += "coupled run    " + run_name(first.config) + " on " + std::to_string(c.ranks.size()) + " ranks, " +
+         std::to_string(c.cross_events) + " cross-rank kernels\n";
+    s += ranks_table(c, width);
+    std::string stopped;
+    for (size_t r = 0; r < c.ranks.size(); ++r)
+        if (c.stopped[r]) stopped += (stopped.empty() ? "" : ", ") + std::to_string(c.global_rank[r]);
     int64_t stalls = 0, waits = 0;
     for (const Result& x : c.ranks) { stalls += x.stall_time; waits += x.coupled_wait_time; }
     s += fmt("job            peak %s (baseline %s: the largest rank's)\n", format_bytes(c.job_peak).c_str(),
@@ -675,9 +695,14 @@ std::string to_text(const CoupledResult& c) {
              (c.oom >= 0 ? fmt(": waited for rank %d, out of memory", c.global_rank[static_cast<size_t>(c.oom)])
                          : std::string(": waited for a rank that failed")) + "\n";
     s += std::string("peaks: ") + peak_meaning(parse_allocator(first.config.allocator)) + "\n";
-    s += "baseline: a rank's peak without a limit; stall: waiting for its own swaps or recomputations\n";
-    s += "wait: waiting at a cross-rank kernel for a later rank (the stalls of others, passed on)\n";
-    if (!first.order_only) s += std::string("loss, times: ") + kEstimateNote + "\n";
+    std::string notes =
+        "baseline peak: a rank's peak without a limit; stall time: waiting for its own swaps or "
+        "recomputations\n"
+        "wait time: waiting at a cross-rank kernel for a later rank (the stalls of others, passed on)\n";
+    if (!first.order_only) notes += std::string("throughput loss, times: ") + kEstimateNote + "\n";
+    // Each note within the width (100 columns for a file), its lines after the first indented.
+    std::istringstream lines(notes);
+    for (std::string note; std::getline(lines, note);) s += wrap(note, width > 0 ? width : 100, 2);
     return s;
 }
 

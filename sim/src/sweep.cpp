@@ -5,11 +5,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <sstream>
 #include <thread>
 
+#include "mhc/common/text_table.hpp"
 #include "mhc/common/units.hpp"
+#include "mhc/common/wrap.hpp"
 
 namespace mhc::sim {
 
@@ -164,103 +167,149 @@ bool is_oracle(const std::string& eviction, const std::string& prefetch) {
     return eviction == "belady" || prefetch.rfind("lookahead", 0) == 0;
 }
 
+namespace {
+
+// The grid's columns: the run's name in three (the keys, repeated in each block when a narrow
+// terminal splits the table), then its figures under the names `mhc simulate`, --json and the
+// viewer give them (peak reduction, throughput loss, stall time: "stall" alone was sweep's word).
+// The name columns at least as wide as the answers' names under them.
+TextTable grid_table(int policy_w, int prefetch_w) {
+    return TextTable({{{"policy"}, true, true, policy_w},
+                      {{"prefetch"}, true, true, prefetch_w},
+                      {{"capacity"}, true, true, 9},
+                      {{"peak"}},
+                      {{"peak", "reduction"}},
+                      {{"throughput", "loss"}},
+                      {{"stall", "time"}},
+                      {{"swap-in", "(H2D)"}},
+                      {{"swap-out", "(D2H)"}}});
+}
+
+std::vector<std::string> grid_row(const Result& r) {
+    const bool oracle = is_oracle(r.config.eviction, r.config.prefetch);
+    // An OOM run did not finish: no peak, no peak reduction, no loss.
+    std::string peak = "-", red = "-", loss = "OOM";
+    if (!r.oom.happened) {
+        char text[32];
+        peak = format_bytes(r.simulated_peak);
+        std::snprintf(text, sizeof text, "%.1f%%", r.peak_reduction * 100);
+        red = text;
+        // Order-only timing: the loss and stalls count event numbers, not times (as simulate says).
+        // A trace without duration: a loss over a zero baseline is not defined.
+        std::snprintf(text, sizeof text, "%.2f%%", r.throughput_loss * 100);
+        loss = r.order_only || std::isnan(r.throughput_loss) ? std::string("-") : std::string(text);
+    }
+    return {r.config.eviction,
+            r.config.prefetch + (oracle ? " *" : ""),
+            r.config.capacity.to_string(),
+            peak,
+            red,
+            loss,
+            r.order_only ? std::string("-") : format_ns(r.stall_time),
+            format_bytes(r.swap_in_bytes),
+            format_bytes(r.swap_out_bytes)};
+}
+
+// A bisection's answer: its policy and prefetcher under the grid's columns, then the capacity found,
+// the rest wrapped under it within `width` (0: one line).
+std::string answer_line(const BisectAnswer& a, const std::string& budget, int policy_w, int prefetch_w, int width) {
+    char head[320], rest[320];
+    const std::string prefetch = a.prefetch + (is_oracle(a.policy, a.prefetch) ? " *" : "");
+    std::snprintf(head, sizeof head, "%-*s %-*s ", policy_w, a.policy.c_str(), prefetch_w, prefetch.c_str());
+    if (!a.found) {
+        std::snprintf(rest, sizeof rest, "not within the %s budget even at 100%%", budget.c_str());
+    } else if (a.fraction >= 1.0) {
+        // Every capacity below the peak that the bisection tried lost more than the budget.
+        std::snprintf(rest, sizeof rest, "no saving within the %s budget", budget.c_str());
+    } else {
+        std::snprintf(rest, sizeof rest, "%5.1f%% = %s: peak %s, peak reduction %.1f%%, throughput loss %.2f%%",
+                      a.fraction * 100, format_bytes(a.result.capacity).c_str(),
+                      format_bytes(a.result.simulated_peak).c_str(), a.result.peak_reduction * 100,
+                      a.result.throughput_loss * 100);
+    }
+    const std::string names = head;
+    if (width <= 0 || static_cast<int>(names.size() + std::strlen(rest)) <= width) return names + rest + "\n";
+    // Broken after a comma or colon alone: a figure stays with its words ("throughput loss 2.69%").
+    std::string phrases = rest;
+    const bool figures = a.found && a.fraction < 1.0;   // the other answers are words only
+    for (size_t i = 1; figures && i < phrases.size(); ++i)
+        if (phrases[i] == ' ' && phrases[i - 1] != ',' && phrases[i - 1] != ':') phrases[i] = '\x01';
+    const auto spaced = [](std::string text) {
+        std::replace(text.begin(), text.end(), '\x01', ' ');
+        return text;
+    };
+    // Wrapped under the figures' start, or under a name too long to leave them room.
+    const int indent = static_cast<int>(names.size());
+    if (indent <= width / 2) return names + spaced(wrap(phrases, width, indent, indent).substr(names.size()));
+    return names.substr(0, names.find_last_not_of(' ') + 1) + "\n" + spaced(wrap(phrases, width, 4, 4));
+}
+
+}   // namespace
+
 // The grid and the answers of one link at a time (the link is the group's heading, not a
-// column): rows stay within 100 columns with the words and units `mhc simulate` prints
-// (peak reduction, throughput loss, bytes swapped in and out per direction).
-std::string to_text(const SweepResult& s, int64_t baseline_peak) {
+// column), with the words and units `mhc simulate` prints (peak reduction, throughput loss, stall
+// time, bytes swapped in and out per direction); within `width` columns (0: no limit).
+std::string to_text(const SweepResult& s, int64_t baseline_peak, int width) {
     std::ostringstream o;
-    char line[320];
     bool any_oracle = false;
     std::vector<std::string> links;
     for (const auto& r : s.grid)
         if (std::find(links.begin(), links.end(), r.config.link.name) == links.end()) links.push_back(r.config.link.name);
     for (const auto& a : s.answers)
         if (std::find(links.begin(), links.end(), a.link) == links.end()) links.push_back(a.link);
-    // The name columns as wide as their longest entry (at least 10, 15 and 9): "lookahead:100000 *"
-    // pushed its row's figures out from under their headings.
-    int policy_w = 10, prefetch_w = 15, capacity_w = 9;
-    auto widen = [](int& width, const std::string& text) { width = std::max(width, static_cast<int>(text.size())); };
+    // The answers' names under the grid's name columns (at least 10 and 15 wide).
+    int policy_w = 10, prefetch_w = 15;
+    auto widen = [](int& column, const std::string& text) { column = std::max(column, static_cast<int>(text.size())); };
     for (const auto& run : s.grid) {
         widen(policy_w, run.config.eviction);
         widen(prefetch_w, run.config.prefetch + (is_oracle(run.config.eviction, run.config.prefetch) ? " *" : ""));
-        widen(capacity_w, run.config.capacity.to_string());
+        any_oracle |= is_oracle(run.config.eviction, run.config.prefetch);
     }
     for (const auto& answer : s.answers) {
         widen(policy_w, answer.policy);
         widen(prefetch_w, answer.prefetch + (is_oracle(answer.policy, answer.prefetch) ? " *" : ""));
+        any_oracle |= is_oracle(answer.policy, answer.prefetch);
     }
-    const char* row = "%-*s %-*s %-*s %10s %9s %8s %9s %10s %10s\n";
+    char budget[32];
+    std::snprintf(budget, sizeof budget, "%g%%", s.budget * 100);
     for (const auto& link : links) {
         if (&link != &links.front()) o << "\n";
         o << "link " << link << "\n";
+        TextTable table = grid_table(policy_w, prefetch_w);
         bool header = false;
-        for (const auto& r : s.grid) {
-            if (r.config.link.name != link) continue;
-            if (!header) {
-                std::snprintf(line, sizeof line, row, policy_w, "policy", prefetch_w, "prefetch", capacity_w, "capacity",
-                              "peak", "reduction", "loss", "stall", "swap-in", "swap-out");
-                o << line;
+        for (const auto& r : s.grid)
+            if (r.config.link.name == link) {
+                table.add_row(grid_row(r));
                 header = true;
             }
-            bool oracle = is_oracle(r.config.eviction, r.config.prefetch);
-            any_oracle |= oracle;
-            std::string prefetch = r.config.prefetch + (oracle ? " *" : "");
-            // An OOM run did not finish: no peak reduction, no loss.
-            std::string peak = r.oom.happened ? std::string("-") : format_bytes(r.simulated_peak);
-            char red[32], loss[32];
-            if (r.oom.happened) {
-                std::snprintf(red, sizeof red, "-");
-                std::snprintf(loss, sizeof loss, "OOM");
-            } else {
-                std::snprintf(red, sizeof red, "%.1f%%", r.peak_reduction * 100);
-                // Order-only timing: the loss and stalls count event numbers, not times (as simulate says).
-                // A trace without duration: a loss over a zero baseline is not defined.
-                if (r.order_only || std::isnan(r.throughput_loss)) std::snprintf(loss, sizeof loss, "-");
-                else std::snprintf(loss, sizeof loss, "%.2f%%", r.throughput_loss * 100);
-            }
-            const std::string stall = r.order_only ? std::string("-") : format_ns(r.stall_time);
-            std::snprintf(line, sizeof line, row, policy_w, r.config.eviction.c_str(), prefetch_w, prefetch.c_str(),
-                          capacity_w, r.config.capacity.to_string().c_str(), peak.c_str(), red, loss, stall.c_str(),
-                          format_bytes(r.swap_in_bytes).c_str(), format_bytes(r.swap_out_bytes).c_str());
-            o << line;
-        }
+        if (header) o << table.render(width);
         bool intro = false;
-        char budget[32];
-        std::snprintf(budget, sizeof budget, "%g%%", s.budget * 100);
         for (const auto& a : s.answers) {
             if (a.link != link) continue;
             if (!intro) {
-                o << (header ? "\n" : "") << "smallest capacity within the loss budget of " << budget << " (baseline peak "
-                  << format_bytes(baseline_peak) << "):\n";
+                const std::string head = std::string(header ? "\n" : "") +
+                                         "smallest capacity within the loss budget of " + budget + " (baseline peak " +
+                                         format_bytes(baseline_peak) + "):";
+                o << wrap(head, width > 0 ? width : 100);
                 intro = true;
             }
-            bool oracle = is_oracle(a.policy, a.prefetch);
-            any_oracle |= oracle;
-            std::string prefetch = a.prefetch + (oracle ? " *" : "");
-            if (!a.found) {
-                std::snprintf(line, sizeof line, "%-*s %-*s not within the %s budget even at 100%%\n", policy_w,
-                              a.policy.c_str(), prefetch_w, prefetch.c_str(), budget);
-            } else if (a.fraction >= 1.0) {
-                // Every capacity below the peak that the bisection tried lost more than the budget.
-                std::snprintf(line, sizeof line, "%-*s %-*s no saving within the %s budget\n", policy_w,
-                              a.policy.c_str(), prefetch_w, prefetch.c_str(), budget);
-            } else {
-                std::snprintf(line, sizeof line, "%-*s %-*s %5.1f%% = %-10s peak %s, reduction %.1f%%, loss %.2f%%\n",
-                              policy_w, a.policy.c_str(), prefetch_w, prefetch.c_str(), a.fraction * 100,
-                              format_bytes(a.result.capacity).c_str(), format_bytes(a.result.simulated_peak).c_str(),
-                              a.result.peak_reduction * 100, a.result.throughput_loss * 100);
-            }
-            o << line;
+            o << answer_line(a, budget, policy_w, prefetch_w, width > 0 ? width : 100);
         }
     }
-    if (any_oracle)
-        o << "* oracle: reads the trace's future (belady, lookahead:K): a bound, not a policy a scheduler can run\n";
     // What the figures are: the peaks' kind (the allocator model decides it) and that times are estimates.
+    std::string notes;
+    if (any_oracle)
+        notes +=
+            "* oracle: reads the trace's future (belady, lookahead:K): a bound, not a policy a scheduler can run\n";
     const Result* any = !s.grid.empty() ? &s.grid.front() : !s.answers.empty() ? &s.answers.front().result : nullptr;
     if (any) {
-        o << "peaks: " << peak_meaning(parse_allocator(any->config.allocator)) << "\n";
-        if (!any->order_only) o << "loss, stall: " << kEstimateNote << "\n";
+        notes += std::string("peaks: ") + peak_meaning(parse_allocator(any->config.allocator)) + "\n";
+        if (!any->order_only)
+            notes += "throughput loss, stall time: estimates until a GPU measures them (mhc validate --backend cuda)\n";
     }
+    // Each note within the width (100 columns for a file), its lines after the first indented.
+    std::istringstream lines(notes);
+    for (std::string note; std::getline(lines, note);) o << wrap(note, width > 0 ? width : 100, 2);
     return o.str();
 }
 

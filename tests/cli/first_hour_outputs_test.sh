@@ -13,6 +13,7 @@ update=${3:-}
 [ "$view" = --update ] && { update=--update; view=; }
 [ -n "$view" ] && view=$(realpath "$view")
 . "$(dirname "$0")/preamble.sh"
+unset COLUMNS   # the golden files are a file's output: every table whole (a terminal's width is tested below)
 here=$(realpath "$(dirname "$0")")
 golden="$here/golden/first-hour"
 cd "$tmp" || fail "no folder"
@@ -61,6 +62,23 @@ for n in $names; do diff -u "$golden/$n.txt" "$n.txt" || fail "$n differs from $
 awk '/^policy /{ head = $0; next } head != "" && NF >= 9 && !/^\*/ {
          if (length($0) != length(head)) { print "FAIL: sweep-long: a row of " length($0) " columns under a heading of " length(head) ": " $0; bad = 1 } }
      /^$/{ head = "" } END { exit bad }' sweep-long.txt || exit 1
+# A narrower terminal (COLUMNS, docs/cli.md "A narrower terminal"): the grid in blocks, every line
+# within the width, and every figure of the whole table's rows whole in them (a 60-column terminal
+# cut rows through their figures); the runs' name columns repeated in each block.
+for width in 60 72; do
+    COLUMNS=$width "$mhc" sweep t.db --policies cost_aware,lru --prefetchers forecast:2000,lookahead:100000 \
+        --capacities 3500MiB,60% --budget 50% --no-store -j 1 2>/dev/null | mask >narrow.txt ||
+        fail "COLUMNS=$width sweep exited $?"
+    awk -v w="$width" 'length($0) > w { print "FAIL: COLUMNS=" w " sweep: a line of " length($0) " columns: " $0; bad = 1 }
+        END { exit bad }' narrow.txt || exit 1
+    [ "$(grep -c '^policy ' narrow.txt)" -ge 2 ] || fail "COLUMNS=$width sweep: not split into blocks: $(cat narrow.txt)"
+    # Each name and figure of the whole grid's rows (a number with its unit) appears in the narrow output.
+    awk '/^(cost_aware|lru) / && NF >= 9 { for (i = 1; i <= NF; i++)
+             if ($(i + 1) ~ /^(B|KiB|MiB|GiB|TiB|ns|us|ms|s)$/) { print $i " " $(i + 1); i++ } else print $i }' \
+        sweep-long.txt | while read -r figure; do
+            grep -qF -- "$figure" narrow.txt || { echo "FAIL: COLUMNS=$width sweep: '$figure' cut or lost"; exit 1; }
+        done || exit 1
+done
 # sweep --json (docs/cli.md, "JSON"): stdout is the JSON alone (the counts' line on stderr), the grid
 # as mhc simulate --json prints each run, and the answers with their share of the baseline peak.
 "$mhc" sweep t.db --policies lru,dtr --capacities 90%,50% --no-store -j 1 --json >sweep.json 2>err ||

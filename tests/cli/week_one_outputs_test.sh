@@ -18,6 +18,7 @@ for a in "$@"; do [ "$a" = --update ] && update=--update; done
 [ -n "$pydir" ] && [ "$pydir" != --update ] && pydir=$(realpath "$pydir")
 here=$(realpath "$(dirname "$0")")
 . "$here/preamble.sh"
+unset COLUMNS   # the golden files are a file's output: every table whole
 golden="$here/golden/week-one"
 cd "$tmp" || fail "no folder"
 # A measured output: each number (not a digit inside a word: h2d, pcie4) read N, and runs of spaces

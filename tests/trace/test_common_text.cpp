@@ -9,6 +9,9 @@
 #include "mhc/common/json.hpp"
 #include "mhc/common/numbers.hpp"
 #include "mhc/common/refusal.hpp"
+#include "mhc/common/text_table.hpp"
+
+#include <cstdlib>
 
 TEST_CASE("json_string escapes what JSON requires and replaces bytes that are not UTF-8", "[common]") {
     CHECK(mhc::json_string("gemm") == "\"gemm\"");
@@ -114,4 +117,56 @@ TEST_CASE("Fnv1a keeps the values fingerprints were made with, and fields end in
     CHECK(mhc::Fnv1a().add_field("a").add_field("b").value() == mhc::Fnv1a().add("a\xff" "b\xff").value());
     CHECK(mhc::Fnv1a().add_field("a").add_field("b").hex() == "c9791bbd2dd8f2ec");
     CHECK(mhc::Fnv1a().add_field("ab").add_field("").value() != mhc::Fnv1a().add_field("a").add_field("b").value());
+}
+
+TEST_CASE("a text table: two-line headings, figures right-aligned, split into blocks in a narrow terminal",
+          "[common]") {
+    mhc::TextTable table(
+        {{{"policy"}, true, true}, {{"peak"}}, {{"peak", "reduction"}}, {{"throughput", "loss"}}, {{"stall", "time"}}});
+    table.add_row({"lru", "2.81 GiB", "30.1%", "634.53%", "254.50 ms"});
+    table.add_row({"cost_aware", "3.41 GiB", "15.2%", "4.75%", "8.06 ms"});
+    // Worked by hand: policy 10 wide, peak 8, reduction 9, loss 10, time 9; one space between.
+    const std::string whole =
+        "                         peak throughput     stall\n"
+        "policy         peak reduction       loss      time\n"
+        "lru        2.81 GiB     30.1%    634.53% 254.50 ms\n"
+        "cost_aware 3.41 GiB     15.2%      4.75%   8.06 ms\n";
+    CHECK(table.full_width() == 50);
+    CHECK(table.render(0) == whole);
+    CHECK(table.render(50) == whole);
+    // 35 columns: policy (the key) in each block, the figures that fit beside it, in their order.
+    const std::string split =
+        "                         peak\n"
+        "policy         peak reduction\n"
+        "lru        2.81 GiB     30.1%\n"
+        "cost_aware 3.41 GiB     15.2%\n"
+        "\n"
+        "           throughput     stall\n"
+        "policy           loss      time\n"
+        "lru           634.53% 254.50 ms\n"
+        "cost_aware      4.75%   8.06 ms\n";
+    CHECK(table.render(35) == split);
+    // Narrower than the key and one column: a column a block, still whole (never cut).
+    const std::string narrow = table.render(12);
+    CHECK(narrow.find("634.53%") != std::string::npos);
+    CHECK(narrow.find("254.50 ms") != std::string::npos);
+    size_t blocks = 1;
+    for (size_t at = narrow.find("\n\n"); at != std::string::npos; at = narrow.find("\n\n", at + 1)) ++blocks;
+    CHECK(blocks == 4);
+}
+
+TEST_CASE("the tables' width: COLUMNS when it is a number of 20 or more, else none for a file", "[common]") {
+    const char* before = std::getenv("COLUMNS");
+    const std::string saved = before ? before : "";
+    ::setenv("COLUMNS", "64", 1);
+    CHECK(mhc::table_width() == 64);
+    // Not a width: the terminal's, and a test's standard output is no terminal here (or one: then > 0).
+    for (const char* bad : {"abc", "12", "64x", ""}) {
+        ::setenv("COLUMNS", bad, 1);
+        const int width = mhc::table_width();
+        CHECK(width != 64);
+        CHECK((width == 0 || width >= 1));
+    }
+    if (before) ::setenv("COLUMNS", saved.c_str(), 1);
+    else ::unsetenv("COLUMNS");
 }

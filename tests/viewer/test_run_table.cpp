@@ -50,6 +50,10 @@ TEST_CASE("run picker: cells from the run's config and metrics, words filter, an
     CHECK(run_cell(rows[1], RunColumn::Peak) == "69.50 GiB");
     CHECK(run_cell(rows[1], RunColumn::Reduction) == "30.0%");   // as mhc simulate and info say it
     CHECK(run_cell(rows[1], RunColumn::Loss) == "6.00%");
+    // Headed as mhc simulate, sweep and the metrics table under the picker name them (it said
+    // "reduction" and "loss" above a table whose rows said "peak reduction", "throughput loss").
+    CHECK(std::string(run_column_name(RunColumn::Reduction)) == "peak reduction");
+    CHECK(std::string(run_column_name(RunColumn::Loss)) == "throughput loss");
     CHECK(run_cell(rows[1], RunColumn::Makespan) == "5.659 s");
     CHECK(run_cell(rows[4], RunColumn::Loss) == "-");
     CHECK(run_cell(rows[4], RunColumn::Status) == "oom");

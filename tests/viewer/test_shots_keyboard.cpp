@@ -208,16 +208,16 @@ TEST_CASE("the plot is a stop: the arrows pan and zoom it, Tab goes on") {
 TEST_CASE("compare's and the launcher's stops: the filter, the ticks and each field in turn, Space or Enter uses them") {
     fixture::TempPath db("keys-compare.db");
     fixture::write_known_trace(db.path);
-    // Compare: the filter, "tick shown", "untick all", each run's tick, then the plot.
+    // Compare: the filter, "tick shown", "untick all", the runs' rows (one stop), the plot, the metrics' rows.
     Shot compare = shot_ok(db.path, "--view compare");
     const auto order = compare.layout["keyboard"]["order"];
     INFO(order.dump());
-    const std::vector<std::string> first{"run_filter", "tick_shown", "untick_all", "tick_run_1", "tick_run_2", "plot"};
+    const std::vector<std::string> first{"run_filter", "tick_shown", "untick_all", "run_rows", "plot", "metric_rows"};
     for (size_t i = 0; i < first.size(); ++i) CHECK(order[i] == first[i]);
     REQUIRE(compare.layout["compare"]["runs"].size() == 2);
-    // Space on run 1's tick unticks it: one run compared.
-    Shot unticked = shot_ok(db.path, "--view compare" + keys(tabs_to(order, "tick_run_1") + " "));
-    CHECK(focused(unticked) == "tick_run_1");
+    // Space on the first run's row unticks it: one run compared.
+    Shot unticked = shot_ok(db.path, "--view compare" + keys(tabs_to(order, "run_rows") + " "));
+    CHECK(focused(unticked) == "run_rows");
     CHECK(unticked.layout["compare"]["runs"].size() == 1);
     // Enter on "untick all": none.
     Shot none = shot_ok(db.path, "--view compare" + keys(tabs_to(order, "untick_all") + "\\nq"));
@@ -242,4 +242,73 @@ TEST_CASE("compare's and the launcher's stops: the filter, the ticks and each fi
     CHECK(record.layout["run"]["fields"]["record_events"] == false);
     Shot bytes = shot_ok(db.path, "--view run" + keys(tabs_to(fields, "capacity_bytes") + " "));
     CHECK(bytes.layout["run"]["fields"]["capacity_is_percent"] == false);
+}
+
+TEST_CASE("compare's run picker and metrics table are stops: Tab enters a table, the arrows go row to row") {
+    // Before, each run's tick was a stop of its own (a list of 40 runs took 40 Tabs to pass) and the
+    // metrics table's rows took no key: a table taller than its pane scrolled with the mouse alone.
+    fixture::TempPath db("keys-compare-rows.db");
+    fixture::write_known_trace(db.path);
+    const std::string compare = "--view compare";
+    const auto order = shot_ok(db.path, compare).layout["keyboard"]["order"];
+    INFO(order.dump());
+    REQUIRE(std::find(order.begin(), order.end(), "run_rows") != order.end());
+    REQUIRE(std::find(order.begin(), order.end(), "metric_rows") != order.end());
+    CHECK(std::find(order.begin(), order.end(), "tick_run_1") == order.end());
+    // The picker's rows: Tab enters at the first (no run selected), Down goes to the second, Space
+    // unticks that one (run 2: run 1 is left compared), Tab goes on to the plot.
+    const std::string rows = tabs_to(order, "run_rows");
+    Shot first = shot_ok(db.path, compare + keys(rows));
+    CHECK(focused(first) == "run_rows");
+    CHECK(first.layout["keyboard"]["row"] == 0);
+    Shot second = shot_ok(db.path, compare + keys(rows + kDown + " "));
+    CHECK(focused(second) == "run_rows");
+    CHECK(second.layout["keyboard"]["row"] == 1);
+    REQUIRE(second.layout["compare"]["runs"].size() == 1);
+    CHECK(second.layout["compare"]["runs"][0]["id"] == 1);
+    Shot entered = shot_ok(db.path, compare + keys(rows + kDown + "\\nq"));
+    CHECK(entered.layout["compare"]["runs"].size() == 1);
+    CHECK(focused(shot_ok(db.path, compare + keys(rows + kDown + "\\t"))) == "plot");
+    // The metrics' rows: status first, then a row a metric; Down twice is the third row.
+    const std::string metrics = tabs_to(order, "metric_rows");
+    Shot metric = shot_ok(db.path, compare + keys(metrics + kDown + kDown));
+    CHECK(focused(metric) == "metric_rows");
+    CHECK(metric.layout["keyboard"]["row"] == 2);
+    // Shift+Tab from a row goes back to the plot; Enter on a row changes nothing.
+    CHECK(focused(shot_ok(db.path, compare + keys(metrics + kDown + kBack))) == "plot");
+    Shot pressed = shot_ok(db.path, compare + keys(metrics + "\\nq"));
+    CHECK(pressed.layout["compare"]["runs"].size() == 2);
+    CHECK(focused(pressed) == "metric_rows");
+}
+
+TEST_CASE("Enter on a kernel's row leaves the keyboard on the timeline's plot, where the kernel found lies") {
+    // Before, the keyboard was left on the statistics' row, gone with its view: nothing was outlined,
+    // and the next Tab went to the toolbar's first field, the arrows moved nothing.
+    fixture::TempPath db("keys-kernel-place.db");
+    fixture::write_known_trace(db.path);
+    const std::string stats = "--view statistics";
+    const auto order = shot_ok(db.path, stats).layout["keyboard"]["order"];
+    INFO(order.dump());
+    // Then two presses of q (no key of the views) as the time a user takes before the next key:
+    // the timeline opens on the frame after Enter, its plot is focused on the one after that.
+    const std::string enter = tabs_to(order, "kernel_rows") + kDown + "\\nqq";
+    Shot found = shot_ok(db.path, stats + keys(enter));
+    REQUIRE(found.layout.contains("timeline"));
+    CHECK(focused(found) == "plot");
+    // The arrows work the plot at once: up zooms in about the kernel found's range.
+    const auto span = [](const Shot& shot) {
+        return shot.layout["timeline"]["t1"].get<int64_t>() - shot.layout["timeline"]["t0"].get<int64_t>();
+    };
+    Shot zoomed = shot_ok(db.path, stats + keys(enter + kUp));
+    CHECK(focused(zoomed) == "plot");
+    CHECK(static_cast<double>(span(zoomed)) == Approx(0.8 * static_cast<double>(span(found))).epsilon(0.02));
+    // Tab goes on from the plot (the stop after it), Shift+Tab to the stop before it: not the toolbar's first.
+    const auto timeline_order = found.layout["keyboard"]["order"];
+    INFO(timeline_order.dump());
+    const auto at = std::find(timeline_order.begin(), timeline_order.end(), "plot");
+    REQUIRE(at != timeline_order.end());
+    REQUIRE(at != timeline_order.begin());
+    REQUIRE(at + 1 != timeline_order.end());
+    CHECK(focused(shot_ok(db.path, stats + keys(enter + "\\t"))) == *(at + 1));
+    CHECK(focused(shot_ok(db.path, stats + keys(enter + kBack))) == *(at - 1));
 }

@@ -277,7 +277,13 @@ Run load_run(const std::string& trace_path_arg, int64_t run_id, const std::strin
                         reader.runs_of_trace)
                            .c_str());
         stmt.bind(1, run_id);
-        if (!stmt.step()) throw Error(trace_path + ": run " + std::to_string(run_id) + " does not exist");
+        if (!stmt.step()) {
+            // Said as every reader says it: the file, how many runs it holds and where they are listed.
+            sql::Stmt count(db, trace_path, ("SELECT count(*) FROM runs WHERE " + reader.runs_of_trace).c_str());
+            const auto runs = static_cast<size_t>(count.step() ? count.i64(0) : 0);
+            throw Error(
+                no_such_run(reader.trace_path(), run_id, runs, trace_path == reader.trace_path() ? "" : runs_db));
+        }
         if (std::string stale = stale_line(reader, run_id, stmt.text(1), stmt.text(4)); !stale.empty())
             throw Error(stale);
         run.kind = run_kind_from(stmt.text(0), trace_path, run_id);

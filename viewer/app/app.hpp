@@ -202,6 +202,9 @@ public:
     // ImGui 1.86 tabs between text fields only, so the window moves the keyboard along its own
     // (keyboard.cpp): the view's toolbar and fields, its details pane, then the notes and the view tabs.
     std::vector<TabStop> tab_ring, tab_drawn;
+    // The stop the keyboard goes to once a frame has drawn it (a view just opened), "" for none:
+    // Enter on a kernel's row puts it on the timeline's plot, where the kernel found lies.
+    std::string focus_request;
 
     // Loader progress for the async path.
     std::atomic<double> progress{0};

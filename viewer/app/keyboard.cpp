@@ -103,8 +103,33 @@ void plot_keys(App& app) {
 }
 }  // namespace
 
+namespace {
+// The keyboard onto stop `stop` of the ring, in its window (which takes the keyboard first).
+void focus_stop(const TabStop& stop) {
+    ImGuiContext& ctx = *ImGui::GetCurrentContext();
+    auto* window = static_cast<ImGuiWindow*>(stop.window);
+    if (ctx.NavWindow != window) ImGui::FocusWindow(window);
+    ImGui::SetFocusID(stop.id, window);
+    ctx.NavDisableHighlight = false;   // the stop focused is outlined, as after ImGui's own Tab
+    ctx.NavDisableMouseHover = true;
+}
+
+// app.focus_request: the stop named, once a frame has drawn it (the view asked for opens first).
+void focus_requested(App& app) {
+    if (app.focus_request.empty()) return;
+    for (const TabStop& stop : app.tab_ring)
+        if (stop.name == app.focus_request) {
+            ImGui::NavMoveRequestCancel();
+            focus_stop(stop);
+            app.focus_request.clear();
+            return;
+        }
+}
+}   // namespace
+
 void tab_along(App& app) {
     ImGuiContext& ctx = *ImGui::GetCurrentContext();
+    focus_requested(app);
     enter_presses(app);
     plot_keys(app);
     const std::vector<TabStop>& ring = app.tab_ring;
@@ -128,10 +153,7 @@ void tab_along(App& app) {
         (window->Flags & ImGuiWindowFlags_Popup) == 0)
         ImGui::ClosePopupsOverWindow(window, false);
     // Into another window (the notes' window, a details pane): it takes the keyboard first.
-    if (ctx.NavWindow != window) ImGui::FocusWindow(window);
-    ImGui::SetFocusID(next.id, window);
-    ctx.NavDisableHighlight = false;   // the stop focused is outlined, as after ImGui's own Tab
-    ctx.NavDisableMouseHover = true;
+    focus_stop(next);
 }
 
 void end_tab_ring(App& app, size_t first, size_t last) {

@@ -100,6 +100,7 @@ nlohmann::json run_picker(App& app, CompareUi& ui, float height, const std::vect
             ui.shown = filter_runs(ui.rows, ui.filter, ui.sort_by, ui.ascending);
             ui.last_filter = ui.filter;
         }
+        TabRows stops;
         ImGuiListClipper clip;
         clip.Begin(static_cast<int>(ui.shown.size()));
         while (clip.Step())
@@ -115,7 +116,9 @@ nlohmann::json run_picker(App& app, CompareUi& ui, float height, const std::vect
                     app.compared[r.index] = on;
                     app.limits_dirty = true;
                 }
-                tab_stop(app, "tick_run_" + std::to_string(r.id));
+                // The ticks are the rows' stop: Tab enters at the selected run's, the arrows go row
+                // to row, Space or Enter ticks (one stop a run made a long list a Tab a run).
+                tab_row(stops, k, static_cast<int>(r.index) == app.selected);
                 ImGui::PopID();
                 if (colour >= 0) ImGui::PopStyleColor();
                 float y0 = ImGui::GetItemRectMin().y, y1 = ImGui::GetItemRectMax().y;
@@ -132,6 +135,7 @@ nlohmann::json run_picker(App& app, CompareUi& ui, float height, const std::vect
                 }
                 out["rows"].push_back({{"id", r.id}, {"ticked", on}, {"y0", y0}, {"y1", y1}, {"cells", cells}});
             }
+        tab_rows(app, "run_rows", stops);
         ImGui::EndTable();
     }
     ImVec2 t1 = ImGui::GetItemRectMax();
@@ -287,13 +291,14 @@ nlohmann::json run_timelines(App& app, CompareUi& ui, const std::vector<const Vi
             {"recorded", recorded}};
 }
 
-nlohmann::json metrics_table(const std::vector<const ViewRun*>& runs, bool order_only) {
+nlohmann::json metrics_table(App& app, const std::vector<const ViewRun*>& runs) {
     // Union of metric keys, one column per run; the headline figures first, readable names,
     // values in the unit the key names (mhc/viewer/metrics.hpp).
     std::vector<std::string> all;
     for (const ViewRun* r : runs)
         for (const auto& [key, v] : r->metrics) all.push_back(key);
     std::vector<std::string> keys = metric_order(all);
+    const bool order_only = app.order_only();
     nlohmann::json jrows = nlohmann::json::array();
     int ncols = static_cast<int>(runs.size()) + 1;
     if (runs.empty() || !ImGui::BeginTable("metrics", ncols, ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg |
@@ -304,8 +309,19 @@ nlohmann::json metrics_table(const std::vector<const ViewRun*>& runs, bool order
     ImGui::TableSetupColumn("metric");
     for (const ViewRun* r : runs) ImGui::TableSetupColumn(r->label().c_str());
     ImGui::TableHeadersRow();
+    // The rows are one stop (after the plot): the arrows go down them, the table scrolling with
+    // the keyboard (a long table of many runs took the mouse wheel alone); Enter presses nothing.
+    TabRows stops;
+    int place = 0;
+    const auto row_stop = [&stops, &place] {
+        ImGui::Selectable(("##metric" + std::to_string(place)).c_str(), false,
+                          ImGuiSelectableFlags_SpanAllColumns | ImGuiSelectableFlags_AllowItemOverlap);
+        tab_row(stops, place++, false);
+        ImGui::SameLine(0, 0);
+    };
     ImGui::TableNextRow();
     ImGui::TableSetColumnIndex(0);
+    row_stop();
     ImGui::TextUnformatted("status");
     for (size_t k = 0; k < runs.size(); ++k) {
         ImGui::TableSetColumnIndex(static_cast<int>(k) + 1);
@@ -315,6 +331,7 @@ nlohmann::json metrics_table(const std::vector<const ViewRun*>& runs, bool order
         ImGui::TableNextRow();
         ImGui::TableSetColumnIndex(0);
         std::string label = metric_label(key);
+        row_stop();
         ImGui::TextUnformatted(label.c_str());
         if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", key.c_str());   // the stored key
         nlohmann::json row = {{"key", key}, {"label", label}, {"values", nlohmann::json::array()}};
@@ -330,6 +347,7 @@ nlohmann::json metrics_table(const std::vector<const ViewRun*>& runs, bool order
         }
         jrows.push_back(row);
     }
+    tab_rows(app, "metric_rows", stops);
     ImGui::EndTable();
     return jrows;
 }
@@ -527,7 +545,7 @@ void draw_compare(App& app) {
     nlohmann::json hover_op;
     if (hovered && app.order_only() && !ImGui::IsMouseDragging(ImGuiMouseButton_Left))
         hover_op = op_cursor(app, runs, aligned, {plot_x, c0.y}, plot_w, c1.y, tl_bottom, columns, ui);
-    nlohmann::json jrows = metrics_table(runs, app.order_only());
+    nlohmann::json jrows = metrics_table(app, runs);
     const nlohmann::json metrics_rect = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     app.layout["compare"] = {{"curve", rect_json(c0, c1)},   {"t0", app.range.t0},   {"t1", app.range.t1},
                              {"y_max", plot.y_range.hi},     {"runs", plot.runs},    {"metrics", jrows},

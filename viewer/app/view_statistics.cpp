@@ -107,8 +107,12 @@ void kernels_tab(App& app, StatisticsUi& ui, bool changed, nlohmann::json& out) 
             if (cols.empty()) cols.push_back(ImGui::GetContentRegionAvail().x);
             // The row: a click or Enter finds the kernel on the timeline (its matches marked and counted).
             if (ImGui::Selectable(("##kernel" + std::to_string(r)).c_str(), false,
-                                  ImGuiSelectableFlags_SpanAllColumns | ImGuiSelectableFlags_AllowItemOverlap))
+                                  ImGuiSelectableFlags_SpanAllColumns | ImGuiSelectableFlags_AllowItemOverlap)) {
                 app.find_on_timeline(t.str(k.name));
+                // From the keyboard (the row outlined): it goes on to the plot, where the kernel lies;
+                // it was left on an item gone with the view, and Tab started again from the toolbar.
+                if (!ImGui::GetCurrentContext()->NavDisableHighlight) app.focus_request = "plot";
+            }
             tab_row(stops, r, false);
             ImGui::SameLine(0, 0);
             ImGui::PushItemFlag(ImGuiItemFlags_NoNav, true);

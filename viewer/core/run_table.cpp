@@ -56,8 +56,10 @@ bool numeric(RunColumn c) {
 }  // namespace
 
 const char* run_column_name(RunColumn c) {
-    static constexpr const char* k[kRunColumnCount] = {"#",    "policy", "prefetch", "link",     "capacity",
-                                                       "peak", "reduction", "loss",  "makespan", "status"};
+    // The figures under the names mhc simulate, sweep and the metrics table below give them.
+    static constexpr const char* k[kRunColumnCount] = {"#",        "policy", "prefetch",       "link",
+                                                       "capacity", "peak",   "peak reduction", "throughput loss",
+                                                       "makespan", "status"};
     auto i = static_cast<int>(c);
     return i >= 0 && i < kRunColumnCount ? k[i] : "?";
 }

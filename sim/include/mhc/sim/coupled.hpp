@@ -131,7 +131,7 @@ CoupledResult summarize(const JobPlan& plan, const std::vector<RankTrace>& ranks
 CoupledResult simulate_coupled(const std::vector<RankTrace>& ranks, const JobPlan& plan, const Config& c);
 CoupledResult simulate_coupled(const std::vector<RankTrace>& ranks, const JobPlan& plan, const std::vector<Config>& configs);
 
-std::string to_text(const CoupledResult& r);
+std::string to_text(const CoupledResult& r, int width = 0);   // within `width` columns, 0: no limit
 std::string to_json(const CoupledResult& r);
 
 }  // namespace mhc::sim

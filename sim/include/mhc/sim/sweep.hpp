@@ -75,7 +75,9 @@ SweepResult sweep(const Prepared& p, const SweepSpec& spec,
 // given (`budget_text`) in its configuration. An answer at 100% ("no saving") is the unlimited
 // run again: not among them.
 std::vector<trace::Run> take_runs(SweepResult& result, const std::string& budget_text);
-std::string to_text(const SweepResult& s, int64_t baseline_peak);
+// The grid and the answers as text within `width` columns (0: no limit; mhc::table_width()): a
+// narrower terminal gets the grid's figures in blocks under one another, the runs' names in each.
+std::string to_text(const SweepResult& s, int64_t baseline_peak, int width = 0);
 // Policies that read the future of the trace (belady, lookahead:K): bounds, not deployable.
 bool is_oracle(const std::string& eviction, const std::string& prefetch);
 

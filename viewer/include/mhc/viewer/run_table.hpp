@@ -16,7 +16,7 @@ namespace mhc::viewer {
 
 enum class RunColumn { Id, Policy, Prefetch, Link, Capacity, Peak, Reduction, Loss, Makespan, Status };
 inline constexpr int kRunColumnCount = 10;
-const char* run_column_name(RunColumn c);   // "policy", "loss", ...
+const char* run_column_name(RunColumn c);   // "policy", "throughput loss", and so on
 
 struct RunRow {
     size_t index = 0;   // into the run list
