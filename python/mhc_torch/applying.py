@@ -145,8 +145,12 @@ def apply(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, setti
         raise SettingError("setting: optimizer/weights: pass the optimizer to apply")
     options = optimizers.impl_options(optimizer, opt.get("impl")) if opt else {}
     reshards = _fsdp2_modules(model, s.get("reshard_after_forward", {}))
-    if (opt.get("state") == "host" or s.get("weights") == "bf16") and optimizer.state:
+    if opt.get("state") == "host" and optimizers.has_stepped(optimizer):
         raise SettingError("setting: the optimizer has taken steps already; apply the setting before the first step")
+    if s.get("weights") == "bf16" and optimizer.state:
+        raise SettingError("setting: weights bf16: the optimizer holds state already (" + optimizers.state_origin(optimizer)
+                           + ") that the cast to bf16 would leave in its old dtype; apply the setting before "
+                           "the optimizer makes state")
 
     if s.get("weights") == "bf16":
         cast_model(model, torch.bfloat16)  # the capture's --weights bf16 is this same cast
@@ -190,7 +194,7 @@ def apply_to_optimizer(optimizer: torch.optim.Optimizer, setting) -> torch.optim
     a step function builds itself, which its code goes on using by name."""
     opt = load_setting(setting).get("optimizer", {})
     options = optimizers.impl_options(optimizer, opt.get("impl")) if opt else {}
-    if opt.get("state") == "host" and optimizer.state:
+    if opt.get("state") == "host" and optimizers.has_stepped(optimizer):
         raise SettingError("setting: the optimizer has taken steps already; apply the setting before the first step")
     new = _optimizer_part(optimizer, opt, options)
     if new is not optimizer:

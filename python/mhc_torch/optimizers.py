@@ -133,9 +133,30 @@ def _on_cpu(options: dict) -> dict:
     return options
 
 
+def _step_count(value) -> float:
+    """A state's "step" as a number; an unreadable one (a fake tensor a captured step wrote) as 1."""
+    try:
+        return float(value)
+    except Exception:  # noqa: BLE001 - torch raises several kinds for data it cannot read
+        return 1.0
+
+
+def has_stepped(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether the optimizer's state holds what steps (or a loaded state dict) made, not only what
+    its constructor made: torch.optim.Adagrad makes "step" 0 and "sum" for every parameter at
+    construction, and each step counts "step" up; a state without "step" (SGD's momentum_buffer)
+    is made by a step. The host copy's optimizer makes the constructor's state again itself."""
+    return any("step" not in st or _step_count(st["step"]) != 0 for st in optimizer.state.values())
+
+
+def state_origin(optimizer: torch.optim.Optimizer) -> str:
+    """Where a non-empty state came from, said in a refusal."""
+    return "made by its steps" if has_stepped(optimizer) else "made by its constructor, as torch.optim.Adagrad's"
+
+
 def state_on_host(optimizer: torch.optim.Optimizer, options: dict) -> torch.optim.Optimizer:
     """The optimizer rebuilt over host copies of its parameters (see the module's docstring)."""
-    if optimizer.state:
+    if has_stepped(optimizer):
         raise SettingError("setting: optimizer.state: the optimizer has taken steps already; "
                            "apply the setting before the first step")
     pairs, groups = [], []

@@ -202,6 +202,39 @@ def test_apply_twice_and_after_steps_refused(mhc_model):
         mhc_torch.apply(m2, opt2, {"optimizer": {"state": "host"}})
 
 
+def _adagrad_steps(model, ids, setting, steps=2):
+    m = copy.deepcopy(model)
+    opt = torch.optim.Adagrad(m.parameters(), lr=1e-2, initial_accumulator_value=0.1)
+    assert opt.state   # Adagrad makes its state ("step" 0, "sum") in its constructor
+    if setting is not None:
+        m, opt = mhc_torch.apply(m, opt, setting)
+    for _ in range(steps):
+        m(ids, ids).backward()
+        opt.step()
+        opt.zero_grad()
+    return [p.detach().clone() for p in m.parameters()]
+
+
+def test_host_state_takes_adagrad_before_its_first_step(mhc_model):
+    """Adagrad's constructor-made state is no step taken: the host setting is applied, and the host
+    copies' Adagrad (its own constructor's "sum" from initial_accumulator_value) steps as the plain
+    one. After a step, and with weights bf16 (which would leave "sum" in float32), it is refused."""
+    model, ids = mhc_model
+    plain = _adagrad_steps(model, ids, None)
+    host = _adagrad_steps(model, ids, {"optimizer": {"state": "host"}})
+    for a, b in zip(plain, host):
+        assert torch.equal(a, b)
+    m = copy.deepcopy(model)
+    opt = torch.optim.Adagrad(m.parameters())
+    m(ids, ids).backward()
+    opt.step()
+    with pytest.raises(mhc_torch.SettingError, match="apply the setting before the first step"):
+        mhc_torch.apply(m, opt, {"optimizer": {"state": "host"}})
+    m = copy.deepcopy(model)
+    with pytest.raises(mhc_torch.SettingError, match="made by its constructor.*old dtype"):
+        mhc_torch.apply(m, torch.optim.Adagrad(m.parameters()), {"weights": "bf16"})
+
+
 @pytest.mark.parametrize("modules", [None, ["Sequential.0"]])
 def test_offload_hooks_leave_autograd_after_a_failed_forward(modules):
     """apply's offload enters its saved-tensor hooks by forward hooks (the printed code's): a forward
