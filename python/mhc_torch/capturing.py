@@ -36,7 +36,7 @@ from .built_for_gpu import BuiltForGpu, CudaInStep, cuda_calls_in_step, cuda_cal
 from .capture_contexts import (_collector_at_step_ends, _environment_kept, _fake_constants_deep_copied,
                                _functorch_beside_capture,
                                _grad_scaler_on_fake_tensors, _leaf_safe_mod_tracker, _module_conversion_in_place,
-                               _older_objects_frozen, _save_on_cpu_as_offload, _together,
+                               _older_objects_frozen, _save_on_cpu_as_offload, _together, _user_saved_hooks_recorded,
                                _trunc_normal_without_values, _value_checks_passed,
                                _sac_policies_see_gpu_attention)
 from .compiled_refused import _compiled_functions_refused, _refuse_compiled
@@ -449,8 +449,9 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         cuda_tensors = CudaInStep(device) if on_cpu else contextlib.nullcontext()
         holds = FrameHolds(rec, model)
         if on_cpu:   # one `with` item: Python allows 20 blocks nested
-            user_autocast = _together(user_autocast, _save_on_cpu_as_offload(model, rec), _functorch_beside_capture(rec),
-                                     generation.generate_on_fake(rec))
+            user_autocast = _together(user_autocast, _save_on_cpu_as_offload(model, rec),
+                                      _user_saved_hooks_recorded(rec), _functorch_beside_capture(rec),
+                                      generation.generate_on_fake(rec))
         with placement.listening(rec), recipes.autocast_kernels(device, recipe), tracker, fake.recording_to(rec), run, \
                 _collector_at_step_ends(), kernels, rnns, ctc, foreach, user_autocast, cuda_calls, cuda_tensors, \
                 gpu_paths.transformers_masks_as_on_gpu(), gpu_paths.grouped_mm_as_on_gpu(), \

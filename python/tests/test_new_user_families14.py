@@ -3,6 +3,7 @@ actor-critic from pixels with a replay buffer on the GPU, DCNv2 segmentation, Si
 of the user's own, a decoder whose saved activations the user's own hooks keep in fp8, DALL-E's
 discrete VAE): each test fails without the fix it guards (docs/results.md, "Five more training
 setups as a new user, fourteenth round", 2026-12-07)."""
+import json
 import sqlite3
 import warnings
 
@@ -53,3 +54,53 @@ def test_a_write_into_a_fill_keeps_the_written_values(tmp_path):
     kept = [b for b, label, _, _ in allocations(path) if label.endswith("aten::index")]
     assert kept == [5 * 4], kept
     assert not [w for w in said if "expanded" in str(w.message)], [str(w.message) for w in said]
+
+
+class TwoLayers(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up, self.down = nn.Linear(16, 48), nn.Linear(48, 16)
+
+    def forward(self, x):
+        return self.down(torch.relu(self.up(x))).square().mean()
+
+
+def pack_half(t):
+    """A user's compression of the saved activations: a half-precision copy of each of 2,048
+    elements or more that is not the batch (the weights, 768, are kept as they are)."""
+    return t if t.is_leaf or t.numel() < 2048 else t.detach().to(torch.float16)
+
+
+def unpack_half(t):
+    return t if t.dtype != torch.float16 else t.float()
+
+
+def saves(path):
+    """(bytes, label, allocation id) of every saved storage."""
+    with sqlite3.connect(path) as db:
+        return db.execute("SELECT a.bytes, s.text, a.id FROM saved_tensors t JOIN allocations a ON a.id = t.allocation "
+                          "JOIN strings s ON s.id = a.label ORDER BY a.id").fetchall()
+
+
+def test_a_users_own_saved_tensor_hooks_are_the_saves(tmp_path):
+    """fp8_saved_acts.py: the forward inside `saved_tensors_hooks(pack, unpack)` of the user's
+    own; autograd calls only the innermost pair, so the capture's recording hooks were never
+    called there and the trace held no save of the forward (`mhc advise` found nothing to
+    checkpoint or offload). What the user's pack returns is the save now: the fp16 copies of the
+    ReLU's output (its own save) and of the down projection's input (4 x 16 x 48, 2 bytes each),
+    the batch, the down projection's weight and output (below 2,048 elements) as they are, and
+    their unpacks are noted as the capture's own hooks note them."""
+    def loss(m, x):
+        with torch.autograd.graph.saved_tensors_hooks(pack_half, unpack_half):
+            return m(x)
+
+    path = str(tmp_path / "hooks.db")
+    mhc_torch.capture(TwoLayers, lambda: torch.randn(4, 16, 16), steps=1, path=path, autocast_dtype=None,
+                      loss_fn=loss)
+    saved = saves(path)
+    copies = [b for b, label, _ in saved if label.endswith("aten::_to_copy")]
+    assert copies == [4 * 16 * 48 * 2] * 2, saved
+    assert {label for _, label, _ in saved} >= {"down.weight", "batch", "TwoLayers.down:aten::addmm"}, saved
+    with sqlite3.connect(path) as db:
+        unpacks = json.loads(db.execute("SELECT value FROM meta WHERE key = 'capture.unpacks'").fetchone()[0])
+    assert {a for _, _, a in saved} == {a for a, _ in unpacks}, (saved, unpacks)
