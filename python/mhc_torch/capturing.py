@@ -28,7 +28,7 @@ from typing import Any, Callable
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from . import ctc_loss, cudnn_rnn, generation, gpu_paths, model_cache, recipes, store
+from . import ctc_loss, cudnn_rnn, generation, gpu_paths, model_cache, recipes, store, torchvision_ops
 from .allocator_environment import ALLOCATOR_ENV, _readable_allocator_conf, allocator_env
 from .autocast_cuda import user_cuda_autocast
 from .batch_values import keep_batch_values
@@ -441,7 +441,9 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         run = StepRun(rec, model, opt, loss_fn, recipe, device, param_name, optimizer_setting)
         on_cpu = torch.device(device).type == "cpu"
         kernels = gpu_paths.kernels_as_on_gpu() if on_cpu else contextlib.nullcontext()
-        rnns = cudnn_rnn.rnn_as_on_gpu(recipe.autocast_policy == "cuda") if on_cpu else contextlib.nullcontext()
+        rnns = _together(cudnn_rnn.rnn_as_on_gpu(recipe.autocast_policy == "cuda"),
+                         torchvision_ops.autocast_as_on_cuda(recipe.autocast_policy == "cuda")) if on_cpu \
+            else contextlib.nullcontext()
         ctc = ctc_loss.ctc_on_fake()
         foreach = gpu_paths.foreach_as_on_gpu() if on_cpu else contextlib.nullcontext()
         user_autocast = user_cuda_autocast(torch.device(device).type) if on_cpu else contextlib.nullcontext()

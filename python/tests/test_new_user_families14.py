@@ -104,3 +104,42 @@ def test_a_users_own_saved_tensor_hooks_are_the_saves(tmp_path):
     with sqlite3.connect(path) as db:
         unpacks = json.loads(db.execute("SELECT value FROM meta WHERE key = 'capture.unpacks'").fetchone()[0])
     assert {a for _, _, a in saved} == {a for a, _ in unpacks}, (saved, unpacks)
+
+
+class Deformable(nn.Module):
+    """DCNv2 as dcn_seg.py has it: offsets and mask from one convolution (bf16 under autocast)."""
+
+    def __init__(self):
+        super().__init__()
+        from torchvision.ops import DeformConv2d
+        self.offset = nn.Conv2d(8, 27, 3, padding=1)
+        self.conv = DeformConv2d(8, 16, 3, padding=1)
+
+    def forward(self, x):
+        offset, mask = self.offset(x).split([18, 9], dim=1)
+        return self.conv(x, offset, torch.sigmoid(mask)).float().square().mean()
+
+
+def test_deform_conv2d_runs_as_on_the_gpu(tmp_path):
+    """dcn_seg.py: torchvision's deform_conv2d autocasts on CUDA only (fp32 arguments, the output
+    back to the input's dtype): under the capture's bf16 it took the bf16 offsets and mask as they
+    were, where the GPU saves fp32 copies of them (6 x 18 x 10 x 10 and 6 x 9 x 10 x 10, 4 bytes
+    each). Its CUDA kernels take columns of 8 x 3 x 3 input channels by 6 images x 100 places and
+    two output-sized buffers in the forward, columns and a copy of the incoming gradient in the
+    backward, none of which fake tensors see; and its GEMMs count FLOPs (they counted 0)."""
+    pytest.importorskip("torchvision")
+    path = str(tmp_path / "dcn.db")
+    mhc_torch.capture(Deformable, lambda: torch.randn(6, 8, 10, 10), steps=1, path=path, loss_fn=lambda m, b: m(b))
+    allocs = allocations(path)
+    casts = [b for b, label, _, _ in allocs if label == "Deformable.conv:aten::_to_copy"]
+    assert casts[:2] == [6 * 18 * 100 * 4, 6 * 9 * 100 * 4], allocs
+    out = 6 * 16 * 100 * 4
+    own = sorted((label, b) for b, label, _, _ in allocs if label.startswith("deform_conv2d"))
+    assert own == [("deform_conv2d backward columns", 8 * 9 * 6 * 100 * 4), ("deform_conv2d backward grad_out copy", out),
+                   ("deform_conv2d columns", 8 * 9 * 6 * 100 * 4), ("deform_conv2d output buffer", out),
+                   ("deform_conv2d zeroed output", out)], own
+    with sqlite3.connect(path) as db:
+        flops = db.execute("SELECT i.flops FROM kernel_info i JOIN kernels k ON k.id = i.kernel JOIN strings s "
+                           "ON s.id = k.name WHERE s.text LIKE 'torchvision::%' ORDER BY k.id").fetchall()
+    gemm = 2 * 16 * 8 * 9 * 6 * 100
+    assert flops == [(gemm,), (2 * gemm,)], flops
