@@ -55,7 +55,8 @@ class Accumulations:
     only when neither is owned alone or an input is a tensor subclass (torch/csrc/autograd/
     input_buffer.cpp: `can_accumulate_inplace`); a view is never owned alone (its base holds the
     storage too), as real CPU tensors show: the two transposed weight gradients of a Linear called
-    twice are summed out of place, two plain gradients of an activation in place. Fake tensors are subclass-like: the capture sees
+    twice are summed out of place, two plain gradients of an activation in place. Fake tensors
+    are subclass-like: the capture sees
     `aten::add` making a third buffer while the two inputs die just after. When one input of such
     an add is freed before the next op runs, nothing else held it, so a GPU run would have added
     into it: the capture then ends that input's allocation where the add starts and begins the

@@ -135,8 +135,9 @@ def test_deform_conv2d_runs_as_on_the_gpu(tmp_path):
     assert casts[:2] == [6 * 18 * 100 * 4, 6 * 9 * 100 * 4], allocs
     out = 6 * 16 * 100 * 4
     own = sorted((label, b) for b, label, _, _ in allocs if label.startswith("deform_conv2d"))
-    assert own == [("deform_conv2d backward columns", 8 * 9 * 6 * 100 * 4), ("deform_conv2d backward grad_out copy", out),
-                   ("deform_conv2d columns", 8 * 9 * 6 * 100 * 4), ("deform_conv2d output buffer", out),
+    cols = 8 * 9 * 6 * 100 * 4
+    assert own == [("deform_conv2d backward columns", cols), ("deform_conv2d backward grad_out copy", out),
+                   ("deform_conv2d columns", cols), ("deform_conv2d output buffer", out),
                    ("deform_conv2d zeroed output", out)], own
     with sqlite3.connect(path) as db:
         flops = db.execute("SELECT i.flops FROM kernel_info i JOIN kernels k ON k.id = i.kernel JOIN strings s "
@@ -146,8 +147,8 @@ def test_deform_conv2d_runs_as_on_the_gpu(tmp_path):
 
 
 class SharedLinear(nn.Module):
-    """One Linear called on two inputs (sac_drq.py's encoder, run on the observations for the actor
-    and for the critic in one loss): its weight's two gradients are transposes of mm outputs."""
+    """One Linear called on two inputs (a first draft of sac_drq.py ran the critic's encoder for the
+    actor and for the critic in one loss): its weight's two gradients are transposes of mm outputs."""
 
     def __init__(self):
         super().__init__()
@@ -161,7 +162,7 @@ def test_two_gradients_of_a_weight_used_twice_are_summed_out_of_place(tmp_path):
     """The capture took the engine's sum of the two gradients for an add into one of them (its
     input freed right after), but each is a view (mm's output transposed) whose storage its base
     shares, and the engine adds views out of place: a real CPU step keeps both gradients while the
-    sum is made (sac_drq.py: 8,629,620 B measured by torch's profiler, 7,981,124 B captured; now
+    sum is made (that draft: 8,629,620 B measured by torch's profiler, 7,981,124 B captured; now
     8,629,620). Here the sum (the weight's .grad) is made while both are alive."""
     path = str(tmp_path / "twice.db")
     mhc_torch.capture(SharedLinear, lambda: torch.randn(8, 64), steps=1, path=path, autocast_dtype=None,

@@ -1,13 +1,13 @@
-"""Soft actor-critic from pixels as DrQ trains it (Kostrikov, Yarats and Fergus 2020,
-"Image Augmentation Is All You Need"; their public drq repository's agent): a 4-layer conv encoder
-shared by the actor and the twin critics (the actor's loss does not train it: its features are
-detached), a target critic with its own encoder updated by Polyak averaging
-(`torch._foreach_lerp_`), a learned entropy temperature (log alpha), three Adam optimizers stepped
-in the user's own step, gradient clipping on the critic, random-shift augmentation (replicate pad
-by 4, then `F.grid_sample`), and a replay buffer of 100,000 transitions of 3 stacked 84 x 84 RGB
-frames kept on the GPU as uint8 (6.4 GB, allocated with the agent, before the training loop).
-Each step writes the 16 parallel environments' new frames into the buffer and trains on 512
-random transitions. fp32, as DrQ trains."""
+"""Soft actor-critic from pixels as DrQ trains it (Kostrikov, Yarats and Fergus 2020, "Image
+Augmentation Is All You Need"; their public drq repository's agent): a 4-layer conv encoder shared
+by the actor and the twin critics (the actor reads its conv features detached, through a linear
+layer and LayerNorm of its own; the critic's loss trains it), a target critic with its own encoder
+updated by Polyak averaging (`torch._foreach_lerp_`), a learned entropy temperature (log alpha),
+three Adam optimizers stepped in the user's own step, gradient clipping on the critic, random-shift
+augmentation (replicate pad by 4, then `F.grid_sample`), and a replay buffer of 100,000 transitions
+of 3 stacked 84 x 84 RGB frames kept on the GPU as uint8 (6.4 GB, allocated with the agent, before
+the training loop). Each step writes the 16 parallel environments' new frames into the buffer and
+trains on 512 random transitions. fp32, as DrQ trains."""
 import copy
 
 import torch
@@ -35,7 +35,8 @@ class Encoder(nn.Module):
 
 
 def mlp(inp, out, hidden):
-    return nn.Sequential(nn.Linear(inp, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, out))
+    return nn.Sequential(nn.Linear(inp, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
+                         nn.Linear(hidden, out))
 
 
 class Critic(nn.Module):
@@ -74,14 +75,17 @@ class Agent(nn.Module):
         super().__init__()
         self.critic = Critic(side, hidden)
         self.critic_target = copy.deepcopy(self.critic)
+        conv_out = self.critic.encoder.fc.in_features
+        self.actor_head = nn.Sequential(nn.Linear(conv_out, FEATURE), nn.LayerNorm(FEATURE), nn.Tanh())
         self.actor_trunk = nn.Sequential(nn.Linear(FEATURE, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
                                          nn.Linear(hidden, 2 * ACTIONS))
         self.log_alpha = nn.Parameter(torch.tensor(0.1).log())
         self.replay = Replay(capacity, side)
 
     def act(self, obs):
-        """The tanh-squashed Gaussian policy on the critic's encoder (its features detached)."""
-        mu, log_std = self.actor_trunk(self.critic.encoder(obs, detach=True)).chunk(2, dim=-1)
+        """The tanh-squashed Gaussian policy on the critic's conv features (detached)."""
+        h = self.critic.encoder.convs(obs / 255.0 - 0.5).flatten(1).detach()
+        mu, log_std = self.actor_trunk(self.actor_head(h)).chunk(2, dim=-1)
         std = (-10 + 6 * (torch.tanh(log_std) + 1)).exp()
         dist = torch.distributions.Normal(mu, std)
         u = dist.rsample()
@@ -114,7 +118,7 @@ def make_batch(small=False):
 
 def optimizers(agent):
     critic = torch.optim.Adam(agent.critic.parameters(), lr=1e-3)
-    actor = torch.optim.Adam(agent.actor_trunk.parameters(), lr=1e-3)
+    actor = torch.optim.Adam(list(agent.actor_head.parameters()) + list(agent.actor_trunk.parameters()), lr=1e-3)
     alpha = torch.optim.Adam([agent.log_alpha], lr=1e-3, betas=(0.5, 0.999))
     return critic, actor, alpha
 
