@@ -378,7 +378,8 @@ def _outside_torch(hook) -> bool:
     """Whether a saved-tensor hook is code of the model's (or a library's), not torch's own
     (checkpoint's, save_on_cpu's) nor the capture's (its recording, offload and checkpoint hooks)."""
     module = getattr(hook, "__module__", None) or ""
-    return not (module == "torch" or module.startswith(("torch.", "mhc_torch")))
+    # mhc-torch loads a model file as the module "mhc_torch_user_model": the user's, not the capture's
+    return not (module in ("torch", "mhc_torch") or module.startswith(("torch.", "mhc_torch.")))
 
 
 def _tensor_leaves(packed):

@@ -106,6 +106,47 @@ def test_a_users_own_saved_tensor_hooks_are_the_saves(tmp_path):
     assert {a for _, _, a in saved} == {a for a, _ in unpacks}, (saved, unpacks)
 
 
+
+MODEL_FILE = """
+import torch
+from torch import nn
+
+
+def build_model():
+    return nn.Sequential(nn.Linear(16, 48), nn.ReLU(), nn.Linear(48, 16))
+
+
+def make_batch():
+    return torch.randn(4, 16, 16)
+
+
+def pack(t):
+    return t if t.is_leaf or t.numel() < 2048 else t.detach().to(torch.float16)
+
+
+def unpack(t):
+    return t if t.dtype != torch.float16 else t.float()
+
+
+def loss_fn(model, x):
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        return model(x).square().mean()
+"""
+
+
+def test_the_hooks_of_a_model_file_are_the_users(tmp_path):
+    """mhc-torch loads a model file as the module "mhc_torch_user_model", which the first form of
+    the rule took for the capture's own code (a name starting "mhc_torch"): `mhc-torch capture
+    fp8_saved_acts.py` recorded 4 saves where the same file captured from Python recorded 483.
+    A model file's hooks are the user's however it is loaded."""
+    from mhc_torch.cli_model_file import _load_model_file
+    (tmp_path / "hooked.py").write_text(MODEL_FILE)
+    build, batch, loss, _, _ = _load_model_file(str(tmp_path / "hooked.py"))
+    path = str(tmp_path / "file.db")
+    mhc_torch.capture(build, batch, steps=1, path=path, autocast_dtype=None, loss_fn=loss)
+    copies = [b for b, label, _ in saves(path) if label.endswith("aten::_to_copy")]
+    assert copies == [4 * 16 * 48 * 2] * 2, saves(path)
+
 class Deformable(nn.Module):
     """DCNv2 as dcn_seg.py has it: offsets and mask from one convolution (bf16 under autocast)."""
 
