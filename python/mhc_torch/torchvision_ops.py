@@ -3,7 +3,7 @@ pytorch/vision: torchvision/csrc/ops/autocast/cuda/*.cpp and ops/cuda/deform_con
 
 - CUDA autocast. torchvision registers autocast kernels for `deform_conv2d`, `roi_pool`,
   `ps_roi_align` and `ps_roi_pool` on CUDA only (on the CPU it has `roi_align` and `nms`): each
-  casts its floating tensor arguments to fp32 (`cached_cast(kFloat, ...)`), runs the op with
+  casts its floating tensor arguments to fp32 (`cached_cast(kFloat, x)`), runs the op with
   autocast off and casts every output back to the first argument's dtype. A capture runs CPU
   autocast with CUDA's policy, so these ops ran uncast there: a DCNv2 layer under bf16 took a bf16
   input and bf16 offsets, where the GPU saves fp32 copies of them for the backward and runs both
@@ -97,8 +97,8 @@ def _copies(tensors) -> list[tuple[int, str]]:
 
 def transient_buffers(args, name: str) -> list[tuple[int, str]]:
     """The CUDA kernels' own buffers (the module's docstring); args as the op's schema orders them:
-    the forward's (input, weight, offset, mask, bias, ...), the backward's (grad, input, weight,
-    offset, mask, bias, ...)."""
+    the forward's input, weight, offset, mask and bias first, the backward's the incoming gradient
+    and then those."""
     if name == FORWARD and len(args) >= 5:
         x, weight, offset, mask = args[:4]
         grad = None
