@@ -217,6 +217,8 @@ def follow(func, args, kwargs, out) -> None:
     # never a large result on the host (one_hot of the labels over a vocabulary): it keeps no values
     if any(isinstance(f, torch.Tensor) and f.numel() > _MOST for f in fouts):
         return
+    if not _writable_shadows(func, args, kwargs):
+        return
     rargs, rkwargs = _on_host(args, kwargs)
     try:
         real = func(*rargs, **rkwargs)
@@ -233,6 +235,24 @@ def follow(func, args, kwargs, out) -> None:
     for a in _written_args(func, args, kwargs):
         if getattr(a, _ATTR, None) is not None and not a.is_inference():
             setattr(a, _ATTR, _Shadow((getattr(a, _ATTR)[0], a._version + 1)))
+
+
+def _writable_shadows(func, args, kwargs) -> bool:
+    """Whether the op's writes in place can run on the shadows: a fill's shadow is one value
+    expanded (no memory of its own), and a write into it on the host wrote every written place
+    into that one element (a replay buffer made with zeros and written at rows from the batch, or
+    a mask written at the batch's indices: each place then held the last value written, and
+    PyTorch warned "Use of index_put_ on expanded tensors is deprecated"). Such a shadow takes
+    memory of its own first where it is no larger than a batch's values may be; a larger one is
+    not followed (the write ends its values, as a write that did not run on them does)."""
+    for a in _written_args(func, args, kwargs):
+        real = shadow_of(a)
+        if real is None or not _constant(real) or real.numel() <= 1:
+            continue
+        if real.numel() > _MOST:
+            return False
+        setattr(a, _ATTR, _Shadow((real.clone(memory_format=torch.contiguous_format), a._version)))
+    return True
 
 
 def bool_indices_as_long(func, args, fake_like):
@@ -274,6 +294,8 @@ def answered(func, args, kwargs, fake_like):
     if func is _aten.nonzero.default and args[0].numel() > _MOST:   # a fill's mask: all places or none
         n = args[0].numel() if bool(shadow_of(args[0]).reshape(-1)[0]) else 0
         return fake_like((n, args[0].dim()), (args[0].dim(), 1), torch.long, args[0].device)
+    if not _writable_shadows(func, args, kwargs):
+        return None
     rargs, rkwargs = _on_host(args, kwargs)
     try:
         real = func(*rargs, **rkwargs)

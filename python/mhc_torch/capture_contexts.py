@@ -12,6 +12,8 @@ import warnings
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
+from .op_schema import _dense_parts
+
 
 @contextlib.contextmanager
 def _older_objects_frozen():
@@ -366,6 +368,63 @@ def _save_on_cpu_as_offload(model: torch.nn.Module, rec):
         torch.autograd.graph.saved_tensors_hooks.__init__(self, off._pack, off._unpack)
 
     cls.__init__ = offloading
+    try:
+        yield
+    finally:
+        cls.__init__ = init
+
+
+def _outside_torch(hook) -> bool:
+    """Whether a saved-tensor hook is code of the model's (or a library's), not torch's own
+    (checkpoint's, save_on_cpu's) nor the capture's (its recording, offload and checkpoint hooks)."""
+    module = getattr(hook, "__module__", None) or ""
+    # mhc-torch loads a model file as the module "mhc_torch_user_model": the user's, not the capture's
+    return not (module in ("torch", "mhc_torch") or module.startswith(("torch.", "mhc_torch.")))
+
+
+def _tensor_leaves(packed):
+    from torch.utils._pytree import tree_flatten
+    return [x for x in tree_flatten(packed)[0] if isinstance(x, torch.Tensor)]
+
+
+def _recorded_hooks(rec, pack, unpack):
+    """The user's pack and unpack, the tensors the pack returns recorded as the saves (what
+    autograd holds for the backward) and their unpacking noted, as the capture's own hooks do."""
+    def pack_recorded(t):
+        packed = pack(t)
+        own = {id(p.untyped_storage()) for p in _dense_parts(t)}
+        for leaf in _tensor_leaves(packed):
+            made = any(id(p.untyped_storage()) not in own for p in _dense_parts(leaf))
+            rec.on_saved(t if not made else leaf, made_by_last_op=True if made else None)
+        return packed
+
+    def unpack_noted(packed):
+        for leaf in _tensor_leaves(packed):
+            rec.on_unpacked(leaf)
+        return unpack(packed)
+    return pack_recorded, unpack_noted
+
+
+@contextlib.contextmanager
+def _user_saved_hooks_recorded(rec):
+    """While the steps run: saved-tensor hooks of the model's own (`with
+    torch.autograd.graph.saved_tensors_hooks(pack, unpack):` around its forward, to keep saved
+    activations compressed, in fp8 or bf16, as COAT and activation-compression code do) take the
+    place of the capture's, since autograd calls only the innermost pair: no save made inside
+    was recorded (meta capture.pack_order empty for every block, `mhc advise`: no saved tensors).
+    The tensors such a pack hook returns are the saves now (a new tensor, the fp8 copy, saved by
+    the op that made it; a tensor it passes on, as the capture's hook would record it), and its
+    unpacks are noted."""
+    cls = torch.autograd.graph.saved_tensors_hooks
+    init = cls.__init__
+
+    @functools.wraps(init)
+    def recording(self, pack_hook, unpack_hook):
+        if _outside_torch(pack_hook):
+            pack_hook, unpack_hook = _recorded_hooks(rec, pack_hook, unpack_hook)
+        init(self, pack_hook, unpack_hook)
+
+    cls.__init__ = recording
     try:
         yield
     finally:

@@ -119,13 +119,14 @@ class SettingsRecording:
                 "optimizer": store.OPTIMIZER_PHASE}.get(self.phase, store.OTHER_PHASE)
 
     # Saved tensors ----------------------------------------------------------------------------
-    def on_saved(self, t: torch.Tensor) -> None:
+    def on_saved(self, t: torch.Tensor, made_by_last_op: bool | None = None) -> None:
         """A pack hook's tensor: an output of the op that ran last or an input of the op that runs
-        next (_own_output)."""
+        next (_own_output), unless the caller knows (a user's pack hook made it: its last op's)."""
+        is_output = _own_output(t) if made_by_last_op is None else made_by_last_op
         for part in _dense_parts(t):   # a sparse tensor (torch.sparse.mm's adjacency): its indices and values
             s = self.storages.get(id(part.untyped_storage()))
             if s is not None:
-                self.saves.append((s.alloc.id, len(self.kernels), _own_output(t), self.module_of()))
+                self.saves.append((s.alloc.id, len(self.kernels), is_output, self.module_of()))
 
     def saved_pairs(self) -> list[tuple[int, int, int]]:
         """(allocation, kernel, packs) of the saves: an output to the kernel that made it (which ran

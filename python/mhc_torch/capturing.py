@@ -28,7 +28,7 @@ from typing import Any, Callable
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from . import ctc_loss, cudnn_rnn, generation, gpu_paths, model_cache, output_file, recipes, store
+from . import ctc_loss, cudnn_rnn, generation, gpu_paths, model_cache, output_file, recipes, store, torchvision_ops
 from .allocator_environment import ALLOCATOR_ENV, _readable_allocator_conf, allocator_env
 from .autocast_cuda import user_cuda_autocast
 from .batch_values import keep_batch_values
@@ -36,7 +36,7 @@ from .built_for_gpu import BuiltForGpu, CudaInStep, cuda_calls_in_step, cuda_cal
 from .capture_contexts import (_collector_at_step_ends, _environment_kept, _fake_constants_deep_copied,
                                _functorch_beside_capture,
                                _grad_scaler_on_fake_tensors, _leaf_safe_mod_tracker, _module_conversion_in_place,
-                               _older_objects_frozen, _save_on_cpu_as_offload, _together,
+                               _older_objects_frozen, _save_on_cpu_as_offload, _together, _user_saved_hooks_recorded,
                                _trunc_normal_without_values, _value_checks_passed,
                                _sac_policies_see_gpu_attention)
 from .compiled_refused import _compiled_functions_refused, _refuse_compiled
@@ -441,7 +441,9 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         run = StepRun(rec, model, opt, loss_fn, recipe, device, param_name, optimizer_setting)
         on_cpu = torch.device(device).type == "cpu"
         kernels = gpu_paths.kernels_as_on_gpu() if on_cpu else contextlib.nullcontext()
-        rnns = cudnn_rnn.rnn_as_on_gpu(recipe.autocast_policy == "cuda") if on_cpu else contextlib.nullcontext()
+        rnns = _together(cudnn_rnn.rnn_as_on_gpu(recipe.autocast_policy == "cuda"),
+                         torchvision_ops.autocast_as_on_cuda(recipe.autocast_policy == "cuda")) if on_cpu \
+            else contextlib.nullcontext()
         ctc = ctc_loss.ctc_on_fake()
         foreach = gpu_paths.foreach_as_on_gpu() if on_cpu else contextlib.nullcontext()
         user_autocast = user_cuda_autocast(torch.device(device).type) if on_cpu else contextlib.nullcontext()
@@ -449,8 +451,9 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         cuda_tensors = CudaInStep(device) if on_cpu else contextlib.nullcontext()
         holds = FrameHolds(rec, model)
         if on_cpu:   # one `with` item: Python allows 20 blocks nested
-            user_autocast = _together(user_autocast, _save_on_cpu_as_offload(model, rec), _functorch_beside_capture(rec),
-                                     generation.generate_on_fake(rec))
+            user_autocast = _together(user_autocast, _save_on_cpu_as_offload(model, rec),
+                                      _user_saved_hooks_recorded(rec), _functorch_beside_capture(rec),
+                                      generation.generate_on_fake(rec))
         with placement.listening(rec), recipes.autocast_kernels(device, recipe), tracker, fake.recording_to(rec), run, \
                 _collector_at_step_ends(), kernels, rnns, ctc, foreach, user_autocast, cuda_calls, cuda_tensors, \
                 gpu_paths.transformers_masks_as_on_gpu(), gpu_paths.grouped_mm_as_on_gpu(), \

@@ -6,7 +6,7 @@ import logging
 
 import torch
 
-from . import cudnn_rnn
+from . import cudnn_rnn, torchvision_ops
 
 
 # flop_counter warns that triton kernels cannot be counted; capture runs none.
@@ -86,6 +86,9 @@ def _flops_of(func, args, kwargs, out) -> int:
     sparse = _sparse_matmul_flops(func, args, out)
     if sparse is not None:
         return sparse
+    deform = torchvision_ops.flops(func, args)
+    if deform is not None:
+        return deform
     if _flop_registry is None:
         from torch.utils.flop_counter import flop_registry  # warns once when triton is absent: harmless
 

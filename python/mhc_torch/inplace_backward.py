@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 
 import torch
+from torch._prims_common import is_non_overlapping_and_dense_or_false
 
 # Factories whose result a backward formula fills in place.
 FRESH = {"aten::new_zeros", "aten::zeros", "aten::zeros_like", "aten::new_empty", "aten::empty_like",
@@ -52,7 +53,10 @@ class Accumulations:
     When two gradients meet at a tensor used twice (a residual branch, a weight used twice), the
     autograd engine's InputBuffer adds them in place into one it owns alone, and out of place
     only when neither is owned alone or an input is a tensor subclass (torch/csrc/autograd/
-    input_buffer.cpp: `can_accumulate_inplace`). Fake tensors are subclass-like: the capture sees
+    input_buffer.cpp: `can_accumulate_inplace`); a view is never owned alone (its base holds the
+    storage too), as real CPU tensors show: the two transposed weight gradients of a Linear called
+    twice are summed out of place, two plain gradients of an activation in place. Fake tensors
+    are subclass-like: the capture sees
     `aten::add` making a third buffer while the two inputs die just after. When one input of such
     an add is freed before the next op runs, nothing else held it, so a GPU run would have added
     into it: the capture then ends that input's allocation where the add starts and begins the
@@ -72,7 +76,12 @@ class Accumulations:
         ins = [rec.storages.get(id(t.untyped_storage())) for t in reads]
         if out_rec is None or any(s is None or s is out_rec for s in ins):
             return
-        self.pending = (kernel, out_rec.alloc, ins)
+        # a view shares its storage with its base (the storage's use count is 2), so the engine
+        # adds out of place into neither: a weight used twice gets the transposes of two mm
+        # outputs (F.linear's weight.t()), and the real run keeps both while the sum is made
+        ins = [s for s, t in zip(ins, reads) if not t._is_view() and is_non_overlapping_and_dense_or_false(t)]
+        if ins:
+            self.pending = (kernel, out_rec.alloc, ins)
 
     def on_free(self, rec, s) -> None:
         """`s` is being freed: fold the pending add into it if no op ran since."""

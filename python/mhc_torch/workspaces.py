@@ -49,6 +49,8 @@ snapshot tests/data/public/torch-snapshot/stanford-cs336-training-step.pickle):
   (contiguous) for the kernel's length, or for more than one dimension outside cuFFT's optimized
   path takes the C2C transform of all but the last into a tensor of the same size
   (torch.fft.irfft, irfft2, istft's inverse transform). The CPU's kernel makes none.
+- torchvision's deformable convolution: its columns, output buffers and the backward's copy of the
+  incoming gradient (torchvision_ops.py).
 
 Not modelled (stated in docs/torch.md): cuFFT's plan workspaces, cuDNN's convolution workspaces,
 embedding_dense_backward's segment buffers (their size depends on how many indices are
@@ -63,7 +65,7 @@ import re
 
 import torch
 
-from . import ctc_loss, cudnn_rnn, store
+from . import ctc_loss, cudnn_rnn, store, torchvision_ops
 
 # ops that run a cuBLAS (or cuBLASLt) GEMM/GEMV on the thread that calls them
 CUBLAS_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::addmv", "aten::mv",
@@ -249,7 +251,7 @@ class Workspaces:
 
     def meta(self) -> dict[str, str]:
         return {"capture.workspaces":
-                "cublas cublaslt reduction-staging index_put-sort attention-backward fft-c2r-copy",
+                "cublas cublaslt reduction-staging index_put-sort attention-backward fft-c2r-copy deform-conv2d",
                 "capture.cublas_workspace_bytes": str(self.cublas_bytes),
                 "capture.cublaslt_workspace_bytes": str(self.cublaslt_bytes)}
 
@@ -291,6 +293,8 @@ class Workspaces:
             return cudnn_rnn.transient_buffers(func, args, kwargs, name)
         if name == ctc_loss.BACKWARD:
             return ctc_loss.transient_buffers(func, args, kwargs, name)
+        if name in (torchvision_ops.FORWARD, torchvision_ops.BACKWARD):
+            return torchvision_ops.transient_buffers(args, name)
         if name == "aten::_fft_c2r" and args and isinstance(args[0], torch.Tensor):
             return [(args[0].numel() * args[0].element_size(), "cuFFT C2R input copy")]
         if name in ("aten::index_put", "aten::index_put_", "aten::_index_put_impl_") and \

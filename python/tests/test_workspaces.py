@@ -189,10 +189,16 @@ def test_out_of_place_in_the_forward_stays_out_of_place(tmp_path):
 
 def test_gradient_accumulation_in_place(tmp_path):
     """h is used twice: its two gradients meet in the backward. A GPU adds one into the other; the
-    capture ends one input's allocation where the add begins its output, so they never overlap."""
+    capture ends one input's allocation where the add begins its output, so they never overlap.
+    (h is computed once: calling the Linear twice, as this test did before 2026-12-07, meets the
+    weight's two gradients, transposed views that the engine adds out of place.)"""
+    def loss(m, b):
+        h = m(*b)
+        return (torch.sin(h) + torch.cos(h)).sum()
+
     path = str(tmp_path / "acc.db")
     mhc_torch.capture(lambda: torch.nn.Linear(256, 256), lambda: (torch.randn(64, 256),), path=path,
-                      autocast_dtype=None, loss_fn=lambda m, b: (torch.sin(m(*b)) + torch.cos(m(*b))).sum())
+                      autocast_dtype=None, loss_fn=loss)
     ks, acc = _kernels(path)
     adds = [k for k in ks if k[1] == "aten::add" and k[4] == 1 and any(m == 3 for m in acc[k[0]].values())]
     assert adds, "no gradient accumulation folded"
