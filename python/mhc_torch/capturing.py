@@ -78,6 +78,18 @@ def _layer_lists(model: torch.nn.Module) -> dict[str, int]:
     return {f"{root}.{best}.{i}": i for i in range(len(model.get_submodule(best)))}
 
 
+def _current_layer(parents: set[str], layers: dict[str, int], in_backward: bool) -> int | None:
+    """The block a kernel runs in. Several blocks can be open at once (a skip connection's
+    backward reaches an earlier block before ModTracker sees a later one's backward end), and
+    `parents` is a set whose order follows string hashing (PYTHONHASHSEED), so the first found
+    made captures differ from run to run. The block entered last is taken: the highest index in
+    the forward, the lowest in the backward, which runs the blocks in reverse."""
+    open_blocks = [layers[p] for p in parents if p in layers]
+    if not open_blocks:
+        return None
+    return min(open_blocks) if in_backward else max(open_blocks)
+
+
 def capture(build_model: Callable[[], torch.nn.Module],
             make_batch: Callable[[], Any],
             steps: int = 1,
@@ -412,14 +424,7 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         if hasattr(tracker, "_get_mod_name"):
             tracker._get_mod_name(model)
 
-        def layer_of():
-            for p in tracker.parents:
-                i = layers.get(p)
-                if i is not None:
-                    return i
-            return None
-
-        rec.layer_of = layer_of
+        rec.layer_of = lambda: _current_layer(tracker.parents, layers, rec.phase == "backward")
         rec.track_modules(tracker)
         rec.set_model(model)
         step_times = []
