@@ -246,11 +246,19 @@ def text_facts(exp, unlimited):
     return rows, lines
 
 
+def rank_rows(text, count):
+    """The table's rank rows: those after its heading, whose last line begins with 'rank' (the
+    heading may take two lines, a figure's name over its unit)."""
+    text_lines = text.splitlines()
+    first = next((i + 1 for i, line in enumerate(text_lines) if line.startswith("rank ")), len(text_lines))
+    return text_lines[first:first + count]
+
+
 def text_diff(text, exp, unlimited):
     rows, lines = text_facts(exp, unlimited)
     out = []
     got_rows = []
-    for line in text.splitlines()[2:2 + len(rows)]:
+    for line in rank_rows(text, len(rows)):
         t = line.split()
         row, i = [t[0]], 1
         for width in (2, 2, 2, 1, 2, 1, 2, 1):  # a size or time is two words, a count or loss one
@@ -263,7 +271,7 @@ def text_diff(text, exp, unlimited):
         if g != e:
             out.append(f"text row of rank {e[0]}: {' | '.join(g)} ; reference {' | '.join(e)}")
     # a rank's device when not GPU 0, after its trace, as mhc info names a run's
-    for line, r in zip(text.splitlines()[2:2 + len(rows)], exp["ranks"]):
+    for line, r in zip(rank_rows(text, len(rows)), exp["ranks"]):
         note = "" if r["device"] == 0 else f" ({'host' if r['device'] < 0 else 'GPU %d' % r['device']})"
         if note and not line.endswith(note) or not note and line.endswith(")"):
             out.append(f"text row of rank {r['rank']} does not end with its device '{note}': {line}")
