@@ -36,8 +36,10 @@ LinkQueues::Slot LinkQueues::book(int64_t bytes, bool h2d, int64_t time, int64_t
     // this trace, not a number to wrap around.
     constexpr int64_t kTimeLimit = int64_t{1} << 62;
     if (!(dur_ns < static_cast<double>(kTimeLimit))) {
-        char seconds[32];   // %g: std::to_string wrote 1.9e304 s as its 305 digits (--duplex-factor 1e-300)
-        std::snprintf(seconds, sizeof seconds, "%.3g", dur_ns / 1e9);
+        // %.15g: whole digits as far as a double holds them, an exponent past that (std::to_string
+        // wrote 1.9e304 s as its 305 digits under --duplex-factor 1e-300; %.3g lost the figure)
+        char seconds[32];
+        std::snprintf(seconds, sizeof seconds, "%.15g", dur_ns / 1e9);
         throw Error("link " + link.name + ": a transfer of " + std::to_string(bytes) + " bytes takes " + seconds +
                     " s, past the simulator's time range (2^62 ns): the link is too slow for this trace");
     }

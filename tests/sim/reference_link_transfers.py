@@ -194,7 +194,7 @@ def too_slow(link, stderr):
     """A run stopped for a link too slow ("Link models": a transfer whose time leaves the simulator's
     range, 2^62 ns): the bytes and seconds it names must be one direction's time under some of the
     factors, past the range. Returns a problem (text) or None."""
-    m = re.search(r"link (.+): a transfer of (\d+) bytes takes ([0-9.]+) s, past the simulator's time range "
+    m = re.search(r"link (.+): a transfer of (\d+) bytes takes ([0-9.]+(?:e[+-]?[0-9]+)?) s, past the simulator's time range "
                   r"\(2\^62 ns\): the link is too slow for this trace", stderr)
     if not m:
         return f"refused as too slow, not in the page's words: {stderr.strip()[:200]}"

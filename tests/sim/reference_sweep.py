@@ -311,7 +311,8 @@ def grid_figures(run, cap_text):
 
 
 def answer_figures(share, run):
-    """`lru none 96.9% = 980.81 MiB peak 980.45 MiB, reduction 3.2%, loss 20.34%` after the names."""
+    """`lru none 96.9% = 980.81 MiB: peak 980.45 MiB, peak reduction 3.2%, throughput loss 20.34%`
+    after the names (the figures named as simulate names them)."""
     m = run.metrics
-    return (f"{share * 100:.1f}% = {fmt_size(m['capacity_bytes'])} peak {fmt_size(m['simulated_peak_bytes'])}, "
-            f"reduction {m['peak_reduction'] * 100:.1f}%, loss {m['throughput_loss'] * 100:.2f}%")
+    return (f"{share * 100:.1f}% = {fmt_size(m['capacity_bytes'])}: peak {fmt_size(m['simulated_peak_bytes'])}, "
+            f"peak reduction {m['peak_reduction'] * 100:.1f}%, throughput loss {m['throughput_loss'] * 100:.2f}%")

@@ -285,10 +285,12 @@ def oom_report(want, out, allocator):
 
 def parse_sweep(stdout):
     """{link: {'grid': {(policy, prefetch, cap): figures}, 'answers': {(policy, prefetch): text}}}"""
-    out, link, part = {}, None, None
+    out, link, part, last = {}, None, None, None
     for line in stdout.splitlines():
         words = line.split()
-        if line.startswith("link "):
+        if part == "answers" and last and line.startswith(" ") and words:
+            out[link]["answers"][last] += " " + " ".join(words)   # an answer wrapped onto the next line
+        elif line.startswith("link "):
             link, part = words[1], "grid"
             out[link] = {"grid": {}, "answers": {}}
         elif line.startswith("smallest capacity"):
@@ -299,7 +301,10 @@ def parse_sweep(stdout):
             if part == "grid":
                 out[link]["grid"][(words[0], words[1])] = out[link]["grid"].get((words[0], words[1]), []) + [rest]
             else:
-                out[link]["answers"][(words[0], words[1])] = " ".join(rest)
+                last = (words[0], words[1])
+                out[link]["answers"][last] = " ".join(rest)
+        else:
+            last = None
     return out
 
 
