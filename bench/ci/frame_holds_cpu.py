@@ -5,7 +5,8 @@ two traces hold the same rows, table by table.
       bench/advise/new_user/ddpm_ema.py bench/advise/new_user/dcgan.py
 --without also captures with no frame-holds hook at all (its frame holds are missing: the floor
 the hook's cost is measured from, not a result). --keep DIR keeps the traces there. PYTHONHASHSEED
-is fixed for every capture (which layer a backward op is put in can depend on a set's order). A
+is fixed for every capture (in trees before 6350e978, which layer a backward op was put in
+followed a set's order). A
 line per model file:
   FILE  before CPU s  now CPU s  [without CPU s]  same|DIFFERENT
 Exit status 1 when any pair of traces differs."""
