@@ -2,6 +2,7 @@
 
 #include <array>
 #include <sstream>
+#include <string>
 #include <vector>
 #include <nlohmann/json.hpp>
 #include <sqlite3.h>
@@ -380,4 +381,38 @@ TEST_CASE("info: the profiler's reserved bytes at its first memory event beside 
     // a first figure above the peak, or not a number, is not one to print
     CHECK(summary_with("9000000", "8388608").memory[0].profiler_reserved_first == -1);
     CHECK(summary_with("2x", "8388608").memory[0].profiler_reserved_first == -1);
+}
+
+// docs/trace-format.md, "The summary (mhc info)": the lists are ordered whatever the order the rows or
+// names were read in. Found by tests/sim/reference_info_compare.py: equal sizes came out of
+// std::partial_sort (not stable) in no stated order, and kernels of equal total time in the order of
+// an unordered_map.
+TEST_CASE("mhc info lists equal allocations by row and kernels of equal time by name", "[summary]") {
+    TempPath file("ties.db");
+    {
+        Writer writer(file.path);
+        // 20 allocations of 64 B (ids 1..20) and one of 128 B (id 21): the largest 5 are 21, then 1..4.
+        for (int64_t id = 1; id <= 20; ++id)
+            writer.add(Allocation{id, 0, 0, 64, id, id + 100, 0, Category::Activation, 0});
+        writer.add(Allocation{21, 0, 0, 128, 50, 60, 0, Category::Activation, 0});
+        // Kernels named in the order zeta, mu, alpha, beta, each 10 ns in all (zeta 2 x 5 ns): equal totals,
+        // listed by name. 'big' (30 ns) comes first.
+        const std::array<const char*, 5> names{"zeta", "mu", "alpha", "beta", "big"};
+        int64_t id = 0, start = 0;
+        for (const char* text : names) {
+            const int64_t name = writer.intern(text);
+            const int parts = std::string(text) == "zeta" ? 2 : 1;
+            const int64_t len = std::string(text) == "big" ? 30 : 10 / parts;
+            for (int i = 0; i < parts; ++i, start += 100) writer.add(Kernel{++id, 0, 7, name, start, start + len});
+        }
+        writer.finish();
+    }
+    Summary summary = summarize(load_trace(file.path), 5);
+    std::vector<std::string> labels;
+    for (const auto& entry : summary.top_allocations) labels.push_back(entry.name);
+    CHECK(labels ==
+          std::vector<std::string>{"allocation 21", "allocation 1", "allocation 2", "allocation 3", "allocation 4"});
+    std::vector<std::string> kernels;
+    for (const auto& entry : summary.top_kernels) kernels.push_back(entry.name);
+    CHECK(kernels == std::vector<std::string>{"big", "alpha", "beta", "mu", "zeta"});
 }

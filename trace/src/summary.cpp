@@ -90,6 +90,57 @@ std::string version_mismatch(const std::vector<std::pair<std::string, std::strin
     return "";
 }
 
+namespace {
+// The kernels by total time (ties by name: the map's order is no order; docs/trace-format.md, "The
+// summary"); returns the kernel time of every kernel.
+int64_t top_kernels(const TraceData& trace, int top_n, std::vector<Summary::Top>& out) {
+    int64_t kernel_time = 0;
+    std::unordered_map<int64_t, Summary::Top> by_name;
+    for (size_t i = 0; i < trace.kernels.size(); ++i) {
+        const int64_t length = trace.kernels.t_end[i] - trace.kernels.t_start[i];
+        kernel_time += length;
+        auto& entry = by_name[trace.kernels.name[i]];
+        entry.count++;
+        entry.total += length;
+    }
+    for (auto& [name, entry] : by_name) {
+        entry.name = trace.str(name);
+        out.push_back(entry);
+    }
+    std::sort(out.begin(), out.end(), [](const auto& left, const auto& right) {
+        return left.total != right.total ? left.total > right.total : left.name < right.name;
+    });
+    if (static_cast<int>(out.size()) > top_n) out.resize(static_cast<size_t>(top_n));
+    return kernel_time;
+}
+
+// The largest allocations, ties in row order (partial_sort is not stable); one alive at the end
+// lives to the trace's end.
+std::vector<Summary::Top> largest_allocations(const TraceData& trace, int top_n, int64_t t_end) {
+    const auto& allocs = trace.allocations;
+    std::vector<size_t> idx(allocs.size());
+    std::iota(idx.begin(), idx.end(), size_t{0});
+    const size_t count = std::min(idx.size(), static_cast<size_t>(top_n));
+    std::partial_sort(idx.begin(), idx.begin() + static_cast<long>(count), idx.end(), [&](size_t left, size_t right) {
+        const int64_t lb = allocs.bytes[left], rb = allocs.bytes[right];
+        return lb != rb ? lb > rb : left < right;
+    });
+    std::vector<Summary::Top> out;
+    for (size_t i = 0; i < count; ++i) {
+        const size_t row = idx[i];
+        Summary::Top entry;
+        entry.name = trace.str(allocs.label[row]);
+        if (entry.name.empty()) entry.name = "allocation " + std::to_string(allocs.id[row]);
+        entry.bytes = allocs.bytes[row];
+        entry.count = 1;
+        entry.total = (allocs.t_free[row] == kNoTime ? t_end : allocs.t_free[row]) - allocs.t_alloc[row];
+        entry.category = std::string(to_string(allocs.category[row]));
+        out.push_back(entry);
+    }
+    return out;
+}
+}   // namespace
+
 Summary summarize(const TraceData& t, int top_n) {
     Summary s;
     s.path = t.path;
@@ -147,38 +198,8 @@ Summary summarize(const TraceData& t, int top_n) {
     }
     s.timing = t.meta_or("timing", "exact");
 
-    std::unordered_map<int64_t, Summary::Top> by_name;
-    for (size_t i = 0; i < t.kernels.size(); ++i) {
-        int64_t d = t.kernels.t_end[i] - t.kernels.t_start[i];
-        s.kernel_time += d;
-        auto& e = by_name[t.kernels.name[i]];
-        e.count++;
-        e.total += d;
-    }
-    for (auto& [name, e] : by_name) {
-        e.name = t.str(name);
-        s.top_kernels.push_back(e);
-    }
-    std::sort(s.top_kernels.begin(), s.top_kernels.end(),
-              [](const auto& x, const auto& y) { return x.total > y.total; });
-    if (static_cast<int>(s.top_kernels.size()) > top_n) s.top_kernels.resize(static_cast<size_t>(top_n));
-
-    std::vector<size_t> idx(t.allocations.size());
-    std::iota(idx.begin(), idx.end(), size_t{0});
-    size_t n = std::min(idx.size(), static_cast<size_t>(top_n));
-    std::partial_sort(idx.begin(), idx.begin() + static_cast<long>(n), idx.end(),
-                      [&](size_t x, size_t y) { return t.allocations.bytes[x] > t.allocations.bytes[y]; });
-    for (size_t i = 0; i < n; ++i) {
-        size_t a = idx[i];
-        Summary::Top e;
-        e.name = t.str(t.allocations.label[a]);
-        if (e.name.empty()) e.name = "allocation " + std::to_string(t.allocations.id[a]);
-        e.bytes = t.allocations.bytes[a];
-        e.count = 1;
-        e.total = (t.allocations.t_free[a] == kNoTime ? s.t_end : t.allocations.t_free[a]) - t.allocations.t_alloc[a];
-        e.category = std::string(to_string(t.allocations.category[a]));
-        s.top_allocations.push_back(e);
-    }
+    s.kernel_time = top_kernels(t, top_n, s.top_kernels);
+    s.top_allocations = largest_allocations(t, top_n, s.t_end);
     for (size_t i = 0; i < t.markers.size(); ++i) {
         if (t.markers.kind[i] == MarkerKind::Step) {
             ++s.steps;
