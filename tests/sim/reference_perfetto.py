@@ -19,6 +19,14 @@ Times: `ts` and `dur` in microseconds (the format's unit) from the trace's time 
 first time (`t_begin_ns` of "The summary", so that a trace far from 0 stays exact in a double); the
 document did not say, and now does.
 
+With `--run ID` (docs/import.md; docs/trace-format.md "Run tables"): the run's kernels at their
+simulated times (`run_kernels`; an `X` per kernel, pid 10000 + the kernel's device), its events
+(`run_events`, an `X` each on one thread per kind; reading: the document names no process for them:
+one process of their own, its threads the kinds' codes) and the counters `simulated device bytes`
+and `simulated host bytes` (a sample of each per `run_memory` row, at its time).
+expected_run(path, run) returns {"kernels": {id: (pid, ts_ns, dur_ns, name)}, "events": [(kind,
+ts_ns, dur_ns, allocation, kernel, bytes)], "device": [(ts_ns, bytes)], "host": [(ts_ns, bytes)]}.
+
 expected(path) returns {"kernels": {id: (pid, ts_ns, dur_ns, name)}, "copies": {id: (pid, kind,
 ts_ns, dur_ns, bytes)}, "markers": {id: (kind, ts_ns, dur_ns)}, "counters": {pid: [(ts_ns, bytes)]},
 "meta": {...}} with times in ns from the origin; the driver turns the file's microseconds back
@@ -57,3 +65,18 @@ def expected(path):
         counters[pid_of(dev)] = [(t - origin, b) for t, b in sorted(samples.items())]
     out["counters"] = counters
     return out
+
+
+def expected_run(path, run):
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    strings = dict(db.execute("SELECT id, text FROM strings"))
+    kernels = db.execute("SELECT k.id, k.device, k.name, r.t_start, r.t_end FROM run_kernels r "
+                         "JOIN kernels k ON k.id = r.kernel WHERE r.run = ?", (run,)).fetchall()
+    events = db.execute("SELECT kind, t_start, t_end, allocation, kernel, bytes FROM run_events WHERE run = ?",
+                        (run,)).fetchall()
+    memory = db.execute("SELECT t, device_bytes, host_bytes FROM run_memory WHERE run = ? ORDER BY t",
+                        (run,)).fetchall()
+    db.close()
+    return {"kernels": {k[0]: (10000 + k[1], k[3], k[4] - k[3], strings.get(k[2], "")) for k in kernels},
+            "events": sorted((e[0], e[1], e[2] - e[1], e[3], e[4], e[5]) for e in events),
+            "device": [(m[0], m[1]) for m in memory], "host": [(m[0], m[2]) for m in memory]}

@@ -4,7 +4,9 @@ reading of docs/import.md "Formats out" for a trace's own rows) on random traces
 (reference_info_compare's: one or two GPUs, the host's memory, markers, allocations alive only at
 one instant, edge shapes, times near the ends of the range) and generated ones, and compares every
 kernel's and copy's process and times, every marker's times, each device's `live bytes` samples and
-`otherData`.
+`otherData`; and, for one trace in two, a run simulated under a random configuration (OOM runs too)
+exported with `--run`: its kernels at their simulated times, its events and its memory counters
+against the stored run.
 
 Usage: reference_perfetto_compare.py MHC WORKDIR [--runs=N] [--seed=S] [--verbose]
 Exit 0 when every trace agrees, 1 otherwise (each difference printed)."""
@@ -37,7 +39,8 @@ def ns(us):
 def read(path):
     """The file's events in the reading's shape (times back in ns, rounded)."""
     doc = json.loads(Path(path).read_text(), parse_float=Decimal)
-    got = {"meta": doc.get("otherData", {}), "kernels": {}, "copies": {}, "markers": {}, "counters": {}}
+    got = {"meta": doc.get("otherData", {}), "kernels": {}, "copies": {}, "markers": {}, "counters": {},
+           "run": {"kernels": {}, "events": [], "device": [], "host": [], "event_pids": set()}}
     for e in doc["traceEvents"]:
         ph, cat, args = e.get("ph"), e.get("cat"), e.get("args", {})
         if ph == "X" and cat == "kernel":
@@ -49,13 +52,43 @@ def read(path):
             got["markers"].setdefault(e["name"], []).append((e["tid"], ns(e["ts"]), ns(e["dur"])))
         elif ph == "C" and e["name"] == "live bytes":
             got["counters"].setdefault(e["pid"], []).append((ns(e["ts"]), args["bytes"]))
+        elif ph == "X" and cat == "simulated":
+            got["run"]["kernels"][args["kernel"]] = (e["pid"], ns(e["ts"]), ns(e["dur"]), e["name"])
+        elif ph == "X" and cat == "run-event":
+            got["run"]["events"].append((e["tid"], ns(e["ts"]), ns(e["dur"]), args["allocation"], args["kernel"],
+                                         args["bytes"]))
+            got["run"]["event_pids"].add(e["pid"])
+        elif ph == "C" and e["name"] in ("simulated device bytes", "simulated host bytes"):
+            got["run"]["device" if "device" in e["name"] else "host"].append((ns(e["ts"]), args["bytes"]))
     return got
 
 
-def compare(mhc, path, work):
+def simulate(mhc, path, rng):
+    """A run of the trace to export (an OOM run too), or None where simulate refuses the trace."""
+    args = [mhc, "simulate", str(path), "--capacity", f"{rng.choice([40, 60, 75, 90, 100])}%", "--allocator",
+            rng.choice(["ideal", "caching"]), "--policy", rng.choice(["lru", "belady", "dtr"]), "--prefetch",
+            rng.choice(["none", "lookahead:4"]), "--memory-samples", str(rng.choice([1, 7, 4096]))]
+    p = subprocess.run(args, capture_output=True, text=True)
+    return 1 if p.returncode in (0, 3) else None
+
+
+def compare_run(got, path, run):
+    want, have = ref.expected_run(path, run), got["run"]
+    diffs = []
+    for key in ("kernels", "device", "host"):
+        if have[key] != want[key]:
+            diffs.append(f"run {key}: mhc {len(have[key])} entries, reading {len(want[key])}")
+    if sorted(have["events"]) != want["events"]:
+        diffs.append(f"run events: mhc {len(have['events'])}, reading {len(want['events'])}")
+    if len(have["event_pids"]) > 1:
+        diffs.append(f"run events on processes {sorted(have['event_pids'])}")
+    return diffs
+
+
+def compare(mhc, path, work, run=None):
     out = work / (path.stem + ".json")
-    p = subprocess.run([mhc, "export", str(path), "--format", "perfetto", "-o", str(out), "--force"],
-                       capture_output=True, text=True)
+    p = subprocess.run([mhc, "export", str(path), "--format", "perfetto", "-o", str(out), "--force"] +
+                       (["--run", str(run)] if run else []), capture_output=True, text=True)
     if p.returncode != 0:
         return [f"exit {p.returncode}: {p.stderr.strip()}"]
     got, want = read(out), ref.expected(path)
@@ -82,7 +115,7 @@ def compare(mhc, path, work):
             first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
             diffs.append(f"live bytes of pid {pid}: {len(a)} samples, reading {len(b)}; first difference at "
                          f"{first}: mhc {a[first:first + 2]} reading {b[first:first + 2]}")
-    return diffs
+    return diffs + (compare_run(got, path, run) if run else [])
 
 
 def main():
@@ -92,7 +125,7 @@ def main():
     work.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
     blank = outside.empty_trace(mhc, work)
-    failed, tally, total = 0, {}, 0
+    failed, tally, total, runs_done = 0, {}, 0, 0
     for i in range(runs):
         path = work / f"pf{i}.db"
         if i % 10 == 9:
@@ -102,7 +135,9 @@ def main():
                                  if rng.random() < 0.3 else None)
             info_compare.shake(path, rng)
         total += 1
-        diffs = compare(mhc, path, work)
+        run = simulate(mhc, path, rng) if rng.random() < 0.5 else None
+        runs_done += 1 if run else 0
+        diffs = compare(mhc, path, work, run)
         for d in diffs:
             tally[d.split(":", 1)[0][:24]] = tally.get(d.split(":", 1)[0][:24], 0) + 1
         if diffs:
@@ -110,7 +145,7 @@ def main():
             print(f"DIFF {i} (seed {seed}, {path}):")
             for d in diffs:
                 print("  " + d)
-    print(f"{total - failed} of {total} traces agree" + (f"; differed (traces): {tally}" if tally else ""))
+    print(f"{total - failed} of {total} traces agree ({runs_done} exported with a run)" + (f"; differed (traces): {tally}" if tally else ""))
     return 1 if failed else 0
 
 

@@ -416,3 +416,23 @@ TEST_CASE("mhc info lists equal allocations by row and kernels of equal time by 
     for (const auto& entry : summary.top_kernels) kernels.push_back(entry.name);
     CHECK(kernels == std::vector<std::string>{"big", "alpha", "beta", "mu", "zeta"});
 }
+
+// An OOM's time is a time on the trace's clock, which may lie below 0 (docs/trace-format.md, "Value
+// ranges"): mhc simulate stored oom_time_ns = -4.6e18 for a trace near -2^62 ns, and mhc export, mhc
+// info and the viewer then refused the run as out of its domain (found by reference_perfetto_compare.py).
+TEST_CASE("a stored OOM time below 0 is read back", "[runs]") {
+    TempPath file("oom_negative.db");
+    {
+        Writer writer(file.path);
+        writer.add(Allocation{1, 0, 0, 64, -4000, -1000, 0, Category::Other, 0});
+        writer.finish();
+    }
+    Run run;
+    run.name = "lru+none@50%/pcie4";
+    run.metrics["oom"] = 1;
+    run.metrics["oom_time_ns"] = -3000;
+    const int64_t id = add_run(file.path, run);
+    CHECK(load_run(file.path, id).metrics.at("oom_time_ns") == -3000);
+    CHECK(metric_domain("oom_time_ns") == MetricDomain::Signed);
+    CHECK(metric_domain("stall_ns") == MetricDomain::Amount);
+}

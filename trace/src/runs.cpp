@@ -43,6 +43,8 @@ MetricDomain metric_domain(std::string_view key) {
         "checksums", "checksum_mismatches", "oom_fragmentation"};
     if (key == "capacity_bytes" || key == "host_capacity_bytes") return MetricDomain::Capacity;
     if (counts.contains(key)) return MetricDomain::Count;
+    // A time on the trace's clock, not an amount: a trace's times may lie below 0 (down to -2^62 ns).
+    if (key == "oom_time_ns") return MetricDomain::Signed;
     auto ends = [key](std::string_view end) { return key.size() >= end.size() && key.substr(key.size() - end.size()) == end; };
     if (ends("_bytes") || key.starts_with("oom_bytes_") || ends("_ns") || ends("_seconds") || key == "coupled_wait_time") return MetricDomain::Amount;
     return MetricDomain::Signed;
