@@ -21,9 +21,9 @@ document did not say, and now does.
 
 With `--run ID` (docs/import.md; docs/trace-format.md "Run tables"): the run's kernels at their
 simulated times (`run_kernels`; an `X` per kernel, pid 10000 + the kernel's device), its events
-(`run_events`, an `X` each on one thread per kind; reading: the document names no process for them:
-one process of their own, its threads the kinds' codes) and the counters `simulated device bytes`
-and `simulated host bytes` (a sample of each per `run_memory` row, at its time).
+(`run_events`, an `X` each on one thread per kind, pid 20000, tid the kind's code: the document
+first named no process for them, and now does) and the counters `simulated device bytes` and
+`simulated host bytes` (pid 20000, a sample of each per `run_memory` row, at its time).
 expected_run(path, run) returns {"kernels": {id: (pid, ts_ns, dur_ns, name)}, "events": [(kind,
 ts_ns, dur_ns, allocation, kernel, bytes)], "device": [(ts_ns, bytes)], "host": [(ts_ns, bytes)]}.
 
@@ -79,4 +79,4 @@ def expected_run(path, run):
     db.close()
     return {"kernels": {k[0]: (10000 + k[1], k[3], k[4] - k[3], strings.get(k[2], "")) for k in kernels},
             "events": sorted((e[0], e[1], e[2] - e[1], e[3], e[4], e[5]) for e in events),
-            "device": [(m[0], m[1]) for m in memory], "host": [(m[0], m[2]) for m in memory]}
+            "device": [(m[0], m[1]) for m in memory], "host": [(m[0], m[2]) for m in memory], "pid": 20000}

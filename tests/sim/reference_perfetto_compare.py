@@ -60,6 +60,7 @@ def read(path):
             got["run"]["event_pids"].add(e["pid"])
         elif ph == "C" and e["name"] in ("simulated device bytes", "simulated host bytes"):
             got["run"]["device" if "device" in e["name"] else "host"].append((ns(e["ts"]), args["bytes"]))
+            got["run"]["event_pids"].add(e["pid"])
     return got
 
 
@@ -80,8 +81,8 @@ def compare_run(got, path, run):
             diffs.append(f"run {key}: mhc {len(have[key])} entries, reading {len(want[key])}")
     if sorted(have["events"]) != want["events"]:
         diffs.append(f"run events: mhc {len(have['events'])}, reading {len(want['events'])}")
-    if len(have["event_pids"]) > 1:
-        diffs.append(f"run events on processes {sorted(have['event_pids'])}")
+    if have["event_pids"] - {want["pid"]}:
+        diffs.append(f"run events on processes {sorted(have['event_pids'])}, reading {want['pid']}")
     return diffs
 
 
