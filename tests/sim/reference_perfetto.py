@@ -27,10 +27,10 @@ first named no process for them, and now does) and the counters `simulated devic
 expected_run(path, run) returns {"kernels": {id: (pid, ts_ns, dur_ns, name)}, "events": [(kind,
 ts_ns, dur_ns, allocation, kernel, bytes)], "device": [(ts_ns, bytes)], "host": [(ts_ns, bytes)]}.
 
-expected(path) returns {"kernels": {id: (pid, ts_ns, dur_ns, name)}, "copies": {id: (pid, kind,
+expected(path) returns {"kernels": {id: (pid, stream, ts_ns, dur_ns, name)}, "copies": {id: (pid, kind,
 ts_ns, dur_ns, bytes)}, "markers": {id: (kind, ts_ns, dur_ns)}, "counters": {pid: [(ts_ns, bytes)]},
-"meta": {...}} with times in ns from the origin; the driver turns the file's microseconds back
-into ns (rounded) to compare. Standard library only."""
+"meta": the meta table} with times in ns from time 0; the driver turns the file's microseconds back
+into ns (exactly: they are decimals) to compare. Standard library only."""
 import sqlite3
 
 import reference_info
@@ -49,8 +49,8 @@ def expected(path):
     allocs = db.execute("SELECT id, device, bytes, t_alloc, t_free, category FROM allocations ORDER BY id").fetchall()
     meta = dict(db.execute("SELECT key, value FROM meta"))
     db.close()
-    origin = 0
-    out = {"meta": meta, "origin": origin}
+    origin = 0   # "from the trace's time 0"
+    out = {"meta": meta}
     out["kernels"] = {k[0]: (pid_of(k[1]), k[2], k[4] - origin, k[5] - k[4], strings.get(k[3], ""))
                       for k in kernels}
     out["copies"] = {c[0]: (pid_of(c[1]), c[2], c[4] - origin, c[5] - c[4], c[3]) for c in copies}
