@@ -165,6 +165,13 @@ def state_on_host(optimizer: torch.optim.Optimizer, options: dict) -> torch.opti
         pairs += zip(g["params"], hosts)
         groups.append(_on_cpu({**g, **options, "params": hosts}))
     new = _host_class(type(optimizer))(groups, **_on_cpu(_constructor_args(optimizer, options)))
+    # What the constructor made (torch.optim.Adagrad's "sum" and "step" for every parameter) is
+    # the host optimizer's state: host memory, as what its steps make is (a capture took it for
+    # device memory: Adagrad's state on the GPU beside its copy on the host).
+    for st in new.state.values():
+        for v in st.values():
+            if isinstance(v, torch.Tensor):
+                placement.mark_host(v, placement.OPTIMIZER)
     new.offloaded_params = pairs
     new._fresh = set()
     for p, h in pairs:

@@ -243,6 +243,18 @@ def test_printed_offload_code_is_what_verify_captures(tmp_path, mhc_exe, offload
     ("adamax", 1, 4 * 24576 + 24 + 4096),
     ("rmsprop-centered", 1, 5 * 24576 + 24 + 3 * 4096),
     ("adadelta", 1, 4 * 24576 + 24 + 3 * 4096),
+    # Adagrad: masters, gradient buffers, "sum" (3 x 24,576 B) and step counters; the previous
+    # weight's std held while this one's is made (with decay beside grad + wd x param). Before,
+    # the recorded foreach step's temporaries (a sqrt of every sum) were taken: 2 weights' worth
+    # over here; and the host optimizer's constructor-made state was captured as device memory
+    # (the device peak 24,600 B over the prediction, which was right)
+    ("adagrad", 1, 3 * 24576 + 24 + 2 * 4096),
+    ("adagrad-decay", 1, 3 * 24576 + 24 + 3 * 4096),
+    # Rprop: "prev" and "step_size" (2 x 24,576 B); the product and sign beside the previous sign,
+    # later the clone, grad.sign() and a bool mask (1,024 B, freed before): 3 weights' worth, 4 with
+    # maximize's -grad (the foreach step's were taken before, every weight's at once)
+    ("rprop", 1, 4 * 24576 + 24 + 3 * 4096),
+    ("rprop-maximize", 1, 4 * 24576 + 24 + 4 * 4096),
 ])
 def test_host_optimizer_as_pytorch_runs_it_on_the_cpu(tmp_path, mhc_exe, optimizer, micro_batches, host_peak):
     """The optimizer on the host steps with the implementation PyTorch picks for CPU tensors, and
@@ -259,7 +271,11 @@ def test_host_optimizer_as_pytorch_runs_it_on_the_cpu(tmp_path, mhc_exe, optimiz
             "adamax": lambda ps: torch.optim.Adamax(ps, lr=1e-3),
             "rmsprop-centered": lambda ps: torch.optim.RMSprop(ps, lr=1e-3, centered=True, momentum=0.9,
                                                                weight_decay=0.1),
-            "adadelta": lambda ps: torch.optim.Adadelta(ps)}[optimizer]
+            "adadelta": lambda ps: torch.optim.Adadelta(ps),
+            "adagrad": lambda ps: torch.optim.Adagrad(ps, lr=1e-2),
+            "adagrad-decay": lambda ps: torch.optim.Adagrad(ps, lr=1e-2, weight_decay=0.01),
+            "rprop": lambda ps: torch.optim.Rprop(ps, lr=1e-3),
+            "rprop-maximize": lambda ps: torch.optim.Rprop(ps, lr=1e-3, maximize=True)}[optimizer]
     source = ACCUM_FILE.split("\n\ndef step(")[0]
     doc, captured = _predicted_and_captured(tmp_path, mhc_exe, source, {"optimizer": {"state": "host"}},
                                             micro_batches=micro_batches, steps=2, optimizer=make)

@@ -44,6 +44,14 @@ TEST_CASE("for-loop steps hold what the capture of the host step holds", "[advis
     CHECK(most("torch.optim.rmsprop.RMSprop", R"({"centered": true, "momentum": 0.9, "weight_decay": 0.1})", kSix) ==
           3 * 4096);
     CHECK(most("torch.optim.adadelta.Adadelta", "{}", kSix) == 3 * 4096);
+    // Adagrad: the previous std held while this one is made (with decay, beside grad + wd x param)
+    CHECK(most("torch.optim.adagrad.Adagrad", "{}", kSix) == 2 * 4096);
+    CHECK(most("torch.optim.adagrad.Adagrad", R"({"weight_decay": 0.01})", kSix) == 3 * 4096);
+    // Rprop: grad.mul(prev) and its sign beside the previous sign, then the clone of grad, a bool
+    // mask (1,024 B) and grad.sign() beside the sign: 3 weights' worth; maximize's -grad is held
+    // beside the product, its sign and the previous sign: 4
+    CHECK(most("torch.optim.rprop.Rprop", "{}", kSix) == 3 * 4096);
+    CHECK(most("torch.optim.rprop.Rprop", R"({"maximize": true})", kSix) == 4 * 4096);
 }
 
 TEST_CASE("for-loop steps of unequal parameters follow the loop's names", "[advise][optimizer][forloop]") {
@@ -56,13 +64,21 @@ TEST_CASE("for-loop steps of unequal parameters follow the loop's names", "[advi
     CHECK(most("torch.optim.adamax.Adamax", R"({"maximize": true, "weight_decay": 1})", {100, 300}) == 2 * 300);
     // Adadelta: std and delta of the previous parameter held while this one's are made
     CHECK(most("torch.optim.adadelta.Adadelta", "{}", {100, 300}) == 100 + 2 * 300);
+    // Rprop: the first parameter's clone and sign (400 each); `grad = grads[i]` drops the clone,
+    // the old sign is held while the second's product and sign are made (400 + 2 x 800), freed at
+    // the rebinding; then its sign, clone and grad.sign() (3 x 800), its masks (200) freed before
+    CHECK(most("torch.optim.rprop.Rprop", "{}", {400, 800}) == 3 * 800);
+    CHECK(most("torch.optim.rprop.Rprop", "{}", {800, 400}) == 3 * 800);
+    // maximize: -grads[i] (800) is made after the previous clone is dropped, beside the old sign
+    // (400), then the product and sign: 400 + 3 x 800; the clone replaces -grad after it is made
+    CHECK(most("torch.optim.rprop.Rprop", R"({"maximize": true})", {400, 800}) == 400 + 3 * 800);
 }
 
 TEST_CASE("for-loop steps not modelled fall back", "[advise][optimizer][forloop]") {
     for (const char* defaults : {R"({"capturable": true})", R"({"differentiable": true})", R"({"weight_decay": "x"})"})
-        CHECK_FALSE(forloop_program("torch.optim.adam.Adam", nlohmann::json::parse(defaults), 1));
-    for (const char* cls : {"torch.optim.sgd.SGD", "torch.optim.rprop.Rprop", "torch.optim.adagrad.Adagrad",
-                            "torch.optim.asgd.ASGD", "mylib.Adam"})
+        for (const char* cls : {"torch.optim.adam.Adam", "torch.optim.rprop.Rprop", "torch.optim.adagrad.Adagrad"})
+            CHECK_FALSE(forloop_program(cls, nlohmann::json::parse(defaults), 1));
+    for (const char* cls : {"torch.optim.sgd.SGD", "torch.optim.asgd.ASGD", "mylib.Adam"})
         CHECK_FALSE(forloop_program(cls, nlohmann::json::object(), 1));
     CHECK_FALSE(forloop_program("torch.optim.radam.RAdam", nlohmann::json::parse(R"({"betas": [0.9, 1]})"), 1));
 }

@@ -1653,8 +1653,9 @@ def host_forloop_lines(cap, impl, step):
     """docs/simulator.md: the lines of torch's for-loop step (other than SGD's) that make tensors,
     per parameter, as (name, what): "new" binds a new tensor of the parameter's bytes to the name
     (its old one freed after), "gone" frees the name's tensor, ("to", other) hands it to another
-    name; None where not modelled (capturable, differentiable, weight decay no number, Rprop,
-    Adagrad, ASGD, SGD, another class). Read from torch/optim/*.py's _single_tensor_* functions."""
+    name; "mask" binds a bool tensor of the fp32 copy's elements, a quarter of its bytes; None where
+    not modelled (capturable, differentiable, weight decay no number, ASGD, SGD, another class).
+    Read from torch/optim/*.py's _single_tensor_* functions."""
     cls = cap.meta.get("capture.optimizer_class", "")
     d = _optimizer_defaults(cap)
     if d is None or not _runs_forloop(d, impl) or d.get("capturable") is True or d.get("differentiable") is True:
@@ -1665,7 +1666,8 @@ def host_forloop_lines(cap, impl, step):
     maximize = d.get("maximize") is True
     # torch.optim's own classes only (a class of another module by the same name runs its own code)
     short = {"": "AdamW", **{f"torch.optim.{n.lower()}.{n}": n for n in
-                             ("Adam", "AdamW", "NAdam", "RAdam", "Adamax", "RMSprop", "Adadelta")}}.get(cls)
+                             ("Adam", "AdamW", "NAdam", "RAdam", "Adamax", "RMSprop", "Adadelta", "Adagrad",
+                              "Rprop")}}.get(cls)
     if short in ("Adam", "AdamW", "NAdam", "RAdam"):
         decoupled = short == "AdamW" or d.get("decoupled_weight_decay") is True
         lines = [("grad", "new") if maximize else ("grad", "gone")]   # grads[i] or -grads[i]
@@ -1687,8 +1689,16 @@ def host_forloop_lines(cap, impl, step):
         return lines
     if short is None:
         return None
+    if short == "Rprop":   # no weight decay; sign = grad.mul(prev).sign(), the old sign freed at the rebinding
+        lines = [("grad", "gone")] + [("grad", "new")] * int(maximize)
+        lines += [("p", "new"), ("s", "new"), ("p", "gone"), ("s", ("to", "sign"))]
+        lines += [("m", "mask"), ("m", "gone")] * 3          # sign[sign.gt(0)] = etaplus, lt, eq
+        lines += [("grad", "new"), ("m", "mask"), ("m", "gone"),   # grad.clone(); grad[sign.eq(etaminus)] = 0
+                  ("gs", "new"), ("gs", "gone")]             # param.addcmul_(grad.sign(), step_size)
+        return lines
     lines = [("grad", "gone")] + [("grad", "new")] * (int(maximize) + int(wd != 0))
     lines += {"Adamax": [("abs", "new"), ("abs", "gone")],   # grad.abs().add_(eps)
+              "Adagrad": [("std", "new")],                   # state_sum.sqrt().add_(eps)
               "RMSprop": [("avg", "new")],                   # square_avg.sqrt()
               "Adadelta": [("std", "new"), ("delta", "new")]}[short]
     return lines
@@ -1699,11 +1709,12 @@ def loop_most(sizes, lines):
     names, live, peak = {}, 0, 0
     for b in sizes:
         for name, what in lines:
-            if what == "new":
-                live += b
+            if what in ("new", "mask"):
+                made = b if what == "new" else b // 4
+                live += made
                 peak = max(peak, live)
                 live -= names.get(name, 0)
-                names[name] = b
+                names[name] = made
             elif what == "gone":
                 live -= names.pop(name, 0)
             else:

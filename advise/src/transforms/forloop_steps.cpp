@@ -1,5 +1,5 @@
 // torch.optim's for-loop steps as the tensors each parameter's lines make (forloop_steps.hpp).
-// Read from torch 2.15's torch/optim/{adam,nadam,radam,adamax,rmsprop,adadelta}.py, the
+// Read from torch 2.15's torch/optim/{adam,nadam,radam,adamax,rmsprop,adadelta,adagrad,rprop}.py, the
 // `_single_tensor_*` functions without capturable or differentiable: in-place ops make nothing,
 // `x.sqrt()`, `x / c`, `x.add(y)`, `-x` each make a tensor, `c / x` makes two (its reciprocal,
 // then the product).
@@ -23,6 +23,19 @@ constexpr size_t kSlots = 8;
 LoopLine make(uint8_t slot) { return {LoopOp::Make, slot, 0}; }
 LoopLine drop(uint8_t slot) { return {LoopOp::Drop, slot, 0}; }
 LoopLine move(uint8_t from, uint8_t to) { return {LoopOp::Move, from, to}; }
+LoopLine mask(uint8_t slot) { return {LoopOp::Make, slot, 0, 4}; }   // a bool tensor of the fp32 copy
+
+// Rprop's lines after `grad = grads[i]` (and -grad): `sign = grad.mul(prev).sign()` (two made, the
+// product freed, the old sign freed at the rebinding), `sign[sign.gt(0)] = etaplus` and the lt and
+// eq lines (a bool mask each, freed after: a scalar into a bool mask is masked_fill_ in place),
+// `grad = grad.clone()`, `grad[sign.eq(etaminus)] = 0` (a mask), `param.addcmul_(grad.sign(),
+// step_size, value=-1)`.
+void rprop_lines(LoopProgram& program) {
+    for (const LoopLine line : {make(kT0), make(kT1), drop(kT0), move(kT1, kHeld), mask(kT0), drop(kT0), mask(kT0),
+                                drop(kT0), mask(kT0), drop(kT0), make(kGrad), mask(kT0), drop(kT0), make(kT0),
+                                drop(kT0)})
+        program.push_back(line);
+}
 
 bool flag(const nlohmann::json& defaults, const char* key) {
     return defaults.contains(key) && defaults[key].is_boolean() && defaults[key].get<bool>();
@@ -90,12 +103,20 @@ std::optional<LoopProgram> forloop_program(const std::string& optimizer_class, c
     const bool adamax = optimizer_class == "torch.optim.adamax.Adamax";
     const bool rmsprop = optimizer_class == "torch.optim.rmsprop.RMSprop";
     const bool adadelta = optimizer_class == "torch.optim.adadelta.Adadelta";
-    if (!adamax && !rmsprop && !adadelta) return std::nullopt;
+    const bool adagrad = optimizer_class == "torch.optim.adagrad.Adagrad";
+    const bool rprop = optimizer_class == "torch.optim.rprop.Rprop";
+    if (!adamax && !rmsprop && !adadelta && !adagrad && !rprop) return std::nullopt;
     // `grad = grads[i]` (or the zip's), then `grad = grad if not maximize else -grad`
     program.push_back(drop(kGrad));
     if (maximize) program.push_back(make(kGrad));
+    if (rprop) {   // Rprop has no weight decay
+        rprop_lines(program);
+        return program;
+    }
     if (*weight_decay != 0) program.push_back(make(kGrad));
-    if (adamax) {   // torch.maximum(exp_inf.mul_(beta2), grad.abs().add_(eps), out=exp_inf)
+    if (adagrad) {   // std = state_sum.sqrt().add_(eps), held to the next parameter's
+        program.push_back(make(kHeld));
+    } else if (adamax) {   // torch.maximum(exp_inf.mul_(beta2), grad.abs().add_(eps), out=exp_inf)
         program.push_back(make(kT0));
         program.push_back(drop(kT0));
     } else if (rmsprop) {   // avg = square_avg.sqrt() (centered: square_avg.addcmul(...).sqrt_())
@@ -114,10 +135,11 @@ int64_t forloop_most(const std::vector<int64_t>& sizes, const LoopProgram& progr
         for (const LoopLine& line : program) {
             int64_t& slot = held[line.slot];
             if (line.op == LoopOp::Make) {
-                live += bytes;
+                const int64_t made = bytes / line.divisor;
+                live += made;
                 most = std::max(most, live);
                 live -= slot;
-                slot = bytes;
+                slot = made;
             } else if (line.op == LoopOp::Drop) {
                 live -= slot;
                 slot = 0;
