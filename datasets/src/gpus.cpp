@@ -1,4 +1,5 @@
-// The GPU table, datasets/gpus.tsv (its columns and sources are in the file), read into GpuSpecs.
+// The GPU table, datasets/gpus.tsv (its columns and sources are in the file), read into GpuSpecs (the
+// generator's rows) and GpuRows (every row, for mhc advise).
 #include "gpu_table.hpp"
 
 #include <charconv>
@@ -7,6 +8,7 @@
 #include <string>
 
 #include "gpus_tsv.hpp"
+#include "mhc/datasets/gpu_table.hpp"
 
 namespace mhc::datasets {
 
@@ -54,11 +56,11 @@ private:
     std::vector<std::string_view> fields_;
     int line_number_;
 };
-}  // namespace
 
-std::vector<GpuSpec> read_gpu_table(std::string_view tsv) {
+// Calls each(row) for every data row of the table, in its order: the first line that is neither
+// empty nor a '#' comment is the header, naming the columns.
+template <class Each> void for_each_row(std::string_view tsv, Each each) {
     std::map<std::string, size_t, std::less<>> columns;
-    std::vector<GpuSpec> gpus;
     int line_number = 0;
     for (size_t start = 0; start < tsv.size();) {
         const size_t newline = std::min(tsv.find('\n', start), tsv.size());
@@ -70,8 +72,15 @@ std::vector<GpuSpec> read_gpu_table(std::string_view tsv) {
             for (const std::string_view name : fields(line)) columns.emplace(std::string(name), columns.size());
             continue;
         }
-        const Row row(columns, line, line_number);
-        if (row.text("generate") == "-") continue;
+        each(Row(columns, line, line_number));
+    }
+}
+}   // namespace
+
+std::vector<GpuSpec> read_gpu_table(std::string_view tsv) {
+    std::vector<GpuSpec> gpus;
+    for_each_row(tsv, [&](const Row& row) {
+        if (row.text("generate") == "-") return;
         GpuSpec gpu;
         gpu.name = row.text("generate");
         gpu.device_name = row.text("device_name");
@@ -83,13 +92,27 @@ std::vector<GpuSpec> read_gpu_table(std::string_view tsv) {
         gpu.nvlink_bw = row.number<double>("nvlink_bw");
         gpu.net_bw = row.number<double>("net_bw");
         gpus.push_back(gpu);
-    }
+    });
     return gpus;
+}
+
+std::vector<GpuRow> read_gpu_rows(std::string_view tsv) {
+    std::vector<GpuRow> rows;
+    for_each_row(tsv, [&](const Row& row) {
+        rows.push_back(GpuRow{row.text("name"), row.text("device_name"), row.number<int64_t>("memory_bytes"),
+                              row.number<double>("ring_bus_bw"), row.text("ring_link")});
+    });
+    return rows;
 }
 
 const std::vector<GpuSpec>& generator_gpus() {
     static const std::vector<GpuSpec> table = read_gpu_table(kGpusTsv);
     return table;
+}
+
+const std::vector<GpuRow>& gpu_rows() {
+    static const std::vector<GpuRow> rows = read_gpu_rows(kGpusTsv);
+    return rows;
 }
 
 }  // namespace mhc::datasets

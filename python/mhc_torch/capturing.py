@@ -135,24 +135,59 @@ def capture(build_model: Callable[[], torch.nn.Module],
     An output that cannot be written (a missing folder; an existing file when `replace` is False)
     is refused before the capture runs (store.OutputError, one line naming the file).
     """
+    # Every argument checked, and the output found writable, before anything runs.
     spec = gpu if isinstance(gpu, GpuSpec) else gpu_by_name(gpu)
-    if steps < 1:
-        raise ValueError("steps must be at least 1")
-    if optimizer is not None and build_optimizer is not None:
-        raise ValueError("pass optimizer(params) or build_optimizer(model), not both")
+    _check_arguments(steps, optimizer, build_optimizer)
     recipe = Recipe(autocast_dtype, autocast_policy, param_dtype, forward_only, micro_batches, zero_grad, step)
     recipe.check()
-    if setting is not None:
-        from .settings import check_setting, dumps, read_setting
-
-        setting_given = read_setting(setting)
-        setting = check_setting(setting_given)
+    setting_given, setting = _setting_read(setting)
     output_file.check_output(path, replace)
     began_in = os.getpid()
     if isinstance(kernel_times, str):
         kernel_times = KernelTimes(kernel_times)
     rec = Recording(spec, kernel_times)
     fake = _RecordingFakeMode(allow_non_fake_inputs=False)
+    layer_names, step_times, modules, facts = _run_as_on_gpu(
+        rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting, build_optimizer)
+    if os.getpid() != began_in:  # a child the model's code forked: the parent writes the trace
+        raise ForkedChild(f"process {os.getpid()}, forked by the model in the capture of process {began_in}, writes "
+                          "no trace")
+    rec.layer_markers()
+    rec.finish_categories()
+    rec.peak_bytes = _device_peak(rec.allocs)  # after the folds above moved lifetimes
+    full_meta = _trace_meta(spec, steps, layer_names, rec, recipe, device, kernel_times, setting_given, setting,
+                            facts, meta)
+    try:
+        store.write_trace(path, rec.allocs, rec.kernels, rec.markers, full_meta, modules=modules,
+                          saved=rec.saved_pairs(), copies=rec.copies, replace=replace)
+    except store.RowOutOfRange as e:
+        raise CaptureError(f"{e}; no trace written") from None
+    return CaptureResult(path=path, kernels=len(rec.kernels), allocations=len(rec.allocs), steps=steps,
+                         peak_bytes=rec.peak_bytes, step_time_ns=step_times, meta=full_meta,
+                         flops_per_step=_flops_per_step(rec.kernels, steps))
+
+
+def _check_arguments(steps, optimizer, build_optimizer) -> None:
+    if steps < 1:
+        raise ValueError("steps must be at least 1")
+    if optimizer is not None and build_optimizer is not None:
+        raise ValueError("pass optimizer(params) or build_optimizer(model), not both")
+
+
+def _setting_read(setting):
+    """(the setting as given, the setting checked), both None without one: meta records it as given."""
+    if setting is None:
+        return None, None
+    from .settings import check_setting, read_setting
+
+    setting_given = read_setting(setting)
+    return setting_given, check_setting(setting_given)
+
+
+def _run_as_on_gpu(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting,
+                   build_optimizer):
+    """_run inside the contexts that make torch behave as on the GPU for the capture's duration,
+    with what fails on fake tensors said in one line (CaptureError)."""
     # FakeTensorMode logs a traceback of its own before raising; the error raised says it all.
     fake_log = logging.getLogger("torch._subclasses.fake_tensor")
     fake_log_level = fake_log.level
@@ -163,8 +198,8 @@ def capture(build_model: Callable[[], torch.nn.Module],
                 _value_checks_passed(), _lr_schedulers_recorded(), _environment_kept(ALLOCATOR_ENV), \
                 _sac_policies_see_gpu_attention():
             with _grad_scaler_on_fake_tensors(device), _compiled_functions_refused():
-                result = _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting,
-                              build_optimizer)
+                return _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting,
+                            build_optimizer)
     except CaptureError:
         raise
     except Exception as e:
@@ -177,13 +212,12 @@ def capture(build_model: Callable[[], torch.nn.Module],
         raise
     finally:
         fake_log.setLevel(fake_log_level)
-    if os.getpid() != began_in:  # a child the model's code forked: the parent writes the trace
-        raise ForkedChild(f"process {os.getpid()}, forked by the model in the capture of process {began_in}, writes "
-                          "no trace")
-    layer_names, step_times, modules, facts = result
-    rec.layer_markers()
-    rec.finish_categories()
-    rec.peak_bytes = _device_peak(rec.allocs)  # after the folds above moved lifetimes
+
+
+def _trace_meta(spec, steps, layer_names, rec, recipe, device, kernel_times, setting_given, setting, facts, meta):
+    """The trace's meta, in the order written: the target GPU and the capture, then the recipe and
+    setting, the step's facts, what the recording saw, the versions, and last the caller's `meta`
+    (which overrides all but the step's own optimizers)."""
     full_meta = {
         "source": "captured",
         "generator": f"mhc-torch 0.1 (torch {torch.__version__})",
@@ -207,15 +241,17 @@ def capture(build_model: Callable[[], torch.nn.Module],
     if kernel_times is not None:
         full_meta.update(kernel_times.meta())
     if setting is not None:
+        from .settings import dumps
+
         full_meta["capture.setting"] = dumps(setting_given)
-        if setting.get("weights") == "bf16" and param_dtype is None:
+        if setting.get("weights") == "bf16" and recipe.param_dtype is None:
             full_meta["capture.param_dtype"] = "bfloat16"  # the setting's weights, cast by apply
     full_meta.update(facts)
     if getattr(rec, "user_save_on_cpu", False):
         full_meta["capture.save_on_cpu"] = "true"
     full_meta.update(rec.torch_func_meta())
     full_meta.update(rec.workspaces.meta())
-    if autocast_dtype is not None and autocast_policy == "cuda":
+    if recipe.autocast_dtype is not None and recipe.autocast_policy == "cuda":
         from .autocast_cuda import unmodelled_ops
 
         full_meta["capture.autocast_unmodelled"] = " ".join(unmodelled_ops()) or "none"
@@ -223,17 +259,16 @@ def capture(build_model: Callable[[], torch.nn.Module],
     full_meta.update(meta or {})
     if "capture.optimizer" in facts:   # the step's own optimizers, not the option's (mhc-torch capture)
         full_meta["capture.optimizer"] = facts["capture.optimizer"]
-    try:
-        store.write_trace(path, rec.allocs, rec.kernels, rec.markers, full_meta, modules=modules,
-                          saved=rec.saved_pairs(), copies=rec.copies, replace=replace)
-    except store.RowOutOfRange as e:
-        raise CaptureError(f"{e}; no trace written") from None
+    return full_meta
+
+
+def _flops_per_step(kernels, steps: int) -> list[dict[str, int]]:
+    """Per step, the FLOPs of its kernels by phase (forward, backward, optimizer, ...)."""
     flops = [dict.fromkeys(store.PHASE_NAMES, 0) for _ in range(steps)]
-    for k in rec.kernels:
+    for k in kernels:
         if 0 <= k.step < steps:
             flops[k.step][store.PHASE_NAMES[k.phase]] += k.flops
-    return CaptureResult(path=path, kernels=len(rec.kernels), allocations=len(rec.allocs), steps=steps,
-                         peak_bytes=rec.peak_bytes, step_time_ns=step_times, meta=full_meta, flops_per_step=flops)
+    return flops
 
 
 def _device_peak(allocs, device: int = 0) -> int:
@@ -342,156 +377,226 @@ def _batch_on_host(make_batch):
 
 
 def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting, build_optimizer=None):
-
-    from . import data_parallel, placement
-    from .frame_holds import FrameHolds
+    """The capture's stages under fake tensors: build the model, its optimizer and the setting,
+    record what exists before the first step, make the batch, run the steps, and gather the facts.
+    Returns (the layer names, each step's time, the module records, the facts for meta).
+    What the stages return stays referenced here until _run returns (`params`, `trained`, the
+    contexts, the tracker), so that no storage they hold dies earlier in the trace."""
+    from . import data_parallel
 
     loss_fn = loss_fn or _default_loss
     with fake:
-        # PyTorch reads the allocator's settings once, when CUDA initialises: at build_model()'s
-        # first CUDA tensor or CUDA call if it makes one (built_for_gpu.py), else by the time the
-        # model is built and goes to the GPU, what the script set before (its first lines) counts
-        at_init: list[str] = []
-        building = BuiltForGpu(device, lambda: at_init.append(allocator_env()))
-        # values kept while the model is built: torch.nn.utils.prune selects by a mask of ones
-        # there (batch_values.py); in the step, only where the batch has integer tensors
-        fake.shadows = True
-        try:
-            with torch.device(device), building, cuda_calls_on_fake_device(building):
-                model = build_model()
-        finally:
-            fake.shadows = False
-        allocator_conf = allocator_at_build = at_init[0] if at_init else allocator_env()
-        _readable_allocator_conf(allocator_conf)
-        if not isinstance(model, torch.nn.Module):
-            raise CaptureError(f"build_model() returned {a_kind(model)}, not a torch.nn.Module")
-        _refuse_compiled(model)
-        if any(t.device.type != torch.device(device).type for t in list(model.parameters()) + list(model.buffers())):
-            model = model.to(device)
-        if recipe.param_dtype is not None:
-            model = cast_model(model, recipe.param_dtype)
-        params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-        # A forward-only step never steps its optimizer: a frozen model's is built over its frozen parameters.
-        trained = [p for _, p in params] or (list(model.parameters()) if recipe.forward_only else [])
-        if not trained:
-            raise CaptureError("the model has no parameters" if not list(model.parameters()) else
-                               "the model has no parameter that requires a gradient: a training step has nothing to "
-                               "train; capture its inference step with --forward-only (forward_only=True)")
-        if build_optimizer is not None:
-            opt = _build_optimizer(build_optimizer, model)
-        else:
-            opt = (optimizer or (lambda ps: torch.optim.AdamW(ps, lr=1e-4, foreach=True)))(trained)
+        model, building, allocator_at_build = _model_built(fake, build_model, device, recipe)
+        allocator_conf = allocator_at_build
+        opt, params, trained = _optimizer_built(model, recipe, optimizer, build_optimizer)
         facts = model_facts(model, opt)
         optimizer_setting = None
         if setting is not None:
-            from .applying import apply
-            from .settings import load_setting
-
-            # A step function may train with an optimizer it builds itself: the setting's optimizer
-            # part waits until the step shows which optimizer trains (StepRun._settle).
-            setting = load_setting(setting)
-            if recipe.step is not None and setting.get("optimizer"):
-                optimizer_setting = setting["optimizer"]
-                setting = {k: v for k, v in setting.items() if k != "optimizer"}
-            with _environment_kept(ALLOCATOR_ENV):   # its allocator is set at run time: recorded below
-                model, opt = apply(model, opt, setting)
-            if setting.get("allocator"):
-                allocator_conf = ",".join(c for c in (allocator_conf, setting["allocator"]) if c)
+            model, opt, optimizer_setting, allocator_conf = _setting_applied(model, opt, setting, recipe,
+                                                                             allocator_conf)
         facts.update(data_parallel.prepare(model, rec))
-        for n, p in model.named_parameters():
-            rec.set_category(p, store.PARAM, n)
-        for n, b in model.named_buffers():
-            rec.set_category(b, store.OTHER, f"buffer {n}")
-        # host copies an optimizer on the host steps (apply made them, before the step): host
-        # memory from the step's start, where they counted only from the host step's first use of
-        # each, so the host peak lacked the copies of every parameter stepped after the peak's
-        host_names = {id(p): n for n, p in model.named_parameters()}
-        for p, h in getattr(opt, "offloaded_params", ()):
-            rec.track(h, None, f"{host_names.get(id(p), '?')} (host copy)")
-        gc.collect()
-        for st in building.alive():   # held since build_model (a plain attribute, a cache): on the device all along
-            rec._track_storage(st, store.OTHER, "held since build_model")
-        if building.cuda_initialised:
-            facts["capture.cuda_init"] = "build_model"
+        _held_before_the_step(rec, model, opt, building, facts)
         param_name = {id(p): n for n, p in params}
         param_name.update({id(h): param_name.get(id(p), "?") for p, h in getattr(opt, "offloaded_params", ())})
         layers = _layer_lists(model)
-        tracker = _leaf_safe_mod_tracker()
-        # Names from the model's root, also for modules a step calls directly (a GAN's netG and
-        # netD in a model that is never called itself): ModTracker names a module the first time
-        # it runs, from the outermost module then running, so netD alone was "Discriminator",
-        # a name the model file's model cannot resolve (mhc_torch.apply refused the setting).
-        if hasattr(tracker, "_get_mod_name"):
-            tracker._get_mod_name(model)
-
-        rec.layer_of = lambda: _current_layer(tracker.parents, layers, rec.phase == "backward")
-        rec.track_modules(tracker)
-        rec.set_model(model)
+        tracker = _module_tracker(rec, model, layers)
         step_times = []
-        batch, on_host = _batch_made(fake, device, make_batch)
-        if on_host:
-            facts["capture.batch_on_host"] = on_host
-        # a batch made on "cuda" (as the training script has it) goes where the model went
-        batch = tree_map(lambda t: t.to(device) if isinstance(t, torch.Tensor) and t.device.type != torch.device(
-            device).type else t, batch)
-        for t in tree_flatten(batch)[0]:
-            if isinstance(t, torch.Tensor):
-                rec.set_category(t, store.OTHER, "batch")
-        # the batch's size as the printed code needs it (DeepSpeed's train_micro_batch_size_per_gpu):
-        # the leading dimension of its first tensor that has one
-        leading = next((t.shape[0] for t in tree_flatten(batch)[0] if isinstance(t, torch.Tensor) and t.dim() > 0),
-                       None)
-        if leading is not None:
-            facts["capture.batch_size"] = str(int(leading))
+        batch = _batch_placed(rec, fake, device, make_batch, facts)
         run = StepRun(rec, model, opt, loss_fn, recipe, device, param_name, optimizer_setting)
-        on_cpu = torch.device(device).type == "cpu"
-        kernels = gpu_paths.kernels_as_on_gpu() if on_cpu else contextlib.nullcontext()
-        rnns = _together(cudnn_rnn.rnn_as_on_gpu(recipe.autocast_policy == "cuda"),
-                         torchvision_ops.autocast_as_on_cuda(recipe.autocast_policy == "cuda")) if on_cpu \
-            else contextlib.nullcontext()
-        ctc = ctc_loss.ctc_on_fake()
-        foreach = gpu_paths.foreach_as_on_gpu() if on_cpu else contextlib.nullcontext()
-        user_autocast = user_cuda_autocast(torch.device(device).type) if on_cpu else contextlib.nullcontext()
-        cuda_calls = cuda_calls_in_step(rec, rec.spec.device_name) if on_cpu else contextlib.nullcontext()
-        cuda_tensors = CudaInStep(device) if on_cpu else contextlib.nullcontext()
-        holds = FrameHolds(rec, model)
-        if on_cpu:   # one `with` item: Python allows 20 blocks nested
-            user_autocast = _together(user_autocast, _save_on_cpu_as_offload(model, rec),
-                                      _user_saved_hooks_recorded(rec), _functorch_beside_capture(rec),
-                                      generation.generate_on_fake(rec))
-        with placement.listening(rec), recipes.autocast_kernels(device, recipe), tracker, fake.recording_to(rec), run, \
-                _collector_at_step_ends(), kernels, rnns, ctc, foreach, user_autocast, cuda_calls, cuda_tensors, \
-                gpu_paths.transformers_masks_as_on_gpu(), gpu_paths.grouped_mm_as_on_gpu(), \
-                _together(holds, model_cache.model_cache_updates(rec, model), graph_freeing_backwards_counted(rec)), \
-                data_parallel.following_fsdp2(model, rec, fake) as fsdp2:
-            for s in range(steps):
-                rec.step, rec.phase = s, "forward"
-                t0 = rec.t
-                with rec.saved_hooks():
-                    run.run_step(s, batch)
-                gc.collect()  # storages held only by reference cycles end here, not at a random op
-                rec.end_backward()
-                rec.markers.append(store.Marker("step", t0, rec.t, store.MARKER_STEP, s))
-                step_times.append(rec.t - t0)
+        contexts = _step_contexts(rec, model, recipe, device)
+        fsdp2 = _steps_recorded(rec, fake, model, run, batch, steps, recipe, device, tracker, contexts, step_times)
         rec.phase = "end"
-        if allocator_conf:
-            facts["allocator.conf"] = allocator_conf
-        if allocator_env() != allocator_at_build:
-            facts["capture.allocator_conf_late"] = allocator_env()
-        if fsdp2 is not None:
-            facts.update(fsdp2.meta())
-        facts.update(holds.meta({a for a, _, _ in rec.saved_pairs()}))
-        facts.update(run.adopted_facts)
-        facts.update(lr_scheduler_meta(run.optimizer))
-        if rec.reserved_asked:
-            facts["capture.reserved_asked"] = ", ".join(rec.reserved_asked)
-        facts.update(_accumulation(recipe, rec, run, steps))
-        _own_optimizers(recipe, run, facts)
-        facts.update(rec.unpack_meta())
-        facts.update(rec.pack_meta())
-        facts.update(rec.calls_meta())
-        facts.update(rec.args_meta())
-        facts.update(rec.unregistered_meta())
+        _facts_after_the_steps(rec, run, recipe, steps, facts, allocator_conf, allocator_at_build, fsdp2,
+                               holds=contexts[-1])
         modules = rec.module_records(model)
         del run, opt, model, batch
     return list(layers), step_times, modules, facts
+
+
+def _model_built(fake, build_model, device, recipe):
+    """(the model as the step trains it: built, on the device, cast; the BuiltForGpu that watched
+    the build; the allocator's settings when CUDA initialised)."""
+    # PyTorch reads the allocator's settings once, when CUDA initialises: at build_model()'s
+    # first CUDA tensor or CUDA call if it makes one (built_for_gpu.py), else by the time the
+    # model is built and goes to the GPU, what the script set before (its first lines) counts
+    at_init: list[str] = []
+    building = BuiltForGpu(device, lambda: at_init.append(allocator_env()))
+    # values kept while the model is built: torch.nn.utils.prune selects by a mask of ones
+    # there (batch_values.py); in the step, only where the batch has integer tensors
+    fake.shadows = True
+    try:
+        with torch.device(device), building, cuda_calls_on_fake_device(building):
+            model = build_model()
+    finally:
+        fake.shadows = False
+    allocator_at_build = at_init[0] if at_init else allocator_env()
+    _readable_allocator_conf(allocator_at_build)
+    if not isinstance(model, torch.nn.Module):
+        raise CaptureError(f"build_model() returned {a_kind(model)}, not a torch.nn.Module")
+    _refuse_compiled(model)
+    if any(t.device.type != torch.device(device).type for t in list(model.parameters()) + list(model.buffers())):
+        model = model.to(device)
+    if recipe.param_dtype is not None:
+        model = cast_model(model, recipe.param_dtype)
+    return model, building, allocator_at_build
+
+
+def _optimizer_built(model, recipe, optimizer, build_optimizer):
+    """(the optimizer, the (name, parameter) pairs that require a gradient, the parameters it trains)."""
+    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    # A forward-only step never steps its optimizer: a frozen model's is built over its frozen parameters.
+    trained = [p for _, p in params] or (list(model.parameters()) if recipe.forward_only else [])
+    if not trained:
+        raise CaptureError("the model has no parameters" if not list(model.parameters()) else
+                           "the model has no parameter that requires a gradient: a training step has nothing to "
+                           "train; capture its inference step with --forward-only (forward_only=True)")
+    if build_optimizer is not None:
+        opt = _build_optimizer(build_optimizer, model)
+    else:
+        opt = (optimizer or (lambda ps: torch.optim.AdamW(ps, lr=1e-4, foreach=True)))(trained)
+    return opt, params, trained
+
+
+def _setting_applied(model, opt, setting, recipe, allocator_conf):
+    """(model, optimizer) with the setting applied by mhc_torch.apply, the setting's optimizer part
+    left for the step function (or None), and the allocator's settings with the setting's."""
+    from .applying import apply
+    from .settings import load_setting
+
+    optimizer_setting = None
+    # A step function may train with an optimizer it builds itself: the setting's optimizer
+    # part waits until the step shows which optimizer trains (StepRun._settle).
+    setting = load_setting(setting)
+    if recipe.step is not None and setting.get("optimizer"):
+        optimizer_setting = setting["optimizer"]
+        setting = {k: v for k, v in setting.items() if k != "optimizer"}
+    with _environment_kept(ALLOCATOR_ENV):   # its allocator is set at run time: recorded below
+        model, opt = apply(model, opt, setting)
+    if setting.get("allocator"):
+        allocator_conf = ",".join(c for c in (allocator_conf, setting["allocator"]) if c)
+    return model, opt, optimizer_setting, allocator_conf
+
+
+def _held_before_the_step(rec, model, opt, building, facts) -> None:
+    """Records what the step finds in memory: parameters, buffers, an optimizer's host copies and
+    what build_model left alive."""
+    for n, p in model.named_parameters():
+        rec.set_category(p, store.PARAM, n)
+    for n, b in model.named_buffers():
+        rec.set_category(b, store.OTHER, f"buffer {n}")
+    # host copies an optimizer on the host steps (apply made them, before the step): host
+    # memory from the step's start, where they counted only from the host step's first use of
+    # each, so the host peak lacked the copies of every parameter stepped after the peak's
+    host_names = {id(p): n for n, p in model.named_parameters()}
+    for p, h in getattr(opt, "offloaded_params", ()):
+        rec.track(h, None, f"{host_names.get(id(p), '?')} (host copy)")
+    gc.collect()
+    for st in building.alive():   # held since build_model (a plain attribute, a cache): on the device all along
+        rec._track_storage(st, store.OTHER, "held since build_model")
+    if building.cuda_initialised:
+        facts["capture.cuda_init"] = "build_model"
+
+
+def _module_tracker(rec, model, layers):
+    """The ModTracker that names each kernel's module, and through it the layer a kernel runs in."""
+    tracker = _leaf_safe_mod_tracker()
+    # Names from the model's root, also for modules a step calls directly (a GAN's netG and
+    # netD in a model that is never called itself): ModTracker names a module the first time
+    # it runs, from the outermost module then running, so netD alone was "Discriminator",
+    # a name the model file's model cannot resolve (mhc_torch.apply refused the setting).
+    if hasattr(tracker, "_get_mod_name"):
+        tracker._get_mod_name(model)
+
+    rec.layer_of = lambda: _current_layer(tracker.parents, layers, rec.phase == "backward")
+    rec.track_modules(tracker)
+    rec.set_model(model)
+    return tracker
+
+
+def _batch_placed(rec, fake, device, make_batch, facts):
+    """The step's batch, made once, on the model's device, recorded as such (and its size in facts)."""
+    batch, on_host = _batch_made(fake, device, make_batch)
+    if on_host:
+        facts["capture.batch_on_host"] = on_host
+    # a batch made on "cuda" (as the training script has it) goes where the model went
+    batch = tree_map(lambda t: t.to(device) if isinstance(t, torch.Tensor) and t.device.type != torch.device(
+        device).type else t, batch)
+    for t in tree_flatten(batch)[0]:
+        if isinstance(t, torch.Tensor):
+            rec.set_category(t, store.OTHER, "batch")
+    # the batch's size as the printed code needs it (DeepSpeed's train_micro_batch_size_per_gpu):
+    # the leading dimension of its first tensor that has one
+    leading = next((t.shape[0] for t in tree_flatten(batch)[0] if isinstance(t, torch.Tensor) and t.dim() > 0),
+                   None)
+    if leading is not None:
+        facts["capture.batch_size"] = str(int(leading))
+    return batch
+
+
+def _step_contexts(rec, model, recipe, device):
+    """The contexts made before the steps that make torch on the fake CPU tensors run as on the GPU
+    (no-ops on another device), in the order entered; the last, FrameHolds, is needed after."""
+    from .frame_holds import FrameHolds
+
+    on_cpu = torch.device(device).type == "cpu"
+    kernels = gpu_paths.kernels_as_on_gpu() if on_cpu else contextlib.nullcontext()
+    rnns = _together(cudnn_rnn.rnn_as_on_gpu(recipe.autocast_policy == "cuda"),
+                     torchvision_ops.autocast_as_on_cuda(recipe.autocast_policy == "cuda")) if on_cpu \
+        else contextlib.nullcontext()
+    ctc = ctc_loss.ctc_on_fake()
+    foreach = gpu_paths.foreach_as_on_gpu() if on_cpu else contextlib.nullcontext()
+    user_autocast = user_cuda_autocast(torch.device(device).type) if on_cpu else contextlib.nullcontext()
+    cuda_calls = cuda_calls_in_step(rec, rec.spec.device_name) if on_cpu else contextlib.nullcontext()
+    cuda_tensors = CudaInStep(device) if on_cpu else contextlib.nullcontext()
+    holds = FrameHolds(rec, model)
+    if on_cpu:   # one `with` item: Python allows 20 blocks nested
+        user_autocast = _together(user_autocast, _save_on_cpu_as_offload(model, rec),
+                                  _user_saved_hooks_recorded(rec), _functorch_beside_capture(rec),
+                                  generation.generate_on_fake(rec))
+    return kernels, rnns, ctc, foreach, user_autocast, cuda_calls, cuda_tensors, holds
+
+
+def _steps_recorded(rec, fake, model, run, batch, steps, recipe, device, tracker, contexts, step_times):
+    """Runs the steps, each a step marker, its time appended to step_times; returns FSDP2's
+    follower (None without FSDP2)."""
+    from . import data_parallel, placement
+
+    kernels, rnns, ctc, foreach, user_autocast, cuda_calls, cuda_tensors, holds = contexts
+    with placement.listening(rec), recipes.autocast_kernels(device, recipe), tracker, fake.recording_to(rec), run, \
+            _collector_at_step_ends(), kernels, rnns, ctc, foreach, user_autocast, cuda_calls, cuda_tensors, \
+            gpu_paths.transformers_masks_as_on_gpu(), gpu_paths.grouped_mm_as_on_gpu(), \
+            _together(holds, model_cache.model_cache_updates(rec, model), graph_freeing_backwards_counted(rec)), \
+            data_parallel.following_fsdp2(model, rec, fake) as fsdp2:
+        for s in range(steps):
+            rec.step, rec.phase = s, "forward"
+            t0 = rec.t
+            with rec.saved_hooks():
+                run.run_step(s, batch)
+            gc.collect()  # storages held only by reference cycles end here, not at a random op
+            rec.end_backward()
+            rec.markers.append(store.Marker("step", t0, rec.t, store.MARKER_STEP, s))
+            step_times.append(rec.t - t0)
+    return fsdp2
+
+
+def _facts_after_the_steps(rec, run, recipe, steps, facts, allocator_conf, allocator_at_build, fsdp2, holds) -> None:
+    """Adds to facts what the steps showed: the allocator's settings, FSDP2's, what frames held,
+    the optimizers and schedulers that trained, and what the recording counted."""
+    if allocator_conf:
+        facts["allocator.conf"] = allocator_conf
+    if allocator_env() != allocator_at_build:
+        facts["capture.allocator_conf_late"] = allocator_env()
+    if fsdp2 is not None:
+        facts.update(fsdp2.meta())
+    facts.update(holds.meta({a for a, _, _ in rec.saved_pairs()}))
+    facts.update(run.adopted_facts)
+    facts.update(lr_scheduler_meta(run.optimizer))
+    if rec.reserved_asked:
+        facts["capture.reserved_asked"] = ", ".join(rec.reserved_asked)
+    facts.update(_accumulation(recipe, rec, run, steps))
+    _own_optimizers(recipe, run, facts)
+    facts.update(rec.unpack_meta())
+    facts.update(rec.pack_meta())
+    facts.update(rec.calls_meta())
+    facts.update(rec.args_meta())
+    facts.update(rec.unregistered_meta())

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <fstream>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include "mhc/advise/gpus.hpp"
@@ -61,13 +62,14 @@ TEST_CASE("a bad setting names its field", "[advise][setting]") {
     bad(R"({"allocator": 3})", "field 'allocator': must be a string");
 }
 
-TEST_CASE("the GPU sizes of mhc advise --gpu are mhc-torch's", "[advise][setting]") {
+TEST_CASE("the GPUs of mhc advise --gpu are the rows of datasets/gpus.tsv", "[advise][setting]") {
     // datasets/gpus.tsv, the GPU table mhc-torch capture reads, holds each GPU's figures; --gpu must
-    // agree: its column `name` is a --gpu name, `memory_bytes` its memory.
+    // agree: its column `name` is a --gpu name, `memory_bytes` its memory, `ring_bus_bw` and
+    // `ring_link` the NVLink or PCIe ring its collectives run over. Read here line by line.
     std::ifstream in(std::string(mhc::test::source_dir()) + "/datasets/gpus.tsv");
     REQUIRE(in);
     std::vector<std::string> header;
-    int seen = 0;
+    std::string names;
     for (std::string line; std::getline(in, line);) {
         if (line.empty() || line[0] == '#') continue;
         std::vector<std::string> fields;
@@ -81,9 +83,38 @@ TEST_CASE("the GPU sizes of mhc advise --gpu are mhc-torch's", "[advise][setting
             return fields.at(static_cast<size_t>(std::find(header.begin(), header.end(), column) - header.begin()));
         };
         INFO(at("name"));
-        CHECK(gpu_memory(at("name")).bytes == std::stoll(at("memory_bytes")));
-        ++seen;
+        const GpuMemory& gpu = gpu_memory(at("name"));
+        CHECK(gpu.bytes == std::stoll(at("memory_bytes")));
+        CHECK(gpu.reserve == int64_t(1) << 30);
+        CHECK(gpu.link_Bps == std::stod(at("ring_bus_bw")));
+        CHECK(gpu.link_name == at("ring_link"));
+        names += (names.empty() ? "" : ", ") + at("name");
     }
-    CHECK(seen >= 6);
+    CHECK(gpu_names() == names);   // every row, none besides, in the file's order
+    CHECK(names == "a100-40g, a100-80g, h100-pcie, h100-sxm, h200, l40s");
     CHECK_THROWS_WITH(gpu_memory("v100"), Catch::Contains("--gpu: 'v100': not a GPU mhc knows"));
+    // The datasheet and NCCL figures the file cites: the A100's ring capped at 235 GB/s, the L40S's 48 GiB.
+    CHECK(gpu_memory("a100-80g").link_Bps == 235e9);
+    CHECK(gpu_memory("l40s").bytes == int64_t(48) << 30);
+}
+
+TEST_CASE("mhc advise's GPUs are whatever the GPU table's rows say", "[advise][setting]") {
+    // A table of two made-up GPUs, laid out as datasets/gpus.tsv (columns in another order, and
+    // columns advise does not read): advise takes each row's name, memory and ring, nothing of its own.
+    const std::vector<GpuMemory> gpus = gpus_of_table(
+        "# a comment\n\nring_link\tname\tdevice_name\tmemory_bytes\tring_bus_bw\tsm_count\n"
+        "NVLink 9\tx-1\tX One\t17179869184\t7e11\t1\nPCIe 9\ty-2\tY Two\t1000\t2.5e9\t-\n");
+    REQUIRE(gpus.size() == 2);
+    CHECK(gpus[0].name == "x-1");
+    CHECK(gpus[0].bytes == 17179869184);
+    CHECK(gpus[0].reserve == int64_t(1) << 30);
+    CHECK(gpus[0].link_Bps == 7e11);
+    CHECK(gpus[0].link_name == "NVLink 9");
+    CHECK(gpus[1].name == "y-2");
+    CHECK(gpus[1].bytes == 1000);
+    CHECK(gpus[1].link_Bps == 2.5e9);
+    CHECK(gpus[1].link_name == "PCIe 9");
+    CHECK_THROWS_WITH(
+        gpus_of_table("name\tdevice_name\tmemory_bytes\tring_bus_bw\tring_link\nx-1\tX\t16\tfast\tPCIe 9\n"),
+        "datasets/gpus.tsv:2: column ring_bus_bw: 'fast' is no number");
 }

@@ -30,7 +30,6 @@ Where PyTorch writes it (paths in pytorch/pytorch):
     or requested_size (a block's history held its real_size and frames).
 Exit status 1 on a mismatch, with one line per figure.
 """
-import gzip
 import json
 import os
 import pickle

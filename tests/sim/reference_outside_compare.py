@@ -766,7 +766,7 @@ def step_time_check(mhc, captures, work):
                 continue
             cal = json.loads(p.stdout)["calibration"]
             factor = measured / estimated
-            t, prev_end, scaled = None, None, []   # the kernels one after another, gaps kept
+            scaled = []   # the kernels one after another, gaps kept
             for (s0, e0, st), prev in zip(ks, [None] + ks[:-1]):
                 start = s0 if prev is None else scaled[-1][1] + (s0 - prev[1])
                 scaled.append((start, start + math.floor((e0 - s0) * factor + 0.5), st))   # halves up

@@ -243,7 +243,7 @@ def main():
     work.mkdir(parents=True, exist_ok=True)
     rng = random.Random(int(opts.get("seed", 1)))
     runs = int(opts.get("runs", 100))
-    bad, tally = 0, {}
+    bad = 0
     for i in range(runs):
         label, problems = one(mhc, work, rng, i, "verbose" in opts)
         if problems:

@@ -16,7 +16,6 @@ import json
 import math
 import os
 import random
-import re
 import sqlite3
 import subprocess
 import sys
