@@ -350,10 +350,10 @@ def attention_backward_buffers(func, args, kwargs) -> list[tuple[int, str]]:
 
 
 def matrix_exp_buffers(a: torch.Tensor) -> list[tuple[int, str]]:
-    """The temporaries of torch.linalg.matrix_exp's kernel over `a` (... x n x n): the powers and
-    products of the degree-18 polynomial and its squaring, 10 matrices of a's size, and for a
-    single matrix the NaN-filled result and the selected input besides (mexp_impl). A 1 x 1
-    matrix is exp's, which takes none."""
+    """The temporaries of torch.linalg.matrix_exp's kernel over `a` (n x n matrices, batched or
+    one): the powers and products of the degree-18 polynomial and its squaring, 10 matrices of
+    a's size, and for a single matrix the NaN-filled result and the selected input besides
+    (mexp_impl). A 1 x 1 matrix is exp's, which takes none."""
     if a.dim() < 2 or a.shape[-1] <= 1 or a.numel() == 0:
         return []
     size = a.numel() * a.element_size()

@@ -126,8 +126,9 @@ def test_the_matrix_exponentials_temporaries(tmp_path, batch):
     products of its polynomial beside its output: 10 matrices for a batch, 12 for a single
     matrix of a large norm. Fake tensors ran its meta function only: the host's step peaked at
     545,520 B for one 48 x 48 generator against the capture's 112,136 B, and 1,411,836 B against
-    333,320 B for three (the backward's exponential of the 96 x 96 block matrix). Now the two agree to the 4-byte scalars and the
-    polynomials' coefficients (25 floats a call), which the capture does not trace."""
+    333,320 B for three (the backward's exponential of the 96 x 96 block matrix). Now the two
+    agree to the 4-byte scalars and the polynomials' coefficients (25 floats a call), which the
+    capture does not trace."""
     path = str(tmp_path / "exp.db")
 
     def make():
@@ -142,3 +143,39 @@ def test_the_matrix_exponentials_temporaries(tmp_path, batch):
     mhc_torch.capture(make, data, steps=1, path=path, autocast_dtype=None, loss_fn=loss)
     host = profiler_peak(make, data, loss)
     assert 0 <= host - captured_peak(path) <= 256, (host, captured_peak(path))
+
+
+class ExactGP(nn.Module):
+    """An exact Gaussian process's negative log likelihood over 64 points: an RBF kernel with a
+    learned length scale, its Cholesky factor, one solve for the 1 target column."""
+
+    def __init__(self):
+        super().__init__()
+        self.log_length = nn.Parameter(torch.zeros(()))
+
+    def forward(self, x, y):
+        k = torch.exp(-0.5 * torch.cdist(x, x).square() / self.log_length.exp().square())
+        chol = torch.linalg.cholesky(k + torch.eye(x.shape[0]))
+        alpha = torch.cholesky_solve(y, chol)
+        return (y * alpha).sum() + torch.log(torch.diagonal(chol)).sum()
+
+
+def test_the_flops_of_a_cholesky_factor_and_its_solves(tmp_path):
+    """gp_cholesky.py: torch's flop counter has no entry for the dense factorizations and solves,
+    so the capture counted 0 FLOPs for them (the 4,096-point step: 9.4 GFLOP forward where the
+    factor alone is 22.9). Golub and Van Loan's counts: the factor n^3/3 = 64^3/3 = 87,381, a
+    solve with the factor 2 n^2 k = 2 x 64^2 x 1 = 8,192, and the backward's triangular solves
+    n^2 per right-hand side (64 of them: the factor's gradient is a matrix)."""
+    path = str(tmp_path / "gp.db")
+    mhc_torch.capture(ExactGP, lambda: (torch.randn(64, 3), torch.randn(64, 1)), steps=1, path=path,
+                      autocast_dtype=None, loss_fn=lambda m, b: m(*b))
+    with sqlite3.connect(path) as db:
+        rows = db.execute("SELECT s.text, i.flops FROM kernels k JOIN strings s ON s.id = k.name "
+                          "JOIN kernel_info i ON i.kernel = k.id ORDER BY k.id").fetchall()
+    by_name = {}
+    for name, flops in rows:
+        by_name.setdefault(name, []).append(flops)
+    assert by_name["aten::linalg_cholesky_ex"] == [64 ** 3 // 3], by_name
+    assert by_name["aten::cholesky_solve"][0] == 2 * 64 * 64, by_name
+    solves = by_name["aten::linalg_solve_triangular"]
+    assert solves and solves == [64 ** 3] * len(solves), by_name
