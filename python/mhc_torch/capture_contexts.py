@@ -130,8 +130,15 @@ def _value_checks_passed():
     its shape checks run as they do. `torch.istft` checks that the window's overlap-add envelope
     is nowhere below 1e-11 (the NOLA condition) by comparing a value in its C++ kernel, which
     fake tensors cannot answer: a speech model that goes back to the waveform stopped there; the
-    check passes as it does on the GPU for the window and hop the model gave its stft."""
+    check passes as it does on the GPU for the window and hop the model gave its stft.
+    `torch.nn.utils.parametrizations.orthogonal` asks whether the square weight it is given is
+    orthogonal already (`torch.allclose(Q.mH @ Q, I)`): a model that registers it when it is built
+    stopped there, its weight's values a draw the GPU makes. The product is computed as the GPU
+    computes it and the answer is the one a drawn weight gets, no (the weight is factored by QR
+    into its orthogonal base); a weight made orthogonal first (`nn.init.orthogonal_`) is copied
+    instead on the GPU, the same base's bytes by another path while the model is built."""
     from torch.distributions import distribution
+    from torch.nn.utils import parametrizations
 
     check_with, check_all = torch._check_tensor_all_with, torch._check_tensor_all
     dist_check = distribution._all_true_or_runtime_assert
@@ -154,6 +161,13 @@ def _value_checks_passed():
         return passed(valid) or dist_check(valid, error_message)
 
     istft = torch.istft
+    is_orthogonal = parametrizations._is_orthogonal
+
+    def orthogonal_drawn(Q, eps=None):
+        if not isinstance(Q, FakeTensor):
+            return is_orthogonal(Q, eps)
+        Q.mH @ Q
+        return False
 
     def istft_checked(input, *args, **kwargs):
         mode = getattr(input, "fake_mode", None) if isinstance(input, FakeTensor) else None
@@ -168,9 +182,11 @@ def _value_checks_passed():
     torch._check_tensor_all_with, torch._check_tensor_all = tensor_all_with, tensor_all
     distribution._all_true_or_runtime_assert = dist_all_true
     torch.istft = istft_checked
+    parametrizations._is_orthogonal = orthogonal_drawn
     try:
         yield
     finally:
+        parametrizations._is_orthogonal = is_orthogonal
         torch._check_tensor_all_with, torch._check_tensor_all = check_with, check_all
         distribution._all_true_or_runtime_assert = dist_check
         torch.istft = istft

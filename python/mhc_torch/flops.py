@@ -6,7 +6,7 @@ import logging
 
 import torch
 
-from . import cudnn_rnn, torchvision_ops
+from . import cudnn_rnn, linalg_flops, torchvision_ops
 
 
 # flop_counter warns that triton kernels cannot be counted; capture runs none.
@@ -101,7 +101,7 @@ def _flops_of(func, args, kwargs, out) -> int:
     if f is None and func._overloadpacket.__name__.startswith("_cudnn_rnn"):
         return cudnn_rnn.flops(func, args, kwargs) or 0
     if f is None:
-        return 0
+        return linalg_flops.flops(func, args, kwargs) or 0
     try:
         counted = int(f(*args, **kwargs, out_val=out))
     except Exception:  # a formula that does not accept this overload's arguments: count none
