@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "mhc/common/environment.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/message_line.hpp"
 #include "mhc/common/output_file.hpp"
@@ -39,7 +40,7 @@ int64_t warn_size() {
     try {
         return parse_bytes(e);
     } catch (const Error&) {
-        throw Error(std::string("MHC_STORE_WARN_SIZE='") + e + "': not a size (256MiB)");
+        throw Error(env_refusal("MHC_STORE_WARN_SIZE", e, "not a size (256MiB)"));
     }
 }
 
