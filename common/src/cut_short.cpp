@@ -1,6 +1,7 @@
 // SIGBUS from a memory-mapped file cut short under the process (mhc/common/cut_short.hpp). The
 // handler calls only async-signal-safe functions: open, read and close of /proc/self/maps to
-// find the file (named as given when name_file_as_given was told its name), write, unlink and rmdir (output_signals::remove_temporaries), _exit.
+// find the file (named as given when name_file_as_given was told its name), write, unlink and rmdir
+// (output_signals::remove_temporaries), _exit.
 #include "mhc/common/cut_short.hpp"
 
 #include <fcntl.h>
@@ -52,7 +53,7 @@ uint64_t number_at(const char*& at, unsigned base) {
     uint64_t value = 0;
     for (;; ++at) {
         const char c = static_cast<char>(*at | 0x20);
-        const unsigned digit = c >= '0' && c <= '9' ? static_cast<unsigned>(c - '0')
+        const unsigned digit = c >= '0' && c <= '9'                 ? static_cast<unsigned>(c - '0')
                                : base == 16 && c >= 'a' && c <= 'f' ? static_cast<unsigned>(c - 'a' + 10)
                                                                     : base;
         if (digit >= base) return value;

@@ -452,7 +452,7 @@ std::string missing_column(sqlite3* db, std::string_view sql) {
     return "";
 }
 
-}  // namespace
+}   // namespace
 
 Stmt::Stmt(sqlite3* db, const std::string& file, const char* sql) : db_(db), file_(file) {
     if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s_, nullptr) == SQLITE_OK) return;
