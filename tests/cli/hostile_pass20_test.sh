@@ -21,6 +21,8 @@
 #      with --screenshot wrote the PNG and said nothing, exit 0.
 #   8. mhc-torch capture -o LINK, a link to nothing or a loop of links: the capture ran, then said
 #      "appeared while it was being written (another process?)"; now refused first, as mhc does.
+#   9. A runs database of another PRAGMA user_version (mhc writes 0; its version is in meta) was
+#      read and stored into as this version's; now refused naming it.
 # Usage: hostile_pass20_test.sh MHC [PYTHON PKG [MHC_VIEW]] (the parts that need gdb, torch or
 # mhc-view are skipped, said, without them)
 set -u
@@ -149,6 +151,15 @@ if [ -n "$pkg" ] && "$python" -c "import torch" 2>/dev/null; then
 else
     echo "SKIP part 8 (mhc-torch capture over a link): no torch"
 fi
+
+# 9. A runs database whose PRAGMA user_version is set (a newer mhc's, or another program's): read,
+#    and stored into, as this version's. Refused before any work, nothing stored.
+"$mhc" simulate t.db --capacity 90% --runs-db r.db >/dev/null 2>err || fail "simulate --runs-db r.db: $(cat err)"
+sqlite3 r.db "PRAGMA user_version=99" || fail "user_version of r.db"
+for args in "info t.db" "simulate t.db --capacity 80%" "export t.db -o r.json --run 1"; do
+    refused "r.db: runs database with PRAGMA user_version 99, where this mhc writes 0" $args --runs-db r.db
+done
+[ "$(sqlite3 r.db 'SELECT count(*) FROM runs')" = 1 ] || fail "a run was stored into r.db of user_version 99"
 
 [ $failed = 0 ] || { echo "$failed hostile pass 20 checks failed"; exit 1; }
 echo "all hostile pass 20 checks passed"
