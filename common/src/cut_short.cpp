@@ -52,10 +52,10 @@ std::mutex g_given_mutex;
 uint64_t number_at(const char*& at, unsigned base) {
     uint64_t value = 0;
     for (;; ++at) {
-        const char c = static_cast<char>(*at | 0x20);
-        const unsigned digit = c >= '0' && c <= '9'                 ? static_cast<unsigned>(c - '0')
-                               : base == 16 && c >= 'a' && c <= 'f' ? static_cast<unsigned>(c - 'a' + 10)
-                                                                    : base;
+        const char folded = static_cast<char>(*at | 0x20);
+        const unsigned digit = folded >= '0' && folded <= '9'                 ? static_cast<unsigned>(folded - '0')
+                               : base == 16 && folded >= 'a' && folded <= 'f' ? static_cast<unsigned>(folded - 'a' + 10)
+                                                                              : base;
         if (digit >= base) return value;
         value = value * base + digit;
     }

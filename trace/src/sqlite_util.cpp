@@ -407,9 +407,9 @@ namespace {
 std::vector<std::pair<std::string, std::string>> tables_named(std::string_view sql) {
     std::vector<std::string> words;
     std::string word;
-    for (const char c : std::string(sql) + " ") {
-        if (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.') word += c;
-        else if (c != '"' && c != '`' && c != '[' && c != ']') {
+    for (const char letter : std::string(sql) + " ") {
+        if (std::isalnum(static_cast<unsigned char>(letter)) || letter == '_' || letter == '.') word += letter;
+        else if (letter != '"' && letter != '`' && letter != '[' && letter != ']') {
             if (!word.empty()) words.push_back(word);
             word.clear();
         }
@@ -417,7 +417,7 @@ std::vector<std::pair<std::string, std::string>> tables_named(std::string_view s
     std::vector<std::pair<std::string, std::string>> tables;
     for (size_t i = 0; i + 1 < words.size(); ++i) {
         std::string upper = words[i];
-        for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        for (char& letter : upper) letter = static_cast<char>(std::toupper(static_cast<unsigned char>(letter)));
         if (upper != "FROM" && upper != "JOIN" && upper != "INTO" && upper != "UPDATE") continue;
         const std::string& name = words[i + 1];
         const size_t dot = name.find('.');
