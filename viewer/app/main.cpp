@@ -497,8 +497,8 @@ void check_step(const mhc::viewer::App& app) {
         if (span.step == app.opt.step) return;
     std::string have = "it marks no steps";
     if (!steps.empty()) {
-        const auto [low, high] = std::minmax_element(steps.begin(), steps.end(),
-                                                     [](const auto& a, const auto& b) { return a.step < b.step; });
+        const auto [low, high] = std::minmax_element(
+            steps.begin(), steps.end(), [](const auto& first, const auto& second) { return first.step < second.step; });
         const bool gaps = int64_t{high->step} - low->step + 1 != static_cast<int64_t>(steps.size());
         have = (gaps ? std::to_string(steps.size()) + " steps, " : "its steps: ") + std::to_string(low->step) +
                (low->step == high->step ? "" : (gaps ? " up to " : " to ") + std::to_string(high->step));
