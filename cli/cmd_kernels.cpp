@@ -74,6 +74,13 @@ void write_atomic(const std::string& path, const void* data, size_t bytes, bool 
                                force ? mhc::IfExists::Replace : mhc::IfExists::Refuse);
 }
 
+// --eps and --tol are f32 in the kernels: a value below f32's least normal number became 0 or lost
+// its digits (--tol 1e-50 ran fixed iterations, --eps 1e300 became inf), and one of 1 or more is
+// meaningless (1e20 was taken: every entry divided to 0).
+constexpr double kF32Least = 1.18e-38;
+constexpr const char* kSumsNearOne =
+    "it is added to row and column sums near 1 (eps 1 would halve each), and f32 holds no smaller normal number";
+
 struct Args {
     int n = 4, iters = 20, threads = 0;
     float eps = 1e-6f, tol = 0.0f;
@@ -213,14 +220,18 @@ Registration reg{Command{
             ->capture_default_str();
         auto* eps = sk->add_option("--eps", args->eps, "Added to every denominator (plain variant)")
                         ->check(finite_number())
-                        ->check(number_in([](double value) { return value >= 0; }, "0 or more"))
+                        ->check(number_in([](double value) { return value == 0 || (value >= kF32Least && value < 1); },
+                                          "in [1.18e-38, 1): " + std::string(kSumsNearOne)))
                         ->capture_default_str();
         // Its default as users write it, 1e-6 (the stream's 1e-06).
         if (std::string shown = eps->get_default_str(); shown.find("e-0") != std::string::npos)
             eps->default_str(shown.erase(shown.find("e-0") + 2, 1));
         sk->add_option("--tol", args->tol, "Stop a token once its marginal error is <= tol, 0 for fixed iterations")
             ->check(finite_number())
-            ->check(number_in([](double value) { return value >= 0; }, "0 or more"))
+            ->check(number_in([](double value) { return value == 0 || (value >= kF32Least && value < 1); },
+                              "0 (fixed iterations) or in [1.18e-38, 1): a marginal error of 1 is a row or column "
+                              "off by its whole sum, and f32 holds no smaller normal number (1e-50 was 0: fixed "
+                              "iterations)"))
             ->default_str("0");
         sk->add_flag("--column-first", args->column_first, "Normalise columns before rows in each iteration");
         sk->add_flag("--log-domain", args->log_domain, "logsumexp normalisation (extreme inputs)");

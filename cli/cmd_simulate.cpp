@@ -45,7 +45,8 @@ CLI::Option* add_simulate_options(CLI::App& app, SimOptions& options) {
         // Without a file after it, CLI11 would read the next option (--capacity) as one.
         ->check(CLI::Validator(
             [](std::string& v) {
-                return !v.empty() && v[0] == '-' ? "'" + v + "': needs trace files, not an option" : std::string();
+                return !v.empty() && v[0] == '-' ? quoted_value(v) + ": needs trace files, not an option"
+                                                 : std::string();
             },
             "FILE"))
         ->type_name("FILE")

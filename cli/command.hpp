@@ -75,7 +75,7 @@ CLI::Validator parsed_by(Parse parse) {
                 return "";
             } catch (const Error& e) {
                 const std::string said = e.what();
-                return said.rfind('\'', 0) == 0 ? said : "'" + printable(text) + "': " + said;
+                return said.rfind('\'', 0) == 0 ? said : quoted_value(text) + ": " + said;
             }
         },
         "");
@@ -105,7 +105,7 @@ CLI::Validator number_in(In in, std::string accepted) {
             char* end = nullptr;
             const double number = std::strtod(text.c_str(), &end);
             if (end == text.c_str() || *end != '\0' || in(number)) return "";
-            return "'" + printable(text) + "': not " + accepted;
+            return quoted_value(text) + ": not " + accepted;
         },
         "");
 }
@@ -119,7 +119,7 @@ inline CLI::Validator finite_number() {
             char* end = nullptr;
             const double number = std::strtod(text.c_str(), &end);   // 1e400 reads as inf
             const bool whole = end != text.c_str() && *end == '\0';
-            return whole && !std::isfinite(number) ? "'" + text + "': not a finite number" : std::string();
+            return whole && !std::isfinite(number) ? quoted_value(text) + ": not a finite number" : std::string();
         },
         "");
 }
@@ -133,7 +133,7 @@ inline CLI::Validator one_of(std::vector<std::string> names) {
             if (std::find(names.begin(), names.end(), text) != names.end()) return std::string();
             std::string list;
             for (const auto& name : names) list += (list.empty() ? "" : ", ") + name;
-            return "'" + text + "': use one of " + list + did_you_mean(text, names);
+            return quoted_value(text) + ": use one of " + list + did_you_mean(text, names);
         },
         "");
 }

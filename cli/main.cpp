@@ -65,11 +65,13 @@ void check_environment() {
         if (std::find(names.begin(), names.end(), *isa) == names.end()) {
             std::string list;
             for (const auto& name : names) list += (list.empty() ? "" : ", ") + name;
-            throw mhc::Error("MHC_CPU_ISA='" + *isa +
-                             "': not a CPU code path of this build on this machine; use one of " + list +
-                             mhc::did_you_mean(*isa, names));
+            throw mhc::Error(mhc::env_refusal("MHC_CPU_ISA", *isa,
+                                              "not a CPU code path of this build on this machine; use one of " + list +
+                                                  mhc::did_you_mean(*isa, names)));
         }
     }
+    // Read only by --device cuda, which a machine without a GPU never reaches: checked here too.
+    mhc::kernels::resolve_cuda_kernels(mhc::kernels::CudaSinkhornKernels::Default);
 }
 
 // One line, whatever it quotes: a value or a file name with a newline, a tab or an escape in it

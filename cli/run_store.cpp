@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "mhc/common/environment.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/message_line.hpp"
 #include "mhc/common/output_file.hpp"
@@ -38,9 +39,7 @@ int64_t warn_size() {
     if (!e) return int64_t{256} << 20;
     try {
         return parse_bytes(e);
-    } catch (const Error&) {
-        throw Error(std::string("MHC_STORE_WARN_SIZE='") + e + "': not a size (256MiB)");
-    }
+    } catch (const Error&) { throw Error(env_refusal("MHC_STORE_WARN_SIZE", e, "not a size (256MiB)")); }
 }
 
 void warn_if_large(const std::vector<const trace::Run*>& runs, const std::string& where) {

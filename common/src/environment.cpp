@@ -22,6 +22,10 @@ std::optional<std::string> env_value(const char* name) {
     return std::string(value);
 }
 
+std::string env_refusal(std::string_view name, std::string_view value, std::string_view why) {
+    return std::string(name) + "=" + quoted_value(value) + ": " + std::string(why);
+}
+
 bool env_switch(const char* name, bool unset) {
     const auto value = env_value(name);
     if (!value) return unset;
@@ -29,7 +33,7 @@ bool env_switch(const char* name, bool unset) {
     std::transform(word.begin(), word.end(), word.begin(), [](unsigned char letter) { return std::tolower(letter); });
     if (word == "1" || word == "on") return true;
     if (word == "0" || word == "off") return false;
-    throw Error(std::string(name) + "='" + *value + "': use 1 or on, 0 or off", Error::Kind::BadInput);
+    throw Error(env_refusal(name, *value, "use 1 or on, 0 or off"), Error::Kind::BadInput);
 }
 
 std::string user_cache_dir(std::string& why) {

@@ -28,6 +28,9 @@ std::string whole_number_refusal(std::string_view text, bool negative_ok) {
                ": not a whole number (decimal digits only: no sign '+', space, 0x or exponent)";
     if (text.size() - start > 1 && text[start] == '0')
         return quoted_value(text) + ": a whole number starts with no 0 (it is decimal, not octal)";
+    // Zero has no sign: "-0" passed the ranges of options that take a negative number (kernels
+    // --threads -0 ran, mhc-view --device -0 read GPU 0) where every other whole number is one way.
+    if (start == 1 && text == "-0") return quoted_value(text) + ": zero has no sign; write 0";
     // Past 64 bits CLI11 took the largest value instead (export --run 99999999999999999999 looked
     // for run 9223372036854775807); an option's own range says the rest.
     const bool fits = negative_ok ? parse_integer<int64_t>(text).has_value()

@@ -12,6 +12,7 @@
 #include "cpu/cpu_sinkhorn.hpp"
 #include "cpu/threads.hpp"
 #include "cuda_backend.hpp"
+#include "mhc/common/environment.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/kernels/device.hpp"
 
@@ -35,7 +36,7 @@ CudaSinkhornKernels resolve_cuda_kernels(CudaSinkhornKernels kernels) {
     const std::string value = env;
     if (value == "fused") return CudaSinkhornKernels::Fused;
     if (value == "baseline") return CudaSinkhornKernels::Baseline;
-    throw Error("MHC_CUDA_SINKHORN='" + value + "': use fused or baseline");
+    throw Error(env_refusal("MHC_CUDA_SINKHORN", value, "use fused or baseline"));
 }
 
 void validate(const SinkhornOptions& o) {

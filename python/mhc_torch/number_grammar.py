@@ -97,6 +97,8 @@ def whole_number_refusal(text: str, negative_ok: bool = False) -> str:
         return f"'{shown}': not a whole number (decimal digits only: no sign '+', space, 0x or exponent)"
     if len(digits) > 1 and digits[0] == "0":
         return f"'{shown}': a whole number starts with no 0 (it is decimal, not octal)"
+    if start and digits == "0":
+        return f"'{shown}': zero has no sign; write 0"
     value = int(text)
     if (negative_ok and not -INT64_MAX - 1 <= value <= INT64_MAX) or (not negative_ok and value > UINT64_MAX):
         return f"'{shown}': too large a number"

@@ -66,8 +66,11 @@ def check_output(path: str, replace: bool = True, inputs=()) -> None:
     for src in inputs:
         if src and os.path.exists(path) and os.path.exists(src) and os.path.samefile(src, path):
             raise OutputError(f"{path}: is the input file {src}; write the output to another file")
-    if os.path.exists(path) and not replace:
-        raise OutputExists(f"{path}: already exists; pass --force to replace it (and everything in it)")
+    # A link to nothing or a loop of links is there too: os.path.exists said no, the capture ran,
+    # and its end said "appeared while it was being written (another process?)".
+    if os.path.lexists(path) and not replace:
+        link = f" (a symbolic link to {os.readlink(path)})" if os.path.islink(path) else ""
+        raise OutputExists(f"{path}: already exists{link}; pass --force to replace it (and everything in it)")
     if not os.access(folder, os.W_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids):
         try:
             read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)

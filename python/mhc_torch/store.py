@@ -263,7 +263,8 @@ def _busy_timeout_s() -> float:
     if text is None:
         return 600.0
     if not re.fullmatch(r"0|[1-9][0-9]{0,6}", text) or int(text) > 3_600_000:
-        raise TraceError(f"MHC_BUSY_TIMEOUT_MS='{text}': a whole number of milliseconds, 0 to 3600000")
+        from .number_grammar import shortened   # a value of 200 bytes quoted short, as mhc quotes it
+        raise TraceError(f"MHC_BUSY_TIMEOUT_MS='{shortened(text)}': a whole number of milliseconds, 0 to 3600000")
     return int(text) / 1000
 
 
@@ -415,9 +416,9 @@ def _open(path: str) -> sqlite3.Connection:
         raise TraceError(f"{path}: schema version {version}, expected {SCHEMA_VERSION}")
     try:
         why = _not_a_whole_trace(db, path, tables)
-    except sqlite3.DatabaseError as e:   # meta without its columns: said by _database_errors_said
+    except sqlite3.DatabaseError as e:   # meta without its columns: said as _database_errors_said says it
         db.close()
-        raise TraceError(f"{path}: cannot read: {e} (a damaged or foreign file)") from None
+        raise TraceError(_database_error_line(path, e)) from None
     if why:
         db.close()
         raise TraceError(why)
@@ -445,9 +446,43 @@ def _not_a_whole_trace(db: sqlite3.Connection, path: str, tables: set[str]) -> s
     return ""
 
 
+def _table_lacking(path: str, column: str) -> str:
+    """The table of `path` that the schema gives `column` and the file does not, or '' (SQLite's
+    "no such column: value" named none of meta, run_config and run_metrics, which all have one)."""
+    expected = sqlite3.connect(":memory:")
+    try:
+        expected.executescript(_TABLES)
+        db = sqlite3.connect(f"file:{urllib.parse.quote(os.fspath(path))}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return ""
+    try:
+        for (table,) in expected.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"):
+            want = {row[1] for row in expected.execute("SELECT * FROM pragma_table_info(?)", (table,))}
+            have = {row[1] for row in db.execute("SELECT * FROM pragma_table_info(?)", (table,))}
+            if column in want and have and column not in have:
+                return table
+    except sqlite3.Error:
+        return ""
+    finally:
+        expected.close()
+        db.close()
+    return ""
+
+
+def _database_error_line(path: str, cause: Exception) -> str:
+    """SQLite's error `cause` in reading `path`, said as mhc says it: a missing column with its table."""
+    reason = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
+    if reason.startswith("no such column: "):
+        column = reason[len("no such column: "):].rsplit(".", 1)[-1]
+        table = _table_lacking(path, column)
+        reason = f"table {table} has no column {column}" if table else reason
+    damaged = " (a damaged or foreign file)" if reason.startswith(("no such column", "no such table", "table ")) else ""
+    return f"{path}: cannot read: {reason}{damaged}"
+
+
 def _database_errors_said(read):
     """`read(path, ...)` with SQLite's errors said as TraceError naming the file, as mhc says them
-    (`T.db: cannot prepare query: no such column: value`): a run table or meta without one of its
+    (`T.db: table run_config has no column value`): a run table or meta without one of its
     columns was a traceback of pandas' DatabaseError or sqlite3's OperationalError, exit 1."""
     import functools
 
@@ -459,9 +494,7 @@ def _database_errors_said(read):
             cause = e.__cause__ if isinstance(e.__cause__, sqlite3.DatabaseError) else e
             if not isinstance(cause, sqlite3.DatabaseError) and type(e).__name__ != "DatabaseError":
                 raise
-            reason = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
-            damaged = " (a damaged or foreign file)" if reason.startswith(("no such column", "no such table")) else ""
-            raise TraceError(f"{path}: cannot read: {reason}{damaged}") from None
+            raise TraceError(_database_error_line(path, cause)) from None
 
     return reading
 

@@ -66,10 +66,13 @@ def test_a_character_the_output_encoding_lacks_is_a_question_mark(tmp_path):
      "meta schema_version is '2', not 1 as PRAGMA user_version says (a damaged or foreign file)"),
     ("UPDATE meta SET value = 'other' WHERE key = 'format'",
      "not an mhc trace (meta format is 'other', not 'mhc-trace')"),
-    # a column missing: mhc says "cannot prepare query: no such column: value"
-    ("ALTER TABLE run_config DROP COLUMN value", "cannot read: no such column: value (a damaged or foreign file)"),
-    ("ALTER TABLE run_metrics RENAME COLUMN key TO k", "cannot read: no such column: key (a damaged or foreign file)"),
-    ("ALTER TABLE meta RENAME COLUMN value TO v", "cannot read: no such column: value (a damaged or foreign file)"),
+    # a column missing, named with its table as mhc names it ("no such column: value" named none
+    # of meta, run_config and run_metrics)
+    ("ALTER TABLE run_config DROP COLUMN value",
+     "cannot read: table run_config has no column value (a damaged or foreign file)"),
+    ("ALTER TABLE run_metrics RENAME COLUMN key TO k",
+     "cannot read: table run_metrics has no column key (a damaged or foreign file)"),
+    ("ALTER TABLE meta RENAME COLUMN value TO v", "cannot read: table meta has no column value (a damaged or foreign file)"),
 ])
 def test_runs_of_a_file_mhc_refuses_is_refused_as_mhc_says_it(tmp_path, sql, said):
     """A table or a column missing was a traceback of pandas' DatabaseError or sqlite3's

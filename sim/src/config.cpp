@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "mhc/common/environment.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/numbers.hpp"
 #include "mhc/common/units.hpp"
@@ -142,8 +143,7 @@ double env_number(const char* var) {
     char* end = nullptr;
     double v = std::strtod(s, &end);
     if (!decimal_refusal(s).empty() || *end != '\0' || !std::isfinite(v) || v < 0)
-        throw Error(std::string("environment variable ") + var + "='" + s +
-                    "': must be a non-negative number");
+        throw Error("environment variable " + env_refusal(var, s, "must be a non-negative number"));
     return v == 0 ? 0.0 : v;   // -0 is 0 (it was stored as -0 in run_config)
 }
 
@@ -229,7 +229,7 @@ void apply_environment(Config& c, const GivenOptions& given) {
     // Out of its range, a variable is named (validate() named the option it stands for, which the
     // user did not give: MHC_CPU_BUFFER_RATIO=1e308 was "--cpu-buffer-ratio must be at most 1000").
     auto out_of_range = [](const char* var, const std::string& range) {
-        return Error(std::string("environment variable ") + var + "='" + std::getenv(var) + "': " + range);
+        return Error("environment variable " + env_refusal(var, std::getenv(var), range));
     };
     if (!given.cpu_buffer_ratio && std::getenv("MHC_CPU_BUFFER_RATIO")) {
         c.cpu_buffer_ratio = env_number("MHC_CPU_BUFFER_RATIO");
@@ -247,8 +247,9 @@ void apply_environment(Config& c, const GivenOptions& given) {
     if (!given.eviction && std::getenv("MHC_EVICTION_STRATEGY")) {
         std::string s = std::getenv("MHC_EVICTION_STRATEGY");
         if (!is_eviction_policy(s))
-            throw Error("environment variable MHC_EVICTION_STRATEGY='" + s +
-                        "': unknown eviction policy; use one of " + names_of(eviction_policies()));
+            throw Error("environment variable " +
+                        env_refusal("MHC_EVICTION_STRATEGY", s,
+                                    "unknown eviction policy; use one of " + names_of(eviction_policies())));
         c.eviction = s;
     }
 }

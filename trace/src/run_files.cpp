@@ -173,6 +173,14 @@ std::map<std::string, int64_t> runs_db_traces(sqlite3* db, const std::string& fi
     if (meta_value(db, file, "schema_version") != std::to_string(kSchemaVersion))
         throw Error(file + ": runs database schema version " + meta_value(db, file, "schema_version") +
                     " is not supported");
+    // Its version is in meta; PRAGMA user_version is left 0 (a trace's holds its version there).
+    // Another value is a file this mhc did not write, a newer one's or another program's: it was
+    // read, and stored into, as this version's.
+    sql::Stmt version(db, file, "PRAGMA user_version");
+    if (version.step() && version.i64(0) != 0)
+        throw Error(file + ": runs database with PRAGMA user_version " + std::to_string(version.i64(0)) +
+                    ", where this mhc writes 0 (its version is meta schema_version " +
+                    std::to_string(kSchemaVersion) + "): written by a newer mhc or another program");
     std::map<std::string, int64_t> out;
     if (!has_table(db, file, "traces")) {
         out[meta_value(db, file, "trace_fingerprint")] = 1;

@@ -15,8 +15,12 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <string_view>
 #include <thread>
+#include <utility>
+#include <vector>
 
+#include "mhc/common/cut_short.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/message_line.hpp"
 #include "mhc/common/numbers.hpp"
@@ -280,6 +284,7 @@ sqlite3* open_existing(const std::string& file, bool writable, std::string& prob
         return nullptr;
     }
     if (problem = stray_log(file); !problem.empty()) return nullptr;
+    name_file_as_given(file);   // a cut made while it is read is said of `file`, not its absolute path
     db = open_wal_without_index(file, problem);
     if (!problem.empty()) return nullptr;
     if (!db && sqlite3_open_v2(file.c_str(), &db, flags, nullptr) != SQLITE_OK) {
@@ -395,9 +400,65 @@ void exec(sqlite3* db, const std::string& file, const char* sql) {
     }
 }
 
+namespace {
+
+// The tables `sql` reads or writes: the word after each FROM, JOIN, INTO and UPDATE, quotes
+// dropped, "schema.table" split.
+std::vector<std::pair<std::string, std::string>> tables_named(std::string_view sql) {
+    std::vector<std::string> words;
+    std::string word;
+    for (const char letter : std::string(sql) + " ") {
+        if (std::isalnum(static_cast<unsigned char>(letter)) || letter == '_' || letter == '.') word += letter;
+        else if (letter != '"' && letter != '`' && letter != '[' && letter != ']') {
+            if (!word.empty()) words.push_back(word);
+            word.clear();
+        }
+    }
+    std::vector<std::pair<std::string, std::string>> tables;
+    for (size_t i = 0; i + 1 < words.size(); ++i) {
+        std::string upper = words[i];
+        for (char& letter : upper) letter = static_cast<char>(std::toupper(static_cast<unsigned char>(letter)));
+        if (upper != "FROM" && upper != "JOIN" && upper != "INTO" && upper != "UPDATE") continue;
+        const std::string& name = words[i + 1];
+        const size_t dot = name.find('.');
+        tables.emplace_back(dot == std::string::npos ? "main" : name.substr(0, dot),
+                            dot == std::string::npos ? name : name.substr(dot + 1));
+    }
+    return tables;
+}
+
+// SQLite's "no such column: stream" said with its table, "table kernels has no column stream (a
+// damaged or foreign file)", when one table `sql` names is there without it; "" otherwise.
+std::string missing_column(sqlite3* db, std::string_view sql) {
+    const std::string said = sqlite3_errmsg(db), prefix = "no such column: ";
+    if (said.rfind(prefix, 0) != 0) return "";
+    std::string column = said.substr(prefix.size());
+    if (const size_t dot = column.rfind('.'); dot != std::string::npos) column.erase(0, dot + 1);
+    for (const auto& [schema, table] : tables_named(sql)) {
+        sqlite3_stmt* info = nullptr;
+        if (sqlite3_prepare_v2(db, "SELECT count(*), sum(name = ?3) FROM pragma_table_info(?2, ?1)", -1, &info,
+                               nullptr) != SQLITE_OK) {
+            sqlite3_finalize(info);
+            return "";
+        }
+        sqlite3_bind_text(info, 1, schema.c_str(), -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(info, 2, table.c_str(), -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(info, 3, column.c_str(), -1, SQLITE_TRANSIENT);
+        const bool lacks = sqlite3_step(info) == SQLITE_ROW && sqlite3_column_int64(info, 0) > 0 &&
+                           sqlite3_column_int64(info, 1) == 0;
+        sqlite3_finalize(info);
+        if (lacks) return "table " + table + " has no column " + column + " (a damaged or foreign file)";
+    }
+    return "";
+}
+
+}   // namespace
+
 Stmt::Stmt(sqlite3* db, const std::string& file, const char* sql) : db_(db), file_(file) {
-    if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s_, nullptr) != SQLITE_OK)
-        fail(db, file, "cannot prepare query");
+    if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s_, nullptr) == SQLITE_OK) return;
+    // Its table named: "no such column: stream" left the user to guess which of the file's tables.
+    if (const std::string lacks = missing_column(db, sql); !lacks.empty()) throw Error(file + ": " + lacks);
+    fail(db, file, "cannot prepare query");
 }
 
 Stmt::~Stmt() { sqlite3_finalize(s_); }

@@ -313,7 +313,7 @@ void add_options(CLI::App& cli, mhc::viewer::Options& options, Given& given) {
             [](std::string& view) {
                 const std::vector<std::string> views{"timeline", "memory", "compare", "statistics", "run"};
                 if (std::find(views.begin(), views.end(), view) != views.end()) return std::string();
-                return "'" + view + "': use one of timeline, memory, compare, statistics, run" +
+                return mhc::quoted_value(view) + ": use one of timeline, memory, compare, statistics, run" +
                        mhc::did_you_mean(view, views);
             },
             ""))
@@ -488,6 +488,25 @@ void check_before_window(const mhc::viewer::Options& options) {
     if (!runs.note.empty()) say("warning: " + runs.note);
 }
 
+// --step naming no step of the trace: refused (the screenshot was written, with the status line
+// saying "no step 5 in this trace", and exit 0).
+void check_step(const mhc::viewer::App& app) {
+    if (!app.opt.go_step) return;
+    const auto& steps = app.trace->steps;
+    for (const auto& span : steps)
+        if (span.step == app.opt.step) return;
+    std::string have = "it marks no steps";
+    if (!steps.empty()) {
+        const auto [low, high] = std::minmax_element(
+            steps.begin(), steps.end(), [](const auto& first, const auto& second) { return first.step < second.step; });
+        const bool gaps = int64_t{high->step} - low->step + 1 != static_cast<int64_t>(steps.size());
+        have = (gaps ? std::to_string(steps.size()) + " steps, " : "its steps: ") + std::to_string(low->step) +
+               (low->step == high->step ? "" : (gaps ? " up to " : " to ") + std::to_string(high->step));
+    }
+    throw mhc::Error(mhc::refused_value("--step", std::to_string(app.opt.step),
+                                        "not a step of " + app.opt.trace + " (" + have + ")"));
+}
+
 // Screenshot mode loads the trace now; the window loads it on a worker thread after the checks
 // above. The exit status when mhc-view is to stop here.
 std::optional<int> start_loading(mhc::viewer::App& app, bool screenshot) {
@@ -495,6 +514,7 @@ std::optional<int> start_loading(mhc::viewer::App& app, bool screenshot) {
     if (screenshot) {
         try {
             app.load_now();
+            check_step(app);
         } catch (const mhc::Error& e) {
             say(mhc::viewer::with_import_hint(e.what(), options.trace));
             return e.exit_code();

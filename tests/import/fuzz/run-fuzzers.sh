@@ -41,7 +41,7 @@ FLAGS="-std=c++20 -O1 -gline-tables-only $SAN -D_GLIBCXX_ASSERTIONS -fsanitize=f
 # check_unlinked compares the list with the link maps and names what to add or take out.
 # Objects are rebuilt when the flags change.
 if [ "$(cat "$BUILD/obj/flags" 2>/dev/null)" != "$CXX $FLAGS" ]; then rm -f "$BUILD"/obj/*.o; echo "$CXX $FLAGS" > "$BUILD/obj/flags"; fi
-UNLINKED=" common/src/command_line.cpp common/src/cut_short.cpp common/src/help_format.cpp common/src/small_file.cpp common/src/text_table.cpp common/src/wrap.cpp
+UNLINKED=" common/src/command_line.cpp common/src/help_format.cpp common/src/small_file.cpp common/src/text_table.cpp common/src/wrap.cpp
   trace/src/event_order.cpp trace/src/model.cpp trace/src/summary.cpp "
 UNLINKED=${UNLINKED//$'\n'/ }
 obj_of() { local dir=${1%/src/*}; local base=${1##*/}; echo "$BUILD/obj/${dir##*/}_${base%.cpp}.o"; }

@@ -3,11 +3,16 @@
 // variable documents is refused in one line naming the variable, never taken for a default.
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace mhc {
 
 // The value of `name`, nullopt when it is not set (set but empty is "").
 std::optional<std::string> env_value(const char* name);
+
+// A variable's refusal, "MHC_TRACE_CACHE='yes': use 1 or on, 0 or off", its value quoted as an
+// option's is (mhc::quoted_value: one of 200 bytes was said whole by five variables' refusals).
+std::string env_refusal(std::string_view name, std::string_view value, std::string_view why);
 
 // A variable that turns something on or off: 1 or on, 0 or off (any case); `unset` when it is not
 // set. Anything else (yes, 2, an empty value) throws mhc::Error (bad input):
