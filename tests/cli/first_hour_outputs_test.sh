@@ -39,6 +39,14 @@ out export-norun export t.db -o t0.json
 "$mhc" info t.db >raw 2>err || fail "info: $(cat err)"
 sed -n '/^runs /,$p' raw >info-runs.txt
 sed -n '1,/^peak /p' raw >info-head.txt
+# A 60-column terminal: every line of info within it, a kernel's row keeping its figures and its
+# name on one line, cut (its time and count stood alone on a line, the name broken at its blanks
+# onto three more, and the runs' heading ran to 64 columns until 2026-12-07).
+COLUMNS=60 "$mhc" info t.db >narrow 2>err || fail "COLUMNS=60 info: $(cat err)"
+awk 'length($0) > 60 { print "FAIL: COLUMNS=60 info: a line of " length($0) " columns: " $0; bad = 1 }
+     /^kernels by total time/ { k = 1; next } /^[a-z]/ { k = 0 }
+     k && !/^ +[0-9.]+ (ns|us|ms|s) +[0-9]+x  [^ ]/ { print "FAIL: COLUMNS=60 info: a kernel row broken: " $0; bad = 1 }
+     END { exit bad }' narrow || exit 1
 # import of each format: what the trace is and lacks under its counts, in words (rebuilt, frees,
 # join), not the meta keys that store them; then info's notes on the imported traces.
 fixtures="$here/../import/fixtures" public="$here/../data/public"
