@@ -433,35 +433,41 @@ void print_header(const Report& report, std::FILE* out) {
     const std::string blocks = base.info.block_name.empty()
                                    ? std::string("no blocks")
                                    : std::to_string(base.info.block_name.size()) + " blocks (" + base.info.block_prefix + ")";
-    std::fprintf(out, "trace      %s: %s, %zu step%s\n", report.options.trace.c_str(), blocks.c_str(), base.steps.size(),
-                base.steps.size() == 1 ? "" : "s");
-    if (const std::string note = mhc::advise::blocks_note(base.info); !note.empty()) std::fprintf(out, "note       %s\n", note.c_str());
+    std::fprintf(out, "trace      %s: %s, %zu step%s\n", report.options.trace.c_str(), blocks.c_str(),
+                 base.steps.size(), base.steps.size() == 1 ? "" : "s");
+    if (const std::string note = mhc::advise::blocks_note(base.info); !note.empty())
+        std::fprintf(out, "note       %s\n", note.c_str());
     if (const std::string own = mhc::advise::own_checkpoint_note(base.info); !own.empty())
         std::fprintf(out, "note       %s\n", own.c_str());
     // Gradient accumulation where the capture says so (capture.micro_batches); a step of the
     // user's own with several backward passes and an optimizer step after each group (a GAN's
     // discriminator and generator) is not.
     if (base.passes > 1 && base.info.micro_batches == base.passes)
-        std::fprintf(out,
-            "note       %d forward and backward passes per step (gradient accumulation): settings act in each\n",
+        std::fprintf(
+            out, "note       %d forward and backward passes per step (gradient accumulation): settings act in each\n",
             base.passes);
     else if (base.passes > 1)
-        std::fprintf(out, "note       %d backward passes per step (the step function's, not gradient accumulation): "
-                    "settings act in each\n", base.passes);
-    if (const std::string dp = data_parallel_note(base.info); !dp.empty()) std::fprintf(out, "note       %s\n", dp.c_str());
+        std::fprintf(out,
+                     "note       %d backward passes per step (the step function's, not gradient accumulation): "
+                     "settings act in each\n",
+                     base.passes);
+    if (const std::string dp = data_parallel_note(base.info); !dp.empty())
+        std::fprintf(out, "note       %s\n", dp.c_str());
     if (!report.capacity_what.empty())
-        std::fprintf(out, "capacity   %s (%s)\n", mhc::format_bytes(report.capacity).c_str(), report.capacity_what.c_str());
-    std::fprintf(out, "link       %s; host optimizer steps at %s + %s per parameter tensor\n", report.ev.link().name.c_str(),
-                mhc::format_rate(report.host.bandwidth_Bps).c_str(),
-                mhc::format_ns(std::llround(report.host.per_tensor_s * 1e9)).c_str());
+        std::fprintf(out, "capacity   %s (%s)\n", mhc::format_bytes(report.capacity).c_str(),
+                     report.capacity_what.c_str());
+    std::fprintf(out, "link       %s; host optimizer steps at %s + %s per parameter tensor\n",
+                 report.ev.link().name.c_str(), mhc::format_rate(report.host.bandwidth_Bps).c_str(),
+                 mhc::format_ns(std::llround(report.host.per_tensor_s * 1e9)).c_str());
     const Prediction& baseline = report.advice.baseline;
-    if (const std::string comm = comm_line(base, baseline); !comm.empty()) std::fprintf(out, "comm       %s\n", comm.c_str());
+    if (const std::string comm = comm_line(base, baseline); !comm.empty())
+        std::fprintf(out, "comm       %s\n", comm.c_str());
     std::fprintf(out, "baseline   peak %s, reserved %s, %s %s%s\n", mhc::format_bytes(baseline.memory.peak).c_str(),
-                mhc::format_bytes(baseline.memory.reserved).c_str(), report.time_of().c_str(),
-                baseline_time(baseline, report.cal).c_str(),
-                report.options.setting.empty() && report.capacity > 0 && !fits(baseline.memory, report.capacity)
-                    ? ": does not fit"
-                    : "");
+                 mhc::format_bytes(baseline.memory.reserved).c_str(), report.time_of().c_str(),
+                 baseline_time(baseline, report.cal).c_str(),
+                 report.options.setting.empty() && report.capacity > 0 && !fits(baseline.memory, report.capacity)
+                     ? ": does not fit"
+                     : "");
 }
 
 // The labelled lines above the table, each wrapped under its words (column 11) on a terminal
@@ -480,15 +486,17 @@ void print_labelled(const Report& report) {
     for (std::string line; std::getline(in, line);)
         std::fputs((terminal > 0 && static_cast<int>(line.size()) > terminal && line.size() > 11
                         ? line.substr(0, 11) + mhc::wrap(line.substr(11), terminal, 11, 11).substr(11)
-                        : line + "\n").c_str(), stdout);
+                        : line + "\n")
+                       .c_str(),
+                   stdout);
 }
 
 // The answers' table: peaks, time and throughput loss (headed over two lines, as sweep heads it),
 // then the setting; on a terminal narrower than a row the setting wraps under its start (a pipe
 // gets each row whole). The figures' columns as wide as they were printed before (10 and 11).
 void print_answers(const Report& report) {
-    std::vector<mhc::TableColumn> columns = {{{"rank"}, true, true, 4}, {{"peak"}, false, false, 10},
-                                             {{"reserved"}, false, false, 10}};
+    std::vector<mhc::TableColumn> columns = {
+        {{"rank"}, true, true, 4}, {{"peak"}, false, false, 10}, {{"reserved"}, false, false, 10}};
     if (report.limited()) columns.push_back({{"no limit"}, false, false, 10});
     columns.push_back({{"host peak"}, false, false, 10});
     columns.push_back({{report.base.steps.size() > 1 ? "time (est.)" : "step (est.)"}, false, false, 11});

@@ -56,7 +56,7 @@ std::string TextTable::block(const std::vector<size_t>& shown, int wrap_width) c
     }
     for (const auto& row : rows_) {
         if (wrap_width <= 0) {
-            out += line([&](size_t c) { return row[c]; });
+            out += line([&](size_t col) { return row[col]; });
             continue;
         }
         const size_t last = columns_.size() - 1;
@@ -64,7 +64,7 @@ std::string TextTable::block(const std::vector<size_t>& shown, int wrap_width) c
         size_t from = 0;
         for (size_t to = words.find('\n'); to != std::string::npos; from = to + 1, to = words.find('\n', from)) {
             const std::string part = words.substr(from, to - from);
-            out += line([&](size_t c) { return c == last ? part : from == 0 ? row[c] : std::string(); });
+            out += line([&](size_t col) { return col == last ? part : from == 0 ? row[col] : std::string(); });
         }
     }
     return out;
@@ -91,7 +91,9 @@ std::string TextTable::render(int width) const {
     // The other columns in their order, as many a block as fit beside the keys (at least one); a
     // last column of words counts as 20 wide and wraps within what its block leaves it.
     const size_t last = columns_.size() - 1;
-    auto counted = [&](size_t c) { return c == last && columns_[c].wrap ? std::min(widths_[c], 20) : widths_[c]; };
+    auto counted = [&](size_t col) {
+        return col == last && columns_[col].wrap ? std::min(widths_[col], 20) : widths_[col];
+    };
     std::string out;
     size_t next = 0;
     while (next < rest.size()) {

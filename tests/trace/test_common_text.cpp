@@ -156,7 +156,8 @@ TEST_CASE("a text table: two-line headings, figures right-aligned, split into bl
 }
 
 TEST_CASE("a text table's last column of words wraps under its start in a narrow terminal", "[common]") {
-    mhc::TextTable table({{{"rank"}, true, true}, {{"peak"}}, {{"throughput", "loss"}}, {{"setting"}, true, false, 0, true}});
+    mhc::TextTable table(
+        {{{"rank"}, true, true}, {{"peak"}}, {{"throughput", "loss"}}, {{"setting"}, true, false, 0, true}});
     table.add_row({"1", "4.77 GiB", "+5.1%", "checkpoint 5 of 6 blocks + fused AdamW"});
     table.add_row({"2", "4.81 GiB", "+6.5%", ""});
     // Worked by hand: rank 4, peak 8, loss 10, setting 38: 63 columns whole; at 50 the setting has
