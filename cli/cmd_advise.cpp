@@ -6,9 +6,12 @@
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <new>
 #include <optional>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <sys/stat.h>
@@ -28,6 +31,7 @@
 #include "mhc/common/refusal.hpp"
 #include "mhc/common/output_file.hpp"
 #include "mhc/common/units.hpp"
+#include "mhc/common/text_table.hpp"
 #include "mhc/common/wrap.hpp"
 #include "mhc/sim/allocator.hpp"
 #include "mhc/sim/config.hpp"
@@ -37,7 +41,7 @@
 namespace {
 
 // A note under the table, "(...)", wrapped within 100 columns under its opening bracket (a note of
-// 175 columns ran past any terminal's edge).
+// 175 columns ran past any terminal's edge), or within a narrower terminal's width.
 void print_note(const char* pattern, ...) __attribute__((format(printf, 1, 2)));
 void print_note(const char* pattern, ...) {
     va_list args, again;
@@ -50,7 +54,8 @@ void print_note(const char* pattern, ...) {
     va_end(again);
     text.resize(static_cast<size_t>(std::max(length, 0)));
     while (!text.empty() && text.back() == '\n') text.pop_back();
-    std::printf("%s", mhc::wrap(text, 100, 1, 0).c_str());
+    const int terminal = mhc::table_width();
+    std::printf("%s", mhc::wrap(text, terminal > 0 && terminal < 100 ? terminal : 100, 1, 0).c_str());
 }
 
 using namespace mhc::advise;
@@ -423,58 +428,94 @@ void print_json(const Report& report) {
 }
 
 // The lines above the table: the trace, its notes, the GPU, the links and the baseline.
-void print_header(const Report& report) {
+void print_header(const Report& report, std::FILE* out) {
     const Base& base = report.base;
     const std::string blocks = base.info.block_name.empty()
                                    ? std::string("no blocks")
                                    : std::to_string(base.info.block_name.size()) + " blocks (" + base.info.block_prefix + ")";
-    std::printf("trace      %s: %s, %zu step%s\n", report.options.trace.c_str(), blocks.c_str(), base.steps.size(),
-                base.steps.size() == 1 ? "" : "s");
-    if (const std::string note = mhc::advise::blocks_note(base.info); !note.empty()) std::printf("note       %s\n", note.c_str());
+    std::fprintf(out, "trace      %s: %s, %zu step%s\n", report.options.trace.c_str(), blocks.c_str(),
+                 base.steps.size(), base.steps.size() == 1 ? "" : "s");
+    if (const std::string note = mhc::advise::blocks_note(base.info); !note.empty())
+        std::fprintf(out, "note       %s\n", note.c_str());
     if (const std::string own = mhc::advise::own_checkpoint_note(base.info); !own.empty())
-        std::printf("note       %s\n", own.c_str());
+        std::fprintf(out, "note       %s\n", own.c_str());
     // Gradient accumulation where the capture says so (capture.micro_batches); a step of the
     // user's own with several backward passes and an optimizer step after each group (a GAN's
     // discriminator and generator) is not.
     if (base.passes > 1 && base.info.micro_batches == base.passes)
-        std::printf(
-            "note       %d forward and backward passes per step (gradient accumulation): settings act in each\n",
+        std::fprintf(
+            out, "note       %d forward and backward passes per step (gradient accumulation): settings act in each\n",
             base.passes);
     else if (base.passes > 1)
-        std::printf("note       %d backward passes per step (the step function's, not gradient accumulation): "
-                    "settings act in each\n", base.passes);
-    if (const std::string dp = data_parallel_note(base.info); !dp.empty()) std::printf("note       %s\n", dp.c_str());
+        std::fprintf(out,
+                     "note       %d backward passes per step (the step function's, not gradient accumulation): "
+                     "settings act in each\n",
+                     base.passes);
+    if (const std::string dp = data_parallel_note(base.info); !dp.empty())
+        std::fprintf(out, "note       %s\n", dp.c_str());
     if (!report.capacity_what.empty())
-        std::printf("capacity   %s (%s)\n", mhc::format_bytes(report.capacity).c_str(), report.capacity_what.c_str());
-    std::printf("link       %s; host optimizer steps at %s + %s per parameter tensor\n", report.ev.link().name.c_str(),
-                mhc::format_rate(report.host.bandwidth_Bps).c_str(),
-                mhc::format_ns(std::llround(report.host.per_tensor_s * 1e9)).c_str());
+        std::fprintf(out, "capacity   %s (%s)\n", mhc::format_bytes(report.capacity).c_str(),
+                     report.capacity_what.c_str());
+    std::fprintf(out, "link       %s; host optimizer steps at %s + %s per parameter tensor\n",
+                 report.ev.link().name.c_str(), mhc::format_rate(report.host.bandwidth_Bps).c_str(),
+                 mhc::format_ns(std::llround(report.host.per_tensor_s * 1e9)).c_str());
     const Prediction& baseline = report.advice.baseline;
-    if (const std::string comm = comm_line(base, baseline); !comm.empty()) std::printf("comm       %s\n", comm.c_str());
-    std::printf("baseline   peak %s, reserved %s, %s %s%s\n", mhc::format_bytes(baseline.memory.peak).c_str(),
-                mhc::format_bytes(baseline.memory.reserved).c_str(), report.time_of().c_str(),
-                baseline_time(baseline, report.cal).c_str(),
-                report.options.setting.empty() && report.capacity > 0 && !fits(baseline.memory, report.capacity)
-                    ? ": does not fit"
-                    : "");
+    if (const std::string comm = comm_line(base, baseline); !comm.empty())
+        std::fprintf(out, "comm       %s\n", comm.c_str());
+    std::fprintf(out, "baseline   peak %s, reserved %s, %s %s%s\n", mhc::format_bytes(baseline.memory.peak).c_str(),
+                 mhc::format_bytes(baseline.memory.reserved).c_str(), report.time_of().c_str(),
+                 baseline_time(baseline, report.cal).c_str(),
+                 report.options.setting.empty() && report.capacity > 0 && !fits(baseline.memory, report.capacity)
+                     ? ": does not fit"
+                     : "");
 }
 
-// The answers' table: peaks, time and loss.
+// The labelled lines above the table, each wrapped under its words (column 11) on a terminal
+// narrower than it (a file or a pipe gets each whole).
+void print_labelled(const Report& report) {
+    char* text = nullptr;
+    size_t size = 0;
+    std::FILE* out = open_memstream(&text, &size);
+    if (out == nullptr) throw std::bad_alloc();
+    print_header(report, out);
+    std::fclose(out);
+    const std::string lines(text, size);
+    std::free(text);
+    const int terminal = mhc::table_width();
+    std::istringstream in(lines);
+    for (std::string line; std::getline(in, line);)
+        std::fputs((terminal > 0 && static_cast<int>(line.size()) > terminal && line.size() > 11
+                        ? line.substr(0, 11) + mhc::wrap(line.substr(11), terminal, 11, 11).substr(11)
+                        : line + "\n")
+                       .c_str(),
+                   stdout);
+}
+
+// The answers' table: peaks, time and throughput loss (headed over two lines, as sweep heads it),
+// then the setting; on a terminal narrower than a row the setting wraps under its start (a pipe
+// gets each row whole). The figures' columns as wide as they were printed before (10 and 11).
 void print_answers(const Report& report) {
-    std::printf("\n%-4s %10s %10s", "rank", "peak", "reserved");
-    if (report.limited()) std::printf(" %10s", "no limit");
-    std::printf(" %10s %11s %7s", "host peak", report.base.steps.size() > 1 ? "time (est.)" : "step (est.)", "loss");
-    std::printf("  setting\n");
+    std::vector<mhc::TableColumn> columns = {
+        {{"rank"}, true, true, 4}, {{"peak"}, false, false, 10}, {{"reserved"}, false, false, 10}};
+    if (report.limited()) columns.push_back({{"no limit"}, false, false, 10});
+    columns.push_back({{"host peak"}, false, false, 10});
+    columns.push_back({{report.base.steps.size() > 1 ? "time (est.)" : "step (est.)"}, false, false, 11});
+    columns.push_back({{"throughput", "loss"}});
+    columns.push_back({{"setting"}, true, false, 0, true});
+    mhc::TextTable table(std::move(columns));
     for (size_t i = 0; i < report.rows.size(); ++i) {
         const Candidate& candidate = report.rows[i].answer.candidate;
         const Prediction& prediction = candidate.prediction;
-        std::printf("%-4zu %10s %10s", i + 1, mhc::format_bytes(prediction.memory.peak).c_str(),
-                    mhc::format_bytes(shown_reserved(prediction.memory)).c_str());
-        if (report.limited()) std::printf(" %10s", mhc::format_bytes(prediction.memory.reserved).c_str());
-        std::printf(" %10s %11s %7s", mhc::format_bytes(prediction.host_peak).c_str(),
-                    mhc::format_ns(time_at_capacity(prediction)).c_str(), format_loss(candidate.loss).c_str());
-        std::printf("  %s\n", describe(report.rows[i].answer, report.base.info).c_str());
+        std::vector<std::string> row = {std::to_string(i + 1), mhc::format_bytes(prediction.memory.peak),
+                                        mhc::format_bytes(shown_reserved(prediction.memory))};
+        if (report.limited()) row.push_back(mhc::format_bytes(prediction.memory.reserved));
+        row.push_back(mhc::format_bytes(prediction.host_peak));
+        row.push_back(mhc::format_ns(time_at_capacity(prediction)));
+        row.push_back(format_loss(candidate.loss));
+        row.push_back(describe(report.rows[i].answer, report.base.info));
+        table.add_row(std::move(row));
     }
+    std::printf("\n%s", table.render(mhc::table_width()).c_str());
 }
 
 // --verify's table, of its own (beside the predictions it ran to 150 columns): like with like,
@@ -563,7 +604,7 @@ void print_search(const Report& report) {
 }
 
 void print_text(const Report& report) {
-    print_header(report);
+    print_labelled(report);
     print_answers(report);
     if (report.options.verify) print_verified(report);
     if (report.limited()) print_capacity_notes(report);

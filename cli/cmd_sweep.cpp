@@ -83,7 +83,8 @@ GivenOptions add_sweep_options(CLI::App& app, SweepOptions& options) {
                              ->check(number_in([](double count) { return count >= 1 && count <= 30; }, "in 1..30"))
                              ->default_str(std::to_string(options.bisect_steps));
     add_store_options(app, options.store);
-    app.add_flag("--no-bisect", options.no_bisect, "Only the grid");
+    app.add_flag("--no-bisect", options.no_bisect,
+                 "Run the grid only: no bisection, so no answers (--json: budget null, answers empty)");
     app.add_flag("--json", options.json,
                  "Print the grid and the answers as JSON (stdout), each run as mhc simulate --json prints it");
     return given;

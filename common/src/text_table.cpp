@@ -1,5 +1,7 @@
 #include "mhc/common/text_table.hpp"
 
+#include "mhc/common/wrap.hpp"
+
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -30,7 +32,8 @@ int TextTable::full_width() const {
     return total;
 }
 
-std::string TextTable::block(const std::vector<size_t>& shown) const {
+// `wrap_width` > 0: the last column's cells wrapped at that width, their further lines under its start.
+std::string TextTable::block(const std::vector<size_t>& shown, int wrap_width) const {
     auto line = [&](const auto& text_of) {
         std::string out;
         for (size_t c : shown) {
@@ -51,7 +54,19 @@ std::string TextTable::block(const std::vector<size_t>& shown) const {
         });
         if (heading != "\n") out += heading;
     }
-    for (const auto& row : rows_) out += line([&](size_t c) { return row[c]; });
+    for (const auto& row : rows_) {
+        if (wrap_width <= 0) {
+            out += line([&](size_t col) { return row[col]; });
+            continue;
+        }
+        const size_t last = columns_.size() - 1;
+        const std::string words = row[last].empty() ? "\n" : wrap(row[last], wrap_width);   // lines end in '\n'
+        size_t from = 0;
+        for (size_t to = words.find('\n'); to != std::string::npos; from = to + 1, to = words.find('\n', from)) {
+            const std::string part = words.substr(from, to - from);
+            out += line([&](size_t col) { return col == last ? part : from == 0 ? row[col] : std::string(); });
+        }
+    }
     return out;
 }
 
@@ -66,25 +81,34 @@ std::string TextTable::render(int width) const {
             rest.push_back(c);
         }
     }
-    if (width <= 0 || full_width() <= width) {
-        std::vector<size_t> all(columns_.size());
-        for (size_t c = 0; c < all.size(); ++c) all[c] = c;
-        return block(all);
+    std::vector<size_t> all(columns_.size());
+    for (size_t c = 0; c < all.size(); ++c) all[c] = c;
+    if (width <= 0 || full_width() <= width) return block(all);
+    if (!columns_.empty() && columns_.back().wrap) {
+        const int room = width - (full_width() - widths_.back());
+        if (room >= 20) return block(all, room);
     }
-    // The other columns in their order, as many a block as fit beside the keys (at least one).
+    // The other columns in their order, as many a block as fit beside the keys (at least one); a
+    // last column of words counts as 20 wide and wraps within what its block leaves it.
+    const size_t last = columns_.size() - 1;
+    auto counted = [&](size_t col) {
+        return col == last && columns_[col].wrap ? std::min(widths_[col], 20) : widths_[col];
+    };
     std::string out;
     size_t next = 0;
     while (next < rest.size()) {
         std::vector<size_t> shown = keys;
         int used = key_width;
         while (next < rest.size()) {
-            const int more = widths_[rest[next]] + (used > 0 ? 1 : 0);
+            const int more = counted(rest[next]) + (used > 0 ? 1 : 0);
             if (shown.size() > keys.size() && used + more > width) break;
             shown.push_back(rest[next++]);
             used += more;
         }
         std::sort(shown.begin(), shown.end());
-        out += (out.empty() ? "" : "\n") + block(shown);
+        const int room = width - (used - counted(last));
+        const bool wraps = shown.back() == last && columns_[last].wrap && widths_[last] > room && room >= 20;
+        out += (out.empty() ? "" : "\n") + block(shown, wraps ? room : 0);
     }
     return out;
 }

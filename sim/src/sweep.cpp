@@ -222,7 +222,7 @@ std::string answer_line(const BisectAnswer& a, const std::string& budget, int po
         // Every capacity below the peak that the bisection tried lost more than the budget.
         std::snprintf(rest, sizeof rest, "no saving within the %s budget", budget.c_str());
     } else {
-        std::snprintf(rest, sizeof rest, "%5.1f%% = %s: peak %s, peak reduction %.1f%%, throughput loss %.2f%%",
+        std::snprintf(rest, sizeof rest, "%.1f%% = %s: peak %s, peak reduction %.1f%%, throughput loss %.2f%%",
                       a.fraction * 100, format_bytes(a.result.capacity).c_str(),
                       format_bytes(a.result.simulated_peak).c_str(), a.result.peak_reduction * 100,
                       a.result.throughput_loss * 100);
@@ -248,7 +248,8 @@ std::string answer_line(const BisectAnswer& a, const std::string& budget, int po
 
 // The grid and the answers of one link at a time (the link is the group's heading, not a
 // column), with the words and units `mhc simulate` prints (peak reduction, throughput loss, stall
-// time, bytes swapped in and out per direction); within `width` columns (0: no limit).
+// time, bytes swapped in and out per direction); within `width` columns (0: no limit, each
+// answer and note on one line, as a script reading a pipe wants them).
 std::string to_text(const SweepResult& s, int64_t baseline_peak, int width) {
     std::ostringstream o;
     bool any_oracle = false;
@@ -290,10 +291,10 @@ std::string to_text(const SweepResult& s, int64_t baseline_peak, int width) {
                 const std::string head = std::string(header ? "\n" : "") +
                                          "smallest capacity within the loss budget of " + budget + " (baseline peak " +
                                          format_bytes(baseline_peak) + "):";
-                o << wrap(head, width > 0 ? width : 100);
+                o << (width > 0 ? wrap(head, width) : head + "\n");
                 intro = true;
             }
-            o << answer_line(a, budget, policy_w, prefetch_w, width > 0 ? width : 100);
+            o << answer_line(a, budget, policy_w, prefetch_w, width);
         }
     }
     // What the figures are: the peaks' kind (the allocator model decides it) and that times are estimates.
@@ -307,9 +308,9 @@ std::string to_text(const SweepResult& s, int64_t baseline_peak, int width) {
         if (!any->order_only)
             notes += "throughput loss, stall time: estimates until a GPU measures them (mhc validate --backend cuda)\n";
     }
-    // Each note within the width (100 columns for a file), its lines after the first indented.
+    // Each note within the width, its lines after the first indented; a file or a pipe gets it whole.
     std::istringstream lines(notes);
-    for (std::string note; std::getline(lines, note);) o << wrap(note, width > 0 ? width : 100, 2);
+    for (std::string note; std::getline(lines, note);) o << (width > 0 ? wrap(note, width, 2) : note + "\n");
     return o.str();
 }
 

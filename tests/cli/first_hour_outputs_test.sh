@@ -39,6 +39,14 @@ out export-norun export t.db -o t0.json
 "$mhc" info t.db >raw 2>err || fail "info: $(cat err)"
 sed -n '/^runs /,$p' raw >info-runs.txt
 sed -n '1,/^peak /p' raw >info-head.txt
+# A 60-column terminal: every line of info within it, a kernel's row keeping its figures and its
+# name on one line, cut (its time and count stood alone on a line, the name broken at its blanks
+# onto three more, and the runs' heading ran to 64 columns until 2026-12-07).
+COLUMNS=60 "$mhc" info t.db >narrow 2>err || fail "COLUMNS=60 info: $(cat err)"
+awk 'length($0) > 60 { print "FAIL: COLUMNS=60 info: a line of " length($0) " columns: " $0; bad = 1 }
+     /^kernels by total time/ { k = 1; next } /^[a-z]/ { k = 0 }
+     k && !/^ +[0-9.]+ (ns|us|ms|s) +[0-9]+x  [^ ]/ { print "FAIL: COLUMNS=60 info: a kernel row broken: " $0; bad = 1 }
+     END { exit bad }' narrow || exit 1
 # import of each format: what the trace is and lacks under its counts, in words (rebuilt, frees,
 # join), not the meta keys that store them; then info's notes on the imported traces.
 fixtures="$here/../import/fixtures" public="$here/../data/public"
@@ -92,11 +100,26 @@ jq -e '(.grid | length) == 4 and (.grid[0].run == "lru+none@90%/pcie4/caching") 
     fail "sweep --json: $(head -c 600 sweep.json)"
 "$mhc" sweep t.db --policies lru --capacities 50% --no-store -j 1 --no-bisect --json 2>/dev/null |
     jq -e '.budget == null and .answers == []' >/dev/null || fail "sweep --json --no-bisect: the budget is not null"
-# Every line of sweep, info and generate within 100 columns (simulate's OOM sentence is one line).
-for n in generate sweep info-runs info-head import-kineto import-et import-snapshot import-nsys info-kineto info-snapshot; do
+# No bisection on a trace whose times are event numbers (a memory snapshot): the budget is null
+# there too, as docs/cli.md says, and the warning says why.
+"$mhc" sweep s.db --policies lru --capacities 70% --no-store -j 1 --json 2>err |
+    jq -e '.budget == null and .answers == [] and (.grid | length) == 1' >/dev/null ||
+    fail "sweep --json on an order-only trace: the budget is not null"
+grep -q '^warning: no bisection: ' err || fail "sweep --json on an order-only trace: no warning: $(cat err)"
+# Every line of info and generate within 100 columns (simulate's OOM sentence is one line), and
+# sweep's grid of the default names too; into a file or a pipe sweep's answers and notes are whole lines, one fact a line
+# for a script (an answer wrapped onto a line indented under its figures until 2026-12-07).
+for n in generate info-runs info-head import-kineto import-et import-snapshot import-nsys info-kineto info-snapshot; do
     awk -v f="$n" 'length($0) > 100 { print "FAIL: " f ": a line of " length($0) " columns: " $0; bad = 1 } END { exit bad }' \
         "$n.txt" || exit 1
 done
+for n in sweep sweep-long; do
+    awk -v f="$n" '/^smallest capacity/ { answers = 1 }
+        f == "sweep" && !answers && length($0) > 100 { print "FAIL: " f ": a grid line of " length($0) " columns: " $0; bad = 1 }
+        answers && /^ / { print "FAIL: " f ": a line continued in a pipe: " $0; bad = 1 } END { exit bad }' "$n.txt" || exit 1
+done
+grep -q '^dtr  *none  *[0-9.]*% = .*, peak reduction [0-9.]*%, throughput loss [0-9.]*%$' sweep.txt ||
+    fail "sweep: dtr's answer is not one whole line in a pipe: $(grep -A1 '^dtr  *none  *[0-9.]*% =' sweep.txt)"
 
 if [ -n "$view" ] && [ -x "$view" ]; then
     # No display: one line (GLFW's reason, then the way without a screen), exit 1.

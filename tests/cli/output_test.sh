@@ -18,7 +18,16 @@ t=$tmp/mhc.db
 narrow "$tmp/sim" "simulate"
 "$mhc" sweep "$t" --policies lru,cost_aware --prefetchers none,lookahead:500 --capacities 70%,90% \
     --links pcie4,nvlink4-peer --bisect-steps 2 >"$tmp/sweep" || fail sweep
-narrow "$tmp/sweep" "sweep"
+# Into a file the grid and the notes within 100 columns, each answer one whole line (a script reads
+# one fact a line: an answer wrapped onto a second line until 2026-12-07); a terminal of 100
+# columns gets every line within them, the answers wrapped under their figures.
+grep -v '% = .*: peak .*, peak reduction .*, throughput loss ' "$tmp/sweep" >"$tmp/sweep-rest"
+narrow "$tmp/sweep-rest" "sweep"
+awk '/^smallest capacity/ { on = 1 } /^$|^\*|^peaks: / { on = 0 } on && /^ / { bad = 1 } END { exit !bad }' "$tmp/sweep" &&
+    fail "sweep: an answer continued on a line: $(cat "$tmp/sweep")"
+COLUMNS=100 "$mhc" sweep "$t" --policies lru,cost_aware --prefetchers none,lookahead:500 --capacities 70%,90% \
+    --links pcie4,nvlink4-peer --bisect-steps 2 --no-store >"$tmp/sweep100" || fail "COLUMNS=100 sweep"
+narrow "$tmp/sweep100" "COLUMNS=100 sweep"
 # One heading per link; the grid's swap-in and swap-out are simulate's, direction by direction.
 [[ $(grep -c "^link " "$tmp/sweep") == 2 ]] || fail "sweep: one heading per link: $(cat "$tmp/sweep")"
 row=$(awk '/^link pcie4/ {on = 1} /^link nvlink4-peer/ {on = 0} on && /^lru +none +70%/' "$tmp/sweep")

@@ -75,6 +75,14 @@ WIDE_OK='^out of memory  ' keep ranks-oom cat <out
 cp "$advise_trace" tiny.db
 run 0 -- advise tiny.db --capacity 80MiB
 WIDE_OK='^(optimizer = |import |ds_config|  *"|model, |# FSDP2)' keep advise search_time <out
+# A terminal of 60 columns: the table in blocks (rank repeated), its setting wrapped under its
+# start, the notes within the width; only the code to paste runs past (its lines are not wrapped).
+# The table's rows ran to 120 columns and the notes to 100 until 2026-12-07.
+COLUMNS=60 "$mhc" advise tiny.db --capacity 80MiB >narrow 2>err || fail "COLUMNS=60 advise: $(cat err)"
+sed '/^# 1\. /,$d' narrow | awk 'length($0) > 60 { print "FAIL: COLUMNS=60 advise: a line of " length($0) " columns: " $0
+    bad = 1 } END { exit bad }' || exit 1
+[ "$(grep -c '^rank ' narrow)" -ge 2 ] || fail "COLUMNS=60 advise: the table not in blocks: $(cat narrow)"
+grep -q '^1  *[-+][0-9.]*% fused AdamW$' narrow || fail "COLUMNS=60 advise: no block of loss and setting: $(cat narrow)"
 
 # check: what "ok" vouches for, on a generated trace, an imported one and a recorded one.
 "$mhc" -q generate --preset gpt2-small --layers 2 --steps 2 -o t.db >/dev/null || fail "generate"

@@ -155,6 +155,36 @@ TEST_CASE("a text table: two-line headings, figures right-aligned, split into bl
     CHECK(blocks == 4);
 }
 
+TEST_CASE("a text table's last column of words wraps under its start in a narrow terminal", "[common]") {
+    mhc::TextTable table(
+        {{{"rank"}, true, true}, {{"peak"}}, {{"throughput", "loss"}}, {{"setting"}, true, false, 0, true}});
+    table.add_row({"1", "4.77 GiB", "+5.1%", "checkpoint 5 of 6 blocks + fused AdamW"});
+    table.add_row({"2", "4.81 GiB", "+6.5%", ""});
+    // Worked by hand: rank 4, peak 8, loss 10, setting 38: 63 columns whole; at 50 the setting has
+    // 50 - (4 + 1 + 8 + 1 + 10 + 1) = 25 columns, its words wrapped under its start (column 26).
+    CHECK(table.full_width() == 63);
+    const std::string wrapped =
+        "              throughput\n"
+        "rank     peak       loss setting\n"
+        "1    4.77 GiB      +5.1% checkpoint 5 of 6 blocks\n"
+        "                         + fused AdamW\n"
+        "2    4.81 GiB      +6.5%\n";
+    CHECK(table.render(50) == wrapped);
+    CHECK(table.render(0).find("+5.1% checkpoint 5 of 6 blocks + fused AdamW\n") != std::string::npos);
+    // 30 columns: peak and loss in a block; then the setting beside the key, wrapped within 25.
+    const std::string blocks =
+        "              throughput\n"
+        "rank     peak       loss\n"
+        "1    4.77 GiB      +5.1%\n"
+        "2    4.81 GiB      +6.5%\n"
+        "\n"
+        "rank setting\n"
+        "1    checkpoint 5 of 6 blocks\n"
+        "     + fused AdamW\n"
+        "2\n";
+    CHECK(table.render(30) == blocks);
+}
+
 TEST_CASE("the tables' width: COLUMNS when it is a number of 20 or more, else none for a file", "[common]") {
     const char* before = std::getenv("COLUMNS");
     const std::string saved = before ? before : "";

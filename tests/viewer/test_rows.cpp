@@ -103,6 +103,10 @@ TEST_CASE("metrics read with human names in the unit of their key") {
         CHECK(l.find(" ns") == std::string::npos);
     }
     CHECK(metric_label("some_new_ns") == "some new");
+    // The bytes moved under the words mhc simulate and sweep print for them, per direction.
+    CHECK(metric_label("swap_in_bytes") == "swap-in (H2D)");
+    CHECK(metric_label("swap_out_bytes") == "swap-out (D2H)");
+    CHECK(metric_label("stall_ns") == "stall time");
     auto order = metric_order({"zeta", "stall_ns", "throughput_loss", "alpha"});
     CHECK(order == std::vector<std::string>{"throughput_loss", "stall_ns", "alpha", "zeta"});
 }

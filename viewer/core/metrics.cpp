@@ -32,8 +32,9 @@ const std::map<std::string, Known>& known() {
         {"capacity_bytes", {"capacity (memory limit)", Unit::Bytes}},
         {"host_capacity_bytes", {"host capacity", Unit::Bytes}},
         {"host_peak_bytes", {"host peak memory", Unit::Bytes}},
-        {"swap_in_bytes", {"swapped in", Unit::Bytes}},
-        {"swap_out_bytes", {"swapped out", Unit::Bytes}},
+        // Bytes moved as mhc simulate and sweep name them, per direction (the viewer said "swapped in").
+        {"swap_in_bytes", {"swap-in (H2D)", Unit::Bytes}},
+        {"swap_out_bytes", {"swap-out (D2H)", Unit::Bytes}},
         {"swap_ins", {"swap-ins", Unit::Count}},
         {"swap_outs", {"swap-outs", Unit::Count}},
         {"stalls", {"stalls", Unit::Count}},
