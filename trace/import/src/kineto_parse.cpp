@@ -13,6 +13,7 @@
 
 #include "kineto_handler.hpp"
 #include "kineto_parse.hpp"
+#include "kineto_repair.hpp"
 #include "kineto_two_parts.hpp"
 #include "kineto_window.hpp"
 #include "limits.hpp"
@@ -36,7 +37,9 @@ void parse_streamed(const std::string& path, KinetoData& d, Handler& h, uint64_t
     rapidjson::Reader reader;
     GzSource src(path, max_input_size);
     h.src = &src;
-    JsonStream js{&src};
+    // A member Kineto wrote with no value is read as null (kineto_repair.hpp): only this parse
+    // repairs, so a trace that needs it is read here, after the windowed parse stopped at it.
+    RepairingStream js(&src, d.empty_values);
     rapidjson::ParseResult res = reader.Parse<kStreamFlags>(js, h);
     h.src = nullptr;
     throw_handler_error(path, d, h);
