@@ -117,3 +117,31 @@ TEST_CASE("only a member's missing value is supplied: other broken Kineto JSON s
         CHECK(r.warnings[0].rfind("1 member of the trace written with no value (1 'Process Group Description'", 0) == 0);
     }
 }
+
+TEST_CASE("the Kineto trace beside an execution trace is read with its empty members as absent, named in the warning",
+          "[import][kineto][repair]") {
+    // HTA's simple_add pair (execution trace and Kineto trace of one run), the Kineto trace's
+    // first args given an empty process group description as the faulty Kineto wrote one.
+    test::TempDir dir;
+    std::string text = test::gunzip(test::pub("kineto/simple_add_trace.json.gz"));
+    const std::string whole = dir.file("whole.json"), empty = dir.file("empty.json");
+    test::write_file(whole, text);
+    const size_t args = text.find(R"("args": {)");
+    REQUIRE(args != std::string::npos);
+    text.insert(args + 9, R"("Process Group Description": , )");
+    test::write_file(empty, text);
+    const std::string et = test::pub("chakra/simple_add_et.json.gz");
+    imp::Options opt;
+    opt.warn = false;
+    opt.kineto_path = whole;
+    const imp::Result before = imp::import_file(et, dir.file("whole.db"), opt);
+    opt.kineto_path = empty;
+    const imp::Result after = imp::import_file(et, dir.file("empty.db"), opt);
+    CHECK(after.kernels == before.kernels);
+    CHECK(after.accesses == before.accesses);
+    CHECK(meta_without_notes(dir.file("empty.db")) == meta_without_notes(dir.file("whole.db")));
+    REQUIRE(after.warnings.size() == before.warnings.size() + 1);
+    CHECK(after.meta.at("kineto.empty_values")
+              .rfind("1 member of the Kineto trace empty.json written with no value (1 'Process Group Description'", 0) ==
+          0);
+}

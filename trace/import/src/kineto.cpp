@@ -347,7 +347,6 @@ void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
         origin < kYear2100)
         r.meta["time_origin_ns"] = std::to_string(origin);
     say_what_was_not_read(d, r);
-    say_empty_values(d.empty_values, "the trace", r);
     say_launches_without_kernels(d, r);
     if (!d.device_name.empty()) r.meta["device_name"] = d.device_name;
     if (d.device_memory > 0) r.meta["device_memory"] = std::to_string(d.device_memory);
@@ -602,6 +601,7 @@ void import_kineto(const std::string& in, Rows& rows, Result& result, uint64_t m
     rows.reserve(allocs.size(), data.kernels.size() - copies, copies);
     for (const auto& allocation : allocs) rows.add(allocation);
     write_kineto_timeline(data, base, rows, result, nullptr);
+    say_empty_values(data.empty_values, "the trace", result);
     result.meta["source"] = "pytorch-kineto";
     result.meta["import.format"] = "kineto";
     result.meta["import.events"] = std::to_string(data.events);
