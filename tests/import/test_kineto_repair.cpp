@@ -37,7 +37,7 @@ imp::Result import_quietly(const std::string& in, const std::string& out) {
     return imp::import_file(in, out, opt);
 }
 
-}  // namespace
+}   // namespace
 
 TEST_CASE("a real Kineto trace whose process group descriptions were written empty imports as the trace itself",
           "[import][kineto][repair]") {
@@ -48,7 +48,8 @@ TEST_CASE("a real Kineto trace whose process group descriptions were written emp
     std::string text = test::gunzip(test::pub("kineto/nccl_data.json.gz"));
     const std::string whole = dir.file("whole.json"), empty = dir.file("empty.json");
     test::write_file(whole, text);
-    REQUIRE(replace_all(text, R"("Process Group Description": "default_pg", )", R"("Process Group Description": , )") == 42);
+    REQUIRE(replace_all(text, R"("Process Group Description": "default_pg", )", R"("Process Group Description": , )") ==
+            42);
     test::write_file(empty, text);
 
     const imp::Result before = import_quietly(whole, dir.file("whole.db"));
@@ -114,7 +115,8 @@ TEST_CASE("only a member's missing value is supplied: other broken Kineto JSON s
         const imp::Result r = import_quietly(in, dir.file("text.db"));
         CHECK(r.kernels == 1);
         REQUIRE(r.warnings.size() == 1);
-        CHECK(r.warnings[0].rfind("1 member of the trace written with no value (1 'Process Group Description'", 0) == 0);
+        CHECK(r.warnings[0].rfind("1 member of the trace written with no value (1 'Process Group Description'", 0) ==
+              0);
     }
 }
 
@@ -142,6 +144,6 @@ TEST_CASE("the Kineto trace beside an execution trace is read with its empty mem
     CHECK(meta_without_notes(dir.file("empty.db")) == meta_without_notes(dir.file("whole.db")));
     REQUIRE(after.warnings.size() == before.warnings.size() + 1);
     CHECK(after.meta.at("kineto.empty_values")
-              .rfind("1 member of the Kineto trace empty.json written with no value (1 'Process Group Description'", 0) ==
-          0);
+              .rfind("1 member of the Kineto trace empty.json written with no value (1 'Process Group Description'",
+                     0) == 0);
 }

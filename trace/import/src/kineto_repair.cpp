@@ -9,10 +9,8 @@ namespace mhc::trace::import {
 void EmptyValues::add(const std::string& key, uint64_t at) {
     if (count == 0) first_at = at;
     ++count;
-    if (by_key.count(key) > 0 || by_key.size() < kMaxKeys)
-        ++by_key[key];
-    else
-        ++by_key[kOtherKeys];
+    if (by_key.count(key) > 0 || by_key.size() < kMaxKeys) ++by_key[key];
+    else ++by_key[kOtherKeys];
 }
 
 void say_empty_values(const EmptyValues& found, const std::string& trace, Result& result) {
@@ -26,4 +24,4 @@ void say_empty_values(const EmptyValues& found, const std::string& trace, Result
                         "description (Kineto from April 2024 to August 2025)");
 }
 
-}  // namespace mhc::trace::import
+}   // namespace mhc::trace::import

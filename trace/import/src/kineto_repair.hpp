@@ -94,4 +94,4 @@ private:
 // `trace`: what the warning calls the file ("the Kineto trace NAME" beside an execution trace).
 void say_empty_values(const EmptyValues& found, const std::string& trace, Result& result);
 
-}  // namespace mhc::trace::import
+}   // namespace mhc::trace::import
