@@ -18,10 +18,10 @@ namespace {
 
 // Replaces every `from` in `text` by `to`; how many it replaced.
 int replace_all(std::string& text, const std::string& from, const std::string& to) {
-    int n = 0;
-    for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()), ++n)
+    int count = 0;
+    for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()), ++count)
         text.replace(at, from.size(), to);
-    return n;
+    return count;
 }
 
 // The trace's meta, less the keys that name the input or say what the import repaired.
@@ -95,16 +95,16 @@ TEST_CASE("only a member's missing value is supplied: other broken Kineto JSON s
         {"ts.json", head + R"({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": , "dur": 5}]})",
          "traceEvents[0]: 'ts' is null, not a number"},
     };
-    for (const Case& c : refused) {
-        SECTION(c.name) {
-            const std::string in = dir.file(c.name);
-            test::write_file(in, c.json);
+    for (const Case& bad : refused) {
+        SECTION(bad.name) {
+            const std::string in = dir.file(bad.name);
+            test::write_file(in, bad.json);
             try {
                 import_quietly(in, dir.file("out.db"));
-                FAIL("accepted: " << c.json);
+                FAIL("accepted: " << bad.json);
             } catch (const mhc::Error& e) {
                 INFO(e.what());
-                CHECK(std::string(e.what()).find(c.expect) != std::string::npos);
+                CHECK(std::string(e.what()).find(bad.expect) != std::string::npos);
                 CHECK(e.exit_code() == 2);
             }
         }
@@ -112,10 +112,10 @@ TEST_CASE("only a member's missing value is supplied: other broken Kineto JSON s
     SECTION("a colon and comma inside a string are text, not a member") {
         const std::string in = dir.file("text.json");
         test::write_file(in, head + kernel + R"(, "note": "a \": , b", "Process Group Description": }}]})");
-        const imp::Result r = import_quietly(in, dir.file("text.db"));
-        CHECK(r.kernels == 1);
-        REQUIRE(r.warnings.size() == 1);
-        CHECK(r.warnings[0].rfind("1 member of the trace written with no value (1 'Process Group Description'", 0) ==
+        const imp::Result result = import_quietly(in, dir.file("text.db"));
+        CHECK(result.kernels == 1);
+        REQUIRE(result.warnings.size() == 1);
+        CHECK(result.warnings[0].rfind("1 member of the trace written with no value (1 'Process Group Description'", 0) ==
               0);
     }
 }
