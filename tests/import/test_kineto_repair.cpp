@@ -115,8 +115,8 @@ TEST_CASE("only a member's missing value is supplied: other broken Kineto JSON s
         const imp::Result result = import_quietly(in, dir.file("text.db"));
         CHECK(result.kernels == 1);
         REQUIRE(result.warnings.size() == 1);
-        CHECK(result.warnings[0].rfind("1 member of the trace written with no value (1 'Process Group Description'", 0) ==
-              0);
+        CHECK(result.warnings[0].rfind("1 member of the trace written with no value (1 'Process Group Description'",
+                                       0) == 0);
     }
 }
 
