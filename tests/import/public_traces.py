@@ -1581,6 +1581,33 @@ def display_name(path):
     return os.path.basename(path) if rel.startswith("..") else rel
 
 
+def check_empty_descriptions(exe, name, path, db, work):
+    """PyTorch's profiler (Kineto ca24bca5 to b10f04a4) wrote an empty process group description as
+    `"Process Group Description": ,`, which no JSON reader takes. The trace with each of its
+    descriptions written so must import as itself, each member said in meta kineto.empty_values."""
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        text = f.read()
+    emptied, n = re.subn(r'"Process Group Description": "(?:[^"\\]|\\.)*"', '"Process Group Description": ', text)
+    if n == 0:
+        return
+    variant = os.path.join(work, os.path.basename(path) + ".empty-descriptions.json")
+    with open(variant, "w", encoding="utf-8") as f:
+        f.write(emptied)
+    variant_db = variant + ".db"
+    mhc(exe, "import", variant, "-o", variant_db, "--force")
+    notes = ("import.input", "import.warnings", "kineto.empty_values")
+    def meta_of(d):
+        return {k: v for k, v in sqlite3.connect(d).execute("SELECT key, value FROM meta") if k not in notes}
+    said = dict(sqlite3.connect(variant_db).execute("SELECT key, value FROM meta")).get("kineto.empty_values", "")
+    print(f"  {n} process group descriptions written empty: {said[:80]}")
+    if meta_of(variant_db) != meta_of(db):
+        fail(name, "written with empty process group descriptions, it imports as another trace (meta or rows differ)")
+    if not said.startswith(f"{n} members of the trace written with no value ({n} 'Process Group Description'"):
+        fail(name, f"{n} empty process group descriptions, kineto.empty_values says {said!r}")
+    os.remove(variant)
+    os.remove(variant_db)
+
+
 def check(exe, path, source_of, work):
     source = source_of(path)
     name = display_name(path)
@@ -1620,6 +1647,7 @@ def check(exe, path, source_of, work):
         check_out_of_memory(name, path, meta)
         check_device_list(name, path, meta)
         check_rocm_devices(name, path, meta)
+        check_empty_descriptions(exe, name, path, db, work)
     if source_of == nsys_source:
         check_timeline(name, nsys_timeline(path), info)
         check_nsys_placement(name, path, db)

@@ -336,3 +336,28 @@ TEST_CASE("broken inputs are refused cleanly", "[import][broken]") {
         CHECK(test::read_file(out) == "previous");
     }
 }
+
+TEST_CASE("a Kineto trace cut short is said to end inside its JSON, a fault inside it is not", "[import][broken]") {
+    // Kineto writes NAME.tmp and renames it once the trace is whole (pytorch/kineto efcc5103), so a
+    // cut trace is a .tmp file left by a stopped process or a copy that did not finish. Before
+    // 2026-12-07 the refusal gave only the parser's reason ("Missing a name for object member.").
+    test::TempDir dir;
+    const std::string text = test::gunzip(test::pub("kineto/nccl_data.json.gz"));
+    const std::string cut = dir.file("cut.json"), cut_gz = dir.file("cut.json.gz"), inside = dir.file("inside.json");
+    test::write_file(cut, text.substr(0, 500000));
+    gzFile file = gzopen(cut_gz.c_str(), "wb");
+    REQUIRE(file != nullptr);
+    REQUIRE(gzwrite(file, text.data(), 300000) == 300000);
+    gzclose(file);
+    // The same bytes with a NUL where the cut was, and a syntax error inside the file: not cut.
+    test::write_file(inside, text.substr(0, 499999) + std::string(1, '\0') + text.substr(500000));
+    const std::string said = "The file ends there, inside the JSON: it is cut short";
+    expect_rejected(dir, cut, "invalid JSON at byte 500000: Missing a name for object member. " + said);
+    expect_rejected(dir, cut_gz, "invalid JSON at byte 300000: ");
+    expect_rejected(dir, cut_gz, said);
+    std::string err;
+    CHECK(test::run_mhc("import " + inside + " -o " + dir.file("out.db"), &err) == 2);
+    INFO(err);
+    CHECK(err.find("invalid JSON at byte 499999") != std::string::npos);
+    CHECK(err.find("cut short") == std::string::npos);
+}

@@ -328,7 +328,9 @@ TEST_CASE("kineto parse: an error in the second half is reported as by one threa
     const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
         {"bad field", events.substr(0, late) + "\"ts\":\"soon\"" + events.substr(events.find(',', late)),
          last + "'ts' is a string, not a number"},
-        {"syntax error", events.substr(0, late) + "\"ts\":," + events.substr(events.find(',', late) + 1), "invalid JSON"},
+        // (Its 'ts' had no value here until 2026-12-07; such a member now reads as null: kineto_repair.hpp.)
+        {"syntax error", events.substr(0, late) + "\"ts\" 5," + events.substr(events.find(',', late) + 1),
+         "invalid JSON"},
     };
     for (const auto& [name, text, expect] : cases) {
         DYNAMIC_SECTION(name) {

@@ -5,6 +5,7 @@
 // take the accesses of the op that launched them; CPU-only runs take each op's CPU interval.
 // Without Kineto the timing is order only (op k at k + 1 ns: event numbers).
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <numeric>
 #include <set>
@@ -196,6 +197,7 @@ private:
     void join_kineto(const std::string& in, const std::string& kineto, uint64_t max_input_size) {
         kd_ = parse_kineto(kineto, max_input_size);
         refuse_foreign_trace(kineto, kd_);
+        say_empty_values(kd_.empty_values, "the Kineto trace " + std::filesystem::path(kineto).filename().string(), r_);
         kd_.link_ops();
         mend_profiler_steps(kd_, r_);   // before the ops take Kineto's steps (units_from_ops)
         base_ = kineto_base(kd_);

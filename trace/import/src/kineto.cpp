@@ -601,6 +601,7 @@ void import_kineto(const std::string& in, Rows& rows, Result& result, uint64_t m
     rows.reserve(allocs.size(), data.kernels.size() - copies, copies);
     for (const auto& allocation : allocs) rows.add(allocation);
     write_kineto_timeline(data, base, rows, result, nullptr);
+    say_empty_values(data.empty_values, "the trace", result);
     result.meta["source"] = "pytorch-kineto";
     result.meta["import.format"] = "kineto";
     result.meta["import.events"] = std::to_string(data.events);

@@ -13,6 +13,7 @@
 
 #include "kineto_handler.hpp"
 #include "kineto_parse.hpp"
+#include "kineto_repair.hpp"
 #include "kineto_two_parts.hpp"
 #include "kineto_window.hpp"
 #include "limits.hpp"
@@ -36,13 +37,22 @@ void parse_streamed(const std::string& path, KinetoData& d, Handler& h, uint64_t
     rapidjson::Reader reader;
     GzSource src(path, max_input_size);
     h.src = &src;
-    JsonStream js{&src};
+    // A member Kineto wrote with no value is read as null (kineto_repair.hpp): only this parse
+    // repairs, so a trace that needs it is read here, after the windowed parse stopped at it.
+    RepairingStream js(&src, d.empty_values);
     rapidjson::ParseResult res = reader.Parse<kStreamFlags>(js, h);
     h.src = nullptr;
     throw_handler_error(path, d, h);
-    if (res.IsError())
-        throw Error(where(path, std::string("invalid JSON at byte ") + std::to_string(res.Offset()) + ": " +
-                                    rapidjson::GetParseError_En(res.Code())));
+    if (!res.IsError()) return;
+    std::string why = rapidjson::GetParseError_En(res.Code());
+    // The input ends where the parse stopped (a NUL byte there would advance take()): the file is
+    // cut short. Kineto writes NAME.tmp and renames it once complete, so a process stopped while
+    // writing leaves that file, and a copy stopped part way leaves a cut one.
+    if (res.Offset() == src.tell() && src.take() == '\0' && src.tell() == res.Offset())
+        why +=
+            " The file ends there, inside the JSON: it is cut short (a copy that did not finish, or the .tmp "
+            "file the profiler writes before renaming it, left by a process stopped while writing)";
+    throw Error(where(path, "invalid JSON at byte " + std::to_string(res.Offset()) + ": " + why));
 }
 
 // Whether a core is idle now: fewer tasks runnable than cores (this thread is one of them;

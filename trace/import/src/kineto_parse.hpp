@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kineto_repair.hpp"
 #include "mhc/trace/import/import.hpp"
 #include "mhc/trace/model.hpp"
 
@@ -128,6 +129,7 @@ struct KinetoData {
     std::set<int64_t> launch_pids;
     int64_t sycl_queue_lanes = 0;   // kernels and copies placed by args.sycl queue (Intel XPU)
     int64_t begin_end_events = 0;   // ph B or E halves: not read (only complete events are)
+    EmptyValues empty_values;       // members written with no value, read as absent (kineto_repair.hpp)
     // Memcpy events whose name gives no direction (copy_direction), read as device to device, and
     // the first one's name: said in meta and a warning.
     int64_t copies_without_direction = 0;
