@@ -37,7 +37,7 @@ def memory_events(allocs):
     allocations made at t (by row), each one freed at t as well right after it is made."""
     at = {}
     for a in allocs:
-        aid, _dev, nbytes, ta, tf = a[0], a[1], a[2], a[3], a[4]
+        ta, tf = a[3], a[4]
         at.setdefault(ta, [[], []])[1].append(a)
         if tf is not None and tf > ta:
             at.setdefault(tf, [[], []])[0].append(a)
