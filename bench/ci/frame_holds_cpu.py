@@ -76,9 +76,13 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         where = args.keep or tmp
         os.makedirs(where, exist_ok=True)
-        # the revision's python/ directory, unpacked (its schema.sql links to trace/)
-        archive = subprocess.run(["git", "-C", root, "archive", args.before, "python/mhc_torch",
-                                  "trace/schema.sql"],
+        # the revision's python/ directory, unpacked (its schema.sql links to trace/, and since
+        # 2e7e0487 its gpus.tsv to datasets/)
+        paths = ["python/mhc_torch", "trace/schema.sql"]
+        if subprocess.run(["git", "-C", root, "cat-file", "-e", f"{args.before}:datasets/gpus.tsv"],
+                          capture_output=True).returncode == 0:
+            paths.append("datasets/gpus.tsv")
+        archive = subprocess.run(["git", "-C", root, "archive", args.before, *paths],
                                  capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
         dirs = {"before": os.path.join(tmp, "python"), "now": os.path.join(root, "python")}

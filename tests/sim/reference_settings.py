@@ -290,7 +290,18 @@ class Plan:
         return (self.op_of[ks[0]["i"]], "before", t - ks[0]["t0"])
 
     def index(self, op):
-        return self.ops.index(op)
+        """op's place in self.ops. Ranks grow along the list (place), so a binary search finds it
+        where list.index scanned the plan from its start at every insertion."""
+        ops, lo, hi = self.ops, 0, len(self.ops)
+        if op.rank is None:
+            return ops.index(op)   # never placed: ValueError, as the scan said
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if ops[mid].rank < op.rank:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo if lo < len(ops) and ops[lo] is op else ops.index(op)
 
     def place(self, n, op):
         """Puts op at self.ops[n], its rank (the order of ops, as numbers: see pos) between its
