@@ -100,9 +100,6 @@ def test_sparse_host_capture_counts_host_gradient(mhc_exe, shared_run, tmp_path)
     assert captured < MASTERS_AND_SUM + TABLE   # no dense gradient buffer of the table's size
 
 
-@pytest.mark.xfail(strict=True, reason="advise models the host step's Adagrad for-loop by its dense lines "
-                   "(std = state_sum.sqrt()), not the sparse branch's coalesce, sparse_mask and division: "
-                   "one values block (8,192 B here) under the capture")
 def test_sparse_host_predicted_as_captured(mhc_exe, shared_run, tmp_path):
     predicted, captured = _predicted_and_captured(mhc_exe, shared_run, tmp_path)
     assert predicted == captured
