@@ -7,7 +7,9 @@ is copied into a host buffer (fp32, allocated once and kept) as soon as the back
 accumulated it, and the device gradient is dropped at once (a post-accumulate-grad hook), so no
 device gradient outlives its op; step() runs the same optimizer on the CPU and copies the updated
 parameters back into the device ones. With fp32 weights the math is the optimizer's own on
-copies: bitwise what it gives on a CPU. Limits: step(closure) is refused; gradients are on the
+copies: bitwise what it gives on a CPU. A sparse gradient (nn.Embedding(sparse=True)'s, for the
+optimizers that take one: Adagrad, SGD, SparseAdam) goes to the host as its indices and values,
+not into a dense buffer. Limits: step(closure) is refused; gradients are on the
 host only, so clip them there (optimizer.offloaded_params pairs each parameter with its copy).
 """
 from __future__ import annotations
