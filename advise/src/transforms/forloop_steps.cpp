@@ -130,6 +130,7 @@ std::optional<LoopProgram> forloop_program(const std::string& optimizer_class, c
 
 int64_t forloop_most(const std::vector<int64_t>& sizes, const LoopProgram& program) {
     std::vector<LoopParam> params;
+    params.reserve(sizes.size());
     for (const int64_t bytes : sizes) params.push_back({bytes, 0, 0});
     return forloop_most(params, program);
 }
@@ -168,19 +169,19 @@ void run_program(LoopState& st, int64_t bytes, const LoopProgram& program) {
     }
 }
 
-void run_sparse_adagrad(LoopState& st, const LoopParam& p) {
+void run_sparse_adagrad(LoopState& st, const LoopParam& param) {
     st.free(st.held[kGrad]);   // grad = grads[i]
-    st.make(p.indices + p.values);   // grad = grad.coalesce(); grad_indices, grad_values rebound
+    st.make(param.indices + param.values);   // grad = grad.coalesce(); grad_indices, grad_values rebound
     st.free(st.coalesced);
-    st.coalesced = p.indices + p.values;
-    int64_t pow = p.values;   // state_sum.add_(_make_sparse(grad, grad_indices, grad_values.pow(2)))
+    st.coalesced = param.indices + param.values;
+    int64_t pow = param.values;   // state_sum.add_(_make_sparse(grad, grad_indices, grad_values.pow(2)))
     st.make(pow);
     st.free(pow);
-    st.make(p.values);   // std = state_sum.sparse_mask(grad): a dense std is freed, a sparse one's values
+    st.make(param.values);   // std = state_sum.sparse_mask(grad): a dense std is freed, a sparse one's values
     st.free(st.held[kHeld]);   // stay bound to std_values until the next line rebinds it
     st.free(st.std_values);
-    st.std_values = p.values;
-    int64_t quotient = p.values;   // param.add_(_make_sparse(grad, grad_indices, grad_values / std_values))
+    st.std_values = param.values;
+    int64_t quotient = param.values;   // param.add_(_make_sparse(grad, grad_indices, grad_values / std_values))
     st.make(quotient);
     st.free(quotient);
 }
@@ -189,9 +190,9 @@ void run_sparse_adagrad(LoopState& st, const LoopParam& p) {
 
 int64_t forloop_most(const std::vector<LoopParam>& params, const LoopProgram& program) {
     LoopState st;
-    for (const LoopParam& p : params) {
-        if (p.values > 0) run_sparse_adagrad(st, p);
-        else run_program(st, p.bytes, program);
+    for (const LoopParam& param : params) {
+        if (param.values > 0) run_sparse_adagrad(st, param);
+        else run_program(st, param.bytes, program);
     }
     return st.most;
 }

@@ -283,13 +283,13 @@ int64_t forloop_temporaries(const Base& base, const StepTensors& st, const LoopP
     std::vector<LoopParam> params;
     for (int32_t prm : st.params) {
         const Alloc& al = plan.allocs[static_cast<size_t>(prm)];
-        LoopParam p{host_bytes(base, al.bytes), 0, 0};
+        LoopParam param{host_bytes(base, al.bytes), 0, 0};
         const auto grad = parts.find(plan.strings[static_cast<size_t>(al.label)] + ".grad");
         if (grad != parts.end() && grad->second.size() == 2) {   // the host's values are fp32, its indices int64
-            p.indices = plan.allocs[static_cast<size_t>(grad->second[0])].bytes;
-            p.values = host_bytes(base, plan.allocs[static_cast<size_t>(grad->second[1])].bytes);
+            param.indices = plan.allocs[static_cast<size_t>(grad->second[0])].bytes;
+            param.values = host_bytes(base, plan.allocs[static_cast<size_t>(grad->second[1])].bytes);
         }
-        params.push_back(p);
+        params.push_back(param);
     }
     return forloop_most(params, program);
 }
