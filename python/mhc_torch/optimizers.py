@@ -82,10 +82,13 @@ class _HostStep:
                 p.copy_(h, non_blocking=h.is_pinned())
 
     def zero_grad(self, set_to_none: bool = True):
-        """The host gradient buffers are kept (allocated once); the next gradient overwrites them."""
+        """The host gradient buffers are kept (allocated once); the next gradient overwrites them.
+        A sparse host gradient has no buffer to keep: it is dropped, as set_to_none drops it."""
         self._fresh.clear()
-        for p, _ in self.offloaded_params:
+        for p, h in self.offloaded_params:
             p.grad = None
+            if h.grad is not None and h.grad.is_sparse:
+                h.grad = None
 
 
 _HOST_CLASSES: dict[type, type] = {}

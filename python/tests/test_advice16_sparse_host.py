@@ -72,34 +72,38 @@ def _batch():
     return (torch.arange(64).reshape(8, 8) % 512,)   # 64 distinct rows
 
 
-def _capture(path, setting=None):
+def _capture(path, optimizer, setting=None):
     return mhc_torch.capture(_Bag, _batch, steps=2, path=path, setting=setting, loss_fn=lambda m, b: m(*b),
-                             optimizer=lambda ps: torch.optim.Adagrad(ps, lr=1e-2))
+                             optimizer=OPTIMIZERS[optimizer])
 
 
 TABLE, LINEAR = 512 * 32 * 4, 33 * 4
-MASTERS_AND_SUM = 2 * (TABLE + LINEAR)   # Adagrad: the fp32 copies and their state_sum
+MASTERS_AND_STATE = 2 * (TABLE + LINEAR)   # the fp32 copies, and Adagrad's state_sum
 SPARSE_GRAD = 64 * 8 + 64 * 32 * 4   # int64 indices and fp32 values of the 64 rows looked up
 
 
-def _predicted_and_captured(mhc_exe, shared_run, tmp_path):
+def _predicted_and_captured(mhc_exe, shared_run, tmp_path, optimizer):
     def make(folder):
-        _capture(str(folder / "base.db"))
+        _capture(str(folder / "base.db"), optimizer)
         out = subprocess.run([mhc_exe, "advise", str(folder / "base.db"), "--setting", json.dumps(HOST), "--json"],
                              capture_output=True, text=True)
         assert out.returncode == 0, out.stderr
-        captured = _capture(str(folder / "applied.db"), HOST)
+        captured = _capture(str(folder / "applied.db"), optimizer, HOST)
         return json.loads(out.stdout)["rows"][0]["host_peak_bytes"], int(captured.meta["capture.host_peak_bytes"])
 
-    return shared_run(("sparse host adagrad",), make, tmp_path)
+    return shared_run(("sparse host", optimizer), make, tmp_path)
 
 
 def test_sparse_host_capture_counts_host_gradient(mhc_exe, shared_run, tmp_path):
-    _, captured = _predicted_and_captured(mhc_exe, shared_run, tmp_path)
-    assert captured >= MASTERS_AND_SUM + SPARSE_GRAD   # the host gradient: indices and values
-    assert captured < MASTERS_AND_SUM + TABLE   # no dense gradient buffer of the table's size
+    _, captured = _predicted_and_captured(mhc_exe, shared_run, tmp_path, "adagrad")
+    assert captured >= MASTERS_AND_STATE + SPARSE_GRAD   # the host gradient: indices and values
+    assert captured < MASTERS_AND_STATE + TABLE   # no dense gradient buffer of the table's size
 
 
-def test_sparse_host_predicted_as_captured(mhc_exe, shared_run, tmp_path):
-    predicted, captured = _predicted_and_captured(mhc_exe, shared_run, tmp_path)
+# SGD's momentum buffer is a clone of the first sparse gradient (indices and values); before
+# zero_grad dropped the sparse host gradient, the capture held the last step's beside the next
+# backward's: 92,044 B captured against 83,340 predicted
+@pytest.mark.parametrize("optimizer", ["adagrad", "sgd-momentum"])
+def test_sparse_host_predicted_as_captured(mhc_exe, shared_run, tmp_path, optimizer):
+    predicted, captured = _predicted_and_captured(mhc_exe, shared_run, tmp_path, optimizer)
     assert predicted == captured
