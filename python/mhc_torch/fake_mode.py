@@ -97,9 +97,28 @@ def _check_complex_parts(func, args) -> None:
                            ".float() first")
 
 
+# copy_ between a dense and a sparse COO tensor: every device's kernel (copy_sparse_wrapper_)
+# refuses it, where fake tensors run the dense meta copy (there is no SparseMeta kernel) and pass:
+# a step that fails on every device was captured (a host optimizer's dense gradient buffer given
+# nn.Embedding(sparse=True)'s gradient).
+_COPIES = {_aten.copy_.default, _aten.copy.default}
+
+
+def _check_copy_layouts(func, args) -> None:
+    if func not in _COPIES or len(args) < 2:
+        return
+    dst, src = args[0], args[1]
+    if isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor) and \
+            (dst.layout == torch.sparse_coo) != (src.layout == torch.sparse_coo):
+        raise RuntimeError(f"copy_() between dense and sparse Tensors is not implemented! Found self layout "
+                           f"{dst.layout} and src layout {src.layout}: every device refuses it (fake tensors "
+                           "do not check it)")
+
+
 def _check_same_dtype(func, args) -> None:
-    """Raises as a GPU would for the ops above when self and source differ in dtype."""
+    """Raises as a GPU would for the ops above when self and source differ in dtype (or layout)."""
     _check_sparse_matmul_dtype(func, args)
+    _check_copy_layouts(func, args)
     _check_complex_parts(func, args)
     entry = _SAME_DTYPE.get(func)
     if entry is None or len(args) <= entry[1]:

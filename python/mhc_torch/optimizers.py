@@ -7,7 +7,9 @@ is copied into a host buffer (fp32, allocated once and kept) as soon as the back
 accumulated it, and the device gradient is dropped at once (a post-accumulate-grad hook), so no
 device gradient outlives its op; step() runs the same optimizer on the CPU and copies the updated
 parameters back into the device ones. With fp32 weights the math is the optimizer's own on
-copies: bitwise what it gives on a CPU. Limits: step(closure) is refused; gradients are on the
+copies: bitwise what it gives on a CPU. A sparse gradient (nn.Embedding(sparse=True)'s, for the
+optimizers that take one: Adagrad, SGD, SparseAdam) goes to the host as its indices and values,
+not into a dense buffer. Limits: step(closure) is refused; gradients are on the
 host only, so clip them there (optimizer.offloaded_params pairs each parameter with its copy).
 """
 from __future__ import annotations
@@ -80,10 +82,13 @@ class _HostStep:
                 p.copy_(h, non_blocking=h.is_pinned())
 
     def zero_grad(self, set_to_none: bool = True):
-        """The host gradient buffers are kept (allocated once); the next gradient overwrites them."""
+        """The host gradient buffers are kept (allocated once); the next gradient overwrites them.
+        A sparse host gradient has no buffer to keep: it is dropped, as set_to_none drops it."""
         self._fresh.clear()
-        for p, _ in self.offloaded_params:
+        for p, h in self.offloaded_params:
             p.grad = None
+            if h.grad is not None and h.grad.is_sparse:
+                h.grad = None
 
 
 _HOST_CLASSES: dict[type, type] = {}
@@ -103,9 +108,37 @@ def _master_copy(p: torch.Tensor) -> torch.Tensor:
     return h
 
 
+def _sparse_grad_to_host(host: torch.Tensor, param: torch.Tensor, first: bool) -> None:
+    """A sparse gradient (nn.Embedding(sparse=True)'s) to the host: its indices and values copied
+    (fp32 values, as the host copy), no dense buffer; a later backward's gradient is added as the
+    autograd engine accumulates sparse gradients (torch/csrc/autograd/functions/accumulate_grad.h:
+    `variable_grad += new_grad`, indices and values concatenated, not coalesced)."""
+    with placement.side_stream(), torch.no_grad(), placement.on_host(placement.GRAD if first else placement.WORKSPACE):
+        grad = param.grad
+        # Its two dense parts copied, not the sparse tensor: fake tensors' _to_copy of a sparse
+        # tensor makes one without entries, which a capture would have counted as no memory.
+        g = torch.sparse_coo_tensor(grad._indices().to("cpu", non_blocking=param.is_cuda, copy=True),
+                                    grad._values().to("cpu", host.dtype, non_blocking=param.is_cuda, copy=True),
+                                    grad.shape, is_coalesced=grad.is_coalesced(), check_invariants=False)
+    if param.is_cuda:
+        torch.cuda.synchronize(param.device)
+    if first or host.grad is None or not host.grad.is_sparse:
+        host.grad = g
+        return
+    with torch.no_grad(), placement.on_host(placement.GRAD):
+        host.grad.add_(g)
+
+
 def _grad_to_host(optimizer: "_HostStep", host: torch.Tensor, param: torch.Tensor) -> None:
     """Moves the gradient the backward just accumulated into the host buffer; drops the device one."""
     first = id(host) not in optimizer._fresh
+    if param.grad.is_sparse:
+        _sparse_grad_to_host(host, param, first)
+        optimizer._fresh.add(id(host))
+        param.grad = None
+        return
+    if host.grad is not None and host.grad.is_sparse:
+        host.grad = None
     if host.grad is None:
         host.grad = placement.host_empty_like(host, placement.GRAD)
     with placement.side_stream(), torch.no_grad():
@@ -121,6 +154,8 @@ def _grad_to_host(optimizer: "_HostStep", host: torch.Tensor, param: torch.Tenso
             host.grad.add_(g)
     optimizer._fresh.add(id(host))
     param.grad = None
+
+
 def _on_cpu(options: dict) -> dict:
     """The implementation PyTorch picks for the host copies, said explicitly: `foreach=None` (the
     default) on CPU tensors is the for-loop (torch.optim.optimizer._default_to_fused_or_foreach

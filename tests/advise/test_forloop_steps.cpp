@@ -82,3 +82,21 @@ TEST_CASE("for-loop steps not modelled fall back", "[advise][optimizer][forloop]
         CHECK_FALSE(forloop_program(cls, nlohmann::json::object(), 1));
     CHECK_FALSE(forloop_program("torch.optim.radam.RAdam", nlohmann::json::parse(R"({"betas": [0.9, 1]})"), 1));
 }
+
+TEST_CASE("Adagrad's sparse branch holds what the capture of its host step holds", "[advise][optimizer][forloop]") {
+    const auto program = forloop_program("torch.optim.adagrad.Adagrad", nlohmann::json::object(), 1);
+    REQUIRE(program);
+    using mhc::advise::LoopParam;
+    // mhc_torch.capture of nn.Embedding(4096, 64, sparse=True) (1,048,576 B) looking up 256 ids,
+    // then Linear(64, 1): the host step's coalesce (2,048 B of indices, 65,536 B of values), the
+    // mask's values and the quotient at once: 198,656 B above the masters, state and host gradient
+    // (2026-12-07, torch 2.15); the Linear's std (256 B) comes after the quotient is freed
+    const LoopParam table{1048576, 2048, 65536};
+    CHECK(forloop_most({table, {256, 0, 0}, {4, 0, 0}}, *program) == 2048 + 3 * 65536);
+    // a dense parameter's std (300) is held while the sparse branch coalesces (48) and makes the
+    // pow, then the mask (40 each, one at a time); the mask replaces it
+    CHECK(forloop_most({{300, 0, 0}, {1000, 8, 40}}, *program) == 300 + 48 + 40);
+    // a second sparse parameter's coalesce is made while the first's coalesced gradient and std
+    // values (88) are bound; grad_indices and grad_values rebound free the first's
+    CHECK(forloop_most({{1000, 8, 40}, {1000, 8, 40}}, *program) == 88 + 48);
+}

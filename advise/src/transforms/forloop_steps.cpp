@@ -129,28 +129,72 @@ std::optional<LoopProgram> forloop_program(const std::string& optimizer_class, c
 }
 
 int64_t forloop_most(const std::vector<int64_t>& sizes, const LoopProgram& program) {
+    std::vector<LoopParam> params;
+    params.reserve(sizes.size());
+    for (const int64_t bytes : sizes) params.push_back({bytes, 0, 0});
+    return forloop_most(params, program);
+}
+
+namespace {
+
+// What the loop holds: its slots, the sparse branch's names, all live bytes and their most.
+struct LoopState {
     std::array<int64_t, kSlots> held{};
-    int64_t live = 0, most = 0;
-    for (const int64_t bytes : sizes)
-        for (const LoopLine& line : program) {
-            int64_t& slot = held[line.slot];
-            if (line.op == LoopOp::Make) {
-                const int64_t made = bytes / line.divisor;
-                live += made;
-                most = std::max(most, live);
-                live -= slot;
-                slot = made;
-            } else if (line.op == LoopOp::Drop) {
-                live -= slot;
-                slot = 0;
-            } else {
-                int64_t& target = held[line.to];
-                live -= target;
-                target = slot;
-                slot = 0;
-            }
+    int64_t coalesced = 0, std_values = 0, live = 0, most = 0;
+    void make(int64_t bytes) {
+        live += bytes;
+        most = std::max(most, live);
+    }
+    void free(int64_t& bytes) {
+        live -= bytes;
+        bytes = 0;
+    }
+};
+
+void run_program(LoopState& st, int64_t bytes, const LoopProgram& program) {
+    for (const LoopLine& line : program) {
+        int64_t& slot = st.held[line.slot];
+        if (line.op == LoopOp::Make) {
+            const int64_t made = bytes / line.divisor;
+            st.make(made);
+            st.free(slot);
+            slot = made;
+        } else if (line.op == LoopOp::Drop) {
+            st.free(slot);
+        } else {
+            st.free(st.held[line.to]);
+            st.held[line.to] = slot;
+            slot = 0;
         }
-    return most;
+    }
+}
+
+void run_sparse_adagrad(LoopState& st, const LoopParam& param) {
+    st.free(st.held[kGrad]);   // grad = grads[i]
+    st.make(param.indices + param.values);   // grad = grad.coalesce(); grad_indices, grad_values rebound
+    st.free(st.coalesced);
+    st.coalesced = param.indices + param.values;
+    int64_t pow = param.values;   // state_sum.add_(_make_sparse(grad, grad_indices, grad_values.pow(2)))
+    st.make(pow);
+    st.free(pow);
+    st.make(param.values);   // std = state_sum.sparse_mask(grad): a dense std is freed, a sparse one's values
+    st.free(st.held[kHeld]);   // stay bound to std_values until the next line rebinds it
+    st.free(st.std_values);
+    st.std_values = param.values;
+    int64_t quotient = param.values;   // param.add_(_make_sparse(grad, grad_indices, grad_values / std_values))
+    st.make(quotient);
+    st.free(quotient);
+}
+
+}   // namespace
+
+int64_t forloop_most(const std::vector<LoopParam>& params, const LoopProgram& program) {
+    LoopState st;
+    for (const LoopParam& param : params) {
+        if (param.values > 0) run_sparse_adagrad(st, param);
+        else run_program(st, param.bytes, program);
+    }
+    return st.most;
 }
 
 }   // namespace mhc::advise

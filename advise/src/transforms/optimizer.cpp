@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
+#include <string>
+#include <utility>
 
 #include "mhc/advise/forloop_steps.hpp"
 #include "mhc/advise/transforms.hpp"
@@ -266,10 +268,30 @@ int64_t forloop_sgd_temporaries(const Base& base, const StepTensors& st, const F
 
 // The host step's for-loop (other than SGD's) at its most above its state: each parameter's
 // lines in turn (the trace's order of their allocations) in host bytes (forloop_steps.hpp).
+// A sparse COO gradient (nn.Embedding(sparse=True)'s) is two allocations under the gradient's label,
+// its indices then its values (the order a capture records a sparse tensor's parts in).
+std::map<std::string, std::vector<int32_t>> grad_parts(const Plan& plan, const StepTensors& st) {
+    std::map<std::string, std::vector<int32_t>> parts;
+    for (int32_t grad : st.grads)   // in id order
+        parts[plan.strings[static_cast<size_t>(plan.allocs[static_cast<size_t>(grad)].label)]].push_back(grad);
+    return parts;
+}
+
 int64_t forloop_temporaries(const Base& base, const StepTensors& st, const LoopProgram& program) {
-    std::vector<int64_t> sizes;
-    for (int32_t prm : st.params) sizes.push_back(host_bytes(base, base.plan.allocs[static_cast<size_t>(prm)].bytes));
-    return forloop_most(sizes, program);
+    const Plan& plan = base.plan;
+    const std::map<std::string, std::vector<int32_t>> parts = grad_parts(plan, st);
+    std::vector<LoopParam> params;
+    for (int32_t prm : st.params) {
+        const Alloc& al = plan.allocs[static_cast<size_t>(prm)];
+        LoopParam param{host_bytes(base, al.bytes), 0, 0};
+        const auto grad = parts.find(plan.strings[static_cast<size_t>(al.label)] + ".grad");
+        if (grad != parts.end() && grad->second.size() == 2) {   // the host's values are fp32, its indices int64
+            param.indices = plan.allocs[static_cast<size_t>(grad->second[0])].bytes;
+            param.values = host_bytes(base, plan.allocs[static_cast<size_t>(grad->second[1])].bytes);
+        }
+        params.push_back(param);
+    }
+    return forloop_most(params, program);
 }
 
 // Moves allocations to the host, each sized once: state of a parameter's size (the moments) is
@@ -296,7 +318,7 @@ class HostOptimizer final : public Transform {
 public:
     void apply(const Context& ctx, Plan& plan) const override {
         const Base& base = ctx.base;
-        std::set<int64_t> host_grads_made;   // by label: one host buffer per parameter
+        std::set<std::pair<int64_t, size_t>> host_grads_made;   // by label and part: one host buffer each
         std::set<int32_t> on_host;           // allocations moved to the host (sized once)
         // The captured optimizer's defaults, read once: whether the host runs torch's for-loop
         // (SGD's rule of its own, the others' lines by forloop_program)
@@ -405,12 +427,18 @@ private:
     // gradient to the host buffer): one device life per pass, from its first backward access in
     // the pass to its last. The host step waits for every copy.
     static void move_gradients(const Base& base, Plan& plan, size_t si, const StepTensors& st, Op& host,
-                               std::set<int64_t>& host_grads_made) {
+                               std::set<std::pair<int64_t, size_t>>& host_grads_made) {
+        // The host copy of a sparse gradient (indices and values) replaces the last step's: one
+        // buffer per part, of the first step's entries.
+        const std::map<std::string, std::vector<int32_t>> parts = grad_parts(base.plan, st);
         // Per op that ends a gradient's life in a pass after the first: the largest host copy
         // its hooks add to a buffer (one after another, each freed before the next is made).
         std::map<int32_t, int64_t> accumulated;
         for (int32_t grad : st.grads) {
             if (grad >= static_cast<int32_t>(base.creator.size())) continue;
+            const std::vector<int32_t>& same = parts.at(
+                base.plan.strings[static_cast<size_t>(base.plan.allocs[static_cast<size_t>(grad)].label)]);
+            const auto part = static_cast<size_t>(std::find(same.begin(), same.end(), grad) - same.begin());
             bool first_life = true;
             for (size_t pi = 0; pi < base.pass_step.size(); ++pi) {
                 if (base.pass_step[pi] != static_cast<int32_t>(si)) continue;
@@ -426,7 +454,7 @@ private:
                 life.freed_offset = 0;
                 plan.copies.push_back({false, life.bytes, last, false});
                 host.waits.push_back(static_cast<int32_t>(plan.copies.size() - 1));
-                if (host_grads_made.insert(life.label).second) {
+                if (host_grads_made.insert({life.label, part}).second) {
                     Alloc buffer = life;
                     buffer.src = -1;
                     buffer.device = -1;

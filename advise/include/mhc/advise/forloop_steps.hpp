@@ -36,4 +36,18 @@ std::optional<LoopProgram> forloop_program(const std::string& optimizer_class, c
 // order the loop visits them).
 int64_t forloop_most(const std::vector<int64_t>& sizes, const LoopProgram& program);
 
+// A parameter the loop visits: its bytes, and for a sparse COO gradient (nn.Embedding(sparse=True)'s)
+// the bytes of its indices and of its values (both 0 for a dense gradient).
+struct LoopParam {
+    int64_t bytes = 0, indices = 0, values = 0;
+};
+
+// forloop_most where some gradients are sparse. Only Adagrad's loop takes them (the others raise);
+// its sparse branch (torch/optim/adagrad.py, _single_tensor_adagrad) runs instead of the program:
+// grad.coalesce() (indices and values, as many entries: an upper bound), grad_values.pow(2) freed
+// after state_sum.add_, std = state_sum.sparse_mask(grad) (values; the indices are the gradient's),
+// grad_values / std_values freed after param.add_. The coalesced gradient and std's values stay
+// bound (grad_indices, grad_values, std_values) until a later sparse parameter rebinds them.
+int64_t forloop_most(const std::vector<LoopParam>& params, const LoopProgram& program);
+
 }   // namespace mhc::advise
