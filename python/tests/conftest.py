@@ -5,6 +5,13 @@ import pytest
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
+# GNU readline, which pytest imports, writes COLUMNS=80 and LINES=24 into the C environment (not
+# os.environ), so every mhc a test runs took an 80-column terminal and wrapped its lines, where a
+# user's pipe gets them whole. The tests that want a width set COLUMNS themselves (monkeypatch).
+for _name in ("COLUMNS", "LINES"):
+    if _name not in os.environ:
+        os.unsetenv(_name)
+
 
 @pytest.fixture(scope="session")
 def mhc_exe():
