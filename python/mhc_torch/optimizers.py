@@ -134,24 +134,22 @@ def _grad_to_host(optimizer: "_HostStep", host: torch.Tensor, param: torch.Tenso
     first = id(host) not in optimizer._fresh
     if param.grad.is_sparse:
         _sparse_grad_to_host(host, param, first)
-        optimizer._fresh.add(id(host))
-        param.grad = None
-        return
-    if host.grad is not None and host.grad.is_sparse:
-        host.grad = None
-    if host.grad is None:
-        host.grad = placement.host_empty_like(host, placement.GRAD)
-    with placement.side_stream(), torch.no_grad():
-        if first:
-            host.grad.copy_(param.grad, non_blocking=param.is_cuda)
-        else:  # gradients accumulated over several backward passes
-            g = placement.host_empty_like(host, placement.WORKSPACE)
-            g.copy_(param.grad, non_blocking=param.is_cuda)
-    if not first:
-        if param.is_cuda:
-            torch.cuda.synchronize(param.device)
-        with placement.on_host(placement.WORKSPACE):
-            host.grad.add_(g)
+    else:
+        if host.grad is not None and host.grad.is_sparse:
+            host.grad = None
+        if host.grad is None:
+            host.grad = placement.host_empty_like(host, placement.GRAD)
+        with placement.side_stream(), torch.no_grad():
+            if first:
+                host.grad.copy_(param.grad, non_blocking=param.is_cuda)
+            else:  # gradients accumulated over several backward passes
+                g = placement.host_empty_like(host, placement.WORKSPACE)
+                g.copy_(param.grad, non_blocking=param.is_cuda)
+        if not first:
+            if param.is_cuda:
+                torch.cuda.synchronize(param.device)
+            with placement.on_host(placement.WORKSPACE):
+                host.grad.add_(g)
     optimizer._fresh.add(id(host))
     param.grad = None
 
