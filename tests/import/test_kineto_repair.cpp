@@ -4,8 +4,10 @@
 // reader refuses it. Before 2026-12-07 mhc did too ("invalid JSON at byte N: Invalid value"), so a
 // distributed trace of those versions did not import at all. Each such value is read as absent,
 // with a warning; any other broken JSON stays refused.
+#include <cstdio>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -27,8 +29,41 @@ int replace_all(std::string& text, const std::string& from, const std::string& t
 // The trace's meta, less the keys that name the input or say what the import repaired.
 std::map<std::string, std::string> meta_without_notes(const std::string& db) {
     auto meta = mhc::trace::load_trace(db).meta;
-    for (const char* key : {"import.input", "import.warnings", "kineto.empty_values"}) meta.erase(key);
+    for (const char* key : {"import.input", "import.warnings", "kineto.empty_values", "kineto.raw_strings"})
+        meta.erase(key);
     return meta;
+}
+
+// The names of the first `count` python_function events of a Kineto text, each replaced by one of
+// `names` in turn, written as `write` gives it (escaped, or raw as the faulty Kineto wrote it).
+template <class Write>
+std::string with_names(const std::string& text, const std::vector<std::string>& names, int count, Write write) {
+    const std::string mark = R"("cat": "python_function", "name": ")";
+    std::string out;
+    size_t from = 0;
+    for (int i = 0; i < count; ++i) {
+        const size_t at = text.find(mark, from);
+        REQUIRE(at != std::string::npos);
+        const size_t start = at + mark.size(), end = text.find('"', start);
+        out += text.substr(from, start - from) + write(names[static_cast<size_t>(i) % names.size()]);
+        from = end;
+    }
+    return out + text.substr(from);
+}
+
+std::string escaped(const std::string& raw) {
+    std::string out;
+    for (char ch : raw) {
+        if (ch == '"' || ch == '\\') out += '\\';
+        if (static_cast<unsigned char>(ch) < 0x20) {
+            char hex[8];
+            std::snprintf(hex, sizeof hex, "\\u%04x", static_cast<unsigned>(ch));
+            out += hex;
+            continue;
+        }
+        out += ch;
+    }
+    return out;
 }
 
 imp::Result import_quietly(const std::string& in, const std::string& out) {
@@ -146,4 +181,89 @@ TEST_CASE("the Kineto trace beside an execution trace is read with its empty mem
     CHECK(after.meta.at("kineto.empty_values")
               .rfind("1 member of the Kineto trace empty.json written with no value (1 'Process Group Description'",
                      0) == 0);
+}
+
+TEST_CASE("a real Kineto trace whose Python frame names were written unescaped imports as the trace itself",
+          "[import][kineto][repair]") {
+    // TraceLens's MI300X normalization trace (with_stack: 6,004 python_function events; 475 memory
+    // events), 15 of its frame names replaced by names the profiler wrote raw: a source line with
+    // quotes and a newline (pytorch/pytorch#113001), a torch.compile file name (#146900: the quote
+    // before "cpu" is followed by `, "dtype": `, as a member would be), a control character
+    // (#130622, #136180) and Windows paths (#98432: `\c`, `\_`, `\u` then no hex digits, `\d`).
+    test::TempDir dir;
+    const std::string text = test::gunzip(test::pub("kineto/tracelens-mi300x-normalization-layer-test.json.gz"));
+    const std::vector<std::string> names = {
+        "_test_lib_impl = torch.library.Library(\"_inductor_test\", \"IMPL\")\n(1): <module>",
+        R"({"device": "cpu", "dtype": "float32"}(12): run)", "torch/_inductor/config.py(0): \x01",
+        R"(torch\cuda\__init__.py(219): _lazy_init)", R"(torch\utils\data\dataloader.py(12): __iter__)"};
+    const std::string whole = dir.file("whole.json"), raw = dir.file("raw.json");
+    test::write_file(whole, with_names(text, names, 15, escaped));
+    test::write_file(raw, with_names(text, names, 15, [](const std::string& name) { return name; }));
+
+    const imp::Result before = import_quietly(whole, dir.file("whole.db"));
+    const imp::Result after = import_quietly(raw, dir.file("raw.db"));
+    CHECK(before.warnings.empty());
+    CHECK(after.kernels == 168);
+    CHECK(after.allocations == before.allocations);
+    CHECK(after.markers == before.markers);
+    // The same rows (their digest) and the same meta, but for the note of what was mended.
+    CHECK(meta_without_notes(dir.file("raw.db")) == meta_without_notes(dir.file("whole.db")));
+    REQUIRE(after.warnings.size() == 1);
+    const std::string& said = after.warnings[0];
+    INFO(said);
+    CHECK(said.rfind("57 characters of the trace's strings written unescaped (36 quotes, 6 control characters, 15 "
+                     "backslashes; the first at byte ",
+                     0) == 0);
+    CHECK(said.find("in 'name') read as characters of their string") != std::string::npos);
+    CHECK(after.meta.at("kineto.raw_strings") == said);
+}
+
+TEST_CASE("strings are mended only where the JSON cannot be read otherwise", "[import][kineto][repair]") {
+    test::TempDir dir;
+    const std::string op = R"({"ph": "X", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": 10, "dur": 5, )";
+    struct Case {
+        const char* file;
+        std::string json;
+        int64_t markers;    // user_annotation ranges imported
+        const char* said;   // the start of the warning, or "" for none
+    };
+    const Case cases[] = {
+        // Valid JSON read by the streamed parse (an array of events): a name followed by a member
+        // of another name, and every escape, are left as they are.
+        {"array.json",
+         R"([{"name": "a \"q\", \"r\" \\ \u00e9", "note": 1, "ph": "X", "cat": "user_annotation", "pid": 1, "tid": 1,)"
+         R"( "ts": 1, "dur": 2}])",
+         1, ""},
+        // A name holding `", "key": ` where the key is no event member is one name.
+        {"members.json",
+         R"({"traceEvents": [{"ph": "X", "cat": "user_annotation", "name": "f({"x": "y", "z": 1}) }", "pid": 1,)"
+         R"( "tid": 1, "ts": 1, "dur": 2}]})",
+         1, "6 characters of the trace's strings written unescaped (6 quotes, 0 control characters, 0 backslashes"},
+    };
+    for (const Case& c : cases) {
+        SECTION(c.file) {
+            const std::string in = dir.file(c.file);
+            test::write_file(in, c.json);
+            const imp::Result result = import_quietly(in, dir.file("out.db"));
+            CHECK(result.markers == c.markers);
+            if (std::string(c.said).empty()) {
+                CHECK(result.warnings.empty());
+            } else {
+                REQUIRE(result.warnings.size() == 1);
+                CHECK(result.warnings[0].rfind(c.said, 0) == 0);
+            }
+        }
+    }
+    SECTION("JSON broken past mending is refused as the first parse found it") {
+        const std::string in = dir.file("broken.json");
+        test::write_file(in, R"({"traceEvents": [)" + op + R"("name": "a\"b"}, ]})");
+        try {
+            import_quietly(in, dir.file("out.db"));
+            FAIL("accepted");
+        } catch (const mhc::Error& e) {
+            INFO(e.what());
+            CHECK(std::string(e.what()).find("invalid JSON at byte") != std::string::npos);
+            CHECK(e.exit_code() == 2);
+        }
+    }
 }

@@ -197,7 +197,9 @@ private:
     void join_kineto(const std::string& in, const std::string& kineto, uint64_t max_input_size) {
         kd_ = parse_kineto(kineto, max_input_size);
         refuse_foreign_trace(kineto, kd_);
-        say_empty_values(kd_.empty_values, "the Kineto trace " + std::filesystem::path(kineto).filename().string(), r_);
+        const std::string trace = "the Kineto trace " + std::filesystem::path(kineto).filename().string();
+        say_empty_values(kd_.empty_values, trace, r_);
+        say_raw_strings(kd_.raw_strings, trace, r_);
         kd_.link_ops();
         mend_profiler_steps(kd_, r_);   // before the ops take Kineto's steps (units_from_ops)
         base_ = kineto_base(kd_);

@@ -33,17 +33,20 @@ void throw_handler_error(const std::string& path, const KinetoData& d, const Han
     if (!h.bad.empty()) throw Error(where(path, "traceEvents[" + std::to_string(d.events) + "]: " + h.bad));
 }
 
-void parse_streamed(const std::string& path, KinetoData& d, Handler& h, uint64_t max_input_size) {
+// The streamed parse; `event_names`: RepairingStream's last resort. Where the JSON is broken past
+// mending, the message to refuse it with (else empty).
+std::string parse_streamed(const std::string& path, KinetoData& d, Handler& h, uint64_t max_input_size,
+                           bool event_names) {
     rapidjson::Reader reader;
     GzSource src(path, max_input_size);
     h.src = &src;
-    // A member Kineto wrote with no value is read as null (kineto_repair.hpp): only this parse
-    // repairs, so a trace that needs it is read here, after the windowed parse stopped at it.
-    RepairingStream js(&src, d.empty_values);
+    // What Kineto wrote wrongly is mended (kineto_repair.hpp): only this parse repairs, so a trace
+    // that needs it is read here, after the windowed parse stopped at it.
+    RepairingStream js(&src, d.empty_values, d.raw_strings, event_names);
     rapidjson::ParseResult res = reader.Parse<kStreamFlags>(js, h);
     h.src = nullptr;
     throw_handler_error(path, d, h);
-    if (!res.IsError()) return;
+    if (!res.IsError()) return "";
     std::string why = rapidjson::GetParseError_En(res.Code());
     // The input ends where the parse stopped (a NUL byte there would advance take()): the file is
     // cut short. Kineto writes NAME.tmp and renames it once complete, so a process stopped while
@@ -52,7 +55,27 @@ void parse_streamed(const std::string& path, KinetoData& d, Handler& h, uint64_t
         why +=
             " The file ends there, inside the JSON: it is cut short (a copy that did not finish, or the .tmp "
             "file the profiler writes before renaming it, left by a process stopped while writing)";
-    throw Error(where(path, "invalid JSON at byte " + std::to_string(res.Offset()) + ": " + why));
+    return where(path, "invalid JSON at byte " + std::to_string(res.Offset()) + ": " + why);
+}
+
+// The streamed parse, and where it stops at broken JSON, once more with an event's name read to the
+// quote before the event's next member (a name that holds `", "key": `, RepairingStream): a trace
+// that only this reading takes is read so; any other is refused as the first parse found it.
+KinetoData parse_streamed(const std::string& path, uint64_t max_input_size) {
+    std::string refused;
+    for (bool event_names : {false, true}) {
+        KinetoData d;
+        d.streamed = true;
+        Handler h(d, path);
+        const std::string error = parse_streamed(path, d, h, max_input_size, event_names);
+        if (error.empty()) {
+            if (!h.saw_events)
+                throw Error(where(path, "not a Kineto trace: the JSON has no top-level 'traceEvents' array"));
+            return d;
+        }
+        if (refused.empty()) refused = error;
+    }
+    throw Error(refused);
 }
 
 // Whether a core is idle now: fewer tasks runnable than cores (this thread is one of them;
@@ -104,12 +127,7 @@ KinetoData parse_kineto(const std::string& path, uint64_t max_input_size, ParseT
         // bad field is reported by the streamed parse, which sees every value whole.
         if (h.too_deep) throw Error(where(path, nesting_message()));
     }
-    KinetoData d;
-    d.streamed = true;
-    Handler h(d, path);
-    parse_streamed(path, d, h, max_input_size);
-    if (!h.saw_events)
-        throw Error(where(path, "not a Kineto trace: the JSON has no top-level 'traceEvents' array"));
+    KinetoData d = parse_streamed(path, max_input_size);
     d.learn_lanes();
     return d;
 }

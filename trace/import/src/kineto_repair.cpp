@@ -1,16 +1,184 @@
-// Members Kineto wrote with no value (kineto_repair.hpp): counted while the streamed parse reads
-// them as null, then said in meta and a warning.
+// What the repairing parse mends (kineto_repair.hpp): members with no value read as null, and
+// strings the writer did not escape; counted while the streamed parse reads them, then said in meta
+// and a warning.
 #include "kineto_repair.hpp"
+
+#include <array>
+#include <cstdio>
+#include <string_view>
 
 #include "kineto_write.hpp"
 
 namespace mhc::trace::import {
+
+namespace {
+
+constexpr size_t kMaxLook = 256;   // bytes read ahead of a quote to tell whether it ends its string
+
+bool is_space(char ch) { return ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t'; }
+
+bool is_hex(char ch) { return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F'); }
+
+// The members of an event in Chrome's trace event format, which Kineto writes after a name.
+bool is_event_member(std::string_view key) {
+    static constexpr std::array<std::string_view, 17> kMembers = {
+        "ph",   "pid", "tid",   "ts",   "dur",   "tts",     "tdur",    "cat",     "name",
+        "args", "id",  "id2",   "s",    "bp",    "cname",   "scope",   "bind_id"};
+    for (std::string_view member : kMembers)
+        if (key == member) return true;
+    return false;
+}
+
+}   // namespace
 
 void EmptyValues::add(const std::string& key, uint64_t at) {
     if (count == 0) first_at = at;
     ++count;
     if (by_key.count(key) > 0 || by_key.size() < kMaxKeys) ++by_key[key];
     else ++by_key[kOtherKeys];
+}
+
+void RawStrings::add(int64_t& kind, uint64_t at, const std::string& key) {
+    if (count() == 0) {
+        first_at = at;
+        first_key = key;
+    }
+    ++kind;
+}
+
+char RepairingStream::ahead(size_t k) {
+    while (ahead_.size() - ahead_pos_ <= k) {
+        const uint64_t before = src_->tell();
+        const char ch = src_->take();
+        if (src_->tell() == before) return '\0';   // the end of the input
+        ahead_ += ch;
+    }
+    return ahead_[ahead_pos_ + k];
+}
+
+char RepairingStream::next_in() {
+    const char ch = ahead(0);
+    if (ahead_pos_ < ahead_.size() && ++ahead_pos_ == ahead_.size()) {
+        ahead_.clear();
+        ahead_pos_ = 0;
+    }
+    return ch;
+}
+
+void RepairingStream::produce() {
+    out_.clear();
+    pos_ = 0;
+    out_at_ = static_cast<size_t>(in_pos());
+    if (!in_string_ && after_colon_) {
+        const char next = ahead(0);
+        if (next == ',' || next == '}') {
+            empty_.add(key_, out_at_);
+            out_ = "null";
+            after_colon_ = false;
+            return;
+        }
+    }
+    ahead(0);
+    if (ahead_pos_ == ahead_.size()) return;   // the end of the input
+    const char ch = next_in();
+    if (in_string_) {
+        produce_in_string(ch, out_at_);
+        return;
+    }
+    structure(ch);
+    out_ += ch;
+}
+
+void RepairingStream::structure(char ch) {
+    if (ch == '"') {
+        const bool in_array = !open_.empty() && open_.back() == '[';
+        value_string_ = after_colon_ || in_array || open_.empty();
+        string_key_ = after_colon_ ? key_ : in_array ? "(an array's element)" : "(a key)";
+        event_name_ = event_names_ && after_colon_ && key_ == "name" && in_event();
+        in_string_ = true;
+        after_colon_ = false;
+        text_.clear();
+    } else if (ch == ':') {
+        after_colon_ = true;
+        key_ = text_;
+    } else if (ch == '{' || ch == '[') {
+        if (open_.size() < kTracked) open_keys_[open_.size()] = after_colon_ ? key_ : "";
+        open_ += ch;
+        after_colon_ = false;
+    } else if (ch == '}' || ch == ']') {
+        if (!open_.empty()) open_.pop_back();
+        after_colon_ = false;
+    } else if (!is_space(ch)) {
+        after_colon_ = false;
+    }
+}
+
+void RepairingStream::produce_in_string(char ch, uint64_t at) {
+    if (ch == '\\' && begins_escape()) {
+        out_ += ch;
+        out_ += next_in();   // the escaped character: a quote there is the string's
+        return;
+    }
+    if (ch == '"' && ends_string()) {
+        in_string_ = false;
+        out_ += ch;
+        return;
+    }
+    if (text_.size() < kKeyChars) text_ += ch;
+    if (ch == '\\' || ch == '"') {
+        raw_.add(ch == '"' ? raw_.quotes : raw_.backslashes, at, string_key_);
+        out_ += '\\';
+        out_ += ch;
+    } else if (ch != '\0' && static_cast<unsigned char>(ch) < 0x20) {   // NUL: the input ends or is broken
+        raw_.add(raw_.controls, at, string_key_);
+        char escaped[8];
+        std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(ch)));
+        out_ += escaped;
+    } else {
+        out_ += ch;
+    }
+}
+
+bool RepairingStream::begins_escape() {
+    const char next = ahead(0);
+    if (next == 'u') return is_hex(ahead(1)) && is_hex(ahead(2)) && is_hex(ahead(3)) && is_hex(ahead(4));
+    return std::string_view("\"\\/bfnrt").find(next) != std::string_view::npos && next != '\0';
+}
+
+size_t RepairingStream::skip_space(size_t k) {
+    while (k < kMaxLook && is_space(ahead(k))) ++k;
+    return k;
+}
+
+bool RepairingStream::ends_string() {
+    if (!value_string_) return true;   // a key: Kineto writes its own
+    const size_t k = skip_space(0);
+    if (k == kMaxLook) return true;
+    const char next = ahead(k);
+    if (event_name_) return ends_event_name(k);
+    return next == ',' || next == '}' || next == ']' || next == '\0';
+}
+
+bool RepairingStream::ends_event_name(size_t k) {
+    const char next = ahead(k);
+    if (next == '\0') return true;
+    if (next == '}') {
+        const char after = ahead(skip_space(k + 1));
+        return after == ',' || after == ']' || after == '\0';
+    }
+    if (next != ',') return false;
+    size_t j = skip_space(k + 1);
+    if (ahead(j) != '"') return false;
+    std::string key;
+    for (++j; key.size() <= 8 && ahead(j) != '"' && ahead(j) != '\0'; ++j) key += ahead(j);
+    if (ahead(j) != '"') return false;
+    return ahead(skip_space(j + 1)) == ':' && is_event_member(key);
+}
+
+bool RepairingStream::in_event() const {
+    // {"traceEvents": [{ ...: an event; or [{ ...: an event of a trace written as an array.
+    if (open_ == "{[{") return open_keys_[1] == "traceEvents";
+    return open_ == "[{";
 }
 
 void say_empty_values(const EmptyValues& found, const std::string& trace, Result& result) {
@@ -22,6 +190,19 @@ void say_empty_values(const EmptyValues& found, const std::string& trace, Result
                         " written with no value (" + keys + "; the first at byte " + std::to_string(found.first_at) +
                         ") read as absent: invalid JSON that PyTorch's profiler wrote for an empty process group "
                         "description (Kineto from April 2024 to August 2025)");
+}
+
+void say_raw_strings(const RawStrings& found, const std::string& trace, Result& result) {
+    if (found.count() == 0) return;
+    said_and_warned(result, "kineto.raw_strings",
+                    std::to_string(found.count()) + " characters of " + trace + "'s strings written unescaped (" +
+                        std::to_string(found.quotes) + " quotes, " + std::to_string(found.controls) +
+                        " control characters, " + std::to_string(found.backslashes) +
+                        " backslashes; the first at byte " + std::to_string(found.first_at) + ", in '" +
+                        found.first_key +
+                        "') read as characters of their string: invalid JSON that PyTorch's profiler wrote for "
+                        "names it did not escape (with_stack's Python frames: quotes until Kineto of July 2026, "
+                        "control characters until January 2025, a Windows path's backslashes until 2023)");
 }
 
 }   // namespace mhc::trace::import

@@ -1,13 +1,15 @@
 #pragma once
-// The one known fault of Kineto's JSON writer that real traces carry and that has one meaning: a
-// member written with no value. Kineto pasted a collective's metadata into its args unquoted and
+// The faults of Kineto's JSON writer that real traces carry and that have one meaning. A member
+// written with no value: Kineto pasted a collective's metadata into its args unquoted and
 // unchecked, so an empty Process Group Description became `"Process Group Description": ,` on
 // NCCL kernels and record_param_comms ops (pytorch/kineto ca24bca5, April 2024, until b10f04a4,
 // August 2025, which left the member out when empty; pytorch/pytorch#172353 quotes the line).
-// Every JSON reader refuses such a file. The streamed parse (kineto_parse.cpp) reads it through
-// RepairingStream, which reads each such value as null: the member is absent, as the writer meant,
-// and a member mhc reads keeps the bad-field rule (a null where a number is read is refused).
-// Only a member's value is supplied; anything else broken stays refused as invalid JSON.
+// And names written unescaped (RawStrings below). Every JSON reader refuses such a file. The
+// streamed parse (kineto_parse.cpp) reads it through RepairingStream, which reads each missing
+// value as null (the member is absent, as the writer meant; a member mhc reads keeps the bad-field
+// rule: a null where a number is read is refused) and escapes what a string held raw. Anything
+// else broken stays refused as invalid JSON.
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -29,69 +31,91 @@ struct EmptyValues {
     void add(const std::string& key, uint64_t at);
 };
 
-// rapidjson stream over GzSource (as JsonStream) that supplies `null` where a member's value is
-// missing: after a ':' outside strings, whitespace, then ',' or '}'. Tell() stays the input's
-// offset, so error messages name the file's bytes.
+// Strings the writer did not escape. Kineto wrote an event's name as it was: a quote in it ended the
+// JSON string early (pytorch/pytorch#113001, #146900: a Python frame's source line or a
+// torch.compile file name such as {"device": "cpu"} under with_stack=True; escaped since Kineto
+// eba157ad, July 2026), a control character stayed raw (#130622, #136180; names holding one are
+// written "unknown" since Kineto 7ae1ce85, January 2025) and so did a Windows path's backslashes
+// (#98432, pytorch/kineto#336; '/' since Kineto 21beef37, April 2023). Each mended: how many, the
+// first one's byte offset (decompressed JSON) and the key whose value held it.
+struct RawStrings {
+    int64_t quotes = 0, controls = 0, backslashes = 0;
+    uint64_t first_at = 0;
+    std::string first_key;
+    int64_t count() const { return quotes + controls + backslashes; }
+    void add(int64_t& kind, uint64_t at, const std::string& key);
+};
+
+// rapidjson stream over GzSource (as JsonStream) that mends what Kineto wrote wrongly: it supplies
+// `null` where a member's value is missing (after a ':' outside strings, whitespace, then ',' or
+// '}'), and inside strings escapes a raw control character, a backslash that begins no JSON escape
+// and a quote that cannot end the string (what follows it is no ',', '}', ']' or, after a key,
+// ':'). None of these changes valid JSON. With `event_names`, a quote in an event's "name" ends it
+// only where an event's own member (Chrome's trace event format: "pid", "ph", ...) or the event's
+// end follows: a name that holds `", "dtype": ` stays one string. That reading is the last resort
+// (kineto_parse.cpp): a valid file whose events hold members of other names after "name" is never
+// read so. Tell() stays the input's offset, so error messages name the file's bytes.
 class RepairingStream {
 public:
     typedef char Ch;
-    RepairingStream(GzSource* source, EmptyValues& found) : src_(source), found_(found) {}
+    RepairingStream(GzSource* source, EmptyValues& empty, RawStrings& raw, bool event_names = false)
+        : src_(source), empty_(empty), raw_(raw), event_names_(event_names) {}
 
     Ch Peek() {
-        if (supply_ == 0 && after_colon_) {
-            const char next = src_->peek();
-            if (next == ',' || next == '}') {
-                found_.add(key_, src_->tell());
-                supply_ = 4;
-                after_colon_ = false;
-            }
-        }
-        return supply_ > 0 ? kNull[4 - supply_] : src_->peek();
+        if (pos_ == out_.size()) produce();
+        return pos_ < out_.size() ? out_[pos_] : '\0';
     }
     Ch Take() {
-        if (supply_ == 0 && after_colon_) Peek();
-        if (supply_ > 0) return kNull[4 - supply_--];
-        const char ch = src_->take();
-        if (in_string_) {
-            if (escape_) {
-                escape_ = false;
-            } else if (ch == '\\') {
-                escape_ = true;
-            } else if (ch == '"') {
-                in_string_ = false;
-                return ch;
-            }
-            if (text_.size() < kKeyChars) text_ += ch;
-        } else if (ch == '"') {
-            in_string_ = true;
-            after_colon_ = false;
-            text_.clear();
-        } else if (ch == ':') {
-            after_colon_ = true;
-            key_ = text_;
-        } else if (ch != ' ' && ch != '\n' && ch != '\r' && ch != '\t') {
-            after_colon_ = false;
-        }
+        const Ch ch = Peek();
+        if (pos_ < out_.size()) ++pos_;
         return ch;
     }
-    size_t Tell() const { return src_->tell(); }
+    size_t Tell() const { return pos_ < out_.size() ? out_at_ : static_cast<size_t>(in_pos()); }
     Ch* PutBegin() { return nullptr; }
     void Put(Ch) {}
     void Flush() {}
     size_t PutEnd(Ch*) { return 0; }
 
 private:
-    static constexpr const char* kNull = "null";
     static constexpr size_t kKeyChars = 64;   // of a key named in the warning
+    static constexpr size_t kTracked = 4;     // container levels whose key is kept (an event is at 3)
+    // The next input byte k bytes ahead ('\0' past the end), and taking one.
+    char ahead(size_t k);
+    char next_in();
+    uint64_t in_pos() const { return src_->tell() - (ahead_.size() - ahead_pos_); }
+    // Reads input bytes and leaves the bytes for rapidjson in out_ (more than one where it mends).
+    void produce();
+    void produce_in_string(char ch, uint64_t at);
+    void structure(char ch);
+    bool begins_escape();   // after a backslash: a JSON escape follows
+    bool ends_string();     // at a quote: it can end the string
+    bool ends_event_name(size_t k);
+    size_t skip_space(size_t k);   // the first byte from k ahead that is no whitespace
+    bool in_event() const;
+
     GzSource* src_;
-    EmptyValues& found_;
+    EmptyValues& empty_;
+    RawStrings& raw_;
+    bool event_names_;
+    std::string ahead_;
+    size_t ahead_pos_ = 0;
+    std::string out_;
+    size_t pos_ = 0;
+    size_t out_at_ = 0;
     std::string text_, key_;   // the last string read (its first kKeyChars bytes); the last key
-    int supply_ = 0;           // bytes of "null" still to supply
-    bool in_string_ = false, escape_ = false, after_colon_ = false;
+    // The open containers, '{' or '[', and the key each was the value of (the first kTracked).
+    std::string open_;
+    std::array<std::string, kTracked> open_keys_;
+    bool in_string_ = false, after_colon_ = false;
+    bool value_string_ = false;   // the open string is a value (of a key or in an array), not a key
+    bool event_name_ = false;     // the open string is an event's name, read with event_names
+    std::string string_key_;      // what the open string is: its key, or which other string
 };
 
 // Said in meta `kineto.empty_values` and warned where the parse read members with no value.
 // `trace`: what the warning calls the file ("the Kineto trace NAME" beside an execution trace).
 void say_empty_values(const EmptyValues& found, const std::string& trace, Result& result);
+// The same for strings mended (meta `kineto.raw_strings`).
+void say_raw_strings(const RawStrings& found, const std::string& trace, Result& result);
 
 }   // namespace mhc::trace::import
