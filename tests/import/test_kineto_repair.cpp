@@ -3,7 +3,9 @@
 // (pytorch/kineto ca24bca5 to b10f04a4; pytorch/pytorch#172353 quotes such a line), and every JSON
 // reader refuses it. Before 2026-12-07 mhc did too ("invalid JSON at byte N: Invalid value"), so a
 // distributed trace of those versions did not import at all. Each such value is read as absent,
-// with a warning; any other broken JSON stays refused.
+// with a warning; any other broken JSON stays refused. So are names the profiler wrote unescaped
+// (a quote, a control character, a Windows path's backslash: with_stack's Python frames), each
+// character read as part of its string, with a warning.
 #include <cstdio>
 #include <map>
 #include <string>

@@ -64,14 +64,14 @@ std::string parse_streamed(const std::string& path, KinetoData& d, Handler& h, u
 KinetoData parse_streamed(const std::string& path, uint64_t max_input_size) {
     std::string refused;
     for (bool event_names : {false, true}) {
-        KinetoData d;
-        d.streamed = true;
-        Handler h(d, path);
-        const std::string error = parse_streamed(path, d, h, max_input_size, event_names);
+        KinetoData data;
+        data.streamed = true;
+        Handler handler(data, path);
+        const std::string error = parse_streamed(path, data, handler, max_input_size, event_names);
         if (error.empty()) {
-            if (!h.saw_events)
+            if (!handler.saw_events)
                 throw Error(where(path, "not a Kineto trace: the JSON has no top-level 'traceEvents' array"));
-            return d;
+            return data;
         }
         if (refused.empty()) refused = error;
     }
@@ -127,9 +127,9 @@ KinetoData parse_kineto(const std::string& path, uint64_t max_input_size, ParseT
         // bad field is reported by the streamed parse, which sees every value whole.
         if (h.too_deep) throw Error(where(path, nesting_message()));
     }
-    KinetoData d = parse_streamed(path, max_input_size);
-    d.learn_lanes();
-    return d;
+    KinetoData data = parse_streamed(path, max_input_size);
+    data.learn_lanes();
+    return data;
 }
 
 std::string ascend_trace_message() {

@@ -46,19 +46,20 @@ void RawStrings::add(int64_t& kind, uint64_t at, const std::string& key) {
     ++kind;
 }
 
-char RepairingStream::ahead(size_t k) {
-    while (ahead_.size() - ahead_pos_ <= k) {
+char RepairingStream::ahead(size_t off) {
+    while (ahead_.size() - ahead_pos_ <= off) {
         const uint64_t before = src_->tell();
         const char ch = src_->take();
         if (src_->tell() == before) return '\0';   // the end of the input
         ahead_ += ch;
     }
-    return ahead_[ahead_pos_ + k];
+    return ahead_[ahead_pos_ + off];
 }
 
 char RepairingStream::next_in() {
-    const char ch = ahead(0);
-    if (ahead_pos_ < ahead_.size() && ++ahead_pos_ == ahead_.size()) {
+    if (ahead_pos_ == ahead_.size()) return src_->take();
+    const char ch = ahead_[ahead_pos_];
+    if (++ahead_pos_ == ahead_.size()) {
         ahead_.clear();
         ahead_pos_ = 0;
     }
@@ -78,14 +79,12 @@ void RepairingStream::produce() {
             return;
         }
     }
-    ahead(0);
-    if (ahead_pos_ == ahead_.size()) return;   // the end of the input
-    const char ch = next_in();
+    const char ch = next_in();   // '\0' at the end of the input, which does not move
     if (in_string_) {
         produce_in_string(ch, out_at_);
         return;
     }
-    structure(ch);
+    outside_string(ch);
     out_ += ch;
 }
 
@@ -93,7 +92,7 @@ void RepairingStream::structure(char ch) {
     if (ch == '"') {
         const bool in_array = !open_.empty() && open_.back() == '[';
         value_string_ = after_colon_ || in_array || open_.empty();
-        string_key_ = after_colon_ ? key_ : in_array ? "(an array's element)" : "(a key)";
+        string_of_ = after_colon_ ? 'v' : in_array ? 'e' : 'k';
         event_name_ = event_names_ && after_colon_ && key_ == "name" && in_event();
         in_string_ = true;
         after_colon_ = false;
@@ -108,9 +107,11 @@ void RepairingStream::structure(char ch) {
     } else if (ch == '}' || ch == ']') {
         if (!open_.empty()) open_.pop_back();
         after_colon_ = false;
-    } else if (!is_space(ch)) {
-        after_colon_ = false;
     }
+}
+
+std::string RepairingStream::string_key() const {
+    return string_of_ == 'v' ? key_ : string_of_ == 'e' ? "(an array's element)" : "(a key)";
 }
 
 void RepairingStream::produce_in_string(char ch, uint64_t at) {
@@ -126,11 +127,11 @@ void RepairingStream::produce_in_string(char ch, uint64_t at) {
     }
     if (text_.size() < kKeyChars) text_ += ch;
     if (ch == '\\' || ch == '"') {
-        raw_.add(ch == '"' ? raw_.quotes : raw_.backslashes, at, string_key_);
+        raw_.add(ch == '"' ? raw_.quotes : raw_.backslashes, at, string_key());
         out_ += '\\';
         out_ += ch;
     } else if (ch != '\0' && static_cast<unsigned char>(ch) < 0x20) {   // NUL: the input ends or is broken
-        raw_.add(raw_.controls, at, string_key_);
+        raw_.add(raw_.controls, at, string_key());
         char escaped[8];
         std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(ch)));
         out_ += escaped;
@@ -145,34 +146,34 @@ bool RepairingStream::begins_escape() {
     return std::string_view("\"\\/bfnrt").find(next) != std::string_view::npos && next != '\0';
 }
 
-size_t RepairingStream::skip_space(size_t k) {
-    while (k < kMaxLook && is_space(ahead(k))) ++k;
-    return k;
+size_t RepairingStream::skip_space(size_t off) {
+    while (off < kMaxLook && is_space(ahead(off))) ++off;
+    return off;
 }
 
 bool RepairingStream::ends_string() {
     if (!value_string_) return true;   // a key: Kineto writes its own
-    const size_t k = skip_space(0);
-    if (k == kMaxLook) return true;
-    const char next = ahead(k);
-    if (event_name_) return ends_event_name(k);
+    const size_t off = skip_space(0);
+    if (off == kMaxLook) return true;
+    const char next = ahead(off);
+    if (event_name_) return ends_event_name(off);
     return next == ',' || next == '}' || next == ']' || next == '\0';
 }
 
-bool RepairingStream::ends_event_name(size_t k) {
-    const char next = ahead(k);
+bool RepairingStream::ends_event_name(size_t off) {
+    const char next = ahead(off);
     if (next == '\0') return true;
     if (next == '}') {
-        const char after = ahead(skip_space(k + 1));
+        const char after = ahead(skip_space(off + 1));
         return after == ',' || after == ']' || after == '\0';
     }
     if (next != ',') return false;
-    size_t j = skip_space(k + 1);
-    if (ahead(j) != '"') return false;
+    size_t at = skip_space(off + 1);
+    if (ahead(at) != '"') return false;
     std::string key;
-    for (++j; key.size() <= 8 && ahead(j) != '"' && ahead(j) != '\0'; ++j) key += ahead(j);
-    if (ahead(j) != '"') return false;
-    return ahead(skip_space(j + 1)) == ':' && is_event_member(key);
+    for (++at; key.size() <= 8 && ahead(at) != '"' && ahead(at) != '\0'; ++at) key += ahead(at);
+    if (ahead(at) != '"') return false;
+    return ahead(skip_space(at + 1)) == ':' && is_event_member(key);
 }
 
 bool RepairingStream::in_event() const {
@@ -195,7 +196,7 @@ void say_empty_values(const EmptyValues& found, const std::string& trace, Result
 void say_raw_strings(const RawStrings& found, const std::string& trace, Result& result) {
     if (found.count() == 0) return;
     said_and_warned(result, "kineto.raw_strings",
-                    std::to_string(found.count()) + " characters of " + trace + "'s strings written unescaped (" +
+                    std::to_string(found.count()) + (found.count() == 1 ? " character of " : " characters of ") + trace + "'s strings written unescaped (" +
                         std::to_string(found.quotes) + " quotes, " + std::to_string(found.controls) +
                         " control characters, " + std::to_string(found.backslashes) +
                         " backslashes; the first at byte " + std::to_string(found.first_at) + ", in '" +

@@ -61,14 +61,33 @@ public:
     RepairingStream(GzSource* source, EmptyValues& empty, RawStrings& raw, bool event_names = false)
         : src_(source), empty_(empty), raw_(raw), event_names_(event_names) {}
 
+    // A byte that needs no mending passes straight through (a string's byte other than a quote,
+    // backslash or control character; any byte outside strings but a member's missing value); the
+    // others, and bytes read ahead, go through produce().
     Ch Peek() {
-        if (pos_ == out_.size()) produce();
-        return pos_ < out_.size() ? out_[pos_] : '\0';
+        if (pos_ < out_.size()) return out_[pos_];
+        if (ahead_pos_ == ahead_.size()) {
+            const char ch = src_->peek();
+            if (in_string_ ? plain_in_string(ch) : !missing_value(ch)) return ch;
+        }
+        produce();
+        return out_[pos_];
     }
     Ch Take() {
-        const Ch ch = Peek();
-        if (pos_ < out_.size()) ++pos_;
-        return ch;
+        if (pos_ < out_.size()) return out_[pos_++];
+        if (ahead_pos_ == ahead_.size()) {
+            const char ch = src_->peek();
+            if (in_string_ && plain_in_string(ch)) {
+                if (text_.size() < kKeyChars) text_ += ch;
+                return src_->take();
+            }
+            if (!in_string_ && !missing_value(ch)) {
+                outside_string(ch);
+                return src_->take();
+            }
+        }
+        produce();
+        return out_[pos_++];
     }
     size_t Tell() const { return pos_ < out_.size() ? out_at_ : static_cast<size_t>(in_pos()); }
     Ch* PutBegin() { return nullptr; }
@@ -79,18 +98,26 @@ public:
 private:
     static constexpr size_t kKeyChars = 64;   // of a key named in the warning
     static constexpr size_t kTracked = 4;     // container levels whose key is kept (an event is at 3)
-    // The next input byte k bytes ahead ('\0' past the end), and taking one.
-    char ahead(size_t k);
+    // The next input byte `off` bytes ahead ('\0' past the end), and taking one.
+    char ahead(size_t off);
     char next_in();
     uint64_t in_pos() const { return src_->tell() - (ahead_.size() - ahead_pos_); }
-    // Reads input bytes and leaves the bytes for rapidjson in out_ (more than one where it mends).
+    static bool plain_in_string(char ch) { return ch != '"' && ch != '\\' && static_cast<unsigned char>(ch) >= 0x20; }
+    bool missing_value(char ch) const { return after_colon_ && (ch == ',' || ch == '}'); }
+    void outside_string(char ch) {
+        if (ch == '"' || ch == ':' || ch == '{' || ch == '[' || ch == '}' || ch == ']') structure(ch);
+        else if (ch != ' ' && ch != '\n' && ch != '\r' && ch != '\t') after_colon_ = false;
+    }
+    std::string string_key() const;   // what the open string is: its key, or which other string
+    // Reads input bytes and leaves the bytes for rapidjson in out_: at least one (a NUL at the
+    // input's end), more where it mends.
     void produce();
     void produce_in_string(char ch, uint64_t at);
     void structure(char ch);
     bool begins_escape();   // after a backslash: a JSON escape follows
     bool ends_string();     // at a quote: it can end the string
-    bool ends_event_name(size_t k);
-    size_t skip_space(size_t k);   // the first byte from k ahead that is no whitespace
+    bool ends_event_name(size_t off);
+    size_t skip_space(size_t off);   // the first byte from `off` ahead that is no whitespace
     bool in_event() const;
 
     GzSource* src_;
@@ -109,7 +136,7 @@ private:
     bool in_string_ = false, after_colon_ = false;
     bool value_string_ = false;   // the open string is a value (of a key or in an array), not a key
     bool event_name_ = false;     // the open string is an event's name, read with event_names
-    std::string string_key_;      // what the open string is: its key, or which other string
+    char string_of_ = 'k';        // the open string is a key ('k'), a member's value ('v') or an element ('e')
 };
 
 // Said in meta `kineto.empty_values` and warned where the parse read members with no value.
