@@ -242,17 +242,17 @@ TEST_CASE("strings are mended only where the JSON cannot be read otherwise", "[i
          R"( "tid": 1, "ts": 1, "dur": 2}]})",
          1, "6 characters of the trace's strings written unescaped (6 quotes, 0 control characters, 0 backslashes"},
     };
-    for (const Case& c : cases) {
-        SECTION(c.file) {
-            const std::string in = dir.file(c.file);
-            test::write_file(in, c.json);
+    for (const Case& each : cases) {
+        SECTION(each.file) {
+            const std::string in = dir.file(each.file);
+            test::write_file(in, each.json);
             const imp::Result result = import_quietly(in, dir.file("out.db"));
-            CHECK(result.markers == c.markers);
-            if (std::string(c.said).empty()) {
+            CHECK(result.markers == each.markers);
+            if (std::string(each.said).empty()) {
                 CHECK(result.warnings.empty());
             } else {
                 REQUIRE(result.warnings.size() == 1);
-                CHECK(result.warnings[0].rfind(c.said, 0) == 0);
+                CHECK(result.warnings[0].rfind(each.said, 0) == 0);
             }
         }
     }

@@ -35,17 +35,17 @@ void throw_handler_error(const std::string& path, const KinetoData& d, const Han
 
 // The streamed parse; `event_names`: RepairingStream's last resort. Where the JSON is broken past
 // mending, the message to refuse it with (else empty).
-std::string parse_streamed(const std::string& path, KinetoData& d, Handler& h, uint64_t max_input_size,
+std::string parse_streamed(const std::string& path, KinetoData& data, Handler& handler, uint64_t max_input_size,
                            bool event_names) {
     rapidjson::Reader reader;
     GzSource src(path, max_input_size);
-    h.src = &src;
+    handler.src = &src;
     // What Kineto wrote wrongly is mended (kineto_repair.hpp): only this parse repairs, so a trace
     // that needs it is read here, after the windowed parse stopped at it.
-    RepairingStream js(&src, d.empty_values, d.raw_strings, event_names);
-    rapidjson::ParseResult res = reader.Parse<kStreamFlags>(js, h);
-    h.src = nullptr;
-    throw_handler_error(path, d, h);
+    RepairingStream stream(&src, data.empty_values, data.raw_strings, event_names);
+    rapidjson::ParseResult res = reader.Parse<kStreamFlags>(stream, handler);
+    handler.src = nullptr;
+    throw_handler_error(path, data, handler);
     if (!res.IsError()) return "";
     std::string why = rapidjson::GetParseError_En(res.Code());
     // The input ends where the parse stopped (a NUL byte there would advance take()): the file is
