@@ -6,8 +6,10 @@ master weights; pinned when the model is on a GPU) and keeps its state beside th
 is copied into a host buffer (fp32, allocated once and kept) as soon as the backward has
 accumulated it, and the device gradient is dropped at once (a post-accumulate-grad hook), so no
 device gradient outlives its op; step() runs the same optimizer on the CPU and copies the updated
-parameters back into the device ones. With fp32 weights the math is the optimizer's own on
-copies: bitwise what it gives on a CPU. A sparse gradient (nn.Embedding(sparse=True)'s, for the
+parameters back into the device ones. torch.optim's classes step the host copies with their
+for-loop, one parameter's temporaries at a time, whatever the user's foreach (_on_cpu). With fp32
+weights the math is the optimizer's own on copies: bitwise what it gives on a CPU (NAdam and
+RAdam with foreach=True: equal to a few ulps, their for-loop orders a product otherwise). A sparse gradient (nn.Embedding(sparse=True)'s, for the
 optimizers that take one: Adagrad, SGD, SparseAdam) goes to the host as its indices and values,
 not into a dense buffer. Limits: step(closure) is refused; gradients are on the
 host only, so clip them there (optimizer.offloaded_params pairs each parameter with its copy).
@@ -154,16 +156,34 @@ def _grad_to_host(optimizer: "_HostStep", host: torch.Tensor, param: torch.Tenso
     param.grad = None
 
 
-def _on_cpu(options: dict) -> dict:
-    """The implementation PyTorch picks for the host copies, said explicitly: `foreach=None` (the
-    default) on CPU tensors is the for-loop (torch.optim.optimizer._default_to_fused_or_foreach
-    gives foreach only to parameters on a device with foreach kernels: cuda, xpu, mtia, a
-    privateuse1 backend). A capture counts its fake CPU tensors as such a device (the GPU's
-    choice for the device step: gpu_paths.foreach_as_on_gpu), which would have stepped the host
-    copies with foreach's temporaries; an explicit foreach=True (or a setting's impl) is kept."""
-    if "foreach" in options and options["foreach"] is None and not options.get("fused"):
-        return {**options, "foreach": False}
-    return options
+# torch.optim's classes whose for-loop step mhc advise models line by line (advise's
+# transforms/forloop_steps.cpp and SGD's rule): the host copies of these always step one parameter
+# at a time unless the setting names an implementation or the user chose fused.
+_LOOPED = {"SGD", "Adam", "AdamW", "NAdam", "RAdam", "Adamax", "RMSprop", "Adadelta", "Adagrad", "Rprop"}
+
+
+def _loops_on_host(cls: type) -> bool:
+    return cls.__name__ in _LOOPED and cls is getattr(torch.optim, cls.__name__, None)
+
+
+def _on_cpu(options: dict, cls: type, impl_given: bool) -> dict:
+    """The implementation the host copies step with, said explicitly. For torch.optim's looped
+    classes, the for-loop (foreach=False) whatever the user's foreach: foreach on CPU tensors makes
+    each temporary for all parameters at once (`torch._foreach_sqrt` of every second moment: one
+    fp32 copy of the parameters on the host), the for-loop one parameter's, with the same result
+    (bitwise for all but NAdam and RAdam). The user's fused=True and a setting's impl are kept.
+    For another class only foreach=None becomes the for-loop (torch's choice for CPU tensors: a
+    capture counts its fake CPU tensors as a GPU, which would have picked foreach); its own
+    foreach=True is kept, as its step is its own. capturable=True (CUDA graphs; torch refuses it
+    on CPU tensors) is turned off: no graph captures a step on the host."""
+    out = dict(options)
+    if out.get("capturable") is True:
+        out["capturable"] = False
+    if impl_given or "foreach" not in out or out.get("fused"):
+        return out
+    if out["foreach"] is None or _loops_on_host(cls):
+        out["foreach"] = False
+    return out
 
 
 def _step_count(value) -> float:
@@ -196,8 +216,9 @@ def state_on_host(optimizer: torch.optim.Optimizer, options: dict) -> torch.opti
     for g in optimizer.param_groups:
         hosts = [_master_copy(p) for p in g["params"]]
         pairs += zip(g["params"], hosts)
-        groups.append(_on_cpu({**g, **options, "params": hosts}))
-    new = _host_class(type(optimizer))(groups, **_on_cpu(_constructor_args(optimizer, options)))
+        groups.append(_on_cpu({**g, **options, "params": hosts}, type(optimizer), bool(options)))
+    new = _host_class(type(optimizer))(groups, **_on_cpu(_constructor_args(optimizer, options), type(optimizer),
+                                                          bool(options)))
     # What the constructor made (torch.optim.Adagrad's "sum" and "step" for every parameter) is
     # the host optimizer's state: host memory, as what its steps make is (a capture took it for
     # device memory: Adagrad's state on the GPU beside its copy on the host).

@@ -168,7 +168,9 @@ def test_host_optimizer_host_bytes_predicted_as_captured(tmp_path, mhc_exe, weig
     here), made the first step's state after the step instead of in it, and sized 16-bit
     parameters' copies at 16 bits: 98,328 B (bf16: 49,176) predicted against 122,904 captured
     (masters, gradient buffers, 2 moments and the temporaries, 5 x 24,576 B, and 6 fp32 step
-    counters)."""
+    counters). Since 2026-12-07 the host copies step with AdamW's for-loop, not the captured
+    foreach=True: one weight's sqrt and quotient beside the previous quotient, 3 x 4,096 B where
+    the foreach step held all six square roots (24,576 B): 110,616 B."""
     source = ACCUM_FILE.split("\n\ndef step(")[0]
     recipe = {"micro_batches": 3}
     if weights is not None:
@@ -176,7 +178,7 @@ def test_host_optimizer_host_bytes_predicted_as_captured(tmp_path, mhc_exe, weig
     doc, captured = _predicted_and_captured(tmp_path, mhc_exe, source, {"optimizer": {"state": "host"}}, **recipe)
     row = doc["rows"][0]
     assert row["peak_bytes"] == captured.peak_bytes
-    assert row["host_peak_bytes"] == int(captured.meta["capture.host_peak_bytes"]) == 5 * 6 * 1024 * 4 + 6 * 4
+    assert row["host_peak_bytes"] == int(captured.meta["capture.host_peak_bytes"]) == 4 * 6 * 1024 * 4 + 6 * 4 + 3 * 4096
 
 
 def _ce_loss(m, b):
@@ -222,6 +224,9 @@ def test_printed_offload_code_is_what_verify_captures(tmp_path, mhc_exe, offload
     # previous weight's quotient is held, 3 x 4,096 = 12,288 B. The capture stepped the host copies
     # with foreach (its fake CPU tensors count as a GPU's), 24,576 B of square roots: 122,904 B.
     ("adamw", 1, 4 * 24576 + 24 + 3 * 4096),
+    # The user's foreach=True (a GPU's choice) is not kept on the host copies: the for-loop's figure,
+    # where the host step held foreach's square roots of all six weights (122,904 B) until 2026-12-07
+    ("adamw-foreach", 1, 4 * 24576 + 24 + 3 * 4096),
     # SGD with momentum, 3 micro-batches, 2 steps: masters, gradient buffers and momentum
     # (3 x 24,576 B), and in the second step's later passes the host copy of a pass's gradient
     # added to its buffer, one weight's 4,096 B at a time: the prediction left it out (73,728 B).
@@ -230,6 +235,7 @@ def test_printed_offload_code_is_what_verify_captures(tmp_path, mhc_exe, offload
     # capture's foreach step held all six (the prediction was 24,576 B over); with nesterov the
     # decayed gradient is held while grad + momentum x buf is made: two weights' worth
     ("sgd-decay", 1, 3 * 24576 + 4096),
+    ("sgd-decay-foreach", 1, 3 * 24576 + 4096),
     ("sgd-nesterov-decay", 1, 3 * 24576 + 2 * 4096),
     # The other for-loops, read from torch/optim's _single_tensor_* (masters, gradient buffers,
     # state, step counters, then the loop's tensors at their most; 2026-12-07): Adam's coupled
@@ -262,6 +268,9 @@ def test_host_optimizer_as_pytorch_runs_it_on_the_cpu(tmp_path, mhc_exe, optimiz
     make = {"adamw": lambda ps: torch.optim.AdamW(ps, lr=1e-4),
             "sgd": lambda ps: torch.optim.SGD(ps, lr=1e-2, momentum=0.9),
             "sgd-decay": lambda ps: torch.optim.SGD(ps, lr=1e-2, momentum=0.9, weight_decay=1e-4),
+            "sgd-decay-foreach": lambda ps: torch.optim.SGD(ps, lr=1e-2, momentum=0.9, weight_decay=1e-4,
+                                                            foreach=True),
+            "adamw-foreach": lambda ps: torch.optim.AdamW(ps, lr=1e-4, foreach=True),
             "sgd-nesterov-decay": lambda ps: torch.optim.SGD(ps, lr=1e-2, momentum=0.9, weight_decay=1e-4,
                                                              nesterov=True),
             "adam-decay": lambda ps: torch.optim.Adam(ps, lr=1e-3, weight_decay=0.1),

@@ -736,6 +736,27 @@ TEST_CASE("optimizer on the host: 16-bit parameters are stepped as fp32 copies",
     CHECK(pred.step_time == 2 * (50 + 64 * MiB + 2 * 448 * MiB + 1000 + 64 * MiB));
 }
 
+TEST_CASE("optimizer on the host: torch.optim's classes step the copies with their for-loop", "[advise][transform]") {
+    // mhc_torch.apply steps the host copies of torch.optim's Adam with its for-loop whatever the
+    // user's foreach, and with capturable off (CPU tensors do not take it): one parameter's sqrt and
+    // quotient at once (2 x 64 MiB here), where the recorded foreach step's temporaries (one sqrt
+    // per parameter, all at once) were taken until 2026-12-07. A class of the user's own keeps its
+    // foreach, so its recorded step's temporaries.
+    HostModel host;
+    host.bandwidth_Bps = 1e9;
+    host.per_tensor_s = 1e-6;
+    const std::string defaults = R"({"lr": 0.001, "weight_decay": 0, "foreach": true, "capturable": true})";
+    for (const auto& [cls, temporaries] : std::vector<std::pair<std::string, int64_t>>{
+             {"torch.optim.adam.Adam", 2 * 64 * MiB}, {"mine.MyAdam", 64 * MiB}}) {
+        TinyTrace tiny = advisetest::chain({8}, true);
+        tiny.meta = {{"capture.optimizer_class", cls}, {"capture.optimizer_defaults", defaults}};
+        Fixture fix(tiny);
+        CAPTURE(cls);
+        // master, grad buffer, m, v and the step's temporaries
+        CHECK(predict(fix, R"({"optimizer": {"state": "host"}})", host).host_peak == 4 * 64 * MiB + temporaries);
+    }
+}
+
 TEST_CASE("settings that cannot apply are bad input naming the field", "[advise][transform]") {
     Fixture f(advisetest::two_blocks());
     CHECK_THROWS_WITH(predict(f, R"({"checkpoint": {"modules": ["M.blocks.7"]}})"),

@@ -1634,10 +1634,19 @@ def host_factor(cap):
     return 2.0 if dtype in ("bfloat16", "float16") else 0.5 if dtype == "float64" else 1.0
 
 
-def _runs_forloop(d, impl):
-    """The host step runs torch's for-loop: the setting asks for it, or asks for nothing and the
-    captured optimizer has neither foreach nor fused true (foreach=None on CPU tensors)."""
-    return impl == "forloop" or (impl is None and d.get("foreach") is not True and d.get("fused") is not True)
+# torch.optim's classes that mhc_torch.apply steps with their for-loop on the host whatever the
+# user's foreach ("" : a capture that did not record its class, read as AdamW)
+LOOPED_ON_HOST = {""} | {f"torch.optim.{n.lower()}.{n}" for n in (
+    "SGD", "Adam", "AdamW", "NAdam", "RAdam", "Adamax", "RMSprop", "Adadelta", "Adagrad", "Rprop")}
+
+
+def _runs_forloop(d, impl, cls):
+    """The host step runs torch's for-loop: the setting asks for it; or asks for nothing, the
+    captured optimizer is not fused, and it is one of torch.optim's looped classes (its foreach
+    is not kept on the host) or its foreach is not true (foreach=None on CPU tensors)."""
+    if impl is not None:
+        return impl == "forloop"
+    return d.get("fused") is not True and (cls in LOOPED_ON_HOST or d.get("foreach") is not True)
 
 
 def _optimizer_defaults(cap):
@@ -1665,11 +1674,12 @@ def host_forloop_lines(cap, impl, step):
     per parameter, as (name, what): "new" binds a new tensor of the parameter's bytes to the name
     (its old one freed after), "gone" frees the name's tensor, ("to", other) hands it to another
     name; "mask" binds a bool tensor of the fp32 copy's elements, a quarter of its bytes; None where
-    not modelled (capturable, differentiable, weight decay no number, ASGD, SGD, another class).
+    not modelled (differentiable, weight decay no number, ASGD, SGD, another class).
     Read from torch/optim/*.py's _single_tensor_* functions."""
     cls = cap.meta.get("capture.optimizer_class", "")
     d = _optimizer_defaults(cap)
-    if d is None or not _runs_forloop(d, impl) or d.get("capturable") is True or d.get("differentiable") is True:
+    # capturable is off on the host (torch refuses it for CPU tensors)
+    if d is None or not _runs_forloop(d, impl, cls) or d.get("differentiable") is True:
         return None
     wd = d.get("weight_decay", 0)
     if isinstance(wd, bool) or not isinstance(wd, (int, float)):
@@ -1748,7 +1758,7 @@ def host_forloop_sgd(cap, impl):
         return None
     if any(k in d and (isinstance(d[k], bool) or not isinstance(d[k], (int, float))) for k in ("weight_decay", "momentum")):
         return None
-    if not (impl == "forloop" or (impl is None and d.get("foreach") is not True and d.get("fused") is not True)):
+    if not _runs_forloop(d, impl, "torch.optim.sgd.SGD"):
         return None
     momentum = d.get("momentum", 0) != 0
     return (d.get("maximize") is True, d.get("weight_decay", 0) != 0, momentum, momentum and d.get("nesterov") is True)

@@ -191,13 +191,33 @@ bool default_on(const nlohmann::json& defaults, const char* key) {
     return defaults.contains(key) && defaults[key].is_boolean() && defaults[key].get<bool>();
 }
 
-// Whether the host step runs torch's for-loop: the implementation PyTorch picks for the host's CPU
-// copies is the for-loop unless foreach or fused is asked for (the setting's impl, else the
-// captured optimizer's foreach/fused; foreach=None on CPU tensors is the for-loop).
-bool host_runs_forloop(const nlohmann::json& defaults, const Setting& setting) {
+// torch.optim's classes whose for-loop mhc_torch.apply runs on the host copies whatever the
+// user's foreach (python/mhc_torch/optimizers.py, _LOOPED): the ones modelled line by line (the
+// empty class: a capture that did not record it, read as AdamW, as forloop_program reads it).
+bool looped_on_host(const std::string& optimizer_class) {
+    static const std::set<std::string> looped = {
+        "", "torch.optim.sgd.SGD", "torch.optim.adam.Adam", "torch.optim.adamw.AdamW", "torch.optim.nadam.NAdam",
+        "torch.optim.radam.RAdam", "torch.optim.adamax.Adamax", "torch.optim.rmsprop.RMSprop",
+        "torch.optim.adadelta.Adadelta", "torch.optim.adagrad.Adagrad", "torch.optim.rprop.Rprop"};
+    return looped.count(optimizer_class) > 0;
+}
+
+// Whether the host step runs torch's for-loop: the setting's impl if it names one; else not for
+// the user's fused; else for torch.optim's looped classes always (foreach on CPU copies would
+// make each temporary for all parameters at once), for another class unless its foreach is true
+// (foreach=None on CPU tensors is the for-loop).
+bool host_runs_forloop(const nlohmann::json& defaults, const Setting& setting, const std::string& optimizer_class) {
     if (setting.optimizer_impl == OptimizerImpl::Forloop) return true;
     if (setting.optimizer_impl != OptimizerImpl::AsCaptured) return false;
-    return !default_on(defaults, "foreach") && !default_on(defaults, "fused");
+    if (default_on(defaults, "fused")) return false;
+    return looped_on_host(optimizer_class) || !default_on(defaults, "foreach");
+}
+
+// The captured defaults as the host copies' optimizer has them: capturable (CUDA graphs, which
+// torch refuses for CPU tensors) is off there.
+nlohmann::json host_defaults(nlohmann::json defaults) {
+    if (defaults.is_object() && defaults.contains("capturable")) defaults["capturable"] = false;
+    return defaults;
 }
 
 // What makes a new tensor in torch's for-loop SGD (_single_tensor_sgd), per parameter.
@@ -322,8 +342,8 @@ public:
         std::set<int32_t> on_host;           // allocations moved to the host (sized once)
         // The captured optimizer's defaults, read once: whether the host runs torch's for-loop
         // (SGD's rule of its own, the others' lines by forloop_program)
-        const nlohmann::json defaults = optimizer_defaults(base);
-        const bool forloop = host_runs_forloop(defaults, ctx.setting);
+        const nlohmann::json defaults = host_defaults(optimizer_defaults(base));
+        const bool forloop = host_runs_forloop(defaults, ctx.setting, base.info.optimizer_class);
         const std::optional<ForloopSgd> sgd = forloop ? host_forloop_sgd(base, defaults) : std::nullopt;
         int64_t host_steps = 0;
         for (size_t si = 0; si < base.steps.size(); ++si) {
