@@ -69,6 +69,36 @@ def shared_run(tmp_path_factory):
     return run
 
 
+@pytest.fixture(scope="session")
+def preset_capture(tmp_path_factory):
+    """A preset model's step captured once a session with the same arguments: several files read
+    the same capture (tiny-mhc's Sinkhorn steps cost seconds of CPU each time).
+    preset_capture(into, name, steps=..., **preset_args) captures preset(name, **preset_args) with
+    its loss, mhc_torch's default optimizer and no setting, the first time those arguments are
+    asked, and copies the trace into the folder `into`: (that copy's path, the CaptureResult).
+    The key is every argument the capture reads, so a test gets the trace it asked for; a test of
+    the capture with a setting or options of its own still captures it itself."""
+    import json
+
+    done = {}
+
+    def capture(into, name, steps=1, **preset_args):
+        import mhc_torch
+        from mhc_torch.models import preset
+
+        key = json.dumps([name, steps, preset_args], sort_keys=True)
+        if key not in done:
+            path = str(tmp_path_factory.mktemp("preset") / "t.db")
+            build, make_batch, loss_fn, _ = preset(name, **preset_args)
+            done[key] = (path, mhc_torch.capture(build, make_batch, steps=steps, path=path, loss_fn=loss_fn))
+        path, result = done[key]
+        copy = os.path.join(str(into), f"{name}.db")
+        shutil.copyfile(path, copy)
+        return copy, result
+
+    return capture
+
+
 @pytest.fixture
 def capture_small():
     """Captures a new-user model file's step at its small size, with the step, loss and optimizer

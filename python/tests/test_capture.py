@@ -180,16 +180,15 @@ def test_two_layer_model_two_steps_checks_and_simulates(tmp_path, mhc_exe):
     assert int(store.read_meta(path)["capture.peak_bytes"]) == m["baseline_peak_bytes"]
 
 
-def test_mhc_streams_and_sinkhorn(tmp_path, mhc_exe):
+def test_mhc_streams_and_sinkhorn(tmp_path, mhc_exe, preset_capture):
     """n = 4 streams: the Sinkhorn-Knopp iterations are in the trace (20 x 2 normalisations per
-    hyper-connection, two per layer), and the widened residual stream raises the peak over n = 1."""
-    from mhc_torch.models import preset
-
+    hyper-connection, two per layer), and the widened residual stream raises the peak over n = 1.
+    Batch 1 x 16 tokens: the n = 4 step is the one test_frame_holds_mhc and test_settings_capture
+    read (conftest.preset_capture); the counts do not depend on the batch's size."""
     peaks = {}
     for n in (1, 4):
-        build, make_batch, loss_fn, _ = preset("tiny-mhc", batch=2, seq=32, layers=2, hc=n)
-        path = str(tmp_path / f"mhc{n}.db")
-        res = mhc_torch.capture(build, make_batch, steps=1, path=path, loss_fn=loss_fn)
+        (tmp_path / f"n{n}").mkdir()
+        path, res = preset_capture(tmp_path / f"n{n}", "tiny-mhc", batch=1, seq=16, layers=2, hc=n)
         peaks[n] = res.peak_bytes
         assert subprocess.run([mhc_exe, "check", path], capture_output=True).returncode == 0
         fwd_div = _rows(path, "SELECT count(*) FROM kernels k JOIN strings s ON s.id = k.name "

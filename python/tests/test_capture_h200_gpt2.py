@@ -82,39 +82,42 @@ def test_recorded_steps():
     assert set(peaks[1:]) == {13_292_282_568}
 
 
+@pytest.fixture(scope="module")
+def gpt2_12_layers(tmp_path_factory):
+    """GPT-2 small's whole 12 layers at 8 x 1024 captured once for the two tests that read it (the
+    step's peak and the reserved memory): 15-60 s of CPU each time."""
+    path = str(tmp_path_factory.mktemp("gpt2") / "gpt2.db")
+    return path, _capture_gpt2(path, 12)
+
+
 @needs_snapshot
-def test_capture_matches_the_h200_step_peak(tmp_path):
-    """The capture's steady step (its second) against the recorded steps 1-19. Capturing 12 layers
-    at 8 x 1024 takes 15-60 s, so 1 and 2 layers are captured (a few seconds) and the peak is
-    carried to 12 layers: it comes at the start of the backward, where each layer holds the same
-    parameters, gradients, optimizer state and saved activations, so the peak is a + b x layers
-    (the 12-layer capture gives 13,292,282,968 B, the same as 1 layer + 11 x the difference).
+def test_capture_matches_the_h200_step_peak(gpt2_12_layers):
+    """The capture's steady step (its second) against the recorded steps 1-19, of the 12-layer
+    capture the reserved memory's test reads too (it came from 1 and 2 layers carried to 12 while
+    that capture was not shared: the peak is a + b x layers, the same 13,292,282,968 B).
 
     Remaining gap +400 B, none of it modelling of note: the capture puts AdamW's 148 `step`
     counters (4 B each) on the device, where AdamW(foreach, not capturable) keeps them on the host
     (both hold the loss and nll_loss's total weight, 4 B each), and it does not model the CUDA
     attention kernel's random seed and offset (2 x 8 B a layer, kept for the backward):
     148 x 4 - 12 x 2 x 8 = 400. Tolerance 4 KiB; before the fixes the capture was +370,147,728 B."""
-    one = _capture_gpt2(str(tmp_path / "l1.db"), 1)
-    two = _capture_gpt2(str(tmp_path / "l2.db"), 2)
-    captured = one + 11 * (two - one)
+    captured = gpt2_12_layers[1]
     recorded = step_peaks(SNAPSHOT)[1]
     assert abs(captured - recorded) <= 4096, (captured, recorded, captured - recorded)
 
 
 @needs_snapshot
-def test_capture_predicts_the_h200_reserved_memory_to_the_byte(tmp_path, mhc_exe):
-    """The 12-layer capture (about 10 s here) through the caching-allocator model gives the H200
-    run's max_memory_reserved to the byte under both allocator settings (datasets/recorded/README.md,
-    docs/logs/h200-2026-12-04): 14,971,568,128 B by default, 14,250,147,840 B with expandable
-    segments. The order in which the GPU allocates decides where blocks land: before autocast's casts
+def test_capture_predicts_the_h200_reserved_memory_to_the_byte(gpt2_12_layers, mhc_exe):
+    """The 12-layer capture (about 10 s here; shared with the step peak's test) through the
+    caching-allocator model gives the H200 run's max_memory_reserved to the byte under both
+    allocator settings (datasets/recorded/README.md, docs/logs/h200-2026-12-04): 14,971,568,128 B
+    by default, 14,250,147,840 B with expandable segments. The order in which the GPU allocates decides where blocks land: before autocast's casts
     went last argument first and dropout's mask before its output (2026-12-04), the default figure
     was 14,921,236,480 B (-0.34%); with the casts alone 14,946,402,304 B."""
     import json
     import subprocess
 
-    path = str(tmp_path / "gpt2.db")
-    _capture_gpt2(path, 12)
+    path = gpt2_12_layers[0]
     for conf, measured in (("", 14_971_568_128), ("expandable_segments:True", 14_250_147_840)):
         cmd = [mhc_exe, "simulate", path, "--capacity", "unlimited", "--allocator", "caching", "--json", "--no-store"]
         r = subprocess.run(cmd + (["--allocator-conf", conf] if conf else []), capture_output=True, text=True)

@@ -29,7 +29,7 @@ def _frees(path):
     return {k: sorted(v, key=lambda t: -1 if t is None else t) for k, v in out.items()}
 
 
-def test_sinkhorn_holds_its_logits_until_it_returns(tmp_path, mhc_exe):
+def test_sinkhorn_holds_its_logits_until_it_returns(tmp_path, mhc_exe, preset_capture):
     """sinkhorn(logits, iters) keeps its argument until it returns, after its 20 iterations; the
     capture read only code outside mhc_torch, so the hold was not recorded and a checkpointed
     layer's prediction freed the logits at their last use (mHC-27B shape, 4 layers, every block
@@ -37,8 +37,10 @@ def test_sinkhorn_holds_its_logits_until_it_returns(tmp_path, mhc_exe):
     frees every allocation where the capture of the setting does."""
     build, make_batch, loss_fn, _ = preset("tiny-mhc", batch=1, seq=16, layers=2, hc=4)
     setting = {"checkpoint": {"modules": ["MhcTransformer.layers.0", "MhcTransformer.layers.1"], "policy": "full"}}
-    base, capt, pred = (str(tmp_path / n) for n in ("base.db", "set.db", "pred.db"))
-    mhc_torch.capture(build, make_batch, steps=1, path=base, loss_fn=loss_fn)
+    capt, pred = (str(tmp_path / n) for n in ("set.db", "pred.db"))
+    # the step without the setting: the same capture as test_settings_capture's mhc policy and
+    # test_capture's n = 4 (conftest.preset_capture)
+    base, _ = preset_capture(tmp_path, "tiny-mhc", batch=1, seq=16, layers=2, hc=4)
     labels = dict(_rows(base, "SELECT a.id, s.text FROM allocations a JOIN strings s ON s.id = a.label"))
     meta = dict(_rows(base, "SELECT key, value FROM meta"))
     held = {labels[a] for a, _ in json.loads(meta["capture.frame_holds"])}

@@ -261,7 +261,7 @@ def test_bf16_weights_setting_is_the_weights_option(tmp_path):
     assert [mhc_torch.read_meta(p)["capture.param_dtype"] for p in paths] == ["bfloat16", "bfloat16"]
 
 
-def test_mhc_policy_recomputes_the_maps_only(tmp_path):
+def test_mhc_policy_recomputes_the_maps_only(tmp_path, preset_capture):
     """The mhc policy on a tiny mHC model checkpoints each hyper-connection's maps: every
     recomputed kernel runs inside a `maps` module (not attention, the MLP or the stream mixing),
     the Sinkhorn-Knopp iterations are among them (PyTorch stops recomputing once it has what the
@@ -270,10 +270,11 @@ def test_mhc_policy_recomputes_the_maps_only(tmp_path):
     from mhc_torch.models import preset
 
     build, make_batch, loss_fn, _ = preset("tiny-mhc", batch=1, seq=16, layers=2, hc=4)
-    paths = {}
-    for name, setting in (("base", None), ("mhc", {"checkpoint": {"modules": ["MhcTransformer"], "policy": "mhc"}})):
-        paths[name] = str(tmp_path / f"{name}.db")
-        mhc_torch.capture(build, make_batch, steps=1, path=paths[name], loss_fn=loss_fn, setting=setting)
+    # the step without the setting: the same capture as test_frame_holds_mhc's (conftest.preset_capture)
+    paths = {"base": preset_capture(tmp_path, "tiny-mhc", batch=1, seq=16, layers=2, hc=4)[0],
+             "mhc": str(tmp_path / "mhc.db")}
+    mhc_torch.capture(build, make_batch, steps=1, path=paths["mhc"], loss_fn=loss_fn,
+                      setting={"checkpoint": {"modules": ["MhcTransformer"], "policy": "mhc"}})
     # Attention runs inside the connection's forward (its sublayer) but is not part of it.
     sdpa = _rows(paths["base"], "SELECT DISTINCT ms.text FROM kernels k JOIN kernel_info i ON i.kernel = k.id "
                                 "JOIN strings s ON s.id = k.name JOIN modules m ON m.id = i.module "
