@@ -33,7 +33,7 @@ cd "$tmp" || exit 1
 "$mhc" -q generate --preset gpt2-small --steps 1 --layers 1 --hidden 64 --heads 2 --seq 32 --micro-batch 1 --vocab 1000 \
     -o t.db >/dev/null || fail generate
 has_torch=0
-PYTHONPATH=$pkg "$python" -c "import torch, pandas" 2>/dev/null && has_torch=1
+PYTHONPATH=$pkg "$python" -c "$find_modules" torch pandas 2>/dev/null && has_torch=1
 torch_cli() { PYTHONPATH=$pkg timeout 300 "$python" -m mhc_torch.cli "$@"; }
 
 # 1. A NUL byte in a quoted value: the whole message, the NUL shown as '?'.

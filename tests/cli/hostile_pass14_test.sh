@@ -33,7 +33,7 @@ cd "$tmp" || exit 1
 gen=(generate --preset gpt2-small --steps 1 --layers 1 --hidden 64 --heads 2 --seq 32 --micro-batch 1 --vocab 1000)
 "$mhc" -q "${gen[@]}" -o t.db >/dev/null || fail generate
 has_pandas=0
-PYTHONPATH=$pkg "$python" -c "import pandas" 2>/dev/null && has_pandas=1
+PYTHONPATH=$pkg "$python" -c "$find_modules" pandas 2>/dev/null && has_pandas=1
 torch_cli() { PYTHONPATH=$pkg timeout 300 "$python" -m mhc_torch.cli "$@"; }
 fresh() { rm -f "$1" "$1"-*; cp t.db "$1"; }
 headless_view() { DISPLAY='' WAYLAND_DISPLAY='' timeout 30 "$view" "$@" >out 2>err </dev/null; }

@@ -58,7 +58,7 @@ else
 fi
 
 # 2 to 4: mhc-torch capture of model files that misbehave.
-if ! PYTHONPATH=$pkg "$python" -c "import torch, mhc_torch.cli" 2>/dev/null; then
+if ! PYTHONPATH=$pkg "$python" -c "$find_modules" torch mhc_torch 2>/dev/null; then
     echo "SKIP parts 2 to 4: $python has no torch (mhc-torch capture)"
     echo "all hostile pass 16 checks passed (parts 2 to 4 skipped)"
     exit 0

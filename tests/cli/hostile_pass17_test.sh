@@ -81,7 +81,7 @@ for cmd in "generate --preset gpt2-small --steps 1 --layers 2 --seq 128 -o big.d
 done
 
 # 3 and 4: mhc-torch capture of model files that misbehave.
-if ! PYTHONPATH=$pkg "$python" -c "import torch, mhc_torch.cli" 2>/dev/null; then
+if ! PYTHONPATH=$pkg "$python" -c "$find_modules" torch mhc_torch 2>/dev/null; then
     echo "SKIP parts 1 (mhc-torch), 3 and 4: $python has no torch (mhc-torch capture)"
     echo "all hostile pass 17 checks passed (mhc-torch parts skipped)"
     exit 0

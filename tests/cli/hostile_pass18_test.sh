@@ -127,7 +127,7 @@ for f in "$here"/../../datasets/links/*.json; do
 done
 
 # 2 and 4: mhc-torch.
-if ! PYTHONPATH=$pkg "$python" -c "import torch, mhc_torch.cli" 2>/dev/null; then
+if ! PYTHONPATH=$pkg "$python" -c "$find_modules" torch mhc_torch 2>/dev/null; then
     echo "SKIP parts 1 (mhc-torch), 2 and 4: $python has no torch (mhc-torch capture)"
     echo "all hostile pass 18 checks passed (mhc-torch parts skipped)"
     exit 0

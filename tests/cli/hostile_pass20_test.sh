@@ -139,7 +139,7 @@ else
 fi
 
 # 8. mhc-torch capture -o a link to nothing, or a loop of links: refused before the capture.
-if [ -n "$pkg" ] && "$python" -c "import torch" 2>/dev/null; then
+if [ -n "$pkg" ] && "$python" -c "$find_modules" torch 2>/dev/null; then
     ln -s nowhere dangling.db && ln -s loop2.db loop1.db && ln -s loop1.db loop2.db
     for out in dangling.db loop1.db; do
         PYTHONPATH=$pkg MHC_EXE=$mhc timeout 300 "$python" -m mhc_torch.cli capture tiny-gpt2 -o $out >out 2>err; rc=$?

@@ -131,7 +131,7 @@ unset XDG_CACHE_HOME
 # The Python front-end: its checks before torch is imported run with any Python 3.
 [ -x "$python" ] || python=python3
 torch=yes
-PYTHONPATH=$pkg "$python" -c "import torch" 2>/dev/null || torch=
+PYTHONPATH=$pkg "$python" -c "$find_modules" torch 2>/dev/null || torch=
 # torch_refused WANT ARGS...: `mhc-torch capture ARGS...` exits 2 within 60 s, one line containing WANT.
 torch_refused() {
     local want=$1; shift
@@ -189,7 +189,7 @@ grep -q $'\e' err && fail "mhc-torch sent an escape byte to the terminal"
 
 # 4. mhc-torch runs of a trace whose name holds '#', '?' or '%' (read as a URI: x#y.db opened x,
 # 50%41.db was a traceback), and of a named pipe (said to be no such file).
-if PYTHONPATH=$pkg "$python" -c "import pandas" 2>/dev/null; then
+if PYTHONPATH=$pkg "$python" -c "$find_modules" pandas 2>/dev/null; then
     "$mhc" -q simulate t.db --capacity 90% --no-events >/dev/null || fail "simulate t.db"
     : >x
     for name in 'x#y.db' 'x?y.db' '50%41.db'; do

@@ -81,7 +81,7 @@ refused "plain: cannot create directory: plain is a file, not a folder" export t
 
 # 4. mhc-torch --kernel-times: a gzip bomb (4 MiB in about 4 KiB) read past --max-input-size, and a key
 # given twice (no profiler writes one: none of the 40 public Kineto traces in tests/data/public).
-if ! PYTHONPATH=$pkg "$python" -c "import torch" 2>/dev/null; then
+if ! PYTHONPATH=$pkg "$python" -c "$find_modules" torch 2>/dev/null; then
     echo "part 4 skipped: $python has no torch"
     exit 0
 fi

@@ -193,7 +193,7 @@ sys.exit(p.returncode)
 PY
 python3 closed.py "$mhc" info t.db 2>err; rc=$?
 [ $rc = 141 ] && [ ! -s err ] || fail "mhc info into a closed pipe exited $rc: $(cat err)"
-if ! PYTHONPATH=$pkg "$python" -c "import torch" 2>/dev/null; then
+if ! PYTHONPATH=$pkg "$python" -c "$find_modules" torch 2>/dev/null; then
     echo "part 6 skipped: $python has no torch"
     echo "all hostile pass 8 checks passed"
     exit 0

@@ -115,7 +115,7 @@ keep calibrate calibrate_mask <out
 run 0 -- validate t.db --backend host --link pcie4 --time-scale 0.2 --repeat 1 --capacity 70% --no-store
 WIDE_OK='^(  source: |verdict )' keep validate validate_mask <out
 
-if [ -n "$python" ] && [ -x "$python" ] && "$python" -c "import pandas" 2>/dev/null; then
+if [ -n "$python" ] && [ -x "$python" ] && "$python" -c "$find_modules" pandas 2>/dev/null; then
     run 0 -- simulate t.db --capacity 70% >/dev/null
     run 3 -- simulate t.db --capacity 2MiB >/dev/null
     PYTHONPATH="$pydir" MHC_EXE="$mhc" "$python" -m mhc_torch.cli runs t.db >out 2>err || fail "mhc-torch runs: $(cat err)"

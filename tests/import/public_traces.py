@@ -194,7 +194,7 @@ def kineto_timeline(path):
     gpu = [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e]
     kernels = [e for e in gpu if e.get("cat") in ("kernel", "Kernel")]
     copies = [e for e in gpu if e.get("cat") in ("gpu_memcpy", "Memcpy", "gpu_memset", "Memset")]
-    steps = {n for _, _, n in cpu_steps(gpu, cpu_lanes(events)[1])}
+    steps = {n for _, _, n in file_steps(path)}
     # docs/import.md: a kernel that starts before the previous one on its stream (device, args.stream)
     # ended starts at that end (its end kept): CUDA graph branches and programmatic dependent launch
     # overlap on one stream; the trace keeps one kernel at a time per stream.
@@ -474,6 +474,15 @@ def first_ts(events):
     return min((decimal_of(e["ts"]) for e in events if isinstance(e, dict) and "ts" in e), default=float("-inf"))
 
 
+@functools.lru_cache(maxsize=2)
+def file_steps(path, by_pid=False):
+    """cpu_steps of the file's complete events (ph X with a ts) and its device lanes, worked out once a
+    file (five checks read them; each worked them out again, a fifth of this script's time). Read only."""
+    events = kineto_events(path)
+    complete = [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e]
+    return cpu_steps(complete, cpu_lanes(events)[1], by_pid)
+
+
 def cpu_steps(events, devices, by_pid=False):
     """The steps of a Kineto trace as (start, end, N), in microseconds: its CPU ProfilerStep#N ranges;
     where it has none, docs/import.md "Steps": each process's optimizer-step ranges (any category but
@@ -591,7 +600,7 @@ def check_step_markers(name, path, db):
     if not any(str(e.get("name", "")).startswith("ProfilerStep#") for e in events):
         return
     want = {}
-    for a, b, n in cpu_steps(events, cpu_lanes(kineto_events(path))[1]):
+    for a, b, n in file_steps(path):
         lo, hi = want.get(n, (a, b))
         want[n] = (min(lo, a), max(hi, b))
     if not want:
@@ -623,7 +632,7 @@ def check_time_origin(name, path, db):
     if not any(str(e.get("name", "")).startswith("ProfilerStep#") for e in events):
         return   # the optimizer's steps begin where the rules of "Steps" say, not at a ts of the file
     starts = {}
-    for a, _, n in cpu_steps(events, cpu_lanes(kineto_events(path))[1]):
+    for a, _, n in file_steps(path):
         starts[n] = min(starts.get(n, a), a)
     if not starts:
         return
@@ -666,8 +675,8 @@ def check_kernel_steps(name, path, db):
     events = [e for e in kineto_events(path) if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e]
     cpu, devices = cpu_lanes(kineto_events(path))
     kernel_cats = ("kernel", "Kernel")
-    steps = cpu_steps(events, devices)
-    own = cpu_steps(events, devices, by_pid=True)
+    steps = file_steps(path)
+    own = file_steps(path, by_pid=True)
     calls = [e for e in events if isinstance(e.get("args"), dict) and e["args"].get("correlation") is not None
              and e.get("cat") not in kernel_cats and e.get("pid") not in devices]
     kernels = [e for e in events if e.get("cat") in kernel_cats]
