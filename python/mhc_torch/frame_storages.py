@@ -12,6 +12,7 @@ storage is read again; the storage is read each time (`set_` and `.data =` chang
 """
 from __future__ import annotations
 
+import types
 import weakref
 
 import torch
@@ -50,11 +51,19 @@ def tensors(value, returned, depth: int = DEPTH):
 _BY_TYPE = type(torch.Tensor).__instancecheck__ is type.__instancecheck__
 
 
+# built-in types whose attribute lookup is object's (each has a __getattribute__ of its own name)
+_PLAIN = {int, float, bool, complex, str, bytes, type(None), type(Ellipsis), types.FunctionType,
+          types.BuiltinFunctionType, types.MethodType, types.ModuleType, torch.dtype, torch.device,
+          torch.layout, torch.memory_format}
+
+
 def _holds_no_tensor(tp: type) -> bool:
-    """Whether no value of type tp is a tensor, a tuple, a list or a dict to isinstance."""
-    return (_BY_TYPE and not issubclass(tp, (torch.Tensor, tuple, list, dict))
-            and tp.__getattribute__ is object.__getattribute__
-            and not any("__class__" in vars(c) for c in tp.__mro__ if c is not object))
+    """Whether no value of type tp is a tensor, a tuple, a list or a dict to isinstance: one of
+    the built-in types above, or a class that keeps object's attribute lookup and `__class__`."""
+    if not _BY_TYPE or issubclass(tp, (torch.Tensor, tuple, list, dict)):
+        return False
+    return tp in _PLAIN or (tp.__getattribute__ is object.__getattribute__
+                            and not any("__class__" in vars(c) for c in tp.__mro__ if c is not object))
 
 
 class StorageKeys:
@@ -95,8 +104,14 @@ class StorageKeys:
         elif depth > 0 and isinstance(value, (tuple, list, dict)):
             items = value.values() if isinstance(value, dict) else value
             if len(items) <= ITEMS:
+                types = self._types
                 for v in items:
-                    self.add(v, skip, out, depth - 1)
+                    tp = type(v)
+                    none = types.get(tp)
+                    if none is None:
+                        none = types[tp] = _holds_no_tensor(tp)
+                    if not none:   # an item that holds no tensor adds nothing (a shape's ints, a None)
+                        self.add(v, skip, out, depth - 1)
 
     def _parts(self, t: torch.Tensor, out: list) -> None:
         parts = _dense_parts(t)
