@@ -7,8 +7,10 @@ the same rows table by table (a DIFFERENT either way is printed as such).
 A MODEL is a preset or a FILE.py, with capture options after it in the same argument
 ('tiny-gpt2 --seq 64 --layers 2 --steps 2'); with none, the set in DEFAULT (a GPT-2, an mHC model
 checkpointed, a conv net). The CPU seconds are those of the capture, imports of torch, mhc_torch
-and transformers excluded (they cost the same before and after); --repeat N captures each N times
-a tree, alternately, and keeps the least (a shared machine's load only adds). --without also
+and transformers excluded (they cost the same before and after); with --warm, of a second capture
+in the same process (as a test file's captures after its first: torch's lazy imports and caches
+made). --repeat N captures each N times a tree, alternately, and keeps the least (a shared
+machine's load only adds). --without also
 captures with no frame-holds hook at all (its frame holds are missing: the floor the hook's cost
 is measured from, not a result). --keep DIR keeps the traces there. PYTHONHASHSEED is fixed for
 every capture (in trees before 6350e978, which layer a backward op was put in followed a set's
@@ -31,7 +33,7 @@ DEFAULT = ("tiny-gpt2 --seq 64 --layers 2 --steps 2",
            "bench/advise/new_user/dcgan.py")
 
 
-def _child(mode: str, model: str, out: str) -> None:
+def _child(mode: str, model: str, out: str, warm: str) -> None:
     """One capture; prints its CPU seconds (this process, from the CLI's start, imports of the
     model file included, torch's, mhc_torch's and transformers' not)."""
     import importlib.util
@@ -46,6 +48,8 @@ def _child(mode: str, model: str, out: str) -> None:
         frame_holds.FrameHolds.__enter__ = lambda self: self
         frame_holds.FrameHolds.__exit__ = lambda self, *exc: False
     model, *options = shlex.split(model)
+    if warm == "warm" and main(["capture", model, *options, "-o", out, "--force"]) != 0:
+        sys.exit(1)
     t0 = time.process_time()
     rc = main(["capture", model, *options, "-o", out, "--force"])
     print(f"{time.process_time() - t0:.2f}", flush=True)
@@ -75,9 +79,10 @@ def rows_digest(path: str) -> dict:
         db.close()
 
 
-def _capture(mode: str, model: str, out: str, python_dir: str) -> float:
+def _capture(mode: str, model: str, out: str, python_dir: str, warm: bool) -> float:
     env = dict(os.environ, PYTHONPATH=python_dir, PYTHONHASHSEED="0")
-    r = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", mode, model, out],
+    r = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", mode, model, out,
+                        "warm" if warm else "cold"],
                        capture_output=True, text=True, env=env)
     if r.returncode != 0:
         sys.exit(f"{model} ({mode}): the capture failed (exit {r.returncode}): {r.stderr.strip()[-2000:]}")
@@ -85,13 +90,14 @@ def _capture(mode: str, model: str, out: str, python_dir: str) -> float:
 
 
 def main() -> int:
-    if len(sys.argv) == 5 and sys.argv[1] == "--child":
+    if len(sys.argv) == 6 and sys.argv[1] == "--child":
         _child(*sys.argv[2:])
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("models", nargs="*", metavar="MODEL", default=list(DEFAULT))
     ap.add_argument("--before", metavar="REV", default="HEAD")
     ap.add_argument("--without", action="store_true")
     ap.add_argument("--repeat", metavar="N", type=int, default=1)
+    ap.add_argument("--warm", action="store_true")
     ap.add_argument("--keep", metavar="DIR")
     args = ap.parse_args()
     modes = MODES if args.without else MODES[:2]
@@ -117,7 +123,7 @@ def main() -> int:
         for model in args.models:
             name = os.path.splitext(os.path.basename(shlex.split(model)[0]))[0]
             paths = {m: os.path.join(where, f"{name}.{m}.db") for m in modes}
-            cpu = _alternated(modes, model, paths, dirs, args.repeat)
+            cpu = _alternated(modes, model, paths, dirs, args)
             if dump(paths["before"]) == dump(paths["now"]):
                 same = "same"
             else:
@@ -132,12 +138,12 @@ def main() -> int:
     return 1 if differ else 0
 
 
-def _alternated(modes, model, paths, dirs, repeat: int) -> dict:
-    """Each mode's least CPU seconds over `repeat` captures, the modes taken in turn."""
+def _alternated(modes, model, paths, dirs, args) -> dict:
+    """Each mode's least CPU seconds over --repeat captures, the modes taken in turn."""
     runs = {m: [] for m in modes}
-    for _ in range(repeat):
+    for _ in range(args.repeat):
         for m in modes:
-            runs[m].append(_capture(m, model, paths[m], dirs[m]))
+            runs[m].append(_capture(m, model, paths[m], dirs[m], args.warm))
     return {m: min(v) for m, v in runs.items()}
 
 

@@ -21,12 +21,12 @@ def _helper(x):
 
 
 def _nest(x, depth):
-    level, none, name = depth, None, "level"   # noqa: F841 (held by the frame, read at each return)
-    if depth:
-        return _nest(x, depth - 1)
+    level, none, name = depth, None, "level"   # held by the frame, read at each return
+    if level:
+        return _nest(x, level - 1)
     for _ in range(K):
         _helper(x)
-    return x * 2
+    return x * 2 if none is None and name else x
 
 
 class _Nested(torch.nn.Module):
