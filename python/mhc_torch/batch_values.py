@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 
 import torch
+from torch.utils import _pytree
 from torch.utils._pytree import tree_flatten, tree_map
 
 _MOST = 1 << 22  # elements a shadow may have: mask and label sized, never activations
@@ -111,7 +112,41 @@ def _keep_leaves(fake_batch, real_batch) -> int:
 
 
 def _tensors(args, kwargs):
-    return [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
+    """The tensors among tree_flatten((args, kwargs))'s leaves, in its order. It runs for every op
+    of a step whose batch has integer tensors, and tree_flatten builds a spec of every tuple and
+    list in an op's arguments (each shape): the tuples, lists and dicts are walked here, any other
+    pytree node (a namedtuple, a registered class) by tree_flatten."""
+    if not _PLAIN_NODES:
+        return [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
+    out: list = []
+    _add_tensors((args, kwargs), out)
+    return out
+
+
+def _standard_nodes() -> bool:
+    """Whether tree_flatten flattens tuples and lists to their items and dicts to their values."""
+    nodes = _pytree.SUPPORTED_NODES
+    return all(t in nodes for t in (tuple, list, dict)) and (
+        nodes[tuple].flatten_fn is _pytree._tuple_flatten and nodes[list].flatten_fn is _pytree._list_flatten
+        and nodes[dict].flatten_fn is _pytree._dict_flatten)
+
+
+_PLAIN_NODES = _standard_nodes()
+
+
+def _add_tensors(node, out: list) -> None:
+    """The tensors among the leaves under `node` (a tuple, a list or a dict), appended in
+    tree_flatten's order. A leaf is what tree_flatten takes for one: a value whose type is not a
+    registered node and not a namedtuple's."""
+    nodes = _pytree.SUPPORTED_NODES
+    for c in (node.values() if type(node) is dict else node):
+        tp = type(c)
+        if tp is tuple or tp is list or tp is dict:
+            _add_tensors(c, out)
+        elif tp in nodes or (issubclass(tp, tuple) and _pytree.is_namedtuple_class(tp)):
+            out += [a for a in tree_flatten(c)[0] if isinstance(a, torch.Tensor)]
+        elif isinstance(c, torch.Tensor):
+            out.append(c)
 
 
 def _on_host(args, kwargs):
@@ -159,11 +194,11 @@ def _keep_constant(func, i, f, base, value) -> None:
         _keep(f, real, functools.partial(_version_after, func, i, f, base))
 
 
-def _followed_as_constants(func, args, kwargs, fouts) -> bool:
+def _followed_as_constants(func, args, kwargs, fouts, ts) -> bool:
     """Ops over tensors of one value each, whatever their size: a fill gives its value, a
     pointwise op runs on one element of each, a copy, concatenation, view or selection of tensors
-    of one same value has it. False where the op is none of those (the general path follows)."""
-    ts = _tensors(args, kwargs)
+    of one same value has it. False where the op is none of those (the general path follows);
+    ts: _tensors(args, kwargs)."""
     base = next(iter(ts), None)
     value = _fill_value(func, args, kwargs)
     if value is not None:
@@ -206,13 +241,14 @@ def follow(func, args, kwargs, out) -> None:
     fouts, _ = tree_flatten(out)
     if torch.Tag.nondeterministic_seeded in func.tags:   # a draw (bernoulli of a fill): the GPU's, not the host's
         return
-    if _followed_as_constants(func, args, kwargs, fouts):
+    ts = _tensors(args, kwargs)   # read once: the op ran on the fake tensors and left args as they were
+    if _followed_as_constants(func, args, kwargs, fouts, ts):
         return
-    if not _tensors(args, kwargs):
+    if not ts:
         if (torch.Tag.nondeterministic_seeded in func.tags or not fouts
                 or any(not isinstance(f, torch.Tensor) or f.is_floating_point() or f.is_complex() for f in fouts)):
             return
-    elif not all_shadowed(args, kwargs):
+    elif not all(shadow_of(t) is not None for t in ts):
         return
     # never a large result on the host (one_hot of the labels over a vocabulary): it keeps no values
     if any(isinstance(f, torch.Tensor) and f.numel() > _MOST for f in fouts):
@@ -227,7 +263,7 @@ def follow(func, args, kwargs, out) -> None:
     routs, _ = tree_flatten(real)
     if len(fouts) != len(routs):
         return
-    base = next(iter(_tensors(args, kwargs)), None)  # what a view op's outputs alias (its self)
+    base = next(iter(ts), None)  # what a view op's outputs alias (its self)
     for i, (f, r) in enumerate(zip(fouts, routs)):
         if isinstance(f, torch.Tensor) and isinstance(r, torch.Tensor):
             _keep(f, r, functools.partial(_version_after, func, i, f, base))

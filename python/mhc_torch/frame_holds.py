@@ -109,23 +109,27 @@ class FrameHolds:
         called, returning = self._called, self._returning
 
         def profile(frame, event, arg):
-            if (event == "call" or event == "return") and rec.phase == "forward":
+            if event == "return":
+                if rec.phase == "forward":
+                    code = frame.f_code
+                    kind = kinds.get(id(code))
+                    if kind is None:
+                        kind = kind_of(code)
+                    if kind:
+                        returning(frame, arg, kind == _FORWARD)
+            elif event == "call" and rec.phase == "forward":
                 code = frame.f_code
                 kind = kinds.get(id(code))
                 if kind is None:
                     kind = kind_of(code)
-                if event == "call":
-                    if kind == _FORWARD:
-                        called(frame)
-                elif kind:
-                    returning(frame, arg, kind == _FORWARD)
+                if kind == _FORWARD:
+                    called(frame)
         return profile
 
     def _allocations(self, values, skip) -> list[int]:
         """The allocation ids of the recorded storages that `values` refer to (skip aside)."""
         keys: list[int] = []
-        for value in values:
-            self._keys.add(value, skip, keys)
+        self._keys.add_values(values, skip, keys)
         storages = self.rec.storages
         return [s.alloc.id for k in keys if (s := storages.get(k)) is not None]
 
@@ -150,22 +154,34 @@ class FrameHolds:
         returned = {id(storage_of(v)) for v in tensors(arg, None)}
         returned_ids = {storages[k].alloc.id for k in returned if k in storages}
         keys: list[int] = []
-        for value in frame.f_locals.values():
-            self._keys.add(value, arg, keys)
+        self._keys.add_values(frame.f_locals.values(), arg, keys)
         held = [s.alloc.id for k in keys if k not in returned and (s := storages.get(k)) is not None]
-        # The model's frames that called this one hold their locals past its return: NeRF's
-        # `h = F.relu(layer(h))` keeps the old `h` until F.relu returns and the name is rebound (an
-        # offloaded Linear's input freed after the matmul in the prediction, after the ReLU in the
-        # step: reserved +10.08%).
-        caller = frame.f_back
-        while caller is not None:
-            if self._kind(caller.f_code):
-                held += self._allocations(caller.f_locals.values(), None)
-            caller = caller.f_back
+        held += self._callers_hold(frame.f_back)
         current = self.held
         for aid in held + [a for a in arguments if a not in returned_ids]:
             if current.get(aid, 0) < kernel:
                 current[aid] = kernel
+
+    def _callers_hold(self, caller) -> list[int]:
+        """The allocation ids that the model's frames from `caller` up hold. They hold their locals
+        past the return of the frames they called: NeRF's `h = F.relu(layer(h))` keeps the old `h`
+        until F.relu returns and the name is rebound (an offloaded Linear's input freed after the
+        matmul in the prediction, after the ReLU in the step: reserved +10.08%). Every such frame's
+        f_locals is read (which keeps what it holds until its next event, as the capture records);
+        a value two of them hold (a module's input passed down) is read once."""
+        kinds, kind_of, add = self._kinds, self._kind, self._keys.add_values
+        keys: list[int] = []
+        seen: set[int] = set()
+        while caller is not None:
+            code = caller.f_code
+            kind = kinds.get(id(code))
+            if kind is None:
+                kind = kind_of(code)
+            if kind:
+                add(caller.f_locals.values(), None, keys, seen)
+            caller = caller.f_back
+        storages = self.rec.storages
+        return [s.alloc.id for k in keys if (s := storages.get(k)) is not None]
 
     def _watch_returned(self, value) -> None:
         """What a module's forward returns, its caller may keep past its last read: a discriminator's

@@ -12,6 +12,7 @@ storage is read again; the storage is read each time (`set_` and `.data =` chang
 """
 from __future__ import annotations
 
+import types
 import weakref
 
 import torch
@@ -44,12 +45,53 @@ def tensors(value, returned, depth: int = DEPTH):
                 yield from tensors(v, returned, depth - 1)
 
 
+# isinstance(v, cls) asks v.__class__ where type(v) is not a subclass of cls: a type can tell for all
+# its values only where that is type(v) (object's attribute lookup, no `__class__` of its own) and
+# torch.Tensor's metaclass has no isinstance check of its own
+_BY_TYPE = type(torch.Tensor).__instancecheck__ is type.__instancecheck__
+
+
+# built-in types whose attribute lookup is object's (each has a __getattribute__ of its own name)
+_PLAIN = {int, float, bool, complex, str, bytes, type(None), type(Ellipsis), types.FunctionType,
+          types.BuiltinFunctionType, types.MethodType, types.ModuleType, torch.dtype, torch.device,
+          torch.layout, torch.memory_format}
+
+
+def _holds_no_tensor(tp: type) -> bool:
+    """Whether no value of type tp is a tensor, a tuple, a list or a dict to isinstance: one of
+    the built-in types above, or a class that keeps object's attribute lookup and `__class__`."""
+    if not _BY_TYPE or issubclass(tp, (torch.Tensor, tuple, list, dict)):
+        return False
+    return tp in _PLAIN or (tp.__getattribute__ is object.__getattribute__
+                            and not any("__class__" in vars(c) for c in tp.__mro__ if c is not object))
+
+
 class StorageKeys:
     """id(storage_of(t)) for each t of tensors(value, skip), appended to a list: the same tensors
     in the same order, read without a generator a level."""
 
     def __init__(self):
         self._plain: dict[int, weakref.ref] = {}   # id(tensor) -> the tensor, its own only dense part
+        self._types: dict[type, bool] = {}   # type -> whether its values hold no tensor (_holds_no_tensor)
+
+    def add_values(self, values, skip, out: list, seen: set | None = None) -> None:
+        """add() of each of a frame's values, in order, but those of a type that holds no tensor
+        (None, a number, a module: most of a frame's) and, with `seen`, those whose id is in it
+        (read already for this set of frames: their keys are out already); adds the ids read."""
+        types, add = self._types, self.add
+        for value in values:
+            tp = type(value)
+            none = types.get(tp)
+            if none is None:
+                none = types[tp] = _holds_no_tensor(tp)
+            if none:
+                continue
+            if seen is not None:
+                i = id(value)
+                if i in seen:
+                    continue
+                seen.add(i)
+            add(value, skip, out)
 
     def add(self, value, skip, out: list, depth: int = DEPTH) -> None:
         if isinstance(value, torch.Tensor):
@@ -62,8 +104,14 @@ class StorageKeys:
         elif depth > 0 and isinstance(value, (tuple, list, dict)):
             items = value.values() if isinstance(value, dict) else value
             if len(items) <= ITEMS:
+                types = self._types
                 for v in items:
-                    self.add(v, skip, out, depth - 1)
+                    tp = type(v)
+                    none = types.get(tp)
+                    if none is None:
+                        none = types[tp] = _holds_no_tensor(tp)
+                    if not none:   # an item that holds no tensor adds nothing (a shape's ints, a None)
+                        self.add(v, skip, out, depth - 1)
 
     def _parts(self, t: torch.Tensor, out: list) -> None:
         parts = _dense_parts(t)
