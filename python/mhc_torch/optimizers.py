@@ -213,12 +213,13 @@ def state_on_host(optimizer: torch.optim.Optimizer, options: dict) -> torch.opti
         raise SettingError("setting: optimizer.state: the optimizer has taken steps already; "
                            "apply the setting before the first step")
     pairs, groups = [], []
+    impl_given = bool(options)   # options are a setting's impl's (optimizers.impl_options), else empty
     for g in optimizer.param_groups:
         hosts = [_master_copy(p) for p in g["params"]]
         pairs += zip(g["params"], hosts)
-        groups.append(_on_cpu({**g, **options, "params": hosts}, type(optimizer), bool(options)))
+        groups.append(_on_cpu({**g, **options, "params": hosts}, type(optimizer), impl_given))
     new = _host_class(type(optimizer))(groups, **_on_cpu(_constructor_args(optimizer, options), type(optimizer),
-                                                          bool(options)))
+                                                          impl_given))
     # What the constructor made (torch.optim.Adagrad's "sum" and "step" for every parameter) is
     # the host optimizer's state: host memory, as what its steps make is (a capture took it for
     # device memory: Adagrad's state on the GPU beside its copy on the host).
