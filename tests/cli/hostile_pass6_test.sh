@@ -207,7 +207,13 @@ if PYTHONPATH=$pkg "$python" -c "$find_modules" pandas 2>/dev/null; then
         fail "mhc-torch runs of a runs database: $(cat err)"
     # A trace another process writes (an exclusive lock held): "not a trace: database is locked"
     # after 5 s whatever MHC_BUSY_TIMEOUT_MS said. Now the wait is mhc's, and said as a lock.
-    (echo "BEGIN EXCLUSIVE; UPDATE meta SET value = value WHERE key = 'format';"; sleep 4; echo "COMMIT;") |
+    # Held until the file `release` is there (at most 60 s), not for a fixed 4 s: on a loaded
+    # machine the first reader's start alone could outlast a fixed window.
+    rm -f release
+    # (.timeout: its BEGIN waits out the poll below's read instead of failing at once.)
+    (echo ".timeout 10000"; echo "BEGIN EXCLUSIVE; UPDATE meta SET value = value WHERE key = 'format';"
+     for _ in $(seq 1200); do [ -e release ] && break; sleep 0.05; done
+     echo "COMMIT;") |
         sqlite3 t.db &
     holder=$!
     for _ in $(seq 50); do
@@ -216,8 +222,12 @@ if PYTHONPATH=$pkg "$python" -c "$find_modules" pandas 2>/dev/null; then
     done
     MHC_BUSY_TIMEOUT_MS=500 PYTHONPATH=$pkg "$python" -m mhc_torch.cli runs t.db >out 2>err
     [ $? = 2 ] && [ "$(cat err)" = "mhc-torch: t.db: cannot read: the file stayed locked by another process for 0.5 s (MHC_BUSY_TIMEOUT_MS sets the wait)" ] ||
-        fail "mhc-torch runs of a locked trace: $(cat err)"
-    PYTHONPATH=$pkg "$python" -m mhc_torch.cli runs t.db >out 2>err || fail "mhc-torch runs waiting for a lock: $(cat err)"
+        { touch release; fail "mhc-torch runs of a locked trace: $(cat err)"; }
+    # Started while the lock is held, it waits for it (the default wait), then reads.
+    PYTHONPATH=$pkg "$python" -m mhc_torch.cli runs t.db >out 2>err &
+    waiter=$!
+    sleep 0.5; touch release
+    wait $waiter || { wait $holder; fail "mhc-torch runs waiting for a lock: $(cat err)"; }
     wait $holder
 else
     echo "skipped: mhc-torch runs (no pandas in $python)"
