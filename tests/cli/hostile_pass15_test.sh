@@ -221,16 +221,20 @@ fi
 # 4. The trace renamed over or removed while a store waits for another process's lock: the rows
 #    went into the file that had the name, which no name led to, and the command said "stored run
 #    1 in T.db", exit 0 (prune: "deleted run 1"). Now exit 4 (prune 2) and one line saying so.
-# hold FILE HOW: another process holds FILE for 3 s (HOW: BEGIN, a reader: the store waits to
-# commit; BEGIN IMMEDIATE, a writer: it waits to begin).
+# hold FILE HOW: another process holds FILE until the file `released` is there, at most 60 s (HOW:
+# BEGIN, a reader: the store waits to commit; BEGIN IMMEDIATE, a writer: it waits to begin); not
+# for a fixed time, which a loaded machine's start of the command could outlast.
 hold() {
     : >holder.out   # the last holder's word is no sign of this one's lock
+    rm -f released
     "$python" -c "
-import sqlite3, sys, time
+import os, sqlite3, sys, time
 db = sqlite3.connect(sys.argv[1], isolation_level=None)
 db.execute(sys.argv[2]); db.execute('SELECT count(*) FROM meta').fetchall()
 print('holding', flush=True)
-time.sleep(3)
+end = time.monotonic() + 60
+while not os.path.exists('released') and time.monotonic() < end:
+    time.sleep(0.02)
 db.execute('COMMIT')" "$1" "$2" >holder.out &
     holder=$!
     for _ in $(seq 100); do grep -q holding holder.out && break; sleep 0.1; done
@@ -238,12 +242,12 @@ db.execute('COMMIT')" "$1" "$2" >holder.out &
 other() { fresh "$1" && sqlite3 "$1" "UPDATE meta SET value = value || '-other' WHERE key = 'seed'" || fail "other $1"; }
 # Until the command says it waits for the lock (it has the file open): then the name is taken.
 # (err emptied before the command starts: a wait said by the one before is no sign.)
-waiting() { for _ in $(seq 200); do grep -q "waiting for it" err && return; sleep 0.05; done; fail "no wait said: $(cat err)"; }
+waiting() { for _ in $(seq 600); do grep -q "waiting for it" err && return; sleep 0.05; done; touch released; fail "no wait said: $(cat err)"; }
 for how in BEGIN "BEGIN IMMEDIATE"; do
     fresh m.db && other m2.db && hold m.db "$how"
     : >err; "$mhc" simulate m.db --capacity 80% >out 2>err &
     sim=$!
-    waiting; mv m2.db m.db; wait "$sim"; rc=$?; wait "$holder"
+    waiting; mv m2.db m.db; touch released; wait "$sim"; rc=$?; wait "$holder"
     [ $rc = 4 ] && [ "$(grep -c . err)" = 2 ] && grep -qF "mhc: the run was not stored (m.db: was replaced or removed by another process during this write" err ||
         fail "simulate with m.db renamed over while it waited ($how) exited $rc: $(cat out err)"
     ! grep -q "^stored" out || fail "simulate said it stored a run in m.db ($how): $(grep '^stored' out)"
@@ -252,14 +256,14 @@ done
 fresh r.db && hold r.db BEGIN
 : >err; "$mhc" simulate r.db --capacity 80% >out 2>err &
 sim=$!
-waiting; rm r.db; wait "$sim"; rc=$?; wait "$holder"
+waiting; rm r.db; touch released; wait "$sim"; rc=$?; wait "$holder"
 [ $rc = 4 ] && grep -qF "(r.db: was replaced or removed by another process during this write, so the write went into the file that had the name before, not into r.db)" err ||
     fail "simulate with r.db removed while it waited exited $rc: $(cat out err)"
 [ ! -e r.db ] && [ ! -e r.db-journal ] || fail "r.db or its journal is there again"
 fresh q.db && "$mhc" simulate q.db --capacity 80% >/dev/null && cp q.db q2.db && hold q.db BEGIN || fail "q.db"
 : >err; "$mhc" prune q.db --run 1 >out 2>err &
 pruner=$!
-waiting; mv q2.db q.db; wait "$pruner"; rc=$?; wait "$holder"
+waiting; mv q2.db q.db; touch released; wait "$pruner"; rc=$?; wait "$holder"
 [ $rc = 2 ] && grep -qF "mhc: q.db: was replaced or removed by another process during this write, so the write went into the file that had the name before, not into q.db; no run was deleted" err &&
     [ ! -s out ] || fail "prune with q.db renamed over while it waited exited $rc: $(cat out err)"
 [ "$(sqlite3 q.db "SELECT count(*) FROM runs")" = 1 ] || fail "q.db lost its run"
