@@ -13,6 +13,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "kineto_parse.hpp"
 #include "mhc/common/error.hpp"
 #include "util.hpp"
 
@@ -299,6 +300,16 @@ TEST_CASE("a Windows path's backslash before b, f, n, r or t in a Kineto name is
                                   "characters, 24 backslashes, 24 of them before b, f, n, r or t in an event's name",
                                   0) == 0);
     CHECK(after.warnings[0].find("valid JSON of names") != std::string::npos);
+    // One parse thread or two (the second takes the file's second half): the windowed parse leaves
+    // the file to the streamed one, which reads the paths.
+    for (const auto threads : {imp::ParseThreads::One, imp::ParseThreads::Two}) {
+        const imp::KinetoData data = imp::parse_kineto(raw, UINT64_MAX, threads);
+        CHECK(data.streamed);
+        CHECK(data.raw_strings.letters == 24);
+        REQUIRE(data.ranges.size() == 8);
+        for (const imp::KRange& range : data.ranges)
+            CHECK(data.strings.list.at(range.name).find_first_of("\r\n") == std::string::npos);
+    }
 }
 
 TEST_CASE("the Kineto trace beside an execution trace is read with its raw names as the profiler meant them",
