@@ -13,6 +13,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "kineto_parse.hpp"
 #include "mhc/common/error.hpp"
 #include "util.hpp"
 
@@ -36,11 +37,13 @@ std::map<std::string, std::string> meta_without_notes(const std::string& db) {
     return meta;
 }
 
-// The names of the first `count` python_function events of a Kineto text, each replaced by one of
-// `names` in turn, written as `write` gives it (escaped, or raw as the faulty Kineto wrote it).
+// The names of the first `count` events of category `cat` (python_function unless said) of a Kineto
+// text, each replaced by one of `names` in turn, written as `write` gives it (escaped, or raw as the
+// faulty Kineto wrote it).
 template <class Write>
-std::string with_names(const std::string& text, const std::vector<std::string>& names, int count, Write write) {
-    const std::string mark = R"("cat": "python_function", "name": ")";
+std::string with_names(const std::string& text, const std::vector<std::string>& names, int count, Write write,
+                       const std::string& cat = "python_function") {
+    const std::string mark = R"("cat": ")" + cat + R"(", "name": ")";
     std::string out;
     size_t from = 0;
     for (int i = 0; i < count; ++i) {
@@ -67,6 +70,8 @@ std::string escaped(const std::string& raw) {
     }
     return out;
 }
+
+std::string as_written(const std::string& name) { return name; }
 
 imp::Result import_quietly(const std::string& in, const std::string& out) {
     imp::Options opt;
@@ -200,7 +205,7 @@ TEST_CASE("a real Kineto trace whose Python frame names were written unescaped i
         R"(torch\cuda\__init__.py(219): _lazy_init)", R"(torch\utils\data\dataloader.py(12): __iter__)"};
     const std::string whole = dir.file("whole.json"), raw = dir.file("raw.json");
     test::write_file(whole, with_names(text, names, 15, escaped));
-    test::write_file(raw, with_names(text, names, 15, [](const std::string& name) { return name; }));
+    test::write_file(raw, with_names(text, names, 15, as_written));
 
     const imp::Result before = import_quietly(whole, dir.file("whole.db"));
     const imp::Result after = import_quietly(raw, dir.file("raw.db"));
@@ -268,4 +273,71 @@ TEST_CASE("strings are mended only where the JSON cannot be read otherwise", "[i
             CHECK(e.exit_code() == 2);
         }
     }
+}
+
+TEST_CASE("a Windows path's backslash before b, f, n, r or t in a Kineto name is read as a backslash, not a control "
+          "character",
+          "[import][kineto][repair]") {
+    // Kineto wrote names raw until 2023 on Windows (#98432), so `C:\runs\new` became the valid JSON
+    // escapes \r and \n. No Kineto wrote a control character so: the file is valid, and before
+    // 2026-12-07 mhc read a carriage return and a newline there. HTA's simple_add trace, its 8
+    // user_annotation names (ranges: their names are kept) replaced by such paths.
+    test::TempDir dir;
+    const std::string text = test::gunzip(test::pub("kineto/simple_add_trace.json.gz"));
+    const std::vector<std::string> names = {R"(C:\runs\new\bench.py(12): step)", R"(D:\temp\fx\trace)"};
+    const std::string whole = dir.file("whole.json"), raw = dir.file("raw.json");
+    test::write_file(whole, with_names(text, names, 8, escaped, "user_annotation"));
+    test::write_file(raw, with_names(text, names, 8, as_written, "user_annotation"));
+    const imp::Result before = import_quietly(whole, dir.file("whole.db"));
+    const imp::Result after = import_quietly(raw, dir.file("raw.db"));
+    CHECK(before.warnings.empty());
+    CHECK(after.markers == before.markers);
+    // The same range names (the content digest) as the file with the backslashes escaped.
+    CHECK(meta_without_notes(dir.file("raw.db")) == meta_without_notes(dir.file("whole.db")));
+    REQUIRE(after.warnings.size() == 1);
+    INFO(after.warnings[0]);
+    CHECK(after.warnings[0].rfind("24 characters of the trace's strings written unescaped (0 quotes, 0 control "
+                                  "characters, 24 backslashes, 24 of them before b, f, n, r or t in an event's name",
+                                  0) == 0);
+    CHECK(after.warnings[0].find("valid JSON of names") != std::string::npos);
+    // One parse thread or two (the second takes the file's second half): the windowed parse leaves
+    // the file to the streamed one, which reads the paths.
+    for (const auto threads : {imp::ParseThreads::One, imp::ParseThreads::Two}) {
+        const imp::KinetoData data = imp::parse_kineto(raw, UINT64_MAX, threads);
+        CHECK(data.streamed);
+        CHECK(data.raw_strings.letters == 24);
+        REQUIRE(data.ranges.size() == 8);
+        for (const imp::KRange& range : data.ranges)
+            CHECK(data.strings.list.at(range.name).find_first_of("\r\n") == std::string::npos);
+    }
+}
+
+TEST_CASE("the Kineto trace beside an execution trace is read with its raw names as the profiler meant them",
+          "[import][kineto][repair][et]") {
+    // HTA's simple_add pair, the Kineto trace's 8 user_annotation names written raw: quotes, a
+    // control character and a Windows path (`\U`, `\m`, then \t, \n and \f: valid escapes).
+    test::TempDir dir;
+    const std::string text = test::gunzip(test::pub("kineto/simple_add_trace.json.gz"));
+    const std::vector<std::string> names = {R"(load "C:\data\new")", "step\x01",
+                                            R"(C:\Users\me\torch\nn\functional.py(2450): batch_norm)"};
+    const std::string whole = dir.file("whole.json"), raw = dir.file("raw.json");
+    test::write_file(whole, with_names(text, names, 8, escaped, "user_annotation"));
+    test::write_file(raw, with_names(text, names, 8, as_written, "user_annotation"));
+    const std::string et = test::pub("chakra/simple_add_et.json.gz");
+    imp::Options opt;
+    opt.warn = false;
+    opt.kineto_path = whole;
+    const imp::Result before = imp::import_file(et, dir.file("whole.db"), opt);
+    opt.kineto_path = raw;
+    const imp::Result after = imp::import_file(et, dir.file("raw.db"), opt);
+    CHECK(after.kernels == before.kernels);
+    CHECK(after.accesses == before.accesses);
+    CHECK(meta_without_notes(dir.file("raw.db")) == meta_without_notes(dir.file("whole.db")));
+    REQUIRE(after.warnings.size() == before.warnings.size() + 1);
+    INFO(after.meta.at("kineto.raw_strings"));
+    // 3 names of each of the first two and 2 of the third: 6 quotes, 3 controls, 16 backslashes (9 before a letter).
+    CHECK(after.meta.at("kineto.raw_strings")
+              .rfind("25 characters of the Kineto trace raw.json's strings written unescaped (6 quotes, 3 control "
+                     "characters, 16 backslashes, 9 of them before b, f, n, r or t in an event's name",
+                     0) == 0);
 }

@@ -410,6 +410,10 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
         boundary();
         return bad.empty();
     }
+    // A backspace, form feed, newline, carriage return or tab: what JSON writes as \b \f \n \r \t.
+    static bool holds_letter_control(std::string_view text) {
+        return text.find_first_of("\b\f\n\r\t") != std::string_view::npos;
+    }
     bool String(const char* text, rapidjson::SizeType n, bool) {
         boundary();
         not_number("a string");
@@ -442,6 +446,9 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
                     } else e.cat = {text, n};
                     break;
                 case F::Name:
+                    // Only the streamed parse tells `\n` from `\u000a` (kineto_repair.hpp: a name's
+                    // `\n` is a Windows path's backslash): the windowed one leaves such a name to it.
+                    if (!copy_strings && holds_letter_control({text, n})) return false;
                     if (copy_strings) {
                         own_name.assign(text, n);
                         e.name = own_name;

@@ -17,6 +17,9 @@ constexpr size_t kMaxLook = 256;   // bytes read ahead of a quote to tell whethe
 
 bool is_space(char ch) { return ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t'; }
 
+// What follows a backslash in JSON's escape of a control character by a letter.
+bool is_letter_escape(char ch) { return ch == 'b' || ch == 'f' || ch == 'n' || ch == 'r' || ch == 't'; }
+
 bool is_hex(char ch) { return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F'); }
 
 // The members of an event in Chrome's trace event format, which Kineto writes after a name.
@@ -27,6 +30,14 @@ bool is_event_member(std::string_view key) {
     for (std::string_view member : kMembers)
         if (key == member) return true;
     return false;
+}
+
+// The backslashes that JSON would read with their letter as a control character, where any.
+std::string letters_note(const RawStrings& found) {
+    if (found.letters == 0) return "";
+    return ", " + std::to_string(found.letters) +
+           " of them before b, f, n, r or t in an event's name, read as a Windows path's backslash and letter, not "
+           "as a control character";
 }
 
 }   // namespace
@@ -93,7 +104,8 @@ void RepairingStream::structure(char ch) {
         const bool in_array = !open_.empty() && open_.back() == '[';
         value_string_ = after_colon_ || in_array || open_.empty();
         string_of_ = after_colon_ ? 'v' : in_array ? 'e' : 'k';
-        event_name_ = event_names_ && after_colon_ && key_ == "name" && in_event();
+        in_event_name_ = after_colon_ && key_ == "name" && in_event();
+        event_name_ = event_names_ && in_event_name_;
         in_string_ = true;
         after_colon_ = false;
         text_.clear();
@@ -128,6 +140,7 @@ void RepairingStream::produce_in_string(char ch, uint64_t at) {
     if (text_.size() < kKeyChars) text_ += ch;
     if (ch == '\\' || ch == '"') {
         raw_.add(ch == '"' ? raw_.quotes : raw_.backslashes, at, string_key());
+        if (ch == '\\' && in_event_name_ && is_letter_escape(ahead(0))) ++raw_.letters;
         out_ += '\\';
         out_ += ch;
     } else if (ch != '\0' && static_cast<unsigned char>(ch) < 0x20) {   // NUL: the input ends or is broken
@@ -142,6 +155,7 @@ void RepairingStream::produce_in_string(char ch, uint64_t at) {
 
 bool RepairingStream::begins_escape() {
     const char next = ahead(0);
+    if (in_event_name_ && is_letter_escape(next)) return false;
     if (next == 'u') return is_hex(ahead(1)) && is_hex(ahead(2)) && is_hex(ahead(3)) && is_hex(ahead(4));
     return std::string_view("\"\\/bfnrt").find(next) != std::string_view::npos && next != '\0';
 }
@@ -199,11 +213,13 @@ void say_raw_strings(const RawStrings& found, const std::string& trace, Result& 
                     std::to_string(found.count()) + (found.count() == 1 ? " character of " : " characters of ") + trace + "'s strings written unescaped (" +
                         std::to_string(found.quotes) + " quotes, " + std::to_string(found.controls) +
                         " control characters, " + std::to_string(found.backslashes) +
-                        " backslashes; the first at byte " + std::to_string(found.first_at) + ", in '" +
-                        found.first_key +
-                        "') read as characters of their string: invalid JSON that PyTorch's profiler wrote for "
-                        "names it did not escape (with_stack's Python frames: quotes until Kineto of July 2026, "
-                        "control characters until January 2025, a Windows path's backslashes until 2023)");
+                        " backslashes" + letters_note(found) + "; the first at byte " + std::to_string(found.first_at) +
+                        ", in '" + found.first_key + "') read as characters of their string: " +
+                        (found.letters == found.count() ? "valid JSON of names that PyTorch's profiler wrote unescaped"
+                                                        : "invalid JSON that PyTorch's profiler wrote for names it did not escape") +
+                        " (with_stack's Python frames: quotes "
+                        "until Kineto of July 2026, control characters until January 2025, a Windows path's "
+                        "backslashes until 2023)");
 }
 
 }   // namespace mhc::trace::import

@@ -37,9 +37,12 @@ struct EmptyValues {
 // eba157ad, July 2026), a control character stayed raw (#130622, #136180; names holding one are
 // written "unknown" since Kineto 7ae1ce85, January 2025) and so did a Windows path's backslashes
 // (#98432, pytorch/kineto#336; '/' since Kineto 21beef37, April 2023). Each mended: how many, the
-// first one's byte offset (decompressed JSON) and the key whose value held it.
+// first one's byte offset (decompressed JSON) and the key whose value held it. `letters`: those of
+// the backslashes that began \b \f \n \r or \t in an event's name (`torch\nn\functional.py`), valid
+// JSON read as the path's backslash and letter: no Kineto wrote a control character so (raw until
+// 2025, then names holding one written "unknown"), where a raw path made every one of them.
 struct RawStrings {
-    int64_t quotes = 0, controls = 0, backslashes = 0;
+    int64_t quotes = 0, controls = 0, backslashes = 0, letters = 0;
     uint64_t first_at = 0;
     std::string first_key;
     int64_t count() const { return quotes + controls + backslashes; }
@@ -50,7 +53,8 @@ struct RawStrings {
 // `null` where a member's value is missing (after a ':' outside strings, whitespace, then ',' or
 // '}'), and inside strings escapes a raw control character, a backslash that begins no JSON escape
 // and a quote that cannot end the string (what follows it is no ',', '}', ']' or, after a key,
-// ':'). None of these changes valid JSON. With `event_names`, a quote in an event's "name" ends it
+// ':'), and in an event's name a backslash before b, f, n, r or t (RawStrings::letters: the one
+// change to valid JSON; a control character written \u00XX stays one). With `event_names`, a quote in an event's "name" ends it
 // only where an event's own member (Chrome's trace event format: "pid", "ph", ...) or the event's
 // end follows: a name that holds `", "dtype": ` stays one string. That reading is the last resort
 // (kineto_parse.cpp): a valid file whose events hold members of other names after "name" is never
@@ -114,7 +118,7 @@ private:
     void produce();
     void produce_in_string(char ch, uint64_t at);
     void structure(char ch);
-    bool begins_escape();   // after a backslash: a JSON escape follows
+    bool begins_escape();   // after a backslash: a JSON escape follows (in a name, not \b \f \n \r \t)
     bool ends_string();     // at a quote: it can end the string
     bool ends_event_name(size_t off);
     size_t skip_space(size_t off);   // the first byte from `off` ahead that is no whitespace
@@ -136,6 +140,7 @@ private:
     bool in_string_ = false, after_colon_ = false;
     bool value_string_ = false;   // the open string is a value (of a key or in an array), not a key
     bool event_name_ = false;     // the open string is an event's name, read with event_names
+    bool in_event_name_ = false;  // the open string is an event's name
     char string_of_ = 'k';        // the open string is a key ('k'), a member's value ('v') or an element ('e')
 };
 
