@@ -19,6 +19,7 @@
 #include "mhc/common/refusal.hpp"
 #include "mhc/replay/host_memory.hpp"
 #include "mhc/common/output_file.hpp"
+#include "mhc/common/text_table.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/kernels/device.hpp"
 #include "mhc/kernels/swap.hpp"
@@ -181,17 +182,44 @@ struct RateTable {
     std::vector<double> duplex_ratios;   // both directions at once over one, per chunk size
 };
 
+// The rates' table (mhc::TextTable, as mhc's other tables): a median in GB/s and its [min-max]
+// spread for each direction alone and both at once, headed over two lines, a row a chunk size. The
+// columns are as wide as their widest usual cells, so that each row, printed as soon as it is
+// measured (a full calibration takes minutes), lines up with the header printed before it.
+TextTable rate_table() {
+    std::vector<TableColumn> columns{{{"chunk"}, false, true, 10}};
+    const std::pair<const char*, const char*> cells[] = {
+        {"alone", "h2d"}, {"alone", "d2h"}, {"both", "h2d"}, {"both", "d2h"}};
+    for (const auto& [when, way] : cells) {
+        columns.push_back({{when, way}, false, false, 6});
+        columns.push_back({{"[min-max]"}, true, false, 13});
+    }
+    return TextTable(std::move(columns));
+}
+
+// A table's lines after its heading's two (a row printed alone).
+std::string rows_of(const TextTable& table) {
+    const std::string text = table.render(0);
+    return text.substr(text.find('\n', text.find('\n') + 1) + 1);
+}
+
 RateTable measure_rate_table(k::SwapEngine& engine, const std::vector<size_t>& sizes, const Args& args, int rounds,
                              double budget) {
     // Every rate in one unit (GB/s, 2 decimals: a 4 KiB chunk's 0.56 and a large one's 17.90 read
     // side by side), so that the table fits 100 columns; the unit and the spread said once above it.
-    std::printf("transfer rate in GB/s by chunk size: median of %d rounds [min-max]\n", rounds);
-    std::printf("%-10s %-43s %s\n", "", "   one direction at a time", "   both directions at once");
-    std::printf("%-10s %6s %-14s %6s %-14s %6s %-14s %6s\n", "chunk", "h2d", "", "d2h", "", "h2d", "", "d2h");
-    auto cell = [](const Stat& st) {   // the median aligned down its column, the spread beside it
-        char text[96], spread[48];
-        std::snprintf(spread, sizeof spread, "[%.2f-%.2f]", st.lo / 1e9, st.hi / 1e9);
-        std::snprintf(text, sizeof text, "%6.2f %-14s", st.median / 1e9, spread);
+    std::printf("transfer rate in GB/s by chunk size: median of %d rounds [min-max]; a direction alone, both at "
+                "once\n%s",
+                rounds,
+                rate_table().render(0).c_str());
+    std::fflush(stdout);
+    auto median = [](const Stat& st) {
+        char text[32];
+        std::snprintf(text, sizeof text, "%.2f", st.median / 1e9);
+        return std::string(text);
+    };
+    auto spread = [](const Stat& st) {
+        char text[64];
+        std::snprintf(text, sizeof text, "[%.2f-%.2f]", st.lo / 1e9, st.hi / 1e9);
         return std::string(text);
     };
     RateTable table;
@@ -199,11 +227,12 @@ RateTable measure_rate_table(k::SwapEngine& engine, const std::vector<size_t>& s
         int count = args.repeat > 0 ? args.repeat : static_cast<int>(std::clamp(budget / s, 4.0, 4096.0));
         measure(engine, s, std::min(count, 4), true, true);   // warm-up
         ChunkRates rates = measure_rounds(engine, s, count, rounds);
-        std::string row = format_bytes(static_cast<int64_t>(s));
-        row.resize(std::max<size_t>(row.size(), 10), ' ');
-        row += " " + cell(rates.h2d) + " " + cell(rates.d2h) + " " + cell(rates.both_h2d) + " " + cell(rates.both_d2h);
-        row.erase(row.find_last_not_of(' ') + 1);
-        std::printf("%s\n", row.c_str());
+        TextTable row = rate_table();
+        row.add_row({format_bytes(static_cast<int64_t>(s)), median(rates.h2d), spread(rates.h2d), median(rates.d2h),
+                     spread(rates.d2h), median(rates.both_h2d), spread(rates.both_h2d), median(rates.both_d2h),
+                     spread(rates.both_d2h)});
+        std::printf("%s", rows_of(row).c_str());
+        std::fflush(stdout);
         table.by_chunk.push_back({static_cast<int64_t>(s), rates.h2d.median, rates.d2h.median, rates.both_h2d.median,
                                   rates.both_d2h.median});
         if (rates.h2d.median > table.best_h2d.h2d.median) table.best_h2d = rates;

@@ -105,7 +105,7 @@ fi
 
 # calibrate: measured, so its numbers masked; the table's layout, units and words pinned.
 run 0 -- calibrate --backend host --quick --max-chunk 256KiB -o link.json
-same_columns out '^[0-9.]+ KiB ' || exit 1
+same_columns out '^ *[0-9.]+ KiB ' || exit 1
 # The duplex clamp's note comes only where the host measured both directions together no slower
 # than one, which the machine's load decides (its wording is pinned in tests/replay/test_calibrate.cpp).
 calibrate_mask() { numbers | sed '/^note: duplex factor measured /d'; }
