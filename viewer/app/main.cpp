@@ -417,6 +417,21 @@ std::optional<int> parse_command_line(CLI::App& cli, const Given& given, int arg
     return std::nullopt;
 }
 
+// The options that script a screenshot (their help says "With --screenshot"), given without
+// --screenshot: refused once their values are read, as mhc refuses an option the others leave with
+// nothing to do (the window ignored them without a word). Throws mhc::Error.
+void check_screenshot_only(const CLI::App& cli, const mhc::viewer::Options& options) {
+    if (!options.screenshot.empty()) return;
+    if (cli.get_option("--layout")->count() > 0)
+        throw mhc::Error("--layout without --screenshot: it writes the screenshot's plot rectangles; give "
+                         "--screenshot FILE, or leave --layout out");
+    for (const char* name : {"--click", "--hover", "--find", "--find-back", "--type", "--keys"})
+        if (cli.get_option(name)->count() > 0)
+            throw mhc::Error(std::string(name) +
+                             " without --screenshot: it scripts the screenshot's input; the window takes the mouse "
+                             "and the keys from you (give --screenshot FILE, or leave " + name + " out)");
+}
+
 // Numbers as mhc reads them (docs/cli.md, "Numbers"): decimal, no '+', space, 0x or exponent.
 // Each reader below throws mhc::Error with the refusal.
 void read_device(const std::string& device, mhc::viewer::Options& options) {
@@ -533,6 +548,8 @@ void check_before_window(const mhc::viewer::Options& options) {
             if (stale.id == id) throw mhc::Error(stale.stale);
     for (const int64_t id : options.runs) mhc::viewer::run_index(runs.runs, id, options.trace, options.runs_db);
     if (options.go_step) check_step(options, step_numbers(opened));
+    if (options.device != mhc::viewer::kAutoMemoryDevice)   // as the loader refuses it in screenshot mode
+        mhc::viewer::check_memory_device(options.trace, options.device, mhc::viewer::allocation_devices(opened));
     if (!runs.note.empty()) say("warning: " + runs.note);
 }
 
@@ -586,6 +603,7 @@ int main(int argc, char** argv) {
         read_pointer(given, options);
         read_size(given.size, options);
         check_outputs(options);
+        check_screenshot_only(cli, options);
     } catch (const mhc::Error& e) {
         say(e.what());
         return 2;
