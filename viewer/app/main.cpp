@@ -505,14 +505,14 @@ void check_outputs(const mhc::viewer::Options& options) {
 // loader's steps are not there yet (only --step asks: a scan of the kernels' step column).
 std::vector<int32_t> step_numbers(const mhc::trace::Reader& reader) {
     std::set<int32_t> markers, kernels;
-    mhc::trace::Scan m = reader.scan(mhc::trace::TraceTable::Markers, {"kind", "idx"});
-    while (m.next())
-        if (m[0] == static_cast<int64_t>(mhc::trace::MarkerKind::Step) && m[1] >= 0)
-            markers.insert(static_cast<int32_t>(m[1]));
+    mhc::trace::Scan marker = reader.scan(mhc::trace::TraceTable::Markers, {"kind", "idx"});
+    while (marker.next())
+        if (marker[0] == static_cast<int64_t>(mhc::trace::MarkerKind::Step) && marker[1] >= 0)
+            markers.insert(static_cast<int32_t>(marker[1]));
     if (markers.empty()) {
-        mhc::trace::Scan k = reader.scan(mhc::trace::TraceTable::Kernels, {"step"});
-        while (k.next())
-            if (k[0] >= 0) kernels.insert(static_cast<int32_t>(k[0]));
+        mhc::trace::Scan kernel = reader.scan(mhc::trace::TraceTable::Kernels, {"step"});
+        while (kernel.next())
+            if (kernel[0] >= 0) kernels.insert(static_cast<int32_t>(kernel[0]));
     }
     const std::set<int32_t>& steps = markers.empty() ? kernels : markers;
     return {steps.begin(), steps.end()};

@@ -275,6 +275,7 @@ std::vector<int32_t> keep_one_device(ViewTrace& view, int32_t wanted) {
     }
     if (wanted != kAutoMemoryDevice) {
         std::vector<int32_t> have;
+        have.reserve(rows.size());
         for (const auto& [device, index] : rows) have.push_back(device);
         check_memory_device(view.path, wanted, have);
         view.memory_device = wanted;
