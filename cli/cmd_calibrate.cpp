@@ -186,8 +186,13 @@ struct RateTable {
     std::vector<double> duplex_ratios;   // both directions at once over one, per chunk size
 };
 
-// --json: a rate's median and spread in bytes per second.
-nlohmann::json stat_json(const Stat& st) { return {{"median_Bps", st.median}, {"min_Bps", st.lo}, {"max_Bps", st.hi}}; }
+// --json: a rate's median, minimum and maximum in bytes per second, named as the profile's by_chunk
+// rows name the median (h2d_Bps; h2d_min_Bps, h2d_max_Bps beside it).
+void put_stat(nlohmann::json& row, const std::string& way, const Stat& st) {
+    row[way + "_Bps"] = st.median;
+    row[way + "_min_Bps"] = st.lo;
+    row[way + "_max_Bps"] = st.hi;
+}
 
 // The rates' table (mhc::TextTable, as mhc's other tables): a median in GB/s and its [min-max]
 // spread for each direction alone and both at once, headed over two lines, a row a chunk size. The
@@ -235,11 +240,12 @@ RateTable measure_rate_table(k::SwapEngine& engine, const std::vector<size_t>& s
         int count = args.repeat > 0 ? args.repeat : static_cast<int>(std::clamp(budget / s, 4.0, 4096.0));
         measure(engine, s, std::min(count, 4), true, true);   // warm-up
         ChunkRates rates = measure_rounds(engine, s, count, rounds);
-        table.rows.push_back({{"chunk_bytes", s},
-                              {"h2d", stat_json(rates.h2d)},
-                              {"d2h", stat_json(rates.d2h)},
-                              {"both_h2d", stat_json(rates.both_h2d)},
-                              {"both_d2h", stat_json(rates.both_d2h)}});
+        nlohmann::json row = {{"bytes", s}};
+        put_stat(row, "h2d", rates.h2d);
+        put_stat(row, "d2h", rates.d2h);
+        put_stat(row, "both_h2d", rates.both_h2d);
+        put_stat(row, "both_d2h", rates.both_d2h);
+        table.rows.push_back(std::move(row));
         if (!args.json) {
             TextTable row = rate_table();
             row.add_row({format_bytes(static_cast<int64_t>(s)), median(rates.h2d), spread(rates.h2d),
@@ -313,9 +319,11 @@ void write_profile(const Args& args, const std::string& backend, int rounds, con
     const std::vector<std::string> notes = sim::write_link_profile(args.output, link);
     const double written_duplex = std::clamp(measured.duplex, 0.05, 1.0);
     if (args.json) {   // what the profile holds, in its own units
-        report["written"] = {{"path", args.output}, {"name", name}, {"h2d_Bps", measured.best_one.h2d},
-                             {"h2d_latency_s", measured.latency_h2d}, {"d2h_Bps", measured.best_one.d2h},
-                             {"d2h_latency_s", measured.latency_d2h}, {"duplex_factor", written_duplex}};
+        report["written"] = {{"path", args.output},
+                             {"name", name},
+                             {"h2d", {{"bandwidth_Bps", link.h2d.bandwidth_Bps}, {"latency_s", link.h2d.latency_s}}},
+                             {"d2h", {{"bandwidth_Bps", link.d2h.bandwidth_Bps}, {"latency_s", link.d2h.latency_s}}},
+                             {"duplex_factor", written_duplex}};
         report["notes"] = notes;
         std::cout << report.dump(1) << "\n";
         return;
@@ -376,7 +384,7 @@ int run(const Args& args) {
         const size_t s = sizes.back();
         int count = std::max(4, static_cast<int>(budget / s));
         Rates o = measure(*other, s, count, true, false), od = measure(*other, s, count, false, true);
-        report["comparison"] = {{"path", k::to_string(other->config().path)}, {"chunk_bytes", s},
+        report["comparison"] = {{"path", k::to_string(other->config().path)}, {"bytes", s},
                                 {"h2d_Bps", o.h2d}, {"d2h_Bps", od.d2h}};
         if (!args.json)
             std::printf("%s at %s (for comparison, not in the profile): h2d %.2f GB/s, d2h %.2f GB/s\n",

@@ -116,15 +116,15 @@ run 0 -- calibrate --backend host --quick --rounds 1 --max-chunk 16KiB -o lj.jso
 python3 - <<'PY' || fail "calibrate --json: $(cat out)"
 import json
 j, profile = json.load(open("out")), json.load(open("lj.json"))
-assert [c["chunk_bytes"] for c in j["by_chunk"]] == [4096, 16384], j["by_chunk"]
-for c in j["by_chunk"]:
+assert [c["bytes"] for c in j["by_chunk"]] == [c["bytes"] for c in profile["by_chunk"]] == [4096, 16384], j
+for c, p in zip(j["by_chunk"], profile["by_chunk"]):
     for way in ("h2d", "d2h", "both_h2d", "both_d2h"):
-        assert 0 < c[way]["min_Bps"] <= c[way]["median_Bps"] <= c[way]["max_Bps"], c
+        assert 0 < c[way + "_min_Bps"] <= c[way + "_Bps"] <= c[way + "_max_Bps"], c
+        assert c[way + "_Bps"] == p[way + "_Bps"], (c, p)   # the medians, as the profile holds them
 assert j["latency"]["h2d"]["p10_s"] <= j["latency"]["h2d"]["p90_s"], j["latency"]
 w = j["written"]
 assert w["path"] == "lj.json" and w["name"] == profile["name"], w
-assert (w["h2d_Bps"], w["h2d_latency_s"]) == (profile["h2d"]["bandwidth_Bps"], profile["h2d"]["latency_s"]), w
-assert (w["d2h_Bps"], w["d2h_latency_s"]) == (profile["d2h"]["bandwidth_Bps"], profile["d2h"]["latency_s"]), w
+assert (w["h2d"], w["d2h"]) == (profile["h2d"], profile["d2h"]), (w, profile)
 PY
 
 # validate: a short replay on the host backend; numbers, the load and the verdict's words masked.
