@@ -134,6 +134,10 @@ if [ -n "$view" ] && [ -x "$view" ]; then
     [ $rc = 2 ] && [ "$(wc -l <verr)" = 1 ] &&
         grep -qxF "mhc-view: t.db: run 9 does not exist (2 runs in the file: mhc info t.db lists them)" verr ||
         fail "mhc-view --run 9 exited $rc: $(cat verr)"
+    # No trace: said as mhc says a missing argument (it said "trace is required").
+    "$view" >vout 2>verr </dev/null; rc=$?
+    [ $rc = 2 ] && grep -qxF "mhc-view: the TRACE argument is required (mhc-view --help)" verr ||
+        fail "mhc-view without a trace exited $rc: $(cat verr)"
     # A --step the trace lacks: refused before any window as with --screenshot (the window ignored
     # it); one it has passes the check and reaches the window (here: no display).
     DISPLAY='' WAYLAND_DISPLAY='' timeout 20 "$view" t.db --step 9 >vout 2>verr </dev/null; rc=$?

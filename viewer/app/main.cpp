@@ -404,6 +404,9 @@ std::optional<int> parse_command_line(CLI::App& cli, const Given& given, int arg
     } catch (const CLI::ExtrasError&) {
         say(line::unexpected(cli, nullptr));
         return 2;
+    } catch (const CLI::RequiredError&) {   // the trace, the only one required: said as mhc says its own
+        say("the TRACE argument is required (mhc-view --help)");
+        return 2;
     } catch (const CLI::ParseError& e) {   // bad options: one line, exit 2, as `mhc` does
         say(line::missing_value(line::in_our_words(line::path_first(e.what())), cli, words));
         return 2;
