@@ -8,10 +8,13 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
 #include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "command.hpp"
 #include "mhc/common/error.hpp"
@@ -19,6 +22,7 @@
 #include "mhc/common/refusal.hpp"
 #include "mhc/replay/host_memory.hpp"
 #include "mhc/common/output_file.hpp"
+#include "mhc/common/text_table.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/kernels/device.hpp"
 #include "mhc/kernels/swap.hpp"
@@ -33,7 +37,7 @@ using Clock = std::chrono::steady_clock;
 struct Args {
     std::string backend, output, name, path = "copy-engine", max_chunk = "64MiB";
     int repeat = 0, rounds = 5;
-    bool quick = false, force = false;
+    bool quick = false, force = false, json = false;
     bool path_given = false, rounds_given = false;   // --path, --rounds given (not their defaults)
 };
 
@@ -177,21 +181,58 @@ void refuse_arena_past_half_memory(const Args& args, size_t arena) {
 // The rate table, one row per chunk size, and what the profile takes from it.
 struct RateTable {
     std::vector<sim::LinkModel::Chunk> by_chunk;
+    nlohmann::json rows = nlohmann::json::array();   // --json: each chunk size's medians and spreads
     ChunkRates best_h2d, best_d2h;       // the chunk sizes with the fastest one-way medians
     std::vector<double> duplex_ratios;   // both directions at once over one, per chunk size
 };
+
+// --json: a rate's median, minimum and maximum in bytes per second, named as the profile's by_chunk
+// rows name the median (h2d_Bps; h2d_min_Bps, h2d_max_Bps beside it).
+void put_stat(nlohmann::json& row, const std::string& way, const Stat& st) {
+    row[way + "_Bps"] = st.median;
+    row[way + "_min_Bps"] = st.lo;
+    row[way + "_max_Bps"] = st.hi;
+}
+
+// The rates' table (mhc::TextTable, as mhc's other tables): a median in GB/s and its [min-max]
+// spread for each direction alone and both at once, headed over two lines, a row a chunk size. The
+// columns are as wide as their widest usual cells, so that each row, printed as soon as it is
+// measured (a full calibration takes minutes), lines up with the header printed before it.
+TextTable rate_table() {
+    std::vector<TableColumn> columns{{{"chunk"}, false, true, 10}};
+    const std::pair<const char*, const char*> cells[] = {
+        {"alone", "h2d"}, {"alone", "d2h"}, {"both", "h2d"}, {"both", "d2h"}};
+    for (const auto& [when, way] : cells) {
+        columns.push_back({{when, way}, false, false, 6});
+        columns.push_back({{"[min-max]"}, true, false, 13});
+    }
+    return TextTable(std::move(columns));
+}
+
+// A table's lines after its heading's two (a row printed alone).
+std::string rows_of(const TextTable& table) {
+    const std::string text = table.render(0);
+    return text.substr(text.find('\n', text.find('\n') + 1) + 1);
+}
 
 RateTable measure_rate_table(k::SwapEngine& engine, const std::vector<size_t>& sizes, const Args& args, int rounds,
                              double budget) {
     // Every rate in one unit (GB/s, 2 decimals: a 4 KiB chunk's 0.56 and a large one's 17.90 read
     // side by side), so that the table fits 100 columns; the unit and the spread said once above it.
-    std::printf("transfer rate in GB/s by chunk size: median of %d rounds [min-max]\n", rounds);
-    std::printf("%-10s %-43s %s\n", "", "   one direction at a time", "   both directions at once");
-    std::printf("%-10s %6s %-14s %6s %-14s %6s %-14s %6s\n", "chunk", "h2d", "", "d2h", "", "h2d", "", "d2h");
-    auto cell = [](const Stat& st) {   // the median aligned down its column, the spread beside it
-        char text[96], spread[48];
-        std::snprintf(spread, sizeof spread, "[%.2f-%.2f]", st.lo / 1e9, st.hi / 1e9);
-        std::snprintf(text, sizeof text, "%6.2f %-14s", st.median / 1e9, spread);
+    if (!args.json) {
+        std::printf("transfer rate in GB/s by chunk size: median of %d rounds [min-max]; a direction alone, both "
+                    "at once\n%s",
+                    rounds, rate_table().render(0).c_str());
+        std::fflush(stdout);
+    }
+    auto median = [](const Stat& st) {
+        char text[32];
+        std::snprintf(text, sizeof text, "%.2f", st.median / 1e9);
+        return std::string(text);
+    };
+    auto spread = [](const Stat& st) {
+        char text[64];
+        std::snprintf(text, sizeof text, "[%.2f-%.2f]", st.lo / 1e9, st.hi / 1e9);
         return std::string(text);
     };
     RateTable table;
@@ -199,11 +240,20 @@ RateTable measure_rate_table(k::SwapEngine& engine, const std::vector<size_t>& s
         int count = args.repeat > 0 ? args.repeat : static_cast<int>(std::clamp(budget / s, 4.0, 4096.0));
         measure(engine, s, std::min(count, 4), true, true);   // warm-up
         ChunkRates rates = measure_rounds(engine, s, count, rounds);
-        std::string row = format_bytes(static_cast<int64_t>(s));
-        row.resize(std::max<size_t>(row.size(), 10), ' ');
-        row += " " + cell(rates.h2d) + " " + cell(rates.d2h) + " " + cell(rates.both_h2d) + " " + cell(rates.both_d2h);
-        row.erase(row.find_last_not_of(' ') + 1);
-        std::printf("%s\n", row.c_str());
+        nlohmann::json row = {{"bytes", s}};
+        put_stat(row, "h2d", rates.h2d);
+        put_stat(row, "d2h", rates.d2h);
+        put_stat(row, "both_h2d", rates.both_h2d);
+        put_stat(row, "both_d2h", rates.both_d2h);
+        table.rows.push_back(std::move(row));
+        if (!args.json) {
+            TextTable row = rate_table();
+            row.add_row({format_bytes(static_cast<int64_t>(s)), median(rates.h2d), spread(rates.h2d),
+                         median(rates.d2h), spread(rates.d2h), median(rates.both_h2d), spread(rates.both_h2d),
+                         median(rates.both_d2h), spread(rates.both_d2h)});
+            std::printf("%s", rows_of(row).c_str());
+            std::fflush(stdout);
+        }
         table.by_chunk.push_back({static_cast<int64_t>(s), rates.h2d.median, rates.d2h.median, rates.both_h2d.median,
                                   rates.both_d2h.median});
         if (rates.h2d.median > table.best_h2d.h2d.median) table.best_h2d = rates;
@@ -220,17 +270,25 @@ RateTable measure_rate_table(k::SwapEngine& engine, const std::vector<size_t>& s
 
 // Latency: the fixed cost of a transfer = time of a tiny one minus its bytes at full rate.
 // Printed; returns seconds, h2d and d2h.
-std::pair<double, double> measure_latency(k::SwapEngine& engine, const Rates& best_one, bool quick) {
+std::pair<double, double> measure_latency(k::SwapEngine& engine, const Rates& best_one, const Args& args,
+                                          nlohmann::json& report) {
     const size_t small = 4096;
-    const int reps = quick ? 50 : 200;
+    const int reps = args.quick ? 50 : 200;
     Stat lh = latency(engine, k::SwapDir::HostToDevice, small, reps);
     Stat ld = latency(engine, k::SwapDir::DeviceToHost, small, reps);
     auto fixed = [&](double t, double bw) { return std::max(0.0, t - small / bw) * 1e6; };   // us
     double lat_h2d = fixed(lh.median, best_one.h2d) * 1e-6;
     double lat_d2h = fixed(ld.median, best_one.d2h) * 1e-6;
-    std::printf("latency in us (4 KiB, median of %d [p10-p90]): h2d %.2f [%.2f-%.2f], d2h %.2f [%.2f-%.2f]\n", reps,
-                lat_h2d * 1e6, fixed(lh.lo, best_one.h2d), fixed(lh.hi, best_one.h2d), lat_d2h * 1e6,
-                fixed(ld.lo, best_one.d2h), fixed(ld.hi, best_one.d2h));
+    // --json: in seconds, as the profile holds them.
+    report["latency"] = {{"transfers", reps},
+                         {"h2d", {{"median_s", lat_h2d}, {"p10_s", fixed(lh.lo, best_one.h2d) * 1e-6},
+                                  {"p90_s", fixed(lh.hi, best_one.h2d) * 1e-6}}},
+                         {"d2h", {{"median_s", lat_d2h}, {"p10_s", fixed(ld.lo, best_one.d2h) * 1e-6},
+                                  {"p90_s", fixed(ld.hi, best_one.d2h) * 1e-6}}}};
+    if (!args.json)
+        std::printf("latency in us (4 KiB, median of %d [p10-p90]): h2d %.2f [%.2f-%.2f], d2h %.2f [%.2f-%.2f]\n",
+                    reps, lat_h2d * 1e6, fixed(lh.lo, best_one.h2d), fixed(lh.hi, best_one.h2d), lat_d2h * 1e6,
+                    fixed(ld.lo, best_one.d2h), fixed(ld.hi, best_one.d2h));
     return {lat_h2d, lat_d2h};
 }
 
@@ -242,7 +300,7 @@ struct Measured {
 
 // Writes the link profile (named by --name, else by the device or the host engine) and says what it holds.
 void write_profile(const Args& args, const std::string& backend, int rounds, const std::string& engine_name,
-                   const Measured& measured, std::vector<sim::LinkModel::Chunk> by_chunk) {
+                   const Measured& measured, std::vector<sim::LinkModel::Chunk> by_chunk, nlohmann::json& report) {
     const bool cuda = backend == "cuda";
     std::string source = "mhc calibrate --backend " + backend + " --path " + args.path + " --max-chunk " +
                          args.max_chunk + " --rounds " + std::to_string(rounds);
@@ -258,8 +316,19 @@ void write_profile(const Args& args, const std::string& backend, int rounds, con
     link.duplex_factor = measured.duplex;
     link.source = source;
     link.by_chunk = std::move(by_chunk);
-    for (const auto& note : sim::write_link_profile(args.output, link)) std::printf("note: %s\n", note.c_str());
+    const std::vector<std::string> notes = sim::write_link_profile(args.output, link);
     const double written_duplex = std::clamp(measured.duplex, 0.05, 1.0);
+    if (args.json) {   // what the profile holds, in its own units
+        report["written"] = {{"path", args.output},
+                             {"name", name},
+                             {"h2d", {{"bandwidth_Bps", link.h2d.bandwidth_Bps}, {"latency_s", link.h2d.latency_s}}},
+                             {"d2h", {{"bandwidth_Bps", link.d2h.bandwidth_Bps}, {"latency_s", link.d2h.latency_s}}},
+                             {"duplex_factor", written_duplex}};
+        report["notes"] = notes;
+        std::cout << report.dump(1) << "\n";
+        return;
+    }
+    for (const auto& note : notes) std::printf("note: %s\n", note.c_str());
     // What the profile holds, in the table's units: each direction's fastest chunk's rate.
     std::printf(
         "%s written: h2d %.2f GB/s + %.2f us a transfer, d2h %.2f GB/s + %.2f us a transfer\n"
@@ -303,7 +372,8 @@ int run(const Args& args) {
     const int rounds = args.quick ? std::min(args.rounds, 3) : args.rounds;
     RateTable table = measure_rate_table(*engine, sizes, args, rounds, budget);
     Rates best_one{table.best_h2d.h2d.median, table.best_d2h.d2h.median};
-    const auto [lat_h2d, lat_d2h] = measure_latency(*engine, best_one, args.quick);
+    nlohmann::json report = {{"rounds", rounds}, {"by_chunk", std::move(table.rows)}};
+    const auto [lat_h2d, lat_d2h] = measure_latency(*engine, best_one, args, report);
     // Duplex factor: both directions at once relative to one, the median over chunk sizes.
     // The model needs it in (0, 1]; sim::write_link_profile clamps a noisy measurement (a host
     // backend's memcpy threads share no link and can measure above 1) and notes it.
@@ -314,13 +384,16 @@ int run(const Args& args) {
         const size_t s = sizes.back();
         int count = std::max(4, static_cast<int>(budget / s));
         Rates o = measure(*other, s, count, true, false), od = measure(*other, s, count, false, true);
-        std::printf("%s at %s (for comparison, not in the profile): h2d %.2f GB/s, d2h %.2f GB/s\n",
-                    k::to_string(other->config().path), format_bytes(static_cast<int64_t>(s)).c_str(), o.h2d / 1e9,
-                    od.d2h / 1e9);
+        report["comparison"] = {{"path", k::to_string(other->config().path)}, {"bytes", s},
+                                {"h2d_Bps", o.h2d}, {"d2h_Bps", od.d2h}};
+        if (!args.json)
+            std::printf("%s at %s (for comparison, not in the profile): h2d %.2f GB/s, d2h %.2f GB/s\n",
+                        k::to_string(other->config().path), format_bytes(static_cast<int64_t>(s)).c_str(),
+                        o.h2d / 1e9, od.d2h / 1e9);
     }
 
     write_profile(args, backend, rounds, engine->name(), {best_one, lat_h2d, lat_d2h, duplex},
-                  std::move(table.by_chunk));
+                  std::move(table.by_chunk), report);
     return kExitOk;
 }
 
@@ -352,6 +425,9 @@ Registration reg{Command{
                            ->capture_default_str();
         sub.add_flag("--quick", args->quick, "Fewer bytes per measurement");
         sub.add_flag("--force", args->force, "Replace an existing profile");
+        sub.add_flag("--json", args->json,
+                     "Print what was measured as JSON (stdout) instead of the tables: each chunk size's medians "
+                     "and [min, max] in bytes per second, the latencies in seconds, what the profile holds");
         return [args, path, rounds]() {
             args->path_given = path->count() > 0;
             args->rounds_given = rounds->count() > 0;

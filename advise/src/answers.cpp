@@ -106,7 +106,7 @@ std::string code_for(const Answer& answer, const CaptureInfo& info) {
 
 std::string format_loss(double loss) {
     char text[32];
-    std::snprintf(text, sizeof text, "%+.1f%%", 100 * loss);
+    std::snprintf(text, sizeof text, "%+.2f%%", 100 * loss);
     return text;
 }
 

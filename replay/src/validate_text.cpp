@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "mhc/common/text_table.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/common/wrap.hpp"
 #include "mhc/replay/validate.hpp"
@@ -42,32 +43,50 @@ std::string detail(const char* label, const std::string& text) {
     return std::string(head) + wrap(text, 100, 13, 13).substr(13);
 }
 
+// The figures' table (mhc::TextTable, as mhc's other tables): each figure headed over two lines,
+// right-aligned, the columns as wide as their widest usual figure so that a row told alone as it is
+// measured (validate_configuration.cpp) lines up with the header told before it and reads the same
+// in the report. The first column, empty, indents the figures under each configuration's name.
+TextTable figures_table() {
+    return TextTable({{{}, true, true, 1},
+                      {{"peak", "pred"}, false, false, 11},
+                      {{"peak", "meas"}, false, false, 11},
+                      {{"peak", "err"}, false, false, 7},
+                      {{"loss", "pred"}, false, false, 8},
+                      {{"loss", "meas"}, false, false, 8},
+                      {{"loss", "err pp"}, false, false, 8},
+                      {{"checksums"}, false, false, 9},
+                      {{"status"}, true}});
+}
+
+std::string percent(const char* format, double value) {
+    char text[32];
+    std::snprintf(text, sizeof text, format, value);
+    return text;
+}
+
 }  // namespace
 
 // The name on a line of its own and the figures under it: a name holds the link's (a calibrated
 // profile's can be long), and the row of 11 figures with the name ran to 190 columns.
-std::string table_header() {
-    char buf[256];
-    std::snprintf(buf, sizeof buf, "configuration\n  %10s %10s %7s   %10s %10s %8s   %9s  %s\n", "peak pred", "peak meas",
-                  "err", "loss pred", "loss meas", "err pp", "checksums", "status");
-    return buf;
-}
+std::string table_header() { return "configuration\n" + figures_table().render(0); }
 
 std::string row_text(const Row& row) {
     std::string out = row.name + "\n";
-    char buf[1024];
     const auto& pred = row.predicted;
     const auto& meas = row.measured;
     // A run that ran out of memory has no throughput to lose.
-    char lp[16], lm[16], le[16];
-    std::snprintf(lp, sizeof lp, pred.oom.happened ? "oom" : "%.2f%%", 100 * row.predicted_loss());
-    std::snprintf(lm, sizeof lm, meas.oom ? "oom" : "%.2f%%", 100 * row.measured_loss);
-    std::snprintf(le, sizeof le, pred.oom.happened || meas.oom ? "-" : "%+.2f", row.loss_error_pp);
-    std::snprintf(buf, sizeof buf, "  %10s %10s %6.2f%%   %10s %10s %8s   %9lld  %s%s\n",
-                  format_bytes(predicted_arena_peak(pred)).c_str(), format_bytes(meas.peak).c_str(),
-                  100 * row.peak_error, lp, lm, le, static_cast<long long>(meas.checksums),
-                  std::string(to_string(meas.status)).c_str(), meas.mismatches ? " CHECKSUM MISMATCH" : "");
-    out += buf;
+    const bool oom = pred.oom.happened || meas.oom;
+    TextTable table = figures_table();
+    table.add_row({"", format_bytes(predicted_arena_peak(pred)), format_bytes(meas.peak),
+                   percent("%.2f%%", 100 * row.peak_error),
+                   pred.oom.happened ? "OOM" : percent("%.2f%%", 100 * row.predicted_loss()),
+                   meas.oom ? "OOM" : percent("%.2f%%", 100 * row.measured_loss),
+                   oom ? "-" : percent("%+.2f", row.loss_error_pp), std::to_string(meas.checksums),
+                   std::string(to_string(meas.status)) + (meas.mismatches ? " CHECKSUM MISMATCH" : "")});
+    const std::string rendered = table.render(0);
+    // The heading's two lines are table_header's; the row alone here.
+    out += rendered.substr(rendered.find('\n', rendered.find('\n') + 1) + 1);
     if (!meas.failure.empty()) out += detail("failure", meas.failure);
     if (pred.oom.happened || meas.oom)
         out += detail("OOM", std::string("predicted: ") + (pred.oom.happened ? pred.oom.where : "none") +

@@ -134,6 +134,29 @@ if [ -n "$view" ] && [ -x "$view" ]; then
     [ $rc = 2 ] && [ "$(wc -l <verr)" = 1 ] &&
         grep -qxF "mhc-view: t.db: run 9 does not exist (2 runs in the file: mhc info t.db lists them)" verr ||
         fail "mhc-view --run 9 exited $rc: $(cat verr)"
+    # No trace: said as mhc says a missing argument (it said "trace is required").
+    "$view" >vout 2>verr </dev/null; rc=$?
+    [ $rc = 2 ] && grep -qxF "mhc-view: the TRACE argument is required (mhc-view --help)" verr ||
+        fail "mhc-view without a trace exited $rc: $(cat verr)"
+    # A --step the trace lacks: refused before any window as with --screenshot (the window ignored
+    # it); one it has passes the check and reaches the window (here: no display).
+    DISPLAY='' WAYLAND_DISPLAY='' timeout 20 "$view" t.db --step 9 >vout 2>verr </dev/null; rc=$?
+    [ $rc = 2 ] && grep -qxF "mhc-view: --step: '9': not a step of t.db (its steps: 0 to 1)" verr ||
+        fail "mhc-view --step 9 without --screenshot exited $rc: $(cat verr)"
+    DISPLAY='' WAYLAND_DISPLAY='' timeout 20 "$view" t.db --step 1 >vout 2>verr </dev/null; rc=$?
+    [ $rc = 1 ] && grep -qF "cannot open a window" verr || fail "mhc-view --step 1 exited $rc: $(cat verr)"
+    # A --device the trace has no allocations on: refused before any window, as with --screenshot
+    # (the window said it after opening); the options that script a screenshot, without one, are
+    # refused as mhc refuses an option left with nothing to do (the window ignored them).
+    DISPLAY='' WAYLAND_DISPLAY='' timeout 20 "$view" t.db --device 7 >vout 2>verr </dev/null; rc=$?
+    [ $rc = 2 ] && grep -qxF "mhc-view: t.db: no allocations on GPU 7 (allocations on: GPU 0)" verr ||
+        fail "mhc-view --device 7 without --screenshot exited $rc: $(cat verr)"
+    for opt in "--click 5,5" "--layout l.json" "--keys q"; do
+        # shellcheck disable=SC2086  # the option and its value
+        DISPLAY='' WAYLAND_DISPLAY='' timeout 20 "$view" t.db $opt >vout 2>verr </dev/null; rc=$?
+        [ $rc = 2 ] && [ "$(wc -l <verr)" = 1 ] && grep -qF "mhc-view: ${opt%% *} without --screenshot: " verr ||
+            fail "mhc-view $opt without --screenshot exited $rc: $(cat verr)"
+    done
     # --view opens that view with or without --screenshot: its help says so.
     "$view" --help >vhelp 2>&1 || fail "mhc-view --help exited $?"
     grep -qF "The view to open" vhelp || fail "mhc-view --help: --view: $(grep -F -- --view vhelp)"

@@ -105,11 +105,27 @@ fi
 
 # calibrate: measured, so its numbers masked; the table's layout, units and words pinned.
 run 0 -- calibrate --backend host --quick --max-chunk 256KiB -o link.json
-same_columns out '^[0-9.]+ KiB ' || exit 1
+same_columns out '^ *[0-9.]+ KiB ' || exit 1
 # The duplex clamp's note comes only where the host measured both directions together no slower
 # than one, which the machine's load decides (its wording is pinned in tests/replay/test_calibrate.cpp).
 calibrate_mask() { numbers | sed '/^note: duplex factor measured /d'; }
 keep calibrate calibrate_mask <out
+# --json, as the other commands that print a table have it: JSON alone on stdout (no table), each
+# chunk size's medians and spreads, the latencies, and what the profile holds, equal to the file.
+run 0 -- calibrate --backend host --quick --rounds 1 --max-chunk 16KiB -o lj.json --json
+python3 - <<'PY' || fail "calibrate --json: $(cat out)"
+import json
+j, profile = json.load(open("out")), json.load(open("lj.json"))
+assert [c["bytes"] for c in j["by_chunk"]] == [c["bytes"] for c in profile["by_chunk"]] == [4096, 16384], j
+for c, p in zip(j["by_chunk"], profile["by_chunk"]):
+    for way in ("h2d", "d2h", "both_h2d", "both_d2h"):
+        assert 0 < c[way + "_min_Bps"] <= c[way + "_Bps"] <= c[way + "_max_Bps"], c
+        assert c[way + "_Bps"] == p[way + "_Bps"], (c, p)   # the medians, as the profile holds them
+assert j["latency"]["h2d"]["p10_s"] <= j["latency"]["h2d"]["p90_s"], j["latency"]
+w = j["written"]
+assert w["path"] == "lj.json" and w["name"] == profile["name"], w
+assert (w["h2d"], w["d2h"]) == (profile["h2d"], profile["d2h"]), (w, profile)
+PY
 
 # validate: a short replay on the host backend; numbers, the load and the verdict's words masked.
 run 0 -- validate t.db --backend host --link pcie4 --time-scale 0.2 --repeat 1 --capacity 70% --no-store

@@ -492,6 +492,11 @@ void App::frame(float width, float height) {
         }
     }
     if (limits_dirty) update_limits();
+    if (step_on_load && trace && !loading) {
+        step_on_load = false;
+        step_input = opt.step;
+        go_to_step(opt.step);
+    }
     ImGui::SetNextWindowPos({0, 0});
     ImGui::SetNextWindowSize({width, height});
     ImGui::Begin("mhc-view", nullptr,

@@ -127,6 +127,9 @@ public:
     bool loaded_this_frame = false;          // a run was read from the file, or screenshot mode
                                              // waited for a worker: not a drawing frame
     int step_input = 0;                      // the toolbar's "step" field
+    // Window mode, --step: gone to on the first frame the trace is there (screenshot mode presses
+    // Go among its scripted input instead).
+    bool step_on_load = false;
     bool memory_strip = true;                // timeline: the memory curve under the tracks
     bool fit_y = false;                      // memory curves: y axis fitted to the data in view (toolbar)
     bool notes_open = false;                 // the notes' window (a click on the notes line, or N)

@@ -15,6 +15,8 @@
 #include <chrono>
 #include <cstdio>
 #include <optional>
+#include <set>
+#include <vector>
 #include <cstdlib>
 #include <filesystem>
 #include <unistd.h>
@@ -29,6 +31,7 @@
 #include "mhc/common/output_file.hpp"
 #include "mhc/common/refusal.hpp"
 #include "mhc/sim/config.hpp"
+#include "mhc/trace/model.hpp"
 #include "mhc/trace/runs.hpp"
 #include "mhc/trace/store.hpp"
 #include "screenshot.hpp"
@@ -345,7 +348,9 @@ void add_options(CLI::App& cli, mhc::viewer::Options& options, Given& given) {
     cli.add_option("--hover", given.hover,
                    "With --screenshot: the mouse at window pixel X,Y in the saved frame (its tooltip)")
         ->type_name("X,Y");
-    given.step = cli.add_option("--step", options.step, "With --screenshot: set the toolbar's step and press Go");
+    given.step = cli.add_option("--step", options.step,
+                                "Go to this step once the trace is read (the toolbar's step and Go); a step the "
+                                "trace lacks is refused");
     cli.add_option("--find", options.finds,
                    "With --screenshot: type TEXT in the timeline's find field and press Enter (again for each one)")
         ->type_name("TEXT");
@@ -399,6 +404,9 @@ std::optional<int> parse_command_line(CLI::App& cli, const Given& given, int arg
     } catch (const CLI::ExtrasError&) {
         say(line::unexpected(cli, nullptr));
         return 2;
+    } catch (const CLI::RequiredError&) {   // the trace, the only one required: said as mhc says its own
+        say("the TRACE argument is required (mhc-view --help)");
+        return 2;
     } catch (const CLI::ParseError& e) {   // bad options: one line, exit 2, as `mhc` does
         say(line::missing_value(line::in_our_words(line::path_first(e.what())), cli, words));
         return 2;
@@ -410,6 +418,21 @@ std::optional<int> parse_command_line(CLI::App& cli, const Given& given, int arg
             return 2;
         }
     return std::nullopt;
+}
+
+// The options that script a screenshot (their help says "With --screenshot"), given without
+// --screenshot: refused once their values are read, as mhc refuses an option the others leave with
+// nothing to do (the window ignored them without a word). Throws mhc::Error.
+void check_screenshot_only(const CLI::App& cli, const mhc::viewer::Options& options) {
+    if (!options.screenshot.empty()) return;
+    if (cli.get_option("--layout")->count() > 0)
+        throw mhc::Error("--layout without --screenshot: it writes the screenshot's plot rectangles; give "
+                         "--screenshot FILE, or leave --layout out");
+    for (const char* name : {"--click", "--hover", "--find", "--find-back", "--type", "--keys"})
+        if (cli.get_option(name)->count() > 0)
+            throw mhc::Error(std::string(name) +
+                             " without --screenshot: it scripts the screenshot's input; the window takes the mouse "
+                             "and the keys from you (give --screenshot FILE, or leave " + name + " out)");
 }
 
 // Numbers as mhc reads them (docs/cli.md, "Numbers"): decimal, no '+', space, 0x or exponent.
@@ -480,6 +503,40 @@ void check_outputs(const mhc::viewer::Options& options) {
         throw mhc::Error("--layout " + options.layout + " is also --screenshot; write them to two files");
 }
 
+// The step numbers a trace has, in order, as the loader finds them (load.cpp): its step markers
+// when it has any, else the steps its kernels carry. Read before the window opens, where the
+// loader's steps are not there yet (only --step asks: a scan of the kernels' step column).
+std::vector<int32_t> step_numbers(const mhc::trace::Reader& reader) {
+    std::set<int32_t> markers, kernels;
+    mhc::trace::Scan marker = reader.scan(mhc::trace::TraceTable::Markers, {"kind", "idx"});
+    while (marker.next())
+        if (marker[0] == static_cast<int64_t>(mhc::trace::MarkerKind::Step) && marker[1] >= 0)
+            markers.insert(static_cast<int32_t>(marker[1]));
+    if (markers.empty()) {
+        mhc::trace::Scan kernel = reader.scan(mhc::trace::TraceTable::Kernels, {"step"});
+        while (kernel.next())
+            if (kernel[0] >= 0) kernels.insert(static_cast<int32_t>(kernel[0]));
+    }
+    const std::set<int32_t>& steps = markers.empty() ? kernels : markers;
+    return {steps.begin(), steps.end()};
+}
+
+// --step naming no step of the trace: refused, with and without --screenshot, before any window
+// opens (a screenshot was written with the status line saying "no step 5 in this trace", exit 0;
+// the window ignored it). `steps` in order.
+void check_step(const mhc::viewer::Options& options, const std::vector<int32_t>& steps) {
+    if (!options.go_step || std::binary_search(steps.begin(), steps.end(), options.step)) return;
+    std::string have = "it marks no steps";
+    if (!steps.empty()) {
+        const int32_t low = steps.front(), high = steps.back();
+        const bool gaps = int64_t{high} - low + 1 != static_cast<int64_t>(steps.size());
+        have = (gaps ? std::to_string(steps.size()) + " steps, " : "its steps: ") + std::to_string(low) +
+               (low == high ? "" : (gaps ? " up to " : " to ") + std::to_string(high));
+    }
+    throw mhc::Error(mhc::refused_value("--step", std::to_string(options.step),
+                                        "not a step of " + options.trace + " (" + have + ")"));
+}
+
 // Interactive: a file that is no trace (missing, a profiler's JSON, a directory): one line and exit
 // 2 before any window opens; the window said it and stayed open. Throws mhc::Error.
 void check_before_window(const mhc::viewer::Options& options) {
@@ -493,27 +550,10 @@ void check_before_window(const mhc::viewer::Options& options) {
         for (const auto& stale : runs.stale)   // computed from other data: refused by name
             if (stale.id == id) throw mhc::Error(stale.stale);
     for (const int64_t id : options.runs) mhc::viewer::run_index(runs.runs, id, options.trace, options.runs_db);
+    if (options.go_step) check_step(options, step_numbers(opened));
+    if (options.device != mhc::viewer::kAutoMemoryDevice)   // as the loader refuses it in screenshot mode
+        mhc::viewer::check_memory_device(options.trace, options.device, mhc::viewer::allocation_devices(opened));
     if (!runs.note.empty()) say("warning: " + runs.note);
-}
-
-// --step naming no step of the trace: refused (the screenshot was written, with the status line
-// saying "no step 5 in this trace", and exit 0). The spans are in step order, as the toolbar's
-// step control and snap_step read them.
-void check_step(const mhc::viewer::App& app) {
-    if (!app.opt.go_step) return;
-    const auto& steps = app.trace->steps;
-    const auto at = std::lower_bound(steps.begin(), steps.end(), app.opt.step,
-                                     [](const auto& span, int32_t step) { return span.step < step; });
-    if (at != steps.end() && at->step == app.opt.step) return;
-    std::string have = "it marks no steps";
-    if (!steps.empty()) {
-        const int32_t low = steps.front().step, high = steps.back().step;
-        const bool gaps = int64_t{high} - low + 1 != static_cast<int64_t>(steps.size());
-        have = (gaps ? std::to_string(steps.size()) + " steps, " : "its steps: ") + std::to_string(low) +
-               (low == high ? "" : (gaps ? " up to " : " to ") + std::to_string(high));
-    }
-    throw mhc::Error(mhc::refused_value("--step", std::to_string(app.opt.step),
-                                        "not a step of " + app.opt.trace + " (" + have + ")"));
 }
 
 // Screenshot mode loads the trace now; the window loads it on a worker thread after the checks
@@ -523,7 +563,9 @@ std::optional<int> start_loading(mhc::viewer::App& app, bool screenshot) {
     if (screenshot) {
         try {
             app.load_now();
-            check_step(app);
+            std::vector<int32_t> steps;
+            for (const auto& span : app.trace->steps) steps.push_back(span.step);
+            check_step(options, steps);
         } catch (const mhc::Error& e) {
             say(mhc::viewer::with_import_hint(e.what(), options.trace));
             return e.exit_code();
@@ -539,6 +581,7 @@ std::optional<int> start_loading(mhc::viewer::App& app, bool screenshot) {
         say(mhc::viewer::with_import_hint(e.what(), options.trace));
         return 2;
     }
+    app.step_on_load = options.go_step;
     app.load_async();
     return std::nullopt;
 }
@@ -563,6 +606,7 @@ int main(int argc, char** argv) {
         read_pointer(given, options);
         read_size(given.size, options);
         check_outputs(options);
+        check_screenshot_only(cli, options);
     } catch (const mhc::Error& e) {
         say(e.what());
         return 2;

@@ -5,6 +5,7 @@
 #include <exception>
 #include <map>
 #include <numeric>
+#include <set>
 #include <thread>
 #include <unordered_map>
 
@@ -230,6 +231,26 @@ struct Loader {
     }
 };
 
+}  // namespace
+
+void check_memory_device(const std::string& path, int32_t wanted, const std::vector<int32_t>& have) {
+    if (wanted == kAutoMemoryDevice || std::find(have.begin(), have.end(), wanted) != have.end()) return;
+    std::string names;
+    for (const int32_t device : have) names += (names.empty() ? "" : ", ") + device_name(device);
+    throw Error(path + ": no allocations on " + device_name(wanted) +
+                    (names.empty() ? " (the trace has no allocations)" : " (allocations on: " + names + ")"),
+                Error::Kind::BadInput);
+}
+
+std::vector<int32_t> allocation_devices(const trace::Reader& reader) {
+    std::set<int32_t> devices;
+    trace::Scan scan = reader.scan(trace::TraceTable::Allocations, {"device"});
+    while (scan.next()) devices.insert(static_cast<int32_t>(scan[0]));
+    return {devices.begin(), devices.end()};
+}
+
+namespace {
+
 // Each device's allocations and live peak (memory_devices); the device the memory views show
 // (options.device, else the GPU with the largest peak, the host only when no GPU has any); the
 // allocation table cut to that device's rows. Returns, when rows were dropped, each old row's new
@@ -253,14 +274,10 @@ std::vector<int32_t> keep_one_device(ViewTrace& view, int32_t wanted) {
         view.memory_devices.push_back({device, static_cast<int64_t>(index.size()), peak});
     }
     if (wanted != kAutoMemoryDevice) {
-        if (!rows.count(wanted)) {
-            std::string have;
-            for (const DeviceMemory& dev : view.memory_devices)
-                have += (have.empty() ? "" : ", ") + device_name(dev.device);
-            throw Error(view.path + ": no allocations on " + device_name(wanted) +
-                            (have.empty() ? " (the trace has no allocations)" : " (allocations on: " + have + ")"),
-                        Error::Kind::BadInput);
-        }
+        std::vector<int32_t> have;
+        have.reserve(rows.size());
+        for (const auto& [device, index] : rows) have.push_back(device);
+        check_memory_device(view.path, wanted, have);
         view.memory_device = wanted;
     } else {
         view.memory_device = rows.empty() ? 0 : rows.begin()->first;   // the host when it is the only one

@@ -203,6 +203,13 @@ struct LoadOptions {
     std::string runs_db;
 };
 
+// mhc-view --device `wanted` against the devices the trace's allocations are on (`have`, in order):
+// nothing for kAutoMemoryDevice or a device in `have`, else mhc::Error (bad input) naming the file
+// and the devices it has. The loader and the window's check before it opens say it alike.
+void check_memory_device(const std::string& path, int32_t wanted, const std::vector<int32_t>& have);
+// The devices the allocations of the trace `reader` opened are on, in order (a scan of one column).
+std::vector<int32_t> allocation_devices(const trace::Reader& reader);
+
 // Opens and loads a trace through the trace library. Throws mhc::Error naming the file.
 ViewTrace load_view_trace(const std::string& path, const LoadOptions& options = {});
 // A refusal to open `path` as a trace (mhc::Error's message), with what to do when the file is a
