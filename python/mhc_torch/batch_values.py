@@ -42,10 +42,13 @@ class _Shadow(tuple):
 
 
 def shadow_of(t) -> torch.Tensor | None:
-    """t's real values, or None (none kept, or t written since in a way they did not follow)."""
+    """t's real values, or None (none kept, or t written since in a way they did not follow). A
+    fake tensor that FakeTensorMode keeps a constant for (one element made from a Python number:
+    torch.as_tensor(lr), ASGD's next eta and mu) has that constant as its values: the mode drops
+    it at a write it does not follow."""
     s = getattr(t, _ATTR, None) if isinstance(t, torch.Tensor) else None
     if s is None:
-        return None
+        return getattr(t, "constant", None) if isinstance(t, torch.Tensor) else None
     real, version = s
     return real if t._version == version else None
 

@@ -58,6 +58,24 @@ def rebuild(optimizer: torch.optim.Optimizer, options: dict) -> torch.optim.Opti
     return new
 
 
+def step_values_kept(optimizer: torch.optim.Optimizer):
+    """Under a capture, keeps the values of the small tensors an optimizer's step makes by rule
+    and reads into Python (batch_values.py's shadows): torch.optim.ASGD's `mu` (torch.ones) and
+    `step` (torch.zeros), counted up and read with `.item()` to pick a branch and its next `eta`
+    and `mu`, which fake tensors do not hold. Returns the function that ends it (None outside a
+    capture). The values are those the real step computes: the state's fills and the step's own
+    arithmetic on them, never a parameter's or a gradient's."""
+    params = [p for g in optimizer.param_groups for p in g["params"]]
+    mode = getattr(params[0], "fake_mode", None) if params else None
+    if mode is None or not hasattr(mode, "shadows"):
+        return None
+    before, mode.shadows = mode.shadows, True
+
+    def end():
+        mode.shadows = before
+    return end
+
+
 class _HostStep:
     """Mixed into the optimizer's class: the step on the host copies, then parameters to the device."""
 

@@ -227,9 +227,8 @@ struct ForloopSgd {
 
 // The host step's for-loop SGD, when it runs one whose temporaries follow from the parameters'
 // sizes (not differentiable; hyperparameters as numbers).
-std::optional<ForloopSgd> host_forloop_sgd(const Base& base, const nlohmann::json& defaults) {
-    if (base.info.optimizer_class != "torch.optim.sgd.SGD" || !defaults.is_object() ||
-        default_on(defaults, "differentiable"))
+std::optional<ForloopSgd> host_forloop_sgd(const std::string& optimizer_class, const nlohmann::json& defaults) {
+    if (optimizer_class != "torch.optim.sgd.SGD" || !defaults.is_object() || default_on(defaults, "differentiable"))
         return std::nullopt;
     auto nonzero = [&](const char* key) {
         return defaults.contains(key) && defaults[key].is_number() && defaults[key].get<double>() != 0;
@@ -344,7 +343,8 @@ public:
         // (SGD's rule of its own, the others' lines by forloop_program)
         const nlohmann::json defaults = host_defaults(optimizer_defaults(base));
         const bool forloop = host_runs_forloop(defaults, ctx.setting, base.info.optimizer_class);
-        const std::optional<ForloopSgd> sgd = forloop ? host_forloop_sgd(base, defaults) : std::nullopt;
+        const std::optional<ForloopSgd> sgd = forloop ? host_forloop_sgd(base.info.optimizer_class, defaults)
+                                                      : std::nullopt;
         int64_t host_steps = 0;
         for (size_t si = 0; si < base.steps.size(); ++si) {
             if (base.opt_first[si] < 0) continue;
@@ -553,6 +553,23 @@ std::string grads_used_after_backward(const Base& base) {
         }
     }
     return "";
+}
+
+std::string host_step_note(const CaptureInfo& info) {
+    // a capture that recorded neither (made before they were): nothing to tell the steps apart by
+    if (info.optimizer_class.empty() && info.optimizer_defaults.empty()) return "";
+    nlohmann::json defaults;
+    if (!info.optimizer_defaults.empty()) defaults = nlohmann::json::parse(info.optimizer_defaults, nullptr, false);
+    defaults = host_defaults(defaults);
+    const std::string& cls = info.optimizer_class;
+    // the user's fused step runs as fused on the host's CPU copies: the recorded step's (none)
+    if (default_on(defaults, "fused")) return "";
+    const bool forloop = looped_on_host(cls) || !default_on(defaults, "foreach");
+    if (forloop && (host_forloop_sgd(cls, defaults) || forloop_program(cls, defaults, 1))) return "";
+    const std::string name = cls.empty() ? std::string("the optimizer") : cls;
+    return "the optimizer on the host: " + name + "'s host step is not modelled" +
+           (forloop ? "" : " (its foreach kept)") +
+           ": its temporaries are taken as its recorded step's, in fp32; --verify measures them";
 }
 
 std::unique_ptr<Transform> make_host_optimizer(const Base& base) {

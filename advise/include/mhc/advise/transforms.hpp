@@ -78,6 +78,10 @@ void add_reshard_choices(const Base& base, std::vector<Setting>& globals);
 // The first op (its name and kernel id) that reads a gradient on the device after the backward
 // and before the optimizer step (gradient clipping, GradScaler's unscale); empty when none.
 std::string grads_used_after_backward(const Base& base);
+// One line saying that the host optimizer's step temporaries of the captured optimizer are not
+// modelled (a class of the user's own, torch.optim.LBFGS, a foreach step kept): they are the
+// recorded device step's, in fp32 (transforms/optimizer.cpp); empty where they are modelled.
+std::string host_step_note(const CaptureInfo& info);
 
 // The class of mHC's hyper-connection maps (python/mhc_torch/mhc_model.py): what "mhc" recomputes.
 extern const std::string kMhcMaps;
