@@ -1814,6 +1814,21 @@ def sgd_loop_above_state(sizes, flags, makes_state):
     return max(0, peak - end_state)
 
 
+# docs/advise.md "Host step implementations": the fused host step's bytes' time against the
+# for-loop's, by class (others: AdamW's); the for-loop and foreach take the for-loop's
+FUSED_HOST_FACTOR = {"torch.optim.adam.Adam": 0.20, "torch.optim.sgd.SGD": 0.53, "torch.optim.adagrad.Adagrad": 0.20}
+
+
+def host_impl_factor(cap, impl):
+    """The implementation the host step runs (the for-loop as _runs_forloop says; fused where the
+    setting or the captured optimizer asks for it; else foreach), as its factor."""
+    d = _optimizer_defaults(cap) or {}
+    cls = cap.meta.get("capture.optimizer_class", "")
+    if _runs_forloop(d, impl, cls) or not (impl == "fused" or (impl is None and d.get("fused") is True)):
+        return 1.0
+    return FUSED_HOST_FACTOR.get(cls, 0.18)
+
+
 def apply_host_optimizer(plan, cap, host_bw, tensor_cost_ns, impl=None):
     steps = optimizer_steps(cap)
     gradient_buffer = {}
@@ -1899,7 +1914,7 @@ def apply_host_optimizer(plan, cap, host_bw, tensor_cost_ns, impl=None):
         pbytes = sum(cap.allocs[a]["bytes"] for a in params)
         nbytes = sum(cap.allocs[a]["bytes"] for a in grads) + 2 * (pbytes + sum(cap.allocs[a]["bytes"]
                                                                               for a in state))
-        dur = int(int(nbytes * factor) / host_bw * 1e9) + len(params) * tensor_cost_ns
+        dur = int(int(nbytes * factor) / host_bw * 1e9 * host_impl_factor(cap, impl)) + len(params) * tensor_cost_ns
         hop = plan.insert_before(first_op, Op("host", "host optimizer step", dur))
         hop.waits += copies
         for a in made_here:
@@ -1916,6 +1931,9 @@ def apply_host_optimizer(plan, cap, host_bw, tensor_cost_ns, impl=None):
         plan.insert_after(hop, Op("copy", "H2D", copy=(H2D, pbytes)))
         for i in ks:
             plan.remove(plan.op_of[i])
+        for op in plan.ops:   # every optimizer kernel, the fused one a setting put there too
+            if op.kind == "inserted" and op.name == "aten::_fused_adamw_" and op.anchor in rset:
+                plan.remove(op)
 
 
 # ---------------------------------------------------------------- entry
