@@ -427,6 +427,14 @@ void print_json(const Report& report) {
     std::printf("%s\n", doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
 }
 
+// Whether an answer steps the captured optimizer's own implementation on the host.
+bool host_as_captured(const Report& report) {
+    return std::any_of(report.rows.begin(), report.rows.end(), [](const Row& row) {
+        const mhc::advise::Setting& setting = row.answer.candidate.setting;
+        return setting.optimizer_on_host && setting.optimizer_impl == mhc::advise::OptimizerImpl::AsCaptured;
+    });
+}
+
 // The lines above the table: the trace, its notes, the GPU, the links and the baseline.
 void print_header(const Report& report, std::FILE* out) {
     const Base& base = report.base;
@@ -453,6 +461,8 @@ void print_header(const Report& report, std::FILE* out) {
                      base.passes);
     if (const std::string dp = data_parallel_note(base.info); !dp.empty())
         std::fprintf(out, "note       %s\n", dp.c_str());
+    if (const std::string host = mhc::advise::host_step_note(base.info); !host.empty() && host_as_captured(report))
+        std::fprintf(out, "note       %s\n", host.c_str());
     if (!report.capacity_what.empty())
         std::fprintf(out, "capacity   %s (%s)\n", mhc::format_bytes(report.capacity).c_str(),
                      report.capacity_what.c_str());

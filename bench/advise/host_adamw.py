@@ -2,9 +2,11 @@
 """Measures the two figures `mhc advise` assumes for an optimizer step on the host
 (docs/simulator.md "Settings"; docs/results.md "The host optimizer step's fixed cost"): the
 bandwidth the step streams at and its fixed cost per parameter tensor, with torch's CPU AdamW
-on this machine.
+on this machine: its for-loop (foreach=False), what the host optimizer runs for torch.optim's
+classes and what `--host-bandwidth` describes (a fused host step takes its measured share of that
+time: docs/advise.md "Host step implementations").
 
-    python3 bench/advise/host_adamw.py [--threads N] [--no-foreach] [--json]
+    python3 bench/advise/host_adamw.py [--threads N] [--foreach] [--json]
 
 Prints each measurement and the two options to pass: --host-bandwidth and --host-tensor-cost
 (with --json: one object with per_tensor_s and bandwidth_Bps). Threads run in parallel, so the
@@ -33,7 +35,7 @@ def step_seconds(tensors, numel, foreach, repeats):
     return best
 
 
-def measure(threads=None, foreach=True, numel=1 << 24):
+def measure(threads=None, foreach=False, numel=1 << 24):
     """The host step's figures: {"per_tensor_s", "bandwidth_Bps", and the raw step times}."""
     if threads is not None:
         torch.set_num_threads(threads)
@@ -56,8 +58,8 @@ def options(m):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch CPU threads")
-    ap.add_argument("--foreach", action=argparse.BooleanOptionalAction, default=True,
-                    help="AdamW(foreach=...): the multi-tensor path (default) or one tensor at a time")
+    ap.add_argument("--foreach", action=argparse.BooleanOptionalAction, default=False,
+                    help="AdamW(foreach=...): the multi-tensor path, or one tensor at a time (default)")
     ap.add_argument("--numel", type=int, default=1 << 24, help="elements of the large tensor (bandwidth)")
     ap.add_argument("--json", action="store_true", help="one JSON object instead of text")
     a = ap.parse_args()

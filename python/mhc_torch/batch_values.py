@@ -41,11 +41,26 @@ class _Shadow(tuple):
         return None
 
 
+# Whether a fake tensor's FakeTensorMode constant counts as its values (set while an optimizer
+# steps: optimizers.step_values_kept).
+constants_kept = False
+
+
+def _constant_of(t) -> torch.Tensor | None:
+    """The constant FakeTensorMode keeps for a one-element strided fake tensor made from a Python
+    number (torch.as_tensor(lr), ASGD's next eta and mu), where constants_kept: the mode drops it
+    at a write it does not follow."""
+    if not constants_kept or not isinstance(t, torch.Tensor) or t.layout != torch.strided:
+        return None
+    c = getattr(t, "constant", None)
+    return c if isinstance(c, torch.Tensor) and c.layout == torch.strided and c.numel() == 1 else None
+
+
 def shadow_of(t) -> torch.Tensor | None:
     """t's real values, or None (none kept, or t written since in a way they did not follow)."""
     s = getattr(t, _ATTR, None) if isinstance(t, torch.Tensor) else None
     if s is None:
-        return None
+        return _constant_of(t)
     real, version = s
     return real if t._version == version else None
 

@@ -54,18 +54,22 @@ def _optimizer_reads_values_hint(e: BaseException, func) -> str:
     value was read elsewhere."""
     if getattr(func, "_overloadpacket", None) is not torch.ops.aten._local_scalar_dense:
         return ""
-    tb, found = e.__traceback__, None
+    tb, found, closure = e.__traceback__, None, None
     optim = f"{os.sep}torch{os.sep}optim{os.sep}"
     while tb is not None:
         if optim in tb.tb_frame.f_code.co_filename:
             me = tb.tb_frame.f_locals.get("self")
             if isinstance(me, torch.optim.Optimizer):
-                found = me
-                break
+                found = found or me
+                closure = closure or tb.tb_frame.f_locals.get("closure")
         tb = tb.tb_next
     if found is None:
         return ""
     name = type(found).__name__
+    if closure is None:   # torch.optim.Adafactor: its parameters' and update's norms scale the update
+        return (f"; {name}.step() reads values of its parameters or its update into Python (`.item()`), which "
+                "fake tensors do not hold: its step cannot be captured; capture the model with an optimizer whose "
+                "step the capture can run (torch.optim.AdamW, transformers' Adafactor)")
     return (f"; {name}.step() reads the loss or the gradients into Python to decide how many times it runs the "
             "closure (convergence tests, a line search), which fake tensors do not hold: capture the step with "
             f"the optimizer training starts with (Adam before {name}), or call the closure a fixed number of times "

@@ -21,7 +21,7 @@ import inspect
 
 import torch
 
-from . import placement
+from . import batch_values, placement
 from .settings import SettingError
 
 _IMPL = {"foreach": {"foreach": True, "fused": False}, "fused": {"fused": True, "foreach": False},
@@ -56,6 +56,26 @@ def rebuild(optimizer: torch.optim.Optimizer, options: dict) -> torch.optim.Opti
     if optimizer.state:
         new.load_state_dict(optimizer.state_dict())
     return new
+
+
+def step_values_kept(optimizer: torch.optim.Optimizer):
+    """Under a capture, keeps the values of the small tensors an optimizer's step makes by rule
+    and reads into Python (batch_values.py's shadows, and FakeTensorMode's constants of tensors
+    made from a Python number): torch.optim.ASGD's `mu` (torch.ones) and `step` (torch.zeros),
+    counted up and read with `.item()` to pick a branch and its next `eta` and `mu`, which fake
+    tensors do not hold. Returns the function that ends it (None outside a
+    capture). The values are those the real step computes: the state's fills and the step's own
+    arithmetic on them, never a parameter's or a gradient's."""
+    params = [p for g in optimizer.param_groups for p in g["params"]]
+    mode = getattr(params[0], "fake_mode", None) if params else None
+    if mode is None or not hasattr(mode, "shadows"):
+        return None
+    before = mode.shadows, batch_values.constants_kept
+    mode.shadows, batch_values.constants_kept = True, True
+
+    def end():
+        mode.shadows, batch_values.constants_kept = before
+    return end
 
 
 class _HostStep:

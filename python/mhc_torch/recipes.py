@@ -22,6 +22,7 @@ import torch
 
 from . import store
 from .errors import a_kind
+from .optimizers import step_values_kept
 
 ZERO_GRAD = ("none", "zeros", "never")
 
@@ -142,6 +143,7 @@ class StepRun:
         self._handles = []
         self._t_opt = None
         self._opt_depth = 0
+        self._values_end = None   # ends the step's values kept (optimizers.step_values_kept)
         self.optimizer_steps: dict[int, int] = {}  # step -> steps of the capture's optimizer in it
         # The optimizer a step function builds itself (see _settle): adopted as the capture's.
         self.optimizer_setting = optimizer_setting   # a setting's "optimizer" part, not yet applied
@@ -315,11 +317,15 @@ class StepRun:
         if self._opt_depth == 1:
             self._rec.phase = "optimizer"
             self._t_opt = self._rec.t
+            self._values_end = step_values_kept(opt)   # ASGD's mu and step read into Python
 
     def _optimizer_ends(self, opt, args, kwargs) -> None:
         self._opt_depth -= 1
         if self._opt_depth > 0:
             return
+        if self._values_end is not None:
+            self._values_end()
+            self._values_end = None
         self.optimizer_steps[self.step] = self.optimizer_steps.get(self.step, 0) + 1
         for p, state in opt.state.items():
             for key, v in state.items():

@@ -261,6 +261,13 @@ def test_printed_offload_code_is_what_verify_captures(tmp_path, mhc_exe, offload
     # maximize's -grad (the foreach step's were taken before, every weight's at once)
     ("rprop", 1, 4 * 24576 + 24 + 3 * 4096),
     ("rprop-maximize", 1, 4 * 24576 + 24 + 4 * 4096),
+    # ASGD: masters, gradient buffers, ax (3 x 24,576 B), step, eta and mu (18 x 4 B); t0 = -1:
+    # the first step leaves mu = 0.5, so the second averages (param.sub(ax)) beside the decayed
+    # gradient, with the last weight's new_eta and new_mu (torch.as_tensor of a number, 4 B each).
+    # Its step reads step and mu into Python (`mu.item() != 1`), which fake tensors did not hold:
+    # the capture stopped, of the device step as of the host's, before 2026-12-07, and the
+    # prediction took the recorded foreach step's temporaries (98,376 B at t0's default)
+    ("asgd-decay-t0", 1, 3 * 24576 + 72 + 2 * 4096 + 8),
 ])
 def test_host_optimizer_as_pytorch_runs_it_on_the_cpu(tmp_path, mhc_exe, optimizer, micro_batches, host_peak):
     """The optimizer on the host steps with the implementation PyTorch picks for CPU tensors, and
@@ -284,7 +291,8 @@ def test_host_optimizer_as_pytorch_runs_it_on_the_cpu(tmp_path, mhc_exe, optimiz
             "adagrad": lambda ps: torch.optim.Adagrad(ps, lr=1e-2),
             "adagrad-decay": lambda ps: torch.optim.Adagrad(ps, lr=1e-2, weight_decay=0.01),
             "rprop": lambda ps: torch.optim.Rprop(ps, lr=1e-3),
-            "rprop-maximize": lambda ps: torch.optim.Rprop(ps, lr=1e-3, maximize=True)}[optimizer]
+            "rprop-maximize": lambda ps: torch.optim.Rprop(ps, lr=1e-3, maximize=True),
+            "asgd-decay-t0": lambda ps: torch.optim.ASGD(ps, lr=1e-2, weight_decay=0.1, t0=-1)}[optimizer]
     source = ACCUM_FILE.split("\n\ndef step(")[0]
     doc, captured = _predicted_and_captured(tmp_path, mhc_exe, source, {"optimizer": {"state": "host"}},
                                             micro_batches=micro_batches, steps=2, optimizer=make)

@@ -6,7 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "mhc/advise/capture_info.hpp"
 #include "mhc/advise/forloop_steps.hpp"
+#include "mhc/advise/transforms.hpp"
 
 using mhc::advise::forloop_most;
 using mhc::advise::forloop_program;
@@ -74,12 +76,28 @@ TEST_CASE("for-loop steps of unequal parameters follow the loop's names", "[advi
     CHECK(most("torch.optim.rprop.Rprop", R"({"maximize": true})", {400, 800}) == 400 + 3 * 800);
 }
 
+TEST_CASE("ASGD's for-loop holds what the capture of its host step holds", "[advise][optimizer][forloop]") {
+    // mhc_torch.capture of Net with ASGD on the host, 2 steps (2026-12-07, torch 2.15): masters,
+    // gradient buffers, ax (3 x 24,576 B) and step, eta, mu (18 x 4 B) = 73,800 B, then the loop.
+    // Default: new_eta and new_mu (4 B each) held, the next new_eta made beside them: 73,812 B.
+    CHECK(most("torch.optim.asgd.ASGD", "{}", kSix, 2) == 12);
+    // weight decay: grad + wd x param (4,096) held while the scalars are made: 77,908 B
+    CHECK(most("torch.optim.asgd.ASGD", R"({"weight_decay": 0.1, "t0": 0})", kSix, 2) == 4096 + 12);
+    // t0 = -1: the first step ends with mu = 1 / max(1, 1 + 1) = 0.5, so the second averages
+    // (param.sub(ax), beside the decayed gradient and the last scalars): 82,000 B
+    CHECK(most("torch.optim.asgd.ASGD", R"({"weight_decay": 0.1, "t0": -1})", kSix, 1) == 4096 + 12);
+    CHECK(most("torch.optim.asgd.ASGD", R"({"weight_decay": 0.1, "t0": -1})", kSix, 2) == 2 * 4096 + 8);
+    // mu = 1 / 1.00000001 is 1 in fp32: no averaging
+    CHECK(most("torch.optim.asgd.ASGD", R"({"t0": -0.00000001})", kSix, 2) == 12);
+}
+
 TEST_CASE("for-loop steps not modelled fall back", "[advise][optimizer][forloop]") {
     for (const char* defaults : {R"({"capturable": true})", R"({"differentiable": true})", R"({"weight_decay": "x"})"})
         for (const char* cls : {"torch.optim.adam.Adam", "torch.optim.rprop.Rprop", "torch.optim.adagrad.Adagrad"})
             CHECK_FALSE(forloop_program(cls, nlohmann::json::parse(defaults), 1));
-    for (const char* cls : {"torch.optim.sgd.SGD", "torch.optim.asgd.ASGD", "mylib.Adam"})
+    for (const char* cls : {"torch.optim.sgd.SGD", "mylib.Adam"})
         CHECK_FALSE(forloop_program(cls, nlohmann::json::object(), 1));
+    CHECK_FALSE(forloop_program("torch.optim.asgd.ASGD", nlohmann::json::parse(R"({"t0": null})"), 1));
     CHECK_FALSE(forloop_program("torch.optim.radam.RAdam", nlohmann::json::parse(R"({"betas": [0.9, 1]})"), 1));
 }
 
@@ -99,4 +117,29 @@ TEST_CASE("Adagrad's sparse branch holds what the capture of its host step holds
     // a second sparse parameter's coalesce is made while the first's coalesced gradient and std
     // values (88) are bound; grad_indices and grad_values rebound free the first's
     CHECK(forloop_most({{1000, 8, 40}, {1000, 8, 40}}, *program) == 88 + 48);
+}
+
+TEST_CASE("the host step of an optimizer not modelled is said in one line", "[advise][optimizer][forloop]") {
+    using mhc::advise::host_step_note;
+    mhc::advise::CaptureInfo info;
+    info.optimizer_class = "__main__.Lion";   // a class of the user's own: its step is unknown
+    info.optimizer_defaults = R"({"lr": 0.0001})";
+    CHECK(host_step_note(info) ==
+          "the optimizer on the host: __main__.Lion's host step is not modelled: its temporaries are taken as its "
+          "recorded step's, in fp32; --verify measures them");
+    info.optimizer_defaults = R"({"foreach": true})";
+    CHECK(host_step_note(info).find("(its foreach kept)") != std::string::npos);
+    info.optimizer_defaults = R"({"fused": true})";   // fused on the host as on the device
+    CHECK(host_step_note(info).empty());
+    for (const char* cls : {"torch.optim.adamw.AdamW", "torch.optim.sgd.SGD", "torch.optim.asgd.ASGD"}) {
+        info.optimizer_class = cls;
+        info.optimizer_defaults = R"({"foreach": true})";
+        CHECK(host_step_note(info).empty() == (std::string(cls) != "torch.optim.asgd.ASGD"));
+        info.optimizer_defaults = R"({"foreach": null})";
+        CHECK(host_step_note(info).empty());
+    }
+}
+
+TEST_CASE("a capture that recorded no optimizer class or defaults gets no host step note", "[advise][optimizer][forloop]") {
+    CHECK(mhc::advise::host_step_note(mhc::advise::CaptureInfo{}).empty());
 }

@@ -719,6 +719,35 @@ TEST_CASE("optimizer on the host: gradients leave at once, state and step on the
     CHECK(p.step_time == 2 * (50 + 64 * MiB + 448 * MiB + 1000 + 64 * MiB));
 }
 
+TEST_CASE("optimizer on the host: the step's time depends on the implementation it runs", "[advise][transform]") {
+    // The bandwidth is the for-loop's (what the host runs for torch.optim's classes); the fused
+    // and foreach steps stream the same bytes in their measured share of its time
+    // (mhc::advise::host_impl_factor). Until 2026-12-07 all three took the for-loop's 448 MiB.
+    TinyTrace tiny = advisetest::chain({8}, true);
+    tiny.meta = {{"capture.optimizer_class", "torch.optim.adamw.AdamW"},
+                 {"capture.optimizer_defaults", R"({"lr": 0.001, "foreach": true})"}};
+    Fixture fix(tiny);
+    HostModel host;
+    host.bandwidth_Bps = 1e9;
+    host.per_tensor_s = 1e-6;
+    const auto bytes_ns = [](HostImpl impl) {
+        return static_cast<int64_t>(static_cast<double>(448 * MiB) / 1e9 * 1e9 *
+                                    host_impl_factor(impl, "torch.optim.adamw.AdamW"));
+    };
+    for (const auto& [impl, setting] : std::vector<std::pair<HostImpl, std::string>>{
+             {HostImpl::Forloop, R"({"optimizer": {"state": "host"}})"},
+             {HostImpl::Foreach, R"({"optimizer": {"state": "host", "impl": "foreach"}})"},
+             {HostImpl::Fused, R"({"optimizer": {"state": "host", "impl": "fused"}})"}}) {
+        CAPTURE(setting);
+        const Prediction pred = predict(fix, setting, host);
+        CHECK(pred.step_time == 2 * (50 + 64 * MiB + bytes_ns(impl) + 1000 + 64 * MiB));
+    }
+    CHECK(host_impl_factor(HostImpl::Foreach, "torch.optim.adamw.AdamW") == 1.0);
+    // fused streams AdamW's bytes several times faster (412.9 against 2,325.0 ms of CPU)
+    CHECK(host_impl_factor(HostImpl::Fused, "torch.optim.adamw.AdamW") == 0.18);
+    CHECK(host_impl_factor(HostImpl::Fused, "torch.optim.sgd.SGD") == 0.53);
+}
+
 TEST_CASE("optimizer on the host: 16-bit parameters are stepped as fp32 copies", "[advise][transform]") {
     // mhc_torch.apply's host optimizer steps fp32 master copies, with fp32 gradient buffers,
     // state and temporaries: a bf16 parameter of 64 MiB takes 128 MiB in each (the prediction was

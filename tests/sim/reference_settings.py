@@ -13,6 +13,7 @@ import bisect
 import json
 import math
 import sqlite3
+import struct
 from dataclasses import dataclass
 
 import reference_caching
@@ -1669,12 +1670,23 @@ def _radam_rectified(d, step):
     return rho_inf - 2 * step * b2 ** step / (1 - b2 ** step) > 5.0
 
 
+def _asgd_mu_not_one(d, step):
+    """ASGD's `mu.item() != 1` in its step-th step: mu is 1 until a step ends with mu =
+    1 / max(1, step - t0), held in fp32; None where t0 is no number."""
+    t0 = d.get("t0", 1e6)
+    if isinstance(t0, bool) or not isinstance(t0, (int, float)):
+        return None
+    mu = struct.unpack("f", struct.pack("f", 1 / max(1, step - 1 - t0)))[0]
+    return step > 1 and mu != 1.0
+
+
 def host_forloop_lines(cap, impl, step):
     """docs/simulator.md: the lines of torch's for-loop step (other than SGD's) that make tensors,
     per parameter, as (name, what): "new" binds a new tensor of the parameter's bytes to the name
     (its old one freed after), "gone" frees the name's tensor, ("to", other) hands it to another
-    name; "mask" binds a bool tensor of the fp32 copy's elements, a quarter of its bytes; None where
-    not modelled (differentiable, weight decay no number, ASGD, SGD, another class).
+    name; "mask" binds a bool tensor of the fp32 copy's elements, a quarter of its bytes; "scalar"
+    one fp32 element (4 B); None where not modelled (differentiable, weight decay no number, SGD,
+    another class).
     Read from torch/optim/*.py's _single_tensor_* functions."""
     cls = cap.meta.get("capture.optimizer_class", "")
     d = _optimizer_defaults(cap)
@@ -1688,7 +1700,7 @@ def host_forloop_lines(cap, impl, step):
     # torch.optim's own classes only (a class of another module by the same name runs its own code)
     short = {"": "AdamW", **{f"torch.optim.{n.lower()}.{n}": n for n in
                              ("Adam", "AdamW", "NAdam", "RAdam", "Adamax", "RMSprop", "Adadelta", "Adagrad",
-                              "Rprop")}}.get(cls)
+                              "Rprop", "ASGD")}}.get(cls)
     if short in ("Adam", "AdamW", "NAdam", "RAdam"):
         decoupled = short == "AdamW" or d.get("decoupled_weight_decay") is True
         lines = [("grad", "new") if maximize else ("grad", "gone")]   # grads[i] or -grads[i]
@@ -1710,6 +1722,14 @@ def host_forloop_lines(cap, impl, step):
         return lines
     if short is None:
         return None
+    if short == "ASGD":   # _single_tensor_asgd, not capturable
+        averaging = _asgd_mu_not_one(d, step)
+        if averaging is None:
+            return None
+        lines = [("grad", "gone")] + [("grad", "new")] * (int(maximize) + int(wd != 0))
+        if averaging:   # ax.add_(param.sub(ax).mul_(mu))
+            lines += [("avg", "new"), ("avg", "gone")]
+        return lines + [("eta", "scalar"), ("mu", "scalar")]   # torch.as_tensor(new_eta), (new_mu)
     if short == "Rprop":   # no weight decay; sign = grad.mul(prev).sign(), the old sign freed at the rebinding
         lines = [("grad", "gone")] + [("grad", "new")] * int(maximize)
         lines += [("p", "new"), ("s", "new"), ("p", "gone"), ("s", ("to", "sign"))]
@@ -1730,8 +1750,8 @@ def loop_most(sizes, lines):
     names, live, peak = {}, 0, 0
     for b in sizes:
         for name, what in lines:
-            if what in ("new", "mask"):
-                made = b if what == "new" else b // 4
+            if what in ("new", "mask", "scalar"):
+                made = b if what == "new" else b // 4 if what == "mask" else 4
                 live += made
                 peak = max(peak, live)
                 live -= names.get(name, 0)
@@ -1792,6 +1812,21 @@ def sgd_loop_above_state(sizes, flags, makes_state):
                 var = 0
         held = var
     return max(0, peak - end_state)
+
+
+# docs/advise.md "Host step implementations": the fused host step's bytes' time against the
+# for-loop's, by class (others: AdamW's); the for-loop and foreach take the for-loop's
+FUSED_HOST_FACTOR = {"torch.optim.adam.Adam": 0.20, "torch.optim.sgd.SGD": 0.53, "torch.optim.adagrad.Adagrad": 0.20}
+
+
+def host_impl_factor(cap, impl):
+    """The implementation the host step runs (the for-loop as _runs_forloop says; fused where the
+    setting or the captured optimizer asks for it; else foreach), as its factor."""
+    d = _optimizer_defaults(cap) or {}
+    cls = cap.meta.get("capture.optimizer_class", "")
+    if _runs_forloop(d, impl, cls) or not (impl == "fused" or (impl is None and d.get("fused") is True)):
+        return 1.0
+    return FUSED_HOST_FACTOR.get(cls, 0.18)
 
 
 def apply_host_optimizer(plan, cap, host_bw, tensor_cost_ns, impl=None):
@@ -1879,7 +1914,7 @@ def apply_host_optimizer(plan, cap, host_bw, tensor_cost_ns, impl=None):
         pbytes = sum(cap.allocs[a]["bytes"] for a in params)
         nbytes = sum(cap.allocs[a]["bytes"] for a in grads) + 2 * (pbytes + sum(cap.allocs[a]["bytes"]
                                                                               for a in state))
-        dur = int(int(nbytes * factor) / host_bw * 1e9) + len(params) * tensor_cost_ns
+        dur = int(int(nbytes * factor) / host_bw * 1e9 * host_impl_factor(cap, impl)) + len(params) * tensor_cost_ns
         hop = plan.insert_before(first_op, Op("host", "host optimizer step", dur))
         hop.waits += copies
         for a in made_here:
@@ -1896,6 +1931,9 @@ def apply_host_optimizer(plan, cap, host_bw, tensor_cost_ns, impl=None):
         plan.insert_after(hop, Op("copy", "H2D", copy=(H2D, pbytes)))
         for i in ks:
             plan.remove(plan.op_of[i])
+        for op in plan.ops:   # every optimizer kernel, the fused one a setting put there too
+            if op.kind == "inserted" and op.name == "aten::_fused_adamw_" and op.anchor in rset:
+                plan.remove(op)
 
 
 # ---------------------------------------------------------------- entry

@@ -1,5 +1,5 @@
 // torch.optim's for-loop steps as the tensors each parameter's lines make (forloop_steps.hpp).
-// Read from torch 2.15's torch/optim/{adam,nadam,radam,adamax,rmsprop,adadelta,adagrad,rprop}.py, the
+// Read from torch 2.15's torch/optim/{adam,nadam,radam,adamax,rmsprop,adadelta,adagrad,rprop,asgd}.py, the
 // `_single_tensor_*` functions without capturable or differentiable: in-place ops make nothing,
 // `x.sqrt()`, `x / c`, `x.add(y)`, `-x` each make a tensor, `c / x` makes two (its reciprocal,
 // then the product).
@@ -19,11 +19,13 @@ namespace {
 // `avg`, `std`, `delta`, `bias_corrected_exp_avg`), and temporaries of one line.
 constexpr uint8_t kGrad = 0, kHeld = 1, kHeld2 = 2, kT0 = 3, kT1 = 4, kT2 = 5, kT3 = 6, kT4 = 7;
 constexpr size_t kSlots = 8;
+constexpr int64_t kScalarBytes = 4;   // a 0-dim fp32 tensor
 
 LoopLine make(uint8_t slot) { return {LoopOp::Make, slot, 0}; }
 LoopLine drop(uint8_t slot) { return {LoopOp::Drop, slot, 0}; }
 LoopLine move(uint8_t from, uint8_t to) { return {LoopOp::Move, from, to}; }
 LoopLine mask(uint8_t slot) { return {LoopOp::Make, slot, 0, 4}; }   // a bool tensor of the fp32 copy
+LoopLine scalar(uint8_t slot) { return {LoopOp::Scalar, slot, 0}; }   // one fp32 element
 
 // Rprop's lines after `grad = grads[i]` (and -grad): `sign = grad.mul(prev).sign()` (two made, the
 // product freed, the old sign freed at the rebinding), `sign[sign.gt(0)] = etaplus` and the lt and
@@ -59,6 +61,37 @@ std::optional<bool> radam_rectified(const nlohmann::json& defaults, int64_t step
     const double power = std::pow(beta2, static_cast<double>(step));
     const double rho_t = rho_inf - 2 * static_cast<double>(step) * power / (1 - power);
     return rho_t > 5.0;
+}
+
+// ASGD's `mu.item() != 1` in step `step` (1 for the first): mu is 1 until a step ends with
+// `mu.copy_(torch.as_tensor(1 / max(1, step - t0)))`, an fp32 tensor, so the previous step's
+// count decides, rounded to fp32 as the state holds it. nullopt where t0 is no number.
+std::optional<bool> asgd_mu_not_one(const nlohmann::json& defaults, int64_t step) {
+    const nlohmann::json t0 = defaults.value("t0", nlohmann::json(1e6));
+    if (!t0.is_number() || step < 1) return std::nullopt;
+    if (step == 1) return false;
+    const double previous = static_cast<double>(step - 1);
+    return static_cast<float>(1.0 / std::max(1.0, previous - t0.get<double>())) != 1.0F;
+}
+
+// ASGD's for-loop (torch/optim/asgd.py, _single_tensor_asgd, not capturable): `grad = grads[i]`,
+// -grad (maximize), grad.add(param, alpha=weight_decay), where mu is not 1 `ax.add_(param.sub(ax)
+// .mul_(mu))` (one tensor, freed after the line), then `new_eta` and `new_mu` (torch.as_tensor
+// of a Python number: one fp32 element each), held to the next parameter's.
+std::optional<LoopProgram> asgd_program(const nlohmann::json& defaults, bool maximize, double weight_decay,
+                                        int64_t step) {
+    const std::optional<bool> averaging = asgd_mu_not_one(defaults, step);
+    if (!averaging) return std::nullopt;
+    LoopProgram program{drop(kGrad)};
+    if (maximize) program.push_back(make(kGrad));
+    if (weight_decay != 0) program.push_back(make(kGrad));
+    if (*averaging) {
+        program.push_back(make(kT0));
+        program.push_back(drop(kT0));
+    }
+    program.push_back(scalar(kHeld));
+    program.push_back(scalar(kHeld2));
+    return program;
 }
 
 }   // namespace
@@ -100,6 +133,7 @@ std::optional<LoopProgram> forloop_program(const std::string& optimizer_class, c
         }
         return program;
     }
+    if (optimizer_class == "torch.optim.asgd.ASGD") return asgd_program(defaults, maximize, *weight_decay, step_number);
     const bool adamax = optimizer_class == "torch.optim.adamax.Adamax";
     const bool rmsprop = optimizer_class == "torch.optim.rmsprop.RMSprop";
     const bool adadelta = optimizer_class == "torch.optim.adadelta.Adadelta";
@@ -154,8 +188,8 @@ struct LoopState {
 void run_program(LoopState& st, int64_t bytes, const LoopProgram& program) {
     for (const LoopLine& line : program) {
         int64_t& slot = st.held[line.slot];
-        if (line.op == LoopOp::Make) {
-            const int64_t made = bytes / line.divisor;
+        if (line.op == LoopOp::Make || line.op == LoopOp::Scalar) {
+            const int64_t made = line.op == LoopOp::Scalar ? kScalarBytes : bytes / line.divisor;
             st.make(made);
             st.free(slot);
             slot = made;

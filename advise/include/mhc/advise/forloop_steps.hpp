@@ -16,8 +16,9 @@ namespace mhc::advise {
 // rebinds a name once the new value exists), Drop a slot (rebound to a tensor the loop did not
 // make, or a temporary freed), Move a slot's tensor to another (the other's old one freed). A
 // Make of `divisor` 4 makes a quarter of the parameter's bytes: a bool mask (`sign.gt(0)`) of
-// the host step's fp32 copy, one byte an element.
-enum class LoopOp : uint8_t { Make, Drop, Move };
+// the host step's fp32 copy, one byte an element. A Scalar makes a 4-byte tensor of one fp32
+// element bound to a slot (ASGD's `torch.as_tensor(new_eta)`), whatever the parameter's size.
+enum class LoopOp : uint8_t { Make, Drop, Move, Scalar };
 struct LoopLine {
     LoopOp op = LoopOp::Make;
     uint8_t slot = 0, to = 0, divisor = 1;
@@ -27,8 +28,7 @@ using LoopProgram = std::vector<LoopLine>;
 // The loop of torch.optim `optimizer_class` with these defaults (capture.optimizer_defaults) in
 // its `step_number`th step (1 for the first; RAdam's rectified branch depends on it), or nullopt
 // where it is not modelled (SGD: its own rule; capturable or differentiable, which neither a
-// capture nor the host's CPU tensors run; ASGD, whose host step a capture cannot run; an unknown
-// class).
+// capture nor the host's CPU tensors run; an unknown class).
 std::optional<LoopProgram> forloop_program(const std::string& optimizer_class, const nlohmann::json& defaults,
                                            int64_t step_number);
 

@@ -13,12 +13,20 @@ namespace mhc::advise {
 
 // Figures of the machine a transform needs beyond the trace.
 struct HostModel {
-    double bandwidth_Bps = 100e9;   // host memory bandwidth the optimizer step streams at
+    double bandwidth_Bps = 100e9;   // host memory bandwidth the for-loop optimizer step streams at
     // The step's cost per parameter tensor whatever its size (the optimizer's per-tensor calls):
     // torch's CPU AdamW(foreach=True) took 14.3-14.9 us a tensor on one core of the machine in
     // docs/results.md "Settings" (bench/advise/host_adamw.py measures a user's own host).
     double per_tensor_s = 15e-6;
 };
+
+// The host step's implementation (what mhc_torch.apply runs on the CPU copies) and its bytes'
+// time against the for-loop's, which the bandwidth above describes, for torch.optim class
+// `optimizer_class` (capture.optimizer_class): torch's CPU steps on GPT-2 small's 148 parameter
+// tensors (124.4M fp32), best CPU time of 3 steps, 2 threads, torch 2.15, 2026-12-07
+// (bench/advise/host_step_impls.py; docs/advise.md "Host step implementations").
+enum class HostImpl : uint8_t { Forloop, Foreach, Fused };
+double host_impl_factor(HostImpl impl, const std::string& optimizer_class);
 
 struct Context {
     const Base& base;
@@ -78,6 +86,10 @@ void add_reshard_choices(const Base& base, std::vector<Setting>& globals);
 // The first op (its name and kernel id) that reads a gradient on the device after the backward
 // and before the optimizer step (gradient clipping, GradScaler's unscale); empty when none.
 std::string grads_used_after_backward(const Base& base);
+// One line saying that the host optimizer's step temporaries of the captured optimizer are not
+// modelled (a class of the user's own, torch.optim.LBFGS, a foreach step kept): they are the
+// recorded device step's, in fp32 (transforms/optimizer.cpp); empty where they are modelled.
+std::string host_step_note(const CaptureInfo& info);
 
 // The class of mHC's hyper-connection maps (python/mhc_torch/mhc_model.py): what "mhc" recomputes.
 extern const std::string kMhcMaps;
