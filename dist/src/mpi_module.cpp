@@ -88,33 +88,33 @@ struct Counter {
 void* counter_open() {
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    auto* c = new Counter;
-    MPI_Win_allocate(rank == 0 ? sizeof(int64_t) : 0, sizeof(int64_t), MPI_INFO_NULL, MPI_COMM_WORLD, &c->value,
-                     &c->window);
+    auto* shared = new Counter;
+    MPI_Win_allocate(rank == 0 ? sizeof(int64_t) : 0, sizeof(int64_t), MPI_INFO_NULL, MPI_COMM_WORLD, &shared->value,
+                     &shared->window);
     if (rank == 0) {
-        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, c->window);
-        *c->value = 0;
-        MPI_Win_unlock(0, c->window);
+        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, shared->window);
+        *shared->value = 0;
+        MPI_Win_unlock(0, shared->window);
     }
     barrier();
-    return c;
+    return shared;
 }
 
 int64_t counter_next(void* counter) {
-    auto* c = static_cast<Counter*>(counter);
+    auto* shared = static_cast<Counter*>(counter);
     const int64_t one = 1;
-    int64_t k = 0;
-    MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, c->window);
-    MPI_Fetch_and_op(&one, &k, MPI_INT64_T, 0, 0, MPI_SUM, c->window);
-    MPI_Win_unlock(0, c->window);
-    return k;
+    int64_t taken = 0;
+    MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, shared->window);
+    MPI_Fetch_and_op(&one, &taken, MPI_INT64_T, 0, 0, MPI_SUM, shared->window);
+    MPI_Win_unlock(0, shared->window);
+    return taken;
 }
 
 void counter_close(void* counter) {
-    auto* c = static_cast<Counter*>(counter);
+    auto* shared = static_cast<Counter*>(counter);
     barrier();
-    MPI_Win_free(&c->window);
-    delete c;
+    MPI_Win_free(&shared->window);
+    delete shared;
 }
 
 const MhcMpiModule kModule{kMhcMpiModuleVersion, init, finalize, abort_job, send_i64, recv_i64, send_bytes,
