@@ -31,12 +31,12 @@ struct Note {
 
 void send_note(const Note& n, int to) {
     const int64_t m[4] = {static_cast<int64_t>(n.kind), n.rank, n.event, n.delay};
-    detail::send(m, 4, MPI_INT64_T, to, Tag::Exchange);
+    detail::send(m, 4, to, Tag::Exchange);
 }
 
 Note recv_note() {
     int64_t m[4];
-    detail::recv(m, 4, MPI_INT64_T, MPI_ANY_SOURCE, Tag::Exchange);
+    detail::recv(m, 4, -1, Tag::Exchange);   // from any process
     return {static_cast<Message>(m[0]), static_cast<int32_t>(m[1]), static_cast<int32_t>(m[2]), m[3]};
 }
 
@@ -105,13 +105,7 @@ private:
     int done_from_ = 0;
 };
 
-int64_t total_pauses(int64_t mine) {
-    int64_t total = 0;
-    MPI_Request req;
-    MPI_Ireduce(&mine, &total, 1, MPI_INT64_T, MPI_SUM, 0, MPI_COMM_WORLD, &req);
-    detail::wait(req);
-    return total;
-}
+int64_t total_pauses(int64_t mine) { return detail::mpi().reduce_sum_i64(mine); }
 
 }  // namespace
 

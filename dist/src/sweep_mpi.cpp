@@ -16,50 +16,29 @@ namespace {
 
 using detail::Tag;
 
-// The counter: an MPI window on rank 0, advanced by one-sided fetch-and-add. Opening and
-// closing it are collective.
+// The counter: an int64 on rank 0 (an MPI window), advanced by one-sided fetch-and-add.
+// Opening and closing it are collective.
 class SharedTasks final : public sim::TaskSource {
 public:
-    explicit SharedTasks(const sim::SweepTasks& tasks) : tasks_(tasks) {
-        MPI_Win_allocate(is_root() ? sizeof(int64_t) : 0, sizeof(int64_t), MPI_INFO_NULL, MPI_COMM_WORLD, &counter_,
-                         &window_);
-        if (is_root()) {
-            MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, window_);
-            *counter_ = 0;
-            MPI_Win_unlock(0, window_);
-        }
-        barrier();
-    }
+    explicit SharedTasks(const sim::SweepTasks& tasks) : tasks_(tasks), counter_(detail::mpi().counter_open()) {}
 
     size_t next() override {
-        const int64_t one = 1;
-        int64_t k = 0;
         std::lock_guard<std::mutex> g(mu_);
-        MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, window_);
-        MPI_Fetch_and_op(&one, &k, MPI_INT64_T, 0, 0, MPI_SUM, window_);
-        MPI_Win_unlock(0, window_);
-        const size_t position = static_cast<size_t>(k);
+        const size_t position = static_cast<size_t>(detail::mpi().counter_next(counter_));
         if (position < tasks_.count()) ran_.push_back(tasks_.at(position));
         return position;
     }
 
     // After the sweep: every process is done taking tasks.
     void close() {
-        barrier();
-        MPI_Win_free(&window_);
+        detail::mpi().counter_close(counter_);
+        counter_ = nullptr;
     }
     const std::vector<size_t>& ran() const { return ran_; }
 
 private:
-    static void barrier() {
-        MPI_Request req;
-        MPI_Ibarrier(MPI_COMM_WORLD, &req);
-        detail::wait(req);
-    }
-
     sim::SweepTasks tasks_;
-    MPI_Win window_ = MPI_WIN_NULL;
-    int64_t* counter_ = nullptr;
+    void* counter_ = nullptr;
     std::mutex mu_;
     std::vector<size_t> ran_;   // tasks run here
 };
@@ -85,13 +64,13 @@ void decode_task(sim::SweepResult& s, const sim::SweepTasks& tasks, const std::s
 void gather(sim::SweepResult& s, const sim::SweepTasks& tasks, const std::vector<size_t>& ran) {
     if (!is_root()) {
         int64_t count = static_cast<int64_t>(ran.size());
-        detail::send(&count, 1, MPI_INT64_T, 0, Tag::SweepResult);
+        detail::send(&count, 1, 0, Tag::SweepResult);
         for (size_t i : ran) detail::send_bytes(encode_task(s, tasks, i), 0, Tag::SweepResult);
         return;
     }
     for (int p = 1; p < size(); ++p) {
         int64_t count = 0;
-        detail::recv(&count, 1, MPI_INT64_T, p, Tag::SweepResult);
+        detail::recv(&count, 1, p, Tag::SweepResult);
         for (int64_t k = 0; k < count; ++k) decode_task(s, tasks, detail::recv_bytes(p, Tag::SweepResult));
     }
 }
