@@ -79,6 +79,14 @@ imp::Result import_quietly(const std::string& in, const std::string& out) {
     return imp::import_file(in, out, opt);
 }
 
+// simple_add's execution trace imported into `out` with the Kineto trace `kineto` beside it (--kineto).
+imp::Result import_beside_et(const std::string& kineto, const std::string& out) {
+    imp::Options opt;
+    opt.warn = false;
+    opt.kineto_path = kineto;
+    return imp::import_file(test::pub("chakra/simple_add_et.json.gz"), out, opt);
+}
+
 }   // namespace
 
 TEST_CASE("a real Kineto trace whose process group descriptions were written empty imports as the trace itself",
@@ -174,13 +182,8 @@ TEST_CASE("the Kineto trace beside an execution trace is read with its empty mem
     REQUIRE(args != std::string::npos);
     text.insert(args + 9, R"("Process Group Description": , )");
     test::write_file(empty, text);
-    const std::string et = test::pub("chakra/simple_add_et.json.gz");
-    imp::Options opt;
-    opt.warn = false;
-    opt.kineto_path = whole;
-    const imp::Result before = imp::import_file(et, dir.file("whole.db"), opt);
-    opt.kineto_path = empty;
-    const imp::Result after = imp::import_file(et, dir.file("empty.db"), opt);
+    const imp::Result before = import_beside_et(whole, dir.file("whole.db"));
+    const imp::Result after = import_beside_et(empty, dir.file("empty.db"));
     CHECK(after.kernels == before.kernels);
     CHECK(after.accesses == before.accesses);
     CHECK(meta_without_notes(dir.file("empty.db")) == meta_without_notes(dir.file("whole.db")));
@@ -323,13 +326,8 @@ TEST_CASE("the Kineto trace beside an execution trace is read with its raw names
     const std::string whole = dir.file("whole.json"), raw = dir.file("raw.json");
     test::write_file(whole, with_names(text, names, 8, escaped, "user_annotation"));
     test::write_file(raw, with_names(text, names, 8, as_written, "user_annotation"));
-    const std::string et = test::pub("chakra/simple_add_et.json.gz");
-    imp::Options opt;
-    opt.warn = false;
-    opt.kineto_path = whole;
-    const imp::Result before = imp::import_file(et, dir.file("whole.db"), opt);
-    opt.kineto_path = raw;
-    const imp::Result after = imp::import_file(et, dir.file("raw.db"), opt);
+    const imp::Result before = import_beside_et(whole, dir.file("whole.db"));
+    const imp::Result after = import_beside_et(raw, dir.file("raw.db"));
     CHECK(after.kernels == before.kernels);
     CHECK(after.accesses == before.accesses);
     CHECK(meta_without_notes(dir.file("raw.db")) == meta_without_notes(dir.file("whole.db")));
