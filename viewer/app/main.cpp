@@ -15,7 +15,6 @@
 #include <chrono>
 #include <cstdio>
 #include <optional>
-#include <set>
 #include <vector>
 #include <cstdlib>
 #include <filesystem>
@@ -503,24 +502,6 @@ void check_outputs(const mhc::viewer::Options& options) {
         throw mhc::Error("--layout " + options.layout + " is also --screenshot; write them to two files");
 }
 
-// The step numbers a trace has, in order, as the loader finds them (load.cpp): its step markers
-// when it has any, else the steps its kernels carry. Read before the window opens, where the
-// loader's steps are not there yet (only --step asks: a scan of the kernels' step column).
-std::vector<int32_t> step_numbers(const mhc::trace::Reader& reader) {
-    std::set<int32_t> markers, kernels;
-    mhc::trace::Scan marker = reader.scan(mhc::trace::TraceTable::Markers, {"kind", "idx"});
-    while (marker.next())
-        if (marker[0] == static_cast<int64_t>(mhc::trace::MarkerKind::Step) && marker[1] >= 0)
-            markers.insert(static_cast<int32_t>(marker[1]));
-    if (markers.empty()) {
-        mhc::trace::Scan kernel = reader.scan(mhc::trace::TraceTable::Kernels, {"step"});
-        while (kernel.next())
-            if (kernel[0] >= 0) kernels.insert(static_cast<int32_t>(kernel[0]));
-    }
-    const std::set<int32_t>& steps = markers.empty() ? kernels : markers;
-    return {steps.begin(), steps.end()};
-}
-
 // --step naming no step of the trace: refused, with and without --screenshot, before any window
 // opens (a screenshot was written with the status line saying "no step 5 in this trace", exit 0;
 // the window ignored it). `steps` in order.
@@ -550,7 +531,7 @@ void check_before_window(const mhc::viewer::Options& options) {
         for (const auto& stale : runs.stale)   // computed from other data: refused by name
             if (stale.id == id) throw mhc::Error(stale.stale);
     for (const int64_t id : options.runs) mhc::viewer::run_index(runs.runs, id, options.trace, options.runs_db);
-    if (options.go_step) check_step(options, step_numbers(opened));
+    if (options.go_step) check_step(options, mhc::viewer::step_numbers(opened));
     if (options.device != mhc::viewer::kAutoMemoryDevice)   // as the loader refuses it in screenshot mode
         mhc::viewer::check_memory_device(options.trace, options.device, mhc::viewer::allocation_devices(opened));
     if (!runs.note.empty()) say("warning: " + runs.note);

@@ -33,6 +33,18 @@ std::string lane_device(int32_t device, bool multi_device) {
     return multi_device || device != 0 ? "GPU" + std::to_string(device) + " " : std::string();
 }
 
+// A marker's step number, or -1 for a marker of another kind or a step marker without its number.
+int32_t marker_step(int64_t kind, int64_t idx) {
+    return kind == static_cast<int64_t>(trace::MarkerKind::Step) && idx >= 0 ? static_cast<int32_t>(idx) : -1;
+}
+
+// Which steps a trace has: its step markers are the authority when it has any, else the steps
+// its kernels carry. The loader (spans) and step_numbers (numbers only) both decide by it.
+template <class Step>
+std::vector<Step> steps_by_authority(std::vector<Step> from_markers, std::vector<Step> from_kernels) {
+    return from_markers.empty() ? std::move(from_kernels) : std::move(from_markers);
+}
+
 // (device, stream) -> lane index, with a one-entry cache: consecutive rows share a stream.
 class LaneMap {
 public:
@@ -194,8 +206,7 @@ struct Loader {
             int64_t kind = s[4];
             Lane& l = t.marker_lanes[map.get(t.marker_lanes, 0, kind, LaneKind::Markers)];
             l.push(s[2], s[3], static_cast<int32_t>(s[1]), s[0]);
-            if (kind == static_cast<int64_t>(trace::MarkerKind::Step) && s[5] >= 0)
-                marker_steps.push_back({static_cast<int32_t>(s[5]), s[2], s[3]});
+            if (const int32_t step = marker_step(kind, s[5]); step >= 0) marker_steps.push_back({step, s[2], s[3]});
             ++t.marker_count;
         }
         tick(t.marker_count);
@@ -206,8 +217,7 @@ struct Loader {
             l.title = std::string(trace::to_string(k)) + " markers";
         }
         t.marker_lanes = split_all(t.marker_lanes);
-        // Step markers are the authority on steps when a trace has them.
-        if (!marker_steps.empty()) t.steps = std::move(marker_steps);
+        t.steps = steps_by_authority(std::move(marker_steps), std::move(t.steps));
         std::sort(t.steps.begin(), t.steps.end(), [](const StepSpan& a, const StepSpan& b) { return a.step < b.step; });
     }
 
@@ -240,6 +250,20 @@ void check_memory_device(const std::string& path, int32_t wanted, const std::vec
     throw Error(path + ": no allocations on " + device_name(wanted) +
                     (names.empty() ? " (the trace has no allocations)" : " (allocations on: " + names + ")"),
                 Error::Kind::BadInput);
+}
+
+std::vector<int32_t> step_numbers(const trace::Reader& reader) {
+    std::set<int32_t> markers, kernels;
+    trace::Scan marker = reader.scan(trace::TraceTable::Markers, {"kind", "idx"});
+    while (marker.next())
+        if (const int32_t step = marker_step(marker[0], marker[1]); step >= 0) markers.insert(step);
+    if (markers.empty()) {   // the kernels' column is read only when the markers name no step
+        trace::Scan kernel = reader.scan(trace::TraceTable::Kernels, {"step"});
+        while (kernel.next())
+            if (kernel[0] >= 0) kernels.insert(static_cast<int32_t>(kernel[0]));
+    }
+    return steps_by_authority(std::vector<int32_t>(markers.begin(), markers.end()),
+                              std::vector<int32_t>(kernels.begin(), kernels.end()));
 }
 
 std::vector<int32_t> allocation_devices(const trace::Reader& reader) {

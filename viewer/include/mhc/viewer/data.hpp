@@ -209,6 +209,10 @@ struct LoadOptions {
 void check_memory_device(const std::string& path, int32_t wanted, const std::vector<int32_t>& have);
 // The devices the allocations of the trace `reader` opened are on, in order (a scan of one column).
 std::vector<int32_t> allocation_devices(const trace::Reader& reader);
+// The step numbers of the trace `reader` opened, in order, as load_view_trace finds its steps (its
+// step markers when it has any, else the steps its kernels carry), without loading it: mhc-view's
+// --step is checked with it before a window opens.
+std::vector<int32_t> step_numbers(const trace::Reader& reader);
 
 // Opens and loads a trace through the trace library. Throws mhc::Error naming the file.
 ViewTrace load_view_trace(const std::string& path, const LoadOptions& options = {});
