@@ -23,6 +23,13 @@ int64_t last_step_span(const trace::TraceData& trace) {
     return end > begin ? end - begin : 0;
 }
 
+// --budget as the user wrote it (0.03 -> "3%"), as `mhc sweep` says its budget.
+std::string budget_text(double budget) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g%%", budget * 100);
+    return text;
+}
+
 }  // namespace
 
 std::optional<Answer> hf_off_answer(const Base& base, const Prediction& baseline) {
@@ -76,7 +83,7 @@ std::string nothing_fits(const Advice& advice, const CaptureInfo& info, int64_t 
     for (const Candidate& candidate : advice.all)
         if (candidate.fits && (!fastest || candidate.loss < fastest->loss)) fastest = &candidate;
     if (fastest)
-        return "nothing fits " + format_bytes(capacity) + " within a loss of " + format_loss(budget).substr(1) +
+        return "nothing fits " + format_bytes(capacity) + " within the loss budget of " + budget_text(budget) +
                ": the closest is " + describe(fastest->setting, info) + " at " + format_loss(fastest->loss) +
                " (estimated)";
     const Candidate* smallest = nullptr;

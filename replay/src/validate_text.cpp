@@ -98,8 +98,8 @@ std::string row_text(const Row& row) {
     out += detail("makespan", "pred " + format_ns(row.predicted_makespan()) + ", meas " + format_ns(meas.makespan_ns) +
                                   spread(row));
     out += detail("stalls", "pred " + std::to_string(pred.stall_count) + " (" + format_ns(pred.stall_time) + "), meas " +
-                                std::to_string(meas.stalls) + " (" + format_ns(meas.stall_ns) + "); kernels overran " +
-                                std::to_string(meas.overruns) + " times (" + format_ns(meas.overrun_ns) + ")");
+                                std::to_string(meas.stalls) + " (" + format_ns(meas.stall_ns) + "); kernel overruns " +
+                                std::to_string(meas.overruns) + " (" + format_ns(meas.overrun_ns) + ")");
     char reduction[16], mapping[32];
     std::snprintf(reduction, sizeof reduction, pred.oom.happened ? "-" : "%.1f%%", 100 * pred.peak_reduction);
     std::snprintf(mapping, sizeof mapping, "%.2f s", meas.map_seconds);

@@ -119,7 +119,7 @@ TEST_CASE("mhc advise: bad input is one line and exit 2", "[advise][cli]") {
         CHECK(o.err.find(says) != std::string::npos);
     };
     one_line(run("advise " + t.path + " --capacity 1MiB"), "nothing fits 1.00 MiB: the closest is");
-    one_line(run("advise " + t.path + " --capacity 400MiB --budget 0%"), "within a loss of 0.00%: the closest is");
+    one_line(run("advise " + t.path + " --capacity 400MiB --budget 0%"), "within the loss budget of 0%: the closest is");
     one_line(run("advise " + t.path + " --setting '{\"checkpoint\": {\"modules\": [\"M.blocks.9\"]}}'"),
              "the model has no module 'M.blocks.9'");
     one_line(run("advise " + t.path), "give the GPU as --capacity SIZE or --gpu NAME");
