@@ -339,3 +339,39 @@ TEST_CASE("the Kineto trace beside an execution trace is read with its raw names
                      "characters, 16 backslashes, 9 of them before b, f, n, r or t in an event's name",
                      0) == 0);
 }
+
+TEST_CASE("every backslash of a Kineto string written raw is its own, also before u and four hex digits or "
+          "another backslash",
+          "[import][kineto][repair]") {
+    // Kineto wrote names raw until 2023 (#98432), so a name that holds a backslash beginning no JSON
+    // escape (`\U` of `C:\Users`) was not escaped by its writer: its `\u0123` is a user folder
+    // `u0123456`, not U+0123, and its `\\` a UNC path's two backslashes. Before 2026-12-07 mhc read them
+    // as JSON does. A string with only valid escapes keeps them (`caf\u00e9 \\ step`: a rewritten
+    // file's escaped name). HTA's simple_add trace, its 8 user_annotation names replaced.
+    test::TempDir dir;
+    const std::string text = test::gunzip(test::pub("kineto/simple_add_trace.json.gz"));
+    const std::vector<std::string> written = {R"(C:\Users\u0123456\runs\train.py(12): step)",
+                                              R"(\\fileserver\share\bench.py(3): load)", R"(caf\u00e9 \\ step)",
+                                              R"(D:\temp\fx\u1234)"};
+    std::vector<std::string> meant = written;
+    meant[2] = "caf\xc3\xa9 \\ step";
+    const std::string whole = dir.file("whole.json"), raw = dir.file("raw.json");
+    test::write_file(whole, with_names(text, meant, 8, escaped, "user_annotation"));
+    test::write_file(raw, with_names(text, written, 8, as_written, "user_annotation"));
+    import_quietly(whole, dir.file("whole.db"));
+    const imp::Result after = import_quietly(raw, dir.file("raw.db"));
+    CHECK(meta_without_notes(dir.file("raw.db")) == meta_without_notes(dir.file("whole.db")));
+    REQUIRE(after.warnings.size() == 1);
+    INFO(after.warnings[0]);
+    // Each name twice: 4 + 4 + 0 + 3 backslashes, 2 + 2 + 0 + 2 before a letter, 1 + 1 + 0 + 1 beginning another escape.
+    CHECK(after.warnings[0].rfind("22 characters of the trace's strings written unescaped (0 quotes, 0 control "
+                                  "characters, 22 backslashes, 12 of them before b, f, n, r or t in an event's name, "
+                                  "read as a Windows path's backslash and letter, not as a control character, 6 more "
+                                  "beginning \\\\, \\/, \\\" or \\u in a string written raw",
+                                  0) == 0);
+    const imp::KinetoData data = imp::parse_kineto(raw, UINT64_MAX, imp::ParseThreads::One);
+    CHECK(data.raw_strings.in_raw == 6);
+    REQUIRE(data.ranges.size() == 8);
+    CHECK(data.strings.list.at(data.ranges[0].name) == written[0]);
+    CHECK(data.strings.list.at(data.ranges[2].name) == meant[2]);
+}
