@@ -375,3 +375,22 @@ TEST_CASE("every backslash of a Kineto string written raw is its own, also befor
     CHECK(data.strings.list.at(data.ranges[0].name) == written[0]);
     CHECK(data.strings.list.at(data.ranges[2].name) == meant[2]);
 }
+
+TEST_CASE("a Kineto name written raw that ends in a backslash ends at its quote", "[import][kineto][repair]") {
+    // `record_function(f"save {folder}")` with a Windows folder `C:\runs\out\`: written raw, its last
+    // backslash and the closing quote read as JSON's escaped quote. Before 2026-12-07 mhc read the name
+    // on into the event's next members and refused the file ("'cat' appears twice in the event").
+    test::TempDir dir;
+    const std::string text = test::gunzip(test::pub("kineto/simple_add_trace.json.gz"));
+    const std::vector<std::string> names = {R"(save C:\runs\out\)", R"(load D:\data\)"};
+    const std::string whole = dir.file("whole.json"), raw = dir.file("raw.json");
+    test::write_file(whole, with_names(text, names, 8, escaped, "user_annotation"));
+    test::write_file(raw, with_names(text, names, 8, as_written, "user_annotation"));
+    import_quietly(whole, dir.file("whole.db"));
+    const imp::Result after = import_quietly(raw, dir.file("raw.db"));
+    CHECK(meta_without_notes(dir.file("raw.db")) == meta_without_notes(dir.file("whole.db")));
+    INFO(after.meta.at("kineto.raw_strings"));
+    // Each name 4 times: 3 + 2 backslashes, 1 + 0 before a letter, 1 + 1 before the closing quote.
+    CHECK(after.meta.at("kineto.raw_strings").rfind("20 characters", 0) == 0);
+    CHECK(after.meta.at("kineto.raw_strings").find(", 8 more beginning") != std::string::npos);
+}
