@@ -394,3 +394,42 @@ TEST_CASE("a Kineto name written raw that ends in a backslash ends at its quote"
     CHECK(after.meta.at("kineto.raw_strings").rfind("20 characters", 0) == 0);
     CHECK(after.meta.at("kineto.raw_strings").find(", 8 more beginning") != std::string::npos);
 }
+
+TEST_CASE("an execution trace whose record_function names were written unescaped imports as the trace itself",
+          "[import][et][repair]") {
+    // PyTorch's ExecutionTraceObserver writes a node's name as it is (torch 2.15: a record_function
+    // named `load "C:\runs\new\u0123"` and a tab came out raw; its op schemas and string inputs it
+    // escapes), so the file is invalid JSON. Before 2026-12-07 mhc refused it ("invalid JSON at byte
+    // N"). HTA's simple_add execution trace, its two `[param|clear_cache]` ranges and `[param|cuda]`
+    // renamed so, against the same file with the names escaped.
+    test::TempDir dir;
+    const std::string text = test::gunzip(test::pub("chakra/simple_add_et.json.gz"));
+    const std::string loading = "load \"C:\\runs\\new\\u0123\"\tx", path = R"(C:\runs\new)";
+    std::string whole = text, raw = text;
+    CHECK(replace_all(whole, R"("[param|clear_cache]")", "\"" + escaped(loading) + "\"") == 2);
+    CHECK(replace_all(raw, R"("[param|clear_cache]")", "\"" + loading + "\"") == 2);
+    CHECK(replace_all(whole, R"("[param|cuda]")", "\"" + escaped(path) + "\"") == 1);
+    CHECK(replace_all(raw, R"("[param|cuda]")", "\"" + path + "\"") == 1);
+    test::write_file(dir.file("whole.json"), whole);
+    test::write_file(dir.file("raw.json"), raw);
+    const imp::Result before = import_quietly(dir.file("whole.json"), dir.file("whole.db"));
+    const imp::Result after = import_quietly(dir.file("raw.json"), dir.file("raw.db"));
+    CHECK(after.kernels == before.kernels);
+    CHECK(after.accesses == before.accesses);
+    auto meta = meta_without_notes(dir.file("raw.db"));
+    meta.erase("et.raw_strings");
+    CHECK(meta == meta_without_notes(dir.file("whole.db")));
+    REQUIRE(after.warnings.size() == before.warnings.size() + 1);
+    INFO(after.meta.at("et.raw_strings"));
+    // Two of the first name (2 quotes, 1 tab, 3 backslashes) and one path (2 backslashes before a letter).
+    CHECK(after.meta.at("et.raw_strings")
+              .rfind("14 characters of the execution trace's strings written unescaped (4 quotes, 2 control "
+                     "characters, 8 backslashes",
+                     0) == 0);
+    // The path alone is valid JSON (\r, \n): read as the path too, not as a carriage return and a newline.
+    std::string path_only = text;
+    replace_all(path_only, R"("[param|cuda]")", "\"" + path + "\"");
+    test::write_file(dir.file("path.json"), path_only);
+    const imp::Result path_read = import_quietly(dir.file("path.json"), dir.file("path.db"));
+    CHECK(path_read.meta.at("et.raw_strings").rfind("2 characters", 0) == 0);
+}

@@ -236,8 +236,9 @@ bool RepairingStream::ends_event_name(size_t off) {
 }
 
 bool RepairingStream::in_event() const {
-    // {"traceEvents": [{ ...: an event; or [{ ...: an event of a trace written as an array.
-    if (open_ == "{[{") return open_keys_[1] == "traceEvents";
+    // {"traceEvents": [{ ...: an event; or [{ ...: an event of a trace written as an array; or
+    // {"nodes": [{ ...: a node of an execution trace, whose observer writes its name raw too.
+    if (open_ == "{[{") return open_keys_[1] == "traceEvents" || open_keys_[1] == "nodes";
     return open_ == "[{";
 }
 
