@@ -433,3 +433,20 @@ TEST_CASE("an execution trace whose record_function names were written unescaped
     const imp::Result path_read = import_quietly(dir.file("path.json"), dir.file("path.db"));
     CHECK(path_read.meta.at("et.raw_strings").rfind("2 characters", 0) == 0);
 }
+
+TEST_CASE("ranges whose names the two writers write differently join their Kineto ops by Record function id",
+          "[import][et][join][repair]") {
+    // Recorded here with torch 2.15 (fixtures/make_raw_names.py): five ranges named `q"x`, `b\y`,
+    // `n<newline>z`, `café` and `t<tab>w`, two steps. The execution trace keeps the names as they
+    // are (written raw); the Kineto trace writes `q'x`, `b/y`, `nz`, `unknown` and `unknown`. Before
+    // 2026-12-07 mhc refused the execution trace, and with its names read it left those 10 ranges
+    // unjoined (70 of 80 ops): each name was compared as it is.
+    test::TempDir dir;
+    imp::Options opt;
+    opt.warn = false;
+    opt.kineto_path = test::fixture("raw_names_kineto.json.gz");
+    const imp::Result result = imp::import_file(test::fixture("raw_names_et.json.gz"), dir.file("out.db"), opt);
+    INFO(result.meta.at("et.join"));
+    CHECK(result.meta.at("et.join").rfind("80 of 80 ops joined (1 of 1 threads) by Record function id", 0) == 0);
+    CHECK(result.meta.at("et.raw_strings").rfind("8 characters", 0) == 0);
+}
