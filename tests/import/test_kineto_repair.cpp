@@ -339,3 +339,114 @@ TEST_CASE("the Kineto trace beside an execution trace is read with its raw names
                      "characters, 16 backslashes, 9 of them before b, f, n, r or t in an event's name",
                      0) == 0);
 }
+
+TEST_CASE("every backslash of a Kineto string written raw is its own, also before u and four hex digits or "
+          "another backslash",
+          "[import][kineto][repair]") {
+    // Kineto wrote names raw until 2023 (#98432), so a name that holds a backslash beginning no JSON
+    // escape (`\U` of `C:\Users`) was not escaped by its writer: its `\u0123` is a user folder
+    // `u0123456`, not U+0123, and its `\\` a UNC path's two backslashes. Before 2026-12-07 mhc read them
+    // as JSON does. A string with only valid escapes keeps them (`caf\u00e9 \\ step`: a rewritten
+    // file's escaped name). HTA's simple_add trace, its 8 user_annotation names replaced.
+    test::TempDir dir;
+    const std::string text = test::gunzip(test::pub("kineto/simple_add_trace.json.gz"));
+    const std::vector<std::string> written = {R"(C:\Users\u0123456\runs\train.py(12): step)",
+                                              R"(\\fileserver\share\bench.py(3): load)", R"(caf\u00e9 \\ step)",
+                                              R"(D:\temp\fx\u1234)"};
+    std::vector<std::string> meant = written;
+    meant[2] = "caf\xc3\xa9 \\ step";
+    const std::string whole = dir.file("whole.json"), raw = dir.file("raw.json");
+    test::write_file(whole, with_names(text, meant, 8, escaped, "user_annotation"));
+    test::write_file(raw, with_names(text, written, 8, as_written, "user_annotation"));
+    import_quietly(whole, dir.file("whole.db"));
+    const imp::Result after = import_quietly(raw, dir.file("raw.db"));
+    CHECK(meta_without_notes(dir.file("raw.db")) == meta_without_notes(dir.file("whole.db")));
+    REQUIRE(after.warnings.size() == 1);
+    INFO(after.warnings[0]);
+    // Each name twice: 4 + 4 + 0 + 3 backslashes, 2 + 2 + 0 + 2 before a letter, 1 + 1 + 0 + 1 beginning another escape.
+    CHECK(after.warnings[0].rfind("22 characters of the trace's strings written unescaped (0 quotes, 0 control "
+                                  "characters, 22 backslashes, 12 of them before b, f, n, r or t in an event's name, "
+                                  "read as a Windows path's backslash and letter, not as a control character, 6 more "
+                                  "beginning \\\\, \\/, \\\" or \\u in a string written raw",
+                                  0) == 0);
+    const imp::KinetoData data = imp::parse_kineto(raw, UINT64_MAX, imp::ParseThreads::One);
+    CHECK(data.raw_strings.in_raw == 6);
+    REQUIRE(data.ranges.size() == 8);
+    CHECK(data.strings.list.at(data.ranges[0].name) == written[0]);
+    CHECK(data.strings.list.at(data.ranges[2].name) == meant[2]);
+}
+
+TEST_CASE("a Kineto name written raw that ends in a backslash ends at its quote", "[import][kineto][repair]") {
+    // `record_function(f"save {folder}")` with a Windows folder `C:\runs\out\`: written raw, its last
+    // backslash and the closing quote read as JSON's escaped quote. Before 2026-12-07 mhc read the name
+    // on into the event's next members and refused the file ("'cat' appears twice in the event").
+    test::TempDir dir;
+    const std::string text = test::gunzip(test::pub("kineto/simple_add_trace.json.gz"));
+    const std::vector<std::string> names = {R"(save C:\runs\out\)", R"(load D:\data\)"};
+    const std::string whole = dir.file("whole.json"), raw = dir.file("raw.json");
+    test::write_file(whole, with_names(text, names, 8, escaped, "user_annotation"));
+    test::write_file(raw, with_names(text, names, 8, as_written, "user_annotation"));
+    import_quietly(whole, dir.file("whole.db"));
+    const imp::Result after = import_quietly(raw, dir.file("raw.db"));
+    CHECK(meta_without_notes(dir.file("raw.db")) == meta_without_notes(dir.file("whole.db")));
+    INFO(after.meta.at("kineto.raw_strings"));
+    // Each name 4 times: 3 + 2 backslashes, 1 + 0 before a letter, 1 + 1 before the closing quote.
+    CHECK(after.meta.at("kineto.raw_strings").rfind("20 characters", 0) == 0);
+    CHECK(after.meta.at("kineto.raw_strings").find(", 8 more beginning") != std::string::npos);
+}
+
+TEST_CASE("an execution trace whose record_function names were written unescaped imports as the trace itself",
+          "[import][et][repair]") {
+    // PyTorch's ExecutionTraceObserver writes a node's name as it is (torch 2.15: a record_function
+    // named `load "C:\runs\new\u0123"` and a tab came out raw; its op schemas and string inputs it
+    // escapes), so the file is invalid JSON. Before 2026-12-07 mhc refused it ("invalid JSON at byte
+    // N"). HTA's simple_add execution trace, its two `[param|clear_cache]` ranges and `[param|cuda]`
+    // renamed so, against the same file with the names escaped.
+    test::TempDir dir;
+    const std::string text = test::gunzip(test::pub("chakra/simple_add_et.json.gz"));
+    const std::string loading = "load \"C:\\runs\\new\\u0123\"\tx", path = R"(C:\runs\new)";
+    std::string whole = text, raw = text;
+    CHECK(replace_all(whole, R"("[param|clear_cache]")", "\"" + escaped(loading) + "\"") == 2);
+    CHECK(replace_all(raw, R"("[param|clear_cache]")", "\"" + loading + "\"") == 2);
+    CHECK(replace_all(whole, R"("[param|cuda]")", "\"" + escaped(path) + "\"") == 1);
+    CHECK(replace_all(raw, R"("[param|cuda]")", "\"" + path + "\"") == 1);
+    test::write_file(dir.file("whole.json"), whole);
+    test::write_file(dir.file("raw.json"), raw);
+    const imp::Result before = import_quietly(dir.file("whole.json"), dir.file("whole.db"));
+    const imp::Result after = import_quietly(dir.file("raw.json"), dir.file("raw.db"));
+    CHECK(after.kernels == before.kernels);
+    CHECK(after.accesses == before.accesses);
+    auto meta = meta_without_notes(dir.file("raw.db"));
+    meta.erase("et.raw_strings");
+    CHECK(meta == meta_without_notes(dir.file("whole.db")));
+    REQUIRE(after.warnings.size() == before.warnings.size() + 1);
+    INFO(after.meta.at("et.raw_strings"));
+    // Two of the first name (2 quotes, 1 tab, 3 backslashes) and one path (2 backslashes before a letter).
+    CHECK(after.meta.at("et.raw_strings")
+              .rfind("14 characters of the execution trace's strings written unescaped (4 quotes, 2 control "
+                     "characters, 8 backslashes",
+                     0) == 0);
+    // The path alone is valid JSON (\r, \n): read as the path too, not as a carriage return and a newline.
+    std::string path_only = text;
+    replace_all(path_only, R"("[param|cuda]")", "\"" + path + "\"");
+    test::write_file(dir.file("path.json"), path_only);
+    const imp::Result path_read = import_quietly(dir.file("path.json"), dir.file("path.db"));
+    CHECK(path_read.meta.at("et.raw_strings").rfind("2 characters", 0) == 0);
+}
+
+TEST_CASE("ranges whose names the two writers write differently join their Kineto ops by Record function id",
+          "[import][et][join][repair]") {
+    // Recorded here with torch 2.15 (fixtures/make_raw_names.py): five ranges named `q"x`, `b\y`,
+    // `n<newline>z`, `café` and `t<tab>w`, two steps. The execution trace keeps the names as they
+    // are (written raw); the Kineto trace writes `q'x`, `b/y`, `nz`, `unknown` and `unknown`. Before
+    // 2026-12-07 mhc refused the execution trace, and with its names read it left those 10 ranges
+    // unjoined (70 of 80 ops): each name was compared as it is.
+    test::TempDir dir;
+    imp::Options opt;
+    opt.warn = false;
+    opt.kineto_path = test::fixture("raw_names_kineto.json.gz");
+    const imp::Result result = imp::import_file(test::fixture("raw_names_et.json.gz"), dir.file("out.db"), opt);
+    INFO(result.meta.at("et.join"));
+    CHECK(result.meta.at("et.join").rfind("80 of 80 ops joined (1 of 1 threads) by Record function id", 0) == 0);
+    CHECK(result.meta.at("et.raw_strings").rfind("8 characters", 0) == 0);
+}

@@ -601,13 +601,30 @@ void broadcast_views_meta(const std::vector<Node>& nodes, Result& result) {
     if (more > 0) result.warnings.push_back(what + ": those storages' bytes may be too large by as much");
 }
 
+// PyTorch's ExecutionTraceObserver writes a node's name as it is (torch 2.15 too; its string
+// inputs and op schemas it escapes): a record_function name holding a quote, a backslash or a
+// control character makes the file invalid JSON, and a Windows path's `\n` reads as a newline.
+void raw_names_meta(const RawStrings& raw, Result& result) {
+    if (raw.count() == 0) return;
+    said_and_warned(result, "et.raw_strings",
+                    std::to_string(raw.count()) + (raw.count() == 1 ? " character" : " characters") +
+                        " of the execution trace's strings written unescaped (" + std::to_string(raw.quotes) +
+                        " quotes, " + std::to_string(raw.controls) + " control characters, " +
+                        std::to_string(raw.backslashes) + " backslashes; the first at byte " +
+                        std::to_string(raw.first_at) + ", in '" + raw.first_key +
+                        "') read as characters of their string: PyTorch's ExecutionTraceObserver writes a "
+                        "record_function's name without escaping it");
+}
+
 }  // namespace
 
 void import_et(const std::string& in, const std::string& kineto, Rows& w, Result& r, uint64_t max_input_size) {
     int64_t pid = -1;
     DeviceTypes devices;
     LinkedNodes linked;
-    std::vector<Node> nodes = parse_nodes(in, max_input_size, pid, devices, linked);
+    RawStrings raw;
+    std::vector<Node> nodes = parse_nodes(in, max_input_size, pid, devices, linked, raw);
+    raw_names_meta(raw, r);
     device_types_meta(in, devices, r);
     broadcast_views_meta(nodes, r);
     // Before 2026-12-06 each storage id was one allocation alive from its first use to its last:

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace mhc::trace::import {
 
@@ -17,6 +19,39 @@ namespace {
 constexpr int64_t kMaxCompared = INT64_C(1) << 27;
 
 bool seqs_agree(int64_t et_seq, int64_t kineto_seq) { return et_seq < 0 || kineto_seq < 0 || et_seq == kineto_seq; }
+
+// A name as PyTorch's profiler writes it into its Kineto trace, where the execution trace keeps it
+// as it is: Kineto's sanitizeStrForJSON writes a backslash as '/' and drops newlines (21beef37,
+// April 2023), sanitizeForNonReadableChars writes a name holding any other byte that is not
+// printable ASCII as "unknown" (7ae1ce85, January 2025), and torch 2.15 writes a double quote as a
+// single one (checked here: `q"x` -> `q'x`, `b\y` -> `b/y`, `caf\u00e9` and a tab -> `unknown`);
+// Kineto's own escapeQuotesForJSON (eba157ad) keeps it. `quote`: the double quote's replacement.
+std::string kineto_written(std::string_view name, char quote) {
+    std::string out;
+    for (const char ch : name) {
+        if (ch == '\n') continue;
+        const auto byte = static_cast<unsigned char>(ch);
+        if (byte < 0x20 || byte >= 0x7f) return "unknown";
+        out += ch == '\\' ? '/' : ch == '"' ? quote : ch;
+    }
+    return out;
+}
+
+// The names a Kineto trace may hold for an execution trace's node named `name`: itself first.
+std::vector<std::string> kineto_names(std::string_view name) {
+    std::vector<std::string> out{std::string(name)};
+    for (const char quote : {'"', '\''}) {
+        std::string written = kineto_written(name, quote);
+        if (std::find(out.begin(), out.end(), written) == out.end()) out.push_back(std::move(written));
+    }
+    return out;
+}
+
+bool same_op_name(std::string_view kineto, std::string_view et) {
+    if (kineto == et) return true;
+    const std::vector<std::string> names = kineto_names(et);
+    return std::find(names.begin() + 1, names.end(), kineto) != names.end();
+}
 
 // Every start of `pattern` in `text` (Knuth-Morris-Pratt: linear however repetitive both are).
 std::vector<size_t> find_all(const std::vector<uint32_t>& pattern, const std::vector<uint32_t>& text) {
@@ -110,7 +145,8 @@ private:
             auto it = by_rf.find(node.rf_id);
             // An rf_id the ET repeats joins its first node only.
             if (it == by_rf.end() || it->second < 0 || claimed_[it->second]) continue;
-            if (op_name(it->second) != node.name || !seqs_agree(node.seq, kd_.ops[it->second].seq)) continue;
+            if (!same_op_name(op_name(it->second), node.name) || !seqs_agree(node.seq, kd_.ops[it->second].seq))
+                continue;
             link(n, it->second);
             ++j_.by_key;
         }
@@ -210,7 +246,9 @@ private:
         const std::string thread = thread_label(tid, list.size());
         std::vector<uint32_t> names;
         for (size_t node : list) {
-            auto it = kd_.strings.index.find(nodes_[node].name);
+            auto it = kd_.strings.index.end();
+            for (const std::string& name : kineto_names(nodes_[node].name))
+                if (it == kd_.strings.index.end()) it = kd_.strings.index.find(name);
             if (it == kd_.strings.index.end()) {
                 j_.notes.push_back(thread + ": not joined, its op '" + std::string(nodes_[node].name) + "' (node " +
                                    std::to_string(nodes_[node].id) + ") is on no Kineto thread");

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <functional>
+#include <memory>
 #include <cstdlib>
 #include <istream>
 #include <map>
@@ -289,8 +291,9 @@ Node node_from(const std::string& in, const json& n, size_t row, DeviceTypes& de
 // gzip input limit counts the bytes of one node or top-level member.
 class NodeReader {
 public:
-    NodeReader(const std::string& in, GzSource& src, GzStreamBuf& buf, std::vector<Node>& out)
-        : in_(in), src_(src), buf_(buf), out_(out) {}
+    // `pos`: the input byte the parse has reached (the gzip input limit counts from marks there).
+    NodeReader(const std::string& in, GzSource& src, std::function<uint64_t()> pos, std::vector<Node>& out)
+        : in_(in), src_(src), pos_(std::move(pos)), out_(out) {}
 
     bool null() { return scalar(json(nullptr)); }
     bool boolean(bool value) { return scalar(json(value)); }
@@ -335,7 +338,7 @@ public:
 
 private:
     void boundary() {
-        if (depth_ <= 2) src_.mark(buf_.pos());
+        if (depth_ <= 2) src_.mark(pos_());
     }
     json* insert(json value) {
         json* parent = stack_.back();
@@ -411,7 +414,7 @@ private:
 
     const std::string& in_;
     GzSource& src_;
-    GzStreamBuf& buf_;
+    std::function<uint64_t()> pos_;
     std::vector<Node>& out_;
     int depth_ = 0;
     int64_t pid_ = -1;   // the top-level "pid" (the recording process), -1 when absent
@@ -424,21 +427,94 @@ private:
     LinkedNodes linked_;
 };
 
+// The bytes RepairingStream gives (kineto_repair.hpp), for the istream nlohmann's parse reads: the
+// input with what the writer left unescaped in strings escaped. Its NUL is the input's end.
+class RepairingBuf : public std::streambuf {
+public:
+    explicit RepairingBuf(RepairingStream& stream) : stream_(stream) {}
+    uint64_t pos() const { return stream_.Tell(); }
+
+protected:
+    int_type underflow() override {
+        size_t count = 0;
+        while (count < sizeof buf_) {
+            const char ch = stream_.Take();
+            if (ch == '\0') break;
+            buf_[count++] = ch;
+        }
+        if (count == 0) return traits_type::eof();
+        setg(buf_, buf_, buf_ + count);
+        return traits_type::to_int_type(buf_[0]);
+    }
+
+private:
+    RepairingStream& stream_;
+    char buf_[4096];
+};
+
+// A name holding a backspace, form feed, newline, carriage return or tab: in a valid file, the
+// observer's raw `\b` `\f` `\n` `\r` `\t` of a Windows path (kineto_repair.hpp), read again.
+bool names_hold_letter_controls(const std::vector<Node>& nodes) {
+    return std::any_of(nodes.begin(), nodes.end(),
+                       [](const Node& node) { return node.name.find_first_of("\b\f\n\r\t") != std::string::npos; });
+}
+
+struct Parsed {
+    std::vector<Node> nodes;
+    int64_t pid = -1;
+    DeviceTypes devices;
+    LinkedNodes linked;
+    std::string error;   // of the JSON; empty when it parsed
+};
+
+Parsed parse_once(const std::string& in, uint64_t max_input_size, EmptyValues* empty, RawStrings* raw) {
+    Parsed out;
+    GzSource src(in, max_input_size);
+    GzStreamBuf plain(src);
+    std::unique_ptr<RepairingStream> stream;
+    std::unique_ptr<RepairingBuf> mended;
+    std::function<uint64_t()> pos = [&plain] { return plain.pos(); };
+    if (raw != nullptr) {
+        stream = std::make_unique<RepairingStream>(&src, *empty, *raw);
+        mended = std::make_unique<RepairingBuf>(*stream);
+        pos = [&mended] { return mended->pos(); };
+    }
+    std::istream is(raw != nullptr ? static_cast<std::streambuf*>(mended.get()) : &plain);
+    NodeReader reader(in, src, pos, out.nodes);
+    if (!json::sax_parse(is, &reader)) {
+        out.error = reader.error().empty() ? "invalid JSON" : reader.error();
+        return out;
+    }
+    if (!reader.saw_nodes()) throw Error(where(in, "not an execution trace: no top-level 'nodes' array"));
+    out.pid = reader.pid();
+    out.devices = reader.devices();
+    out.linked = reader.linked();
+    return out;
+}
+
 }  // namespace
 
-// The nodes in id order; `pid` is the recording process's (-1 when the trace does not say).
+// The nodes in id order; `pid` is the recording process's (-1 when the trace does not say). A file
+// that does not parse, or whose names hold a control character JSON writes by a letter, is read
+// once more through RepairingStream; where that reading mends anything but strings, or fails, the
+// first parse's error stands.
 std::vector<Node> parse_nodes(const std::string& in, uint64_t max_input_size, int64_t& pid, DeviceTypes& devices,
-                              LinkedNodes& linked) {
-    std::vector<Node> nodes;
-    GzSource src(in, max_input_size);
-    GzStreamBuf buf(src);
-    std::istream is(&buf);
-    NodeReader reader(in, src, buf, nodes);
-    if (!json::sax_parse(is, &reader)) throw Error(where(in, reader.error().empty() ? "invalid JSON" : reader.error()));
-    if (!reader.saw_nodes()) throw Error(where(in, "not an execution trace: no top-level 'nodes' array"));
-    pid = reader.pid();
-    devices = reader.devices();
-    linked = reader.linked();
+                              LinkedNodes& linked, RawStrings& raw) {
+    Parsed parsed = parse_once(in, max_input_size, nullptr, nullptr);
+    if (!parsed.error.empty() || names_hold_letter_controls(parsed.nodes)) {
+        EmptyValues empty;
+        RawStrings found;
+        Parsed mended = parse_once(in, max_input_size, &empty, &found);
+        if (mended.error.empty() && empty.count == 0) {
+            parsed = std::move(mended);
+            raw = found;
+        }
+    }
+    if (!parsed.error.empty()) throw Error(where(in, parsed.error));
+    std::vector<Node> nodes = std::move(parsed.nodes);
+    pid = parsed.pid;
+    devices = parsed.devices;
+    linked = parsed.linked;
     std::sort(nodes.begin(), nodes.end(), [](const Node& lhs, const Node& rhs) { return lhs.id < rhs.id; });
     std::unordered_map<int64_t, size_t> at;
     for (size_t i = 0; i < nodes.size(); ++i) at[nodes[i].id] = i;

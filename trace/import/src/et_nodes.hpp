@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "kineto_repair.hpp"
+
 namespace mhc::trace::import {
 
 struct TensorUse {
@@ -41,8 +43,11 @@ struct LinkedNodes {
 // recording process's (-1 when the trace does not say), `devices` the tensors of each device
 // type, `linked` the nodes chakra_trace_link added (left out). Bad input throws mhc::Error naming
 // the file.
+// `raw`: the characters of node names written unescaped that the parse read as their name's
+// (kineto_repair.hpp: PyTorch's observer writes a record_function's name as it is), none where the
+// file is JSON whose names hold no backslash before b, f, n, r or t.
 std::vector<Node> parse_nodes(const std::string& in, uint64_t max_input_size, int64_t& pid, DeviceTypes& devices,
-                              LinkedNodes& linked);
+                              LinkedNodes& linked, RawStrings& raw);
 
 // PyTorch's observer names a storage by its data pointer, so when the allocator gives a freed
 // block's address to a new storage, its id comes back. A leaf ATen op's output on a storage id

@@ -14,6 +14,7 @@ namespace mhc::trace::import {
 namespace {
 
 constexpr size_t kMaxLook = 256;   // bytes read ahead of a quote to tell whether it ends its string
+constexpr size_t kMaxRawLook = 65536;   // bytes of a string read ahead to tell whether it was written raw
 
 bool is_space(char ch) { return ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t'; }
 
@@ -34,10 +35,17 @@ bool is_event_member(std::string_view key) {
 
 // The backslashes that JSON would read with their letter as a control character, where any.
 std::string letters_note(const RawStrings& found) {
-    if (found.letters == 0) return "";
-    return ", " + std::to_string(found.letters) +
-           " of them before b, f, n, r or t in an event's name, read as a Windows path's backslash and letter, not "
-           "as a control character";
+    std::string note;
+    if (found.letters > 0)
+        note = ", " + std::to_string(found.letters) +
+               " of them before b, f, n, r or t in an event's name, read as a Windows path's backslash and letter, "
+               "not as a control character";
+    if (found.in_raw > 0)
+        note += ", " + std::to_string(found.in_raw) +
+                (found.letters > 0 ? " more" : " of them") +
+                " beginning \\\\, \\/, \\\" or \\u in a string written raw (it holds a backslash beginning no escape "
+                "or a raw control character), read as its own backslash";
+    return note;
 }
 
 }   // namespace
@@ -106,6 +114,7 @@ void RepairingStream::structure(char ch) {
         string_of_ = after_colon_ ? 'v' : in_array ? 'e' : 'k';
         in_event_name_ = after_colon_ && key_ == "name" && in_event();
         event_name_ = event_names_ && in_event_name_;
+        raw_known_ = raw_string_ = false;
         in_string_ = true;
         after_colon_ = false;
         text_.clear();
@@ -127,6 +136,17 @@ std::string RepairingStream::string_key() const {
 }
 
 void RepairingStream::produce_in_string(char ch, uint64_t at) {
+    if (ch == '\\' && !raw_known_) {
+        raw_known_ = true;
+        raw_string_ = written_raw();
+    }
+    if (ch == '\\' && raw_string_ && begins_escape()) {
+        raw_.add(raw_.backslashes, at, string_key());
+        ++raw_.in_raw;
+        if (text_.size() < kKeyChars) text_ += ch;
+        out_ += "\\\\";
+        return;
+    }
     if (ch == '\\' && begins_escape()) {
         out_ += ch;
         out_ += next_in();   // the escaped character: a quote there is the string's
@@ -140,11 +160,13 @@ void RepairingStream::produce_in_string(char ch, uint64_t at) {
     if (text_.size() < kKeyChars) text_ += ch;
     if (ch == '\\' || ch == '"') {
         raw_.add(ch == '"' ? raw_.quotes : raw_.backslashes, at, string_key());
+        if (ch == '"') raw_known_ = raw_string_ = true;   // the writer did not escape this string
         if (ch == '\\' && in_event_name_ && is_letter_escape(ahead(0))) ++raw_.letters;
         out_ += '\\';
         out_ += ch;
     } else if (ch != '\0' && static_cast<unsigned char>(ch) < 0x20) {   // NUL: the input ends or is broken
         raw_.add(raw_.controls, at, string_key());
+        raw_known_ = raw_string_ = true;   // the writer did not escape this string
         char escaped[8];
         std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(ch)));
         out_ += escaped;
@@ -154,10 +176,33 @@ void RepairingStream::produce_in_string(char ch, uint64_t at) {
 }
 
 bool RepairingStream::begins_escape() {
-    const char next = ahead(0);
-    if (in_event_name_ && is_letter_escape(next)) return false;
-    if (next == 'u') return is_hex(ahead(1)) && is_hex(ahead(2)) && is_hex(ahead(3)) && is_hex(ahead(4));
+    if (in_event_name_ && is_letter_escape(ahead(0))) return false;
+    return valid_escape(0);
+}
+
+bool RepairingStream::valid_escape(size_t off) {
+    const char next = ahead(off);
+    if (next == 'u')
+        return is_hex(ahead(off + 1)) && is_hex(ahead(off + 2)) && is_hex(ahead(off + 3)) && is_hex(ahead(off + 4));
     return std::string_view("\"\\/bfnrt").find(next) != std::string_view::npos && next != '\0';
+}
+
+bool RepairingStream::written_raw() {
+    // From the byte after the string's first backslash to its end (the first quote no backslash
+    // escapes): a backslash beginning no JSON escape, a raw control character, or in a name a
+    // backslash before b, f, n, r or t. Read ahead, so a long string costs its bytes once more.
+    for (size_t off = 0; off < kMaxRawLook;) {   // `off`: just after a backslash
+        if (!valid_escape(off) || (in_event_name_ && is_letter_escape(ahead(off)))) return true;
+        off += ahead(off) == 'u' ? 5 : 1;
+        for (;; ++off) {
+            const char ch = ahead(off);
+            if (ch == '\0' || ch == '"' || off >= kMaxRawLook) return false;
+            if (static_cast<unsigned char>(ch) < 0x20) return true;
+            if (ch == '\\') break;
+        }
+        ++off;
+    }
+    return false;
 }
 
 size_t RepairingStream::skip_space(size_t off) {
@@ -191,8 +236,9 @@ bool RepairingStream::ends_event_name(size_t off) {
 }
 
 bool RepairingStream::in_event() const {
-    // {"traceEvents": [{ ...: an event; or [{ ...: an event of a trace written as an array.
-    if (open_ == "{[{") return open_keys_[1] == "traceEvents";
+    // {"traceEvents": [{ ...: an event; or [{ ...: an event of a trace written as an array; or
+    // {"nodes": [{ ...: a node of an execution trace, whose observer writes its name raw too.
+    if (open_ == "{[{") return open_keys_[1] == "traceEvents" || open_keys_[1] == "nodes";
     return open_ == "[{";
 }
 
@@ -215,7 +261,7 @@ void say_raw_strings(const RawStrings& found, const std::string& trace, Result& 
                         " control characters, " + std::to_string(found.backslashes) +
                         " backslashes" + letters_note(found) + "; the first at byte " + std::to_string(found.first_at) +
                         ", in '" + found.first_key + "') read as characters of their string: " +
-                        (found.letters == found.count() ? "valid JSON of names that PyTorch's profiler wrote unescaped"
+                        (found.letters + found.in_raw == found.count() ? "valid JSON of names that PyTorch's profiler wrote unescaped"
                                                         : "invalid JSON that PyTorch's profiler wrote for names it did not escape") +
                         " (with_stack's Python frames: quotes "
                         "until Kineto of July 2026, control characters until January 2025, a Windows path's "

@@ -41,8 +41,13 @@ struct EmptyValues {
 // the backslashes that began \b \f \n \r or \t in an event's name (`torch\nn\functional.py`), valid
 // JSON read as the path's backslash and letter: no Kineto wrote a control character so (raw until
 // 2025, then names holding one written "unknown"), where a raw path made every one of them.
+// `in_raw`: those of the backslashes that began a valid JSON escape other than those (\\, \/, \",
+// \u and four hex digits, and \b to \t outside names) in a string the writer wrote raw: one that also
+// holds a backslash beginning no escape, a raw control character or, in a name, \b to \t. An escaping
+// writer never writes either, so every backslash of such a string is its own (`C:\Users\u0123456`,
+// a user folder that `\u0123` would turn into one character; `\\server\share`, a UNC path).
 struct RawStrings {
-    int64_t quotes = 0, controls = 0, backslashes = 0, letters = 0;
+    int64_t quotes = 0, controls = 0, backslashes = 0, letters = 0, in_raw = 0;
     uint64_t first_at = 0;
     std::string first_key;
     int64_t count() const { return quotes + controls + backslashes; }
@@ -119,6 +124,8 @@ private:
     void produce_in_string(char ch, uint64_t at);
     void structure(char ch);
     bool begins_escape();   // after a backslash: a JSON escape follows (in a name, not \b \f \n \r \t)
+    bool valid_escape(size_t off);   // the bytes from `off` ahead, after a backslash, are a JSON escape
+    bool written_raw();     // after the open string's first backslash: the string was written raw (RawStrings)
     bool ends_string();     // at a quote: it can end the string
     bool ends_event_name(size_t off);
     size_t skip_space(size_t off);   // the first byte from `off` ahead that is no whitespace
@@ -142,6 +149,8 @@ private:
     bool event_name_ = false;     // the open string is an event's name, read with event_names
     bool in_event_name_ = false;  // the open string is an event's name
     char string_of_ = 'k';        // the open string is a key ('k'), a member's value ('v') or an element ('e')
+    bool raw_known_ = false;      // whether the open string was written raw is known: raw_string_
+    bool raw_string_ = false;
 };
 
 // Said in meta `kineto.empty_values` and warned where the parse read members with no value.
