@@ -75,10 +75,10 @@ def _capture_guarded(a, parser: argparse.ArgumentParser) -> int:
     show_as(out, a.out)
     try:
         setting = _setting_read(a)
+        kernel_times = _kernel_times_read(a)
         import torch
 
         _capture_modules_imported()
-        kernel_times = _kernel_times_read(a)
         dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "none": None, "as-built": None}
         _recipe_checked(a, dtypes)
         build, make_batch, loss_fn, step, build_optimizer = _model_loaded(a)
@@ -134,7 +134,8 @@ def _setting_read(a):
 
 
 def _kernel_times_read(a):
-    """--kernel-times read before the model is loaded: a profile that cannot give times is told at once."""
+    """--kernel-times read before torch is imported and the model loaded: a profile that cannot give
+    times is told at once (the import alone is about 4 s of CPU)."""
     from .kernel_times import KernelTimes, KernelTimesError
 
     try:

@@ -9,6 +9,8 @@ import os
 import json
 import sqlite3
 import statistics
+import subprocess
+import sys
 import textwrap
 
 import pytest
@@ -198,6 +200,22 @@ def test_a_profile_that_cannot_give_times_is_one_line(tmp_path, capsys, what):
     assert {"missing": "No such file", "not json": "not JSON", "no traceEvents": "no traceEvents",
             "no kernels": "no GPU kernels", "no shapes": "record_shapes=True"}[what] in err[0]
     assert not (tmp_path / "t.db").exists()
+
+
+def test_a_profile_that_cannot_give_times_is_refused_before_torch_is_imported(tmp_path):
+    """The refusal comes before torch's import (about 4 s of CPU, the whole of a refused capture's
+    cost): the capture runs where importing torch stops the process."""
+    stub = tmp_path / "stub" / "torch"
+    stub.mkdir(parents=True)
+    (stub / "__init__.py").write_text("raise SystemExit('torch imported')\n")
+    path = tmp_path / "p.json"
+    path.write_text("{")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path / "stub"), os.path.join(REPO, "python")]))
+    r = subprocess.run([sys.executable, "-m", "mhc_torch.cli", "capture", "tiny-gpt2", "-o", str(tmp_path / "t.db"),
+                        "--kernel-times", str(path)], env=env, capture_output=True, text=True, timeout=60)
+    err = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(err) == 1 and err[0].startswith(f"mhc-torch: --kernel-times: {path}"), r.stderr
+    assert "not JSON" in err[0] and not (tmp_path / "t.db").exists()
 
 
 # --- a real GPU's profile: the TensorBoard plugin's ResNet-50 sample on a V100 -----------------

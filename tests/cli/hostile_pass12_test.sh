@@ -170,10 +170,10 @@ rm -f n.db n.db-* && : >n.db-wal && echo "notes" >n.db-journal
 "$mhc" check n.db >/dev/null || fail "check n.db beside an empty -wal: $("$mhc" check n.db | tail -2)"
 if [ "$has_torch" = 1 ]; then
     rm -f m.db m.db-* && cp l.db-wal m.db-wal
-    torch_cli capture tiny-gpt2 --steps 1 -o m.db >out 2>err; rc=$?
+    torch_cli capture tiny-mhc --hc 1 --layers 1 --seq 16 --steps 1 -o m.db >out 2>err; rc=$?
     [ $rc = 2 ] && grep -qF "mhc-torch: m.db: m.db-wal is there, an SQLite log of an earlier m.db" err && [ ! -e m.db ] ||
         fail "mhc-torch capture beside m.db-wal exited $rc: $(tail -c 300 err)"
-    torch_cli capture tiny-gpt2 --steps 1 -o m.db --force >out 2>err || fail "mhc-torch capture --force: $(tail -c 300 err)"
+    torch_cli capture tiny-mhc --hc 1 --layers 1 --seq 16 --steps 1 -o m.db --force >out 2>err || fail "mhc-torch capture --force: $(tail -c 300 err)"
     [ ! -e m.db-wal ] && "$mhc" check m.db >/dev/null || fail "mhc-torch capture --force beside m.db-wal: $("$mhc" check m.db | tail -2)"
 else
     echo "SKIP part 4 (mhc-torch): no torch or pandas"

@@ -149,7 +149,7 @@ for conf in garbage 'max_split_size_mb:' ','; do
 done
 # 2. --force over a link named as given, the new trace in the link's place, its target kept
 ln -s t.db l.db
-torch capture tiny-gpt2 -o l.db --force
+torch capture tiny-mhc --hc 1 --layers 1 --seq 16 -o l.db --force
 [ $rc = 0 ] && [ "$(wc -l <err)" = 1 ] &&
     grep -qx "mhc-torch: l.db is a symbolic link to t.db: the link is replaced by the new file; t.db is left as it is" err ||
     fail "mhc-torch capture -o l.db --force (a link): exit $rc: $(head -c 300 err)"

@@ -3,8 +3,9 @@
 # concurrency"): killed at random moments (SIGINT, SIGTERM, SIGKILL) it leaves the previous output
 # whole or none, and no temporary file once the next capture has run; captures at once onto one
 # output leave one complete trace; onto a full disk, one line and nothing left. Skipped (exit 77)
-# where no Python with torch and mhc_torch is found. Seven captures (each mostly torch's and
-# transformers' imports): the timed one, three killed, the two at once (which also run after the
+# where no Python with torch and mhc_torch is found. Seven captures, each mostly torch's import, of
+# tiny-mhc at n = 1 with one layer (mhc_torch's own model: tiny-llama added transformers' import, a
+# third more CPU each): the timed one, three killed, the two at once (which also run after the
 # SIGKILL, so they are the next capture that removes its temporary file), and the full disk's,
 # which runs beside the two at once (it writes into its own folder).
 set -u
@@ -16,7 +17,7 @@ pkg=$3   # the folder holding the mhc_torch package
     || { echo "skipped: no Python with torch and mhc_torch at $python"; exit 77; }
 . "$(dirname "$0")/preamble.sh"
 cd "$tmp" || exit 1
-capture() { PYTHONPATH=$pkg MHC_EXE=$mhc "$python" -m mhc_torch.cli capture tiny-llama --seq 16 --layers 1 "$@"; }
+capture() { PYTHONPATH=$pkg MHC_EXE=$mhc "$python" -m mhc_torch.cli capture tiny-mhc --hc 1 --seq 16 --layers 1 "$@"; }
 no_temps() {
     local left; left=$(ls | grep -E "mhc-tmp-|\.tmp-[0-9]+|-journal$" || true)
     [ -z "$left" ] || fail "left behind: $left"
@@ -48,7 +49,7 @@ mkdir full
 full_disk() {
     if unshare -m sh -c 'd=$(mktemp -d) && mount -t tmpfs -o size=1m tmpfs "$d" && umount "$d" && rmdir "$d"' 2>/dev/null; then
         unshare -m sh -c "mount -t tmpfs -o size=64k tmpfs full && dd if=/dev/zero of=full/filler bs=4k >/dev/null 2>&1;
-            PYTHONPATH='$pkg' '$python' -m mhc_torch.cli capture tiny-llama --seq 16 --layers 1 -o full/x.db >/dev/null 2>err;
+            PYTHONPATH='$pkg' '$python' -m mhc_torch.cli capture tiny-mhc --hc 1 --seq 16 --layers 1 -o full/x.db >/dev/null 2>err;
             echo \$? >rc; rm -f full/filler; ls full >left"
         echo tmpfs >mode
     else
