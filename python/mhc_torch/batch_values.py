@@ -27,8 +27,9 @@ _BOOL_INDEXED = {_aten.index.Tensor: 1, _aten.index_put.default: 1, _aten.index_
 
 
 def _constant(real) -> bool:
-    """Whether a shadow is one value expanded to its shape (a fill's): no stride moves."""
-    return all(st == 0 for st in real.stride())
+    """Whether a shadow is one value expanded to its shape (a fill's): no stride moves. Only a
+    strided tensor can be: a sparse one has no strides (an empty tuple, all of whose none move)."""
+    return real.layout == torch.strided and all(st == 0 for st in real.stride())
 
 
 class _Shadow(tuple):
@@ -68,8 +69,11 @@ def shadow_of(t) -> torch.Tensor | None:
 def _keep(fake: torch.Tensor, real: torch.Tensor, version=None) -> None:
     """real kept as fake's values, under version (a callable: the version fake will have once the
     op that made it has returned), else fake's version now. Never for an inference tensor (made
-    under torch.inference_mode): it has no version counter to tell a later write by."""
-    if fake.is_inference():
+    under torch.inference_mode): it has no version counter to tell a later write by. Never for a
+    sparse tensor (nn.Embedding(sparse=True)'s gradient of a loss that sums the lookups, made from
+    the ids' values and a constant gradient): it was taken for a fill (no strides), and the capture
+    stopped on `reshape is not implemented for sparse tensors`."""
+    if fake.is_inference() or fake.layout != torch.strided or real.layout != torch.strided:
         return
     if ((real.numel() <= _MOST or _constant(real)) and tuple(real.shape) == tuple(fake.shape)
             and real.dtype == fake.dtype):
