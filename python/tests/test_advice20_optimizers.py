@@ -3,7 +3,8 @@ the lookups themselves (`emb(ids).sum()`, a regulariser on them) makes the embed
 from the ids' values and a constant incoming gradient, so the batch's values followed it into a
 sparse tensor; a sparse tensor has no strides and was taken for one value expanded, and the
 capture stopped on `reshape is not implemented for sparse tensors` (python/mhc_torch/batch_values.py).
-And SparseAdam's host step, which no test compared with a capture."""
+SparseAdam's host step, which no test compared with a capture. And LBFGS, whose step needs a
+closure: the capture said Python's `step() missing 1 required positional argument: 'closure'`."""
 import json
 import subprocess
 
@@ -12,6 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import mhc_torch  # noqa: E402
+from mhc_torch.errors import CaptureError  # noqa: E402
 
 ROWS, DIM = 256, 16
 HOST = {"optimizer": {"state": "host"}}
@@ -58,3 +60,9 @@ def test_sparse_adam_host_predicted_as_captured(mhc_exe, shared_run, tmp_path):
     _, predicted, host = _base_and_host(mhc_exe, shared_run, tmp_path)
     assert predicted["peak_bytes"] == host.peak_bytes
     assert predicted["host_peak_bytes"] == int(host.meta["capture.host_peak_bytes"])
+
+
+def test_closure_optimizer_refused_saying_why(tmp_path):
+    with pytest.raises(CaptureError, match=r"LBFGS.step\(closure\) needs a closure.*reads the loss and the gradients"):
+        mhc_torch.capture(_Lookups, _batch, steps=1, path=str(tmp_path / "t.db"), loss_fn=lambda m, b: m(*b).sum(),
+                          optimizer=lambda ps: torch.optim.LBFGS(ps))
