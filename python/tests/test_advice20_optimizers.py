@@ -3,9 +3,10 @@ the lookups themselves (`emb(ids).sum()`, a regulariser on them) makes the embed
 from the ids' values and a constant incoming gradient, so the batch's values followed it into a
 sparse tensor; a sparse tensor has no strides and was taken for one value expanded, and the
 capture stopped on `reshape is not implemented for sparse tensors` (python/mhc_torch/batch_values.py).
-SparseAdam's host step, which no test compared with a capture. And LBFGS, whose step needs a
+SparseAdam's host step, which no test compared with a capture; coalesce of a gradient whose ids repeat. And LBFGS, whose step needs a
 closure: the capture said Python's `step() missing 1 required positional argument: 'closure'`."""
 import json
+import sqlite3
 import subprocess
 
 import pytest
@@ -66,3 +67,16 @@ def test_closure_optimizer_refused_saying_why(tmp_path):
     with pytest.raises(CaptureError, match=r"LBFGS.step\(closure\) needs a closure.*reads the loss and the gradients"):
         mhc_torch.capture(_Lookups, _batch, steps=1, path=str(tmp_path / "t.db"), loss_fn=lambda m, b: m(*b).sum(),
                           optimizer=lambda ps: torch.optim.LBFGS(ps))
+
+
+# coalesce keeps each distinct row once, on a GPU as on a CPU: the capture gave it every lookup (32,
+# an upper bound) where the batch's ids tell the rows (24); SparseAdam's and Adagrad's sparse steps
+# size their temporaries by it (SparseAdam's moments at those rows, their updates)
+def test_coalesce_keeps_each_row_looked_up_once(mhc_exe, shared_run, tmp_path):
+    _base_and_host(mhc_exe, shared_run, tmp_path)
+    rows = len(set(_batch()[0].flatten().tolist()))
+    assert rows == 24
+    with sqlite3.connect(tmp_path / "base.db") as db:
+        made = [b for b, in db.execute("SELECT a.bytes FROM allocations a JOIN strings s ON s.id = a.label "
+                                       "WHERE s.text IN ('aten::_coalesce', 'aten::sparse_mask') ORDER BY a.id")]
+    assert made == [rows * 8, rows * DIM * 4, rows * DIM * 4, rows * DIM * 4]   # indices, values, 2 moments
