@@ -473,6 +473,13 @@ std::string hyperparameters(const CaptureInfo& info) {
 
 void optimizer_code(std::ostringstream& out, const Setting& setting, const CaptureInfo& info) {
     const std::string cls = optimizer_class(info), hp = hyperparameters(info);
+    if (setting.optimizer_on_host && cls.size() >= 10 && cls.compare(cls.size() - 10, 10, "SparseAdam") == 0) {
+        // DeepSpeed's ZeRO takes no sparse gradient (deepspeed/runtime/zero has no sparse handling:
+        // DeepSpeed's pull request 8504), and SparseAdam steps only sparse ones
+        out << "# not DeepSpeed's ZeRO-Offload: ZeRO has no sparse gradients, which are all SparseAdam steps;\n"
+            << "# mhc_torch's host optimizer moves their indices and values to the CPU and steps them there\n";
+        return;
+    }
     if (setting.optimizer_on_host) {
         const std::string batch = info.batch > 0 ? std::to_string(info.batch)
                                                  : "MICRO_BATCH,   # your batch size per step";

@@ -80,3 +80,14 @@ def test_coalesce_keeps_each_row_looked_up_once(mhc_exe, shared_run, tmp_path):
         made = [b for b, in db.execute("SELECT a.bytes FROM allocations a JOIN strings s ON s.id = a.label "
                                        "WHERE s.text IN ('aten::_coalesce', 'aten::sparse_mask') ORDER BY a.id")]
     assert made == [rows * 8, rows * DIM * 4, rows * DIM * 4, rows * DIM * 4]   # indices, values, 2 moments
+
+
+# the printed code of the host answer: DeepSpeed's ZeRO takes no sparse gradient (deepspeed/runtime/zero
+# has none; DeepSpeed's pull request 8504), so its lines would not run; mhc_torch.apply's line does
+def test_sparse_adam_host_code_is_not_deepspeeds(mhc_exe, shared_run, tmp_path):
+    _base_and_host(mhc_exe, shared_run, tmp_path)
+    out = subprocess.run([mhc_exe, "advise", str(tmp_path / "base.db"), "--setting", json.dumps(HOST)],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "deepspeed" not in out.stdout and "ZeRO has no sparse gradients" in out.stdout
+    assert 'mhc_torch.apply(model, optimizer, {"optimizer":{"state":"host"}})' in out.stdout
