@@ -473,6 +473,13 @@ std::string hyperparameters(const CaptureInfo& info) {
 
 void optimizer_code(std::ostringstream& out, const Setting& setting, const CaptureInfo& info) {
     const std::string cls = optimizer_class(info), hp = hyperparameters(info);
+    if (setting.optimizer_on_host && cls.size() >= 10 && cls.compare(cls.size() - 10, 10, "SparseAdam") == 0) {
+        // DeepSpeed's ZeRO takes no sparse gradient (deepspeed/runtime/zero has no sparse handling:
+        // DeepSpeed's pull request 8504), and SparseAdam steps only sparse ones
+        out << "# not DeepSpeed's ZeRO-Offload: ZeRO has no sparse gradients, which are all SparseAdam steps;\n"
+            << "# mhc_torch's host optimizer moves their indices and values to the CPU and steps them there\n";
+        return;
+    }
     if (setting.optimizer_on_host) {
         const std::string batch = info.batch > 0 ? std::to_string(info.batch)
                                                  : "MICRO_BATCH,   # your batch size per step";
@@ -595,11 +602,16 @@ std::string describe(const Setting& setting, const CaptureInfo& info) {
                         : " (" + std::to_string(inputs) + " checkpointed: their saved inputs)";
         parts.push_back(what);
     }
-    if (setting.optimizer_impl != OptimizerImpl::AsCaptured) {
+    // on the host the implementation is said after the placement, "optimizer on host (fused)", which
+    // the search offers for a foreach Adam or AdamW: short enough for a row of 100 columns
+    if (setting.optimizer_impl != OptimizerImpl::AsCaptured && !setting.optimizer_on_host) {
         const std::string cls = optimizer_class(info);
         parts.push_back(std::string(to_string(setting.optimizer_impl)) + " " + cls.substr(cls.rfind('.') + 1));
     }
-    if (setting.optimizer_on_host) parts.emplace_back("optimizer on host");
+    if (setting.optimizer_on_host)
+        parts.push_back(setting.optimizer_impl == OptimizerImpl::AsCaptured
+                            ? std::string("optimizer on host")
+                            : "optimizer on host (" + std::string(to_string(setting.optimizer_impl)) + ")");
     if (setting.bf16_weights) parts.emplace_back("bf16 weights");
     if (!setting.allocator.empty()) parts.push_back(setting.allocator);
     if (!setting.reshard_after_forward.empty()) parts.push_back(reshard_words(setting.reshard_after_forward, info));

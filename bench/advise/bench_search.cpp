@@ -70,11 +70,13 @@ std::vector<Combination> every_combination(const Evaluator& ev, const PlannerOpt
     const size_t nb = base.info.block_name.size();
     std::vector<Setting> globals(1);
     const bool grads_read_late = !grads_used_after_backward(base).empty() || !base.info.data_parallel.empty();
+    const bool fused = base.optimizer_impl == "foreach" && base.info.adam_optimizer();
     if (!base.opt_first.empty() && base.opt_first[0] >= 0 && !grads_read_late) {
         globals.emplace_back();
         globals.back().optimizer_on_host = true;
+        if (fused) globals.back().optimizer_impl = OptimizerImpl::Fused;   // the host's step fused too
     }
-    if (base.optimizer_impl == "foreach" && base.info.adam_optimizer()) {
+    if (fused) {
         globals.emplace_back();
         globals.back().optimizer_impl = OptimizerImpl::Fused;
     }

@@ -27,8 +27,9 @@ _BOOL_INDEXED = {_aten.index.Tensor: 1, _aten.index_put.default: 1, _aten.index_
 
 
 def _constant(real) -> bool:
-    """Whether a shadow is one value expanded to its shape (a fill's): no stride moves."""
-    return all(st == 0 for st in real.stride())
+    """Whether a shadow is one value expanded to its shape (a fill's): no stride moves. Only a
+    strided tensor can be: a sparse one has no strides (an empty tuple, all of whose none move)."""
+    return real.layout == torch.strided and all(st == 0 for st in real.stride())
 
 
 class _Shadow(tuple):
@@ -68,8 +69,11 @@ def shadow_of(t) -> torch.Tensor | None:
 def _keep(fake: torch.Tensor, real: torch.Tensor, version=None) -> None:
     """real kept as fake's values, under version (a callable: the version fake will have once the
     op that made it has returned), else fake's version now. Never for an inference tensor (made
-    under torch.inference_mode): it has no version counter to tell a later write by."""
-    if fake.is_inference():
+    under torch.inference_mode): it has no version counter to tell a later write by. Never for a
+    sparse tensor (nn.Embedding(sparse=True)'s gradient of a loss that sums the lookups, made from
+    the ids' values and a constant gradient): it was taken for a fill (no strides), and the capture
+    stopped on `reshape is not implemented for sparse tensors`."""
+    if fake.is_inference() or fake.layout != torch.strided or real.layout != torch.strided:
         return
     if ((real.numel() <= _MOST or _constant(real)) and tuple(real.shape) == tuple(fake.shape)
             and real.dtype == fake.dtype):
@@ -246,6 +250,53 @@ def _followed_as_constants(func, args, kwargs, fouts, ts) -> bool:
     return True
 
 
+# A sparse COO tensor's indices where the batch's values give them (nn.Embedding(sparse=True)'s
+# gradient is made from the ids): an attribute of the fake sparse tensor, the real int64 indices.
+_ROWS = "_mhc_sparse_indices"
+_SPARSE_NEW = getattr(_aten, "_sparse_coo_tensor_with_dims_and_tensors", None)
+_SPARSE_NEW = _SPARSE_NEW.default if _SPARSE_NEW is not None else None
+
+
+def sparse_entries(func, source) -> tuple:
+    """(the entries a GPU's result of `func` has, their real indices or None) for the ops that keep
+    a sparse input's entries (fake_mode._sparse_rows_kept: the autograd engine's clone, coalesce,
+    sparse_mask, a transpose), `source` the sparse tensor whose entries they keep: coalesce keeps
+    each distinct index once, which the indices' values tell (SparseAdam and Adagrad coalesce an
+    embedding's gradient: a batch's repeated ids are one row each, on a GPU as on a CPU); without
+    them, every entry (an upper bound)."""
+    real = getattr(source, _ROWS, None)
+    if real is None or real.shape[1] != source._nnz():
+        return source._nnz(), None
+    if func is _aten._coalesce.default:
+        real = torch.unique(real, dim=1)
+    elif func in (_aten.t.default, _aten.transpose.int):
+        real = real.flip(0) if real.shape[0] == 2 else None
+    return (source._nnz() if real is None else int(real.shape[1])), real
+
+
+def keep_sparse_entries(out, real) -> None:
+    """real (int64, sparse dims x entries) kept as the sparse fake tensor out's indices."""
+    if real is not None and isinstance(out, torch.Tensor) and out.layout == torch.sparse_coo:
+        setattr(out, _ROWS, real)
+
+
+def _follow_sparse(func, args, out) -> bool:
+    """A sparse tensor made from indices with values (the embedding's gradient), and the indices
+    of one whose entries are known (`grad._indices()`, which a host copy or a step reads): True
+    where the op was one of those."""
+    if func is _SPARSE_NEW and _SPARSE_NEW is not None:
+        real = shadow_of(args[3]) if len(args) > 3 and isinstance(args[3], torch.Tensor) else None
+        if real is not None and real.dim() == 2 and real.shape[1] == out._nnz():
+            keep_sparse_entries(out, real)
+        return True
+    if func in (_aten._indices.default, _aten.indices.default) and isinstance(out, torch.Tensor):
+        real = getattr(args[0], _ROWS, None)
+        if real is not None:
+            _keep(out, real)
+        return True
+    return False
+
+
 def follow(func, args, kwargs, out) -> None:
     """After an op ran on fake tensors whose inputs all have shadows: runs it on the shadows and
     gives each fake output the real one's values (a write in place: the written input's shadow
@@ -253,6 +304,8 @@ def follow(func, args, kwargs, out) -> None:
     no tensor input that makes integer or boolean values by rule (arange, zeros, full: positions
     compared with the lengths, the indices pack_padded_sequence inverts) gets them too; a random
     one (randint, randperm) does not: the GPU's draws are not the host's."""
+    if _follow_sparse(func, args, out):
+        return
     fouts, _ = tree_flatten(out)
     if torch.Tag.nondeterministic_seeded in func.tags:   # a draw (bernoulli of a fill): the GPU's, not the host's
         return

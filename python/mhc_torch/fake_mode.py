@@ -32,16 +32,23 @@ def _sparse_rows_kept(func, args, out):
     if func not in _SPARSE_ROWS_KEPT or not isinstance(out, FakeTensor) or out.layout != torch.sparse_coo:
         return out
     rows = args[1] if func is torch.ops.aten.sparse_mask.default else args[0]
-    if out._nnz() == rows._nnz():
+    n, real = batch_values.sparse_entries(func, rows)   # fewer where coalesce merges repeated indices
+    if out._nnz() == n:
+        batch_values.keep_sparse_entries(out, real)
         return out
     if func is torch.ops.aten.sparse_mask.default:
         indices = rows._indices()
         values = args[0].new_empty((rows._nnz(),) + tuple(args[0].shape[rows.sparse_dim():]))
+    elif n != rows._nnz():
+        indices = rows._indices().new_empty((rows.sparse_dim(), n))
+        values = rows._values().new_empty((n,) + tuple(rows._values().shape[1:]))
     else:
         indices, values = rows._indices().clone(), rows._values().clone()
-    return torch.ops.aten._sparse_coo_tensor_with_dims_and_tensors(
+    out = torch.ops.aten._sparse_coo_tensor_with_dims_and_tensors(
         rows.sparse_dim(), rows.dense_dim(), list(out.shape), indices, values, dtype=out.dtype,
         layout=torch.sparse_coo, device=out.device, is_coalesced=func not in _NOT_COALESCED)
+    batch_values.keep_sparse_entries(out, real)
+    return out
 
 
 _aten = torch.ops.aten

@@ -40,6 +40,25 @@ def impl_options(optimizer: torch.optim.Optimizer, impl: str | None) -> dict:
     return {k: v for k, v in options.items() if k in accepted}
 
 
+def closure_refused(optimizer: torch.optim.Optimizer) -> None:
+    """A CaptureError where the optimizer's step() needs a closure (torch.optim.LBFGS), which the
+    capture's step (forward, backward, optimizer.step()) has none to give: said in one line with
+    why no closure would do either, instead of Python's `step() missing 1 required positional
+    argument: 'closure'`."""
+    closure = inspect.signature(type(optimizer).step).parameters.get("closure")
+    if closure is None or closure.default is not inspect.Parameter.empty:
+        return
+    from .errors import CaptureError
+
+    name = type(optimizer).__name__
+    raise CaptureError(
+        f"{name}.step(closure) needs a closure, which the capture's step (forward, backward, optimizer.step()) "
+        f"does not give; nor can it be captured with one (in a step(model, batch, run) of your own): {name} reads "
+        "the loss and the gradients into Python to decide how many times it calls the closure (convergence tests, "
+        f"a line search), which fake tensors do not hold; capture the step with the optimizer training starts "
+        f"with (Adam before {name})")
+
+
 def _constructor_args(optimizer: torch.optim.Optimizer, options: dict) -> dict:
     accepted = inspect.signature(type(optimizer).__init__).parameters
     args = {k: v for k, v in optimizer.defaults.items() if k in accepted}

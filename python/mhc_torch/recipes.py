@@ -22,7 +22,7 @@ import torch
 
 from . import store
 from .errors import a_kind
-from .optimizers import step_values_kept
+from .optimizers import closure_refused, step_values_kept
 
 ZERO_GRAD = ("none", "zeros", "never")
 
@@ -174,6 +174,7 @@ class StepRun:
         self._rec.end_backward()
 
     def optimizer_step(self) -> None:
+        closure_refused(self.optimizer)
         self.optimizer.step()
 
     def zero_grad(self, set_to_none: bool = True) -> None:

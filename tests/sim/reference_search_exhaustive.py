@@ -24,8 +24,10 @@ for trace in sys.argv[1:]:
                if rs.CHOICES[c] != "mhc" or all(rs.has_type(cap, b, "HcMaps") for b in bids)]
     has_opt = bool(ref.optimizer_steps(cap))
     globals_ = [{}]
-    if has_opt and not rs.grads_read_on_gpu(cap): globals_.append({"optimizer": {"state": "host"}})
-    if any(k["name"].startswith("aten::_foreach_") for k in cap.kernels): globals_.append({"optimizer": {"impl": "fused"}})
+    foreach = any(k["name"].startswith("aten::_foreach_") for k in cap.kernels)
+    if has_opt and not rs.grads_read_on_gpu(cap):   # the host's step fused where the fused AdamW is offered
+        globals_.append({"optimizer": {"state": "host", "impl": "fused"} if foreach else {"state": "host"}})
+    if foreach: globals_.append({"optimizer": {"impl": "fused"}})
     allocators, _kept = rs.allocator_settings(cap, lambda s: ref.predict(trace, s, cap=cap), on=globals_)
     every = []
     for g in globals_:
