@@ -104,14 +104,20 @@ class StorageKeys:
         elif depth > 0 and isinstance(value, (tuple, list, dict)):
             items = value.values() if isinstance(value, dict) else value
             if len(items) <= ITEMS:
-                types = self._types
+                types, plain = self._types, self._plain
                 for v in items:
                     tp = type(v)
                     none = types.get(tp)
                     if none is None:
                         none = types[tp] = _holds_no_tensor(tp)
-                    if not none:   # an item that holds no tensor adds nothing (a shape's ints, a None)
-                        self.add(v, skip, out, depth - 1)
+                    if none:   # an item that holds no tensor adds nothing (a shape's ints, a None)
+                        continue
+                    if v is not skip and isinstance(v, torch.Tensor):   # add()'s first case, without a call
+                        ref = plain.get(id(v))
+                        if ref is not None and ref() is v:
+                            out.append(id(v.untyped_storage()))
+                            continue
+                    self.add(v, skip, out, depth - 1)
 
     def _parts(self, t: torch.Tensor, out: list) -> None:
         parts = _dense_parts(t)
