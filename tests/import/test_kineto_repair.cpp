@@ -79,12 +79,35 @@ imp::Result import_quietly(const std::string& in, const std::string& out) {
     return imp::import_file(in, out, opt);
 }
 
-// simple_add's execution trace imported into `out` with the Kineto trace `kineto` beside it (--kineto).
-imp::Result import_beside_et(const std::string& kineto, const std::string& out) {
+// The execution trace `et` imported into `out` with the Kineto trace `kineto` beside it (--kineto).
+imp::Result import_et_with(const std::string& et, const std::string& kineto, const std::string& out) {
     imp::Options opt;
     opt.warn = false;
     opt.kineto_path = kineto;
-    return imp::import_file(test::pub("chakra/simple_add_et.json.gz"), out, opt);
+    return imp::import_file(et, out, opt);
+}
+
+// simple_add's execution trace imported into `out` with the Kineto trace `kineto` beside it.
+imp::Result import_beside_et(const std::string& kineto, const std::string& out) {
+    return import_et_with(test::pub("chakra/simple_add_et.json.gz"), kineto, out);
+}
+
+// `whole` (a file as written right) and `altered` (the same as a faulty writer wrote it) imported
+// by `import` (import_quietly or import_beside_et) into whole.db and altered.db: the same rows and
+// the same meta, but for the notes of what was mended (and the key `unlike`), and one warning
+// more. The altered file's result.
+template <class Import>
+imp::Result imports_as_whole(const test::TempDir& dir, const std::string& whole, const std::string& altered,
+                             Import import, const std::string& unlike = "") {
+    const imp::Result before = import(whole, dir.file("whole.db"));
+    const imp::Result after = import(altered, dir.file("altered.db"));
+    CHECK(after.kernels == before.kernels);
+    CHECK(after.accesses == before.accesses);
+    auto meta = meta_without_notes(dir.file("altered.db"));
+    meta.erase(unlike);
+    CHECK(meta == meta_without_notes(dir.file("whole.db")));
+    REQUIRE(after.warnings.size() == before.warnings.size() + 1);
+    return after;
 }
 
 }   // namespace
@@ -182,12 +205,7 @@ TEST_CASE("the Kineto trace beside an execution trace is read with its empty mem
     REQUIRE(args != std::string::npos);
     text.insert(args + 9, R"("Process Group Description": , )");
     test::write_file(empty, text);
-    const imp::Result before = import_beside_et(whole, dir.file("whole.db"));
-    const imp::Result after = import_beside_et(empty, dir.file("empty.db"));
-    CHECK(after.kernels == before.kernels);
-    CHECK(after.accesses == before.accesses);
-    CHECK(meta_without_notes(dir.file("empty.db")) == meta_without_notes(dir.file("whole.db")));
-    REQUIRE(after.warnings.size() == before.warnings.size() + 1);
+    const imp::Result after = imports_as_whole(dir, whole, empty, import_beside_et);
     CHECK(after.meta.at("kineto.empty_values")
               .rfind("1 member of the Kineto trace empty.json written with no value (1 'Process Group Description'",
                      0) == 0);
@@ -326,12 +344,7 @@ TEST_CASE("the Kineto trace beside an execution trace is read with its raw names
     const std::string whole = dir.file("whole.json"), raw = dir.file("raw.json");
     test::write_file(whole, with_names(text, names, 8, escaped, "user_annotation"));
     test::write_file(raw, with_names(text, names, 8, as_written, "user_annotation"));
-    const imp::Result before = import_beside_et(whole, dir.file("whole.db"));
-    const imp::Result after = import_beside_et(raw, dir.file("raw.db"));
-    CHECK(after.kernels == before.kernels);
-    CHECK(after.accesses == before.accesses);
-    CHECK(meta_without_notes(dir.file("raw.db")) == meta_without_notes(dir.file("whole.db")));
-    REQUIRE(after.warnings.size() == before.warnings.size() + 1);
+    const imp::Result after = imports_as_whole(dir, whole, raw, import_beside_et);
     INFO(after.meta.at("kineto.raw_strings"));
     // 3 names of each of the first two and 2 of the third: 6 quotes, 3 controls, 16 backslashes (9 before a letter).
     CHECK(after.meta.at("kineto.raw_strings")
@@ -358,10 +371,7 @@ TEST_CASE("every backslash of a Kineto string written raw is its own, also befor
     const std::string whole = dir.file("whole.json"), raw = dir.file("raw.json");
     test::write_file(whole, with_names(text, meant, 8, escaped, "user_annotation"));
     test::write_file(raw, with_names(text, written, 8, as_written, "user_annotation"));
-    import_quietly(whole, dir.file("whole.db"));
-    const imp::Result after = import_quietly(raw, dir.file("raw.db"));
-    CHECK(meta_without_notes(dir.file("raw.db")) == meta_without_notes(dir.file("whole.db")));
-    REQUIRE(after.warnings.size() == 1);
+    const imp::Result after = imports_as_whole(dir, whole, raw, import_quietly);
     INFO(after.warnings[0]);
     // Each name twice: 4 + 4 + 0 + 3 backslashes, 2 + 2 + 0 + 2 before a letter, 1 + 1 + 0 + 1 beginning another escape.
     CHECK(after.warnings[0].rfind("22 characters of the trace's strings written unescaped (0 quotes, 0 control "
@@ -386,9 +396,7 @@ TEST_CASE("a Kineto name written raw that ends in a backslash ends at its quote"
     const std::string whole = dir.file("whole.json"), raw = dir.file("raw.json");
     test::write_file(whole, with_names(text, names, 8, escaped, "user_annotation"));
     test::write_file(raw, with_names(text, names, 8, as_written, "user_annotation"));
-    import_quietly(whole, dir.file("whole.db"));
-    const imp::Result after = import_quietly(raw, dir.file("raw.db"));
-    CHECK(meta_without_notes(dir.file("raw.db")) == meta_without_notes(dir.file("whole.db")));
+    const imp::Result after = imports_as_whole(dir, whole, raw, import_quietly);
     INFO(after.meta.at("kineto.raw_strings"));
     // Each name 4 times: 3 + 2 backslashes, 1 + 0 before a letter, 1 + 1 before the closing quote.
     CHECK(after.meta.at("kineto.raw_strings").rfind("20 characters", 0) == 0);
@@ -412,14 +420,8 @@ TEST_CASE("an execution trace whose record_function names were written unescaped
     CHECK(replace_all(raw, R"("[param|cuda]")", "\"" + path + "\"") == 1);
     test::write_file(dir.file("whole.json"), whole);
     test::write_file(dir.file("raw.json"), raw);
-    const imp::Result before = import_quietly(dir.file("whole.json"), dir.file("whole.db"));
-    const imp::Result after = import_quietly(dir.file("raw.json"), dir.file("raw.db"));
-    CHECK(after.kernels == before.kernels);
-    CHECK(after.accesses == before.accesses);
-    auto meta = meta_without_notes(dir.file("raw.db"));
-    meta.erase("et.raw_strings");
-    CHECK(meta == meta_without_notes(dir.file("whole.db")));
-    REQUIRE(after.warnings.size() == before.warnings.size() + 1);
+    const imp::Result after =
+        imports_as_whole(dir, dir.file("whole.json"), dir.file("raw.json"), import_quietly, "et.raw_strings");
     INFO(after.meta.at("et.raw_strings"));
     // Two of the first name (2 quotes, 1 tab, 3 backslashes) and one path (2 backslashes before a letter).
     CHECK(after.meta.at("et.raw_strings")
@@ -442,10 +444,8 @@ TEST_CASE("ranges whose names the two writers write differently join their Kinet
     // 2026-12-07 mhc refused the execution trace, and with its names read it left those 10 ranges
     // unjoined (70 of 80 ops): each name was compared as it is.
     test::TempDir dir;
-    imp::Options opt;
-    opt.warn = false;
-    opt.kineto_path = test::fixture("raw_names_kineto.json.gz");
-    const imp::Result result = imp::import_file(test::fixture("raw_names_et.json.gz"), dir.file("out.db"), opt);
+    const imp::Result result = import_et_with(test::fixture("raw_names_et.json.gz"),
+                                              test::fixture("raw_names_kineto.json.gz"), dir.file("out.db"));
     INFO(result.meta.at("et.join"));
     CHECK(result.meta.at("et.join").rfind("80 of 80 ops joined (1 of 1 threads) by Record function id", 0) == 0);
     CHECK(result.meta.at("et.raw_strings").rfind("8 characters", 0) == 0);
