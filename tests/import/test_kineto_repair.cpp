@@ -13,6 +13,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "et_nodes.hpp"
 #include "kineto_parse.hpp"
 #include "mhc/common/error.hpp"
 #include "util.hpp"
@@ -449,4 +450,75 @@ TEST_CASE("ranges whose names the two writers write differently join their Kinet
     INFO(result.meta.at("et.join"));
     CHECK(result.meta.at("et.join").rfind("80 of 80 ops joined (1 of 1 threads) by Record function id", 0) == 0);
     CHECK(result.meta.at("et.raw_strings").rfind("8 characters", 0) == 0);
+}
+
+namespace {
+
+// The names of an execution trace's nodes as parse_nodes reads them, in id order.
+std::vector<std::string> node_names(const std::string& path, imp::LinkedNodes& linked, imp::StrayMember& stray) {
+    int64_t pid = -1;
+    imp::DeviceTypes devices;
+    imp::RawStrings raw;
+    std::vector<std::string> names;
+    for (const imp::Node& node : imp::parse_nodes(path, UINT64_MAX, pid, devices, linked, raw, stray))
+        names.push_back(node.name);
+    return names;
+}
+
+}   // namespace
+
+TEST_CASE("an execution trace's raw record_function name holding `\", \"key\": ` is read whole",
+          "[import][et][repair]") {
+    // torch 2.15's observer writes `record_function('x", "key": "y')` as `"name": "x", "key": "y",
+    // "ctrl_deps": 2` (recorded here): valid JSON whose node name reads "x" and a member "key", and
+    // with an odd number of quotes (`w", "key": 1`) invalid JSON. A name so written that holds
+    // `", "cat": ` made the node read as one chakra_trace_link added, and left out. Before
+    // 2026-12-07 mhc read the first two as "x" and the node, the third as no node, without a word,
+    // and refused the fourth ("invalid JSON at byte N"). A node's name now ends only at a quote
+    // before "id" (schema 1.0.x) or "ctrl_deps" (1.0.2 on), where the plain reading leaves another
+    // member after a name. HTA's simple_add (1.0.1) and param's torch.compile trace (1.1.1).
+    test::TempDir dir;
+    const std::string first = "x\", \"key\": \"y", second = "c\", \"cat\": \"d", third = "w\", \"key\": 1";
+    struct Case {
+        const char* file;
+        std::vector<std::pair<std::string, std::string>> renamed;   // (name in the file, name written raw)
+    };
+    const std::vector<Case> cases = {
+        {"chakra/simple_add_et.json.gz", {{"[param|cuda]", first}, {"[param|clear_cache]", second}}},
+        {"chakra/param-pt2-et-1.1.1.json.gz", {{"## LOOP 5 ##", third}, {"## LOOP 6 ##", second}}}};
+    for (const Case& c : cases) {
+        INFO(c.file);
+        std::string whole = test::gunzip(test::pub(c.file)), raw = whole;
+        for (const auto& [from, to] : c.renamed) {
+            CHECK(replace_all(whole, "\"" + from + "\"", "\"" + escaped(to) + "\"") >= 1);
+            CHECK(replace_all(raw, "\"" + from + "\"", "\"" + to + "\"") >= 1);
+        }
+        test::write_file(dir.file("whole.json"), whole);
+        test::write_file(dir.file("raw.json"), raw);
+        imp::LinkedNodes linked;
+        imp::StrayMember stray;
+        const std::vector<std::string> meant = node_names(dir.file("whole.json"), linked, stray);
+        CHECK(node_names(dir.file("raw.json"), linked, stray) == meant);
+        CHECK(linked.count == 0);
+        CHECK(stray.count == 0);
+        const imp::Result after = imports_as_whole(dir, dir.file("whole.json"), dir.file("raw.json"), import_quietly,
+                                                   "et.raw_strings");
+        CHECK(after.meta.at("et.raw_strings").find("quotes") != std::string::npos);
+    }
+}
+
+TEST_CASE("an execution trace node's member after its name that no reading takes into the name is said",
+          "[import][et][repair]") {
+    // Valid JSON whose node holds a member after its name that the observer never writes there and
+    // no quote of the name written raw explains (`"name": "## LOOP 6 ##", "note": 1, "ctrl_deps"`):
+    // read as written, one warning naming the member and the node.
+    test::TempDir dir;
+    std::string text = test::gunzip(test::pub("chakra/param-pt2-et-1.1.1.json.gz"));
+    REQUIRE(replace_all(text, R"("## LOOP 6 ##", )", R"("## LOOP 6 ##", "note": 1, )") == 1);
+    test::write_file(dir.file("note.json"), text);
+    const imp::Result result = import_quietly(dir.file("note.json"), dir.file("note.db"));
+    INFO(result.meta.at("et.members_after_name"));
+    CHECK(result.meta.at("et.members_after_name").rfind("1 node holds a member after its name", 0) == 0);
+    CHECK(result.meta.at("et.members_after_name").find("'note' in nodes[") != std::string::npos);
+    CHECK(result.meta.count("et.raw_strings") == 0);
 }

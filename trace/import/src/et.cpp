@@ -616,6 +616,17 @@ void raw_names_meta(const RawStrings& raw, Result& result) {
                         "record_function's name without escaping it");
 }
 
+// A member after a node's name that the observer never writes there and that no reading of the
+// name to the quote before "id" or "ctrl_deps" takes as the name's text: read as written, and said.
+void stray_members_meta(const StrayMember& stray, Result& result) {
+    if (stray.count == 0) return;
+    said_and_warned(result, "et.members_after_name",
+                    std::to_string(stray.count) + (stray.count == 1 ? " node holds" : " nodes hold") +
+                        " a member after its name that PyTorch's ExecutionTraceObserver never writes there (the "
+                        "first: '" + stray.key + "' in nodes[" + std::to_string(stray.row) +
+                        "]): read as written, the name ending at its first quote");
+}
+
 }  // namespace
 
 void import_et(const std::string& in, const std::string& kineto, Rows& w, Result& r, uint64_t max_input_size) {
@@ -623,8 +634,10 @@ void import_et(const std::string& in, const std::string& kineto, Rows& w, Result
     DeviceTypes devices;
     LinkedNodes linked;
     RawStrings raw;
-    std::vector<Node> nodes = parse_nodes(in, max_input_size, pid, devices, linked, raw);
+    StrayMember stray;
+    std::vector<Node> nodes = parse_nodes(in, max_input_size, pid, devices, linked, raw, stray);
     raw_names_meta(raw, r);
+    stray_members_meta(stray, r);
     device_types_meta(in, devices, r);
     broadcast_views_meta(nodes, r);
     // Before 2026-12-06 each storage id was one allocation alive from its first use to its last:

@@ -316,6 +316,7 @@ public:
             top_key_ = name;
             boundary();
         } else if (depth_ >= 3 && in_nodes_) {
+            if (depth_ == 3) member_after(name);
             key_ = std::move(name);
         }
         return true;
@@ -335,8 +336,18 @@ public:
     int64_t pid() const { return pid_; }
     const DeviceTypes& devices() const { return devices_; }
     const LinkedNodes& linked() const { return linked_; }
+    const StrayMember& stray() const { return stray_; }
 
 private:
+    // A node's member after its name that the observer never writes there: the name's own text
+    // after a quote it wrote raw (`record_function('x", "key": "y')`), where the JSON stays valid.
+    void member_after(const std::string& key) {
+        if (last_key_ == "name" && !follows_node_name(key) && stray_.count++ == 0) {
+            stray_.key = key;
+            stray_.row = out_.size() + static_cast<size_t>(linked_.count);
+        }
+        last_key_ = key;
+    }
     void boundary() {
         if (depth_ <= 2) src_.mark(pos_());
     }
@@ -362,6 +373,7 @@ private:
         if (depth_ == 2 && root_object_ && top_key_ == "nodes" && value.is_array()) {
             in_nodes_ = saw_nodes_ = true;
         } else if (depth_ == 3 && in_nodes_) {
+            last_key_.clear();
             node_ = std::move(value);
             stack_.assign(1, &node_);
         } else if (depth_ > 3 && in_nodes_) {
@@ -419,7 +431,8 @@ private:
     int depth_ = 0;
     int64_t pid_ = -1;   // the top-level "pid" (the recording process), -1 when absent
     bool root_object_ = false, in_nodes_ = false, saw_nodes_ = false;
-    std::string top_key_, key_, error_;
+    std::string top_key_, key_, error_, last_key_;   // last_key_: the node's member read last
+    StrayMember stray_;
     std::set<std::string> top_keys_;   // "nodes" and "pid" once read
     json node_;
     std::vector<json*> stack_;
@@ -464,10 +477,14 @@ struct Parsed {
     int64_t pid = -1;
     DeviceTypes devices;
     LinkedNodes linked;
+    StrayMember stray;
     std::string error;   // of the JSON; empty when it parsed
 };
 
-Parsed parse_once(const std::string& in, uint64_t max_input_size, EmptyValues* empty, RawStrings* raw) {
+// `raw`: read through RepairingStream, counting what it mends there; `node_names`: its reading of a
+// node's name to the quote before "id" or "ctrl_deps".
+Parsed parse_once(const std::string& in, uint64_t max_input_size, EmptyValues* empty, RawStrings* raw,
+                  bool node_names) {
     Parsed out;
     GzSource src(in, max_input_size);
     GzStreamBuf plain(src);
@@ -475,7 +492,7 @@ Parsed parse_once(const std::string& in, uint64_t max_input_size, EmptyValues* e
     std::unique_ptr<RepairingBuf> mended;
     std::function<uint64_t()> pos = [&plain] { return plain.pos(); };
     if (raw != nullptr) {
-        stream = std::make_unique<RepairingStream>(&src, *empty, *raw);
+        stream = std::make_unique<RepairingStream>(&src, *empty, *raw, node_names);
         mended = std::make_unique<RepairingBuf>(*stream);
         pos = [&mended] { return mended->pos(); };
     }
@@ -489,28 +506,43 @@ Parsed parse_once(const std::string& in, uint64_t max_input_size, EmptyValues* e
     out.pid = reader.pid();
     out.devices = reader.devices();
     out.linked = reader.linked();
+    out.stray = reader.stray();
     return out;
 }
 
 }  // namespace
 
 // The nodes in id order; `pid` is the recording process's (-1 when the trace does not say). A file
-// that does not parse, or whose names hold a control character JSON writes by a letter, is read
-// once more through RepairingStream; where that reading mends anything but strings, or fails, the
-// first parse's error stands.
+// that does not parse, whose names hold a control character JSON writes by a letter, or whose node
+// holds another member after its name than the observer writes there, is read once more through
+// RepairingStream, and where that reading fails or leaves such a member, once more with each node's
+// name read to the quote before its "id" or "ctrl_deps" (a name holding `", "key": `). The first of
+// those readings that parses, mends nothing but strings and leaves no such member stands; else
+// the plain parse's error, or its nodes and `stray`: the members after a name it kept (valid JSON).
+// Bad input the last resort finds (a node it read apart) is no reason to refuse a file.
 std::vector<Node> parse_nodes(const std::string& in, uint64_t max_input_size, int64_t& pid, DeviceTypes& devices,
-                              LinkedNodes& linked, RawStrings& raw) {
-    Parsed parsed = parse_once(in, max_input_size, nullptr, nullptr);
-    if (!parsed.error.empty() || names_hold_letter_controls(parsed.nodes)) {
-        EmptyValues empty;
-        RawStrings found;
-        Parsed mended = parse_once(in, max_input_size, &empty, &found);
-        if (mended.error.empty() && empty.count == 0) {
-            parsed = std::move(mended);
-            raw = found;
+                              LinkedNodes& linked, RawStrings& raw, StrayMember& stray) {
+    Parsed parsed = parse_once(in, max_input_size, nullptr, nullptr, false);
+    if (!parsed.error.empty() || names_hold_letter_controls(parsed.nodes) || parsed.stray.count > 0) {
+        for (bool node_names : {false, true}) {
+            EmptyValues empty;
+            RawStrings found;
+            Parsed mended;
+            try {
+                mended = parse_once(in, max_input_size, &empty, &found, node_names);
+            } catch (const Error&) {   // the last resort read a node apart: not how this file was written
+                if (!node_names) throw;
+                break;
+            }
+            if (mended.error.empty() && empty.count == 0 && mended.stray.count == 0) {
+                parsed = std::move(mended);
+                raw = found;
+                break;
+            }
         }
     }
     if (!parsed.error.empty()) throw Error(where(in, parsed.error));
+    stray = parsed.stray;
     std::vector<Node> nodes = std::move(parsed.nodes);
     pid = parsed.pid;
     devices = parsed.devices;

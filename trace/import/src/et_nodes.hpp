@@ -39,15 +39,24 @@ struct LinkedNodes {
     std::string first;   // the first one's name
 };
 
+// Members a node holds right after its name other than those the observer writes there
+// (follows_node_name), in a file read as written: how many, the first's key and its node's row.
+struct StrayMember {
+    int64_t count = 0;
+    std::string key;
+    size_t row = 0;
+};
+
 // The nodes in id order, each marked when another node names it as parent; `pid` is the
 // recording process's (-1 when the trace does not say), `devices` the tensors of each device
 // type, `linked` the nodes chakra_trace_link added (left out). Bad input throws mhc::Error naming
 // the file.
 // `raw`: the characters of node names written unescaped that the parse read as their name's
 // (kineto_repair.hpp: PyTorch's observer writes a record_function's name as it is), none where the
-// file is JSON whose names hold no backslash before b, f, n, r or t.
+// file is JSON whose names hold no backslash before b, f, n, r or t. `stray`: members after a name
+// that no reading could take as the name's text, kept as written (StrayMember).
 std::vector<Node> parse_nodes(const std::string& in, uint64_t max_input_size, int64_t& pid, DeviceTypes& devices,
-                              LinkedNodes& linked, RawStrings& raw);
+                              LinkedNodes& linked, RawStrings& raw, StrayMember& stray);
 
 // PyTorch's observer names a storage by its data pointer, so when the allocator gives a freed
 // block's address to a new storage, its id comes back. A leaf ATen op's output on a storage id

@@ -50,6 +50,8 @@ std::string letters_note(const RawStrings& found) {
 
 }   // namespace
 
+bool follows_node_name(std::string_view key) { return key == "id" || key == "ctrl_deps"; }
+
 void EmptyValues::add(const std::string& key, uint64_t at) {
     if (count == 0) first_at = at;
     ++count;
@@ -230,9 +232,10 @@ bool RepairingStream::ends_event_name(size_t off) {
     size_t at = skip_space(off + 1);
     if (ahead(at) != '"') return false;
     std::string key;
-    for (++at; key.size() <= 8 && ahead(at) != '"' && ahead(at) != '\0'; ++at) key += ahead(at);
+    for (++at; key.size() <= 16 && ahead(at) != '"' && ahead(at) != '\0'; ++at) key += ahead(at);
     if (ahead(at) != '"') return false;
-    return ahead(skip_space(at + 1)) == ':' && is_event_member(key);
+    if (ahead(skip_space(at + 1)) != ':') return false;
+    return in_node() ? follows_node_name(key) : is_event_member(key);
 }
 
 bool RepairingStream::in_event() const {
@@ -241,6 +244,8 @@ bool RepairingStream::in_event() const {
     if (open_ == "{[{") return open_keys_[1] == "traceEvents" || open_keys_[1] == "nodes";
     return open_ == "[{";
 }
+
+bool RepairingStream::in_node() const { return open_ == "{[{" && open_keys_[1] == "nodes"; }
 
 void say_empty_values(const EmptyValues& found, const std::string& trace, Result& result) {
     if (found.count == 0) return;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "source.hpp"
 
@@ -54,6 +55,11 @@ struct RawStrings {
     void add(int64_t& kind, uint64_t at, const std::string& key);
 };
 
+// Whether `key` is a member PyTorch's ExecutionTraceObserver writes right after a node's name: "id"
+// (schema 1.0.x, whose nodes begin with their name; chakra_trace_link's nodes too) or "ctrl_deps"
+// (1.0.2 on, torch 2.15's). Another member there is a name's own text after a quote written raw.
+bool follows_node_name(std::string_view key);
+
 // rapidjson stream over GzSource (as JsonStream) that mends what Kineto wrote wrongly: it supplies
 // `null` where a member's value is missing (after a ':' outside strings, whitespace, then ',' or
 // '}'), and inside strings escapes a raw control character, a backslash that begins no JSON escape
@@ -61,7 +67,8 @@ struct RawStrings {
 // ':'), and in an event's name a backslash before b, f, n, r or t (RawStrings::letters: the one
 // change to valid JSON; a control character written \u00XX stays one). With `event_names`, a quote in an event's "name" ends it
 // only where an event's own member (Chrome's trace event format: "pid", "ph", ...) or the event's
-// end follows: a name that holds `", "dtype": ` stays one string. That reading is the last resort
+// end follows, and a node's "name" in an execution trace only where the member its observer writes
+// next ("id" or "ctrl_deps") follows: a name that holds `", "dtype": ` stays one string. That reading is the last resort
 // (kineto_parse.cpp): a valid file whose events hold members of other names after "name" is never
 // read so. Tell() stays the input's offset, so error messages name the file's bytes.
 class RepairingStream {
@@ -130,6 +137,7 @@ private:
     bool ends_event_name(size_t off);
     size_t skip_space(size_t off);   // the first byte from `off` ahead that is no whitespace
     bool in_event() const;
+    bool in_node() const;   // in a node of an execution trace's "nodes"
 
     GzSource* src_;
     EmptyValues& empty_;
