@@ -471,14 +471,16 @@ TEST_CASE("an execution trace's raw record_function name holding `\", \"key\": `
           "[import][et][repair]") {
     // torch 2.15's observer writes `record_function('x", "key": "y')` as `"name": "x", "key": "y",
     // "ctrl_deps": 2` (recorded here): valid JSON whose node name reads "x" and a member "key", and
-    // with an odd number of quotes (`w", "key": 1`) invalid JSON. A name so written that holds
+    // with an odd number of quotes (`w", "id": 1`) invalid JSON. A name so written that holds
     // `", "cat": ` made the node read as one chakra_trace_link added, and left out. Before
     // 2026-12-07 mhc read the first two as "x" and the node, the third as no node, without a word,
     // and refused the fourth ("invalid JSON at byte N"). A node's name now ends only at a quote
-    // before "id" (schema 1.0.x) or "ctrl_deps" (1.0.2 on), where the plain reading leaves another
-    // member after a name. HTA's simple_add (1.0.1) and param's torch.compile trace (1.1.1).
+    // before the member the observer writes next with an integer ("id" in schema 1.0.x, whose
+    // nodes begin with their name; "ctrl_deps" from 1.0.2, whose "id" comes first), where the plain
+    // reading fails or leaves another member after a name. HTA's simple_add (1.0.1) and param's
+    // torch.compile trace (1.1.1).
     test::TempDir dir;
-    const std::string first = "x\", \"key\": \"y", second = "c\", \"cat\": \"d", third = "w\", \"key\": 1";
+    const std::string first = "x\", \"key\": \"y", second = "c\", \"cat\": \"d", third = "w\", \"id\": 1";
     struct Case {
         const char* file;
         std::vector<std::pair<std::string, std::string>> renamed;   // (name in the file, name written raw)
@@ -509,7 +511,7 @@ TEST_CASE("an execution trace's raw record_function name holding `\", \"key\": `
 
 TEST_CASE("an execution trace node's member after its name that no reading takes into the name is said",
           "[import][et][repair]") {
-    // Valid JSON whose node holds a member after its name that the observer never writes there and
+    // Valid JSON whose node holds a member after its name that no writer of execution traces writes and
     // no quote of the name written raw explains (`"name": "## LOOP 6 ##", "note": 1, "ctrl_deps"`):
     // read as written, one warning naming the member and the node.
     test::TempDir dir;

@@ -616,14 +616,13 @@ void raw_names_meta(const RawStrings& raw, Result& result) {
                         "record_function's name without escaping it");
 }
 
-// A member after a node's name that the observer never writes there and that no reading of the
+// A member after a node's name that no writer of execution traces writes and that no reading of the
 // name to the quote before "id" or "ctrl_deps" takes as the name's text: read as written, and said.
 void stray_members_meta(const StrayMember& stray, Result& result) {
     if (stray.count == 0) return;
     said_and_warned(result, "et.members_after_name",
                     std::to_string(stray.count) + (stray.count == 1 ? " node holds" : " nodes hold") +
-                        " a member after its name that PyTorch's ExecutionTraceObserver never writes there (the "
-                        "first: '" + stray.key + "' in nodes[" + std::to_string(stray.row) +
+                        " a member after its name that no writer of execution traces writes (the first: '" + stray.key + "' in nodes[" + std::to_string(stray.row) +
                         "]): read as written, the name ending at its first quote");
 }
 

@@ -3,10 +3,12 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <functional>
 #include <memory>
 #include <cstdlib>
+#include <exception>
 #include <istream>
 #include <map>
 #include <set>
@@ -75,6 +77,17 @@ int64_t as_i64(const json& value) {
         return number > -9e18 && number < 9e18 ? static_cast<int64_t>(number) : -1;
     }
     return -1;
+}
+
+// The members of a node that PyTorch's observer (schemas 1.0.1 to 1.1.1) and chakra_trace_link
+// write, but "cat": the linker writes it last, never after a node's name.
+bool is_node_member(std::string_view key) {
+    static constexpr std::array<std::string_view, 24> kMembers = {
+        "id",          "name",          "ctrl_deps",    "inputs",        "outputs",      "attrs",
+        "rf_id",       "parent",        "fw_parent",    "seq_id",        "scope",        "tid",
+        "fw_tid",      "op_schema",     "input_shapes", "input_types",   "output_shapes", "output_types",
+        "ts",          "dur",           "inclusive_dur", "exclusive_dur", "inter_thread_dep", "stream"};
+    return std::find(kMembers.begin(), kMembers.end(), key) != kMembers.end();
 }
 
 // The shape and strides written beside a tensor value (schema 1.1.1 on: PyTorch 2.5's observer
@@ -339,10 +352,11 @@ public:
     const StrayMember& stray() const { return stray_; }
 
 private:
-    // A node's member after its name that the observer never writes there: the name's own text
-    // after a quote it wrote raw (`record_function('x", "key": "y')`), where the JSON stays valid.
+    // A node's member after its name that no writer of execution traces writes: the name's own
+    // text after a quote the observer wrote raw (`record_function('x", "key": "y')`), where the
+    // JSON stays valid.
     void member_after(const std::string& key) {
-        if (last_key_ == "name" && !follows_node_name(key) && stray_.count++ == 0) {
+        if (last_key_ == "name" && !is_node_member(key) && stray_.count++ == 0) {
             stray_.key = key;
             stray_.row = out_.size() + static_cast<size_t>(linked_.count);
         }
@@ -510,6 +524,31 @@ Parsed parse_once(const std::string& in, uint64_t max_input_size, EmptyValues* e
     return out;
 }
 
+// The first reading through RepairingStream (kineto_repair.hpp) that parses, mends nothing but
+// strings and leaves no member after a name the observer never writes there, into `parsed`:
+// without, then with its reading of node names; false where none stands. A reading that finds bad
+// input (a node it read apart) fails, its error kept in `thrown` unless one is there already.
+bool read_mended(const std::string& in, uint64_t max_input_size, Parsed& parsed, RawStrings& raw,
+                 std::exception_ptr& thrown) {
+    for (bool node_names : {false, true}) {
+        EmptyValues empty;
+        RawStrings found;
+        Parsed mended;
+        try {
+            mended = parse_once(in, max_input_size, &empty, &found, node_names);
+        } catch (const Error&) {
+            if (!thrown) thrown = std::current_exception();
+            continue;
+        }
+        if (mended.error.empty() && empty.count == 0 && mended.stray.count == 0) {
+            parsed = std::move(mended);
+            raw = found;
+            return true;
+        }
+    }
+    return false;
+}
+
 }  // namespace
 
 // The nodes in id order; `pid` is the recording process's (-1 when the trace does not say). A file
@@ -517,30 +556,23 @@ Parsed parse_once(const std::string& in, uint64_t max_input_size, EmptyValues* e
 // holds another member after its name than the observer writes there, is read once more through
 // RepairingStream, and where that reading fails or leaves such a member, once more with each node's
 // name read to the quote before its "id" or "ctrl_deps" (a name holding `", "key": `). The first of
-// those readings that parses, mends nothing but strings and leaves no such member stands; else
-// the plain parse's error, or its nodes and `stray`: the members after a name it kept (valid JSON).
-// Bad input the last resort finds (a node it read apart) is no reason to refuse a file.
+// those readings that parses, mends nothing but strings and leaves no such member stands (a raw
+// name can also make the plain parse find a member twice); else the plain parse's error (or the
+// first mended reading's bad input where the plain parse found invalid JSON), or its nodes and
+// `stray`: the members after a name it kept (valid JSON).
 std::vector<Node> parse_nodes(const std::string& in, uint64_t max_input_size, int64_t& pid, DeviceTypes& devices,
                               LinkedNodes& linked, RawStrings& raw, StrayMember& stray) {
-    Parsed parsed = parse_once(in, max_input_size, nullptr, nullptr, false);
-    if (!parsed.error.empty() || names_hold_letter_controls(parsed.nodes) || parsed.stray.count > 0) {
-        for (bool node_names : {false, true}) {
-            EmptyValues empty;
-            RawStrings found;
-            Parsed mended;
-            try {
-                mended = parse_once(in, max_input_size, &empty, &found, node_names);
-            } catch (const Error&) {   // the last resort read a node apart: not how this file was written
-                if (!node_names) throw;
-                break;
-            }
-            if (mended.error.empty() && empty.count == 0 && mended.stray.count == 0) {
-                parsed = std::move(mended);
-                raw = found;
-                break;
-            }
-        }
+    Parsed parsed;
+    std::exception_ptr thrown;   // bad input the plain parse found, else the first mended reading's
+    try {
+        parsed = parse_once(in, max_input_size, nullptr, nullptr, false);
+    } catch (const Error&) {
+        thrown = std::current_exception();
     }
+    const bool failed = thrown || !parsed.error.empty();
+    if ((failed || names_hold_letter_controls(parsed.nodes) || parsed.stray.count > 0) &&
+        !read_mended(in, max_input_size, parsed, raw, thrown) && failed && thrown)
+        std::rethrow_exception(thrown);
     if (!parsed.error.empty()) throw Error(where(in, parsed.error));
     stray = parsed.stray;
     std::vector<Node> nodes = std::move(parsed.nodes);

@@ -39,8 +39,8 @@ struct LinkedNodes {
     std::string first;   // the first one's name
 };
 
-// Members a node holds right after its name other than those the observer writes there
-// (follows_node_name), in a file read as written: how many, the first's key and its node's row.
+// Members a node holds right after its name that no writer of execution traces writes, in a file
+// read as written: how many, the first's key and its node's row.
 struct StrayMember {
     int64_t count = 0;
     std::string key;

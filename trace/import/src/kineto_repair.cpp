@@ -50,8 +50,6 @@ std::string letters_note(const RawStrings& found) {
 
 }   // namespace
 
-bool follows_node_name(std::string_view key) { return key == "id" || key == "ctrl_deps"; }
-
 void EmptyValues::add(const std::string& key, uint64_t at) {
     if (count == 0) first_at = at;
     ++count;
@@ -123,9 +121,11 @@ void RepairingStream::structure(char ch) {
     } else if (ch == ':') {
         after_colon_ = true;
         key_ = text_;
+        if (key_ == "id" && in_node()) node_id_read_ = true;
     } else if (ch == '{' || ch == '[') {
         if (open_.size() < kTracked) open_keys_[open_.size()] = after_colon_ ? key_ : "";
         open_ += ch;
+        if (in_node()) node_id_read_ = false;   // a node begins
         after_colon_ = false;
     } else if (ch == '}' || ch == ']') {
         if (!open_.empty()) open_.pop_back();
@@ -234,8 +234,13 @@ bool RepairingStream::ends_event_name(size_t off) {
     std::string key;
     for (++at; key.size() <= 16 && ahead(at) != '"' && ahead(at) != '\0'; ++at) key += ahead(at);
     if (ahead(at) != '"') return false;
-    if (ahead(skip_space(at + 1)) != ':') return false;
-    return in_node() ? follows_node_name(key) : is_event_member(key);
+    const size_t colon = skip_space(at + 1);
+    if (ahead(colon) != ':') return false;
+    if (!in_node()) return is_event_member(key);
+    // The observer writes "id" before the name from schema 1.0.2 on, "ctrl_deps" after it; 1.0.x's
+    // name comes first, "id" after it. Both hold an integer.
+    const char value = ahead(skip_space(colon + 1));
+    return key == (node_id_read_ ? "ctrl_deps" : "id") && (value == '-' || (value >= '0' && value <= '9'));
 }
 
 bool RepairingStream::in_event() const {

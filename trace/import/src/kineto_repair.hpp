@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <map>
 #include <string>
-#include <string_view>
 
 #include "source.hpp"
 
@@ -55,11 +54,6 @@ struct RawStrings {
     void add(int64_t& kind, uint64_t at, const std::string& key);
 };
 
-// Whether `key` is a member PyTorch's ExecutionTraceObserver writes right after a node's name: "id"
-// (schema 1.0.x, whose nodes begin with their name; chakra_trace_link's nodes too) or "ctrl_deps"
-// (1.0.2 on, torch 2.15's). Another member there is a name's own text after a quote written raw.
-bool follows_node_name(std::string_view key);
-
 // rapidjson stream over GzSource (as JsonStream) that mends what Kineto wrote wrongly: it supplies
 // `null` where a member's value is missing (after a ':' outside strings, whitespace, then ',' or
 // '}'), and inside strings escapes a raw control character, a backslash that begins no JSON escape
@@ -68,7 +62,8 @@ bool follows_node_name(std::string_view key);
 // change to valid JSON; a control character written \u00XX stays one). With `event_names`, a quote in an event's "name" ends it
 // only where an event's own member (Chrome's trace event format: "pid", "ph", ...) or the event's
 // end follows, and a node's "name" in an execution trace only where the member its observer writes
-// next ("id" or "ctrl_deps") follows: a name that holds `", "dtype": ` stays one string. That reading is the last resort
+// next follows with an integer ("ctrl_deps" where the node's "id" came first, else "id"): a name
+// that holds `", "dtype": ` stays one string. That reading is the last resort
 // (kineto_parse.cpp): a valid file whose events hold members of other names after "name" is never
 // read so. Tell() stays the input's offset, so error messages name the file's bytes.
 class RepairingStream {
@@ -159,6 +154,7 @@ private:
     char string_of_ = 'k';        // the open string is a key ('k'), a member's value ('v') or an element ('e')
     bool raw_known_ = false;      // whether the open string was written raw is known: raw_string_
     bool raw_string_ = false;
+    bool node_id_read_ = false;   // the open node of an execution trace has had its "id" member
 };
 
 // Said in meta `kineto.empty_values` and warned where the parse read members with no value.
