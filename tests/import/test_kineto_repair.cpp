@@ -488,10 +488,10 @@ TEST_CASE("an execution trace's raw record_function name holding `\", \"key\": `
     const std::vector<Case> cases = {
         {"chakra/simple_add_et.json.gz", {{"[param|cuda]", first}, {"[param|clear_cache]", second}}},
         {"chakra/param-pt2-et-1.1.1.json.gz", {{"## LOOP 5 ##", third}, {"## LOOP 6 ##", second}}}};
-    for (const Case& c : cases) {
-        INFO(c.file);
-        std::string whole = test::gunzip(test::pub(c.file)), raw = whole;
-        for (const auto& [from, to] : c.renamed) {
+    for (const Case& one : cases) {
+        INFO(one.file);
+        std::string whole = test::gunzip(test::pub(one.file)), raw = whole;
+        for (const auto& [from, to] : one.renamed) {
             CHECK(replace_all(whole, "\"" + from + "\"", "\"" + escaped(to) + "\"") >= 1);
             CHECK(replace_all(raw, "\"" + from + "\"", "\"" + to + "\"") >= 1);
         }
