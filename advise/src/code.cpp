@@ -480,9 +480,9 @@ void optimizer_code(std::ostringstream& out, const Setting& setting, const Captu
         if (sparse_adam)
             out << "# not DeepSpeed's ZeRO-Offload: ZeRO has no sparse gradients, which are all SparseAdam steps;\n";
         else
-            out << "# not DeepSpeed's ZeRO-Offload: ZeRO has no sparse gradients, and "
-                << info.sparse_grads << (info.sparse_grads.find(", ") == std::string::npos ? " has one" : " have them")
-                << " (nn.Embedding(sparse=True));\n";
+            out << "# not DeepSpeed's ZeRO-Offload: ZeRO has no sparse gradients, and " << info.sparse_grads
+                << (info.sparse_grads.find(", ") == std::string::npos ? " has one" : " have them")
+                << " (sparse=True);\n";
         out << "# mhc_torch's host optimizer moves their indices and values to the CPU and steps them there\n";
         return;
     }
