@@ -91,6 +91,26 @@ def _sparse_add(func, args):
     return out
 
 
+def _foreach_sparse_add(args, kwargs, dispatch) -> bool:
+    """torch._foreach_add_(selfs, others) where a pair is sparse (SGD's foreach step: a sparse
+    momentum buffer plus its gradient): every device's foreach kernel takes the slow path there,
+    one add_ per pair, so each sparse pair concatenates as _sparse_add says, and the dense pairs run
+    as one foreach op. False (nothing done) where no pair is sparse."""
+    if len(args) < 2 or not isinstance(args[0], (list, tuple)) or not isinstance(args[1], (list, tuple)):
+        return False
+    pairs = list(zip(args[0], args[1]))
+    sparse = [i for i, (a, b) in enumerate(pairs) if getattr(a, "layout", None) == torch.sparse_coo]
+    if not sparse:
+        return False
+    for i in sparse:
+        if _sparse_add(_aten.add_.Tensor, pairs[i]) is None:
+            return False
+    dense = [p for i, p in enumerate(pairs) if i not in sparse]
+    if dense:
+        dispatch(_aten._foreach_add_.List, (), ([a for a, _ in dense], [b for _, b in dense]) + tuple(args[2:]), kwargs)
+    return True
+
+
 # Ops whose CUDA (and CPU) kernels refuse a source of another dtype than self, where fake tensors'
 # meta kernels do not check it: a step that fails on every device was captured (a router that
 # index_add_s bf16 expert outputs into an fp32 buffer under autocast). op -> (its name in
@@ -210,6 +230,9 @@ class _RecordingFakeMode(FakeTensorMode):
         added = _sparse_add(func, args)
         if added is not None:
             return added
+        if func is _aten._foreach_add_.List and _foreach_sparse_add(args, kwargs or {}, lambda *a: super(
+                _RecordingFakeMode, self).dispatch(*a)):
+            return None
         if not shadows:
             try:
                 return super().dispatch(func, types, args, kwargs)
