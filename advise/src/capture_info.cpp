@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <climits>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <tuple>
 
@@ -679,6 +680,24 @@ std::string CaptureInfo::user_name(int32_t module) const {
     return name == root ? "" : name;
 }
 
+// Gradient labels ("<parameter>.grad") with two allocations made at one time: a sparse gradient's
+// indices and values (python/mhc_torch/recording.py tracks both parts of a sparse tensor at once).
+std::string read_sparse_grads(const trace::TraceData& trace_data) {
+    std::map<std::pair<int64_t, int64_t>, int> made;   // (label, t_alloc) -> allocations
+    std::set<std::string> names;
+    const trace::AllocationColumns& allocs = trace_data.allocations;
+    for (size_t i = 0; i < allocs.size(); ++i) {
+        if (allocs.category[i] != trace::Category::Grad || allocs.label[i] == trace::kNoString) continue;
+        if (++made[{allocs.label[i], allocs.t_alloc[i]}] != 2) continue;
+        std::string name = trace_data.str(allocs.label[i]);
+        if (name.size() > 5 && name.compare(name.size() - 5, 5, ".grad") == 0) name.resize(name.size() - 5);
+        names.insert(name);
+    }
+    std::string out;
+    for (const std::string& name : names) out += (out.empty() ? "" : ", ") + name;
+    return out;
+}
+
 CaptureInfo load_capture_info(const trace::TraceData& trace_data) {
     CaptureInfo info;
     info.path = trace_data.path;
@@ -752,6 +771,7 @@ CaptureInfo load_capture_info(const trace::TraceData& trace_data) {
     read_unregistered(trace_data, info);   // before the blocks: such a module is never one
     find_blocks(info);
     read_model_facts(trace_data, info);
+    info.sparse_grads = read_sparse_grads(trace_data);
     read_frame_holds(trace_data, info);   // python/mhc_torch/frame_holds.py; absent: free at the last use
     read_unpacks(trace_data, info);
     read_module_calls(trace_data, info);

@@ -473,11 +473,17 @@ std::string hyperparameters(const CaptureInfo& info) {
 
 void optimizer_code(std::ostringstream& out, const Setting& setting, const CaptureInfo& info) {
     const std::string cls = optimizer_class(info), hp = hyperparameters(info);
-    if (setting.optimizer_on_host && cls.size() >= 10 && cls.compare(cls.size() - 10, 10, "SparseAdam") == 0) {
+    const bool sparse_adam = cls.size() >= 10 && cls.compare(cls.size() - 10, 10, "SparseAdam") == 0;
+    if (setting.optimizer_on_host && (sparse_adam || !info.sparse_grads.empty())) {
         // DeepSpeed's ZeRO takes no sparse gradient (deepspeed/runtime/zero has no sparse handling:
-        // DeepSpeed's pull request 8504), and SparseAdam steps only sparse ones
-        out << "# not DeepSpeed's ZeRO-Offload: ZeRO has no sparse gradients, which are all SparseAdam steps;\n"
-            << "# mhc_torch's host optimizer moves their indices and values to the CPU and steps them there\n";
+        // DeepSpeed's pull request 8504)
+        if (sparse_adam)
+            out << "# not DeepSpeed's ZeRO-Offload: ZeRO has no sparse gradients, which are all SparseAdam steps;\n";
+        else
+            out << "# not DeepSpeed's ZeRO-Offload: ZeRO has no sparse gradients, and " << info.sparse_grads
+                << (info.sparse_grads.find(", ") == std::string::npos ? " has one" : " have them")
+                << " (sparse=True);\n";
+        out << "# mhc_torch's host optimizer moves their indices and values to the CPU and steps them there\n";
         return;
     }
     if (setting.optimizer_on_host) {
@@ -523,6 +529,11 @@ void optimizer_code(std::ostringstream& out, const Setting& setting, const Captu
                 << ") steps the optimizer it was built on: give deepspeed.initialize(...) lr_scheduler=a function\n"
                 << "# that builds it on DeepSpeed's optimizer (lr_scheduler=lambda opt: ...(opt, ...)); the engine steps it\n";
         out << "# FSDP2's fully_shard(model, offload_policy=CPUOffloadPolicy()) also moves the parameters to the CPU\n";
+        // host_impl_factor: the for-loop's and the fused step's CPU times were measured here; a
+        // foreach step's varied 0.98 to 1.50 of the for-loop's, and DeepSpeed's CPU Adam was not run
+        out << "# time (est.): mhc_torch's host step's (a for-loop, or fused, on fp32 copies);\n# "
+            << (info.adam_optimizer() ? "DeepSpeed's CPU Adam" : "DeepSpeed's step of your optimizer")
+            << " and a foreach step are not timed\n";
         return;
     }
     const char* impl = setting.optimizer_impl == OptimizerImpl::Fused     ? "fused=True"

@@ -10,7 +10,7 @@ import torch
 from torch._subclasses.fake_tensor import (DataDependentOutputException, DynamicOutputShapeException, FakeTensor,
                                            FakeTensorMode)
 
-from . import batch_values
+from . import batch_values, placement
 from .recording import Recording, _graph_task_id
 
 
@@ -52,6 +52,65 @@ def _sparse_rows_kept(func, args, out):
 
 
 _aten = torch.ops.aten
+# Sparse + sparse (the autograd engine accumulating nn.Embedding(sparse=True)'s gradient over
+# micro-batches: AccumulateGrad's `variable_grad += new_grad`; a host optimizer's `grad.add_`): the
+# CUDA kernel (add_out_sparse_cuda, aten/src/ATen/native/sparse/cuda/SparseCUDATensorMath.cu)
+# concatenates both operands' indices and values, uncoalesced, into new tensors the result takes,
+# so the gradient grows by each backward's entries; the meta kernel fake tensors run keeps self's.
+_SPARSE_ADDS = {_aten.add_.Tensor, _aten.add.Tensor}
+
+
+def _sparse_add(func, args):
+    """The GPU's result of a sparse + sparse add (in place: self, holding the concatenation), or
+    None for any other op."""
+    if func not in _SPARSE_ADDS or len(args) < 2:
+        return None
+    a, b = args[0], args[1]
+    if not (isinstance(a, FakeTensor) and isinstance(b, FakeTensor)) or a.layout != torch.sparse_coo or \
+            b.layout != torch.sparse_coo or a.shape != b.shape or a.sparse_dim() != b.sparse_dim():
+        return None   # the meta kernel's answer (or its error)
+    real_a, real_b = (batch_values.sparse_entries(None, t)[1] for t in (a, b))   # before self changes
+    n = a._nnz() + b._nnz()
+    dtype = a.dtype if func is _aten.add_.Tensor else torch.promote_types(a.dtype, b.dtype)
+    indices = a._indices().new_empty((a.sparse_dim(), n))
+    values = a._values().new_empty((n,) + tuple(a._values().shape[1:]), dtype=dtype)
+    out = _aten._sparse_coo_tensor_with_dims_and_tensors(
+        a.sparse_dim(), a.dense_dim(), list(a.shape), indices, values, dtype=dtype, layout=torch.sparse_coo,
+        device=a.device, is_coalesced=False)
+    if func is _aten.add_.Tensor:
+        # self's parts are host memory where its old ones were, or where the op runs on the host (a
+        # host optimizer's momentum buffer): the recording meets them first as the op's self
+        host = placement.storage_host_kind(a._values().untyped_storage()) or placement.host_region()
+        _aten.copy_sparse_to_sparse_(a, out)   # self takes new indices and values: the old ones die
+        out = a
+        if host is not None:
+            for part in (a._indices(), a._values()):
+                placement.mark_host(part, host)
+    if real_a is not None and real_b is not None:
+        batch_values.keep_sparse_entries(out, torch.cat([real_a, real_b], 1))
+    return out
+
+
+def _foreach_sparse_add(args, kwargs, dispatch) -> bool:
+    """torch._foreach_add_(selfs, others) where a pair is sparse (SGD's foreach step: a sparse
+    momentum buffer plus its gradient): every device's foreach kernel takes the slow path there,
+    one add_ per pair, so each sparse pair concatenates as _sparse_add says, and the dense pairs run
+    as one foreach op. False (nothing done) where no pair is sparse."""
+    if len(args) < 2 or not isinstance(args[0], (list, tuple)) or not isinstance(args[1], (list, tuple)):
+        return False
+    pairs = list(zip(args[0], args[1]))
+    sparse = [i for i, (a, b) in enumerate(pairs) if getattr(a, "layout", None) == torch.sparse_coo]
+    if not sparse:
+        return False
+    for i in sparse:
+        if _sparse_add(_aten.add_.Tensor, pairs[i]) is None:
+            return False
+    dense = [p for i, p in enumerate(pairs) if i not in sparse]
+    if dense:
+        dispatch(_aten._foreach_add_.List, (), ([a for a, _ in dense], [b for _, b in dense]) + tuple(args[2:]), kwargs)
+    return True
+
+
 # Ops whose CUDA (and CPU) kernels refuse a source of another dtype than self, where fake tensors'
 # meta kernels do not check it: a step that fails on every device was captured (a router that
 # index_add_s bf16 expert outputs into an fp32 buffer under autocast). op -> (its name in
@@ -168,6 +227,12 @@ class _RecordingFakeMode(FakeTensorMode):
     def _run(self, func, types, args, kwargs, shadows: bool):
         """FakeTensorMode's op; where the batch's values are kept, an op whose output depends on
         them is answered from them and every op of theirs follows them (batch_values.py)."""
+        added = _sparse_add(func, args)
+        if added is not None:
+            return added
+        if func is _aten._foreach_add_.List and _foreach_sparse_add(args, kwargs or {}, lambda *a: super(
+                _RecordingFakeMode, self).dispatch(*a)):
+            return None
         if not shadows:
             try:
                 return super().dispatch(func, types, args, kwargs)

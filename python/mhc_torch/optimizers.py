@@ -257,11 +257,15 @@ def state_on_host(optimizer: torch.optim.Optimizer, options: dict) -> torch.opti
         hosts = [_master_copy(p) for p in g["params"]]
         pairs += zip(g["params"], hosts)
         groups.append(_on_cpu({**g, **options, "params": hosts}, type(optimizer), impl_given))
-    new = _host_class(type(optimizer))(groups, **_on_cpu(_constructor_args(optimizer, options), type(optimizer),
-                                                          impl_given))
-    # What the constructor made (torch.optim.Adagrad's "sum" and "step" for every parameter) is
-    # the host optimizer's state: host memory, as what its steps make is (a capture took it for
-    # device memory: Adagrad's state on the GPU beside its copy on the host).
+    # What the constructor makes (torch.optim.Adagrad's "sum" and "step" for every parameter) is
+    # the host optimizer's state: host memory, as what its steps make is. Made inside the region,
+    # so that a capture recording while the step builds its optimizer (a model file's
+    # build_optimizer, called in the first step) takes it for host memory when it is made: until
+    # 2026-12-07 it recorded Adagrad's sums as device memory there, beside their host copies.
+    with placement.on_host(placement.OPTIMIZER):
+        new = _host_class(type(optimizer))(groups, **_on_cpu(_constructor_args(optimizer, options),
+                                                              type(optimizer), impl_given))
+    # (a capture that saw them made before any region, or a state loaded: marked as well)
     for st in new.state.values():
         for v in st.values():
             if isinstance(v, torch.Tensor):

@@ -14,6 +14,7 @@
 #include "mhc/advise/transforms.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/trace/limits.hpp"
+#include "sparse_grads.hpp"
 
 namespace mhc::advise {
 
@@ -305,6 +306,26 @@ std::map<std::string, std::vector<int32_t>> grad_parts(const Plan& plan, const S
     return parts;
 }
 
+// The coalesced gradient Adagrad's sparse branch steps on: one entry per distinct index, as the
+// device step's coalesce recorded it (a capture counts the batch's distinct ids); a gradient
+// accumulated over passes holds each pass's entries, so a row looked up in two passes is two of
+// them until coalesced. Where the device step made none, the gradient's entries (an upper bound).
+void coalesced_sizes(const Base& base, int32_t values, LoopParam& param) {
+    bool found = false;
+    base.for_acc(values, [&](int32_t seq, trace::AccessMode) {
+        if (found || base.phase[static_cast<size_t>(seq)] != Phase::Optimizer) return;
+        std::vector<int32_t> made;
+        base.for_made(seq, [&](int32_t alloc) { made.push_back(alloc); });
+        if (made.size() != 2) return;
+        const std::string& label =
+            base.plan.strings[static_cast<size_t>(base.plan.allocs[static_cast<size_t>(made[1])].label)];
+        if (label.size() < 15 || label.compare(label.size() - 15, 15, "aten::_coalesce") != 0) return;
+        param.indices = base.plan.allocs[static_cast<size_t>(made[0])].bytes;
+        param.values = host_bytes(base, base.plan.allocs[static_cast<size_t>(made[1])].bytes);
+        found = true;
+    });
+}
+
 int64_t forloop_temporaries(const Base& base, const StepTensors& st, const LoopProgram& program) {
     const Plan& plan = base.plan;
     const std::map<std::string, std::vector<int32_t>> parts = grad_parts(plan, st);
@@ -316,6 +337,7 @@ int64_t forloop_temporaries(const Base& base, const StepTensors& st, const LoopP
         if (grad != parts.end() && grad->second.size() == 2) {   // the host's values are fp32, its indices int64
             param.indices = plan.allocs[static_cast<size_t>(grad->second[0])].bytes;
             param.values = host_bytes(base, plan.allocs[static_cast<size_t>(grad->second[1])].bytes);
+            coalesced_sizes(base, grad->second[1], param);
         }
         params.push_back(param);
     }
@@ -370,9 +392,11 @@ public:
             if (sgd) temporaries = forloop_sgd_temporaries(base, st, *sgd, !made_here.empty());
             for (int32_t state : st.state) placement.move(plan, state);
             Op host = host_step(ctx, plan, si, st, host_impl(defaults, ctx.setting, forloop));
-            move_gradients(base, plan, si, st, host, host_grads_made);
+            std::vector<int32_t> free_at_host;   // host copies of sparse gradients accumulated in the step
+            move_gradients(base, plan, si, st, host, host_grads_made, free_at_host);
             if (si == 0) add_master_copies(base, plan, st);
             const int32_t host_op = plan.add_op(host);
+            for (int32_t copy : free_at_host) plan.allocs[static_cast<size_t>(copy)].freed = {host_op, true};
             plan.insert_before(base.opt_first[si], host_op);
             for (int32_t made : made_here) {
                 Alloc& al = plan.allocs[static_cast<size_t>(made)];
@@ -458,15 +482,21 @@ private:
     // gradient to the host buffer): one device life per pass, from its first backward access in
     // the pass to its last. The host step waits for every copy.
     static void move_gradients(const Base& base, Plan& plan, size_t si, const StepTensors& st, Op& host,
-                               std::set<std::pair<int64_t, size_t>>& host_grads_made) {
+                               std::set<std::pair<int64_t, size_t>>& host_grads_made,
+                               std::vector<int32_t>& free_at_host) {
         // The host copy of a sparse gradient (indices and values) replaces the last step's: one
-        // buffer per part, of the first step's entries.
+        // buffer per part, of the first step's entries; accumulated over passes, a copy per pass
+        // (sparse_grads.hpp).
         const std::map<std::string, std::vector<int32_t>> parts = grad_parts(base.plan, st);
+        std::set<int32_t> placed;
+        for (const auto& [label, same] : parts)
+            if (move_accumulated_sparse(base, plan, si, same, host, free_at_host, &host_bytes))
+                placed.insert(same.begin(), same.end());
         // Per op that ends a gradient's life in a pass after the first: the largest host copy
         // its hooks add to a buffer (one after another, each freed before the next is made).
         std::map<int32_t, int64_t> accumulated;
         for (int32_t grad : st.grads) {
-            if (grad >= static_cast<int32_t>(base.creator.size())) continue;
+            if (grad >= static_cast<int32_t>(base.creator.size()) || placed.count(grad)) continue;
             const std::vector<int32_t>& same = parts.at(
                 base.plan.strings[static_cast<size_t>(base.plan.allocs[static_cast<size_t>(grad)].label)]);
             const auto part = static_cast<size_t>(std::find(same.begin(), same.end(), grad) - same.begin());

@@ -135,6 +135,10 @@ struct CaptureInfo {
     // Why PyTorch refuses fused=True for the parameters the optimizer steps (capture.fused_refused:
     // a complex or integer parameter); "" when it accepts them.
     std::string fused_refused;
+    // Gradients that are sparse COO tensors (nn.Embedding(sparse=True)'s): the parameters' names,
+    // ", "-joined ("" none). A capture records a sparse gradient as two allocations of one
+    // gradient label made at once (its indices and values). DeepSpeed's ZeRO takes none.
+    std::string sparse_grads;
 };
 
 // Reads the capture tables of `t`'s file. Throws mhc::Error (bad input, one line naming the
