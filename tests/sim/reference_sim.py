@@ -439,6 +439,8 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
         return tf
 
     def complete_by(self, t):
+        if not self.flight or min(tf.end for tf in self.flight) > t:   # none done yet: the common case
+            return
         done = sorted((tf for tf in self.flight if tf.end <= t), key=lambda tf: (tf.end, tf.alloc))
         for tf in done:
             self.flight.remove(tf)
@@ -906,8 +908,9 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
 
 
 def simulate(path, capacity, policy="lru", link=Link(), device=None, lookahead=0, allocator="ideal", host_cap=0,
-             allocator_conf="", periodic=0, capuchin=False, forecast=0):
-    tr = Trace(path, device)
+             allocator_conf="", periodic=0, capuchin=False, forecast=0, tr=None):
+    """tr: the trace's rows on that device, read before (a run only reads them), else read here."""
+    tr = tr if tr is not None else Trace(path, device)
     sim = Sim(tr, capacity, policy, link, lookahead, allocator, host_cap, allocator_conf, periodic, capuchin,
               forecast)
     return sim.run(), tr
