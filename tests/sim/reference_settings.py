@@ -440,13 +440,14 @@ class Plan:
 
     # ------------------------------------------------------------ results
 
-    def result(self, link, conf_text):
-        """The transformed step's figures under the allocator setting conf_text. The plan is finished
+    def result(self, link, conf_text, accesses=True):
+        """The transformed step's figures under the allocator setting conf_text (accesses=False: without
+        the list of accesses, which only a comparison with --trace-out reads). The plan is finished
         when asked (no edit after): its timeline on a link is worked out once, and each allocator
         setting adds only its reserved peak."""
         key = repr(link)
-        if self._timeline is None or self._timeline[0] != key:
-            self._timeline = (key, self._timed(link))
+        if self._timeline is None or self._timeline[0] != key or (accesses and self._timeline[1]["accesses"] is None):
+            self._timeline = (key, self._timed(link, accesses))
         t = self._timeline[1]
         conf = ",".join(x for x in (self.cap.meta.get("allocator.conf", ""), conf_text) if x)
         return dict(peak_bytes=t["peak_bytes"], reserved_bytes=reserved_peak(t["device_rows"], conf),
@@ -472,7 +473,7 @@ class Plan:
                 if op.kind in ("kernel", "inserted") for k in op.acc if k in times and
                 (times[k][2] > op.t0 or (times[k][3] is not None and times[k][3] < op.t1))]
 
-    def _timed(self, link):
+    def _timed(self, link, with_accesses):
         """The run on the link: everything result gives but the allocator setting's figures."""
         self.run(link)
         times = self.alloc_times()
@@ -483,7 +484,7 @@ class Plan:
         allocs.sort(key=lambda r: (r[0], r[1]))
         kernels = [(op.name, op.t0, op.t1) for op in self.ops if op.kind in ("kernel", "inserted")]
         accesses = [(op.name, op.t0) + times[k] + (m,) for op in self.ops if op.kind in ("kernel", "inserted")
-                    for k, m in op.acc.items() if k in times]
+                    for k, m in op.acc.items() if k in times] if with_accesses else None
         copies = []
         for op in self.ops:
             if op.kind == "copy":
@@ -648,6 +649,29 @@ def _cost(c):
             + math.floor(pages * NS_PER_GIB + 0.5))
 
 
+_FREE_WALKS = {}   # (id(rows), conf, second_at) -> (rows, the counts of the walk without a limit)
+
+
+class _Counted:
+    """What retry_cost reads of a walk: its counts at the end and at the second step's start."""
+
+    def __init__(self, ca):
+        self.releases, self.mallocs, self.frees = ca.releases, ca.mallocs, ca.frees
+        self.malloc_bytes, self.free_bytes, self.at_second = ca.malloc_bytes, ca.free_bytes, ca.at_second
+
+
+def _free_walk(rows, conf, second_at):
+    """The walk without a limit's counts, once per rows list (never changed once made), setting and
+    second step: the searches at other capacities ask for it again."""
+    key = (id(rows), conf, second_at)
+    got = _FREE_WALKS.get(key)
+    if got is None or got[0] is not rows:
+        if len(_FREE_WALKS) >= 256:
+            _FREE_WALKS.clear()
+        got = _FREE_WALKS[key] = (rows, _Counted(_walk(rows, conf, reference_caching.NO_LIMIT, second_at)[3]))
+    return got[1]
+
+
 def retry_cost(rows, conf, capacity, steps=0, second_at=None):
     """docs/advise.md "What running at the capacity costs": (runs, reserved peak there, retries, the
     counts against the walk without a limit, the cost in ns) of the caching model at the capacity; and
@@ -658,7 +682,7 @@ def retry_cost(rows, conf, capacity, steps=0, second_at=None):
     out = dict(runs=runs, reserved_at=peak, retries=retries, releases=0, segments_freed=0, bytes_freed=0,
                segments_remade=0, bytes_remade=0, cost=0, steady=None, steady_cost=0)
     if runs and ca.frees > 0:
-        _r, _p, _n, free = _walk(rows, conf, reference_caching.NO_LIMIT, second_at if steps >= 2 else None)
+        free = _free_walk(rows, conf, second_at if steps >= 2 else None)
         out.update(releases=ca.releases, segments_freed=max(0, ca.frees - free.frees),
                    bytes_freed=max(0, ca.free_bytes - free.free_bytes),
                    segments_remade=max(0, ca.mallocs - free.mallocs),

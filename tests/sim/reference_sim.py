@@ -256,9 +256,25 @@ class Trace:
         return [(t, i, b, kind) for t, _, i, _, b, kind in ev]
 
 
+_COVERS = {}   # id(intervals) -> (intervals, their starts in order, the latest end up to each)
+
+
 def intervals_cover(intervals, t):
-    # a recorded interval [t_start, t_end) that holds t
-    return any(t0 <= t < t1 for t0, t1 in intervals)
+    """Whether a recorded interval [t_start, t_end) holds t: of those starting at or before t, the
+    latest end is after t. A trace's interval lists are never changed once read, so each is sorted
+    once."""
+    got = _COVERS.get(id(intervals))
+    if got is None or got[0] is not intervals:
+        spans = sorted(intervals)
+        ends, most = [], None
+        for _t0, t1 in spans:
+            most = t1 if most is None else max(most, t1)
+            ends.append(most)
+        if len(_COVERS) >= 256:
+            _COVERS.clear()
+        got = _COVERS[id(intervals)] = (intervals, [t0 for t0, _t1 in spans], ends)
+    j = bisect.bisect_right(got[1], t) - 1
+    return j >= 0 and got[2][j] > t
 
 
 class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch):
