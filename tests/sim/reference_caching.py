@@ -138,6 +138,7 @@ class CachingAllocator:
         self.block_of = {}   # allocation -> Block
         self.large_searches = 0   # garbage collection's clock: searches of the large pool
         self.free_lists = {}   # (stream, small) -> sorted [(size, segment id, offset, Block)], free and mapped
+        self.rounded = {}   # request bytes -> rounded (round)
 
     # -- the free lists: every free mapped block of a live segment, and nothing else
     @staticmethod
@@ -181,7 +182,12 @@ class CachingAllocator:
                 self._index(b)
 
     def round(self, n):
-        return round_size(n, self.conf)
+        """round_size under this allocator's settings (which never change), kept per size: a step's
+        requests repeat a few sizes many times."""
+        got = self.rounded.get(n)
+        if got is None:
+            got = self.rounded[n] = round_size(n, self.conf)
+        return got
 
     def _page(self, small):
         return SMALL_SEGMENT if small else LARGE_SEGMENT
