@@ -307,6 +307,7 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
         self.peak = self.host_peak = 0
         self.shift = 0
         self.flight = []   # transfers in flight
+        self.next_done = None   # the earliest end of those in flight (None: none)
         # rule 8: free until their first transfer, at any time (times may be negative, to -2^62 ns);
         # the first transfer has no previous one for the cap on swap operations
         self.queue_free = {True: -math.inf, False: -math.inf}
@@ -444,6 +445,8 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
             self.d2h_end = end
         tf = Transfer(end, a, to_gpu)
         self.flight.append(tf)
+        if self.next_done is None or end < self.next_done:
+            self.next_done = end
         self.transfer[a] = tf
         if to_gpu:
             self.m["swap_ins"] += 1
@@ -455,11 +458,12 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
         return tf
 
     def complete_by(self, t):
-        if not self.flight or min(tf.end for tf in self.flight) > t:   # none done yet: the common case
+        if self.next_done is None or self.next_done > t:   # none done yet: the common case
             return
         done = sorted((tf for tf in self.flight if tf.end <= t), key=lambda tf: (tf.end, tf.alloc))
         for tf in done:
             self.flight.remove(tf)
+            self.next_done = min((x.end for x in self.flight), default=None)
             if not tf.live:
                 continue
             a = tf.alloc
