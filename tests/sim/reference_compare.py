@@ -226,8 +226,8 @@ class Tally:
         return 1 if self.failures else 0
 
 
-_SOURCE = {}   # a run's copy -> the trace it copies, while it does
-_TRACES = {}   # (trace, device) -> its rows (reference_sim.Trace): the runs only read them
+_SOURCE = {}   # a run's copy -> the trace it copies, until the run reads it
+_TRACES = {}   # (trace, size, time of change, device) -> its rows (reference_sim.Trace): runs only read them
 
 
 def fresh_copy(work, path, name="run.db"):
@@ -239,11 +239,17 @@ def fresh_copy(work, path, name="run.db"):
 
 
 def read_trace(trace, device):
-    """The rows of a run's trace on that device, read once per trace copied: a copy holds the rows of
-    the trace it copies (and the runs stored into it, which the reading does not read)."""
-    key = (_SOURCE.get(str(trace), str(trace)), device)
+    """The rows of a run's trace on that device. A copy fresh_copy made holds the rows of the trace it
+    copies (and the runs stored into it, which the reading does not read): those are read once per
+    trace as it is (its size and time of change); any other file is read each time (a caller may
+    write another trace at the same path). A copy serves the one run it was made for."""
+    src = _SOURCE.pop(str(trace), None)
+    if src is None:
+        return ref.Trace(str(trace), device)
+    st = Path(src).stat()
+    key = (src, st.st_size, st.st_mtime_ns, device)
     if key not in _TRACES:
-        _TRACES[key] = ref.Trace(key[0], device)
+        _TRACES[key] = ref.Trace(src, device)
     return _TRACES[key]
 
 
