@@ -8,6 +8,7 @@ Best fit keeps, per pool (stream, small or large), the free mapped blocks in a l
 block on each request. Each block remembers the entry it has there (`key`), and every change to a
 block's size, state or place updates it (_index, _unindex, _reindex)."""
 import bisect
+import operator
 import math
 
 MIB = 1 << 20
@@ -95,6 +96,16 @@ def round_size(n, conf=None):
     return MIN_BLOCK * math.ceil(n / MIN_BLOCK)
 
 
+_OFFSET = operator.attrgetter("offset")
+
+
+def _position(blocks, block):
+    """block's index in its segment's list, whose blocks lie in address order (each new one next to
+    the one it was cut from): found by its offset."""
+    i = bisect.bisect_left(blocks, block.offset, key=_OFFSET)
+    return i if i < len(blocks) and blocks[i] is block else blocks.index(block)
+
+
 class Block:
     __slots__ = ("segment", "offset", "size", "free", "mapped", "cached_at", "key")
 
@@ -127,6 +138,7 @@ class CachingAllocator:
         self.block_of = {}   # allocation -> Block
         self.large_searches = 0   # garbage collection's clock: searches of the large pool
         self.free_lists = {}   # (stream, small) -> sorted [(size, segment id, offset, Block)], free and mapped
+        self.rounded = {}   # request bytes -> rounded (round)
 
     # -- the free lists: every free mapped block of a live segment, and nothing else
     @staticmethod
@@ -157,16 +169,25 @@ class CachingAllocator:
         return self.free_lists.setdefault((stream, small), [])
 
     def _reindex(self, seg, before):
-        """After seg's block list changed from `before`: the blocks gone leave, the others update."""
+        """After seg's block list changed from `before`: the blocks gone leave, the others update
+        (_index on those whose entry is not what their size and state say)."""
         now = set(map(id, seg.blocks))
         for b in before:
-            if id(b) not in now:
+            if b.key is not None and id(b) not in now:
                 self._unindex(b)
         for b in seg.blocks:
-            self._index(b)
+            key = b.key
+            if (key is not None or (b.free and b.mapped)) and (key is None or key[0] != b.size
+                                                                 or not (b.free and b.mapped)):
+                self._index(b)
 
     def round(self, n):
-        return round_size(n, self.conf)
+        """round_size under this allocator's settings (which never change), kept per size: a step's
+        requests repeat a few sizes many times."""
+        got = self.rounded.get(n)
+        if got is None:
+            got = self.rounded[n] = round_size(n, self.conf)
+        return got
 
     def _page(self, small):
         return SMALL_SEGMENT if small else LARGE_SEGMENT
@@ -180,7 +201,7 @@ class CachingAllocator:
     def _grow_size_of(self, b):
         """A free block's size for best fit: with the unmapped space after it (expandable)."""
         blocks = b.segment.blocks
-        i = blocks.index(b)
+        i = _position(blocks, b)
         nxt = blocks[i + 1] if i + 1 < len(blocks) else None
         return b.size + (nxt.size if nxt is not None and not nxt.mapped else 0)
 
@@ -205,7 +226,7 @@ class CachingAllocator:
 
     def _insert_after(self, block, new):
         seg = block.segment
-        seg.blocks.insert(seg.blocks.index(block) + 1, new)
+        seg.blocks.insert(_position(seg.blocks, block) + 1, new)
 
     def _take(self, block, size):
         pool = block.segment.free_list
@@ -355,7 +376,8 @@ class CachingAllocator:
         for off, n in plan:
             if not self._draw(n):
                 return False
-            j = next(j for j, b in enumerate(seg.blocks) if b.offset == off)
+            j = bisect.bisect_left(seg.blocks, off, key=_OFFSET)   # the block at that offset
+            assert seg.blocks[j].offset == off
             blk = seg.blocks[j]
             if n < blk.size:
                 seg.blocks.insert(j + 1, Block(seg, blk.offset + n, blk.size - n, True, mapped=False))
@@ -417,7 +439,9 @@ class CachingAllocator:
         offset = seg.blocks[start].offset
         if not self._map(seg, plan):
             return None
-        return next(b for b in seg.blocks if b.offset == offset)
+        found = seg.blocks[bisect.bisect_left(seg.blocks, offset, key=_OFFSET)]
+        assert found.offset == offset
+        return found
 
     # -- the interface reference_sim.py uses
     def _new_segment(self, stream, small, size):
@@ -468,7 +492,7 @@ class CachingAllocator:
         block.free = True
         block.cached_at = self.large_searches
         seg = block.segment
-        i = seg.blocks.index(block)
+        i = _position(seg.blocks, block)
         if i + 1 < len(seg.blocks) and seg.blocks[i + 1].free and seg.blocks[i + 1].mapped:   # absorb neighbours
             nxt = seg.blocks.pop(i + 1)
             self._unindex(nxt)

@@ -92,7 +92,7 @@ def compare(mhc, trace, policy, capacity, link=ref.Link(), link_args=(), lookahe
     cap = int(out["metrics"]["capacity_bytes"])
     host_cap = max(0, int(out["metrics"]["host_capacity_bytes"]))
     res, tr = ref.simulate(str(trace), cap, policy, link, out["device"], lookahead, allocator, host_cap, conf,
-                           max(periodic, 0), periodic < 0, forecast)
+                           max(periodic, 0), periodic < 0, forecast, read_trace(trace, out["device"]))
     problems = []
     got = out["metrics"]
     for k in METRICS:
@@ -119,7 +119,8 @@ def compare_job(mhc, paths, policy, capacity, link, link_args, allocator):
         raise SystemExit(f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr.strip()}")
     out = json.loads(p.stdout)
     caps = [int(r["capacity"]) for r in out["ranks"]]
-    ranks, halted = coupled.simulate([str(x) for x in paths], caps, policy, link, allocator)
+    ranks, halted = coupled.simulate([str(x) for x in paths], caps, policy, link, allocator,
+                                     [read_trace(x, None) for x in paths])
     problems = []
     for r, rank_out in zip(ranks, out["ranks"]):
         res = r.sim.result
@@ -225,11 +226,31 @@ class Tally:
         return 1 if self.failures else 0
 
 
+_SOURCE = {}   # a run's copy -> the trace it copies, until the run reads it
+_TRACES = {}   # (trace, size, time of change, device) -> its rows (reference_sim.Trace): runs only read them
+
+
 def fresh_copy(work, path, name="run.db"):
     """A copy of a trace for one run (each run stores into its trace)."""
     copy = work / name
     shutil.copy(path, copy)
+    _SOURCE[str(copy)] = str(path)
     return copy
+
+
+def read_trace(trace, device):
+    """The rows of a run's trace on that device. A copy fresh_copy made holds the rows of the trace it
+    copies (and the runs stored into it, which the reading does not read): those are read once per
+    trace as it is (its size and time of change); any other file is read each time (a caller may
+    write another trace at the same path). A copy serves the one run it was made for."""
+    src = _SOURCE.pop(str(trace), None)
+    if src is None:
+        return ref.Trace(str(trace), device)
+    st = Path(src).stat()
+    key = (src, st.st_size, st.st_mtime_ns, device)
+    if key not in _TRACES:
+        _TRACES[key] = ref.Trace(src, device)
+    return _TRACES[key]
 
 
 def generated_traces(mhc, work, quick):

@@ -164,8 +164,11 @@ def drive(ranks, waits):
     return halted
 
 
-def simulate(paths, capacities, policy, link, allocator):
-    sims = [ref.Sim(ref.Trace(p), cap, policy, link, 0, allocator) for p, cap in zip(paths, capacities)]
+def simulate(paths, capacities, policy, link, allocator, traces=None):
+    """traces: each rank's rows (reference_sim.Trace on its largest peak's device), read before (a run
+    only reads them), else read here."""
+    traces = traces or [ref.Trace(p) for p in paths]
+    sims = [ref.Sim(tr, cap, policy, link, 0, allocator) for tr, cap in zip(traces, capacities)]
     ranks = [Rank(p, i, s) for i, (p, s) in enumerate(zip(paths, sims))]
     halted = drive(ranks, plan(ranks))
     return ranks, halted

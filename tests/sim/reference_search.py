@@ -184,8 +184,9 @@ def timed_plan(trace, cap, setting, link, host_bw, cost):
 
 
 def predict_exactly(trace, cap, setting, link, host_bw, cost):
-    """reference_settings.predict, the transformed step shared between allocator settings."""
-    return timed_plan(trace, cap, setting, link, host_bw, cost).result(link, setting.get("allocator", ""))
+    """reference_settings.predict, the transformed step shared between allocator settings (the
+    accesses left out: the search reads none)."""
+    return timed_plan(trace, cap, setting, link, host_bw, cost).result(link, setting.get("allocator", ""), False)
 
 
 def quick(trace, cap, setting, link, host_bw, cost):

@@ -245,33 +245,58 @@ class Alloc:
     label: str = ""
 
 
+def _plan_base(cap):
+    """What every plan of a capture starts from, worked out once per capture: the recorded kernels
+    (index, name, duration, gap to the one before), their start and end orders, and each recorded
+    allocation's anchors as (kernel index, side, offset) (Plan.anchor)."""
+    base = getattr(cap, "_plan_base", None)
+    if base is not None:
+        return base
+    ks = cap.kernels
+    kernels, prev_end = [], None
+    for k in ks:
+        kernels.append((k["i"], k["name"], k["t1"] - k["t0"], 0 if prev_end is None else k["t0"] - prev_end))
+        prev_end = k["t1"]
+    end_order = sorted(range(len(ks)), key=lambda i: (ks[i]["t1"], i))
+    base = dict(kernels=kernels, first_t=ks[0]["t0"] if ks else 0, starts=[k["t0"] for k in ks],
+                end_order=end_order, ends=[ks[i]["t1"] for i in end_order])
+    probe = Plan.__new__(Plan)
+    probe.cap, probe.starts, probe.end_order, probe.ends = cap, base["starts"], end_order, base["ends"]
+    probe.op_of = {k["i"]: k["i"] for k in ks}   # anchors by kernel index
+    allocs = []
+    for a, al in cap.allocs.items():
+        made = probe.anchor(al["t_alloc"], alloc=True)
+        freed = None if al["t_free"] is None else probe.anchor(al["t_free"], alloc=False)
+        allocs.append((a, al["device"], al["bytes"], al["stream"], al["category"], made, freed, al["label"]))
+    base["allocs"] = allocs
+    cap._plan_base = base
+    return base
+
+
 class Plan:
     def __init__(self, cap):
         self.cap = cap
+        base = _plan_base(cap)
         self.ops = []
         self.op_of = {}     # kernel index -> Op
-        prev_end = None
-        for k in cap.kernels:
-            gap = 0 if prev_end is None else k["t0"] - prev_end
-            op = Op("kernel", k["name"], k["t1"] - k["t0"], gap, k["i"])
-            op.acc = dict(cap.acc[k["i"]])
-            op.rank = len(self.ops) * RANK_GAP
+        for rank, (i, name, dur, gap) in enumerate(base["kernels"]):
+            op = Op("kernel", name, dur, gap, i)
+            op.acc = dict(cap.acc[i])
+            op.rank = rank * RANK_GAP
             self.ops.append(op)
-            self.op_of[k["i"]] = op
-            prev_end = k["t1"]
-        self.first_t = cap.kernels[0]["t0"] if cap.kernels else 0
-        self.starts = [k["t0"] for k in cap.kernels]
-        self.end_order = sorted(range(len(cap.kernels)), key=lambda i: (cap.kernels[i]["t1"], i))
-        self.ends = [cap.kernels[i]["t1"] for i in self.end_order]
+            self.op_of[i] = op
+        self.first_t, self.starts, self.end_order, self.ends = base["first_t"], base["starts"], base["end_order"], \
+            base["ends"]
         self.allocs = {}    # key -> Alloc; recorded allocations keyed by id, added ones by ("add", n)
         self.copies = []
         self.n_added = 0
         self.rec_first = {}   # (checkpointed module, the call's first kernel) -> the recomputation's first op
-        for a, al in cap.allocs.items():
-            made = self.anchor(al["t_alloc"], alloc=True)
-            freed = None if al["t_free"] is None else self.anchor(al["t_free"], alloc=False)
-            self.allocs[a] = Alloc(al["device"], al["bytes"], al["stream"], al["category"], made, freed,
-                                   (1, a), al["label"])
+        op_of = self.op_of
+        for a, dev, nbytes, stream, category, (mi, mside, moff), freed, label in base["allocs"]:
+            self.allocs[a] = Alloc(dev, nbytes, stream, category, (op_of.get(mi), mside, moff),
+                                   None if freed is None else (op_of.get(freed[0]), freed[1], freed[2]), (1, a),
+                                   label)
+        self._timeline = None   # (link, the run's figures but the reserved peak): see result
 
     def anchor(self, t, alloc):
         """An allocation is made just before a kernel starts (else after the last one ends); a free is
@@ -415,27 +440,51 @@ class Plan:
 
     # ------------------------------------------------------------ results
 
-    def result(self, link, conf_text):
-        self.run(link)
-        allocs = []
-        for key, al in self.allocs.items():
-            ta = self.time_of(al.made)
-            tf = None if al.freed is None else self.time_of(al.freed)
-            if tf is not None and tf < ta:
-                tf = ta
-            allocs.append((ta, al.order, al.device, al.nbytes, tf, al.stream, al.category, al.label))
-        allocs.sort(key=lambda r: (r[0], r[1]))
-        kernels = [(op.name, op.t0, op.t1) for op in self.ops if op.kind in ("kernel", "inserted")]
+    def result(self, link, conf_text, accesses=True):
+        """The transformed step's figures under the allocator setting conf_text (accesses=False: without
+        the list of accesses, which only a comparison with --trace-out reads). The plan is finished
+        when asked (no edit after): its timeline on a link is worked out once, and each allocator
+        setting adds only its reserved peak."""
+        key = repr(link)
+        if self._timeline is None or self._timeline[0] != key or (accesses and self._timeline[1]["accesses"] is None):
+            self._timeline = (key, self._timed(link, accesses))
+        t = self._timeline[1]
+        conf = ",".join(x for x in (self.cap.meta.get("allocator.conf", ""), conf_text) if x)
+        return dict(peak_bytes=t["peak_bytes"], reserved_bytes=reserved_peak(t["device_rows"], conf),
+                    host_peak_bytes=t["host_peak_bytes"], step_time_ns=t["step_time_ns"],
+                    device_rows=t["device_rows"], conf=conf, steps=t["steps"], second_step_at=t["second_step_at"],
+                    allocations=t["allocations"], kernels=t["kernels"], copies=t["copies"], accesses=t["accesses"])
+
+    def alloc_times(self):
+        """key -> (device, bytes, t_alloc, t_free) as the last run placed them (a free before its
+        allocation's time at that time)."""
         times = {}
         for key, al in self.allocs.items():
             ta = self.time_of(al.made)
             tf = None if al.freed is None else max(ta, self.time_of(al.freed))
             times[key] = (al.device, al.nbytes, ta, tf)
+        return times
+
+    def invalid_accesses(self):
+        """The accesses of the last run outside their allocation's life: (name, kernel, t0, t1, key,
+        the allocation's times); none in a right transformation."""
+        times = self.alloc_times()
+        return [(op.name, op.kernel, op.t0, op.t1, k, times[k]) for op in self.ops
+                if op.kind in ("kernel", "inserted") for k in op.acc if k in times and
+                (times[k][2] > op.t0 or (times[k][3] is not None and times[k][3] < op.t1))]
+
+    def _timed(self, link, with_accesses):
+        """The run on the link: everything result gives but the allocator setting's figures."""
+        self.run(link)
+        times = self.alloc_times()
+        allocs = []
+        for key, al in self.allocs.items():
+            _dev, _n, ta, tf = times[key]
+            allocs.append((ta, al.order, al.device, al.nbytes, tf, al.stream, al.category, al.label))
+        allocs.sort(key=lambda r: (r[0], r[1]))
+        kernels = [(op.name, op.t0, op.t1) for op in self.ops if op.kind in ("kernel", "inserted")]
         accesses = [(op.name, op.t0) + times[k] + (m,) for op in self.ops if op.kind in ("kernel", "inserted")
-                    for k, m in op.acc.items() if k in times]
-        self.invalid = [(op.name, op.kernel, op.t0, op.t1, k, times[k]) for op in self.ops
-                        if op.kind in ("kernel", "inserted") for k in op.acc if k in times and
-                        (times[k][2] > op.t0 or (times[k][3] is not None and times[k][3] < op.t1))]
+                    for k, m in op.acc.items() if k in times] if with_accesses else None
         copies = []
         for op in self.ops:
             if op.kind == "copy":
@@ -448,7 +497,6 @@ class Plan:
         step = (max(ends) - min(starts)) if ends else 0
         dev = [(i, r) for i, r in enumerate(allocs) if r[2] >= 0]
         host = [(i, r) for i, r in enumerate(allocs) if r[2] < 0]
-        conf = ",".join(x for x in (self.cap.meta.get("allocator.conf", ""), conf_text) if x)
         # the capture's steps (of its kernels, the inserted ones by the kernel they belong to), and
         # where the second begins: its first kernel's start (docs/advise.md "What running at the
         # capacity costs": a steady step's share is what the steps after the first do)
@@ -458,16 +506,21 @@ class Plan:
         marked = [(t, st) for t, st in marked if st is not None and st >= 0]
         steps = len({st for _t, st in marked})
         second = next((t for t, st in marked if st != marked[0][1]), None) if marked else None
-        return dict(peak_bytes=live_peak(dev), reserved_bytes=reserved_peak(dev, conf),
-                    host_peak_bytes=live_peak(host), step_time_ns=step, device_rows=dev, conf=conf,
-                    steps=steps, second_step_at=second,
-                    allocations=[(r[2], r[3], r[0], r[4]) for r in allocs], kernels=kernels, copies=copies,
-                    accesses=accesses)
+        return dict(peak_bytes=live_peak(dev), host_peak_bytes=live_peak(host), step_time_ns=step, device_rows=dev,
+                    steps=steps, second_step_at=second, allocations=[(r[2], r[3], r[0], r[4]) for r in allocs],
+                    kernels=kernels, copies=copies, accesses=accesses)
+
+
+_EVENTS = {}   # id(rows) -> (rows, events): the latest rows' events (a plan's rows go to several walks)
 
 
 def memory_events(rows):
     """docs/trace-format.md, "Events at one instant": frees of earlier allocations, then the
-    allocations of that time by row, one freed at the same instant right after it is made."""
+    allocations of that time by row, one freed at the same instant right after it is made. A rows
+    list is never changed once made (Plan.result's), so its events are kept for the next walk."""
+    got = _EVENTS.get(id(rows))
+    if got is not None and got[0] is rows:
+        return got[1]
     ev = []
     for i, r in rows:
         ta, tf = r[0], r[4]
@@ -477,6 +530,9 @@ def memory_events(rows):
         if tf is not None and tf == ta:
             ev.append((ta, 1, i, -2))
     ev.sort(key=lambda e: (e[0], e[1], e[2], -e[3]))
+    if len(_EVENTS) >= 64:
+        _EVENTS.clear()
+    _EVENTS[id(rows)] = (rows, ev)
     return ev
 
 
@@ -593,6 +649,29 @@ def _cost(c):
             + math.floor(pages * NS_PER_GIB + 0.5))
 
 
+_FREE_WALKS = {}   # (id(rows), conf, second_at) -> (rows, the counts of the walk without a limit)
+
+
+class _Counted:
+    """What retry_cost reads of a walk: its counts at the end and at the second step's start."""
+
+    def __init__(self, ca):
+        self.releases, self.mallocs, self.frees = ca.releases, ca.mallocs, ca.frees
+        self.malloc_bytes, self.free_bytes, self.at_second = ca.malloc_bytes, ca.free_bytes, ca.at_second
+
+
+def _free_walk(rows, conf, second_at):
+    """The walk without a limit's counts, once per rows list (never changed once made), setting and
+    second step: the searches at other capacities ask for it again."""
+    key = (id(rows), conf, second_at)
+    got = _FREE_WALKS.get(key)
+    if got is None or got[0] is not rows:
+        if len(_FREE_WALKS) >= 256:
+            _FREE_WALKS.clear()
+        got = _FREE_WALKS[key] = (rows, _Counted(_walk(rows, conf, reference_caching.NO_LIMIT, second_at)[3]))
+    return got[1]
+
+
 def retry_cost(rows, conf, capacity, steps=0, second_at=None):
     """docs/advise.md "What running at the capacity costs": (runs, reserved peak there, retries, the
     counts against the walk without a limit, the cost in ns) of the caching model at the capacity; and
@@ -603,7 +682,7 @@ def retry_cost(rows, conf, capacity, steps=0, second_at=None):
     out = dict(runs=runs, reserved_at=peak, retries=retries, releases=0, segments_freed=0, bytes_freed=0,
                segments_remade=0, bytes_remade=0, cost=0, steady=None, steady_cost=0)
     if runs and ca.frees > 0:
-        _r, _p, _n, free = _walk(rows, conf, reference_caching.NO_LIMIT, second_at if steps >= 2 else None)
+        free = _free_walk(rows, conf, second_at if steps >= 2 else None)
         out.update(releases=ca.releases, segments_freed=max(0, ca.frees - free.frees),
                    bytes_freed=max(0, ca.free_bytes - free.free_bytes),
                    segments_remade=max(0, ca.mallocs - free.mallocs),

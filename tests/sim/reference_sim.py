@@ -256,9 +256,25 @@ class Trace:
         return [(t, i, b, kind) for t, _, i, _, b, kind in ev]
 
 
+_COVERS = {}   # id(intervals) -> (intervals, their starts in order, the latest end up to each)
+
+
 def intervals_cover(intervals, t):
-    # a recorded interval [t_start, t_end) that holds t
-    return any(t0 <= t < t1 for t0, t1 in intervals)
+    """Whether a recorded interval [t_start, t_end) holds t: of those starting at or before t, the
+    latest end is after t. A trace's interval lists are never changed once read, so each is sorted
+    once."""
+    got = _COVERS.get(id(intervals))
+    if got is None or got[0] is not intervals:
+        spans = sorted(intervals)
+        ends, most = [], None
+        for _t0, t1 in spans:
+            most = t1 if most is None else max(most, t1)
+            ends.append(most)
+        if len(_COVERS) >= 256:
+            _COVERS.clear()
+        got = _COVERS[id(intervals)] = (intervals, [t0 for t0, _t1 in spans], ends)
+    j = bisect.bisect_right(got[1], t) - 1
+    return j >= 0 and got[2][j] > t
 
 
 class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch):
@@ -291,6 +307,7 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
         self.peak = self.host_peak = 0
         self.shift = 0
         self.flight = []   # transfers in flight
+        self.next_done = None   # the earliest end of those in flight (None: none)
         # rule 8: free until their first transfer, at any time (times may be negative, to -2^62 ns);
         # the first transfer has no previous one for the cap on swap operations
         self.queue_free = {True: -math.inf, False: -math.inf}
@@ -428,6 +445,8 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
             self.d2h_end = end
         tf = Transfer(end, a, to_gpu)
         self.flight.append(tf)
+        if self.next_done is None or end < self.next_done:
+            self.next_done = end
         self.transfer[a] = tf
         if to_gpu:
             self.m["swap_ins"] += 1
@@ -439,9 +458,12 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
         return tf
 
     def complete_by(self, t):
+        if self.next_done is None or self.next_done > t:   # none done yet: the common case
+            return
         done = sorted((tf for tf in self.flight if tf.end <= t), key=lambda tf: (tf.end, tf.alloc))
         for tf in done:
             self.flight.remove(tf)
+            self.next_done = min((x.end for x in self.flight), default=None)
             if not tf.live:
                 continue
             a = tf.alloc
@@ -906,8 +928,9 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
 
 
 def simulate(path, capacity, policy="lru", link=Link(), device=None, lookahead=0, allocator="ideal", host_cap=0,
-             allocator_conf="", periodic=0, capuchin=False, forecast=0):
-    tr = Trace(path, device)
+             allocator_conf="", periodic=0, capuchin=False, forecast=0, tr=None):
+    """tr: the trace's rows on that device, read before (a run only reads them), else read here."""
+    tr = tr if tr is not None else Trace(path, device)
     sim = Sim(tr, capacity, policy, link, lookahead, allocator, host_cap, allocator_conf, periodic, capuchin,
               forecast)
     return sim.run(), tr
