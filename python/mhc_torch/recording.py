@@ -33,6 +33,19 @@ class _Storage:
 class Recording(SettingsRecording):
     """The trace being built: allocations, kernels and markers on one clock (ns)."""
 
+    # called with the new phase whenever it is set (frame_holds.py installs its hook in the forward)
+    on_phase: Callable[[str], None] | None = None
+
+    @property
+    def phase(self) -> str:
+        return self._phase
+
+    @phase.setter
+    def phase(self, phase: str) -> None:
+        self._phase = phase
+        if self.on_phase is not None:
+            self.on_phase(phase)
+
     def __init__(self, spec: GpuSpec, kernel_times: KernelTimes | None = None):
         self.spec = spec
         self.kernel_times = kernel_times
@@ -44,6 +57,9 @@ class Recording(SettingsRecording):
         self.records: list[_Storage] = []
         self.phase = "setup"
         self.step = -1
+        # storages swapped under a tensor or a storage's allocation changed (set_, .data =,
+        # resize_), counted: what a frame's tensors stood for may have changed (frame_holds.py)
+        self.remaps = 0
         self.layer_of: Callable[[], int | None] = lambda: None
         self.kernel_layer: list[tuple[int | None, str]] = []
         self.live_bytes = 0
@@ -141,6 +157,7 @@ class Recording(SettingsRecording):
         resize_(0) and gathers into it again after resize_(size)): the allocation it stood for ends
         and, when it has bytes again, a new one begins (label and category kept)."""
         key = id(st)
+        self.remaps += 1
         old = self.storages.get(key)
         if old is not None:
             self._freed(key, old)
@@ -214,6 +231,8 @@ class Recording(SettingsRecording):
         self._follow_autograd()
         op = _OPS.get(func) or _op(func)
         name = op.name
+        if name == "aten::set_":
+            self.remaps += 1
         storages = self.storages
         new_outs = [o for o in _fake_outputs(out) if id(o.untyped_storage()) not in storages]
         if not new_outs and not op.writes:  # a view, an alias or a metadata query: no kernel
