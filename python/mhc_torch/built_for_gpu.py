@@ -277,7 +277,7 @@ class CudaInStep(TorchFunctionMode):
     training loop that moves each batch to the GPU stopped the capture ('Expected all tensors to
     be on the same device, but found at least two devices, cuda:0 and cpu'). Only the mapping:
     what the steps make is recorded by the capture itself. A `.data =` (a storage swapped under a
-    tensor, which no op tells) is counted in rec.remaps."""
+    tensor, which no op tells) is run as the recording's storage_swap."""
 
     def __init__(self, device: str, rec=None):
         super().__init__()
@@ -287,7 +287,8 @@ class CudaInStep(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if type(func) is _METHOD_WRAPPER and func == _DATA_SET and self.rec is not None:
-            self.rec.remaps += 1
+            with self.rec.storage_swap():
+                return func(*args, **kwargs)
         if "device" in kwargs and _is_cuda(kwargs["device"]):
             kwargs = {**kwargs, "device": self.device}
         if func is torch.Tensor.cuda:

@@ -66,7 +66,6 @@ _MHC_MODEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mhc_model
 # string (a dataclass's generated __init__, which torch's fake tensors run several times an op): its
 # returns are read as a helper's, but it changes nothing the model's frames hold
 _HELPER, _FORWARD, _QUIET = 1, 2, 3
-_CHECK = os.environ.get("MHC_FRAME_HOLDS_CHECK") == "1"
 
 
 def _functional(filename: str) -> bool:
@@ -95,6 +94,7 @@ class FrameHolds:
         every storage swap reaches the capture (`.data =` through CudaInStep: the CPU device)."""
         self.rec = rec
         self.keep_reads = keep_reads
+        self.check = os.environ.get("MHC_FRAME_HOLDS_CHECK") == "1"
         self.codes = set()
         for m in model.modules():
             forward = getattr(type(m), "forward", None)
@@ -139,9 +139,11 @@ class FrameHolds:
 
     def _hook(self):
         """sys.setprofile's function while the phase is the forward: a module's forward starts (its
-        arguments), a forward or a helper of the model returns. A call from the model's code, or
-        its return, ends the callers' reads kept: between its events a frame of the model's can
-        change what it and its callers hold (a store into a list is no event), not after them."""
+        arguments), a forward or a helper of the model returns. A Python call from the model's
+        code, or its return, ends the callers' reads kept: a frame of the model's can change what
+        it and its callers hold between its events (a store into a list is none), and no frame
+        below it can return before one of them (a frame that C code calls has the frame
+        running as its caller: its call is one)."""
         kinds, kind_of, read = self._kinds, self._kind, self._read
         called, returning, forget, returned_frame = self._called, self._returning, self._forget_reads, self._returned_frame
         no_torch_function = torch._C.DisableTorchFunction
@@ -174,12 +176,6 @@ class FrameHolds:
                             kind = kind_of(back)
                         if kind == _HELPER or kind == _FORWARD:
                             forget()
-            elif event == "c_call" and read:
-                kind = kinds.get(id(frame.f_code))
-                if kind is None:
-                    kind = kind_of(frame)
-                if kind == _HELPER or kind == _FORWARD:
-                    forget()
         return profile
 
     def _phase_set(self, phase: str) -> None:
@@ -266,6 +262,7 @@ class FrameHolds:
             caller = caller.f_back
         if not self._reads_still_true(frames):
             self._forget_reads()
+        keep = self.keep_reads and not self.rec.swapping
         for frame in reversed(frames):
             entry = read.get(id(frame))
             if entry is not None:
@@ -273,18 +270,20 @@ class FrameHolds:
                 continue
             values: list[int] = []
             ids, untracked = self._frame_allocations(frame, self._read_values, values)
-            if self.keep_reads:
+            if keep:
                 read[id(frame)] = [ids, untracked, kernel, values]
             else:
                 self._hold(ids, kernel)
-        if not self.keep_reads:
+        if not keep:
             self._read_values.clear()
-        elif _CHECK:
+        elif self.check:
             self._check_kept(frames)
 
     def _reads_still_true(self, frames) -> bool:
         """The kept reads of these frames are what reading them again would give: no storage
         swapped since (rec.remaps), none they held that the capture did not follow is followed."""
+        if self.rec.swapping:   # inside set_ or `.data =`: the storage may be swapped at any return
+            return not self._read
         if self.rec.remaps != self._remaps:
             self._remaps = self.rec.remaps
             return not self._read

@@ -2,6 +2,7 @@
 by the roofline (or measured kernel times), phases and layer markers on one clock (ns)."""
 from __future__ import annotations
 
+import contextlib
 import weakref
 from dataclasses import dataclass
 from typing import Callable
@@ -58,8 +59,10 @@ class Recording(SettingsRecording):
         self.phase = "setup"
         self.step = -1
         # storages swapped under a tensor or a storage's allocation changed (set_, .data =,
-        # resize_), counted: what a frame's tensors stood for may have changed (frame_holds.py)
+        # resize_), counted, and those under way: what a frame's tensors stand for may have
+        # changed (frame_holds.py)
         self.remaps = 0
+        self.swapping = 0
         self.layer_of: Callable[[], int | None] = lambda: None
         self.kernel_layer: list[tuple[int | None, str]] = []
         self.live_bytes = 0
@@ -152,6 +155,17 @@ class Recording(SettingsRecording):
             self.live_bytes -= s.alloc.bytes
         self.accumulations.on_free(self, s)
 
+    @contextlib.contextmanager
+    def storage_swap(self):
+        """An op that swaps the storage under a tensor (`set_`, `.data =`) runs."""
+        self.remaps += 1
+        self.swapping += 1
+        try:
+            yield
+        finally:
+            self.swapping -= 1
+            self.remaps += 1
+
     def resized(self, st, before: int, after: int) -> None:
         """`st.resize_()` changed a storage's bytes (FSDP2 frees a parameter's unsharded memory with
         resize_(0) and gathers into it again after resize_(size)): the allocation it stood for ends
@@ -231,8 +245,6 @@ class Recording(SettingsRecording):
         self._follow_autograd()
         op = _OPS.get(func) or _op(func)
         name = op.name
-        if name == "aten::set_":
-            self.remaps += 1
         storages = self.storages
         new_outs = [o for o in _fake_outputs(out) if id(o.untyped_storage()) not in storages]
         if not new_outs and not op.writes:  # a view, an alias or a metadata query: no kernel
