@@ -30,20 +30,21 @@ kind after its first call, and it is installed only while the phase is the forwa
 interpreter calls `slice` instead, a C callable that takes the same three arguments and runs no
 Python (two thirds of a step's events are in its backward and optimizer). A profile function is
 kept at every event, not removed, because until Python 3.13 the interpreter copies a frame's
-variables into its f_locals dict at each of its events once code has read that frame's f_locals (as
-this hook does), and that dict keeps the tensors it refers to until the next copy: without a
-profile function a frame read in the forward would keep a tensor it drops in the backward until it
-returns. The capture records those frees where they happen. sys.settrace, which is called only at
-a frame's start, is no cheaper: it has the interpreter work out the line of every instruction.
+variables into its f_locals dict at each of its events while one is set (and when code reads
+f_locals, as this hook does), and that dict keeps the tensors it refers to until the next copy:
+without a profile function a frame copied in the forward would keep a tensor it drops in the
+backward until it returns. The capture records those frees where they happen. sys.settrace, which
+is called only at a frame's start, is no cheaper: it has the interpreter work out the line of every
+instruction.
 
-The callers' frames are read once and kept until the model's code runs again (a call from a frame
-of the model's: one of torch's dataclasses' `__init__`, which returns several times inside each op,
-runs none), until an op swaps a storage (`set_`, `.data =`, `resize_`) or a storage they held that
-the capture had not followed is followed, or until the phase leaves the forward: until then no frame
-of the model's can change what it holds, only the kernel it is held to moves. The reads are made
-with torch's function modes off (the capture's CudaInStep would take every `untyped_storage()`
-call: 6 us each, against 1). MHC_FRAME_HOLDS_CHECK=1 reads every kept frame again and stops on a
-difference.
+The callers' frames are read once and the read kept until the model's code runs again (a Python
+call from one of its frames, or the return of one: torch's dataclasses' `__init__`, which return
+several times inside each op, are no model code), until an op swaps a storage (`set_`, `.data =`,
+`resize_`) or a storage they held that the capture had not followed is followed, or until the phase
+leaves the forward: until then no frame of the model's can change what it holds, only the kernel it
+is held to moves. The reads are made with torch's function modes off (the capture's CudaInStep
+would take every `untyped_storage()` call: 6 us each, against 1). MHC_FRAME_HOLDS_CHECK=1 reads
+every kept frame again and stops on a difference.
 """
 from __future__ import annotations
 
