@@ -266,20 +266,29 @@ def cuda_calls_in_step(rec, device_name: str):
         yield
 
 
+_DATA_SET = torch.Tensor.data.__set__   # `t.data = u`, as a function mode sees it
+_METHOD_WRAPPER = type(_DATA_SET)
+
+
 class CudaInStep(TorchFunctionMode):
     """While the steps run: a tensor asked for on a CUDA device (`batch.to("cuda",
     non_blocking=True)`, `.cuda()`, `torch.ones(..., device="cuda")` in a step or forward) is
     made on the capture's device, as BuiltForGpu does while the model is built; without it a
     training loop that moves each batch to the GPU stopped the capture ('Expected all tensors to
     be on the same device, but found at least two devices, cuda:0 and cpu'). Only the mapping:
-    what the steps make is recorded by the capture itself."""
+    what the steps make is recorded by the capture itself. A `.data =` (a storage swapped under a
+    tensor, which no op tells) is run as the recording's storage_swap."""
 
-    def __init__(self, device: str):
+    def __init__(self, device: str, rec=None):
         super().__init__()
         self.device = torch.device(device)
+        self.rec = rec
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if type(func) is _METHOD_WRAPPER and func == _DATA_SET and self.rec is not None:
+            with self.rec.storage_swap():
+                return func(*args, **kwargs)
         if "device" in kwargs and _is_cuda(kwargs["device"]):
             kwargs = {**kwargs, "device": self.device}
         if func is torch.Tensor.cuda:

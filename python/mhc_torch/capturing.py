@@ -547,8 +547,8 @@ def _step_contexts(rec, model, recipe, device):
     foreach = gpu_paths.foreach_as_on_gpu() if on_cpu else contextlib.nullcontext()
     user_autocast = user_cuda_autocast(torch.device(device).type) if on_cpu else contextlib.nullcontext()
     cuda_calls = cuda_calls_in_step(rec, rec.spec.device_name) if on_cpu else contextlib.nullcontext()
-    cuda_tensors = CudaInStep(device) if on_cpu else contextlib.nullcontext()
-    holds = FrameHolds(rec, model)
+    cuda_tensors = CudaInStep(device, rec) if on_cpu else contextlib.nullcontext()
+    holds = FrameHolds(rec, model, keep_reads=on_cpu)
     if on_cpu:   # one `with` item: Python allows 20 blocks nested
         user_autocast = _together(user_autocast, _save_on_cpu_as_offload(model, rec),
                                   _user_saved_hooks_recorded(rec), _functorch_beside_capture(rec),

@@ -254,6 +254,13 @@ class _RecordingFakeMode(FakeTensorMode):
         return out
 
     def dispatch(self, func, types, args=(), kwargs=None):
+        rec = self.recording
+        if rec is not None and getattr(func, "overloadpacket", None) is torch.ops.aten.set_:
+            with rec.storage_swap():   # the frame holds keep no read through it (frame_holds.py)
+                return self._dispatch(func, types, args, kwargs)
+        return self._dispatch(func, types, args, kwargs)
+
+    def _dispatch(self, func, types, args, kwargs):
         shadows = self.shadows and not self._depth
         if not self._depth:
             _check_same_dtype(func, args)

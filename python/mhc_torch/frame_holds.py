@@ -26,12 +26,25 @@ torch's functional Python (torch.nn.functional, torch.functional) is read the sa
 
 The hook is called at every event of every frame (26 million in a capture of diffusers' UNet with
 an EMA of its weights), so it returns at once outside the model's frames, knowing each code object's
-kind after its first call. sys.settrace, which is called only at a frame's start, is no cheaper: it
-has the interpreter work out the line of every instruction it runs. And a profile function is kept
-at every event for another reason: until Python 3.13, the interpreter copies a frame's variables
-into its f_locals dict before each call of one, once code has read that frame's f_locals (as this
-hook does), and that dict keeps the tensors it refers to until the next copy; the capture records
-those frees where they happen.
+kind after its first call, and it is installed only while the phase is the forward: outside it the
+interpreter calls `slice` instead, a C callable that takes the same three arguments and runs no
+Python (two thirds of a step's events are in its backward and optimizer). A profile function is
+kept at every event, not removed, because until Python 3.13 the interpreter copies a frame's
+variables into its f_locals dict at each of its events while one is set (and when code reads
+f_locals, as this hook does), and that dict keeps the tensors it refers to until the next copy:
+without a profile function a frame copied in the forward would keep a tensor it drops in the
+backward until it returns. The capture records those frees where they happen. sys.settrace, which
+is called only at a frame's start, is no cheaper: it has the interpreter work out the line of every
+instruction.
+
+The callers' frames are read once and the read kept until the model's code runs again (a Python
+call from one of its frames, or the return of one: torch's dataclasses' `__init__`, which return
+several times inside each op, are no model code), until an op swaps a storage (`set_`, `.data =`,
+`resize_`) or a storage they held that the capture had not followed is followed, or until the phase
+leaves the forward: until then no frame of the model's can change what it holds, only the kernel it
+is held to moves. The reads are made with torch's function modes off (the capture's CudaInStep
+would take every `untyped_storage()` call: 6 us each, against 1). MHC_FRAME_HOLDS_CHECK=1 reads
+every kept frame again and stops on a difference.
 """
 from __future__ import annotations
 
@@ -39,6 +52,7 @@ import inspect
 import json
 import os
 import sys
+import threading
 import weakref
 
 import torch
@@ -49,7 +63,10 @@ from .frame_storages import StorageKeys, storage_of, tensors
 # mhc_torch's own mHC model (mhc-27b, tiny-mhc) is a model's code, not machinery: its sinkhorn()
 # holds its argument, the logits, until it returns
 _MHC_MODEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mhc_model.py")
-_HELPER, _FORWARD = 1, 2   # a code's kind (0: neither)
+# a code's kind (0: none of these). _QUIET: torch's or the standard library's code compiled from a
+# string (a dataclass's generated __init__, which torch's fake tensors run several times an op): its
+# returns are read as a helper's, but it changes nothing the model's frames hold
+_HELPER, _FORWARD, _QUIET = 1, 2, 3
 
 
 def _functional(filename: str) -> bool:
@@ -73,8 +90,12 @@ def _helper(code) -> bool:
 
 
 class FrameHolds:
-    def __init__(self, rec, model: torch.nn.Module):
+    def __init__(self, rec, model: torch.nn.Module, keep_reads: bool = True):
+        """keep_reads: callers' frames read once until the model's code runs again; only where
+        every storage swap reaches the capture (`.data =` through CudaInStep: the CPU device)."""
         self.rec = rec
+        self.keep_reads = keep_reads
+        self.check = os.environ.get("MHC_FRAME_HOLDS_CHECK") == "1"
         self.codes = set()
         for m in model.modules():
             forward = getattr(type(m), "forward", None)
@@ -93,38 +114,101 @@ class FrameHolds:
         self.inputs: set[int] = set()   # allocation ids a module's forward was called with
         self._previous = None
         self._returned: dict[int, weakref.ref] = {}   # a forward's returned tensors, until the caller drops them
+        # id(frame) -> [allocation ids, keys the capture did not follow then, last kernel held to, ids
+        # of the values read there]: the model's callers' frames read since the model's code last ran
+        self._read: dict[int, list] = {}
+        self._read_values: set[int] = set()   # the ids of the values read in _read's frames
+        self._remaps = 0   # rec.remaps when _read was last found true
+        self._profile = None
+        self._thread = None
 
-    def _kind(self, code) -> int:
-        """_FORWARD for a module's forward, _HELPER for the model's other Python, 0 for the rest."""
+    def _kind(self, frame) -> int:
+        """_FORWARD for a module's forward, _HELPER for the model's other Python, _QUIET for code
+        compiled from a string in a module of torch or the standard library, 0 for the rest: of
+        frame's code."""
+        code = frame.f_code
         kind = self._kinds.get(id(code))
         if kind is None:
-            kind = self._kinds[id(code)] = _FORWARD if code in self.codes else _HELPER if _helper(code) else 0
+            kind = _FORWARD if code in self.codes else _HELPER if _helper(code) else 0
+            if kind == _HELPER and code.co_filename.startswith("<"):
+                module = frame.f_globals.get("__file__")
+                if isinstance(module, str) and _machinery(module):
+                    kind = _QUIET
+            self._kinds[id(code)] = kind
             self._kept_codes.append(code)
         return kind
 
     def _hook(self):
-        """sys.setprofile's function: a module's forward starts (its arguments), a forward or a
-        helper of the model returns, in the forward phase."""
-        rec, kinds, kind_of = self.rec, self._kinds, self._kind
-        called, returning = self._called, self._returning
+        """sys.setprofile's function while the phase is the forward: a module's forward starts (its
+        arguments), a forward or a helper of the model returns. A Python call from the model's
+        code, or its return, ends the callers' reads kept: a frame of the model's can change what
+        it and its callers hold between its events (a store into a list is none), and no frame
+        below it can return before one of them (a frame that C code calls has the frame
+        running as its caller: its call is one)."""
+        kinds, kind_of, read = self._kinds, self._kind, self._read
+        called, returning, forget, returned_frame = self._called, self._returning, self._forget_reads, self._returned_frame
+        no_torch_function = torch._C.DisableTorchFunction
 
         def profile(frame, event, arg):
             if event == "return":
-                if rec.phase == "forward":
-                    code = frame.f_code
-                    kind = kinds.get(id(code))
-                    if kind is None:
-                        kind = kind_of(code)
-                    if kind:
-                        returning(frame, arg, kind == _FORWARD)
-            elif event == "call" and rec.phase == "forward":
-                code = frame.f_code
-                kind = kinds.get(id(code))
+                kind = kinds.get(id(frame.f_code))
                 if kind is None:
-                    kind = kind_of(code)
+                    kind = kind_of(frame)
+                if kind:
+                    if read:
+                        if kind == _QUIET:
+                            returned_frame(frame)
+                        else:   # it may have changed what its callers hold (`held[i] = x`, no event)
+                            forget()
+                    with no_torch_function():
+                        returning(frame, arg, kind == _FORWARD)
+            elif event == "call":
+                kind = kinds.get(id(frame.f_code))
+                if kind is None:
+                    kind = kind_of(frame)
                 if kind == _FORWARD:
-                    called(frame)
+                    with no_torch_function():
+                        called(frame)
+                if read:
+                    back = frame.f_back
+                    if back is not None:
+                        kind = kinds.get(id(back.f_code))
+                        if kind is None:
+                            kind = kind_of(back)
+                        if kind == _HELPER or kind == _FORWARD:
+                            forget()
         return profile
+
+    def _phase_set(self, phase: str) -> None:
+        """The recording's phase changed: the hook in the forward, `slice` (no Python, the same
+        f_locals copies) elsewhere. Only the capture's thread, the one whose profile it is."""
+        if threading.get_ident() != self._thread:
+            return
+        if phase == "forward":
+            sys.setprofile(self._profile)
+        else:
+            self._forget_reads()
+            sys.setprofile(slice)
+
+    def _forget_reads(self) -> None:
+        """The kept reads' holds into `held`, each up to the last kernel it was seen at."""
+        for ids, _, kernel, _ in self._read.values():
+            self._hold(ids, kernel)
+        self._read.clear()
+        self._read_values.clear()
+
+    def _returned_frame(self, frame) -> None:
+        """A _QUIET frame returns: its kept read ends (its id can be another frame's)."""
+        entry = self._read.pop(id(frame), None)
+        if entry is not None:
+            self._hold(entry[0], entry[2])
+            self._read_values.difference_update(entry[3])
+
+    def _hold(self, ids, kernel: int) -> None:
+        current = self.held
+        for aid in ids:
+            if current.get(aid, 0) < kernel:
+                current[aid] = kernel
 
     def _allocations(self, values, skip) -> list[int]:
         """The allocation ids of the recorded storages that `values` refer to (skip aside)."""
@@ -156,32 +240,87 @@ class FrameHolds:
         keys: list[int] = []
         self._keys.add_values(frame.f_locals.values(), arg, keys)
         held = [s.alloc.id for k in keys if k not in returned and (s := storages.get(k)) is not None]
-        held += self._callers_hold(frame.f_back)
-        current = self.held
-        for aid in held + [a for a in arguments if a not in returned_ids]:
-            if current.get(aid, 0) < kernel:
-                current[aid] = kernel
+        self._hold(held + [a for a in arguments if a not in returned_ids], kernel)
+        self._callers_hold(frame.f_back, kernel)
 
-    def _callers_hold(self, caller) -> list[int]:
-        """The allocation ids that the model's frames from `caller` up hold. They hold their locals
-        past the return of the frames they called: NeRF's `h = F.relu(layer(h))` keeps the old `h`
-        until F.relu returns and the name is rebound (an offloaded Linear's input freed after the
-        matmul in the prediction, after the ReLU in the step: reserved +10.08%). Every such frame's
-        f_locals is read (which keeps what it holds until its next event, as the capture records);
-        a value two of them hold (a module's input passed down) is read once."""
-        kinds, kind_of, add = self._kinds, self._kind, self._keys.add_values
-        keys: list[int] = []
-        seen: set[int] = set()
+    def _callers_hold(self, caller, kernel: int) -> None:
+        """The model's frames from `caller` up hold what they refer to until `kernel` at least.
+        They hold their locals past the return of the frames they called: NeRF's `h =
+        F.relu(layer(h))` keeps the old `h` until F.relu returns and the name is rebound (an
+        offloaded Linear's input freed after the matmul in the prediction, after the ReLU in the
+        step: reserved +10.08%). Every such frame's f_locals is read (which keeps what it holds
+        until its next event, as the capture records), or its read kept (module docstring). They
+        are read from the outermost in: a value several hold (a module's input passed down) is
+        read in the outermost only, which returns after the others."""
+        kinds, kind_of, read = self._kinds, self._kind, self._read
+        frames = []
         while caller is not None:
-            code = caller.f_code
-            kind = kinds.get(id(code))
+            kind = kinds.get(id(caller.f_code))
             if kind is None:
-                kind = kind_of(code)
+                kind = kind_of(caller)
             if kind:
-                add(caller.f_locals.values(), None, keys, seen)
+                frames.append(caller)
             caller = caller.f_back
+        if not self._reads_still_true(frames):
+            self._forget_reads()
+        keep = self.keep_reads and not self.rec.swapping
+        for frame in reversed(frames):
+            entry = read.get(id(frame))
+            if entry is not None:
+                entry[2] = kernel
+                continue
+            values: list[int] = []
+            ids, untracked = self._frame_allocations(frame, self._read_values, values)
+            if keep:
+                read[id(frame)] = [ids, untracked, kernel, values]
+            else:
+                self._hold(ids, kernel)
+        if not keep:
+            self._read_values.clear()
+        elif self.check:
+            self._check_kept(frames)
+
+    def _reads_still_true(self, frames) -> bool:
+        """The kept reads of these frames are what reading them again would give: no storage
+        swapped since (rec.remaps), none they held that the capture did not follow is followed."""
+        if self.rec.swapping:   # inside set_ or `.data =`: the storage may be swapped at any return
+            return not self._read
+        if self.rec.remaps != self._remaps:
+            self._remaps = self.rec.remaps
+            return not self._read
         storages = self.rec.storages
-        return [s.alloc.id for k in keys if (s := storages.get(k)) is not None]
+        for frame in frames:
+            entry = self._read.get(id(frame))
+            if entry is not None and entry[1] and any(k in storages for k in entry[1]):
+                return False
+        return True
+
+    def _frame_allocations(self, frame, seen: set, added: list) -> tuple[list[int], list[int]]:
+        """The allocation ids of what `frame`'s variables refer to (values whose id is in `seen`
+        aside), and the storage keys among them the capture does not follow (yet)."""
+        keys: list[int] = []
+        self._keys.add_values(frame.f_locals.values(), None, keys, seen, added)
+        storages = self.rec.storages
+        ids, untracked = [], []
+        for k in keys:
+            s = storages.get(k)
+            if s is None:
+                untracked.append(k)
+            else:
+                ids.append(s.alloc.id)
+        return ids, untracked
+
+    def _check_kept(self, frames) -> None:
+        """MHC_FRAME_HOLDS_CHECK=1: the kept reads of these frames are what reading them all again
+        gives."""
+        kept, again = set(), set()
+        for frame in frames:
+            kept.update(self._read[id(frame)][0])
+            again.update(self._frame_allocations(frame, set(), [])[0])
+        if kept != again:
+            top = frames[0].f_code
+            raise AssertionError(f"frame holds: the kept reads above {top.co_name} ({top.co_filename}) "
+                                 f"hold {sorted(kept)}, read again {sorted(again)}")
 
     def _watch_returned(self, value) -> None:
         """What a module's forward returns, its caller may keep past its last read: a discriminator's
@@ -208,11 +347,16 @@ class FrameHolds:
 
     def __enter__(self):
         self._previous = sys.getprofile()
-        sys.setprofile(self._hook())
+        self._thread = threading.get_ident()
+        self._profile = self._hook()
+        self.rec.on_phase = self._phase_set
+        self._phase_set(self.rec.phase)
         return self
 
     def __exit__(self, *exc):
+        self.rec.on_phase = None
         sys.setprofile(self._previous)
+        self._forget_reads()
         return False
 
     def meta(self, saved_allocations) -> dict[str, str]:

@@ -74,10 +74,11 @@ class StorageKeys:
         self._plain: dict[int, weakref.ref] = {}   # id(tensor) -> the tensor, its own only dense part
         self._types: dict[type, bool] = {}   # type -> whether its values hold no tensor (_holds_no_tensor)
 
-    def add_values(self, values, skip, out: list, seen: set | None = None) -> None:
+    def add_values(self, values, skip, out: list, seen: set | None = None, added: list | None = None) -> None:
         """add() of each of a frame's values, in order, but those of a type that holds no tensor
         (None, a number, a module: most of a frame's) and, with `seen`, those whose id is in it
-        (read already for this set of frames: their keys are out already); adds the ids read."""
+        (read already for this set of frames: their keys are out already); adds the ids read to
+        `seen` (and to `added`)."""
         types, add = self._types, self.add
         for value in values:
             tp = type(value)
@@ -91,6 +92,8 @@ class StorageKeys:
                 if i in seen:
                     continue
                 seen.add(i)
+                if added is not None:
+                    added.append(i)
             add(value, skip, out)
 
     def add(self, value, skip, out: list, depth: int = DEPTH) -> None:

@@ -2,6 +2,7 @@
 by the roofline (or measured kernel times), phases and layer markers on one clock (ns)."""
 from __future__ import annotations
 
+import contextlib
 import weakref
 from dataclasses import dataclass
 from typing import Callable
@@ -33,6 +34,19 @@ class _Storage:
 class Recording(SettingsRecording):
     """The trace being built: allocations, kernels and markers on one clock (ns)."""
 
+    # called with the new phase whenever it is set (frame_holds.py installs its hook in the forward)
+    on_phase: Callable[[str], None] | None = None
+
+    @property
+    def phase(self) -> str:
+        return self._phase
+
+    @phase.setter
+    def phase(self, phase: str) -> None:
+        self._phase = phase
+        if self.on_phase is not None:
+            self.on_phase(phase)
+
     def __init__(self, spec: GpuSpec, kernel_times: KernelTimes | None = None):
         self.spec = spec
         self.kernel_times = kernel_times
@@ -44,6 +58,11 @@ class Recording(SettingsRecording):
         self.records: list[_Storage] = []
         self.phase = "setup"
         self.step = -1
+        # storages swapped under a tensor or a storage's allocation changed (set_, .data =,
+        # resize_), counted, and those under way: what a frame's tensors stand for may have
+        # changed (frame_holds.py)
+        self.remaps = 0
+        self.swapping = 0
         self.layer_of: Callable[[], int | None] = lambda: None
         self.kernel_layer: list[tuple[int | None, str]] = []
         self.live_bytes = 0
@@ -136,11 +155,23 @@ class Recording(SettingsRecording):
             self.live_bytes -= s.alloc.bytes
         self.accumulations.on_free(self, s)
 
+    @contextlib.contextmanager
+    def storage_swap(self):
+        """An op that swaps the storage under a tensor (`set_`, `.data =`) runs."""
+        self.remaps += 1
+        self.swapping += 1
+        try:
+            yield
+        finally:
+            self.swapping -= 1
+            self.remaps += 1
+
     def resized(self, st, before: int, after: int) -> None:
         """`st.resize_()` changed a storage's bytes (FSDP2 frees a parameter's unsharded memory with
         resize_(0) and gathers into it again after resize_(size)): the allocation it stood for ends
         and, when it has bytes again, a new one begins (label and category kept)."""
         key = id(st)
+        self.remaps += 1
         old = self.storages.get(key)
         if old is not None:
             self._freed(key, old)

@@ -110,3 +110,57 @@ def test_follow_flattens_an_ops_arguments_once(monkeypatch):
     batch_values.follow(torch.ops.aten.add.Tensor, (x, y), {}, out)
     assert calls[0] == 1
     assert batch_values.shadow_of(out) is None
+
+
+# Code the frame holds take as torch's (a file under torch's folder): it may swap a storage under a
+# tensor a suspended frame of the model's holds, which no event of the model's tells. Each swap is
+# between two ops whose returns read the frames above.
+_TORCH_SIDE = {}
+exec(compile("def swap_data(t, u, v):\n    v.mul_(1)\n    t.data = u\n    v.add_(1)\n\n"
+             "def swap_set(t, u, v):\n    v.mul_(1)\n    t.set_(u)\n    v.add_(1)\n",
+             torch.__file__.replace("__init__.py", "_swap_side.py"), "exec"), _TORCH_SIDE)
+
+
+def _store(held, t):
+    u = t * 2      # an op: its returns read the caller's frame
+    held[0] = u    # a store into the caller's list, no event, then the return
+
+
+class _Kept(torch.nn.Module):
+    """The ways what a frame holds changes while the frames above it are kept: a helper's store
+    into its caller's list just before it returns, a storage swapped under a held tensor by
+    torch's code (`.data =`, `set_`) between two ops."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(16, 16), torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        held = [None]
+        h = self.a(x)
+        _store(held, h)
+        w, w2, v = torch.empty(16, 16), torch.empty(16, 16), torch.zeros(16, 16)
+        _TORCH_SIDE["swap_data"](w, torch.ones(16, 16), v)
+        _TORCH_SIDE["swap_set"](w2, torch.ones(16, 16), v)
+        return self.b(torch.relu(h) + held[0] + w.sum() + w2.sum() + v.sum())
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_kept_reads_are_what_reading_again_gives(tmp_path, monkeypatch, keep):
+    """MHC_FRAME_HOLDS_CHECK=1 reads every kept frame again at each reuse and stops on a
+    difference; the holds are those of reading every frame at every return (keep_reads off)."""
+    from mhc_torch import frame_holds
+
+    monkeypatch.setenv("MHC_FRAME_HOLDS_CHECK", "1")
+    init = frame_holds.FrameHolds.__init__
+    monkeypatch.setattr(frame_holds.FrameHolds, "__init__",
+                        lambda self, rec, model, keep_reads=True: init(self, rec, model, keep_reads and keep))
+    r = mhc_torch.capture(_Kept, lambda: torch.randn(8, 16), steps=2, path=str(tmp_path / f"{keep}.db"),
+                          autocast_dtype=None)
+    holds = test_kept_reads_are_what_reading_again_gives.holds
+    holds[keep] = r.meta["capture.frame_holds"]
+    if len(holds) == 2:
+        assert holds[True] == holds[False]
+
+
+test_kept_reads_are_what_reading_again_gives.holds = {}
