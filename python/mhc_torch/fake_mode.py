@@ -111,6 +111,10 @@ def _foreach_sparse_add(args, kwargs, dispatch) -> bool:
     return True
 
 
+# Ops that put other storages under a tensor (a sparse tensor's: new indices and values)
+_SWAPS = frozenset((_aten.set_, _aten.copy_sparse_to_sparse_, _aten.sparse_resize_, _aten.sparse_resize_and_clear_))
+
+
 # Ops whose CUDA (and CPU) kernels refuse a source of another dtype than self, where fake tensors'
 # meta kernels do not check it: a step that fails on every device was captured (a router that
 # index_add_s bf16 expert outputs into an fp32 buffer under autocast). op -> (its name in
@@ -255,7 +259,7 @@ class _RecordingFakeMode(FakeTensorMode):
 
     def dispatch(self, func, types, args=(), kwargs=None):
         rec = self.recording
-        if rec is not None and getattr(func, "overloadpacket", None) is torch.ops.aten.set_:
+        if rec is not None and getattr(func, "overloadpacket", None) in _SWAPS:
             with rec.storage_swap():   # the frame holds keep no read through it (frame_holds.py)
                 return self._dispatch(func, types, args, kwargs)
         return self._dispatch(func, types, args, kwargs)
