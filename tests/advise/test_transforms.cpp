@@ -485,21 +485,22 @@ advisetest::Step normalize_step(bool save_unpacks) {
     //   k4 M   sum   d -> loss (10)
     advisetest::Step tiny({{"M.b", "Block"}});
     const int batch = tiny.input(100, "batch");
-    const int x = tiny.act(3000, "x"), a = tiny.act(2000, "a"), n = tiny.act(600, "n"), d = tiny.act(100, "d");
-    const int loss = tiny.work(10, "loss"), g1 = tiny.work(100, "g1"), t = tiny.work(5000, "t");
+    const int inp = tiny.act(3000, "x"), act = tiny.act(2000, "a"), norm = tiny.act(600, "n");
+    const int quot = tiny.act(100, "d");
+    const int loss = tiny.work(10, "loss"), g1 = tiny.work(100, "g1"), temp = tiny.work(5000, "t");
     const int g0 = tiny.work(100, "g0"), gx = tiny.result(100, "gx");
-    tiny.fwd("aten::mm", "M.b", {{batch, 'r'}, {x, 'w'}});
-    const int k1 = tiny.fwd("aten::mm", "M.b", {{x, 'r'}, {a, 'w'}}, {x});
-    const int k2 = tiny.fwd("aten::linalg_vector_norm", "M.b", {{a, 'r'}, {n, 'w'}}, {a, n});
-    const int k3 = tiny.fwd("aten::div", "M.b", {{a, 'r'}, {n, 'r'}, {d, 'w'}}, {a, n});
-    tiny.fwd("aten::sum", "M", {{d, 'r'}, {loss, 'w'}});
-    const int k5 = tiny.bwd("aten::div_backward", "M.b", {{a, 'r'}, {n, 'r'}, {g1, 'w'}});
-    tiny.bwd("aten::mul", "M.b", {{g1, 'r'}, {t, 'w'}});
-    const int k7 = tiny.bwd("aten::norm_backward", "M.b", {{a, 'r'}, {n, 'r'}, {g1, 'r'}, {g0, 'w'}});
-    const int k8 = tiny.bwd("aten::mm_backward", "M.b", {{x, 'r'}, {g0, 'r'}, {gx, 'w'}});
-    tiny.meta("capture.unpacks", advisetest::id_pairs({{a, k5}, {n, k5}, {x, k8}}));
-    tiny.meta("capture.pack_order", advisetest::id_pairs({{x, k1}, {a, k2}, {n, k2}, {a, k3}, {n, k3}}));
-    auto id = [](int k) { return std::to_string(k + 1); };
+    tiny.fwd("aten::mm", "M.b", {{batch, 'r'}, {inp, 'w'}});
+    const int k1 = tiny.fwd("aten::mm", "M.b", {{inp, 'r'}, {act, 'w'}}, {inp});
+    const int k2 = tiny.fwd("aten::linalg_vector_norm", "M.b", {{act, 'r'}, {norm, 'w'}}, {act, norm});
+    const int k3 = tiny.fwd("aten::div", "M.b", {{act, 'r'}, {norm, 'r'}, {quot, 'w'}}, {act, norm});
+    tiny.fwd("aten::sum", "M", {{quot, 'r'}, {loss, 'w'}});
+    const int k5 = tiny.bwd("aten::div_backward", "M.b", {{act, 'r'}, {norm, 'r'}, {g1, 'w'}});
+    tiny.bwd("aten::mul", "M.b", {{g1, 'r'}, {temp, 'w'}});
+    const int k7 = tiny.bwd("aten::norm_backward", "M.b", {{act, 'r'}, {norm, 'r'}, {g1, 'r'}, {g0, 'w'}});
+    const int k8 = tiny.bwd("aten::mm_backward", "M.b", {{inp, 'r'}, {g0, 'r'}, {gx, 'w'}});
+    tiny.meta("capture.unpacks", advisetest::id_pairs({{act, k5}, {norm, k5}, {inp, k8}}));
+    tiny.meta("capture.pack_order", advisetest::id_pairs({{inp, k1}, {act, k2}, {norm, k2}, {act, k3}, {norm, k3}}));
+    auto id = [](int kernel) { return std::to_string(kernel + 1); };
     if (save_unpacks)
         tiny.meta("capture.save_unpacks", "[" + id(k8) + "," + id(k7) + "," + id(k7) + "," + id(k5) + "," + id(k5) + "]");
     return tiny;
