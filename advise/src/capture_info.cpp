@@ -565,6 +565,28 @@ void read_unregistered(const trace::TraceData& trace_data, CaptureInfo& info) {
     }
 }
 
+// Meta capture.save_unpacks (python/mhc_torch/capture_tables.py, unpack_meta): a kernel id (0:
+// none) beside each row of capture.pack_order; absent in older captures.
+void read_save_unpacks(const trace::TraceData& trace_data, CaptureInfo& info) {
+    info.save_unpacks.clear();
+    const std::string text = trace_data.meta_or("capture.save_unpacks", "");
+    if (text.empty()) return;
+    const nlohmann::json rows = nlohmann::json::parse(text, nullptr, false);
+    auto bad = [&](const std::string& why) {
+        return Error(trace_data.path + ": meta capture.save_unpacks: " + why +
+                     " (capture the step again with mhc-torch capture)");
+    };
+    if (!rows.is_array() || rows.size() != info.pack_order.size())
+        throw bad("not a JSON array of kernel ids, one per row of capture.pack_order");
+    for (const auto& id : rows) {
+        if (!id.is_number_integer()) throw bad("not a JSON array of kernel ids, one per row of capture.pack_order");
+        const int64_t kernel = id.get<int64_t>();
+        const int64_t row = kernel == 0 ? -1 : trace_data.kernel_at(kernel);
+        if (kernel != 0 && row < 0) throw bad("names kernel " + std::to_string(kernel) + ", which the trace lacks");
+        info.save_unpacks.push_back(static_cast<int32_t>(row));
+    }
+}
+
 // Meta capture.unpacks (python/mhc_torch/capture_tables.py, on_unpacked): absent in older
 // captures (then a storage is taken as unpacked where the backward first reads it).
 void read_unpacks(const trace::TraceData& trace_data, CaptureInfo& info) {
@@ -578,6 +600,7 @@ void read_unpacks(const trace::TraceData& trace_data, CaptureInfo& info) {
     info.pack_order.clear();
     read_pairs(trace_data, "capture.pack_order",
                [&](int32_t row_a, int32_t row_k) { info.pack_order.emplace_back(row_a, row_k); });
+    read_save_unpacks(trace_data, info);
 }
 
 }  // namespace

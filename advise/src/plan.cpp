@@ -423,6 +423,15 @@ Base make_base(const trace::TraceData& trace_data, CaptureInfo info) {
         for (auto [a, k] : base.info.unpacks)
             if (seq_of[static_cast<size_t>(k)] >= 0) base.unpack_seq.emplace_back(a, seq_of[static_cast<size_t>(k)]);
         std::sort(base.unpack_seq.begin(), base.unpack_seq.end());
+        const auto& order = base.info.pack_order;
+        for (size_t r = 0; r < base.info.save_unpacks.size() && r < order.size(); ++r) {
+            const int32_t row = base.info.save_unpacks[r];
+            const int32_t saver = seq_of[static_cast<size_t>(order[r].second)];
+            const int32_t at = row >= 0 ? seq_of[static_cast<size_t>(row)] : -1;
+            if (saver < 0 || at < 0) continue;
+            auto [it, fresh] = base.save_unpack_seq.emplace(std::make_pair(order[r].first, saver), at);
+            if (!fresh) it->second = std::min(it->second, at);
+        }
     }
     // Checked (mhc check says it first): "nan", "-1" or "1e300" were cast to int64 unchecked.
     const trace::CaptureTiming timing = trace::capture_timing(trace_data.meta);

@@ -37,6 +37,8 @@ class SettingsRecording:
         self.copies: list[store.Copy] = []
         self.saves: list[tuple[int, int, bool, str]] = []  # (allocation, kernels so far, output?, module)
         self.unpacks: dict[tuple[int, int], int] = {}  # (allocation, graph task) -> the kernel after its first unpack
+        self.save_unpacks: dict[int, int] = {}  # index into saves -> the kernel after that save's first unpack
+        self._save_of: dict[int, tuple] = {}   # id(packed tensor) -> (a weak reference to it, its saves)
         self.module_types: dict[str, str] = {}  # fqn -> class name, in the order they first ran
         self.torch_func_depth = 0   # torch.func transforms running with the capture's hooks set aside
         self.torch_func_modules: list[str] = []   # the outermost modules that ran inside one
@@ -140,8 +142,12 @@ class SettingsRecording:
 
     def _saves_by_kernel(self) -> list[tuple[int, int]]:
         """(allocation, kernel id) of each save, in the order autograd packed them."""
+        return [(alloc, kernel) for _, alloc, kernel in self._saves_indexed()]
+
+    def _saves_indexed(self) -> list[tuple[int, int, int]]:
+        """(index into saves, allocation, kernel id) of each save credited to a kernel, in order."""
         out = []
-        for alloc, count, is_output, module in self.saves:
+        for i, (alloc, count, is_output, module) in enumerate(self.saves):
             last = self.kernels[count - 1] if count > 0 else None
             nxt = self.kernels[count] if count < len(self.kernels) else None
             if is_output and last is not None and last.module == module:
@@ -152,7 +158,7 @@ class SettingsRecording:
                 kernel = last
             else:
                 continue
-            out.append((alloc, kernel.id))
+            out.append((i, alloc, kernel.id))
         return out
 
     def pack_meta(self) -> dict[str, str]:
@@ -175,25 +181,34 @@ class SettingsRecording:
         model's code dropped it (frame_holds.py watches a forward's returned tensors for that).
         The detach is the capture's op, not recorded."""
         def pack(t):
+            first = len(self.saves)
             self.on_saved(t)
             self.own_ops += 1
             try:
-                return t.detach()
+                kept = t.detach()
             finally:
                 self.own_ops -= 1
+            self._save_of[id(kept)] = (weakref.ref(kept), range(first, len(self.saves)))
+            return kept
 
         def unpack(t):
-            self.on_unpacked(t)
+            self.on_unpacked(t, self._save_of.get(id(t)))
             return t
         pack.mhc_capture_hook = True   # torch.func's transforms set it aside (capturing._functorch_beside_capture)
         return torch.autograd.graph.saved_tensors_hooks(pack, unpack)
 
-    def on_unpacked(self, t: torch.Tensor) -> None:
+    def on_unpacked(self, t: torch.Tensor, saves: tuple | None = None) -> None:
         """A backward node unpacks every saved tensor it holds before its first kernel runs, not
         where that kernel reads it (a matmul's backward unpacks its input for the weight gradient,
         its second kernel): an offloaded storage is brought back there. Recorded per backward
-        (graph task) as the id of the kernel that runs next."""
+        (graph task) as the id of the kernel that runs next; per save too, where the capture's own
+        pack hook made it (`saves`: the packed tensor's weak reference and its indices into saves):
+        an earlier op's save of a storage a later op saved as well (F.normalize's norm and
+        division, both saving the input) is unpacked by its own node, later."""
         task = torch._C._current_graph_task_id()
+        if saves is not None and task != -1 and saves[0]() is t:
+            for i in saves[1]:
+                self.save_unpacks.setdefault(i, len(self.kernels) + 1)
         for part in _dense_parts(t) if task != -1 else ():
             s = self.storages.get(id(part.untyped_storage()))
             if s is not None:
@@ -224,7 +239,14 @@ class SettingsRecording:
         of the unpacks: a node unpacks its saved tensors in the order of its formula, which an
         offload's copies back follow (the dict keeps that order)."""
         rows = list(dict.fromkeys((a, k) for (a, _), k in self.unpacks.items() if k <= len(self.kernels)))
-        return {"capture.unpacks": json.dumps([list(r) for r in rows], separators=(",", ":"))}
+        out = {"capture.unpacks": json.dumps([list(r) for r in rows], separators=(",", ":"))}
+        # capture.save_unpacks: beside each row of capture.pack_order, the kernel that ran next
+        # after that save's first unpack (0: none, or past the last kernel)
+        if self.save_unpacks:
+            kernels = len(self.kernels)
+            after = [self.save_unpacks.get(i, 0) for i, _, _ in self._saves_indexed()]
+            out["capture.save_unpacks"] = json.dumps([k if k <= kernels else 0 for k in after], separators=(",", ":"))
+        return out
 
     # Modules ----------------------------------------------------------------------------------
     def track_modules(self, tracker) -> None:

@@ -57,12 +57,16 @@ _aten = torch.ops.aten
 # CUDA kernel (add_out_sparse_cuda, aten/src/ATen/native/sparse/cuda/SparseCUDATensorMath.cu)
 # concatenates both operands' indices and values, uncoalesced, into new tensors the result takes,
 # so the gradient grows by each backward's entries; the meta kernel fake tensors run keeps self's.
+# In place (add_), self's old indices and values die only once the new ones are made: both
+# kernels (add_out_sparse_cuda, and the CPU's add_out_sparse_contiguous in SparseTensorMath.cpp)
+# allocate the result's parts, fill them, then hand them to self, so for a moment both are held.
 _SPARSE_ADDS = {_aten.add_.Tensor, _aten.add.Tensor}
 
 
-def _sparse_add(func, args):
+def _sparse_add(func, args, replaced: list):
     """The GPU's result of a sparse + sparse add (in place: self, holding the concatenation), or
-    None for any other op."""
+    None for any other op. Self's old parts go into `replaced`, which the caller empties once the
+    op's new parts are recorded."""
     if func not in _SPARSE_ADDS or len(args) < 2:
         return None
     a, b = args[0], args[1]
@@ -81,6 +85,7 @@ def _sparse_add(func, args):
         # self's parts are host memory where its old ones were, or where the op runs on the host (a
         # host optimizer's momentum buffer): the recording meets them first as the op's self
         host = placement.storage_host_kind(a._values().untyped_storage()) or placement.host_region()
+        replaced += [a._indices(), a._values()]
         _aten.copy_sparse_to_sparse_(a, out)   # self takes new indices and values: the old ones die
         out = a
         if host is not None:
@@ -91,7 +96,7 @@ def _sparse_add(func, args):
     return out
 
 
-def _foreach_sparse_add(args, kwargs, dispatch) -> bool:
+def _foreach_sparse_add(args, kwargs, dispatch, replaced: list) -> bool:
     """torch._foreach_add_(selfs, others) where a pair is sparse (SGD's foreach step: a sparse
     momentum buffer plus its gradient): every device's foreach kernel takes the slow path there,
     one add_ per pair, so each sparse pair concatenates as _sparse_add says, and the dense pairs run
@@ -103,7 +108,7 @@ def _foreach_sparse_add(args, kwargs, dispatch) -> bool:
     if not sparse:
         return False
     for i in sparse:
-        if _sparse_add(_aten.add_.Tensor, pairs[i]) is None:
+        if _sparse_add(_aten.add_.Tensor, pairs[i], replaced) is None:
             return False
     dense = [p for i, p in enumerate(pairs) if i not in sparse]
     if dense:
@@ -209,6 +214,7 @@ class _RecordingFakeMode(FakeTensorMode):
         super().__init__(**kwargs)
         self.recording: Recording | None = None
         self._depth = 0  # ops of this mode's running now (>1: run by FakeTensorMode itself)
+        self._replaced: list = []   # a sparse add_'s old parts, held until its new ones are recorded
         self.value_checks_pass = 0  # inside an op whose value check passes as on the GPU (torch.istft's)
         self.shadows = False  # values kept beside fake tensors (batch_values.py): building, a batch with ints
 
@@ -231,11 +237,11 @@ class _RecordingFakeMode(FakeTensorMode):
     def _run(self, func, types, args, kwargs, shadows: bool):
         """FakeTensorMode's op; where the batch's values are kept, an op whose output depends on
         them is answered from them and every op of theirs follows them (batch_values.py)."""
-        added = _sparse_add(func, args)
+        added = _sparse_add(func, args, self._replaced)
         if added is not None:
             return added
         if func is _aten._foreach_add_.List and _foreach_sparse_add(args, kwargs or {}, lambda *a: super(
-                _RecordingFakeMode, self).dispatch(*a)):
+                _RecordingFakeMode, self).dispatch(*a), self._replaced):
             return None
         if not shadows:
             try:
@@ -270,7 +276,11 @@ class _RecordingFakeMode(FakeTensorMode):
             _check_same_dtype(func, args)
         rec = self.recording
         if rec is None or self._depth or rec.own_ops:
-            return self._run(func, types, args, kwargs, shadows)
+            try:
+                return self._run(func, types, args, kwargs, shadows)
+            finally:
+                if not self._depth:
+                    self._replaced.clear()
         kwargs = kwargs or {}
         self._depth += 1
         try:
@@ -284,6 +294,8 @@ class _RecordingFakeMode(FakeTensorMode):
             raise
         finally:
             self._depth -= 1
+            if not self._depth:   # a sparse add_'s old parts die once its new ones are recorded
+                self._replaced.clear()
         return out
 
     @contextlib.contextmanager

@@ -102,13 +102,11 @@ def test_sparse_host_capture_counts_host_gradient(mhc_exe, shared_run, tmp_path)
 
 # SGD's momentum buffer is a clone of the first sparse gradient (indices and values); before
 # zero_grad dropped the sparse host gradient, the capture held the last step's beside the next
-# backward's: 92,044 B captured against 83,340 predicted
-# SGD's sparse momentum buffer grows by each step's gradient (`buf.add_(grad)`: a sparse add
-# concatenates, python/mhc_torch/fake_mode.py), which the capture records since 2026-12-07 (92,044 B
-# captured) and the host prediction does not follow within the host step yet (100,748 B: the first
-# step's buffer held beside the second's through the step)
-@pytest.mark.parametrize("optimizer", ["adagrad", pytest.param("sgd-momentum", marks=pytest.mark.xfail(
-    strict=True, reason="the host prediction keeps the first step's sparse momentum buffer"))])
+# backward's: 92,044 B captured against 83,340 predicted. Its sparse momentum buffer grows by each
+# step's gradient (`buf.add_(grad)`: a sparse add concatenates into new parts, python/mhc_torch/
+# fake_mode.py), and the old parts die only once the new are made, as every device's kernel has
+# it: 100,748 B predicted and captured (before 2026-12-07 the capture freed them first, 92,044 B)
+@pytest.mark.parametrize("optimizer", ["adagrad", "sgd-momentum"])
 def test_sparse_host_predicted_as_captured(mhc_exe, shared_run, tmp_path, optimizer):
     predicted, captured = _predicted_and_captured(mhc_exe, shared_run, tmp_path, optimizer)
     assert predicted == captured

@@ -472,6 +472,61 @@ TEST_CASE("streamed offload: one op's saves in the order autograd packed them (c
     CHECK(sound(fix, streamed(2, 0)));
 }
 
+namespace {
+
+// F.normalize's shape: k2 norm and k3 div both save a; autograd runs div's node (k5) first, the
+// norm's (k7) two nodes later. x (pack 0) comes back with the prefetch of the norm's save of a
+// (pack 1). `save_unpacks`: whether the capture recorded each save's own unpack.
+advisetest::Step normalize_step(bool save_unpacks) {
+    //   k0 M.b mm    batch -> x (3000)          k5 M.b div_bwd   a, n -> g1 (100)
+    //   k1 M.b mm    x -> a (2000), saves x     k6 M.b mul       g1 -> t (5000)
+    //   k2 M.b norm  a -> n (600), saves a, n   k7 M.b norm_bwd  a, n, g1 -> g0 (100)
+    //   k3 M.b div   a, n -> d (100), saves a, n  k8 M.b mm_bwd  x, g0 -> gx (100)
+    //   k4 M   sum   d -> loss (10)
+    advisetest::Step tiny({{"M.b", "Block"}});
+    const int batch = tiny.input(100, "batch");
+    const int inp = tiny.act(3000, "x"), act = tiny.act(2000, "a"), norm = tiny.act(600, "n");
+    const int quot = tiny.act(100, "d");
+    const int loss = tiny.work(10, "loss"), g1 = tiny.work(100, "g1"), temp = tiny.work(5000, "t");
+    const int g0 = tiny.work(100, "g0"), gx = tiny.result(100, "gx");
+    tiny.fwd("aten::mm", "M.b", {{batch, 'r'}, {inp, 'w'}});
+    const int k1 = tiny.fwd("aten::mm", "M.b", {{inp, 'r'}, {act, 'w'}}, {inp});
+    const int k2 = tiny.fwd("aten::linalg_vector_norm", "M.b", {{act, 'r'}, {norm, 'w'}}, {act, norm});
+    const int k3 = tiny.fwd("aten::div", "M.b", {{act, 'r'}, {norm, 'r'}, {quot, 'w'}}, {act, norm});
+    tiny.fwd("aten::sum", "M", {{quot, 'r'}, {loss, 'w'}});
+    const int k5 = tiny.bwd("aten::div_backward", "M.b", {{act, 'r'}, {norm, 'r'}, {g1, 'w'}});
+    tiny.bwd("aten::mul", "M.b", {{g1, 'r'}, {temp, 'w'}});
+    const int k7 = tiny.bwd("aten::norm_backward", "M.b", {{act, 'r'}, {norm, 'r'}, {g1, 'r'}, {g0, 'w'}});
+    const int k8 = tiny.bwd("aten::mm_backward", "M.b", {{inp, 'r'}, {g0, 'r'}, {gx, 'w'}});
+    tiny.meta("capture.unpacks", advisetest::id_pairs({{act, k5}, {norm, k5}, {inp, k8}}));
+    tiny.meta("capture.pack_order", advisetest::id_pairs({{inp, k1}, {act, k2}, {norm, k2}, {act, k3}, {norm, k3}}));
+    auto id = [](int kernel) { return std::to_string(kernel + 1); };
+    if (save_unpacks)
+        tiny.meta("capture.save_unpacks", "[" + id(k8) + "," + id(k7) + "," + id(k7) + "," + id(k5) + "," + id(k5) + "]");
+    return tiny;
+}
+
+}  // namespace
+
+TEST_CASE("streamed offload: a prefetch waits for its save's own unpack (capture.save_unpacks)",
+          "[advise][transform]") {
+    // Brought back by the norm's save of a at k7, x is not on the device while t (5000) lives at
+    // k6; taken as unpacked at a's first unpack (k5), it was, 3000 higher. Without the meta (an
+    // older capture) the prediction is the old one.
+    Fixture with(normalize_step(true).done()), without(normalize_step(false).done());
+    const int64_t peak = predict(with, streamed(1, 1)).memory.peak;
+    CHECK(predict(without, streamed(1, 1)).memory.peak == peak + 3000);
+    CHECK(sound(with, streamed(1, 1)));
+}
+
+TEST_CASE("capture.save_unpacks that does not match capture.pack_order is refused in one line", "[advise][transform]") {
+    for (const char* bad : {"[1,2]", "[0,0,0,0,999]", "{}", "[0,0,0,0,\"k\"]"}) {
+        advisetest::Step tiny = normalize_step(false);
+        tiny.meta("capture.save_unpacks", bad);
+        CHECK_THROWS_WITH(Fixture(tiny.done()), Catch::Contains("meta capture.save_unpacks"));
+    }
+}
+
 TEST_CASE("streamed offload: saves in the order autograd packed them across ops (capture.pack_order)",
           "[advise][transform]") {
     //   k0 attn      mm    batch -> q (600)

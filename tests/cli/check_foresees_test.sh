@@ -40,6 +40,8 @@ spoiled "m.db: meta capture.unpacks: entry 1 names kernel 999999, which does not
     "$(meta capture.unpacks '[[1,999999]]')" advise
 spoiled "m.db: meta capture.unpacks: entry 1 [1] is not an [allocation id, kernel id] pair [meta]" \
     "$(meta capture.unpacks '[[1]]')" advise
+spoiled "m.db: meta capture.save_unpacks: not a JSON list of kernel ids, one per entry of capture.pack_order [meta]" \
+    "$(meta capture.save_unpacks '[0]')" advise
 spoiled "m.db: meta capture.hf_checkpoint_layers: not a JSON list of module names [meta]" \
     "$(meta capture.hf_checkpoint_layers '["a",1]')" advise
 spoiled "m.db: meta capture.hf_checkpoint_call: 'enable' is not a Hugging Face checkpointing call" \

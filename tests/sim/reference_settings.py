@@ -113,8 +113,15 @@ class Captured:
                            if a in self.allocs and k in self.kidx}
         # the kernel that ran right after the backward first unpacked a saved storage, one per backward
         # every save in the order autograd packed it: (allocation, kernel index)
-        self.pack_order = [(a, self.kidx[k]) for a, k in json.loads(self.meta.get("capture.pack_order", "[]"))
-                           if a in self.allocs and k in self.kidx]
+        order = json.loads(self.meta.get("capture.pack_order", "[]"))
+        self.pack_order = [(a, self.kidx[k]) for a, k in order if a in self.allocs and k in self.kidx]
+        # beside each save of capture.pack_order, the kernel that ran right after that save's own
+        # first unpack (0: none): (allocation, saving kernel index) -> the earliest such kernel index
+        self.save_unpacks = {}
+        for (a, k), u in zip(order, json.loads(self.meta.get("capture.save_unpacks", "[]"))):
+            if a in self.allocs and k in self.kidx and u in self.kidx:
+                key = (a, self.kidx[k])
+                self.save_unpacks[key] = min(self.save_unpacks.get(key, self.kidx[u]), self.kidx[u])
         self.unpacks = {}
         self.unpack_list = []   # (allocation, kernel index) in the list's order
         for a, k in json.loads(self.meta.get("capture.unpacks", "[]")):
@@ -1487,13 +1494,17 @@ def apply_offload(plan, cap, off, checkpointed, selective=()):
 
         def save_unpack(i, a):
             """Where the save of `a` by kernel i is unpacked: its unpack, but when several forward
-            kernels of the pass saved it, the first backward kernel at or after that of kernel i's
+            kernels of the pass saved it, the one the capture recorded for this save (capture.
+            save_unpacks), else the first backward kernel at or after that of kernel i's
             module that reads it; as a point (a checkpoint's input the hook packs is unpacked where a
             recomputation starts)."""
             u = unpack_at(a)
             savers = [s for s in cap.saves_of.get(a, []) if s in kset and cap.kernels[s]["phase"] == FWD]
             if u is None or len(savers) <= 1:
                 return u
+            own = cap.save_unpacks.get((a, i))   # the capture recorded this save's own unpack
+            if own is not None and own in kset and cap.kernels[own]["phase"] == BWD:
+                return (plan.op_of[own], "before", 0)
             mod = cap.kernels[i]["module"]
             # other savers' modules inside it are theirs (a ReLU in an MLP's forward, the Linear after it)
             inner = [cap.kernels[s]["module"] for s in savers

@@ -87,6 +87,28 @@ void check_pairs_meta(const TraceData& trace, const char* key, CheckReport& repo
     }
 }
 
+// Meta capture.save_unpacks: a kernel id, or 0, beside each entry of capture.pack_order (what
+// advise refuses in it, said here first).
+void check_save_unpacks(const TraceData& trace, CheckReport& report) {
+    const std::string text = trace.meta_or("capture.save_unpacks", "");
+    if (text.empty()) return;
+    const nlohmann::json ids = nlohmann::json::parse(text, nullptr, false);
+    const nlohmann::json order = nlohmann::json::parse(trace.meta_or("capture.pack_order", "[]"), nullptr, false);
+    auto bad = [&](const std::string& why) {
+        report.problems.push_back({"meta", "meta", 0, "capture.save_unpacks: " + why});
+    };
+    if (!ids.is_array() || !order.is_array() || ids.size() != order.size())
+        return bad("not a JSON list of kernel ids, one per entry of capture.pack_order");
+    for (size_t i = 0; i < ids.size(); ++i) {
+        if (!ids[i].is_number_integer())
+            return bad("entry " + std::to_string(i + 1) + " is not a kernel id");
+        const int64_t kernel = ids[i].get<int64_t>();
+        if (kernel != 0 && trace.kernel_at(kernel) < 0)
+            return bad("entry " + std::to_string(i + 1) + " names kernel " + std::to_string(kernel) +
+                       ", which does not exist");
+    }
+}
+
 // The other capture.* meta `mhc advise` reads (python/mhc_torch writes them): their forms.
 void check_capture_meta(const TraceData& trace, CheckReport& report) {
     // The JSON a capture writes nests a few levels. What nests deeper is no capture's, and code
@@ -104,6 +126,7 @@ void check_capture_meta(const TraceData& trace, CheckReport& report) {
     if (too_deep) return;
     check_pairs_meta(trace, "capture.frame_holds", report);
     check_pairs_meta(trace, "capture.unpacks", report);
+    check_save_unpacks(trace, report);
     auto bad = [&](const std::string& key, const std::string& why) {
         report.problems.push_back({"meta", "meta", 0, key + ": " + why});
     };

@@ -70,6 +70,12 @@ int32_t PassOffload::save_unpack_at(size_t pack) const {
             ++savers;
     });
     if (savers <= 1) return unpacked;
+    // where the capture recorded this save's own unpack: its node's (F.normalize's norm saves its
+    // input as the division after it does; the norm's node runs two nodes after the division's)
+    auto own = base.save_unpack_seq.find({storage, packs_[pack].seq});
+    if (own != base.save_unpack_seq.end() && base.pass[static_cast<size_t>(own->second)] == pass_ &&
+        base.phase[static_cast<size_t>(own->second)] == Phase::Backward)
+        return own->second;
     const int32_t mod = base.module[static_cast<size_t>(packs_[pack].seq)];
     // the modules of its other savers inside that module are theirs: a ReLU called in an MLP's
     // forward saves its output, which the next Linear (inside the MLP) saves too; the Linear's

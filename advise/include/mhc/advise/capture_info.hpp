@@ -63,6 +63,10 @@ struct CaptureInfo {
     // (allocation row, kernel row) of every save in the order autograd packed them (meta
     // capture.pack_order; empty in captures before it): an offload hook's order.
     std::vector<std::pair<int32_t, int32_t>> pack_order;
+    // Beside each row of pack_order, the kernel row that ran next after that save was first
+    // unpacked, -1 for none (meta capture.save_unpacks; empty when not recorded): an earlier op's
+    // save of a storage a later op saved too is unpacked by its own node, after the later one's.
+    std::vector<int32_t> save_unpacks;
     // (module, kernel row) where each forward call of a module called more often than the model
     // starts (meta capture.module_calls: a layer whose weights are shared, called many times a
     // pass), sorted; calls one after another are one run of kernels without them.

@@ -5,6 +5,7 @@
 // on a clock with a link model, and to_trace() writes it back as a trace the simulator runs.
 // docs/simulator.md "Settings" states every rule.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -149,6 +150,8 @@ struct Base {
     std::vector<uint8_t> param_cast;    // made by aten::_to_copy of a parameter (autocast's cache)
     std::vector<int32_t> held_seq;      // per allocation row: info.held_until as a seq, -1
     std::vector<std::pair<int32_t, int32_t>> unpack_seq;   // info.unpacks as (allocation row, seq), sorted
+    // (allocation row, saving seq) -> the seq its node first unpacked that save before (info.save_unpacks)
+    std::map<std::pair<int32_t, int32_t>, int32_t> save_unpack_seq;
     std::vector<int32_t> steps;         // step numbers present
     // Per step (index into steps): last forward seq (autocast ends), first backward seq, first
     // and last optimizer seq; -1 when absent.
