@@ -15,6 +15,11 @@ namespace mhc::advise {
 
 namespace {
 
+// A capture meta value advise cannot read: the file, the key, why, and what to do.
+Error bad_meta(const trace::TraceData& trace_data, const std::string& key, const std::string& why) {
+    return Error(trace_data.path + ": meta " + key + ": " + why + " (capture the step again with mhc-torch capture)");
+}
+
 // The numbered children of one prefix ("X.layers.3" -> "X.layers", 3).
 bool split_numbered(const std::string& name, std::string& prefix, int& number) {
     size_t dot = name.rfind('.');
@@ -321,10 +326,7 @@ void find_blocks(CaptureInfo& info) { BlockFinder(info).run(); }
 
 // The meta of the model and optimizer as built (python/mhc_torch/step_facts.py model_facts).
 void read_model_facts(const trace::TraceData& trace_data, CaptureInfo& info) {
-    auto bad = [&](const std::string& key, const std::string& why) {
-        return Error(trace_data.path + ": meta " + key + ": " + why +
-                     " (capture the step again with mhc-torch capture)");
-    };
+    auto bad = [&](const std::string& key, const std::string& why) { return bad_meta(trace_data, key, why); };
     const std::string layers = trace_data.meta_or("capture.hf_checkpoint_layers", "");
     if (!layers.empty()) {
         nlohmann::json names = nlohmann::json::parse(layers, nullptr, false);
@@ -407,10 +409,7 @@ template <class F> void read_pairs(const trace::TraceData& trace_data, const std
     const std::string text = trace_data.meta_or(key, "");
     if (text.empty()) return;
     const nlohmann::json rows = nlohmann::json::parse(text, nullptr, false);
-    auto bad = [&](const std::string& why) {
-        return Error(trace_data.path + ": meta " + key + ": " + why +
-                     " (capture the step again with mhc-torch capture)");
-    };
+    auto bad = [&](const std::string& why) { return bad_meta(trace_data, key, why); };
     if (!rows.is_array()) throw bad("not a JSON array of [allocation, kernel] pairs");
     for (const auto& row : rows) {
         if (!row.is_array() || row.size() != 2 || !row[0].is_number_integer() || !row[1].is_number_integer())
@@ -436,10 +435,7 @@ void read_module_calls(const trace::TraceData& trace_data, CaptureInfo& info) {
     const std::string text = trace_data.meta_or("capture.module_calls", "");
     if (text.empty()) return;
     const nlohmann::json calls = nlohmann::json::parse(text, nullptr, false);
-    auto bad = [&](const std::string& why) {
-        return Error(trace_data.path + ": meta capture.module_calls: " + why +
-                     " (capture the step again with mhc-torch capture)");
-    };
+    auto bad = [&](const std::string& why) { return bad_meta(trace_data, "capture.module_calls", why); };
     if (!calls.is_object()) throw bad("not a JSON object of module names and kernel ids");
     for (const auto& [name, ids] : calls.items()) {
         const int32_t module = info.find_module(name);
@@ -460,10 +456,7 @@ void read_call_args(const trace::TraceData& trace_data, CaptureInfo& info) {
     const std::string text = trace_data.meta_or("capture.call_args", "");
     if (text.empty()) return;
     const nlohmann::json rows = nlohmann::json::parse(text, nullptr, false);
-    auto bad = [&](const std::string& why) {
-        return Error(trace_data.path + ": meta capture.call_args: " + why +
-                     " (capture the step again with mhc-torch capture)");
-    };
+    auto bad = [&](const std::string& why) { return bad_meta(trace_data, "capture.call_args", why); };
     const std::string shape = "not a JSON array of [module, kernel id, [allocation id, ...]]";
     if (!rows.is_array()) throw bad(shape);
     for (const auto& row : rows) {
@@ -491,9 +484,7 @@ std::vector<int32_t> read_module_list(const trace::TraceData& trace_data, const 
     const std::string text = trace_data.meta_or(key, "");
     if (text.empty()) return modules;
     const nlohmann::json names = nlohmann::json::parse(text, nullptr, false);
-    auto bad = [&](const std::string& why) {
-        return Error(trace_data.path + ": meta " + key + ": " + why + " (capture the step again with mhc-torch capture)");
-    };
+    auto bad = [&](const std::string& why) { return bad_meta(trace_data, key, why); };
     if (!names.is_array()) throw bad("not a JSON list of module names");
     for (const auto& name : names) {
         if (!name.is_string()) throw bad("not a JSON list of module names");
@@ -520,10 +511,7 @@ void read_model_cache(const trace::TraceData& trace_data, CaptureInfo& info) {
     const std::string text = trace_data.meta_or("capture.model_cache_updates", "");
     if (text.empty()) return;
     const nlohmann::json updates = nlohmann::json::parse(text, nullptr, false);
-    auto bad = [&](const std::string& why) {
-        return Error(trace_data.path + ": meta capture.model_cache_updates: " + why +
-                     " (capture the step again with mhc-torch capture)");
-    };
+    auto bad = [&](const std::string& why) { return bad_meta(trace_data, "capture.model_cache_updates", why); };
     const std::string shape = "not a JSON list of [model, first kernel, last kernel, returned]";
     if (!updates.is_array()) throw bad(shape);
     for (const auto& update : updates) {
@@ -550,10 +538,7 @@ void read_unregistered(const trace::TraceData& trace_data, CaptureInfo& info) {
     const std::string text = trace_data.meta_or("capture.unregistered_modules", "");
     if (text.empty()) return;
     const nlohmann::json made = nlohmann::json::parse(text, nullptr, false);
-    auto bad = [&](const std::string& why) {
-        return Error(trace_data.path + ": meta capture.unregistered_modules: " + why +
-                     " (capture the step again with mhc-torch capture)");
-    };
+    auto bad = [&](const std::string& why) { return bad_meta(trace_data, "capture.unregistered_modules", why); };
     if (!made.is_object()) throw bad("not a JSON object of module names");
     for (const auto& [name, caller] : made.items()) {
         const int32_t module = info.find_module(name);
@@ -572,10 +557,7 @@ void read_save_unpacks(const trace::TraceData& trace_data, CaptureInfo& info) {
     const std::string text = trace_data.meta_or("capture.save_unpacks", "");
     if (text.empty()) return;
     const nlohmann::json rows = nlohmann::json::parse(text, nullptr, false);
-    auto bad = [&](const std::string& why) {
-        return Error(trace_data.path + ": meta capture.save_unpacks: " + why +
-                     " (capture the step again with mhc-torch capture)");
-    };
+    auto bad = [&](const std::string& why) { return bad_meta(trace_data, "capture.save_unpacks", why); };
     if (!rows.is_array() || rows.size() != info.pack_order.size())
         throw bad("not a JSON array of kernel ids, one per row of capture.pack_order");
     for (const auto& id : rows) {
