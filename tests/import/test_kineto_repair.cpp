@@ -404,6 +404,73 @@ TEST_CASE("a Kineto name written raw that ends in a backslash ends at its quote"
     CHECK(after.meta.at("kineto.raw_strings").find(", 8 more beginning") != std::string::npos);
 }
 
+TEST_CASE("a Kineto name written raw that holds a member the event has had, or a number its quote follows, is one "
+          "name",
+          "[import][kineto][repair]") {
+    // Kineto writes an event's "ph" and "cat" before its name, each once, so a raw name holding
+    // `", "ph": "i` (valid JSON whose event then holds "ph" twice), `", "cat": "cpu_op`, a Python
+    // source line `d = {"name": "x", "ph": "X", "ts": 0}` or `f(", "pid": 7)` (a number the name's
+    // quote follows: no member's value) is one name. Before 2026-12-08 the first two were refused
+    // (`'ph' appears twice in the event`), the others as invalid JSON: the name ended at the first
+    // quote before any event member. HTA's simple_add trace, its 8 user_annotation names replaced.
+    test::TempDir dir;
+    const std::string text = test::gunzip(test::pub("kineto/simple_add_trace.json.gz"));
+    const std::vector<std::string> names = {R"(x", "ph": "i)", R"(c", "cat": "cpu_op)",
+                                            R"(d = {"name": "x", "ph": "X", "ts": 0})", R"(f(", "pid": 7))"};
+    const std::string whole = dir.file("whole.json"), raw = dir.file("raw.json");
+    test::write_file(whole, with_names(text, names, 8, escaped, "user_annotation"));
+    test::write_file(raw, with_names(text, names, 8, as_written, "user_annotation"));
+    const imp::Result after = imports_as_whole(dir, whole, raw, import_quietly);
+    INFO(after.meta.at("kineto.raw_strings"));
+    // Each name twice: 4 + 4 + 10 + 3 quotes.
+    CHECK(after.meta.at("kineto.raw_strings").rfind("42 characters of the trace's strings written unescaped (42 quotes", 0) ==
+          0);
+    for (const auto threads : {imp::ParseThreads::One, imp::ParseThreads::Two}) {
+        const imp::KinetoData data = imp::parse_kineto(raw, UINT64_MAX, threads);
+        REQUIRE(data.ranges.size() == 8);
+        for (size_t i = 0; i < data.ranges.size(); ++i)
+            CHECK(data.strings.list.at(data.ranges[i].name) == names[i % names.size()]);
+    }
+}
+
+TEST_CASE("a Kineto name written raw that holds `\", \"key\": \"` is one name, also where it reads as valid JSON",
+          "[import][kineto][repair]") {
+    // `record_function('x", "key": "y')` written raw is valid JSON: the name `x` and a member "key".
+    // Kineto writes no member but "pid" after the name of an event whose "ph" came first, so a member
+    // there that no trace event holds has the file read once more with names ending only before an
+    // event's member. Before 2026-12-08 mhc read the names short, without a word (another content
+    // digest). HTA's simple_add trace, its 8 user_annotation names replaced.
+    test::TempDir dir;
+    const std::string text = test::gunzip(test::pub("kineto/simple_add_trace.json.gz"));
+    const std::vector<std::string> names = {R"(x", "key": "y)", R"(run(", "mode": "fast)"};
+    const std::string whole = dir.file("whole.json"), raw = dir.file("raw.json");
+    test::write_file(whole, with_names(text, names, 8, escaped, "user_annotation"));
+    test::write_file(raw, with_names(text, names, 8, as_written, "user_annotation"));
+    const imp::Result after = imports_as_whole(dir, whole, raw, import_quietly);
+    INFO(after.meta.at("kineto.raw_strings"));
+    CHECK(after.meta.at("kineto.raw_strings").rfind("32 characters of the trace's strings written unescaped (32 quotes", 0) ==
+          0);
+    CHECK(after.meta.at("kineto.raw_strings").find("valid JSON of names") != std::string::npos);
+    CHECK(after.meta.count("kineto.members_after_name") == 0);
+
+    SECTION("a member after a name that no reading takes into the name is kept as written and said") {
+        std::string noted = text;
+        REQUIRE(replace_all(noted, R"("name": "[param|cuda]", )", R"("name": "[param|cuda]", "note": 1, )") == 1);
+        test::write_file(dir.file("noted.json"), noted);
+        const imp::Result result = import_quietly(dir.file("noted.json"), dir.file("noted.db"));
+        test::write_file(dir.file("plain.json"), text);
+        const imp::Result plain = import_quietly(dir.file("plain.json"), dir.file("plain.db"));
+        CHECK(result.markers == plain.markers);
+        CHECK(result.kernels == plain.kernels);
+        INFO(result.meta.at("kineto.members_after_name"));
+        CHECK(result.meta.at("kineto.members_after_name")
+                  .rfind("1 event of the trace holds a member after its name that is none of a trace event's (the "
+                         "first: 'note' in traceEvents[",
+                         0) == 0);
+        CHECK(result.meta.count("kineto.raw_strings") == 0);
+    }
+}
+
 TEST_CASE("an execution trace whose record_function names were written unescaped imports as the trace itself",
           "[import][et][repair]") {
     // PyTorch's ExecutionTraceObserver writes a node's name as it is (torch 2.15: a record_function
@@ -465,30 +532,17 @@ std::vector<std::string> node_names(const std::string& path, imp::LinkedNodes& l
     return names;
 }
 
-}   // namespace
+// A kept execution trace whose nodes are renamed, each name written raw as the observer writes it.
+struct RenamedNodes {
+    const char* file;
+    std::vector<std::pair<std::string, std::string>> renamed;   // (name in the file, name written raw)
+};
 
-TEST_CASE("an execution trace's raw record_function name holding `\", \"key\": ` is read whole",
-          "[import][et][repair]") {
-    // torch 2.15's observer writes `record_function('x", "key": "y')` as `"name": "x", "key": "y",
-    // "ctrl_deps": 2` (recorded here): valid JSON whose node name reads "x" and a member "key", and
-    // with an odd number of quotes (`w", "id": 1`) invalid JSON. A name so written that holds
-    // `", "cat": ` made the node read as one chakra_trace_link added, and left out. Before
-    // 2026-12-07 mhc read the first two as "x" and the node, the third as no node, without a word,
-    // and refused the fourth ("invalid JSON at byte N"). A node's name now ends only at a quote
-    // before the member the observer writes next with an integer ("id" in schema 1.0.x, whose
-    // nodes begin with their name; "ctrl_deps" from 1.0.2, whose "id" comes first), where the plain
-    // reading fails or leaves another member after a name. HTA's simple_add (1.0.1) and param's
-    // torch.compile trace (1.1.1).
+// Each file of `cases` with its names written raw imports as the file with them escaped: the same
+// node names, rows and meta, and the quotes said.
+void renamed_nodes_read_whole(const std::vector<RenamedNodes>& cases) {
     test::TempDir dir;
-    const std::string first = "x\", \"key\": \"y", second = "c\", \"cat\": \"d", third = "w\", \"id\": 1";
-    struct Case {
-        const char* file;
-        std::vector<std::pair<std::string, std::string>> renamed;   // (name in the file, name written raw)
-    };
-    const std::vector<Case> cases = {
-        {"chakra/simple_add_et.json.gz", {{"[param|cuda]", first}, {"[param|clear_cache]", second}}},
-        {"chakra/param-pt2-et-1.1.1.json.gz", {{"## LOOP 5 ##", third}, {"## LOOP 6 ##", second}}}};
-    for (const Case& one : cases) {
+    for (const RenamedNodes& one : cases) {
         INFO(one.file);
         std::string whole = test::gunzip(test::pub(one.file)), raw = whole;
         for (const auto& [from, to] : one.renamed) {
@@ -507,6 +561,37 @@ TEST_CASE("an execution trace's raw record_function name holding `\", \"key\": `
                                                    "et.raw_strings");
         CHECK(after.meta.at("et.raw_strings").find("quotes") != std::string::npos);
     }
+}
+
+}   // namespace
+
+TEST_CASE("an execution trace's raw record_function name holding `\", \"key\": ` is read whole",
+          "[import][et][repair]") {
+    // torch 2.15's observer writes `record_function('x", "key": "y')` as `"name": "x", "key": "y",
+    // "ctrl_deps": 2` (recorded here): valid JSON whose node name reads "x" and a member "key", and
+    // with an odd number of quotes (`w", "id": 1`) invalid JSON. A name so written that holds
+    // `", "cat": ` made the node read as one chakra_trace_link added, and left out. Before
+    // 2026-12-07 mhc read the first two as "x" and the node, the third as no node, without a word,
+    // and refused the fourth ("invalid JSON at byte N"). A node's name now ends only at a quote
+    // before the member the observer writes next with an integer ("id" in schema 1.0.x, whose
+    // nodes begin with their name; "ctrl_deps" from 1.0.2, whose "id" comes first), where the plain
+    // reading fails or leaves another member after a name. HTA's simple_add (1.0.1) and param's
+    // torch.compile trace (1.1.1).
+    const std::string first = "x\", \"key\": \"y", second = "c\", \"cat\": \"d", third = "w\", \"id\": 1";
+    renamed_nodes_read_whole({{"chakra/simple_add_et.json.gz", {{"[param|cuda]", first}, {"[param|clear_cache]", second}}},
+                              {"chakra/param-pt2-et-1.1.1.json.gz", {{"## LOOP 5 ##", third}, {"## LOOP 6 ##", second}}}});
+}
+
+TEST_CASE("an execution trace's raw record_function name holding the observer's next member and an integer is read "
+          "whole",
+          "[import][et][repair]") {
+    // A name that holds exactly what the observer writes after a name, `", "ctrl_deps": 1` (schema
+    // 1.0.2 on) or `", "id": 3` (1.0.x), is read to its real end: the integer there is followed by the
+    // name's own quote, so it is no member's value. Before 2026-12-08 the name ended at its first such
+    // quote and the file was refused (`invalid JSON at byte N`).
+    renamed_nodes_read_whole({{"chakra/simple_add_et.json.gz", {{"[param|cuda]", "w\", \"id\": 3"}}},
+                              {"chakra/param-pt2-et-1.1.1.json.gz",
+                               {{"## LOOP 5 ##", "w\", \"ctrl_deps\": 1"}, {"## LOOP 6 ##", "v\", \"ctrl_deps\": -2 }"}}}});
 }
 
 TEST_CASE("an execution trace node's member after its name that no reading takes into the name is said",

@@ -200,6 +200,7 @@ private:
         const std::string trace = "the Kineto trace " + std::filesystem::path(kineto).filename().string();
         say_empty_values(kd_.empty_values, trace, r_);
         say_raw_strings(kd_.raw_strings, trace, r_);
+        say_stray_members(kd_.members_after_name, trace, r_);
         kd_.link_ops();
         mend_profiler_steps(kd_, r_);   // before the ops take Kineto's steps (units_from_ops)
         base_ = kineto_base(kd_);

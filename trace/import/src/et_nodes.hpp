@@ -39,14 +39,6 @@ struct LinkedNodes {
     std::string first;   // the first one's name
 };
 
-// Members a node holds right after its name that no writer of execution traces writes, in a file
-// read as written: how many, the first's key and its node's row.
-struct StrayMember {
-    int64_t count = 0;
-    std::string key;
-    size_t row = 0;
-};
-
 // The nodes in id order, each marked when another node names it as parent; `pid` is the
 // recording process's (-1 when the trace does not say), `devices` the tensors of each device
 // type, `linked` the nodes chakra_trace_link added (left out). Bad input throws mhc::Error naming

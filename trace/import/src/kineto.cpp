@@ -603,6 +603,7 @@ void import_kineto(const std::string& in, Rows& rows, Result& result, uint64_t m
     write_kineto_timeline(data, base, rows, result, nullptr);
     say_empty_values(data.empty_values, "the trace", result);
     say_raw_strings(data.raw_strings, "the trace", result);
+    say_stray_members(data.members_after_name, "the trace", result);
     result.meta["source"] = "pytorch-kineto";
     result.meta["import.format"] = "kineto";
     result.meta["import.events"] = std::to_string(data.events);

@@ -165,4 +165,14 @@ constexpr bool read_as_number(F key) {
     }
 }
 
+// The members of an event in Chrome's trace event format, which a Kineto trace's events hold: the
+// index of `key` among them, or -1.
+inline int event_member(std::string_view key) {
+    static constexpr std::string_view kMembers[] = {"ph",   "pid", "tid", "ts", "dur", "tts",   "tdur",  "cat",    "name",
+                                                    "args", "id",  "id2", "s",  "bp",  "cname", "scope", "bind_id"};
+    for (size_t i = 0; i < sizeof kMembers / sizeof kMembers[0]; ++i)
+        if (key == kMembers[i]) return static_cast<int>(i);
+    return -1;
+}
+
 }  // namespace mhc::trace::import

@@ -164,6 +164,7 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
         if (opened == In::Event) {
             e = KEvent{};
             seen_keys = 0;
+            after_name = false;
         }
         if (opened == In::DistPg) {
             pg_name.clear();
@@ -247,17 +248,38 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
             seen_keys |= bit;
             return true;
         }
-        if (bad.empty())
+        if (bad.empty()) {
             bad = std::string("'") + field_name(field) + "' appears twice in the event: its value is not one";
+            member_twice = true;
+        }
         return false;
+    }
+    // A member right after the name of an event whose "ph" came before it (Kineto's order) that no
+    // trace event holds (Chrome's trace event format): Kineto writes none there, and a name it wrote
+    // raw that holds `", "key": "` reads so as valid JSON. The windowed parse leaves such a file to the streamed one (false), which
+    // counts it and reads the file once more (kineto_parse.cpp).
+    bool after_name = false;   // the event's last key was its name, after its "ph"
+    bool member_after_name(std::string_view member) {
+        if (event_member(member) >= 0) return true;
+        if (!copy_strings) return false;
+        StrayMember& stray = d.members_after_name;
+        if (stray.count++ == 0) {
+            stray.key.assign(member.substr(0, 64));
+            stray.row = static_cast<size_t>(d.events);
+        }
+        return true;
     }
     bool Key(const char* text, rapidjson::SizeType n, bool) {
         const std::string_view name(text, n);
         switch (stack.empty() ? In::Other : stack.back()) {
-            case In::Event:
+            case In::Event: {
                 key = event_key(text, n);
                 if (key != F::None && !once(key)) return false;
+                const bool follows_name = after_name;
+                after_name = key == F::Name && (seen_keys & uint64_t{1} << static_cast<unsigned>(F::Ph)) != 0;
+                if (follows_name && !member_after_name(name)) return false;
                 break;
+            }
             case In::Args:
                 key = arg_key(text, n);
                 if (key != F::None && !once(key)) return false;
@@ -403,6 +425,7 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
         }
     }
     std::string bad;   // set when a number cannot be used: stops the parse
+    bool member_twice = false;   // `bad` is an event's member written twice (a raw name's `", "ph": `?)
     bool RawNumber(const char* text, rapidjson::SizeType n, bool) {
         not_string("a number");
         group_not_string(true);

@@ -6,9 +6,11 @@
 // reference streamed one), and the refusal of traces of other tools.
 #include <rapidjson/error/en.h>
 
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "kineto_handler.hpp"
@@ -58,23 +60,44 @@ std::string parse_streamed(const std::string& path, KinetoData& data, Handler& h
     return where(path, "invalid JSON at byte " + std::to_string(res.Offset()) + ": " + why);
 }
 
-// The streamed parse, and where it stops at broken JSON, once more with an event's name read to the
-// quote before the event's next member (a name that holds `", "key": `, RepairingStream): a trace
-// that only this reading takes is read so; any other is refused as the first parse found it.
+// The streamed parse, and where it stops at broken JSON or at an event's member written twice, or
+// reads a member after a name that no trace event holds (a raw name holding `", "ph": "i` or `",
+// "key": "y` is valid JSON), once more with an event's name read to the quote before the event's
+// next member (RepairingStream). A trace that only this reading takes, or that it reads without
+// such a member and with as many events, is read so; else a file that parsed is read as written (its members after a name
+// said), any other refused as the first parse found it.
 KinetoData parse_streamed(const std::string& path, uint64_t max_input_size) {
     std::string refused;
+    std::exception_ptr thrown;   // the first parse's bad input, where it found a member twice
+    std::optional<KinetoData> as_written;   // the first parse's, where members follow a name
     for (bool event_names : {false, true}) {
         KinetoData data;
         data.streamed = true;
         Handler handler(data, path);
-        const std::string error = parse_streamed(path, data, handler, max_input_size, event_names);
-        if (error.empty()) {
-            if (!handler.saw_events)
-                throw Error(where(path, "not a Kineto trace: the JSON has no top-level 'traceEvents' array"));
-            return data;
+        std::string error;
+        try {
+            error = parse_streamed(path, data, handler, max_input_size, event_names);
+        } catch (const Error&) {
+            if (as_written) break;                        // the first reading stands
+            if (thrown) std::rethrow_exception(thrown);   // the second reading fails too
+            if (event_names || !handler.member_twice) throw;
+            thrown = std::current_exception();
+            continue;
         }
-        if (refused.empty()) refused = error;
+        if (error.empty() && !handler.saw_events)
+            throw Error(where(path, "not a Kineto trace: the JSON has no top-level 'traceEvents' array"));
+        // The right reading of a raw name keeps every event: one that takes events into a name is not it.
+        if (error.empty() && (event_names || data.members_after_name.count == 0)) {
+            if (!as_written) return data;
+            data.raw_strings.valid_json = true;
+            if (data.members_after_name.count == 0 && data.events == as_written->events) return data;
+            break;
+        }
+        if (error.empty()) as_written = std::move(data);
+        else if (refused.empty() && !thrown) refused = error;
     }
+    if (as_written) return std::move(*as_written);
+    if (thrown) std::rethrow_exception(thrown);
     throw Error(refused);
 }
 

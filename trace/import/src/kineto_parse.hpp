@@ -131,6 +131,7 @@ struct KinetoData {
     int64_t begin_end_events = 0;   // ph B or E halves: not read (only complete events are)
     EmptyValues empty_values;       // members written with no value, read as absent (kineto_repair.hpp)
     RawStrings raw_strings;         // characters of strings written unescaped, read as their string's
+    StrayMember members_after_name;   // after an event's name, members of no trace event (kineto_repair.hpp)
     // Memcpy events whose name gives no direction (copy_direction), read as device to device, and
     // the first one's name: said in meta and a warning.
     int64_t copies_without_direction = 0;

@@ -3,10 +3,10 @@
 // and a warning.
 #include "kineto_repair.hpp"
 
-#include <array>
 #include <cstdio>
 #include <string_view>
 
+#include "kineto_fields.hpp"
 #include "kineto_write.hpp"
 
 namespace mhc::trace::import {
@@ -23,14 +23,8 @@ bool is_letter_escape(char ch) { return ch == 'b' || ch == 'f' || ch == 'n' || c
 
 bool is_hex(char ch) { return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F'); }
 
-// The members of an event in Chrome's trace event format, which Kineto writes after a name.
-bool is_event_member(std::string_view key) {
-    static constexpr std::array<std::string_view, 17> kMembers = {
-        "ph",   "pid", "tid",   "ts",   "dur",   "tts",     "tdur",    "cat",     "name",
-        "args", "id",  "id2",   "s",    "bp",    "cname",   "scope",   "bind_id"};
-    for (std::string_view member : kMembers)
-        if (key == member) return true;
-    return false;
+bool is_number_char(char ch) {
+    return (ch >= '0' && ch <= '9') || ch == '-' || ch == '+' || ch == '.' || ch == 'e' || ch == 'E';
 }
 
 // The backslashes that JSON would read with their letter as a control character, where any.
@@ -122,10 +116,13 @@ void RepairingStream::structure(char ch) {
         after_colon_ = true;
         key_ = text_;
         if (key_ == "id" && in_node()) node_id_read_ = true;
+        const int member = in_event() ? event_member(key_) : -1;
+        if (member >= 0) event_keys_ |= 1U << static_cast<unsigned>(member);
     } else if (ch == '{' || ch == '[') {
         if (open_.size() < kTracked) open_keys_[open_.size()] = after_colon_ ? key_ : "";
         open_ += ch;
         if (in_node()) node_id_read_ = false;   // a node begins
+        if (in_event()) event_keys_ = 0;        // an event begins
         after_colon_ = false;
     } else if (ch == '}' || ch == ']') {
         if (!open_.empty()) open_.pop_back();
@@ -236,11 +233,30 @@ bool RepairingStream::ends_event_name(size_t off) {
     if (ahead(at) != '"') return false;
     const size_t colon = skip_space(at + 1);
     if (ahead(colon) != ':') return false;
-    if (!in_node()) return is_event_member(key);
+    const size_t value = skip_space(colon + 1);
+    if (!in_node()) {
+        // A member the event has had is the name's text: Kineto writes each member once, "ph" and
+        // "cat" before the name (a name holding `", "ph": "X` is one name).
+        const int member = event_member(key);
+        if (member < 0 || (event_keys_ >> member & 1U) != 0) return false;
+        const char first = ahead(value);
+        return !(first == '-' || (first >= '0' && first <= '9')) || number_ends(value);
+    }
     // The observer writes "id" before the name from schema 1.0.2 on, "ctrl_deps" after it; 1.0.x's
-    // name comes first, "id" after it. Both hold an integer.
-    const char value = ahead(skip_space(colon + 1));
-    return key == (node_id_read_ ? "ctrl_deps" : "id") && (value == '-' || (value >= '0' && value <= '9'));
+    // name comes first, "id" after it. Both hold an integer, which a member or the node's end follows.
+    const char first = ahead(value);
+    return key == (node_id_read_ ? "ctrl_deps" : "id") && (first == '-' || (first >= '0' && first <= '9')) &&
+           number_ends(value);
+}
+
+bool RepairingStream::number_ends(size_t off) {
+    // A name holding `", "ctrl_deps": 1` reads a number that its quote follows: no value.
+    while (off < kMaxLook && is_number_char(ahead(off))) ++off;
+    const size_t next = skip_space(off);
+    if (ahead(next) == ',') return ahead(skip_space(next + 1)) == '"';
+    if (ahead(next) != '}') return false;
+    const char after = ahead(skip_space(next + 1));
+    return after == ',' || after == ']' || after == '\0';
 }
 
 bool RepairingStream::in_event() const {
@@ -263,6 +279,17 @@ void say_empty_values(const EmptyValues& found, const std::string& trace, Result
                         "description (Kineto from April 2024 to August 2025)");
 }
 
+void say_stray_members(const StrayMember& found, const std::string& trace, Result& result) {
+    if (found.count == 0) return;
+    said_and_warned(result, "kineto.members_after_name",
+                    std::to_string(found.count) + (found.count == 1 ? " event of " : " events of ") + trace +
+                        (found.count == 1 ? " holds" : " hold") +
+                        " a member after its name that is none of a trace event's (the first: '" + found.key +
+                        "' in traceEvents[" + std::to_string(found.row) +
+                        "]): read as written, the name ending at its first quote (a name PyTorch's profiler wrote "
+                        "unescaped that holds `\", \"" + found.key + "\": ` would read so)");
+}
+
 void say_raw_strings(const RawStrings& found, const std::string& trace, Result& result) {
     if (found.count() == 0) return;
     said_and_warned(result, "kineto.raw_strings",
@@ -271,7 +298,7 @@ void say_raw_strings(const RawStrings& found, const std::string& trace, Result& 
                         " control characters, " + std::to_string(found.backslashes) +
                         " backslashes" + letters_note(found) + "; the first at byte " + std::to_string(found.first_at) +
                         ", in '" + found.first_key + "') read as characters of their string: " +
-                        (found.letters + found.in_raw == found.count() ? "valid JSON of names that PyTorch's profiler wrote unescaped"
+                        (found.valid_json || found.letters + found.in_raw == found.count() ? "valid JSON of names that PyTorch's profiler wrote unescaped"
                                                         : "invalid JSON that PyTorch's profiler wrote for names it did not escape") +
                         " (with_stack's Python frames: quotes "
                         "until Kineto of July 2026, control characters until January 2025, a Windows path's "

@@ -48,10 +48,20 @@ struct EmptyValues {
 // a user folder that `\u0123` would turn into one character; `\\server\share`, a UNC path).
 struct RawStrings {
     int64_t quotes = 0, controls = 0, backslashes = 0, letters = 0, in_raw = 0;
+    bool valid_json = false;   // the file parsed as JSON, its raw names read short (`", "key": "`)
     uint64_t first_at = 0;
     std::string first_key;
     int64_t count() const { return quotes + controls + backslashes; }
     void add(int64_t& kind, uint64_t at, const std::string& key);
+};
+
+// Members an event (a node) holds right after its name that no writer of Kineto traces (of
+// execution traces) writes there, in a file read as written: how many, the first's key and its
+// event's (node's) row. A name written raw that holds `", "key": "` reads so, as valid JSON.
+struct StrayMember {
+    int64_t count = 0;
+    std::string key;
+    size_t row = 0;
 };
 
 // rapidjson stream over GzSource (as JsonStream) that mends what Kineto wrote wrongly: it supplies
@@ -59,13 +69,16 @@ struct RawStrings {
 // '}'), and inside strings escapes a raw control character, a backslash that begins no JSON escape
 // and a quote that cannot end the string (what follows it is no ',', '}', ']' or, after a key,
 // ':'), and in an event's name a backslash before b, f, n, r or t (RawStrings::letters: the one
-// change to valid JSON; a control character written \u00XX stays one). With `event_names`, a quote in an event's "name" ends it
-// only where an event's own member (Chrome's trace event format: "pid", "ph", ...) or the event's
-// end follows, and a node's "name" in an execution trace only where the member its observer writes
-// next follows with an integer ("ctrl_deps" where the node's "id" came first, else "id"): a name
-// that holds `", "dtype": ` stays one string. That reading is the last resort
+// change to valid JSON; a control character written \u00XX stays one). With `event_names`, a
+// quote in an event's "name" ends it only where an event's own member (Chrome's trace event format:
+// "pid", "ph", ...) that the event has not had yet, or the event's end, follows; and a node's
+// "name" in an execution trace only where the member its observer writes next follows with an
+// integer ("ctrl_deps" where the node's "id" came first, else "id"). A number there must be the
+// member's whole value (a member or the end follows it). So a name that holds `", "dtype": `,
+// `", "ph": "X` or `", "ctrl_deps": 1` stays one string. That reading is the last resort
 // (kineto_parse.cpp): a valid file whose events hold members of other names after "name" is never
-// read so. Tell() stays the input's offset, so error messages name the file's bytes.
+// read so, nor one whose events hold no member twice. Tell() stays the input's offset, so error
+// messages name the file's bytes.
 class RepairingStream {
 public:
     typedef char Ch;
@@ -130,6 +143,7 @@ private:
     bool written_raw();     // after the open string's first backslash: the string was written raw (RawStrings)
     bool ends_string();     // at a quote: it can end the string
     bool ends_event_name(size_t off);
+    bool number_ends(size_t off);    // a number from `off` ahead is a member's whole value
     size_t skip_space(size_t off);   // the first byte from `off` ahead that is no whitespace
     bool in_event() const;
     bool in_node() const;   // in a node of an execution trace's "nodes"
@@ -155,6 +169,7 @@ private:
     bool raw_known_ = false;      // whether the open string was written raw is known: raw_string_
     bool raw_string_ = false;
     bool node_id_read_ = false;   // the open node of an execution trace has had its "id" member
+    uint32_t event_keys_ = 0;     // the members the open event has had, a bit per event_member()
 };
 
 // Said in meta `kineto.empty_values` and warned where the parse read members with no value.
@@ -162,5 +177,8 @@ private:
 void say_empty_values(const EmptyValues& found, const std::string& trace, Result& result);
 // The same for strings mended (meta `kineto.raw_strings`).
 void say_raw_strings(const RawStrings& found, const std::string& trace, Result& result);
+// The same for an event's member after its name that no reading took into the name (meta
+// `kineto.members_after_name`).
+void say_stray_members(const StrayMember& found, const std::string& trace, Result& result);
 
 }   // namespace mhc::trace::import
