@@ -471,6 +471,29 @@ TEST_CASE("a Kineto name written raw that holds `\", \"key\": \"` is one name, a
     }
 }
 
+TEST_CASE("a caller's file that torch 2.15 writes unescaped in args CallFrom is read whole",
+          "[import][kineto][repair]") {
+    // torch 2.15 writes a built-in method's caller (`"CallFrom": "FILE:LINE"`, with_stack=True) as
+    // the path is, where it writes a name's quotes as `'` (recorded here: a module named
+    // `{"device": "cpu", "dtype": "float32"}.py`, as torch.compile named files in #146900). Its
+    // quote before `, "dtype": ` ended the string and `}.py:3"` broke the file: before 2026-12-08
+    // refused, `invalid JSON at byte N`. The writer matrix's torch 2.15 trace, its 48 callers
+    // `torch/_ops.py:1226` so renamed.
+    test::TempDir dir;
+    std::string whole = test::gunzip(test::fixture("writers/torch-2.15.0-kineto.json.gz")), raw = whole;
+    const std::string from = R"("CallFrom": "torch/_ops.py:1226")";
+    const std::string path = R"(mod/{"device": "cpu", "dtype": "float32"}.py:3)";
+    CHECK(replace_all(whole, from, "\"CallFrom\": \"" + escaped(path) + "\"") == 48);
+    CHECK(replace_all(raw, from, "\"CallFrom\": \"" + path + "\"") == 48);
+    test::write_file(dir.file("whole.json"), whole);
+    test::write_file(dir.file("raw.json"), raw);
+    const imp::Result after = imports_as_whole(dir, dir.file("whole.json"), dir.file("raw.json"), import_quietly);
+    INFO(after.meta.at("kineto.raw_strings"));
+    CHECK(after.meta.at("kineto.raw_strings").rfind("384 characters of the trace's strings written unescaped (384 quotes", 0) ==
+          0);
+    CHECK(after.meta.at("kineto.raw_strings").find("in 'CallFrom'") != std::string::npos);
+}
+
 TEST_CASE("an execution trace whose record_function names were written unescaped imports as the trace itself",
           "[import][et][repair]") {
     // PyTorch's ExecutionTraceObserver writes a node's name as it is (torch 2.15: a record_function

@@ -108,6 +108,7 @@ void RepairingStream::structure(char ch) {
         string_of_ = after_colon_ ? 'v' : in_array ? 'e' : 'k';
         in_event_name_ = after_colon_ && key_ == "name" && in_event();
         event_name_ = event_names_ && in_event_name_;
+        call_from_ = event_names_ && after_colon_ && key_ == "CallFrom" && in_args();
         raw_known_ = raw_string_ = false;
         in_string_ = true;
         after_colon_ = false;
@@ -215,6 +216,7 @@ bool RepairingStream::ends_string() {
     if (off == kMaxLook) return true;
     const char next = ahead(off);
     if (event_name_) return ends_event_name(off);
+    if (call_from_) return ends_call_from(off);
     return next == ',' || next == '}' || next == ']' || next == '\0';
 }
 
@@ -249,6 +251,26 @@ bool RepairingStream::ends_event_name(size_t off) {
            number_ends(value);
 }
 
+bool RepairingStream::ends_call_from(size_t off) {
+    // Kineto writes "Python parent id" and its integer next (torch 2.15), "Python id" in the
+    // outermost frame, which has no parent; or would end the args.
+    const char next = ahead(off);
+    if (next == '}') return ahead(skip_space(off + 1)) == '}';
+    if (next != ',') return false;
+    for (std::string_view key : {std::string_view("\"Python parent id\""), std::string_view("\"Python id\"")}) {
+        size_t at = skip_space(off + 1);
+        bool same = true;
+        for (char ch : key) same = same && ahead(at++) == ch;
+        if (!same) continue;
+        at = skip_space(at);
+        if (ahead(at) != ':') return false;
+        at = skip_space(at + 1);
+        const char first = ahead(at);
+        return (first == '-' || (first >= '0' && first <= '9')) && number_ends(at);
+    }
+    return false;
+}
+
 bool RepairingStream::number_ends(size_t off) {
     // A name holding `", "ctrl_deps": 1` reads a number that its quote follows: no value.
     while (off < kMaxLook && is_number_char(ahead(off))) ++off;
@@ -264,6 +286,12 @@ bool RepairingStream::in_event() const {
     // {"nodes": [{ ...: a node of an execution trace, whose observer writes its name raw too.
     if (open_ == "{[{") return open_keys_[1] == "traceEvents" || open_keys_[1] == "nodes";
     return open_ == "[{";
+}
+
+bool RepairingStream::in_args() const {
+    // {"traceEvents": [{ ... "args": {: an event's args; or [{ ... "args": { in a trace written as an array.
+    if (open_ == "{[{{") return open_keys_[1] == "traceEvents" && open_keys_[3] == "args";
+    return open_ == "[{{" && open_keys_[2] == "args";
 }
 
 bool RepairingStream::in_node() const { return open_ == "{[{" && open_keys_[1] == "nodes"; }
@@ -300,8 +328,8 @@ void say_raw_strings(const RawStrings& found, const std::string& trace, Result& 
                         ", in '" + found.first_key + "') read as characters of their string: " +
                         (found.valid_json || found.letters + found.in_raw == found.count() ? "valid JSON of names that PyTorch's profiler wrote unescaped"
                                                         : "invalid JSON that PyTorch's profiler wrote for names it did not escape") +
-                        " (with_stack's Python frames: quotes "
-                        "until Kineto of July 2026, control characters until January 2025, a Windows path's "
+                        " (with_stack's Python frames: quotes in names until Kineto of July 2026 and in "
+                        "args 'CallFrom' still in torch 2.15, control characters until January 2025, a Windows path's "
                         "backslashes until 2023)");
 }
 

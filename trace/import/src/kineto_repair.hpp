@@ -75,7 +75,10 @@ struct StrayMember {
 // "name" in an execution trace only where the member its observer writes next follows with an
 // integer ("ctrl_deps" where the node's "id" came first, else "id"). A number there must be the
 // member's whole value (a member or the end follows it). So a name that holds `", "dtype": `,
-// `", "ph": "X` or `", "ctrl_deps": 1` stays one string. That reading is the last resort
+// `", "ph": "X` or `", "ctrl_deps": 1` stays one string. So does an event's "args" "CallFrom" (the
+// caller's file and line, which torch 2.15 writes unescaped where it escapes names), ending only
+// before the member Kineto writes next, "Python parent id" (or, in the outermost frame, "Python
+// id") with its integer, or the args' end. That reading is the last resort
 // (kineto_parse.cpp): a valid file whose events hold members of other names after "name" is never
 // read so, nor one whose events hold no member twice. Tell() stays the input's offset, so error
 // messages name the file's bytes.
@@ -144,6 +147,8 @@ private:
     bool ends_string();     // at a quote: it can end the string
     bool ends_event_name(size_t off);
     bool number_ends(size_t off);    // a number from `off` ahead is a member's whole value
+    bool ends_call_from(size_t off);
+    bool in_args() const;   // in an event's "args"
     size_t skip_space(size_t off);   // the first byte from `off` ahead that is no whitespace
     bool in_event() const;
     bool in_node() const;   // in a node of an execution trace's "nodes"
@@ -165,6 +170,7 @@ private:
     bool value_string_ = false;   // the open string is a value (of a key or in an array), not a key
     bool event_name_ = false;     // the open string is an event's name, read with event_names
     bool in_event_name_ = false;  // the open string is an event's name
+    bool call_from_ = false;      // the open string is an event's args.CallFrom, read with event_names
     char string_of_ = 'k';        // the open string is a key ('k'), a member's value ('v') or an element ('e')
     bool raw_known_ = false;      // whether the open string was written raw is known: raw_string_
     bool raw_string_ = false;
