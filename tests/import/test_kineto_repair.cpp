@@ -492,6 +492,17 @@ TEST_CASE("a caller's file that torch 2.15 writes unescaped in args CallFrom is 
     CHECK(after.meta.at("kineto.raw_strings").rfind("384 characters of the trace's strings written unescaped (384 quotes", 0) ==
           0);
     CHECK(after.meta.at("kineto.raw_strings").find("in 'CallFrom'") != std::string::npos);
+
+    SECTION("the trace torch 2.15 wrote (fixtures/make_callfrom.py)") {
+        const std::string recorded = test::fixture("callfrom_quotes_kineto.json.gz");
+        std::string meant = test::gunzip(recorded);
+        const std::string file = R"({"device": "cpu", "dtype": "float32"})";
+        CHECK(replace_all(meant, file, escaped(file)) == 2);
+        test::write_file(dir.file("meant.json"), meant);
+        const imp::Result read = imports_as_whole(dir, dir.file("meant.json"), recorded, import_quietly);
+        CHECK(read.allocations == 8);
+        CHECK(read.meta.at("kineto.raw_strings").rfind("16 characters", 0) == 0);
+    }
 }
 
 TEST_CASE("an execution trace whose record_function names were written unescaped imports as the trace itself",
