@@ -255,9 +255,10 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
         return false;
     }
     // A member right after the name of an event whose "ph" came before it (Kineto's order) that no
-    // trace event holds (Chrome's trace event format): Kineto writes none there, and a name it wrote
-    // raw that holds `", "key": "` reads so as valid JSON. The windowed parse leaves such a file to the streamed one (false), which
-    // counts it and reads the file once more (kineto_parse.cpp).
+    // trace event holds (Chrome's trace event format): Kineto writes none there, and a name it
+    // wrote raw that holds `", "key": "` reads so as valid JSON. The windowed parse leaves such a
+    // file to the streamed one (false), which counts it and reads the file once more
+    // (kineto_parse.cpp).
     bool after_name = false;   // the event's last key was its name, after its "ph"
     bool member_after_name(std::string_view member) {
         if (event_member(member) >= 0) return true;

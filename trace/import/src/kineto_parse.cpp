@@ -64,8 +64,8 @@ std::string parse_streamed(const std::string& path, KinetoData& data, Handler& h
 // reads a member after a name that no trace event holds (a raw name holding `", "ph": "i` or `",
 // "key": "y` is valid JSON), once more with an event's name read to the quote before the event's
 // next member (RepairingStream). A trace that only this reading takes, or that it reads without
-// such a member and with as many events, is read so; else a file that parsed is read as written (its members after a name
-// said), any other refused as the first parse found it.
+// such a member and with as many events, is read so; else a file that parsed is read as written
+// (its members after a name said), any other refused as the first parse found it.
 KinetoData parse_streamed(const std::string& path, uint64_t max_input_size) {
     std::string refused;
     std::exception_ptr thrown;   // the first parse's bad input, where it found a member twice

@@ -23,6 +23,8 @@ bool is_letter_escape(char ch) { return ch == 'b' || ch == 'f' || ch == 'n' || c
 
 bool is_hex(char ch) { return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F'); }
 
+bool starts_number(char ch) { return ch == '-' || (ch >= '0' && ch <= '9'); }
+
 bool is_number_char(char ch) {
     return (ch >= '0' && ch <= '9') || ch == '-' || ch == '+' || ch == '.' || ch == 'e' || ch == 'E';
 }
@@ -241,14 +243,11 @@ bool RepairingStream::ends_event_name(size_t off) {
         // "cat" before the name (a name holding `", "ph": "X` is one name).
         const int member = event_member(key);
         if (member < 0 || (event_keys_ >> member & 1U) != 0) return false;
-        const char first = ahead(value);
-        return !(first == '-' || (first >= '0' && first <= '9')) || number_ends(value);
+        return !starts_number(ahead(value)) || number_ends(value);
     }
     // The observer writes "id" before the name from schema 1.0.2 on, "ctrl_deps" after it; 1.0.x's
     // name comes first, "id" after it. Both hold an integer, which a member or the node's end follows.
-    const char first = ahead(value);
-    return key == (node_id_read_ ? "ctrl_deps" : "id") && (first == '-' || (first >= '0' && first <= '9')) &&
-           number_ends(value);
+    return key == (node_id_read_ ? "ctrl_deps" : "id") && starts_number(ahead(value)) && number_ends(value);
 }
 
 bool RepairingStream::ends_call_from(size_t off) {
@@ -265,8 +264,7 @@ bool RepairingStream::ends_call_from(size_t off) {
         at = skip_space(at);
         if (ahead(at) != ':') return false;
         at = skip_space(at + 1);
-        const char first = ahead(at);
-        return (first == '-' || (first >= '0' && first <= '9')) && number_ends(at);
+        return starts_number(ahead(at)) && number_ends(at);
     }
     return false;
 }
