@@ -5,7 +5,11 @@ it back first. The prediction brought the storages back in the order of their fi
 input first), and the tiny mHC model's streamed offload at stash 2, prefetch 1 was predicted 68 MiB
 reserved against 70 MiB captured (2026-12-07). And the loss's `labels.flatten()`, a view of the
 batch the program holds: mhc_torch.offload copied it back, as the view had died, where the
-prediction (and the storage) kept it on the device; the hook now takes a live base for the view."""
+prediction (and the storage) kept it on the device; the hook now takes a live base for the view.
+And under autocast the bf16 logits' log_softmax output, which nll_loss reads through a cast to
+fp32, is held by F.cross_entropy's C++ composite until nll_loss returns: the prediction freed it
+after the cast (python/mhc_torch/frame_holds.py: what a C call of the model's code made is held to
+its last kernel)."""
 import json
 import sqlite3
 import subprocess
@@ -34,9 +38,7 @@ class _Normed(torch.nn.Module):
         x = self.inp(self.emb(ids))
         x32 = x.float()   # tiny mHC's RMSNorm
         x = (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype) * self.weight
-        # the logits in fp32, as the tiny mHC model's: under autocast a bf16 log_softmax's output is held
-        # by cross_entropy's C++ frame to its return, which the prediction does not follow (docs/advise.md)
-        return torch.nn.functional.cross_entropy(self.head(x).flatten(0, 1).float(), labels.flatten())
+        return torch.nn.functional.cross_entropy(self.head(x).flatten(0, 1), labels.flatten())
 
 
 def _batch():
