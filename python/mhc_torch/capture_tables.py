@@ -284,6 +284,12 @@ class SettingsRecording:
         self.model_root = self.name_of(model)
 
     def on_module(self, module: torch.nn.Module | None, entering: bool, forward: bool = True, args=()) -> None:
+        if entering and forward:
+            # a backward the step ran itself (`scaler.scale(loss).backward()`) ends at the next op
+            # outside the engine, which drops the modules still open from it: the next micro-batch's
+            # model call, entered before that op, was dropped with them, and its own ops (nanoGPT's
+            # loss) ran outside every module, outside an offload's scope in the prediction
+            self._follow_autograd()
         name = self.name_of(module) if module is not None else None
         if not name:
             return
