@@ -121,7 +121,7 @@ class FrameHolds:
         self._remaps = 0   # rec.remaps when _read was last found true
         self._profile = None
         self._thread = None
-        self._c_calls: list[int] = []   # the allocations made when each C call running began
+        self._c_calls: list[tuple[int, int]] = []   # allocations and kernels made when each C call running began
 
     def _kind(self, frame) -> int:
         """_FORWARD for a module's forward, _HELPER for the model's other Python, _QUIET for code
@@ -193,14 +193,15 @@ class FrameHolds:
         returns: F.cross_entropy's log_softmax output, which under autocast nll_loss reads through a
         cast, lives until nll_loss is done, not until the cast (a storage saved by log_softmax and
         offloaded died one kernel early in the prediction). What the call made is held until its
-        last kernel (allocation ids are made in order)."""
+        last kernel (allocation ids are made in order); a call of one kernel holds nothing past it."""
+        rec = self.rec
         if starts:
-            self._c_calls.append(len(self.rec.allocs))
+            self._c_calls.append((len(rec.allocs), len(rec.kernels)))
             return
-        first = self._c_calls.pop() if self._c_calls else len(self.rec.allocs)
-        kernel = len(self.rec.kernels)
-        if kernel and len(self.rec.allocs) > first:
-            self._hold(range(first + 1, len(self.rec.allocs) + 1), kernel)
+        first, first_kernel = self._c_calls.pop() if self._c_calls else (len(rec.allocs), len(rec.kernels))
+        kernel = len(rec.kernels)
+        if kernel > first_kernel + 1 and len(rec.allocs) > first:
+            self._hold(range(first + 1, len(rec.allocs) + 1), kernel)
 
     def _phase_set(self, phase: str) -> None:
         """The recording's phase changed: the hook in the forward, `slice` (no Python, the same
