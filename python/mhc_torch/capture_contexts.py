@@ -405,18 +405,22 @@ def _tensor_leaves(packed):
 
 def _recorded_hooks(rec, pack, unpack):
     """The user's pack and unpack, the tensors the pack returns recorded as the saves (what
-    autograd holds for the backward) and their unpacking noted, as the capture's own hooks do."""
+    autograd holds for the backward) and their unpacking noted, as the capture's own hooks do:
+    each save's own unpack too (capture.save_unpacks), which a streamed offload's prefetch from an
+    earlier save of a storage waits for; without it such saves took their storage's first unpack."""
     def pack_recorded(t):
         packed = pack(t)
         own = {id(p.untyped_storage()) for p in _dense_parts(t)}
         for leaf in _tensor_leaves(packed):
             made = any(id(p.untyped_storage()) not in own for p in _dense_parts(leaf))
+            first = len(rec.saves)
             rec.on_saved(t if not made else leaf, made_by_last_op=True if made else None)
+            rec.note_packed(leaf, range(first, len(rec.saves)))
         return packed
 
     def unpack_noted(packed):
         for leaf in _tensor_leaves(packed):
-            rec.on_unpacked(leaf)
+            rec.on_unpacked(leaf, rec.packed_saves(leaf))
         return unpack(packed)
     return pack_recorded, unpack_noted
 

@@ -69,6 +69,11 @@ class SettingsRecording:
         what = placement.storage_host_kind(storage) or (placement.host_region() if new else None)
         return None if what is None else _HOST_CATEGORY.get(what, store.OTHER)
 
+    def on_host(self, t: torch.Tensor) -> bool:
+        """Whether t's storage is host memory (recorded so, or marked so)."""
+        s = self.storages.get(id(t.untyped_storage()))
+        return s.alloc.device == HOST if s is not None else self.host_category(t.untyped_storage(), False) is not None
+
     def to_host(self, alloc: store.Allocation, category: int) -> None:
         alloc.device = HOST
         self.host_seen = True
@@ -188,14 +193,28 @@ class SettingsRecording:
                 kept = t.detach()
             finally:
                 self.own_ops -= 1
-            self._save_of[id(kept)] = (weakref.ref(kept), range(first, len(self.saves)))
+            self.note_packed(kept, range(first, len(self.saves)))
             return kept
 
         def unpack(t):
-            self.on_unpacked(t, self._save_of.get(id(t)))
+            self.on_unpacked(t, self.packed_saves(t))
             return t
         pack.mhc_capture_hook = True   # torch.func's transforms set it aside (capturing._functorch_beside_capture)
         return torch.autograd.graph.saved_tensors_hooks(pack, unpack)
+
+    def note_packed(self, packed: torch.Tensor, saves) -> None:
+        """`packed` is what autograd holds for the saves numbered `saves` (indices into saves): a
+        pack hook's return. One object returned for several saves (a user's hook handing back the
+        tensor it was given, a weight every op saves) does not tell its unpacks apart: none of
+        them is noted, and each takes its storage's first unpack (capture.unpacks)."""
+        known = self._save_of.get(id(packed))
+        if known is not None and known[0]() is packed:
+            saves = ()
+        self._save_of[id(packed)] = (weakref.ref(packed), saves)
+
+    def packed_saves(self, packed: torch.Tensor) -> tuple | None:
+        """What note_packed noted for `packed` (its weak reference and its saves), or None."""
+        return self._save_of.get(id(packed))
 
     def on_unpacked(self, t: torch.Tensor, saves: tuple | None = None) -> None:
         """A backward node unpacks every saved tensor it holds before its first kernel runs, not
@@ -265,6 +284,12 @@ class SettingsRecording:
         self.model_root = self.name_of(model)
 
     def on_module(self, module: torch.nn.Module | None, entering: bool, forward: bool = True, args=()) -> None:
+        if entering and forward:
+            # a backward the step ran itself (`scaler.scale(loss).backward()`) ends at the next op
+            # outside the engine, which drops the modules still open from it: the next micro-batch's
+            # model call, entered before that op, was dropped with them, and its own ops (nanoGPT's
+            # loss) ran outside every module, outside an offload's scope in the prediction
+            self._follow_autograd()
         name = self.name_of(module) if module is not None else None
         if not name:
             return

@@ -121,6 +121,7 @@ class FrameHolds:
         self._remaps = 0   # rec.remaps when _read was last found true
         self._profile = None
         self._thread = None
+        self._c_calls: list[tuple[int, int]] = []   # allocations and kernels made when each C call running began
 
     def _kind(self, frame) -> int:
         """_FORWARD for a module's forward, _HELPER for the model's other Python, _QUIET for code
@@ -147,10 +148,17 @@ class FrameHolds:
         running as its caller: its call is one)."""
         kinds, kind_of, read = self._kinds, self._kind, self._read
         called, returning, forget, returned_frame = self._called, self._returning, self._forget_reads, self._returned_frame
+        c_call = self._c_call
         no_torch_function = torch._C.DisableTorchFunction
 
         def profile(frame, event, arg):
-            if event == "return":
+            if event == "c_call" or event == "c_return" or event == "c_exception":
+                kind = kinds.get(id(frame.f_code))
+                if kind is None:
+                    kind = kind_of(frame)
+                if kind == _HELPER or kind == _FORWARD:
+                    c_call(event == "c_call")
+            elif event == "return":
                 kind = kinds.get(id(frame.f_code))
                 if kind is None:
                     kind = kind_of(frame)
@@ -179,6 +187,22 @@ class FrameHolds:
                             forget()
         return profile
 
+    def _c_call(self, starts: bool) -> None:
+        """A C function the model's code (or torch's functional Python) calls starts or returns. A
+        composite op of ATen's runs several kernels and holds what it made in its C++ locals until it
+        returns: F.cross_entropy's log_softmax output, which under autocast nll_loss reads through a
+        cast, lives until nll_loss is done, not until the cast (a storage saved by log_softmax and
+        offloaded died one kernel early in the prediction). What the call made is held until its
+        last kernel (allocation ids are made in order); a call of one kernel holds nothing past it."""
+        rec = self.rec
+        if starts:
+            self._c_calls.append((len(rec.allocs), len(rec.kernels)))
+            return
+        first, first_kernel = self._c_calls.pop() if self._c_calls else (len(rec.allocs), len(rec.kernels))
+        kernel = len(rec.kernels)
+        if kernel > first_kernel + 1 and len(rec.allocs) > first:
+            self._hold(range(first + 1, len(rec.allocs) + 1), kernel)
+
     def _phase_set(self, phase: str) -> None:
         """The recording's phase changed: the hook in the forward, `slice` (no Python, the same
         f_locals copies) elsewhere. Only the capture's thread, the one whose profile it is."""
@@ -187,6 +211,7 @@ class FrameHolds:
         if phase == "forward":
             sys.setprofile(self._profile)
         else:
+            self._c_calls.clear()   # their returns are not seen outside the forward
             self._forget_reads()
             sys.setprofile(slice)
 

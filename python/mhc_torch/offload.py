@@ -22,7 +22,10 @@ device when the backward unpacks it (another save outside these hooks whose node
 kept it) is used as it is, without a copy; one that such a save held only until its node ran (the
 caller's mul of a module's output: its node runs first) is gone by then and comes back. Without CUDA streams (CPU tensors, fake
 tensors in a capture) the same storages are kept and dropped at the same points; only the waits
-are no-ops, so a capture measures the memory a GPU would hold.
+are no-ops, so a capture measures the memory a GPU would hold. A saved view counts as alive while
+its base tensor is: the batch's labels, saved as `labels.flatten()` by a loss inside the forward,
+are still on the device when the backward unpacks them (the program holds the batch), though the
+view itself is gone.
 """
 from __future__ import annotations
 
@@ -194,6 +197,10 @@ class SavedTensorOffload:
         saved = _Saved(index, stored, t)
         stored.pending += 1
         stored.tensors.append(weakref.ref(t))
+        if t._base is not None:
+            # a view's base holds the storage too, and the program may keep the base where the view
+            # dies (a loss's `labels.flatten()` of the batch): the storage is then still there
+            stored.tensors.append(weakref.ref(t._base))
         self._saves[index] = weakref.ref(saved)
         return saved
 

@@ -269,6 +269,8 @@ class Recording(SettingsRecording):
             return
         # Every storage is tracked (allocated if new) before the host check, inputs first.
         in_records = [self.track(t, store.OTHER, op.untracked) for t in reads]
+        # before the outputs, and an in-place sparse add's new parts (its self's, mutated)
+        ahead = workspaces.add_ahead(self, workspaces.sparse_add_ahead(name, args, kwargs, self.on_host), start)
         mutated_records = [self.track(t, store.OTHER, op.untracked) for t in mutated]
         order = _GPU_ALLOCATION_ORDER.get(name)
         if order is not None and len(order) == len(new_outs):
@@ -296,9 +298,10 @@ class Recording(SettingsRecording):
                     self.fresh.pop(id(s), None)
         if not accesses:
             return
-        self._record_kernel(func, op, args, kwargs, out, reads, mutated, new_outs, accesses, start, where)
+        self._record_kernel(func, op, args, kwargs, out, reads, mutated, new_outs, accesses, start, where, ahead)
 
-    def _record_kernel(self, func, op: _Op, args, kwargs, out, reads, mutated, new_outs, accesses, start, where):
+    def _record_kernel(self, func, op: _Op, args, kwargs, out, reads, mutated, new_outs, accesses, start, where,
+                       ahead=()):
         name = op.name
         in_backward = self.phase == "backward"
         made = self.workspaces.persistent(name, in_backward, func, args, kwargs)
@@ -325,6 +328,7 @@ class Recording(SettingsRecording):
                          step=self.step, accesses=accesses, phase=self.phase_code(),
                          flops=flops, moved_bytes=moved, module=where)
         workspaces.add_transient(self, self.workspaces.transient(func, args, kwargs, name), start, start + dur, accesses)
+        workspaces.end_ahead(ahead, start + dur, accesses)
         self.kernels.append(k)
         self.accumulations.after_kernel(self, name, reads, new_outs, k)
         self.kernel_layer.append((self.layer_of(), self.phase))

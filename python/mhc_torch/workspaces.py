@@ -60,6 +60,12 @@ snapshot tests/data/public/torch-snapshot/stanford-cs336-training-step.pickle):
   (2026-12-07, torch 2.15): 64 x 64 fp32 with 1-norm 1,000, 12 x 16,384 B + 24 B beside the
   output; a batch of 3, 10 x 49,152 B + 36 B; its backward runs it on the 2n x 2n block matrix.
   The orthogonal parametrization (torch.nn.utils.parametrizations) runs it at every use.
+- A sparse + sparse add's scaled source (aten/src/ATen/native/sparse/cuda/SparseCUDATensorMath.cu:
+  add_out_sparse_cuda): with alpha other than 1 (SGD's Nesterov step `grad.add(buf,
+  alpha=momentum)` on a sparse gradient) the source's values are multiplied into a new tensor,
+  `s_values_.mul(value)`, before both operands' indices and values are concatenated into the
+  result's, and it lives to the kernel's return: taken before the result's parts (sparse_add_ahead).
+  The CPU's kernel scales as it merges, into the result: none on the host.
 
 Not modelled (stated in docs/torch.md): cuFFT's plan workspaces, cuDNN's convolution workspaces,
 embedding_dense_backward's segment buffers (their size depends on how many indices are
@@ -320,6 +326,31 @@ class Workspaces:
         return []
 
 
+_SPARSE_ADDS = {"aten::add", "aten::add_", "aten::_foreach_add_"}
+
+
+def _sparse_pairs(name: str, args) -> list:
+    """The sparse + sparse operand pairs of an add (one) or of a foreach add (each sparse pair)."""
+    if len(args) < 2:
+        return []
+    pairs = list(zip(args[0], args[1])) if name == "aten::_foreach_add_" else [(args[0], args[1])]
+    return [(a, b) for a, b in pairs if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+            and a.layout == torch.sparse_coo and b.layout == torch.sparse_coo]
+
+
+def sparse_add_ahead(name: str, args, kwargs, on_host) -> list[tuple[int, str]]:
+    """The scaled source values of a sparse + sparse add on the device with alpha other than 1
+    (add_out_sparse_cuda), made before the result's parts. A foreach add runs its sparse pairs one
+    add_ after another (each temporary gone before the next is made): the largest is taken, for
+    the whole kernel. `on_host(t)` says whether a tensor is host memory (the CPU's kernel: none)."""
+    alpha = (kwargs or {}).get("alpha", args[2] if len(args) > 2 and name != "aten::_foreach_add_" else 1)
+    if name not in _SPARSE_ADDS or isinstance(alpha, torch.Tensor) or alpha == 1:
+        return []
+    scaled = [b._values().numel() * torch.promote_types(a.dtype, b.dtype).itemsize
+              for a, b in _sparse_pairs(name, args) if not (on_host(a._values()) or on_host(b._values()))]
+    return [(max(scaled), f"sparse add: source values x alpha ({name})")] if scaled else []
+
+
 # The capture's attention backward: the CPU flash kernel, standing for the GPU's flash kernel.
 ATTENTION_BACKWARD = "aten::_scaled_dot_product_flash_attention_for_cpu_backward"
 
@@ -369,6 +400,19 @@ def add_transient(rec, buffers, start: int, end: int, accesses: dict[int, int]) 
     for nbytes, label in buffers:
         if nbytes > 0:
             _add(rec, nbytes, label, start, end, accesses)
+
+
+def add_ahead(rec, buffers, start: int) -> list:
+    """Allocations a kernel takes at its start before its outputs (sparse_add_ahead), freed at
+    its end by end_ahead."""
+    return [rec.allocs[_add(rec, nbytes, label, start, None, {}) - 1] for nbytes, label in buffers if nbytes > 0]
+
+
+def end_ahead(made: list, end: int, accesses: dict[int, int]) -> None:
+    """The kernel of add_ahead's allocations ends at `end`: they are freed, and it accessed them."""
+    for a in made:
+        a.t_free = end
+        accesses[a.id] = store.READ_WRITE
 
 
 def add_persistent(rec, buffers, start: int, accesses: dict[int, int]) -> None:

@@ -1580,9 +1580,11 @@ def apply_offload(plan, cap, off, checkpointed, selective=()):
                 if q in ck:   # unpacked where that call's recomputation starts
                     return (ck[q][1], "before", 0)
                 return save_unpack(packs[q][0], packs[q][2])
+            places = [q for q, (_i, _o, b) in enumerate(packs) if b == a]
+            # on demand: in the order of the first of its saves unpacked there (the node's own order)
+            by = next((q for q in places if pack_unpack(q) == x), j)
             if streamed and prefetch > 0:   # only a pack whose storage also comes back prefetches
                 # any pack of the storage looks back: a save up to `prefetch` packs after any of them
-                places = [q for q, (_i, _o, b) in enumerate(packs) if b == a]
                 cands = {(pack_unpack(q), q)
                          for pl in places for q in range(pl + 1, min(pl + 1 + prefetch, len(packs)))
                          if comes_back(packs[q][2])}
@@ -1599,18 +1601,21 @@ def apply_offload(plan, cap, off, checkpointed, selective=()):
                 plan.copies.append(c)
                 u[0].waits.append(c)
                 made = (xop, "before", 0)
-            else:
-                cop = plan.insert_before(u[0], Op("copy", "H2D", copy=(H2D, al.nbytes)))
+            cop = None
+            if not streamed:   # placed right before the unpack below, in the hook's order
+                cop = Op("copy", "H2D", copy=(H2D, al.nbytes))
                 made = (cop, "before", 0)
             plan.allocs[host].freed = made
-            backs.append((by, distance, a, al, made, recorded_free))
+            backs.append((by, distance, a, al, made, recorded_free, cop, u[0]))
+        # the device copies in the hook's order: by the pack whose unpack brings them, that pack's
+        # own storage first, then the prefetched ones nearest first
+        for _by, _d, a, al, made, recorded_free, cop, before in sorted(backs, key=lambda b: (b[0], b[1])):
+            if cop is not None:
+                plan.insert_before(before, cop)
             if a in ck_inputs:   # the recomputation reads the copy from its making on
                 for op in rec_ops:
                     if a in op.acc and plan.pos((op, "before", 0)) >= plan.pos(made):
                         op.acc[("ck", a)] = op.acc.pop(a)
-        # the device copies in the hook's order: by the pack whose unpack brings them, that pack's
-        # own storage first, then the prefetched ones nearest first
-        for _by, _d, a, al, made, recorded_free in sorted(backs, key=lambda b: (b[0], b[1])):
             dev = plan.add_alloc(al.device, al.nbytes, al.stream, al.category, made, label=al.label)
             for op in rec_ops if a in ck_inputs else []:
                 if ("ck", a) in op.acc:

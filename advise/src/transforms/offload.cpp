@@ -135,27 +135,34 @@ void PassOffload::move(size_t own) {
     size_t distance = 0;
     const size_t trigger = bringing_pack(own, alloc_id, bring, distance);
     Alloc device_copy = device_copy_back(alloc_id, saved, recorded_free, recorded_free_offset);
+    int32_t h2d = -1;
     if (streamed_) {
         plan.copies.push_back({true, saved.bytes, bring, true});
         plan.ops[static_cast<size_t>(unpack)].waits.push_back(static_cast<int32_t>(plan.copies.size() - 1));
         device_copy.made = {bring, false};
     } else {
+        // placed with the others in the order the hook unpacks (place_device_copies)
         const int32_t anchor = unpack < plan.recorded ? unpack : plan.ops[static_cast<size_t>(unpack)].anchor;
-        const int32_t id = add_copy(base, plan, true, saved.bytes, step, anchor);
-        plan.insert_before_op(unpack, id);
-        device_copy.made = {id, false};
+        h2d = add_copy(base, plan, true, saved.bytes, step, anchor);
+        device_copy.made = {h2d, false};
     }
     device_copy.made_offset = 0;
     host_copy.freed = device_copy.made;
     plan.add_alloc(host_copy);
-    backs_.push_back({trigger, trigger == own ? 0 : distance, alloc_id, device_copy});
+    // brought on demand: in the order of the save its node unpacks first, not of the storage's first pack
+    const size_t order = trigger == own ? unpacking_pack(own, alloc_id, bring) : trigger;
+    backs_.push_back({order, trigger == own ? 0 : distance, alloc_id, device_copy, h2d, unpack});
 }
 
 // The device copies in the order the hook makes them at one instant (allocations made at one
 // point keep the order they are added in, and so do their frees at one instant): at each unpack,
 // the save itself first (on demand), then the saves before it, nearest first
 // (python/mhc_torch/offload.py, _unpack: index - 1 down to index - prefetch); the saves of one
-// node in the order it unpacks them (the pack order). Added in forward order instead, a prefetch
+// node in the order it unpacks them (the pack order of that node's saves, not of the storages'
+// first packs: the tiny mHC model's final RMSNorm saves its input for the pow, then rsqrt's
+// output, and its mul saves both again, rsqrt's first; the mul's node brought the input back
+// first in the prediction, and its streamed offload at stash 2, prefetch 1 was predicted 68 MiB
+// reserved against 70 MiB captured). Sync copies are placed here too. Added in forward order instead, a prefetch
 // brought a block's earlier saves back before the save being unpacked, and the expandable
 // segments' model placed them elsewhere: the UNet's offload of everything
 // (bench/advise/new_user/unet.py) predicted 922 MiB reserved against the capture's 1022 MiB.
@@ -167,6 +174,7 @@ void PassOffload::place_device_copies() {
     });
     for (Back& back : backs_) {
         const int32_t storage = back.storage;
+        if (back.h2d >= 0) plan_.insert_before_op(back.unpack, back.h2d);
         const int32_t dc = plan_.add_alloc(back.copy);
         // a checkpoint's save: the reads from where it comes back on, the recomputation's too
         const bool hooked = hook_unpack_.count(storage) > 0;

@@ -34,6 +34,7 @@ private:
         size_t trigger, distance;   // the pack whose unpack brings it; how many packs before that one it is
         int32_t storage;
         Alloc copy;
+        int32_t h2d = -1, unpack = -1;   // sync: the copy op, placed before the unpacking op
     };
 
     const Context& ctx_;
@@ -75,6 +76,7 @@ private:
     int32_t save_unpack_at(size_t pack) const;
     void find_first_unpack();
     size_t bringing_pack(size_t own, int32_t storage, int32_t& bring, size_t& distance) const;
+    size_t unpacking_pack(size_t own, int32_t storage, int32_t at) const;
     bool earlier(int32_t op, int32_t than) const { return plan_.key(Point{op, false}) < plan_.key(Point{than, false}); }
     // offload_lifetimes.cpp
     void choose_copied_back();

@@ -134,4 +134,13 @@ size_t PassOffload::bringing_pack(size_t own, int32_t storage, int32_t& bring, s
     return trigger;
 }
 
+// The save of `storage` (first packed at `own`) whose unpack at `at` brings it back on demand:
+// its first pack that the capture saw unpacked there (a storage saved by two ops of one node's
+// module, the RMSNorm's input for its pow and its mul, is brought back by the mul's save), else `own`.
+size_t PassOffload::unpacking_pack(size_t own, int32_t storage, int32_t at) const {
+    for (size_t place : pack_places_.at(storage))
+        if (save_unpack_at(place) == at) return place;
+    return own;
+}
+
 }  // namespace mhc::advise::offloading
