@@ -130,21 +130,35 @@ TEST_CASE("nsys: a memory event of a memKind the export does not list is said", 
 
 // CUDA_GPU_MEMORY_USAGE_EVENTS.streamId (nsys 2023 on) is the stream of a stream-ordered
 // allocation (cudaMallocAsync, cudaFreeAsync); cudaMalloc's rows have none. extra-p's con_kernel
-// export (2022.1, no such column) with it added: its 5 device allocations made on stream 7, its 5
-// pinned host ones without a stream. Before 2026-12-08 every allocation was on stream 0.
+// export (2022.1, no such column; kernels on streams 14-18) with it added: its 5 device
+// allocations made on stream 14, its 5 pinned host ones without a stream; then again with a second
+// process (globalPid + 1) holding a copy of its kernels and memory rows, whose stream 14 is not the
+// first's (numbered as its kernels are). Before 2026-12-08 every allocation was on stream 0.
 TEST_CASE("nsys: a stream-ordered allocation is on its stream", "[import][nsys][public]") {
     test::TempDir dir;
     imp::Result result;
-    TraceData trace = test::import_variant(
-        dir, "nsys/con_kernel.sqlite",
+    using Lanes = std::map<std::pair<int32_t, int64_t>, int>;   // (device, stream) -> allocations
+    auto lanes = [](const TraceData& trace) {
+        Lanes by_lane;
+        for (size_t i = 0; i < trace.allocations.size(); ++i)
+            ++by_lane[{trace.allocations.device[i], trace.allocations.stream[i]}];
+        return by_lane;
+    };
+    const std::string add_stream =
         "ALTER TABLE CUDA_GPU_MEMORY_USAGE_EVENTS ADD COLUMN streamId INTEGER; "
-        "UPDATE CUDA_GPU_MEMORY_USAGE_EVENTS SET streamId = 7 WHERE memKind = 2;",
-        result);
-    std::map<std::pair<int32_t, int64_t>, int> by_lane;   // (device, stream) -> allocations
-    for (size_t i = 0; i < trace.allocations.size(); ++i)
-        ++by_lane[{trace.allocations.device[i], trace.allocations.stream[i]}];
-    CHECK(by_lane == std::map<std::pair<int32_t, int64_t>, int>{{{-1, 0}, 5}, {{0, 7}, 5}});
-    CHECK(mhc::trace::live_peak(trace, 0).bytes == 40160000);   // as the original
+        "UPDATE CUDA_GPU_MEMORY_USAGE_EVENTS SET streamId = 14 WHERE memKind = 2; ";
+    TraceData one = test::import_variant(dir, "nsys/con_kernel.sqlite", add_stream, result);
+    CHECK(lanes(one) == Lanes{{{-1, 0}, 5}, {{0, 14}, 5}});
+    CHECK(mhc::trace::live_peak(one, 0).bytes == 40160000);   // as the original
+    std::string second;
+    for (const char* table : {"CUPTI_ACTIVITY_KIND_KERNEL", "CUDA_GPU_MEMORY_USAGE_EVENTS"})
+        second += std::string("CREATE TEMP TABLE t AS SELECT * FROM ") + table +
+                  "; UPDATE t SET globalPid = globalPid + 1, start = start + 1" +
+                  (std::string(table) == "CUPTI_ACTIVITY_KIND_KERNEL" ? ", end = end + 1" : "") + "; INSERT INTO " +
+                  table + " SELECT * FROM t; DROP TABLE t; ";
+    TraceData two = test::import_variant(dir, "nsys/con_kernel.sqlite", add_stream + second, result);
+    CHECK(lanes(two) == Lanes{{{-1, 0}, 10}, {{0, 14}, 5}, {{0, (int64_t{1} << 40) + 14}, 5}});
+    CHECK(std::count(two.kernels.stream.begin(), two.kernels.stream.end(), (int64_t{1} << 40) + 14) == 3);
 }
 
 // CUDA gives out no address a process still holds, so an allocation at one means its free was not
