@@ -131,7 +131,8 @@ TEST_CASE("nsys: a memory event of a memKind the export does not list is said", 
 // CUDA_GPU_MEMORY_USAGE_EVENTS.streamId (nsys 2023 on) is the stream of a stream-ordered
 // allocation (cudaMallocAsync, cudaFreeAsync); cudaMalloc's rows have none. extra-p's con_kernel
 // export (2022.1, no such column; kernels on streams 14-18) with it added: its 5 device
-// allocations made on stream 14, its 5 pinned host ones without a stream; then again with a second
+// allocations made on stream 14, its 5 pinned host ones without a stream (CUPTI_INVALID_STREAM_ID,
+// 0xFFFFFFFF, CUPTI's value for a memory operation that is not async); then again with a second
 // process (globalPid + 1) holding a copy of its kernels and memory rows, whose stream 14 is not the
 // first's (numbered as its kernels are). Before 2026-12-08 every allocation was on stream 0.
 TEST_CASE("nsys: a stream-ordered allocation is on its stream", "[import][nsys][public]") {
@@ -146,7 +147,7 @@ TEST_CASE("nsys: a stream-ordered allocation is on its stream", "[import][nsys][
     };
     const std::string add_stream =
         "ALTER TABLE CUDA_GPU_MEMORY_USAGE_EVENTS ADD COLUMN streamId INTEGER; "
-        "UPDATE CUDA_GPU_MEMORY_USAGE_EVENTS SET streamId = 14 WHERE memKind = 2; ";
+        "UPDATE CUDA_GPU_MEMORY_USAGE_EVENTS SET streamId = CASE memKind WHEN 2 THEN 14 ELSE 4294967295 END; ";
     TraceData one = test::import_variant(dir, "nsys/con_kernel.sqlite", add_stream, result);
     CHECK(lanes(one) == Lanes{{{-1, 0}, 5}, {{0, 14}, 5}});
     CHECK(mhc::trace::live_peak(one, 0).bytes == 40160000);   // as the original

@@ -59,9 +59,10 @@ void NsysImport::read_allocations() {
         // memKind 0 pageable, 1 pinned: host memory (device -1); the rest is on the GPU.
         int64_t kind = cell.get(5, "memKind", INT64_MIN, INT64_MAX, false, 2);
         if (!mem_kinds.count(kind) && unknown_kinds++ == 0) first_unknown_kind = kind;
-        const auto [device, stream] = sqlite3_column_type(stmt.get(), 3) == SQLITE_NULL
-                                          ? std::pair<int32_t, int64_t>{device_and_stream(cell).first, 0}
-                                          : lane(cell, 7);
+        // No stream: NULL, or CUPTI_INVALID_STREAM_ID (cupti_activity.h: a memory operation that is not async).
+        const bool ordered = sqlite3_column_type(stmt.get(), 3) != SQLITE_NULL && stmt.i64(3) != 0xFFFFFFFF;
+        const auto [device, stream] =
+            ordered ? lane(cell, 7) : std::pair<int32_t, int64_t>{device_and_stream(cell).first, 0};
         int32_t dev = kind == 0 || kind == 1 ? -1 : device;
         int64_t addr = cell.get(1, "address", INT64_MIN, INT64_MAX), bytes = cell.get(4, "bytes", 0, kMaxBytes),
                 op = cell.get(6, "memoryOperationType", 0, 1);   // nsys: 0 allocation, 1 free
