@@ -128,6 +128,74 @@ TEST_CASE("nsys: a memory event of a memKind the export does not list is said", 
     CHECK(test::unsaid(dir, "nsys/con_kernel.sqlite", "nsys.unknown_memory_kinds"));
 }
 
+// CUDA_GPU_MEMORY_USAGE_EVENTS.streamId (nsys 2023 on) is the stream of a stream-ordered
+// allocation (cudaMallocAsync, cudaFreeAsync); cudaMalloc's rows have none. extra-p's con_kernel
+// export (2022.1, no such column; kernels on streams 14-18) with it added: its 5 device
+// allocations made on stream 14, its 5 pinned host ones without a stream (CUPTI_INVALID_STREAM_ID,
+// 0xFFFFFFFF, CUPTI's value for a memory operation that is not async); then again with a second
+// process (globalPid + 1) holding a copy of its kernels and memory rows, whose stream 14 is not the
+// first's (numbered as its kernels are). Before 2026-12-08 every allocation was on stream 0.
+TEST_CASE("nsys: a stream-ordered allocation is on its stream", "[import][nsys][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    using Lanes = std::map<std::pair<int32_t, int64_t>, int>;   // (device, stream) -> allocations
+    auto lanes = [](const TraceData& trace) {
+        Lanes by_lane;
+        for (size_t i = 0; i < trace.allocations.size(); ++i)
+            ++by_lane[{trace.allocations.device[i], trace.allocations.stream[i]}];
+        return by_lane;
+    };
+    const std::string add_stream =
+        "ALTER TABLE CUDA_GPU_MEMORY_USAGE_EVENTS ADD COLUMN streamId INTEGER; "
+        "UPDATE CUDA_GPU_MEMORY_USAGE_EVENTS SET streamId = CASE memKind WHEN 2 THEN 14 ELSE 4294967295 END; ";
+    TraceData one = test::import_variant(dir, "nsys/con_kernel.sqlite", add_stream, result);
+    CHECK(lanes(one) == Lanes{{{-1, 0}, 5}, {{0, 14}, 5}});
+    CHECK(mhc::trace::live_peak(one, 0).bytes == 40160000);   // as the original
+    std::string second;
+    for (const char* table : {"CUPTI_ACTIVITY_KIND_KERNEL", "CUDA_GPU_MEMORY_USAGE_EVENTS"})
+        second += std::string("CREATE TEMP TABLE t AS SELECT * FROM ") + table +
+                  "; UPDATE t SET globalPid = globalPid + 1, start = start + 1" +
+                  (std::string(table) == "CUPTI_ACTIVITY_KIND_KERNEL" ? ", end = end + 1" : "") + "; INSERT INTO " +
+                  table + " SELECT * FROM t; DROP TABLE t; ";
+    TraceData two = test::import_variant(dir, "nsys/con_kernel.sqlite", add_stream + second, result);
+    CHECK(lanes(two) == Lanes{{{-1, 0}, 10}, {{0, 14}, 5}, {{0, (int64_t{1} << 40) + 14}, 5}});
+    CHECK(std::count(two.kernels.stream.begin(), two.kernels.stream.end(), (int64_t{1} << 40) + 14) == 3);
+}
+
+// CUDA gives out no address a process still holds, so an allocation at one means its free was not
+// recorded, and a free of 0 bytes at an address the export never allocated cannot be a block.
+// Both were read in silence: the first block ended at the second allocation, the free was dropped.
+// con_kernel without the free of its first device block (rowid 11, 47,315,943,424, at 788,503,508
+// ns), that address allocated again at 790,000,000 ns and freed at 795,000,000 ns, and a free of
+// 0 bytes elsewhere.
+TEST_CASE("nsys: memory events the export cannot have recorded as they are are said", "[import][nsys][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    const std::string copy_of_row_2 =
+        "INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS (start, globalPid, deviceId, contextId, address, pc, bytes, "
+        "memKind, memoryOperationType, name, correlationId) SELECT %T, globalPid, deviceId, contextId, address "
+        "+ %A, pc, %B, memKind, %O, name, correlationId FROM CUDA_GPU_MEMORY_USAGE_EVENTS WHERE rowid = 2; ";
+    auto row = [&](const char* t, const char* a, const char* b, const char* op) {
+        std::string sql = copy_of_row_2;
+        for (auto [key, value] : {std::pair{"%T", t}, {"%A", a}, {"%B", b}, {"%O", op}})
+            sql.replace(sql.find(key), 2, value);
+        return sql;
+    };
+    TraceData trace = test::import_variant(dir, "nsys/con_kernel.sqlite",
+                                           "DELETE FROM CUDA_GPU_MEMORY_USAGE_EVENTS WHERE rowid = 11; " +
+                                               row("790000000", "0", "bytes", "0") +
+                                               row("795000000", "0", "bytes", "1") +
+                                               row("796000000", "1000000000", "0", "1"),
+                                           result);
+    CHECK(trace.allocations.size() == 11);
+    CHECK(trace.meta.at("nsys.memory_events_unpaired") ==
+          "1 allocations at an address their process still held (the free before each was not recorded: the "
+          "earlier block is taken as freed when its address was allocated again); 1 frees of 0 bytes at an "
+          "address not allocated in the export (a block from before recording of unknown size: left out)");
+    CHECK(test::warned(result, "the free before each was not recorded"));
+    CHECK(test::unsaid(dir, "nsys/con_kernel.sqlite", "nsys.memory_events_unpaired"));
+}
+
 // NVTX_EVENTS.end may be NULL (the schema allows it): a mark has none, and a range that was
 // pushed or started and never ended while nsys recorded has none either. Such a range is a
 // marker of no length at its start, as before, but no longer in silence. The 2024.6 export's

@@ -186,7 +186,8 @@ private:
     // is named, never a literal: ORDER BY 0 is an SQL error, not an order.
     void read_gpu();
 
-    int64_t add_block(int32_t device, int64_t address, int64_t bytes, int64_t t_alloc, int64_t t_free, int64_t label);
+    int64_t add_block(int32_t device, int64_t address, int64_t bytes, int64_t t_alloc, int64_t t_free, int64_t label,
+                      int64_t stream = 0);
 
     // The memKind values the export lists (ENUM_CUDA_MEM_KIND: 0 pageable, 1 pinned, 2 device, 3
     // array, 4 managed, 5 device static, 6 managed static, 7 unknown in nsys 2022 to 2026), or
@@ -196,8 +197,13 @@ private:
     // Allocations: alloc/free pairs by (device, process, address): an export of several processes
     // (globalPid) holds each one's own address space, where the same address can be live in two.
     // The trace has one address space per device, so the allocations of a device's processes after
-    // the first one seen there are written with address 0 (unknown), counted in meta.
+    // the first one seen there are written with address 0 (unknown), counted in meta. A
+    // stream-ordered allocation (cudaMallocAsync: streamId, nsys 2023 on) is on its stream, numbered
+    // as the kernels of its process are (lane); cudaMalloc's rows have none (stream 0). Events the
+    // export cannot have recorded as they are (an allocation at an address its process still holds,
+    // a free of no size at an address never allocated) are counted and said (say_unpaired_memory).
     void read_allocations();
+    void say_unpaired_memory(int64_t realloc_live, int64_t sizeless_frees);
 
     // Kernels, in the order of their starts; written by write_kernels with the graph launches.
     void read_kernels();

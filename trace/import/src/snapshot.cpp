@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -127,6 +128,37 @@ std::string not_a_snapshot_dict(const PickleDoc& doc, Id root) {
            (keys.empty() ? std::string(" (it is empty)") : " (its keys: " + keys + ")");
 }
 
+// A page of trace_plot(filter_freed=True) (`python -m torch.cuda._memory_viz trace_plot
+// --filter_freed`) holds the trace less every block both allocated and freed in it
+// (filter_alloc_free_pairs), which the page does not say: its peaks are those of the blocks left
+// (cs336-silmont2000's page: 31,719,936 B where the snapshot peaks at 3,249,144,832 B, in silence
+// before 2026-12-08). A trace that allocates and frees no block it allocated is what such a page
+// holds; said, as a recording that never freed what it allocated cannot be told from one.
+void say_filtered_page(const Decoded& ev, Result& r) {
+    int64_t allocs = 0, frees = 0;
+    for (const auto& evs : ev.devices) {
+        std::set<int64_t> allocated;
+        for (const Event& event : evs) {
+            const bool free = event.action == Action::FreeRequested || event.action == Action::FreeCompleted ||
+                              event.action == Action::Free;
+            if (free && allocated.count(event.addr)) return;   // a block allocated and freed: not filtered
+            if (event.action == Action::Alloc) allocated.insert(event.addr);
+            allocs += event.action == Action::Alloc ? 1 : 0;
+            frees += free ? 1 : 0;
+        }
+    }
+    if (allocs == 0) return;
+    const std::string said = "the page's trace frees none of the " + std::to_string(allocs) + " blocks it allocates" +
+                             (frees > 0 ? " (its " + std::to_string(frees) + " frees are of blocks allocated before it)"
+                                        : std::string()) +
+                             ", as a page written by trace_plot with "
+                             "filter_freed=True holds it: the blocks allocated and freed while recording are "
+                             "not in it, and its peaks are those of the blocks left; import the snapshot pickle "
+                             "the page was made from";
+    r.meta["snapshot.page_without_freed_blocks"] = said;
+    r.warnings.push_back(said);
+}
+
 }  // namespace
 
 void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_input_size) {
@@ -191,6 +223,7 @@ void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_inp
     }
     if (ev.events == 0) end_state_only(doc, *segments_end, r);
     if (dict_root) say_keys_not_read(doc, root, r);
+    if (r.meta.count("snapshot.file") && r.meta.at("snapshot.file").rfind("HTML", 0) == 0) say_filtered_page(ev, r);
     r.events = ev.events;
     const BlockRules rules = add_allocator_settings(doc, field("allocator_settings"), r.meta);
     SnapshotImport imp(doc, in, w, keys);
