@@ -24,6 +24,7 @@
 #include "snapshot_import.hpp"
 #include "snapshot_settings.hpp"
 #include "source.hpp"
+#include "torch_save.hpp"
 
 namespace mhc::trace::import {
 
@@ -159,22 +160,41 @@ void say_filtered_page(const Decoded& ev, Result& r) {
     r.warnings.push_back(said);
 }
 
+// The snapshot's pickle in the file's bytes: the file itself, or the pickle of a snapshot saved as
+// JSON, in a _memory_viz page or with torch.save (held in `held`), said in meta snapshot.file.
+std::string_view snapshot_pickle(std::string_view bytes, const std::string& in, uint64_t max_input_size,
+                                 std::string& held, Result& r) {
+    const size_t first = bytes.find_first_not_of(" \t\r\n");
+    if (first != std::string_view::npos && bytes[first] == '<') {
+        held = memory_viz_html_pickle(bytes, in);
+        r.meta["snapshot.file"] = "HTML of torch.cuda._memory_viz (trace_plot or segment_plot): the snapshot pickle it embeds";
+        return held;
+    }
+    if (first != std::string_view::npos && (bytes[first] == '{' || bytes[first] == '[')) {
+        held = json_as_pickle(bytes, in);
+        r.meta["snapshot.file"] = "JSON (torch.cuda.memory._snapshot() saved with json.dump), read as its pickle";
+        return held;
+    }
+    if (is_zip(bytes)) {
+        std::string entry;
+        held = torch_save_pickle(in, max_input_size, entry);
+        r.meta["snapshot.file"] = "a torch.save archive: its entry '" + entry + "', the snapshot's pickle";
+        return held;
+    }
+    if (const std::optional<std::string_view> object = legacy_torch_save_object(bytes, in)) {
+        r.meta["snapshot.file"] =
+            "torch.save's legacy format (_use_new_zipfile_serialization=False): the snapshot's pickle in it";
+        return *object;
+    }
+    return bytes;
+}
+
 }  // namespace
 
 void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_input_size) {
     FileBytes data(in, max_input_size);
-    std::string_view bytes = data.view();
-    std::string from_json;   // the pickle of a snapshot saved as JSON or in HTML; the document's strings point into it
-    const size_t first = bytes.find_first_not_of(" \t\r\n");
-    if (first != std::string_view::npos && bytes[first] == '<') {
-        from_json = memory_viz_html_pickle(bytes, in);
-        bytes = from_json;
-        r.meta["snapshot.file"] = "HTML of torch.cuda._memory_viz (trace_plot or segment_plot): the snapshot pickle it embeds";
-    } else if (first != std::string_view::npos && (bytes[first] == '{' || bytes[first] == '[')) {
-        from_json = json_as_pickle(bytes, in);
-        bytes = from_json;
-        r.meta["snapshot.file"] = "JSON (torch.cuda.memory._snapshot() saved with json.dump), read as its pickle";
-    }
+    std::string held;   // the pickle of a snapshot saved as JSON, in HTML or in a zip; the document's strings point into it
+    const std::string_view bytes = snapshot_pickle(data.view(), in, max_input_size, held, r);
     PickleDoc doc(bytes, in);
     Id root = doc.root();
     const std::optional<Id> segments_end = end_segments(doc, root);
