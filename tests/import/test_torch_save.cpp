@@ -62,7 +62,7 @@ TEST_CASE("torch.save: the archive and the legacy format import as the pickle in
     CHECK(plain.events == 5);
     CHECK(plain.allocations == 2);
     CHECK(imp::detect_format(test::fixture("torch_save_snapshot.pt")) == imp::Format::Snapshot);
-    for (const char* name : {"torch_save_snapshot.pt", "torch_save_legacy.pt"}) {
+    for (const char* name : {"torch_save_snapshot.pt", "torch_save_legacy.pt", "torch_save_legacy4.pt"}) {
         INFO(name);
         const imp::Result saved = import_quietly(test::fixture(name), dir.file(std::string(name) + ".db"));
         CHECK(saved.format == imp::Format::Snapshot);

@@ -66,10 +66,29 @@ std::optional<std::string> one_pickle(const std::string& path, const Entries& fo
     return found.pickles[0];
 }
 
-// pickle.dump(0x1950a86a20f9469cfc6c, f, protocol=2): the first bytes torch.save's legacy format writes.
-constexpr std::string_view kLegacyMagic("\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.", 15);
-// pickle.dump([], f, protocol=2): the storage keys, last, of a file that holds no tensors.
-constexpr std::string_view kNoStorageKeys("\x80\x02]q\x00.", 6);
+// The LONG1 of torch.save's legacy magic number, 0x1950a86a20f9469cfc6c, and the STOP after it.
+constexpr std::string_view kMagicNumber("\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.", 13);
+
+// The length of the magic number's pickle at the start of `bytes` (PROTO 2 to 5, and FRAME from 4
+// on: torch.save's pickle_protocol), or 0.
+size_t legacy_magic_size(std::string_view bytes) {
+    if (bytes.size() < 2 || bytes[0] != '\x80' || bytes[1] < 2 || bytes[1] > 5) return 0;
+    size_t at = 2;
+    if (bytes.size() > at && bytes[at] == '\x95') at += 9;   // FRAME and its 8-byte length
+    return bytes.substr(at, kMagicNumber.size()) == kMagicNumber ? at + kMagicNumber.size() : 0;
+}
+
+// The length of the pickle of [] that ends `bytes` (the storage keys of a file without tensors:
+// EMPTY_LIST then BINPUT 0, or MEMOIZE from protocol 4 on), or 0.
+size_t empty_keys_size(std::string_view bytes) {
+    for (const std::string_view list : {std::string_view("]q\x00.", 4), std::string_view("]\x94.", 3)}) {
+        const size_t size = list.size() + 2;   // after PROTO
+        if (bytes.size() >= size && bytes.substr(bytes.size() - list.size()) == list &&
+            bytes[bytes.size() - size] == '\x80')
+            return size;
+    }
+    return 0;
+}
 
 }   // namespace
 
@@ -109,20 +128,20 @@ std::string torch_save_pickle(const std::string& path, uint64_t limit, std::stri
 }
 
 std::optional<std::string_view> legacy_torch_save_object(std::string_view bytes, const std::string& path) {
-    if (bytes.substr(0, kLegacyMagic.size()) != kLegacyMagic) return std::nullopt;
+    size_t at = legacy_magic_size(bytes), end = 0;
+    if (at == 0) return std::nullopt;
     const std::string said = "torch.save's legacy format (_use_new_zipfile_serialization=False)";
-    size_t at = kLegacyMagic.size(), end = 0;
     const PickleDoc version(bytes.substr(at), path, end);
     if (!version.is_int(version.root()) || version.as_int(version.root()) != 1001)
         throw Error(where(path, said + " of a protocol version other than 1001, the one PyTorch writes"));
     at += end;
-    const PickleDoc sys_info(bytes.substr(at), path, end);   // endianness and type sizes: of storages only
+    const PickleDoc sys_info(bytes.substr(at), path, end);   // byte order and type sizes: of storages only
     at += end;
-    if (bytes.size() < at + kNoStorageKeys.size() ||
-        bytes.substr(bytes.size() - kNoStorageKeys.size()) != kNoStorageKeys)
+    const size_t keys = empty_keys_size(bytes);
+    if (keys == 0 || bytes.size() < at + keys)
         throw Error(where(path, said + " whose last pickle is not an empty list of storage keys: it holds tensors "
                                        "(or is truncated), and a memory snapshot holds none"));
-    return bytes.substr(at, bytes.size() - kNoStorageKeys.size() - at);
+    return bytes.substr(at, bytes.size() - keys - at);
 }
 
 }   // namespace mhc::trace::import
