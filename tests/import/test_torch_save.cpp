@@ -86,7 +86,7 @@ TEST_CASE("torch.save: the archive and the legacy format import as the pickle in
 
 TEST_CASE("torch.save: archives that are not one snapshot are refused naming the file", "[import][torch_save]") {
     expect_refused(test::fixture("torch_save_tensor.pt"),
-                   "a torch.save archive holding 1 tensor storages ('torch_save_tensor/data/0'...): not a memory "
+                   "a torch.save archive holding 1 tensor storage ('torch_save_tensor/data/0'...): not a memory "
                    "snapshot, which holds no tensors");
     expect_refused(test::fixture("torch_save_tensor_legacy.pt"),
                    "torch.save's legacy format (_use_new_zipfile_serialization=False) whose last pickle is not an "

@@ -106,8 +106,8 @@ std::string torch_save_pickle(const std::string& path, uint64_t limit, std::stri
     if (!name) throw Error(where(path, "a zip archive without a data.pkl entry: not a torch.save archive"));
     if (found.storages > 0)
         throw Error(where(path, "a torch.save archive holding " + std::to_string(found.storages) +
-                                    " tensor storages ('" + found.first_storage +
-                                    "'...): not a memory snapshot, which holds no tensors"));
+                                    (found.storages == 1 ? " tensor storage ('" : " tensor storages ('") +
+                                    found.first_storage + "'...): not a memory snapshot, which holds no tensors"));
     entry = *name;
     zip_stat_t stat;
     zip_stat_init(&stat);
