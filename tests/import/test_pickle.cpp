@@ -121,7 +121,7 @@ TEST_CASE("pickle: code-calling opcodes are refused with opcode and offset", "[p
         CHECK(m.find("byte 2") != std::string::npos);
     }
     // torch.save's pickle of a tensor (protocol 2): its rebuild function, named as a torch object.
-    CHECK_THROWS_WITH(PickleDoc(std::string("\x80\x02" "ctorch._utils\n_rebuild_tensor_v2\nq\x00."), "t.pkl"),
+    CHECK_THROWS_WITH(PickleDoc(std::string("\x80\x02" "ctorch._utils\n_rebuild_tensor_v2\nq\x00.", 38), "t.pkl"),
                       Catch::Contains("GLOBAL torch._utils._rebuild_tensor_v2: it would import or call code; only "
                                       "plain data is read (a tensor or other torch object: torch.save of one; a "
                                       "memory snapshot holds none)"));

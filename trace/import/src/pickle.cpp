@@ -163,10 +163,13 @@ private:
             fail(std::string("refused opcode ") + refused_name(op_) +
                  ": a persistent id (torch.save's reference to a tensor's storage): the pickle holds "
                  "tensors, which a memory snapshot never does; only plain data is read");
-        if (op_ == 'c') fail("refused opcode GLOBAL " + global_name() + ": it would import or call code; only plain data is read" +
-                             (global_name().rfind("torch", 0) == 0
-                                  ? " (a tensor or other torch object: torch.save of one; a memory snapshot holds none)"
-                                  : ""));
+        if (op_ == 'c') {
+            const std::string global = global_name();
+            fail("refused opcode GLOBAL " + global + ": it would import or call code; only plain data is read" +
+                 (global.rfind("torch", 0) == 0
+                      ? " (a tensor or other torch object: torch.save of one; a memory snapshot holds none)"
+                      : ""));
+        }
         if (const char* r = refused_name(op_))
             fail(std::string("refused opcode ") + r + ": it would import or call code; only plain data is read");
         fail("unknown or unsupported opcode");
