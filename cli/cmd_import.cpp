@@ -8,6 +8,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 
@@ -47,17 +48,20 @@ void say_if_waiting(const std::string& path, const std::string& what) {
                  what.c_str());
 }
 
-// Whether `path` is a regular file that does not start as gzip does (0x1f 0x8b): --max-input-size
-// bounds the decompressed bytes of a gzip input and what a pipe gives, nothing of such a file.
+// Whether `path` is a regular file that starts neither as gzip (0x1f 0x8b) nor as a zip ("PK\3\4": a
+// torch.save archive) does: --max-input-size bounds the decompressed bytes of those, and what a pipe
+// gives, nothing of such a file.
 bool plain_file(const std::string& path) {
     struct stat st {};
     if (path.empty() || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
     std::FILE* file = std::fopen(path.c_str(), "rb");
     if (file == nullptr) return false;
-    unsigned char magic[2] = {0, 0};
-    const size_t got = std::fread(magic, 1, 2, file);
+    unsigned char magic[4] = {0, 0, 0, 0};
+    const size_t got = std::fread(magic, 1, 4, file);
     std::fclose(file);
-    return got < 2 || magic[0] != 0x1f || magic[1] != 0x8b;
+    const bool gzip = got >= 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+    const bool zip = got == 4 && std::memcmp(magic, "PK\x03\x04", 4) == 0;
+    return !gzip && !zip;
 }
 
 mhc::cli::Registration reg{mhc::cli::Command{
@@ -85,7 +89,7 @@ mhc::cli::Registration reg{mhc::cli::Command{
             ->type_name("FILE");
         auto* max_input_option = app.add_option("--max-input-size", *max_input,
                        "Most decompressed bytes of a gzip input held at once (a snapshot, one ET node or "
-                       "Kineto event)")
+                       "Kineto event), or of a torch.save archive's snapshot")
             ->type_name("SIZE")
             ->default_str(*max_input);
         app.add_flag("--force", *force, "Replace an existing output file (and the runs stored in it)");

@@ -147,9 +147,10 @@ TEST_CASE("broken inputs are refused cleanly", "[import][broken]") {
          "compressed with bzip2, which mhc does not read"},
         {"trace.json.xz", unhex("fd377a585a000004e6d6b4460200210116000000"), "compressed with xz"},
         {"trace.json.zst", unhex("28b52ffd2400"), "compressed with zstd"},
-        // torch.save(torch.cuda.memory._snapshot(), "snap.pt"): a zip whose first entry is archive/data.pkl.
+        // The head of torch.save(torch.cuda.memory._snapshot(), "snap.pt") alone: a zip cut short, whose
+        // entries cannot be listed (before 2026-12-08 refused as a torch.save archive, read since).
         {"snap.pt", std::string("PK\x03\x04\x00\x00\x08\x08", 8) + std::string(18, '\0') + "archive/data.pkl",
-         "a torch.save archive (zip with data.pkl), which mhc does not read"},
+         "a zip archive that cannot be read ("},
         // XProf's memory profile, written beside the trace viewer's JSON (same TensorFlow 2.5 run):
         // before 2026-12-04 "not a known trace format".
         {"host.memory_profile.json",

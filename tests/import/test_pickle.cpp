@@ -117,9 +117,14 @@ TEST_CASE("pickle: code-calling opcodes are refused with opcode and offset", "[p
     } catch (const mhc::Error& e) {
         std::string m = e.what();
         CHECK(m.find("evil.pickle") == 0);
-        CHECK(m.find("GLOBAL") != std::string::npos);
+        CHECK(m.find("refused opcode GLOBAL collections.OrderedDict: ") != std::string::npos);
         CHECK(m.find("byte 2") != std::string::npos);
     }
+    // torch.save's pickle of a tensor (protocol 2): its rebuild function, named as a torch object.
+    CHECK_THROWS_WITH(PickleDoc(std::string("\x80\x02" "ctorch._utils\n_rebuild_tensor_v2\nq\x00.", 38), "t.pkl"),
+                      Catch::Contains("GLOBAL torch._utils._rebuild_tensor_v2: it would import or call code; only "
+                                      "plain data is read (a tensor or other torch object: torch.save of one; a "
+                                      "memory snapshot holds none)"));
     // REDUCE, BUILD, STACK_GLOBAL, NEWOBJ alone after PROTO: each named.
     for (auto [op, name] : {std::pair{'R', "REDUCE"}, {'b', "BUILD"}, {'\x93', "STACK_GLOBAL"}, {'\x81', "NEWOBJ"}, {'i', "INST"}}) {
         std::string p = std::string("\x80\x04", 2) + op + ".";

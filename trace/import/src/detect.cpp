@@ -19,6 +19,7 @@
 #include "kineto_parse.hpp"
 #include "source.hpp"
 #include "sqlite_input.hpp"
+#include "torch_save.hpp"
 
 namespace mhc::trace::import {
 
@@ -377,11 +378,8 @@ std::optional<Format> html_format(const std::string& path, const std::string& pr
         throw Error(where(path,
                           "a gzip-compressed SQLite file: decompress it (gunzip) and import the .sqlite "
                           "(Nsight Systems exports are read uncompressed)"));
-    if (raw.substr(0, 4) == "PK\x03\x04")
-        throw Error(where(path, prefix.find("data.pkl") != std::string::npos
-                                    ? "a torch.save archive (zip with data.pkl), which mhc does not read: save a "
-                                      "memory snapshot with torch.cuda.memory._dump_snapshot() or pickle.dump()"
-                                    : "a zip archive, which mhc does not read: extract the trace from it first"));
+    if (is_zip(raw))   // torch.save's archives are read (detect_format): this is another program's
+        throw Error(where(path, "a zip archive, which mhc does not read: extract the trace from it first"));
     const char* packer = raw.substr(0, 3) == "BZh"                ? "bzip2"
                          : raw.substr(0, 4) == "\x28\xb5\x2f\xfd" ? "zstd"
                          : raw.substr(0, 6) == std::string_view(
@@ -441,6 +439,8 @@ Format detect_format(const std::string& path) {
     }
     if (static_cast<uint8_t>(head[0]) == 0x80) return Format::Snapshot;   // pickle PROTO
     if (std::memcmp(head, "SQLite format 3", 16) == 0) return sqlite_format(path);
+    // torch.save(snapshot, ...): a zip whose <name>/data.pkl entry is the snapshot's pickle.
+    if (is_zip(std::string_view(head, sizeof head)) && torch_save_entry(path)) return Format::Snapshot;
     // JSON, plain or gzip: look for the top-level keys near the start.
     std::string prefix;
     {

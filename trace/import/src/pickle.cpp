@@ -127,6 +127,10 @@ public:
         memo_.reserve(data.size() / 16 + 16);
     }
 
+    // Let other pickles follow this one's STOP; end() is then where they start.
+    void allow_rest() { rest_allowed_ = true; }
+    size_t end() const { return pos_; }
+
     // The root object, at the STOP opcode.
     Id run() {
         while (true) {
@@ -140,7 +144,7 @@ public:
                 if (stack_.empty()) fail("STOP with an empty stack");
                 // Bytes after the end were dropped without a word (Python's pickle.load leaves them
                 // unread): a damaged or appended file, refused as bytes after gzip data are.
-                if (pos_ < n_)
+                if (pos_ < n_ && !rest_allowed_)
                     fail("byte " + std::to_string(pos_) + " follows the pickle's end (STOP): " +
                          std::to_string(n_ - pos_) + " bytes that are no part of it (an appended or damaged file)");
                 return stack_.back();
@@ -154,9 +158,30 @@ private:
         throw Error(where(name_, "pickle: " + what + " (opcode " + hex(op_) + " at byte " + std::to_string(op_pos_) + ")"));
     }
     [[noreturn]] void refuse() const {
+        // torch.save's pickler writes each tensor's storage as a persistent id; the data is elsewhere.
+        if (op_ == 'P' || op_ == 'Q')
+            fail(std::string("refused opcode ") + refused_name(op_) +
+                 ": a persistent id (torch.save's reference to a tensor's storage): the pickle holds "
+                 "tensors, which a memory snapshot never does; only plain data is read");
+        if (op_ == 'c') {
+            const std::string global = global_name();
+            fail("refused opcode GLOBAL " + global + ": it would import or call code; only plain data is read" +
+                 (global.rfind("torch", 0) == 0
+                      ? " (a tensor or other torch object: torch.save of one; a memory snapshot holds none)"
+                      : ""));
+        }
         if (const char* r = refused_name(op_))
             fail(std::string("refused opcode ") + r + ": it would import or call code; only plain data is read");
         fail("unknown or unsupported opcode");
+    }
+    // GLOBAL's operand, "module.name" (two lines after the opcode), for a refusal that names it.
+    std::string global_name() const {
+        const std::string_view rest = data_.substr(pos_, std::min<size_t>(n_ - pos_, 200));
+        const size_t eol = rest.find('\n');
+        if (eol == std::string_view::npos) return "(truncated)";
+        const size_t eol2 = rest.find('\n', eol + 1);
+        return std::string(rest.substr(0, eol)) + "." +
+               std::string(rest.substr(eol + 1, eol2 == std::string_view::npos ? 0 : eol2 - eol - 1));
     }
     void need(size_t k) const {
         if (k > n_ - pos_) fail("truncated: the file ends inside an opcode");
@@ -392,6 +417,7 @@ private:
     std::string_view data_;
     const std::string& name_;
     const size_t n_;
+    bool rest_allowed_ = false;   // bytes may follow STOP (a sequence of pickles)
     size_t pos_ = 0, op_pos_ = 0;
     uint8_t op_ = 0;
     std::vector<Id> stack_;
@@ -406,6 +432,13 @@ PickleDoc::PickleDoc(std::string_view data, const std::string& name) : name_(nam
     nodes_.reserve(data.size() / 8 + 16);
     arena_.reserve(data.size() / 3 + 16);
     root_ = Parser(*this, data, name).run();
+}
+
+PickleDoc::PickleDoc(std::string_view data, const std::string& name, size_t& end) : name_(name), data_(data) {
+    Parser parser(*this, data, name);
+    parser.allow_rest();
+    root_ = parser.run();
+    end = parser.end();
 }
 
 }  // namespace mhc::trace::import

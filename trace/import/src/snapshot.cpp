@@ -24,6 +24,7 @@
 #include "snapshot_import.hpp"
 #include "snapshot_settings.hpp"
 #include "source.hpp"
+#include "torch_save.hpp"
 
 namespace mhc::trace::import {
 
@@ -159,22 +160,43 @@ void say_filtered_page(const Decoded& ev, Result& r) {
     r.warnings.push_back(said);
 }
 
-}  // namespace
-
-void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_input_size) {
-    FileBytes data(in, max_input_size);
-    std::string_view bytes = data.view();
-    std::string from_json;   // the pickle of a snapshot saved as JSON or in HTML; the document's strings point into it
+// The snapshot's pickle in the file's bytes: the file itself, or the pickle of a snapshot saved as
+// JSON, in a _memory_viz page or with torch.save (held in `held`), said in meta snapshot.file.
+std::string_view snapshot_pickle(std::string_view bytes, const std::string& in, uint64_t max_input_size,
+                                 std::string& held, Result& result) {
     const size_t first = bytes.find_first_not_of(" \t\r\n");
     if (first != std::string_view::npos && bytes[first] == '<') {
-        from_json = memory_viz_html_pickle(bytes, in);
-        bytes = from_json;
-        r.meta["snapshot.file"] = "HTML of torch.cuda._memory_viz (trace_plot or segment_plot): the snapshot pickle it embeds";
-    } else if (first != std::string_view::npos && (bytes[first] == '{' || bytes[first] == '[')) {
-        from_json = json_as_pickle(bytes, in);
-        bytes = from_json;
-        r.meta["snapshot.file"] = "JSON (torch.cuda.memory._snapshot() saved with json.dump), read as its pickle";
+        held = memory_viz_html_pickle(bytes, in);
+        result.meta["snapshot.file"] =
+            "HTML of torch.cuda._memory_viz (trace_plot or segment_plot): the snapshot pickle it embeds";
+        return held;
     }
+    if (first != std::string_view::npos && (bytes[first] == '{' || bytes[first] == '[')) {
+        held = json_as_pickle(bytes, in);
+        result.meta["snapshot.file"] = "JSON (torch.cuda.memory._snapshot() saved with json.dump), read as its pickle";
+        return held;
+    }
+    if (is_zip(bytes)) {
+        std::string entry;
+        held = torch_save_pickle(in, max_input_size, entry);
+        result.meta["snapshot.file"] = "a torch.save archive: its entry '" + entry + "', the snapshot's pickle";
+        return held;
+    }
+    if (const std::optional<std::string_view> object = legacy_torch_save_object(bytes, in)) {
+        result.meta["snapshot.file"] =
+            "torch.save's legacy format (_use_new_zipfile_serialization=False): the snapshot's pickle in it";
+        return *object;
+    }
+    return bytes;
+}
+
+}  // namespace
+
+void import_snapshot(const std::string& in, Rows& rows, Result& result, uint64_t max_input_size) {
+    FileBytes data(in, max_input_size);
+    // The pickle of a snapshot saved as JSON, in HTML or in a zip; the document's strings point into it.
+    std::string held;
+    const std::string_view bytes = snapshot_pickle(data.view(), in, max_input_size, held, result);
     PickleDoc doc(bytes, in);
     Id root = doc.root();
     const std::optional<Id> segments_end = end_segments(doc, root);
@@ -208,8 +230,8 @@ void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_inp
         throw Error(where(in, "the snapshot holds only " + host +
                                   ", which mhc does not import: no CUDA memory was recorded (record_cuda=False?)"));
     if (!host.empty()) {
-        r.meta["snapshot.host_memory_not_imported"] = host;
-        r.warnings.push_back("not imported: " + host + "; the trace holds the CUDA devices' memory only");
+        result.meta["snapshot.host_memory_not_imported"] = host;
+        result.warnings.push_back("not imported: " + host + "; the trace holds the CUDA devices' memory only");
     }
     if (ev.events == 0 && !segments_end) {
         // An empty 'segments' list: the allocator held no memory when the snapshot was taken (a
@@ -221,12 +243,13 @@ void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_inp
                                                    : "") +
                                   ": record it with torch.cuda.memory._record_memory_history() before _dump_snapshot()"));
     }
-    if (ev.events == 0) end_state_only(doc, *segments_end, r);
-    if (dict_root) say_keys_not_read(doc, root, r);
-    if (r.meta.count("snapshot.file") && r.meta.at("snapshot.file").rfind("HTML", 0) == 0) say_filtered_page(ev, r);
-    r.events = ev.events;
-    const BlockRules rules = add_allocator_settings(doc, field("allocator_settings"), r.meta);
-    SnapshotImport imp(doc, in, w, keys);
+    if (ev.events == 0) end_state_only(doc, *segments_end, result);
+    if (dict_root) say_keys_not_read(doc, root, result);
+    if (result.meta.count("snapshot.file") && result.meta.at("snapshot.file").rfind("HTML", 0) == 0)
+        say_filtered_page(ev, result);
+    result.events = ev.events;
+    const BlockRules rules = add_allocator_settings(doc, field("allocator_settings"), result.meta);
+    SnapshotImport imp(doc, in, rows, keys);
     imp.replay(ev);
     imp.end_state(dict_root ? field("segments") : segments_end);
     std::vector<Segment> segments = imp.segment_rows();
@@ -237,12 +260,12 @@ void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_inp
         // every segment, also the cudaMalloc'd ones of a CUDA graph's private pool): a snapshot
         // without allocator_settings (PyTorch 2.1-2.3) that holds expandable segments had it on.
         block_rules.expandable = true;
-        r.meta["allocator.expandable_segments"] = "True (inferred: the snapshot holds expandable segments)";
-        std::string& conf = r.meta["allocator.conf"];   // what the caching model follows
+        result.meta["allocator.expandable_segments"] = "True (inferred: the snapshot holds expandable segments)";
+        std::string& conf = result.meta["allocator.conf"];   // what the caching model follows
         conf = "expandable_segments:True" + (conf.empty() ? "" : "," + conf);
     }
     imp.block_sizes(segments, block_rules);
-    imp.check_active(r);
+    imp.check_active(result);
     imp.pool_rows(segments, ev.pooled, ev.events);
     imp.write(segments);
     // Annotations from one source or the other (PyTorch wrote user_defined entries for a few weeks
@@ -253,12 +276,12 @@ void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_inp
         : notes.empty() ? "user_defined trace entries (record_function ranges, PyTorch nightlies of June-July 2024)"
                         : "START/END entries (external_annotations and user_defined trace entries)";
     notes.insert(notes.end(), ev.user_defined.begin(), ev.user_defined.end());
-    if (const std::string said = add_annotation_markers(notes, from, annotation_clock(ev), w, r); !said.empty())
-        r.meta["snapshot.annotations"] = said;
-    r.meta["segments"] = std::to_string(segments.size()) + " rows (segment events and end state)";
+    if (const std::string said = add_annotation_markers(notes, from, annotation_clock(ev), rows, result); !said.empty())
+        result.meta["snapshot.annotations"] = said;
+    result.meta["segments"] = std::to_string(segments.size()) + " rows (segment events and end state)";
     // A PyTorch allocator's blocks lie in its segments: mhc check holds the trace to it (outside-segment).
-    if (!segments.empty()) r.meta["segments.hold_allocations"] = "true";
-    imp.meta(r, ev);
+    if (!segments.empty()) result.meta["segments.hold_allocations"] = "true";
+    imp.meta(result, ev);
 }
 
 }  // namespace mhc::trace::import

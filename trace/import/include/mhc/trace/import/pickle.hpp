@@ -20,6 +20,9 @@ public:
 
     // Parses `data`; `name` is used in error messages ("<name>: pickle: ...").
     PickleDoc(std::string_view data, const std::string& name);
+    // Parses the first pickle of a sequence (torch.save's legacy format writes several one after
+    // the other); `end` receives the offset of the byte after its STOP.
+    PickleDoc(std::string_view data, const std::string& name, size_t& end);
 
     Id root() const { return root_; }
     Kind kind(Id v) const { return is_inline(v) ? Kind::Int : nodes_[v].kind; }
