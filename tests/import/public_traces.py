@@ -78,8 +78,10 @@ from public_report import (ACCELERATORS, CALL_CATEGORIES, CAPTURE_BEGIN, CAPTURE
 # ---- the source's own accounting ----
 
 class _TraceJson:
-    """A trace file's JSON, parsed at most once each way while its file is checked (each check read
-    the file again: four parses of each Kineto file and of each execution trace). Read only."""
+    """A trace file's JSON, parsed once while its file is checked (each check read the file again:
+    four parses of each Kineto file and of each execution trace): a Kineto trace as `exact` only (the
+    checks of its top-level keys compare whole numbers and text), an execution trace as `plain`. Read
+    only."""
 
     def __init__(self, path):
         self.path = path
@@ -1032,7 +1034,7 @@ def check_rocm_devices(name, path, meta):
     events, or a deviceProperties list of one GPU, give the process's number, the kernels take it
     (meta kineto.kernel_device "A -> B"); otherwise their numbers are kept and meta says which
     ("2 kept: ..."), never in silence. A CUDA trace's kernel numbers are the process's own: no line."""
-    doc = trace_json(path).plain
+    doc = kineto_doc(path)
     events = kineto_events(path)
     top = doc if isinstance(doc, dict) else {}
     rocm = any(k.startswith(("roctracer", "rocprofiler", "hip_")) for k in top) or any(
@@ -1061,7 +1063,7 @@ def check_rocm_devices(name, path, meta):
 def check_device_list(name, path, meta):
     """meta device_name and device_memory are the file's GPU list's (deviceProperties, or
     computeProperties in Kineto's traces of early 2021): its device 0, else its first entry."""
-    doc = trace_json(path).plain
+    doc = kineto_doc(path)
     gpus = (doc.get("deviceProperties") or doc.get("computeProperties") or []) if isinstance(doc, dict) else []
     gpus = [g for g in gpus if isinstance(g, dict)]
     gpu = next((g for g in gpus if g.get("id") == 0), gpus[0] if gpus else {})
@@ -1178,7 +1180,7 @@ def check_out_of_memory(name, path, meta):
 
 def check_job_identity(name, path, meta):
     """meta rank and world_size are the file's distributedInfo (absent where it has none)."""
-    doc = trace_json(path).plain
+    doc = kineto_doc(path)
     info = doc.get("distributedInfo") or {} if isinstance(doc, dict) else {}
     for key in ("rank", "world_size"):
         want = str(info[key]) if key in info else None
@@ -1211,7 +1213,7 @@ def check_process_groups(name, path, meta):
     """Each stream whose NCCL kernels name one process group whose members are known (and hold the
     trace's rank): meta nccl.stream.N = "pg NAME:R0,R1,..."; no key for any other stream
     (docs/import.md, "Process groups")."""
-    doc = trace_json(path).plain
+    doc = kineto_doc(path)
     info = (doc.get("distributedInfo") or {}) if isinstance(doc, dict) else {}
     pg_config = {str(p.get("pg_name")): p.get("ranks") for p in info.get("pg_config") or []
                  if isinstance(p.get("ranks"), list) and all(isinstance(r, int) for r in p["ranks"])}
