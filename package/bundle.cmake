@@ -52,3 +52,25 @@ foreach(dep IN LISTS resolved)
     file(WRITE "${prefix}/lib/mhc_record_cupti_path.txt" "${name}\n")
   endif()
 endforeach()
+
+# A bundled library that needs another bundled one (libzip: libbz2, libcrypto) finds it beside
+# itself: the binaries' RUNPATH $ORIGIN/../lib serves only their own needs, not their libraries'.
+set(bundled_names)
+foreach(dep IN LISTS resolved)
+  get_filename_component(name "${dep}" NAME)
+  list(APPEND bundled_names "${name}")
+endforeach()
+foreach(name IN LISTS bundled_names)
+  execute_process(COMMAND "${MHC_PATCHELF}" --print-needed "${prefix}/lib/${name}"
+                  OUTPUT_VARIABLE needed COMMAND_ERROR_IS_FATAL ANY)
+  string(REPLACE "\n" ";" needed "${needed}")
+  foreach(need IN LISTS needed)
+    list(FIND bundled_names "${need}" at)   # no if(IN_LIST): an install script has old policies
+    if(NOT at EQUAL -1)
+      message(STATUS "Bundling: ${prefix}/lib/${name} finds ${need} beside it (RUNPATH $ORIGIN)")
+      execute_process(COMMAND "${MHC_PATCHELF}" --set-rpath "$ORIGIN" "${prefix}/lib/${name}"
+                      COMMAND_ERROR_IS_FATAL ANY)
+      break()
+    endif()
+  endforeach()
+endforeach()
