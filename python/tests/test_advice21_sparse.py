@@ -13,19 +13,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import mhc_torch  # noqa: E402
+from tiny_models import SPARSE_DIM as DIM, SPARSE_LOOKUPS as LOOKUPS, SparseBag  # noqa: E402
 
-ROWS, DIM, LOOKUPS = 512, 32, 64
 HOST = {"optimizer": {"state": "host"}}
-
-
-class _Bag(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.e = torch.nn.Embedding(ROWS, DIM, sparse=True)
-        self.out = torch.nn.Linear(DIM, 1)
-
-    def forward(self, ids):
-        return self.out(self.e(ids).mean(1)).sum()
 
 
 def _batch():
@@ -41,7 +31,7 @@ def _step(model, batch, run):   # gradient accumulation written in the step, as 
 
 def _capture(path, setting=None):
     # built from the model as a model file's build_optimizer() is: in the capture's first step
-    return mhc_torch.capture(_Bag, _batch, steps=2, path=str(path), setting=setting, step=_step,
+    return mhc_torch.capture(SparseBag, _batch, steps=2, path=str(path), setting=setting, step=_step,
                              build_optimizer=lambda m: torch.optim.Adagrad(m.parameters(), lr=0.1))
 
 

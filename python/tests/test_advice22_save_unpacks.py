@@ -7,27 +7,16 @@ Until 2026-12-07 the prediction took every save of that storage as unpacked at i
 (bench/advise/new_user/triplet_siamese.py) predicted 3.29 GiB reserved against 3.15 GiB captured.
 The capture now records each save's own unpack (meta capture.save_unpacks)."""
 import json
-import sqlite3
-import subprocess
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
 import mhc_torch  # noqa: E402
+from tiny_models import Normalized  # noqa: E402
+from predicted_as_applied import assert_predicted_as_applied  # noqa: E402
 
 STREAMED = {"offload": {"mode": "streamed", "modules": None, "max_fwd_stash": 2, "prefetch": 2}}
-
-
-class _Normalized(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.inp = torch.nn.Linear(512, 512)
-        self.out = torch.nn.Linear(512, 32)
-
-    def forward(self, x):
-        h = torch.relu(self.inp(x))
-        return torch.nn.functional.normalize(self.out(h), dim=-1).pow(2).sum()
 
 
 def _batch():
@@ -35,15 +24,7 @@ def _batch():
 
 
 def _capture(path, setting=None):
-    return mhc_torch.capture(_Normalized, _batch, steps=1, path=path, setting=setting, loss_fn=lambda m, b: m(*b))
-
-
-def _device_events(path):
-    """The device's allocations and frees in time order: (+bytes or -bytes) each."""
-    with sqlite3.connect(path) as db:
-        rows = db.execute("SELECT id, bytes, t_alloc, t_free FROM allocations WHERE device >= 0").fetchall()
-    events = [(t, 1, i, b) for i, b, t, _ in rows] + [(t, 0, i, -b) for i, b, _, t in rows if t is not None]
-    return [b for *_, b in sorted(events)]
+    return mhc_torch.capture(Normalized, _batch, steps=1, path=str(path), setting=setting, loss_fn=lambda m, b: m(*b))
 
 
 def test_save_unpacked_by_its_own_node(mhc_exe, tmp_path):
@@ -60,11 +41,4 @@ def test_save_unpacked_by_its_own_node(mhc_exe, tmp_path):
     twice = [sorted(saves.items()) for saves in by_storage.values() if len(saves) == 2]
     assert len(twice) == 3
     assert all(earlier[1] > later[1] > 0 for earlier, later in twice)
-    out = subprocess.run([mhc_exe, "advise", str(tmp_path / "base.db"), "--setting", json.dumps(STREAMED), "--json",
-                          "--trace-out", str(tmp_path / "predicted.db")], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    row = json.loads(out.stdout)["rows"][0]
-    applied = _capture(str(tmp_path / "applied.db"), STREAMED)
-    assert _device_events(tmp_path / "predicted.db") == _device_events(tmp_path / "applied.db")
-    assert row["peak_bytes"] == int(applied.meta["capture.peak_bytes"])
-    assert row["host_peak_bytes"] == int(applied.meta["capture.host_peak_bytes"])
+    assert_predicted_as_applied(mhc_exe, tmp_path, STREAMED, _capture)

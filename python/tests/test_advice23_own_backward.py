@@ -6,15 +6,14 @@ loss nanoGPT computes inside it) ran outside every module in every micro-batch b
 an offload of the whole forward left their saves on the device in the prediction (nanoGPT,
 bench/advise/new_user/nanogpt.py, sync: 3.29 GiB peak and 4.72 GiB reserved predicted against
 3.17 and 3.96 GiB captured; 0.00% now)."""
-import json
 import sqlite3
-import subprocess
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
 import mhc_torch  # noqa: E402
+from predicted_as_applied import assert_predicted_as_applied  # noqa: E402
 
 SYNC = {"offload": {"mode": "sync", "modules": None}}
 VOCAB, DIM = 256, 64
@@ -51,33 +50,10 @@ def _capture(path, setting=None):
     return mhc_torch.capture(_TiedLM, _batch, steps=1, path=str(path), setting=setting, step=_step)
 
 
-def _device_events(path):
-    """The device's allocations in time order (bytes each), the frees between two of them as one
-    sorted group (their order at nearby instants does not change what the allocator holds)."""
-    with sqlite3.connect(path) as db:
-        rows = db.execute("SELECT id, bytes, t_alloc, t_free FROM allocations WHERE device >= 0").fetchall()
-    events = sorted([(t, 1, i, b) for i, b, t, _ in rows] + [(t, 0, i, -b) for i, b, _, t in rows if t is not None])
-    out, frees = [], []
-    for _, made, _, b in events:
-        if not made:
-            frees.append(b)
-            continue
-        out += [tuple(sorted(frees)), b] if frees else [b]
-        frees = []
-    return out + [tuple(sorted(frees))]
-
-
 def test_each_micro_batch_runs_in_the_model(mhc_exe, tmp_path):
     _capture(tmp_path / "base.db")
     with sqlite3.connect(tmp_path / "base.db") as db:
         labels = [r[0] for r in db.execute("SELECT s.text FROM allocations a JOIN strings s ON s.id = a.label "
                                            "WHERE s.text LIKE '%aten::_log_softmax' ORDER BY a.id")]
     assert labels == ["_TiedLM:aten::_log_softmax"] * 2   # the loss in the model, in both micro-batches
-    out = subprocess.run([mhc_exe, "advise", str(tmp_path / "base.db"), "--setting", json.dumps(SYNC), "--json",
-                          "--trace-out", str(tmp_path / "predicted.db")], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    row = json.loads(out.stdout)["rows"][0]
-    applied = _capture(tmp_path / "applied.db", SYNC)
-    assert _device_events(tmp_path / "predicted.db") == _device_events(tmp_path / "applied.db")
-    assert row["peak_bytes"] == int(applied.meta["capture.peak_bytes"])
-    assert row["host_peak_bytes"] == int(applied.meta["capture.host_peak_bytes"])
+    assert_predicted_as_applied(mhc_exe, tmp_path, SYNC, _capture, group_frees=True)

@@ -10,18 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import mhc_torch  # noqa: E402
-
-ROWS, DIM, LOOKUPS = 512, 32, 64
-
-
-class _Bag(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.e = torch.nn.Embedding(ROWS, DIM, sparse=True)
-        self.out = torch.nn.Linear(DIM, 1)
-
-    def forward(self, ids):
-        return self.out(self.e(ids).mean(1)).sum()
+from tiny_models import SPARSE_DIM as DIM, SPARSE_LOOKUPS as LOOKUPS, SparseBag  # noqa: E402
 
 
 def _batch():
@@ -31,7 +20,7 @@ def _batch():
 @pytest.mark.parametrize("foreach", [False, True])
 def test_scaled_source_values_held_for_the_add(tmp_path, foreach):
     path = str(tmp_path / "s.db")
-    mhc_torch.capture(_Bag, _batch, steps=2, path=path, optimizer=lambda p: torch.optim.SGD(
+    mhc_torch.capture(SparseBag, _batch, steps=2, path=path, optimizer=lambda p: torch.optim.SGD(
         p, lr=0.1, momentum=0.9, nesterov=True, foreach=foreach))
     with sqlite3.connect(path) as db:
         temps = db.execute("SELECT a.id, a.bytes, a.t_alloc, a.t_free FROM allocations a JOIN strings s ON "

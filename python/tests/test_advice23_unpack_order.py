@@ -10,15 +10,13 @@ And under autocast the bf16 logits' log_softmax output, which nll_loss reads thr
 fp32, is held by F.cross_entropy's C++ composite until nll_loss returns: the prediction freed it
 after the cast (python/mhc_torch/frame_holds.py: what a C call of the model's code made is held to
 its last kernel)."""
-import json
-import sqlite3
-import subprocess
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
 import mhc_torch  # noqa: E402
+from predicted_as_applied import assert_predicted_as_applied  # noqa: E402
 
 SETTINGS = {
     "streamed": {"offload": {"mode": "streamed", "modules": None, "max_fwd_stash": 2, "prefetch": 1}},
@@ -49,32 +47,8 @@ def _capture(path, setting=None):
     return mhc_torch.capture(_Normed, _batch, steps=1, path=str(path), setting=setting, loss_fn=lambda m, b: m(*b))
 
 
-def _device_events(path):
-    """The device's allocations in time order (bytes each), and between two of them the frees as
-    one sorted group: frees at nearby instants are ordered by the estimated times, which the
-    prediction's copies shift, and their order does not change what the allocator holds."""
-    with sqlite3.connect(path) as db:
-        rows = db.execute("SELECT id, bytes, t_alloc, t_free FROM allocations WHERE device >= 0").fetchall()
-    events = sorted([(t, 1, i, b) for i, b, t, _ in rows] + [(t, 0, i, -b) for i, b, _, t in rows if t is not None])
-    out, frees = [], []
-    for _, made, _, b in events:
-        if not made:
-            frees.append(b)
-            continue
-        out += [tuple(sorted(frees)), b] if frees else [b]
-        frees = []
-    return out + [tuple(sorted(frees))]
-
-
 @pytest.mark.parametrize("mode", sorted(SETTINGS))
 def test_copies_back_in_unpack_order(mhc_exe, tmp_path, mode):
     _capture(tmp_path / "base.db")
     setting = SETTINGS[mode]
-    out = subprocess.run([mhc_exe, "advise", str(tmp_path / "base.db"), "--setting", json.dumps(setting), "--json",
-                          "--trace-out", str(tmp_path / "predicted.db")], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    row = json.loads(out.stdout)["rows"][0]
-    applied = _capture(tmp_path / "applied.db", setting)
-    assert _device_events(tmp_path / "predicted.db") == _device_events(tmp_path / "applied.db")
-    assert row["peak_bytes"] == int(applied.meta["capture.peak_bytes"])
-    assert row["host_peak_bytes"] == int(applied.meta["capture.host_peak_bytes"])
+    assert_predicted_as_applied(mhc_exe, tmp_path, setting, _capture, group_frees=True)

@@ -7,27 +7,16 @@ was predicted two backward nodes early, as test_advice22_save_unpacks.py shows f
 own hooks. The offload's hooks, entered by the model's forward pre-hook, are innermost there and
 take the model's saves, as on a GPU."""
 import json
-import sqlite3
-import subprocess
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
 import mhc_torch  # noqa: E402
+from tiny_models import Normalized  # noqa: E402
+from predicted_as_applied import assert_predicted_as_applied  # noqa: E402
 
 STREAMED = {"offload": {"mode": "streamed", "modules": None, "max_fwd_stash": 2, "prefetch": 2}}
-
-
-class _Normalized(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.inp = torch.nn.Linear(512, 512)
-        self.out = torch.nn.Linear(512, 32)
-
-    def forward(self, x):
-        h = torch.relu(self.inp(x))
-        return torch.nn.functional.normalize(self.out(h), dim=-1).pow(2).sum()
 
 
 def _pack(t):
@@ -48,15 +37,7 @@ def _batch():
 
 
 def _capture(path, setting=None):
-    return mhc_torch.capture(_Normalized, _batch, steps=1, path=path, setting=setting, loss_fn=_loss)
-
-
-def _device_events(path):
-    """The device's allocations and frees in time order: (+bytes or -bytes) each."""
-    with sqlite3.connect(path) as db:
-        rows = db.execute("SELECT id, bytes, t_alloc, t_free FROM allocations WHERE device >= 0").fetchall()
-    events = [(t, 1, i, b) for i, b, t, _ in rows] + [(t, 0, i, -b) for i, b, _, t in rows if t is not None]
-    return [b for *_, b in sorted(events)]
+    return mhc_torch.capture(Normalized, _batch, steps=1, path=str(path), setting=setting, loss_fn=_loss)
 
 
 def test_user_hook_saves_unpacked_by_their_own_node(mhc_exe, tmp_path):
@@ -69,11 +50,4 @@ def test_user_hook_saves_unpacked_by_their_own_node(mhc_exe, tmp_path):
         by_storage.setdefault(alloc, {}).setdefault(saver, unpacked)
     twice = [sorted(saves.items()) for saves in by_storage.values() if len(saves) == 2]
     assert len(twice) == 3 and all(earlier[1] > later[1] for earlier, later in twice)
-    out = subprocess.run([mhc_exe, "advise", str(tmp_path / "base.db"), "--setting", json.dumps(STREAMED), "--json",
-                          "--trace-out", str(tmp_path / "predicted.db")], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    row = json.loads(out.stdout)["rows"][0]
-    applied = _capture(str(tmp_path / "applied.db"), STREAMED)
-    assert _device_events(tmp_path / "predicted.db") == _device_events(tmp_path / "applied.db")
-    assert row["peak_bytes"] == int(applied.meta["capture.peak_bytes"])
-    assert row["host_peak_bytes"] == int(applied.meta["capture.host_peak_bytes"])
+    assert_predicted_as_applied(mhc_exe, tmp_path, STREAMED, _capture)

@@ -56,3 +56,32 @@ class Net(nn.Module):
         for b in self.blocks:
             x = b(x)
         return x
+
+
+class Normalized(nn.Module):
+    """F.normalize over a Linear's output: its vector norm and division both save their input (a
+    storage two ops save, for the offload tests' unpack order)."""
+
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(512, 512)
+        self.out = nn.Linear(512, 32)
+
+    def forward(self, x):
+        h = torch.relu(self.inp(x))
+        return nn.functional.normalize(self.out(h), dim=-1).pow(2).sum()
+
+
+SPARSE_ROWS, SPARSE_DIM, SPARSE_LOOKUPS = 512, 32, 64
+
+
+class SparseBag(nn.Module):
+    """A sparse embedding's rows averaged: a sparse gradient, SPARSE_LOOKUPS rows of it a pass."""
+
+    def __init__(self):
+        super().__init__()
+        self.e = nn.Embedding(SPARSE_ROWS, SPARSE_DIM, sparse=True)
+        self.out = nn.Linear(SPARSE_DIM, 1)
+
+    def forward(self, ids):
+        return self.out(self.e(ids).mean(1)).sum()
