@@ -57,6 +57,7 @@ import weakref
 
 import torch
 
+from . import store
 from .errors import _machinery
 from .frame_storages import StorageKeys, storage_of, tensors
 
@@ -189,19 +190,40 @@ class FrameHolds:
 
     def _c_call(self, starts: bool) -> None:
         """A C function the model's code (or torch's functional Python) calls starts or returns. A
-        composite op of ATen's runs several kernels and holds what it made in its C++ locals until it
-        returns: F.cross_entropy's log_softmax output, which under autocast nll_loss reads through a
-        cast, lives until nll_loss is done, not until the cast (a storage saved by log_softmax and
-        offloaded died one kernel early in the prediction). What the call made is held until its
-        last kernel (allocation ids are made in order); a call of one kernel holds nothing past it."""
+        composite op of ATen's runs several kernels and holds what it made in C++ until the op that
+        takes it as an argument returns: F.cross_entropy's log_softmax output, which under autocast
+        nll_loss reads through a cast, lives until nll_loss is done, not until the cast (a storage
+        saved by log_softmax and offloaded died one kernel early in the prediction). So what the
+        call made is held until the last of its kernels that reads it or a cast of it (autocast's
+        cast is inside the op it casts for); not to the call's end: F.linear's matmul frees its
+        contiguous copy of a transposed input before linear adds the bias (nn.MultiheadAttention's
+        in-projection, batch_first). A call of one kernel holds nothing past it."""
         rec = self.rec
         if starts:
             self._c_calls.append((len(rec.allocs), len(rec.kernels)))
             return
         first, first_kernel = self._c_calls.pop() if self._c_calls else (len(rec.allocs), len(rec.kernels))
-        kernel = len(rec.kernels)
-        if kernel > first_kernel + 1 and len(rec.allocs) > first:
-            self._hold(range(first + 1, len(rec.allocs) + 1), kernel)
+        if len(rec.kernels) > first_kernel + 1 and len(rec.allocs) > first:
+            for aid, kernel in self._last_reads(first, rec.kernels[first_kernel:]).items():
+                self._hold((aid,), kernel)
+
+    @staticmethod
+    def _last_reads(first: int, kernels) -> dict[int, int]:
+        """For each allocation above id `first` that `kernels` read: the last of them that reads it
+        or a cast of it (an `aten::_to_copy` that reads it and writes a new allocation)."""
+        last: dict[int, int] = {}
+        source: dict[int, int] = {}   # a cast's output -> the allocation it was cast from
+        for k in kernels:
+            reads = [a for a, mode in k.accesses.items() if a > first and mode & store.READ]
+            if k.name == "aten::_to_copy" and len(reads) == 1:
+                for a, mode in k.accesses.items():
+                    if a > first and mode == store.WRITE:
+                        source[a] = reads[0]
+            for a in reads:
+                while a is not None:
+                    last[a] = k.id
+                    a = source.get(a)
+        return last
 
     def _phase_set(self, phase: str) -> None:
         """The recording's phase changed: the hook in the forward, `slice` (no Python, the same
