@@ -73,7 +73,7 @@ link() {
     exe=$BUILD/tests/import/fuzz_import_$t
     if [ -f "$BUILD/link-$t.map" ] && [ "$exe" -nt "$lib" ] && [ "$exe" -nt "$ROOT/tests/import/fuzz/fuzz_$t.cpp" ] &&
        [ "$exe" -nt "$ROOT/tests/import/fuzz/fuzz_util.hpp" ]; then continue; fi
-    "$CXX" $FLAGS -fsanitize=fuzzer "$ROOT/tests/import/fuzz/fuzz_$t.cpp" "$lib" -lsqlite3 -lz -lsodium \
+    "$CXX" $FLAGS -fsanitize=fuzzer "$ROOT/tests/import/fuzz/fuzz_$t.cpp" "$lib" -lsqlite3 -lz -lsodium -lzip \
       -Wl,-Map="$BUILD/link-$t.map" -o "$exe" 2>"$BUILD/link-$t.log" &
     pids+=($!)
   done
