@@ -160,34 +160,40 @@ void say_filtered_page(const Decoded& ev, Result& r) {
     r.warnings.push_back(said);
 }
 
+// The snapshot's pickle in the file's bytes and whether a _memory_viz page held it.
+struct SnapshotPickle {
+    std::string_view bytes;
+    bool page = false;
+};
+
 // The snapshot's pickle in the file's bytes: the file itself, or the pickle of a snapshot saved as
 // JSON, in a _memory_viz page or with torch.save (held in `held`), said in meta snapshot.file.
-std::string_view snapshot_pickle(std::string_view bytes, const std::string& in, uint64_t max_input_size,
+SnapshotPickle snapshot_pickle(std::string_view bytes, const std::string& in, uint64_t max_input_size,
                                  std::string& held, Result& result) {
     const size_t first = bytes.find_first_not_of(" \t\r\n");
     if (first != std::string_view::npos && bytes[first] == '<') {
         held = memory_viz_html_pickle(bytes, in);
         result.meta["snapshot.file"] =
             "HTML of torch.cuda._memory_viz (trace_plot or segment_plot): the snapshot pickle it embeds";
-        return held;
+        return {held, true};
     }
     if (first != std::string_view::npos && (bytes[first] == '{' || bytes[first] == '[')) {
         held = json_as_pickle(bytes, in);
         result.meta["snapshot.file"] = "JSON (torch.cuda.memory._snapshot() saved with json.dump), read as its pickle";
-        return held;
+        return {held};
     }
     if (is_zip(bytes)) {
         std::string entry;
         held = torch_save_pickle(in, max_input_size, entry);
         result.meta["snapshot.file"] = "a torch.save archive: its entry '" + entry + "', the snapshot's pickle";
-        return held;
+        return {held};
     }
     if (const std::optional<std::string_view> object = legacy_torch_save_object(bytes, in)) {
         result.meta["snapshot.file"] =
             "torch.save's legacy format (_use_new_zipfile_serialization=False): the snapshot's pickle in it";
-        return *object;
+        return {*object};
     }
-    return bytes;
+    return {bytes};
 }
 
 }  // namespace
@@ -196,8 +202,8 @@ void import_snapshot(const std::string& in, Rows& rows, Result& result, uint64_t
     FileBytes data(in, max_input_size);
     // The pickle of a snapshot saved as JSON, in HTML or in a zip; the document's strings point into it.
     std::string held;
-    const std::string_view bytes = snapshot_pickle(data.view(), in, max_input_size, held, result);
-    PickleDoc doc(bytes, in);
+    const SnapshotPickle pickle = snapshot_pickle(data.view(), in, max_input_size, held, result);
+    PickleDoc doc(pickle.bytes, in);
     Id root = doc.root();
     const std::optional<Id> segments_end = end_segments(doc, root);
     const bool dict_root = doc.kind(root) == PickleDoc::Kind::Dict;
@@ -245,8 +251,7 @@ void import_snapshot(const std::string& in, Rows& rows, Result& result, uint64_t
     }
     if (ev.events == 0) end_state_only(doc, *segments_end, result);
     if (dict_root) say_keys_not_read(doc, root, result);
-    if (result.meta.count("snapshot.file") && result.meta.at("snapshot.file").rfind("HTML", 0) == 0)
-        say_filtered_page(ev, result);
+    if (pickle.page) say_filtered_page(ev, result);
     result.events = ev.events;
     const BlockRules rules = add_allocator_settings(doc, field("allocator_settings"), result.meta);
     SnapshotImport imp(doc, in, rows, keys);
