@@ -196,6 +196,15 @@ TEST_CASE("nsys: memory events the export cannot have recorded as they are are s
     CHECK(test::unsaid(dir, "nsys/con_kernel.sqlite", "nsys.memory_events_unpaired"));
 }
 
+// A refused memory row is named by its rowid (its globalPid was named for a few hours of 2026-12-08,
+// when the query's columns moved for streamId).
+TEST_CASE("nsys: an allocation of 0 bytes is refused naming its row", "[import][nsys][public]") {
+    test::TempDir dir;
+    CHECK_THAT(test::variant_error(dir, "nsys/con_kernel.sqlite",
+                                   "UPDATE CUDA_GPU_MEMORY_USAGE_EVENTS SET bytes = 0 WHERE rowid = 3"),
+               Catch::EndsWith("CUDA_GPU_MEMORY_USAGE_EVENTS row 3: allocation of 0 bytes"));
+}
+
 // NVTX_EVENTS.end may be NULL (the schema allows it): a mark has none, and a range that was
 // pushed or started and never ended while nsys recorded has none either. Such a range is a
 // marker of no length at its start, as before, but no longer in silence. The 2024.6 export's

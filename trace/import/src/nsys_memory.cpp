@@ -74,7 +74,7 @@ void NsysImport::read_allocations() {
         }
         auto it = live.find(key);
         if (op == 0 && bytes <= 0)
-            throw Error(where_row(in_, "CUDA_GPU_MEMORY_USAGE_EVENTS", stmt.i64(7),
+            throw Error(where_row(in_, "CUDA_GPU_MEMORY_USAGE_EVENTS", stmt.i64(cell.rowid_col),
                                   "allocation of " + std::to_string(bytes) + " bytes"));
         if (it != live.end()) {   // an allocation at a live block's address: its free was not recorded
             w_.set_free_time(it->second, time_ns);
